@@ -1,0 +1,126 @@
+/* base/config.h - the daemon's configuration: one schema table drives the TOML parser,
+ * --key value overrides, validation and --print-config.
+ *
+ * Accepts the public OpenLake configs (storage-tcp-local.toml, kv_local.toml, kv_rdma.toml)
+ * as written; unknown keys are an error naming file, line and key. */
+#ifndef OL_BASE_CONFIG_H
+#define OL_BASE_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define OL_CFG_MAX_DIRS	 64
+#define OL_CFG_MAX_CREDS 16
+#define OL_CFG_MAX_NODES 64
+#define OL_CFG_STR	 256
+
+struct ol_config_cred {
+	char access_key[OL_CFG_STR];
+	char secret_key[OL_CFG_STR];
+};
+
+struct ol_config_node {
+	unsigned id;
+	char rpc_addr[OL_CFG_STR];
+	unsigned disk_count;
+};
+
+struct ol_config_tls {
+	char cert_path[OL_CFG_STR];
+	char key_path[OL_CFG_STR];
+	char client_ca[OL_CFG_STR];
+};
+
+struct ol_config {
+	/* upstream keys */
+	unsigned self_id;
+	char mode[16];	    /* "storage" (default) or "kv" */
+	char transport[16]; /* "h2" (default) or "rdma" */
+	char data_dirs[OL_CFG_MAX_DIRS][OL_CFG_STR];
+	unsigned n_data_dirs;
+	char s3_addr[OL_CFG_STR]; /* "host:port" */
+	unsigned s3_port;
+	char rpc_addr[OL_CFG_STR];
+	unsigned set_drive_count;      /* N */
+	unsigned default_parity_count; /* P */
+	char region[64];
+	struct ol_config_cred creds[OL_CFG_MAX_CREDS];
+	unsigned n_creds;
+	struct ol_config_node nodes[OL_CFG_MAX_NODES];
+	unsigned n_nodes;
+	struct ol_config_tls s3_tls, rpc_tls;
+	bool mempool_enabled;
+	uint64_t mempool_size_bytes;
+	unsigned mempool_bucket_capacity;
+	/* [rdma]: accepted and validated, RDMA not built yet: falls back to TCP */
+	char rdma_backend[16];
+	char rdma_dev_name[64];
+	unsigned rdma_self_node_id;
+	uint64_t rdma_dc_key;
+	unsigned rdma_traffic_class, rdma_service_level;
+	unsigned rdma_bulk_pool_cap, rdma_network_timeout_secs, rdma_srq_depth;
+	unsigned rdma_max_send_wr, rdma_peer_credit, rdma_max_clients;
+	/* [kv_slab] */
+	unsigned kv_capacity_gb;
+	double kv_cpu_ram_frac;
+	unsigned kv_reserve_ttl_secs;
+
+	/* our keys */
+	char kv_addr[OL_CFG_STR];	 /* KV pool listener; "" = off. Default 127.0.0.1:9400 */
+	uint64_t kv_dram_bytes;		 /* [kv] dram_bytes: DRAM tier size (0 = from kv_slab) */
+	char kv_spill_dir[OL_CFG_STR];	 /* [kv] spill_dir: NVMe tier directory ("" = none) */
+	uint64_t kv_spill_bytes;	 /* [kv] spill_bytes */
+	uint64_t kv_max_block_bytes;	 /* [kv] max_block_bytes */
+	unsigned kv_writeback_ms;	 /* [kv] writeback_ms: max delay DRAM -> NVMe */
+	char kv_shm_name[OL_CFG_STR];	 /* [kv] shm_name: POSIX shm object of the DRAM tier */
+	uint64_t inline_threshold;	 /* [storage] inline_threshold (128 KiB) */
+	uint64_t block_size;		 /* [storage] block_size per shard (1 MiB) */
+	char checksum[16];		 /* [storage] checksum: "crc32c" or "xxh3" */
+	bool fsync;			 /* [storage] fsync: acknowledge only after stable storage */
+	unsigned threads;		 /* worker threads (0 = one per core) */
+	char log_level[16];		 /* error|warn|info|debug */
+	char console_addr[OL_CFG_STR];	 /* metrics + console listener ("" = on s3_addr only) */
+	uint64_t max_object_size;	 /* largest single PUT (5 GiB) */
+	unsigned http_idle_timeout_ms;	 /* keep-alive idle */
+	unsigned http_header_timeout_ms; /* request line + headers */
+
+	/* set by the loader */
+	char source[OL_CFG_STR]; /* file name or "<embedded default>" */
+	bool data_dirs_given;
+};
+
+/* Fill cfg with the embedded default (S3 127.0.0.1:9000, KV 127.0.0.1:9400, data under ./data:
+ * data/d0..d3, N=4, P=1, credentials openlakeadmin/openlakeadmin, region us-east-1). */
+void ol_config_default(struct ol_config *cfg);
+
+/* Parse TOML text over cfg (which should hold defaults). name is used in messages.
+ * Returns 0, or -EINVAL with a message "FILE:LINE: ..." in err. Pure: no I/O. */
+int ol_config_parse(struct ol_config *cfg, const char *name, const char *text, size_t len,
+		    char *err, size_t errlen);
+
+/* Read and parse a file. Returns 0, -errno (err says why). */
+int ol_config_load_file(struct ol_config *cfg, const char *path, char *err, size_t errlen);
+
+/* Apply one override "key" = "value" as on the command line (--s3_addr 0.0.0.0:9000 or
+ * --kv.dram_bytes 1GiB; '-' and '_' are equal). Returns 0 or -EINVAL with err. */
+int ol_config_set(struct ol_config *cfg, const char *key, const char *value, char *err,
+		  size_t errlen);
+
+/* Check cross-key rules (N divides drives, 1 <= P <= N/2, self_id in nodes, ...).
+ * Returns 0 or -EINVAL with err. */
+int ol_config_validate(struct ol_config *cfg, char *err, size_t errlen);
+
+/* Write the effective config as TOML; secrets are redacted unless show_secrets. */
+void ol_config_print(const struct ol_config *cfg, int fd, bool show_secrets);
+
+/* "host:port" -> host (into buf) and port. Returns 0 or -EINVAL. */
+int ol_config_split_addr(const char *addr, char *host, size_t hostlen, unsigned *port);
+
+/* Parse "1048576", "1MiB", "4 GiB", "512k" into bytes. Returns 0 or -EINVAL/-ERANGE. */
+int ol_parse_size(const char *s, uint64_t *out);
+
+/* The KV listener address in effect: kv_addr; in mode="kv" with kv_addr unset, rpc_addr. */
+const char *ol_config_kv_listen(const struct ol_config *cfg);
+
+#endif
