@@ -1,0 +1,167 @@
+/* http/http.h - HTTP/1.1 server: a pure request-head parser, a pure chunked-body decoder, and a
+ * blocking connection server built on them.
+ *
+ * Implementation: one SO_REUSEPORT listener + acceptor thread per core ("threads" option); each
+ * accepted connection is served by its own thread with a blocking socket, poll() timeouts and
+ * one fixed read buffer from a buffer pool, so memory per connection is flat no matter how big
+ * the bodies are. Handlers are blocking (they call the store, which does disk I/O); they run on
+ * the connection's thread. Keep-alive, pipelining (requests served in order), chunked request
+ * and response bodies, Expect: 100-continue, header / idle / body timeouts, bounded heads.
+ * Bad requests get a plain 400/413/431/501/505 and the connection closes; the handler never
+ * sees them. Layering: http/ knows nothing of S3. */
+#ifndef OL_HTTP_HTTP_H
+#define OL_HTTP_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct ol_http_header {
+	const char *name;
+	const char *value;
+};
+
+struct ol_http_req {
+	const char *method; /* "GET", NUL-terminated */
+	const char *target; /* raw request-target as sent ("/b/k%20x?list-type=2") */
+	const char *path;   /* raw path part, NOT percent-decoded */
+	const char *query;  /* raw query after '?', "" if none */
+	int version_minor;  /* 0 or 1 */
+	const struct ol_http_header *headers;
+	size_t n_headers;	/* as received, in order (names as sent, values trimmed) */
+	int64_t content_length; /* -1 when chunked or absent */
+	bool chunked, expect_continue, keep_alive;
+	const char *peer; /* "127.0.0.1:53422" */
+	void *priv;	  /* server-private */
+};
+
+/* All strings of a request stay valid until the handler returns. All functions below taking a
+ * req may only be called from the handler's thread, during the handler call. */
+
+/* Case-insensitive lookup of the first header with this name, NULL if absent. */
+const char *ol_http_header(const struct ol_http_req *r, const char *name);
+
+/* Blocking read of the request body (de-chunked; sends "100 Continue" first if the client asked
+ * and no response was started). Returns bytes (>0), 0 at end of body, or -errno (-ETIMEDOUT,
+ * -ECONNRESET, -EMSGSIZE, -EPROTO for bad chunking). After an error the connection is closed
+ * when the response ends. */
+ssize_t ol_http_body_read(struct ol_http_req *r, void *buf, size_t len);
+
+/* Start the response. content_length >= 0 sends Content-Length; -1 sends Transfer-Encoding:
+ * chunked (HTTP/1.1) or closes after body (1.0). The server adds Date, Server: OpenLake,
+ * Connection as needed. For HEAD requests the body writes are swallowed but Content-Length is
+ * kept. Headers h[0..n) are copied out before it returns; the head is buffered with the first
+ * body bytes (one writev) when they fit. A "Connection: close" in h closes after the response.
+ * Returns 0, -EALREADY if a response was started, -EINVAL for a bad status, or -errno. */
+int ol_http_respond(struct ol_http_req *r, int status, const struct ol_http_header *h, size_t n,
+		    int64_t content_length);
+
+/* Write body bytes (blocking). Writing more than the announced Content-Length is -EMSGSIZE.
+ * 0 or -errno. */
+int ol_http_write(struct ol_http_req *r, const void *buf, size_t len);
+
+/* End of response (flushes; terminating chunk when chunked). Unread body is drained (or the
+ * connection closed if too large) so keep-alive keeps working. A response shorter than its
+ * Content-Length closes the connection. 0 or -errno. Idempotent. */
+int ol_http_finish(struct ol_http_req *r);
+
+/* Convenience: respond + write + finish with a fixed body (content_type may be NULL). */
+int ol_http_respond_simple(struct ol_http_req *r, int status, const char *content_type,
+			   const void *body, size_t len);
+
+/* Standard reason phrase ("Not Found"), "Unknown" for unknown codes. */
+const char *ol_http_reason(int status);
+
+typedef void (*ol_http_handler_fn)(struct ol_http_req *req, void *arg);
+
+struct ol_http_server_opts {
+	size_t size;	  /* sizeof(struct ol_http_server_opts) */
+	const char *addr; /* "127.0.0.1:9000", "0.0.0.0:9000", "[::1]:9000" */
+	unsigned threads; /* acceptor threads (one listener each); 0 = one per core */
+	ol_http_handler_fn handler;
+	void *arg;
+	unsigned idle_timeout_ms;   /* between requests on a keep-alive conn; 0 = 60000 */
+	unsigned header_timeout_ms; /* from first byte to full head; 0 = 30000 */
+	unsigned body_timeout_ms;   /* max wait for progress reading/writing a body; 0 = 60000 */
+	size_t max_header_bytes;    /* request line + headers; 0 = 64 KiB */
+	/* additions */
+	uint64_t max_body_bytes; /* larger Content-Length -> 413; 0 = unlimited */
+	unsigned max_conns;	 /* concurrent connections; beyond -> 503 + close; 0 = 4096 */
+};
+
+struct ol_http_server;
+
+/* Listening when it returns; -errno (e.g. -EADDRINUSE, -EINVAL) otherwise. */
+int ol_http_server_start(const struct ol_http_server_opts *o, struct ol_http_server **out);
+/* Bound port, useful with port 0. */
+unsigned ol_http_server_port(const struct ol_http_server *s);
+/* Stops accepting, closes connections (in-flight handlers see errors on their next socket
+ * call), waits for every connection thread and joins the acceptors, frees s. */
+void ol_http_server_stop(struct ol_http_server *s);
+
+/* ================= pure parser (no sockets, no globals) ================= */
+
+/* A parsed request head. Reusable: init once, parse many times, fini once. The parser copies
+ * the head into h->mem (grown as needed, never beyond the cap) and points every string into
+ * that copy, so the input buffer may be overwritten after parsing. */
+struct ol_http_head {
+	const char *method, *target, *path, *query;
+	int version_minor;
+	struct ol_http_header *headers;
+	size_t n_headers;
+	int64_t content_length; /* -1 when chunked or absent */
+	bool chunked, expect_continue, keep_alive;
+	int err_status; /* on error: the HTTP status to answer (400, 431, 501, 505) */
+	/* private */
+	char *mem;
+	size_t mem_cap;
+	size_t hdr_cap;
+};
+
+#define OL_HTTP_MAX_HEADERS 256 /* more headers -> -EMSGSIZE (431) */
+
+void ol_http_head_init(struct ol_http_head *h);
+void ol_http_head_fini(struct ol_http_head *h);
+
+/* Parse a request head in buf[0..len). max_bytes caps the head (request line + headers + blank
+ * line). Returns bytes consumed (> 0, up to and including the blank line) and fills h; 0 if more
+ * bytes are needed (and len < max_bytes); or -errno with h->err_status set:
+ * -EMSGSIZE over the cap or too many headers (431), -EPROTO malformed (400: bad request line,
+ * bad header name, obs-fold, NUL/CR misuse, conflicting or bad Content-Length, Content-Length
+ * with Transfer-Encoding), -ENOTSUP for a version other than HTTP/1.0 / 1.1 (505) or a
+ * Transfer-Encoding other than "chunked" (501). Leading empty lines (RFC 9112 2.2) are skipped.
+ * Content-Length duplicates with the same value are accepted. */
+int ol_http_parse_request(const char *buf, size_t len, size_t max_bytes, struct ol_http_head *h);
+
+/* Case-insensitive lookup in a parsed head. */
+const char *ol_http_head_get(const struct ol_http_head *h, const char *name);
+
+/* ================= pure chunked decoder ================= */
+
+struct ol_http_chunked {
+	int state;
+	uint64_t remaining; /* data bytes left in the current chunk */
+	size_t line_len;    /* bytes of the current size / trailer line */
+	size_t trailer_len; /* total trailer bytes */
+	size_t max_line;    /* cap of a chunk-size line incl. extensions (default 4096) */
+	size_t max_trailer; /* cap of all trailers (default 16384) */
+};
+
+void ol_http_chunked_init(struct ol_http_chunked *c);
+
+/* Feed raw body bytes in[0..len). Consumes framing bytes and at most one span of data; the span
+ * (a pointer into in) is returned in *data / *data_len (data_len 0 when none). Returns the
+ * number of input bytes consumed (>= 0; less than len when a data span ended the call or the
+ * body is complete - feed the rest again), or -EPROTO (bad framing) / -EMSGSIZE (line or
+ * trailers over the cap). Chunk extensions are skipped; trailers are validated and skipped.
+ * After the final CRLF nothing more is consumed: ol_http_chunked_done() is true and the bytes
+ * that follow belong to the next request. */
+ssize_t ol_http_chunked_feed(struct ol_http_chunked *c, const char *in, size_t len,
+			     const char **data, size_t *data_len);
+bool ol_http_chunked_done(const struct ol_http_chunked *c);
+/* Data bytes that may be read straight into a caller buffer before framing resumes
+ * (0 when not inside chunk data). Feeding those bytes returns them as one span. */
+uint64_t ol_http_chunked_data_left(const struct ol_http_chunked *c);
+
+#endif

@@ -1,0 +1,89 @@
+/* io/io.h - small reusable I/O helpers: address parsing, listening sockets with SO_REUSEPORT,
+ * socket options, poll-based timed reads/writes, named threads, monotonic clock, buffer pool.
+ *
+ * Design note: the request handlers above us (S3 -> store) do blocking disk I/O, so the HTTP
+ * and KV servers use blocking sockets with poll() timeouts, one thread per connection, and one
+ * SO_REUSEPORT listener + acceptor thread per core. These helpers are what they share.
+ * Everything here is thread-safe unless noted. Return 0 (or a value >= 0) or -errno. */
+#ifndef OL_IO_IO_H
+#define OL_IO_IO_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+/* ---- addresses ---- */
+
+/* Parse "host:port", "[v6addr]:port", ":port" (= 0.0.0.0) or "*:port". host is a numeric IPv4 /
+ * IPv6 address or "localhost" (= 127.0.0.1). port 0..65535. No DNS. 0 or -EINVAL. */
+int ol_io_parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len);
+
+/* Format an address as "1.2.3.4:80" or "[::1]:80" into buf (always NUL-terminated).
+ * Returns 0 or -ENOSPC. */
+int ol_io_addr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t cap);
+
+/* Port of a bound socket (host order), 0 on error. */
+unsigned ol_io_sock_port(int fd);
+
+/* ---- sockets ---- */
+
+/* Create a TCP listening socket bound to addr ("host:port" as above) with SO_REUSEADDR and,
+ * when reuseport, SO_REUSEPORT; CLOEXEC, blocking. backlog <= 0 means SOMAXCONN.
+ * Returns the fd (>= 0) or -errno (-EADDRINUSE, -EINVAL, ...). */
+int ol_io_listen(const char *addr, bool reuseport, int backlog);
+/* Same from a parsed address. */
+int ol_io_listen_sa(const struct sockaddr *sa, socklen_t len, bool reuseport, int backlog);
+
+/* Set TCP_NODELAY (and, for keepalive, SO_KEEPALIVE). 0 or -errno. */
+int ol_io_set_nodelay(int fd);
+
+/* Connect a blocking TCP socket to addr ("host:port"), with TCP_NODELAY. fd or -errno. */
+int ol_io_connect(const char *addr, int timeout_ms);
+
+/* Wait until fd is ready for events (POLLIN / POLLOUT). timeout_ms < 0 waits forever.
+ * Returns 0 when ready (or on POLLHUP/POLLERR, so the next read/write reports it),
+ * -ETIMEDOUT, -EINTR-safe (retried), or -errno. */
+int ol_io_wait(int fd, short events, int timeout_ms);
+
+/* Read up to len bytes, waiting at most timeout_ms (< 0: forever) for the first byte.
+ * Returns bytes read (> 0), 0 at EOF, -ETIMEDOUT, -ECONNRESET or -errno. */
+ssize_t ol_io_read(int fd, void *buf, size_t len, int timeout_ms);
+
+/* Write all of iov[0..n), waiting at most timeout_ms for each progress step (< 0: forever).
+ * iov is modified. MSG_NOSIGNAL: a closed peer gives -EPIPE, never SIGPIPE.
+ * Returns 0, -ETIMEDOUT or -errno. */
+int ol_io_writev_all(int fd, struct iovec *iov, int n, int timeout_ms);
+int ol_io_write_all(int fd, const void *buf, size_t len, int timeout_ms);
+
+/* ---- threads and time ---- */
+
+/* Start a joinable thread named name (truncated to 15 chars). 0 or -errno. */
+int ol_io_thread_start(pthread_t *t, const char *name, void *(*fn)(void *), void *arg);
+/* Start a detached thread. 0 or -errno. */
+int ol_io_thread_start_detached(const char *name, void *(*fn)(void *), void *arg);
+/* Name the calling thread. */
+void ol_io_thread_name(const char *name);
+/* Number of online CPUs (>= 1). */
+unsigned ol_io_ncpu(void);
+
+/* Monotonic clock. */
+uint64_t ol_io_now_ns(void);
+uint64_t ol_io_now_ms(void);
+
+/* ---- buffer pool ---- */
+
+/* A pool of fixed-size buffers (e.g. 64 KiB). get() returns a cached buffer or a fresh one
+ * (aborts via ol_die on out-of-memory); put() caches up to max_cached buffers and frees the
+ * rest. Thread-safe (one mutex; buffers are only taken at connection start/end, not per byte). */
+struct ol_bufpool;
+struct ol_bufpool *ol_bufpool_new(size_t buf_size, unsigned max_cached);
+void *ol_bufpool_get(struct ol_bufpool *p);
+void ol_bufpool_put(struct ol_bufpool *p, void *buf);
+size_t ol_bufpool_buf_size(const struct ol_bufpool *p);
+void ol_bufpool_free(struct ol_bufpool *p); /* all buffers must have been put back */
+
+#endif
