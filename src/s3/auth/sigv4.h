@@ -1,0 +1,135 @@
+/* s3/auth/sigv4.h - AWS Signature Version 4 verification for S3 (pure, no sockets).
+ *
+ * Both forms are handled: the Authorization header ("AWS4-HMAC-SHA256 Credential=...,
+ * SignedHeaders=..., Signature=...") and the presigned query (X-Amz-Algorithm, X-Amz-Credential,
+ * X-Amz-Date, X-Amz-Expires, X-Amz-SignedHeaders, X-Amz-Signature).
+ *
+ * All functions are thread-safe and keep no global state. Error codes are negative and live
+ * below -4096 (project range); ol_sigv4_s3_code()/ol_sigv4_http_status() map them to the S3
+ * error a real S3 returns. */
+#ifndef OL_S3_AUTH_SIGV4_H
+#define OL_S3_AUTH_SIGV4_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+enum ol_sigv4_err {
+	OL_SIGV4_ERR_SIGNATURE_MISMATCH = -4300, /* SignatureDoesNotMatch 403 */
+	OL_SIGV4_ERR_INVALID_ACCESS_KEY = -4301, /* InvalidAccessKeyId 403 */
+	OL_SIGV4_ERR_SKEWED = -4302,		 /* RequestTimeTooSkewed 403 */
+	OL_SIGV4_ERR_EXPIRED = -4303,		 /* AccessDenied 403 "Request has expired" */
+	OL_SIGV4_ERR_MALFORMED = -4304,		 /* AuthorizationHeaderMalformed 400 /
+						    AuthorizationQueryParametersError 400 */
+	OL_SIGV4_ERR_MISSING = -4305,		 /* AccessDenied 403 (anonymous request) */
+	OL_SIGV4_ERR_UNSUPPORTED_ALG = -4306,	 /* InvalidArgument 400 /
+						    AuthorizationQueryParametersError 400 */
+	OL_SIGV4_ERR_BAD_CONTENT_SHA256 =
+	    -4307,				/* InvalidArgument 400 (bad x-amz-content-sha256) */
+	OL_SIGV4_ERR_NO_CONTENT_SHA256 = -4308, /* InvalidRequest 400 (header form without
+						   x-amz-content-sha256) */
+	OL_SIGV4_ERR_WRONG_REGION = -4309,	/* AuthorizationHeaderMalformed 400 /
+						   AuthorizationQueryParametersError 400 */
+	OL_SIGV4_ERR_NOMEM = -4310,		/* InternalError 500 */
+};
+
+/* One request header; name and value need not be NUL-terminated. Name compared
+ * case-insensitively; value is trimmed and inner runs of spaces collapsed as SigV4 requires. */
+struct ol_sigv4_header {
+	const char *name;
+	size_t name_len;
+	const char *value;
+	size_t value_len;
+};
+
+/* The request as received. path and query are raw (as on the wire, still percent-encoded);
+ * query excludes the '?', and may be NULL/0. headers: every header of the request (duplicates
+ * are joined with ',' as SigV4 says). Nothing is copied; all pointers are borrowed. */
+struct ol_sigv4_request {
+	const char *method; /* NUL-terminated: "GET", "PUT", ... */
+	const char *path;
+	size_t path_len;
+	const char *query;
+	size_t query_len;
+	const struct ol_sigv4_header *headers;
+	size_t n_headers;
+};
+
+/* Secret for an access key, NUL-terminated, or NULL when the key is unknown. The returned
+ * pointer must stay valid until ol_sigv4_verify() returns. */
+typedef const char *(*ol_sigv4_secret_fn)(const char *access_key, void *arg);
+
+enum ol_sigv4_payload {
+	OL_SIGV4_PAYLOAD_SHA256 = 0,		   /* hex sha256 signed: caller checks the body */
+	OL_SIGV4_PAYLOAD_UNSIGNED,		   /* UNSIGNED-PAYLOAD (and every presigned URL) */
+	OL_SIGV4_PAYLOAD_STREAMING_SIGNED,	   /* STREAMING-AWS4-HMAC-SHA256-PAYLOAD */
+	OL_SIGV4_PAYLOAD_STREAMING_SIGNED_TRAILER, /* STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER */
+	OL_SIGV4_PAYLOAD_STREAMING_UNSIGNED_TRAILER, /* STREAMING-UNSIGNED-PAYLOAD-TRAILER */
+};
+
+#define OL_SIGV4_MAX_SKEW    (15 * 60) /* seconds either side of now */
+#define OL_SIGV4_MAX_EXPIRES 604800    /* presigned X-Amz-Expires upper bound (7 days) */
+
+/* What a verified request carries; everything the aws-chunked decoder needs. */
+struct ol_sigv4_result {
+	char access_key[129];
+	enum ol_sigv4_payload payload;
+	int presigned;		    /* 1: query form, 0: Authorization header */
+	int has_payload_sha256;	    /* payload == OL_SIGV4_PAYLOAD_SHA256 */
+	uint8_t payload_sha256[32]; /* raw digest the body must have when has_payload_sha256 */
+	uint8_t signing_key[32];    /* HMAC chain key for date/region/s3/aws4_request */
+	char seed_signature[65];    /* lowercase hex signature of the request */
+	char scope[128];	    /* "20130524/us-east-1/s3/aws4_request" */
+	char amz_date[17];	    /* "20130524T000000Z" */
+	char message[256];	    /* human-readable reason on error, "" on success */
+	/* On OL_SIGV4_ERR_SIGNATURE_MISMATCH only: malloc'd NUL-terminated copies, for the
+	 * <StringToSign> and <CanonicalRequest> elements of the error XML. Freed by
+	 * ol_sigv4_result_fini(). NULL otherwise. */
+	char *string_to_sign;
+	char *canonical_request;
+};
+
+/* Verify req. region: the configured server region ("us-east-1"). now: the server clock.
+ * secret_for/arg: credential lookup. out is always initialised (also on error, with
+ * out->message set); call ol_sigv4_result_fini(out) afterwards in every case.
+ * Returns 0 when the signature is valid, else a negative enum ol_sigv4_err:
+ *   _MISSING (anonymous: no Authorization header and no X-Amz-* auth query),
+ *   _MALFORMED, _UNSUPPORTED_ALG, _WRONG_REGION, _SKEWED, _EXPIRED, _INVALID_ACCESS_KEY,
+ *   _NO_CONTENT_SHA256, _BAD_CONTENT_SHA256, _SIGNATURE_MISMATCH, _NOMEM.
+ * Rules: algorithm AWS4-HMAC-SHA256; credential scope date == X-Amz-Date's day; scope region ==
+ * region; service "s3"; X-Amz-Date within OL_SIGV4_MAX_SKEW of now (header form; presigned: not
+ * in the future by more than the skew, and now <= date + X-Amz-Expires); SignedHeaders must
+ * contain "host". Signatures are compared in constant time. */
+int ol_sigv4_verify(const struct ol_sigv4_request *req, const char *region, time_t now,
+		    ol_sigv4_secret_fn secret_for, void *arg, struct ol_sigv4_result *out);
+
+/* Free what ol_sigv4_verify() allocated in r (safe to call twice, and on a zeroed r). */
+void ol_sigv4_result_fini(struct ol_sigv4_result *r);
+
+/* 1 when the request carries no SigV4 at all (no Authorization header, no X-Amz-Algorithm /
+ * X-Amz-Credential / X-Amz-Signature in the query): the caller serves it as anonymous, which
+ * this server answers with AccessDenied. 0 otherwise. */
+int ol_sigv4_is_anonymous(const struct ol_sigv4_request *req);
+
+/* S3 error code ("SignatureDoesNotMatch", ...) and HTTP status for a verify() error.
+ * presigned selects AuthorizationQueryParametersError where S3 uses it. Unknown -> InternalError.
+ */
+const char *ol_sigv4_s3_code(int err, int presigned);
+int ol_sigv4_http_status(int err);
+
+/* ---- signing side (for the C client, bench and tests) ---- */
+
+/* key = HMAC chain over "AWS4"+secret, date8 ("20130524"), region, service, "aws4_request".
+ * Returns 0 or _NOMEM. */
+int ol_sigv4_signing_key(const char *secret, const char *date8, const char *region,
+			 const char *service, uint8_t key[32]);
+
+/* Compute the Authorization header value for req, signing every header in req->headers
+ * (which must include host, x-amz-date and, for S3, x-amz-content-sha256 = payload_hash).
+ * amz_date: "YYYYMMDDTHHMMSSZ". Writes a NUL-terminated value into out (cap bytes).
+ * Returns 0, -ENOSPC, _MALFORMED or _NOMEM. */
+int ol_sigv4_sign(const struct ol_sigv4_request *req, const char *access_key, const char *secret,
+		  const char *region, const char *amz_date, const char *payload_hash, char *out,
+		  size_t cap);
+
+#endif
