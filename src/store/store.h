@@ -1,0 +1,162 @@
+/* store/store.h - the object engine: buckets, objects and multipart uploads, erasure-coded
+ * over the drives of one set (ISA-L Reed-Solomon, k = N - P data + P parity shards).
+ *
+ * It knows nothing of HTTP or S3: ETags and the metadata blob are opaque bytes set by the
+ * caller. Bucket names are validated by the caller (no '\0', no '/'); object keys are
+ * arbitrary bytes up to OL_STORE_MAX_KEY and are never used as a path.
+ *
+ * Return codes: 0 (or a count) on success, -errno on failure. Common ones:
+ *   -ENOENT  no such bucket/key/upload (see each call), -EEXIST bucket exists,
+ *   -ENOTEMPTY bucket has objects or uploads, -EIO more than P shards or drives unusable,
+ *   -EINVAL bad argument (key too long, part_no out of range), -ENOSPC/-EROFS from drives.
+ *
+ * Threads: every call may run concurrently with every other call from any number of
+ * threads, on any handles, except that one handle (ol_put, ol_get, ol_iter) is used by one
+ * thread at a time. Writers of the same bucket/key are serialised inside the engine; the last
+ * commit wins. A reader sees either the old or the new object, never a mix.
+ *
+ * Durability: with cfg->fsync, put_commit / mpu_* / delete / bucket_* return only after the
+ * data and the metadata are on stable storage on a write quorum of drives.
+ * Write quorum W = max(k, N/2 + 1) drives; a read needs k drives that agree (newest version
+ * present on >= k drives). So with up to P drives dead, reads and writes go on.
+ * See docs/storage-format.md for the on-disk layout and the commit protocol. */
+#ifndef OL_STORE_STORE_H
+#define OL_STORE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct ol_config;
+
+#define OL_STORE_MAX_KEY   1024
+#define OL_STORE_MAX_PARTS 10000
+#define OL_STORE_ETAG_MAX  80
+#define OL_STORE_MAX_META  (64 * 1024) /* largest opaque metadata blob */
+
+struct ol_store;
+
+/* Open the engine on cfg->data_dirs (set_drive_count N, default_parity_count P,
+ * inline_threshold, block_size, checksum, fsync). Missing data dirs are created (mkdir -p);
+ * a path that cannot be used (a file there, no permission) is an error logged with the dir
+ * and the reason. Opens one LMDB environment per drive and sweeps leftovers of interrupted
+ * writes. A drive that cannot be opened is logged and treated as offline, as long as a write
+ * quorum of drives opens; otherwise the call fails. Only the first N dirs form the set. */
+int ol_store_open(const struct ol_config *cfg, struct ol_store **out);
+/* No other call may be running. NULL is fine. */
+void ol_store_close(struct ol_store *st);
+
+/* Buckets. */
+int ol_store_bucket_create(struct ol_store *st, const char *bucket); /* -EEXIST */
+/* -ENOENT, -ENOTEMPTY (objects or in-progress uploads) */
+int ol_store_bucket_delete(struct ol_store *st, const char *bucket);
+int ol_store_bucket_stat(struct ol_store *st, const char *bucket, int64_t *created_ns);
+typedef int (*ol_store_bucket_cb)(const char *bucket, int64_t created_ns, void *arg);
+/* Calls cb for each bucket in byte order; a non-zero return from cb stops and is returned. */
+int ol_store_bucket_list(struct ol_store *st, ol_store_bucket_cb cb, void *arg);
+
+struct ol_obj_info {
+	uint64_t size;
+	int64_t mtime_ns;
+	char etag[OL_STORE_ETAG_MAX]; /* opaque, NUL-terminated, set by the caller at commit */
+	/* opaque blob set by the caller; valid until the handle/iterator it came from is
+	 * released or advanced (ol_store_head copies it into meta_buf instead) */
+	const void *meta;
+	size_t meta_len;
+	unsigned n_parts; /* 0 for a plain PUT, else multipart part count */
+};
+
+/* Streaming writer. The object is visible only after put_commit. */
+struct ol_put;
+/* -ENOENT no bucket, -EINVAL key_len 0 or > OL_STORE_MAX_KEY. size_hint may be -1. */
+int ol_store_put_begin(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		       int64_t size_hint, struct ol_put **out);
+/* Append bytes. -EIO when fewer than W drives accept the data. On error, call put_abort. */
+int ol_store_put_write(struct ol_put *p, const void *buf, size_t len);
+/* Make the object (or part) visible, replacing any older version atomically. etag is copied
+ * (truncated to OL_STORE_ETAG_MAX-1); meta (<= OL_STORE_MAX_META) is copied. out_info may be
+ * NULL; its meta pointer is not valid after return. Frees p, on success and on failure. */
+int ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, size_t meta_len,
+			struct ol_obj_info *out_info);
+/* Drop everything written; frees p. NULL is fine. */
+void ol_store_put_abort(struct ol_put *p);
+uint64_t ol_store_put_size(const struct ol_put *p);
+
+/* Reader. info->meta stays valid until get_close. -ENOENT no key, -ENXIO no bucket. */
+struct ol_get;
+int ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		      struct ol_get **out, struct ol_obj_info *info);
+/* Read up to len bytes at offset: returns the byte count (short only at EOF, 0 at/after EOF),
+ * or -EIO when the bytes cannot be rebuilt (more than P shards lost or corrupt): never wrong
+ * bytes. Missing, short or corrupt shard blocks are rebuilt from parity on the fly. */
+ssize_t ol_store_get_read(struct ol_get *g, uint64_t offset, void *buf, size_t len);
+void ol_store_get_close(struct ol_get *g);
+
+/* Metadata only. Copies up to meta_cap bytes of the blob into meta_buf (may be NULL);
+ * info->meta = meta_buf, info->meta_len = full length (may exceed meta_cap).
+ * -ENOENT no key, -ENXIO no bucket. */
+int ol_store_head(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		  struct ol_obj_info *info, void *meta_buf, size_t meta_cap);
+/* 0, -ENOENT no key (the caller maps it to an idempotent 204), -ENXIO no bucket. */
+int ol_store_delete(struct ol_store *st, const char *bucket, const char *key, size_t key_len);
+
+/* Listing: ordered iterator over the keys of a bucket (plain byte order, like S3). It reads a
+ * consistent merge of all drives; objects committed while it runs may or may not appear. */
+struct ol_iter;
+int ol_store_iter_open(struct ol_store *st, const char *bucket, struct ol_iter **out); /* -ENOENT */
+/* Position at the first key >= key (key_len 0: the first key). */
+int ol_store_iter_seek(struct ol_iter *it, const char *key, size_t key_len);
+/* 1 = got one (key and info->meta valid until the next call on it), 0 = end, -errno. */
+int ol_store_iter_next(struct ol_iter *it, const char **key, size_t *key_len,
+		       struct ol_obj_info *info);
+void ol_store_iter_close(struct ol_iter *it);
+
+/* Multipart uploads. Parts are stored erasure-coded like objects; complete links them into
+ * the object record without copying data. Upload ids are 32 lowercase hex chars + NUL.
+ * All calls return -ENOENT when the bucket or the upload does not exist. */
+int ol_store_mpu_create(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+			const void *meta, size_t meta_len, char upload_id[64]);
+/* part_no 1..OL_STORE_MAX_PARTS (-EINVAL). Write with put_write, commit with the part's etag
+ * (meta ignored); a re-upload of the same part replaces it. */
+int ol_store_mpu_part_begin(struct ol_store *st, const char *bucket, const char *upload_id,
+			    unsigned part_no, struct ol_put **out);
+struct ol_mpu_part {
+	unsigned part_no;
+	char etag[OL_STORE_ETAG_MAX];
+	uint64_t size;
+	int64_t mtime_ns;
+};
+/* *parts (sorted by part_no; malloc'd, caller frees, NULL when *n == 0). */
+int ol_store_mpu_list_parts(struct ol_store *st, const char *bucket, const char *upload_id,
+			    struct ol_mpu_part **parts, size_t *n);
+/* The caller has checked etags/order/min sizes against list_parts. part_nos must be strictly
+ * increasing and uploaded (-EINVAL otherwise). Unlisted parts are reclaimed; the object's meta
+ * is the one given at create; the upload is gone afterwards. out may be NULL. */
+int ol_store_mpu_complete(struct ol_store *st, const char *bucket, const char *upload_id,
+			  const unsigned *part_nos, size_t n, const char *final_etag,
+			  struct ol_obj_info *out);
+/* Removes only the upload and its parts, never the object with the same key. */
+int ol_store_mpu_abort(struct ol_store *st, const char *bucket, const char *upload_id);
+/* In-progress uploads of a bucket, ordered by (key, upload_id). A non-zero cb return stops
+ * and is returned. */
+typedef int (*ol_store_mpu_cb)(const char *key, size_t key_len, const char *upload_id,
+			       int64_t init_ns, void *arg);
+int ol_store_mpu_list(struct ol_store *st, const char *bucket, ol_store_mpu_cb cb, void *arg);
+/* Key and metadata blob of an upload (for CompleteMultipartUpload responses). key must hold
+ * OL_STORE_MAX_KEY bytes; meta_buf may be NULL. -ENOENT. */
+int ol_store_mpu_stat(struct ol_store *st, const char *bucket, const char *upload_id, char *key,
+		      size_t *key_len, void *meta_buf, size_t meta_cap, size_t *meta_len);
+
+/* For fault tests and ops. */
+int ol_store_drive_count(const struct ol_store *st);
+/* Root directory of drive i (0..N-1) or NULL. */
+const char *ol_store_drive_path(const struct ol_store *st, int i);
+/* Number of drives online (their metadata opened). */
+int ol_store_drives_online(const struct ol_store *st);
+/* Per-drive paths of the shard files of an object (one per part per drive), for fault
+ * injection: cb(drive, part_index, path). Inline objects have none. -ENOENT. */
+int ol_store_shard_paths(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+			 int (*cb)(int drive, unsigned part, const char *path, void *arg),
+			 void *arg);
+
+#endif
