@@ -1,0 +1,109 @@
+/* openlake/openlake.h - libopenlake: the C client of the OpenLake KV-cache pool.
+ *
+ * A client holds a list of pool nodes ("host:port"), spreads keys over them by rendezvous
+ * (highest-random-weight) hashing, keeps one small pool of TCP connections per node and, when
+ * a node runs on this host and device = "local", copies values straight in and out of the
+ * node's shared-memory DRAM tier (the server only hands out and commits slots).
+ *
+ * Every call is thread-safe on one struct ol_client. Calls return 0 or -errno; per-entry
+ * results are in ol_kv_op.status. The library never prints: it reports through opts.log.
+ * Plain C types only (no unions, no varargs) so it is easy to bind from ctypes.
+ * Exported symbols are the ol_* functions declared here (see client/openlake.map). */
+#ifndef OPENLAKE_OPENLAKE_H
+#define OPENLAKE_OPENLAKE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OL_KV_KEY_BYTES 32   /* a key is a 32-byte digest */
+#define OL_KV_MAX_BATCH 1024 /* entries per protocol frame; larger calls are split */
+
+struct ol_client; /* opaque */
+
+enum ol_client_log_level {
+	OL_CLIENT_LOG_ERROR = 0,
+	OL_CLIENT_LOG_WARN = 1,
+	OL_CLIENT_LOG_INFO = 2,
+	OL_CLIENT_LOG_DEBUG = 3
+};
+
+struct ol_client_opts {
+	size_t size;		  /* sizeof(struct ol_client_opts): lets the struct grow */
+	const char *const *nodes; /* n_nodes "host:port" strings (copied) */
+	size_t n_nodes;		  /* 1..64 */
+	const char *device;	  /* "local" (shared memory when the node is on this host, else
+				     TCP) or "tcp"; NULL = "local" */
+	const char *ns;		  /* namespace: model id, dtype, layout, TP rank...: two namespaces
+				     never share an entry. NULL = "" */
+	unsigned timeout_ms;	  /* per call and node; 0 = 2000. A node that does not answer in
+				     time is unreachable for this call and retried after a backoff */
+	void (*log)(int level, const char *msg,
+		    void *arg); /* optional; level = ol_client_log_level */
+	void *log_arg;
+};
+
+/* Create a client. Connects lazily: succeeds even if every node is down (they count as
+ * unreachable until they return). Returns 0 and *out, or -EINVAL (bad options), -ENOMEM. */
+int ol_client_new(const struct ol_client_opts *o, struct ol_client **out);
+/* Close connections and unmap shared memory. No call may be running on c. NULL is a no-op. */
+void ol_client_free(struct ol_client *c);
+
+struct ol_iov {
+	void *base;
+	size_t len;
+};
+
+enum ol_kv_status {
+	OL_KV_OK = 0,	       /* stored / hit / exists / deleted */
+	OL_KV_EXISTS = 1,      /* put: the key is already stored (value not replaced) */
+	OL_KV_MISS = 2,	       /* get/exists/delete: no such key */
+	OL_KV_TOO_LARGE = 3,   /* put: value larger than the node's max block */
+	OL_KV_FULL = 4,	       /* put: no room even after eviction (everything pinned) */
+	OL_KV_UNREACHABLE = 5, /* the key's node is down or timed out: treat as a miss */
+	OL_KV_TRUNCATED = 6,   /* get: the iovs are smaller than the value; value_len = its size */
+	OL_KV_CORRUPT = 7,     /* the value failed its checksum (it is dropped; acts as a miss) */
+	OL_KV_ERROR = 8,       /* protocol or internal error for this entry */
+	OL_KV_STATUS_COUNT = 9
+};
+
+struct ol_kv_op {
+	const uint8_t *key;	  /* OL_KV_KEY_BYTES bytes */
+	const struct ol_iov *iov; /* the value as scatter/gather: put reads it, get fills it */
+	size_t iovcnt;
+	uint64_t value_len; /* out (get/exists): the stored value's size */
+	int32_t status;	    /* out: enum ol_kv_status */
+	uint32_t reserved;  /* set to 0 */
+};
+
+/* Batched operations over n entries (any n; split per node and per OL_KV_MAX_BATCH).
+ * Return 0 when the batch ran (look at each op's status, UNREACHABLE included), -EINVAL on a
+ * bad argument (NULL key...), -ENOMEM. A node that is down never stalls a call longer than
+ * timeout_ms. */
+int ol_kv_put(struct ol_client *c, struct ol_kv_op *ops, size_t n);
+int ol_kv_get(struct ol_client *c, struct ol_kv_op *ops, size_t n);
+/* status OK (value_len set) or MISS; iov is ignored. Does not refresh the entry's LRU age. */
+int ol_kv_exists(struct ol_client *c, struct ol_kv_op *ops, size_t n);
+/* status OK (deleted) or MISS. iov is ignored. */
+int ol_kv_delete(struct ol_client *c, struct ol_kv_op *ops, size_t n);
+
+/* Write a NUL-terminated JSON document into json[0..cap):
+ * {"nodes":[{"addr":"h:p","up":true,"local":false,"stats":{...server stats...}}, ...],
+ *  "total":{"dram_capacity":..,"dram_used":..,"nvme_capacity":..,"nvme_used":..,"entries":..,
+ *           "hits":..,"misses":..,"evictions":..}}
+ * Returns the JSON length (>= 0), -ENOSPC when cap is too small, -ENOMEM. */
+int ol_kv_stats(struct ol_client *c, char *json, size_t cap);
+
+/* "ok", "exists", "miss", "too_large", "full", "unreachable", "truncated", "corrupt", "error";
+ * "unknown" otherwise. Static strings. */
+const char *ol_kv_status_str(int status);
+/* Library version, e.g. "0.1.0". */
+const char *ol_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
