@@ -67,22 +67,22 @@ struct ol_config {
 	unsigned kv_reserve_ttl_secs;
 
 	/* our keys */
-	char kv_addr[OL_CFG_STR];	 /* KV pool listener; "" = off. Default 127.0.0.1:9400 */
-	uint64_t kv_dram_bytes;		 /* [kv] dram_bytes: DRAM tier size (0 = from kv_slab) */
-	char kv_spill_dir[OL_CFG_STR];	 /* [kv] spill_dir: NVMe tier directory ("" = none) */
-	uint64_t kv_spill_bytes;	 /* [kv] spill_bytes */
-	uint64_t kv_max_block_bytes;	 /* [kv] max_block_bytes */
-	unsigned kv_writeback_ms;	 /* [kv] writeback_ms: max delay DRAM -> NVMe */
-	char kv_shm_name[OL_CFG_STR];	 /* [kv] shm_name: POSIX shm object of the DRAM tier */
-	uint64_t inline_threshold;	 /* [storage] inline_threshold (128 KiB) */
-	uint64_t block_size;		 /* [storage] block_size per shard (1 MiB) */
-	char checksum[16];		 /* [storage] checksum: "crc32c" or "xxh3" */
-	bool fsync;			 /* [storage] fsync: acknowledge only after stable storage */
-	unsigned threads;		 /* worker threads (0 = one per core) */
-	char log_level[16];		 /* error|warn|info|debug */
-	char console_addr[OL_CFG_STR];	 /* metrics + console listener ("" = on s3_addr only) */
-	uint64_t max_object_size;	 /* largest single PUT (5 GiB) */
-	unsigned http_idle_timeout_ms;	 /* keep-alive idle */
+	char kv_addr[OL_CFG_STR];      /* KV pool listener; "" = off. Default 127.0.0.1:9400 */
+	uint64_t kv_dram_bytes;	       /* [kv] dram_bytes: DRAM tier size (0 = from kv_slab) */
+	char kv_spill_dir[OL_CFG_STR]; /* [kv] spill_dir: NVMe tier directory ("" = none) */
+	uint64_t kv_spill_bytes;       /* [kv] spill_bytes */
+	uint64_t kv_max_block_bytes;   /* [kv] max_block_bytes */
+	unsigned kv_writeback_ms;      /* [kv] writeback_ms: max delay DRAM -> NVMe */
+	char kv_shm_name[OL_CFG_STR];  /* [kv] shm_name: POSIX shm object of the DRAM tier */
+	uint64_t inline_threshold;     /* [storage] inline_threshold (128 KiB) */
+	uint64_t block_size;	       /* [storage] block_size per shard (1 MiB) */
+	char checksum[16];	       /* [storage] checksum: "crc32c" or "xxh3" */
+	bool fsync;		       /* [storage] fsync: acknowledge only after stable storage */
+	unsigned threads;	       /* worker threads (0 = one per core) */
+	char log_level[16];	       /* error|warn|info|debug */
+	char console_addr[OL_CFG_STR]; /* metrics + console listener ("" = on s3_addr only) */
+	uint64_t max_object_size;      /* largest single PUT (5 GiB) */
+	unsigned http_idle_timeout_ms; /* keep-alive idle */
 	unsigned http_header_timeout_ms; /* request line + headers */
 
 	/* set by the loader */

@@ -38,7 +38,10 @@ log_vemit(int level, const char *fmt, va_list ap)
 	gmtime_r(&ts.tv_sec, &tm);
 	n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s [t%ld] ",
 		     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-		     ts.tv_nsec / 1000000, level_names[level < 0 ? 0 : level > 3 ? 3 : level],
+		     ts.tv_nsec / 1000000,
+		     level_names[level < 0   ? 0
+				 : level > 3 ? 3
+					     : level],
 		     (long)syscall(SYS_gettid));
 	if (n < 0)
 		return;

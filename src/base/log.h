@@ -28,7 +28,8 @@ void ol_log_emit(int level, const char *fmt, ...) __attribute__((format(printf, 
 /* Abort with a clear log line (used for out-of-memory in the daemon). */
 void ol_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
-/* malloc/calloc/realloc/strdup that abort via ol_die on failure (daemon only, never the client lib). */
+/* malloc/calloc/realloc/strdup that abort via ol_die on failure (daemon only, never the client
+ * lib). */
 void *ol_xmalloc(unsigned long n);
 void *ol_xcalloc(unsigned long n, unsigned long size);
 void *ol_xrealloc(void *p, unsigned long n);

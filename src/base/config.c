@@ -1,0 +1,748 @@
+/* base/config.c - one schema table drives the TOML-subset parser, overrides, validation and
+ * --print-config.  The TOML subset: comments, key = value, [table], [[array-of-tables]],
+ * dotted table names, basic and literal strings, integers (with '_'), floats, booleans,
+ * arrays (one or several lines) of strings or integers. */
+#include "config.h"
+#include "toml.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum cfg_type { T_STR, T_U32, T_U64, T_SIZE, T_BOOL, T_F64, T_DIRS, T_ENUM };
+
+struct cfg_key {
+	const char *name; /* full dotted name as written in TOML */
+	enum cfg_type type;
+	size_t off, len;   /* offset into the struct (or element for arrays), field size */
+	const char *def;   /* default, as text ("" = empty / zero) */
+	double min, max;   /* numeric range */
+	const char *enums; /* T_ENUM: "a|b|c" */
+	int array;	   /* 0: struct ol_config, 1: [[credentials]], 2: [[nodes]] */
+	int secret;
+	const char *help;
+};
+
+#define F(f)	offsetof(struct ol_config, f), sizeof(((struct ol_config *)0)->f)
+#define CR(f)	offsetof(struct ol_config_cred, f), sizeof(((struct ol_config_cred *)0)->f)
+#define ND(f)	offsetof(struct ol_config_node, f), sizeof(((struct ol_config_node *)0)->f)
+#define BIG	1e19
+#define ALIAS_F "set_drive_count"
+
+static const struct cfg_key keys[] = {
+    {"self_id", T_U32, F(self_id), "0", 0, 65535, 0, 0, 0, "this node's id; must be in [[nodes]]"},
+    {"mode", T_ENUM, F(mode), "storage", 0, 0, "storage|kv", 0, 0,
+     "storage: S3 + KV pool; kv: KV pool only"},
+    {"transport", T_ENUM, F(transport), "h2", 0, 0, "h2|rdma|tcp", 0, 0,
+     "inter-node and KV transport (rdma falls back to tcp until RDMA lands)"},
+    {"data_dirs", T_DIRS, F(data_dirs), "data/d0,data/d1,data/d2,data/d3", 0, 0, 0, 0, 0,
+     "drives of this node, in order (created when missing)"},
+    {"s3_addr", T_STR, F(s3_addr), "127.0.0.1:9000", 0, 0, 0, 0, 0, "S3 listen address"},
+    {"s3_port", T_U32, F(s3_port), "0", 0, 65535, 0, 0, 0, "S3 port of other nodes (0: same)"},
+    {"rpc_addr", T_STR, F(rpc_addr), "127.0.0.1:9100", 0, 0, 0, 0, 0,
+     "inter-node RPC address (the KV listener in mode = \"kv\")"},
+    {"set_drive_count", T_U32, F(set_drive_count), "4", 1, 256, 0, 0, 0,
+     "N: drives per erasure set"},
+    {"replication", T_U32, F(set_drive_count), "", 1, 256, 0, 0, 0, "alias of set_drive_count"},
+    {"default_parity_count", T_U32, F(default_parity_count), "1", 0, 128, 0, 0, 0,
+     "P: parity shards per stripe"},
+    {"region", T_STR, F(region), "us-east-1", 0, 0, 0, 0, 0, "SigV4 region"},
+    {"kv_addr", T_STR, F(kv_addr), "127.0.0.1:9400", 0, 0, 0, 0, 0,
+     "KV pool listen address (\"\" = off)"},
+    {"threads", T_U32, F(threads), "0", 0, 1024, 0, 0, 0, "worker threads (0 = one per core)"},
+    {"log_level", T_ENUM, F(log_level), "info", 0, 0, "error|warn|info|debug", 0, 0,
+     "log verbosity"},
+    {"console_addr", T_STR, F(console_addr), "", 0, 0, 0, 0, 0,
+     "extra listener for /metrics and the console (\"\" = S3 port only)"},
+    {"max_object_size", T_SIZE, F(max_object_size), "5GiB", 1, BIG, 0, 0, 0,
+     "largest single PUT or part"},
+    {"http_idle_timeout_ms", T_U32, F(http_idle_timeout_ms), "60000", 100, 3600000, 0, 0, 0,
+     "keep-alive idle timeout"},
+    {"http_header_timeout_ms", T_U32, F(http_header_timeout_ms), "15000", 100, 3600000, 0, 0, 0,
+     "time allowed for a request head"},
+    {"storage.inline_threshold", T_SIZE, F(inline_threshold), "128KiB", 0, 16777216, 0, 0, 0,
+     "objects up to this size live inside the metadata record"},
+    {"storage.block_size", T_SIZE, F(block_size), "1MiB", 4096, 268435456, 0, 0, 0,
+     "erasure-coding block per shard"},
+    {"storage.checksum", T_ENUM, F(checksum), "crc32c", 0, 0, "crc32c|xxh3", 0, 0,
+     "per-block bitrot checksum"},
+    {"storage.fsync", T_BOOL, F(fsync), "true", 0, 0, 0, 0, 0,
+     "acknowledge a PUT only when it is on stable storage"},
+    {"kv.dram_bytes", T_SIZE, F(kv_dram_bytes), "0", 0, BIG, 0, 0, 0,
+     "DRAM tier size (0 = from [kv_slab], else 1 GiB)"},
+    {"kv.spill_dir", T_STR, F(kv_spill_dir), "", 0, 0, 0, 0, 0,
+     "NVMe tier directory (\"\" = <first data dir>/kv)"},
+    {"kv.spill_bytes", T_SIZE, F(kv_spill_bytes), "8GiB", 0, BIG, 0, 0, 0,
+     "NVMe tier size (0 = no NVMe tier)"},
+    {"kv.max_block_bytes", T_SIZE, F(kv_max_block_bytes), "64MiB", 4096, 1073741824, 0, 0, 0,
+     "largest KV block accepted"},
+    {"kv.writeback_ms", T_U32, F(kv_writeback_ms), "1000", 0, 600000, 0, 0, 0,
+     "longest delay before a DRAM block is on the NVMe tier"},
+    {"kv.shm_name", T_STR, F(kv_shm_name), "", 0, 0, 0, 0, 0,
+     "POSIX shm name of the DRAM tier (\"\" = /openlake-kv-<port>)"},
+    {"kv_slab.capacity_gb", T_U32, F(kv_capacity_gb), "0", 0, 1048576, 0, 0, 0,
+     "DRAM tier in GiB (upstream key)"},
+    {"kv_slab.cpu_ram_frac", T_F64, F(kv_cpu_ram_frac), "0", 0, 1, 0, 0, 0,
+     "DRAM tier as a fraction of RAM (upstream key; wins over capacity_gb)"},
+    {"kv_slab.reserve_ttl_secs", T_U32, F(kv_reserve_ttl_secs), "60", 1, 86400, 0, 0, 0,
+     "how long an unfinished local put keeps its slot"},
+    {"memory_pool.enabled", T_BOOL, F(mempool_enabled), "true", 0, 0, 0, 0, 0, "buffer pool"},
+    {"memory_pool.size_bytes", T_SIZE, F(mempool_size_bytes), "4GiB", 0, BIG, 0, 0, 0,
+     "buffer pool cap"},
+    {"memory_pool.bucket_capacity", T_U32, F(mempool_bucket_capacity), "8192", 0, 1 << 30, 0, 0, 0,
+     "buffers per size class"},
+    {"s3_tls.cert_path", T_STR, F(s3_tls.cert_path), "", 0, 0, 0, 0, 0, "S3 TLS certificate"},
+    {"s3_tls.key_path", T_STR, F(s3_tls.key_path), "", 0, 0, 0, 0, 0, "S3 TLS key"},
+    {"s3_tls.client_ca", T_STR, F(s3_tls.client_ca), "", 0, 0, 0, 0, 0, "S3 TLS client CA"},
+    {"rpc_tls.cert_path", T_STR, F(rpc_tls.cert_path), "", 0, 0, 0, 0, 0, "RPC TLS cert"},
+    {"rpc_tls.key_path", T_STR, F(rpc_tls.key_path), "", 0, 0, 0, 0, 0, "RPC TLS key"},
+    {"rpc_tls.client_ca", T_STR, F(rpc_tls.client_ca), "", 0, 0, 0, 0, 0, "RPC TLS CA"},
+    {"rdma.backend", T_ENUM, F(rdma_backend), "dct", 0, 0, "dct|ucx", 0, 0, "RDMA backend"},
+    {"rdma.dev_name", T_STR, F(rdma_dev_name), "", 0, 0, 0, 0, 0, "RDMA NIC"},
+    {"rdma.self_node_id", T_U32, F(rdma_self_node_id), "0", 0, 65535, 0, 0, 0, "DCT node id"},
+    {"rdma.dc_key", T_U64, F(rdma_dc_key), "0", 0, BIG, 0, 0, 0, "DCT access key"},
+    {"rdma.bulk_pool_cap", T_U32, F(rdma_bulk_pool_cap), "64", 0, 1 << 20, 0, 0, 0, "RDMA"},
+    {"rdma.network_timeout_secs", T_U32, F(rdma_network_timeout_secs), "36000", 0, 1 << 30, 0, 0, 0,
+     "RDMA"},
+    {"rdma.srq_depth", T_U32, F(rdma_srq_depth), "4096", 1, 1 << 20, 0, 0, 0, "RDMA"},
+    {"rdma.max_send_wr", T_U32, F(rdma_max_send_wr), "256", 1, 1 << 20, 0, 0, 0, "RDMA"},
+    {"rdma.peer_credit", T_U32, F(rdma_peer_credit), "4", 1, 1 << 20, 0, 0, 0, "RDMA"},
+    {"rdma.max_clients", T_U32, F(rdma_max_clients), "0", 0, 1 << 20, 0, 0, 0, "RDMA"},
+    {"rdma.qos.traffic_class", T_U32, F(rdma_traffic_class), "0", 0, 255, 0, 0, 0, "QoS"},
+    {"rdma.qos.service_level", T_U32, F(rdma_service_level), "0", 0, 15, 0, 0, 0, "QoS"},
+    {"credentials.access_key", T_STR, CR(access_key), "", 0, 0, 0, 1, 0, "S3 access key"},
+    {"credentials.secret_key", T_STR, CR(secret_key), "", 0, 0, 0, 1, 1, "S3 secret key"},
+    {"nodes.id", T_U32, ND(id), "0", 0, 65535, 0, 2, 0, "node id"},
+    {"nodes.rpc_addr", T_STR, ND(rpc_addr), "", 0, 0, 0, 2, 0, "node RPC address"},
+    {"nodes.disk_count", T_U32, ND(disk_count), "1", 1, OL_CFG_MAX_DIRS, 0, 2, 0, "drives"},
+};
+
+#define N_KEYS (sizeof(keys) / sizeof(keys[0]))
+
+static const struct cfg_key *
+key_find(const char *name)
+{
+	for (size_t i = 0; i < N_KEYS; i++)
+		if (strcmp(keys[i].name, name) == 0)
+			return &keys[i];
+	return NULL;
+}
+
+int
+ol_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	while (isspace((unsigned char)*s))
+		s++;
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return -ERANGE;
+	while (*end == ' ')
+		end++;
+	static const struct {
+		const char *suf;
+		unsigned shift;
+	} sufs[] = {{"", 0},	 {"b", 0},   {"k", 10},	  {"kb", 10}, {"kib", 10},
+		    {"m", 20},	 {"mb", 20}, {"mib", 20}, {"g", 30},  {"gb", 30},
+		    {"gib", 30}, {"t", 40},  {"tb", 40},  {"tib", 40}};
+	for (size_t i = 0; i < sizeof(sufs) / sizeof(sufs[0]); i++) {
+		if (strcasecmp(end, sufs[i].suf) == 0) {
+			if (sufs[i].shift && v > (UINT64_MAX >> sufs[i].shift))
+				return -ERANGE;
+			*out = (uint64_t)v << sufs[i].shift;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+int
+ol_config_split_addr(const char *addr, char *host, size_t hostlen, unsigned *port)
+{
+	const char *colon, *h = addr;
+	size_t hl;
+	if (addr[0] == '[') {
+		const char *rb = strchr(addr, ']');
+		if (!rb || rb[1] != ':')
+			return -EINVAL;
+		h = addr + 1;
+		hl = (size_t)(rb - h);
+		colon = rb + 1;
+	} else {
+		colon = strrchr(addr, ':');
+		if (!colon)
+			return -EINVAL;
+		hl = (size_t)(colon - addr);
+	}
+	if (hl == 0 || hl >= hostlen)
+		return -EINVAL;
+	char *end;
+	errno = 0;
+	unsigned long p = strtoul(colon + 1, &end, 10);
+	if (errno || *end || end == colon + 1 || p > 65535)
+		return -EINVAL;
+	memcpy(host, h, hl);
+	host[hl] = 0;
+	*port = (unsigned)p;
+	return 0;
+}
+
+/* Store a scalar value (already unquoted, text form) into the field. */
+static int
+key_store(void *base, const struct cfg_key *k, const char *val, char *err, size_t errlen)
+{
+	char *p = (char *)base + k->off;
+	char *end;
+	switch (k->type) {
+	case T_STR:
+	case T_ENUM:
+		if (strlen(val) >= k->len) {
+			snprintf(err, errlen, "value of '%s' is too long (max %zu bytes)", k->name,
+				 k->len - 1);
+			return -EINVAL;
+		}
+		if (k->type == T_ENUM) {
+			size_t vl = strlen(val);
+			const char *e = k->enums;
+			int ok = 0;
+			while (*e) {
+				size_t l = strcspn(e, "|");
+				if (l == vl && strncmp(e, val, l) == 0)
+					ok = 1;
+				e += l + (e[l] == '|');
+			}
+			if (!ok) {
+				snprintf(err, errlen, "'%s' must be one of %s, not \"%s\"", k->name,
+					 k->enums, val);
+				return -EINVAL;
+			}
+		}
+		memcpy(p, val, strlen(val) + 1);
+		return 0;
+	case T_BOOL:
+		if (strcmp(val, "true") == 0)
+			*(bool *)p = true;
+		else if (strcmp(val, "false") == 0)
+			*(bool *)p = false;
+		else {
+			snprintf(err, errlen, "'%s' must be true or false, not \"%s\"", k->name,
+				 val);
+			return -EINVAL;
+		}
+		return 0;
+	case T_F64: {
+		errno = 0;
+		double d = strtod(val, &end);
+		if (errno || *end || end == val || isnan(d) || d < k->min || d > k->max) {
+			snprintf(err, errlen, "'%s' must be a number in [%g, %g], not \"%s\"",
+				 k->name, k->min, k->max, val);
+			return -EINVAL;
+		}
+		*(double *)p = d;
+		return 0;
+	}
+	case T_U32:
+	case T_U64:
+	case T_SIZE: {
+		uint64_t v;
+		int rc;
+		char clean[64];
+		size_t j = 0;
+		for (const char *s = val; *s && j < sizeof(clean) - 1; s++)
+			if (*s != '_')
+				clean[j++] = *s;
+		clean[j] = 0;
+		if (k->type == T_SIZE) {
+			rc = ol_parse_size(clean, &v);
+		} else {
+			errno = 0;
+			rc = (!isdigit((unsigned char)clean[0])) ? -EINVAL : 0;
+			if (!rc) {
+				v = strtoull(clean, &end, 0);
+				rc = (errno || *end) ? -EINVAL : 0;
+			}
+		}
+		if (rc || (double)v < k->min || (double)v > k->max) {
+			snprintf(err, errlen, "'%s' must be %s in [%.0f, %.0f], not \"%s\"",
+				 k->name, k->type == T_SIZE ? "a size (e.g. 4GiB)" : "an integer",
+				 k->min, k->max, val);
+			return -EINVAL;
+		}
+		if (k->type == T_U32)
+			*(unsigned *)p = (unsigned)v;
+		else
+			*(uint64_t *)p = v;
+		return 0;
+	}
+	case T_DIRS:
+		break;
+	}
+	return -EINVAL;
+}
+
+static int
+dirs_add(struct ol_config *cfg, const char *dir, char *err, size_t errlen)
+{
+	if (cfg->n_data_dirs >= OL_CFG_MAX_DIRS) {
+		snprintf(err, errlen, "too many data_dirs (max %d)", OL_CFG_MAX_DIRS);
+		return -EINVAL;
+	}
+	if (!*dir || strlen(dir) >= OL_CFG_STR) {
+		snprintf(err, errlen, "data_dirs entry is empty or too long");
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < cfg->n_data_dirs; i++) {
+		if (strcmp(cfg->data_dirs[i], dir) == 0) {
+			snprintf(err, errlen, "data_dirs lists \"%s\" twice", dir);
+			return -EINVAL;
+		}
+	}
+	memcpy(cfg->data_dirs[cfg->n_data_dirs++], dir, strlen(dir) + 1);
+	return 0;
+}
+
+/* comma-separated list (defaults and command-line overrides) */
+static int
+dirs_set_list(struct ol_config *cfg, const char *list, char *err, size_t errlen)
+{
+	char buf[OL_CFG_STR];
+	cfg->n_data_dirs = 0;
+	while (*list) {
+		size_t l = strcspn(list, ",");
+		if (l >= sizeof(buf)) {
+			snprintf(err, errlen, "data_dirs entry too long");
+			return -EINVAL;
+		}
+		memcpy(buf, list, l);
+		buf[l] = 0;
+		int rc = dirs_add(cfg, buf, err, errlen);
+		if (rc)
+			return rc;
+		list += l + (list[l] == ',');
+	}
+	return 0;
+}
+
+void
+ol_config_default(struct ol_config *cfg)
+{
+	char err[256];
+	memset(cfg, 0, sizeof(*cfg));
+	for (size_t i = 0; i < N_KEYS; i++) {
+		const struct cfg_key *k = &keys[i];
+		if (k->array || !k->def[0])
+			continue;
+		if (k->type == T_DIRS)
+			dirs_set_list(cfg, k->def, err, sizeof(err));
+		else
+			key_store(cfg, k, k->def, err, sizeof(err));
+	}
+	memcpy(cfg->creds[0].access_key, "openlakeadmin", 14);
+	memcpy(cfg->creds[0].secret_key, "openlakeadmin", 14);
+	cfg->n_creds = 1;
+	cfg->nodes[0].id = 0;
+	memcpy(cfg->nodes[0].rpc_addr, cfg->rpc_addr, strlen(cfg->rpc_addr) + 1);
+	cfg->nodes[0].disk_count = cfg->n_data_dirs;
+	cfg->n_nodes = 1;
+	memcpy(cfg->source, "<embedded default>", 19);
+}
+
+/* ---- parser glue: the TOML tokenizer (toml.c) calls back with (table, key, value) ---- */
+
+struct parse_ctx {
+	struct ol_config *cfg;
+	const char *name;
+	char *err;
+	size_t errlen;
+	int creds_seen, nodes_seen, dirs_seen;
+	int kv_slab_seen;
+};
+
+static void *
+array_elem(struct parse_ctx *c, int array)
+{
+	if (array == 1)
+		return c->cfg->n_creds ? &c->cfg->creds[c->cfg->n_creds - 1] : NULL;
+	return c->cfg->n_nodes ? &c->cfg->nodes[c->cfg->n_nodes - 1] : NULL;
+}
+
+static int
+on_table(void *arg, const char *table, int is_array, unsigned line)
+{
+	struct parse_ctx *c = arg;
+	if (is_array && strcmp(table, "credentials") == 0) {
+		if (!c->creds_seen++)
+			c->cfg->n_creds = 0;
+		if (c->cfg->n_creds >= OL_CFG_MAX_CREDS)
+			goto full;
+		memset(&c->cfg->creds[c->cfg->n_creds++], 0, sizeof(struct ol_config_cred));
+		return 0;
+	}
+	if (is_array && strcmp(table, "nodes") == 0) {
+		if (!c->nodes_seen++)
+			c->cfg->n_nodes = 0;
+		if (c->cfg->n_nodes >= OL_CFG_MAX_NODES)
+			goto full;
+		struct ol_config_node *n = &c->cfg->nodes[c->cfg->n_nodes++];
+		memset(n, 0, sizeof(*n));
+		n->disk_count = 1;
+		return 0;
+	}
+	static const char *const tables[] = {"storage", "kv",	   "kv_slab", "memory_pool",
+					     "s3_tls",	"rpc_tls", "rdma",    "rdma.qos"};
+	for (size_t i = 0; !is_array && i < sizeof(tables) / sizeof(tables[0]); i++) {
+		if (strcmp(table, tables[i]) == 0) {
+			if (strcmp(table, "kv_slab") == 0)
+				c->kv_slab_seen = 1;
+			return 0;
+		}
+	}
+	snprintf(c->err, c->errlen, "%s:%u: unknown table [%s%s%s]", c->name, line,
+		 is_array ? "[" : "", table, is_array ? "]" : "");
+	return -EINVAL;
+full:
+	snprintf(c->err, c->errlen, "%s:%u: too many [[%s]] entries", c->name, line, table);
+	return -EINVAL;
+}
+
+static int
+on_value(void *arg, const char *table, const char *key, const struct ol_toml_value *v,
+	 unsigned line)
+{
+	struct parse_ctx *c = arg;
+	char full[256];
+	snprintf(full, sizeof(full), "%s%s%s", table, *table ? "." : "", key);
+	const struct cfg_key *k = key_find(full);
+	if (!k) {
+		snprintf(c->err, c->errlen, "%s:%u: unknown key '%s'", c->name, line, full);
+		return -EINVAL;
+	}
+	void *base = c->cfg;
+	if (k->array) {
+		base = array_elem(c, k->array);
+		if (!base)
+			goto bad;
+	}
+	char msg[200];
+	int rc;
+	if (k->type == T_DIRS) {
+		c->cfg->n_data_dirs = 0;
+		c->cfg->data_dirs_given = true;
+		if (v->kind == OL_TOML_STRING) {
+			rc = dirs_add(c->cfg, v->items[0], msg, sizeof(msg));
+		} else if (v->kind == OL_TOML_ARRAY_STRING) {
+			rc = 0;
+			for (size_t i = 0; !rc && i < v->n_items; i++)
+				rc = dirs_add(c->cfg, v->items[i], msg, sizeof(msg));
+		} else {
+			snprintf(msg, sizeof(msg),
+				 "'data_dirs' must be a string or array of strings");
+			rc = -EINVAL;
+		}
+	} else if (v->kind == OL_TOML_ARRAY_STRING || v->kind == OL_TOML_ARRAY_OTHER) {
+		snprintf(msg, sizeof(msg), "'%s' takes one value, not an array", full);
+		rc = -EINVAL;
+	} else if ((k->type == T_STR || k->type == T_ENUM) && v->kind != OL_TOML_STRING) {
+		snprintf(msg, sizeof(msg), "'%s' must be a quoted string", full);
+		rc = -EINVAL;
+	} else if (k->type != T_STR && k->type != T_ENUM && k->type != T_SIZE &&
+		   v->kind == OL_TOML_STRING) {
+		snprintf(msg, sizeof(msg), "'%s' must not be quoted", full);
+		rc = -EINVAL;
+	} else {
+		rc = key_store(base, k, v->items[0], msg, sizeof(msg));
+	}
+	if (rc) {
+		snprintf(c->err, c->errlen, "%s:%u: %s", c->name, line, msg);
+		return rc;
+	}
+	return 0;
+bad:
+	snprintf(c->err, c->errlen, "%s:%u: key '%s' outside its [[%s]] table", c->name, line, full,
+		 k->array == 1 ? "credentials" : "nodes");
+	return -EINVAL;
+}
+
+int
+ol_config_parse(struct ol_config *cfg, const char *name, const char *text, size_t len, char *err,
+		size_t errlen)
+{
+	struct parse_ctx c = {.cfg = cfg, .name = name, .err = err, .errlen = errlen};
+	struct ol_toml_cbs cbs = {.on_table = on_table, .on_value = on_value, .arg = &c};
+	char perr[200];
+	unsigned line = 0;
+	int rc = ol_toml_parse(text, len, &cbs, perr, sizeof(perr), &line);
+	if (rc == -EBADMSG) {
+		snprintf(err, errlen, "%s:%u: %s", name, line, perr);
+		return -EINVAL;
+	}
+	if (rc)
+		return rc;
+	if (strlen(name) < sizeof(cfg->source))
+		memcpy(cfg->source, name, strlen(name) + 1);
+	/* a config that names no kv listener in kv mode listens on rpc_addr (upstream) */
+	return 0;
+}
+
+int
+ol_config_load_file(struct ol_config *cfg, const char *path, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		snprintf(err, errlen, "cannot open config %s: %s", path, strerror(e));
+		return -e;
+	}
+	struct stat st;
+	if (fstat(fd, &st) || st.st_size > (1 << 20)) {
+		close(fd);
+		snprintf(err, errlen, "config %s is not a regular file under 1 MiB", path);
+		return -EFBIG;
+	}
+	char *buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	size_t got = 0;
+	while (got < (size_t)st.st_size) {
+		ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	close(fd);
+	buf[got] = 0;
+	int rc = ol_config_parse(cfg, path, buf, got, err, errlen);
+	free(buf);
+	return rc;
+}
+
+int
+ol_config_set(struct ol_config *cfg, const char *key, const char *value, char *err, size_t errlen)
+{
+	char name[128];
+	size_t l = strlen(key);
+	if (l >= sizeof(name)) {
+		snprintf(err, errlen, "unknown option --%s", key);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i <= l; i++)
+		name[i] = key[i] == '-' ? '_' : key[i];
+	const struct cfg_key *k = key_find(name);
+	if (!k || k->array) {
+		snprintf(err, errlen, "unknown option --%s (see openlaked --print-config for keys)",
+			 key);
+		return -EINVAL;
+	}
+	if (k->type == T_DIRS) {
+		cfg->data_dirs_given = true;
+		return dirs_set_list(cfg, value, err, errlen);
+	}
+	return key_store(cfg, k, value, err, errlen);
+}
+
+const char *
+ol_config_kv_listen(const struct ol_config *cfg)
+{
+	if (strcmp(cfg->mode, "kv") == 0 && strcmp(cfg->kv_addr, "127.0.0.1:9400") == 0 &&
+	    cfg->rpc_addr[0])
+		return cfg->rpc_addr;
+	return cfg->kv_addr;
+}
+
+static int
+validate_addrs(const struct ol_config *cfg, char *err, size_t errlen)
+{
+	char host[OL_CFG_STR];
+	unsigned port;
+	const char *const names[] = {"s3_addr", "rpc_addr", "kv_addr", "console_addr"};
+	const char *const vals[] = {cfg->s3_addr, cfg->rpc_addr, cfg->kv_addr, cfg->console_addr};
+	for (int i = 0; i < 4; i++) {
+		if (!vals[i][0] && i >= 1)
+			continue;
+		if (ol_config_split_addr(vals[i], host, sizeof(host), &port)) {
+			snprintf(err, errlen, "%s = \"%s\" is not host:port (e.g. 127.0.0.1:9000)",
+				 names[i], vals[i]);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int
+ol_config_validate(struct ol_config *cfg, char *err, size_t errlen)
+{
+	int rc = validate_addrs(cfg, err, errlen);
+	if (rc)
+		return rc;
+	if (cfg->n_data_dirs == 0) {
+		snprintf(err, errlen, "data_dirs is empty: name at least one drive directory");
+		return -EINVAL;
+	}
+	unsigned n = cfg->set_drive_count, p = cfg->default_parity_count;
+	if (n > cfg->n_data_dirs || cfg->n_data_dirs % n) {
+		snprintf(err, errlen,
+			 "set_drive_count = %u must divide the number of data_dirs (%u); set it to "
+			 "%u or list more drives",
+			 n, cfg->n_data_dirs, cfg->n_data_dirs);
+		return -EINVAL;
+	}
+	if (n > 1 && (p < 1 || p > n / 2)) {
+		snprintf(err, errlen,
+			 "default_parity_count = %u must be between 1 and %u for %u drives", p,
+			 n / 2, n);
+		return -EINVAL;
+	}
+	if (n == 1 && p != 0) {
+		snprintf(err, errlen,
+			 "with set_drive_count = 1 there is no room for parity: set "
+			 "default_parity_count = 0");
+		return -EINVAL;
+	}
+	if (!cfg->region[0]) {
+		snprintf(err, errlen, "region must not be empty");
+		return -EINVAL;
+	}
+	if (cfg->n_creds == 0) {
+		snprintf(err, errlen, "no [[credentials]]: add access_key and secret_key");
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < cfg->n_creds; i++) {
+		if (!cfg->creds[i].access_key[0] || !cfg->creds[i].secret_key[0]) {
+			snprintf(err, errlen, "[[credentials]] #%u needs access_key and secret_key",
+				 i + 1);
+			return -EINVAL;
+		}
+		for (unsigned j = 0; j < i; j++) {
+			if (strcmp(cfg->creds[i].access_key, cfg->creds[j].access_key) == 0) {
+				snprintf(err, errlen, "access_key \"%s\" is listed twice",
+					 cfg->creds[i].access_key);
+				return -EINVAL;
+			}
+		}
+	}
+	int self_found = 0;
+	for (unsigned i = 0; i < cfg->n_nodes; i++) {
+		for (unsigned j = 0; j < i; j++) {
+			if (cfg->nodes[i].id == cfg->nodes[j].id) {
+				snprintf(err, errlen, "[[nodes]] id %u is listed twice",
+					 cfg->nodes[i].id);
+				return -EINVAL;
+			}
+		}
+		if (cfg->nodes[i].id == cfg->self_id)
+			self_found = 1;
+	}
+	if (cfg->n_nodes && !self_found) {
+		snprintf(err, errlen, "self_id = %u is not in [[nodes]]", cfg->self_id);
+		return -EINVAL;
+	}
+	if (cfg->kv_cpu_ram_frac < 0 || cfg->kv_cpu_ram_frac > 1) {
+		snprintf(err, errlen, "kv_slab.cpu_ram_frac must be in (0, 1]");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void
+print_value(FILE *f, const struct cfg_key *k, const void *base, bool show_secrets)
+{
+	const char *p = (const char *)base + k->off;
+	switch (k->type) {
+	case T_STR:
+	case T_ENUM:
+		if (k->secret && !show_secrets) {
+			fprintf(f, "\"<redacted>\"");
+			break;
+		}
+		fputc('"', f);
+		for (const char *s = p; *s; s++) {
+			if (*s == '"' || *s == '\\')
+				fputc('\\', f);
+			fputc(*s, f);
+		}
+		fputc('"', f);
+		break;
+	case T_BOOL:
+		fprintf(f, "%s", *(const bool *)p ? "true" : "false");
+		break;
+	case T_F64:
+		fprintf(f, "%g", *(const double *)p);
+		break;
+	case T_U32:
+		fprintf(f, "%u", *(const unsigned *)p);
+		break;
+	case T_U64:
+	case T_SIZE:
+		fprintf(f, "%" PRIu64, *(const uint64_t *)p);
+		break;
+	case T_DIRS:
+		break;
+	}
+}
+
+void
+ol_config_print(const struct ol_config *cfg, int fd, bool show_secrets)
+{
+	int dfd = dup(fd);
+	FILE *f = dfd >= 0 ? fdopen(dfd, "w") : NULL;
+	if (!f)
+		return;
+	fprintf(f, "# effective configuration (from %s)\n", cfg->source);
+	char cur[64] = "";
+	for (size_t i = 0; i < N_KEYS; i++) {
+		const struct cfg_key *k = &keys[i];
+		if (k->array || strcmp(k->name, "replication") == 0)
+			continue;
+		const char *dot = strrchr(k->name, '.');
+		char table[64] = "";
+		if (dot)
+			snprintf(table, sizeof(table), "%.*s", (int)(dot - k->name), k->name);
+		if (strcmp(table, cur) != 0) {
+			fprintf(f, "\n[%s]\n", table);
+			memcpy(cur, table, sizeof(cur));
+		}
+		fprintf(f, "%s = ", dot ? dot + 1 : k->name);
+		if (k->type == T_DIRS) {
+			fputc('[', f);
+			for (unsigned j = 0; j < cfg->n_data_dirs; j++)
+				fprintf(f, "%s\"%s\"", j ? ", " : "", cfg->data_dirs[j]);
+			fputc(']', f);
+		} else {
+			print_value(f, k, cfg, show_secrets);
+		}
+		fprintf(f, "    # %s\n", k->help);
+	}
+	for (unsigned j = 0; j < cfg->n_creds; j++) {
+		fprintf(f, "\n[[credentials]]\n");
+		for (size_t i = 0; i < N_KEYS; i++) {
+			if (keys[i].array != 1)
+				continue;
+			fprintf(f, "%s = ", strchr(keys[i].name, '.') + 1);
+			print_value(f, &keys[i], &cfg->creds[j], show_secrets);
+			fputc('\n', f);
+		}
+	}
+	for (unsigned j = 0; j < cfg->n_nodes; j++) {
+		fprintf(f, "\n[[nodes]]\n");
+		for (size_t i = 0; i < N_KEYS; i++) {
+			if (keys[i].array != 2)
+				continue;
+			fprintf(f, "%s = ", strchr(keys[i].name, '.') + 1);
+			print_value(f, &keys[i], &cfg->nodes[j], show_secrets);
+			fputc('\n', f);
+		}
+	}
+	fclose(f);
+}

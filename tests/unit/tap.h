@@ -1,0 +1,34 @@
+/* tests/unit/tap.h - minimal TAP helpers shared by the C unit tests. */
+#ifndef OL_TEST_TAP_H
+#define OL_TEST_TAP_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int tap_n, tap_failed;
+
+#define ok(cond, ...)                                                                              \
+	do {                                                                                       \
+		int ok_c_ = !!(cond);                                                              \
+		printf("%s %d - ", ok_c_ ? "ok" : "not ok", ++tap_n);                              \
+		printf(__VA_ARGS__);                                                               \
+		printf("\n");                                                                      \
+		if (!ok_c_) {                                                                      \
+			tap_failed++;                                                              \
+			printf("#   failed at %s:%d\n", __FILE__, __LINE__);                       \
+		}                                                                                  \
+	} while (0)
+
+#define tap_done()                                                                                 \
+	do {                                                                                       \
+		printf("1..%d\n", tap_n);                                                          \
+		return tap_failed ? 1 : 0;                                                         \
+	} while (0)
+
+#define tap_skip_all(why)                                                                          \
+	do {                                                                                       \
+		printf("1..0 # SKIP %s\n", why);                                                   \
+		return 77;                                                                         \
+	} while (0)
+
+#endif

@@ -1,0 +1,131 @@
+/* Config schema: upstream files accepted as written, errors name file, line and key. */
+#include "base/config.h"
+#include "base/log.h"
+#include "tap.h"
+
+#include <errno.h>
+#include <string.h>
+
+static int
+parse(struct ol_config *c, const char *text, char *err)
+{
+	ol_config_default(c);
+	return ol_config_parse(c, "t.toml", text, strlen(text), err, 256);
+}
+
+static void
+test_shipped(const char *dir)
+{
+	static const char *const files[] = {"storage-tcp-local.toml", "kv_local.toml",
+					    "kv_rdma.toml"};
+	for (size_t i = 0; i < 3; i++) {
+		struct ol_config c;
+		char path[512], err[256] = "";
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		ol_config_default(&c);
+		int rc = ol_config_load_file(&c, path, err, sizeof(err));
+		ok(rc == 0, "%s parses (%s)", files[i], err);
+		rc = ol_config_validate(&c, err, sizeof(err));
+		ok(rc == 0, "%s validates (%s)", files[i], err);
+	}
+}
+
+static void
+test_storage_values(void)
+{
+	struct ol_config c;
+	char err[256] = "";
+	const char *t =
+	    "self_id = 1\n"
+	    "data_dirs = [\"a\", 'b',\n  \"c\", \"d\",]  # four\n"
+	    "s3_addr = \"0.0.0.0:9000\"\nrpc_addr = \"127.0.0.1:9100\"\n"
+	    "replication = 4\ndefault_parity_count = 2\nregion = \"eu-west-1\"\n"
+	    "nodes = [{ id = 1, rpc_addr = \"h:1\", disk_count = 4 }, {id=2, rpc_addr=\"h:2\"}]\n"
+	    "[[credentials]]\naccess_key = \"ak\"\nsecret_key = \"sk\"\n"
+	    "[[credentials]]\naccess_key = \"ak2\"\nsecret_key = \"sk2\"\n"
+	    "[storage]\nblock_size = \"2MiB\"\nfsync = false\n"
+	    "[kv]\ndram_bytes = 1_073_741_824\n";
+	int rc = parse(&c, t, err);
+	ok(rc == 0, "full storage config parses (%s)", err);
+	ok(c.n_data_dirs == 4 && strcmp(c.data_dirs[1], "b") == 0, "data_dirs array");
+	ok(c.set_drive_count == 4 && c.default_parity_count == 2, "replication alias and parity");
+	ok(c.n_creds == 2 && strcmp(c.creds[1].secret_key, "sk2") == 0, "two credentials");
+	ok(c.n_nodes == 2 && c.nodes[1].id == 2 && c.nodes[1].disk_count == 1, "inline nodes");
+	ok(c.block_size == 2u << 20 && !c.fsync, "storage table");
+	ok(c.kv_dram_bytes == 1ull << 30, "underscored integer");
+	ok(ol_config_validate(&c, err, sizeof(err)) == 0, "validates (%s)", err);
+}
+
+static void
+test_errors(void)
+{
+	struct ol_config c;
+	char err[256];
+	ok(parse(&c, "self_id = 0\nbogus_key = 1\n", err) == -EINVAL && strstr(err, "t.toml:2") &&
+	       strstr(err, "bogus_key"),
+	   "unknown key names file, line and key: %s", err);
+	ok(parse(&c, "[nope]\n", err) == -EINVAL && strstr(err, "nope"), "unknown table: %s", err);
+	ok(parse(&c, "self_id = \"x\"\n", err) == -EINVAL && strstr(err, "t.toml:1"),
+	   "quoted integer: %s", err);
+	ok(parse(&c, "region = \"a\nb\"\n", err) == -EINVAL && strstr(err, "unterminated"),
+	   "unterminated string: %s", err);
+	ok(parse(&c, "set_drive_count = 0\n", err) == -EINVAL, "range check: %s", err);
+	ok(parse(&c, "mode = \"fast\"\n", err) == -EINVAL && strstr(err, "storage|kv"),
+	   "enum lists choices: %s", err);
+	ok(parse(&c, "a.b = 1\n", err) == -EINVAL, "dotted key refused: %s", err);
+	ok(parse(&c, "data_dirs = [\"x\", \"x\"]\n", err) == -EINVAL && strstr(err, "twice"),
+	   "duplicate dir: %s", err);
+	ok(parse(&c, "self_id = 0 junk\n", err) == -EINVAL, "trailing junk: %s", err);
+	parse(&c, "data_dirs = [\"a\",\"b\",\"c\"]\nset_drive_count = 4\n", err);
+	ok(ol_config_validate(&c, err, sizeof(err)) == -EINVAL && strstr(err, "set_drive_count"),
+	   "N must divide drives: %s", err);
+	parse(&c, "default_parity_count = 3\n", err);
+	ok(ol_config_validate(&c, err, sizeof(err)) == -EINVAL, "P <= N/2: %s", err);
+	parse(&c, "self_id = 7\n", err);
+	ok(ol_config_validate(&c, err, sizeof(err)) == -EINVAL && strstr(err, "self_id"),
+	   "self_id must be a node: %s", err);
+	parse(&c,
+	      "[[credentials]]\naccess_key=\"a\"\nsecret_key=\"b\"\n[[credentials]]\n"
+	      "access_key=\"a\"\nsecret_key=\"c\"\n",
+	      err);
+	ok(ol_config_validate(&c, err, sizeof(err)) == -EINVAL && strstr(err, "twice"),
+	   "duplicate access key: %s", err);
+}
+
+static void
+test_overrides(void)
+{
+	struct ol_config c;
+	char err[256];
+	ol_config_default(&c);
+	ok(ol_config_set(&c, "s3-addr", "127.0.0.1:1234", err, sizeof(err)) == 0 &&
+	       strcmp(c.s3_addr, "127.0.0.1:1234") == 0,
+	   "--s3-addr override");
+	ok(ol_config_set(&c, "kv.dram_bytes", "2GiB", err, sizeof(err)) == 0 &&
+	       c.kv_dram_bytes == 2ull << 30,
+	   "--kv.dram_bytes with a unit");
+	ok(ol_config_set(&c, "data_dirs", "x,y", err, sizeof(err)) == 0 && c.n_data_dirs == 2,
+	   "--data_dirs list");
+	ok(ol_config_set(&c, "nonsense", "1", err, sizeof(err)) == -EINVAL, "unknown option");
+	uint64_t v;
+	ok(ol_parse_size("4 GiB", &v) == 0 && v == 4ull << 30, "size with space");
+	ok(ol_parse_size("12q", &v) == -EINVAL, "bad size suffix");
+	char host[64];
+	unsigned port;
+	ok(ol_config_split_addr("[::1]:9000", host, sizeof(host), &port) == 0 &&
+	       strcmp(host, "::1") == 0 && port == 9000,
+	   "ipv6 address");
+	ok(ol_config_split_addr("host:99999", host, sizeof(host), &port) == -EINVAL, "bad port");
+	ol_config_default(&c);
+	ok(strcmp(ol_config_kv_listen(&c), "127.0.0.1:9400") == 0, "default KV address");
+}
+
+int
+main(int argc, char **argv)
+{
+	test_shipped(argc > 1 ? argv[1] : "configs");
+	test_storage_values();
+	test_errors();
+	test_overrides();
+	tap_done();
+}
