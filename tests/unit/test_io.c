@@ -1,0 +1,151 @@
+/* test_io.c - io/ helpers over real loopback sockets (TAP). */
+#include "io/io.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int n_test, n_fail;
+#define OK(cond, ...)                                                                              \
+	do {                                                                                       \
+		n_test++;                                                                          \
+		if (cond) {                                                                        \
+			printf("ok %d - ", n_test);                                                \
+		} else {                                                                           \
+			n_fail++;                                                                  \
+			printf("not ok %d - ", n_test);                                            \
+		}                                                                                  \
+		printf(__VA_ARGS__);                                                               \
+		printf("\n");                                                                      \
+	} while (0)
+
+static void
+test_addr(void)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char buf[64];
+	OK(ol_io_parse_addr("127.0.0.1:9000", &ss, &len) == 0 && ss.ss_family == AF_INET,
+	   "parse v4");
+	OK(ol_io_addr_str((struct sockaddr *)&ss, len, buf, sizeof(buf)) == 0 &&
+	       !strcmp(buf, "127.0.0.1:9000"),
+	   "format v4: %s", buf);
+	OK(ol_io_parse_addr("[::1]:80", &ss, &len) == 0 && ss.ss_family == AF_INET6, "parse v6");
+	OK(ol_io_addr_str((struct sockaddr *)&ss, len, buf, sizeof(buf)) == 0 &&
+	       !strcmp(buf, "[::1]:80"),
+	   "format v6: %s", buf);
+	OK(ol_io_parse_addr(":9000", &ss, &len) == 0 &&
+	       ((struct sockaddr_in *)&ss)->sin_addr.s_addr == htonl(INADDR_ANY),
+	   "parse :port = any");
+	OK(ol_io_parse_addr("0.0.0.0:0", &ss, &len) == 0, "parse 0.0.0.0:0");
+	OK(ol_io_parse_addr("localhost:1", &ss, &len) == 0, "parse localhost");
+	const char *bad[] = {"",	   "1.2.3.4",	  "1.2.3.4:", "1.2.3.4:65536",
+			     "1.2.3.4:-1", "1.2.3:80",	  "[::1]",    "[::1]80",
+			     "::1:80",	   "1.2.3.4:80x", "[zz]:80",  "host:80"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		OK(ol_io_parse_addr(bad[i], &ss, &len) == -EINVAL, "reject '%s'", bad[i]);
+	ol_io_parse_addr("10.0.0.1:8080", &ss, &len);
+	OK(ol_io_addr_str((struct sockaddr *)&ss, len, buf, 6) == -ENOSPC && strlen(buf) == 5,
+	   "short buffer: -ENOSPC, truncated and terminated");
+}
+
+static void
+test_sockets(void)
+{
+	int l = ol_io_listen("127.0.0.1:0", true, 0);
+	OK(l >= 0, "listen on port 0");
+	unsigned port = ol_io_sock_port(l);
+	OK(port > 0, "bound port %u", port);
+	char addr[32];
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+	int l2 = ol_io_listen(addr, true, 0);
+	OK(l2 >= 0, "second SO_REUSEPORT listener on the same port");
+	int l3 = ol_io_listen(addr, false, 0);
+	OK(l3 == -EADDRINUSE, "without SO_REUSEPORT: -EADDRINUSE (%d)", l3);
+	int c = ol_io_connect(addr, 1000);
+	OK(c >= 0, "connect");
+	struct pollfd p[2] = {{.fd = l, .events = POLLIN}, {.fd = l2, .events = POLLIN}};
+	OK(poll(p, 2, 1000) > 0, "one listener sees the connection");
+	int s = accept(p[0].revents ? l : l2, NULL, NULL);
+	OK(s >= 0, "accept");
+	char buf[16];
+	uint64_t t0 = ol_io_now_ms();
+	ssize_t n = ol_io_read(s, buf, sizeof(buf), 100);
+	uint64_t dt = ol_io_now_ms() - t0;
+	OK(n == -ETIMEDOUT && dt >= 90 && dt < 1000, "read times out (%zd after %llu ms)", n,
+	   (unsigned long long)dt);
+	struct iovec iov[3] = {{"ab", 2}, {"", 0}, {"cde", 3}};
+	OK(ol_io_writev_all(c, iov, 3, 1000) == 0, "writev_all");
+	size_t got = 0;
+	while (got < 5 && (n = ol_io_read(s, buf + got, sizeof(buf) - got, 1000)) > 0)
+		got += (size_t)n;
+	OK(got == 5 && !memcmp(buf, "abcde", 5), "read back the gathered bytes");
+	/* a big write to a reader that does not read times out instead of blocking forever */
+	size_t big = 64 << 20;
+	char *junk = calloc(1, big);
+	t0 = ol_io_now_ms();
+	int rc = ol_io_write_all(c, junk, big, 200);
+	OK(rc == -ETIMEDOUT, "write to a stalled peer times out (%d)", rc);
+	free(junk);
+	close(s);
+	n = ol_io_read(c, buf, sizeof(buf), 1000);
+	OK(n == 0 || n == -ECONNRESET, "EOF/reset after peer close (%zd)", n);
+	rc = ol_io_write_all(c, "x", 1, 1000);
+	rc = rc ? rc : ol_io_write_all(c, "x", 1, 1000);
+	OK(rc == -EPIPE || rc == -ECONNRESET || rc == 0, "write to a closed peer: no SIGPIPE (%d)",
+	   rc);
+	close(c);
+	close(l);
+	close(l2);
+	OK(ol_io_connect(addr, 1000) == -ECONNREFUSED, "connect to a closed port refused");
+}
+
+static void *
+thread_fn(void *arg)
+{
+	char name[32] = "";
+	pthread_getname_np(pthread_self(), name, sizeof(name));
+	*(int *)arg = !strcmp(name, "ol-test-thread-");
+	return NULL;
+}
+
+static void
+test_misc(void)
+{
+	pthread_t t;
+	int named = 0;
+	OK(ol_io_thread_start(&t, "ol-test-thread-long-name", thread_fn, &named) == 0,
+	   "thread start");
+	pthread_join(t, NULL);
+	OK(named, "thread name truncated to 15 chars");
+	OK(ol_io_ncpu() >= 1, "ncpu %u", ol_io_ncpu());
+	uint64_t a = ol_io_now_ns();
+	usleep(2000);
+	OK(ol_io_now_ns() - a >= 2000000, "monotonic clock advances");
+	struct ol_bufpool *p = ol_bufpool_new(4096, 2);
+	void *b1 = ol_bufpool_get(p), *b2 = ol_bufpool_get(p), *b3 = ol_bufpool_get(p);
+	OK(b1 && b2 && b3 && ol_bufpool_buf_size(p) == 4096, "pool get");
+	memset(b1, 1, 4096);
+	ol_bufpool_put(p, b1);
+	ol_bufpool_put(p, b2);
+	ol_bufpool_put(p, b3); /* beyond max_cached: freed */
+	void *b4 = ol_bufpool_get(p);
+	OK(b4 == b2 || b4 == b1, "pool reuses a cached buffer");
+	ol_bufpool_put(p, b4);
+	ol_bufpool_free(p);
+}
+
+int
+main(void)
+{
+	test_addr();
+	test_sockets();
+	test_misc();
+	printf("1..%d\n", n_test);
+	return n_fail ? 1 : 0;
+}
