@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine: installs what is missing, builds, runs
+# the C unit tests and fuzz corpora, the integration tests with real clients against the real
+# daemon, then all of it again on an AddressSanitizer + UndefinedBehaviorSanitizer build.
+#   scripts/test.sh            everything
+#   scripts/test.sh --quick    skip the sanitizer pass
+set -uo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+PY=/usr/bin/python3
+failed=()
+t0=$(date +%s)
+
+stage() { # name, command...
+  local name=$1
+  shift
+  echo "=== $name"
+  local s=$(date +%s)
+  if "$@"; then
+    echo "=== $name: ok ($(($(date +%s) - s)) s)"
+  else
+    echo "=== $name: FAILED ($(($(date +%s) - s)) s)"
+    failed+=("$name")
+  fi
+}
+
+pytest_run() { # build dir, extra env...
+  local build=$1
+  shift
+  env OPENLAKE_BUILD="$build" "$@" $PY -m pytest -q -p no:cacheprovider tests/integration
+  local rc=$?
+  [ $rc -eq 5 ] && { echo "pytest: no tests collected"; return 1; }
+  return $rc
+}
+
+scripts/deps.sh || { echo "dependency install failed"; exit 1; }
+stage "build" scripts/build.sh build
+stage "unit tests" meson test -C build --print-errorlogs --num-processes 2
+stage "integration tests" pytest_run build
+
+if [ $quick -eq 0 ]; then
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0
+  export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  stage "build (asan+ubsan)" scripts/build.sh build-asan -Db_sanitize=address,undefined \
+    -Db_lundef=false -Dbuildtype=debug
+  stage "unit tests (asan+ubsan)" meson test -C build-asan --print-errorlogs --num-processes 2
+  # the daemon runs sanitized; Python loads the plain client library (an ASan .so cannot be
+  # loaded into an uninstrumented interpreter)
+  stage "integration tests (asan+ubsan daemon)" pytest_run build-asan \
+    OPENLAKE_LIBRARY="$PWD/build/client/libopenlake.so"
+fi
+
+echo "=== total $(($(date +%s) - t0)) s"
+if [ ${#failed[@]} -ne 0 ]; then
+  echo "FAILED stages: ${failed[*]}"
+  exit 1
+fi
+echo "all stages passed"
