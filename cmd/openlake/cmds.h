@@ -1,0 +1,11 @@
+/* cmd/openlake/cmds.h - sub-commands of the `openlake` CLI. Each takes the arguments after its
+ * own name (argv[0] is the sub-command) and returns the process exit code. */
+#ifndef OL_CMD_OPENLAKE_CMDS_H
+#define OL_CMD_OPENLAKE_CMDS_H
+
+int ol_cmd_codec(int argc, char **argv); /* codec_cmd.c: compress, decompress, stats */
+int ol_cmd_kv(int argc, char **argv);	 /* kv_cmd.c: stats */
+int ol_cmd_bench(int argc, char **argv); /* bench_cmd.c: s3 and kv workloads */
+int ol_cmd_node(int argc, char **argv);	 /* node_cmd.c: node info, disk info, cluster status */
+
+#endif
