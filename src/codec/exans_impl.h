@@ -1,0 +1,40 @@
+/* codec/exans_impl.h - internal: the per-ISA decode kernels behind exans.c. */
+#ifndef OL_CODEC_EXANS_IMPL_H
+#define OL_CODEC_EXANS_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "codec/exans_fmt.h"
+
+/* Decoder state of one block. tbl[slot] = sym | freq << 8 | (slot - cum) << 20. Words are
+ * read from wp forward; wend bounds them. */
+struct ol_exans_dec {
+	uint32_t x[OL_EXANS_LANES];
+	const uint8_t *wp;
+	const uint8_t *wend;
+	const uint32_t *tbl;
+};
+
+/* Decode ngroups full groups of 32 exponents into exps. 0 or -EBADMSG (stream overrun).
+ * Every implementation consumes exactly the same words and yields the same states. */
+int ol_exans_dec_groups_scalar(struct ol_exans_dec *d, uint8_t *exps, size_t ngroups);
+int ol_exans_dec_groups_avx2(struct ol_exans_dec *d, uint8_t *exps, size_t ngroups);
+int ol_exans_dec_groups_avx512(struct ol_exans_dec *d, uint8_t *exps, size_t ngroups);
+/* Lanes 0..nl-1 of one group, bounds-checked word by word (stream tails, partial groups). */
+int ol_exans_dec_lanes(struct ol_exans_dec *d, uint8_t *exps, unsigned nl);
+
+/* out[2i..2i+1] = BF16 from exps[i] and sm[i], i < nv. */
+void ol_exans_join_scalar(uint8_t *out, const uint8_t *exps, const uint8_t *sm, size_t nv);
+void ol_exans_join_avx2(uint8_t *out, const uint8_t *exps, const uint8_t *sm, size_t nv);
+
+static inline uint16_t
+ol_exans_ld16(const uint8_t *p)
+{
+	uint16_t v;
+	memcpy(&v, p, 2);
+	return v; /* little-endian hosts only (x86-64, aarch64) */
+}
+
+#endif

@@ -1,0 +1,128 @@
+/* codec/exans_simd.c - AVX2 and AVX-512 rANS decode (target attributes per function, so the
+ * build needs no -mavx2; exans.c calls them only when the CPU has the features). They consume
+ * words in exactly the scalar order: within a group, lanes 0..31 that need a word take the
+ * next ones in lane order. */
+#include <errno.h>
+#include <immintrin.h>
+
+#include "codec/exans_impl.h"
+
+#define AVX2_T	 __attribute__((target("avx2,popcnt")))
+#define AVX512_T __attribute__((target("avx512f,avx2,popcnt")))
+
+/* perm[m] gathers the k-th set lane of m from word k (AVX2 has no expand). */
+static uint32_t avx2_perm[256][8];
+
+__attribute__((constructor)) static void
+avx2_perm_init(void)
+{
+	for (int m = 0; m < 256; m++) {
+		int k = 0;
+		for (int l = 0; l < 8; l++)
+			avx2_perm[m][l] = (m >> l) & 1 ? (uint32_t)k++ : 0;
+	}
+}
+
+AVX2_T static inline __m256i
+avx2_step(__m256i x, const uint32_t *tbl, const uint8_t **wpp, __m256i *sym)
+{
+	const __m256i mask12 = _mm256_set1_epi32(OL_EXANS_PROB_SCALE - 1);
+	__m256i e = _mm256_i32gather_epi32((const int *)tbl, _mm256_and_si256(x, mask12), 4);
+	__m256i f = _mm256_and_si256(_mm256_srli_epi32(e, 8), mask12);
+	x = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srli_epi32(x, OL_EXANS_PROB_BITS)),
+			     _mm256_srli_epi32(e, 20));
+	*sym = _mm256_and_si256(e, _mm256_set1_epi32(0xff));
+	__m256i need = _mm256_cmpgt_epi32(_mm256_set1_epi32(OL_EXANS_RANS_L), x);
+	unsigned m = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(need));
+	__m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)*wpp));
+	w = _mm256_permutevar8x32_epi32(w, _mm256_loadu_si256((const __m256i *)avx2_perm[m]));
+	__m256i xn = _mm256_or_si256(_mm256_slli_epi32(x, 16), w);
+	*wpp += 2 * __builtin_popcount(m);
+	return _mm256_blendv_epi8(x, xn, need);
+}
+
+AVX2_T static inline void
+avx2_store_syms(uint8_t *out, __m256i s0, __m256i s1, __m256i s2, __m256i s3)
+{
+	__m256i a = _mm256_packs_epi32(s0, s1), b = _mm256_packs_epi32(s2, s3);
+	__m256i c = _mm256_packus_epi16(a, b);
+	c = _mm256_permutevar8x32_epi32(c, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+	_mm256_storeu_si256((__m256i *)out, c);
+}
+
+AVX2_T int
+ol_exans_dec_groups_avx2(struct ol_exans_dec *d, uint8_t *exps, size_t ngroups)
+{
+	__m256i x[4], s[4];
+	const uint8_t *wp = d->wp;
+	for (int k = 0; k < 4; k++)
+		x[k] = _mm256_loadu_si256((const __m256i *)(d->x + 8 * k));
+	size_t g = 0;
+	/* 32 words is the most one group takes; 16 bytes are loaded per step of 8 lanes */
+	for (; g < ngroups && d->wend - wp >= 2 * OL_EXANS_LANES + 16; g++) {
+		for (int k = 0; k < 4; k++)
+			x[k] = avx2_step(x[k], d->tbl, &wp, &s[k]);
+		avx2_store_syms(exps + g * OL_EXANS_LANES, s[0], s[1], s[2], s[3]);
+	}
+	for (int k = 0; k < 4; k++)
+		_mm256_storeu_si256((__m256i *)(d->x + 8 * k), x[k]);
+	d->wp = wp;
+	for (; g < ngroups; g++)
+		if (ol_exans_dec_lanes(d, exps + g * OL_EXANS_LANES, OL_EXANS_LANES) != 0)
+			return -EBADMSG;
+	return 0;
+}
+
+AVX512_T static inline __m512i
+avx512_step(__m512i x, const uint32_t *tbl, const uint8_t **wpp, __m512i *sym)
+{
+	const __m512i mask12 = _mm512_set1_epi32(OL_EXANS_PROB_SCALE - 1);
+	__m512i e = _mm512_i32gather_epi32(_mm512_and_si512(x, mask12), (const int *)tbl, 4);
+	__m512i f = _mm512_and_si512(_mm512_srli_epi32(e, 8), mask12);
+	x = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srli_epi32(x, OL_EXANS_PROB_BITS)),
+			     _mm512_srli_epi32(e, 20));
+	*sym = _mm512_and_si512(e, _mm512_set1_epi32(0xff));
+	__mmask16 need = _mm512_cmplt_epu32_mask(x, _mm512_set1_epi32(OL_EXANS_RANS_L));
+	__m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)*wpp));
+	w = _mm512_maskz_expand_epi32(need, w);
+	*wpp += 2 * __builtin_popcount((unsigned)need);
+	return _mm512_mask_or_epi32(x, need, _mm512_slli_epi32(x, 16), w);
+}
+
+AVX512_T int
+ol_exans_dec_groups_avx512(struct ol_exans_dec *d, uint8_t *exps, size_t ngroups)
+{
+	const uint8_t *wp = d->wp;
+	__m512i x0 = _mm512_loadu_si512(d->x), x1 = _mm512_loadu_si512(d->x + 16), s0, s1;
+	size_t g = 0;
+	for (; g < ngroups && d->wend - wp >= 2 * OL_EXANS_LANES + 32; g++) {
+		x0 = avx512_step(x0, d->tbl, &wp, &s0);
+		x1 = avx512_step(x1, d->tbl, &wp, &s1);
+		_mm_storeu_si128((__m128i *)(exps + g * OL_EXANS_LANES), _mm512_cvtepi32_epi8(s0));
+		_mm_storeu_si128((__m128i *)(exps + g * OL_EXANS_LANES + 16),
+				 _mm512_cvtepi32_epi8(s1));
+	}
+	_mm512_storeu_si512(d->x, x0);
+	_mm512_storeu_si512(d->x + 16, x1);
+	d->wp = wp;
+	for (; g < ngroups; g++)
+		if (ol_exans_dec_lanes(d, exps + g * OL_EXANS_LANES, OL_EXANS_LANES) != 0)
+			return -EBADMSG;
+	return 0;
+}
+
+AVX2_T void
+ol_exans_join_avx2(uint8_t *out, const uint8_t *exps, const uint8_t *sm, size_t nv)
+{
+	size_t i = 0;
+	const __m256i m80 = _mm256_set1_epi16((short)0x80), m7f = _mm256_set1_epi16(0x7f);
+	for (; i + 16 <= nv; i += 16) {
+		__m256i e = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(exps + i)));
+		__m256i s = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(sm + i)));
+		__m256i v = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(s, m80), 8),
+					    _mm256_slli_epi16(e, 7));
+		v = _mm256_or_si256(v, _mm256_and_si256(s, m7f));
+		_mm256_storeu_si256((__m256i *)(out + 2 * i), v);
+	}
+	ol_exans_join_scalar(out + 2 * i, exps + i, sm + i, nv - i);
+}

@@ -1,0 +1,319 @@
+/* tests/unit/test_codec.c - ExANS: round trips, special values, lengths, real KV dumps,
+ * SIMD == scalar, corruption detection, raw fallback. argv[1]: the kv-bf16 data dir. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "codec/exans.h"
+#include "codec/exans_fmt.h"
+#include "tap.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t
+rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/* BF16 with a peaked exponent distribution around 127 (like activations). */
+static void
+fill_bf16(uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (i & 1) {
+			int e = 127;
+			while (rnd() % 3 == 0)
+				e += rnd() & 1 ? 1 : -1;
+			uint16_t v = (uint16_t)((rnd() & 0x807f) | (uint16_t)(e & 0xff) << 7);
+			p[i - 1] = (uint8_t)v;
+			p[i] = (uint8_t)(v >> 8);
+		} else if (i == n - 1) {
+			p[i] = (uint8_t)rnd();
+		}
+	}
+}
+
+static void
+fill_rand(uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)rnd();
+}
+
+static const enum ol_exans_impl impls[] = {OL_EXANS_SCALAR, OL_EXANS_AVX2, OL_EXANS_AVX512};
+
+/* Compress, check the bound, decompress with every supported impl, compare. Returns the
+ * compressed size or -1. */
+static ssize_t
+roundtrip(const uint8_t *src, size_t n, uint32_t blk)
+{
+	struct ol_exans_opts o = {.block_bytes = blk};
+	size_t cap = ol_exans_bound(n, blk);
+	uint8_t *c = malloc(cap), *d = malloc(n + 1);
+	ssize_t r = ol_exans_compress(src, n, c, cap, &o);
+	ssize_t ret = r;
+	if (r < 0 || (size_t)r > cap)
+		ret = -1;
+	for (int k = 0; ret >= 0 && k < 3; k++) {
+		if (!ol_exans_impl_supported(impls[k]))
+			continue;
+		o.impl = impls[k];
+		memset(d, 0xa5, n + 1);
+		ssize_t m = ol_exans_decompress_opts(c, (size_t)r, d, n, &o);
+		if (m != (ssize_t)n || memcmp(d, src, n) != 0)
+			ret = -1;
+	}
+	uint64_t ds = 1;
+	if (ret >= 0 && (ol_exans_decoded_size(c, (size_t)r, &ds) != 0 || ds != n))
+		ret = -1;
+	free(c);
+	free(d);
+	return ret;
+}
+
+static void
+test_fmt(void)
+{
+	uint32_t t[256];
+	ol_exans_crc_table(t);
+	ok(ol_exans_crc_sw(0, (const uint8_t *)"123456789", 9, t) == 0xe3069283u,
+	   "software CRC-32C check value");
+	uint32_t a = ol_exans_crc_sw(0, (const uint8_t *)"1234", 4, t);
+	uint32_t b = ol_exans_crc_sw(0, (const uint8_t *)"56789", 5, t);
+	ok(ol_exans_crc_combine(a, b, 5) == 0xe3069283u, "CRC-32C combine");
+	int good = 1;
+	for (int it = 0; it < 2000 && good; it++) {
+		uint32_t cnt[256] = {0}, f[256], g[256];
+		int ns = 1 + (int)(rnd() % (it % 3 ? 40 : 256));
+		uint64_t n = 0;
+		for (int k = 0; k < ns; k++) {
+			uint32_t c = it % 5 ? (uint32_t)(1 + rnd() % (rnd() % 2 ? 3 : 100000)) : 1;
+			cnt[rnd() & 255] += c;
+		}
+		for (int s = 0; s < 256; s++)
+			n += cnt[s];
+		ol_exans_quantise(cnt, n, f);
+		uint32_t sum = 0;
+		for (int s = 0; s < 256; s++) {
+			sum += f[s];
+			good &= f[s] <= 4095 && (cnt[s] == 0 || f[s] >= 1);
+		}
+		uint8_t buf[OL_EXANS_TABLE_MAX];
+		size_t k = ol_exans_table_write(f, buf);
+		good &= sum == 4096 && k <= sizeof(buf) && ol_exans_table_read(buf, k, g) == k;
+		good &= memcmp(f, g, sizeof(f)) == 0 && ol_exans_table_read(buf, k - 1, g) == 0;
+	}
+	ok(good, "quantise: sum 4096, every present symbol 1..4095; table round trip, truncation");
+}
+
+static void
+test_lengths(void)
+{
+	uint8_t *p = malloc(1 << 21);
+	int good = 1;
+	for (size_t n = 0; n <= 640 && good; n++) {
+		fill_bf16(p, n);
+		good &= roundtrip(p, n, 1024) >= 0 && roundtrip(p, n, 0) >= 0;
+	}
+	ok(good, "every length 0..640, BF16-like data, blocks of 1 KiB and 64 KiB");
+	static const size_t odd[] = {1023,  1025,   4095,    65535,  65536,
+				     65537, 131073, 1000001, 2097151};
+	good = 1;
+	for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+		fill_bf16(p, odd[i]);
+		ssize_t r = roundtrip(p, odd[i], 0);
+		good &= r > 0 && (double)odd[i] / (double)r > 1.3;
+		good &= roundtrip(p, odd[i], 4096) > 0;
+	}
+	ok(good, "odd large lengths round trip and compress (> 1.3x)");
+	free(p);
+}
+
+static void
+test_special(void)
+{
+	uint8_t p[8192];
+	static const uint16_t sp[] = {0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0,
+				      0xffc0, 0x7f81, 0xffff, 0x0001, 0x8001,
+				      0x007f, 0x807f, 0x0080, 0x3f80, 0xbf80};
+	int n = 0;
+	for (int e = 0; e < 256; e++)
+		for (int k = 0; k < 8; k++) { /* all 256 exponents, both signs, random mantissas */
+			uint16_t v = (uint16_t)((rnd() & 0x807f) | e << 7);
+			p[2 * n] = (uint8_t)v;
+			p[2 * n + 1] = (uint8_t)(v >> 8);
+			n++;
+		}
+	for (size_t i = 0; i < sizeof(sp) / 2 && n < 4096; i++, n++) {
+		p[2 * n] = (uint8_t)sp[i];
+		p[2 * n + 1] = (uint8_t)(sp[i] >> 8);
+	}
+	ok(roundtrip(p, 2 * (size_t)n, 0) > 0 && roundtrip(p, 2 * (size_t)n + 1, 1024) > 0,
+	   "all 256 exponents, NaN, Inf, +-0, subnormals round trip");
+	/* mostly one exponent with every other exponent once: forces frequency-1 symbols */
+	for (int i = 0; i < 4096; i++) {
+		uint16_t v = (uint16_t)((rnd() & 0x807f) | (i < 256 ? i : 127) << 7);
+		p[2 * i] = (uint8_t)v;
+		p[2 * i + 1] = (uint8_t)(v >> 8);
+	}
+	ok(roundtrip(p, 8192, 0) > 0, "skewed table with 255 rare symbols");
+	for (int i = 0; i < 4096; i++) {
+		p[2 * i] = 0x00;
+		p[2 * i + 1] = 0x3f;
+	}
+	ssize_t r = roundtrip(p, 8192, 0);
+	ok(r > 0 && r < 8192 / 2 + 200, "one constant value (single-symbol table): %zd bytes", r);
+}
+
+static void
+test_raw_fallback(void)
+{
+	size_t n = 300000;
+	uint8_t *p = malloc(n), *c = malloc(ol_exans_bound(n, 0));
+	fill_rand(p, n);
+	ssize_t r = roundtrip(p, n, 0);
+	ok(r > 0 && (size_t)r <= n + 24 + 16 * 5, "random bytes: raw fallback, %zd <= raw + %d", r,
+	   24 + 16 * 5);
+	ssize_t b = ol_exans_block_encode(p, 65536, c, ol_exans_block_bound(65536));
+	ok(b == 65536 + OL_EXANS_BHDR_BYTES && c[8] == OL_EXANS_MODE_RAW, "raw block flagged");
+	fill_bf16(p, n);
+	b = ol_exans_block_encode(p, 65536, c, ol_exans_block_bound(65536));
+	ok(b > 0 && b < 50000 && c[8] == OL_EXANS_MODE_RANS, "BF16 block is rANS coded (%zd)", b);
+	ok(ol_exans_compress(p, n, c, 1000, NULL) == -ENOSPC, "small cap: -ENOSPC");
+	struct ol_exans_opts o = {.block_bytes = 3000};
+	ok(ol_exans_compress(p, n, c, ol_exans_bound(n, 0), &o) == -EINVAL, "bad block size");
+	free(p);
+	free(c);
+}
+
+/* Every single-byte change of a small stream must be an error (never wrong data). */
+static void
+test_corruption(void)
+{
+	uint8_t p[600], c[1024], d[600];
+	fill_bf16(p, sizeof(p));
+	struct ol_exans_opts o = {.block_bytes = 1024};
+	ssize_t n = ol_exans_compress(p, sizeof(p), c, sizeof(c), &o);
+	ok(n > 0 && n < (ssize_t)sizeof(p), "small stream is compressed (%zd bytes)", n);
+	int bad = 0, tried = 0;
+	for (int k = 0; k < 3; k++) {
+		if (!ol_exans_impl_supported(impls[k]))
+			continue;
+		o.impl = impls[k];
+		for (ssize_t i = 0; i < n; i++)
+			for (int v = 1; v < 256; v += (v < 8 ? 1 : 37)) {
+				c[i] ^= (uint8_t)v;
+				ssize_t r =
+				    ol_exans_decompress_opts(c, (size_t)n, d, sizeof(d), &o);
+				bad += r >= 0;
+				tried++;
+				c[i] ^= (uint8_t)v;
+			}
+		for (ssize_t len = 0; len < n; len++)
+			bad += ol_exans_decompress_opts(c, (size_t)len, d, sizeof(d), &o) >= 0;
+	}
+	ok(bad == 0, "%d byte corruptions and every truncation: all -EBADMSG (%d accepted)", tried,
+	   bad);
+	ok(ol_exans_decompress(c, (size_t)n, d, sizeof(d) - 1) == -ENOSPC,
+	   "cap too small: -ENOSPC");
+}
+
+static void
+test_blocks(void)
+{
+	size_t n = 5 * 4096 + 77;
+	uint8_t *p = malloc(n), *c = malloc(ol_exans_bound(n, 4096)), d[4096];
+	fill_bf16(p, n);
+	struct ol_exans_opts o = {.block_bytes = 4096};
+	ssize_t m = ol_exans_compress(p, n, c, ol_exans_bound(n, 4096), &o);
+	uint32_t nb = 0;
+	int good = m > 0 && ol_exans_block_count(c, (size_t)m, &nb) == 0 && nb == 6;
+	for (uint32_t i = 0; good && i < nb; i++) {
+		struct ol_exans_block_ref r;
+		good &= ol_exans_block_locate(c, (size_t)m, i, &r) == 0;
+		ssize_t k = ol_exans_block_decode(c + r.off, r.len, d, sizeof(d), OL_EXANS_AUTO);
+		good &= k == (ssize_t)r.dec_len && memcmp(d, p + r.dec_off, r.dec_len) == 0;
+	}
+	struct ol_exans_block_ref r;
+	ok(good && ol_exans_block_locate(c, (size_t)m, 6, &r) == -ERANGE,
+	   "each block located and decoded alone");
+	free(p);
+	free(c);
+}
+
+static uint8_t *
+slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long sz = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	uint8_t *p = malloc(sz > 0 ? (size_t)sz : 1);
+	*n = fread(p, 1, (size_t)(sz > 0 ? sz : 0), f);
+	fclose(f);
+	return p;
+}
+
+static void
+test_real(const char *dir)
+{
+	char sub[4096];
+	snprintf(sub, sizeof(sub), "%s/stories260K", dir ? dir : "");
+	DIR *dd = dir ? opendir(sub) : NULL;
+	if (!dd) {
+		printf("ok %d # SKIP real KV dump absent (%s)\n", ++tap_n, sub);
+		return;
+	}
+	struct dirent *de;
+	int files = 0, good = 1;
+	double raw = 0, comp = 0, bound = 0;
+	while ((de = readdir(dd))) {
+		size_t l = strlen(de->d_name), n = 0;
+		if (l < 6 || strcmp(de->d_name + l - 5, ".bf16") != 0)
+			continue;
+		char path[8192];
+		snprintf(path, sizeof(path), "%s/%s", sub, de->d_name);
+		uint8_t *p = slurp(path, &n);
+		ssize_t r = p ? roundtrip(p, n, 0) : -1;
+		good &= r > 0;
+		for (size_t off = 0; p && off < n; off += 65536) {
+			double b;
+			ol_exans_exp_entropy(p + off, n - off < 65536 ? n - off : 65536, &b);
+			bound += b;
+		}
+		raw += (double)n;
+		comp += (double)(r > 0 ? r : 0);
+		files++;
+		free(p);
+	}
+	closedir(dd);
+	ok(files >= 48 && good, "%d real dump files round trip on every impl", files);
+	ok(raw / comp >= 1.50, "real dump ratio %.4f >= 1.50", raw / comp);
+	ok(comp <= bound * 1.01,
+	   "within 1%% of the per-block entropy bound (%.0f vs %.0f, +%.2f%%)", comp, bound,
+	   100 * (comp / bound - 1));
+}
+
+int
+main(int argc, char **argv)
+{
+	for (int k = 0; k < 3; k++)
+		printf("# %s: %s\n", ol_exans_impl_name(impls[k]),
+		       ol_exans_impl_supported(impls[k]) ? "tested"
+							 : "not supported here, skipped");
+	test_fmt();
+	test_lengths();
+	test_special();
+	test_raw_fallback();
+	test_corruption();
+	test_blocks();
+	test_real(argc > 1 ? argv[1] : NULL);
+	tap_done();
+}
