@@ -193,6 +193,10 @@ banner(const struct ol_config *cfg)
 	ol_info("openlaked %s starting (config: %s, mode %s, %u drive(s), set %u+%u)", OL_VERSION,
 		cfg->source, cfg->mode, cfg->n_data_dirs,
 		cfg->set_drive_count - cfg->default_parity_count, cfg->default_parity_count);
+	if (cfg->n_nodes > 1)
+		ol_warn("%u [[nodes]] configured: this openlaked serves its own drives only; the "
+			"KV pool is sharded by the clients over the nodes they are given",
+			cfg->n_nodes);
 	if (strcmp(cfg->transport, "rdma") == 0)
 		ol_warn("transport = \"rdma\": RDMA is not built into this openlaked; serving over "
 			"TCP on the same addresses");
@@ -291,6 +295,14 @@ main(int argc, char **argv)
 		return 2;
 	if (ol_config_validate(cfg, err, sizeof(err))) {
 		fprintf(stderr, "openlaked: %s: %s\n", cfg->source, err);
+		return 2;
+	}
+	if (cfg->s3_tls.cert_path[0] && strcmp(cfg->mode, "kv") != 0) {
+		fprintf(stderr,
+			"openlaked: %s: [s3_tls] is set, but this openlaked does not serve "
+			"HTTPS yet: terminate TLS in front of it (nginx, haproxy) and remove "
+			"[s3_tls], rather than serve plaintext you asked to be encrypted\n",
+			cfg->source);
 		return 2;
 	}
 	if (o.print_config) {
