@@ -1,0 +1,26 @@
+/* admin/admin.h - operator endpoints served beside S3 on the same port:
+ *   GET /metrics, /openlake/admin/v1/metrics   Prometheus text (unauthenticated, as upstream)
+ *   GET /openlake/admin/v1/status              JSON: version, mode, uptime, addresses, drives
+ *   GET /openlake/health                       200 "ok" (liveness)
+ *   GET /openlake/console                      the web console (one HTML page, no assets)
+ * "metrics" and "openlake" are valid bucket names, so these paths are ours only for requests
+ * that carry no S3 signature (an unsigned S3 request would be AccessDenied anyway); a signed
+ * GET /metrics is still ListObjects of bucket "metrics". An unsigned browser GET / (Accept:
+ * text/html) is redirected to the console. */
+#ifndef OL_ADMIN_ADMIN_H
+#define OL_ADMIN_ADMIN_H
+
+#include "base/config.h"
+#include "http/http.h"
+
+/* Remember cfg (must outlive the server) for the status page. Call once at start-up. */
+void ol_admin_init(const struct ol_config *cfg);
+
+/* Answer an admin request. Returns 1 when it answered, 0 when the request is not for us (the
+ * caller routes it as S3). Call first for every request. */
+int ol_admin_handle(struct ol_http_req *r);
+
+/* The status document as JSON (also used by `openlake node info`). Caller frees. */
+char *ol_admin_status_json(void);
+
+#endif
