@@ -1,0 +1,117 @@
+"""ctypes binding of include/openlake/openlake.h (libopenlake). Loaded on first use."""
+
+import ctypes
+import glob
+import logging
+import os
+import threading
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_int, c_int32, c_size_t, c_uint,
+                    c_uint32, c_uint64, c_void_p)
+from pathlib import Path
+
+KEY_BYTES = 32
+LOG = logging.getLogger("openlake_client.lib")
+
+LOGFN = CFUNCTYPE(None, c_int, c_char_p, c_void_p)
+
+
+class Opts(Structure):
+    _fields_ = [("size", c_size_t), ("nodes", POINTER(c_char_p)), ("n_nodes", c_size_t),
+                ("device", c_char_p), ("ns", c_char_p), ("timeout_ms", c_uint),
+                ("log", LOGFN), ("log_arg", c_void_p)]
+
+
+class Iov(Structure):
+    _fields_ = [("base", c_void_p), ("len", c_size_t)]
+
+
+class Op(Structure):
+    _fields_ = [("key", c_void_p), ("iov", POINTER(Iov)), ("iovcnt", c_size_t),
+                ("value_len", c_uint64), ("status", c_int32), ("reserved", c_uint32)]
+
+
+class LibraryNotFound(ImportError):
+    pass
+
+
+def repo_root():
+    return Path(__file__).resolve().parents[2]
+
+
+def candidates():
+    """Where libopenlake is looked for, in order."""
+    out = []
+    env = os.environ.get("OPENLAKE_LIBRARY")
+    if env:
+        out.append(env)
+    root = repo_root()
+    build = os.environ.get("OPENLAKE_BUILD", "build")
+    bpath = Path(build) if os.path.isabs(build) else root / build
+    out.append(str(bpath / "client" / "libopenlake.so"))
+    found = glob.glob(str(root / "build*" / "client" / "libopenlake.so"))
+    found.sort(key=lambda p: os.path.getmtime(p), reverse=True)
+    out.extend(found)
+    out.append("libopenlake.so.0")
+    return out
+
+
+_lock = threading.Lock()
+_lib = None
+
+
+def _declare(lib):
+    lib.ol_client_new.argtypes = [POINTER(Opts), POINTER(c_void_p)]
+    lib.ol_client_new.restype = c_int
+    lib.ol_client_free.argtypes = [c_void_p]
+    lib.ol_client_free.restype = None
+    for fn in ("ol_kv_put", "ol_kv_get", "ol_kv_exists", "ol_kv_delete"):
+        f = getattr(lib, fn)
+        f.argtypes = [c_void_p, POINTER(Op), c_size_t]
+        f.restype = c_int
+    lib.ol_kv_stats.argtypes = [c_void_p, c_char_p, c_size_t]
+    lib.ol_kv_stats.restype = c_int
+    lib.ol_kv_status_str.argtypes = [c_int]
+    lib.ol_kv_status_str.restype = c_char_p
+    lib.ol_version.argtypes = []
+    lib.ol_version.restype = c_char_p
+    return lib
+
+
+def load():
+    """The loaded library (cached). Raises LibraryNotFound naming every place tried."""
+    global _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for c in candidates():
+            if os.sep in c and not os.path.exists(c):
+                tried.append(c + " (absent)")
+                continue
+            try:
+                _lib = _declare(ctypes.CDLL(c))
+                _lib._path = c
+                return _lib
+            except (OSError, AttributeError) as e:
+                tried.append("%s (%s)" % (c, e))
+        raise LibraryNotFound("libopenlake not found; set OPENLAKE_LIBRARY or build it "
+                              "(meson setup build && ninja -C build). Tried: " + "; ".join(tried))
+
+
+def available():
+    try:
+        load()
+        return True
+    except LibraryNotFound:
+        return False
+
+
+_LEVELS = (logging.ERROR, logging.WARNING, logging.INFO, logging.DEBUG)
+
+
+def _log_cb(level, msg, arg):
+    lvl = _LEVELS[level] if 0 <= level < len(_LEVELS) else logging.INFO
+    LOG.log(lvl, "%s", msg.decode("utf-8", "replace") if msg else "")
+
+
+LOG_CB = LOGFN(_log_cb)

@@ -1,0 +1,129 @@
+"""vLLM's connector base classes when vLLM is installed, else local stand-ins with the same
+names and base semantics (vllm/distributed/kv_transfer/kv_connector/v1/base.py, metrics.py).
+Nothing here imports vLLM at package import time; `load()` does, once."""
+
+import enum
+import inspect
+from dataclasses import dataclass, field
+
+
+class _LocalRole(enum.Enum):
+    SCHEDULER = 0
+    WORKER = 1
+
+
+class _LocalMetadata:
+    """Marker base of the per-step metadata (must be picklable)."""
+
+
+class _LocalBase:
+    """Same constructor and default methods as vLLM's KVConnectorBase_V1."""
+
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        self._connector_metadata = None
+        self._vllm_config = vllm_config
+        if getattr(vllm_config, "kv_transfer_config", None) is None:
+            raise ValueError("kv_transfer_config must be set for a KV connector")
+        self._kv_transfer_config = vllm_config.kv_transfer_config
+        self._kv_cache_config = kv_cache_config
+        self._role = role
+
+    @property
+    def role(self):
+        return self._role
+
+    @property
+    def prefer_cross_layer_blocks(self):
+        return False
+
+    def bind_connector_metadata(self, connector_metadata):
+        self._connector_metadata = connector_metadata
+
+    def clear_connector_metadata(self):
+        self._connector_metadata = None
+
+    def _get_connector_metadata(self):
+        assert self._connector_metadata is not None
+        return self._connector_metadata
+
+    def has_connector_metadata(self):
+        return self._connector_metadata is not None
+
+    def register_kv_caches(self, kv_caches):
+        return None
+
+    def handle_preemptions(self, *args, **kwargs):
+        return None
+
+    def get_finished(self, finished_req_ids):
+        return None, None
+
+    def get_block_ids_with_load_errors(self):
+        return set()
+
+    def update_connector_output(self, connector_output):
+        return None
+
+    def request_finished(self, request, block_ids):
+        return False, None
+
+    def take_events(self):
+        return ()
+
+    def get_kv_connector_stats(self):
+        return None
+
+    def shutdown(self):
+        return None
+
+    @classmethod
+    def get_required_kvcache_layout(cls, vllm_config):
+        return None
+
+    @classmethod
+    def requires_piecewise_for_cudagraph(cls, extra_config):
+        return False
+
+
+@dataclass
+class _LocalStats:
+    """Same surface as vllm.distributed.kv_transfer.kv_connector.v1.metrics.KVConnectorStats."""
+
+    data: dict = field(default_factory=dict)
+
+
+_cache = None
+
+
+def load():
+    """(Base, Metadata, Role, StatsBase, have_vllm)"""
+    global _cache
+    if _cache is not None:
+        return _cache
+    try:
+        from vllm.distributed.kv_transfer.kv_connector.v1.base import (KVConnectorBase_V1,
+                                                                      KVConnectorMetadata,
+                                                                      KVConnectorRole)
+        try:
+            from vllm.distributed.kv_transfer.kv_connector.v1.metrics import KVConnectorStats
+        except ImportError:
+            KVConnectorStats = _LocalStats
+        _cache = (KVConnectorBase_V1, KVConnectorMetadata, KVConnectorRole, KVConnectorStats,
+                  True)
+    except Exception:  # not installed, or an incompatible build: stay importable
+        _cache = (_LocalBase, _LocalMetadata, _LocalRole, _LocalStats, False)
+    return _cache
+
+
+def base_takes_kv_cache_config(base):
+    try:
+        return "kv_cache_config" in inspect.signature(base.__init__).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def is_scheduler(role):
+    name = getattr(role, "name", None)
+    if name is not None:
+        return name == "SCHEDULER"
+    return role == 0

@@ -1,0 +1,225 @@
+"""Scheduler side of the OpenLake connector: lookups, load plans, save plans.
+
+Runs in vLLM's scheduler process. It sees token ids and block ids, never tensors; what the
+workers must do each step goes into a small picklable metadata object (chain hashes + block
+ids), and each worker derives its own rank's keys from the chain hashes."""
+
+import time
+from dataclasses import dataclass, field
+
+from .connector_config import key_ranks
+from .keys import ChainCache, rank_key, seed_hash
+from .store import StoreDown
+
+
+@dataclass
+class LoadSpec:
+    req_id: str
+    chunks: list  # [(chain_hash, (block ids...), skip)]: skip leading blocks already local
+
+
+@dataclass
+class SaveSpec:
+    req_id: str
+    chunks: list  # [(chain_hash, (block ids...))]
+
+
+@dataclass
+class StepPlan:
+    loads: list = field(default_factory=list)
+    saves: list = field(default_factory=list)
+    finished: set = field(default_factory=set)
+    preempted: set = field(default_factory=set)
+
+
+@dataclass
+class _Lookup:
+    num_computed: int
+    num_tokens: int
+    ext: int
+    present: list  # per chunk from 0: all ranks have it
+
+
+class _Req:
+    __slots__ = ("req_id", "request", "chains", "block_ids", "next_save", "early", "load",
+                 "saved_any")
+
+    def __init__(self, req_id, request, chains):
+        self.req_id, self.request, self.chains = req_id, request, chains
+        self.block_ids = []
+        self.next_save = 0
+        self.early = []
+        self.load = None
+        self.saved_any = False
+
+
+def all_tokens(request):
+    t = getattr(request, "all_token_ids", None)
+    if t is None:
+        t = request.prompt_token_ids
+    return t
+
+
+def _group0(block_ids):
+    if block_ids is None:
+        return []
+    if isinstance(block_ids, tuple) or (block_ids and isinstance(block_ids[0], (list, tuple))):
+        return list(block_ids[0]) if block_ids else []
+    return list(block_ids)
+
+
+class SchedulerSide:
+    def __init__(self, cfg, ident, geo, store, rec, warn, save_enabled=True):
+        self.cfg, self.ident, self.geo = cfg, ident, geo
+        self.store, self.rec, self.warn = store, rec, warn
+        self.cs = cfg.chunk_size
+        self.bs = geo.block_size
+        self.k = self.cs // self.bs
+        self.ranks = key_ranks(geo)
+        self.save_enabled = save_enabled
+        self._seeds = {}
+        self._reqs = {}
+        self._lookups = {}
+        self.async_save = False
+
+    def _seed(self, salt):
+        s = self._seeds.get(salt)
+        if s is None:
+            s = self._seeds[salt] = seed_hash(self.ident, salt)
+        return s
+
+    def _req(self, request):
+        rid = request.request_id
+        r = self._reqs.get(rid)
+        if r is None:
+            salt = self.cfg.cache_salt
+            rs = getattr(request, "cache_salt", None)
+            if rs:
+                salt = "%s\0%s" % (salt, rs)
+            r = self._reqs[rid] = _Req(rid, request, ChainCache(self._seed(salt), self.cs))
+        r.request = request
+        return r
+
+    # -- get_num_new_matched_tokens
+    def lookup(self, request, num_computed):
+        tokens = all_tokens(request)
+        n = len(tokens)
+        max_chunks = (n - 1) // self.cs  # leave at least one token to compute
+        r = self._req(request)
+        if max_chunks <= 0 or num_computed >= max_chunks * self.cs:
+            self._lookups[r.req_id] = _Lookup(num_computed, n, 0, [])
+            return 0, False
+        hashes = r.chains.upto(tokens, max_chunks)
+        keys = [rank_key(h, rk) for h in hashes for rk in self.ranks]
+        t0 = time.perf_counter()
+        try:
+            st = self.store.call("exists", keys)
+        except StoreDown:
+            self.rec.add(lookup_failures=1)
+            self._lookups[r.req_id] = _Lookup(num_computed, n, 0, [])
+            return 0, False
+        self.rec.observe("lookup_ms", (time.perf_counter() - t0) * 1e3)
+        self.rec.add(lookups=1)
+        nr = len(self.ranks)
+        present = [all(st[c * nr:(c + 1) * nr]) for c in range(max_chunks)]
+        c = num_computed // self.cs
+        while c < max_chunks and present[c]:
+            c += 1
+        ext = max(0, c * self.cs - num_computed)
+        if ext < max(self.cfg.min_hit_tokens, 1):
+            ext = 0
+        self._lookups[r.req_id] = _Lookup(num_computed, n, ext, present)
+        return ext, False
+
+    # -- update_state_after_alloc
+    def after_alloc(self, request, blocks, num_external):
+        r = self._req(request)
+        lk = self._lookups.pop(r.req_id, None)
+        ids = blocks.get_block_ids() if hasattr(blocks, "get_block_ids") else blocks
+        r.block_ids = _group0(ids)
+        local = lk.num_computed if lk else int(getattr(request, "num_computed_tokens", 0))
+        n = len(all_tokens(request))
+        r.load = None
+        if num_external > 0 and lk is not None and lk.ext >= num_external:
+            r.load = self._plan_load(r, local, num_external)
+        else:
+            num_external = 0
+        start = local + num_external
+        r.next_save = start // self.cs
+        present = lk.present if lk else []
+        r.early = [c for c in range(min(local // self.cs, len(present))) if not present[c]]
+        self.rec.add(hit_tokens=num_external, miss_tokens=max(0, n - start))
+
+    def _plan_load(self, r, local, ext):
+        first, end = local // self.cs, (local + ext) // self.cs
+        hashes = r.chains.hashes
+        lb = local // self.bs
+        chunks = []
+        for c in range(first, end):
+            ids = tuple(r.block_ids[c * self.k:(c + 1) * self.k])
+            chunks.append((hashes[c], ids, max(0, lb - c * self.k)))
+        return LoadSpec(r.req_id, chunks)
+
+    # -- build_connector_meta
+    def build(self, so):
+        plan = StepPlan()
+        nst = so.num_scheduled_tokens
+        for nr in so.scheduled_new_reqs:
+            r = self._reqs.get(nr.req_id)
+            if r is None:
+                continue
+            r.block_ids = _group0(nr.block_ids)
+            self._step(r, nr.num_computed_tokens + nst.get(nr.req_id, 0), plan)
+        cached = so.scheduled_cached_reqs
+        resumed = self._resumed(cached)
+        for i, rid in enumerate(cached.req_ids):
+            r = self._reqs.get(rid)
+            if r is None:
+                continue
+            nb = cached.new_block_ids[i] if cached.new_block_ids else None
+            if rid in resumed:
+                r.block_ids = _group0(nb)
+            elif nb:
+                r.block_ids.extend(_group0(nb))
+            self._step(r, cached.num_computed_tokens[i] + nst.get(rid, 0), plan)
+        for rid in so.finished_req_ids:
+            self._reqs.pop(rid, None)
+            self._lookups.pop(rid, None)
+        plan.finished = set(so.finished_req_ids)
+        plan.preempted = set(getattr(so, "preempted_req_ids", None) or ())
+        return plan
+
+    @staticmethod
+    def _resumed(cached):
+        s = getattr(cached, "resumed_req_ids", None)
+        if s is not None:
+            return set(s)
+        flags = getattr(cached, "resumed_from_preemption", None) or []
+        return {rid for rid, f in zip(cached.req_ids, flags) if f}
+
+    def _step(self, r, end, plan):
+        if r.load is not None:
+            plan.loads.append(r.load)
+            r.load = None
+        if not self.save_enabled:
+            return
+        req = r.request
+        limit = end if self.cfg.save_decode else min(end, int(req.num_prompt_tokens))
+        done = min(limit, len(all_tokens(req))) // self.cs
+        chunks = r.early + list(range(r.next_save, done))
+        r.early = []
+        r.next_save = max(r.next_save, done)
+        chunks = [c for c in chunks if (c + 1) * self.k <= len(r.block_ids)]
+        if not chunks:
+            return
+        hashes = r.chains.upto(all_tokens(req), max(chunks) + 1)
+        plan.saves.append(SaveSpec(r.req_id, [
+            (hashes[c], tuple(r.block_ids[c * self.k:(c + 1) * self.k])) for c in chunks]))
+        r.saved_any = True
+
+    # -- request_finished
+    def finished(self, request, block_ids):
+        r = self._reqs.get(request.request_id)
+        if self.async_save and r is not None and r.saved_any:
+            return True, None
+        return False, None

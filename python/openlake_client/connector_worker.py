@@ -1,0 +1,208 @@
+"""Worker side of the OpenLake connector: moves whole chunks of paged KV blocks.
+
+One instance per TP/PP rank. Loads run in start_load_kv (all layers, before the forward),
+saves in wait_for_save (all layers, after it): nothing depends on per-layer hooks, so CUDA
+graphs and any attention backend work. Contiguous CPU blocks go straight from the paged
+tensors to the pool (one iovec per block half, no copy); other tensors are staged."""
+
+import ctypes
+import time
+
+from .connector_config import worker_rank
+from .keys import rank_key
+from .layouts import PagedKV
+from .store import TRAILER_LEN, StoreDown, check_trailer, make_trailer
+
+
+class _Job:
+    """One chunk of one request: its key, memory ranges and what to do after."""
+
+    __slots__ = ("req_id", "key", "ids", "skip", "ranges", "trailer", "keep", "stage")
+
+    def __init__(self, req_id, key, ids, skip=0):
+        self.req_id, self.key, self.ids, self.skip = req_id, key, ids, skip
+        self.ranges, self.keep, self.stage = [], [], None
+        self.trailer = ctypes.create_string_buffer(TRAILER_LEN)
+
+    def iovs(self):
+        return self.ranges + [(ctypes.addressof(self.trailer), TRAILER_LEN)]
+
+
+class WorkerSide:
+    def __init__(self, cfg, ident, geo, vllm_config, num_blocks, store, rec, warn):
+        self.cfg, self.ident, self.geo = cfg, ident, geo
+        self.store, self.rec, self.warn = store, rec, warn
+        self.num_blocks = num_blocks
+        self.tp_rank, self.pp_rank = worker_rank(vllm_config, geo)
+        tp = 1 if geo.use_mla else geo.tp_size
+        self.key_rank = self.pp_rank * tp + (0 if geo.use_mla else self.tp_rank)
+        self.saves_enabled = not (geo.use_mla and self.tp_rank != 0)
+        self.kv = None
+        self.disabled = "no KV caches registered"
+        self._invalid = set()
+
+    # -- register_kv_caches
+    def register(self, kv_caches):
+        try:
+            kv = PagedKV(kv_caches, self.num_blocks, self.geo.block_size)
+        except ValueError as e:
+            self.disabled = "unsupported KV cache: %s" % e
+            self.warn("register", "openlake: connector disabled: %s", self.disabled)
+            return
+        if (kv.family == "mla") != self.geo.use_mla:
+            self.disabled = "KV layout %s does not match use_mla=%s" % (kv.layout,
+                                                                        self.geo.use_mla)
+            self.warn("register", "openlake: connector disabled: %s", self.disabled)
+            return
+        self.kv = kv
+        self.disabled = ""
+        self.chunk_blocks = self.cfg.chunk_size // self.geo.block_size
+        self.payload = kv.block_bytes * self.chunk_blocks
+
+    # -- memory of one chunk
+    def _ranges(self, job, for_load):
+        kv = self.kv
+        if kv.zero_copy:
+            if for_load and job.skip:
+                # blocks already local must not be written: send them to a scratch area
+                scratch = ctypes.create_string_buffer(job.skip * kv.block_bytes)
+                job.keep.append(scratch)
+                base = ctypes.addressof(scratch)
+                per = {b: i for i, b in enumerate(job.ids[:job.skip])}
+                out = []
+                for (addr, n), b in zip(kv.iovs(job.ids), self._iov_blocks(job.ids)):
+                    if b in per:
+                        out.append((base, n))
+                        base += n
+                    else:
+                        out.append((addr, n))
+                job.ranges = out
+            else:
+                job.ranges = kv.iovs(job.ids)
+            return
+        stage = kv.pack(job.ids) if not for_load else kv.image_tensor(self.payload)
+        job.stage = stage
+        job.ranges = [(stage.data_ptr(), self.payload)]
+
+    def _iov_blocks(self, ids):
+        """The block id of each iovec kv.iovs(ids) returns, in order."""
+        out = []
+        for t, lay in zip(self.kv.tensors, self.kv.layouts):
+            segs = 1 if lay.block_dim == 0 else t.shape[0]
+            for b in ids:
+                out.extend([b] * segs)
+        return out
+
+    # -- start_load_kv
+    def load(self, plan):
+        if not plan.loads:
+            return
+        if self.disabled:
+            for ls in plan.loads:
+                self._fail_request(ls.chunks, 0)
+            return
+        jobs = []
+        for ls in plan.loads:
+            for h, ids, skip in ls.chunks:
+                j = _Job(ls.req_id, rank_key(h, self.key_rank), ids, skip)
+                self._ranges(j, True)
+                jobs.append(j)
+        t0 = time.perf_counter()
+        try:
+            st, lens = self.store.call("get_iov", [j.key for j in jobs], [j.iovs() for j in jobs])
+        except StoreDown:
+            st, lens = [None] * len(jobs), [0] * len(jobs)
+        self.rec.observe("load_ms", (time.perf_counter() - t0) * 1e3)
+        self._finish_loads(plan, jobs, st, lens)
+
+    def _finish_loads(self, plan, jobs, st, lens):
+        i = 0
+        for ls in plan.loads:
+            bad_from = None
+            for c in range(len(ls.chunks)):
+                j = jobs[i]
+                i += 1
+                why = self._check_load(j, st[i - 1], lens[i - 1])
+                if why and bad_from is None:
+                    bad_from = c
+                    self.warn("load", "openlake: load of request %s chunk failed (%s): "
+                              "recomputing", ls.req_id, why)
+                    self.rec.add(load_failures=1, corrupt_blocks=int(why.startswith("bad")))
+                if bad_from is None:
+                    if j.stage is not None:
+                        self.kv.unpack(j.ids[j.skip:], self._slice(j))
+                    n = len(j.ids) - j.skip
+                    self.rec.add(blocks_loaded=n, bytes_loaded=n * self.kv.block_bytes)
+            if bad_from is not None:
+                self._fail_request(ls.chunks, bad_from)
+        self.rec.add(loads=1)
+
+    def _slice(self, j):
+        if not j.skip:
+            return j.stage[:self.payload]
+        return _skip_image(self.kv, j.stage, j.skip, len(j.ids))
+
+    def _check_load(self, j, status, n):
+        from .client import Status
+
+        if status is None:
+            return "pool unreachable"
+        if status != Status.OK:
+            return str(status)
+        if n != self.payload + TRAILER_LEN:
+            return "bad size %d, expected %d" % (n, self.payload + TRAILER_LEN)
+        why = check_trailer(j.trailer.raw, j.key, j.ranges, self.payload)
+        return ("bad block: " + why) if why else ""
+
+    def _fail_request(self, chunks, first):
+        for h, ids, skip in chunks[first:]:
+            self._invalid.update(ids[skip:])
+
+    def take_invalid(self):
+        out, self._invalid = self._invalid, set()
+        return out
+
+    # -- wait_for_save
+    def save(self, plan):
+        if not plan.saves or self.disabled or not self.saves_enabled:
+            return
+        jobs = [_Job(ss.req_id, rank_key(h, self.key_rank), ids)
+                for ss in plan.saves for h, ids in ss.chunks]
+        t0 = time.perf_counter()
+        try:
+            if self.cfg.save_check_exists:
+                have = self.store.call("exists", [j.key for j in jobs])
+                jobs = [j for j, h in zip(jobs, have) if not h]
+            for j in jobs:
+                self._ranges(j, False)
+                j.trailer.raw = make_trailer(j.key, j.ranges, self.payload, self.cfg.verify)
+            st = self.store.call("put_iov", [j.key for j in jobs], [j.iovs() for j in jobs]) \
+                if jobs else []
+        except StoreDown:
+            self.rec.add(save_failures=len(jobs))
+            return
+        self.rec.observe("save_ms", (time.perf_counter() - t0) * 1e3)
+        self._count_saves(st)
+
+    def _count_saves(self, st):
+        from .client import Status
+
+        ok = sum(1 for s in st if s in (Status.OK, Status.EXISTS))
+        bad = [s for s in st if s not in (Status.OK, Status.EXISTS)]
+        self.rec.add(saves=1, blocks_saved=ok * self.chunk_blocks,
+                     bytes_saved=ok * self.payload, save_failures=len(bad))
+        if bad:
+            self.warn("save", "openlake: %d chunk save(s) not stored (%s)", len(bad),
+                      ", ".join(sorted({str(s) for s in bad})))
+
+
+def _skip_image(kv, stage, skip, k):
+    """A staged chunk image holds layer-major [k blocks]; keep blocks skip..k of each layer."""
+    import torch
+
+    parts, off = [], 0
+    for lay in kv.layouts:
+        n = lay.slab_bytes
+        parts.append(stage[off + skip * n:off + k * n])
+        off += k * n
+    return torch.cat(parts)

@@ -1,0 +1,178 @@
+"""Paged KV-cache layouts: find the block dimension and move whole blocks in and out.
+
+Supported per-layer tensors (vLLM `get_kv_cache_shape`):
+  fa         FlashAttention (legacy)  [2, num_blocks, block_size, heads, head_dim]  block dim 1
+  flashinfer FlashInfer / Triton      [num_blocks, 2, block_size, heads, head_dim]  block dim 0
+  bhnc       FlashAttention (newest)  [num_blocks, heads, block_size, 2*head_dim]   block dim 0
+  mla        MLA                      [num_blocks, block_size, latent]              block dim 0
+The byte image of one block of one layer is `t.select(block_dim, b)` in logical order, so an
+HND-strided tensor gives the same bytes as an NHD one; bhnc blocks are permuted to the
+[2, block_size, heads, head_dim] order of fa/flashinfer, so every non-MLA backend stores the
+same bytes and can share the same keys. Contiguous CPU blocks move without a
+copy (one iovec per K/V half); anything else (strided, CUDA) is staged.
+"""
+
+from dataclasses import dataclass
+
+LAYOUTS = ("fa", "flashinfer", "bhnc", "mla")
+
+
+@dataclass(frozen=True)
+class LayerLayout:
+    name: str
+    block_dim: int
+    num_blocks: int
+    block_size: int
+    slab_shape: tuple  # shape of t.select(block_dim, b)
+    slab_bytes: int
+
+
+def detect_layout(t, num_blocks=None, block_size=None):
+    """LayerLayout of one registered KV tensor, or raise ValueError.
+
+    num_blocks (from kv_cache_config) disambiguates; without it the shape decides."""
+    shape = tuple(t.shape)
+    nd = len(shape)
+    if nd == 5:
+        fa = shape[0] == 2 and (shape[1] == num_blocks if num_blocks else shape[1] != 2)
+        fi = shape[1] == 2 and (shape[0] == num_blocks if num_blocks else shape[0] != 2)
+        if fa == fi:
+            raise ValueError("ambiguous or unknown 5-d KV shape %s (num_blocks=%s)"
+                             % (shape, num_blocks))
+        name, bd, bs = ("fa", 1, shape[2]) if fa else ("flashinfer", 0, shape[2])
+    elif nd == 4:
+        name, bd, bs = "bhnc", 0, shape[2]
+    elif nd == 3:
+        name, bd, bs = "mla", 0, shape[1]
+    else:
+        raise ValueError("unsupported KV tensor rank %d, shape %s" % (nd, shape))
+    if num_blocks is not None and shape[bd] != num_blocks:
+        raise ValueError("KV shape %s has no block dim of size %d" % (shape, num_blocks))
+    if block_size is not None and bs != block_size:
+        raise ValueError("KV shape %s: block size %d, config says %d" % (shape, bs, block_size))
+    slab = shape[:bd] + shape[bd + 1:]
+    n = 1
+    for s in slab:
+        n *= s
+    return LayerLayout(name, bd, shape[bd], bs, slab, n * t.element_size())
+
+
+def _segments(t, lay, b):
+    """Views of block b of layer tensor t, in image order."""
+    if lay.block_dim == 0:
+        return [t[b]]
+    return [t[i, b] for i in range(t.shape[0])]
+
+
+class PagedKV:
+    """All layers of one worker's KV cache; block images are layer-major, then block."""
+
+    def __init__(self, kv_caches, num_blocks=None, block_size=None):
+        if not kv_caches:
+            raise ValueError("no KV caches registered")
+        self.names = list(kv_caches.keys())
+        self.tensors = [kv_caches[n] for n in self.names]
+        seen = {}
+        self.layouts = []
+        for t in self.tensors:
+            lay = detect_layout(t, num_blocks, block_size)
+            self.layouts.append(lay)
+            seen[lay.name] = lay
+        if len(seen) != 1:
+            raise ValueError("mixed KV layouts %s" % sorted(seen))
+        first = self.layouts[0]
+        self.layout = first.name
+        self.block_size = first.block_size
+        self.num_blocks = first.num_blocks
+        self.dtype = str(self.tensors[0].dtype).replace("torch.", "")
+        self.block_bytes = sum(lay.slab_bytes for lay in self.layouts)
+        self.device = self.tensors[0].device
+        self.zero_copy = self.layout != "bhnc" and all(
+            self._zc_ok(t, lay) for t, lay in zip(self.tensors, self.layouts))
+        self.family = "mla" if self.layout == "mla" else "kv"
+
+    @staticmethod
+    def _zc_ok(t, lay):
+        if t.device.type != "cpu":
+            return False
+        return all(v.is_contiguous() for v in _segments(t, lay, 0))
+
+    def shape_fingerprint(self):
+        """Identity of the bytes: layout, dtype and per-layer slab shapes."""
+        shapes = ";".join("x".join(map(str, lay.slab_shape)) for lay in self.layouts)
+        return "%s/%s/%d/%s" % (self.layout, self.dtype, len(self.layouts), shapes)
+
+    def iovs(self, block_ids):
+        """[(addr, len)] covering the image of block_ids, without copying (zero_copy only)."""
+        out = []
+        for t, lay in zip(self.tensors, self.layouts):
+            for b in block_ids:
+                for v in _segments(t, lay, b):
+                    out.append((v.data_ptr(), v.numel() * v.element_size()))
+        return out
+
+    def pack(self, block_ids, out=None):
+        """The image of block_ids as a contiguous uint8 CPU tensor (a staging copy)."""
+        import torch
+
+        parts = []
+        idx = torch.tensor(list(block_ids), dtype=torch.long, device=self.device)
+        for t in self.tensors:
+            lay = self.layouts[len(parts)]
+            x = t.index_select(lay.block_dim, idx).movedim(lay.block_dim, 0)
+            if lay.name == "bhnc":
+                h, bs, c2 = lay.slab_shape
+                x = x.reshape(len(block_ids), h, bs, 2, c2 // 2).permute(0, 3, 2, 1, 4)
+            parts.append(_as_bytes(x.contiguous()))
+        img = torch.cat(parts) if len(parts) > 1 else parts[0]
+        if out is not None:
+            out.copy_(img)
+            return out
+        return img.cpu()
+
+    def unpack(self, block_ids, img):
+        """Scatter a staged image (uint8 CPU tensor) into block_ids of every layer."""
+        import torch
+
+        idx = torch.tensor(list(block_ids), dtype=torch.long, device=self.device)
+        k = len(block_ids)
+        off = 0
+        for t, lay in zip(self.tensors, self.layouts):
+            n = lay.slab_bytes * k
+            part = img[off:off + n].to(self.device)
+            off += n
+            x = _from_bytes(part, t.dtype)
+            if lay.name == "bhnc":
+                h, bs, c2 = lay.slab_shape
+                x = x.reshape(k, 2, bs, h, c2 // 2).permute(0, 3, 2, 1, 4)
+            x = x.reshape((k,) + lay.slab_shape)
+            t.index_copy_(lay.block_dim, idx, x.movedim(0, lay.block_dim))
+
+    def image_tensor(self, nbytes):
+        """A host staging buffer (pinned when CUDA is in use)."""
+        import torch
+
+        buf = torch.empty(nbytes, dtype=torch.uint8)
+        if self.device.type == "cuda" and torch.cuda.is_available():
+            try:
+                buf = buf.pin_memory()
+            except (RuntimeError, NotImplementedError):
+                pass
+        return buf
+
+
+def _as_bytes(x):
+    import torch
+
+    x = x.reshape(-1)
+    if x.dtype == torch.uint8:
+        return x
+    return x.view(torch.uint8)
+
+
+def _from_bytes(b, dtype):
+    import torch
+
+    if dtype == torch.uint8:
+        return b
+    return b.view(dtype)

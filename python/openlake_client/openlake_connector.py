@@ -1,0 +1,189 @@
+"""OpenLakeConnector: vLLM V1 KV connector that offloads and reuses KV cache through the pool.
+
+    vllm serve <model> --kv-transfer-config '{"kv_connector":"OpenLakeConnector",
+      "kv_connector_module_path":"openlake_client.openlake_connector","kv_role":"kv_both",
+      "kv_connector_extra_config":{"openlake_nodes":["127.0.0.1:9400"],
+                                   "openlake_device":"local"}}'
+
+The base class is vLLM's KVConnectorBase_V1 when vLLM is importable, else a local class with
+the same methods (so this module, its tests and its stand-in engine run without vLLM).
+Keys are our own chained SHA-256 (see keys.py): no PYTHONHASHSEED needed. A store that is
+down or slow never stops vLLM: lookups miss, saves are skipped, failed loads are reported
+through get_block_ids_with_load_errors and recomputed."""
+
+import logging
+
+from . import _vllm_compat
+from .connector_config import ConnectorConfig, geometry, identity
+from .connector_sched import LoadSpec, SaveSpec, SchedulerSide, StepPlan  # noqa: F401
+from .connector_worker import WorkerSide
+from .metrics import Publisher, RateLimitedLog, Recorder, empty_data, merge_into, reduce_data
+from .store import Store
+
+LOG = logging.getLogger("openlake_client.connector")
+
+_Base, _Meta, KVConnectorRole, _StatsBase, HAVE_VLLM = _vllm_compat.load()
+KVConnectorBase_V1 = _Base
+
+
+class OpenLakeConnectorMetadata(_Meta):
+    """Per-step plan from the scheduler to every worker (picklable, no scheduler objects)."""
+
+    def __init__(self, plan):
+        self.loads = plan.loads
+        self.saves = plan.saves
+        self.finished = plan.finished
+        self.preempted = plan.preempted
+
+    def __repr__(self):
+        return "OpenLakeConnectorMetadata(loads=%d, saves=%d)" % (len(self.loads),
+                                                                  len(self.saves))
+
+
+class OpenLakeStats(_StatsBase):
+    """Connector stats for vLLM's logging (`reduce`) and aggregation across workers."""
+
+    def __init__(self, data=None):
+        try:
+            super().__init__(data=data if data is not None else empty_data())
+        except TypeError:
+            super().__init__()
+            self.data = data if data is not None else empty_data()
+
+    def reset(self):
+        self.data = empty_data()
+
+    def aggregate(self, other):
+        if other is not None and getattr(other, "data", None):
+            merge_into(self.data, other.data)
+        return self
+
+    def reduce(self):
+        return reduce_data(self.data)
+
+    def is_empty(self):
+        return not any(v for k, v in self.data.items() if not isinstance(v, list)) and \
+            not any(sum(v) for v in self.data.values() if isinstance(v, list))
+
+
+def _extra_config(vllm_config):
+    ktc = vllm_config.kv_transfer_config
+    extra = getattr(ktc, "kv_connector_extra_config", None)
+    return dict(extra or {})
+
+
+def _num_blocks(vllm_config, kv_cache_config):
+    n = getattr(kv_cache_config, "num_blocks", None)
+    if n:
+        return int(n)
+    n = getattr(vllm_config.cache_config, "num_gpu_blocks", None)
+    return int(n) if n else None
+
+
+class OpenLakeConnector(_Base):
+    def __init__(self, vllm_config, role, kv_cache_config=None):
+        if _vllm_compat.base_takes_kv_cache_config(_Base):
+            super().__init__(vllm_config, role, kv_cache_config)
+        else:
+            super().__init__(vllm_config, role)
+        self._kv_cache_config_ol = kv_cache_config
+        geo = geometry(vllm_config)
+        cfg = ConnectorConfig.from_extra(_extra_config(vllm_config), geo.block_size)
+        self.ol_config, self.ol_geometry = cfg, geo
+        self.ol_identity = identity(vllm_config, cfg, geo)
+        self._warn = RateLimitedLog(LOG, cfg.log_interval_s)
+        self._rec = Recorder()
+        self._store = Store(cfg, self._warn)
+        is_sched = _vllm_compat.is_scheduler(role)
+        ktc = vllm_config.kv_transfer_config
+        save = getattr(ktc, "kv_role", "kv_both") != "kv_consumer"
+        if is_sched:
+            self._sched = SchedulerSide(cfg, self.ol_identity, geo, self._store, self._rec,
+                                        self._warn, save_enabled=save)
+            self._worker = None
+            tag = "scheduler"
+        else:
+            self._sched = None
+            self._worker = WorkerSide(cfg, self.ol_identity, geo, vllm_config,
+                                      _num_blocks(vllm_config, kv_cache_config), self._store,
+                                      self._rec, self._warn)
+            tag = "worker%d" % self._worker.tp_rank
+        self._pub = Publisher(tag, cfg.metrics_interval_s, cfg.metrics_dir or None)
+
+    # ------------------------------------------------------------ scheduler side
+    def get_num_new_matched_tokens(self, request, num_computed_tokens):
+        return self._sched.lookup(request, num_computed_tokens)
+
+    def update_state_after_alloc(self, request, blocks, num_external_tokens):
+        self._sched.after_alloc(request, blocks, num_external_tokens)
+
+    def build_connector_meta(self, scheduler_output):
+        meta = OpenLakeConnectorMetadata(self._sched.build(scheduler_output))
+        self._pub.maybe_write(self._rec.total)
+        return meta
+
+    def request_finished(self, request, block_ids):
+        return self._sched.finished(request, block_ids)
+
+    def update_connector_output(self, connector_output):
+        return None
+
+    def take_events(self):
+        return ()
+
+    def reset_cache(self):
+        return True
+
+    # ------------------------------------------------------------ worker side
+    def register_kv_caches(self, kv_caches):
+        self._worker.register(kv_caches)
+
+    def start_load_kv(self, forward_context, **kwargs):
+        if self.has_connector_metadata():
+            self._worker.load(self._get_connector_metadata())
+
+    def wait_for_layer_load(self, layer_name):
+        return None
+
+    def save_kv_layer(self, layer_name, kv_layer, attn_metadata, **kwargs):
+        return None
+
+    def wait_for_save(self):
+        if self.has_connector_metadata():
+            self._worker.save(self._get_connector_metadata())
+        self._pub.maybe_write(self._rec.total)
+
+    def get_finished(self, finished_req_ids):
+        return None, None
+
+    def get_block_ids_with_load_errors(self):
+        return self._worker.take_invalid() if self._worker is not None else set()
+
+    def handle_preemptions(self, *args, **kwargs):
+        return None  # saves are synchronous: nothing is in flight across steps
+
+    # ------------------------------------------------------------ both
+    def get_kv_connector_stats(self):
+        d = self._rec.take()
+        s = OpenLakeStats(d)
+        return None if s.is_empty() else s
+
+    @classmethod
+    def build_kv_connector_stats(cls, data=None):
+        return OpenLakeStats(data)
+
+    @classmethod
+    def get_required_kvcache_layout(cls, vllm_config):
+        return None
+
+    @classmethod
+    def requires_piecewise_for_cudagraph(cls, extra_config):
+        return False
+
+    def metrics_totals(self):
+        return reduce_data(self._rec.total)
+
+    def shutdown(self):
+        self._pub.maybe_write(self._rec.total, force=True)
+        self._pub.remove()
+        self._store.close()

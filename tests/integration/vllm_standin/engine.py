@@ -1,0 +1,106 @@
+"""One engine = a scheduler-role connector + one worker-role connector per TP rank, each with
+its own KV tensors, like a vLLM instance with tensor parallelism."""
+
+import pickle
+
+from .config import with_rank
+from .scheduler import KVConnectorOutput, ModelRunnerOutput, Scheduler
+from .worker import Worker
+
+
+def _connector_class():
+    from openlake_client.openlake_connector import OpenLakeConnector
+
+    return OpenLakeConnector
+
+
+class Engine:
+    def __init__(self, vllm_config, make_worker_parts, num_blocks, connector_cls=None):
+        """make_worker_parts(rank) -> (kv_caches, model)."""
+        from openlake_client.openlake_connector import KVConnectorRole
+
+        cls = connector_cls or _connector_class()
+        self.cfg = vllm_config
+        self.bs = vllm_config.cache_config.block_size
+        self.sched_conn = cls(vllm_config, KVConnectorRole.SCHEDULER, None)
+        self.scheduler = Scheduler(vllm_config, self.sched_conn, num_blocks)
+        self.workers = []
+        for rank in range(vllm_config.parallel_config.tensor_parallel_size):
+            wcfg = with_rank(vllm_config, rank)
+            conn = cls(wcfg, KVConnectorRole.WORKER, None)
+            kv, model = make_worker_parts(rank)
+            self.workers.append(Worker(wcfg, conn, kv, model, self.bs))
+        self.steps = 0
+        self.stats = []
+        self.invalid_seen = set()
+        self.schedule_log = []
+
+    def add(self, req):
+        self.scheduler.add_request(req)
+
+    def step(self):
+        so = self.scheduler.schedule()
+        self.schedule_log.append(so)
+        blob = pickle.dumps(so)  # the worker processes get a copy
+        outs = [w.execute_model(blob) for w in self.workers]
+        sampled = outs[0][0]
+        kvo = self._aggregate([o[1] for o in outs])
+        self.invalid_seen |= kvo.invalid_block_ids
+        before = {rid: len(r.output_token_ids) for rid, r in self.scheduler.requests.items()}
+        self.scheduler.update_from_output(so, ModelRunnerOutput(sampled, kvo))
+        for rid, tok in sampled.items():
+            r = self.scheduler.requests[rid]
+            if len(r.output_token_ids) > before.get(rid, 0):
+                for w in self.workers:
+                    w.note_sampled(rid, tok)
+        self.steps += 1
+        return so
+
+    def _aggregate(self, kvos):
+        """KVOutputAggregator: finished when every rank reported it; errors are unioned."""
+        out = KVConnectorOutput(invalid_block_ids=set())
+        n = len(kvos)
+        for field in ("finished_sending", "finished_recving"):
+            counts = {}
+            for k in kvos:
+                for rid in getattr(k, field) or ():
+                    counts[rid] = counts.get(rid, 0) + 1
+            self._pending = getattr(self, "_pending", {})
+            done = set()
+            for rid, c in counts.items():
+                key = (field, rid)
+                self._pending[key] = self._pending.get(key, 0) + c
+                if self._pending[key] >= n:
+                    done.add(rid)
+                    del self._pending[key]
+            setattr(out, field, done or None)
+        for k in kvos:
+            out.invalid_block_ids |= set(k.invalid_block_ids or ())
+            if k.kv_connector_stats is not None:
+                self.stats.append(k.kv_connector_stats)
+        s = self.sched_conn.get_kv_connector_stats()
+        if s is not None:
+            self.stats.append(s)
+        return out
+
+    def run(self, max_steps=10000):
+        while self.scheduler.has_work():
+            self.step()
+            max_steps -= 1
+            assert max_steps > 0, "engine did not finish"
+        # one more step delivers finished_req_ids to the connectors (cleanup)
+        self.step()
+        return self
+
+    def merged_stats(self):
+        from openlake_client.openlake_connector import OpenLakeStats
+
+        s = OpenLakeStats()
+        for x in self.stats:
+            s.aggregate(x)
+        return s.reduce()
+
+    def shutdown(self):
+        self.sched_conn.shutdown()
+        for w in self.workers:
+            w.c.shutdown()
