@@ -317,7 +317,7 @@ thread_start(pthread_t *t, bool detached, const char *name, void *(*fn)(void *),
 	pthread_attr_init(&attr);
 	if (detached)
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 512 * 1024);
+	pthread_attr_setstacksize(&attr, 1024 * 1024);
 	int rc = pthread_create(t ? t : &tid, &attr, thread_trampoline, ts);
 	pthread_attr_destroy(&attr);
 	if (rc) {

@@ -1,0 +1,56 @@
+/* http/internal.h - state shared by conn.c (per request) and server.c (per connection). */
+#ifndef OL_HTTP_INTERNAL_H
+#define OL_HTTP_INTERNAL_H
+
+#include "http/http.h"
+#include "io/io.h"
+
+#include <pthread.h>
+
+#define OL_HTTP_WBUF	  (32 * 1024)  /* response head + small bodies, one writev */
+#define OL_HTTP_DRAIN_MAX (4ull << 20) /* unread body bytes drained to keep the conn alive */
+
+struct ol_http_server {
+	struct ol_http_server_opts o;
+	int *lfds;
+	pthread_t *acceptors;
+	unsigned n_listen, n_acceptors_started;
+	unsigned port;
+	int stop_pipe[2];
+	struct ol_bufpool *pool;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned n_conns;
+	struct ol_http_conn *conns;
+	bool stopping;
+};
+
+struct ol_http_conn {
+	struct ol_http_server *srv;
+	struct ol_http_conn *prev, *next;
+	int fd;
+	char peer[64];
+	char *rbuf;
+	size_t rcap, rpos, rlen;
+	struct ol_http_head head;
+	struct ol_http_req req;
+	/* request body */
+	int64_t body_left; /* Content-Length bytes still to read */
+	uint64_t body_total;
+	struct ol_http_chunked ck;
+	bool body_done, continue_sent;
+	int body_err;
+	/* response */
+	bool resp_started, resp_finished, resp_chunked, resp_nobody, close_after;
+	int io_err;	   /* sticky socket error */
+	int64_t resp_left; /* Content-Length bytes still owed, -1 if none announced */
+	size_t wlen;
+	char wbuf[OL_HTTP_WBUF];
+};
+
+/* conn.c */
+void ol_http_conn_begin(struct ol_http_conn *c); /* set up req from c->head */
+int ol_http_send_error(struct ol_http_conn *c, int status);
+int ol_http_conn_flush(struct ol_http_conn *c);
+
+#endif
