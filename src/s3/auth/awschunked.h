@@ -55,7 +55,7 @@ int ol_awschunked_new(const struct ol_sigv4_result *auth, int64_t decoded_length
 void ol_awschunked_free(struct ol_awschunked *d);
 
 /* Feed in[0..len). Sets *consumed (bytes of in used, <= len) and, when payload bytes were
- * decoded, *data/*data_len pointing INTO in (zero-copy; *data_len may be 0). At most one data
+ * decoded, *data and *data_len pointing INTO in (zero-copy; *data_len may be 0). At most one data
  * span per call: loop while bytes remain. Each call with len > 0 consumes at least one byte
  * unless it returns DONE or an error. Bytes after the end of the body are not consumed.
  * Returns OL_AWSCHUNKED_MORE, OL_AWSCHUNKED_DONE, or a negative enum ol_awschunked_err (the

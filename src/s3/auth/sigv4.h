@@ -81,7 +81,7 @@ struct ol_sigv4_result {
 	char seed_signature[65];    /* lowercase hex signature of the request */
 	char scope[128];	    /* "20130524/us-east-1/s3/aws4_request" */
 	char amz_date[17];	    /* "20130524T000000Z" */
-	char message[256];	    /* human-readable reason on error, "" on success */
+	char message[320];	    /* human-readable reason on error, "" on success */
 	/* On OL_SIGV4_ERR_SIGNATURE_MISMATCH only: malloc'd NUL-terminated copies, for the
 	 * <StringToSign> and <CanonicalRequest> elements of the error XML. Freed by
 	 * ol_sigv4_result_fini(). NULL otherwise. */

@@ -1,0 +1,1007 @@
+/* s3/auth/sigv4.c - AWS Signature V4 (S3 flavour): canonical request, verify, sign. */
+#include "s3/auth/sigv4.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/crypto.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
+
+#define ALG	   "AWS4-HMAC-SHA256"
+#define MAX_SIGNED 64	/* headers in SignedHeaders */
+#define MAX_PARAMS 1024 /* query parameters */
+#define MAX_FIELD  1024 /* decoded auth query value / header parameter */
+
+/* ---- growable buffer (malloc; this file is shared with the client side) ---- */
+
+struct sbuf {
+	char *p;
+	size_t len, cap;
+	int oom;
+};
+
+static void
+sb_add(struct sbuf *b, const void *s, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 256;
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		char *np = realloc(b->p, cap);
+		if (!np) {
+			b->oom = 1;
+			return;
+		}
+		b->p = np;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = 0;
+}
+
+static void
+sb_adds(struct sbuf *b, const char *s)
+{
+	sb_add(b, s, strlen(s));
+}
+
+static void
+sb_addc(struct sbuf *b, char c)
+{
+	sb_add(b, &c, 1);
+}
+
+static const char hexd[] = "0123456789abcdef";
+
+static void
+hex_encode(const uint8_t *raw, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = hexd[raw[i] >> 4];
+		out[2 * i + 1] = hexd[raw[i] & 15];
+	}
+	out[2 * n] = 0;
+}
+
+static int
+hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* ---- URI encoding: decode once (bad escapes stay literal), encode with the AWS set ---- */
+
+static int
+unreserved(unsigned char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+	       c == '-' || c == '_' || c == '.' || c == '~';
+}
+
+static void
+enc_byte(struct sbuf *b, unsigned char c, int keep_slash)
+{
+	static const char HX[] = "0123456789ABCDEF";
+	if (unreserved(c) || (keep_slash && c == '/')) {
+		sb_addc(b, (char)c);
+		return;
+	}
+	char e[3] = {'%', HX[c >> 4], HX[c & 15]};
+	sb_add(b, e, 3);
+}
+
+static void
+reencode(struct sbuf *b, const char *s, size_t n, int keep_slash)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
+			c = (unsigned char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+			i += 2;
+		}
+		enc_byte(b, c, keep_slash);
+	}
+}
+
+/* Decode s[0..n) into out (cap incl. NUL). Returns length or -1 when too long. */
+static long
+pct_decode(const char *s, size_t n, char *out, size_t cap)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (c == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
+			c = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+			i += 2;
+		}
+		if (o + 1 >= cap)
+			return -1;
+		out[o++] = c;
+	}
+	out[o] = 0;
+	return (long)o;
+}
+
+/* ---- query parameters ---- */
+
+struct qparam {
+	const char *name, *val;
+	size_t nlen, vlen;
+};
+
+/* Next '&'-separated non-empty parameter from q at *pos. Returns 1 or 0 at the end. */
+static int
+next_param(const char *q, size_t qlen, size_t *pos, struct qparam *p)
+{
+	while (*pos < qlen) {
+		size_t s = *pos, e = s;
+		while (e < qlen && q[e] != '&')
+			e++;
+		*pos = e < qlen ? e + 1 : e;
+		if (e == s)
+			continue;
+		const char *eq = memchr(q + s, '=', e - s);
+		p->name = q + s;
+		p->nlen = eq ? (size_t)(eq - (q + s)) : e - s;
+		p->val = eq ? eq + 1 : q + e;
+		p->vlen = eq ? (size_t)(q + e - (eq + 1)) : 0;
+		return 1;
+	}
+	return 0;
+}
+
+/* Decoded name of p equals lit exactly. */
+static int
+param_is(const struct qparam *p, const char *lit)
+{
+	char tmp[64];
+	long n = pct_decode(p->name, p->nlen, tmp, sizeof(tmp));
+	return n >= 0 && strcmp(tmp, lit) == 0;
+}
+
+/* Decoded value of the first parameter named lit into out. Returns length, -ENOENT, or
+ * -E2BIG. */
+static long
+query_get(const char *q, size_t qlen, const char *lit, char *out, size_t cap)
+{
+	size_t pos = 0;
+	struct qparam p;
+	while (next_param(q, qlen, &pos, &p)) {
+		if (!param_is(&p, lit))
+			continue;
+		long n = pct_decode(p.val, p.vlen, out, cap);
+		return n < 0 ? -E2BIG : n;
+	}
+	return -ENOENT;
+}
+
+struct encparam {
+	size_t name_off, name_len, val_off, val_len;
+	const char *base;
+};
+
+static int
+encparam_cmp(const void *a, const void *b)
+{
+	const struct encparam *x = a, *y = b;
+	size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+	int c = memcmp(x->base + x->name_off, y->base + y->name_off, n);
+	if (c || x->name_len != y->name_len)
+		return c ? c : (x->name_len < y->name_len ? -1 : 1);
+	n = x->val_len < y->val_len ? x->val_len : y->val_len;
+	c = memcmp(x->base + x->val_off, y->base + y->val_off, n);
+	if (c || x->val_len == y->val_len)
+		return c;
+	return x->val_len < y->val_len ? -1 : 1;
+}
+
+/* Append the canonical query string of q to out. Returns 0, -E2BIG or -ENOMEM. */
+static int
+canonical_query(const char *q, size_t qlen, int presigned, struct sbuf *out)
+{
+	struct sbuf enc = {0};
+	struct encparam *ps = NULL;
+	size_t n = 0, pos = 0;
+	struct qparam p;
+	int rc = 0;
+	while (next_param(q, qlen, &pos, &p)) {
+		if (presigned && param_is(&p, "X-Amz-Signature"))
+			continue;
+		if (n == MAX_PARAMS) {
+			rc = -E2BIG;
+			goto out;
+		}
+		if (!ps && !(ps = calloc(MAX_PARAMS, sizeof(*ps)))) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		ps[n].name_off = enc.len;
+		reencode(&enc, p.name, p.nlen, 0);
+		ps[n].name_len = enc.len - ps[n].name_off;
+		ps[n].val_off = enc.len;
+		reencode(&enc, p.val, p.vlen, 0);
+		ps[n].val_len = enc.len - ps[n].val_off;
+		n++;
+	}
+	if (enc.oom) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		ps[i].base = enc.p;
+	if (n)
+		qsort(ps, n, sizeof(*ps), encparam_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			sb_addc(out, '&');
+		sb_add(out, enc.p + ps[i].name_off, ps[i].name_len);
+		sb_addc(out, '=');
+		sb_add(out, enc.p + ps[i].val_off, ps[i].val_len);
+	}
+out:
+	free(ps);
+	free(enc.p);
+	return rc;
+}
+
+/* ---- headers ---- */
+
+static const struct ol_sigv4_header *
+find_header(const struct ol_sigv4_request *req, const char *name, size_t nlen, size_t *from)
+{
+	for (size_t i = *from; i < req->n_headers; i++) {
+		const struct ol_sigv4_header *h = &req->headers[i];
+		if (h->name_len == nlen && strncasecmp(h->name, name, nlen) == 0) {
+			*from = i + 1;
+			return h;
+		}
+	}
+	return NULL;
+}
+
+/* NUL-terminated copy of header name's first value (trimmed) into out; -ENOENT / -E2BIG. */
+static long
+header_get(const struct ol_sigv4_request *req, const char *name, char *out, size_t cap)
+{
+	size_t from = 0;
+	const struct ol_sigv4_header *h = find_header(req, name, strlen(name), &from);
+	if (!h)
+		return -ENOENT;
+	const char *v = h->value;
+	size_t n = h->value_len;
+	while (n && isspace((unsigned char)*v))
+		v++, n--;
+	while (n && isspace((unsigned char)v[n - 1]))
+		n--;
+	if (n + 1 > cap)
+		return -E2BIG;
+	memcpy(out, v, n);
+	out[n] = 0;
+	return (long)n;
+}
+
+/* Value trimmed, inner whitespace runs collapsed to one space. */
+static void
+add_header_value(struct sbuf *b, const char *v, size_t n)
+{
+	size_t i = 0;
+	while (i < n && isspace((unsigned char)v[i]))
+		i++;
+	while (n > i && isspace((unsigned char)v[n - 1]))
+		n--;
+	int sp = 0;
+	for (; i < n; i++) {
+		if (isspace((unsigned char)v[i])) {
+			sp = 1;
+			continue;
+		}
+		if (sp)
+			sb_addc(b, ' ');
+		sp = 0;
+		sb_addc(b, v[i]);
+	}
+}
+
+/* "name:v1,v2\n" for each name of the ';'-separated lowercase list. */
+static void
+canonical_headers(const struct ol_sigv4_request *req, const char *list, struct sbuf *out)
+{
+	const char *s = list;
+	while (*s) {
+		const char *e = strchr(s, ';');
+		size_t n = e ? (size_t)(e - s) : strlen(s);
+		sb_add(out, s, n);
+		sb_addc(out, ':');
+		size_t from = 0;
+		int first = 1;
+		const struct ol_sigv4_header *h;
+		while ((h = find_header(req, s, n, &from))) {
+			if (!first)
+				sb_addc(out, ',');
+			first = 0;
+			add_header_value(out, h->value, h->value_len);
+		}
+		sb_addc(out, '\n');
+		s += n;
+		if (*s == ';')
+			s++;
+	}
+}
+
+/* Build the canonical request into out. Returns 0, -E2BIG or -ENOMEM. */
+static int
+canonical_request(const struct ol_sigv4_request *req, const char *signed_list,
+		  const char *payload_hash, int presigned, struct sbuf *out)
+{
+	sb_adds(out, req->method);
+	sb_addc(out, '\n');
+	if (req->path_len == 0)
+		sb_addc(out, '/');
+	reencode(out, req->path, req->path_len, 1);
+	sb_addc(out, '\n');
+	int rc = canonical_query(req->query ? req->query : "", req->query ? req->query_len : 0,
+				 presigned, out);
+	if (rc < 0)
+		return rc;
+	sb_addc(out, '\n');
+	canonical_headers(req, signed_list, out);
+	sb_addc(out, '\n');
+	sb_adds(out, signed_list);
+	sb_addc(out, '\n');
+	sb_adds(out, payload_hash);
+	return out->oom ? -ENOMEM : 0;
+}
+
+static void
+string_to_sign(const char *amz_date, const char *scope, const struct sbuf *creq, struct sbuf *out)
+{
+	uint8_t h[32];
+	char hx[65];
+	SHA256((const unsigned char *)creq->p, creq->len, h);
+	hex_encode(h, 32, hx);
+	sb_adds(out, ALG "\n");
+	sb_adds(out, amz_date);
+	sb_addc(out, '\n');
+	sb_adds(out, scope);
+	sb_addc(out, '\n');
+	sb_adds(out, hx);
+}
+
+static int
+hmac(const uint8_t *key, size_t klen, const void *msg, size_t mlen, uint8_t out[32])
+{
+	unsigned int len = 32;
+	if (!HMAC(EVP_sha256(), key, (int)klen, msg, mlen, out, &len))
+		return OL_SIGV4_ERR_NOMEM;
+	return 0;
+}
+
+int
+ol_sigv4_signing_key(const char *secret, const char *date8, const char *region, const char *service,
+		     uint8_t key[32])
+{
+	struct sbuf k = {0};
+	sb_adds(&k, "AWS4");
+	sb_adds(&k, secret);
+	if (k.oom)
+		return OL_SIGV4_ERR_NOMEM;
+	int rc = hmac((uint8_t *)k.p, k.len, date8, strlen(date8), key);
+	OPENSSL_cleanse(k.p, k.len);
+	free(k.p);
+	if (!rc)
+		rc = hmac(key, 32, region, strlen(region), key);
+	if (!rc)
+		rc = hmac(key, 32, service, strlen(service), key);
+	if (!rc)
+		rc = hmac(key, 32, "aws4_request", 12, key);
+	return rc;
+}
+
+/* ---- parsing the two auth forms ---- */
+
+struct auth {
+	char access_key[129];
+	char date8[9];
+	char region[64];
+	char service[16];
+	char signed_list[1024];
+	char signature[80];
+	char amz_date[17];
+	char payload_hash[80];
+	time_t t;
+	long expires;
+};
+
+static int
+fail(struct ol_sigv4_result *out, int err, const char *fmt, const char *arg)
+{
+	snprintf(out->message, sizeof(out->message), fmt, arg ? arg : "");
+	return err;
+}
+
+/* Copy [s, s+n) NUL-terminated into out (cap). Returns 0 or -1 when it does not fit. */
+static int
+copy_field(char *out, size_t cap, const char *s, size_t n)
+{
+	if (n + 1 > cap)
+		return -1;
+	memcpy(out, s, n);
+	out[n] = 0;
+	return 0;
+}
+
+/* "AKID/YYYYMMDD/region/service/aws4_request" (the key itself may hold no '/'). */
+static int
+parse_credential(const char *cred, struct auth *a)
+{
+	const char *sl[4];
+	const char *p = cred;
+	for (int i = 0; i < 4; i++) {
+		sl[i] = strchr(p, '/');
+		if (!sl[i])
+			return -1;
+		p = sl[i] + 1;
+	}
+	if (strchr(p, '/') || strcmp(p, "aws4_request") != 0)
+		return -1;
+	if (sl[0] == cred ||
+	    copy_field(a->access_key, sizeof(a->access_key), cred, (size_t)(sl[0] - cred)))
+		return -1;
+	if (sl[1] - sl[0] - 1 != 8 ||
+	    copy_field(a->date8, sizeof(a->date8), sl[0] + 1, (size_t)(sl[1] - sl[0] - 1)))
+		return -1;
+	if (copy_field(a->region, sizeof(a->region), sl[1] + 1, (size_t)(sl[2] - sl[1] - 1)))
+		return -1;
+	return copy_field(a->service, sizeof(a->service), sl[2] + 1, (size_t)(sl[3] - sl[2] - 1));
+}
+
+/* "YYYYMMDDTHHMMSSZ" -> time_t. */
+static int
+parse_amz_date(const char *s, time_t *t)
+{
+	if (strlen(s) != 16 || s[8] != 'T' || s[15] != 'Z')
+		return -1;
+	int v[6], idx[6][2] = {{0, 4}, {4, 2}, {6, 2}, {9, 2}, {11, 2}, {13, 2}};
+	for (int i = 0; i < 6; i++) {
+		v[i] = 0;
+		for (int j = 0; j < idx[i][1]; j++) {
+			char c = s[idx[i][0] + j];
+			if (c < '0' || c > '9')
+				return -1;
+			v[i] = v[i] * 10 + (c - '0');
+		}
+	}
+	if (v[1] < 1 || v[1] > 12 || v[2] < 1 || v[2] > 31 || v[3] > 23 || v[4] > 59 || v[5] > 60)
+		return -1;
+	struct tm tm = {.tm_year = v[0] - 1900,
+			.tm_mon = v[1] - 1,
+			.tm_mday = v[2],
+			.tm_hour = v[3],
+			.tm_min = v[4],
+			.tm_sec = v[5]};
+	*t = timegm(&tm);
+	return 0;
+}
+
+/* Signed header list: lowercase names separated by ';', must contain "host". */
+static int
+check_signed_list(const char *list)
+{
+	int n = 0, host = 0;
+	const char *s = list;
+	if (!*s)
+		return -1;
+	while (*s) {
+		const char *e = strchr(s, ';');
+		size_t len = e ? (size_t)(e - s) : strlen(s);
+		if (len == 0 || ++n > MAX_SIGNED)
+			return -1;
+		if (len == 4 && memcmp(s, "host", 4) == 0)
+			host = 1;
+		s += len;
+		if (*s == ';')
+			s++;
+	}
+	return host ? 0 : -2;
+}
+
+/* One "Key=Value" item of the Authorization header into a. */
+static int
+auth_item(const char *k, size_t klen, const char *v, size_t vlen, struct auth *a, char *cred,
+	  int *seen)
+{
+	if (klen == 10 && memcmp(k, "Credential", 10) == 0) {
+		*seen |= 1;
+		return copy_field(cred, MAX_FIELD, v, vlen);
+	}
+	if (klen == 13 && memcmp(k, "SignedHeaders", 13) == 0) {
+		*seen |= 2;
+		return copy_field(a->signed_list, sizeof(a->signed_list), v, vlen);
+	}
+	if (klen == 9 && memcmp(k, "Signature", 9) == 0) {
+		*seen |= 4;
+		return copy_field(a->signature, sizeof(a->signature), v, vlen);
+	}
+	return 0; /* unknown items are ignored */
+}
+
+static int
+parse_auth_header(const char *h, struct auth *a, char *cred, struct ol_sigv4_result *out)
+{
+	const char *sp = h;
+	while (*sp && *sp != ' ')
+		sp++;
+	if ((size_t)(sp - h) != strlen(ALG) || memcmp(h, ALG, (size_t)(sp - h)) != 0)
+		return fail(out, OL_SIGV4_ERR_UNSUPPORTED_ALG, "Unsupported Authorization Type%s",
+			    NULL);
+	int seen = 0;
+	const char *p = sp;
+	while (*p) {
+		while (*p == ' ' || *p == ',')
+			p++;
+		const char *e = p;
+		while (*e && *e != ',')
+			e++;
+		const char *eq = memchr(p, '=', (size_t)(e - p));
+		size_t end = (size_t)(e - p);
+		while (end && p[end - 1] == ' ')
+			end--;
+		if (eq && auth_item(p, (size_t)(eq - p), eq + 1, end - (size_t)(eq + 1 - p), a,
+				    cred, &seen))
+			return fail(out, OL_SIGV4_ERR_MALFORMED,
+				    "The authorization header is malformed; a field is too long%s",
+				    NULL);
+		p = e;
+	}
+	if (seen != 7)
+		return fail(out, OL_SIGV4_ERR_MALFORMED,
+			    "The authorization header is malformed; missing Credential, "
+			    "SignedHeaders or Signature%s",
+			    NULL);
+	return 0;
+}
+
+static const char *
+query_of(const struct ol_sigv4_request *req, size_t *len)
+{
+	*len = req->query ? req->query_len : 0;
+	return req->query ? req->query : "";
+}
+
+static int
+qget(const struct ol_sigv4_request *req, const char *name, char *out, size_t cap)
+{
+	size_t ql;
+	const char *q = query_of(req, &ql);
+	long n = query_get(q, ql, name, out, cap);
+	return n < 0 ? (int)n : 0;
+}
+
+static int
+parse_expires(const char *s, long *out)
+{
+	char *end;
+	errno = 0;
+	if (!*s || *s == '-' || *s == '+')
+		return -1;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v < 1 || v > OL_SIGV4_MAX_EXPIRES)
+		return -1;
+	*out = (long)v;
+	return 0;
+}
+
+static int
+parse_presigned(const struct ol_sigv4_request *req, struct auth *a, char *cred,
+		struct ol_sigv4_result *out)
+{
+	char alg[64], exp[32];
+	const int E = OL_SIGV4_ERR_MALFORMED;
+	if (qget(req, "X-Amz-Algorithm", alg, sizeof(alg)) < 0 || strcmp(alg, ALG) != 0)
+		return fail(out, OL_SIGV4_ERR_UNSUPPORTED_ALG,
+			    "X-Amz-Algorithm only supports \"AWS4-HMAC-SHA256\"%s", NULL);
+	if (qget(req, "X-Amz-Credential", cred, MAX_FIELD) < 0)
+		return fail(out, E, "Query-string authentication requires X-Amz-Credential%s",
+			    NULL);
+	if (qget(req, "X-Amz-Date", a->amz_date, sizeof(a->amz_date)) < 0 ||
+	    parse_amz_date(a->amz_date, &a->t))
+		return fail(out, E,
+			    "X-Amz-Date must be in the ISO8601 Long Format "
+			    "\"yyyyMMdd'T'HHmmss'Z'\"%s",
+			    NULL);
+	if (qget(req, "X-Amz-Expires", exp, sizeof(exp)) < 0 || parse_expires(exp, &a->expires))
+		return fail(out, E,
+			    "X-Amz-Expires must be a number of seconds between 1 and "
+			    "604800%s",
+			    NULL);
+	if (qget(req, "X-Amz-SignedHeaders", a->signed_list, sizeof(a->signed_list)) < 0)
+		return fail(out, E, "Query-string authentication requires X-Amz-SignedHeaders%s",
+			    NULL);
+	if (qget(req, "X-Amz-Signature", a->signature, sizeof(a->signature)) < 0)
+		return fail(out, E, "Query-string authentication requires X-Amz-Signature%s", NULL);
+	if (qget(req, "X-Amz-Content-Sha256", a->payload_hash, sizeof(a->payload_hash)) < 0)
+		snprintf(a->payload_hash, sizeof(a->payload_hash), "UNSIGNED-PAYLOAD");
+	return 0;
+}
+
+static int
+parse_header_form(const struct ol_sigv4_request *req, struct auth *a, char *cred,
+		  struct ol_sigv4_result *out)
+{
+	char h[4096];
+	if (header_get(req, "authorization", h, sizeof(h)) < 0)
+		return fail(out, OL_SIGV4_ERR_MALFORMED, "Authorization header too long%s", NULL);
+	int rc = parse_auth_header(h, a, cred, out);
+	if (rc)
+		return rc;
+	if (header_get(req, "x-amz-date", a->amz_date, sizeof(a->amz_date)) < 0 ||
+	    parse_amz_date(a->amz_date, &a->t))
+		return fail(out, OL_SIGV4_ERR_MALFORMED,
+			    "AWS authentication requires a valid X-Amz-Date header%s", NULL);
+	if (header_get(req, "x-amz-content-sha256", a->payload_hash, sizeof(a->payload_hash)) < 0)
+		return fail(out, OL_SIGV4_ERR_NO_CONTENT_SHA256,
+			    "Missing required header for this request: x-amz-content-sha256%s",
+			    NULL);
+	return 0;
+}
+
+/* ---- checks ---- */
+
+static int
+payload_mode(const char *v, struct ol_sigv4_result *out)
+{
+	static const struct {
+		const char *name;
+		enum ol_sigv4_payload mode;
+	} modes[] = {
+	    {"UNSIGNED-PAYLOAD", OL_SIGV4_PAYLOAD_UNSIGNED},
+	    {"STREAMING-AWS4-HMAC-SHA256-PAYLOAD", OL_SIGV4_PAYLOAD_STREAMING_SIGNED},
+	    {"STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER",
+	     OL_SIGV4_PAYLOAD_STREAMING_SIGNED_TRAILER},
+	    {"STREAMING-UNSIGNED-PAYLOAD-TRAILER", OL_SIGV4_PAYLOAD_STREAMING_UNSIGNED_TRAILER},
+	};
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		if (strcmp(v, modes[i].name) == 0) {
+			out->payload = modes[i].mode;
+			return 0;
+		}
+	if (strlen(v) != 64)
+		return -1;
+	for (int i = 0; i < 32; i++) {
+		int hi = hexval(v[2 * i]), lo = hexval(v[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		out->payload_sha256[i] = (uint8_t)(hi * 16 + lo);
+	}
+	out->payload = OL_SIGV4_PAYLOAD_SHA256;
+	out->has_payload_sha256 = 1;
+	return 0;
+}
+
+static int
+check_scope(const struct auth *a, const char *region, int presigned, struct ol_sigv4_result *out)
+{
+	const char *what = presigned ? "Error parsing the X-Amz-Credential parameter"
+				     : "The authorization header is malformed";
+	char msg[300];
+	if (strncmp(a->amz_date, a->date8, 8) != 0) {
+		snprintf(msg, sizeof(msg), "%s; the credential date does not match X-Amz-Date",
+			 what);
+		return fail(out, OL_SIGV4_ERR_MALFORMED, "%s", msg);
+	}
+	if (strcmp(a->service, "s3") != 0) {
+		snprintf(msg, sizeof(msg),
+			 "%s; incorrect service \"%.20s\". This endpoint "
+			 "belongs to \"s3\".",
+			 what, a->service);
+		return fail(out, OL_SIGV4_ERR_MALFORMED, "%s", msg);
+	}
+	if (strcmp(a->region, region) != 0) {
+		snprintf(msg, sizeof(msg), "%s; the region '%.64s' is wrong; expecting '%.64s'",
+			 what, a->region, region);
+		return fail(out, OL_SIGV4_ERR_WRONG_REGION, "%s", msg);
+	}
+	return 0;
+}
+
+static int
+check_time(const struct auth *a, int presigned, time_t now, struct ol_sigv4_result *out)
+{
+	if (presigned) {
+		if (a->t > now + OL_SIGV4_MAX_SKEW)
+			return fail(out, OL_SIGV4_ERR_EXPIRED, "Request is not valid yet%s", NULL);
+		if (now > a->t + a->expires)
+			return fail(out, OL_SIGV4_ERR_EXPIRED, "Request has expired%s", NULL);
+		return 0;
+	}
+	if (a->t > now + OL_SIGV4_MAX_SKEW || a->t < now - OL_SIGV4_MAX_SKEW)
+		return fail(out, OL_SIGV4_ERR_SKEWED,
+			    "The difference between the request time and the current time is "
+			    "too large.%s",
+			    NULL);
+	return 0;
+}
+
+/* Canonical request, string to sign and signature of req under key. */
+static int
+compute(const struct ol_sigv4_request *req, const struct auth *a, const char *scope,
+	const uint8_t key[32], int presigned, struct sbuf *creq, struct sbuf *sts, char sig[65])
+{
+	int rc = canonical_request(req, a->signed_list, a->payload_hash, presigned, creq);
+	if (rc == -E2BIG)
+		return OL_SIGV4_ERR_MALFORMED;
+	if (rc)
+		return OL_SIGV4_ERR_NOMEM;
+	string_to_sign(a->amz_date, scope, creq, sts);
+	if (sts->oom)
+		return OL_SIGV4_ERR_NOMEM;
+	uint8_t mac[32];
+	rc = hmac(key, 32, sts->p, sts->len, mac);
+	if (rc)
+		return rc;
+	hex_encode(mac, 32, sig);
+	return 0;
+}
+
+static int
+parse_any(const struct ol_sigv4_request *req, int presigned, struct auth *a,
+	  struct ol_sigv4_result *out)
+{
+	char cred[MAX_FIELD];
+	int rc =
+	    presigned ? parse_presigned(req, a, cred, out) : parse_header_form(req, a, cred, out);
+	if (rc)
+		return rc;
+	if (parse_credential(cred, a))
+		return fail(out, OL_SIGV4_ERR_MALFORMED,
+			    "%s; the Credential is mal-formed; expecting "
+			    "\"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\".",
+			    presigned ? "Error parsing the X-Amz-Credential parameter"
+				      : "The authorization header is malformed");
+	rc = check_signed_list(a->signed_list);
+	if (rc == -2)
+		return fail(out, OL_SIGV4_ERR_MALFORMED,
+			    "The host header must be signed (SignedHeaders lacks host)%s", NULL);
+	if (rc)
+		return fail(out, OL_SIGV4_ERR_MALFORMED, "SignedHeaders is malformed%s", NULL);
+	return 0;
+}
+
+static int
+finish_verify(const struct ol_sigv4_request *req, const struct auth *a, const char *secret,
+	      int presigned, struct ol_sigv4_result *out)
+{
+	struct sbuf creq = {0}, sts = {0};
+	char sig[65];
+	int rc = ol_sigv4_signing_key(secret, a->date8, a->region, "s3", out->signing_key);
+	if (!rc)
+		rc = compute(req, a, out->scope, out->signing_key, presigned, &creq, &sts, sig);
+	if (rc) {
+		fail(out, rc, "cannot compute the signature%s", NULL);
+		goto done;
+	}
+	if (strlen(a->signature) != 64 || CRYPTO_memcmp(sig, a->signature, 64) != 0) {
+		rc = fail(out, OL_SIGV4_ERR_SIGNATURE_MISMATCH,
+			  "The request signature we calculated does not match the signature you "
+			  "provided. Check your key and signing method.%s",
+			  NULL);
+		out->canonical_request = creq.p;
+		out->string_to_sign = sts.p;
+		creq.p = sts.p = NULL;
+		goto done;
+	}
+	memcpy(out->seed_signature, sig, 65);
+done:
+	free(creq.p);
+	free(sts.p);
+	if (rc)
+		OPENSSL_cleanse(out->signing_key, sizeof(out->signing_key));
+	return rc;
+}
+
+int
+ol_sigv4_verify(const struct ol_sigv4_request *req, const char *region, time_t now,
+		ol_sigv4_secret_fn secret_for, void *arg, struct ol_sigv4_result *out)
+{
+	struct auth a;
+	memset(out, 0, sizeof(*out));
+	memset(&a, 0, sizeof(a));
+	if (ol_sigv4_is_anonymous(req))
+		return fail(out, OL_SIGV4_ERR_MISSING, "Access Denied%s", NULL);
+	char tmp[8];
+	size_t from = 0;
+	int has_hdr = find_header(req, "authorization", 13, &from) != NULL;
+	int presigned = qget(req, "X-Amz-Algorithm", tmp, sizeof(tmp)) != -ENOENT ||
+			qget(req, "X-Amz-Credential", tmp, sizeof(tmp)) != -ENOENT ||
+			qget(req, "X-Amz-Signature", tmp, sizeof(tmp)) != -ENOENT;
+	if (has_hdr && presigned)
+		return fail(out, OL_SIGV4_ERR_MALFORMED, "Only one auth mechanism allowed%s", NULL);
+	out->presigned = presigned;
+	int rc = parse_any(req, presigned, &a, out);
+	if (!rc)
+		rc = check_scope(&a, region, presigned, out);
+	if (rc)
+		return rc;
+	snprintf(out->access_key, sizeof(out->access_key), "%s", a.access_key);
+	snprintf(out->amz_date, sizeof(out->amz_date), "%s", a.amz_date);
+	snprintf(out->scope, sizeof(out->scope), "%s/%s/s3/aws4_request", a.date8, a.region);
+	const char *secret = secret_for(a.access_key, arg);
+	if (!secret)
+		return fail(out, OL_SIGV4_ERR_INVALID_ACCESS_KEY,
+			    "The AWS Access Key Id you provided does not exist in our records.%s",
+			    NULL);
+	rc = check_time(&a, presigned, now, out);
+	if (rc)
+		return rc;
+	if (payload_mode(a.payload_hash, out))
+		return fail(out, OL_SIGV4_ERR_BAD_CONTENT_SHA256,
+			    "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, "
+			    "STREAMING-AWS4-HMAC-SHA256-PAYLOAD, or a valid sha256 value.%s",
+			    NULL);
+	return finish_verify(req, &a, secret, presigned, out);
+}
+
+void
+ol_sigv4_result_fini(struct ol_sigv4_result *r)
+{
+	free(r->string_to_sign);
+	free(r->canonical_request);
+	r->string_to_sign = r->canonical_request = NULL;
+	OPENSSL_cleanse(r->signing_key, sizeof(r->signing_key));
+}
+
+int
+ol_sigv4_is_anonymous(const struct ol_sigv4_request *req)
+{
+	size_t from = 0, ql;
+	if (find_header(req, "authorization", 13, &from))
+		return 0;
+	const char *q = query_of(req, &ql);
+	size_t pos = 0;
+	struct qparam p;
+	while (next_param(q, ql, &pos, &p))
+		if (param_is(&p, "X-Amz-Algorithm") || param_is(&p, "X-Amz-Credential") ||
+		    param_is(&p, "X-Amz-Signature"))
+			return 0;
+	return 1;
+}
+
+const char *
+ol_sigv4_s3_code(int err, int presigned)
+{
+	switch (err) {
+	case OL_SIGV4_ERR_SIGNATURE_MISMATCH:
+		return "SignatureDoesNotMatch";
+	case OL_SIGV4_ERR_INVALID_ACCESS_KEY:
+		return "InvalidAccessKeyId";
+	case OL_SIGV4_ERR_SKEWED:
+		return "RequestTimeTooSkewed";
+	case OL_SIGV4_ERR_EXPIRED:
+	case OL_SIGV4_ERR_MISSING:
+		return "AccessDenied";
+	case OL_SIGV4_ERR_MALFORMED:
+	case OL_SIGV4_ERR_WRONG_REGION:
+		return presigned ? "AuthorizationQueryParametersError"
+				 : "AuthorizationHeaderMalformed";
+	case OL_SIGV4_ERR_UNSUPPORTED_ALG:
+		return presigned ? "AuthorizationQueryParametersError" : "InvalidArgument";
+	case OL_SIGV4_ERR_BAD_CONTENT_SHA256:
+		return "InvalidArgument";
+	case OL_SIGV4_ERR_NO_CONTENT_SHA256:
+		return "InvalidRequest";
+	default:
+		return "InternalError";
+	}
+}
+
+int
+ol_sigv4_http_status(int err)
+{
+	switch (err) {
+	case OL_SIGV4_ERR_SIGNATURE_MISMATCH:
+	case OL_SIGV4_ERR_INVALID_ACCESS_KEY:
+	case OL_SIGV4_ERR_SKEWED:
+	case OL_SIGV4_ERR_EXPIRED:
+	case OL_SIGV4_ERR_MISSING:
+		return 403;
+	case OL_SIGV4_ERR_MALFORMED:
+	case OL_SIGV4_ERR_WRONG_REGION:
+	case OL_SIGV4_ERR_UNSUPPORTED_ALG:
+	case OL_SIGV4_ERR_BAD_CONTENT_SHA256:
+	case OL_SIGV4_ERR_NO_CONTENT_SHA256:
+		return 400;
+	default:
+		return 500;
+	}
+}
+
+/* ---- signing ---- */
+
+static int
+name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted unique lowercase names of req's headers, ';'-joined, into out. */
+static int
+signed_list_of(const struct ol_sigv4_request *req, char *out, size_t cap)
+{
+	char names[MAX_SIGNED][64], *ptr[MAX_SIGNED];
+	size_t n = 0;
+	for (size_t i = 0; i < req->n_headers; i++) {
+		const struct ol_sigv4_header *h = &req->headers[i];
+		if (h->name_len == 0 || h->name_len >= 64)
+			return OL_SIGV4_ERR_MALFORMED;
+		char lc[64];
+		for (size_t j = 0; j < h->name_len; j++)
+			lc[j] = (char)tolower((unsigned char)h->name[j]);
+		lc[h->name_len] = 0;
+		size_t k = 0;
+		while (k < n && strcmp(names[k], lc) != 0)
+			k++;
+		if (k < n)
+			continue;
+		if (n == MAX_SIGNED)
+			return OL_SIGV4_ERR_MALFORMED;
+		memcpy(names[n], lc, h->name_len + 1);
+		ptr[n] = names[n];
+		n++;
+	}
+	qsort(ptr, n, sizeof(ptr[0]), name_cmp);
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		int k = snprintf(out + o, cap - o, "%s%s", i ? ";" : "", ptr[i]);
+		if (k < 0 || (size_t)k >= cap - o)
+			return -ENOSPC;
+		o += (size_t)k;
+	}
+	return 0;
+}
+
+int
+ol_sigv4_sign(const struct ol_sigv4_request *req, const char *access_key, const char *secret,
+	      const char *region, const char *amz_date, const char *payload_hash, char *out,
+	      size_t cap)
+{
+	struct auth a;
+	memset(&a, 0, sizeof(a));
+	if (strlen(amz_date) != 16 || strlen(payload_hash) >= sizeof(a.payload_hash))
+		return OL_SIGV4_ERR_MALFORMED;
+	memcpy(a.amz_date, amz_date, 17);
+	memcpy(a.date8, amz_date, 8);
+	snprintf(a.payload_hash, sizeof(a.payload_hash), "%s", payload_hash);
+	int rc = signed_list_of(req, a.signed_list, sizeof(a.signed_list));
+	if (rc)
+		return rc;
+	char scope[128];
+	uint8_t key[32];
+	snprintf(scope, sizeof(scope), "%s/%s/s3/aws4_request", a.date8, region);
+	rc = ol_sigv4_signing_key(secret, a.date8, region, "s3", key);
+	struct sbuf creq = {0}, sts = {0};
+	char sig[65];
+	if (!rc)
+		rc = compute(req, &a, scope, key, 0, &creq, &sts, sig);
+	free(creq.p);
+	free(sts.p);
+	OPENSSL_cleanse(key, sizeof(key));
+	if (rc)
+		return rc;
+	int k = snprintf(out, cap, ALG " Credential=%s/%s, SignedHeaders=%s, Signature=%s",
+			 access_key, scope, a.signed_list, sig);
+	return (k < 0 || (size_t)k >= cap) ? -ENOSPC : 0;
+}
