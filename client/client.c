@@ -1,0 +1,460 @@
+/* client/client.c - libopenlake: options, node pool, connections, rendezvous, batching. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "client_int.h"
+#include "kv/net.h"
+
+#define OL_API __attribute__((visibility("default")))
+
+void
+olc_log(struct ol_client *c, int level, const char *fmt, ...)
+{
+	if (!c->log)
+		return;
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	c->log(level, buf, c->log_arg);
+}
+
+uint64_t
+olc_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Rendezvous (highest random weight): the node whose hash of (node, key) is largest. Adding
+ * a node moves only the keys it now wins. */
+size_t
+olc_node_of(const struct ol_client *c, const uint8_t *key)
+{
+	size_t best = 0;
+	uint64_t best_w = 0;
+	for (size_t i = 0; i < c->n_nodes; i++) {
+		uint64_t w =
+		    XXH3_64bits_withSeed(key, OL_KV_KEY_BYTES, c->nodes[i].seed ^ c->ns_seed);
+		if (i == 0 || w > best_w) {
+			best_w = w;
+			best = i;
+		}
+	}
+	return best;
+}
+
+static void
+read_host_id(char *buf, size_t cap)
+{
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, cap - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n < 0)
+		n = 0;
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		n--;
+	buf[n] = '\0';
+}
+
+OL_API int
+ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
+{
+	if (!o || !out || o->size < offsetof(struct ol_client_opts, log) || !o->nodes ||
+	    o->n_nodes == 0 || o->n_nodes > 64)
+		return -EINVAL;
+	const char *dev = o->device ? o->device : "local";
+	if (strcmp(dev, "local") != 0 && strcmp(dev, "tcp") != 0)
+		return -EINVAL;
+	for (size_t i = 0; i < o->n_nodes; i++)
+		if (!o->nodes[i] || !strchr(o->nodes[i], ':') || strlen(o->nodes[i]) >= 256)
+			return -EINVAL;
+	const char *ns = o->ns ? o->ns : "";
+	if (strlen(ns) > OL_KVP_MAX_NS)
+		return -EINVAL;
+	struct ol_client *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->nodes = calloc(o->n_nodes, sizeof(*c->nodes));
+	c->ns = strdup(ns);
+	if (!c->nodes || !c->ns) {
+		free(c->nodes);
+		free(c->ns);
+		free(c);
+		return -ENOMEM;
+	}
+	c->n_nodes = o->n_nodes;
+	c->ns_seed = XXH3_64bits(ns, strlen(ns));
+	c->want_local = strcmp(dev, "local") == 0;
+	c->timeout_ms = o->timeout_ms ? o->timeout_ms : 2000;
+	if (o->size >= offsetof(struct ol_client_opts, log_arg) + sizeof(void *)) {
+		c->log = o->log;
+		c->log_arg = o->log_arg;
+	}
+	read_host_id(c->host_id, sizeof(c->host_id));
+	for (size_t i = 0; i < o->n_nodes; i++) {
+		struct olc_node *nd = &c->nodes[i];
+		snprintf(nd->addr, sizeof(nd->addr), "%s", o->nodes[i]);
+		nd->seed = XXH3_64bits(nd->addr, strlen(nd->addr));
+		pthread_mutex_init(&nd->mu, NULL);
+	}
+	*out = c;
+	return 0;
+}
+
+OL_API void
+ol_client_free(struct ol_client *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->n_nodes; i++) {
+		struct olc_node *nd = &c->nodes[i];
+		for (unsigned j = 0; j < nd->n_idle; j++)
+			close(nd->idle[j].fd);
+		for (struct olc_map *m = nd->maps, *nx; m; m = nx) {
+			nx = m->next;
+			munmap(m->base, m->size);
+			free(m);
+		}
+		pthread_mutex_destroy(&nd->mu);
+	}
+	free(c->nodes);
+	free(c->ns);
+	free(c);
+}
+
+/* ---- connections ---- */
+
+void
+olc_node_down(struct ol_client *c, struct olc_node *nd, int err)
+{
+	pthread_mutex_lock(&nd->mu);
+	nd->backoff_ms = nd->backoff_ms ? nd->backoff_ms * 2 : 250;
+	if (nd->backoff_ms > 5000)
+		nd->backoff_ms = 5000;
+	nd->down_until_ms = olc_now_ms() + nd->backoff_ms;
+	for (unsigned j = 0; j < nd->n_idle; j++)
+		close(nd->idle[j].fd);
+	nd->n_idle = 0;
+	unsigned b = nd->backoff_ms;
+	pthread_mutex_unlock(&nd->mu);
+	olc_log(c, OL_CLIENT_LOG_WARN, "openlake: node %s unreachable (%s); retry in %u ms",
+		nd->addr, strerror(-err), b);
+}
+
+static struct olc_map *
+map_find(struct olc_node *nd, uint64_t epoch)
+{
+	for (struct olc_map *m = nd->maps; m; m = m->next)
+		if (m->epoch == epoch)
+			return m;
+	return NULL;
+}
+
+/* Map the node's shm (once per server epoch). Lock held. NULL when it cannot be mapped. */
+static struct olc_map *
+map_shm(struct ol_client *c, struct olc_node *nd, const struct ol_kvp_welcome *w)
+{
+	struct olc_map *m = map_find(nd, w->epoch);
+	if (m || nd->local_failed)
+		return m;
+	char name[OL_KVP_MAX_HOST + 1];
+	memcpy(name, w->shm_name, w->name_len);
+	name[w->name_len] = '\0';
+	int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+	void *p = fd >= 0 ? mmap(NULL, w->shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+			  : MAP_FAILED;
+	if (fd >= 0)
+		close(fd);
+	m = p != MAP_FAILED ? calloc(1, sizeof(*m)) : NULL;
+	if (m && atomic_load((_Atomic uint64_t *)p) != w->epoch) {
+		free(m); /* same name, another server's object: not ours */
+		m = NULL;
+	}
+	if (!m) {
+		if (p != MAP_FAILED)
+			munmap(p, w->shm_size);
+		nd->local_failed = true;
+		olc_log(c, OL_CLIENT_LOG_INFO, "openlake: node %s: shm %s not usable, using TCP",
+			nd->addr, name);
+		return NULL;
+	}
+	m->base = p;
+	m->size = w->shm_size;
+	m->epoch = w->epoch;
+	m->seq_off = w->seq_off;
+	m->unit = w->unit;
+	m->next = nd->maps;
+	nd->maps = m;
+	return m;
+}
+
+static int
+hello(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
+{
+	uint8_t body[OL_KVP_MAX_NS + OL_KVP_MAX_HOST + 16], rb[512];
+	struct ol_kvp_hello hi = {OL_KVP_VERSION, c->want_local ? OL_KVP_HELLO_LOCAL : 0,
+				  c->ns,	  (uint16_t)strlen(c->ns),
+				  c->host_id,	  (uint16_t)strlen(c->host_id)};
+	int n = ol_kvp_hello_encode(body, sizeof(body), &hi);
+	if (n < 0)
+		return n;
+	struct ol_kvp_hdr h = {.op = OL_KVP_HELLO, .body_len = (uint64_t)n}, rp;
+	struct iovec v = {body, (size_t)n};
+	int r = olc_send(c, cn, &h, &v, 1);
+	if (r < 0 || (r = olc_recv_hdr(cn, &h, &rp)) < 0)
+		return r;
+	struct ol_kvp_welcome w;
+	if (rp.body_len > sizeof(rb))
+		return -EPROTO;
+	if ((r = kvnet_read_full(cn->fd, rb, rp.body_len)) < 0)
+		return r;
+	if (ol_kvp_welcome_decode(rb, rp.body_len, &w) < 0)
+		return -EPROTO;
+	cn->max_batch = w.max_batch;
+	cn->max_block = w.max_block;
+	cn->local = false;
+	if (w.flags & OL_KVP_HELLO_LOCAL) {
+		pthread_mutex_lock(&nd->mu);
+		cn->map = map_shm(c, nd, &w);
+		pthread_mutex_unlock(&nd->mu);
+		cn->local = cn->map != NULL;
+	}
+	return 0;
+}
+
+int
+olc_conn_get(struct ol_client *c, struct olc_node *nd, struct olc_conn *out)
+{
+	pthread_mutex_lock(&nd->mu);
+	if (nd->down_until_ms && olc_now_ms() < nd->down_until_ms) {
+		pthread_mutex_unlock(&nd->mu);
+		return -EHOSTDOWN;
+	}
+	if (nd->n_idle) {
+		*out = nd->idle[--nd->n_idle];
+		out->reused = true;
+		pthread_mutex_unlock(&nd->mu);
+		return 0;
+	}
+	pthread_mutex_unlock(&nd->mu);
+	memset(out, 0, sizeof(*out));
+	int fd = kvnet_connect(nd->addr, c->timeout_ms);
+	if (fd < 0) {
+		olc_node_down(c, nd, fd);
+		return fd;
+	}
+	out->fd = fd;
+	int r = kvnet_set_timeout(fd, c->timeout_ms);
+	if (r == 0)
+		r = hello(c, nd, out);
+	if (r < 0) {
+		close(fd);
+		olc_node_down(c, nd, r);
+		return r;
+	}
+	pthread_mutex_lock(&nd->mu);
+	nd->backoff_ms = 0;
+	nd->down_until_ms = 0;
+	pthread_mutex_unlock(&nd->mu);
+	return 0;
+}
+
+void
+olc_conn_put(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn, bool ok)
+{
+	pthread_mutex_lock(&nd->mu);
+	if (ok && nd->n_idle < OLC_POOL_MAX) {
+		cn->reused = false;
+		nd->idle[nd->n_idle++] = *cn;
+		cn = NULL;
+	}
+	pthread_mutex_unlock(&nd->mu);
+	if (cn)
+		close(cn->fd);
+}
+
+int
+olc_send(struct ol_client *c, struct olc_conn *cn, struct ol_kvp_hdr *h, struct iovec *iov, int n)
+{
+	uint8_t hb[OL_KVP_HDR];
+	h->magic = OL_KVP_MAGIC;
+	h->version = OL_KVP_VERSION;
+	h->req_id = atomic_fetch_add(&c->req_id, 1) + 1;
+	ol_kvp_hdr_encode(hb, h);
+	if (n == 0 || iov[0].iov_base != NULL) {
+		struct iovec v = {hb, sizeof(hb)};
+		int r = kvnet_writev_full(cn->fd, &v, 1);
+		return r < 0 ? r : kvnet_writev_full(cn->fd, iov, n);
+	}
+	iov[0].iov_base = hb; /* caller reserved iov[0] for the header */
+	iov[0].iov_len = sizeof(hb);
+	return kvnet_writev_full(cn->fd, iov, n);
+}
+
+int
+olc_recv_hdr(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp_hdr *rp)
+{
+	uint8_t hb[OL_KVP_HDR];
+	int r = kvnet_read_full(cn->fd, hb, sizeof(hb));
+	if (r < 0)
+		return r;
+	if (ol_kvp_hdr_decode(hb, sizeof(hb), rp) <= 0 || rp->op != rq->op ||
+	    !(rp->flags & OL_KVP_F_REPLY) || rp->req_id != rq->req_id)
+		return -EPROTO;
+	if (rp->status < 0)
+		return rp->status;
+	return 0;
+}
+
+/* ---- batching ---- */
+
+uint64_t
+olc_iov_len(const struct ol_kv_op *op)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < op->iovcnt; i++)
+		n += op->iov[i].len;
+	return n;
+}
+
+static void
+drop_idle(struct olc_node *nd)
+{
+	pthread_mutex_lock(&nd->mu);
+	for (unsigned j = 0; j < nd->n_idle; j++)
+		close(nd->idle[j].fd);
+	nd->n_idle = 0;
+	pthread_mutex_unlock(&nd->mu);
+}
+
+enum kind { K_PUT, K_GET, K_EXISTS, K_DELETE };
+
+static int
+run_chunk(struct ol_client *c, struct olc_conn *cn, enum kind k, struct ol_kv_op **ops, size_t n)
+{
+	switch (k) {
+	case K_PUT:
+		return cn->local ? olc_shm_put(c, cn, ops, n) : olc_tcp_put(c, cn, ops, n);
+	case K_GET:
+		return cn->local ? olc_shm_get(c, cn, ops, n) : olc_tcp_get(c, cn, ops, n);
+	case K_EXISTS:
+		return olc_simple(c, cn, OL_KVP_EXISTS, ops, n);
+	default:
+		return olc_simple(c, cn, OL_KVP_DELETE, ops, n);
+	}
+}
+
+/* Run node's ops over one connection; a broken reused connection is retried once on a fresh
+ * one (every op is idempotent). */
+static void
+run_node(struct ol_client *c, struct olc_node *nd, enum kind k, struct ol_kv_op **ops, size_t n)
+{
+	size_t done = 0;
+	for (int attempt = 0; attempt < 2 && done < n; attempt++) {
+		struct olc_conn cn;
+		int r = olc_conn_get(c, nd, &cn);
+		if (r < 0)
+			break;
+		while (done < n && r == 0) {
+			size_t m = n - done < cn.max_batch ? n - done : cn.max_batch;
+			r = run_chunk(c, &cn, k, ops + done, m);
+			if (r == 0)
+				done += m;
+		}
+		bool reused = cn.reused;
+		olc_conn_put(c, nd, &cn, r == 0);
+		if (r < 0 && reused)
+			drop_idle(
+			    nd); /* the server went away: its other pooled sockets are stale */
+		if (r == 0 || (r != -ECONNRESET && r != -EPIPE) || !reused) {
+			if (r < 0 && r != -E2BIG)
+				olc_node_down(c, nd, r);
+			break;
+		}
+	}
+	for (size_t i = done; i < n; i++)
+		ops[i]->status = OL_KV_UNREACHABLE;
+}
+
+static int
+run(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n)
+{
+	if (!c || (!ops && n))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (!ops[i].key || (ops[i].iovcnt && !ops[i].iov))
+			return -EINVAL;
+		ops[i].status = OL_KV_ERROR;
+	}
+	struct ol_kv_op **byn = malloc((n ? n : 1) * sizeof(*byn));
+	size_t *node = malloc((n ? n : 1) * sizeof(*node));
+	if (!byn || !node) {
+		free(byn);
+		free(node);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		node[i] = olc_node_of(c, ops[i].key);
+	for (size_t nd = 0; nd < c->n_nodes; nd++) {
+		size_t m = 0;
+		for (size_t i = 0; i < n; i++)
+			if (node[i] == nd)
+				byn[m++] = &ops[i];
+		if (m)
+			run_node(c, &c->nodes[nd], k, byn, m);
+	}
+	free(byn);
+	free(node);
+	return 0;
+}
+
+OL_API int
+ol_kv_put(struct ol_client *c, struct ol_kv_op *ops, size_t n)
+{
+	return run(c, K_PUT, ops, n);
+}
+
+OL_API int
+ol_kv_get(struct ol_client *c, struct ol_kv_op *ops, size_t n)
+{
+	return run(c, K_GET, ops, n);
+}
+
+OL_API int
+ol_kv_exists(struct ol_client *c, struct ol_kv_op *ops, size_t n)
+{
+	return run(c, K_EXISTS, ops, n);
+}
+
+OL_API int
+ol_kv_delete(struct ol_client *c, struct ol_kv_op *ops, size_t n)
+{
+	return run(c, K_DELETE, ops, n);
+}
+
+OL_API const char *
+ol_kv_status_str(int status)
+{
+	static const char *const names[OL_KV_STATUS_COUNT] = {"ok",	   "exists",  "miss",
+							      "too_large", "full",    "unreachable",
+							      "truncated", "corrupt", "error"};
+	return status >= 0 && status < OL_KV_STATUS_COUNT ? names[status] : "unknown";
+}
+
+OL_API const char *
+ol_version(void)
+{
+	return OL_VERSION;
+}

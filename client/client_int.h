@@ -1,0 +1,84 @@
+/* client/client_int.h - libopenlake internals shared by client.c, ops.c and stats.c. */
+#ifndef OL_CLIENT_INT_H
+#define OL_CLIENT_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "kv/proto.h"
+#include "openlake/openlake.h"
+
+#define OLC_POOL_MAX 32 /* idle connections kept per node */
+
+struct olc_map { /* one mapping of a node's shm DRAM tier; kept until ol_client_free */
+	uint8_t *base;
+	uint64_t size, epoch, seq_off, unit;
+	struct olc_map *next;
+};
+
+struct olc_conn {
+	int fd;
+	bool local; /* shm path granted and mapped */
+	bool reused;
+	uint32_t max_batch;
+	uint64_t max_block;
+	struct olc_map *map;
+};
+
+struct olc_node {
+	char addr[256];
+	uint64_t seed; /* rendezvous seed */
+	pthread_mutex_t mu;
+	struct olc_conn idle[OLC_POOL_MAX];
+	unsigned n_idle;
+	uint64_t down_until_ms;
+	unsigned backoff_ms;
+	struct olc_map *maps; /* newest first */
+	bool local_failed;    /* shm could not be mapped: TCP from now on */
+};
+
+struct ol_client {
+	struct olc_node *nodes;
+	size_t n_nodes;
+	char *ns;
+	uint8_t ns_hash16[16];
+	uint64_t ns_seed;
+	bool want_local;
+	unsigned timeout_ms;
+	void (*log)(int level, const char *msg, void *arg);
+	void *log_arg;
+	char host_id[64];
+	atomic_uint_fast64_t req_id;
+};
+
+void olc_log(struct ol_client *c, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+uint64_t olc_now_ms(void);
+size_t olc_node_of(const struct ol_client *c, const uint8_t *key);
+
+/* Take a connection to node (pooled or new, HELLO done). 0, -EHOSTDOWN (in backoff), -errno. */
+int olc_conn_get(struct ol_client *c, struct olc_node *nd, struct olc_conn *out);
+/* Give it back: ok = reusable, else closed (and, when down, the node enters backoff). */
+void olc_conn_put(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn, bool ok);
+void olc_node_down(struct ol_client *c, struct olc_node *nd, int err);
+
+/* Send a request header + iovs and read the reply header (checked). */
+int olc_send(struct ol_client *c, struct olc_conn *cn, struct ol_kvp_hdr *h, struct iovec *iov,
+	     int n);
+int olc_recv_hdr(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp_hdr *rp);
+
+/* Per-node sub-batch runners (ops[] are this node's ops, n <= max_batch). 0 or -errno
+ * (connection broken: the caller marks the rest unreachable). */
+int olc_tcp_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n);
+int olc_tcp_get(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n);
+int olc_simple(struct ol_client *c, struct olc_conn *cn, uint8_t op, struct ol_kv_op **ops,
+	       size_t n);
+int olc_shm_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n);
+int olc_shm_get(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n);
+
+uint64_t olc_iov_len(const struct ol_kv_op *op);
+
+#endif

@@ -1,0 +1,338 @@
+/* client/ops.c - one sub-batch of one node: TCP and shared-memory data paths. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_int.h"
+#include "kv/net.h"
+
+struct batch {
+	uint8_t *ents;	   /* request entries */
+	uint8_t *reps;	   /* reply entries */
+	struct iovec *iov; /* [0] = header */
+	size_t *idx;	   /* frame entry -> ops index */
+	int niov;
+};
+
+static int
+batch_init(struct batch *b, struct ol_kv_op **ops, size_t n, bool with_values)
+{
+	size_t niov = 2 + n;
+	if (with_values)
+		for (size_t i = 0; i < n; i++)
+			niov += ops[i]->iovcnt;
+	b->ents = malloc(n * OL_KVP_REQ_ENT + 1);
+	b->reps = malloc(n * OL_KVP_REP_ENT + 1);
+	b->iov = malloc(niov * sizeof(*b->iov));
+	b->idx = malloc(n * sizeof(*b->idx) + 1);
+	b->niov = 1;
+	if (!b->ents || !b->reps || !b->iov || !b->idx) {
+		free(b->ents);
+		free(b->reps);
+		free(b->iov);
+		free(b->idx);
+		return -ENOMEM;
+	}
+	b->iov[0].iov_base = NULL;
+	b->iov[0].iov_len = 0;
+	return 0;
+}
+
+static void
+batch_fini(struct batch *b)
+{
+	free(b->ents);
+	free(b->reps);
+	free(b->iov);
+	free(b->idx);
+}
+
+/* Append request entry number j. */
+static void
+batch_ent(struct batch *b, size_t j, const uint8_t *key, uint64_t len, uint64_t off, uint64_t seq)
+{
+	struct ol_kvp_req_ent e;
+	memcpy(e.key, key, OL_KVP_KEY);
+	e.len = len;
+	e.off = off;
+	e.seq = seq;
+	uint8_t *p = b->ents + j * OL_KVP_REQ_ENT;
+	ol_kvp_req_ent_encode(p, &e);
+	b->iov[b->niov].iov_base = p;
+	b->iov[b->niov++].iov_len = OL_KVP_REQ_ENT;
+}
+
+/* Send the frame built in b (m entries) and read m reply entries into b->reps. */
+static int
+batch_call(struct ol_client *c, struct olc_conn *cn, struct batch *b, uint8_t op, size_t m,
+	   uint64_t body_len)
+{
+	struct ol_kvp_hdr h = {.op = op, .count = (uint32_t)m, .body_len = body_len}, rp;
+	b->iov[0].iov_base = NULL; /* reserved for the header */
+	b->iov[0].iov_len = 0;
+	int r = olc_send(c, cn, &h, b->iov, b->niov);
+	if (r < 0 || (r = olc_recv_hdr(cn, &h, &rp)) < 0)
+		return r;
+	if (rp.count != m || rp.body_len != m * OL_KVP_REP_ENT)
+		return -EPROTO;
+	return kvnet_read_full(cn->fd, b->reps, m * OL_KVP_REP_ENT);
+}
+
+static void
+rep_at(const struct batch *b, size_t j, struct ol_kvp_rep_ent *re)
+{
+	ol_kvp_rep_ent_decode(b->reps + j * OL_KVP_REP_ENT, re);
+}
+
+static int32_t
+status_ok(int32_t st)
+{
+	return st >= 0 && st < OL_KV_STATUS_COUNT ? st : OL_KV_ERROR;
+}
+
+int
+olc_tcp_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n)
+{
+	struct batch b;
+	size_t m = 0;
+	uint64_t body = 0;
+	if (batch_init(&b, ops, n, true) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t len = olc_iov_len(ops[i]);
+		if (len > cn->max_block) {
+			ops[i]->status = OL_KV_TOO_LARGE;
+			continue;
+		}
+		batch_ent(&b, m, ops[i]->key, len, 0, 0);
+		for (size_t k = 0; k < ops[i]->iovcnt; k++) {
+			b.iov[b.niov].iov_base = ops[i]->iov[k].base;
+			b.iov[b.niov++].iov_len = ops[i]->iov[k].len;
+		}
+		b.idx[m++] = i;
+		body += OL_KVP_REQ_ENT + len;
+	}
+	int r = m ? batch_call(c, cn, &b, OL_KVP_PUT, m, body) : 0;
+	for (size_t j = 0; r == 0 && j < m; j++) {
+		struct ol_kvp_rep_ent re;
+		rep_at(&b, j, &re);
+		ops[b.idx[j]]->status = status_ok(re.status);
+	}
+	batch_fini(&b);
+	return r;
+}
+
+/* Read len value bytes into op's iovs (len <= their total). */
+static int
+read_value(struct olc_conn *cn, struct ol_kv_op *op, uint64_t len)
+{
+	struct iovec stackv[16], *v = op->iovcnt <= 16 ? stackv : malloc(op->iovcnt * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	int nv = 0;
+	for (size_t k = 0; k < op->iovcnt && len > 0; k++) {
+		size_t l = op->iov[k].len < len ? op->iov[k].len : (size_t)len;
+		v[nv].iov_base = op->iov[k].base;
+		v[nv++].iov_len = l;
+		len -= l;
+	}
+	int r = kvnet_readv_full(cn->fd, v, nv);
+	if (v != stackv)
+		free(v);
+	return r;
+}
+
+int
+olc_tcp_get(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n)
+{
+	struct batch b;
+	if (batch_init(&b, ops, n, false) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		batch_ent(&b, i, ops[i]->key, olc_iov_len(ops[i]), 0, 0);
+	struct ol_kvp_hdr h = {.op = OL_KVP_GET,
+			       .count = (uint32_t)n,
+			       .body_len = n * OL_KVP_REQ_ENT},
+			  rp;
+	b.iov[0].iov_base = NULL;
+	int r = olc_send(c, cn, &h, b.iov, b.niov);
+	if (r == 0 && (r = olc_recv_hdr(cn, &h, &rp)) == 0 && rp.count != n)
+		r = -EPROTO;
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		uint8_t rb[OL_KVP_REP_ENT];
+		struct ol_kvp_rep_ent re;
+		if ((r = kvnet_read_full(cn->fd, rb, sizeof(rb))) < 0)
+			break;
+		ol_kvp_rep_ent_decode(rb, &re);
+		ops[i]->status = status_ok(re.status);
+		ops[i]->value_len = re.len;
+		if (re.status != OL_KV_OK)
+			continue;
+		if (re.len > olc_iov_len(ops[i]))
+			r = -EPROTO;
+		else
+			r = read_value(cn, ops[i], re.len);
+	}
+	batch_fini(&b);
+	return r;
+}
+
+int
+olc_simple(struct ol_client *c, struct olc_conn *cn, uint8_t op, struct ol_kv_op **ops, size_t n)
+{
+	struct batch b;
+	if (batch_init(&b, ops, n, false) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		batch_ent(&b, i, ops[i]->key, 0, 0, 0);
+	int r = batch_call(c, cn, &b, op, n, n * OL_KVP_REQ_ENT);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		struct ol_kvp_rep_ent re;
+		rep_at(&b, i, &re);
+		ops[i]->status = status_ok(re.status);
+		ops[i]->value_len = re.status == OL_KV_OK ? re.len : 0;
+	}
+	batch_fini(&b);
+	return r;
+}
+
+/* ---- shared memory ---- */
+
+static bool
+slot_ok(const struct olc_map *m, uint64_t off, uint64_t len)
+{
+	return off >= m->unit && off % m->unit == 0 && off < m->size && len <= m->size - off;
+}
+
+static void
+copy_in(uint8_t *dst, const struct ol_kv_op *op)
+{
+	for (size_t k = 0; k < op->iovcnt; k++) {
+		memcpy(dst, op->iov[k].base, op->iov[k].len);
+		dst += op->iov[k].len;
+	}
+}
+
+static void
+copy_out(struct ol_kv_op *op, const uint8_t *src, uint64_t len)
+{
+	for (size_t k = 0; k < op->iovcnt && len > 0; k++) {
+		size_t l = op->iov[k].len < len ? op->iov[k].len : (size_t)len;
+		memcpy(op->iov[k].base, src, l);
+		src += l;
+		len -= l;
+	}
+}
+
+static uint64_t
+slot_seq(const struct olc_map *m, uint64_t off)
+{
+	atomic_thread_fence(memory_order_acquire);
+	const _Atomic uint64_t *t = (const _Atomic uint64_t *)(m->base + m->seq_off);
+	return atomic_load_explicit(&t[off / m->unit], memory_order_acquire);
+}
+
+int
+olc_shm_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n)
+{
+	struct batch b;
+	size_t m = 0, k = 0;
+	if (batch_init(&b, ops, n, false) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t len = olc_iov_len(ops[i]);
+		if (len > cn->max_block) {
+			ops[i]->status = OL_KV_TOO_LARGE;
+			continue;
+		}
+		batch_ent(&b, m, ops[i]->key, len, 0, 0);
+		b.idx[m++] = i;
+	}
+	int r = m ? batch_call(c, cn, &b, OL_KVP_ALLOC, m, m * OL_KVP_REQ_ENT) : 0;
+	struct ol_kvp_rep_ent *granted = r == 0 && m ? malloc(m * sizeof(*granted)) : NULL;
+	if (r == 0 && m && !granted)
+		r = -ENOMEM;
+	b.niov = 1;
+	for (size_t j = 0; r == 0 && j < m; j++) {
+		struct ol_kv_op *op = ops[b.idx[j]];
+		rep_at(&b, j, &granted[j]);
+		op->status = status_ok(granted[j].status);
+		if (granted[j].status != OL_KV_OK)
+			continue;
+		if (!slot_ok(cn->map, granted[j].off, granted[j].len)) {
+			r = -EPROTO;
+			break;
+		}
+		copy_in(cn->map->base + granted[j].off, op);
+		batch_ent(&b, k, op->key, granted[j].len, granted[j].off, granted[j].seq);
+		b.idx[k++] = b.idx[j];
+	}
+	if (r == 0 && k)
+		r = batch_call(c, cn, &b, OL_KVP_COMMIT, k, k * OL_KVP_REQ_ENT);
+	for (size_t j = 0; r == 0 && j < k; j++) {
+		struct ol_kvp_rep_ent re;
+		rep_at(&b, j, &re);
+		ops[b.idx[j]]->status = status_ok(re.status);
+	}
+	free(granted);
+	batch_fini(&b);
+	return r;
+}
+
+/* Copy the looked-up slots out, check their sequence after the copy, release the pins
+ * (no reply: the server handles it before our next request). */
+static int
+shm_copy_release(struct ol_client *c, struct olc_conn *cn, struct batch *b, struct ol_kv_op **ops,
+		 size_t n)
+{
+	size_t k = 0;
+	struct ol_kvp_rep_ent *res = malloc(n * sizeof(*res) + 1);
+	if (!res)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		rep_at(b, i, &res[i]);
+	b->niov = 1;
+	for (size_t i = 0; i < n; i++) {
+		struct ol_kvp_rep_ent *re = &res[i];
+		ops[i]->status = status_ok(re->status);
+		ops[i]->value_len = re->status == OL_KV_OK ? re->len : 0;
+		if (re->status != OL_KV_OK)
+			continue;
+		batch_ent(b, k++, ops[i]->key, 0, re->off, re->seq);
+		if (!slot_ok(cn->map, re->off, re->len)) {
+			ops[i]->status = OL_KV_ERROR;
+		} else if (re->len > olc_iov_len(ops[i])) {
+			ops[i]->status = OL_KV_TRUNCATED;
+		} else {
+			copy_out(ops[i], cn->map->base + re->off, re->len);
+			if (slot_seq(cn->map, re->off) != re->seq)
+				ops[i]->status =
+				    OL_KV_MISS; /* recycled under us: never torn data */
+		}
+	}
+	free(res);
+	if (k == 0)
+		return 0;
+	struct ol_kvp_hdr h = {.op = OL_KVP_RELEASE,
+			       .flags = OL_KVP_F_NOREPLY,
+			       .count = (uint32_t)k,
+			       .body_len = k * OL_KVP_REQ_ENT};
+	b->iov[0].iov_base = NULL;
+	b->iov[0].iov_len = 0;
+	return olc_send(c, cn, &h, b->iov, b->niov);
+}
+
+int
+olc_shm_get(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n)
+{
+	struct batch b;
+	if (batch_init(&b, ops, n, false) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		batch_ent(&b, i, ops[i]->key, olc_iov_len(ops[i]), 0, 0);
+	int r = batch_call(c, cn, &b, OL_KVP_LOOKUP, n, n * OL_KVP_REQ_ENT);
+	if (r == 0)
+		r = shm_copy_release(c, cn, &b, ops, n);
+	batch_fini(&b);
+	return r;
+}

@@ -1,0 +1,1041 @@
+/* kv/engine.c - KV index, DRAM tier in shm (size-class slots), LRU, write-behind to NVMe. */
+#include "kv/engine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "base/log.h"
+#include "kv/spill.h"
+#include "openlake/openlake.h"
+
+#define NCLS	   18
+#define PG_FREE	   (-1)
+#define PG_LARGE   (-2)
+#define PG_TAIL	   (-3)
+#define CLS_LARGE  (-1)
+#define ST_PENDING 0
+#define ST_LIVE	   1
+#define ST_DEAD	   2
+
+struct ent {
+	struct ol_kvk k;
+	uint64_t h;
+	struct ent *hnext;
+	struct ent *lprev, *lnext; /* DRAM LRU: head = least recently used */
+	struct ent *dprev, *dnext; /* dirty FIFO */
+	uint64_t len, ver;
+	uint64_t off, seq; /* DRAM slot, off = OL_KVE_NOOFF when not in DRAM */
+	int cls;
+	uint32_t npages, pins;
+	uint8_t state;
+	bool dirty, in_lru, in_dirty;
+	struct ol_kvs_loc loc; /* NVMe copy; seg 0 = none */
+};
+
+struct slot {
+	uint64_t off, seq;
+	int cls;
+	uint32_t npages;
+};
+
+struct page {
+	int16_t cls;
+	uint32_t used;
+	uint32_t run;
+};
+
+struct sclass {
+	uint64_t size;
+	uint64_t *free; /* stack of free slot offsets */
+	size_t nfree, cap;
+};
+
+struct ol_kve {
+	pthread_mutex_t mu;
+	uint8_t *base;
+	uint64_t size, data_off;
+	bool is_shm;
+	char shm_name[256];
+	uint32_t n_pages;
+	_Atomic uint64_t *seqtab;
+	struct page *pages;
+	struct sclass cls[NCLS];
+	struct ent **ent_at; /* per unit: the entry whose slot starts there */
+	struct ent **ht;
+	uint64_t ht_mask, n_ent;
+	struct ent *lru_head, *lru_tail, *dirty_head, *dirty_tail;
+	uint64_t gseq, gver, epoch, max_block, dram_used, dram_entries, nvme_entries;
+	struct ol_kvs *spill;
+	pthread_t wb;
+	pthread_cond_t wb_cv;
+	bool wb_running, stop;
+	unsigned wb_ms;
+	struct ol_kve_stats st;
+};
+
+/* ---- keys and hash table ---- */
+
+void
+ol_kve_ns_hash(const void *ns, size_t len, uint8_t out[16])
+{
+	XXH128_hash_t h = XXH3_128bits_withSeed(ns, len, 0x6f6c6b76);
+	memcpy(out, &h.low64, 8);
+	memcpy(out + 8, &h.high64, 8);
+}
+
+void
+ol_kve_key(struct ol_kvk *k, const uint8_t key[32], const uint8_t ns[16])
+{
+	memcpy(k->b, key, 32);
+	memcpy(k->b + 32, ns, 16);
+}
+
+static uint64_t
+khash(const struct ol_kvk *k)
+{
+	return XXH3_64bits(k->b, sizeof(k->b));
+}
+
+static struct ent *
+ht_find(struct ol_kve *e, const struct ol_kvk *k, uint64_t h)
+{
+	for (struct ent *x = e->ht[h & e->ht_mask]; x; x = x->hnext)
+		if (x->h == h && memcmp(x->k.b, k->b, sizeof(k->b)) == 0)
+			return x;
+	return NULL;
+}
+
+static void
+ht_grow(struct ol_kve *e)
+{
+	uint64_t n = (e->ht_mask + 1) * 2;
+	struct ent **t = ol_xcalloc(n, sizeof(*t));
+	for (uint64_t i = 0; i <= e->ht_mask; i++) {
+		struct ent *x = e->ht[i], *nx;
+		for (; x; x = nx) {
+			nx = x->hnext;
+			x->hnext = t[x->h & (n - 1)];
+			t[x->h & (n - 1)] = x;
+		}
+	}
+	free(e->ht);
+	e->ht = t;
+	e->ht_mask = n - 1;
+}
+
+static void
+ht_insert(struct ol_kve *e, struct ent *x)
+{
+	if (e->n_ent > e->ht_mask)
+		ht_grow(e);
+	x->hnext = e->ht[x->h & e->ht_mask];
+	e->ht[x->h & e->ht_mask] = x;
+	e->n_ent++;
+}
+
+static void
+ht_remove(struct ol_kve *e, struct ent *x)
+{
+	struct ent **p = &e->ht[x->h & e->ht_mask];
+	while (*p && *p != x)
+		p = &(*p)->hnext;
+	if (*p) {
+		*p = x->hnext;
+		e->n_ent--;
+	}
+}
+
+/* ---- intrusive lists ---- */
+
+static void
+lru_remove(struct ol_kve *e, struct ent *x)
+{
+	if (!x->in_lru)
+		return;
+	if (x->lprev)
+		x->lprev->lnext = x->lnext;
+	else
+		e->lru_head = x->lnext;
+	if (x->lnext)
+		x->lnext->lprev = x->lprev;
+	else
+		e->lru_tail = x->lprev;
+	x->lprev = x->lnext = NULL;
+	x->in_lru = false;
+}
+
+static void
+lru_append(struct ol_kve *e, struct ent *x)
+{
+	x->lprev = e->lru_tail;
+	x->lnext = NULL;
+	if (e->lru_tail)
+		e->lru_tail->lnext = x;
+	else
+		e->lru_head = x;
+	e->lru_tail = x;
+	x->in_lru = true;
+}
+
+static void
+dirty_remove(struct ol_kve *e, struct ent *x)
+{
+	if (!x->in_dirty)
+		return;
+	if (x->dprev)
+		x->dprev->dnext = x->dnext;
+	else
+		e->dirty_head = x->dnext;
+	if (x->dnext)
+		x->dnext->dprev = x->dprev;
+	else
+		e->dirty_tail = x->dprev;
+	x->dprev = x->dnext = NULL;
+	x->in_dirty = false;
+}
+
+static void
+dirty_append(struct ol_kve *e, struct ent *x)
+{
+	x->dprev = e->dirty_tail;
+	x->dnext = NULL;
+	if (e->dirty_tail)
+		e->dirty_tail->dnext = x;
+	else
+		e->dirty_head = x;
+	e->dirty_tail = x;
+	x->in_dirty = true;
+}
+
+/* ---- DRAM slots ---- */
+
+static int
+class_for(const struct ol_kve *e, uint64_t len)
+{
+	for (int c = 0; c < NCLS; c++)
+		if (len <= e->cls[c].size)
+			return c;
+	return CLS_LARGE;
+}
+
+static uint64_t
+slot_bytes(const struct ol_kve *e, const struct slot *s)
+{
+	return s->cls == CLS_LARGE ? (uint64_t)s->npages * OL_KVE_PAGE : e->cls[s->cls].size;
+}
+
+static uint32_t
+page_of(const struct ol_kve *e, uint64_t off)
+{
+	return (uint32_t)((off - e->data_off) / OL_KVE_PAGE);
+}
+
+static void
+cls_push(struct sclass *c, uint64_t off)
+{
+	if (c->nfree == c->cap) {
+		c->cap = c->cap ? c->cap * 2 : 64;
+		c->free = ol_xrealloc(c->free, c->cap * sizeof(*c->free));
+	}
+	c->free[c->nfree++] = off;
+}
+
+static bool
+page_carve(struct ol_kve *e, int ci)
+{
+	struct sclass *c = &e->cls[ci];
+	for (uint32_t p = 0; p < e->n_pages; p++) {
+		if (e->pages[p].cls != PG_FREE)
+			continue;
+		e->pages[p].cls = (int16_t)ci;
+		e->pages[p].used = 0;
+		uint64_t n = OL_KVE_PAGE / c->size, base = e->data_off + (uint64_t)p * OL_KVE_PAGE;
+		for (uint64_t i = n; i-- > 0;)
+			cls_push(c, base + i * c->size);
+		return true;
+	}
+	return false;
+}
+
+static bool
+large_take(struct ol_kve *e, uint32_t np, uint64_t *off)
+{
+	uint32_t run = 0;
+	for (uint32_t p = 0; p < e->n_pages; p++) {
+		run = e->pages[p].cls == PG_FREE ? run + 1 : 0;
+		if (run < np)
+			continue;
+		uint32_t first = p + 1 - np;
+		for (uint32_t q = first; q <= p; q++)
+			e->pages[q].cls = q == first ? PG_LARGE : PG_TAIL;
+		e->pages[first].run = np;
+		*off = e->data_off + (uint64_t)first * OL_KVE_PAGE;
+		return true;
+	}
+	return false;
+}
+
+static bool
+slot_try(struct ol_kve *e, struct slot *s)
+{
+	if (s->cls == CLS_LARGE)
+		return large_take(e, s->npages, &s->off);
+	struct sclass *c = &e->cls[s->cls];
+	if (c->nfree == 0 && !page_carve(e, s->cls))
+		return false;
+	s->off = c->free[--c->nfree];
+	e->pages[page_of(e, s->off)].used++;
+	return true;
+}
+
+static void
+page_reclaim(struct ol_kve *e, uint32_t p)
+{
+	struct sclass *c = &e->cls[e->pages[p].cls];
+	uint64_t lo = e->data_off + (uint64_t)p * OL_KVE_PAGE, hi = lo + OL_KVE_PAGE;
+	size_t j = 0;
+	for (size_t i = 0; i < c->nfree; i++)
+		if (c->free[i] < lo || c->free[i] >= hi)
+			c->free[j++] = c->free[i];
+	c->nfree = j;
+	e->pages[p].cls = PG_FREE;
+}
+
+static void
+slot_free(struct ol_kve *e, const struct slot *s)
+{
+	atomic_store_explicit(&e->seqtab[s->off / OL_KVE_UNIT], 0, memory_order_release);
+	e->ent_at[s->off / OL_KVE_UNIT] = NULL;
+	e->dram_used -= slot_bytes(e, s);
+	uint32_t p = page_of(e, s->off);
+	if (s->cls == CLS_LARGE) {
+		for (uint32_t q = p; q < p + s->npages; q++)
+			e->pages[q].cls = PG_FREE;
+		return;
+	}
+	cls_push(&e->cls[s->cls], s->off);
+	if (--e->pages[p].used == 0)
+		page_reclaim(e, p);
+}
+
+static void ent_evict(struct ol_kve *e, struct ent *x);
+
+/* An LRU victim: the oldest unpinned entry of class want among the first 64, else the oldest
+ * unpinned one. */
+static struct ent *
+victim(struct ol_kve *e, int want)
+{
+	struct ent *any = NULL;
+	int seen = 0;
+	for (struct ent *x = e->lru_head; x; x = x->lnext) {
+		if (x->pins)
+			continue;
+		if (want == CLS_LARGE || x->cls == want)
+			return x;
+		if (!any)
+			any = x;
+		if (++seen >= 64 && any)
+			break;
+	}
+	return any;
+}
+
+/* Reserve a DRAM slot for len bytes, evicting as needed. 0 or -ENOSPC. */
+static int
+slot_alloc(struct ol_kve *e, uint64_t len, struct slot *s)
+{
+	s->cls = class_for(e, len);
+	s->npages = s->cls == CLS_LARGE ? (uint32_t)((len + OL_KVE_PAGE - 1) / OL_KVE_PAGE) : 1;
+	if (s->npages > e->n_pages)
+		return -ENOSPC;
+	while (!slot_try(e, s)) {
+		struct ent *v = victim(e, s->cls);
+		if (!v)
+			return -ENOSPC;
+		ent_evict(e, v);
+	}
+	s->seq = ++e->gseq;
+	atomic_store_explicit(&e->seqtab[s->off / OL_KVE_UNIT], s->seq, memory_order_release);
+	atomic_thread_fence(memory_order_seq_cst);
+	e->dram_used += slot_bytes(e, s);
+	return 0;
+}
+
+static void
+ent_attach(struct ol_kve *e, struct ent *x, const struct slot *s)
+{
+	x->off = s->off;
+	x->seq = s->seq;
+	x->cls = s->cls;
+	x->npages = s->npages;
+	e->ent_at[s->off / OL_KVE_UNIT] = x;
+}
+
+static void
+ent_slot(const struct ent *x, struct slot *s)
+{
+	s->off = x->off;
+	s->seq = x->seq;
+	s->cls = x->cls;
+	s->npages = x->npages;
+}
+
+/* ---- NVMe write-behind ---- */
+
+static void
+rec_of(const struct ent *x, struct ol_kvs_rec *r)
+{
+	memcpy(r->kk, x->k.b, 48);
+	r->len = x->len;
+	r->ver = x->ver;
+	r->flags = 0;
+}
+
+static void
+drop_segments(struct ol_kve *e, const uint64_t *ids, unsigned n)
+{
+	for (unsigned j = 0; j < n; j++) {
+		for (uint64_t i = 0; i <= e->ht_mask; i++) {
+			struct ent *x = e->ht[i], *nx;
+			for (; x; x = nx) {
+				nx = x->hnext;
+				if (x->loc.seg != ids[j])
+					continue;
+				x->loc.seg = 0;
+				e->nvme_entries--;
+				if (x->off == OL_KVE_NOOFF) {
+					ht_remove(e, x);
+					e->st.evictions++;
+					free(x);
+				}
+			}
+		}
+	}
+}
+
+static void
+ent_set_loc(struct ol_kve *e, struct ent *x, const struct ol_kvs_loc *loc)
+{
+	if (!x->loc.seg)
+		e->nvme_entries++;
+	x->loc = *loc;
+	x->dirty = false;
+	dirty_remove(e, x);
+	e->st.writebacks++;
+}
+
+/* Write x (in DRAM) to NVMe now, engine lock held. */
+static int
+spill_now(struct ol_kve *e, struct ent *x)
+{
+	struct ol_kvs_rec r;
+	struct ol_kvs_loc loc;
+	uint64_t dropped[8];
+	unsigned nd;
+	rec_of(x, &r);
+	int rc = ol_kvs_append(e->spill, &r, e->base + x->off, &loc, dropped, &nd);
+	if (rc == 0)
+		ent_set_loc(e, x, &loc);
+	x->pins++; /* keep x alive across drop_segments */
+	drop_segments(e, dropped, nd);
+	x->pins--;
+	return rc;
+}
+
+static void
+ent_free(struct ol_kve *e, struct ent *x)
+{
+	if (x->off != OL_KVE_NOOFF) {
+		struct slot s;
+		ent_slot(x, &s);
+		slot_free(e, &s);
+		if (x->state == ST_LIVE)
+			e->dram_entries--;
+	}
+	if (x->loc.seg)
+		e->nvme_entries--;
+	lru_remove(e, x);
+	dirty_remove(e, x);
+	free(x);
+}
+
+/* Evict x from DRAM (x live, unpinned): demote to NVMe or drop. */
+static void
+ent_evict(struct ol_kve *e, struct ent *x)
+{
+	if (x->dirty && e->spill && spill_now(e, x) < 0)
+		ol_warn("kv: dropping a block that could not be written to NVMe");
+	if (x->loc.seg) {
+		struct slot s;
+		ent_slot(x, &s);
+		lru_remove(e, x);
+		dirty_remove(e, x);
+		slot_free(e, &s);
+		x->off = OL_KVE_NOOFF;
+		e->dram_entries--;
+		e->st.demotions++;
+		return;
+	}
+	ht_remove(e, x);
+	e->st.evictions++;
+	ent_free(e, x);
+}
+
+/* One write-behind pass over the dirty list. Returns blocks written. */
+static unsigned
+writeback_pass(struct ol_kve *e)
+{
+	unsigned n = 0;
+	pthread_mutex_lock(&e->mu);
+	while (e->dirty_head) {
+		struct ent *x = e->dirty_head;
+		struct ol_kvs_rec r;
+		struct ol_kvs_loc loc;
+		uint64_t dropped[8];
+		unsigned nd;
+		dirty_remove(e, x);
+		x->pins++;
+		rec_of(x, &r);
+		const uint8_t *src = e->base + x->off;
+		pthread_mutex_unlock(&e->mu);
+		int rc = ol_kvs_append(e->spill, &r, src, &loc, dropped, &nd);
+		pthread_mutex_lock(&e->mu);
+		x->pins--;
+		if (rc == 0 && x->state == ST_LIVE)
+			ent_set_loc(e, x, &loc);
+		drop_segments(e, dropped, nd);
+		if (x->state == ST_DEAD && x->pins == 0)
+			ent_free(e, x);
+		if (rc < 0)
+			break; /* disk trouble: stays DRAM-only; retried when evicted */
+		n++;
+	}
+	pthread_mutex_unlock(&e->mu);
+	if (n)
+		ol_kvs_sync(e->spill);
+	return n;
+}
+
+static void *
+writeback_main(void *arg)
+{
+	struct ol_kve *e = arg;
+	unsigned tick = e->wb_ms / 4 ? e->wb_ms / 4 : 1;
+	pthread_mutex_lock(&e->mu);
+	while (!e->stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += (long)(tick % 1000) * 1000000L;
+		ts.tv_sec += tick / 1000 + ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&e->wb_cv, &e->mu, &ts);
+		if (e->stop)
+			break;
+		pthread_mutex_unlock(&e->mu);
+		writeback_pass(e);
+		pthread_mutex_lock(&e->mu);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}
+
+int
+ol_kve_flush(struct ol_kve *e)
+{
+	if (e->spill)
+		writeback_pass(e);
+	return 0;
+}
+
+/* ---- open / close ---- */
+
+static void
+recover_one(void *arg, const struct ol_kvs_rec *r, const struct ol_kvs_loc *loc)
+{
+	struct ol_kve *e = arg;
+	struct ol_kvk k;
+	memcpy(k.b, r->kk, 48);
+	uint64_t h = khash(&k);
+	struct ent *x = ht_find(e, &k, h);
+	if (r->ver > e->gver)
+		e->gver = r->ver;
+	if (x && x->ver >= r->ver)
+		return;
+	if (r->flags & OL_KVS_TOMBSTONE) {
+		if (x) {
+			ht_remove(e, x);
+			ent_free(e, x);
+		}
+		return;
+	}
+	if (!x) {
+		x = ol_xcalloc(1, sizeof(*x));
+		x->k = k;
+		x->h = h;
+		x->off = OL_KVE_NOOFF;
+		x->state = ST_LIVE;
+		ht_insert(e, x);
+	}
+	if (!x->loc.seg)
+		e->nvme_entries++;
+	x->len = r->len;
+	x->ver = r->ver;
+	x->loc = *loc;
+}
+
+static int
+map_dram(struct ol_kve *e, const struct ol_kve_opts *o)
+{
+	uint64_t pages = o->dram_bytes / OL_KVE_PAGE;
+	e->n_pages = (uint32_t)(pages ? pages : 1);
+	uint64_t data = (uint64_t)e->n_pages * OL_KVE_PAGE, d = OL_KVE_PAGE;
+	while ((d + data) / OL_KVE_UNIT * 8 > d)
+		d += OL_KVE_PAGE;
+	e->data_off = d;
+	e->size = d + data;
+	void *p;
+	if (o->shm_name && o->shm_name[0]) {
+		snprintf(e->shm_name, sizeof(e->shm_name), "%s", o->shm_name);
+		shm_unlink(e->shm_name); /* a leftover of a crashed run */
+		int fd = shm_open(e->shm_name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return -errno;
+		if (ftruncate(fd, (off_t)e->size) != 0) {
+			int rc = -errno;
+			close(fd);
+			shm_unlink(e->shm_name);
+			return rc;
+		}
+		p = mmap(NULL, e->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+		close(fd);
+		e->is_shm = true;
+	} else {
+		p = mmap(NULL, e->size, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	}
+	if (p == MAP_FAILED)
+		return -errno;
+	madvise(p, e->size, MADV_HUGEPAGE); /* best effort: THP for shmem may be off */
+	e->base = p;
+	e->seqtab = (_Atomic uint64_t *)p;
+	return 0;
+}
+
+static void
+init_classes(struct ol_kve *e)
+{
+	uint64_t s = 8192;
+	e->cls[0].size = 4096;
+	for (int c = 1; c < NCLS; c += 2, s *= 2) {
+		e->cls[c].size = s;
+		if (c + 1 < NCLS)
+			e->cls[c + 1].size = s + s / 2;
+	}
+	e->cls[NCLS - 1].size = OL_KVE_PAGE;
+}
+
+int
+ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out)
+{
+	struct ol_kve *e = ol_xcalloc(1, sizeof(*e));
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->wb_cv, NULL);
+	e->max_block = o->max_block ? o->max_block : (64u << 20);
+	e->wb_ms = o->writeback_ms;
+	init_classes(e);
+	int rc = map_dram(e, o);
+	if (rc < 0) {
+		ol_err("kv: cannot map the DRAM tier (%llu bytes, shm %s): %s",
+		       (unsigned long long)o->dram_bytes, o->shm_name ? o->shm_name : "-",
+		       strerror(-rc));
+		free(e);
+		return rc;
+	}
+	e->pages = ol_xcalloc(e->n_pages, sizeof(*e->pages));
+	for (uint32_t p = 0; p < e->n_pages; p++)
+		e->pages[p].cls = PG_FREE;
+	e->ent_at = ol_xcalloc(e->size / OL_KVE_UNIT, sizeof(*e->ent_at));
+	e->ht_mask = 1023;
+	e->ht = ol_xcalloc(e->ht_mask + 1, sizeof(*e->ht));
+	if (getrandom(&e->epoch, sizeof(e->epoch), 0) != sizeof(e->epoch))
+		e->epoch = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+	/* unit 0 of the table is never a slot: it carries the epoch so a client can check that
+	 * the object it mapped is this server's */
+	atomic_store(&e->seqtab[0], e->epoch);
+	if (o->spill_dir && o->spill_dir[0]) {
+		rc = ol_kvs_open(o->spill_dir, o->spill_bytes, e->max_block, recover_one, e,
+				 &e->spill);
+		if (rc < 0) {
+			ol_err("kv: cannot open the NVMe tier in %s: %s", o->spill_dir,
+			       strerror(-rc));
+			ol_kve_close(e);
+			return rc;
+		}
+		ol_info("kv: NVMe tier %s: %llu blocks recovered", o->spill_dir,
+			(unsigned long long)e->nvme_entries);
+		rc = pthread_create(&e->wb, NULL, writeback_main, e);
+		if (rc != 0) {
+			ol_kve_close(e);
+			return -rc;
+		}
+		e->wb_running = true;
+	}
+	*out = e;
+	return 0;
+}
+
+void
+ol_kve_close(struct ol_kve *e)
+{
+	if (!e)
+		return;
+	if (e->wb_running) {
+		pthread_mutex_lock(&e->mu);
+		e->stop = true;
+		pthread_cond_signal(&e->wb_cv);
+		pthread_mutex_unlock(&e->mu);
+		pthread_join(e->wb, NULL);
+		writeback_pass(e);
+	}
+	for (uint64_t i = 0; e->ht && i <= e->ht_mask; i++) {
+		struct ent *x = e->ht[i], *nx;
+		for (; x; x = nx) {
+			nx = x->hnext;
+			free(x);
+		}
+	}
+	ol_kvs_close(e->spill);
+	if (e->base)
+		munmap(e->base, e->size);
+	if (e->is_shm)
+		shm_unlink(e->shm_name);
+	for (int c = 0; c < NCLS; c++)
+		free(e->cls[c].free);
+	free(e->ht);
+	free(e->ent_at);
+	free(e->pages);
+	pthread_cond_destroy(&e->wb_cv);
+	pthread_mutex_destroy(&e->mu);
+	free(e);
+}
+
+/* ---- operations ---- */
+
+static void
+slot_out(const struct ol_kve *e, const struct ent *x, struct ol_kve_slot *s)
+{
+	s->ptr = e->base + x->off;
+	s->off = x->off;
+	s->seq = x->seq;
+	s->len = x->len;
+}
+
+int
+ol_kve_alloc(struct ol_kve *e, const struct ol_kvk *k, uint64_t len, struct ol_kve_slot *s)
+{
+	if (len > e->max_block)
+		return OL_KV_TOO_LARGE;
+	uint64_t h = khash(k);
+	struct slot sl;
+	int rc = OL_KV_OK;
+	pthread_mutex_lock(&e->mu);
+	if (ht_find(e, k, h)) {
+		e->st.dup_puts++;
+		rc = OL_KV_EXISTS;
+		goto out;
+	}
+	if (slot_alloc(e, len ? len : 1, &sl) < 0) {
+		e->st.full++;
+		rc = OL_KV_FULL;
+		goto out;
+	}
+	struct ent *x = ol_xcalloc(1, sizeof(*x));
+	x->k = *k;
+	x->h = h;
+	x->len = len;
+	x->pins = 1;
+	x->state = ST_PENDING;
+	ent_attach(e, x, &sl);
+	slot_out(e, x, s);
+out:
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+static struct ent *
+ent_by_slot(struct ol_kve *e, uint64_t off, uint64_t seq)
+{
+	if (off % OL_KVE_UNIT || off < e->data_off || off >= e->size)
+		return NULL;
+	struct ent *x = e->ent_at[off / OL_KVE_UNIT];
+	return x && x->off == off && x->seq == seq ? x : NULL;
+}
+
+int
+ol_kve_commit(struct ol_kve *e, const struct ol_kvk *k, uint64_t off, uint64_t seq, uint64_t len)
+{
+	int rc = OL_KV_OK;
+	pthread_mutex_lock(&e->mu);
+	struct ent *x = ent_by_slot(e, off, seq);
+	if (!x || x->state != ST_PENDING || memcmp(x->k.b, k->b, 48) != 0 || len > x->len) {
+		rc = OL_KV_ERROR;
+		goto out;
+	}
+	if (ht_find(e, k, x->h)) {
+		e->st.dup_puts++;
+		ent_free(e, x);
+		rc = OL_KV_EXISTS;
+		goto out;
+	}
+	x->len = len;
+	x->state = ST_LIVE;
+	x->pins = 0;
+	x->ver = ++e->gver;
+	ht_insert(e, x);
+	lru_append(e, x);
+	e->dram_entries++;
+	e->st.puts++;
+	if (e->spill) {
+		x->dirty = true;
+		dirty_append(e, x);
+		if (e->wb_ms == 0)
+			pthread_cond_signal(&e->wb_cv);
+	}
+out:
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+void
+ol_kve_release(struct ol_kve *e, uint64_t off, uint64_t seq)
+{
+	pthread_mutex_lock(&e->mu);
+	struct ent *x = ent_by_slot(e, off, seq);
+	if (x && x->pins > 0 && --x->pins == 0 && x->state != ST_LIVE)
+		ent_free(e, x);
+	pthread_mutex_unlock(&e->mu);
+}
+
+static int
+pin_dram(struct ol_kve *e, struct ent *x, struct ol_kve_slot *s)
+{
+	x->pins++;
+	lru_remove(e, x);
+	lru_append(e, x);
+	slot_out(e, x, s);
+	return OL_KV_OK;
+}
+
+/* x is NVMe only: read it (lock dropped), then promote it. Lock held on entry and exit. */
+static int
+pin_nvme(struct ol_kve *e, const struct ol_kvk *k, uint64_t h, bool need_dram,
+	 struct ol_kve_slot *s)
+{
+	struct ent *x = ht_find(e, k, h);
+	struct ol_kvs_rec r;
+	struct ol_kvs_loc loc = x->loc;
+	const void *val;
+	rec_of(x, &r);
+	pthread_mutex_unlock(&e->mu);
+	int rc = ol_kvs_read(e->spill, &r, &loc, &val);
+	pthread_mutex_lock(&e->mu);
+	struct slot sl;
+	int ar = rc == 0 ? slot_alloc(e, r.len ? r.len : 1, &sl) : -1;
+	x = ht_find(e, k, h);
+	if (!x || x->ver != r.ver || x->off != OL_KVE_NOOFF) {
+		if (ar == 0)
+			slot_free(e, &sl);
+		return x && x->ver == r.ver ? pin_dram(e, x, s) : OL_KV_MISS;
+	}
+	if (rc < 0) {
+		if (rc == -EBADMSG || rc == -ENOENT) {
+			ht_remove(e, x);
+			ent_free(e, x);
+		}
+		e->st.corrupt += rc == -EBADMSG;
+		return rc == -EBADMSG ? OL_KV_CORRUPT : OL_KV_MISS;
+	}
+	if (ar < 0) {
+		if (need_dram)
+			return OL_KV_MISS;
+		s->ptr = (uint8_t *)val;
+		s->off = OL_KVE_NOOFF;
+		s->seq = 0;
+		s->len = r.len;
+		return OL_KV_OK;
+	}
+	memcpy(e->base + sl.off, val, r.len);
+	ent_attach(e, x, &sl);
+	e->dram_entries++;
+	e->st.promotions++;
+	return pin_dram(e, x, s);
+}
+
+int
+ol_kve_pin(struct ol_kve *e, const struct ol_kvk *k, bool need_dram, struct ol_kve_slot *s)
+{
+	uint64_t h = khash(k);
+	int rc;
+	pthread_mutex_lock(&e->mu);
+	struct ent *x = ht_find(e, k, h);
+	if (!x) {
+		rc = OL_KV_MISS;
+	} else if (x->off != OL_KVE_NOOFF) {
+		e->st.hits_dram++;
+		rc = pin_dram(e, x, s);
+	} else {
+		rc = pin_nvme(e, k, h, need_dram, s);
+		e->st.hits_nvme += rc == OL_KV_OK;
+	}
+	if (rc == OL_KV_OK)
+		e->st.hits++;
+	else
+		e->st.misses++;
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+int
+ol_kve_exists(struct ol_kve *e, const struct ol_kvk *k, uint64_t *len)
+{
+	uint64_t h = khash(k);
+	pthread_mutex_lock(&e->mu);
+	struct ent *x = ht_find(e, k, h);
+	if (x)
+		*len = x->len;
+	pthread_mutex_unlock(&e->mu);
+	return x ? OL_KV_OK : OL_KV_MISS;
+}
+
+static void
+tombstone(struct ol_kve *e, struct ent *x)
+{
+	struct ol_kvs_rec r;
+	struct ol_kvs_loc loc;
+	uint64_t dropped[8];
+	unsigned nd;
+	rec_of(x, &r);
+	r.ver = ++e->gver;
+	r.flags = OL_KVS_TOMBSTONE;
+	if (ol_kvs_append(e->spill, &r, NULL, &loc, dropped, &nd) < 0)
+		ol_warn("kv: tombstone write failed; the block may come back after a restart");
+	drop_segments(e, dropped, nd);
+}
+
+int
+ol_kve_delete(struct ol_kve *e, const struct ol_kvk *k)
+{
+	uint64_t h = khash(k);
+	pthread_mutex_lock(&e->mu);
+	struct ent *x = ht_find(e, k, h);
+	if (!x) {
+		pthread_mutex_unlock(&e->mu);
+		return OL_KV_MISS;
+	}
+	ht_remove(e, x);
+	e->st.deletes++;
+	x->pins++; /* keep x while the tombstone may drop segments */
+	if (e->spill && (x->loc.seg || x->pins > 1))
+		tombstone(e, x);
+	x->pins--;
+	lru_remove(e, x);
+	dirty_remove(e, x);
+	if (x->off != OL_KVE_NOOFF && x->pins) {
+		x->state = ST_DEAD; /* freed by the last release */
+		e->dram_entries--;
+		if (x->loc.seg)
+			e->nvme_entries--;
+		x->loc.seg = 0;
+	} else {
+		ent_free(e, x);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return OL_KV_OK;
+}
+
+/* ---- stats and geometry ---- */
+
+void
+ol_kve_get_stats(struct ol_kve *e, struct ol_kve_stats *st)
+{
+	pthread_mutex_lock(&e->mu);
+	*st = e->st;
+	st->dram_cap = (uint64_t)e->n_pages * OL_KVE_PAGE;
+	st->dram_used = e->dram_used;
+	st->dram_entries = e->dram_entries;
+	st->nvme_entries = e->nvme_entries;
+	st->entries = e->n_ent;
+	st->pinned = 0;
+	for (struct ent *x = e->lru_head; x; x = x->lnext)
+		st->pinned += x->pins > 0;
+	pthread_mutex_unlock(&e->mu);
+	if (e->spill) {
+		struct ol_kvs_stats ss;
+		ol_kvs_get_stats(e->spill, &ss);
+		st->nvme_cap = ss.cap;
+		st->nvme_used = ss.used;
+	}
+}
+
+int
+ol_kve_stats_json(struct ol_kve *e, char *buf, size_t cap)
+{
+	struct ol_kve_stats s;
+	ol_kve_get_stats(e, &s);
+	int n =
+	    snprintf(buf, cap,
+		     "{\"dram_capacity\":%llu,\"dram_used\":%llu,\"dram_entries\":%llu,"
+		     "\"nvme_capacity\":%llu,\"nvme_used\":%llu,\"nvme_entries\":%llu,"
+		     "\"entries\":%llu,\"puts\":%llu,\"dup_puts\":%llu,\"hits\":%llu,"
+		     "\"hits_dram\":%llu,\"hits_nvme\":%llu,\"misses\":%llu,\"evictions\":%llu,"
+		     "\"demotions\":%llu,\"promotions\":%llu,\"writebacks\":%llu,\"corrupt\":%llu,"
+		     "\"deletes\":%llu,\"full\":%llu,\"pinned\":%llu,\"max_block\":%llu,"
+		     "\"nvme\":%s,\"shm\":%s}",
+		     (unsigned long long)s.dram_cap, (unsigned long long)s.dram_used,
+		     (unsigned long long)s.dram_entries, (unsigned long long)s.nvme_cap,
+		     (unsigned long long)s.nvme_used, (unsigned long long)s.nvme_entries,
+		     (unsigned long long)s.entries, (unsigned long long)s.puts,
+		     (unsigned long long)s.dup_puts, (unsigned long long)s.hits,
+		     (unsigned long long)s.hits_dram, (unsigned long long)s.hits_nvme,
+		     (unsigned long long)s.misses, (unsigned long long)s.evictions,
+		     (unsigned long long)s.demotions, (unsigned long long)s.promotions,
+		     (unsigned long long)s.writebacks, (unsigned long long)s.corrupt,
+		     (unsigned long long)s.deletes, (unsigned long long)s.full,
+		     (unsigned long long)s.pinned, (unsigned long long)e->max_block,
+		     e->spill ? "true" : "false", e->is_shm ? "true" : "false");
+	return n < 0 || (size_t)n >= cap ? -ENOSPC : n;
+}
+
+const char *
+ol_kve_shm_name(const struct ol_kve *e)
+{
+	return e->is_shm ? e->shm_name : "";
+}
+
+uint64_t
+ol_kve_shm_size(const struct ol_kve *e)
+{
+	return e->size;
+}
+
+uint64_t
+ol_kve_max_block(const struct ol_kve *e)
+{
+	return e->max_block;
+}
+
+uint64_t
+ol_kve_epoch(const struct ol_kve *e)
+{
+	return e->epoch;
+}

@@ -1,0 +1,97 @@
+/* kv/engine.h - the KV index and its two tiers (internal to kv/).
+ *
+ * DRAM tier: one POSIX shm object = [u64 slot-sequence table: one per 4 KiB unit][2 MiB pages].
+ * A page holds slots of one size class (4 KiB .. 2 MiB, steps of x1.5/x1.33); a block larger
+ * than a page takes a run of contiguous pages. Entries live in a hash table keyed by
+ * (32-byte key, 128-bit namespace hash); DRAM-resident entries sit on one LRU list.
+ *
+ * Sequence rule (what makes local readers safe): every slot handed out gets a fresh seq,
+ * stored in the table at seq[off / 4096] before anyone writes the slot. A reader that copied
+ * a slot re-reads that seq after its copy; a mismatch means the slot was recycled: a miss.
+ * Pinned slots (readers in flight, writes in flight) are never evicted or recycled.
+ *
+ * Eviction: LRU, preferring an entry of the wanted size class; an evicted entry that is on
+ * NVMe is demoted (kept in the index, NVMe only); a dirty one is first written to NVMe; with
+ * no NVMe tier it is dropped. An NVMe hit is promoted back into DRAM.
+ *
+ * Thread-safe: one mutex around the index; bulk copies of pinned slots happen outside it. */
+#ifndef OL_KV_ENGINE_H
+#define OL_KV_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define OL_KVE_UNIT  4096u
+#define OL_KVE_PAGE  (2u << 20)
+#define OL_KVE_NOOFF UINT64_MAX
+
+struct ol_kve;
+
+struct ol_kve_opts {
+	uint64_t dram_bytes;
+	const char *shm_name;  /* "/name"; NULL or "" = anonymous memory (no local path) */
+	const char *spill_dir; /* NULL or "" = no NVMe tier */
+	uint64_t spill_bytes;
+	uint64_t max_block;
+	unsigned writeback_ms; /* write-behind delay bound; the thread runs when spill_dir set */
+};
+
+/* key[32] + namespace hash[16] */
+struct ol_kvk {
+	uint8_t b[48];
+};
+
+/* A pinned or reserved slot. ptr is valid until unpin/commit/abort. */
+struct ol_kve_slot {
+	uint8_t *ptr;
+	uint64_t off; /* shm offset, OL_KVE_NOOFF when ptr is a thread-local bounce copy */
+	uint64_t seq;
+	uint64_t len;
+};
+
+struct ol_kve_stats {
+	uint64_t dram_cap, dram_used, dram_entries, nvme_cap, nvme_used, nvme_entries, entries;
+	uint64_t puts, dup_puts, hits, hits_dram, hits_nvme, misses, evictions, demotions;
+	uint64_t promotions, writebacks, corrupt, deletes, pinned, full;
+};
+
+int ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out);
+/* Writes every dirty block to the NVMe tier, then frees. */
+void ol_kve_close(struct ol_kve *e);
+
+void ol_kve_ns_hash(const void *ns, size_t len, uint8_t out[16]);
+void ol_kve_key(struct ol_kvk *k, const uint8_t key[32], const uint8_t ns[16]);
+
+/* Reserve a slot of len bytes for k. Returns OL_KV_OK (slot filled, pinned, pending),
+ * OL_KV_EXISTS (k is stored; nothing reserved), OL_KV_TOO_LARGE, OL_KV_FULL. */
+int ol_kve_alloc(struct ol_kve *e, const struct ol_kvk *k, uint64_t len, struct ol_kve_slot *s);
+/* Publish a reserved slot under k (len <= reserved). OL_KV_OK, OL_KV_EXISTS (another put won;
+ * the slot is freed), OL_KV_ERROR (no such pending slot). */
+int ol_kve_commit(struct ol_kve *e, const struct ol_kvk *k, uint64_t off, uint64_t seq,
+		  uint64_t len);
+/* Drop a reservation or a pin (matched by off+seq; stale pairs are ignored). */
+void ol_kve_release(struct ol_kve *e, uint64_t off, uint64_t seq);
+
+/* Find k and pin its bytes. need_dram: fail with OL_KV_MISS rather than return a bounce copy
+ * (local readers need a shm slot). OL_KV_OK, OL_KV_MISS, OL_KV_CORRUPT. Refreshes LRU. */
+int ol_kve_pin(struct ol_kve *e, const struct ol_kvk *k, bool need_dram, struct ol_kve_slot *s);
+/* OL_KV_OK (*len set) or OL_KV_MISS. Does not refresh LRU. */
+int ol_kve_exists(struct ol_kve *e, const struct ol_kvk *k, uint64_t *len);
+/* OL_KV_OK or OL_KV_MISS. */
+int ol_kve_delete(struct ol_kve *e, const struct ol_kvk *k);
+
+void ol_kve_get_stats(struct ol_kve *e, struct ol_kve_stats *st);
+/* Stats as one JSON object into buf; returns length or -ENOSPC. */
+int ol_kve_stats_json(struct ol_kve *e, char *buf, size_t cap);
+
+/* Shm geometry for HELLO. */
+const char *ol_kve_shm_name(const struct ol_kve *e);
+uint64_t ol_kve_shm_size(const struct ol_kve *e);
+uint64_t ol_kve_max_block(const struct ol_kve *e);
+uint64_t ol_kve_epoch(const struct ol_kve *e);
+
+/* Write every dirty block now (tests; shutdown). 0 or -errno. */
+int ol_kve_flush(struct ol_kve *e);
+
+#endif

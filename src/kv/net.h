@@ -1,0 +1,25 @@
+/* kv/net.h - small blocking-socket helpers shared by the KV server and libopenlake (which must
+ * not depend on the daemon's io/ and base/ layers: no logging, no aborts). Return 0 / fd or
+ * -errno. Peer close in the middle of a message is -ECONNRESET. Timeouts come from
+ * SO_RCVTIMEO / SO_SNDTIMEO set by kvnet_set_timeout (-EAGAIN is reported as -ETIMEDOUT). */
+#ifndef OL_KV_NET_H
+#define OL_KV_NET_H
+
+#include <stddef.h>
+#include <sys/uio.h>
+
+/* Listen on "host:port" (numeric host, "localhost" or "*"), SO_REUSEADDR + SO_REUSEPORT.
+ * *port = the bound port. */
+int kvnet_listen(const char *addr, unsigned *port);
+/* Connect to "host:port" within timeout_ms; TCP_NODELAY, CLOEXEC, blocking afterwards. */
+int kvnet_connect(const char *addr, unsigned timeout_ms);
+int kvnet_set_timeout(int fd, unsigned timeout_ms); /* 0 = none */
+int kvnet_read_full(int fd, void *buf, size_t len);
+/* iov is modified. */
+int kvnet_readv_full(int fd, struct iovec *iov, int n);
+int kvnet_writev_full(int fd, struct iovec *iov, int n);
+int kvnet_write_full(int fd, const void *buf, size_t len);
+/* Read and throw away len bytes. */
+int kvnet_skip(int fd, size_t len);
+
+#endif

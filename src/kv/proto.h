@@ -1,0 +1,126 @@
+/* kv/proto.h - the KV pool wire protocol (docs/kv-protocol.md): pure encoders and decoders
+ * over byte buffers, shared by the server and libopenlake. No sockets, no logging, no malloc.
+ *
+ * A frame = 32-byte header + body. Body = count fixed-size entries; in PUT requests each
+ * entry is followed by its value; in GET replies each OK entry is followed by its value and
+ * the header's body_len is 0 (streamed: the server pins, sends, unpins one entry at a time).
+ * HELLO and STATS carry an op-specific blob. All integers little-endian. */
+#ifndef OL_KV_PROTO_H
+#define OL_KV_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define OL_KVP_MAGIC	 0x564b4c4fu /* "OLKV" as bytes on the wire */
+#define OL_KVP_VERSION	 1
+#define OL_KVP_HDR	 32
+#define OL_KVP_REQ_ENT	 56 /* key[32] len off seq */
+#define OL_KVP_REP_ENT	 32 /* status rsv len off seq */
+#define OL_KVP_KEY	 32
+#define OL_KVP_MAX_BATCH 1024
+#define OL_KVP_MAX_NS	 1024
+#define OL_KVP_MAX_HOST	 256
+#define OL_KVP_MAX_BLOB	 (1u << 20) /* HELLO/STATS bodies */
+
+enum ol_kvp_op {
+	OL_KVP_HELLO = 1,
+	OL_KVP_PUT = 2,
+	OL_KVP_GET = 3,
+	OL_KVP_EXISTS = 4,
+	OL_KVP_DELETE = 5,
+	OL_KVP_STATS = 6,
+	OL_KVP_ALLOC = 7,
+	OL_KVP_COMMIT = 8,
+	OL_KVP_LOOKUP = 9,
+	OL_KVP_RELEASE = 10,
+	OL_KVP_OP_MAX = 10
+};
+
+#define OL_KVP_F_NOREPLY 0x01 /* request: send no reply (RELEASE only) */
+#define OL_KVP_F_REPLY	 0x80 /* set on every reply */
+
+#define OL_KVP_HELLO_LOCAL 0x1 /* request: wants the shm path; reply: granted */
+
+struct ol_kvp_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint8_t op;
+	uint8_t flags;
+	uint32_t count;	 /* entries */
+	int32_t status;	 /* reply: 0 or -errno for the whole frame; request: 0 */
+	uint64_t req_id; /* echoed in the reply */
+	uint64_t body_len;
+};
+
+struct ol_kvp_req_ent {
+	uint8_t key[OL_KVP_KEY];
+	uint64_t len; /* PUT/ALLOC: value size; GET: receive capacity; COMMIT: value size */
+	uint64_t off; /* COMMIT/RELEASE: slot offset in the shm */
+	uint64_t seq; /* COMMIT/RELEASE: slot sequence */
+};
+
+struct ol_kvp_rep_ent {
+	int32_t status; /* enum ol_kv_status */
+	uint32_t rsv;
+	uint64_t len; /* value size */
+	uint64_t off; /* ALLOC/LOOKUP: slot offset in the shm */
+	uint64_t seq; /* ALLOC/LOOKUP: slot sequence to check after the copy */
+};
+
+struct ol_kvp_hello {
+	uint32_t version;
+	uint32_t flags;
+	const char *ns; /* not NUL-terminated */
+	uint16_t ns_len;
+	const char *host; /* host identity (boot id): same string = same machine */
+	uint16_t host_len;
+};
+
+struct ol_kvp_welcome {
+	uint32_t flags;
+	uint32_t max_batch;
+	uint64_t max_block;
+	uint64_t shm_size;
+	uint64_t epoch;	  /* changes at each server start: remap the shm when it does */
+	uint64_t seq_off; /* offset of the u64 slot-sequence table in the shm */
+	uint64_t unit;	  /* the table has one u64 per unit bytes of the shm */
+	const char *shm_name;
+	uint16_t name_len;
+};
+
+/* Limits a receiver enforces on a request header. */
+struct ol_kvp_limits {
+	uint32_t max_batch;
+	uint64_t max_block;
+};
+
+void ol_kvp_hdr_encode(uint8_t out[OL_KVP_HDR], const struct ol_kvp_hdr *h);
+/* Decode a header: returns OL_KVP_HDR, 0 if len < OL_KVP_HDR, -EBADMSG (magic),
+ * -EPROTONOSUPPORT (version). Fields are not range-checked: use ol_kvp_check_req. */
+int ol_kvp_hdr_decode(const uint8_t *buf, size_t len, struct ol_kvp_hdr *h);
+/* Check a request header: known op, no reply flag, count <= limits, body_len consistent with
+ * count for ops without payload (PUT: within [entries, entries + count * max_block]).
+ * 0 or -EINVAL / -EMSGSIZE. */
+int ol_kvp_check_req(const struct ol_kvp_hdr *h, const struct ol_kvp_limits *lim);
+/* PUT bodies interleave entries and values: ent, value, ent, value... Check one entry whose
+ * value must fit in the left bytes of the body. 0 or -EMSGSIZE. */
+int ol_kvp_check_put_ent(const struct ol_kvp_req_ent *e, uint64_t left,
+			 const struct ol_kvp_limits *lim);
+
+void ol_kvp_req_ent_encode(uint8_t out[OL_KVP_REQ_ENT], const struct ol_kvp_req_ent *e);
+void ol_kvp_req_ent_decode(const uint8_t in[OL_KVP_REQ_ENT], struct ol_kvp_req_ent *e);
+void ol_kvp_rep_ent_encode(uint8_t out[OL_KVP_REP_ENT], const struct ol_kvp_rep_ent *e);
+void ol_kvp_rep_ent_decode(const uint8_t in[OL_KVP_REP_ENT], struct ol_kvp_rep_ent *e);
+
+/* HELLO body: encode returns bytes written or -ENOSPC; decode returns 0 or -EINVAL (ns and host
+ * point into buf). */
+int ol_kvp_hello_encode(uint8_t *out, size_t cap, const struct ol_kvp_hello *h);
+int ol_kvp_hello_decode(const uint8_t *buf, size_t len, struct ol_kvp_hello *h);
+int ol_kvp_welcome_encode(uint8_t *out, size_t cap, const struct ol_kvp_welcome *w);
+int ol_kvp_welcome_decode(const uint8_t *buf, size_t len, struct ol_kvp_welcome *w);
+
+/* Parse one complete request frame held in buf (the fuzz target's entry): header, checks,
+ * entries, payload lengths. Returns bytes consumed, 0 = need more, -errno = malformed. */
+int ol_kvp_parse_request(const uint8_t *buf, size_t len, const struct ol_kvp_limits *lim);
+
+#endif

@@ -1,0 +1,68 @@
+/* kv/spill.h - the NVMe tier: append-only segment files "seg-NNNNNNNNNN.olkv" in one
+ * directory, written and read with io_uring (O_DIRECT when the file system allows it).
+ *
+ * Record = 128-byte header + value, padded to 4 KiB:
+ *   u32 magic "OLKR", u16 version, u16 flags (1 = tombstone), key[32], ns[16], u64 len,
+ *   u64 ver, u64 xxh3(value), u64 time_ms, ..., u64 xxh3(header bytes 0..120) at 120.
+ * Recovery scans every segment in id order and stops a segment at the first bad header or
+ * short record (a torn tail); reads check header, key and value checksum, so a torn or
+ * overwritten record is never returned. Thread-safe (one mutex for appends and the segment
+ * table); each calling thread gets its own io_uring and bounce buffer. */
+#ifndef OL_KV_SPILL_H
+#define OL_KV_SPILL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define OL_KVS_HDR	 128
+#define OL_KVS_ALIGN	 4096
+#define OL_KVS_TOMBSTONE 1
+
+struct ol_kvs;
+
+struct ol_kvs_rec {
+	uint8_t kk[48]; /* key[32] + ns hash[16] */
+	uint64_t len;
+	uint64_t ver;
+	uint16_t flags;
+};
+
+struct ol_kvs_loc {
+	uint64_t seg; /* 0 = none */
+	uint64_t off;
+};
+
+typedef void (*ol_kvs_recover_fn)(void *arg, const struct ol_kvs_rec *r,
+				  const struct ol_kvs_loc *loc);
+
+/* Open (create) dir and recover: calls fn for every valid record in write order, then starts
+ * a fresh segment. cap = total bytes the segments may use (oldest dropped first).
+ * 0 or -errno. */
+int ol_kvs_open(const char *dir, uint64_t cap, uint64_t max_value, ol_kvs_recover_fn fn, void *arg,
+		struct ol_kvs **out);
+void ol_kvs_close(struct ol_kvs *s);
+
+/* Append one record (val may be NULL for a tombstone). On success *loc is where it lies; when
+ * older segments had to be dropped to make room, their ids are in dropped[0..*n_dropped)
+ * (at most 8; the caller removes index entries pointing to them). 0 or -errno. */
+int ol_kvs_append(struct ol_kvs *s, const struct ol_kvs_rec *r, const void *val,
+		  struct ol_kvs_loc *loc, uint64_t *dropped, unsigned *n_dropped);
+
+/* fdatasync the segment being written. 0 or -errno. */
+int ol_kvs_sync(struct ol_kvs *s);
+
+/* Read the record at loc into this thread's bounce buffer and check it against r (key, ns,
+ * len, ver). Returns 0 and *val (valid until this thread's next read), -ENOENT (segment
+ * dropped), -EBADMSG (checksum or identity mismatch), -EIO / -errno. */
+int ol_kvs_read(struct ol_kvs *s, const struct ol_kvs_rec *r, const struct ol_kvs_loc *loc,
+		const void **val);
+
+/* On-disk size of a record of len value bytes. */
+uint64_t ol_kvs_rec_size(uint64_t len);
+
+struct ol_kvs_stats {
+	uint64_t cap, used, segments, appended, dropped_segments, corrupt;
+};
+void ol_kvs_get_stats(struct ol_kvs *s, struct ol_kvs_stats *st);
+
+#endif
