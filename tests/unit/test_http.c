@@ -229,7 +229,8 @@ dechunk(const char *in, size_t len, size_t step, char *out, size_t *used)
 		ssize_t k = ol_http_chunked_feed(&c, in + off, n, &d, &dl);
 		if (k < 0)
 			return k;
-		memcpy(out + o, d, dl);
+		if (dl)
+			memcpy(out + o, d, dl);
 		o += dl;
 		off += (size_t)k;
 	}
@@ -270,7 +271,8 @@ test_chunked(void)
 					bad++;
 					break;
 				}
-				memcpy(out + o, d, dl);
+				if (dl)
+					memcpy(out + o, d, dl);
 				o += dl;
 				off += (size_t)k;
 			}
