@@ -49,10 +49,17 @@ def candidates():
     bpath = Path(build) if os.path.isabs(build) else root / build
     out.append(str(bpath / "client" / "libopenlake.so"))
     found = glob.glob(str(root / "build*" / "client" / "libopenlake.so"))
-    found.sort(key=lambda p: os.path.getmtime(p), reverse=True)
+    found.sort(key=_mtime, reverse=True)
     out.extend(found)
     out.append("libopenlake.so.0")
     return out
+
+
+def _mtime(p):
+    try:
+        return os.path.getmtime(p)
+    except OSError:
+        return 0.0
 
 
 _lock = threading.Lock()

@@ -40,6 +40,7 @@ class WorkerSide:
         self.kv = None
         self.disabled = "no KV caches registered"
         self._invalid = set()
+        self._failed_reqs = set()  # requests whose load failed in this step: no saves
 
     # -- register_kv_caches
     def register(self, kv_caches):
@@ -135,6 +136,7 @@ class WorkerSide:
                     self.rec.add(blocks_loaded=n, bytes_loaded=n * self.kv.block_bytes)
             if bad_from is not None:
                 self._fail_request(ls.chunks, bad_from)
+                self._failed_reqs.add(ls.req_id)
         self.rec.add(loads=1)
 
     def _slice(self, j):
@@ -150,7 +152,7 @@ class WorkerSide:
         if status != Status.OK:
             return str(status)
         if n != self.payload + TRAILER_LEN:
-            return "bad size %d, expected %d" % (n, self.payload + TRAILER_LEN)
+            return "size %d, expected %d" % (n, self.payload + TRAILER_LEN)
         why = check_trailer(j.trailer.raw, j.key, j.ranges, self.payload)
         return ("bad block: " + why) if why else ""
 
@@ -164,10 +166,12 @@ class WorkerSide:
 
     # -- wait_for_save
     def save(self, plan):
+        failed, self._failed_reqs = self._failed_reqs, set()
         if not plan.saves or self.disabled or not self.saves_enabled:
             return
+        # K/V computed on top of a failed load is not saved (it is recomputed next step)
         jobs = [_Job(ss.req_id, rank_key(h, self.key_rank), ids)
-                for ss in plan.saves for h, ids in ss.chunks]
+                for ss in plan.saves if ss.req_id not in failed for h, ids in ss.chunks]
         t0 = time.perf_counter()
         try:
             if self.cfg.save_check_exists:

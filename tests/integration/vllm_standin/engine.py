@@ -38,8 +38,10 @@ class Engine:
     def add(self, req):
         self.scheduler.add_request(req)
 
-    def step(self):
+    def step(self, before_execute=None):
         so = self.scheduler.schedule()
+        if before_execute is not None:
+            before_execute(so)
         self.schedule_log.append(so)
         blob = pickle.dumps(so)  # the worker processes get a copy
         outs = [w.execute_model(blob) for w in self.workers]

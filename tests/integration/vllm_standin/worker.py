@@ -147,6 +147,7 @@ class Worker:
         self.cfg, self.c, self.kv, self.model, self.bs = (vllm_config, connector, kv_caches,
                                                          model, block_size)
         self.reqs = {}
+        self.logits = {}  # req_id -> [logits of each sampled step] (models that give them)
         connector.register_kv_caches(kv_caches)
 
     def _update_state(self, so):
@@ -190,7 +191,9 @@ class Worker:
                                                  block_ids=st.block_ids, bs=self.bs))
                 res = self.model.forward(self.kv, batch, _Hooks(c, SimpleNamespace()))
                 sampled = {rid: tok for rid, (tok, _) in res.items()}
-                self._last_logits = {rid: lg for rid, (_, lg) in res.items()}
+                for rid, (_, lg) in res.items():
+                    if lg is not None:
+                        self.logits.setdefault(rid, []).append(lg)
         finally:
             c.wait_for_save()
         fs, fr = c.get_finished(so.finished_req_ids)

@@ -1,0 +1,394 @@
+"""The vLLM connector driven by the stand-in engine (vllm_standin) against a real openlaked,
+with real KV tensors in every supported layout.
+
+Scenario (reference §5.3): engine 1 serves prompt A (100 tokens) and saves its whole chunks;
+a fresh engine 2 with zeroed tensors gets A's first 96 tokens plus a new suffix: the loaded
+blocks are bitwise equal, the external hit is exactly what vLLM accepts, only the suffix is
+computed, and the generated tokens equal a recompute."""
+
+import logging
+import os
+import pickle
+import subprocess
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from vllm_standin import Engine, FakeModel, Request, make_kv_caches, make_vllm_config  # noqa
+from vllm_standin.pool import REPO, dead_addr, start_pool  # noqa: E402
+
+from openlake_client import keys as olkeys  # noqa: E402
+from openlake_client.layouts import detect_layout  # noqa: E402
+
+L, H, D, BS, NB = 2, 2, 8, 16, 64
+A = [(i * 37 + 11) % 500 for i in range(100)]
+SUFFIX = [(i * 53 + 7) % 500 for i in range(34)]
+LAYOUTS = ["fa", "fa_hnd", "flashinfer", "bhnc", "mla"]
+
+
+def cfg(addr, layout="fa", chunk=16, model="standin/m1", tp=1, nb=NB, budget=256,
+        prefix_caching=True, **extra):
+    ex = {"openlake_nodes": [addr], "openlake_device": "local", "chunk_size": chunk,
+          "timeout_ms": 1000, "log_interval_s": 0.0}
+    ex.update(extra)
+    return make_vllm_config(model=model, block_size=BS, num_gpu_blocks=nb, tp=tp,
+                            num_layers=L, kv_heads=H * tp, head_size=D,
+                            use_mla=(layout == "mla"), extra=ex,
+                            max_num_batched_tokens=budget, prefix_caching=prefix_caching)
+
+
+def engine(c, layout="fa", nb=NB):
+    tp = c.parallel_config.tensor_parallel_size
+    return Engine(c, lambda r: (make_kv_caches(layout, L, nb, BS, H, D),
+                                FakeModel(L, H, D, layout, r)), nb)
+
+
+def serve(e, rid, prompt, max_tokens=3):
+    e.add(Request(rid, prompt, max_tokens=max_tokens))
+    e.run()
+    e.scheduler.assert_empty()
+    return e.scheduler.finished[rid].output_token_ids
+
+
+def blocks_of(e, so, rid):
+    for nr in so.scheduled_new_reqs:
+        if nr.req_id == rid:
+            return list(nr.block_ids[0])
+    raise KeyError(rid)
+
+
+def block_bytes(e, rank, ids):
+    """Logical byte image of blocks ids in every layer of one rank."""
+    out = []
+    kv = e.workers[rank].c._worker.kv
+    for t, lay in zip(kv.tensors, kv.layouts):
+        for b in ids:
+            out.append(t.select(lay.block_dim, b).contiguous().view(torch.uint8).clone())
+    return out
+
+
+def reference(prompt, layout="fa", tp=1, max_tokens=3):
+    """The same engine with the pool down: everything recomputed."""
+    e = engine(cfg(dead_addr(), layout, tp=tp), layout)
+    out = serve(e, "ref", prompt, max_tokens)
+    e.shutdown()
+    return out
+
+
+@pytest.fixture
+def pool(openlaked):
+    return start_pool(openlaked)
+
+
+# ---------------------------------------------------------------- no pool needed
+
+def test_keys_are_stable_across_processes():
+    ident = olkeys.ModelIdentity(model="m", dtype="bfloat16", layout="kv", block_size=16,
+                                 chunk_size=16, tp_size=2)
+    seed = olkeys.seed_hash(ident, "salt")
+    h = olkeys.chain_hashes(seed, list(range(40)), 16)
+    assert len(h) == 2
+    k = olkeys.rank_key(h[1], 1).hex()
+    code = ("from openlake_client import keys as k;"
+            "i=k.ModelIdentity(model='m',dtype='bfloat16',layout='kv',block_size=16,"
+            "chunk_size=16,tp_size=2);h=k.chain_hashes(k.seed_hash(i,'salt'),"
+            "list(range(40)),16);print(k.rank_key(h[1],1).hex())")
+    for seed_env in ("0", "12345", "random"):
+        env = dict(os.environ, PYTHONPATH=str(REPO / "python"), PYTHONHASHSEED=seed_env)
+        r = subprocess.run(["/usr/bin/python3", "-c", code], env=env, capture_output=True,
+                           text=True, timeout=60)
+        assert r.stdout.strip() == k, r.stderr
+    # everything that changes the bytes changes the key
+    base = olkeys.rank_key(h[1], 1)
+    assert olkeys.rank_key(h[1], 0) != base
+    for change in ({"model": "m2"}, {"dtype": "float16"}, {"layout": "mla"},
+                   {"block_size": 32}, {"tp_size": 4}, {"revision": "r2"}):
+        i2 = olkeys.ModelIdentity(**{**ident.__dict__, **change})
+        h2 = olkeys.chain_hashes(olkeys.seed_hash(i2, "salt"), list(range(40)), 16)
+        assert olkeys.rank_key(h2[1], 1) != base, change
+    h3 = olkeys.chain_hashes(olkeys.seed_hash(ident, "other"), list(range(40)), 16)
+    assert h3[1] != h[1]
+    # a chunk's key depends on the whole prefix
+    h4 = olkeys.chain_hashes(seed, [7] + list(range(1, 40)), 16)
+    assert h4[1] != h[1] and h4[0] != h[0]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_layout_detection(layout):
+    kv = make_kv_caches(layout, 1, 10, BS, H, D)
+    t = next(iter(kv.values()))
+    lay = detect_layout(t, 10, BS)
+    assert lay.name == {"fa_hnd": "fa"}.get(layout, layout)
+    assert lay.block_dim == (1 if layout in ("fa", "fa_hnd") else 0)
+    assert lay.num_blocks == 10 and lay.block_size == BS
+
+
+def test_config_warnings(caplog):
+    from openlake_client.connector_config import ConnectorConfig
+
+    with caplog.at_level(logging.WARNING, "openlake_client.connector"):
+        c = ConnectorConfig.from_extra({"openlake_device": "mlx5_0", "chunk_size": 100,
+                                        "compress": "exans", "bogus_key": 1, "typo_nodes": 2},
+                                       16)
+    text = caplog.text
+    assert "bogus_key" in text and "typo_nodes" in text
+    assert c.device == "tcp" and "RDMA" in text
+    assert c.chunk_size == 112 and c.compress == "off" and "exans" in text
+
+
+def test_metadata_pickles_and_no_pool_startup():
+    """Start-up with the pool down works; lookups miss; the metadata crosses processes."""
+    e = engine(cfg(dead_addr()))
+    out = serve(e, "A", A)
+    assert len(out) == 3
+    so = e.schedule_log[0]
+    meta = pickle.loads(pickle.dumps(so.kv_connector_metadata))
+    assert len(meta.saves) == 1 and len(meta.saves[0].chunks) == 6
+    st = e.merged_stats()
+    assert st["hit_tokens"] == 0 and st["lookup_failures"] + st["save_failures"] >= 1
+    e.shutdown()
+
+
+# ---------------------------------------------------------------- against the pool
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_prefix_reuse_each_layout(pool, layout):
+    e1 = engine(cfg(pool.kv_addr, layout), layout)
+    serve(e1, "A", A)
+    a_ids = blocks_of(e1, e1.schedule_log[0], "A")
+    assert e1.merged_stats()["blocks_saved"] == 6
+    e2 = engine(cfg(pool.kv_addr, layout), layout)
+    B = A[:96] + SUFFIX
+    e2.add(Request("B", B, max_tokens=3))
+    so = e2.step()
+    req = e2.scheduler.requests["B"]
+    assert req.num_external_computed_tokens == 96
+    assert so.num_scheduled_tokens["B"] == len(B) - 96
+    assert e2.workers[0].model.positions_computed == len(B) - 96
+    b_ids = blocks_of(e2, so, "B")
+    for x, y in zip(block_bytes(e1, 0, a_ids[:6]), block_bytes(e2, 0, b_ids[:6])):
+        assert torch.equal(x, y)
+    e2.run()
+    e2.scheduler.assert_empty()
+    assert e2.scheduler.finished["B"].output_token_ids == reference(B, layout)
+    st = e2.merged_stats()
+    assert st["hit_tokens"] == 96 and st["blocks_loaded"] == 6 and st["load_failures"] == 0
+    e1.shutdown()
+    e2.shutdown()
+
+
+def test_full_prompt_hit_leaves_one_block(pool):
+    e1 = engine(cfg(pool.kv_addr))
+    serve(e1, "A", A)
+    e2 = engine(cfg(pool.kv_addr))
+    e2.add(Request("B", A[:96], max_tokens=2))
+    e2.step()
+    assert e2.scheduler.requests["B"].num_external_computed_tokens == 80
+    e2.run()
+    assert e2.scheduler.finished["B"].output_token_ids == reference(A[:96], max_tokens=2)
+
+
+def test_partial_and_no_hit(pool):
+    e1 = engine(cfg(pool.kv_addr))
+    serve(e1, "A", A)
+    e2 = engine(cfg(pool.kv_addr))
+    P = A[:40] + SUFFIX  # shares 2 whole chunks (32 tokens)
+    N = SUFFIX + A  # shares nothing at the start
+    e2.add(Request("P", P, max_tokens=2))
+    e2.add(Request("N", N, max_tokens=2))
+    e2.step()
+    assert e2.scheduler.requests["P"].num_external_computed_tokens == 32
+    assert e2.scheduler.requests["N"].num_external_computed_tokens == 0
+    e2.run()
+    assert e2.scheduler.finished["P"].output_token_ids == reference(P, max_tokens=2)
+    assert e2.scheduler.finished["N"].output_token_ids == reference(N, max_tokens=2)
+
+
+def test_local_prefix_hit_is_never_overwritten(pool):
+    """Local cache has blocks 0..2; the pool gives the rest of the chunk and more; the
+    connector loads only beyond the local hit (chunk 64 = 4 blocks, one partially local)."""
+    long_a = [(i * 29 + 3) % 500 for i in range(200)]
+    e1 = engine(cfg(pool.kv_addr, chunk=64))
+    serve(e1, "A", long_a)
+    a_ids = blocks_of(e1, e1.schedule_log[0], "A")
+    e2 = engine(cfg(pool.kv_addr, chunk=64))
+    serve(e2, "C", long_a[:48] + SUFFIX, max_tokens=1)
+    c_ids = blocks_of(e2, e2.schedule_log[0], "C")[:3]
+    for t in e2.workers[0].kv.values():  # mark the local blocks: a write would show
+        t[0, c_ids] = 0
+        t[1, c_ids] = 0
+    B = long_a[:192] + SUFFIX
+    e2.add(Request("B", B, max_tokens=1))
+    so = e2.step()
+    assert e2.scheduler.requests["B"].num_external_computed_tokens == 192 - 48
+    b_ids = blocks_of(e2, so, "B")
+    assert b_ids[:3] == c_ids
+    for x in block_bytes(e2, 0, c_ids):
+        assert not x.any()
+    for x, y in zip(block_bytes(e1, 0, a_ids[3:12]), block_bytes(e2, 0, b_ids[3:12])):
+        assert torch.equal(x, y)
+    e2.run()
+
+
+def test_chunked_prefill_saves_each_chunk_once(pool):
+    e1 = engine(cfg(pool.kv_addr, budget=40))
+    serve(e1, "A", A)
+    saved = [h for so in e1.schedule_log for ss in so.kv_connector_metadata.saves
+             for h, _ in ss.chunks]
+    assert len(saved) == 6 and len(set(saved)) == 6
+    steps_with_saves = sum(1 for so in e1.schedule_log if so.kv_connector_metadata.saves)
+    assert steps_with_saves == 3  # 40 + 40 + 20 tokens -> chunks 0-1, 2-4, 5
+    e2 = engine(cfg(pool.kv_addr, budget=40))
+    B = A[:96] + SUFFIX
+    assert serve(e2, "B", B) == reference(B)
+    assert e2.merged_stats()["hit_tokens"] == 96
+
+
+def test_preemption_and_resume(pool):
+    """12 blocks force a preemption; the preempted request resumes from the pool (local
+    prefix caching off, so every resumed token comes from the pool or is recomputed)."""
+    X = [(i * 13 + 5) % 500 for i in range(80)]
+    Y = [(i * 17 + 9) % 500 for i in range(80)]
+    e = engine(cfg(pool.kv_addr, nb=12, prefix_caching=False), nb=12)
+    e.add(Request("X", X, max_tokens=40))
+    e.add(Request("Y", Y, max_tokens=40))
+    e.run()
+    e.scheduler.assert_empty()
+    fin = e.scheduler.finished
+    assert fin["X"].num_preemptions == 0 and fin["Y"].num_preemptions == 1
+    resumed = [so for so in e.schedule_log if "Y" in so.scheduled_cached_reqs.resumed_req_ids]
+    assert len(resumed) == 1
+    so = resumed[0]
+    loads = [ls for ls in so.kv_connector_metadata.loads if ls.req_id == "Y"]
+    assert len(loads) == 1 and len(loads[0].chunks) == 5  # the whole prompt from the pool
+    i = so.scheduled_cached_reqs.req_ids.index("Y")
+    assert so.scheduled_cached_reqs.num_computed_tokens[i] == 80
+    assert e.merged_stats()["hit_tokens"] == 80
+    assert fin["X"].output_token_ids == reference(X, max_tokens=40)
+    assert fin["Y"].output_token_ids == reference(Y, max_tokens=40)
+
+
+def test_tp2_hit_needs_every_rank(pool):
+    import openlake_client as ol
+
+    c1 = cfg(pool.kv_addr, tp=2)
+    e1 = engine(c1)
+    serve(e1, "A", A)
+    a_ids = blocks_of(e1, e1.schedule_log[0], "A")
+    # rank 1 loses chunk 3
+    ident = e1.sched_conn.ol_identity
+    h = olkeys.chain_hashes(olkeys.seed_hash(ident, ""), A, 16)
+    cl = ol.connect([pool.kv_addr], namespace="vllm")
+    assert cl.delete([olkeys.rank_key(h[3], 1)]) == [ol.Status.OK]
+    assert cl.exists([olkeys.rank_key(h[3], 0)]) == [True]
+    cl.close()
+    e2 = engine(cfg(pool.kv_addr, tp=2))
+    B = A[:96] + SUFFIX
+    e2.add(Request("B", B, max_tokens=3))
+    so = e2.step()
+    assert e2.scheduler.requests["B"].num_external_computed_tokens == 48
+    b_ids = blocks_of(e2, so, "B")
+    for rank in (0, 1):  # each rank got its own shard
+        for x, y in zip(block_bytes(e1, rank, a_ids[:3]), block_bytes(e2, rank, b_ids[:3])):
+            assert torch.equal(x, y)
+    assert not torch.equal(block_bytes(e2, 0, b_ids[:1])[0], block_bytes(e2, 1, b_ids[:1])[0])
+    e2.run()
+    assert e2.scheduler.finished["B"].output_token_ids == reference(B, tp=2)
+
+
+@pytest.mark.parametrize("how", ["garbage", "short"])
+def test_corrupt_block_is_recomputed(pool, how):
+    import openlake_client as ol
+
+    e1 = engine(cfg(pool.kv_addr))
+    serve(e1, "A", A)
+    ident = e1.sched_conn.ol_identity
+    h = olkeys.chain_hashes(olkeys.seed_hash(ident, ""), A, 16)
+    key = olkeys.rank_key(h[2], 0)
+    cl = ol.connect([pool.kv_addr], namespace="vllm")
+    good = cl.get([key])[0]
+    bad = bytearray(good)
+    if how == "garbage":
+        bad[100] ^= 0x40  # one flipped bit in the payload
+    else:
+        bad = bad[:-64]
+    assert cl.delete([key]) == [ol.Status.OK]
+    assert cl.put([key], [bytes(bad)]) == [ol.Status.OK]
+    cl.close()
+    e2 = engine(cfg(pool.kv_addr))
+    B = A[:96] + SUFFIX
+    e2.add(Request("B", B, max_tokens=3))
+    so = e2.step()
+    b_ids = blocks_of(e2, so, "B")
+    assert e2.scheduler.requests["B"].num_external_computed_tokens == 96
+    assert b_ids[2] in e2.invalid_seen and b_ids[1] not in e2.invalid_seen
+    assert e2.scheduler.requests["B"].num_computed_tokens == 32  # truncated, recomputed
+    e2.run()
+    assert e2.scheduler.finished["B"].output_token_ids == reference(B)
+    st = e2.merged_stats()
+    assert st["load_failures"] == 1 and st["corrupt_blocks"] == (1 if how == "garbage" else 0)
+
+
+def test_store_killed_mid_run(pool):
+    e1 = engine(cfg(pool.kv_addr))
+    serve(e1, "A", A)
+    e2 = engine(cfg(pool.kv_addr))
+    B = A[:96] + SUFFIX
+    e2.add(Request("B", B, max_tokens=3))
+    e2.step(before_execute=lambda so: pool.kill9())  # after the lookup, before the load
+    assert e2.scheduler.requests["B"].num_computed_tokens == 0
+    assert e2.invalid_seen
+    e2.add(Request("B2", SUFFIX + A, max_tokens=3))  # new work while the pool is down
+    e2.run()
+    assert e2.scheduler.finished["B"].output_token_ids == reference(B)
+    assert e2.scheduler.finished["B2"].output_token_ids == reference(SUFFIX + A)
+    st = e2.merged_stats()
+    assert st["load_failures"] >= 1
+    pool.start()  # the pool comes back: the connector uses it again
+    e3 = engine(cfg(pool.kv_addr))
+    serve(e3, "C", A)
+    assert e3.merged_stats()["blocks_saved"] + e3.merged_stats()["hit_tokens"] > 0
+
+
+def test_two_models_and_salts_never_cross_hit(pool):
+    e1 = engine(cfg(pool.kv_addr, model="org/model-one"))
+    serve(e1, "A", A)
+    B = A[:96] + SUFFIX
+    for c in (cfg(pool.kv_addr, model="org/model-two"),
+              cfg(pool.kv_addr, model="org/model-one", cache_salt="tenant-b"),
+              cfg(pool.kv_addr, model="org/model-one", model_revision="v2")):
+        e2 = engine(c)
+        e2.add(Request("B", B, max_tokens=1))
+        e2.step()
+        assert e2.scheduler.requests["B"].num_external_computed_tokens == 0
+        e2.run()
+    e3 = engine(cfg(pool.kv_addr, model="org/model-one"))
+    e3.add(Request("B", B, max_tokens=1))
+    e3.step()
+    assert e3.scheduler.requests["B"].num_external_computed_tokens == 96
+
+
+def test_layouts_share_bytes(pool):
+    """FlashAttention and FlashInfer tensors of the same model store the same bytes."""
+    e1 = engine(cfg(pool.kv_addr, "fa"), "fa")
+    serve(e1, "A", A)
+    e2 = engine(cfg(pool.kv_addr, "flashinfer"), "flashinfer")
+    B = A[:96] + SUFFIX
+    e2.add(Request("B", B, max_tokens=3))
+    e2.step()
+    assert e2.scheduler.requests["B"].num_external_computed_tokens == 96
+    e2.run()
+    assert e2.scheduler.finished["B"].output_token_ids == reference(B, "flashinfer")
+
+
+def test_connector_metrics_in_cli(pool, tmp_path):
+    e1 = engine(cfg(pool.kv_addr, metrics_dir=str(tmp_path), metrics_interval_s=0))
+    serve(e1, "A", A)
+    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
+    r = subprocess.run(["/usr/bin/python3", "-m", "openlake_client", "stats", "--nodes",
+                        pool.kv_addr, "--metrics-dir", str(tmp_path)], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "connector scheduler" in r.stdout and "connector worker0" in r.stdout
+    e1.shutdown()
