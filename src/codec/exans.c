@@ -3,7 +3,9 @@
 #include <math.h>
 #include <string.h>
 
+#ifndef OL_EXANS_NO_ISAL
 #include <isa-l/crc.h>
+#endif
 
 #include "codec/exans.h"
 #include "codec/exans_impl.h"
@@ -20,6 +22,22 @@ struct esym {
 	uint16_t shift;
 };
 
+#ifdef OL_EXANS_NO_ISAL
+/* Software CRC-32C for machines without ISA-L (bench/gpu_check.sh on a bare GPU host). */
+static uint32_t crc_tab[256];
+
+__attribute__((constructor)) static void
+crc_tab_init(void)
+{
+	ol_exans_crc_table(crc_tab);
+}
+
+static uint32_t
+crc32c(const void *p, size_t n)
+{
+	return ol_exans_crc_sw(0, p, n, crc_tab);
+}
+#else
 static uint32_t
 crc32c(const void *p, size_t n)
 {
@@ -33,6 +51,7 @@ crc32c(const void *p, size_t n)
 	}
 	return crc;
 }
+#endif
 
 int
 ol_exans_impl_supported(enum ol_exans_impl impl)

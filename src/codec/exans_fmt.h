@@ -197,20 +197,27 @@ ol_exans_crc_mulmod(uint32_t a, uint32_t b)
 	return p;
 }
 
-/* crc(A || B) from crc(A), crc(B) and |B| (zlib's crc32_combine, for CRC-32C). */
+/* x^(8 * len) mod P: the operator that appends len zero bytes (zlib's x2nmodp). */
 static inline OL_EXANS_HD uint32_t
-ol_exans_crc_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+ol_exans_crc_xpow(uint64_t len)
 {
 	uint32_t xp = 1u << 31; /* x^0 */
 	uint32_t sq = 1u << 30; /* x^1, squared each round: x^(2^k) */
-	uint64_t bits = len_b * 8;
+	uint64_t bits = len * 8;
 	while (bits) {
 		if (bits & 1)
 			xp = ol_exans_crc_mulmod(sq, xp);
 		sq = ol_exans_crc_mulmod(sq, sq);
 		bits >>= 1;
 	}
-	return ol_exans_crc_mulmod(xp, crc_a) ^ crc_b;
+	return xp;
+}
+
+/* crc(A || B) from crc(A), crc(B) and |B| (zlib's crc32_combine, for CRC-32C). */
+static inline OL_EXANS_HD uint32_t
+ol_exans_crc_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+{
+	return ol_exans_crc_mulmod(ol_exans_crc_xpow(len_b), crc_a) ^ crc_b;
 }
 
 #endif
