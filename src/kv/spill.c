@@ -352,8 +352,7 @@ ol_kvs_open(const char *dir, uint64_t cap, uint64_t max_value, ol_kvs_recover_fn
 		nominal = 4u << 20;
 	if (nominal > (256u << 20))
 		nominal = 256u << 20;
-	if (nominal < ol_kvs_rec_size(max_value))
-		nominal = ol_kvs_rec_size(max_value);
+	(void)max_value; /* a record larger than a segment gets a segment of its own */
 	s->seg_nominal = nominal;
 	int r = recover(s, fn, arg);
 	if (r == 0)

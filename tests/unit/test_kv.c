@@ -1,0 +1,408 @@
+/* tests/unit/test_kv.c - KV engine: index, slots, LRU eviction order, pins and sequence
+ * numbers, NVMe segments (round trip, demotion/promotion, recovery with a torn tail, corrupt
+ * records, tombstones, write-behind), namespaces; wire protocol decoding. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "kv/engine.h"
+#include "kv/proto.h"
+#include "kv_tap.h"
+#include "openlake/openlake.h"
+
+#define MiB (1u << 20)
+#define KiB 1024u
+
+static uint8_t NS_A[16], NS_B[16];
+
+static struct ol_kve *
+open_eng(uint64_t dram, const char *spill, uint64_t spill_bytes, unsigned wb_ms)
+{
+	struct ol_kve_opts o = {dram, NULL, spill, spill_bytes, 64 * MiB, wb_ms};
+	struct ol_kve *e = NULL;
+	if (ol_kve_open(&o, &e) != 0)
+		return NULL;
+	return e;
+}
+
+static int
+put(struct ol_kve *e, const uint8_t *ns, uint64_t id, size_t len, uint64_t seed)
+{
+	uint8_t key[32];
+	struct ol_kvk k;
+	struct ol_kve_slot s;
+	make_key(key, id);
+	ol_kve_key(&k, key, ns);
+	int st = ol_kve_alloc(e, &k, len, &s);
+	if (st != OL_KV_OK)
+		return st;
+	fill_pattern(s.ptr, len, seed);
+	return ol_kve_commit(e, &k, s.off, s.seq, len);
+}
+
+/* OL_KV_OK when the value is there with the right content. */
+static int
+get(struct ol_kve *e, const uint8_t *ns, uint64_t id, size_t len, uint64_t seed)
+{
+	uint8_t key[32];
+	struct ol_kvk k;
+	struct ol_kve_slot s;
+	make_key(key, id);
+	ol_kve_key(&k, key, ns);
+	int st = ol_kve_pin(e, &k, false, &s);
+	if (st != OL_KV_OK)
+		return st;
+	if (s.len != len || !check_pattern(s.ptr, len, seed))
+		st = OL_KV_CORRUPT;
+	if (s.off != OL_KVE_NOOFF)
+		ol_kve_release(e, s.off, s.seq);
+	return st;
+}
+
+static int
+exists(struct ol_kve *e, const uint8_t *ns, uint64_t id)
+{
+	uint8_t key[32];
+	struct ol_kvk k;
+	uint64_t len;
+	make_key(key, id);
+	ol_kve_key(&k, key, ns);
+	return ol_kve_exists(e, &k, &len) == OL_KV_OK;
+}
+
+static void
+test_basic(void)
+{
+	struct ol_kve *e = open_eng(16 * MiB, NULL, 0, 0);
+	ok(e != NULL, "engine opens with 16 MiB of anonymous DRAM");
+	ok(put(e, NS_A, 1, 4096, 11) == OL_KV_OK, "put 4 KiB");
+	ok(put(e, NS_A, 2, 100000, 12) == OL_KV_OK, "put 100000 bytes (odd size)");
+	ok(put(e, NS_A, 3, 0, 13) == OL_KV_OK, "put an empty value");
+	ok(get(e, NS_A, 1, 4096, 11) == OL_KV_OK, "get 4 KiB back with content");
+	ok(get(e, NS_A, 2, 100000, 12) == OL_KV_OK, "get 100000 bytes back");
+	ok(get(e, NS_A, 3, 0, 13) == OL_KV_OK, "get the empty value");
+	ok(put(e, NS_A, 1, 4096, 99) == OL_KV_EXISTS, "second put of a key: EXISTS");
+	ok(get(e, NS_A, 1, 4096, 11) == OL_KV_OK, "... and the first value stays");
+	ok(get(e, NS_A, 4, 10, 0) == OL_KV_MISS, "unknown key: MISS");
+	uint8_t key[32];
+	struct ol_kvk k;
+	make_key(key, 2);
+	ol_kve_key(&k, key, NS_A);
+	ok(ol_kve_delete(e, &k) == OL_KV_OK && !exists(e, NS_A, 2), "delete removes");
+	ok(ol_kve_delete(e, &k) == OL_KV_MISS, "second delete: MISS");
+	struct ol_kve_slot s;
+	make_key(key, 5);
+	ol_kve_key(&k, key, NS_A);
+	ok(ol_kve_alloc(e, &k, 65 * MiB, &s) == OL_KV_TOO_LARGE, "value over max_block: TOO_LARGE");
+	ok(put(e, NS_A, 6, 5 * MiB, 16) == OL_KV_OK && get(e, NS_A, 6, 5 * MiB, 16) == OL_KV_OK,
+	   "a 5 MiB block (run of pages) round trips");
+	ok(ol_kve_alloc(e, &k, 4096, &s) == OL_KV_OK, "alloc pending");
+	ok(!exists(e, NS_A, 5), "a pending slot is not visible");
+	ol_kve_release(e, s.off, s.seq);
+	ok(ol_kve_commit(e, &k, s.off, s.seq, 4096) == OL_KV_ERROR,
+	   "commit after abort is refused (ERROR)");
+	ol_kve_close(e);
+}
+
+static void
+test_namespaces(void)
+{
+	struct ol_kve *e = open_eng(8 * MiB, NULL, 0, 0);
+	ok(put(e, NS_A, 7, 8192, 1) == OL_KV_OK, "ns A: put key 7");
+	ok(get(e, NS_B, 7, 8192, 1) == OL_KV_MISS, "ns B: same key is a miss");
+	ok(put(e, NS_B, 7, 8192, 2) == OL_KV_OK, "ns B: put key 7 (not EXISTS)");
+	ok(get(e, NS_A, 7, 8192, 1) == OL_KV_OK && get(e, NS_B, 7, 8192, 2) == OL_KV_OK,
+	   "each namespace reads its own value");
+	ol_kve_close(e);
+}
+
+static void
+test_eviction_order(void)
+{
+	/* 8 MiB = 4 pages; 1 MiB blocks: 2 per page, 8 slots */
+	struct ol_kve *e = open_eng(8 * MiB, NULL, 0, 0);
+	int good = 1;
+	for (uint64_t i = 0; i < 8; i++)
+		good &= put(e, NS_A, 100 + i, MiB, i) == OL_KV_OK;
+	ok(good, "fill DRAM with 8 x 1 MiB");
+	ok(get(e, NS_A, 100, MiB, 0) == OL_KV_OK, "touch block 0 (now most recent)");
+	uint8_t key[32];
+	struct ol_kvk k;
+	uint64_t len;
+	make_key(key, 103);
+	ol_kve_key(&k, key, NS_A);
+	ok(ol_kve_exists(e, &k, &len) == OL_KV_OK && len == MiB, "exists block 3 (no LRU touch)");
+	ok(put(e, NS_A, 200, MiB, 50) == OL_KV_OK, "a 9th block fits by evicting");
+	ok(exists(e, NS_A, 100) && !exists(e, NS_A, 101),
+	   "LRU: block 1 went, touched block 0 stayed");
+	ok(put(e, NS_A, 201, MiB, 51) == OL_KV_OK && !exists(e, NS_A, 102),
+	   "next eviction takes block 2");
+	ok(put(e, NS_A, 202, MiB, 52) == OL_KV_OK && !exists(e, NS_A, 103),
+	   "exists did not refresh block 3: evicted next");
+	ok(exists(e, NS_A, 104) && exists(e, NS_A, 200), "younger blocks stay");
+	struct ol_kve_stats st;
+	ol_kve_get_stats(e, &st);
+	ok(st.evictions == 3 && st.dram_entries == 8,
+	   "stats: 3 evictions, 8 entries (got %llu, %llu)", (unsigned long long)st.evictions,
+	   (unsigned long long)st.dram_entries);
+	ol_kve_close(e);
+}
+
+static uint64_t
+seq_at(const struct ol_kve_slot *s)
+{
+	const _Atomic uint64_t *t = (const _Atomic uint64_t *)(s->ptr - s->off);
+	return atomic_load(&t[s->off / OL_KVE_UNIT]);
+}
+
+static void
+test_pins_and_seq(void)
+{
+	struct ol_kve *e = open_eng(4 * MiB, NULL, 0, 0); /* 2 pages: 2 slots of 2 MiB */
+	uint8_t key[32];
+	struct ol_kvk k;
+	struct ol_kve_slot s, s2;
+	ok(put(e, NS_A, 1, 2 * MiB, 1) == OL_KV_OK && put(e, NS_A, 2, 2 * MiB, 2) == OL_KV_OK,
+	   "two 2 MiB blocks fill DRAM");
+	make_key(key, 1);
+	ol_kve_key(&k, key, NS_A);
+	ok(ol_kve_pin(e, &k, true, &s) == OL_KV_OK && seq_at(&s) == s.seq,
+	   "pin block 1: table seq matches");
+	ok(put(e, NS_A, 3, 2 * MiB, 3) == OL_KV_OK, "a third block evicts the unpinned one");
+	ok(exists(e, NS_A, 1) && !exists(e, NS_A, 2), "the pinned block was not evicted");
+	struct ol_kve_slot s3;
+	make_key(key, 3);
+	ol_kve_key(&k, key, NS_A);
+	ok(ol_kve_pin(e, &k, true, &s3) == OL_KV_OK, "pin block 3 too");
+	ok(put(e, NS_A, 4, 2 * MiB, 4) == OL_KV_FULL, "every slot pinned: FULL");
+	ol_kve_release(e, s3.off, s3.seq);
+	make_key(key, 1);
+	ol_kve_key(&k, key, NS_A);
+	ok(check_pattern(s.ptr, 2 * MiB, 1) && seq_at(&s) == s.seq,
+	   "pinned bytes and seq unchanged under pressure");
+	ok(ol_kve_delete(e, &k) == OL_KV_OK && !exists(e, NS_A, 1), "delete a pinned block");
+	ok(seq_at(&s) == s.seq && check_pattern(s.ptr, 2 * MiB, 1),
+	   "its slot is not recycled while pinned");
+	uint64_t off = s.off, seq = s.seq;
+	ol_kve_release(e, s.off, s.seq);
+	ok(seq_at(&s) != seq, "after the last release the slot's seq changes (reader would miss)");
+	ok(put(e, NS_A, 5, 2 * MiB, 5) == OL_KV_OK, "the freed slot is reused");
+	make_key(key, 5);
+	ol_kve_key(&k, key, NS_A);
+	ok(ol_kve_pin(e, &k, true, &s2) == OL_KV_OK && s2.off == off && s2.seq != seq,
+	   "reused slot: same offset, new seq");
+	ol_kve_release(e, s2.off, s2.seq);
+	ol_kve_release(e, off, seq); /* stale: ignored */
+	ok(get(e, NS_A, 5, 2 * MiB, 5) == OL_KV_OK, "a stale release does not harm the new owner");
+	ol_kve_close(e);
+}
+
+static char *
+tmpdir(void)
+{
+	char tpl[] = "/tmp/olkv-test-XXXXXX";
+	char *d = mkdtemp(tpl);
+	return d ? strdup(d) : NULL;
+}
+
+static void
+rm_rf(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char p[600];
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		unlink(p);
+	}
+	if (d)
+		closedir(d);
+	rmdir(dir);
+}
+
+static size_t
+blk_len(uint64_t i)
+{
+	return (size_t)(4096 + (i * 7919) % (300 * KiB));
+}
+
+static void
+last_segment(const char *dir, char *out, size_t cap)
+{
+	struct dirent **ents;
+	int n = scandir(dir, &ents, NULL, alphasort);
+	out[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		struct stat st;
+		char p[600];
+		snprintf(p, sizeof(p), "%s/%s", dir, ents[i]->d_name);
+		if (strncmp(ents[i]->d_name, "seg-", 4) == 0 && stat(p, &st) == 0 && st.st_size > 0)
+			snprintf(out, cap, "%s", p);
+		free(ents[i]);
+	}
+	if (n >= 0)
+		free(ents);
+}
+
+static void
+test_nvme_roundtrip_and_recovery(void)
+{
+	char *dir = tmpdir();
+	struct ol_kve *e = open_eng(8 * MiB, dir, 256 * MiB, 1000);
+	ok(e != NULL, "engine with NVMe tier in %s", dir);
+	int good = 1;
+	for (uint64_t i = 0; i < 40; i++)
+		good &= put(e, NS_A, 1000 + i, blk_len(i), i) == OL_KV_OK;
+	ok(good, "40 blocks of 4..300 KiB put (more than DRAM holds)");
+	good = 1;
+	for (uint64_t i = 0; i < 40; i++)
+		good &= get(e, NS_A, 1000 + i, blk_len(i), i) == OL_KV_OK;
+	ok(good, "all 40 read back: demoted ones come from NVMe");
+	struct ol_kve_stats st;
+	ol_kve_get_stats(e, &st);
+	ok(st.demotions > 0 && st.hits_nvme > 0 && st.promotions > 0 && st.evictions == 0,
+	   "demotions %llu, NVMe hits %llu, promotions %llu, no drops",
+	   (unsigned long long)st.demotions, (unsigned long long)st.hits_nvme,
+	   (unsigned long long)st.promotions);
+	uint8_t key[32];
+	struct ol_kvk k;
+	make_key(key, 1000);
+	ol_kve_key(&k, key, NS_A);
+	ok(ol_kve_flush(e) == 0 && ol_kve_delete(e, &k) == OL_KV_OK, "flush, then delete block 0");
+	ol_kve_close(e);
+
+	e = open_eng(8 * MiB, dir, 256 * MiB, 1000);
+	ok(e != NULL, "reopen on the same spill directory");
+	ok(get(e, NS_A, 1000, blk_len(0), 0) == OL_KV_MISS,
+	   "deleted block stays deleted (tombstone)");
+	good = 1;
+	for (uint64_t i = 1; i < 40; i++)
+		good &= get(e, NS_A, 1000 + i, blk_len(i), i) == OL_KV_OK;
+	ok(good, "39 blocks recovered from NVMe with content");
+	ok(get(e, NS_B, 1001, blk_len(1), 1) == OL_KV_MISS, "namespaces kept apart after recovery");
+	ok(put(e, NS_A, 5000, 20000, 77) == OL_KV_OK, "put one more block (becomes the tail)");
+	ol_kve_close(e);
+
+	/* tear the last record: cut the file in the middle of it */
+	char seg[600];
+	last_segment(dir, seg, sizeof(seg));
+	struct stat sb;
+	ok(seg[0] && stat(seg, &sb) == 0 && truncate(seg, sb.st_size - 8192) == 0,
+	   "tear the tail record of %s", seg);
+	e = open_eng(8 * MiB, dir, 256 * MiB, 1000);
+	ok(e && get(e, NS_A, 5000, 20000, 77) == OL_KV_MISS, "the torn record is not served");
+	good = 1;
+	for (uint64_t i = 1; i < 40; i++)
+		good &= get(e, NS_A, 1000 + i, blk_len(i), i) == OL_KV_OK;
+	ok(good, "every complete record still reads back");
+	ol_kve_close(e);
+
+	/* corrupt a value byte inside a record (header intact) */
+	last_segment(dir, seg, sizeof(seg));
+	int fd = open(seg, O_RDWR);
+	uint8_t b = 0;
+	ok(fd >= 0 && pread(fd, &b, 1, 4096 * 3) == 1, "open the segment to flip a byte");
+	b ^= 0xff;
+	ok(pwrite(fd, &b, 1, 4096 * 3) == 1, "flip one value byte");
+	close(fd);
+	e = open_eng(8 * MiB, dir, 256 * MiB, 1000);
+	int corrupt = 0, fine = 0;
+	for (uint64_t i = 1; i < 40; i++) {
+		int r = get(e, NS_A, 1000 + i, blk_len(i), i);
+		corrupt += r == OL_KV_CORRUPT;
+		fine += r == OL_KV_OK;
+	}
+	ok(corrupt >= 1 && fine + corrupt == 39, "checksum catches it: %d corrupt, %d fine",
+	   corrupt, fine);
+	ol_kve_close(e);
+	rm_rf(dir);
+	free(dir);
+}
+
+static void
+test_writeback_and_capacity(void)
+{
+	char *dir = tmpdir();
+	struct ol_kve *e = open_eng(64 * MiB, dir, 256 * MiB, 50);
+	ok(put(e, NS_A, 1, 64 * KiB, 1) == OL_KV_OK, "put with writeback_ms = 50");
+	usleep(300 * 1000);
+	struct ol_kve_stats st;
+	ol_kve_get_stats(e, &st);
+	ok(st.writebacks == 1 && st.nvme_entries == 1, "written behind within the delay");
+	ol_kve_close(e);
+	/* a small NVMe tier: oldest segments are recycled */
+	e = open_eng(4 * MiB, dir, 16 * MiB, 1000);
+	int good = 1;
+	for (uint64_t i = 0; i < 60; i++)
+		good &= put(e, NS_A, 100 + i, MiB, i) == OL_KV_OK;
+	ok(good, "60 MiB put into 4 MiB DRAM + 16 MiB NVMe");
+	ol_kve_get_stats(e, &st);
+	ok(st.nvme_used <= 16 * MiB && st.evictions > 0,
+	   "NVMe stays under its cap (%llu), drops %llu", (unsigned long long)st.nvme_used,
+	   (unsigned long long)st.evictions);
+	ok(get(e, NS_A, 159, MiB, 59) == OL_KV_OK && get(e, NS_A, 100, MiB, 0) == OL_KV_MISS,
+	   "newest kept, oldest dropped");
+	ol_kve_close(e);
+	rm_rf(dir);
+	free(dir);
+}
+
+static void
+test_proto(void)
+{
+	struct ol_kvp_limits lim = {OL_KVP_MAX_BATCH, MiB};
+	uint8_t buf[512];
+	struct ol_kvp_hdr h = {OL_KVP_MAGIC, OL_KVP_VERSION,	 OL_KVP_PUT, 0, 1, 0,
+			       42,	     OL_KVP_REQ_ENT + 10};
+	struct ol_kvp_req_ent e = {{1, 2, 3}, 10, 0, 0};
+	ol_kvp_hdr_encode(buf, &h);
+	ol_kvp_req_ent_encode(buf + OL_KVP_HDR, &e);
+	memset(buf + OL_KVP_HDR + OL_KVP_REQ_ENT, 7, 10);
+	size_t n = OL_KVP_HDR + OL_KVP_REQ_ENT + 10;
+	ok(ol_kvp_parse_request(buf, n, &lim) == (int)n, "a PUT frame parses");
+	ok(ol_kvp_parse_request(buf, n - 1, &lim) == 0, "a short PUT frame needs more");
+	struct ol_kvp_hdr d;
+	ok(ol_kvp_hdr_decode(buf, n, &d) == OL_KVP_HDR && d.req_id == 42 && d.count == 1,
+	   "header round trip");
+	buf[0] ^= 1;
+	ok(ol_kvp_parse_request(buf, n, &lim) == -EBADMSG, "bad magic: -EBADMSG");
+	buf[0] ^= 1;
+	e.len = 2 * MiB;
+	ol_kvp_req_ent_encode(buf + OL_KVP_HDR, &e);
+	ok(ol_kvp_parse_request(buf, n, &lim) < 0, "entry over max_block rejected");
+	h.count = OL_KVP_MAX_BATCH + 1;
+	ol_kvp_hdr_encode(buf, &h);
+	ok(ol_kvp_parse_request(buf, n, &lim) == -EMSGSIZE, "count over the batch cap rejected");
+	h.op = 99;
+	h.count = 0;
+	ol_kvp_hdr_encode(buf, &h);
+	ok(ol_kvp_parse_request(buf, n, &lim) == -EINVAL, "unknown opcode rejected");
+	struct ol_kvp_welcome w = {1, 1024, MiB, 123, 9, 0, 4096, "/x", 2}, w2;
+	int wl = ol_kvp_welcome_encode(buf, sizeof(buf), &w);
+	ok(wl > 0 && ol_kvp_welcome_decode(buf, (size_t)wl, &w2) == 0 && w2.epoch == 9 &&
+	       w2.name_len == 2 && memcmp(w2.shm_name, "/x", 2) == 0,
+	   "welcome round trip");
+}
+
+int
+main(void)
+{
+	ol_log_threshold = OL_LOG_ERROR;
+	ol_kve_ns_hash("model-a", 7, NS_A);
+	ol_kve_ns_hash("model-b", 7, NS_B);
+	ok(memcmp(NS_A, NS_B, 16) != 0, "namespace hashes differ");
+	test_basic();
+	test_namespaces();
+	test_eviction_order();
+	test_pins_and_seq();
+	test_nvme_roundtrip_and_recovery();
+	test_writeback_and_capacity();
+	test_proto();
+	return tap_done();
+}
