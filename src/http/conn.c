@@ -118,10 +118,16 @@ send_continue(struct ol_http_conn *c)
 	return sock_err(c, ol_io_write_all(c->fd, msg, sizeof(msg) - 1, tmo_body(c)));
 }
 
+ssize_t
+ol_http_conn_recv(struct ol_http_conn *c, void *buf, size_t len, int timeout_ms)
+{
+	return ol_io_recv_timeo(c->fd, buf, len, timeout_ms, &c->cur_timeo);
+}
+
 static ssize_t
 sock_read(struct ol_http_conn *c, void *buf, size_t len)
 {
-	ssize_t n = ol_io_read(c->fd, buf, len, tmo_body(c));
+	ssize_t n = ol_http_conn_recv(c, buf, len, tmo_body(c));
 	if (n == 0)
 		return -ECONNRESET; /* EOF inside a body */
 	return n;

@@ -29,6 +29,7 @@ struct ol_http_conn {
 	struct ol_http_server *srv;
 	struct ol_http_conn *prev, *next;
 	int fd;
+	int cur_timeo; /* SO_RCVTIMEO last set (ol_io_recv_timeo) */
 	char peer[64];
 	char *rbuf;
 	size_t rcap, rpos, rlen;
@@ -52,5 +53,6 @@ struct ol_http_conn {
 void ol_http_conn_begin(struct ol_http_conn *c); /* set up req from c->head */
 int ol_http_send_error(struct ol_http_conn *c, int status);
 int ol_http_conn_flush(struct ol_http_conn *c);
+ssize_t ol_http_conn_recv(struct ol_http_conn *c, void *buf, size_t len, int timeout_ms);
 
 #endif

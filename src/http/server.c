@@ -44,7 +44,7 @@ linger_close(struct ol_http_conn *c)
 		uint64_t now = ol_io_now_ms();
 		if (now >= end)
 			break;
-		ssize_t n = ol_io_read(c->fd, c->rbuf, c->rcap, (int)(end - now));
+		ssize_t n = ol_http_conn_recv(c, c->rbuf, c->rcap, (int)(end - now));
 		if (n <= 0)
 			break;
 		total += (size_t)n;
@@ -82,7 +82,7 @@ read_head(struct ol_http_conn *c)
 				deadline = now + s->o.header_timeout_ms;
 			tmo = now >= deadline ? 0 : (int)(deadline - now);
 		}
-		ssize_t n = ol_io_read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, tmo);
+		ssize_t n = ol_http_conn_recv(c, c->rbuf + c->rlen, c->rcap - c->rlen, tmo);
 		if (n == -ETIMEDOUT && c->rlen) {
 			ol_http_send_error(c, 408);
 			return -1;
@@ -151,6 +151,7 @@ start_conn(struct ol_http_server *s, int fd, const struct sockaddr *sa, socklen_
 	struct ol_http_conn *c = ol_xcalloc(1, sizeof(*c));
 	c->srv = s;
 	c->fd = fd;
+	c->cur_timeo = -2;
 	ol_io_addr_str(sa, sl, c->peer, sizeof(c->peer));
 	c->rbuf = ol_bufpool_get(s->pool);
 	c->rcap = ol_bufpool_buf_size(s->pool);

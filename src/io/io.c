@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -246,6 +247,33 @@ ol_io_read(int fd, void *buf, size_t len, int timeout_ms)
 	}
 }
 
+ssize_t
+ol_io_recv_timeo(int fd, void *buf, size_t len, int timeout_ms, int *cur_timeo)
+{
+	if (timeout_ms == 0)
+		return -ETIMEDOUT;
+	if (timeout_ms < 0)
+		timeout_ms = -1;
+	if (*cur_timeo != timeout_ms) {
+		struct timeval tv = {0, 0};
+		if (timeout_ms > 0) {
+			tv.tv_sec = timeout_ms / 1000;
+			tv.tv_usec = (timeout_ms % 1000) * 1000;
+		}
+		if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
+			return -errno;
+		*cur_timeo = timeout_ms;
+	}
+	for (;;) {
+		ssize_t n = recv(fd, buf, len, 0);
+		if (n >= 0)
+			return n;
+		if (errno == EINTR)
+			continue;
+		return (errno == EAGAIN || errno == EWOULDBLOCK) ? -ETIMEDOUT : -errno;
+	}
+}
+
 int
 ol_io_writev_all(int fd, struct iovec *iov, int n, int timeout_ms)
 {
@@ -317,8 +345,12 @@ thread_start(pthread_t *t, bool detached, const char *name, void *(*fn)(void *),
 	pthread_attr_init(&attr);
 	if (detached)
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 1024 * 1024);
+	pthread_attr_setstacksize(&attr, 2 * 1024 * 1024);
 	int rc = pthread_create(t ? t : &tid, &attr, thread_trampoline, ts);
+	if (rc == EINVAL) { /* big static TLS does not fit: fall back to the default size */
+		pthread_attr_setstacksize(&attr, 8 * 1024 * 1024);
+		rc = pthread_create(t ? t : &tid, &attr, thread_trampoline, ts);
+	}
 	pthread_attr_destroy(&attr);
 	if (rc) {
 		free(ts);

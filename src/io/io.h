@@ -53,6 +53,12 @@ int ol_io_wait(int fd, short events, int timeout_ms);
  * Returns bytes read (> 0), 0 at EOF, -ETIMEDOUT, -ECONNRESET or -errno. */
 ssize_t ol_io_read(int fd, void *buf, size_t len, int timeout_ms);
 
+/* Blocking recv with the timeout set through SO_RCVTIMEO: one syscall per read (ol_io_read
+ * needs up to three when no data is waiting). fd must be a blocking socket used by one thread;
+ * *cur_timeo caches the timeout last set on it (start with -2). timeout_ms 0 gives -ETIMEDOUT
+ * at once, < 0 waits forever. Same returns as ol_io_read. */
+ssize_t ol_io_recv_timeo(int fd, void *buf, size_t len, int timeout_ms, int *cur_timeo);
+
 /* Write all of iov[0..n), waiting at most timeout_ms for each progress step (< 0: forever).
  * iov is modified. MSG_NOSIGNAL: a closed peer gives -EPIPE, never SIGPIPE.
  * Returns 0, -ETIMEDOUT or -errno. */

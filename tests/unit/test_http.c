@@ -635,7 +635,7 @@ cli_sees_eof(struct cli *c, int tmo)
 }
 
 static struct ol_http_server *
-start_server(unsigned idle_ms, unsigned header_ms, uint64_t max_body)
+start_server(unsigned idle_ms, unsigned header_ms, uint64_t max_body, unsigned max_conns)
 {
 	struct ol_http_server_opts o = {
 	    .size = sizeof(o),
@@ -644,7 +644,8 @@ start_server(unsigned idle_ms, unsigned header_ms, uint64_t max_body)
 	    .handler = handler,
 	    .idle_timeout_ms = idle_ms,
 	    .header_timeout_ms = header_ms,
-	    .body_timeout_ms = 5000,
+	    .body_timeout_ms = idle_ms < 1000 ? 300 : 5000,
+	    .max_conns = max_conns,
 	    .max_body_bytes = max_body,
 	};
 	struct ol_http_server *s = NULL;
@@ -735,6 +736,16 @@ test_live_basic(unsigned port)
 	rc = cli_response(&c, &r, false, 64, 3000);
 	OK(rc == 0 && hdr_is(&r, "x-query", "after"), "unread body drained, keep-alive works");
 	resp_free(&r);
+	/* the client asks to close */
+	struct cli c3;
+	cli_open(&c3, port);
+	cli_sends(&c3, "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	rc = cli_response(&c3, &r, false, 64, 3000);
+	OK(rc == 0 && r.status == 200 && hdr_is(&r, "connection", "close") &&
+	       cli_sees_eof(&c3, 3000),
+	   "Connection: close from the client: answered, then closed");
+	resp_free(&r);
+	close(c3.fd);
 	/* a response shorter than its Content-Length closes the connection */
 	cli_sends(&c, "GET /short HTTP/1.1\r\nHost: x\r\n\r\n");
 	OK(read_head(&c, &r, 3000) == 0 && r.status == 200, "short response head");
@@ -881,7 +892,7 @@ test_live_http10(unsigned port)
 static void
 test_live_timeouts(void)
 {
-	struct ol_http_server *s = start_server(200, 300, 1 << 20);
+	struct ol_http_server *s = start_server(200, 300, 1 << 20, 3);
 	unsigned port = ol_http_server_port(s);
 	test_limits(port);
 	struct cli c;
@@ -921,6 +932,33 @@ test_live_timeouts(void)
 	   (unsigned long long)dt);
 	resp_free(&r);
 	close(c.fd);
+	/* a body that stalls: the handler's read times out, the connection closes */
+	cli_open(&c, port);
+	cli_sends(&c, "PUT /sink HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n");
+	char part[10];
+	fill_pattern(part, 0, 10);
+	cli_send(&c, part, 10);
+	t0 = ol_io_now_ms();
+	rc = cli_response(&c, &r, false, 64, 3000);
+	dt = ol_io_now_ms() - t0;
+	OK(rc == 0 && r.status == 400 && strstr(r.body, "10 BAD -110") && dt < 2000 &&
+	       hdr_is(&r, "connection", "close") && cli_sees_eof(&c, 2000),
+	   "stalled body: -ETIMEDOUT to the handler after %llu ms, then close (%s)",
+	   (unsigned long long)dt, r.body);
+	resp_free(&r);
+	close(c.fd);
+	/* max_conns = 3: a fourth connection gets 503 */
+	struct cli m[4];
+	for (int i = 0; i < 3; i++)
+		cli_open(&m[i], port);
+	usleep(50000);
+	cli_open(&m[3], port);
+	rc = cli_response(&m[3], &r, false, 64, 3000);
+	OK(rc == 0 && r.status == 503, "connection over max_conns -> 503 (%d)", r.status);
+	resp_free(&r);
+	for (int i = 0; i < 4; i++)
+		close(m[i].fd);
+	usleep(50000);
 	/* stop with open connections and a handler in flight returns promptly */
 	struct cli c2;
 	cli_open(&c, port);
@@ -1129,7 +1167,7 @@ main(void)
 	test_parse_errors();
 	test_parse_pipelined_and_splits();
 	test_chunked();
-	struct ol_http_server *s = start_server(5000, 5000, 0);
+	struct ol_http_server *s = start_server(5000, 5000, 0, 0);
 	if (!s) {
 		printf("1..%d\n", n_test);
 		return 1;

@@ -79,6 +79,16 @@ test_sockets(void)
 	uint64_t dt = ol_io_now_ms() - t0;
 	OK(n == -ETIMEDOUT && dt >= 90 && dt < 1000, "read times out (%zd after %llu ms)", n,
 	   (unsigned long long)dt);
+	int cur = -2;
+	t0 = ol_io_now_ms();
+	n = ol_io_recv_timeo(s, buf, sizeof(buf), 100, &cur);
+	dt = ol_io_now_ms() - t0;
+	OK(n == -ETIMEDOUT && cur == 100 && dt >= 90 && dt < 1000,
+	   "recv_timeo times out via SO_RCVTIMEO (%zd after %llu ms)", n, (unsigned long long)dt);
+	OK(ol_io_recv_timeo(s, buf, sizeof(buf), 0, &cur) == -ETIMEDOUT, "recv_timeo 0: at once");
+	ol_io_write_all(c, "hi", 2, 1000);
+	n = ol_io_recv_timeo(s, buf, sizeof(buf), 1000, &cur);
+	OK(n == 2 && !memcmp(buf, "hi", 2) && cur == 1000, "recv_timeo reads");
 	struct iovec iov[3] = {{"ab", 2}, {"", 0}, {"cde", 3}};
 	OK(ol_io_writev_all(c, iov, 3, 1000) == 0, "writev_all");
 	size_t got = 0;
