@@ -1,0 +1,649 @@
+/* cmd/openlake/node_cmd.c - `openlake node info`, `openlake disk info`, `openlake cluster status`.
+ *
+ * Two sources, used together when both are given:
+ *  - the daemon's config (--config FILE, the same TOML as openlaked): addresses, erasure layout,
+ *    drives (measured here with statvfs and a write check: the command runs on the node) and
+ *    the [[nodes]] of the cluster (reachability checked with a TCP connect);
+ *  - the running daemon's status document, GET /openlake/admin/v1/status on its S3 address
+ *    (--endpoint URL, or s3_addr from the config): version, uptime and, without a config, the
+ *    drives as the daemon sees them.
+ * Output is a readable table, or one JSON object with --json. */
+#include "cmds.h"
+
+#include "base/config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#define NODE_MAX_DRIVES 64
+#define NODE_JSON_CAP	(1 << 20)
+
+struct drive {
+	char path[OL_CFG_STR];
+	unsigned long long dev; /* st_dev + 1 when measured here (0 = unknown) */
+	bool online, writable;
+	unsigned long long total, used, free;
+};
+
+struct nodeinfo {
+	const char *verb;	  /* "node info", "disk info", "cluster status" */
+	struct ol_config *cfg;	  /* NULL without --config */
+	char host[256], port[16]; /* the daemon's S3/admin address */
+	bool daemon_up;
+	char *status; /* the daemon's status JSON, or NULL */
+	struct drive drives[NODE_MAX_DRIVES];
+	unsigned n_drives;
+	bool json;
+};
+
+/* ---- tiny helpers: addresses, TCP, HTTP GET ---- */
+
+static int
+split_addr(const char *s, char *host, size_t hcap, char *port, size_t pcap)
+{
+	const char *colon = s[0] == '[' ? strstr(s, "]:") : strrchr(s, ':');
+	if (!colon)
+		return -EINVAL;
+	size_t hl = (size_t)(colon - s) - (s[0] == '[' ? 1 : 0);
+	const char *h = s[0] == '[' ? s + 1 : s;
+	const char *p = colon + (s[0] == '[' ? 2 : 1);
+	if (hl >= hcap || !*p || strlen(p) >= pcap || strspn(p, "0123456789") != strlen(p))
+		return -EINVAL;
+	memcpy(host, h, hl);
+	host[hl] = 0;
+	/* a wildcard listener is reached on loopback from this host */
+	if (hl == 0 || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "*") == 0)
+		snprintf(host, hcap, "127.0.0.1");
+	else if (strcmp(host, "::") == 0)
+		snprintf(host, hcap, "::1");
+	snprintf(port, pcap, "%s", p);
+	return 0;
+}
+
+static int
+tcp_connect(const char *host, const char *port, int timeout_ms)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai, *p;
+	if (getaddrinfo(host, port, &hints, &ai))
+		return -EHOSTUNREACH;
+	int rc = -ECONNREFUSED;
+	for (p = ai; p; p = p->ai_next) {
+		int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			continue;
+		if (connect(fd, p->ai_addr, p->ai_addrlen) < 0 && errno != EINPROGRESS) {
+			rc = -errno;
+			close(fd);
+			continue;
+		}
+		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+		int err = 0;
+		socklen_t len = sizeof(err);
+		if (poll(&pfd, 1, timeout_ms) == 1 &&
+		    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
+			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+			freeaddrinfo(ai);
+			return fd;
+		}
+		rc = err ? -err : -ETIMEDOUT;
+		close(fd);
+	}
+	freeaddrinfo(ai);
+	return rc;
+}
+
+static bool
+reachable(const char *addr)
+{
+	char host[256], port[16];
+	if (!addr || !*addr || split_addr(addr, host, sizeof(host), port, sizeof(port)))
+		return false;
+	int fd = tcp_connect(host, port, 1000);
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+static int
+read_reply(int fd, char *buf, size_t cap, size_t *len)
+{
+	*len = 0;
+	for (;;) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		if (poll(&pfd, 1, 3000) != 1)
+			return -ETIMEDOUT;
+		ssize_t n = read(fd, buf + *len, cap - 1 - *len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0 || (*len += (size_t)n) >= cap - 1)
+			break;
+	}
+	buf[*len] = 0;
+	return 0;
+}
+
+/* GET path over HTTP/1.1 with Connection: close; the body of a 200 reply, or NULL. */
+static char *
+http_get(const char *host, const char *port, const char *path)
+{
+	int fd = tcp_connect(host, port, 2000);
+	if (fd < 0)
+		return NULL;
+	char req[512], *buf = malloc(NODE_JSON_CAP), *body = NULL;
+	size_t len;
+	int n = snprintf(req, sizeof(req),
+			 "GET %s HTTP/1.1\r\nHost: %s:%s\r\nAccept: application/json\r\n"
+			 "Connection: close\r\n\r\n",
+			 path, host, port);
+	if (buf && send(fd, req, (size_t)n, MSG_NOSIGNAL) == n &&
+	    read_reply(fd, buf, NODE_JSON_CAP, &len) == 0 && strncmp(buf, "HTTP/1.", 7) == 0 &&
+	    strncmp(buf + 8, " 200", 4) == 0) {
+		char *b = strstr(buf, "\r\n\r\n");
+		body = b ? strdup(b + 4) : NULL;
+	}
+	free(buf);
+	close(fd);
+	return body;
+}
+
+/* ---- reading the status JSON (our own flat document: scalar fields and one drives array) ---- */
+
+/* The raw value of "key" at or after from, up to end: strings unquoted. 0 or -ENOENT. */
+static int
+json_field(const char *from, const char *end, const char *key, char *out, size_t cap)
+{
+	char pat[80];
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	const char *p = strstr(from, pat);
+	if (!p || (end && p >= end))
+		return -ENOENT;
+	p += strlen(pat);
+	size_t n = 0;
+	if (*p == '"') {
+		for (p++; *p && *p != '"' && n + 1 < cap; p++) {
+			if (*p == '\\' && p[1])
+				p++;
+			out[n++] = *p;
+		}
+	} else {
+		while (*p && !strchr(",}]", *p) && n + 1 < cap)
+			out[n++] = *p++;
+	}
+	out[n] = 0;
+	return 0;
+}
+
+static unsigned long long
+json_ull(const char *from, const char *end, const char *key)
+{
+	char v[64];
+	return json_field(from, end, key, v, sizeof(v)) ? 0 : strtoull(v, NULL, 10);
+}
+
+static bool
+json_true(const char *from, const char *end, const char *key)
+{
+	char v[16];
+	return json_field(from, end, key, v, sizeof(v)) == 0 && strcmp(v, "true") == 0;
+}
+
+static void
+drives_from_status(struct nodeinfo *ni)
+{
+	const char *p = ni->status ? strstr(ni->status, "\"drives\":[") : NULL;
+	while (p && (p = strstr(p, "{\"index\":")) && ni->n_drives < NODE_MAX_DRIVES) {
+		const char *end = strchr(p, '}');
+		struct drive *d = &ni->drives[ni->n_drives++];
+		if (json_field(p, end, "path", d->path, sizeof(d->path)))
+			d->path[0] = 0;
+		d->online = json_true(p, end, "online");
+		d->writable = json_true(p, end, "writable");
+		d->total = json_ull(p, end, "total_bytes");
+		d->used = json_ull(p, end, "used_bytes");
+		d->free = json_ull(p, end, "free_bytes");
+		p = end;
+	}
+}
+
+/* ---- measuring drives from the config ---- */
+
+static bool
+dir_writable(const char *dir)
+{
+	char path[OL_CFG_STR + 32];
+	snprintf(path, sizeof(path), "%s/.openlake-probe-XXXXXX", dir);
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return false;
+	bool ok = write(fd, "ok", 2) == 2 && fsync(fd) == 0;
+	close(fd);
+	unlink(path);
+	return ok;
+}
+
+static void
+drives_from_config(struct nodeinfo *ni)
+{
+	for (unsigned i = 0; i < ni->cfg->n_data_dirs && i < NODE_MAX_DRIVES; i++) {
+		struct drive *d = &ni->drives[ni->n_drives++];
+		struct statvfs vs;
+		snprintf(d->path, sizeof(d->path), "%s", ni->cfg->data_dirs[i]);
+		d->online = statvfs(d->path, &vs) == 0;
+		if (!d->online)
+			continue;
+		d->total = (unsigned long long)vs.f_blocks * vs.f_frsize;
+		d->used = d->total - (unsigned long long)vs.f_bfree * vs.f_frsize;
+		d->free = (unsigned long long)vs.f_bavail * vs.f_frsize;
+		d->writable = dir_writable(d->path);
+		struct stat st;
+		if (stat(d->path, &st) == 0)
+			d->dev = (unsigned long long)st.st_dev + 1;
+	}
+}
+
+/* ---- output ---- */
+
+static void
+json_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}
+
+static void
+human(unsigned long long v, char *buf, size_t cap)
+{
+	static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	double x = (double)v;
+	unsigned i = 0;
+	while (x >= 1024 && i < 5) {
+		x /= 1024;
+		i++;
+	}
+	snprintf(buf, cap, i ? "%.1f %s" : "%.0f %s", x, u[i]);
+}
+
+static void
+drives_json(const struct nodeinfo *ni)
+{
+	printf("\"drives\":[");
+	for (unsigned i = 0; i < ni->n_drives; i++) {
+		const struct drive *d = &ni->drives[i];
+		printf("%s{\"index\":%u,\"path\":", i ? "," : "", i);
+		json_string(d->path);
+		printf(",\"online\":%s,\"writable\":%s,\"total_bytes\":%llu,\"used_bytes\":%llu,"
+		       "\"free_bytes\":%llu}",
+		       d->online ? "true" : "false", d->writable ? "true" : "false", d->total,
+		       d->used, d->free);
+	}
+	printf("]");
+}
+
+static int
+disk_info(const struct nodeinfo *ni)
+{
+	int bad = 0;
+	for (unsigned i = 0; i < ni->n_drives; i++)
+		bad |= !ni->drives[i].online || !ni->drives[i].writable;
+	if (ni->json) {
+		printf("{");
+		drives_json(ni);
+		printf(",\"source\":\"%s\"}\n", ni->cfg ? "config" : "daemon");
+		return bad;
+	}
+	printf("%-3s %-40s %-8s %-8s %10s %10s %10s %5s\n", "#", "PATH", "STATE", "WRITABLE",
+	       "TOTAL", "USED", "FREE", "USE%");
+	for (unsigned i = 0; i < ni->n_drives; i++) {
+		const struct drive *d = &ni->drives[i];
+		char t[32], u[32], f[32];
+		human(d->total, t, sizeof(t));
+		human(d->used, u, sizeof(u));
+		human(d->free, f, sizeof(f));
+		printf("%-3u %-40s %-8s %-8s %10s %10s %10s %4.0f%%\n", i, d->path,
+		       d->online ? "online" : "OFFLINE", d->writable ? "yes" : "NO", t, u, f,
+		       d->total ? 100.0 * (double)d->used / (double)d->total : 0.0);
+	}
+	return bad;
+}
+
+struct nodesum {
+	char version[32], uptime[32], mode[16], s3[OL_CFG_STR], kv[OL_CFG_STR], region[64];
+	unsigned self_id, set_n, parity, nodes, online, writable;
+	unsigned long long total, used, free;
+};
+
+/* true when drive i lies on the file system of an earlier drive */
+static bool
+shares_fs(const struct nodeinfo *ni, unsigned i)
+{
+	for (unsigned k = 0; ni->drives[i].dev && k < i; k++)
+		if (ni->drives[k].dev == ni->drives[i].dev)
+			return true;
+	return false;
+}
+
+static void
+node_summary(const struct nodeinfo *ni, struct nodesum *s)
+{
+	memset(s, 0, sizeof(*s));
+	const char *j = ni->status;
+	if (j) {
+		json_field(j, NULL, "version", s->version, sizeof(s->version));
+		json_field(j, NULL, "uptime_seconds", s->uptime, sizeof(s->uptime));
+	}
+	if (ni->cfg) {
+		const struct ol_config *c = ni->cfg;
+		snprintf(s->mode, sizeof(s->mode), "%s", c->mode);
+		snprintf(s->s3, sizeof(s->s3), "%s", c->s3_addr);
+		snprintf(s->kv, sizeof(s->kv), "%s", ol_config_kv_listen(c));
+		snprintf(s->region, sizeof(s->region), "%s", c->region);
+		s->self_id = c->self_id;
+		s->set_n = c->set_drive_count;
+		s->parity = c->default_parity_count;
+		s->nodes = c->n_nodes;
+	} else if (j) {
+		json_field(j, NULL, "mode", s->mode, sizeof(s->mode));
+		json_field(j, NULL, "s3_addr", s->s3, sizeof(s->s3));
+		json_field(j, NULL, "kv_addr", s->kv, sizeof(s->kv));
+		json_field(j, NULL, "region", s->region, sizeof(s->region));
+		s->self_id = (unsigned)json_ull(j, NULL, "self_id");
+		s->set_n = (unsigned)json_ull(j, NULL, "set_drive_count");
+		s->parity = (unsigned)json_ull(j, NULL, "parity");
+		s->nodes = (unsigned)json_ull(j, NULL, "nodes");
+	}
+	for (unsigned i = 0; i < ni->n_drives; i++) {
+		s->online += ni->drives[i].online;
+		s->writable += ni->drives[i].writable;
+		if (shares_fs(ni, i))
+			continue; /* capacity counts each file system once */
+		s->total += ni->drives[i].total;
+		s->used += ni->drives[i].used;
+		s->free += ni->drives[i].free;
+	}
+}
+
+static void
+node_info_json(const struct nodeinfo *ni, const struct nodesum *s)
+{
+	printf("{\"daemon\":{\"endpoint\":\"http://%s:%s\",\"up\":%s,\"version\":", ni->host,
+	       ni->port, ni->daemon_up ? "true" : "false");
+	json_string(s->version);
+	printf(",\"uptime_seconds\":%s},\"self_id\":%u,\"mode\":", *s->uptime ? s->uptime : "null",
+	       s->self_id);
+	json_string(s->mode);
+	printf(",\"s3_addr\":");
+	json_string(s->s3);
+	printf(",\"kv_addr\":");
+	json_string(s->kv);
+	printf(",\"region\":");
+	json_string(s->region);
+	printf(",\"erasure\":{\"set_drive_count\":%u,\"data\":%u,\"parity\":%u},\"nodes\":%u,"
+	       "\"capacity\":{\"total_bytes\":%llu,\"used_bytes\":%llu,\"free_bytes\":%llu,"
+	       "\"drives\":%u,\"online\":%u,\"writable\":%u},",
+	       s->set_n, s->set_n - s->parity, s->parity, s->nodes, s->total, s->used, s->free,
+	       ni->n_drives, s->online, s->writable);
+	drives_json(ni);
+	printf(",\"source\":\"%s\"}\n", ni->cfg ? "config" : "daemon");
+}
+
+static int
+node_info(const struct nodeinfo *ni)
+{
+	struct nodesum s;
+	node_summary(ni, &s);
+	if (ni->json) {
+		node_info_json(ni, &s);
+		return !ni->daemon_up;
+	}
+	char t[32], u[32], f[32];
+	human(s.total, t, sizeof(t));
+	human(s.used, u, sizeof(u));
+	human(s.free, f, sizeof(f));
+	printf("node     %u\n", s.self_id);
+	if (ni->daemon_up)
+		printf("daemon   up at http://%s:%s, version %s, uptime %s s\n", ni->host, ni->port,
+		       s.version, s.uptime);
+	else
+		printf("daemon   NOT REACHABLE at http://%s:%s\n", ni->host, ni->port);
+	printf("mode     %s\ns3       %s\nkv       %s\nregion   %s\n", s.mode, s.s3,
+	       *s.kv ? s.kv : "(off)", s.region);
+	printf("erasure  %u drives per set: %u data + %u parity\nnodes    %u\n", s.set_n,
+	       s.set_n - s.parity, s.parity, s.nodes);
+	printf("drives   %u (%u online, %u writable)\ncapacity %s total, %s used, %s free "
+	       "(each file system counted once)\n",
+	       ni->n_drives, s.online, s.writable, t, u, f);
+	return !ni->daemon_up;
+}
+
+static int
+cluster_status(const struct nodeinfo *ni)
+{
+	const struct ol_config *c = ni->cfg;
+	const char *kv = c ? ol_config_kv_listen(c) : "";
+	char kvbuf[OL_CFG_STR] = "";
+	if (!c && ni->status && json_field(ni->status, NULL, "kv_addr", kvbuf, sizeof(kvbuf)) == 0)
+		kv = kvbuf;
+	bool kv_up = *kv && reachable(kv);
+	int down = !ni->daemon_up || (*kv && !kv_up);
+	unsigned n = c ? c->n_nodes : 0;
+	bool up[OL_CFG_MAX_NODES];
+	for (unsigned i = 0; i < n; i++) {
+		up[i] = reachable(c->nodes[i].rpc_addr);
+		down |= !up[i];
+	}
+	if (ni->json) {
+		printf("{\"s3\":{\"addr\":\"%s:%s\",\"reachable\":%s},\"kv\":{\"addr\":", ni->host,
+		       ni->port, ni->daemon_up ? "true" : "false");
+		json_string(kv);
+		printf(",\"reachable\":%s},\"nodes\":[", kv_up ? "true" : "false");
+		for (unsigned i = 0; i < n; i++) {
+			printf("%s{\"id\":%u,\"rpc_addr\":", i ? "," : "", c->nodes[i].id);
+			json_string(c->nodes[i].rpc_addr);
+			printf(",\"disk_count\":%u,\"reachable\":%s,\"self\":%s}",
+			       c->nodes[i].disk_count, up[i] ? "true" : "false",
+			       c->nodes[i].id == c->self_id ? "true" : "false");
+		}
+		printf("]}\n");
+		return down;
+	}
+	printf("s3   %s:%s  %s\nkv   %s  %s\n\n", ni->host, ni->port, ni->daemon_up ? "up" : "DOWN",
+	       *kv ? kv : "(off)",
+	       !*kv    ? ""
+	       : kv_up ? "up"
+		       : "DOWN");
+	if (!c)
+		printf("(give --config FILE to list and check every node of the cluster)\n");
+	else
+		printf("%-4s %-30s %-6s %5s\n", "ID", "RPC ADDRESS", "STATE", "DISKS");
+	for (unsigned i = 0; i < n; i++)
+		printf("%-4u %-30s %-6s %5u%s\n", c->nodes[i].id, c->nodes[i].rpc_addr,
+		       up[i] ? "up" : "DOWN", c->nodes[i].disk_count,
+		       c->nodes[i].id == c->self_id ? "  (self)" : "");
+	return down;
+}
+
+/* ---- flags and main ---- */
+
+static void
+node_usage(const char *verb, FILE *f)
+{
+	fprintf(
+	    f,
+	    "Usage: openlake %s [--config FILE] [--endpoint URL] [--json]\n"
+	    "\n"
+	    "  node info       the node: daemon version and uptime, addresses, erasure layout,\n"
+	    "                  drive count and capacity\n"
+	    "  disk info       each drive: online, writable, total/used/free\n"
+	    "  cluster status  the S3 and KV listeners and every [[nodes]] entry, checked for\n"
+	    "                  reachability with a TCP connect\n"
+	    "\n"
+	    "  --config FILE   the daemon's TOML config (drives are then measured here, on the\n"
+	    "                  node, with statvfs and a write probe)\n"
+	    "  --endpoint URL  the daemon's S3 address, http://HOST:PORT (default: s3_addr of\n"
+	    "                  the config, else http://127.0.0.1:9000); its status document\n"
+	    "                  /openlake/admin/v1/status supplies what the config does not\n"
+	    "  --json          one JSON object on stdout\n"
+	    "\n"
+	    "Exit status: 0 healthy, 1 something is down (daemon, a drive, a node), 2 bad usage.\n",
+	    verb);
+}
+
+static int
+node_endpoint(struct nodeinfo *ni, const char *url)
+{
+	const char *p = strncmp(url, "http://", 7) == 0 ? url + 7 : url;
+	char hp[300];
+	snprintf(hp, sizeof(hp), "%.*s", (int)strcspn(p, "/"), p);
+	if (strstr(p, "://") ||
+	    split_addr(hp, ni->host, sizeof(ni->host), ni->port, sizeof(ni->port))) {
+		fprintf(stderr,
+			"openlake %s: --endpoint '%s' is not http://HOST:PORT (e.g. "
+			"http://127.0.0.1:9000)\n",
+			ni->verb, url);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int
+node_load_config(struct nodeinfo *ni, const char *path)
+{
+	char err[512];
+	ni->cfg = calloc(1, sizeof(*ni->cfg));
+	if (!ni->cfg)
+		return -ENOMEM;
+	ol_config_default(ni->cfg);
+	int rc = ol_config_load_file(ni->cfg, path, err, sizeof(err));
+	if (rc)
+		fprintf(stderr, "openlake %s: --config %s: %s\n", ni->verb, path, err);
+	return rc;
+}
+
+static const struct option node_longopts[] = {{"config", required_argument, NULL, 'c'},
+					      {"endpoint", required_argument, NULL, 'e'},
+					      {"json", no_argument, NULL, 'j'},
+					      {"help", no_argument, NULL, 'h'},
+					      {NULL, 0, NULL, 0}};
+
+/* 0 ok, 1 help shown, 2 bad usage */
+static int
+node_parse(struct nodeinfo *ni, int argc, char **argv, const char **config, const char **url)
+{
+	int opt;
+	opterr = 0;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, ":c:e:jh", node_longopts, NULL)) != -1) {
+		const char *flag = argv[optind - 1];
+		switch (opt) {
+		case 'c':
+			*config = optarg;
+			break;
+		case 'e':
+			*url = optarg;
+			break;
+		case 'j':
+			ni->json = true;
+			break;
+		case 'h':
+			node_usage(ni->verb, stdout);
+			return 1;
+		case ':':
+			fprintf(stderr, "openlake %s: %s needs a value (see openlake %s --help)\n",
+				ni->verb, flag, ni->verb);
+			return 2;
+		default:
+			fprintf(stderr, "openlake %s: unknown flag '%s' (see openlake %s --help)\n",
+				ni->verb, flag, ni->verb);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "openlake %s: unexpected argument '%s' (see openlake %s --help)\n",
+			ni->verb, argv[optind], ni->verb);
+		return 2;
+	}
+	return 0;
+}
+
+static int
+node_gather(struct nodeinfo *ni, const char *config, const char *url)
+{
+	if (config && node_load_config(ni, config))
+		return 2;
+	if (url ? node_endpoint(ni, url)
+		: split_addr(ni->cfg ? ni->cfg->s3_addr : "127.0.0.1:9000", ni->host,
+			     sizeof(ni->host), ni->port, sizeof(ni->port)))
+		return 2;
+	ni->status = http_get(ni->host, ni->port, "/openlake/admin/v1/status");
+	ni->daemon_up = ni->status || reachable(ni->cfg ? ni->cfg->s3_addr : NULL);
+	if (ni->cfg)
+		drives_from_config(ni);
+	else if (ni->status)
+		drives_from_status(ni);
+	if (!ni->cfg && !ni->status) {
+		fprintf(stderr,
+			"openlake %s: no daemon answers at http://%s:%s - give --config FILE (the "
+			"daemon's config) or --endpoint http://HOST:PORT\n",
+			ni->verb, ni->host, ni->port);
+		return 1;
+	}
+	return 0;
+}
+
+int
+ol_cmd_node(int argc, char **argv)
+{
+	static const char *const verbs[][2] = {
+	    {"node", "info"}, {"disk", "info"}, {"cluster", "status"}};
+	struct nodeinfo ni = {0};
+	const char *config = NULL, *url = NULL;
+	unsigned v;
+	for (v = 0; v < 3 && strcmp(argv[0], verbs[v][0]) != 0; v++)
+		;
+	if (v == 3)
+		return 2;
+	char verb[32];
+	snprintf(verb, sizeof(verb), "%s %s", verbs[v][0], verbs[v][1]);
+	ni.verb = verb;
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		node_usage(verb, argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	if (strcmp(argv[1], verbs[v][1]) != 0) {
+		fprintf(stderr,
+			"openlake %s: unknown sub-command '%s' (did you mean 'openlake %s'?)\n",
+			argv[0], argv[1], verb);
+		return 2;
+	}
+	int rc = node_parse(&ni, argc - 1, argv + 1, &config, &url);
+	if (rc == 0)
+		rc = node_gather(&ni, config, url);
+	if (rc == 0)
+		rc = v == 0 ? node_info(&ni) : v == 1 ? disk_info(&ni) : cluster_status(&ni);
+	free(ni.cfg);
+	free(ni.status);
+	return rc == 1 && config == NULL && !ni.status ? 1 : rc;
+}
