@@ -186,7 +186,7 @@ parse_chunk_header(struct ol_awschunked *d, uint64_t *size)
 static int
 on_header(struct ol_awschunked *d)
 {
-	uint64_t size;
+	uint64_t size = 0;
 	int rc = parse_chunk_header(d, &size);
 	if (rc)
 		return rc;

@@ -12,10 +12,11 @@
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
 
-#define ALG	   "AWS4-HMAC-SHA256"
-#define MAX_SIGNED 64	/* headers in SignedHeaders */
-#define MAX_PARAMS 1024 /* query parameters */
-#define MAX_FIELD  1024 /* decoded auth query value / header parameter */
+#define ALG	     "AWS4-HMAC-SHA256"
+#define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+#define MAX_SIGNED   64	  /* headers in SignedHeaders */
+#define MAX_PARAMS   1024 /* query parameters */
+#define MAX_FIELD    1024 /* decoded auth query value / header parameter */
 
 /* ---- growable buffer (malloc; this file is shared with the client side) ---- */
 
@@ -342,19 +343,29 @@ canonical_headers(const struct ol_sigv4_request *req, const char *list, struct s
 	}
 }
 
-/* Build the canonical request into out. Returns 0, -E2BIG or -ENOMEM. */
+#define CANON_PRESIGNED 1 /* drop X-Amz-Signature from the query */
+#define CANON_RAW	2 /* path and query exactly as on the wire (curl 7.x signs so) */
+
+/* Build the canonical request into out. presigned: CANON_* flags. Returns 0, -E2BIG or -ENOMEM. */
 static int
 canonical_request(const struct ol_sigv4_request *req, const char *signed_list,
 		  const char *payload_hash, int presigned, struct sbuf *out)
 {
+	int rc = 0;
 	sb_adds(out, req->method);
 	sb_addc(out, '\n');
 	if (req->path_len == 0)
 		sb_addc(out, '/');
-	reencode(out, req->path, req->path_len, 1);
+	if (presigned & CANON_RAW)
+		sb_add(out, req->path, req->path_len);
+	else
+		reencode(out, req->path, req->path_len, 1);
 	sb_addc(out, '\n');
-	int rc = canonical_query(req->query ? req->query : "", req->query ? req->query_len : 0,
-				 presigned, out);
+	if (presigned & CANON_RAW)
+		sb_add(out, req->query ? req->query : "", req->query ? req->query_len : 0);
+	else
+		rc = canonical_query(req->query ? req->query : "", req->query ? req->query_len : 0,
+				     presigned & CANON_PRESIGNED, out);
 	if (rc < 0)
 		return rc;
 	sb_addc(out, '\n');
@@ -424,6 +435,7 @@ struct auth {
 	char payload_hash[80];
 	time_t t;
 	long expires;
+	int pending; /* no x-amz-content-sha256 and a body: hash known only after reading it */
 };
 
 static int
@@ -638,6 +650,22 @@ parse_presigned(const struct ol_sigv4_request *req, struct auth *a, char *cred,
 	return 0;
 }
 
+/* Plain SigV4 (curl): empty body -> its hash; else the hash comes after the body. */
+static int
+no_content_sha256(const struct ol_sigv4_request *req, struct auth *a)
+{
+	char v[32];
+	size_t from = 0;
+	long n = header_get(req, "content-length", v, sizeof(v));
+	int body = find_header(req, "transfer-encoding", 17, &from) != NULL ||
+		   (n != -ENOENT && !(n == 1 && v[0] == '0'));
+	if (body)
+		a->pending = 1;
+	else
+		snprintf(a->payload_hash, sizeof(a->payload_hash), "%s", EMPTY_SHA256);
+	return 0;
+}
+
 static int
 parse_header_form(const struct ol_sigv4_request *req, struct auth *a, char *cred,
 		  struct ol_sigv4_result *out)
@@ -652,9 +680,11 @@ parse_header_form(const struct ol_sigv4_request *req, struct auth *a, char *cred
 	    parse_amz_date(a->amz_date, &a->t))
 		return fail(out, OL_SIGV4_ERR_MALFORMED,
 			    "AWS authentication requires a valid X-Amz-Date header%s", NULL);
-	if (header_get(req, "x-amz-content-sha256", a->payload_hash, sizeof(a->payload_hash)) < 0)
-		return fail(out, OL_SIGV4_ERR_NO_CONTENT_SHA256,
-			    "Missing required header for this request: x-amz-content-sha256%s",
+	long n = header_get(req, "x-amz-content-sha256", a->payload_hash, sizeof(a->payload_hash));
+	if (n == -ENOENT)
+		return no_content_sha256(req, a);
+	if (n < 0)
+		return fail(out, OL_SIGV4_ERR_BAD_CONTENT_SHA256, "x-amz-content-sha256 too long%s",
 			    NULL);
 	return 0;
 }
@@ -782,19 +812,134 @@ parse_any(const struct ol_sigv4_request *req, int presigned, struct auth *a,
 }
 
 static int
+sig_equal(const char *computed, const char *given)
+{
+	return strlen(given) == 64 && CRYPTO_memcmp(computed, given, 64) == 0;
+}
+
+/* Second try with the path and query as sent, unsorted and not re-encoded: curl 7.x
+ * (Debian 12) signs them so. The signature still covers every byte of the request. */
+static int
+raw_retry(const struct ol_sigv4_request *req, const struct auth *a,
+	  const struct ol_sigv4_result *out, char sig[65])
+{
+	struct sbuf creq = {0}, sts = {0};
+	char alt[65];
+	int rc = compute(req, a, out->scope, out->signing_key, CANON_RAW, &creq, &sts, alt);
+	if (!rc && sig_equal(alt, a->signature))
+		memcpy(sig, alt, 65);
+	free(creq.p);
+	free(sts.p);
+	return rc;
+}
+
+/* Keep the canonical request minus its payload hash for ol_sigv4_verify_body(). */
+static int
+defer(const struct ol_sigv4_request *req, const struct auth *a, struct ol_sigv4_result *out)
+{
+	struct sbuf creq = {0};
+	int rc = canonical_request(req, a->signed_list, "", 0, &creq);
+	sb_addc(&creq, 0); /* the raw form follows the standard one, after its NUL */
+	if (!rc)
+		rc = canonical_request(req, a->signed_list, "", CANON_RAW, &creq);
+	if (!rc && creq.oom)
+		rc = -ENOMEM;
+	if (rc) {
+		free(creq.p);
+		OPENSSL_cleanse(out->signing_key, sizeof(out->signing_key));
+		return fail(out, rc == -E2BIG ? OL_SIGV4_ERR_MALFORMED : OL_SIGV4_ERR_NOMEM,
+			    "cannot build the canonical request%s", NULL);
+	}
+	out->pending_canonical = creq.p;
+	/* a signature of any other length can never match: keep "" then */
+	out->pending_signature[0] = 0;
+	if (strlen(a->signature) == 64)
+		memcpy(out->pending_signature, a->signature, 65);
+	out->body_hash_pending = 1;
+	out->payload = OL_SIGV4_PAYLOAD_SHA256;
+	return OL_SIGV4_ERR_NEED_BODY_HASH;
+}
+
+static int
+pending_sig(const struct ol_sigv4_result *r, const char *prefix, const uint8_t sha[32],
+	    struct sbuf *creq, struct sbuf *sts, char sig[65])
+{
+	char hx[65];
+	uint8_t mac[32];
+	hex_encode(sha, 32, hx);
+	sb_adds(creq, prefix);
+	sb_adds(creq, hx);
+	if (!creq->oom)
+		string_to_sign(r->amz_date, r->scope, creq, sts);
+	if (creq->oom || sts->oom)
+		return OL_SIGV4_ERR_NOMEM;
+	int rc = hmac(r->signing_key, 32, sts->p, sts->len, mac);
+	if (!rc)
+		hex_encode(mac, 32, sig);
+	return rc;
+}
+
+int
+ol_sigv4_verify_body(struct ol_sigv4_result *r, const uint8_t body_sha256[32])
+{
+	if (!r->body_hash_pending || !r->pending_canonical)
+		return -EINVAL;
+	struct sbuf creq = {0}, sts = {0};
+	char sig[65];
+	int rc = pending_sig(r, r->pending_canonical, body_sha256, &creq, &sts, sig);
+	if (!rc && !sig_equal(sig, r->pending_signature)) {
+		struct sbuf c2 = {0}, s2 = {0};
+		const char *raw = r->pending_canonical + strlen(r->pending_canonical) + 1;
+		rc = pending_sig(r, raw, body_sha256, &c2, &s2, sig);
+		free(c2.p);
+		free(s2.p);
+	}
+	free(r->pending_canonical);
+	r->pending_canonical = NULL;
+	r->body_hash_pending = 0;
+	if (!rc) {
+		if (!sig_equal(sig, r->pending_signature)) {
+			rc =
+			    fail(r, OL_SIGV4_ERR_SIGNATURE_MISMATCH,
+				 "The request signature we calculated does not match the signature "
+				 "you provided. Check your key and signing method.%s",
+				 NULL);
+			r->canonical_request = creq.p;
+			r->string_to_sign = sts.p;
+			creq.p = sts.p = NULL;
+		} else {
+			memcpy(r->seed_signature, sig, 65);
+			memcpy(r->payload_sha256, body_sha256, 32);
+			r->has_payload_sha256 = 1;
+		}
+	}
+	free(creq.p);
+	free(sts.p);
+	return rc;
+}
+
+static int
 finish_verify(const struct ol_sigv4_request *req, const struct auth *a, const char *secret,
 	      int presigned, struct ol_sigv4_result *out)
 {
 	struct sbuf creq = {0}, sts = {0};
 	char sig[65];
 	int rc = ol_sigv4_signing_key(secret, a->date8, a->region, "s3", out->signing_key);
+	if (!rc && a->pending)
+		return defer(req, a, out);
 	if (!rc)
 		rc = compute(req, a, out->scope, out->signing_key, presigned, &creq, &sts, sig);
 	if (rc) {
 		fail(out, rc, "cannot compute the signature%s", NULL);
 		goto done;
 	}
-	if (strlen(a->signature) != 64 || CRYPTO_memcmp(sig, a->signature, 64) != 0) {
+	if (!sig_equal(sig, a->signature) && !presigned)
+		rc = raw_retry(req, a, out, sig);
+	if (rc) {
+		fail(out, rc, "cannot compute the signature%s", NULL);
+		goto done;
+	}
+	if (!sig_equal(sig, a->signature)) {
 		rc = fail(out, OL_SIGV4_ERR_SIGNATURE_MISMATCH,
 			  "The request signature we calculated does not match the signature you "
 			  "provided. Check your key and signing method.%s",
@@ -847,7 +992,7 @@ ol_sigv4_verify(const struct ol_sigv4_request *req, const char *region, time_t n
 	rc = check_time(&a, presigned, now, out);
 	if (rc)
 		return rc;
-	if (payload_mode(a.payload_hash, out))
+	if (!a.pending && payload_mode(a.payload_hash, out))
 		return fail(out, OL_SIGV4_ERR_BAD_CONTENT_SHA256,
 			    "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, "
 			    "STREAMING-AWS4-HMAC-SHA256-PAYLOAD, or a valid sha256 value.%s",
@@ -860,7 +1005,9 @@ ol_sigv4_result_fini(struct ol_sigv4_result *r)
 {
 	free(r->string_to_sign);
 	free(r->canonical_request);
-	r->string_to_sign = r->canonical_request = NULL;
+	free(r->pending_canonical);
+	r->string_to_sign = r->canonical_request = r->pending_canonical = NULL;
+	r->body_hash_pending = 0;
 	OPENSSL_cleanse(r->signing_key, sizeof(r->signing_key));
 }
 
@@ -902,6 +1049,7 @@ ol_sigv4_s3_code(int err, int presigned)
 	case OL_SIGV4_ERR_BAD_CONTENT_SHA256:
 		return "InvalidArgument";
 	case OL_SIGV4_ERR_NO_CONTENT_SHA256:
+	case OL_SIGV4_ERR_NEED_BODY_HASH:
 		return "InvalidRequest";
 	default:
 		return "InternalError";
@@ -923,6 +1071,7 @@ ol_sigv4_http_status(int err)
 	case OL_SIGV4_ERR_UNSUPPORTED_ALG:
 	case OL_SIGV4_ERR_BAD_CONTENT_SHA256:
 	case OL_SIGV4_ERR_NO_CONTENT_SHA256:
+	case OL_SIGV4_ERR_NEED_BODY_HASH:
 		return 400;
 	default:
 		return 500;

@@ -30,7 +30,9 @@ enum ol_sigv4_err {
 						   x-amz-content-sha256) */
 	OL_SIGV4_ERR_WRONG_REGION = -4309,	/* AuthorizationHeaderMalformed 400 /
 						   AuthorizationQueryParametersError 400 */
-	OL_SIGV4_ERR_NOMEM = -4310,		/* InternalError 500 */
+	OL_SIGV4_ERR_NOMEM = -4310,
+	OL_SIGV4_ERR_NEED_BODY_HASH = -4311,
+	/* not an answer yet: see ol_sigv4_verify_body() */ /* InternalError 500 */
 };
 
 /* One request header; name and value need not be NUL-terminated. Name compared
@@ -87,6 +89,11 @@ struct ol_sigv4_result {
 	 * ol_sigv4_result_fini(). NULL otherwise. */
 	char *string_to_sign;
 	char *canonical_request;
+	/* On OL_SIGV4_ERR_NEED_BODY_HASH: 1, and the private state below holds the canonical
+	 * request without its payload hash until ol_sigv4_verify_body(). */
+	int body_hash_pending;
+	char *pending_canonical;
+	char pending_signature[65];
 };
 
 /* Verify req. region: the configured server region ("us-east-1"). now: the server clock.
@@ -95,13 +102,26 @@ struct ol_sigv4_result {
  * Returns 0 when the signature is valid, else a negative enum ol_sigv4_err:
  *   _MISSING (anonymous: no Authorization header and no X-Amz-* auth query),
  *   _MALFORMED, _UNSUPPORTED_ALG, _WRONG_REGION, _SKEWED, _EXPIRED, _INVALID_ACCESS_KEY,
- *   _NO_CONTENT_SHA256, _BAD_CONTENT_SHA256, _SIGNATURE_MISMATCH, _NOMEM.
+ *   _NO_CONTENT_SHA256, _BAD_CONTENT_SHA256, _SIGNATURE_MISMATCH, _NOMEM,
+ *   _NEED_BODY_HASH (below).
  * Rules: algorithm AWS4-HMAC-SHA256; credential scope date == X-Amz-Date's day; scope region ==
  * region; service "s3"; X-Amz-Date within OL_SIGV4_MAX_SKEW of now (header form; presigned: not
  * in the future by more than the skew, and now <= date + X-Amz-Expires); SignedHeaders must
  * contain "host". Signatures are compared in constant time. */
 int ol_sigv4_verify(const struct ol_sigv4_request *req, const char *region, time_t now,
 		    ol_sigv4_secret_fn secret_for, void *arg, struct ol_sigv4_result *out);
+
+/* Header form without x-amz-content-sha256 (curl --aws-sigv4 up to 8.x signs the SHA-256 of
+ * the body as plain SigV4 does): when the request has no body (no Transfer-Encoding and
+ * Content-Length absent or 0) verify() uses the empty-body hash and answers at once. With a
+ * body it checks everything else (scope, region, key, time) and returns
+ * OL_SIGV4_ERR_NEED_BODY_HASH with r->body_hash_pending = 1: the caller hashes the WHOLE body
+ * with SHA-256 (before acting on the request or committing anything) and calls this.
+ * Returns 0 (then r is as after a successful verify, has_payload_sha256 = 1), or
+ * OL_SIGV4_ERR_SIGNATURE_MISMATCH (string_to_sign / canonical_request set), -EINVAL when
+ * nothing is pending, _NOMEM. A caller that does not support this treats _NEED_BODY_HASH as
+ * an error (ol_sigv4_s3_code gives InvalidRequest). */
+int ol_sigv4_verify_body(struct ol_sigv4_result *r, const uint8_t body_sha256[32]);
 
 /* Free what ol_sigv4_verify() allocated in r (safe to call twice, and on a zeroed r). */
 void ol_sigv4_result_fini(struct ol_sigv4_result *r);

@@ -143,14 +143,54 @@ def negative_cases():
     emit("bad-content-sha256", AWSRequest(method="GET", url=r.url, headers=badsha),
          expect="BAD_CONTENT_SHA256")
     nosha = {k: v for k, v in r.headers.items() if k.lower() != "x-amz-content-sha256"}
-    emit("no-content-sha256", AWSRequest(method="GET", url=r.url, headers=nosha),
-         expect="NO_CONTENT_SHA256")
+    emit("content-sha256-signed-but-absent", AWSRequest(method="GET", url=r.url, headers=nosha),
+         expect="SIGNATURE_MISMATCH")
     v2 = {"Authorization": "AWS AKIDEXAMPLE:frJIUN8DYpKDtOLCwo//yllqDzg=",
           "Date": "Tue, 01 Dec 2026 18:30:00 GMT"}
     emit("sigv2-unsupported", AWSRequest(method="GET", url=r.url, headers=v2),
          expect="UNSUPPORTED_ALG")
     emit("anonymous", AWSRequest(method="GET", url=f"http://{HOST}/bucket/key"),
          expect="MISSING")
+
+
+class PlainSigV4Auth(botocore.auth.SigV4Auth):
+    """Plain SigV4 (no x-amz-content-sha256, body hash signed), as curl --aws-sigv4 sends."""
+
+
+class CurlStyleAuth(PlainSigV4Auth):
+    """curl 7.88 signs the path and query exactly as on the wire (unsorted, not
+    re-encoded); only that canonicalization is overridden, the rest is botocore's."""
+
+    def canonical_query_string(self, request):
+        return urlsplit(request.url).query
+
+    def _normalize_url_path(self, path):
+        return path
+
+
+def sign_plain(method, url, body=b"", cls=PlainSigV4Auth):
+    creds = botocore.credentials.Credentials(ACCESS, SECRET)
+    req = AWSRequest(method=method, url=url, data=body)
+    with unittest.mock.patch.object(botocore.auth.datetime, "datetime", FixedDatetime):
+        cls(creds, "s3", REGION).add_auth(req)
+    return req
+
+
+def plain_cases():
+    r = sign_plain("GET", f"http://{HOST}/bucket/key")
+    emit("plain-sigv4-get-no-body", r)
+    body = b"curl style body\n"
+    r = sign_plain("PUT", f"http://{HOST}/bucket/obj", body=body)
+    cl = f"header Content-Length:{len(body)}"
+    emit("plain-sigv4-put-body", r, expect="NEED_BODY_HASH",
+         extra=[cl, f"rawbody {body.hex()}"])
+    emit("plain-sigv4-put-tampered-body", r, expect="NEED_BODY_HASH",
+         extra=[cl, f"rawbody {(body + b'x').hex()}", "bodyexpect SIGNATURE_MISMATCH"])
+    r = sign_plain("GET", f"http://{HOST}/bucket?list-type=2&prefix=a+b&delimiter=/&uploads",
+                   cls=CurlStyleAuth)
+    emit("curl-style-raw-unsorted-query", r)
+    r = sign_plain("GET", f"http://{HOST}/bucket/a%20b+c%7e", cls=CurlStyleAuth)
+    emit("curl-style-raw-path", r)
 
 
 def presigned_cases():
@@ -248,6 +288,7 @@ def main():
     header_cases()
     negative_cases()
     presigned_cases()
+    plain_cases()
     streaming_cases()
 
 
