@@ -5,7 +5,9 @@
  * exans_fmt.h, the same code the CPU runs, so both write identical bytes. */
 #include <errno.h>
 
+#ifndef OL_EXANS_CUDA_EMU /* exans_emu.cpp runs these kernels on CPU threads as a test */
 #include <cuda_runtime.h>
+#endif
 
 #include "codec/exans_fmt.h"
 #include "codec/cuda/exans_cuda.h"
@@ -271,6 +273,7 @@ enc_kernel(const uint8_t *src, uint64_t total, uint32_t blk, uint8_t *out, uint3
 	uint32_t r = n / 2 >= 32 ? enc_rans(in, n, o, &sm, lane) : 0;
 	int mode = r ? OL_EXANS_MODE_RANS : OL_EXANS_MODE_RAW;
 	if (!r) {
+		__syncwarp(); /* a failed rANS attempt may still be writing its last words */
 		for (uint32_t i = lane; i < n; i += 32)
 			o[OL_EXANS_BHDR_BYTES + i] = in[i];
 		r = n + OL_EXANS_BHDR_BYTES;
@@ -284,6 +287,7 @@ enc_kernel(const uint8_t *src, uint64_t total, uint32_t blk, uint8_t *out, uint3
 	}
 }
 
+#ifndef OL_EXANS_CUDA_EMU
 extern "C" int
 ol_exans_cuda_decode(const uint8_t *d_src, const uint64_t *d_off, const uint32_t *d_len,
 		     uint32_t nblk, uint8_t *d_dst, uint32_t blk_bytes, int32_t *d_status,
@@ -291,8 +295,8 @@ ol_exans_cuda_decode(const uint8_t *d_src, const uint64_t *d_off, const uint32_t
 {
 	if (nblk == 0)
 		return 0;
-	if (blk_bytes & 1 || blk_bytes > (1u << OL_EXANS_MAX_LOG2_BLK))
-		return -EINVAL;
+	if (blk_bytes < 4 || blk_bytes & 3 || blk_bytes > (1u << OL_EXANS_MAX_LOG2_BLK))
+		return -EINVAL; /* the CRC pass reads 4-byte words */
 	dec_kernel<<<nblk, 32, 0, (cudaStream_t)stream>>>(d_src, d_off, d_len, nblk, d_dst,
 							   blk_bytes, d_status);
 	return cudaGetLastError() == cudaSuccess ? 0 : -EIO;
@@ -313,3 +317,4 @@ ol_exans_cuda_encode(const uint8_t *d_src, uint64_t n, uint32_t blk_bytes, uint8
 								     d_len);
 	return cudaGetLastError() == cudaSuccess ? 0 : -EIO;
 }
+#endif
