@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,6 +20,10 @@
 #include "kv/net.h"
 #include "kv/proto.h"
 #include "openlake/openlake.h"
+
+/* Once a frame has started, each read or write must progress within this (slow or stuck
+ * peers are closed; idle connections between frames are kept). */
+#define OL_KV_FRAME_TIMEOUT_MS 10000
 
 struct conn;
 
@@ -396,8 +401,12 @@ conn_main(void *arg)
 {
 	struct conn *c = arg;
 	uint8_t hb[OL_KVP_HDR];
+	kvnet_set_timeout(c->fd, OL_KV_FRAME_TIMEOUT_MS);
 	for (;;) {
 		struct ol_kvp_hdr h;
+		struct pollfd p = {c->fd, POLLIN, 0};
+		while (poll(&p, 1, -1) < 0 && errno == EINTR)
+			; /* idle between frames as long as the client likes */
 		int r = kvnet_read_full(c->fd, hb, sizeof(hb));
 		if (r < 0)
 			break; /* peer closed or server stopping */

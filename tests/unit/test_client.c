@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -15,7 +16,9 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "kv/kv.h"
-#include "kv_tap.h"
+#include "kv/net.h"
+#include "kv/proto.h"
+#include "kv/test_tap.h"
 #include "openlake/openlake.h"
 
 #define MiB (1u << 20)
@@ -532,6 +535,75 @@ test_kill9_recovery(void)
 	ok(system(cmd) == 0, "clean up %s", dir);
 }
 
+/* ---- hostile frames: the connection is closed, the store is not harmed ---- */
+
+static int
+closed_after(const char *addr, const void *frame, size_t len)
+{
+	int fd = kvnet_connect(addr, 2000);
+	if (fd < 0)
+		return 0;
+	kvnet_set_timeout(fd, 3000);
+	kvnet_write_full(fd, frame, len);
+	shutdown(fd, SHUT_WR); /* a cut frame: the server sees EOF in the middle */
+	char b[256];
+	ssize_t r;
+	int closed = 0;
+	while ((r = read(fd, b, sizeof(b))) > 0)
+		; /* a reply for a partial frame would be a bug, but EOF is what we wait for */
+	closed = r == 0 || (r < 0 && errno == ECONNRESET);
+	close(fd);
+	return closed;
+}
+
+static size_t
+frame(uint8_t *out, uint8_t op, uint8_t flags, uint32_t count, uint64_t body_len)
+{
+	struct ol_kvp_hdr h = {OL_KVP_MAGIC, OL_KVP_VERSION, op, flags, count, 0, 1, body_len};
+	ol_kvp_hdr_encode(out, &h);
+	return OL_KVP_HDR;
+}
+
+static void
+test_hostile(struct child *s1)
+{
+	uint8_t f[256];
+	memset(f, 0x41, sizeof(f));
+	ok(closed_after(s1->addr, f, 64), "garbage (bad magic): connection closed");
+	size_t n = frame(f, OL_KVP_GET, 0, 5000, 5000ull * OL_KVP_REQ_ENT);
+	ok(closed_after(s1->addr, f, n), "GET with 5000 entries (over the cap): closed");
+	n = frame(f, OL_KVP_PUT, 0, 1, OL_KVP_REQ_ENT + 10);
+	struct ol_kvp_req_ent e = {{9}, 1ull << 40, 0, 0};
+	ol_kvp_req_ent_encode(f + n, &e);
+	ok(closed_after(s1->addr, f, n + OL_KVP_REQ_ENT), "PUT entry of 1 TiB: closed");
+	n = frame(f, OL_KVP_COMMIT, 0, 1, OL_KVP_REQ_ENT);
+	e = (struct ol_kvp_req_ent){{9}, 10, 4096, 1};
+	ol_kvp_req_ent_encode(f + n, &e);
+	ok(closed_after(s1->addr, f, n + OL_KVP_REQ_ENT), "COMMIT without a local HELLO: closed");
+	n = frame(f, 77, 0, 0, 0);
+	ok(closed_after(s1->addr, f, n), "unknown opcode: closed");
+	n = frame(f, OL_KVP_PUT, 0, 2, 2 * OL_KVP_REQ_ENT + 8);
+	e = (struct ol_kvp_req_ent){{9}, 4, 0, 0};
+	ol_kvp_req_ent_encode(f + n, &e);
+	memcpy(f + n + OL_KVP_REQ_ENT, "abcd", 4);
+	ok(closed_after(s1->addr, f, n + OL_KVP_REQ_ENT + 4), "PUT cut in the middle: closed");
+	/* the store still works and still has its data */
+	const char *nodes[] = {s1->addr};
+	struct ol_client *c = mk_client(nodes, 1, "tcp", "model-a", 5000);
+	struct blk *b = mk_blocks(50, 1, len_small, 0);
+	int32_t st[50];
+	blocks_op(c, 0, b, 50, 50, st, NULL);
+	ok(count_ok(b, 50, st, 1) == 50, "after hostile frames the pool serves its data");
+	uint8_t k9[32] = {9};
+	uint8_t buf[16];
+	struct ol_iov iov = {buf, sizeof(buf)};
+	struct ol_kv_op op = {k9, &iov, 1, 0, -1, 0};
+	ok(ol_kv_get(c, &op, 1) == 0 && op.status == OL_KV_MISS,
+	   "and no half-put entry is visible");
+	free_blocks(b, 50);
+	ol_client_free(c);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -545,6 +617,7 @@ main(int argc, char **argv)
 	ok(dir && spawn(&s1, dir, 256, 1000, 0) == 0, "server child on 127.0.0.1:%u", s1.port);
 	test_roundtrips(&s1);
 	test_statuses(&s1);
+	test_hostile(&s1);
 	stop_child(&s1);
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

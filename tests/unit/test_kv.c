@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "kv/engine.h"
 #include "kv/proto.h"
-#include "kv_tap.h"
+#include "kv/test_tap.h"
 #include "openlake/openlake.h"
 
 #define MiB (1u << 20)

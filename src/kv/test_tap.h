@@ -1,4 +1,4 @@
-/* tests/unit/kv_tap.h - minimal TAP helpers for the kv and client tests. */
+/* kv/test_tap.h - minimal TAP helpers for the kv and client tests. */
 #ifndef KV_TAP_H
 #define KV_TAP_H
 

@@ -1,0 +1,36 @@
+/* tests/fuzz/fuzz_kvproto.c - libFuzzer target for the KV wire protocol decoders
+ * (src/kv/proto.c): request frames back to back, HELLO and WELCOME bodies, entries. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kv/proto.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const struct ol_kvp_limits lims[2] = {{OL_KVP_MAX_BATCH, 64u << 20}, {4, 4096}};
+	for (int l = 0; l < 2; l++) {
+		size_t off = 0;
+		int r;
+		while (off < size &&
+		       (r = ol_kvp_parse_request(data + off, size - off, &lims[l])) > 0)
+			off += (size_t)r;
+	}
+	struct ol_kvp_hello h;
+	struct ol_kvp_welcome w;
+	if (ol_kvp_hello_decode(data, size, &h) == 0) {
+		uint8_t out[OL_KVP_MAX_NS + OL_KVP_MAX_HOST + 16];
+		(void)ol_kvp_hello_encode(out, sizeof(out), &h);
+	}
+	if (ol_kvp_welcome_decode(data, size, &w) == 0) {
+		uint8_t out[512];
+		(void)ol_kvp_welcome_encode(out, sizeof(out), &w);
+	}
+	if (size >= OL_KVP_REP_ENT) {
+		struct ol_kvp_rep_ent e;
+		ol_kvp_rep_ent_decode(data, &e);
+	}
+	return 0;
+}
