@@ -170,12 +170,10 @@ class _Batch:
             ranges = raw_iovs[i] if raw_iovs is not None else (
                 [(p.addr, p.nbytes) for p in parts_per_key[i]] if parts_per_key else [])
             if ranges:
-                arr = (Iov * len(ranges))()
-                for j, (a, ln) in enumerate(ranges):
-                    arr[j].base = a
-                    arr[j].len = ln
+                flat = [x for r in ranges for x in r]
+                arr = (ctypes.c_uint64 * len(flat))(*flat)  # == struct ol_iov[len(ranges)]
                 self.iovs.append(arr)
-                op.iov = arr
+                op.iov = ctypes.cast(arr, ctypes.POINTER(Iov))
                 op.iovcnt = len(ranges)
         self.n = n
 

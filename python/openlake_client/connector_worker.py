@@ -153,7 +153,7 @@ class WorkerSide:
             return str(status)
         if n != self.payload + TRAILER_LEN:
             return "size %d, expected %d" % (n, self.payload + TRAILER_LEN)
-        why = check_trailer(j.trailer.raw, j.key, j.ranges, self.payload)
+        why = check_trailer(j.trailer.raw, j.key, j.ranges, self.payload, self.cfg.verify)
         return ("bad block: " + why) if why else ""
 
     def _fail_request(self, chunks, first):

@@ -90,6 +90,26 @@ class PagedKV:
         self.zero_copy = self.layout != "bhnc" and all(
             self._zc_ok(t, lay) for t, lay in zip(self.tensors, self.layouts))
         self.family = "mla" if self.layout == "mla" else "kv"
+        self._geo = [self._seg_geometry(t, lay) for t, lay in zip(self.tensors, self.layouts)] \
+            if self.zero_copy else None
+        if self._geo is not None and None in self._geo:
+            self.zero_copy, self._geo = False, None
+
+    @staticmethod
+    def _seg_geometry(t, lay):
+        """(base, block stride, [segment offsets], segment bytes) in bytes: the addresses of
+        block b's segments are base + b*bstride + off (checked against real views)."""
+        es = t.element_size()
+        bstride = t.stride(lay.block_dim) * es
+        segs = _segments(t, lay, 0)
+        base = t.data_ptr()
+        offs = [v.data_ptr() - base for v in segs]
+        n = segs[0].numel() * es
+        last = _segments(t, lay, lay.num_blocks - 1)
+        if [v.data_ptr() - base for v in last] != [o + (lay.num_blocks - 1) * bstride
+                                                    for o in offs]:
+            return None
+        return base, bstride, offs, n
 
     @staticmethod
     def _zc_ok(t, lay):
@@ -105,10 +125,10 @@ class PagedKV:
     def iovs(self, block_ids):
         """[(addr, len)] covering the image of block_ids, without copying (zero_copy only)."""
         out = []
-        for t, lay in zip(self.tensors, self.layouts):
+        for base, bstride, offs, n in self._geo:
             for b in block_ids:
-                for v in _segments(t, lay, b):
-                    out.append((v.data_ptr(), v.numel() * v.element_size()))
+                a = base + b * bstride
+                out.extend((a + o, n) for o in offs)
         return out
 
     def pack(self, block_ids, out=None):
