@@ -29,6 +29,10 @@ def _print_pool(st, out):
     rate = 100.0 * hits / (hits + misses) if hits + misses else 0.0
     print("  entries %s  hits %s  misses %s (%.1f%% hit)  evictions %s"
           % (tot.get("entries", 0), hits, misses, rate, tot.get("evictions", 0)), file=out)
+    if "hits_dram" in tot or "hits_nvme" in tot:
+        print("  hits by tier: dram %s  nvme %s   demotions %s  promotions %s  corrupt %s"
+              % (tot.get("hits_dram", 0), tot.get("hits_nvme", 0), tot.get("demotions", 0),
+                 tot.get("promotions", 0), tot.get("corrupt", 0)), file=out)
 
 
 def _print_connectors(recs, out):
