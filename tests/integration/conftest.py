@@ -4,6 +4,7 @@
         d = openlaked()                       # defaults: 4 drives, N=4, P=1, S3 + KV
         d.s3_url, d.kv_addr, d.data_dirs      # "http://127.0.0.1:PORT", "127.0.0.1:PORT", [...]
         d.kill9(); d.start()                  # crash and restart on the same dirs and ports
+        # parity defaults to 1 (0 with a single drive)
         d.stop()                              # SIGTERM, wait
 
     d = openlaked(drives=6, parity=2, extra="[kv]\\ndram_bytes = \\"64MiB\\"\\n", mode="kv")
@@ -58,7 +59,7 @@ def wait_port(port, timeout=15.0, proc=None):
 
 
 class Daemon:
-    def __init__(self, root, drives=4, parity=1, mode="storage", extra="", kv=True,
+    def __init__(self, root, drives=4, parity=None, mode="storage", extra="", kv=True,
                  set_drive_count=None, args=()):
         self.root = pathlib.Path(root)
         self.mode = mode
@@ -70,6 +71,8 @@ class Daemon:
         self.log_path = self.root / "openlaked.log"
         self.args = list(args)
         n = set_drive_count or drives
+        if parity is None:
+            parity = 1 if n > 1 else 0
         dirs = ", ".join(f'"{d}"' for d in self.data_dirs)
         kv_line = f'kv_addr = "127.0.0.1:{self.kv_port}"' if kv else 'kv_addr = ""'
         self.config.write_text(
