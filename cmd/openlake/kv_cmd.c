@@ -1,0 +1,169 @@
+/* cmd/openlake/kv_cmd.c - `openlake kv stats [--nodes host:port,...] [--json] [--timeout MS]`:
+ * the KV pool's state per node and in total (capacity, used, hits, misses, evictions, per
+ * tier), read through libopenlake. argv[0] is "kv". */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "openlake/openlake.h"
+
+int ol_cmd_kv(int argc, char **argv);
+
+#define KV_MAX_NODES 64
+#define KV_JSON_CAP  (256 * 1024)
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: openlake kv stats [--nodes HOST:PORT,...] [--json] [--timeout MS]\n"
+			"  --nodes    pool nodes (default $OPENLAKE_NODES or 127.0.0.1:9400)\n"
+			"  --json     print the raw JSON document (per node and total)\n"
+			"  --timeout  per-node timeout in ms (default 2000)\n");
+}
+
+static uint64_t
+json_u64(const char *json, const char *key)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	const char *p = strstr(json, pat);
+	return p ? strtoull(p + strlen(pat), NULL, 10) : 0;
+}
+
+static void
+human(uint64_t v, char *buf, size_t cap)
+{
+	const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double d = (double)v;
+	int i = 0;
+	while (d >= 1024 && i < 4) {
+		d /= 1024;
+		i++;
+	}
+	snprintf(buf, cap, i ? "%.1f %s" : "%.0f %s", d, u[i]);
+}
+
+static int
+split_nodes(char *list, const char **nodes)
+{
+	int n = 0;
+	for (char *save = NULL, *t = strtok_r(list, ",", &save); t && n < KV_MAX_NODES;
+	     t = strtok_r(NULL, ",", &save))
+		nodes[n++] = t;
+	return n;
+}
+
+static struct ol_client *
+connect_nodes(const char *const *nodes, size_t n, unsigned timeout_ms)
+{
+	struct ol_client_opts o = {sizeof(o), nodes, n, "tcp", "", timeout_ms, NULL, NULL};
+	struct ol_client *c = NULL;
+	int r = ol_client_new(&o, &c);
+	if (r < 0)
+		fprintf(stderr, "openlake kv: bad node list: %s\n", strerror(-r));
+	return c;
+}
+
+static void
+print_node(const char *addr, const char *json)
+{
+	char dc[32], du[32], nc[32], nu[32];
+	if (!strstr(json, "\"up\":true")) {
+		printf("%-22s DOWN\n", addr);
+		return;
+	}
+	human(json_u64(json, "dram_capacity"), dc, sizeof(dc));
+	human(json_u64(json, "dram_used"), du, sizeof(du));
+	human(json_u64(json, "nvme_capacity"), nc, sizeof(nc));
+	human(json_u64(json, "nvme_used"), nu, sizeof(nu));
+	printf("%-22s up%s\n", addr, strstr(json, "\"local\":true") ? " (local)" : "");
+	printf("  dram   %10s / %-10s  %llu blocks\n", du, dc,
+	       (unsigned long long)json_u64(json, "dram_entries"));
+	printf("  nvme   %10s / %-10s  %llu blocks\n", nu, nc,
+	       (unsigned long long)json_u64(json, "nvme_entries"));
+	printf("  entries %llu  puts %llu  hits %llu (dram %llu, nvme %llu)  misses %llu\n",
+	       (unsigned long long)json_u64(json, "entries"),
+	       (unsigned long long)json_u64(json, "puts"),
+	       (unsigned long long)json_u64(json, "hits"),
+	       (unsigned long long)json_u64(json, "hits_dram"),
+	       (unsigned long long)json_u64(json, "hits_nvme"),
+	       (unsigned long long)json_u64(json, "misses"));
+	printf("  evictions %llu  demotions %llu  promotions %llu  writebacks %llu  corrupt %llu\n",
+	       (unsigned long long)json_u64(json, "evictions"),
+	       (unsigned long long)json_u64(json, "demotions"),
+	       (unsigned long long)json_u64(json, "promotions"),
+	       (unsigned long long)json_u64(json, "writebacks"),
+	       (unsigned long long)json_u64(json, "corrupt"));
+}
+
+static int
+stats(const char *const *nodes, size_t n, unsigned timeout_ms, int as_json)
+{
+	char *json = malloc(KV_JSON_CAP);
+	int rc = 1, up = 0;
+	if (!json)
+		return 1;
+	for (size_t i = 0; i < (as_json ? 1 : n); i++) {
+		struct ol_client *c = as_json ? connect_nodes(nodes, n, timeout_ms)
+					      : connect_nodes(nodes + i, 1, timeout_ms);
+		if (!c)
+			goto out;
+		int r = ol_kv_stats(c, json, KV_JSON_CAP);
+		ol_client_free(c);
+		if (r < 0) {
+			fprintf(stderr, "openlake kv stats: %s\n", strerror(-r));
+			goto out;
+		}
+		up += (int)json_u64(json, "nodes_up");
+		if (as_json)
+			printf("%s\n", json);
+		else
+			print_node(nodes[i], json);
+	}
+	rc = up > 0 ? 0 : 2;
+	if (rc && !as_json)
+		fprintf(stderr, "openlake kv stats: no node answered\n");
+out:
+	free(json);
+	return rc;
+}
+
+int
+ol_cmd_kv(int argc, char **argv)
+{
+	const char *nodes[KV_MAX_NODES];
+	char list[4096];
+	const char *env = getenv("OPENLAKE_NODES");
+	int as_json = 0;
+	unsigned long timeout_ms = 2000;
+	snprintf(list, sizeof(list), "%s", env && env[0] ? env : "127.0.0.1:9400");
+	if (argc < 2 || strcmp(argv[1], "stats") != 0) {
+		usage();
+		return argc < 2 ? 2 : (strcmp(argv[1], "--help") == 0 ? 0 : 2);
+	}
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0) {
+			as_json = 1;
+		} else if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc) {
+			snprintf(list, sizeof(list), "%s", argv[++i]);
+		} else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
+			char *end;
+			timeout_ms = strtoul(argv[++i], &end, 10);
+			if (*end || timeout_ms == 0 || timeout_ms > 600000) {
+				fprintf(stderr, "openlake kv: bad --timeout %s\n", argv[i]);
+				return 2;
+			}
+		} else {
+			usage();
+			return 2;
+		}
+	}
+	int n = split_nodes(list, nodes);
+	if (n == 0) {
+		usage();
+		return 2;
+	}
+	return stats(nodes, (size_t)n, (unsigned)timeout_ms, as_json);
+}
