@@ -274,6 +274,10 @@ open_listeners(struct ol_http_server *s)
 		if (fd < 0)
 			return fd;
 		s->lfds[s->n_listen++] = fd;
+		/* non-blocking: a connection reset between poll and accept must not block stop */
+		int fl = fcntl(fd, F_GETFL);
+		if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+			return -errno;
 		if (i == 0) {
 			s->port = ol_io_sock_port(fd);
 			uint16_t p = htons((uint16_t)s->port);
