@@ -22,6 +22,7 @@ DEFAULTS = {
     "verify": True,                        # checksum trailer on every block (detect corruption)
     "save_decode": False,                  # also save chunks completed during decode
     "save_check_exists": True,             # skip puts of chunks already in the pool
+    "async_save": True,                    # save after the step in a thread (delayed frees)
     "min_hit_tokens": 0,                   # smaller external hits are ignored
     "metrics_interval_s": 1.0,             # publishing for `python3 -m openlake_client stats`
     "metrics_dir": "",                     # "" = $OPENLAKE_METRICS_DIR or a /tmp dir
@@ -44,6 +45,7 @@ class ConnectorConfig:
     verify: bool = True
     save_decode: bool = False
     save_check_exists: bool = True
+    async_save: bool = False
     min_hit_tokens: int = 0
     metrics_interval_s: float = 1.0
     metrics_dir: str = ""
@@ -92,6 +94,7 @@ class ConnectorConfig:
                    log_interval_s=float(g("log_interval_s")), verify=_bool(g("verify")),
                    save_decode=_bool(g("save_decode")),
                    save_check_exists=_bool(g("save_check_exists")),
+                   async_save=_bool(g("async_save")),
                    min_hit_tokens=int(g("min_hit_tokens")),
                    metrics_interval_s=float(g("metrics_interval_s")),
                    metrics_dir=str(g("metrics_dir") or ""), unknown=tuple(unknown))

@@ -30,6 +30,7 @@ class StepPlan:
     saves: list = field(default_factory=list)
     finished: set = field(default_factory=set)
     preempted: set = field(default_factory=set)
+    flush: bool = False  # async saves: wait for queued saves before this step's forward
 
 
 @dataclass
@@ -42,7 +43,7 @@ class _Lookup:
 
 class _Req:
     __slots__ = ("req_id", "request", "chains", "block_ids", "next_save", "early", "load",
-                 "saved_any")
+                 "saved_any", "done")
 
     def __init__(self, req_id, request, chains):
         self.req_id, self.request, self.chains = req_id, request, chains
@@ -51,6 +52,7 @@ class _Req:
         self.early = []
         self.load = None
         self.saved_any = False
+        self.done = False
 
 
 def all_tokens(request):
@@ -80,7 +82,7 @@ class SchedulerSide:
         self._seeds = {}
         self._reqs = {}
         self._lookups = {}
-        self.async_save = False
+        self.async_save = cfg.async_save
 
     def _seed(self, salt):
         s = self._seeds.get(salt)
@@ -187,6 +189,12 @@ class SchedulerSide:
             self._lookups.pop(rid, None)
         plan.finished = set(so.finished_req_ids)
         plan.preempted = set(getattr(so, "preempted_req_ids", None) or ())
+        if self.async_save:
+            # a request that saved and is not scheduled now may have been preempted: its
+            # blocks can be reused in this step, so the workers finish queued saves first
+            plan.flush = bool(plan.preempted) or any(
+                r.saved_any and not r.done and rid not in nst
+                for rid, r in self._reqs.items())
         return plan
 
     @staticmethod
@@ -220,6 +228,8 @@ class SchedulerSide:
     # -- request_finished
     def finished(self, request, block_ids):
         r = self._reqs.get(request.request_id)
+        if r is not None:
+            r.done = True
         if self.async_save and r is not None and r.saved_any:
             return True, None
         return False, None

@@ -6,6 +6,8 @@ graphs and any attention backend work. Contiguous CPU blocks go straight from th
 tensors to the pool (one iovec per block half, no copy); other tensors are staged."""
 
 import ctypes
+import queue
+import threading
 import time
 
 from .connector_config import worker_rank
@@ -41,6 +43,16 @@ class WorkerSide:
         self.disabled = "no KV caches registered"
         self._invalid = set()
         self._failed_reqs = set()  # requests whose load failed in this step: no saves
+        self._seen_save = set()  # requests that had saves (they are reported when finished)
+        self._done_wait = set()  # finished requests whose saves may still be running
+        self._pending = {}
+        self._lock = threading.Lock()
+        self._saver = None
+        if cfg.async_save:
+            self._saver = queue.Queue()
+            self._thread = threading.Thread(target=self._save_loop, name="openlake-save",
+                                            daemon=True)
+            self._thread.start()
 
     # -- register_kv_caches
     def register(self, kv_caches):
@@ -96,6 +108,8 @@ class WorkerSide:
 
     # -- start_load_kv
     def load(self, plan):
+        if getattr(plan, "flush", False):
+            self.flush()
         if not plan.loads:
             return
         if self.disabled:
@@ -167,18 +181,31 @@ class WorkerSide:
     # -- wait_for_save
     def save(self, plan):
         failed, self._failed_reqs = self._failed_reqs, set()
+        for ss in plan.saves:
+            self._seen_save.add(ss.req_id)
         if not plan.saves or self.disabled or not self.saves_enabled:
             return
         # K/V computed on top of a failed load is not saved (it is recomputed next step)
         jobs = [_Job(ss.req_id, rank_key(h, self.key_rank), ids)
                 for ss in plan.saves if ss.req_id not in failed for h, ids in ss.chunks]
+        for j in jobs:  # staged tensors are copied out now; zero-copy ranges are addresses
+            self._ranges(j, False)
+        if self._saver is None:
+            self._put(jobs)
+            return
+        reqs = {j.req_id for j in jobs}
+        with self._lock:
+            for r in reqs:
+                self._pending[r] = self._pending.get(r, 0) + 1
+        self._saver.put((jobs, reqs))
+
+    def _put(self, jobs):
         t0 = time.perf_counter()
         try:
-            if self.cfg.save_check_exists:
+            if self.cfg.save_check_exists and jobs:
                 have = self.store.call("exists", [j.key for j in jobs])
                 jobs = [j for j, h in zip(jobs, have) if not h]
             for j in jobs:
-                self._ranges(j, False)
                 j.trailer.raw = make_trailer(j.key, j.ranges, self.payload, self.cfg.verify)
             st = self.store.call("put_iov", [j.key for j in jobs], [j.iovs() for j in jobs]) \
                 if jobs else []
@@ -187,6 +214,53 @@ class WorkerSide:
             return
         self.rec.observe("save_ms", (time.perf_counter() - t0) * 1e3)
         self._count_saves(st)
+
+    # -- async saves: one thread; requests keep their blocks until their saves are done
+    def _save_loop(self):
+        while True:
+            item = self._saver.get()
+            try:
+                if item is None:
+                    return
+                jobs, reqs = item
+                try:
+                    self._put(jobs)
+                except Exception as e:  # never let the thread die
+                    self.warn("save-thread", "openlake: async save failed: %s", e)
+                    self.rec.add(save_failures=len(jobs))
+                with self._lock:
+                    for r in reqs:
+                        self._pending[r] -= 1
+                        if not self._pending[r]:
+                            del self._pending[r]
+            finally:
+                self._saver.task_done()
+
+    def flush(self):
+        """Wait for every queued save (blocks about to be reused must be read first)."""
+        if self._saver is not None:
+            self._saver.join()
+
+    def finished(self, finished_req_ids):
+        """(finished_sending, None): finished requests whose saves are all done."""
+        if self._saver is None:
+            self._seen_save.difference_update(finished_req_ids or ())
+            return None, None
+        for r in finished_req_ids or ():
+            if r in self._seen_save:
+                self._seen_save.discard(r)
+                self._done_wait.add(r)
+        with self._lock:
+            done = {r for r in self._done_wait if r not in self._pending}
+        self._done_wait -= done
+        return (done or None), None
+
+    def close(self):
+        if self._saver is not None:
+            self.flush()
+            self._saver.put(None)
+            self._thread.join(10)
+            self._saver = None
 
     def _count_saves(self, st):
         from .client import Status

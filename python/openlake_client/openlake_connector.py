@@ -34,6 +34,7 @@ class OpenLakeConnectorMetadata(_Meta):
         self.saves = plan.saves
         self.finished = plan.finished
         self.preempted = plan.preempted
+        self.flush = plan.flush
 
     def __repr__(self):
         return "OpenLakeConnectorMetadata(loads=%d, saves=%d)" % (len(self.loads),
@@ -110,6 +111,10 @@ class OpenLakeConnector(_Base):
             tag = "worker%d" % self._worker.tp_rank
         self._pub = Publisher(tag, cfg.metrics_interval_s, cfg.metrics_dir or None)
 
+    @property
+    def requires_kv_delivery(self):
+        return False  # best effort: a dropped save is a future miss, never an error
+
     # ------------------------------------------------------------ scheduler side
     def get_num_new_matched_tokens(self, request, num_computed_tokens):
         return self._sched.lookup(request, num_computed_tokens)
@@ -154,13 +159,15 @@ class OpenLakeConnector(_Base):
         self._pub.maybe_write(self._rec.total)
 
     def get_finished(self, finished_req_ids):
-        return None, None
+        return self._worker.finished(finished_req_ids)
 
     def get_block_ids_with_load_errors(self):
         return self._worker.take_invalid() if self._worker is not None else set()
 
     def handle_preemptions(self, *args, **kwargs):
-        return None  # saves are synchronous: nothing is in flight across steps
+        """Preempted requests' blocks may be reused in this step: finish queued saves."""
+        if self._worker is not None:
+            self._worker.flush()
 
     # ------------------------------------------------------------ both
     def get_kv_connector_stats(self):
@@ -184,6 +191,8 @@ class OpenLakeConnector(_Base):
         return reduce_data(self._rec.total)
 
     def shutdown(self):
+        if self._worker is not None:
+            self._worker.close()
         self._pub.maybe_write(self._rec.total, force=True)
         self._pub.remove()
         self._store.close()

@@ -8,6 +8,7 @@ a value that does not match is treated as a failed load and recomputed."""
 import ctypes
 import ctypes.util
 import struct
+import threading
 import time
 import zlib
 
@@ -28,8 +29,15 @@ class Store:
         self.warn = warn  # RateLimitedLog
         self._client = None
         self._next_try = 0.0
+        self._lock = threading.Lock()
 
     def client(self):
+        if self._client is not None:
+            return self._client
+        with self._lock:
+            return self._connect()
+
+    def _connect(self):
         if self._client is not None:
             return self._client
         now = time.monotonic()

@@ -245,12 +245,13 @@ def test_chunked_prefill_saves_each_chunk_once(pool):
     assert e2.merged_stats()["hit_tokens"] == 96
 
 
-def test_preemption_and_resume(pool):
+@pytest.mark.parametrize("async_save", [False, True])
+def test_preemption_and_resume(pool, async_save):
     """12 blocks force a preemption; the preempted request resumes from the pool (local
     prefix caching off, so every resumed token comes from the pool or is recomputed)."""
     X = [(i * 13 + 5) % 500 for i in range(80)]
     Y = [(i * 17 + 9) % 500 for i in range(80)]
-    e = engine(cfg(pool.kv_addr, nb=12, prefix_caching=False), nb=12)
+    e = engine(cfg(pool.kv_addr, nb=12, prefix_caching=False, async_save=async_save), nb=12)
     e.add(Request("X", X, max_tokens=40))
     e.add(Request("Y", Y, max_tokens=40))
     e.run()
@@ -267,6 +268,22 @@ def test_preemption_and_resume(pool):
     assert e.merged_stats()["hit_tokens"] == 80
     assert fin["X"].output_token_ids == reference(X, max_tokens=40)
     assert fin["Y"].output_token_ids == reference(Y, max_tokens=40)
+
+
+def test_async_save_delays_free(pool):
+    """async_save: request_finished keeps the blocks until every rank reported the request
+    in finished_sending; nothing leaks; the saved chunks serve the next engine."""
+    e1 = engine(cfg(pool.kv_addr, tp=2, async_save=True))
+    serve(e1, "A", A)  # assert_empty: the delayed blocks came back
+    assert "A" in e1.scheduler.delayed_ever
+    e1.shutdown()
+    e2 = engine(cfg(pool.kv_addr, tp=2))
+    B = A[:96] + SUFFIX
+    assert serve(e2, "B", B) == reference(B, tp=2)
+    assert e2.merged_stats()["hit_tokens"] == 96
+    e3 = engine(cfg(pool.kv_addr, async_save=False))  # sync saves never delay a free
+    serve(e3, "C", SUFFIX + A)
+    assert not e3.scheduler.delayed_ever
 
 
 def test_tp2_hit_needs_every_rank(pool):

@@ -251,6 +251,7 @@ class Scheduler:
         self.finished_req_ids = set()
         self.finished_recving = set()
         self.delayed_free = {}
+        self.delayed_ever = set()
         self.finished = {}
         self.ext_tokens = {}  # req_id -> num_external_computed_tokens granted (last time)
         self.policy = vllm_config.kv_transfer_config.kv_load_failure_policy
@@ -422,6 +423,7 @@ class Scheduler:
         delay, _ = self.connector.request_finished(req, self.kv.get_block_ids(req.request_id))
         if delay:
             self.delayed_free[req.request_id] = req
+            self.delayed_ever.add(req.request_id)
         else:
             self.kv.free(req)
         self.finished_req_ids.add(req.request_id)

@@ -176,6 +176,8 @@ class Worker:
         so = pickle.loads(so_bytes)  # nothing shared with the scheduler process
         self._update_state(so)
         c = self.c
+        if so.preempted_req_ids:
+            c.handle_preemptions(set(so.preempted_req_ids))
         c.bind_connector_metadata(so.kv_connector_metadata)
         sampled = {}
         try:
