@@ -80,6 +80,26 @@ unsigned ol_io_ncpu(void);
 uint64_t ol_io_now_ns(void);
 uint64_t ol_io_now_ms(void);
 
+/* ---- file I/O through io_uring ---- */
+
+enum ol_io_opcode { OL_IO_READ, OL_IO_WRITE, OL_IO_FSYNC, OL_IO_FDATASYNC };
+
+struct ol_io_op {
+	int fd;
+	int opcode; /* enum ol_io_opcode */
+	void *buf;  /* READ / WRITE */
+	size_t len;
+	uint64_t off;
+	ssize_t res; /* out: bytes transferred (short only at EOF for reads) or -errno */
+};
+
+/* Run ops[0..n) concurrently and wait for all of them: one io_uring submission on the calling
+ * thread's own ring (created on first use, freed at thread exit), so reads of the shards of a
+ * stripe on several drives overlap. Falls back to pread/pwrite/fsync when io_uring cannot be
+ * set up (old kernel, seccomp). Partial transfers of writes are completed. Each op's res is
+ * set; returns 0, or -errno if the ring itself failed. Any thread may call it. */
+int ol_io_batch(struct ol_io_op *ops, unsigned n);
+
 /* ---- buffer pool ---- */
 
 /* A pool of fixed-size buffers (e.g. 64 KiB). get() returns a cached buffer or a fresh one

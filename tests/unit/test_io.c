@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 static int n_test, n_fail;
@@ -150,12 +151,53 @@ test_misc(void)
 	ol_bufpool_free(p);
 }
 
+static void
+test_batch(void)
+{
+	char path[] = "/tmp/ol-test-io-XXXXXX";
+	int fd = mkstemp(path);
+	OK(fd >= 0, "temp file");
+	unlink(path);
+	enum { N = 100, B = 8192 };
+	char *w = malloc((size_t)N * B), *r = calloc(N, B);
+	for (size_t i = 0; i < (size_t)N * B; i++)
+		w[i] = (char)(i * 7 + i / B);
+	struct ol_io_op ops[N + 1];
+	for (int i = 0; i < N; i++) /* written in reverse order of offsets */
+		ops[i] = (struct ol_io_op){
+		    fd, OL_IO_WRITE, w + (size_t)(N - 1 - i) * B, B, (uint64_t)(N - 1 - i) * B, -1};
+	int rc = ol_io_batch(ops, N);
+	int bad = 0;
+	for (int i = 0; i < N; i++)
+		bad += ops[i].res != B;
+	OK(rc == 0 && !bad, "batch of %d writes (more than one ring's depth), %d bad", N, bad);
+	ops[0] = (struct ol_io_op){fd, OL_IO_FDATASYNC, NULL, 0, 0, -1};
+	OK(ol_io_batch(ops, 1) == 0 && ops[0].res == 0, "fdatasync through the batch");
+	for (int i = 0; i < N; i++)
+		ops[i] =
+		    (struct ol_io_op){fd, OL_IO_READ, r + (size_t)i * B, B, (uint64_t)i * B, -1};
+	ops[N] = (struct ol_io_op){fd, OL_IO_READ, r, B, (uint64_t)N * B - 100, -1};
+	rc = ol_io_batch(ops, N);
+	OK(rc == 0 && !memcmp(r, w, (size_t)N * B), "batch of %d reads gives the bytes back", N);
+	char tail[B];
+	ops[0] = (struct ol_io_op){fd, OL_IO_READ, tail, B, (uint64_t)N * B - 100, -1};
+	ops[1] = (struct ol_io_op){-1, OL_IO_READ, tail, B, 0, 0};
+	rc = ol_io_batch(ops, 2);
+	OK(rc == 0 && ops[0].res == 100 && !memcmp(tail, w + (size_t)N * B - 100, 100),
+	   "read across EOF is short (%zd)", ops[0].res);
+	OK(ops[1].res == -EBADF, "bad fd: -EBADF in its own op (%zd)", ops[1].res);
+	close(fd);
+	free(w);
+	free(r);
+}
+
 int
 main(void)
 {
 	test_addr();
 	test_sockets();
 	test_misc();
+	test_batch();
 	printf("1..%d\n", n_test);
 	return n_fail ? 1 : 0;
 }
