@@ -639,11 +639,12 @@ ol_cmd_node(int argc, char **argv)
 		return 2;
 	}
 	int rc = node_parse(&ni, argc - 1, argv + 1, &config, &url);
-	if (rc == 0)
-		rc = node_gather(&ni, config, url);
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	rc = node_gather(&ni, config, url);
 	if (rc == 0)
 		rc = v == 0 ? node_info(&ni) : v == 1 ? disk_info(&ni) : cluster_status(&ni);
 	free(ni.cfg);
 	free(ni.status);
-	return rc == 1 && config == NULL && !ni.status ? 1 : rc;
+	return rc;
 }

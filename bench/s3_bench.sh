@@ -1,0 +1,244 @@
+#!/bin/bash
+# bench/s3_bench.sh - the S3 figures of the issue, each beside a reference measured in the same
+# run on this machine. Not a pass/fail test: it prints one line per figure (ours, the reference,
+# the ratio) and, with --markdown, the same as a table for bench/RESULTS.md.
+#
+#   GET 4 KiB, 64 connections (ops/s, p50/p99)   vs nginx (static files, same bytes) driven by wrk
+#   GET 64 MiB (GB/s)                            vs fio sequential read on the same disk
+#   PUT 64 MiB (GB/s)                            vs fio sequential write x k/(k+P)
+#   PUT 4 KiB, durability on, 64 conns (ops/s)   vs fio 4 KiB writes, fdatasync after each
+#
+# Usage: bench/s3_bench.sh [--quick] [--duration S] [--build DIR] [--dir DIR] [--markdown]
+#   --quick      3 s per figure instead of 10
+#   --build DIR  build directory holding cmd/openlaked/openlaked and cmd/openlake/openlake
+#                (default $OPENLAKE_BUILD or build)
+#   --dir DIR    where the drives, nginx files and fio files go (default a temp dir under
+#                $TMPDIR or /tmp: "the same disk" for every figure); removed at the end
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${OPENLAKE_BUILD:-build}
+DUR=10
+BASE=${TMPDIR:-/tmp}
+MARKDOWN=0
+CONC=64
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--quick) DUR=3 ;;
+	--duration) DUR=$2; shift ;;
+	--build) BUILD=$2; shift ;;
+	--dir) BASE=$2; shift ;;
+	--markdown) MARKDOWN=1 ;;
+	-h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "s3_bench.sh: unknown flag '$1' (see --help)" >&2; exit 2 ;;
+	esac
+	shift
+done
+case "$BUILD" in /*) ;; *) BUILD=$REPO/$BUILD ;; esac
+OPENLAKED=$BUILD/cmd/openlaked/openlaked
+CLI=$BUILD/cmd/openlake/openlake
+PY=/usr/bin/python3
+for b in "$OPENLAKED" "$CLI"; do
+	[ -x "$b" ] || { echo "s3_bench.sh: $b is not built (meson setup build && ninja -C build)" >&2; exit 1; }
+done
+for t in nginx wrk fio; do
+	command -v $t >/dev/null || [ -x /usr/sbin/$t ] || { echo "s3_bench.sh: $t is missing (apt-get install nginx-light wrk fio)" >&2; exit 1; }
+done
+NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+
+TMP=$(mktemp -d "$BASE/openlake-s3bench.XXXXXX")
+chmod 755 "$TMP" # nginx workers run unprivileged
+DPID=
+NPID=
+cleanup() {
+	[ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
+	[ -n "$NPID" ] && kill "$NPID" 2>/dev/null && wait "$NPID" 2>/dev/null
+	rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+
+free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+	for _ in $(seq 1 200); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+		sleep 0.05
+	done
+	return 1
+}
+# jget FILE EXPR: a value out of a JSON document (EXPR in Python, the document is d)
+jget() { $PY -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+ratio() { $PY -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print('%.2f' % (a/b) if b else 'n/a')" "$1" "$2"; }
+
+DRIVES=4
+PARITY=1
+K=$((DRIVES - PARITY))
+
+# start_daemon FSYNC: openlaked on 4 drives under $TMP/ol (fresh), S3 on an ephemeral port
+start_daemon() {
+	local root=$TMP/ol
+	rm -rf "$root"
+	mkdir -p "$root"
+	S3_PORT=$(free_port)
+	local rpc=$(free_port)
+	cat >"$root/openlake.toml" <<EOF
+self_id = 0
+data_dirs = ["$root/d0", "$root/d1", "$root/d2", "$root/d3"]
+s3_addr = "127.0.0.1:$S3_PORT"
+rpc_addr = "127.0.0.1:$rpc"
+kv_addr = ""
+set_drive_count = $DRIVES
+default_parity_count = $PARITY
+log_level = "warn"
+
+[[credentials]]
+access_key = "openlakeadmin"
+secret_key = "openlakeadmin"
+
+[[nodes]]
+id = 0
+rpc_addr = "127.0.0.1:$rpc"
+disk_count = $DRIVES
+
+[storage]
+fsync = $1
+EOF
+	"$OPENLAKED" --config "$root/openlake.toml" >"$root/log" 2>&1 &
+	DPID=$!
+	wait_port "$S3_PORT" || { echo "s3_bench.sh: openlaked did not start:" >&2; cat "$root/log" >&2; exit 1; }
+}
+stop_daemon() {
+	kill "$DPID" 2>/dev/null || true
+	wait "$DPID" 2>/dev/null || true
+	DPID=
+}
+
+# ours NAME ARGS...: openlake bench s3 against the daemon; JSON into $TMP/NAME.json
+ours() {
+	local name=$1
+	shift
+	echo "+ openlake bench s3 --endpoint http://127.0.0.1:PORT $* -d $DUR --json" >&2
+	"$CLI" bench s3 --endpoint "http://127.0.0.1:$S3_PORT" "$@" -d "$DUR" --json -q \
+		>"$TMP/$name.json" || true
+}
+
+LINES=()
+line() { LINES+=("$1"); printf '%s\n' "$1"; }
+
+# ---- GET 4 KiB x 64 connections, beside nginx + wrk ----
+bench_get_small() {
+	start_daemon false
+	ours get4k -w get -s 4KiB -c $CONC -n 1000
+	stop_daemon
+	# nginx serves the same bytes as static files
+	local www=$TMP/www port=$(free_port)
+	mkdir -p "$www/b" "$TMP/nginx"
+	head -c 4096 /dev/urandom >"$www/b/obj"
+	for i in $(seq -f %08g 0 999); do ln "$www/b/obj" "$www/b/bench$i" 2>/dev/null || cp "$www/b/obj" "$www/b/bench$i"; done
+	cat >"$TMP/nginx/nginx.conf" <<EOF
+worker_processes auto;
+daemon off;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+	access_log off;
+	keepalive_requests 1000000;
+	client_body_temp_path $TMP/nginx/body;
+	proxy_temp_path $TMP/nginx/proxy;
+	fastcgi_temp_path $TMP/nginx/fcgi;
+	uwsgi_temp_path $TMP/nginx/uwsgi;
+	scgi_temp_path $TMP/nginx/scgi;
+	server { listen 127.0.0.1:$port; root $www; }
+}
+EOF
+	"$NGINX" -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" >/dev/null 2>&1 &
+	NPID=$!
+	wait_port "$port" || { echo "s3_bench.sh: nginx did not start" >&2; cat "$TMP/nginx/error.log" >&2; exit 1; }
+	cat >"$TMP/paths.lua" <<'EOF'
+local i = 0
+request = function()
+	i = (i + 7919) % 1000
+	return wrk.format("GET", string.format("/b/bench%08d", i))
+end
+EOF
+	echo "+ wrk -t 2 -c $CONC -d ${DUR}s --latency -s paths.lua http://127.0.0.1:PORT/" >&2
+	wrk -t 2 -c $CONC -d "${DUR}s" --latency -s "$TMP/paths.lua" "http://127.0.0.1:$port/" >"$TMP/wrk.txt" 2>&1 || true
+	kill "$NPID" 2>/dev/null || true
+	wait "$NPID" 2>/dev/null || true
+	NPID=
+	local w_ops w_p50 w_p99
+	w_ops=$(awk '/^Requests\/sec/ {print $2}' "$TMP/wrk.txt")
+	w_p50=$(awk '$1=="50%" {print $2}' "$TMP/wrk.txt")
+	w_p99=$(awk '$1=="99%" {print $2}' "$TMP/wrk.txt")
+	local o_ops o_p50 o_p99 o_err
+	o_ops=$(jget "$TMP/get4k.json" 'round(d["ops_per_s"])' 2>/dev/null || echo 0)
+	o_p50=$(jget "$TMP/get4k.json" '"%.2fms" % (d["latency_us"]["p50"]/1e3)' 2>/dev/null || echo "?")
+	o_p99=$(jget "$TMP/get4k.json" '"%.2fms" % (d["latency_us"]["p99"]/1e3)' 2>/dev/null || echo "?")
+	o_err=$(jget "$TMP/get4k.json" 'd["errors"]' 2>/dev/null || echo "?")
+	line "GET 4KiB c=$CONC | ours ${o_ops} ops/s p50 ${o_p50} p99 ${o_p99} (errors ${o_err}) | nginx+wrk ${w_ops:-0} ops/s p50 ${w_p50:-?} p99 ${w_p99:-?} | ratio $(ratio "${o_ops}" "${w_ops:-0}")"
+}
+
+# fio_bw NAME ARGS...: fio bandwidth (bytes/s) of its only job, read or write
+fio_bw() {
+	local name=$1 rw=$2
+	shift 2
+	mkdir -p "$TMP/fio"
+	echo "+ fio --name=$name --directory=DIR --rw=$rw $* --runtime=${DUR} --time_based --output-format=json" >&2
+	fio --name="$name" --directory="$TMP/fio" --rw="$rw" "$@" --runtime="$DUR" --time_based \
+		--output-format=json >"$TMP/$name.fio.json" 2>"$TMP/$name.fio.err" || true
+	local dir=read
+	case "$rw" in *write*) dir=write ;; esac
+	jget "$TMP/$name.fio.json" "d['jobs'][0]['$dir']['bw_bytes']" 2>/dev/null || echo 0
+}
+
+gbs() { $PY -c "import sys; print('%.3f' % (float(sys.argv[1])/1e9))" "$1"; }
+
+# ---- GET and PUT of 64 MiB, beside fio sequential read/write on the same disk ----
+bench_large() {
+	start_daemon false
+	ours put64m -w put -s 64MiB -c 4 -n 8
+	ours get64m -w get -s 64MiB -c 4 -n 8 --no-prefill
+	stop_daemon
+	local fw fr
+	fw=$(fio_bw seqwrite write --bs=1M --size=1G --direct=1 --ioengine=libaio --iodepth=16 --end_fsync=1)
+	fr=$(fio_bw seqread read --bs=1M --size=1G --direct=1 --ioengine=libaio --iodepth=16)
+	rm -rf "$TMP/fio"
+	local gput gget ref_put
+	gput=$(jget "$TMP/put64m.json" '"%.3f" % d["gb_per_s"]' 2>/dev/null || echo 0)
+	gget=$(jget "$TMP/get64m.json" '"%.3f" % d["gb_per_s"]' 2>/dev/null || echo 0)
+	ref_put=$($PY -c "print('%.3f' % ($fw/1e9*$K/$DRIVES))")
+	line "GET 64MiB c=4 | ours ${gget} GB/s (errors $(jget "$TMP/get64m.json" 'd["errors"]' 2>/dev/null || echo ?)) | fio seq read 1MiB QD16 O_DIRECT $(gbs "$fr") GB/s | ratio $(ratio "$gget" "$(gbs "$fr")")"
+	line "PUT 64MiB c=4 | ours ${gput} GB/s (errors $(jget "$TMP/put64m.json" 'd["errors"]' 2>/dev/null || echo ?)) | fio seq write $(gbs "$fw") GB/s x k/(k+P)=$K/$DRIVES -> ${ref_put} GB/s | ratio $(ratio "$gput" "$ref_put")"
+}
+
+# ---- PUT 4 KiB with durability on, beside fio 4 KiB writes + fdatasync each ----
+bench_put_small() {
+	start_daemon true
+	ours put4k -w put -s 4KiB -c $CONC -n 100000
+	stop_daemon
+	mkdir -p "$TMP/fio"
+	echo "+ fio --name=sync4k --rw=write --bs=4k --size=256M --fdatasync=1 --ioengine=sync --runtime=$DUR --time_based" >&2
+	fio --name=sync4k --directory="$TMP/fio" --rw=write --bs=4k --size=256M --fdatasync=1 \
+		--ioengine=sync --runtime="$DUR" --time_based --output-format=json \
+		>"$TMP/sync4k.fio.json" 2>/dev/null || true
+	rm -rf "$TMP/fio"
+	local f_iops o_ops
+	f_iops=$(jget "$TMP/sync4k.fio.json" "round(d['jobs'][0]['write']['iops'])" 2>/dev/null || echo 0)
+	o_ops=$(jget "$TMP/put4k.json" 'round(d["ops_per_s"])' 2>/dev/null || echo 0)
+	line "PUT 4KiB fsync c=$CONC | ours ${o_ops} ops/s p50 $(jget "$TMP/put4k.json" '"%.2fms" % (d["latency_us"]["p50"]/1e3)' 2>/dev/null || echo ?) (errors $(jget "$TMP/put4k.json" 'd["errors"]' 2>/dev/null || echo ?)) | fio 4KiB write+fdatasync 1 job ${f_iops} IOPS | ratio $(ratio "$o_ops" "$f_iops")"
+}
+
+echo "# s3_bench.sh: $(date -u +%FT%TZ), $(nproc) cores, $DUR s per figure, drives under $TMP ($(df -T "$TMP" | awk 'NR==2 {print $2" on "$1}'))"
+bench_get_small
+bench_large
+bench_put_small
+
+if [ $MARKDOWN = 1 ]; then
+	echo
+	echo "| figure | ours | reference | ratio |"
+	echo "|---|---|---|---|"
+	for l in "${LINES[@]}"; do
+		IFS='|' read -r f o r x <<<"$l"
+		echo "| ${f% } | ${o# } | ${r# } | ${x# ratio } |"
+	done
+fi
