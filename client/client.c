@@ -125,6 +125,7 @@ ol_client_free(struct ol_client *c)
 		for (struct olc_map *m = nd->maps, *nx; m; m = nx) {
 			nx = m->next;
 			munmap(m->base, m->size);
+			free((void *)m->faulted);
 			free(m);
 		}
 		pthread_mutex_destroy(&nd->mu);
@@ -151,6 +152,25 @@ olc_node_down(struct ol_client *c, struct olc_node *nd, int err)
 	pthread_mutex_unlock(&nd->mu);
 	olc_log(c, OL_CLIENT_LOG_WARN, "openlake: node %s unreachable (%s); retry in %u ms",
 		nd->addr, strerror(-err), b);
+}
+
+#define OLC_CHUNK (2u << 20)
+
+void
+olc_map_prefault(struct olc_map *m, uint64_t off, uint64_t len)
+{
+	for (uint64_t ch = off / OLC_CHUNK; len && ch <= (off + len - 1) / OLC_CHUNK; ch++) {
+		uint64_t bit = 1ull << (ch % 64);
+		if (atomic_load_explicit(&m->faulted[ch / 64], memory_order_relaxed) & bit)
+			continue;
+		uint64_t start = ch * OLC_CHUNK;
+		uint64_t n = m->size - start < OLC_CHUNK ? m->size - start : OLC_CHUNK;
+		if (madvise(m->base + start, n, MADV_POPULATE_WRITE) != 0) {
+			for (uint64_t i = 0; i < n; i += 4096) /* older kernels: touch each page */
+				(void)*(volatile uint8_t *)(m->base + start + i);
+		}
+		atomic_fetch_or(&m->faulted[ch / 64], bit);
+	}
 }
 
 static struct olc_map *
@@ -188,6 +208,12 @@ map_shm(struct ol_client *c, struct olc_node *nd, const struct ol_kvp_welcome *w
 		nd->local_failed = true;
 		olc_log(c, OL_CLIENT_LOG_INFO, "openlake: node %s: shm %s not usable, using TCP",
 			nd->addr, name);
+		return NULL;
+	}
+	m->faulted = calloc((w->shm_size / OLC_CHUNK + 64) / 64, sizeof(uint64_t));
+	if (!m->faulted) {
+		munmap(p, w->shm_size);
+		free(m);
 		return NULL;
 	}
 	m->base = p;

@@ -16,8 +16,13 @@
 struct olc_map { /* one mapping of a node's shm DRAM tier; kept until ol_client_free */
 	uint8_t *base;
 	uint64_t size, epoch, seq_off, unit;
+	_Atomic uint64_t *faulted; /* one bit per 2 MiB chunk already prefaulted here */
 	struct olc_map *next;
 };
+
+/* Prefault the chunks of [off, off + len) once per mapping (one madvise per 2 MiB instead of
+ * a page fault per 4 KiB). */
+void olc_map_prefault(struct olc_map *m, uint64_t off, uint64_t len);
 
 struct olc_conn {
 	int fd;

@@ -263,6 +263,7 @@ olc_shm_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, siz
 			r = -EPROTO;
 			break;
 		}
+		olc_map_prefault(cn->map, granted[j].off, granted[j].len);
 		copy_in(cn->map->base + granted[j].off, op);
 		batch_ent(&b, k, op->key, granted[j].len, granted[j].off, granted[j].seq);
 		b.idx[k++] = b.idx[j];
@@ -304,6 +305,7 @@ shm_copy_release(struct ol_client *c, struct olc_conn *cn, struct batch *b, stru
 		} else if (re->len > olc_iov_len(ops[i])) {
 			ops[i]->status = OL_KV_TRUNCATED;
 		} else {
+			olc_map_prefault(cn->map, re->off, re->len);
 			copy_out(ops[i], cn->map->base + re->off, re->len);
 			if (slot_seq(cn->map, re->off) != re->seq)
 				ops[i]->status =
