@@ -474,7 +474,17 @@ report_json(const char *workload, const struct btotal *t, const char *extra, con
 	       h->n ? (double)h->sum / (double)h->n / 1e3 : 0.0);
 	for (unsigned i = 0; i < 4; i++)
 		printf(",\"%s\":%.1f", qnames[i], (double)bh_quantile(h, quants[i]) / 1e3);
-	printf(",\"max\":%.1f},\"error_codes\":{%s}}\n", (double)h->max / 1e3, codes);
+	printf(",\"max\":%.1f},\"error_codes\":{%s},\"histogram_us\":[", (double)h->max / 1e3,
+	       codes);
+	/* the non-empty buckets as [upper edge in us, count] */
+	for (unsigned i = 0, first = 1; i < BH_BUCKETS; i++) {
+		if (!h->c[i])
+			continue;
+		printf("%s[%.3f,%llu]", first ? "" : ",", (double)bh_upper(i) / 1e3,
+		       (unsigned long long)h->c[i]);
+		first = 0;
+	}
+	printf("]}\n");
 }
 
 void

@@ -149,6 +149,7 @@ def test_sigv4_signatures_match_botocore(payload):
         assert r.returncode == 0, r.stderr
         out = json.loads(r.stdout)
         assert out["ops"] == 6 and out["errors"] == 0
+        assert sum(c for _, c in out["histogram_us"]) == 6
         assert len(srv.requests) == 7  # the bucket, then 6 objects
         for method, target, headers, body in srv.requests:
             assert method == "PUT"
@@ -196,6 +197,7 @@ def test_bench_s3_against_daemon(s3_daemon):
     assert out["bytes"] == out["ops"] * 4096
     lat = out["latency_us"]
     assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p99_9"] <= lat["max"]
+    assert sum(c for _, c in out["histogram_us"]) == out["ops"]
 
     r = cli("bench", "s3", "--endpoint", url, "-w", "mixed", "-s", "1KiB", "-n", "4", "-c",
             "2", "--ops", "40", "-d", "0", "--payload", "signed", "--json", "-q")
