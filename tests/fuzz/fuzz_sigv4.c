@@ -42,8 +42,16 @@ exercise(const struct ol_sigv4_request *req)
 	static const time_t nows[] = {1796149800, 1369353600, 0};
 	for (int i = 0; i < 3; i++) {
 		int rc = ol_sigv4_verify(req, "us-east-1", nows[i], secret_for, NULL, &res);
-		if (rc > 0 || (rc < 0 && !res.message[0]))
+		if (rc > 0 || (rc < 0 && rc != OL_SIGV4_ERR_NEED_BODY_HASH && !res.message[0]))
 			abort();
+		if (rc == OL_SIGV4_ERR_NEED_BODY_HASH) {
+			static const uint8_t sha[32];
+			if (!res.body_hash_pending)
+				abort();
+			rc = ol_sigv4_verify_body(&res, sha);
+			if (rc == 0 && !res.has_payload_sha256)
+				abort();
+		}
 		(void)ol_sigv4_s3_code(rc, res.presigned);
 		(void)ol_sigv4_http_status(rc);
 		ol_sigv4_result_fini(&res);

@@ -566,6 +566,44 @@ run_hostile(void)
 	ok(ol_awschunked_new(&res, -1, &d) == -EINVAL, "non-streaming payload refused%s", "");
 	free(big);
 
+	struct ol_sigv4_header hh[3];
+	hdr(&hh[0], "host", "h");
+	hdr(&hh[1], "x-amz-date", "20261201T183000Z");
+	hdr(&hh[2], "Transfer-Encoding", "chunked");
+	struct ol_sigv4_request rq = {"GET", "/b", 2, "X-Amz-Credential=x", 18, hh, 2};
+	ok(!ol_sigv4_is_anonymous(&rq), "X-Amz-Credential alone is not anonymous%s", "");
+	rq.query = "x-amz-credential=x&a";
+	rq.query_len = strlen(rq.query);
+	ok(ol_sigv4_is_anonymous(&rq), "auth query names are case-sensitive%s", "");
+	char small[20];
+	ok(ol_sigv4_sign(&rq, "AK", "SK", "us-east-1", "20261201T183000Z", "UNSIGNED-PAYLOAD",
+			 small, sizeof(small)) == -ENOSPC,
+	   "sign reports a short buffer%s", "");
+	/* curl-style PUT with a chunked body and no x-amz-content-sha256: hash deferred */
+	char auth[300];
+	rq.n_headers = 3;
+	rq.query = NULL;
+	rq.query_len = 0;
+	rq.method = "PUT";
+	ol_sigv4_sign(&rq, g_access, g_secret, "us-east-1", "20261201T183000Z",
+		      "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824", auth,
+		      sizeof(auth));
+	struct ol_sigv4_header h4[4] = {hh[0], hh[1], hh[2]};
+	hdr(&h4[3], "Authorization", auth);
+	struct ol_sigv4_request rq4 = {"PUT", "/b", 2, NULL, 0, h4, 4};
+	rc = ol_sigv4_verify(&rq4, "us-east-1", 1796149800, secret_for, NULL, &res);
+	uint8_t sha[OL_CKSUM_MAX_RAW];
+	ol_cksum_compute(OL_CKSUM_SHA256, "hello", 5, sha);
+	ok(rc == OL_SIGV4_ERR_NEED_BODY_HASH && ol_sigv4_verify_body(&res, sha) == 0,
+	   "Transfer-Encoding body without x-amz-content-sha256: deferred, then verified%s", "");
+	ol_sigv4_result_fini(&res);
+	rc = ol_sigv4_verify(&rq4, "us-east-1", 1796149800, secret_for, NULL, &res);
+	ol_cksum_compute(OL_CKSUM_SHA256, "hellO", 5, sha);
+	ok(rc == OL_SIGV4_ERR_NEED_BODY_HASH &&
+	       ol_sigv4_verify_body(&res, sha) == OL_SIGV4_ERR_SIGNATURE_MISMATCH,
+	   "deferred hash of another body fails%s", "");
+	ol_sigv4_result_fini(&res);
+
 	ok(!strcmp(ol_sigv4_s3_code(OL_SIGV4_ERR_WRONG_REGION, 0),
 		   "AuthorizationHeaderMalformed") &&
 	       !strcmp(ol_sigv4_s3_code(OL_SIGV4_ERR_WRONG_REGION, 1),

@@ -107,7 +107,11 @@ struct ol_sigv4_result {
  * Rules: algorithm AWS4-HMAC-SHA256; credential scope date == X-Amz-Date's day; scope region ==
  * region; service "s3"; X-Amz-Date within OL_SIGV4_MAX_SKEW of now (header form; presigned: not
  * in the future by more than the skew, and now <= date + X-Amz-Expires); SignedHeaders must
- * contain "host". Signatures are compared in constant time. */
+ * contain "host". Signatures are compared in constant time. Canonical URI and query are the
+ * path and query decoded once and re-encoded with the AWS unreserved set (so "+" means a
+ * literal plus, %2B), the query sorted; when that does not match, the header form is retried
+ * once with path and query exactly as sent (what curl 7.x signs), which still covers every
+ * byte. x-amz-* headers that are present but not signed are not rejected. */
 int ol_sigv4_verify(const struct ol_sigv4_request *req, const char *region, time_t now,
 		    ol_sigv4_secret_fn secret_for, void *arg, struct ol_sigv4_result *out);
 
