@@ -162,9 +162,52 @@ enc_range(const uint8_t *src, size_t i0, size_t i1, const struct esym *es, uint3
 	*wpp = wp;
 }
 
+static void
+enc_simd_init(struct ol_exans_enc *se, const uint32_t f[256], const struct esym *es)
+{
+	int lo = 0, hi = 255;
+	while (!f[lo])
+		lo++;
+	while (!f[hi])
+		hi--;
+	memset(se->a, 0, sizeof(se->a));
+	memset(se->b, 0, sizeof(se->b));
+	for (int s = lo; s <= hi; s++) {
+		se->a[s] = f[s] | es[s].bias << 12 | (uint32_t)es[s].shift << 25;
+		se->b[s] = es[s].rcp;
+	}
+	se->lo = lo;
+	se->narrow = hi - lo < 32;
+}
+
+/* Groups g-1 .. 0 (all full). 0, or -ENOSPC when the block does not fit. */
+static int
+enc_groups(const uint8_t *src, size_t g, const uint32_t f[256], const struct esym *es, uint32_t *x,
+	   uint8_t *sm, uint8_t **wpp, const uint8_t *floor, enum ol_exans_impl impl)
+{
+	if (impl == OL_EXANS_AVX512 && g > 0) {
+		struct ol_exans_enc se;
+		enc_simd_init(&se, f, es);
+		memcpy(se.x, x, sizeof(se.x));
+		se.wp = *wpp;
+		se.floor = floor;
+		if (ol_exans_enc_groups_avx512(&se, src, sm, g) != 0)
+			return -ENOSPC;
+		memcpy(x, se.x, sizeof(se.x));
+		*wpp = se.wp;
+		return 0;
+	}
+	while (g-- > 0) {
+		if (*wpp - floor < 2 * OL_EXANS_LANES)
+			return -ENOSPC;
+		enc_range(src, g * OL_EXANS_LANES, (g + 1) * OL_EXANS_LANES, es, x, sm, wpp);
+	}
+	return 0;
+}
+
 /* rANS block into dst[0..limit). Returns its size, or 0 if it does not fit in limit. */
 static size_t
-enc_rans(const uint8_t *src, size_t n, uint8_t *dst, size_t limit)
+enc_rans(const uint8_t *src, size_t n, uint8_t *dst, size_t limit, enum ol_exans_impl impl)
 {
 	size_t nv = n / 2;
 	uint32_t cnt[256], f[256], x[OL_EXANS_LANES];
@@ -182,15 +225,11 @@ enc_rans(const uint8_t *src, size_t n, uint8_t *dst, size_t limit)
 	esyms_init(f, es);
 	for (unsigned l = 0; l < OL_EXANS_LANES; l++)
 		x[l] = OL_EXANS_RANS_L;
-	uint8_t *wp = dst + limit, *floor = dst + w_off;
-	size_t g = (nv - 1) / OL_EXANS_LANES;
+	uint8_t *wp = dst + limit;
+	size_t g = (nv - 1) / OL_EXANS_LANES; /* the top group, maybe partial: scalar */
 	enc_range(src, g * OL_EXANS_LANES, nv, es, x, dst + sm_off, &wp);
-	while (g-- > 0) {
-		if (wp - floor < 2 * OL_EXANS_LANES)
-			return 0;
-		enc_range(src, g * OL_EXANS_LANES, (g + 1) * OL_EXANS_LANES, es, x, dst + sm_off,
-			  &wp);
-	}
+	if (enc_groups(src, g, f, es, x, dst + sm_off, &wp, dst + w_off, impl) != 0)
+		return 0;
 	size_t wbytes = (size_t)(dst + limit - wp);
 	memmove(dst + w_off, wp, wbytes);
 	for (unsigned l = 0; l < OL_EXANS_LANES; l++)
@@ -215,15 +254,15 @@ ol_exans_block_bound(size_t n)
 	return n + OL_EXANS_BHDR_BYTES;
 }
 
-ssize_t
-ol_exans_block_encode(const void *src, size_t n, void *dst, size_t cap)
+static ssize_t
+block_encode(const void *src, size_t n, void *dst, size_t cap, enum ol_exans_impl impl)
 {
 	if (n > (1u << OL_EXANS_MAX_LOG2_BLK))
 		return -EINVAL;
 	size_t raw = n + OL_EXANS_BHDR_BYTES;
 	uint32_t crc = crc32c(src, n);
 	if (n / 2 >= MIN_RANS_VALUES) {
-		size_t r = enc_rans(src, n, dst, cap < raw ? cap : raw - 1);
+		size_t r = enc_rans(src, n, dst, cap < raw ? cap : raw - 1, impl);
 		if (r) {
 			put_bhdr(dst, crc, n, OL_EXANS_MODE_RANS);
 			return (ssize_t)r;
@@ -234,6 +273,12 @@ ol_exans_block_encode(const void *src, size_t n, void *dst, size_t cap)
 	put_bhdr(dst, crc, n, OL_EXANS_MODE_RAW);
 	memcpy((uint8_t *)dst + OL_EXANS_BHDR_BYTES, src, n);
 	return (ssize_t)raw;
+}
+
+ssize_t
+ol_exans_block_encode(const void *src, size_t n, void *dst, size_t cap)
+{
+	return block_encode(src, n, dst, cap, resolve(OL_EXANS_AUTO));
 }
 
 /* ---- block decoder ---- */
@@ -384,12 +429,13 @@ ol_exans_compress(const void *src, size_t n, void *dst, size_t cap, const struct
 		return -EINVAL;
 	uint8_t *d = dst;
 	size_t off = OL_EXANS_HDR_BYTES + 4 * nb;
+	enum ol_exans_impl impl = resolve(o ? o->impl : OL_EXANS_AUTO);
 	if (cap < off)
 		return -ENOSPC;
 	for (size_t i = 0; i < nb; i++) {
 		size_t len = n - i * b < b ? n - i * b : b;
 		ssize_t r =
-		    ol_exans_block_encode((const uint8_t *)src + i * b, len, d + off, cap - off);
+		    block_encode((const uint8_t *)src + i * b, len, d + off, cap - off, impl);
 		if (r < 0)
 			return r;
 		ol_exans_st32(d + OL_EXANS_HDR_BYTES + 4 * i, (uint32_t)r);

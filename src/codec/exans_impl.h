@@ -25,6 +25,24 @@ int ol_exans_dec_groups_avx512(struct ol_exans_dec *d, uint8_t *exps, size_t ngr
 /* Lanes 0..nl-1 of one group, bounds-checked word by word (stream tails, partial groups). */
 int ol_exans_dec_lanes(struct ol_exans_dec *d, uint8_t *exps, unsigned nl);
 
+/* Encoder state of one block for the SIMD encoders: a[s] = f | bias << 12 | shift << 25,
+ * b[s] = rcp (the reciprocal form of exans.c's struct esym); symbols lie in [lo, lo + 32)
+ * when narrow. Words are pushed down from wp, never below floor. */
+struct ol_exans_enc {
+	uint32_t x[OL_EXANS_LANES];
+	uint8_t *wp;
+	const uint8_t *floor;
+	int lo;
+	int narrow;
+	uint32_t a[256 + 32];
+	uint32_t b[256 + 32];
+};
+
+/* Encode full groups ngroups-1 .. 0 (values 32g..32g+31 of src, sm bytes into sm).
+ * 0, or -ENOSPC when fewer than 64 bytes are left above floor before a group. */
+int ol_exans_enc_groups_avx512(struct ol_exans_enc *e, const uint8_t *src, uint8_t *sm,
+			       size_t ngroups);
+
 /* out[2i..2i+1] = BF16 from exps[i] and sm[i], i < nv. */
 void ol_exans_join_scalar(uint8_t *out, const uint8_t *exps, const uint8_t *sm, size_t nv);
 void ol_exans_join_avx2(uint8_t *out, const uint8_t *exps, const uint8_t *sm, size_t nv);

@@ -126,3 +126,64 @@ ol_exans_join_avx2(uint8_t *out, const uint8_t *exps, const uint8_t *sm, size_t 
 	}
 	ol_exans_join_scalar(out + 2 * i, exps + i, sm + i, nv - i);
 }
+
+/* One vector of 16 lanes of the encoder (exans.c enc_range, vectorised): its emitted words
+ * go below *wpp, lowest lane lowest, as the scalar pushes of lanes 15..0 would put them. */
+AVX512_T static inline __m512i
+avx512_enc_vec(__m512i x, const uint8_t *src, uint8_t *sm, uint8_t **wpp,
+	       const struct ol_exans_enc *e, const __m512i tab[4])
+{
+	__m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)src));
+	__m512i s = _mm512_and_si512(_mm512_srli_epi32(v, 7), _mm512_set1_epi32(0xff));
+	__m512i a, b;
+	if (e->narrow) {
+		__m512i idx = _mm512_sub_epi32(s, _mm512_set1_epi32(e->lo));
+		a = _mm512_permutex2var_epi32(tab[0], idx, tab[1]);
+		b = _mm512_permutex2var_epi32(tab[2], idx, tab[3]);
+	} else {
+		a = _mm512_i32gather_epi32(s, (const int *)e->a, 4);
+		b = _mm512_i32gather_epi32(s, (const int *)e->b, 4);
+	}
+	__m512i f = _mm512_and_si512(a, _mm512_set1_epi32(0xfff));
+	__mmask16 emit = _mm512_cmpge_epu32_mask(x, _mm512_slli_epi32(f, 19));
+	unsigned cnt = (unsigned)__builtin_popcount((unsigned)emit);
+	*wpp -= 2 * cnt;
+	_mm512_mask_cvtepi32_storeu_epi16(*wpp, (__mmask16)((1u << cnt) - 1),
+					  _mm512_maskz_compress_epi32(emit, x));
+	x = _mm512_mask_srli_epi32(x, emit, x, 16);
+	__m512i pe = _mm512_mul_epu32(x, b); /* q = mulhi(x, rcp) >> shift */
+	__m512i po = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(b, 32));
+	__m512i q = _mm512_mask_blend_epi32(0xaaaa, _mm512_srli_epi64(pe, 32), po);
+	q = _mm512_srlv_epi32(q, _mm512_srli_epi32(a, 25));
+	__m512i bias = _mm512_and_si512(_mm512_srli_epi32(a, 12), _mm512_set1_epi32(0x1fff));
+	__m512i cmpl = _mm512_sub_epi32(_mm512_set1_epi32(OL_EXANS_PROB_SCALE), f);
+	x = _mm512_add_epi32(_mm512_add_epi32(x, bias), _mm512_mullo_epi32(q, cmpl));
+	__m512i smv =
+	    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(v, 8), _mm512_set1_epi32(0x80)),
+			    _mm512_and_si512(v, _mm512_set1_epi32(0x7f)));
+	_mm_storeu_si128((__m128i *)sm, _mm512_cvtepi32_epi8(smv));
+	return x;
+}
+
+AVX512_T int
+ol_exans_enc_groups_avx512(struct ol_exans_enc *e, const uint8_t *src, uint8_t *sm, size_t ngroups)
+{
+	__m512i x0 = _mm512_loadu_si512(e->x), x1 = _mm512_loadu_si512(e->x + 16), tab[4];
+	tab[0] = _mm512_loadu_si512(e->a + e->lo);
+	tab[1] = _mm512_loadu_si512(e->a + e->lo + 16);
+	tab[2] = _mm512_loadu_si512(e->b + e->lo);
+	tab[3] = _mm512_loadu_si512(e->b + e->lo + 16);
+	uint8_t *wp = e->wp;
+	for (size_t g = ngroups; g-- > 0;) {
+		if (wp - e->floor < 2 * OL_EXANS_LANES)
+			return -ENOSPC;
+		const uint8_t *s = src + 2 * OL_EXANS_LANES * g;
+		uint8_t *m = sm + OL_EXANS_LANES * g;
+		x1 = avx512_enc_vec(x1, s + 32, m + 16, &wp, e, tab); /* lanes 31..16 first */
+		x0 = avx512_enc_vec(x0, s, m, &wp, e, tab);
+	}
+	_mm512_storeu_si512(e->x, x0);
+	_mm512_storeu_si512(e->x + 16, x1);
+	e->wp = wp;
+	return 0;
+}
