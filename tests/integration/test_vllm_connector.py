@@ -368,6 +368,35 @@ def test_store_killed_mid_run(pool):
     assert e3.merged_stats()["blocks_saved"] + e3.merged_stats()["hit_tokens"] > 0
 
 
+def test_two_nodes_one_killed(openlaked):
+    """Chunks spread over two nodes; with one node gone the hit stops at its first chunk."""
+    import openlake_client as ol
+
+    n1, n2 = start_pool(openlaked), start_pool(openlaked)
+    nodes = [n1.kv_addr, n2.kv_addr]
+    e1 = engine(cfg(nodes[0], openlake_nodes=nodes))
+    serve(e1, "A", A)
+    ident = e1.sched_conn.ol_identity
+    keys = [olkeys.rank_key(h, 0) for h in olkeys.chain_hashes(olkeys.seed_hash(ident, ""),
+                                                                A, 16)]
+    on1 = []
+    for addr in nodes:
+        c = ol.connect([addr], namespace="vllm")
+        on1.append(c.exists(keys))
+        c.close()
+    assert all(a != b for a, b in zip(*on1)), on1  # every chunk on exactly one node
+    assert any(on1[0]) and any(on1[1])
+    n2.kill9()
+    first_missing = on1[0].index(False)
+    e2 = engine(cfg(nodes[0], openlake_nodes=nodes))
+    B = A[:96] + SUFFIX
+    e2.add(Request("B", B, max_tokens=3))
+    e2.step()
+    assert e2.scheduler.requests["B"].num_external_computed_tokens == 16 * first_missing
+    e2.run()
+    assert e2.scheduler.finished["B"].output_token_ids == reference(B)
+
+
 def test_two_models_and_salts_never_cross_hit(pool):
     e1 = engine(cfg(pool.kv_addr, model="org/model-one"))
     serve(e1, "A", A)
