@@ -1,0 +1,418 @@
+/* store/get.c - reads: the newest version on >= k drives; inline bodies are decoded from
+ * the records; shard blocks are read from data shards only while they verify, and rebuilt
+ * from parity (and rewritten in place when corrupt) when not. Also head. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "store/store_int.h"
+
+struct ol_get {
+	struct ol_store *st;
+	struct ol_obj_info info;
+	uint8_t *raw; /* the winning record (of one drive), owns meta and parts */
+	struct ol_rec rec;
+	uint8_t *body;	 /* inline objects */
+	uint64_t *start; /* large: byte offset of each part */
+	uint32_t cur_part;
+	int fd[OL_MAX_DRIVES];
+	uint8_t *blk[OL_MAX_DRIVES];
+	int64_t cur_stripe;
+	bool ok[OL_MAX_DRIVES], tried[OL_MAX_DRIVES];
+};
+
+static void
+close_fds(struct ol_get *g)
+{
+	for (int d = 0; d < g->st->n; d++) {
+		if (g->fd[d] >= 0)
+			close(g->fd[d]);
+		g->fd[d] = -1;
+	}
+}
+
+static void
+open_part(struct ol_get *g, uint32_t pi)
+{
+	struct ol_rpart p;
+	char path[OL_PATH_MAX + 80];
+
+	close_fds(g);
+	ol_rec_part(&g->rec, pi, &p);
+	for (int d = 0; d < g->st->n; d++) {
+		if (!g->st->d[d].meta)
+			continue;
+		ol_shard_path(g->st, d, p.uuid, path, sizeof(path));
+		g->fd[d] = open(path, O_RDWR | O_CLOEXEC);
+		if (g->fd[d] < 0)
+			g->fd[d] = open(path, O_RDONLY | O_CLOEXEC);
+		if (g->fd[d] < 0 && p.size)
+			ol_warn("store: drive %s: shard %s missing (heal needed)", g->st->d[d].root,
+				path);
+	}
+	g->cur_part = pi;
+	g->cur_stripe = -1;
+}
+
+/* Inline: shard d is in drive d's record. */
+static int
+decode_inline(struct ol_get *g, const struct ol_rec *win, const bool *valid)
+{
+	struct ol_store *st = g->st;
+	size_t bl = (g->rec.size + st->k - 1) / st->k;
+	uint8_t *sh[OL_EC_MAX_SHARDS], *buf;
+	bool present[OL_EC_MAX_SHARDS];
+	int rc;
+
+	buf = ol_xcalloc((size_t)st->n, bl ? bl : 1);
+	for (int d = 0; d < st->n; d++) {
+		sh[d] = buf + (size_t)d * bl;
+		present[d] = valid[d] && win[d].idx == d && win[d].inl_len == bl &&
+			     ol_crc32c(win[d].inl, bl, 0) == win[d].inl_crc;
+		if (present[d])
+			memcpy(sh[d], win[d].inl, bl);
+		else if (valid[d])
+			ol_warn("store: drive %s: inline shard corrupt (heal needed)",
+				st->d[d].root);
+	}
+	rc = ol_ec_decode(&st->ec, bl, sh, present, NULL);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	g->body = buf; /* data shards are contiguous at the front: the body */
+	return 0;
+}
+
+static int
+setup_large(struct ol_get *g)
+{
+	struct ol_rpart p;
+	uint64_t off = 0;
+
+	g->start = ol_xmalloc(((size_t)g->rec.n_parts + 1) * sizeof(uint64_t));
+	for (uint32_t i = 0; i < g->rec.n_parts; i++) {
+		ol_rec_part(&g->rec, i, &p);
+		g->start[i] = off;
+		off += p.size;
+	}
+	g->start[g->rec.n_parts] = off;
+	if (off != g->rec.size || g->rec.k != g->st->k || g->rec.bs == 0)
+		return -EIO;
+	for (int d = 0; d < g->st->n; d++)
+		g->blk[d] = ol_xmalloc((size_t)g->rec.bs + OL_TRAILER);
+	if (g->rec.n_parts)
+		open_part(g, 0);
+	return 0;
+}
+
+static int
+lookup(struct ol_store *st, const char *bucket, const char *key, size_t klen, struct ol_reads *r,
+       struct ol_rec *win, bool *valid)
+{
+	char okey[OL_KEYBUF];
+	size_t kl;
+
+	if (klen == 0 || klen > OL_STORE_MAX_KEY)
+		return -EINVAL;
+	kl = ol_okey(okey, bucket, key, klen);
+	ol_reads_get(st, OL_META_OBJECTS, okey, kl, bucket, r);
+	if (ol_rec_resolve(st, (const void *const *)r->raw, r->len, win, valid))
+		return 0;
+	return r->bucket_votes >= st->k ? -ENOENT : -ENXIO;
+}
+
+static int
+first_valid(const struct ol_store *st, const bool *valid)
+{
+	for (int d = 0; d < st->n; d++)
+		if (valid[d])
+			return d;
+	return -1;
+}
+
+int
+ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		  struct ol_get **out, struct ol_obj_info *info)
+{
+	struct ol_reads r;
+	struct ol_rec win[OL_MAX_DRIVES];
+	bool valid[OL_MAX_DRIVES];
+	struct ol_get *g;
+	unsigned li = ol_lock_idx(bucket, key, key_len);
+	int d, rc;
+
+	pthread_rwlock_rdlock(&st->obj_rw[li]);
+	rc = lookup(st, bucket, key, key_len, &r, win, valid);
+	if (rc)
+		goto out;
+	g = ol_xcalloc(1, sizeof(*g));
+	g->st = st;
+	for (int i = 0; i < OL_MAX_DRIVES; i++)
+		g->fd[i] = -1;
+	d = first_valid(st, valid);
+	g->raw = r.raw[d];
+	r.raw[d] = NULL;
+	ol_rec_decode(g->raw, r.len[d], &g->rec);
+	if (g->rec.flags & OL_REC_INLINE)
+		rc = decode_inline(g, win, valid);
+	else
+		rc = setup_large(g);
+	if (rc) {
+		ol_store_get_close(g);
+		goto out;
+	}
+	ol_rec_info(&g->rec, &g->info);
+	*info = g->info;
+	*out = g;
+out:
+	pthread_rwlock_unlock(&st->obj_rw[li]);
+	if (rc != -EINVAL)
+		ol_reads_free(&r);
+	return rc;
+}
+
+void
+ol_store_get_close(struct ol_get *g)
+{
+	if (!g)
+		return;
+	close_fds(g);
+	for (int d = 0; d < OL_MAX_DRIVES; d++)
+		free(g->blk[d]);
+	free(g->start);
+	free(g->body);
+	free(g->raw);
+	free(g);
+}
+
+struct stripe {
+	uint64_t j; /* stripe number in the part */
+	size_t dl;  /* data bytes in it */
+	size_t bl;  /* block bytes per shard */
+};
+
+static void
+read_blocks(struct ol_get *g, const struct stripe *s, const bool *which)
+{
+	struct ol_io ops[OL_MAX_DRIVES];
+	int n = 0, map[OL_MAX_DRIVES];
+
+	for (int d = 0; d < g->st->n; d++) {
+		if (!which[d] || g->tried[d])
+			continue;
+		g->tried[d] = true;
+		ops[n] = (struct ol_io){.fd = g->fd[d],
+					.op = 0,
+					.niov = 1,
+					.off = s->j * ((uint64_t)g->rec.bs + OL_TRAILER)};
+		ops[n].iov[0] = (struct iovec){g->blk[d], s->bl + OL_TRAILER};
+		map[n++] = d;
+	}
+	ol_io_batch(ops, n);
+	for (int i = 0; i < n; i++) {
+		int d = map[i];
+		uint64_t sum = ol_block_sum(g->rec.ck, g->blk[d], s->bl, s->j);
+
+		g->ok[d] = ops[i].res == (ssize_t)(s->bl + OL_TRAILER) &&
+			   ol_get_u64(g->blk[d] + s->bl) == sum;
+		if (!g->ok[d] && g->fd[d] >= 0)
+			ol_warn("store: drive %s: shard block %llu of part %u %s (rebuilding)",
+				g->st->d[d].root, (unsigned long long)s->j, g->cur_part,
+				ops[i].res == (ssize_t)(s->bl + OL_TRAILER) ? "corrupt" : "short");
+	}
+}
+
+/* Rewrite rebuilt blocks whose file is there but whose bytes were bad. */
+static void
+heal_blocks(struct ol_get *g, const struct stripe *s, const bool *rebuilt)
+{
+	for (int d = 0; d < g->st->n; d++) {
+		ssize_t w;
+
+		if (!rebuilt[d] || g->fd[d] < 0)
+			continue;
+		ol_put_u64(g->blk[d] + s->bl, ol_block_sum(g->rec.ck, g->blk[d], s->bl, s->j));
+		w = pwrite(g->fd[d], g->blk[d], s->bl + OL_TRAILER,
+			   (off_t)(s->j * ((uint64_t)g->rec.bs + OL_TRAILER)));
+		if (w == (ssize_t)(s->bl + OL_TRAILER))
+			ol_info("store: drive %s: healed shard block %llu", g->st->d[d].root,
+				(unsigned long long)s->j);
+	}
+}
+
+/* Make data shards [lo, hi] of the stripe valid in blk[]. */
+static int
+load(struct ol_get *g, const struct stripe *s, int lo, int hi)
+{
+	struct ol_store *st = g->st;
+	bool want[OL_MAX_DRIVES] = {false}, all[OL_MAX_DRIVES], rebuilt[OL_MAX_DRIVES] = {false};
+	int good = 0, missing = 0;
+
+	for (int i = lo; i <= hi; i++)
+		want[i] = true;
+	read_blocks(g, s, want);
+	for (int i = lo; i <= hi; i++)
+		missing += !g->ok[i];
+	if (!missing)
+		return 0;
+	for (int d = 0; d < st->n; d++)
+		all[d] = true;
+	read_blocks(g, s, all);
+	for (int d = 0; d < st->n; d++)
+		good += g->ok[d];
+	if (good < st->k) {
+		ol_err("store: stripe %llu of part %u: only %d of %d shards readable",
+		       (unsigned long long)s->j, g->cur_part, good, st->k);
+		return -EIO;
+	}
+	for (int d = 0; d < st->n; d++)
+		rebuilt[d] = want[d] && !g->ok[d];
+	if (ol_ec_decode(&st->ec, s->bl, g->blk, g->ok, rebuilt))
+		return -EIO;
+	heal_blocks(g, s, rebuilt);
+	for (int d = 0; d < st->n; d++)
+		g->ok[d] |= rebuilt[d];
+	return 0;
+}
+
+/* Copy len bytes at offset pos of part pi (within one stripe). */
+static int
+read_in_part(struct ol_get *g, uint32_t pi, uint64_t pos, uint8_t *out, size_t len)
+{
+	uint64_t psize = g->start[pi + 1] - g->start[pi], sd = (uint64_t)g->st->k * g->rec.bs;
+	struct stripe s = {.j = pos / sd};
+	size_t in = (size_t)(pos % sd);
+	int rc;
+
+	s.dl = (size_t)(psize - s.j * sd < sd ? psize - s.j * sd : sd);
+	s.bl = (s.dl + g->st->k - 1) / g->st->k;
+	if (pi != g->cur_part)
+		open_part(g, pi);
+	if ((int64_t)s.j != g->cur_stripe) {
+		memset(g->ok, 0, sizeof(g->ok));
+		memset(g->tried, 0, sizeof(g->tried));
+		g->cur_stripe = (int64_t)s.j;
+	}
+	rc = load(g, &s, (int)(in / s.bl), (int)((in + len - 1) / s.bl));
+	if (rc)
+		return rc;
+	while (len) {
+		size_t sh = in / s.bl, o = in % s.bl, n = s.bl - o < len ? s.bl - o : len;
+
+		memcpy(out, g->blk[sh] + o, n);
+		out += n;
+		in += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static uint32_t
+find_part(const struct ol_get *g, uint64_t off)
+{
+	uint32_t lo = 0, hi = g->rec.n_parts - 1;
+
+	while (lo < hi) {
+		uint32_t mid = (lo + hi + 1) / 2;
+
+		if (g->start[mid] <= off)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+ssize_t
+ol_store_get_read(struct ol_get *g, uint64_t offset, void *buf, size_t len)
+{
+	uint64_t size = g->rec.size, sd = (uint64_t)g->st->k * g->rec.bs;
+	uint8_t *out = buf;
+	size_t done = 0;
+
+	if (offset >= size)
+		return 0;
+	if (len > size - offset)
+		len = (size_t)(size - offset);
+	if (g->body) {
+		memcpy(buf, g->body + offset, len);
+		return (ssize_t)len;
+	}
+	while (done < len) {
+		uint64_t off = offset + done;
+		uint32_t pi = find_part(g, off);
+		uint64_t pos = off - g->start[pi];
+		uint64_t room = sd - pos % sd, plen = g->start[pi + 1] - off;
+		size_t n = len - done;
+		int rc;
+
+		if (n > room)
+			n = (size_t)room;
+		if (n > plen)
+			n = (size_t)plen;
+		rc = read_in_part(g, pi, pos, out + done, n);
+		if (rc)
+			return rc;
+		done += n;
+	}
+	return (ssize_t)done;
+}
+
+int
+ol_store_head(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+	      struct ol_obj_info *info, void *meta_buf, size_t meta_cap)
+{
+	struct ol_reads r;
+	struct ol_rec win[OL_MAX_DRIVES];
+	bool valid[OL_MAX_DRIVES];
+	unsigned li = ol_lock_idx(bucket, key, key_len);
+	int rc;
+
+	pthread_rwlock_rdlock(&st->obj_rw[li]);
+	rc = lookup(st, bucket, key, key_len, &r, win, valid);
+	if (!rc) {
+		struct ol_rec *w = &win[first_valid(st, valid)];
+
+		ol_rec_info(w, info);
+		if (meta_buf)
+			memcpy(meta_buf, w->meta, w->meta_len < meta_cap ? w->meta_len : meta_cap);
+		info->meta = meta_buf;
+	}
+	pthread_rwlock_unlock(&st->obj_rw[li]);
+	if (rc != -EINVAL)
+		ol_reads_free(&r);
+	return rc;
+}
+
+int
+ol_store_shard_paths(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		     int (*cb)(int drive, unsigned part, const char *path, void *arg), void *arg)
+{
+	struct ol_reads r;
+	struct ol_rec win[OL_MAX_DRIVES];
+	bool valid[OL_MAX_DRIVES];
+	char path[OL_PATH_MAX + 80];
+	int rc = lookup(st, bucket, key, key_len, &r, win, valid);
+	struct ol_rec *w;
+
+	if (rc)
+		goto out;
+	w = &win[first_valid(st, valid)];
+	for (uint32_t i = 0; !rc && !(w->flags & OL_REC_INLINE) && i < w->n_parts; i++) {
+		struct ol_rpart p;
+
+		ol_rec_part(w, i, &p);
+		for (int d = 0; !rc && d < st->n; d++) {
+			ol_shard_path(st, d, p.uuid, path, sizeof(path));
+			rc = cb(d, i, path, arg);
+		}
+	}
+out:
+	if (rc != -EINVAL)
+		ol_reads_free(&r);
+	return rc;
+}

@@ -1,0 +1,394 @@
+/* store/put.c - streaming writes: stripes of k x block are encoded and the N shard blocks
+ * written in parallel; commit = shards durable, then the record on a write quorum of
+ * drives, then the replaced version's data reclaimed. Also delete. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "store/store_int.h"
+
+struct ol_put {
+	struct ol_store *st;
+	char bucket[64];
+	char key[OL_KEYBUF]; /* object key, or upload id '\0' part_no for a part */
+	size_t klen;
+	bool part;
+	char upload_id[64];
+	unsigned part_no;
+	uint8_t uuid[OL_UUID];
+	uint64_t size;
+	uint8_t *sbuf; /* one stripe of data: k x bs */
+	size_t fill;
+	uint8_t *par[OL_EC_MAX_SHARDS];
+	int fd[OL_MAX_DRIVES];
+	bool bad[OL_MAX_DRIVES];
+	bool files;
+	uint64_t stripes;
+	int err;
+};
+
+static size_t
+stripe_cap(const struct ol_store *st)
+{
+	return (size_t)st->k * st->bs;
+}
+
+struct ol_put *
+ol_put_new(struct ol_store *st, const char *bucket, const void *key, size_t klen, bool part)
+{
+	struct ol_put *p = ol_xcalloc(1, sizeof(*p));
+
+	p->st = st;
+	memcpy(p->bucket, bucket, strlen(bucket) + 1);
+	memcpy(p->key, key, klen);
+	p->klen = klen;
+	p->part = part;
+	ol_uuid(p->uuid);
+	p->sbuf = ol_xmalloc(stripe_cap(st));
+	for (int i = 0; i < st->p; i++)
+		p->par[i] = ol_xmalloc(st->bs);
+	for (int d = 0; d < st->n; d++) {
+		p->fd[d] = -1;
+		p->bad[d] = st->d[d].meta == NULL;
+	}
+	return p;
+}
+
+int
+ol_store_put_begin(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		   int64_t size_hint, struct ol_put **out)
+{
+	if (key_len == 0 || key_len > OL_STORE_MAX_KEY || strlen(bucket) > 63)
+		return -EINVAL;
+	if (!ol_bucket_ok(st, bucket))
+		return -ENOENT;
+	*out = ol_put_new(st, bucket, key, key_len, false);
+	return 0;
+}
+
+static int
+good_drives(const struct ol_put *p)
+{
+	int n = 0;
+
+	for (int d = 0; d < p->st->n; d++)
+		n += !p->bad[d];
+	return n;
+}
+
+static void
+drive_failed(struct ol_put *p, int d, const char *what, int err)
+{
+	if (p->bad[d])
+		return;
+	p->bad[d] = true;
+	ol_warn("store: drive %s: %s failed: %s", p->st->d[d].root, what, strerror(-err));
+}
+
+static void
+open_files(struct ol_put *p)
+{
+	for (int d = 0; d < p->st->n; d++) {
+		if (p->bad[d])
+			continue;
+		p->fd[d] = ol_shard_create(p->st, d, p->uuid);
+		if (p->fd[d] < 0)
+			drive_failed(p, d, "shard create", p->fd[d]);
+	}
+	p->files = true;
+}
+
+/* Encode the buffered dl bytes as one stripe and write its N blocks at once. */
+static int
+flush_stripe(struct ol_put *p)
+{
+	struct ol_store *st = p->st;
+	size_t dl = p->fill, bl = (dl + st->k - 1) / st->k;
+	uint8_t *data[OL_EC_MAX_SHARDS], trailer[OL_MAX_DRIVES][OL_TRAILER];
+	struct ol_io ops[OL_MAX_DRIVES];
+
+	if (!p->files)
+		open_files(p);
+	memset(p->sbuf + dl, 0, (size_t)st->k * bl - dl);
+	for (int i = 0; i < st->k; i++)
+		data[i] = p->sbuf + (size_t)i * bl;
+	for (int i = 0; i < st->p; i++)
+		data[st->k + i] = p->par[i];
+	ol_ec_encode(&st->ec, bl, data, data + st->k);
+	for (int d = 0; d < st->n; d++) {
+		ol_put_u64(trailer[d], ol_block_sum(st->ck, data[d], bl, p->stripes));
+		ops[d] = (struct ol_io){.fd = p->bad[d] ? -1 : p->fd[d],
+					.op = 1,
+					.niov = 2,
+					.off = p->stripes * (st->bs + OL_TRAILER)};
+		ops[d].iov[0] = (struct iovec){data[d], bl};
+		ops[d].iov[1] = (struct iovec){trailer[d], OL_TRAILER};
+	}
+	ol_io_batch(ops, st->n);
+	for (int d = 0; d < st->n; d++)
+		if (!p->bad[d] && ops[d].res != (ssize_t)(bl + OL_TRAILER))
+			drive_failed(p, d, "shard write", ops[d].res < 0 ? (int)ops[d].res : -EIO);
+	p->stripes++;
+	p->fill = 0;
+	return good_drives(p) >= st->w ? 0 : -EIO;
+}
+
+int
+ol_store_put_write(struct ol_put *p, const void *buf, size_t len)
+{
+	const uint8_t *b = buf;
+	size_t cap = stripe_cap(p->st);
+
+	if (p->err)
+		return p->err;
+	while (len) {
+		size_t n;
+
+		if (p->fill == cap && (p->err = flush_stripe(p)))
+			return p->err;
+		n = cap - p->fill < len ? cap - p->fill : len;
+		memcpy(p->sbuf + p->fill, b, n);
+		p->fill += n;
+		p->size += n;
+		b += n;
+		len -= n;
+	}
+	return 0;
+}
+
+uint64_t
+ol_store_put_size(const struct ol_put *p)
+{
+	return p->size;
+}
+
+static void
+close_files(struct ol_put *p, bool unlink_them)
+{
+	for (int d = 0; d < p->st->n; d++) {
+		if (p->fd[d] >= 0)
+			close(p->fd[d]);
+		p->fd[d] = -1;
+		if (unlink_them && p->files && p->st->d[d].meta)
+			ol_shard_unlink(p->st, d, p->uuid);
+	}
+}
+
+static void
+put_free(struct ol_put *p)
+{
+	for (int i = 0; i < p->st->p; i++)
+		free(p->par[i]);
+	free(p->sbuf);
+	free(p);
+}
+
+void
+ol_store_put_abort(struct ol_put *p)
+{
+	if (!p)
+		return;
+	close_files(p, true);
+	put_free(p);
+}
+
+/* Shards durable: fsync the files and their directory entries, all drives at once. */
+static int
+sync_files(struct ol_put *p)
+{
+	struct ol_io ops[OL_MAX_DRIVES];
+	struct ol_store *st = p->st;
+
+	if (!st->fsync)
+		return good_drives(p) >= st->w ? 0 : -EIO;
+	for (int d = 0; d < st->n; d++)
+		ops[d] = (struct ol_io){.fd = p->bad[d] ? -1 : p->fd[d], .op = 2};
+	ol_io_batch(ops, st->n);
+	for (int d = 0; d < st->n; d++) {
+		int rc;
+
+		if (p->bad[d])
+			continue;
+		rc = ops[d].res < 0 ? (int)ops[d].res : ol_sync_shard_dir(st, d, p->uuid);
+		if (rc)
+			drive_failed(p, d, "fsync", rc);
+	}
+	return good_drives(p) >= st->w ? 0 : -EIO;
+}
+
+/* Inline: the whole body is one short stripe coded into the records (one shard each). */
+static void
+inline_shards(struct ol_put *p, uint8_t **sh, uint32_t *bl)
+{
+	struct ol_store *st = p->st;
+
+	*bl = (uint32_t)((p->size + st->k - 1) / st->k);
+	memset(p->sbuf + p->size, 0, (size_t)st->k * *bl - p->size);
+	for (int i = 0; i < st->k; i++)
+		sh[i] = p->sbuf + (size_t)i * *bl;
+	for (int i = 0; i < st->p; i++)
+		sh[st->k + i] = p->par[i];
+	ol_ec_encode(&st->ec, *bl, sh, sh + st->k);
+}
+
+static int
+target_ok(struct ol_put *p)
+{
+	struct ol_reads r;
+	int votes;
+
+	if (!p->part)
+		return ol_bucket_ok(p->st, p->bucket) ? 0 : -ENOENT;
+	ol_reads_get(p->st, OL_META_UPLOADS, p->key, strlen(p->bucket) + 1 + 32, NULL, &r);
+	votes = 0;
+	for (int d = 0; d < p->st->n; d++)
+		votes += r.raw[d] != NULL;
+	ol_reads_free(&r);
+	return votes >= p->st->k ? 0 : -ENOENT;
+}
+
+static void
+lock(struct ol_put *p, bool on)
+{
+	struct ol_store *st = p->st;
+	unsigned i = ol_lock_idx(p->bucket, p->key, p->part ? strlen(p->bucket) + 33 : p->klen);
+
+	if (on) {
+		pthread_rwlock_rdlock(&st->bucket_lock);
+		if (p->part)
+			pthread_mutex_lock(&st->upl_locks[i]);
+		else
+			pthread_rwlock_wrlock(&st->obj_rw[i]);
+		return;
+	}
+	if (p->part)
+		pthread_mutex_unlock(&st->upl_locks[i]);
+	else
+		pthread_rwlock_unlock(&st->obj_rw[i]);
+	pthread_rwlock_unlock(&st->bucket_lock);
+}
+
+static int
+publish(struct ol_put *p, struct ol_rec_build *b)
+{
+	struct ol_store *st = p->st;
+	char okey[OL_KEYBUF];
+	struct ol_commit c = {
+	    .db = p->part ? OL_META_PARTS : OL_META_OBJECTS, .b = b, .skip = p->bad};
+	int rc, ok;
+
+	if (p->part) {
+		c.k = p->key;
+		c.kl = p->klen;
+	} else {
+		c.k = okey;
+		c.kl = ol_okey(okey, p->bucket, p->key, p->klen);
+	}
+	lock(p, true);
+	rc = target_ok(p);
+	ok = rc ? 0 : ol_commit_all(st, &c);
+	lock(p, false);
+	if (!rc && ok < st->w)
+		rc = -EIO;
+	if (!rc)
+		ol_commit_reclaim(st, &c, NULL);
+	ol_commit_free(&c);
+	return rc;
+}
+
+int
+ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, size_t meta_len,
+		    struct ol_obj_info *out_info)
+{
+	struct ol_store *st = p->st;
+	struct ol_rec_build b[OL_MAX_DRIVES];
+	struct ol_rpart part = {.size = p->size, .part_no = p->part ? p->part_no : 0};
+	uint8_t *sh[OL_EC_MAX_SHARDS];
+	uint32_t bl = 0;
+	bool inl = !p->part && !p->stripes && p->size <= st->inline_max;
+	int64_t now = ol_now_ns(st);
+	int rc = p->err;
+
+	if (meta_len > OL_STORE_MAX_META)
+		rc = -EINVAL;
+	if (!rc && !inl && p->fill)
+		rc = flush_stripe(p);
+	if (!rc && !inl)
+		rc = sync_files(p);
+	close_files(p, false);
+	if (!rc && inl)
+		inline_shards(p, sh, &bl);
+	memcpy(part.uuid, p->uuid, OL_UUID);
+	for (int d = 0; !rc && d < st->n; d++)
+		b[d] = (struct ol_rec_build){.st = st,
+					     .flags = inl ? OL_REC_INLINE : 0,
+					     .size = p->size,
+					     .mtime = now,
+					     .vid = p->uuid,
+					     .parts = &part,
+					     .n_parts = inl ? 0 : 1,
+					     .etag = etag,
+					     .meta = p->part ? NULL : meta,
+					     .meta_len = p->part ? 0 : (uint32_t)meta_len,
+					     .idx = d,
+					     .inl = inl ? sh[d] : NULL,
+					     .inl_len = inl ? bl : 0};
+	if (!rc)
+		rc = publish(p, b);
+	if (!rc && out_info) {
+		memset(out_info, 0, sizeof(*out_info));
+		out_info->size = p->size;
+		out_info->mtime_ns = b[0].mtime;
+		snprintf(out_info->etag, sizeof(out_info->etag), "%s", etag ? etag : "");
+	}
+	if (rc)
+		close_files(p, true);
+	put_free(p);
+	return rc;
+}
+
+int
+ol_put_set_part(struct ol_put *p, const char *upload_id, unsigned part_no)
+{
+	p->part_no = part_no;
+	memcpy(p->upload_id, upload_id, 33);
+	return 0;
+}
+
+int
+ol_store_delete(struct ol_store *st, const char *bucket, const char *key, size_t key_len)
+{
+	char okey[OL_KEYBUF];
+	struct ol_commit c = {.db = OL_META_OBJECTS, .k = okey};
+	struct ol_reads r;
+	struct ol_rec win[OL_MAX_DRIVES];
+	bool valid[OL_MAX_DRIVES], any = false;
+	unsigned li = ol_lock_idx(bucket, key, key_len);
+	int rc = 0, found;
+
+	if (key_len == 0 || key_len > OL_STORE_MAX_KEY)
+		return -EINVAL;
+	c.kl = ol_okey(okey, bucket, key, key_len);
+	pthread_rwlock_rdlock(&st->bucket_lock);
+	pthread_rwlock_wrlock(&st->obj_rw[li]);
+	ol_reads_get(st, OL_META_OBJECTS, okey, c.kl, bucket, &r);
+	found = ol_rec_resolve(st, (const void *const *)r.raw, r.len, win, valid);
+	for (int d = 0; d < st->n; d++)
+		any |= r.raw[d] != NULL;
+	if (r.bucket_votes < st->k)
+		rc = -ENXIO;
+	else if (any && ol_commit_all(st, &c) < st->w)
+		rc = -EIO;
+	else if (!found)
+		rc = -ENOENT;
+	pthread_rwlock_unlock(&st->obj_rw[li]);
+	pthread_rwlock_unlock(&st->bucket_lock);
+	if (rc == 0 || rc == -ENOENT)
+		ol_commit_reclaim(st, &c, NULL);
+	ol_reads_free(&r);
+	ol_commit_free(&c);
+	return rc;
+}

@@ -1,0 +1,303 @@
+/* store/record.c - binary records kept in the per-drive index, and the quorum read rule.
+ *
+ * Version record (object or part), little-endian, crc32c of everything before the last 4
+ * bytes at the end:
+ *   0 magic "OLv1" | 4 k | 5 p | 6 shard index | 7 checksum alg | 8 flags u16 | 10 pad u16
+ *   12 block size u32 | 16 size u64 | 24 mtime ns i64 | 32 version id [16] | 48 n_parts u32
+ *   52 etag len | 56 meta len | 60 inline shard len | 64 inline shard crc | 68 prev len
+ *   72 parts (n_parts x {uuid[16], size u64, part_no u32}) | etag | meta | inline | prev | crc
+ * prev is the previous version's record of this drive (without its own prev): it keeps the
+ * old version readable until the new one is on a quorum (see docs/storage-format.md). */
+#include <errno.h>
+#include <isa-l/crc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "base/log.h"
+#include "store/store_int.h"
+
+#define REC_MAGIC 0x31764c4fu
+#define REC_HDR	  72
+#define PART_SZ	  28
+
+void
+ol_put_u32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+void
+ol_put_u64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+uint32_t
+ol_get_u32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+uint64_t
+ol_get_u64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, 8);
+	return v;
+}
+
+uint32_t
+ol_crc32c(const void *buf, size_t len, uint32_t seed)
+{
+	return crc32_iscsi((unsigned char *)buf, (int)len, seed);
+}
+
+/* Seeded with the block number, so a block written at the wrong place does not verify. */
+uint64_t
+ol_block_sum(int ck, const void *buf, size_t len, uint64_t block)
+{
+	if (ck == OL_CK_XXH3)
+		return XXH3_64bits_withSeed(buf, len, block);
+	return ol_crc32c(buf, len, 0xffffffffu ^ (uint32_t)block);
+}
+
+uint8_t *
+ol_rec_encode(const struct ol_rec_build *b, size_t *len)
+{
+	size_t el = b->etag ? strnlen(b->etag, OL_STORE_ETAG_MAX - 1) : 0;
+	size_t n = REC_HDR + (size_t)b->n_parts * PART_SZ + el + b->meta_len + b->inl_len +
+		   b->prev_len + 4;
+	uint8_t *r = ol_xcalloc(1, n), *q = r + REC_HDR;
+
+	ol_put_u32(r, REC_MAGIC);
+	r[4] = (uint8_t)b->st->k;
+	r[5] = (uint8_t)b->st->p;
+	r[6] = (uint8_t)b->idx;
+	r[7] = (uint8_t)b->st->ck;
+	memcpy(r + 8, &b->flags, 2);
+	ol_put_u32(r + 12, b->st->bs);
+	ol_put_u64(r + 16, b->size);
+	ol_put_u64(r + 24, (uint64_t)b->mtime);
+	memcpy(r + 32, b->vid, OL_UUID);
+	ol_put_u32(r + 48, b->n_parts);
+	ol_put_u32(r + 52, (uint32_t)el);
+	ol_put_u32(r + 56, b->meta_len);
+	ol_put_u32(r + 60, b->inl_len);
+	ol_put_u32(r + 64, b->inl_len ? ol_crc32c(b->inl, b->inl_len, 0) : 0);
+	ol_put_u32(r + 68, b->prev_len);
+	for (uint32_t i = 0; i < b->n_parts; i++, q += PART_SZ) {
+		memcpy(q, b->parts[i].uuid, OL_UUID);
+		ol_put_u64(q + 16, b->parts[i].size);
+		ol_put_u32(q + 24, b->parts[i].part_no);
+	}
+	memcpy(q, b->etag, el);
+	q += el;
+	if (b->meta_len)
+		memcpy(q, b->meta, b->meta_len);
+	q += b->meta_len;
+	if (b->inl_len)
+		memcpy(q, b->inl, b->inl_len);
+	q += b->inl_len;
+	if (b->prev_len)
+		memcpy(q, b->prev, b->prev_len);
+	q += b->prev_len;
+	ol_put_u32(q, ol_crc32c(r, n - 4, 0));
+	*len = n;
+	return r;
+}
+
+static int
+rec_layout(const uint8_t *p, size_t len, struct ol_rec *r)
+{
+	uint64_t need;
+
+	if (len < REC_HDR + 4 || ol_get_u32(p) != REC_MAGIC)
+		return -EINVAL;
+	r->k = p[4];
+	r->p = p[5];
+	r->idx = p[6];
+	r->ck = p[7];
+	memcpy(&r->flags, p + 8, 2);
+	r->bs = ol_get_u32(p + 12);
+	r->size = ol_get_u64(p + 16);
+	r->mtime = (int64_t)ol_get_u64(p + 24);
+	memcpy(r->vid, p + 32, OL_UUID);
+	r->n_parts = ol_get_u32(p + 48);
+	r->etag_len = ol_get_u32(p + 52);
+	r->meta_len = ol_get_u32(p + 56);
+	r->inl_len = ol_get_u32(p + 60);
+	r->inl_crc = ol_get_u32(p + 64);
+	r->prev_len = ol_get_u32(p + 68);
+	need = REC_HDR + (uint64_t)r->n_parts * PART_SZ + r->etag_len + r->meta_len + r->inl_len +
+	       r->prev_len + 4;
+	if (need != len || r->k == 0 || r->etag_len >= OL_STORE_ETAG_MAX)
+		return -EINVAL;
+	return 0;
+}
+
+int
+ol_rec_decode(const void *buf, size_t len, struct ol_rec *r)
+{
+	const uint8_t *p = buf;
+
+	if (rec_layout(p, len, r))
+		return -EINVAL;
+	if (ol_crc32c(p, len - 4, 0) != ol_get_u32(p + len - 4))
+		return -EIO;
+	r->parts = p + REC_HDR;
+	r->etag = (const char *)r->parts + (size_t)r->n_parts * PART_SZ;
+	r->meta = (const uint8_t *)r->etag + r->etag_len;
+	r->inl = r->meta + r->meta_len;
+	r->prev = r->inl + r->inl_len;
+	return 0;
+}
+
+void
+ol_rec_part(const struct ol_rec *r, uint32_t i, struct ol_rpart *out)
+{
+	const uint8_t *q = r->parts + (size_t)i * PART_SZ;
+
+	memcpy(out->uuid, q, OL_UUID);
+	out->size = ol_get_u64(q + 16);
+	out->part_no = ol_get_u32(q + 24);
+}
+
+uint8_t *
+ol_rec_strip(const void *buf, size_t len, size_t *out_len)
+{
+	struct ol_rec r;
+	uint8_t *o;
+	size_t n;
+
+	if (ol_rec_decode(buf, len, &r))
+		return NULL;
+	n = len - r.prev_len;
+	o = ol_xmalloc(n);
+	memcpy(o, buf, n - 4);
+	ol_put_u32(o + 68, 0);
+	ol_put_u32(o + n - 4, ol_crc32c(o, n - 4, 0));
+	*out_len = n;
+	return o;
+}
+
+static int
+newer(const struct ol_rec *a, const struct ol_rec *b)
+{
+	if (a->mtime != b->mtime)
+		return a->mtime > b->mtime;
+	return memcmp(a->vid, b->vid, OL_UUID) > 0;
+}
+
+/* cand[d][0] = drive d's current version, cand[d][1] = its prev. */
+int
+ol_rec_resolve(const struct ol_store *st, const void *const *raw, const size_t *lens,
+	       struct ol_rec *win, bool *valid)
+{
+	struct ol_rec cand[OL_MAX_DRIVES][2], best;
+	bool have[OL_MAX_DRIVES][2] = {{false}}, found = false;
+
+	for (int d = 0; d < st->n; d++) {
+		if (!raw[d])
+			continue;
+		if (ol_rec_decode(raw[d], lens[d], &cand[d][0])) {
+			ol_warn("store: drive %d: corrupt metadata record ignored", d);
+			continue;
+		}
+		have[d][0] = true;
+		have[d][1] = cand[d][0].prev_len &&
+			     !ol_rec_decode(cand[d][0].prev, cand[d][0].prev_len, &cand[d][1]);
+	}
+	for (int d = 0; d < st->n; d++)
+		for (int j = 0; j < 2; j++) {
+			int votes = 0;
+
+			if (!have[d][j] || (found && !newer(&cand[d][j], &best)))
+				continue;
+			for (int e = 0; e < st->n; e++)
+				for (int i = 0; i < 2; i++)
+					if (have[e][i] &&
+					    !memcmp(cand[e][i].vid, cand[d][j].vid, OL_UUID)) {
+						votes++;
+						break;
+					}
+			if (votes >= st->k && votes >= cand[d][j].k) {
+				best = cand[d][j];
+				found = true;
+			}
+		}
+	if (!found)
+		return 0;
+	for (int d = 0; d < st->n; d++) {
+		valid[d] = false;
+		for (int i = 0; i < 2 && !valid[d]; i++)
+			if (have[d][i] && !memcmp(cand[d][i].vid, best.vid, OL_UUID)) {
+				win[d] = cand[d][i];
+				valid[d] = true;
+			}
+	}
+	return 1;
+}
+
+size_t
+ol_brec_encode(uint8_t out[16], int64_t created)
+{
+	ol_put_u64(out, (uint64_t)created);
+	ol_put_u32(out + 8, 0x31624c4fu);
+	ol_put_u32(out + 12, ol_crc32c(out, 12, 0));
+	return 16;
+}
+
+int
+ol_brec_decode(const void *buf, size_t len, int64_t *created)
+{
+	const uint8_t *p = buf;
+
+	if (len != 16 || ol_get_u32(p + 8) != 0x31624c4fu ||
+	    ol_crc32c(p, 12, 0) != ol_get_u32(p + 12))
+		return -EIO;
+	*created = (int64_t)ol_get_u64(p);
+	return 0;
+}
+
+/* Upload record: init ns u64 | key len u32 | meta len u32 | key | meta | crc32c. */
+uint8_t *
+ol_urec_encode(int64_t init, const char *key, size_t klen, const void *meta, size_t mlen,
+	       size_t *len)
+{
+	size_t n = 16 + klen + mlen + 4;
+	uint8_t *r = ol_xmalloc(n);
+
+	ol_put_u64(r, (uint64_t)init);
+	ol_put_u32(r + 8, (uint32_t)klen);
+	ol_put_u32(r + 12, (uint32_t)mlen);
+	memcpy(r + 16, key, klen);
+	if (mlen)
+		memcpy(r + 16 + klen, meta, mlen);
+	ol_put_u32(r + n - 4, ol_crc32c(r, n - 4, 0));
+	*len = n;
+	return r;
+}
+
+int
+ol_urec_decode(const void *buf, size_t len, int64_t *init, const char **key, size_t *klen,
+	       const void **meta, size_t *mlen)
+{
+	const uint8_t *p = buf;
+
+	if (len < 20)
+		return -EIO;
+	*klen = ol_get_u32(p + 8);
+	*mlen = ol_get_u32(p + 12);
+	if (16 + (uint64_t)*klen + *mlen + 4 != len ||
+	    ol_crc32c(p, len - 4, 0) != ol_get_u32(p + len - 4))
+		return -EIO;
+	*init = (int64_t)ol_get_u64(p);
+	*key = (const char *)p + 16;
+	*meta = p + 16 + *klen;
+	return 0;
+}

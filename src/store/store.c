@@ -1,0 +1,410 @@
+/* store/store.c - opening the drives, buckets, quorum reads and the per-drive commit. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "base/config.h"
+#include "base/log.h"
+#include "store/store_int.h"
+
+int64_t
+ol_now_ns(struct ol_store *st)
+{
+	struct timespec ts;
+	int64_t now, last;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	last = atomic_load(&st->last_ns);
+	do {
+		if (now <= last)
+			now = last + 1;
+	} while (!atomic_compare_exchange_weak(&st->last_ns, &last, now));
+	return now;
+}
+
+void
+ol_uuid(uint8_t out[OL_UUID])
+{
+	if (getrandom(out, OL_UUID, 0) != OL_UUID)
+		ol_die("store: getrandom failed");
+}
+
+size_t
+ol_okey(char *buf, const char *bucket, const char *key, size_t klen)
+{
+	size_t bl = strlen(bucket);
+
+	memcpy(buf, bucket, bl + 1);
+	memcpy(buf + bl + 1, key, klen);
+	return bl + 1 + klen;
+}
+
+unsigned
+ol_lock_idx(const char *bucket, const void *key, size_t klen)
+{
+	return (unsigned)((XXH3_64bits(bucket, strlen(bucket)) ^ XXH3_64bits(key, klen)) %
+			  OL_NLOCKS);
+}
+
+/* mkdir -p; the error says which dir and why. */
+static int
+mkdir_p(const char *path)
+{
+	char buf[OL_PATH_MAX];
+	struct stat sb;
+	size_t len = strlen(path);
+
+	if (len == 0 || len >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, len + 1);
+	for (size_t i = 1; i <= len; i++) {
+		if (buf[i] != '/' && buf[i] != 0)
+			continue;
+		buf[i] = 0;
+		if (mkdir(buf, 0755) && errno != EEXIST) {
+			ol_err("store: cannot create data dir %s: %s", buf, strerror(errno));
+			return -errno;
+		}
+		if (stat(buf, &sb) || !S_ISDIR(sb.st_mode)) {
+			ol_err("store: data dir %s: %s", buf,
+			       errno ? strerror(errno) : "exists and is not a directory");
+			return -ENOTDIR;
+		}
+		buf[i] = i == len ? 0 : '/';
+	}
+	return 0;
+}
+
+static int
+drive_open(struct ol_store *st, int i, const char *root)
+{
+	struct ol_drive *d = &st->d[i];
+	char p[OL_PATH_MAX + 32];
+	int rc;
+
+	snprintf(d->root, sizeof(d->root), "%s", root);
+	snprintf(d->data, sizeof(d->data), "%s/.openlake/data", root);
+	snprintf(p, sizeof(p), "%s/.openlake", root);
+	rc = mkdir_p(root);
+	if (!rc)
+		rc = mkdir_p(p);
+	if (!rc)
+		rc = mkdir_p(d->data);
+	if (rc)
+		return rc;
+	snprintf(p, sizeof(p), "%s/.openlake/lock", root);
+	d->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX | LOCK_NB)) {
+		rc = -errno;
+		ol_err("store: data dir %s is in use by another process (%s)", root, strerror(-rc));
+		return rc;
+	}
+	snprintf(p, sizeof(p), "%s/.openlake/meta.mdb", root);
+	rc = ol_meta_open(p, 0, false, &d->meta);
+	if (rc) {
+		ol_err("store: data dir %s: cannot open metadata %s: %s", root, p, strerror(-rc));
+		return rc;
+	}
+	rc = ol_sweep_drive(st, i);
+	if (rc)
+		ol_warn("store: data dir %s: sweep failed: %s", root, strerror(-rc));
+	return 0;
+}
+
+static int
+geometry(struct ol_store *st, const struct ol_config *cfg)
+{
+	st->n = (int)(cfg->set_drive_count ? cfg->set_drive_count : cfg->n_data_dirs);
+	st->p = (int)cfg->default_parity_count;
+	st->k = st->n - st->p;
+	if (st->n < 1 || st->n > OL_MAX_DRIVES || (unsigned)st->n > cfg->n_data_dirs || st->k < 1 ||
+	    st->p < 0) {
+		ol_err("store: bad geometry: %u data dirs, set_drive_count %d, parity %d",
+		       cfg->n_data_dirs, st->n, st->p);
+		return -EINVAL;
+	}
+	st->w = st->n / 2 + 1 > st->k ? st->n / 2 + 1 : st->k;
+	st->bs = cfg->block_size ? (uint32_t)cfg->block_size : (1u << 20);
+	st->inline_max = cfg->inline_threshold;
+	st->ck = strcmp(cfg->checksum, "xxh3") == 0 ? OL_CK_XXH3 : OL_CK_CRC32C;
+	st->fsync = cfg->fsync;
+	if (cfg->block_size > (1u << 30) || st->bs < 64)
+		return -EINVAL;
+	return ol_ec_init(&st->ec, st->k, st->p);
+}
+
+int
+ol_store_open(const struct ol_config *cfg, struct ol_store **out)
+{
+	struct ol_store *st = ol_xcalloc(1, sizeof(*st));
+	int online = 0, rc = geometry(st, cfg);
+
+	if (rc) {
+		free(st);
+		return rc;
+	}
+	pthread_rwlock_init(&st->bucket_lock, NULL);
+	for (int i = 0; i < OL_NLOCKS; i++) {
+		pthread_mutex_init(&st->upl_locks[i], NULL);
+		pthread_rwlock_init(&st->obj_rw[i], NULL);
+	}
+	for (int i = 0; i < st->n; i++) {
+		st->d[i].lock_fd = -1;
+		pthread_mutex_init(&st->d[i].sync_mu, NULL);
+		if (drive_open(st, i, cfg->data_dirs[i]) == 0)
+			online++;
+		else if (st->d[i].meta) {
+			ol_meta_close(st->d[i].meta);
+			st->d[i].meta = NULL;
+		}
+	}
+	if (online < st->w) {
+		ol_err("store: only %d of %d drives usable, need %d", online, st->n, st->w);
+		ol_store_close(st);
+		return -EIO;
+	}
+	ol_info("store: %d drives (%d online), %d data + %d parity, write quorum %d, block %u",
+		st->n, online, st->k, st->p, st->w, st->bs);
+	*out = st;
+	return 0;
+}
+
+void
+ol_store_close(struct ol_store *st)
+{
+	if (!st)
+		return;
+	for (int i = 0; i < st->n; i++) {
+		ol_meta_close(st->d[i].meta);
+		if (st->d[i].lock_fd >= 0)
+			close(st->d[i].lock_fd);
+		pthread_mutex_destroy(&st->d[i].sync_mu);
+	}
+	for (int i = 0; i < OL_NLOCKS; i++) {
+		pthread_mutex_destroy(&st->upl_locks[i]);
+		pthread_rwlock_destroy(&st->obj_rw[i]);
+	}
+	pthread_rwlock_destroy(&st->bucket_lock);
+	ol_ec_fini(&st->ec);
+	free(st);
+}
+
+int
+ol_store_drive_count(const struct ol_store *st)
+{
+	return st->n;
+}
+
+const char *
+ol_store_drive_path(const struct ol_store *st, int i)
+{
+	return i >= 0 && i < st->n ? st->d[i].root : NULL;
+}
+
+int
+ol_store_drives_online(const struct ol_store *st)
+{
+	int n = 0;
+
+	for (int i = 0; i < st->n; i++)
+		n += st->d[i].meta != NULL;
+	return n;
+}
+
+void
+ol_reads_get(struct ol_store *st, enum ol_meta_db db, const void *key, size_t klen,
+	     const char *bucket, struct ol_reads *r)
+{
+	memset(r, 0, sizeof(*r));
+	for (int d = 0; d < st->n; d++) {
+		struct ol_meta_txn *t;
+		const void *v;
+		size_t vl;
+
+		if (!st->d[d].meta || ol_meta_begin(st->d[d].meta, false, &t))
+			continue;
+		if (bucket && ol_meta_get(t, OL_META_BUCKETS, bucket, strlen(bucket), &v, &vl) == 0)
+			r->bucket_votes++;
+		if (key && ol_meta_get(t, db, key, klen, &v, &vl) == 0) {
+			r->raw[d] = ol_xmalloc(vl ? vl : 1);
+			memcpy(r->raw[d], v, vl);
+			r->len[d] = vl;
+		}
+		ol_meta_abort(t);
+	}
+}
+
+void
+ol_reads_free(struct ol_reads *r)
+{
+	for (int d = 0; d < OL_MAX_DRIVES; d++)
+		free(r->raw[d]);
+}
+
+int
+ol_bucket_ok(struct ol_store *st, const char *bucket)
+{
+	struct ol_reads r;
+
+	ol_reads_get(st, OL_META_BUCKETS, NULL, 0, bucket, &r);
+	return r.bucket_votes >= st->k;
+}
+
+/* Group commit: LMDB runs with MDB_NOSYNC; a committer syncs unless a sync that started
+ * after its commit has already finished. */
+static int
+drive_sync(struct ol_store *st, int d)
+{
+	struct ol_drive *dr = &st->d[d];
+	uint64_t mine = atomic_fetch_add(&dr->gen_commit, 1) + 1, upto;
+	int rc = 0;
+
+	if (!st->fsync)
+		return 0;
+	pthread_mutex_lock(&dr->sync_mu);
+	if (atomic_load(&dr->gen_synced) < mine) {
+		upto = atomic_load(&dr->gen_commit);
+		rc = ol_meta_sync(dr->meta);
+		if (!rc)
+			atomic_store(&dr->gen_synced, upto);
+	}
+	pthread_mutex_unlock(&dr->sync_mu);
+	return rc;
+}
+
+static void
+keep_copy(void **dst, size_t *dl, const void *v, size_t vl)
+{
+	*dst = ol_xmalloc(vl ? vl : 1);
+	memcpy(*dst, v, vl);
+	*dl = vl;
+}
+
+static int
+del_prefix(struct ol_meta_txn *t, struct ol_commit *c, int d)
+{
+	struct ol_meta_cursor *cur;
+	const void *k, *v;
+	size_t kl, vl;
+	int rc = ol_meta_cursor_open(t, OL_META_PARTS, &cur);
+
+	if (rc)
+		return rc;
+	for (rc = ol_meta_cursor_seek(cur, c->del_prefix, c->del_plen, &k, &kl, &v, &vl); rc == 1;
+	     rc = ol_meta_cursor_seek(cur, c->del_prefix, c->del_plen, &k, &kl, &v, &vl)) {
+		if (kl < c->del_plen || memcmp(k, c->del_prefix, c->del_plen))
+			break;
+		c->gone[d] = ol_xrealloc(c->gone[d], (c->n_gone[d] + 1) * sizeof(void *));
+		c->gone_len[d] = ol_xrealloc(c->gone_len[d], (c->n_gone[d] + 1) * sizeof(size_t));
+		keep_copy(&c->gone[d][c->n_gone[d]], &c->gone_len[d][c->n_gone[d]], v, vl);
+		c->n_gone[d]++;
+		rc = ol_meta_cursor_del(cur);
+		if (rc)
+			break;
+	}
+	ol_meta_cursor_close(cur);
+	return rc;
+}
+
+static int
+put_one(struct ol_meta_txn *t, struct ol_commit *c, int d)
+{
+	const void *v;
+	size_t vl, sl = 0;
+	uint8_t *rec, *strip = NULL;
+	int rc = 0;
+
+	if (ol_meta_get(t, c->db, c->k, c->kl, &v, &vl) == 0) {
+		keep_copy(&c->old[d], &c->old_len[d], v, vl);
+		if (c->b)
+			strip = ol_rec_strip(v, vl, &sl);
+	}
+	if (c->b) {
+		struct ol_rec_build b = c->b[d];
+
+		b.prev = strip;
+		b.prev_len = (uint32_t)sl;
+		rec = ol_rec_encode(&b, &vl);
+		rc = ol_meta_put(t, c->db, c->k, c->kl, rec, vl);
+		free(rec);
+	} else if (c->raw) {
+		rc = ol_meta_put(t, c->db, c->k, c->kl, c->raw[d], c->raw_len[d]);
+	} else if (c->old[d]) {
+		rc = ol_meta_del(t, c->db, c->k, c->kl);
+	}
+	free(strip);
+	if (!rc && c->del_key)
+		rc = ol_meta_del(t, OL_META_UPLOADS, c->del_key, c->del_kl);
+	if (rc == -ENOENT)
+		rc = 0;
+	if (!rc && c->del_prefix)
+		rc = del_prefix(t, c, d);
+	return rc;
+}
+
+int
+ol_commit_all(struct ol_store *st, struct ol_commit *c)
+{
+	int ok = 0;
+
+	for (int d = 0; d < st->n; d++) {
+		struct ol_meta_txn *t;
+		int rc;
+
+		if (!st->d[d].meta || (c->skip && c->skip[d]))
+			continue;
+		rc = ol_meta_begin(st->d[d].meta, true, &t);
+		if (rc)
+			goto fail;
+		rc = put_one(t, c, d);
+		if (rc) {
+			ol_meta_abort(t);
+			goto fail;
+		}
+		rc = ol_meta_commit(t);
+		if (!rc)
+			rc = drive_sync(st, d);
+		if (rc)
+			goto fail;
+		c->done[d] = true;
+		ok++;
+		continue;
+	fail:
+		ol_warn("store: drive %s: metadata commit failed: %s", st->d[d].root,
+			strerror(-rc));
+	}
+	return ok;
+}
+
+void
+ol_commit_reclaim(struct ol_store *st, struct ol_commit *c, const struct ol_rec *keep)
+{
+	for (int d = 0; d < st->n; d++) {
+		if (!c->done[d])
+			continue;
+		ol_reclaim(st, d, c->old[d], c->old_len[d], keep);
+		for (size_t i = 0; i < c->n_gone[d]; i++)
+			ol_reclaim(st, d, c->gone[d][i], c->gone_len[d][i], keep);
+	}
+}
+
+void
+ol_commit_free(struct ol_commit *c)
+{
+	for (int d = 0; d < OL_MAX_DRIVES; d++) {
+		free(c->old[d]);
+		for (size_t i = 0; i < c->n_gone[d]; i++)
+			free(c->gone[d][i]);
+		free(c->gone[d]);
+		free(c->gone_len[d]);
+	}
+}

@@ -1,0 +1,206 @@
+/* store/store_int.h - internals shared by the engine's files (not a public header). */
+#ifndef OL_STORE_INT_H
+#define OL_STORE_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "meta/meta.h"
+#include "store/ec.h"
+#include "store/store.h"
+
+#define OL_MAX_DRIVES 32
+#define OL_NLOCKS     256
+#define OL_TRAILER    8 /* checksum after every shard block */
+#define OL_UUID	      16
+#define OL_PATH_MAX   512
+
+enum { OL_CK_CRC32C = 1, OL_CK_XXH3 = 2 };
+enum { OL_REC_INLINE = 1, OL_REC_MULTIPART = 2 };
+
+struct ol_drive {
+	char root[OL_PATH_MAX]; /* data dir */
+	char data[OL_PATH_MAX]; /* root/.openlake/data */
+	struct ol_meta *meta;	/* NULL: offline */
+	int lock_fd;
+	pthread_mutex_t sync_mu; /* group commit: one fsync covers every txn before it */
+	_Atomic uint64_t gen_commit, gen_synced;
+};
+
+struct ol_store {
+	int n, k, p, w; /* drives, data, parity, write quorum */
+	uint32_t bs;	/* shard block size */
+	uint64_t inline_max;
+	int ck;
+	bool fsync;
+	struct ol_ec ec;
+	struct ol_drive d[OL_MAX_DRIVES];
+	pthread_rwlock_t bucket_lock; /* bucket delete (w) vs commits (r) */
+	pthread_mutex_t obj_locks[OL_NLOCKS];
+	pthread_mutex_t upl_locks[OL_NLOCKS];
+	pthread_rwlock_t obj_rw[OL_NLOCKS];
+	_Atomic int64_t last_ns;
+};
+
+/* One part's layout inside a version record. */
+struct ol_rpart {
+	uint8_t uuid[OL_UUID];
+	uint64_t size;
+	uint32_t part_no;
+};
+
+/* A decoded version record (object or part). Pointers point into the raw bytes. */
+struct ol_rec {
+	uint8_t k, p, idx, ck;
+	uint16_t flags;
+	uint32_t bs;
+	uint64_t size;
+	int64_t mtime;
+	uint8_t vid[OL_UUID];
+	uint32_t n_parts;
+	const uint8_t *parts; /* n_parts x 28 bytes, see rec_part() */
+	const char *etag;
+	uint32_t etag_len;
+	const uint8_t *meta;
+	uint32_t meta_len;
+	const uint8_t *inl;
+	uint32_t inl_len, inl_crc;
+	const uint8_t *prev;
+	uint32_t prev_len;
+};
+
+/* record.c */
+struct ol_rec_build {
+	const struct ol_store *st;
+	uint16_t flags;
+	uint64_t size;
+	int64_t mtime;
+	const uint8_t *vid;
+	const struct ol_rpart *parts;
+	uint32_t n_parts;
+	const char *etag;
+	const void *meta;
+	uint32_t meta_len;
+	int idx;
+	const uint8_t *inl;
+	uint32_t inl_len;
+	const uint8_t *prev;
+	uint32_t prev_len;
+};
+uint8_t *ol_rec_encode(const struct ol_rec_build *b, size_t *len);
+int ol_rec_decode(const void *buf, size_t len, struct ol_rec *r);
+void ol_rec_part(const struct ol_rec *r, uint32_t i, struct ol_rpart *out);
+/* The record without its prev (malloc'd). */
+uint8_t *ol_rec_strip(const void *buf, size_t len, size_t *out_len);
+/* Resolve the per-drive raw records: newest version present on >= k drives. win[d] gets the
+ * decoded record of that version on drive d (valid[d] says which). Returns 1 found, 0 none. */
+int ol_rec_resolve(const struct ol_store *st, const void *const *raw, const size_t *lens,
+		   struct ol_rec *win, bool *valid);
+uint32_t ol_crc32c(const void *buf, size_t len, uint32_t seed);
+uint64_t ol_block_sum(int ck, const void *buf, size_t len, uint64_t block);
+void ol_put_u32(uint8_t *p, uint32_t v);
+void ol_put_u64(uint8_t *p, uint64_t v);
+uint32_t ol_get_u32(const uint8_t *p);
+uint64_t ol_get_u64(const uint8_t *p);
+/* Bucket record: created_ns + crc. Upload record: init, key, meta. */
+size_t ol_brec_encode(uint8_t out[16], int64_t created);
+int ol_brec_decode(const void *buf, size_t len, int64_t *created);
+uint8_t *ol_urec_encode(int64_t init, const char *key, size_t klen, const void *meta, size_t mlen,
+			size_t *len);
+int ol_urec_decode(const void *buf, size_t len, int64_t *init, const char **key, size_t *klen,
+		   const void **meta, size_t *mlen);
+
+/* shard.c: shard files and batched I/O on a per-thread io_uring */
+struct ol_io {
+	int fd;
+	int op; /* 0 read, 1 write, 2 fsync */
+	struct iovec iov[2];
+	int niov;
+	uint64_t off;
+	ssize_t res;
+};
+void ol_io_batch(struct ol_io *ops, int n);
+void ol_shard_path(const struct ol_store *st, int d, const uint8_t *uuid, char *buf, size_t cap);
+int ol_shard_create(const struct ol_store *st, int d, const uint8_t *uuid);
+int ol_sync_shard_dir(const struct ol_store *st, int d, const uint8_t *uuid);
+void ol_shard_unlink(const struct ol_store *st, int d, const uint8_t *uuid);
+/* Unlink every part file of a raw record (and its prev) on drive d, except those in keep. */
+void ol_reclaim(const struct ol_store *st, int d, const void *raw, size_t len,
+		const struct ol_rec *keep);
+int ol_sweep_drive(struct ol_store *st, int d);
+
+/* store.c */
+int64_t ol_now_ns(struct ol_store *st);
+void ol_uuid(uint8_t out[OL_UUID]);
+size_t ol_okey(char *buf, const char *bucket, const char *key, size_t klen);
+unsigned ol_lock_idx(const char *bucket, const void *key, size_t klen);
+/* Per-drive copies of the records of one key in db (plus the bucket's presence). */
+struct ol_reads {
+	void *raw[OL_MAX_DRIVES];
+	size_t len[OL_MAX_DRIVES];
+	int bucket_votes;
+};
+void ol_reads_get(struct ol_store *st, enum ol_meta_db db, const void *key, size_t klen,
+		  const char *bucket, struct ol_reads *r);
+void ol_reads_free(struct ol_reads *r);
+int ol_bucket_ok(struct ol_store *st, const char *bucket);
+
+#define OL_KEYBUF (64 + 1 + OL_STORE_MAX_KEY + 80)
+
+/* store.c: write one key's record on every online drive (one txn per drive, never two held
+ * at once), then group-sync. Returns the number of drives that committed. */
+struct ol_commit {
+	enum ol_meta_db db;
+	const void *k;
+	size_t kl;
+	const struct ol_rec_build *b; /* per drive; encoded with the old record as prev */
+	uint8_t *const *raw;	      /* or: per-drive raw value; or both NULL: delete k */
+	const size_t *raw_len;
+	const bool *skip; /* drives not to touch (their shards failed), may be NULL */
+	/* also delete, in the same txns: every key with this prefix in OL_META_PARTS, and the
+	 * exact key del_key in OL_META_UPLOADS */
+	const void *del_prefix;
+	size_t del_plen;
+	const void *del_key;
+	size_t del_kl;
+	/* filled: the values replaced or deleted, per drive, for ol_commit_reclaim */
+	void *old[OL_MAX_DRIVES];
+	size_t old_len[OL_MAX_DRIVES];
+	void **gone[OL_MAX_DRIVES]; /* deleted part records */
+	size_t *gone_len[OL_MAX_DRIVES];
+	size_t n_gone[OL_MAX_DRIVES];
+	bool done[OL_MAX_DRIVES];
+};
+int ol_commit_all(struct ol_store *st, struct ol_commit *c);
+/* Unlink the data of replaced records on the drives that committed (keep: files still used). */
+void ol_commit_reclaim(struct ol_store *st, struct ol_commit *c, const struct ol_rec *keep);
+void ol_commit_free(struct ol_commit *c);
+
+/* list.c: ordered merge of one db's keys across the online drives (read txns held open;
+ * pointers valid until ol_merge_close). */
+struct ol_merge {
+	struct ol_store *st;
+	enum ol_meta_db db;
+	char prefix[OL_KEYBUF];
+	size_t plen;
+	struct ol_meta_txn *t[OL_MAX_DRIVES];
+	struct ol_meta_cursor *c[OL_MAX_DRIVES];
+	bool have[OL_MAX_DRIVES];
+	const void *k[OL_MAX_DRIVES], *v[OL_MAX_DRIVES];
+	size_t kl[OL_MAX_DRIVES], vl[OL_MAX_DRIVES];
+};
+int ol_merge_open(struct ol_store *st, enum ol_meta_db db, const void *prefix, size_t plen,
+		  struct ol_merge *m);
+/* Position at the first key >= prefix + rest. */
+void ol_merge_seek(struct ol_merge *m, const void *rest, size_t rlen);
+/* 1: key (without the prefix) and per-drive values (NULL where absent); 0: end. */
+int ol_merge_next(struct ol_merge *m, const void **key, size_t *klen, const void **vals,
+		  size_t *lens);
+void ol_merge_close(struct ol_merge *m);
+/* The resolved info of a version record. */
+void ol_rec_info(const struct ol_rec *r, struct ol_obj_info *info);
+
+#endif

@@ -1,0 +1,709 @@
+/* test_store.c - the object engine on real files in a temp dir: round trips, ranges,
+ * overwrite, delete, listing order, multipart, bit flips, wiped drives, P+1 lost drives,
+ * aborted and SIGKILLed writers, concurrent threads. TAP output. */
+#include "store/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/config.h"
+#include "base/log.h"
+
+static int n_test, n_fail;
+
+#define ok(cond, ...)                                                                              \
+	do {                                                                                       \
+		int ok_ = !!(cond);                                                                \
+		n_test++;                                                                          \
+		if (!ok_)                                                                          \
+			n_fail++;                                                                  \
+		printf("%s %d - ", ok_ ? "ok" : "not ok", n_test);                                 \
+		printf(__VA_ARGS__);                                                               \
+		printf("\n");                                                                      \
+		fflush(stdout);                                                                    \
+	} while (0)
+
+static char root[256];
+static struct ol_config cfg;
+
+static void
+fill(uint8_t *b, size_t n, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
+
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		b[i] = (uint8_t)(x >> 32);
+	}
+}
+
+static int
+rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+	return remove(p);
+}
+
+static void
+rm_rf(const char *p)
+{
+	nftw(p, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void
+setup_cfg(int n, int p)
+{
+	ol_config_default(&cfg);
+	cfg.n_data_dirs = (unsigned)n;
+	for (int i = 0; i < n; i++)
+		snprintf(cfg.data_dirs[i], sizeof(cfg.data_dirs[i]), "%s/d%d", root, i);
+	cfg.set_drive_count = (unsigned)n;
+	cfg.default_parity_count = (unsigned)p;
+	cfg.fsync = false;
+	cfg.inline_threshold = 128 * 1024;
+	cfg.block_size = 1 << 20;
+}
+
+static int
+put_obj(struct ol_store *st, const char *b, const char *k, const uint8_t *d, size_t n)
+{
+	struct ol_put *p;
+	int rc = ol_store_put_begin(st, b, k, strlen(k), (int64_t)n, &p);
+	size_t off = 0;
+
+	if (rc)
+		return rc;
+	while (off < n && !rc) { /* uneven writes */
+		size_t c = n - off < 777777 ? n - off : 777777;
+
+		rc = ol_store_put_write(p, d + off, c);
+		off += c;
+	}
+	if (rc) {
+		ol_store_put_abort(p);
+		return rc;
+	}
+	return ol_store_put_commit(p, "\"etag\"", "meta", 4, NULL);
+}
+
+/* Whole body equals d[0..n): 1; read error: the -errno. */
+static int
+get_eq(struct ol_store *st, const char *b, const char *k, const uint8_t *d, size_t n)
+{
+	struct ol_get *g;
+	struct ol_obj_info info;
+	uint8_t *buf;
+	size_t off = 0;
+	int rc = ol_store_get_open(st, b, k, strlen(k), &g, &info), same = 1;
+
+	if (rc)
+		return rc;
+	buf = malloc(n + 1);
+	while (off < n) {
+		ssize_t r = ol_store_get_read(g, off, buf + off, 1000003);
+
+		if (r <= 0) {
+			rc = r < 0 ? (int)r : -EIO;
+			break;
+		}
+		off += (size_t)r;
+	}
+	if (!rc)
+		same = info.size == n && !memcmp(buf, d, n) && ol_store_get_read(g, n, buf, 1) == 0;
+	free(buf);
+	ol_store_get_close(g);
+	return rc ? rc : same;
+}
+
+static void
+test_roundtrip(struct ol_store *st)
+{
+	static const size_t sizes[] = {0,
+				       1,
+				       128 * 1024 - 1,
+				       128 * 1024,
+				       128 * 1024 + 1,
+				       1 << 20,
+				       3 * (1 << 20) + 7,
+				       20 * (1 << 20)};
+	uint8_t *d = malloc(20 << 20), *buf = malloc(1 << 20);
+
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		char key[32];
+
+		snprintf(key, sizeof(key), "obj-%zu", sizes[i]);
+		fill(d, sizes[i], i + 1);
+		ok(put_obj(st, "b", key, d, sizes[i]) == 0, "put %zu bytes", sizes[i]);
+		ok(get_eq(st, "b", key, d, sizes[i]) == 1, "get %zu bytes back exactly", sizes[i]);
+	}
+	{
+		struct ol_get *g;
+		struct ol_obj_info info;
+		int bad = 0;
+		size_t sz = 3 * (1 << 20) + 7;
+
+		fill(d, sz, 7);
+		ol_store_get_open(st, "b", "obj-3145735", 11, &g, &info);
+		for (int i = 0; i < 200; i++) {
+			uint64_t off = ((uint64_t)rand() * 7919) % (sz + 10);
+			size_t len = (size_t)rand() % (1 << 20);
+			ssize_t r = ol_store_get_read(g, off, buf, len);
+			size_t want = off >= sz ? 0 : (sz - off < len ? sz - off : len);
+
+			if (r != (ssize_t)want || (want && memcmp(buf, d + off, want)))
+				bad++;
+		}
+		ol_store_get_close(g);
+		ok(bad == 0, "200 range reads at random offsets exact (%d bad)", bad);
+		ok(!strcmp(info.etag, "\"etag\"") && info.meta_len == 4 &&
+		       !memcmp(info.meta, "meta", 4) && info.n_parts == 0,
+		   "etag and meta blob come back");
+	}
+	free(d);
+	free(buf);
+}
+
+static int
+count_cb(int drive, unsigned part, const char *path, void *arg)
+{
+	struct stat sb;
+
+	if (stat(path, &sb) == 0)
+		(*(int *)arg)++;
+	return 0;
+}
+
+static int
+count_shards(struct ol_store *st, const char *b, const char *k)
+{
+	int n = 0, rc = ol_store_shard_paths(st, b, k, strlen(k), count_cb, &n);
+
+	return rc ? rc : n;
+}
+
+struct paths {
+	char p[8][600];
+	int n;
+};
+
+static int
+paths_cb(int drive, unsigned part, const char *path, void *arg)
+{
+	struct paths *ps = arg;
+
+	if (ps->n < 8)
+		snprintf(ps->p[ps->n++], 600, "%s", path);
+	return 0;
+}
+
+static void
+test_overwrite_delete(struct ol_store *st)
+{
+	uint8_t *d = malloc(5 << 20);
+	struct paths ps = {.n = 0};
+	struct stat sb;
+	struct ol_obj_info info;
+	char mb[16];
+
+	fill(d, 5 << 20, 11);
+	ok(put_obj(st, "b", "ow", d, 5 << 20) == 0, "put 5 MiB");
+	ol_store_shard_paths(st, "b", "ow", 2, paths_cb, &ps);
+	ok(ps.n == 4 && stat(ps.p[0], &sb) == 0, "one shard file per drive");
+	fill(d, 1000, 12);
+	ok(put_obj(st, "b", "ow", d, 1000) == 0, "overwrite with 1000 bytes (inline)");
+	ok(get_eq(st, "b", "ow", d, 1000) == 1, "new version read back");
+	ok(stat(ps.p[0], &sb) != 0 && stat(ps.p[3], &sb) != 0, "old version's shards reclaimed");
+	ok(ol_store_head(st, "b", "ow", 2, &info, mb, sizeof(mb)) == 0 && info.size == 1000 &&
+	       info.meta_len == 4 && !memcmp(mb, "meta", 4),
+	   "head");
+	ok(ol_store_delete(st, "b", "ow", 2) == 0, "delete");
+	ok(ol_store_delete(st, "b", "ow", 2) == -ENOENT, "delete again: -ENOENT");
+	ok(get_eq(st, "b", "ow", d, 1000) == -ENOENT, "get deleted: -ENOENT");
+	ok(ol_store_head(st, "nob", "ow", 2, &info, NULL, 0) == -ENXIO, "no bucket: -ENXIO");
+	ok(ol_store_delete(st, "nob", "ow", 2) == -ENXIO, "delete in no bucket: -ENXIO");
+	free(d);
+}
+
+static int
+keycmp(const void *a, const void *b)
+{
+	const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+
+	return strcmp(x, y); /* strcmp compares as unsigned char: byte order */
+}
+
+static void
+test_listing(struct ol_store *st)
+{
+	const char *keys[64] = {"a//b", "p/",  "p",  "../x", "\x01", "\xff", "\xff\xfe", "a b", "%",
+				"+",	"a/b", "..", ".",    "x%2F", "z",    "p0",	 "p/q"};
+	int n = 17, i = 0, bad = 0, rc;
+	char extra[40][16];
+	struct ol_iter *it;
+	const char *k;
+	size_t kl;
+	struct ol_obj_info info;
+
+	ok(ol_store_bucket_create(st, "list") == 0, "bucket list");
+	for (int j = 0; j < 40; j++) {
+		snprintf(extra[j], sizeof(extra[j]), "k%03d", (j * 17) % 40);
+		keys[n++] = extra[j];
+	}
+	for (int j = 0; j < n; j++)
+		bad += put_obj(st, "list", keys[j], (const uint8_t *)keys[j], strlen(keys[j])) != 0;
+	ok(bad == 0, "put %d keys", n);
+	qsort(keys, (size_t)n, sizeof(keys[0]), keycmp);
+	ok(ol_store_iter_open(st, "list", &it) == 0, "iter open");
+	bad = 0;
+	while ((rc = ol_store_iter_next(it, &k, &kl, &info)) == 1) {
+		if (i >= n || kl != strlen(keys[i]) || memcmp(k, keys[i], kl) || info.size != kl)
+			bad++;
+		i++;
+	}
+	ok(rc == 0 && i == n && bad == 0, "listing gives %d keys in byte order (%d, %d bad)", n, i,
+	   bad);
+	ok(ol_store_iter_seek(it, "p/", 2) == 0 && ol_store_iter_next(it, &k, &kl, &info) == 1 &&
+	       kl == 2 && !memcmp(k, "p/", 2),
+	   "seek to an existing key");
+	ok(ol_store_iter_seek(it, "p/a", 3) == 0 && ol_store_iter_next(it, &k, &kl, &info) == 1 &&
+	       kl == 3 && !memcmp(k, "p/q", 3),
+	   "seek between keys");
+	ok(ol_store_iter_seek(it, "\xff\xff", 2) == 0 &&
+	       ol_store_iter_next(it, &k, &kl, &info) == 0,
+	   "seek past the end");
+	ol_store_iter_close(it);
+	ok(ol_store_iter_open(st, "nolist", &it) == -ENOENT, "iter on missing bucket: -ENOENT");
+	ok(ol_store_bucket_delete(st, "list") == -ENOTEMPTY, "delete non-empty bucket");
+	for (int j = 0; j < n; j++)
+		ol_store_delete(st, "list", keys[j], strlen(keys[j]));
+	ok(ol_store_bucket_delete(st, "list") == 0, "delete emptied bucket");
+	ok(ol_store_bucket_stat(st, "list", NULL) == -ENOENT, "bucket gone");
+}
+
+static int
+put_part(struct ol_store *st, const char *uid, unsigned no, const uint8_t *d, size_t n)
+{
+	struct ol_put *p;
+	char etag[16];
+	int rc = ol_store_mpu_part_begin(st, "b", uid, no, &p);
+
+	if (rc)
+		return rc;
+	snprintf(etag, sizeof(etag), "e%u", no);
+	rc = ol_store_put_write(p, d, n);
+	if (rc) {
+		ol_store_put_abort(p);
+		return rc;
+	}
+	return ol_store_put_commit(p, etag, NULL, 0, NULL);
+}
+
+static int
+upl_count(const char *key, size_t key_len, const char *upload_id, int64_t init_ns, void *arg)
+{
+	(*(int *)arg)++;
+	return 0;
+}
+
+static void
+test_multipart(struct ol_store *st)
+{
+	size_t s1 = (5 << 20) + 3, s2 = 1 << 20, s3 = 100, tot = s1 + s2 + s3;
+	uint8_t *d = malloc(tot), *x = malloc(s2);
+	char uid[64], uid2[64], key[OL_STORE_MAX_KEY];
+	struct ol_mpu_part *parts;
+	size_t np, kl, ml;
+	unsigned nos[] = {1, 2, 3}, bad_nos[] = {1, 4};
+	struct ol_obj_info info;
+	int nu = 0;
+	struct paths ps = {.n = 0};
+	struct stat sb;
+
+	fill(d, tot, 21);
+	fill(x, s2, 22);
+	ok(ol_store_mpu_create(st, "b", "mp", 2, "mpmeta", 6, uid) == 0 && strlen(uid) == 32,
+	   "mpu create");
+	ok(put_part(st, uid, 1, d, s1) == 0 && put_part(st, uid, 2, x, s2) == 0 &&
+	       put_part(st, uid, 3, d + s1 + s2, s3) == 0,
+	   "upload 3 parts");
+	ok(put_part(st, uid, 2, d + s1, s2) == 0, "re-upload part 2");
+	ok(ol_store_mpu_list_parts(st, "b", uid, &parts, &np) == 0 && np == 3 &&
+	       parts[0].part_no == 1 && parts[1].part_no == 2 && parts[2].size == s3 &&
+	       parts[1].size == s2 && !strcmp(parts[2].etag, "e3"),
+	   "list parts");
+	free(parts);
+	ok(ol_store_mpu_list(st, "b", upl_count, &nu) == 0 && nu == 1, "one upload listed");
+	ok(ol_store_mpu_stat(st, "b", uid, key, &kl, NULL, 0, &ml) == 0 && kl == 2 && ml == 6,
+	   "upload stat");
+	ok(ol_store_bucket_delete(st, "b") == -ENOTEMPTY, "bucket with upload is not empty");
+	ok(ol_store_mpu_complete(st, "b", uid, bad_nos, 2, "x-2", &info) == -EINVAL,
+	   "complete with a missing part: -EINVAL");
+	ok(ol_store_mpu_complete(st, "b", uid, nos, 3, "final-3", &info) == 0 && info.size == tot &&
+	       info.n_parts == 3,
+	   "complete");
+	ok(get_eq(st, "b", "mp", d, tot) == 1, "multipart object reads back exactly");
+	{
+		struct ol_get *g;
+		uint8_t buf[64];
+
+		ol_store_get_open(st, "b", "mp", 2, &g, &info);
+		ok(ol_store_get_read(g, s1 - 10, buf, 64) == 64 && !memcmp(buf, d + s1 - 10, 64),
+		   "range across a part boundary");
+		ok(info.meta_len == 6 && !memcmp(info.meta, "mpmeta", 6) &&
+		       !strcmp(info.etag, "final-3"),
+		   "meta from create, final etag");
+		ol_store_get_close(g);
+	}
+	ok(ol_store_mpu_list_parts(st, "b", uid, &parts, &np) == -ENOENT, "upload gone");
+	/* abort keeps the object; unlisted parts are reclaimed */
+	ok(ol_store_mpu_create(st, "b", "mp", 2, NULL, 0, uid2) == 0 &&
+	       put_part(st, uid2, 1, x, 1000) == 0,
+	   "second upload on the same key");
+	ok(ol_store_mpu_abort(st, "b", uid2) == 0, "abort");
+	ok(get_eq(st, "b", "mp", d, tot) == 1, "abort kept the existing object");
+	ok(ol_store_mpu_abort(st, "b", uid2) == -ENOENT, "abort twice: -ENOENT");
+	ok(ol_store_mpu_create(st, "b", "mp2", 3, NULL, 0, uid2) == 0 &&
+	       put_part(st, uid2, 1, x, s2) == 0 && put_part(st, uid2, 2, d, 5000) == 0,
+	   "upload with 2 parts");
+	ok(ol_store_mpu_complete(st, "b", uid2, nos, 1, "one", NULL) == 0 &&
+	       get_eq(st, "b", "mp2", x, s2) == 1,
+	   "complete with part 1 only");
+	ol_store_shard_paths(st, "b", "mp2", 3, paths_cb, &ps);
+	ok(ps.n == 4 && stat(ps.p[0], &sb) == 0, "listed part's shards kept");
+	nu = 0;
+	ol_store_mpu_list(st, "b", upl_count, &nu);
+	ok(nu == 0, "no uploads left");
+	free(d);
+	free(x);
+}
+
+static int
+flip_cb(int drive, unsigned part, const char *path, void *arg)
+{
+	int *target = arg;
+	int fd;
+	uint8_t b[16];
+
+	if (drive != target[0])
+		return 0;
+	fd = open(path, O_RDWR);
+	if (fd < 0)
+		return 0;
+	if (pread(fd, b, sizeof(b), target[1]) == (ssize_t)sizeof(b)) {
+		for (size_t i = 0; i < sizeof(b); i++)
+			b[i] ^= 0x5a;
+		if (pwrite(fd, b, sizeof(b), target[1]) == (ssize_t)sizeof(b))
+			target[2]++;
+	}
+	close(fd);
+	return 0;
+}
+
+/* FNV-1a of drive 0's shard file */
+static int
+hash_cb(int drive, unsigned part, const char *path, void *arg)
+{
+	uint64_t *h = arg;
+	uint8_t b[65536];
+	ssize_t r;
+	int fd;
+
+	if (drive != 0 || (fd = open(path, O_RDONLY)) < 0)
+		return 0;
+	*h = 1469598103934665603ULL;
+	while ((r = read(fd, b, sizeof(b))) > 0)
+		for (ssize_t i = 0; i < r; i++)
+			*h = (*h ^ b[i]) * 1099511628211ULL;
+	close(fd);
+	return 0;
+}
+
+static int
+unlink_cb(int drive, unsigned part, const char *path, void *arg)
+{
+	int *mask = arg;
+
+	if (*mask & (1 << drive))
+		unlink(path);
+	return 0;
+}
+
+static void
+test_faults(struct ol_store **stp)
+{
+	struct ol_store *st = *stp;
+	size_t n = (6 << 20) + 12345;
+	uint8_t *d = malloc(n), *sm = malloc(5000);
+	int t0[3] = {0, 100, 0}, t1[3] = {1, (1 << 20) + 8 + 5, 0}, mask;
+	char path[600];
+
+	fill(d, n, 31);
+	fill(sm, 5000, 32);
+	ok(put_obj(st, "b", "f", d, n) == 0 && put_obj(st, "b", "small", sm, 5000) == 0,
+	   "put large and small object");
+	ol_store_shard_paths(st, "b", "f", 1, flip_cb, t0);
+	ok(t0[2] == 1 && get_eq(st, "b", "f", d, n) == 1,
+	   "bytes flipped in a data shard: exact bytes");
+	ol_store_shard_paths(st, "b", "f", 1, flip_cb, t1);
+	ok(t1[2] == 1 && get_eq(st, "b", "f", d, n) == 1,
+	   "bytes flipped in another drive's second block: exact bytes");
+	{
+		uint64_t h0 = 0, h1 = 0;
+		int t2[3] = {1, 200, 0};
+
+		ol_store_shard_paths(st, "b", "f", 1, hash_cb, &h0);
+		t0[2] = 0;
+		ol_store_shard_paths(st, "b", "f", 1, flip_cb, t0);
+		ok(get_eq(st, "b", "f", d, n) == 1, "corrupt block read exactly");
+		ol_store_shard_paths(st, "b", "f", 1, hash_cb, &h1);
+		ok(h0 == h1, "the read healed the corrupt block in place");
+		ol_store_shard_paths(st, "b", "f", 1, flip_cb, t0);
+		ol_store_shard_paths(st, "b", "f", 1, flip_cb, t2);
+		ok(get_eq(st, "b", "f", d, n) == -EIO,
+		   "two corrupt shards in one stripe (P=1): -EIO, not wrong bytes");
+		ol_store_shard_paths(st, "b", "f", 1, flip_cb, t2); /* restore drive 1 */
+		ok(get_eq(st, "b", "f", d, n) == 1, "one corrupt again: exact");
+	}
+	snprintf(path, sizeof(path), "%s/d2", root);
+	rm_rf(path);
+	ok(get_eq(st, "b", "f", d, n) == 1 && get_eq(st, "b", "small", sm, 5000) == 1,
+	   "drive 2 wiped while open: exact bytes (large and inline)");
+	ol_store_close(st);
+	ok(ol_store_open(&cfg, stp) == 0, "reopen with a wiped drive");
+	st = *stp;
+	ok(get_eq(st, "b", "f", d, n) == 1 && get_eq(st, "b", "small", sm, 5000) == 1,
+	   "after reopen: exact bytes");
+	ok(ol_store_bucket_stat(st, "b", NULL) == 0, "bucket still there");
+	fill(d, n, 33);
+	ok(put_obj(st, "b", "g", d, n) == 0 && get_eq(st, "b", "g", d, n) == 1, "new writes work");
+	mask = 3;
+	ol_store_shard_paths(st, "b", "g", 1, unlink_cb, &mask);
+	ok(get_eq(st, "b", "g", d, n) == -EIO, "P+1 drives' shards gone: -EIO, not wrong bytes");
+	ok(put_obj(st, "b", "h", d, n) == 0, "put h");
+	mask = 8;
+	ol_store_shard_paths(st, "b", "h", 1, unlink_cb, &mask);
+	ok(get_eq(st, "b", "h", d, n) == 1, "parity drive's shard gone: exact");
+	mask = 1;
+	ol_store_shard_paths(st, "b", "h", 1, unlink_cb, &mask);
+	ok(get_eq(st, "b", "h", d, n) == -EIO, "and a data drive's too: -EIO");
+	free(d);
+	free(sm);
+}
+
+static int n_files;
+
+static int
+file_count2(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+	if (flag == FTW_F && strstr(p, "/.openlake/data/"))
+		n_files++;
+	return 0;
+}
+
+static int
+data_files(void)
+{
+	n_files = 0;
+	nftw(root, file_count2, 16, FTW_PHYS);
+	return n_files;
+}
+
+static void
+test_crash(struct ol_store **stp)
+{
+	struct ol_store *st = *stp;
+	uint8_t *d = malloc(4 << 20);
+	struct ol_put *p;
+	int before = data_files(), status, bad = 0, seen = 0, pfd[2];
+	uint64_t acked = 0, v_ack;
+	pid_t pid;
+
+	ok(ol_store_put_begin(st, "b", "ab", 2, -1, &p) == 0 &&
+	       ol_store_put_write(p, d, 4 << 20) == 0,
+	   "begin a 4 MiB put");
+	ol_store_put_abort(p);
+	ok(data_files() == before, "abort mid-put leaves no files");
+	ok(ol_store_head(st, "b", "ab", 2, &(struct ol_obj_info){0}, NULL, 0) == -ENOENT,
+	   "and no object");
+	ol_store_close(st);
+	*stp = NULL;
+	if (pipe(pfd))
+		return;
+	pid = fork();
+	if (pid == 0) {
+		struct ol_store *cs;
+
+		close(pfd[0]);
+		if (ol_store_open(&cfg, &cs))
+			_exit(1);
+		for (uint64_t v = 1;; v++) {
+			size_t sz = (v % 3 == 0) ? 3000 : (size_t)(1 << 20) + v * 4099 % 500000;
+
+			fill(d, sz, v);
+			memcpy(d, &v, 8);
+			if (put_obj(cs, "b", "crash", d, sz) == 0 && write(pfd[1], &v, 8) != 8)
+				_exit(1);
+		}
+	}
+	close(pfd[1]);
+	for (int i = 0; i < 5 && read(pfd[0], &acked, 8) == 8; i++)
+		;
+	usleep((useconds_t)(rand() % 20000));
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	while (read(pfd[0], &v_ack, 8) == 8)
+		acked = v_ack;
+	close(pfd[0]);
+	ok(ol_store_open(&cfg, stp) == 0, "reopen after SIGKILL of a writer");
+	st = *stp;
+	{
+		struct ol_get *g;
+		struct ol_obj_info info;
+		uint64_t v = 0;
+		uint8_t *got = malloc(4 << 20);
+
+		if (ol_store_get_open(st, "b", "crash", 5, &g, &info) == 0) {
+			seen = 1;
+			if (ol_store_get_read(g, 0, got, info.size) != (ssize_t)info.size)
+				bad = 1;
+			memcpy(&v, got, 8);
+			fill(d, info.size, v);
+			memcpy(d, &v, 8);
+			bad |= memcmp(d, got, info.size) != 0;
+			ol_store_get_close(g);
+		}
+		ok(seen && !bad, "the object is one whole version (v%llu, %llu bytes)",
+		   (unsigned long long)v, (unsigned long long)info.size);
+		ok(acked > 0 && (v == acked || v == acked + 1),
+		   "it is the last acknowledged put or the one in flight (acked v%llu)",
+		   (unsigned long long)acked);
+		free(got);
+	}
+	ok(data_files() == before + count_shards(st, "b", "crash"),
+	   "sweep left only referenced shard files");
+	free(d);
+}
+
+struct thr {
+	struct ol_store *st;
+	int id, errs;
+};
+
+static void *
+worker(void *arg)
+{
+	struct thr *t = arg;
+	uint8_t *d = malloc(300000);
+	char key[32];
+
+	for (int i = 0; i < 12; i++) {
+		size_t sz = (size_t)(i % 2 ? 300000 : 2000);
+
+		snprintf(key, sizeof(key), i % 3 ? "t%d-%d" : "shared", t->id, i);
+		fill(d, sz, 0);
+		if (put_obj(t->st, "b", key, d, sz))
+			t->errs++;
+		if (i % 3 && get_eq(t->st, "b", key, d, sz) != 1)
+			t->errs++;
+		if (!(i % 3)) {
+			struct ol_get *g;
+			struct ol_obj_info info;
+
+			if (ol_store_get_open(t->st, "b", "shared", 6, &g, &info) == 0) {
+				uint8_t *b = malloc(info.size + 1);
+
+				if (ol_store_get_read(g, 0, b, info.size) != (ssize_t)info.size ||
+				    memcmp(b, d, info.size))
+					t->errs++;
+				free(b);
+				ol_store_get_close(g);
+			}
+		}
+	}
+	free(d);
+	return NULL;
+}
+
+static void
+test_threads(struct ol_store *st)
+{
+	pthread_t th[4];
+	struct thr t[4];
+	int errs = 0;
+
+	for (int i = 0; i < 4; i++) {
+		t[i] = (struct thr){st, i, 0};
+		pthread_create(&th[i], NULL, worker, &t[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		errs += t[i].errs;
+	}
+	ok(errs == 0, "4 threads putting/getting concurrently, same and distinct keys (%d errors)",
+	   errs);
+}
+
+static void
+test_open_errors(void)
+{
+	struct ol_store *st;
+	char p[300];
+	int fd;
+
+	setup_cfg(4, 1);
+	snprintf(p, sizeof(p), "%s/d3", root);
+	rm_rf(p);
+	fd = open(p, O_CREAT | O_WRONLY, 0644);
+	close(fd);
+	ok(ol_store_open(&cfg, &st) == 0 && ol_store_drives_online(st) == 3,
+	   "a file where drive 3 should be: open with 3 of 4 drives");
+	ok(st && ol_store_bucket_create(st, "x") == 0 &&
+	       put_obj(st, "x", "k", (uint8_t *)"hi", 2) == 0 &&
+	       get_eq(st, "x", "k", (uint8_t *)"hi", 2) == 1,
+	   "writes and reads with a drive down");
+	ol_store_close(st);
+	snprintf(p, sizeof(p), "%s/d2", root);
+	rm_rf(p);
+	fd = open(p, O_CREAT | O_WRONLY, 0644);
+	close(fd);
+	ok(ol_store_open(&cfg, &st) == -EIO, "two drives unusable (P=1): open refused");
+}
+
+int
+main(void)
+{
+	struct ol_store *st = NULL;
+
+	ol_log_threshold = getenv("OL_TEST_VERBOSE") ? OL_LOG_DEBUG : OL_LOG_ERROR - 1;
+	snprintf(root, sizeof(root), "%s/olstore.XXXXXX",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (!mkdtemp(root))
+		return 77;
+	setup_cfg(4, 1);
+	ok(ol_store_open(&cfg, &st) == 0 && ol_store_drive_count(st) == 4, "open creates 4 drives");
+	ok(ol_store_bucket_create(st, "b") == 0, "bucket create");
+	ok(ol_store_bucket_create(st, "b") == -EEXIST, "bucket create again: -EEXIST");
+	ok(ol_store_bucket_stat(st, "b", NULL) == 0, "bucket stat");
+	test_roundtrip(st);
+	test_overwrite_delete(st);
+	test_listing(st);
+	test_multipart(st);
+	test_faults(&st);
+	test_crash(&st);
+	test_threads(st);
+	ol_store_close(st);
+	test_open_errors();
+	rm_rf(root);
+	printf("1..%d\n", n_test);
+	return n_fail ? 1 : 0;
+}
