@@ -22,6 +22,7 @@ DEFAULTS = {
     "verify": True,                        # checksum trailer on every block (detect corruption)
     "save_decode": False,                  # also save chunks completed during decode
     "save_check_exists": True,             # skip puts of chunks already in the pool
+    "load_async": False,                   # loads in the background (WAITING_FOR_REMOTE_KVS)
     "async_save": True,                    # save after the step in a thread (delayed frees)
     "min_hit_tokens": 0,                   # smaller external hits are ignored
     "metrics_interval_s": 1.0,             # publishing for `python3 -m openlake_client stats`
@@ -46,6 +47,7 @@ class ConnectorConfig:
     save_decode: bool = False
     save_check_exists: bool = True
     async_save: bool = False
+    load_async: bool = False
     min_hit_tokens: int = 0
     metrics_interval_s: float = 1.0
     metrics_dir: str = ""
@@ -95,6 +97,7 @@ class ConnectorConfig:
                    save_decode=_bool(g("save_decode")),
                    save_check_exists=_bool(g("save_check_exists")),
                    async_save=_bool(g("async_save")),
+                   load_async=_bool(g("load_async")),
                    min_hit_tokens=int(g("min_hit_tokens")),
                    metrics_interval_s=float(g("metrics_interval_s")),
                    metrics_dir=str(g("metrics_dir") or ""), unknown=tuple(unknown))

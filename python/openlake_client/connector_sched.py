@@ -16,6 +16,7 @@ from .store import StoreDown
 class LoadSpec:
     req_id: str
     chunks: list  # [(chain_hash, (block ids...), skip)]: skip leading blocks already local
+    is_async: bool = False  # load in the background, report in finished_recving
 
 
 @dataclass
@@ -83,6 +84,8 @@ class SchedulerSide:
         self._reqs = {}
         self._lookups = {}
         self.async_save = cfg.async_save
+        self._async_loads = []  # planned async loads: sent with the next metadata
+        self._async_done = set()  # requests whose async load was planned
 
     def _seed(self, salt):
         s = self._seeds.get(salt)
@@ -131,7 +134,7 @@ class SchedulerSide:
         if ext < max(self.cfg.min_hit_tokens, 1):
             ext = 0
         self._lookups[r.req_id] = _Lookup(num_computed, n, ext, present)
-        return ext, False
+        return ext, bool(ext and self.cfg.load_async)
 
     # -- update_state_after_alloc
     def after_alloc(self, request, blocks, num_external):
@@ -142,8 +145,19 @@ class SchedulerSide:
         local = lk.num_computed if lk else int(getattr(request, "num_computed_tokens", 0))
         n = len(all_tokens(request))
         r.load = None
+        if lk is None and num_external == 0 and r.req_id in self._async_done:
+            # second call after an async load: vLLM set num_computed from the loaded blocks
+            self._async_done.discard(r.req_id)
+            r.next_save = local // self.cs
+            r.early = []
+            return
         if num_external > 0 and lk is not None and lk.ext >= num_external:
             r.load = self._plan_load(r, local, num_external)
+            if self.cfg.load_async:
+                r.load.is_async = True
+                self._async_loads.append(r.load)
+                self._async_done.add(r.req_id)
+                r.load = None
         else:
             num_external = 0
         start = local + num_external
@@ -165,6 +179,7 @@ class SchedulerSide:
     # -- build_connector_meta
     def build(self, so):
         plan = StepPlan()
+        plan.loads, self._async_loads = self._async_loads, []
         nst = so.num_scheduled_tokens
         for nr in so.scheduled_new_reqs:
             r = self._reqs.get(nr.req_id)
@@ -187,6 +202,7 @@ class SchedulerSide:
         for rid in so.finished_req_ids:
             self._reqs.pop(rid, None)
             self._lookups.pop(rid, None)
+            self._async_done.discard(rid)
         plan.finished = set(so.finished_req_ids)
         plan.preempted = set(getattr(so, "preempted_req_ids", None) or ())
         if self.async_save:

@@ -48,6 +48,8 @@ class WorkerSide:
         self._pending = {}
         self._lock = threading.Lock()
         self._saver = None
+        self._loader = None
+        self._recv_done = {}
         if cfg.async_save:
             self._saver = queue.Queue()
             self._thread = threading.Thread(target=self._save_loop, name="openlake-save",
@@ -110,14 +112,21 @@ class WorkerSide:
     def load(self, plan):
         if getattr(plan, "flush", False):
             self.flush()
-        if not plan.loads:
-            return
+        sync = [ls for ls in plan.loads if not ls.is_async]
+        for ls in plan.loads:
+            if ls.is_async:
+                self._start_async_load(ls)
+        if sync:
+            self._load(sync, self._invalid, self._failed_reqs)
+
+    def _load(self, loads, invalid, failed):
+        """Load every chunk of loads in one batch; bad blocks go to invalid."""
         if self.disabled:
-            for ls in plan.loads:
-                self._fail_request(ls.chunks, 0)
+            for ls in loads:
+                self._fail_request(ls.chunks, 0, invalid)
             return
         jobs = []
-        for ls in plan.loads:
+        for ls in loads:
             for h, ids, skip in ls.chunks:
                 j = _Job(ls.req_id, rank_key(h, self.key_rank), ids, skip)
                 self._ranges(j, True)
@@ -128,11 +137,11 @@ class WorkerSide:
         except StoreDown:
             st, lens = [None] * len(jobs), [0] * len(jobs)
         self.rec.observe("load_ms", (time.perf_counter() - t0) * 1e3)
-        self._finish_loads(plan, jobs, st, lens)
+        self._finish_loads(loads, jobs, st, lens, invalid, failed)
 
-    def _finish_loads(self, plan, jobs, st, lens):
+    def _finish_loads(self, loads, jobs, st, lens, invalid, failed):
         i = 0
-        for ls in plan.loads:
+        for ls in loads:
             bad_from = None
             for c in range(len(ls.chunks)):
                 j = jobs[i]
@@ -149,8 +158,8 @@ class WorkerSide:
                     n = len(j.ids) - j.skip
                     self.rec.add(blocks_loaded=n, bytes_loaded=n * self.kv.block_bytes)
             if bad_from is not None:
-                self._fail_request(ls.chunks, bad_from)
-                self._failed_reqs.add(ls.req_id)
+                self._fail_request(ls.chunks, bad_from, invalid)
+                failed.add(ls.req_id)
         self.rec.add(loads=1)
 
     def _slice(self, j):
@@ -170,9 +179,40 @@ class WorkerSide:
         why = check_trailer(j.trailer.raw, j.key, j.ranges, self.payload, self.cfg.verify)
         return ("bad block: " + why) if why else ""
 
-    def _fail_request(self, chunks, first):
+    @staticmethod
+    def _fail_request(chunks, first, invalid):
         for h, ids, skip in chunks[first:]:
-            self._invalid.update(ids[skip:])
+            invalid.update(ids[skip:])
+
+    # -- async loads: one thread; a request is reported in finished_recving with its errors
+    def _start_async_load(self, ls):
+        if self._loader is None:
+            self._loader = queue.Queue()
+            self._lthread = threading.Thread(target=self._load_loop, name="openlake-load",
+                                             daemon=True)
+            self._lthread.start()
+        self._loader.put(ls)
+
+    def _load_loop(self):
+        while True:
+            ls = self._loader.get()
+            if ls is None:
+                return
+            invalid = set()
+            try:
+                self._load([ls], invalid, set())
+            except Exception as e:  # never let the thread die: the load failed
+                self.warn("load-thread", "openlake: async load failed: %s", e)
+                self._fail_request(ls.chunks, 0, invalid)
+            with self._lock:
+                self._recv_done[ls.req_id] = invalid
+
+    def _take_recv(self):
+        with self._lock:
+            done, self._recv_done = self._recv_done, {}
+        for bad in done.values():
+            self._invalid.update(bad)
+        return set(done) or None
 
     def take_invalid(self):
         out, self._invalid = self._invalid, set()
@@ -243,9 +283,10 @@ class WorkerSide:
 
     def finished(self, finished_req_ids):
         """(finished_sending, None): finished requests whose saves are all done."""
+        recv = self._take_recv()
         if self._saver is None:
             self._seen_save.difference_update(finished_req_ids or ())
-            return None, None
+            return None, recv
         for r in finished_req_ids or ():
             if r in self._seen_save:
                 self._seen_save.discard(r)
@@ -253,9 +294,13 @@ class WorkerSide:
         with self._lock:
             done = {r for r in self._done_wait if r not in self._pending}
         self._done_wait -= done
-        return (done or None), None
+        return (done or None), recv
 
     def close(self):
+        if self._loader is not None:
+            self._loader.put(None)
+            self._lthread.join(10)
+            self._loader = None
         if self._saver is not None:
             self.flush()
             self._saver.put(None)

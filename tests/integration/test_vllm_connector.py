@@ -286,6 +286,48 @@ def test_async_save_delays_free(pool):
     assert not e3.scheduler.delayed_ever
 
 
+@pytest.mark.parametrize("corrupt", [False, True])
+def test_async_load(pool, corrupt):
+    """load_async: (n, True); the request waits in WAITING_FOR_REMOTE_KVS until every rank
+    reports it in finished_recving, then computes only the rest; a bad chunk caps it."""
+    import openlake_client as ol
+    from vllm_standin.scheduler import RequestStatus
+
+    e1 = engine(cfg(pool.kv_addr, tp=2))
+    serve(e1, "A", A)
+    a_ids = blocks_of(e1, e1.schedule_log[0], "A")
+    if corrupt:
+        h = olkeys.chain_hashes(olkeys.seed_hash(e1.sched_conn.ol_identity, ""), A, 16)
+        cl = ol.connect([pool.kv_addr], namespace="vllm")
+        k = olkeys.rank_key(h[4], 1)
+        v = bytearray(cl.get([k])[0])
+        v[5] ^= 0xFF
+        cl.delete([k])
+        cl.put([k], [bytes(v)])
+        cl.close()
+    e2 = engine(cfg(pool.kv_addr, tp=2, load_async=True))
+    B = A[:96] + SUFFIX
+    e2.add(Request("B", B, max_tokens=3))
+    so = e2.step()
+    req = e2.scheduler.requests["B"]
+    assert so.total_num_scheduled_tokens == 0 and req.num_external_computed_tokens == 96
+    assert req.status in (RequestStatus.WAITING_FOR_REMOTE_KVS, RequestStatus.WAITING)
+    while "B" not in {nr.req_id for s in e2.schedule_log for nr in s.scheduled_new_reqs}:
+        so = e2.step()
+    nr = [x for x in so.scheduled_new_reqs if x.req_id == "B"][0]
+    assert nr.num_computed_tokens == (64 if corrupt else 96)
+    assert so.num_scheduled_tokens["B"] == len(B) - nr.num_computed_tokens
+    b_ids = list(nr.block_ids[0])
+    good = 4 if corrupt else 6
+    for rank in (0, 1):
+        for x, y in zip(block_bytes(e1, rank, a_ids[:good]), block_bytes(e2, rank, b_ids[:good])):
+            assert torch.equal(x, y)
+    e2.run()
+    e2.scheduler.assert_empty()
+    assert e2.scheduler.finished["B"].output_token_ids == reference(B, tp=2)
+    assert e2.merged_stats()["corrupt_blocks"] == (1 if corrupt else 0)
+
+
 def test_tp2_hit_needs_every_rank(pool):
     import openlake_client as ol
 

@@ -376,6 +376,10 @@ class Scheduler:
         n = min(n, req.num_tokens)
         if n == req.num_tokens:
             n -= 1
+        cap = getattr(req, "remote_cap", None)
+        if cap is not None:
+            n = min(n, cap)
+            del req.remote_cap
         req.num_computed_tokens = n
         blocks = self.kv.req_blocks.get(req.request_id, [])
         self.kv.pool.cache_full_blocks(blocks, req.block_hashes, n // self.bs)
@@ -411,6 +415,15 @@ class Scheduler:
             for idx, b in enumerate(ids):
                 if b in invalid and idx * self.bs < req.num_computed_tokens:
                     req.num_computed_tokens = idx * self.bs
+                    affected.add(req.request_id)
+                    break
+        for req in self.waiting:  # async loads: promote only up to the first bad block
+            if req.status != RequestStatus.WAITING_FOR_REMOTE_KVS:
+                continue
+            for idx, b in enumerate(self.kv.get_block_ids(req.request_id)):
+                if b in invalid:
+                    req.remote_cap = min(getattr(req, "remote_cap", idx * self.bs),
+                                         idx * self.bs)
                     affected.add(req.request_id)
                     break
         if affected and self.policy == "fail":
