@@ -85,6 +85,10 @@ flush_with(struct ol_http_conn *c, const struct iovec *extra, int n)
 	c->wlen = 0;
 	if (!k)
 		return 0;
+	size_t total = 0;
+	for (int i = 0; i < k; i++)
+		total += iov[i].iov_len;
+	OL_HTTP_COUNT(c->srv, bytes_out, total);
 	return sock_err(c, ol_io_writev_all(c->fd, iov, k, tmo_body(c)));
 }
 
@@ -121,7 +125,12 @@ send_continue(struct ol_http_conn *c)
 ssize_t
 ol_http_conn_recv(struct ol_http_conn *c, void *buf, size_t len, int timeout_ms)
 {
-	return ol_io_recv_timeo(c->fd, buf, len, timeout_ms, &c->cur_timeo);
+	ssize_t n = ol_io_recv_timeo(c->fd, buf, len, timeout_ms, &c->cur_timeo);
+	if (n > 0)
+		OL_HTTP_COUNT(c->srv, bytes_in, (uint64_t)n);
+	else if (n == -ETIMEDOUT)
+		OL_HTTP_COUNT(c->srv, timeouts, 1);
+	return n;
 }
 
 static ssize_t
@@ -526,6 +535,7 @@ ol_http_send_error(struct ol_http_conn *c, int status)
 	c->close_after = true;
 	c->resp_started = c->resp_finished = false;
 	c->body_done = true;
+	OL_HTTP_COUNT(c->srv, bad_requests, 1);
 	int rc = ol_http_respond(&c->req, status, &h, 1, n);
 	if (!rc)
 		rc = ol_http_write(&c->req, body, (size_t)n);

@@ -100,6 +100,16 @@ unsigned ol_http_server_port(const struct ol_http_server *s);
  * call), waits for every connection thread and joins the acceptors, frees s. */
 void ol_http_server_stop(struct ol_http_server *s);
 
+/* Counters since start (relaxed atomics: each value is exact, the set is not a snapshot). */
+struct ol_http_stats {
+	uint64_t conns_open, conns_total, conns_rejected; /* rejected: over max_conns */
+	uint64_t requests;				  /* handed to the handler */
+	uint64_t bad_requests;				  /* answered 4xx/5xx by the server */
+	uint64_t timeouts;				  /* idle, header or body timeouts */
+	uint64_t bytes_in, bytes_out;			  /* on the sockets, heads included */
+};
+void ol_http_server_stats(const struct ol_http_server *s, struct ol_http_stats *out);
+
 /* ================= pure parser (no sockets, no globals) ================= */
 
 /* A parsed request head. Reusable: init once, parse many times, fini once. The parser copies

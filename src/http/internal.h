@@ -23,7 +23,10 @@ struct ol_http_server {
 	unsigned n_conns;
 	struct ol_http_conn *conns;
 	bool stopping;
+	struct ol_http_stats st; /* updated with __atomic_fetch_add, relaxed */
 };
+
+#define OL_HTTP_COUNT(s, field, n) __atomic_fetch_add(&(s)->st.field, (n), __ATOMIC_RELAXED)
 
 struct ol_http_conn {
 	struct ol_http_server *srv;

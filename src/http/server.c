@@ -28,6 +28,7 @@ conn_unlink_close(struct ol_http_conn *c)
 		c->next->prev = c->prev;
 	close(c->fd); /* under the lock: stop() never shuts down a reused fd */
 	s->n_conns--;
+	__atomic_fetch_sub(&s->st.conns_open, 1, __ATOMIC_RELAXED);
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 }
@@ -106,6 +107,7 @@ serve_one(struct ol_http_conn *c)
 		ol_http_send_error(c, 413);
 		return false;
 	}
+	OL_HTTP_COUNT(s, requests, 1);
 	s->o.handler(&c->req, s->o.arg);
 	if (!c->resp_started)
 		ol_http_respond(&c->req, 500, NULL, 0, 0);
@@ -163,6 +165,8 @@ start_conn(struct ol_http_server *s, int fd, const struct sockaddr *sa, socklen_
 		s->conns->prev = c;
 	s->conns = c;
 	s->n_conns++;
+	OL_HTTP_COUNT(s, conns_open, 1);
+	OL_HTTP_COUNT(s, conns_total, 1);
 	pthread_mutex_unlock(&s->mu);
 	int rc = ol_io_thread_start_detached("ol-http-conn", conn_main, c);
 	if (rc) {
@@ -206,9 +210,10 @@ acceptor_main(void *arg)
 		pthread_mutex_lock(&s->mu);
 		bool busy = s->n_conns >= s->o.max_conns;
 		pthread_mutex_unlock(&s->mu);
-		if (busy)
+		if (busy) {
+			OL_HTTP_COUNT(s, conns_rejected, 1);
 			reject_busy(fd);
-		else
+		} else
 			start_conn(s, fd, (struct sockaddr *)&ss, sl);
 	}
 	return NULL;
@@ -376,4 +381,13 @@ ol_http_server_stop(struct ol_http_server *s)
 {
 	if (s)
 		server_free(s);
+}
+
+void
+ol_http_server_stats(const struct ol_http_server *s, struct ol_http_stats *out)
+{
+	const uint64_t *src = (const uint64_t *)&s->st;
+	uint64_t *dst = (uint64_t *)out;
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
 }
