@@ -67,7 +67,9 @@ wait_port() {
 }
 # jget FILE EXPR: a value out of a JSON document (EXPR in Python, the document is d)
 jget() { $PY -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
-ratio() { $PY -c "import sys; a,b=float(sys.argv[1]),float(sys.argv[2]); print('%.2f' % (a/b) if b else 'n/a')" "$1" "$2"; }
+ratio() { $PY -c "import sys
+try: a,b=float(sys.argv[1]),float(sys.argv[2]); print('%.2f' % (a/b))
+except Exception: print('n/a')" "$1" "$2"; }
 
 DRIVES=4
 PARITY=1
@@ -191,24 +193,28 @@ fio_bw() {
 	jget "$TMP/$name.fio.json" "d['jobs'][0]['$dir']['bw_bytes']" 2>/dev/null || echo 0
 }
 
-gbs() { $PY -c "import sys; print('%.3f' % (float(sys.argv[1])/1e9))" "$1"; }
+gbs() { $PY -c "import sys
+try: print('%.3f' % (float(sys.argv[1])/1e9))
+except Exception: print('?')" "$1"; }
 
 # ---- GET and PUT of 64 MiB, beside fio sequential read/write on the same disk ----
 bench_large() {
 	start_daemon false
-	ours put64m -w put -s 64MiB -c 4 -n 8
-	ours get64m -w get -s 64MiB -c 4 -n 8 --no-prefill
+	ours put64m -w put -s 64MiB -c 4 -n 4
+	ours get64m -w get -s 64MiB -c 4 -n 4
 	stop_daemon
 	local fw fr
-	fw=$(fio_bw seqwrite write --bs=1M --size=1G --direct=1 --ioengine=libaio --iodepth=16 --end_fsync=1)
-	fr=$(fio_bw seqread read --bs=1M --size=1G --direct=1 --ioengine=libaio --iodepth=16)
+	fw=$(fio_bw seqwrite write --filename=seq.dat --bs=1M --size=1G --direct=1 --ioengine=libaio --iodepth=16 --end_fsync=1)
+	fr=$(fio_bw seqread read --filename=seq.dat --bs=1M --size=1G --direct=1 --ioengine=libaio --iodepth=16)
+	# note: the daemon's GETs read objects written seconds before, which may still be in the
+	# page cache; fio reads with O_DIRECT, i.e. the disk
 	rm -rf "$TMP/fio"
 	local gput gget ref_put
 	gput=$(jget "$TMP/put64m.json" '"%.3f" % d["gb_per_s"]' 2>/dev/null || echo 0)
 	gget=$(jget "$TMP/get64m.json" '"%.3f" % d["gb_per_s"]' 2>/dev/null || echo 0)
 	ref_put=$($PY -c "print('%.3f' % ($fw/1e9*$K/$DRIVES))")
 	line "GET 64MiB c=4 | ours ${gget} GB/s (errors $(jget "$TMP/get64m.json" 'd["errors"]' 2>/dev/null || echo ?)) | fio seq read 1MiB QD16 O_DIRECT $(gbs "$fr") GB/s | ratio $(ratio "$gget" "$(gbs "$fr")")"
-	line "PUT 64MiB c=4 | ours ${gput} GB/s (errors $(jget "$TMP/put64m.json" 'd["errors"]' 2>/dev/null || echo ?)) | fio seq write $(gbs "$fw") GB/s x k/(k+P)=$K/$DRIVES -> ${ref_put} GB/s | ratio $(ratio "$gput" "$ref_put")"
+	line "PUT 64MiB c=4 | ours ${gput} GB/s (errors $(jget "$TMP/put64m.json" 'd["errors"]' 2>/dev/null || echo ?)) | fio seq write 1MiB QD16 O_DIRECT $(gbs "$fw") GB/s x k/(k+P)=$K/$DRIVES -> ${ref_put} GB/s | ratio $(ratio "$gput" "$ref_put")"
 }
 
 # ---- PUT 4 KiB with durability on, beside fio 4 KiB writes + fdatasync each ----
