@@ -1,0 +1,292 @@
+/* s3/bucket.c - service and bucket handlers: ListBuckets, Create/Head/Delete bucket,
+ * GetBucketLocation, sub-resources, DeleteObjects. */
+#include "s3/s3int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+
+static int
+bucket_cb(const char *bucket, int64_t created_ns, void *arg)
+{
+	struct ol_s3_buf *x = arg;
+	char date[32];
+	ol_s3_iso_date(created_ns / 1000000, date);
+	ol_s3_buf_adds(x, "<Bucket>");
+	ol_s3_xml_elem(x, "Name", bucket);
+	ol_s3_xml_elem(x, "CreationDate", date);
+	ol_s3_buf_adds(x, "</Bucket>");
+	return 0;
+}
+
+void
+s3_service(struct s3_req *r)
+{
+	struct ol_s3_buf x = {0};
+	r->op = "ListBuckets";
+	if (strcmp(r->h->method, "GET") != 0) {
+		s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
+		return;
+	}
+	ol_s3_xml_open_root(&x, "ListAllMyBucketsResult");
+	ol_s3_buf_adds(&x, "<Owner><ID>openlake</ID><DisplayName>openlake</DisplayName></Owner>"
+			   "<Buckets>");
+	int rc = ol_store_bucket_list(r->srv->st, bucket_cb, &x);
+	if (rc < 0) {
+		ol_s3_buf_free(&x);
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
+		return;
+	}
+	ol_s3_buf_adds(&x, "</Buckets></ListAllMyBucketsResult>");
+	s3_send_xml(r, 200, &x);
+}
+
+static void
+create_bucket(struct s3_req *r)
+{
+	struct s3_body b;
+	char *body = NULL, loc[128];
+	size_t len;
+	r->op = "CreateBucket";
+	if (!ol_s3_bucket_name_ok(r->rt.bucket)) {
+		s3_error(r, OL_S3E_INVALID_BUCKET_NAME, NULL);
+		return;
+	}
+	if (s3_body_slurp(r, 64 * 1024, &body, &len, &b) < 0) {
+		s3_error(r, b.err, b.errmsg);
+		goto out;
+	}
+	if (ol_s3_parse_create_bucket(body, len, loc, sizeof(loc)) < 0) {
+		s3_error(r, OL_S3E_MALFORMED_XML, NULL);
+		goto out;
+	}
+	if (loc[0] && strcmp(loc, r->srv->cfg->region) != 0 && strcmp(loc, "US") != 0) {
+		s3_error(r, OL_S3E_ILLEGAL_LOCATION, NULL);
+		goto out;
+	}
+	const char *lock = ol_http_header(r->h, "x-amz-bucket-object-lock-enabled");
+	if (lock && strcasecmp(lock, "true") == 0) {
+		s3_error(r, OL_S3E_NOT_IMPLEMENTED, "Object lock is not supported");
+		goto out;
+	}
+	int rc = ol_store_bucket_create(r->srv->st, r->rt.bucket);
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
+		goto out;
+	}
+	char where[300];
+	snprintf(where, sizeof(where), "/%s", r->rt.bucket);
+	struct ol_http_header h[1] = {{"Location", where}};
+	s3_send(r, 200, h, 1, NULL, 0);
+out:
+	free(body);
+	s3_body_fini(&b);
+}
+
+static void
+delete_bucket(struct s3_req *r)
+{
+	r->op = "DeleteBucket";
+	int rc = ol_store_bucket_delete(r->srv->st, r->rt.bucket);
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
+		return;
+	}
+	s3_send(r, 204, NULL, 0, NULL, 0);
+}
+
+static void
+get_location(struct s3_req *r)
+{
+	struct ol_s3_buf x = {0};
+	const char *reg = r->srv->cfg->region;
+	r->op = "GetBucketLocation";
+	ol_s3_buf_adds(&x, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<LocationConstraint "
+			   "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
+	if (strcmp(reg, "us-east-1") != 0)
+		ol_s3_xml_esc(&x, reg, strlen(reg));
+	ol_s3_buf_adds(&x, "</LocationConstraint>");
+	s3_send_xml(r, 200, &x);
+}
+
+static void
+get_versioning(struct s3_req *r)
+{
+	struct ol_s3_buf x = {0};
+	r->op = "GetBucketVersioning";
+	ol_s3_buf_adds(&x, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<VersioningConfiguration "
+			   "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"/>");
+	s3_send_xml(r, 200, &x);
+}
+
+/* ---- DeleteObjects ---- */
+
+static void
+delete_result(struct s3_req *r, const struct ol_s3_delete_req *d, const int *rcs)
+{
+	struct ol_s3_buf x = {0};
+	ol_s3_xml_open_root(&x, "DeleteResult");
+	for (unsigned i = 0; i < d->n_keys; i++) {
+		int rc = rcs[i];
+		if (rc == 0 || rc == -ENOENT) {
+			if (d->quiet)
+				continue;
+			ol_s3_buf_adds(&x, "<Deleted>");
+			ol_s3_xml_elemn(&x, "Key", d->keys[i], d->key_lens[i]);
+			ol_s3_buf_adds(&x, "</Deleted>");
+			continue;
+		}
+		const char *code = rc == -EINVAL  ? "InvalidArgument"
+				   : rc == -EIO	  ? "ServiceUnavailable"
+				   : rc == -ENXIO ? "NoSuchBucket"
+						  : "InternalError";
+		ol_s3_buf_adds(&x, "<Error>");
+		ol_s3_xml_elemn(&x, "Key", d->keys[i], d->key_lens[i]);
+		ol_s3_xml_elem(&x, "Code", code);
+		ol_s3_xml_elem(&x, "Message", strerror(-rc));
+		ol_s3_buf_adds(&x, "</Error>");
+	}
+	ol_s3_buf_adds(&x, "</DeleteResult>");
+	s3_send_xml(r, 200, &x);
+}
+
+static bool
+has_any_checksum(struct s3_req *r)
+{
+	static const char *const hs[] = {"content-md5",		  "x-amz-checksum-crc32",
+					 "x-amz-checksum-crc32c", "x-amz-checksum-crc64nvme",
+					 "x-amz-checksum-sha1",	  "x-amz-checksum-sha256",
+					 "x-amz-trailer"};
+	for (size_t i = 0; i < sizeof(hs) / sizeof(hs[0]); i++)
+		if (ol_http_header(r->h, hs[i]))
+			return true;
+	return false;
+}
+
+static void
+delete_objects(struct s3_req *r)
+{
+	struct s3_body b;
+	struct ol_s3_delete_req d = {0};
+	char *body = NULL;
+	size_t len;
+	int *rcs = NULL;
+	r->op = "DeleteObjects";
+	if (!has_any_checksum(r)) {
+		s3_error(r, OL_S3E_INVALID_REQUEST,
+			 "Missing required header for this request: Content-MD5");
+		return;
+	}
+	if (s3_length_check(r, OL_S3_MAX_XML_BODY) < 0)
+		return;
+	if (s3_body_slurp(r, OL_S3_MAX_XML_BODY, &body, &len, &b) < 0) {
+		s3_error(r, b.err, b.errmsg);
+		goto out;
+	}
+	if (ol_s3_parse_delete(body, len, &d) < 0) {
+		s3_error(r, OL_S3E_MALFORMED_XML, NULL);
+		goto out;
+	}
+	if (d.has_version) {
+		s3_error(r, OL_S3E_NOT_IMPLEMENTED, "versioned delete");
+		goto out;
+	}
+	rcs = ol_xcalloc(d.n_keys, sizeof(int));
+	for (unsigned i = 0; i < d.n_keys; i++)
+		rcs[i] = ol_store_delete(r->srv->st, r->rt.bucket, d.keys[i], d.key_lens[i]);
+	delete_result(r, &d, rcs);
+out:
+	free(rcs);
+	ol_s3_delete_free(&d);
+	free(body);
+	s3_body_fini(&b);
+}
+
+/* ---- dispatch ---- */
+
+static bool
+not_implemented_sub(struct s3_req *r)
+{
+	static const char *const subs[] = {"policy",
+					   "policyStatus",
+					   "lifecycle",
+					   "cors",
+					   "encryption",
+					   "tagging",
+					   "logging",
+					   "notification",
+					   "replication",
+					   "website",
+					   "object-lock",
+					   "accelerate",
+					   "analytics",
+					   "inventory",
+					   "metrics",
+					   "ownershipControls",
+					   "publicAccessBlock",
+					   "intelligent-tiering",
+					   "requestPayment",
+					   "versions",
+					   "versioning",
+					   "acl"};
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+		if (ol_s3_query_has(r->query, subs[i])) {
+			s3_error(r, OL_S3E_NOT_IMPLEMENTED, NULL);
+			return true;
+		}
+	}
+	return false;
+}
+
+static void
+bucket_get(struct s3_req *r)
+{
+	if (ol_s3_query_has(r->query, "location"))
+		get_location(r);
+	else if (ol_s3_query_has(r->query, "versioning"))
+		get_versioning(r);
+	else if (ol_s3_query_has(r->query, "acl"))
+		s3_canned_acl(r);
+	else if (ol_s3_query_has(r->query, "uploads"))
+		s3_mpu_list(r);
+	else if (not_implemented_sub(r))
+		return;
+	else {
+		char lt[8];
+		bool v2 = ol_s3_query_get(r->query, "list-type", lt, sizeof(lt)) >= 0 &&
+			  strcmp(lt, "2") == 0;
+		s3_list_objects(r, v2);
+	}
+}
+
+void
+s3_bucket(struct s3_req *r)
+{
+	const char *m = r->h->method;
+	if (strcmp(m, "PUT") == 0) {
+		if (!not_implemented_sub(r))
+			create_bucket(r);
+		return;
+	}
+	if (!s3_bucket_exists(r))
+		return;
+	if (strcmp(m, "HEAD") == 0) {
+		r->op = "HeadBucket";
+		char reg[80];
+		snprintf(reg, sizeof(reg), "%s", r->srv->cfg->region);
+		struct ol_http_header h[1] = {{"x-amz-bucket-region", reg}};
+		s3_send(r, 200, h, 1, NULL, 0);
+	} else if (strcmp(m, "GET") == 0) {
+		bucket_get(r);
+	} else if (strcmp(m, "DELETE") == 0) {
+		if (!not_implemented_sub(r))
+			delete_bucket(r);
+	} else if (strcmp(m, "POST") == 0 && ol_s3_query_has(r->query, "delete")) {
+		delete_objects(r);
+	} else {
+		s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
+	}
+}

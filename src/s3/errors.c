@@ -1,0 +1,108 @@
+/* s3/errors.c - the S3 error table and error documents. */
+#include "s3/s3util.h"
+
+#include <string.h>
+
+static const struct ol_s3_errinfo table[OL_S3E__COUNT] = {
+    [OL_S3E_NONE] = {"OK", 200, "OK"},
+    [OL_S3E_ACCESS_DENIED] = {"AccessDenied", 403, "Access Denied"},
+    [OL_S3E_AUTH_HEADER_MALFORMED] = {"AuthorizationHeaderMalformed", 400,
+				      "The authorization header is malformed"},
+    [OL_S3E_AUTH_QUERY_ERROR] = {"AuthorizationQueryParametersError", 400,
+				 "Error parsing the X-Amz-Credential parameter"},
+    [OL_S3E_BAD_DIGEST] = {"BadDigest", 400,
+			   "The Content-MD5 or checksum you specified did not match what we "
+			   "received."},
+    [OL_S3E_BUCKET_EXISTS_OWNED] = {"BucketAlreadyOwnedByYou", 409,
+				    "Your previous request to create the named bucket "
+				    "succeeded and you already own it."},
+    [OL_S3E_BUCKET_NOT_EMPTY] = {"BucketNotEmpty", 409,
+				 "The bucket you tried to delete is not empty"},
+    [OL_S3E_ENTITY_TOO_LARGE] = {"EntityTooLarge", 400,
+				 "Your proposed upload exceeds the maximum allowed size"},
+    [OL_S3E_ENTITY_TOO_SMALL] = {"EntityTooSmall", 400,
+				 "Your proposed upload is smaller than the minimum allowed "
+				 "object size."},
+    [OL_S3E_INCOMPLETE_BODY] = {"IncompleteBody", 400,
+				"You did not provide the number of bytes specified by the "
+				"Content-Length HTTP header."},
+    [OL_S3E_INTERNAL] = {"InternalError", 500,
+			 "We encountered an internal error. Please try again."},
+    [OL_S3E_INVALID_ACCESS_KEY] = {"InvalidAccessKeyId", 403,
+				   "The AWS Access Key Id you provided does not exist in our "
+				   "records."},
+    [OL_S3E_INVALID_ARGUMENT] = {"InvalidArgument", 400, "Invalid Argument"},
+    [OL_S3E_INVALID_BUCKET_NAME] = {"InvalidBucketName", 400, "The specified bucket is not valid."},
+    [OL_S3E_INVALID_DIGEST] = {"InvalidDigest", 400,
+			       "The Content-MD5 or checksum you specified is not valid."},
+    [OL_S3E_INVALID_PART] = {"InvalidPart", 400,
+			     "One or more of the specified parts could not be found. The part "
+			     "may not have been uploaded, or the specified entity tag may not "
+			     "match the part's entity tag."},
+    [OL_S3E_INVALID_PART_ORDER] = {"InvalidPartOrder", 400,
+				   "The list of parts was not in ascending order. Parts must be "
+				   "ordered by part number."},
+    [OL_S3E_INVALID_RANGE] = {"InvalidRange", 416, "The requested range is not satisfiable"},
+    [OL_S3E_INVALID_REQUEST] = {"InvalidRequest", 400, "Invalid Request"},
+    [OL_S3E_INVALID_URI] = {"InvalidURI", 400, "Couldn't parse the specified URI."},
+    [OL_S3E_KEY_TOO_LONG] = {"KeyTooLongError", 400, "Your key is too long"},
+    [OL_S3E_MALFORMED_XML] = {"MalformedXML", 400,
+			      "The XML you provided was not well-formed or did not validate "
+			      "against our published schema"},
+    [OL_S3E_METHOD_NOT_ALLOWED] = {"MethodNotAllowed", 405,
+				   "The specified method is not allowed against this "
+				   "resource."},
+    [OL_S3E_MISSING_CONTENT_LENGTH] = {"MissingContentLength", 411,
+				       "You must provide the Content-Length HTTP header."},
+    [OL_S3E_NO_SUCH_BUCKET] = {"NoSuchBucket", 404, "The specified bucket does not exist"},
+    [OL_S3E_NO_SUCH_KEY] = {"NoSuchKey", 404, "The specified key does not exist."},
+    [OL_S3E_NO_SUCH_UPLOAD] = {"NoSuchUpload", 404,
+			       "The specified upload does not exist. The upload ID may be "
+			       "invalid, or the upload may have been aborted or completed."},
+    [OL_S3E_NOT_IMPLEMENTED] = {"NotImplemented", 501,
+				"A header or query you provided implies functionality that is "
+				"not implemented."},
+    [OL_S3E_PRECONDITION_FAILED] = {"PreconditionFailed", 412,
+				    "At least one of the pre-conditions you specified did not "
+				    "hold"},
+    [OL_S3E_REQUEST_TIME_SKEWED] = {"RequestTimeTooSkewed", 403,
+				    "The difference between the request time and the current "
+				    "time is too large."},
+    [OL_S3E_SERVICE_UNAVAILABLE] = {"ServiceUnavailable", 503,
+				    "Not enough drives are online to serve this request."},
+    [OL_S3E_SIGNATURE_MISMATCH] = {"SignatureDoesNotMatch", 403,
+				   "The request signature we calculated does not match the "
+				   "signature you provided. Check your key and signing method."},
+    [OL_S3E_SHA256_MISMATCH] = {"XAmzContentSHA256Mismatch", 400,
+				"The provided 'x-amz-content-sha256' header does not match what "
+				"was computed."},
+    [OL_S3E_ILLEGAL_LOCATION] = {"IllegalLocationConstraintException", 400,
+				 "The specified location-constraint is not valid for this "
+				 "endpoint."},
+    [OL_S3E_MISSING_SECURITY_HEADER] = {"MissingSecurityHeader", 400,
+					"Your request is missing a required header."},
+    [OL_S3E_INVALID_STORAGE_CLASS] = {"InvalidStorageClass", 400,
+				      "The storage class you specified is not valid"},
+};
+
+const struct ol_s3_errinfo *
+ol_s3_errinfo(enum ol_s3_err e)
+{
+	if ((int)e < 0 || e >= OL_S3E__COUNT || !table[e].code)
+		return &table[OL_S3E_INTERNAL];
+	return &table[e];
+}
+
+void
+ol_s3_error_xml(struct ol_s3_buf *b, const char *code, const char *message, const char *resource,
+		const char *request_id, const char *extra)
+{
+	ol_s3_buf_adds(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>");
+	ol_s3_xml_elem(b, "Code", code);
+	ol_s3_xml_elem(b, "Message", message ? message : "");
+	if (extra)
+		ol_s3_buf_adds(b, extra);
+	ol_s3_xml_elem(b, "Resource", resource ? resource : "");
+	ol_s3_xml_elem(b, "RequestId", request_id ? request_id : "");
+	ol_s3_buf_adds(b, "</Error>");
+}

@@ -1,0 +1,406 @@
+/* s3/multipart.c - CreateMultipartUpload, UploadPart(Copy), CompleteMultipartUpload,
+ * AbortMultipartUpload, ListParts, ListMultipartUploads. */
+#include "s3/s3int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+
+static int
+upload_id(struct s3_req *r, char *id, size_t cap)
+{
+	long n = ol_s3_query_get(r->query, "uploadId", id, cap);
+	if (n <= 0) {
+		s3_error(r, OL_S3E_NO_SUCH_UPLOAD, NULL);
+		return -1;
+	}
+	return 0;
+}
+
+/* The upload must exist and belong to this key. */
+static int
+upload_check(struct s3_req *r, const char *id)
+{
+	char key[OL_STORE_MAX_KEY + 1];
+	size_t kl = 0, ml;
+	int rc = ol_store_mpu_stat(r->srv->st, r->rt.bucket, id, key, &kl, NULL, 0, &ml);
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
+		return -1;
+	}
+	if (kl != r->rt.key_len || memcmp(key, r->rt.key, kl) != 0) {
+		s3_error(r, OL_S3E_NO_SUCH_UPLOAD, NULL);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+result_head(struct ol_s3_buf *x, struct s3_req *r, const char *root)
+{
+	ol_s3_xml_open_root(x, root);
+	ol_s3_xml_elem(x, "Bucket", r->rt.bucket);
+	ol_s3_xml_elemn(x, "Key", r->rt.key, r->rt.key_len);
+}
+
+void
+s3_mpu_create(struct s3_req *r)
+{
+	struct ol_s3_buf meta = {0}, x = {0};
+	char id[64];
+	r->op = "CreateMultipartUpload";
+	if (!s3_bucket_exists(r))
+		return;
+	s3_meta_from_headers(r, &meta);
+	const char *alg = ol_http_header(r->h, "x-amz-checksum-algorithm");
+	if (alg && ol_cksum_from_name(alg) == OL_CKSUM_NONE) {
+		s3_error(r, OL_S3E_INVALID_REQUEST, "Checksum algorithm provided is unsupported.");
+		goto out;
+	}
+	int rc = ol_store_mpu_create(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, meta.p,
+				     meta.len, id);
+	if (rc < 0) {
+		s3_store_error(r, rc == -ENOENT ? -ENXIO : rc, OL_S3E_NO_SUCH_BUCKET);
+		goto out;
+	}
+	result_head(&x, r, "InitiateMultipartUploadResult");
+	ol_s3_xml_elem(&x, "UploadId", id);
+	ol_s3_buf_adds(&x, "</InitiateMultipartUploadResult>");
+	s3_send_xml(r, 200, &x);
+out:
+	ol_s3_buf_free(&meta);
+}
+
+static int
+part_number(struct s3_req *r, unsigned *pn)
+{
+	char v[16], *end;
+	if (ol_s3_query_get(r->query, "partNumber", v, sizeof(v)) <= 0)
+		goto bad;
+	unsigned long n = strtoul(v, &end, 10);
+	if (*end || n < 1 || n > OL_S3_MAX_PARTS)
+		goto bad;
+	*pn = (unsigned)n;
+	return 0;
+bad:
+	s3_error(r, OL_S3E_INVALID_ARGUMENT,
+		 "Part number must be an integer between 1 and "
+		 "10000, inclusive");
+	return -1;
+}
+
+static void
+part_upload(struct s3_req *r, struct ol_put *p)
+{
+	struct s3_body b;
+	const uint8_t *d;
+	size_t n;
+	char etag[40], q[44];
+	int rc;
+	if (s3_body_init(&b, r, S3_MAX_PART_SIZE) < 0) {
+		s3_error(r, b.err, b.errmsg);
+		goto out;
+	}
+	while ((rc = s3_body_next(&b, &d, &n)) > 0) {
+		int wr = ol_store_put_write(p, d, n);
+		if (wr < 0) {
+			s3_store_error(r, wr, OL_S3E_NO_SUCH_UPLOAD);
+			goto out;
+		}
+	}
+	if (rc < 0) {
+		s3_error(r, b.err, b.errmsg);
+		goto out;
+	}
+	ol_cksum_hex(b.md5_raw, 16, etag);
+	rc = ol_store_put_commit(p, etag, NULL, 0, NULL);
+	p = NULL;
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
+		goto out;
+	}
+	snprintf(q, sizeof(q), "\"%s\"", etag);
+	struct ol_http_header h[2] = {{"ETag", q}};
+	size_t nh = 1;
+	if (b.alg != OL_CKSUM_NONE)
+		h[nh++] = (struct ol_http_header){ol_cksum_header_name(b.alg), b.ck_b64};
+	s3_send(r, 200, h, nh, NULL, 0);
+out:
+	ol_store_put_abort(p);
+	s3_body_fini(&b);
+}
+
+void
+s3_mpu_part(struct s3_req *r)
+{
+	char id[128];
+	unsigned pn;
+	struct ol_put *p = NULL;
+	r->op = "UploadPart";
+	if (!s3_bucket_exists(r) || upload_id(r, id, sizeof(id)) < 0 || part_number(r, &pn) < 0)
+		return;
+	bool copy = ol_http_header(r->h, "x-amz-copy-source") != NULL;
+	if (!copy && s3_length_check(r, S3_MAX_PART_SIZE) < 0)
+		return;
+	if (upload_check(r, id) < 0)
+		return;
+	int rc = ol_store_mpu_part_begin(r->srv->st, r->rt.bucket, id, pn, &p);
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
+		return;
+	}
+	if (copy)
+		s3_mpu_part_copy(r, p);
+	else
+		part_upload(r, p);
+}
+
+/* Validate the Complete list against the uploaded parts; computes the final ETag. */
+static int
+complete_check(struct s3_req *r, const struct ol_s3_complete_req *c,
+	       const struct ol_mpu_part *parts, size_t np, unsigned *nums, char *etag)
+{
+	struct ol_cksum md5;
+	uint8_t raw[OL_CKSUM_MAX_RAW];
+	size_t j = 0;
+	for (unsigned i = 1; i < c->n_parts; i++) {
+		if (c->parts[i].number <= c->parts[i - 1].number) {
+			s3_error(r, OL_S3E_INVALID_PART_ORDER, NULL);
+			return -1;
+		}
+	}
+	ol_cksum_init(&md5, OL_CKSUM_MD5);
+	for (unsigned i = 0; i < c->n_parts; i++) {
+		const struct ol_s3_part_ref *pr = &c->parts[i];
+		while (j < np && parts[j].part_no < pr->number)
+			j++;
+		if (j == np || parts[j].part_no != pr->number ||
+		    strcasecmp(parts[j].etag, pr->etag) != 0 || strlen(parts[j].etag) < 32) {
+			s3_error(r, OL_S3E_INVALID_PART, NULL);
+			goto fail;
+		}
+		if (i + 1 < c->n_parts && parts[j].size < S3_MIN_PART_SIZE) {
+			s3_error(r, OL_S3E_ENTITY_TOO_SMALL, NULL);
+			goto fail;
+		}
+		for (int k = 0; k < 16; k++) {
+			unsigned v;
+			if (sscanf(parts[j].etag + 2 * k, "%2x", &v) != 1) {
+				s3_error(r, OL_S3E_INVALID_PART, NULL);
+				goto fail;
+			}
+			raw[k] = (uint8_t)v;
+		}
+		ol_cksum_update(&md5, raw, 16);
+		nums[i] = pr->number;
+	}
+	ol_cksum_final(&md5, raw);
+	ol_cksum_hex(raw, 16, etag);
+	snprintf(etag + 32, 16, "-%u", c->n_parts);
+	return 0;
+fail:
+	ol_cksum_fini(&md5);
+	return -1;
+}
+
+static void
+complete_respond(struct s3_req *r, const char *etag)
+{
+	struct ol_s3_buf x = {0}, loc = {0};
+	ol_s3_xml_open_root(&x, "CompleteMultipartUploadResult");
+	ol_s3_buf_addf(&loc, "/%s/", r->rt.bucket);
+	ol_s3_url_encode(&loc, r->rt.key, r->rt.key_len);
+	ol_s3_xml_elem(&x, "Location", ol_s3_buf_cstr(&loc));
+	ol_s3_xml_elem(&x, "Bucket", r->rt.bucket);
+	ol_s3_xml_elemn(&x, "Key", r->rt.key, r->rt.key_len);
+	ol_s3_buf_addf(&x, "<ETag>&quot;%s&quot;</ETag>", etag);
+	ol_s3_buf_adds(&x, "</CompleteMultipartUploadResult>");
+	ol_s3_buf_free(&loc);
+	s3_send_xml(r, 200, &x);
+}
+
+void
+s3_mpu_complete(struct s3_req *r)
+{
+	char id[128], etag[64], *body = NULL;
+	size_t len, np = 0;
+	struct s3_body b;
+	struct ol_s3_complete_req c = {0};
+	struct ol_mpu_part *parts = NULL;
+	unsigned *nums = NULL;
+	r->op = "CompleteMultipartUpload";
+	memset(&b, 0, sizeof(b));
+	if (!s3_bucket_exists(r) || upload_id(r, id, sizeof(id)) < 0 || upload_check(r, id) < 0)
+		return;
+	if (s3_body_slurp(r, OL_S3_MAX_XML_BODY, &body, &len, &b) < 0) {
+		s3_error(r, b.err, b.errmsg);
+		goto out;
+	}
+	if (ol_s3_parse_complete(body, len, &c) < 0) {
+		s3_error(r, OL_S3E_MALFORMED_XML, NULL);
+		goto out;
+	}
+	int rc = ol_store_mpu_list_parts(r->srv->st, r->rt.bucket, id, &parts, &np);
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
+		goto out;
+	}
+	nums = ol_xcalloc(c.n_parts, sizeof(unsigned));
+	if (complete_check(r, &c, parts, np, nums, etag) < 0)
+		goto out;
+	rc = ol_store_mpu_complete(r->srv->st, r->rt.bucket, id, nums, c.n_parts, etag, NULL);
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
+		goto out;
+	}
+	complete_respond(r, etag);
+out:
+	free(nums);
+	free(parts);
+	ol_s3_complete_free(&c);
+	free(body);
+	s3_body_fini(&b);
+}
+
+void
+s3_mpu_abort(struct s3_req *r)
+{
+	char id[128];
+	r->op = "AbortMultipartUpload";
+	if (upload_id(r, id, sizeof(id)) < 0 || upload_check(r, id) < 0)
+		return;
+	int rc = ol_store_mpu_abort(r->srv->st, r->rt.bucket, id);
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
+		return;
+	}
+	s3_send(r, 204, NULL, 0, NULL, 0);
+}
+
+static unsigned
+query_uint(struct s3_req *r, const char *name, unsigned dflt, unsigned max)
+{
+	char v[16], *end;
+	if (ol_s3_query_get(r->query, name, v, sizeof(v)) <= 0)
+		return dflt;
+	unsigned long n = strtoul(v, &end, 10);
+	if (*end)
+		return dflt;
+	return n > max ? max : (unsigned)n;
+}
+
+void
+s3_mpu_list_parts(struct s3_req *r)
+{
+	char id[128], date[32];
+	struct ol_mpu_part *parts = NULL;
+	size_t np = 0, i;
+	struct ol_s3_buf x = {0};
+	r->op = "ListParts";
+	if (upload_id(r, id, sizeof(id)) < 0 || upload_check(r, id) < 0)
+		return;
+	unsigned max = query_uint(r, "max-parts", 1000, 1000);
+	unsigned marker = query_uint(r, "part-number-marker", 0, OL_S3_MAX_PARTS);
+	int rc = ol_store_mpu_list_parts(r->srv->st, r->rt.bucket, id, &parts, &np);
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
+		return;
+	}
+	result_head(&x, r, "ListPartsResult");
+	ol_s3_xml_elem(&x, "UploadId", id);
+	ol_s3_xml_elemu(&x, "PartNumberMarker", marker);
+	struct ol_s3_buf body = {0};
+	unsigned count = 0, last = 0;
+	for (i = 0; i < np && count < max; i++) {
+		if (parts[i].part_no <= marker)
+			continue;
+		ol_s3_iso_date(parts[i].mtime_ns / 1000000, date);
+		ol_s3_buf_addf(&body, "<Part><PartNumber>%u</PartNumber>", parts[i].part_no);
+		ol_s3_xml_elem(&body, "LastModified", date);
+		ol_s3_buf_addf(&body, "<ETag>&quot;%s&quot;</ETag>", parts[i].etag);
+		ol_s3_buf_addf(&body, "<Size>%llu</Size></Part>",
+			       (unsigned long long)parts[i].size);
+		count++;
+		last = parts[i].part_no;
+	}
+	bool trunc = false;
+	for (; i < np; i++)
+		trunc |= parts[i].part_no > last;
+	ol_s3_xml_elemu(&x, "NextPartNumberMarker", last);
+	ol_s3_xml_elemu(&x, "MaxParts", max);
+	ol_s3_xml_elem(&x, "IsTruncated", trunc ? "true" : "false");
+	ol_s3_buf_adds(&x, "<Initiator><ID>openlake</ID><DisplayName>openlake</DisplayName>"
+			   "</Initiator><Owner><ID>openlake</ID><DisplayName>openlake"
+			   "</DisplayName></Owner><StorageClass>STANDARD</StorageClass>");
+	if (body.len)
+		ol_s3_buf_add(&x, body.p, body.len);
+	ol_s3_buf_free(&body);
+	ol_s3_buf_adds(&x, "</ListPartsResult>");
+	free(parts);
+	s3_send_xml(r, 200, &x);
+}
+
+struct mpu_list_ctx {
+	struct ol_s3_buf *x;
+	const char *prefix;
+	size_t prefix_len;
+	unsigned count, max;
+	bool truncated;
+};
+
+static int
+mpu_cb(const char *key, size_t kl, const char *id, int64_t init_ns, void *arg)
+{
+	struct mpu_list_ctx *c = arg;
+	char date[32];
+	if (kl < c->prefix_len || memcmp(key, c->prefix, c->prefix_len) != 0)
+		return 0;
+	if (c->count >= c->max) {
+		c->truncated = true;
+		return 1;
+	}
+	c->count++;
+	ol_s3_iso_date(init_ns / 1000000, date);
+	ol_s3_buf_adds(c->x, "<Upload>");
+	ol_s3_xml_elemn(c->x, "Key", key, kl);
+	ol_s3_xml_elem(c->x, "UploadId", id);
+	ol_s3_buf_adds(c->x, "<Initiator><ID>openlake</ID><DisplayName>openlake</DisplayName>"
+			     "</Initiator><Owner><ID>openlake</ID><DisplayName>openlake"
+			     "</DisplayName></Owner><StorageClass>STANDARD</StorageClass>");
+	ol_s3_xml_elem(c->x, "Initiated", date);
+	ol_s3_buf_adds(c->x, "</Upload>");
+	return 0;
+}
+
+void
+s3_mpu_list(struct s3_req *r)
+{
+	struct ol_s3_buf x = {0}, ups = {0};
+	char prefix[OL_S3_MAX_KEY + 1];
+	r->op = "ListMultipartUploads";
+	long pl = ol_s3_query_get(r->query, "prefix", prefix, sizeof(prefix));
+	if (pl < 0)
+		prefix[0] = '\0', pl = 0;
+	struct mpu_list_ctx c = {
+	    &ups, prefix, (size_t)pl, 0, query_uint(r, "max-uploads", 1000, 1000), false};
+	int rc = ol_store_mpu_list(r->srv->st, r->rt.bucket, mpu_cb, &c);
+	if (rc < 0) {
+		ol_s3_buf_free(&ups);
+		s3_store_error(r, rc == -ENOENT ? -ENXIO : rc, OL_S3E_NO_SUCH_BUCKET);
+		return;
+	}
+	ol_s3_xml_open_root(&x, "ListMultipartUploadsResult");
+	ol_s3_xml_elem(&x, "Bucket", r->rt.bucket);
+	ol_s3_buf_adds(&x, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>");
+	ol_s3_xml_elem(&x, "Prefix", prefix);
+	ol_s3_xml_elemu(&x, "MaxUploads", c.max);
+	ol_s3_xml_elem(&x, "IsTruncated", c.truncated ? "true" : "false");
+	if (ups.len)
+		ol_s3_buf_add(&x, ups.p, ups.len);
+	ol_s3_buf_free(&ups);
+	ol_s3_buf_adds(&x, "</ListMultipartUploadsResult>");
+	s3_send_xml(r, 200, &x);
+}

@@ -1,0 +1,680 @@
+/* s3/object.c - object handlers: PUT (and CopyObject), GET, HEAD, DELETE, sub-resources. */
+#include "s3/s3int.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+
+static const char *const std_headers[][2] = {
+    {"content-type", "Content-Type"},
+    {"cache-control", "Cache-Control"},
+    {"content-disposition", "Content-Disposition"},
+    {"content-encoding", "Content-Encoding"},
+    {"content-language", "Content-Language"},
+    {"expires", "Expires"},
+};
+
+static void
+etag_quoted(const char *etag, char *out, size_t cap)
+{
+	snprintf(out, cap, "\"%s\"", etag);
+}
+
+/* ---- PUT ---- */
+
+static int
+put_stream(struct s3_req *r, struct ol_put *p, struct s3_body *b)
+{
+	const uint8_t *d;
+	size_t n;
+	int rc;
+	while ((rc = s3_body_next(b, &d, &n)) > 0) {
+		int wr = ol_store_put_write(p, d, n);
+		if (wr < 0) {
+			s3_store_error(r, wr, OL_S3E_NO_SUCH_BUCKET);
+			return -1;
+		}
+	}
+	if (rc < 0) {
+		s3_error(r, b->err, b->errmsg);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+put_respond(struct s3_req *r, const char *etag, const struct s3_body *b)
+{
+	char q[OL_STORE_ETAG_MAX + 4];
+	char hn[40];
+	struct ol_http_header h[3];
+	size_t n = 0;
+	etag_quoted(etag, q, sizeof(q));
+	h[n++] = (struct ol_http_header){"ETag", q};
+	if (b && b->alg != OL_CKSUM_NONE && b->ck_b64[0]) {
+		snprintf(hn, sizeof(hn), "%s", ol_cksum_header_name(b->alg));
+		h[n++] = (struct ol_http_header){hn, b->ck_b64};
+	}
+	s3_send(r, 200, h, n, NULL, 0);
+}
+
+static void
+put_object(struct s3_req *r)
+{
+	struct ol_s3_buf meta = {0};
+	struct s3_body b;
+	struct ol_put *p = NULL;
+	char etag[40];
+	r->op = "PutObject";
+	if (s3_length_check(r, r->srv->max_object_size) < 0 || !s3_bucket_exists(r))
+		return;
+	if (s3_body_init(&b, r, r->srv->max_object_size) < 0) {
+		s3_error(r, b.err, b.errmsg);
+		goto out;
+	}
+	int rc =
+	    ol_store_put_begin(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, b.expect, &p);
+	if (rc < 0) {
+		s3_store_error(r, rc == -ENOENT ? -ENXIO : rc, OL_S3E_NO_SUCH_BUCKET);
+		goto out;
+	}
+	if (put_stream(r, p, &b) < 0)
+		goto out;
+	s3_meta_from_headers(r, &meta);
+	if (b.alg != OL_CKSUM_NONE)
+		ol_s3_meta_add(&meta, ol_cksum_header_name(b.alg), b.ck_b64);
+	if (meta.len > OL_STORE_MAX_META - 64) {
+		s3_error_code(r, "MetadataTooLarge", 400,
+			      "Your metadata headers exceed the maximum allowed metadata size.",
+			      NULL);
+		goto out;
+	}
+	ol_cksum_hex(b.md5_raw, 16, etag);
+	rc = ol_store_put_commit(p, etag, meta.p, meta.len, NULL);
+	p = NULL;
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
+		goto out;
+	}
+	put_respond(r, etag, &b);
+out:
+	ol_store_put_abort(p);
+	s3_body_fini(&b);
+	ol_s3_buf_free(&meta);
+}
+
+/* ---- CopyObject ---- */
+
+int
+s3_copy_source(struct s3_req *r, char *bucket, size_t bcap, char *key, size_t *klen)
+{
+	const char *src = ol_http_header(r->h, "x-amz-copy-source");
+	char dec[OL_S3_MAX_KEY + 300];
+	const char *q = strstr(src, "?versionId=");
+	size_t sl = q ? (size_t)(q - src) : strlen(src);
+	long n = ol_s3_pct_decode(src, sl, dec, sizeof(dec), false);
+	if (q && strcmp(q + 11, "null") != 0) {
+		s3_error(r, OL_S3E_NOT_IMPLEMENTED, "versionId in x-amz-copy-source");
+		return -1;
+	}
+	if (n < 0) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT, "Invalid copy source encoding");
+		return -1;
+	}
+	const char *s = dec[0] == '/' ? dec + 1 : dec;
+	const char *slash = strchr(s, '/');
+	size_t bl = slash ? (size_t)(slash - s) : 0;
+	size_t kl = slash ? strlen(slash + 1) : 0;
+	if (!slash || bl == 0 || bl >= bcap || kl == 0 || kl > OL_S3_MAX_KEY) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT,
+			 "Copy Source must mention the source bucket "
+			 "and key: sourcebucket/sourcekey");
+		return -1;
+	}
+	memcpy(bucket, s, bl);
+	bucket[bl] = '\0';
+	memcpy(key, slash + 1, kl);
+	key[kl] = '\0';
+	*klen = kl;
+	return 0;
+}
+
+/* Copy the checksum entries of a source blob into meta (kept under REPLACE too). */
+static void
+meta_keep_checksums(const struct ol_obj_info *si, struct ol_s3_buf *meta)
+{
+	size_t pos = 0;
+	struct ol_s3_meta_kv kv;
+	while (ol_s3_meta_next(si->meta, si->meta_len, &pos, &kv)) {
+		if (kv.name_len > 15 && strncmp(kv.name, "x-amz-checksum-", 15) == 0)
+			ol_s3_buf_addf(meta, "%.*s: %.*s\n", (int)kv.name_len, kv.name,
+				       (int)kv.value_len, kv.value);
+	}
+}
+
+static int
+copy_stream(struct s3_req *r, struct ol_get *g, uint64_t off, uint64_t len, struct ol_put *p,
+	    uint8_t md5[OL_CKSUM_MAX_RAW])
+{
+	struct ol_cksum c;
+	uint8_t *buf = ol_xmalloc(S3_IO_BUF);
+	int ret = -1;
+	ol_cksum_init(&c, OL_CKSUM_MD5);
+	while (len > 0) {
+		size_t want = len < S3_IO_BUF ? (size_t)len : S3_IO_BUF;
+		ssize_t n = ol_store_get_read(g, off, buf, want);
+		if (n <= 0) {
+			s3_store_error(r, n < 0 ? (int)n : -EIO, OL_S3E_NO_SUCH_KEY);
+			goto out;
+		}
+		int rc = ol_store_put_write(p, buf, (size_t)n);
+		if (rc < 0) {
+			s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
+			goto out;
+		}
+		ol_cksum_update(&c, buf, (size_t)n);
+		off += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	ol_cksum_final(&c, md5);
+	ret = 0;
+out:
+	ol_cksum_fini(&c);
+	free(buf);
+	return ret;
+}
+
+static void
+copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mtime_ns)
+{
+	struct ol_s3_buf x = {0};
+	char date[32], q[OL_STORE_ETAG_MAX + 4];
+	ol_s3_iso_date(mtime_ns / 1000000, date);
+	etag_quoted(etag, q, sizeof(q));
+	ol_s3_xml_open_root(&x, root);
+	ol_s3_xml_elem(&x, "LastModified", date);
+	ol_s3_xml_elem(&x, "ETag", q);
+	ol_s3_buf_addf(&x, "</%s>", root);
+	s3_send_xml(r, 200, &x);
+}
+
+static void
+copy_object(struct s3_req *r)
+{
+	char sb[256], sk[OL_S3_MAX_KEY + 1], etag[40];
+	size_t skl;
+	struct ol_get *g = NULL;
+	struct ol_put *p = NULL;
+	struct ol_obj_info si, di;
+	struct ol_s3_buf meta = {0};
+	uint8_t md5[OL_CKSUM_MAX_RAW];
+	r->op = "CopyObject";
+	if (s3_copy_source(r, sb, sizeof(sb), sk, &skl) < 0 || !s3_bucket_exists(r))
+		return;
+	const char *dir = ol_http_header(r->h, "x-amz-metadata-directive");
+	bool replace = dir && strcasecmp(dir, "REPLACE") == 0;
+	if (dir && !replace && strcasecmp(dir, "COPY") != 0) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT, "Unknown metadata directive.");
+		return;
+	}
+	if (!replace && strcmp(sb, r->rt.bucket) == 0 && skl == r->rt.key_len &&
+	    memcmp(sk, r->rt.key, skl) == 0) {
+		s3_error(r, OL_S3E_INVALID_REQUEST,
+			 "This copy request is illegal because it is trying to copy an object to "
+			 "itself without changing the object's metadata, storage class, website "
+			 "redirect location or encryption attributes.");
+		return;
+	}
+	int rc = ol_store_get_open(r->srv->st, sb, sk, skl, &g, &si);
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
+		return;
+	}
+	if (si.size > r->srv->max_object_size) {
+		s3_error(r, OL_S3E_INVALID_REQUEST,
+			 "The specified copy source is larger than the "
+			 "maximum allowable size for a copy source");
+		goto out;
+	}
+	if (replace) {
+		s3_meta_from_headers(r, &meta);
+		meta_keep_checksums(&si, &meta);
+	} else {
+		ol_s3_buf_add(&meta, si.meta, si.meta_len);
+	}
+	rc = ol_store_put_begin(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len,
+				(int64_t)si.size, &p);
+	if (rc < 0) {
+		s3_store_error(r, rc == -ENOENT ? -ENXIO : rc, OL_S3E_NO_SUCH_BUCKET);
+		goto out;
+	}
+	if (copy_stream(r, g, 0, si.size, p, md5) < 0)
+		goto out;
+	ol_cksum_hex(md5, 16, etag);
+	rc = ol_store_put_commit(p, etag, meta.p, meta.len, &di);
+	p = NULL;
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
+		goto out;
+	}
+	copy_respond(r, "CopyObjectResult", etag, di.mtime_ns);
+out:
+	ol_store_put_abort(p);
+	ol_store_get_close(g);
+	ol_s3_buf_free(&meta);
+}
+
+/* UploadPartCopy: x-amz-copy-source (+ x-amz-copy-source-range) into a part. */
+void
+s3_mpu_part_copy(struct s3_req *r, struct ol_put *p)
+{
+	char sb[256], sk[OL_S3_MAX_KEY + 1], etag[40];
+	size_t skl;
+	struct ol_get *g = NULL;
+	struct ol_obj_info si, di;
+	uint8_t md5[OL_CKSUM_MAX_RAW];
+	uint64_t off = 0, len;
+	r->op = "UploadPartCopy";
+	if (s3_copy_source(r, sb, sizeof(sb), sk, &skl) < 0)
+		goto out;
+	int rc = ol_store_get_open(r->srv->st, sb, sk, skl, &g, &si);
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
+		goto out;
+	}
+	len = si.size;
+	const char *range = ol_http_header(r->h, "x-amz-copy-source-range");
+	if (range && ol_s3_range_parse(range, si.size, &off, &len) != 1) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT,
+			 "Range specified is not valid for source "
+			 "object");
+		goto out;
+	}
+	if (len > S3_MAX_PART_SIZE) {
+		s3_error(r, OL_S3E_ENTITY_TOO_LARGE, NULL);
+		goto out;
+	}
+	if (copy_stream(r, g, off, len, p, md5) < 0)
+		goto out;
+	ol_cksum_hex(md5, 16, etag);
+	rc = ol_store_put_commit(p, etag, NULL, 0, &di);
+	p = NULL;
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
+		goto out;
+	}
+	copy_respond(r, "CopyPartResult", etag, di.mtime_ns);
+out:
+	ol_store_put_abort(p);
+	ol_store_get_close(g);
+}
+
+/* ---- GET / HEAD ---- */
+
+static bool
+etag_match(const char *list, const char *etag)
+{
+	const char *p = list;
+	size_t el = strlen(etag);
+	while (*p) {
+		while (*p == ' ' || *p == ',')
+			p++;
+		if (*p == '*')
+			return true;
+		if (strncmp(p, "W/", 2) == 0)
+			p += 2;
+		if (*p == '"')
+			p++;
+		if (strncmp(p, etag, el) == 0 &&
+		    (p[el] == '"' || p[el] == ',' || !p[el] || p[el] == ' '))
+			return true;
+		while (*p && *p != ',')
+			p++;
+	}
+	return false;
+}
+
+/* 0 = go on, else the status to answer (304 / 412). */
+static int
+conditionals(struct s3_req *r, const struct ol_obj_info *in)
+{
+	const char *im = ol_http_header(r->h, "if-match");
+	const char *inm = ol_http_header(r->h, "if-none-match");
+	const char *ims = ol_http_header(r->h, "if-modified-since");
+	const char *ius = ol_http_header(r->h, "if-unmodified-since");
+	int64_t secs, mt = in->mtime_ns / 1000000000;
+	if (im && !etag_match(im, in->etag))
+		return 412;
+	if (!im && ius && ol_s3_parse_http_date(ius, &secs) == 0 && mt > secs)
+		return 412;
+	if (inm && etag_match(inm, in->etag))
+		return 304;
+	if (!inm && ims && ol_s3_parse_http_date(ims, &secs) == 0 && mt <= secs)
+		return 304;
+	return 0;
+}
+
+struct obj_headers {
+	struct ol_http_header h[64];
+	size_t n;
+	char etag[OL_STORE_ETAG_MAX + 4], date[32], crange[80], names[32][64];
+	struct ol_s3_buf vals; /* NUL-separated copies of values */
+	size_t voff[64];
+	size_t nv;
+};
+
+static void
+oh_add(struct obj_headers *o, const char *name, const char *v, size_t vl)
+{
+	if (o->n >= 56 || o->nv >= 64)
+		return;
+	o->voff[o->nv++] = o->vals.len;
+	ol_s3_buf_add(&o->vals, v, vl);
+	ol_s3_buf_add(&o->vals, "", 1);
+	o->h[o->n++] = (struct ol_http_header){name, NULL};
+}
+
+/* Resolve value pointers once the value buffer no longer moves. */
+static void
+oh_fix(struct obj_headers *o)
+{
+	size_t vi = 0;
+	for (size_t i = 0; i < o->n; i++)
+		if (!o->h[i].value)
+			o->h[i].value = o->vals.p + o->voff[vi++];
+}
+
+static const char *
+std_name(const char *n, size_t nl)
+{
+	for (size_t i = 0; i < sizeof(std_headers) / sizeof(std_headers[0]); i++)
+		if (strlen(std_headers[i][0]) == nl && strncmp(std_headers[i][0], n, nl) == 0)
+			return std_headers[i][1];
+	return NULL;
+}
+
+static const char *
+response_override(struct s3_req *r, const char *std, char *buf, size_t cap)
+{
+	char qn[64];
+	snprintf(qn, sizeof(qn), "response-%s", std);
+	for (char *c = qn; *c; c++)
+		*c = (char)tolower((unsigned char)*c);
+	return ol_s3_query_get(r->query, qn, buf, cap) >= 0 ? buf : NULL;
+}
+
+static void
+meta_headers(struct s3_req *r, const struct ol_obj_info *in, struct obj_headers *o, bool full)
+{
+	size_t pos = 0;
+	struct ol_s3_meta_kv kv;
+	bool cks = full && ol_http_header(r->h, "x-amz-checksum-mode") &&
+		   strcasecmp(ol_http_header(r->h, "x-amz-checksum-mode"), "ENABLED") == 0;
+	unsigned nn = 0;
+	while (ol_s3_meta_next(in->meta, in->meta_len, &pos, &kv) && nn < 32) {
+		const char *sn = std_name(kv.name, kv.name_len);
+		bool user = kv.name_len > 11 && strncmp(kv.name, "x-amz-meta-", 11) == 0;
+		bool ck = kv.name_len > 15 && strncmp(kv.name, "x-amz-checksum-", 15) == 0;
+		if (!sn && !user && !(ck && cks))
+			continue;
+		char ov[1024];
+		if (sn && response_override(r, sn, ov, sizeof(ov)))
+			continue;
+		if (!sn) {
+			size_t l = kv.name_len < 63 ? kv.name_len : 63;
+			memcpy(o->names[nn], kv.name, l);
+			o->names[nn][l] = '\0';
+			sn = o->names[nn++];
+		}
+		oh_add(o, sn, kv.value, kv.value_len);
+	}
+	for (size_t i = 0; i < sizeof(std_headers) / sizeof(std_headers[0]); i++) {
+		char ov[1024];
+		if (response_override(r, std_headers[i][1], ov, sizeof(ov)))
+			oh_add(o, std_headers[i][1], ov, strlen(ov));
+	}
+}
+
+static void
+obj_headers_build(struct s3_req *r, const struct ol_obj_info *in, struct obj_headers *o, bool full)
+{
+	memset(o, 0, sizeof(*o));
+	etag_quoted(in->etag, o->etag, sizeof(o->etag));
+	ol_s3_http_date(in->mtime_ns / 1000000, o->date);
+	o->h[o->n++] = (struct ol_http_header){"ETag", o->etag};
+	o->h[o->n++] = (struct ol_http_header){"Last-Modified", o->date};
+	o->h[o->n++] = (struct ol_http_header){"Accept-Ranges", "bytes"};
+	if (in->n_parts) {
+		char pc[16];
+		snprintf(pc, sizeof(pc), "%u", in->n_parts);
+		oh_add(o, "x-amz-mp-parts-count", pc, strlen(pc));
+	}
+	meta_headers(r, in, o, full);
+}
+
+static void
+send_range_error(struct s3_req *r, uint64_t size)
+{
+	char cr[64];
+	struct ol_s3_buf b = {0}, res = {0};
+	snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
+	struct ol_http_header h[1] = {{"Content-Range", cr}};
+	ol_s3_buf_addf(&res, "/%s/%.*s", r->rt.bucket, (int)r->rt.key_len, r->rt.key);
+	ol_s3_error_xml(&b, "InvalidRange", "The requested range is not satisfiable",
+			ol_s3_buf_cstr(&res), r->reqid, NULL);
+	ol_s3_buf_free(&res);
+	s3_send(r, 416, h, 1, b.p, b.len);
+	ol_s3_buf_free(&b);
+}
+
+static int
+stream_body(struct s3_req *r, struct ol_get *g, uint64_t off, uint64_t len, uint8_t *buf,
+	    size_t first)
+{
+	int rc = ol_http_write(r->h, buf, first);
+	off += first;
+	len -= first;
+	while (rc == 0 && len > 0) {
+		size_t want = len < S3_IO_BUF ? (size_t)len : S3_IO_BUF;
+		ssize_t n = ol_store_get_read(g, off, buf, want);
+		if (n <= 0) {
+			ol_err("s3 %s: read of %s at %llu failed (%zd): closing", r->reqid,
+			       r->h->target, (unsigned long long)off, n);
+			return -1; /* short body: the http layer closes the connection */
+		}
+		rc = ol_http_write(r->h, buf, (size_t)n);
+		off += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	return rc;
+}
+
+static void
+get_object(struct s3_req *r, bool head)
+{
+	struct ol_get *g = NULL;
+	struct ol_obj_info in;
+	struct obj_headers *o = NULL;
+	uint8_t *buf = NULL;
+	uint64_t off = 0, len;
+	r->op = head ? "HeadObject" : "GetObject";
+	int rc = ol_store_get_open(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, &g, &in);
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
+		return;
+	}
+	int cond = conditionals(r, &in);
+	if (cond == 412) {
+		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
+		goto out;
+	}
+	int rr = ol_s3_range_parse(ol_http_header(r->h, "range"), in.size, &off, &len);
+	if (rr == 0)
+		len = in.size;
+	o = ol_xmalloc(sizeof(*o));
+	obj_headers_build(r, &in, o, rr == 0);
+	if (cond == 304) {
+		oh_fix(o);
+		s3_send(r, 304, o->h, o->n, NULL, 0);
+		goto out;
+	}
+	if (rr < 0) {
+		send_range_error(r, in.size);
+		goto out;
+	}
+	size_t first = 0;
+	if (!head && len > 0) {
+		buf = ol_xmalloc(S3_IO_BUF);
+		ssize_t n =
+		    ol_store_get_read(g, off, buf, len < S3_IO_BUF ? (size_t)len : S3_IO_BUF);
+		if (n <= 0) {
+			s3_store_error(r, n < 0 ? (int)n : -EIO, OL_S3E_NO_SUCH_KEY);
+			goto out;
+		}
+		first = (size_t)n;
+	}
+	if (rr == 1) {
+		snprintf(o->crange, sizeof(o->crange), "bytes %llu-%llu/%llu",
+			 (unsigned long long)off, (unsigned long long)(off + len - 1),
+			 (unsigned long long)in.size);
+		o->h[o->n++] = (struct ol_http_header){"Content-Range", o->crange};
+	}
+	oh_fix(o);
+	o->n = s3_common_headers(r, o->h, o->n);
+	r->status = rr == 1 ? 206 : 200;
+	r->responded = true;
+	if (ol_http_respond(r->h, r->status, o->h, o->n, (int64_t)len) == 0) {
+		if (!head && len > 0)
+			stream_body(r, g, off, len, buf, first);
+		ol_http_finish(r->h);
+	}
+out:
+	if (o)
+		ol_s3_buf_free(&o->vals);
+	free(o);
+	free(buf);
+	ol_store_get_close(g);
+}
+
+static void
+head_object(struct s3_req *r)
+{
+	get_object(r, true);
+}
+
+/* ---- DELETE ---- */
+
+static void
+delete_object(struct s3_req *r)
+{
+	r->op = "DeleteObject";
+	int rc = ol_store_delete(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len);
+	if (rc < 0 && rc != -ENOENT) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
+		return;
+	}
+	s3_send(r, 204, NULL, 0, NULL, 0);
+}
+
+/* ---- ACL (canned) ---- */
+
+void
+s3_canned_acl(struct s3_req *r)
+{
+	struct ol_s3_buf x = {0};
+	r->op = "GetAcl";
+	ol_s3_xml_open_root(&x, "AccessControlPolicy");
+	ol_s3_buf_adds(&x, "<Owner><ID>openlake</ID><DisplayName>openlake</DisplayName></Owner>"
+			   "<AccessControlList><Grant><Grantee "
+			   "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
+			   "xsi:type=\"CanonicalUser\"><ID>openlake</ID><DisplayName>openlake"
+			   "</DisplayName></Grantee><Permission>FULL_CONTROL</Permission></Grant>"
+			   "</AccessControlList></AccessControlPolicy>");
+	s3_send_xml(r, 200, &x);
+}
+
+static bool
+unsupported_sub(struct s3_req *r)
+{
+	static const char *const subs[] = {"tagging", "retention", "legal-hold", "torrent",
+					   "restore", "select",	   "attributes", "versionId"};
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+		if (!ol_s3_query_has(r->query, subs[i]))
+			continue;
+		if (strcmp(subs[i], "versionId") == 0) {
+			char v[64];
+			if (ol_s3_query_get(r->query, "versionId", v, sizeof(v)) >= 0 &&
+			    (v[0] == '\0' || strcmp(v, "null") == 0))
+				continue;
+		}
+		s3_error(r, OL_S3E_NOT_IMPLEMENTED, NULL);
+		return true;
+	}
+	return false;
+}
+
+static void
+object_put(struct s3_req *r)
+{
+	bool part =
+	    ol_s3_query_has(r->query, "uploadId") || ol_s3_query_has(r->query, "partNumber");
+	if (part) {
+		s3_mpu_part(r);
+	} else if (ol_s3_query_has(r->query, "acl")) {
+		s3_error(r, OL_S3E_NOT_IMPLEMENTED, NULL);
+	} else if (unsupported_sub(r)) {
+		return;
+	} else if (ol_http_header(r->h, "x-amz-copy-source")) {
+		copy_object(r);
+	} else {
+		put_object(r);
+	}
+}
+
+void
+s3_object(struct s3_req *r)
+{
+	const char *m = r->h->method;
+	if (r->rt.key_len > OL_S3_MAX_KEY) {
+		s3_error(r, OL_S3E_KEY_TOO_LONG, NULL);
+		return;
+	}
+	if (strcmp(m, "PUT") == 0) {
+		object_put(r);
+		return;
+	}
+	if (strcmp(m, "POST") == 0) {
+		if (ol_s3_query_has(r->query, "uploads"))
+			s3_mpu_create(r);
+		else if (ol_s3_query_has(r->query, "uploadId"))
+			s3_mpu_complete(r);
+		else
+			s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
+		return;
+	}
+	if (!s3_bucket_exists(r))
+		return;
+	if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
+		if (ol_s3_query_has(r->query, "uploadId") && m[0] == 'G')
+			s3_mpu_list_parts(r);
+		else if (ol_s3_query_has(r->query, "acl") && m[0] == 'G')
+			s3_canned_acl(r);
+		else if (unsupported_sub(r))
+			return;
+		else if (m[0] == 'G')
+			get_object(r, false);
+		else
+			head_object(r);
+	} else if (strcmp(m, "DELETE") == 0) {
+		if (ol_s3_query_has(r->query, "uploadId"))
+			s3_mpu_abort(r);
+		else if (!unsupported_sub(r))
+			delete_object(r);
+	} else {
+		s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
+	}
+}

@@ -1,0 +1,346 @@
+/* s3/xmlparse.c - bounded expat parsers for S3 request bodies (Complete, Delete,
+ * CreateBucketConfiguration). No DTDs, no entities beyond the predefined ones. */
+#include "s3/s3util.h"
+
+#include <errno.h>
+#include <expat.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+
+#define XP_DEPTH 8
+#define XP_TEXT	 (OL_S3_MAX_KEY * 6 + 16)
+
+struct xp;
+typedef int (*xp_end_fn)(struct xp *x, const char *text, size_t n);
+
+struct xp {
+	XML_Parser p;
+	int depth;
+	const char *path[XP_DEPTH]; /* local names, borrowed from a static table or strdup'd */
+	char names[XP_DEPTH][32];
+	char text[XP_TEXT];
+	size_t text_len;
+	int err;
+	xp_end_fn on_end;
+	void *arg;
+};
+
+static const char *
+local_name(const char *n)
+{
+	const char *c = strrchr(n, ':');
+	return c ? c + 1 : n;
+}
+
+static void
+xp_fail(struct xp *x, int err)
+{
+	if (!x->err)
+		x->err = err;
+	XML_StopParser(x->p, XML_FALSE);
+}
+
+static void XMLCALL
+xp_start(void *ud, const XML_Char *name, const XML_Char **attrs)
+{
+	struct xp *x = ud;
+	(void)attrs;
+	if (x->depth >= XP_DEPTH) {
+		xp_fail(x, -EBADMSG);
+		return;
+	}
+	const char *ln = local_name(name);
+	size_t n = strlen(ln);
+	if (n >= sizeof(x->names[0]))
+		n = sizeof(x->names[0]) - 1;
+	memcpy(x->names[x->depth], ln, n);
+	x->names[x->depth][n] = '\0';
+	x->path[x->depth] = x->names[x->depth];
+	x->depth++;
+	x->text_len = 0;
+}
+
+static void XMLCALL
+xp_end(void *ud, const XML_Char *name)
+{
+	struct xp *x = ud;
+	(void)name;
+	x->text[x->text_len] = '\0';
+	if (x->on_end && x->on_end(x, x->text, x->text_len) < 0) {
+		xp_fail(x, -EBADMSG);
+		return;
+	}
+	x->depth--;
+	x->text_len = 0;
+}
+
+static void XMLCALL
+xp_chars(void *ud, const XML_Char *s, int len)
+{
+	struct xp *x = ud;
+	if (x->text_len + (size_t)len >= sizeof(x->text)) {
+		xp_fail(x, -EBADMSG);
+		return;
+	}
+	memcpy(x->text + x->text_len, s, (size_t)len);
+	x->text_len += (size_t)len;
+}
+
+static void XMLCALL
+xp_doctype(void *ud, const XML_Char *name, const XML_Char *sysid, const XML_Char *pubid,
+	   int has_internal)
+{
+	(void)name, (void)sysid, (void)pubid, (void)has_internal;
+	xp_fail(ud, -EBADMSG);
+}
+
+/* Is the element stack exactly (root, a, b...)? */
+static bool
+at(const struct xp *x, int depth, const char *a, const char *b, const char *c)
+{
+	const char *want[3] = {a, b, c};
+	if (x->depth != depth)
+		return false;
+	for (int i = 0; i < depth && i < 3; i++)
+		if (strcmp(x->path[i], want[i]) != 0)
+			return false;
+	return true;
+}
+
+static int
+xp_run(struct xp *x, const char *xml, size_t n)
+{
+	if (n > OL_S3_MAX_XML_BODY)
+		return -EBADMSG;
+	x->p = XML_ParserCreate("UTF-8");
+	if (!x->p)
+		ol_die("expat: out of memory");
+	XML_SetUserData(x->p, x);
+	XML_SetElementHandler(x->p, xp_start, xp_end);
+	XML_SetCharacterDataHandler(x->p, xp_chars);
+	XML_SetStartDoctypeDeclHandler(x->p, xp_doctype);
+	enum XML_Status st = XML_Parse(x->p, xml, (int)n, XML_TRUE);
+	XML_ParserFree(x->p);
+	if (x->err)
+		return x->err;
+	return st == XML_STATUS_OK ? 0 : -EBADMSG;
+}
+
+/* ---- CompleteMultipartUpload ---- */
+
+struct complete_ctx {
+	struct ol_s3_complete_req *out;
+	unsigned cap;
+	struct ol_s3_part_ref cur;
+	bool have_num, have_etag;
+};
+
+static int
+parse_uint(const char *s, unsigned max, unsigned *out)
+{
+	char *end;
+	while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r')
+		s++;
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	unsigned long v = strtoul(s, &end, 10);
+	while (*end == ' ' || *end == '\n' || *end == '\t' || *end == '\r')
+		end++;
+	if (*end || v > max)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int
+etag_norm(const char *s, size_t n, char *out, size_t cap)
+{
+	while (n && (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r' || *s == '"'))
+		s++, n--;
+	while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\t' || s[n - 1] == '\r' ||
+		     s[n - 1] == '"'))
+		n--;
+	if (n == 0 || n >= cap)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		out[i] = (s[i] >= 'A' && s[i] <= 'Z') ? (char)(s[i] + 32) : s[i];
+	out[n] = '\0';
+	return 0;
+}
+
+static int
+complete_end(struct xp *x, const char *t, size_t n)
+{
+	struct complete_ctx *c = x->arg;
+	if (x->depth == 1)
+		return strcmp(x->path[0], "CompleteMultipartUpload") == 0 ? 0 : -1;
+	if (at(x, 3, "CompleteMultipartUpload", "Part", "PartNumber")) {
+		c->have_num = true;
+		return parse_uint(t, 1000000, &c->cur.number);
+	}
+	if (at(x, 3, "CompleteMultipartUpload", "Part", "ETag")) {
+		c->have_etag = true;
+		return etag_norm(t, n, c->cur.etag, sizeof(c->cur.etag));
+	}
+	if (!at(x, 2, "CompleteMultipartUpload", "Part", NULL))
+		return 0;
+	if (!c->have_num || !c->have_etag || c->out->n_parts >= OL_S3_MAX_PARTS)
+		return -1;
+	if (c->out->n_parts == c->cap) {
+		c->cap = c->cap ? c->cap * 2 : 16;
+		c->out->parts = ol_xrealloc(c->out->parts, c->cap * sizeof(*c->out->parts));
+	}
+	c->out->parts[c->out->n_parts++] = c->cur;
+	memset(&c->cur, 0, sizeof(c->cur));
+	c->have_num = c->have_etag = false;
+	return 0;
+}
+
+int
+ol_s3_parse_complete(const char *xml, size_t n, struct ol_s3_complete_req *out)
+{
+	struct complete_ctx c = {.out = out};
+	struct xp *x = ol_xcalloc(1, sizeof(*x));
+	memset(out, 0, sizeof(*out));
+	x->on_end = complete_end;
+	x->arg = &c;
+	int rc = xp_run(x, xml, n);
+	free(x);
+	if (rc == 0 && out->n_parts == 0)
+		rc = -EBADMSG;
+	if (rc < 0)
+		ol_s3_complete_free(out);
+	return rc;
+}
+
+void
+ol_s3_complete_free(struct ol_s3_complete_req *c)
+{
+	free(c->parts);
+	c->parts = NULL;
+	c->n_parts = 0;
+}
+
+/* ---- DeleteObjects ---- */
+
+struct delete_ctx {
+	struct ol_s3_delete_req *out;
+	unsigned cap;
+	char *key;
+	size_t key_len;
+};
+
+static int
+delete_object_end(struct delete_ctx *d)
+{
+	if (!d->key || d->out->n_keys >= OL_S3_MAX_DELETE_KEYS)
+		return -1;
+	if (d->out->n_keys == d->cap) {
+		d->cap = d->cap ? d->cap * 2 : 16;
+		d->out->keys = ol_xrealloc(d->out->keys, d->cap * sizeof(char *));
+		d->out->key_lens = ol_xrealloc(d->out->key_lens, d->cap * sizeof(size_t));
+	}
+	d->out->keys[d->out->n_keys] = d->key;
+	d->out->key_lens[d->out->n_keys++] = d->key_len;
+	d->key = NULL;
+	return 0;
+}
+
+static int
+delete_end(struct xp *x, const char *t, size_t n)
+{
+	struct delete_ctx *d = x->arg;
+	if (x->depth == 1)
+		return strcmp(x->path[0], "Delete") == 0 ? 0 : -1;
+	if (at(x, 2, "Delete", "Quiet", NULL)) {
+		d->out->quiet = (n == 4 && strncasecmp(t, "true", 4) == 0);
+		return 0;
+	}
+	if (at(x, 3, "Delete", "Object", "Key")) {
+		if (n == 0 || n > OL_S3_MAX_KEY || memchr(t, 0, n) || d->key)
+			return -1;
+		d->key = ol_xmalloc(n + 1);
+		memcpy(d->key, t, n);
+		d->key[n] = '\0';
+		d->key_len = n;
+		return 0;
+	}
+	if (at(x, 3, "Delete", "Object", "VersionId")) {
+		if (!(n == 0 || (n == 4 && memcmp(t, "null", 4) == 0)))
+			d->out->has_version = true;
+		return 0;
+	}
+	if (at(x, 2, "Delete", "Object", NULL))
+		return delete_object_end(d);
+	return 0;
+}
+
+int
+ol_s3_parse_delete(const char *xml, size_t n, struct ol_s3_delete_req *out)
+{
+	struct delete_ctx d = {.out = out};
+	struct xp *x = ol_xcalloc(1, sizeof(*x));
+	memset(out, 0, sizeof(*out));
+	x->on_end = delete_end;
+	x->arg = &d;
+	int rc = xp_run(x, xml, n);
+	free(x);
+	free(d.key);
+	if (rc == 0 && out->n_keys == 0)
+		rc = -EBADMSG;
+	if (rc < 0)
+		ol_s3_delete_free(out);
+	return rc;
+}
+
+void
+ol_s3_delete_free(struct ol_s3_delete_req *d)
+{
+	for (unsigned i = 0; i < d->n_keys; i++)
+		free(d->keys[i]);
+	free(d->keys);
+	free(d->key_lens);
+	memset(d, 0, sizeof(*d));
+}
+
+/* ---- CreateBucketConfiguration ---- */
+
+struct loc_ctx {
+	char *loc;
+	size_t cap;
+};
+
+static int
+loc_end(struct xp *x, const char *t, size_t n)
+{
+	struct loc_ctx *l = x->arg;
+	if (x->depth == 1)
+		return strcmp(x->path[0], "CreateBucketConfiguration") == 0 ? 0 : -1;
+	if (at(x, 2, "CreateBucketConfiguration", "LocationConstraint", NULL)) {
+		if (n >= l->cap)
+			return -1;
+		memcpy(l->loc, t, n);
+		l->loc[n] = '\0';
+	}
+	return 0;
+}
+
+int
+ol_s3_parse_create_bucket(const char *xml, size_t n, char *loc, size_t cap)
+{
+	size_t i = 0;
+	loc[0] = '\0';
+	while (i < n && (xml[i] == ' ' || xml[i] == '\n' || xml[i] == '\r' || xml[i] == '\t'))
+		i++;
+	if (i == n)
+		return 0;
+	struct loc_ctx l = {loc, cap};
+	struct xp *x = ol_xcalloc(1, sizeof(*x));
+	x->on_end = loc_end;
+	x->arg = &l;
+	int rc = xp_run(x, xml, n);
+	free(x);
+	return rc;
+}

@@ -1,0 +1,280 @@
+/* Unit tests of the S3 layer's pure helpers: routing, key decoding, query, bucket names,
+ * Range, dates, XML writer escaping, URL encoding for listings, XML body parsers, meta blob,
+ * error documents. */
+#include <errno.h>
+#include <string.h>
+
+#include "s3/s3util.h"
+#include "tap.h"
+
+static void
+test_route(void)
+{
+	struct ol_s3_route r;
+	ok(ol_s3_route("127.0.0.1:9000", "127.0.0.1", "/bkt/a%2Fb/c", &r) == 0 &&
+	       strcmp(r.bucket, "bkt") == 0 && strcmp(r.key, "a/b/c") == 0 && !r.vhost,
+	   "path style, %%2F decoded in key");
+	ok(ol_s3_route("127.0.0.1:9000", "", "/bkt/a//b", &r) == 0 && strcmp(r.key, "a//b") == 0,
+	   "a//b kept");
+	ok(ol_s3_route("localhost:9000", "", "/bkt/p/", &r) == 0 && strcmp(r.key, "p/") == 0 &&
+	       r.key_len == 2,
+	   "p/ kept with trailing slash");
+	ok(ol_s3_route("h", "", "/bkt/../x", &r) == 0 && strcmp(r.key, "../x") == 0,
+	   "../x is a plain key");
+	ok(ol_s3_route("h", "", "/bkt/a+b%20c%25", &r) == 0 && strcmp(r.key, "a+b c%") == 0,
+	   "+ literal in path, %%20 space, %%25 percent");
+	ok(ol_s3_route("h", "", "/bkt/%2541", &r) == 0 && strcmp(r.key, "%41") == 0,
+	   "decoded exactly once");
+	ok(ol_s3_route("h", "", "/bkt", &r) == 0 && strcmp(r.bucket, "bkt") == 0 && r.key_len == 0,
+	   "bucket only");
+	ok(ol_s3_route("h", "", "/bkt/", &r) == 0 && r.key_len == 0, "bucket with slash");
+	ok(ol_s3_route("h", "", "/", &r) == 0 && r.bucket[0] == 0, "service");
+	ok(ol_s3_route("mybkt.localhost:9000", "127.0.0.1", "/k/x", &r) == 0 && r.vhost &&
+	       strcmp(r.bucket, "mybkt") == 0 && strcmp(r.key, "k/x") == 0,
+	   "virtual host on localhost");
+	ok(ol_s3_route("my.dotted.bkt.s3.amazonaws.com", "", "/k", &r) == 0 && r.vhost &&
+	       strcmp(r.bucket, "my.dotted.bkt") == 0,
+	   "virtual host s3.amazonaws.com with dots");
+	ok(ol_s3_route("b1.s3.us-west-2.amazonaws.com", "", "/", &r) == 0 && r.vhost &&
+	       strcmp(r.bucket, "b1") == 0 && r.key_len == 0,
+	   "virtual host regional");
+	ok(ol_s3_route("b2.store.example:9000", "store.example", "/k", &r) == 0 && r.vhost &&
+	       strcmp(r.bucket, "b2") == 0,
+	   "virtual host under configured endpoint name");
+	ok(ol_s3_route("s3.amazonaws.com", "", "/b3/k", &r) == 0 && !r.vhost &&
+	       strcmp(r.bucket, "b3") == 0,
+	   "base host is path style");
+	ok(ol_s3_route("[::1]:9000", "", "/b4/k", &r) == 0 && !r.vhost &&
+	       strcmp(r.bucket, "b4") == 0,
+	   "IPv6 host is path style");
+	ok(ol_s3_route("10.0.0.1", "", "/b5/k", &r) == 0 && !r.vhost, "IPv4 host path style");
+	ok(ol_s3_route(NULL, "", "/b6/k", &r) == 0 && strcmp(r.bucket, "b6") == 0, "no Host");
+	ok(ol_s3_route("h", "", "/b/%zz", &r) == -EINVAL, "bad escape");
+	ok(ol_s3_route("h", "", "/b/%4", &r) == -EINVAL, "truncated escape");
+	ok(ol_s3_route("h", "", "/b/a%00b", &r) == -EINVAL, "NUL rejected");
+	ok(ol_s3_route("h", "", "/b/%ff%fe", &r) == -EINVAL, "invalid UTF-8 rejected");
+	ok(ol_s3_route("h", "", "/b/%E2%82%AC", &r) == 0 && r.key_len == 3, "UTF-8 euro ok");
+	char path[2200] = "/b/";
+	memset(path + 3, 'k', 1024);
+	path[3 + 1024] = 0;
+	ok(ol_s3_route("h", "", path, &r) == 0 && r.key_len == 1024, "1024-byte key ok");
+	path[3 + 1024] = 'k';
+	path[3 + 1025] = 0;
+	ok(ol_s3_route("h", "", path, &r) == -ENAMETOOLONG, "1025-byte key too long");
+}
+
+static void
+test_query(void)
+{
+	char v[64];
+	const char *q = "list-type=2&prefix=a%2Fb+c&delimiter=%2F&uploads&max-keys=";
+	ok(ol_s3_query_get(q, "prefix", v, sizeof(v)) == 5 && strcmp(v, "a/b c") == 0,
+	   "query value decoded, + is space");
+	ok(ol_s3_query_get(q, "uploads", v, sizeof(v)) == 0 && v[0] == 0, "bare name");
+	ok(ol_s3_query_get(q, "max-keys", v, sizeof(v)) == 0, "empty value");
+	ok(ol_s3_query_get(q, "prefi", v, sizeof(v)) == -ENOENT, "no prefix match of names");
+	ok(ol_s3_query_has(q, "delimiter") && !ol_s3_query_has(q, "acl"), "has");
+	ok(ol_s3_query_get("a=%zz", "a", v, sizeof(v)) == -EINVAL, "bad escape in value");
+	ok(!ol_s3_query_has("", "x"), "empty query");
+}
+
+static void
+test_bucket_names(void)
+{
+	const char *good[] = {"abc",
+			      "my-bucket",
+			      "my.bucket.name",
+			      "a1b2c3",
+			      "123",
+			      "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+	const char *bad[] = {"ab",
+			     "ABC",
+			     "my_bucket",
+			     "-abc",
+			     "abc-",
+			     "a..b",
+			     "a.-b",
+			     "a-.b",
+			     "192.168.1.1",
+			     "xn--abc",
+			     "abc-s3alias",
+			     "a b c",
+			     ".abc",
+			     "abc.",
+			     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		ok(ol_s3_bucket_name_ok(good[i]), "valid bucket name %s", good[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ok(!ol_s3_bucket_name_ok(bad[i]), "invalid bucket name '%s'", bad[i]);
+	ok(ol_s3_is_ip("1.2.3.4") && !ol_s3_is_ip("1.2.3") && !ol_s3_is_ip("1.2.3.256") &&
+	       !ol_s3_is_ip("a.b.c.d") && ol_s3_is_ip("[::1]"),
+	   "IP detection");
+}
+
+static void
+test_range(void)
+{
+	uint64_t o = 0, l = 0;
+	ok(ol_s3_range_parse("bytes=0-9", 100, &o, &l) == 1 && o == 0 && l == 10, "a-b");
+	ok(ol_s3_range_parse("bytes=90-200", 100, &o, &l) == 1 && o == 90 && l == 10,
+	   "end clamped");
+	ok(ol_s3_range_parse("bytes=10-", 100, &o, &l) == 1 && o == 10 && l == 90, "a-");
+	ok(ol_s3_range_parse("bytes=-10", 100, &o, &l) == 1 && o == 90 && l == 10, "-n");
+	ok(ol_s3_range_parse("bytes=-500", 100, &o, &l) == 1 && o == 0 && l == 100,
+	   "-n larger than size");
+	ok(ol_s3_range_parse("bytes=100-", 100, &o, &l) == -ERANGE, "start at size: 416");
+	ok(ol_s3_range_parse("bytes=-0", 100, &o, &l) == -ERANGE, "-0: 416");
+	ok(ol_s3_range_parse("bytes=0-0", 0, &o, &l) == -ERANGE, "empty object: 416");
+	ok(ol_s3_range_parse("bytes=5-2", 100, &o, &l) == 0, "last < first ignored");
+	ok(ol_s3_range_parse("bytes=0-1,5-6", 100, &o, &l) == 0, "multi-range ignored");
+	ok(ol_s3_range_parse("items=0-1", 100, &o, &l) == 0, "other unit ignored");
+	ok(ol_s3_range_parse("bytes=x-1", 100, &o, &l) == 0, "garbage ignored");
+	ok(ol_s3_range_parse(NULL, 100, &o, &l) == 0, "absent");
+	ok(ol_s3_range_parse("bytes=0-18446744073709551615", 10, &o, &l) == 1 && l == 10,
+	   "huge end");
+}
+
+static void
+test_dates(void)
+{
+	char d[32];
+	ol_s3_http_date(1764614019123LL, d);
+	ok(strcmp(d, "Mon, 01 Dec 2025 18:33:39 GMT") == 0, "RFC 1123: %s", d);
+	ol_s3_iso_date(1764614019123LL, d);
+	ok(strcmp(d, "2025-12-01T18:33:39.123Z") == 0, "ISO 8601 ms: %s", d);
+	int64_t s;
+	ok(ol_s3_parse_http_date("Mon, 01 Dec 2025 18:33:39 GMT", &s) == 0 && s == 1764614019,
+	   "parse RFC 1123");
+	ok(ol_s3_parse_http_date("Monday, 01-Dec-25 18:33:39 GMT", &s) == 0 && s == 1764614019,
+	   "parse RFC 850");
+	ok(ol_s3_parse_http_date("yesterday", &s) == -EINVAL, "reject garbage date");
+}
+
+static void
+test_xml_writer(void)
+{
+	struct ol_s3_buf b = {0};
+	ol_s3_xml_elem(&b, "Key", "a<b>&\"c'\x01");
+	ok(strcmp(ol_s3_buf_cstr(&b), "<Key>a&lt;b&gt;&amp;&quot;c&apos;&#x1;</Key>") == 0,
+	   "escaping: %s", b.p);
+	ol_s3_buf_free(&b);
+	ol_s3_xml_elemu(&b, "Size", 18446744073709551615ull);
+	ok(strcmp(ol_s3_buf_cstr(&b), "<Size>18446744073709551615</Size>") == 0, "u64 elem");
+	ol_s3_buf_free(&b);
+	ol_s3_url_encode(&b, "a b+c/d%e~f\xe2\x82\xac", 14);
+	ok(strcmp(ol_s3_buf_cstr(&b), "a%20b%2Bc/d%25e~f%E2%82%AC") == 0, "url encode: %s", b.p);
+	ol_s3_buf_free(&b);
+	ol_s3_error_xml(&b, "NoSuchKey", "The <key>", "/b/k&", "REQ1", NULL);
+	ok(strstr(b.p, "<Code>NoSuchKey</Code>") && strstr(b.p, "<Message>The &lt;key&gt;") &&
+	       strstr(b.p, "<Resource>/b/k&amp;</Resource>") &&
+	       strstr(b.p, "<RequestId>REQ1</RequestId>"),
+	   "error document");
+	ol_s3_buf_free(&b);
+	const struct ol_s3_errinfo *e = ol_s3_errinfo(OL_S3E_INVALID_RANGE);
+	ok(e->status == 416 && strcmp(e->code, "InvalidRange") == 0, "error table 416");
+	ok(ol_s3_errinfo(OL_S3E_MISSING_CONTENT_LENGTH)->status == 411, "error table 411");
+	ok(ol_s3_errinfo(OL_S3E_SHA256_MISMATCH)->status == 400, "sha mismatch 400");
+	int all = 1;
+	for (int i = 1; i < OL_S3E__COUNT; i++)
+		all &= ol_s3_errinfo(i)->code && ol_s3_errinfo(i)->status >= 400;
+	ok(all, "every error has a code and a 4xx/5xx status");
+}
+
+static void
+test_parsers(void)
+{
+	struct ol_s3_complete_req c;
+	const char *x = "<?xml version=\"1.0\"?><CompleteMultipartUpload xmlns=\"http://s3."
+			"amazonaws.com/doc/2006-03-01/\"><Part><ETag>\"ABCDEF\"</ETag><PartNumber>"
+			"1</PartNumber></Part><Part><PartNumber>3</PartNumber><ETag>&quot;0a&quot;"
+			"</ETag></Part></CompleteMultipartUpload>";
+	ok(ol_s3_parse_complete(x, strlen(x), &c) == 0 && c.n_parts == 2 &&
+	       c.parts[0].number == 1 && strcmp(c.parts[0].etag, "abcdef") == 0 &&
+	       c.parts[1].number == 3 && strcmp(c.parts[1].etag, "0a") == 0,
+	   "complete parsed, quotes stripped, lowercased");
+	ol_s3_complete_free(&c);
+	const char *bad[] = {"",
+			     "<CompleteMultipartUpload/>",
+			     "<Foo><Part></Part></Foo>",
+			     "<CompleteMultipartUpload><Part><PartNumber>x</PartNumber><ETag>a"
+			     "</ETag></Part></CompleteMultipartUpload>",
+			     "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
+			     "</CompleteMultipartUpload>",
+			     "<CompleteMultipartUpload><Part>"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ok(ol_s3_parse_complete(bad[i], strlen(bad[i]), &c) == -EBADMSG,
+		   "malformed complete %zu", i);
+	const char *dtd = "<!DOCTYPE a [<!ENTITY e \"x\">]><CompleteMultipartUpload><Part>"
+			  "<PartNumber>1</PartNumber><ETag>&e;</ETag></Part>"
+			  "</CompleteMultipartUpload>";
+	ok(ol_s3_parse_complete(dtd, strlen(dtd), &c) == -EBADMSG, "DTD refused");
+
+	struct ol_s3_delete_req d;
+	const char *dx = "<Delete><Quiet>true</Quiet><Object><Key>a&amp;b</Key></Object><Object>"
+			 "<Key>p/</Key><VersionId>null</VersionId></Object></Delete>";
+	ok(ol_s3_parse_delete(dx, strlen(dx), &d) == 0 && d.n_keys == 2 && d.quiet &&
+	       strcmp(d.keys[0], "a&b") == 0 && strcmp(d.keys[1], "p/") == 0 && !d.has_version,
+	   "delete parsed");
+	ol_s3_delete_free(&d);
+	const char *dv = "<Delete><Object><Key>a</Key><VersionId>abc</VersionId></Object></Delete>";
+	ok(ol_s3_parse_delete(dv, strlen(dv), &d) == 0 && d.has_version && !d.quiet,
+	   "version flagged");
+	ol_s3_delete_free(&d);
+	const char *de = "<Delete></Delete>";
+	ok(ol_s3_parse_delete(de, strlen(de), &d) == -EBADMSG, "empty delete malformed");
+	struct ol_s3_buf many = {0};
+	ol_s3_buf_adds(&many, "<Delete>");
+	for (int i = 0; i < 1001; i++)
+		ol_s3_buf_addf(&many, "<Object><Key>k%d</Key></Object>", i);
+	ol_s3_buf_adds(&many, "</Delete>");
+	ok(ol_s3_parse_delete(many.p, many.len, &d) == -EBADMSG, "1001 keys refused");
+	ol_s3_buf_free(&many);
+
+	char loc[32];
+	const char *cb = "<CreateBucketConfiguration><LocationConstraint>eu-west-1"
+			 "</LocationConstraint></CreateBucketConfiguration>";
+	ok(ol_s3_parse_create_bucket(cb, strlen(cb), loc, sizeof(loc)) == 0 &&
+	       strcmp(loc, "eu-west-1") == 0,
+	   "location parsed");
+	ok(ol_s3_parse_create_bucket(" \n", 2, loc, sizeof(loc)) == 0 && loc[0] == 0,
+	   "empty body ok");
+	ok(ol_s3_parse_create_bucket("<x", 2, loc, sizeof(loc)) == -EBADMSG, "bad xml");
+}
+
+static void
+test_meta(void)
+{
+	struct ol_s3_buf b = {0};
+	const char *v;
+	ol_s3_meta_add(&b, "content-type", "text/plain");
+	ol_s3_meta_add(&b, "x-amz-meta-a", "");
+	ol_s3_meta_add(&b, "x-amz-meta-bad", "x\ny");
+	ol_s3_meta_add(&b, "x-amz-meta-b", "v: w");
+	ok(ol_s3_meta_get(b.p, b.len, "content-type", &v) == 10 && memcmp(v, "text/plain", 10) == 0,
+	   "meta get");
+	ok(ol_s3_meta_get(b.p, b.len, "x-amz-meta-a", &v) == 0, "empty value");
+	ok(ol_s3_meta_get(b.p, b.len, "x-amz-meta-bad", &v) == -ENOENT, "newline value dropped");
+	ok(ol_s3_meta_get(b.p, b.len, "x-amz-meta-b", &v) == 4 && memcmp(v, "v: w", 4) == 0,
+	   "value with colon");
+	size_t pos = 0;
+	int n = 0;
+	struct ol_s3_meta_kv kv;
+	while (ol_s3_meta_next(b.p, b.len, &pos, &kv))
+		n++;
+	ok(n == 3, "iterate 3 entries");
+	ol_s3_buf_free(&b);
+}
+
+int
+main(void)
+{
+	test_route();
+	test_query();
+	test_bucket_names();
+	test_range();
+	test_dates();
+	test_xml_writer();
+	test_parsers();
+	test_meta();
+	tap_done();
+}
