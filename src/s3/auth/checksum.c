@@ -11,11 +11,19 @@
 #include <isa-l/crc.h>
 #include <openssl/evp.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define OL_CRC64_CLMUL 1
+#endif
+
 /* ---- CRC-64/NVME: reflected poly 0x9A6C9329AC4BC9B5 (0xAD93D23594C93659 reversed) ---- */
 
 #define CRC64NVME_POLY_REFL 0x9A6C9329AC4BC9B5ULL
 
 static uint64_t crc64_table[8][256];
+#ifdef OL_CRC64_CLMUL
+static void clmul_init(void);
+#endif
 static pthread_once_t crc64_once = PTHREAD_ONCE_INIT;
 
 static void
@@ -31,11 +39,14 @@ crc64_init_table(void)
 		for (int t = 1; t < 8; t++)
 			crc64_table[t][i] = (crc64_table[t - 1][i] >> 8) ^
 					    crc64_table[0][crc64_table[t - 1][i] & 0xff];
+#ifdef OL_CRC64_CLMUL
+	clmul_init();
+#endif
 }
 
 /* state is the running register (already inverted at init, inverted again at final) */
 static uint64_t
-crc64nvme_update(uint64_t crc, const uint8_t *p, size_t n)
+crc64_table_update(uint64_t crc, const uint8_t *p, size_t n)
 {
 	while (n && ((uintptr_t)p & 7)) {
 		crc = crc64_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
@@ -55,6 +66,89 @@ crc64nvme_update(uint64_t crc, const uint8_t *p, size_t n)
 	while (n--)
 		crc = crc64_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
 	return crc;
+}
+
+#ifdef OL_CRC64_CLMUL
+/* Carry-less multiply folding (as ISA-L and Linux do for other CRCs). The constants are
+ * reflect(x^e mod P), derived here from the polynomial: folding a 128-bit lane forward by d bits
+ * multiplies its low half by x^(d+63) and its high half by x^(d-1). The last 16 bytes are
+ * reduced with the table, so no Barrett step is needed. */
+static uint64_t kf[4][2]; /* d = 128, 256, 384, 512 */
+static int have_clmul;
+
+static uint64_t
+xpow_mod(unsigned e)
+{
+	uint64_t v = 1;
+	for (unsigned i = 0; i < e; i++)
+		v = (v << 1) ^ ((v >> 63) ? 0xAD93D23594C93659ULL : 0);
+	return v;
+}
+
+static uint64_t
+reflect64(uint64_t v)
+{
+	uint64_t r = 0;
+	for (int i = 0; i < 64; i++)
+		r |= ((v >> i) & 1) << (63 - i);
+	return r;
+}
+
+static void
+clmul_init(void)
+{
+	__builtin_cpu_init();
+	have_clmul = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+	for (unsigned j = 0; j < 4; j++) {
+		unsigned d = 128 * (j + 1);
+		kf[j][0] = reflect64(xpow_mod(d + 63));
+		kf[j][1] = reflect64(xpow_mod(d - 1));
+	}
+}
+
+__attribute__((target("pclmul,sse4.1"))) static inline __m128i
+fold(__m128i x, const uint64_t k[2])
+{
+	__m128i kk = _mm_set_epi64x((long long)k[1], (long long)k[0]);
+	return _mm_xor_si128(_mm_clmulepi64_si128(x, kk, 0x00), _mm_clmulepi64_si128(x, kk, 0x11));
+}
+
+/* n is a multiple of 16 and at least 64. Returns the register after p[0..n). */
+__attribute__((target("pclmul,sse4.1"))) static uint64_t
+crc64_clmul(uint64_t crc, const uint8_t *p, size_t n)
+{
+	__m128i x[4];
+	for (int i = 0; i < 4; i++)
+		x[i] = _mm_loadu_si128((const __m128i *)(p + 16 * i));
+	x[0] = _mm_xor_si128(x[0], _mm_cvtsi64_si128((long long)crc));
+	p += 64;
+	n -= 64;
+	for (; n >= 64; p += 64, n -= 64)
+		for (int i = 0; i < 4; i++)
+			x[i] = _mm_xor_si128(fold(x[i], kf[3]),
+					     _mm_loadu_si128((const __m128i *)(p + 16 * i)));
+	__m128i r = _mm_xor_si128(_mm_xor_si128(fold(x[0], kf[2]), fold(x[1], kf[1])),
+				  _mm_xor_si128(fold(x[2], kf[0]), x[3]));
+	for (; n >= 16; p += 16, n -= 16)
+		r = _mm_xor_si128(fold(r, kf[0]), _mm_loadu_si128((const __m128i *)p));
+	uint8_t last[16];
+	_mm_storeu_si128((__m128i *)last, r);
+	return crc64_table_update(0, last, 16);
+}
+#endif
+
+static uint64_t
+crc64nvme_update(uint64_t crc, const uint8_t *p, size_t n)
+{
+#ifdef OL_CRC64_CLMUL
+	if (have_clmul && n >= 128) {
+		size_t bulk = n & ~(size_t)15;
+		crc = crc64_clmul(crc, p, bulk);
+		p += bulk;
+		n -= bulk;
+	}
+#endif
+	return crc64_table_update(crc, p, n);
 }
 
 static const EVP_MD *
