@@ -415,7 +415,7 @@ build_head(struct ol_http_conn *c, int status, const struct ol_http_header *h, s
 	}
 	if (rc)
 		return rc;
-	if (c->srv->stopping || c->body_err || c->io_err)
+	if (__atomic_load_n(&c->srv->stopping, __ATOMIC_RELAXED) || c->body_err || c->io_err)
 		c->close_after = true;
 	/* answering before the body: it may never come (Expect), or be too big to drain */
 	if (!c->body_done && ((c->head.expect_continue && !c->continue_sent) ||

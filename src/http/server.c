@@ -112,7 +112,7 @@ serve_one(struct ol_http_conn *c)
 	if (!c->resp_started)
 		ol_http_respond(&c->req, 500, NULL, 0, 0);
 	ol_http_finish(&c->req);
-	return !c->close_after && !c->io_err && !s->stopping;
+	return !c->close_after && !c->io_err && !__atomic_load_n(&s->stopping, __ATOMIC_RELAXED);
 }
 
 static void *
@@ -322,7 +322,7 @@ server_free(struct ol_http_server *s)
 	for (unsigned i = 0; i < s->n_acceptors_started; i++)
 		pthread_join(s->acceptors[i], NULL);
 	pthread_mutex_lock(&s->mu);
-	s->stopping = true;
+	__atomic_store_n(&s->stopping, true, __ATOMIC_RELAXED);
 	for (struct ol_http_conn *c = s->conns; c; c = c->next)
 		shutdown(c->fd, SHUT_RDWR);
 	while (s->n_conns)

@@ -38,7 +38,7 @@ int ol_io_listen(const char *addr, bool reuseport, int backlog);
 /* Same from a parsed address. */
 int ol_io_listen_sa(const struct sockaddr *sa, socklen_t len, bool reuseport, int backlog);
 
-/* Set TCP_NODELAY (and, for keepalive, SO_KEEPALIVE). 0 or -errno. */
+/* Set TCP_NODELAY. 0 or -errno. */
 int ol_io_set_nodelay(int fd);
 
 /* Connect a blocking TCP socket to addr ("host:port"), with TCP_NODELAY. fd or -errno. */
