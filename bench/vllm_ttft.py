@@ -47,7 +47,7 @@ def start_daemon():
     port = free_port()
     (root / "d0").mkdir()
     cfg = root / "openlake.toml"
-    cfg.write_text('mode = "kv"\ndata_dirs = ["%s"]\nkv_addr = "127.0.0.1:%d"\n'
+    cfg.write_text('mode = "kv"\ndata_dirs = ["%s"]\nset_drive_count = 1\ndefault_parity_count = 0\nkv_addr = "127.0.0.1:%d"\n'
                    's3_addr = "127.0.0.1:%d"\nrpc_addr = "127.0.0.1:%d"\n'
                    '[kv]\nspill_dir = "%s"\ndram_bytes = "1GiB"\n'
                    % (root / "d0", port, free_port(), free_port(), root / "kv"))
@@ -139,7 +139,8 @@ def overhead(addr, device, layers, heads, head_dim, nblocks, reps, verify):
                          head_size=head_dim,
                          extra={"openlake_nodes": [addr], "openlake_device": device,
                                 "chunk_size": 16, "verify": verify, "timeout_ms": 5000,
-                                "save_check_exists": False, "log_interval_s": 3600})
+                                "save_check_exists": False, "async_save": False,
+                                "log_interval_s": 3600})
     conn = OpenLakeConnector(c, KVConnectorRole.WORKER, None)
     kv = make_kv_caches("fa", layers, nb, 16, heads, head_dim)
     for t in kv.values():
