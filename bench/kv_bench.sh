@@ -76,6 +76,7 @@ data_dirs = ["$TMP/ol/d0"]
 rpc_addr = "127.0.0.1:$RPC_PORT"
 kv_addr = "127.0.0.1:$KV_PORT"
 set_drive_count = 1
+default_parity_count = 0
 log_level = "warn"
 
 [[nodes]]
