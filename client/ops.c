@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "client_int.h"
+#include "kv/barrier.h"
 #include "kv/net.h"
 
 struct batch {
@@ -227,7 +228,7 @@ copy_out(struct ol_kv_op *op, const uint8_t *src, uint64_t len)
 static uint64_t
 slot_seq(const struct olc_map *m, uint64_t off)
 {
-	atomic_thread_fence(memory_order_acquire);
+	ol_fence_load(); /* the copy is done before we look at the sequence again */
 	const _Atomic uint64_t *t = (const _Atomic uint64_t *)(m->base + m->seq_off);
 	return atomic_load_explicit(&t[off / m->unit], memory_order_acquire);
 }

@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "base/log.h"
+#include "kv/barrier.h"
 #include "kv/spill.h"
 #include "openlake/openlake.h"
 
@@ -382,7 +383,7 @@ slot_alloc(struct ol_kve *e, uint64_t len, struct slot *s)
 	prefault(e, s->off, s->npages);
 	s->seq = ++e->gseq;
 	atomic_store_explicit(&e->seqtab[s->off / OL_KVE_UNIT], s->seq, memory_order_release);
-	atomic_thread_fence(memory_order_seq_cst);
+	ol_fence_store();
 	e->dram_used += slot_bytes(e, s);
 	return 0;
 }
