@@ -4,13 +4,6 @@
  * connection reader it reuses). */
 #include "openlake/openlake.h"
 
-/* libopenlake joins the build when client/ exists in the tree (ol_client_dep is empty before) */
-#if defined(__has_include)
-#if __has_include("../../client/meson.build")
-#define BENCH_HAVE_CLIENT 1
-#endif
-#endif
-
 enum kvb_op { KVB_PUT, KVB_GET };
 
 struct kvbench {
@@ -39,11 +32,7 @@ static void
 kvb_code_name(unsigned code, char *buf, size_t cap)
 {
 	if (code >= 100 && code < 100 + OL_KV_STATUS_COUNT)
-#ifdef BENCH_HAVE_CLIENT
 		snprintf(buf, cap, "kv_%s", ol_kv_status_str((int)code - 100));
-#else
-		snprintf(buf, cap, "kv_%u", code - 100);
-#endif
 	else if (code == KVB_MISS)
 		snprintf(buf, cap, "miss");
 	else if (code == KVB_BAD)
@@ -273,7 +262,6 @@ memcpy_op(struct brun *r, unsigned i, uint64_t seq, uint64_t *bytes)
 
 /* ---- the KV pool through libopenlake ---- */
 
-#ifdef BENCH_HAVE_CLIENT
 struct kvthr {
 	struct ol_kv_op *ops;
 	struct ol_iov *iov;
@@ -404,7 +392,6 @@ kv_teardown(struct kvbench *b)
 	}
 	free(b->clients);
 }
-#endif
 
 /* ---- flags ---- */
 
@@ -765,13 +752,8 @@ bench_kv_main(int argc, char **argv)
 	int rc = kvb_init(&b, "kv", argc, argv);
 	if (rc)
 		return rc == 1 ? 0 : 2;
-#ifdef BENCH_HAVE_CLIENT
 	rc = kvb_alloc(&b, false) || kv_setup(&b) || kv_probe(&b) ? 1 : kvb_run(&b, kv_op, true);
 	kv_teardown(&b);
 	kvb_free(&b);
 	return rc;
-#else
-	fprintf(stderr, "openlake bench kv: this build has no libopenlake (client/ is missing)\n");
-	return 1;
-#endif
 }
