@@ -1,13 +1,22 @@
 """Test helpers: the real openlaked KV pool and libopenlake from the build, or a clear skip."""
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "python"))
+
+# connectors made by the tests publish their metrics here, not in the user's /tmp dir
+if "OPENLAKE_METRICS_DIR" not in os.environ:
+    _mdir = tempfile.mkdtemp(prefix="openlake-test-metrics-")
+    os.environ["OPENLAKE_METRICS_DIR"] = _mdir
+    atexit.register(shutil.rmtree, _mdir, True)
 
 
 def build_dir():
