@@ -1214,8 +1214,84 @@ test_server_api(unsigned port)
 	}
 }
 
+/* Read whatever the server answers until it closes or goes quiet; true if it closed or
+ * answered with a status line. */
+static bool
+drain_answer(struct cli *c, int tmo)
+{
+	bool status = false;
+	for (;;) {
+		ssize_t n = cli_fill(c, tmo);
+		if (n <= 0)
+			return status || n == 0 || n == -ECONNRESET;
+		status |= c->len >= 9 && !memcmp(c->buf, "HTTP/1.1 ", 9);
+		c->pos = c->len; /* discard */
+	}
+}
+
+/* Throw the fuzz corpus and seeded random garbage at the live server: it must answer or
+ * close every connection and keep serving. */
+static void
+test_live_garbage(unsigned port, const char *corpus)
+{
+	char cmd[600];
+	int n_files = 0, bad = 0;
+	snprintf(cmd, sizeof(cmd), "ls %s 2>/dev/null", corpus);
+	FILE *ls = popen(cmd, "r");
+	char name[256];
+	while (ls && fgets(name, sizeof(name), ls)) {
+		name[strcspn(name, "\n")] = 0;
+		char path[600];
+		snprintf(path, sizeof(path), "%s/%s", corpus, name);
+		FILE *f = fopen(path, "rb");
+		char data[8192];
+		size_t len = f ? fread(data, 1, sizeof(data), f) : 0;
+		if (f)
+			fclose(f);
+		struct cli *c = malloc(sizeof(*c));
+		cli_open(c, port);
+		cli_send(c, data, len);
+		shutdown(c->fd, SHUT_WR);
+		bad += !drain_answer(c, 3000);
+		close(c->fd);
+		free(c);
+		n_files++;
+	}
+	if (ls)
+		pclose(ls);
+	OK(n_files > 0 && !bad, "live server answers or closes on %d corpus files (%d stuck)",
+	   n_files, bad);
+	unsigned seed = 12345;
+	bad = 0;
+	for (int i = 0; i < 200; i++) {
+		char data[2048];
+		size_t len = (size_t)(rand_r(&seed) % (int)sizeof(data));
+		const char *pre = i % 2 ? "PUT /echo HTTP/1.1\r\nHost: x\r\n" : "";
+		size_t pl = strlen(pre);
+		memcpy(data, pre, pl);
+		for (size_t j = pl; j < len; j++) /* biased toward HTTP syntax bytes */
+			data[j] = "\r\n:; \t0123456789abcdefxHTP/1.\0\x80"[rand_r(&seed) % 34];
+		struct cli *c = malloc(sizeof(*c));
+		cli_open(c, port);
+		cli_send(c, data, len > pl ? len : pl);
+		shutdown(c->fd, SHUT_WR);
+		bad += !drain_answer(c, 3000);
+		close(c->fd);
+		free(c);
+	}
+	struct cli c;
+	struct resp r;
+	cli_open(&c, port);
+	cli_sends(&c, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+	int rc = cli_response(&c, &r, false, 64, 3000);
+	OK(!bad && rc == 0 && r.status == 200,
+	   "200 random inputs answered or closed (%d stuck), server still serves", bad);
+	resp_free(&r);
+	close(c.fd);
+}
+
 int
-main(void)
+main(int argc, char **argv)
 {
 	test_parse_basic();
 	test_parse_errors();
@@ -1233,6 +1309,8 @@ main(void)
 	test_live_http10(port);
 	test_server_api(port);
 	test_live_concurrent(port);
+	if (argc > 1)
+		test_live_garbage(port, argv[1]);
 	test_live_big(port);
 	ol_http_server_stop(s);
 	test_live_timeouts();
