@@ -462,10 +462,41 @@ test_two_nodes(void)
 	unsigned long n1 = e1 ? strtoul(e1 + 10, NULL, 10) : 0,
 		      n2 = e2 ? strtoul(e2 + 10, NULL, 10) : 0;
 	ok(n1 > 90 && n2 > 90 && n1 + n2 == n, "rendezvous spreads keys: %lu + %lu", n1, n2);
-	kill_child(&b);
+	/* a third node: rendezvous moves only the keys it now wins (about a third); none move
+	 * between A and B */
+	struct child x;
+	ok(spawn(&x, "-", 64, 1000, 0) == 0, "third node started");
+	const char *nodes3[] = {a.addr, b.addr, x.addr};
+	struct ol_client *c3 = mk_client(nodes3, 3, "tcp", "pool", 500);
+	blocks_op(c3, 0, bl, n, 100, st, NULL);
+	size_t hits3 = count_ok(bl, n, st, 1), miss3 = 0;
+	for (size_t i = 0; i < n; i++)
+		miss3 += st[i] == OL_KV_MISS;
+	ok(hits3 + miss3 == n && miss3 > 60 && miss3 < 140,
+	   "adding a node: %zu keys moved (to it), %zu still hit", miss3, hits3);
+	/* a hung node (SIGSTOP) costs at most the timeout, then is skipped */
+	kill(x.pid, SIGSTOP);
 	uint64_t t0 = now_ms();
-	blocks_op(c, 0, bl, n, 100, st, NULL);
+	blocks_op(c3, 0, bl, n, 100, st, NULL);
 	uint64_t dt = now_ms() - t0;
+	size_t unr = 0;
+	for (size_t i = 0; i < n; i++)
+		unr += st[i] == OL_KV_UNREACHABLE;
+	ok(unr == miss3 && count_ok(bl, n, st, 1) == hits3 && dt < 1500,
+	   "hung node: %zu unreachable after %llu ms (timeout 500), others hit", unr,
+	   (unsigned long long)dt);
+	t0 = now_ms();
+	blocks_op(c3, 0, bl, n, 100, st, NULL);
+	dt = now_ms() - t0;
+	ok(dt < 500, "next call skips the hung node at once (%llu ms)", (unsigned long long)dt);
+	kill(x.pid, SIGCONT);
+	ol_client_free(c3);
+	stop_child(&x);
+
+	kill_child(&b);
+	t0 = now_ms();
+	blocks_op(c, 0, bl, n, 100, st, NULL);
+	dt = now_ms() - t0;
 	size_t good = count_ok(bl, n, st, 1), unreach = 0;
 	for (size_t i = 0; i < n; i++)
 		unreach += st[i] == OL_KV_UNREACHABLE;
