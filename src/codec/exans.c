@@ -10,7 +10,6 @@
 #include "codec/exans.h"
 #include "codec/exans_impl.h"
 
-#define CHUNK_VALUES	4096 /* exponents decoded per pass before joining */
 #define MIN_RANS_VALUES 32
 
 /* Encoder view of one symbol (ryg's reciprocal form; exact for states < 2^31). */
@@ -283,6 +282,15 @@ ol_exans_block_encode(const void *src, size_t n, void *dst, size_t cap)
 
 /* ---- block decoder ---- */
 
+/* One rANS block being decoded. */
+struct bdec {
+	struct ol_exans_dec d;
+	const uint8_t *sm; /* sign+mantissa bytes */
+	size_t nv;
+	size_t dlen;
+	uint32_t tbl[OL_EXANS_PROB_SCALE];
+};
+
 static void
 dec_table(const uint32_t f[256], uint32_t *tbl)
 {
@@ -294,32 +302,11 @@ dec_table(const uint32_t f[256], uint32_t *tbl)
 	}
 }
 
+/* Parse the rANS payload of a block of n bytes decoding to dlen. 0 or -EBADMSG. */
 static int
-dec_run(struct ol_exans_dec *d, uint8_t *exps, size_t nv, enum ol_exans_impl impl)
+dec_setup(const uint8_t *src, size_t n, size_t dlen, struct bdec *b)
 {
-	size_t ng = nv / OL_EXANS_LANES;
-	switch (impl) {
-	case OL_EXANS_AVX512:
-		if (ol_exans_dec_groups_avx512(d, exps, ng) != 0)
-			return -EBADMSG;
-		break;
-	case OL_EXANS_AVX2:
-		if (ol_exans_dec_groups_avx2(d, exps, ng) != 0)
-			return -EBADMSG;
-		break;
-	default:
-		if (ol_exans_dec_groups_scalar(d, exps, ng) != 0)
-			return -EBADMSG;
-	}
-	return ol_exans_dec_lanes(d, exps + ng * OL_EXANS_LANES, nv % OL_EXANS_LANES);
-}
-
-static int
-dec_rans(const uint8_t *src, size_t n, uint8_t *dst, size_t dlen, enum ol_exans_impl impl)
-{
-	uint32_t f[256], tbl[OL_EXANS_PROB_SCALE];
-	uint8_t exps[CHUNK_VALUES];
-	struct ol_exans_dec d;
+	uint32_t f[256];
 	size_t nv = dlen / 2;
 	size_t tlen = ol_exans_table_read(src + OL_EXANS_BHDR_BYTES, n - OL_EXANS_BHDR_BYTES, f);
 	if (!tlen || nv == 0)
@@ -329,56 +316,138 @@ dec_rans(const uint8_t *src, size_t n, uint8_t *dst, size_t dlen, enum ol_exans_
 	if (w_off > n || ((n - w_off) & 1))
 		return -EBADMSG;
 	for (unsigned l = 0; l < OL_EXANS_LANES; l++) {
-		d.x[l] = ol_exans_ld32(src + st_off + 4 * l);
-		if (d.x[l] < OL_EXANS_RANS_L || d.x[l] >= (1u << 31))
+		b->d.x[l] = ol_exans_ld32(src + st_off + 4 * l);
+		if (b->d.x[l] < OL_EXANS_RANS_L || b->d.x[l] >= (1u << 31))
 			return -EBADMSG;
 	}
-	dec_table(f, tbl);
-	d.tbl = tbl;
-	d.wp = src + w_off;
-	d.wend = src + n;
-	void (*join)(uint8_t *, const uint8_t *, const uint8_t *, size_t) =
-	    impl == OL_EXANS_SCALAR ? ol_exans_join_scalar : ol_exans_join_avx2;
-	for (size_t i = 0; i < nv; i += CHUNK_VALUES) {
-		size_t k = nv - i < CHUNK_VALUES ? nv - i : CHUNK_VALUES;
-		if (dec_run(&d, exps, k, impl) != 0)
-			return -EBADMSG;
-		join(dst + 2 * i, exps, src + sm_off + i, k);
-	}
-	if (d.wp != d.wend)
+	dec_table(f, b->tbl);
+	b->d.tbl = b->tbl;
+	b->d.wp = src + w_off;
+	b->d.wend = src + n;
+	b->sm = src + sm_off;
+	b->nv = nv;
+	b->dlen = dlen;
+	return 0;
+}
+
+/* All words used, every lane back at L; then the odd tail byte. 0 or -EBADMSG. */
+static int
+dec_finish(const struct bdec *b, uint8_t *dst)
+{
+	if (b->d.wp != b->d.wend)
 		return -EBADMSG;
 	for (unsigned l = 0; l < OL_EXANS_LANES; l++)
-		if (d.x[l] != OL_EXANS_RANS_L)
+		if (b->d.x[l] != OL_EXANS_RANS_L)
 			return -EBADMSG;
-	if (dlen & 1)
-		dst[dlen - 1] = src[sm_off + nv];
+	if (b->dlen & 1)
+		dst[b->dlen - 1] = b->sm[b->nv];
 	return 0;
+}
+
+static int
+dec_groups(struct ol_exans_dec *d, uint8_t *out, const uint8_t *sm, size_t ng,
+	   enum ol_exans_impl impl)
+{
+	switch (impl) {
+	case OL_EXANS_AVX512:
+		return ol_exans_dec_groups_avx512(d, out, sm, ng);
+	case OL_EXANS_AVX2:
+		return ol_exans_dec_groups_avx2(d, out, sm, ng);
+	default:
+		return ol_exans_dec_groups_scalar(d, out, sm, ng);
+	}
+}
+
+static int
+dec_rans(const uint8_t *src, size_t n, uint8_t *dst, size_t dlen, enum ol_exans_impl impl)
+{
+	struct bdec b;
+	if (dec_setup(src, n, dlen, &b) != 0)
+		return -EBADMSG;
+	size_t ng = b.nv / OL_EXANS_LANES, i = ng * OL_EXANS_LANES;
+	if (dec_groups(&b.d, dst, b.sm, ng, impl) != 0 ||
+	    ol_exans_dec_lanes(&b.d, dst + 2 * i, b.sm + i, b.nv % OL_EXANS_LANES) != 0)
+		return -EBADMSG;
+	return dec_finish(&b, dst);
+}
+
+/* Two rANS blocks of the same length at once: their lanes are independent, so the SIMD
+ * kernels interleave them to hide the gather and word-load latency of one block. */
+static int
+dec_rans2(const uint8_t *s0, size_t n0, uint8_t *d0, const uint8_t *s1, size_t n1, uint8_t *d1,
+	  size_t dlen, enum ol_exans_impl impl)
+{
+	struct bdec b[2];
+	if (dec_setup(s0, n0, dlen, &b[0]) != 0 || dec_setup(s1, n1, dlen, &b[1]) != 0)
+		return -EBADMSG;
+	size_t ng = b[0].nv / OL_EXANS_LANES, i = ng * OL_EXANS_LANES;
+	int r = impl == OL_EXANS_AVX512
+		    ? ol_exans_dec_groups2_avx512(&b[0].d, &b[1].d, d0, d1, b[0].sm, b[1].sm, ng)
+		    : ol_exans_dec_groups2_avx2(&b[0].d, &b[1].d, d0, d1, b[0].sm, b[1].sm, ng);
+	if (r != 0 ||
+	    ol_exans_dec_lanes(&b[0].d, d0 + 2 * i, b[0].sm + i, b[0].nv % OL_EXANS_LANES) != 0 ||
+	    ol_exans_dec_lanes(&b[1].d, d1 + 2 * i, b[1].sm + i, b[1].nv % OL_EXANS_LANES) != 0)
+		return -EBADMSG;
+	return dec_finish(&b[0], d0) | dec_finish(&b[1], d1);
+}
+
+/* Header of a block: 0, -EBADMSG, or -ENOSPC if it decodes to more than cap. */
+static int
+bhdr_check(const uint8_t *s, size_t n, size_t cap, uint32_t *crc, size_t *dlen)
+{
+	if (n < OL_EXANS_BHDR_BYTES || s[9] || s[10] || s[11])
+		return -EBADMSG;
+	*crc = ol_exans_ld32(s);
+	*dlen = ol_exans_ld32(s + 4);
+	if (*dlen > (1u << OL_EXANS_MAX_LOG2_BLK))
+		return -EBADMSG;
+	if (s[8] == OL_EXANS_MODE_RAW && n != *dlen + OL_EXANS_BHDR_BYTES)
+		return -EBADMSG;
+	if (s[8] != OL_EXANS_MODE_RAW && s[8] != OL_EXANS_MODE_RANS)
+		return -EBADMSG;
+	return *dlen > cap ? -ENOSPC : 0;
+}
+
+static ssize_t
+block_decode(const uint8_t *s, size_t n, uint8_t *dst, size_t cap, enum ol_exans_impl impl)
+{
+	uint32_t crc;
+	size_t dlen;
+	int r = bhdr_check(s, n, cap, &crc, &dlen);
+	if (r)
+		return r;
+	if (s[8] == OL_EXANS_MODE_RAW)
+		memcpy(dst, s + OL_EXANS_BHDR_BYTES, dlen);
+	else if (dec_rans(s, n, dst, dlen, impl) != 0)
+		return -EBADMSG;
+	return crc32c(dst, dlen) == crc ? (ssize_t)dlen : -EBADMSG;
 }
 
 ssize_t
 ol_exans_block_decode(const void *src, size_t n, void *dst, size_t cap, enum ol_exans_impl impl)
 {
-	const uint8_t *s = src;
-	if (n < OL_EXANS_BHDR_BYTES || s[9] || s[10] || s[11])
-		return -EBADMSG;
-	uint32_t crc = ol_exans_ld32(s);
-	size_t dlen = ol_exans_ld32(s + 4);
-	if (dlen > (1u << OL_EXANS_MAX_LOG2_BLK))
-		return -EBADMSG;
-	if (dlen > cap)
-		return -ENOSPC;
-	impl = resolve(impl);
-	if (s[8] == OL_EXANS_MODE_RAW) {
-		if (n != dlen + OL_EXANS_BHDR_BYTES)
+	return block_decode(src, n, dst, cap, resolve(impl));
+}
+
+/* Decode two blocks that must each decode to exactly want bytes; pairs them when both are
+ * rANS and the impl is SIMD. 0 or -EBADMSG. */
+static int
+block_decode2(const uint8_t *s0, size_t n0, uint8_t *d0, const uint8_t *s1, size_t n1, uint8_t *d1,
+	      size_t want, enum ol_exans_impl impl)
+{
+	uint32_t c0, c1;
+	size_t l0, l1;
+	if (impl == OL_EXANS_SCALAR || bhdr_check(s0, n0, want, &c0, &l0) != 0 ||
+	    bhdr_check(s1, n1, want, &c1, &l1) != 0 || l0 != want || l1 != want ||
+	    s0[8] != OL_EXANS_MODE_RANS || s1[8] != OL_EXANS_MODE_RANS) {
+		if (block_decode(s0, n0, d0, want, impl) != (ssize_t)want ||
+		    block_decode(s1, n1, d1, want, impl) != (ssize_t)want)
 			return -EBADMSG;
-		memcpy(dst, s + OL_EXANS_BHDR_BYTES, dlen);
-	} else if (s[8] == OL_EXANS_MODE_RANS) {
-		if (dec_rans(s, n, dst, dlen, impl) != 0)
-			return -EBADMSG;
-	} else {
-		return -EBADMSG;
+		return 0;
 	}
-	return crc32c(dst, dlen) == crc ? (ssize_t)dlen : -EBADMSG;
+	if (dec_rans2(s0, n0, d0, s1, n1, d1, want, impl) != 0)
+		return -EBADMSG;
+	return crc32c(d0, want) == c0 && crc32c(d1, want) == c1 ? 0 : -EBADMSG;
 }
 
 /* ---- container ---- */
@@ -527,14 +596,25 @@ ol_exans_decompress_opts(const void *src, size_t n, void *dst, size_t cap,
 	if (h.len > cap)
 		return -ENOSPC;
 	size_t off = h.data_off;
-	for (uint32_t i = 0; i < h.nblocks; i++) {
-		size_t len = ol_exans_ld32(p + OL_EXANS_HDR_BYTES + 4 * i);
+	uint8_t *d = dst;
+	for (uint32_t i = 0; i < h.nblocks;) {
+		const uint8_t *ix = p + OL_EXANS_HDR_BYTES + 4 * (size_t)i;
+		size_t len = ol_exans_ld32(ix);
 		uint64_t doff = (uint64_t)i * h.blk;
+		if (h.len - doff >= 2 * (uint64_t)h.blk) { /* two full blocks */
+			size_t len1 = ol_exans_ld32(ix + 4);
+			if (block_decode2(p + off, len, d + doff, p + off + len, len1,
+					  d + doff + h.blk, h.blk, impl) != 0)
+				return -EBADMSG;
+			off += len + len1;
+			i += 2;
+			continue;
+		}
 		size_t want = h.len - doff < h.blk ? (size_t)(h.len - doff) : h.blk;
-		ssize_t r = ol_exans_block_decode(p + off, len, (uint8_t *)dst + doff, want, impl);
-		if (r != (ssize_t)want)
+		if (block_decode(p + off, len, d + doff, want, impl) != (ssize_t)want)
 			return -EBADMSG;
 		off += len;
+		i++;
 	}
 	return (ssize_t)h.len;
 }

@@ -17,13 +17,23 @@ struct ol_exans_dec {
 	const uint32_t *tbl;
 };
 
-/* Decode ngroups full groups of 32 exponents into exps. 0 or -EBADMSG (stream overrun).
+/* Decode ngroups full groups of 32 values: BF16 value i (i < 32 * ngroups) goes to
+ * out[2i..2i+1], joined from its decoded exponent and sm[i]. 0 or -EBADMSG (stream overrun).
  * Every implementation consumes exactly the same words and yields the same states. */
-int ol_exans_dec_groups_scalar(struct ol_exans_dec *d, uint8_t *exps, size_t ngroups);
-int ol_exans_dec_groups_avx2(struct ol_exans_dec *d, uint8_t *exps, size_t ngroups);
-int ol_exans_dec_groups_avx512(struct ol_exans_dec *d, uint8_t *exps, size_t ngroups);
+int ol_exans_dec_groups_scalar(struct ol_exans_dec *d, uint8_t *out, const uint8_t *sm,
+			       size_t ngroups);
+int ol_exans_dec_groups_avx2(struct ol_exans_dec *d, uint8_t *out, const uint8_t *sm,
+			     size_t ngroups);
+int ol_exans_dec_groups_avx512(struct ol_exans_dec *d, uint8_t *out, const uint8_t *sm,
+			       size_t ngroups);
+/* The same on two independent blocks at once (interleaved for latency). */
+int ol_exans_dec_groups2_avx2(struct ol_exans_dec *d0, struct ol_exans_dec *d1, uint8_t *o0,
+			      uint8_t *o1, const uint8_t *sm0, const uint8_t *sm1, size_t ngroups);
+int ol_exans_dec_groups2_avx512(struct ol_exans_dec *d0, struct ol_exans_dec *d1, uint8_t *o0,
+				uint8_t *o1, const uint8_t *sm0, const uint8_t *sm1,
+				size_t ngroups);
 /* Lanes 0..nl-1 of one group, bounds-checked word by word (stream tails, partial groups). */
-int ol_exans_dec_lanes(struct ol_exans_dec *d, uint8_t *exps, unsigned nl);
+int ol_exans_dec_lanes(struct ol_exans_dec *d, uint8_t *out, const uint8_t *sm, unsigned nl);
 
 /* Encoder state of one block for the SIMD encoders: a[s] = f | bias << 12 | shift << 25,
  * b[s] = rcp (the reciprocal form of exans.c's struct esym); symbols lie in [lo, lo + 32)
@@ -42,10 +52,6 @@ struct ol_exans_enc {
  * 0, or -ENOSPC when fewer than 64 bytes are left above floor before a group. */
 int ol_exans_enc_groups_avx512(struct ol_exans_enc *e, const uint8_t *src, uint8_t *sm,
 			       size_t ngroups);
-
-/* out[2i..2i+1] = BF16 from exps[i] and sm[i], i < nv. */
-void ol_exans_join_scalar(uint8_t *out, const uint8_t *exps, const uint8_t *sm, size_t nv);
-void ol_exans_join_avx2(uint8_t *out, const uint8_t *exps, const uint8_t *sm, size_t nv);
 
 static inline uint16_t
 ol_exans_ld16(const uint8_t *p)

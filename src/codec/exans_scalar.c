@@ -9,13 +9,20 @@ dec_one(uint32_t x, uint32_t e)
 	return ((e >> 8) & 0xfff) * (x >> OL_EXANS_PROB_BITS) + (e >> 20);
 }
 
+static inline void
+put16(uint8_t *out, uint32_t e, uint8_t sm)
+{
+	uint16_t v = ol_exans_join((uint8_t)e, sm);
+	memcpy(out, &v, 2); /* little-endian hosts */
+}
+
 int
-ol_exans_dec_lanes(struct ol_exans_dec *d, uint8_t *exps, unsigned nl)
+ol_exans_dec_lanes(struct ol_exans_dec *d, uint8_t *out, const uint8_t *sm, unsigned nl)
 {
 	for (unsigned l = 0; l < nl; l++) {
 		uint32_t x = d->x[l];
 		uint32_t e = d->tbl[x & (OL_EXANS_PROB_SCALE - 1)];
-		exps[l] = (uint8_t)e;
+		put16(out + 2 * l, e, sm[l]);
 		x = dec_one(x, e);
 		if (x < OL_EXANS_RANS_L) {
 			if (d->wend - d->wp < 2)
@@ -29,7 +36,7 @@ ol_exans_dec_lanes(struct ol_exans_dec *d, uint8_t *exps, unsigned nl)
 }
 
 int
-ol_exans_dec_groups_scalar(struct ol_exans_dec *d, uint8_t *exps, size_t ngroups)
+ol_exans_dec_groups_scalar(struct ol_exans_dec *d, uint8_t *out, const uint8_t *sm, size_t ngroups)
 {
 	const uint32_t *tbl = d->tbl;
 	const uint8_t *wp = d->wp;
@@ -38,8 +45,9 @@ ol_exans_dec_groups_scalar(struct ol_exans_dec *d, uint8_t *exps, size_t ngroups
 	size_t g = 0;
 	for (; g < ngroups && d->wend - wp >= 2 * OL_EXANS_LANES; g++) {
 		for (unsigned l = 0; l < OL_EXANS_LANES; l++) {
+			size_t i = g * OL_EXANS_LANES + l;
 			uint32_t e = tbl[x[l] & (OL_EXANS_PROB_SCALE - 1)];
-			exps[g * OL_EXANS_LANES + l] = (uint8_t)e;
+			put16(out + 2 * i, e, sm[i]);
 			uint32_t v = dec_one(x[l], e);
 			uint32_t need = v < OL_EXANS_RANS_L;
 			uint32_t w = ol_exans_ld16(wp);
@@ -49,18 +57,10 @@ ol_exans_dec_groups_scalar(struct ol_exans_dec *d, uint8_t *exps, size_t ngroups
 	}
 	memcpy(d->x, x, sizeof(x));
 	d->wp = wp;
-	for (; g < ngroups; g++) /* near the end of the stream: check every read */
-		if (ol_exans_dec_lanes(d, exps + g * OL_EXANS_LANES, OL_EXANS_LANES) != 0)
+	for (; g < ngroups; g++) { /* near the end of the stream: check every read */
+		size_t i = g * OL_EXANS_LANES;
+		if (ol_exans_dec_lanes(d, out + 2 * i, sm + i, OL_EXANS_LANES) != 0)
 			return -EBADMSG;
-	return 0;
-}
-
-void
-ol_exans_join_scalar(uint8_t *out, const uint8_t *exps, const uint8_t *sm, size_t nv)
-{
-	for (size_t i = 0; i < nv; i++) {
-		uint16_t v = ol_exans_join(exps[i], sm[i]);
-		out[2 * i] = (uint8_t)v;
-		out[2 * i + 1] = (uint8_t)(v >> 8);
 	}
+	return 0;
 }

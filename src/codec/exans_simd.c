@@ -41,17 +41,30 @@ avx2_step(__m256i x, const uint32_t *tbl, const uint8_t **wpp, __m256i *sym)
 	return _mm256_blendv_epi8(x, xn, need);
 }
 
-AVX2_T static inline void
-avx2_store_syms(uint8_t *out, __m256i s0, __m256i s1, __m256i s2, __m256i s3)
+/* BF16 of 8 lanes: exponents in s (u32), sign+mantissa bytes from sm. */
+AVX2_T static inline __m256i
+avx2_join(__m256i s, const uint8_t *sm)
 {
-	__m256i a = _mm256_packs_epi32(s0, s1), b = _mm256_packs_epi32(s2, s3);
-	__m256i c = _mm256_packus_epi16(a, b);
-	c = _mm256_permutevar8x32_epi32(c, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-	_mm256_storeu_si256((__m256i *)out, c);
+	__m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sm));
+	__m256i v =
+	    _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 8),
+			    _mm256_slli_epi32(s, 7));
+	return _mm256_or_si256(v, _mm256_and_si256(b, _mm256_set1_epi32(0x7f)));
+}
+
+/* 32 values of one group to out (64 bytes). */
+AVX2_T static inline void
+avx2_store_group(uint8_t *out, const uint8_t *sm, const __m256i s[4])
+{
+	for (int k = 0; k < 4; k += 2) {
+		__m256i v = _mm256_packus_epi32(avx2_join(s[k], sm + 8 * k),
+						avx2_join(s[k + 1], sm + 8 * k + 8));
+		_mm256_storeu_si256((__m256i *)(out + 16 * k), _mm256_permute4x64_epi64(v, 0xd8));
+	}
 }
 
 AVX2_T int
-ol_exans_dec_groups_avx2(struct ol_exans_dec *d, uint8_t *exps, size_t ngroups)
+ol_exans_dec_groups_avx2(struct ol_exans_dec *d, uint8_t *out, const uint8_t *sm, size_t ngroups)
 {
 	__m256i x[4], s[4];
 	const uint8_t *wp = d->wp;
@@ -62,13 +75,13 @@ ol_exans_dec_groups_avx2(struct ol_exans_dec *d, uint8_t *exps, size_t ngroups)
 	for (; g < ngroups && d->wend - wp >= 2 * OL_EXANS_LANES + 16; g++) {
 		for (int k = 0; k < 4; k++)
 			x[k] = avx2_step(x[k], d->tbl, &wp, &s[k]);
-		avx2_store_syms(exps + g * OL_EXANS_LANES, s[0], s[1], s[2], s[3]);
+		avx2_store_group(out + 64 * g, sm + 32 * g, s);
 	}
 	for (int k = 0; k < 4; k++)
 		_mm256_storeu_si256((__m256i *)(d->x + 8 * k), x[k]);
 	d->wp = wp;
 	for (; g < ngroups; g++)
-		if (ol_exans_dec_lanes(d, exps + g * OL_EXANS_LANES, OL_EXANS_LANES) != 0)
+		if (ol_exans_dec_lanes(d, out + 64 * g, sm + 32 * g, OL_EXANS_LANES) != 0)
 			return -EBADMSG;
 	return 0;
 }
@@ -81,7 +94,7 @@ avx512_step(__m512i x, const uint32_t *tbl, const uint8_t **wpp, __m512i *sym)
 	__m512i f = _mm512_and_si512(_mm512_srli_epi32(e, 8), mask12);
 	x = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srli_epi32(x, OL_EXANS_PROB_BITS)),
 			     _mm512_srli_epi32(e, 20));
-	*sym = _mm512_and_si512(e, _mm512_set1_epi32(0xff));
+	*sym = e;
 	__mmask16 need = _mm512_cmplt_epu32_mask(x, _mm512_set1_epi32(OL_EXANS_RANS_L));
 	__m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)*wpp));
 	w = _mm512_maskz_expand_epi32(need, w);
@@ -89,8 +102,19 @@ avx512_step(__m512i x, const uint32_t *tbl, const uint8_t **wpp, __m512i *sym)
 	return _mm512_mask_or_epi32(x, need, _mm512_slli_epi32(x, 16), w);
 }
 
+/* 16 values to out (32 bytes): table entries e (symbol in the low byte), sm bytes. */
+AVX512_T static inline void
+avx512_store16(uint8_t *out, const uint8_t *sm, __m512i e)
+{
+	__m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sm));
+	__m512i v = _mm512_slli_epi32(_mm512_and_si512(e, _mm512_set1_epi32(0xff)), 7);
+	v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 8));
+	v = _mm512_or_si512(v, _mm512_and_si512(b, _mm512_set1_epi32(0x7f)));
+	_mm256_storeu_si256((__m256i *)out, _mm512_cvtepi32_epi16(v));
+}
+
 AVX512_T int
-ol_exans_dec_groups_avx512(struct ol_exans_dec *d, uint8_t *exps, size_t ngroups)
+ol_exans_dec_groups_avx512(struct ol_exans_dec *d, uint8_t *out, const uint8_t *sm, size_t ngroups)
 {
 	const uint8_t *wp = d->wp;
 	__m512i x0 = _mm512_loadu_si512(d->x), x1 = _mm512_loadu_si512(d->x + 16), s0, s1;
@@ -98,33 +122,83 @@ ol_exans_dec_groups_avx512(struct ol_exans_dec *d, uint8_t *exps, size_t ngroups
 	for (; g < ngroups && d->wend - wp >= 2 * OL_EXANS_LANES + 32; g++) {
 		x0 = avx512_step(x0, d->tbl, &wp, &s0);
 		x1 = avx512_step(x1, d->tbl, &wp, &s1);
-		_mm_storeu_si128((__m128i *)(exps + g * OL_EXANS_LANES), _mm512_cvtepi32_epi8(s0));
-		_mm_storeu_si128((__m128i *)(exps + g * OL_EXANS_LANES + 16),
-				 _mm512_cvtepi32_epi8(s1));
+		avx512_store16(out + 64 * g, sm + 32 * g, s0);
+		avx512_store16(out + 64 * g + 32, sm + 32 * g + 16, s1);
 	}
 	_mm512_storeu_si512(d->x, x0);
 	_mm512_storeu_si512(d->x + 16, x1);
 	d->wp = wp;
 	for (; g < ngroups; g++)
-		if (ol_exans_dec_lanes(d, exps + g * OL_EXANS_LANES, OL_EXANS_LANES) != 0)
+		if (ol_exans_dec_lanes(d, out + 64 * g, sm + 32 * g, OL_EXANS_LANES) != 0)
 			return -EBADMSG;
 	return 0;
 }
 
-AVX2_T void
-ol_exans_join_avx2(uint8_t *out, const uint8_t *exps, const uint8_t *sm, size_t nv)
+/* Two blocks in lockstep while both streams have room; the rest one at a time. */
+AVX2_T int
+ol_exans_dec_groups2_avx2(struct ol_exans_dec *d0, struct ol_exans_dec *d1, uint8_t *o0,
+			  uint8_t *o1, const uint8_t *sm0, const uint8_t *sm1, size_t ngroups)
 {
-	size_t i = 0;
-	const __m256i m80 = _mm256_set1_epi16((short)0x80), m7f = _mm256_set1_epi16(0x7f);
-	for (; i + 16 <= nv; i += 16) {
-		__m256i e = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(exps + i)));
-		__m256i s = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(sm + i)));
-		__m256i v = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(s, m80), 8),
-					    _mm256_slli_epi16(e, 7));
-		v = _mm256_or_si256(v, _mm256_and_si256(s, m7f));
-		_mm256_storeu_si256((__m256i *)(out + 2 * i), v);
+	__m256i x[8], s[8];
+	const uint8_t *wp0 = d0->wp, *wp1 = d1->wp;
+	for (int k = 0; k < 4; k++) {
+		x[k] = _mm256_loadu_si256((const __m256i *)(d0->x + 8 * k));
+		x[4 + k] = _mm256_loadu_si256((const __m256i *)(d1->x + 8 * k));
 	}
-	ol_exans_join_scalar(out + 2 * i, exps + i, sm + i, nv - i);
+	size_t g = 0;
+	for (; g < ngroups && d0->wend - wp0 >= 2 * OL_EXANS_LANES + 16 &&
+	       d1->wend - wp1 >= 2 * OL_EXANS_LANES + 16;
+	     g++) {
+		for (int k = 0; k < 4; k++) {
+			x[k] = avx2_step(x[k], d0->tbl, &wp0, &s[k]);
+			x[4 + k] = avx2_step(x[4 + k], d1->tbl, &wp1, &s[4 + k]);
+		}
+		avx2_store_group(o0 + 64 * g, sm0 + 32 * g, s);
+		avx2_store_group(o1 + 64 * g, sm1 + 32 * g, s + 4);
+	}
+	for (int k = 0; k < 4; k++) {
+		_mm256_storeu_si256((__m256i *)(d0->x + 8 * k), x[k]);
+		_mm256_storeu_si256((__m256i *)(d1->x + 8 * k), x[4 + k]);
+	}
+	d0->wp = wp0;
+	d1->wp = wp1;
+	if (ol_exans_dec_groups_avx2(d0, o0 + 64 * g, sm0 + 32 * g, ngroups - g) != 0 ||
+	    ol_exans_dec_groups_avx2(d1, o1 + 64 * g, sm1 + 32 * g, ngroups - g) != 0)
+		return -EBADMSG;
+	return 0;
+}
+
+AVX512_T int
+ol_exans_dec_groups2_avx512(struct ol_exans_dec *d0, struct ol_exans_dec *d1, uint8_t *o0,
+			    uint8_t *o1, const uint8_t *sm0, const uint8_t *sm1, size_t ngroups)
+{
+	const uint8_t *wp0 = d0->wp, *wp1 = d1->wp;
+	__m512i a0 = _mm512_loadu_si512(d0->x), a1 = _mm512_loadu_si512(d0->x + 16);
+	__m512i b0 = _mm512_loadu_si512(d1->x), b1 = _mm512_loadu_si512(d1->x + 16);
+	__m512i sa0, sa1, sb0, sb1;
+	size_t g = 0;
+	for (; g < ngroups && d0->wend - wp0 >= 2 * OL_EXANS_LANES + 32 &&
+	       d1->wend - wp1 >= 2 * OL_EXANS_LANES + 32;
+	     g++) {
+		a0 = avx512_step(a0, d0->tbl, &wp0, &sa0);
+		b0 = avx512_step(b0, d1->tbl, &wp1, &sb0);
+		a1 = avx512_step(a1, d0->tbl, &wp0, &sa1);
+		b1 = avx512_step(b1, d1->tbl, &wp1, &sb1);
+		avx512_store16(o0 + 64 * g, sm0 + 32 * g, sa0);
+		avx512_store16(o0 + 64 * g + 32, sm0 + 32 * g + 16, sa1);
+		avx512_store16(o1 + 64 * g, sm1 + 32 * g, sb0);
+		avx512_store16(o1 + 64 * g + 32, sm1 + 32 * g + 16, sb1);
+	}
+	_mm512_storeu_si512(d0->x, a0);
+	_mm512_storeu_si512(d0->x + 16, a1);
+	_mm512_storeu_si512(d1->x, b0);
+	_mm512_storeu_si512(d1->x + 16, b1);
+	d0->wp = wp0;
+	d1->wp = wp1;
+	if (ol_exans_dec_groups_avx512(d0, o0 + 64 * g, sm0 + 32 * g, ngroups - g) != 0 ||
+	    ol_exans_dec_groups_avx512(d1, o1 + 64 * g, sm1 + 32 * g, ngroups - g) != 0)
+		return -EBADMSG;
+	return 0;
 }
 
 /* One vector of 16 lanes of the encoder (exans.c enc_range, vectorised): its emitted words
