@@ -210,6 +210,16 @@ encparam_cmp(const void *a, const void *b)
 	return x->val_len < y->val_len ? -1 : 1;
 }
 
+/* Upper bound of the parameters of q (capped at MAX_PARAMS). */
+static size_t
+count_params(const char *q, size_t qlen)
+{
+	size_t n = 1;
+	for (size_t i = 0; i < qlen && n < MAX_PARAMS; i++)
+		n += q[i] == '&';
+	return n;
+}
+
 /* Append the canonical query string of q to out. Returns 0, -E2BIG or -ENOMEM. */
 static int
 canonical_query(const char *q, size_t qlen, int presigned, struct sbuf *out)
@@ -226,7 +236,7 @@ canonical_query(const char *q, size_t qlen, int presigned, struct sbuf *out)
 			rc = -E2BIG;
 			goto out;
 		}
-		if (!ps && !(ps = calloc(MAX_PARAMS, sizeof(*ps)))) {
+		if (!ps && !(ps = calloc(count_params(q, qlen), sizeof(*ps)))) {
 			rc = -ENOMEM;
 			goto out;
 		}
@@ -420,6 +430,32 @@ ol_sigv4_signing_key(const char *secret, const char *date8, const char *region, 
 	if (!rc)
 		rc = hmac(key, 32, "aws4_request", 12, key);
 	return rc;
+}
+
+/* The signing key changes once a day per credential: keep the last one per thread
+ * (4 HMACs saved on every request). */
+static int
+cached_signing_key(const char *secret, const char *date8, const char *region, uint8_t key[32])
+{
+	static __thread struct {
+		int valid;
+		char secret[128], date8[9], region[64];
+		uint8_t key[32];
+	} c;
+	if (c.valid && strcmp(c.secret, secret) == 0 && strcmp(c.date8, date8) == 0 &&
+	    strcmp(c.region, region) == 0) {
+		memcpy(key, c.key, 32);
+		return 0;
+	}
+	int rc = ol_sigv4_signing_key(secret, date8, region, "s3", key);
+	if (rc || strlen(secret) >= sizeof(c.secret) || strlen(region) >= sizeof(c.region))
+		return rc;
+	memcpy(c.secret, secret, strlen(secret) + 1);
+	memcpy(c.date8, date8, 9);
+	memcpy(c.region, region, strlen(region) + 1);
+	memcpy(c.key, key, 32);
+	c.valid = 1;
+	return 0;
 }
 
 /* ---- parsing the two auth forms ---- */
@@ -924,7 +960,7 @@ finish_verify(const struct ol_sigv4_request *req, const struct auth *a, const ch
 {
 	struct sbuf creq = {0}, sts = {0};
 	char sig[65];
-	int rc = ol_sigv4_signing_key(secret, a->date8, a->region, "s3", out->signing_key);
+	int rc = cached_signing_key(secret, a->date8, a->region, out->signing_key);
 	if (!rc && a->pending)
 		return defer(req, a, out);
 	if (!rc)
