@@ -74,6 +74,11 @@ size_t s3_common_headers(struct s3_req *r, struct ol_http_header *h, size_t n);
 /* Check the bucket exists (sends NoSuchBucket / InvalidBucketName and returns false). */
 bool s3_bucket_exists(struct s3_req *r);
 
+/* metrics.c */
+void s3_metrics_record(const char *op, int status, uint64_t us);
+struct ol_strbuf;
+void s3_metrics_render(struct ol_strbuf *out, void *arg);
+
 /* body.c */
 int s3_body_init(struct s3_body *b, struct s3_req *r, uint64_t max);
 /* 1 + span, 0 when the body ended and every check passed, -1 with b->err set. */

@@ -10,6 +10,7 @@
 
 #include "admin/admin.h"
 #include "base/log.h"
+#include "base/metrics.h"
 
 static _Atomic uint64_t req_counter;
 static uint64_t req_seed;
@@ -265,6 +266,9 @@ s3_handler(struct ol_http_req *h, void *arg)
 		s3_error(&r, OL_S3E_INTERNAL, "no response");
 	ol_sigv4_result_fini(&r.auth);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+	s3_metrics_record(
+	    r.op, r.status,
+	    (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
 	ol_debug("s3 %s %s %s %s -> %d %.3fms", r.reqid, r.op ? r.op : "-", h->method, h->target,
 		 r.status,
 		 (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
@@ -304,6 +308,7 @@ ol_s3_server_start(const struct ol_config *cfg, struct ol_store *st, struct ol_s
 	}
 	ol_info("s3: listening on %s (port %u), region %s", cfg->s3_addr,
 		ol_http_server_port(s->http), cfg->region);
+	ol_metrics_register(s3_metrics_render, s);
 	*out = s;
 	return 0;
 }
@@ -320,5 +325,6 @@ ol_s3_server_stop(struct ol_s3_server *s)
 	if (!s)
 		return;
 	ol_http_server_stop(s->http);
+	ol_metrics_unregister(s3_metrics_render, s);
 	free(s);
 }

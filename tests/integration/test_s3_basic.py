@@ -538,3 +538,25 @@ def test_upload_part_copy(s3_client, bucket):
         MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": r1["CopyPartResult"]["ETag"]},
                                    {"PartNumber": 2, "ETag": r2["CopyPartResult"]["ETag"]}]})
     assert s3_client.get_object(Bucket=bucket, Key="pc-dst")["Body"].read() == src
+
+
+def test_response_overrides(s3_client, bucket):
+    s3_client.put_object(Bucket=bucket, Key="ov", Body=b"o", ContentType="text/plain")
+    g = s3_client.get_object(Bucket=bucket, Key="ov", ResponseContentType="image/png",
+                             ResponseContentDisposition="inline", ResponseCacheControl="no-cache")
+    assert g["ContentType"] == "image/png" and g["ContentDisposition"] == "inline"
+    assert g["CacheControl"] == "no-cache"
+
+
+def test_metrics_count_s3_ops(url, s3_client, bucket):
+    s3_client.put_object(Bucket=bucket, Key="m", Body=b"1")
+    with pytest.raises(ClientError):
+        s3_client.get_object(Bucket=bucket, Key="absent")
+    st, _, body = raw(url, "GET", "/metrics", signed=False, body=None)
+    assert st == 200
+    text = body.decode()
+    assert 'openlake_s3_requests_total{op="PutObject"}' in text
+    import re
+    m = re.search(r'openlake_s3_errors_total\{op="GetObject"\} (\d+)', text)
+    assert m and int(m.group(1)) >= 1
+    assert 'openlake_s3_request_duration_seconds_count{op="PutObject"}' in text

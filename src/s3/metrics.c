@@ -1,0 +1,83 @@
+/* s3/metrics.c - per-operation request counters and latency histograms (Prometheus). */
+#include "s3/s3int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/metrics.h"
+
+static const char *const ops[] = {
+    "ListBuckets",
+    "CreateBucket",
+    "HeadBucket",
+    "DeleteBucket",
+    "GetBucketLocation",
+    "GetBucketVersioning",
+    "GetAcl",
+    "ListObjects",
+    "ListObjectsV2",
+    "PutObject",
+    "CopyObject",
+    "GetObject",
+    "HeadObject",
+    "DeleteObject",
+    "DeleteObjects",
+    "CreateMultipartUpload",
+    "UploadPart",
+    "UploadPartCopy",
+    "CompleteMultipartUpload",
+    "AbortMultipartUpload",
+    "ListParts",
+    "ListMultipartUploads",
+    "Other",
+};
+#define N_OPS (sizeof(ops) / sizeof(ops[0]))
+
+struct op_stats {
+	uint64_t requests, errors;
+	struct ol_hist lat;
+};
+static struct op_stats stats[N_OPS];
+
+static size_t
+op_index(const char *op)
+{
+	for (size_t i = 0; op && i < N_OPS - 1; i++)
+		if (strcmp(ops[i], op) == 0)
+			return i;
+	return N_OPS - 1;
+}
+
+void
+s3_metrics_record(const char *op, int status, uint64_t us)
+{
+	struct op_stats *s = &stats[op_index(op)];
+	ol_counter_add(&s->requests, 1);
+	if (status >= 400)
+		ol_counter_add(&s->errors, 1);
+	ol_hist_observe(&s->lat, us);
+}
+
+void
+s3_metrics_render(struct ol_strbuf *out, void *arg)
+{
+	(void)arg;
+	ol_strbuf_printf(out, "# TYPE openlake_s3_requests_total counter\n");
+	for (size_t i = 0; i < N_OPS; i++)
+		if (ol_counter_get(&stats[i].requests))
+			ol_strbuf_printf(out, "openlake_s3_requests_total{op=\"%s\"} %lu\n", ops[i],
+					 (unsigned long)ol_counter_get(&stats[i].requests));
+	ol_strbuf_printf(out, "# TYPE openlake_s3_errors_total counter\n");
+	for (size_t i = 0; i < N_OPS; i++)
+		if (ol_counter_get(&stats[i].requests))
+			ol_strbuf_printf(out, "openlake_s3_errors_total{op=\"%s\"} %lu\n", ops[i],
+					 (unsigned long)ol_counter_get(&stats[i].errors));
+	ol_strbuf_printf(out, "# TYPE openlake_s3_request_duration_seconds histogram\n");
+	for (size_t i = 0; i < N_OPS; i++) {
+		char label[64];
+		if (!ol_counter_get(&stats[i].requests))
+			continue;
+		snprintf(label, sizeof(label), "op=\"%s\"", ops[i]);
+		ol_hist_render(out, "openlake_s3_request_duration_seconds", label, &stats[i].lat);
+	}
+}
