@@ -117,7 +117,7 @@ errs() { jget "$TMP/$1.json" 'd["errors"]'; }
 LINES=()
 line() { LINES+=("$1"); printf '%s\n' "$1"; }
 
-echo "# kv_bench.sh: $(date -u +%FT%TZ), $(nproc) cores, $DUR s per figure, $CONC connections (local: $LOCAL_CONC threads)"
+echo "# kv_bench.sh: $(date -u +%FT%TZ), $(nproc) cores (load average $(cut -d" " -f1-3 /proc/loadavg)), $DUR s per figure, $CONC connections (local: $LOCAL_CONC threads)"
 for size in 256KiB 2MiB; do
 	for op in put get; do
 		t=$op$size

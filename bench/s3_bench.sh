@@ -133,9 +133,11 @@ bench_get_small() {
 	stop_daemon
 	# nginx serves the same bytes as static files
 	local www=$TMP/www port=$(free_port)
-	mkdir -p "$www/b" "$TMP/nginx"
-	head -c 4096 /dev/urandom >"$www/b/obj"
-	for i in $(seq -f %08g 0 999); do ln "$www/b/obj" "$www/b/bench$i" 2>/dev/null || cp "$www/b/obj" "$www/b/bench$i"; done
+	# the same paths as the S3 keys: /openlake-bench/bench/00000000..00000999
+	mkdir -p "$www/openlake-bench/bench" "$TMP/nginx"
+	head -c 4096 /dev/urandom >"$www/obj"
+	chmod 644 "$www/obj"
+	for i in $(seq -f %08g 0 999); do ln "$www/obj" "$www/openlake-bench/bench/$i"; done
 	cat >"$TMP/nginx/nginx.conf" <<EOF
 worker_processes auto;
 daemon off;
@@ -160,11 +162,16 @@ EOF
 local i = 0
 request = function()
 	i = (i + 7919) % 1000
-	return wrk.format("GET", string.format("/b/bench%08d", i))
+	return wrk.format("GET", string.format("/openlake-bench/bench/%08d", i))
 end
 EOF
 	echo "+ wrk -t 2 -c $CONC -d ${DUR}s --latency -s paths.lua http://127.0.0.1:PORT/" >&2
 	wrk -t 2 -c $CONC -d "${DUR}s" --latency -s "$TMP/paths.lua" "http://127.0.0.1:$port/" >"$TMP/wrk.txt" 2>&1 || true
+	# driver check: our load generator on the same nginx (its signatures are ignored there;
+	# the bucket PUT gets a 405), to show what the client side itself costs beside wrk
+	echo "+ openlake bench s3 --endpoint http://127.0.0.1:NGINX_PORT -w get -s 4KiB -c $CONC -n 1000 --no-prefill -d $DUR" >&2
+	"$CLI" bench s3 --endpoint "http://127.0.0.1:$port" -w get -s 4KiB -c $CONC -n 1000 \
+		--no-prefill -d "$DUR" --json -q >"$TMP/nginx-ours.json" 2>/dev/null || true
 	kill "$NPID" 2>/dev/null || true
 	wait "$NPID" 2>/dev/null || true
 	NPID=
@@ -178,6 +185,9 @@ EOF
 	o_p99=$(jget "$TMP/get4k.json" '"%.2fms" % (d["latency_us"]["p99"]/1e3)' 2>/dev/null || echo "?")
 	o_err=$(jget "$TMP/get4k.json" 'd["errors"]' 2>/dev/null || echo "?")
 	line "GET 4KiB c=$CONC | ours ${o_ops} ops/s p50 ${o_p50} p99 ${o_p99} (errors ${o_err}) | nginx+wrk ${w_ops:-0} ops/s p50 ${w_p50:-?} p99 ${w_p99:-?} | ratio $(ratio "${o_ops}" "${w_ops:-0}")"
+	local n_ops
+	n_ops=$(jget "$TMP/nginx-ours.json" 'round(d["ops_per_s"])' 2>/dev/null || echo 0)
+	line "driver check: nginx GET 4KiB c=$CONC | openlake bench s3 ${n_ops} ops/s (errors $(jget "$TMP/nginx-ours.json" 'd["errors"]' 2>/dev/null || echo ?)) | wrk ${w_ops:-0} ops/s | ratio $(ratio "$n_ops" "${w_ops:-0}")"
 }
 
 # fio_bw NAME ARGS...: fio bandwidth (bytes/s) of its only job, read or write
@@ -234,7 +244,7 @@ bench_put_small() {
 	line "PUT 4KiB fsync c=$CONC | ours ${o_ops} ops/s p50 $(jget "$TMP/put4k.json" '"%.2fms" % (d["latency_us"]["p50"]/1e3)' 2>/dev/null || echo ?) (errors $(jget "$TMP/put4k.json" 'd["errors"]' 2>/dev/null || echo ?)) | fio 4KiB write+fdatasync 1 job ${f_iops} IOPS | ratio $(ratio "$o_ops" "$f_iops")"
 }
 
-echo "# s3_bench.sh: $(date -u +%FT%TZ), $(nproc) cores, $DUR s per figure, drives under $TMP ($(df -T "$TMP" | awk 'NR==2 {print $2" on "$1}'))"
+echo "# s3_bench.sh: $(date -u +%FT%TZ), $(nproc) cores (load average $(cut -d" " -f1-3 /proc/loadavg)), $DUR s per figure, drives under $TMP ($(df -T "$TMP" | awk 'NR==2 {print $2" on "$1}'))"
 bench_get_small
 bench_large
 bench_put_small
