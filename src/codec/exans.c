@@ -184,13 +184,15 @@ static int
 enc_groups(const uint8_t *src, size_t g, const uint32_t f[256], const struct esym *es, uint32_t *x,
 	   uint8_t *sm, uint8_t **wpp, const uint8_t *floor, enum ol_exans_impl impl)
 {
-	if (impl == OL_EXANS_AVX512 && g > 0) {
+	if ((impl == OL_EXANS_AVX512 || impl == OL_EXANS_AVX2) && g > 0) {
 		struct ol_exans_enc se;
 		enc_simd_init(&se, f, es);
 		memcpy(se.x, x, sizeof(se.x));
 		se.wp = *wpp;
 		se.floor = floor;
-		if (ol_exans_enc_groups_avx512(&se, src, sm, g) != 0)
+		int r = impl == OL_EXANS_AVX512 ? ol_exans_enc_groups_avx512(&se, src, sm, g)
+						: ol_exans_enc_groups_avx2(&se, src, sm, g);
+		if (r != 0)
 			return -ENOSPC;
 		memcpy(x, se.x, sizeof(se.x));
 		*wpp = se.wp;

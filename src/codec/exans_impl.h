@@ -52,6 +52,8 @@ struct ol_exans_enc {
  * 0, or -ENOSPC when fewer than 64 bytes are left above floor before a group. */
 int ol_exans_enc_groups_avx512(struct ol_exans_enc *e, const uint8_t *src, uint8_t *sm,
 			       size_t ngroups);
+int ol_exans_enc_groups_avx2(struct ol_exans_enc *e, const uint8_t *src, uint8_t *sm,
+			     size_t ngroups);
 
 static inline uint16_t
 ol_exans_ld16(const uint8_t *p)

@@ -10,16 +10,23 @@
 #define AVX2_T	 __attribute__((target("avx2,popcnt")))
 #define AVX512_T __attribute__((target("avx512f,avx2,popcnt")))
 
-/* perm[m] gathers the k-th set lane of m from word k (AVX2 has no expand). */
+/* avx2_perm[m]: lane l takes word k if l is the k-th set lane of m (AVX2 has no expand).
+ * avx2_cperm[m]: the set lanes of m moved, in order, to the top slots 8-popcount(m)..7 (a
+ * right-aligned compress, for the encoder's downward word stack). */
 static uint32_t avx2_perm[256][8];
+static uint32_t avx2_cperm[256][8];
 
 __attribute__((constructor)) static void
 avx2_perm_init(void)
 {
 	for (int m = 0; m < 256; m++) {
-		int k = 0;
-		for (int l = 0; l < 8; l++)
-			avx2_perm[m][l] = (m >> l) & 1 ? (uint32_t)k++ : 0;
+		int k = 0, c = __builtin_popcount((unsigned)m);
+		memset(avx2_cperm[m], 0, sizeof(avx2_cperm[m]));
+		for (int l = 0; l < 8; l++) {
+			avx2_perm[m][l] = (m >> l) & 1 ? (uint32_t)k : 0;
+			if ((m >> l) & 1)
+				avx2_cperm[m][8 - c + k++] = (uint32_t)l;
+		}
 	}
 }
 
@@ -258,6 +265,70 @@ ol_exans_enc_groups_avx512(struct ol_exans_enc *e, const uint8_t *src, uint8_t *
 	}
 	_mm512_storeu_si512(e->x, x0);
 	_mm512_storeu_si512(e->x + 16, x1);
+	e->wp = wp;
+	return 0;
+}
+
+/* 8 lanes of the encoder with AVX2 (see avx512_enc_vec). */
+AVX2_T static inline __m256i
+avx2_enc_vec(__m256i x, const uint8_t *src, uint8_t **wpp, const struct ol_exans_enc *e)
+{
+	__m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)src));
+	__m256i s = _mm256_and_si256(_mm256_srli_epi32(v, 7), _mm256_set1_epi32(0xff));
+	__m256i a = _mm256_i32gather_epi32((const int *)e->a, s, 4);
+	__m256i b = _mm256_i32gather_epi32((const int *)e->b, s, 4);
+	__m256i f = _mm256_and_si256(a, _mm256_set1_epi32(0xfff));
+	/* states and bounds are below 2^31: a signed compare is exact */
+	__m256i emit =
+	    _mm256_cmpgt_epi32(x, _mm256_sub_epi32(_mm256_slli_epi32(f, 19), _mm256_set1_epi32(1)));
+	unsigned m = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(emit));
+	__m256i w = _mm256_and_si256(x, _mm256_set1_epi32(0xffff));
+	w = _mm256_permutevar8x32_epi32(w, _mm256_loadu_si256((const __m256i *)avx2_cperm[m]));
+	w = _mm256_permute4x64_epi64(_mm256_packus_epi32(w, w), 0xd8);
+	_mm_storeu_si128((__m128i *)(*wpp - 16), _mm256_castsi256_si128(w));
+	*wpp -= 2 * __builtin_popcount(m);
+	x = _mm256_blendv_epi8(x, _mm256_srli_epi32(x, 16), emit);
+	__m256i pe = _mm256_mul_epu32(x, b);
+	__m256i po = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), _mm256_srli_epi64(b, 32));
+	__m256i q = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xaa);
+	q = _mm256_srlv_epi32(q, _mm256_srli_epi32(a, 25));
+	__m256i bias = _mm256_and_si256(_mm256_srli_epi32(a, 12), _mm256_set1_epi32(0x1fff));
+	__m256i cmpl = _mm256_sub_epi32(_mm256_set1_epi32(OL_EXANS_PROB_SCALE), f);
+	return _mm256_add_epi32(_mm256_add_epi32(x, bias), _mm256_mullo_epi32(q, cmpl));
+}
+
+/* sign+mantissa bytes of 32 values. */
+AVX2_T static inline void
+avx2_sm32(uint8_t *sm, const uint8_t *src)
+{
+	__m256i r[2];
+	for (int k = 0; k < 2; k++) {
+		__m256i v = _mm256_loadu_si256((const __m256i *)(src + 32 * k));
+		r[k] = _mm256_or_si256(
+		    _mm256_and_si256(_mm256_srli_epi16(v, 8), _mm256_set1_epi16(0x80)),
+		    _mm256_and_si256(v, _mm256_set1_epi16(0x7f)));
+	}
+	__m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi16(r[0], r[1]), 0xd8);
+	_mm256_storeu_si256((__m256i *)sm, p);
+}
+
+AVX2_T int
+ol_exans_enc_groups_avx2(struct ol_exans_enc *e, const uint8_t *src, uint8_t *sm, size_t ngroups)
+{
+	__m256i x[4];
+	for (int k = 0; k < 4; k++)
+		x[k] = _mm256_loadu_si256((const __m256i *)(e->x + 8 * k));
+	uint8_t *wp = e->wp;
+	for (size_t g = ngroups; g-- > 0;) {
+		if (wp - e->floor < 2 * OL_EXANS_LANES)
+			return -ENOSPC; /* each vector below stores 16 bytes under wp */
+		const uint8_t *s = src + 2 * OL_EXANS_LANES * g;
+		for (int k = 3; k >= 0; k--) /* lanes 31..0 */
+			x[k] = avx2_enc_vec(x[k], s + 16 * k, &wp, e);
+		avx2_sm32(sm + OL_EXANS_LANES * g, s);
+	}
+	for (int k = 0; k < 4; k++)
+		_mm256_storeu_si256((__m256i *)(e->x + 8 * k), x[k]);
 	e->wp = wp;
 	return 0;
 }
