@@ -599,6 +599,9 @@ node_gather(struct nodeinfo *ni, const char *config, const char *url)
 		return 2;
 	ni->status = http_get(ni->host, ni->port, "/openlake/admin/v1/status");
 	ni->daemon_up = ni->status || reachable(ni->cfg ? ni->cfg->s3_addr : NULL);
+	/* mode = "kv" serves no S3: the daemon is up when its KV listener answers */
+	if (!ni->daemon_up && ni->cfg && strcmp(ni->cfg->mode, "kv") == 0)
+		ni->daemon_up = reachable(ol_config_kv_listen(ni->cfg));
 	if (ni->cfg)
 		drives_from_config(ni);
 	else if (ni->status)

@@ -275,6 +275,15 @@ def test_node_info_without_daemon(tmp_path):
     out = json.loads(r.stdout)
     assert r.returncode == 1 and out["daemon"]["up"] is False
     assert out["drives"][0]["path"] == f"{tmp_path}/d0" and out["drives"][0]["writable"]
+    # a drive that is gone is reported, and the exit status says so
+    cfg.write_text(f'data_dirs = ["{tmp_path}/d0", "{tmp_path}/gone"]\n'
+                   f's3_addr = "127.0.0.1:{port}"\n')
+    r = cli("disk", "info", "--config", cfg, "--json")
+    assert r.returncode == 1
+    drives = json.loads(r.stdout)["drives"]
+    assert [(x["online"], x["writable"]) for x in drives] == [(True, True), (False, False)]
+    r = cli("disk", "info", "--config", cfg)
+    assert r.returncode == 1 and "OFFLINE" in r.stdout
     r = cli("node", "info", "--endpoint", f"http://127.0.0.1:{port}")
     assert r.returncode == 1 and "--config" in r.stderr
     r = cli("node", "info", "--config", tmp_path / "missing.toml")
