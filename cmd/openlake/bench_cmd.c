@@ -12,6 +12,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -362,6 +363,17 @@ progress(const struct brun *r, double t, uint64_t *last_ops, uint64_t *last_byte
 	*last_t = t;
 }
 
+/* Ctrl-C ends the current run early; its report is still printed */
+static volatile sig_atomic_t bench_interrupted;
+
+static void
+on_sigint(int sig)
+{
+	if (bench_interrupted)
+		_exit(130);
+	bench_interrupted = 1;
+}
+
 static void
 wait_run(struct brun *r, uint64_t t0)
 {
@@ -373,7 +385,7 @@ wait_run(struct brun *r, uint64_t t0)
 		double t = (double)(bench_now_ns() - t0) / 1e9;
 		if (atomic_load(&r->running) == 0)
 			break;
-		if (r->duration_s > 0 && t >= r->duration_s)
+		if ((r->duration_s > 0 && t >= r->duration_s) || bench_interrupted)
 			atomic_store(&r->stop, 1);
 		if (t >= next_report) {
 			progress(r, t, &last_ops, &last_bytes, &last_t);
@@ -396,6 +408,8 @@ bench_run(struct brun *r)
 	atomic_store(&r->next, 0);
 	atomic_store(&r->stop, 0);
 	atomic_store(&r->running, r->conc);
+	struct sigaction sa = {.sa_handler = on_sigint};
+	sigaction(SIGINT, &sa, NULL);
 	uint64_t t0 = bench_now_ns();
 	unsigned started = 0;
 	for (; started < r->conc; started++) {
