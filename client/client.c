@@ -113,6 +113,8 @@ ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
 	return 0;
 }
 
+static void map_release(struct olc_map *m);
+
 OL_API void
 ol_client_free(struct ol_client *c)
 {
@@ -122,12 +124,8 @@ ol_client_free(struct ol_client *c)
 		struct olc_node *nd = &c->nodes[i];
 		for (unsigned j = 0; j < nd->n_idle; j++)
 			close(nd->idle[j].fd);
-		for (struct olc_map *m = nd->maps, *nx; m; m = nx) {
-			nx = m->next;
-			munmap(m->base, m->size);
-			free((void *)m->faulted);
-			free(m);
-		}
+		for (unsigned j = 0; j < nd->n_maps; j++)
+			map_release(nd->maps[j]);
 		pthread_mutex_destroy(&nd->mu);
 	}
 	free(c->nodes);
@@ -173,16 +171,82 @@ olc_map_prefault(struct olc_map *m, uint64_t off, uint64_t len)
 	}
 }
 
+static pthread_mutex_t g_maps_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct olc_map *g_maps;
+
 static struct olc_map *
 map_find(struct olc_node *nd, uint64_t epoch)
 {
-	for (struct olc_map *m = nd->maps; m; m = m->next)
-		if (m->epoch == epoch)
-			return m;
+	for (unsigned j = 0; j < nd->n_maps; j++)
+		if (nd->maps[j]->epoch == epoch)
+			return nd->maps[j];
 	return NULL;
 }
 
-/* Map the node's shm (once per server epoch). Lock held. NULL when it cannot be mapped. */
+static struct olc_map *
+map_new(const struct ol_kvp_welcome *w, const char *name)
+{
+	int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+	void *p = fd >= 0 ? mmap(NULL, w->shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+			  : MAP_FAILED;
+	if (fd >= 0)
+		close(fd);
+	if (p == MAP_FAILED)
+		return NULL;
+	struct olc_map *m = calloc(1, sizeof(*m));
+	if (m)
+		m->faulted = calloc((w->shm_size / OLC_CHUNK + 64) / 64, sizeof(uint64_t));
+	/* same name but another server's object (its epoch is in the first u64): not ours */
+	if (!m || !m->faulted || atomic_load((_Atomic uint64_t *)p) != w->epoch) {
+		if (m)
+			free((void *)m->faulted);
+		free(m);
+		munmap(p, w->shm_size);
+		return NULL;
+	}
+	m->base = p;
+	m->size = w->shm_size;
+	m->epoch = w->epoch;
+	m->seq_off = w->seq_off;
+	m->unit = w->unit;
+	return m;
+}
+
+/* The process-wide mapping of a server epoch, with a new reference. */
+static struct olc_map *
+map_get(const struct ol_kvp_welcome *w, const char *name)
+{
+	pthread_mutex_lock(&g_maps_mu);
+	struct olc_map *m = g_maps;
+	while (m && !(m->epoch == w->epoch && m->size == w->shm_size))
+		m = m->next;
+	if (!m && (m = map_new(w, name)) != NULL) {
+		m->next = g_maps;
+		g_maps = m;
+	}
+	if (m)
+		m->refs++;
+	pthread_mutex_unlock(&g_maps_mu);
+	return m;
+}
+
+static void
+map_release(struct olc_map *m)
+{
+	pthread_mutex_lock(&g_maps_mu);
+	if (--m->refs == 0) {
+		struct olc_map **pp = &g_maps;
+		while (*pp != m)
+			pp = &(*pp)->next;
+		*pp = m->next;
+		munmap(m->base, m->size);
+		free((void *)m->faulted);
+		free(m);
+	}
+	pthread_mutex_unlock(&g_maps_mu);
+}
+
+/* Map the node's shm (once per server epoch). Node lock held. NULL: use TCP. */
 static struct olc_map *
 map_shm(struct ol_client *c, struct olc_node *nd, const struct ol_kvp_welcome *w)
 {
@@ -192,37 +256,15 @@ map_shm(struct ol_client *c, struct olc_node *nd, const struct ol_kvp_welcome *w
 	char name[OL_KVP_MAX_HOST + 1];
 	memcpy(name, w->shm_name, w->name_len);
 	name[w->name_len] = '\0';
-	int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
-	void *p = fd >= 0 ? mmap(NULL, w->shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-			  : MAP_FAILED;
-	if (fd >= 0)
-		close(fd);
-	m = p != MAP_FAILED ? calloc(1, sizeof(*m)) : NULL;
-	if (m && atomic_load((_Atomic uint64_t *)p) != w->epoch) {
-		free(m); /* same name, another server's object: not ours */
-		m = NULL;
-	}
+	if (nd->n_maps < sizeof(nd->maps) / sizeof(nd->maps[0]))
+		m = map_get(w, name);
 	if (!m) {
-		if (p != MAP_FAILED)
-			munmap(p, w->shm_size);
 		nd->local_failed = true;
 		olc_log(c, OL_CLIENT_LOG_INFO, "openlake: node %s: shm %s not usable, using TCP",
 			nd->addr, name);
 		return NULL;
 	}
-	m->faulted = calloc((w->shm_size / OLC_CHUNK + 64) / 64, sizeof(uint64_t));
-	if (!m->faulted) {
-		munmap(p, w->shm_size);
-		free(m);
-		return NULL;
-	}
-	m->base = p;
-	m->size = w->shm_size;
-	m->epoch = w->epoch;
-	m->seq_off = w->seq_off;
-	m->unit = w->unit;
-	m->next = nd->maps;
-	nd->maps = m;
+	nd->maps[nd->n_maps++] = m;
 	return m;
 }
 

@@ -13,10 +13,13 @@
 
 #define OLC_POOL_MAX 32 /* idle connections kept per node */
 
-struct olc_map { /* one mapping of a node's shm DRAM tier; kept until ol_client_free */
+/* One mapping of a node's shm DRAM tier, shared by every client of the process (one set of
+ * page tables per process, not per client); refcounted, unmapped with its last client. */
+struct olc_map {
 	uint8_t *base;
 	uint64_t size, epoch, seq_off, unit;
 	_Atomic uint64_t *faulted; /* one bit per 2 MiB chunk already prefaulted here */
+	unsigned refs;		   /* under the process-wide map lock */
 	struct olc_map *next;
 };
 
@@ -41,8 +44,9 @@ struct olc_node {
 	unsigned n_idle;
 	uint64_t down_until_ms;
 	unsigned backoff_ms;
-	struct olc_map *maps; /* newest first */
-	bool local_failed;    /* shm could not be mapped: TCP from now on */
+	struct olc_map *maps[8]; /* one per server epoch seen */
+	unsigned n_maps;
+	bool local_failed; /* shm could not be mapped: TCP from now on */
 };
 
 struct ol_client {
