@@ -449,6 +449,8 @@ bench_total(const struct brun *r, struct btotal *t)
 
 /* ---- report ---- */
 
+bool bench_show_histogram;
+
 static const double quants[] = {0.5, 0.9, 0.99, 0.999};
 static const char *const qnames[] = {"p50", "p90", "p99", "p99_9"};
 
@@ -501,6 +503,30 @@ report_json(const char *workload, const struct btotal *t, const char *extra, con
 	printf("]}\n");
 }
 
+/* One line per power of two of latency: range, count, share and a bar. */
+static void
+print_histogram(const struct bhist *h)
+{
+	uint64_t per[64] = {0}, top = 1;
+	for (unsigned i = 0; i < BH_BUCKETS; i++) {
+		uint64_t up = bh_upper(i);
+		per[up ? 63 - __builtin_clzll(up) : 0] += h->c[i];
+	}
+	for (unsigned k = 0; k < 64; k++)
+		top = per[k] > top ? per[k] : top;
+	for (unsigned k = 0; k < 64; k++) {
+		if (!per[k])
+			continue;
+		char bar[41];
+		unsigned n = (unsigned)(per[k] * 40 / top);
+		memset(bar, '#', n);
+		bar[n] = 0;
+		printf("  %10.1f - %10.1f us %10llu %5.1f%% %s\n", (double)(1ull << k) / 1e3,
+		       (double)(2ull << k) / 1e3, (unsigned long long)per[k],
+		       100.0 * (double)per[k] / (double)h->n, bar);
+	}
+}
+
 void
 bench_report(const char *workload, const struct btotal *t, const char *extra_json, bool json,
 	     bench_code_name_fn code_name)
@@ -523,6 +549,8 @@ bench_report(const char *workload, const struct btotal *t, const char *extra_jso
 	for (unsigned i = 0; i < 4; i++)
 		printf("  %s %.1f", qnames[i], (double)bh_quantile(h, quants[i]) / 1e3);
 	printf("  max %.1f\n", (double)h->max / 1e3);
+	if (bench_show_histogram)
+		print_histogram(h);
 	fflush(stdout);
 }
 

@@ -73,6 +73,9 @@ struct btotal {
 };
 void bench_total(const struct brun *r, struct btotal *t);
 
+/* --histogram: the text report adds one line per power of two of latency */
+extern bool bench_show_histogram;
+
 /* Names an error code for the report ("http 403", "kv miss"...) into buf. */
 typedef void (*bench_code_name_fn)(unsigned code, char *buf, size_t cap);
 

@@ -395,7 +395,7 @@ kv_teardown(struct kvbench *b)
 
 /* ---- flags ---- */
 
-enum { KVF_ADDR = 300, KVF_NODES, KVF_DEVICE, KVF_NS, KVF_OPS, KVF_JSON };
+enum { KVF_ADDR = 300, KVF_NODES, KVF_DEVICE, KVF_NS, KVF_OPS, KVF_JSON, KVF_HIST };
 
 static const struct option kvb_longopts[] = {{"addr", required_argument, NULL, KVF_ADDR},
 					     {"nodes", required_argument, NULL, KVF_NODES},
@@ -410,6 +410,7 @@ static const struct option kvb_longopts[] = {{"addr", required_argument, NULL, K
 					     {"duration", required_argument, NULL, 'd'},
 					     {"ops", required_argument, NULL, KVF_OPS},
 					     {"json", no_argument, NULL, KVF_JSON},
+					     {"histogram", no_argument, NULL, KVF_HIST},
 					     {"quiet", no_argument, NULL, 'q'},
 					     {"help", no_argument, NULL, 'h'},
 					     {NULL, 0, NULL, 0}};
@@ -474,6 +475,9 @@ kvb_flag(struct kvbench *b, int opt, const char *v)
 		return 0;
 	case KVF_JSON:
 		b->json = true;
+		return 0;
+	case KVF_HIST:
+		bench_show_histogram = true;
 		return 0;
 	case 'q':
 		b->quiet = true;

@@ -489,7 +489,8 @@ enum {
 	S3F_READ,
 	S3F_PAYLOAD,
 	S3F_NOPREFILL,
-	S3F_JSON
+	S3F_JSON,
+	S3F_HIST
 };
 
 static const struct option s3_longopts[] = {{"endpoint", required_argument, NULL, S3F_ENDPOINT},
@@ -508,6 +509,7 @@ static const struct option s3_longopts[] = {{"endpoint", required_argument, NULL
 					    {"payload", required_argument, NULL, S3F_PAYLOAD},
 					    {"no-prefill", no_argument, NULL, S3F_NOPREFILL},
 					    {"json", no_argument, NULL, S3F_JSON},
+					    {"histogram", no_argument, NULL, S3F_HIST},
 					    {"quiet", no_argument, NULL, 'q'},
 					    {"help", no_argument, NULL, 'h'},
 					    {NULL, 0, NULL, 0}};
@@ -608,6 +610,9 @@ s3_flag(struct s3bench *b, struct s3opts *o, int opt, const char *v)
 		return 0;
 	case S3F_JSON:
 		b->json = true;
+		return 0;
+	case S3F_HIST:
+		bench_show_histogram = true;
 		return 0;
 	case 'q':
 		o->quiet = true;
