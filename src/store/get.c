@@ -154,9 +154,9 @@ ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, size
 	for (int i = 0; i < OL_MAX_DRIVES; i++)
 		g->fd[i] = -1;
 	d = first_valid(st, valid);
-	g->raw = r.raw[d];
+	g->raw = r.raw[d]; /* win[d] points into it: it may be the record's prev */
 	r.raw[d] = NULL;
-	ol_rec_decode(g->raw, r.len[d], &g->rec);
+	g->rec = win[d];
 	if (g->rec.flags & OL_REC_INLINE)
 		rc = decode_inline(g, win, valid);
 	else

@@ -432,7 +432,7 @@ ol_store_mpu_list(struct ol_store *st, const char *bucket, ol_store_mpu_cb cb, v
 	if (!ol_bucket_ok(st, bucket))
 		return -ENOENT;
 	rc = collect_uploads(st, bucket, &v, &n);
-	if (!rc)
+	if (!rc && n)
 		qsort(v, n, sizeof(*v), upl_cmp);
 	for (size_t i = 0; i < n; i++) {
 		if (!rc)

@@ -278,6 +278,7 @@ publish(struct ol_put *p, struct ol_rec_build *b)
 	char okey[OL_KEYBUF];
 	struct ol_commit c = {
 	    .db = p->part ? OL_META_PARTS : OL_META_OBJECTS, .b = b, .skip = p->bad};
+	int64_t now;
 	int rc, ok;
 
 	if (p->part) {
@@ -288,6 +289,10 @@ publish(struct ol_put *p, struct ol_rec_build *b)
 		c.kl = ol_okey(okey, p->bucket, p->key, p->klen);
 	}
 	lock(p, true);
+	/* stamped under the lock: the order of mtimes is the order of commits */
+	now = ol_now_ns(st);
+	for (int d = 0; d < st->n; d++)
+		b[d].mtime = now;
 	rc = target_ok(p);
 	ok = rc ? 0 : ol_commit_all(st, &c);
 	lock(p, false);
@@ -341,7 +346,7 @@ ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, size_t
 	if (!rc && out_info) {
 		memset(out_info, 0, sizeof(*out_info));
 		out_info->size = p->size;
-		out_info->mtime_ns = b[0].mtime;
+		out_info->mtime_ns = b[0].mtime; /* set by publish */
 		snprintf(out_info->etag, sizeof(out_info->etag), "%s", etag ? etag : "");
 	}
 	if (rc)

@@ -17,6 +17,7 @@
 
 static __thread struct io_uring ring;
 static __thread int ring_state; /* 0 untried, 1 ok, -1 unavailable */
+static __thread pid_t ring_pid; /* a forked child must not share its parent's ring */
 
 static ssize_t
 io_sync_one(struct ol_io *o)
@@ -47,8 +48,14 @@ prep(struct io_uring_sqe *sqe, struct ol_io *o)
 static int
 ring_get(void)
 {
-	if (ring_state == 0)
+	if (ring_state == 1 && ring_pid != getpid()) {
+		io_uring_queue_exit(&ring); /* the child's mapping and fd only */
+		ring_state = 0;
+	}
+	if (ring_state == 0) {
 		ring_state = io_uring_queue_init(RING_DEPTH, &ring, 0) == 0 ? 1 : -1;
+		ring_pid = getpid();
+	}
 	return ring_state == 1;
 }
 
@@ -68,6 +75,7 @@ finish_short(struct ol_io *o)
 void
 ol_io_batch(struct ol_io *ops, int n)
 {
+	struct io_uring_sqe *sqe;
 	int todo = 0;
 
 	if (!ring_get() || n > RING_DEPTH) {
@@ -80,7 +88,12 @@ ol_io_batch(struct ol_io *ops, int n)
 			ops[i].res = -EBADF;
 			continue;
 		}
-		prep(io_uring_get_sqe(&ring), &ops[i]);
+		sqe = io_uring_get_sqe(&ring);
+		if (!sqe) {
+			ops[i].res = io_sync_one(&ops[i]);
+			continue;
+		}
+		prep(sqe, &ops[i]);
 		todo++;
 	}
 	if (todo && io_uring_submit_and_wait(&ring, (unsigned)todo) < 0) {

@@ -330,7 +330,12 @@ put_one(struct ol_meta_txn *t, struct ol_commit *c, int d)
 	}
 	if (c->b) {
 		struct ol_rec_build b = c->b[d];
+		struct ol_rec o;
 
+		/* a new version must sort after the one it replaces, even if the clock
+		 * went back across a restart */
+		if (strip && !ol_rec_decode(v, vl, &o) && o.mtime >= b.mtime)
+			b.mtime = o.mtime + 1;
 		b.prev = strip;
 		b.prev_len = (uint32_t)sl;
 		rec = ol_rec_encode(&b, &vl);

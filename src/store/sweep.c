@@ -95,7 +95,7 @@ sweep_dir(const char *dir, const struct uuid_set *s, size_t *removed)
 	while ((e = readdir(dh))) {
 		if (e->d_name[0] == '.')
 			continue;
-		if (unhex(e->d_name, u) == 0 && bsearch(u, s->u, s->n, OL_UUID, cmp_uuid))
+		if (unhex(e->d_name, u) == 0 && s->n && bsearch(u, s->u, s->n, OL_UUID, cmp_uuid))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		if (unlink(path) == 0)
@@ -123,7 +123,8 @@ ol_sweep_drive(struct ol_store *st, int d)
 	ol_meta_abort(t);
 	if (rc)
 		goto out;
-	qsort(s.u, s.n, OL_UUID, cmp_uuid);
+	if (s.n)
+		qsort(s.u, s.n, OL_UUID, cmp_uuid);
 	dh = opendir(st->d[d].data);
 	if (!dh) {
 		rc = -errno;

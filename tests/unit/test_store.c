@@ -606,15 +606,21 @@ worker(void *arg)
 	uint8_t *d = malloc(300000);
 	char key[32];
 
+	fill(d, 300000, 0); /* every size is a prefix of the same bytes */
 	for (int i = 0; i < 12; i++) {
 		size_t sz = (size_t)(i % 2 ? 300000 : 2000);
 
 		snprintf(key, sizeof(key), i % 3 ? "t%d-%d" : "shared", t->id, i);
-		fill(d, sz, 0);
-		if (put_obj(t->st, "b", key, d, sz))
+		int rc = put_obj(t->st, "b", key, d, sz);
+
+		if (rc) {
+			printf("# put %s: %d\n", key, rc);
 			t->errs++;
-		if (i % 3 && get_eq(t->st, "b", key, d, sz) != 1)
+		}
+		if (i % 3 && (rc = get_eq(t->st, "b", key, d, sz)) != 1) {
+			printf("# get %s: %d\n", key, rc);
 			t->errs++;
+		}
 		if (!(i % 3)) {
 			struct ol_get *g;
 			struct ol_obj_info info;
@@ -622,9 +628,13 @@ worker(void *arg)
 			if (ol_store_get_open(t->st, "b", "shared", 6, &g, &info) == 0) {
 				uint8_t *b = malloc(info.size + 1);
 
-				if (ol_store_get_read(g, 0, b, info.size) != (ssize_t)info.size ||
-				    memcmp(b, d, info.size))
+				ssize_t r = ol_store_get_read(g, 0, b, info.size);
+
+				if (r != (ssize_t)info.size || memcmp(b, d, info.size)) {
+					printf("# shared read %zd of %llu\n", r,
+					       (unsigned long long)info.size);
 					t->errs++;
+				}
 				free(b);
 				ol_store_get_close(g);
 			}
