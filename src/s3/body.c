@@ -99,7 +99,10 @@ s3_body_init(struct s3_body *b, struct s3_req *r, uint64_t max)
 	b->r = r;
 	b->max = max;
 	b->expect = decoded_length(r);
+	/* small bodies get a small buffer (no 1 MiB mmap per 4 KiB PUT) */
 	b->cap = S3_IO_BUF;
+	if (b->expect >= 0 && (uint64_t)b->expect + 4096 < S3_IO_BUF)
+		b->cap = (size_t)b->expect + 4096 < 16384 ? 16384 : (size_t)b->expect + 4096;
 	b->buf = ol_xmalloc(b->cap);
 	if (ol_cksum_init(&b->md5, OL_CKSUM_MD5) < 0)
 		return body_fail(b, OL_S3E_INTERNAL, NULL);

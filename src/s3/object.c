@@ -528,7 +528,7 @@ get_object(struct s3_req *r, bool head)
 	}
 	size_t first = 0;
 	if (!head && len > 0) {
-		buf = ol_xmalloc(S3_IO_BUF);
+		buf = ol_xmalloc(len < S3_IO_BUF ? (size_t)len : S3_IO_BUF);
 		ssize_t n =
 		    ol_store_get_read(g, off, buf, len < S3_IO_BUF ? (size_t)len : S3_IO_BUF);
 		if (n <= 0) {
@@ -656,7 +656,10 @@ s3_object(struct s3_req *r)
 			s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
 		return;
 	}
-	if (!s3_bucket_exists(r))
+	/* GET/HEAD/DELETE of an object: the store tells a missing bucket (-ENXIO) itself, so
+	 * the hot path does one lookup, not two; sub-resources check the bucket first. */
+	bool sub = ol_s3_query_has(r->query, "uploadId") || ol_s3_query_has(r->query, "acl");
+	if ((sub || !ol_s3_bucket_name_ok(r->rt.bucket)) && !s3_bucket_exists(r))
 		return;
 	if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
 		if (ol_s3_query_has(r->query, "uploadId") && m[0] == 'G')
