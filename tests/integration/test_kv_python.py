@@ -45,7 +45,7 @@ def client(request, openlaked):
     d = start_pool(openlaked)
     import openlake_client as ol
 
-    c = ol.connect([d.kv_addr], device=request.param, timeout_ms=3000)
+    c = ol.connect([d.kv_addr], device=request.param, timeout_ms=5000)
     c.daemon = d
     yield c
     c.close()

@@ -30,7 +30,7 @@ LAYOUTS = ["fa", "fa_hnd", "flashinfer", "bhnc", "mla"]
 def cfg(addr, layout="fa", chunk=16, model="standin/m1", tp=1, nb=NB, budget=256,
         prefix_caching=True, **extra):
     ex = {"openlake_nodes": [addr], "openlake_device": "local", "chunk_size": chunk,
-          "timeout_ms": 1000, "log_interval_s": 0.0}
+          "timeout_ms": 5000, "log_interval_s": 0.0}
     ex.update(extra)
     return make_vllm_config(model=model, block_size=BS, num_gpu_blocks=nb, tp=tp,
                             num_layers=L, kv_heads=H * tp, head_size=D,

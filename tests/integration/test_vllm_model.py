@@ -29,7 +29,7 @@ def model_engine(addr, layout="fa", model_id="karpathy/stories260K", kv_dtype=to
     cfg = make_vllm_config(model=model_id, dtype=str(kv_dtype).replace("torch.", ""), block_size=BS, num_gpu_blocks=NB,
                            num_layers=m.L, kv_heads=m.nkv, head_size=m.hd,
                            extra={"openlake_nodes": [addr], "chunk_size": CHUNK,
-                                  "timeout_ms": 1000, "log_interval_s": 0.0},
+                                  "timeout_ms": 5000, "log_interval_s": 0.0},
                            max_num_batched_tokens=512)
     e = Engine(cfg, lambda r: (m.make_kv_caches(NB, BS, layout), m), NB)
     e.model = m

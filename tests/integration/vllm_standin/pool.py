@@ -29,7 +29,7 @@ def library_path():
 
 
 def require_pool_binaries():
-    lib = library_path()
+    lib = Path(os.environ.get("OPENLAKE_LIBRARY") or library_path())
     daemon = build_dir() / "cmd" / "openlaked" / "openlaked"
     if not lib.exists():
         pytest.skip("libopenlake is not built yet (%s missing): the KV client library has not "
