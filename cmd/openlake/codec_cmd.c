@@ -13,13 +13,13 @@
 int ol_cmd_codec(int argc, char **argv);
 
 static void
-usage(void)
+usage(FILE *f)
 {
-	fprintf(stderr, "usage: openlake codec compress IN OUT [--block BYTES]\n"
-			"       openlake codec decompress IN OUT\n"
-			"       openlake codec stats IN [--block BYTES]\n"
-			"IN/OUT: raw little-endian BF16 (compress, stats) or ExANS (decompress).\n"
-			"BYTES: power of two from 1024 to 16777216 (default 65536).\n");
+	fprintf(f, "usage: openlake codec compress IN OUT [--block BYTES]\n"
+		   "       openlake codec decompress IN OUT\n"
+		   "       openlake codec stats IN [--block BYTES]\n"
+		   "IN/OUT: raw little-endian BF16 (compress, stats) or ExANS (decompress).\n"
+		   "BYTES: power of two from 1024 to 16777216 (default 65536).\n");
 }
 
 static double
@@ -210,8 +210,9 @@ ol_cmd_codec(int argc, char **argv)
 		return do_decompress(argv[2], argv[3]);
 	if (argc >= 3 && strcmp(argv[1], "stats") == 0 && parse_block(argc, argv, 3, &blk) == 0)
 		return do_stats(argv[2], blk);
-	usage();
-	return 2;
+	int help = argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+	usage(help ? stdout : stderr);
+	return help ? 0 : 2;
 }
 
 #ifdef OL_CODEC_CMD_MAIN
