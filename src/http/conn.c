@@ -365,15 +365,27 @@ header_ok(const struct ol_http_header *h)
 	return strpbrk(h->value, "\r\n") == NULL;
 }
 
+/* The Date value, formatted at most once a second per thread: gmtime_r takes glibc's global
+ * time-zone lock, a convoy point when many connection threads answer at once. */
+static const char *
+date_now(void)
+{
+	static __thread time_t last = -1;
+	static __thread char d[40];
+	time_t now = time(NULL);
+	if (now != last) {
+		struct tm tm;
+		gmtime_r(&now, &tm);
+		strftime(d, sizeof(d), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+		last = now;
+	}
+	return d;
+}
+
 static int
 append_date(struct ol_http_conn *c)
 {
-	char d[64];
-	struct tm tm;
-	time_t now = time(NULL);
-	gmtime_r(&now, &tm);
-	strftime(d, sizeof(d), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-	return wappend(c, "Date: %s\r\nServer: OpenLake\r\n", d);
+	return wappend(c, "Date: %s\r\nServer: OpenLake\r\n", date_now());
 }
 
 /* Framing headers; sets resp_chunked / resp_left / close_after. */
