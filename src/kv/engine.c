@@ -47,6 +47,7 @@ struct slot {
 	uint64_t off, seq;
 	int cls;
 	uint32_t npages;
+	bool fresh; /* its pages were never touched: prefault them */
 };
 
 struct page {
@@ -287,18 +288,24 @@ large_take(struct ol_kve *e, uint32_t np, uint64_t *off)
 	return false;
 }
 
-/* Prefault the pages of a slot once (one madvise per 2 MiB page instead of 512 faults). */
-static void
-prefault(struct ol_kve *e, uint64_t off, uint32_t np)
+/* Claim the first touch of a slot's pages: true when one of them was never touched (the
+ * caller then prefaults them with one madvise, outside the lock, instead of 512 faults). */
+static bool
+claim_fresh(struct ol_kve *e, uint64_t off, uint32_t np)
 {
+	bool fresh = false;
 	for (uint32_t p = page_of(e, off), q = p + np; p < q; p++) {
-		if (e->pages[p].faulted)
-			continue;
+		fresh |= !e->pages[p].faulted;
 		e->pages[p].faulted = true;
-		uint8_t *a = e->base + e->data_off + (uint64_t)p * OL_KVE_PAGE;
-		if (madvise(a, OL_KVE_PAGE, MADV_POPULATE_WRITE) != 0)
-			break; /* older kernel: fault on demand */
 	}
+	return fresh;
+}
+
+static void
+prefault(struct ol_kve *e, const struct slot *s)
+{
+	uint64_t start = e->data_off + (uint64_t)page_of(e, s->off) * OL_KVE_PAGE;
+	madvise(e->base + start, (uint64_t)s->npages * OL_KVE_PAGE, MADV_POPULATE_WRITE);
 }
 
 static bool
@@ -380,7 +387,7 @@ slot_alloc(struct ol_kve *e, uint64_t len, struct slot *s)
 			return -ENOSPC;
 		ent_evict(e, v);
 	}
-	prefault(e, s->off, s->npages);
+	s->fresh = claim_fresh(e, s->off, s->npages);
 	s->seq = ++e->gseq;
 	atomic_store_explicit(&e->seqtab[s->off / OL_KVE_UNIT], s->seq, memory_order_release);
 	ol_fence_store();
@@ -786,6 +793,8 @@ ol_kve_alloc(struct ol_kve *e, const struct ol_kvk *k, uint64_t len, struct ol_k
 	slot_out(e, x, s);
 out:
 	pthread_mutex_unlock(&e->mu);
+	if (rc == OL_KV_OK && sl.fresh)
+		prefault(e, &sl); /* the slot is ours (pinned, pending): no lock needed */
 	return rc;
 }
 
@@ -891,6 +900,8 @@ pin_nvme(struct ol_kve *e, const struct ol_kvk *k, uint64_t h, bool need_dram,
 		s->len = r.len;
 		return OL_KV_OK;
 	}
+	if (sl.fresh)
+		prefault(e, &sl);
 	memcpy(e->base + sl.off, val, r.len);
 	ent_attach(e, x, &sl);
 	e->dram_entries++;

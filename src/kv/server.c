@@ -24,6 +24,8 @@
 /* Once a frame has started, each read or write must progress within this (slow or stuck
  * peers are closed; idle connections between frames are kept). */
 #define OL_KV_FRAME_TIMEOUT_MS 10000
+/* One thread per connection: past this many, new connections are refused (closed). */
+#define OL_KV_MAX_CONNS 4096
 
 struct conn;
 
@@ -479,6 +481,14 @@ accept_main(void *arg)
 		if (atomic_load(&s->stop)) {
 			close(fd);
 			break;
+		}
+		pthread_mutex_lock(&s->mu);
+		bool full = s->n_conns >= OL_KV_MAX_CONNS;
+		pthread_mutex_unlock(&s->mu);
+		if (full) {
+			ol_warn("kv: %u connections open: refusing a new one", OL_KV_MAX_CONNS);
+			close(fd);
+			continue;
 		}
 		conn_start(s, fd);
 	}
