@@ -102,8 +102,6 @@ setup_large(struct ol_get *g)
 	g->start[g->rec.n_parts] = off;
 	if (off != g->rec.size || g->rec.k != g->st->k || g->rec.bs == 0)
 		return -EIO;
-	for (int d = 0; d < g->st->n; d++)
-		g->blk[d] = ol_xmalloc((size_t)g->rec.bs + OL_TRAILER);
 	if (g->rec.n_parts)
 		open_part(g, 0);
 	return 0;
@@ -292,12 +290,20 @@ read_in_part(struct ol_get *g, uint32_t pi, uint64_t pos, uint8_t *out, size_t l
 	s.bl = (s.dl + g->st->k - 1) / g->st->k;
 	if (pi != g->cur_part)
 		open_part(g, pi);
+	for (int d = 0; d < g->st->n; d++) /* lazily: not for HEAD-only handles */
+		if (!g->blk[d])
+			g->blk[d] = ol_xmalloc((size_t)g->rec.bs + OL_TRAILER);
 	if ((int64_t)s.j != g->cur_stripe) {
 		memset(g->ok, 0, sizeof(g->ok));
 		memset(g->tried, 0, sizeof(g->tried));
 		g->cur_stripe = (int64_t)s.j;
 	}
-	rc = load(g, &s, (int)(in / s.bl), (int)((in + len - 1) / s.bl));
+	/* from a stripe's start (streaming), fetch all its data blocks in one parallel batch;
+	 * small range reads fetch only the blocks they touch */
+	if (in == 0 || len >= s.bl)
+		rc = load(g, &s, 0, g->st->k - 1);
+	else
+		rc = load(g, &s, (int)(in / s.bl), (int)((in + len - 1) / s.bl));
 	if (rc)
 		return rc;
 	while (len) {

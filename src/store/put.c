@@ -20,8 +20,8 @@ struct ol_put {
 	unsigned part_no;
 	uint8_t uuid[OL_UUID];
 	uint64_t size;
-	uint8_t *sbuf; /* one stripe of data: k x bs */
-	size_t fill;
+	uint8_t *sbuf; /* one stripe of data: k x bs (small until the body outgrows inline) */
+	size_t fill, sbuf_cap;
 	uint8_t *par[OL_EC_MAX_SHARDS];
 	int fd[OL_MAX_DRIVES];
 	bool bad[OL_MAX_DRIVES];
@@ -47,9 +47,10 @@ ol_put_new(struct ol_store *st, const char *bucket, const void *key, size_t klen
 	p->klen = klen;
 	p->part = part;
 	ol_uuid(p->uuid);
-	p->sbuf = ol_xmalloc(stripe_cap(st));
-	for (int i = 0; i < st->p; i++)
-		p->par[i] = ol_xmalloc(st->bs);
+	p->sbuf_cap = stripe_cap(st);
+	if (!part && st->inline_max + st->k < p->sbuf_cap)
+		p->sbuf_cap = st->inline_max + st->k;
+	p->sbuf = ol_xmalloc(p->sbuf_cap);
 	for (int d = 0; d < st->n; d++) {
 		p->fd[d] = -1;
 		p->bad[d] = st->d[d].meta == NULL;
@@ -112,6 +113,9 @@ flush_stripe(struct ol_put *p)
 
 	if (!p->files)
 		open_files(p);
+	for (int i = 0; i < st->p; i++)
+		if (!p->par[i])
+			p->par[i] = ol_xmalloc(st->bs);
 	memset(p->sbuf + dl, 0, (size_t)st->k * bl - dl);
 	for (int i = 0; i < st->k; i++)
 		data[i] = p->sbuf + (size_t)i * bl;
@@ -150,6 +154,10 @@ ol_store_put_write(struct ol_put *p, const void *buf, size_t len)
 		if (p->fill == cap && (p->err = flush_stripe(p)))
 			return p->err;
 		n = cap - p->fill < len ? cap - p->fill : len;
+		if (p->fill + n > p->sbuf_cap) {
+			p->sbuf = ol_xrealloc(p->sbuf, cap);
+			p->sbuf_cap = cap;
+		}
 		memcpy(p->sbuf + p->fill, b, n);
 		p->fill += n;
 		p->size += n;
@@ -229,8 +237,10 @@ inline_shards(struct ol_put *p, uint8_t **sh, uint32_t *bl)
 	memset(p->sbuf + p->size, 0, (size_t)st->k * *bl - p->size);
 	for (int i = 0; i < st->k; i++)
 		sh[i] = p->sbuf + (size_t)i * *bl;
-	for (int i = 0; i < st->p; i++)
+	for (int i = 0; i < st->p; i++) {
+		p->par[i] = ol_xmalloc(*bl ? *bl : 1);
 		sh[st->k + i] = p->par[i];
+	}
 	ol_ec_encode(&st->ec, *bl, sh, sh + st->k);
 }
 
