@@ -1,5 +1,7 @@
-/* s3/auth/sigv4.c - AWS Signature V4 (S3 flavour): canonical request, verify, sign. */
+/* s3/auth/sigv4.c - AWS Signature V4 (S3 flavour): parsing both auth forms, checks, verify,
+ * deferred body hash, sign. Canonicalization lives in canonical.c. */
 #include "s3/auth/sigv4.h"
+#include "s3/auth/sigv4int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -11,452 +13,6 @@
 #include <openssl/crypto.h>
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
-
-#define ALG	     "AWS4-HMAC-SHA256"
-#define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-#define MAX_SIGNED   64	  /* headers in SignedHeaders */
-#define MAX_PARAMS   1024 /* query parameters */
-#define MAX_FIELD    1024 /* decoded auth query value / header parameter */
-
-/* ---- growable buffer (malloc; this file is shared with the client side) ---- */
-
-struct sbuf {
-	char *p;
-	size_t len, cap;
-	int oom;
-};
-
-static void
-sb_add(struct sbuf *b, const void *s, size_t n)
-{
-	if (b->oom)
-		return;
-	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
-		while (cap < b->len + n + 1)
-			cap *= 2;
-		char *np = realloc(b->p, cap);
-		if (!np) {
-			b->oom = 1;
-			return;
-		}
-		b->p = np;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, s, n);
-	b->len += n;
-	b->p[b->len] = 0;
-}
-
-static void
-sb_adds(struct sbuf *b, const char *s)
-{
-	sb_add(b, s, strlen(s));
-}
-
-static void
-sb_addc(struct sbuf *b, char c)
-{
-	sb_add(b, &c, 1);
-}
-
-static const char hexd[] = "0123456789abcdef";
-
-static void
-hex_encode(const uint8_t *raw, size_t n, char *out)
-{
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hexd[raw[i] >> 4];
-		out[2 * i + 1] = hexd[raw[i] & 15];
-	}
-	out[2 * n] = 0;
-}
-
-static int
-hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* ---- URI encoding: decode once (bad escapes stay literal), encode with the AWS set ---- */
-
-static int
-unreserved(unsigned char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-	       c == '-' || c == '_' || c == '.' || c == '~';
-}
-
-static void
-enc_byte(struct sbuf *b, unsigned char c, int keep_slash)
-{
-	static const char HX[] = "0123456789ABCDEF";
-	if (unreserved(c) || (keep_slash && c == '/')) {
-		sb_addc(b, (char)c);
-		return;
-	}
-	char e[3] = {'%', HX[c >> 4], HX[c & 15]};
-	sb_add(b, e, 3);
-}
-
-static void
-reencode(struct sbuf *b, const char *s, size_t n, int keep_slash)
-{
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-			c = (unsigned char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
-			i += 2;
-		}
-		enc_byte(b, c, keep_slash);
-	}
-}
-
-/* Decode s[0..n) into out (cap incl. NUL). Returns length or -1 when too long. */
-static long
-pct_decode(const char *s, size_t n, char *out, size_t cap)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (c == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-			c = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
-			i += 2;
-		}
-		if (o + 1 >= cap)
-			return -1;
-		out[o++] = c;
-	}
-	out[o] = 0;
-	return (long)o;
-}
-
-/* ---- query parameters ---- */
-
-struct qparam {
-	const char *name, *val;
-	size_t nlen, vlen;
-};
-
-/* Next '&'-separated non-empty parameter from q at *pos. Returns 1 or 0 at the end. */
-static int
-next_param(const char *q, size_t qlen, size_t *pos, struct qparam *p)
-{
-	while (*pos < qlen) {
-		size_t s = *pos, e = s;
-		while (e < qlen && q[e] != '&')
-			e++;
-		*pos = e < qlen ? e + 1 : e;
-		if (e == s)
-			continue;
-		const char *eq = memchr(q + s, '=', e - s);
-		p->name = q + s;
-		p->nlen = eq ? (size_t)(eq - (q + s)) : e - s;
-		p->val = eq ? eq + 1 : q + e;
-		p->vlen = eq ? (size_t)(q + e - (eq + 1)) : 0;
-		return 1;
-	}
-	return 0;
-}
-
-/* Decoded name of p equals lit exactly. */
-static int
-param_is(const struct qparam *p, const char *lit)
-{
-	char tmp[64];
-	long n = pct_decode(p->name, p->nlen, tmp, sizeof(tmp));
-	return n >= 0 && strcmp(tmp, lit) == 0;
-}
-
-/* Decoded value of the first parameter named lit into out. Returns length, -ENOENT, or
- * -E2BIG. */
-static long
-query_get(const char *q, size_t qlen, const char *lit, char *out, size_t cap)
-{
-	size_t pos = 0;
-	struct qparam p;
-	while (next_param(q, qlen, &pos, &p)) {
-		if (!param_is(&p, lit))
-			continue;
-		long n = pct_decode(p.val, p.vlen, out, cap);
-		return n < 0 ? -E2BIG : n;
-	}
-	return -ENOENT;
-}
-
-struct encparam {
-	size_t name_off, name_len, val_off, val_len;
-	const char *base;
-};
-
-static int
-encparam_cmp(const void *a, const void *b)
-{
-	const struct encparam *x = a, *y = b;
-	size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
-	int c = memcmp(x->base + x->name_off, y->base + y->name_off, n);
-	if (c || x->name_len != y->name_len)
-		return c ? c : (x->name_len < y->name_len ? -1 : 1);
-	n = x->val_len < y->val_len ? x->val_len : y->val_len;
-	c = memcmp(x->base + x->val_off, y->base + y->val_off, n);
-	if (c || x->val_len == y->val_len)
-		return c;
-	return x->val_len < y->val_len ? -1 : 1;
-}
-
-/* Upper bound of the parameters of q (capped at MAX_PARAMS). */
-static size_t
-count_params(const char *q, size_t qlen)
-{
-	size_t n = 1;
-	for (size_t i = 0; i < qlen && n < MAX_PARAMS; i++)
-		n += q[i] == '&';
-	return n;
-}
-
-/* Append the canonical query string of q to out. Returns 0, -E2BIG or -ENOMEM. */
-static int
-canonical_query(const char *q, size_t qlen, int presigned, struct sbuf *out)
-{
-	struct sbuf enc = {0};
-	struct encparam *ps = NULL;
-	size_t n = 0, pos = 0;
-	struct qparam p;
-	int rc = 0;
-	while (next_param(q, qlen, &pos, &p)) {
-		if (presigned && param_is(&p, "X-Amz-Signature"))
-			continue;
-		if (n == MAX_PARAMS) {
-			rc = -E2BIG;
-			goto out;
-		}
-		if (!ps && !(ps = calloc(count_params(q, qlen), sizeof(*ps)))) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		ps[n].name_off = enc.len;
-		reencode(&enc, p.name, p.nlen, 0);
-		ps[n].name_len = enc.len - ps[n].name_off;
-		ps[n].val_off = enc.len;
-		reencode(&enc, p.val, p.vlen, 0);
-		ps[n].val_len = enc.len - ps[n].val_off;
-		n++;
-	}
-	if (enc.oom) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++)
-		ps[i].base = enc.p;
-	if (n)
-		qsort(ps, n, sizeof(*ps), encparam_cmp);
-	for (size_t i = 0; i < n; i++) {
-		if (i)
-			sb_addc(out, '&');
-		sb_add(out, enc.p + ps[i].name_off, ps[i].name_len);
-		sb_addc(out, '=');
-		sb_add(out, enc.p + ps[i].val_off, ps[i].val_len);
-	}
-out:
-	free(ps);
-	free(enc.p);
-	return rc;
-}
-
-/* ---- headers ---- */
-
-static const struct ol_sigv4_header *
-find_header(const struct ol_sigv4_request *req, const char *name, size_t nlen, size_t *from)
-{
-	for (size_t i = *from; i < req->n_headers; i++) {
-		const struct ol_sigv4_header *h = &req->headers[i];
-		if (h->name_len == nlen && strncasecmp(h->name, name, nlen) == 0) {
-			*from = i + 1;
-			return h;
-		}
-	}
-	return NULL;
-}
-
-/* NUL-terminated copy of header name's first value (trimmed) into out; -ENOENT / -E2BIG. */
-static long
-header_get(const struct ol_sigv4_request *req, const char *name, char *out, size_t cap)
-{
-	size_t from = 0;
-	const struct ol_sigv4_header *h = find_header(req, name, strlen(name), &from);
-	if (!h)
-		return -ENOENT;
-	const char *v = h->value;
-	size_t n = h->value_len;
-	while (n && isspace((unsigned char)*v))
-		v++, n--;
-	while (n && isspace((unsigned char)v[n - 1]))
-		n--;
-	if (n + 1 > cap)
-		return -E2BIG;
-	memcpy(out, v, n);
-	out[n] = 0;
-	return (long)n;
-}
-
-/* Value trimmed, inner whitespace runs collapsed to one space. */
-static void
-add_header_value(struct sbuf *b, const char *v, size_t n)
-{
-	size_t i = 0;
-	while (i < n && isspace((unsigned char)v[i]))
-		i++;
-	while (n > i && isspace((unsigned char)v[n - 1]))
-		n--;
-	int sp = 0;
-	for (; i < n; i++) {
-		if (isspace((unsigned char)v[i])) {
-			sp = 1;
-			continue;
-		}
-		if (sp)
-			sb_addc(b, ' ');
-		sp = 0;
-		sb_addc(b, v[i]);
-	}
-}
-
-/* "name:v1,v2\n" for each name of the ';'-separated lowercase list. */
-static void
-canonical_headers(const struct ol_sigv4_request *req, const char *list, struct sbuf *out)
-{
-	const char *s = list;
-	while (*s) {
-		const char *e = strchr(s, ';');
-		size_t n = e ? (size_t)(e - s) : strlen(s);
-		sb_add(out, s, n);
-		sb_addc(out, ':');
-		size_t from = 0;
-		int first = 1;
-		const struct ol_sigv4_header *h;
-		while ((h = find_header(req, s, n, &from))) {
-			if (!first)
-				sb_addc(out, ',');
-			first = 0;
-			add_header_value(out, h->value, h->value_len);
-		}
-		sb_addc(out, '\n');
-		s += n;
-		if (*s == ';')
-			s++;
-	}
-}
-
-#define CANON_PRESIGNED 1 /* drop X-Amz-Signature from the query */
-#define CANON_RAW	2 /* path and query exactly as on the wire (curl 7.x signs so) */
-
-/* Build the canonical request into out. presigned: CANON_* flags. Returns 0, -E2BIG or -ENOMEM. */
-static int
-canonical_request(const struct ol_sigv4_request *req, const char *signed_list,
-		  const char *payload_hash, int presigned, struct sbuf *out)
-{
-	int rc = 0;
-	sb_adds(out, req->method);
-	sb_addc(out, '\n');
-	if (req->path_len == 0)
-		sb_addc(out, '/');
-	if (presigned & CANON_RAW)
-		sb_add(out, req->path, req->path_len);
-	else
-		reencode(out, req->path, req->path_len, 1);
-	sb_addc(out, '\n');
-	if (presigned & CANON_RAW)
-		sb_add(out, req->query ? req->query : "", req->query ? req->query_len : 0);
-	else
-		rc = canonical_query(req->query ? req->query : "", req->query ? req->query_len : 0,
-				     presigned & CANON_PRESIGNED, out);
-	if (rc < 0)
-		return rc;
-	sb_addc(out, '\n');
-	canonical_headers(req, signed_list, out);
-	sb_addc(out, '\n');
-	sb_adds(out, signed_list);
-	sb_addc(out, '\n');
-	sb_adds(out, payload_hash);
-	return out->oom ? -ENOMEM : 0;
-}
-
-static void
-string_to_sign(const char *amz_date, const char *scope, const struct sbuf *creq, struct sbuf *out)
-{
-	uint8_t h[32];
-	char hx[65];
-	SHA256((const unsigned char *)creq->p, creq->len, h);
-	hex_encode(h, 32, hx);
-	sb_adds(out, ALG "\n");
-	sb_adds(out, amz_date);
-	sb_addc(out, '\n');
-	sb_adds(out, scope);
-	sb_addc(out, '\n');
-	sb_adds(out, hx);
-}
-
-static int
-hmac(const uint8_t *key, size_t klen, const void *msg, size_t mlen, uint8_t out[32])
-{
-	unsigned int len = 32;
-	if (!HMAC(EVP_sha256(), key, (int)klen, msg, mlen, out, &len))
-		return OL_SIGV4_ERR_NOMEM;
-	return 0;
-}
-
-int
-ol_sigv4_signing_key(const char *secret, const char *date8, const char *region, const char *service,
-		     uint8_t key[32])
-{
-	struct sbuf k = {0};
-	sb_adds(&k, "AWS4");
-	sb_adds(&k, secret);
-	if (k.oom)
-		return OL_SIGV4_ERR_NOMEM;
-	int rc = hmac((uint8_t *)k.p, k.len, date8, strlen(date8), key);
-	OPENSSL_cleanse(k.p, k.len);
-	free(k.p);
-	if (!rc)
-		rc = hmac(key, 32, region, strlen(region), key);
-	if (!rc)
-		rc = hmac(key, 32, service, strlen(service), key);
-	if (!rc)
-		rc = hmac(key, 32, "aws4_request", 12, key);
-	return rc;
-}
-
-/* The signing key changes once a day per credential: keep the last one per thread
- * (4 HMACs saved on every request). */
-static int
-cached_signing_key(const char *secret, const char *date8, const char *region, uint8_t key[32])
-{
-	static __thread struct {
-		int valid;
-		char secret[128], date8[9], region[64];
-		uint8_t key[32];
-	} c;
-	if (c.valid && strcmp(c.secret, secret) == 0 && strcmp(c.date8, date8) == 0 &&
-	    strcmp(c.region, region) == 0) {
-		memcpy(key, c.key, 32);
-		return 0;
-	}
-	int rc = ol_sigv4_signing_key(secret, date8, region, "s3", key);
-	if (rc || strlen(secret) >= sizeof(c.secret) || strlen(region) >= sizeof(c.region))
-		return rc;
-	memcpy(c.secret, secret, strlen(secret) + 1);
-	memcpy(c.date8, date8, 9);
-	memcpy(c.region, region, strlen(region) + 1);
-	memcpy(c.key, key, 32);
-	c.valid = 1;
-	return 0;
-}
 
 /* ---- parsing the two auth forms ---- */
 
@@ -635,7 +191,7 @@ qget(const struct ol_sigv4_request *req, const char *name, char *out, size_t cap
 {
 	size_t ql;
 	const char *q = query_of(req, &ql);
-	long n = query_get(q, ql, name, out, cap);
+	long n = sv4_query_get(q, ql, name, out, cap);
 	return n < 0 ? (int)n : 0;
 }
 
@@ -692,8 +248,8 @@ no_content_sha256(const struct ol_sigv4_request *req, struct auth *a)
 {
 	char v[32];
 	size_t from = 0;
-	long n = header_get(req, "content-length", v, sizeof(v));
-	int body = find_header(req, "transfer-encoding", 17, &from) != NULL ||
+	long n = sv4_header_get(req, "content-length", v, sizeof(v));
+	int body = sv4_find_header(req, "transfer-encoding", 17, &from) != NULL ||
 		   (n != -ENOENT && !(n == 1 && v[0] == '0'));
 	if (body)
 		a->pending = 1;
@@ -707,16 +263,17 @@ parse_header_form(const struct ol_sigv4_request *req, struct auth *a, char *cred
 		  struct ol_sigv4_result *out)
 {
 	char h[4096];
-	if (header_get(req, "authorization", h, sizeof(h)) < 0)
+	if (sv4_header_get(req, "authorization", h, sizeof(h)) < 0)
 		return fail(out, OL_SIGV4_ERR_MALFORMED, "Authorization header too long%s", NULL);
 	int rc = parse_auth_header(h, a, cred, out);
 	if (rc)
 		return rc;
-	if (header_get(req, "x-amz-date", a->amz_date, sizeof(a->amz_date)) < 0 ||
+	if (sv4_header_get(req, "x-amz-date", a->amz_date, sizeof(a->amz_date)) < 0 ||
 	    parse_amz_date(a->amz_date, &a->t))
 		return fail(out, OL_SIGV4_ERR_MALFORMED,
 			    "AWS authentication requires a valid X-Amz-Date header%s", NULL);
-	long n = header_get(req, "x-amz-content-sha256", a->payload_hash, sizeof(a->payload_hash));
+	long n =
+	    sv4_header_get(req, "x-amz-content-sha256", a->payload_hash, sizeof(a->payload_hash));
 	if (n == -ENOENT)
 		return no_content_sha256(req, a);
 	if (n < 0)
@@ -748,7 +305,7 @@ payload_mode(const char *v, struct ol_sigv4_result *out)
 	if (strlen(v) != 64)
 		return -1;
 	for (int i = 0; i < 32; i++) {
-		int hi = hexval(v[2 * i]), lo = hexval(v[2 * i + 1]);
+		int hi = sv4_hexval(v[2 * i]), lo = sv4_hexval(v[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			return -1;
 		out->payload_sha256[i] = (uint8_t)(hi * 16 + lo);
@@ -807,19 +364,19 @@ static int
 compute(const struct ol_sigv4_request *req, const struct auth *a, const char *scope,
 	const uint8_t key[32], int presigned, struct sbuf *creq, struct sbuf *sts, char sig[65])
 {
-	int rc = canonical_request(req, a->signed_list, a->payload_hash, presigned, creq);
+	int rc = sv4_canonical_request(req, a->signed_list, a->payload_hash, presigned, creq);
 	if (rc == -E2BIG)
 		return OL_SIGV4_ERR_MALFORMED;
 	if (rc)
 		return OL_SIGV4_ERR_NOMEM;
-	string_to_sign(a->amz_date, scope, creq, sts);
+	sv4_string_to_sign(a->amz_date, scope, creq, sts);
 	if (sts->oom)
 		return OL_SIGV4_ERR_NOMEM;
 	uint8_t mac[32];
-	rc = hmac(key, 32, sts->p, sts->len, mac);
+	rc = sv4_hmac(key, 32, sts->p, sts->len, mac);
 	if (rc)
 		return rc;
-	hex_encode(mac, 32, sig);
+	sv4_hex_encode(mac, 32, sig);
 	return 0;
 }
 
@@ -874,10 +431,10 @@ static int
 defer(const struct ol_sigv4_request *req, const struct auth *a, struct ol_sigv4_result *out)
 {
 	struct sbuf creq = {0};
-	int rc = canonical_request(req, a->signed_list, "", 0, &creq);
-	sb_addc(&creq, 0); /* the raw form follows the standard one, after its NUL */
+	int rc = sv4_canonical_request(req, a->signed_list, "", 0, &creq);
+	sv4_sb_addc(&creq, 0); /* the raw form follows the standard one, after its NUL */
 	if (!rc)
-		rc = canonical_request(req, a->signed_list, "", CANON_RAW, &creq);
+		rc = sv4_canonical_request(req, a->signed_list, "", CANON_RAW, &creq);
 	if (!rc && creq.oom)
 		rc = -ENOMEM;
 	if (rc) {
@@ -902,16 +459,16 @@ pending_sig(const struct ol_sigv4_result *r, const char *prefix, const uint8_t s
 {
 	char hx[65];
 	uint8_t mac[32];
-	hex_encode(sha, 32, hx);
-	sb_adds(creq, prefix);
-	sb_adds(creq, hx);
+	sv4_hex_encode(sha, 32, hx);
+	sv4_sb_adds(creq, prefix);
+	sv4_sb_adds(creq, hx);
 	if (!creq->oom)
-		string_to_sign(r->amz_date, r->scope, creq, sts);
+		sv4_string_to_sign(r->amz_date, r->scope, creq, sts);
 	if (creq->oom || sts->oom)
 		return OL_SIGV4_ERR_NOMEM;
-	int rc = hmac(r->signing_key, 32, sts->p, sts->len, mac);
+	int rc = sv4_hmac(r->signing_key, 32, sts->p, sts->len, mac);
 	if (!rc)
-		hex_encode(mac, 32, sig);
+		sv4_hex_encode(mac, 32, sig);
 	return rc;
 }
 
@@ -960,7 +517,7 @@ finish_verify(const struct ol_sigv4_request *req, const struct auth *a, const ch
 {
 	struct sbuf creq = {0}, sts = {0};
 	char sig[65];
-	int rc = cached_signing_key(secret, a->date8, a->region, out->signing_key);
+	int rc = sv4_cached_signing_key(secret, a->date8, a->region, out->signing_key);
 	if (!rc && a->pending)
 		return defer(req, a, out);
 	if (!rc)
@@ -1005,7 +562,7 @@ ol_sigv4_verify(const struct ol_sigv4_request *req, const char *region, time_t n
 		return fail(out, OL_SIGV4_ERR_MISSING, "Access Denied%s", NULL);
 	char tmp[8];
 	size_t from = 0;
-	int has_hdr = find_header(req, "authorization", 13, &from) != NULL;
+	int has_hdr = sv4_find_header(req, "authorization", 13, &from) != NULL;
 	int presigned = qget(req, "X-Amz-Algorithm", tmp, sizeof(tmp)) != -ENOENT ||
 			qget(req, "X-Amz-Credential", tmp, sizeof(tmp)) != -ENOENT ||
 			qget(req, "X-Amz-Signature", tmp, sizeof(tmp)) != -ENOENT;
@@ -1051,14 +608,14 @@ int
 ol_sigv4_is_anonymous(const struct ol_sigv4_request *req)
 {
 	size_t from = 0, ql;
-	if (find_header(req, "authorization", 13, &from))
+	if (sv4_find_header(req, "authorization", 13, &from))
 		return 0;
 	const char *q = query_of(req, &ql);
 	size_t pos = 0;
 	struct qparam p;
-	while (next_param(q, ql, &pos, &p))
-		if (param_is(&p, "X-Amz-Algorithm") || param_is(&p, "X-Amz-Credential") ||
-		    param_is(&p, "X-Amz-Signature"))
+	while (sv4_next_param(q, ql, &pos, &p))
+		if (sv4_param_is(&p, "X-Amz-Algorithm") || sv4_param_is(&p, "X-Amz-Credential") ||
+		    sv4_param_is(&p, "X-Amz-Signature"))
 			return 0;
 	return 1;
 }
