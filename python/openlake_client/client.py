@@ -15,7 +15,11 @@ from ._lib import KEY_BYTES, Iov, Op
 
 
 class Status(enum.IntEnum):
+    """Per-entry result (enum ol_kv_status). STORED and HIT are other names of OK."""
+
     OK = 0  # stored / hit / exists / deleted
+    STORED = 0
+    HIT = 0
     EXISTS = 1
     MISS = 2
     TOO_LARGE = 3
@@ -36,8 +40,6 @@ class Status(enum.IntEnum):
             return cls.ERROR
 
 
-STORED = Status.OK
-HIT = Status.OK
 
 
 class OpenLakeError(OSError):

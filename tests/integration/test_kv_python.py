@@ -31,6 +31,28 @@ def test_import_without_library_torch_numpy():
     assert r.stdout.strip() == "OpenLakeConnector"
 
 
+def test_pip_install_offline(tmp_path):
+    """`pip install ./python` works offline with Debian's setuptools (no build deps)."""
+    import shutil
+
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "python", src, ignore=shutil.ignore_patterns("build", "*.egg-info",
+                                                                        "__pycache__"))
+    tgt = tmp_path / "site"
+    r = subprocess.run([PY, "-m", "pip", "install", "--no-index", "--no-build-isolation", "-q",
+                        "--target", str(tgt), str(src)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    env = dict(os.environ, PYTHONPATH=str(tgt))
+    code = "import openlake_client as ol, openlake_client.openlake_connector; print(ol.__file__)"
+    r = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path, env=env)
+    assert r.returncode == 0 and str(tgt) in r.stdout, r.stderr
+    r = subprocess.run([PY, "-m", "openlake_client", "stats", "--help"], capture_output=True,
+                       text=True, timeout=60, cwd=tmp_path, env=env)
+    assert r.returncode == 0 and "--nodes" in r.stdout
+
+
 def test_missing_library_is_a_clear_error(monkeypatch):
     import openlake_client._lib as lib
 
@@ -56,7 +78,8 @@ def test_bytes_memoryview_roundtrip(client):
 
     vals = [b"x", os.urandom(4096), os.urandom(100_000), bytes(range(256)) * 1000]
     keys = [K("b", i) for i in range(len(vals))]
-    assert client.put(keys, vals) == [ol.Status.OK] * len(vals)
+    assert client.put(keys, vals) == [ol.Status.STORED] * len(vals)
+    assert str(ol.Status.EXISTS) == "exists" and ol.Status.HIT == ol.Status.OK == 0
     assert client.put(keys[:1], [b"other"]) == [ol.Status.EXISTS]
     assert client.get(keys) == vals
     big = bytearray(os.urandom(300_000))
