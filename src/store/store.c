@@ -132,7 +132,11 @@ geometry(struct ol_store *st, const struct ol_config *cfg)
 		       cfg->n_data_dirs, st->n, st->p);
 		return -EINVAL;
 	}
+	/* W = max(k, N/2 + 1, P + 1): a commit on W drives is seen by any k, and the <= N - W
+	 * stale copies it leaves behind can never reach k votes */
 	st->w = st->n / 2 + 1 > st->k ? st->n / 2 + 1 : st->k;
+	if (st->p + 1 > st->w)
+		st->w = st->p + 1;
 	st->bs = cfg->block_size ? (uint32_t)cfg->block_size : (1u << 20);
 	st->inline_max = cfg->inline_threshold;
 	st->ck = strcmp(cfg->checksum, "xxh3") == 0 ? OL_CK_XXH3 : OL_CK_CRC32C;

@@ -17,7 +17,7 @@
  *
  * Durability: with cfg->fsync, put_commit / mpu_* / delete / bucket_* return only after the
  * data and the metadata are on stable storage on a write quorum of drives.
- * Write quorum W = max(k, N/2 + 1) drives; a read needs k drives that agree (newest version
+ * Write quorum W = max(k, N/2 + 1, P + 1) drives; a read needs k drives that agree (newest version
  * present on >= k drives). So with up to P drives dead, reads and writes go on.
  * See docs/storage-format.md for the on-disk layout and the commit protocol. */
 #ifndef OL_STORE_STORE_H
