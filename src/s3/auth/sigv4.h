@@ -14,25 +14,25 @@
 #include <stdint.h>
 #include <time.h>
 
+/* Errors of ol_sigv4_verify(); the S3 error each maps to is in ol_sigv4_s3_code(). */
 enum ol_sigv4_err {
 	OL_SIGV4_ERR_SIGNATURE_MISMATCH = -4300, /* SignatureDoesNotMatch 403 */
 	OL_SIGV4_ERR_INVALID_ACCESS_KEY = -4301, /* InvalidAccessKeyId 403 */
 	OL_SIGV4_ERR_SKEWED = -4302,		 /* RequestTimeTooSkewed 403 */
 	OL_SIGV4_ERR_EXPIRED = -4303,		 /* AccessDenied 403 "Request has expired" */
-	OL_SIGV4_ERR_MALFORMED = -4304,		 /* AuthorizationHeaderMalformed 400 /
-						    AuthorizationQueryParametersError 400 */
+	OL_SIGV4_ERR_MALFORMED = -4304,		 /* AuthorizationHeaderMalformed 400 (header),
+						    AuthorizationQueryParametersError (query) */
 	OL_SIGV4_ERR_MISSING = -4305,		 /* AccessDenied 403 (anonymous request) */
-	OL_SIGV4_ERR_UNSUPPORTED_ALG = -4306,	 /* InvalidArgument 400 /
-						    AuthorizationQueryParametersError 400 */
-	OL_SIGV4_ERR_BAD_CONTENT_SHA256 =
-	    -4307,				/* InvalidArgument 400 (bad x-amz-content-sha256) */
-	OL_SIGV4_ERR_NO_CONTENT_SHA256 = -4308, /* InvalidRequest 400 (header form without
-						   x-amz-content-sha256) */
-	OL_SIGV4_ERR_WRONG_REGION = -4309,	/* AuthorizationHeaderMalformed 400 /
-						   AuthorizationQueryParametersError 400 */
-	OL_SIGV4_ERR_NOMEM = -4310,
-	OL_SIGV4_ERR_NEED_BODY_HASH = -4311,
-	/* not an answer yet: see ol_sigv4_verify_body() */ /* InternalError 500 */
+	OL_SIGV4_ERR_UNSUPPORTED_ALG = -4306,	 /* InvalidArgument 400 (header),
+						    AuthorizationQueryParametersError (query) */
+	OL_SIGV4_ERR_BAD_CONTENT_SHA256 = -4307, /* InvalidArgument 400 */
+	OL_SIGV4_ERR_NO_CONTENT_SHA256 = -4308,	 /* InvalidRequest 400; no longer returned by
+						    verify (see _NEED_BODY_HASH) */
+	OL_SIGV4_ERR_WRONG_REGION = -4309,	 /* AuthorizationHeaderMalformed 400 (header),
+						    AuthorizationQueryParametersError (query) */
+	OL_SIGV4_ERR_NOMEM = -4310,		 /* InternalError 500 */
+	OL_SIGV4_ERR_NEED_BODY_HASH = -4311,	 /* no answer yet: see ol_sigv4_verify_body();
+						    InvalidRequest 400 for a caller without it */
 };
 
 /* One request header; name and value need not be NUL-terminated. Name compared
@@ -102,7 +102,7 @@ struct ol_sigv4_result {
  * Returns 0 when the signature is valid, else a negative enum ol_sigv4_err:
  *   _MISSING (anonymous: no Authorization header and no X-Amz-* auth query),
  *   _MALFORMED, _UNSUPPORTED_ALG, _WRONG_REGION, _SKEWED, _EXPIRED, _INVALID_ACCESS_KEY,
- *   _NO_CONTENT_SHA256, _BAD_CONTENT_SHA256, _SIGNATURE_MISMATCH, _NOMEM,
+ *   _BAD_CONTENT_SHA256, _SIGNATURE_MISMATCH, _NOMEM,
  *   _NEED_BODY_HASH (below).
  * Rules: algorithm AWS4-HMAC-SHA256; credential scope date == X-Amz-Date's day; scope region ==
  * region; service "s3"; X-Amz-Date within OL_SIGV4_MAX_SKEW of now (header form; presigned: not
