@@ -150,6 +150,39 @@ def test_metadata_pickles_and_no_pool_startup():
     e.shutdown()
 
 
+def test_with_vllm_installed():
+    """With vLLM importable (a stub of its base classes here) the connector subclasses
+    KVConnectorBase_V1 (3-argument constructor, every abstract method implemented) and its
+    stats subclass vLLM's KVConnectorStats; the stand-in engine runs on it."""
+    stub = REPO / "tests" / "integration" / "vllm_standin" / "stub_vllm"
+    code = """
+import sys
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
+from vllm.distributed.kv_transfer.kv_connector.v1.metrics import KVConnectorStats
+import openlake_client.openlake_connector as oc
+assert oc.HAVE_VLLM and issubclass(oc.OpenLakeConnector, KVConnectorBase_V1)
+assert issubclass(oc.OpenLakeStats, KVConnectorStats)
+from vllm_standin import Engine, FakeModel, Request, make_kv_caches, make_vllm_config
+import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); dead = "127.0.0.1:%d" % s.getsockname()[1]
+s.close()
+c = make_vllm_config(extra={"openlake_nodes": [dead], "chunk_size": 16, "timeout_ms": 200})
+e = Engine(c, lambda r: (make_kv_caches("fa", 2, 64, 16, 2, 8), FakeModel(2, 2, 8, "fa", r)), 64)
+assert e.sched_conn.stub_base and e.sched_conn.role.name == "SCHEDULER"
+e.add(Request("A", list(range(100)), max_tokens=2))
+e.run()
+e.scheduler.assert_empty()
+st = oc.OpenLakeConnector.build_kv_connector_stats({"hit_tokens": 5})
+assert isinstance(st, KVConnectorStats) and st.reduce()["hit_tokens"] == 5
+print("ok")
+"""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(stub), str(REPO / "python"), str(REPO / "tests" / "integration")]))
+    r = subprocess.run(["/usr/bin/python3", "-c", code], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
 # ---------------------------------------------------------------- against the pool
 
 @pytest.mark.parametrize("layout", LAYOUTS)
