@@ -115,7 +115,7 @@ struct ol_sigv4_result {
 int ol_sigv4_verify(const struct ol_sigv4_request *req, const char *region, time_t now,
 		    ol_sigv4_secret_fn secret_for, void *arg, struct ol_sigv4_result *out);
 
-/* Header form without x-amz-content-sha256 (curl --aws-sigv4 up to 8.x signs the SHA-256 of
+/* Header form without x-amz-content-sha256 (curl 7.88 --aws-sigv4, Debian 12, signs the SHA-256 of
  * the body as plain SigV4 does): when the request has no body (no Transfer-Encoding and
  * Content-Length absent or 0) verify() uses the empty-body hash and answers at once. With a
  * body it checks everything else (scope, region, key, time) and returns
