@@ -409,51 +409,119 @@ drop_idle(struct olc_node *nd)
 
 enum kind { K_PUT, K_GET, K_EXISTS, K_DELETE };
 
-static int
-run_chunk(struct ol_client *c, struct olc_conn *cn, enum kind k, struct ol_kv_op **ops, size_t n)
+static const uint8_t kind_op[] = {OL_KVP_PUT, OL_KVP_GET, OL_KVP_EXISTS, OL_KVP_DELETE};
+
+/* One node's share of a call. */
+struct nrun {
+	struct olc_node *nd;
+	struct ol_kv_op **ops;
+	size_t n, done, m;
+	struct olc_conn cn;
+	bool have, finished, retried, sent;
+	uint64_t deadline_ms; /* of the sub-batch in flight: nodes' timeouts run in parallel */
+	struct olc_call call;
+};
+
+static void
+nrun_finish(struct ol_client *c, struct nrun *r, int err)
 {
-	switch (k) {
-	case K_PUT:
-		return cn->local ? olc_shm_put(c, cn, ops, n) : olc_tcp_put(c, cn, ops, n);
-	case K_GET:
-		return cn->local ? olc_shm_get(c, cn, ops, n) : olc_tcp_get(c, cn, ops, n);
-	case K_EXISTS:
-		return olc_simple(c, cn, OL_KVP_EXISTS, ops, n);
-	default:
-		return olc_simple(c, cn, OL_KVP_DELETE, ops, n);
+	if (r->have) {
+		bool reused = r->cn.reused;
+		olc_conn_put(c, r->nd, &r->cn, err == 0);
+		r->have = false;
+		if (err < 0 && reused)
+			drop_idle(r->nd); /* the server went away: its pooled sockets are stale */
 	}
+	if (err < 0 && err != -EHOSTDOWN)
+		olc_node_down(c, r->nd, err);
+	for (size_t i = r->done; i < r->n; i++)
+		r->ops[i]->status = OL_KV_UNREACHABLE;
+	r->finished = true;
 }
 
-/* Run node's ops over one connection; a broken reused connection is retried once on a fresh
- * one (every op is idempotent). */
+/* A failure on a pooled connection that the server closed is retried once on a fresh one
+ * (every op is idempotent); anything else ends this node's share. */
 static void
-run_node(struct ol_client *c, struct olc_node *nd, enum kind k, struct ol_kv_op **ops, size_t n)
+nrun_fail(struct ol_client *c, struct nrun *r, int err)
 {
-	size_t done = 0;
-	for (int attempt = 0; attempt < 2 && done < n; attempt++) {
-		struct olc_conn cn;
-		int r = olc_conn_get(c, nd, &cn);
-		if (r < 0)
-			break;
-		while (done < n && r == 0) {
-			size_t m = n - done < cn.max_batch ? n - done : cn.max_batch;
-			r = run_chunk(c, &cn, k, ops + done, m);
-			if (r == 0)
-				done += m;
-		}
-		bool reused = cn.reused;
-		olc_conn_put(c, nd, &cn, r == 0);
-		if (r < 0 && reused)
-			drop_idle(
-			    nd); /* the server went away: its other pooled sockets are stale */
-		if (r == 0 || (r != -ECONNRESET && r != -EPIPE) || !reused) {
-			if (r < 0 && r != -E2BIG)
-				olc_node_down(c, nd, r);
-			break;
+	bool stale = r->cn.reused && (err == -ECONNRESET || err == -EPIPE) && !r->retried;
+	if (!stale) {
+		nrun_finish(c, r, err);
+		return;
+	}
+	olc_conn_put(c, r->nd, &r->cn, false);
+	drop_idle(r->nd);
+	r->retried = true;
+	int e = olc_conn_get(c, r->nd, &r->cn);
+	r->have = e == 0;
+	if (e < 0)
+		nrun_finish(c, r, -EHOSTDOWN); /* olc_conn_get marked it down */
+}
+
+static void
+nrun_send(struct ol_client *c, struct nrun *r, enum kind k)
+{
+	r->m = r->n - r->done < r->cn.max_batch ? r->n - r->done : r->cn.max_batch;
+	r->sent = false;
+	if (r->cn.local && (k == K_PUT || k == K_GET)) {
+		int e = k == K_PUT ? olc_shm_put(c, &r->cn, r->ops + r->done, r->m)
+				   : olc_shm_get(c, &r->cn, r->ops + r->done, r->m);
+		if (e == 0)
+			r->done += r->m;
+		else
+			nrun_fail(c, r, e);
+		return;
+	}
+	r->call = (struct olc_call){.op = kind_op[k], .ops = r->ops + r->done, .n = r->m};
+	r->deadline_ms = olc_now_ms() + c->timeout_ms;
+	int e = olc_tcp_send(c, &r->cn, &r->call);
+	if (e < 0) {
+		olc_call_fini(&r->call);
+		nrun_fail(c, r, e);
+		return;
+	}
+	r->sent = true;
+}
+
+static void
+nrun_recv(struct ol_client *c, struct nrun *r)
+{
+	uint64_t now = olc_now_ms();
+	r->call.hdr_timeout_ms = now + 1 < r->deadline_ms ? (unsigned)(r->deadline_ms - now) : 1;
+	int e = olc_tcp_recv(c, &r->cn, &r->call);
+	olc_call_fini(&r->call);
+	r->sent = false;
+	if (e == 0)
+		r->done += r->m;
+	else
+		nrun_fail(c, r, e);
+}
+
+/* Run every node's share: each round sends one sub-batch to every node, then reads the
+ * replies, so nodes work in parallel and a slow node costs one timeout, not one per node. */
+static void
+run_nodes(struct ol_client *c, enum kind k, struct nrun *runs, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		int e = olc_conn_get(c, runs[i].nd, &runs[i].cn);
+		runs[i].have = e == 0;
+		if (e < 0)
+			nrun_finish(c, &runs[i], -EHOSTDOWN);
+	}
+	for (bool busy = true; busy;) {
+		busy = false;
+		for (size_t i = 0; i < nr; i++)
+			if (!runs[i].finished && runs[i].done < runs[i].n)
+				nrun_send(c, &runs[i], k);
+		for (size_t i = 0; i < nr; i++)
+			if (!runs[i].finished && runs[i].sent)
+				nrun_recv(c, &runs[i]);
+		for (size_t i = 0; i < nr; i++) {
+			if (!runs[i].finished && runs[i].done == runs[i].n)
+				nrun_finish(c, &runs[i], 0);
+			busy |= !runs[i].finished;
 		}
 	}
-	for (size_t i = done; i < n; i++)
-		ops[i]->status = OL_KV_UNREACHABLE;
 }
 
 static int
@@ -475,14 +543,24 @@ run(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n)
 	}
 	for (size_t i = 0; i < n; i++)
 		node[i] = olc_node_of(c, ops[i].key);
+	struct nrun *runs = calloc(c->n_nodes, sizeof(*runs));
+	if (!runs) {
+		free(byn);
+		free(node);
+		return -ENOMEM;
+	}
+	size_t nr = 0, m = 0;
 	for (size_t nd = 0; nd < c->n_nodes; nd++) {
-		size_t m = 0;
+		size_t first = m;
 		for (size_t i = 0; i < n; i++)
 			if (node[i] == nd)
 				byn[m++] = &ops[i];
-		if (m)
-			run_node(c, &c->nodes[nd], k, byn, m);
+		if (m > first)
+			runs[nr++] =
+			    (struct nrun){.nd = &c->nodes[nd], .ops = byn + first, .n = m - first};
 	}
+	run_nodes(c, k, runs, nr);
+	free(runs);
 	free(byn);
 	free(node);
 	return 0;

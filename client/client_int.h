@@ -79,12 +79,23 @@ int olc_send(struct ol_client *c, struct olc_conn *cn, struct ol_kvp_hdr *h, str
 	     int n);
 int olc_recv_hdr(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp_hdr *rp);
 
-/* Per-node sub-batch runners (ops[] are this node's ops, n <= max_batch). 0 or -errno
- * (connection broken: the caller marks the rest unreachable). */
-int olc_tcp_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n);
-int olc_tcp_get(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n);
-int olc_simple(struct ol_client *c, struct olc_conn *cn, uint8_t op, struct ol_kv_op **ops,
-	       size_t n);
+/* One sub-batch (n <= max_batch ops of one node) on a TCP connection: send, then receive, so
+ * the calls of several nodes overlap. op = OL_KVP_PUT/GET/EXISTS/DELETE. 0 or -errno
+ * (connection broken: the caller marks the ops unreachable). olc_call_fini always. */
+struct olc_call {
+	uint8_t op;
+	struct ol_kv_op **ops;
+	size_t n, m; /* m = entries sent */
+	struct ol_kvp_hdr h;
+	unsigned hdr_timeout_ms; /* recv: wait this long for the reply header (0 = timeout_ms);
+				    the bytes after it get timeout_ms per read again */
+	void *priv;
+};
+int olc_tcp_send(struct ol_client *c, struct olc_conn *cn, struct olc_call *call);
+int olc_tcp_recv(struct ol_client *c, struct olc_conn *cn, struct olc_call *call);
+void olc_call_fini(struct olc_call *call);
+
+/* The shared-memory path runs a sub-batch synchronously (several round trips). */
 int olc_shm_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n);
 int olc_shm_get(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n);
 

@@ -91,38 +91,6 @@ status_ok(int32_t st)
 	return st >= 0 && st < OL_KV_STATUS_COUNT ? st : OL_KV_ERROR;
 }
 
-int
-olc_tcp_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n)
-{
-	struct batch b;
-	size_t m = 0;
-	uint64_t body = 0;
-	if (batch_init(&b, ops, n, true) < 0)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t len = olc_iov_len(ops[i]);
-		if (len > cn->max_block) {
-			ops[i]->status = OL_KV_TOO_LARGE;
-			continue;
-		}
-		batch_ent(&b, m, ops[i]->key, len, 0, 0);
-		for (size_t k = 0; k < ops[i]->iovcnt; k++) {
-			b.iov[b.niov].iov_base = ops[i]->iov[k].base;
-			b.iov[b.niov++].iov_len = ops[i]->iov[k].len;
-		}
-		b.idx[m++] = i;
-		body += OL_KVP_REQ_ENT + len;
-	}
-	int r = m ? batch_call(c, cn, &b, OL_KVP_PUT, m, body) : 0;
-	for (size_t j = 0; r == 0 && j < m; j++) {
-		struct ol_kvp_rep_ent re;
-		rep_at(&b, j, &re);
-		ops[b.idx[j]]->status = status_ok(re.status);
-	}
-	batch_fini(&b);
-	return r;
-}
-
 /* Read len value bytes into op's iovs (len <= their total). */
 static int
 read_value(struct olc_conn *cn, struct ol_kv_op *op, uint64_t len)
@@ -143,58 +111,122 @@ read_value(struct olc_conn *cn, struct ol_kv_op *op, uint64_t len)
 	return r;
 }
 
-int
-olc_tcp_get(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n)
+/* ---- TCP: a call is sent, then (after other nodes' calls were sent too) received ---- */
+
+static int
+tcp_build(struct olc_conn *cn, struct olc_call *call, struct batch *b, uint64_t *body)
 {
-	struct batch b;
-	if (batch_init(&b, ops, n, false) < 0)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		batch_ent(&b, i, ops[i]->key, olc_iov_len(ops[i]), 0, 0);
-	struct ol_kvp_hdr h = {.op = OL_KVP_GET,
-			       .count = (uint32_t)n,
-			       .body_len = n * OL_KVP_REQ_ENT},
-			  rp;
-	b.iov[0].iov_base = NULL;
-	int r = olc_send(c, cn, &h, b.iov, b.niov);
-	if (r == 0 && (r = olc_recv_hdr(cn, &h, &rp)) == 0 && rp.count != n)
-		r = -EPROTO;
-	for (size_t i = 0; r == 0 && i < n; i++) {
-		uint8_t rb[OL_KVP_REP_ENT];
-		struct ol_kvp_rep_ent re;
-		if ((r = kvnet_read_full(cn->fd, rb, sizeof(rb))) < 0)
-			break;
-		ol_kvp_rep_ent_decode(rb, &re);
-		ops[i]->status = status_ok(re.status);
-		ops[i]->value_len = re.len;
-		if (re.status != OL_KV_OK)
+	*body = 0;
+	call->m = 0;
+	for (size_t i = 0; i < call->n; i++) {
+		struct ol_kv_op *op = call->ops[i];
+		uint64_t len = olc_iov_len(op);
+		if (call->op == OL_KVP_PUT && len > cn->max_block) {
+			op->status = OL_KV_TOO_LARGE;
 			continue;
-		if (re.len > olc_iov_len(ops[i]))
-			r = -EPROTO;
-		else
-			r = read_value(cn, ops[i], re.len);
+		}
+		batch_ent(b, call->m, op->key, len, 0, 0);
+		*body += OL_KVP_REQ_ENT;
+		if (call->op == OL_KVP_PUT) {
+			for (size_t k = 0; k < op->iovcnt; k++) {
+				b->iov[b->niov].iov_base = op->iov[k].base;
+				b->iov[b->niov++].iov_len = op->iov[k].len;
+			}
+			*body += len;
+		}
+		b->idx[call->m++] = i;
 	}
-	batch_fini(&b);
-	return r;
+	return 0;
 }
 
 int
-olc_simple(struct ol_client *c, struct olc_conn *cn, uint8_t op, struct ol_kv_op **ops, size_t n)
+olc_tcp_send(struct ol_client *c, struct olc_conn *cn, struct olc_call *call)
 {
-	struct batch b;
-	if (batch_init(&b, ops, n, false) < 0)
+	struct batch *b = malloc(sizeof(*b));
+	uint64_t body;
+	if (!b || batch_init(b, call->ops, call->n, call->op == OL_KVP_PUT) < 0) {
+		free(b);
+		call->priv = NULL;
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		batch_ent(&b, i, ops[i]->key, 0, 0, 0);
-	int r = batch_call(c, cn, &b, op, n, n * OL_KVP_REQ_ENT);
-	for (size_t i = 0; r == 0 && i < n; i++) {
-		struct ol_kvp_rep_ent re;
-		rep_at(&b, i, &re);
-		ops[i]->status = status_ok(re.status);
-		ops[i]->value_len = re.status == OL_KV_OK ? re.len : 0;
 	}
-	batch_fini(&b);
-	return r;
+	call->priv = b;
+	tcp_build(cn, call, b, &body);
+	if (call->m == 0)
+		return 0;
+	memset(&call->h, 0, sizeof(call->h));
+	call->h.op = call->op;
+	call->h.count = (uint32_t)call->m;
+	call->h.body_len = body;
+	b->iov[0].iov_base = NULL; /* reserved for the header */
+	b->iov[0].iov_len = 0;
+	return olc_send(c, cn, &call->h, b->iov, b->niov);
+}
+
+static int
+recv_stream(struct olc_conn *cn, struct olc_call *call)
+{
+	for (size_t i = 0; i < call->m; i++) {
+		uint8_t rb[OL_KVP_REP_ENT];
+		struct ol_kvp_rep_ent re;
+		struct ol_kv_op *op = call->ops[i];
+		int r = kvnet_read_full(cn->fd, rb, sizeof(rb));
+		if (r < 0)
+			return r;
+		ol_kvp_rep_ent_decode(rb, &re);
+		op->status = status_ok(re.status);
+		op->value_len = re.len;
+		if (re.status != OL_KV_OK)
+			continue;
+		if (re.len > olc_iov_len(op))
+			return -EPROTO;
+		if ((r = read_value(cn, op, re.len)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+int
+olc_tcp_recv(struct ol_client *c, struct olc_conn *cn, struct olc_call *call)
+{
+	struct batch *b = call->priv;
+	struct ol_kvp_hdr rp;
+	if (call->m == 0)
+		return 0;
+	bool short_wait = call->hdr_timeout_ms && call->hdr_timeout_ms < c->timeout_ms;
+	if (short_wait)
+		kvnet_set_timeout(cn->fd, call->hdr_timeout_ms);
+	int r = olc_recv_hdr(cn, &call->h, &rp);
+	if (short_wait)
+		kvnet_set_timeout(cn->fd, c->timeout_ms);
+	if (r < 0)
+		return r;
+	if (rp.count != call->m)
+		return -EPROTO;
+	if (call->op == OL_KVP_GET)
+		return recv_stream(cn, call);
+	if (rp.body_len != call->m * OL_KVP_REP_ENT)
+		return -EPROTO;
+	if ((r = kvnet_read_full(cn->fd, b->reps, call->m * OL_KVP_REP_ENT)) < 0)
+		return r;
+	for (size_t j = 0; j < call->m; j++) {
+		struct ol_kvp_rep_ent re;
+		struct ol_kv_op *op = call->ops[b->idx[j]];
+		rep_at(b, j, &re);
+		op->status = status_ok(re.status);
+		if (call->op != OL_KVP_PUT)
+			op->value_len = re.status == OL_KV_OK ? re.len : 0;
+	}
+	return 0;
+}
+
+void
+olc_call_fini(struct olc_call *call)
+{
+	if (call->priv) {
+		batch_fini(call->priv);
+		free(call->priv);
+		call->priv = NULL;
+	}
 }
 
 /* ---- shared memory ---- */
