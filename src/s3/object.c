@@ -24,6 +24,54 @@ etag_quoted(const char *etag, char *out, size_t cap)
 	snprintf(out, cap, "\"%s\"", etag);
 }
 
+static bool
+etag_match(const char *list, const char *etag)
+{
+	const char *p = list;
+	size_t el = strlen(etag);
+	while (*p) {
+		while (*p == ' ' || *p == ',')
+			p++;
+		if (*p == '*')
+			return true;
+		if (strncmp(p, "W/", 2) == 0)
+			p += 2;
+		if (*p == '"')
+			p++;
+		if (strncmp(p, etag, el) == 0 &&
+		    (p[el] == '"' || p[el] == ',' || !p[el] || p[el] == ' '))
+			return true;
+		while (*p && *p != ',')
+			p++;
+	}
+	return false;
+}
+
+/* 0 = go on, else the status to answer (304 / 412). prefix: "" for GET/HEAD,
+ * "x-amz-copy-source-" for the copy-source conditions. */
+static int
+conditionals(struct s3_req *r, const struct ol_obj_info *in, const char *prefix)
+{
+	char n[4][64];
+	const char *names[4] = {"if-match", "if-none-match", "if-modified-since",
+				"if-unmodified-since"};
+	const char *v[4];
+	for (int i = 0; i < 4; i++) {
+		snprintf(n[i], sizeof(n[i]), "%s%s", prefix, names[i]);
+		v[i] = ol_http_header(r->h, n[i]);
+	}
+	int64_t secs, mt = in->mtime_ns / 1000000000;
+	if (v[0] && !etag_match(v[0], in->etag))
+		return 412;
+	if (!v[0] && v[3] && ol_s3_parse_http_date(v[3], &secs) == 0 && mt > secs)
+		return 412;
+	if (v[1] && etag_match(v[1], in->etag))
+		return 304;
+	if (!v[1] && v[2] && ol_s3_parse_http_date(v[2], &secs) == 0 && mt <= secs)
+		return 304;
+	return 0;
+}
+
 /* ---- PUT ---- */
 
 static int
@@ -62,6 +110,25 @@ put_respond(struct s3_req *r, const char *etag, const struct s3_body *b)
 	s3_send(r, 200, h, n, NULL, 0);
 }
 
+/* Conditional write: If-None-Match: * fails when the key exists (best effort: a PUT racing
+ * this one may still land first). */
+static int
+put_precondition(struct s3_req *r)
+{
+	const char *inm = ol_http_header(r->h, "if-none-match");
+	struct ol_obj_info in;
+	if (!inm || strcmp(inm, "*") != 0)
+		return 0;
+	int rc = ol_store_head(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, &in, NULL, 0);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc == 0)
+		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
+	else
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
+	return -1;
+}
+
 static void
 put_object(struct s3_req *r)
 {
@@ -70,7 +137,8 @@ put_object(struct s3_req *r)
 	struct ol_put *p = NULL;
 	char etag[40];
 	r->op = "PutObject";
-	if (s3_length_check(r, r->srv->max_object_size) < 0 || !s3_bucket_exists(r))
+	if (s3_length_check(r, r->srv->max_object_size) < 0 || !s3_bucket_exists(r) ||
+	    put_precondition(r) < 0)
 		return;
 	if (s3_body_init(&b, r, r->srv->max_object_size) < 0) {
 		s3_error(r, b.err, b.errmsg);
@@ -234,6 +302,10 @@ copy_object(struct s3_req *r)
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
 		return;
 	}
+	if (conditionals(r, &si, "x-amz-copy-source-") != 0) {
+		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
+		goto out;
+	}
 	if (si.size > r->srv->max_object_size) {
 		s3_error(r, OL_S3E_INVALID_REQUEST,
 			 "The specified copy source is larger than the "
@@ -314,49 +386,6 @@ out:
 }
 
 /* ---- GET / HEAD ---- */
-
-static bool
-etag_match(const char *list, const char *etag)
-{
-	const char *p = list;
-	size_t el = strlen(etag);
-	while (*p) {
-		while (*p == ' ' || *p == ',')
-			p++;
-		if (*p == '*')
-			return true;
-		if (strncmp(p, "W/", 2) == 0)
-			p += 2;
-		if (*p == '"')
-			p++;
-		if (strncmp(p, etag, el) == 0 &&
-		    (p[el] == '"' || p[el] == ',' || !p[el] || p[el] == ' '))
-			return true;
-		while (*p && *p != ',')
-			p++;
-	}
-	return false;
-}
-
-/* 0 = go on, else the status to answer (304 / 412). */
-static int
-conditionals(struct s3_req *r, const struct ol_obj_info *in)
-{
-	const char *im = ol_http_header(r->h, "if-match");
-	const char *inm = ol_http_header(r->h, "if-none-match");
-	const char *ims = ol_http_header(r->h, "if-modified-since");
-	const char *ius = ol_http_header(r->h, "if-unmodified-since");
-	int64_t secs, mt = in->mtime_ns / 1000000000;
-	if (im && !etag_match(im, in->etag))
-		return 412;
-	if (!im && ius && ol_s3_parse_http_date(ius, &secs) == 0 && mt > secs)
-		return 412;
-	if (inm && etag_match(inm, in->etag))
-		return 304;
-	if (!inm && ims && ol_s3_parse_http_date(ims, &secs) == 0 && mt <= secs)
-		return 304;
-	return 0;
-}
 
 struct obj_headers {
 	struct ol_http_header h[64];
@@ -507,7 +536,7 @@ get_object(struct s3_req *r, bool head)
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
 		return;
 	}
-	int cond = conditionals(r, &in);
+	int cond = conditionals(r, &in, "");
 	if (cond == 412) {
 		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
 		goto out;

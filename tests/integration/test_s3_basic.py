@@ -560,3 +560,22 @@ def test_metrics_count_s3_ops(url, s3_client, bucket):
     m = re.search(r'openlake_s3_errors_total\{op="GetObject"\} (\d+)', text)
     assert m and int(m.group(1)) >= 1
     assert 'openlake_s3_request_duration_seconds_count{op="PutObject"}' in text
+
+
+def test_copy_source_conditions_and_conditional_put(s3_client, url, bucket):
+    r = s3_client.put_object(Bucket=bucket, Key="cs", Body=b"source")
+    s3_client.copy_object(Bucket=bucket, Key="cs2", CopySource=f"{bucket}/cs",
+                          CopySourceIfMatch=r["ETag"])
+    with pytest.raises(ClientError) as e:
+        s3_client.copy_object(Bucket=bucket, Key="cs3", CopySource=f"{bucket}/cs",
+                              CopySourceIfMatch='"0000"')
+    assert code_of(e) == "PreconditionFailed" and status_of(e) == 412
+    with pytest.raises(ClientError) as e:
+        s3_client.copy_object(Bucket=bucket, Key="cs3", CopySource=f"{bucket}/cs",
+                              CopySourceIfNoneMatch=r["ETag"])
+    assert status_of(e) == 412
+    st, _, body = raw(url, "PUT", f"/{bucket}/cs", {"If-None-Match": "*"}, b"again")
+    assert st == 412 and err_code(body) == "PreconditionFailed"
+    st, _, _ = raw(url, "PUT", f"/{bucket}/cs-new", {"If-None-Match": "*"}, b"new")
+    assert st == 200
+    assert s3_client.get_object(Bucket=bucket, Key="cs")["Body"].read() == b"source"
