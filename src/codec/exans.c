@@ -154,7 +154,7 @@ enc_range(const uint8_t *src, size_t i0, size_t i1, const struct esym *es, uint3
 		uint16_t w = (uint16_t)s;
 		memcpy(wp - 2, &w, 2);
 		wp -= emit * 2;
-		s = emit ? s >> 16 : s;
+		s >>= emit * 16; /* unpredictable: no branch */
 		uint32_t q = (uint32_t)(((uint64_t)s * e->rcp) >> 32) >> e->shift;
 		x[l] = s + e->bias + q * e->cmpl;
 	}

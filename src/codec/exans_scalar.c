@@ -49,9 +49,9 @@ ol_exans_dec_groups_scalar(struct ol_exans_dec *d, uint8_t *out, const uint8_t *
 			uint32_t e = tbl[x[l] & (OL_EXANS_PROB_SCALE - 1)];
 			put16(out + 2 * i, e, sm[i]);
 			uint32_t v = dec_one(x[l], e);
-			uint32_t need = v < OL_EXANS_RANS_L;
+			uint32_t need = v < OL_EXANS_RANS_L; /* unpredictable: no branch */
 			uint32_t w = ol_exans_ld16(wp);
-			x[l] = need ? v << 16 | w : v;
+			x[l] = v << (need * 16) | (w & (0u - need));
 			wp += need * 2;
 		}
 	}
