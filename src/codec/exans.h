@@ -17,8 +17,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Which decoder to run. AUTO picks the best the CPU supports (AVX-512 > AVX2 > scalar). All
- * produce identical output; the encoder is the same for every choice. */
+/* Which code runs. AUTO picks the best the CPU supports (AVX-512 > AVX2 > scalar); an
+ * unsupported choice falls back to scalar. All encoders write identical bytes and all
+ * decoders accept the same inputs (tested). */
 enum ol_exans_impl {
 	OL_EXANS_AUTO = 0,
 	OL_EXANS_SCALAR = 1,
@@ -28,7 +29,7 @@ enum ol_exans_impl {
 
 struct ol_exans_opts {
 	uint32_t block_bytes;	 /* power of two in [1 KiB, 16 MiB]; 0 = 64 KiB */
-	enum ol_exans_impl impl; /* decoder choice */
+	enum ol_exans_impl impl; /* which code runs (encode and decode); output is the same */
 };
 
 /* 1 if impl can run on this CPU (AUTO and SCALAR always), else 0. */
@@ -67,7 +68,9 @@ int ol_exans_block_locate(const void *src, size_t n, uint32_t i, struct ol_exans
 
 /* One block alone (the unit the GPU codes). n <= 16 MiB. Bound: n + OL_EXANS_BHDR_BYTES. */
 size_t ol_exans_block_bound(size_t n);
-/* Encode n bytes as one block. Returns the encoded size or -ENOSPC / -EINVAL. */
+/* Encode n bytes as one block (AUTO impl). Returns the encoded size or -ENOSPC / -EINVAL.
+ * With cap >= ol_exans_block_bound(n) the bytes are the canonical ones every encoder
+ * (CPU or GPU) writes; a smaller cap may turn a block raw that would have fit. */
 ssize_t ol_exans_block_encode(const void *src, size_t n, void *dst, size_t cap);
 /* Decode one block of exactly n encoded bytes. Returns the decoded size, -EBADMSG or -ENOSPC. */
 ssize_t ol_exans_block_decode(const void *src, size_t n, void *dst, size_t cap,
