@@ -103,6 +103,14 @@ ol_meta_sync(struct ol_meta *m)
 }
 
 int
+ol_meta_fd(struct ol_meta *m)
+{
+	mdb_filehandle_t fd;
+
+	return mdb_env_get_fd(m->env, &fd) ? -1 : fd;
+}
+
+int
 ol_meta_begin(struct ol_meta *m, bool write, struct ol_meta_txn **out)
 {
 	struct ol_meta_txn *t = ol_xmalloc(sizeof(*t));

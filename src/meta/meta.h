@@ -35,6 +35,9 @@ int ol_meta_open(const char *path, uint64_t map_size, bool sync, struct ol_meta 
 void ol_meta_close(struct ol_meta *m);
 /* Flush committed txns to stable storage (for group commit with sync=false). */
 int ol_meta_sync(struct ol_meta *m);
+/* The data file's fd: fdatasync on it is what ol_meta_sync does (so a caller may batch the
+ * syncs of several environments, e.g. on io_uring). -1 on error. */
+int ol_meta_fd(struct ol_meta *m);
 
 int ol_meta_begin(struct ol_meta *m, bool write, struct ol_meta_txn **out);
 /* Commit (write) or end (read) the txn; frees it either way. */

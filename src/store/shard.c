@@ -25,7 +25,7 @@ io_sync_one(struct ol_io *o)
 	ssize_t r;
 
 	if (o->op == 2)
-		return fsync(o->fd) ? -errno : 0;
+		return fdatasync(o->fd) ? -errno : 0;
 	if (o->op == 0)
 		r = preadv(o->fd, o->iov, o->niov, (off_t)o->off);
 	else
@@ -37,7 +37,7 @@ static void
 prep(struct io_uring_sqe *sqe, struct ol_io *o)
 {
 	if (o->op == 2)
-		io_uring_prep_fsync(sqe, o->fd, 0);
+		io_uring_prep_fsync(sqe, o->fd, IORING_FSYNC_DATASYNC);
 	else if (o->op == 0)
 		io_uring_prep_readv(sqe, o->fd, o->iov, (unsigned)o->niov, o->off);
 	else

@@ -157,13 +157,13 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 		return rc;
 	}
 	pthread_rwlock_init(&st->bucket_lock, NULL);
+	pthread_mutex_init(&st->sync_mu, NULL);
 	for (int i = 0; i < OL_NLOCKS; i++) {
 		pthread_mutex_init(&st->upl_locks[i], NULL);
 		pthread_rwlock_init(&st->obj_rw[i], NULL);
 	}
 	for (int i = 0; i < st->n; i++) {
 		st->d[i].lock_fd = -1;
-		pthread_mutex_init(&st->d[i].sync_mu, NULL);
 		if (drive_open(st, i, cfg->data_dirs[i]) == 0)
 			online++;
 		else if (st->d[i].meta) {
@@ -191,13 +191,13 @@ ol_store_close(struct ol_store *st)
 		ol_meta_close(st->d[i].meta);
 		if (st->d[i].lock_fd >= 0)
 			close(st->d[i].lock_fd);
-		pthread_mutex_destroy(&st->d[i].sync_mu);
 	}
 	for (int i = 0; i < OL_NLOCKS; i++) {
 		pthread_mutex_destroy(&st->upl_locks[i]);
 		pthread_rwlock_destroy(&st->obj_rw[i]);
 	}
 	pthread_rwlock_destroy(&st->bucket_lock);
+	pthread_mutex_destroy(&st->sync_mu);
 	ol_ec_fini(&st->ec);
 	free(st);
 }
@@ -263,26 +263,40 @@ ol_bucket_ok(struct ol_store *st, const char *bucket)
 	return r.bucket_votes >= st->k;
 }
 
-/* Group commit: LMDB runs with MDB_NOSYNC; a committer syncs unless a sync that started
- * after its commit has already finished. */
+/* Group commit: LMDB runs with MDB_NOSYNC. After its txns, a committer takes a generation;
+ * unless a round of fsyncs that started after that has finished, it runs one: fdatasync of
+ * every drive's LMDB file at once on the ring. Clears done[d] where the fsync failed. */
 static int
-drive_sync(struct ol_store *st, int d)
+group_sync(struct ol_store *st, bool *done)
 {
-	struct ol_drive *dr = &st->d[d];
-	uint64_t mine = atomic_fetch_add(&dr->gen_commit, 1) + 1, upto;
-	int rc = 0;
+	uint64_t mine = atomic_fetch_add(&st->gen_commit, 1) + 1, upto;
+	struct ol_io ops[OL_MAX_DRIVES];
+	int lost = 0;
 
 	if (!st->fsync)
 		return 0;
-	pthread_mutex_lock(&dr->sync_mu);
-	if (atomic_load(&dr->gen_synced) < mine) {
-		upto = atomic_load(&dr->gen_commit);
-		rc = ol_meta_sync(dr->meta);
-		if (!rc)
-			atomic_store(&dr->gen_synced, upto);
+	pthread_mutex_lock(&st->sync_mu);
+	if (atomic_load(&st->gen_synced) < mine) {
+		upto = atomic_load(&st->gen_commit);
+		for (int d = 0; d < st->n; d++)
+			ops[d] = (struct ol_io){
+			    .fd = st->d[d].meta ? ol_meta_fd(st->d[d].meta) : -1, .op = 2};
+		ol_io_batch(ops, st->n);
+		for (int d = 0; d < st->n; d++)
+			if (st->d[d].meta && ops[d].res < 0) {
+				atomic_store(&st->d[d].sync_bad, upto);
+				ol_warn("store: drive %s: metadata fsync failed: %s", st->d[d].root,
+					strerror((int)-ops[d].res));
+			}
+		atomic_store(&st->gen_synced, upto);
 	}
-	pthread_mutex_unlock(&dr->sync_mu);
-	return rc;
+	pthread_mutex_unlock(&st->sync_mu);
+	for (int d = 0; d < st->n; d++)
+		if (done[d] && atomic_load(&st->d[d].sync_bad) >= mine) {
+			done[d] = false;
+			lost++;
+		}
+	return lost;
 }
 
 static void
@@ -380,8 +394,6 @@ ol_commit_all(struct ol_store *st, struct ol_commit *c)
 			goto fail;
 		}
 		rc = ol_meta_commit(t);
-		if (!rc)
-			rc = drive_sync(st, d);
 		if (rc)
 			goto fail;
 		c->done[d] = true;
@@ -391,7 +403,7 @@ ol_commit_all(struct ol_store *st, struct ol_commit *c)
 		ol_warn("store: drive %s: metadata commit failed: %s", st->d[d].root,
 			strerror(-rc));
 	}
-	return ok;
+	return ok - group_sync(st, c->done);
 }
 
 void

@@ -26,8 +26,7 @@ struct ol_drive {
 	char data[OL_PATH_MAX]; /* root/.openlake/data */
 	struct ol_meta *meta;	/* NULL: offline */
 	int lock_fd;
-	pthread_mutex_t sync_mu; /* group commit: one fsync covers every txn before it */
-	_Atomic uint64_t gen_commit, gen_synced;
+	_Atomic uint64_t sync_bad; /* group generation whose fsync failed on this drive */
 };
 
 struct ol_store {
@@ -43,6 +42,8 @@ struct ol_store {
 	pthread_mutex_t upl_locks[OL_NLOCKS];
 	pthread_rwlock_t obj_rw[OL_NLOCKS];
 	_Atomic int64_t last_ns;
+	pthread_mutex_t sync_mu; /* group commit: one round of fsyncs covers every txn before */
+	_Atomic uint64_t gen_commit, gen_synced;
 };
 
 /* One part's layout inside a version record. */
@@ -116,7 +117,7 @@ int ol_urec_decode(const void *buf, size_t len, int64_t *init, const char **key,
 /* shard.c: shard files and batched I/O on a per-thread io_uring */
 struct ol_io {
 	int fd;
-	int op; /* 0 read, 1 write, 2 fsync */
+	int op; /* 0 read, 1 write, 2 fdatasync */
 	struct iovec iov[2];
 	int niov;
 	uint64_t off;

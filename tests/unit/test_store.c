@@ -689,6 +689,37 @@ test_open_errors(void)
 	ok(ol_store_open(&cfg, &st) == -EIO, "two drives unusable (P=1): open refused");
 }
 
+/* N=4, P=2 with fsync on: any two drives may go, a third is -EIO. */
+static void
+test_p2(void)
+{
+	struct ol_store *st;
+	size_t n = (2 << 20) + 99;
+	uint8_t *d = malloc(n);
+	int mask;
+
+	rm_rf(root);
+	mkdir(root, 0755);
+	setup_cfg(4, 2);
+	cfg.fsync = true;
+	fill(d, n, 41);
+	ok(ol_store_open(&cfg, &st) == 0 && ol_store_bucket_create(st, "p2") == 0,
+	   "open 2+2 with fsync");
+	ok(put_obj(st, "p2", "o", d, n) == 0 && put_obj(st, "p2", "s", d, 999) == 0,
+	   "durable puts (large and inline)");
+	mask = 5; /* drives 0 and 2: one data, one parity shard */
+	ol_store_shard_paths(st, "p2", "o", 1, unlink_cb, &mask);
+	ok(get_eq(st, "p2", "o", d, n) == 1, "two shards gone of P=2: exact bytes");
+	mask = 2;
+	ol_store_shard_paths(st, "p2", "o", 1, unlink_cb, &mask);
+	ok(get_eq(st, "p2", "o", d, n) == -EIO, "three gone: -EIO");
+	ol_store_close(st);
+	ok(ol_store_open(&cfg, &st) == 0 && get_eq(st, "p2", "s", d, 999) == 1,
+	   "reopen: inline object intact");
+	ol_store_close(st);
+	free(d);
+}
+
 int
 main(void)
 {
@@ -713,6 +744,7 @@ main(void)
 	test_threads(st);
 	ol_store_close(st);
 	test_open_errors();
+	test_p2();
 	rm_rf(root);
 	printf("1..%d\n", n_test);
 	return n_fail ? 1 : 0;
