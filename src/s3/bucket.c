@@ -252,13 +252,15 @@ bucket_get(struct s3_req *r)
 		s3_canned_acl(r);
 	else if (ol_s3_query_has(r->query, "uploads"))
 		s3_mpu_list(r);
+	else if (ol_s3_query_has(r->query, "versions"))
+		s3_list_objects(r, 3);
 	else if (not_implemented_sub(r))
 		return;
 	else {
 		char lt[8];
 		bool v2 = ol_s3_query_get(r->query, "list-type", lt, sizeof(lt)) >= 0 &&
 			  strcmp(lt, "2") == 0;
-		s3_list_objects(r, v2);
+		s3_list_objects(r, v2 ? 2 : 1);
 	}
 }
 

@@ -20,7 +20,7 @@ struct list_params {
 	char start_after[OL_S3_MAX_KEY + 1];
 	size_t prefix_len, delim_len, after_len;
 	unsigned max_keys;
-	bool url, v2, fetch_owner, has_token, has_marker, has_start_after;
+	bool url, v2, versions, fetch_owner, has_token, has_marker, has_start_after;
 };
 
 struct list_out {
@@ -93,11 +93,13 @@ get_param(struct s3_req *r, const char *name, char *buf, size_t cap, size_t *len
 }
 
 static int
-parse_params(struct s3_req *r, struct list_params *p, bool v2)
+parse_params(struct s3_req *r, struct list_params *p, int kind)
 {
 	char mk[16], enc[16], fo[8];
+	bool v2 = kind == 2;
 	memset(p, 0, sizeof(*p));
 	p->v2 = v2;
+	p->versions = kind == 3;
 	p->max_keys = 1000;
 	if (get_param(r, "prefix", p->prefix, sizeof(p->prefix), &p->prefix_len, NULL) < 0 ||
 	    get_param(r, "delimiter", p->delim, sizeof(p->delim), &p->delim_len, NULL) < 0 ||
@@ -114,8 +116,8 @@ parse_params(struct s3_req *r, struct list_params *p, bool v2)
 		p->max_keys = v > 1000 ? 1000 : (unsigned)v;
 	}
 	if (!v2)
-		return get_param(r, "marker", p->after, sizeof(p->after), &p->after_len,
-				 &p->has_marker);
+		return get_param(r, p->versions ? "key-marker" : "marker", p->after,
+				 sizeof(p->after), &p->after_len, &p->has_marker);
 	if (get_param(r, "fetch-owner", fo, sizeof(fo), NULL, NULL) < 0 ||
 	    get_param(r, "start-after", p->start_after, sizeof(p->start_after), NULL,
 		      &p->has_start_after) < 0 ||
@@ -135,8 +137,11 @@ add_content(struct list_out *o, const struct list_params *p, const char *key, si
 {
 	char date[32];
 	ol_s3_iso_date(in->mtime_ns / 1000000, date);
-	ol_s3_buf_adds(&o->contents, "<Contents>");
+	ol_s3_buf_adds(&o->contents, p->versions ? "<Version>" : "<Contents>");
 	elem_enc(&o->contents, p, "Key", key, kl);
+	if (p->versions)
+		ol_s3_buf_adds(&o->contents,
+			       "<VersionId>null</VersionId><IsLatest>true</IsLatest>");
 	ol_s3_xml_elem(&o->contents, "LastModified", date);
 	ol_s3_buf_adds(&o->contents, "<ETag>&quot;");
 	ol_s3_xml_esc(&o->contents, in->etag, strlen(in->etag));
@@ -145,7 +150,8 @@ add_content(struct list_out *o, const struct list_params *p, const char *key, si
 	if (!p->v2 || p->fetch_owner)
 		ol_s3_buf_adds(&o->contents, "<Owner><ID>openlake</ID><DisplayName>openlake"
 					     "</DisplayName></Owner>");
-	ol_s3_buf_adds(&o->contents, "<StorageClass>STANDARD</StorageClass></Contents>");
+	ol_s3_buf_adds(&o->contents, "<StorageClass>STANDARD</StorageClass>");
+	ol_s3_buf_adds(&o->contents, p->versions ? "</Version>" : "</Contents>");
 }
 
 static void
@@ -236,7 +242,8 @@ static void
 write_result(struct s3_req *r, const struct list_params *p, struct list_out *o)
 {
 	struct ol_s3_buf x = {0};
-	ol_s3_xml_open_root(&x, "ListBucketResult");
+	const char *root = p->versions ? "ListVersionsResult" : "ListBucketResult";
+	ol_s3_xml_open_root(&x, root);
 	ol_s3_xml_elem(&x, "Name", r->rt.bucket);
 	elem_enc(&x, p, "Prefix", p->prefix, p->prefix_len);
 	if (p->v2) {
@@ -245,6 +252,9 @@ write_result(struct s3_req *r, const struct list_params *p, struct list_out *o)
 		if (p->has_start_after)
 			elem_enc(&x, p, "StartAfter", p->start_after, strlen(p->start_after));
 		ol_s3_xml_elemu(&x, "KeyCount", o->count);
+	} else if (p->versions) {
+		elem_enc(&x, p, "KeyMarker", p->after, p->after_len);
+		ol_s3_buf_adds(&x, "<VersionIdMarker></VersionIdMarker>");
 	} else {
 		elem_enc(&x, p, "Marker", p->after, p->after_len);
 	}
@@ -261,6 +271,9 @@ write_result(struct s3_req *r, const struct list_params *p, struct list_out *o)
 			ol_s3_buf_addf(&t, "%02x", (unsigned char)o->last[i]);
 		ol_s3_xml_elem(&x, "NextContinuationToken", ol_s3_buf_cstr(&t));
 		ol_s3_buf_free(&t);
+	} else if (o->truncated && p->versions) {
+		elem_enc(&x, p, "NextKeyMarker", o->last, o->last_len);
+		ol_s3_buf_adds(&x, "<NextVersionIdMarker>null</NextVersionIdMarker>");
 	} else if (o->truncated) {
 		elem_enc(&x, p, "NextMarker", o->last, o->last_len);
 	}
@@ -268,18 +281,18 @@ write_result(struct s3_req *r, const struct list_params *p, struct list_out *o)
 		ol_s3_buf_add(&x, o->contents.p, o->contents.len);
 	if (o->prefixes.len)
 		ol_s3_buf_add(&x, o->prefixes.p, o->prefixes.len);
-	ol_s3_buf_adds(&x, "</ListBucketResult>");
+	ol_s3_buf_addf(&x, "</%s>", root);
 	s3_send_xml(r, 200, &x);
 }
 
 void
-s3_list_objects(struct s3_req *r, bool v2)
+s3_list_objects(struct s3_req *r, int kind)
 {
 	struct list_params *p = ol_xmalloc(sizeof(*p));
 	struct list_out *o = ol_xcalloc(1, sizeof(*o));
 	struct ol_iter *it = NULL;
-	r->op = v2 ? "ListObjectsV2" : "ListObjects";
-	int prc = parse_params(r, p, v2);
+	r->op = kind == 2 ? "ListObjectsV2" : kind == 3 ? "ListObjectVersions" : "ListObjects";
+	int prc = parse_params(r, p, kind);
 	if (prc < 0) {
 		s3_error(r, OL_S3E_INVALID_ARGUMENT,
 			 prc == -2 ? "The continuation token provided is incorrect" : NULL);

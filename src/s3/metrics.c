@@ -16,6 +16,7 @@ static const char *const ops[] = {
     "GetAcl",
     "ListObjects",
     "ListObjectsV2",
+    "ListObjectVersions",
     "PutObject",
     "CopyObject",
     "GetObject",

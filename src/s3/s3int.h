@@ -99,7 +99,8 @@ void s3_mpu_part_copy(struct s3_req *r, struct ol_put *p);
 void s3_service(struct s3_req *r);
 void s3_bucket(struct s3_req *r);
 /* listing.c */
-void s3_list_objects(struct s3_req *r, bool v2);
+/* kind: 1 ListObjects, 2 ListObjectsV2, 3 ListObjectVersions (every version is "null") */
+void s3_list_objects(struct s3_req *r, int kind);
 /* multipart.c */
 void s3_mpu_create(struct s3_req *r);
 void s3_mpu_part(struct s3_req *r);

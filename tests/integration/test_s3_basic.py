@@ -579,3 +579,16 @@ def test_copy_source_conditions_and_conditional_put(s3_client, url, bucket):
     st, _, _ = raw(url, "PUT", f"/{bucket}/cs-new", {"If-None-Match": "*"}, b"new")
     assert st == 200
     assert s3_client.get_object(Bucket=bucket, Key="cs")["Body"].read() == b"source"
+
+
+def test_list_object_versions(s3_client, bucket):
+    for k in ("v/a", "v/b", "v/c/d"):
+        s3_client.put_object(Bucket=bucket, Key=k, Body=b"x")
+    r = s3_client.list_object_versions(Bucket=bucket, Prefix="v/", Delimiter="/")
+    assert [(v["Key"], v["VersionId"], v["IsLatest"]) for v in r["Versions"]] == \
+        [("v/a", "null", True), ("v/b", "null", True)]
+    assert [p["Prefix"] for p in r["CommonPrefixes"]] == ["v/c/"]
+    r = s3_client.list_object_versions(Bucket=bucket, Prefix="v/", MaxKeys=1)
+    assert r["IsTruncated"] and r["NextKeyMarker"] == "v/a"
+    r = s3_client.list_object_versions(Bucket=bucket, Prefix="v/", KeyMarker="v/a")
+    assert [v["Key"] for v in r["Versions"]] == ["v/b", "v/c/d"]
