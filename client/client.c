@@ -139,9 +139,13 @@ void
 olc_node_down(struct ol_client *c, struct olc_node *nd, int err)
 {
 	pthread_mutex_lock(&nd->mu);
-	nd->backoff_ms = nd->backoff_ms ? nd->backoff_ms * 2 : 250;
-	if (nd->backoff_ms > 5000)
-		nd->backoff_ms = 5000;
+	/* first backoff: at least one timeout, so a hung node costs at most about half of the
+	 * calls one timeout each; then doubling up to max(5 s, 4 timeouts) */
+	unsigned first = c->timeout_ms > 250 ? c->timeout_ms : 250;
+	unsigned cap = c->timeout_ms * 4 > 5000 ? c->timeout_ms * 4 : 5000;
+	nd->backoff_ms = nd->backoff_ms ? nd->backoff_ms * 2 : first;
+	if (nd->backoff_ms > cap)
+		nd->backoff_ms = cap;
 	nd->down_until_ms = olc_now_ms() + nd->backoff_ms;
 	for (unsigned j = 0; j < nd->n_idle; j++)
 		close(nd->idle[j].fd);
