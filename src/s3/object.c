@@ -270,6 +270,28 @@ copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mtime
 	s3_send_xml(r, 200, &x);
 }
 
+/* 1 REPLACE, 0 COPY, -1 (error sent): unknown directive or a copy onto itself without
+ * REPLACE. */
+static int
+copy_directive(struct s3_req *r, const char *sb, const char *sk, size_t skl)
+{
+	const char *dir = ol_http_header(r->h, "x-amz-metadata-directive");
+	bool replace = dir && strcasecmp(dir, "REPLACE") == 0;
+	if (dir && !replace && strcasecmp(dir, "COPY") != 0) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT, "Unknown metadata directive.");
+		return -1;
+	}
+	if (!replace && strcmp(sb, r->rt.bucket) == 0 && skl == r->rt.key_len &&
+	    memcmp(sk, r->rt.key, skl) == 0) {
+		s3_error(r, OL_S3E_INVALID_REQUEST,
+			 "This copy request is illegal because it is trying to copy an object to "
+			 "itself without changing the object's metadata, storage class, website "
+			 "redirect location or encryption attributes.");
+		return -1;
+	}
+	return replace;
+}
+
 static void
 copy_object(struct s3_req *r)
 {
@@ -283,20 +305,9 @@ copy_object(struct s3_req *r)
 	r->op = "CopyObject";
 	if (s3_copy_source(r, sb, sizeof(sb), sk, &skl) < 0 || !s3_bucket_exists(r))
 		return;
-	const char *dir = ol_http_header(r->h, "x-amz-metadata-directive");
-	bool replace = dir && strcasecmp(dir, "REPLACE") == 0;
-	if (dir && !replace && strcasecmp(dir, "COPY") != 0) {
-		s3_error(r, OL_S3E_INVALID_ARGUMENT, "Unknown metadata directive.");
+	int replace = copy_directive(r, sb, sk, skl);
+	if (replace < 0)
 		return;
-	}
-	if (!replace && strcmp(sb, r->rt.bucket) == 0 && skl == r->rt.key_len &&
-	    memcmp(sk, r->rt.key, skl) == 0) {
-		s3_error(r, OL_S3E_INVALID_REQUEST,
-			 "This copy request is illegal because it is trying to copy an object to "
-			 "itself without changing the object's metadata, storage class, website "
-			 "redirect location or encryption attributes.");
-		return;
-	}
 	int rc = ol_store_get_open(r->srv->st, sb, sk, skl, &g, &si);
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
@@ -522,13 +533,49 @@ stream_body(struct s3_req *r, struct ol_get *g, uint64_t off, uint64_t len, uint
 	return rc;
 }
 
+/* Read the first block before the head goes out, so a store failure is still an S3 error
+ * (503) rather than a cut-off 200; then stream the rest. */
+static void
+get_send(struct s3_req *r, struct ol_get *g, const struct ol_obj_info *in, struct obj_headers *o,
+	 bool partial, uint64_t off, uint64_t len, bool head)
+{
+	uint8_t *buf = NULL;
+	size_t first = 0;
+	if (!head && len > 0) {
+		size_t bl = len < S3_IO_BUF ? (size_t)len : S3_IO_BUF;
+		buf = ol_xmalloc(bl);
+		ssize_t n = ol_store_get_read(g, off, buf, bl);
+		if (n <= 0) {
+			s3_store_error(r, n < 0 ? (int)n : -EIO, OL_S3E_NO_SUCH_KEY);
+			free(buf);
+			return;
+		}
+		first = (size_t)n;
+	}
+	if (partial) {
+		snprintf(o->crange, sizeof(o->crange), "bytes %llu-%llu/%llu",
+			 (unsigned long long)off, (unsigned long long)(off + len - 1),
+			 (unsigned long long)in->size);
+		o->h[o->n++] = (struct ol_http_header){"Content-Range", o->crange};
+	}
+	oh_fix(o);
+	o->n = s3_common_headers(r, o->h, o->n);
+	r->status = partial ? 206 : 200;
+	r->responded = true;
+	if (ol_http_respond(r->h, r->status, o->h, o->n, (int64_t)len) == 0) {
+		if (!head && len > 0)
+			stream_body(r, g, off, len, buf, first);
+		ol_http_finish(r->h);
+	}
+	free(buf);
+}
+
 static void
 get_object(struct s3_req *r, bool head)
 {
 	struct ol_get *g = NULL;
 	struct ol_obj_info in;
 	struct obj_headers *o = NULL;
-	uint8_t *buf = NULL;
 	uint64_t off = 0, len;
 	r->op = head ? "HeadObject" : "GetObject";
 	int rc = ol_store_get_open(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, &g, &in);
@@ -555,37 +602,11 @@ get_object(struct s3_req *r, bool head)
 		send_range_error(r, in.size);
 		goto out;
 	}
-	size_t first = 0;
-	if (!head && len > 0) {
-		buf = ol_xmalloc(len < S3_IO_BUF ? (size_t)len : S3_IO_BUF);
-		ssize_t n =
-		    ol_store_get_read(g, off, buf, len < S3_IO_BUF ? (size_t)len : S3_IO_BUF);
-		if (n <= 0) {
-			s3_store_error(r, n < 0 ? (int)n : -EIO, OL_S3E_NO_SUCH_KEY);
-			goto out;
-		}
-		first = (size_t)n;
-	}
-	if (rr == 1) {
-		snprintf(o->crange, sizeof(o->crange), "bytes %llu-%llu/%llu",
-			 (unsigned long long)off, (unsigned long long)(off + len - 1),
-			 (unsigned long long)in.size);
-		o->h[o->n++] = (struct ol_http_header){"Content-Range", o->crange};
-	}
-	oh_fix(o);
-	o->n = s3_common_headers(r, o->h, o->n);
-	r->status = rr == 1 ? 206 : 200;
-	r->responded = true;
-	if (ol_http_respond(r->h, r->status, o->h, o->n, (int64_t)len) == 0) {
-		if (!head && len > 0)
-			stream_body(r, g, off, len, buf, first);
-		ol_http_finish(r->h);
-	}
+	get_send(r, g, &in, o, rr == 1, off, len, head);
 out:
 	if (o)
 		ol_s3_buf_free(&o->vals);
 	free(o);
-	free(buf);
 	ol_store_get_close(g);
 }
 
