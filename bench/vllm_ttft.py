@@ -13,7 +13,6 @@ Without --nodes it starts openlaked (mode kv) from $OPENLAKE_BUILD (default buil
 ephemeral loopback port with a temp spill dir, and stops it at the end."""
 
 import argparse
-import ctypes
 import os
 import shutil
 import socket

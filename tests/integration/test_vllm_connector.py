@@ -39,7 +39,6 @@ def cfg(addr, layout="fa", chunk=16, model="standin/m1", tp=1, nb=NB, budget=256
 
 
 def engine(c, layout="fa", nb=NB):
-    tp = c.parallel_config.tensor_parallel_size
     return Engine(c, lambda r: (make_kv_caches(layout, L, nb, BS, H, D),
                                 FakeModel(L, H, D, layout, r)), nb)
 
