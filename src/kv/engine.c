@@ -353,24 +353,27 @@ slot_free(struct ol_kve *e, const struct slot *s)
 
 static void ent_evict(struct ol_kve *e, struct ent *x);
 
-/* An LRU victim: the oldest unpinned entry of class want among the first 64, else the oldest
- * unpinned one. */
+/* An LRU victim among unpinned entries: the oldest of class want among the first 64 (a clean
+ * one first: a dirty one must be written to NVMe before it can go), else the oldest. */
 static struct ent *
 victim(struct ol_kve *e, int want)
 {
-	struct ent *any = NULL;
+	struct ent *any = NULL, *dirty = NULL;
 	int seen = 0;
 	for (struct ent *x = e->lru_head; x; x = x->lnext) {
 		if (x->pins)
 			continue;
-		if (want == CLS_LARGE || x->cls == want)
+		bool fits = want == CLS_LARGE || x->cls == want;
+		if (fits && !x->dirty)
 			return x;
+		if (fits && !dirty)
+			dirty = x;
 		if (!any)
 			any = x;
-		if (++seen >= 64 && any)
+		if (++seen >= 64)
 			break;
 	}
-	return any;
+	return dirty ? dirty : any;
 }
 
 /* Reserve a DRAM slot for len bytes, evicting as needed. 0 or -ENOSPC. */
