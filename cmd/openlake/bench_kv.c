@@ -25,8 +25,9 @@ struct kvbench {
 	_Atomic int sink_stop;
 };
 
-#define KVB_MISS 2 /* error code of a get that found no value (redis/memcached/kv miss) */
-#define KVB_BAD	 3 /* error code: an unexpected reply */
+#define KVB_MISS  2 /* error code of a get that found no value (redis/memcached/kv miss) */
+#define KVB_BAD	  3 /* error code: an unexpected reply */
+#define KVB_WRONG 4 /* error code: a get returned bytes that are not the key's value */
 
 static void
 kvb_code_name(unsigned code, char *buf, size_t cap)
@@ -37,6 +38,8 @@ kvb_code_name(unsigned code, char *buf, size_t cap)
 		snprintf(buf, cap, "miss");
 	else if (code == KVB_BAD)
 		snprintf(buf, cap, "bad_reply");
+	else if (code == KVB_WRONG)
+		snprintf(buf, cap, "wrong_bytes");
 	else
 		snprintf(buf, cap, "code_%u", code);
 }
@@ -55,6 +58,38 @@ kvb_keyname(const struct kvbench *b, uint64_t idx, char *out, size_t cap)
 {
 	snprintf(out, cap, "olbench:%llx:%llu", (unsigned long long)b->nonce,
 		 (unsigned long long)idx);
+}
+
+/* Each value carries its key index (xor the run's nonce) at its start, middle and end: a get
+ * checks them, so a reply with another key's bytes, or bytes never copied, is an error. */
+static void
+kvb_stamp(const struct kvbench *b, char *v, uint64_t idx)
+{
+	uint64_t x = idx ^ b->nonce;
+	if (b->size < 8)
+		return;
+	memcpy(v, &x, 8);
+	memcpy(v + (b->size / 2 & ~7ull), &x, 8);
+	memcpy(v + b->size - 8, &x, 8);
+}
+
+static bool
+kvb_stamp_ok(const struct kvbench *b, const char *v, uint64_t idx)
+{
+	uint64_t x = idx ^ b->nonce;
+	return b->size < 8 ||
+	       (memcmp(v, &x, 8) == 0 && memcmp(v + (b->size / 2 & ~7ull), &x, 8) == 0 &&
+		memcmp(v + b->size - 8, &x, 8) == 0);
+}
+
+/* Read n bytes of a value into dst: what is buffered first, then straight from the socket. */
+static int
+conn_read_into(struct s3conn *c, char *dst, uint64_t n)
+{
+	size_t have = c->rlen - c->rpos, take = have < n ? have : (size_t)n;
+	memcpy(dst, c->rbuf + c->rpos, take);
+	c->rpos += take;
+	return take == n ? 0 : bench_read_all(c->fd, dst + take, (size_t)(n - take));
 }
 
 /* head, value, "\r\n" in one writev: three small writes cost redis a round of wakeups */
@@ -86,7 +121,7 @@ kvb_send3(int fd, const char *head, size_t hl, const char *val, size_t vl)
 /* ---- redis (RESP) ---- */
 
 static int
-redis_reply(struct s3conn *c, uint64_t want, uint64_t *got)
+redis_reply(struct s3conn *c, char *dst, uint64_t want)
 {
 	char *line;
 	int rc = s3_line(c, &line);
@@ -99,10 +134,11 @@ redis_reply(struct s3conn *c, uint64_t want, uint64_t *got)
 	long long n = strtoll(line + 1, NULL, 10);
 	if (n < 0)
 		return KVB_MISS;
-	if ((rc = s3_skip(c, (uint64_t)n + 2, NULL, 0, NULL)))
+	if ((uint64_t)n != want)
+		return (rc = s3_skip(c, (uint64_t)n + 2, NULL, 0, NULL)) ? rc : KVB_BAD;
+	if ((rc = conn_read_into(c, dst, want)) || (rc = s3_skip(c, 2, NULL, 0, NULL)))
 		return rc;
-	*got = (uint64_t)n;
-	return (uint64_t)n == want ? 0 : KVB_BAD;
+	return 0;
 }
 
 static int
@@ -111,8 +147,10 @@ redis_op(struct brun *r, unsigned i, uint64_t seq, uint64_t *bytes)
 	struct kvbench *b = r->arg;
 	struct s3conn *c = &b->conns[i];
 	char key[96], head[256];
-	uint64_t got = 0;
-	kvb_keyname(b, kvb_index(b, seq, 0), key, sizeof(key));
+	uint64_t idx = kvb_index(b, seq, 0);
+	kvb_keyname(b, idx, key, sizeof(key));
+	if (b->op == KVB_PUT)
+		kvb_stamp(b, b->bufs[i], idx);
 	int hl = b->op == KVB_PUT
 		     ? snprintf(head, sizeof(head), "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%llu\r\n",
 				strlen(key), key, (unsigned long long)b->size)
@@ -121,7 +159,9 @@ redis_op(struct brun *r, unsigned i, uint64_t seq, uint64_t *bytes)
 	int rc = b->op == KVB_PUT ? kvb_send3(c->fd, head, (size_t)hl, b->bufs[i], b->size)
 				  : bench_write_all(c->fd, head, (size_t)hl);
 	if (!rc)
-		rc = redis_reply(c, b->size, &got);
+		rc = redis_reply(c, b->bufs[i], b->size);
+	if (rc == 0 && b->op == KVB_GET && !kvb_stamp_ok(b, b->bufs[i], idx))
+		rc = KVB_WRONG;
 	if (rc == 0)
 		*bytes = b->size;
 	return rc;
@@ -135,7 +175,10 @@ memc_op(struct brun *r, unsigned i, uint64_t seq, uint64_t *bytes)
 	struct kvbench *b = r->arg;
 	struct s3conn *c = &b->conns[i];
 	char key[96], head[256], *line;
-	kvb_keyname(b, kvb_index(b, seq, 0), key, sizeof(key));
+	uint64_t idx = kvb_index(b, seq, 0);
+	kvb_keyname(b, idx, key, sizeof(key));
+	if (b->op == KVB_PUT)
+		kvb_stamp(b, b->bufs[i], idx);
 	int hl = b->op == KVB_PUT ? snprintf(head, sizeof(head), "set %s 0 0 %llu\r\n", key,
 					     (unsigned long long)b->size)
 				  : snprintf(head, sizeof(head), "get %s\r\n", key);
@@ -151,10 +194,13 @@ memc_op(struct brun *r, unsigned i, uint64_t seq, uint64_t *bytes)
 	if (strncmp(line, "VALUE ", 6) != 0 || !last)
 		return KVB_BAD;
 	uint64_t n = strtoull(last + 1, NULL, 10);
-	if ((rc = s3_skip(c, n + 2, NULL, 0, NULL)) || (rc = s3_line(c, &line)))
+	rc = n == b->size ? conn_read_into(c, b->bufs[i], n) : s3_skip(c, n, NULL, 0, NULL);
+	if (rc || (rc = s3_skip(c, 2, NULL, 0, NULL)) || (rc = s3_line(c, &line)))
 		return rc;
 	if (strcmp(line, "END") != 0 || n != b->size)
 		return KVB_BAD;
+	if (!kvb_stamp_ok(b, b->bufs[i], idx))
+		return KVB_WRONG;
 	*bytes = b->size;
 	return 0;
 }
@@ -277,6 +323,8 @@ kv_op(struct brun *r, unsigned i, uint64_t seq, uint64_t *bytes)
 		char name[96];
 		kvb_keyname(b, kvb_index(b, seq, j), name, sizeof(name));
 		SHA256((const unsigned char *)name, strlen(name), t->keys[j]);
+		if (b->op == KVB_PUT)
+			kvb_stamp(b, b->bufs[i] + j * b->size, kvb_index(b, seq, j));
 		t->iov[j] = (struct ol_iov){b->bufs[i] + j * b->size, b->size};
 		t->ops[j] = (struct ol_kv_op){.key = t->keys[j], .iov = &t->iov[j], .iovcnt = 1};
 	}
@@ -290,6 +338,9 @@ kv_op(struct brun *r, unsigned i, uint64_t seq, uint64_t *bytes)
 			return 100 + (st >= 0 && st < OL_KV_STATUS_COUNT ? st : OL_KV_ERROR);
 		if (b->op == KVB_GET && t->ops[j].value_len != b->size)
 			return KVB_BAD;
+		if (b->op == KVB_GET &&
+		    !kvb_stamp_ok(b, b->bufs[i] + j * b->size, kvb_index(b, seq, j)))
+			return KVB_WRONG;
 	}
 	*bytes = b->batch * b->size;
 	return 0;
