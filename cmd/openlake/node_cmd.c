@@ -432,9 +432,10 @@ node_info(const struct nodeinfo *ni)
 	       *s.kv ? s.kv : "(off)", s.region);
 	printf("erasure  %u drives per set: %u data + %u parity\nnodes    %u\n", s.set_n,
 	       s.set_n - s.parity, s.parity, s.nodes);
-	printf("drives   %u (%u online, %u writable)\ncapacity %s total, %s used, %s free "
-	       "(each file system counted once)\n",
-	       ni->n_drives, s.online, s.writable, t, u, f);
+	printf("drives   %u (%u online, %u writable)\ncapacity %s total, %s used, %s free %s\n",
+	       ni->n_drives, s.online, s.writable, t, u, f,
+	       ni->cfg ? "(each file system counted once)"
+		       : "(sum over the drives: give --config to count shared file systems once)");
 	return !ni->daemon_up;
 }
 
