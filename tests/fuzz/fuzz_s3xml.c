@@ -1,7 +1,9 @@
-/* Fuzz target: the S3 XML request-body parsers (CompleteMultipartUpload, DeleteObjects,
- * CreateBucketConfiguration). The first byte selects the parser; the rest is the body. */
+/* Fuzz target: the S3 parsers of untrusted bytes. The first byte selects one: 0-2 the XML
+ * request bodies (CompleteMultipartUpload, DeleteObjects, CreateBucketConfiguration), 3 the
+ * router (Host NUL path), 4 query lookup, 5 Range, 6 the metadata blob, 7 HTTP dates. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "s3/s3util.h"
@@ -15,7 +17,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	const char *body = (const char *)data + 1;
 	size_t n = size - 1;
-	switch (data[0] % 3) {
+	char *z = malloc(n + 1); /* NUL-terminated copy for the string parsers */
+	memcpy(z, body, n);
+	z[n] = '\0';
+	switch (data[0] % 8) {
 	case 0: {
 		struct ol_s3_complete_req c;
 		if (ol_s3_parse_complete(body, n, &c) == 0) {
@@ -34,10 +39,44 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		break;
 	}
-	default: {
+	case 2: {
 		char loc[64];
 		(void)ol_s3_parse_create_bucket(body, n, loc, sizeof(loc));
+		break;
+	}
+	case 3: {
+		static struct ol_s3_route r;
+		size_t hl = strlen(z);
+		(void)ol_s3_route(z, "store.example", hl < n ? z + hl + 1 : "", &r);
+		(void)ol_s3_bucket_name_ok(z);
+		break;
+	}
+	case 4: {
+		char v[256];
+		(void)ol_s3_query_get(z, "prefix", v, sizeof(v));
+		(void)ol_s3_query_has(z, "uploads");
+		break;
+	}
+	case 5: {
+		uint64_t off, len;
+		(void)ol_s3_range_parse(z, 1000, &off, &len);
+		(void)ol_s3_range_parse(z, 0, &off, &len);
+		break;
+	}
+	case 6: {
+		size_t pos = 0;
+		struct ol_s3_meta_kv kv;
+		const char *val;
+		while (ol_s3_meta_next(body, n, &pos, &kv))
+			;
+		(void)ol_s3_meta_get(body, n, "content-type", &val);
+		break;
+	}
+	default: {
+		int64_t secs;
+		(void)ol_s3_parse_http_date(z, &secs);
 	}
 	}
+	free(z);
 	return 0;
 }
