@@ -151,7 +151,8 @@ class WorkerSide:
                     bad_from = c
                     self.warn("load", "openlake: load of request %s chunk failed (%s): "
                               "recomputing", ls.req_id, why)
-                    self.rec.add(load_failures=1, corrupt_blocks=int(why.startswith("bad")))
+                    bad = why.startswith(("bad", "corrupt"))  # ours or the pool's checksum
+                    self.rec.add(load_failures=1, corrupt_blocks=int(bad))
                 if bad_from is None:
                     if j.stage is not None:
                         self.kv.unpack(j.ids[j.skip:], self._slice(j))

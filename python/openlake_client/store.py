@@ -82,7 +82,8 @@ def crc_ranges(ranges):
 
 
 class _Xxh3:
-    """XXH3-64 streaming over raw memory ranges through libxxhash (no Python copies)."""
+    """XXH3-64 streaming over raw memory ranges through libxxhash (no Python copies).
+    One hash state per thread: loads and saves run in several threads at once."""
 
     def __init__(self):
         name = ctypes.util.find_library("xxhash") or "libxxhash.so.0"
@@ -94,12 +95,20 @@ class _Xxh3:
         lib.XXH3_64bits_digest.argtypes = [ctypes.c_void_p]
         lib.XXH3_64bits_digest.restype = ctypes.c_uint64
         self.lib = lib
-        self.state = lib.XXH3_createState()
-        if not self.state:
-            raise OSError("XXH3_createState failed")
+        self._tls = threading.local()
+        self._state()
+
+    def _state(self):
+        st = getattr(self._tls, "state", None)
+        if st is None:
+            st = self.lib.XXH3_createState()
+            if not st:
+                raise OSError("XXH3_createState failed")
+            self._tls.state = st
+        return st
 
     def __call__(self, ranges):
-        lib, st = self.lib, self.state
+        lib, st = self.lib, self._state()
         lib.XXH3_64bits_reset(st)
         up = lib.XXH3_64bits_update
         for addr, n in ranges:

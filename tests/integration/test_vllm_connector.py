@@ -136,6 +136,38 @@ def test_config_warnings(caplog):
     assert c.chunk_size == 112 and c.compress == "off" and "exans" in text
 
 
+def test_block_checksum_is_thread_safe():
+    """Loads and saves of several ranks hash blocks in parallel threads."""
+    import ctypes
+    import threading
+
+    from openlake_client import store
+
+    bufs = [ctypes.create_string_buffer(os.urandom(1 << 18)) for _ in range(4)]
+    ranges = [[(ctypes.addressof(b) + o, 1 << 16) for o in range(0, 1 << 18, 1 << 16)]
+              for b in bufs]
+    keys = [bytes([i]) * 32 for i in range(4)]
+    trailers = [store.make_trailer(k, r, 1 << 18, True) for k, r in zip(keys, ranges)]
+    bad = []
+
+    def run(i):
+        for _ in range(100):
+            why = store.check_trailer(trailers[i], keys[i], ranges[i], 1 << 18)
+            if why:
+                bad.append(why)
+
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad, bad[:3]
+    flipped = bytearray(bufs[0].raw)
+    ctypes.memmove(bufs[0], bytes([flipped[0] ^ 1]), 1)
+    assert store.check_trailer(trailers[0], keys[0], ranges[0], 1 << 18) == "checksum mismatch"
+    assert store.check_trailer(trailers[1], keys[0], ranges[1], 1 << 18) != ""
+
+
 def test_metadata_pickles_and_no_pool_startup():
     """Start-up with the pool down works; lookups miss; the metadata crosses processes."""
     e = engine(cfg(dead_addr()))
