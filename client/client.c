@@ -376,10 +376,12 @@ olc_send(struct ol_client *c, struct olc_conn *cn, struct ol_kvp_hdr *h, struct 
 }
 
 int
-olc_recv_hdr(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp_hdr *rp)
+olc_recv_hdr_ex(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp_hdr *rp,
+		void *extra, size_t extra_len)
 {
 	uint8_t hb[OL_KVP_HDR];
-	int r = kvnet_read_full(cn->fd, hb, sizeof(hb));
+	struct iovec v[2] = {{hb, sizeof(hb)}, {extra, extra_len}};
+	int r = kvnet_readv_full(cn->fd, v, extra_len ? 2 : 1);
 	if (r < 0)
 		return r;
 	if (ol_kvp_hdr_decode(hb, sizeof(hb), rp) <= 0 || rp->op != rq->op ||
@@ -388,6 +390,12 @@ olc_recv_hdr(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp_hdr
 	if (rp->status < 0)
 		return rp->status;
 	return 0;
+}
+
+int
+olc_recv_hdr(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp_hdr *rp)
+{
+	return olc_recv_hdr_ex(cn, rq, rp, NULL, 0);
 }
 
 /* ---- batching ---- */

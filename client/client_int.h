@@ -78,6 +78,10 @@ void olc_node_down(struct ol_client *c, struct olc_node *nd, int err);
 int olc_send(struct ol_client *c, struct olc_conn *cn, struct ol_kvp_hdr *h, struct iovec *iov,
 	     int n);
 int olc_recv_hdr(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp_hdr *rp);
+/* Same, reading extra_len more bytes (what always follows this reply header) in the same
+ * syscall. A server never answers with fewer entries than asked (it closes instead). */
+int olc_recv_hdr_ex(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp_hdr *rp,
+		    void *extra, size_t extra_len);
 
 /* One sub-batch (n <= max_batch ops of one node) on a TCP connection: send, then receive, so
  * the calls of several nodes overlap. op = OL_KVP_PUT/GET/EXISTS/DELETE. 0 or -errno

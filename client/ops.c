@@ -72,11 +72,9 @@ batch_call(struct ol_client *c, struct olc_conn *cn, struct batch *b, uint8_t op
 	b->iov[0].iov_base = NULL; /* reserved for the header */
 	b->iov[0].iov_len = 0;
 	int r = olc_send(c, cn, &h, b->iov, b->niov);
-	if (r < 0 || (r = olc_recv_hdr(cn, &h, &rp)) < 0)
+	if (r < 0 || (r = olc_recv_hdr_ex(cn, &h, &rp, b->reps, m * OL_KVP_REP_ENT)) < 0)
 		return r;
-	if (rp.count != m || rp.body_len != m * OL_KVP_REP_ENT)
-		return -EPROTO;
-	return kvnet_read_full(cn->fd, b->reps, m * OL_KVP_REP_ENT);
+	return rp.count != m || rp.body_len != m * OL_KVP_REP_ENT ? -EPROTO : 0;
 }
 
 static void
@@ -162,16 +160,19 @@ olc_tcp_send(struct ol_client *c, struct olc_conn *cn, struct olc_call *call)
 	return olc_send(c, cn, &call->h, b->iov, b->niov);
 }
 
+/* GET reply entries; the first one was read with the header into first. */
 static int
-recv_stream(struct olc_conn *cn, struct olc_call *call)
+recv_stream(struct olc_conn *cn, struct olc_call *call, const uint8_t *first)
 {
 	for (size_t i = 0; i < call->m; i++) {
 		uint8_t rb[OL_KVP_REP_ENT];
 		struct ol_kvp_rep_ent re;
 		struct ol_kv_op *op = call->ops[i];
-		int r = kvnet_read_full(cn->fd, rb, sizeof(rb));
+		int r = i == 0 ? 0 : kvnet_read_full(cn->fd, rb, sizeof(rb));
 		if (r < 0)
 			return r;
+		if (i == 0)
+			memcpy(rb, first, sizeof(rb));
 		ol_kvp_rep_ent_decode(rb, &re);
 		op->status = status_ok(re.status);
 		op->value_len = re.len;
@@ -195,19 +196,20 @@ olc_tcp_recv(struct ol_client *c, struct olc_conn *cn, struct olc_call *call)
 	bool short_wait = call->hdr_timeout_ms && call->hdr_timeout_ms < c->timeout_ms;
 	if (short_wait)
 		kvnet_set_timeout(cn->fd, call->hdr_timeout_ms);
-	int r = olc_recv_hdr(cn, &call->h, &rp);
+	/* the reply header and what always follows it (all reply entries, or a GET's first
+	 * one) in one read */
+	bool get = call->op == OL_KVP_GET;
+	int r = olc_recv_hdr_ex(cn, &call->h, &rp, b->reps, (get ? 1 : call->m) * OL_KVP_REP_ENT);
 	if (short_wait)
 		kvnet_set_timeout(cn->fd, c->timeout_ms);
 	if (r < 0)
 		return r;
 	if (rp.count != call->m)
 		return -EPROTO;
-	if (call->op == OL_KVP_GET)
-		return recv_stream(cn, call);
+	if (get)
+		return recv_stream(cn, call, b->reps);
 	if (rp.body_len != call->m * OL_KVP_REP_ENT)
 		return -EPROTO;
-	if ((r = kvnet_read_full(cn->fd, b->reps, call->m * OL_KVP_REP_ENT)) < 0)
-		return r;
 	for (size_t j = 0; j < call->m; j++) {
 		struct ol_kvp_rep_ent re;
 		struct ol_kv_op *op = call->ops[b->idx[j]];

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -56,9 +55,57 @@ struct conn {
 	bool local;
 	struct pinref *pins; /* LOOKUP pins and ALLOC reservations held by this connection */
 	size_t n_pins, cap_pins;
-	uint8_t *ents; /* request entries */
-	uint8_t *reps; /* reply entries */
+	uint8_t *ents;	  /* request entries */
+	uint8_t *reps;	  /* reply entries */
+	uint8_t rb[8192]; /* bytes received ahead (a header and its entries come in one recv) */
+	size_t rb_off, rb_len;
+	uint8_t pend[OL_KVP_HDR]; /* a GET reply header, sent with the first entry */
+	bool has_pend;
 };
+
+/* ---- buffered reads ---- */
+
+static int
+conn_read(struct conn *c, void *dst, size_t n)
+{
+	size_t take = c->rb_len - c->rb_off < n ? c->rb_len - c->rb_off : n;
+	memcpy(dst, c->rb + c->rb_off, take);
+	c->rb_off += take;
+	return take == n ? 0 : kvnet_read_full(c->fd, (uint8_t *)dst + take, n - take);
+}
+
+static int
+conn_skip(struct conn *c, size_t n)
+{
+	size_t take = c->rb_len - c->rb_off < n ? c->rb_len - c->rb_off : n;
+	c->rb_off += take;
+	return take == n ? 0 : kvnet_skip(c->fd, n - take);
+}
+
+/* The next frame header. Waits idle as long as the client likes (the frame timeout fires
+ * only once a header has started). 0 or -errno (-ECONNRESET at EOF). */
+static int
+conn_read_hdr(struct conn *c, uint8_t hb[OL_KVP_HDR])
+{
+	memmove(c->rb, c->rb + c->rb_off, c->rb_len - c->rb_off);
+	c->rb_len -= c->rb_off;
+	c->rb_off = 0;
+	while (c->rb_len < OL_KVP_HDR) {
+		ssize_t r = recv(c->fd, c->rb + c->rb_len, sizeof(c->rb) - c->rb_len, 0);
+		if (r == 0)
+			return -ECONNRESET;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && c->rb_len == 0)
+			continue; /* idle between frames */
+		if (r < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
+		c->rb_len += (size_t)r;
+	}
+	memcpy(hb, c->rb, OL_KVP_HDR);
+	c->rb_off = OL_KVP_HDR;
+	return 0;
+}
 
 /* ---- per-connection pin list ---- */
 
@@ -135,7 +182,7 @@ do_hello(struct conn *c, const struct ol_kvp_hdr *h)
 	struct ol_kvp_hello hi;
 	if (h->body_len > sizeof(body))
 		return -EMSGSIZE;
-	int r = kvnet_read_full(c->fd, body, h->body_len);
+	int r = conn_read(c, body, h->body_len);
 	if (r < 0)
 		return r;
 	if (ol_kvp_hello_decode(body, h->body_len, &hi) < 0)
@@ -168,8 +215,8 @@ put_one(struct conn *c, const struct ol_kvp_req_ent *e, int32_t *status)
 	ent_key(c, e, &k);
 	*status = ol_kve_alloc(c->s->eng, &k, e->len, &sl);
 	if (*status != OL_KV_OK)
-		return kvnet_skip(c->fd, e->len);
-	int r = kvnet_read_full(c->fd, sl.ptr, e->len);
+		return conn_skip(c, e->len);
+	int r = conn_read(c, sl.ptr, e->len);
 	if (r < 0) {
 		ol_kve_release(c->s->eng, sl.off, sl.seq);
 		return r;
@@ -188,7 +235,7 @@ do_put(struct conn *c, const struct ol_kvp_hdr *h)
 		int r;
 		if (left < OL_KVP_REQ_ENT)
 			return -EMSGSIZE;
-		if ((r = kvnet_read_full(c->fd, c->ents, OL_KVP_REQ_ENT)) < 0)
+		if ((r = conn_read(c, c->ents, OL_KVP_REQ_ENT)) < 0)
 			return r;
 		left -= OL_KVP_REQ_ENT;
 		ol_kvp_req_ent_decode(c->ents, &e);
@@ -207,7 +254,7 @@ do_put(struct conn *c, const struct ol_kvp_hdr *h)
 static int
 read_ents(struct conn *c, const struct ol_kvp_hdr *h)
 {
-	return kvnet_read_full(c->fd, c->ents, (size_t)h->count * OL_KVP_REQ_ENT);
+	return conn_read(c, c->ents, (size_t)h->count * OL_KVP_REQ_ENT);
 }
 
 static int
@@ -224,8 +271,11 @@ get_one(struct conn *c, const struct ol_kvp_req_ent *e)
 	struct ol_kvp_rep_ent re = {st, 0, st == OL_KV_MISS || st == OL_KV_CORRUPT ? 0 : sl.len, 0,
 				    0};
 	ol_kvp_rep_ent_encode(rb, &re);
-	struct iovec v[2] = {{rb, sizeof(rb)}, {sl.ptr, st == OL_KV_OK ? sl.len : 0}};
-	int r = kvnet_writev_full(c->fd, v, st == OL_KV_OK ? 2 : 1);
+	struct iovec v[3] = {{c->pend, c->has_pend ? OL_KVP_HDR : 0},
+			     {rb, sizeof(rb)},
+			     {sl.ptr, st == OL_KV_OK ? sl.len : 0}};
+	int r = kvnet_writev_full(c->fd, v, st == OL_KV_OK ? 3 : 2);
+	c->has_pend = false;
 	if (pinned)
 		ol_kve_release(c->s->eng, sl.off, sl.seq);
 	return r;
@@ -235,8 +285,14 @@ static int
 do_get(struct conn *c, const struct ol_kvp_hdr *h)
 {
 	int r = read_ents(c, h);
-	if (r < 0 || (r = send_reply(c, h, 0, h->count, NULL, 0)) < 0)
+	if (r < 0)
 		return r;
+	if (h->count == 0)
+		return send_reply(c, h, 0, 0, NULL, 0);
+	struct ol_kvp_hdr rh = {
+	    OL_KVP_MAGIC, OL_KVP_VERSION, h->op, OL_KVP_F_REPLY, h->count, 0, h->req_id, 0};
+	ol_kvp_hdr_encode(c->pend, &rh); /* sent in one writev with the first entry */
+	c->has_pend = true;
 	for (uint32_t i = 0; i < h->count; i++) {
 		struct ol_kvp_req_ent e;
 		ol_kvp_req_ent_decode(c->ents + (size_t)i * OL_KVP_REQ_ENT, &e);
@@ -314,7 +370,7 @@ static int
 do_stats(struct conn *c, const struct ol_kvp_hdr *h)
 {
 	char buf[4096];
-	int r = h->body_len ? kvnet_skip(c->fd, h->body_len) : 0;
+	int r = h->body_len ? conn_skip(c, h->body_len) : 0;
 	if (r < 0)
 		return r;
 	int n = ol_kve_stats_json(c->s->eng, buf, sizeof(buf) - 64);
@@ -406,10 +462,7 @@ conn_main(void *arg)
 	kvnet_set_timeout(c->fd, OL_KV_FRAME_TIMEOUT_MS);
 	for (;;) {
 		struct ol_kvp_hdr h;
-		struct pollfd p = {c->fd, POLLIN, 0};
-		while (poll(&p, 1, -1) < 0 && errno == EINTR)
-			; /* idle between frames as long as the client likes */
-		int r = kvnet_read_full(c->fd, hb, sizeof(hb));
+		int r = conn_read_hdr(c, hb);
 		if (r < 0)
 			break; /* peer closed or server stopping */
 		if ((r = ol_kvp_hdr_decode(hb, sizeof(hb), &h)) > 0)
