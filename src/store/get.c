@@ -108,6 +108,15 @@ setup_large(struct ol_get *g)
 }
 
 static int
+first_valid(const struct ol_store *st, const bool *valid)
+{
+	for (int d = 0; d < st->n; d++)
+		if (valid[d])
+			return d;
+	return -1;
+}
+
+static int
 lookup(struct ol_store *st, const char *bucket, const char *key, size_t klen, struct ol_reads *r,
        struct ol_rec *win, bool *valid)
 {
@@ -118,18 +127,16 @@ lookup(struct ol_store *st, const char *bucket, const char *key, size_t klen, st
 		return -EINVAL;
 	kl = ol_okey(okey, bucket, key, klen);
 	ol_reads_get(st, OL_META_OBJECTS, okey, kl, bucket, r);
-	if (ol_rec_resolve(st, (const void *const *)r->raw, r->len, win, valid))
-		return 0;
-	return r->bucket_votes >= st->k ? -ENOENT : -ENXIO;
-}
+	if (ol_rec_resolve(st, (const void *const *)r->raw, r->len, win, valid)) {
+		const struct ol_rec *w = &win[first_valid(st, valid)];
 
-static int
-first_valid(const struct ol_store *st, const bool *valid)
-{
-	for (int d = 0; d < st->n; d++)
-		if (valid[d])
-			return d;
-	return -1;
+		/* a long key's index entry is head + hash: check the rest */
+		if (klen <= OL_KEY_HEAD || (w->tail_len == klen - OL_KEY_HEAD &&
+					    !memcmp(w->tail, key + OL_KEY_HEAD, w->tail_len)))
+			return 0;
+		return -ENOENT;
+	}
+	return r->bucket_votes >= st->k ? -ENOENT : -ENXIO;
 }
 
 int

@@ -134,9 +134,24 @@ ol_rec_info(const struct ol_rec *r, struct ol_obj_info *info)
 	info->n_parts = (r->flags & OL_REC_MULTIPART) ? r->n_parts : 0;
 }
 
+/* Keys longer than OL_KEY_HEAD that share their first OL_KEY_HEAD bytes sit together in
+ * the index, ordered by hash: the iterator gathers such a group and sorts it by full key. */
+struct grp_ent {
+	char *key;
+	size_t kl;
+	struct ol_obj_info info;
+};
+
 struct ol_iter {
 	struct ol_merge m;
 	char key[OL_STORE_MAX_KEY];
+	char from[OL_STORE_MAX_KEY]; /* seek target: skip keys below it */
+	size_t from_len;
+	struct grp_ent *g;
+	size_t gn, gi;
+	bool la; /* a lookahead entry read past the end of a group */
+	const void *la_k, *la_v[OL_MAX_DRIVES];
+	size_t la_kl, la_l[OL_MAX_DRIVES];
 };
 
 int
@@ -148,7 +163,7 @@ ol_store_iter_open(struct ol_store *st, const char *bucket, struct ol_iter **out
 
 	if (!ol_bucket_ok(st, bucket))
 		return -ENOENT;
-	it = ol_xmalloc(sizeof(*it));
+	it = ol_xcalloc(1, sizeof(*it));
 	rc = ol_merge_open(st, OL_META_OBJECTS, pre, ol_okey(pre, bucket, "", 0), &it->m);
 	if (rc) {
 		free(it);
@@ -158,13 +173,118 @@ ol_store_iter_open(struct ol_store *st, const char *bucket, struct ol_iter **out
 	return 0;
 }
 
+static void
+grp_clear(struct ol_iter *it)
+{
+	for (size_t i = 0; i < it->gn; i++)
+		free(it->g[i].key);
+	free(it->g);
+	it->g = NULL;
+	it->gn = it->gi = 0;
+}
+
 int
 ol_store_iter_seek(struct ol_iter *it, const char *key, size_t key_len)
 {
 	if (key_len > OL_STORE_MAX_KEY)
 		return -EINVAL;
-	ol_merge_seek(&it->m, key, key_len);
+	grp_clear(it);
+	it->la = false;
+	memcpy(it->from, key, key_len);
+	it->from_len = key_len;
+	ol_merge_seek(&it->m, key, key_len < OL_KEY_HEAD ? key_len : OL_KEY_HEAD);
 	return 0;
+}
+
+static int
+fetch(struct ol_iter *it, const void **k, size_t *kl, const void **vals, size_t *lens)
+{
+	if (!it->la)
+		return ol_merge_next(&it->m, k, kl, vals, lens);
+	it->la = false;
+	*k = it->la_k;
+	*kl = it->la_kl;
+	memcpy(vals, it->la_v, sizeof(it->la_v));
+	memcpy(lens, it->la_l, sizeof(it->la_l));
+	return 1;
+}
+
+/* The full key and info of one index entry; 0 when no version is visible. */
+static int
+entry(struct ol_iter *it, const void *k, size_t kl, const void **vals, size_t *lens, char *key,
+      size_t *klen, struct ol_obj_info *info)
+{
+	struct ol_rec win[OL_MAX_DRIVES];
+	bool valid[OL_MAX_DRIVES];
+
+	if (!ol_rec_resolve(it->m.st, vals, lens, win, valid))
+		return 0;
+	for (int d = 0; d < it->m.st->n; d++)
+		if (valid[d]) {
+			ol_rec_info(&win[d], info);
+			if (kl > OL_KEY_HEAD) {
+				memcpy(key, k, OL_KEY_HEAD);
+				memcpy(key + OL_KEY_HEAD, win[d].tail, win[d].tail_len);
+				*klen = OL_KEY_HEAD + win[d].tail_len;
+			} else {
+				memcpy(key, k, kl);
+				*klen = kl;
+			}
+			return 1;
+		}
+	return 0;
+}
+
+static int
+ent_cmp(const void *a, const void *b)
+{
+	const struct grp_ent *x = a, *y = b;
+	int c = memcmp(x->key, y->key, x->kl < y->kl ? x->kl : y->kl);
+
+	return c ? c : (x->kl > y->kl) - (x->kl < y->kl);
+}
+
+/* Gather every long entry with the head of k (k itself first), sorted. */
+static void
+gather(struct ol_iter *it, const void *k, size_t kl, const void **vals, size_t *lens)
+{
+	char head[OL_KEY_HEAD], key[OL_STORE_MAX_KEY];
+	size_t klen;
+	struct ol_obj_info info;
+
+	memcpy(head, k, OL_KEY_HEAD);
+	for (;;) {
+		if (entry(it, k, kl, vals, lens, key, &klen, &info)) {
+			struct grp_ent *e;
+
+			it->g = ol_xrealloc(it->g, (it->gn + 1) * sizeof(*it->g));
+			e = &it->g[it->gn++];
+			e->key = ol_xmalloc(klen);
+			memcpy(e->key, key, klen);
+			e->kl = klen;
+			e->info = info;
+		}
+		if (ol_merge_next(&it->m, &k, &kl, vals, lens) != 1)
+			break;
+		if (kl <= OL_KEY_HEAD || memcmp(k, head, OL_KEY_HEAD)) {
+			it->la = true;
+			it->la_k = k;
+			it->la_kl = kl;
+			memcpy(it->la_v, vals, sizeof(it->la_v));
+			memcpy(it->la_l, lens, sizeof(it->la_l));
+			break;
+		}
+	}
+	if (it->gn > 1)
+		qsort(it->g, it->gn, sizeof(*it->g), ent_cmp);
+}
+
+static int
+below_from(const struct ol_iter *it, const char *k, size_t kl)
+{
+	int c = memcmp(k, it->from, kl < it->from_len ? kl : it->from_len);
+
+	return c < 0 || (c == 0 && kl < it->from_len);
 }
 
 int
@@ -172,23 +292,32 @@ ol_store_iter_next(struct ol_iter *it, const char **key, size_t *key_len, struct
 {
 	const void *vals[OL_MAX_DRIVES], *k;
 	size_t lens[OL_MAX_DRIVES], kl;
-	struct ol_rec win[OL_MAX_DRIVES];
-	bool valid[OL_MAX_DRIVES];
 
-	while (ol_merge_next(&it->m, &k, &kl, vals, lens) == 1) {
-		if (!ol_rec_resolve(it->m.st, vals, lens, win, valid))
+	for (;;) {
+		while (it->gi < it->gn) {
+			struct grp_ent *e = &it->g[it->gi++];
+
+			if (below_from(it, e->key, e->kl))
+				continue;
+			memcpy(it->key, e->key, e->kl);
+			*key = it->key;
+			*key_len = e->kl;
+			*info = e->info;
+			return 1;
+		}
+		grp_clear(it);
+		if (fetch(it, &k, &kl, vals, lens) != 1)
+			return 0;
+		if (kl > OL_KEY_HEAD) {
+			gather(it, k, kl, vals, lens);
 			continue;
-		for (int d = 0; d < it->m.st->n; d++)
-			if (valid[d]) {
-				ol_rec_info(&win[d], info);
-				break;
-			}
-		memcpy(it->key, k, kl);
+		}
+		if (!entry(it, k, kl, vals, lens, it->key, key_len, info) ||
+		    below_from(it, it->key, *key_len))
+			continue;
 		*key = it->key;
-		*key_len = kl;
 		return 1;
 	}
-	return 0;
 }
 
 void
@@ -196,6 +325,7 @@ ol_store_iter_close(struct ol_iter *it)
 {
 	if (!it)
 		return;
+	grp_clear(it);
 	ol_merge_close(&it->m);
 	free(it);
 }

@@ -276,8 +276,10 @@ complete_locked(struct complete *x, const unsigned *nos, size_t n, const char *e
 					     .meta = x->meta,
 					     .meta_len = (uint32_t)x->mlen,
 					     .idx = d};
-	for (int d = 1; d < st->n; d++)
+	for (int d = 0; d < st->n; d++) {
 		b[d].mtime = b[0].mtime;
+		ol_key_tail(&b[d], x->key, x->klen);
+	}
 	rc = ol_commit_all(st, &c) >= st->w ? 0 : -EIO;
 	enc = ol_rec_encode(&b[0], &el);
 	if (!rc && !ol_rec_decode(enc, el, &keep))

@@ -301,8 +301,11 @@ publish(struct ol_put *p, struct ol_rec_build *b)
 	lock(p, true);
 	/* stamped under the lock: the order of mtimes is the order of commits */
 	now = ol_now_ns(st);
-	for (int d = 0; d < st->n; d++)
+	for (int d = 0; d < st->n; d++) {
 		b[d].mtime = now;
+		if (!p->part)
+			ol_key_tail(&b[d], p->key, p->klen);
+	}
 	rc = target_ok(p);
 	ok = rc ? 0 : ol_commit_all(st, &c);
 	lock(p, false);

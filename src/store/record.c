@@ -2,10 +2,11 @@
  *
  * Version record (object or part), little-endian, crc32c of everything before the last 4
  * bytes at the end:
- *   0 magic "OLv1" | 4 k | 5 p | 6 shard index | 7 checksum alg | 8 flags u16 | 10 pad u16
+ *   0 magic "OLv1" | 4 k | 5 p | 6 shard index | 7 checksum alg | 8 flags u16 | 10 tail u16
  *   12 block size u32 | 16 size u64 | 24 mtime ns i64 | 32 version id [16] | 48 n_parts u32
  *   52 etag len | 56 meta len | 60 inline shard len | 64 inline shard crc | 68 prev len
- *   72 parts (n_parts x {uuid[16], size u64, part_no u32}) | etag | meta | inline | prev | crc
+ *   72 parts (n_parts x {uuid[16], size u64, part_no u32}) | etag | meta | inline | key tail
+ *   | prev | crc
  * prev is the previous version's record of this drive (without its own prev): it keeps the
  * old version readable until the new one is on a quorum (see docs/storage-format.md). */
 #include <errno.h>
@@ -71,7 +72,7 @@ ol_rec_encode(const struct ol_rec_build *b, size_t *len)
 {
 	size_t el = b->etag ? strnlen(b->etag, OL_STORE_ETAG_MAX - 1) : 0;
 	size_t n = REC_HDR + (size_t)b->n_parts * PART_SZ + el + b->meta_len + b->inl_len +
-		   b->prev_len + 4;
+		   b->tail_len + b->prev_len + 4;
 	uint8_t *r = ol_xcalloc(1, n), *q = r + REC_HDR;
 
 	ol_put_u32(r, REC_MAGIC);
@@ -80,6 +81,7 @@ ol_rec_encode(const struct ol_rec_build *b, size_t *len)
 	r[6] = (uint8_t)b->idx;
 	r[7] = (uint8_t)b->st->ck;
 	memcpy(r + 8, &b->flags, 2);
+	memcpy(r + 10, &b->tail_len, 2);
 	ol_put_u32(r + 12, b->st->bs);
 	ol_put_u64(r + 16, b->size);
 	ol_put_u64(r + 24, (uint64_t)b->mtime);
@@ -103,6 +105,9 @@ ol_rec_encode(const struct ol_rec_build *b, size_t *len)
 	if (b->inl_len)
 		memcpy(q, b->inl, b->inl_len);
 	q += b->inl_len;
+	if (b->tail_len)
+		memcpy(q, b->tail, b->tail_len);
+	q += b->tail_len;
 	if (b->prev_len)
 		memcpy(q, b->prev, b->prev_len);
 	q += b->prev_len;
@@ -123,6 +128,7 @@ rec_layout(const uint8_t *p, size_t len, struct ol_rec *r)
 	r->idx = p[6];
 	r->ck = p[7];
 	memcpy(&r->flags, p + 8, 2);
+	memcpy(&r->tail_len, p + 10, 2);
 	r->bs = ol_get_u32(p + 12);
 	r->size = ol_get_u64(p + 16);
 	r->mtime = (int64_t)ol_get_u64(p + 24);
@@ -134,7 +140,7 @@ rec_layout(const uint8_t *p, size_t len, struct ol_rec *r)
 	r->inl_crc = ol_get_u32(p + 64);
 	r->prev_len = ol_get_u32(p + 68);
 	need = REC_HDR + (uint64_t)r->n_parts * PART_SZ + r->etag_len + r->meta_len + r->inl_len +
-	       r->prev_len + 4;
+	       r->tail_len + r->prev_len + 4;
 	if (need != len || r->k == 0 || r->etag_len >= OL_STORE_ETAG_MAX)
 		return -EINVAL;
 	return 0;
@@ -153,7 +159,8 @@ ol_rec_decode(const void *buf, size_t len, struct ol_rec *r)
 	r->etag = (const char *)r->parts + (size_t)r->n_parts * PART_SZ;
 	r->meta = (const uint8_t *)r->etag + r->etag_len;
 	r->inl = r->meta + r->meta_len;
-	r->prev = r->inl + r->inl_len;
+	r->tail = r->inl + r->inl_len;
+	r->prev = r->tail + r->tail_len;
 	return 0;
 }
 

@@ -42,10 +42,27 @@ size_t
 ol_okey(char *buf, const char *bucket, const char *key, size_t klen)
 {
 	size_t bl = strlen(bucket);
+	uint64_t h;
 
 	memcpy(buf, bucket, bl + 1);
-	memcpy(buf + bl + 1, key, klen);
-	return bl + 1 + klen;
+	if (klen <= OL_KEY_HEAD) {
+		memcpy(buf + bl + 1, key, klen);
+		return bl + 1 + klen;
+	}
+	memcpy(buf + bl + 1, key, OL_KEY_HEAD);
+	h = XXH3_64bits(key, klen);
+	for (int i = 0; i < 8; i++)
+		buf[bl + 1 + OL_KEY_HEAD + i] = (char)(h >> (56 - 8 * i));
+	return bl + 1 + OL_KEY_HEAD + 8;
+}
+
+void
+ol_key_tail(struct ol_rec_build *b, const char *key, size_t klen)
+{
+	if (klen <= OL_KEY_HEAD)
+		return;
+	b->tail = (const uint8_t *)key + OL_KEY_HEAD;
+	b->tail_len = (uint16_t)(klen - OL_KEY_HEAD);
 }
 
 unsigned

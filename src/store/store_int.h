@@ -17,6 +17,10 @@
 #define OL_TRAILER    8 /* checksum after every shard block */
 #define OL_UUID	      16
 #define OL_PATH_MAX   512
+/* LMDB keys are at most 511 bytes: an object key longer than OL_KEY_HEAD is indexed as its
+ * first OL_KEY_HEAD bytes + an 8-byte hash of the whole key, and its tail is kept in the
+ * record (listing restores the order of such keys, see list.c). */
+#define OL_KEY_HEAD 400
 
 enum { OL_CK_CRC32C = 1, OL_CK_XXH3 = 2 };
 enum { OL_REC_INLINE = 1, OL_REC_MULTIPART = 2 };
@@ -69,6 +73,8 @@ struct ol_rec {
 	uint32_t meta_len;
 	const uint8_t *inl;
 	uint32_t inl_len, inl_crc;
+	const uint8_t *tail; /* key bytes past OL_KEY_HEAD (long keys only) */
+	uint16_t tail_len;
 	const uint8_t *prev;
 	uint32_t prev_len;
 };
@@ -88,6 +94,8 @@ struct ol_rec_build {
 	int idx;
 	const uint8_t *inl;
 	uint32_t inl_len;
+	const uint8_t *tail;
+	uint16_t tail_len;
 	const uint8_t *prev;
 	uint32_t prev_len;
 };
@@ -136,7 +144,10 @@ int ol_sweep_drive(struct ol_store *st, int d);
 /* store.c */
 int64_t ol_now_ns(struct ol_store *st);
 void ol_uuid(uint8_t out[OL_UUID]);
+/* The index key of an object: bucket '\0' key (long keys: head + hash, see OL_KEY_HEAD). */
 size_t ol_okey(char *buf, const char *bucket, const char *key, size_t klen);
+/* Set b->tail for a long key. */
+void ol_key_tail(struct ol_rec_build *b, const char *key, size_t klen);
 unsigned ol_lock_idx(const char *bucket, const void *key, size_t klen);
 /* Per-drive copies of the records of one key in db (plus the bucket's presence). */
 struct ol_reads {

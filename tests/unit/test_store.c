@@ -245,7 +245,7 @@ keycmp(const void *a, const void *b)
 static void
 test_listing(struct ol_store *st)
 {
-	const char *keys[64] = {"a//b", "p/",  "p",  "../x", "\x01", "\xff", "\xff\xfe", "a b", "%",
+	const char *keys[80] = {"a//b", "p/",  "p",  "../x", "\x01", "\xff", "\xff\xfe", "a b", "%",
 				"+",	"a/b", "..", ".",    "x%2F", "z",    "p0",	 "p/q"};
 	int n = 17, i = 0, bad = 0, rc;
 	char extra[40][16];
@@ -254,7 +254,17 @@ test_listing(struct ol_store *st)
 	size_t kl;
 	struct ol_obj_info info;
 
+	static char lk[10][1025];
+	static const size_t ll[10] = {1024, 1023, 401, 401, 401, 400, 399, 501, 501, 450};
+	static const char lt[10] = {'L', 'L', 'a', '\x01', '\xff', 'L', 'L', 'b', 'a', 'L'};
+
 	ok(ol_store_bucket_create(st, "list") == 0, "bucket list");
+	for (int j = 0; j < 10; j++) { /* long keys, several sharing their first 400 bytes */
+		memset(lk[j], 'L', ll[j]);
+		lk[j][ll[j] - 1] = lt[j];
+		lk[j][ll[j]] = 0;
+		keys[n++] = lk[j];
+	}
 	for (int j = 0; j < 40; j++) {
 		snprintf(extra[j], sizeof(extra[j]), "k%03d", (j * 17) % 40);
 		keys[n++] = extra[j];
@@ -278,6 +288,19 @@ test_listing(struct ol_store *st)
 	ok(ol_store_iter_seek(it, "p/a", 3) == 0 && ol_store_iter_next(it, &k, &kl, &info) == 1 &&
 	       kl == 3 && !memcmp(k, "p/q", 3),
 	   "seek between keys");
+	{
+		char want[1025];
+
+		memset(want, 'L', 501);
+		want[500] = 'a';
+		ok(ol_store_iter_seek(it, want, 501) == 0 &&
+		       ol_store_iter_next(it, &k, &kl, &info) == 1 && kl == 501 && k[500] == 'a' &&
+		       ol_store_iter_next(it, &k, &kl, &info) == 1 && kl == 501 && k[500] == 'b',
+		   "seek inside a group of long keys sharing 400 bytes");
+	}
+	ok(get_eq(st, "list", lk[0], (const uint8_t *)lk[0], 1024) == 1 &&
+	       get_eq(st, "list", lk[1], (const uint8_t *)lk[1], 1023) == 1,
+	   "1024- and 1023-byte keys are distinct objects");
 	ok(ol_store_iter_seek(it, "\xff\xff", 2) == 0 &&
 	       ol_store_iter_next(it, &k, &kl, &info) == 0,
 	   "seek past the end");
