@@ -22,6 +22,7 @@ struct ol_get {
 	uint8_t *blk[OL_MAX_DRIVES];
 	int64_t cur_stripe;
 	bool ok[OL_MAX_DRIVES], tried[OL_MAX_DRIVES];
+	bool warned[OL_MAX_DRIVES]; /* one warning per drive and part */
 };
 
 static void
@@ -41,6 +42,7 @@ open_part(struct ol_get *g, uint32_t pi)
 	char path[OL_PATH_MAX + 80];
 
 	close_fds(g);
+	memset(g->warned, 0, sizeof(g->warned));
 	ol_rec_part(&g->rec, pi, &p);
 	for (int d = 0; d < g->st->n; d++) {
 		if (!g->st->d[d].meta)
@@ -49,9 +51,17 @@ open_part(struct ol_get *g, uint32_t pi)
 		g->fd[d] = open(path, O_RDWR | O_CLOEXEC);
 		if (g->fd[d] < 0)
 			g->fd[d] = open(path, O_RDONLY | O_CLOEXEC);
-		if (g->fd[d] < 0 && p.size)
-			ol_warn("store: drive %s: shard %s missing (heal needed)", g->st->d[d].root,
-				path);
+		if (g->fd[d] >= 0 || !p.size)
+			continue;
+		/* gone: recreate it empty; reads that rebuild its blocks write them back */
+		g->fd[d] = ol_shard_create(g->st, d, p.uuid);
+		if (g->fd[d] >= 0) {
+			close(g->fd[d]);
+			g->fd[d] = open(path, O_RDWR | O_CLOEXEC);
+		}
+		g->warned[d] = true;
+		ol_warn("store: drive %s: shard %s missing (%s)", g->st->d[d].root, path,
+			g->fd[d] >= 0 ? "healing on read" : "cannot recreate");
 	}
 	g->cur_part = pi;
 	g->cur_stripe = -1;
@@ -148,6 +158,7 @@ ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, size
 	bool valid[OL_MAX_DRIVES];
 	struct ol_get *g;
 	unsigned li = ol_lock_idx(bucket, key, key_len);
+	bool heal = false;
 	int d, rc;
 
 	pthread_rwlock_rdlock(&st->obj_rw[li]);
@@ -173,10 +184,14 @@ ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, size
 	ol_rec_info(&g->rec, &g->info);
 	*info = g->info;
 	*out = g;
+	for (int i = 0; i < st->n; i++)
+		heal |= st->d[i].meta && !valid[i];
 out:
 	pthread_rwlock_unlock(&st->obj_rw[li]);
 	if (rc != -EINVAL)
 		ol_reads_free(&r);
+	if (!rc && heal)
+		ol_heal_record(st, bucket, key, key_len, &g->rec, g->body);
 	return rc;
 }
 
@@ -222,12 +237,15 @@ read_blocks(struct ol_get *g, const struct stripe *s, const bool *which)
 		int d = map[i];
 		uint64_t sum = ol_block_sum(g->rec.ck, g->blk[d], s->bl, s->j);
 
-		g->ok[d] = ops[i].res == (ssize_t)(s->bl + OL_TRAILER) &&
-			   ol_get_u64(g->blk[d] + s->bl) == sum;
-		if (!g->ok[d] && g->fd[d] >= 0)
-			ol_warn("store: drive %s: shard block %llu of part %u %s (rebuilding)",
-				g->st->d[d].root, (unsigned long long)s->j, g->cur_part,
-				ops[i].res == (ssize_t)(s->bl + OL_TRAILER) ? "corrupt" : "short");
+		bool full = ops[i].res == (ssize_t)(s->bl + OL_TRAILER);
+
+		g->ok[d] = full && ol_get_u64(g->blk[d] + s->bl) == sum;
+		if (g->ok[d] || g->fd[d] < 0 || (g->warned[d] && !full))
+			continue;
+		g->warned[d] = true;
+		ol_warn("store: drive %s: shard block %llu of part %u %s (rebuilding)",
+			g->st->d[d].root, (unsigned long long)s->j, g->cur_part,
+			full ? "corrupt" : "short");
 	}
 }
 
@@ -275,7 +293,7 @@ load(struct ol_get *g, const struct stripe *s, int lo, int hi)
 		return -EIO;
 	}
 	for (int d = 0; d < st->n; d++)
-		rebuilt[d] = want[d] && !g->ok[d];
+		rebuilt[d] = !g->ok[d] && (want[d] || g->fd[d] >= 0); /* heal parity too */
 	if (ol_ec_decode(&st->ec, s->bl, g->blk, g->ok, rebuilt))
 		return -EIO;
 	heal_blocks(g, s, rebuilt);

@@ -271,13 +271,42 @@ ol_reads_free(struct ol_reads *r)
 		free(r->raw[d]);
 }
 
+/* Present on >= k drives. An online drive that lacks the record gets it back (heal). */
 int
 ol_bucket_ok(struct ol_store *st, const char *bucket)
 {
 	struct ol_reads r;
+	uint8_t *raw[OL_MAX_DRIVES];
+	bool skip[OL_MAX_DRIVES];
+	int votes = 0, online = 0, first = -1;
 
-	ol_reads_get(st, OL_META_BUCKETS, NULL, 0, bucket, &r);
-	return r.bucket_votes >= st->k;
+	ol_reads_get(st, OL_META_BUCKETS, bucket, strlen(bucket), NULL, &r);
+	for (int d = 0; d < st->n; d++) {
+		online += st->d[d].meta != NULL;
+		if (r.raw[d]) {
+			votes++;
+			first = first < 0 ? d : first;
+		}
+	}
+	if (votes >= st->k && votes < online) {
+		struct ol_commit c = {.db = OL_META_BUCKETS,
+				      .k = bucket,
+				      .kl = strlen(bucket),
+				      .raw = raw,
+				      .raw_len = r.len,
+				      .skip = skip};
+
+		for (int d = 0; d < st->n; d++) {
+			raw[d] = r.raw[first];
+			r.len[d] = r.len[first];
+			skip[d] = r.raw[d] != NULL;
+		}
+		if (ol_commit_all(st, &c) > 0)
+			ol_info("store: healed bucket record %s", bucket);
+		ol_commit_free(&c);
+	}
+	ol_reads_free(&r);
+	return votes >= st->k;
 }
 
 /* Group commit: LMDB runs with MDB_NOSYNC. After its txns, a committer takes a generation;

@@ -191,6 +191,10 @@ int ol_commit_all(struct ol_store *st, struct ol_commit *c);
 void ol_commit_reclaim(struct ol_store *st, struct ol_commit *c, const struct ol_rec *keep);
 void ol_commit_free(struct ol_commit *c);
 
+/* heal.c: give the resolved version w back to online drives that lack it. */
+void ol_heal_record(struct ol_store *st, const char *bucket, const char *key, size_t klen,
+		    const struct ol_rec *w, const uint8_t *body);
+
 /* list.c: ordered merge of one db's keys across the online drives (read txns held open;
  * pointers valid until ol_merge_close). */
 struct ol_merge {

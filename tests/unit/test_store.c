@@ -507,6 +507,20 @@ test_faults(struct ol_store **stp)
 	ok(get_eq(st, "b", "f", d, n) == 1 && get_eq(st, "b", "small", sm, 5000) == 1,
 	   "after reopen: exact bytes");
 	ok(ol_store_bucket_stat(st, "b", NULL) == 0, "bucket still there");
+	{
+		struct ol_iter *it; /* opening checks the bucket, which heals its record */
+
+		ok(ol_store_iter_open(st, "b", &it) == 0, "list the bucket");
+		ol_store_iter_close(it);
+	}
+	ol_store_close(st);
+	snprintf(path, sizeof(path), "%s/d0", root);
+	rm_rf(path);
+	ok(ol_store_open(&cfg, stp) == 0, "wipe drive 0 too (after the reads healed drive 2)");
+	st = *stp;
+	ok(get_eq(st, "b", "f", d, n) == 1 && get_eq(st, "b", "small", sm, 5000) == 1,
+	   "exact bytes: drive 2's records and shards were healed by the reads");
+	ok(ol_store_bucket_stat(st, "b", NULL) == 0, "bucket record healed too");
 	fill(d, n, 33);
 	ok(put_obj(st, "b", "g", d, n) == 0 && get_eq(st, "b", "g", d, n) == 1, "new writes work");
 	mask = 3;
@@ -733,9 +747,12 @@ test_p2(void)
 	mask = 5; /* drives 0 and 2: one data, one parity shard */
 	ol_store_shard_paths(st, "p2", "o", 1, unlink_cb, &mask);
 	ok(get_eq(st, "p2", "o", d, n) == 1, "two shards gone of P=2: exact bytes");
-	mask = 2;
+	mask = 10; /* now 1 and 3: only the two healed by that read are left */
 	ol_store_shard_paths(st, "p2", "o", 1, unlink_cb, &mask);
-	ok(get_eq(st, "p2", "o", d, n) == -EIO, "three gone: -EIO");
+	ok(get_eq(st, "p2", "o", d, n) == 1, "the read healed both lost shards");
+	mask = 15;
+	ol_store_shard_paths(st, "p2", "o", 1, unlink_cb, &mask);
+	ok(get_eq(st, "p2", "o", d, n) == -EIO, "all gone: -EIO");
 	ol_store_close(st);
 	ok(ol_store_open(&cfg, &st) == 0 && get_eq(st, "p2", "s", d, 999) == 1,
 	   "reopen: inline object intact");
