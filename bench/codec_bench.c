@@ -18,6 +18,7 @@
 struct file {
 	uint8_t *p;
 	size_t n;
+	int kind; /* 1: V (*.v.bf16), 2: K (*.k.bf16), 0: other */
 };
 
 static struct file files[4096];
@@ -44,7 +45,11 @@ load(const char *path)
 	uint8_t *p = malloc((size_t)st.st_size);
 	size_t n = fread(p, 1, (size_t)st.st_size, f);
 	fclose(f);
-	files[nfiles++] = (struct file){p, n};
+	size_t l = strlen(path);
+	int kind = l > 7 && strcmp(path + l - 7, ".v.bf16") == 0   ? 1
+		   : l > 7 && strcmp(path + l - 7, ".k.bf16") == 0 ? 2
+								   : 0;
+	files[nfiles++] = (struct file){p, n, kind};
 }
 
 static void
@@ -100,6 +105,56 @@ ratios(uint32_t blk)
 	       blk, raw / ex, raw / bound, 100 * (ex / bound - 1));
 	if (blk == 65536)
 		printf("ratio  same files       zstd-1 %.4fx  lz4 %.4fx\n", raw / zs, raw / lz);
+}
+
+/* zstd -19 on the two byte planes of a file (the LZ reference that catches repeats). */
+static double
+zstd_planes(const uint8_t *p, size_t n)
+{
+	size_t h = n / 2, cap = ZSTD_compressBound(n);
+	uint8_t *pl = malloc(n), *c = malloc(cap);
+	for (size_t i = 0; i < h; i++) {
+		pl[i] = p[2 * i];
+		pl[h + i] = p[2 * i + 1];
+	}
+	if (n & 1)
+		pl[n - 1] = p[n - 1];
+	double r = (double)ZSTD_compress(c, cap, pl, h, 19) +
+		   (double)ZSTD_compress(c, cap, pl + h, n - h, 19);
+	free(pl);
+	free(c);
+	return r;
+}
+
+/* Rows mode (row = one token: 4 KV heads x head_dim 8 x 2 bytes) beside zstd -19 planes,
+ * over all files, V files, K files; layer 0 of V repeats where tokens repeat. */
+static void
+rows_ratio(uint32_t row)
+{
+	double raw[3] = {0}, ex[3] = {0}, rw[3] = {0}, zp[3] = {0};
+	struct ol_exans_opts o = {.row_bytes = row};
+	for (int i = 0; i < nfiles; i++) {
+		size_t n = files[i].n, cap = ol_exans_bound(n, 0);
+		uint8_t *c = malloc(cap);
+		int k = files[i].kind;
+		double a = (double)ol_exans_compress(files[i].p, n, c, cap, NULL);
+		double b = (double)ol_exans_compress(files[i].p, n, c, cap, &o);
+		double z = zstd_planes(files[i].p, n);
+		for (int j = 0; j < 3; j++)
+			if (j == 0 || j == k) {
+				raw[j] += (double)n;
+				ex[j] += a;
+				rw[j] += b;
+				zp[j] += z;
+			}
+		free(c);
+	}
+	static const char *name[] = {"all", "V", "K"};
+	for (int j = 0; j < 3; j++)
+		if (raw[j] > 0)
+			printf("rows   %-3s files  exans %.4fx  exans+rows(%u B) %.4fx  "
+			       "zstd-19 byte planes %.4fx\n",
+			       name[j], raw[j] / ex[j], row, raw[j] / rw[j], raw[j] / zp[j]);
 }
 
 typedef long (*op_fn)(const uint8_t *in, size_t n, uint8_t *out, size_t cap, void *arg);
@@ -208,6 +263,7 @@ main(int argc, char **argv)
 	static const uint32_t blks[] = {4096, 16384, 32768, 65536, 131072, 262144};
 	for (size_t i = 0; i < sizeof(blks) / sizeof(blks[0]); i++)
 		ratios(blks[i]);
+	rows_ratio(64);
 	speeds();
 	return 0;
 }

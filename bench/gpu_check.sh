@@ -19,11 +19,12 @@ if [ ! -f /usr/include/isa-l/crc.h ]; then
 	DEF="-DOL_EXANS_NO_ISAL"
 	LIB=""
 fi
-for f in exans exans_scalar exans_simd; do
+for f in exans exans_scalar exans_simd exans_rows; do
 	cc -std=c17 -O2 -D_GNU_SOURCE $DEF -Isrc -c src/codec/$f.c -o "$OUT/$f.o"
 done
 "$NVCC" -O3 -std=c++17 -arch="$ARCH" -Isrc src/codec/cuda/exans_gpucheck.cu \
 	src/codec/cuda/exans.cu "$OUT"/exans.o "$OUT"/exans_scalar.o "$OUT"/exans_simd.o \
+	"$OUT"/exans_rows.o \
 	$LIB -lm -o "$OUT/exans_gpucheck"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv || true
 set +e

@@ -1,6 +1,7 @@
 /* codec/exans.c - ExANS blocks and container (format: docs/exans-format.md). */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #ifndef OL_EXANS_NO_ISAL
@@ -256,30 +257,50 @@ ol_exans_block_bound(size_t n)
 }
 
 static ssize_t
-block_encode(const void *src, size_t n, void *dst, size_t cap, enum ol_exans_impl impl)
+block_encode(const void *src, size_t n, void *dst, size_t cap, enum ol_exans_impl impl,
+	     uint32_t row_bytes)
 {
 	if (n > (1u << OL_EXANS_MAX_LOG2_BLK))
 		return -EINVAL;
 	size_t raw = n + OL_EXANS_BHDR_BYTES;
 	uint32_t crc = crc32c(src, n);
+	ssize_t r = -ENOSPC;
 	if (n / 2 >= MIN_RANS_VALUES) {
-		size_t r = enc_rans(src, n, dst, cap < raw ? cap : raw - 1, impl);
-		if (r) {
+		size_t k = enc_rans(src, n, dst, cap < raw ? cap : raw - 1, impl);
+		if (k) {
 			put_bhdr(dst, crc, n, OL_EXANS_MODE_RANS);
-			return (ssize_t)r;
+			r = (ssize_t)k;
 		}
 	}
-	if (cap < raw)
-		return -ENOSPC;
-	put_bhdr(dst, crc, n, OL_EXANS_MODE_RAW);
-	memcpy((uint8_t *)dst + OL_EXANS_BHDR_BYTES, src, n);
-	return (ssize_t)raw;
+	if (r < 0 && cap >= raw) {
+		put_bhdr(dst, crc, n, OL_EXANS_MODE_RAW);
+		memcpy((uint8_t *)dst + OL_EXANS_BHDR_BYTES, src, n);
+		r = (ssize_t)raw;
+	}
+	if (row_bytes) { /* opt-in: keep the rows block only if it is smaller */
+		ssize_t q = ol_exans_rows_encode(src, n, row_bytes, dst, cap,
+						 r > 0 ? (size_t)r : SIZE_MAX, impl);
+		if (q < 0)
+			return q;
+		if (q > 0) {
+			put_bhdr(dst, crc, n, OL_EXANS_MODE_ROWS);
+			r = q;
+		}
+	}
+	return r;
+}
+
+ssize_t
+ol_exans_block_encode_impl(const void *src, size_t n, void *dst, size_t cap,
+			   enum ol_exans_impl impl)
+{
+	return block_encode(src, n, dst, cap, impl, 0);
 }
 
 ssize_t
 ol_exans_block_encode(const void *src, size_t n, void *dst, size_t cap)
 {
-	return block_encode(src, n, dst, cap, resolve(OL_EXANS_AUTO));
+	return block_encode(src, n, dst, cap, resolve(OL_EXANS_AUTO), 0);
 }
 
 /* ---- block decoder ---- */
@@ -405,7 +426,7 @@ bhdr_check(const uint8_t *s, size_t n, size_t cap, uint32_t *crc, size_t *dlen)
 		return -EBADMSG;
 	if (s[8] == OL_EXANS_MODE_RAW && n != *dlen + OL_EXANS_BHDR_BYTES)
 		return -EBADMSG;
-	if (s[8] != OL_EXANS_MODE_RAW && s[8] != OL_EXANS_MODE_RANS)
+	if (s[8] > OL_EXANS_MODE_ROWS)
 		return -EBADMSG;
 	return *dlen > cap ? -ENOSPC : 0;
 }
@@ -420,7 +441,11 @@ block_decode(const uint8_t *s, size_t n, uint8_t *dst, size_t cap, enum ol_exans
 		return r;
 	if (s[8] == OL_EXANS_MODE_RAW)
 		memcpy(dst, s + OL_EXANS_BHDR_BYTES, dlen);
-	else if (dec_rans(s, n, dst, dlen, impl) != 0)
+	else if (s[8] == OL_EXANS_MODE_ROWS)
+		r = ol_exans_rows_decode(s, n, dst, dlen, impl);
+	else
+		r = dec_rans(s, n, dst, dlen, impl);
+	if (r != 0)
 		return -EBADMSG;
 	return crc32c(dst, dlen) == crc ? (ssize_t)dlen : -EBADMSG;
 }
@@ -505,8 +530,8 @@ ol_exans_compress(const void *src, size_t n, void *dst, size_t cap, const struct
 		return -ENOSPC;
 	for (size_t i = 0; i < nb; i++) {
 		size_t len = n - i * b < b ? n - i * b : b;
-		ssize_t r =
-		    block_encode((const uint8_t *)src + i * b, len, d + off, cap - off, impl);
+		ssize_t r = block_encode((const uint8_t *)src + i * b, len, d + off, cap - off,
+					 impl, o ? o->row_bytes : 0);
 		if (r < 0)
 			return r;
 		ol_exans_st32(d + OL_EXANS_HDR_BYTES + 4 * i, (uint32_t)r);

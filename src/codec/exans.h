@@ -30,6 +30,11 @@ enum ol_exans_impl {
 struct ol_exans_opts {
 	uint32_t block_bytes;	 /* power of two in [1 KiB, 16 MiB]; 0 = 64 KiB */
 	enum ol_exans_impl impl; /* which code runs (encode and decode); output is the same */
+	/* Rows mode (opt-in, 0 = off): row size in bytes (even, >= 4; e.g. heads * head_dim * 2
+	 * for a token-major KV page). A block whose rows repeat exactly is stored with 2-byte
+	 * references when that is smaller. CPU only so far: the CUDA decoder reads it, the CUDA
+	 * encoder never writes it. */
+	uint32_t row_bytes;
 };
 
 /* 1 if impl can run on this CPU (AUTO and SCALAR always), else 0. */

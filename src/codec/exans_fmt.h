@@ -24,6 +24,7 @@
 #define OL_EXANS_RANS_L	      (1u << 15) /* state lower bound; states live in [L, 2^31) */
 #define OL_EXANS_MODE_RAW     0
 #define OL_EXANS_MODE_RANS    1
+#define OL_EXANS_MODE_ROWS    2 /* repeated rows removed, the rest an inner raw/rANS block */
 #define OL_EXANS_MIN_LOG2_BLK 10
 #define OL_EXANS_MAX_LOG2_BLK 24
 #define OL_EXANS_DEF_LOG2_BLK 16 /* 64 KiB of BF16 per block, chosen by measurement */
@@ -156,6 +157,55 @@ ol_exans_table_read(const uint8_t *p, size_t len, uint32_t f[256])
 	if (sum != OL_EXANS_PROB_SCALE || f[p[0]] == 0 || f[p[1]] == 0)
 		return 0;
 	return k;
+}
+
+/* Rows block (mode 2): after the block header, u16 R (row bytes), u16 0, u32 U (unique
+ * rows), a bitmap of the nrows = dlen / R rows (bit set: the row repeats an earlier one),
+ * one u16 per repeated row (the unique row it equals, numbered in order of appearance),
+ * then an inner mode 0/1 block of the unique rows and the dlen % R tail bytes. */
+struct ol_exans_rows {
+	uint32_t R, U, nrows, nrep;
+	uint32_t bitmap_off, refs_off, inner_off;
+};
+
+/* Parse and validate a rows payload of a block of n bytes decoding to dlen: 0 or -1. */
+static inline OL_EXANS_HD int
+ol_exans_rows_parse(const uint8_t *p, size_t n, size_t dlen, struct ol_exans_rows *r)
+{
+	size_t o = OL_EXANS_BHDR_BYTES;
+	if (n < o + 8 || p[o + 2] || p[o + 3])
+		return -1;
+	r->R = (uint32_t)p[o] | (uint32_t)p[o + 1] << 8;
+	r->U = ol_exans_ld32(p + o + 4);
+	if (r->R < 4 || (r->R & 1) || dlen / r->R < 2 || dlen / r->R > 65536)
+		return -1;
+	r->nrows = (uint32_t)(dlen / r->R);
+	r->bitmap_off = (uint32_t)o + 8;
+	uint32_t nb = (r->nrows + 7) / 8, nrep = 0;
+	if (n < (size_t)r->bitmap_off + nb)
+		return -1;
+	const uint8_t *bm = p + r->bitmap_off;
+	for (uint32_t i = 0; i < nb; i++)
+		for (int b = 0; b < 8; b++)
+			nrep += (bm[i] >> b) & 1;
+	if ((r->nrows & 7) && (bm[nb - 1] >> (r->nrows & 7)))
+		return -1; /* bits past the last row */
+	r->nrep = nrep;
+	r->refs_off = r->bitmap_off + nb;
+	r->inner_off = r->refs_off + 2 * nrep;
+	if (nrep == 0 || r->U != r->nrows - nrep || r->inner_off > n)
+		return -1;
+	uint32_t u = 0, k = 0; /* a row may only repeat a unique row seen before it */
+	for (uint32_t row = 0; row < r->nrows; row++) {
+		if ((bm[row >> 3] >> (row & 7)) & 1) {
+			const uint8_t *q = p + r->refs_off + 2 * k++;
+			if (((uint32_t)q[0] | (uint32_t)q[1] << 8) >= u)
+				return -1;
+		} else {
+			u++;
+		}
+	}
+	return 0;
 }
 
 /* Software CRC-32C: table of 256 entries for the reflected polynomial. */

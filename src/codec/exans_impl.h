@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "codec/exans.h"
 #include "codec/exans_fmt.h"
 
 /* Decoder state of one block. tbl[slot] = sym | freq << 8 | (slot - cum) << 20. Words are
@@ -54,6 +55,17 @@ int ol_exans_enc_groups_avx512(struct ol_exans_enc *e, const uint8_t *src, uint8
 			       size_t ngroups);
 int ol_exans_enc_groups_avx2(struct ol_exans_enc *e, const uint8_t *src, uint8_t *sm,
 			     size_t ngroups);
+
+/* Block encode with a given impl (canonical bytes when cap >= n + 12). */
+ssize_t ol_exans_block_encode_impl(const void *src, size_t n, void *dst, size_t cap,
+				   enum ol_exans_impl impl);
+/* Rows mode (exans_rows.c). Encode: writes bytes [12, size) of a rows block into dst if it
+ * is smaller than best and fits cap; returns its size, 0 if not, or -ENOMEM. Decode: the
+ * block of n bytes into dst[0..dlen); 0 or -EBADMSG (the caller checks the CRC). */
+ssize_t ol_exans_rows_encode(const uint8_t *src, size_t n, uint32_t R, uint8_t *dst, size_t cap,
+			     size_t best, enum ol_exans_impl impl);
+int ol_exans_rows_decode(const uint8_t *p, size_t n, uint8_t *dst, size_t dlen,
+			 enum ol_exans_impl impl);
 
 static inline uint16_t
 ol_exans_ld16(const uint8_t *p)

@@ -136,8 +136,9 @@ dec_rans(const uint8_t *p, uint32_t n, uint8_t *out, uint32_t dlen, struct smem 
 	return 0;
 }
 
+/* A mode 0/1 block into out (at most cap bytes), CRC checked: its length or -EBADMSG. */
 __device__ static int
-dec_block(const uint8_t *p, uint32_t n, uint8_t *out, uint32_t cap, struct smem *sm,
+dec_plain(const uint8_t *p, uint32_t n, uint8_t *out, uint32_t cap, struct smem *sm,
 	  unsigned lane)
 {
 	if (n < OL_EXANS_BHDR_BYTES || p[9] || p[10] || p[11])
@@ -153,6 +154,57 @@ dec_block(const uint8_t *p, uint32_t n, uint8_t *out, uint32_t cap, struct smem 
 	} else if (p[8] != OL_EXANS_MODE_RANS || dec_rans(p, n, out, dlen, sm, lane) != 0) {
 		return -EBADMSG;
 	}
+	__syncwarp();
+	return crc_warp(out, dlen, sm->crc, lane) == crc ? (int)dlen : -EBADMSG;
+}
+
+/* Mode 2: the inner block holds the unique rows; repeats are copied back in, from the
+ * last row down (every source lies below every row already written). */
+__device__ static int
+dec_rows(const uint8_t *p, uint32_t n, uint8_t *out, uint32_t dlen, struct smem *sm,
+	 unsigned lane)
+{
+	struct ol_exans_rows r;
+	if (ol_exans_rows_parse(p, n, dlen, &r) != 0) /* every lane: same bytes, same answer */
+		return -EBADMSG;
+	const uint8_t *in = p + r.inner_off, *bm = p + r.bitmap_off, *refs = p + r.refs_off;
+	uint32_t ilen = n - r.inner_off, R = r.R, rem = dlen - r.nrows * R;
+	uint32_t m = r.U * R + rem;
+	if (ilen < OL_EXANS_BHDR_BYTES || in[8] == OL_EXANS_MODE_ROWS ||
+	    dec_plain(in, ilen, out, m, sm, lane) != (int)m)
+		return -EBADMSG;
+	__syncwarp();
+	for (uint32_t i = lane; i < rem; i += 32) /* the tail: no overlap, nrep >= 1 */
+		out[r.nrows * R + i] = out[r.U * R + i];
+	__syncwarp();
+	uint32_t u = r.U, k = r.nrep;
+	for (uint32_t row = r.nrows; row-- > 0;) {
+		uint32_t from;
+		if ((bm[row >> 3] >> (row & 7)) & 1) {
+			k--;
+			from = (uint32_t)refs[2 * k] | (uint32_t)refs[2 * k + 1] << 8;
+		} else {
+			from = --u;
+		}
+		if (from != row)
+			for (uint32_t i = lane; i < R; i += 32)
+				out[row * R + i] = out[from * R + i];
+		__syncwarp();
+	}
+	return 0;
+}
+
+__device__ static int
+dec_block(const uint8_t *p, uint32_t n, uint8_t *out, uint32_t cap, struct smem *sm,
+	  unsigned lane)
+{
+	if (n < OL_EXANS_BHDR_BYTES || p[8] != OL_EXANS_MODE_ROWS)
+		return dec_plain(p, n, out, cap, sm, lane);
+	if (p[9] || p[10] || p[11])
+		return -EBADMSG;
+	uint32_t crc = ol_exans_ld32(p), dlen = ol_exans_ld32(p + 4);
+	if (dlen > cap || dec_rows(p, n, out, dlen, sm, lane) != 0)
+		return -EBADMSG;
 	__syncwarp();
 	return crc_warp(out, dlen, sm->crc, lane) == crc ? (int)dlen : -EBADMSG;
 }

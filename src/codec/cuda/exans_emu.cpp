@@ -153,6 +153,45 @@ check(const char *name, const uint8_t *in, size_t n, uint32_t blk)
 	ok(bad, "GPU kernel decode of a corrupted block == -EBADMSG", name);
 }
 
+/* Rows blocks (mode 2) are written by the CPU only; the GPU decoder must read them. */
+static void
+check_rows(const uint8_t *in, size_t n, uint32_t row)
+{
+	struct ol_exans_opts o = {0, OL_EXANS_AUTO, row};
+	std::vector<uint8_t> c(ol_exans_bound(n, 0)), out(n + 65536);
+	ssize_t m = ol_exans_compress(in, n, c.data(), c.size(), &o);
+	uint32_t nb = 0;
+	int dec = m > 0 && ol_exans_block_count(c.data(), (size_t)m, &nb) == 0, rows = 0, bad = 1;
+	std::vector<uint64_t> off(nb);
+	std::vector<uint32_t> len(nb);
+	std::vector<int32_t> st(nb);
+	for (uint32_t b = 0; dec && b < nb; b++) {
+		struct ol_exans_block_ref r;
+		dec &= ol_exans_block_locate(c.data(), (size_t)m, b, &r) == 0;
+		off[b] = r.off;
+		len[b] = (uint32_t)r.len;
+		rows += c[r.off + 8] == OL_EXANS_MODE_ROWS;
+	}
+	for (uint32_t b = 0; dec && b < nb; b++) {
+		run_warp(b, [&] {
+			dec_kernel(c.data(), off.data(), len.data(), nb, out.data(), 65536, st.data());
+		});
+		size_t want = n - (size_t)b * 65536 < 65536 ? n - (size_t)b * 65536 : 65536;
+		dec &= st[b] == (int32_t)want &&
+		       memcmp(out.data() + (size_t)b * 65536, in + (size_t)b * 65536, want) == 0;
+		uint8_t *p = c.data() + off[b] + (b * 7919u + 29) % len[b];
+		*p ^= 0x10;
+		run_warp(b, [&] {
+			dec_kernel(c.data(), off.data(), len.data(), nb, out.data(), 65536, st.data());
+		});
+		bad &= st[b] == -EBADMSG;
+		*p ^= 0x10;
+	}
+	printf("# rows mode: %u blocks, %d rows blocks\n", nb, rows);
+	ok(dec && rows > 0, "GPU kernel decode of CPU rows blocks == input", "rows");
+	ok(bad, "GPU kernel decode of a corrupted rows block == -EBADMSG", "rows");
+}
+
 static uint64_t rng = 0x1234567887654321ull;
 
 static uint32_t
@@ -196,6 +235,11 @@ main(int argc, char **argv)
 	}
 	check("all exponents then a constant", buf.data(), 4096, 1024);
 	check("tiny blocks (raw, n < 64)", buf.data(), 63, 1024);
+	synth(buf.data(), 140001); /* rows of 64 bytes, most repeating an earlier one */
+	for (size_t r = 1; r < 140001 / 64; r++)
+		if (rnd() % 4)
+			memcpy(buf.data() + r * 64, buf.data() + (rnd() % r) * 64, 64);
+	check_rows(buf.data(), 140001, 64);
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/stories260K/seq05.v.bf16", argc > 1 ? argv[1] : ".");
 	FILE *f = fopen(path, "rb");

@@ -95,6 +95,55 @@ time_ms(F fn)
 	return best;
 }
 
+/* 4. rows mode (written by the CPU only): GPU decode of a container made with row_bytes. */
+static void
+check_rows(const uint8_t *in, size_t n)
+{
+	struct ol_exans_opts o = {0, OL_EXANS_AUTO, 64};
+	size_t cap = ol_exans_bound(n, 0);
+	uint8_t *c = (uint8_t *)malloc(cap), *out = (uint8_t *)malloc(n), *d_c, *d_out;
+	ssize_t m = ol_exans_compress(in, n, c, cap, &o);
+	uint32_t nb = 0, rows = 0, bad = 0;
+	ol_exans_block_count(c, (size_t)m, &nb);
+	uint64_t *off = (uint64_t *)malloc(nb * 8), *d_off;
+	uint32_t *len = (uint32_t *)malloc(nb * 4), *d_len;
+	int32_t *st = (int32_t *)malloc(nb * 4), *d_st;
+	for (uint32_t i = 0; i < nb; i++) {
+		struct ol_exans_block_ref r;
+		ol_exans_block_locate(c, (size_t)m, i, &r);
+		off[i] = r.off;
+		len[i] = (uint32_t)r.len;
+		rows += c[r.off + 8] == OL_EXANS_MODE_ROWS;
+	}
+	CK(cudaMalloc(&d_c, (size_t)m));
+	CK(cudaMalloc(&d_out, n));
+	CK(cudaMalloc(&d_off, nb * 8));
+	CK(cudaMalloc(&d_len, nb * 4));
+	CK(cudaMalloc(&d_st, nb * 4));
+	CK(cudaMemcpy(d_c, c, (size_t)m, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(d_off, off, nb * 8, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(d_len, len, nb * 4, cudaMemcpyHostToDevice));
+	ol_exans_cuda_decode(d_c, d_off, d_len, nb, d_out, BLK, d_st, NULL);
+	CK(cudaDeviceSynchronize());
+	CK(cudaMemcpy(out, d_out, n, cudaMemcpyDeviceToHost));
+	CK(cudaMemcpy(st, d_st, nb * 4, cudaMemcpyDeviceToHost));
+	for (uint32_t i = 0; i < nb; i++)
+		bad += st[i] != (int32_t)(n - (size_t)i * BLK < BLK ? n - (size_t)i * BLK : BLK);
+	printf("rows mode: %u of %u blocks are rows blocks, ratio %.4fx\n", rows, nb,
+	       (double)n / (double)m);
+	check(bad == 0 && memcmp(out, in, n) == 0, "GPU decode of CPU rows-mode blocks == input");
+	cudaFree(d_c);
+	cudaFree(d_out);
+	cudaFree(d_off);
+	cudaFree(d_len);
+	cudaFree(d_st);
+	free(c);
+	free(out);
+	free(off);
+	free(len);
+	free(st);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -200,6 +249,8 @@ main(int argc, char **argv)
 	for (uint32_t i = 0; i < 64 && i < nblk; i++) /* undo */
 		packed[off[i] + (i * 977u) % clen[i]] ^= (uint8_t)(1u << (i % 8));
 	CK(cudaMemcpy(d_packed, packed, tot, cudaMemcpyHostToDevice));
+
+	check_rows(in, n < (64u << 20) ? n : (64u << 20));
 
 	/* timings */
 	float ms_copy = time_ms([&] { cudaMemcpy(d_copy, d_in, n, cudaMemcpyDeviceToDevice); });
