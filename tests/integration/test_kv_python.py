@@ -186,10 +186,11 @@ def test_stats_and_cli(client, tmp_path):
     assert st["total"]["misses"] >= 1
     env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
     cmd = [PY, "-m", "openlake_client", "stats", "--nodes", client.daemon.kv_addr,
-           "--metrics-dir", str(tmp_path)]
+           "--metrics-dir", str(tmp_path), "--timeout-ms", "15000"]
     r = subprocess.run(cmd + ["--json"], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
+    assert doc["pool"]["nodes"][0]["up"] is True, doc
     assert doc["pool"]["total"]["entries"] == st["total"]["entries"]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "pool: 1 node(s)" in r.stdout and "hits" in r.stdout
@@ -205,7 +206,7 @@ def test_pool_down_is_unreachable_quickly():
         assert c.put([K("down")], [b"v"]) == [ol.Status.UNREACHABLE]
         assert c.get([K("down")]) == [None]
         assert c.exists([K("down")]) == [False]
-        assert time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 < 10  # 3 calls of at most 500 ms, on a loaded machine
     finally:
         c.close()
 

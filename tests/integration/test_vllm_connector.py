@@ -539,7 +539,8 @@ def test_connector_metrics_in_cli(pool, tmp_path):
     serve(e1, "A", A)
     env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
     r = subprocess.run(["/usr/bin/python3", "-m", "openlake_client", "stats", "--nodes",
-                        pool.kv_addr, "--metrics-dir", str(tmp_path)], env=env,
+                        pool.kv_addr, "--metrics-dir", str(tmp_path), "--timeout-ms", "15000"],
+                       env=env,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "connector scheduler" in r.stdout and "connector worker0" in r.stdout
