@@ -15,11 +15,13 @@ int ol_cmd_codec(int argc, char **argv);
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: openlake codec compress IN OUT [--block BYTES]\n"
+	fprintf(f, "usage: openlake codec compress IN OUT [--block BYTES] [--rows BYTES]\n"
 		   "       openlake codec decompress IN OUT\n"
-		   "       openlake codec stats IN [--block BYTES]\n"
+		   "       openlake codec stats IN [--block BYTES] [--rows BYTES]\n"
 		   "IN/OUT: raw little-endian BF16 (compress, stats) or ExANS (decompress).\n"
-		   "BYTES: power of two from 1024 to 16777216 (default 65536).\n");
+		   "--block: power of two from 1024 to 16777216 (default 65536).\n"
+		   "--rows: row size (even, 4..65534; e.g. heads * head_dim * 2) to store\n"
+		   "        exact repeats of earlier rows as references (off by default).\n");
 }
 
 static double
@@ -70,25 +72,31 @@ write_file(const char *path, const uint8_t *p, size_t n)
 	return r;
 }
 
+/* [--block BYTES] [--rows BYTES] from argv[from..]. 0 or -EINVAL. */
 static int
-parse_block(int argc, char **argv, int from, uint32_t *blk)
+parse_opts(int argc, char **argv, int from, struct ol_exans_opts *o)
 {
-	*blk = 0;
+	memset(o, 0, sizeof(*o));
 	for (int i = from; i < argc; i++) {
-		if (strcmp(argv[i], "--block") != 0 || i + 1 >= argc)
+		int blk = strcmp(argv[i], "--block") == 0;
+		if ((!blk && strcmp(argv[i], "--rows") != 0) || i + 1 >= argc)
 			return -EINVAL;
 		char *end;
 		errno = 0;
 		unsigned long long v = strtoull(argv[++i], &end, 10);
-		if (errno || *end || v < 1024 || v > (16u << 20) || (v & (v - 1)))
+		if (errno || *end)
 			return -EINVAL;
-		*blk = (uint32_t)v;
+		if (blk && (v < 1024 || v > (16u << 20) || (v & (v - 1))))
+			return -EINVAL;
+		if (!blk && (v < 4 || v > 65535 || (v & 1)))
+			return -EINVAL;
+		*(blk ? &o->block_bytes : &o->row_bytes) = (uint32_t)v;
 	}
 	return 0;
 }
 
 static int
-do_compress(const char *in, const char *out, uint32_t blk)
+do_compress(const char *in, const char *out, const struct ol_exans_opts *o)
 {
 	uint8_t *src, *dst;
 	size_t n;
@@ -97,10 +105,9 @@ do_compress(const char *in, const char *out, uint32_t blk)
 		fprintf(stderr, "codec: %s: %s\n", in, strerror(-r));
 		return 1;
 	}
-	size_t cap = ol_exans_bound(n, blk);
-	struct ol_exans_opts o = {.block_bytes = blk};
+	size_t cap = ol_exans_bound(n, o->block_bytes);
 	dst = malloc(cap);
-	ssize_t m = dst ? ol_exans_compress(src, n, dst, cap, &o) : -ENOMEM;
+	ssize_t m = dst ? ol_exans_compress(src, n, dst, cap, o) : -ENOMEM;
 	r = m < 0 ? (int)m : write_file(out, dst, (size_t)m);
 	if (r == 0)
 		printf("%s: %zu -> %zd bytes (%.4fx)\n", in, n, m, m ? (double)n / (double)m : 0);
@@ -149,7 +156,7 @@ block_stats(const uint8_t *p, size_t n, size_t b, double *hsum, double *bound)
 }
 
 static int
-do_stats(const char *in, uint32_t blk)
+do_stats(const char *in, const struct ol_exans_opts *o)
 {
 	uint8_t *src, *c, *d;
 	size_t n;
@@ -158,15 +165,14 @@ do_stats(const char *in, uint32_t blk)
 		fprintf(stderr, "codec: %s: %s\n", in, strerror(-r));
 		return 1;
 	}
-	size_t b = blk ? blk : 65536, cap = ol_exans_bound(n, blk);
-	struct ol_exans_opts o = {.block_bytes = blk};
+	size_t b = o->block_bytes ? o->block_bytes : 65536, cap = ol_exans_bound(n, o->block_bytes);
 	c = malloc(cap);
 	d = malloc(n ? n : 1);
 	double tc = 1e9, td = 1e9; /* best of 5: the first run also pays page faults */
 	ssize_t m = -ENOMEM, k = -ENOMEM;
 	for (int rep = 0; rep < 5 && c && d; rep++) {
 		double t0 = now();
-		m = ol_exans_compress(src, n, c, cap, &o);
+		m = ol_exans_compress(src, n, c, cap, o);
 		double t1 = now();
 		k = m < 0 ? m : ol_exans_decompress(c, (size_t)m, d, n);
 		double t2 = now();
@@ -203,13 +209,13 @@ out:
 int
 ol_cmd_codec(int argc, char **argv)
 {
-	uint32_t blk = 0;
-	if (argc >= 4 && strcmp(argv[1], "compress") == 0 && parse_block(argc, argv, 4, &blk) == 0)
-		return do_compress(argv[2], argv[3], blk);
+	struct ol_exans_opts o;
+	if (argc >= 4 && strcmp(argv[1], "compress") == 0 && parse_opts(argc, argv, 4, &o) == 0)
+		return do_compress(argv[2], argv[3], &o);
 	if (argc == 4 && strcmp(argv[1], "decompress") == 0)
 		return do_decompress(argv[2], argv[3]);
-	if (argc >= 3 && strcmp(argv[1], "stats") == 0 && parse_block(argc, argv, 3, &blk) == 0)
-		return do_stats(argv[2], blk);
+	if (argc >= 3 && strcmp(argv[1], "stats") == 0 && parse_opts(argc, argv, 3, &o) == 0)
+		return do_stats(argv[2], &o);
 	int help = argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
 	usage(help ? stdout : stderr);
 	return help ? 0 : 2;

@@ -29,6 +29,11 @@ t "round trip is identical" cmp "$tmp/in.bf16" "$tmp/out.bf16"
 t "compress --block 4096" oc compress "$tmp/in.bf16" "$tmp/c4.exans" --block 4096
 t "decompress small blocks" oc decompress "$tmp/c4.exans" "$tmp/out4.bf16"
 t "round trip (4 KiB blocks)" cmp "$tmp/in.bf16" "$tmp/out4.bf16"
+t "compress --rows 64" oc compress "$tmp/in.bf16" "$tmp/cr.exans" --rows 64
+t "decompress rows mode" oc decompress "$tmp/cr.exans" "$tmp/outr.bf16"
+t "round trip (rows mode)" cmp "$tmp/in.bf16" "$tmp/outr.bf16"
+odd_rows() { oc compress "$tmp/in.bf16" "$tmp/x" --rows 63; [ $? -eq 2 ]; }
+t "odd row size is a usage error" odd_rows
 # flip one byte in the middle: must be an error, never different data
 size=$(wc -c <"$tmp/c.exans")
 cp "$tmp/c.exans" "$tmp/bad.exans"
