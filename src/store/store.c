@@ -131,9 +131,6 @@ drive_open(struct ol_store *st, int i, const char *root)
 		ol_err("store: data dir %s: cannot open metadata %s: %s", root, p, strerror(-rc));
 		return rc;
 	}
-	rc = ol_sweep_drive(st, i);
-	if (rc)
-		ol_warn("store: data dir %s: sweep failed: %s", root, strerror(-rc));
 	return 0;
 }
 
@@ -193,6 +190,7 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 		ol_store_close(st);
 		return -EIO;
 	}
+	ol_sweep(st);
 	ol_info("store: %d drives (%d online), %d data + %d parity, write quorum %d, block %u",
 		st->n, online, st->k, st->p, st->w, st->bs);
 	*out = st;

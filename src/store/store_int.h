@@ -139,7 +139,7 @@ void ol_shard_unlink(const struct ol_store *st, int d, const uint8_t *uuid);
 /* Unlink every part file of a raw record (and its prev) on drive d, except those in keep. */
 void ol_reclaim(const struct ol_store *st, int d, const void *raw, size_t len,
 		const struct ol_rec *keep);
-int ol_sweep_drive(struct ol_store *st, int d);
+int ol_sweep(struct ol_store *st);
 
 /* store.c */
 int64_t ol_now_ns(struct ol_store *st);

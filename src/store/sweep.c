@@ -1,4 +1,4 @@
-/* store/sweep.c - at open, remove shard files that no record of their drive references:
+/* store/sweep.c - at open, remove shard files that no record references:
  * leftovers of writes interrupted before their metadata commit, and old versions whose
  * reclaim was cut short by a crash. Runs before any other call, so nothing is in flight. */
 #include <dirent.h>
@@ -104,43 +104,59 @@ sweep_dir(const char *dir, const struct uuid_set *s, size_t *removed)
 	closedir(dh);
 }
 
-int
-ol_sweep_drive(struct ol_store *st, int d)
+static void
+sweep_drive(struct ol_store *st, int d, const struct uuid_set *s)
 {
-	struct uuid_set s = {0};
-	struct ol_meta_txn *t;
-	DIR *dh;
+	DIR *dh = opendir(st->d[d].data);
 	struct dirent *e;
 	size_t removed = 0;
 	char sub[OL_PATH_MAX + 8];
-	int rc = ol_meta_begin(st->d[d].meta, false, &t);
 
-	if (rc)
-		return rc;
-	rc = collect_db(t, OL_META_OBJECTS, &s);
-	if (!rc)
-		rc = collect_db(t, OL_META_PARTS, &s);
-	ol_meta_abort(t);
-	if (rc)
-		goto out;
-	if (s.n)
-		qsort(s.u, s.n, OL_UUID, cmp_uuid);
-	dh = opendir(st->d[d].data);
 	if (!dh) {
-		rc = -errno;
-		goto out;
+		ol_warn("store: drive %s: cannot sweep %s: %s", st->d[d].root, st->d[d].data,
+			strerror(errno));
+		return;
 	}
 	while ((e = readdir(dh))) {
 		if (strlen(e->d_name) != 2 || e->d_name[0] == '.')
 			continue;
 		snprintf(sub, sizeof(sub), "%s/%s", st->d[d].data, e->d_name);
-		sweep_dir(sub, &s, &removed);
+		sweep_dir(sub, s, &removed);
 	}
 	closedir(dh);
 	if (removed)
 		ol_info("store: drive %s: swept %zu unreferenced shard file(s)", st->d[d].root,
 			removed);
-out:
+}
+
+/* A file is kept when a record on ANY drive references it, so a drive whose index was lost
+ * keeps its shards (heal on read gives the records back). */
+int
+ol_sweep(struct ol_store *st)
+{
+	struct uuid_set s = {0};
+	int rc = 0;
+
+	for (int d = 0; d < st->n && !rc; d++) {
+		struct ol_meta_txn *t;
+
+		if (!st->d[d].meta)
+			continue;
+		rc = ol_meta_begin(st->d[d].meta, false, &t);
+		if (rc)
+			break;
+		rc = collect_db(t, OL_META_OBJECTS, &s);
+		if (!rc)
+			rc = collect_db(t, OL_META_PARTS, &s);
+		ol_meta_abort(t);
+	}
+	if (!rc && s.n)
+		qsort(s.u, s.n, OL_UUID, cmp_uuid);
+	for (int d = 0; d < st->n && !rc; d++)
+		if (st->d[d].meta)
+			sweep_drive(st, d, &s);
+	if (rc)
+		ol_warn("store: sweep skipped: %s", strerror(-rc));
 	free(s.u);
 	return rc;
 }
