@@ -310,6 +310,27 @@ def test_chunked_prefill_saves_each_chunk_once(pool):
 
 
 @pytest.mark.parametrize("async_save", [False, True])
+def test_request_aborted_mid_prefill(pool, async_save):
+    """A request that finishes early (aborted after 40 of 100 prompt tokens) keeps what it
+    saved, leaks nothing, and its saved chunks serve the next engine."""
+    e1 = engine(cfg(pool.kv_addr, budget=40, async_save=async_save))
+    e1.add(Request("A", A, max_tokens=3))
+    e1.step()
+    e1.scheduler.abort("A")
+    e1.run()
+    e1.scheduler.assert_empty()
+    assert ("A" in e1.scheduler.delayed_ever) == async_save
+    assert not e1.sched_conn._sched._reqs  # the connector dropped its state
+    e2 = engine(cfg(pool.kv_addr))
+    B = A[:96] + SUFFIX
+    e2.add(Request("B", B, max_tokens=3))
+    e2.step()
+    assert e2.scheduler.requests["B"].num_external_computed_tokens == 32
+    e2.run()
+    assert e2.scheduler.finished["B"].output_token_ids == reference(B)
+
+
+@pytest.mark.parametrize("async_save", [False, True])
 def test_preemption_and_resume(pool, async_save):
     """12 blocks force a preemption; the preempted request resumes from the pool (local
     prefix caching off, so every resumed token comes from the pool or is recomputed)."""

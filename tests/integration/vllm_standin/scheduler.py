@@ -430,6 +430,15 @@ class Scheduler:
             raise RuntimeError("KV load failed for %s" % sorted(affected))
         return affected
 
+    def abort(self, req_id):
+        """The client went away (vLLM finish_requests with FINISHED_ABORTED)."""
+        req = self.requests[req_id]
+        if req in self.waiting:
+            self.waiting.remove(req)
+            self.running.append(req)  # _finish removes it
+        if req.status != RequestStatus.FINISHED:
+            self._finish(req)
+
     def _finish(self, req):
         req.status = RequestStatus.FINISHED
         self.running.remove(req)
