@@ -207,21 +207,24 @@ ol_store_put_abort(struct ol_put *p)
 static int
 sync_files(struct ol_put *p)
 {
-	struct ol_io ops[OL_MAX_DRIVES];
+	struct ol_io ops[2 * OL_MAX_DRIVES];
 	struct ol_store *st = p->st;
+	int n = st->n;
 
 	if (!st->fsync)
 		return good_drives(p) >= st->w ? 0 : -EIO;
-	for (int d = 0; d < st->n; d++)
+	for (int d = 0; d < n; d++) {
 		ops[d] = (struct ol_io){.fd = p->bad[d] ? -1 : p->fd[d], .op = 2};
-	ol_io_batch(ops, st->n);
-	for (int d = 0; d < st->n; d++) {
-		int rc;
+		ops[n + d] = (struct ol_io){
+		    .fd = p->bad[d] ? -1 : ol_open_shard_dir(st, d, p->uuid), .op = 3};
+	}
+	ol_io_batch(ops, 2 * n);
+	for (int d = 0; d < n; d++) {
+		int rc = ops[d].res < 0 ? (int)ops[d].res : (int)ops[n + d].res;
 
-		if (p->bad[d])
-			continue;
-		rc = ops[d].res < 0 ? (int)ops[d].res : ol_sync_shard_dir(st, d, p->uuid);
-		if (rc)
+		if (ops[n + d].fd >= 0)
+			close(ops[n + d].fd);
+		if (!p->bad[d] && rc < 0)
 			drive_failed(p, d, "fsync", rc);
 	}
 	return good_drives(p) >= st->w ? 0 : -EIO;

@@ -26,6 +26,8 @@ io_sync_one(struct ol_io *o)
 
 	if (o->op == 2)
 		return fdatasync(o->fd) ? -errno : 0;
+	if (o->op == 3)
+		return fsync(o->fd) ? -errno : 0;
 	if (o->op == 0)
 		r = preadv(o->fd, o->iov, o->niov, (off_t)o->off);
 	else
@@ -36,8 +38,8 @@ io_sync_one(struct ol_io *o)
 static void
 prep(struct io_uring_sqe *sqe, struct ol_io *o)
 {
-	if (o->op == 2)
-		io_uring_prep_fsync(sqe, o->fd, IORING_FSYNC_DATASYNC);
+	if (o->op == 2 || o->op == 3)
+		io_uring_prep_fsync(sqe, o->fd, o->op == 2 ? IORING_FSYNC_DATASYNC : 0);
 	else if (o->op == 0)
 		io_uring_prep_readv(sqe, o->fd, o->iov, (unsigned)o->niov, o->off);
 	else
@@ -163,19 +165,14 @@ ol_shard_create(const struct ol_store *st, int d, const uint8_t *uuid)
 }
 
 int
-ol_sync_shard_dir(const struct ol_store *st, int d, const uint8_t *uuid)
+ol_open_shard_dir(const struct ol_store *st, int d, const uint8_t *uuid)
 {
 	char dir[OL_PATH_MAX + 8];
-	int fd, rc = 0;
+	int fd;
 
 	shard_dir(st, d, uuid, dir, sizeof(dir));
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd))
-		rc = -errno;
-	close(fd);
-	return rc;
+	return fd < 0 ? -errno : fd;
 }
 
 void

@@ -125,7 +125,7 @@ int ol_urec_decode(const void *buf, size_t len, int64_t *init, const char **key,
 /* shard.c: shard files and batched I/O on a per-thread io_uring */
 struct ol_io {
 	int fd;
-	int op; /* 0 read, 1 write, 2 fdatasync */
+	int op; /* 0 read, 1 write, 2 fdatasync, 3 fsync */
 	struct iovec iov[2];
 	int niov;
 	uint64_t off;
@@ -134,7 +134,8 @@ struct ol_io {
 void ol_io_batch(struct ol_io *ops, int n);
 void ol_shard_path(const struct ol_store *st, int d, const uint8_t *uuid, char *buf, size_t cap);
 int ol_shard_create(const struct ol_store *st, int d, const uint8_t *uuid);
-int ol_sync_shard_dir(const struct ol_store *st, int d, const uint8_t *uuid);
+/* An fd on the directory holding the shard file (to fsync its entry), or -errno. */
+int ol_open_shard_dir(const struct ol_store *st, int d, const uint8_t *uuid);
 void ol_shard_unlink(const struct ol_store *st, int d, const uint8_t *uuid);
 /* Unlink every part file of a raw record (and its prev) on drive d, except those in keep. */
 void ol_reclaim(const struct ol_store *st, int d, const void *raw, size_t len,
