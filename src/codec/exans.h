@@ -5,8 +5,9 @@
  * cut into fixed-size independent blocks (64 KiB default), each with a CRC-32C of its decoded
  * bytes; a block that would not shrink is stored raw. Format: docs/exans-format.md.
  *
- * All functions are pure (no global state except the CPU-feature probe, done once and
- * thread-safe), never allocate, and may be called from any thread. Input may be any length;
+ * All functions are pure (no global state except the CPU-feature probe and constant tables
+ * set up at load time), never allocate (except the encoder in the opt-in rows mode, which
+ * may return -ENOMEM), and may be called from any thread. Input may be any length;
  * an odd trailing byte is stored raw. Decoders validate everything: hostile input returns
  * -EBADMSG and never causes a read or write outside [src, src+n) and [dst, dst+cap). On an
  * error, the contents of dst are unspecified. */
@@ -46,7 +47,8 @@ const char *ol_exans_impl_name(enum ol_exans_impl impl);
 size_t ol_exans_bound(size_t n, uint32_t block_bytes);
 
 /* Compress n bytes into dst. o may be NULL (defaults). Returns the compressed size, -EINVAL
- * for a bad block size, -ENOSPC if cap is too small (cap >= ol_exans_bound() never fails). */
+ * for a bad block size, -ENOSPC if cap is too small (cap >= ol_exans_bound() never fails,
+ * except -ENOMEM in rows mode). */
 ssize_t ol_exans_compress(const void *src, size_t n, void *dst, size_t cap,
 			  const struct ol_exans_opts *o);
 
