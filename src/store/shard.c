@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,27 @@ prep(struct io_uring_sqe *sqe, struct ol_io *o)
 	io_uring_sqe_set_data(sqe, o);
 }
 
+static pthread_key_t ring_key;
+static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
+
+/* Threads come and go (one per HTTP connection): a thread's ring goes with it. */
+static void
+ring_free(void *arg)
+{
+	struct io_uring *r = arg;
+
+	if (ring_state == 1 && r == &ring && ring_pid == getpid())
+		io_uring_queue_exit(r);
+	ring_state = 0;
+}
+
+static void
+ring_key_init(void)
+{
+	if (pthread_key_create(&ring_key, ring_free))
+		ol_die("store: pthread_key_create failed");
+}
+
 static int
 ring_get(void)
 {
@@ -55,8 +77,11 @@ ring_get(void)
 		ring_state = 0;
 	}
 	if (ring_state == 0) {
+		pthread_once(&ring_once, ring_key_init);
 		ring_state = io_uring_queue_init(RING_DEPTH, &ring, 0) == 0 ? 1 : -1;
 		ring_pid = getpid();
+		if (ring_state == 1)
+			pthread_setspecific(ring_key, &ring);
 	}
 	return ring_state == 1;
 }

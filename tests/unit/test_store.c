@@ -681,12 +681,27 @@ worker(void *arg)
 	return NULL;
 }
 
+#include <dirent.h>
+
+static int
+open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
 static void
 test_threads(struct ol_store *st)
 {
 	pthread_t th[4];
 	struct thr t[4];
-	int errs = 0;
+	int errs = 0, fds = open_fds();
 
 	for (int i = 0; i < 4; i++) {
 		t[i] = (struct thr){st, i, 0};
@@ -698,6 +713,7 @@ test_threads(struct ol_store *st)
 	}
 	ok(errs == 0, "4 threads putting/getting concurrently, same and distinct keys (%d errors)",
 	   errs);
+	ok(open_fds() == fds, "no fd left behind by exited threads (their rings are freed)");
 }
 
 static void
