@@ -485,13 +485,15 @@ nrun_send(struct ol_client *c, struct nrun *r, enum kind k)
 		return;
 	}
 	r->call = (struct olc_call){.op = kind_op[k], .ops = r->ops + r->done, .n = r->m};
-	r->deadline_ms = olc_now_ms() + c->timeout_ms;
 	int e = olc_tcp_send(c, &r->cn, &r->call);
 	if (e < 0) {
 		olc_call_fini(&r->call);
 		nrun_fail(c, r, e);
 		return;
 	}
+	/* the reply is due within timeout_ms of the end of the send (a big PUT's send itself
+	 * may take long; each of its writes has its own timeout) */
+	r->deadline_ms = olc_now_ms() + c->timeout_ms;
 	r->sent = true;
 }
 

@@ -215,14 +215,23 @@ free_blocks(struct blk *b, size_t n)
 	free(b);
 }
 
-/* Number of blocks whose status is OL_KV_OK and (for gets) whose content is right. */
+/* Number of blocks whose status is OL_KV_OK and (for gets) whose content is right; the
+ * other outcomes are listed as a TAP comment. */
 static size_t
 count_ok(struct blk *b, size_t n, const int32_t *st, int check)
 {
-	size_t good = 0;
-	for (size_t i = 0; i < n; i++)
-		good +=
+	size_t good = 0, by[OL_KV_STATUS_COUNT + 1] = {0};
+	for (size_t i = 0; i < n; i++) {
+		int fine =
 		    st[i] == OL_KV_OK && (!check || check_pattern(b[i].buf, b[i].len, b[i].seed));
+		good += fine;
+		if (!fine)
+			by[st[i] >= 0 && st[i] < OL_KV_STATUS_COUNT ? st[i] : OL_KV_STATUS_COUNT]++;
+	}
+	for (int k = 0; k <= OL_KV_STATUS_COUNT; k++)
+		if (by[k])
+			printf("# %zu blocks: %s\n", by[k],
+			       k == OL_KV_OK ? "ok but wrong content" : ol_kv_status_str(k));
 	return good;
 }
 
@@ -487,7 +496,7 @@ test_two_nodes(void)
 	struct child x;
 	ok(spawn(&x, "-", 64, 1000, 0) == 0, "third node started");
 	const char *nodes3[] = {a.addr, b.addr, x.addr};
-	struct ol_client *c3 = mk_client(nodes3, 3, "tcp", "pool", 500);
+	struct ol_client *c3 = mk_client(nodes3, 3, "tcp", "pool", 1000);
 	blocks_op(c3, 0, bl, n, 100, st, NULL);
 	size_t hits3 = count_ok(bl, n, st, 1), miss3 = 0;
 	for (size_t i = 0; i < n; i++)
@@ -502,16 +511,16 @@ test_two_nodes(void)
 	size_t unr = 0;
 	for (size_t i = 0; i < n; i++)
 		unr += st[i] == OL_KV_UNREACHABLE;
-	ok(unr == miss3 && count_ok(bl, n, st, 1) == hits3 && dt < 1500,
-	   "hung node: %zu unreachable after %llu ms (timeout 500), others hit", unr,
+	ok(unr == miss3 && count_ok(bl, n, st, 1) == hits3 && dt < 2000,
+	   "hung node: %zu unreachable after %llu ms (timeout 1000), others hit", unr,
 	   (unsigned long long)dt);
 	t0 = now_ms();
 	blocks_op(c3, 0, bl, n, 100, st, NULL);
 	dt = now_ms() - t0;
-	ok(dt < 500, "next call skips the hung node at once (%llu ms)", (unsigned long long)dt);
+	ok(dt < 700, "next call skips the hung node at once (%llu ms)", (unsigned long long)dt);
 	kill(x.pid, SIGCONT);
 	/* two hung nodes cost one timeout, not two: nodes are asked in parallel */
-	usleep(600 * 1000); /* let the backoff of x expire */
+	usleep(1100 * 1000); /* let the backoff of x expire */
 	blocks_op(c3, 0, bl, n, 300, st, NULL);
 	stop_hard(x.pid);
 	stop_hard(b.pid);
@@ -521,8 +530,8 @@ test_two_nodes(void)
 	unr = 0;
 	for (size_t i = 0; i < n; i++)
 		unr += st[i] == OL_KV_UNREACHABLE;
-	ok(unr > miss3 && unr + count_ok(bl, n, st, 1) == n && dt < 950,
-	   "two hung nodes: %zu unreachable after %llu ms (not 2 x 500)", unr,
+	ok(unr > miss3 && unr + count_ok(bl, n, st, 1) == n && dt < 1800,
+	   "two hung nodes: %zu unreachable after %llu ms (timeout 1000: not 2 x)", unr,
 	   (unsigned long long)dt);
 	kill(x.pid, SIGCONT);
 	kill(b.pid, SIGCONT);
