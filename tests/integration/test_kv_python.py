@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from vllm_standin.pool import REPO, dead_addr, require_pool_binaries, start_pool
+from vllm_standin.pool import REPO, dead_addr, kv_pools, require_pool_binaries  # noqa: F401
 
 PY = "/usr/bin/python3"
 
@@ -62,8 +62,8 @@ def test_missing_library_is_a_clear_error(monkeypatch):
 
 
 @pytest.fixture(params=["local", "tcp"])
-def client(request, openlaked):
-    d = start_pool(openlaked)
+def client(request, kv_pools):
+    d = kv_pools()
     import openlake_client as ol
 
     c = ol.connect([d.kv_addr], device=request.param, timeout_ms=5000)

@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from vllm_standin import Engine, FakeModel, Request, make_kv_caches, make_vllm_config  # noqa
-from vllm_standin.pool import REPO, dead_addr, start_pool  # noqa: E402
+from vllm_standin.pool import REPO, dead_addr, kv_pools, pool  # noqa: E402,F401
 
 from openlake_client import keys as olkeys  # noqa: E402
 from openlake_client.layouts import detect_layout  # noqa: E402
@@ -73,11 +73,6 @@ def reference(prompt, layout="fa", tp=1, max_tokens=3):
     out = serve(e, "ref", prompt, max_tokens)
     e.shutdown()
     return out
-
-
-@pytest.fixture
-def pool(openlaked):
-    return start_pool(openlaked)
 
 
 # ---------------------------------------------------------------- no pool needed
@@ -495,11 +490,11 @@ def test_store_killed_mid_run(pool):
     assert e3.merged_stats()["blocks_saved"] + e3.merged_stats()["hit_tokens"] > 0
 
 
-def test_two_nodes_one_killed(openlaked):
+def test_two_nodes_one_killed(kv_pools):
     """Chunks spread over two nodes; with one node gone the hit stops at its first chunk."""
     import openlake_client as ol
 
-    n1, n2 = start_pool(openlaked), start_pool(openlaked)
+    n1, n2 = kv_pools(), kv_pools()
     nodes = [n1.kv_addr, n2.kv_addr]
     e1 = engine(cfg(nodes[0], openlake_nodes=nodes))
     serve(e1, "A", A)

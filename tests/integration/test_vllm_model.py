@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 import tinymodel  # noqa: E402
 from vllm_standin import Engine, Request, make_vllm_config  # noqa: E402
-from vllm_standin.pool import dead_addr, start_pool  # noqa: E402
+from vllm_standin.pool import dead_addr, kv_pools, pool  # noqa: E402,F401
 
 DATA = tinymodel.data_dir()
 pytestmark = pytest.mark.skipif(DATA is None, reason="shared/data/kv-bf16 (stories260K) is "
@@ -51,8 +51,7 @@ def test_model_is_the_real_one():
 
 
 @pytest.mark.parametrize("layout", ["fa", "flashinfer"])
-def test_loaded_prefix_gives_identical_generation(openlaked, layout):
-    pool = start_pool(openlaked)
+def test_loaded_prefix_gives_identical_generation(pool, layout):
     prompt = seq(1)[:180]
     e1 = model_engine(pool.kv_addr, layout)
     generate(e1, prompt)
@@ -73,11 +72,10 @@ def test_loaded_prefix_gives_identical_generation(openlaked, layout):
     assert e2.merged_stats()["hit_tokens"] == 128
 
 
-def test_shared_prefix_new_suffix_and_corruption(openlaked):
+def test_shared_prefix_new_suffix_and_corruption(pool):
     import openlake_client as ol
     from openlake_client import keys as olkeys
 
-    pool = start_pool(openlaked)
     e1 = model_engine(pool.kv_addr)
     generate(e1, seq(2)[:200], n=2)
     prompt = seq(2)[:128] + seq(3)[5:60]

@@ -39,10 +39,50 @@ def require_pool_binaries():
     os.environ.setdefault("OPENLAKE_LIBRARY", str(lib))
 
 
+_serial = [0]
+
+
 def start_pool(openlaked, dram="256MiB"):
-    """A real KV-mode openlaked on ephemeral loopback ports with a temp spill dir."""
+    """A real KV-mode openlaked on ephemeral loopback ports with a temp spill dir and a shm
+    object of its own (removed by the kv_pools fixture, even after kill -9)."""
     require_pool_binaries()
-    return openlaked(mode="kv", drives=1, extra='dram_bytes = "%s"\n' % dram)
+    _serial[0] += 1
+    name = "/olpy-test-%d-%d" % (os.getpid(), _serial[0])
+    d = openlaked(mode="kv", drives=1,
+                  extra='dram_bytes = "%s"\nshm_name = "%s"\n' % (dram, name))
+    d.ol_shm_name = name
+    return d
+
+
+def _cleanup(d):
+    try:
+        d.stop()  # SIGTERM: the daemon unlinks its shm object
+    except Exception:
+        pass
+    try:
+        os.unlink("/dev/shm" + d.ol_shm_name)  # after kill -9 nobody did
+    except OSError:
+        pass
+
+
+@pytest.fixture
+def kv_pools(openlaked):
+    """Factory of KV pools, all stopped and their shared memory removed at the end."""
+    made = []
+
+    def make(dram="256MiB"):
+        d = start_pool(openlaked, dram)
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        _cleanup(d)
+
+
+@pytest.fixture
+def pool(kv_pools):
+    return kv_pools()
 
 
 def dead_addr():
