@@ -251,7 +251,7 @@ complete_locked(struct complete *x, const unsigned *nos, size_t n, const char *e
 			      .del_kl = (size_t)x->ul,
 			      .del_prefix = pre,
 			      .del_plen = (size_t)x->ul + 1};
-	uint8_t vid[OL_UUID], *enc = NULL;
+	uint8_t vid[OL_UUID], vis[OL_UUID], *enc = NULL;
 	uint64_t size;
 	size_t el;
 	int rc;
@@ -280,6 +280,8 @@ complete_locked(struct complete *x, const unsigned *nos, size_t n, const char *e
 		b[d].mtime = b[0].mtime;
 		ol_key_tail(&b[d], x->key, x->klen);
 	}
+	if (ol_visible_vid(st, OL_META_OBJECTS, okey, c.kl, vis))
+		c.prev_vid = vis;
 	rc = ol_commit_all(st, &c) >= st->w ? 0 : -EIO;
 	enc = ol_rec_encode(&b[0], &el);
 	if (!rc && !ol_rec_decode(enc, el, &keep))

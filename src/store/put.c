@@ -291,6 +291,7 @@ publish(struct ol_put *p, struct ol_rec_build *b)
 	char okey[OL_KEYBUF];
 	struct ol_commit c = {
 	    .db = p->part ? OL_META_PARTS : OL_META_OBJECTS, .b = b, .skip = p->bad};
+	uint8_t vis[OL_UUID];
 	int64_t now;
 	int rc, ok;
 
@@ -310,6 +311,8 @@ publish(struct ol_put *p, struct ol_rec_build *b)
 			ol_key_tail(&b[d], p->key, p->klen);
 	}
 	rc = target_ok(p);
+	if (!rc && ol_visible_vid(st, c.db, c.k, c.kl, vis))
+		c.prev_vid = vis;
 	ok = rc ? 0 : ol_commit_all(st, &c);
 	lock(p, false);
 	if (!rc && ok < st->w)

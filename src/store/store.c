@@ -377,6 +377,47 @@ del_prefix(struct ol_meta_txn *t, struct ol_commit *c, int d)
 	return rc;
 }
 
+/* The prev of a new record: the visible version as this drive holds it. Keeping the
+ * drive's current record instead would, after a crash left a losing newer version there,
+ * drop the visible version's vote. */
+static uint8_t *
+pick_prev(const struct ol_commit *c, const void *v, size_t vl, size_t *sl)
+{
+	struct ol_rec cur, pr;
+	uint8_t *o;
+
+	if (!c->prev_vid || ol_rec_decode(v, vl, &cur))
+		return ol_rec_strip(v, vl, sl);
+	if (!memcmp(cur.vid, c->prev_vid, OL_UUID))
+		return ol_rec_strip(v, vl, sl);
+	if (!cur.prev_len || ol_rec_decode(cur.prev, cur.prev_len, &pr) ||
+	    memcmp(pr.vid, c->prev_vid, OL_UUID))
+		return NULL;
+	o = ol_xmalloc(cur.prev_len);
+	memcpy(o, cur.prev, cur.prev_len);
+	*sl = cur.prev_len;
+	return o;
+}
+
+int
+ol_visible_vid(struct ol_store *st, enum ol_meta_db db, const void *k, size_t kl,
+	       uint8_t vid[OL_UUID])
+{
+	struct ol_reads r;
+	struct ol_rec win[OL_MAX_DRIVES];
+	bool valid[OL_MAX_DRIVES];
+	int found, d;
+
+	ol_reads_get(st, db, k, kl, NULL, &r);
+	found = ol_rec_resolve(st, (const void *const *)r.raw, r.len, win, valid);
+	for (d = 0; found && !valid[d]; d++)
+		;
+	if (found)
+		memcpy(vid, win[d].vid, OL_UUID);
+	ol_reads_free(&r);
+	return found;
+}
+
 static int
 put_one(struct ol_meta_txn *t, struct ol_commit *c, int d)
 {
@@ -388,7 +429,7 @@ put_one(struct ol_meta_txn *t, struct ol_commit *c, int d)
 	if (ol_meta_get(t, c->db, c->k, c->kl, &v, &vl) == 0) {
 		keep_copy(&c->old[d], &c->old_len[d], v, vl);
 		if (c->b)
-			strip = ol_rec_strip(v, vl, &sl);
+			strip = pick_prev(c, v, vl, &sl);
 	}
 	if (c->b) {
 		struct ol_rec_build b = c->b[d];
@@ -396,7 +437,7 @@ put_one(struct ol_meta_txn *t, struct ol_commit *c, int d)
 
 		/* a new version must sort after the one it replaces, even if the clock
 		 * went back across a restart */
-		if (strip && !ol_rec_decode(v, vl, &o) && o.mtime >= b.mtime)
+		if (c->old[d] && !ol_rec_decode(c->old[d], c->old_len[d], &o) && o.mtime >= b.mtime)
 			b.mtime = o.mtime + 1;
 		b.prev = strip;
 		b.prev_len = (uint32_t)sl;

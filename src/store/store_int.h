@@ -173,6 +173,9 @@ struct ol_commit {
 	uint8_t *const *raw;	      /* or: per-drive raw value; or both NULL: delete k */
 	const size_t *raw_len;
 	const bool *skip; /* drives not to touch (their shards failed), may be NULL */
+	/* with b: keep as prev the record of this version (the one readers see now), found as
+	 * the drive's current record or its prev; NULL: the drive's current record */
+	const uint8_t *prev_vid;
 	/* also delete, in the same txns: every key with this prefix in OL_META_PARTS, and the
 	 * exact key del_key in OL_META_UPLOADS */
 	const void *del_prefix;
@@ -188,6 +191,9 @@ struct ol_commit {
 	bool done[OL_MAX_DRIVES];
 };
 int ol_commit_all(struct ol_store *st, struct ol_commit *c);
+/* The version id readers see now for key k in db, into vid; 0 none, 1 found. */
+int ol_visible_vid(struct ol_store *st, enum ol_meta_db db, const void *k, size_t kl,
+		   uint8_t vid[OL_UUID]);
 /* Unlink the data of replaced records on the drives that committed (keep: files still used). */
 void ol_commit_reclaim(struct ol_store *st, struct ol_commit *c, const struct ol_rec *keep);
 void ol_commit_free(struct ol_commit *c);

@@ -2,6 +2,7 @@
  * overwrite, delete, listing order, multipart, bit flips, wiped drives, P+1 lost drives,
  * aborted and SIGKILLed writers, concurrent threads. TAP output. */
 #include "store/store.h"
+#include "store/store_int.h" /* to leave half-done commits behind, as a crash does */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -742,6 +743,55 @@ test_open_errors(void)
 	ok(ol_store_open(&cfg, &st) == -EIO, "two drives unusable (P=1): open refused");
 }
 
+/* A commit of vid that reached only the drives in mask, as when the process dies. */
+static void
+partial_commit(struct ol_store *st, const char *key, unsigned mask)
+{
+	struct ol_rec_build b[OL_MAX_DRIVES];
+	struct ol_rpart part = {.size = 5 << 20};
+	bool skip[OL_MAX_DRIVES];
+	char okey[OL_KEYBUF];
+	uint8_t vid[OL_UUID], vis[OL_UUID];
+	struct ol_commit c = {.db = OL_META_OBJECTS, .k = okey, .b = b, .skip = skip};
+
+	c.kl = ol_okey(okey, "b", key, strlen(key));
+	ol_uuid(vid);
+	memcpy(part.uuid, vid, OL_UUID);
+	for (int d = 0; d < 4; d++) {
+		skip[d] = !(mask & (1u << d));
+		b[d] = (struct ol_rec_build){.st = st,
+					     .size = part.size,
+					     .mtime = ol_now_ns(st),
+					     .vid = vid,
+					     .parts = &part,
+					     .n_parts = 1,
+					     .etag = "lost",
+					     .idx = d};
+	}
+	if (ol_visible_vid(st, OL_META_OBJECTS, okey, c.kl, vis))
+		c.prev_vid = vis;
+	ol_commit_all(st, &c);
+	ol_commit_free(&c);
+}
+
+static void
+test_torn_commits(struct ol_store *st)
+{
+	uint8_t d[3000];
+
+	fill(d, sizeof(d), 51);
+	ok(put_obj(st, "b", "torn", d, sizeof(d)) == 0, "put v1");
+	partial_commit(st, "torn", 3); /* v2 on drives 0, 1 of 4 (k = 3): not visible */
+	ok(get_eq(st, "b", "torn", d, sizeof(d)) == 1, "v2 on 2 of 4 drives: v1 whole");
+	partial_commit(st, "torn", 3); /* v3 on the same two drives */
+	ok(get_eq(st, "b", "torn", d, sizeof(d)) == 1,
+	   "then v3 on the same 2 drives: still v1 (prev keeps the visible version)");
+	partial_commit(st, "torn", 7); /* v4 on 3 drives: visible, its data is missing */
+	ok(get_eq(st, "b", "torn", d, sizeof(d)) == -EIO, "v4 on 3 drives wins (k = 3)");
+	ok(put_obj(st, "b", "torn", d, 10) == 0 && get_eq(st, "b", "torn", d, 10) == 1,
+	   "a full commit after torn ones");
+}
+
 /* N=4, P=2 with fsync on: any two drives may go, a third is -EIO. */
 static void
 test_p2(void)
@@ -798,6 +848,7 @@ main(void)
 	test_faults(&st);
 	test_crash(&st);
 	test_threads(st);
+	test_torn_commits(st);
 	ol_store_close(st);
 	test_open_errors();
 	test_p2();
