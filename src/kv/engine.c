@@ -1,5 +1,6 @@
 /* kv/engine.c - KV index, DRAM tier in shm (size-class slots), LRU, write-behind to NVMe. */
 #include "kv/engine.h"
+#include "kv/engine_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,73 +19,6 @@
 #include "kv/barrier.h"
 #include "kv/spill.h"
 #include "openlake/openlake.h"
-
-#define NCLS	   18
-#define PG_FREE	   (-1)
-#define PG_LARGE   (-2)
-#define PG_TAIL	   (-3)
-#define CLS_LARGE  (-1)
-#define ST_PENDING 0
-#define ST_LIVE	   1
-#define ST_DEAD	   2
-
-struct ent {
-	struct ol_kvk k;
-	uint64_t h;
-	struct ent *hnext;
-	struct ent *lprev, *lnext; /* DRAM LRU: head = least recently used */
-	struct ent *dprev, *dnext; /* dirty FIFO */
-	uint64_t len, ver;
-	uint64_t off, seq; /* DRAM slot, off = OL_KVE_NOOFF when not in DRAM */
-	int cls;
-	uint32_t npages, pins;
-	uint8_t state;
-	bool dirty, in_lru, in_dirty;
-	struct ol_kvs_loc loc; /* NVMe copy; seg 0 = none */
-};
-
-struct slot {
-	uint64_t off, seq;
-	int cls;
-	uint32_t npages;
-	bool fresh; /* its pages were never touched: prefault them */
-};
-
-struct page {
-	int16_t cls;
-	bool faulted; /* prefaulted in our mapping */
-	uint32_t used;
-	uint32_t run;
-};
-
-struct sclass {
-	uint64_t size;
-	uint64_t *free; /* stack of free slot offsets */
-	size_t nfree, cap;
-};
-
-struct ol_kve {
-	pthread_mutex_t mu;
-	uint8_t *base;
-	uint64_t size, data_off;
-	bool is_shm;
-	char shm_name[256];
-	uint32_t n_pages;
-	_Atomic uint64_t *seqtab;
-	struct page *pages;
-	struct sclass cls[NCLS];
-	struct ent **ent_at; /* per unit: the entry whose slot starts there */
-	struct ent **ht;
-	uint64_t ht_mask, n_ent;
-	struct ent *lru_head, *lru_tail, *dirty_head, *dirty_tail;
-	uint64_t gseq, gver, epoch, max_block, dram_used, dram_entries, nvme_entries;
-	struct ol_kvs *spill;
-	pthread_t wb;
-	pthread_cond_t wb_cv;
-	bool wb_running, stop;
-	unsigned wb_ms;
-	struct ol_kve_stats st;
-};
 
 /* ---- keys and hash table ---- */
 
@@ -992,81 +926,4 @@ ol_kve_delete(struct ol_kve *e, const struct ol_kvk *k)
 	}
 	pthread_mutex_unlock(&e->mu);
 	return OL_KV_OK;
-}
-
-/* ---- stats and geometry ---- */
-
-void
-ol_kve_get_stats(struct ol_kve *e, struct ol_kve_stats *st)
-{
-	pthread_mutex_lock(&e->mu);
-	*st = e->st;
-	st->dram_cap = (uint64_t)e->n_pages * OL_KVE_PAGE;
-	st->dram_used = e->dram_used;
-	st->dram_entries = e->dram_entries;
-	st->nvme_entries = e->nvme_entries;
-	st->entries = e->n_ent;
-	st->pinned = 0;
-	for (struct ent *x = e->lru_head; x; x = x->lnext)
-		st->pinned += x->pins > 0;
-	pthread_mutex_unlock(&e->mu);
-	if (e->spill) {
-		struct ol_kvs_stats ss;
-		ol_kvs_get_stats(e->spill, &ss);
-		st->nvme_cap = ss.cap;
-		st->nvme_used = ss.used;
-	}
-}
-
-int
-ol_kve_stats_json(struct ol_kve *e, char *buf, size_t cap)
-{
-	struct ol_kve_stats s;
-	ol_kve_get_stats(e, &s);
-	int n =
-	    snprintf(buf, cap,
-		     "{\"dram_capacity\":%llu,\"dram_used\":%llu,\"dram_entries\":%llu,"
-		     "\"nvme_capacity\":%llu,\"nvme_used\":%llu,\"nvme_entries\":%llu,"
-		     "\"entries\":%llu,\"puts\":%llu,\"dup_puts\":%llu,\"hits\":%llu,"
-		     "\"hits_dram\":%llu,\"hits_nvme\":%llu,\"misses\":%llu,\"evictions\":%llu,"
-		     "\"demotions\":%llu,\"promotions\":%llu,\"writebacks\":%llu,\"corrupt\":%llu,"
-		     "\"deletes\":%llu,\"full\":%llu,\"pinned\":%llu,\"max_block\":%llu,"
-		     "\"nvme\":%s,\"shm\":%s}",
-		     (unsigned long long)s.dram_cap, (unsigned long long)s.dram_used,
-		     (unsigned long long)s.dram_entries, (unsigned long long)s.nvme_cap,
-		     (unsigned long long)s.nvme_used, (unsigned long long)s.nvme_entries,
-		     (unsigned long long)s.entries, (unsigned long long)s.puts,
-		     (unsigned long long)s.dup_puts, (unsigned long long)s.hits,
-		     (unsigned long long)s.hits_dram, (unsigned long long)s.hits_nvme,
-		     (unsigned long long)s.misses, (unsigned long long)s.evictions,
-		     (unsigned long long)s.demotions, (unsigned long long)s.promotions,
-		     (unsigned long long)s.writebacks, (unsigned long long)s.corrupt,
-		     (unsigned long long)s.deletes, (unsigned long long)s.full,
-		     (unsigned long long)s.pinned, (unsigned long long)e->max_block,
-		     e->spill ? "true" : "false", e->is_shm ? "true" : "false");
-	return n < 0 || (size_t)n >= cap ? -ENOSPC : n;
-}
-
-const char *
-ol_kve_shm_name(const struct ol_kve *e)
-{
-	return e->is_shm ? e->shm_name : "";
-}
-
-uint64_t
-ol_kve_shm_size(const struct ol_kve *e)
-{
-	return e->size;
-}
-
-uint64_t
-ol_kve_max_block(const struct ol_kve *e)
-{
-	return e->max_block;
-}
-
-uint64_t
-ol_kve_epoch(const struct ol_kve *e)
-{
-	return e->epoch;
 }
