@@ -163,6 +163,19 @@ spill_dir = "{self.root / 'kv'}"
                     return int(line.split()[1])
         return 0
 
+    def cleanup(self):
+        """End of test: stop cleanly (the daemon unlinks its shm DRAM tier), else kill -9, and
+        remove a shm object that a killed daemon left behind."""
+        try:
+            self.stop(timeout=10)
+        except Exception:
+            self.kill9()
+        if self.kv_port:
+            try:
+                os.unlink(f"/dev/shm/openlake-kv-{self.kv_port}")
+            except OSError:
+                pass
+
     def _close_log(self):
         if self._log:
             self._log.close()
@@ -182,10 +195,7 @@ def openlaked(tmp_path):
 
     yield make
     for d in started:
-        try:
-            d.kill9()
-        except Exception:
-            pass
+        d.cleanup()
 
 
 @pytest.fixture
@@ -198,7 +208,7 @@ def s3_daemon():
     root = tempfile.mkdtemp(prefix="openlake-test-")
     d = Daemon(root).start()
     yield d
-    d.kill9()
+    d.cleanup()
     shutil.rmtree(root, ignore_errors=True)
 
 
