@@ -1269,8 +1269,9 @@ test_live_garbage(unsigned port, const char *corpus)
 		const char *pre = i % 2 ? "PUT /echo HTTP/1.1\r\nHost: x\r\n" : "";
 		size_t pl = strlen(pre);
 		memcpy(data, pre, pl);
+		static const char alphabet[] = "\r\n:; \t0123456789abcdefxHTP/1.\0\x80";
 		for (size_t j = pl; j < len; j++) /* biased toward HTTP syntax bytes */
-			data[j] = "\r\n:; \t0123456789abcdefxHTP/1.\0\x80"[rand_r(&seed) % 34];
+			data[j] = alphabet[rand_r(&seed) % (sizeof(alphabet) - 1)];
 		struct cli *c = malloc(sizeof(*c));
 		cli_open(c, port);
 		cli_send(c, data, len > pl ? len : pl);
