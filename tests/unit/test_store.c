@@ -164,11 +164,12 @@ test_roundtrip(struct ol_store *st)
 			if (r != (ssize_t)want || (want && memcmp(buf, d + off, want)))
 				bad++;
 		}
-		ol_store_get_close(g);
 		ok(bad == 0, "200 range reads at random offsets exact (%d bad)", bad);
+		/* info.meta lives as long as the handle */
 		ok(!strcmp(info.etag, "\"etag\"") && info.meta_len == 4 &&
 		       !memcmp(info.meta, "meta", 4) && info.n_parts == 0,
 		   "etag and meta blob come back");
+		ol_store_get_close(g);
 	}
 	free(d);
 	free(buf);
