@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -55,6 +56,7 @@ struct child {
 	int in_fd;
 	unsigned port;
 	char addr[64];
+	char shm[64]; /* its DRAM tier: a SIGKILLed server cannot unlink it, we do */
 };
 
 static int
@@ -83,6 +85,7 @@ spawn(struct child *ch, const char *spill, unsigned dram_mib, unsigned wb_ms, un
 	close(out[1]);
 	ch->pid = pid;
 	ch->in_fd = in[1];
+	snprintf(ch->shm, sizeof(ch->shm), "%s", shm);
 	char buf[64] = {0};
 	size_t n = 0;
 	struct pollfd p = {out[0], POLLIN, 0};
@@ -132,6 +135,7 @@ kill_child(struct child *ch)
 	kill(ch->pid, SIGKILL);
 	waitpid(ch->pid, NULL, 0);
 	close(ch->in_fd);
+	shm_unlink(ch->shm); /* else its pages stay in /dev/shm */
 }
 
 /* ---- client helpers ---- */
