@@ -171,7 +171,9 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 		return rc;
 	}
 	pthread_rwlock_init(&st->bucket_lock, NULL);
-	pthread_mutex_init(&st->sync_mu, NULL);
+	pthread_mutex_init(&st->cq_mu, NULL);
+	pthread_cond_init(&st->cq_cv, NULL);
+	st->cq_tail = &st->cq_head;
 	for (int i = 0; i < OL_NLOCKS; i++) {
 		pthread_mutex_init(&st->upl_locks[i], NULL);
 		pthread_rwlock_init(&st->obj_rw[i], NULL);
@@ -212,7 +214,8 @@ ol_store_close(struct ol_store *st)
 		pthread_rwlock_destroy(&st->obj_rw[i]);
 	}
 	pthread_rwlock_destroy(&st->bucket_lock);
-	pthread_mutex_destroy(&st->sync_mu);
+	pthread_mutex_destroy(&st->cq_mu);
+	pthread_cond_destroy(&st->cq_cv);
 	ol_ec_fini(&st->ec);
 	free(st);
 }
@@ -305,42 +308,6 @@ ol_bucket_ok(struct ol_store *st, const char *bucket)
 	}
 	ol_reads_free(&r);
 	return votes >= st->k;
-}
-
-/* Group commit: LMDB runs with MDB_NOSYNC. After its txns, a committer takes a generation;
- * unless a round of fsyncs that started after that has finished, it runs one: fdatasync of
- * every drive's LMDB file at once on the ring. Clears done[d] where the fsync failed. */
-static int
-group_sync(struct ol_store *st, bool *done)
-{
-	uint64_t mine = atomic_fetch_add(&st->gen_commit, 1) + 1, upto;
-	struct ol_io ops[OL_MAX_DRIVES];
-	int lost = 0;
-
-	if (!st->fsync)
-		return 0;
-	pthread_mutex_lock(&st->sync_mu);
-	if (atomic_load(&st->gen_synced) < mine) {
-		upto = atomic_load(&st->gen_commit);
-		for (int d = 0; d < st->n; d++)
-			ops[d] = (struct ol_io){
-			    .fd = st->d[d].meta ? ol_meta_fd(st->d[d].meta) : -1, .op = 2};
-		ol_io_batch(ops, st->n);
-		for (int d = 0; d < st->n; d++)
-			if (st->d[d].meta && ops[d].res < 0) {
-				atomic_store(&st->d[d].sync_bad, upto);
-				ol_warn("store: drive %s: metadata fsync failed: %s", st->d[d].root,
-					strerror((int)-ops[d].res));
-			}
-		atomic_store(&st->gen_synced, upto);
-	}
-	pthread_mutex_unlock(&st->sync_mu);
-	for (int d = 0; d < st->n; d++)
-		if (done[d] && atomic_load(&st->d[d].sync_bad) >= mine) {
-			done[d] = false;
-			lost++;
-		}
-	return lost;
 }
 
 static void
@@ -459,36 +426,144 @@ put_one(struct ol_meta_txn *t, struct ol_commit *c, int d)
 	return rc;
 }
 
+struct ol_cq {
+	struct ol_commit *c;
+	int ok;
+	bool done;
+	struct ol_cq *next;
+};
+
+static bool
+skipped(const struct ol_store *st, const struct ol_commit *c, int d)
+{
+	return !st->d[d].meta || (c->skip && c->skip[d]);
+}
+
+/* Forget what a failed txn did for c on drive d. */
+static void
+undo_drive(struct ol_commit *c, int d)
+{
+	free(c->old[d]);
+	c->old[d] = NULL;
+	c->old_len[d] = 0;
+	for (size_t i = 0; i < c->n_gone[d]; i++)
+		free(c->gone[d][i]);
+	free(c->gone[d]);
+	free(c->gone_len[d]);
+	c->gone[d] = NULL;
+	c->gone_len[d] = NULL;
+	c->n_gone[d] = 0;
+	c->done[d] = false;
+}
+
+/* One commit on one drive in its own txn. */
+static void
+one_txn(struct ol_store *st, struct ol_commit *c, int d)
+{
+	struct ol_meta_txn *t;
+	int rc = ol_meta_begin(st->d[d].meta, true, &t);
+
+	if (!rc) {
+		rc = put_one(t, c, d);
+		if (rc)
+			ol_meta_abort(t);
+		else
+			rc = ol_meta_commit(t);
+	}
+	if (rc) {
+		undo_drive(c, d);
+		ol_warn("store: drive %s: metadata commit failed: %s", st->d[d].root,
+			strerror(-rc));
+		return;
+	}
+	c->done[d] = true;
+}
+
+/* Every queued commit in one txn on drive d; if any fails, each goes alone. */
+static void
+batch_drive(struct ol_store *st, struct ol_cq *b, int d)
+{
+	struct ol_meta_txn *t;
+	int rc = ol_meta_begin(st->d[d].meta, true, &t);
+
+	for (struct ol_cq *x = b; x && !rc; x = x->next)
+		if (!skipped(st, x->c, d))
+			rc = put_one(t, x->c, d);
+	if (!rc) {
+		rc = ol_meta_commit(t);
+		t = NULL;
+	}
+	if (rc) {
+		ol_meta_abort(t);
+		for (struct ol_cq *x = b; x; x = x->next)
+			if (!skipped(st, x->c, d)) {
+				undo_drive(x->c, d);
+				one_txn(st, x->c, d);
+			}
+		return;
+	}
+	for (struct ol_cq *x = b; x; x = x->next)
+		x->c->done[d] = !skipped(st, x->c, d);
+}
+
+static void
+batch_run(struct ol_store *st, struct ol_cq *b)
+{
+	struct ol_io ops[OL_MAX_DRIVES];
+
+	for (int d = 0; d < st->n; d++)
+		if (st->d[d].meta)
+			batch_drive(st, b, d);
+	if (st->fsync) { /* LMDB runs MDB_NOSYNC: one fdatasync per drive covers the batch */
+		for (int d = 0; d < st->n; d++)
+			ops[d] = (struct ol_io){
+			    .fd = st->d[d].meta ? ol_meta_fd(st->d[d].meta) : -1, .op = 2};
+		ol_io_batch(ops, st->n);
+		for (int d = 0; d < st->n; d++) {
+			if (!st->d[d].meta || ops[d].res >= 0)
+				continue;
+			ol_warn("store: drive %s: metadata fsync failed: %s", st->d[d].root,
+				strerror((int)-ops[d].res));
+			for (struct ol_cq *x = b; x; x = x->next)
+				x->c->done[d] = false;
+		}
+	}
+	for (struct ol_cq *x = b; x; x = x->next)
+		for (int d = 0; d < st->n; d++)
+			x->ok += x->c->done[d];
+}
+
 int
 ol_commit_all(struct ol_store *st, struct ol_commit *c)
 {
-	int ok = 0;
+	struct ol_cq me = {.c = c};
 
-	for (int d = 0; d < st->n; d++) {
-		struct ol_meta_txn *t;
-		int rc;
+	pthread_mutex_lock(&st->cq_mu);
+	*st->cq_tail = &me;
+	st->cq_tail = &me.next;
+	while (!me.done) {
+		struct ol_cq *b, *nx;
 
-		if (!st->d[d].meta || (c->skip && c->skip[d]))
+		if (st->cq_busy) {
+			pthread_cond_wait(&st->cq_cv, &st->cq_mu);
 			continue;
-		rc = ol_meta_begin(st->d[d].meta, true, &t);
-		if (rc)
-			goto fail;
-		rc = put_one(t, c, d);
-		if (rc) {
-			ol_meta_abort(t);
-			goto fail;
 		}
-		rc = ol_meta_commit(t);
-		if (rc)
-			goto fail;
-		c->done[d] = true;
-		ok++;
-		continue;
-	fail:
-		ol_warn("store: drive %s: metadata commit failed: %s", st->d[d].root,
-			strerror(-rc));
+		st->cq_busy = true;
+		b = st->cq_head;
+		st->cq_head = NULL;
+		st->cq_tail = &st->cq_head;
+		pthread_mutex_unlock(&st->cq_mu);
+		batch_run(st, b);
+		pthread_mutex_lock(&st->cq_mu);
+		for (struct ol_cq *x = b; x; x = nx) {
+			nx = x->next;
+			x->done = true;
+		}
+		st->cq_busy = false;
+		pthread_cond_broadcast(&st->cq_cv);
 	}
-	return ok - group_sync(st, c->done);
+	pthread_mutex_unlock(&st->cq_mu);
+	return me.ok;
 }
 
 void

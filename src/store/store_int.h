@@ -25,12 +25,13 @@
 enum { OL_CK_CRC32C = 1, OL_CK_XXH3 = 2 };
 enum { OL_REC_INLINE = 1, OL_REC_MULTIPART = 2 };
 
+struct ol_cq;
+
 struct ol_drive {
 	char root[OL_PATH_MAX]; /* data dir */
 	char data[OL_PATH_MAX]; /* root/.openlake/data */
 	struct ol_meta *meta;	/* NULL: offline */
 	int lock_fd;
-	_Atomic uint64_t sync_bad; /* group generation whose fsync failed on this drive */
 };
 
 struct ol_store {
@@ -46,8 +47,12 @@ struct ol_store {
 	pthread_mutex_t upl_locks[OL_NLOCKS];
 	pthread_rwlock_t obj_rw[OL_NLOCKS];
 	_Atomic int64_t last_ns;
-	pthread_mutex_t sync_mu; /* group commit: one round of fsyncs covers every txn before */
-	_Atomic uint64_t gen_commit, gen_synced;
+	/* group commit: concurrent metadata commits queue here; one thread at a time runs
+	 * the whole queue as one LMDB txn per drive and one round of fdatasyncs */
+	pthread_mutex_t cq_mu;
+	pthread_cond_t cq_cv;
+	struct ol_cq *cq_head, **cq_tail;
+	bool cq_busy;
 };
 
 /* One part's layout inside a version record. */
