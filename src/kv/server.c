@@ -1,15 +1,18 @@
 /* kv/server.c - the KV protocol server: one acceptor thread, one thread per connection. */
 #include "kv/kv.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -609,6 +612,34 @@ spill_dir(const struct ol_config *cfg, char *buf, size_t cap)
 		snprintf(buf, cap, "./data/kv");
 }
 
+/* Unlink the default-named DRAM tiers ("/openlake-kv-PORT-PID") of daemons that died
+ * without cleaning up (kill -9): their pages would stay in /dev/shm for good. */
+static void
+gc_stale_shm(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *de;
+	unsigned n = 0;
+	while (d && (de = readdir(d)) != NULL) {
+		char *end;
+		if (strncmp(de->d_name, "openlake-kv-", 12) != 0)
+			continue;
+		strtoul(de->d_name + 12, &end, 10);
+		if (*end != '-')
+			continue;
+		long pid = strtol(end + 1, &end, 10);
+		if (*end != '\0' || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		char name[300];
+		snprintf(name, sizeof(name), "/%s", de->d_name);
+		n += shm_unlink(name) == 0;
+	}
+	if (d)
+		closedir(d);
+	if (n)
+		ol_info("kv: removed %u stale DRAM tier(s) of dead daemons from /dev/shm", n);
+}
+
 static int
 open_engine(struct ol_kv_server *s, const struct ol_config *cfg)
 {
@@ -618,7 +649,8 @@ open_engine(struct ol_kv_server *s, const struct ol_config *cfg)
 		snprintf(shm, sizeof(shm), "%s%s", cfg->kv_shm_name[0] == '/' ? "" : "/",
 			 cfg->kv_shm_name);
 	else
-		snprintf(shm, sizeof(shm), "/openlake-kv-%u", s->port);
+		snprintf(shm, sizeof(shm), "/openlake-kv-%u-%d", s->port, (int)getpid());
+	gc_stale_shm();
 	bool spill = cfg->kv_spill_bytes > 0;
 	if (spill) {
 		int r = mkdir_p(dir);
