@@ -3,6 +3,7 @@
  * (4 KiB .. 32 MiB) with scatter/gather, namespaces, statuses, concurrent clients on the same
  * keys with no torn read, a two-node pool with one node killed, kill -9 + NVMe recovery. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -38,7 +39,8 @@ server_main(char **argv)
 	cfg.kv_spill_bytes = strcmp(argv[2], "-") == 0 ? 0 : 512ull * MiB;
 	cfg.kv_dram_bytes = strtoull(argv[3], NULL, 10) * MiB;
 	cfg.kv_writeback_ms = (unsigned)strtoul(argv[4], NULL, 10);
-	snprintf(cfg.kv_shm_name, sizeof(cfg.kv_shm_name), "%s", argv[6]);
+	if (strcmp(argv[6], "default") != 0)
+		snprintf(cfg.kv_shm_name, sizeof(cfg.kv_shm_name), "%s", argv[6]);
 	struct ol_kv_server *s;
 	if (ol_kv_server_start(&cfg, &s) != 0)
 		return 1;
@@ -59,6 +61,8 @@ struct child {
 	char shm[64]; /* its DRAM tier: a SIGKILLed server cannot unlink it, we do */
 };
 
+static int spawn_default_shm; /* next spawn: let the server pick its shm name */
+
 static int
 spawn(struct child *ch, const char *spill, unsigned dram_mib, unsigned wb_ms, unsigned port)
 {
@@ -69,6 +73,8 @@ spawn(struct child *ch, const char *spill, unsigned dram_mib, unsigned wb_ms, un
 	snprintf(prt, sizeof(prt), "%u", port);
 	snprintf(shm, sizeof(shm), "/olkv-test-%d-%u", (int)getpid(),
 		 port ? port : (unsigned)rand());
+	if (spawn_default_shm)
+		snprintf(shm, sizeof(shm), "default");
 	if (pipe(in) != 0 || pipe(out) != 0)
 		return -1;
 	pid_t pid = fork();
@@ -697,6 +703,45 @@ test_hostile(struct child *s1)
 	ol_client_free(c);
 }
 
+/* A daemon killed with -9 leaves its default-named shm; the next start removes it. */
+static void
+test_stale_shm_gc(void)
+{
+	char stale[64];
+	snprintf(stale, sizeof(stale), "/openlake-kv-1-%d", 4190000 + (int)(getpid() % 1000));
+	int fd = shm_open(stale, O_CREAT | O_RDWR, 0600);
+	ok(fd >= 0 && ftruncate(fd, 4096) == 0, "fake stale DRAM tier %s of a dead daemon", stale);
+	close(fd);
+	struct child s;
+	spawn_default_shm = 1;
+	int r = spawn(&s, "-", 8, 1000, 0);
+	spawn_default_shm = 0;
+	ok(r == 0, "server with the default shm name");
+	fd = shm_open(stale, O_RDONLY, 0);
+	ok(fd < 0 && errno == ENOENT, "the stale object was removed at start");
+	if (fd >= 0) {
+		close(fd);
+		shm_unlink(stale);
+	}
+	char own[64];
+	snprintf(own, sizeof(own), "/openlake-kv-%u-%d", s.port, (int)s.pid);
+	fd = shm_open(own, O_RDONLY, 0);
+	ok(fd >= 0, "the live server's own %s is there", own);
+	if (fd >= 0)
+		close(fd);
+	const char *nodes[] = {s.addr};
+	struct ol_client *c = mk_client(nodes, 1, "local", "gc", 2000);
+	char json[8192];
+	ok(ol_kv_stats(c, json, sizeof(json)) > 0 && strstr(json, "\"local\":true"),
+	   "local path works with the default name");
+	ol_client_free(c);
+	stop_child(&s);
+	fd = shm_open(own, O_RDONLY, 0);
+	ok(fd < 0, "a stopped server unlinks its shm");
+	if (fd >= 0)
+		close(fd);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -719,5 +764,6 @@ main(int argc, char **argv)
 	test_hammer();
 	test_two_nodes();
 	test_kill9_recovery();
+	test_stale_shm_gc();
 	return tap_done();
 }
