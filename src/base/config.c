@@ -86,7 +86,7 @@ static const struct cfg_key keys[] = {
     {"kv.writeback_ms", T_U32, F(kv_writeback_ms), "1000", 0, 600000, 0, 0, 0,
      "longest delay before a DRAM block is on the NVMe tier"},
     {"kv.shm_name", T_STR, F(kv_shm_name), "", 0, 0, 0, 0, 0,
-     "POSIX shm name of the DRAM tier (\"\" = /openlake-kv-<port>)"},
+     "POSIX shm name of the DRAM tier (\"\" = /openlake-kv-<port>-<pid>)"},
     {"kv_slab.capacity_gb", T_U32, F(kv_capacity_gb), "0", 0, 1048576, 0, 0, 0,
      "DRAM tier in GiB (upstream key)"},
     {"kv_slab.cpu_ram_frac", T_F64, F(kv_cpu_ram_frac), "0", 0, 1, 0, 0, 0,

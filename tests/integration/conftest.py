@@ -15,6 +15,7 @@ for the test), `s3_daemon` (module-scoped default daemon shared by a test file),
 <repo>/build).
 """
 
+import glob
 import os
 import pathlib
 import shutil
@@ -171,10 +172,11 @@ spill_dir = "{self.root / 'kv'}"
         except Exception:
             self.kill9()
         if self.kv_port:
-            try:
-                os.unlink(f"/dev/shm/openlake-kv-{self.kv_port}")
-            except OSError:
-                pass
+            for f in glob.glob(f"/dev/shm/openlake-kv-{self.kv_port}-*"):
+                try:
+                    os.unlink(f)
+                except OSError:
+                    pass
 
     def _close_log(self):
         if self._log:
