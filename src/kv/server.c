@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/metrics.h"
+#include "kv/kv_metrics.h"
 #include "kv/engine.h"
 #include "kv/net.h"
 #include "kv/proto.h"
@@ -695,6 +697,7 @@ ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 		goto fail;
 	if ((r = -pthread_create(&s->acc, NULL, accept_main, s)) < 0)
 		goto fail;
+	ol_metrics_register(ol_kv_metrics_render, s->eng);
 	*out = s;
 	return 0;
 fail:
@@ -716,6 +719,7 @@ ol_kv_server_stop(struct ol_kv_server *s)
 {
 	if (!s)
 		return;
+	ol_metrics_unregister(ol_kv_metrics_render, s->eng);
 	atomic_store(&s->stop, true);
 	shutdown(s->lfd, SHUT_RDWR);
 	pthread_join(s->acc, NULL);

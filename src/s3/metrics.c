@@ -62,7 +62,26 @@ s3_metrics_record(const char *op, int status, uint64_t us)
 void
 s3_metrics_render(struct ol_strbuf *out, void *arg)
 {
-	(void)arg;
+	struct ol_s3_server *srv = arg;
+	struct ol_http_stats hs;
+	ol_http_server_stats(srv->http, &hs);
+	ol_strbuf_printf(
+	    out,
+	    "# HELP openlake_http_connections Open connections on the S3 port.\n"
+	    "# TYPE openlake_http_connections gauge\nopenlake_http_connections %lu\n"
+	    "# TYPE openlake_http_connections_total counter\n"
+	    "openlake_http_connections_total %lu\n"
+	    "# TYPE openlake_http_connections_rejected_total counter\n"
+	    "openlake_http_connections_rejected_total %lu\n"
+	    "# TYPE openlake_http_bad_requests_total counter\n"
+	    "openlake_http_bad_requests_total %lu\n"
+	    "# TYPE openlake_http_timeouts_total counter\nopenlake_http_timeouts_total %lu\n"
+	    "# TYPE openlake_http_bytes_total counter\n"
+	    "openlake_http_bytes_total{dir=\"in\"} %lu\n"
+	    "openlake_http_bytes_total{dir=\"out\"} %lu\n",
+	    (unsigned long)hs.conns_open, (unsigned long)hs.conns_total,
+	    (unsigned long)hs.conns_rejected, (unsigned long)hs.bad_requests,
+	    (unsigned long)hs.timeouts, (unsigned long)hs.bytes_in, (unsigned long)hs.bytes_out);
 	ol_strbuf_printf(out, "# TYPE openlake_s3_requests_total counter\n");
 	for (size_t i = 0; i < N_OPS; i++)
 		if (ol_counter_get(&stats[i].requests))

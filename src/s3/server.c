@@ -324,7 +324,7 @@ ol_s3_server_stop(struct ol_s3_server *s)
 {
 	if (!s)
 		return;
-	ol_http_server_stop(s->http);
 	ol_metrics_unregister(s3_metrics_render, s);
+	ol_http_server_stop(s->http);
 	free(s);
 }

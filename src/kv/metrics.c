@@ -1,0 +1,52 @@
+/* kv/metrics.c - the KV pool's figures on /metrics (Prometheus text). Server side only. */
+#include "base/metrics.h"
+#include "kv/engine.h"
+#include "kv/kv_metrics.h"
+
+void
+ol_kv_metrics_render(struct ol_strbuf *b, void *arg)
+{
+	struct ol_kve_stats s;
+	ol_kve_get_stats(arg, &s);
+	ol_strbuf_printf(b,
+			 "# HELP openlake_kv_capacity_bytes Size of each KV tier.\n"
+			 "# TYPE openlake_kv_capacity_bytes gauge\n"
+			 "openlake_kv_capacity_bytes{tier=\"dram\"} %llu\n"
+			 "openlake_kv_capacity_bytes{tier=\"nvme\"} %llu\n"
+			 "# TYPE openlake_kv_used_bytes gauge\n"
+			 "openlake_kv_used_bytes{tier=\"dram\"} %llu\n"
+			 "openlake_kv_used_bytes{tier=\"nvme\"} %llu\n"
+			 "# TYPE openlake_kv_entries gauge\n"
+			 "openlake_kv_entries{tier=\"dram\"} %llu\n"
+			 "openlake_kv_entries{tier=\"nvme\"} %llu\n",
+			 (unsigned long long)s.dram_cap, (unsigned long long)s.nvme_cap,
+			 (unsigned long long)s.dram_used, (unsigned long long)s.nvme_used,
+			 (unsigned long long)s.dram_entries, (unsigned long long)s.nvme_entries);
+	ol_strbuf_printf(
+	    b,
+	    "# HELP openlake_kv_hits_total Gets served, by tier.\n"
+	    "# TYPE openlake_kv_hits_total counter\n"
+	    "openlake_kv_hits_total{tier=\"dram\"} %llu\n"
+	    "openlake_kv_hits_total{tier=\"nvme\"} %llu\n"
+	    "# TYPE openlake_kv_misses_total counter\nopenlake_kv_misses_total %llu\n"
+	    "# TYPE openlake_kv_puts_total counter\nopenlake_kv_puts_total %llu\n"
+	    "# TYPE openlake_kv_duplicate_puts_total counter\n"
+	    "openlake_kv_duplicate_puts_total %llu\n"
+	    "# TYPE openlake_kv_deletes_total counter\nopenlake_kv_deletes_total %llu\n"
+	    "# TYPE openlake_kv_evictions_total counter\nopenlake_kv_evictions_total %llu\n"
+	    "# TYPE openlake_kv_demotions_total counter\nopenlake_kv_demotions_total %llu\n"
+	    "# TYPE openlake_kv_promotions_total counter\n"
+	    "openlake_kv_promotions_total %llu\n"
+	    "# TYPE openlake_kv_writebacks_total counter\n"
+	    "openlake_kv_writebacks_total %llu\n"
+	    "# TYPE openlake_kv_corrupt_total counter\nopenlake_kv_corrupt_total %llu\n"
+	    "# TYPE openlake_kv_full_total counter\nopenlake_kv_full_total %llu\n"
+	    "# TYPE openlake_kv_pinned gauge\nopenlake_kv_pinned %llu\n",
+	    (unsigned long long)s.hits_dram, (unsigned long long)s.hits_nvme,
+	    (unsigned long long)s.misses, (unsigned long long)s.puts,
+	    (unsigned long long)s.dup_puts, (unsigned long long)s.deletes,
+	    (unsigned long long)s.evictions, (unsigned long long)s.demotions,
+	    (unsigned long long)s.promotions, (unsigned long long)s.writebacks,
+	    (unsigned long long)s.corrupt, (unsigned long long)s.full,
+	    (unsigned long long)s.pinned);
+}
