@@ -159,4 +159,37 @@ int ol_store_shard_paths(struct ol_store *st, const char *bucket, const char *ke
 			 int (*cb)(int drive, unsigned part, const char *path, void *arg),
 			 void *arg);
 
+/* Whole-store heal (heal_scan.c). Walks every bucket, object and in-progress upload part,
+ * reads every block of every shard (data and parity) on every online drive, rebuilds and
+ * rewrites blocks that are missing, short or corrupt (missing shard files are recreated),
+ * and writes back bucket, object, upload and part records to online drives that lack them.
+ * Readers and writers go on meanwhile: blocks are rewritten only with bytes rebuilt from >= k
+ * verified shards and their checksum, so a reader never sees wrong bytes.
+ * Progress fields are updated atomically while it runs; any thread may read them.
+ * One heal per process at a time: -EBUSY when another runs. -ECANCELED when cancelled
+ * (ol_store_heal_cancel); 0 otherwise (check p->unrecoverable: objects or parts with more than
+ * P shards lost in some stripe, or whose record has no quorum, are counted, not healed). */
+struct ol_heal_opts {
+	uint64_t rate_bytes; /* bytes read per second, 0: unlimited */
+};
+struct ol_heal_progress {
+	_Atomic uint64_t objects_total;	   /* objects + upload parts found by the count pass */
+	_Atomic uint64_t objects_scanned;
+	_Atomic uint64_t bytes_total;	   /* logical bytes of those */
+	_Atomic uint64_t bytes_scanned;
+	_Atomic uint64_t shards_healed;	   /* (part, drive) shard files with a block rewritten */
+	_Atomic uint64_t blocks_healed;	   /* shard blocks rewritten */
+	_Atomic uint64_t records_restored; /* metadata records written back to a drive */
+	_Atomic uint64_t unrecoverable;	   /* objects or parts that could not be rebuilt */
+	_Atomic int64_t started_ns, finished_ns; /* CLOCK_REALTIME; finished 0 while running */
+	_Atomic int running;
+	_Atomic int cancel; /* set by ol_store_heal_cancel */
+	_Atomic int result; /* return code of the last run */
+};
+/* p must be zeroed by the caller before the first use (it is reset at start). */
+int ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o,
+		      struct ol_heal_progress *p);
+/* Ask a running heal on p to stop at the next block (any thread). */
+void ol_store_heal_cancel(struct ol_heal_progress *p);
+
 #endif

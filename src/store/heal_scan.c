@@ -1,0 +1,698 @@
+/* store/heal_scan.c - whole-store heal: a count pass, then every bucket, object and upload
+ * part is checked on every online drive. Records missing on a drive are written back (for
+ * objects through the heal-on-read path, heal.c); every block of every shard file, parity
+ * included, is read and its checksum verified; bad blocks are rebuilt from >= k good ones and
+ * rewritten in place. The key's lock is held only while shard files are opened (and missing
+ * ones recreated) so that a concurrent overwrite cannot race a recreation. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "store/store_int.h"
+
+#define BATCH 256 /* keys gathered per merge pass */
+
+static _Atomic int heal_busy;
+
+struct scan {
+	struct ol_store *st;
+	struct ol_heal_progress *p;
+	uint64_t rate, paced;
+	int64_t t0;
+	bool count; /* count pass: totals only */
+};
+
+/* What a shard file belongs to, to re-check it under its lock. */
+struct target {
+	enum ol_meta_db db;
+	char k[OL_KEYBUF];
+	size_t kl;
+	unsigned li;
+};
+
+static int64_t
+clock_ns(clockid_t c)
+{
+	struct timespec ts;
+
+	clock_gettime(c, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static bool
+cancelled(struct scan *s)
+{
+	return atomic_load(&s->p->cancel) != 0;
+}
+
+static void
+pace(struct scan *s, uint64_t bytes)
+{
+	int64_t want, now;
+
+	if (!s->rate)
+		return;
+	s->paced += bytes;
+	want = (int64_t)(s->paced * 1000000000.0 / (double)s->rate);
+	now = clock_ns(CLOCK_MONOTONIC) - s->t0;
+	while (want > now && !cancelled(s)) {
+		int64_t d = want - now > 100000000 ? 100000000 : want - now;
+		struct timespec ts = {d / 1000000000, d % 1000000000};
+
+		nanosleep(&ts, NULL);
+		now = clock_ns(CLOCK_MONOTONIC) - s->t0;
+	}
+}
+
+static void
+lock_target(struct ol_store *st, const struct target *t, bool on)
+{
+	if (t->db == OL_META_PARTS) {
+		if (on)
+			pthread_mutex_lock(&st->upl_locks[t->li]);
+		else
+			pthread_mutex_unlock(&st->upl_locks[t->li]);
+	} else if (on) {
+		pthread_rwlock_rdlock(&st->obj_rw[t->li]);
+	} else {
+		pthread_rwlock_unlock(&st->obj_rw[t->li]);
+	}
+}
+
+static void
+mkdir_data(const struct ol_store *st, int d)
+{
+	char dir[OL_PATH_MAX + 16];
+
+	snprintf(dir, sizeof(dir), "%s/.openlake", st->d[d].root);
+	if (mkdir(dir, 0755) && errno != EEXIST)
+		return;
+	if (mkdir(st->d[d].data, 0755) && errno != EEXIST)
+		ol_warn("store: heal: cannot create %s: %s", st->d[d].data, strerror(errno));
+}
+
+static int
+open_shard(struct ol_store *st, int d, const uint8_t *uuid)
+{
+	char path[OL_PATH_MAX + 80];
+	int fd;
+
+	ol_shard_path(st, d, uuid, path, sizeof(path));
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd >= 0 || errno != ENOENT)
+		return fd;
+	mkdir_data(st, d);
+	fd = ol_shard_create(st, d, uuid);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	ol_warn("store: heal: drive %s: shard %s was missing, rebuilding", st->d[d].root, path);
+	return open(path, O_RDWR | O_CLOEXEC);
+}
+
+/* Open the part's shard files if vid is still the visible version. 0, or -ENOENT. */
+static int
+open_part(struct ol_store *st, const struct target *t, const uint8_t *vid,
+	  const struct ol_rpart *rp, int *fd)
+{
+	uint8_t cur[OL_UUID];
+	int rc = -ENOENT;
+
+	for (int d = 0; d < st->n; d++)
+		fd[d] = -1;
+	lock_target(st, t, true);
+	if (ol_visible_vid(st, t->db, t->k, t->kl, cur) == 1 && !memcmp(cur, vid, OL_UUID)) {
+		for (int d = 0; d < st->n; d++)
+			if (st->d[d].meta)
+				fd[d] = open_shard(st, d, rp->uuid);
+		rc = 0;
+	}
+	lock_target(st, t, false);
+	return rc;
+}
+
+struct stripe {
+	uint64_t j;
+	size_t bl, dl;
+	uint32_t bs;
+	int ck;
+};
+
+/* Verify stripe j on every drive; rebuild and rewrite bad blocks. healed[d] set for drives
+ * that got a block. 0, or -EIO when fewer than k blocks verify. */
+static int
+check_stripe(struct scan *s, const struct stripe *sp, int *fd, uint8_t **blk, bool *healed)
+{
+	struct ol_store *st = s->st;
+	struct ol_io ops[OL_MAX_DRIVES];
+	bool ok[OL_MAX_DRIVES] = {false}, fix[OL_MAX_DRIVES] = {false};
+	uint64_t off = sp->j * ((uint64_t)sp->bs + OL_TRAILER);
+	int n = 0, map[OL_MAX_DRIVES], good = 0, bad = 0;
+
+	for (int d = 0; d < st->n; d++) {
+		if (fd[d] < 0)
+			continue;
+		ops[n] = (struct ol_io){.fd = fd[d], .op = 0, .niov = 1, .off = off};
+		ops[n].iov[0] = (struct iovec){blk[d], sp->bl + OL_TRAILER};
+		map[n++] = d;
+	}
+	ol_io_batch(ops, n);
+	for (int i = 0; i < n; i++) {
+		int d = map[i];
+
+		ok[d] = ops[i].res == (ssize_t)(sp->bl + OL_TRAILER) &&
+			ol_get_u64(blk[d] + sp->bl) == ol_block_sum(sp->ck, blk[d], sp->bl, sp->j);
+		good += ok[d];
+		fix[d] = !ok[d];
+		bad += fix[d];
+	}
+	atomic_fetch_add(&s->p->bytes_scanned, (uint64_t)sp->dl);
+	pace(s, (uint64_t)n * (sp->bl + OL_TRAILER));
+	if (!bad)
+		return 0;
+	if (good < st->k || ol_ec_decode(&st->ec, sp->bl, blk, ok, fix))
+		return -EIO;
+	for (int d = 0; d < st->n; d++) {
+		if (!fix[d])
+			continue;
+		ol_put_u64(blk[d] + sp->bl, ol_block_sum(sp->ck, blk[d], sp->bl, sp->j));
+		if (pwrite(fd[d], blk[d], sp->bl + OL_TRAILER, (off_t)off) !=
+		    (ssize_t)(sp->bl + OL_TRAILER)) {
+			ol_warn("store: heal: drive %s: cannot rewrite a block: %s", st->d[d].root,
+				strerror(errno));
+			continue;
+		}
+		healed[d] = true;
+		atomic_fetch_add(&s->p->blocks_healed, 1);
+	}
+	return 0;
+}
+
+/* Every stripe of one part. 0, -EIO (some stripe lost), -ECANCELED. */
+static int
+check_part(struct scan *s, const struct target *t, const struct ol_rec *w, uint32_t pi)
+{
+	struct ol_store *st = s->st;
+	struct ol_rpart rp;
+	int fd[OL_MAX_DRIVES], rc = 0;
+	uint8_t *blk[OL_MAX_DRIVES];
+	bool healed[OL_MAX_DRIVES] = {false};
+	uint64_t sd = (uint64_t)st->k * w->bs;
+	struct stripe sp = {.bs = w->bs, .ck = w->ck};
+
+	ol_rec_part(w, pi, &rp);
+	if (!rp.size || open_part(st, t, w->vid, &rp, fd))
+		return 0; /* empty, or replaced meanwhile: nothing of it to heal */
+	for (int d = 0; d < st->n; d++)
+		blk[d] = ol_xmalloc((size_t)w->bs + OL_TRAILER);
+	for (sp.j = 0; sp.j * sd < rp.size && !rc; sp.j++) {
+		uint64_t dl = rp.size - sp.j * sd < sd ? rp.size - sp.j * sd : sd;
+
+		sp.dl = (size_t)dl;
+		sp.bl = (size_t)((dl + st->k - 1) / st->k);
+		rc = cancelled(s) ? -ECANCELED : check_stripe(s, &sp, fd, blk, healed);
+	}
+	for (int d = 0; d < st->n; d++) {
+		if (healed[d])
+			atomic_fetch_add(&s->p->shards_healed, 1);
+		if (fd[d] >= 0)
+			close(fd[d]);
+		free(blk[d]);
+	}
+	return rc;
+}
+
+static int
+first_valid(const struct ol_store *st, const bool *valid)
+{
+	for (int d = 0; d < st->n; d++)
+		if (valid[d])
+			return d;
+	return -1;
+}
+
+/* Online drives that lack the resolved version of t (-1: no version resolves). */
+static int
+count_missing(struct ol_store *st, const struct target *t)
+{
+	struct ol_reads r;
+	struct ol_rec win[OL_MAX_DRIVES];
+	bool valid[OL_MAX_DRIVES];
+	int n = -1;
+
+	ol_reads_get(st, t->db, t->k, t->kl, NULL, &r);
+	if (ol_rec_resolve(st, (const void *const *)r.raw, r.len, win, valid)) {
+		n = 0;
+		for (int d = 0; d < st->n; d++)
+			n += st->d[d].meta && !valid[d];
+	}
+	ol_reads_free(&r);
+	return n;
+}
+
+static void
+check_parts(struct scan *s, const struct target *t, const struct ol_rec *w)
+{
+	int rc = 0;
+
+	for (uint32_t i = 0; i < w->n_parts && !rc; i++)
+		rc = check_part(s, t, w, i);
+	if (rc == -EIO)
+		atomic_fetch_add(&s->p->unrecoverable, 1);
+}
+
+/* One object: records back through get_open (heal.c), then every shard block. */
+static void
+scan_object(struct scan *s, const char *bucket, const struct ol_rec *w, const void *ik, size_t ikl)
+{
+	struct ol_store *st = s->st;
+	char key[OL_STORE_MAX_KEY];
+	size_t klen = ikl;
+	struct target t = {.db = OL_META_OBJECTS};
+	struct ol_get *g = NULL;
+	struct ol_obj_info info;
+	int before, after;
+
+	if (w->tail_len) { /* long key: index head + hash, the rest is in the record */
+		memcpy(key, ik, OL_KEY_HEAD);
+		memcpy(key + OL_KEY_HEAD, w->tail, w->tail_len);
+		klen = OL_KEY_HEAD + w->tail_len;
+	} else {
+		memcpy(key, ik, ikl);
+	}
+	t.kl = ol_okey(t.k, bucket, key, klen);
+	t.li = ol_lock_idx(bucket, key, klen);
+	before = count_missing(st, &t);
+	if (before > 0 || (w->flags & OL_REC_INLINE)) {
+		if (ol_store_get_open(st, bucket, key, klen, &g, &info) == -EIO)
+			atomic_fetch_add(&s->p->unrecoverable, 1);
+		ol_store_get_close(g);
+		after = count_missing(st, &t);
+		if (before > 0 && after >= 0 && after < before)
+			atomic_fetch_add(&s->p->records_restored, (uint64_t)(before - after));
+	}
+	if (w->flags & OL_REC_INLINE)
+		atomic_fetch_add(&s->p->bytes_scanned, w->size);
+	else
+		check_parts(s, &t, w);
+}
+
+/* Write a part record back to the online drives that lack it (under the upload's lock, only
+ * if it is still the visible version). Returns the number of drives written. */
+static int
+restore_part_rec(struct ol_store *st, const struct target *t, const struct ol_rec *w,
+		 const bool *valid)
+{
+	struct ol_rec_build b[OL_MAX_DRIVES];
+	struct ol_rpart rp;
+	bool skip[OL_MAX_DRIVES];
+	char etag[OL_STORE_ETAG_MAX];
+	struct ol_commit c = {.db = t->db, .k = t->k, .kl = t->kl, .b = b, .skip = skip};
+	uint8_t cur[OL_UUID];
+	int n = 0;
+
+	if (w->n_parts != 1)
+		return 0;
+	ol_rec_part(w, 0, &rp);
+	memcpy(etag, w->etag, w->etag_len);
+	etag[w->etag_len] = 0;
+	for (int d = 0; d < st->n; d++) {
+		skip[d] = valid[d] || !st->d[d].meta;
+		b[d] = (struct ol_rec_build){.st = st,
+					     .flags = w->flags,
+					     .size = w->size,
+					     .mtime = w->mtime,
+					     .vid = w->vid,
+					     .parts = &rp,
+					     .n_parts = 1,
+					     .etag = etag,
+					     .idx = d};
+	}
+	lock_target(st, t, true);
+	if (ol_visible_vid(st, t->db, t->k, t->kl, cur) == 1 && !memcmp(cur, w->vid, OL_UUID))
+		n = ol_commit_all(st, &c);
+	lock_target(st, t, false);
+	if (n > 0)
+		ol_commit_reclaim(st, &c, w);
+	ol_commit_free(&c);
+	return n;
+}
+
+static void
+scan_part(struct scan *s, const struct target *t, const struct ol_rec *w, const bool *valid)
+{
+	struct ol_store *st = s->st;
+	int missing = 0;
+
+	for (int d = 0; d < st->n; d++)
+		missing += st->d[d].meta && !valid[d];
+	if (missing > 0) {
+		int n = restore_part_rec(st, t, w, valid);
+
+		if (n > 0)
+			atomic_fetch_add(&s->p->records_restored, (uint64_t)n);
+	}
+	check_parts(s, t, w);
+}
+
+/* A raw record (bucket or upload) agreed by >= k drives, back to the drives lacking it. */
+static void
+restore_raw(struct scan *s, enum ol_meta_db db, const void *k, size_t kl, const void *const *vals,
+	    const size_t *lens)
+{
+	struct ol_store *st = s->st;
+	uint8_t *raw[OL_MAX_DRIVES];
+	size_t rl[OL_MAX_DRIVES];
+	bool skip[OL_MAX_DRIVES];
+	int votes = 0, first = -1, lack = 0, n;
+	struct ol_commit c = {.db = db, .k = k, .kl = kl, .raw = raw, .raw_len = rl, .skip = skip};
+
+	for (int d = 0; d < st->n; d++) {
+		if (vals[d]) {
+			votes++;
+			first = first < 0 ? d : first;
+		}
+		lack += st->d[d].meta && !vals[d];
+	}
+	if (votes < st->k || !lack)
+		return;
+	for (int d = 0; d < st->n; d++) {
+		raw[d] = (uint8_t *)vals[first];
+		rl[d] = lens[first];
+		skip[d] = vals[d] != NULL;
+	}
+	n = ol_commit_all(st, &c);
+	if (n > 0)
+		atomic_fetch_add(&s->p->records_restored, (uint64_t)n);
+	ol_commit_free(&c);
+}
+
+/* One key of a batch: its index key and the raw record of one drive holding the winner
+ * (the winner is that record or its prev: see item_rec). */
+struct item {
+	char k[OL_KEYBUF];
+	size_t kl;
+	uint8_t *raw;
+	size_t len;
+	uint8_t vid[OL_UUID];
+	bool valid[OL_MAX_DRIVES];
+	const void *vals[OL_MAX_DRIVES]; /* raw records (buckets, uploads): presence per drive */
+	size_t lens[OL_MAX_DRIVES];
+};
+
+struct batch {
+	struct item *v;
+	int n;
+	bool more;
+};
+
+static bool
+take(struct ol_store *st, struct item *it, const void *const *vals, const size_t *lens, bool raw)
+{
+	struct ol_rec win[OL_MAX_DRIVES];
+	int d = -1;
+
+	if (raw) {
+		for (int i = 0; i < st->n && d < 0; i++)
+			if (vals[i])
+				d = i;
+	} else if (ol_rec_resolve(st, vals, lens, win, it->valid)) {
+		d = first_valid(st, it->valid);
+		memcpy(it->vid, win[d].vid, OL_UUID);
+	}
+	if (d < 0)
+		return false;
+	it->len = lens[d];
+	it->raw = ol_xmalloc(lens[d] ? lens[d] : 1);
+	memcpy(it->raw, vals[d], lens[d]);
+	for (int i = 0; raw && i < st->n; i++) {
+		it->lens[i] = lens[d];
+		it->vals[i] = vals[i] ? it->raw : NULL;
+	}
+	return true;
+}
+
+/* Up to BATCH keys of db under prefix, after the key `after` (NULL: from the start). */
+static int
+gather(struct ol_store *st, enum ol_meta_db db, const char *pre, size_t pl, const char *after,
+       size_t al, struct batch *b, bool raw)
+{
+	struct ol_merge m;
+	const void *vals[OL_MAX_DRIVES], *key;
+	size_t lens[OL_MAX_DRIVES], kl;
+	int rc = ol_merge_open(st, db, pre, pl, &m);
+
+	b->n = 0;
+	b->more = false;
+	if (rc)
+		return rc;
+	if (after)
+		ol_merge_seek(&m, after, al);
+	while (ol_merge_next(&m, &key, &kl, vals, lens) == 1) {
+		struct item *it = &b->v[b->n];
+
+		if (after && kl == al && !memcmp(key, after, kl))
+			continue;
+		if (b->n == BATCH) {
+			b->more = true;
+			break;
+		}
+		memset(it, 0, sizeof(*it));
+		if (kl > sizeof(it->k))
+			continue;
+		memcpy(it->k, key, kl);
+		it->kl = kl;
+		b->n += take(st, it, vals, lens, raw);
+	}
+	ol_merge_close(&m);
+	return 0;
+}
+
+static void
+batch_free(struct batch *b)
+{
+	for (int i = 0; i < b->n; i++)
+		free(b->v[i].raw);
+}
+
+/* Decode an item's winner: the record itself or its prev. */
+static int
+item_rec(const struct item *it, struct ol_rec *w)
+{
+	if (ol_rec_decode(it->raw, it->len, w))
+		return -EIO;
+	if (!memcmp(w->vid, it->vid, OL_UUID))
+		return 0;
+	if (!w->prev_len || ol_rec_decode(w->prev, w->prev_len, w) ||
+	    memcmp(w->vid, it->vid, OL_UUID))
+		return -EIO;
+	return 0;
+}
+
+typedef void (*item_fn)(struct scan *s, const char *pre, size_t pl, const struct item *it,
+			void *arg);
+
+/* Call fn for every key of db under prefix, BATCH keys per merge (no txn held while fn runs). */
+static int
+each_key(struct scan *s, enum ol_meta_db db, const char *pre, size_t pl, bool raw, item_fn fn,
+	 void *arg)
+{
+	struct batch b = {.v = ol_xmalloc(BATCH * sizeof(struct item))};
+	char last[OL_KEYBUF];
+	size_t ll = 0;
+	bool first = true;
+	int rc;
+
+	do {
+		rc = gather(s->st, db, pre, pl, first ? NULL : last, ll, &b, raw);
+		first = false;
+		for (int i = 0; !rc && i < b.n; i++) {
+			if (cancelled(s))
+				rc = -ECANCELED;
+			else
+				fn(s, pre, pl, &b.v[i], arg);
+		}
+		if (b.n) {
+			ll = b.v[b.n - 1].kl;
+			memcpy(last, b.v[b.n - 1].k, ll);
+		}
+		batch_free(&b);
+	} while (!rc && b.more);
+	free(b.v);
+	return rc;
+}
+
+static void
+count_one(struct scan *s, const struct ol_rec *w)
+{
+	atomic_fetch_add(&s->p->objects_total, 1);
+	atomic_fetch_add(&s->p->bytes_total, w->size);
+}
+
+static void
+object_fn(struct scan *s, const char *pre, size_t pl, const struct item *it, void *arg)
+{
+	struct ol_rec w;
+
+	(void)pl;
+	(void)arg;
+	if (item_rec(it, &w))
+		return;
+	if (s->count) {
+		count_one(s, &w);
+		return;
+	}
+	scan_object(s, pre, &w, it->k, it->kl);
+	atomic_fetch_add(&s->p->objects_scanned, 1);
+}
+
+static void
+part_fn(struct scan *s, const char *pre, size_t pl, const struct item *it, void *arg)
+{
+	struct target t = {.db = OL_META_PARTS};
+	struct ol_rec w;
+	size_t bl = strlen(pre);
+
+	(void)arg;
+	if (it->kl != 4 || item_rec(it, &w))
+		return;
+	if (s->count) {
+		count_one(s, &w);
+		return;
+	}
+	memcpy(t.k, pre, pl);
+	memcpy(t.k + pl, it->k, 4);
+	t.kl = pl + 4;
+	t.li = ol_lock_idx(pre, pre, bl + 33); /* as put.c: bucket '\0' upload id */
+	scan_part(s, &t, &w, it->valid);
+	atomic_fetch_add(&s->p->objects_scanned, 1);
+}
+
+static void
+upload_fn(struct scan *s, const char *pre, size_t pl, const struct item *it, void *arg)
+{
+	char k[OL_KEYBUF];
+
+	(void)arg;
+	if (it->kl != 32)
+		return;
+	memcpy(k, pre, pl);
+	memcpy(k + pl, it->k, 32);
+	if (!s->count) {
+		unsigned li = ol_lock_idx(pre, k, pl + 32);
+
+		pthread_mutex_lock(&s->st->upl_locks[li]);
+		restore_raw(s, OL_META_UPLOADS, k, pl + 32, it->vals, it->lens);
+		pthread_mutex_unlock(&s->st->upl_locks[li]);
+	}
+	k[pl + 32] = 0;
+	each_key(s, OL_META_PARTS, k, pl + 33, false, part_fn, NULL);
+}
+
+static int
+bucket_fn(struct scan *s, const char *bucket)
+{
+	char pre[80];
+	size_t pl = strlen(bucket) + 1;
+	int rc;
+
+	if (pl > sizeof(pre))
+		return 0;
+	memcpy(pre, bucket, pl);
+	rc = each_key(s, OL_META_OBJECTS, pre, pl, false, object_fn, NULL);
+	if (!rc)
+		rc = each_key(s, OL_META_UPLOADS, pre, pl, true, upload_fn, NULL);
+	return rc;
+}
+
+static void
+bucket_rec_fn(struct scan *s, const char *pre, size_t pl, const struct item *it, void *arg)
+{
+	char name[80];
+	int *rc = arg;
+
+	(void)pre;
+	(void)pl;
+	if (*rc || it->kl >= sizeof(name))
+		return;
+	memcpy(name, it->k, it->kl);
+	name[it->kl] = 0;
+	if (!s->count) {
+		pthread_rwlock_rdlock(&s->st->bucket_lock);
+		restore_raw(s, OL_META_BUCKETS, it->k, it->kl, it->vals, it->lens);
+		pthread_rwlock_unlock(&s->st->bucket_lock);
+	}
+	*rc = bucket_fn(s, name);
+}
+
+static int
+pass(struct scan *s)
+{
+	int rc = 0, r2;
+
+	r2 = each_key(s, OL_META_BUCKETS, "", 0, true, bucket_rec_fn, &rc);
+	return rc ? rc : r2;
+}
+
+static void
+reset(struct ol_heal_progress *p)
+{
+	atomic_store(&p->objects_total, 0);
+	atomic_store(&p->objects_scanned, 0);
+	atomic_store(&p->bytes_total, 0);
+	atomic_store(&p->bytes_scanned, 0);
+	atomic_store(&p->shards_healed, 0);
+	atomic_store(&p->blocks_healed, 0);
+	atomic_store(&p->records_restored, 0);
+	atomic_store(&p->unrecoverable, 0);
+	atomic_store(&p->finished_ns, 0);
+	atomic_store(&p->started_ns, clock_ns(CLOCK_REALTIME));
+	atomic_store(&p->result, 0);
+	atomic_store(&p->cancel, 0);
+}
+
+int
+ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o, struct ol_heal_progress *p)
+{
+	struct scan s = {.st = st, .p = p, .rate = o ? o->rate_bytes : 0};
+	int busy = 0, rc;
+
+	if (!atomic_compare_exchange_strong(&heal_busy, &busy, 1))
+		return -EBUSY;
+	reset(p);
+	atomic_store(&p->running, 1);
+	ol_info("store: heal started%s", s.rate ? " (rate limited)" : "");
+	s.count = true;
+	rc = pass(&s);
+	s.count = false;
+	s.t0 = clock_ns(CLOCK_MONOTONIC);
+	if (!rc)
+		rc = pass(&s);
+	ol_info("store: heal %s: %llu objects, %llu shards healed, %llu records restored, "
+		"%llu unrecoverable",
+		rc == -ECANCELED ? "cancelled"
+		: rc		 ? "failed"
+				 : "done",
+		(unsigned long long)atomic_load(&p->objects_scanned),
+		(unsigned long long)atomic_load(&p->shards_healed),
+		(unsigned long long)atomic_load(&p->records_restored),
+		(unsigned long long)atomic_load(&p->unrecoverable));
+	atomic_store(&p->result, rc);
+	atomic_store(&p->finished_ns, clock_ns(CLOCK_REALTIME));
+	atomic_store(&p->running, 0);
+	atomic_store(&p->cancel, 0);
+	atomic_store(&heal_busy, 0);
+	return rc;
+}
+
+void
+ol_store_heal_cancel(struct ol_heal_progress *p)
+{
+	atomic_store(&p->cancel, 1);
+}
