@@ -102,6 +102,16 @@ ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
 		c->log = o->log;
 		c->log_arg = o->log_arg;
 	}
+	if (o->size >= offsetof(struct ol_client_opts, compress) + sizeof(unsigned))
+		c->compress = o->compress;
+	if (o->size >= offsetof(struct ol_client_opts, compress_row_bytes) + sizeof(unsigned))
+		c->compress_row_bytes = o->compress_row_bytes;
+	if (c->compress > 1 || c->compress_row_bytes % 2) {
+		free(c->nodes);
+		free(c->ns);
+		free(c);
+		return -EINVAL;
+	}
 	read_host_id(c->host_id, sizeof(c->host_id));
 	for (size_t i = 0; i < o->n_nodes; i++) {
 		struct olc_node *nd = &c->nodes[i];
@@ -580,16 +590,22 @@ run(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n)
 	return 0;
 }
 
+int
+olc_run_plain(struct ol_client *c, bool put, struct ol_kv_op *ops, size_t n)
+{
+	return run(c, put ? K_PUT : K_GET, ops, n);
+}
+
 OL_API int
 ol_kv_put(struct ol_client *c, struct ol_kv_op *ops, size_t n)
 {
-	return run(c, K_PUT, ops, n);
+	return c && c->compress ? olz_put(c, ops, n) : run(c, K_PUT, ops, n);
 }
 
 OL_API int
 ol_kv_get(struct ol_client *c, struct ol_kv_op *ops, size_t n)
 {
-	return run(c, K_GET, ops, n);
+	return c && c->compress ? olz_get(c, ops, n) : run(c, K_GET, ops, n);
 }
 
 OL_API int

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "compress.h"
 #include "kv/proto.h"
 #include "openlake/openlake.h"
 
@@ -61,6 +62,8 @@ struct ol_client {
 	void *log_arg;
 	char host_id[64];
 	atomic_uint_fast64_t req_id;
+	unsigned compress, compress_row_bytes; /* opts.compress (compress.c) */
+	struct olz_stats zst;
 };
 
 void olc_log(struct ol_client *c, int level, const char *fmt, ...)
@@ -104,5 +107,7 @@ int olc_shm_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops,
 int olc_shm_get(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n);
 
 uint64_t olc_iov_len(const struct ol_kv_op *op);
+/* ol_kv_put (put) / ol_kv_get without compression: the stored bytes as they are. */
+int olc_run_plain(struct ol_client *c, bool put, struct ol_kv_op *ops, size_t n);
 
 #endif

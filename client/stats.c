@@ -93,7 +93,10 @@ ol_kv_stats(struct ol_client *c, char *json, size_t cap)
 	emit(&o, "],\"total\":{\"nodes\":%zu,\"nodes_up\":%u", c->n_nodes, up);
 	for (size_t k = 0; k < N_TOTAL; k++)
 		emit(&o, ",\"%s\":%llu", total_keys[k], (unsigned long long)tot[k]);
-	emit(&o, "}}");
+	emit(&o, "}");
+	if (olz_stats_json(c, buf, 8192) > 0)
+		emit(&o, ",\"client\":%s", buf);
+	emit(&o, "}");
 	free(buf);
 	return o.overflow ? -ENOSPC : (int)o.len;
 }

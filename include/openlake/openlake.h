@@ -44,6 +44,13 @@ struct ol_client_opts {
 	void (*log)(int level, const char *msg,
 		    void *arg); /* optional; level = ol_client_log_level */
 	void *log_arg;
+	/* appended fields (a caller whose size ends before one gets its default): */
+	unsigned compress; /* 0 = off, 1 = ExANS (lossless BF16): values are compressed before
+			      they leave the client and decoded after they arrive; a per-value
+			      header tells compressed from plain, so both kinds coexist on the
+			      same keys and a get returns plain bytes either way */
+	unsigned compress_row_bytes; /* ExANS rows mode: token row size in bytes (e.g.
+					heads * head_dim * 2); 0 = off */
 };
 
 /* Create a client. Connects lazily: succeeds even if every node is down (they count as
@@ -85,7 +92,9 @@ struct ol_kv_op {
  * timeout_ms. */
 int ol_kv_put(struct ol_client *c, struct ol_kv_op *ops, size_t n);
 int ol_kv_get(struct ol_client *c, struct ol_kv_op *ops, size_t n);
-/* status OK (value_len set) or MISS; iov is ignored. Does not refresh the entry's LRU age. */
+/* status OK (value_len set) or MISS; iov is ignored. Does not refresh the entry's LRU age.
+ * value_len is the STORED size: with compression, a compressed value's is smaller than its
+ * original (get reports the original); it is never larger than the original + 16. */
 int ol_kv_exists(struct ol_client *c, struct ol_kv_op *ops, size_t n);
 /* status OK (deleted) or MISS. iov is ignored. */
 int ol_kv_delete(struct ol_client *c, struct ol_kv_op *ops, size_t n);
@@ -93,7 +102,12 @@ int ol_kv_delete(struct ol_client *c, struct ol_kv_op *ops, size_t n);
 /* Write a NUL-terminated JSON document into json[0..cap):
  * {"nodes":[{"addr":"h:p","up":true,"local":false,"stats":{...server stats...}}, ...],
  *  "total":{"dram_capacity":..,"dram_used":..,"nvme_capacity":..,"nvme_used":..,"entries":..,
- *           "hits":..,"misses":..,"evictions":..}}
+ *           "hits":..,"misses":..,"evictions":..},
+ *  "client":{"compress":"exans"|"off","compress_in_bytes":..,"compress_out_bytes":..,
+ *            "decompress_in_bytes":..,"decompress_out_bytes":..,"blocks_compressed":..,
+ *            "blocks_plain":..,"blocks_corrupt":..}}
+ * (client counters: compress_in = value bytes put, compress_out = bytes sent for them;
+ *  decompress_in = bytes received by gets, decompress_out = value bytes returned)
  * Returns the JSON length (>= 0), -ENOSPC when cap is too small, -ENOMEM. */
 int ol_kv_stats(struct ol_client *c, char *json, size_t cap);
 

@@ -18,7 +18,9 @@ LOGFN = CFUNCTYPE(None, c_int, c_char_p, c_void_p)
 class Opts(Structure):
     _fields_ = [("size", c_size_t), ("nodes", POINTER(c_char_p)), ("n_nodes", c_size_t),
                 ("device", c_char_p), ("ns", c_char_p), ("timeout_ms", c_uint),
-                ("log", LOGFN), ("log_arg", c_void_p)]
+                ("log", LOGFN), ("log_arg", c_void_p),
+                # appended in 0.1 with the codec: 0 = off, 1 = ExANS; rows-mode row size
+                ("compress", c_uint), ("compress_row_bytes", c_uint)]
 
 
 class Iov(Structure):
@@ -103,6 +105,28 @@ def load():
                 tried.append("%s (%s)" % (c, e))
         raise LibraryNotFound("libopenlake not found; set OPENLAKE_LIBRARY or build it "
                               "(meson setup build && ninja -C build). Tried: " + "; ".join(tried))
+
+
+_codec = None
+
+
+def has_codec():
+    """True when the loaded libopenlake knows opts.compress (a library without it ignores the
+    field; this one rejects compress=2, which lets us tell them apart without a server)."""
+    global _codec
+    if _codec is None:
+        try:
+            lib = load()
+        except LibraryNotFound:
+            return False
+        nodes = (c_char_p * 1)(b"127.0.0.1:1")
+        o = Opts(size=ctypes.sizeof(Opts), nodes=nodes, n_nodes=1, compress=2)
+        h = c_void_p()
+        rc = lib.ol_client_new(ctypes.byref(o), ctypes.byref(h))
+        if rc == 0:
+            lib.ol_client_free(h)
+        _codec = rc == -22  # EINVAL: the field is read
+    return _codec
 
 
 def available():

@@ -191,7 +191,8 @@ class _Batch:
 class Client:
     """A connection to a pool of nodes. Thread-safe; close() (or `with`) when done."""
 
-    def __init__(self, nodes, device="local", namespace="", timeout_ms=2000):
+    def __init__(self, nodes, device="local", namespace="", timeout_ms=2000, compress="off",
+                 compress_row_bytes=0):
         if isinstance(nodes, str):
             nodes = [n for n in nodes.split(",") if n]
         if not nodes:
@@ -201,6 +202,10 @@ class Client:
         self.device = device
         self.namespace = namespace or ""
         self.timeout_ms = int(timeout_ms)
+        self.compress = _compress_mode(compress)
+        if self.compress == "exans" and not _lib.has_codec():
+            raise ValueError("compress='exans': this libopenlake (%s) has no codec"
+                             % getattr(self._lib, "_path", "?"))
         self._nodes_c = (ctypes.c_char_p * len(nodes))(*[n.encode() for n in nodes])
         o = _lib.Opts()
         o.size = ctypes.sizeof(_lib.Opts)
@@ -212,6 +217,8 @@ class Client:
         o.ns = self._ns_c
         o.timeout_ms = self.timeout_ms
         o.log = _lib.LOG_CB
+        o.compress = 1 if self.compress == "exans" else 0
+        o.compress_row_bytes = int(compress_row_bytes)
         h = ctypes.c_void_p()
         rc = self._lib.ol_client_new(ctypes.byref(o), ctypes.byref(h))
         if rc < 0:
@@ -325,6 +332,11 @@ class Client:
                 raise OpenLakeError(-rc, "stats: " + _errname(-rc))
             return json.loads(buf.value.decode("utf-8"))
 
+    def client_stats(self):
+        """This client's own counters (compression: compress_in_bytes = value bytes put,
+        compress_out_bytes = bytes sent for them, decompress_in/out for gets...)."""
+        return self.stats().get("client", {})
+
     # -- low level (raw memory ranges; the caller keeps them alive)
     def put_iov(self, keys, iovs):
         """iovs[i] = [(addr, len), ...]. Returns statuses."""
@@ -344,9 +356,21 @@ def _buf_range(ba):
     return (ctypes.addressof(arr), len(ba))
 
 
-def connect(nodes=("127.0.0.1:9400",), device="local", namespace="", timeout_ms=2000):
-    """A Client for the pool at nodes (list of "host:port", or a comma-separated string)."""
-    return Client(nodes, device=device, namespace=namespace, timeout_ms=timeout_ms)
+def _compress_mode(v):
+    if v in (None, False, 0) or str(v).lower() in ("off", "none", "0", "false", ""):
+        return "off"
+    if v is True or v == 1 or str(v).lower() == "exans":
+        return "exans"
+    raise ValueError("compress must be 'off' or 'exans', not %r" % (v,))
+
+
+def connect(nodes=("127.0.0.1:9400",), device="local", namespace="", timeout_ms=2000,
+            compress="off", compress_row_bytes=0):
+    """A Client for the pool at nodes (list of "host:port", or a comma-separated string).
+    compress="exans": values are compressed (lossless, for BF16 KV blocks) before they leave
+    this process and decoded on the way back; plain and compressed values coexist."""
+    return Client(nodes, device=device, namespace=namespace, timeout_ms=timeout_ms,
+                  compress=compress, compress_row_bytes=compress_row_bytes)
 
 
 def version():

@@ -13,7 +13,7 @@ through get_block_ids_with_load_errors and recomputed."""
 
 import logging
 
-from . import _vllm_compat
+from . import _lib, _vllm_compat
 from .connector_config import ConnectorConfig, geometry, identity
 from .connector_sched import LoadSpec, SaveSpec, SchedulerSide, StepPlan  # noqa: F401
 from .connector_worker import WorkerSide
@@ -89,7 +89,8 @@ class OpenLakeConnector(_Base):
             super().__init__(vllm_config, role)
         self._kv_cache_config_ol = kv_cache_config
         geo = geometry(vllm_config)
-        cfg = ConnectorConfig.from_extra(_extra_config(vllm_config), geo.block_size)
+        cfg = ConnectorConfig.from_extra(_extra_config(vllm_config), geo.block_size,
+                                         library_has_codec=_lib.has_codec())
         self.ol_config, self.ol_geometry = cfg, geo
         self.ol_identity = identity(vllm_config, cfg, geo)
         self._warn = RateLimitedLog(LOG, cfg.log_interval_s)

@@ -47,7 +47,8 @@ class Store:
             from .client import connect
 
             self._client = connect(self.cfg.nodes, device=self.cfg.device,
-                                   namespace=self.cfg.namespace, timeout_ms=self.cfg.timeout_ms)
+                                   namespace=self.cfg.namespace, timeout_ms=self.cfg.timeout_ms,
+                                   compress=self.cfg.compress)
         except Exception as e:  # library missing, bad options...
             self._next_try = now + self.cfg.retry_interval_s
             self.warn("connect", "openlake: cannot open the pool client (%s); serving without "
