@@ -22,6 +22,9 @@ static const struct sub subs[] = {
     {"disk", ol_cmd_node, "disk info: per-drive health and usage"},
     {"cluster", ol_cmd_node, "cluster status: nodes and their reachability"},
 #endif
+#ifdef OL_HAVE_HEAL
+    {"heal", ol_cmd_heal, "heal the object store: verify every shard, rebuild what is lost"},
+#endif
 #ifdef OL_HAVE_CODEC
     {"codec", ol_cmd_codec, "ExANS BF16 codec: compress, decompress, stats"},
 #endif

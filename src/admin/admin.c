@@ -2,18 +2,29 @@
 
 #include "base/log.h"
 #include "base/metrics.h"
+#include "store/store.h"
 
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 static const struct ol_config *admin_cfg;
 static uint64_t admin_start_us;
 
 extern const char ol_console_html[]; /* console.c */
+
+/* Whole-store heal, run on one detached thread at a time. */
+static struct ol_store *admin_store;
+static struct ol_heal_progress heal_prog;
+static struct ol_heal_opts heal_opts;
+static _Atomic int heal_thread; /* 1 from POST until the thread has finished */
 
 void
 ol_admin_init(const struct ol_config *cfg)
@@ -88,8 +99,198 @@ ol_admin_status_json(void)
 				 c->default_parity_count, c->n_nodes);
 		status_drives(&b, c);
 	}
+	{
+		char *h = ol_admin_heal_json();
+		ol_strbuf_printf(&b, ",\"heal\":%s", h);
+		free(h);
+	}
 	ol_strbuf_printf(&b, "}\n");
 	return b.p;
+}
+
+static int64_t
+real_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static const char *
+heal_state(const struct ol_heal_progress *p)
+{
+	int rc = atomic_load(&p->result);
+	if (atomic_load(&p->running) || atomic_load(&heal_thread))
+		return "running";
+	if (!atomic_load(&p->started_ns))
+		return "idle";
+	return rc == -ECANCELED ? "cancelled" : rc ? "failed" : "done";
+}
+
+char *
+ol_admin_heal_json(void)
+{
+	struct ol_strbuf b = {0};
+	const struct ol_heal_progress *p = &heal_prog;
+	const char *state = heal_state(p);
+	int64_t t0 = atomic_load(&p->started_ns), t1 = atomic_load(&p->finished_ns);
+	double el = t0 ? (double)((t1 ? t1 : real_ns()) - t0) / 1e9 : 0;
+	uint64_t bs = atomic_load(&p->bytes_scanned), bt = atomic_load(&p->bytes_total);
+	double rate = el > 0 ? (double)bs / el : 0;
+	double eta =
+	    strcmp(state, "running") == 0 && rate > 0 && bt > bs ? (double)(bt - bs) / rate : 0;
+	ol_strbuf_printf(&b,
+			 "{\"state\":\"%s\",\"running\":%s,\"objects_scanned\":%llu,"
+			 "\"objects_total\":%llu,\"bytes_scanned\":%llu,\"bytes_total\":%llu,",
+			 state, strcmp(state, "running") ? "false" : "true",
+			 (unsigned long long)atomic_load(&p->objects_scanned),
+			 (unsigned long long)atomic_load(&p->objects_total), (unsigned long long)bs,
+			 (unsigned long long)bt);
+	ol_strbuf_printf(&b,
+			 "\"shards_healed\":%llu,\"blocks_healed\":%llu,\"records_restored\":%llu,"
+			 "\"unrecoverable\":%llu,\"result\":%d,\"started_ns\":%lld,"
+			 "\"finished_ns\":%lld,\"elapsed_seconds\":%.3f,"
+			 "\"bytes_per_second\":%.0f,\"eta_seconds\":%.1f,\"rate_limit\":%llu}",
+			 (unsigned long long)atomic_load(&p->shards_healed),
+			 (unsigned long long)atomic_load(&p->blocks_healed),
+			 (unsigned long long)atomic_load(&p->records_restored),
+			 (unsigned long long)atomic_load(&p->unrecoverable),
+			 atomic_load(&p->result), (long long)t0, (long long)t1, el, rate, eta,
+			 (unsigned long long)heal_opts.rate_bytes);
+	return b.p;
+}
+
+static void
+heal_metrics(struct ol_strbuf *out, void *arg)
+{
+	const struct ol_heal_progress *p = &heal_prog;
+	(void)arg;
+	ol_strbuf_printf(
+	    out,
+	    "# TYPE openlake_heal_running gauge\nopenlake_heal_running %d\n"
+	    "# TYPE openlake_heal_objects_scanned gauge\nopenlake_heal_objects_scanned "
+	    "%llu\n# TYPE openlake_heal_shards_healed gauge\n"
+	    "openlake_heal_shards_healed %llu\n"
+	    "# TYPE openlake_heal_records_restored gauge\n"
+	    "openlake_heal_records_restored %llu\n"
+	    "# TYPE openlake_heal_unrecoverable gauge\nopenlake_heal_unrecoverable %llu\n",
+	    atomic_load(&heal_thread), (unsigned long long)atomic_load(&p->objects_scanned),
+	    (unsigned long long)atomic_load(&p->shards_healed),
+	    (unsigned long long)atomic_load(&p->records_restored),
+	    (unsigned long long)atomic_load(&p->unrecoverable));
+}
+
+void
+ol_admin_set_store(struct ol_store *st)
+{
+	static int registered;
+	admin_store = st;
+	if (!registered++)
+		ol_metrics_register(heal_metrics, NULL);
+}
+
+static void *
+heal_main(void *arg)
+{
+	(void)arg;
+	int rc = ol_store_heal_all(admin_store, &heal_opts, &heal_prog);
+	if (rc == -EBUSY) {
+		atomic_store(&heal_prog.result, rc);
+		atomic_store(&heal_prog.finished_ns, real_ns());
+	}
+	atomic_store(&heal_thread, 0);
+	return NULL;
+}
+
+static int
+heal_start(const char *query)
+{
+	const char *q = strstr(query, "rate=");
+	uint64_t rate = 0;
+	int idle = 0;
+	pthread_t t;
+	pthread_attr_t a;
+	if (q && (q == query || q[-1] == '&')) {
+		char *end;
+		errno = 0;
+		rate = strtoull(q + 5, &end, 10);
+		if (errno || end == q + 5 || (*end && *end != '&'))
+			return 400;
+	}
+	if (!atomic_compare_exchange_strong(&heal_thread, &idle, 1))
+		return 409;
+	heal_opts.rate_bytes = rate;
+	atomic_store(&heal_prog.cancel, 0);
+	atomic_store(&heal_prog.result, 0);
+	atomic_store(&heal_prog.finished_ns, 0);
+	atomic_store(&heal_prog.started_ns, real_ns());
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &a, heal_main, NULL)) {
+		atomic_store(&heal_thread, 0);
+		pthread_attr_destroy(&a);
+		return 500;
+	}
+	pthread_attr_destroy(&a);
+	ol_info("admin: heal started by %s%s", "a loopback client", rate ? " (rate limited)" : "");
+	return 202;
+}
+
+static int
+is_loopback(const char *peer)
+{
+	return peer && (strncmp(peer, "127.", 4) == 0 || strncmp(peer, "[::1]", 5) == 0 ||
+			strncmp(peer, "::1", 3) == 0 || strncmp(peer, "[::ffff:127.", 12) == 0 ||
+			strncmp(peer, "::ffff:127.", 11) == 0);
+}
+
+static void
+send_json_status(struct ol_http_req *r, int status, const char *body)
+{
+	struct ol_http_header h[] = {{"Content-Type", "application/json"},
+				     {"Cache-Control", "no-store"}};
+	size_t len = strlen(body);
+	if (ol_http_respond(r, status, h, 2, (int64_t)len) == 0)
+		ol_http_write(r, body, len);
+	ol_http_finish(r);
+}
+
+static void
+heal_handle(struct ol_http_req *r)
+{
+	int status = 200;
+	char err[160];
+	if (!is_loopback(r->peer)) {
+		send_json_status(r, 403,
+				 "{\"error\":\"heal is served to loopback clients only\"}\n");
+		return;
+	}
+	if (!admin_store) {
+		send_json_status(r, 503, "{\"error\":\"no object store in this daemon\"}\n");
+		return;
+	}
+	if (strcmp(r->method, "POST") == 0) {
+		status = heal_start(r->query);
+	} else if (strcmp(r->method, "DELETE") == 0) {
+		status = atomic_load(&heal_thread) ? 202 : 404;
+		if (status == 202)
+			ol_store_heal_cancel(&heal_prog);
+	} else if (strcmp(r->method, "GET") && strcmp(r->method, "HEAD")) {
+		send_json_status(r, 405, "{\"error\":\"use GET, POST or DELETE\"}\n");
+		return;
+	}
+	if (status >= 400 && status != 409 && status != 404) {
+		snprintf(err, sizeof(err), "{\"error\":\"%s\"}\n",
+			 status == 400 ? "bad rate" : "cannot start the heal thread");
+		send_json_status(r, status, err);
+		return;
+	}
+	char *j = ol_admin_heal_json();
+	struct ol_strbuf b = {0};
+	ol_strbuf_printf(&b, "%s\n", j);
+	send_json_status(r, status, b.p);
+	ol_strbuf_free(&b);
+	free(j);
 }
 
 static int
@@ -112,7 +313,13 @@ int
 ol_admin_handle(struct ol_http_req *r)
 {
 	int get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
-	if (!get || is_signed(r))
+	if (is_signed(r))
+		return 0;
+	if (strcmp(r->path, "/openlake/admin/v1/heal") == 0) {
+		heal_handle(r);
+		return 1;
+	}
+	if (!get)
 		return 0;
 	const char *p = r->path;
 	if (strcmp(p, "/metrics") == 0 || strcmp(p, "/openlake/admin/v1/metrics") == 0) {

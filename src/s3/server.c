@@ -291,6 +291,7 @@ ol_s3_server_start(const struct ol_config *cfg, struct ol_store *st, struct ol_s
 	clock_gettime(CLOCK_REALTIME, &ts);
 	req_seed = ((uint64_t)ts.tv_sec << 24) ^ (uint64_t)ts.tv_nsec;
 	ol_admin_init(cfg);
+	ol_admin_set_store(st);
 	struct ol_http_server_opts o = {
 	    .size = sizeof(o),
 	    .addr = cfg->s3_addr,
