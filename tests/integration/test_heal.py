@@ -136,6 +136,11 @@ def test_heal_endpoint_busy_cancel_and_unrecoverable(openlaked):
         time.sleep(0.1)
     assert j["state"] in ("done", "cancelled")
     assert admin(d, "PUT")[0] == 405
+    con = http.client.HTTPConnection("127.0.0.1", d.s3_port, timeout=10)
+    con.request("GET", "/openlake/console")
+    page = con.getresponse().read().decode()
+    con.close()
+    assert "<h2>Heal</h2>" in page and "/openlake/admin/v1/heal" in page
 
     # more than P shards of big/b gone: unrecoverable, exit 1, nothing else hurt
     paths = [os.path.join(dd, ".openlake", "data") for dd in d.data_dirs]
