@@ -211,12 +211,16 @@ check_part(struct scan *s, const struct target *t, const struct ol_rec *w, uint3
 		return 0; /* empty, or replaced meanwhile: nothing of it to heal */
 	for (int d = 0; d < st->n; d++)
 		blk[d] = ol_xmalloc((size_t)w->bs + OL_TRAILER);
-	for (sp.j = 0; sp.j * sd < rp.size && !rc; sp.j++) {
+	/* a lost stripe does not stop the others from being healed */
+	for (sp.j = 0; sp.j * sd < rp.size && rc != -ECANCELED; sp.j++) {
 		uint64_t dl = rp.size - sp.j * sd < sd ? rp.size - sp.j * sd : sd;
 
 		sp.dl = (size_t)dl;
 		sp.bl = (size_t)((dl + st->k - 1) / st->k);
-		rc = cancelled(s) ? -ECANCELED : check_stripe(s, &sp, fd, blk, healed);
+		if (cancelled(s))
+			rc = -ECANCELED;
+		else if (check_stripe(s, &sp, fd, blk, healed))
+			rc = -EIO;
 	}
 	for (int d = 0; d < st->n; d++) {
 		if (healed[d])
@@ -259,11 +263,14 @@ count_missing(struct ol_store *st, const struct target *t)
 static void
 check_parts(struct scan *s, const struct target *t, const struct ol_rec *w)
 {
+	bool lost = false;
 	int rc = 0;
 
-	for (uint32_t i = 0; i < w->n_parts && !rc; i++)
+	for (uint32_t i = 0; i < w->n_parts && rc != -ECANCELED; i++) {
 		rc = check_part(s, t, w, i);
-	if (rc == -EIO)
+		lost |= rc == -EIO;
+	}
+	if (lost)
 		atomic_fetch_add(&s->p->unrecoverable, 1);
 }
 

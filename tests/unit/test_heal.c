@@ -396,6 +396,12 @@ test_unrecoverable(struct ol_store *st)
 	   (unsigned long long)p.unrecoverable);
 	ok(p.blocks_healed == 0, "and nothing of it rewritten (%llu blocks)",
 	   (unsigned long long)p.blocks_healed);
+	/* a lost stripe does not keep the heal from fixing the other stripes of the part */
+	ok(corrupt(st, "big2", 2, (off_t)(4 * bs) + 3) == 0, "corrupt a parity block of stripe 4");
+	memset(&p, 0, sizeof(p));
+	ok(ol_store_heal_all(st, NULL, &p) == 0 && p.unrecoverable == 1 && p.blocks_healed == 1,
+	   "heal again: still 1 unrecoverable, stripe 4 healed (%llu blocks)",
+	   (unsigned long long)p.blocks_healed);
 	ok(get_eq(st, "big2", big2, BIG2) == -EIO, "a GET of big2 is -EIO, never wrong bytes");
 	ok(get_eq(st, "big1", big1, BIG1) == 1, "big1 still exact");
 }
