@@ -72,6 +72,10 @@ conditionals(struct s3_req *r, const struct ol_obj_info *in, const char *prefix)
 	return 0;
 }
 
+/* GET streams in steps of several blocks: whole blocks are read by the store straight into
+ * this buffer, a stripe's blocks in parallel, and sent from it (no copy in between). */
+#define S3_GET_BUF (4u << 20)
+
 /* ---- PUT ---- */
 
 static int
@@ -519,7 +523,7 @@ stream_body(struct s3_req *r, struct ol_get *g, uint64_t off, uint64_t len, uint
 	off += first;
 	len -= first;
 	while (rc == 0 && len > 0) {
-		size_t want = len < S3_IO_BUF ? (size_t)len : S3_IO_BUF;
+		size_t want = len < S3_GET_BUF ? (size_t)len : S3_GET_BUF;
 		ssize_t n = ol_store_get_read(g, off, buf, want);
 		if (n <= 0) {
 			ol_err("s3 %s: read of %s at %llu failed (%zd): closing", r->reqid,
@@ -542,7 +546,7 @@ get_send(struct s3_req *r, struct ol_get *g, const struct ol_obj_info *in, struc
 	uint8_t *buf = NULL;
 	size_t first = 0;
 	if (!head && len > 0) {
-		size_t bl = len < S3_IO_BUF ? (size_t)len : S3_IO_BUF;
+		size_t bl = len < S3_GET_BUF ? (size_t)len : S3_GET_BUF;
 		buf = ol_xmalloc(bl);
 		ssize_t n = ol_store_get_read(g, off, buf, bl);
 		if (n <= 0) {
