@@ -184,6 +184,14 @@ void
 ol_admin_set_store(struct ol_store *st)
 {
 	static int registered;
+	if (!st) {
+		if (atomic_load(&heal_thread))
+			ol_info("admin: stopping the running heal");
+		while (atomic_load(&heal_thread)) {
+			ol_store_heal_cancel(&heal_prog);
+			usleep(10000);
+		}
+	}
 	admin_store = st;
 	if (!registered++)
 		ol_metrics_register(heal_metrics, NULL);

@@ -25,7 +25,8 @@ void ol_admin_init(const struct ol_config *cfg);
 
 struct ol_store;
 /* The store the heal endpoints act on (NULL: they answer 503). Call at start-up, before
- * serving; st must outlive the server. */
+ * serving; st must outlive the server. Setting NULL (at shutdown, after the server stopped)
+ * cancels a running heal and waits for its thread to finish, so the store can be closed. */
 void ol_admin_set_store(struct ol_store *st);
 
 /* Answer an admin request. Returns 1 when it answered, 0 when the request is not for us (the

@@ -327,5 +327,6 @@ ol_s3_server_stop(struct ol_s3_server *s)
 		return;
 	ol_metrics_unregister(s3_metrics_render, s);
 	ol_http_server_stop(s->http);
+	ol_admin_set_store(NULL); /* cancels a running heal and waits for it */
 	free(s);
 }

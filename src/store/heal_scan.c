@@ -661,7 +661,6 @@ reset(struct ol_heal_progress *p)
 	atomic_store(&p->finished_ns, 0);
 	atomic_store(&p->started_ns, clock_ns(CLOCK_REALTIME));
 	atomic_store(&p->result, 0);
-	atomic_store(&p->cancel, 0);
 }
 
 int

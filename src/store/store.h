@@ -186,7 +186,8 @@ struct ol_heal_progress {
 	_Atomic int cancel; /* set by ol_store_heal_cancel */
 	_Atomic int result; /* return code of the last run */
 };
-/* p must be zeroed by the caller before the first use (it is reset at start). */
+/* p must be zeroed by the caller before the first use (its counters are reset at start; a
+ * cancel asked before the start is kept, and cleared when the call returns). */
 int ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o,
 		      struct ol_heal_progress *p);
 /* Ask a running heal on p to stop at the next block (any thread). */

@@ -154,3 +154,13 @@ def test_heal_endpoint_busy_cancel_and_unrecoverable(openlaked):
     assert "1 unrecoverable" in r.stdout, r.stdout
     for key in ("big/a", "mid", "small/1", "small/2"):
         assert c.get_object(Bucket="heal-b", Key=key)["Body"].read() == objs[key]
+
+
+def test_stop_during_heal(openlaked):
+    d = openlaked()
+    fill(d)
+    r = heal_cli(d, "--no-wait", "--rate", "100000")
+    assert r.returncode == 0, r.stderr
+    assert admin(d, "GET")[1]["state"] == "running"
+    assert d.stop() == 0, d.log()
+    assert "stopping the running heal" in d.log()
