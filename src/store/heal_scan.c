@@ -194,6 +194,23 @@ check_stripe(struct scan *s, const struct stripe *sp, int *fd, uint8_t **blk, bo
 	return 0;
 }
 
+/* With cfg fsync: the rewritten file and its directory entry (it may be new) are durable. */
+static void
+sync_shard(const struct ol_store *st, int d, const uint8_t *uuid, int fd)
+{
+	int dfd;
+
+	if (!st->fsync)
+		return;
+	if (fdatasync(fd))
+		ol_warn("store: heal: drive %s: fdatasync: %s", st->d[d].root, strerror(errno));
+	dfd = ol_open_shard_dir(st, d, uuid);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+}
+
 /* Every stripe of one part. 0, -EIO (some stripe lost), -ECANCELED. */
 static int
 check_part(struct scan *s, const struct target *t, const struct ol_rec *w, uint32_t pi)
@@ -223,8 +240,10 @@ check_part(struct scan *s, const struct target *t, const struct ol_rec *w, uint3
 			rc = -EIO;
 	}
 	for (int d = 0; d < st->n; d++) {
-		if (healed[d])
+		if (healed[d]) {
 			atomic_fetch_add(&s->p->shards_healed, 1);
+			sync_shard(st, d, rp.uuid, fd[d]);
+		}
 		if (fd[d] >= 0)
 			close(fd[d]);
 		free(blk[d]);
