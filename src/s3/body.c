@@ -92,6 +92,20 @@ checksum_setup(struct s3_body *b)
 	return 0;
 }
 
+/* Large bodies are read in whole stripes of the store (k x block), so it codes and writes
+ * them from this buffer without copying them first; 1 MiB when the stripe is odd or huge. */
+static size_t
+body_cap(const struct ol_config *cfg)
+{
+	uint64_t n = cfg->set_drive_count ? cfg->set_drive_count : cfg->n_data_dirs;
+	uint64_t bs = cfg->block_size ? cfg->block_size : (1u << 20);
+	uint64_t sd = n > cfg->default_parity_count ? (n - cfg->default_parity_count) * bs : 0;
+
+	if (sd == 0 || sd > (16u << 20))
+		return S3_IO_BUF;
+	return (size_t)(sd * ((S3_IO_BUF + sd - 1) / sd));
+}
+
 int
 s3_body_init(struct s3_body *b, struct s3_req *r, uint64_t max)
 {
@@ -100,7 +114,7 @@ s3_body_init(struct s3_body *b, struct s3_req *r, uint64_t max)
 	b->max = max;
 	b->expect = decoded_length(r);
 	/* small bodies get a small buffer (no 1 MiB mmap per 4 KiB PUT) */
-	b->cap = S3_IO_BUF;
+	b->cap = body_cap(r->srv->cfg);
 	if (b->expect >= 0 && (uint64_t)b->expect + 4096 < S3_IO_BUF)
 		b->cap = (size_t)b->expect + 4096 < 16384 ? 16384 : (size_t)b->expect + 4096;
 	b->buf = ol_xmalloc(b->cap);
@@ -209,15 +223,23 @@ account(struct s3_body *b, const uint8_t *p, size_t n)
 	return 0;
 }
 
+/* Fill the buffer (fewer, whole-stripe pieces downstream), or up to the body's end. */
 static int
 read_raw(struct s3_body *b)
 {
-	ssize_t n = ol_http_body_read(b->r->h, b->buf, b->cap);
-	if (n < 0)
-		return body_fail(b, OL_S3E_INCOMPLETE_BODY, "error reading the request body");
+	size_t got = 0;
+	while (got < b->cap) {
+		ssize_t n = ol_http_body_read(b->r->h, b->buf + got, b->cap - got);
+		if (n < 0)
+			return body_fail(b, OL_S3E_INCOMPLETE_BODY,
+					 "error reading the request body");
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
 	b->pos = 0;
-	b->len = (size_t)n;
-	if (n == 0)
+	b->len = got;
+	if (got == 0)
 		b->eof = true;
 	return 0;
 }

@@ -102,12 +102,13 @@ open_files(struct ol_put *p)
 	p->files = true;
 }
 
-/* Encode the buffered dl bytes as one stripe and write its N blocks at once. */
+/* Encode dl bytes at src (k blocks of bl, padded with zeros) as one stripe and write its N
+ * blocks at once. */
 static int
-flush_stripe(struct ol_put *p)
+write_stripe(struct ol_put *p, const uint8_t *src, size_t dl)
 {
 	struct ol_store *st = p->st;
-	size_t dl = p->fill, bl = (dl + st->k - 1) / st->k;
+	size_t bl = (dl + st->k - 1) / st->k;
 	uint8_t *data[OL_EC_MAX_SHARDS], trailer[OL_MAX_DRIVES][OL_TRAILER];
 	struct ol_io ops[OL_MAX_DRIVES];
 
@@ -116,9 +117,8 @@ flush_stripe(struct ol_put *p)
 	for (int i = 0; i < st->p; i++)
 		if (!p->par[i])
 			p->par[i] = ol_xmalloc(st->bs);
-	memset(p->sbuf + dl, 0, (size_t)st->k * bl - dl);
 	for (int i = 0; i < st->k; i++)
-		data[i] = p->sbuf + (size_t)i * bl;
+		data[i] = (uint8_t *)src + (size_t)i * bl; /* read only */
 	for (int i = 0; i < st->p; i++)
 		data[st->k + i] = p->par[i];
 	ol_ec_encode(&st->ec, bl, data, data + st->k);
@@ -136,8 +136,26 @@ flush_stripe(struct ol_put *p)
 		if (!p->bad[d] && ops[d].res != (ssize_t)(bl + OL_TRAILER))
 			drive_failed(p, d, "shard write", ops[d].res < 0 ? (int)ops[d].res : -EIO);
 	p->stripes++;
-	p->fill = 0;
 	return good_drives(p) >= st->w ? 0 : -EIO;
+}
+
+/* The buffered bytes as one stripe. */
+static int
+flush_stripe(struct ol_put *p)
+{
+	size_t dl = p->fill, bl = (dl + p->st->k - 1) / p->st->k;
+
+	memset(p->sbuf + dl, 0, (size_t)p->st->k * bl - dl);
+	p->fill = 0;
+	return write_stripe(p, p->sbuf, dl);
+}
+
+/* Whole stripes of the caller's bytes, with nothing buffered before them, are coded and
+ * written from where they are (no copy); only when the object cannot be inline anyway. */
+static bool
+direct_ok(const struct ol_put *p, size_t len, size_t cap)
+{
+	return p->fill == 0 && len >= cap && (p->part || cap > p->st->inline_max);
 }
 
 int
@@ -153,6 +171,14 @@ ol_store_put_write(struct ol_put *p, const void *buf, size_t len)
 
 		if (p->fill == cap && (p->err = flush_stripe(p)))
 			return p->err;
+		if (direct_ok(p, len, cap)) {
+			if ((p->err = write_stripe(p, b, cap)))
+				return p->err;
+			p->size += cap;
+			b += cap;
+			len -= cap;
+			continue;
+		}
 		n = cap - p->fill < len ? cap - p->fill : len;
 		if (p->fill + n > p->sbuf_cap) {
 			p->sbuf = ol_xrealloc(p->sbuf, cap);
