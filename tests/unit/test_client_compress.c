@@ -311,6 +311,43 @@ test_real(const char *dir, const char *dev, uint64_t base)
 	ol_client_free(z);
 }
 
+/* A batch bigger than a thread's scratch cap runs as several chunks, in order. */
+static void
+test_big_batch(void)
+{
+	enum { N = 40 };
+	size_t len = 2u << 20;
+	struct ol_client *z = mk("tcp", 1);
+	uint16_t *base = malloc(len);
+	synth_bf16(base, len / 2, 99);
+	uint8_t *vals = malloc(N * len), *got = calloc(N, len), keys[N][32];
+	struct ol_kv_op ops[N];
+	struct ol_iov v[N];
+	for (size_t i = 0; i < N; i++) {
+		memcpy(vals + i * len, base, len);
+		memcpy(vals + i * len + 4096 * i, &i, sizeof(i)); /* each block differs */
+		key_of(keys[i], 8000 + i);
+		v[i] = (struct ol_iov){vals + i * len, len};
+		ops[i] = (struct ol_kv_op){.key = keys[i], .iov = &v[i], .iovcnt = 1};
+	}
+	int r = ol_kv_put(z, ops, N);
+	size_t good = 0;
+	for (size_t i = 0; i < N; i++) {
+		good += ops[i].status == OL_KV_OK;
+		v[i].base = got + i * len;
+	}
+	r |= ol_kv_get(z, ops, N);
+	for (size_t i = 0; i < N; i++)
+		good += ops[i].status == OL_KV_OK && ops[i].value_len == len;
+	ok(r == 0 && good == 2 * N && memcmp(vals, got, N * len) == 0,
+	   "a batch of %d x 2 MiB (over the %u MiB scratch cap) round trips in chunks", N,
+	   OLZ_SCRATCH_CAP >> 20);
+	free(vals);
+	free(got);
+	free(base);
+	ol_client_free(z);
+}
+
 static void
 test_opts(void)
 {
@@ -339,7 +376,7 @@ main(int argc, char **argv)
 	snprintf(cfg.kv_addr, sizeof(cfg.kv_addr), "127.0.0.1:0");
 	cfg.kv_spill_dir[0] = '\0';
 	cfg.kv_spill_bytes = 0;
-	cfg.kv_dram_bytes = 64ull << 20;
+	cfg.kv_dram_bytes = 192ull << 20;
 	snprintf(cfg.kv_shm_name, sizeof(cfg.kv_shm_name), "/olkv-ztest-%d", (int)getpid());
 	struct ol_kv_server *s = NULL;
 	if (ol_kv_server_start(&cfg, &s) != 0) {
@@ -361,6 +398,7 @@ main(int argc, char **argv)
 	test_corrupt(5000);
 	test_real(argc > 1 ? argv[1] : NULL, "local", 6000);
 	test_real(argc > 1 ? argv[1] : NULL, "tcp", 7000);
+	test_big_batch();
 	ol_kv_server_stop(s);
 	shm_unlink(cfg.kv_shm_name);
 	return tap_done();
