@@ -277,6 +277,19 @@ decode_into(struct scratch *s, struct ol_kv_op *op, const uint8_t *p, uint64_t n
 	return 0;
 }
 
+/* The header's original length agrees with the payload (before trusting it as a size). 1 or
+ * -EBADMSG. */
+static int
+hdr_check(const uint8_t *v, uint64_t l, unsigned codec, uint64_t orig)
+{
+	uint64_t ds = 0;
+	if (codec == OLZ_CODEC_RAW)
+		return l - OLZ_HDR == orig ? 1 : -EBADMSG;
+	if (ol_exans_decoded_size(v + OLZ_HDR, (size_t)(l - OLZ_HDR), &ds) < 0 || ds != orig)
+		return -EBADMSG;
+	return 1;
+}
+
 /* Turn a fetched stored value (sh) into op's result. */
 static void
 unpack_one(struct ol_client *c, struct scratch *s, struct ol_kv_op *op, const struct ol_kv_op *sh)
@@ -291,6 +304,8 @@ unpack_one(struct ol_client *c, struct scratch *s, struct ol_kv_op *op, const st
 	int h = olz_hdr_parse(v, l, &codec, &orig), e = 0;
 	count(&c->zst.get_in, l);
 	op->value_len = orig;
+	if (h > 0)
+		h = hdr_check(v, l, codec, orig);
 	if (h == 0) {
 		scatter(op, v, l);
 	} else if (h < 0) {
@@ -299,9 +314,7 @@ unpack_one(struct ol_client *c, struct scratch *s, struct ol_kv_op *op, const st
 		op->status = OL_KV_TRUNCATED;
 		return;
 	} else if (codec == OLZ_CODEC_RAW) {
-		e = l - OLZ_HDR == orig ? 0 : -EBADMSG;
-		if (e == 0)
-			scatter(op, v + OLZ_HDR, orig);
+		scatter(op, v + OLZ_HDR, orig);
 	} else {
 		e = decode_into(s, op, v + OLZ_HDR, l - OLZ_HDR, orig);
 	}
@@ -321,12 +334,13 @@ static uint64_t
 original_len(struct ol_client *c, const struct ol_kv_op *sh)
 {
 	uint64_t orig = sh->value_len;
-	unsigned codec;
+	unsigned codec = 0;
 	uint8_t *b = malloc(sh->value_len ? (size_t)sh->value_len : 1);
 	struct ol_iov v = {b, (size_t)sh->value_len};
 	struct ol_kv_op op = {.key = sh->key, .iov = &v, .iovcnt = 1};
 	if (b && olc_run_plain(c, false, &op, 1) == 0 && op.status == OL_KV_OK &&
-	    olz_hdr_parse(b, op.value_len, &codec, &orig) <= 0)
+	    (olz_hdr_parse(b, op.value_len, &codec, &orig) <= 0 ||
+	     hdr_check(b, op.value_len, codec, orig) < 0))
 		orig = op.value_len;
 	free(b);
 	return orig;

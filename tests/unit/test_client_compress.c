@@ -207,8 +207,8 @@ test_corrupt(uint64_t base)
 		return;
 	uint8_t *buf = malloc(len + 64);
 	const char *what[] = {"a flipped payload byte", "a bad codec id", "a wrong length",
-			      "a cut payload"};
-	for (int t = 0; t < 4; t++) {
+			      "a cut payload", "a huge length, small buffer (not TRUNCATED)"};
+	for (int t = 0; t < 5; t++) {
 		uint8_t *c = malloc(sl);
 		memcpy(c, s, sl);
 		uint64_t cl = sl;
@@ -220,14 +220,16 @@ test_corrupt(uint64_t base)
 			c[8] ^= 2;
 		if (t == 3)
 			cl = sl - 100;
+		if (t == 4)
+			c[13] = 0x7f;
 		uint64_t vl = 7;
 		int32_t pst = op1(p, 1, base + 1 + t, c, cl, 0, NULL);
-		int32_t st = op1(z, 0, base + 1 + t, buf, len + 64, 0, &vl);
+		int32_t st = op1(z, 0, base + 1 + t, buf, t == 4 ? sl : len + 64, 0, &vl);
 		ok(pst == OL_KV_OK && st == OL_KV_CORRUPT, "%s -> %s", what[t],
 		   ol_kv_status_str(st));
 		free(c);
 	}
-	ok(stat_of(z, "blocks_corrupt") == 4, "blocks_corrupt counted");
+	ok(stat_of(z, "blocks_corrupt") == 5, "blocks_corrupt counted");
 	ok(stat_of(p, "compress_in_bytes") == 0, "a plain client counts nothing");
 	free(buf);
 	free(s);
