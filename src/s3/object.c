@@ -72,9 +72,11 @@ conditionals(struct s3_req *r, const struct ol_obj_info *in, const char *prefix)
 	return 0;
 }
 
-/* GET streams in steps of several blocks: whole blocks are read by the store straight into
- * this buffer, a stripe's blocks in parallel, and sent from it (no copy in between). */
-#define S3_GET_BUF (4u << 20)
+/* GET streams in 1 MiB steps: whole blocks are read by the store straight into this buffer
+ * and sent from it (no copy in between). Bigger steps (4 MiB) measured ~15% slower: the
+ * socket sits idle longer while each step is read; the kernel's per-file readahead keeps
+ * the drives busy between steps. */
+#define S3_GET_BUF (1u << 20)
 
 /* ---- PUT ---- */
 
