@@ -173,9 +173,9 @@ struct ol_heal_opts {
 	uint64_t rate_bytes; /* bytes read per second, 0: unlimited */
 };
 struct ol_heal_progress {
-	_Atomic uint64_t objects_total;	   /* objects + upload parts found by the count pass */
+	_Atomic uint64_t objects_total; /* objects + upload parts found by the count pass */
 	_Atomic uint64_t objects_scanned;
-	_Atomic uint64_t bytes_total;	   /* logical bytes of those */
+	_Atomic uint64_t bytes_total; /* logical bytes of those */
 	_Atomic uint64_t bytes_scanned;
 	_Atomic uint64_t shards_healed;	   /* (part, drive) shard files with a block rewritten */
 	_Atomic uint64_t blocks_healed;	   /* shard blocks rewritten */
