@@ -227,26 +227,6 @@ put_chunk(struct ol_client *c, struct scratch *s, struct ol_kv_op *ops, size_t m
 	return r;
 }
 
-int
-olz_put(struct ol_client *c, struct ol_kv_op *ops, size_t n)
-{
-	struct scratch *s = scratch_get();
-	struct shadow sh;
-	int r = check_ops(c, ops, n);
-	if (r < 0)
-		return r;
-	if (!s || shadow_alloc(&sh, n) < 0)
-		return -ENOMEM;
-	for (size_t i = 0; r == 0 && i < n;) {
-		size_t need, m = chunk_of(ops + i, n - i, true, &need);
-		r = put_chunk(c, s, ops + i, m, need, &sh);
-		i += m;
-	}
-	free(sh.ops);
-	free(sh.iov);
-	return r;
-}
-
 /* ---- get ---- */
 
 static void
@@ -370,8 +350,10 @@ get_chunk(struct ol_client *c, struct scratch *s, struct ol_kv_op *ops, size_t m
 	return r;
 }
 
-int
-olz_get(struct ol_client *c, struct ol_kv_op *ops, size_t n)
+/* Run a batch in chunks that fit the thread's scratch (put: compress then send; get:
+ * receive then decode). */
+static int
+run_chunked(struct ol_client *c, struct ol_kv_op *ops, size_t n, bool put)
 {
 	struct scratch *s = scratch_get();
 	struct shadow sh;
@@ -381,13 +363,26 @@ olz_get(struct ol_client *c, struct ol_kv_op *ops, size_t n)
 	if (!s || shadow_alloc(&sh, n) < 0)
 		return -ENOMEM;
 	for (size_t i = 0; r == 0 && i < n;) {
-		size_t need, m = chunk_of(ops + i, n - i, false, &need);
-		r = get_chunk(c, s, ops + i, m, need, &sh);
+		size_t need, m = chunk_of(ops + i, n - i, put, &need);
+		r = put ? put_chunk(c, s, ops + i, m, need, &sh)
+			: get_chunk(c, s, ops + i, m, need, &sh);
 		i += m;
 	}
 	free(sh.ops);
 	free(sh.iov);
 	return r;
+}
+
+int
+olz_put(struct ol_client *c, struct ol_kv_op *ops, size_t n)
+{
+	return run_chunked(c, ops, n, true);
+}
+
+int
+olz_get(struct ol_client *c, struct ol_kv_op *ops, size_t n)
+{
+	return run_chunked(c, ops, n, false);
 }
 
 /* ---- stats ---- */
