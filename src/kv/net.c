@@ -140,6 +140,24 @@ io_err(void)
 	return errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
 }
 
+/* consume done bytes from the front of an iovec array */
+static void
+iov_advance(struct iovec **iovp, int *np, size_t done)
+{
+	struct iovec *iov = *iovp;
+	int n = *np;
+	while (done > 0 && n > 0) {
+		size_t k = done < iov->iov_len ? done : iov->iov_len;
+		iov->iov_base = (char *)iov->iov_base + k;
+		iov->iov_len -= k;
+		done -= k;
+		if (iov->iov_len == 0)
+			iov++, n--;
+	}
+	*iovp = iov;
+	*np = n;
+}
+
 int
 kvnet_readv_full(int fd, struct iovec *iov, int n)
 {
@@ -156,14 +174,7 @@ kvnet_readv_full(int fd, struct iovec *iov, int n)
 			return io_err();
 		if (r == 0)
 			return -ECONNRESET;
-		for (size_t left = (size_t)r; left > 0 && n > 0;) {
-			size_t k = left < iov->iov_len ? left : iov->iov_len;
-			iov->iov_base = (char *)iov->iov_base + k;
-			iov->iov_len -= k;
-			left -= k;
-			if (iov->iov_len == 0)
-				iov++, n--;
-		}
+		iov_advance(&iov, &n, (size_t)r);
 	}
 	return 0;
 }
@@ -189,14 +200,7 @@ kvnet_writev_full(int fd, struct iovec *iov, int n)
 			continue;
 		if (r < 0)
 			return io_err();
-		for (size_t left = (size_t)r; left > 0 && n > 0;) {
-			size_t k = left < iov->iov_len ? left : iov->iov_len;
-			iov->iov_base = (char *)iov->iov_base + k;
-			iov->iov_len -= k;
-			left -= k;
-			if (iov->iov_len == 0)
-				iov++, n--;
-		}
+		iov_advance(&iov, &n, (size_t)r);
 	}
 	return 0;
 }

@@ -17,6 +17,7 @@ static int tap_n, tap_failed;
 			tap_failed++;                                                              \
 			printf("#   failed at %s:%d\n", __FILE__, __LINE__);                       \
 		}                                                                                  \
+		fflush(stdout);                                                                    \
 	} while (0)
 
 #define tap_done()                                                                                 \

@@ -13,7 +13,7 @@
 #include "base/log.h"
 #include "compress.h" /* client/: OLZ_MAGIC, OLZ_HDR */
 #include "kv/kv.h"
-#include "kv/test_tap.h"
+#include "kv_data.h"
 #include "openlake/openlake.h"
 
 #define KiB 1024u
@@ -403,5 +403,5 @@ main(int argc, char **argv)
 	test_big_batch();
 	ol_kv_server_stop(s);
 	shm_unlink(cfg.kv_shm_name);
-	return tap_done();
+	tap_done();
 }

@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "kv/engine.h"
 #include "kv/proto.h"
-#include "kv/test_tap.h"
+#include "kv_data.h"
 #include "openlake/openlake.h"
 
 #define MiB (1u << 20)
@@ -404,5 +404,5 @@ main(void)
 	test_nvme_roundtrip_and_recovery();
 	test_writeback_and_capacity();
 	test_proto();
-	return tap_done();
+	tap_done();
 }
