@@ -5,6 +5,7 @@
 #
 #   GET 4 KiB, 64 connections (ops/s, p50/p99)   vs nginx (static files, same bytes) driven by wrk
 #   GET 64 MiB (GB/s)                            vs fio sequential read on the same disk
+#   GET 64 MiB, page cache dropped first (GB/s)  vs fio sequential read (needs root)
 #   PUT 64 MiB (GB/s)                            vs fio sequential write x k/(k+P)
 #   PUT 4 KiB, durability on, 64 conns (ops/s)   vs fio 4 KiB writes, fdatasync after each
 #
@@ -14,6 +15,7 @@
 #                (default $OPENLAKE_BUILD or build)
 #   --dir DIR    where the drives, nginx files and fio files go (default a temp dir under
 #                $TMPDIR or /tmp: "the same disk" for every figure); removed at the end
+#   --only "F..." run only these figures: get_small large large_cold put_small
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +23,7 @@ BUILD=${OPENLAKE_BUILD:-build}
 DUR=10
 BASE=${TMPDIR:-/tmp}
 MARKDOWN=0
+ONLY=
 CONC=64
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -29,7 +32,8 @@ while [ $# -gt 0 ]; do
 	--build) BUILD=$2; shift ;;
 	--dir) BASE=$2; shift ;;
 	--markdown) MARKDOWN=1 ;;
-	-h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--only) ONLY=$2; shift ;;
+	-h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
 	*) echo "s3_bench.sh: unknown flag '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -227,6 +231,35 @@ bench_large() {
 	line "PUT 64MiB c=4 | ours ${gput} GB/s (errors $(jget "$TMP/put64m.json" 'd["errors"]' 2>/dev/null || echo ?)) | fio seq write 1MiB QD16 O_DIRECT $(gbs "$fw") GB/s x k/(k+P)=$K/$DRIVES -> ${ref_put} GB/s | ratio $(ratio "$gput" "$ref_put")"
 }
 
+# drop_cache: write back and drop the page cache (root only); 0 when it was dropped
+drop_cache() {
+	sync
+	{ echo 3 >/proc/sys/vm/drop_caches; } 2>/dev/null
+}
+
+# ---- GET of 64 MiB objects that are not in the page cache, beside fio O_DIRECT reads ----
+# Each object is read once (--ops = objects) right after the page cache was dropped, so the
+# shards come from the disk, not from memory as in the row above.
+bench_large_cold() {
+	local n=32
+	[ "$DUR" -le 3 ] && n=12
+	start_daemon false
+	ours putcold -w put -s 64MiB -c 4 -n $n --ops $n
+	if ! drop_cache; then
+		stop_daemon
+		line "GET 64MiB cold c=4 | not run: /proc/sys/vm/drop_caches is not writable (run as root) | - | n/a"
+		return
+	fi
+	ours getcold -w get -s 64MiB -c 4 -n $n --ops $n --no-prefill
+	stop_daemon
+	drop_cache || true
+	local fr gget
+	fr=$(fio_bw coldread read --filename=seq.dat --bs=1M --size=1G --direct=1 --ioengine=libaio --iodepth=16)
+	rm -rf "$TMP/fio"
+	gget=$(jget "$TMP/getcold.json" '"%.3f" % d["gb_per_s"]' 2>/dev/null || echo 0)
+	line "GET 64MiB cold c=4 | ours ${gget} GB/s, $n objects each read once after drop_caches (errors $(jget "$TMP/getcold.json" 'd["errors"]' 2>/dev/null || echo ?)) | fio seq read 1MiB QD16 O_DIRECT $(gbs "$fr") GB/s | ratio $(ratio "$gget" "$(gbs "$fr")")"
+}
+
 # ---- PUT 4 KiB with durability on, beside fio 4 KiB writes + fdatasync each ----
 bench_put_small() {
 	start_daemon true
@@ -245,9 +278,9 @@ bench_put_small() {
 }
 
 echo "# s3_bench.sh: $(date -u +%FT%TZ), $(nproc) cores (load average $(cut -d" " -f1-3 /proc/loadavg)), $DUR s per figure, drives under $TMP ($(df -T "$TMP" | awk 'NR==2 {print $2" on "$1}'))"
-bench_get_small
-bench_large
-bench_put_small
+for f in ${ONLY:-get_small large large_cold put_small}; do
+	"bench_$f"
+done
 
 if [ $MARKDOWN = 1 ]; then
 	echo
