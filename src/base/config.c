@@ -640,6 +640,14 @@ ol_config_validate(struct ol_config *cfg, char *err, size_t errlen)
 					 cfg->nodes[i].id);
 				return -EINVAL;
 			}
+			if (cfg->nodes[i].rpc_addr[0] &&
+			    strcmp(cfg->nodes[i].rpc_addr, cfg->nodes[j].rpc_addr) == 0) {
+				snprintf(err, errlen,
+					 "[[nodes]] id %u and id %u have the same rpc_addr \"%s\"",
+					 cfg->nodes[j].id, cfg->nodes[i].id,
+					 cfg->nodes[i].rpc_addr);
+				return -EINVAL;
+			}
 		}
 		if (cfg->nodes[i].id == cfg->self_id)
 			self_found = 1;

@@ -90,6 +90,18 @@ test_errors(void)
 	      err);
 	ok(ol_config_validate(&c, err, sizeof(err)) == -EINVAL && strstr(err, "twice"),
 	   "duplicate access key: %s", err);
+	parse(&c,
+	      "[[nodes]]\nid = 0\nrpc_addr = \"10.0.0.1:9100\"\n[[nodes]]\nid = 1\n"
+	      "rpc_addr = \"10.0.0.1:9100\"\n",
+	      err);
+	ok(ol_config_validate(&c, err, sizeof(err)) == -EINVAL && strstr(err, "same rpc_addr"),
+	   "two nodes on one rpc_addr: %s", err);
+	parse(&c,
+	      "[[nodes]]\nid = 0\nrpc_addr = \"10.0.0.1:9100\"\n[[nodes]]\nid = 0\n"
+	      "rpc_addr = \"10.0.0.2:9100\"\n",
+	      err);
+	ok(ol_config_validate(&c, err, sizeof(err)) == -EINVAL && strstr(err, "listed twice"),
+	   "duplicate node id: %s", err);
 }
 
 static void
