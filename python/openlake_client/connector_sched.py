@@ -229,9 +229,12 @@ class SchedulerSide:
             return
         req = r.request
         limit = end if self.cfg.save_decode else min(end, int(req.num_prompt_tokens))
+        pub = getattr(req, "num_publishable_block_hashes", None)
+        if pub is not None:  # newest vLLM: blocks past this may not be shared (yet)
+            limit = min(limit, int(pub) * self.bs)
         done = min(limit, len(all_tokens(req))) // self.cs
-        chunks = r.early + list(range(r.next_save, done))
-        r.early = []
+        chunks = [c for c in r.early if c < done] + list(range(r.next_save, done))
+        r.early = [c for c in r.early if c >= done]
         r.next_save = max(r.next_save, done)
         chunks = [c for c in chunks if (c + 1) * self.k <= len(r.block_ids)]
         if not chunks:

@@ -526,6 +526,22 @@ def test_two_nodes_one_killed(kv_pools):
     assert e2.scheduler.finished["B"].output_token_ids == reference(B)
 
 
+def test_only_publishable_blocks_are_saved(pool):
+    """Newest vLLM marks how many block hashes of a request may be shared; none past them."""
+    e1 = engine(cfg(pool.kv_addr))
+    r = Request("A", A, max_tokens=3)
+    r.num_publishable_block_hashes = 3
+    e1.add(r)
+    e1.run()
+    assert e1.merged_stats()["blocks_saved"] == 3
+    e2 = engine(cfg(pool.kv_addr))
+    e2.add(Request("B", A[:96] + SUFFIX, max_tokens=3))
+    e2.step()
+    assert e2.scheduler.requests["B"].num_external_computed_tokens == 48
+    e2.run()
+    assert e2.scheduler.finished["B"].output_token_ids == reference(A[:96] + SUFFIX)
+
+
 def test_two_models_and_salts_never_cross_hit(pool):
     e1 = engine(cfg(pool.kv_addr, model="org/model-one"))
     serve(e1, "A", A)
