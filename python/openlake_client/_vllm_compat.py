@@ -127,3 +127,32 @@ def is_scheduler(role):
     if name is not None:
         return name == "SCHEDULER"
     return role == 0
+
+
+def prom_metrics(vllm_config, metric_types, labelnames, per_engine_labelvalues):
+    """The connector's KVConnectorPromMetrics for `build_prom_metrics`: a subclass of vLLM's
+    base where it has one (newer vLLM), else a plain object with the same `observe`. None
+    when `metric_types` holds no Counter and Histogram classes."""
+    from .metrics import PromAdapter
+
+    by_name = {getattr(k, "__name__", str(k)): v for k, v in metric_types.items()}
+    counter, histogram = by_name.get("Counter"), by_name.get("Histogram")
+    if counter is None or histogram is None:
+        return None
+    try:
+        from vllm.distributed.kv_transfer.kv_connector.v1.metrics import \
+            KVConnectorPromMetrics as base
+    except Exception:
+        base = object
+
+    class OpenLakePromMetrics(base):
+        def __init__(self):
+            if base is not object:
+                base.__init__(self, vllm_config, metric_types, labelnames,
+                              per_engine_labelvalues)
+            self._adapter = PromAdapter(counter, histogram, labelnames, per_engine_labelvalues)
+
+        def observe(self, transfer_stats_data, engine_idx=0):
+            self._adapter.observe(transfer_stats_data or {}, engine_idx)
+
+    return OpenLakePromMetrics()

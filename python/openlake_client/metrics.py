@@ -17,11 +17,15 @@ COUNTERS = ("hit_tokens", "miss_tokens", "bytes_loaded", "bytes_saved", "blocks_
 HISTOGRAMS = ("load_ms", "save_ms", "lookup_ms")
 
 
+OBS_CAP = 4096  # raw observations kept per step and histogram, for Prometheus
+
+
 def empty_data():
     d = {k: 0 for k in COUNTERS}
     for h in HISTOGRAMS:
         d[h] = [0] * (len(BUCKETS_MS) + 1)
         d[h + "_sum"] = 0.0
+        d[h + "_obs"] = []  # this step's raw values (ms); Prometheus records each one
     return d
 
 
@@ -48,7 +52,10 @@ def quantile(hist, q):
 
 def merge_into(dst, src):
     for k, v in src.items():
-        if isinstance(v, list):
+        if k.endswith("_obs"):
+            cur = dst.setdefault(k, [])
+            cur.extend(v[:max(0, OBS_CAP - len(cur))])
+        elif isinstance(v, list):
             cur = dst.setdefault(k, [0] * len(v))
             for i, x in enumerate(v):
                 cur[i] += x
@@ -92,6 +99,9 @@ class Recorder:
             for d in (self._delta, self.total):
                 d[hist][i] += 1
                 d[hist + "_sum"] += ms
+            obs = self._delta[hist + "_obs"]
+            if len(obs) < OBS_CAP:
+                obs.append(ms)
 
     def take(self):
         with self._lock:
@@ -181,3 +191,35 @@ def read_published(directory=None):
             continue
         out.append(rec)
     return out
+
+
+class PromAdapter:
+    """Feeds a step's stats data into Prometheus metrics made from the classes vLLM hands to
+    `build_prom_metrics` (prometheus_client's, or its multiprocess/Ray wrappers): one counter
+    per COUNTERS entry (`vllm:openlake_<name>`, `_total` added by the client library) and one
+    histogram per HISTOGRAMS entry in seconds, each labelled per engine."""
+
+    def __init__(self, counter_cls, histogram_cls, labelnames, per_engine_labelvalues):
+        self.counters = {}
+        self.hists = {}
+        buckets = [b / 1e3 for b in BUCKETS_MS]
+        for name in COUNTERS:
+            m = counter_cls(name="vllm:openlake_" + name,
+                            documentation="OpenLake connector: " + name.replace("_", " "),
+                            labelnames=labelnames)
+            self.counters[name] = {e: m.labels(*v) for e, v in per_engine_labelvalues.items()}
+        for name in HISTOGRAMS:
+            m = histogram_cls(name="vllm:openlake_%s_seconds" % name[:-3],
+                              documentation="OpenLake connector: %s latency" % name[:-3],
+                              labelnames=labelnames, buckets=buckets)
+            self.hists[name] = {e: m.labels(*v) for e, v in per_engine_labelvalues.items()}
+
+    def observe(self, data, engine_idx=0):
+        for name, per in self.counters.items():
+            v = data.get(name, 0)
+            if v and engine_idx in per:
+                per[engine_idx].inc(v)
+        for name, per in self.hists.items():
+            if engine_idx in per:
+                for ms in data.get(name + "_obs", ()):
+                    per[engine_idx].observe(ms / 1e3)

@@ -181,6 +181,12 @@ class OpenLakeConnector(_Base):
         return OpenLakeStats(data)
 
     @classmethod
+    def build_prom_metrics(cls, vllm_config, metric_types, labelnames, per_engine_labelvalues):
+        """Prometheus counters and latency histograms (`vllm:openlake_*`) on vLLM's /metrics."""
+        return _vllm_compat.prom_metrics(vllm_config, metric_types, labelnames,
+                                         per_engine_labelvalues)
+
+    @classmethod
     def get_required_kvcache_layout(cls, vllm_config):
         return None
 

@@ -200,6 +200,13 @@ e.run()
 e.scheduler.assert_empty()
 st = oc.OpenLakeConnector.build_kv_connector_stats({"hit_tokens": 5})
 assert isinstance(st, KVConnectorStats) and st.reduce()["hit_tokens"] == 5
+from vllm.distributed.kv_transfer.kv_connector.v1.metrics import KVConnectorPromMetrics
+assert isinstance(e.prom, KVConnectorPromMetrics)
+lab = {"model_name": c.model_config.model, "engine": "0"}
+fails = [e.prom_registry.get_sample_value("vllm:openlake_%s_failures_total" % k, lab) or 0
+         for k in ("lookup", "save")]
+st = e.merged_stats()
+assert fails == [st["lookup_failures"], st["save_failures"]] and sum(fails) >= 1, fails
 print("ok")
 """
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
@@ -524,6 +531,27 @@ def test_two_nodes_one_killed(kv_pools):
     assert e2.scheduler.requests["B"].num_external_computed_tokens == 16 * first_missing
     e2.run()
     assert e2.scheduler.finished["B"].output_token_ids == reference(B)
+
+
+def test_prometheus_metrics(pool):
+    """build_prom_metrics: vLLM's /metrics gets the same counts as the stats object, and one
+    latency observation per load and save."""
+    pytest.importorskip("prometheus_client")
+    e1 = engine(cfg(pool.kv_addr))
+    serve(e1, "A", A)
+    e2 = engine(cfg(pool.kv_addr))
+    serve(e2, "B", A[:96] + SUFFIX)
+    for e in (e1, e2):
+        st = e.merged_stats()
+        lab = {"model_name": "standin/m1", "engine": "0"}
+        val = lambda n: e.prom_registry.get_sample_value(n, lab)  # noqa: E731
+        for c in ("hit_tokens", "miss_tokens", "bytes_loaded", "bytes_saved", "blocks_saved",
+                  "load_failures"):
+            assert (val("vllm:openlake_%s_total" % c) or 0) == st[c], c
+        assert (val("vllm:openlake_load_seconds_count") or 0) == st["load_ms_count"]
+        assert (val("vllm:openlake_save_seconds_count") or 0) == st["save_ms_count"]
+    assert st["hit_tokens"] == 96 and st["load_ms_count"] >= 1
+    assert val("vllm:openlake_load_seconds_sum") > 0
 
 
 def test_only_publishable_blocks_are_saved(pool):

@@ -1,6 +1,7 @@
 """One engine = a scheduler-role connector + one worker-role connector per TP rank, each with
 its own KV tensors, like a vLLM instance with tensor parallelism."""
 
+import functools
 import pickle
 
 from .config import with_rank
@@ -12,6 +13,21 @@ def _connector_class():
     from openlake_client.openlake_connector import OpenLakeConnector
 
     return OpenLakeConnector
+
+
+def _prom(cls, vllm_config):
+    """vLLM's KVConnectorProm: the connector class's build_prom_metrics with prometheus_client's
+    classes, bound here to a registry of the engine's own. (None, None) without the library."""
+    try:
+        import prometheus_client as pc
+    except ImportError:
+        return None, None
+    reg = pc.CollectorRegistry()
+    types = {c: functools.partial(c, registry=reg) for c in (pc.Gauge, pc.Counter, pc.Histogram)}
+    for c, f in types.items():
+        f.__name__ = c.__name__
+    labels = {0: [vllm_config.model_config.model, "0"]}
+    return cls.build_prom_metrics(vllm_config, types, ["model_name", "engine"], labels), reg
 
 
 class Engine:
@@ -32,6 +48,7 @@ class Engine:
             self.workers.append(Worker(wcfg, conn, kv, model, self.bs))
         self.steps = 0
         self.stats = []
+        self.prom, self.prom_registry = _prom(cls, vllm_config)
         self.invalid_seen = set()
         self.schedule_log = []
 
@@ -76,13 +93,20 @@ class Engine:
                     done.add(rid)
                     del self._pending[key]
             setattr(out, field, done or None)
+        step = []
         for k in kvos:
             out.invalid_block_ids |= set(k.invalid_block_ids or ())
             if k.kv_connector_stats is not None:
-                self.stats.append(k.kv_connector_stats)
+                step.append(k.kv_connector_stats)
         s = self.sched_conn.get_kv_connector_stats()
         if s is not None:
-            self.stats.append(s)
+            step.append(s)
+        self.stats += step
+        if step and self.prom is not None:  # the logger observes the step's aggregate data
+            agg = type(step[0])(None)
+            for x in step:
+                agg.aggregate(x)
+            self.prom.observe(agg.data, 0)
         return out
 
     def run(self, max_steps=10000):

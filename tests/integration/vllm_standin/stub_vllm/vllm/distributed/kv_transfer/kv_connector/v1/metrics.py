@@ -2,6 +2,8 @@
 from dataclasses import dataclass, field
 from typing import Any
 
+from prometheus_client import Counter, Gauge, Histogram
+
 
 @dataclass
 class KVConnectorStats:
@@ -17,4 +19,17 @@ class KVConnectorStats:
         raise NotImplementedError
 
     def is_empty(self):
+        raise NotImplementedError
+
+
+class KVConnectorPromMetrics:
+    def __init__(self, vllm_config, metric_types, labelnames, per_engine_labelvalues):
+        self._kv_transfer_config = vllm_config.kv_transfer_config
+        self._gauge_cls = metric_types[Gauge]
+        self._counter_cls = metric_types[Counter]
+        self._histogram_cls = metric_types[Histogram]
+        self._labelnames = labelnames
+        self.per_engine_labelvalues = per_engine_labelvalues
+
+    def observe(self, transfer_stats_data, engine_idx=0):
         raise NotImplementedError
