@@ -16,6 +16,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/uio.h>
@@ -197,6 +198,23 @@ bad:
 	return -EINVAL;
 }
 
+int
+bflag_rate(const char *what, const char *flag, const char *v, double *out)
+{
+	char *end;
+	errno = 0;
+	double x = strtod(v, &end);
+	if (end == v || *end || errno || !(x > 0) || x > 1e8) {
+		fprintf(stderr,
+			"openlake bench %s: %s: '%s' is not a rate in operations per second "
+			"(a number above 0, at most 1e8, e.g. 5000)\n",
+			what, flag, v);
+		return -EINVAL;
+	}
+	*out = x;
+	return 0;
+}
+
 /* ---- sockets ---- */
 
 int
@@ -326,12 +344,59 @@ record(struct bstats *s, int rc, uint64_t bytes, uint64_t ns)
 	s->codes[rc > 0 && rc < BS_CODES ? rc : 0]++;
 }
 
+/* Sleep until the monotonic time at (ns), in slices short enough to notice the end of the
+ * run. false when the run ended first. */
+static bool
+sleep_until(struct brun *r, uint64_t at)
+{
+	for (;;) {
+		if (atomic_load_explicit(&r->stop, memory_order_relaxed))
+			return false;
+		uint64_t now = bench_now_ns();
+		if (now >= at)
+			return true;
+		uint64_t until = at - now > 20000000 ? now + 20000000 : at;
+		struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u),
+				      .tv_nsec = (long)(until % 1000000000u)};
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+	}
+}
+
+/* Open loop (r->rate > 0): operation k of thread i is due at t0 + (k + i / conc) * period,
+ * period = conc / rate; one that is due is sent at once, however late, and its latency runs
+ * from when it was due. How late it was sent (behind the thread's previous operation, or the
+ * thread's own wake-up) goes to s->lag; it is in the latency too. */
+static void
+paced_loop(struct brun *r, unsigned i, struct bstats *s)
+{
+	double period_ns = (double)r->conc / r->rate * 1e9;
+	/* the default 50 us timer slack would be added to every wake-up, so to every latency */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+	for (uint64_t k = 0;; k++) {
+		uint64_t due = r->t0 + (uint64_t)(((double)k + (double)i / r->conc) * period_ns);
+		if (!sleep_until(r, due))
+			break;
+		uint64_t seq = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
+		if (r->max_ops && seq >= r->max_ops)
+			break;
+		uint64_t bytes = 0, sent = bench_now_ns();
+		bh_add(&s->lag, sent - due);
+		int rc = r->op(r, i, seq, &bytes);
+		record(s, rc, bytes, bench_now_ns() - due);
+	}
+}
+
 static void *
 bench_thread(void *arg)
 {
 	struct bthread *t = arg;
 	struct brun *r = t->r;
 	struct bstats *s = &r->st[t->i];
+	if (r->rate > 0) {
+		paced_loop(r, t->i, s);
+		atomic_fetch_sub(&r->running, 1);
+		return NULL;
+	}
 	while (!atomic_load_explicit(&r->stop, memory_order_relaxed)) {
 		uint64_t seq = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
 		if (r->max_ops && seq >= r->max_ops)
@@ -411,6 +476,7 @@ bench_run(struct brun *r)
 	struct sigaction sa = {.sa_handler = on_sigint};
 	sigaction(SIGINT, &sa, NULL);
 	uint64_t t0 = bench_now_ns();
+	r->t0 = t0;
 	unsigned started = 0;
 	for (; started < r->conc; started++) {
 		bt[started] = (struct bthread){r, started};
@@ -441,10 +507,12 @@ bench_total(const struct brun *r, struct btotal *t)
 		t->bytes += atomic_load(&r->st[i].bytes);
 		t->errors += atomic_load(&r->st[i].errors);
 		bh_merge(&t->hist, &r->st[i].hist);
+		bh_merge(&t->lag, &r->st[i].lag);
 		for (unsigned c = 0; c < BS_CODES; c++)
 			t->codes[c] += r->st[i].codes[c];
 	}
 	t->elapsed_s = r->elapsed_s;
+	t->rate = r->rate;
 }
 
 /* ---- report ---- */
@@ -490,8 +558,17 @@ report_json(const char *workload, const struct btotal *t, const char *extra, con
 	       h->n ? (double)h->sum / (double)h->n / 1e3 : 0.0);
 	for (unsigned i = 0; i < 4; i++)
 		printf(",\"%s\":%.1f", qnames[i], (double)bh_quantile(h, quants[i]) / 1e3);
-	printf(",\"max\":%.1f},\"error_codes\":{%s},\"histogram_us\":[", (double)h->max / 1e3,
-	       codes);
+	printf(",\"max\":%.1f}", (double)h->max / 1e3);
+	if (t->rate > 0) {
+		/* paced: the target rate and how late operations were sent */
+		printf(",\"rate\":%.1f,\"send_lag_us\":{\"mean\":%.1f", t->rate,
+		       t->lag.n ? (double)t->lag.sum / (double)t->lag.n / 1e3 : 0.0);
+		for (unsigned i = 0; i < 4; i++)
+			printf(",\"%s\":%.1f", qnames[i],
+			       (double)bh_quantile(&t->lag, quants[i]) / 1e3);
+		printf(",\"max\":%.1f}", (double)t->lag.max / 1e3);
+	}
+	printf(",\"error_codes\":{%s},\"histogram_us\":[", codes);
 	/* the non-empty buckets as [upper edge in us, count] */
 	for (unsigned i = 0, first = 1; i < BH_BUCKETS; i++) {
 		if (!h->c[i])
@@ -549,6 +626,12 @@ bench_report(const char *workload, const struct btotal *t, const char *extra_jso
 	for (unsigned i = 0; i < 4; i++)
 		printf("  %s %.1f", qnames[i], (double)bh_quantile(h, quants[i]) / 1e3);
 	printf("  max %.1f\n", (double)h->max / 1e3);
+	if (t->rate > 0) {
+		printf("paced at %.1f ops/s (open loop: latency from each operation's scheduled "
+		       "send); send lag us: p50 %.1f  p99 %.1f  max %.1f\n",
+		       t->rate, (double)bh_quantile(&t->lag, 0.5) / 1e3,
+		       (double)bh_quantile(&t->lag, 0.99) / 1e3, (double)t->lag.max / 1e3);
+	}
 	if (bench_show_histogram)
 		print_histogram(h);
 	fflush(stdout);
@@ -574,6 +657,8 @@ bench_usage(FILE *f)
 	    "\n"
 	    "Each prints progress once a second on stderr and, at the end, ops/s, MB/s, errors\n"
 	    "and latency percentiles (p50/p90/p99/p99.9/max), or one JSON object with --json.\n"
+	    "kv, redis, memcached, tcp and memcpy take --rate OPS: a paced (open-loop) run whose\n"
+	    "latency counts from each operation's scheduled send (no coordinated omission).\n"
 	    "Exit status: 0 no errors, 1 errors (or target unreachable), 2 bad usage.\n"
 	    "'openlake bench WORKLOAD --help' lists the flags of each.\n");
 }

@@ -35,6 +35,7 @@ struct bstats {
 	_Atomic uint64_t bytes;	 /* payload bytes moved by successful operations */
 	_Atomic uint64_t errors; /* failed operations (non-2xx, wrong length, socket errors) */
 	struct bhist hist;	 /* latency of successful operations */
+	struct bhist lag;	 /* paced runs: actual send time - scheduled send time */
 	uint64_t codes[BS_CODES];
 };
 
@@ -51,6 +52,12 @@ struct brun {
 	double duration_s; /* 0: until max_ops */
 	uint64_t max_ops;  /* 0: until duration */
 	bool quiet;	   /* no progress lines */
+	/* > 0: paced (open loop). Total ops/s across threads: operation k of thread i of conc
+	 * is due at t0 + (k + i / conc) * conc / rate; one that falls due while the thread's
+	 * previous operation runs is sent as soon as that ends, and latency always runs from
+	 * the due time, so a stall counts in every operation it delays (no coordinated
+	 * omission). 0: closed loop, each thread sends as soon as its previous one ends. */
+	double rate;
 	bench_op_fn op;
 	void *arg; /* the workload's state */
 	/* filled by bench_run */
@@ -58,6 +65,7 @@ struct brun {
 	_Atomic int stop;	  /* set when the run must end */
 	_Atomic unsigned running; /* threads still running */
 	struct bstats *st;	  /* conc entries */
+	uint64_t t0;		  /* start (bench_now_ns) */
 	double elapsed_s;
 };
 
@@ -68,6 +76,8 @@ int bench_run(struct brun *r);
 struct btotal {
 	uint64_t ops, bytes, errors;
 	struct bhist hist;
+	struct bhist lag; /* paced runs (rate > 0) only */
+	double rate;
 	uint64_t codes[BS_CODES];
 	double elapsed_s;
 };
@@ -90,6 +100,8 @@ int bflag_size(const char *what, const char *flag, const char *v, uint64_t *out)
 int bflag_u64(const char *what, const char *flag, const char *v, uint64_t lo, uint64_t hi,
 	      uint64_t *out);
 int bflag_duration(const char *what, const char *flag, const char *v, double *out);
+/* A rate in operations per second: a number > 0 and <= 1e8 (fractions allowed). */
+int bflag_rate(const char *what, const char *flag, const char *v, double *out);
 
 uint64_t bench_now_ns(void);
 /* Fill buf with pseudo-random bytes (xorshift; fast, not cryptographic). */

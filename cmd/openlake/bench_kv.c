@@ -12,7 +12,7 @@ struct kvbench {
 	const char *nodes, *device, *ns;
 	enum kvb_op op;
 	uint64_t size, batch, keys, conc, ops;
-	double duration;
+	double duration, rate; /* rate > 0: paced (open loop), total ops/s */
 	bool json, quiet;
 	bool wrap;	/* puts overwrite the key set (redis, memcached: finite memory) */
 	uint64_t nonce; /* keys of one run are unique to it */
@@ -446,7 +446,7 @@ kv_teardown(struct kvbench *b)
 
 /* ---- flags ---- */
 
-enum { KVF_ADDR = 300, KVF_NODES, KVF_DEVICE, KVF_NS, KVF_OPS, KVF_JSON, KVF_HIST };
+enum { KVF_ADDR = 300, KVF_NODES, KVF_DEVICE, KVF_NS, KVF_OPS, KVF_RATE, KVF_JSON, KVF_HIST };
 
 static const struct option kvb_longopts[] = {{"addr", required_argument, NULL, KVF_ADDR},
 					     {"nodes", required_argument, NULL, KVF_NODES},
@@ -460,6 +460,7 @@ static const struct option kvb_longopts[] = {{"addr", required_argument, NULL, K
 					     {"concurrency", required_argument, NULL, 'c'},
 					     {"duration", required_argument, NULL, 'd'},
 					     {"ops", required_argument, NULL, KVF_OPS},
+					     {"rate", required_argument, NULL, KVF_RATE},
 					     {"json", no_argument, NULL, KVF_JSON},
 					     {"histogram", no_argument, NULL, KVF_HIST},
 					     {"quiet", no_argument, NULL, 'q'},
@@ -505,6 +506,18 @@ kvb_usage(const char *what, FILE *f)
 	    "  -c, --concurrency N  connections, one thread each (default 16)\n"
 	    "  -d, --duration T     10, 10s, 500ms (default 10s)\n"
 	    "      --ops N          stop after N operations (batches) instead\n"
+	    "      --rate OPS       paced (open loop): OPS operations (batches) per second in\n"
+	    "                       all; each thread has a fixed schedule of send times for\n"
+	    "                       its share. One that falls due while the thread's previous\n"
+	    "                       operation is still running is sent the moment it ends,\n"
+	    "                       and latency always runs from the scheduled send, not the\n"
+	    "                       actual one, so a stall counts in every operation it\n"
+	    "                       delays (no coordinated omission). How late each one was\n"
+	    "                       actually sent (behind its thread's previous operation,\n"
+	    "                       or waiting for a CPU) is reported as send lag. ops/s\n"
+	    "                       below OPS: the target could not keep up. Default:\n"
+	    "                       closed loop, each thread as fast as it can.\n"
+	    "                       The prefill of get is never paced.\n"
 	    "      --json           print one JSON object with every figure on stdout\n"
 	    "  -q, --quiet          no progress lines on stderr\n");
 }
@@ -547,6 +560,8 @@ kvb_flag(struct kvbench *b, int opt, const char *v)
 		return bflag_duration(w, "--duration", v, &b->duration);
 	case KVF_OPS:
 		return bflag_u64(w, "--ops", v, 1, UINT64_MAX / 4096, &b->ops);
+	case KVF_RATE:
+		return bflag_rate(w, "--rate", v, &b->rate);
 	case KVF_DEVICE:
 		if (strcmp(v, "tcp") == 0 || strcmp(v, "local") == 0) {
 			b->device = v;
@@ -650,18 +665,21 @@ kvb_connect_all(struct kvbench *b, const char *flag)
 	return 0;
 }
 
+enum kvb_phase { KVB_PREFILL, KVB_MEASURE };
+
 static int
-kvb_phase(struct kvbench *b, const char *name, bench_op_fn fn, bool prefill, struct btotal *t)
+kvb_phase(struct kvbench *b, const char *name, bench_op_fn fn, enum kvb_phase ph, struct btotal *t)
 {
 	enum kvb_op saved = b->op;
 	struct brun r = {
 	    .name = name, .conc = (unsigned)b->conc, .quiet = b->quiet, .op = fn, .arg = b};
-	if (prefill) {
+	if (ph == KVB_PREFILL) {
 		b->op = KVB_PUT;
 		r.max_ops = (b->keys + b->batch - 1) / b->batch;
 	} else {
 		r.duration_s = b->ops ? 0 : b->duration;
 		r.max_ops = b->ops;
+		r.rate = b->rate;
 	}
 	int rc = bench_run(&r);
 	b->op = saved;
@@ -681,9 +699,9 @@ kvb_run(struct kvbench *b, bench_op_fn fn, bool needs_prefill)
 	char name[32], extra[1024];
 	size_t off = 0;
 	snprintf(name, sizeof(name), "%s %s", b->what, b->op == KVB_PUT ? "put" : "get");
-	if (prefill && kvb_phase(b, "prefill", fn, true, &pt))
+	if (prefill && kvb_phase(b, "prefill", fn, KVB_PREFILL, &pt))
 		return 1;
-	if (kvb_phase(b, name, fn, false, &t))
+	if (kvb_phase(b, name, fn, KVB_MEASURE, &t))
 		return 1;
 	bench_appendf(extra, sizeof(extra), &off,
 		      "\"target\":\"%s\",\"op\":\"%s\",\"size\":%llu,\"batch\":%llu,\"keys\":%llu,"
