@@ -3,7 +3,9 @@
 from setuptools import setup
 
 setup(
-    name="openlake_client",
+    # the distribution name of the public OpenLake's package (`pip install openlake-vllm`);
+    # the module stays openlake_client, as in vLLM's kv_connector_module_path
+    name="openlake-vllm",
     version="0.1.0",
     description="Python client of the OpenLake KV-cache pool (ctypes over libopenlake) and "
     "its vLLM KV connector",

@@ -42,6 +42,8 @@ def test_pip_install_offline(tmp_path):
                         "--target", str(tgt), str(src)], capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
+    # the seeds' `pip install openlake-vllm` names this distribution
+    assert [p.name for p in tgt.glob("*.dist-info")] == ["openlake_vllm-0.1.0.dist-info"]
     env = dict(os.environ, PYTHONPATH=str(tgt))
     code = "import openlake_client as ol, openlake_client.openlake_connector; print(ol.__file__)"
     r = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60,
