@@ -13,6 +13,8 @@ struct kvbench {
 	enum kvb_op op;
 	uint64_t size, batch, keys, conc, ops;
 	double duration, rate; /* rate > 0: paced (open loop), total ops/s */
+	double warmup;	       /* seconds of the same load before the measured run */
+	uint64_t seq_base;     /* added to seq in the key choice (the warm-up's keys are its own) */
 	bool json, quiet;
 	bool wrap;	/* puts overwrite the key set (redis, memcached: finite memory) */
 	uint64_t nonce; /* keys of one run are unique to it */
@@ -48,6 +50,7 @@ kvb_code_name(unsigned code, char *buf, size_t cap)
 static uint64_t
 kvb_index(const struct kvbench *b, uint64_t seq, uint64_t j)
 {
+	seq += b->seq_base;
 	if (b->op == KVB_PUT)
 		return b->wrap ? (seq * b->batch + j) % b->keys : seq * b->batch + j;
 	return mix64(seq * b->batch + j) % b->keys;
@@ -446,7 +449,17 @@ kv_teardown(struct kvbench *b)
 
 /* ---- flags ---- */
 
-enum { KVF_ADDR = 300, KVF_NODES, KVF_DEVICE, KVF_NS, KVF_OPS, KVF_RATE, KVF_JSON, KVF_HIST };
+enum {
+	KVF_ADDR = 300,
+	KVF_NODES,
+	KVF_DEVICE,
+	KVF_NS,
+	KVF_OPS,
+	KVF_RATE,
+	KVF_WARMUP,
+	KVF_JSON,
+	KVF_HIST
+};
 
 static const struct option kvb_longopts[] = {{"addr", required_argument, NULL, KVF_ADDR},
 					     {"nodes", required_argument, NULL, KVF_NODES},
@@ -461,6 +474,7 @@ static const struct option kvb_longopts[] = {{"addr", required_argument, NULL, K
 					     {"duration", required_argument, NULL, 'd'},
 					     {"ops", required_argument, NULL, KVF_OPS},
 					     {"rate", required_argument, NULL, KVF_RATE},
+					     {"warmup", required_argument, NULL, KVF_WARMUP},
 					     {"json", no_argument, NULL, KVF_JSON},
 					     {"histogram", no_argument, NULL, KVF_HIST},
 					     {"quiet", no_argument, NULL, 'q'},
@@ -518,6 +532,8 @@ kvb_usage(const char *what, FILE *f)
 	    "                       below OPS: the target could not keep up. Default:\n"
 	    "                       closed loop, each thread as fast as it can.\n"
 	    "                       The prefill of get is never paced.\n"
+	    "      --warmup T       first run the same load for T, closed loop, unmeasured\n"
+	    "                       (gets pick other keys than the measured ones)\n"
 	    "      --json           print one JSON object with every figure on stdout\n"
 	    "  -q, --quiet          no progress lines on stderr\n");
 }
@@ -562,6 +578,8 @@ kvb_flag(struct kvbench *b, int opt, const char *v)
 		return bflag_u64(w, "--ops", v, 1, UINT64_MAX / 4096, &b->ops);
 	case KVF_RATE:
 		return bflag_rate(w, "--rate", v, &b->rate);
+	case KVF_WARMUP:
+		return bflag_duration(w, "--warmup", v, &b->warmup);
 	case KVF_DEVICE:
 		if (strcmp(v, "tcp") == 0 || strcmp(v, "local") == 0) {
 			b->device = v;
@@ -665,7 +683,7 @@ kvb_connect_all(struct kvbench *b, const char *flag)
 	return 0;
 }
 
-enum kvb_phase { KVB_PREFILL, KVB_MEASURE };
+enum kvb_phase { KVB_PREFILL, KVB_WARMUP, KVB_MEASURE };
 
 static int
 kvb_phase(struct kvbench *b, const char *name, bench_op_fn fn, enum kvb_phase ph, struct btotal *t)
@@ -676,6 +694,9 @@ kvb_phase(struct kvbench *b, const char *name, bench_op_fn fn, enum kvb_phase ph
 	if (ph == KVB_PREFILL) {
 		b->op = KVB_PUT;
 		r.max_ops = (b->keys + b->batch - 1) / b->batch;
+	} else if (ph == KVB_WARMUP) {
+		r.duration_s = b->warmup;
+		b->seq_base = 1ull << 40;
 	} else {
 		r.duration_s = b->ops ? 0 : b->duration;
 		r.max_ops = b->ops;
@@ -683,6 +704,7 @@ kvb_phase(struct kvbench *b, const char *name, bench_op_fn fn, enum kvb_phase ph
 	}
 	int rc = bench_run(&r);
 	b->op = saved;
+	b->seq_base = 0;
 	if (rc == 0)
 		bench_total(&r, t);
 	free(r.st);
@@ -692,7 +714,7 @@ kvb_phase(struct kvbench *b, const char *name, bench_op_fn fn, enum kvb_phase ph
 static int
 kvb_run(struct kvbench *b, bench_op_fn fn, bool needs_prefill)
 {
-	struct btotal pt = {0}, t;
+	struct btotal pt = {0}, wt = {0}, t;
 	/* redis and memcached puts overwrite a key set they already hold (their first fill pays
 	 * for allocating memory: not the steady state being measured) */
 	bool prefill = needs_prefill && (b->op == KVB_GET || b->wrap);
@@ -700,6 +722,8 @@ kvb_run(struct kvbench *b, bench_op_fn fn, bool needs_prefill)
 	size_t off = 0;
 	snprintf(name, sizeof(name), "%s %s", b->what, b->op == KVB_PUT ? "put" : "get");
 	if (prefill && kvb_phase(b, "prefill", fn, KVB_PREFILL, &pt))
+		return 1;
+	if (b->warmup > 0 && kvb_phase(b, "warmup", fn, KVB_WARMUP, &wt))
 		return 1;
 	if (kvb_phase(b, name, fn, KVB_MEASURE, &t))
 		return 1;
@@ -717,12 +741,17 @@ kvb_run(struct kvbench *b, bench_op_fn fn, bool needs_prefill)
 			      ",\"prefill\":{\"ops\":%llu,\"errors\":%llu,\"elapsed_s\":%.3f}",
 			      (unsigned long long)pt.ops, (unsigned long long)pt.errors,
 			      pt.elapsed_s);
+	if (b->warmup > 0)
+		bench_appendf(extra, sizeof(extra), &off,
+			      ",\"warmup\":{\"ops\":%llu,\"errors\":%llu,\"elapsed_s\":%.3f}",
+			      (unsigned long long)wt.ops, (unsigned long long)wt.errors,
+			      wt.elapsed_s);
 	if (prefill && !b->json)
 		printf("prefill: %llu keys of %llu bytes, %llu errors\n",
 		       (unsigned long long)(pt.ops * b->batch), (unsigned long long)b->size,
 		       (unsigned long long)pt.errors);
 	bench_report(name, &t, extra, b->json, kvb_code_name);
-	return t.errors || pt.errors || t.ops == 0 ? 1 : 0;
+	return t.errors || pt.errors || wt.errors || t.ops == 0 ? 1 : 0;
 }
 
 static int
