@@ -36,6 +36,7 @@ struct bstats {
 	_Atomic uint64_t errors; /* failed operations (non-2xx, wrong length, socket errors) */
 	struct bhist hist;	 /* latency of successful operations */
 	struct bhist lag;	 /* paced runs: actual send time - scheduled send time */
+	struct bhist svc;	 /* paced runs: latency from the actual send (successes) */
 	uint64_t codes[BS_CODES];
 };
 
@@ -76,7 +77,7 @@ int bench_run(struct brun *r);
 struct btotal {
 	uint64_t ops, bytes, errors;
 	struct bhist hist;
-	struct bhist lag; /* paced runs (rate > 0) only */
+	struct bhist lag, svc; /* paced runs (rate > 0) only */
 	double rate;
 	uint64_t codes[BS_CODES];
 	double elapsed_s;

@@ -40,21 +40,25 @@ def test_paced_run_reports_rate_and_send_lag():
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["rate"] == rate and out["errors"] == 0 and out["ops"] > 0
-    lag = out["send_lag_us"]
-    assert set(lag) >= {"mean", "p50", "p99", "p99_9", "max"}
-    assert 0 <= lag["p50"] <= lag["p99"] <= lag["max"]
+    for k in ("send_lag_us", "service_us"):
+        q = out[k]
+        assert set(q) >= {"mean", "p50", "p99", "p99_9", "max"}
+        assert 0 <= q["p50"] <= q["p99"] <= q["max"]
+    # counted from the scheduled send, latency is never below the service time alone
+    assert out["latency_us"]["max"] >= out["service_us"]["max"]
     # never ahead of the schedule: at most one operation per thread per period
     assert out["ops"] <= rate * out["elapsed_s"] + conc
     text = cli("bench", "memcpy", "-s", "4KiB", "-c", "1", "-d", "0.5", "--rate", "100", "-q")
     assert text.returncode == 0, text.stderr
     assert "paced at 100.0 ops/s" in text.stdout and "send lag" in text.stdout
+    assert "from the actual send" in text.stdout
 
 
 def test_closed_loop_reports_no_rate():
     r = cli("bench", "memcpy", "-s", "4KiB", "-c", "1", "--ops", "10", "-d", "0", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert "rate" not in out and "send_lag_us" not in out
+    assert "rate" not in out and "send_lag_us" not in out and "service_us" not in out
 
 
 class StallingServer:
