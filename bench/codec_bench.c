@@ -1,5 +1,6 @@
 /* bench/codec_bench.c - ExANS on raw BF16 files beside zstd -1 and lz4 in the same run.
- * Usage: codec_bench [DIR_OR_FILE...]   (default ../shared/data/kv-bf16/stories260K)
+ * Usage: codec_bench [--speed] [--impl scalar|avx2|avx512] [--reps N] [DIR_OR_FILE...]
+ *        (default input ../shared/data/kv-bf16/stories260K; --help lists the options)
  * Ratio: every file compressed on its own (one K or V tensor per file, as the KV pool would).
  * Speed: one core, on the files concatenated and repeated to >= 64 MiB; best of 3 runs,
  * timed in thread CPU time (the build machines are shared: wall time would count others). */
@@ -23,6 +24,8 @@ struct file {
 
 static struct file files[4096];
 static int nfiles;
+static int reps_n = 3;	  /* best of reps_n timed runs */
+static int only_impl = 0; /* 0: every supported impl, else one enum ol_exans_impl */
 
 static double
 now(void)
@@ -164,7 +167,7 @@ gbps(op_fn fn, const uint8_t *in, size_t n, uint8_t *out, size_t cap, void *arg,
      long *res)
 {
 	double best = 1e9;
-	for (int rep = 0; rep < 3; rep++) {
+	for (int rep = 0; rep < reps_n; rep++) {
 		double t = now();
 		*res = fn(in, n, out, cap, arg);
 		t = now() - t;
@@ -227,7 +230,7 @@ speeds(void)
 	static const enum ol_exans_impl im[] = {OL_EXANS_SCALAR, OL_EXANS_AVX2, OL_EXANS_AVX512};
 	for (int k = 0; k < 3; k++) {
 		struct ol_exans_opts o = {.impl = im[k]};
-		if (!ol_exans_impl_supported(im[k]))
+		if (!ol_exans_impl_supported(im[k]) || (only_impl && only_impl != (int)im[k]))
 			continue;
 		double e = gbps(ex_c, big, n, c, cap, &o, n, &cl);
 		double dd = gbps(ex_d, c, (size_t)cl, d, n, &o, n, &dl);
@@ -248,12 +251,60 @@ speeds(void)
 	free(d);
 }
 
+static void
+usage(FILE *f)
+{
+	fprintf(f, "usage: codec_bench [--speed] [--impl scalar|avx2|avx512] [--reps N] "
+		   "[DIR_OR_FILE...]\n"
+		   "  --speed  speed lines only (skip the ratio and rows tables)\n"
+		   "  --impl   time only this ExANS implementation (zstd and lz4 still run)\n"
+		   "  --reps   best of N timed runs per figure (default 3, 1..1000)\n"
+		   "  input defaults to ../shared/data/kv-bf16/stories260K\n");
+}
+
+static int
+parse_impl(const char *s)
+{
+	static const char *names[] = {"scalar", "avx2", "avx512"};
+	for (int k = 0; k < 3; k++)
+		if (strcmp(s, names[k]) == 0)
+			return OL_EXANS_SCALAR + k;
+	return -1;
+}
+
 int
 main(int argc, char **argv)
 {
-	for (int i = 1; i < argc; i++)
-		load_arg(argv[i]);
-	if (argc < 2)
+	int speed_only = 0, ninputs = 0;
+	for (int i = 1; i < argc; i++) {
+		char *end;
+		if (strcmp(argv[i], "--help") == 0) {
+			usage(stdout);
+			return 0;
+		} else if (strcmp(argv[i], "--speed") == 0) {
+			speed_only = 1;
+		} else if (strcmp(argv[i], "--impl") == 0 && i + 1 < argc) {
+			only_impl = parse_impl(argv[++i]);
+			if (only_impl < 0) {
+				usage(stderr);
+				return 2;
+			}
+		} else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+			unsigned long long v = strtoull(argv[++i], &end, 10);
+			if (*end || v < 1 || v > 1000) {
+				usage(stderr);
+				return 2;
+			}
+			reps_n = (int)v;
+		} else if (argv[i][0] == '-') {
+			usage(stderr);
+			return 2;
+		} else {
+			load_arg(argv[i]);
+			ninputs++;
+		}
+	}
+	if (!ninputs)
 		load_arg("../shared/data/kv-bf16/stories260K");
 	if (!nfiles) {
 		fprintf(stderr, "codec_bench: no .bf16 input found\n");
@@ -261,9 +312,10 @@ main(int argc, char **argv)
 	}
 	printf("input  %d files\n", nfiles);
 	static const uint32_t blks[] = {4096, 16384, 32768, 65536, 131072, 262144};
-	for (size_t i = 0; i < sizeof(blks) / sizeof(blks[0]); i++)
+	for (size_t i = 0; !speed_only && i < sizeof(blks) / sizeof(blks[0]); i++)
 		ratios(blks[i]);
-	rows_ratio(64);
+	if (!speed_only)
+		rows_ratio(64);
 	speeds();
 	return 0;
 }
