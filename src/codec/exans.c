@@ -320,7 +320,7 @@ dec_table(const uint32_t f[256], uint32_t *tbl)
 	uint32_t cum = 0;
 	for (uint32_t s = 0; s < 256; s++) {
 		for (uint32_t j = 0; j < f[s]; j++)
-			tbl[cum + j] = s | f[s] << 8 | j << 20;
+			tbl[cum + j] = ol_exans_rot((uint8_t)s) | f[s] << 8 | j << 20;
 		cum += f[s];
 	}
 }

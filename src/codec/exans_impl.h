@@ -9,8 +9,10 @@
 #include "codec/exans.h"
 #include "codec/exans_fmt.h"
 
-/* Decoder state of one block. tbl[slot] = sym | freq << 8 | (slot - cum) << 20. Words are
- * read from wp forward; wend bounds them. */
+/* Decoder state of one block. tbl[slot] = r | freq << 8 | (slot - cum) << 20, with r the
+ * symbol rotated right by one bit (ol_exans_rot), so that the BF16 bytes are a bit select:
+ * low = sm&0x7f | r&0x80, high = sm&0x80 | r&0x7f (ol_exans_join_rot). Words are read from
+ * wp forward; wend bounds them. */
 struct ol_exans_dec {
 	uint32_t x[OL_EXANS_LANES];
 	const uint8_t *wp;
@@ -66,6 +68,21 @@ ssize_t ol_exans_rows_encode(const uint8_t *src, size_t n, uint32_t R, uint8_t *
 			     size_t best, enum ol_exans_impl impl);
 int ol_exans_rows_decode(const uint8_t *p, size_t n, uint8_t *dst, size_t dlen,
 			 enum ol_exans_impl impl);
+
+static inline uint8_t
+ol_exans_rot(uint8_t sym)
+{
+	return (uint8_t)(sym >> 1 | sym << 7);
+}
+
+/* The two bytes of a BF16 value from the rotated exponent r and the sign+mantissa byte sm. */
+static inline void
+ol_exans_join_rot(uint8_t *out, uint8_t r, uint8_t sm)
+{
+	uint8_t t = (r ^ sm) & 0x7f;
+	out[0] = r ^ t;
+	out[1] = sm ^ t;
+}
 
 static inline uint16_t
 ol_exans_ld16(const uint8_t *p)

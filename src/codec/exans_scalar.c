@@ -12,8 +12,7 @@ dec_one(uint32_t x, uint32_t e)
 static inline void
 put16(uint8_t *out, uint32_t e, uint8_t sm)
 {
-	uint16_t v = ol_exans_join((uint8_t)e, sm);
-	memcpy(out, &v, 2); /* little-endian hosts */
+	ol_exans_join_rot(out, (uint8_t)e, sm);
 }
 
 int

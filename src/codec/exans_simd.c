@@ -10,10 +10,8 @@
 #define AVX2_T	 __attribute__((target("avx2,popcnt")))
 #define AVX512_T __attribute__((target("avx512f,avx2,popcnt")))
 
-/* avx2_perm[m]: lane l takes word k if l is the k-th set lane of m (AVX2 has no expand).
- * avx2_cperm[m]: the set lanes of m moved, in order, to the top slots 8-popcount(m)..7 (a
+/* avx2_cperm[m]: the set lanes of m moved, in order, to the top slots 8-popcount(m)..7 (a
  * right-aligned compress, for the encoder's downward word stack). */
-static uint32_t avx2_perm[256][8];
 static uint32_t avx2_cperm[256][8];
 
 __attribute__((constructor)) static void
@@ -23,67 +21,115 @@ avx2_perm_init(void)
 		int k = 0, c = __builtin_popcount((unsigned)m);
 		memset(avx2_cperm[m], 0, sizeof(avx2_cperm[m]));
 		for (int l = 0; l < 8; l++) {
-			avx2_perm[m][l] = (m >> l) & 1 ? (uint32_t)k : 0;
 			if ((m >> l) & 1)
 				avx2_cperm[m][8 - c + k++] = (uint32_t)l;
 		}
 	}
 }
 
+/* avx2_wshuf[m]: vpshufb control that, on the 8 words at wp broadcast to both 128-bit
+ * halves, puts word k into the low half of lane l if l is the k-th set lane of m, zeros in
+ * every other byte (so unset lanes get 0). */
+static uint8_t avx2_wshuf[256][32] __attribute__((aligned(32)));
+
+__attribute__((constructor)) static void
+avx2_wshuf_init(void)
+{
+	for (int m = 0; m < 256; m++) {
+		int k = 0;
+		memset(avx2_wshuf[m], 0x80, sizeof(avx2_wshuf[m]));
+		for (int l = 0; l < 8; l++)
+			if ((m >> l) & 1) {
+				avx2_wshuf[m][4 * l] = (uint8_t)(2 * k);
+				avx2_wshuf[m][4 * l + 1] = (uint8_t)(2 * k + 1);
+				k++;
+			}
+	}
+}
+
+/* tbl[slot] of 8 lanes with scalar loads: on AMD Zen 4/5 vpgatherdd is microcoded (measured
+ * here: one ymm gather every ~13 cycles against ~5 for this), and on Intel parts with the
+ * Gather Data Sampling fix it is slow too. */
 AVX2_T static inline __m256i
-avx2_step(__m256i x, const uint32_t *tbl, const uint8_t **wpp, __m256i *sym)
+avx2_lookup(const uint32_t *tbl, __m256i slot)
+{
+	__m128i a = _mm256_castsi256_si128(slot), b = _mm256_extracti128_si256(slot, 1);
+	uint64_t q0 = (uint64_t)_mm_cvtsi128_si64(a), q1 = (uint64_t)_mm_extract_epi64(a, 1);
+	uint64_t q2 = (uint64_t)_mm_cvtsi128_si64(b), q3 = (uint64_t)_mm_extract_epi64(b, 1);
+	__m128i r0 = _mm_cvtsi32_si128((int)tbl[(uint32_t)q0]);
+	__m128i r1 = _mm_cvtsi32_si128((int)tbl[(uint32_t)q2]);
+	r0 = _mm_insert_epi32(r0, (int)tbl[q0 >> 32], 1);
+	r1 = _mm_insert_epi32(r1, (int)tbl[q2 >> 32], 1);
+	r0 = _mm_insert_epi32(r0, (int)tbl[(uint32_t)q1], 2);
+	r1 = _mm_insert_epi32(r1, (int)tbl[(uint32_t)q3], 2);
+	r0 = _mm_insert_epi32(r0, (int)tbl[q1 >> 32], 3);
+	r1 = _mm_insert_epi32(r1, (int)tbl[q3 >> 32], 3);
+	return _mm256_inserti128_si256(_mm256_castsi128_si256(r0), r1, 1);
+}
+
+/* One decode step of 8 lanes. Returns the new states; the table entries go to *e. */
+AVX2_T static inline __m256i
+avx2_step(__m256i x, const uint32_t *tbl, const uint8_t **wpp, __m256i *e)
 {
 	const __m256i mask12 = _mm256_set1_epi32(OL_EXANS_PROB_SCALE - 1);
-	__m256i e = _mm256_i32gather_epi32((const int *)tbl, _mm256_and_si256(x, mask12), 4);
-	__m256i f = _mm256_and_si256(_mm256_srli_epi32(e, 8), mask12);
+	*e = avx2_lookup(tbl, _mm256_and_si256(x, mask12));
+	__m256i f = _mm256_and_si256(_mm256_srli_epi32(*e, 8), mask12);
 	x = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srli_epi32(x, OL_EXANS_PROB_BITS)),
-			     _mm256_srli_epi32(e, 20));
-	*sym = _mm256_and_si256(e, _mm256_set1_epi32(0xff));
+			     _mm256_srli_epi32(*e, 20));
 	__m256i need = _mm256_cmpgt_epi32(_mm256_set1_epi32(OL_EXANS_RANS_L), x);
 	unsigned m = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(need));
-	__m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)*wpp));
-	w = _mm256_permutevar8x32_epi32(w, _mm256_loadu_si256((const __m256i *)avx2_perm[m]));
-	__m256i xn = _mm256_or_si256(_mm256_slli_epi32(x, 16), w);
+	__m256i w = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)*wpp));
+	w = _mm256_shuffle_epi8(w, _mm256_load_si256((const __m256i *)avx2_wshuf[m]));
 	*wpp += 2 * __builtin_popcount(m);
-	return _mm256_blendv_epi8(x, xn, need);
+	return _mm256_or_si256(_mm256_blendv_epi8(x, _mm256_slli_epi32(x, 16), need), w);
 }
 
-/* BF16 of 8 lanes: exponents in s (u32), sign+mantissa bytes from sm. */
-AVX2_T static inline __m256i
-avx2_join(__m256i s, const uint8_t *sm)
-{
-	__m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sm));
-	__m256i v =
-	    _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x80)), 8),
-			    _mm256_slli_epi32(s, 7));
-	return _mm256_or_si256(v, _mm256_and_si256(b, _mm256_set1_epi32(0x7f)));
-}
-
-/* 32 values of one group to out (64 bytes). */
+/* BF16 of the 32 values of one group to out (64 bytes), from the table entries of lanes
+ * 8k..8k+7 in e[k] (rotated exponent r in the low byte, see exans_impl.h) and the 32
+ * sign+mantissa bytes at sm. Works on bytes: lo = m&0x7f | r&0x80, hi = m&0x80 | r&0x7f. */
 AVX2_T static inline void
-avx2_store_group(uint8_t *out, const uint8_t *sm, const __m256i s[4])
+avx2_store_group(uint8_t *out, const uint8_t *sm, const __m256i e[4])
 {
-	for (int k = 0; k < 4; k += 2) {
-		__m256i v = _mm256_packus_epi32(avx2_join(s[k], sm + 8 * k),
-						avx2_join(s[k + 1], sm + 8 * k + 8));
-		_mm256_storeu_si256((__m256i *)(out + 16 * k), _mm256_permute4x64_epi64(v, 0xd8));
-	}
+	/* byte 0 of dword i of each 128-bit half to byte 4k + i: halves hold values
+	 * 0-3,8-11,16-19,24-27 | 4-7,12-15,20-23,28-31 */
+	const int b = 0x0c080400, z = -1;
+	__m256i r = _mm256_or_si256(
+	    _mm256_or_si256(_mm256_shuffle_epi8(e[0], _mm256_setr_epi32(b, z, z, z, b, z, z, z)),
+			    _mm256_shuffle_epi8(e[1], _mm256_setr_epi32(z, b, z, z, z, b, z, z))),
+	    _mm256_or_si256(_mm256_shuffle_epi8(e[2], _mm256_setr_epi32(z, z, b, z, z, z, b, z)),
+			    _mm256_shuffle_epi8(e[3], _mm256_setr_epi32(z, z, z, b, z, z, z, b))));
+	/* reorder to values 0-7,16-23 | 8-15,24-31 so that unpacklo/hi_epi8 yield 0-15, 16-31 */
+	r = _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 2, 6, 1, 5, 3, 7));
+	__m256i m = _mm256_permute4x64_epi64(_mm256_loadu_si256((const __m256i *)sm), 0xd8);
+	__m256i t = _mm256_and_si256(_mm256_xor_si256(m, r), _mm256_set1_epi8(0x7f));
+	__m256i lo = _mm256_xor_si256(r, t), hi = _mm256_xor_si256(m, t);
+	_mm256_storeu_si256((__m256i *)out, _mm256_unpacklo_epi8(lo, hi));
+	_mm256_storeu_si256((__m256i *)(out + 32), _mm256_unpackhi_epi8(lo, hi));
+}
+
+/* One group of 32 lanes: 4 steps, then the 64 output bytes. */
+AVX2_T static inline void
+avx2_group(__m256i x[4], const uint32_t *tbl, const uint8_t **wpp, uint8_t *out, const uint8_t *sm)
+{
+	__m256i e[4];
+	x[0] = avx2_step(x[0], tbl, wpp, &e[0]);
+	x[1] = avx2_step(x[1], tbl, wpp, &e[1]);
+	x[2] = avx2_step(x[2], tbl, wpp, &e[2]);
+	x[3] = avx2_step(x[3], tbl, wpp, &e[3]);
+	avx2_store_group(out, sm, e);
 }
 
 AVX2_T int
 ol_exans_dec_groups_avx2(struct ol_exans_dec *d, uint8_t *out, const uint8_t *sm, size_t ngroups)
 {
-	__m256i x[4], s[4];
+	__m256i x[4];
 	const uint8_t *wp = d->wp;
 	for (int k = 0; k < 4; k++)
 		x[k] = _mm256_loadu_si256((const __m256i *)(d->x + 8 * k));
 	size_t g = 0;
 	/* 32 words is the most one group takes; 16 bytes are loaded per step of 8 lanes */
-	for (; g < ngroups && d->wend - wp >= 2 * OL_EXANS_LANES + 16; g++) {
-		for (int k = 0; k < 4; k++)
-			x[k] = avx2_step(x[k], d->tbl, &wp, &s[k]);
-		avx2_store_group(out + 64 * g, sm + 32 * g, s);
-	}
+	for (; g < ngroups && d->wend - wp >= 2 * OL_EXANS_LANES + 16; g++)
+		avx2_group(x, d->tbl, &wp, out + 64 * g, sm + 32 * g);
 	for (int k = 0; k < 4; k++)
 		_mm256_storeu_si256((__m256i *)(d->x + 8 * k), x[k]);
 	d->wp = wp;
@@ -97,7 +143,10 @@ AVX512_T static inline __m512i
 avx512_step(__m512i x, const uint32_t *tbl, const uint8_t **wpp, __m512i *sym)
 {
 	const __m512i mask12 = _mm512_set1_epi32(OL_EXANS_PROB_SCALE - 1);
-	__m512i e = _mm512_i32gather_epi32(_mm512_and_si512(x, mask12), (const int *)tbl, 4);
+	__m512i slot = _mm512_and_si512(x, mask12);
+	__m512i e = _mm512_inserti64x4(
+	    _mm512_castsi256_si512(avx2_lookup(tbl, _mm512_castsi512_si256(slot))),
+	    avx2_lookup(tbl, _mm512_extracti64x4_epi64(slot, 1)), 1);
 	__m512i f = _mm512_and_si512(_mm512_srli_epi32(e, 8), mask12);
 	x = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srli_epi32(x, OL_EXANS_PROB_BITS)),
 			     _mm512_srli_epi32(e, 20));
@@ -109,15 +158,17 @@ avx512_step(__m512i x, const uint32_t *tbl, const uint8_t **wpp, __m512i *sym)
 	return _mm512_mask_or_epi32(x, need, _mm512_slli_epi32(x, 16), w);
 }
 
-/* 16 values to out (32 bytes): table entries e (symbol in the low byte), sm bytes. */
+/* 16 values to out (32 bytes): table entries e (rotated exponent in the low byte), sm
+ * bytes; byte-wise join as in avx2_store_group. */
 AVX512_T static inline void
 avx512_store16(uint8_t *out, const uint8_t *sm, __m512i e)
 {
-	__m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)sm));
-	__m512i v = _mm512_slli_epi32(_mm512_and_si512(e, _mm512_set1_epi32(0xff)), 7);
-	v = _mm512_or_si512(v, _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 8));
-	v = _mm512_or_si512(v, _mm512_and_si512(b, _mm512_set1_epi32(0x7f)));
-	_mm256_storeu_si256((__m256i *)out, _mm512_cvtepi32_epi16(v));
+	__m128i r = _mm512_cvtepi32_epi8(e);
+	__m128i m = _mm_loadu_si128((const __m128i *)sm);
+	__m128i t = _mm_and_si128(_mm_xor_si128(m, r), _mm_set1_epi8(0x7f));
+	__m128i lo = _mm_xor_si128(r, t), hi = _mm_xor_si128(m, t);
+	_mm_storeu_si128((__m128i *)out, _mm_unpacklo_epi8(lo, hi));
+	_mm_storeu_si128((__m128i *)(out + 16), _mm_unpackhi_epi8(lo, hi));
 }
 
 AVX512_T int
@@ -146,26 +197,22 @@ AVX2_T int
 ol_exans_dec_groups2_avx2(struct ol_exans_dec *d0, struct ol_exans_dec *d1, uint8_t *o0,
 			  uint8_t *o1, const uint8_t *sm0, const uint8_t *sm1, size_t ngroups)
 {
-	__m256i x[8], s[8];
+	__m256i x[4], y[4];
 	const uint8_t *wp0 = d0->wp, *wp1 = d1->wp;
 	for (int k = 0; k < 4; k++) {
 		x[k] = _mm256_loadu_si256((const __m256i *)(d0->x + 8 * k));
-		x[4 + k] = _mm256_loadu_si256((const __m256i *)(d1->x + 8 * k));
+		y[k] = _mm256_loadu_si256((const __m256i *)(d1->x + 8 * k));
 	}
 	size_t g = 0;
 	for (; g < ngroups && d0->wend - wp0 >= 2 * OL_EXANS_LANES + 16 &&
 	       d1->wend - wp1 >= 2 * OL_EXANS_LANES + 16;
 	     g++) {
-		for (int k = 0; k < 4; k++) {
-			x[k] = avx2_step(x[k], d0->tbl, &wp0, &s[k]);
-			x[4 + k] = avx2_step(x[4 + k], d1->tbl, &wp1, &s[4 + k]);
-		}
-		avx2_store_group(o0 + 64 * g, sm0 + 32 * g, s);
-		avx2_store_group(o1 + 64 * g, sm1 + 32 * g, s + 4);
+		avx2_group(x, d0->tbl, &wp0, o0 + 64 * g, sm0 + 32 * g);
+		avx2_group(y, d1->tbl, &wp1, o1 + 64 * g, sm1 + 32 * g);
 	}
 	for (int k = 0; k < 4; k++) {
 		_mm256_storeu_si256((__m256i *)(d0->x + 8 * k), x[k]);
-		_mm256_storeu_si256((__m256i *)(d1->x + 8 * k), x[4 + k]);
+		_mm256_storeu_si256((__m256i *)(d1->x + 8 * k), y[k]);
 	}
 	d0->wp = wp0;
 	d1->wp = wp1;

@@ -7,6 +7,7 @@
 
 #include "codec/exans.h"
 #include "codec/exans_fmt.h"
+#include "codec/exans_impl.h"
 #include "tap.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -195,6 +196,137 @@ test_raw_fallback(void)
 	free(c);
 }
 
+/* The group kernels on random tables, states and word streams (valid or not): every impl
+ * must write the same bytes, end in the same states at the same word and agree on errors. */
+typedef int (*groups_fn)(struct ol_exans_dec *, uint8_t *, const uint8_t *, size_t);
+typedef int (*groups2_fn)(struct ol_exans_dec *, struct ol_exans_dec *, uint8_t *, uint8_t *,
+			  const uint8_t *, const uint8_t *, size_t);
+
+static void
+rand_table(uint32_t *tbl)
+{
+	uint32_t cnt[256] = {0}, f[256], cum = 0;
+	int lo = (int)(rnd() % 256), w = 1 + (int)(rnd() % (rnd() % 4 ? 24 : 256));
+	for (int k = 0; k < 64; k++)
+		cnt[(lo + (int)(rnd() % (uint64_t)w)) & 255] += 1 + (uint32_t)(rnd() % 1000);
+	uint64_t n = 0;
+	for (int s = 0; s < 256; s++)
+		n += cnt[s];
+	ol_exans_quantise(cnt, n, f);
+	for (uint32_t s = 0; s < 256; s++) /* exans.c dec_table */
+		for (uint32_t j = 0; j < f[s]; j++, cum++)
+			tbl[cum] = ol_exans_rot((uint8_t)s) | f[s] << 8 | j << 20;
+}
+
+static void
+rand_dec(struct ol_exans_dec *d, const uint32_t *tbl, const uint8_t *w, size_t wlen)
+{
+	for (unsigned l = 0; l < OL_EXANS_LANES; l++)
+		d->x[l] = OL_EXANS_RANS_L + (uint32_t)(rnd() % ((1u << 31) - OL_EXANS_RANS_L));
+	d->tbl = tbl;
+	d->wp = w;
+	d->wend = w + wlen;
+}
+
+static int
+same_dec(const struct ol_exans_dec *a, const struct ol_exans_dec *b)
+{
+	return a->wp == b->wp && memcmp(a->x, b->x, sizeof(a->x)) == 0;
+}
+
+static void
+test_kernels(void)
+{
+	static const groups_fn one[] = {ol_exans_dec_groups_scalar, ol_exans_dec_groups_avx2,
+					ol_exans_dec_groups_avx512};
+	static const groups2_fn two[] = {NULL, ol_exans_dec_groups2_avx2,
+					 ol_exans_dec_groups2_avx512};
+	enum { NG = 40, WB = 2 * 32 * NG + 64 };
+	static uint32_t t0[OL_EXANS_PROB_SCALE], t1[OL_EXANS_PROB_SCALE];
+	static uint8_t w0[WB], w1[WB], sm0[32 * NG], sm1[32 * NG];
+	static uint8_t ref0[64 * NG], ref1[64 * NG], o0[64 * NG], o1[64 * NG];
+	int good = 1, runs = 0;
+	for (int it = 0; it < 400 && good; it++) {
+		rand_table(t0);
+		rand_table(t1);
+		fill_rand(w0, WB);
+		fill_rand(w1, WB);
+		fill_rand(sm0, sizeof(sm0));
+		fill_rand(sm1, sizeof(sm1));
+		size_t ng = rnd() % (NG + 1), wl0 = rnd() % WB, wl1 = rnd() % WB;
+		if (it % 4 == 0) /* short streams: the checked tail and -EBADMSG */
+			wl0 = rnd() % 200, wl1 = rnd() % 200;
+		struct ol_exans_dec s0, s1, a, b;
+		rand_dec(&s0, t0, w0, wl0);
+		rand_dec(&s1, t1, w1, wl1);
+		a = s0;
+		b = s1;
+		int r0 = ol_exans_dec_groups_scalar(&a, ref0, sm0, ng);
+		int r1 = ol_exans_dec_groups_scalar(&b, ref1, sm1, ng);
+		for (int k = 1; k < 3; k++) {
+			if (!ol_exans_impl_supported(impls[k]))
+				continue;
+			struct ol_exans_dec c = s0, e = s1;
+			int q = one[k](&c, o0, sm0, ng);
+			good &= q == r0 &&
+				(q != 0 || (same_dec(&c, &a) && memcmp(o0, ref0, 64 * ng) == 0));
+			c = s0;
+			q = two[k](&c, &e, o0, o1, sm0, sm1, ng);
+			good &= (q != 0) == (r0 != 0 || r1 != 0);
+			if (q == 0)
+				good &= same_dec(&c, &a) && same_dec(&e, &b) &&
+					memcmp(o0, ref0, 64 * ng) == 0 &&
+					memcmp(o1, ref1, 64 * ng) == 0;
+			runs++;
+		}
+	}
+	ok(good, "group kernels: %d random runs, SIMD == scalar bytes, states, words, errors",
+	   runs);
+}
+
+/* Each block of a container decoded alone by every impl (the single-block kernels; the
+ * container path pairs blocks): the same bytes as the scalar decoder and the input. */
+static int
+blocks_agree(const uint8_t *src, size_t n, uint32_t blk)
+{
+	struct ol_exans_opts o = {.block_bytes = blk};
+	size_t cap = ol_exans_bound(n, blk);
+	uint8_t *c = malloc(cap), *d = malloc(blk + 1), *ref = malloc(blk + 1);
+	ssize_t m = ol_exans_compress(src, n, c, cap, &o);
+	uint32_t nb = 0;
+	int good = m > 0 && ol_exans_block_count(c, (size_t)m, &nb) == 0;
+	for (uint32_t i = 0; good && i < nb; i++) {
+		struct ol_exans_block_ref r;
+		good &= ol_exans_block_locate(c, (size_t)m, i, &r) == 0;
+		ssize_t k0 = ol_exans_block_decode(c + r.off, r.len, ref, blk, OL_EXANS_SCALAR);
+		good &= k0 == (ssize_t)r.dec_len && memcmp(ref, src + r.dec_off, r.dec_len) == 0;
+		for (int k = 1; good && k < 3; k++) {
+			if (!ol_exans_impl_supported(impls[k]))
+				continue;
+			memset(d, 0x5a, blk + 1);
+			ssize_t q = ol_exans_block_decode(c + r.off, r.len, d, blk, impls[k]);
+			good &= q == k0 && memcmp(d, ref, r.dec_len) == 0;
+		}
+	}
+	free(c);
+	free(d);
+	free(ref);
+	return good;
+}
+
+static void
+test_decoders_agree(void)
+{
+	uint8_t *p = malloc(8192);
+	int good = 1;
+	for (size_t n = 0; n <= 8192 && good; n++) {
+		fill_bf16(p, n);
+		good &= blocks_agree(p, n, 8192);
+	}
+	ok(good, "every length 0..8192 as one block: every decoder == scalar, byte for byte");
+	free(p);
+}
+
 /* Every single-byte change of a small stream must be an error (never wrong data). */
 static void
 test_corruption(void)
@@ -357,7 +489,7 @@ test_real(const char *dir)
 		uint8_t *p = slurp(path, &n);
 		ssize_t r = p ? roundtrip(p, n, 0) : -1;
 		ssize_t q = p ? roundtrip_rows(p, n, 64) : -1;
-		good &= r > 0 && q > 0 && q <= r;
+		good &= r > 0 && q > 0 && q <= r && blocks_agree(p, n, 65536);
 		rows += (double)(q > 0 ? q : 0);
 		for (size_t off = 0; p && off < n; off += 65536) {
 			double b;
@@ -372,7 +504,7 @@ test_real(const char *dir)
 	closedir(dd);
 	ok(files >= 48 && good,
 	   "%d real dump files: same bytes from every encoder, round trip on every decoder, plain "
-	   "and rows mode",
+	   "and rows mode, every block alone == scalar",
 	   files);
 	ok(raw / comp >= 1.50, "real dump ratio %.4f >= 1.50", raw / comp);
 	ok(raw / rows > raw / comp, "rows mode (64 B rows) on the dump: %.4f", raw / rows);
@@ -392,6 +524,8 @@ main(int argc, char **argv)
 	test_lengths();
 	test_special();
 	test_raw_fallback();
+	test_kernels();
+	test_decoders_agree();
 	test_corruption();
 	test_blocks();
 	test_rows(argc > 1 ? argv[1] : NULL);
