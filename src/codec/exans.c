@@ -96,19 +96,35 @@ ol_exans_impl_name(enum ol_exans_impl impl)
 
 /* ---- block encoder ---- */
 
+/* Exponent counts. KV data has few distinct exponents, so increments of one counter would
+ * wait on each other through memory: 8 sub-histograms, 4 values per 64-bit load. */
 static void
 histogram(const uint8_t *src, size_t nv, uint32_t cnt[256])
 {
-	uint32_t h[4][256];
+	uint32_t h[8][256];
 	memset(h, 0, sizeof(h));
 	size_t i = 0;
-	for (; i + 4 <= nv; i += 4)
-		for (int k = 0; k < 4; k++)
-			h[k][ol_exans_exp(ol_exans_ld16(src + 2 * (i + k)))]++;
+	for (; i + 8 <= nv; i += 8) {
+		uint64_t a, b;
+		memcpy(&a, src + 2 * i, 8);
+		memcpy(&b, src + 2 * i + 8, 8);
+		h[0][(a >> 7) & 0xff]++;
+		h[1][(a >> 23) & 0xff]++;
+		h[2][(a >> 39) & 0xff]++;
+		h[3][(a >> 55) & 0xff]++;
+		h[4][(b >> 7) & 0xff]++;
+		h[5][(b >> 23) & 0xff]++;
+		h[6][(b >> 39) & 0xff]++;
+		h[7][(b >> 55) & 0xff]++;
+	}
 	for (; i < nv; i++)
 		h[0][ol_exans_exp(ol_exans_ld16(src + 2 * i))]++;
-	for (int s = 0; s < 256; s++)
-		cnt[s] = h[0][s] + h[1][s] + h[2][s] + h[3][s];
+	for (int s = 0; s < 256; s++) {
+		uint32_t c = 0;
+		for (int k = 0; k < 8; k++)
+			c += h[k][s];
+		cnt[s] = c;
+	}
 }
 
 static void

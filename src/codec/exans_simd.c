@@ -67,6 +67,18 @@ avx2_lookup(const uint32_t *tbl, __m256i slot)
 	return _mm256_inserti128_si256(_mm256_castsi128_si256(r0), r1, 1);
 }
 
+/* ta[idx] and tb[idx] of 8 lanes (the encoder's two tables), as avx2_lookup. */
+AVX2_T static inline void
+avx2_lookup2(const uint32_t *ta, const uint32_t *tb, __m256i idx, __m256i *a, __m256i *b)
+{
+	uint32_t i[8] __attribute__((aligned(32)));
+	_mm256_store_si256((__m256i *)i, idx);
+	*a = _mm256_setr_epi32((int)ta[i[0]], (int)ta[i[1]], (int)ta[i[2]], (int)ta[i[3]],
+			       (int)ta[i[4]], (int)ta[i[5]], (int)ta[i[6]], (int)ta[i[7]]);
+	*b = _mm256_setr_epi32((int)tb[i[0]], (int)tb[i[1]], (int)tb[i[2]], (int)tb[i[3]],
+			       (int)tb[i[4]], (int)tb[i[5]], (int)tb[i[6]], (int)tb[i[7]]);
+}
+
 /* One decode step of 8 lanes. Returns the new states; the table entries go to *e. */
 AVX2_T static inline __m256i
 avx2_step(__m256i x, const uint32_t *tbl, const uint8_t **wpp, __m256i *e)
@@ -322,8 +334,8 @@ avx2_enc_vec(__m256i x, const uint8_t *src, uint8_t **wpp, const struct ol_exans
 {
 	__m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)src));
 	__m256i s = _mm256_and_si256(_mm256_srli_epi32(v, 7), _mm256_set1_epi32(0xff));
-	__m256i a = _mm256_i32gather_epi32((const int *)e->a, s, 4);
-	__m256i b = _mm256_i32gather_epi32((const int *)e->b, s, 4);
+	__m256i a, b;
+	avx2_lookup2(e->a, e->b, s, &a, &b);
 	__m256i f = _mm256_and_si256(a, _mm256_set1_epi32(0xfff));
 	/* states and bounds are below 2^31: a signed compare is exact */
 	__m256i emit =
