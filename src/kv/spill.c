@@ -20,13 +20,15 @@
 #define REC_MAGIC 0x524b4c4fu /* "OLKR" */
 #define REC_VER	  1
 #define MAX_SEGS  4096
+#define WR_CHUNK  (4u << 20) /* an append batch goes to the device in writes of about this */
+#define WR_DEPTH  8	     /* ... with up to this many in flight */
 
 struct seg {
 	uint64_t id;
 	int fd;
 	uint64_t size;
 	int refs;
-	bool dropped;
+	bool dropped, unsynced;
 };
 
 struct ol_kvs {
@@ -35,7 +37,12 @@ struct ol_kvs {
 	uint64_t cap, seg_nominal, used, next_id;
 	struct seg *segs[MAX_SEGS]; /* oldest first; the last one is appended to */
 	unsigned n_segs;
+	bool roll_next; /* a write failed: the next append starts a new segment */
 	uint64_t appended, dropped_segments, corrupt;
+	/* the syncer thread: fdatasync off the append path (a flush can take 300 ms) */
+	pthread_t syncer;
+	pthread_cond_t sync_cv;
+	bool syncer_running, sync_want, sync_stop;
 };
 
 /* ---- per-thread ring and bounce buffers ---- */
@@ -75,7 +82,7 @@ tls_get(void)
 	struct tls *t = pthread_getspecific(tls_key);
 	if (!t) {
 		t = ol_xcalloc(1, sizeof(*t));
-		t->ring_ok = io_uring_queue_init(4, &t->ring, 0) == 0;
+		t->ring_ok = io_uring_queue_init(2 * WR_DEPTH, &t->ring, 0) == 0;
 		pthread_setspecific(tls_key, t);
 	}
 	return t;
@@ -138,6 +145,98 @@ rw_all(struct tls *t, int fd, uint8_t *buf, size_t len, uint64_t off, bool wr)
 		done += (size_t)r;
 	}
 	return 0;
+}
+
+/* ---- pipelined writes: chunks of a buffer go to the device while the rest is filled ---- */
+
+struct wr_pipe {
+	struct tls *t;
+	int fd;
+	uint8_t *buf;
+	uint64_t base, sent; /* file offset of buf[0]; bytes of buf handed to the device */
+	uint64_t at[WR_DEPTH], len[WR_DEPTH];
+	bool busy[WR_DEPTH];
+	unsigned inflight;
+	int rc;
+};
+
+/* Wait for one write of p to complete. A short write is finished synchronously. */
+static void
+pipe_reap(struct wr_pipe *p)
+{
+	struct io_uring_cqe *cqe;
+	int r;
+	while ((r = io_uring_wait_cqe(&p->t->ring, &cqe)) == -EINTR || r == -EAGAIN)
+		;
+	if (r < 0) /* writes still read buf: going on could corrupt memory */
+		ol_die("kv spill: io_uring wait failed with writes in flight: %s", strerror(-r));
+	unsigned i = (unsigned)cqe->user_data;
+	int res = cqe->res;
+	io_uring_cqe_seen(&p->t->ring, cqe);
+	p->busy[i] = false;
+	p->inflight--;
+	if (res < 0) {
+		p->rc = p->rc ? p->rc : res;
+	} else if ((uint64_t)res < p->len[i]) {
+		uint64_t done = p->at[i] + (uint64_t)res, end = p->at[i] + p->len[i];
+		while (done < end && p->rc == 0) {
+			ssize_t w =
+			    pwrite(p->fd, p->buf + done, end - done, (off_t)(p->base + done));
+			if (w < 0 && errno != EINTR)
+				p->rc = -errno;
+			else if (w == 0)
+				p->rc = -EIO;
+			else if (w > 0)
+				done += (uint64_t)w;
+		}
+	}
+}
+
+/* Hand buf[sent..upto) to the device (without waiting, when the ring allows). */
+static void
+pipe_send(struct wr_pipe *p, uint64_t upto)
+{
+	while (p->sent < upto && p->rc == 0) {
+		uint64_t len = upto - p->sent;
+		if (len > (1u << 30))
+			len = 1u << 30;
+		if (!p->t->ring_ok) {
+			p->rc = rw_all(p->t, p->fd, p->buf + p->sent, len, p->base + p->sent, true);
+			p->sent += len;
+			continue;
+		}
+		while (p->inflight == WR_DEPTH)
+			pipe_reap(p);
+		unsigned i = 0;
+		while (p->busy[i])
+			i++;
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&p->t->ring);
+		if (!sqe) { /* cannot happen: the ring has twice WR_DEPTH entries */
+			p->rc = -EBUSY;
+			break;
+		}
+		io_uring_prep_write(sqe, p->fd, p->buf + p->sent, (unsigned)len, p->base + p->sent);
+		io_uring_sqe_set_data64(sqe, i);
+		int r = io_uring_submit(&p->t->ring);
+		if (r < 0) {
+			p->rc = r;
+			break;
+		}
+		p->at[i] = p->sent;
+		p->len[i] = len;
+		p->busy[i] = true;
+		p->inflight++;
+		p->sent += len;
+	}
+}
+
+/* Wait for every write of p. 0 or the first error. */
+static int
+pipe_finish(struct wr_pipe *p)
+{
+	while (p->inflight)
+		pipe_reap(p);
+	return p->rc;
 }
 
 /* ---- records ---- */
@@ -334,6 +433,54 @@ recover(struct ol_kvs *s, ol_kvs_recover_fn fn, void *arg)
 	return rc;
 }
 
+/* fdatasync the segments written since their last sync (lock held, dropped around each
+ * fdatasync; a segment dropped meanwhile stays open through its reference). One sweep:
+ * what is written during it is left for the next. */
+static int
+sync_segments(struct ol_kvs *s)
+{
+	struct seg *todo[16];
+	unsigned n;
+	int rc = 0;
+	do {
+		n = 0;
+		for (unsigned i = 0; i < s->n_segs && n < 16; i++) {
+			if (!s->segs[i]->unsynced)
+				continue;
+			s->segs[i]->unsynced = false;
+			s->segs[i]->refs++;
+			todo[n++] = s->segs[i];
+		}
+		pthread_mutex_unlock(&s->mu);
+		for (unsigned i = 0; i < n; i++)
+			if (fdatasync(todo[i]->fd) != 0 && rc == 0)
+				rc = -errno;
+		pthread_mutex_lock(&s->mu);
+		for (unsigned i = 0; i < n; i++)
+			seg_unref(todo[i]);
+	} while (n == 16);
+	return rc;
+}
+
+static void *
+syncer_main(void *arg)
+{
+	struct ol_kvs *s = arg;
+	pthread_mutex_lock(&s->mu);
+	while (!s->sync_stop) {
+		if (!s->sync_want) {
+			pthread_cond_wait(&s->sync_cv, &s->mu);
+			continue;
+		}
+		s->sync_want = false;
+		int rc = sync_segments(s);
+		if (rc < 0)
+			ol_warn("kv spill: fdatasync in %s: %s", s->dir, strerror(-rc));
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
 int
 ol_kvs_open(const char *dir, uint64_t cap, uint64_t max_value, ol_kvs_recover_fn fn, void *arg,
 	    struct ol_kvs **out)
@@ -344,6 +491,7 @@ ol_kvs_open(const char *dir, uint64_t cap, uint64_t max_value, ol_kvs_recover_fn
 		return -errno;
 	struct ol_kvs *s = ol_xcalloc(1, sizeof(*s));
 	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->sync_cv, NULL);
 	snprintf(s->dir, sizeof(s->dir), "%s", dir);
 	s->cap = cap;
 	s->next_id = 1;
@@ -357,6 +505,8 @@ ol_kvs_open(const char *dir, uint64_t cap, uint64_t max_value, ol_kvs_recover_fn
 	int r = recover(s, fn, arg);
 	if (r == 0)
 		r = seg_roll(s);
+	if (r == 0 && (r = -pthread_create(&s->syncer, NULL, syncer_main, s)) == 0)
+		s->syncer_running = true;
 	if (r < 0) {
 		ol_kvs_close(s);
 		return r;
@@ -370,6 +520,18 @@ ol_kvs_close(struct ol_kvs *s)
 {
 	if (!s)
 		return;
+	pthread_mutex_lock(&s->mu);
+	if (s->syncer_running) {
+		s->sync_stop = true;
+		pthread_cond_signal(&s->sync_cv);
+		pthread_mutex_unlock(&s->mu);
+		pthread_join(s->syncer, NULL);
+		pthread_mutex_lock(&s->mu);
+	}
+	int rc = sync_segments(s);
+	if (rc < 0)
+		ol_warn("kv spill: fdatasync at close of %s: %s", s->dir, strerror(-rc));
+	pthread_mutex_unlock(&s->mu);
 	for (unsigned i = 0; i < s->n_segs; i++) {
 		if (s->segs[i]->size == 0 && i + 1 == s->n_segs) {
 			char path[600];
@@ -380,6 +542,7 @@ ol_kvs_close(struct ol_kvs *s)
 		close(s->segs[i]->fd);
 		free(s->segs[i]);
 	}
+	pthread_cond_destroy(&s->sync_cv);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }
@@ -395,43 +558,98 @@ make_room(struct ol_kvs *s, uint64_t rs, uint64_t *dropped, unsigned *n_dropped)
 	}
 }
 
-int
-ol_kvs_append(struct ol_kvs *s, const struct ol_kvs_rec *r, const void *val, struct ol_kvs_loc *loc,
-	      uint64_t *dropped, unsigned *n_dropped)
+/* Encode record r (value copied from val; NULL = tombstone) at p; returns its size. The value
+ * checksum is taken over the copy, so it covers exactly the bytes written. */
+static uint64_t
+rec_encode(uint8_t *p, const struct ol_kvs_rec *r, const void *val)
 {
-	struct tls *t = tls_get();
-	uint64_t rs = ol_kvs_rec_size(val ? r->len : 0);
-	uint8_t *buf = tls_buf(t, 1, rs);
 	struct ol_kvs_rec rr = *r;
 	if (!val)
 		rr.len = 0;
-	hdr_encode(buf, &rr, val);
+	uint64_t rs = ol_kvs_rec_size(rr.len);
 	if (val)
-		memcpy(buf + OL_KVS_HDR, val, rr.len);
-	memset(buf + OL_KVS_HDR + rr.len, 0, rs - OL_KVS_HDR - rr.len);
+		memcpy(p + OL_KVS_HDR, val, rr.len);
+	memset(p + OL_KVS_HDR + rr.len, 0, rs - OL_KVS_HDR - rr.len);
+	hdr_encode(p, &rr, val ? p + OL_KVS_HDR : NULL);
+	return rs;
+}
+
+uint64_t
+ol_kvs_batch_bytes(const struct ol_kvs *s)
+{
+	return s->seg_nominal < OL_KVS_BATCH ? s->seg_nominal : OL_KVS_BATCH;
+}
+
+/* The write at g->size failed: cut off whatever part of it landed (recovery must not find
+ * records of a batch reported failed) and start a new segment with the next append. */
+static void
+seg_fail(struct ol_kvs *s, struct seg *g)
+{
+	if (ftruncate(g->fd, (off_t)g->size) != 0)
+		ol_warn("kv spill: ftruncate segment %llu: %s", (unsigned long long)g->id,
+			strerror(errno));
+	s->roll_next = true;
+}
+
+int
+ol_kvs_append_batch(struct ol_kvs *s, struct ol_kvs_item *it, unsigned n, uint64_t *dropped,
+		    unsigned *n_dropped)
+{
+	struct tls *t = tls_get();
+	uint64_t total = 0;
+	for (unsigned i = 0; i < n; i++)
+		total += ol_kvs_rec_size(it[i].val ? it[i].rec.len : 0);
+	uint8_t *buf = tls_buf(t, 1, total);
 	*n_dropped = 0;
 	pthread_mutex_lock(&s->mu);
 	struct seg *g = s->segs[s->n_segs - 1];
 	int rc = 0;
-	if (g->size > 0 && g->size + rs > s->seg_nominal) {
+	if (s->roll_next || (g->size > 0 && g->size + total > s->seg_nominal)) {
 		if ((rc = seg_roll(s)) < 0)
 			goto out;
+		s->roll_next = false;
 		g = s->segs[s->n_segs - 1];
 	}
-	make_room(s, rs, dropped, n_dropped);
-	rc = rw_all(t, g->fd, buf, rs, g->size, true);
+	make_room(s, total, dropped, n_dropped);
+	/* encode record by record; every WR_CHUNK bytes go to the device while the next are
+	 * encoded (the lock is held throughout: appends stay in order, and a failed batch is
+	 * cut off before anything lands after it) */
+	struct wr_pipe p = {.t = t, .fd = g->fd, .buf = buf, .base = g->size};
+	for (uint64_t i = 0, at = 0; i < n; i++) {
+		it[i].loc.off = at;
+		at += rec_encode(buf + at, &it[i].rec, it[i].val);
+		if (at - p.sent >= WR_CHUNK)
+			pipe_send(&p, at);
+	}
+	pipe_send(&p, total);
+	rc = pipe_finish(&p);
 	if (rc < 0) {
 		ol_err("kv spill: write segment %llu: %s", (unsigned long long)g->id,
 		       strerror(-rc));
+		seg_fail(s, g);
 		goto out;
 	}
-	loc->seg = g->id;
-	loc->off = g->size;
-	g->size += rs;
-	s->used += rs;
-	s->appended++;
+	for (unsigned i = 0; i < n; i++) {
+		it[i].loc.seg = g->id;
+		it[i].loc.off += g->size;
+	}
+	g->size += total;
+	g->unsynced = true;
+	s->used += total;
+	s->appended += n;
 out:
 	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+int
+ol_kvs_append(struct ol_kvs *s, const struct ol_kvs_rec *r, const void *val, struct ol_kvs_loc *loc,
+	      uint64_t *dropped, unsigned *n_dropped)
+{
+	struct ol_kvs_item it = {*r, val, {0, 0}};
+	int rc = ol_kvs_append_batch(s, &it, 1, dropped, n_dropped);
+	if (rc == 0)
+		*loc = it.loc;
 	return rc;
 }
 
@@ -439,9 +657,18 @@ int
 ol_kvs_sync(struct ol_kvs *s)
 {
 	pthread_mutex_lock(&s->mu);
-	int rc = fdatasync(s->segs[s->n_segs - 1]->fd) == 0 ? 0 : -errno;
+	int rc = sync_segments(s);
 	pthread_mutex_unlock(&s->mu);
 	return rc;
+}
+
+void
+ol_kvs_sync_async(struct ol_kvs *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->sync_want = true;
+	pthread_cond_signal(&s->sync_cv);
+	pthread_mutex_unlock(&s->mu);
 }
 
 static struct seg *

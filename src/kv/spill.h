@@ -44,12 +44,36 @@ void ol_kvs_close(struct ol_kvs *s);
 
 /* Append one record (val may be NULL for a tombstone). On success *loc is where it lies; when
  * older segments had to be dropped to make room, their ids are in dropped[0..*n_dropped)
- * (at most 8; the caller removes index entries pointing to them). 0 or -errno. */
+ * (at most 8; the caller removes index entries pointing to them). 0 or -errno.
+ * Appends are serialised (one mutex held across the write), so records land in call order
+ * and a segment never has a hole before a record that was reported written. */
 int ol_kvs_append(struct ol_kvs *s, const struct ol_kvs_rec *r, const void *val,
 		  struct ol_kvs_loc *loc, uint64_t *dropped, unsigned *n_dropped);
 
-/* fdatasync the segment being written. 0 or -errno. */
+/* Most bytes of records worth putting in one ol_kvs_append_batch: 16 MiB, less when the
+ * segments are smaller. One record alone may be larger. */
+#define OL_KVS_BATCH (16u << 20)
+uint64_t ol_kvs_batch_bytes(const struct ol_kvs *s);
+
+struct ol_kvs_item {
+	struct ol_kvs_rec rec;
+	const void *val;       /* rec.len bytes, read during the call; NULL = tombstone */
+	struct ol_kvs_loc loc; /* out */
+};
+
+/* Append it[0..n) (n >= 1) as one contiguous write into one segment: the records are encoded
+ * (value copied, checksummed) outside the lock, then written with one request (the kernel
+ * splits it over the device queue), instead of one round trip each. All or nothing: 0 and
+ * every it[i].loc set, or -errno and none of them recoverable (what landed is cut off; the
+ * next append starts a new segment). dropped as for ol_kvs_append. */
+int ol_kvs_append_batch(struct ol_kvs *s, struct ol_kvs_item *it, unsigned n, uint64_t *dropped,
+			unsigned *n_dropped);
+
+/* fdatasync every segment written since the last sync. 0 or -errno. */
 int ol_kvs_sync(struct ol_kvs *s);
+/* The same, done soon by the tier's syncer thread; returns at once (appends go on while a
+ * flush, which can take hundreds of ms on a virtual disk, runs). Close syncs what is left. */
+void ol_kvs_sync_async(struct ol_kvs *s);
 
 /* Read the record at loc into this thread's bounce buffer and check it against r (key, ns,
  * len, ver). Returns 0 and *val (valid until this thread's next read), -ENOENT (segment
