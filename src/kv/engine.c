@@ -532,26 +532,45 @@ recover_one(void *arg, const struct ol_kvs_rec *r, const struct ol_kvs_loc *loc)
 		e->gver = r->ver;
 	if (x && x->ver >= r->ver)
 		return;
-	if (r->flags & OL_KVS_TOMBSTONE) {
-		if (x) {
-			ht_remove(e, x);
-			ent_free(e, x);
-		}
-		return;
-	}
 	if (!x) {
 		x = ol_xcalloc(1, sizeof(*x));
 		x->k = k;
 		x->h = h;
 		x->off = OL_KVE_NOOFF;
-		x->state = ST_LIVE;
 		ht_insert(e, x);
+	}
+	x->ver = r->ver;
+	if (r->flags & OL_KVS_TOMBSTONE) {
+		/* kept as a dead placeholder until the scan ends: the log is not in version order
+		 * (a tombstone may land before an older write of the same block) */
+		if (x->loc.seg)
+			e->nvme_entries--;
+		x->loc.seg = 0;
+		x->len = 0;
+		x->state = ST_DEAD;
+		return;
 	}
 	if (!x->loc.seg)
 		e->nvme_entries++;
+	x->state = ST_LIVE;
 	x->len = r->len;
-	x->ver = r->ver;
 	x->loc = *loc;
+}
+
+/* Drop the placeholders of deleted blocks left by recovery. */
+static void
+recover_sweep(struct ol_kve *e)
+{
+	for (uint64_t i = 0; i <= e->ht_mask; i++) {
+		struct ent *x = e->ht[i], *nx;
+		for (; x; x = nx) {
+			nx = x->hnext;
+			if (x->state == ST_DEAD) {
+				ht_remove(e, x);
+				ent_free(e, x);
+			}
+		}
+	}
 }
 
 static int
@@ -642,6 +661,7 @@ ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out)
 			ol_kve_close(e);
 			return rc;
 		}
+		recover_sweep(e);
 		ol_info("kv: NVMe tier %s: %llu blocks recovered", o->spill_dir,
 			(unsigned long long)e->nvme_entries);
 		rc = pthread_create(&e->wb, NULL, writeback_main, e);

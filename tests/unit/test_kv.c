@@ -1,6 +1,7 @@
 /* tests/unit/test_kv.c - KV engine: index, slots, LRU eviction order, pins and sequence
  * numbers, NVMe segments (round trip, demotion/promotion, recovery with a torn tail, corrupt
- * records, tombstones, write-behind), namespaces; wire protocol decoding. */
+ * records, tombstones, write-behind, tombstones recovered out of order), namespaces; wire
+ * protocol decoding. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include "base/log.h"
 #include "kv/engine.h"
 #include "kv/proto.h"
+#include "kv/spill.h"
 #include "kv_data.h"
 #include "openlake/openlake.h"
 
@@ -353,6 +355,41 @@ test_writeback_and_capacity(void)
 	free(dir);
 }
 
+/* The log is not in version order: a delete's tombstone may be appended before the write-
+ * behind's record of the older value. Recovery must still keep the block deleted. */
+static void
+test_tombstone_out_of_order(void)
+{
+	char *dir = tmpdir();
+	struct ol_kvs *s = NULL;
+	uint8_t key[32], val[5000];
+	struct ol_kvk k;
+	struct ol_kvs_loc loc;
+	uint64_t dropped[8];
+	unsigned nd;
+	make_key(key, 4242);
+	ol_kve_key(&k, key, NS_A);
+	fill_pattern(val, sizeof(val), 9);
+	struct ol_kvs_rec tomb = {.len = sizeof(val), .ver = 7, .flags = OL_KVS_TOMBSTONE};
+	struct ol_kvs_rec old = {.len = sizeof(val), .ver = 5};
+	memcpy(tomb.kk, k.b, 48);
+	memcpy(old.kk, k.b, 48);
+	ok(ol_kvs_open(dir, 64 * MiB, MiB, NULL, NULL, &s) == 0 &&
+	       ol_kvs_append(s, &tomb, NULL, &loc, dropped, &nd) == 0 &&
+	       ol_kvs_append(s, &old, val, &loc, dropped, &nd) == 0,
+	   "segment: tombstone (ver 7), then the older record (ver 5) of the same key");
+	ol_kvs_close(s);
+	struct ol_kve *e = open_eng(8 * MiB, dir, 64 * MiB, 1000);
+	ok(e && get(e, NS_A, 4242, sizeof(val), 9) == OL_KV_MISS,
+	   "recovered: the key stays deleted");
+	struct ol_kve_stats st;
+	ol_kve_get_stats(e, &st);
+	ok(st.entries == 0 && st.nvme_entries == 0, "no entry is left behind by the tombstone");
+	ol_kve_close(e);
+	rm_rf(dir);
+	free(dir);
+}
+
 static void
 test_proto(void)
 {
@@ -403,6 +440,7 @@ main(void)
 	test_pins_and_seq();
 	test_nvme_roundtrip_and_recovery();
 	test_writeback_and_capacity();
+	test_tombstone_out_of_order();
 	test_proto();
 	tap_done();
 }
