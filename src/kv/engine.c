@@ -20,6 +20,8 @@
 #include "kv/spill.h"
 #include "openlake/openlake.h"
 
+#define WB_MAX_ITEMS 256 /* blocks per write-behind batch */
+
 /* ---- keys and hash table ---- */
 
 void
@@ -139,6 +141,7 @@ dirty_remove(struct ol_kve *e, struct ent *x)
 		e->dirty_tail = x->dprev;
 	x->dprev = x->dnext = NULL;
 	x->in_dirty = false;
+	e->dirty_q_bytes -= x->len;
 }
 
 static void
@@ -152,6 +155,7 @@ dirty_append(struct ol_kve *e, struct ent *x)
 		e->dirty_head = x;
 	e->dirty_tail = x;
 	x->in_dirty = true;
+	e->dirty_q_bytes += x->len;
 }
 
 /* ---- DRAM slots ---- */
@@ -288,15 +292,19 @@ slot_free(struct ol_kve *e, const struct slot *s)
 static void ent_evict(struct ol_kve *e, struct ent *x);
 
 /* An LRU victim among unpinned entries: the oldest of class want among the first 64 (a clean
- * one first: a dirty one must be written to NVMe before it can go), else the oldest. */
+ * one first: a dirty one must be written to NVMe before it can go), else the oldest. *busy:
+ * an entry was passed over only because the write-behind thread is writing it. */
 static struct ent *
-victim(struct ol_kve *e, int want)
+victim(struct ol_kve *e, int want, bool *busy)
 {
 	struct ent *any = NULL, *dirty = NULL;
 	int seen = 0;
+	*busy = false;
 	for (struct ent *x = e->lru_head; x; x = x->lnext) {
-		if (x->pins)
+		if (x->pins) {
+			*busy |= x->wb;
 			continue;
+		}
 		bool fits = want == CLS_LARGE || x->cls == want;
 		if (fits && !x->dirty)
 			return x;
@@ -310,19 +318,54 @@ victim(struct ol_kve *e, int want)
 	return dirty ? dirty : any;
 }
 
-/* Reserve a DRAM slot for len bytes, evicting as needed. 0 or -ENOSPC. */
+static bool
+wb_can_wait(const struct ol_kve *e)
+{
+	return e->wb_running && !e->stop;
+}
+
+/* Wake the write-behind thread now (lock held). */
+static void
+wb_kick(struct ol_kve *e)
+{
+	e->wb_kick = true;
+	pthread_cond_signal(&e->wb_cv);
+}
+
+/* Wait (lock released meanwhile) until the write-behind thread finished a batch. */
+static void
+wb_wait(struct ol_kve *e)
+{
+	e->st.writeback_waits++;
+	wb_kick(e);
+	pthread_cond_wait(&e->clean_cv, &e->mu);
+}
+
+/* Reserve a DRAM slot for len bytes, evicting as needed. A victim that is still dirty is left
+ * to the write-behind thread: with may_wait the caller waits for it (the index lock is free
+ * meanwhile, so other puts and gets go on), without it the call fails with -EAGAIN. Only
+ * when no write-behind thread runs is a dirty victim written here, under the lock.
+ * 0, -ENOSPC or -EAGAIN. */
 static int
-slot_alloc(struct ol_kve *e, uint64_t len, struct slot *s)
+slot_alloc(struct ol_kve *e, uint64_t len, bool may_wait, struct slot *s)
 {
 	s->cls = class_for(e, len);
 	s->npages = s->cls == CLS_LARGE ? (uint32_t)((len + OL_KVE_PAGE - 1) / OL_KVE_PAGE) : 1;
 	if (s->npages > e->n_pages)
 		return -ENOSPC;
 	while (!slot_try(e, s)) {
-		struct ent *v = victim(e, s->cls);
+		bool busy;
+		struct ent *v = victim(e, s->cls, &busy);
+		bool queued = v ? v->dirty && v->in_dirty : busy;
+		if (queued && wb_can_wait(e)) {
+			if (!may_wait)
+				return -EAGAIN;
+			wb_wait(e);
+			continue;
+		}
 		if (!v)
 			return -ENOSPC;
-		ent_evict(e, v);
+		ent_evict(e, v); /* clean, or dirty and given up on by the writer */
 	}
 	s->fresh = claim_fresh(e, s->off, s->npages);
 	s->seq = ++e->gseq;
@@ -452,38 +495,102 @@ ent_evict(struct ol_kve *e, struct ent *x)
 	ent_free(e, x);
 }
 
-/* One write-behind pass over the dirty list. Returns blocks written. */
-static unsigned
-writeback_pass(struct ol_kve *e)
+static uint64_t
+now_ms(void)
 {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/* Take the oldest dirty entries, up to one batch, off the FIFO and pin them. Lock held. */
+static unsigned
+wb_take(struct ol_kve *e)
+{
+	uint64_t cap = ol_kvs_batch_bytes(e->spill), bytes = 0;
 	unsigned n = 0;
-	pthread_mutex_lock(&e->mu);
-	while (e->dirty_head) {
+	while (e->dirty_head && n < WB_MAX_ITEMS) {
 		struct ent *x = e->dirty_head;
-		struct ol_kvs_rec r;
-		struct ol_kvs_loc loc;
-		uint64_t dropped[8];
-		unsigned nd;
+		uint64_t rs = ol_kvs_rec_size(x->len);
+		if (n > 0 && bytes + rs > cap)
+			break;
 		dirty_remove(e, x);
 		x->pins++;
-		rec_of(x, &r);
-		const uint8_t *src = e->base + x->off;
-		pthread_mutex_unlock(&e->mu);
-		int rc = ol_kvs_append(e->spill, &r, src, &loc, dropped, &nd);
-		pthread_mutex_lock(&e->mu);
-		x->pins--;
-		if (rc == 0 && x->state == ST_LIVE)
-			ent_set_loc(e, x, &loc);
-		drop_segments(e, dropped, nd);
-		if (x->state == ST_DEAD && x->pins == 0)
-			ent_free(e, x);
-		if (rc < 0)
-			break; /* disk trouble: stays DRAM-only; retried when evicted */
-		n++;
+		x->wb = true;
+		e->wb_bytes += x->len;
+		rec_of(x, &e->wb_items[n].rec);
+		e->wb_items[n].val = e->base + x->off;
+		e->wb_ents[n++] = x;
+		bytes += rs;
 	}
+	return n;
+}
+
+/* Fold a batch's bytes per ms into the rate that sizes the backlog cap. Small batches are
+ * latency, not bandwidth: they do not count. */
+static void
+wb_measure(struct ol_kve *e, uint64_t bytes, uint64_t ms)
+{
+	if (bytes < (1u << 20))
+		return;
+	uint64_t r = bytes / (ms ? ms : 1);
+	e->wb_rate = e->wb_rate ? (3 * e->wb_rate + r) / 4 : r;
+}
+
+/* Write one batch of the dirty FIFO (lock held, dropped during the write). Entries whose
+ * write failed stay dirty but off the FIFO: eviction then writes or drops them itself.
+ * Returns blocks written or -errno. */
+static int
+wb_batch(struct ol_kve *e)
+{
+	uint64_t dropped[8], bytes = e->wb_bytes, t0 = now_ms();
+	unsigned nd, n = wb_take(e);
+	bytes = e->wb_bytes - bytes;
 	pthread_mutex_unlock(&e->mu);
+	int rc = ol_kvs_append_batch(e->spill, e->wb_items, n, dropped, &nd);
+	pthread_mutex_lock(&e->mu);
+	if (rc == 0)
+		wb_measure(e, bytes, now_ms() - t0);
+	for (unsigned i = 0; i < n; i++) {
+		struct ent *x = e->wb_ents[i];
+		x->pins--;
+		x->wb = false;
+		e->wb_bytes -= x->len;
+		if (rc == 0 && x->state == ST_LIVE)
+			ent_set_loc(e, x, &e->wb_items[i].loc);
+	}
+	drop_segments(e, dropped, rc == 0 ? nd : 0);
+	for (unsigned i = 0; i < n; i++)
+		if (e->wb_ents[i]->state == ST_DEAD && e->wb_ents[i]->pins == 0)
+			ent_free(e, e->wb_ents[i]);
+	pthread_cond_broadcast(&e->clean_cv);
+	return rc < 0 ? rc : (int)n;
+}
+
+/* Write the dirty FIFO until it is empty (lock held on entry and exit). The syncer makes the
+ * segments durable about every writeback_ms while this runs, and after it; the writes do not
+ * wait for it (a flush can cost 300 ms on a virtual disk, and slows the writes beside it).
+ * Returns blocks written. */
+static unsigned
+writeback_run(struct ol_kve *e)
+{
+	unsigned n = 0, tick = e->wb_ms ? e->wb_ms : 1;
+	uint64_t synced = now_ms();
+	e->wb_active = true;
+	while (e->dirty_head) {
+		int rc = wb_batch(e);
+		if (rc < 0)
+			break; /* disk trouble: the rest of the FIFO waits for the next tick */
+		n += (unsigned)rc;
+		if (now_ms() - synced >= tick) {
+			ol_kvs_sync_async(e->spill);
+			synced = now_ms();
+		}
+	}
+	e->wb_active = false;
 	if (n)
-		ol_kvs_sync(e->spill);
+		ol_kvs_sync_async(e->spill);
+	pthread_cond_broadcast(&e->clean_cv);
 	return n;
 }
 
@@ -494,17 +601,18 @@ writeback_main(void *arg)
 	unsigned tick = e->wb_ms / 4 ? e->wb_ms / 4 : 1;
 	pthread_mutex_lock(&e->mu);
 	while (!e->stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += (long)(tick % 1000) * 1000000L;
-		ts.tv_sec += tick / 1000 + ts.tv_nsec / 1000000000L;
-		ts.tv_nsec %= 1000000000L;
-		pthread_cond_timedwait(&e->wb_cv, &e->mu, &ts);
+		if (!e->wb_kick) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += (long)(tick % 1000) * 1000000L;
+			ts.tv_sec += tick / 1000 + ts.tv_nsec / 1000000000L;
+			ts.tv_nsec %= 1000000000L;
+			pthread_cond_timedwait(&e->wb_cv, &e->mu, &ts);
+		}
 		if (e->stop)
 			break;
-		pthread_mutex_unlock(&e->mu);
-		writeback_pass(e);
-		pthread_mutex_lock(&e->mu);
+		e->wb_kick = false;
+		writeback_run(e);
 	}
 	pthread_mutex_unlock(&e->mu);
 	return NULL;
@@ -513,9 +621,41 @@ writeback_main(void *arg)
 int
 ol_kve_flush(struct ol_kve *e)
 {
-	if (e->spill)
-		writeback_pass(e);
-	return 0;
+	if (!e->spill)
+		return 0;
+	pthread_mutex_lock(&e->mu);
+	if (wb_can_wait(e)) {
+		while (e->dirty_head || e->wb_active)
+			wb_wait(e);
+	} else {
+		writeback_run(e);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return ol_kvs_sync(e->spill);
+}
+
+/* The backlog (dirty bytes) the write-behind thread can write within half of writeback_ms at
+ * the rate it measured; at least two batches, unbounded until a rate is known. */
+static uint64_t
+dirty_cap(const struct ol_kve *e)
+{
+	if (!e->wb_rate)
+		return UINT64_MAX;
+	uint64_t cap = e->wb_rate * (e->wb_ms / 2), floor = 2 * ol_kvs_batch_bytes(e->spill);
+	return cap > floor ? cap : floor;
+}
+
+/* Hold a put of len bytes while the backlog is over its cap, so that what is put now is on
+ * NVMe within writeback_ms even when puts come faster than the disk writes. Lock held. */
+static void
+admit(struct ol_kve *e, uint64_t len)
+{
+	while (wb_can_wait(e)) {
+		uint64_t backlog = e->dirty_q_bytes + e->wb_bytes;
+		if (backlog == 0 || backlog + len <= dirty_cap(e))
+			return;
+		wb_wait(e);
+	}
 }
 
 /* ---- open / close ---- */
@@ -630,6 +770,7 @@ ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out)
 	struct ol_kve *e = ol_xcalloc(1, sizeof(*e));
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->wb_cv, NULL);
+	pthread_cond_init(&e->clean_cv, NULL);
 	e->max_block = o->max_block ? o->max_block : (64u << 20);
 	e->wb_ms = o->writeback_ms;
 	init_classes(e);
@@ -664,6 +805,8 @@ ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out)
 		recover_sweep(e);
 		ol_info("kv: NVMe tier %s: %llu blocks recovered", o->spill_dir,
 			(unsigned long long)e->nvme_entries);
+		e->wb_items = ol_xcalloc(WB_MAX_ITEMS, sizeof(*e->wb_items));
+		e->wb_ents = ol_xcalloc(WB_MAX_ITEMS, sizeof(*e->wb_ents));
 		rc = pthread_create(&e->wb, NULL, writeback_main, e);
 		if (rc != 0) {
 			ol_kve_close(e);
@@ -684,9 +827,13 @@ ol_kve_close(struct ol_kve *e)
 		pthread_mutex_lock(&e->mu);
 		e->stop = true;
 		pthread_cond_signal(&e->wb_cv);
+		pthread_cond_broadcast(&e->clean_cv);
 		pthread_mutex_unlock(&e->mu);
 		pthread_join(e->wb, NULL);
-		writeback_pass(e);
+		pthread_mutex_lock(&e->mu);
+		e->wb_running = false;
+		writeback_run(e);
+		pthread_mutex_unlock(&e->mu);
 	}
 	for (uint64_t i = 0; e->ht && i <= e->ht_mask; i++) {
 		struct ent *x = e->ht[i], *nx;
@@ -705,7 +852,10 @@ ol_kve_close(struct ol_kve *e)
 	free(e->ht);
 	free(e->ent_at);
 	free(e->pages);
+	free(e->wb_items);
+	free(e->wb_ents);
 	pthread_cond_destroy(&e->wb_cv);
+	pthread_cond_destroy(&e->clean_cv);
 	pthread_mutex_destroy(&e->mu);
 	free(e);
 }
@@ -730,12 +880,13 @@ ol_kve_alloc(struct ol_kve *e, const struct ol_kvk *k, uint64_t len, struct ol_k
 	struct slot sl;
 	int rc = OL_KV_OK;
 	pthread_mutex_lock(&e->mu);
+	admit(e, len);
 	if (ht_find(e, k, h)) {
 		e->st.dup_puts++;
 		rc = OL_KV_EXISTS;
 		goto out;
 	}
-	if (slot_alloc(e, len ? len : 1, &sl) < 0) {
+	if (slot_alloc(e, len ? len : 1, true, &sl) < 0) {
 		e->st.full++;
 		rc = OL_KV_FULL;
 		goto out;
@@ -791,8 +942,9 @@ ol_kve_commit(struct ol_kve *e, const struct ol_kvk *k, uint64_t off, uint64_t s
 	if (e->spill) {
 		x->dirty = true;
 		dirty_append(e, x);
-		if (e->wb_ms == 0)
-			pthread_cond_signal(&e->wb_cv);
+		if (!e->wb_active &&
+		    (e->wb_ms == 0 || e->dirty_q_bytes >= ol_kvs_batch_bytes(e->spill)))
+			wb_kick(e); /* a batch is ready: no need to wait for the tick */
 	}
 out:
 	pthread_mutex_unlock(&e->mu);
@@ -833,7 +985,7 @@ pin_nvme(struct ol_kve *e, const struct ol_kvk *k, uint64_t h, bool need_dram,
 	int rc = ol_kvs_read(e->spill, &r, &loc, &val);
 	pthread_mutex_lock(&e->mu);
 	struct slot sl;
-	int ar = rc == 0 ? slot_alloc(e, r.len ? r.len : 1, &sl) : -1;
+	int ar = rc == 0 ? slot_alloc(e, r.len ? r.len : 1, need_dram, &sl) : -1;
 	x = ht_find(e, k, h);
 	if (!x || x->ver != r.ver || x->off != OL_KVE_NOOFF) {
 		if (ar == 0)
@@ -902,6 +1054,8 @@ ol_kve_exists(struct ol_kve *e, const struct ol_kvk *k, uint64_t *len)
 	return x ? OL_KV_OK : OL_KV_MISS;
 }
 
+/* Append a tombstone for x (lock held, dropped during the write: nobody can reach x, which
+ * is out of the index and pinned by the caller). */
 static void
 tombstone(struct ol_kve *e, struct ent *x)
 {
@@ -912,9 +1066,13 @@ tombstone(struct ol_kve *e, struct ent *x)
 	rec_of(x, &r);
 	r.ver = ++e->gver;
 	r.flags = OL_KVS_TOMBSTONE;
-	if (ol_kvs_append(e->spill, &r, NULL, &loc, dropped, &nd) < 0)
+	pthread_mutex_unlock(&e->mu);
+	int rc = ol_kvs_append(e->spill, &r, NULL, &loc, dropped, &nd);
+	pthread_mutex_lock(&e->mu);
+	if (rc < 0)
 		ol_warn("kv: tombstone write failed; the block may come back after a restart");
-	drop_segments(e, dropped, nd);
+	else
+		drop_segments(e, dropped, nd);
 }
 
 int
@@ -929,21 +1087,21 @@ ol_kve_delete(struct ol_kve *e, const struct ol_kvk *k)
 	}
 	ht_remove(e, x);
 	e->st.deletes++;
-	x->pins++; /* keep x while the tombstone may drop segments */
-	if (e->spill && (x->loc.seg || x->pins > 1))
-		tombstone(e, x);
-	x->pins--;
+	/* on NVMe, or maybe being written there (pinned): a restart must not bring it back */
+	bool tomb = e->spill && (x->loc.seg || x->pins > 0);
 	lru_remove(e, x);
 	dirty_remove(e, x);
-	if (x->off != OL_KVE_NOOFF && x->pins) {
-		x->state = ST_DEAD; /* freed by the last release */
+	if (x->off != OL_KVE_NOOFF)
 		e->dram_entries--;
-		if (x->loc.seg)
-			e->nvme_entries--;
-		x->loc.seg = 0;
-	} else {
+	if (x->loc.seg)
+		e->nvme_entries--;
+	x->loc.seg = 0;
+	x->state = ST_DEAD; /* freed by whoever drops the last pin */
+	x->pins++;
+	if (tomb)
+		tombstone(e, x);
+	if (--x->pins == 0)
 		ent_free(e, x);
-	}
 	pthread_mutex_unlock(&e->mu);
 	return OL_KV_OK;
 }

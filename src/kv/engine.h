@@ -54,6 +54,8 @@ struct ol_kve_stats {
 	uint64_t dram_cap, dram_used, dram_entries, nvme_cap, nvme_used, nvme_entries, entries;
 	uint64_t puts, dup_puts, hits, hits_dram, hits_nvme, misses, evictions, demotions;
 	uint64_t promotions, writebacks, corrupt, deletes, pinned, full;
+	uint64_t dirty_bytes;	  /* written to DRAM, not yet to NVMe (queued + being written) */
+	uint64_t writeback_waits; /* times a put waited for the write-behind thread */
 };
 
 int ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out);

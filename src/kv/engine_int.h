@@ -31,6 +31,7 @@ struct ent {
 	uint32_t npages, pins;
 	uint8_t state;
 	bool dirty, in_lru, in_dirty;
+	bool wb;	       /* in the write-behind batch being written (holds one pin) */
 	struct ol_kvs_loc loc; /* NVMe copy; seg 0 = none */
 };
 
@@ -70,10 +71,18 @@ struct ol_kve {
 	struct ent *lru_head, *lru_tail, *dirty_head, *dirty_tail;
 	uint64_t gseq, gver, epoch, max_block, dram_used, dram_entries, nvme_entries;
 	struct ol_kvs *spill;
+	/* write-behind: one thread (or the closer, after it stopped) writes the dirty FIFO in
+	 * batches; puts that need a dirty victim or would exceed the backlog cap wait on
+	 * clean_cv, which it broadcasts after every batch */
 	pthread_t wb;
-	pthread_cond_t wb_cv;
-	bool wb_running, stop;
+	pthread_cond_t wb_cv, clean_cv;
+	bool wb_running, stop, wb_kick, wb_active;
 	unsigned wb_ms;
+	uint64_t dirty_q_bytes; /* value bytes queued on the dirty FIFO */
+	uint64_t wb_bytes;	/* value bytes in the batch being written */
+	uint64_t wb_rate;	/* measured write-behind bytes per ms (EWMA); 0 = not yet */
+	struct ol_kvs_item *wb_items;
+	struct ent **wb_ents;
 	struct ol_kve_stats st;
 };
 

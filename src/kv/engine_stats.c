@@ -15,6 +15,7 @@ ol_kve_get_stats(struct ol_kve *e, struct ol_kve_stats *st)
 	st->dram_entries = e->dram_entries;
 	st->nvme_entries = e->nvme_entries;
 	st->entries = e->n_ent;
+	st->dirty_bytes = e->dirty_q_bytes + e->wb_bytes;
 	st->pinned = 0;
 	for (struct ent *x = e->lru_head; x; x = x->lnext)
 		st->pinned += x->pins > 0;
@@ -40,6 +41,7 @@ ol_kve_stats_json(struct ol_kve *e, char *buf, size_t cap)
 		     "\"hits_dram\":%llu,\"hits_nvme\":%llu,\"misses\":%llu,\"evictions\":%llu,"
 		     "\"demotions\":%llu,\"promotions\":%llu,\"writebacks\":%llu,\"corrupt\":%llu,"
 		     "\"deletes\":%llu,\"full\":%llu,\"pinned\":%llu,\"max_block\":%llu,"
+		     "\"dirty_bytes\":%llu,\"writeback_waits\":%llu,"
 		     "\"nvme\":%s,\"shm\":%s}",
 		     (unsigned long long)s.dram_cap, (unsigned long long)s.dram_used,
 		     (unsigned long long)s.dram_entries, (unsigned long long)s.nvme_cap,
@@ -52,6 +54,7 @@ ol_kve_stats_json(struct ol_kve *e, char *buf, size_t cap)
 		     (unsigned long long)s.writebacks, (unsigned long long)s.corrupt,
 		     (unsigned long long)s.deletes, (unsigned long long)s.full,
 		     (unsigned long long)s.pinned, (unsigned long long)e->max_block,
+		     (unsigned long long)s.dirty_bytes, (unsigned long long)s.writeback_waits,
 		     e->spill ? "true" : "false", e->is_shm ? "true" : "false");
 	return n < 0 || (size_t)n >= cap ? -ENOSPC : n;
 }

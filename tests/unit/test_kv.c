@@ -1,12 +1,16 @@
 /* tests/unit/test_kv.c - KV engine: index, slots, LRU eviction order, pins and sequence
  * numbers, NVMe segments (round trip, demotion/promotion, recovery with a torn tail, corrupt
- * records, tombstones, write-behind, tombstones recovered out of order), namespaces; wire
- * protocol decoding. */
+ * records, tombstones, write-behind), namespaces; concurrent puts that must wait for the
+ * write-behind of dirty victims while gets run, kill -9 during write-behind, tombstones
+ * recovered out of order; wire protocol decoding. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -355,6 +359,180 @@ test_writeback_and_capacity(void)
 	free(dir);
 }
 
+/* ---- concurrency: puts that need dirty victims, gets beside them ---- */
+
+#define CC_PUTTERS 4
+#define CC_PER	   48
+
+struct cc {
+	struct ol_kve *e;
+	_Atomic uint64_t done[CC_PUTTERS]; /* blocks of each putter whose put returned */
+	_Atomic int stop, put_bad, get_bad, gets, pinned_reads;
+};
+
+static size_t
+cc_len(uint64_t id)
+{
+	return (size_t)(64 * KiB + (id * 40503) % (700 * KiB));
+}
+
+struct cc_arg {
+	struct cc *c;
+	unsigned t;
+};
+
+static void *
+cc_put_main(void *arg)
+{
+	struct cc_arg *a = arg;
+	for (uint64_t i = 0; i < CC_PER; i++) {
+		uint64_t id = 10000 + a->t * 1000 + i;
+		if (put(a->c->e, NS_A, id, cc_len(id), id) != OL_KV_OK)
+			atomic_fetch_add(&a->c->put_bad, 1);
+		atomic_store(&a->c->done[a->t], i + 1);
+	}
+	return NULL;
+}
+
+/* Reads blocks whose put returned: each must be there, exact (a pinned read of its DRAM slot
+ * or a copy from NVMe), never missing, never torn. */
+static void *
+cc_get_main(void *arg)
+{
+	struct cc *c = arg;
+	uint64_t r = 88172645463325252ull;
+	while (!atomic_load(&c->stop)) {
+		r ^= r << 13;
+		r ^= r >> 7;
+		r ^= r << 17;
+		unsigned t = (unsigned)(r % CC_PUTTERS);
+		uint64_t n = atomic_load(&c->done[t]);
+		if (n == 0)
+			continue;
+		uint64_t id = 10000 + t * 1000 + (r >> 8) % n;
+		uint8_t key[32];
+		struct ol_kvk k;
+		struct ol_kve_slot s;
+		make_key(key, id);
+		ol_kve_key(&k, key, NS_A);
+		bool dram = (r >> 40) & 1; /* half the reads as a local reader would: DRAM only */
+		int st = ol_kve_pin(c->e, &k, dram, &s);
+		if (st == OL_KV_MISS && dram)
+			continue; /* allowed: a local reader then falls back to TCP */
+		if (st != OL_KV_OK || s.len != cc_len(id) || !check_pattern(s.ptr, s.len, id))
+			atomic_fetch_add(&c->get_bad, 1);
+		if (st == OL_KV_OK && s.off != OL_KVE_NOOFF) {
+			atomic_fetch_add(&c->pinned_reads, 1);
+			ol_kve_release(c->e, s.off, s.seq);
+		}
+		atomic_fetch_add(&c->gets, 1);
+	}
+	return NULL;
+}
+
+static void
+test_concurrent_dirty_evictions(void)
+{
+	char *dir = tmpdir();
+	/* 8 MiB of DRAM against ~60 MiB of puts; a write-behind tick of 15 s and a batch (16 MiB)
+	 * larger than DRAM: the writer runs only when a put that needs a victim wakes it */
+	struct cc c = {.e = open_eng(8 * MiB, dir, 256 * MiB, 60000)};
+	ok(c.e != NULL, "engine: 8 MiB DRAM, NVMe tier, write-behind tick 15 s");
+	pthread_t pt[CC_PUTTERS], gt[2];
+	struct cc_arg a[CC_PUTTERS];
+	for (unsigned t = 0; t < 2; t++)
+		pthread_create(&gt[t], NULL, cc_get_main, &c);
+	for (unsigned t = 0; t < CC_PUTTERS; t++) {
+		a[t] = (struct cc_arg){&c, t};
+		pthread_create(&pt[t], NULL, cc_put_main, &a[t]);
+	}
+	for (unsigned t = 0; t < CC_PUTTERS; t++)
+		pthread_join(pt[t], NULL);
+	atomic_store(&c.stop, 1);
+	for (unsigned t = 0; t < 2; t++)
+		pthread_join(gt[t], NULL);
+	struct ol_kve_stats st;
+	ol_kve_get_stats(c.e, &st);
+	ok(c.put_bad == 0, "%d putters x %d blocks of 64..764 KiB: every put OK", CC_PUTTERS,
+	   CC_PER);
+	ok(c.get_bad == 0 && c.gets > 0,
+	   "%d concurrent gets (%d pinned DRAM reads): none missing, none wrong", c.gets,
+	   c.pinned_reads);
+	ok(st.writeback_waits > 0 && st.demotions > 0 && st.evictions == 0,
+	   "puts waited for the write-behind %llu times; %llu demotions, no drops",
+	   (unsigned long long)st.writeback_waits, (unsigned long long)st.demotions);
+	int good = 1;
+	for (unsigned t = 0; t < CC_PUTTERS; t++)
+		for (uint64_t i = 0; i < CC_PER; i++) {
+			uint64_t id = 10000 + t * 1000 + i;
+			good &= get(c.e, NS_A, id, cc_len(id), id) == OL_KV_OK;
+		}
+	ok(good, "afterwards every block reads back exactly");
+	ol_kve_close(c.e);
+	c.e = open_eng(8 * MiB, dir, 256 * MiB, 60000);
+	good = c.e != NULL;
+	for (unsigned t = 0; t < CC_PUTTERS && good; t++)
+		for (uint64_t i = 0; i < CC_PER; i++) {
+			uint64_t id = 10000 + t * 1000 + i;
+			good &= get(c.e, NS_A, id, cc_len(id), id) == OL_KV_OK;
+		}
+	ok(good, "after close and reopen too (close wrote the dirty rest)");
+	ol_kve_close(c.e);
+	rm_rf(dir);
+	free(dir);
+}
+
+/* A child puts set A until the write-behind reports it all on NVMe (no flush call), then puts
+ * set B and is killed with SIGKILL while B is being written behind. */
+static void
+kill9_child(const char *dir)
+{
+	struct ol_kve *e = open_eng(8 * MiB, dir, 256 * MiB, 100);
+	if (!e)
+		_exit(2);
+	for (uint64_t i = 0; i < 60; i++)
+		if (put(e, NS_A, 20000 + i, blk_len(i), i) != OL_KV_OK)
+			_exit(3);
+	struct ol_kve_stats st;
+	do {
+		usleep(20 * 1000);
+		ol_kve_get_stats(e, &st);
+	} while (st.dirty_bytes > 0);
+	for (uint64_t i = 0; i < 60; i++)
+		if (put(e, NS_A, 30000 + i, blk_len(i), 1000 + i) != OL_KV_OK)
+			_exit(4);
+	raise(SIGKILL);
+	_exit(5);
+}
+
+static void
+test_kill9_during_writeback(void)
+{
+	char *dir = tmpdir();
+	pid_t pid = fork();
+	if (pid == 0)
+		kill9_child(dir);
+	int ws = 0;
+	ok(pid > 0 && waitpid(pid, &ws, 0) == pid && WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL,
+	   "child put 60 blocks, waited for write-behind, put 60 more, was killed (-9)");
+	struct ol_kve *e = open_eng(8 * MiB, dir, 256 * MiB, 100);
+	int good = e != NULL;
+	for (uint64_t i = 0; i < 60 && good; i++)
+		good &= get(e, NS_A, 20000 + i, blk_len(i), i) == OL_KV_OK;
+	ok(good, "every block written behind before the kill reads back exactly");
+	int fine = 0, miss = 0;
+	for (uint64_t i = 0; i < 60 && e; i++) {
+		int r = get(e, NS_A, 30000 + i, blk_len(i), 1000 + i);
+		fine += r == OL_KV_OK;
+		miss += r == OL_KV_MISS;
+	}
+	ok(fine + miss == 60, "blocks in flight at the kill: %d exact, %d missing, none torn", fine,
+	   miss);
+	ol_kve_close(e);
+	rm_rf(dir);
+	free(dir);
+}
+
 /* The log is not in version order: a delete's tombstone may be appended before the write-
  * behind's record of the older value. Recovery must still keep the block deleted. */
 static void
@@ -440,6 +618,8 @@ main(void)
 	test_pins_and_seq();
 	test_nvme_roundtrip_and_recovery();
 	test_writeback_and_capacity();
+	test_concurrent_dirty_evictions();
+	test_kill9_during_writeback();
 	test_tombstone_out_of_order();
 	test_proto();
 	tap_done();
