@@ -11,6 +11,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -751,6 +754,51 @@ map_dram(struct ol_kve *e, const struct ol_kve_opts *o)
 	return 0;
 }
 
+/* Memory is short: under a quarter of RAM free, or of the shm file system. Prefaulting then
+ * would take memory that other processes (or the tier's own puts) need sooner. */
+static bool
+memory_short(const struct ol_kve *e)
+{
+	struct sysinfo si;
+	struct statvfs sv;
+	if (sysinfo(&si) == 0 && si.freeram < si.totalram / 4)
+		return true;
+	return e->is_shm && statvfs("/dev/shm", &sv) == 0 && sv.f_bavail < sv.f_blocks / 4;
+}
+
+/* Populate the DRAM tier page by page at the lowest priority, so that puts after start do not
+ * pay this machine's first touch of shared memory. A page a put claimed first is skipped;
+ * populating a page in use is harmless (it writes nothing). Stops at close, when memory runs
+ * short, or on the first failure: the rest is populated by use, as without this thread. */
+static void *
+prefault_main(void *arg)
+{
+	struct ol_kve *e = arg;
+	setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
+	if (madvise(e->base, e->data_off, MADV_POPULATE_WRITE) != 0)
+		return NULL;
+	for (uint32_t p = 0; p < e->n_pages && !atomic_load(&e->pf_stop); p++) {
+		if (p % 64 == 0 && memory_short(e)) {
+			ol_info(
+			    "kv: prefault of the DRAM tier stopped at page %u of %u: memory short",
+			    p, e->n_pages);
+			break;
+		}
+		pthread_mutex_lock(&e->mu);
+		bool todo = !e->pages[p].faulted;
+		e->pages[p].faulted = true;
+		e->st.prefaulted += todo;
+		pthread_mutex_unlock(&e->mu);
+		uint8_t *at = e->base + e->data_off + (uint64_t)p * OL_KVE_PAGE;
+		if (todo && madvise(at, OL_KVE_PAGE, MADV_POPULATE_WRITE) != 0) {
+			ol_warn("kv: prefault of the DRAM tier stopped at page %u of %u: %s", p,
+				e->n_pages, strerror(errno));
+			break;
+		}
+	}
+	return NULL;
+}
+
 static void
 init_classes(struct ol_kve *e)
 {
@@ -814,6 +862,8 @@ ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out)
 		}
 		e->wb_running = true;
 	}
+	if (o->prefault && pthread_create(&e->pf, NULL, prefault_main, e) == 0)
+		e->pf_running = true;
 	*out = e;
 	return 0;
 }
@@ -823,6 +873,10 @@ ol_kve_close(struct ol_kve *e)
 {
 	if (!e)
 		return;
+	if (e->pf_running) {
+		atomic_store(&e->pf_stop, true);
+		pthread_join(e->pf, NULL);
+	}
 	if (e->wb_running) {
 		pthread_mutex_lock(&e->mu);
 		e->stop = true;

@@ -35,6 +35,7 @@ struct ol_kve_opts {
 	uint64_t spill_bytes;
 	uint64_t max_block;
 	unsigned writeback_ms; /* write-behind delay bound; the thread runs when spill_dir set */
+	bool prefault;	       /* populate the DRAM tier in a low-priority thread after open */
 };
 
 /* key[32] + namespace hash[16] */
@@ -56,6 +57,7 @@ struct ol_kve_stats {
 	uint64_t promotions, writebacks, corrupt, deletes, pinned, full;
 	uint64_t dirty_bytes;	  /* written to DRAM, not yet to NVMe (queued + being written) */
 	uint64_t writeback_waits; /* times a put waited for the write-behind thread */
+	uint64_t prefaulted;	  /* DRAM pages populated by the background prefault */
 };
 
 int ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out);

@@ -83,6 +83,10 @@ struct ol_kve {
 	uint64_t wb_rate;	/* measured write-behind bytes per ms (EWMA); 0 = not yet */
 	struct ol_kvs_item *wb_items;
 	struct ent **wb_ents;
+	/* background prefault of the DRAM tier (low priority, stopped by close) */
+	pthread_t pf;
+	bool pf_running;
+	_Atomic bool pf_stop;
 	struct ol_kve_stats st;
 };
 

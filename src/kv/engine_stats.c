@@ -33,29 +33,29 @@ ol_kve_stats_json(struct ol_kve *e, char *buf, size_t cap)
 {
 	struct ol_kve_stats s;
 	ol_kve_get_stats(e, &s);
-	int n =
-	    snprintf(buf, cap,
-		     "{\"dram_capacity\":%llu,\"dram_used\":%llu,\"dram_entries\":%llu,"
-		     "\"nvme_capacity\":%llu,\"nvme_used\":%llu,\"nvme_entries\":%llu,"
-		     "\"entries\":%llu,\"puts\":%llu,\"dup_puts\":%llu,\"hits\":%llu,"
-		     "\"hits_dram\":%llu,\"hits_nvme\":%llu,\"misses\":%llu,\"evictions\":%llu,"
-		     "\"demotions\":%llu,\"promotions\":%llu,\"writebacks\":%llu,\"corrupt\":%llu,"
-		     "\"deletes\":%llu,\"full\":%llu,\"pinned\":%llu,\"max_block\":%llu,"
-		     "\"dirty_bytes\":%llu,\"writeback_waits\":%llu,"
-		     "\"nvme\":%s,\"shm\":%s}",
-		     (unsigned long long)s.dram_cap, (unsigned long long)s.dram_used,
-		     (unsigned long long)s.dram_entries, (unsigned long long)s.nvme_cap,
-		     (unsigned long long)s.nvme_used, (unsigned long long)s.nvme_entries,
-		     (unsigned long long)s.entries, (unsigned long long)s.puts,
-		     (unsigned long long)s.dup_puts, (unsigned long long)s.hits,
-		     (unsigned long long)s.hits_dram, (unsigned long long)s.hits_nvme,
-		     (unsigned long long)s.misses, (unsigned long long)s.evictions,
-		     (unsigned long long)s.demotions, (unsigned long long)s.promotions,
-		     (unsigned long long)s.writebacks, (unsigned long long)s.corrupt,
-		     (unsigned long long)s.deletes, (unsigned long long)s.full,
-		     (unsigned long long)s.pinned, (unsigned long long)e->max_block,
-		     (unsigned long long)s.dirty_bytes, (unsigned long long)s.writeback_waits,
-		     e->spill ? "true" : "false", e->is_shm ? "true" : "false");
+	int n = snprintf(
+	    buf, cap,
+	    "{\"dram_capacity\":%llu,\"dram_used\":%llu,\"dram_entries\":%llu,"
+	    "\"nvme_capacity\":%llu,\"nvme_used\":%llu,\"nvme_entries\":%llu,"
+	    "\"entries\":%llu,\"puts\":%llu,\"dup_puts\":%llu,\"hits\":%llu,"
+	    "\"hits_dram\":%llu,\"hits_nvme\":%llu,\"misses\":%llu,\"evictions\":%llu,"
+	    "\"demotions\":%llu,\"promotions\":%llu,\"writebacks\":%llu,\"corrupt\":%llu,"
+	    "\"deletes\":%llu,\"full\":%llu,\"pinned\":%llu,\"max_block\":%llu,"
+	    "\"dirty_bytes\":%llu,\"writeback_waits\":%llu,\"prefaulted_pages\":%llu,"
+	    "\"nvme\":%s,\"shm\":%s}",
+	    (unsigned long long)s.dram_cap, (unsigned long long)s.dram_used,
+	    (unsigned long long)s.dram_entries, (unsigned long long)s.nvme_cap,
+	    (unsigned long long)s.nvme_used, (unsigned long long)s.nvme_entries,
+	    (unsigned long long)s.entries, (unsigned long long)s.puts,
+	    (unsigned long long)s.dup_puts, (unsigned long long)s.hits,
+	    (unsigned long long)s.hits_dram, (unsigned long long)s.hits_nvme,
+	    (unsigned long long)s.misses, (unsigned long long)s.evictions,
+	    (unsigned long long)s.demotions, (unsigned long long)s.promotions,
+	    (unsigned long long)s.writebacks, (unsigned long long)s.corrupt,
+	    (unsigned long long)s.deletes, (unsigned long long)s.full, (unsigned long long)s.pinned,
+	    (unsigned long long)e->max_block, (unsigned long long)s.dirty_bytes,
+	    (unsigned long long)s.writeback_waits, (unsigned long long)s.prefaulted,
+	    e->spill ? "true" : "false", e->is_shm ? "true" : "false");
 	return n < 0 || (size_t)n >= cap ? -ENOSPC : n;
 }
 

@@ -661,9 +661,13 @@ open_engine(struct ol_kv_server *s, const struct ol_config *cfg)
 			return r;
 		}
 	}
-	struct ol_kve_opts o = {dram_bytes(cfg),	 shm,
-				spill ? dir : NULL,	 cfg->kv_spill_bytes,
-				cfg->kv_max_block_bytes, cfg->kv_writeback_ms};
+	struct ol_kve_opts o = {.dram_bytes = dram_bytes(cfg),
+				.shm_name = shm,
+				.spill_dir = spill ? dir : NULL,
+				.spill_bytes = cfg->kv_spill_bytes,
+				.max_block = cfg->kv_max_block_bytes,
+				.writeback_ms = cfg->kv_writeback_ms,
+				.prefault = true};
 	int r = ol_kve_open(&o, &s->eng);
 	if (r == 0)
 		ol_info(

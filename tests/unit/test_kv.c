@@ -2,7 +2,7 @@
  * numbers, NVMe segments (round trip, demotion/promotion, recovery with a torn tail, corrupt
  * records, tombstones, write-behind), namespaces; concurrent puts that must wait for the
  * write-behind of dirty victims while gets run, kill -9 during write-behind, tombstones
- * recovered out of order; wire protocol decoding. */
+ * recovered out of order, the background prefault; wire protocol decoding. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,13 +26,19 @@
 static uint8_t NS_A[16], NS_B[16];
 
 static struct ol_kve *
-open_eng(uint64_t dram, const char *spill, uint64_t spill_bytes, unsigned wb_ms)
+open_eng_pf(uint64_t dram, const char *spill, uint64_t spill_bytes, unsigned wb_ms, bool pf)
 {
-	struct ol_kve_opts o = {dram, NULL, spill, spill_bytes, 64 * MiB, wb_ms};
+	struct ol_kve_opts o = {dram, NULL, spill, spill_bytes, 64 * MiB, wb_ms, pf};
 	struct ol_kve *e = NULL;
 	if (ol_kve_open(&o, &e) != 0)
 		return NULL;
 	return e;
+}
+
+static struct ol_kve *
+open_eng(uint64_t dram, const char *spill, uint64_t spill_bytes, unsigned wb_ms)
+{
+	return open_eng_pf(dram, spill, spill_bytes, wb_ms, false);
 }
 
 static int
@@ -569,6 +575,28 @@ test_tombstone_out_of_order(void)
 }
 
 static void
+test_prefault(void)
+{
+	struct ol_kve *e = open_eng_pf(32 * MiB, NULL, 0, 0, true);
+	ok(e && put(e, NS_A, 1, MiB, 1) == OL_KV_OK && get(e, NS_A, 1, MiB, 1) == OL_KV_OK,
+	   "puts and gets while the DRAM tier is prefaulted");
+	struct ol_kve_stats st;
+	for (int i = 0; i < 2000; i++) {
+		ol_kve_get_stats(e, &st);
+		if (st.prefaulted >= 15)
+			break;
+		usleep(10 * 1000);
+	}
+	ok(st.prefaulted >= 15, "the background prefault populated the other %llu pages",
+	   (unsigned long long)st.prefaulted);
+	ol_kve_close(e);
+	e = open_eng_pf(1024 * MiB, NULL, 0, 0, true);
+	ok(e != NULL, "a 1 GiB tier with prefault");
+	ol_kve_close(e);
+	ok(1, "close stops its prefault early");
+}
+
+static void
 test_proto(void)
 {
 	struct ol_kvp_limits lim = {OL_KVP_MAX_BATCH, MiB};
@@ -621,6 +649,7 @@ main(void)
 	test_concurrent_dirty_evictions();
 	test_kill9_during_writeback();
 	test_tombstone_out_of_order();
+	test_prefault();
 	test_proto();
 	tap_done();
 }
