@@ -11,10 +11,18 @@
  * Pinned slots (readers in flight, writes in flight) are never evicted or recycled.
  *
  * Eviction: LRU, preferring an entry of the wanted size class; an evicted entry that is on
- * NVMe is demoted (kept in the index, NVMe only); a dirty one is first written to NVMe; with
- * no NVMe tier it is dropped. An NVMe hit is promoted back into DRAM.
+ * NVMe is demoted (kept in the index, NVMe only); with no NVMe tier it is dropped. An NVMe hit
+ * is promoted back into DRAM.
  *
- * Thread-safe: one mutex around the index; bulk copies of pinned slots happen outside it. */
+ * Write-behind (NVMe tier on): every put is dirty until the write-behind thread has appended
+ * it, oldest first, in batches of up to 16 MiB, within writeback_ms. A put whose victim is
+ * still dirty waits for that thread (the mutex is free meanwhile); so does a put while the
+ * backlog is over what the thread writes in writeback_ms / 2 at its measured rate. Deletes
+ * append a tombstone; recovery honours versions, not log order.
+ *
+ * Thread-safe: one mutex around the index; bulk copies of pinned slots, disk writes and the
+ * waits above happen outside it. Threads: write-behind, the NVMe tier's syncer, and (with
+ * opts.prefault) a low-priority prefault of the DRAM tier, all joined by ol_kve_close. */
 #ifndef OL_KV_ENGINE_H
 #define OL_KV_ENGINE_H
 
@@ -68,7 +76,8 @@ void ol_kve_ns_hash(const void *ns, size_t len, uint8_t out[16]);
 void ol_kve_key(struct ol_kvk *k, const uint8_t key[32], const uint8_t ns[16]);
 
 /* Reserve a slot of len bytes for k. Returns OL_KV_OK (slot filled, pinned, pending),
- * OL_KV_EXISTS (k is stored; nothing reserved), OL_KV_TOO_LARGE, OL_KV_FULL. */
+ * OL_KV_EXISTS (k is stored; nothing reserved), OL_KV_TOO_LARGE, OL_KV_FULL. May block while
+ * the write-behind thread catches up (see above). */
 int ol_kve_alloc(struct ol_kve *e, const struct ol_kvk *k, uint64_t len, struct ol_kve_slot *s);
 /* Publish a reserved slot under k (len <= reserved). OL_KV_OK, OL_KV_EXISTS (another put won;
  * the slot is freed), OL_KV_ERROR (no such pending slot). */
@@ -95,7 +104,8 @@ uint64_t ol_kve_shm_size(const struct ol_kve *e);
 uint64_t ol_kve_max_block(const struct ol_kve *e);
 uint64_t ol_kve_epoch(const struct ol_kve *e);
 
-/* Write every dirty block now (tests; shutdown). 0 or -errno. */
+/* Wait until every dirty block is on NVMe (written by the write-behind thread, or here when
+ * it does not run) and fdatasynced. Tests; shutdown. 0 or -errno. */
 int ol_kve_flush(struct ol_kve *e);
 
 #endif

@@ -7,7 +7,8 @@
  * Recovery scans every segment in id order and stops a segment at the first bad header or
  * short record (a torn tail); reads check header, key and value checksum, so a torn or
  * overwritten record is never returned. Thread-safe (one mutex for appends and the segment
- * table); each calling thread gets its own io_uring and bounce buffer. */
+ * table); each calling thread gets its own io_uring and bounce buffer; a syncer thread runs
+ * the fdatasyncs asked for with ol_kvs_sync_async. */
 #ifndef OL_KV_SPILL_H
 #define OL_KV_SPILL_H
 
