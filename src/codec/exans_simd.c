@@ -281,8 +281,11 @@ avx512_enc_vec(__m512i x, const uint8_t *src, uint8_t *sm, uint8_t **wpp,
 		a = _mm512_permutex2var_epi32(tab[0], idx, tab[1]);
 		b = _mm512_permutex2var_epi32(tab[2], idx, tab[3]);
 	} else {
-		a = _mm512_i32gather_epi32(s, (const int *)e->a, 4);
-		b = _mm512_i32gather_epi32(s, (const int *)e->b, 4);
+		__m256i a0, a1, b0, b1; /* no vpgatherdd: see avx2_lookup */
+		avx2_lookup2(e->a, e->b, _mm512_castsi512_si256(s), &a0, &b0);
+		avx2_lookup2(e->a, e->b, _mm512_extracti64x4_epi64(s, 1), &a1, &b1);
+		a = _mm512_inserti64x4(_mm512_castsi256_si512(a0), a1, 1);
+		b = _mm512_inserti64x4(_mm512_castsi256_si512(b0), b1, 1);
 	}
 	__m512i f = _mm512_and_si512(a, _mm512_set1_epi32(0xfff));
 	__mmask16 emit = _mm512_cmpge_epu32_mask(x, _mm512_slli_epi32(f, 19));
