@@ -562,7 +562,7 @@ wb_batch(struct ol_kve *e)
 		if (rc == 0 && x->state == ST_LIVE)
 			ent_set_loc(e, x, &e->wb_items[i].loc);
 	}
-	drop_segments(e, dropped, rc == 0 ? nd : 0);
+	drop_segments(e, dropped, nd); /* dropped to make room even when the write failed */
 	for (unsigned i = 0; i < n; i++)
 		if (e->wb_ents[i]->state == ST_DEAD && e->wb_ents[i]->pins == 0)
 			ent_free(e, e->wb_ents[i]);
@@ -628,8 +628,10 @@ ol_kve_flush(struct ol_kve *e)
 		return 0;
 	pthread_mutex_lock(&e->mu);
 	if (wb_can_wait(e)) {
-		while (e->dirty_head || e->wb_active)
-			wb_wait(e);
+		while (e->dirty_head || e->wb_active) {
+			wb_kick(e);
+			pthread_cond_wait(&e->clean_cv, &e->mu);
+		}
 	} else {
 		writeback_run(e);
 	}
@@ -1125,8 +1127,7 @@ tombstone(struct ol_kve *e, struct ent *x)
 	pthread_mutex_lock(&e->mu);
 	if (rc < 0)
 		ol_warn("kv: tombstone write failed; the block may come back after a restart");
-	else
-		drop_segments(e, dropped, nd);
+	drop_segments(e, dropped, nd);
 }
 
 int

@@ -45,7 +45,8 @@ void ol_kvs_close(struct ol_kvs *s);
 
 /* Append one record (val may be NULL for a tombstone). On success *loc is where it lies; when
  * older segments had to be dropped to make room, their ids are in dropped[0..*n_dropped)
- * (at most 8; the caller removes index entries pointing to them). 0 or -errno.
+ * (at most 8; the caller removes index entries pointing to them; also when the append then
+ * fails). 0 or -errno.
  * Appends are serialised (one mutex held across the write), so records land in call order
  * and a segment never has a hole before a record that was reported written. */
 int ol_kvs_append(struct ol_kvs *s, const struct ol_kvs_rec *r, const void *val,
