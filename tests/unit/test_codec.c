@@ -513,6 +513,24 @@ test_real(const char *dir)
 	   100 * (comp / bound - 1));
 }
 
+/* Run-time dispatch: AUTO is the best the CPU has, a forced impl runs itself when supported
+ * and scalar otherwise (its name says which). */
+static void
+test_dispatch(void)
+{
+	__builtin_cpu_init();
+	int has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2");
+	int has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+	const char *want = has512 ? "avx512" : has2 ? "avx2" : "scalar";
+	int good = strcmp(ol_exans_impl_name(OL_EXANS_AUTO), want) == 0;
+	good &= strcmp(ol_exans_impl_name(OL_EXANS_SCALAR), "scalar") == 0;
+	good &= strcmp(ol_exans_impl_name(OL_EXANS_AVX2), has2 ? "avx2" : "scalar") == 0;
+	good &= strcmp(ol_exans_impl_name(OL_EXANS_AVX512), has512 ? "avx512" : "scalar") == 0;
+	good &= ol_exans_impl_supported(OL_EXANS_AVX2) == has2 &&
+		ol_exans_impl_supported(OL_EXANS_AVX512) == has512;
+	ok(good, "dispatch: AUTO picks %s; forced impls resolve to themselves or scalar", want);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -520,6 +538,7 @@ main(int argc, char **argv)
 		printf("# %s: %s\n", ol_exans_impl_name(impls[k]),
 		       ol_exans_impl_supported(impls[k]) ? "tested"
 							 : "not supported here, skipped");
+	test_dispatch();
 	test_fmt();
 	test_lengths();
 	test_special();
