@@ -1,11 +1,13 @@
 /* http/http.h - HTTP/1.1 server: a pure request-head parser, a pure chunked-body decoder, and a
  * blocking connection server built on them.
  *
- * Implementation: one SO_REUSEPORT listener + acceptor thread per core ("threads" option); each
- * accepted connection is served by its own thread with a blocking socket, poll() timeouts and
- * one fixed read buffer from a buffer pool, so memory per connection is flat no matter how big
- * the bodies are. Handlers are blocking (they call the store, which does disk I/O); they run on
- * the connection's thread. Keep-alive, pipelining (requests served in order), chunked request
+ * Implementation: one SO_REUSEPORT listener + acceptor thread per core ("threads" option) and
+ * one poller per core that holds idle connections (epoll, an idle-deadline FIFO); a connection
+ * with bytes to read is served by a worker thread (made on demand) with a blocking socket,
+ * poll() timeouts and one read buffer from a buffer pool, taken back when it parks, so memory
+ * per connection is flat no matter how big the bodies are and idle ones cost no thread.
+ * Handlers are blocking (they call the store, which does disk I/O); they run on the worker.
+ * Keep-alive, pipelining (requests served in order), chunked request
  * and response bodies, Expect: 100-continue, header / idle / body timeouts, bounded heads.
  * Bad requests get a plain 400/413/431/501/505 and the connection closes; the handler never
  * sees them. Layering: http/ knows nothing of S3. */
@@ -97,7 +99,7 @@ int ol_http_server_start(const struct ol_http_server_opts *o, struct ol_http_ser
 /* Bound port, useful with port 0. */
 unsigned ol_http_server_port(const struct ol_http_server *s);
 /* Stops accepting, closes connections (in-flight handlers see errors on their next socket
- * call), waits for every connection thread and joins the acceptors, frees s. */
+ * call), waits for every worker, joins the acceptors and pollers, frees s. */
 void ol_http_server_stop(struct ol_http_server *s);
 
 /* Counters since start (relaxed atomics: each value is exact, the set is not a snapshot). */

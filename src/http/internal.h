@@ -10,8 +10,28 @@
 #define OL_HTTP_WBUF	  (32 * 1024)  /* response head + small bodies, one writev */
 #define OL_HTTP_DRAIN_MAX (4ull << 20) /* unread body bytes drained to keep the conn alive */
 
+/* A poller: one per core, an epoll set of the server's idle keep-alive connections ("parked":
+ * no thread waits on them) and their idle deadlines, a FIFO since the timeout is the same for
+ * all. A readable connection goes back to a worker; an expired one is closed here. */
+struct ol_http_poller {
+	struct ol_http_server *s;
+	int epfd, wakefd; /* wakefd: eventfd, stop */
+	pthread_t th;
+	bool started;
+	pthread_mutex_t mu;			    /* the FIFO and c->parked */
+	struct ol_http_conn *idle_head, *idle_tail; /* oldest first */
+};
+
 struct ol_http_server {
 	struct ol_http_server_opts o;
+	struct ol_http_poller *pollers;
+	unsigned n_pollers, next_poller;
+	/* workers: threads that serve connections with requests to read; made on demand, they
+	 * leave after a while without work (down to n_pollers) */
+	struct ol_http_conn *runq_head, *runq_tail; /* under mu */
+	unsigned n_workers, n_idle_workers, max_workers;
+	bool workers_stop, pollers_stop;
+	pthread_cond_t work_cv;
 	int *lfds;
 	pthread_t *acceptors;
 	unsigned n_listen, n_acceptors_started;
@@ -31,6 +51,11 @@ struct ol_http_server {
 struct ol_http_conn {
 	struct ol_http_server *srv;
 	struct ol_http_conn *prev, *next;
+	struct ol_http_poller *poller;
+	struct ol_http_conn *park_prev, *park_next; /* poller FIFO, under poller->mu */
+	struct ol_http_conn *run_next;		    /* run queue, under srv->mu */
+	uint64_t idle_since_ms;			    /* last response done (or accepted) */
+	bool parked, in_epoll;
 	int fd;
 	int cur_timeo; /* SO_RCVTIMEO last set (ol_io_recv_timeo) */
 	char peer[64];

@@ -922,6 +922,59 @@ test_live_http10(unsigned port)
 	close(c.fd);
 }
 
+static unsigned
+thread_count(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	unsigned n = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Threads: %u", &n) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* Idle keep-alive connections wait in the pollers, not on threads; each is served when its
+ * request comes, and parks again after its response. */
+static void
+test_idle_conns_park(void)
+{
+	enum { N = 300 };
+	struct ol_http_server *s = start_server(60000, 5000, 0, 0);
+	unsigned port = ol_http_server_port(s), before = thread_count();
+	struct cli *c = calloc(N, sizeof(*c));
+	unsigned opened = 0, served = 0, again = 0;
+	for (unsigned i = 0; i < N; i++)
+		opened += cli_open(&c[i], port) >= 0;
+	usleep(300 * 1000);
+	unsigned during = thread_count();
+	OK(opened == N && during <= before + 2, "%u idle connections add no threads (%u -> %u)",
+	   opened, before, during);
+	for (unsigned round = 0; round < 2; round++) {
+		for (unsigned i = 0; i < N; i++)
+			cli_sends(&c[i], "GET /echo?n=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+		for (unsigned i = 0; i < N; i++) {
+			struct resp r;
+			int ok_ = cli_response(&c[i], &r, false, 64, 5000) == 0 && r.status == 200;
+			*(round ? &again : &served) += ok_;
+			resp_free(&r);
+		}
+		usleep(100 * 1000); /* PARK_AFTER_MS: they all park again */
+	}
+	OK(served == N && again == N, "each served after parking, twice (%u, %u of %u)", served,
+	   again, N);
+	struct ol_http_stats st;
+	ol_http_server_stats(s, &st);
+	OK(st.conns_open == N && st.timeouts == 0, "all %u still open, no timeouts counted (%llu)",
+	   N, (unsigned long long)st.timeouts);
+	for (unsigned i = 0; i < N; i++)
+		close(c[i].fd);
+	free(c);
+	ol_http_server_stop(s);
+}
+
 static void
 test_live_timeouts(void)
 {
@@ -1315,6 +1368,7 @@ main(int argc, char **argv)
 	test_live_big(port);
 	ol_http_server_stop(s);
 	test_live_timeouts();
+	test_idle_conns_park();
 	printf("1..%d\n", n_test);
 	return n_fail ? 1 : 0;
 }
