@@ -86,6 +86,9 @@ static const struct cfg_key keys[] = {
      "largest KV block accepted"},
     {"kv.writeback_ms", T_U32, F(kv_writeback_ms), "1000", 0, 600000, 0, 0, 0,
      "longest delay before a DRAM block is on the NVMe tier"},
+    {"kv.prefault", T_ENUM, F(kv_prefault), "auto", 0, 0, "auto|on|off", 0, 0,
+     "touch the DRAM tier's pages in a low-priority thread after start, so first puts do not "
+     "pay for it (auto: on in mode = \"kv\", off beside S3)"},
     {"kv.shm_name", T_STR, F(kv_shm_name), "", 0, 0, 0, 0, 0,
      "POSIX shm name of the DRAM tier (\"\" = /openlake-kv-<port>-<pid>)"},
     {"kv_slab.capacity_gb", T_U32, F(kv_capacity_gb), "0", 0, 1048576, 0, 0, 0,
@@ -560,6 +563,14 @@ ol_config_kv_listen(const struct ol_config *cfg)
 	    cfg->rpc_addr[0])
 		return cfg->rpc_addr;
 	return cfg->kv_addr;
+}
+
+bool
+ol_config_kv_prefault(const struct ol_config *cfg)
+{
+	if (strcmp(cfg->kv_prefault, "auto") == 0)
+		return strcmp(cfg->mode, "kv") == 0;
+	return strcmp(cfg->kv_prefault, "on") == 0;
 }
 
 static int

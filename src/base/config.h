@@ -74,6 +74,7 @@ struct ol_config {
 	uint64_t kv_max_block_bytes;   /* [kv] max_block_bytes */
 	unsigned kv_writeback_ms;      /* [kv] writeback_ms: max delay DRAM -> NVMe */
 	char kv_shm_name[OL_CFG_STR];  /* [kv] shm_name: POSIX shm object of the DRAM tier */
+	char kv_prefault[8];	       /* [kv] prefault: "auto" (on in mode = "kv"), "on", "off" */
 	uint64_t inline_threshold;     /* [storage] inline_threshold (128 KiB) */
 	uint64_t block_size;	       /* [storage] block_size per shard (1 MiB) */
 	char checksum[16];	       /* [storage] checksum: "crc32c" or "xxh3" */
@@ -119,6 +120,9 @@ int ol_config_split_addr(const char *addr, char *host, size_t hostlen, unsigned 
 
 /* Parse "1048576", "1MiB", "4 GiB", "512k" into bytes. Returns 0 or -EINVAL/-ERANGE. */
 int ol_parse_size(const char *s, uint64_t *out);
+
+/* Whether the KV engine prefaults its DRAM tier ([kv] prefault, "auto" = mode is "kv"). */
+bool ol_config_kv_prefault(const struct ol_config *cfg);
 
 /* The KV listener address in effect: kv_addr; in mode="kv" with kv_addr unset, rpc_addr. */
 const char *ol_config_kv_listen(const struct ol_config *cfg);

@@ -667,7 +667,7 @@ open_engine(struct ol_kv_server *s, const struct ol_config *cfg)
 				.spill_bytes = cfg->kv_spill_bytes,
 				.max_block = cfg->kv_max_block_bytes,
 				.writeback_ms = cfg->kv_writeback_ms,
-				.prefault = true};
+				.prefault = ol_config_kv_prefault(cfg)};
 	int r = ol_kve_open(&o, &s->eng);
 	if (r == 0)
 		ol_info(

@@ -102,6 +102,14 @@ test_errors(void)
 	      err);
 	ok(ol_config_validate(&c, err, sizeof(err)) == -EINVAL && strstr(err, "listed twice"),
 	   "duplicate node id: %s", err);
+	parse(&c, "", err);
+	ok(!ol_config_kv_prefault(&c), "no DRAM prefault beside S3 by default");
+	parse(&c, "mode = \"kv\"\n", err);
+	ok(ol_config_kv_prefault(&c), "a dedicated pool (mode = kv) prefaults by default");
+	parse(&c, "mode = \"kv\"\n[kv]\nprefault = \"off\"\n", err);
+	ok(!ol_config_kv_prefault(&c), "[kv] prefault = off wins");
+	ok(parse(&c, "[kv]\nprefault = \"yes\"\n", err) == -EINVAL && strstr(err, "auto|on|off"),
+	   "prefault lists its choices: %s", err);
 }
 
 static void
