@@ -118,11 +118,12 @@ rw_once(struct tls *t, int fd, uint8_t *buf, size_t len, uint64_t off, bool wr)
 		io_uring_prep_write(sqe, fd, buf, n, off);
 	else
 		io_uring_prep_read(sqe, fd, buf, n, off);
-	int r = io_uring_submit(&t->ring);
+	/* one syscall per request: submit and wait together (was submit, then wait) */
+	int r = io_uring_submit_and_wait(&t->ring, 1);
 	if (r < 0)
 		return r;
 	struct io_uring_cqe *cqe;
-	r = io_uring_wait_cqe(&t->ring, &cqe);
+	r = io_uring_wait_cqe(&t->ring, &cqe); /* already complete: no syscall */
 	if (r < 0)
 		return r;
 	r = cqe->res;
