@@ -489,6 +489,7 @@ ent_evict(struct ol_kve *e, struct ent *x)
 		dirty_remove(e, x);
 		slot_free(e, &s);
 		x->off = OL_KVE_NOOFF;
+		x->nv_hit = false; /* a demoted block again needs two NVMe hits */
 		e->dram_entries--;
 		e->st.demotions++;
 		return;
@@ -1027,7 +1028,10 @@ pin_dram(struct ol_kve *e, struct ent *x, struct ol_kve_slot *s)
 	return OL_KV_OK;
 }
 
-/* x is NVMe only: read it (lock dropped), then promote it. Lock held on entry and exit. */
+/* x is NVMe only: read it (lock dropped), then promote it. A TCP reader (!need_dram) is
+ * served from the read buffer on the entry's first NVMe hit and promotes only on the second:
+ * a block read once from a random working set gains nothing from a DRAM slot, which costs an
+ * eviction and a copy under the mutex. Lock held on entry and exit. */
 static int
 pin_nvme(struct ol_kve *e, const struct ol_kvk *k, uint64_t h, bool need_dram,
 	 struct ol_kve_slot *s)
@@ -1040,9 +1044,11 @@ pin_nvme(struct ol_kve *e, const struct ol_kvk *k, uint64_t h, bool need_dram,
 	pthread_mutex_unlock(&e->mu);
 	int rc = ol_kvs_read(e->spill, &r, &loc, &val);
 	pthread_mutex_lock(&e->mu);
-	struct slot sl;
-	int ar = rc == 0 ? slot_alloc(e, r.len ? r.len : 1, need_dram, &sl) : -1;
 	x = ht_find(e, k, h);
+	bool promote = need_dram || (x && x->nv_hit);
+	struct slot sl;
+	int ar = rc == 0 && promote ? slot_alloc(e, r.len ? r.len : 1, need_dram, &sl) : -1;
+	x = ht_find(e, k, h); /* slot_alloc may drop the lock (it waits for write-behind) */
 	if (!x || x->ver != r.ver || x->off != OL_KVE_NOOFF) {
 		if (ar == 0)
 			slot_free(e, &sl);
@@ -1059,6 +1065,7 @@ pin_nvme(struct ol_kve *e, const struct ol_kvk *k, uint64_t h, bool need_dram,
 	if (ar < 0) {
 		if (need_dram)
 			return OL_KV_MISS;
+		x->nv_hit = true;
 		s->ptr = (uint8_t *)val;
 		s->off = OL_KVE_NOOFF;
 		s->seq = 0;

@@ -12,7 +12,9 @@
  *
  * Eviction: LRU, preferring an entry of the wanted size class; an evicted entry that is on
  * NVMe is demoted (kept in the index, NVMe only); with no NVMe tier it is dropped. An NVMe hit
- * is promoted back into DRAM.
+ * of a local reader (need_dram) is promoted back into DRAM; a TCP reader is served from the
+ * read buffer on the entry's first NVMe hit and promotes it on the second (reset on demotion):
+ * a random working set larger than DRAM then costs no eviction and copy per read.
  *
  * Write-behind (NVMe tier on): every put is dirty until the write-behind thread has appended
  * it, oldest first, in batches of up to 16 MiB, within writeback_ms. A put whose victim is

@@ -31,7 +31,8 @@ struct ent {
 	uint32_t npages, pins;
 	uint8_t state;
 	bool dirty, in_lru, in_dirty;
-	bool wb;	       /* in the write-behind batch being written (holds one pin) */
+	bool wb;     /* in the write-behind batch being written (holds one pin) */
+	bool nv_hit; /* NVMe only, served once to TCP without promotion: the next hit promotes */
 	struct ol_kvs_loc loc; /* NVMe copy; seg 0 = none */
 };
 

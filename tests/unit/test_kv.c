@@ -278,6 +278,14 @@ test_nvme_roundtrip_and_recovery(void)
 	ok(good, "all 40 read back: demoted ones come from NVMe");
 	struct ol_kve_stats st;
 	ol_kve_get_stats(e, &st);
+	ok(st.hits_nvme > 0 && st.promotions == 0,
+	   "first NVMe hits over TCP are served from the read buffer, not promoted (%llu)",
+	   (unsigned long long)st.promotions);
+	good = 1;
+	for (uint64_t i = 0; i < 40; i++)
+		good &= get(e, NS_A, 1000 + i, blk_len(i), i) == OL_KV_OK;
+	ok(good, "all 40 read back again with exact content");
+	ol_kve_get_stats(e, &st);
 	ok(st.demotions > 0 && st.hits_nvme > 0 && st.promotions > 0 && st.evictions == 0,
 	   "demotions %llu, NVMe hits %llu, promotions %llu, no drops",
 	   (unsigned long long)st.demotions, (unsigned long long)st.hits_nvme,
