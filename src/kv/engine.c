@@ -19,6 +19,7 @@
 #include <xxhash.h>
 
 #include "base/log.h"
+#include "base/metrics.h"
 #include "kv/barrier.h"
 #include "kv/spill.h"
 #include "openlake/openlake.h"
@@ -499,14 +500,6 @@ ent_evict(struct ol_kve *e, struct ent *x)
 	ent_free(e, x);
 }
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
-}
-
 /* Take the oldest dirty entries, up to one batch, off the FIFO and pin them. Lock held. */
 static unsigned
 wb_take(struct ol_kve *e)
@@ -547,14 +540,14 @@ wb_measure(struct ol_kve *e, uint64_t bytes, uint64_t ms)
 static int
 wb_batch(struct ol_kve *e)
 {
-	uint64_t dropped[8], bytes = e->wb_bytes, t0 = now_ms();
+	uint64_t dropped[8], bytes = e->wb_bytes, t0 = ol_now_us() / 1000;
 	unsigned nd, n = wb_take(e);
 	bytes = e->wb_bytes - bytes;
 	pthread_mutex_unlock(&e->mu);
 	int rc = ol_kvs_append_batch(e->spill, e->wb_items, n, dropped, &nd);
 	pthread_mutex_lock(&e->mu);
 	if (rc == 0)
-		wb_measure(e, bytes, now_ms() - t0);
+		wb_measure(e, bytes, ol_now_us() / 1000 - t0);
 	for (unsigned i = 0; i < n; i++) {
 		struct ent *x = e->wb_ents[i];
 		x->pins--;
@@ -579,16 +572,16 @@ static unsigned
 writeback_run(struct ol_kve *e)
 {
 	unsigned n = 0, tick = e->wb_ms ? e->wb_ms : 1;
-	uint64_t synced = now_ms();
+	uint64_t synced = ol_now_us() / 1000;
 	e->wb_active = true;
 	while (e->dirty_head) {
 		int rc = wb_batch(e);
 		if (rc < 0)
 			break; /* disk trouble: the rest of the FIFO waits for the next tick */
 		n += (unsigned)rc;
-		if (now_ms() - synced >= tick) {
+		if (ol_now_us() / 1000 - synced >= tick) {
 			ol_kvs_sync_async(e->spill);
-			synced = now_ms();
+			synced = ol_now_us() / 1000;
 		}
 	}
 	e->wb_active = false;
