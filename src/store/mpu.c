@@ -307,6 +307,16 @@ ol_store_mpu_complete(struct ol_store *st, const char *bucket, const char *uploa
 		      const unsigned *part_nos, size_t n, const char *final_etag,
 		      struct ol_obj_info *out)
 {
+	return ol_store_mpu_complete_cond(st, bucket, upload_id, part_nos, n, final_etag, NULL,
+					  out);
+}
+
+int
+ol_store_mpu_complete_cond(struct ol_store *st, const char *bucket, const char *upload_id,
+			   const unsigned *part_nos, size_t n, const char *final_etag,
+			   const struct ol_store_cond *cond, struct ol_obj_info *out)
+{
+	char okey[OL_KEYBUF];
 	struct complete x = {.st = st};
 	struct ol_reads r;
 	int64_t init;
@@ -331,8 +341,10 @@ ol_store_mpu_complete(struct ol_store *st, const char *bucket, const char *uploa
 		rc = upload_read(st, x.uk, (size_t)x.ul, &again, &d2); /* not completed meanwhile */
 		if (!rc) {
 			ol_reads_free(&again);
-			rc = complete_locked(&x, part_nos, n, final_etag, out);
+			rc = ol_cond_check(st, okey, ol_okey(okey, bucket, x.key, x.klen), cond);
 		}
+		if (!rc)
+			rc = complete_locked(&x, part_nos, n, final_etag, out);
 	}
 	pthread_mutex_unlock(&st->upl_locks[ui]);
 	pthread_rwlock_unlock(&st->obj_rw[li]);

@@ -28,6 +28,8 @@ struct ol_put {
 	bool files;
 	uint64_t stripes;
 	int err;
+	struct ol_store_cond cond; /* checked under the lock in publish() */
+	char cond_etag[OL_STORE_ETAG_MAX];
 };
 
 static size_t
@@ -337,6 +339,8 @@ publish(struct ol_put *p, struct ol_rec_build *b)
 			ol_key_tail(&b[d], p->key, p->klen);
 	}
 	rc = target_ok(p);
+	if (!rc && !p->part)
+		rc = ol_cond_check(st, c.k, c.kl, &p->cond);
 	if (!rc && ol_visible_vid(st, c.db, c.k, c.kl, vis))
 		c.prev_vid = vis;
 	ok = rc ? 0 : ol_commit_all(st, &c);
@@ -398,6 +402,17 @@ ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, size_t
 		close_files(p, true);
 	put_free(p);
 	return rc;
+}
+
+void
+ol_store_put_set_cond(struct ol_put *p, const struct ol_store_cond *cond)
+{
+	p->cond.if_none_match = cond && cond->if_none_match;
+	p->cond.if_match = NULL;
+	if (cond && cond->if_match) {
+		snprintf(p->cond_etag, sizeof(p->cond_etag), "%s", cond->if_match);
+		p->cond.if_match = p->cond_etag;
+	}
 }
 
 int

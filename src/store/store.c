@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -383,6 +384,32 @@ ol_visible_vid(struct ol_store *st, enum ol_meta_db db, const void *k, size_t kl
 		memcpy(vid, win[d].vid, OL_UUID);
 	ol_reads_free(&r);
 	return found;
+}
+
+int
+ol_cond_check(struct ol_store *st, const void *k, size_t kl, const struct ol_store_cond *cond)
+{
+	struct ol_reads r;
+	struct ol_rec win[OL_MAX_DRIVES];
+	bool valid[OL_MAX_DRIVES];
+	int found, d, rc = 0;
+
+	if (!cond || (!cond->if_match && !cond->if_none_match))
+		return 0;
+	ol_reads_get(st, OL_META_OBJECTS, k, kl, NULL, &r);
+	found = ol_rec_resolve(st, (const void *const *)r.raw, r.len, win, valid);
+	for (d = 0; found && !valid[d]; d++)
+		;
+	if (found && cond->if_none_match)
+		rc = -ECANCELED;
+	else if (!found && cond->if_match)
+		rc = -ENODATA;
+	else if (found && cond->if_match && strcmp(cond->if_match, "*") != 0 &&
+		 (strlen(cond->if_match) != win[d].etag_len ||
+		  strncasecmp(cond->if_match, win[d].etag, win[d].etag_len) != 0))
+		rc = -ECANCELED;
+	ol_reads_free(&r);
+	return rc;
 }
 
 static int

@@ -82,6 +82,19 @@ int ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, si
 void ol_store_put_abort(struct ol_put *p);
 uint64_t ol_store_put_size(const struct ol_put *p);
 
+/* Conditional write (S3 If-Match / If-None-Match: *): checked by put_commit and
+ * mpu_complete_cond under the key's write lock, in the same critical section as the commit,
+ * so of two racing conditional writers at most one passes. */
+struct ol_store_cond {
+	const char *if_match; /* visible object's etag must equal this (ASCII case-insensitive);
+				 "*": any object must be visible; NULL: no check */
+	int if_none_match;    /* 1: no object may be visible */
+};
+/* Attach cond (copied; if_match truncated to OL_STORE_ETAG_MAX-1) to an object writer (not a
+ * part: ignored there). put_commit then fails with -ECANCELED when a condition does not hold,
+ * or -ENODATA when if_match is set and no object is visible; p is freed as on any failure. */
+void ol_store_put_set_cond(struct ol_put *p, const struct ol_store_cond *cond);
+
 /* Reader. info->meta stays valid until get_close. -ENOENT no key, -ENXIO no bucket. */
 struct ol_get;
 int ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
@@ -135,6 +148,11 @@ int ol_store_mpu_list_parts(struct ol_store *st, const char *bucket, const char 
 int ol_store_mpu_complete(struct ol_store *st, const char *bucket, const char *upload_id,
 			  const unsigned *part_nos, size_t n, const char *final_etag,
 			  struct ol_obj_info *out);
+/* mpu_complete with cond (may be NULL) checked as put_commit does: -ECANCELED / -ENODATA, and
+ * the upload and its parts are kept. */
+int ol_store_mpu_complete_cond(struct ol_store *st, const char *bucket, const char *upload_id,
+			       const unsigned *part_nos, size_t n, const char *final_etag,
+			       const struct ol_store_cond *cond, struct ol_obj_info *out);
 /* Removes only the upload and its parts, never the object with the same key. */
 int ol_store_mpu_abort(struct ol_store *st, const char *bucket, const char *upload_id);
 /* In-progress uploads of a bucket, ordered by (key, upload_id). A non-zero cb return stops

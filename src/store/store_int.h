@@ -199,6 +199,9 @@ int ol_commit_all(struct ol_store *st, struct ol_commit *c);
 /* The version id readers see now for key k in db, into vid; 0 none, 1 found. */
 int ol_visible_vid(struct ol_store *st, enum ol_meta_db db, const void *k, size_t kl,
 		   uint8_t vid[OL_UUID]);
+/* cond (may be NULL) against the object visible now under object key k (in OL_META_OBJECTS);
+ * the caller holds the key's write lock. 0, -ECANCELED or -ENODATA (see ol_store_cond). */
+int ol_cond_check(struct ol_store *st, const void *k, size_t kl, const struct ol_store_cond *cond);
 /* Unlink the data of replaced records on the drives that committed (keep: files still used). */
 void ol_commit_reclaim(struct ol_store *st, struct ol_commit *c, const struct ol_rec *keep);
 void ol_commit_free(struct ol_commit *c);
