@@ -46,7 +46,7 @@ secret_for(const char *ak, void *arg)
 
 struct vec {
 	char name[128], method[16], path[512], query[1024], expect[64], payload[32];
-	char seed[80], sha256[80], bodyexpect[64];
+	char seed[80], sha256[80], bodyexpect[64], unsigned_names[256];
 	uint8_t *rawbody;
 	size_t rawbody_len;
 	long long now;
@@ -75,6 +75,7 @@ static const struct {
     {"NO_CONTENT_SHA256", OL_SIGV4_ERR_NO_CONTENT_SHA256},
     {"WRONG_REGION", OL_SIGV4_ERR_WRONG_REGION},
     {"NEED_BODY_HASH", OL_SIGV4_ERR_NEED_BODY_HASH},
+    {"UNSIGNED_HEADERS", OL_SIGV4_ERR_UNSIGNED_HEADERS},
 };
 
 static int
@@ -142,6 +143,8 @@ vec_line(struct vec *v, const char *k, const char *val)
 		v->body = unhex(val, &v->body_len);
 	else if (!strcmp(k, "rawbody"))
 		v->rawbody = unhex(val, &v->rawbody_len);
+	else if (!strcmp(k, "unsigned"))
+		set(v->unsigned_names, sizeof(v->unsigned_names), val);
 	else if (!strcmp(k, "bodyexpect"))
 		set(v->bodyexpect, sizeof(v->bodyexpect), val);
 	else if (!strcmp(k, "decoded"))
@@ -286,6 +289,14 @@ check_vector(struct vec *v)
 		ok(res.canonical_request && res.string_to_sign &&
 		       !strncmp(res.string_to_sign, "AWS4-HMAC-SHA256\n", 17),
 		   "%s: mismatch carries StringToSign and CanonicalRequest", v->name);
+	if (rc == OL_SIGV4_ERR_UNSIGNED_HEADERS) {
+		if (strcmp(res.unsigned_headers, v->unsigned_names))
+			printf("# listed \"%s\"\n", res.unsigned_headers);
+		ok(!strcmp(res.unsigned_headers, v->unsigned_names) &&
+		       !strcmp(ol_sigv4_s3_code(rc, res.presigned), "AccessDenied") &&
+		       ol_sigv4_http_status(rc) == 403,
+		   "%s: AccessDenied 403 naming the unsigned headers", v->name);
+	}
 	if (rc == 0 && v->seed[0])
 		ok(!strcmp(res.seed_signature, v->seed), "%s: seed signature", v->name);
 	if (rc == 0 && !strcmp(v->payload, "UNSIGNED"))

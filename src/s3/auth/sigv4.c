@@ -404,6 +404,70 @@ parse_any(const struct ol_sigv4_request *req, int presigned, struct auth *a,
 	return 0;
 }
 
+/* name (nlen bytes, any case) is one of the ';'-separated lowercase names of list. */
+static int
+in_signed_list(const char *list, const char *name, size_t nlen)
+{
+	const char *s = list;
+	while (*s) {
+		const char *e = strchr(s, ';');
+		size_t len = e ? (size_t)(e - s) : strlen(s);
+		if (len == nlen && strncasecmp(s, name, nlen) == 0)
+			return 1;
+		s += len;
+		if (*s == ';')
+			s++;
+	}
+	return 0;
+}
+
+/* Append the lowercase name to the ", "-separated list of out (once; whole names only). */
+static void
+note_unsigned(char *out, size_t cap, const char *name, size_t nlen)
+{
+	char lc[64];
+	size_t o = strlen(out), need = nlen + (o ? 2 : 0);
+	if (nlen >= sizeof(lc) || o + need + 1 > cap)
+		return;
+	for (size_t i = 0; i < nlen; i++)
+		lc[i] = (char)tolower((unsigned char)name[i]);
+	lc[nlen] = 0;
+	for (const char *p = strstr(out, lc); p; p = strstr(p + 1, lc))
+		if ((p == out || p[-1] == ' ') && (p[nlen] == ',' || !p[nlen]))
+			return;
+	snprintf(out + o, cap - o, "%s%s", o ? ", " : "", lc);
+}
+
+/* Every x-amz-* header must be signed, as on AWS: an unsigned one (x-amz-copy-source,
+ * x-amz-meta-*, x-amz-acl, ...) would otherwise change what a signed request does. The header
+ * form's x-amz-date and x-amz-content-sha256 are covered by the signature in any case. */
+static int
+check_unsigned(const struct ol_sigv4_request *req, const char *list, int presigned,
+	       struct ol_sigv4_result *out)
+{
+	for (size_t i = 0; i < req->n_headers; i++) {
+		const struct ol_sigv4_header *h = &req->headers[i];
+		if (h->name_len < 6 || strncasecmp(h->name, "x-amz-", 6) != 0)
+			continue;
+		if (!presigned &&
+		    ((h->name_len == 10 && strncasecmp(h->name, "x-amz-date", 10) == 0) ||
+		     (h->name_len == 20 && strncasecmp(h->name, "x-amz-content-sha256", 20) == 0)))
+			continue;
+		if (!in_signed_list(list, h->name, h->name_len)) {
+			/* a name too long to list still fails the request */
+			if (!out->unsigned_headers[0] && h->name_len >= 64)
+				snprintf(out->unsigned_headers, sizeof(out->unsigned_headers),
+					 "%.60s...", h->name);
+			note_unsigned(out->unsigned_headers, sizeof(out->unsigned_headers), h->name,
+				      h->name_len);
+		}
+	}
+	if (!out->unsigned_headers[0])
+		return 0;
+	return fail(out, OL_SIGV4_ERR_UNSIGNED_HEADERS,
+		    "There were headers present in the request which were not signed%s", NULL);
+}
+
 static int
 sig_equal(const char *computed, const char *given)
 {
@@ -590,6 +654,9 @@ ol_sigv4_verify(const struct ol_sigv4_request *req, const char *region, time_t n
 			    "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, "
 			    "STREAMING-AWS4-HMAC-SHA256-PAYLOAD, or a valid sha256 value.%s",
 			    NULL);
+	rc = check_unsigned(req, a.signed_list, presigned, out);
+	if (rc)
+		return rc;
 	return finish_verify(req, &a, secret, presigned, out);
 }
 
@@ -632,6 +699,7 @@ ol_sigv4_s3_code(int err, int presigned)
 		return "RequestTimeTooSkewed";
 	case OL_SIGV4_ERR_EXPIRED:
 	case OL_SIGV4_ERR_MISSING:
+	case OL_SIGV4_ERR_UNSIGNED_HEADERS:
 		return "AccessDenied";
 	case OL_SIGV4_ERR_MALFORMED:
 	case OL_SIGV4_ERR_WRONG_REGION:
@@ -658,6 +726,7 @@ ol_sigv4_http_status(int err)
 	case OL_SIGV4_ERR_SKEWED:
 	case OL_SIGV4_ERR_EXPIRED:
 	case OL_SIGV4_ERR_MISSING:
+	case OL_SIGV4_ERR_UNSIGNED_HEADERS:
 		return 403;
 	case OL_SIGV4_ERR_MALFORMED:
 	case OL_SIGV4_ERR_WRONG_REGION:

@@ -33,6 +33,9 @@ enum ol_sigv4_err {
 	OL_SIGV4_ERR_NOMEM = -4310,		 /* InternalError 500 */
 	OL_SIGV4_ERR_NEED_BODY_HASH = -4311,	 /* no answer yet: see ol_sigv4_verify_body();
 						    InvalidRequest 400 for a caller without it */
+	OL_SIGV4_ERR_UNSIGNED_HEADERS = -4312,	 /* AccessDenied 403 "There were headers present
+						    in the request which were not signed";
+						    names in unsigned_headers */
 };
 
 /* One request header; name and value need not be NUL-terminated. Name compared
@@ -84,6 +87,10 @@ struct ol_sigv4_result {
 	char scope[128];	    /* "20130524/us-east-1/s3/aws4_request" */
 	char amz_date[17];	    /* "20130524T000000Z" */
 	char message[320];	    /* human-readable reason on error, "" on success */
+	/* On OL_SIGV4_ERR_UNSIGNED_HEADERS: the lowercase names of the x-amz-* headers present
+	 * but not signed, ", "-separated (as AWS lists them in <HeadersNotSigned>), cut at a
+	 * name boundary when they do not all fit. */
+	char unsigned_headers[256];
 	/* On OL_SIGV4_ERR_SIGNATURE_MISMATCH only: malloc'd NUL-terminated copies, for the
 	 * <StringToSign> and <CanonicalRequest> elements of the error XML. Freed by
 	 * ol_sigv4_result_fini(). NULL otherwise. */
@@ -102,7 +109,7 @@ struct ol_sigv4_result {
  * Returns 0 when the signature is valid, else a negative enum ol_sigv4_err:
  *   _MISSING (anonymous: no Authorization header and no X-Amz-* auth query),
  *   _MALFORMED, _UNSUPPORTED_ALG, _WRONG_REGION, _SKEWED, _EXPIRED, _INVALID_ACCESS_KEY,
- *   _BAD_CONTENT_SHA256, _SIGNATURE_MISMATCH, _NOMEM,
+ *   _BAD_CONTENT_SHA256, _UNSIGNED_HEADERS, _SIGNATURE_MISMATCH, _NOMEM,
  *   _NEED_BODY_HASH (below).
  * Rules: algorithm AWS4-HMAC-SHA256; credential scope date == X-Amz-Date's day; scope region ==
  * region; service "s3"; X-Amz-Date within OL_SIGV4_MAX_SKEW of now (header form; presigned: not
@@ -111,7 +118,10 @@ struct ol_sigv4_result {
  * path and query decoded once and re-encoded with the AWS unreserved set (so "+" means a
  * literal plus, %2B), the query sorted; when that does not match, the header form is retried
  * once with path and query exactly as sent (what curl 7.x signs), which still covers every
- * byte. x-amz-* headers that are present but not signed are not rejected. */
+ * byte. Every x-amz-* header present must be signed (in SignedHeaders / X-Amz-SignedHeaders),
+ * else _UNSIGNED_HEADERS, checked before the signature; in the header form x-amz-date and
+ * x-amz-content-sha256 are exempt because the signature covers them anyway (the string to
+ * sign carries the date, the canonical request the payload hash). */
 int ol_sigv4_verify(const struct ol_sigv4_request *req, const char *region, time_t now,
 		    ol_sigv4_secret_fn secret_for, void *arg, struct ol_sigv4_result *out);
 
