@@ -331,8 +331,10 @@ del_prefix(struct ol_meta_txn *t, struct ol_commit *c, int d)
 		return rc;
 	for (rc = ol_meta_cursor_seek(cur, c->del_prefix, c->del_plen, &k, &kl, &v, &vl); rc == 1;
 	     rc = ol_meta_cursor_seek(cur, c->del_prefix, c->del_plen, &k, &kl, &v, &vl)) {
-		if (kl < c->del_plen || memcmp(k, c->del_prefix, c->del_plen))
+		if (kl < c->del_plen || memcmp(k, c->del_prefix, c->del_plen)) {
+			rc = 0; /* past the prefix: another upload's part, not an error */
 			break;
+		}
 		c->gone[d] = ol_xrealloc(c->gone[d], (c->n_gone[d] + 1) * sizeof(void *));
 		c->gone_len[d] = ol_xrealloc(c->gone_len[d], (c->n_gone[d] + 1) * sizeof(size_t));
 		keep_copy(&c->gone[d][c->n_gone[d]], &c->gone_len[d][c->n_gone[d]], v, vl);
