@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "admin/admin.h"
@@ -171,6 +172,7 @@ auth_err(int rc, bool presigned)
 		return OL_S3E_REQUEST_TIME_SKEWED;
 	case OL_SIGV4_ERR_EXPIRED:
 	case OL_SIGV4_ERR_MISSING:
+	case OL_SIGV4_ERR_UNSIGNED_HEADERS:
 		return OL_S3E_ACCESS_DENIED;
 	case OL_SIGV4_ERR_MALFORMED:
 	case OL_SIGV4_ERR_WRONG_REGION:
@@ -225,6 +227,11 @@ authenticate(struct s3_req *r)
 		mismatch_extra(r, &x);
 		s3_error_code(r, "SignatureDoesNotMatch", 403, ol_s3_errinfo(e)->message, x.p);
 		ol_s3_buf_free(&x);
+	} else if (rc == OL_SIGV4_ERR_UNSIGNED_HEADERS) {
+		struct ol_s3_buf x = {0};
+		ol_s3_xml_elem(&x, "HeadersNotSigned", r->auth.unsigned_headers);
+		s3_error_code(r, "AccessDenied", 403, msg, x.p);
+		ol_s3_buf_free(&x);
 	} else {
 		s3_error(r, e, msg);
 	}
@@ -233,9 +240,40 @@ authenticate(struct s3_req *r)
 
 /* ---- dispatch ---- */
 
+/* Server-side encryption is not built: a request that asks for it (SSE-S3, SSE-KMS, SSE-C,
+ * or the SSE-C key of a copy source) is refused, never served or stored in plaintext as if
+ * it were encrypted. Returns true when the error was sent. */
+static bool
+refuse_sse(struct s3_req *r)
+{
+	static const char *const prefixes[] = {"x-amz-server-side-encryption",
+					       "x-amz-copy-source-server-side-encryption"};
+	for (size_t i = 0; i < r->h->n_headers; i++) {
+		const char *n = r->h->headers[i].name;
+		for (size_t j = 0; j < sizeof(prefixes) / sizeof(prefixes[0]); j++) {
+			if (strncasecmp(n, prefixes[j], strlen(prefixes[j])) != 0)
+				continue;
+			char msg[200];
+			struct ol_s3_buf x = {0};
+			snprintf(
+			    msg, sizeof(msg),
+			    "Server-side encryption is not implemented: the header %.80s cannot "
+			    "be honoured; send the request without it",
+			    n);
+			ol_s3_xml_elem(&x, "Header", n);
+			s3_error_code(r, "NotImplemented", 501, msg, x.p);
+			ol_s3_buf_free(&x);
+			return true;
+		}
+	}
+	return false;
+}
+
 static void
 dispatch(struct s3_req *r)
 {
+	if (refuse_sse(r))
+		return;
 	if (!r->rt.bucket[0]) {
 		s3_service(r);
 		return;
