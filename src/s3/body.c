@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -386,4 +387,24 @@ s3_meta_from_headers(struct s3_req *r, struct ol_s3_buf *meta)
 		low[k] = '\0';
 		ol_s3_meta_add(meta, low, r->h->headers[i].value);
 	}
+}
+
+int
+s3_user_meta_check(struct s3_req *r)
+{
+	size_t total = 0;
+	for (size_t i = 0; i < r->h->n_headers; i++) {
+		const char *n = r->h->headers[i].name;
+		if (strncasecmp(n, "x-amz-meta-", 11) == 0)
+			total += strlen(n) - 11 + strlen(r->h->headers[i].value);
+	}
+	if (total <= S3_MAX_USER_META)
+		return 0;
+	char msg[200];
+	snprintf(msg, sizeof(msg),
+		 "Your metadata headers exceed the maximum allowed metadata size: the x-amz-meta-* "
+		 "names and values add up to %zu bytes, at most %u are allowed",
+		 total, S3_MAX_USER_META);
+	s3_error_code(r, "MetadataTooLarge", 400, msg, NULL);
+	return -1;
 }

@@ -258,9 +258,14 @@ bucket_get(struct s3_req *r)
 		return;
 	else {
 		char lt[8];
-		bool v2 = ol_s3_query_get(r->query, "list-type", lt, sizeof(lt)) >= 0 &&
-			  strcmp(lt, "2") == 0;
-		s3_list_objects(r, v2 ? 2 : 1);
+		long n = ol_s3_query_get(r->query, "list-type", lt, sizeof(lt));
+		bool v2 = n >= 0 && strcmp(lt, "2") == 0;
+		if (n != -ENOENT && !v2 && (n < 0 || strcmp(lt, "1") != 0))
+			s3_error(r, OL_S3E_INVALID_ARGUMENT,
+				 "Invalid list-type: use list-type=2 (ListObjectsV2) or leave it "
+				 "out (ListObjects)");
+		else
+			s3_list_objects(r, v2 ? 2 : 1);
 	}
 }
 

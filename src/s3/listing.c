@@ -108,12 +108,12 @@ parse_params(struct s3_req *r, struct list_params *p, int kind)
 	if (enc[0] && strcmp(enc, "url") != 0)
 		return -1;
 	p->url = enc[0] != '\0';
-	if (ol_s3_query_get(r->query, "max-keys", mk, sizeof(mk)) >= 0) {
-		char *end;
-		long v = strtol(mk, &end, 10);
-		if (!mk[0] || *end || v < 0)
-			return -1;
-		p->max_keys = v > 1000 ? 1000 : (unsigned)v;
+	long mkl = ol_s3_query_get(r->query, "max-keys", mk, sizeof(mk));
+	if (mkl != -ENOENT) {
+		unsigned v;
+		if (mkl < 0 || ol_s3_parse_count(mk, &v) < 0)
+			return -3;
+		p->max_keys = v > 1000 ? 1000 : v;
 	}
 	if (!v2)
 		return get_param(r, p->versions ? "key-marker" : "marker", p->after,
@@ -295,7 +295,9 @@ s3_list_objects(struct s3_req *r, int kind)
 	int prc = parse_params(r, p, kind);
 	if (prc < 0) {
 		s3_error(r, OL_S3E_INVALID_ARGUMENT,
-			 prc == -2 ? "The continuation token provided is incorrect" : NULL);
+			 prc == -2   ? "The continuation token provided is incorrect"
+			 : prc == -3 ? "Provided max-keys not an integer or within integer range"
+				     : NULL);
 		goto out;
 	}
 	int rc = ol_store_iter_open(r->srv->st, r->rt.bucket, &it);

@@ -52,7 +52,7 @@ s3_mpu_create(struct s3_req *r)
 	struct ol_s3_buf meta = {0}, x = {0};
 	char id[64];
 	r->op = "CreateMultipartUpload";
-	if (!s3_bucket_exists(r))
+	if (s3_user_meta_check(r) < 0 || !s3_bucket_exists(r))
 		return;
 	s3_meta_from_headers(r, &meta);
 	const char *alg = ol_http_header(r->h, "x-amz-checksum-algorithm");
@@ -225,15 +225,17 @@ complete_respond(struct s3_req *r, const char *etag)
 void
 s3_mpu_complete(struct s3_req *r)
 {
-	char id[128], etag[64], *body = NULL;
+	char id[128], etag[64], *body = NULL, if_etag[OL_STORE_ETAG_MAX];
 	size_t len, np = 0;
 	struct s3_body b;
 	struct ol_s3_complete_req c = {0};
 	struct ol_mpu_part *parts = NULL;
+	struct ol_store_cond cond;
 	unsigned *nums = NULL;
 	r->op = "CompleteMultipartUpload";
 	memset(&b, 0, sizeof(b));
-	if (!s3_bucket_exists(r) || upload_id(r, id, sizeof(id)) < 0 || upload_check(r, id) < 0)
+	if (!s3_bucket_exists(r) || upload_id(r, id, sizeof(id)) < 0 || upload_check(r, id) < 0 ||
+	    s3_write_cond(r, &cond, if_etag) < 0)
 		return;
 	if (s3_body_slurp(r, OL_S3_MAX_XML_BODY, &body, &len, &b) < 0) {
 		s3_error(r, b.err, b.errmsg);
@@ -251,9 +253,10 @@ s3_mpu_complete(struct s3_req *r)
 	nums = ol_xcalloc(c.n_parts, sizeof(unsigned));
 	if (complete_check(r, &c, parts, np, nums, etag) < 0)
 		goto out;
-	rc = ol_store_mpu_complete(r->srv->st, r->rt.bucket, id, nums, c.n_parts, etag, NULL);
+	rc = ol_store_mpu_complete_cond(r->srv->st, r->rt.bucket, id, nums, c.n_parts, etag, &cond,
+					NULL);
 	if (rc < 0) {
-		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
+		s3_write_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		goto out;
 	}
 	complete_respond(r, etag);
@@ -280,16 +283,27 @@ s3_mpu_abort(struct s3_req *r)
 	s3_send(r, 204, NULL, 0, NULL, 0);
 }
 
-static unsigned
-query_uint(struct s3_req *r, const char *name, unsigned dflt, unsigned max)
+/* A count parameter into *out (dflt when absent, capped at max): 0, or -1 with
+ * InvalidArgument sent for anything but a non-negative integer (as AWS answers). */
+static int
+query_uint(struct s3_req *r, const char *name, unsigned dflt, unsigned max, unsigned *out)
 {
-	char v[16], *end;
-	if (ol_s3_query_get(r->query, name, v, sizeof(v)) <= 0)
-		return dflt;
-	unsigned long n = strtoul(v, &end, 10);
-	if (*end)
-		return dflt;
-	return n > max ? max : (unsigned)n;
+	char v[16], msg[160];
+	unsigned n;
+	long l = ol_s3_query_get(r->query, name, v, sizeof(v));
+	*out = dflt;
+	if (l == -ENOENT)
+		return 0;
+	if (l < 0 || ol_s3_parse_count(v, &n) < 0) {
+		snprintf(msg, sizeof(msg),
+			 "Provided %s not an integer or within integer range: give a whole number "
+			 "from 0 to 2147483647",
+			 name);
+		s3_error(r, OL_S3E_INVALID_ARGUMENT, msg);
+		return -1;
+	}
+	*out = n > max ? max : n;
+	return 0;
 }
 
 void
@@ -302,8 +316,10 @@ s3_mpu_list_parts(struct s3_req *r)
 	r->op = "ListParts";
 	if (upload_id(r, id, sizeof(id)) < 0 || upload_check(r, id) < 0)
 		return;
-	unsigned max = query_uint(r, "max-parts", 1000, 1000);
-	unsigned marker = query_uint(r, "part-number-marker", 0, OL_S3_MAX_PARTS);
+	unsigned max, marker;
+	if (query_uint(r, "max-parts", 1000, 1000, &max) < 0 ||
+	    query_uint(r, "part-number-marker", 0, OL_S3_MAX_PARTS, &marker) < 0)
+		return;
 	int rc = ol_store_mpu_list_parts(r->srv->st, r->rt.bucket, id, &parts, &np);
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
@@ -380,12 +396,14 @@ s3_mpu_list(struct s3_req *r)
 {
 	struct ol_s3_buf x = {0}, ups = {0};
 	char prefix[OL_S3_MAX_KEY + 1];
+	unsigned max;
 	r->op = "ListMultipartUploads";
+	if (query_uint(r, "max-uploads", 1000, 1000, &max) < 0)
+		return;
 	long pl = ol_s3_query_get(r->query, "prefix", prefix, sizeof(prefix));
 	if (pl < 0)
 		prefix[0] = '\0', pl = 0;
-	struct mpu_list_ctx c = {
-	    &ups, prefix, (size_t)pl, 0, query_uint(r, "max-uploads", 1000, 1000), false};
+	struct mpu_list_ctx c = {&ups, prefix, (size_t)pl, 0, max, false};
 	int rc = ol_store_mpu_list(r->srv->st, r->rt.bucket, mpu_cb, &c);
 	if (rc < 0) {
 		ol_s3_buf_free(&ups);

@@ -116,23 +116,60 @@ put_respond(struct s3_req *r, const char *etag, const struct s3_body *b)
 	s3_send(r, 200, h, n, NULL, 0);
 }
 
-/* Conditional write: If-None-Match: * fails when the key exists (best effort: a PUT racing
- * this one may still land first). */
-static int
-put_precondition(struct s3_req *r)
+/* Conditional write headers (PutObject, CopyObject's destination, CompleteMultipartUpload), as
+ * AWS takes them: If-None-Match: * (the key must not exist) and If-Match: "<etag>" (the key's
+ * current ETag; a missing key is NoSuchKey). Any other If-None-Match is NotImplemented. The
+ * store checks c again under the key's lock at commit (ol_store_cond), so this early check
+ * only saves reading a body that cannot be stored. 0, or -1 with the error sent. */
+int
+s3_write_cond(struct s3_req *r, struct ol_store_cond *c, char etag[OL_STORE_ETAG_MAX])
 {
 	const char *inm = ol_http_header(r->h, "if-none-match");
+	const char *im = ol_http_header(r->h, "if-match");
 	struct ol_obj_info in;
-	if (!inm || strcmp(inm, "*") != 0)
+	memset(c, 0, sizeof(*c));
+	if (inm && strcmp(inm, "*") != 0) {
+		s3_error_code(r, "NotImplemented", 501,
+			      "If-None-Match on a write takes only \"*\" (create if absent); "
+			      "use If-Match: \"<etag>\" to replace a known version",
+			      "<Header>If-None-Match</Header>");
+		return -1;
+	}
+	c->if_none_match = inm != NULL;
+	if (im) {
+		size_t l = strlen(im);
+		if (l >= 2 && im[0] == '"' && im[l - 1] == '"')
+			im++, l -= 2;
+		snprintf(etag, OL_STORE_ETAG_MAX, "%.*s", (int)(l < OL_STORE_ETAG_MAX ? l : 0), im);
+		if (l >= OL_STORE_ETAG_MAX)
+			snprintf(etag, OL_STORE_ETAG_MAX, "-"); /* matches no stored ETag */
+		c->if_match = etag;
+	}
+	if (!c->if_match && !c->if_none_match)
 		return 0;
 	int rc = ol_store_head(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, &in, NULL, 0);
-	if (rc == -ENOENT)
-		return 0;
+	if (rc == 0 && c->if_none_match)
+		rc = -ECANCELED;
+	else if (rc == -ENOENT)
+		rc = c->if_match ? -ENODATA : 0;
+	else if (rc == 0 && strcmp(etag, "*") != 0 && strcasecmp(etag, in.etag) != 0)
+		rc = -ECANCELED;
 	if (rc == 0)
-		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
-	else
-		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
+		return 0;
+	s3_write_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 	return -1;
+}
+
+/* s3_store_error plus the refusals of a conditional write. */
+void
+s3_write_error(struct s3_req *r, int rc, enum ol_s3_err enoent)
+{
+	if (rc == -ECANCELED)
+		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
+	else if (rc == -ENODATA)
+		s3_error(r, OL_S3E_NO_SUCH_KEY, NULL);
+	else
+		s3_store_error(r, rc, enoent);
 }
 
 static void
@@ -141,10 +178,11 @@ put_object(struct s3_req *r)
 	struct ol_s3_buf meta = {0};
 	struct s3_body b;
 	struct ol_put *p = NULL;
-	char etag[40];
+	char etag[40], if_etag[OL_STORE_ETAG_MAX];
+	struct ol_store_cond cond;
 	r->op = "PutObject";
-	if (s3_length_check(r, r->srv->max_object_size) < 0 || !s3_bucket_exists(r) ||
-	    put_precondition(r) < 0)
+	if (s3_length_check(r, r->srv->max_object_size) < 0 || s3_user_meta_check(r) < 0 ||
+	    !s3_bucket_exists(r) || s3_write_cond(r, &cond, if_etag) < 0)
 		return;
 	if (s3_body_init(&b, r, r->srv->max_object_size) < 0) {
 		s3_error(r, b.err, b.errmsg);
@@ -168,10 +206,11 @@ put_object(struct s3_req *r)
 		goto out;
 	}
 	ol_cksum_hex(b.md5_raw, 16, etag);
+	ol_store_put_set_cond(p, &cond);
 	rc = ol_store_put_commit(p, etag, meta.p, meta.len, NULL);
 	p = NULL;
 	if (rc < 0) {
-		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
+		s3_write_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
 	}
 	put_respond(r, etag, &b);
@@ -301,18 +340,20 @@ copy_directive(struct s3_req *r, const char *sb, const char *sk, size_t skl)
 static void
 copy_object(struct s3_req *r)
 {
-	char sb[256], sk[OL_S3_MAX_KEY + 1], etag[40];
+	char sb[256], sk[OL_S3_MAX_KEY + 1], etag[40], if_etag[OL_STORE_ETAG_MAX];
 	size_t skl;
 	struct ol_get *g = NULL;
 	struct ol_put *p = NULL;
 	struct ol_obj_info si, di;
 	struct ol_s3_buf meta = {0};
+	struct ol_store_cond cond;
 	uint8_t md5[OL_CKSUM_MAX_RAW];
 	r->op = "CopyObject";
-	if (s3_copy_source(r, sb, sizeof(sb), sk, &skl) < 0 || !s3_bucket_exists(r))
+	if (s3_copy_source(r, sb, sizeof(sb), sk, &skl) < 0 || !s3_bucket_exists(r) ||
+	    s3_write_cond(r, &cond, if_etag) < 0)
 		return;
 	int replace = copy_directive(r, sb, sk, skl);
-	if (replace < 0)
+	if (replace < 0 || (replace && s3_user_meta_check(r) < 0))
 		return;
 	int rc = ol_store_get_open(r->srv->st, sb, sk, skl, &g, &si);
 	if (rc < 0) {
@@ -344,10 +385,11 @@ copy_object(struct s3_req *r)
 	if (copy_stream(r, g, 0, si.size, p, md5) < 0)
 		goto out;
 	ol_cksum_hex(md5, 16, etag);
+	ol_store_put_set_cond(p, &cond);
 	rc = ol_store_put_commit(p, etag, meta.p, meta.len, &di);
 	p = NULL;
 	if (rc < 0) {
-		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
+		s3_write_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
 	}
 	copy_respond(r, "CopyObjectResult", etag, di.mtime_ns);

@@ -17,6 +17,7 @@
 #define S3_IO_BUF	 (1u << 20) /* body / read chunk */
 #define S3_MIN_PART_SIZE (5ull << 20)
 #define S3_MAX_PART_SIZE (5ull << 30)
+#define S3_MAX_USER_META 2048u /* x-amz-meta-* names (less the prefix) + values, as AWS */
 
 struct ol_s3_server {
 	const struct ol_config *cfg;
@@ -89,9 +90,17 @@ int s3_body_slurp(struct s3_req *r, size_t cap, char **out, size_t *len, struct 
 /* Build the metadata blob from request headers (standard + x-amz-meta-*). */
 void s3_meta_from_headers(struct s3_req *r, struct ol_s3_buf *meta);
 int s3_length_check(struct s3_req *r, uint64_t max);
+/* User metadata (x-amz-meta-* names without the prefix, plus values) within
+ * S3_MAX_USER_META: 0, or -1 with MetadataTooLarge sent. */
+int s3_user_meta_check(struct s3_req *r);
 
 /* object.c */
 void s3_object(struct s3_req *r);
+/* If-Match / If-None-Match of a write into c (if_match points into etag); checks them once
+ * against the current object. 0, or -1 with the error sent (412, 404, 501). */
+int s3_write_cond(struct s3_req *r, struct ol_store_cond *c, char etag[OL_STORE_ETAG_MAX]);
+/* s3_store_error, plus -ECANCELED -> 412 PreconditionFailed, -ENODATA -> 404 NoSuchKey. */
+void s3_write_error(struct s3_req *r, int rc, enum ol_s3_err enoent);
 void s3_canned_acl(struct s3_req *r);
 /* UploadPartCopy into the open part writer p (consumes p). */
 void s3_mpu_part_copy(struct s3_req *r, struct ol_put *p);

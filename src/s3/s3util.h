@@ -67,6 +67,9 @@ bool ol_s3_utf8_valid(const char *s, size_t n);
  * -ENOENT if absent, -EINVAL/-ENAMETOOLONG on a bad value. */
 long ol_s3_query_get(const char *q, const char *name, char *val, size_t cap);
 bool ol_s3_query_has(const char *q, const char *name);
+/* A count query parameter (max-keys, max-uploads, max-parts, part-number-marker) as AWS takes
+ * it: decimal digits only, no sign, <= 2147483647. 0 and *out, or -EINVAL. */
+int ol_s3_parse_count(const char *s, unsigned *out);
 
 /* ---- names ---- */
 /* S3 bucket naming rules: 3-63 chars of [a-z0-9.-], first and last alnum, no "..", ".-",

@@ -405,6 +405,23 @@ ol_s3_query_has(const char *q, const char *name)
 	return query_find(q, name, &vl, &hv) != NULL;
 }
 
+int
+ol_s3_parse_count(const char *s, unsigned *out)
+{
+	unsigned long long v = 0;
+	if (!s || !*s)
+		return -EINVAL;
+	for (const char *c = s; *c; c++) {
+		if (*c < '0' || *c > '9')
+			return -EINVAL;
+		v = v * 10 + (unsigned)(*c - '0');
+		if (v > 2147483647ull)
+			return -EINVAL;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
 /* ---- Range ---- */
 
 static int

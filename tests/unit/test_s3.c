@@ -79,6 +79,25 @@ test_query(void)
 }
 
 static void
+test_counts(void)
+{
+	unsigned v = 7;
+	ok(ol_s3_parse_count("0", &v) == 0 && v == 0, "count 0");
+	ok(ol_s3_parse_count("1000", &v) == 0 && v == 1000, "count 1000");
+	ok(ol_s3_parse_count("2147483647", &v) == 0 && v == 2147483647u, "count INT32_MAX");
+	v = 7;
+	ok(ol_s3_parse_count("2147483648", &v) == -EINVAL && v == 7, "count past INT32_MAX");
+	ok(ol_s3_parse_count("99999999999999999999999", &v) == -EINVAL, "count overflow");
+	ok(ol_s3_parse_count("-5", &v) == -EINVAL, "negative count");
+	ok(ol_s3_parse_count("+5", &v) == -EINVAL, "signed count");
+	ok(ol_s3_parse_count("", &v) == -EINVAL && ol_s3_parse_count(NULL, &v) == -EINVAL,
+	   "empty count");
+	ok(ol_s3_parse_count("1.5", &v) == -EINVAL && ol_s3_parse_count("ten", &v) == -EINVAL &&
+	       ol_s3_parse_count(" 5", &v) == -EINVAL && ol_s3_parse_count("5 ", &v) == -EINVAL,
+	   "non-numeric counts");
+}
+
+static void
 test_bucket_names(void)
 {
 	const char *good[] = {"abc",
@@ -270,6 +289,7 @@ main(void)
 {
 	test_route();
 	test_query();
+	test_counts();
 	test_bucket_names();
 	test_range();
 	test_dates();
