@@ -194,6 +194,21 @@ def test_put_if_match(s3, url):
     assert body_of(s3, "im") == b"v2"
 
 
+def test_copy_object_destination_conditions(s3, url):
+    s3.put_object(Bucket=BUCKET, Key="cc-src", Body=b"source")
+    s3.put_object(Bucket=BUCKET, Key="cc-dst", Body=b"dest v1")
+    etag = s3.head_object(Bucket=BUCKET, Key="cc-dst")["ETag"]
+    cs = {"x-amz-copy-source": f"/{BUCKET}/cc-src"}
+    assert put_cond(url, "cc-dst", {**cs, "If-None-Match": "*"}, b"") == \
+        (412, "PreconditionFailed")
+    assert put_cond(url, "cc-dst", {**cs, "If-Match": '"0000"'}, b"") == \
+        (412, "PreconditionFailed")
+    assert put_cond(url, "cc-none", {**cs, "If-Match": etag}, b"") == (404, "NoSuchKey")
+    assert body_of(s3, "cc-dst") == b"dest v1" and absent(s3, "cc-none")
+    assert put_cond(url, "cc-dst", {**cs, "If-Match": etag}, b"") == (200, None)
+    assert body_of(s3, "cc-dst") == b"source"
+
+
 def start_mpu(s3, key, data):
     up = s3.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
     e = s3.upload_part(Bucket=BUCKET, Key=key, UploadId=up, PartNumber=1, Body=data)["ETag"]
