@@ -124,6 +124,10 @@ def test_metrics_and_health_open_by_default(users_daemon):
     status, body = admin_get(d, "/metrics", signed=False)
     assert status == 200 and b"openlake_s3_requests_total" in body
     assert admin_get(d, "/openlake/health", signed=False) == (200, b"ok\n")
+    # the signed forms answer an admin (they are not S3 keys of a bucket "openlake")
+    assert admin_get(d, "/openlake/admin/v1/health") == (200, b"ok\n")
+    status, body = admin_get(d, "/openlake/admin/v1/metrics")
+    assert status == 200 and b"openlake_s3_requests_total" in body, body
     # a signature, when given, is checked even on an open endpoint
     status, body = admin_get(d, "/openlake/admin/v1/metrics", secret_key="wrong")
     assert status == 403 and xml_code(body) == "SignatureDoesNotMatch"
