@@ -3,6 +3,7 @@
  * Refusals are S3-style XML error documents, as an S3 client expects from this port. */
 #include "adminint.h"
 
+#include "base/log.h"
 #include "base/metrics.h"
 #include "s3/auth/sigv4.h"
 
@@ -65,6 +66,8 @@ send_error(struct ol_http_req *r, int status, const char *code, const char *msg,
 	if (res && res->canonical_request)
 		xml_elem(&b, "CanonicalRequest", res->canonical_request);
 	ol_strbuf_printf(&b, "</Error>\n");
+	ol_debug("admin %s %s from %s -> %d %s", r->method, r->path, r->peer ? r->peer : "?",
+		 status, code);
 	struct ol_http_header h[] = {{"Content-Type", "application/xml"},
 				     {"Cache-Control", "no-store"},
 				     {"x-amz-request-id", reqid}};
@@ -157,6 +160,9 @@ ol_admin_authorize(struct ol_http_req *r, const struct ol_config *cfg, bool requ
 				 res.access_key, c ? c->user : "");
 			send_error(r, 403, "AccessDenied", msg, NULL);
 			rc = -EACCES;
+		} else if (strcmp(r->method, "GET") && strcmp(r->method, "HEAD")) {
+			ol_info("admin: %s %s by access key %s from %s", r->method, r->path,
+				res.access_key, r->peer ? r->peer : "?");
 		}
 	}
 	ol_sigv4_result_fini(&res);
