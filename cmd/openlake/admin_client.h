@@ -42,7 +42,7 @@ void ol_cli_admin_refused(const struct ol_cli_admin *a, const char *cmd, int sta
 	"  --access-key KEY  admin access key (default: $AWS_ACCESS_KEY_ID, else the first\n"      \
 	"                    admin [[credentials]] of --config, else openlakeadmin)\n"             \
 	"  --secret-key KEY  its secret (default: $AWS_SECRET_ACCESS_KEY, else as above)\n"        \
-	"  --region NAME     SigV4 region (default: $AWS_REGION, else the config's, else\n"        \
-	"                    us-east-1)\n"
+	"  --region NAME     SigV4 region (default: $AWS_REGION or $AWS_DEFAULT_REGION, else\n"    \
+	"                    the config's region, else us-east-1)\n"
 
 #endif

@@ -437,7 +437,8 @@ node_usage(const char *verb, FILE *f)
 	    "                  /openlake/admin/v1/status (signed with an admin key) supplies\n"
 	    "                  what the config does not\n"
 	    "  --json          one JSON object on stdout\n" OL_CLI_ADMIN_KEY_HELP "\n"
-	    "Exit status: 0 healthy, 1 something is down (daemon, a drive, a node), 2 bad usage.\n",
+	    "Exit status: 0 healthy, 1 something is down (daemon, a drive, a node) or the daemon\n"
+	    "refused the keys, 2 bad usage.\n",
 	    verb);
 }
 
