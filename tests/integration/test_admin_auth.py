@@ -13,7 +13,7 @@ import subprocess
 from datetime import datetime, timezone
 
 import pytest
-from botocore.auth import S3SigV4Auth
+from botocore.auth import S3SigV4Auth, S3SigV4QueryAuth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
@@ -72,6 +72,14 @@ def test_status_needs_an_admin_signature(users_daemon):
     assert status == 403 and xml_code(body) == "SignatureDoesNotMatch", body
     status, body = admin_get(d, STATUS, access_key="nosuchkey", secret_key="x")
     assert status == 403 and xml_code(body) == "InvalidAccessKeyId", body
+    # a presigned URL works too, and is checked the same way
+    for secret, want in ((SECRET_KEY, 200), ("wrong", 403)):
+        req = AWSRequest(method="GET", url=d.s3_url + STATUS)
+        S3SigV4QueryAuth(Credentials(ACCESS_KEY, secret), "s3", REGION, expires=60).add_auth(req)
+        target = req.url[len(d.s3_url):]
+        assert "X-Amz-Signature=" in target
+        status, body = admin_get(d, target, signed=False)
+        assert status == want, body
     # bob is still an S3 user: the admin flag gates the admin plane only
     s3 = boto3_client(d.s3_url)
     s3.create_bucket(Bucket="bobs")
