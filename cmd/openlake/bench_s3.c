@@ -2,8 +2,9 @@
  * (SigV4 header auth, UNSIGNED-PAYLOAD or the precomputed SHA-256 of the body), sent over
  * keep-alive HTTP/1.1 connections, one blocking socket and thread per connection. Only 2xx
  * replies with the expected body length count as successes. Included by bench_cmd.c. */
+#include "sign.h"
+
 #include <getopt.h>
-#include <openssl/hmac.h>
 #include <openssl/sha.h>
 #include <strings.h>
 
@@ -17,9 +18,8 @@ struct s3conn {
 	int fd;
 	char *rbuf; /* response headers and buffered bytes */
 	size_t rlen, rpos;
-	char *scratch; /* GET bodies are read here and dropped */
-	char sk_date[9];
-	unsigned char sk[32]; /* SigV4 signing key for sk_date */
+	char *scratch;		     /* GET bodies are read here and dropped */
+	struct ol_cli_signer signer; /* caches the signing key of the day */
 };
 
 struct s3bench {
@@ -33,98 +33,24 @@ struct s3bench {
 	struct s3conn *conns; /* one per connection */
 };
 
-static const char s3_empty_hash[] =
-    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
-
-static void
-hexify(const unsigned char *in, size_t n, char *out)
-{
-	static const char hx[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hx[in[i] >> 4];
-		out[2 * i + 1] = hx[in[i] & 15];
-	}
-	out[2 * n] = 0;
-}
-
-static void
-hmac256(const void *key, size_t klen, const char *msg, unsigned char out[32])
-{
-	unsigned int len = 32;
-	HMAC(EVP_sha256(), key, (int)klen, (const unsigned char *)msg, strlen(msg), out, &len);
-}
-
-static void
-s3_signing_key(struct s3bench *b, struct s3conn *c, const char *date)
-{
-	if (strcmp(c->sk_date, date) == 0)
-		return;
-	char k0[300];
-	unsigned char k1[32], k2[32], k3[32];
-	snprintf(k0, sizeof(k0), "AWS4%s", b->secret);
-	hmac256(k0, strlen(k0), date, k1);
-	hmac256(k1, 32, b->region, k2);
-	hmac256(k2, 32, "s3", k3);
-	hmac256(k3, 32, "aws4_request", c->sk);
-	memcpy(c->sk_date, date, 9);
-}
-
-/* S3 URI encoding of a path: unreserved characters and '/' stay, the rest is %XX. */
-static int
-s3_uri_encode(const char *in, char *out, size_t cap)
-{
-	static const char hx[] = "0123456789ABCDEF";
-	size_t o = 0;
-	for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
-		if (o + 4 >= cap)
-			return -ENAMETOOLONG;
-		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-		    (*p >= '0' && *p <= '9') || strchr("-._~/", *p)) {
-			out[o++] = (char)*p;
-		} else {
-			out[o++] = '%';
-			out[o++] = hx[*p >> 4];
-			out[o++] = hx[*p & 15];
-		}
-	}
-	out[o] = 0;
-	return 0;
-}
-
 /* Build the request head of METHOD path (already encoded) into out; returns its length. */
 static size_t
 s3_request_head(struct s3bench *b, struct s3conn *c, const char *method, const char *path,
 		const char *phash, uint64_t clen, char *out, size_t cap)
 {
-	char amz[17], date[9], creq[2048], sts[512], sig[65];
-	unsigned char h[32], mac[32];
-	time_t now = time(NULL);
-	struct tm tm;
-	gmtime_r(&now, &tm);
-	strftime(amz, sizeof(amz), "%Y%m%dT%H%M%SZ", &tm);
-	memcpy(date, amz, 8);
-	date[8] = 0;
-	snprintf(creq, sizeof(creq),
-		 "%s\n%s\n\nhost:%s\nx-amz-content-sha256:%s\nx-amz-date:%s\n\n"
-		 "host;x-amz-content-sha256;x-amz-date\n%s",
-		 method, path, b->hosthdr, phash, amz, phash);
-	SHA256((const unsigned char *)creq, strlen(creq), h);
-	char hh[65];
-	hexify(h, 32, hh);
-	snprintf(sts, sizeof(sts), "AWS4-HMAC-SHA256\n%s\n%s/%s/s3/aws4_request\n%s", amz, date,
-		 b->region, hh);
-	s3_signing_key(b, c, date);
-	hmac256(c->sk, 32, sts, mac);
-	hexify(mac, 32, sig);
-	int n = snprintf(out, cap,
-			 "%s %s HTTP/1.1\r\nHost: %s\r\nx-amz-date: %s\r\n"
-			 "x-amz-content-sha256: %s\r\nAuthorization: AWS4-HMAC-SHA256 "
-			 "Credential=%s/%s/%s/s3/aws4_request, "
-			 "SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature=%s\r\n"
-			 "Content-Length: %llu\r\n\r\n",
-			 method, path, b->hosthdr, amz, phash, b->access, date, b->region, sig,
+	int n = snprintf(out, cap, "%s %s HTTP/1.1\r\nHost: %s\r\n", method, path, b->hosthdr);
+	if (n < 0 || (size_t)n >= cap)
+		return 0;
+	c->signer.access_key = b->access;
+	c->signer.secret_key = b->secret;
+	c->signer.region = b->region;
+	size_t k = ol_cli_sign(&c->signer, method, path, "", b->hosthdr, phash, time(NULL), out + n,
+			       cap - (size_t)n);
+	if (!k)
+		return 0;
+	int m = snprintf(out + n + k, cap - (size_t)n - k, "Content-Length: %llu\r\n\r\n",
 			 (unsigned long long)clen);
-	return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+	return m > 0 && (size_t)m < cap - (size_t)n - k ? (size_t)n + k + (size_t)m : 0;
 }
 
 /* ---- response reading ---- */
@@ -331,7 +257,7 @@ s3_request(struct s3bench *b, struct s3conn *c, const char *method, const char *
 	char head[4096];
 	const char *ph = !b->signed_payload ? "UNSIGNED-PAYLOAD"
 			 : blen		    ? b->body_hash
-					    : s3_empty_hash;
+					    : OL_CLI_EMPTY_SHA256;
 	size_t hlen = s3_request_head(b, c, method, path, ph, blen, head, sizeof(head));
 	if (!hlen)
 		return -ENAMETOOLONG;
@@ -364,7 +290,7 @@ s3_key_path(struct s3bench *b, uint64_t idx, char *out, size_t cap)
 {
 	char raw[1200];
 	snprintf(raw, sizeof(raw), "/%s/%s%08llu", b->bucket, b->prefix, (unsigned long long)idx);
-	if (s3_uri_encode(raw, out, cap))
+	if (ol_cli_uri_encode(raw, out, cap))
 		out[0] = 0;
 }
 
@@ -712,7 +638,7 @@ s3_alloc(struct s3bench *b, unsigned conc)
 	bench_fill(b->body, b->size, 42);
 	unsigned char h[32];
 	SHA256((const unsigned char *)b->body, b->size, h);
-	hexify(h, 32, b->body_hash);
+	ol_cli_hex(h, 32, b->body_hash);
 	for (unsigned i = 0; i < conc; i++) {
 		b->conns[i].fd = -1;
 		b->conns[i].rbuf = malloc(S3_HDR_CAP + 1);

@@ -1,9 +1,10 @@
 /* cmd/openlake/heal_cmd.c - `openlake heal`: start a whole-store heal on a running daemon
- * (POST /openlake/admin/v1/heal on its S3 address; the daemon answers loopback clients only,
- * so run it on the node) and follow it: one progress line a second on stderr, a summary on
- * stdout (or the final progress JSON with --json).
+ * (POST /openlake/admin/v1/heal on its S3 address, SigV4-signed with an admin key: see
+ * admin_client.h) and follow it: one progress line a second on stderr, a summary on stdout (or
+ * the final progress JSON with --json, whose "result" is non-zero when it exits 1).
  * Exit status: 0 everything healthy or healed, 1 objects unrecoverable (or the heal failed, was
- * cancelled, or the daemon cannot be reached), 2 bad usage. */
+ * cancelled, or the daemon cannot be reached or refused the keys), 2 bad usage. */
+#include "admin_client.h"
 #include "cmds.h"
 
 #include <errno.h>
@@ -26,77 +27,29 @@ struct heal_cli {
 	char host[256], port[16];
 	bool json, no_wait, status_only;
 	unsigned long long rate;
+	const char *ak, *sk, *region, *config; /* flags; NULL when not given */
+	struct ol_cli_admin admin;
 };
 
 struct prog {
 	char state[32];
 	unsigned long long scanned, total, bytes, bytes_total, shards, blocks, records, unrec;
+	long result; /* 0, or the -errno of the run (-EIO: objects unrecoverable) */
 	double elapsed, bps, eta;
 };
 
+/* One signed request. Returns the HTTP status (body in *body, malloc'd) or -errno when the
+ * daemon cannot be reached. A refusal (400/403) is explained on stderr here. */
 static int
-connect_to(const char *host, const char *port)
+http_call(struct heal_cli *c, const char *method, const char *path, char **body)
 {
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai, *p;
-	int fd = -ECONNREFUSED;
-
-	if (getaddrinfo(host, port, &hints, &ai))
-		return -EHOSTUNREACH;
-	for (p = ai; p; p = p->ai_next) {
-		fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			continue;
-		if (connect(fd, p->ai_addr, p->ai_addrlen) == 0)
-			break;
-		close(fd);
-		fd = -ECONNREFUSED;
-	}
-	freeaddrinfo(ai);
-	return fd;
-}
-
-/* One request with Connection: close. Returns the HTTP status (body in *body, malloc'd) or
- * -errno when the daemon cannot be reached. */
-static int
-http_call(const struct heal_cli *c, const char *method, const char *path, char **body)
-{
-	char req[600], *buf;
-	size_t len = 0;
-	int fd = connect_to(c->host, c->port), n, status = -EPROTO;
-
-	*body = NULL;
-	if (fd < 0)
-		return fd;
-	n = snprintf(req, sizeof(req),
-		     "%s %s HTTP/1.1\r\nHost: %s:%s\r\nAccept: application/json\r\n"
-		     "Content-Length: 0\r\nConnection: close\r\n\r\n",
-		     method, path, c->host, c->port);
-	buf = malloc(HEAL_REPLY_CAP);
-	if (!buf || send(fd, req, (size_t)n, MSG_NOSIGNAL) != n) {
-		free(buf);
-		close(fd);
-		return -EIO;
-	}
-	for (;;) {
-		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-		ssize_t r;
-
-		if (poll(&pfd, 1, 5000) != 1)
-			break;
-		r = read(fd, buf + len, HEAL_REPLY_CAP - 1 - len);
-		if (r <= 0 || (len += (size_t)r) >= HEAL_REPLY_CAP - 1)
-			break;
-	}
-	close(fd);
-	buf[len] = 0;
-	if (len > 12 && strncmp(buf, "HTTP/1.", 7) == 0) {
-		char *b = strstr(buf, "\r\n\r\n");
-
-		status = (int)strtol(buf + 9, NULL, 10);
-		*body = b ? strdup(b + 4) : NULL;
-	}
-	free(buf);
-	return status;
+	const char *q = strchr(path, '?');
+	char p[128];
+	snprintf(p, sizeof(p), "%.*s", (int)(q ? q - path : (long)strlen(path)), path);
+	int st = ol_cli_admin_call(&c->admin, method, p, q ? q + 1 : "", HEAL_REPLY_CAP, body);
+	if (st == 400 || st == 403)
+		ol_cli_admin_refused(&c->admin, "heal", st, *body);
+	return st;
 }
 
 static int
@@ -138,6 +91,8 @@ dbl(const char *j, const char *key)
 static void
 parse(const char *j, struct prog *p)
 {
+	char v[32];
+
 	if (field(j, "state", p->state, sizeof(p->state)))
 		snprintf(p->state, sizeof(p->state), "unknown");
 	p->scanned = num(j, "objects_scanned");
@@ -148,6 +103,7 @@ parse(const char *j, struct prog *p)
 	p->blocks = num(j, "blocks_healed");
 	p->records = num(j, "records_restored");
 	p->unrec = num(j, "unrecoverable");
+	p->result = strtol(field(j, "result", v, sizeof(v)) ? "0" : v, NULL, 10);
 	p->elapsed = dbl(j, "elapsed_seconds");
 	p->bps = dbl(j, "bytes_per_second");
 	p->eta = dbl(j, "eta_seconds");
@@ -167,11 +123,11 @@ progress_line(const struct prog *p)
 static int
 exit_code(const struct prog *p)
 {
-	return p->unrec || strcmp(p->state, "done") ? 1 : 0;
+	return p->unrec || p->result || strcmp(p->state, "done") ? 1 : 0;
 }
 
 static int
-summary(const struct heal_cli *c, const char *j, const struct prog *p)
+summary(struct heal_cli *c, const char *j, const struct prog *p)
 {
 	if (c->json) {
 		fputs(j, stdout);
@@ -191,7 +147,7 @@ summary(const struct heal_cli *c, const char *j, const struct prog *p)
 
 /* Poll once a second until the heal is no longer running. */
 static int
-follow(const struct heal_cli *c)
+follow(struct heal_cli *c)
 {
 	for (;;) {
 		char *j = NULL;
@@ -199,7 +155,9 @@ follow(const struct heal_cli *c)
 		int st = http_call(c, "GET", HEAL_PATH, &j), rc;
 
 		if (st != 200) {
-			fprintf(stderr, "openlake heal: progress request failed (%d)\n", st);
+			if (st != 400 && st != 403)
+				fprintf(stderr, "openlake heal: progress request failed (%d)\n",
+					st);
 			free(j);
 			return 1;
 		}
@@ -216,7 +174,7 @@ follow(const struct heal_cli *c)
 }
 
 static int
-start(const struct heal_cli *c)
+start(struct heal_cli *c)
 {
 	char path[128], *j = NULL;
 	int st;
@@ -234,10 +192,8 @@ start(const struct heal_cli *c)
 	}
 	if (st == 409) {
 		fprintf(stderr, "openlake heal: a heal is already running; following it\n");
-	} else if (st == 403) {
-		fprintf(stderr, "openlake heal: refused (403): heal is served to loopback clients "
-				"only; run it on the node\n");
-		return 1;
+	} else if (st == 400 || st == 403) {
+		return 1; /* explained by http_call */
 	} else if (st != 202) {
 		fprintf(stderr, "openlake heal: the daemon answered %d\n", st);
 		return 1;
@@ -251,15 +207,17 @@ start(const struct heal_cli *c)
 }
 
 static int
-status_once(const struct heal_cli *c)
+status_once(struct heal_cli *c)
 {
 	char *j = NULL;
 	struct prog p = {0};
 	int st = http_call(c, "GET", HEAL_PATH, &j), rc;
 
 	if (st != 200) {
-		fprintf(stderr, "openlake heal: cannot get the heal status from %s:%s (%d)\n",
-			c->host, c->port, st);
+		if (st != 400 && st != 403)
+			fprintf(stderr,
+				"openlake heal: cannot get the heal status from %s:%s (%d)\n",
+				c->host, c->port, st);
 		free(j);
 		return 1;
 	}
@@ -280,16 +238,20 @@ usage(FILE *f)
 	fprintf(
 	    f,
 	    "Usage: openlake heal [--endpoint http://127.0.0.1:9000] [--json] [--no-wait]\n"
-	    "                     [--rate BYTES_PER_SECOND] [--status]\n\n"
+	    "                     [--rate BYTES_PER_SECOND] [--status] [--config FILE]\n"
+	    "                     [--access-key KEY --secret-key KEY] [--region NAME]\n\n"
 	    "Verify every block of every shard (data and parity) of every object and upload part\n"
 	    "on every drive, rebuild what is missing or corrupt, restore missing metadata "
 	    "records.\n"
 	    "Progress goes to stderr once a second; the summary to stdout.\n"
 	    "  --status   only show the progress of the running (or last) heal\n"
 	    "  --no-wait  start it and return\n"
-	    "  --rate N   read at most N bytes/s so that clients are not starved\n\n"
-	    "Exit status: 0 healthy or healed, 1 objects unrecoverable (or no daemon, heal\n"
-	    "failed or cancelled), 2 bad usage.\n");
+	    "  --rate N   read at most N bytes/s so that clients are not starved\n"
+	    "  --json     print the final progress document (\"result\" != 0 when exit is 1)\n"
+	    "  --config FILE  the daemon's config: its s3_addr and first admin key\n"
+	    "The admin API needs a SigV4 signature by an admin user:\n" OL_CLI_ADMIN_KEY_HELP
+	    "\nExit status: 0 healthy or healed, 1 objects unrecoverable (or no daemon, keys\n"
+	    "refused, heal failed or cancelled), 2 bad usage.\n");
 }
 
 static int
@@ -309,6 +271,46 @@ endpoint(struct heal_cli *c, const char *url)
 	return strspn(c->port, "0123456789") == strlen(c->port) && c->host[0] ? 0 : -EINVAL;
 }
 
+/* Keys (and, without --endpoint, the address) from the flags, environment or --config. */
+static int
+heal_keys(struct heal_cli *c, bool endpoint_given)
+{
+	struct ol_config *cfg = NULL;
+	char err[512];
+	int rc = 0;
+
+	if (c->config) {
+		cfg = calloc(1, sizeof(*cfg));
+		if (!cfg)
+			return 1;
+		ol_config_default(cfg);
+		if (ol_config_load_file(cfg, c->config, err, sizeof(err))) {
+			fprintf(stderr, "openlake heal: --config %s: %s\n", c->config, err);
+			rc = 2;
+			goto out;
+		}
+		if (!endpoint_given && endpoint(c, cfg->s3_addr)) {
+			fprintf(stderr, "openlake heal: s3_addr '%s' of %s is not HOST:PORT\n",
+				cfg->s3_addr, c->config);
+			rc = 2;
+			goto out;
+		}
+		if (strcmp(c->host, "0.0.0.0") == 0 || !c->host[0])
+			snprintf(c->host, sizeof(c->host), "127.0.0.1");
+		else if (strcmp(c->host, "::") == 0)
+			snprintf(c->host, sizeof(c->host), "::1");
+	}
+	if (ol_cli_admin_keys(&c->admin, "heal", c->ak, c->sk, c->region, cfg, c->config)) {
+		rc = 2;
+		goto out;
+	}
+	snprintf(c->admin.host, sizeof(c->admin.host), "%s", c->host);
+	snprintf(c->admin.port, sizeof(c->admin.port), "%s", c->port);
+out:
+	free(cfg);
+	return rc;
+}
+
 int
 ol_cmd_heal(int argc, char **argv)
 {
@@ -317,14 +319,19 @@ ol_cmd_heal(int argc, char **argv)
 					     {"no-wait", no_argument, NULL, 'n'},
 					     {"status", no_argument, NULL, 's'},
 					     {"rate", required_argument, NULL, 'r'},
+					     {"config", required_argument, NULL, 'c'},
+					     {"access-key", required_argument, NULL, 'A'},
+					     {"secret-key", required_argument, NULL, 'S'},
+					     {"region", required_argument, NULL, 'R'},
 					     {"help", no_argument, NULL, 'h'},
 					     {NULL, 0, NULL, 0}};
 	struct heal_cli c = {.host = "127.0.0.1", .port = "9000"};
-	int o;
+	bool endpoint_given = false;
+	int o, rc;
 	char *end;
 
 	optind = 1;
-	while ((o = getopt_long(argc, argv, "e:jnsr:h", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "e:jnsr:c:h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'e':
 			if (endpoint(&c, optarg)) {
@@ -334,6 +341,19 @@ ol_cmd_heal(int argc, char **argv)
 					optarg);
 				return 2;
 			}
+			endpoint_given = true;
+			break;
+		case 'c':
+			c.config = optarg;
+			break;
+		case 'A':
+			c.ak = optarg;
+			break;
+		case 'S':
+			c.sk = optarg;
+			break;
+		case 'R':
+			c.region = optarg;
 			break;
 		case 'j':
 			c.json = true;
@@ -365,5 +385,8 @@ ol_cmd_heal(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	rc = heal_keys(&c, endpoint_given);
+	if (rc)
+		return rc;
 	return c.status_only ? status_once(&c) : start(&c);
 }

@@ -5,9 +5,11 @@
  *    drives (measured here with statvfs and a write check: the command runs on the node) and
  *    the [[nodes]] of the cluster (reachability checked with a TCP connect);
  *  - the running daemon's status document, GET /openlake/admin/v1/status on its S3 address
- *    (--endpoint URL, or s3_addr from the config): version, uptime and, without a config, the
- *    drives as the daemon sees them.
+ *    (--endpoint URL, or s3_addr from the config), SigV4-signed with an admin key
+ *    (admin_client.h): version, uptime and, without a config, the drives as the daemon sees
+ *    them.
  * Output is a readable table, or one JSON object with --json. */
+#include "admin_client.h"
 #include "cmds.h"
 
 #include "base/config.h"
@@ -40,6 +42,8 @@ struct nodeinfo {
 	const char *verb;	  /* "node info", "disk info", "cluster status" */
 	struct ol_config *cfg;	  /* NULL without --config */
 	char host[256], port[16]; /* the daemon's S3/admin address */
+	struct ol_cli_admin admin;
+	const char *ak, *sk, *region; /* --access-key, --secret-key, --region */
 	bool daemon_up;
 	char *status; /* the daemon's status JSON, or NULL */
 	struct drive drives[NODE_MAX_DRIVES];
@@ -71,93 +75,17 @@ split_addr(const char *s, char *host, size_t hcap, char *port, size_t pcap)
 	return 0;
 }
 
-static int
-tcp_connect(const char *host, const char *port, int timeout_ms)
-{
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai, *p;
-	if (getaddrinfo(host, port, &hints, &ai))
-		return -EHOSTUNREACH;
-	int rc = -ECONNREFUSED;
-	for (p = ai; p; p = p->ai_next) {
-		int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (fd < 0)
-			continue;
-		if (connect(fd, p->ai_addr, p->ai_addrlen) < 0 && errno != EINPROGRESS) {
-			rc = -errno;
-			close(fd);
-			continue;
-		}
-		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-		int err = 0;
-		socklen_t len = sizeof(err);
-		if (poll(&pfd, 1, timeout_ms) == 1 &&
-		    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
-			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-			freeaddrinfo(ai);
-			return fd;
-		}
-		rc = err ? -err : -ETIMEDOUT;
-		close(fd);
-	}
-	freeaddrinfo(ai);
-	return rc;
-}
-
 static bool
 reachable(const char *addr)
 {
 	char host[256], port[16];
 	if (!addr || !*addr || split_addr(addr, host, sizeof(host), port, sizeof(port)))
 		return false;
-	int fd = tcp_connect(host, port, 1000);
+	int fd = ol_cli_tcp_connect(host, port, 1000);
 	if (fd < 0)
 		return false;
 	close(fd);
 	return true;
-}
-
-static int
-read_reply(int fd, char *buf, size_t cap, size_t *len)
-{
-	*len = 0;
-	for (;;) {
-		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-		if (poll(&pfd, 1, 3000) != 1)
-			return -ETIMEDOUT;
-		ssize_t n = read(fd, buf + *len, cap - 1 - *len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0 || (*len += (size_t)n) >= cap - 1)
-			break;
-	}
-	buf[*len] = 0;
-	return 0;
-}
-
-/* GET path over HTTP/1.1 with Connection: close; the body of a 200 reply, or NULL. */
-static char *
-http_get(const char *host, const char *port, const char *path)
-{
-	int fd = tcp_connect(host, port, 2000);
-	if (fd < 0)
-		return NULL;
-	char req[512], *buf = malloc(NODE_JSON_CAP), *body = NULL;
-	size_t len;
-	int n = snprintf(req, sizeof(req),
-			 "GET %s HTTP/1.1\r\nHost: %s:%s\r\nAccept: application/json\r\n"
-			 "Connection: close\r\n\r\n",
-			 path, host, port);
-	if (buf && send(fd, req, (size_t)n, MSG_NOSIGNAL) == n &&
-	    read_reply(fd, buf, NODE_JSON_CAP, &len) == 0 && strncmp(buf, "HTTP/1.", 7) == 0 &&
-	    strncmp(buf + 8, " 200", 4) == 0) {
-		char *b = strstr(buf, "\r\n\r\n");
-		body = b ? strdup(b + 4) : NULL;
-	}
-	free(buf);
-	close(fd);
-	return body;
 }
 
 /* ---- reading the status JSON (our own flat document: scalar fields and one drives array) ---- */
@@ -494,6 +422,7 @@ node_usage(const char *verb, FILE *f)
 	fprintf(
 	    f,
 	    "Usage: openlake %s [--config FILE] [--endpoint URL] [--json]\n"
+	    "                [--access-key KEY --secret-key KEY] [--region NAME]\n"
 	    "\n"
 	    "  node info       the node: daemon version and uptime, addresses, erasure layout,\n"
 	    "                  drive count and capacity\n"
@@ -505,10 +434,11 @@ node_usage(const char *verb, FILE *f)
 	    "                  node, with statvfs and a write probe)\n"
 	    "  --endpoint URL  the daemon's S3 address, http://HOST:PORT (default: s3_addr of\n"
 	    "                  the config, else http://127.0.0.1:9000); its status document\n"
-	    "                  /openlake/admin/v1/status supplies what the config does not\n"
-	    "  --json          one JSON object on stdout\n"
-	    "\n"
-	    "Exit status: 0 healthy, 1 something is down (daemon, a drive, a node), 2 bad usage.\n",
+	    "                  /openlake/admin/v1/status (signed with an admin key) supplies\n"
+	    "                  what the config does not\n"
+	    "  --json          one JSON object on stdout\n" OL_CLI_ADMIN_KEY_HELP "\n"
+	    "Exit status: 0 healthy, 1 something is down (daemon, a drive, a node) or the daemon\n"
+	    "refused the keys, 2 bad usage.\n",
 	    verb);
 }
 
@@ -545,6 +475,9 @@ node_load_config(struct nodeinfo *ni, const char *path)
 
 static const struct option node_longopts[] = {{"config", required_argument, NULL, 'c'},
 					      {"endpoint", required_argument, NULL, 'e'},
+					      {"access-key", required_argument, NULL, 'A'},
+					      {"secret-key", required_argument, NULL, 'S'},
+					      {"region", required_argument, NULL, 'R'},
 					      {"json", no_argument, NULL, 'j'},
 					      {"help", no_argument, NULL, 'h'},
 					      {NULL, 0, NULL, 0}};
@@ -567,6 +500,15 @@ node_parse(struct nodeinfo *ni, int argc, char **argv, const char **config, cons
 			break;
 		case 'j':
 			ni->json = true;
+			break;
+		case 'A':
+			ni->ak = optarg;
+			break;
+		case 'S':
+			ni->sk = optarg;
+			break;
+		case 'R':
+			ni->region = optarg;
 			break;
 		case 'h':
 			node_usage(ni->verb, stdout);
@@ -598,7 +540,20 @@ node_gather(struct nodeinfo *ni, const char *config, const char *url)
 		: split_addr(ni->cfg ? ni->cfg->s3_addr : "127.0.0.1:9000", ni->host,
 			     sizeof(ni->host), ni->port, sizeof(ni->port)))
 		return 2;
-	ni->status = http_get(ni->host, ni->port, "/openlake/admin/v1/status");
+	if (ol_cli_admin_keys(&ni->admin, ni->verb, ni->ak, ni->sk, ni->region, ni->cfg, config))
+		return 2;
+	snprintf(ni->admin.host, sizeof(ni->admin.host), "%s", ni->host);
+	snprintf(ni->admin.port, sizeof(ni->admin.port), "%s", ni->port);
+	int st = ol_cli_admin_call(&ni->admin, "GET", "/openlake/admin/v1/status", "",
+				   NODE_JSON_CAP, &ni->status);
+	if (st == 400 || st == 403) {
+		ol_cli_admin_refused(&ni->admin, ni->verb, st, ni->status);
+		return 1;
+	}
+	if (st != 200) {
+		free(ni->status);
+		ni->status = NULL;
+	}
 	ni->daemon_up = ni->status || reachable(ni->cfg ? ni->cfg->s3_addr : NULL);
 	/* mode = "kv" serves no S3: the daemon is up when its KV listener answers */
 	if (!ni->daemon_up && ni->cfg && strcmp(ni->cfg->mode, "kv") == 0)

@@ -1,4 +1,4 @@
-#include "admin.h"
+#include "adminint.h"
 
 #include "base/log.h"
 #include "base/metrics.h"
@@ -127,6 +127,18 @@ heal_state(const struct ol_heal_progress *p)
 	return rc == -ECANCELED ? "cancelled" : rc ? "failed" : "done";
 }
 
+/* The store answers 0 for a finished heal that counted unrecoverable objects (they are in
+ * p->unrecoverable); the document's "result" says it too: -EIO then, so that a client that
+ * only reads "result" (or `openlake heal --json`) does not take it for a success. */
+static int
+heal_result(const struct ol_heal_progress *p)
+{
+	int rc = atomic_load(&p->result);
+	if (rc == 0 && atomic_load(&p->finished_ns) && atomic_load(&p->unrecoverable))
+		return -EIO;
+	return rc;
+}
+
 char *
 ol_admin_heal_json(void)
 {
@@ -154,8 +166,8 @@ ol_admin_heal_json(void)
 			 (unsigned long long)atomic_load(&p->shards_healed),
 			 (unsigned long long)atomic_load(&p->blocks_healed),
 			 (unsigned long long)atomic_load(&p->records_restored),
-			 (unsigned long long)atomic_load(&p->unrecoverable),
-			 atomic_load(&p->result), (long long)t0, (long long)t1, el, rate, eta,
+			 (unsigned long long)atomic_load(&p->unrecoverable), heal_result(p),
+			 (long long)t0, (long long)t1, el, rate, eta,
 			 (unsigned long long)heal_opts.rate_bytes);
 	return b.p;
 }
@@ -211,7 +223,7 @@ heal_main(void *arg)
 }
 
 static int
-heal_start(const char *query)
+heal_start(const char *query, const char *peer)
 {
 	const char *q = strstr(query, "rate=");
 	uint64_t rate = 0;
@@ -240,16 +252,9 @@ heal_start(const char *query)
 		return 500;
 	}
 	pthread_attr_destroy(&a);
-	ol_info("admin: heal started by %s%s", "a loopback client", rate ? " (rate limited)" : "");
+	ol_info("admin: heal started by an admin at %s%s", peer ? peer : "?",
+		rate ? " (rate limited)" : "");
 	return 202;
-}
-
-static int
-is_loopback(const char *peer)
-{
-	return peer && (strncmp(peer, "127.", 4) == 0 || strncmp(peer, "[::1]", 5) == 0 ||
-			strncmp(peer, "::1", 3) == 0 || strncmp(peer, "[::ffff:127.", 12) == 0 ||
-			strncmp(peer, "::ffff:127.", 11) == 0);
 }
 
 static void
@@ -268,17 +273,12 @@ heal_handle(struct ol_http_req *r)
 {
 	int status = 200;
 	char err[160];
-	if (!is_loopback(r->peer)) {
-		send_json_status(r, 403,
-				 "{\"error\":\"heal is served to loopback clients only\"}\n");
-		return;
-	}
 	if (!admin_store) {
 		send_json_status(r, 503, "{\"error\":\"no object store in this daemon\"}\n");
 		return;
 	}
 	if (strcmp(r->method, "POST") == 0) {
-		status = heal_start(r->query);
+		status = heal_start(r->query, r->peer);
 	} else if (strcmp(r->method, "DELETE") == 0) {
 		status = atomic_load(&heal_thread) ? 202 : 404;
 		if (status == 202)
@@ -301,13 +301,6 @@ heal_handle(struct ol_http_req *r)
 	free(j);
 }
 
-static int
-is_signed(const struct ol_http_req *r)
-{
-	return ol_http_header(r, "authorization") || strstr(r->query, "X-Amz-Credential=") ||
-	       strstr(r->query, "X-Amz-Signature=");
-}
-
 static void
 send_text(struct ol_http_req *r, const char *type, const char *body, size_t len)
 {
@@ -317,42 +310,136 @@ send_text(struct ol_http_req *r, const char *type, const char *body, size_t len)
 	ol_http_finish(r);
 }
 
+static void
+metrics_handle(struct ol_http_req *r)
+{
+	struct ol_strbuf b = {0};
+	ol_metrics_render(&b);
+	send_text(r, "text/plain; version=0.0.4; charset=utf-8", b.p ? b.p : "", b.len);
+	ol_strbuf_free(&b);
+}
+
+static void
+status_handle(struct ol_http_req *r)
+{
+	char *j = ol_admin_status_json();
+	send_text(r, "application/json", j, strlen(j));
+	free(j);
+}
+
+static void
+health_handle(struct ol_http_req *r)
+{
+	send_text(r, "text/plain", "ok\n", 3);
+}
+
+static void
+console_handle(struct ol_http_req *r)
+{
+	send_text(r, "text/html; charset=utf-8", ol_console_html, strlen(ol_console_html));
+}
+
+/* Which signature a route asks of a GET/HEAD; other methods always need an admin's. */
+enum admin_gate {
+	GATE_OPEN,    /* nobody's (the console page: its calls are signed) */
+	GATE_ADMIN,   /* always an admin's */
+	GATE_STATUS,  /* an admin's unless [admin] status_auth = false */
+	GATE_METRICS, /* an admin's when [admin] metrics_auth = true */
+	GATE_HEALTH,  /* an admin's when [admin] health_auth = true */
+};
+
+struct admin_route {
+	const char *path;
+	enum admin_gate gate;
+	bool writes; /* POST and DELETE are served (heal) */
+	void (*fn)(struct ol_http_req *r);
+};
+
+/* Under ADMIN_PREFIX, signed or not: the admin API (path-style keys "admin/..." of a bucket
+ * named "openlake" are therefore not reachable; virtual-host style they are). */
+#define ADMIN_PREFIX "/openlake/admin/"
+static const struct admin_route api_routes[] = {
+    {"/openlake/admin/v1/status", GATE_STATUS, false, status_handle},
+    {"/openlake/admin/v1/heal", GATE_STATUS, true, heal_handle},
+    {"/openlake/admin/v1/metrics", GATE_METRICS, false, metrics_handle},
+    {"/openlake/admin/v1/health", GATE_HEALTH, false, health_handle},
+};
+
+/* Unsigned GETs only: a signed request for these paths is S3 (bucket "metrics", ...). */
+static const struct admin_route open_routes[] = {
+    {"/metrics", GATE_METRICS, false, metrics_handle},
+    {"/openlake/health", GATE_HEALTH, false, health_handle},
+    {"/openlake/console", GATE_OPEN, false, console_handle},
+    {"/openlake/console/", GATE_OPEN, false, console_handle},
+};
+
+static bool
+gate_required(enum admin_gate g)
+{
+	const struct ol_config *c = admin_cfg;
+	switch (g) {
+	case GATE_OPEN:
+		return false;
+	case GATE_STATUS:
+		return c ? c->admin_status_auth : true;
+	case GATE_METRICS:
+		return c ? c->admin_metrics_auth : false;
+	case GATE_HEALTH:
+		return c ? c->admin_health_auth : false;
+	default:
+		return true;
+	}
+}
+
+static const struct admin_route *
+route_find(const struct admin_route *t, size_t n, const char *path)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(t[i].path, path) == 0)
+			return &t[i];
+	return NULL;
+}
+
+static void
+api_handle(struct ol_http_req *r)
+{
+	const struct admin_route *rt =
+	    route_find(api_routes, sizeof(api_routes) / sizeof(api_routes[0]), r->path);
+	bool read = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
+	bool write = strcmp(r->method, "POST") == 0 || strcmp(r->method, "DELETE") == 0;
+	bool required = !rt || !read || gate_required(rt->gate);
+	if (ol_admin_authorize(r, admin_cfg, required))
+		return;
+	if (!rt)
+		send_json_status(r, 404, "{\"error\":\"no such admin endpoint\"}\n");
+	else if (read || (write && rt->writes))
+		rt->fn(r);
+	else
+		send_json_status(r, 405,
+				 rt->writes ? "{\"error\":\"use GET, POST or DELETE\"}\n"
+					    : "{\"error\":\"use GET\"}\n");
+}
+
 int
 ol_admin_handle(struct ol_http_req *r)
 {
-	int get = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
-	if (is_signed(r))
+	if (strncmp(r->path, ADMIN_PREFIX, strlen(ADMIN_PREFIX)) == 0) {
+		api_handle(r);
+		return 1;
+	}
+	if (ol_admin_request_signed(r))
 		return 0;
-	if (strcmp(r->path, "/openlake/admin/v1/heal") == 0) {
-		heal_handle(r);
-		return 1;
-	}
-	if (!get)
+	if (strcmp(r->method, "GET") && strcmp(r->method, "HEAD"))
 		return 0;
-	const char *p = r->path;
-	if (strcmp(p, "/metrics") == 0 || strcmp(p, "/openlake/admin/v1/metrics") == 0) {
-		struct ol_strbuf b = {0};
-		ol_metrics_render(&b);
-		send_text(r, "text/plain; version=0.0.4; charset=utf-8", b.p ? b.p : "", b.len);
-		ol_strbuf_free(&b);
-		return 1;
-	}
-	if (strcmp(p, "/openlake/admin/v1/status") == 0) {
-		char *j = ol_admin_status_json();
-		send_text(r, "application/json", j, strlen(j));
-		free(j);
-		return 1;
-	}
-	if (strcmp(p, "/openlake/health") == 0) {
-		send_text(r, "text/plain", "ok\n", 3);
-		return 1;
-	}
-	if (strcmp(p, "/openlake/console") == 0 || strcmp(p, "/openlake/console/") == 0) {
-		send_text(r, "text/html; charset=utf-8", ol_console_html, strlen(ol_console_html));
+	const struct admin_route *rt =
+	    route_find(open_routes, sizeof(open_routes) / sizeof(open_routes[0]), r->path);
+	if (rt) {
+		if (ol_admin_authorize(r, admin_cfg, gate_required(rt->gate)) == 0)
+			rt->fn(r);
 		return 1;
 	}
 	const char *accept = ol_http_header(r, "accept");
-	if (strcmp(p, "/") == 0 && accept && strstr(accept, "text/html")) {
+	if (strcmp(r->path, "/") == 0 && accept && strstr(accept, "text/html")) {
 		struct ol_http_header h[] = {{"Location", "/openlake/console"}};
 		ol_http_respond(r, 302, h, 1, 0);
 		ol_http_finish(r);

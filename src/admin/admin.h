@@ -1,19 +1,26 @@
-/* admin/admin.h - operator endpoints served beside S3 on the same port:
- *   GET /metrics, /openlake/admin/v1/metrics   Prometheus text (unauthenticated, as upstream)
- *   GET /openlake/admin/v1/status              JSON: version, mode, uptime, addresses, drives
- *   GET /openlake/health                       200 "ok" (liveness)
- *   GET /openlake/console                      the web console (one HTML page, no assets)
- *   POST   /openlake/admin/v1/heal[?rate=BYTES] start a whole-store heal in the background
- *                                              (202 + progress JSON; 409 if one runs)
- *   GET    /openlake/admin/v1/heal             heal progress JSON (also in the status JSON)
- *   DELETE /openlake/admin/v1/heal             cancel a running heal (202; 404 when none)
- * Heal rewrites data, so its endpoints are authenticated by the peer address: they answer only
- * requests from loopback (127.0.0.0/8, ::1) and 403 anything else. SigV4 is checked in s3/,
- * above this layer, so admin does not verify signatures; run `openlake heal` on the node.
- * "metrics" and "openlake" are valid bucket names, so these paths are ours only for requests
- * that carry no S3 signature (an unsigned S3 request would be AccessDenied anyway); a signed
- * GET /metrics is still ListObjects of bucket "metrics". An unsigned browser GET / (Accept:
- * text/html) is redirected to the console. */
+/* admin/admin.h - operator endpoints served beside S3 on the same port.
+ *
+ * The admin API, under /openlake/admin/ (signed or not; a bucket named "openlake" is therefore
+ * not reachable path-style for keys under "admin/"):
+ *   GET    /openlake/admin/v1/status              JSON: version, mode, uptime, addresses, drives
+ *   POST   /openlake/admin/v1/heal[?rate=BYTES]   start a whole-store heal in the background
+ *                                                 (202 + progress JSON; 409 if one runs)
+ *   GET    /openlake/admin/v1/heal                heal progress JSON (also in the status JSON)
+ *   DELETE /openlake/admin/v1/heal                cancel a running heal (202; 404 when none)
+ *   GET    /openlake/admin/v1/metrics, .../health the signed forms of /metrics and health
+ * Unsigned GETs only (a signed one is S3: GET /metrics lists bucket "metrics"):
+ *   GET /metrics                Prometheus text
+ *   GET /openlake/health        200 "ok" (liveness)
+ *   GET /openlake/console       the web console (one HTML page; it signs its calls itself)
+ *   GET / with Accept: text/html  302 to the console
+ * Access: a request that reveals or changes state (status, heal progress; POST/DELETE always)
+ * must be SigV4-signed (Authorization header or presigned query; service "s3", the configured
+ * region) with the key of an admin user (ol_config_cred_is_admin). Metrics and health are open
+ * unless [admin] metrics_auth / health_auth = true; [admin] status_auth = false opens status and
+ * heal progress. A signed request is always verified, also for an open endpoint. Refusals are
+ * S3 XML errors: 403 AccessDenied (unsigned, or not an admin), SignatureDoesNotMatch,
+ * InvalidAccessKeyId, RequestTimeTooSkewed; 400 AuthorizationHeaderMalformed. The verifier is
+ * s3/auth, a pure leaf library below both s3/ and admin/ (docs/ARCHITECTURE.md). */
 #ifndef OL_ADMIN_ADMIN_H
 #define OL_ADMIN_ADMIN_H
 
@@ -29,14 +36,16 @@ struct ol_store;
  * cancels a running heal and waits for its thread to finish, so the store can be closed. */
 void ol_admin_set_store(struct ol_store *st);
 
-/* Answer an admin request. Returns 1 when it answered, 0 when the request is not for us (the
- * caller routes it as S3). Call first for every request. */
+/* Answer an admin request (access checked as above). Returns 1 when it answered, 0 when the
+ * request is not for us (the caller routes it as S3). Call first for every request. */
 int ol_admin_handle(struct ol_http_req *r);
 
 /* The status document as JSON (also used by `openlake node info`). Caller frees. */
 char *ol_admin_status_json(void);
 
-/* The heal progress as one JSON object (no newline). Caller frees. */
+/* The heal progress as one JSON object (no newline). Caller frees. "result": 0 when the last
+ * heal finished with everything healthy or healed (or none ran), -5 (EIO) when it finished with
+ * unrecoverable objects, -125 (ECANCELED) when cancelled, another -errno when it failed. */
 char *ol_admin_heal_json(void);
 
 #endif

@@ -68,6 +68,12 @@ static const struct cfg_key keys[] = {
      "keep-alive idle timeout"},
     {"http_header_timeout_ms", T_U32, F(http_header_timeout_ms), "15000", 100, 3600000, 0, 0, 0,
      "time allowed for a request head"},
+    {"admin.status_auth", T_BOOL, F(admin_status_auth), "true", 0, 0, 0, 0, 0,
+     "status, heal progress: only for requests SigV4-signed by an admin user"},
+    {"admin.metrics_auth", T_BOOL, F(admin_metrics_auth), "false", 0, 0, 0, 0, 0,
+     "/metrics: only signed by an admin (then at /openlake/admin/v1/metrics)"},
+    {"admin.health_auth", T_BOOL, F(admin_health_auth), "false", 0, 0, 0, 0, 0,
+     "/openlake/health: only signed by an admin (then at /openlake/admin/v1/health)"},
     {"storage.inline_threshold", T_SIZE, F(inline_threshold), "128KiB", 0, 16777216, 0, 0, 0,
      "objects up to this size live inside the metadata record"},
     {"storage.block_size", T_SIZE, F(block_size), "1MiB", 4096, 268435456, 0, 0, 0,
@@ -123,6 +129,10 @@ static const struct cfg_key keys[] = {
     {"rdma.qos.service_level", T_U32, F(rdma_service_level), "0", 0, 15, 0, 0, 0, "QoS"},
     {"credentials.access_key", T_STR, CR(access_key), "", 0, 0, 0, 1, 0, "S3 access key"},
     {"credentials.secret_key", T_STR, CR(secret_key), "", 0, 0, 0, 1, 1, "S3 secret key"},
+    {"credentials.user", T_STR, CR(user), "", 0, 0, 0, 1, 0,
+     "user name (\"\" = the admin); a named user is not an admin unless admin = true"},
+    {"credentials.admin", T_BOOL, CR(admin), "false", 0, 0, 0, 1, 0,
+     "this key may use the admin API (status, heal, console)"},
     {"nodes.id", T_U32, ND(id), "0", 0, 65535, 0, 2, 0, "node id"},
     {"nodes.rpc_addr", T_STR, ND(rpc_addr), "", 0, 0, 0, 2, 0, "node RPC address"},
     {"nodes.disk_count", T_U32, ND(disk_count), "1", 1, OL_CFG_MAX_DIRS, 0, 2, 0, "drives"},
@@ -361,6 +371,12 @@ ol_config_default(struct ol_config *cfg)
 	memcpy(cfg->source, "<embedded default>", 19);
 }
 
+bool
+ol_config_cred_is_admin(const struct ol_config_cred *c)
+{
+	return c->admin || !c->user[0];
+}
+
 /* ---- parser glue: the TOML tokenizer (toml.c) calls back with (table, key, value) ---- */
 
 struct parse_ctx {
@@ -402,8 +418,8 @@ on_table(void *arg, const char *table, int is_array, unsigned line)
 		n->disk_count = 1;
 		return 0;
 	}
-	static const char *const tables[] = {"storage", "kv",	   "kv_slab", "memory_pool",
-					     "s3_tls",	"rpc_tls", "rdma",    "rdma.qos"};
+	static const char *const tables[] = {"storage", "kv",	"kv_slab",  "memory_pool", "s3_tls",
+					     "rpc_tls", "rdma", "rdma.qos", "admin"};
 	for (size_t i = 0; !is_array && i < sizeof(tables) / sizeof(tables[0]); i++) {
 		if (strcmp(table, tables[i]) == 0) {
 			if (strcmp(table, "kv_slab") == 0)

@@ -18,6 +18,8 @@
 struct ol_config_cred {
 	char access_key[OL_CFG_STR];
 	char secret_key[OL_CFG_STR];
+	char user[OL_CFG_STR]; /* "" = the admin (upstream form); see ol_config_cred_is_admin() */
+	bool admin;	       /* admin = true: a named user that may use the admin API */
 };
 
 struct ol_config_node {
@@ -85,6 +87,9 @@ struct ol_config {
 	uint64_t max_object_size;      /* largest single PUT (5 GiB) */
 	unsigned http_idle_timeout_ms; /* keep-alive idle */
 	unsigned http_header_timeout_ms; /* request line + headers */
+	bool admin_status_auth;		 /* [admin] status_auth: status needs an admin signature */
+	bool admin_metrics_auth;	 /* [admin] metrics_auth: /metrics needs one */
+	bool admin_health_auth;		 /* [admin] health_auth: /openlake/health needs one */
 
 	/* set by the loader */
 	char source[OL_CFG_STR]; /* file name or "<embedded default>" */
@@ -123,6 +128,10 @@ int ol_parse_size(const char *s, uint64_t *out);
 
 /* Whether the KV engine prefaults its DRAM tier ([kv] prefault, "auto" = mode is "kv"). */
 bool ol_config_kv_prefault(const struct ol_config *cfg);
+
+/* Whether a [[credentials]] entry may use the admin API (status, heal, ...): an entry without
+ * a user key, or one marked admin = true. */
+bool ol_config_cred_is_admin(const struct ol_config_cred *c);
 
 /* The KV listener address in effect: kv_addr; in mode="kv" with kv_addr unset, rpc_addr. */
 const char *ol_config_kv_listen(const struct ol_config *cfg);

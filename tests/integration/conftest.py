@@ -238,3 +238,34 @@ def aws_env(extra=None):
     if extra:
         env.update(extra)
     return env
+
+
+def admin_request(d, method, path, access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION,
+                  signed=True, headers=None, timeout=30):
+    """One call to the admin plane of daemon d (status, heal, metrics...): SigV4-signed with
+    botocore's SigV4Auth (service "s3", as an admin client signs it) unless signed=False.
+    path may carry a query. Returns (status, headers, body bytes)."""
+    import http.client
+
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    hdrs = dict(headers or {})
+    if signed:
+        req = AWSRequest(method=method, url=d.s3_url + path, data=b"", headers=hdrs)
+        SigV4Auth(Credentials(access_key, secret_key), "s3", region).add_auth(req)
+        hdrs = dict(req.headers.items())
+    c = http.client.HTTPConnection("127.0.0.1", d.s3_port, timeout=timeout)
+    try:
+        c.request(method, path, headers=hdrs)
+        r = c.getresponse()
+        return r.status, dict(r.getheaders()), r.read()
+    finally:
+        c.close()
+
+
+def admin_get(d, path, **kw):
+    """admin_request(d, "GET", path, ...) -> (status, body bytes)."""
+    status, _, body = admin_request(d, "GET", path, **kw)
+    return status, body

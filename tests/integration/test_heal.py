@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import time
 
-from conftest import OPENLAKE_CLI, boto3_client
+from conftest import OPENLAKE_CLI, admin_request, boto3_client
 
 MiB = 1 << 20
 
@@ -45,12 +45,8 @@ def heal_cli(d, *args, timeout=60):
 
 
 def admin(d, method, path="/openlake/admin/v1/heal"):
-    c = http.client.HTTPConnection("127.0.0.1", d.s3_port, timeout=10)
-    c.request(method, path)
-    r = c.getresponse()
-    body = r.read()
-    c.close()
-    return r.status, json.loads(body) if body else None
+    status, _, body = admin_request(d, method, path)  # signed by the admin key
+    return status, json.loads(body) if body else None
 
 
 def fill(d):

@@ -1,4 +1,5 @@
-"""Operator endpoints on the S3 port: /metrics, status JSON, health, console."""
+"""Operator endpoints on the S3 port: /metrics, status JSON (signed by an admin), health,
+console."""
 import json
 import os
 import sys
@@ -6,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from conftest import boto3_client, REPO
+from conftest import admin_get, boto3_client, REPO
 
 
 def fetch(url, headers=None):
@@ -62,7 +63,9 @@ def test_metrics_show_kv_pool(daemon):
 
 
 def test_status_health_console(daemon):
-    st = json.loads(fetch(daemon.s3_url + "/openlake/admin/v1/status")[2])
+    status, body = admin_get(daemon, "/openlake/admin/v1/status")
+    assert status == 200, body
+    st = json.loads(body)
     assert st["mode"] == "storage" and st["erasure"] == {"set_drive_count": 4, "data": 3,
                                                           "parity": 1}
     assert [d["path"] for d in st["drives"]] == daemon.data_dirs

@@ -1,0 +1,214 @@
+/* cmd/openlake/admin_client.c - signed calls to the admin plane (see admin_client.h). */
+#include "admin_client.h"
+
+#include "sign.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *
+env(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v ? v : NULL;
+}
+
+static void
+set_keys(struct ol_cli_admin *a, const char *ak, const char *sk, const char *source)
+{
+	snprintf(a->access_key, sizeof(a->access_key), "%s", ak);
+	snprintf(a->secret_key, sizeof(a->secret_key), "%s", sk);
+	snprintf(a->key_source, sizeof(a->key_source), "%s", source);
+}
+
+int
+ol_cli_admin_keys(struct ol_cli_admin *a, const char *cmd, const char *ak, const char *sk,
+		  const char *region, const struct ol_config *cfg, const char *cfg_path)
+{
+	const char *r = region		    ? region
+			: env("AWS_REGION") ? env("AWS_REGION")
+					    : env("AWS_DEFAULT_REGION");
+	if (!ak != !sk) {
+		fprintf(stderr, "openlake %s: give both --access-key and --secret-key\n", cmd);
+		return -EINVAL;
+	}
+	if (!r)
+		r = cfg ? cfg->region : "us-east-1";
+	snprintf(a->region, sizeof(a->region), "%s", r);
+	if (ak) {
+		set_keys(a, ak, sk, "--access-key/--secret-key");
+		return 0;
+	}
+	if (env("AWS_ACCESS_KEY_ID") && env("AWS_SECRET_ACCESS_KEY")) {
+		set_keys(a, env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY"),
+			 "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY");
+		return 0;
+	}
+	for (unsigned i = 0; cfg && i < cfg->n_creds; i++) {
+		if (ol_config_cred_is_admin(&cfg->creds[i])) {
+			char src[OL_CFG_STR + 32];
+			snprintf(src, sizeof(src), "--config %s", cfg_path ? cfg_path : "");
+			set_keys(a, cfg->creds[i].access_key, cfg->creds[i].secret_key, src);
+			return 0;
+		}
+	}
+	set_keys(a, "openlakeadmin", "openlakeadmin", "the built-in default");
+	return 0;
+}
+
+int
+ol_cli_tcp_connect(const char *host, const char *port, int timeout_ms)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai, *p;
+	int rc = -ECONNREFUSED;
+	if (getaddrinfo(host, port, &hints, &ai))
+		return -EHOSTUNREACH;
+	for (p = ai; p; p = p->ai_next) {
+		int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			continue;
+		if (connect(fd, p->ai_addr, p->ai_addrlen) < 0 && errno != EINPROGRESS) {
+			rc = -errno;
+			close(fd);
+			continue;
+		}
+		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+		int err = 0;
+		socklen_t len = sizeof(err);
+		if (poll(&pfd, 1, timeout_ms) == 1 &&
+		    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
+			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+			freeaddrinfo(ai);
+			return fd;
+		}
+		rc = err ? -err : -ETIMEDOUT;
+		close(fd);
+	}
+	freeaddrinfo(ai);
+	return rc;
+}
+
+/* Read until the peer closes (Connection: close). 0, -ETIMEDOUT, -EMSGSIZE or -errno. */
+static int
+read_all(int fd, char *buf, size_t cap, size_t *len)
+{
+	*len = 0;
+	for (;;) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		if (poll(&pfd, 1, 10000) != 1)
+			return -ETIMEDOUT;
+		ssize_t n = read(fd, buf + *len, cap - 1 - *len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			break;
+		*len += (size_t)n;
+		if (*len >= cap - 1)
+			return -EMSGSIZE;
+	}
+	buf[*len] = 0;
+	return 0;
+}
+
+int
+ol_cli_admin_call(struct ol_cli_admin *a, const char *method, const char *path, const char *query,
+		  size_t cap, char **body)
+{
+	struct ol_cli_signer s = {
+	    .access_key = a->access_key, .secret_key = a->secret_key, .region = a->region};
+	char host[300], req[4096], *buf = NULL;
+	size_t len = 0;
+	int fd = -1, n, rc;
+
+	*body = NULL;
+	snprintf(host, sizeof(host), strchr(a->host, ':') ? "[%s]:%s" : "%s:%s", a->host, a->port);
+	n = snprintf(req, sizeof(req), "%s %s%s%s HTTP/1.1\r\nHost: %s\r\n", method, path,
+		     *query ? "?" : "", query, host);
+	size_t k = n > 0 && (size_t)n < sizeof(req)
+		       ? ol_cli_sign(&s, method, path, query, host, OL_CLI_EMPTY_SHA256, time(NULL),
+				     req + n, sizeof(req) - (size_t)n)
+		       : 0;
+	int m = k ? snprintf(req + n + k, sizeof(req) - (size_t)n - k,
+			     "Accept: application/json\r\nContent-Length: 0\r\nConnection: "
+			     "close\r\n\r\n")
+		  : -1;
+	if (m < 0 || (size_t)m >= sizeof(req) - (size_t)n - k)
+		return -ENAMETOOLONG;
+	n += (int)k + m;
+	fd = ol_cli_tcp_connect(a->host, a->port, 3000);
+	if (fd < 0)
+		return fd;
+	buf = malloc(cap);
+	rc = !buf ? -ENOMEM : send(fd, req, (size_t)n, MSG_NOSIGNAL) != n ? -EIO : 0;
+	if (!rc)
+		rc = read_all(fd, buf, cap, &len);
+	if (!rc && (len < 12 || strncmp(buf, "HTTP/1.", 7)))
+		rc = -EPROTO;
+	if (!rc) {
+		char *b = strstr(buf, "\r\n\r\n");
+		rc = (int)strtol(buf + 9, NULL, 10);
+		*body = b && b[4] ? strdup(b + 4) : NULL;
+	}
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+/* The text of <name>...</name> in an XML error, or "" (out has cap bytes). */
+static void
+xml_elem(const char *xml, const char *name, char *out, size_t cap)
+{
+	char open[40];
+	const char *p, *e;
+	snprintf(open, sizeof(open), "<%s>", name);
+	out[0] = 0;
+	p = xml ? strstr(xml, open) : NULL;
+	if (!p)
+		return;
+	p += strlen(open);
+	e = strchr(p, '<');
+	snprintf(out, cap, "%.*s", (int)(e ? e - p : (long)strlen(p)), p);
+}
+
+void
+ol_cli_admin_refused(const struct ol_cli_admin *a, const char *cmd, int status, const char *body)
+{
+	char code[64], msg[512];
+	const char *why;
+	xml_elem(body, "Code", code, sizeof(code));
+	xml_elem(body, "Message", msg, sizeof(msg));
+	if (strcmp(code, "SignatureDoesNotMatch") == 0)
+		why = "the secret key is wrong for this access key";
+	else if (strcmp(code, "InvalidAccessKeyId") == 0)
+		why = "the daemon has no such access key in its [[credentials]]";
+	else if (strcmp(code, "AccessDenied") == 0)
+		why =
+		    "this key is not an admin user's (the admin API needs a [[credentials]] entry "
+		    "without user, or with admin = true)";
+	else if (strcmp(code, "RequestTimeTooSkewed") == 0)
+		why = "this host's clock and the daemon's differ by more than 15 minutes";
+	else if (strcmp(code, "AuthorizationHeaderMalformed") == 0)
+		why = "the request was signed for another region (see --region)";
+	else
+		why = "the daemon refused the request";
+	fprintf(stderr, "openlake %s: refused (%d %s): %s.\n", cmd, status,
+		code[0] ? code : "no error code", why);
+	if (msg[0])
+		fprintf(stderr, "  daemon says: %s\n", msg);
+	fprintf(stderr,
+		"  used access key '%s' (from %s), region %s.\n"
+		"  fix: give an admin key with --access-key KEY --secret-key SECRET, or set\n"
+		"  AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or --config FILE with the daemon's "
+		"config.\n",
+		a->access_key, a->key_source, a->region);
+}

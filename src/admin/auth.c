@@ -1,0 +1,170 @@
+/* admin/auth.c - who may use the admin API: the request's SigV4 signature (s3/auth, a pure leaf
+ * library) checked against the config's [[credentials]], then the admin flag of the key.
+ * Refusals are S3-style XML error documents, as an S3 client expects from this port. */
+#include "adminint.h"
+
+#include "base/log.h"
+#include "base/metrics.h"
+#include "s3/auth/sigv4.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static _Atomic uint64_t admin_reqs;
+
+static void
+xml_text(struct ol_strbuf *b, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '<':
+			ol_strbuf_printf(b, "&lt;");
+			break;
+		case '>':
+			ol_strbuf_printf(b, "&gt;");
+			break;
+		case '&':
+			ol_strbuf_printf(b, "&amp;");
+			break;
+		case '"':
+			ol_strbuf_printf(b, "&quot;");
+			break;
+		default:
+			ol_strbuf_printf(b, "%c", *s);
+		}
+	}
+}
+
+static void
+xml_elem(struct ol_strbuf *b, const char *name, const char *text)
+{
+	ol_strbuf_printf(b, "<%s>", name);
+	xml_text(b, text);
+	ol_strbuf_printf(b, "</%s>", name);
+}
+
+/* Answer status with <Error><Code>code</Code>... (string_to_sign / canonical may be NULL). */
+static void
+send_error(struct ol_http_req *r, int status, const char *code, const char *msg,
+	   const struct ol_sigv4_result *res)
+{
+	struct ol_strbuf b = {0};
+	char reqid[24];
+	snprintf(reqid, sizeof(reqid), "A%015llX",
+		 (unsigned long long)atomic_fetch_add(&admin_reqs, 1) + 1);
+	ol_strbuf_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>");
+	xml_elem(&b, "Code", code);
+	xml_elem(&b, "Message", msg);
+	xml_elem(&b, "Resource", r->path);
+	xml_elem(&b, "RequestId", reqid);
+	if (res && res->string_to_sign)
+		xml_elem(&b, "StringToSign", res->string_to_sign);
+	if (res && res->canonical_request)
+		xml_elem(&b, "CanonicalRequest", res->canonical_request);
+	ol_strbuf_printf(&b, "</Error>\n");
+	ol_debug("admin %s %s from %s -> %d %s", r->method, r->path, r->peer ? r->peer : "?",
+		 status, code);
+	struct ol_http_header h[] = {{"Content-Type", "application/xml"},
+				     {"Cache-Control", "no-store"},
+				     {"x-amz-request-id", reqid}};
+	if (ol_http_respond(r, status, h, 3, (int64_t)b.len) == 0)
+		ol_http_write(r, b.p, b.len);
+	ol_http_finish(r);
+	ol_strbuf_free(&b);
+}
+
+static const char *
+secret_for(const char *ak, void *arg)
+{
+	const struct ol_config *cfg = arg;
+	for (unsigned i = 0; i < cfg->n_creds; i++)
+		if (strcmp(cfg->creds[i].access_key, ak) == 0)
+			return cfg->creds[i].secret_key;
+	return NULL;
+}
+
+static const struct ol_config_cred *
+cred_of(const struct ol_config *cfg, const char *ak)
+{
+	for (unsigned i = 0; i < cfg->n_creds; i++)
+		if (strcmp(cfg->creds[i].access_key, ak) == 0)
+			return &cfg->creds[i];
+	return NULL;
+}
+
+int
+ol_admin_request_signed(const struct ol_http_req *r)
+{
+	return ol_http_header(r, "authorization") || strstr(r->query, "X-Amz-Credential=") ||
+	       strstr(r->query, "X-Amz-Signature=");
+}
+
+/* Verify r's signature. 0 with res filled, else the answer was sent and -EACCES returned. */
+static int
+verify(struct ol_http_req *r, const struct ol_config *cfg, struct ol_sigv4_result *res)
+{
+	struct ol_sigv4_header hs[OL_HTTP_MAX_HEADERS];
+	size_t n = r->n_headers < OL_HTTP_MAX_HEADERS ? r->n_headers : OL_HTTP_MAX_HEADERS;
+	for (size_t i = 0; i < n; i++)
+		hs[i] = (struct ol_sigv4_header){r->headers[i].name, strlen(r->headers[i].name),
+						 r->headers[i].value, strlen(r->headers[i].value)};
+	struct ol_sigv4_request sr = {
+	    r->method, r->path, strlen(r->path), r->query, strlen(r->query), hs, n};
+	int rc = ol_sigv4_verify(&sr, cfg->region, time(NULL), secret_for, (void *)cfg, res);
+	if (rc == 0)
+		return 0;
+	if (rc == OL_SIGV4_ERR_NEED_BODY_HASH) {
+		send_error(r, 400, "InvalidRequest", "admin requests take no body", NULL);
+		return -EACCES;
+	}
+	const char *msg = res->message[0] ? res->message : "the request signature is not valid";
+	if (rc == OL_SIGV4_ERR_SIGNATURE_MISMATCH)
+		msg = "The request signature we calculated does not match the signature you "
+		      "provided. Check your key and signing method.";
+	send_error(r, ol_sigv4_http_status(rc), ol_sigv4_s3_code(rc, res->presigned), msg, res);
+	return -EACCES;
+}
+
+int
+ol_admin_authorize(struct ol_http_req *r, const struct ol_config *cfg, bool required)
+{
+	struct ol_sigv4_result res;
+	char msg[OL_CFG_STR * 2 + 96];
+	int rc = 0;
+
+	if (!ol_admin_request_signed(r)) {
+		if (!required)
+			return 0;
+		send_error(
+		    r, 403, "AccessDenied",
+		    "admin requests must be SigV4-signed by an admin user (a [[credentials]] "
+		    "entry without user, or with admin = true)",
+		    NULL);
+		return -EACCES;
+	}
+	if (!cfg) {
+		send_error(r, 503, "ServiceUnavailable", "the admin API is not configured", NULL);
+		return -EACCES;
+	}
+	rc = verify(r, cfg, &res);
+	if (rc == 0) {
+		const struct ol_config_cred *c = cred_of(cfg, res.access_key);
+		if (!c || !ol_config_cred_is_admin(c)) {
+			snprintf(msg, sizeof(msg),
+				 "access key %s (user \"%s\") is not an admin: sign with an admin "
+				 "key, or set admin = true on its [[credentials]] entry",
+				 res.access_key, c ? c->user : "");
+			send_error(r, 403, "AccessDenied", msg, NULL);
+			rc = -EACCES;
+		} else if (strcmp(r->method, "GET") && strcmp(r->method, "HEAD")) {
+			ol_info("admin: %s %s by access key %s from %s", r->method, r->path,
+				res.access_key, r->peer ? r->peer : "?");
+		}
+	}
+	ol_sigv4_result_fini(&res);
+	return rc;
+}
