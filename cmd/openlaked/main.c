@@ -223,7 +223,8 @@ static int
 check_tls_files(const struct ol_config *cfg)
 {
 	const struct ol_config_tls *t = &cfg->s3_tls;
-	if (!t->cert_path[0] && !t->key_path[0] && !t->client_ca[0])
+	if ((!t->cert_path[0] && !t->key_path[0] && !t->client_ca[0]) ||
+	    strcmp(cfg->mode, "kv") == 0) /* no S3 port */
 		return 0;
 	if (!t->cert_path[0] || !t->key_path[0]) {
 		fprintf(stderr,

@@ -13,8 +13,9 @@
 /* Per client address counts, under the server's mu. */
 struct ol_http_peer {
 	struct ol_http_peer *next;
-	uint8_t key[16]; /* IPv6 address, IPv4 v4-mapped */
-	unsigned conns, inflight;
+	uint8_t key[16];   /* IPv6 address, IPv4 v4-mapped */
+	unsigned conns;	   /* under the server's mu */
+	unsigned inflight; /* atomic */
 };
 
 struct ol_http_peers {
@@ -71,7 +72,7 @@ struct ol_http_server {
 	/* workers: threads that serve connections with requests to read; made on demand, they
 	 * leave after a while without work (down to n_pollers) */
 	struct ol_http_conn *runq_head, *runq_tail; /* under mu */
-	unsigned n_workers, n_idle_workers, max_workers, inflight;
+	unsigned n_workers, n_idle_workers, max_workers;
 	struct ol_http_peers peers; /* under mu */
 	struct ol_http_tls *tls;    /* NULL: plaintext */
 	uint64_t log_next_ms[4];    /* rate-limited refusal logs */

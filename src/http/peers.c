@@ -70,7 +70,7 @@ ol_http_peers_get(struct ol_http_peers *t, const uint8_t key[16])
 void
 ol_http_peers_put(struct ol_http_peers *t, struct ol_http_peer *p)
 {
-	if (p->conns || p->inflight)
+	if (p->conns || __atomic_load_n(&p->inflight, __ATOMIC_RELAXED))
 		return;
 	struct ol_http_peer **pp = &t->b[bucket(t, p->key)];
 	while (*pp && *pp != p)

@@ -47,19 +47,29 @@ refuse_log(struct ol_http_server *s, int k, const char *peer, const char *what)
 		(unsigned long long)d);
 }
 
-/* Requests in flight: taken when a complete head goes to a worker, given back when the
- * worker lets go of the connection. Under s->mu. */
+/* Requests in flight: taken while a request is served (from when a complete head goes to a
+ * worker until its response is done). Atomics, no lock: c->pe cannot go away while c counts a
+ * connection on it. */
 static void
-inflight_put_locked(struct ol_http_conn *c)
+inflight_take(struct ol_http_conn *c)
 {
-	struct ol_http_server *s = c->srv;
+	if (c->inflight)
+		return;
+	c->inflight = true;
+	__atomic_fetch_add(&c->srv->st.inflight, 1, __ATOMIC_RELAXED);
+	if (c->pe)
+		__atomic_fetch_add(&c->pe->inflight, 1, __ATOMIC_RELAXED);
+}
+
+static void
+inflight_put(struct ol_http_conn *c)
+{
 	if (!c->inflight)
 		return;
 	c->inflight = false;
-	s->inflight--;
-	__atomic_fetch_sub(&s->st.inflight, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_sub(&c->srv->st.inflight, 1, __ATOMIC_RELAXED);
 	if (c->pe)
-		c->pe->inflight--;
+		__atomic_fetch_sub(&c->pe->inflight, 1, __ATOMIC_RELAXED);
 }
 
 static void
@@ -73,7 +83,7 @@ conn_unlink_close(struct ol_http_conn *c)
 		s->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	inflight_put_locked(c);
+	inflight_put(c);
 	if (c->pe) {
 		c->pe->conns--;
 		ol_http_peers_put(&s->peers, c->pe);
@@ -393,7 +403,10 @@ conn_run(struct ol_http_conn *c)
 	buf_for_worker(c);
 	int rc;
 	while ((rc = read_head(c)) == 0) {
-		if (!serve_one(c)) {
+		inflight_take(c); /* the first one was taken by dispatch() */
+		bool keep = serve_one(c);
+		inflight_put(c);
+		if (!keep) {
 			rc = -1;
 			break;
 		}
@@ -401,9 +414,7 @@ conn_run(struct ol_http_conn *c)
 	}
 	if (rc < 0 && !c->io_err)
 		linger_close(c);
-	pthread_mutex_lock(&c->srv->mu);
-	inflight_put_locked(c);
-	pthread_mutex_unlock(&c->srv->mu);
+	inflight_put(c);
 	if (rc == 2 || rc == 3) {
 		buf_for_park(c);
 		if (park(c, rc == 2 ? PARK_IDLE : PARK_HEAD, EPOLLIN, false) == 0)
@@ -455,8 +466,9 @@ static void
 dispatch(struct ol_http_server *s, struct ol_http_conn *c)
 {
 	pthread_mutex_lock(&s->mu);
-	bool refuse = (c->pe && c->pe->inflight >= s->o.max_inflight_per_addr) ||
-		      s->inflight >= 2 * s->o.max_inflight;
+	bool refuse = (c->pe && __atomic_load_n(&c->pe->inflight, __ATOMIC_RELAXED) >=
+				    s->o.max_inflight_per_addr) ||
+		      __atomic_load_n(&s->st.inflight, __ATOMIC_RELAXED) >= 2 * s->o.max_inflight;
 	if (refuse) {
 		pthread_mutex_unlock(&s->mu);
 		OL_HTTP_COUNT(s, inflight_rejected, 1);
@@ -465,11 +477,7 @@ dispatch(struct ol_http_server *s, struct ol_http_conn *c)
 		refuse_linger(c, true);
 		return;
 	}
-	c->inflight = true;
-	s->inflight++;
-	__atomic_fetch_add(&s->st.inflight, 1, __ATOMIC_RELAXED);
-	if (c->pe)
-		c->pe->inflight++;
+	inflight_take(c);
 	c->run_next = NULL;
 	if (s->runq_tail)
 		s->runq_tail->run_next = c;
