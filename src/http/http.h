@@ -127,6 +127,8 @@ struct ol_http_server_opts {
 	unsigned max_inflight;		/* requests being served (worker threads); 0 = 2048;
 					 * as many more may wait, beyond -> 503 */
 	unsigned max_inflight_per_addr; /* per client IP address; 0 = max_inflight / 2 */
+	uint64_t max_head_memory;	/* heap buffers of heads in progress, all connections;
+					 * beyond -> 503; 0 = 256 MiB */
 	ol_http_error_fn error_body;	/* formats the server's own errors; NULL = text/plain */
 	void *error_arg;
 	/* TLS (OpenSSL): cert_path set = HTTPS only on this listener. PEM files; client_ca set =
@@ -163,6 +165,7 @@ struct ol_http_stats {
 	uint64_t inflight_rejected;	 /* requests refused: over max_inflight_per_addr */
 	uint64_t tls_handshake_failures; /* bad or plaintext clients on a TLS port */
 	uint64_t inflight;		 /* requests being served now (gauge) */
+	uint64_t head_mem_rejected;	 /* requests refused: over max_head_memory */
 };
 void ol_http_server_stats(const struct ol_http_server *s, struct ol_http_stats *out);
 

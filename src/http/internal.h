@@ -75,8 +75,9 @@ struct ol_http_server {
 	unsigned n_workers, n_idle_workers, max_workers;
 	struct ol_http_peers peers; /* under mu */
 	struct ol_http_tls *tls;    /* NULL: plaintext */
-	uint64_t log_next_ms[4];    /* rate-limited refusal logs */
-	uint64_t log_dropped[4];
+	uint64_t log_next_ms[8];    /* rate-limited refusal logs */
+	uint64_t log_dropped[8];
+	uint64_t head_mem; /* bytes of heap head buffers (atomic) */
 	bool workers_stop, pollers_stop;
 	pthread_cond_t work_cv;
 	int *lfds;

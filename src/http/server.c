@@ -30,7 +30,7 @@
 #define HEAD_BUF_MIN   2048  /* first head buffer of a connection the poller reads */
 #define POLLER_READS   4     /* reads per readiness event before others get their turn */
 
-enum { LOG_CONNS, LOG_PER_ADDR, LOG_INFLIGHT, LOG_TLS };
+enum { LOG_CONNS, LOG_PER_ADDR, LOG_INFLIGHT, LOG_TLS, LOG_HEAD_MEM, LOG_KINDS };
 
 /* One warning a second per kind of refusal, with the count of those not logged. */
 static void
@@ -95,9 +95,22 @@ conn_unlink_close(struct ol_http_conn *c)
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* Heap head buffers of all connections count against max_head_memory. */
+static bool
+head_mem_take(struct ol_http_server *s, size_t n, bool force)
+{
+	uint64_t now = __atomic_add_fetch(&s->head_mem, n, __ATOMIC_RELAXED);
+	if (force || now <= s->o.max_head_memory)
+		return true;
+	__atomic_fetch_sub(&s->head_mem, n, __ATOMIC_RELAXED);
+	return false;
+}
+
 static void
 buf_release(struct ol_http_conn *c)
 {
+	if (c->rbuf && c->rheap)
+		__atomic_fetch_sub(&c->srv->head_mem, c->rcap, __ATOMIC_RELAXED);
 	if (c->rbuf && c->rheap)
 		free(c->rbuf);
 	else if (c->rbuf)
@@ -151,6 +164,7 @@ buf_for_park(struct ol_http_conn *c)
 		return;
 	size_t cap = pend < HEAD_BUF_MIN ? HEAD_BUF_MIN : pend;
 	char *h = ol_xmalloc(cap);
+	head_mem_take(c->srv, cap, true);
 	memcpy(h, c->rbuf + c->rpos, pend);
 	buf_release(c);
 	c->rbuf = h;
@@ -159,13 +173,17 @@ buf_for_park(struct ol_http_conn *c)
 	c->rlen = pend;
 }
 
-/* Room to read more of a head in the poller: the heap buffer grows up to the head cap. */
-static size_t
+/* Room to read more of a head in the poller: the heap buffer grows up to the head cap.
+ * -ENOMEM when that would pass max_head_memory. */
+static ssize_t
 buf_room(struct ol_http_conn *c)
 {
 	size_t max = c->srv->o.max_header_bytes;
 	if (!c->rbuf) {
-		c->rcap = HEAD_BUF_MIN < max ? HEAD_BUF_MIN : max;
+		size_t cap = HEAD_BUF_MIN < max ? HEAD_BUF_MIN : max;
+		if (!head_mem_take(c->srv, cap, false))
+			return -ENOMEM;
+		c->rcap = cap;
 		c->rbuf = ol_xmalloc(c->rcap);
 		c->rheap = true;
 	}
@@ -175,10 +193,13 @@ buf_room(struct ol_http_conn *c)
 		c->rpos = 0;
 	}
 	if (c->rheap && c->rlen == c->rcap && c->rcap < max) {
-		c->rcap = c->rcap * 2 < max ? c->rcap * 2 : max;
+		size_t cap = c->rcap * 2 < max ? c->rcap * 2 : max;
+		if (!head_mem_take(c->srv, cap - c->rcap, false))
+			return -ENOMEM;
+		c->rcap = cap;
 		c->rbuf = ol_xrealloc(c->rbuf, c->rcap);
 	}
-	return c->rcap - c->rlen;
+	return (ssize_t)(c->rcap - c->rlen);
 }
 
 /* A read that never counts a timeout (waiting for a next request is no error). */
@@ -282,7 +303,8 @@ read_head(struct ol_http_conn *c)
 		}
 		if (!c->head_since_ms)
 			c->head_since_ms = ol_io_now_ms();
-		ssize_t n = raw_recv(c, c->rbuf + c->rlen, c->rcap - c->rlen, PARK_AFTER_MS);
+		/* only what is there now: a head that trickles in holds no worker */
+		ssize_t n = raw_recv(c, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
 		if (n == -ETIMEDOUT)
 			return 3;
 		if (n <= 0)
@@ -511,7 +533,7 @@ dispatch(struct ol_http_server *s, struct ol_http_conn *c)
 
 /* ---- pollers ---- */
 
-enum { STEP_MORE, STEP_READY, STEP_CLOSE };
+enum { STEP_MORE, STEP_READY, STEP_CLOSE, STEP_BUSY };
 
 /* The poller's part of a connection: TLS handshake steps, then non-blocking reads of the head
  * until it is complete (or bad: the worker answers). *events: what to wait for on MORE. */
@@ -535,10 +557,12 @@ head_step(struct ol_http_conn *c, uint32_t *events)
 		c->head_since_ms = 0; /* handshake done: idle until a head starts */
 	}
 	for (int i = 0; i < POLLER_READS; i++) {
-		size_t room = buf_room(c);
+		ssize_t room = buf_room(c);
+		if (room < 0)
+			return STEP_BUSY;
 		if (!room)
 			return STEP_READY;
-		ssize_t n = raw_recv(c, c->rbuf + c->rlen, room, 0);
+		ssize_t n = raw_recv(c, c->rbuf + c->rlen, (size_t)room, 0);
 		if (n == -ETIMEDOUT)
 			return STEP_MORE;
 		if (n <= 0)
@@ -586,6 +610,13 @@ poller_event(struct ol_http_poller *p, struct ol_http_conn *c)
 	int rc = list == PARK_LINGER ? linger_step(c) : head_step(c, &events);
 	if (rc == STEP_READY) {
 		dispatch(p->s, c);
+		return;
+	}
+	if (rc == STEP_BUSY) {
+		OL_HTTP_COUNT(p->s, head_mem_rejected, 1);
+		refuse_log(p->s, LOG_HEAD_MEM, c->peer,
+			   "request refused (503): request heads in progress use max_head_memory");
+		refuse_linger(c, true);
 		return;
 	}
 	if (rc == STEP_MORE) {
@@ -893,6 +924,8 @@ apply_defaults(struct ol_http_server_opts *o, const struct ol_http_server_opts *
 		o->max_conns_per_addr = o->max_conns < 4096 ? o->max_conns : 4096;
 	if (!o->max_inflight)
 		o->max_inflight = 2048;
+	if (!o->max_head_memory)
+		o->max_head_memory = 256ull << 20;
 	if (!o->max_inflight_per_addr)
 		o->max_inflight_per_addr = o->max_inflight / 2 ? o->max_inflight / 2 : 1;
 }

@@ -1400,7 +1400,8 @@ test_error_body(struct ol_http_error *e, void *arg)
 }
 
 static struct ol_http_server *
-start_limited(unsigned header_ms, unsigned conns_per_addr, unsigned inflight_per_addr)
+start_limited_mem(unsigned header_ms, unsigned conns_per_addr, unsigned inflight_per_addr,
+		  uint64_t head_mem)
 {
 	struct ol_http_server_opts o = {
 	    .size = sizeof(o),
@@ -1413,11 +1414,18 @@ start_limited(unsigned header_ms, unsigned conns_per_addr, unsigned inflight_per
 	    .max_conns_per_addr = conns_per_addr,
 	    .max_inflight_per_addr = inflight_per_addr,
 	    .error_body = test_error_body,
+	    .max_head_memory = head_mem,
 	};
 	struct ol_http_server *s = NULL;
 	int rc = ol_http_server_start(&o, &s);
 	OK(rc == 0, "limited server started (%d)", rc);
 	return s;
+}
+
+static struct ol_http_server *
+start_limited(unsigned header_ms, unsigned conns_per_addr, unsigned inflight_per_addr)
+{
+	return start_limited_mem(header_ms, conns_per_addr, inflight_per_addr, 0);
 }
 
 static bool
@@ -1432,6 +1440,57 @@ wait_stat(struct ol_http_server *s, size_t off, uint64_t want, int tmo_ms)
 		usleep(10 * 1000);
 	} while (ol_io_now_ms() < end);
 	return false;
+}
+
+/* Heads in progress share a memory budget: beyond it, a 503 instead of a bigger buffer. */
+static void
+test_head_memory(void)
+{
+	enum { N = 6 };
+	struct ol_http_server *s = start_limited_mem(600000, 0, 0, 8192); /* 4 x 2 KiB */
+	if (!s)
+		return;
+	unsigned port = ol_http_server_port(s), refused = 0, open_ = 0;
+	struct cli c[N];
+	for (int i = 0; i < N; i++) {
+		cli_open(&c[i], port);
+		cli_sends(&c[i], "GET /echo HTTP/1.1\r\nX-Slow: ");
+	}
+	wait_stat(s, offsetof(struct ol_http_stats, head_mem_rejected), 2, 30000);
+	for (int i = 0; i < N; i++) {
+		struct resp r;
+		int rc = cli_response(&c[i], &r, false, 64, 1000);
+		if (rc == 0 && r.status == 503 && !strcmp(r.body, "E4:503"))
+			refused++;
+		else if (rc == -ETIMEDOUT)
+			open_++;
+		resp_free(&r);
+	}
+	struct ol_http_stats st;
+	ol_http_server_stats(s, &st);
+	OK(refused == 2 && open_ == 4 && st.head_mem_rejected == 2,
+	   "head memory budget: %u refused with 503, %u wait (%llu counted)", refused, open_,
+	   (unsigned long long)st.head_mem_rejected);
+	for (int i = 0; i < N; i++)
+		close(c[i].fd);
+	/* the budget comes back when they go */
+	struct cli n;
+	struct resp r;
+	uint64_t end = ol_io_now_ms() + 30000;
+	int rc;
+	do {
+		cli_open(&n, port);
+		cli_sends(&n, "GET /echo?n=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+		rc = cli_response(&n, &r, false, 64, 30000);
+		close(n.fd);
+		if (rc == 0 && r.status == 200)
+			break;
+		resp_free(&r);
+		usleep(10000);
+	} while (ol_io_now_ms() < end);
+	OK(rc == 0 && r.status == 200, "served again once the heads are gone");
+	resp_free(&r);
+	ol_http_server_stop(s);
 }
 
 /* Half-sent heads wait in the pollers, not on workers; others are served meanwhile. */
@@ -1577,6 +1636,7 @@ main(int argc, char **argv)
 	test_peers();
 	test_half_sent_heads();
 	test_flood_limits();
+	test_head_memory();
 	printf("1..%d\n", n_test);
 	return n_fail ? 1 : 0;
 }
