@@ -567,6 +567,7 @@ static const struct {
     [OL_HTTP_ERR_BUSY] = {503, "Too many connections or requests; reduce your request rate."},
     [OL_HTTP_ERR_VERSION] = {505, "Only HTTP/1.0 and HTTP/1.1 are supported."},
     [OL_HTTP_ERR_NOT_IMPLEMENTED] = {501, "This Transfer-Encoding is not implemented."},
+    [OL_HTTP_ERR_TLS_REQUIRED] = {400, "This port speaks HTTPS only: use an https:// endpoint."},
 };
 
 size_t

@@ -92,6 +92,7 @@ enum ol_http_err {
 	OL_HTTP_ERR_BUSY,	      /* 503: over a connection or in-flight limit */
 	OL_HTTP_ERR_VERSION,	      /* 505: HTTP version other than 1.0 / 1.1 */
 	OL_HTTP_ERR_NOT_IMPLEMENTED,  /* 501: Transfer-Encoding other than chunked */
+	OL_HTTP_ERR_TLS_REQUIRED,     /* 400: plain HTTP on a TLS port (answered in plain text) */
 };
 
 /* One such error, handed to the owner's callback to format. The callback may change status

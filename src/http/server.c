@@ -30,7 +30,7 @@
 #define HEAD_BUF_MIN   2048  /* first head buffer of a connection the poller reads */
 #define POLLER_READS   4     /* reads per readiness event before others get their turn */
 
-enum { LOG_CONNS, LOG_PER_ADDR, LOG_INFLIGHT, LOG_TLS, LOG_HEAD_MEM, LOG_KINDS };
+enum { LOG_CONNS, LOG_PER_ADDR, LOG_INFLIGHT, LOG_TLS, LOG_HEAD_MEM, LOG_PLAIN };
 
 /* One warning a second per kind of refusal, with the count of those not logged. */
 static void
@@ -403,13 +403,13 @@ park(struct ol_http_conn *c, int list, uint32_t events, bool from_poller)
 	return rc;
 }
 
-/* Refuse with a 503 (one non-blocking write), then half-close and let the poller read what
- * the client still sends for a moment before it closes. */
+/* Refuse with an error (a 503; one non-blocking write), then half-close and let the poller read
+ * what the client still sends for a moment before it closes. */
 static void
-refuse_linger(struct ol_http_conn *c, bool from_poller)
+refuse_linger(struct ol_http_conn *c, enum ol_http_err kind, bool from_poller)
 {
 	if (!c->ssl || c->tls_up)
-		ol_http_send_error(c, OL_HTTP_ERR_BUSY, 0);
+		ol_http_send_error(c, kind, 0);
 	if (c->ssl && c->tls_up)
 		SSL_shutdown(c->ssl);
 	shutdown(c->fd, SHUT_WR);
@@ -496,7 +496,7 @@ dispatch(struct ol_http_server *s, struct ol_http_conn *c)
 		OL_HTTP_COUNT(s, inflight_rejected, 1);
 		refuse_log(s, LOG_INFLIGHT, c->peer,
 			   "request refused (503): too many requests in flight");
-		refuse_linger(c, true);
+		refuse_linger(c, OL_HTTP_ERR_BUSY, true);
 		return;
 	}
 	inflight_take(c);
@@ -533,7 +533,23 @@ dispatch(struct ol_http_server *s, struct ol_http_conn *c)
 
 /* ---- pollers ---- */
 
-enum { STEP_MORE, STEP_READY, STEP_CLOSE, STEP_BUSY };
+enum { STEP_MORE, STEP_READY, STEP_CLOSE, STEP_BUSY, STEP_PLAIN };
+
+/* Before a TLS handshake starts, a look at the first byte: a TLS client starts with a
+ * handshake record (0x16), plain HTTP with a method in capitals (STEP_PLAIN); a client that
+ * closes without a byte (a port probe) is no handshake failure (STEP_CLOSE). STEP_MORE: go on
+ * with the handshake. */
+static int
+tls_first_byte(struct ol_http_conn *c)
+{
+	char b;
+	if (!SSL_in_before(c->ssl))
+		return STEP_MORE;
+	ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n == 0)
+		return STEP_CLOSE;
+	return n == 1 && b >= 'A' && b <= 'Z' ? STEP_PLAIN : STEP_MORE;
+}
 
 /* The poller's part of a connection: TLS handshake steps, then non-blocking reads of the head
  * until it is complete (or bad: the worker answers). *events: what to wait for on MORE. */
@@ -543,6 +559,9 @@ head_step(struct ol_http_conn *c, uint32_t *events)
 	struct ol_http_server *s = c->srv;
 	*events = EPOLLIN;
 	if (c->ssl && !c->tls_up) {
+		int first = tls_first_byte(c);
+		if (first != STEP_MORE)
+			return first;
 		int rc = ol_http_tls_handshake(c->ssl);
 		if (rc < 0) {
 			OL_HTTP_COUNT(s, tls_handshake_failures, 1);
@@ -612,11 +631,19 @@ poller_event(struct ol_http_poller *p, struct ol_http_conn *c)
 		dispatch(p->s, c);
 		return;
 	}
+	if (rc == STEP_PLAIN) { /* answer in plain text that this port speaks TLS */
+		OL_HTTP_COUNT(p->s, tls_handshake_failures, 1);
+		refuse_log(p->s, LOG_PLAIN, c->peer, "plain HTTP on the TLS port: answered 400");
+		ol_http_tls_conn_free(c->ssl, false);
+		c->ssl = NULL;
+		refuse_linger(c, OL_HTTP_ERR_TLS_REQUIRED, true);
+		return;
+	}
 	if (rc == STEP_BUSY) {
 		OL_HTTP_COUNT(p->s, head_mem_rejected, 1);
 		refuse_log(p->s, LOG_HEAD_MEM, c->peer,
 			   "request refused (503): request heads in progress use max_head_memory");
-		refuse_linger(c, true);
+		refuse_linger(c, OL_HTTP_ERR_BUSY, true);
 		return;
 	}
 	if (rc == STEP_MORE) {
@@ -838,7 +865,7 @@ start_conn(struct ol_http_server *s, int fd, const struct sockaddr *sa, socklen_
 		if (s->tls) /* a 503 would cost a handshake */
 			conn_free(c);
 		else
-			refuse_linger(c, false);
+			refuse_linger(c, OL_HTTP_ERR_BUSY, false);
 		return;
 	}
 	int list = PARK_IDLE;

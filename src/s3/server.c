@@ -286,6 +286,7 @@ s3_http_error(struct ol_http_error *e, void *arg)
 	    [OL_HTTP_ERR_BUSY] = "SlowDown",
 	    [OL_HTTP_ERR_VERSION] = "HttpVersionNotSupported",
 	    [OL_HTTP_ERR_NOT_IMPLEMENTED] = "NotImplemented",
+	    [OL_HTTP_ERR_TLS_REQUIRED] = "BadRequest",
 	};
 	struct ol_s3_buf b = {0};
 	char reqid[24];
