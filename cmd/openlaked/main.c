@@ -7,6 +7,7 @@
 #include "store/store.h"
 #endif
 #ifdef OL_HAVE_S3
+#include "http/http.h"
 #include "s3/s3.h"
 #endif
 #ifdef OL_HAVE_KV
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -215,6 +217,49 @@ struct daemon {
 	int unused;
 };
 
+/* [s3_tls]: both files named and readable, else a message naming the file (the TLS module
+ * then checks what is inside them). */
+static int
+check_tls_files(const struct ol_config *cfg)
+{
+	const struct ol_config_tls *t = &cfg->s3_tls;
+	if ((!t->cert_path[0] && !t->key_path[0] && !t->client_ca[0]) ||
+	    strcmp(cfg->mode, "kv") == 0) /* no S3 port */
+		return 0;
+	if (!t->cert_path[0] || !t->key_path[0]) {
+		fprintf(stderr,
+			"openlaked: %s: [s3_tls] needs both cert_path and key_path (PEM files); "
+			"set both, or remove [s3_tls] to serve plain HTTP\n",
+			cfg->source);
+		return -EINVAL;
+	}
+	const char *files[][2] = {
+	    {"cert_path", t->cert_path}, {"key_path", t->key_path}, {"client_ca", t->client_ca}};
+	for (size_t i = 0; i < 3; i++) {
+		if (!files[i][1][0] || access(files[i][1], R_OK) == 0)
+			continue;
+		fprintf(stderr, "openlaked: %s: [s3_tls] %s %s: %s\n", cfg->source, files[i][0],
+			files[i][1], strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* Open-files soft limit up to the hard one: every idle S3 connection is a descriptor, and the
+ * HTTP server sizes its default connection cap from this limit. */
+static void
+raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rlim_t was = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		ol_warn("cannot raise the open-files limit from %llu to %llu: %s",
+			(unsigned long long)was, (unsigned long long)rl.rlim_max, strerror(errno));
+}
+
 static int
 start_storage(const struct ol_config *cfg, struct daemon *d)
 {
@@ -229,7 +274,8 @@ start_storage(const struct ol_config *cfg, struct daemon *d)
 		ol_err("cannot serve S3 on %s: %s", cfg->s3_addr, strerror(-rc));
 		return rc;
 	}
-	ol_info("S3 API on http://%s (region %s, access key %s%s)", cfg->s3_addr, cfg->region,
+	ol_info("S3 API on %s://%s (region %s, access key %s%s)",
+		cfg->s3_tls.cert_path[0] ? "https" : "http", cfg->s3_addr, cfg->region,
 		cfg->creds[0].access_key,
 		strcmp(cfg->creds[0].secret_key, "openlakeadmin") == 0
 		    ? ", secret key openlakeadmin: the embedded default, change it for "
@@ -297,14 +343,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "openlaked: %s: %s\n", cfg->source, err);
 		return 2;
 	}
-	if (cfg->s3_tls.cert_path[0] && strcmp(cfg->mode, "kv") != 0) {
-		fprintf(stderr,
-			"openlaked: %s: [s3_tls] is set, but this openlaked does not serve "
-			"HTTPS yet: terminate TLS in front of it (nginx, haproxy) and remove "
-			"[s3_tls], rather than serve plaintext you asked to be encrypted\n",
-			cfg->source);
+	if (check_tls_files(cfg))
 		return 2;
-	}
 	if (o.print_config) {
 		ol_config_print(cfg, STDOUT_FILENO, o.show_secrets);
 		return 0;
@@ -322,7 +362,9 @@ main(int argc, char **argv)
 	sigemptyset(&stop_set);
 	sigaddset(&stop_set, SIGINT);
 	sigaddset(&stop_set, SIGTERM);
+	sigaddset(&stop_set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+	raise_nofile();
 
 	if (prepare_dirs(cfg))
 		return 1;
@@ -335,7 +377,14 @@ main(int argc, char **argv)
 	}
 	ol_info("ready");
 	int sig = 0;
-	sigwait(&stop_set, &sig);
+	while (sigwait(&stop_set, &sig) == 0 && sig == SIGHUP) {
+#ifdef OL_HAVE_S3
+		ol_info("SIGHUP: reloading the TLS certificates");
+		ol_http_tls_reload_all();
+#else
+		ol_info("SIGHUP: nothing to reload");
+#endif
+	}
 	ol_info("signal %d: stopping", sig);
 	stop_all(&d);
 	ol_info("stopped");

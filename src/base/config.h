@@ -86,10 +86,14 @@ struct ol_config {
 	char console_addr[OL_CFG_STR]; /* metrics + console listener ("" = on s3_addr only) */
 	uint64_t max_object_size;      /* largest single PUT (5 GiB) */
 	unsigned http_idle_timeout_ms; /* keep-alive idle */
-	unsigned http_header_timeout_ms; /* request line + headers */
-	bool admin_status_auth;		 /* [admin] status_auth: status needs an admin signature */
-	bool admin_metrics_auth;	 /* [admin] metrics_auth: /metrics needs one */
-	bool admin_health_auth;		 /* [admin] health_auth: /openlake/health needs one */
+	bool admin_status_auth;	       /* [admin] status_auth: status needs an admin signature */
+	bool admin_metrics_auth;       /* [admin] metrics_auth: /metrics needs one */
+	bool admin_health_auth;	       /* [admin] health_auth: /openlake/health needs one */
+	unsigned http_header_timeout_ms;     /* request line + headers */
+	unsigned http_max_conns;	     /* 0 = from RLIMIT_NOFILE */
+	unsigned http_max_conns_per_addr;    /* 0 = min(4096, http_max_conns) */
+	unsigned http_max_inflight;	     /* 0 = 2048 */
+	unsigned http_max_inflight_per_addr; /* 0 = http_max_inflight / 2 */
 
 	/* set by the loader */
 	char source[OL_CFG_STR]; /* file name or "<embedded default>" */

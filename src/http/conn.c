@@ -89,7 +89,27 @@ flush_with(struct ol_http_conn *c, const struct iovec *extra, int n)
 	for (int i = 0; i < k; i++)
 		total += iov[i].iov_len;
 	OL_HTTP_COUNT(c->srv, bytes_out, total);
-	return sock_err(c, ol_io_writev_all(c->fd, iov, k, tmo_body(c)));
+	return sock_err(c, ol_http_conn_writev(c, iov, k, tmo_body(c)));
+}
+
+int
+ol_http_conn_writev(struct ol_http_conn *c, struct iovec *iov, int n, int timeout_ms)
+{
+	if (!c->ssl) {
+		if (timeout_ms == 0) { /* one non-blocking try */
+			struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+			ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+			return w < 0 ? -errno : 0;
+		}
+		return ol_io_writev_all(c->fd, iov, n, timeout_ms);
+	}
+	for (int i = 0; i < n; i++) {
+		int rc =
+		    ol_http_tls_write(c->ssl, c->fd, iov[i].iov_base, iov[i].iov_len, timeout_ms);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 int
@@ -102,7 +122,7 @@ static int
 wappend(struct ol_http_conn *c, const char *fmt, ...)
 {
 	va_list ap;
-	size_t room = sizeof(c->wbuf) - c->wlen;
+	size_t room = OL_HTTP_WBUF - c->wlen;
 	va_start(ap, fmt);
 	int n = vsnprintf(c->wbuf + c->wlen, room, fmt, ap);
 	va_end(ap);
@@ -118,14 +138,16 @@ static int
 send_continue(struct ol_http_conn *c)
 {
 	static const char msg[] = "HTTP/1.1 100 Continue\r\n\r\n";
+	struct iovec iov = {(void *)msg, sizeof(msg) - 1};
 	c->continue_sent = true;
-	return sock_err(c, ol_io_write_all(c->fd, msg, sizeof(msg) - 1, tmo_body(c)));
+	return sock_err(c, ol_http_conn_writev(c, &iov, 1, tmo_body(c)));
 }
 
 ssize_t
 ol_http_conn_recv(struct ol_http_conn *c, void *buf, size_t len, int timeout_ms)
 {
-	ssize_t n = ol_io_recv_timeo(c->fd, buf, len, timeout_ms, &c->cur_timeo);
+	ssize_t n = c->ssl ? ol_http_tls_read(c->ssl, c->fd, buf, len, timeout_ms)
+			   : ol_io_recv_timeo(c->fd, buf, len, timeout_ms, &c->cur_timeo);
 	if (n > 0)
 		OL_HTTP_COUNT(c->srv, bytes_in, (uint64_t)n);
 	else if (n == -ETIMEDOUT)
@@ -486,7 +508,7 @@ ol_http_write(struct ol_http_req *r, const void *buf, size_t len)
 	if (c->resp_chunked)
 		pl = (size_t)snprintf(pre, sizeof(pre), "%zx\r\n", len);
 	size_t sl = c->resp_chunked ? 2 : 0;
-	if (c->wlen + pl + len + sl <= sizeof(c->wbuf)) {
+	if (c->wlen + pl + len + sl <= OL_HTTP_WBUF) {
 		memcpy(c->wbuf + c->wlen, pre, pl);
 		memcpy(c->wbuf + c->wlen + pl, buf, len);
 		memcpy(c->wbuf + c->wlen + pl + len, "\r\n", sl);
@@ -534,23 +556,60 @@ ol_http_respond_simple(struct ol_http_req *r, int status, const char *content_ty
 	return rc ? rc : rc2;
 }
 
-int
-ol_http_send_error(struct ol_http_conn *c, int status)
+static const struct {
+	int status;
+	const char *message;
+} err_info[] = {
+    [OL_HTTP_ERR_BAD_REQUEST] = {400, "The request line or a header is malformed."},
+    [OL_HTTP_ERR_HEADER_TOO_LARGE] = {431, "The request header section is too large."},
+    [OL_HTTP_ERR_TIMEOUT] = {408, "The request head did not arrive within the timeout."},
+    [OL_HTTP_ERR_BODY_TOO_LARGE] = {413, "The request body is larger than allowed."},
+    [OL_HTTP_ERR_BUSY] = {503, "Too many connections or requests; reduce your request rate."},
+    [OL_HTTP_ERR_VERSION] = {505, "Only HTTP/1.0 and HTTP/1.1 are supported."},
+    [OL_HTTP_ERR_NOT_IMPLEMENTED] = {501, "This Transfer-Encoding is not implemented."},
+    [OL_HTTP_ERR_TLS_REQUIRED] = {400, "This port speaks HTTPS only: use an https:// endpoint."},
+};
+
+size_t
+ol_http_format_error(struct ol_http_server *s, enum ol_http_err kind, char *buf, size_t cap)
 {
-	char body[96];
-	int n = snprintf(body, sizeof(body), "%d %s\n", status, ol_http_reason(status));
-	struct ol_http_header h = {"Content-Type", "text/plain"};
-	c->req.priv = c;
-	if (!c->head.method)
-		c->head.method = "GET";
-	c->head.version_minor = 1;
+	char body[1024];
+	struct ol_http_error e = {.kind = kind,
+				  .status = err_info[kind].status,
+				  .message = err_info[kind].message,
+				  .body = body,
+				  .body_cap = sizeof(body)};
+	if (s->o.error_body)
+		s->o.error_body(&e, s->o.error_arg);
+	if (!s->o.error_body || e.body_len > sizeof(body) || e.status < 400 || e.status > 599) {
+		e.status = err_info[kind].status;
+		e.content_type = NULL;
+		int n = snprintf(body, sizeof(body), "%d %s\n", e.status, ol_http_reason(e.status));
+		e.body_len = (size_t)n;
+	}
+	int n = snprintf(buf, cap,
+			 "HTTP/1.1 %d %s\r\nDate: %s\r\nServer: OpenLake\r\nContent-Type: %s\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+			 e.status, ol_http_reason(e.status), date_now(),
+			 e.content_type ? e.content_type : "text/plain", e.body_len);
+	if (n < 0 || (size_t)n + e.body_len > cap)
+		return 0;
+	memcpy(buf + n, body, e.body_len);
+	return (size_t)n + e.body_len;
+}
+
+int
+ol_http_send_error(struct ol_http_conn *c, enum ol_http_err kind, int timeout_ms)
+{
+	char msg[2048];
+	size_t n = ol_http_format_error(c->srv, kind, msg, sizeof(msg));
 	c->close_after = true;
-	c->resp_started = c->resp_finished = false;
+	c->resp_started = c->resp_finished = true;
 	c->body_done = true;
 	OL_HTTP_COUNT(c->srv, bad_requests, 1);
-	int rc = ol_http_respond(&c->req, status, &h, 1, n);
-	if (!rc)
-		rc = ol_http_write(&c->req, body, (size_t)n);
-	c->resp_finished = true;
-	return rc ? rc : ol_http_conn_flush(c);
+	if (!n)
+		return -EMSGSIZE;
+	OL_HTTP_COUNT(c->srv, bytes_out, n);
+	struct iovec iov = {msg, n};
+	return ol_http_conn_writev(c, &iov, 1, timeout_ms);
 }

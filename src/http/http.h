@@ -9,8 +9,14 @@
  * Handlers are blocking (they call the store, which does disk I/O); they run on the worker.
  * Keep-alive, pipelining (requests served in order), chunked request
  * and response bodies, Expect: 100-continue, header / idle / body timeouts, bounded heads.
- * Bad requests get a plain 400/413/431/501/505 and the connection closes; the handler never
- * sees them. Layering: http/ knows nothing of S3. */
+ * Bad requests get a 400/408/413/431/501/505 and the connection closes; the handler never
+ * sees them; the owner formats their bodies through an error callback (text/plain without one).
+ *
+ * Flood safety: a connection holds no thread while it is idle, while its TLS handshake runs or
+ * while its request head is still arriving (the poller reads heads non-blocking and hands a
+ * worker only a complete head); connections and requests in flight are capped per client
+ * address and in total, with a 503 (or a close at accept for TLS) beyond, counted in stats.
+ * Layering: http/ knows nothing of S3. */
 #ifndef OL_HTTP_HTTP_H
 #define OL_HTTP_HTTP_H
 
@@ -77,6 +83,32 @@ const char *ol_http_reason(int status);
 
 typedef void (*ol_http_handler_fn)(struct ol_http_req *req, void *arg);
 
+/* Errors the server answers by itself, before or instead of the handler. */
+enum ol_http_err {
+	OL_HTTP_ERR_BAD_REQUEST,      /* 400: malformed request line or header */
+	OL_HTTP_ERR_HEADER_TOO_LARGE, /* 431: head over max_header_bytes or too many headers */
+	OL_HTTP_ERR_TIMEOUT,	      /* 408: head not complete within header_timeout_ms */
+	OL_HTTP_ERR_BODY_TOO_LARGE,   /* 413: Content-Length over max_body_bytes */
+	OL_HTTP_ERR_BUSY,	      /* 503: over a connection or in-flight limit */
+	OL_HTTP_ERR_VERSION,	      /* 505: HTTP version other than 1.0 / 1.1 */
+	OL_HTTP_ERR_NOT_IMPLEMENTED,  /* 501: Transfer-Encoding other than chunked */
+	OL_HTTP_ERR_TLS_REQUIRED,     /* 400: plain HTTP on a TLS port (answered in plain text) */
+};
+
+/* One such error, handed to the owner's callback to format. The callback may change status
+ * (e.g. 431 -> 400), sets content_type (a static string; NULL = text/plain) and writes at most
+ * body_cap bytes to body, setting body_len. It runs on any server thread, must not block, and
+ * must not call back into the server. */
+struct ol_http_error {
+	enum ol_http_err kind;
+	int status;		  /* in: what http/ would answer; out: what to answer */
+	const char *message;	  /* in: one English sentence saying what went wrong */
+	const char *content_type; /* out */
+	char *body;		  /* out: body_cap bytes */
+	size_t body_cap, body_len;
+};
+typedef void (*ol_http_error_fn)(struct ol_http_error *e, void *arg);
+
 struct ol_http_server_opts {
 	size_t size;	  /* sizeof(struct ol_http_server_opts) */
 	const char *addr; /* "127.0.0.1:9000", "0.0.0.0:9000", "[::1]:9000" */
@@ -89,7 +121,21 @@ struct ol_http_server_opts {
 	size_t max_header_bytes;    /* request line + headers; 0 = 64 KiB */
 	/* additions */
 	uint64_t max_body_bytes; /* larger Content-Length -> 413; 0 = unlimited */
-	unsigned max_conns;	 /* concurrent connections; beyond -> 503 + close; 0 = 4096 */
+	unsigned max_conns;	 /* concurrent connections; beyond -> 503 + close; 0 = from
+				  * RLIMIT_NOFILE (soft limit less 1024 for files, at least 64) */
+	/* additions: flood limits (0 = default) */
+	unsigned max_conns_per_addr;	/* per client IP address; 0 = min(4096, max_conns) */
+	unsigned max_inflight;		/* requests being served (worker threads); 0 = 2048;
+					 * as many more may wait, beyond -> 503 */
+	unsigned max_inflight_per_addr; /* per client IP address; 0 = max_inflight / 2 */
+	uint64_t max_head_memory;	/* heap buffers of heads in progress, all connections;
+					 * beyond -> 503; 0 = 256 MiB */
+	ol_http_error_fn error_body;	/* formats the server's own errors; NULL = text/plain */
+	void *error_arg;
+	/* TLS (OpenSSL): cert_path set = HTTPS only on this listener. PEM files; client_ca set =
+	 * a client certificate signed by it is required. Missing / bad files fail start with
+	 * -ENOENT / -EACCES / -EINVAL and an error log line naming the file. */
+	const char *tls_cert_path, *tls_key_path, *tls_client_ca;
 };
 
 struct ol_http_server;
@@ -102,13 +148,25 @@ unsigned ol_http_server_port(const struct ol_http_server *s);
  * call), waits for every worker, joins the acceptors and pollers, frees s. */
 void ol_http_server_stop(struct ol_http_server *s);
 
+/* Reload the TLS certificate, key and client CA of every running server from their files
+ * (SIGHUP): new connections get the new ones, open ones keep theirs. A server whose new files
+ * do not load keeps its old certificate and logs why. Any thread. Returns 0, or the -errno of
+ * the first failure. */
+int ol_http_tls_reload_all(void);
+
 /* Counters since start (relaxed atomics: each value is exact, the set is not a snapshot). */
 struct ol_http_stats {
-	uint64_t conns_open, conns_total, conns_rejected; /* rejected: over max_conns */
+	uint64_t conns_open, conns_total, conns_rejected; /* rejected: over a connection limit */
 	uint64_t requests;				  /* handed to the handler */
 	uint64_t bad_requests;				  /* answered 4xx/5xx by the server */
 	uint64_t timeouts;				  /* idle, header or body timeouts */
 	uint64_t bytes_in, bytes_out;			  /* on the sockets, heads included */
+	/* additions */
+	uint64_t rejected_per_addr;	 /* of conns_rejected: over max_conns_per_addr */
+	uint64_t inflight_rejected;	 /* requests refused: over max_inflight_per_addr */
+	uint64_t tls_handshake_failures; /* bad or plaintext clients on a TLS port */
+	uint64_t inflight;		 /* requests being served now (gauge) */
+	uint64_t head_mem_rejected;	 /* requests refused: over max_head_memory */
 };
 void ol_http_server_stats(const struct ol_http_server *s, struct ol_http_stats *out);
 

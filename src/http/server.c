@@ -5,6 +5,7 @@
 #include "base/log.h"
 
 #include <errno.h>
+#include <openssl/ssl.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,9 +22,55 @@
 /* ---- connection ---- */
 
 /* A worker waits this long on a quiet keep-alive connection before parking it in its poller
- * (a busy client's next request is usually here by then; an idle one then costs no thread). */
+ * (a busy client's next request is usually here by then; an idle one then costs no thread).
+ * The same holds for a head that stops arriving half-way: the poller gathers the rest. */
 #define PARK_AFTER_MS  20
 #define WORKER_IDLE_MS 10000 /* a worker without work this long leaves (above n_pollers) */
+#define LINGER_MS      1000  /* a refused connection: time to read what the client still sends */
+#define HEAD_BUF_MIN   2048  /* first head buffer of a connection the poller reads */
+#define POLLER_READS   4     /* reads per readiness event before others get their turn */
+
+enum { LOG_CONNS, LOG_PER_ADDR, LOG_INFLIGHT, LOG_TLS, LOG_HEAD_MEM, LOG_PLAIN };
+
+/* One warning a second per kind of refusal, with the count of those not logged. */
+static void
+refuse_log(struct ol_http_server *s, int k, const char *peer, const char *what)
+{
+	uint64_t now = ol_io_now_ms(), next = __atomic_load_n(&s->log_next_ms[k], __ATOMIC_RELAXED);
+	if (now < next || !__atomic_compare_exchange_n(&s->log_next_ms[k], &next, now + 1000, false,
+						       __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+		__atomic_fetch_add(&s->log_dropped[k], 1, __ATOMIC_RELAXED);
+		return;
+	}
+	uint64_t d = __atomic_exchange_n(&s->log_dropped[k], 0, __ATOMIC_RELAXED);
+	ol_warn("http %s: %s (%llu more like it not logged since the last such line)", peer, what,
+		(unsigned long long)d);
+}
+
+/* Requests in flight: taken while a request is served (from when a complete head goes to a
+ * worker until its response is done). Atomics, no lock: c->pe cannot go away while c counts a
+ * connection on it. */
+static void
+inflight_take(struct ol_http_conn *c)
+{
+	if (c->inflight)
+		return;
+	c->inflight = true;
+	__atomic_fetch_add(&c->srv->st.inflight, 1, __ATOMIC_RELAXED);
+	if (c->pe)
+		__atomic_fetch_add(&c->pe->inflight, 1, __ATOMIC_RELAXED);
+}
+
+static void
+inflight_put(struct ol_http_conn *c)
+{
+	if (!c->inflight)
+		return;
+	c->inflight = false;
+	__atomic_fetch_sub(&c->srv->st.inflight, 1, __ATOMIC_RELAXED);
+	if (c->pe)
+		__atomic_fetch_sub(&c->pe->inflight, 1, __ATOMIC_RELAXED);
+}
 
 static void
 conn_unlink_close(struct ol_http_conn *c)
@@ -35,6 +83,11 @@ conn_unlink_close(struct ol_http_conn *c)
 		s->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	inflight_put(c);
+	if (c->pe) {
+		c->pe->conns--;
+		ol_http_peers_put(&s->peers, c->pe);
+	}
 	close(c->fd); /* under the lock: stop() never shuts down a reused fd */
 	s->n_conns--;
 	__atomic_fetch_sub(&s->st.conns_open, 1, __ATOMIC_RELAXED);
@@ -42,14 +95,126 @@ conn_unlink_close(struct ol_http_conn *c)
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* Heap head buffers of all connections count against max_head_memory. */
+static bool
+head_mem_take(struct ol_http_server *s, size_t n, bool force)
+{
+	uint64_t now = __atomic_add_fetch(&s->head_mem, n, __ATOMIC_RELAXED);
+	if (force || now <= s->o.max_head_memory)
+		return true;
+	__atomic_fetch_sub(&s->head_mem, n, __ATOMIC_RELAXED);
+	return false;
+}
+
+static void
+buf_release(struct ol_http_conn *c)
+{
+	if (c->rbuf && c->rheap)
+		__atomic_fetch_sub(&c->srv->head_mem, c->rcap, __ATOMIC_RELAXED);
+	if (c->rbuf && c->rheap)
+		free(c->rbuf);
+	else if (c->rbuf)
+		ol_bufpool_put(c->srv->pool, c->rbuf);
+	c->rbuf = c->wbuf = NULL;
+	c->rheap = false;
+	c->rcap = c->rpos = c->rlen = 0;
+}
+
 static void
 conn_free(struct ol_http_conn *c)
 {
 	ol_http_head_fini(&c->head);
-	if (c->rbuf)
-		ol_bufpool_put(c->srv->pool, c->rbuf);
+	buf_release(c);
+	ol_http_tls_conn_free(c->ssl, c->tls_up && !c->io_err);
+	c->ssl = NULL;
 	conn_unlink_close(c);
 	free(c);
+}
+
+/* A worker's buffers: a pool buffer (read part + wbuf), keeping unread bytes. */
+static void
+buf_for_worker(struct ol_http_conn *c)
+{
+	struct ol_http_server *s = c->srv;
+	if (c->rbuf && !c->rheap)
+		return;
+	char *b = ol_bufpool_get(s->pool);
+	size_t pend = c->rlen - c->rpos;
+	if (pend)
+		memcpy(b, c->rbuf + c->rpos, pend);
+	buf_release(c);
+	c->rbuf = b;
+	c->rcap = ol_bufpool_buf_size(s->pool) - OL_HTTP_WBUF;
+	c->wbuf = b + c->rcap;
+	c->rlen = pend;
+}
+
+/* A parked connection's buffers: none when idle, a heap copy of a partial head else. */
+static void
+buf_for_park(struct ol_http_conn *c)
+{
+	size_t pend = c->rlen - c->rpos;
+	if (!pend) {
+		buf_release(c);
+		ol_http_head_fini(&c->head); /* idle: no parser memory either */
+		ol_http_head_init(&c->head);
+		return;
+	}
+	if (c->rheap)
+		return;
+	size_t cap = pend < HEAD_BUF_MIN ? HEAD_BUF_MIN : pend;
+	char *h = ol_xmalloc(cap);
+	head_mem_take(c->srv, cap, true);
+	memcpy(h, c->rbuf + c->rpos, pend);
+	buf_release(c);
+	c->rbuf = h;
+	c->rheap = true;
+	c->rcap = cap;
+	c->rlen = pend;
+}
+
+/* Room to read more of a head in the poller: the heap buffer grows up to the head cap.
+ * -ENOMEM when that would pass max_head_memory. */
+static ssize_t
+buf_room(struct ol_http_conn *c)
+{
+	size_t max = c->srv->o.max_header_bytes;
+	if (!c->rbuf) {
+		size_t cap = HEAD_BUF_MIN < max ? HEAD_BUF_MIN : max;
+		if (!head_mem_take(c->srv, cap, false))
+			return -ENOMEM;
+		c->rcap = cap;
+		c->rbuf = ol_xmalloc(c->rcap);
+		c->rheap = true;
+	}
+	if (c->rpos) {
+		memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+		c->rlen -= c->rpos;
+		c->rpos = 0;
+	}
+	if (c->rheap && c->rlen == c->rcap && c->rcap < max) {
+		size_t cap = c->rcap * 2 < max ? c->rcap * 2 : max;
+		if (!head_mem_take(c->srv, cap - c->rcap, false))
+			return -ENOMEM;
+		c->rcap = cap;
+		c->rbuf = ol_xrealloc(c->rbuf, c->rcap);
+	}
+	return (ssize_t)(c->rcap - c->rlen);
+}
+
+/* A read that never counts a timeout (waiting for a next request is no error). */
+static ssize_t
+raw_recv(struct ol_http_conn *c, void *buf, size_t len, int timeout_ms)
+{
+	if (c->ssl)
+		return ol_http_tls_read(c->ssl, c->fd, buf, len, timeout_ms);
+	if (timeout_ms == 0) {
+		ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
+		return n;
+	}
+	return ol_io_recv_timeo(c->fd, buf, len, timeout_ms, &c->cur_timeo);
 }
 
 /* Close politely: half-close, then swallow what the client still sends for a moment, so the
@@ -59,12 +224,14 @@ linger_close(struct ol_http_conn *c)
 {
 	uint64_t end = ol_io_now_ms() + 500;
 	size_t total = 0;
+	if (c->ssl && c->tls_up)
+		SSL_shutdown(c->ssl);
 	shutdown(c->fd, SHUT_WR);
 	while (total < (1u << 20)) {
 		uint64_t now = ol_io_now_ms();
 		if (now >= end)
 			break;
-		ssize_t n = ol_http_conn_recv(c, c->rbuf, c->rcap, (int)(end - now));
+		ssize_t n = raw_recv(c, c->rbuf, c->rcap, (int)(end - now));
 		if (n <= 0)
 			break;
 		total += (size_t)n;
@@ -76,34 +243,52 @@ linger_close(struct ol_http_conn *c)
 static int
 wait_next(struct ol_http_conn *c)
 {
-	ssize_t n = ol_io_recv_timeo(c->fd, c->rbuf, c->rcap, PARK_AFTER_MS, &c->cur_timeo);
+	ssize_t n = raw_recv(c, c->rbuf, c->rcap, PARK_AFTER_MS);
 	if (n == -ETIMEDOUT)
 		return 2;
 	if (n <= 0)
 		return 1;
 	OL_HTTP_COUNT(c->srv, bytes_in, (uint64_t)n);
 	c->rlen = (size_t)n;
+	c->head_since_ms = ol_io_now_ms();
 	return 0;
 }
 
+static enum ol_http_err
+err_kind(int status)
+{
+	switch (status) {
+	case 431:
+		return OL_HTTP_ERR_HEADER_TOO_LARGE;
+	case 501:
+		return OL_HTTP_ERR_NOT_IMPLEMENTED;
+	case 505:
+		return OL_HTTP_ERR_VERSION;
+	default:
+		return OL_HTTP_ERR_BAD_REQUEST;
+	}
+}
+
 /* Read until a full head is parsed into c->head. 0 ok; 1 close quietly; -1 error sent;
- * 2 nothing came yet: park the connection. */
+ * 2 nothing came yet: park the connection as idle; 3 part of a head came and the rest is
+ * slow: park it, the poller gathers the rest (no worker waits on a slow head). */
 static int
 read_head(struct ol_http_conn *c)
 {
 	struct ol_http_server *s = c->srv;
-	uint64_t deadline = 0;
 	for (;;) {
 		int rc = ol_http_parse_request(c->rbuf + c->rpos, c->rlen - c->rpos,
 					       s->o.max_header_bytes, &c->head);
 		if (rc > 0) {
 			c->rpos += (size_t)rc;
+			c->head_since_ms = 0;
 			return 0;
 		}
 		if (rc < 0) {
 			ol_debug("http %s: bad request head (%d), answering %d", c->peer, rc,
 				 c->head.err_status);
-			ol_http_send_error(c, c->head.err_status ? c->head.err_status : 400);
+			ol_http_send_error(c, err_kind(c->head.err_status),
+					   (int)s->o.body_timeout_ms);
 			return -1;
 		}
 		if (c->rpos) {
@@ -114,20 +299,17 @@ read_head(struct ol_http_conn *c)
 		if (!c->rlen) {
 			if ((rc = wait_next(c)))
 				return rc;
-			deadline = ol_io_now_ms() + s->o.header_timeout_ms;
 			continue;
 		}
-		uint64_t now = ol_io_now_ms();
-		if (!deadline)
-			deadline = now + s->o.header_timeout_ms;
-		int tmo = now >= deadline ? 0 : (int)(deadline - now);
-		ssize_t n = ol_http_conn_recv(c, c->rbuf + c->rlen, c->rcap - c->rlen, tmo);
-		if (n == -ETIMEDOUT) {
-			ol_http_send_error(c, 408);
-			return -1;
-		}
+		if (!c->head_since_ms)
+			c->head_since_ms = ol_io_now_ms();
+		/* only what is there now: a head that trickles in holds no worker */
+		ssize_t n = raw_recv(c, c->rbuf + c->rlen, c->rcap - c->rlen, 0);
+		if (n == -ETIMEDOUT)
+			return 3;
 		if (n <= 0)
 			return 1;
+		OL_HTTP_COUNT(s, bytes_in, (uint64_t)n);
 		c->rlen += (size_t)n;
 	}
 }
@@ -140,7 +322,7 @@ serve_one(struct ol_http_conn *c)
 	ol_http_conn_begin(c);
 	if (s->o.max_body_bytes && c->head.content_length > 0 &&
 	    (uint64_t)c->head.content_length > s->o.max_body_bytes) {
-		ol_http_send_error(c, 413);
+		ol_http_send_error(c, OL_HTTP_ERR_BODY_TOO_LARGE, (int)s->o.body_timeout_ms);
 		return false;
 	}
 	OL_HTTP_COUNT(s, requests, 1);
@@ -154,39 +336,55 @@ serve_one(struct ol_http_conn *c)
 static void
 park_remove(struct ol_http_poller *p, struct ol_http_conn *c)
 {
+	struct ol_http_plist *l = &p->lists[c->plist];
 	if (c->park_prev)
 		c->park_prev->park_next = c->park_next;
 	else
-		p->idle_head = c->park_next;
+		l->head = c->park_next;
 	if (c->park_next)
 		c->park_next->park_prev = c->park_prev;
 	else
-		p->idle_tail = c->park_prev;
+		l->tail = c->park_prev;
 	c->park_prev = c->park_next = NULL;
 	c->parked = false;
+	c->plist = PARK_NONE;
 }
 
-/* Hand an idle connection to its poller. 0, or -errno (the caller closes it). The FIFO entry
- * and the epoll arming happen under p->mu, so the poller can neither see the event nor expire
- * the connection before both are done. */
+/* When a parked connection's time is up. */
+static uint64_t
+park_due(const struct ol_http_server *s, const struct ol_http_conn *c)
+{
+	switch (c->plist) {
+	case PARK_HEAD:
+		return c->head_since_ms + s->o.header_timeout_ms;
+	case PARK_LINGER:
+		return c->idle_since_ms + LINGER_MS;
+	default:
+		return c->idle_since_ms + s->o.idle_timeout_ms;
+	}
+}
+
+/* Hand a connection no thread serves to its poller, on list (PARK_*), waiting for events
+ * (EPOLLIN or EPOLLOUT). 0, or -errno (the caller closes it). The list entry and the epoll
+ * arming happen under p->mu, so the poller can neither see the event nor expire the
+ * connection before both are done. */
 static int
-park(struct ol_http_conn *c)
+park(struct ol_http_conn *c, int list, uint32_t events, bool from_poller)
 {
 	struct ol_http_poller *p = c->poller;
-	if (c->rbuf) /* empty now: idle connections hold no buffer */
-		ol_bufpool_put(c->srv->pool, c->rbuf);
-	c->rbuf = NULL;
+	struct ol_http_plist *l = &p->lists[list];
 	pthread_mutex_lock(&p->mu);
-	bool was_empty = !p->idle_head;
+	bool was_empty = !l->head;
 	c->parked = true;
-	c->park_prev = p->idle_tail;
+	c->plist = list;
+	c->park_prev = l->tail;
 	c->park_next = NULL;
-	if (p->idle_tail)
-		p->idle_tail->park_next = c;
+	if (l->tail)
+		l->tail->park_next = c;
 	else
-		p->idle_head = c;
-	p->idle_tail = c;
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT, .data.ptr = c};
+		l->head = c;
+	l->tail = c;
+	struct epoll_event ev = {.events = events | EPOLLRDHUP | EPOLLONESHOT, .data.ptr = c};
 	int rc = epoll_ctl(p->epfd, c->in_epoll ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &ev)
 		     ? -errno
 		     : 0;
@@ -195,38 +393,55 @@ park(struct ol_http_conn *c)
 	else
 		c->in_epoll = true;
 	pthread_mutex_unlock(&p->mu);
-	if (!rc && was_empty) { /* its deadline is the poller's next one: recompute the wait */
+	if (!rc && was_empty && !from_poller) { /* maybe its next deadline: recompute the wait */
 		uint64_t one = 1;
 		if (write(p->wakefd, &one, sizeof(one)) < 0)
 			ol_warn("http: poller wake: %s", strerror(errno));
 	}
-	if (rc) {
-		c->rbuf = ol_bufpool_get(c->srv->pool);
+	if (rc)
 		ol_warn("http %s: cannot park the connection: %s", c->peer, strerror(-rc));
-	}
 	return rc;
+}
+
+/* Refuse with an error (a 503; one non-blocking write), then half-close and let the poller read
+ * what the client still sends for a moment before it closes. */
+static void
+refuse_linger(struct ol_http_conn *c, enum ol_http_err kind, bool from_poller)
+{
+	if (!c->ssl || c->tls_up)
+		ol_http_send_error(c, kind, 0);
+	if (c->ssl && c->tls_up)
+		SSL_shutdown(c->ssl);
+	shutdown(c->fd, SHUT_WR);
+	c->idle_since_ms = ol_io_now_ms();
+	buf_release(c);
+	if (park(c, PARK_LINGER, EPOLLIN, from_poller))
+		conn_free(c);
 }
 
 static void
 conn_run(struct ol_http_conn *c)
 {
-	if (!c->rbuf)
-		c->rbuf = ol_bufpool_get(c->srv->pool);
+	buf_for_worker(c);
 	int rc;
 	while ((rc = read_head(c)) == 0) {
-		if (!serve_one(c)) {
+		inflight_take(c); /* the first one was taken by dispatch() */
+		bool keep = serve_one(c);
+		inflight_put(c);
+		if (!keep) {
 			rc = -1;
 			break;
 		}
 		c->idle_since_ms = ol_io_now_ms();
 	}
-	if (rc == 2) {
-		if (park(c) == 0)
-			return;
-		rc = 1;
-	}
 	if (rc < 0 && !c->io_err)
 		linger_close(c);
+	inflight_put(c);
+	if (rc == 2 || rc == 3) {
+		buf_for_park(c);
+		if (park(c, rc == 2 ? PARK_IDLE : PARK_HEAD, EPOLLIN, false) == 0)
+			return;
+	}
 	conn_free(c);
 }
 
@@ -266,11 +481,25 @@ worker_main(void *arg)
 	return NULL;
 }
 
-/* Queue a connection with bytes (or EOF) to read; wake or make a worker for it. */
+/* Queue a connection with a complete head (or a bad one, or EOF) for a worker; wake or make
+ * one. Over its address's in-flight cap, or with max_inflight served and as many queued, it
+ * is refused with a 503 instead. */
 static void
 dispatch(struct ol_http_server *s, struct ol_http_conn *c)
 {
 	pthread_mutex_lock(&s->mu);
+	bool refuse = (c->pe && __atomic_load_n(&c->pe->inflight, __ATOMIC_RELAXED) >=
+				    s->o.max_inflight_per_addr) ||
+		      __atomic_load_n(&s->st.inflight, __ATOMIC_RELAXED) >= 2 * s->o.max_inflight;
+	if (refuse) {
+		pthread_mutex_unlock(&s->mu);
+		OL_HTTP_COUNT(s, inflight_rejected, 1);
+		refuse_log(s, LOG_INFLIGHT, c->peer,
+			   "request refused (503): too many requests in flight");
+		refuse_linger(c, OL_HTTP_ERR_BUSY, true);
+		return;
+	}
+	inflight_take(c);
 	c->run_next = NULL;
 	if (s->runq_tail)
 		s->runq_tail->run_next = c;
@@ -304,6 +533,177 @@ dispatch(struct ol_http_server *s, struct ol_http_conn *c)
 
 /* ---- pollers ---- */
 
+enum { STEP_MORE, STEP_READY, STEP_CLOSE, STEP_BUSY, STEP_PLAIN };
+
+/* Before a TLS handshake starts, a look at the first byte: a TLS client starts with a
+ * handshake record (0x16), plain HTTP with a method in capitals (STEP_PLAIN); a client that
+ * closes without a byte (a port probe) is no handshake failure (STEP_CLOSE). STEP_MORE: go on
+ * with the handshake. */
+static int
+tls_first_byte(struct ol_http_conn *c)
+{
+	char b;
+	if (!SSL_in_before(c->ssl))
+		return STEP_MORE;
+	ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n == 0)
+		return STEP_CLOSE;
+	return n == 1 && b >= 'A' && b <= 'Z' ? STEP_PLAIN : STEP_MORE;
+}
+
+/* The poller's part of a connection: TLS handshake steps, then non-blocking reads of the head
+ * until it is complete (or bad: the worker answers). *events: what to wait for on MORE. */
+static int
+head_step(struct ol_http_conn *c, uint32_t *events)
+{
+	struct ol_http_server *s = c->srv;
+	*events = EPOLLIN;
+	if (c->ssl && !c->tls_up) {
+		int first = tls_first_byte(c);
+		if (first != STEP_MORE)
+			return first;
+		int rc = ol_http_tls_handshake(c->ssl);
+		if (rc < 0) {
+			OL_HTTP_COUNT(s, tls_handshake_failures, 1);
+			refuse_log(s, LOG_TLS, c->peer, "TLS handshake failed");
+			return STEP_CLOSE;
+		}
+		if (rc > 0) {
+			*events = rc == POLLOUT ? EPOLLOUT : EPOLLIN;
+			return STEP_MORE;
+		}
+		c->tls_up = true;
+		c->head_since_ms = 0; /* handshake done: idle until a head starts */
+	}
+	for (int i = 0; i < POLLER_READS; i++) {
+		ssize_t room = buf_room(c);
+		if (room < 0)
+			return STEP_BUSY;
+		if (!room)
+			return STEP_READY;
+		ssize_t n = raw_recv(c, c->rbuf + c->rlen, (size_t)room, 0);
+		if (n == -ETIMEDOUT)
+			return STEP_MORE;
+		if (n <= 0)
+			return STEP_CLOSE;
+		OL_HTTP_COUNT(s, bytes_in, (uint64_t)n);
+		if (!c->head_since_ms)
+			c->head_since_ms = ol_io_now_ms();
+		c->rlen += (size_t)n;
+		if (ol_http_parse_request(c->rbuf, c->rlen, s->o.max_header_bytes, &c->head))
+			return STEP_READY;
+	}
+	return STEP_MORE;
+}
+
+/* Bytes a refused connection still sends: read and dropped until EOF. */
+static int
+linger_step(struct ol_http_conn *c)
+{
+	char tmp[4096];
+	for (int i = 0; i < POLLER_READS; i++) {
+		ssize_t n = c->ssl ? ol_http_tls_read(c->ssl, c->fd, tmp, sizeof(tmp), 0)
+				   : recv(c->fd, tmp, sizeof(tmp), MSG_DONTWAIT);
+		if (!c->ssl && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return STEP_MORE;
+		if (n == -ETIMEDOUT)
+			return STEP_MORE;
+		if (n <= 0)
+			return STEP_CLOSE;
+	}
+	return STEP_MORE;
+}
+
+static void
+poller_event(struct ol_http_poller *p, struct ol_http_conn *c)
+{
+	pthread_mutex_lock(&p->mu);
+	bool mine = c->parked;
+	int list = c->plist;
+	if (mine)
+		park_remove(p, c);
+	pthread_mutex_unlock(&p->mu);
+	if (!mine)
+		return;
+	uint32_t events = EPOLLIN;
+	int rc = list == PARK_LINGER ? linger_step(c) : head_step(c, &events);
+	if (rc == STEP_READY) {
+		dispatch(p->s, c);
+		return;
+	}
+	if (rc == STEP_PLAIN) { /* answer in plain text that this port speaks TLS */
+		OL_HTTP_COUNT(p->s, tls_handshake_failures, 1);
+		refuse_log(p->s, LOG_PLAIN, c->peer, "plain HTTP on the TLS port: answered 400");
+		ol_http_tls_conn_free(c->ssl, false);
+		c->ssl = NULL;
+		refuse_linger(c, OL_HTTP_ERR_TLS_REQUIRED, true);
+		return;
+	}
+	if (rc == STEP_BUSY) {
+		OL_HTTP_COUNT(p->s, head_mem_rejected, 1);
+		refuse_log(p->s, LOG_HEAD_MEM, c->peer,
+			   "request refused (503): request heads in progress use max_head_memory");
+		refuse_linger(c, OL_HTTP_ERR_BUSY, true);
+		return;
+	}
+	if (rc == STEP_MORE) {
+		if (list != PARK_LINGER)
+			list = c->head_since_ms ? PARK_HEAD : PARK_IDLE;
+		if (park(c, list, events, true) == 0)
+			return;
+	}
+	conn_free(c);
+}
+
+/* Close the connections whose time is up: idle ones quietly, a head that did not finish in
+ * time with a 408 (one non-blocking write), a refused one after its linger. */
+static void
+poller_expire(struct ol_http_poller *p)
+{
+	struct ol_http_server *s = p->s;
+	struct ol_http_conn *dead = NULL;
+	uint64_t now = ol_io_now_ms();
+	pthread_mutex_lock(&p->mu);
+	for (int l = PARK_IDLE; l <= PARK_LINGER; l++) {
+		while (p->lists[l].head && now >= park_due(s, p->lists[l].head)) {
+			struct ol_http_conn *c = p->lists[l].head;
+			park_remove(p, c);
+			c->plist = l; /* for below */
+			epoll_ctl(p->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+			c->run_next = dead;
+			dead = c;
+		}
+	}
+	pthread_mutex_unlock(&p->mu);
+	while (dead) {
+		struct ol_http_conn *c = dead;
+		dead = c->run_next;
+		if (c->plist != PARK_LINGER)
+			OL_HTTP_COUNT(s, timeouts, 1);
+		if (c->plist == PARK_HEAD && c->rlen && (!c->ssl || c->tls_up))
+			ol_http_send_error(c, OL_HTTP_ERR_TIMEOUT, 0);
+		conn_free(c);
+	}
+}
+
+static int
+poller_wait_ms(struct ol_http_poller *p)
+{
+	int tmo = -1;
+	uint64_t now = ol_io_now_ms();
+	pthread_mutex_lock(&p->mu);
+	for (int l = PARK_IDLE; l <= PARK_LINGER; l++) {
+		if (!p->lists[l].head)
+			continue;
+		uint64_t due = park_due(p->s, p->lists[l].head);
+		int t = due > now ? (int)(due - now) : 0;
+		if (tmo < 0 || t < tmo)
+			tmo = t;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return tmo;
+}
+
 static void *
 poller_main(void *arg)
 {
@@ -311,15 +711,7 @@ poller_main(void *arg)
 	struct ol_http_server *s = p->s;
 	struct epoll_event ev[64];
 	for (;;) {
-		int tmo = -1;
-		pthread_mutex_lock(&p->mu);
-		if (p->idle_head) {
-			uint64_t now = ol_io_now_ms(),
-				 due = p->idle_head->idle_since_ms + s->o.idle_timeout_ms;
-			tmo = due > now ? (int)(due - now) : 0;
-		}
-		pthread_mutex_unlock(&p->mu);
-		int n = epoll_wait(p->epfd, ev, 64, tmo);
+		int n = epoll_wait(p->epfd, ev, 64, poller_wait_ms(p));
 		if (n < 0 && errno != EINTR) {
 			ol_warn("http: epoll_wait: %s", strerror(errno));
 			n = 0;
@@ -332,34 +724,11 @@ poller_main(void *arg)
 					ol_warn("http: poller wake: %s", strerror(errno));
 				continue;
 			}
-			pthread_mutex_lock(&p->mu);
-			bool mine = c->parked;
-			if (mine)
-				park_remove(p, c);
-			pthread_mutex_unlock(&p->mu);
-			if (mine)
-				dispatch(s, c);
+			poller_event(p, c);
 		}
 		if (__atomic_load_n(&s->pollers_stop, __ATOMIC_ACQUIRE))
 			break;
-		/* expired idle connections: closed here, no thread needed */
-		struct ol_http_conn *dead = NULL;
-		uint64_t now = ol_io_now_ms();
-		pthread_mutex_lock(&p->mu);
-		while (p->idle_head && now >= p->idle_head->idle_since_ms + s->o.idle_timeout_ms) {
-			struct ol_http_conn *c = p->idle_head;
-			park_remove(p, c);
-			epoll_ctl(p->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-			c->run_next = dead;
-			dead = c;
-		}
-		pthread_mutex_unlock(&p->mu);
-		while (dead) {
-			struct ol_http_conn *c = dead;
-			dead = c->run_next;
-			OL_HTTP_COUNT(s, timeouts, 1);
-			conn_free(c);
-		}
+		poller_expire(p);
 	}
 	return NULL;
 }
@@ -417,18 +786,19 @@ stop_pollers(struct ol_http_server *s)
 
 /* ---- acceptors ---- */
 
+/* Over the total cap: a 503 if the socket takes it at once (plaintext), then close. */
 static void
-reject_busy(int fd)
+reject_now(struct ol_http_server *s, int fd)
 {
-	static const char msg[] = "HTTP/1.1 503 Service Unavailable\r\nServer: OpenLake\r\n"
-				  "Content-Length: 0\r\nConnection: close\r\n\r\n";
-	ssize_t n = send(fd, msg, sizeof(msg) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-	(void)n;
+	char msg[2048];
+	size_t n = s->tls ? 0 : ol_http_format_error(s, OL_HTTP_ERR_BUSY, msg, sizeof(msg));
+	if (n && send(fd, msg, n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		ol_debug("http: 503 at accept: %s", strerror(errno));
 	close(fd);
 }
 
-static void
-start_conn(struct ol_http_server *s, int fd, const struct sockaddr *sa, socklen_t sl)
+static struct ol_http_conn *
+conn_new(struct ol_http_server *s, int fd, const struct sockaddr *sa, socklen_t sl)
 {
 	struct ol_http_conn *c = ol_xcalloc(1, sizeof(*c));
 	c->srv = s;
@@ -436,10 +806,32 @@ start_conn(struct ol_http_server *s, int fd, const struct sockaddr *sa, socklen_
 	c->cur_timeo = -2;
 	c->idle_since_ms = ol_io_now_ms();
 	ol_io_addr_str(sa, sl, c->peer, sizeof(c->peer));
-	c->rcap = ol_bufpool_buf_size(s->pool);
 	ol_http_head_init(&c->head);
 	ol_io_set_nodelay(fd);
+	return c;
+}
+
+/* Count a new connection against the limits; link it. 0 ok, 1 over the total cap, 2 over its
+ * address's cap (then it is linked without an address, to be refused). */
+static int
+conn_admit(struct ol_http_server *s, struct ol_http_conn *c, const struct sockaddr *sa)
+{
+	uint8_t key[16];
+	int rc = 0;
+	ol_http_peer_key(sa, key);
 	pthread_mutex_lock(&s->mu);
+	if (s->n_conns >= s->o.max_conns) {
+		pthread_mutex_unlock(&s->mu);
+		return 1;
+	}
+	struct ol_http_peer *pe = ol_http_peers_get(&s->peers, key);
+	if (pe->conns >= s->o.max_conns_per_addr) {
+		ol_http_peers_put(&s->peers, pe);
+		rc = 2;
+	} else {
+		pe->conns++;
+		c->pe = pe;
+	}
 	c->poller = &s->pollers[s->next_poller++ % s->n_pollers];
 	c->next = s->conns;
 	if (s->conns)
@@ -449,8 +841,48 @@ start_conn(struct ol_http_server *s, int fd, const struct sockaddr *sa, socklen_
 	OL_HTTP_COUNT(s, conns_open, 1);
 	OL_HTTP_COUNT(s, conns_total, 1);
 	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+static void
+start_conn(struct ol_http_server *s, int fd, const struct sockaddr *sa, socklen_t sl)
+{
+	struct ol_http_conn *c = conn_new(s, fd, sa, sl);
+	int rc = conn_admit(s, c, sa);
+	if (rc == 1) {
+		OL_HTTP_COUNT(s, conns_rejected, 1);
+		refuse_log(s, LOG_CONNS, c->peer, "connection refused: max_conns reached");
+		reject_now(s, fd);
+		ol_http_head_fini(&c->head);
+		free(c);
+		return;
+	}
+	if (rc == 2) {
+		OL_HTTP_COUNT(s, conns_rejected, 1);
+		OL_HTTP_COUNT(s, rejected_per_addr, 1);
+		refuse_log(s, LOG_PER_ADDR, c->peer,
+			   "connection refused: too many connections from this address");
+		if (s->tls) /* a 503 would cost a handshake */
+			conn_free(c);
+		else
+			refuse_linger(c, OL_HTTP_ERR_BUSY, false);
+		return;
+	}
+	int list = PARK_IDLE;
+	if (s->tls) {
+		int fl = fcntl(fd, F_GETFL);
+		c->ssl = fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0
+			     ? NULL
+			     : ol_http_tls_conn_new(s->tls, fd);
+		if (!c->ssl) {
+			conn_free(c);
+			return;
+		}
+		c->head_since_ms = ol_io_now_ms(); /* the handshake has the header timeout */
+		list = PARK_HEAD;
+	}
 	/* to the poller until its first bytes come: a burst of connections costs no threads */
-	if (park(c))
+	if (park(c, list, EPOLLIN, false))
 		conn_free(c);
 }
 
@@ -479,19 +911,12 @@ acceptor_main(void *arg)
 		int fd = accept4(a.lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE || errno == ENOMEM) {
-				ol_warn("http: accept: %s", strerror(errno));
+				refuse_log(s, LOG_CONNS, "-", "accept failed: out of descriptors");
 				usleep(10000);
 			}
 			continue;
 		}
-		pthread_mutex_lock(&s->mu);
-		bool busy = s->n_conns >= s->o.max_conns;
-		pthread_mutex_unlock(&s->mu);
-		if (busy) {
-			OL_HTTP_COUNT(s, conns_rejected, 1);
-			reject_busy(fd);
-		} else
-			start_conn(s, fd, (struct sockaddr *)&ss, sl);
+		start_conn(s, fd, (struct sockaddr *)&ss, sl);
 	}
 	return NULL;
 }
@@ -516,8 +941,20 @@ apply_defaults(struct ol_http_server_opts *o, const struct ol_http_server_opts *
 		o->body_timeout_ms = 60000;
 	if (!o->max_header_bytes)
 		o->max_header_bytes = 64 * 1024;
-	if (!o->max_conns)
-		o->max_conns = 4096;
+	if (!o->max_conns) {
+		struct rlimit rl;
+		rlim_t cur = getrlimit(RLIMIT_NOFILE, &rl) ? 4096 : rl.rlim_cur;
+		o->max_conns =
+		    cur > 1024 + 64 ? (unsigned)(cur > 1u << 30 ? 1u << 30 : cur) - 1024 : 64;
+	}
+	if (!o->max_conns_per_addr)
+		o->max_conns_per_addr = o->max_conns < 4096 ? o->max_conns : 4096;
+	if (!o->max_inflight)
+		o->max_inflight = 2048;
+	if (!o->max_head_memory)
+		o->max_head_memory = 256ull << 20;
+	if (!o->max_inflight_per_addr)
+		o->max_inflight_per_addr = o->max_inflight / 2 ? o->max_inflight / 2 : 1;
 }
 
 /* SO_REUSEPORT would let a second server of the same user share our port silently: check
@@ -616,6 +1053,8 @@ server_free(struct ol_http_server *s)
 		if (s->stop_pipe[i] >= 0)
 			close(s->stop_pipe[i]);
 	ol_bufpool_free(s->pool);
+	ol_http_peers_fini(&s->peers);
+	ol_http_tls_free(s->tls);
 	pthread_cond_destroy(&s->work_cv);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mu);
@@ -636,12 +1075,18 @@ ol_http_server_start(const struct ol_http_server_opts *o, struct ol_http_server 
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	pthread_cond_init(&s->work_cv, NULL);
-	s->max_workers = s->o.max_conns;
+	s->max_workers = s->o.max_inflight;
 	s->lfds = ol_xcalloc(s->o.threads, sizeof(int));
 	s->acceptors = ol_xcalloc(s->o.threads, sizeof(pthread_t));
 	size_t bufsz = s->o.max_header_bytes < 65536 ? 65536 : s->o.max_header_bytes;
-	s->pool = ol_bufpool_new(bufsz, 256);
-	int rc = open_listeners(s);
+	s->pool = ol_bufpool_new(bufsz + OL_HTTP_WBUF, 256);
+	ol_http_peers_init(&s->peers, 4096);
+	int rc = 0;
+	if (s->o.tls_cert_path && *s->o.tls_cert_path)
+		rc = ol_http_tls_new(s->o.tls_cert_path, s->o.tls_key_path, s->o.tls_client_ca,
+				     &s->tls);
+	if (!rc)
+		rc = open_listeners(s);
 	if (!rc && pipe2(s->stop_pipe, O_CLOEXEC))
 		rc = -errno;
 	if (!rc)
@@ -652,7 +1097,10 @@ ol_http_server_start(const struct ol_http_server_opts *o, struct ol_http_server 
 		server_free(s);
 		return rc;
 	}
-	ol_info("http: listening on %s (port %u, %u acceptors)", s->o.addr, s->port, s->n_listen);
+	ol_info("http: listening on %s (port %u, %u acceptors%s), up to %u connections (%u per "
+		"address), %u requests in flight (%u per address)",
+		s->o.addr, s->port, s->n_listen, s->tls ? ", TLS" : "", s->o.max_conns,
+		s->o.max_conns_per_addr, s->o.max_inflight, s->o.max_inflight_per_addr);
 	*out = s;
 	return 0;
 }

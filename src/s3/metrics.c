@@ -82,6 +82,21 @@ s3_metrics_render(struct ol_strbuf *out, void *arg)
 	    (unsigned long)hs.conns_open, (unsigned long)hs.conns_total,
 	    (unsigned long)hs.conns_rejected, (unsigned long)hs.bad_requests,
 	    (unsigned long)hs.timeouts, (unsigned long)hs.bytes_in, (unsigned long)hs.bytes_out);
+	ol_strbuf_printf(
+	    out,
+	    "# HELP openlake_http_refused_total S3 connections or requests refused over a limit.\n"
+	    "# TYPE openlake_http_refused_total counter\n"
+	    "openlake_http_refused_total{limit=\"conns\"} %lu\n"
+	    "openlake_http_refused_total{limit=\"conns_per_addr\"} %lu\n"
+	    "openlake_http_refused_total{limit=\"inflight\"} %lu\n"
+	    "openlake_http_refused_total{limit=\"head_memory\"} %lu\n"
+	    "# TYPE openlake_http_inflight gauge\nopenlake_http_inflight %lu\n"
+	    "# TYPE openlake_http_tls_handshake_failures_total counter\n"
+	    "openlake_http_tls_handshake_failures_total %lu\n",
+	    (unsigned long)(hs.conns_rejected - hs.rejected_per_addr),
+	    (unsigned long)hs.rejected_per_addr, (unsigned long)hs.inflight_rejected,
+	    (unsigned long)hs.head_mem_rejected, (unsigned long)hs.inflight,
+	    (unsigned long)hs.tls_handshake_failures);
 	ol_strbuf_printf(out, "# TYPE openlake_s3_requests_total counter\n");
 	for (size_t i = 0; i < N_OPS; i++)
 		if (ol_counter_get(&stats[i].requests))

@@ -312,6 +312,40 @@ s3_handler(struct ol_http_req *h, void *arg)
 		 (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
 }
 
+/* The HTTP server's own errors (bad head, timeout, over a limit) as S3 error documents. */
+static void
+s3_http_error(struct ol_http_error *e, void *arg)
+{
+	static const char *const codes[] = {
+	    [OL_HTTP_ERR_BAD_REQUEST] = "BadRequest",
+	    [OL_HTTP_ERR_HEADER_TOO_LARGE] = "RequestHeaderSectionTooLarge",
+	    [OL_HTTP_ERR_TIMEOUT] = "RequestTimeout",
+	    [OL_HTTP_ERR_BODY_TOO_LARGE] = "EntityTooLarge",
+	    [OL_HTTP_ERR_BUSY] = "SlowDown",
+	    [OL_HTTP_ERR_VERSION] = "HttpVersionNotSupported",
+	    [OL_HTTP_ERR_NOT_IMPLEMENTED] = "NotImplemented",
+	    [OL_HTTP_ERR_TLS_REQUIRED] = "BadRequest",
+	};
+	struct ol_s3_buf b = {0};
+	char reqid[24];
+	(void)arg;
+	if ((size_t)e->kind >= sizeof(codes) / sizeof(codes[0]) || !codes[e->kind])
+		return;
+	if (e->kind == OL_HTTP_ERR_HEADER_TOO_LARGE)
+		e->status = 400; /* as AWS answers it */
+	snprintf(reqid, sizeof(reqid), "%016llX",
+		 (unsigned long long)(atomic_fetch_add(&req_counter, 1) + req_seed));
+	ol_s3_error_xml(&b, codes[e->kind], e->message, "", reqid, NULL);
+	const char *x = ol_s3_buf_cstr(&b);
+	size_t n = strlen(x);
+	if (n <= e->body_cap) {
+		memcpy(e->body, x, n);
+		e->body_len = n;
+		e->content_type = "application/xml";
+	}
+	ol_s3_buf_free(&b);
+}
+
 int
 ol_s3_server_start(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server **out)
 {
@@ -338,6 +372,14 @@ ol_s3_server_start(const struct ol_config *cfg, struct ol_store *st, struct ol_s
 	    .arg = s,
 	    .idle_timeout_ms = cfg->http_idle_timeout_ms,
 	    .header_timeout_ms = cfg->http_header_timeout_ms,
+	    .max_conns = cfg->http_max_conns,
+	    .max_conns_per_addr = cfg->http_max_conns_per_addr,
+	    .max_inflight = cfg->http_max_inflight,
+	    .max_inflight_per_addr = cfg->http_max_inflight_per_addr,
+	    .error_body = s3_http_error,
+	    .tls_cert_path = cfg->s3_tls.cert_path,
+	    .tls_key_path = cfg->s3_tls.key_path,
+	    .tls_client_ca = cfg->s3_tls.client_ca,
 	};
 	int rc = ol_http_server_start(&o, &s->http);
 	if (rc < 0) {

@@ -1,6 +1,9 @@
 /* test_http.c - HTTP parser, chunked decoder, and the live server over loopback (TAP). */
 #include "http/http.h"
+#include "http/internal.h"
 #include "io/io.h"
+
+#include <netinet/in.h>
 
 #include <errno.h>
 #include <poll.h>
@@ -1344,6 +1347,267 @@ test_live_garbage(unsigned port, const char *corpus)
 	close(c.fd);
 }
 
+/* ================= per-address table ================= */
+
+static void
+test_peers(void)
+{
+	struct ol_http_peers t;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(1)};
+	struct sockaddr_in b = a;
+	struct sockaddr_in6 m = {.sin6_family = AF_INET6, .sin6_port = htons(2)};
+	uint8_t ka[16], kb[16], km[16];
+	a.sin_addr.s_addr = htonl(0x7f000001);
+	b.sin_addr.s_addr = htonl(0x7f000002);
+	m.sin6_addr.s6_addr[10] = m.sin6_addr.s6_addr[11] = 0xff;
+	memcpy(&m.sin6_addr.s6_addr[12], &a.sin_addr, 4);
+	ol_http_peer_key((struct sockaddr *)&a, ka);
+	ol_http_peer_key((struct sockaddr *)&b, kb);
+	ol_http_peer_key((struct sockaddr *)&m, km);
+	OK(!memcmp(ka, km, 16) && memcmp(ka, kb, 16),
+	   "peer key: v4 == v4-mapped v6, ports ignored");
+	ol_http_peers_init(&t, 3); /* few buckets: chains */
+	struct ol_http_peer *pa = ol_http_peers_get(&t, ka), *pb = ol_http_peers_get(&t, kb);
+	pa->conns = 2;
+	pb->inflight = 1;
+	OK(pa != pb && ol_http_peers_get(&t, km) == pa && t.n == 2, "get finds or adds (%zu)", t.n);
+	ol_http_peers_put(&t, pa);
+	OK(t.n == 2 && ol_http_peers_get(&t, ka) == pa, "an entry that counts stays");
+	pa->conns = 0;
+	ol_http_peers_put(&t, pa);
+	pb->inflight = 0;
+	ol_http_peers_put(&t, pb);
+	OK(t.n == 0, "entries with nothing counted go (%zu left)", t.n);
+	for (unsigned i = 0; i < 100; i++) {
+		uint8_t k[16] = {0};
+		k[15] = (uint8_t)i;
+		ol_http_peers_get(&t, k)->conns = 1;
+	}
+	OK(t.n == 100, "100 addresses");
+	ol_http_peers_fini(&t);
+}
+
+/* ================= flood limits and the error callback ================= */
+
+static void
+test_error_body(struct ol_http_error *e, void *arg)
+{
+	(void)arg;
+	if (e->status == 431)
+		e->status = 400;
+	e->content_type = "application/x-test";
+	e->body_len = (size_t)snprintf(e->body, e->body_cap, "E%d:%d", (int)e->kind, e->status);
+}
+
+static struct ol_http_server *
+start_limited_mem(unsigned header_ms, unsigned conns_per_addr, unsigned inflight_per_addr,
+		  uint64_t head_mem)
+{
+	struct ol_http_server_opts o = {
+	    .size = sizeof(o),
+	    .addr = "127.0.0.1:0",
+	    .threads = 2,
+	    .handler = handler,
+	    .idle_timeout_ms = 60000,
+	    .header_timeout_ms = header_ms,
+	    .body_timeout_ms = 5000,
+	    .max_conns_per_addr = conns_per_addr,
+	    .max_inflight_per_addr = inflight_per_addr,
+	    .error_body = test_error_body,
+	    .max_head_memory = head_mem,
+	};
+	struct ol_http_server *s = NULL;
+	int rc = ol_http_server_start(&o, &s);
+	OK(rc == 0, "limited server started (%d)", rc);
+	return s;
+}
+
+static struct ol_http_server *
+start_limited(unsigned header_ms, unsigned conns_per_addr, unsigned inflight_per_addr)
+{
+	return start_limited_mem(header_ms, conns_per_addr, inflight_per_addr, 0);
+}
+
+static bool
+wait_stat(struct ol_http_server *s, size_t off, uint64_t want, int tmo_ms)
+{
+	uint64_t end = ol_io_now_ms() + (uint64_t)tmo_ms;
+	do {
+		struct ol_http_stats st;
+		ol_http_server_stats(s, &st);
+		if (*(uint64_t *)((char *)&st + off) >= want)
+			return true;
+		usleep(10 * 1000);
+	} while (ol_io_now_ms() < end);
+	return false;
+}
+
+/* Heads in progress share a memory budget: beyond it, a 503 instead of a bigger buffer. */
+static void
+test_head_memory(void)
+{
+	enum { N = 6 };
+	struct ol_http_server *s = start_limited_mem(600000, 0, 0, 8192); /* 4 x 2 KiB */
+	if (!s)
+		return;
+	unsigned port = ol_http_server_port(s), refused = 0, open_ = 0;
+	struct cli c[N];
+	for (int i = 0; i < N; i++) {
+		cli_open(&c[i], port);
+		cli_sends(&c[i], "GET /echo HTTP/1.1\r\nX-Slow: ");
+	}
+	wait_stat(s, offsetof(struct ol_http_stats, head_mem_rejected), 2, 30000);
+	for (int i = 0; i < N; i++) {
+		struct resp r;
+		int rc = cli_response(&c[i], &r, false, 64, 1000);
+		if (rc == 0 && r.status == 503 && !strcmp(r.body, "E4:503"))
+			refused++;
+		else if (rc == -ETIMEDOUT)
+			open_++;
+		resp_free(&r);
+	}
+	struct ol_http_stats st;
+	ol_http_server_stats(s, &st);
+	OK(refused == 2 && open_ == 4 && st.head_mem_rejected == 2,
+	   "head memory budget: %u refused with 503, %u wait (%llu counted)", refused, open_,
+	   (unsigned long long)st.head_mem_rejected);
+	for (int i = 0; i < N; i++)
+		close(c[i].fd);
+	/* the budget comes back when they go */
+	struct cli n;
+	struct resp r;
+	uint64_t end = ol_io_now_ms() + 30000;
+	int rc;
+	do {
+		cli_open(&n, port);
+		cli_sends(&n, "GET /echo?n=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+		rc = cli_response(&n, &r, false, 64, 30000);
+		close(n.fd);
+		if (rc == 0 && r.status == 200)
+			break;
+		resp_free(&r);
+		usleep(10000);
+	} while (ol_io_now_ms() < end);
+	OK(rc == 0 && r.status == 200, "served again once the heads are gone");
+	resp_free(&r);
+	ol_http_server_stop(s);
+}
+
+/* Half-sent heads wait in the pollers, not on workers; others are served meanwhile. */
+static void
+test_half_sent_heads(void)
+{
+	enum { N = 200 };
+	struct ol_http_server *s = start_limited(600000, 0, 0);
+	if (!s)
+		return;
+	unsigned port = ol_http_server_port(s), before = thread_count();
+	struct cli *c = calloc(N, sizeof(*c));
+	unsigned opened = 0;
+	for (unsigned i = 0; i < N; i++)
+		if (cli_open(&c[i], port) >= 0 &&
+		    cli_sends(&c[i], "GET /echo?n=1 HTTP/1.1\r\nHost: x\r\nX-Slow: ") == 0)
+			opened++;
+	OK(wait_stat(s, offsetof(struct ol_http_stats, bytes_in), 40 * N, 30000),
+	   "the half-sent heads arrived");
+	struct cli n;
+	struct resp r;
+	cli_open(&n, port);
+	cli_sends(&n, "GET /echo?n=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+	int rc = cli_response(&n, &r, false, 64, 30000);
+	unsigned during = thread_count();
+	OK(opened == N && rc == 0 && r.status == 200,
+	   "a normal request is served beside %u half-sent heads", opened);
+	OK(during <= before + 3, "half-sent heads hold no thread (%u -> %u)", before, during);
+	resp_free(&r);
+	close(n.fd);
+	cli_sends(&c[0], "1\r\n\r\n");
+	rc = cli_response(&c[0], &r, false, 64, 30000);
+	OK(rc == 0 && r.status == 200, "a head finished later is served (%d %d)", rc, r.status);
+	resp_free(&r);
+	char b[16];
+	OK(ol_io_read(c[1].fd, b, sizeof(b), 0) == -ETIMEDOUT, "the others are still open");
+	for (unsigned i = 0; i < N; i++)
+		close(c[i].fd);
+	free(c);
+	ol_http_server_stop(s);
+}
+
+static void
+test_flood_limits(void)
+{
+	struct ol_http_server *s = start_limited(2000, 4, 2);
+	if (!s)
+		return;
+	unsigned port = ol_http_server_port(s);
+	struct cli c[5];
+	struct resp r;
+	for (int i = 0; i < 4; i++)
+		cli_open(&c[i], port);
+	OK(wait_stat(s, offsetof(struct ol_http_stats, conns_total), 4, 30000), "4 connections");
+	cli_open(&c[4], port);
+	cli_sends(&c[4], "GET /echo?n=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+	int rc = cli_response(&c[4], &r, false, 64, 30000);
+	OK(rc == 0 && r.status == 503 && hdr_is(&r, "connection", "close") &&
+	       hdr_is(&r, "content-type", "application/x-test") && !strcmp(r.body, "E4:503"),
+	   "over the per-address cap: 503 with the owner's body (%d %d %s)", rc, r.status,
+	   r.body ? r.body : "");
+	OK(cli_sees_eof(&c[4], 30000), "... and the connection closes");
+	resp_free(&r);
+	struct ol_http_stats st;
+	ol_http_server_stats(s, &st);
+	OK(st.rejected_per_addr == 1 && st.conns_rejected == 1, "counted (%llu)",
+	   (unsigned long long)st.rejected_per_addr);
+	close(c[4].fd);
+	/* in flight per address: two slow requests, the third is refused */
+	cli_sends(&c[0], "GET /sleep?ms=1500 HTTP/1.1\r\nHost: x\r\n\r\n");
+	cli_sends(&c[1], "GET /sleep?ms=1500 HTTP/1.1\r\nHost: x\r\n\r\n");
+	OK(wait_stat(s, offsetof(struct ol_http_stats, inflight), 2, 30000), "2 in flight");
+	cli_sends(&c[2], "GET /echo?n=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+	rc = cli_response(&c[2], &r, false, 64, 30000);
+	OK(rc == 0 && r.status == 503 && !strcmp(r.body, "E4:503"),
+	   "over the in-flight cap: 503 (%d %d)", rc, r.status);
+	resp_free(&r);
+	for (int i = 0; i < 2; i++) {
+		rc = cli_response(&c[i], &r, false, 64, 30000);
+		OK(rc == 0 && r.status == 200, "the slow ones are served (%d %d)", rc, r.status);
+		resp_free(&r);
+	}
+	uint64_t end = ol_io_now_ms() + 30000;
+	do {
+		ol_http_server_stats(s, &st);
+		usleep(1000);
+	} while (st.inflight && ol_io_now_ms() < end);
+	OK(st.inflight_rejected == 1 && st.inflight == 0, "refusal counted, none in flight after");
+	/* the error callback formats the server's own errors */
+	cli_sends(&c[3], "GET / HTTP/1.1\r\nBad Header\r\n\r\n");
+	rc = cli_response(&c[3], &r, false, 64, 30000);
+	OK(rc == 0 && r.status == 400 && !strcmp(r.body, "E0:400"), "bad head: owner's body (%s)",
+	   r.body ? r.body : "");
+	resp_free(&r);
+	for (int i = 0; i < 4; i++)
+		close(c[i].fd);
+	cli_open(&c[0], port);
+	char big[70000];
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "GET / HTTP/1.1\r\nX: ", 19);
+	cli_send(&c[0], big, sizeof(big));
+	rc = cli_response(&c[0], &r, false, 64, 30000);
+	OK(rc == 0 && r.status == 400 && !strcmp(r.body, "E1:400"),
+	   "head too large: the owner turned 431 into 400 (%d %s)", r.status, r.body ? r.body : "");
+	resp_free(&r);
+	close(c[0].fd);
+	/* a head that never ends: 408 from the poller, with the owner's body */
+	cli_open(&c[0], port);
+	cli_sends(&c[0], "GET / HTTP/1.1\r\nHost: x\r\n");
+	rc = cli_response(&c[0], &r, false, 64, 30000);
+	OK(rc == 0 && r.status == 408 && !strcmp(r.body, "E2:408"), "head timeout: 408 (%d %s)",
+	   r.status, r.body ? r.body : "");
+	resp_free(&r);
+	close(c[0].fd);
+	ol_http_server_stop(s);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1369,6 +1633,10 @@ main(int argc, char **argv)
 	ol_http_server_stop(s);
 	test_live_timeouts();
 	test_idle_conns_park();
+	test_peers();
+	test_half_sent_heads();
+	test_flood_limits();
+	test_head_memory();
 	printf("1..%d\n", n_test);
 	return n_fail ? 1 : 0;
 }
