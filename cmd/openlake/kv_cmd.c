@@ -58,7 +58,17 @@ split_nodes(char *list, const char **nodes)
 static struct ol_client *
 connect_nodes(const char *const *nodes, size_t n, unsigned timeout_ms)
 {
-	struct ol_client_opts o = {sizeof(o), nodes, n, "tcp", "", timeout_ms, NULL, NULL, 0, 0};
+	struct ol_client_opts o = {sizeof(o),
+				   nodes,
+				   n,
+				   "tcp",
+				   "",
+				   timeout_ms,
+				   NULL,
+				   NULL,
+				   0,
+				   0,
+				   getenv("OPENLAKE_KV_TOKEN")};
 	struct ol_client *c = NULL;
 	int r = ol_client_new(&o, &c);
 	if (r < 0)
