@@ -406,7 +406,7 @@ conn_unix(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 		pthread_mutex_lock(&nd->mu);
 		nd->unix_failed = true;
 		pthread_mutex_unlock(&nd->mu);
-		olc_log(c, OL_CLIENT_LOG_INFO,
+		olc_log(c, OL_CLIENT_LOG_WARN,
 			"openlake: node %s: no shared-memory grant on %s (%s), using TCP", nd->addr,
 			path, strerror(-r));
 	}

@@ -753,14 +753,17 @@ map_dram(struct ol_kve *e, const struct ol_kve_opts *o)
 	void *p;
 	if (o->shm_name && o->shm_name[0]) {
 		snprintf(e->shm_name, sizeof(e->shm_name), "%s", o->shm_name);
-		int rc = ol_kve_shm_unlink_stale(e->shm_name); /* a leftover of a crashed run */
+		/* a leftover of a crashed run */
+		int rc = ol_kve_shm_unlink_stale(e->shm_name, true);
 		if (rc < 0)
 			return rc;
 		int fd = shm_open(e->shm_name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
 		if (fd < 0)
 			return -errno;
-		/* held while the tier lives: the mark of a live object, in any PID namespace */
-		if (flock(fd, LOCK_EX | LOCK_NB) != 0 || ftruncate(fd, (off_t)e->size) != 0 ||
+		/* held while the tier lives: the mark of a live object, in any PID namespace;
+		 * taken before the object gets its size (a cleaner that holds the lock of an
+		 * empty object for a moment leaves it alone: then we wait) */
+		if (flock(fd, LOCK_EX) != 0 || ftruncate(fd, (off_t)e->size) != 0 ||
 		    (o->shm_group &&
 		     (fchown(fd, (uid_t)-1, o->shm_gid) != 0 || fchmod(fd, 0660) != 0))) {
 			rc = -errno;
@@ -900,14 +903,19 @@ ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out)
 }
 
 int
-ol_kve_shm_unlink_stale(const char *name)
+ol_kve_shm_unlink_stale(const char *name, bool even_empty)
 {
 	int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;
 	int rc = 0;
+	struct stat st;
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
 		rc = errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
+	else if (fstat(fd, &st) != 0)
+		rc = -errno;
+	else if (st.st_size == 0 && !even_empty)
+		rc = -EADDRINUSE; /* being created: its owner locks it before sizing it */
 	else if (shm_unlink(name) != 0 && errno != ENOENT)
 		rc = -errno;
 	else

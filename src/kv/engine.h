@@ -79,8 +79,10 @@ struct ol_kve_stats {
  * is the liveness mark, valid across PID namespaces and containers sharing /dev/shm). */
 int ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out);
 /* Unlink shm object name if no live tier holds it: 1 = unlinked, 0 = no such object,
- * -EADDRINUSE = a live tier holds its lock, other -errno. */
-int ol_kve_shm_unlink_stale(const char *name);
+ * -EADDRINUSE = a live tier holds its lock (or, unless even_empty, the object is still empty:
+ * a tier being created, whose owner takes the lock before it sizes the object), other -errno.
+ */
+int ol_kve_shm_unlink_stale(const char *name, bool even_empty);
 /* Writes every dirty block to the NVMe tier, then frees. */
 void ol_kve_close(struct ol_kve *e);
 

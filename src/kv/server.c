@@ -915,7 +915,7 @@ gc_stale_shm(void)
 			continue;
 		char name[300];
 		snprintf(name, sizeof(name), "/%s", de->d_name);
-		n += ol_kve_shm_unlink_stale(name) == 1;
+		n += ol_kve_shm_unlink_stale(name, false) == 1;
 	}
 	if (d)
 		closedir(d);
