@@ -964,26 +964,15 @@ open_engine(struct ol_kv_server *s, const struct ol_config *cfg)
 	return r;
 }
 
-/* The Unix socket that grants the shm tier: [kv] unix_socket, or
- * /run/openlake/kv-<port>.sock; its directory 0700 (0770 with [kv] shm_group), the socket
- * 0600 (0660). The TCP port is ours (bound first), so a socket left at that path by a dead
- * daemon is replaced. */
+/* Bind and listen on the Unix socket at path: its directory is created 0700 (0770 with
+ * [kv] shm_group) and must be ours and not writable by others (whoever can write it could
+ * put a socket of their own in our place); the socket is 0600 (0660). The TCP port is ours
+ * (bound first), so a socket left at that path by a dead daemon is replaced. fd or -errno. */
 static int
-listen_unix(struct ol_kv_server *s, const struct ol_config *cfg)
+unix_bind(struct ol_kv_server *s, const char *path)
 {
-	s->ufd = -1;
-	if (strcmp(cfg->kv_unix_socket, "off") == 0 || !s->eng || !ol_kve_shm_name(s->eng)[0])
-		return 0;
-	int n = cfg->kv_unix_socket[0]
-		    ? snprintf(s->upath, sizeof(s->upath), "%s", cfg->kv_unix_socket)
-		    : snprintf(s->upath, sizeof(s->upath), "/run/openlake/kv-%u.sock", s->port);
-	if (n < 0 || (size_t)n >= sizeof(s->upath) || s->upath[0] != '/') {
-		ol_err("kv: unix_socket \"%s\" must be an absolute path under %zu bytes",
-		       cfg->kv_unix_socket, sizeof(s->upath));
-		return -EINVAL;
-	}
 	char dir[sizeof(s->upath)];
-	memcpy(dir, s->upath, sizeof(dir));
+	snprintf(dir, sizeof(dir), "%s", path);
 	*strrchr(dir, '/') = '\0';
 	bool grp = s->acl.has_gid;
 	struct stat st;
@@ -991,26 +980,76 @@ listen_unix(struct ol_kv_server *s, const struct ol_config *cfg)
 		int r = mkdir_p(dir);
 		if (r == 0 && grp && (chown(dir, (uid_t)-1, s->acl.gid) != 0 || chmod(dir, 0770)))
 			r = -errno;
-		if (r < 0) {
-			ol_err("kv: cannot create %s for the unix socket: %s", dir, strerror(-r));
+		if (r < 0)
 			return r;
-		}
 	}
+	if (dir[0] && (stat(dir, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 0002)))
+		return -EPERM;
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	memcpy(sa.sun_path, s->upath, strlen(s->upath) + 1);
-	unlink(s->upath);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	unlink(path);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-	    chmod(s->upath, grp ? 0660 : 0600) != 0 ||
-	    (grp && chown(s->upath, (uid_t)-1, s->acl.gid) != 0) || listen(fd, SOMAXCONN) != 0) {
+	    chmod(path, grp ? 0660 : 0600) != 0 ||
+	    (grp && chown(path, (uid_t)-1, s->acl.gid) != 0) || listen(fd, SOMAXCONN) != 0) {
 		int r = -errno;
-		ol_err("kv: cannot listen on unix socket %s: %s", s->upath, strerror(-r));
 		if (fd >= 0)
 			close(fd);
-		s->upath[0] = '\0';
 		return r;
 	}
-	s->ufd = fd;
+	return fd;
+}
+
+/* The Unix socket that grants the shm tier. [kv] unix_socket set: that path or the daemon
+ * does not start. Default: /run/openlake/kv-<port>.sock, else (no right to create it, e.g.
+ * not root) $XDG_RUNTIME_DIR/openlake/, else the spill directory; none usable: a warning,
+ * and local clients use TCP. */
+static int
+listen_unix(struct ol_kv_server *s, const struct ol_config *cfg)
+{
+	s->ufd = -1;
+	if (strcmp(cfg->kv_unix_socket, "off") == 0 || !s->eng || !ol_kve_shm_name(s->eng)[0])
+		return 0;
+	if (cfg->kv_unix_socket[0]) {
+		size_t l = strlen(cfg->kv_unix_socket);
+		if (l >= sizeof(s->upath) || cfg->kv_unix_socket[0] != '/') {
+			ol_err("kv: unix_socket \"%s\" must be an absolute path under %zu bytes",
+			       cfg->kv_unix_socket, sizeof(s->upath));
+			return -EINVAL;
+		}
+		int fd = unix_bind(s, cfg->kv_unix_socket);
+		if (fd < 0) {
+			ol_err("kv: cannot listen on unix socket %s: %s%s", cfg->kv_unix_socket,
+			       strerror(-fd),
+			       fd == -EPERM
+				   ? " (its directory must be ours, not writable by others)"
+				   : "");
+			return fd;
+		}
+		memcpy(s->upath, cfg->kv_unix_socket, l + 1);
+		s->ufd = fd;
+		return 0;
+	}
+	char cand[3][OL_CFG_STR + 32], sp[OL_CFG_STR + 8];
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	spill_dir(cfg, sp, sizeof(sp));
+	snprintf(cand[0], sizeof(cand[0]), "/run/openlake/kv-%u.sock", s->port);
+	snprintf(cand[1], sizeof(cand[1]), "%s/openlake/kv-%u.sock", xdg ? xdg : "", s->port);
+	snprintf(cand[2], sizeof(cand[2]), "%s/kv-%u.sock", sp, s->port);
+	for (int i = 0; i < 3; i++) {
+		if ((i == 1 && (!xdg || xdg[0] != '/')) || cand[i][0] != '/' ||
+		    strlen(cand[i]) >= sizeof(s->upath))
+			continue;
+		int fd = unix_bind(s, cand[i]);
+		if (fd >= 0) {
+			snprintf(s->upath, sizeof(s->upath), "%s", cand[i]);
+			s->ufd = fd;
+			return 0;
+		}
+		ol_info("kv: no unix socket at %s: %s", cand[i], strerror(-fd));
+	}
+	ol_warn("kv: no unix socket for the shared-memory grant: local clients use TCP (set [kv] "
+		"unix_socket to a path this user may create)");
 	return 0;
 }
 
