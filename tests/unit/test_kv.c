@@ -13,7 +13,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <sys/socket.h>
+
+#include "base/config.h"
 #include "base/log.h"
+#include "kv/access.h"
 #include "kv/engine.h"
 #include "kv/proto.h"
 #include "kv/spill.h"
@@ -709,6 +715,66 @@ test_proto(void)
 	   "auth message binds the namespace");
 }
 
+static void
+mac_of(const char *token, const uint8_t nonce[OL_KVP_NONCE], const char *ns, uint8_t mac[32])
+{
+	uint8_t msg[OL_KVP_AUTH_MSG];
+	unsigned ml = 0;
+	size_t n = ol_kvp_auth_msg(msg, nonce, ns, (uint16_t)strlen(ns));
+	HMAC(EVP_sha256(), token, (int)strlen(token), msg, n, mac, &ml);
+}
+
+/* Tokens against the HMAC a client computes the same way (OpenSSL, RFC 2104). */
+static void
+test_access_tokens(void)
+{
+	static struct ol_config cfg;
+	struct ol_kva a;
+	uint8_t nonce[OL_KVP_NONCE], other[OL_KVP_NONCE], mac[32];
+	memset(nonce, 7, sizeof(nonce));
+	memset(other, 8, sizeof(other));
+	ol_config_default(&cfg);
+	ok(ol_kva_init(&a, &cfg) == 0 && !ol_kva_on(&a),
+	   "no secret, no tokens: access control off");
+	snprintf(cfg.kv_secret, sizeof(cfg.kv_secret), "pool-secret");
+	snprintf(cfg.kv_tokens[0].token, sizeof(cfg.kv_tokens[0].token), "tok-a");
+	snprintf(cfg.kv_tokens[0].namespaces, sizeof(cfg.kv_tokens[0].namespaces), "llama3/*,qwen");
+	cfg.n_kv_tokens = 1;
+	ok(ol_kva_init(&a, &cfg) == 0 && ol_kva_on(&a), "secret + one token: access control on");
+	mac_of("pool-secret", nonce, "anything/at/all", mac);
+	ok(ol_kva_check(&a, nonce, "anything/at/all", 15, mac) == 0, "the secret covers any ns");
+	mac_of("tok-a", nonce, "llama3/bf16/tp0", mac);
+	ok(ol_kva_check(&a, nonce, "llama3/bf16/tp0", 15, mac) == 0, "token within its pattern");
+	ok(ol_kva_check(&a, other, "llama3/bf16/tp0", 15, mac) == -EKEYREJECTED,
+	   "a mac over another nonce (replay) is rejected");
+	mac_of("tok-a", nonce, "qwen", mac);
+	ok(ol_kva_check(&a, nonce, "qwen", 4, mac) == 0, "token: second pattern");
+	mac_of("tok-a", nonce, "mistral", mac);
+	ok(ol_kva_check(&a, nonce, "mistral", 7, mac) == -EACCES, "token outside its patterns");
+	mac_of("tok-b", nonce, "qwen", mac);
+	ok(ol_kva_check(&a, nonce, "qwen", 4, mac) == -EKEYREJECTED, "unknown token rejected");
+	mac_of("tok-a", nonce, "qwen", mac);
+	mac[31] ^= 1;
+	ok(ol_kva_check(&a, nonce, "qwen", 4, mac) == -EKEYREJECTED, "one flipped bit rejected");
+	ok(ol_kva_check(&a, nonce, "qwen\0x", 6, mac) == -EKEYREJECTED,
+	   "a namespace with a NUL is not matched by its prefix");
+	cfg.kv_tokens[0].token[0] = '\0';
+	ok(ol_kva_init(&a, &cfg) == -EINVAL, "a [[kv.tokens]] entry without a token is an error");
+	cfg.kv_tokens[0].token[0] = 't';
+	snprintf(cfg.kv_shm_group, sizeof(cfg.kv_shm_group), "no-such-group-olkv");
+	ok(ol_kva_init(&a, &cfg) == -EINVAL, "an unknown shm_group is an error");
+	/* peer credentials: a socketpair's peer is this process (our uid) */
+	int sv[2];
+	cfg.kv_shm_group[0] = '\0';
+	ok(ol_kva_init(&a, &cfg) == 0 && socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0 &&
+	       ol_kva_peer_local(&a, sv[0]),
+	   "a peer of our own uid is granted the shm path");
+	a.uid = 12345; /* as if the daemon ran as another user: root is still allowed */
+	ok(ol_kva_peer_local(&a, sv[0]) == (geteuid() == 0), "a peer of another uid is not");
+	close(sv[0]);
+	close(sv[1]);
+}
+
 int
 main(void)
 {
@@ -719,6 +785,7 @@ main(void)
 	test_basic();
 	test_namespaces();
 	test_slot_reuse_across_namespaces();
+	test_access_tokens();
 	test_eviction_order();
 	test_pins_and_seq();
 	test_nvme_roundtrip_and_recovery();
