@@ -454,3 +454,28 @@ def test_shm_cleanup_leaves_a_live_daemons_tier(openlaked):
     while time.monotonic() < deadline and os.path.exists(f"/dev/shm/{name}"):
         time.sleep(0.1)
     assert not os.path.exists(f"/dev/shm/{name}")
+
+
+def test_secrets_redacted_and_open_pool_warned(openlaked, tmp_path):
+    """--print-config never shows the pool secret or a token; a pool on a non-loopback
+    address without a secret warns loudly at start."""
+    require_pool_binaries()
+    root = tmp_path / "open"
+    root.mkdir()
+    d = Daemon(root, mode="kv", extra='dram_bytes = "64MiB"\nspill_bytes = 0\n'
+               'secret = "sekrit-pool-1"\n[[kv.tokens]]\ntoken = "sekrit-tok-2"\n'
+               'namespaces = ["a/*", "b"]\n')
+    r = subprocess.run([str(OPENLAKED), "--config", str(d.config), "--print-config"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "sekrit" not in r.stdout and r.stdout.count("<redacted>") >= 3
+    assert 'namespaces = "a/*,b"' in r.stdout
+    # no secret, listening on every address
+    d2 = Daemon(tmp_path, mode="kv", extra='dram_bytes = "64MiB"\nspill_bytes = 0\n')
+    d2.config.write_text(d2.config.read_text().replace(f'kv_addr = "127.0.0.1:{d2.kv_port}"',
+                                                       f'kv_addr = "0.0.0.0:{d2.kv_port}"'))
+    try:
+        ready(d2.start())
+        assert "NO access control" in d2.log()
+    finally:
+        d2.cleanup()
