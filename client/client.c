@@ -300,10 +300,11 @@ static int
 auth(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn, const struct ol_kvp_welcome *w)
 {
 	if (!c->token) {
-		olc_log(c, OL_CLIENT_LOG_ERROR,
-			"openlake: node %s requires a token: set opts.token (python: token=, vLLM: "
-			"openlake_token or OPENLAKE_KV_TOKEN)",
-			nd->addr);
+		olc_log(
+		    c, OL_CLIENT_LOG_ERROR,
+		    "openlake: node %s requires a token: set it (C: opts.token, python: token=, "
+		    "vLLM: openlake_token; the CLI and python read $OPENLAKE_KV_TOKEN)",
+		    nd->addr);
 		return -EACCES;
 	}
 	uint8_t msg[OL_KVP_AUTH_MSG], mac[EVP_MAX_MD_SIZE];
@@ -345,10 +346,11 @@ hello(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 	if (r == 0)
 		r = olc_recv_hdr(cn, &h, &rp);
 	if (r == -EACCES)
-		olc_log(c, OL_CLIENT_LOG_ERROR,
-			"openlake: node %s requires a token: set opts.token (python: token=, vLLM: "
-			"openlake_token or OPENLAKE_KV_TOKEN)",
-			nd->addr);
+		olc_log(
+		    c, OL_CLIENT_LOG_ERROR,
+		    "openlake: node %s requires a token: set it (C: opts.token, python: token=, "
+		    "vLLM: openlake_token; the CLI and python read $OPENLAKE_KV_TOKEN)",
+		    nd->addr);
 	if (r < 0)
 		return r;
 	struct ol_kvp_welcome w;
