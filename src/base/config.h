@@ -10,10 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OL_CFG_MAX_DIRS	     64
-#define OL_CFG_MAX_CREDS     16
-#define OL_CFG_MAX_NODES     64
-#define OL_CFG_STR	     256
+#define OL_CFG_MAX_DIRS	 64
+#define OL_CFG_MAX_CREDS 16
+#define OL_CFG_MAX_NODES 64
+#define OL_CFG_STR	 256
+
 #define OL_CFG_MAX_KV_TOKENS 64
 
 /* [[kv.tokens]]: a KV pool token and the namespaces it may touch. */
@@ -82,7 +83,9 @@ struct ol_config {
 	unsigned kv_writeback_ms;      /* [kv] writeback_ms: max delay DRAM -> NVMe */
 	char kv_shm_name[OL_CFG_STR];  /* [kv] shm_name: POSIX shm object of the DRAM tier */
 	char kv_prefault[8];	       /* [kv] prefault: "auto" (on in mode = "kv"), "on", "off" */
-	char kv_secret[OL_CFG_STR];    /* [kv] secret: pool token for every namespace ("" = none) */
+
+	/* [kv] access control and limits */
+	char kv_secret[OL_CFG_STR]; /* [kv] secret: pool token for every namespace ("" = none) */
 	struct ol_config_kv_token kv_tokens[OL_CFG_MAX_KV_TOKENS]; /* [[kv.tokens]] */
 	unsigned n_kv_tokens;
 	char kv_unix_socket[OL_CFG_STR]; /* [kv] unix_socket: shm-grant socket ("" = default) */
@@ -91,9 +94,10 @@ struct ol_config {
 	unsigned kv_max_conns_per_addr;	 /* [kv] max_connections_per_addr */
 	unsigned kv_max_pins_per_conn;	 /* [kv] max_pins_per_connection */
 	unsigned kv_max_pins;		 /* [kv] max_pins */
-	uint64_t inline_threshold;	 /* [storage] inline_threshold (128 KiB) */
-	uint64_t block_size;		 /* [storage] block_size per shard (1 MiB) */
-	char checksum[16];		 /* [storage] checksum: "crc32c" or "xxh3" */
+
+	uint64_t inline_threshold;     /* [storage] inline_threshold (128 KiB) */
+	uint64_t block_size;	       /* [storage] block_size per shard (1 MiB) */
+	char checksum[16];	       /* [storage] checksum: "crc32c" or "xxh3" */
 	bool fsync;		       /* [storage] fsync: acknowledge only after stable storage */
 	unsigned threads;	       /* worker threads (0 = one per core) */
 	char log_level[16];	       /* error|warn|info|debug */
