@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "client_int.h"
 #include "kv/net.h"
@@ -106,7 +108,17 @@ ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
 		c->compress = o->compress;
 	if (o->size >= offsetof(struct ol_client_opts, compress_row_bytes) + sizeof(unsigned))
 		c->compress_row_bytes = o->compress_row_bytes;
-	if (c->compress > 1 || c->compress_row_bytes % 2) {
+	const char *tok = NULL;
+	if (o->size >= offsetof(struct ol_client_opts, token) + sizeof(const char *))
+		tok = o->token;
+	if (tok && tok[0] && !(c->token = strdup(tok))) {
+		free(c->nodes);
+		free(c->ns);
+		free(c);
+		return -ENOMEM;
+	}
+	if (c->compress > 1 || c->compress_row_bytes % 2 || (tok && strlen(tok) > 4096)) {
+		free(c->token);
 		free(c->nodes);
 		free(c->ns);
 		free(c);
@@ -140,6 +152,7 @@ ol_client_free(struct ol_client *c)
 	}
 	free(c->nodes);
 	free(c->ns);
+	free(c->token);
 	free(c);
 }
 
@@ -282,20 +295,63 @@ map_shm(struct ol_client *c, struct olc_node *nd, const struct ol_kvp_welcome *w
 	return m;
 }
 
+/* Prove the token: HMAC-SHA256(token, ol_kvp_auth_msg(nonce, ns)). */
+static int
+auth(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn, const struct ol_kvp_welcome *w)
+{
+	if (!c->token) {
+		olc_log(
+		    c, OL_CLIENT_LOG_ERROR,
+		    "openlake: node %s requires a token: set it (C: opts.token, python: token=, "
+		    "vLLM: openlake_token; the CLI and python read $OPENLAKE_KV_TOKEN)",
+		    nd->addr);
+		return -EACCES;
+	}
+	uint8_t msg[OL_KVP_AUTH_MSG], mac[EVP_MAX_MD_SIZE];
+	unsigned ml = 0;
+	size_t n = ol_kvp_auth_msg(msg, w->nonce, c->ns, (uint16_t)strlen(c->ns));
+	if (!HMAC(EVP_sha256(), c->token, (int)strlen(c->token), msg, n, mac, &ml) ||
+	    ml != OL_KVP_MAC)
+		return -ENOMEM;
+	struct ol_kvp_hdr h = {.op = OL_KVP_AUTH, .body_len = OL_KVP_MAC}, rp;
+	struct iovec v = {mac, OL_KVP_MAC};
+	int r = olc_send(c, cn, &h, &v, 1);
+	if (r == 0)
+		r = olc_recv_hdr(cn, &h, &rp);
+	if (r == -EKEYREJECTED || r == -EACCES)
+		olc_log(c, OL_CLIENT_LOG_ERROR, "openlake: node %s: %s", nd->addr,
+			r == -EACCES
+			    ? "this token may not use this namespace"
+			    : "token refused (not the pool's secret or a [[kv.tokens]] token)");
+	return r;
+}
+
 static int
 hello(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 {
-	uint8_t body[OL_KVP_MAX_NS + OL_KVP_MAX_HOST + 16], rb[512];
-	struct ol_kvp_hello hi = {OL_KVP_VERSION, c->want_local ? OL_KVP_HELLO_LOCAL : 0,
-				  c->ns,	  (uint16_t)strlen(c->ns),
-				  c->host_id,	  (uint16_t)strlen(c->host_id)};
+	uint8_t body[OL_KVP_MAX_NS + OL_KVP_MAX_HOST + 16], rb[1024];
+	struct ol_kvp_hello hi = {
+	    OL_KVP_HELLO_V2,
+	    (c->want_local ? OL_KVP_HELLO_LOCAL : 0) | (c->token ? OL_KVP_HELLO_TOKEN : 0),
+	    c->ns,
+	    (uint16_t)strlen(c->ns),
+	    c->host_id,
+	    (uint16_t)strlen(c->host_id)};
 	int n = ol_kvp_hello_encode(body, sizeof(body), &hi);
 	if (n < 0)
 		return n;
 	struct ol_kvp_hdr h = {.op = OL_KVP_HELLO, .body_len = (uint64_t)n}, rp;
 	struct iovec v = {body, (size_t)n};
 	int r = olc_send(c, cn, &h, &v, 1);
-	if (r < 0 || (r = olc_recv_hdr(cn, &h, &rp)) < 0)
+	if (r == 0)
+		r = olc_recv_hdr(cn, &h, &rp);
+	if (r == -EACCES)
+		olc_log(
+		    c, OL_CLIENT_LOG_ERROR,
+		    "openlake: node %s requires a token: set it (C: opts.token, python: token=, "
+		    "vLLM: openlake_token; the CLI and python read $OPENLAKE_KV_TOKEN)",
+		    nd->addr);
+	if (r < 0)
 		return r;
 	struct ol_kvp_welcome w;
 	if (rp.body_len > sizeof(rb))
@@ -307,6 +363,14 @@ hello(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 	cn->max_batch = w.max_batch;
 	cn->max_block = w.max_block;
 	cn->local = false;
+	if (w.auth && (r = auth(c, nd, cn, &w)) < 0)
+		return r;
+	if (w.path_len && c->want_local) { /* the node is on this host: its shm-grant socket */
+		pthread_mutex_lock(&nd->mu);
+		memcpy(nd->unix_path, w.unix_path, w.path_len);
+		nd->unix_path[w.path_len] = '\0';
+		pthread_mutex_unlock(&nd->mu);
+	}
 	if (w.flags & OL_KVP_HELLO_LOCAL) {
 		pthread_mutex_lock(&nd->mu);
 		cn->map = map_shm(c, nd, &w);
@@ -314,6 +378,41 @@ hello(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 		cn->local = cn->map != NULL;
 	}
 	return 0;
+}
+
+/* The shm path: a connection on the node's Unix socket, where the server checks our uid.
+ * 0 with a local connection in *cn, or -errno (and the node stays on TCP from now on). */
+static int
+conn_unix(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
+{
+	char path[sizeof(nd->unix_path)];
+	pthread_mutex_lock(&nd->mu);
+	memcpy(path, nd->unix_path, sizeof(path));
+	bool skip = nd->unix_failed || !path[0];
+	pthread_mutex_unlock(&nd->mu);
+	if (skip)
+		return -ENOENT;
+	memset(cn, 0, sizeof(*cn));
+	int fd = kvnet_connect_unix(path), r = fd;
+	if (fd >= 0) {
+		cn->fd = fd;
+		r = kvnet_set_timeout(fd, c->timeout_ms);
+		if (r == 0)
+			r = hello(c, nd, cn);
+		if (r == 0 && !cn->local)
+			r = -EPERM;
+		if (r < 0)
+			close(fd);
+	}
+	if (r < 0) {
+		pthread_mutex_lock(&nd->mu);
+		nd->unix_failed = true;
+		pthread_mutex_unlock(&nd->mu);
+		olc_log(c, OL_CLIENT_LOG_WARN,
+			"openlake: node %s: no shared-memory grant on %s (%s), using TCP", nd->addr,
+			path, strerror(-r));
+	}
+	return r;
 }
 
 int
@@ -331,6 +430,8 @@ olc_conn_get(struct ol_client *c, struct olc_node *nd, struct olc_conn *out)
 		return 0;
 	}
 	pthread_mutex_unlock(&nd->mu);
+	if (c->want_local && conn_unix(c, nd, out) == 0)
+		return 0;
 	memset(out, 0, sizeof(*out));
 	int fd = kvnet_connect(nd->addr, c->timeout_ms);
 	if (fd < 0) {
@@ -345,6 +446,11 @@ olc_conn_get(struct ol_client *c, struct olc_node *nd, struct olc_conn *out)
 		close(fd);
 		olc_node_down(c, nd, r);
 		return r;
+	}
+	struct olc_conn u;
+	if (c->want_local && !out->local && conn_unix(c, nd, &u) == 0) {
+		close(fd); /* this HELLO told us the socket: switch to it */
+		*out = u;
 	}
 	pthread_mutex_lock(&nd->mu);
 	nd->backoff_ms = 0;
@@ -394,8 +500,11 @@ olc_recv_hdr_ex(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp_
 	int r = kvnet_readv_full(cn->fd, v, extra_len ? 2 : 1);
 	if (r < 0)
 		return r;
-	if (ol_kvp_hdr_decode(hb, sizeof(hb), rp) <= 0 || rp->op != rq->op ||
-	    !(rp->flags & OL_KVP_F_REPLY) || rp->req_id != rq->req_id)
+	if (ol_kvp_hdr_decode(hb, sizeof(hb), rp) <= 0 || !(rp->flags & OL_KVP_F_REPLY))
+		return -EPROTO;
+	if (rp->req_id == 0 && rp->status < 0) /* refused at accept (a limit): no request */
+		return rp->status;
+	if (rp->op != rq->op || rp->req_id != rq->req_id)
 		return -EPROTO;
 	if (rp->status < 0)
 		return rp->status;

@@ -47,7 +47,9 @@ struct olc_node {
 	unsigned backoff_ms;
 	struct olc_map *maps[8]; /* one per server epoch seen */
 	unsigned n_maps;
-	bool local_failed; /* shm could not be mapped: TCP from now on */
+	bool local_failed;		     /* shm could not be mapped: TCP from now on */
+	char unix_path[OL_KVP_MAX_HOST + 1]; /* the node's shm-grant socket (WELCOME v2) */
+	bool unix_failed;		     /* no grant there: TCP from now on */
 };
 
 struct ol_client {
@@ -61,6 +63,7 @@ struct ol_client {
 	void (*log)(int level, const char *msg, void *arg);
 	void *log_arg;
 	char host_id[64];
+	char *token; /* opts.token, NULL = none */
 	atomic_uint_fast64_t req_id;
 	unsigned compress, compress_row_bytes; /* opts.compress (compress.c) */
 	struct olz_stats zst;

@@ -397,7 +397,8 @@ kv_setup_conn(struct kvbench *b, unsigned i, const char *const *nodes, size_t n)
 				   .device = b->device,
 				   .ns = b->ns,
 				   .timeout_ms = 10000,
-				   .log = kv_client_log};
+				   .log = kv_client_log,
+				   .token = getenv("OPENLAKE_KV_TOKEN")};
 	struct ol_client *c;
 	int rc = ol_client_new(&o, &c);
 	if (rc)

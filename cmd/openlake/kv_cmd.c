@@ -55,10 +55,28 @@ split_nodes(char *list, const char **nodes)
 	return n;
 }
 
+/* Errors of the library (a pool that wants a token...) go to stderr, once per message. */
+static void
+kv_log(int level, const char *msg, void *arg)
+{
+	static char last[512];
+	if (level > OL_CLIENT_LOG_ERROR || strncmp(last, msg, sizeof(last) - 1) == 0)
+		return;
+	snprintf(last, sizeof(last), "%s", msg);
+	fprintf(stderr, "%s\n", msg);
+}
+
 static struct ol_client *
 connect_nodes(const char *const *nodes, size_t n, unsigned timeout_ms)
 {
-	struct ol_client_opts o = {sizeof(o), nodes, n, "tcp", "", timeout_ms, NULL, NULL, 0, 0};
+	struct ol_client_opts o = {.size = sizeof(o),
+				   .nodes = nodes,
+				   .n_nodes = n,
+				   .device = "tcp",
+				   .ns = "",
+				   .timeout_ms = timeout_ms,
+				   .log = kv_log,
+				   .token = getenv("OPENLAKE_KV_TOKEN")};
 	struct ol_client *c = NULL;
 	int r = ol_client_new(&o, &c);
 	if (r < 0)

@@ -51,6 +51,11 @@ struct ol_client_opts {
 			      same keys and a get returns plain bytes either way */
 	unsigned compress_row_bytes; /* ExANS rows mode: token row size in bytes (e.g.
 					heads * head_dim * 2); 0 = off */
+	const char *token; /* KV pool token ([kv] secret or a [[kv.tokens]] token; copied);
+			      NULL = none. Proven by HMAC over a server nonce, never sent. A pool
+			      that requires one refuses a client without it, or whose token does
+			      not cover ns: its entries then come back OL_KV_UNREACHABLE and the
+			      log callback says why */
 };
 
 /* Create a client. Connects lazily: succeeds even if every node is down (they count as

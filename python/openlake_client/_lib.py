@@ -20,7 +20,9 @@ class Opts(Structure):
                 ("device", c_char_p), ("ns", c_char_p), ("timeout_ms", c_uint),
                 ("log", LOGFN), ("log_arg", c_void_p),
                 # appended in 0.1 with the codec: 0 = off, 1 = ExANS; rows-mode row size
-                ("compress", c_uint), ("compress_row_bytes", c_uint)]
+                ("compress", c_uint), ("compress_row_bytes", c_uint),
+                # appended with access control: the KV pool token (NULL = none)
+                ("token", c_char_p)]
 
 
 class Iov(Structure):

@@ -8,6 +8,7 @@ the parts are concatenated in order). numpy and torch are imported only when use
 import ctypes
 import enum
 import json
+import os
 import sys
 
 from . import _lib
@@ -192,7 +193,7 @@ class Client:
     """A connection to a pool of nodes. Thread-safe; close() (or `with`) when done."""
 
     def __init__(self, nodes, device="local", namespace="", timeout_ms=2000, compress="off",
-                 compress_row_bytes=0):
+                 compress_row_bytes=0, token=None):
         if isinstance(nodes, str):
             nodes = [n for n in nodes.split(",") if n]
         if not nodes:
@@ -219,6 +220,10 @@ class Client:
         o.log = _lib.LOG_CB
         o.compress = 1 if self.compress == "exans" else 0
         o.compress_row_bytes = int(compress_row_bytes)
+        if token is None:
+            token = os.environ.get("OPENLAKE_KV_TOKEN") or None
+        self._token_c = token.encode() if token else None
+        o.token = self._token_c
         h = ctypes.c_void_p()
         rc = self._lib.ol_client_new(ctypes.byref(o), ctypes.byref(h))
         if rc < 0:
@@ -365,12 +370,14 @@ def _compress_mode(v):
 
 
 def connect(nodes=("127.0.0.1:9400",), device="local", namespace="", timeout_ms=2000,
-            compress="off", compress_row_bytes=0):
+            compress="off", compress_row_bytes=0, token=None):
     """A Client for the pool at nodes (list of "host:port", or a comma-separated string).
     compress="exans": values are compressed (lossless, for BF16 KV blocks) before they leave
-    this process and decoded on the way back; plain and compressed values coexist."""
+    this process and decoded on the way back; plain and compressed values coexist.
+    token: the pool's secret or a [[kv.tokens]] token allowed for namespace (None =
+    $OPENLAKE_KV_TOKEN, else none). A pool that refuses it answers every entry "unreachable"."""
     return Client(nodes, device=device, namespace=namespace, timeout_ms=timeout_ms,
-                  compress=compress, compress_row_bytes=compress_row_bytes)
+                  compress=compress, compress_row_bytes=compress_row_bytes, token=token)
 
 
 def version():

@@ -1,6 +1,7 @@
 """kv_connector_extra_config of the OpenLake connector, and the model identity of the keys."""
 
 import logging
+import os
 from dataclasses import dataclass, field
 
 from .keys import ModelIdentity
@@ -11,6 +12,7 @@ DEFAULTS = {
     "openlake_nodes": ["127.0.0.1:9400"],  # same order on every host
     "openlake_device": "local",            # local | tcp | <RDMA NIC name> (-> tcp for now)
     "openlake_namespace": "",              # "" = "vllm"
+    "openlake_token": "",                  # KV pool token ("" = $OPENLAKE_KV_TOKEN or none)
     "chunk_size": 256,                     # tokens per stored unit (multiple of block_size)
     "compress": "off",                     # off | exans
     "cache_salt": "",                      # tenant isolation, mixed into every key
@@ -35,6 +37,7 @@ class ConnectorConfig:
     nodes: list = field(default_factory=lambda: list(DEFAULTS["openlake_nodes"]))
     device: str = "local"
     namespace: str = "vllm"
+    token: str = field(default="", repr=False)  # a secret: never in logs
     chunk_size: int = 256
     compress: str = "off"
     cache_salt: str = ""
@@ -88,6 +91,7 @@ class ConnectorConfig:
             compress = "off"
         return cls(nodes=list(nodes), device=device,
                    namespace=str(g("openlake_namespace") or "vllm"), chunk_size=chunk,
+                   token=str(g("openlake_token") or os.environ.get("OPENLAKE_KV_TOKEN", "")),
                    compress=compress, cache_salt=str(g("cache_salt") or ""),
                    model_id=str(g("model_id") or ""),
                    model_revision=str(g("model_revision") or ""),

@@ -48,7 +48,7 @@ class Store:
 
             self._client = connect(self.cfg.nodes, device=self.cfg.device,
                                    namespace=self.cfg.namespace, timeout_ms=self.cfg.timeout_ms,
-                                   compress=self.cfg.compress)
+                                   compress=self.cfg.compress, token=self.cfg.token or None)
         except Exception as e:  # library missing, bad options...
             self._next_try = now + self.cfg.retry_interval_s
             self.warn("connect", "openlake: cannot open the pool client (%s); serving without "

@@ -25,7 +25,7 @@ struct cfg_key {
 	const char *def;   /* default, as text ("" = empty / zero) */
 	double min, max;   /* numeric range */
 	const char *enums; /* T_ENUM: "a|b|c" */
-	int array;	   /* 0: struct ol_config, 1: [[credentials]], 2: [[nodes]] */
+	int array; /* 0: struct ol_config, 1: [[credentials]], 2: [[nodes]], 3: [[kv.tokens]] */
 	int secret;
 	const char *help;
 };
@@ -33,6 +33,7 @@ struct cfg_key {
 #define F(f)	offsetof(struct ol_config, f), sizeof(((struct ol_config *)0)->f)
 #define CR(f)	offsetof(struct ol_config_cred, f), sizeof(((struct ol_config_cred *)0)->f)
 #define ND(f)	offsetof(struct ol_config_node, f), sizeof(((struct ol_config_node *)0)->f)
+#define KT(f)	offsetof(struct ol_config_kv_token, f), sizeof(((struct ol_config_kv_token *)0)->f)
 #define BIG	1e19
 #define ALIAS_F "set_drive_count"
 
@@ -105,6 +106,25 @@ static const struct cfg_key keys[] = {
      "pay for it (auto: on in mode = \"kv\", off beside S3)"},
     {"kv.shm_name", T_STR, F(kv_shm_name), "", 0, 0, 0, 0, 0,
      "POSIX shm name of the DRAM tier (\"\" = /openlake-kv-<port>-<pid>)"},
+    {"kv.secret", T_STR, F(kv_secret), "", 0, 0, 0, 0, 1,
+     "KV pool secret: a client must prove it (or a [[kv.tokens]] token) at HELLO; grants every "
+     "namespace (\"\" = no access control unless [[kv.tokens]] are set)"},
+    {"kv.unix_socket", T_STR, F(kv_unix_socket), "", 0, 0, 0, 0, 0,
+     "Unix socket that grants the shm tier to local clients by peer uid (\"\" = "
+     "/run/openlake/kv-<port>.sock, \"off\" = no shm grant)"},
+    {"kv.shm_group", T_STR, F(kv_shm_group), "", 0, 0, 0, 0, 0,
+     "group whose members are also granted the shm tier (\"\" = the daemon's uid only)"},
+    {"kv.max_connections", T_U32, F(kv_max_conns), "4096", 1, 1048576, 0, 0, 0,
+     "KV connections open at once; more are refused"},
+    {"kv.max_connections_per_addr", T_U32, F(kv_max_conns_per_addr), "1024", 1, 1048576, 0, 0, 0,
+     "KV connections open at once from one client address"},
+    {"kv.max_pins_per_connection", T_U32, F(kv_max_pins_per_conn), "16384", 1, 16777216, 0, 0, 0,
+     "slots one connection may hold pinned or reserved (LOOKUP, ALLOC)"},
+    {"kv.max_pins", T_U32, F(kv_max_pins), "1048576", 1, 268435456, 0, 0, 0,
+     "slots all connections together may hold pinned or reserved"},
+    {"kv.tokens.token", T_STR, KT(token), "", 0, 0, 0, 3, 1, "KV pool token"},
+    {"kv.tokens.namespaces", T_STR, KT(namespaces), "", 0, 0, 0, 3, 0,
+     "namespaces the token may touch: fnmatch patterns, an array or comma-separated"},
     {"kv_slab.capacity_gb", T_U32, F(kv_capacity_gb), "0", 0, 1048576, 0, 0, 0,
      "DRAM tier in GiB (upstream key)"},
     {"kv_slab.cpu_ram_frac", T_F64, F(kv_cpu_ram_frac), "0", 0, 1, 0, 0, 0,
@@ -399,6 +419,8 @@ struct parse_ctx {
 static void *
 array_elem(struct parse_ctx *c, int array)
 {
+	if (array == 3)
+		return c->cfg->n_kv_tokens ? &c->cfg->kv_tokens[c->cfg->n_kv_tokens - 1] : NULL;
 	if (array == 1)
 		return c->cfg->n_creds ? &c->cfg->creds[c->cfg->n_creds - 1] : NULL;
 	return c->cfg->n_nodes ? &c->cfg->nodes[c->cfg->n_nodes - 1] : NULL;
@@ -414,6 +436,13 @@ on_table(void *arg, const char *table, int is_array, unsigned line)
 		if (c->cfg->n_creds >= OL_CFG_MAX_CREDS)
 			goto full;
 		memset(&c->cfg->creds[c->cfg->n_creds++], 0, sizeof(struct ol_config_cred));
+		return 0;
+	}
+	if (is_array && strcmp(table, "kv.tokens") == 0) {
+		if (c->cfg->n_kv_tokens >= OL_CFG_MAX_KV_TOKENS)
+			goto full;
+		memset(&c->cfg->kv_tokens[c->cfg->n_kv_tokens++], 0,
+		       sizeof(struct ol_config_kv_token));
 		return 0;
 	}
 	if (is_array && strcmp(table, "nodes") == 0) {
@@ -441,6 +470,29 @@ on_table(void *arg, const char *table, int is_array, unsigned line)
 full:
 	snprintf(c->err, c->errlen, "%s:%u: too many [[%s]] entries", c->name, line, table);
 	return -EINVAL;
+}
+
+/* An array of strings stored comma-joined in a T_STR field ([[kv.tokens]] namespaces). */
+static int
+list_store(void *base, const struct cfg_key *k, const struct ol_toml_value *v, char *err,
+	   size_t errlen)
+{
+	char *p = (char *)base + k->off;
+	size_t n = 0;
+	for (size_t i = 0; i < v->n_items; i++) {
+		size_t l = strlen(v->items[i]);
+		if (strchr(v->items[i], ',') || n + l + 2 > k->len) {
+			snprintf(err, errlen, "'%s': an item has a ',' or the list is too long",
+				 k->name);
+			return -EINVAL;
+		}
+		if (n)
+			p[n++] = ',';
+		memcpy(p + n, v->items[i], l);
+		n += l;
+	}
+	p[n] = '\0';
+	return 0;
 }
 
 static int
@@ -477,6 +529,8 @@ on_value(void *arg, const char *table, const char *key, const struct ol_toml_val
 				 "'data_dirs' must be a string or array of strings");
 			rc = -EINVAL;
 		}
+	} else if (k->array == 3 && k->type == T_STR && v->kind == OL_TOML_ARRAY_STRING) {
+		rc = list_store(base, k, v, msg, sizeof(msg));
 	} else if (v->kind == OL_TOML_ARRAY_STRING || v->kind == OL_TOML_ARRAY_OTHER) {
 		snprintf(msg, sizeof(msg), "'%s' takes one value, not an array", full);
 		rc = -EINVAL;
@@ -497,7 +551,9 @@ on_value(void *arg, const char *table, const char *key, const struct ol_toml_val
 	return 0;
 bad:
 	snprintf(c->err, c->errlen, "%s:%u: key '%s' outside its [[%s]] table", c->name, line, full,
-		 k->array == 1 ? "credentials" : "nodes");
+		 k->array == 1	 ? "credentials"
+		 : k->array == 3 ? "kv.tokens"
+				 : "nodes");
 	return -EINVAL;
 }
 
@@ -775,6 +831,16 @@ ol_config_print(const struct ol_config *cfg, int fd, bool show_secrets)
 				continue;
 			fprintf(f, "%s = ", strchr(keys[i].name, '.') + 1);
 			print_value(f, &keys[i], &cfg->creds[j], show_secrets);
+			fputc('\n', f);
+		}
+	}
+	for (unsigned j = 0; j < cfg->n_kv_tokens; j++) {
+		fprintf(f, "\n[[kv.tokens]]\n");
+		for (size_t i = 0; i < N_KEYS; i++) {
+			if (keys[i].array != 3)
+				continue;
+			fprintf(f, "%s = ", strrchr(keys[i].name, '.') + 1);
+			print_value(f, &keys[i], &cfg->kv_tokens[j], show_secrets);
 			fputc('\n', f);
 		}
 	}

@@ -15,6 +15,14 @@
 #define OL_CFG_MAX_NODES 64
 #define OL_CFG_STR	 256
 
+#define OL_CFG_MAX_KV_TOKENS 64
+
+/* [[kv.tokens]]: a KV pool token and the namespaces it may touch. */
+struct ol_config_kv_token {
+	char token[OL_CFG_STR];
+	char namespaces[1024]; /* comma-separated fnmatch patterns, e.g. "llama3-*,qwen-*" */
+};
+
 struct ol_config_cred {
 	char access_key[OL_CFG_STR];
 	char secret_key[OL_CFG_STR];
@@ -77,6 +85,18 @@ struct ol_config {
 	unsigned kv_writeback_ms;      /* [kv] writeback_ms: max delay DRAM -> NVMe */
 	char kv_shm_name[OL_CFG_STR];  /* [kv] shm_name: POSIX shm object of the DRAM tier */
 	char kv_prefault[8];	       /* [kv] prefault: "auto" (on in mode = "kv"), "on", "off" */
+
+	/* [kv] access control and limits */
+	char kv_secret[OL_CFG_STR]; /* [kv] secret: pool token for every namespace ("" = none) */
+	struct ol_config_kv_token kv_tokens[OL_CFG_MAX_KV_TOKENS]; /* [[kv.tokens]] */
+	unsigned n_kv_tokens;
+	char kv_unix_socket[OL_CFG_STR]; /* [kv] unix_socket: shm-grant socket ("" = default) */
+	char kv_shm_group[64];		 /* [kv] shm_group: group also granted the shm tier */
+	unsigned kv_max_conns;		 /* [kv] max_connections */
+	unsigned kv_max_conns_per_addr;	 /* [kv] max_connections_per_addr */
+	unsigned kv_max_pins_per_conn;	 /* [kv] max_pins_per_connection */
+	unsigned kv_max_pins;		 /* [kv] max_pins */
+
 	uint64_t inline_threshold;     /* [storage] inline_threshold (128 KiB) */
 	uint64_t block_size;	       /* [storage] block_size per shard (1 MiB) */
 	char checksum[16];	       /* [storage] checksum: "crc32c" or "xxh3" */

@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysinfo.h>
 #include <time.h>
@@ -379,7 +381,32 @@ slot_alloc(struct ol_kve *e, uint64_t len, bool may_wait, struct slot *s)
 	return 0;
 }
 
-static void
+/* The namespace tag of a key: which namespace's bytes a DRAM unit holds (never 0). */
+static uint64_t
+ns_tag(const struct ol_kvk *k)
+{
+	uint64_t t;
+	memcpy(&t, k->b + 32, sizeof(t));
+	return t | 1;
+}
+
+/* Mark the units of [off, off + len) as x's namespace's. Returns the offset (from off) of the
+ * first unit that held another namespace's bytes, len when none did (0 = never written). */
+static uint64_t
+tag_claim(struct ol_kve *e, const struct ent *x, uint64_t off, uint64_t len)
+{
+	uint64_t tag = ns_tag(&x->k), first = len;
+	uint64_t end = (off + (len ? len : 1) + OL_KVE_UNIT - 1) / OL_KVE_UNIT;
+	for (uint64_t u = off / OL_KVE_UNIT; u < end; u++) {
+		if (e->tag[u] != tag && e->tag[u] != 0 && first == len)
+			first = u * OL_KVE_UNIT - off;
+		e->tag[u] = tag;
+	}
+	return first;
+}
+
+/* Returns tag_claim's answer for x's value bytes. */
+static uint64_t
 ent_attach(struct ol_kve *e, struct ent *x, const struct slot *s)
 {
 	x->off = s->off;
@@ -387,6 +414,7 @@ ent_attach(struct ol_kve *e, struct ent *x, const struct slot *s)
 	x->cls = s->cls;
 	x->npages = s->npages;
 	e->ent_at[s->off / OL_KVE_UNIT] = x;
+	return tag_claim(e, x, s->off, x->len);
 }
 
 static void
@@ -725,18 +753,26 @@ map_dram(struct ol_kve *e, const struct ol_kve_opts *o)
 	void *p;
 	if (o->shm_name && o->shm_name[0]) {
 		snprintf(e->shm_name, sizeof(e->shm_name), "%s", o->shm_name);
-		shm_unlink(e->shm_name); /* a leftover of a crashed run */
+		/* a leftover of a crashed run */
+		int rc = ol_kve_shm_unlink_stale(e->shm_name, true);
+		if (rc < 0)
+			return rc;
 		int fd = shm_open(e->shm_name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
 		if (fd < 0)
 			return -errno;
-		if (ftruncate(fd, (off_t)e->size) != 0) {
-			int rc = -errno;
+		/* held while the tier lives: the mark of a live object, in any PID namespace;
+		 * taken before the object gets its size (a cleaner that holds the lock of an
+		 * empty object for a moment leaves it alone: then we wait) */
+		if (flock(fd, LOCK_EX) != 0 || ftruncate(fd, (off_t)e->size) != 0 ||
+		    (o->shm_group &&
+		     (fchown(fd, (uid_t)-1, o->shm_gid) != 0 || fchmod(fd, 0660) != 0))) {
+			rc = -errno;
 			close(fd);
 			shm_unlink(e->shm_name);
 			return rc;
 		}
 		p = mmap(NULL, e->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-		close(fd);
+		e->shm_fd = fd;
 		e->is_shm = true;
 	} else {
 		p = mmap(NULL, e->size, PROT_READ | PROT_WRITE,
@@ -812,6 +848,7 @@ int
 ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out)
 {
 	struct ol_kve *e = ol_xcalloc(1, sizeof(*e));
+	e->shm_fd = -1;
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->wb_cv, NULL);
 	pthread_cond_init(&e->clean_cv, NULL);
@@ -830,6 +867,7 @@ ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out)
 	for (uint32_t p = 0; p < e->n_pages; p++)
 		e->pages[p].cls = PG_FREE;
 	e->ent_at = ol_xcalloc(e->size / OL_KVE_UNIT, sizeof(*e->ent_at));
+	e->tag = ol_xcalloc(e->size / OL_KVE_UNIT, sizeof(*e->tag));
 	e->ht_mask = 1023;
 	e->ht = ol_xcalloc(e->ht_mask + 1, sizeof(*e->ht));
 	if (getrandom(&e->epoch, sizeof(e->epoch), 0) != sizeof(e->epoch))
@@ -862,6 +900,28 @@ ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out)
 		e->pf_running = true;
 	*out = e;
 	return 0;
+}
+
+int
+ol_kve_shm_unlink_stale(const char *name, bool even_empty)
+{
+	int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	int rc = 0;
+	struct stat st;
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0)
+		rc = errno == EWOULDBLOCK ? -EADDRINUSE : -errno;
+	else if (fstat(fd, &st) != 0)
+		rc = -errno;
+	else if (st.st_size == 0 && !even_empty)
+		rc = -EADDRINUSE; /* being created: its owner locks it before sizing it */
+	else if (shm_unlink(name) != 0 && errno != ENOENT)
+		rc = -errno;
+	else
+		rc = 1;
+	close(fd);
+	return rc;
 }
 
 void
@@ -897,6 +957,9 @@ ol_kve_close(struct ol_kve *e)
 		munmap(e->base, e->size);
 	if (e->is_shm)
 		shm_unlink(e->shm_name);
+	if (e->shm_fd >= 0)
+		close(e->shm_fd); /* drops the lock */
+	free(e->tag);
 	for (int c = 0; c < NCLS; c++)
 		free(e->cls[c].free);
 	free(e->ht);
@@ -947,7 +1010,7 @@ ol_kve_alloc(struct ol_kve *e, const struct ol_kvk *k, uint64_t len, struct ol_k
 	x->len = len;
 	x->pins = 1;
 	x->state = ST_PENDING;
-	ent_attach(e, x, &sl);
+	s->foreign = ent_attach(e, x, &sl);
 	slot_out(e, x, s);
 out:
 	pthread_mutex_unlock(&e->mu);
@@ -1068,7 +1131,7 @@ pin_nvme(struct ol_kve *e, const struct ol_kvk *k, uint64_t h, bool need_dram,
 	if (sl.fresh)
 		prefault(e, &sl);
 	memcpy(e->base + sl.off, val, r.len);
-	ent_attach(e, x, &sl);
+	(void)ent_attach(e, x, &sl);
 	e->dram_entries++;
 	e->st.promotions++;
 	return pin_dram(e, x, s);

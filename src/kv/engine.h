@@ -46,6 +46,8 @@ struct ol_kve_opts {
 	uint64_t max_block;
 	unsigned writeback_ms; /* write-behind delay bound; the thread runs when spill_dir set */
 	bool prefault;	       /* populate the DRAM tier in a low-priority thread after open */
+	bool shm_group;	       /* the shm object is 0660 with group shm_gid (else 0600) */
+	unsigned shm_gid;
 };
 
 /* key[32] + namespace hash[16] */
@@ -59,6 +61,9 @@ struct ol_kve_slot {
 	uint64_t off; /* shm offset, OL_KVE_NOOFF when ptr is a thread-local bounce copy */
 	uint64_t seq;
 	uint64_t len;
+	uint64_t foreign; /* ol_kve_alloc: bytes from here to len may hold another namespace's
+			     old data (len = none): a caller that lets the client read the slot
+			     before writing it (ALLOC over shm) zeroes them */
 };
 
 struct ol_kve_stats {
@@ -70,7 +75,14 @@ struct ol_kve_stats {
 	uint64_t prefaulted;	  /* DRAM pages populated by the background prefault */
 };
 
+/* The shm object of the DRAM tier is held with flock(LOCK_EX) while the tier lives (the lock
+ * is the liveness mark, valid across PID namespaces and containers sharing /dev/shm). */
 int ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out);
+/* Unlink shm object name if no live tier holds it: 1 = unlinked, 0 = no such object,
+ * -EADDRINUSE = a live tier holds its lock (or, unless even_empty, the object is still empty:
+ * a tier being created, whose owner takes the lock before it sizes the object), other -errno.
+ */
+int ol_kve_shm_unlink_stale(const char *name, bool even_empty);
 /* Writes every dirty block to the NVMe tier, then frees. */
 void ol_kve_close(struct ol_kve *e);
 

@@ -61,12 +61,14 @@ struct ol_kve {
 	uint8_t *base;
 	uint64_t size, data_off;
 	bool is_shm;
+	int shm_fd; /* open and flock()ed while the tier lives */
 	char shm_name[256];
 	uint32_t n_pages;
 	_Atomic uint64_t *seqtab;
 	struct page *pages;
 	struct sclass cls[NCLS];
 	struct ent **ent_at; /* per unit: the entry whose slot starts there */
+	uint64_t *tag;	     /* per unit: namespace tag of the bytes it holds (0 = never used) */
 	struct ent **ht;
 	uint64_t ht_mask, n_ent;
 	struct ent *lru_head, *lru_tail, *dirty_head, *dirty_tail;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static int
@@ -63,8 +64,9 @@ kvnet_listen(const char *addr, unsigned *port)
 		r = -errno;
 		goto out;
 	}
+	/* SO_REUSEADDR only: the pool has one listener, and SO_REUSEPORT would let a second
+	 * daemon bind the same port and split the clients between two pools */
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
 	if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
 		r = -errno;
 		close(fd);
@@ -79,6 +81,25 @@ kvnet_listen(const char *addr, unsigned *port)
 out:
 	freeaddrinfo(ai);
 	return r;
+}
+
+int
+kvnet_connect_unix(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	size_t l = strlen(path);
+	if (l == 0 || l >= sizeof(sa.sun_path))
+		return -EINVAL;
+	memcpy(sa.sun_path, path, l + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	return fd;
 }
 
 static int

@@ -8,11 +8,14 @@
 #include <stddef.h>
 #include <sys/uio.h>
 
-/* Listen on "host:port" (numeric host, "localhost" or "*"), SO_REUSEADDR + SO_REUSEPORT.
+/* Listen on "host:port" (numeric host, "localhost" or "*"), SO_REUSEADDR (not SO_REUSEPORT: a port
+ * held by another process is -EADDRINUSE).
  * *port = the bound port. */
 int kvnet_listen(const char *addr, unsigned *port);
 /* Connect to "host:port" within timeout_ms; TCP_NODELAY, CLOEXEC, blocking afterwards. */
 int kvnet_connect(const char *addr, unsigned timeout_ms);
+/* Connect to the Unix stream socket at path; CLOEXEC. fd or -errno. */
+int kvnet_connect_unix(const char *path);
 int kvnet_set_timeout(int fd, unsigned timeout_ms); /* 0 = none */
 int kvnet_read_full(int fd, void *buf, size_t len);
 /* iov is modified. */

@@ -85,7 +85,7 @@ ol_kvp_hdr_decode(const uint8_t *buf, size_t len, struct ol_kvp_hdr *h)
 static int
 op_has_entries(uint8_t op)
 {
-	return op != OL_KVP_HELLO && op != OL_KVP_STATS;
+	return op != OL_KVP_HELLO && op != OL_KVP_STATS && op != OL_KVP_AUTH;
 }
 
 int
@@ -191,13 +191,21 @@ ol_kvp_hello_decode(const uint8_t *buf, size_t len, struct ol_kvp_hello *h)
 }
 
 /* WELCOME: u32 flags, u32 max_batch, u64 max_block, shm_size, epoch, seq_off, unit,
- * u16 name_len, name */
+ * u16 name_len, name; version 2 adds u32 auth, nonce[32], u16 path_len, path */
 int
 ol_kvp_welcome_encode(uint8_t *out, size_t cap, const struct ol_kvp_welcome *w)
 {
-	size_t need = 50 + (size_t)w->name_len;
-	if (need > cap || w->name_len > OL_KVP_MAX_HOST)
+	size_t v1 = 50 + (size_t)w->name_len;
+	size_t need = v1 + (w->v2 ? 38 + (size_t)w->path_len : 0);
+	if (need > cap || w->name_len > OL_KVP_MAX_HOST || w->path_len > OL_KVP_MAX_HOST)
 		return -ENOSPC;
+	if (w->v2) {
+		put32(out + v1, w->auth);
+		memcpy(out + v1 + 4, w->nonce, OL_KVP_NONCE);
+		put16(out + v1 + 36, w->path_len);
+		if (w->path_len)
+			memcpy(out + v1 + 38, w->unix_path, w->path_len);
+	}
 	put32(out, w->flags);
 	put32(out + 4, w->max_batch);
 	put64(out + 8, w->max_block);
@@ -224,12 +232,42 @@ ol_kvp_welcome_decode(const uint8_t *buf, size_t len, struct ol_kvp_welcome *w)
 	w->seq_off = get64(buf + 32);
 	w->unit = get64(buf + 40);
 	w->name_len = get16(buf + 48);
-	if (w->name_len > OL_KVP_MAX_HOST || len != 50 + (size_t)w->name_len)
+	size_t v1 = 50 + (size_t)w->name_len;
+	if (w->name_len > OL_KVP_MAX_HOST || len < v1)
 		return -EINVAL;
 	if (w->max_batch == 0 || w->max_batch > OL_KVP_MAX_BATCH || w->unit == 0)
 		return -EINVAL;
 	w->shm_name = (const char *)buf + 50;
+	w->auth = 0;
+	memset(w->nonce, 0, sizeof(w->nonce));
+	w->unix_path = NULL;
+	w->path_len = 0;
+	w->v2 = len > v1;
+	if (!w->v2)
+		return 0;
+	if (len < v1 + 38)
+		return -EINVAL;
+	w->auth = get32(buf + v1);
+	memcpy(w->nonce, buf + v1 + 4, OL_KVP_NONCE);
+	w->path_len = get16(buf + v1 + 36);
+	if (w->path_len > OL_KVP_MAX_HOST || len != v1 + 38 + (size_t)w->path_len)
+		return -EINVAL;
+	w->unix_path = w->path_len ? (const char *)buf + v1 + 38 : NULL;
 	return 0;
+}
+
+size_t
+ol_kvp_auth_msg(uint8_t out[OL_KVP_AUTH_MSG], const uint8_t nonce[OL_KVP_NONCE], const char *ns,
+		uint16_t ns_len)
+{
+	static const char tag[16] = "OLKV-AUTH-v2";
+	if (ns_len > OL_KVP_MAX_NS)
+		ns_len = OL_KVP_MAX_NS;
+	memcpy(out, tag, sizeof(tag));
+	memcpy(out + 16, nonce, OL_KVP_NONCE);
+	if (ns_len)
+		memcpy(out + 16 + OL_KVP_NONCE, ns, ns_len);
+	return 16 + OL_KVP_NONCE + (size_t)ns_len;
 }
 
 int
@@ -251,6 +289,8 @@ ol_kvp_parse_request(const uint8_t *buf, size_t len, const struct ol_kvp_limits 
 		r = ol_kvp_hello_decode(body, h.body_len, &hello);
 		return r < 0 ? r : (int)(OL_KVP_HDR + h.body_len);
 	}
+	if (h.op == OL_KVP_AUTH)
+		return h.body_len == OL_KVP_MAC ? (int)(OL_KVP_HDR + h.body_len) : -EMSGSIZE;
 	uint64_t pos = 0;
 	for (uint32_t i = 0; i < h.count; i++) {
 		struct ol_kvp_req_ent e;

@@ -33,13 +33,19 @@ enum ol_kvp_op {
 	OL_KVP_COMMIT = 8,
 	OL_KVP_LOOKUP = 9,
 	OL_KVP_RELEASE = 10,
-	OL_KVP_OP_MAX = 10
+	OL_KVP_AUTH = 11, /* HELLO version 2: body = mac[32] (see ol_kvp_auth_msg) */
+	OL_KVP_OP_MAX = 11
 };
 
 #define OL_KVP_F_NOREPLY 0x01 /* request: send no reply (RELEASE only) */
 #define OL_KVP_F_REPLY	 0x80 /* set on every reply */
 
 #define OL_KVP_HELLO_LOCAL 0x1 /* request: wants the shm path; reply: granted */
+#define OL_KVP_HELLO_TOKEN 0x2 /* request: has a token and will AUTH */
+#define OL_KVP_HELLO_V2	   2   /* HELLO body version with access control (WELCOME v2) */
+#define OL_KVP_NONCE	   32
+#define OL_KVP_MAC	   32 /* HMAC-SHA256 */
+#define OL_KVP_AUTH_MSG	   (16 + OL_KVP_NONCE + OL_KVP_MAX_NS)
 
 struct ol_kvp_hdr {
 	uint32_t magic;
@@ -86,6 +92,12 @@ struct ol_kvp_welcome {
 	uint64_t unit;	  /* the table has one u64 per unit bytes of the shm */
 	const char *shm_name;
 	uint16_t name_len;
+	/* version 2 (sent to HELLO version >= 2 only; decode sets them 0 for a version 1 blob) */
+	uint32_t auth;		     /* 1: AUTH required before any other op */
+	uint8_t nonce[OL_KVP_NONCE]; /* this connection's AUTH challenge */
+	const char *unix_path;	     /* the Unix socket that grants the shm path, or NULL */
+	uint16_t path_len;
+	uint8_t v2; /* encode: append the version 2 fields */
 };
 
 /* Limits a receiver enforces on a request header. */
@@ -118,6 +130,11 @@ int ol_kvp_hello_encode(uint8_t *out, size_t cap, const struct ol_kvp_hello *h);
 int ol_kvp_hello_decode(const uint8_t *buf, size_t len, struct ol_kvp_hello *h);
 int ol_kvp_welcome_encode(uint8_t *out, size_t cap, const struct ol_kvp_welcome *w);
 int ol_kvp_welcome_decode(const uint8_t *buf, size_t len, struct ol_kvp_welcome *w);
+
+/* The bytes an AUTH mac signs: "OLKV-AUTH-v2" NUL*4, nonce, namespace. The client sends
+ * HMAC-SHA256(key = its token, these bytes). Returns the length (<= OL_KVP_AUTH_MSG). */
+size_t ol_kvp_auth_msg(uint8_t out[OL_KVP_AUTH_MSG], const uint8_t nonce[OL_KVP_NONCE],
+		       const char *ns, uint16_t ns_len);
 
 /* Parse one complete request frame held in buf (the fuzz target's entry): header, checks,
  * entries, payload lengths. Returns bytes consumed, 0 = need more, -errno = malformed. */

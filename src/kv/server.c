@@ -12,13 +12,20 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
 #include "base/metrics.h"
+#include "kv/access.h"
 #include "kv/kv_metrics.h"
 #include "kv/engine.h"
 #include "kv/net.h"
@@ -28,38 +35,65 @@
 /* Once a frame has started, each read or write must progress within this (slow or stuck
  * peers are closed; idle connections between frames are kept). */
 #define OL_KV_FRAME_TIMEOUT_MS 10000
-/* One thread per connection: past this many, new connections are refused (closed). */
-#define OL_KV_MAX_CONNS 4096
+/* Connection threads need little stack: the largest frame is a 4 KiB STATS buffer. */
+#define OL_KV_STACK (256u << 10)
+/* Refused connections stay open (error frame sent, write side shut) this long, so the
+ * client reads the error instead of a reset; at most this many at once. */
+#define OL_KV_REFUSED_MS  1000
+#define OL_KV_REFUSED_MAX 256
 
 struct conn;
 
 struct ol_kv_server {
 	struct ol_kve *eng;
-	int lfd;
+	int lfd, ufd, efd; /* TCP listener, Unix (shm grant) listener, stop eventfd */
 	unsigned port;
-	pthread_t acc;
+	char upath[108];
+	pthread_t acc, reaper;
+	bool reaper_running;
 	atomic_bool stop;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	pthread_cond_t cv, reap_cv;
 	struct conn *conns;
 	unsigned n_conns;
 	char host_id[64];
 	struct ol_kvp_limits lim;
+	struct ol_kva acl;
+	unsigned max_conns, max_per_addr, max_pins_conn, max_pins;
+	uint64_t ttl_ms; /* [kv_slab] reserve_ttl_secs: pins and reservations older are dropped */
+	atomic_uint_fast64_t n_pins;
+	atomic_uint_fast64_t last_log_ms, quiet; /* rate-limited refusal log */
+	struct {
+		int fd;
+		uint64_t t_ms;
+	} refused[OL_KV_REFUSED_MAX];
+	unsigned n_refused;
 };
 
 struct pinref {
-	uint64_t off, seq;
+	uint64_t off, seq, t_ms;
 };
 
+/* Allocated with mmap (with its entry buffers) and unmapped at close: the memory of idle
+ * connections returns to the system when they go, not to a malloc arena. */
 struct conn {
 	struct ol_kv_server *s;
 	struct conn *prev, *next;
 	int fd;
 	char peer[64];
+	uint8_t addr[16]; /* peer address (per-address limit); unix: zeros */
 	uint8_t ns[16];
-	bool local;
+	char ns_str[OL_KVP_MAX_NS + 1];
+	uint16_t ns_len;
+	bool local;   /* shm path granted */
+	bool is_unix; /* came over the Unix socket */
+	bool authed;  /* may run ops (AUTH done, or no access control) */
+	bool hello;   /* HELLO done */
+	uint8_t nonce[OL_KVP_NONCE];
+	pthread_mutex_t pmu; /* pins: this thread and the reaper */
 	struct pinref *pins; /* LOOKUP pins and ALLOC reservations held by this connection */
 	size_t n_pins, cap_pins;
+	size_t map_len;
 	uint8_t *ents;	  /* request entries */
 	uint8_t *reps;	  /* reply entries */
 	uint8_t rb[8192]; /* bytes received ahead (a header and its entries come in one recv) */
@@ -114,26 +148,80 @@ conn_read_hdr(struct conn *c, uint8_t hb[OL_KVP_HDR])
 
 /* ---- per-connection pin list ---- */
 
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Refusals and denials: one log line per second at most, with the count of those muted. */
+static void
+refuse_log(struct ol_kv_server *s, const char *peer, const char *what)
+{
+	uint64_t now = now_ms(), last = atomic_load(&s->last_log_ms);
+	if (now - last < 1000 || !atomic_compare_exchange_strong(&s->last_log_ms, &last, now)) {
+		atomic_fetch_add(&s->quiet, 1);
+		return;
+	}
+	unsigned long long q = atomic_exchange(&s->quiet, 0);
+	ol_warn("kv: refusing %s: %s (%llu more refusals not logged)", peer, what, q);
+}
+
+/* Whether the connection may hold one more pin (per-connection and total caps). */
+static bool
+pin_room(struct conn *c)
+{
+	return c->n_pins < c->s->max_pins_conn && atomic_load(&c->s->n_pins) < c->s->max_pins;
+}
+
 static void
 pin_add(struct conn *c, uint64_t off, uint64_t seq)
 {
+	pthread_mutex_lock(&c->pmu);
 	if (c->n_pins == c->cap_pins) {
 		c->cap_pins = c->cap_pins ? c->cap_pins * 2 : 64;
 		c->pins = ol_xrealloc(c->pins, c->cap_pins * sizeof(*c->pins));
 	}
-	c->pins[c->n_pins++] = (struct pinref){off, seq};
+	c->pins[c->n_pins++] = (struct pinref){off, seq, now_ms()};
+	atomic_fetch_add(&c->s->n_pins, 1);
+	pthread_mutex_unlock(&c->pmu);
 }
 
 static bool
 pin_take(struct conn *c, uint64_t off, uint64_t seq)
 {
+	bool found = false;
+	pthread_mutex_lock(&c->pmu);
 	for (size_t i = c->n_pins; i-- > 0;) {
 		if (c->pins[i].off == off && c->pins[i].seq == seq) {
 			c->pins[i] = c->pins[--c->n_pins];
-			return true;
+			atomic_fetch_sub(&c->s->n_pins, 1);
+			found = true;
+			break;
 		}
 	}
-	return false;
+	pthread_mutex_unlock(&c->pmu);
+	return found;
+}
+
+/* Drop the pins and reservations of c older than the TTL (the reaper). Returns how many. */
+static unsigned
+pins_expire(struct conn *c, uint64_t now)
+{
+	unsigned n = 0;
+	pthread_mutex_lock(&c->pmu);
+	for (size_t i = c->n_pins; i-- > 0;) {
+		if (now - c->pins[i].t_ms < c->s->ttl_ms)
+			continue;
+		ol_kve_release(c->s->eng, c->pins[i].off, c->pins[i].seq);
+		c->pins[i] = c->pins[--c->n_pins];
+		atomic_fetch_sub(&c->s->n_pins, 1);
+		n++;
+	}
+	pthread_mutex_unlock(&c->pmu);
+	return n;
 }
 
 /* ---- replies ---- */
@@ -180,11 +268,25 @@ read_host_id(char *buf, size_t cap)
 	return (int)n;
 }
 
+/* A frame-level refusal: the reply header carries -errno, then the connection closes. */
+static int
+refuse(struct conn *c, const struct ol_kvp_hdr *h, int err, const char *what)
+{
+	refuse_log(c->s, c->peer, what);
+	send_reply(c, h, err, 0, NULL, 0);
+	return -ECANCELED; /* closes without another log line */
+}
+
+/* HELLO: sets the namespace. The shm path is granted only on the Unix socket to a peer whose
+ * credentials pass (never for a value a client sends); over TCP a local client on the same
+ * host is told the socket's path. With access control on, a client must say it has a token
+ * (HELLO_TOKEN) and then AUTH with an HMAC over the nonce sent here (WELCOME v2). */
 static int
 do_hello(struct conn *c, const struct ol_kvp_hdr *h)
 {
-	uint8_t body[OL_KVP_MAX_NS + OL_KVP_MAX_HOST + 16], out[512];
+	uint8_t body[OL_KVP_MAX_NS + OL_KVP_MAX_HOST + 16], out[1024];
 	struct ol_kvp_hello hi;
+	struct ol_kv_server *s = c->s;
 	if (h->body_len > sizeof(body))
 		return -EMSGSIZE;
 	int r = conn_read(c, body, h->body_len);
@@ -192,24 +294,68 @@ do_hello(struct conn *c, const struct ol_kvp_hdr *h)
 		return r;
 	if (ol_kvp_hello_decode(body, h->body_len, &hi) < 0)
 		return -EBADMSG;
+	bool acl = ol_kva_on(&s->acl);
+	if (acl && (hi.version < OL_KVP_HELLO_V2 || !(hi.flags & OL_KVP_HELLO_TOKEN)))
+		return refuse(c, h, -EACCES,
+			      "the pool requires a token ([kv] secret or "
+			      "[[kv.tokens]]); the client sent none or is too old");
 	ol_kve_ns_hash(hi.ns, hi.ns_len, c->ns);
-	const char *name = ol_kve_shm_name(c->s->eng);
-	size_t hl = strlen(c->s->host_id);
-	c->local = (hi.flags & OL_KVP_HELLO_LOCAL) && name[0] && hl > 0 && hi.host_len == hl &&
-		   memcmp(hi.host, c->s->host_id, hl) == 0;
-	struct ol_kvp_welcome w = {c->local ? OL_KVP_HELLO_LOCAL : 0,
-				   c->s->lim.max_batch,
-				   ol_kve_max_block(c->s->eng),
-				   ol_kve_shm_size(c->s->eng),
-				   ol_kve_epoch(c->s->eng),
-				   0,
-				   OL_KVE_UNIT,
-				   name,
-				   (uint16_t)strlen(name)};
+	memcpy(c->ns_str, hi.ns, hi.ns_len);
+	c->ns_str[hi.ns_len] = '\0';
+	c->ns_len = hi.ns_len;
+	c->hello = true;
+	c->authed = !acl;
+	const char *name = ol_kve_shm_name(s->eng);
+	bool want = (hi.flags & OL_KVP_HELLO_LOCAL) && name[0];
+	c->local = want && c->is_unix && ol_kva_peer_local(&s->acl, c->fd);
+	size_t hl = strlen(s->host_id);
+	bool same_host = hl > 0 && hi.host_len == hl && memcmp(hi.host, s->host_id, hl) == 0;
+	if (getrandom(c->nonce, sizeof(c->nonce), 0) != sizeof(c->nonce))
+		return -EIO;
+	struct ol_kvp_welcome w = {.flags = c->local ? OL_KVP_HELLO_LOCAL : 0,
+				   .max_batch = s->lim.max_batch,
+				   .max_block = ol_kve_max_block(s->eng),
+				   .shm_size = ol_kve_shm_size(s->eng),
+				   .epoch = ol_kve_epoch(s->eng),
+				   .unit = OL_KVE_UNIT,
+				   .shm_name = name,
+				   .name_len = (uint16_t)strlen(name)};
+	w.v2 = hi.version >= OL_KVP_HELLO_V2;
+	w.auth = acl;
+	memcpy(w.nonce, c->nonce, sizeof(w.nonce));
+	if (want && !c->is_unix && same_host && s->upath[0]) {
+		w.unix_path = s->upath;
+		w.path_len = (uint16_t)strlen(s->upath);
+	}
 	int n = ol_kvp_welcome_encode(out, sizeof(out), &w);
 	if (n < 0)
 		return n;
 	return send_reply(c, h, 0, 0, out, (size_t)n);
+}
+
+static int
+do_auth(struct conn *c, const struct ol_kvp_hdr *h)
+{
+	uint8_t mac[OL_KVP_MAC];
+	if (h->body_len != sizeof(mac))
+		return -EMSGSIZE;
+	int r = conn_read(c, mac, sizeof(mac));
+	if (r < 0)
+		return r;
+	if (!c->hello)
+		return refuse(c, h, -EACCES, "AUTH before HELLO");
+	if (!ol_kva_on(&c->s->acl))
+		return send_reply(c, h, 0, 0, NULL, 0);
+	r = ol_kva_check(&c->s->acl, c->nonce, c->ns_str, c->ns_len, mac);
+	if (r == -EKEYREJECTED)
+		return refuse(c, h, r, "bad token");
+	if (r < 0) {
+		char what[OL_KVP_MAX_NS + 64];
+		snprintf(what, sizeof(what), "token not allowed for namespace \"%s\"", c->ns_str);
+		return refuse(c, h, r, what);
+	}
+	c->authed = true;
+	return send_reply(c, h, 0, 0, NULL, 0);
 }
 
 static int
@@ -329,13 +475,15 @@ do_simple(struct conn *c, const struct ol_kvp_hdr *h)
 			st = ol_kve_delete(c->s->eng, &k);
 			break;
 		case OL_KVP_ALLOC:
-			st = ol_kve_alloc(c->s->eng, &k, e.len, &sl);
+			st = pin_room(c) ? ol_kve_alloc(c->s->eng, &k, e.len, &sl) : OL_KV_FULL;
+			if (st == OL_KV_OK && sl.foreign < e.len) /* another namespace's bytes */
+				memset(sl.ptr + sl.foreign, 0, e.len - sl.foreign);
 			if (st == OL_KV_OK)
 				pin_add(c, sl.off, sl.seq);
 			len = e.len;
 			break;
 		case OL_KVP_LOOKUP:
-			st = ol_kve_pin(c->s->eng, &k, true, &sl);
+			st = pin_room(c) ? ol_kve_pin(c->s->eng, &k, true, &sl) : OL_KV_FULL;
 			if (st == OL_KV_OK)
 				pin_add(c, sl.off, sl.seq);
 			len = sl.len;
@@ -393,9 +541,13 @@ do_stats(struct conn *c, const struct ol_kvp_hdr *h)
 static int
 dispatch(struct conn *c, const struct ol_kvp_hdr *h)
 {
+	if (!c->authed && h->op != OL_KVP_HELLO && h->op != OL_KVP_AUTH)
+		return refuse(c, h, -EACCES, "an op before a successful HELLO/AUTH");
 	switch (h->op) {
 	case OL_KVP_HELLO:
 		return do_hello(c, h);
+	case OL_KVP_AUTH:
+		return do_auth(c, h);
 	case OL_KVP_PUT:
 		return do_put(c, h);
 	case OL_KVP_GET:
@@ -408,7 +560,7 @@ dispatch(struct conn *c, const struct ol_kvp_hdr *h)
 	case OL_KVP_COMMIT:
 	case OL_KVP_LOOKUP:
 		if (!c->local)
-			return -EPERM;
+			return refuse(c, h, -EPERM, "shared-memory op without a shm grant");
 		return do_simple(c, h);
 	default:
 		return do_simple(c, h);
@@ -421,8 +573,12 @@ static void
 conn_close(struct conn *c)
 {
 	struct ol_kv_server *s = c->s;
+	pthread_mutex_lock(&c->pmu);
 	for (size_t i = 0; i < c->n_pins; i++)
 		ol_kve_release(s->eng, c->pins[i].off, c->pins[i].seq);
+	atomic_fetch_sub(&s->n_pins, c->n_pins);
+	c->n_pins = 0;
+	pthread_mutex_unlock(&c->pmu);
 	close(c->fd);
 	pthread_mutex_lock(&s->mu);
 	if (c->prev)
@@ -435,9 +591,8 @@ conn_close(struct conn *c)
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 	free(c->pins);
-	free(c->ents);
-	free(c->reps);
-	free(c);
+	pthread_mutex_destroy(&c->pmu);
+	munmap(c, c->map_len);
 }
 
 static const char *
@@ -475,7 +630,8 @@ conn_main(void *arg)
 		if (r == 0)
 			r = dispatch(c, &h);
 		if (r < 0) {
-			if (r != -ECONNRESET && r != -EPIPE && !atomic_load(&c->s->stop))
+			if (r != -ECONNRESET && r != -EPIPE && r != -ECANCELED &&
+			    !atomic_load(&c->s->stop))
 				ol_warn("kv: closing connection from %s: %s", c->peer, why(r));
 			break;
 		}
@@ -484,25 +640,139 @@ conn_main(void *arg)
 	return NULL;
 }
 
-static void
-conn_start(struct ol_kv_server *s, int fd)
+static struct conn *
+conn_new(struct ol_kv_server *s, int fd, bool is_unix)
 {
-	struct conn *c = ol_xcalloc(1, sizeof(*c));
-	int one = 1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	size_t len = sizeof(struct conn) + (size_t)OL_KVP_MAX_BATCH * OL_KVP_REQ_ENT +
+		     (size_t)OL_KVP_MAX_BATCH * OL_KVP_REP_ENT;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		ol_die("kv: out of memory for a connection");
+	struct conn *c = p; /* zeroed */
+	c->map_len = len;
+	c->ents = (uint8_t *)(c + 1);
+	c->reps = c->ents + (size_t)OL_KVP_MAX_BATCH * OL_KVP_REQ_ENT;
 	c->s = s;
 	c->fd = fd;
-	c->ents = ol_xmalloc((size_t)OL_KVP_MAX_BATCH * OL_KVP_REQ_ENT);
-	c->reps = ol_xmalloc((size_t)OL_KVP_MAX_BATCH * OL_KVP_REP_ENT);
+	c->is_unix = is_unix;
+	pthread_mutex_init(&c->pmu, NULL);
 	ol_kve_ns_hash("", 0, c->ns);
+	c->authed = !ol_kva_on(&s->acl);
+	return c;
+}
+
+/* The peer's address (for the per-address limit) and its printable form. */
+static void
+peer_of(int fd, bool is_unix, uint8_t addr[16], char *buf, size_t cap)
+{
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
-	snprintf(c->peer, sizeof(c->peer), "?");
-	if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 && ss.ss_family == AF_INET) {
-		const uint8_t *a = (const uint8_t *)&((struct sockaddr_in *)&ss)->sin_addr;
-		snprintf(c->peer, sizeof(c->peer), "%u.%u.%u.%u:%u", a[0], a[1], a[2], a[3],
-			 ntohs(((struct sockaddr_in *)&ss)->sin_port));
+	snprintf(buf, cap, is_unix ? "unix" : "?");
+	if (is_unix || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+		return;
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+		const uint8_t *b = (const uint8_t *)&a->sin_addr;
+		memcpy(addr, b, 4);
+		snprintf(buf, cap, "%u.%u.%u.%u:%u", b[0], b[1], b[2], b[3], ntohs(a->sin_port));
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+		memcpy(addr, &a->sin6_addr, 16);
+		snprintf(buf, cap, "[ipv6]:%u", ntohs(a->sin6_port));
 	}
+}
+
+static void
+conn_start(struct ol_kv_server *s, struct conn *c)
+{
+	int one = 1;
+	if (!c->is_unix)
+		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	pthread_t t;
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&at, OL_KV_STACK);
+	if (pthread_create(&t, &at, conn_main, c) != 0) {
+		refuse_log(s, c->peer, "cannot start a connection thread");
+		conn_close(c);
+	}
+	pthread_attr_destroy(&at);
+}
+
+/* Close the refused connections whose error frame had its time to arrive (all: force). */
+static void
+refused_flush(struct ol_kv_server *s, bool force)
+{
+	uint64_t now = now_ms();
+	unsigned k = 0;
+	for (unsigned i = 0; i < s->n_refused; i++) {
+		if (force || now - s->refused[i].t_ms >= OL_KV_REFUSED_MS)
+			close(s->refused[i].fd);
+		else
+			s->refused[k++] = s->refused[i];
+	}
+	s->n_refused = k;
+}
+
+/* Answer a connection over a limit with an error frame (req_id 0, status -err), shut our
+ * side and close it a little later (closing at once could reset it before the client read
+ * the frame). */
+static void
+refuse_conn(struct ol_kv_server *s, int fd, const char *peer, int err, const char *what)
+{
+	struct ol_kvp_hdr h = {
+	    OL_KVP_MAGIC, OL_KVP_VERSION, OL_KVP_HELLO, OL_KVP_F_REPLY, 0, err, 0, 0};
+	uint8_t hb[OL_KVP_HDR];
+	ol_kvp_hdr_encode(hb, &h);
+	refuse_log(s, peer, what);
+	(void)!send(fd, hb, sizeof(hb), MSG_DONTWAIT | MSG_NOSIGNAL);
+	shutdown(fd, SHUT_WR);
+	if (s->n_refused == OL_KV_REFUSED_MAX) {
+		close(s->refused[0].fd);
+		memmove(s->refused, s->refused + 1,
+			(OL_KV_REFUSED_MAX - 1) * sizeof(s->refused[0]));
+		s->n_refused--;
+	}
+	s->refused[s->n_refused].fd = fd;
+	s->refused[s->n_refused++].t_ms = now_ms();
+}
+
+static void
+accept_one(struct ol_kv_server *s, int lfd)
+{
+	bool is_unix = lfd == s->ufd;
+	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0) {
+		if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN &&
+		    !atomic_load(&s->stop)) {
+			refuse_log(s, "a connection", strerror(errno)); /* EMFILE... */
+			usleep(10000);
+		}
+		return;
+	}
+	uint8_t addr[16] = {0};
+	char peer[64];
+	peer_of(fd, is_unix, addr, peer, sizeof(peer));
+	unsigned total, same = 0;
+	pthread_mutex_lock(&s->mu);
+	total = s->n_conns;
+	for (struct conn *o = s->conns; !is_unix && o && same < s->max_per_addr; o = o->next)
+		same += !o->is_unix && memcmp(o->addr, addr, 16) == 0;
+	pthread_mutex_unlock(&s->mu);
+	if (total >= s->max_conns) {
+		refuse_conn(s, fd, peer, -EUSERS, "too many KV connections ([kv] max_connections)");
+		return;
+	}
+	if (same >= s->max_per_addr) {
+		refuse_conn(s, fd, peer, -EUSERS,
+			    "too many KV connections from this address "
+			    "([kv] max_connections_per_addr)");
+		return;
+	}
+	struct conn *c = conn_new(s, fd, is_unix);
+	memcpy(c->addr, addr, 16);
+	memcpy(c->peer, peer, sizeof(c->peer));
 	pthread_mutex_lock(&s->mu);
 	c->next = s->conns;
 	if (s->conns)
@@ -510,15 +780,7 @@ conn_start(struct ol_kv_server *s, int fd)
 	s->conns = c;
 	s->n_conns++;
 	pthread_mutex_unlock(&s->mu);
-	pthread_t t;
-	pthread_attr_t at;
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &at, conn_main, c) != 0) {
-		ol_warn("kv: cannot start a connection thread");
-		conn_close(c);
-	}
-	pthread_attr_destroy(&at);
+	conn_start(s, c);
 }
 
 static void *
@@ -526,30 +788,46 @@ accept_main(void *arg)
 {
 	struct ol_kv_server *s = arg;
 	while (!atomic_load(&s->stop)) {
-		int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
-				continue;
-			if (atomic_load(&s->stop))
-				break;
-			ol_warn("kv: accept: %s", strerror(errno));
-			usleep(10000);
-			continue;
-		}
-		if (atomic_load(&s->stop)) {
-			close(fd);
+		struct pollfd p[3] = {
+		    {s->efd, POLLIN, 0}, {s->lfd, POLLIN, 0}, {s->ufd, POLLIN, 0}};
+		int n = poll(p, s->ufd >= 0 ? 3 : 2, s->n_refused ? OL_KV_REFUSED_MS / 4 : -1);
+		if (atomic_load(&s->stop))
 			break;
-		}
-		pthread_mutex_lock(&s->mu);
-		bool full = s->n_conns >= OL_KV_MAX_CONNS;
-		pthread_mutex_unlock(&s->mu);
-		if (full) {
-			ol_warn("kv: %u connections open: refusing a new one", OL_KV_MAX_CONNS);
-			close(fd);
+		refused_flush(s, false);
+		if (n <= 0)
 			continue;
-		}
-		conn_start(s, fd);
+		if (p[1].revents)
+			accept_one(s, s->lfd);
+		if (s->ufd >= 0 && p[2].revents)
+			accept_one(s, s->ufd);
 	}
+	refused_flush(s, true);
+	return NULL;
+}
+
+/* Every second: drop pins and reservations older than [kv_slab] reserve_ttl_secs (a client
+ * that ALLOCs and never commits, or LOOKUPs and never releases, cannot hold slots for good;
+ * a late reader then sees a changed sequence number: a miss, never torn data). */
+static void *
+reaper_main(void *arg)
+{
+	struct ol_kv_server *s = arg;
+	pthread_mutex_lock(&s->mu);
+	while (!atomic_load(&s->stop)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&s->reap_cv, &s->mu, &ts);
+		unsigned n = 0;
+		uint64_t now = now_ms();
+		for (struct conn *c = s->conns; c && !atomic_load(&s->stop); c = c->next)
+			n += pins_expire(c, now);
+		if (n)
+			ol_info(
+			    "kv: dropped %u pins/reservations older than reserve_ttl_secs = %llu",
+			    n, (unsigned long long)(s->ttl_ms / 1000));
+	}
+	pthread_mutex_unlock(&s->mu);
 	return NULL;
 }
 
@@ -615,7 +893,10 @@ spill_dir(const struct ol_config *cfg, char *buf, size_t cap)
 }
 
 /* Unlink the default-named DRAM tiers ("/openlake-kv-PORT-PID") of daemons that died
- * without cleaning up (kill -9): their pages would stay in /dev/shm for good. */
+ * without cleaning up (kill -9): their pages would stay in /dev/shm for good. A live daemon
+ * holds a flock on its object, whatever PID namespace or container it runs in: an object is
+ * removed only when its lock is free (and, for objects of older daemons that took no lock,
+ * when its PID is not alive here either). */
 static void
 gc_stale_shm(void)
 {
@@ -634,7 +915,7 @@ gc_stale_shm(void)
 			continue;
 		char name[300];
 		snprintf(name, sizeof(name), "/%s", de->d_name);
-		n += shm_unlink(name) == 0;
+		n += ol_kve_shm_unlink_stale(name, false) == 1;
 	}
 	if (d)
 		closedir(d);
@@ -667,8 +948,12 @@ open_engine(struct ol_kv_server *s, const struct ol_config *cfg)
 				.spill_bytes = cfg->kv_spill_bytes,
 				.max_block = cfg->kv_max_block_bytes,
 				.writeback_ms = cfg->kv_writeback_ms,
-				.prefault = ol_config_kv_prefault(cfg)};
+				.prefault = ol_config_kv_prefault(cfg),
+				.shm_group = s->acl.has_gid,
+				.shm_gid = s->acl.gid};
 	int r = ol_kve_open(&o, &s->eng);
+	if (r == -EADDRINUSE)
+		ol_err("kv: shm object %s is held by a live daemon: set [kv] shm_name apart", shm);
 	if (r == 0)
 		ol_info(
 		    "kv: pool on port %u: DRAM %llu MiB in shm %s, NVMe %s (%llu MiB), max block "
@@ -679,6 +964,122 @@ open_engine(struct ol_kv_server *s, const struct ol_config *cfg)
 	return r;
 }
 
+/* Bind and listen on the Unix socket at path: its directory is created 0700 (0770 with
+ * [kv] shm_group) and must be ours and not writable by others (whoever can write it could
+ * put a socket of their own in our place); the socket is 0600 (0660). The TCP port is ours
+ * (bound first), so a socket left at that path by a dead daemon is replaced. fd or -errno. */
+static int
+unix_bind(struct ol_kv_server *s, const char *path)
+{
+	char dir[sizeof(s->upath)];
+	snprintf(dir, sizeof(dir), "%s", path);
+	*strrchr(dir, '/') = '\0';
+	bool grp = s->acl.has_gid;
+	struct stat st;
+	if (dir[0] && stat(dir, &st) != 0) {
+		int r = mkdir_p(dir);
+		if (r == 0 && grp && (chown(dir, (uid_t)-1, s->acl.gid) != 0 || chmod(dir, 0770)))
+			r = -errno;
+		if (r < 0)
+			return r;
+	}
+	if (dir[0] && (stat(dir, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 0002)))
+		return -EPERM;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	unlink(path);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    chmod(path, grp ? 0660 : 0600) != 0 ||
+	    (grp && chown(path, (uid_t)-1, s->acl.gid) != 0) || listen(fd, SOMAXCONN) != 0) {
+		int r = -errno;
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	return fd;
+}
+
+/* The Unix socket that grants the shm tier. [kv] unix_socket set: that path or the daemon
+ * does not start. Default: /run/openlake/kv-<port>.sock, else (no right to create it, e.g.
+ * not root) $XDG_RUNTIME_DIR/openlake/, else the spill directory; none usable: a warning,
+ * and local clients use TCP. */
+static int
+listen_unix(struct ol_kv_server *s, const struct ol_config *cfg)
+{
+	s->ufd = -1;
+	if (strcmp(cfg->kv_unix_socket, "off") == 0 || !s->eng || !ol_kve_shm_name(s->eng)[0])
+		return 0;
+	if (cfg->kv_unix_socket[0]) {
+		size_t l = strlen(cfg->kv_unix_socket);
+		if (l >= sizeof(s->upath) || cfg->kv_unix_socket[0] != '/') {
+			ol_err("kv: unix_socket \"%s\" must be an absolute path under %zu bytes",
+			       cfg->kv_unix_socket, sizeof(s->upath));
+			return -EINVAL;
+		}
+		int fd = unix_bind(s, cfg->kv_unix_socket);
+		if (fd < 0) {
+			ol_err("kv: cannot listen on unix socket %s: %s%s", cfg->kv_unix_socket,
+			       strerror(-fd),
+			       fd == -EPERM
+				   ? " (its directory must be ours, not writable by others)"
+				   : "");
+			return fd;
+		}
+		memcpy(s->upath, cfg->kv_unix_socket, l + 1);
+		s->ufd = fd;
+		return 0;
+	}
+	char cand[3][OL_CFG_STR + 32], sp[OL_CFG_STR + 8];
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	spill_dir(cfg, sp, sizeof(sp));
+	snprintf(cand[0], sizeof(cand[0]), "/run/openlake/kv-%u.sock", s->port);
+	snprintf(cand[1], sizeof(cand[1]), "%s/openlake/kv-%u.sock", xdg ? xdg : "", s->port);
+	snprintf(cand[2], sizeof(cand[2]), "%s/kv-%u.sock", sp, s->port);
+	for (int i = 0; i < 3; i++) {
+		if ((i == 1 && (!xdg || xdg[0] != '/')) || cand[i][0] != '/' ||
+		    strlen(cand[i]) >= sizeof(s->upath))
+			continue;
+		int fd = unix_bind(s, cand[i]);
+		if (fd >= 0) {
+			snprintf(s->upath, sizeof(s->upath), "%s", cand[i]);
+			s->ufd = fd;
+			return 0;
+		}
+		ol_info("kv: no unix socket at %s: %s", cand[i], strerror(-fd));
+	}
+	ol_warn("kv: no unix socket for the shared-memory grant: local clients use TCP (set [kv] "
+		"unix_socket to a path this user may create)");
+	return 0;
+}
+
+static void
+limits_init(struct ol_kv_server *s, const struct ol_config *cfg)
+{
+	s->lim.max_batch = OL_KVP_MAX_BATCH;
+	s->lim.max_block = cfg->kv_max_block_bytes ? cfg->kv_max_block_bytes : (64u << 20);
+	s->max_conns = cfg->kv_max_conns ? cfg->kv_max_conns : 4096;
+	s->max_per_addr = cfg->kv_max_conns_per_addr ? cfg->kv_max_conns_per_addr : 1024;
+	s->max_pins_conn = cfg->kv_max_pins_per_conn ? cfg->kv_max_pins_per_conn : 16384;
+	s->max_pins = cfg->kv_max_pins ? cfg->kv_max_pins : (1u << 20);
+	s->ttl_ms = (uint64_t)(cfg->kv_reserve_ttl_secs ? cfg->kv_reserve_ttl_secs : 60) * 1000;
+}
+
+/* A pool that listens beyond loopback without a secret serves anyone who can reach it. */
+static void
+warn_open_pool(const struct ol_kv_server *s, const char *addr)
+{
+	if (ol_kva_on(&s->acl))
+		return;
+	if (strncmp(addr, "127.", 4) == 0 || strncmp(addr, "localhost:", 10) == 0 ||
+	    strncmp(addr, "[::1]:", 6) == 0)
+		return;
+	ol_warn("kv: WARNING: the KV pool listens on %s, beyond loopback, with NO access "
+		"control: anyone who reaches it can read, overwrite and delete every block. Set "
+		"[kv] secret or [[kv.tokens]].",
+		addr);
+}
+
 int
 ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 {
@@ -686,27 +1087,51 @@ ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 	if (!addr || !addr[0])
 		return -EINVAL;
 	struct ol_kv_server *s = ol_xcalloc(1, sizeof(*s));
+	s->lfd = s->ufd = s->efd = -1;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
-	s->lim.max_batch = OL_KVP_MAX_BATCH;
-	s->lim.max_block = cfg->kv_max_block_bytes ? cfg->kv_max_block_bytes : (64u << 20);
+	pthread_cond_init(&s->reap_cv, NULL);
+	limits_init(s, cfg);
 	read_host_id(s->host_id, sizeof(s->host_id));
+	int r = ol_kva_init(&s->acl, cfg);
+	if (r < 0)
+		goto fail;
 	s->lfd = kvnet_listen(addr, &s->port);
-	int r = s->lfd;
+	r = s->lfd;
+	if (r == -EADDRINUSE) {
+		ol_err("kv: port of %s is already in use (another openlaked, or another program): "
+		       "stop it or set kv_addr to a free port",
+		       addr);
+		goto fail;
+	}
 	if (r < 0) {
 		ol_err("kv: cannot listen on %s: %s", addr, strerror(-r));
 		goto fail;
 	}
-	if ((r = open_engine(s, cfg)) < 0)
+	if ((r = open_engine(s, cfg)) < 0 || (r = listen_unix(s, cfg)) < 0)
 		goto fail;
+	if ((s->efd = eventfd(0, EFD_CLOEXEC)) < 0) {
+		r = -errno;
+		goto fail;
+	}
 	if ((r = -pthread_create(&s->acc, NULL, accept_main, s)) < 0)
 		goto fail;
+	s->reaper_running = pthread_create(&s->reaper, NULL, reaper_main, s) == 0;
+	warn_open_pool(s, addr);
+	ol_info("kv: access control %s; shm grant on %s", ol_kva_on(&s->acl) ? "on" : "off",
+		s->upath[0] ? s->upath : "(none)");
 	ol_metrics_register(ol_kv_metrics_render, s->eng);
 	*out = s;
 	return 0;
 fail:
 	if (s->lfd >= 0)
 		close(s->lfd);
+	if (s->ufd >= 0) {
+		close(s->ufd);
+		unlink(s->upath);
+	}
+	if (s->efd >= 0)
+		close(s->efd);
 	ol_kve_close(s->eng);
 	free(s);
 	return r;
@@ -725,9 +1150,20 @@ ol_kv_server_stop(struct ol_kv_server *s)
 		return;
 	ol_metrics_unregister(ol_kv_metrics_render, s->eng);
 	atomic_store(&s->stop, true);
-	shutdown(s->lfd, SHUT_RDWR);
+	uint64_t one = 1;
+	(void)!write(s->efd, &one, sizeof(one));
 	pthread_join(s->acc, NULL);
 	close(s->lfd);
+	close(s->efd);
+	if (s->ufd >= 0) {
+		close(s->ufd);
+		unlink(s->upath);
+	}
+	pthread_mutex_lock(&s->mu);
+	pthread_cond_broadcast(&s->reap_cv);
+	pthread_mutex_unlock(&s->mu);
+	if (s->reaper_running)
+		pthread_join(s->reaper, NULL);
 	pthread_mutex_lock(&s->mu);
 	for (struct conn *c = s->conns; c; c = c->next)
 		shutdown(c->fd, SHUT_RDWR);
@@ -736,6 +1172,7 @@ ol_kv_server_stop(struct ol_kv_server *s)
 	pthread_mutex_unlock(&s->mu);
 	ol_kve_close(s->eng);
 	pthread_cond_destroy(&s->cv);
+	pthread_cond_destroy(&s->reap_cv);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }

@@ -25,8 +25,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		(void)ol_kvp_hello_encode(out, sizeof(out), &h);
 	}
 	if (ol_kvp_welcome_decode(data, size, &w) == 0) {
-		uint8_t out[512];
+		uint8_t out[1024]; /* a v2 WELCOME: up to 50 + 256 + 38 + 256 bytes */
 		(void)ol_kvp_welcome_encode(out, sizeof(out), &w);
+	}
+	if (size >= OL_KVP_NONCE) { /* the AUTH message over a nonce and a namespace */
+		uint8_t msg[OL_KVP_AUTH_MSG];
+		size_t nl = size - OL_KVP_NONCE;
+		(void)ol_kvp_auth_msg(msg, data, (const char *)data + OL_KVP_NONCE,
+				      (uint16_t)(nl > 0xffff ? 0xffff : nl));
 	}
 	if (size >= OL_KVP_REP_ENT) {
 		struct ol_kvp_rep_ent e;

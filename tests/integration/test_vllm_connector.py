@@ -612,3 +612,35 @@ def test_connector_metrics_in_cli(pool, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "connector scheduler" in r.stdout and "connector worker0" in r.stdout
     e1.shutdown()
+
+
+def test_token_from_extra_config_and_env(openlaked, monkeypatch):
+    """A pool with [[kv.tokens]]: the connector passes "openlake_token" (or
+    $OPENLAKE_KV_TOKEN); without it the pool refuses the connector, which recomputes."""
+    from vllm_standin.pool import require_pool_binaries
+
+    require_pool_binaries()
+    shm = "/olpy-test-tok-%d" % os.getpid()
+    d = openlaked(mode="kv", drives=1,
+                  extra='dram_bytes = "256MiB"\nshm_name = "%s"\n'
+                        '[[kv.tokens]]\ntoken = "tok-vllm"\nnamespaces = ["vllm"]\n' % shm)
+    monkeypatch.delenv("OPENLAKE_KV_TOKEN", raising=False)
+    e1 = engine(cfg(d.kv_addr, openlake_token="tok-vllm"))
+    serve(e1, "A", A)
+    assert e1.merged_stats()["blocks_saved"] == 6
+    B = A[:96] + SUFFIX
+    e2 = engine(cfg(d.kv_addr))  # no token
+    e2.add(Request("B", B, max_tokens=3))
+    e2.step()
+    assert e2.scheduler.requests["B"].num_external_computed_tokens == 0
+    e2.run()
+    assert e2.scheduler.finished["B"].output_token_ids == reference(B)
+    monkeypatch.setenv("OPENLAKE_KV_TOKEN", "tok-vllm")
+    e3 = engine(cfg(d.kv_addr))
+    e3.add(Request("C", B, max_tokens=3))
+    e3.step()
+    assert e3.scheduler.requests["C"].num_external_computed_tokens == 96
+    e3.run()
+    assert e3.scheduler.finished["C"].output_token_ids == reference(B)
+    for e in (e1, e2, e3):
+        e.shutdown()

@@ -13,7 +13,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <sys/socket.h>
+
+#include "base/config.h"
 #include "base/log.h"
+#include "kv/access.h"
 #include "kv/engine.h"
 #include "kv/proto.h"
 #include "kv/spill.h"
@@ -28,7 +34,7 @@ static uint8_t NS_A[16], NS_B[16];
 static struct ol_kve *
 open_eng_pf(uint64_t dram, const char *spill, uint64_t spill_bytes, unsigned wb_ms, bool pf)
 {
-	struct ol_kve_opts o = {dram, NULL, spill, spill_bytes, 64 * MiB, wb_ms, pf};
+	struct ol_kve_opts o = {dram, NULL, spill, spill_bytes, 64 * MiB, wb_ms, pf, false, 0};
 	struct ol_kve *e = NULL;
 	if (ol_kve_open(&o, &e) != 0)
 		return NULL;
@@ -129,6 +135,35 @@ test_namespaces(void)
 	ok(put(e, NS_B, 7, 8192, 2) == OL_KV_OK, "ns B: put key 7 (not EXISTS)");
 	ok(get(e, NS_A, 7, 8192, 1) == OL_KV_OK && get(e, NS_B, 7, 8192, 2) == OL_KV_OK,
 	   "each namespace reads its own value");
+	ol_kve_close(e);
+}
+
+/* A reserved slot reused by another namespace reports its old bytes as foreign (the server
+ * zeroes them before a shm client may read the slot); reuse within a namespace does not. */
+static void
+test_slot_reuse_across_namespaces(void)
+{
+	struct ol_kve *e = open_eng(2 * MiB, NULL, 0, 0); /* one page: one 2 MiB slot */
+	uint8_t key[32];
+	struct ol_kvk ka, kb, ka2;
+	struct ol_kve_slot sl;
+	make_key(key, 1);
+	ol_kve_key(&ka, key, NS_A);
+	ol_kve_key(&kb, key, NS_B);
+	make_key(key, 2);
+	ol_kve_key(&ka2, key, NS_A);
+	int rc = ol_kve_alloc(e, &ka, MiB, &sl);
+	ok(rc == OL_KV_OK && sl.foreign == MiB, "first use of a slot: nothing foreign");
+	memset(sl.ptr, 0xAA, MiB);
+	ok(ol_kve_commit(e, &ka, sl.off, sl.seq, MiB) == OL_KV_OK, "ns A commits its block");
+	ok(ol_kve_delete(e, &ka) == OL_KV_OK, "ns A deletes it");
+	rc = ol_kve_alloc(e, &ka2, MiB, &sl);
+	ok(rc == OL_KV_OK && sl.foreign == MiB, "ns A reuses its own slot: nothing foreign");
+	ol_kve_release(e, sl.off, sl.seq);
+	rc = ol_kve_alloc(e, &kb, MiB, &sl);
+	ok(rc == OL_KV_OK && sl.foreign == 0 && sl.ptr[0] == 0xAA,
+	   "ns B gets the slot: its old bytes are reported foreign");
+	ol_kve_release(e, sl.off, sl.seq);
 	ol_kve_close(e);
 }
 
@@ -634,11 +669,110 @@ test_proto(void)
 	h.count = 0;
 	ol_kvp_hdr_encode(buf, &h);
 	ok(ol_kvp_parse_request(buf, n, &lim) == -EINVAL, "unknown opcode rejected");
-	struct ol_kvp_welcome w = {1, 1024, MiB, 123, 9, 0, 4096, "/x", 2}, w2;
+	struct ol_kvp_welcome w = {.flags = 1,
+				   .max_batch = 1024,
+				   .max_block = MiB,
+				   .shm_size = 123,
+				   .epoch = 9,
+				   .unit = 4096,
+				   .shm_name = "/x",
+				   .name_len = 2},
+			      w2;
 	int wl = ol_kvp_welcome_encode(buf, sizeof(buf), &w);
 	ok(wl > 0 && ol_kvp_welcome_decode(buf, (size_t)wl, &w2) == 0 && w2.epoch == 9 &&
-	       w2.name_len == 2 && memcmp(w2.shm_name, "/x", 2) == 0,
+	       w2.name_len == 2 && memcmp(w2.shm_name, "/x", 2) == 0 && !w2.v2 && !w2.auth,
 	   "welcome round trip");
+	/* version 2: auth flag, nonce and the unix socket path after the v1 fields */
+	w.v2 = 1;
+	w.auth = 1;
+	memset(w.nonce, 0xab, sizeof(w.nonce));
+	w.unix_path = "/run/openlake/kv-9400.sock";
+	w.path_len = (uint16_t)strlen(w.unix_path);
+	wl = ol_kvp_welcome_encode(buf, sizeof(buf), &w);
+	ok(wl == 50 + 2 + 38 + w.path_len && ol_kvp_welcome_decode(buf, (size_t)wl, &w2) == 0 &&
+	       w2.v2 && w2.auth == 1 && w2.nonce[31] == 0xab && w2.path_len == w.path_len &&
+	       memcmp(w2.unix_path, w.unix_path, w.path_len) == 0 && w2.epoch == 9,
+	   "welcome v2 round trip");
+	ok(ol_kvp_welcome_decode(buf, (size_t)wl - 1, &w2) == -EINVAL &&
+	       ol_kvp_welcome_decode(buf, 50 + 2 + 10, &w2) == -EINVAL,
+	   "welcome v2 cut short rejected");
+	/* AUTH: exactly a 32-byte mac, no entries */
+	h.op = OL_KVP_AUTH;
+	h.count = 0;
+	h.body_len = OL_KVP_MAC;
+	ol_kvp_hdr_encode(buf, &h);
+	memset(buf + OL_KVP_HDR, 1, OL_KVP_MAC);
+	ok(ol_kvp_parse_request(buf, OL_KVP_HDR + OL_KVP_MAC, &lim) == OL_KVP_HDR + OL_KVP_MAC,
+	   "auth frame parses");
+	h.body_len = OL_KVP_MAC - 1;
+	ol_kvp_hdr_encode(buf, &h);
+	ok(ol_kvp_parse_request(buf, OL_KVP_HDR + OL_KVP_MAC, &lim) == -EMSGSIZE,
+	   "auth frame with a short mac rejected");
+	uint8_t nonce[OL_KVP_NONCE] = {1}, m1[OL_KVP_AUTH_MSG], m2[OL_KVP_AUTH_MSG];
+	size_t l1 = ol_kvp_auth_msg(m1, nonce, "ns-a", 4),
+	       l2 = ol_kvp_auth_msg(m2, nonce, "ns-b", 4);
+	ok(l1 == 16 + OL_KVP_NONCE + 4 && l1 == l2 && memcmp(m1, m2, l1) != 0,
+	   "auth message binds the namespace");
+}
+
+static void
+mac_of(const char *token, const uint8_t nonce[OL_KVP_NONCE], const char *ns, uint8_t mac[32])
+{
+	uint8_t msg[OL_KVP_AUTH_MSG];
+	unsigned ml = 0;
+	size_t n = ol_kvp_auth_msg(msg, nonce, ns, (uint16_t)strlen(ns));
+	HMAC(EVP_sha256(), token, (int)strlen(token), msg, n, mac, &ml);
+}
+
+/* Tokens against the HMAC a client computes the same way (OpenSSL, RFC 2104). */
+static void
+test_access_tokens(void)
+{
+	static struct ol_config cfg;
+	struct ol_kva a;
+	uint8_t nonce[OL_KVP_NONCE], other[OL_KVP_NONCE], mac[32];
+	memset(nonce, 7, sizeof(nonce));
+	memset(other, 8, sizeof(other));
+	ol_config_default(&cfg);
+	ok(ol_kva_init(&a, &cfg) == 0 && !ol_kva_on(&a),
+	   "no secret, no tokens: access control off");
+	snprintf(cfg.kv_secret, sizeof(cfg.kv_secret), "pool-secret");
+	snprintf(cfg.kv_tokens[0].token, sizeof(cfg.kv_tokens[0].token), "tok-a");
+	snprintf(cfg.kv_tokens[0].namespaces, sizeof(cfg.kv_tokens[0].namespaces), "llama3/*,qwen");
+	cfg.n_kv_tokens = 1;
+	ok(ol_kva_init(&a, &cfg) == 0 && ol_kva_on(&a), "secret + one token: access control on");
+	mac_of("pool-secret", nonce, "anything/at/all", mac);
+	ok(ol_kva_check(&a, nonce, "anything/at/all", 15, mac) == 0, "the secret covers any ns");
+	mac_of("tok-a", nonce, "llama3/bf16/tp0", mac);
+	ok(ol_kva_check(&a, nonce, "llama3/bf16/tp0", 15, mac) == 0, "token within its pattern");
+	ok(ol_kva_check(&a, other, "llama3/bf16/tp0", 15, mac) == -EKEYREJECTED,
+	   "a mac over another nonce (replay) is rejected");
+	mac_of("tok-a", nonce, "qwen", mac);
+	ok(ol_kva_check(&a, nonce, "qwen", 4, mac) == 0, "token: second pattern");
+	mac_of("tok-a", nonce, "mistral", mac);
+	ok(ol_kva_check(&a, nonce, "mistral", 7, mac) == -EACCES, "token outside its patterns");
+	mac_of("tok-b", nonce, "qwen", mac);
+	ok(ol_kva_check(&a, nonce, "qwen", 4, mac) == -EKEYREJECTED, "unknown token rejected");
+	mac_of("tok-a", nonce, "qwen", mac);
+	mac[31] ^= 1;
+	ok(ol_kva_check(&a, nonce, "qwen", 4, mac) == -EKEYREJECTED, "one flipped bit rejected");
+	ok(ol_kva_check(&a, nonce, "qwen\0x", 6, mac) == -EKEYREJECTED,
+	   "a namespace with a NUL is not matched by its prefix");
+	cfg.kv_tokens[0].token[0] = '\0';
+	ok(ol_kva_init(&a, &cfg) == -EINVAL, "a [[kv.tokens]] entry without a token is an error");
+	cfg.kv_tokens[0].token[0] = 't';
+	snprintf(cfg.kv_shm_group, sizeof(cfg.kv_shm_group), "no-such-group-olkv");
+	ok(ol_kva_init(&a, &cfg) == -EINVAL, "an unknown shm_group is an error");
+	/* peer credentials: a socketpair's peer is this process (our uid) */
+	int sv[2];
+	cfg.kv_shm_group[0] = '\0';
+	ok(ol_kva_init(&a, &cfg) == 0 && socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0 &&
+	       ol_kva_peer_local(&a, sv[0]),
+	   "a peer of our own uid is granted the shm path");
+	a.uid = 12345; /* as if the daemon ran as another user: root is still allowed */
+	ok(ol_kva_peer_local(&a, sv[0]) == (geteuid() == 0), "a peer of another uid is not");
+	close(sv[0]);
+	close(sv[1]);
 }
 
 int
@@ -650,6 +784,8 @@ main(void)
 	ok(memcmp(NS_A, NS_B, 16) != 0, "namespace hashes differ");
 	test_basic();
 	test_namespaces();
+	test_slot_reuse_across_namespaces();
+	test_access_tokens();
 	test_eviction_order();
 	test_pins_and_seq();
 	test_nvme_roundtrip_and_recovery();
