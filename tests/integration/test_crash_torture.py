@@ -30,7 +30,6 @@ import hashlib
 import os
 import random
 import subprocess
-import sys
 import threading
 import time
 
@@ -79,7 +78,7 @@ class Model:
         self.mu = threading.Lock()
         self.hist = {k: [Op(k, ABSENT, "initial", -1.0, -1.0)] for k in keys}
         self.names = {sha(b""): "empty value"}  # sha -> "key id size", for messages
-        self.owner = {}  # sha -> key
+        self.owners = {}  # sha -> keys with such a value (tiny values collide)
 
     def value(self, kind, key, vid, size):
         b = value_bytes(kind, key, vid, size)
@@ -87,7 +86,7 @@ class Model:
         with self.mu:
             if size:
                 self.names[h] = f"{key} id={vid} size={size}"
-                self.owner[h] = key
+                self.owners.setdefault(h, set()).add(key)
         return b, h
 
     def begin(self, key, val, what):
@@ -137,7 +136,7 @@ def s3_client(url):
 
 
 def not_found(e):
-    code = getattr(e, "response", {}).get("Error", {}).get("Code")
+    code = (getattr(e, "response", None) or {}).get("Error", {}).get("Code")
     return code in ("NoSuchKey", "404")
 
 
@@ -245,7 +244,7 @@ class S3Load:
 
     def _del_get(self, c, rnd):
         key = rnd.choice(self.keys)
-        if rnd.random() < 0.2:
+        if rnd.random() < 0.08:  # GETs are fast: most deletes would leave few objects
             op = self.model.begin(key, ABSENT, "delete")
             c.delete_object(Bucket=BUCKET, Key=key)
             self._ack(op)
@@ -257,7 +256,7 @@ class S3Load:
                 return
             raise
         h = sha(body)
-        if body and self.model.owner.get(h) != key:
+        if body and key not in self.model.owners.get(h, ()):
             self.errors.append(f"GET {key} under load: {len(body)} bytes that are no value "
                                f"of this key ({self.model.name(h)}): {body[:80]!r}")
 
@@ -337,9 +336,10 @@ def check_uploads(c, model, uploads, failures, rnd_round):
 
 
 def s3_torture(d, rounds, seed, big_sizes=SIZES_BIG, mpu_part=5 * MiB, nkeys=24,
-               kill_window=(0.3, 3.0), log=print):
-    """Run `rounds` crash rounds against the started daemon d (conftest.Daemon); returns the
-    tally. Raises AssertionError with every violation found."""
+               kill_window=(0.3, 3.0), log=print, deadline=None):
+    """Run `rounds` crash rounds (fewer if time.monotonic() passes deadline) against the
+    started daemon d (conftest.Daemon); returns the tally. Raises AssertionError with every
+    violation found."""
     rnd = random.Random(seed)
     keys = [f"k/{i:02d}" for i in range(nkeys)]
     model = Model(keys)
@@ -350,6 +350,8 @@ def s3_torture(d, rounds, seed, big_sizes=SIZES_BIG, mpu_part=5 * MiB, nkeys=24,
     failures = []
     for r in range(1, rounds + 1):
         t0 = time.monotonic()
+        if deadline is not None and t0 > deadline:
+            break
         load = S3Load(d.s3_url, model, keys, rnd, big_sizes, mpu_part, stats)
         delay = rnd.uniform(*kill_window)
         load.start()
@@ -439,3 +441,272 @@ def test_mpu_two_open(openlaked):
     assert c.get_object(Bucket="bkt", Key=key)["Body"].read() == b"a" * 100
     u, key, _ = max(ups)
     c.abort_multipart_upload(Bucket="bkt", Key=key, UploadId=u)
+
+
+# ------------------------------------------------------------------------------- KV pool
+
+KV_SIZES = [1, 100, 4 * KiB, 64 * KiB - 5, 256 * KiB, 1 * MiB + 1, 2 * MiB]
+
+
+def kv_key(name):
+    return hashlib.sha256(name.encode()).digest()
+
+
+class KVLoad:
+    """Threads of puts / deletes / gets on keys they own (one op at a time per key), with
+    phases: `go` set = load, clear = quiet (the main thread polls the write-behind state)."""
+
+    def __init__(self, d, model, names, rnd, sizes, stats, nthreads=3, deadline_s=60,
+                 max_ops=600):
+        import openlake_client as ol
+
+        self.ol, self.model, self.sizes, self.stats = ol, model, sizes, stats
+        self.stop, self.go = threading.Event(), threading.Event()
+        self.deadline, self.max_ops = time.monotonic() + deadline_s, max_ops
+        self.errors = []
+        self.mu = threading.Lock()
+        self.acked = 0
+        self.seeds = [rnd.randrange(1 << 30) for _ in range(nthreads)]
+        # thread 0 uses the shared-memory path, the others TCP
+        self.clients = [ol.connect([d.kv_addr], device="local" if i == 0 else "tcp",
+                                   timeout_ms=10000) for i in range(nthreads)]
+        self.owned = [names[i::nthreads] for i in range(nthreads)]
+        self.threads = [threading.Thread(target=self._run, args=(i,), daemon=True)
+                        for i in range(nthreads)]
+        self.maxsize = max(sizes)
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+
+    def finish(self, timeout=90):
+        self.stop.set()
+        self.go.set()
+        for t in self.threads:
+            t.join(timeout)
+            assert not t.is_alive(), "a KV load thread did not stop"
+        for c in self.clients:
+            c.close()
+
+    def _fail(self, msg):
+        with self.mu:
+            self.errors.append(msg)
+
+    def _run(self, i):
+        rnd = random.Random(self.seeds[i])
+        c = self.clients[i]
+        n = 0
+        while not self.stop.is_set() and n < self.max_ops and time.monotonic() < self.deadline:
+            if not self.go.wait(1.0):
+                continue
+            n += 1
+            batch = rnd.sample(self.owned[i], rnd.choice([1, 1, 2, 4]))
+            try:
+                self._step(c, rnd, batch)
+            except self.ol.OpenLakeError as e:  # a call that failed as a whole: unacked
+                if not self.stop.is_set():
+                    self._fail(f"KV call failed while the pool was up: {e}")
+
+    def _step(self, c, rnd, names):
+        m, ol = self.model, self.ol
+        present = {nm: m.believed(nm) for nm in names}
+        r = rnd.random()
+        if r < 0.45:  # put (new values on absent keys; on present ones: must be EXISTS)
+            vals, ops = [], []
+            for nm in names:
+                with self.mu:
+                    vid = self.stats["vid"] = self.stats["vid"] + 1
+                body, h = m.value("kv", nm, vid, rnd.choice(self.sizes))
+                vals.append(body)
+                ops.append(m.begin(nm, h, "put"))
+            st = c.put([kv_key(nm) for nm in names], vals)
+            alive = not self.stop.is_set()
+            for nm, op, s in zip(names, ops, st):
+                if s == ol.Status.OK:
+                    self._ack(op)
+                    if alive and present[nm]:
+                        self._fail(f"put {nm}: stored over a present value (expected exists)")
+                elif s == ol.Status.EXISTS:
+                    m.drop(op)  # no effect
+                    if alive and not present[nm]:
+                        self._fail(f"put {nm}: 'exists', but its last acknowledged op was a "
+                                   f"delete or nothing: {m.history(nm)}")
+                elif alive:
+                    self._fail(f"put {nm}: status {s} while the pool was up")
+        elif r < 0.7:  # delete
+            ops = [m.begin(nm, ABSENT, "delete") for nm in names]
+            st = c.delete([kv_key(nm) for nm in names])
+            alive = not self.stop.is_set()
+            for nm, op, s in zip(names, ops, st):
+                if s in (ol.Status.OK, ol.Status.MISS):
+                    self._ack(op)
+                    if alive and (s == ol.Status.OK) != present[nm]:
+                        self._fail(f"delete {nm}: {s}, expected "
+                                   f"{'ok' if present[nm] else 'miss'}: {m.history(nm)}")
+                elif alive:
+                    self._fail(f"delete {nm}: status {s} while the pool was up")
+        else:  # get: exactly the last acknowledged value while the pool is up
+            got = c.get([kv_key(nm) for nm in names], size_hint=self.maxsize)
+            alive = not self.stop.is_set()
+            for nm, g in zip(names, got):
+                h = ABSENT if g is None else sha(g)
+                if g is not None and nm not in m.owners.get(h, ()):
+                    self._fail(f"get {nm}: {len(g)} bytes that are no value of this key "
+                               f"({m.name(h)}): {g[:80]!r}")
+                elif alive and h != m.current(nm):
+                    self._fail(f"get {nm} = {m.name(h)} while the pool was up; expected "
+                               f"{m.name(m.current(nm))}: {m.history(nm)}")
+
+    def _ack(self, op):
+        self.model.ack(op)
+        with self.mu:
+            self.acked += 1
+
+
+class KVModel(Model):
+    """Per key, ops are sequential (one thread owns a key). `durable_mark`: a time at which
+    the pool reported no dirty bytes; a put acknowledged before it is on NVMe."""
+
+    def __init__(self, keys):
+        super().__init__(keys)
+        self.durable_mark = -1.0
+
+    def drop(self, op):
+        with self.mu:
+            self.hist[op.key].remove(op)
+
+    def current(self, key):
+        """The value of the last acknowledged op (a thread calls it for keys it owns)."""
+        with self.mu:
+            acked = [o for o in self.hist[key] if o.t1 is not None]
+        return acked[-1].val
+
+    def believed(self, key):
+        return self.current(key) is not ABSENT
+
+    def kv_acceptable(self, key):
+        """(acceptable values, absent acceptable?, required: a durable put nothing undid)."""
+        with self.mu:
+            ops = list(self.hist[key])
+        j = 0  # the baseline, or the last acknowledged delete
+        for i, o in enumerate(ops):
+            if i == 0 or (o.what == "delete" and o.t1 is not None):
+                j = i
+        vals = {o.val for o in ops[j:] if o.val is not ABSENT}
+        required = None  # None, "observed" (baseline) or "durable" (a put of this round)
+        for i in range(j, len(ops)):
+            o = ops[i]
+            durable = o.what == "observed" or (o.t1 is not None and o.t1 < self.durable_mark)
+            if o.val is not ABSENT and durable and not any(
+                    x.what == "delete" for x in ops[i + 1:]):
+                required = "observed" if o.what == "observed" else "durable"
+        return vals, required is None, required
+
+
+def kv_round(d, model, names, rnd, sizes, stats, kill_window, failures, label):
+    """One KV crash round. What the pool promises (src/kv/engine.h, docs/ARCHITECTURE.md
+    "KV pool") and what is checked:
+      - it is a cache: an acknowledged put may be lost in a crash until the write-behind has
+        appended it; a put acknowledged before a moment when the pool reported dirty_bytes 0
+        (stats polled in quiet phases of the load) is on NVMe, and after `kill -9` and restart
+        it must be there with its bytes, unless a delete of it was sent since;
+      - a delete appends its tombstone before it is acknowledged: once acknowledged, no value
+        the key had before comes back, after any number of restarts;
+      - no block is ever served with bytes other than a whole value put under its key (every
+        value's sha256 is known; values carry a header naming key and id);
+      - while the pool is up: a get returns the last acknowledged value, a put on a present
+        key answers exists, a delete of a present key ok and of an absent one miss.
+    A put or delete whose reply did not arrive (the kill) may or may not have happened."""
+    load = KVLoad(d, model, names, rnd, sizes, stats)
+    import openlake_client as ol
+
+    mon = ol.connect([d.kv_addr], device="tcp", timeout_ms=10000)
+    kill_in = rnd.uniform(*kill_window)
+    load.start()
+    t_end = time.monotonic() + kill_in
+    while time.monotonic() < t_end:
+        load.go.set()
+        time.sleep(min(rnd.uniform(0.1, 0.5), max(0.0, t_end - time.monotonic())))
+        load.go.clear()
+        quiet_end = min(time.monotonic() + 0.5, t_end)
+        while time.monotonic() < quiet_end:  # bounded poll of the write-behind state
+            t_s = time.monotonic()
+            node = mon.stats()["nodes"][0]
+            if node.get("up") and node["stats"]["dirty_bytes"] == 0:
+                model.durable_mark = max(model.durable_mark, t_s)
+                stats["durable_marks"] += 1
+                break
+            time.sleep(0.02)
+    mon.close()
+    load.stop.set()
+    d.kill9()
+    load.finish()
+    d.start(timeout=60)
+    failures.extend(f"{label}: {e}" for e in load.errors)
+    c = ol.connect([d.kv_addr], device="tcp", timeout_ms=10000)
+    required = present = 0
+    try:
+        for nm in names:
+            vals, absent_ok, req = model.kv_acceptable(nm)
+            g = c.get([kv_key(nm)], size_hint=max(sizes))[0]
+            h = ABSENT if g is None else sha(g)
+            required += req == "durable"
+            if (h is ABSENT and not absent_ok) or (h is not ABSENT and h not in vals):
+                failures.append(f"{label}: get {nm} = {model.name(h)}; acceptable "
+                                f"{sorted(model.name(v) for v in vals)}"
+                                f"{' or absent' if absent_ok else ''}; {model.history(nm)}")
+            present += h is not ABSENT
+            model.settle(nm, h)
+    finally:
+        c.close()
+    return load.acked, required, present, kill_in
+
+
+def kv_torture(d, rounds, seed, sizes=KV_SIZES, nkeys=60, kill_window=(0.5, 3.0), log=print,
+               deadline=None):
+    """`rounds` KV crash rounds (fewer if time.monotonic() passes deadline) against the
+    started kv-mode daemon d; returns the tally."""
+    rnd = random.Random(seed)
+    names = [f"kv{i:03d}" for i in range(nkeys)]
+    model = KVModel(names)
+    stats = {"vid": 0, "durable_marks": 0}
+    tally = dict(rounds=0, acked=0, required_checked=0, lost=0, wrong=0)
+    failures = []
+    for r in range(1, rounds + 1):
+        t0 = time.monotonic()
+        if deadline is not None and t0 > deadline:
+            break
+        before = len(failures)
+        acked, req, present, kill_in = kv_round(d, model, names, rnd, sizes, stats,
+                                                kill_window, failures, f"round {r}")
+        tally["rounds"] = r
+        tally["acked"] += acked
+        tally["required_checked"] += req
+        for f in failures[before:]:
+            tally["lost" if " = absent;" in f else "wrong"] += 1
+        log(f"round {r}/{rounds}: kill at {kill_in:.2f}s, {acked} acked, {req} keys required "
+            f"(put this round, known durable), {present}/{nkeys} present, "
+            f"violations {len(failures) - before}, {time.monotonic() - t0:.1f}s")
+    tally["durable_marks"] = stats["durable_marks"]
+    log(f"tally: {tally}")
+    assert not failures, f"seed {seed}: {len(failures)} violations:\n" + "\n".join(failures[:30])
+    return tally
+
+
+def kv_daemon(openlaked):
+    from vllm_standin.pool import require_pool_binaries
+
+    require_pool_binaries()
+    # writeback_ms 100: the write-behind drains within a quiet phase of the load
+    return openlaked(mode="kv", drives=1,
+                     extra='dram_bytes = "256MiB"\nspill_bytes = "4GiB"\nwriteback_ms = 100\n')
+
+
+def test_kv_crash_torture(openlaked):
+    rounds = int(os.environ.get("OPENLAKE_KV_TORTURE_ROUNDS", "25"))
+    seed = torture_seed()
+    print(f"\nKV crash torture: {rounds} rounds, OPENLAKE_TORTURE_SEED={seed}", flush=True)
+    d = kv_daemon(openlaked)
+    tally = kv_torture(d, rounds, seed, log=lambda s: print(s, flush=True))
+    assert tally["acked"] > 0
+    assert tally["required_checked"] > 0, "no put was ever known durable: the check was vacuous"
