@@ -254,6 +254,12 @@ class S3Load:
         except Exception as e:
             if not_found(e):
                 return
+            if "IncompleteRead" in repr(e) and not self.stop.is_set():
+                # the body stopped short while the key was overwritten: a known bug
+                # (test_get_during_overwrite), counted apart so it does not hide others
+                with self.umu:
+                    self.stats["get_cut_short"] += 1
+                return
             raise
         h = sha(body)
         if body and key not in self.model.owners.get(h, ()):
@@ -345,7 +351,7 @@ def s3_torture(d, rounds, seed, big_sizes=SIZES_BIG, mpu_part=5 * MiB, nkeys=24,
     model = Model(keys)
     c = s3_client(d.s3_url)
     c.create_bucket(Bucket=BUCKET)
-    stats = {"vid": 0, "errors_live": 0, "errors_after_kill": 0}
+    stats = {"vid": 0, "errors_live": 0, "errors_after_kill": 0, "get_cut_short": 0}
     tally = dict(rounds=0, acked=0, lost=0, wrong=0, present=0, uploads_checked=0)
     failures = []
     for r in range(1, rounds + 1):
@@ -381,6 +387,8 @@ def s3_torture(d, rounds, seed, big_sizes=SIZES_BIG, mpu_part=5 * MiB, nkeys=24,
         log(f"round {r}/{rounds}: kill at {delay:.2f}s after first ack, {load.acked} acked, "
             f"{len(load.uploads)} uploads, {tally['present']}/{len(keys)} keys present, "
             f"violations {len(failures) - before}, {time.monotonic() - t0:.1f}s")
+        for f in failures[before:]:
+            log("  VIOLATION " + f)
     r = subprocess.run([str(OPENLAKE_CLI), "heal", "--endpoint", d.s3_url],
                        capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
@@ -394,7 +402,8 @@ def s3_torture(d, rounds, seed, big_sizes=SIZES_BIG, mpu_part=5 * MiB, nkeys=24,
         if got not in want:
             failures.append(f"after heal: GET {key} = {model.name(got)}, was "
                             f"{sorted(model.name(v) for v in want)}")
-    tally.update(errors_live=stats["errors_live"], errors_after_kill=stats["errors_after_kill"])
+    tally.update(errors_live=stats["errors_live"], errors_after_kill=stats["errors_after_kill"],
+                 get_cut_short=stats["get_cut_short"])
     if stats.get("live_error_samples"):
         log("errors before the kill (requests counted as unacknowledged): "
             + " | ".join(stats["live_error_samples"][:5]))
@@ -441,6 +450,67 @@ def test_mpu_two_open(openlaked):
     assert c.get_object(Bucket="bkt", Key=key)["Body"].read() == b"a" * 100
     u, key, _ = max(ups)
     c.abort_multipart_upload(Bucket="bkt", Key=key, UploadId=u)
+
+
+@pytest.mark.xfail(strict=True, reason="bug: a GET streaming a large object fails mid-body "
+                   "when a concurrent overwrite reclaims the version it reads (store/get.c "
+                   "open_part finds the next part's shard files unlinked, recreates them empty)")
+def test_get_during_overwrite(openlaked):
+    """Found by the torture: GETs of a 2-part multipart object (10 MiB) while another client
+    overwrites the key (a small PUT, then a new multipart upload) end with the connection
+    closed after the first part (IncompleteRead; the log says 'shard ... missing (healing on
+    read)'). S3 serves a GET from the version it started on. Bounded: 30 s or 20000 GETs
+    (it fails within seconds here: ~1 GET in 500 while a writer loops)."""
+    d = openlaked()
+    c = s3_client(d.s3_url)
+    c.create_bucket(Bucket="bkt")
+
+    def mpu(cl, body):
+        u = cl.create_multipart_upload(Bucket="bkt", Key="k")["UploadId"]
+        ps = []
+        for i, off in enumerate(range(0, len(body), 5 * MiB), 1):
+            e = cl.upload_part(Bucket="bkt", Key="k", UploadId=u, PartNumber=i,
+                               Body=body[off:off + 5 * MiB])["ETag"]
+            ps.append({"PartNumber": i, "ETag": e})
+        cl.complete_multipart_upload(Bucket="bkt", Key="k", UploadId=u,
+                                     MultipartUpload={"Parts": ps})
+
+    rnd = random.Random(3)
+    bodies = {}
+    first = rnd.randbytes(10 * MiB + 7)
+    bodies[sha(first)] = True
+    mpu(c, first)
+    stop = threading.Event()
+    deadline = time.monotonic() + 30
+
+    def writer():
+        cl = s3_client(d.s3_url)
+        wr = random.Random(4)
+        while not stop.is_set() and time.monotonic() < deadline:
+            b = wr.randbytes(1000)
+            bodies[sha(b)] = True
+            cl.put_object(Bucket="bkt", Key="k", Body=b)
+            b = wr.randbytes(10 * MiB + 7)
+            bodies[sha(b)] = True
+            mpu(cl, b)
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    failed = []
+    try:
+        for _ in range(20000):
+            if time.monotonic() > deadline or failed:
+                break
+            try:
+                b = c.get_object(Bucket="bkt", Key="k")["Body"].read()
+                assert sha(b) in bodies, "a GET returned bytes never written"
+            except Exception as e:
+                if not not_found(e):
+                    failed.append(repr(e)[:300])
+    finally:
+        stop.set()
+        t.join(120)
+    assert not failed, failed
 
 
 # ------------------------------------------------------------------------------- KV pool
@@ -687,6 +757,8 @@ def kv_torture(d, rounds, seed, sizes=KV_SIZES, nkeys=60, kill_window=(0.5, 3.0)
         log(f"round {r}/{rounds}: kill at {kill_in:.2f}s, {acked} acked, {req} keys required "
             f"(put this round, known durable), {present}/{nkeys} present, "
             f"violations {len(failures) - before}, {time.monotonic() - t0:.1f}s")
+        for f in failures[before:]:
+            log("  VIOLATION " + f)
     tally["durable_marks"] = stats["durable_marks"]
     log(f"tally: {tally}")
     assert not failures, f"seed {seed}: {len(failures)} violations:\n" + "\n".join(failures[:30])
