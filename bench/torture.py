@@ -63,6 +63,9 @@ def main():
     os.environ.setdefault("OPENLAKE_LIBRARY", str(library_path()))
     # "node unreachable" after each kill and urllib3's header warnings: not results
     logging.basicConfig(level=logging.ERROR)
+    lg = logging.getLogger("urllib3.connectionpool")  # counted by the torture, not printed
+    lg.setLevel(logging.WARNING)
+    lg.propagate = False
 
     def log(s):
         print(s, flush=True)
