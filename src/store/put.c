@@ -366,6 +366,10 @@ ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, size_t
 		rc = -EINVAL;
 	if (!rc && !inl && p->fill)
 		rc = flush_stripe(p);
+	/* a zero-byte part has no stripe: its (empty) shard files still exist, so fsync and
+	 * heal find them like any other part's */
+	if (!rc && !inl && !p->files)
+		open_files(p);
 	if (!rc && !inl)
 		rc = sync_files(p);
 	close_files(p, false);

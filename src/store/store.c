@@ -341,7 +341,8 @@ del_prefix(struct ol_meta_txn *t, struct ol_commit *c, int d)
 			break;
 	}
 	ol_meta_cursor_close(cur);
-	return rc;
+	/* 1: the cursor stopped on a key past the prefix (another upload's part), not an error */
+	return rc < 0 ? rc : 0;
 }
 
 /* The prev of a new record: the visible version as this drive holds it. Keeping the
