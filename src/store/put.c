@@ -47,6 +47,7 @@ ol_put_new(struct ol_store *st, const char *bucket, const void *key, size_t klen
 	p->klen = klen;
 	p->part = part;
 	ol_uuid(p->uuid);
+	ol_flight_add(st, p->uuid); /* before any file exists: see ol_sweep_orphans */
 	p->sbuf_cap = stripe_cap(st);
 	if (!part && st->inline_max + st->k < p->sbuf_cap)
 		p->sbuf_cap = st->inline_max + st->k;
@@ -214,6 +215,7 @@ close_files(struct ol_put *p, bool unlink_them)
 static void
 put_free(struct ol_put *p)
 {
+	ol_flight_del(p->st, p->uuid);
 	for (int i = 0; i < p->st->p; i++)
 		free(p->par[i]);
 	free(p->sbuf);
