@@ -132,7 +132,7 @@ verify_db(struct ol_meta_txn *t, enum ol_meta_db db)
 static int
 verify_records(struct ol_meta *m)
 {
-	struct ol_meta_txn *t;
+	struct ol_meta_txn *t = NULL;
 	int rc = ol_meta_begin(m, false, &t);
 
 	for (int db = 0; !rc && db < OL_META_NDB; db++)

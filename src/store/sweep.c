@@ -161,7 +161,7 @@ collect_all(struct ol_store *st, struct uuid_set *s)
 	for (int d = 0; d < st->n && !rc; d++) {
 		struct ol_meta *m = atomic_load(&st->d[d].meta);
 		struct uuid_set one = {0};
-		struct ol_meta_txn *t;
+		struct ol_meta_txn *t = NULL;
 
 		if (!m)
 			continue;
