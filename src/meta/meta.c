@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -24,6 +25,7 @@ struct ol_meta {
 	MDB_dbi dbi[OL_META_NDB];
 	_Atomic int broken; /* a fault or corruption seen: the env is never touched again */
 	char *map;	    /* the env's map, for the fault handler */
+	bool listed;	    /* on the list of maps: never freed */
 	size_t map_size;
 	struct ol_meta *next; /* registered maps */
 	char why[96];
@@ -270,15 +272,31 @@ out:
 	return rc;
 }
 
+/* The env's map: LMDB reports its address only for MDB_FIXEDMAP, so find the mapping of the
+ * data file (by device and inode) in /proc/self/maps. Without it, faults outside a guard in
+ * this map go to the previous handler (the guard still covers every LMDB call). */
 static void
 register_map(struct ol_meta *m)
 {
-	MDB_envinfo info;
+	mdb_filehandle_t fd;
+	struct stat sb;
+	char line[512];
+	FILE *f;
 
-	if (mdb_env_info(m->env, &info))
+	if (mdb_env_get_fd(m->env, &fd) || fstat(fd, &sb) || !(f = fopen("/proc/self/maps", "re")))
 		return;
-	m->map = info.me_mapaddr;
-	m->map_size = info.me_mapsize;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi, ino;
+		unsigned maj, mnr;
+
+		if (sscanf(line, "%lx-%lx %*s %*x %x:%x %lu", &lo, &hi, &maj, &mnr, &ino) != 5 ||
+		    ino != sb.st_ino || makedev(maj, mnr) != sb.st_dev || hi - lo < m->map_size)
+			continue;
+		m->map = (char *)lo;
+		m->map_size = hi - lo;
+	}
+	fclose(f);
+	m->listed = true; /* listed even when not found: never freed, like a listed one */
 	pthread_mutex_lock(&maps_mu);
 	m->next = atomic_load(&maps);
 	atomic_store(&maps, m);
@@ -308,6 +326,7 @@ env_open(struct ol_meta *m, const char *path, uint64_t map_size, unsigned flags)
 	disarm();
 	if (rc)
 		return res(m, rc);
+	m->map_size = 1; /* any mapping of the file at least this big; the largest wins */
 	register_map(m);
 	if (!GUARDED(m, g))
 		return faulted(m);
@@ -335,14 +354,13 @@ ol_meta_open(const char *path, uint64_t map_size, bool sync, struct ol_meta **ou
 	if (err) {
 		if (m->why[0])
 			ol_warn("meta: %s: %s", path, m->why);
-		if (!m->env)
-			free(m);
-		else if (!m->map) { /* never mapped: nothing can point into it */
+		if (m->listed) { /* the struct stays on the list of maps */
 			if (!m->broken)
+				ol_meta_close(m);
+		} else if (!m->broken) { /* never mapped: nothing can point into it */
+			if (m->env)
 				mdb_env_close(m->env);
 			free(m);
-		} else if (!m->broken) {
-			ol_meta_close(m); /* the struct stays on the list of maps */
 		}
 		return err;
 	}
@@ -394,8 +412,10 @@ ol_meta_begin(struct ol_meta *m, bool write, struct ol_meta_txn **out)
 
 	LIVE(m);
 	t = ol_xmalloc(sizeof(*t));
-	if (!GUARDED(m, g))
-		return faulted(m); /* t leaks with the env */
+	if (!GUARDED(m, g)) {
+		free(t); /* what LMDB allocated inside is abandoned with the env */
+		return faulted(m);
+	}
 	rc = mdb_txn_begin(m->env, NULL, write ? 0 : MDB_RDONLY, &t->txn);
 	disarm();
 	if (rc) {
@@ -414,10 +434,14 @@ ol_meta_commit(struct ol_meta_txn *t)
 	struct guard g;
 	int rc;
 
-	if (m->broken)
-		return -EUCLEAN; /* the txn is dropped with the env */
-	if (!GUARDED(m, g))
+	if (m->broken) {
+		free(t); /* the LMDB txn is abandoned with the env */
+		return -EUCLEAN;
+	}
+	if (!GUARDED(m, g)) {
+		free(t);
 		return faulted(m);
+	}
 	rc = mdb_txn_commit(t->txn);
 	disarm();
 	free(t);
@@ -431,10 +455,13 @@ ol_meta_abort(struct ol_meta_txn *t)
 
 	if (!t)
 		return;
-	if (t->m->broken)
+	if (t->m->broken) {
+		free(t); /* the LMDB txn is abandoned with the env */
 		return;
+	}
 	if (!GUARDED(t->m, g)) {
 		faulted(t->m);
+		free(t);
 		return;
 	}
 	mdb_txn_abort(t->txn);
@@ -505,8 +532,10 @@ ol_meta_cursor_open(struct ol_meta_txn *t, enum ol_meta_db db, struct ol_meta_cu
 	LIVE(t->m);
 	c = ol_xmalloc(sizeof(*c));
 	c->m = t->m;
-	if (!GUARDED(t->m, g))
+	if (!GUARDED(t->m, g)) {
+		free(c);
 		return faulted(t->m);
+	}
 	rc = mdb_cursor_open(t->txn, t->m->dbi[db], &c->cur);
 	disarm();
 	if (rc) {
