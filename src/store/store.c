@@ -137,8 +137,7 @@ verify_records(struct ol_meta *m)
 
 	for (int db = 0; !rc && db < OL_META_NDB; db++)
 		rc = verify_db(t, (enum ol_meta_db)db);
-	if (!ol_meta_broken(m, NULL))
-		ol_meta_abort(t);
+	ol_meta_abort(t); /* on a broken env: frees our wrapper only */
 	return rc;
 }
 
@@ -343,6 +342,7 @@ ol_reads_get(struct ol_store *st, enum ol_meta_db db, const void *key, size_t kl
 		if (ol_meta_broken(m, NULL)) { /* a fault: what it read does not count */
 			free(r->raw[d]);
 			r->raw[d] = NULL;
+			ol_meta_abort(t); /* frees our wrapper only: the env is abandoned */
 			ol_drive_check(st, d, m);
 			continue;
 		}
@@ -585,6 +585,7 @@ batch_drive(struct ol_store *st, struct ol_cq *b, int d)
 		t = NULL;
 	}
 	if (rc && ol_meta_broken(m, NULL)) { /* faulted: the drive goes, no retries on it */
+		ol_meta_abort(t);
 		ol_drive_check(st, d, m);
 		for (struct ol_cq *x = b; x; x = x->next)
 			undo_drive(x->c, d);

@@ -172,8 +172,7 @@ collect_all(struct ol_store *st, struct uuid_set *s)
 			rc = collect_db(t, OL_META_PARTS, &one);
 		if (rc)
 			ol_drive_check(st, d, m);
-		if (!ol_meta_broken(m, NULL))
-			ol_meta_abort(t);
+		ol_meta_abort(t); /* on a broken env: frees our wrapper only */
 		sort_unique(&one);
 		for (size_t i = 0; i < one.n; i++) {
 			if (s->n == s->cap) {
