@@ -179,6 +179,13 @@ prepare_dirs(const struct ol_config *cfg)
 			       cfg->data_dirs[i]);
 			return rc;
 		}
+		if (rc == -EACCES) {
+			/* a drive that exists but takes no writes (read-only mount): the store
+			 * keeps it offline and serves from the others while a quorum remains */
+			ol_warn("data dir %s is not writable: it starts offline",
+				cfg->data_dirs[i]);
+			continue;
+		}
 		if (rc) {
 			ol_err("data dir %s cannot be used: %s (check its permissions or change "
 			       "data_dirs)",
@@ -336,6 +343,8 @@ main(int argc, char **argv)
 	char err[512];
 	int rc;
 
+	/* object data, metadata and the KV tier are the daemon's alone: files 0600, dirs 0700 */
+	umask(077);
 	ol_config_default(cfg);
 	if (parse_args(argc, argv, cfg, &o) || apply_env(cfg))
 		return 2;

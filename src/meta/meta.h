@@ -28,17 +28,38 @@ struct ol_meta;
 struct ol_meta_txn;
 struct ol_meta_cursor;
 
-/* Open (creating) the environment in file path (MDB_NOSUBDIR; path-lock beside it).
- * map_size: the sparse map size in bytes (0 = 64 GiB). sync false: commits are not flushed
- * (MDB_NOSYNC); call ol_meta_sync to flush. Returns 0 or -errno. */
+/* Open (creating, mode 0600) the environment in file path (MDB_NOSUBDIR; path-lock beside
+ * it). map_size: the sparse map size in bytes (0 = 64 GiB). sync false: commits are not
+ * flushed (MDB_NOSYNC); call ol_meta_sync to flush. Before mapping an existing file its meta
+ * pages are checked against its size (ol_meta_precheck), after opening every page is read
+ * (ol_meta_check). Returns 0, -EUCLEAN when the file is damaged (logged with the reason), or
+ * -errno.
+ *
+ * Faults: every call runs under a per-thread guard. A SIGBUS/SIGSEGV or an LMDB assertion
+ * inside LMDB, or a fault reading a value returned by a get/cursor call, marks the env broken
+ * instead of killing the process: the call (and every later call on it, its txns and cursors)
+ * returns -EUCLEAN, and the env is never touched again (its memory and map are abandoned, not
+ * freed). Corruption reported by LMDB (MDB_CORRUPTED, MDB_PAGE_NOTFOUND) does the same.
+ * A fault anywhere else goes to the previous handler (a crash, as before). */
 int ol_meta_open(const char *path, uint64_t map_size, bool sync, struct ol_meta **out);
+/* A broken env is left alone (abandoned). NULL is fine. */
 void ol_meta_close(struct ol_meta *m);
+/* true when m is NULL or broken; *why (may be NULL) the reason, valid while m lives. */
+bool ol_meta_broken(const struct ol_meta *m, const char **why);
+/* Check an existing data file without mapping it: 0 (also when it does not exist or is
+ * empty), -EUCLEAN with a reason in why (its meta pages are invalid or claim more pages than
+ * the file holds), -errno when it cannot be read. */
+int ol_meta_precheck(const char *path, char *why, size_t cap);
+/* Read every key and value of every database (and check the free list's page numbers):
+ * 0 or -EUCLEAN (m is then broken). Reads the whole file: for open and heal, not hot paths. */
+int ol_meta_check(struct ol_meta *m);
 /* Flush committed txns to stable storage (for group commit with sync=false). */
 int ol_meta_sync(struct ol_meta *m);
 /* The data file's fd: fdatasync on it is what ol_meta_sync does (so a caller may batch the
  * syncs of several environments, e.g. on io_uring). -1 on error. */
 int ol_meta_fd(struct ol_meta *m);
 
+/* -ENODEV when m is NULL (a drive taken offline), -EUCLEAN when broken. */
 int ol_meta_begin(struct ol_meta *m, bool write, struct ol_meta_txn **out);
 /* Commit (write) or end (read) the txn; frees it either way. */
 int ol_meta_commit(struct ol_meta_txn *t);

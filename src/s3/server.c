@@ -122,6 +122,11 @@ s3_store_error(struct s3_req *r, int rc, enum ol_s3_err enoent)
 	case -EIO:
 		s3_error(r, OL_S3E_SERVICE_UNAVAILABLE, NULL);
 		break;
+	case OL_STORE_ECORRUPT:
+		s3_error(r, OL_S3E_INTERNAL,
+			 "The stored data failed its checksums on too many "
+			 "drives to be rebuilt.");
+		break;
 	case -ENOSPC:
 		s3_error_code(r, "XOpenLakeStorageFull", 507, "Storage is full", NULL);
 		break;

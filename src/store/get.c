@@ -22,6 +22,7 @@ struct ol_get {
 	uint8_t *blk[OL_MAX_DRIVES];
 	int64_t cur_stripe;
 	bool ok[OL_MAX_DRIVES], tried[OL_MAX_DRIVES];
+	bool full[OL_MAX_DRIVES];   /* the last block read from drive d was whole (maybe corrupt) */
 	bool warned[OL_MAX_DRIVES]; /* one warning per drive and part */
 };
 
@@ -239,6 +240,7 @@ read_blocks(struct ol_get *g, const struct stripe *s, const bool *which)
 
 		bool full = ops[i].res == (ssize_t)(s->bl + OL_TRAILER);
 
+		g->full[d] = full;
 		g->ok[d] = full && ol_get_u64(g->blk[d] + s->bl) == sum;
 		if (g->ok[d] || g->fd[d] < 0 || (g->warned[d] && !full))
 			continue;
@@ -288,9 +290,15 @@ load(struct ol_get *g, const struct stripe *s, int lo, int hi)
 	for (int d = 0; d < st->n; d++)
 		good += g->ok[d];
 	if (good < st->k) {
-		ol_err("store: stripe %llu of part %u: only %d of %d shards readable",
-		       (unsigned long long)s->j, g->cur_part, good, st->k);
-		return -EIO;
+		int there = 0;
+
+		for (int d = 0; d < st->n; d++)
+			there += g->full[d];
+		ol_err("store: stripe %llu of part %u: only %d of %d shards verify (%d whole)",
+		       (unsigned long long)s->j, g->cur_part, good, st->k, there);
+		/* enough shards there but too many fail their checksums: corrupt, not a drive
+		 * problem the client could wait out */
+		return there >= st->k ? OL_STORE_ECORRUPT : -EIO;
 	}
 	for (int d = 0; d < st->n; d++)
 		rebuilt[d] = !g->ok[d] && (want[d] || g->fd[d] >= 0); /* heal parity too */
@@ -359,6 +367,7 @@ read_in_part(struct ol_get *g, uint32_t pi, uint64_t pos, uint8_t *out, size_t l
 	if ((int64_t)s.j != g->cur_stripe) {
 		memset(g->ok, 0, sizeof(g->ok));
 		memset(g->tried, 0, sizeof(g->tried));
+		memset(g->full, 0, sizeof(g->full));
 		g->cur_stripe = (int64_t)s.j;
 	}
 	/* from a stripe's start (streaming), fetch all its data blocks in one parallel batch;

@@ -91,9 +91,9 @@ mkdir_data(const struct ol_store *st, int d)
 	char dir[OL_PATH_MAX + 16];
 
 	snprintf(dir, sizeof(dir), "%s/.openlake", st->d[d].root);
-	if (mkdir(dir, 0755) && errno != EEXIST)
+	if (mkdir(dir, 0700) && errno != EEXIST)
 		return;
-	if (mkdir(st->d[d].data, 0755) && errno != EEXIST)
+	if (mkdir(st->d[d].data, 0700) && errno != EEXIST)
 		ol_warn("store: heal: cannot create %s: %s", st->d[d].data, strerror(errno));
 }
 
@@ -699,6 +699,8 @@ ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o, struct ol_h
 	s.t0 = clock_ns(CLOCK_MONOTONIC);
 	if (!rc)
 		rc = pass(&s);
+	if (!rc)
+		ol_sweep_orphans(st, 2);
 	ol_info("store: heal %s: %llu objects, %llu shards healed, %llu records restored, "
 		"%llu unrecoverable",
 		rc == -ECANCELED ? "cancelled"

@@ -21,13 +21,23 @@ ol_merge_open(struct ol_store *st, enum ol_meta_db db, const void *prefix, size_
 	memcpy(m->prefix, prefix, plen);
 	m->plen = plen;
 	for (int d = 0; d < st->n; d++) {
-		if (!st->d[d].meta || ol_meta_begin(st->d[d].meta, false, &m->t[d]))
+		struct ol_meta *mm = atomic_load(&st->d[d].meta);
+
+		if (!mm)
 			continue;
+		if (ol_meta_begin(mm, false, &m->t[d])) {
+			m->t[d] = NULL;
+			ol_drive_check(st, d, mm);
+			continue;
+		}
 		if (ol_meta_cursor_open(m->t[d], db, &m->c[d])) {
 			ol_meta_abort(m->t[d]);
 			m->t[d] = NULL;
+			m->c[d] = NULL;
+			ol_drive_check(st, d, mm);
 			continue;
 		}
+		m->mm[d] = mm;
 		online++;
 	}
 	if (online < st->k) {
@@ -41,6 +51,8 @@ ol_merge_open(struct ol_store *st, enum ol_meta_db db, const void *prefix, size_
 static void
 check_prefix(struct ol_merge *m, int d, int rc)
 {
+	if (rc < 0)
+		ol_drive_check(m->st, d, m->mm[d]);
 	m->have[d] = rc == 1 && m->kl[d] >= m->plen && !memcmp(m->k[d], m->prefix, m->plen);
 }
 

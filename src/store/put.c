@@ -49,6 +49,7 @@ ol_put_new(struct ol_store *st, const char *bucket, const void *key, size_t klen
 	p->klen = klen;
 	p->part = part;
 	ol_uuid(p->uuid);
+	ol_flight_add(st, p->uuid); /* before any file exists: see ol_sweep_orphans */
 	p->sbuf_cap = stripe_cap(st);
 	if (!part && st->inline_max + st->k < p->sbuf_cap)
 		p->sbuf_cap = st->inline_max + st->k;
@@ -216,6 +217,7 @@ close_files(struct ol_put *p, bool unlink_them)
 static void
 put_free(struct ol_put *p)
 {
+	ol_flight_del(p->st, p->uuid);
 	for (int i = 0; i < p->st->p; i++)
 		free(p->par[i]);
 	free(p->sbuf);
@@ -370,6 +372,10 @@ ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, size_t
 		rc = -EINVAL;
 	if (!rc && !inl && p->fill)
 		rc = flush_stripe(p);
+	/* a zero-byte part has no stripe: its (empty) shard files still exist, so fsync and
+	 * heal find them like any other part's */
+	if (!rc && !inl && !p->files)
+		open_files(p);
 	if (!rc && !inl)
 		rc = sync_files(p);
 	close_files(p, false);

@@ -212,7 +212,10 @@ ol_rec_resolve(const struct ol_store *st, const void *const *raw, const size_t *
 		if (!raw[d])
 			continue;
 		if (ol_rec_decode(raw[d], lens[d], &cand[d][0])) {
-			ol_warn("store: drive %d: corrupt metadata record ignored", d);
+			/* LMDB writes a value whole: a record failing its checksum means the
+			 * drive's index is damaged */
+			ol_drive_offline((struct ol_store *)st, d, NULL, true,
+					 "a metadata record failed its checksum");
 			continue;
 		}
 		have[d][0] = true;

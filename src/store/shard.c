@@ -179,12 +179,12 @@ ol_shard_create(const struct ol_store *st, int d, const uint8_t *uuid)
 	int fd;
 
 	ol_shard_path(st, d, uuid, path, sizeof(path));
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0 && errno == ENOENT) {
 		shard_dir(st, d, uuid, dir, sizeof(dir));
-		if (mkdir(dir, 0755) && errno != EEXIST)
+		if (mkdir(dir, 0700) && errno != EEXIST)
 			return -errno;
-		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	}
 	return fd < 0 ? -errno : fd;
 }

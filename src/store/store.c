@@ -88,7 +88,7 @@ mkdir_p(const char *path)
 		if (buf[i] != '/' && buf[i] != 0)
 			continue;
 		buf[i] = 0;
-		if (mkdir(buf, 0755) && errno != EEXIST) {
+		if (mkdir(buf, 0700) && errno != EEXIST) {
 			ol_err("store: cannot create data dir %s: %s", buf, strerror(errno));
 			return -errno;
 		}
@@ -102,11 +102,52 @@ mkdir_p(const char *path)
 	return 0;
 }
 
+/* Every record of every database decodes (its checksum holds): 0, -EUCLEAN, or -errno. */
+static int
+verify_db(struct ol_meta_txn *t, enum ol_meta_db db)
+{
+	struct ol_meta_cursor *c;
+	const void *k, *v;
+	size_t kl, vl, a, b;
+	struct ol_rec r;
+	int64_t x;
+	const char *kp;
+	const void *mp;
+	int bad = 0, rc = ol_meta_cursor_open(t, db, &c);
+
+	if (rc)
+		return rc;
+	for (rc = ol_meta_cursor_seek(c, "", 0, &k, &kl, &v, &vl); rc == 1 && !bad;
+	     rc = ol_meta_cursor_next(c, &k, &kl, &v, &vl)) {
+		if (db == OL_META_BUCKETS)
+			bad = ol_brec_decode(v, vl, &x);
+		else if (db == OL_META_UPLOADS)
+			bad = ol_urec_decode(v, vl, &x, &kp, &a, &mp, &b);
+		else
+			bad = ol_rec_decode(v, vl, &r);
+	}
+	ol_meta_cursor_close(c);
+	return bad ? -EUCLEAN : rc;
+}
+
+static int
+verify_records(struct ol_meta *m)
+{
+	struct ol_meta_txn *t = NULL;
+	int rc = ol_meta_begin(m, false, &t);
+
+	for (int db = 0; !rc && db < OL_META_NDB; db++)
+		rc = verify_db(t, (enum ol_meta_db)db);
+	ol_meta_abort(t); /* on a broken env: frees our wrapper only */
+	return rc;
+}
+
 static int
 drive_open(struct ol_store *st, int i, const char *root)
 {
 	struct ol_drive *d = &st->d[i];
 	char p[OL_PATH_MAX + 32];
+	struct ol_meta *m = NULL;
 	int rc;
 
 	snprintf(d->root, sizeof(d->root), "%s", root);
@@ -120,18 +161,36 @@ drive_open(struct ol_store *st, int i, const char *root)
 	if (rc)
 		return rc;
 	snprintf(p, sizeof(p), "%s/.openlake/lock", root);
-	d->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX | LOCK_NB)) {
+	d->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (d->lock_fd < 0) {
+		rc = -errno;
+		ol_err("store: data dir %s: cannot open %s: %s", root, p, strerror(-rc));
+		return rc;
+	}
+	if (flock(d->lock_fd, LOCK_EX | LOCK_NB)) {
 		rc = -errno;
 		ol_err("store: data dir %s is in use by another process (%s)", root, strerror(-rc));
 		return rc;
 	}
-	snprintf(p, sizeof(p), "%s/.openlake/meta.mdb", root);
-	rc = ol_meta_open(p, 0, false, &d->meta);
+	rc = ol_drive_open_meta(st, i, &m);
 	if (rc) {
-		ol_err("store: data dir %s: cannot open metadata %s: %s", root, p, strerror(-rc));
+		ol_err("store: data dir %s: cannot open metadata: %s", root, strerror(-rc));
 		return rc;
 	}
+	rc = verify_records(m);
+	if (rc == -EUCLEAN) {
+		/* a record failing its checksum: the index is damaged, not to be written to */
+		ol_meta_close(m);
+		m = NULL;
+		ol_warn("store: data dir %s: a metadata record failed its checksum", root);
+		d->damaged = true;
+		rc = ol_drive_open_meta(st, i, &m);
+	}
+	if (rc) {
+		ol_err("store: data dir %s: cannot open metadata: %s", root, strerror(-rc));
+		return rc;
+	}
+	atomic_store(&d->meta, m);
 	return 0;
 }
 
@@ -174,6 +233,9 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 	pthread_rwlock_init(&st->bucket_lock, NULL);
 	pthread_mutex_init(&st->cq_mu, NULL);
 	pthread_cond_init(&st->cq_cv, NULL);
+	pthread_mutex_init(&st->drv_mu, NULL);
+	pthread_cond_init(&st->drv_cv, NULL);
+	pthread_mutex_init(&st->fl_mu, NULL);
 	st->cq_tail = &st->cq_head;
 	for (int i = 0; i < OL_NLOCKS; i++) {
 		pthread_mutex_init(&st->upl_locks[i], NULL);
@@ -183,10 +245,9 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 		st->d[i].lock_fd = -1;
 		if (drive_open(st, i, cfg->data_dirs[i]) == 0)
 			online++;
-		else if (st->d[i].meta) {
-			ol_meta_close(st->d[i].meta);
-			st->d[i].meta = NULL;
-		}
+		else
+			snprintf(st->d[i].why, sizeof(st->d[i].why),
+				 "could not be opened at start");
 	}
 	if (online < st->w) {
 		ol_err("store: only %d of %d drives usable, need %d", online, st->n, st->w);
@@ -196,6 +257,11 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 	ol_sweep(st);
 	ol_info("store: %d drives (%d online), %d data + %d parity, write quorum %d, block %u",
 		st->n, online, st->k, st->p, st->w, st->bs);
+	if (online < st->n)
+		ol_warn("store: DEGRADED: %d of %d drives offline; serving from the rest, the "
+			"offline ones are retried every second",
+			st->n - online, st->n);
+	ol_drive_monitor_start(st);
 	*out = st;
 	return 0;
 }
@@ -205,8 +271,10 @@ ol_store_close(struct ol_store *st)
 {
 	if (!st)
 		return;
+	ol_drive_monitor_stop(st);
 	for (int i = 0; i < st->n; i++) {
 		ol_meta_close(st->d[i].meta);
+		ol_meta_close(st->d[i].parked);
 		if (st->d[i].lock_fd >= 0)
 			close(st->d[i].lock_fd);
 	}
@@ -217,6 +285,10 @@ ol_store_close(struct ol_store *st)
 	pthread_rwlock_destroy(&st->bucket_lock);
 	pthread_mutex_destroy(&st->cq_mu);
 	pthread_cond_destroy(&st->cq_cv);
+	pthread_mutex_destroy(&st->drv_mu);
+	pthread_cond_destroy(&st->drv_cv);
+	pthread_mutex_destroy(&st->fl_mu);
+	free(st->flight);
 	ol_ec_fini(&st->ec);
 	free(st);
 }
@@ -249,19 +321,33 @@ ol_reads_get(struct ol_store *st, enum ol_meta_db db, const void *key, size_t kl
 {
 	memset(r, 0, sizeof(*r));
 	for (int d = 0; d < st->n; d++) {
+		struct ol_meta *m = atomic_load(&st->d[d].meta);
 		struct ol_meta_txn *t;
 		const void *v;
 		size_t vl;
+		bool bk;
 
-		if (!st->d[d].meta || ol_meta_begin(st->d[d].meta, false, &t))
+		if (!m)
 			continue;
-		if (bucket && ol_meta_get(t, OL_META_BUCKETS, bucket, strlen(bucket), &v, &vl) == 0)
-			r->bucket_votes++;
+		if (ol_meta_begin(m, false, &t)) {
+			ol_drive_check(st, d, m);
+			continue;
+		}
+		bk =
+		    bucket && ol_meta_get(t, OL_META_BUCKETS, bucket, strlen(bucket), &v, &vl) == 0;
 		if (key && ol_meta_get(t, db, key, klen, &v, &vl) == 0) {
 			r->raw[d] = ol_xmalloc(vl ? vl : 1);
 			memcpy(r->raw[d], v, vl);
 			r->len[d] = vl;
 		}
+		if (ol_meta_broken(m, NULL)) { /* a fault: what it read does not count */
+			free(r->raw[d]);
+			r->raw[d] = NULL;
+			ol_meta_abort(t); /* frees our wrapper only: the env is abandoned */
+			ol_drive_check(st, d, m);
+			continue;
+		}
+		r->bucket_votes += bk;
 		ol_meta_abort(t);
 	}
 }
@@ -344,7 +430,8 @@ del_prefix(struct ol_meta_txn *t, struct ol_commit *c, int d)
 			break;
 	}
 	ol_meta_cursor_close(cur);
-	return rc;
+	/* 1: the cursor stopped on a key past the prefix (another upload's part), not an error */
+	return rc < 0 ? rc : 0;
 }
 
 /* The prev of a new record: the visible version as this drive holds it. Keeping the
@@ -489,8 +576,9 @@ undo_drive(struct ol_commit *c, int d)
 static void
 one_txn(struct ol_store *st, struct ol_commit *c, int d)
 {
+	struct ol_meta *m = atomic_load(&st->d[d].meta);
 	struct ol_meta_txn *t;
-	int rc = ol_meta_begin(st->d[d].meta, true, &t);
+	int rc = ol_meta_begin(m, true, &t);
 
 	if (!rc) {
 		rc = put_one(t, c, d);
@@ -499,6 +587,8 @@ one_txn(struct ol_store *st, struct ol_commit *c, int d)
 		else
 			rc = ol_meta_commit(t);
 	}
+	if (rc)
+		ol_drive_check(st, d, m);
 	if (rc) {
 		undo_drive(c, d);
 		ol_warn("store: drive %s: metadata commit failed: %s", st->d[d].root,
@@ -512,8 +602,9 @@ one_txn(struct ol_store *st, struct ol_commit *c, int d)
 static void
 batch_drive(struct ol_store *st, struct ol_cq *b, int d)
 {
-	struct ol_meta_txn *t;
-	int rc = ol_meta_begin(st->d[d].meta, true, &t);
+	struct ol_meta *m = atomic_load(&st->d[d].meta);
+	struct ol_meta_txn *t = NULL;
+	int rc = ol_meta_begin(m, true, &t);
 
 	for (struct ol_cq *x = b; x && !rc; x = x->next)
 		if (!skipped(st, x->c, d))
@@ -521,6 +612,13 @@ batch_drive(struct ol_store *st, struct ol_cq *b, int d)
 	if (!rc) {
 		rc = ol_meta_commit(t);
 		t = NULL;
+	}
+	if (rc && ol_meta_broken(m, NULL)) { /* faulted: the drive goes, no retries on it */
+		ol_meta_abort(t);
+		ol_drive_check(st, d, m);
+		for (struct ol_cq *x = b; x; x = x->next)
+			undo_drive(x->c, d);
+		return;
 	}
 	if (rc) {
 		ol_meta_abort(t);
@@ -540,16 +638,22 @@ batch_run(struct ol_store *st, struct ol_cq *b)
 {
 	struct ol_io ops[OL_MAX_DRIVES];
 
-	for (int d = 0; d < st->n; d++)
-		if (st->d[d].meta)
+	struct ol_meta *m[OL_MAX_DRIVES];
+
+	for (int d = 0; d < st->n; d++) {
+		m[d] = atomic_load(&st->d[d].meta);
+		if (m[d])
 			batch_drive(st, b, d);
+		else
+			for (struct ol_cq *x = b; x; x = x->next)
+				x->c->done[d] = false;
+	}
 	if (st->fsync) { /* LMDB runs MDB_NOSYNC: one fdatasync per drive covers the batch */
 		for (int d = 0; d < st->n; d++)
-			ops[d] = (struct ol_io){
-			    .fd = st->d[d].meta ? ol_meta_fd(st->d[d].meta) : -1, .op = 2};
+			ops[d] = (struct ol_io){.fd = m[d] ? ol_meta_fd(m[d]) : -1, .op = 2};
 		ol_io_batch(ops, st->n);
 		for (int d = 0; d < st->n; d++) {
-			if (!st->d[d].meta || ops[d].res >= 0)
+			if (!m[d] || ops[d].res >= 0)
 				continue;
 			ol_warn("store: drive %s: metadata fsync failed: %s", st->d[d].root,
 				strerror((int)-ops[d].res));

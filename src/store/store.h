@@ -8,7 +8,9 @@
  * Return codes: 0 (or a count) on success, -errno on failure. Common ones:
  *   -ENOENT  no such bucket/key/upload (see each call), -EEXIST bucket exists,
  *   -ENOTEMPTY bucket has objects or uploads, -EIO more than P shards or drives unusable,
- *   -EINVAL bad argument (key too long, part_no out of range), -ENOSPC/-EROFS from drives.
+ *   -EINVAL bad argument (key too long, part_no out of range), -ENOSPC/-EROFS from drives,
+ *   OL_STORE_ECORRUPT: the shards are there but too many fail their checksums to rebuild the
+ *   bytes (never wrong bytes; heal cannot fix it either).
  *
  * Threads: every call may run concurrently with every other call from any number of
  * threads, on any handles, except that one handle (ol_put, ol_get, ol_iter) is used by one
@@ -23,6 +25,7 @@
 #ifndef OL_STORE_STORE_H
 #define OL_STORE_STORE_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -33,6 +36,7 @@ struct ol_config;
 #define OL_STORE_MAX_PARTS 10000
 #define OL_STORE_ETAG_MAX  80
 #define OL_STORE_MAX_META  (64 * 1024) /* largest opaque metadata blob */
+#define OL_STORE_ECORRUPT  (-EBADMSG)  /* stored data failed its checksums beyond repair */
 
 struct ol_store;
 

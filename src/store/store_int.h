@@ -30,8 +30,14 @@ struct ol_cq;
 struct ol_drive {
 	char root[OL_PATH_MAX]; /* data dir */
 	char data[OL_PATH_MAX]; /* root/.openlake/data */
-	struct ol_meta *meta;	/* NULL: offline */
+	/* NULL: offline. Any thread may take a drive offline (ol_drive_offline); only the
+	 * monitor (drive.c) brings it back. Readers load it once per use. */
+	struct ol_meta *_Atomic meta;
+	struct ol_meta *parked; /* an offline drive's env that is still sound (monitor only) */
 	int lock_fd;
+	_Atomic uint64_t faults; /* times taken offline */
+	bool damaged;		 /* its meta.mdb is not trusted: moved aside when it returns */
+	char why[160];		 /* why offline (monitor and ol_drive_offline, under drv_mu) */
 };
 
 struct ol_store {
@@ -53,6 +59,16 @@ struct ol_store {
 	pthread_cond_t cq_cv;
 	struct ol_cq *cq_head, **cq_tail;
 	bool cq_busy;
+	/* drive.c: the monitor that probes drives and brings them back */
+	pthread_mutex_t drv_mu;
+	pthread_cond_t drv_cv;
+	pthread_t mon;
+	bool mon_started, mon_stop;
+	/* shard files of writes in progress (their records are not committed yet): the orphan
+	 * sweep of heal never removes them */
+	pthread_mutex_t fl_mu;
+	uint8_t (*flight)[OL_UUID];
+	size_t n_flight, cap_flight;
 };
 
 /* One part's layout inside a version record. */
@@ -206,6 +222,28 @@ int ol_cond_check(struct ol_store *st, const void *k, size_t kl, const struct ol
 void ol_commit_reclaim(struct ol_store *st, struct ol_commit *c, const struct ol_rec *keep);
 void ol_commit_free(struct ol_commit *c);
 
+/* drive.c */
+/* Take drive d offline if its env is still m (NULL: whatever it is): one log line with the
+ * drive's path and the reason, the fault counter; the env is kept for the monitor when it is
+ * sound, abandoned when broken or damaged (its file is then moved aside when the drive comes
+ * back). Any thread. */
+void ol_drive_offline(struct ol_store *st, int d, struct ol_meta *m, bool damaged, const char *why);
+/* After a failed meta call on drive d's env m: offline when m is broken. */
+void ol_drive_check(struct ol_store *st, int d, struct ol_meta *m);
+/* Open drive d's metadata: a damaged meta.mdb is renamed aside (meta.mdb.damaged-<time>,
+ * with its lock file) and a fresh env created. 0 or -errno (logged). */
+int ol_drive_open_meta(struct ol_store *st, int d, struct ol_meta **out);
+/* Start / stop the monitor thread and the /metrics source. */
+void ol_drive_monitor_start(struct ol_store *st);
+void ol_drive_monitor_stop(struct ol_store *st);
+/* In-flight shard uuids (put.c registers at begin, forgets at the end). */
+void ol_flight_add(struct ol_store *st, const uint8_t *uuid);
+void ol_flight_del(struct ol_store *st, const uint8_t *uuid);
+bool ol_flight_has(struct ol_store *st, const uint8_t *uuid);
+/* Remove shard files on online drives that no record of any drive references, that belong
+ * to no write in progress and are older than min_age_s. Returns the count removed. */
+size_t ol_sweep_orphans(struct ol_store *st, int min_age_s);
+
 /* heal.c: give the resolved version w back to online drives that lack it. */
 void ol_heal_record(struct ol_store *st, const char *bucket, const char *key, size_t klen,
 		    const struct ol_rec *w, const uint8_t *body);
@@ -219,6 +257,7 @@ struct ol_merge {
 	size_t plen;
 	struct ol_meta_txn *t[OL_MAX_DRIVES];
 	struct ol_meta_cursor *c[OL_MAX_DRIVES];
+	struct ol_meta *mm[OL_MAX_DRIVES]; /* the env each cursor reads */
 	bool have[OL_MAX_DRIVES];
 	const void *k[OL_MAX_DRIVES], *v[OL_MAX_DRIVES];
 	size_t kl[OL_MAX_DRIVES], vl[OL_MAX_DRIVES];

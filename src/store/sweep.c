@@ -1,11 +1,15 @@
-/* store/sweep.c - at open, remove shard files that no record references:
- * leftovers of writes interrupted before their metadata commit, and old versions whose
- * reclaim was cut short by a crash. Runs before any other call, so nothing is in flight. */
+/* store/sweep.c - remove shard files that no record references: at open, leftovers of
+ * writes interrupted before their metadata commit and old versions whose reclaim was cut
+ * short by a crash (nothing is in flight then); after a heal, the same while the node runs
+ * (old versions left on a drive that was read-only or offline when they were reclaimed),
+ * sparing the files of writes in progress. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -46,8 +50,10 @@ collect_db(struct ol_meta_txn *t, enum ol_meta_db db, struct uuid_set *s)
 		return rc;
 	for (rc = ol_meta_cursor_seek(c, "", 0, &k, &kl, &v, &vl); rc == 1;
 	     rc = ol_meta_cursor_next(c, &k, &kl, &v, &vl)) {
-		if (ol_rec_decode(v, vl, &r))
-			continue;
+		if (ol_rec_decode(v, vl, &r)) {
+			rc = -EUCLEAN; /* a damaged index: its references are not known */
+			break;
+		}
 		set_add_rec(s, &r);
 		if (r.prev_len && !ol_rec_decode(r.prev, r.prev_len, &pr))
 			set_add_rec(s, &pr);
@@ -131,27 +137,80 @@ sweep_drive(struct ol_store *st, int d, const struct uuid_set *s)
 
 /* A file is kept when a record on ANY drive references it, so a drive whose index was lost
  * keeps its shards (heal on read gives the records back). */
+static void
+sort_unique(struct uuid_set *s)
+{
+	size_t j = 0;
+
+	if (!s->n)
+		return;
+	qsort(s->u, s->n, OL_UUID, cmp_uuid);
+	for (size_t i = 1; i < s->n; i++)
+		if (memcmp(s->u[i], s->u[j], OL_UUID))
+			memcpy(s->u[++j], s->u[i], OL_UUID);
+	s->n = j + 1;
+}
+
+/* The part uuids that records (or their prevs) of the online drives reference, sorted, once
+ * per drive that references them (so a uuid appears as many times as drives know it). */
+static int
+collect_all(struct ol_store *st, struct uuid_set *s)
+{
+	int rc = 0;
+
+	for (int d = 0; d < st->n && !rc; d++) {
+		struct ol_meta *m = atomic_load(&st->d[d].meta);
+		struct uuid_set one = {0};
+		struct ol_meta_txn *t = NULL;
+
+		if (!m)
+			continue;
+		rc = ol_meta_begin(m, false, &t);
+		if (!rc)
+			rc = collect_db(t, OL_META_OBJECTS, &one);
+		if (!rc)
+			rc = collect_db(t, OL_META_PARTS, &one);
+		if (rc)
+			ol_drive_check(st, d, m);
+		ol_meta_abort(t); /* on a broken env: frees our wrapper only */
+		sort_unique(&one);
+		for (size_t i = 0; i < one.n; i++) {
+			if (s->n == s->cap) {
+				s->cap = s->cap ? 2 * s->cap : 256;
+				s->u = ol_xrealloc(s->u, s->cap * OL_UUID);
+			}
+			memcpy(s->u[s->n++], one.u[i], OL_UUID);
+		}
+		free(one.u);
+	}
+	if (!rc && s->n)
+		qsort(s->u, s->n, OL_UUID, cmp_uuid);
+	return rc;
+}
+
+/* How many drives reference u (s from collect_all). */
+static int
+refs(const struct uuid_set *s, const uint8_t *u)
+{
+	const uint8_t(*hit)[OL_UUID] = s->n ? bsearch(u, s->u, s->n, OL_UUID, cmp_uuid) : NULL;
+	size_t lo, hi;
+
+	if (!hit)
+		return 0;
+	lo = hi = (size_t)(hit - s->u);
+	while (lo > 0 && !memcmp(s->u[lo - 1], u, OL_UUID))
+		lo--;
+	while (hi + 1 < s->n && !memcmp(s->u[hi + 1], u, OL_UUID))
+		hi++;
+	return (int)(hi - lo + 1);
+}
+
 int
 ol_sweep(struct ol_store *st)
 {
 	struct uuid_set s = {0};
-	int rc = 0;
+	int rc = collect_all(st, &s);
 
-	for (int d = 0; d < st->n && !rc; d++) {
-		struct ol_meta_txn *t;
-
-		if (!st->d[d].meta)
-			continue;
-		rc = ol_meta_begin(st->d[d].meta, false, &t);
-		if (rc)
-			break;
-		rc = collect_db(t, OL_META_OBJECTS, &s);
-		if (!rc)
-			rc = collect_db(t, OL_META_PARTS, &s);
-		ol_meta_abort(t);
-	}
-	if (!rc && s.n)
-		qsort(s.u, s.n, OL_UUID, cmp_uuid);
 	for (int d = 0; d < st->n && !rc; d++)
 		if (st->d[d].meta)
 			sweep_drive(st, d, &s);
@@ -159,4 +218,80 @@ ol_sweep(struct ol_store *st)
 		ol_warn("store: sweep skipped: %s", strerror(-rc));
 	free(s.u);
 	return rc;
+}
+
+struct cand {
+	uint8_t u[OL_UUID];
+	int d;
+};
+
+static void
+list_drive(struct ol_store *st, int d, time_t before, struct cand **c, size_t *n, size_t *cap)
+{
+	DIR *dh = opendir(st->d[d].data), *sh;
+	struct dirent *e, *f;
+	char sub[OL_PATH_MAX + 8], path[OL_PATH_MAX + 80];
+	struct stat sb;
+
+	while (dh && (e = readdir(dh))) {
+		if (strlen(e->d_name) != 2 || e->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", st->d[d].data, e->d_name);
+		sh = opendir(sub);
+		while (sh && (f = readdir(sh))) {
+			uint8_t u[OL_UUID];
+
+			snprintf(path, sizeof(path), "%s/%s", sub, f->d_name);
+			if (f->d_name[0] == '.' || unhex(f->d_name, u) || stat(path, &sb) ||
+			    sb.st_mtime > before)
+				continue;
+			if (*n == *cap) {
+				*cap = *cap ? 2 * *cap : 256;
+				*c = ol_xrealloc(*c, *cap * sizeof(**c));
+			}
+			memcpy((*c)[*n].u, u, OL_UUID);
+			(*c)[(*n)++].d = d;
+		}
+		if (sh)
+			closedir(sh);
+	}
+	if (dh)
+		closedir(dh);
+}
+
+/* Order matters: the files are listed first, then the records are read. A write whose file
+ * was listed either still runs (in flight: kept) or has ended, committed (referenced: kept)
+ * or aborted (its file is garbage). Only with every drive online: an offline drive's
+ * records are not known. "Referenced" means by at least k drives: a version known to fewer
+ * can never be read (a read needs k votes); this is what a drive that missed deletes and
+ * overwrites while offline keeps pointing at. */
+size_t
+ol_sweep_orphans(struct ol_store *st, int min_age_s)
+{
+	struct uuid_set s = {0};
+	struct cand *c = NULL;
+	size_t n = 0, cap = 0, removed = 0;
+	char path[OL_PATH_MAX + 80];
+	time_t before = time(NULL) - min_age_s;
+
+	if (ol_store_drives_online(st) < st->n)
+		return 0;
+	for (int d = 0; d < st->n; d++)
+		list_drive(st, d, before, &c, &n, &cap);
+	if (n && collect_all(st, &s) == 0 && ol_store_drives_online(st) == st->n) {
+		for (size_t i = 0; i < n; i++) {
+			if (refs(&s, c[i].u) >= st->k || ol_flight_has(st, c[i].u))
+				continue;
+			ol_shard_path(st, c[i].d, c[i].u, path, sizeof(path));
+			if (unlink(path) == 0) {
+				removed++;
+				ol_info("store: drive %s: removed orphan shard %s (no record "
+					"references it)",
+					st->d[c[i].d].root, path);
+			}
+		}
+	}
+	free(c);
+	free(s.u);
+	return removed;
 }

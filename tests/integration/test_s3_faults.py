@@ -208,3 +208,56 @@ def test_kill9_during_puts(openlaked):
             got = hashlib.md5(c.get_object(Bucket="crash", Key=o["Key"])["Body"].read())
             assert got.hexdigest() in attempted[o["Key"]], o["Key"]
             assert o["ETag"] == '"%s"' % got.hexdigest()
+
+
+def test_multipart_with_other_uploads_open(openlaked):
+    """Complete and abort succeed while other uploads with parts sort after this one (an
+    abandoned upload in bucket "mpu-zz" and concurrent ones in the same bucket); a zero-byte part
+    uploads, completes and reads back; the bucket of an aborted upload can be deleted."""
+    d = openlaked()
+    c = boto3_client(d.s3_url)
+    for b in ("mpu-aa", "mpu-zz"):
+        c.create_bucket(Bucket=b)
+    # an upload that stays open, with a part, in a bucket that sorts after "mpu-aa"
+    stale = c.create_multipart_upload(Bucket="mpu-zz", Key="left-open")["UploadId"]
+    c.upload_part(Bucket="mpu-zz", Key="left-open", UploadId=stale, PartNumber=1, Body=b"x" * 1000)
+    rnd = random.Random(3)
+    part1 = rnd.randbytes(5 * MiB)
+
+    def one(i):
+        cl = boto3_client(d.s3_url)
+        key = "obj-%02d" % i
+        up = cl.create_multipart_upload(Bucket="mpu-aa", Key=key)["UploadId"]
+        e1 = cl.upload_part(Bucket="mpu-aa", Key=key, UploadId=up, PartNumber=1, Body=part1)
+        e2 = cl.upload_part(Bucket="mpu-aa", Key=key, UploadId=up, PartNumber=2,
+                            Body=bytes([i]) * 777)
+        if i % 3 == 2:
+            cl.abort_multipart_upload(Bucket="mpu-aa", Key=key, UploadId=up)
+            return key, None
+        cl.complete_multipart_upload(
+            Bucket="mpu-aa", Key=key, UploadId=up,
+            MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1["ETag"]},
+                                       {"PartNumber": 2, "ETag": e2["ETag"]}]})
+        return key, part1 + bytes([i]) * 777
+
+    with concurrent.futures.ThreadPoolExecutor(4) as ex:
+        done = list(ex.map(one, range(12)))
+    for key, body in done:
+        if body is None:
+            with pytest.raises(ClientError):
+                c.head_object(Bucket="mpu-aa", Key=key)
+        else:
+            assert c.get_object(Bucket="mpu-aa", Key=key)["Body"].read() == body, key
+    assert c.list_multipart_uploads(Bucket="mpu-aa").get("Uploads", []) == []
+
+    # a zero-byte part
+    up = c.create_multipart_upload(Bucket="mpu-aa", Key="empty-part")["UploadId"]
+    e0 = c.upload_part(Bucket="mpu-aa", Key="empty-part", UploadId=up, PartNumber=1, Body=b"")
+    c.complete_multipart_upload(Bucket="mpu-aa", Key="empty-part", UploadId=up,
+                                MultipartUpload={"Parts": [{"PartNumber": 1,
+                                                            "ETag": e0["ETag"]}]})
+    assert c.get_object(Bucket="mpu-aa", Key="empty-part")["Body"].read() == b""
+
+    # abort the stale upload, then its bucket can go
+    c.abort_multipart_upload(Bucket="mpu-zz", Key="left-open", UploadId=stale)
+    c.delete_bucket(Bucket="mpu-zz")

@@ -402,7 +402,8 @@ test_unrecoverable(struct ol_store *st)
 	ok(ol_store_heal_all(st, NULL, &p) == 0 && p.unrecoverable == 1 && p.blocks_healed == 1,
 	   "heal again: still 1 unrecoverable, stripe 4 healed (%llu blocks)",
 	   (unsigned long long)p.blocks_healed);
-	ok(get_eq(st, "big2", big2, BIG2) == -EIO, "a GET of big2 is -EIO, never wrong bytes");
+	ok(get_eq(st, "big2", big2, BIG2) == OL_STORE_ECORRUPT,
+	   "a GET of big2 is OL_STORE_ECORRUPT, never wrong bytes");
 	ok(get_eq(st, "big1", big1, BIG1) == 1, "big1 still exact");
 }
 

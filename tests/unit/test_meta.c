@@ -3,10 +3,12 @@
 #include "meta/meta.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int n_test, n_fail;
@@ -144,6 +146,109 @@ test_threads(struct ol_meta *m)
 	ol_meta_abort(t);
 }
 
+/* A faulted env is abandoned on purpose (LMDB's txn and cursor inside it are never freed):
+ * not a leak to report under ASan. */
+const char *__lsan_default_suppressions(void);
+const char *
+__lsan_default_suppressions(void)
+{
+	return "leak:liblmdb.so\n";
+}
+
+/* An env with enough records to span many pages. */
+static void
+make_env(const char *p)
+{
+	struct ol_meta *m;
+	struct ol_meta_txn *t;
+	char k[32], v[600];
+
+	memset(v, 'v', sizeof(v));
+	unlink(p);
+	if (ol_meta_open(p, 1 << 26, true, &m) || ol_meta_begin(m, true, &t))
+		return;
+	for (int i = 0; i < 400; i++) {
+		snprintf(k, sizeof(k), "key-%05d", i);
+		ol_meta_put(t, OL_META_OBJECTS, k, strlen(k), v, sizeof(v));
+	}
+	ol_meta_commit(t);
+	ol_meta_close(m);
+}
+
+static void
+scribble(const char *p, off_t from, off_t len)
+{
+	int fd = open(p, O_WRONLY);
+	char junk[4096];
+
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (char)(i * 131 + 7);
+	for (off_t o = from; o < from + len; o += (off_t)sizeof(junk))
+		if (pwrite(fd, junk, sizeof(junk), o) != (ssize_t)sizeof(junk))
+			break;
+	close(fd);
+}
+
+/* A read of every record; returns the first error (or 0). */
+static int
+read_all(struct ol_meta *m)
+{
+	struct ol_meta_txn *t;
+	struct ol_meta_cursor *c;
+	const void *k, *v;
+	size_t kl, vl;
+	int rc = ol_meta_begin(m, false, &t);
+
+	if (rc)
+		return rc;
+	rc = ol_meta_cursor_open(t, OL_META_OBJECTS, &c);
+	if (rc) {
+		ol_meta_abort(t);
+		return rc;
+	}
+	for (rc = ol_meta_cursor_seek(c, "", 0, &k, &kl, &v, &vl); rc == 1;
+	     rc = ol_meta_cursor_next(c, &k, &kl, &v, &vl))
+		;
+	ol_meta_cursor_close(c);
+	ol_meta_abort(t);
+	return rc < 0 ? rc : 0;
+}
+
+/* Damage never kills the process: a truncated or scribbled file is refused at open
+ * (-EUCLEAN), and damage under an open env makes its calls fail with -EUCLEAN. */
+static void
+test_damage(void)
+{
+	char p[320];
+	struct ol_meta *m;
+	struct stat sb;
+	int rc;
+
+	snprintf(p, sizeof(p), "%s/dmg.mdb", dir);
+	make_env(p);
+	stat(p, &sb);
+	ok(sb.st_size > 40 * 4096, "env of %lld bytes", (long long)sb.st_size);
+	ok(truncate(p, sb.st_size / 2) == 0, "truncated to half");
+	rc = ol_meta_open(p, 1 << 26, true, &m);
+	ok(rc == -EUCLEAN, "truncated: open refused with -EUCLEAN, no SIGBUS (%d)", rc);
+
+	make_env(p);
+	scribble(p, 2 * 4096, sb.st_size - 2 * 4096);
+	rc = ol_meta_open(p, 1 << 26, true, &m);
+	ok(rc == -EUCLEAN, "pages overwritten: open refused with -EUCLEAN (%d)", rc);
+
+	make_env(p);
+	ok(ol_meta_open(p, 1 << 26, true, &m) == 0 && read_all(m) == 0, "a sound env reads");
+	ok(truncate(p, 3 * 4096) == 0, "truncated under the open env");
+	rc = read_all(m);
+	ok(rc == -EUCLEAN && ol_meta_broken(m, NULL), "reads fail with -EUCLEAN (%d)", rc);
+	ok(read_all(m) == -EUCLEAN, "and keep failing: the env is not touched again");
+	ol_meta_close(m);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/dmg.mdb-lock", dir);
+	unlink(p);
+}
+
 int
 main(void)
 {
@@ -169,6 +274,7 @@ main(void)
 	ol_meta_abort(t);
 	ol_meta_close(m);
 	ok(ol_meta_open("/proc/nonexistent/x.mdb", 0, true, &m) < 0, "bad path fails cleanly");
+	test_damage();
 	unlink(path);
 	snprintf(path, sizeof(path), "%s/meta.mdb-lock", dir);
 	unlink(path);

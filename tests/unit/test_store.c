@@ -451,7 +451,7 @@ test_faults(struct ol_store **stp)
 	struct ol_store *st = *stp;
 	size_t n = (6 << 20) + 12345;
 	uint8_t *d = malloc(n), *sm = malloc(5000);
-	int t0[3] = {0, 100, 0}, t1[3] = {1, (1 << 20) + 8 + 5, 0}, mask;
+	int t0[3] = {0, 100, 0}, t1[3] = {1, (1 << 20) + 8 + 5, 0}, mask, rc;
 	char path[600];
 
 	fill(d, n, 31);
@@ -476,8 +476,11 @@ test_faults(struct ol_store **stp)
 		ok(h0 == h1, "the read healed the corrupt block in place");
 		ol_store_shard_paths(st, "b", "f", 1, flip_cb, t0);
 		ol_store_shard_paths(st, "b", "f", 1, flip_cb, t2);
-		ok(get_eq(st, "b", "f", d, n) == -EIO,
-		   "two corrupt shards in one stripe (P=1): -EIO, not wrong bytes");
+		rc = get_eq(st, "b", "f", d, n);
+		ok(rc == OL_STORE_ECORRUPT,
+		   "two corrupt shards in one stripe (P=1): OL_STORE_ECORRUPT, not wrong bytes "
+		   "(%d)",
+		   rc);
 		ol_store_shard_paths(st, "b", "f", 1, flip_cb, t2); /* restore drive 1 */
 		ok(get_eq(st, "b", "f", d, n) == 1, "one corrupt again: exact");
 	}

@@ -1,0 +1,363 @@
+/* store/drive.c - a drive is a failure domain: taking a drive offline (one log line with the
+ * reason, a fault counter, /metrics), opening its metadata (a damaged meta.mdb is moved aside
+ * and a fresh env created), and the monitor thread that probes drives while the node runs:
+ * online ones for a broken env, a metadata file removed or replaced, a read-only or full
+ * file system; offline ones until they are usable again, when they come back online. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/metrics.h"
+#include "store/store_int.h"
+
+#define MONITOR_MS 1000
+
+static void
+meta_path(const struct ol_store *st, int d, const char *name, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s/.openlake/%s", st->d[d].root, name);
+}
+
+void
+ol_drive_offline(struct ol_store *st, int d, struct ol_meta *m, bool damaged, const char *why)
+{
+	struct ol_drive *dr = &st->d[d];
+	struct ol_meta *cur = atomic_load(&dr->meta);
+
+	if (!cur || (m && cur != m))
+		return;
+	if (!atomic_compare_exchange_strong(&dr->meta, &cur, NULL))
+		return;
+	pthread_mutex_lock(&st->drv_mu);
+	if (!damaged && !ol_meta_broken(cur, NULL))
+		dr->parked = cur;
+	dr->damaged |= damaged || ol_meta_broken(cur, NULL);
+	snprintf(dr->why, sizeof(dr->why), "%s", why);
+	pthread_mutex_unlock(&st->drv_mu);
+	atomic_fetch_add(&dr->faults, 1);
+	ol_err("store: drive %s is offline: %s (%d of %d drives online)", dr->root, why,
+	       ol_store_drives_online(st), st->n);
+}
+
+void
+ol_drive_check(struct ol_store *st, int d, struct ol_meta *m)
+{
+	const char *why;
+	char buf[160];
+
+	if (!m || !ol_meta_broken(m, &why))
+		return;
+	snprintf(buf, sizeof(buf), "metadata damaged: %s", why);
+	ol_drive_offline(st, d, m, true, buf);
+}
+
+/* meta.mdb (and its lock file) renamed aside, never deleted: an operator may want it. */
+static int
+move_aside(const struct ol_store *st, int d)
+{
+	char from[OL_PATH_MAX + 64], to[OL_PATH_MAX + 96];
+	time_t now = time(NULL);
+	struct tm tm;
+	char stamp[32];
+
+	gmtime_r(&now, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	meta_path(st, d, "meta.mdb", from, sizeof(from));
+	snprintf(to, sizeof(to), "%s.damaged-%s-%d", from, stamp, (int)getpid());
+	if (rename(from, to) && errno != ENOENT) {
+		ol_err("store: drive %s: cannot move damaged %s aside: %s", st->d[d].root, from,
+		       strerror(errno));
+		return -errno;
+	}
+	ol_warn("store: drive %s: damaged metadata moved aside to %s; a fresh one is created "
+		"(run `openlake heal` to restore its records)",
+		st->d[d].root, to);
+	meta_path(st, d, "meta.mdb-lock", from, sizeof(from));
+	unlink(from); /* only reader slots: rebuilt by LMDB */
+	return 0;
+}
+
+int
+ol_drive_open_meta(struct ol_store *st, int d, struct ol_meta **out)
+{
+	char p[OL_PATH_MAX + 64];
+	int rc;
+
+	meta_path(st, d, "meta.mdb", p, sizeof(p));
+	rc = ol_meta_open(p, 0, false, out);
+	if (rc != -EUCLEAN)
+		return rc;
+	rc = move_aside(st, d);
+	if (!rc)
+		rc = ol_meta_open(p, 0, false, out);
+	return rc;
+}
+
+/* Can the drive take writes? A small file created, written, removed. */
+static int
+probe(const struct ol_store *st, int d)
+{
+	char p[OL_PATH_MAX + 64], buf[4096] = {0};
+	int fd, rc = 0;
+
+	meta_path(st, d, "probe", p, sizeof(p));
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+		rc = errno ? -errno : -ENOSPC;
+	close(fd);
+	unlink(p);
+	return rc;
+}
+
+/* Is meta.mdb under the drive's path still the file the env has open? */
+static int
+same_file(const struct ol_store *st, int d, struct ol_meta *m)
+{
+	char p[OL_PATH_MAX + 64];
+	struct stat a, b;
+	int fd = ol_meta_fd(m);
+
+	meta_path(st, d, "meta.mdb", p, sizeof(p));
+	if (fd < 0 || fstat(fd, &b))
+		return -EBADF;
+	if (stat(p, &a))
+		return -errno;
+	return a.st_dev == b.st_dev && a.st_ino == b.st_ino ? 0 : -ESTALE;
+}
+
+static void
+check_online(struct ol_store *st, int d)
+{
+	struct ol_meta *m = atomic_load(&st->d[d].meta);
+	char why[160];
+	int rc;
+
+	if (!m)
+		return;
+	ol_drive_check(st, d, m);
+	if (atomic_load(&st->d[d].meta) != m)
+		return;
+	rc = same_file(st, d, m);
+	if (rc) {
+		snprintf(why, sizeof(why), "metadata file %s (%s)",
+			 rc == -ESTALE ? "replaced" : "gone", strerror(-rc));
+		ol_drive_offline(st, d, m, false, why);
+		return;
+	}
+	rc = probe(st, d);
+	if (rc) {
+		snprintf(why, sizeof(why), "probe write failed: %s", strerror(-rc));
+		ol_drive_offline(st, d, m, false, why);
+	}
+}
+
+static int
+mkdir_in(const char *path)
+{
+	if (mkdir(path, 0700) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* The drive's lock, taken again when its file is not the one we hold (drive replaced). */
+static int
+relock(struct ol_store *st, int d)
+{
+	char p[OL_PATH_MAX + 64];
+	struct stat a, b;
+	int fd;
+
+	meta_path(st, d, "lock", p, sizeof(p));
+	if (st->d[d].lock_fd >= 0 && !fstat(st->d[d].lock_fd, &b) && !stat(p, &a) &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		return 0;
+	fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		close(fd);
+		return -EBUSY;
+	}
+	if (st->d[d].lock_fd >= 0)
+		close(st->d[d].lock_fd);
+	st->d[d].lock_fd = fd;
+	return 0;
+}
+
+static int
+revive(struct ol_store *st, int d, char *why, size_t cap)
+{
+	struct ol_drive *dr = &st->d[d];
+	struct ol_meta *m = dr->parked;
+	char p[OL_PATH_MAX + 64];
+	struct stat sb;
+	int rc;
+
+	if (stat(dr->root, &sb) || !S_ISDIR(sb.st_mode)) {
+		snprintf(why, cap, "data dir missing");
+		return -ENOENT;
+	}
+	meta_path(st, d, "", p, sizeof(p));
+	rc = mkdir_in(p);
+	if (!rc)
+		rc = mkdir_in(dr->data);
+	if (!rc)
+		rc = probe(st, d);
+	if (!rc)
+		rc = relock(st, d);
+	if (rc) {
+		snprintf(why, cap, "%s", strerror(-rc));
+		return rc;
+	}
+	if (m && (ol_meta_broken(m, NULL) || same_file(st, d, m)))
+		m = NULL; /* the old env is abandoned: its file is gone or replaced */
+	/* a file that faulted or held a record failing its checksum is not trusted again,
+	 * even when its pages now read back clean */
+	if (!m && dr->damaged && (rc = move_aside(st, d))) {
+		snprintf(why, cap, "cannot move damaged metadata aside: %s", strerror(-rc));
+		return rc;
+	}
+	if (!m && (rc = ol_drive_open_meta(st, d, &m))) {
+		snprintf(why, cap, "cannot open metadata: %s", strerror(-rc));
+		return rc;
+	}
+	pthread_mutex_lock(&st->drv_mu);
+	dr->parked = NULL;
+	dr->damaged = false;
+	dr->why[0] = 0;
+	pthread_mutex_unlock(&st->drv_mu);
+	atomic_store(&dr->meta, m);
+	ol_warn("store: drive %s is back online (%d of %d drives online); run `openlake heal` "
+		"to restore what it missed",
+		dr->root, ol_store_drives_online(st), st->n);
+	return 0;
+}
+
+static void
+check_offline(struct ol_store *st, int d, char *last, size_t cap)
+{
+	char why[160] = "";
+
+	if (atomic_load(&st->d[d].meta) || !revive(st, d, why, sizeof(why)))
+		return;
+	if (strcmp(why, last)) { /* one line per new reason, not one per second */
+		ol_info("store: drive %s still offline: %s", st->d[d].root, why);
+		snprintf(last, cap, "%s", why);
+	}
+}
+
+static void *
+monitor(void *arg)
+{
+	struct ol_store *st = arg;
+	char last[OL_MAX_DRIVES][160] = {{0}};
+	struct timespec ts;
+
+	pthread_mutex_lock(&st->drv_mu);
+	while (!st->mon_stop) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += MONITOR_MS % 1000 * 1000000L;
+		ts.tv_sec += MONITOR_MS / 1000 + ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&st->drv_cv, &st->drv_mu, &ts);
+		if (st->mon_stop)
+			break;
+		pthread_mutex_unlock(&st->drv_mu);
+		for (int d = 0; d < st->n; d++) {
+			if (atomic_load(&st->d[d].meta))
+				check_online(st, d);
+			else
+				check_offline(st, d, last[d], sizeof(last[d]));
+		}
+		pthread_mutex_lock(&st->drv_mu);
+	}
+	pthread_mutex_unlock(&st->drv_mu);
+	return NULL;
+}
+
+static void
+render(struct ol_strbuf *b, void *arg)
+{
+	struct ol_store *st = arg;
+
+	ol_strbuf_printf(b, "# HELP openlake_drive_online 1 when the drive serves reads and "
+			    "writes, 0 when it is offline\n# TYPE openlake_drive_online gauge\n");
+	for (int d = 0; d < st->n; d++)
+		ol_strbuf_printf(b, "openlake_drive_online{drive=\"%s\"} %d\n", st->d[d].root,
+				 atomic_load(&st->d[d].meta) != NULL);
+	ol_strbuf_printf(b, "# HELP openlake_drive_faults_total times the drive was taken "
+			    "offline\n# TYPE openlake_drive_faults_total counter\n");
+	for (int d = 0; d < st->n; d++)
+		ol_strbuf_printf(b, "openlake_drive_faults_total{drive=\"%s\"} %llu\n",
+				 st->d[d].root, (unsigned long long)atomic_load(&st->d[d].faults));
+}
+
+void
+ol_drive_monitor_start(struct ol_store *st)
+{
+	if (pthread_create(&st->mon, NULL, monitor, st)) {
+		ol_warn("store: cannot start the drive monitor: drives are checked only at start");
+		return;
+	}
+	st->mon_started = true;
+	ol_metrics_register(render, st);
+}
+
+void
+ol_drive_monitor_stop(struct ol_store *st)
+{
+	if (!st->mon_started)
+		return;
+	ol_metrics_unregister(render, st);
+	pthread_mutex_lock(&st->drv_mu);
+	st->mon_stop = true;
+	pthread_cond_broadcast(&st->drv_cv);
+	pthread_mutex_unlock(&st->drv_mu);
+	pthread_join(st->mon, NULL);
+	st->mon_started = false;
+}
+
+void
+ol_flight_add(struct ol_store *st, const uint8_t *uuid)
+{
+	pthread_mutex_lock(&st->fl_mu);
+	if (st->n_flight == st->cap_flight) {
+		st->cap_flight = st->cap_flight ? 2 * st->cap_flight : 64;
+		st->flight = ol_xrealloc(st->flight, st->cap_flight * OL_UUID);
+	}
+	memcpy(st->flight[st->n_flight++], uuid, OL_UUID);
+	pthread_mutex_unlock(&st->fl_mu);
+}
+
+void
+ol_flight_del(struct ol_store *st, const uint8_t *uuid)
+{
+	pthread_mutex_lock(&st->fl_mu);
+	for (size_t i = 0; i < st->n_flight; i++)
+		if (!memcmp(st->flight[i], uuid, OL_UUID)) {
+			memcpy(st->flight[i], st->flight[--st->n_flight], OL_UUID);
+			break;
+		}
+	pthread_mutex_unlock(&st->fl_mu);
+}
+
+bool
+ol_flight_has(struct ol_store *st, const uint8_t *uuid)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&st->fl_mu);
+	for (size_t i = 0; i < st->n_flight && !found; i++)
+		found = !memcmp(st->flight[i], uuid, OL_UUID);
+	pthread_mutex_unlock(&st->fl_mu);
+	return found;
+}
