@@ -24,6 +24,7 @@ struct ol_get {
 	bool ok[OL_MAX_DRIVES], tried[OL_MAX_DRIVES];
 	bool full[OL_MAX_DRIVES];   /* the last block read from drive d was whole (maybe corrupt) */
 	bool warned[OL_MAX_DRIVES]; /* one warning per drive and part */
+	bool held;		    /* rec.vid held in st->inuse (large objects) */
 };
 
 static void
@@ -182,6 +183,12 @@ ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, size
 		ol_store_get_close(g);
 		goto out;
 	}
+	if (!(g->rec.flags & OL_REC_INLINE)) {
+		/* under the key's read lock: a commit replacing this version comes after, and
+		 * so does its reclaim, which then leaves the files to our release */
+		ol_inuse_hold(st, g->rec.vid);
+		g->held = true;
+	}
 	ol_rec_info(&g->rec, &g->info);
 	*info = g->info;
 	*out = g;
@@ -202,6 +209,8 @@ ol_store_get_close(struct ol_get *g)
 	if (!g)
 		return;
 	close_fds(g);
+	if (g->held)
+		ol_inuse_release(g->st, g->rec.vid);
 	for (int d = 0; d < OL_MAX_DRIVES; d++)
 		free(g->blk[d]);
 	free(g->start);

@@ -231,6 +231,7 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 		return rc;
 	}
 	pthread_rwlock_init(&st->bucket_lock, NULL);
+	st->inuse = ol_inuse_new();
 	pthread_mutex_init(&st->cq_mu, NULL);
 	pthread_cond_init(&st->cq_cv, NULL);
 	pthread_mutex_init(&st->drv_mu, NULL);
@@ -290,6 +291,7 @@ ol_store_close(struct ol_store *st)
 	pthread_mutex_destroy(&st->fl_mu);
 	free(st->flight);
 	ol_ec_fini(&st->ec);
+	ol_inuse_free(st->inuse);
 	free(st);
 }
 

@@ -69,6 +69,7 @@ struct ol_store {
 	pthread_mutex_t fl_mu;
 	uint8_t (*flight)[OL_UUID];
 	size_t n_flight, cap_flight;
+	struct ol_inuse_tab *inuse; /* versions being read (inuse.c) */
 };
 
 /* One part's layout inside a version record. */
@@ -158,6 +159,16 @@ int ol_shard_create(const struct ol_store *st, int d, const uint8_t *uuid);
 /* An fd on the directory holding the shard file (to fsync its entry), or -errno. */
 int ol_open_shard_dir(const struct ol_store *st, int d, const uint8_t *uuid);
 void ol_shard_unlink(const struct ol_store *st, int d, const uint8_t *uuid);
+
+/* inuse.c: a version held by a reader keeps its shard files until the last release. hold and
+ * release pair per reader; defer returns true (and takes the unlink of shard uuid on drive d
+ * over) when version vid is held; has_shard tells whether an unlink of uuid is deferred. */
+struct ol_inuse_tab *ol_inuse_new(void);
+void ol_inuse_free(struct ol_inuse_tab *t);
+void ol_inuse_hold(struct ol_store *st, const uint8_t *vid);
+void ol_inuse_release(struct ol_store *st, const uint8_t *vid);
+bool ol_inuse_defer(const struct ol_store *st, int d, const uint8_t *vid, const uint8_t *uuid);
+bool ol_inuse_has_shard(const struct ol_store *st, const uint8_t *uuid);
 /* Unlink every part file of a raw record (and its prev) on drive d, except those in keep. */
 void ol_reclaim(const struct ol_store *st, int d, const void *raw, size_t len,
 		const struct ol_rec *keep);

@@ -280,7 +280,8 @@ ol_sweep_orphans(struct ol_store *st, int min_age_s)
 		list_drive(st, d, before, &c, &n, &cap);
 	if (n && collect_all(st, &s) == 0 && ol_store_drives_online(st) == st->n) {
 		for (size_t i = 0; i < n; i++) {
-			if (refs(&s, c[i].u) >= st->k || ol_flight_has(st, c[i].u))
+			if (refs(&s, c[i].u) >= st->k || ol_flight_has(st, c[i].u) ||
+			    ol_inuse_has_shard(st, c[i].u))
 				continue;
 			ol_shard_path(st, c[i].d, c[i].u, path, sizeof(path));
 			if (unlink(path) == 0) {

@@ -394,6 +394,52 @@ test_multipart(struct ol_store *st)
 	free(x);
 }
 
+/* A GET that resolved a version keeps reading it whole while an overwrite or a delete
+ * commits: the old version's shard files are unlinked only when the reader closes. */
+static void
+test_read_while_replaced(struct ol_store *st)
+{
+	size_t s1 = (5 << 20) + 3, s2 = 1 << 20, tot = s1 + s2;
+	uint8_t *d = malloc(tot), *got = malloc(tot), small[100];
+	unsigned nos[] = {1, 2};
+	char uid[64];
+	struct paths ps = {.n = 0};
+	struct ol_obj_info info;
+	struct stat sb;
+
+	fill(d, tot, 31);
+	fill(small, sizeof(small), 32);
+	for (int round = 0; round < 2; round++) {
+		struct ol_get *g = NULL;
+		ssize_t r1 = -1, r2 = -1;
+
+		ps.n = 0;
+		ok(ol_store_mpu_create(st, "b", "rr", 2, NULL, 0, uid) == 0 &&
+		       put_part(st, uid, 1, d, s1) == 0 && put_part(st, uid, 2, d + s1, s2) == 0 &&
+		       ol_store_mpu_complete(st, "b", uid, nos, 2, "rr-2", NULL) == 0,
+		   "two-part object %d", round);
+		ol_store_shard_paths(st, "b", "rr", 2, paths_cb, &ps);
+		ok(ol_store_get_open(st, "b", "rr", 2, &g, &info) == 0 && info.size == tot,
+		   "open a reader of it");
+		if (g)
+			r1 = ol_store_get_read(g, 0, got, 4096);
+		ok(round ? ol_store_delete(st, "b", "rr", 2) == 0
+			 : put_obj(st, "b", "rr", small, sizeof(small)) == 0,
+		   round ? "delete while it reads" : "overwrite while it reads");
+		if (g)
+			r2 = ol_store_get_read(g, 4096, got + 4096, tot - 4096);
+		ok(r1 == 4096 && r2 == (ssize_t)(tot - 4096) && !memcmp(got, d, tot),
+		   "the reader gets the whole old version (%zd, %zd)", r1, r2);
+		ok(ps.n == 8 && stat(ps.p[7], &sb) == 0, "old shards kept while read");
+		ol_store_get_close(g);
+		ok(stat(ps.p[0], &sb) != 0 && stat(ps.p[7], &sb) != 0,
+		   "old shards gone once the reader closed");
+	}
+	ok(get_eq(st, "b", "rr", NULL, 0) != 1, "deleted");
+	free(d);
+	free(got);
+}
+
 static int
 flip_cb(int drive, unsigned part, const char *path, void *arg)
 {
@@ -913,6 +959,7 @@ main(void)
 	test_overwrite_delete(st);
 	test_listing(st);
 	test_multipart(st);
+	test_read_while_replaced(st);
 	test_faults(&st);
 	test_crash(&st);
 	test_threads(st);
