@@ -436,7 +436,16 @@ append_framing(struct ol_http_conn *c, int status, int64_t cl)
 static int
 build_head(struct ol_http_conn *c, int status, const struct ol_http_header *h, size_t n, int64_t cl)
 {
-	int rc = wappend(c, "HTTP/1.1 %d %s\r\n", status, ol_http_reason(status));
+	int rc = 0;
+	/* An empty body with Expect: 100-continue: answer 100 first, as S3 does. A final
+	 * answer alone is legal, but botocore (1.29 here) then keeps that status line for
+	 * the connection's next response and reads that response's head as headers: the
+	 * next PUT on the connection hung until its read timeout. */
+	if (c->head.expect_continue && !c->continue_sent && c->body_done && status >= 200) {
+		c->continue_sent = true;
+		rc = wappend(c, "HTTP/1.1 100 Continue\r\n\r\n");
+	}
+	rc = rc ? rc : wappend(c, "HTTP/1.1 %d %s\r\n", status, ol_http_reason(status));
 	rc = rc ? rc : append_date(c);
 	rc = rc ? rc : append_framing(c, status, cl);
 	for (size_t i = 0; !rc && i < n; i++) {

@@ -600,3 +600,21 @@ def test_list_object_versions(s3_client, bucket):
     assert r["IsTruncated"] and r["NextKeyMarker"] == "v/a"
     r = s3_client.list_object_versions(Bucket=bucket, Prefix="v/", KeyMarker="v/a")
     assert [v["Key"] for v in r["Versions"]] == ["v/b", "v/c/d"]
+
+
+def test_empty_put_then_put_on_one_connection(url, bucket):
+    """A zero-byte PUT carries Expect: 100-continue; answered with the final status alone,
+    botocore (1.29 here) kept that status line for the connection and read the next response's
+    head as headers, so the next PUT on the connection hung until its read timeout (and a PUT
+    never answered could look acknowledged). The daemon sends 100 Continue first, as S3 does."""
+    import boto3
+    c = boto3.client("s3", endpoint_url=url, aws_access_key_id="openlakeadmin",
+                     aws_secret_access_key="openlakeadmin", region_name="us-east-1",
+                     config=Config(s3={"addressing_style": "path"}, connect_timeout=5, read_timeout=20,
+                                   retries={"mode": "standard", "total_max_attempts": 1},
+                                   max_pool_connections=1))
+    for i in range(3):
+        c.put_object(Bucket=bucket, Key=f"empty-{i}", Body=b"")
+        c.put_object(Bucket=bucket, Key=f"small-{i}", Body=b"ab")
+        assert c.get_object(Bucket=bucket, Key=f"small-{i}")["Body"].read() == b"ab"
+        assert c.get_object(Bucket=bucket, Key=f"empty-{i}")["Body"].read() == b""
