@@ -17,6 +17,9 @@ static const struct sub subs[] = {
 #ifdef OL_HAVE_KV
     {"kv", ol_cmd_kv, "KV pool: stats (capacity, used, hits, misses, evictions, tiers)"},
 #endif
+#ifdef OL_HAVE_CLUSTER /* first: it hands `cluster status` without etcd to node_cmd.c */
+    {"cluster", ol_cmd_cluster, "cluster over etcd: init (write the layout), status"},
+#endif
 #ifdef OL_HAVE_NODE
     {"node", ol_cmd_node, "node info: version, drives, capacity"},
     {"disk", ol_cmd_node, "disk info: per-drive health and usage"},
