@@ -317,6 +317,22 @@ def test_member_registers_and_vanishes_after_kill9(etcd, openlaked):
              "the member key to vanish after kill -9")
 
 
+def test_member_registers_again_after_a_lapse(etcd, openlaked):
+    """Frozen past its TTL (SIGSTOP), the node loses its lease; thawed, it registers again."""
+    prefix = f"/lapse{time.monotonic_ns()}/"
+    d = cluster_daemon(openlaked, etcd.endpoints, 2, prefix)
+    key = prefix + "members/0"
+    wait_for(lambda: key in member_keys(etcd.endpoints, prefix), 30, "registration")
+    os.kill(d.proc.pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: key not in member_keys(etcd.endpoints, prefix), 30,
+                 "the lease to expire while the node is stopped")
+    finally:
+        os.kill(d.proc.pid, signal.SIGCONT)
+    wait_for(lambda: key in member_keys(etcd.endpoints, prefix), 30, "registration again")
+    assert "registering again" in d.log()
+
+
 def test_clean_stop_revokes_the_lease(etcd, openlaked):
     prefix = f"/stop{time.monotonic_ns()}/"
     d = cluster_daemon(openlaked, etcd.endpoints, 30, prefix)
