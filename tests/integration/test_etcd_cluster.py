@@ -333,6 +333,41 @@ def test_member_registers_again_after_a_lapse(etcd, openlaked):
     assert "registering again" in d.log()
 
 
+def test_member_view_follows_joins_and_leaves(etcd, openlaked, tmp_path):
+    """ol_cluster_members() (read at a revision, then watched): another node joining and
+    dying shows up in the view, with an epoch that only grows."""
+    prefix = f"/view{time.monotonic_ns()}/"
+    cfg = tmp_path / "view.toml"
+    eps = ", ".join(json.dumps(e) for e in etcd.endpoints.split(","))
+    cfg.write_text(f"""self_id = 9
+data_dirs = ["{tmp_path}/v0"]
+set_drive_count = 1
+default_parity_count = 0
+[[nodes]]
+id = 9
+rpc_addr = "127.0.0.1:{free_port()}"
+[cluster]
+etcd = [{eps}]
+lease_ttl_s = 2
+prefix = "{prefix}"
+""")
+    v = subprocess.Popen([str(BUILD / "src" / "cluster" / "cluster_view"), str(cfg), "100"],
+                         stdout=subprocess.PIPE, text=True)
+    lines = []
+    threading.Thread(target=lambda: lines.extend(v.stdout), daemon=True).start()
+    try:
+        wait_for(lambda: any(l.endswith("members 9\n") for l in lines), 30, "itself in view")
+        d = cluster_daemon(openlaked, etcd.endpoints, 2, prefix)
+        wait_for(lambda: lines[-1].endswith("members 0,9\n"), 30, "node 0 joining")
+        d.kill9()
+        wait_for(lambda: lines[-1].endswith("members 9\n"), 30, "node 0 leaving")
+    finally:
+        v.kill()
+        v.wait(10)
+    epochs = [int(l.split()[1]) for l in lines if l.startswith("epoch ")]
+    assert epochs == sorted(epochs) and len(set(epochs)) == len(epochs), lines
+
+
 def test_clean_stop_revokes_the_lease(etcd, openlaked):
     prefix = f"/stop{time.monotonic_ns()}/"
     d = cluster_daemon(openlaked, etcd.endpoints, 30, prefix)
