@@ -385,6 +385,31 @@ load_config(struct copts *o)
 	return 0;
 }
 
+/* `cluster status` with no etcd in sight (no --etcd, no [cluster] etcd in a config that
+ * loads): node_cmd.c's [[nodes]] check, which takes its own flags (--endpoint, ...) */
+static bool
+status_without_etcd(int argc, char **argv)
+{
+	const char *config = NULL;
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--etcd") == 0)
+			return false;
+		if ((strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "-c") == 0) &&
+		    i + 1 < argc)
+			config = argv[++i];
+	}
+	if (!config)
+		return true;
+	struct ol_config *cfg = calloc(1, sizeof(*cfg));
+	char err[512];
+	if (!cfg)
+		return true;
+	ol_config_default(cfg);
+	bool none = ol_config_load_file(cfg, config, err, sizeof(err)) || !cfg->cluster_etcd[0];
+	free(cfg);
+	return none;
+}
+
 int
 ol_cmd_cluster(int argc, char **argv)
 {
@@ -395,6 +420,10 @@ ol_cmd_cluster(int argc, char **argv)
 	}
 	o.verb = argv[1];
 	bool init = strcmp(o.verb, "init") == 0;
+#ifdef OL_HAVE_NODE
+	if (!init && status_without_etcd(argc, argv))
+		return ol_cmd_node(argc, argv);
+#endif
 	if (!init && strcmp(o.verb, "status") != 0) {
 		fprintf(stderr, "openlake cluster: unknown sub-command '%s' (init, status)\n",
 			o.verb);
@@ -414,10 +443,6 @@ ol_cmd_cluster(int argc, char **argv)
 	rc = load_config(&o);
 	if (!rc && !o.etcd && !o.cfg->cluster_etcd[0]) {
 		free(o.cfg);
-#ifdef OL_HAVE_NODE
-		if (!init) /* no etcd: the static [[nodes]] check */
-			return ol_cmd_node(argc, argv);
-#endif
 		fprintf(stderr,
 			"openlake cluster %s: no etcd: give --etcd URL or set [cluster] etcd in "
 			"the config\n",

@@ -695,7 +695,8 @@ validate_cluster(const struct ol_config *cfg, char *err, size_t errlen)
 		size_t al = strlen(a);
 		if (al && a[al - 1] == '/')
 			ep[strlen(ep) - 1] = 0;
-		if (i >= 16 || ol_config_split_addr(a, host, sizeof(host), &port) || !port) {
+		if (i >= 16 || strpbrk(a, " \t/") ||
+		    ol_config_split_addr(a, host, sizeof(host), &port) || !port) {
 			snprintf(
 			    err, errlen,
 			    "cluster.etcd: \"%s\" is not an etcd endpoint like "

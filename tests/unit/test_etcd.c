@@ -378,6 +378,14 @@ test_config(void)
 	       ol_config_validate(&c, err, sizeof(err)) == -EINVAL && strstr(err, "cluster.etcd"),
 	   "an endpoint without a port is refused: %s", err);
 	ol_config_default(&c);
+	ok(ol_config_set(&c, "cluster.etcd", "http://a:1, http://b:2", err, sizeof(err)) == 0 &&
+	       ol_config_validate(&c, err, sizeof(err)) == -EINVAL,
+	   "an override with a space after the comma is refused");
+	ol_config_default(&c);
+	ok(ol_config_set(&c, "cluster.etcd", "http://a:1,http://b:2/", err, sizeof(err)) == 0 &&
+	       ol_config_validate(&c, err, sizeof(err)) == 0,
+	   "a comma-separated override, trailing slash allowed: %s", err);
+	ol_config_default(&c);
 	ok(ol_config_set(&c, "cluster.prefix", "noslash", err, sizeof(err)) == 0 &&
 	       ol_config_validate(&c, err, sizeof(err)) == -EINVAL,
 	   "a prefix without slashes is refused");
