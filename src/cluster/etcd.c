@@ -261,6 +261,9 @@ ol_etcd_lease_ttl(struct ol_etcd *c, int64_t id, int64_t *ttl)
 /* ---- watch ---- */
 
 #define W_AGAIN INT_MIN /* the stream broke (or never opened): open another */
+/* A silent stream is reopened (from the next revision, on the next endpoint) after this long,
+ * so a member that hangs without closing the connection stalls a watch for at most that. */
+#define WATCH_IDLE_MS 30000
 
 struct watch {
 	struct ol_etcd *c;
@@ -343,8 +346,14 @@ watch_once(struct watch *w, unsigned i)
 		return W_AGAIN;
 	}
 	w->len = 0;
+	int64_t heard = ol_httpc_now_ms();
 	while (result == W_AGAIN && !stopped(w)) {
+		size_t before = w->len;
 		rc = ol_httpc_read_stream(&conn, 250, &w->lines, &w->len, &w->cap);
+		if (w->len != before)
+			heard = ol_httpc_now_ms();
+		else if (!rc && ol_httpc_now_ms() - heard > WATCH_IDLE_MS)
+			break; /* silent a long time: a hung member looks like this, reopen */
 		if (rc == -ENOMEM || rc == -EMSGSIZE) {
 			result = rc;
 			break;

@@ -135,7 +135,8 @@ int ol_etcd_lease_ttl(struct ol_etcd *c, int64_t id, int64_t *ttl);
  * calling thread, until cb returns non-zero or *stop becomes non-zero (checked at least
  * every 250 ms; stop may be NULL). A broken stream is reopened on any endpoint from the last
  * revision delivered + 1, so no event is lost or repeated; connecting is retried with
- * backoff for as long as the watch runs. Returns cb's value, 0 when stopped, or
+ * backoff for as long as the watch runs; a stream silent for 30 s is reopened the same way
+ * (a member that hangs without closing its connections). Returns cb's value, 0 when stopped, or
  * OL_ETCD_ECOMPACTED (with *compact_rev, may be NULL) when the events needed are compacted
  * away: read the range again and watch from its revision + 1. */
 int ol_etcd_watch(struct ol_etcd *c, const char *key, unsigned flags, int64_t start_rev,
