@@ -376,8 +376,8 @@ ol_config_default(struct ol_config *cfg)
 
 /* T_LIST from TOML: a string or an array of strings, joined with ',' (no entry may hold one) */
 static int
-list_store(void *base, const struct cfg_key *k, const struct ol_toml_value *v, char *err,
-	   size_t errlen)
+strlist_store(void *base, const struct cfg_key *k, const struct ol_toml_value *v, char *err,
+	      size_t errlen)
 {
 	char *p = (char *)base + k->off;
 	size_t used = 0;
@@ -531,7 +531,7 @@ on_value(void *arg, const char *table, const char *key, const struct ol_toml_val
 			rc = -EINVAL;
 		}
 	} else if (k->type == T_LIST) {
-		rc = list_store(base, k, v, msg, sizeof(msg));
+		rc = strlist_store(base, k, v, msg, sizeof(msg));
 	} else if (v->kind == OL_TOML_ARRAY_STRING || v->kind == OL_TOML_ARRAY_OTHER) {
 		snprintf(msg, sizeof(msg), "'%s' takes one value, not an array", full);
 		rc = -EINVAL;
