@@ -6,9 +6,12 @@ PKGS=(
   # build
   build-essential pkg-config meson ninja-build clang
   liburing-dev libisal-dev liblmdb-dev libexpat1-dev libssl-dev libxxhash-dev libzstd-dev liblz4-dev
+  libjansson-dev
   # tests: real S3 clients and Python
   python3 python3-pytest python3-boto3 python3-numpy python3-torch python3-prometheus-client python3-setuptools python3-pip
   awscli s3cmd rclone curl ca-certificates procps iproute2
+  # tests: the cluster's coordination store
+  etcd-server etcd-client
   # benchmarks' references
   redis-server memcached fio wrk nginx-light zstd lz4
 )

@@ -3,10 +3,11 @@
 #ifndef OL_CMD_OPENLAKE_CMDS_H
 #define OL_CMD_OPENLAKE_CMDS_H
 
-int ol_cmd_codec(int argc, char **argv); /* codec_cmd.c: compress, decompress, stats */
-int ol_cmd_kv(int argc, char **argv);	 /* kv_cmd.c: stats */
-int ol_cmd_bench(int argc, char **argv); /* bench_cmd.c: s3 and kv workloads */
-int ol_cmd_node(int argc, char **argv);	 /* node_cmd.c: node info, disk info, cluster status */
-int ol_cmd_heal(int argc, char **argv);	 /* heal_cmd.c: whole-store heal with progress */
+int ol_cmd_codec(int argc, char **argv);   /* codec_cmd.c: compress, decompress, stats */
+int ol_cmd_kv(int argc, char **argv);	   /* kv_cmd.c: stats */
+int ol_cmd_bench(int argc, char **argv);   /* bench_cmd.c: s3 and kv workloads */
+int ol_cmd_node(int argc, char **argv);	   /* node_cmd.c: node info, disk info, cluster status */
+int ol_cmd_heal(int argc, char **argv);	   /* heal_cmd.c: whole-store heal with progress */
+int ol_cmd_cluster(int argc, char **argv); /* cluster_cmd.c: init, status over etcd */
 
 #endif

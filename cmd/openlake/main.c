@@ -17,6 +17,11 @@ static const struct sub subs[] = {
 #ifdef OL_HAVE_KV
     {"kv", ol_cmd_kv, "KV pool: stats (capacity, used, hits, misses, evictions, tiers)"},
 #endif
+#ifdef OL_HAVE_CLUSTER /* first: it hands `cluster status` without etcd to node_cmd.c */
+    {"cluster", ol_cmd_cluster,
+     "cluster: init (write the layout to etcd), status (members, sets, epoch; without etcd: "
+     "[[nodes]] reachability)"},
+#endif
 #ifdef OL_HAVE_NODE
     {"node", ol_cmd_node, "node info: version, drives, capacity"},
     {"disk", ol_cmd_node, "disk info: per-drive health and usage"},
@@ -35,8 +40,13 @@ static void
 usage(FILE *f)
 {
 	fprintf(f, "Usage: openlake COMMAND [ARGS...]\n\nCommands:\n");
-	for (const struct sub *s = subs; s->name; s++)
-		fprintf(f, "  %-8s %s\n", s->name, s->help);
+	for (const struct sub *s = subs; s->name; s++) {
+		const struct sub *t = subs;
+		while (t < s && strcmp(t->name, s->name) != 0)
+			t++;
+		if (t == s) /* a name listed twice is served by its first entry */
+			fprintf(f, "  %-8s %s\n", s->name, s->help);
+	}
 	fprintf(f, "\n'openlake COMMAND --help' describes each command.\n");
 }
 

@@ -13,6 +13,9 @@
 #ifdef OL_HAVE_KV
 #include "kv/kv.h"
 #endif
+#ifdef OL_HAVE_CLUSTER
+#include "cluster/cluster.h"
+#endif
 
 #include <errno.h>
 #include <pthread.h>
@@ -221,6 +224,9 @@ struct daemon {
 #ifdef OL_HAVE_KV
 	struct ol_kv_server *kv;
 #endif
+#ifdef OL_HAVE_CLUSTER
+	struct ol_cluster *cluster;
+#endif
 	int unused;
 };
 
@@ -315,9 +321,45 @@ start_kv(const struct ol_config *cfg, struct daemon *d)
 #endif
 }
 
+/* several object-store nodes and no etcd would be separate stores that look like one */
+static int
+check_cluster(const struct ol_config *cfg)
+{
+	if (cfg->cluster_etcd[0] || strcmp(cfg->mode, "kv") == 0 ||
+	    ol_config_distinct_nodes(cfg) < 2)
+		return 0;
+	fprintf(stderr,
+		"openlaked: %s: %u [[nodes]] are listed but no [cluster] etcd is set: the nodes "
+		"would run as separate object stores. To form the cluster: start etcd (Debian "
+		"etcd-server), set [cluster] etcd = [\"http://HOST:2379\", ...] in every node's "
+		"config, and run `openlake cluster init --config FILE` once; or list only this "
+		"node in [[nodes]] to run it alone.\n",
+		cfg->source, ol_config_distinct_nodes(cfg));
+	return -EINVAL;
+}
+
+static int
+start_cluster(const struct ol_config *cfg, struct daemon *d)
+{
+#ifdef OL_HAVE_CLUSTER
+	int rc = ol_cluster_start(cfg, &d->cluster);
+	if (rc)
+		ol_err("cannot start cluster membership: %s", strerror(-rc));
+	return rc;
+#else
+	if (cfg->cluster_etcd[0])
+		ol_warn("[cluster] etcd is set but this build has no cluster module");
+	return 0;
+#endif
+}
+
 static void
 stop_all(struct daemon *d)
 {
+#ifdef OL_HAVE_CLUSTER
+	ol_cluster_stop(d->cluster);
+	d->cluster = NULL;
+#endif
 #ifdef OL_HAVE_KV
 	ol_kv_server_stop(d->kv);
 	d->kv = NULL;
@@ -358,6 +400,8 @@ main(int argc, char **argv)
 		ol_config_print(cfg, STDOUT_FILENO, o.show_secrets);
 		return 0;
 	}
+	if (check_cluster(cfg))
+		return 2;
 	if (o.check_only) {
 		printf("%s: OK\n", cfg->source);
 		return 0;
@@ -380,6 +424,8 @@ main(int argc, char **argv)
 	rc = strcmp(cfg->mode, "kv") == 0 ? 0 : start_storage(cfg, &d);
 	if (!rc)
 		rc = start_kv(cfg, &d);
+	if (!rc)
+		rc = start_cluster(cfg, &d);
 	if (rc) {
 		stop_all(&d);
 		return 1;

@@ -16,7 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum cfg_type { T_STR, T_U32, T_U64, T_SIZE, T_BOOL, T_F64, T_DIRS, T_ENUM };
+/* T_LIST: a string or an array of strings, kept as one comma-separated string */
+enum cfg_type { T_STR, T_U32, T_U64, T_SIZE, T_BOOL, T_F64, T_DIRS, T_ENUM, T_LIST };
 
 struct cfg_key {
 	const char *name; /* full dotted name as written in TOML */
@@ -136,6 +137,15 @@ static const struct cfg_key keys[] = {
      "buffer pool cap"},
     {"memory_pool.bucket_capacity", T_U32, F(mempool_bucket_capacity), "8192", 0, 1 << 30, 0, 0, 0,
      "buffers per size class"},
+    {"cluster.etcd", T_LIST, F(cluster_etcd), "", 0, 0, 0, 0, 0,
+     "etcd endpoints, e.g. [\"http://10.0.0.1:2379\", \"http://10.0.0.2:2379\"]: nodes register "
+     "there and share the layout written by `openlake cluster init` ([] = single node)"},
+    {"cluster.lease_ttl_s", T_U32, F(cluster_lease_ttl_s), "10", 2, 3600, 0, 0, 0,
+     "membership lease: a node that stops renewing it leaves the member list after this long"},
+    {"cluster.prefix", T_STR, F(cluster_prefix), "/openlake/", 0, 0, 0, 0, 0,
+     "prefix of every key OpenLake writes to etcd"},
+    {"cluster.weight", T_U32, F(cluster_weight), "1", 0, 1000000, 0, 0, 0,
+     "this node's relative share when placing KV blocks (0 = none)"},
     {"s3_tls.cert_path", T_STR, F(s3_tls.cert_path), "", 0, 0, 0, 0, 0, "S3 TLS certificate"},
     {"s3_tls.key_path", T_STR, F(s3_tls.key_path), "", 0, 0, 0, 0, 0, "S3 TLS key"},
     {"s3_tls.client_ca", T_STR, F(s3_tls.client_ca), "", 0, 0, 0, 0, 0, "S3 TLS client CA"},
@@ -248,6 +258,7 @@ key_store(void *base, const struct cfg_key *k, const char *val, char *err, size_
 	switch (k->type) {
 	case T_STR:
 	case T_ENUM:
+	case T_LIST:
 		if (strlen(val) >= k->len) {
 			snprintf(err, errlen, "value of '%s' is too long (max %zu bytes)", k->name,
 				 k->len - 1);
@@ -407,6 +418,72 @@ ol_config_cred_is_admin(const struct ol_config_cred *c)
 
 /* ---- parser glue: the TOML tokenizer (toml.c) calls back with (table, key, value) ---- */
 
+/* T_LIST from TOML: a string or an array of strings, joined with ',' (no entry may hold one) */
+static int
+strlist_store(void *base, const struct cfg_key *k, const struct ol_toml_value *v, char *err,
+	      size_t errlen)
+{
+	char *p = (char *)base + k->off;
+	size_t used = 0;
+	if (v->kind != OL_TOML_STRING && v->kind != OL_TOML_ARRAY_STRING &&
+	    !(v->kind == OL_TOML_ARRAY_OTHER && v->n_items == 0)) {
+		snprintf(err, errlen, "'%s' must be a string or an array of strings", k->name);
+		return -EINVAL;
+	}
+	p[0] = 0;
+	for (size_t i = 0; i < v->n_items; i++) {
+		size_t l = strlen(v->items[i]);
+		if (!l || strchr(v->items[i], ',')) {
+			snprintf(err, errlen, "'%s' entries must be non-empty and hold no ','",
+				 k->name);
+			return -EINVAL;
+		}
+		if (used + l + 2 > k->len) {
+			snprintf(err, errlen, "'%s' is too long (max %zu bytes)", k->name,
+				 k->len - 1);
+			return -EINVAL;
+		}
+		if (used)
+			p[used++] = ',';
+		memcpy(p + used, v->items[i], l + 1);
+		used += l;
+	}
+	return 0;
+}
+
+int
+ol_config_list_item(const char *list, unsigned n, char *buf, size_t len)
+{
+	while (*list) {
+		size_t l = strcspn(list, ",");
+		if (n-- == 0) {
+			if (l >= len)
+				return -ENAMETOOLONG;
+			memcpy(buf, list, l);
+			buf[l] = 0;
+			return 0;
+		}
+		list += l + (list[l] == ',');
+	}
+	return -ENOENT;
+}
+
+unsigned
+ol_config_distinct_nodes(const struct ol_config *cfg)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < cfg->n_nodes; i++) {
+		unsigned j = 0;
+		for (; j < i; j++) {
+			const struct ol_config_node *a = &cfg->nodes[i], *b = &cfg->nodes[j];
+			if (a->rpc_addr[0] ? strcmp(a->rpc_addr, b->rpc_addr) == 0 : a->id == b->id)
+				break;
+		}
+		n += j == i;
+	}
+	return n;
+}
+
 struct parse_ctx {
 	struct ol_config *cfg;
 	const char *name;
@@ -455,8 +532,9 @@ on_table(void *arg, const char *table, int is_array, unsigned line)
 		n->disk_count = 1;
 		return 0;
 	}
-	static const char *const tables[] = {"storage", "kv",	"kv_slab",  "memory_pool", "s3_tls",
-					     "rpc_tls", "rdma", "rdma.qos", "admin"};
+	static const char *const tables[] = {"storage", "kv",	   "kv_slab", "memory_pool",
+					     "s3_tls",	"rpc_tls", "rdma",    "rdma.qos",
+					     "admin",	"cluster"};
 	for (size_t i = 0; !is_array && i < sizeof(tables) / sizeof(tables[0]); i++) {
 		if (strcmp(table, tables[i]) == 0) {
 			if (strcmp(table, "kv_slab") == 0)
@@ -531,6 +609,8 @@ on_value(void *arg, const char *table, const char *key, const struct ol_toml_val
 		}
 	} else if (k->array == 3 && k->type == T_STR && v->kind == OL_TOML_ARRAY_STRING) {
 		rc = list_store(base, k, v, msg, sizeof(msg));
+	} else if (k->type == T_LIST) {
+		rc = strlist_store(base, k, v, msg, sizeof(msg));
 	} else if (v->kind == OL_TOML_ARRAY_STRING || v->kind == OL_TOML_ARRAY_OTHER) {
 		snprintf(msg, sizeof(msg), "'%s' takes one value, not an array", full);
 		rc = -EINVAL;
@@ -672,6 +752,43 @@ validate_addrs(const struct ol_config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
+/* [cluster]: endpoints are http://host:port (or host:port); the prefix is an absolute
+ * etcd "directory" */
+static int
+validate_cluster(const struct ol_config *cfg, char *err, size_t errlen)
+{
+	char ep[OL_CFG_STR], host[OL_CFG_STR];
+	unsigned port;
+	size_t pl = strlen(cfg->cluster_prefix);
+	if (pl < 2 || cfg->cluster_prefix[0] != '/' || cfg->cluster_prefix[pl - 1] != '/') {
+		snprintf(err, errlen,
+			 "cluster.prefix = \"%s\" must start and end with '/' (e.g. "
+			 "\"/openlake/\")",
+			 cfg->cluster_prefix);
+		return -EINVAL;
+	}
+	int r;
+	for (unsigned i = 0;
+	     (r = ol_config_list_item(cfg->cluster_etcd, i, ep, sizeof(ep))) != -ENOENT; i++) {
+		if (r)
+			ep[0] = 0;
+		const char *a = strncmp(ep, "http://", 7) == 0 ? ep + 7 : ep;
+		size_t al = strlen(a);
+		if (al && a[al - 1] == '/')
+			ep[strlen(ep) - 1] = 0;
+		if (i >= 16 || strpbrk(a, " \t/") ||
+		    ol_config_split_addr(a, host, sizeof(host), &port) || !port) {
+			snprintf(
+			    err, errlen,
+			    "cluster.etcd: \"%s\" is not an etcd endpoint like "
+			    "\"http://127.0.0.1:2379\" (at most 16; https is not supported yet)",
+			    ep);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int
 ol_config_validate(struct ol_config *cfg, char *err, size_t errlen)
 {
@@ -748,6 +865,9 @@ ol_config_validate(struct ol_config *cfg, char *err, size_t errlen)
 		snprintf(err, errlen, "self_id = %u is not in [[nodes]]", cfg->self_id);
 		return -EINVAL;
 	}
+	rc = validate_cluster(cfg, err, errlen);
+	if (rc)
+		return rc;
 	if (cfg->kv_cpu_ram_frac < 0 || cfg->kv_cpu_ram_frac > 1) {
 		snprintf(err, errlen, "kv_slab.cpu_ram_frac must be in (0, 1]");
 		return -EINVAL;
@@ -788,6 +908,15 @@ print_value(FILE *f, const struct cfg_key *k, const void *base, bool show_secret
 		fprintf(f, "%" PRIu64, *(const uint64_t *)p);
 		break;
 	case T_DIRS:
+		break;
+	case T_LIST:
+		fputc('[', f);
+		for (const char *s = p; *s;) {
+			size_t l = strcspn(s, ",");
+			fprintf(f, "%s\"%.*s\"", s == p ? "" : ", ", (int)l, s);
+			s += l + (s[l] == ',');
+		}
+		fputc(']', f);
 		break;
 	}
 }

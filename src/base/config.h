@@ -109,11 +109,16 @@ struct ol_config {
 	bool admin_status_auth;	       /* [admin] status_auth: status needs an admin signature */
 	bool admin_metrics_auth;       /* [admin] metrics_auth: /metrics needs one */
 	bool admin_health_auth;	       /* [admin] health_auth: /openlake/health needs one */
-	unsigned http_header_timeout_ms;     /* request line + headers */
-	unsigned http_max_conns;	     /* 0 = from RLIMIT_NOFILE */
+	unsigned http_max_conns;       /* 0 = from RLIMIT_NOFILE */
 	unsigned http_max_conns_per_addr;    /* 0 = min(4096, http_max_conns) */
 	unsigned http_max_inflight;	     /* 0 = 2048 */
 	unsigned http_max_inflight_per_addr; /* 0 = http_max_inflight / 2 */
+	unsigned http_header_timeout_ms;     /* request line + headers */
+	/* [cluster]: etcd holds the cluster's shape; no etcd = one node, as before */
+	char cluster_etcd[1024];	 /* etcd endpoints, comma-separated ("" = no cluster) */
+	unsigned cluster_lease_ttl_s;	 /* membership lease */
+	char cluster_prefix[OL_CFG_STR]; /* key prefix in etcd, ends with '/' */
+	unsigned cluster_weight;	 /* this node's relative share for placement */
 
 	/* set by the loader */
 	char source[OL_CFG_STR]; /* file name or "<embedded default>" */
@@ -143,6 +148,13 @@ int ol_config_validate(struct ol_config *cfg, char *err, size_t errlen);
 
 /* Write the effective config as TOML; secrets are redacted unless show_secrets. */
 void ol_config_print(const struct ol_config *cfg, int fd, bool show_secrets);
+
+/* The n-th entry (0-based) of a comma-separated list such as cluster_etcd into buf.
+ * Returns 0, -ENOENT past the end, -ENAMETOOLONG when buf is too small. */
+int ol_config_list_item(const char *list, unsigned n, char *buf, size_t len);
+
+/* Distinct [[nodes]] (by rpc_addr, or id when rpc_addr is empty). */
+unsigned ol_config_distinct_nodes(const struct ol_config *cfg);
 
 /* "host:port" -> host (into buf) and port. Returns 0 or -EINVAL. */
 int ol_config_split_addr(const char *addr, char *host, size_t hostlen, unsigned *port);

@@ -1,0 +1,459 @@
+/* cmd/openlake/cluster_cmd.c - `openlake cluster init` and `openlake cluster status` over
+ * etcd: the layout written once, the live members, the epoch. Without etcd (no [cluster] etcd
+ * in the config and no --etcd), `cluster status` is node_cmd.c's static check of [[nodes]]. */
+#include "cmds.h"
+
+#include "base/config.h"
+#include "cluster/cluster.h"
+#include "cluster/etcd.h"
+#include "cluster/layout.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+struct copts {
+	const char *verb, *config, *etcd;
+	bool json;
+	struct ol_config *cfg;
+	struct ol_etcd *c;
+	char layout_key[OL_CFG_STR + 16], members_key[OL_CFG_STR + 16];
+};
+
+static void
+usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "Usage: openlake cluster init   --config FILE [--etcd URL[,URL...]] [--json]\n"
+	    "       openlake cluster status [--config FILE] [--etcd URL[,URL...]] [--json]\n"
+	    "\n"
+	    "  init    write the cluster's layout to etcd, once: a new deployment id, N and P\n"
+	    "          from the config, pools -> erasure sets -> (node, drive) slots from its\n"
+	    "          [[nodes]] (disk_count each), every set spread over as many nodes as\n"
+	    "          there are. A second init changes nothing: it says the layout exists and\n"
+	    "          prints it (exit 0 when it matches this config, 1 when it does not).\n"
+	    "  status  the live members (their leases), the layout with each set's health,\n"
+	    "          and the epoch (etcd revision of the member list).\n"
+	    "\n"
+	    "etcd endpoints come from --etcd or the config's [cluster] etcd; keys live under\n"
+	    "[cluster] prefix (default /openlake/). Without either, `cluster status` checks the\n"
+	    "config's [[nodes]] for reachability.\n");
+}
+
+static int
+connect_etcd(struct copts *o)
+{
+	const char *list = o->etcd ? o->etcd : o->cfg->cluster_etcd;
+	char buf[OL_ETCD_MAX_ENDPOINTS][OL_CFG_STR];
+	const char *eps[OL_ETCD_MAX_ENDPOINTS];
+	unsigned n = 0;
+	while (n < OL_ETCD_MAX_ENDPOINTS &&
+	       ol_config_list_item(list, n, buf[n], sizeof(buf[n])) == 0) {
+		eps[n] = buf[n];
+		n++;
+	}
+	int rc = n ? ol_etcd_new(eps, n, 5000, &o->c) : -EINVAL;
+	if (rc)
+		fprintf(stderr, "openlake cluster %s: bad etcd endpoint list \"%s\"\n", o->verb,
+			list);
+	snprintf(o->layout_key, sizeof(o->layout_key), "%slayout", o->cfg->cluster_prefix);
+	snprintf(o->members_key, sizeof(o->members_key), "%smembers/", o->cfg->cluster_prefix);
+	return rc;
+}
+
+static void
+uuid4(char *out, size_t len)
+{
+	unsigned char b[16] = {0};
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
+		FILE *f = fopen("/dev/urandom", "rb");
+		if (f) {
+			if (fread(b, 1, sizeof(b), f) != sizeof(b))
+				b[0] ^= 1;
+			fclose(f);
+		}
+	}
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+	snprintf(out, len, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+		 b[13], b[14], b[15]);
+}
+
+static int
+build_layout(const struct ol_config *cfg, struct ol_layout *l)
+{
+	unsigned ids[OL_CFG_MAX_NODES], disks[OL_CFG_MAX_NODES];
+	char id[40];
+	for (unsigned i = 0; i < cfg->n_nodes; i++) {
+		ids[i] = cfg->nodes[i].id;
+		disks[i] = cfg->nodes[i].disk_count;
+	}
+	uuid4(id, sizeof(id));
+	return ol_layout_build(ids, disks, cfg->n_nodes, cfg->set_drive_count,
+			       cfg->default_parity_count, id, l);
+}
+
+static bool
+same_shape(const struct ol_layout *a, const struct ol_layout *b)
+{
+	if (a->set_drives != b->set_drives || a->parity != b->parity || a->n_pools != b->n_pools)
+		return false;
+	for (unsigned p = 0; p < a->n_pools; p++)
+		if (a->pools[p].n_sets != b->pools[p].n_sets ||
+		    memcmp(a->pools[p].slots, b->pools[p].slots,
+			   (size_t)a->pools[p].n_sets * a->set_drives * sizeof(*a->pools[p].slots)))
+			return false;
+	return true;
+}
+
+static void
+print_layout(const struct ol_layout *l)
+{
+	printf("deployment %s: N=%u (data %u + parity %u), %u pool(s)\n", l->deployment_id,
+	       l->set_drives, l->set_drives - l->parity, l->parity, l->n_pools);
+	for (unsigned p = 0; p < l->n_pools; p++) {
+		for (unsigned s = 0; s < l->pools[p].n_sets; s++) {
+			printf("  pool %u set %u:", p, s);
+			for (unsigned j = 0; j < l->set_drives; j++) {
+				const struct ol_layout_slot *sl =
+				    &l->pools[p].slots[(size_t)s * l->set_drives + j];
+				printf(" node%u/drive%u", sl->node, sl->drive);
+			}
+			printf("  (%u nodes)\n", ol_layout_set_span(l, p, s));
+		}
+	}
+}
+
+static int
+cluster_init(struct copts *o)
+{
+	struct ol_layout want, have;
+	int rc = build_layout(o->cfg, &want);
+	if (rc) {
+		fprintf(stderr,
+			"openlake cluster init: the [[nodes]] of %s hold drives that do not make "
+			"whole sets of set_drive_count = %u with parity %u\n",
+			o->cfg->source, o->cfg->set_drive_count, o->cfg->default_parity_count);
+		return 1;
+	}
+	char *js = ol_layout_to_json(&want);
+	struct ol_etcd_cmp cmp = {.key = o->layout_key,
+				  .target = OL_ETCD_CMP_CREATE,
+				  .result = OL_ETCD_EQUAL,
+				  .number = 0};
+	struct ol_etcd_op put = {.type = OL_ETCD_OP_PUT,
+				 .key = o->layout_key,
+				 .value = js,
+				 .value_len = js ? strlen(js) : 0};
+	struct ol_etcd_op get = {.type = OL_ETCD_OP_RANGE, .key = o->layout_key};
+	struct ol_etcd_txn_result t = {0};
+	rc = js ? ol_etcd_txn(o->c, &cmp, 1, &put, 1, &get, 1, &t) : -ENOMEM;
+	if (rc) {
+		fprintf(stderr, "openlake cluster init: etcd (%s): %s\n",
+			o->etcd ? o->etcd : o->cfg->cluster_etcd,
+			rc == -ETIMEDOUT ? "no endpoint answered" : strerror(-rc));
+		rc = 1;
+		goto out;
+	}
+	const char *old =
+	    !t.succeeded && t.n_ranges && t.ranges[0].n_kvs ? t.ranges[0].kvs[0].value : NULL;
+	if (t.succeeded) {
+		if (o->json)
+			printf("{\"created\":true,\"revision\":%lld,\"layout\":%s}\n",
+			       (long long)t.revision, js);
+		else {
+			printf("layout written to %s (revision %lld)\n", o->layout_key,
+			       (long long)t.revision);
+			print_layout(&want);
+		}
+		rc = 0;
+	} else if (old && ol_layout_from_json(old, strlen(old), &have) == 0) {
+		bool same = same_shape(&want, &have);
+		if (o->json) {
+			printf("{\"created\":false,\"matches_config\":%s,\"layout\":%s}\n",
+			       same ? "true" : "false", old);
+		} else {
+			printf("the layout exists already at %s (init changes nothing)%s\n",
+			       o->layout_key,
+			       same ? "" : "; it differs from what this config describes");
+			print_layout(&have);
+		}
+		ol_layout_fini(&have);
+		rc = same ? 0 : 1;
+	} else {
+		fprintf(stderr, "openlake cluster init: %s holds something that is not a layout\n",
+			o->layout_key);
+		rc = 1;
+	}
+out:
+	ol_etcd_txn_result_fini(&t);
+	ol_layout_fini(&want);
+	free(js);
+	return rc;
+}
+
+/* ---- status ---- */
+
+static bool
+member_live(const struct ol_cluster_member *m, size_t n, unsigned id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (m[i].id == id)
+			return true;
+	return false;
+}
+
+static json_t *
+sets_health(const struct ol_layout *l, const struct ol_cluster_member *m, size_t n)
+{
+	json_t *a = json_array();
+	for (unsigned p = 0; l && p < l->n_pools; p++) {
+		for (unsigned s = 0; s < l->pools[p].n_sets; s++) {
+			unsigned live = 0;
+			for (unsigned j = 0; j < l->set_drives; j++)
+				live += member_live(
+				    m, n, l->pools[p].slots[(size_t)s * l->set_drives + j].node);
+			const char *h = live == l->set_drives		    ? "ok"
+					: live >= l->set_drives - l->parity ? "degraded"
+									    : "unavailable";
+			json_array_append_new(a, json_pack("{s:I, s:I, s:I, s:I, s:s}", "pool",
+							   (json_int_t)p, "set", (json_int_t)s,
+							   "drives", (json_int_t)l->set_drives,
+							   "live", (json_int_t)live, "health", h));
+		}
+	}
+	return a;
+}
+
+static int
+read_members(struct copts *o, struct ol_etcd_range_result *r, struct ol_cluster_member **out)
+{
+	int rc = ol_etcd_range(o->c, o->members_key, OL_ETCD_PREFIX, 0, 0, r);
+	if (rc)
+		return rc;
+	*out = calloc(r->n_kvs + 1, sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	for (size_t i = 0; i < r->n_kvs; i++) {
+		struct ol_cluster_member *m = &(*out)[i];
+		if (ol_cluster_member_parse(r->kvs[i].value, r->kvs[i].value_len, m) == 0)
+			m->lease = r->kvs[i].lease;
+	}
+	return 0;
+}
+
+static void
+print_status(struct copts *o, const struct ol_etcd_range_result *r,
+	     const struct ol_cluster_member *m, const struct ol_layout *l, json_t *sets)
+{
+	printf("etcd %s, prefix %s, epoch %lld\n", ol_etcd_endpoint(o->c), o->cfg->cluster_prefix,
+	       (long long)r->revision);
+	printf("members: %zu live\n", r->n_kvs);
+	for (size_t i = 0; i < r->n_kvs; i++) {
+		int64_t ttl = -1;
+		(void)ol_etcd_lease_ttl(o->c, m[i].lease, &ttl);
+		printf("  node %u  s3=%s kv=%s rpc=%s drives=%u capacity=%.1fGiB weight=%u "
+		       "lease=%lld ttl=%llds\n",
+		       m[i].id, m[i].s3_addr[0] ? m[i].s3_addr : "-",
+		       m[i].kv_addr[0] ? m[i].kv_addr : "-", m[i].rpc_addr, m[i].n_drives,
+		       (double)m[i].capacity / (1 << 30), m[i].weight, (long long)m[i].lease,
+		       (long long)ttl);
+	}
+	if (!l) {
+		printf("layout: none (run `openlake cluster init --config FILE`)\n");
+		return;
+	}
+	printf("layout: ");
+	print_layout(l);
+	size_t i;
+	json_t *v;
+	json_array_foreach(sets, i, v)
+	{
+		printf("  pool %lld set %lld: %s (%lld of %lld nodes' drives live)\n",
+		       (long long)json_integer_value(json_object_get(v, "pool")),
+		       (long long)json_integer_value(json_object_get(v, "set")),
+		       json_string_value(json_object_get(v, "health")),
+		       (long long)json_integer_value(json_object_get(v, "live")),
+		       (long long)json_integer_value(json_object_get(v, "drives")));
+	}
+}
+
+static void
+json_status(struct copts *o, const struct ol_etcd_range_result *r, const char *layout, json_t *sets)
+{
+	json_error_t e;
+	json_t *mem = json_array();
+	for (size_t i = 0; i < r->n_kvs; i++) {
+		json_t *m = json_loadb(r->kvs[i].value, r->kvs[i].value_len, 0, &e);
+		if (!json_is_object(m)) {
+			json_decref(m);
+			continue;
+		}
+		int64_t ttl = -1;
+		(void)ol_etcd_lease_ttl(o->c, r->kvs[i].lease, &ttl);
+		char lease[32];
+		snprintf(lease, sizeof(lease), "%lld", (long long)r->kvs[i].lease);
+		json_object_set_new(m, "lease", json_string(lease));
+		json_object_set_new(m, "ttl", json_integer(ttl));
+		json_array_append_new(mem, m);
+	}
+	json_t *lay = layout ? json_loads(layout, 0, &e) : NULL;
+	json_t *doc = json_pack("{s:s, s:s, s:I, s:o, s:o, s:O}", "etcd", ol_etcd_endpoint(o->c),
+				"prefix", o->cfg->cluster_prefix, "epoch", (json_int_t)r->revision,
+				"members", mem, "layout", lay ? lay : json_null(), "sets", sets);
+	char *s = doc ? json_dumps(doc, JSON_INDENT(2)) : NULL;
+	if (s)
+		printf("%s\n", s);
+	free(s);
+	json_decref(doc);
+}
+
+static int
+cluster_status(struct copts *o)
+{
+	struct ol_etcd_range_result r = {0}, lr = {0};
+	struct ol_cluster_member *m = NULL;
+	struct ol_layout l;
+	bool have_layout = false;
+	int rc = read_members(o, &r, &m);
+	if (!rc)
+		rc = ol_etcd_range(o->c, o->layout_key, 0, 0, 0, &lr);
+	if (rc) {
+		fprintf(stderr, "openlake cluster status: etcd (%s): %s\n",
+			o->etcd ? o->etcd : o->cfg->cluster_etcd,
+			rc == -ETIMEDOUT ? "no endpoint answered" : strerror(-rc));
+		rc = 1;
+		goto out;
+	}
+	const char *lj = lr.n_kvs ? lr.kvs[0].value : NULL;
+	have_layout = lj && ol_layout_from_json(lj, strlen(lj), &l) == 0;
+	json_t *sets = sets_health(have_layout ? &l : NULL, m, r.n_kvs);
+	if (o->json)
+		json_status(o, &r, have_layout ? lj : NULL, sets);
+	else
+		print_status(o, &r, m, have_layout ? &l : NULL, sets);
+	json_decref(sets);
+out:
+	if (have_layout)
+		ol_layout_fini(&l);
+	free(m);
+	ol_etcd_range_result_fini(&r);
+	ol_etcd_range_result_fini(&lr);
+	return rc;
+}
+
+static int
+parse(struct copts *o, int argc, char **argv)
+{
+	for (int i = 2; i < argc; i++) {
+		const char *a = argv[i];
+		if ((strcmp(a, "--config") == 0 || strcmp(a, "-c") == 0) && i + 1 < argc)
+			o->config = argv[++i];
+		else if (strcmp(a, "--etcd") == 0 && i + 1 < argc)
+			o->etcd = argv[++i];
+		else if (strcmp(a, "--json") == 0)
+			o->json = true;
+		else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+			return 1;
+		else {
+			fprintf(stderr, "openlake cluster %s: unexpected argument '%s'\n", o->verb,
+				a);
+			return 2;
+		}
+	}
+	return 0;
+}
+
+static int
+load_config(struct copts *o)
+{
+	char err[512];
+	o->cfg = calloc(1, sizeof(*o->cfg));
+	if (!o->cfg)
+		return 1;
+	ol_config_default(o->cfg);
+	if (o->config && (ol_config_load_file(o->cfg, o->config, err, sizeof(err)) ||
+			  ol_config_validate(o->cfg, err, sizeof(err)))) {
+		fprintf(stderr, "openlake cluster %s: %s\n", o->verb, err);
+		return 1;
+	}
+	return 0;
+}
+
+/* `cluster status` with no etcd in sight (no --etcd, no [cluster] etcd in a config that
+ * loads): node_cmd.c's [[nodes]] check, which takes its own flags (--endpoint, ...) */
+static bool
+status_without_etcd(int argc, char **argv)
+{
+	const char *config = NULL;
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--etcd") == 0)
+			return false;
+		if ((strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "-c") == 0) &&
+		    i + 1 < argc)
+			config = argv[++i];
+	}
+	if (!config)
+		return true;
+	struct ol_config *cfg = calloc(1, sizeof(*cfg));
+	char err[512];
+	if (!cfg)
+		return true;
+	ol_config_default(cfg);
+	bool none = ol_config_load_file(cfg, config, err, sizeof(err)) || !cfg->cluster_etcd[0];
+	free(cfg);
+	return none;
+}
+
+int
+ol_cmd_cluster(int argc, char **argv)
+{
+	struct copts o = {0};
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	o.verb = argv[1];
+	bool init = strcmp(o.verb, "init") == 0;
+#ifdef OL_HAVE_NODE
+	if (!init && status_without_etcd(argc, argv))
+		return ol_cmd_node(argc, argv);
+#endif
+	if (!init && strcmp(o.verb, "status") != 0) {
+		fprintf(stderr, "openlake cluster: unknown sub-command '%s' (init, status)\n",
+			o.verb);
+		return 2;
+	}
+	int rc = parse(&o, argc, argv);
+	if (rc) {
+		if (rc == 1)
+			usage(stdout);
+		return rc == 1 ? 0 : rc;
+	}
+	if (init && !o.config) {
+		fprintf(stderr, "openlake cluster init: --config FILE is needed (its [[nodes]], "
+				"set_drive_count and default_parity_count make the layout)\n");
+		return 2;
+	}
+	rc = load_config(&o);
+	if (!rc && !o.etcd && !o.cfg->cluster_etcd[0]) {
+		free(o.cfg);
+		fprintf(stderr,
+			"openlake cluster %s: no etcd: give --etcd URL or set [cluster] etcd in "
+			"the config\n",
+			o.verb);
+		return 2;
+	}
+	if (!rc)
+		rc = connect_etcd(&o) ? 2 : 0;
+	if (!rc)
+		rc = init ? cluster_init(&o) : cluster_status(&o);
+	ol_etcd_free(o.c);
+	free(o.cfg);
+	return rc;
+}

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# A local OpenLake cluster on loopback, for trying it out and for tests:
+#
+#   scripts/cluster.sh up N DIR [--etcd 1|3] [--drives D]
+#       builds if needed, starts etcd (3 members by default) and N openlaked nodes with D
+#       drives each (default 2) under DIR, all on free loopback ports, runs
+#       `openlake cluster init`, prints one line per node
+#           node ID s3=http://127.0.0.1:PORT kv=127.0.0.1:PORT pid=PID
+#       and returns, leaving them running (logs and pid files under DIR).
+#   scripts/cluster.sh down DIR
+#       stops every process it started under DIR (by the pid files), etcd last.
+#
+# What works today: the nodes register in etcd under leases and share one layout; each node
+# still stores objects on its own drives (the node plane that spreads sets over nodes is not
+# built yet). OPENLAKE_BUILD names the build directory (default build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+BUILD=${OPENLAKE_BUILD:-build}
+case "$BUILD" in /*) ;; *) BUILD="$REPO/$BUILD" ;; esac
+
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+
+free_ports() { # free_ports COUNT: that many distinct ports free a moment ago
+	/usr/bin/python3 - "$1" <<'PY'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PY
+}
+
+wait_until() { # wait_until SECONDS CMD...: run CMD until it succeeds or the time is up
+	local end=$((SECONDS + $1)); shift
+	until "$@" >/dev/null 2>&1; do
+		[ $SECONDS -lt $end ] || return 1
+		sleep 0.2
+	done
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+start_bg() { # start_bg PIDFILE LOG CMD...: detached, its pid in PIDFILE
+	local pidfile=$1 log=$2; shift 2
+	setsid "$@" </dev/null >"$log" 2>&1 &
+	echo $! >"$pidfile"
+}
+
+build() {
+	if [ -f "$BUILD/build.ninja" ]; then
+		ninja -C "$BUILD" >/dev/null || die "build failed (ninja -C $BUILD)"
+	else
+		scripts/build.sh "$BUILD" >/dev/null || die "build failed"
+	fi
+}
+
+start_etcd() { # start_etcd DIR MEMBERS -> sets ETCD_EPS
+	local dir=$1 m=$2 i ports init="" eps=""
+	command -v etcd >/dev/null || die "etcd is not installed (apt-get install etcd-server)"
+	read -r -a ports <<<"$(free_ports $((2 * m)))"
+	for ((i = 0; i < m; i++)); do
+		init+="${init:+,}e$i=http://127.0.0.1:${ports[$((2 * i + 1))]}"
+		eps+="${eps:+,}http://127.0.0.1:${ports[$((2 * i))]}"
+	done
+	mkdir -p "$dir/etcd"
+	for ((i = 0; i < m; i++)); do
+		local c=${ports[$((2 * i))]} p=${ports[$((2 * i + 1))]}
+		start_bg "$dir/pids/etcd-e$i.pid" "$dir/etcd/e$i.log" etcd --name "e$i" \
+			--data-dir "$dir/etcd/e$i" --listen-client-urls "http://127.0.0.1:$c" \
+			--advertise-client-urls "http://127.0.0.1:$c" \
+			--listen-peer-urls "http://127.0.0.1:$p" \
+			--initial-advertise-peer-urls "http://127.0.0.1:$p" \
+			--initial-cluster "$init" --initial-cluster-state new \
+			--initial-cluster-token "openlake-$$"
+	done
+	echo "$eps" >"$dir/etcd/endpoints"
+	wait_until 60 env ETCDCTL_API=3 etcdctl --endpoints="$eps" endpoint health ||
+		die "etcd did not become healthy (logs: $dir/etcd/*.log)"
+	ETCD_EPS=$eps
+}
+
+node_config() { # node_config DIR ID N D S3 KV RPC_PORTS...
+	local dir=$1 id=$2 n=$3 d=$4 s3=$5 kv=$6; shift 6
+	local rpcs=("$@") nd="$dir/node-$id" dirs="" j eps=""
+	for ((j = 0; j < d; j++)); do dirs+="${dirs:+, }\"$nd/d$j\""; done
+	IFS=, read -r -a list <<<"$ETCD_EPS"
+	for j in "${list[@]}"; do eps+="${eps:+, }\"$j\""; done
+	{
+		echo "self_id = $id"
+		echo "data_dirs = [$dirs]"
+		echo "s3_addr = \"127.0.0.1:$s3\""
+		echo "rpc_addr = \"127.0.0.1:${rpcs[$id]}\""
+		echo "kv_addr = \"127.0.0.1:$kv\""
+		echo "set_drive_count = $d"
+		echo "default_parity_count = $((d > 1 ? 1 : 0))"
+		echo "log_level = \"info\""
+		printf '\n[[credentials]]\naccess_key = "openlakeadmin"\nsecret_key = "openlakeadmin"\n'
+		for ((j = 0; j < n; j++)); do
+			printf '\n[[nodes]]\nid = %d\nrpc_addr = "127.0.0.1:%d"\ndisk_count = %d\n' \
+				"$j" "${rpcs[$j]}" "$d"
+		done
+		printf '\n[kv]\ndram_bytes = "64MiB"\nspill_dir = "%s/kv"\nspill_bytes = "256MiB"\n' "$nd"
+		printf '\n[cluster]\netcd = [%s]\nlease_ttl_s = 10\n' "$eps"
+	} >"$nd/openlake.toml"
+}
+
+up() {
+	local n=$1 dir=$2 members=3 drives=2 i
+	shift 2
+	while [ $# -gt 0 ]; do
+		case "$1" in
+		--etcd) members=$2; shift 2 ;;
+		--drives) drives=$2; shift 2 ;;
+		*) die "unknown option $1" ;;
+		esac
+	done
+	[[ "$n" =~ ^[0-9]+$ && $n -ge 1 && $n -le 64 ]] || die "N must be 1..64"
+	[[ "$members" == 1 || "$members" == 3 ]] || die "--etcd takes 1 or 3"
+	[[ "$drives" =~ ^[0-9]+$ && $drives -ge 1 && $drives -le 16 ]] || die "--drives: 1..16"
+	mkdir -p "$dir/pids"
+	dir=$(cd "$dir" && pwd)
+	ls "$dir"/pids/*.pid >/dev/null 2>&1 && die "$dir has a cluster running: cluster.sh down $dir"
+	build
+	start_etcd "$dir" "$members"
+	local ports rpcs=()
+	read -r -a ports <<<"$(free_ports $((3 * n)))"
+	for ((i = 0; i < n; i++)); do rpcs+=("${ports[$((3 * i + 2))]}"); done
+	for ((i = 0; i < n; i++)); do
+		mkdir -p "$dir/node-$i"
+		node_config "$dir" "$i" "$n" "$drives" "${ports[$((3 * i))]}" \
+			"${ports[$((3 * i + 1))]}" "${rpcs[@]}"
+		start_bg "$dir/pids/node-$i.pid" "$dir/node-$i/openlaked.log" \
+			"$BUILD/cmd/openlaked/openlaked" --config "$dir/node-$i/openlake.toml"
+	done
+	for ((i = 0; i < n; i++)); do
+		wait_until 60 port_open "${ports[$((3 * i))]}" ||
+			die "node $i did not start (log: $dir/node-$i/openlaked.log)"
+	done
+	"$BUILD/cmd/openlake/openlake" cluster init --config "$dir/node-0/openlake.toml" \
+		>"$dir/init.log" 2>&1 || die "cluster init failed: $(cat "$dir/init.log")"
+	for ((i = 0; i < n; i++)); do
+		echo "node $i s3=http://127.0.0.1:${ports[$((3 * i))]} kv=127.0.0.1:${ports[$((3 * i + 1))]} pid=$(cat "$dir/pids/node-$i.pid")"
+	done
+}
+
+gone() { # gone PID: exited (a zombie waiting for its reaper counts as exited)
+	[ ! -e "/proc/$1" ] || grep -qE '^[0-9]+ \(.*\) [ZX]' "/proc/$1/stat" 2>/dev/null
+}
+
+stop_pid() { # stop_pid PIDFILE DIR: SIGTERM, then SIGKILL after 15 s; only our own process
+	local f=$1 dir=$2 pid
+	pid=$(cat "$f" 2>/dev/null) || return 0
+	if [[ "$pid" =~ ^[0-9]+$ ]] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "$dir"; then
+		kill -TERM "$pid" 2>/dev/null || true
+		wait_until 15 gone "$pid" || kill -KILL "$pid" 2>/dev/null || true
+		wait_until 5 gone "$pid" || true
+	fi
+	rm -f "$f"
+}
+
+down() {
+	local dir f
+	[ -d "$1/pids" ] || die "no cluster under $1"
+	dir=$(cd "$1" && pwd)
+	for f in "$dir"/pids/node-*.pid; do [ -e "$f" ] && stop_pid "$f" "$dir"; done
+	for f in "$dir"/pids/etcd-*.pid; do [ -e "$f" ] && stop_pid "$f" "$dir"; done
+	return 0
+}
+
+case "${1:-}" in
+up) [ $# -ge 3 ] || die "usage: cluster.sh up N DIR [--etcd 1|3] [--drives D]"; shift; up "$@" ;;
+down) [ $# -eq 2 ] || die "usage: cluster.sh down DIR"; down "$2" ;;
+*) die "usage: cluster.sh up N DIR [--etcd 1|3] [--drives D] | down DIR" ;;
+esac

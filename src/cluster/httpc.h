@@ -1,0 +1,64 @@
+/* cluster/httpc.h - the tiny HTTP/1.1 client the etcd gateway needs (POST, JSON bodies,
+ * Content-Length or chunked answers, a streaming reader for watches). It is to become the one
+ * HTTP client of the tree (issue 9: node plane, admin calls); until then it lives here.
+ *
+ * Library grade: no logging, 0/-errno, caller owns what it gets. Deadlines are absolute
+ * CLOCK_MONOTONIC milliseconds (ol_httpc_now_ms). The parsers are pure over buffers. */
+#ifndef OL_CLUSTER_HTTPC_H
+#define OL_CLUSTER_HTTPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define OL_HTTPC_MAX_HEAD (16u << 10)
+#define OL_HTTPC_MAX_BODY (64u << 20)
+
+int64_t ol_httpc_now_ms(void);
+
+/* "http://host:port[/]" or "host:port" -> host and port. Returns 0 or -EINVAL
+ * (https is refused: -EPROTONOSUPPORT). */
+int ol_httpc_parse_url(const char *url, char *host, size_t hostlen, char *port, size_t portlen);
+
+/* Pure: a response head in buf. Returns its length (through the blank line), 0 when more is
+ * needed, -EMSGSIZE over OL_HTTPC_MAX_HEAD, -EPROTO when malformed. *content_length is -1
+ * when absent. */
+long ol_httpc_parse_head(const char *buf, size_t len, int *status, int64_t *content_length,
+			 bool *chunked);
+
+/* Pure: one chunk of a chunked body at buf. Returns bytes consumed (size line, data, CRLF),
+ * 0 when more is needed, -EPROTO when malformed, -EMSGSIZE over OL_HTTPC_MAX_BODY. The data
+ * is buf[*data_off, *data_off + *data_len); *data_len == 0 is the last chunk (its trailer
+ * must be empty). */
+long ol_httpc_chunk(const char *buf, size_t len, size_t *data_off, size_t *data_len);
+
+/* A connection with a request sent and its response head read. */
+struct ol_httpc_conn {
+	int fd;
+	int status;
+	bool chunked;
+	int64_t content_length;
+	char *buf; /* bytes read past the head, not yet consumed */
+	size_t len, cap;
+};
+
+/* Connect to host:port, send POST path with body, read the head; all before deadline.
+ * Returns 0 (conn filled), or -errno (-ETIMEDOUT, -ECONNREFUSED, -EPROTO, ...). */
+int ol_httpc_open(struct ol_httpc_conn *c, const char *host, const char *port, const char *path,
+		  const char *body, int64_t deadline);
+void ol_httpc_close(struct ol_httpc_conn *c);
+
+/* Read the whole body (de-chunked) before deadline into *body (malloc'd, NUL-terminated). */
+int ol_httpc_read_body(struct ol_httpc_conn *c, int64_t deadline, char **body, size_t *len);
+
+/* Streaming: wait up to wait_ms for more of a chunked body and append the decoded data to
+ * out (grown, capped at OL_HTTPC_MAX_BODY). Returns 0 (maybe nothing new), -ECONNRESET when
+ * the stream ended or broke, -errno. */
+int ol_httpc_read_stream(struct ol_httpc_conn *c, int wait_ms, char **out, size_t *out_len,
+			 size_t *out_cap);
+
+/* POST and read the answer: open + read_body + close. */
+int ol_httpc_post(const char *host, const char *port, const char *path, const char *body,
+		  int64_t deadline, int *status, char **resp, size_t *resp_len);
+
+#endif

@@ -1,0 +1,49 @@
+/* cluster/layout.h - the cluster's layout: deployment id, pools -> erasure sets -> slots
+ * (node id, drive index on that node), N drives per set and P parity. Written once into etcd
+ * by `openlake cluster init` (create-if-absent), read by every node.
+ *
+ * Pure (no I/O, no logging): build from the [[nodes]] list, encode to and decode from JSON.
+ * 0 / -errno; the caller owns the layout and frees it with ol_layout_fini. */
+#ifndef OL_CLUSTER_LAYOUT_H
+#define OL_CLUSTER_LAYOUT_H
+
+#include <stddef.h>
+
+#define OL_LAYOUT_MAX_SLOTS 65536
+
+struct ol_layout_slot {
+	unsigned node;	/* [[nodes]] id */
+	unsigned drive; /* index into that node's data_dirs */
+};
+
+struct ol_layout_pool {
+	unsigned n_sets;
+	struct ol_layout_slot *slots; /* n_sets * set_drives, set by set */
+};
+
+struct ol_layout {
+	char deployment_id[40]; /* random UUID */
+	unsigned set_drives;	/* N */
+	unsigned parity;	/* P */
+	unsigned n_pools;
+	struct ol_layout_pool *pools;
+};
+
+/* One pool from n_nodes nodes (ids[i] with disks[i] drives). Every set takes its drives from
+ * distinct nodes while it can, choosing the nodes with the most drives left (ties: listed
+ * first), so each set spans as many nodes as there are; drives of a node are used in order.
+ * -EINVAL: no drives, N = 0, P >= N, or a total not divisible by N. */
+int ol_layout_build(const unsigned *ids, const unsigned *disks, unsigned n_nodes,
+		    unsigned set_drives, unsigned parity, const char *deployment_id,
+		    struct ol_layout *out);
+void ol_layout_fini(struct ol_layout *l);
+
+/* Distinct nodes in set s of pool p. */
+unsigned ol_layout_set_span(const struct ol_layout *l, unsigned p, unsigned s);
+
+/* malloc'd compact JSON, NULL on out of memory. */
+char *ol_layout_to_json(const struct ol_layout *l);
+/* -EPROTO for anything but a well-formed layout (sizes checked against each other). */
+int ol_layout_from_json(const char *buf, size_t len, struct ol_layout *out);
+
+#endif

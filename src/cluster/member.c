@@ -1,0 +1,405 @@
+/* cluster/member.c - register this node in etcd under a lease, keep it alive, and keep a
+ * snapshot of the live members current with a watch. See cluster.h. */
+#include "cluster/cluster.h"
+#include "cluster/etcd.h"
+
+#include "base/log.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <time.h>
+
+struct ol_cluster {
+	const struct ol_config *cfg;
+	struct ol_etcd *etcd;
+	char key[OL_CFG_STR + 32];    /* <prefix>members/<id> */
+	char prefix[OL_CFG_STR + 16]; /* <prefix>members/ */
+	char *value;		      /* this member's JSON */
+	int64_t lease;
+	atomic_int stop, reregister;
+	pthread_t ka, watch;
+	bool ka_started, watch_started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	/* the view, under mu */
+	struct ol_cluster_view view;
+};
+
+int
+ol_cluster_member_parse(const char *buf, size_t len, struct ol_cluster_member *m)
+{
+	memset(m, 0, sizeof(*m));
+	json_error_t e;
+	json_t *o = json_loadb(buf, len, 0, &e);
+	const json_t *id = json_object_get(o, "id"), *drives = json_object_get(o, "drives");
+	int rc = -EPROTO;
+	if (!json_is_object(o) || !json_is_integer(id) || json_integer_value(id) < 0 ||
+	    json_integer_value(id) > 65535)
+		goto out;
+	m->id = (unsigned)json_integer_value(id);
+	const char *names[] = {"s3", "kv", "rpc_addr"};
+	char *dst[] = {m->s3_addr, m->kv_addr, m->rpc_addr};
+	for (int i = 0; i < 3; i++) {
+		const char *s = json_string_value(json_object_get(o, names[i]));
+		snprintf(dst[i], OL_CFG_STR, "%s", s ? s : "");
+	}
+	json_int_t cap = json_integer_value(json_object_get(o, "capacity"));
+	json_int_t w = json_integer_value(json_object_get(o, "weight"));
+	m->capacity = cap > 0 ? (uint64_t)cap : 0;
+	m->weight = w > 0 && w <= 1000000 ? (unsigned)w : 0;
+	m->n_drives = json_is_array(drives) ? (unsigned)json_array_size(drives) : 0;
+	m->start_time = json_integer_value(json_object_get(o, "start_time"));
+	rc = 0;
+out:
+	json_decref(o);
+	return rc;
+}
+
+static char *
+member_json(const struct ol_config *cfg)
+{
+	json_t *drives = json_array();
+	uint64_t total = 0;
+	for (unsigned i = 0; drives && i < cfg->n_data_dirs; i++) {
+		struct statvfs st;
+		uint64_t size = 0;
+		if (statvfs(cfg->data_dirs[i], &st) == 0)
+			size = (uint64_t)st.f_blocks * st.f_frsize;
+		total += size;
+		json_array_append_new(drives, json_pack("{s:s, s:I}", "path", cfg->data_dirs[i],
+							"size", (json_int_t)size));
+	}
+	json_t *o = json_pack(
+	    "{s:I, s:s, s:s, s:s, s:o, s:I, s:I, s:s, s:I}", "id", (json_int_t)cfg->self_id, "s3",
+	    strcmp(cfg->mode, "kv") == 0 ? "" : cfg->s3_addr, "kv", ol_config_kv_listen(cfg),
+	    "rpc_addr", cfg->rpc_addr, "drives", drives, "capacity", (json_int_t)total, "weight",
+	    (json_int_t)cfg->cluster_weight, "version", OL_VERSION, "start_time",
+	    (json_int_t)time(NULL));
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!s)
+		ol_die("out of memory building the member record");
+	return s;
+}
+
+/* sleep up to ms, or until stop / a request to register again */
+static void
+nap(struct ol_cluster *c, int64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&c->mu);
+	while (!atomic_load(&c->stop) && !atomic_load(&c->reregister) &&
+	       pthread_cond_timedwait(&c->cv, &c->mu, &ts) == 0)
+		;
+	pthread_mutex_unlock(&c->mu);
+}
+
+static int
+register_once(struct ol_cluster *c)
+{
+	int64_t id, ttl;
+	int rc = ol_etcd_lease_grant(c->etcd, c->cfg->cluster_lease_ttl_s, &id, &ttl);
+	if (rc)
+		return rc;
+	rc = ol_etcd_put(c->etcd, c->key, c->value, strlen(c->value), id, NULL);
+	if (rc) {
+		(void)ol_etcd_lease_revoke(c->etcd, id);
+		return rc;
+	}
+	c->lease = id;
+	return 0;
+}
+
+static void *
+keepalive_main(void *arg)
+{
+	struct ol_cluster *c = arg;
+	int64_t back = 200, period = c->cfg->cluster_lease_ttl_s * 1000 / 3;
+	bool down_logged = false;
+	while (!atomic_load(&c->stop)) {
+		int rc;
+		if (atomic_exchange(&c->reregister, 0) && c->lease) {
+			ol_warn("cluster: member key %s is gone while its lease lives: writing it "
+				"again",
+				c->key);
+			rc = ol_etcd_put(c->etcd, c->key, c->value, strlen(c->value), c->lease,
+					 NULL);
+			c->lease = rc ? 0 : c->lease;
+		}
+		if (!c->lease) {
+			rc = register_once(c);
+			if (!rc) {
+				ol_info("cluster: registered as %s (lease %lld, ttl %us) via %s",
+					c->key, (long long)c->lease, c->cfg->cluster_lease_ttl_s,
+					ol_etcd_endpoint(c->etcd));
+				down_logged = false;
+				back = 200;
+			}
+		} else {
+			int64_t ttl;
+			rc = ol_etcd_lease_keepalive(c->etcd, c->lease, &ttl);
+			if (rc == -ENOENT) {
+				ol_warn("cluster: lease %lld lapsed (etcd lost it or this process "
+					"was stalled): registering again",
+					(long long)c->lease);
+				c->lease = 0;
+				continue;
+			}
+			if (!rc)
+				down_logged = false;
+		}
+		if (rc && !down_logged) {
+			ol_warn("cluster: etcd (%s) unreachable: %s; serving the local store, "
+				"retrying in the background",
+				c->cfg->cluster_etcd, strerror(rc < 0 && rc > -4096 ? -rc : EIO));
+			down_logged = true;
+		}
+		if (rc && !c->lease) {
+			nap(c, back);
+			back = back < 5000 ? back * 2 : 5000;
+		} else {
+			nap(c, rc ? period / 3 : period);
+		}
+	}
+	return NULL;
+}
+
+/* ---- the view ---- */
+
+static int
+cmp_member(const void *a, const void *b)
+{
+	const struct ol_cluster_member *x = a, *y = b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* apply a put (m != NULL) or delete of member id to the view; under mu */
+static void
+view_apply(struct ol_cluster_view *v, unsigned id, const struct ol_cluster_member *m)
+{
+	unsigned i = 0;
+	while (i < v->n && v->members[i].id != id)
+		i++;
+	if (!m) {
+		if (i < v->n)
+			v->members[i] = v->members[--v->n];
+	} else if (i < v->n) {
+		v->members[i] = *m;
+	} else {
+		v->members = ol_xrealloc(v->members, (v->n + 1) * sizeof(*v->members));
+		v->members[v->n++] = *m;
+	}
+	qsort(v->members, v->n, sizeof(*v->members), cmp_member);
+}
+
+/* the id in a members/<id> key, or -1 */
+static long
+key_id(const struct ol_cluster *c, const char *key)
+{
+	size_t pl = strlen(c->prefix);
+	if (strncmp(key, c->prefix, pl) != 0)
+		return -1;
+	char *end;
+	errno = 0;
+	unsigned long id = strtoul(key + pl, &end, 10);
+	if (errno || end == key + pl || *end || id > 65535)
+		return -1;
+	return (long)id;
+}
+
+static void
+apply_kv(struct ol_cluster *c, const struct ol_etcd_kv *kv, bool deleted)
+{
+	long id = key_id(c, kv->key);
+	struct ol_cluster_member m;
+	if (id < 0)
+		return;
+	if (!deleted && ol_cluster_member_parse(kv->value, kv->value_len, &m) == 0) {
+		m.id = (unsigned)id;
+		m.lease = kv->lease;
+		view_apply(&c->view, (unsigned)id, &m);
+	} else {
+		view_apply(&c->view, (unsigned)id, NULL);
+	}
+	if (deleted && (unsigned)id == c->cfg->self_id && !atomic_load(&c->stop)) {
+		atomic_store(&c->reregister, 1);
+		pthread_cond_broadcast(&c->cv);
+	}
+}
+
+static int
+on_events(void *arg, const struct ol_etcd_event *ev, size_t n, int64_t revision)
+{
+	struct ol_cluster *c = arg;
+	pthread_mutex_lock(&c->mu);
+	for (size_t i = 0; i < n; i++)
+		apply_kv(c, &ev[i].kv, ev[i].type == OL_ETCD_EV_DELETE);
+	if (revision > c->view.epoch)
+		c->view.epoch = revision;
+	pthread_mutex_unlock(&c->mu);
+	return 0;
+}
+
+/* read the prefix at a revision into the view; that revision, or -errno */
+static int64_t
+view_load(struct ol_cluster *c)
+{
+	struct ol_etcd_range_result r;
+	int rc = ol_etcd_range(c->etcd, c->prefix, OL_ETCD_PREFIX, 0, 0, &r);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&c->mu);
+	c->view.n = 0;
+	for (size_t i = 0; i < r.n_kvs; i++)
+		apply_kv(c, &r.kvs[i], false);
+	if (r.revision > c->view.epoch)
+		c->view.epoch = r.revision;
+	pthread_mutex_unlock(&c->mu);
+	int64_t rev = r.revision;
+	ol_etcd_range_result_fini(&r);
+	return rev;
+}
+
+static void *
+watch_main(void *arg)
+{
+	struct ol_cluster *c = arg;
+	int64_t back = 200;
+	while (!atomic_load(&c->stop)) {
+		int64_t rev = view_load(c);
+		if (rev < 0) {
+			nap(c, back);
+			back = back < 5000 ? back * 2 : 5000;
+			continue;
+		}
+		back = 200;
+		int64_t compact = 0;
+		int rc = ol_etcd_watch(c->etcd, c->prefix, OL_ETCD_PREFIX, rev + 1, on_events, c,
+				       &c->stop, &compact);
+		if (rc == OL_ETCD_ECOMPACTED)
+			ol_info("cluster: member watch fell behind a compaction (revision %lld): "
+				"reading the list again",
+				(long long)compact);
+		else if (rc && !atomic_load(&c->stop))
+			ol_warn("cluster: member watch ended: %s; reading the list again",
+				strerror(rc < 0 && rc > -4096 ? -rc : EIO));
+	}
+	return NULL;
+}
+
+int
+ol_cluster_members(struct ol_cluster *c, struct ol_cluster_view *out)
+{
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&c->mu);
+	out->epoch = c->view.epoch;
+	out->n = c->view.n;
+	out->members = malloc((c->view.n ? c->view.n : 1) * sizeof(*out->members));
+	if (out->members && c->view.n)
+		memcpy(out->members, c->view.members, c->view.n * sizeof(*out->members));
+	pthread_mutex_unlock(&c->mu);
+	if (!out->members) {
+		memset(out, 0, sizeof(*out));
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void
+ol_cluster_view_fini(struct ol_cluster_view *v)
+{
+	free(v->members);
+	memset(v, 0, sizeof(*v));
+}
+
+static void *
+start_thread(struct ol_cluster *c, pthread_t *t, void *(*fn)(void *), const char *name)
+{
+	if (pthread_create(t, NULL, fn, c) != 0)
+		return NULL;
+	pthread_setname_np(*t, name);
+	return c;
+}
+
+int
+ol_cluster_start(const struct ol_config *cfg, struct ol_cluster **out)
+{
+	*out = NULL;
+	if (!cfg->cluster_etcd[0])
+		return 0;
+	const char *eps[OL_ETCD_MAX_ENDPOINTS];
+	char buf[OL_ETCD_MAX_ENDPOINTS][OL_CFG_STR];
+	unsigned n = 0;
+	while (n < OL_ETCD_MAX_ENDPOINTS &&
+	       ol_config_list_item(cfg->cluster_etcd, n, buf[n], sizeof(buf[n])) == 0) {
+		eps[n] = buf[n];
+		n++;
+	}
+	struct ol_cluster *c = ol_xcalloc(1, sizeof(*c));
+	c->cfg = cfg;
+	/* each call gets a third of the lease: a keepalive always has time for a retry */
+	int rc = ol_etcd_new(eps, n, cfg->cluster_lease_ttl_s * 1000 / 3, &c->etcd);
+	if (rc) {
+		free(c);
+		return rc;
+	}
+	snprintf(c->prefix, sizeof(c->prefix), "%smembers/", cfg->cluster_prefix);
+	snprintf(c->key, sizeof(c->key), "%s%u", c->prefix, cfg->self_id);
+	c->value = member_json(cfg);
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	c->ka_started = start_thread(c, &c->ka, keepalive_main, "ol-cluster-ka") != NULL;
+	c->watch_started = start_thread(c, &c->watch, watch_main, "ol-cluster-wat") != NULL;
+	if (!c->ka_started || !c->watch_started) {
+		ol_cluster_stop(c);
+		return -EAGAIN;
+	}
+	ol_info("cluster: etcd %s, registering as %s", cfg->cluster_etcd, c->key);
+	*out = c;
+	return 0;
+}
+
+void
+ol_cluster_stop(struct ol_cluster *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	atomic_store(&c->stop, 1);
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	if (c->ka_started)
+		pthread_join(c->ka, NULL);
+	if (c->watch_started)
+		pthread_join(c->watch, NULL);
+	if (c->lease) {
+		int rc = ol_etcd_lease_revoke(c->etcd, c->lease);
+		if (rc)
+			ol_warn("cluster: could not revoke lease %lld (%s): the member key "
+				"goes when it expires",
+				(long long)c->lease, strerror(rc < 0 && rc > -4096 ? -rc : EIO));
+		else
+			ol_info("cluster: left (lease %lld revoked)", (long long)c->lease);
+	}
+	ol_etcd_free(c->etcd);
+	free(c->value);
+	free(c->view.members);
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->cv);
+	free(c);
+}

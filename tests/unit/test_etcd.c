@@ -1,0 +1,409 @@
+/* Unit tests of the etcd gateway codec (pure JSON encode/decode, answers captured from etcd
+ * 3.4.23), the HTTP head and chunk parsers, the layout builder and its JSON, and the
+ * [cluster] config keys. No etcd is needed: tests/integration/test_etcd_cluster.py runs one. */
+#include "base/config.h"
+#include "cluster/etcd_json.h"
+#include "cluster/httpc.h"
+#include "cluster/layout.h"
+#include "tap.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <string.h>
+
+#define HDR                                                                                        \
+	"{\"cluster_id\":\"3249\",\"member_id\":\"3319\",\"revision\":\"%s\",\"raft_term\":\"2\"}"
+
+static json_t *
+parse(const char *s)
+{
+	json_error_t e;
+	return s ? json_loads(s, 0, &e) : NULL;
+}
+
+static const char *
+str_at(json_t *o, const char *path1, const char *path2)
+{
+	json_t *j = json_object_get(o, path1);
+	if (path2)
+		j = json_object_get(j, path2);
+	return json_string_value(j);
+}
+
+static void
+test_encode(void)
+{
+	char *s = ol_etcd_enc_range("/openlake/members/", OL_ETCD_PREFIX, 42, 7);
+	json_t *o = parse(s);
+	/* "/openlake/members/" and its prefix end "/openlake/members0" in base64 */
+	ok(o && strcmp(str_at(o, "key", NULL), "L29wZW5sYWtlL21lbWJlcnMv") == 0 &&
+	       strcmp(str_at(o, "range_end", NULL), "L29wZW5sYWtlL21lbWJlcnMw") == 0,
+	   "range: base64 key and prefix end: %s", s);
+	ok(o && strcmp(str_at(o, "revision", NULL), "42") == 0 &&
+	       strcmp(str_at(o, "limit", NULL), "7") == 0,
+	   "range: revision and limit are JSON strings");
+	json_decref(o);
+	free(s);
+
+	s = ol_etcd_enc_put("foo", "bar", 3, 7587862000000000001LL);
+	o = parse(s);
+	ok(o && strcmp(str_at(o, "key", NULL), "Zm9v") == 0 &&
+	       strcmp(str_at(o, "value", NULL), "YmFy") == 0 &&
+	       strcmp(str_at(o, "lease", NULL), "7587862000000000001") == 0,
+	   "put: key, value, 64-bit lease as a string: %s", s);
+	json_decref(o);
+	free(s);
+
+	s = ol_etcd_enc_put("k", "", 0, 0);
+	o = parse(s);
+	ok(o && strcmp(str_at(o, "value", NULL), "") == 0 && !json_object_get(o, "lease"),
+	   "put: empty value, no lease field");
+	json_decref(o);
+	free(s);
+
+	struct ol_etcd_cmp cmp = {
+	    .key = "/l", .target = OL_ETCD_CMP_CREATE, .result = OL_ETCD_EQUAL, .number = 0};
+	struct ol_etcd_op put = {.type = OL_ETCD_OP_PUT, .key = "/l", .value = "x", .value_len = 1};
+	struct ol_etcd_op get = {.type = OL_ETCD_OP_RANGE, .key = "/l"};
+	s = ol_etcd_enc_txn(&cmp, 1, &put, 1, &get, 1);
+	o = parse(s);
+	json_t *c0 = json_array_get(json_object_get(o, "compare"), 0);
+	ok(c0 && strcmp(str_at(c0, "target", NULL), "CREATE") == 0 &&
+	       strcmp(str_at(c0, "result", NULL), "EQUAL") == 0 &&
+	       strcmp(str_at(c0, "create_revision", NULL), "0") == 0,
+	   "txn: create-if-absent compare: %s", s);
+	ok(json_object_get(json_array_get(json_object_get(o, "success"), 0), "request_put") &&
+	       json_object_get(json_array_get(json_object_get(o, "failure"), 0), "request_range"),
+	   "txn: success put, failure range");
+	json_decref(o);
+	free(s);
+
+	struct ol_etcd_cmp vc = {.key = "/v",
+				 .target = OL_ETCD_CMP_VALUE,
+				 .result = OL_ETCD_NOT_EQUAL,
+				 .value = "ab",
+				 .value_len = 2};
+	s = ol_etcd_enc_txn(&vc, 1, NULL, 0, NULL, 0);
+	o = parse(s);
+	c0 = json_array_get(json_object_get(o, "compare"), 0);
+	ok(c0 && strcmp(str_at(c0, "value", NULL), "YWI=") == 0 &&
+	       strcmp(str_at(c0, "result", NULL), "NOT_EQUAL") == 0,
+	   "txn: value compare");
+	json_decref(o);
+	free(s);
+	struct ol_etcd_cmp bad = {.key = "/v", .target = 9};
+	s = ol_etcd_enc_txn(&bad, 1, NULL, 0, NULL, 0);
+	ok(s == NULL, "txn: an unknown compare target is refused");
+	free(s);
+
+	s = ol_etcd_enc_watch("/p/", OL_ETCD_PREFIX, 17);
+	o = parse(s);
+	ok(o && strcmp(str_at(o, "create_request", "start_revision"), "17") == 0 &&
+	       strcmp(str_at(o, "create_request", "key"), "L3Av") == 0,
+	   "watch: create_request from a revision: %s", s);
+	json_decref(o);
+	free(s);
+
+	s = ol_etcd_enc_lease("ID", 2324035790434194696LL);
+	ok(s && strcmp(s, "{\"ID\":\"2324035790434194696\"}") == 0, "lease id: %s", s);
+	free(s);
+
+	char end[8];
+	size_t el = ol_etcd_prefix_end("a\xff\xff", 3, end);
+	ok(el == 1 && end[0] == 'b', "prefix end drops trailing 0xff");
+	el = ol_etcd_prefix_end("\xff", 1, end);
+	ok(el == 1 && end[0] == 0, "prefix end of all-0xff is \\0 (every key)");
+}
+
+static void
+test_decode(void)
+{
+	char buf[2048];
+	struct ol_etcd_range_result r;
+	snprintf(buf, sizeof(buf),
+		 "{\"header\":" HDR ",\"kvs\":[{\"key\":\"Zm9v\",\"create_revision\":\"2\","
+		 "\"mod_revision\":\"3\",\"version\":\"2\",\"value\":\"YmFy\",\"lease\":"
+		 "\"7587862000000000001\"}],\"count\":\"1\"}",
+		 "9");
+	int rc = ol_etcd_dec_range(buf, strlen(buf), &r);
+	ok(rc == 0 && r.revision == 9 && r.count == 1 && r.n_kvs == 1, "range decodes (%d)", rc);
+	ok(rc == 0 && strcmp(r.kvs[0].key, "foo") == 0 && r.kvs[0].value_len == 3 &&
+	       memcmp(r.kvs[0].value, "bar", 3) == 0 && r.kvs[0].create_revision == 2 &&
+	       r.kvs[0].mod_revision == 3 && r.kvs[0].lease == 7587862000000000001LL,
+	   "range: key, value, revisions, 64-bit lease");
+	ol_etcd_range_result_fini(&r);
+
+	snprintf(buf, sizeof(buf), "{\"header\":" HDR "}", "5");
+	rc = ol_etcd_dec_range(buf, strlen(buf), &r);
+	ok(rc == 0 && r.n_kvs == 0 && r.revision == 5, "range of nothing");
+	ol_etcd_range_result_fini(&r);
+
+	const char *comp = "{\"error\":\"etcdserver: mvcc: required revision has been compacted\","
+			   "\"message\":\"etcdserver: mvcc: required revision has been "
+			   "compacted\",\"code\":11}";
+	ok(ol_etcd_dec_range(comp, strlen(comp), &r) == OL_ETCD_ECOMPACTED,
+	   "compacted revision is OL_ETCD_ECOMPACTED");
+	const char *nolease = "{\"error\":\"etcdserver: requested lease not found\",\"message\":"
+			      "\"etcdserver: requested lease not found\",\"code\":5}";
+	int code = 0;
+	char msg[64];
+	ok(ol_etcd_json_error(nolease, strlen(nolease), &code, msg, sizeof(msg)) == -ENOENT &&
+	       code == 5 && strstr(msg, "lease not found"),
+	   "lease not found is -ENOENT");
+	const char *unavail = "{\"error\":\"etcdserver: leader changed\",\"code\":14}";
+	ok(ol_etcd_json_error(unavail, strlen(unavail), NULL, NULL, 0) == -EAGAIN,
+	   "unavailable is -EAGAIN (retried on the next endpoint)");
+	const char *stream_err = "{\"error\":{\"grpc_code\":5,\"http_code\":404,\"message\":"
+				 "\"etcdserver: requested lease not found\"}}";
+	ok(ol_etcd_dec_lease(stream_err, strlen(stream_err), NULL, NULL) == -ENOENT,
+	   "a stream's error object");
+
+	int64_t id = 0, ttl = 0;
+	snprintf(buf, sizeof(buf),
+		 "{\"header\":" HDR ",\"ID\":\"2324035790434194696\",\"TTL\":\"5\"}", "2");
+	ok(ol_etcd_dec_lease(buf, strlen(buf), &id, &ttl) == 0 && id == 2324035790434194696LL &&
+	       ttl == 5,
+	   "lease grant: 64-bit id from a string");
+	snprintf(buf, sizeof(buf), "{\"result\":{\"header\":" HDR ",\"ID\":\"12\",\"TTL\":\"9\"}}",
+		 "2");
+	ok(ol_etcd_dec_lease(buf, strlen(buf), &id, &ttl) == 0 && id == 12 && ttl == 9,
+	   "keepalive answer inside result");
+	snprintf(buf, sizeof(buf), "{\"result\":{\"header\":" HDR ",\"ID\":\"12345\"}}", "2");
+	ok(ol_etcd_dec_lease(buf, strlen(buf), &id, &ttl) == -ENOENT,
+	   "keepalive of a lost lease (no TTL) is -ENOENT");
+	snprintf(buf, sizeof(buf), "{\"header\":" HDR ",\"ID\":\"12345\",\"TTL\":\"-1\"}", "2");
+	ok(ol_etcd_dec_lease(buf, strlen(buf), &id, &ttl) == -ENOENT,
+	   "timetolive of a lost lease (-1) is -ENOENT");
+
+	struct ol_etcd_txn_result t;
+	snprintf(buf, sizeof(buf),
+		 "{\"header\":" HDR ",\"responses\":[{\"response_range\":{\"header\":{\"revision\":"
+		 "\"2\"},\"kvs\":[{\"key\":\"Zm9v\",\"create_revision\":\"2\",\"mod_revision\":"
+		 "\"2\",\"version\":\"1\",\"value\":\"YmFy\"}],\"count\":\"1\"}}]}",
+		 "2");
+	rc = ol_etcd_dec_txn(buf, strlen(buf), &t);
+	ok(rc == 0 && !t.succeeded && t.n_ranges == 1 && t.ranges[0].n_kvs == 1 &&
+	       strcmp(t.ranges[0].kvs[0].value, "bar") == 0,
+	   "txn that failed (succeeded omitted) with the failure branch's range");
+	ol_etcd_txn_result_fini(&t);
+	snprintf(buf, sizeof(buf),
+		 "{\"header\":" HDR ",\"succeeded\":true,\"responses\":[{\"response_put\":"
+		 "{\"header\":{\"revision\":\"3\"}}}]}",
+		 "3");
+	rc = ol_etcd_dec_txn(buf, strlen(buf), &t);
+	ok(rc == 0 && t.succeeded && t.n_ranges == 0 && t.revision == 3, "txn that succeeded");
+	ol_etcd_txn_result_fini(&t);
+
+	int64_t rev = 0, del = 0;
+	snprintf(buf, sizeof(buf), "{\"header\":" HDR ",\"deleted\":\"1\"}", "3");
+	ok(ol_etcd_dec_write(buf, strlen(buf), &rev, &del) == 0 && rev == 3 && del == 1,
+	   "deleterange");
+
+	const char *junk[] = {"",
+			      "[]",
+			      "{\"kvs\":{}}",
+			      "{\"kvs\":[{\"key\":\"Zm9\"}]}",
+			      "{\"header\":{\"revision\":\"12x\"}}",
+			      "{\"count\":true}",
+			      "{\"kvs\":[{\"key\":\"!!!!\"}]}"};
+	for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++)
+		ok(ol_etcd_dec_range(junk[i], strlen(junk[i]), &r) == -EPROTO,
+		   "malformed range answer %zu is -EPROTO", i);
+}
+
+static void
+test_watch(void)
+{
+	char buf[4096];
+	int n = snprintf(
+	    buf, sizeof(buf),
+	    "{\"result\":{\"header\":" HDR ",\"created\":true}}\n"
+	    "{\"result\":{\"header\":" HDR ",\"events\":[{\"kv\":{\"key\":\"Zm9v\","
+	    "\"create_revision\":\"2\",\"mod_revision\":\"2\",\"version\":\"1\",\"value\":\"YmFy\"}"
+	    "},"
+	    "{\"type\":\"DELETE\",\"kv\":{\"key\":\"Zm9v\",\"mod_revision\":\"3\"}}]}}\n"
+	    "{\"result\":{\"header\":{\"raft_term\":\"2\"},\"canceled\":true,\"compact_revision\":"
+	    "\"2\"}}\n{\"result\":",
+	    "3", "3");
+	struct ol_etcd_watch_msg m;
+	long used = ol_etcd_watch_parse(buf, (size_t)n, &m);
+	ok(used > 0 && m.created && m.revision == 3 && m.n_events == 0, "watch: created");
+	ol_etcd_watch_msg_fini(&m);
+	long u2 = ol_etcd_watch_parse(buf + used, (size_t)n - (size_t)used, &m);
+	ok(u2 > 0 && m.n_events == 2 && m.events[0].type == OL_ETCD_EV_PUT &&
+	       m.events[1].type == OL_ETCD_EV_DELETE && m.events[1].kv.mod_revision == 3 &&
+	       strcmp(m.events[0].kv.value, "bar") == 0,
+	   "watch: put and delete events");
+	ol_etcd_watch_msg_fini(&m);
+	used += u2;
+	u2 = ol_etcd_watch_parse(buf + used, (size_t)n - (size_t)used, &m);
+	ok(u2 > 0 && m.canceled && m.compact_revision == 2, "watch: canceled by compaction");
+	ol_etcd_watch_msg_fini(&m);
+	used += u2;
+	ok(ol_etcd_watch_parse(buf + used, (size_t)n - (size_t)used, &m) == 0,
+	   "watch: an incomplete line needs more");
+	ok(ol_etcd_watch_parse("\r\n", 2, &m) == 2, "watch: blank line consumed");
+	ok(ol_etcd_watch_parse("{\"result\":[]}\n", 14, &m) == -EPROTO, "watch: junk refused");
+}
+
+static void
+test_http(void)
+{
+	const char *h = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+			"Transfer-Encoding: chunked\r\n\r\n8\r\n";
+	int st;
+	int64_t cl;
+	bool ch;
+	long n = ol_httpc_parse_head(h, strlen(h), &st, &cl, &ch);
+	ok(n > 0 && st == 200 && ch && cl == -1 && h[n] == '8', "head: chunked");
+	h = "HTTP/1.1 400 Bad Request\r\ncontent-length: 12\r\n\r\n";
+	n = ol_httpc_parse_head(h, strlen(h), &st, &cl, &ch);
+	ok(n == (long)strlen(h) && st == 400 && cl == 12 && !ch, "head: content-length");
+	ok(ol_httpc_parse_head(h, 20, &st, &cl, &ch) == 0, "head: partial needs more");
+	h = "HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n";
+	ok(ol_httpc_parse_head(h, strlen(h), &st, &cl, &ch) == -EPROTO, "head: bad length");
+	h = "SMTP ready\r\n\r\n";
+	ok(ol_httpc_parse_head(h, strlen(h), &st, &cl, &ch) == -EPROTO, "head: not HTTP");
+
+	size_t off, dl;
+	const char *c = "1a\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\n\r\n";
+	n = ol_httpc_chunk(c, strlen(c), &off, &dl);
+	ok(n == 32 && off == 4 && dl == 26, "chunk: data");
+	ok(ol_httpc_chunk(c + n, strlen(c) - (size_t)n, &off, &dl) == 5 && dl == 0, "chunk: last");
+	ok(ol_httpc_chunk(c, 10, &off, &dl) == 0, "chunk: partial");
+	ok(ol_httpc_chunk("zz\r\n", 4, &off, &dl) == -EPROTO, "chunk: bad size");
+	ok(ol_httpc_chunk("3\r\nabcX\n", 8, &off, &dl) == -EPROTO, "chunk: bad end");
+	ok(ol_httpc_chunk("fffffffff\r\n", 11, &off, &dl) == -EMSGSIZE, "chunk: too big");
+
+	char host[64], port[8];
+	ok(ol_httpc_parse_url("http://127.0.0.1:2379", host, sizeof(host), port, sizeof(port)) ==
+		   0 &&
+	       strcmp(host, "127.0.0.1") == 0 && strcmp(port, "2379") == 0,
+	   "url");
+	ok(ol_httpc_parse_url("[::1]:2379/", host, sizeof(host), port, sizeof(port)) == 0 &&
+	       strcmp(host, "::1") == 0,
+	   "url: ipv6, no scheme");
+	ok(ol_httpc_parse_url("https://h:1", host, sizeof(host), port, sizeof(port)) ==
+	       -EPROTONOSUPPORT,
+	   "url: https refused");
+	ok(ol_httpc_parse_url("http://h", host, sizeof(host), port, sizeof(port)) == -EINVAL,
+	   "url: no port");
+}
+
+static void
+test_layout(void)
+{
+	unsigned ids[] = {0, 1, 2, 3}, disks[] = {2, 2, 2, 2};
+	struct ol_layout l;
+	int rc = ol_layout_build(ids, disks, 4, 4, 1, "dep", &l);
+	ok(rc == 0 && l.n_pools == 1 && l.pools[0].n_sets == 2, "4 nodes x 2 drives, N=4: 2 sets");
+	int each = rc == 0;
+	for (unsigned s = 0; each && s < 2; s++) {
+		each = ol_layout_set_span(&l, 0, s) == 4;
+		for (unsigned j = 0; each && j < 4; j++)
+			each = l.pools[0].slots[s * 4 + j].node == j &&
+			       l.pools[0].slots[s * 4 + j].drive == s;
+	}
+	ok(each, "each set has one drive on each node, drives used in order");
+
+	char *js = rc == 0 ? ol_layout_to_json(&l) : NULL;
+	struct ol_layout back;
+	rc = js ? ol_layout_from_json(js, strlen(js), &back) : -1;
+	ok(rc == 0 && back.set_drives == 4 && back.parity == 1 &&
+	       strcmp(back.deployment_id, "dep") == 0 && back.pools[0].n_sets == 2 &&
+	       memcmp(back.pools[0].slots, l.pools[0].slots, 8 * sizeof(struct ol_layout_slot)) ==
+		   0,
+	   "layout JSON round trip: %s", js ? js : "(null)");
+	if (rc == 0)
+		ol_layout_fini(&back);
+	free(js);
+	ol_layout_fini(&l);
+
+	unsigned ids3[] = {5, 6, 7}, d3[] = {4, 4, 4};
+	rc = ol_layout_build(ids3, d3, 3, 4, 2, "x", &l);
+	each = rc == 0 && l.pools[0].n_sets == 3;
+	for (unsigned s = 0; each && s < 3; s++)
+		each = ol_layout_set_span(&l, 0, s) == 3;
+	ok(each, "3 nodes x 4 drives, N=4: every set spans all 3 nodes");
+	if (rc == 0)
+		ol_layout_fini(&l);
+
+	unsigned idsu[] = {0, 1, 2}, du[] = {4, 2, 2};
+	rc = ol_layout_build(idsu, du, 3, 4, 1, "u", &l);
+	each = rc == 0 && l.pools[0].n_sets == 2;
+	for (unsigned s = 0; each && s < 2; s++)
+		each = ol_layout_set_span(&l, 0, s) == 3;
+	ok(each, "uneven drives 4+2+2, N=4: both sets span 3 nodes");
+	if (rc == 0)
+		ol_layout_fini(&l);
+
+	unsigned one[] = {0}, d1[] = {6};
+	ok(ol_layout_build(one, d1, 1, 4, 1, "x", &l) == -EINVAL, "6 drives, N=4: refused");
+	ok(ol_layout_build(one, d1, 1, 3, 3, "x", &l) == -EINVAL, "P >= N refused");
+	const char *bad[] = {"{}",
+			     "{\"deployment_id\":\"a\",\"set_drive_count\":2,\"parity\":1,"
+			     "\"pools\":[{\"sets\":[[{\"node\":0,\"drive\":0}]]}]}",
+			     "{\"deployment_id\":\"a\",\"set_drive_count\":1,\"parity\":1,"
+			     "\"pools\":[{\"sets\":[[{\"node\":0,\"drive\":0}]]}]}"};
+	for (size_t i = 0; i < 3; i++)
+		ok(ol_layout_from_json(bad[i], strlen(bad[i]), &l) == -EPROTO,
+		   "malformed layout %zu refused", i);
+}
+
+static void
+test_config(void)
+{
+	static struct ol_config c;
+	char err[512], ep[64];
+	const char *t =
+	    "[cluster]\netcd = [\"http://127.0.0.1:2379\", \"http://127.0.0.1:22379\"]\n"
+	    "lease_ttl_s = 5\n";
+	ol_config_default(&c);
+	int rc = ol_config_parse(&c, "t", t, strlen(t), err, sizeof(err));
+	ok(rc == 0 && ol_config_validate(&c, err, sizeof(err)) == 0 && c.cluster_lease_ttl_s == 5 &&
+	       strcmp(c.cluster_prefix, "/openlake/") == 0,
+	   "[cluster] etcd array, lease_ttl_s, default prefix (%s)", rc ? err : "");
+	ok(ol_config_list_item(c.cluster_etcd, 1, ep, sizeof(ep)) == 0 &&
+	       strcmp(ep, "http://127.0.0.1:22379") == 0 &&
+	       ol_config_list_item(c.cluster_etcd, 2, ep, sizeof(ep)) == -ENOENT,
+	   "endpoints listed in order");
+	ol_config_default(&c);
+	t = "[cluster]\netcd = \"127.0.0.1:2379\"\n";
+	ok(ol_config_parse(&c, "t", t, strlen(t), err, sizeof(err)) == 0 &&
+	       strcmp(c.cluster_etcd, "127.0.0.1:2379") == 0,
+	   "[cluster] etcd as one string");
+	ol_config_default(&c);
+	t = "[cluster]\netcd = [\"http://nohost\"]\n";
+	ok(ol_config_parse(&c, "t", t, strlen(t), err, sizeof(err)) == 0 &&
+	       ol_config_validate(&c, err, sizeof(err)) == -EINVAL && strstr(err, "cluster.etcd"),
+	   "an endpoint without a port is refused: %s", err);
+	ol_config_default(&c);
+	ok(ol_config_set(&c, "cluster.etcd", "http://a:1, http://b:2", err, sizeof(err)) == 0 &&
+	       ol_config_validate(&c, err, sizeof(err)) == -EINVAL,
+	   "an override with a space after the comma is refused");
+	ol_config_default(&c);
+	ok(ol_config_set(&c, "cluster.etcd", "http://a:1,http://b:2/", err, sizeof(err)) == 0 &&
+	       ol_config_validate(&c, err, sizeof(err)) == 0,
+	   "a comma-separated override, trailing slash allowed: %s", err);
+	ol_config_default(&c);
+	ok(ol_config_set(&c, "cluster.prefix", "noslash", err, sizeof(err)) == 0 &&
+	       ol_config_validate(&c, err, sizeof(err)) == -EINVAL,
+	   "a prefix without slashes is refused");
+	ol_config_default(&c);
+	t = "[[nodes]]\nid = 0\nrpc_addr = \"a:1\"\n[[nodes]]\nid = 1\nrpc_addr = \"b:1\"\n";
+	ok(ol_config_parse(&c, "t", t, strlen(t), err, sizeof(err)) == 0 &&
+	       ol_config_distinct_nodes(&c) == 2,
+	   "two distinct nodes counted");
+}
+
+int
+main(void)
+{
+	test_encode();
+	test_decode();
+	test_watch();
+	test_http();
+	test_layout();
+	test_config();
+	tap_done();
+}
