@@ -10,9 +10,14 @@
 
 #define OL_API __attribute__((visibility("default")))
 
-static const char *const total_keys[] = {
-    "dram_capacity", "dram_used", "nvme_capacity", "nvme_used",	 "entries", "hits",
-    "misses",	     "evictions", "demotions",	   "promotions", "puts"};
+static const char *const total_keys[] = {"dram_capacity",  "dram_used",
+					 "nvme_capacity",  "nvme_used",
+					 "entries",	   "hits",
+					 "misses",	   "evictions",
+					 "demotions",	   "promotions",
+					 "puts",	   "backlog_bytes",
+					 "backlog_blocks", "writeback_dropped",
+					 "writebacks",	   "backlog_oldest_ms"};
 #define N_TOTAL (sizeof(total_keys) / sizeof(total_keys[0]))
 
 static uint64_t
@@ -84,8 +89,13 @@ ol_kv_stats(struct ol_client *c, char *json, size_t cap)
 		if (r == 0) {
 			up++;
 			emit(&o, ",\"stats\":%s}", buf);
-			for (size_t k = 0; k < N_TOTAL; k++)
-				tot[k] += json_u64(buf, total_keys[k]);
+			for (size_t k = 0; k < N_TOTAL; k++) {
+				uint64_t v = json_u64(buf, total_keys[k]);
+				if (k == N_TOTAL - 1) /* the oldest backlog: a maximum, not a sum */
+					tot[k] = v > tot[k] ? v : tot[k];
+				else
+					tot[k] += v;
+			}
 		} else {
 			emit(&o, ",\"error\":\"%s\"}", strerror(-r));
 		}

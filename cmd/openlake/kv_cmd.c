@@ -84,6 +84,27 @@ connect_nodes(const char *const *nodes, size_t n, unsigned timeout_ms)
 	return c;
 }
 
+/* The write-behind: its mode, its lag and the promise that goes with it. */
+static void
+print_writeback(const char *json)
+{
+	char bb[32], mode[16] = "off", promise[512] = "";
+	const char *p = strstr(json, "\"writeback\":\"");
+	if (p)
+		sscanf(p + 13, "%15[a-z]", mode);
+	p = strstr(json, "\"promise\":\"");
+	if (p)
+		sscanf(p + 11, "%511[^\"]", promise);
+	human(json_u64(json, "backlog_bytes"), bb, sizeof(bb));
+	printf("  write-behind %s: backlog %s in %llu blocks, oldest %.1f s, dropped unwritten "
+	       "%llu\n",
+	       mode, bb, (unsigned long long)json_u64(json, "backlog_blocks"),
+	       (double)json_u64(json, "backlog_oldest_ms") / 1000.0,
+	       (unsigned long long)json_u64(json, "writeback_dropped"));
+	if (promise[0])
+		printf("  promise: %s\n", promise);
+}
+
 static void
 print_node(const char *addr, const char *json)
 {
@@ -114,6 +135,7 @@ print_node(const char *addr, const char *json)
 	       (unsigned long long)json_u64(json, "promotions"),
 	       (unsigned long long)json_u64(json, "writebacks"),
 	       (unsigned long long)json_u64(json, "corrupt"));
+	print_writeback(json);
 }
 
 static int

@@ -33,6 +33,16 @@ def _print_pool(st, out):
         print("  hits by tier: dram %s  nvme %s   demotions %s  promotions %s  corrupt %s"
               % (tot.get("hits_dram", 0), tot.get("hits_nvme", 0), tot.get("demotions", 0),
                  tot.get("promotions", 0), tot.get("corrupt", 0)), file=out)
+    if "backlog_bytes" in tot:
+        print("  write-behind: backlog %s in %s blocks, oldest %.1f s, dropped unwritten %s"
+              % (_fmt_bytes(tot.get("backlog_bytes")), tot.get("backlog_blocks", 0),
+                 (tot.get("backlog_oldest_ms", 0) or 0) / 1000.0,
+                 tot.get("writeback_dropped", 0)), file=out)
+    for n in st.get("nodes", []):
+        s = n.get("stats") or {}
+        if s.get("promise"):
+            print("  %s writeback %s: %s" % (n.get("addr"), s.get("writeback"), s["promise"]),
+                  file=out)
 
 
 def _print_connectors(recs, out):

@@ -102,6 +102,11 @@ static const struct cfg_key keys[] = {
      "largest KV block accepted"},
     {"kv.writeback_ms", T_U32, F(kv_writeback_ms), "1000", 0, 600000, 0, 0, 0,
      "longest delay before a DRAM block is on the NVMe tier"},
+    {"kv.writeback", T_ENUM, F(kv_writeback), "async", 0, 0, "async|strict", 0, 0,
+     "async: a put returns at DRAM speed, write-behind is best effort (a block not yet written "
+     "when evicted is dropped, counted); strict: a put returns once its block is on NVMe"},
+    {"kv.writeback_bytes_per_sec", T_SIZE, F(kv_writeback_bps), "0", 0, BIG, 0, 0, 0,
+     "cap on the write-behind's NVMe bandwidth, leaving the rest to gets (0 = none)"},
     {"kv.prefault", T_ENUM, F(kv_prefault), "auto", 0, 0, "auto|on|off", 0, 0,
      "touch the DRAM tier's pages in a low-priority thread after start, so first puts do not "
      "pay for it (auto: on in mode = \"kv\", off beside S3)"},

@@ -148,6 +148,7 @@ dirty_remove(struct ol_kve *e, struct ent *x)
 	x->dprev = x->dnext = NULL;
 	x->in_dirty = false;
 	e->dirty_q_bytes -= x->len;
+	e->dirty_q_n--;
 }
 
 static void
@@ -162,6 +163,7 @@ dirty_append(struct ol_kve *e, struct ent *x)
 	e->dirty_tail = x;
 	x->in_dirty = true;
 	e->dirty_q_bytes += x->len;
+	e->dirty_q_n++;
 }
 
 /* ---- DRAM slots ---- */
@@ -347,13 +349,16 @@ wb_wait(struct ol_kve *e)
 	pthread_cond_wait(&e->clean_cv, &e->mu);
 }
 
-/* Reserve a DRAM slot for len bytes, evicting as needed. A victim that is still dirty is left
- * to the write-behind thread: with may_wait the caller waits for it (the index lock is free
- * meanwhile, so other puts and gets go on), without it the call fails with -EAGAIN. Only
- * when no write-behind thread runs is a dirty victim written here, under the lock.
+/* Reserve a DRAM slot for len bytes, evicting as needed. For a put (promote false): async,
+ * a victim that is still dirty is dropped unwritten (counted in wb_dropped) and the put waits
+ * only when every candidate is pinned by the batch being written; strict, a dirty victim is
+ * left to the write-behind thread and the put waits for it (the index lock is free meanwhile,
+ * so other puts and gets go on). A promotion never waits and never drops a dirty block: it
+ * fails with -EAGAIN (the reader is served from the read buffer, or misses). When no
+ * write-behind thread runs (close), a dirty victim is written here, under the lock.
  * 0, -ENOSPC or -EAGAIN. */
 static int
-slot_alloc(struct ol_kve *e, uint64_t len, bool may_wait, struct slot *s)
+slot_alloc(struct ol_kve *e, uint64_t len, bool promote, struct slot *s)
 {
 	s->cls = class_for(e, len);
 	s->npages = s->cls == CLS_LARGE ? (uint32_t)((len + OL_KVE_PAGE - 1) / OL_KVE_PAGE) : 1;
@@ -362,9 +367,10 @@ slot_alloc(struct ol_kve *e, uint64_t len, bool may_wait, struct slot *s)
 	while (!slot_try(e, s)) {
 		bool busy;
 		struct ent *v = victim(e, s->cls, &busy);
-		bool queued = v ? v->dirty && v->in_dirty : busy;
+		bool dirty = v && v->dirty && v->in_dirty;
+		bool queued = v ? dirty && (e->strict || promote) : busy;
 		if (queued && wb_can_wait(e)) {
-			if (!may_wait)
+			if (promote)
 				return -EAGAIN;
 			wb_wait(e);
 			continue;
@@ -509,8 +515,15 @@ ent_free(struct ol_kve *e, struct ent *x)
 static void
 ent_evict(struct ol_kve *e, struct ent *x)
 {
-	if (x->dirty && e->spill && spill_now(e, x) < 0)
-		ol_warn("kv: dropping a block that could not be written to NVMe");
+	if (x->dirty && e->spill && (e->strict || !wb_can_wait(e))) {
+		if (spill_now(e, x) < 0)
+			ol_warn("kv: dropping a block that could not be written to NVMe");
+	} else if (x->dirty && e->spill) {
+		/* the disk is behind: a cache drops the block rather than hold the put */
+		e->st.wb_dropped++;
+		if (!e->wb_active)
+			wb_kick(e);
+	}
 	if (x->loc.seg) {
 		struct slot s;
 		ent_slot(x, &s);
@@ -528,12 +541,23 @@ ent_evict(struct ol_kve *e, struct ent *x)
 	ent_free(e, x);
 }
 
+/* Bytes of one write-behind batch: the tier's batch, at most a quarter of DRAM (a batch pins
+ * its blocks; puts need victims meanwhile). */
+static uint64_t
+wb_batch_cap(const struct ol_kve *e)
+{
+	uint64_t cap = ol_kvs_batch_bytes(e->spill), dram = (uint64_t)e->n_pages * OL_KVE_PAGE / 4;
+	return cap < dram ? cap : dram;
+}
+
 /* Take the oldest dirty entries, up to one batch, off the FIFO and pin them. Lock held. */
 static unsigned
 wb_take(struct ol_kve *e)
 {
-	uint64_t cap = ol_kvs_batch_bytes(e->spill), bytes = 0;
+	uint64_t cap = wb_batch_cap(e), bytes = 0;
 	unsigned n = 0;
+	if (e->dirty_head)
+		e->wb_oldest_ms = e->dirty_head->put_ms;
 	while (e->dirty_head && n < WB_MAX_ITEMS) {
 		struct ent *x = e->dirty_head;
 		uint64_t rs = ol_kvs_rec_size(x->len);
@@ -551,31 +575,20 @@ wb_take(struct ol_kve *e)
 	return n;
 }
 
-/* Fold a batch's bytes per ms into the rate that sizes the backlog cap. Small batches are
- * latency, not bandwidth: they do not count. */
-static void
-wb_measure(struct ol_kve *e, uint64_t bytes, uint64_t ms)
-{
-	if (bytes < (1u << 20))
-		return;
-	uint64_t r = bytes / (ms ? ms : 1);
-	e->wb_rate = e->wb_rate ? (3 * e->wb_rate + r) / 4 : r;
-}
-
 /* Write one batch of the dirty FIFO (lock held, dropped during the write). Entries whose
  * write failed stay dirty but off the FIFO: eviction then writes or drops them itself.
  * Returns blocks written or -errno. */
 static int
-wb_batch(struct ol_kve *e)
+wb_batch(struct ol_kve *e, uint64_t *sent)
 {
-	uint64_t dropped[8], bytes = e->wb_bytes, t0 = ol_now_us() / 1000;
+	uint64_t dropped[8], b0 = e->wb_bytes;
 	unsigned nd, n = wb_take(e);
-	bytes = e->wb_bytes - bytes;
+	*sent += e->wb_bytes - b0;
+	e->wb_n = n;
 	pthread_mutex_unlock(&e->mu);
 	int rc = ol_kvs_append_batch(e->spill, e->wb_items, n, dropped, &nd);
 	pthread_mutex_lock(&e->mu);
-	if (rc == 0)
-		wb_measure(e, bytes, ol_now_us() / 1000 - t0);
+	e->wb_n = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct ent *x = e->wb_ents[i];
 		x->pins--;
@@ -592,6 +605,26 @@ wb_batch(struct ol_kve *e)
 	return rc < 0 ? rc : (int)n;
 }
 
+/* Hold the writer (lock free meanwhile) until sent bytes since t0_us fit the bandwidth cap.
+ * Not at close: what is left is written at full speed. */
+static void
+wb_pace(struct ol_kve *e, uint64_t t0_us, uint64_t sent)
+{
+	if (!e->wb_bps)
+		return;
+	uint64_t due = t0_us + (uint64_t)((double)sent * 1e6 / (double)e->wb_bps), now;
+	while (!e->stop && (now = ol_now_us()) < due) {
+		uint64_t us = due - now;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += (time_t)(us / 1000000);
+		ts.tv_nsec += (long)(us % 1000000) * 1000;
+		ts.tv_sec += ts.tv_nsec / 1000000000L;
+		ts.tv_nsec %= 1000000000L;
+		pthread_cond_timedwait(&e->wb_cv, &e->mu, &ts);
+	}
+}
+
 /* Write the dirty FIFO until it is empty (lock held on entry and exit). The syncer makes the
  * segments durable about every writeback_ms while this runs, and after it; the writes do not
  * wait for it (a flush can cost 300 ms on a virtual disk, and slows the writes beside it).
@@ -600,13 +633,14 @@ static unsigned
 writeback_run(struct ol_kve *e)
 {
 	unsigned n = 0, tick = e->wb_ms ? e->wb_ms : 1;
-	uint64_t synced = ol_now_us() / 1000;
+	uint64_t synced = ol_now_us() / 1000, t0 = ol_now_us(), sent = 0;
 	e->wb_active = true;
 	while (e->dirty_head) {
-		int rc = wb_batch(e);
+		int rc = wb_batch(e, &sent);
 		if (rc < 0)
 			break; /* disk trouble: the rest of the FIFO waits for the next tick */
 		n += (unsigned)rc;
+		wb_pace(e, t0, sent);
 		if (ol_now_us() / 1000 - synced >= tick) {
 			ol_kvs_sync_async(e->spill);
 			synced = ol_now_us() / 1000;
@@ -659,30 +693,6 @@ ol_kve_flush(struct ol_kve *e)
 	}
 	pthread_mutex_unlock(&e->mu);
 	return ol_kvs_sync(e->spill);
-}
-
-/* The backlog (dirty bytes) the write-behind thread can write within half of writeback_ms at
- * the rate it measured; at least two batches, unbounded until a rate is known. */
-static uint64_t
-dirty_cap(const struct ol_kve *e)
-{
-	if (!e->wb_rate)
-		return UINT64_MAX;
-	uint64_t cap = e->wb_rate * (e->wb_ms / 2), floor = 2 * ol_kvs_batch_bytes(e->spill);
-	return cap > floor ? cap : floor;
-}
-
-/* Hold a put of len bytes while the backlog is over its cap, so that what is put now is on
- * NVMe within writeback_ms even when puts come faster than the disk writes. Lock held. */
-static void
-admit(struct ol_kve *e, uint64_t len)
-{
-	while (wb_can_wait(e)) {
-		uint64_t backlog = e->dirty_q_bytes + e->wb_bytes;
-		if (backlog == 0 || backlog + len <= dirty_cap(e))
-			return;
-		wb_wait(e);
-	}
 }
 
 /* ---- open / close ---- */
@@ -854,6 +864,8 @@ ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out)
 	pthread_cond_init(&e->clean_cv, NULL);
 	e->max_block = o->max_block ? o->max_block : (64u << 20);
 	e->wb_ms = o->writeback_ms;
+	e->strict = o->strict;
+	e->wb_bps = o->writeback_bps;
 	init_classes(e);
 	int rc = map_dram(e, o);
 	if (rc < 0) {
@@ -993,13 +1005,12 @@ ol_kve_alloc(struct ol_kve *e, const struct ol_kvk *k, uint64_t len, struct ol_k
 	struct slot sl;
 	int rc = OL_KV_OK;
 	pthread_mutex_lock(&e->mu);
-	admit(e, len);
 	if (ht_find(e, k, h)) {
 		e->st.dup_puts++;
 		rc = OL_KV_EXISTS;
 		goto out;
 	}
-	if (slot_alloc(e, len ? len : 1, true, &sl) < 0) {
+	if (slot_alloc(e, len ? len : 1, false, &sl) < 0) {
 		e->st.full++;
 		rc = OL_KV_FULL;
 		goto out;
@@ -1028,6 +1039,35 @@ ent_by_slot(struct ol_kve *e, uint64_t off, uint64_t seq)
 	return x && x->off == off && x->seq == seq ? x : NULL;
 }
 
+/* strict: hold a put until the write-behind thread appended x (lock held, free while
+ * waiting; x pinned meanwhile). OL_KV_OK, or OL_KV_ERROR when the write failed: the block is
+ * then taken out of the index (the put did not happen). */
+static int
+wait_written(struct ol_kve *e, struct ent *x)
+{
+	x->pins++;
+	while (x->state == ST_LIVE && x->dirty && (x->in_dirty || x->wb)) {
+		if (!e->wb_running && !e->wb_active) {
+			writeback_run(e); /* no writer thread (closing): write it here */
+			continue;
+		}
+		if (wb_can_wait(e))
+			wb_kick(e);
+		pthread_cond_wait(&e->clean_cv, &e->mu);
+	}
+	int rc = OL_KV_OK;
+	if (x->state == ST_LIVE && x->dirty) {
+		ht_remove(e, x);
+		lru_remove(e, x);
+		e->dram_entries--;
+		x->state = ST_DEAD;
+		rc = OL_KV_ERROR;
+	}
+	if (--x->pins == 0 && x->state != ST_LIVE)
+		ent_free(e, x);
+	return rc;
+}
+
 int
 ol_kve_commit(struct ol_kve *e, const struct ol_kvk *k, uint64_t off, uint64_t seq, uint64_t len)
 {
@@ -1054,9 +1094,11 @@ ol_kve_commit(struct ol_kve *e, const struct ol_kvk *k, uint64_t off, uint64_t s
 	e->st.puts++;
 	if (e->spill) {
 		x->dirty = true;
+		x->put_ms = ol_now_us() / 1000;
 		dirty_append(e, x);
-		if (!e->wb_active &&
-		    (e->wb_ms == 0 || e->dirty_q_bytes >= ol_kvs_batch_bytes(e->spill)))
+		if (e->strict)
+			rc = wait_written(e, x);
+		else if (!e->wb_active && (e->wb_ms == 0 || e->dirty_q_bytes >= wb_batch_cap(e)))
 			wb_kick(e); /* a batch is ready: no need to wait for the tick */
 	}
 out:
@@ -1103,7 +1145,7 @@ pin_nvme(struct ol_kve *e, const struct ol_kvk *k, uint64_t h, bool need_dram,
 	x = ht_find(e, k, h);
 	bool promote = need_dram || (x && x->nv_hit);
 	struct slot sl;
-	int ar = rc == 0 && promote ? slot_alloc(e, r.len ? r.len : 1, need_dram, &sl) : -1;
+	int ar = rc == 0 && promote ? slot_alloc(e, r.len ? r.len : 1, true, &sl) : -1;
 	x = ht_find(e, k, h); /* slot_alloc may drop the lock (it waits for write-behind) */
 	if (!x || x->ver != r.ver || x->off != OL_KVE_NOOFF) {
 		if (ar == 0)

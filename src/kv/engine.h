@@ -17,10 +17,12 @@
  * a random working set larger than DRAM then costs no eviction and copy per read.
  *
  * Write-behind (NVMe tier on): every put is dirty until the write-behind thread has appended
- * it, oldest first, in batches of up to 16 MiB, within writeback_ms. A put whose victim is
- * still dirty waits for that thread (the mutex is free meanwhile); so does a put while the
- * backlog is over what the thread writes in writeback_ms / 2 at its measured rate. Deletes
- * append a tombstone; recovery honours versions, not log order.
+ * it, oldest first, in batches of up to 16 MiB, within writeback_ms while the disk keeps up.
+ * async (default): a put never waits for the disk; a dirty LRU victim is dropped unwritten
+ * (stats wb_dropped; a later get misses). strict (opts.strict): ol_kve_commit returns once the
+ * block is appended to the NVMe tier, and a put whose victim is dirty waits for the writer
+ * (the mutex is free meanwhile). Deletes append a tombstone; recovery honours versions, not
+ * log order.
  *
  * Thread-safe: one mutex around the index; bulk copies of pinned slots, disk writes and the
  * waits above happen outside it. Threads: write-behind, the NVMe tier's syncer, and (with
@@ -48,6 +50,8 @@ struct ol_kve_opts {
 	bool prefault;	       /* populate the DRAM tier in a low-priority thread after open */
 	bool shm_group;	       /* the shm object is 0660 with group shm_gid (else 0600) */
 	unsigned shm_gid;
+	bool strict;		/* writeback = "strict": a put returns once its block is on NVMe */
+	uint64_t writeback_bps; /* cap on write-behind bytes per second (0 = none) */
 };
 
 /* key[32] + namespace hash[16] */
@@ -71,7 +75,10 @@ struct ol_kve_stats {
 	uint64_t puts, dup_puts, hits, hits_dram, hits_nvme, misses, evictions, demotions;
 	uint64_t promotions, writebacks, corrupt, deletes, pinned, full;
 	uint64_t dirty_bytes;	  /* written to DRAM, not yet to NVMe (queued + being written) */
-	uint64_t writeback_waits; /* times a put waited for the write-behind thread */
+	uint64_t dirty_blocks;	  /* the same in blocks: the write-behind backlog */
+	uint64_t dirty_age_ms;	  /* age of the oldest block not yet on NVMe (0 = none) */
+	uint64_t wb_dropped;	  /* blocks evicted from DRAM before their write-behind */
+	uint64_t writeback_waits; /* times a put waited for the write-behind thread (strict) */
 	uint64_t prefaulted;	  /* DRAM pages populated by the background prefault */
 };
 
@@ -90,11 +97,13 @@ void ol_kve_ns_hash(const void *ns, size_t len, uint8_t out[16]);
 void ol_kve_key(struct ol_kvk *k, const uint8_t key[32], const uint8_t ns[16]);
 
 /* Reserve a slot of len bytes for k. Returns OL_KV_OK (slot filled, pinned, pending),
- * OL_KV_EXISTS (k is stored; nothing reserved), OL_KV_TOO_LARGE, OL_KV_FULL. May block while
- * the write-behind thread catches up (see above). */
+ * OL_KV_EXISTS (k is stored; nothing reserved), OL_KV_TOO_LARGE, OL_KV_FULL. strict: may block
+ * while the write-behind thread writes a dirty victim; async: only while every candidate is
+ * pinned by the batch being written. */
 int ol_kve_alloc(struct ol_kve *e, const struct ol_kvk *k, uint64_t len, struct ol_kve_slot *s);
 /* Publish a reserved slot under k (len <= reserved). OL_KV_OK, OL_KV_EXISTS (another put won;
- * the slot is freed), OL_KV_ERROR (no such pending slot). */
+ * the slot is freed), OL_KV_ERROR (no such pending slot; strict: the NVMe write failed and the
+ * block is not stored). strict: blocks until the block is on NVMe. */
 int ol_kve_commit(struct ol_kve *e, const struct ol_kvk *k, uint64_t off, uint64_t seq,
 		  uint64_t len);
 /* Drop a reservation or a pin (matched by off+seq; stale pairs are ignored). */
@@ -111,6 +120,9 @@ int ol_kve_delete(struct ol_kve *e, const struct ol_kvk *k);
 void ol_kve_get_stats(struct ol_kve *e, struct ol_kve_stats *st);
 /* Stats as one JSON object into buf; returns length or -ENOSPC. */
 int ol_kve_stats_json(struct ol_kve *e, char *buf, size_t cap);
+
+/* The durability promise of this pool's writeback setting, one sentence (static string). */
+const char *ol_kve_promise(const struct ol_kve *e);
 
 /* Shm geometry for HELLO. */
 const char *ol_kve_shm_name(const struct ol_kve *e);

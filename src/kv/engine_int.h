@@ -27,6 +27,7 @@ struct ent {
 	struct ent *dprev, *dnext; /* dirty FIFO */
 	uint64_t len, ver;
 	uint64_t off, seq; /* DRAM slot, off = OL_KVE_NOOFF when not in DRAM */
+	uint64_t put_ms;   /* when it was committed (dirty since then): the backlog's age */
 	int cls;
 	uint32_t npages, pins;
 	uint8_t state;
@@ -75,15 +76,20 @@ struct ol_kve {
 	uint64_t gseq, gver, epoch, max_block, dram_used, dram_entries, nvme_entries;
 	struct ol_kvs *spill;
 	/* write-behind: one thread (or the closer, after it stopped) writes the dirty FIFO in
-	 * batches; puts that need a dirty victim or would exceed the backlog cap wait on
-	 * clean_cv, which it broadcasts after every batch */
+	 * batches and broadcasts clean_cv after every batch. async: a put never waits for it
+	 * (a dirty LRU victim is dropped unwritten, counted); strict: a put waits on clean_cv
+	 * until its own block is written, and for a dirty victim to be written */
 	pthread_t wb;
 	pthread_cond_t wb_cv, clean_cv;
 	bool wb_running, stop, wb_kick, wb_active;
+	bool strict;
 	unsigned wb_ms;
+	uint64_t wb_bps;	/* write-behind bandwidth cap, bytes per second (0 = none) */
 	uint64_t dirty_q_bytes; /* value bytes queued on the dirty FIFO */
+	uint64_t dirty_q_n;	/* blocks queued on the dirty FIFO */
 	uint64_t wb_bytes;	/* value bytes in the batch being written */
-	uint64_t wb_rate;	/* measured write-behind bytes per ms (EWMA); 0 = not yet */
+	uint64_t wb_n;		/* blocks in the batch being written */
+	uint64_t wb_oldest_ms;	/* put_ms of the oldest block in that batch */
 	struct ol_kvs_item *wb_items;
 	struct ent **wb_ents;
 	/* background prefault of the DRAM tier (low priority, stopped by close) */

@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#include "base/metrics.h"
+
 #include "kv/engine_int.h"
 
 void
@@ -16,6 +18,11 @@ ol_kve_get_stats(struct ol_kve *e, struct ol_kve_stats *st)
 	st->nvme_entries = e->nvme_entries;
 	st->entries = e->n_ent;
 	st->dirty_bytes = e->dirty_q_bytes + e->wb_bytes;
+	st->dirty_blocks = e->dirty_q_n + e->wb_n;
+	uint64_t oldest = e->wb_n ? e->wb_oldest_ms : UINT64_MAX, now = ol_now_us() / 1000;
+	if (e->dirty_head && e->dirty_head->put_ms < oldest)
+		oldest = e->dirty_head->put_ms;
+	st->dirty_age_ms = oldest == UINT64_MAX || oldest > now ? 0 : now - oldest;
 	st->pinned = 0;
 	for (struct ent *x = e->lru_head; x; x = x->lnext)
 		st->pinned += x->pins > 0;
@@ -42,6 +49,8 @@ ol_kve_stats_json(struct ol_kve *e, char *buf, size_t cap)
 	    "\"demotions\":%llu,\"promotions\":%llu,\"writebacks\":%llu,\"corrupt\":%llu,"
 	    "\"deletes\":%llu,\"full\":%llu,\"pinned\":%llu,\"max_block\":%llu,"
 	    "\"dirty_bytes\":%llu,\"writeback_waits\":%llu,\"prefaulted_pages\":%llu,"
+	    "\"backlog_bytes\":%llu,\"backlog_blocks\":%llu,\"backlog_oldest_ms\":%llu,"
+	    "\"writeback_dropped\":%llu,\"writeback\":\"%s\",\"promise\":\"%s\","
 	    "\"nvme\":%s,\"shm\":%s}",
 	    (unsigned long long)s.dram_cap, (unsigned long long)s.dram_used,
 	    (unsigned long long)s.dram_entries, (unsigned long long)s.nvme_cap,
@@ -55,8 +64,25 @@ ol_kve_stats_json(struct ol_kve *e, char *buf, size_t cap)
 	    (unsigned long long)s.deletes, (unsigned long long)s.full, (unsigned long long)s.pinned,
 	    (unsigned long long)e->max_block, (unsigned long long)s.dirty_bytes,
 	    (unsigned long long)s.writeback_waits, (unsigned long long)s.prefaulted,
-	    e->spill ? "true" : "false", e->is_shm ? "true" : "false");
+	    (unsigned long long)s.dirty_bytes, (unsigned long long)s.dirty_blocks,
+	    (unsigned long long)s.dirty_age_ms, (unsigned long long)s.wb_dropped,
+	    !e->spill	? "off"
+	    : e->strict ? "strict"
+			: "async",
+	    ol_kve_promise(e), e->spill ? "true" : "false", e->is_shm ? "true" : "false");
 	return n < 0 || (size_t)n >= cap ? -ENOSPC : n;
+}
+
+const char *
+ol_kve_promise(const struct ol_kve *e)
+{
+	if (!e->spill)
+		return "a block is never served wrong; DRAM only: nothing survives a restart";
+	if (e->strict)
+		return "a block is never served wrong; a put returns once its block is on NVMe: "
+		       "every acknowledged block survives a crash of the daemon";
+	return "a block is never served wrong; a block whose write-behind completed survives a "
+	       "crash; one still in the backlog at a crash may be a miss afterwards";
 }
 
 const char *

@@ -49,4 +49,26 @@ ol_kv_metrics_render(struct ol_strbuf *b, void *arg)
 	    (unsigned long long)s.promotions, (unsigned long long)s.writebacks,
 	    (unsigned long long)s.corrupt, (unsigned long long)s.full,
 	    (unsigned long long)s.pinned);
+	ol_strbuf_printf(
+	    b,
+	    "# HELP openlake_kv_writeback_backlog_bytes Bytes put to DRAM, not yet on NVMe.\n"
+	    "# TYPE openlake_kv_writeback_backlog_bytes gauge\n"
+	    "openlake_kv_writeback_backlog_bytes %llu\n"
+	    "# HELP openlake_kv_writeback_backlog_blocks Blocks put to DRAM, not yet on NVMe.\n"
+	    "# TYPE openlake_kv_writeback_backlog_blocks gauge\n"
+	    "openlake_kv_writeback_backlog_blocks %llu\n"
+	    "# HELP openlake_kv_writeback_backlog_age_seconds Age of the oldest block not yet on "
+	    "NVMe (0 = none).\n"
+	    "# TYPE openlake_kv_writeback_backlog_age_seconds gauge\n"
+	    "openlake_kv_writeback_backlog_age_seconds %.3f\n"
+	    "# HELP openlake_kv_writeback_dropped_total Blocks evicted from DRAM before their "
+	    "write-behind to NVMe (the disk was behind).\n"
+	    "# TYPE openlake_kv_writeback_dropped_total counter\n"
+	    "openlake_kv_writeback_dropped_total %llu\n"
+	    "# HELP openlake_kv_writeback_waits_total Times a put waited for the write-behind.\n"
+	    "# TYPE openlake_kv_writeback_waits_total counter\n"
+	    "openlake_kv_writeback_waits_total %llu\n",
+	    (unsigned long long)s.dirty_bytes, (unsigned long long)s.dirty_blocks,
+	    (double)s.dirty_age_ms / 1000.0, (unsigned long long)s.wb_dropped,
+	    (unsigned long long)s.writeback_waits);
 }

@@ -948,6 +948,8 @@ open_engine(struct ol_kv_server *s, const struct ol_config *cfg)
 				.spill_bytes = cfg->kv_spill_bytes,
 				.max_block = cfg->kv_max_block_bytes,
 				.writeback_ms = cfg->kv_writeback_ms,
+				.strict = strcmp(cfg->kv_writeback, "strict") == 0,
+				.writeback_bps = cfg->kv_writeback_bps,
 				.prefault = ol_config_kv_prefault(cfg),
 				.shm_group = s->acl.has_gid,
 				.shm_gid = s->acl.gid};
@@ -957,10 +959,11 @@ open_engine(struct ol_kv_server *s, const struct ol_config *cfg)
 	if (r == 0)
 		ol_info(
 		    "kv: pool on port %u: DRAM %llu MiB in shm %s, NVMe %s (%llu MiB), max block "
-		    "%llu KiB, write-behind %u ms",
+		    "%llu KiB, write-behind %s within %u ms",
 		    s->port, (unsigned long long)(o.dram_bytes >> 20), shm, spill ? dir : "off",
 		    (unsigned long long)(o.spill_bytes >> 20),
-		    (unsigned long long)(ol_kve_max_block(s->eng) >> 10), o.writeback_ms);
+		    (unsigned long long)(ol_kve_max_block(s->eng) >> 10),
+		    o.strict ? "strict" : "async", o.writeback_ms);
 	return r;
 }
 

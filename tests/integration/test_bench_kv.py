@@ -147,7 +147,9 @@ def test_paced_kv_gets_against_daemon(s3_daemon):
 @needs_daemon
 def test_gets_of_a_key_set_larger_than_dram_come_from_nvme(openlaked):
     # 16 MiB DRAM tier, 2048 x 64 KiB = 128 MiB of keys, random gets: most must be NVMe hits
-    d = openlaked(drives=1, mode="kv", extra='dram_bytes = "16MiB"\nspill_bytes = "1GiB"\n')
+    # (strict: the fill outruns the disk; async would drop blocks, as a cache may)
+    d = openlaked(drives=1, mode="kv", extra='dram_bytes = "16MiB"\nspill_bytes = "1GiB"\n'
+                  'writeback = "strict"\n')
     r = cli("bench", "kv", "--nodes", d.kv_addr, "-w", "get", "-s", "64KiB", "-n", "2048",
             "-c", "4", "--ops", "400", "-d", "0", "--warmup", "0.2", "--json", "-q", timeout=120)
     assert r.returncode == 0, r.stderr

@@ -589,7 +589,9 @@ test_kill9_recovery(void)
 	char tpl[] = "/tmp/olkv-client-XXXXXX";
 	char *dir = mkdtemp(tpl);
 	struct child s;
-	ok(dir && spawn(&s, dir, 64, 100, 0) == 0, "server with NVMe tier, write-behind 100 ms");
+	/* DRAM holds every block: the write-behind is best effort (a block evicted before it is
+	 * written is dropped), and a slow sanitizer build writes slower than it puts */
+	ok(dir && spawn(&s, dir, 128, 100, 0) == 0, "server with NVMe tier, write-behind 100 ms");
 	const char *nodes[] = {s.addr};
 	struct ol_client *tcp = mk_client(nodes, 1, "tcp", "warm", 3000);
 	struct ol_client *loc = mk_client(nodes, 1, "local", "warm", 3000);
@@ -598,7 +600,7 @@ test_kill9_recovery(void)
 	struct blk *b = mk_blocks(n, 40000, len_mixed, 4);
 	blocks_op(tcp, 1, b, n / 2, 50, st, NULL);
 	blocks_op(loc, 1, b + n / 2, n / 2, 50, st + n / 2, NULL);
-	ok(count_ok(b, n, st, 0) == n, "put %zu blocks of 4..260 KiB (~50 MB, DRAM 64 MiB)", n);
+	ok(count_ok(b, n, st, 0) == n, "put %zu blocks of 4..260 KiB (~50 MB, DRAM 128 MiB)", n);
 	/* the write-behind bound is writeback_ms (100) plus the disk time of the backlog: wait
 	 * until the server reports every block on NVMe (slow sanitizer builds need longer) */
 	char json[8192];
