@@ -140,6 +140,8 @@ s3_bucket_exists(struct s3_req *r)
 		s3_error(r, OL_S3E_INVALID_BUCKET_NAME, NULL);
 		return false;
 	}
+	if (r->ba.loaded && r->ba.exists)
+		return true;
 	int64_t created;
 	int rc = ol_store_bucket_stat(r->srv->st, r->rt.bucket, &created);
 	if (rc == 0)
@@ -217,8 +219,11 @@ authenticate(struct s3_req *r)
 	    r->h->method, r->h->path, strlen(r->h->path), r->query, strlen(r->query), hs, n};
 	int rc = ol_sigv4_verify(&sr, r->srv->cfg->region, time(NULL), secret_for,
 				 (void *)r->srv->cfg, &r->auth);
-	if (rc == 0)
+	if (rc == 0 || rc == OL_SIGV4_ERR_MISSING) {
+		/* no signature at all: an anonymous request, which ACLs and policies judge */
+		s3_identity(r, rc != 0);
 		return 0;
+	}
 	bool pre = strstr(r->query, "X-Amz-Signature") != NULL;
 	enum ol_s3_err e = auth_err(rc, pre);
 	const char *msg = r->auth.message[0] ? r->auth.message : NULL;
@@ -272,7 +277,7 @@ refuse_sse(struct s3_req *r)
 static void
 dispatch(struct s3_req *r)
 {
-	if (refuse_sse(r))
+	if (refuse_sse(r) || !s3_access_check(r))
 		return;
 	if (!r->rt.bucket[0]) {
 		s3_service(r);
@@ -303,6 +308,7 @@ s3_handler(struct ol_http_req *h, void *arg)
 	if (!r.responded)
 		s3_error(&r, OL_S3E_INTERNAL, "no response");
 	ol_sigv4_result_fini(&r.auth);
+	s3_access_fini(&r);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	s3_metrics_record(
 	    r.op, r.status,
@@ -348,6 +354,7 @@ ol_s3_server_start(const struct ol_config *cfg, struct ol_store *st, struct ol_s
 	ol_info("s3: listening on %s (port %u), region %s", cfg->s3_addr,
 		ol_http_server_port(s->http), cfg->region);
 	ol_metrics_register(s3_metrics_render, s);
+	ol_metrics_register(s3_access_metrics_render, s);
 	*out = s;
 	return 0;
 }
@@ -364,6 +371,7 @@ ol_s3_server_stop(struct ol_s3_server *s)
 	if (!s)
 		return;
 	ol_metrics_unregister(s3_metrics_render, s);
+	ol_metrics_unregister(s3_access_metrics_render, s);
 	ol_http_server_stop(s->http);
 	ol_admin_set_store(NULL); /* cancels a running heal and waits for it */
 	free(s);

@@ -1,5 +1,6 @@
 /* s3/xmlparse.c - bounded expat parsers for S3 request bodies (Complete, Delete,
  * CreateBucketConfiguration). No DTDs, no entities beyond the predefined ones. */
+#include "s3/acl.h"
 #include "s3/s3util.h"
 
 #include <errno.h>
@@ -342,5 +343,110 @@ ol_s3_parse_create_bucket(const char *xml, size_t n, char *loc, size_t cap)
 	x->arg = &l;
 	int rc = xp_run(x, xml, n);
 	free(x);
+	return rc;
+}
+
+/* ---- AccessControlPolicy ---- */
+
+struct acl_ctx {
+	struct ol_acl *a;
+	char type; /* grantee kind of the current <Grant>, 0 none yet */
+	char id[OL_ACL_ID_MAX];
+	unsigned perm;
+	int err;
+};
+
+static int
+acl_grantee(struct acl_ctx *c, const char *leaf, const char *t, size_t n)
+{
+	bool known = strcmp(leaf, "ID") == 0 || strcmp(leaf, "URI") == 0 ||
+		     strcmp(leaf, "EmailAddress") == 0;
+	if (!known)
+		return 0; /* DisplayName and the like */
+	if (c->type) {
+		c->err = -EINVAL;
+		return -1;
+	}
+	if (strcmp(leaf, "ID") == 0) {
+		if (!ol_acl_id_ok(t, n)) {
+			c->err = -EINVAL;
+			return -1;
+		}
+		memcpy(c->id, t, n);
+		c->id[n] = '\0';
+		c->type = OL_ACL_USER;
+	} else if (strcmp(leaf, "URI") == 0) {
+		if (ol_acl_grantee_uri(t, n, &c->type) < 0) {
+			c->err = -EINVAL;
+			return -1;
+		}
+	} else if (strcmp(leaf, "EmailAddress") == 0) {
+		c->err = -ENOTSUP;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+acl_grant_end(struct acl_ctx *c)
+{
+	int rc;
+	if (!c->type || !c->perm) {
+		c->err = -EINVAL;
+		return -1;
+	}
+	rc = ol_acl_add(c->a, c->type, c->id, c->perm);
+	c->type = 0;
+	c->perm = 0;
+	c->id[0] = '\0';
+	if (rc < 0)
+		c->err = rc;
+	return rc < 0 ? -1 : 0;
+}
+
+static int
+acl_end(struct xp *x, const char *t, size_t n)
+{
+	struct acl_ctx *c = x->arg;
+	if (x->depth == 1)
+		return strcmp(x->path[0], "AccessControlPolicy") == 0 ? 0 : -1;
+	if (at(x, 3, "AccessControlPolicy", "Owner", "ID")) {
+		if (n && !ol_acl_id_ok(t, n))
+			return -1;
+		memcpy(c->a->owner, t, n);
+		c->a->owner[n] = '\0';
+		return 0;
+	}
+	if (at(x, 5, "AccessControlPolicy", "AccessControlList", "Grant") &&
+	    strcmp(x->path[3], "Grantee") == 0)
+		return acl_grantee(c, x->path[4], t, n);
+	if (at(x, 4, "AccessControlPolicy", "AccessControlList", "Grant") &&
+	    strcmp(x->path[3], "Permission") == 0) {
+		while (n && (t[n - 1] == ' ' || t[n - 1] == '\n' || t[n - 1] == '\r'))
+			n--;
+		while (n && (*t == ' ' || *t == '\n' || *t == '\r'))
+			t++, n--;
+		c->perm = ol_acl_perm_parse(t, n);
+		if (!c->perm)
+			c->err = -EINVAL;
+		return c->perm ? 0 : -1;
+	}
+	if (at(x, 3, "AccessControlPolicy", "AccessControlList", "Grant"))
+		return acl_grant_end(c);
+	return 0;
+}
+
+int
+ol_acl_parse_xml(const char *xml, size_t n, struct ol_acl *a)
+{
+	struct acl_ctx c = {.a = a};
+	struct xp *x = ol_xcalloc(1, sizeof(*x));
+	memset(a, 0, sizeof(*a));
+	x->on_end = acl_end;
+	x->arg = &c;
+	int rc = xp_run(x, xml, n);
+	free(x);
+	if (rc < 0 && c.err)
+		rc = c.err;
 	return rc;
 }

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "s3/acl.h"
 #include "s3/s3util.h"
 #include "tap.h"
 
@@ -284,9 +285,82 @@ test_meta(void)
 	ol_s3_buf_free(&b);
 }
 
+static void
+test_acl(void)
+{
+	struct ol_acl a, b;
+	struct ol_s3_buf x = {0};
+	ok(ol_acl_canned(&a, "public-read", "alice", NULL) == 0 && a.n == 2, "canned public-read");
+	ok(ol_acl_perms(&a, NULL) == OL_ACL_READ, "anonymous reads public-read");
+	ok(ol_acl_perms(&a, "alice") == OL_ACL_FULL, "owner has full control");
+	ok(ol_acl_canned(&a, "authenticated-read", "alice", NULL) == 0 &&
+	       ol_acl_perms(&a, NULL) == 0 && ol_acl_perms(&a, "bob") == OL_ACL_READ,
+	   "authenticated-read: users, not anonymous");
+	ok(ol_acl_canned(&a, "bucket-owner-full-control", "bob", "alice") == 0 &&
+	       ol_acl_perms(&a, "alice") == OL_ACL_FULL,
+	   "bucket-owner-full-control grants the bucket owner");
+	ok(ol_acl_canned(&a, "nope", "alice", NULL) == -EINVAL, "unknown canned ACL refused");
+	memset(&a, 0, sizeof(a));
+	strcpy(a.owner, "alice");
+	ok(ol_acl_add_header(
+	       &a, OL_ACL_READ,
+	       "id=\"bob\", uri=\"http://acs.amazonaws.com/groups/global/AllUsers\"") == 0 &&
+	       a.n == 2,
+	   "grant header with two grantees");
+	ok(ol_acl_add_header(&a, OL_ACL_READ, "emailAddress=\"x@y\"") == -ENOTSUP,
+	   "e-mail grantee is not resolvable");
+	ok(ol_acl_add_header(&a, OL_ACL_READ, "id=\"a b\"") == -EINVAL, "bad id refused");
+	ok(ol_acl_add_header(&a, OL_ACL_READ, "uri=\"http://x/\"") == -EINVAL, "bad uri refused");
+	ol_acl_encode(&a, &x);
+	ok(ol_acl_decode(x.p, x.len, &b) == 0 && b.n == a.n && strcmp(b.owner, "alice") == 0 &&
+	       ol_acl_perms(&b, "bob") == OL_ACL_READ,
+	   "stored form round-trips");
+	ok(ol_acl_decode("alice Zfbob", 11, &b) < 0 && ol_acl_decode("alice U", 7, &b) < 0 &&
+	       ol_acl_decode("alice A1x", 9, &b) < 0,
+	   "bad stored forms refused");
+	ol_s3_buf_free(&x);
+	ol_acl_xml(&a, &x);
+	ok(ol_acl_parse_xml(x.p, x.len, &b) == 0 && b.n == 2 && strcmp(b.owner, "alice") == 0 &&
+	       ol_acl_perms(&b, NULL) == OL_ACL_READ,
+	   "AccessControlPolicy document round-trips");
+	ol_s3_buf_free(&x);
+	const char *bad = "<AccessControlPolicy><AccessControlList><Grant><Grantee><ID>bob</ID>"
+			  "</Grantee><Permission>ALL</Permission></Grant></AccessControlList>"
+			  "</AccessControlPolicy>";
+	ok(ol_acl_parse_xml(bad, strlen(bad), &b) == -EINVAL, "unknown permission is -EINVAL");
+	const char *mail = "<AccessControlPolicy><AccessControlList><Grant><Grantee><EmailAddress>"
+			   "a@b</EmailAddress></Grantee><Permission>READ</Permission></Grant>"
+			   "</AccessControlList></AccessControlPolicy>";
+	ok(ol_acl_parse_xml(mail, strlen(mail), &b) == -ENOTSUP, "e-mail grantee is -ENOTSUP");
+	ok(ol_acl_parse_xml("<x/>", 4, &b) == -EBADMSG, "wrong root is malformed");
+}
+
+static void
+test_attrs(void)
+{
+	struct ol_s3_buf a = {0}, b = {0};
+	const char *v;
+	ol_s3_attr_set(&a, NULL, 0, "owner", "alice", 5);
+	ol_s3_attr_set(&b, a.p, a.len, "policy", "{\n}", 3);
+	ok(ol_s3_attr_get(b.p, b.len, "owner", &v) == 5 && memcmp(v, "alice", 5) == 0 &&
+	       ol_s3_attr_get(b.p, b.len, "policy", &v) == 3 && memcmp(v, "{\n}", 3) == 0,
+	   "attrs set and get (values may hold newlines)");
+	ol_s3_buf_free(&a);
+	ol_s3_attr_set(&a, b.p, b.len, "owner", NULL, -1);
+	ok(ol_s3_attr_get(a.p, a.len, "owner", &v) == -ENOENT &&
+	       ol_s3_attr_get(a.p, a.len, "policy", &v) == 3,
+	   "attr removed, others kept");
+	ok(ol_s3_attr_get("owner=99:x\n", 11, "owner", &v) == -ENOENT, "truncated attr refused");
+	ok(ol_s3_attr_get("", 0, "owner", &v) == -ENOENT, "empty blob (old bucket record)");
+	ol_s3_buf_free(&a);
+	ol_s3_buf_free(&b);
+}
+
 int
 main(void)
 {
+	test_acl();
+	test_attrs();
 	test_route();
 	test_query();
 	test_counts();
