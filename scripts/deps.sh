@@ -5,7 +5,7 @@ set -euo pipefail
 PKGS=(
   # build
   build-essential pkg-config meson ninja-build clang
-  liburing-dev libisal-dev liblmdb-dev libexpat1-dev libssl-dev libxxhash-dev libzstd-dev liblz4-dev
+  liburing-dev libisal-dev liblmdb-dev libexpat1-dev libssl-dev libxxhash-dev libjansson-dev libzstd-dev liblz4-dev
   # tests: real S3 clients and Python
   python3 python3-pytest python3-boto3 python3-numpy python3-torch python3-prometheus-client python3-setuptools python3-pip
   awscli s3cmd rclone curl ca-certificates procps iproute2

@@ -189,7 +189,7 @@ static const struct act_row bucket_acts[] = {
     {'G', "versioning", {"s3:GetBucketVersioning", 0, false}},
     {'G', "uploads", {"s3:ListBucketMultipartUploads", OL_ACL_READ, false}},
     {'G', "versions", {"s3:ListBucketVersions", OL_ACL_READ, false}},
-    {'p', "delete", {"s3:DeleteObject", OL_ACL_WRITE, false}},
+    {'p', "delete", {"s3:DeleteObject", OL_ACL_WRITE, true}}, /* per key: s3_key_delete_ok */
     {'G', NULL, {"s3:ListBucket", OL_ACL_READ, false}},
     {'H', NULL, {"s3:ListBucket", OL_ACL_READ, false}},
     {'D', NULL, {"s3:DeleteBucket", 0, false}},
@@ -566,4 +566,26 @@ out:
 	if (!r->has_req_acl)
 		s3_body_fini(&b);
 	return ret;
+}
+
+bool
+s3_public_policy_blocked(struct s3_req *r, bool is_public)
+{
+	(void)r;
+	(void)is_public;
+	return false;
+}
+
+bool
+s3_key_delete_ok(struct s3_req *r, const char *key, size_t key_len)
+{
+	if (r->admin)
+		return decide(r, WHY_ADMIN);
+	int pol = s3_policy_verdict_key(r, "s3:DeleteObject", key, key_len);
+	if (pol < 0)
+		return decide(r, WHY_POLICY_DENY);
+	if (pol > 0)
+		return decide(r, WHY_POLICY_ALLOW);
+	r->pol = 0;
+	return bucket_decision(r);
 }

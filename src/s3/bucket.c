@@ -222,10 +222,11 @@ delete_result(struct s3_req *r, const struct ol_s3_delete_req *d, const int *rcs
 			ol_s3_buf_adds(&x, "</Deleted>");
 			continue;
 		}
-		const char *code = rc == -EINVAL  ? "InvalidArgument"
-				   : rc == -EIO	  ? "ServiceUnavailable"
-				   : rc == -ENXIO ? "NoSuchBucket"
-						  : "InternalError";
+		const char *code = rc == -EACCES   ? "AccessDenied"
+				   : rc == -EINVAL ? "InvalidArgument"
+				   : rc == -EIO	   ? "ServiceUnavailable"
+				   : rc == -ENXIO  ? "NoSuchBucket"
+						   : "InternalError";
 		ol_s3_buf_adds(&x, "<Error>");
 		ol_s3_xml_elemn(&x, "Key", d->keys[i], d->key_lens[i]);
 		ol_s3_xml_elem(&x, "Code", code);
@@ -279,7 +280,9 @@ delete_objects(struct s3_req *r)
 	}
 	rcs = ol_xcalloc(d.n_keys, sizeof(int));
 	for (unsigned i = 0; i < d.n_keys; i++)
-		rcs[i] = ol_store_delete(r->srv->st, r->rt.bucket, d.keys[i], d.key_lens[i]);
+		rcs[i] = s3_key_delete_ok(r, d.keys[i], d.key_lens[i])
+			     ? ol_store_delete(r->srv->st, r->rt.bucket, d.keys[i], d.key_lens[i])
+			     : -EACCES;
 	delete_result(r, &d, rcs);
 out:
 	free(rcs);
@@ -293,26 +296,15 @@ out:
 static bool
 not_implemented_sub(struct s3_req *r)
 {
-	static const char *const subs[] = {"policy",
-					   "policyStatus",
-					   "lifecycle",
-					   "cors",
-					   "encryption",
-					   "tagging",
-					   "logging",
-					   "notification",
-					   "replication",
-					   "website",
-					   "object-lock",
-					   "accelerate",
-					   "analytics",
-					   "inventory",
-					   "metrics",
-					   "ownershipControls",
-					   "publicAccessBlock",
-					   "intelligent-tiering",
-					   "requestPayment",
-					   "versions",
+	static const char *const subs[] = {"lifecycle",		"cors",
+					   "encryption",	"tagging",
+					   "logging",		"notification",
+					   "replication",	"website",
+					   "object-lock",	"accelerate",
+					   "analytics",		"inventory",
+					   "metrics",		"ownershipControls",
+					   "publicAccessBlock", "intelligent-tiering",
+					   "requestPayment",	"versions",
 					   "versioning"};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		if (ol_s3_query_has(r->query, subs[i])) {
@@ -332,6 +324,10 @@ bucket_get(struct s3_req *r)
 		get_versioning(r);
 	else if (ol_s3_query_has(r->query, "acl"))
 		get_bucket_acl(r);
+	else if (ol_s3_query_has(r->query, "policyStatus"))
+		s3_get_policy_status(r);
+	else if (ol_s3_query_has(r->query, "policy"))
+		s3_get_policy(r);
 	else if (ol_s3_query_has(r->query, "uploads"))
 		s3_mpu_list(r);
 	else if (ol_s3_query_has(r->query, "versions"))
@@ -359,6 +355,9 @@ s3_bucket(struct s3_req *r)
 		if (ol_s3_query_has(r->query, "acl")) {
 			if (s3_bucket_exists(r))
 				put_bucket_acl(r);
+		} else if (ol_s3_query_has(r->query, "policy")) {
+			if (s3_bucket_exists(r))
+				s3_put_policy(r);
 		} else if (!not_implemented_sub(r)) {
 			create_bucket(r);
 		}
@@ -375,7 +374,9 @@ s3_bucket(struct s3_req *r)
 	} else if (strcmp(m, "GET") == 0) {
 		bucket_get(r);
 	} else if (strcmp(m, "DELETE") == 0) {
-		if (!not_implemented_sub(r))
+		if (ol_s3_query_has(r->query, "policy"))
+			s3_delete_policy(r);
+		else if (!not_implemented_sub(r))
 			delete_bucket(r);
 	} else if (strcmp(m, "POST") == 0 && ol_s3_query_has(r->query, "delete")) {
 		delete_objects(r);

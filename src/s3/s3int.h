@@ -127,6 +127,8 @@ void s3_meta_add_owner(struct s3_req *r, struct ol_s3_buf *meta);
 bool s3_source_access(struct s3_req *r, const char *sb, const char *sk, size_t skl,
 		      const void *meta, size_t meta_len);
 void s3_access_fini(struct s3_req *r);
+/* DeleteObjects: may the requester delete this key of the bucket? (logged and counted) */
+bool s3_key_delete_ok(struct s3_req *r, const char *key, size_t key_len);
 /* Is id a configured user (or "admin")? */
 bool s3_user_known(const struct s3_req *r, const char *id);
 /* The ACL a PUT ?acl asks for: its x-amz-acl / x-amz-grant-* headers, else its
@@ -135,6 +137,15 @@ int s3_acl_from_request(struct s3_req *r, const char *owner, struct ol_acl *out)
 /* policy.c: the loaded bucket's policy for action on the request's resource:
  * 1 allowed, -1 explicitly denied, 0 not mentioned (no policy). */
 int s3_policy_verdict(struct s3_req *r, const char *action);
+/* The same for another key of the request's bucket (DeleteObjects). */
+int s3_policy_verdict_key(struct s3_req *r, const char *action, const char *key, size_t key_len);
+/* Bucket policy handlers (the bucket is loaded and the access checked). */
+void s3_put_policy(struct s3_req *r);
+void s3_get_policy(struct s3_req *r);
+void s3_delete_policy(struct s3_req *r);
+void s3_get_policy_status(struct s3_req *r);
+/* Public access block: PUT of a public policy refused (true: 403 AccessDenied sent). */
+bool s3_public_policy_blocked(struct s3_req *r, bool is_public);
 void s3_access_metrics_render(struct ol_strbuf *out, void *arg);
 
 /* metrics.c */

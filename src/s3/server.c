@@ -40,7 +40,10 @@ s3_send(struct s3_req *r, int status, const struct ol_http_header *hin, size_t n
 	for (size_t i = 0; i < nin && n < 44; i++)
 		h[n++] = hin[i];
 	n = s3_common_headers(r, h, n);
-	if (len)
+	bool typed = false;
+	for (size_t i = 0; i < nin; i++)
+		typed |= strcasecmp(hin[i].name, "Content-Type") == 0;
+	if (len && !typed)
 		h[n++] = (struct ol_http_header){"Content-Type", "application/xml"};
 	r->status = status;
 	r->responded = true;

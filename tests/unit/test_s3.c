@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "s3/acl.h"
+#include "s3/bpolicy.h"
 #include "s3/s3util.h"
 #include "tap.h"
 
@@ -356,9 +357,102 @@ test_attrs(void)
 	ol_s3_buf_free(&b);
 }
 
+static const char *
+pkey(const char *name, void *arg)
+{
+	const char *const *kv = arg;
+	for (; kv && kv[0]; kv += 2)
+		if (strcmp(kv[0], name) == 0)
+			return kv[1];
+	return NULL;
+}
+
+static int
+peval(const struct ol_policy *p, const char *user, const char *action, const char *res,
+      const char **kv)
+{
+	struct ol_policy_req q = {user, action, res, pkey, (void *)kv};
+	return ol_policy_eval(p, &q);
+}
+
+static void
+test_policy(void)
+{
+	struct ol_policy *p;
+	char msg[160];
+	const char *doc =
+	    "{\"Version\":\"2012-10-17\",\"Statement\":["
+	    "{\"Effect\":\"Allow\",\"Principal\":\"*\",\"Action\":\"s3:GetObject\","
+	    "\"Resource\":\"arn:aws:s3:::b/pub/*\"},"
+	    "{\"Effect\":\"Allow\",\"Principal\":{\"AWS\":\"arn:aws:iam:::user/bob\"},"
+	    "\"Action\":[\"s3:List*\",\"s3:PutObject\"],\"Resource\":[\"arn:aws:s3:::b\","
+	    "\"arn:aws:s3:::b/bob/*\"],\"Condition\":{\"StringLike\":{\"s3:prefix\":"
+	    "\"bob/*\"},\"IpAddress\":{\"aws:SourceIp\":\"127.0.0.0/8\"}}},"
+	    "{\"Effect\":\"Deny\",\"Principal\":\"*\",\"Action\":\"s3:*\","
+	    "\"Resource\":\"arn:aws:s3:::b/pub/secret*\"},"
+	    "{\"Effect\":\"Allow\",\"Principal\":{\"AWS\":\"carol\"},\"Action\":"
+	    "\"s3:ListBucket\",\"Resource\":\"arn:aws:s3:::b\",\"Condition\":"
+	    "{\"NumericLessThanEquals\":{\"s3:max-keys\":\"10\"}}}]}";
+	ok(ol_policy_parse(doc, strlen(doc), "b", &p, msg, sizeof(msg)) == 0, "policy parses: %s",
+	   msg);
+	const char *local[] = {"aws:sourceip", "127.0.0.1", "s3:prefix", "bob/x", NULL};
+	const char *remote[] = {"aws:sourceip", "10.0.0.1", "s3:prefix", "bob/x", NULL};
+	const char *keys5[] = {"s3:max-keys", "5", NULL};
+	const char *keys50[] = {"s3:max-keys", "50", NULL};
+	ok(peval(p, NULL, "s3:GetObject", "arn:aws:s3:::b/pub/a", NULL) == 1,
+	   "anonymous GET of pub/* allowed");
+	ok(peval(p, NULL, "s3:GetObject", "arn:aws:s3:::b/priv/a", NULL) == 0,
+	   "outside the resource: no verdict");
+	ok(peval(p, NULL, "s3:PutObject", "arn:aws:s3:::b/pub/a", NULL) == 0,
+	   "another action: no verdict");
+	ok(peval(p, "alice", "s3:GetObject", "arn:aws:s3:::b/pub/secret.txt", NULL) == -1,
+	   "explicit deny wins over allow");
+	ok(peval(p, "bob", "s3:ListBucket", "arn:aws:s3:::b", local) == 1,
+	   "bob lists with prefix from 127/8");
+	ok(peval(p, "bob", "s3:ListBucket", "arn:aws:s3:::b", remote) == 0,
+	   "aws:SourceIp outside the range");
+	ok(peval(p, "bob", "s3:ListBucket", "arn:aws:s3:::b", NULL) == 0,
+	   "condition keys absent: no match");
+	ok(peval(p, "alice", "s3:ListBucket", "arn:aws:s3:::b", local) == 0,
+	   "principal names bob only");
+	ok(peval(p, "bob", "S3:putobject", "arn:aws:s3:::b/bob/k", local) == 1,
+	   "actions are case-insensitive");
+	ok(peval(p, "carol", "s3:ListBucket", "arn:aws:s3:::b", keys5) == 1 &&
+	       peval(p, "carol", "s3:ListBucket", "arn:aws:s3:::b", keys50) == 0,
+	   "numeric condition");
+	ok(ol_policy_is_public(p), "principal * without narrowing is public");
+	ol_policy_free(p);
+	static const char *const bad[] = {
+	    "",
+	    "[1]",
+	    "{\"Statement\":[]}",
+	    "{\"Statement\":{\"Effect\":\"Maybe\",\"Principal\":\"*\",\"Action\":\"s3:*\","
+	    "\"Resource\":\"*\"}}",
+	    "{\"Statement\":{\"Effect\":\"Allow\",\"Principal\":\"*\",\"Action\":\"s3:*\","
+	    "\"Resource\":\"arn:aws:s3:::other/*\"}}",
+	    "{\"Statement\":{\"Effect\":\"Allow\",\"Principal\":\"*\",\"Action\":\"ec2:*\","
+	    "\"Resource\":\"*\"}}",
+	    "{\"Statement\":{\"Effect\":\"Allow\",\"Principal\":\"*\",\"Action\":\"s3:*\","
+	    "\"Resource\":\"*\",\"Condition\":{\"Foo\":{\"a:b\":\"c\"}}}}",
+	    "{\"Statement\":{\"Effect\":\"Allow\",\"Action\":\"s3:*\",\"Resource\":\"*\"}}",
+	    "{\"Version\":\"1999\",\"Statement\":{\"Effect\":\"Allow\",\"Principal\":\"*\","
+	    "\"Action\":\"s3:*\",\"Resource\":\"*\"}}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		p = NULL;
+		ok(ol_policy_parse(bad[i], strlen(bad[i]), "b", &p, msg, sizeof(msg)) == -EINVAL &&
+		       !p && msg[0],
+		   "malformed policy %zu refused: %s", i, msg);
+	}
+	ok(ol_policy_glob("a*b?c", "axxbyc", false) && !ol_policy_glob("a*b?c", "axxbc", false) &&
+	       ol_policy_glob("*", "", false) && ol_policy_glob("S3:Get*", "s3:getobject", true),
+	   "glob");
+}
+
 int
 main(void)
 {
+	test_policy();
 	test_acl();
 	test_attrs();
 	test_route();
