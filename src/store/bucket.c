@@ -195,6 +195,27 @@ ol_store_bucket_get(struct ol_store *st, const char *bucket, int64_t *created_ns
 }
 
 int
+ol_store_bucket_attrs(struct ol_store *st, const char *bucket, void **out, size_t *len)
+{
+	struct ol_reads r;
+	struct bvote v = {0};
+	int ok;
+
+	*out = NULL;
+	*len = 0;
+	ol_reads_get(st, OL_META_BUCKETS, bucket, strlen(bucket), NULL, &r);
+	ok = bucket_votes(st, (const void *const *)r.raw, r.len, &v);
+	if (ok) {
+		*out = ol_xmalloc(v.alen + 1);
+		memcpy(*out, v.attrs, v.alen);
+		((char *)*out)[v.alen] = '\0';
+		*len = v.alen;
+	}
+	ol_reads_free(&r);
+	return ok ? 0 : -ENOENT;
+}
+
+int
 ol_store_bucket_stat(struct ol_store *st, const char *bucket, int64_t *created_ns)
 {
 	return ol_store_bucket_get(st, bucket, created_ns, NULL, 0, NULL);

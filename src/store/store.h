@@ -64,6 +64,9 @@ int ol_store_bucket_create_attrs(struct ol_store *st, const char *bucket, const 
  * NULL); created_ns may be NULL. -ENOENT. */
 int ol_store_bucket_get(struct ol_store *st, const char *bucket, int64_t *created_ns, void *buf,
 			size_t cap, size_t *len);
+/* The attrs as a malloc'd copy (*out, NUL-terminated beyond *len; the caller frees), in one
+ * read. -ENOENT (then *out is NULL). */
+int ol_store_bucket_attrs(struct ol_store *st, const char *bucket, void **out, size_t *len);
 /* Replace the attrs (creation time kept). -ENOENT, -EINVAL, -EIO. */
 int ol_store_bucket_set_attrs(struct ol_store *st, const char *bucket, const void *attrs,
 			      size_t len);
