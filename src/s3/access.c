@@ -111,22 +111,16 @@ void
 s3_bucket_load(struct s3_req *r)
 {
 	struct s3_bucket_attrs *ba = &r->ba;
+	void *blob = NULL;
 	size_t len = 0;
-	char small[512];
 	if (ba->loaded)
 		return;
 	ba->loaded = true;
-	int rc = ol_store_bucket_get(r->srv->st, r->rt.bucket, NULL, small, sizeof(small), &len);
-	if (rc == 0 && len > sizeof(small)) {
-		ba->blob = ol_xmalloc(len);
-		rc = ol_store_bucket_get(r->srv->st, r->rt.bucket, NULL, ba->blob, len, &len);
-	} else if (rc == 0) {
-		ba->blob = ol_xmalloc(len ? len : 1);
-		memcpy(ba->blob, small, len);
-	}
+	int rc = ol_store_bucket_attrs(r->srv->st, r->rt.bucket, &blob, &len);
 	ba->exists = rc == 0;
 	ba->rc = rc;
-	ba->blob_len = rc == 0 ? len : 0;
+	ba->blob = blob;
+	ba->blob_len = len;
 	attrs_parse(r);
 }
 
@@ -139,8 +133,20 @@ s3_bucket_owner(const struct s3_req *r)
 int
 s3_bucket_attr_store(struct s3_req *r, const char *name, const char *val, long vl)
 {
-	struct ol_s3_buf b = {0};
-	ol_s3_attr_set(&b, r->ba.blob, r->ba.blob_len, name, val, vl);
+	return s3_bucket_attr_store2(r, name, val, vl, NULL, NULL, -1);
+}
+
+int
+s3_bucket_attr_store2(struct s3_req *r, const char *name, const char *val, long vl,
+		      const char *name2, const char *val2, long vl2)
+{
+	struct ol_s3_buf b = {0}, t = {0};
+	ol_s3_attr_set(&t, r->ba.blob, r->ba.blob_len, name, val, vl);
+	if (name2)
+		ol_s3_attr_set(&b, t.p, t.len, name2, val2, vl2);
+	else
+		b = t, t = (struct ol_s3_buf){0};
+	ol_s3_buf_free(&t);
 	int rc = ol_store_bucket_set_attrs(r->srv->st, r->rt.bucket, b.p ? b.p : "", b.len);
 	if (rc == 0) {
 		free(r->ba.blob);

@@ -12,89 +12,100 @@
 #include "base/log.h"
 #include "s3/bpolicy.h"
 
-/* ---- cache of parsed policies, keyed by (bucket, text) ---- */
+/* ---- per-thread cache of parsed policies ----
+ * Keyed by (bucket, policy id): the id is a hash of the document computed once when it is
+ * stored, so a lookup compares a few bytes, takes no lock and parses nothing. Each request
+ * thread keeps its own few entries (freed when the thread ends). */
 
-#define PCACHE 64
+#define PCACHE 8
 
 struct pentry {
-	uint64_t hash;
-	char *text; /* bucket '\0' policy */
-	size_t len;
+	char bucket[64];
+	char id[24];
 	struct ol_policy *p;
-	unsigned refs;
+	unsigned long long used;
 };
 
-static struct pentry pcache[PCACHE];
-static pthread_mutex_t pcache_lock = PTHREAD_MUTEX_INITIALIZER;
+struct pcache {
+	struct pentry e[PCACHE];
+	unsigned long long tick;
+};
 
-static uint64_t
-fnv(const char *a, size_t an, const char *b, size_t bn)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < an; i++)
-		h = (h ^ (uint8_t)a[i]) * 1099511628211ull;
-	h = (h ^ 0) * 1099511628211ull;
-	for (size_t i = 0; i < bn; i++)
-		h = (h ^ (uint8_t)b[i]) * 1099511628211ull;
-	return h;
-}
+static pthread_key_t pcache_key;
+static pthread_once_t pcache_once = PTHREAD_ONCE_INIT;
 
-static bool
-pentry_is(const struct pentry *e, uint64_t h, const char *bucket, size_t bl, const char *t,
-	  size_t n)
+static void
+pcache_free(void *arg)
 {
-	return e->p && e->hash == h && e->len == bl + 1 + n &&
-	       memcmp(e->text, bucket, bl + 1) == 0 && memcmp(e->text + bl + 1, t, n) == 0;
-}
-
-/* The parsed policy (held: release with policy_put), or NULL when it does not parse. */
-static struct ol_policy *
-policy_get(const char *bucket, const char *text, size_t n, int *slot)
-{
-	size_t bl = strlen(bucket);
-	uint64_t h = fnv(bucket, bl, text, n);
-	struct pentry *e = &pcache[h % PCACHE];
-	struct ol_policy *p = NULL;
-	char msg[8];
-	pthread_mutex_lock(&pcache_lock);
-	if (pentry_is(e, h, bucket, bl, text, n)) {
-		e->refs++;
-		*slot = (int)(h % PCACHE);
-		p = e->p;
-	}
-	pthread_mutex_unlock(&pcache_lock);
-	if (p)
-		return p;
-	if (ol_policy_parse(text, n, bucket, &p, msg, 0) < 0)
-		return NULL;
-	*slot = -1;
-	pthread_mutex_lock(&pcache_lock);
-	if (e->refs == 0) {
-		ol_policy_free(e->p);
-		free(e->text);
-		e->text = ol_xmalloc(bl + 1 + n);
-		memcpy(e->text, bucket, bl + 1);
-		memcpy(e->text + bl + 1, text, n);
-		e->len = bl + 1 + n;
-		e->hash = h;
-		e->p = p;
-		e->refs = 1;
-		*slot = (int)(h % PCACHE);
-	}
-	pthread_mutex_unlock(&pcache_lock);
-	return p;
+	struct pcache *c = arg;
+	for (int i = 0; i < PCACHE; i++)
+		ol_policy_free(c->e[i].p);
+	free(c);
 }
 
 static void
-policy_put(struct ol_policy *p, int slot)
+pcache_init(void)
 {
-	if (slot < 0) {
-		ol_policy_free(p);
-		return;
+	if (pthread_key_create(&pcache_key, pcache_free) != 0)
+		ol_die("s3: pthread_key_create failed");
+}
+
+static uint64_t
+fnv(const char *s, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+	return h;
+}
+
+/* Policy id of a document: its length and hash, as stored beside it. */
+static void
+policy_id(const char *text, size_t n, char out[24])
+{
+	snprintf(out, 24, "%zx-%016llx", n & 0xffff, (unsigned long long)fnv(text, n));
+}
+
+/* The parsed policy of the loaded bucket (owned by the thread's cache), or NULL. */
+static struct ol_policy *
+policy_get(struct s3_req *r, const char *text, size_t n)
+{
+	const char *idv;
+	char id[24];
+	long il = ol_s3_attr_get(r->ba.blob, r->ba.blob_len, "policy-id", &idv);
+	if (il > 0 && (size_t)il < sizeof(id)) {
+		memcpy(id, idv, (size_t)il);
+		id[il] = '\0';
+	} else {
+		policy_id(text, n, id);
 	}
-	pthread_mutex_lock(&pcache_lock);
-	pcache[slot].refs--;
-	pthread_mutex_unlock(&pcache_lock);
+	pthread_once(&pcache_once, pcache_init);
+	struct pcache *c = pthread_getspecific(pcache_key);
+	if (!c) {
+		c = ol_xcalloc(1, sizeof(*c));
+		pthread_setspecific(pcache_key, c);
+	}
+	struct pentry *victim = &c->e[0];
+	c->tick++;
+	for (int i = 0; i < PCACHE; i++) {
+		struct pentry *e = &c->e[i];
+		if (e->p && strcmp(e->id, id) == 0 && strcmp(e->bucket, r->rt.bucket) == 0) {
+			e->used = c->tick;
+			return e->p;
+		}
+		if (!e->p || e->used < victim->used)
+			victim = e;
+	}
+	struct ol_policy *p;
+	char msg[8];
+	if (ol_policy_parse(text, n, r->rt.bucket, &p, msg, 0) < 0)
+		return NULL;
+	ol_policy_free(victim->p);
+	victim->p = p;
+	victim->used = c->tick;
+	snprintf(victim->bucket, sizeof(victim->bucket), "%s", r->rt.bucket);
+	memcpy(victim->id, id, sizeof(id));
+	return p;
 }
 
 /* ---- condition keys ---- */
@@ -195,26 +206,23 @@ s3_policy_verdict_key(struct s3_req *r, const char *action, const char *key, siz
 {
 	const char *text;
 	long n = ol_s3_attr_get(r->ba.blob, r->ba.blob_len, "policy", &text);
-	int slot = -1, v;
+	int v;
 	if (n <= 0)
 		return 0;
-	struct ol_policy *p = policy_get(r->rt.bucket, text, (size_t)n, &slot);
+	struct ol_policy *p = policy_get(r, text, (size_t)n);
 	if (!p)
 		return 0;
-	struct keyctx *k = ol_xmalloc(sizeof(*k));
-	char *res = ol_xmalloc(32 + strlen(r->rt.bucket) + OL_S3_MAX_KEY);
+	struct keyctx k;
+	char res[16 + sizeof(r->rt.bucket) + OL_S3_MAX_KEY];
 	res_arn(res, r->rt.bucket, key, object_action(action) ? key_len : 0);
-	k->r = r;
-	struct ol_policy_req q = {r->user, action, res, key_value, k};
+	k.r = r;
+	struct ol_policy_req q = {r->user, action, res, key_value, &k};
 	v = ol_policy_eval(p, &q);
 	ol_debug("s3 %s policy of %s: %s on %s by %s -> %s", r->reqid, r->rt.bucket, action, res,
 		 r->user ? r->user : "(anonymous)",
 		 v > 0	 ? "allow"
 		 : v < 0 ? "deny"
 			 : "no match");
-	policy_put(p, slot);
-	free(res);
-	free(k);
 	return v;
 }
 
@@ -257,7 +265,10 @@ s3_put_policy(struct s3_req *r)
 	}
 	if (s3_public_policy_blocked(r, ol_policy_is_public(p)))
 		goto out;
-	int rc = s3_bucket_attr_store(r, "policy", body, (long)len);
+	char id[24];
+	policy_id(body, len, id);
+	int rc =
+	    s3_bucket_attr_store2(r, "policy", body, (long)len, "policy-id", id, (long)strlen(id));
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
@@ -288,7 +299,7 @@ void
 s3_delete_policy(struct s3_req *r)
 {
 	r->op = "DeleteBucketPolicy";
-	int rc = s3_bucket_attr_store(r, "policy", NULL, -1);
+	int rc = s3_bucket_attr_store2(r, "policy", NULL, -1, "policy-id", NULL, -1);
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		return;

@@ -110,6 +110,9 @@ void s3_bucket_load(struct s3_req *r);
 const char *s3_bucket_owner(const struct s3_req *r);
 /* Store the loaded bucket's attrs with name set to val (vl < 0: removed). 0 or -errno. */
 int s3_bucket_attr_store(struct s3_req *r, const char *name, const char *val, long vl);
+/* Two attrs in one record write (name2 may be NULL). */
+int s3_bucket_attr_store2(struct s3_req *r, const char *name, const char *val, long vl,
+			  const char *name2, const char *val2, long vl2);
 /* Classify the request, evaluate the bucket policy and check what can be checked before the
  * object is read. false with the error sent (AccessDenied, NoSuchBucket, 400 for bad ACL
  * headers). */
