@@ -99,6 +99,10 @@ attrs_parse(struct s3_req *r)
 	if (n <= 0 || ol_acl_decode(v, (size_t)n, &ba->acl) < 0 || !ba->acl.owner[0])
 		ol_acl_canned(&ba->acl, "private", owner, NULL);
 	snprintf(ba->acl.owner, sizeof(ba->acl.owner), "%s", owner);
+	memset(&ba->pab, 0, sizeof(ba->pab));
+	n = ol_s3_attr_get(ba->blob, ba->blob_len, "pab", &v);
+	if (n > 0)
+		ol_pab_decode(v, (size_t)n, &ba->pab);
 	n = ol_s3_attr_get(ba->blob, ba->blob_len, "ownership", &v);
 	ba->ownership[0] = '\0';
 	if (n > 0 && (size_t)n < sizeof(ba->ownership)) {
@@ -240,6 +244,67 @@ classify(struct s3_req *r)
 	}
 }
 
+/* ---- public access block ---- */
+
+static bool
+acl_public(const struct ol_acl *a)
+{
+	for (unsigned i = 0; i < a->n; i++)
+		if (a->g[i].type == OL_ACL_ALL_USERS || a->g[i].type == OL_ACL_AUTH_USERS)
+			return true;
+	return false;
+}
+
+/* What an ACL gives the requester, public grants left out under IgnorePublicAcls. */
+static unsigned
+acl_perms(const struct s3_req *r, const struct ol_acl *a)
+{
+	if (!r->ba.pab.ignore_public_acls || !acl_public(a))
+		return ol_acl_perms(a, r->user);
+	struct ol_acl *p = ol_xmalloc(sizeof(*p));
+	*p = *a;
+	p->n = 0;
+	for (unsigned i = 0; i < a->n; i++)
+		if (a->g[i].type == OL_ACL_USER)
+			p->g[p->n++] = a->g[i];
+	unsigned perms = ol_acl_perms(p, r->user);
+	free(p);
+	return perms;
+}
+
+/* BlockPublicAcls: a public ACL in a request is refused (true: 403 sent). */
+static bool
+public_acl_blocked(struct s3_req *r, const struct ol_acl *a)
+{
+	if (!r->ba.pab.block_public_acls || !acl_public(a))
+		return false;
+	ol_debug("s3 %s %s: public ACL refused by the bucket's BlockPublicAcls", r->reqid,
+		 r->act.name);
+	s3_error(r, OL_S3E_ACCESS_DENIED, NULL);
+	return true;
+}
+
+bool
+s3_public_policy_blocked(struct s3_req *r, bool is_public)
+{
+	if (!r->ba.pab.block_public_policy || !is_public)
+		return false;
+	ol_debug("s3 %s PutBucketPolicy %s: public policy refused by BlockPublicPolicy", r->reqid,
+		 r->rt.bucket);
+	s3_error(r, OL_S3E_ACCESS_DENIED, NULL);
+	return true;
+}
+
+bool
+s3_bucket_acl_private(const struct s3_req *r)
+{
+	const struct ol_acl *a = &r->ba.acl;
+	for (unsigned i = 0; i < a->n; i++)
+		if (a->g[i].type != OL_ACL_USER || strcmp(a->g[i].id, a->owner) != 0)
+			return false;
+	return true;
+}
+
 /* ---- ACL from request headers ---- */
 
 static bool
@@ -261,6 +326,10 @@ new_owner(const struct s3_req *r)
 	if (strcmp(r->act.name, "s3:CreateBucket") == 0)
 		return r->user;
 	if (!r->user || strcmp(r->ba.ownership, "BucketOwnerEnforced") == 0)
+		return s3_bucket_owner(r);
+	const char *canned = ol_http_header(r->h, "x-amz-acl");
+	if (strcmp(r->ba.ownership, "BucketOwnerPreferred") == 0 && canned &&
+	    strcmp(canned, "bucket-owner-full-control") == 0)
 		return s3_bucket_owner(r);
 	return r->user;
 }
@@ -308,6 +377,8 @@ req_acl_parse(struct s3_req *r)
 		return -1;
 	}
 	r->has_req_acl = canned || grants;
+	if (r->has_req_acl && public_acl_blocked(r, &r->req_acl))
+		return -1;
 	if (r->has_req_acl && r->ba.ownership[0] &&
 	    strcmp(r->ba.ownership, "BucketOwnerEnforced") == 0 &&
 	    !(canned && strcmp(canned, "bucket-owner-full-control") == 0)) {
@@ -348,7 +419,7 @@ bucket_decision(struct s3_req *r)
 		return decide(r, r->user ? WHY_NOT_OWNER : WHY_ANONYMOUS);
 	if (enforced(r))
 		return decide(r, WHY_OWNERSHIP_ENFORCED);
-	if ((ol_acl_perms(&r->ba.acl, r->user) & r->act.perm) == r->act.perm)
+	if ((acl_perms(r, &r->ba.acl) & r->act.perm) == r->act.perm)
 		return decide(r, WHY_ACL);
 	return decide(r, r->user ? WHY_NO_GRANT : WHY_ANONYMOUS);
 }
@@ -430,7 +501,7 @@ object_decision(struct s3_req *r, const void *meta, size_t meta_len)
 		ok = decide(r, is_bucket_owner(r) ? WHY_OWNER : WHY_OWNERSHIP_ENFORCED);
 	else {
 		s3_object_acl(r, meta, meta_len, &a);
-		if ((ol_acl_perms(&a, r->user) & r->act.perm) == r->act.perm)
+		if ((acl_perms(r, &a) & r->act.perm) == r->act.perm)
 			ok = decide(r,
 				    r->user && strcmp(r->user, a.owner) == 0 ? WHY_OWNER : WHY_ACL);
 		else
@@ -554,6 +625,8 @@ s3_acl_from_request(struct s3_req *r, const char *owner, struct ol_acl *out)
 		goto out;
 	}
 	snprintf(out->owner, sizeof(out->owner), "%s", owner);
+	if (public_acl_blocked(r, out))
+		goto out;
 	if (enforced(r)) {
 		s3_error_code(r, "AccessControlListNotSupported", 400,
 			      "The bucket does not allow ACLs", NULL);
@@ -572,14 +645,6 @@ out:
 	if (!r->has_req_acl)
 		s3_body_fini(&b);
 	return ret;
-}
-
-bool
-s3_public_policy_blocked(struct s3_req *r, bool is_public)
-{
-	(void)r;
-	(void)is_public;
-	return false;
 }
 
 bool

@@ -117,8 +117,24 @@ create_bucket(struct s3_req *r)
 	struct ol_s3_buf attrs = {0}, acl = {0};
 	ol_s3_attr_set(&attrs, NULL, 0, "owner", r->user, (long)strlen(r->user));
 	if (r->has_req_acl) {
+		struct ol_s3_buf t = {0};
 		ol_acl_encode(&r->req_acl, &acl);
-		ol_s3_attr_set(&attrs, NULL, 0, "acl", acl.p, (long)acl.len);
+		ol_s3_attr_set(&t, attrs.p, attrs.len, "acl", acl.p, (long)acl.len);
+		ol_s3_buf_free(&attrs);
+		attrs = t;
+	}
+	const char *own = ol_http_header(r->h, "x-amz-object-ownership");
+	if (own) {
+		struct ol_s3_buf t = {0};
+		if (!ol_ownership_ok(own)) {
+			ol_s3_buf_free(&attrs);
+			ol_s3_buf_free(&acl);
+			s3_error(r, OL_S3E_INVALID_ARGUMENT, "Invalid x-amz-object-ownership");
+			goto out;
+		}
+		ol_s3_attr_set(&t, attrs.p, attrs.len, "ownership", own, (long)strlen(own));
+		ol_s3_buf_free(&attrs);
+		attrs = t;
 	}
 	int rc = ol_store_bucket_create_attrs(r->srv->st, r->rt.bucket, attrs.p, attrs.len);
 	ol_s3_buf_free(&attrs);
@@ -296,16 +312,11 @@ out:
 static bool
 not_implemented_sub(struct s3_req *r)
 {
-	static const char *const subs[] = {"lifecycle",		"cors",
-					   "encryption",	"tagging",
-					   "logging",		"notification",
-					   "replication",	"website",
-					   "object-lock",	"accelerate",
-					   "analytics",		"inventory",
-					   "metrics",		"ownershipControls",
-					   "publicAccessBlock", "intelligent-tiering",
-					   "requestPayment",	"versions",
-					   "versioning"};
+	static const char *const subs[] = {
+	    "lifecycle",	   "encryption",     "tagging",	  "logging",
+	    "notification",	   "replication",    "website",	  "object-lock",
+	    "accelerate",	   "analytics",	     "inventory", "metrics",
+	    "intelligent-tiering", "requestPayment", "versions",  "versioning"};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		if (ol_s3_query_has(r->query, subs[i])) {
 			s3_error(r, OL_S3E_NOT_IMPLEMENTED, NULL);
@@ -351,6 +362,8 @@ void
 s3_bucket(struct s3_req *r)
 {
 	const char *m = r->h->method;
+	if (r->ba.loaded && r->ba.exists && s3_settings(r))
+		return;
 	if (strcmp(m, "PUT") == 0) {
 		if (ol_s3_query_has(r->query, "acl")) {
 			if (s3_bucket_exists(r))

@@ -218,6 +218,12 @@ s3_policy_verdict_key(struct s3_req *r, const char *action, const char *key, siz
 	k.r = r;
 	struct ol_policy_req q = {r->user, action, res, key_value, &k};
 	v = ol_policy_eval(p, &q);
+	if (v > 0 && r->ba.pab.restrict_public_buckets && ol_policy_is_public(p) &&
+	    !(r->user && strcmp(r->user, s3_bucket_owner(r)) == 0)) {
+		ol_debug("s3 %s policy of %s is public: RestrictPublicBuckets ignores its allow",
+			 r->reqid, r->rt.bucket);
+		v = 0;
+	}
 	ol_debug("s3 %s policy of %s: %s on %s by %s -> %s", r->reqid, r->rt.bucket, action, res,
 		 r->user ? r->user : "(anonymous)",
 		 v > 0	 ? "allow"

@@ -11,6 +11,7 @@
 #include "s3/auth/checksum.h"
 #include "s3/acl.h"
 #include "s3/auth/sigv4.h"
+#include "s3/cors.h"
 #include "s3/s3.h"
 #include "s3/s3util.h"
 #include "store/store.h"
@@ -36,6 +37,7 @@ struct s3_bucket_attrs {
 	size_t blob_len;
 	struct ol_acl acl;  /* stored ACL, or owner FULL_CONTROL */
 	char ownership[32]; /* ObjectOwnership ("" = ObjectWriter) */
+	struct ol_pab pab;  /* public access block (all false = none) */
 };
 
 /* What a request asks for, as an access check sees it (access.c). */
@@ -59,6 +61,11 @@ struct s3_req {
 	int pol;	  /* bucket policy verdict for act: 1 allow, -1 deny, 0 none */
 	bool has_req_acl; /* x-amz-acl / x-amz-grant-* given: req_acl holds it */
 	struct ol_acl req_acl;
+	struct {
+		bool on; /* a CORS rule matched the request's Origin: headers go out */
+		char origin[256], methods[64], expose[512];
+		long max_age;
+	} cors;
 	const char *op;
 	int status;
 	bool responded;
@@ -150,6 +157,18 @@ void s3_get_policy_status(struct s3_req *r);
 /* Public access block: PUT of a public policy refused (true: 403 AccessDenied sent). */
 bool s3_public_policy_blocked(struct s3_req *r, bool is_public);
 void s3_access_metrics_render(struct ol_strbuf *out, void *arg);
+
+/* settings.c */
+/* PUT/GET/DELETE ?publicAccessBlock, ?ownershipControls, ?cors: true when handled. */
+bool s3_settings(struct s3_req *r);
+/* OPTIONS: a CORS preflight, answered from the bucket's rules (no signature needed). */
+void s3_cors_preflight(struct s3_req *r);
+/* A request with Origin on a bucket with CORS rules: note the headers to send. */
+void s3_cors_request(struct s3_req *r);
+/* Append the noted CORS headers (up to 4) to h[n..]; returns the new n. */
+size_t s3_cors_headers(struct s3_req *r, struct ol_http_header *h, size_t n);
+/* access.c: is the loaded bucket's ACL the owner's FULL_CONTROL alone? */
+bool s3_bucket_acl_private(const struct s3_req *r);
 
 /* metrics.c */
 void s3_metrics_record(const char *op, int status, uint64_t us);

@@ -28,7 +28,7 @@ s3_common_headers(struct s3_req *r, struct ol_http_header *h, size_t n)
 {
 	h[n++] = (struct ol_http_header){"x-amz-request-id", r->reqid};
 	h[n++] = (struct ol_http_header){"x-amz-id-2", r->reqid};
-	return n;
+	return s3_cors_headers(r, h, n);
 }
 
 void
@@ -37,7 +37,7 @@ s3_send(struct s3_req *r, int status, const struct ol_http_header *hin, size_t n
 {
 	struct ol_http_header h[48];
 	size_t n = 0;
-	for (size_t i = 0; i < nin && n < 44; i++)
+	for (size_t i = 0; i < nin && n < 40; i++)
 		h[n++] = hin[i];
 	n = s3_common_headers(r, h, n);
 	bool typed = false;
@@ -280,8 +280,13 @@ refuse_sse(struct s3_req *r)
 static void
 dispatch(struct s3_req *r)
 {
+	if (strcmp(r->h->method, "OPTIONS") == 0) {
+		s3_cors_preflight(r);
+		return;
+	}
 	if (refuse_sse(r) || !s3_access_check(r))
 		return;
+	s3_cors_request(r);
 	if (!r->rt.bucket[0]) {
 		s3_service(r);
 		return;

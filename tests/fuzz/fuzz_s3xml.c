@@ -1,14 +1,16 @@
 /* Fuzz target: the S3 parsers of untrusted bytes. The first byte selects one: 0-2 the XML
  * request bodies (CompleteMultipartUpload, DeleteObjects, CreateBucketConfiguration), 3 the
  * router (Host NUL path), 4 query lookup, 5 Range, 6 the metadata blob, 7 HTTP dates,
- * and, for a first byte >= 0xf0 (odd/even), 8 the AccessControlPolicy document, 9 the stored
- * ACL form, grant headers and the bucket attribute blob. */
+ * and, for a first byte >= 0xf0 (odd/even), 8 the bucket documents (AccessControlPolicy,
+ * CORSConfiguration, PublicAccessBlockConfiguration, OwnershipControls), 9 the stored ACL
+ * form, grant headers and the bucket attribute blob. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "s3/acl.h"
+#include "s3/cors.h"
 #include "s3/s3util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -78,11 +80,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 8: {
 		struct ol_acl a;
 		struct ol_s3_buf x = {0};
+		struct ol_cors c;
+		struct ol_pab pab;
+		char own[32];
 		if (ol_acl_parse_xml(body, n, &a) == 0) {
 			ol_acl_xml(&a, &x);
 			(void)ol_acl_perms(&a, "bob");
 		}
 		ol_s3_buf_free(&x);
+		if (ol_cors_parse(body, n, &c) == 0)
+			(void)ol_cors_match(&c, "https://a.example", "GET", "x-amz-date, a");
+		ol_cors_free(&c);
+		(void)ol_pab_parse(body, n, &pab);
+		(void)ol_ownership_parse(body, n, own, sizeof(own));
 		break;
 	}
 	case 9: {

@@ -6,6 +6,7 @@
 
 #include "s3/acl.h"
 #include "s3/bpolicy.h"
+#include "s3/cors.h"
 #include "s3/s3util.h"
 #include "tap.h"
 
@@ -449,9 +450,48 @@ test_policy(void)
 	   "glob");
 }
 
+static void
+test_cors(void)
+{
+	struct ol_cors c;
+	struct ol_pab p;
+	char own[32];
+	const char *x =
+	    "<CORSConfiguration><CORSRule><AllowedOrigin>https://*.a.com</AllowedOrigin>"
+	    "<AllowedMethod>PUT</AllowedMethod><AllowedHeader>x-amz-*</AllowedHeader>"
+	    "</CORSRule><CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET"
+	    "</AllowedMethod><MaxAgeSeconds>5</MaxAgeSeconds></CORSRule>"
+	    "</CORSConfiguration>";
+	ok(ol_cors_parse(x, strlen(x), &c) == 0 && c.n == 2, "CORS configuration parses");
+	ok(ol_cors_match(&c, "https://w.a.com", "PUT", "X-Amz-Date, x-amz-meta-q") == &c.rules[0],
+	   "origin wildcard, header wildcard (any case)");
+	ok(!ol_cors_match(&c, "https://w.a.com", "PUT", "authorization"), "unlisted header");
+	ok(!ol_cors_match(&c, "https://b.com", "PUT", NULL), "unlisted origin");
+	ok(ol_cors_match(&c, "https://b.com", "GET", NULL) == &c.rules[1] &&
+	       c.rules[1].max_age == 5,
+	   "second rule");
+	ol_cors_free(&c);
+	const char *bad = "<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin>"
+			  "<AllowedMethod>PATCH</AllowedMethod></CORSRule></CORSConfiguration>";
+	ok(ol_cors_parse(bad, strlen(bad), &c) == -EINVAL, "unknown method refused");
+	ol_cors_free(&c);
+	const char *pab = "<PublicAccessBlockConfiguration><BlockPublicAcls>true</BlockPublicAcls>"
+			  "<RestrictPublicBuckets>true</RestrictPublicBuckets>"
+			  "</PublicAccessBlockConfiguration>";
+	ok(ol_pab_parse(pab, strlen(pab), &p) == 0 && p.block_public_acls &&
+	       !p.ignore_public_acls && p.restrict_public_buckets,
+	   "public access block parses");
+	const char *o = "<OwnershipControls><Rule><ObjectOwnership>ObjectWriter</ObjectOwnership>"
+			"</Rule></OwnershipControls>";
+	ok(ol_ownership_parse(o, strlen(o), own, sizeof(own)) == 0 &&
+	       strcmp(own, "ObjectWriter") == 0,
+	   "ownership controls parse");
+}
+
 int
 main(void)
 {
+	test_cors();
 	test_policy();
 	test_acl();
 	test_attrs();
