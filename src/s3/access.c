@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/log.h"
 #include "base/metrics.h"
@@ -444,6 +445,13 @@ s3_access_check(struct s3_req *r)
 	classify(r);
 	if (!ol_s3_bucket_name_ok(r->rt.bucket))
 		return true; /* the handler answers InvalidBucketName / NoSuchBucket */
+	if (s3_is_post_upload(r)) {
+		s3_bucket_load(r);
+		if (r->ba.exists)
+			return true; /* identity and key come with the form: s3_access_post */
+		s3_store_error(r, r->ba.rc == -ENOENT ? -ENXIO : r->ba.rc, OL_S3E_NO_SUCH_BUCKET);
+		return false;
+	}
 	if (strcmp(r->act.name, "s3:CreateBucket") == 0) {
 		if (!r->user) {
 			decide(r, WHY_ANONYMOUS);
@@ -659,4 +667,40 @@ s3_key_delete_ok(struct s3_req *r, const char *key, size_t key_len)
 		return decide(r, WHY_POLICY_ALLOW);
 	r->pol = 0;
 	return bucket_decision(r);
+}
+
+bool
+s3_is_post_upload(const struct s3_req *r)
+{
+	const char *ct = ol_http_header(r->h, "content-type");
+	return r->rt.key_len == 0 && strcmp(r->h->method, "POST") == 0 &&
+	       !ol_s3_query_has(r->query, "delete") && ct &&
+	       strncasecmp(ct, "multipart/form-data", 19) == 0;
+}
+
+bool
+s3_access_post(struct s3_req *r, const char *acl)
+{
+	r->act = (struct s3_action){"s3:PutObject", OL_ACL_WRITE, false};
+	r->has_req_acl = false;
+	if (acl && acl[0]) {
+		int rc = ol_acl_canned(&r->req_acl, acl, new_owner(r), s3_bucket_owner(r));
+		if (rc < 0) {
+			s3_error(r, OL_S3E_INVALID_ARGUMENT, "Invalid canned ACL");
+			return false;
+		}
+		r->has_req_acl = true;
+		if (public_acl_blocked(r, &r->req_acl))
+			return false;
+		if (enforced(r) && strcmp(acl, "bucket-owner-full-control") != 0) {
+			s3_error_code(r, "AccessControlListNotSupported", 400,
+				      "The bucket does not allow ACLs", NULL);
+			return false;
+		}
+	}
+	r->pol = s3_policy_verdict(r, r->act.name);
+	if (bucket_decision(r))
+		return true;
+	deny(r);
+	return false;
 }

@@ -393,6 +393,8 @@ s3_bucket(struct s3_req *r)
 			delete_bucket(r);
 	} else if (strcmp(m, "POST") == 0 && ol_s3_query_has(r->query, "delete")) {
 		delete_objects(r);
+	} else if (s3_is_post_upload(r)) {
+		s3_post_object(r);
 	} else {
 		s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
 	}

@@ -158,6 +158,14 @@ void s3_get_policy_status(struct s3_req *r);
 bool s3_public_policy_blocked(struct s3_req *r, bool is_public);
 void s3_access_metrics_render(struct ol_strbuf *out, void *arg);
 
+/* post.c: POST of a multipart/form-data body to a bucket (browser upload). */
+void s3_post_object(struct s3_req *r);
+/* access.c: PutObject by a POST upload (identity set, key in r->rt): canned acl field may be
+ * NULL. false with the error sent. */
+bool s3_access_post(struct s3_req *r, const char *acl);
+/* Is this a browser POST upload (POST to a bucket with a form body)? */
+bool s3_is_post_upload(const struct s3_req *r);
+
 /* settings.c */
 /* PUT/GET/DELETE ?publicAccessBlock, ?ownershipControls, ?cors: true when handled. */
 bool s3_settings(struct s3_req *r);
