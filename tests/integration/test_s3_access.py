@@ -312,3 +312,30 @@ def test_access_decisions_are_counted(d, bob):
     m = re.search(rb'openlake_s3_access_decisions_total\{decision="deny",reason="no_grant"\} '
                   rb'(\d+)', body)
     assert m and int(m.group(1)) > 0
+
+
+def test_acl_headers_on_copy_and_multipart(d, alice, bob):
+    alice.create_bucket(Bucket="alice-acl-writes")
+    alice.put_object(Bucket="alice-acl-writes", Key="src", Body=b"source bytes")
+    alice.copy_object(Bucket="alice-acl-writes", Key="copied", ACL="public-read",
+                      CopySource="alice-acl-writes/src")
+    up = alice.create_multipart_upload(Bucket="alice-acl-writes", Key="mpu",
+                                       GrantRead='id="bob"')
+    part = alice.upload_part(Bucket="alice-acl-writes", Key="mpu", UploadId=up["UploadId"],
+                             PartNumber=1, Body=b"multipart bytes")
+    alice.complete_multipart_upload(
+        Bucket="alice-acl-writes", Key="mpu", UploadId=up["UploadId"],
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+    st, _, body = raw(d, "GET", "/alice-acl-writes/copied")
+    assert st == 200 and body == b"source bytes"
+    assert raw(d, "GET", "/alice-acl-writes/src")[0] == 403  # the source kept its own ACL
+    assert bob.get_object(Bucket="alice-acl-writes", Key="mpu")["Body"].read() == \
+        b"multipart bytes"
+    assert raw(d, "GET", "/alice-acl-writes/mpu")[0] == 403
+    # bob may not start an upload in alice's bucket, nor copy her private object out
+    assert err(bob.create_multipart_upload, Bucket="alice-acl-writes", Key="x") == \
+        (403, "AccessDenied")
+    bob.create_bucket(Bucket="bob-copies")
+    bob.copy_object(Bucket="bob-copies", Key="ok", CopySource="alice-acl-writes/copied")
+    assert err(bob.copy_object, Bucket="bob-copies", Key="no",
+               CopySource="alice-acl-writes/src") == (403, "AccessDenied")
