@@ -198,9 +198,12 @@ def test_authenticated_read(d, alice, bob):
     alice.create_bucket(Bucket="alice-authread")
     alice.put_object(Bucket="alice-authread", Key="k", Body=b"members only",
                      ACL="authenticated-read")
+    alice.put_object(Bucket="alice-authread", Key="private", Body=b"alice only")
     assert bob.get_object(Bucket="alice-authread", Key="k")["Body"].read() == b"members only"
     st, _, body = raw(d, "GET", "/alice-authread/k")
     assert st == 403 and code(body) == "AccessDenied"
+    # the grant opens that object to signed users, not its neighbours
+    assert err(bob.get_object, Bucket="alice-authread", Key="private") == (403, "AccessDenied")
 
 
 def test_bucket_grant_read_opens_listing_only(alice, bob):
