@@ -91,16 +91,18 @@ struct ol_policy {
 
 /* ---- glob ---- */
 
-static int
+static inline int
 fold(int c, bool nocase)
 {
-	return nocase ? tolower(c) : c;
+	return nocase && c >= 'A' && c <= 'Z' ? c + 32 : c;
 }
 
 bool
 ol_policy_glob(const char *p, const char *s, bool nocase)
 {
 	const char *star = NULL, *mark = NULL;
+	if (!strpbrk(p, "*?"))
+		return nocase ? strcasecmp(p, s) == 0 : strcmp(p, s) == 0;
 	while (*s) {
 		if (*p == '*') {
 			star = p++;
