@@ -137,6 +137,7 @@ create_bucket(struct s3_req *r)
 		attrs = t;
 	}
 	int rc = ol_store_bucket_create_attrs(r->srv->st, r->rt.bucket, attrs.p, attrs.len);
+	s3_bucket_changed();
 	ol_s3_buf_free(&attrs);
 	if (rc == -EEXIST)
 		rc = bucket_exists_answer(r, &acl);
@@ -161,6 +162,7 @@ delete_bucket(struct s3_req *r)
 {
 	r->op = "DeleteBucket";
 	int rc = ol_store_bucket_delete(r->srv->st, r->rt.bucket);
+	s3_bucket_changed();
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		return;

@@ -113,6 +113,9 @@ struct ol_strbuf;
 void s3_identity(struct s3_req *r, bool anonymous);
 /* Load r->ba for r->rt.bucket once (any request naming a bucket). */
 void s3_bucket_load(struct s3_req *r);
+/* Call after every write of a bucket record (create, delete, attrs): the per-thread caches of
+ * bucket attrs that s3_bucket_load keeps are then reread. */
+void s3_bucket_changed(void);
 /* Owner of the loaded bucket ("admin" for buckets without one). */
 const char *s3_bucket_owner(const struct s3_req *r);
 /* Store the loaded bucket's attrs with name set to val (vl < 0: removed). 0 or -errno. */

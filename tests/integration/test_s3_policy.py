@@ -204,3 +204,37 @@ def test_secure_transport_deny(d, alice, admin):
     assert admin.get_object(Bucket=b, Key="k")["Body"].read() == b"body of k"
     alice.delete_bucket_policy(Bucket=b)
     assert alice.get_object(Bucket=b, Key="k")["Body"].read() == b"body of k"
+
+
+def test_policy_changes_apply_at_once_on_every_connection(d, alice):
+    """Bucket attrs are cached per request thread: a change must reach every thread at once."""
+    b = "pol-fresh"
+    setup_bucket(alice, b, ["k"])
+    conns = [http.client.HTTPConnection("127.0.0.1", d.s3_port, timeout=30) for _ in range(8)]
+
+    def statuses():
+        out = []
+        for c in conns:  # keep-alive connections, served by several worker threads
+            c.request("GET", f"/{b}/k")
+            r = c.getresponse()
+            r.read()
+            out.append(r.status)
+        return out
+
+    try:
+        for _ in range(3):
+            assert statuses() == [403] * 8
+        alice.put_bucket_policy(Bucket=b, Policy=policy(
+            stmt("Allow", "*", "s3:GetObject", ARN + b + "/*")))
+        assert statuses() == [200] * 8
+        alice.delete_bucket_policy(Bucket=b)
+        assert statuses() == [403] * 8
+        alice.put_bucket_acl(Bucket=b, ACL="public-read")
+        alice.put_object_acl(Bucket=b, Key="k", ACL="public-read")
+        assert statuses() == [200] * 8
+        alice.delete_object(Bucket=b, Key="k")
+        alice.delete_bucket(Bucket=b)
+        assert statuses() == [404] * 8
+    finally:
+        for c in conns:
+            c.close()
