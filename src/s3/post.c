@@ -98,6 +98,41 @@ secret_of(const struct ol_config *cfg, const char *ak)
 	return NULL;
 }
 
+static int
+auth_ok(struct post *p, const char *ak)
+{
+	snprintf(p->r->auth.access_key, sizeof(p->r->auth.access_key), "%s", ak);
+	s3_identity(p->r, false);
+	return 0;
+}
+
+/* SigV2 form (AWSAccessKeyId, signature = base64 HMAC-SHA1 of the policy), which S3 still
+ * takes for POST uploads and older SDKs and test suites send. */
+static int
+post_auth_v2(struct post *p, const char *policy, const char *ak, const char *sig)
+{
+	struct s3_req *r = p->r;
+	uint8_t mac[20];
+	unsigned ml = 0;
+	char b64[40];
+	const char *secret = secret_of(r->srv->cfg, ak);
+	if (!secret) {
+		s3_error(r, OL_S3E_INVALID_ACCESS_KEY, NULL);
+		return -1;
+	}
+	if (!HMAC(EVP_sha1(), secret, (int)strlen(secret), (const uint8_t *)policy, strlen(policy),
+		  mac, &ml))
+		ol_die("s3: HMAC failed");
+	if (ol_cksum_b64_encode(mac, sizeof(mac), b64, sizeof(b64)) < 0 ||
+	    strlen(sig) != strlen(b64) || CRYPTO_memcmp(b64, sig, strlen(b64)) != 0) {
+		ol_debug("s3 %s PostObject: SigV2 policy signature mismatch for key %s", r->reqid,
+			 ak);
+		s3_error(r, OL_S3E_SIGNATURE_MISMATCH, NULL);
+		return -1;
+	}
+	return auth_ok(p, ak);
+}
+
 /* SigV4 of the policy field: sets the requester's identity. 0 or -1 (error sent). */
 static int
 post_auth(struct post *p, const char *policy)
@@ -107,7 +142,10 @@ post_auth(struct post *p, const char *policy)
 	const char *alg = ol_form_get(f, "x-amz-algorithm");
 	const char *cred = ol_form_get(f, "x-amz-credential");
 	const char *sig = ol_form_get(f, "x-amz-signature");
+	const char *ak2 = ol_form_get(f, "AWSAccessKeyId"), *sig2 = ol_form_get(f, "signature");
 	char ak[129], date8[9], region[64], svc[16], term[16];
+	if (!alg && ak2 && sig2)
+		return post_auth_v2(p, policy, ak2, sig2);
 	uint8_t key[32], mac[32];
 	unsigned ml = 0;
 	char hex[65];
@@ -140,9 +178,7 @@ post_auth(struct post *p, const char *policy)
 		s3_error(r, OL_S3E_SIGNATURE_MISMATCH, NULL);
 		return -1;
 	}
-	snprintf(r->auth.access_key, sizeof(r->auth.access_key), "%s", ak);
-	s3_identity(r, false);
-	return 0;
+	return auth_ok(p, ak);
 }
 
 /* Key with ${filename} replaced. false when missing or too long (error sent). */

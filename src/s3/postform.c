@@ -257,7 +257,8 @@ static bool
 exempt(const char *name)
 {
 	return strcasecmp(name, "policy") == 0 || strcasecmp(name, "x-amz-signature") == 0 ||
-	       strcasecmp(name, "file") == 0 || strncasecmp(name, "x-ignore-", 9) == 0;
+	       strcasecmp(name, "file") == 0 || strncasecmp(name, "x-ignore-", 9) == 0 ||
+	       strcasecmp(name, "AWSAccessKeyId") == 0 || strcasecmp(name, "signature") == 0;
 }
 
 static int

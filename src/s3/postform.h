@@ -37,7 +37,8 @@ const char *ol_form_get(const struct ol_form *f, const char *name);
 
 /* Check the POST policy (JSON, already base64-decoded) against the form: not expired at now
  * (seconds), every condition met (exact match, starts-with, eq, content-length-range) and
- * every field covered by a condition (except policy, x-amz-signature, file, x-ignore-*).
+ * every field covered by a condition (except policy, x-amz-signature, file, x-ignore-*, and
+ * the SigV2 AWSAccessKeyId and signature).
  * bucket and key (after ${filename}) are the request's. *min_len / *max_len get the
  * content-length-range (0 / INT64_MAX without one). 0, or -EACCES with msg (AWS's words), or
  * -EINVAL (the policy is not a valid document). */

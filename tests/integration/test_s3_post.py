@@ -186,3 +186,23 @@ def test_post_malformed_form(d):
                           "--data-binary", "--XyZ\r\ngarbage", f"{d.s3_url}/forms"],
                          capture_output=True, timeout=60).stdout
     assert b" 400 " in out.split(b"\r\n")[0] and b"MalformedPOSTRequest" in out
+
+
+def test_post_with_sigv2_policy_signature(d, alice):
+    """The form older SDKs and the s3-tests suite send: AWSAccessKeyId + base64 HMAC-SHA1."""
+    exp = (datetime.datetime.now(datetime.timezone.utc) +
+           datetime.timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    pol = base64.b64encode(json.dumps({"expiration": exp, "conditions": [
+        {"bucket": "forms"}, ["starts-with", "$key", "v2/"], {"acl": "private"},
+        ["starts-with", "$Content-Type", "text/"], ["content-length-range", 0, 1024]]}).encode())
+    sig = base64.b64encode(hmac.new(b"alicesecret", pol, hashlib.sha1).digest()).decode()
+    f = {"key": "v2/${filename}", "AWSAccessKeyId": "alicekey", "acl": "private",
+         "signature": sig, "policy": pol.decode(), "Content-Type": "text/plain"}
+    st, _, body = post(d, "forms", f, filename="v2.txt")
+    assert st == 204, body
+    assert alice.get_object(Bucket="forms", Key="v2/v2.txt")["Body"].read() == \
+        b"hello from a form"
+    f["signature"] = base64.b64encode(b"x" * 20).decode()
+    st, _, body = post(d, "forms", f, filename="v2-bad.txt")
+    assert (st, code(body)) == (403, "SignatureDoesNotMatch")
+    assert absent(alice, "forms", "v2/v2-bad.txt")
