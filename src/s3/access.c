@@ -405,6 +405,12 @@ s3_public_policy_blocked(struct s3_req *r, bool is_public)
 }
 
 bool
+s3_bucket_acl_public(const struct s3_req *r)
+{
+	return acl_public(&r->ba.acl);
+}
+
+bool
 s3_bucket_acl_private(const struct s3_req *r)
 {
 	const struct ol_acl *a = &r->ba.acl;
@@ -449,6 +455,13 @@ static const char *const grant_hdrs[] = {"x-amz-grant-read", "x-amz-grant-write"
 static const unsigned grant_perms[] = {OL_ACL_READ, OL_ACL_WRITE, OL_ACL_READ_ACP, OL_ACL_WRITE_ACP,
 				       OL_ACL_FULL};
 
+/* Canned ACLs that grant the owner alone, which a BucketOwnerEnforced bucket still takes. */
+static bool
+owner_only_canned(const char *c)
+{
+	return strcmp(c, "bucket-owner-full-control") == 0 || strcmp(c, "private") == 0;
+}
+
 /* Parse x-amz-acl / x-amz-grant-* into r->req_acl. 0, or -1 with a 400 sent. */
 static int
 req_acl_parse(struct s3_req *r)
@@ -490,7 +503,7 @@ req_acl_parse(struct s3_req *r)
 		return -1;
 	if (r->has_req_acl && r->ba.ownership[0] &&
 	    strcmp(r->ba.ownership, "BucketOwnerEnforced") == 0 &&
-	    !(canned && strcmp(canned, "bucket-owner-full-control") == 0)) {
+	    !(canned && owner_only_canned(canned))) {
 		s3_error_code(r, "AccessControlListNotSupported", 400,
 			      "The bucket does not allow ACLs", NULL);
 		return -1;
@@ -800,7 +813,7 @@ s3_access_post(struct s3_req *r, const char *acl)
 		r->has_req_acl = true;
 		if (public_acl_blocked(r, &r->req_acl))
 			return false;
-		if (enforced(r) && strcmp(acl, "bucket-owner-full-control") != 0) {
+		if (enforced(r) && !owner_only_canned(acl)) {
 			s3_error_code(r, "AccessControlListNotSupported", 400,
 				      "The bucket does not allow ACLs", NULL);
 			return false;

@@ -321,14 +321,12 @@ s3_get_policy_status(struct s3_req *r)
 	struct ol_s3_buf x = {0};
 	char msg[8];
 	r->op = "GetBucketPolicyStatus";
+	/* public: a policy open to everyone, or (as RGW and S3's Access Analyzer see it) a
+	 * bucket ACL granting AllUsers or AuthenticatedUsers */
+	bool pub = s3_bucket_acl_public(r);
 	long n = ol_s3_attr_get(r->ba.blob, r->ba.blob_len, "policy", &text);
-	if (n <= 0) {
-		s3_error_code(r, "NoSuchBucketPolicy", 404, "The bucket policy does not exist",
-			      NULL);
-		return;
-	}
-	bool pub = ol_policy_parse(text, (size_t)n, r->rt.bucket, &p, msg, 0) == 0 &&
-		   ol_policy_is_public(p);
+	if (n > 0 && ol_policy_parse(text, (size_t)n, r->rt.bucket, &p, msg, 0) == 0)
+		pub = pub || ol_policy_is_public(p);
 	ol_policy_free(p);
 	ol_s3_xml_open_root(&x, "PolicyStatus");
 	ol_s3_xml_elem(&x, "IsPublic", pub ? "true" : "false");

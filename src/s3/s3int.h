@@ -180,6 +180,8 @@ void s3_cors_request(struct s3_req *r);
 size_t s3_cors_headers(struct s3_req *r, struct ol_http_header *h, size_t n);
 /* access.c: is the loaded bucket's ACL the owner's FULL_CONTROL alone? */
 bool s3_bucket_acl_private(const struct s3_req *r);
+/* Does it grant AllUsers or AuthenticatedUsers anything? */
+bool s3_bucket_acl_public(const struct s3_req *r);
 
 /* metrics.c */
 void s3_metrics_record(const char *op, int status, uint64_t us);

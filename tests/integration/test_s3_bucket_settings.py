@@ -130,6 +130,7 @@ def test_ownership_controls(alice, bob):
     assert alice.get_object(Bucket=b, Key="writer")["Body"].read() == b"w"
     assert err(alice.put_object, Bucket=b, Key="x", Body=b"x", ACL="public-read") == \
         (400, "AccessControlListNotSupported")
+    alice.put_bucket_acl(Bucket=b, ACL="private")  # owner-only ACLs are still taken
     assert err(bob.get_object, Bucket=b, Key="preferred") == (403, "AccessDenied")
     assert err(alice.put_bucket_ownership_controls, Bucket=b, OwnershipControls={
         "Rules": [{"ObjectOwnership": "Nobody"}]})[0] == 400

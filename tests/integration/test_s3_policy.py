@@ -84,7 +84,10 @@ def test_policy_crud_and_who_may_touch_it(alice, bob):
     b = "pol-crud"
     alice.create_bucket(Bucket=b)
     assert err(alice.get_bucket_policy, Bucket=b) == (404, "NoSuchBucketPolicy")
-    assert err(alice.get_bucket_policy_status, Bucket=b) == (404, "NoSuchBucketPolicy")
+    assert alice.get_bucket_policy_status(Bucket=b)["PolicyStatus"]["IsPublic"] is False
+    alice.put_bucket_acl(Bucket=b, ACL="public-read")  # a public ACL makes the bucket public
+    assert alice.get_bucket_policy_status(Bucket=b)["PolicyStatus"]["IsPublic"] is True
+    alice.put_bucket_acl(Bucket=b, ACL="private")
     doc = policy(stmt("Allow", {"AWS": "bob"}, "s3:GetObject", ARN + b + "/*"))
     alice.put_bucket_policy(Bucket=b, Policy=doc)
     assert json.loads(alice.get_bucket_policy(Bucket=b)["Policy"]) == json.loads(doc)
