@@ -535,14 +535,17 @@ bucket_decision(struct s3_req *r)
 		return decide(r, WHY_POLICY_DENY);
 	if (r->pol > 0)
 		return decide(r, WHY_POLICY_ALLOW);
-	if (is_bucket_owner(r))
-		return decide(r, WHY_OWNER);
-	if (r->act.perm == 0)
-		return decide(r, r->user ? WHY_NOT_OWNER : WHY_ANONYMOUS);
-	if (enforced(r))
-		return decide(r, WHY_OWNERSHIP_ENFORCED);
+	/* owner-only operations, and every one where ACLs are off, go to the owner; else the
+	 * bucket's ACL decides, for its owner too (who always keeps READ_ACP and WRITE_ACP) */
+	if (r->act.perm == 0 || enforced(r)) {
+		if (is_bucket_owner(r))
+			return decide(r, WHY_OWNER);
+		return decide(r, !r->user	    ? WHY_ANONYMOUS
+				 : r->act.perm == 0 ? WHY_NOT_OWNER
+						    : WHY_OWNERSHIP_ENFORCED);
+	}
 	if ((acl_perms(r, &r->ba.acl) & r->act.perm) == r->act.perm)
-		return decide(r, WHY_ACL);
+		return decide(r, is_bucket_owner(r) ? WHY_OWNER : WHY_ACL);
 	return decide(r, r->user ? WHY_NO_GRANT : WHY_ANONYMOUS);
 }
 
@@ -651,13 +654,11 @@ s3_object_access(struct s3_req *r, const void *meta, size_t meta_len)
 void
 s3_missing_key(struct s3_req *r, enum ol_s3_err enoent)
 {
-	bool may_list = r->admin || is_bucket_owner(r);
-	if (!may_list && !enforced(r)) {
+	bool may_list = r->admin || (enforced(r) && is_bucket_owner(r));
+	if (!may_list) {
 		int pol = s3_policy_verdict(r, "s3:ListBucket");
-		may_list =
-		    pol > 0 || (pol == 0 && (ol_acl_perms(&r->ba.acl, r->user) & OL_ACL_READ) != 0);
-	} else if (!may_list) {
-		may_list = s3_policy_verdict(r, "s3:ListBucket") > 0;
+		may_list = pol > 0 || (pol == 0 && !enforced(r) &&
+				       (acl_perms(r, &r->ba.acl) & OL_ACL_READ) != 0);
 	}
 	if (may_list)
 		s3_error(r, enoent, NULL);

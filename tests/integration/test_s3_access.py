@@ -342,3 +342,19 @@ def test_acl_headers_on_copy_and_multipart(d, alice, bob):
     bob.copy_object(Bucket="bob-copies", Key="ok", CopySource="alice-acl-writes/copied")
     assert err(bob.copy_object, Bucket="bob-copies", Key="no",
                CopySource="alice-acl-writes/src") == (403, "AccessDenied")
+
+
+def test_bucket_acl_binds_its_owner_too(alice):
+    """S3: the bucket's ACL decides reads and writes for its owner as well; the owner keeps
+    READ_ACP and WRITE_ACP, so it can always give itself access back."""
+    alice.create_bucket(Bucket="alice-no-grants")
+    alice.put_object(Bucket="alice-no-grants", Key="foo", Body=b"x")
+    alice.put_bucket_acl(Bucket="alice-no-grants", AccessControlPolicy={
+        "Owner": {"ID": "alice"}, "Grants": []})
+    assert alice.get_object(Bucket="alice-no-grants", Key="foo")["Body"].read() == b"x"
+    assert err(alice.put_object, Bucket="alice-no-grants", Key="baz", Body=b"a") == \
+        (403, "AccessDenied")
+    assert err(alice.list_objects_v2, Bucket="alice-no-grants") == (403, "AccessDenied")
+    assert alice.get_bucket_acl(Bucket="alice-no-grants")["Grants"] == []
+    alice.put_bucket_acl(Bucket="alice-no-grants", ACL="private")
+    alice.put_object(Bucket="alice-no-grants", Key="baz", Body=b"a")
