@@ -32,13 +32,11 @@ ol_acl_add(struct ol_acl *a, char type, const char *id, unsigned perm)
 		return -EINVAL;
 	if (!perm || perm > OL_ACL_FULL)
 		return -EINVAL;
-	for (unsigned i = 0; i < a->n; i++) {
-		if (a->g[i].type == type &&
-		    strcmp(a->g[i].id, type == OL_ACL_USER ? id : "") == 0) {
-			a->g[i].perm |= (unsigned char)perm;
+	/* one grant per (grantee, permission), as S3 lists them: only exact repeats merge */
+	for (unsigned i = 0; i < a->n; i++)
+		if (a->g[i].type == type && a->g[i].perm == perm &&
+		    strcmp(a->g[i].id, type == OL_ACL_USER ? id : "") == 0)
 			return 0;
-		}
-	}
 	if (a->n >= OL_ACL_MAX_GRANTS)
 		return -E2BIG;
 	struct ol_acl_grant *g = &a->g[a->n++];

@@ -52,7 +52,8 @@ int ol_acl_canned(struct ol_acl *a, const char *canned, const char *owner,
 /* Add the grantees of one x-amz-grant-<perm> header value: comma-separated id="name",
  * uri="group URI" or emailAddress="..." (-ENOTSUP). perm: OL_ACL_* bits. */
 int ol_acl_add_header(struct ol_acl *a, unsigned perm, const char *value);
-/* Add one grant (merging with an existing grant of the same grantee). -E2BIG when full. */
+/* Add one grant (an exact repeat is dropped; S3 lists a grantee once per permission).
+ * -E2BIG when full. */
 int ol_acl_add(struct ol_acl *a, char type, const char *id, unsigned perm);
 /* Permission name (READ, WRITE, READ_ACP, WRITE_ACP, FULL_CONTROL) -> bits, 0 unknown. */
 unsigned ol_acl_perm_parse(const char *s, size_t n);

@@ -358,3 +358,15 @@ def test_bucket_acl_binds_its_owner_too(alice):
     assert alice.get_bucket_acl(Bucket="alice-no-grants")["Grants"] == []
     alice.put_bucket_acl(Bucket="alice-no-grants", ACL="private")
     alice.put_object(Bucket="alice-no-grants", Key="baz", Body=b"a")
+
+
+def test_grant_headers_listed_one_per_permission(alice, bob):
+    alice.create_bucket(Bucket="alice-hdr-grants")
+    alice.put_object(Bucket="alice-hdr-grants", Key="k", Body=b"x", GrantFullControl='id="bob"',
+                     GrantRead='id="bob"', GrantReadACP='id="bob"', GrantWriteACP='id="bob"')
+    acl = alice.get_object_acl(Bucket="alice-hdr-grants", Key="k")
+    assert acl["Owner"]["ID"] == "alice"
+    assert sorted(g["Permission"] for g in acl["Grants"]) == \
+        ["FULL_CONTROL", "READ", "READ_ACP", "WRITE_ACP"]
+    assert {g["Grantee"]["ID"] for g in acl["Grants"]} == {"bob"}
+    assert bob.get_object(Bucket="alice-hdr-grants", Key="k")["Body"].read() == b"x"
