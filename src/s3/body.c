@@ -387,6 +387,7 @@ s3_meta_from_headers(struct s3_req *r, struct ol_s3_buf *meta)
 		low[k] = '\0';
 		ol_s3_meta_add(meta, low, r->h->headers[i].value);
 	}
+	s3_meta_add_owner(r, meta);
 }
 
 int

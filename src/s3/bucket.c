@@ -9,10 +9,24 @@
 
 #include "base/log.h"
 
+struct list_ctx {
+	struct ol_s3_buf *x;
+	const char *user;
+};
+
 static int
-bucket_cb(const char *bucket, int64_t created_ns, void *arg)
+bucket_cb(const char *bucket, int64_t created_ns, const void *attrs, size_t alen, void *arg)
 {
-	struct ol_s3_buf *x = arg;
+	struct list_ctx *lc = arg;
+	struct ol_s3_buf *x = lc->x;
+	const char *owner;
+	long n = ol_s3_attr_get(attrs, alen, "owner", &owner);
+	if (n <= 0) {
+		owner = "admin";
+		n = 5;
+	}
+	if ((size_t)n != strlen(lc->user) || memcmp(owner, lc->user, (size_t)n) != 0)
+		return 0;
 	char date[32];
 	ol_s3_iso_date(created_ns / 1000000, date);
 	ol_s3_buf_adds(x, "<Bucket>");
@@ -31,10 +45,13 @@ s3_service(struct s3_req *r)
 		s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
 		return;
 	}
+	struct list_ctx lc = {&x, r->user};
 	ol_s3_xml_open_root(&x, "ListAllMyBucketsResult");
-	ol_s3_buf_adds(&x, "<Owner><ID>openlake</ID><DisplayName>openlake</DisplayName></Owner>"
-			   "<Buckets>");
-	int rc = ol_store_bucket_list(r->srv->st, bucket_cb, &x);
+	ol_s3_buf_adds(&x, "<Owner>");
+	ol_s3_xml_elem(&x, "ID", r->user);
+	ol_s3_xml_elem(&x, "DisplayName", r->user);
+	ol_s3_buf_adds(&x, "</Owner><Buckets>");
+	int rc = ol_store_bucket_list_attrs(r->srv->st, bucket_cb, &lc);
 	if (rc < 0) {
 		ol_s3_buf_free(&x);
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
@@ -42,6 +59,31 @@ s3_service(struct s3_req *r)
 	}
 	ol_s3_buf_adds(&x, "</Buckets></ListAllMyBucketsResult>");
 	s3_send_xml(r, 200, &x);
+}
+
+/* CreateBucket of a bucket that exists: another's is BucketAlreadyExists; one's own is
+ * BucketAlreadyOwnedByYou, except in us-east-1 where S3 (legacy behaviour) answers 200 and
+ * resets the bucket's ACL. 0 (answer 200, or an error already sent) or -errno. */
+static int
+bucket_exists_answer(struct s3_req *r, const struct ol_s3_buf *acl)
+{
+	s3_bucket_load(r);
+	if (!r->ba.exists)
+		return r->ba.rc == -ENOENT ? -EIO : r->ba.rc;
+	if (strcmp(s3_bucket_owner(r), r->user) != 0) {
+		ol_debug("s3 %s CreateBucket %s: owned by another user", r->reqid, r->rt.bucket);
+		s3_error_code(r, "BucketAlreadyExists", 409,
+			      "The requested bucket name is not available. The bucket namespace is "
+			      "shared by all users of the system. Please select a different name "
+			      "and try again.",
+			      NULL);
+		return 0;
+	}
+	if (strcmp(r->srv->cfg->region, "us-east-1") != 0) {
+		s3_error(r, OL_S3E_BUCKET_EXISTS_OWNED, NULL);
+		return 0;
+	}
+	return s3_bucket_attr_store(r, "acl", acl->p, acl->len ? (long)acl->len : -1);
 }
 
 static void
@@ -72,11 +114,40 @@ create_bucket(struct s3_req *r)
 		s3_error(r, OL_S3E_NOT_IMPLEMENTED, "Object lock is not supported");
 		goto out;
 	}
-	int rc = ol_store_bucket_create(r->srv->st, r->rt.bucket);
+	struct ol_s3_buf attrs = {0}, acl = {0};
+	ol_s3_attr_set(&attrs, NULL, 0, "owner", r->user, (long)strlen(r->user));
+	if (r->has_req_acl) {
+		struct ol_s3_buf t = {0};
+		ol_acl_encode(&r->req_acl, &acl);
+		ol_s3_attr_set(&t, attrs.p, attrs.len, "acl", acl.p, (long)acl.len);
+		ol_s3_buf_free(&attrs);
+		attrs = t;
+	}
+	const char *own = ol_http_header(r->h, "x-amz-object-ownership");
+	if (own) {
+		struct ol_s3_buf t = {0};
+		if (!ol_ownership_ok(own)) {
+			ol_s3_buf_free(&attrs);
+			ol_s3_buf_free(&acl);
+			s3_error(r, OL_S3E_INVALID_ARGUMENT, "Invalid x-amz-object-ownership");
+			goto out;
+		}
+		ol_s3_attr_set(&t, attrs.p, attrs.len, "ownership", own, (long)strlen(own));
+		ol_s3_buf_free(&attrs);
+		attrs = t;
+	}
+	int rc = ol_store_bucket_create_attrs(r->srv->st, r->rt.bucket, attrs.p, attrs.len);
+	s3_bucket_changed();
+	ol_s3_buf_free(&attrs);
+	if (rc == -EEXIST)
+		rc = bucket_exists_answer(r, &acl);
+	ol_s3_buf_free(&acl);
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
 	}
+	if (r->responded)
+		goto out;
 	char where[300];
 	snprintf(where, sizeof(where), "/%s", r->rt.bucket);
 	struct ol_http_header h[1] = {{"Location", where}};
@@ -91,6 +162,7 @@ delete_bucket(struct s3_req *r)
 {
 	r->op = "DeleteBucket";
 	int rc = ol_store_bucket_delete(r->srv->st, r->rt.bucket);
+	s3_bucket_changed();
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		return;
@@ -122,6 +194,35 @@ get_versioning(struct s3_req *r)
 	s3_send_xml(r, 200, &x);
 }
 
+/* ---- ACL ---- */
+
+static void
+get_bucket_acl(struct s3_req *r)
+{
+	struct ol_s3_buf x = {0};
+	r->op = "GetAcl";
+	ol_acl_xml(&r->ba.acl, &x);
+	s3_send_xml(r, 200, &x);
+}
+
+static void
+put_bucket_acl(struct s3_req *r)
+{
+	struct ol_acl a;
+	struct ol_s3_buf enc = {0};
+	r->op = "PutAcl";
+	if (s3_acl_from_request(r, s3_bucket_owner(r), &a) < 0)
+		return;
+	ol_acl_encode(&a, &enc);
+	int rc = s3_bucket_attr_store(r, "acl", enc.p, (long)enc.len);
+	ol_s3_buf_free(&enc);
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
+		return;
+	}
+	s3_send(r, 200, NULL, 0, NULL, 0);
+}
+
 /* ---- DeleteObjects ---- */
 
 static void
@@ -139,10 +240,11 @@ delete_result(struct s3_req *r, const struct ol_s3_delete_req *d, const int *rcs
 			ol_s3_buf_adds(&x, "</Deleted>");
 			continue;
 		}
-		const char *code = rc == -EINVAL  ? "InvalidArgument"
-				   : rc == -EIO	  ? "ServiceUnavailable"
-				   : rc == -ENXIO ? "NoSuchBucket"
-						  : "InternalError";
+		const char *code = rc == -EACCES   ? "AccessDenied"
+				   : rc == -EINVAL ? "InvalidArgument"
+				   : rc == -EIO	   ? "ServiceUnavailable"
+				   : rc == -ENXIO  ? "NoSuchBucket"
+						   : "InternalError";
 		ol_s3_buf_adds(&x, "<Error>");
 		ol_s3_xml_elemn(&x, "Key", d->keys[i], d->key_lens[i]);
 		ol_s3_xml_elem(&x, "Code", code);
@@ -196,7 +298,9 @@ delete_objects(struct s3_req *r)
 	}
 	rcs = ol_xcalloc(d.n_keys, sizeof(int));
 	for (unsigned i = 0; i < d.n_keys; i++)
-		rcs[i] = ol_store_delete(r->srv->st, r->rt.bucket, d.keys[i], d.key_lens[i]);
+		rcs[i] = s3_key_delete_ok(r, d.keys[i], d.key_lens[i])
+			     ? ol_store_delete(r->srv->st, r->rt.bucket, d.keys[i], d.key_lens[i])
+			     : -EACCES;
 	delete_result(r, &d, rcs);
 out:
 	free(rcs);
@@ -210,28 +314,11 @@ out:
 static bool
 not_implemented_sub(struct s3_req *r)
 {
-	static const char *const subs[] = {"policy",
-					   "policyStatus",
-					   "lifecycle",
-					   "cors",
-					   "encryption",
-					   "tagging",
-					   "logging",
-					   "notification",
-					   "replication",
-					   "website",
-					   "object-lock",
-					   "accelerate",
-					   "analytics",
-					   "inventory",
-					   "metrics",
-					   "ownershipControls",
-					   "publicAccessBlock",
-					   "intelligent-tiering",
-					   "requestPayment",
-					   "versions",
-					   "versioning",
-					   "acl"};
+	static const char *const subs[] = {
+	    "lifecycle",	   "encryption",     "tagging",	  "logging",
+	    "notification",	   "replication",    "website",	  "object-lock",
+	    "accelerate",	   "analytics",	     "inventory", "metrics",
+	    "intelligent-tiering", "requestPayment", "versions",  "versioning"};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		if (ol_s3_query_has(r->query, subs[i])) {
 			s3_error(r, OL_S3E_NOT_IMPLEMENTED, NULL);
@@ -249,7 +336,11 @@ bucket_get(struct s3_req *r)
 	else if (ol_s3_query_has(r->query, "versioning"))
 		get_versioning(r);
 	else if (ol_s3_query_has(r->query, "acl"))
-		s3_canned_acl(r);
+		get_bucket_acl(r);
+	else if (ol_s3_query_has(r->query, "policyStatus"))
+		s3_get_policy_status(r);
+	else if (ol_s3_query_has(r->query, "policy"))
+		s3_get_policy(r);
 	else if (ol_s3_query_has(r->query, "uploads"))
 		s3_mpu_list(r);
 	else if (ol_s3_query_has(r->query, "versions"))
@@ -273,9 +364,18 @@ void
 s3_bucket(struct s3_req *r)
 {
 	const char *m = r->h->method;
+	if (r->ba.loaded && r->ba.exists && s3_settings(r))
+		return;
 	if (strcmp(m, "PUT") == 0) {
-		if (!not_implemented_sub(r))
+		if (ol_s3_query_has(r->query, "acl")) {
+			if (s3_bucket_exists(r))
+				put_bucket_acl(r);
+		} else if (ol_s3_query_has(r->query, "policy")) {
+			if (s3_bucket_exists(r))
+				s3_put_policy(r);
+		} else if (!not_implemented_sub(r)) {
 			create_bucket(r);
+		}
 		return;
 	}
 	if (!s3_bucket_exists(r))
@@ -289,10 +389,14 @@ s3_bucket(struct s3_req *r)
 	} else if (strcmp(m, "GET") == 0) {
 		bucket_get(r);
 	} else if (strcmp(m, "DELETE") == 0) {
-		if (!not_implemented_sub(r))
+		if (ol_s3_query_has(r->query, "policy"))
+			s3_delete_policy(r);
+		else if (!not_implemented_sub(r))
 			delete_bucket(r);
 	} else if (strcmp(m, "POST") == 0 && ol_s3_query_has(r->query, "delete")) {
 		delete_objects(r);
+	} else if (s3_is_post_upload(r)) {
+		s3_post_object(r);
 	} else {
 		s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
 	}

@@ -315,6 +315,23 @@ copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mtime
 	s3_send_xml(r, 200, &x);
 }
 
+/* The entries of a source blob into meta, less its owner and ACL (the copy gets its own). */
+static void
+meta_copy_unowned(const struct ol_obj_info *si, struct ol_s3_buf *meta)
+{
+	size_t pos = 0;
+	struct ol_s3_meta_kv kv;
+	while (ol_s3_meta_next(si->meta, si->meta_len, &pos, &kv)) {
+		if ((kv.name_len == 8 && memcmp(kv.name, "ol-owner", 8) == 0) ||
+		    (kv.name_len == 6 && memcmp(kv.name, "ol-acl", 6) == 0))
+			continue;
+		ol_s3_buf_add(meta, kv.name, kv.name_len);
+		ol_s3_buf_add(meta, ": ", 2);
+		ol_s3_buf_add(meta, kv.value, kv.value_len);
+		ol_s3_buf_add(meta, "\n", 1);
+	}
+}
+
 /* 1 REPLACE, 0 COPY, -1 (error sent): unknown directive or a copy onto itself without
  * REPLACE. */
 static int
@@ -360,6 +377,8 @@ copy_object(struct s3_req *r)
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
 		return;
 	}
+	if (!s3_source_access(r, sb, sk, skl, si.meta, si.meta_len))
+		goto out;
 	if (conditionals(r, &si, "x-amz-copy-source-") != 0) {
 		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
 		goto out;
@@ -374,7 +393,8 @@ copy_object(struct s3_req *r)
 		s3_meta_from_headers(r, &meta);
 		meta_keep_checksums(&si, &meta);
 	} else {
-		ol_s3_buf_add(&meta, si.meta, si.meta_len);
+		meta_copy_unowned(&si, &meta);
+		s3_meta_add_owner(r, &meta);
 	}
 	rc = ol_store_put_begin(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len,
 				(int64_t)si.size, &p);
@@ -417,6 +437,8 @@ s3_mpu_part_copy(struct s3_req *r, struct ol_put *p)
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
 		goto out;
 	}
+	if (!s3_source_access(r, sb, sk, skl, si.meta, si.meta_len))
+		goto out;
 	len = si.size;
 	const char *range = ol_http_header(r->h, "x-amz-copy-source-range");
 	if (range && ol_s3_range_parse(range, si.size, &off, &len) != 1) {
@@ -627,10 +649,16 @@ get_object(struct s3_req *r, bool head)
 	uint64_t off = 0, len;
 	r->op = head ? "HeadObject" : "GetObject";
 	int rc = ol_store_get_open(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, &g, &in);
+	if (rc == -ENOENT) {
+		s3_missing_key(r, OL_S3E_NO_SUCH_KEY);
+		return;
+	}
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
 		return;
 	}
+	if (!s3_object_access(r, in.meta, in.meta_len))
+		goto out;
 	int cond = conditionals(r, &in, "");
 	if (cond == 412) {
 		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
@@ -678,21 +706,94 @@ delete_object(struct s3_req *r)
 	s3_send(r, 204, NULL, 0, NULL, 0);
 }
 
-/* ---- ACL (canned) ---- */
+/* ---- ACL ---- */
 
-void
-s3_canned_acl(struct s3_req *r)
+static void
+get_object_acl(struct s3_req *r)
 {
+	struct ol_get *g = NULL;
+	struct ol_obj_info in;
+	struct ol_acl a;
 	struct ol_s3_buf x = {0};
 	r->op = "GetAcl";
-	ol_s3_xml_open_root(&x, "AccessControlPolicy");
-	ol_s3_buf_adds(&x, "<Owner><ID>openlake</ID><DisplayName>openlake</DisplayName></Owner>"
-			   "<AccessControlList><Grant><Grantee "
-			   "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
-			   "xsi:type=\"CanonicalUser\"><ID>openlake</ID><DisplayName>openlake"
-			   "</DisplayName></Grantee><Permission>FULL_CONTROL</Permission></Grant>"
-			   "</AccessControlList></AccessControlPolicy>");
-	s3_send_xml(r, 200, &x);
+	int rc = ol_store_get_open(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, &g, &in);
+	if (rc == -ENOENT) {
+		s3_missing_key(r, OL_S3E_NO_SUCH_KEY);
+		return;
+	}
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
+		return;
+	}
+	if (s3_object_access(r, in.meta, in.meta_len)) {
+		s3_object_acl(r, in.meta, in.meta_len, &a);
+		ol_acl_xml(&a, &x);
+		s3_send_xml(r, 200, &x);
+	}
+	ol_store_get_close(g);
+}
+
+/* The object's data and metadata written again with a new ACL (the store has no metadata-only
+ * update): same bytes, same ETag, committed only if the object is still the one read. */
+static void
+put_object_acl(struct s3_req *r)
+{
+	struct ol_get *g = NULL;
+	struct ol_put *p = NULL;
+	struct ol_obj_info in;
+	struct ol_acl old, a;
+	struct ol_s3_buf meta = {0}, enc = {0};
+	struct ol_store_cond cond = {0};
+	uint8_t md5[OL_CKSUM_MAX_RAW];
+	r->op = "PutAcl";
+	int rc = ol_store_get_open(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, &g, &in);
+	if (rc == -ENOENT) {
+		s3_missing_key(r, OL_S3E_NO_SUCH_KEY);
+		return;
+	}
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
+		return;
+	}
+	if (!s3_object_access(r, in.meta, in.meta_len))
+		goto out;
+	s3_object_acl(r, in.meta, in.meta_len, &old);
+	if (s3_acl_from_request(r, old.owner, &a) < 0)
+		goto out;
+	meta_copy_unowned(&in, &meta);
+	ol_s3_meta_add(&meta, "ol-owner", old.owner);
+	ol_acl_encode(&a, &enc);
+	ol_s3_meta_add(&meta, "ol-acl", ol_s3_buf_cstr(&enc));
+	rc = ol_store_put_begin(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len,
+				(int64_t)in.size, &p);
+	if (rc < 0) {
+		s3_store_error(r, rc == -ENOENT ? -ENXIO : rc, OL_S3E_NO_SUCH_BUCKET);
+		goto out;
+	}
+	if (copy_stream(r, g, 0, in.size, p, md5) < 0)
+		goto out;
+	cond.if_match = in.etag;
+	ol_store_put_set_cond(p, &cond);
+	rc = ol_store_put_commit(p, in.etag, meta.p, meta.len, NULL);
+	p = NULL;
+	if (rc == -ECANCELED || rc == -ENODATA) {
+		s3_error_code(
+		    r, "OperationAborted", 409,
+		    "A conflicting conditional operation is currently in progress against "
+		    "this resource. Please try again.",
+		    NULL);
+		goto out;
+	}
+	if (rc < 0) {
+		s3_write_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
+		goto out;
+	}
+	s3_send(r, 200, NULL, 0, NULL, 0);
+out:
+	ol_store_put_abort(p);
+	ol_store_get_close(g);
+	ol_s3_buf_free(&meta);
+	ol_s3_buf_free(&enc);
 }
 
 static bool
@@ -723,7 +824,7 @@ object_put(struct s3_req *r)
 	if (part) {
 		s3_mpu_part(r);
 	} else if (ol_s3_query_has(r->query, "acl")) {
-		s3_error(r, OL_S3E_NOT_IMPLEMENTED, NULL);
+		put_object_acl(r);
 	} else if (unsupported_sub(r)) {
 		return;
 	} else if (ol_http_header(r->h, "x-amz-copy-source")) {
@@ -763,7 +864,7 @@ s3_object(struct s3_req *r)
 		if (ol_s3_query_has(r->query, "uploadId") && m[0] == 'G')
 			s3_mpu_list_parts(r);
 		else if (ol_s3_query_has(r->query, "acl") && m[0] == 'G')
-			s3_canned_acl(r);
+			get_object_acl(r);
 		else if (unsupported_sub(r))
 			return;
 		else if (m[0] == 'G')

@@ -9,7 +9,9 @@
 #include "http/http.h"
 #include "s3/auth/awschunked.h"
 #include "s3/auth/checksum.h"
+#include "s3/acl.h"
 #include "s3/auth/sigv4.h"
+#include "s3/cors.h"
 #include "s3/s3.h"
 #include "s3/s3util.h"
 #include "store/store.h"
@@ -27,6 +29,24 @@ struct ol_s3_server {
 	uint64_t max_object_size;
 };
 
+/* A bucket's access attributes, loaded from its record (access.c). */
+struct s3_bucket_attrs {
+	bool loaded, exists;
+	int rc;	    /* store error when !exists */
+	char *blob; /* raw attrs (malloc'd), blob_len bytes */
+	size_t blob_len;
+	struct ol_acl acl;  /* stored ACL, or owner FULL_CONTROL */
+	char ownership[32]; /* ObjectOwnership ("" = ObjectWriter) */
+	struct ol_pab pab;  /* public access block (all false = none) */
+};
+
+/* What a request asks for, as an access check sees it (access.c). */
+struct s3_action {
+	const char *name; /* IAM action: "s3:GetObject" */
+	unsigned perm;	  /* ACL permission it needs (OL_ACL_*), 0 = owner only */
+	bool object_acl;  /* checked against the object's ACL (else the bucket's) */
+};
+
 struct s3_req {
 	struct ol_s3_server *srv;
 	struct ol_http_req *h;
@@ -34,6 +54,18 @@ struct s3_req {
 	struct ol_s3_route rt;
 	struct ol_sigv4_result auth;
 	char reqid[20];
+	const char *user; /* requester's user name; NULL: anonymous */
+	bool admin;	  /* the administrator: every access allowed */
+	struct s3_bucket_attrs ba;
+	struct s3_action act;
+	int pol;	  /* bucket policy verdict for act: 1 allow, -1 deny, 0 none */
+	bool has_req_acl; /* x-amz-acl / x-amz-grant-* given: req_acl holds it */
+	struct ol_acl req_acl;
+	struct {
+		bool on; /* a CORS rule matched the request's Origin: headers go out */
+		char origin[256], methods[64], expose[512];
+		long max_age;
+	} cors;
 	const char *op;
 	int status;
 	bool responded;
@@ -75,6 +107,82 @@ size_t s3_common_headers(struct s3_req *r, struct ol_http_header *h, size_t n);
 /* Check the bucket exists (sends NoSuchBucket / InvalidBucketName and returns false). */
 bool s3_bucket_exists(struct s3_req *r);
 
+/* access.c */
+struct ol_strbuf;
+/* Requester identity from r->auth (or anonymous). */
+void s3_identity(struct s3_req *r, bool anonymous);
+/* Load r->ba for r->rt.bucket once (any request naming a bucket). */
+void s3_bucket_load(struct s3_req *r);
+/* Call after every write of a bucket record (create, delete, attrs): the per-thread caches of
+ * bucket attrs that s3_bucket_load keeps are then reread. */
+void s3_bucket_changed(void);
+/* Owner of the loaded bucket ("admin" for buckets without one). */
+const char *s3_bucket_owner(const struct s3_req *r);
+/* Store the loaded bucket's attrs with name set to val (vl < 0: removed). 0 or -errno. */
+int s3_bucket_attr_store(struct s3_req *r, const char *name, const char *val, long vl);
+/* Two attrs in one record write (name2 may be NULL). */
+int s3_bucket_attr_store2(struct s3_req *r, const char *name, const char *val, long vl,
+			  const char *name2, const char *val2, long vl2);
+/* Classify the request, evaluate the bucket policy and check what can be checked before the
+ * object is read. false with the error sent (AccessDenied, NoSuchBucket, 400 for bad ACL
+ * headers). */
+bool s3_access_check(struct s3_req *r);
+/* Object-level check for GetObject/HeadObject/Get|PutObjectAcl: meta is the object's blob.
+ * false with AccessDenied sent. */
+bool s3_object_access(struct s3_req *r, const void *meta, size_t meta_len);
+/* The object does not exist: 404 (enoent) to those who may list the bucket, else 403. */
+void s3_missing_key(struct s3_req *r, enum ol_s3_err enoent);
+/* The object's ACL (stored, or owner FULL_CONTROL) from its metadata blob. */
+void s3_object_acl(struct s3_req *r, const void *meta, size_t meta_len, struct ol_acl *a);
+/* Append ol-owner / ol-acl entries for a new object written by this request. */
+void s3_meta_add_owner(struct s3_req *r, struct ol_s3_buf *meta);
+/* Read access to a copy source (bucket sb, object meta si): false with the error sent. */
+bool s3_source_access(struct s3_req *r, const char *sb, const char *sk, size_t skl,
+		      const void *meta, size_t meta_len);
+void s3_access_fini(struct s3_req *r);
+/* DeleteObjects: may the requester delete this key of the bucket? (logged and counted) */
+bool s3_key_delete_ok(struct s3_req *r, const char *key, size_t key_len);
+/* Is id a configured user (or "admin")? */
+bool s3_user_known(const struct s3_req *r, const char *id);
+/* The ACL a PUT ?acl asks for: its x-amz-acl / x-amz-grant-* headers, else its
+ * AccessControlPolicy body; owner is the resource's. 0, or -1 with the error sent. */
+int s3_acl_from_request(struct s3_req *r, const char *owner, struct ol_acl *out);
+/* policy.c: the loaded bucket's policy for action on the request's resource:
+ * 1 allowed, -1 explicitly denied, 0 not mentioned (no policy). */
+int s3_policy_verdict(struct s3_req *r, const char *action);
+/* The same for another key of the request's bucket (DeleteObjects). */
+int s3_policy_verdict_key(struct s3_req *r, const char *action, const char *key, size_t key_len);
+/* Bucket policy handlers (the bucket is loaded and the access checked). */
+void s3_put_policy(struct s3_req *r);
+void s3_get_policy(struct s3_req *r);
+void s3_delete_policy(struct s3_req *r);
+void s3_get_policy_status(struct s3_req *r);
+/* Public access block: PUT of a public policy refused (true: 403 AccessDenied sent). */
+bool s3_public_policy_blocked(struct s3_req *r, bool is_public);
+void s3_access_metrics_render(struct ol_strbuf *out, void *arg);
+
+/* post.c: POST of a multipart/form-data body to a bucket (browser upload). */
+void s3_post_object(struct s3_req *r);
+/* access.c: PutObject by a POST upload (identity set, key in r->rt): canned acl field may be
+ * NULL. false with the error sent. */
+bool s3_access_post(struct s3_req *r, const char *acl);
+/* Is this a browser POST upload (POST to a bucket with a form body)? */
+bool s3_is_post_upload(const struct s3_req *r);
+
+/* settings.c */
+/* PUT/GET/DELETE ?publicAccessBlock, ?ownershipControls, ?cors: true when handled. */
+bool s3_settings(struct s3_req *r);
+/* OPTIONS: a CORS preflight, answered from the bucket's rules (no signature needed). */
+void s3_cors_preflight(struct s3_req *r);
+/* A request with Origin on a bucket with CORS rules: note the headers to send. */
+void s3_cors_request(struct s3_req *r);
+/* Append the noted CORS headers (up to 4) to h[n..]; returns the new n. */
+size_t s3_cors_headers(struct s3_req *r, struct ol_http_header *h, size_t n);
+/* access.c: is the loaded bucket's ACL the owner's FULL_CONTROL alone? */
+bool s3_bucket_acl_private(const struct s3_req *r);
+/* Does it grant AllUsers or AuthenticatedUsers anything? */
+bool s3_bucket_acl_public(const struct s3_req *r);
+
 /* metrics.c */
 void s3_metrics_record(const char *op, int status, uint64_t us);
 struct ol_strbuf;
@@ -101,7 +209,6 @@ void s3_object(struct s3_req *r);
 int s3_write_cond(struct s3_req *r, struct ol_store_cond *c, char etag[OL_STORE_ETAG_MAX]);
 /* s3_store_error, plus -ECANCELED -> 412 PreconditionFailed, -ENODATA -> 404 NoSuchKey. */
 void s3_write_error(struct s3_req *r, int rc, enum ol_s3_err enoent);
-void s3_canned_acl(struct s3_req *r);
 /* UploadPartCopy into the open part writer p (consumes p). */
 void s3_mpu_part_copy(struct s3_req *r, struct ol_put *p);
 /* bucket.c */

@@ -28,7 +28,7 @@ s3_common_headers(struct s3_req *r, struct ol_http_header *h, size_t n)
 {
 	h[n++] = (struct ol_http_header){"x-amz-request-id", r->reqid};
 	h[n++] = (struct ol_http_header){"x-amz-id-2", r->reqid};
-	return n;
+	return s3_cors_headers(r, h, n);
 }
 
 void
@@ -37,10 +37,13 @@ s3_send(struct s3_req *r, int status, const struct ol_http_header *hin, size_t n
 {
 	struct ol_http_header h[48];
 	size_t n = 0;
-	for (size_t i = 0; i < nin && n < 44; i++)
+	for (size_t i = 0; i < nin && n < 40; i++)
 		h[n++] = hin[i];
 	n = s3_common_headers(r, h, n);
-	if (len)
+	bool typed = false;
+	for (size_t i = 0; i < nin; i++)
+		typed |= strcasecmp(hin[i].name, "Content-Type") == 0;
+	if (len && !typed)
 		h[n++] = (struct ol_http_header){"Content-Type", "application/xml"};
 	r->status = status;
 	r->responded = true;
@@ -145,6 +148,8 @@ s3_bucket_exists(struct s3_req *r)
 		s3_error(r, OL_S3E_INVALID_BUCKET_NAME, NULL);
 		return false;
 	}
+	if (r->ba.loaded && r->ba.exists)
+		return true;
 	int64_t created;
 	int rc = ol_store_bucket_stat(r->srv->st, r->rt.bucket, &created);
 	if (rc == 0)
@@ -222,8 +227,11 @@ authenticate(struct s3_req *r)
 	    r->h->method, r->h->path, strlen(r->h->path), r->query, strlen(r->query), hs, n};
 	int rc = ol_sigv4_verify(&sr, r->srv->cfg->region, time(NULL), secret_for,
 				 (void *)r->srv->cfg, &r->auth);
-	if (rc == 0)
+	if (rc == 0 || rc == OL_SIGV4_ERR_MISSING) {
+		/* no signature at all: an anonymous request, which ACLs and policies judge */
+		s3_identity(r, rc != 0);
 		return 0;
+	}
 	bool pre = strstr(r->query, "X-Amz-Signature") != NULL;
 	enum ol_s3_err e = auth_err(rc, pre);
 	const char *msg = r->auth.message[0] ? r->auth.message : NULL;
@@ -277,8 +285,13 @@ refuse_sse(struct s3_req *r)
 static void
 dispatch(struct s3_req *r)
 {
-	if (refuse_sse(r))
+	if (strcmp(r->h->method, "OPTIONS") == 0) {
+		s3_cors_preflight(r);
 		return;
+	}
+	if (refuse_sse(r) || !s3_access_check(r))
+		return;
+	s3_cors_request(r);
 	if (!r->rt.bucket[0]) {
 		s3_service(r);
 		return;
@@ -308,6 +321,7 @@ s3_handler(struct ol_http_req *h, void *arg)
 	if (!r.responded)
 		s3_error(&r, OL_S3E_INTERNAL, "no response");
 	ol_sigv4_result_fini(&r.auth);
+	s3_access_fini(&r);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	s3_metrics_record(
 	    r.op, r.status,
@@ -395,6 +409,7 @@ ol_s3_server_start(const struct ol_config *cfg, struct ol_store *st, struct ol_s
 	ol_info("s3: listening on %s (port %u), region %s", cfg->s3_addr,
 		ol_http_server_port(s->http), cfg->region);
 	ol_metrics_register(s3_metrics_render, s);
+	ol_metrics_register(s3_access_metrics_render, s);
 	*out = s;
 	return 0;
 }
@@ -411,6 +426,7 @@ ol_s3_server_stop(struct ol_s3_server *s)
 	if (!s)
 		return;
 	ol_metrics_unregister(s3_metrics_render, s);
+	ol_metrics_unregister(s3_access_metrics_render, s);
 	ol_http_server_stop(s->http);
 	ol_admin_set_store(NULL); /* cancels a running heal and waits for it */
 	free(s);

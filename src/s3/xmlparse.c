@@ -1,5 +1,7 @@
 /* s3/xmlparse.c - bounded expat parsers for S3 request bodies (Complete, Delete,
  * CreateBucketConfiguration). No DTDs, no entities beyond the predefined ones. */
+#include "s3/acl.h"
+#include "s3/cors.h"
 #include "s3/s3util.h"
 
 #include <errno.h>
@@ -342,5 +344,332 @@ ol_s3_parse_create_bucket(const char *xml, size_t n, char *loc, size_t cap)
 	x->arg = &l;
 	int rc = xp_run(x, xml, n);
 	free(x);
+	return rc;
+}
+
+/* ---- AccessControlPolicy ---- */
+
+struct acl_ctx {
+	struct ol_acl *a;
+	char type; /* grantee kind of the current <Grant>, 0 none yet */
+	char id[OL_ACL_ID_MAX];
+	unsigned perm;
+	int err;
+};
+
+static int
+acl_grantee(struct acl_ctx *c, const char *leaf, const char *t, size_t n)
+{
+	bool known = strcmp(leaf, "ID") == 0 || strcmp(leaf, "URI") == 0 ||
+		     strcmp(leaf, "EmailAddress") == 0;
+	if (!known)
+		return 0; /* DisplayName and the like */
+	if (c->type) {
+		c->err = -EINVAL;
+		return -1;
+	}
+	if (strcmp(leaf, "ID") == 0) {
+		if (!ol_acl_id_ok(t, n)) {
+			c->err = -EINVAL;
+			return -1;
+		}
+		memcpy(c->id, t, n);
+		c->id[n] = '\0';
+		c->type = OL_ACL_USER;
+	} else if (strcmp(leaf, "URI") == 0) {
+		if (ol_acl_grantee_uri(t, n, &c->type) < 0) {
+			c->err = -EINVAL;
+			return -1;
+		}
+	} else if (strcmp(leaf, "EmailAddress") == 0) {
+		c->err = -ENOTSUP;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+acl_grant_end(struct acl_ctx *c)
+{
+	int rc;
+	if (!c->type || !c->perm) {
+		c->err = -EINVAL;
+		return -1;
+	}
+	rc = ol_acl_add(c->a, c->type, c->id, c->perm);
+	c->type = 0;
+	c->perm = 0;
+	c->id[0] = '\0';
+	if (rc < 0)
+		c->err = rc;
+	return rc < 0 ? -1 : 0;
+}
+
+static int
+acl_end(struct xp *x, const char *t, size_t n)
+{
+	struct acl_ctx *c = x->arg;
+	if (x->depth == 1)
+		return strcmp(x->path[0], "AccessControlPolicy") == 0 ? 0 : -1;
+	if (at(x, 3, "AccessControlPolicy", "Owner", "ID")) {
+		if (n && !ol_acl_id_ok(t, n))
+			return -1;
+		memcpy(c->a->owner, t, n);
+		c->a->owner[n] = '\0';
+		return 0;
+	}
+	if (at(x, 5, "AccessControlPolicy", "AccessControlList", "Grant") &&
+	    strcmp(x->path[3], "Grantee") == 0)
+		return acl_grantee(c, x->path[4], t, n);
+	if (at(x, 4, "AccessControlPolicy", "AccessControlList", "Grant") &&
+	    strcmp(x->path[3], "Permission") == 0) {
+		while (n && (t[n - 1] == ' ' || t[n - 1] == '\n' || t[n - 1] == '\r'))
+			n--;
+		while (n && (*t == ' ' || *t == '\n' || *t == '\r'))
+			t++, n--;
+		c->perm = ol_acl_perm_parse(t, n);
+		if (!c->perm)
+			c->err = -EINVAL;
+		return c->perm ? 0 : -1;
+	}
+	if (at(x, 3, "AccessControlPolicy", "AccessControlList", "Grant"))
+		return acl_grant_end(c);
+	return 0;
+}
+
+int
+ol_acl_parse_xml(const char *xml, size_t n, struct ol_acl *a)
+{
+	struct acl_ctx c = {.a = a};
+	struct xp *x = ol_xcalloc(1, sizeof(*x));
+	memset(a, 0, sizeof(*a));
+	x->on_end = acl_end;
+	x->arg = &c;
+	int rc = xp_run(x, xml, n);
+	free(x);
+	if (rc < 0 && c.err)
+		rc = c.err;
+	return rc;
+}
+
+/* ---- CORSConfiguration ---- */
+
+struct cors_ctx {
+	struct ol_cors *c;
+	struct ol_cors_rule cur;
+	int err;
+};
+
+static int
+list_add(char ***l, unsigned *n, const char *t, size_t len)
+{
+	if (*n >= OL_CORS_MAX_ITEMS || len == 0 || len > 1024 || memchr(t, 0, len))
+		return -1;
+	*l = ol_xrealloc(*l, (*n + 1) * sizeof(char *));
+	(*l)[*n] = ol_xmalloc(len + 1);
+	memcpy((*l)[*n], t, len);
+	(*l)[*n][len] = '\0';
+	(*n)++;
+	return 0;
+}
+
+static void
+rule_free(struct ol_cors_rule *r)
+{
+	char **ls[4] = {r->origins, r->methods, r->headers, r->expose};
+	unsigned ns[4] = {r->n_origins, r->n_methods, r->n_headers, r->n_expose};
+	for (int i = 0; i < 4; i++) {
+		for (unsigned j = 0; j < ns[i]; j++)
+			free(ls[i][j]);
+		free(ls[i]);
+	}
+	memset(r, 0, sizeof(*r));
+	r->max_age = -1;
+}
+
+void
+ol_cors_free(struct ol_cors *c)
+{
+	for (unsigned i = 0; i < c->n; i++)
+		rule_free(&c->rules[i]);
+	free(c->rules);
+	c->rules = NULL;
+	c->n = 0;
+}
+
+static int
+cors_rule_end(struct cors_ctx *x)
+{
+	static const char *const methods[] = {"GET", "PUT", "POST", "DELETE", "HEAD"};
+	struct ol_cors_rule *r = &x->cur;
+	if (!r->n_origins || !r->n_methods || x->c->n >= OL_CORS_MAX_RULES) {
+		x->err = -EINVAL;
+		return -1;
+	}
+	for (unsigned i = 0; i < r->n_methods; i++) {
+		bool ok = false;
+		for (size_t j = 0; j < 5; j++)
+			ok |= strcmp(r->methods[i], methods[j]) == 0;
+		if (!ok) {
+			x->err = -EINVAL;
+			return -1;
+		}
+	}
+	x->c->rules = ol_xrealloc(x->c->rules, (x->c->n + 1) * sizeof(*x->c->rules));
+	x->c->rules[x->c->n++] = *r;
+	memset(r, 0, sizeof(*r));
+	r->max_age = -1;
+	return 0;
+}
+
+static int
+cors_end(struct xp *x, const char *t, size_t n)
+{
+	struct cors_ctx *c = x->arg;
+	struct ol_cors_rule *r = &c->cur;
+	if (x->depth == 1)
+		return strcmp(x->path[0], "CORSConfiguration") == 0 ? 0 : -1;
+	if (at(x, 2, "CORSConfiguration", "CORSRule", NULL))
+		return cors_rule_end(c);
+	if (x->depth != 3 || strcmp(x->path[0], "CORSConfiguration") != 0 ||
+	    strcmp(x->path[1], "CORSRule") != 0)
+		return 0;
+	const char *leaf = x->path[2];
+	if (strcmp(leaf, "AllowedOrigin") == 0)
+		return list_add(&r->origins, &r->n_origins, t, n);
+	if (strcmp(leaf, "AllowedMethod") == 0)
+		return list_add(&r->methods, &r->n_methods, t, n);
+	if (strcmp(leaf, "AllowedHeader") == 0)
+		return list_add(&r->headers, &r->n_headers, t, n);
+	if (strcmp(leaf, "ExposeHeader") == 0)
+		return list_add(&r->expose, &r->n_expose, t, n);
+	if (strcmp(leaf, "MaxAgeSeconds") == 0) {
+		unsigned v;
+		if (parse_uint(t, 2147483647u, &v) < 0)
+			return -1;
+		r->max_age = (long)v;
+	}
+	return 0;
+}
+
+int
+ol_cors_parse(const char *xml, size_t n, struct ol_cors *out)
+{
+	struct cors_ctx c = {.c = out};
+	struct xp *x = ol_xcalloc(1, sizeof(*x));
+	memset(out, 0, sizeof(*out));
+	c.cur.max_age = -1;
+	x->on_end = cors_end;
+	x->arg = &c;
+	int rc = xp_run(x, xml, n);
+	free(x);
+	rule_free(&c.cur);
+	if (rc < 0 && c.err)
+		rc = c.err;
+	if (rc == 0 && out->n == 0)
+		rc = -EBADMSG;
+	if (rc < 0)
+		ol_cors_free(out);
+	return rc;
+}
+
+/* ---- PublicAccessBlockConfiguration, OwnershipControls ---- */
+
+static int
+pab_end(struct xp *x, const char *t, size_t n)
+{
+	static const char *const names[] = {"BlockPublicAcls", "IgnorePublicAcls",
+					    "BlockPublicPolicy", "RestrictPublicBuckets"};
+	struct ol_pab *p = x->arg;
+	bool *fields[] = {&p->block_public_acls, &p->ignore_public_acls, &p->block_public_policy,
+			  &p->restrict_public_buckets};
+	if (x->depth == 1)
+		return strcmp(x->path[0], "PublicAccessBlockConfiguration") == 0 ? 0 : -1;
+	if (x->depth != 2)
+		return 0;
+	for (int i = 0; i < 4; i++) {
+		if (strcmp(x->path[1], names[i]) != 0)
+			continue;
+		if (n == 4 && strncasecmp(t, "true", 4) == 0)
+			*fields[i] = true;
+		else if (n == 5 && strncasecmp(t, "false", 5) == 0)
+			*fields[i] = false;
+		else
+			return -1;
+	}
+	return 0;
+}
+
+int
+ol_pab_parse(const char *xml, size_t n, struct ol_pab *out)
+{
+	struct xp *x = ol_xcalloc(1, sizeof(*x));
+	memset(out, 0, sizeof(*out));
+	x->on_end = pab_end;
+	x->arg = out;
+	int rc = xp_run(x, xml, n);
+	free(x);
+	return rc;
+}
+
+void
+ol_pab_encode(const struct ol_pab *p, char out[5])
+{
+	out[0] = p->block_public_acls ? '1' : '0';
+	out[1] = p->ignore_public_acls ? '1' : '0';
+	out[2] = p->block_public_policy ? '1' : '0';
+	out[3] = p->restrict_public_buckets ? '1' : '0';
+	out[4] = '\0';
+}
+
+void
+ol_pab_decode(const char *s, size_t n, struct ol_pab *out)
+{
+	out->block_public_acls = n > 0 && s[0] == '1';
+	out->ignore_public_acls = n > 1 && s[1] == '1';
+	out->block_public_policy = n > 2 && s[2] == '1';
+	out->restrict_public_buckets = n > 3 && s[3] == '1';
+}
+
+bool
+ol_ownership_ok(const char *v)
+{
+	return strcmp(v, "BucketOwnerEnforced") == 0 || strcmp(v, "BucketOwnerPreferred") == 0 ||
+	       strcmp(v, "ObjectWriter") == 0;
+}
+
+struct own_ctx {
+	char *out;
+	size_t cap;
+	int n;
+};
+
+static int
+own_end(struct xp *x, const char *t, size_t n)
+{
+	struct own_ctx *o = x->arg;
+	if (x->depth == 1)
+		return strcmp(x->path[0], "OwnershipControls") == 0 ? 0 : -1;
+	if (!at(x, 3, "OwnershipControls", "Rule", "ObjectOwnership"))
+		return 0;
+	if (n >= o->cap || o->n++)
+		return -1;
+	memcpy(o->out, t, n);
+	o->out[n] = '\0';
+	return 0;
+}
+
+int
+ol_ownership_parse(const char *xml, size_t n, char *out, size_t cap)
+{
+	struct own_ctx o = {out, cap, 0};
+	struct xp *x = ol_xcalloc(1, sizeof(*x));
+	out[0] = '\0';
+	x->on_end = own_end;
+	x->arg = &o;
+	int rc = xp_run(x, xml, n);
+	free(x);
+	if (rc == 0 && !ol_ownership_ok(out))
+		rc = o.n ? -EINVAL : -EBADMSG;
 	return rc;
 }

@@ -1,4 +1,10 @@
-/* store/bucket.c - bucket records, replicated on every drive like object records. */
+/* store/bucket.c - bucket records, replicated on every drive like object records.
+ *
+ * Record v1 (16 bytes): created ns u64 | magic "OLb1" u32 | crc32c u32.
+ * Record v2: created ns u64 | magic "OLb2" u32 | updated ns u64 | attrs len u32 | attrs |
+ * crc32c u32 over all before. attrs is the caller's opaque blob (S3: owner, ACL, policy).
+ * A v1 record reads as a bucket with no attrs. Of the records that decode, the one updated
+ * last wins (an attrs change commits on a write quorum). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,40 +12,95 @@
 #include "base/log.h"
 #include "store/store_int.h"
 
-static int
-bucket_write(struct ol_store *st, const char *bucket, bool del)
+#define BREC2_MAGIC 0x32624c4fu
+#define BREC2_HDR   24
+
+static uint8_t *
+brec2_encode(int64_t created, int64_t updated, const void *attrs, size_t alen, size_t *len)
 {
-	uint8_t rec[16];
+	size_t n = BREC2_HDR + alen + 4;
+	uint8_t *r = ol_xmalloc(n);
+
+	ol_put_u64(r, (uint64_t)created);
+	ol_put_u32(r + 8, BREC2_MAGIC);
+	ol_put_u64(r + 12, (uint64_t)updated);
+	ol_put_u32(r + 20, (uint32_t)alen);
+	if (alen)
+		memcpy(r + BREC2_HDR, attrs, alen);
+	ol_put_u32(r + n - 4, ol_crc32c(r, n - 4, 0));
+	*len = n;
+	return r;
+}
+
+/* Either version: 0 with created, updated (v1: created) and attrs (v1: none), or -EIO. */
+static int
+brec_decode_any(const void *buf, size_t len, int64_t *created, int64_t *updated,
+		const uint8_t **attrs, size_t *alen)
+{
+	const uint8_t *p = buf;
+
+	*attrs = NULL;
+	*alen = 0;
+	if (len == 16) {
+		if (ol_brec_decode(buf, len, created) < 0)
+			return -EIO;
+		*updated = *created;
+		return 0;
+	}
+	if (len < BREC2_HDR + 4 || ol_get_u32(p + 8) != BREC2_MAGIC ||
+	    ol_get_u32(p + 20) != len - BREC2_HDR - 4 ||
+	    ol_crc32c(p, len - 4, 0) != ol_get_u32(p + len - 4))
+		return -EIO;
+	*created = (int64_t)ol_get_u64(p);
+	*updated = (int64_t)ol_get_u64(p + 12);
+	*attrs = p + BREC2_HDR;
+	*alen = len - BREC2_HDR - 4;
+	return 0;
+}
+
+static int
+bucket_write(struct ol_store *st, const char *bucket, bool del, int64_t created, const void *attrs,
+	     size_t alen)
+{
 	uint8_t *raw[OL_MAX_DRIVES];
-	size_t len[OL_MAX_DRIVES];
+	size_t len[OL_MAX_DRIVES], rl = 0;
 	struct ol_commit c = {.db = OL_META_BUCKETS, .k = bucket, .kl = strlen(bucket)};
+	uint8_t *rec = NULL;
 	int ok;
 
-	ol_brec_encode(rec, ol_now_ns(st));
-	for (int d = 0; d < st->n; d++) {
-		raw[d] = rec;
-		len[d] = sizeof(rec);
-	}
 	if (!del) {
+		rec = brec2_encode(created ? created : ol_now_ns(st), ol_now_ns(st), attrs, alen,
+				   &rl);
+		for (int d = 0; d < st->n; d++) {
+			raw[d] = rec;
+			len[d] = rl;
+		}
 		c.raw = raw;
 		c.raw_len = len;
 	}
 	ok = ol_commit_all(st, &c);
 	ol_commit_free(&c);
+	free(rec);
 	return ok >= st->w ? 0 : -EIO;
+}
+
+int
+ol_store_bucket_create_attrs(struct ol_store *st, const char *bucket, const void *attrs, size_t len)
+{
+	int rc;
+
+	if (!bucket[0] || strlen(bucket) > 63 || len > OL_STORE_MAX_BATTRS)
+		return -EINVAL;
+	pthread_rwlock_wrlock(&st->bucket_lock);
+	rc = ol_bucket_ok(st, bucket) ? -EEXIST : bucket_write(st, bucket, false, 0, attrs, len);
+	pthread_rwlock_unlock(&st->bucket_lock);
+	return rc;
 }
 
 int
 ol_store_bucket_create(struct ol_store *st, const char *bucket)
 {
-	int rc;
-
-	if (!bucket[0] || strlen(bucket) > 63)
-		return -EINVAL;
-	pthread_rwlock_wrlock(&st->bucket_lock);
-	rc = ol_bucket_ok(st, bucket) ? -EEXIST : bucket_write(st, bucket, false);
-	pthread_rwlock_unlock(&st->bucket_lock);
-	return rc;
+	return ol_store_bucket_create_attrs(st, bucket, NULL, 0);
 }
 
 static int
@@ -75,47 +136,109 @@ ol_store_bucket_delete(struct ol_store *st, const char *bucket)
 	pthread_rwlock_wrlock(&st->bucket_lock);
 	rc = ol_bucket_ok(st, bucket) ? bucket_empty(st, bucket) : -ENOENT;
 	if (!rc)
-		rc = bucket_write(st, bucket, true);
+		rc = bucket_write(st, bucket, true, 0, NULL, 0);
 	pthread_rwlock_unlock(&st->bucket_lock);
 	return rc;
 }
 
+/* The winning record of >= k decodable ones: created (oldest), attrs of the newest update. */
+struct bvote {
+	int64_t created, updated;
+	const uint8_t *attrs;
+	size_t alen;
+};
+
 static int
-bucket_votes(struct ol_store *st, const void *const *vals, const size_t *lens, int64_t *created)
+bucket_votes(struct ol_store *st, const void *const *vals, const size_t *lens, struct bvote *v)
 {
 	int votes = 0;
 
 	for (int d = 0; d < st->n; d++) {
-		int64_t c;
+		int64_t c, u;
+		const uint8_t *a;
+		size_t al;
 
-		if (vals[d] && ol_brec_decode(vals[d], lens[d], &c) == 0) {
-			if (!votes || c < *created)
-				*created = c;
-			votes++;
+		if (!vals[d] || brec_decode_any(vals[d], lens[d], &c, &u, &a, &al) < 0)
+			continue;
+		if (!votes || c < v->created)
+			v->created = c;
+		if (!votes || u > v->updated) {
+			v->updated = u;
+			v->attrs = a;
+			v->alen = al;
 		}
+		votes++;
 	}
 	return votes >= st->k;
 }
 
 int
-ol_store_bucket_stat(struct ol_store *st, const char *bucket, int64_t *created_ns)
+ol_store_bucket_get(struct ol_store *st, const char *bucket, int64_t *created_ns, void *buf,
+		    size_t cap, size_t *len)
 {
 	struct ol_reads r;
-	int64_t c = 0;
+	struct bvote v = {0};
 	int ok;
 
 	ol_reads_get(st, OL_META_BUCKETS, bucket, strlen(bucket), NULL, &r);
-	ok = bucket_votes(st, (const void *const *)r.raw, r.len, &c);
+	ok = bucket_votes(st, (const void *const *)r.raw, r.len, &v);
+	if (ok) {
+		if (created_ns)
+			*created_ns = v.created;
+		if (buf && cap)
+			memcpy(buf, v.attrs, v.alen < cap ? v.alen : cap);
+		if (len)
+			*len = v.alen;
+	}
 	ol_reads_free(&r);
-	if (!ok)
-		return -ENOENT;
-	if (created_ns)
-		*created_ns = c;
-	return 0;
+	return ok ? 0 : -ENOENT;
 }
 
 int
-ol_store_bucket_list(struct ol_store *st, ol_store_bucket_cb cb, void *arg)
+ol_store_bucket_attrs(struct ol_store *st, const char *bucket, void **out, size_t *len)
+{
+	struct ol_reads r;
+	struct bvote v = {0};
+	int ok;
+
+	*out = NULL;
+	*len = 0;
+	ol_reads_get(st, OL_META_BUCKETS, bucket, strlen(bucket), NULL, &r);
+	ok = bucket_votes(st, (const void *const *)r.raw, r.len, &v);
+	if (ok) {
+		*out = ol_xmalloc(v.alen + 1);
+		memcpy(*out, v.attrs, v.alen);
+		((char *)*out)[v.alen] = '\0';
+		*len = v.alen;
+	}
+	ol_reads_free(&r);
+	return ok ? 0 : -ENOENT;
+}
+
+int
+ol_store_bucket_stat(struct ol_store *st, const char *bucket, int64_t *created_ns)
+{
+	return ol_store_bucket_get(st, bucket, created_ns, NULL, 0, NULL);
+}
+
+int
+ol_store_bucket_set_attrs(struct ol_store *st, const char *bucket, const void *attrs, size_t len)
+{
+	int64_t created;
+	int rc;
+
+	if (len > OL_STORE_MAX_BATTRS)
+		return -EINVAL;
+	pthread_rwlock_wrlock(&st->bucket_lock);
+	rc = ol_store_bucket_get(st, bucket, &created, NULL, 0, NULL);
+	if (!rc)
+		rc = bucket_write(st, bucket, false, created, attrs, len);
+	pthread_rwlock_unlock(&st->bucket_lock);
+	return rc;
+}
+
+int
+ol_store_bucket_list_attrs(struct ol_store *st, ol_store_bucket_attrs_cb cb, void *arg)
 {
 	struct ol_merge m;
 	const void *vals[OL_MAX_DRIVES], *k;
@@ -124,14 +247,35 @@ ol_store_bucket_list(struct ol_store *st, ol_store_bucket_cb cb, void *arg)
 	int rc = ol_merge_open(st, OL_META_BUCKETS, "", 0, &m);
 
 	while (!rc && ol_merge_next(&m, &k, &kl, vals, lens) == 1) {
-		int64_t c = 0;
+		struct bvote v = {0};
 
-		if (kl >= sizeof(name) || !bucket_votes(st, vals, lens, &c))
+		if (kl >= sizeof(name) || !bucket_votes(st, vals, lens, &v))
 			continue;
 		memcpy(name, k, kl);
 		name[kl] = 0;
-		rc = cb(name, c, arg);
+		rc = cb(name, v.created, v.attrs, v.alen, arg);
 	}
 	ol_merge_close(&m);
 	return rc;
+}
+
+struct list_plain {
+	ol_store_bucket_cb cb;
+	void *arg;
+};
+
+static int
+list_plain_cb(const char *bucket, int64_t created_ns, const void *attrs, size_t len, void *arg)
+{
+	struct list_plain *lp = arg;
+
+	return lp->cb(bucket, created_ns, lp->arg);
+}
+
+int
+ol_store_bucket_list(struct ol_store *st, ol_store_bucket_cb cb, void *arg)
+{
+	struct list_plain lp = {cb, arg};
+
+	return ol_store_bucket_list_attrs(st, list_plain_cb, &lp);
 }

@@ -58,6 +58,26 @@ int ol_store_bucket_stat(struct ol_store *st, const char *bucket, int64_t *creat
 typedef int (*ol_store_bucket_cb)(const char *bucket, int64_t created_ns, void *arg);
 /* Calls cb for each bucket in byte order; a non-zero return from cb stops and is returned. */
 int ol_store_bucket_list(struct ol_store *st, ol_store_bucket_cb cb, void *arg);
+/* Bucket attributes: an opaque blob (<= OL_STORE_MAX_BATTRS bytes) kept in the bucket record
+ * and set by the caller (S3: owner, ACL, policy). A bucket created by ol_store_bucket_create,
+ * or by an older version of the engine, has none (length 0). */
+#define OL_STORE_MAX_BATTRS (64 * 1024)
+int ol_store_bucket_create_attrs(struct ol_store *st, const char *bucket, const void *attrs,
+				 size_t len); /* -EEXIST, -EINVAL */
+/* Copies up to cap bytes of the attrs into buf (may be NULL); *len = their full length (may be
+ * NULL); created_ns may be NULL. -ENOENT. */
+int ol_store_bucket_get(struct ol_store *st, const char *bucket, int64_t *created_ns, void *buf,
+			size_t cap, size_t *len);
+/* The attrs as a malloc'd copy (*out, NUL-terminated beyond *len; the caller frees), in one
+ * read. -ENOENT (then *out is NULL). */
+int ol_store_bucket_attrs(struct ol_store *st, const char *bucket, void **out, size_t *len);
+/* Replace the attrs (creation time kept). -ENOENT, -EINVAL, -EIO. */
+int ol_store_bucket_set_attrs(struct ol_store *st, const char *bucket, const void *attrs,
+			      size_t len);
+/* As bucket_list, with each bucket's attrs (valid during the call only). */
+typedef int (*ol_store_bucket_attrs_cb)(const char *bucket, int64_t created_ns, const void *attrs,
+					size_t len, void *arg);
+int ol_store_bucket_list_attrs(struct ol_store *st, ol_store_bucket_attrs_cb cb, void *arg);
 
 struct ol_obj_info {
 	uint64_t size;

@@ -1,11 +1,16 @@
 /* Fuzz target: the S3 parsers of untrusted bytes. The first byte selects one: 0-2 the XML
  * request bodies (CompleteMultipartUpload, DeleteObjects, CreateBucketConfiguration), 3 the
- * router (Host NUL path), 4 query lookup, 5 Range, 6 the metadata blob, 7 HTTP dates. */
+ * router (Host NUL path), 4 query lookup, 5 Range, 6 the metadata blob, 7 HTTP dates,
+ * and, for a first byte >= 0xf0 (odd/even), 8 the bucket documents (AccessControlPolicy,
+ * CORSConfiguration, PublicAccessBlockConfiguration, OwnershipControls), 9 the stored ACL
+ * form, grant headers and the bucket attribute blob. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "s3/acl.h"
+#include "s3/cors.h"
 #include "s3/s3util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -20,7 +25,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *z = malloc(n + 1); /* NUL-terminated copy for the string parsers */
 	memcpy(z, body, n);
 	z[n] = '\0';
-	switch (data[0] % 8) {
+	switch (data[0] >= 0xf0 ? 8 + (data[0] & 1) : data[0] % 8) {
 	case 0: {
 		struct ol_s3_complete_req c;
 		if (ol_s3_parse_complete(body, n, &c) == 0) {
@@ -70,6 +75,37 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		while (ol_s3_meta_next(body, n, &pos, &kv))
 			;
 		(void)ol_s3_meta_get(body, n, "content-type", &val);
+		break;
+	}
+	case 8: {
+		struct ol_acl a;
+		struct ol_s3_buf x = {0};
+		struct ol_cors c;
+		struct ol_pab pab;
+		char own[32];
+		if (ol_acl_parse_xml(body, n, &a) == 0) {
+			ol_acl_xml(&a, &x);
+			(void)ol_acl_perms(&a, "bob");
+		}
+		ol_s3_buf_free(&x);
+		if (ol_cors_parse(body, n, &c) == 0)
+			(void)ol_cors_match(&c, "https://a.example", "GET", "x-amz-date, a");
+		ol_cors_free(&c);
+		(void)ol_pab_parse(body, n, &pab);
+		(void)ol_ownership_parse(body, n, own, sizeof(own));
+		break;
+	}
+	case 9: {
+		struct ol_acl a;
+		struct ol_s3_buf x = {0};
+		const char *v;
+		if (ol_acl_decode(body, n, &a) == 0)
+			ol_acl_encode(&a, &x);
+		memset(&a, 0, sizeof(a));
+		(void)ol_acl_add_header(&a, OL_ACL_READ, z);
+		(void)ol_s3_attr_get(body, n, "policy", &v);
+		ol_s3_attr_set(&x, body, n, "owner", "alice", 5);
+		ol_s3_buf_free(&x);
 		break;
 	}
 	default: {

@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <string.h>
 
+#include "s3/acl.h"
+#include "s3/bpolicy.h"
+#include "s3/cors.h"
 #include "s3/s3util.h"
 #include "tap.h"
 
@@ -284,9 +287,214 @@ test_meta(void)
 	ol_s3_buf_free(&b);
 }
 
+static void
+test_acl(void)
+{
+	struct ol_acl a, b;
+	struct ol_s3_buf x = {0};
+	ok(ol_acl_canned(&a, "public-read", "alice", NULL) == 0 && a.n == 2, "canned public-read");
+	ok(ol_acl_perms(&a, NULL) == OL_ACL_READ, "anonymous reads public-read");
+	ok(ol_acl_perms(&a, "alice") == OL_ACL_FULL, "owner has full control");
+	ok(ol_acl_canned(&a, "authenticated-read", "alice", NULL) == 0 &&
+	       ol_acl_perms(&a, NULL) == 0 && ol_acl_perms(&a, "bob") == OL_ACL_READ,
+	   "authenticated-read: users, not anonymous");
+	ok(ol_acl_canned(&a, "bucket-owner-full-control", "bob", "alice") == 0 &&
+	       ol_acl_perms(&a, "alice") == OL_ACL_FULL,
+	   "bucket-owner-full-control grants the bucket owner");
+	ok(ol_acl_canned(&a, "nope", "alice", NULL) == -EINVAL, "unknown canned ACL refused");
+	memset(&a, 0, sizeof(a));
+	strcpy(a.owner, "alice");
+	ok(ol_acl_add_header(
+	       &a, OL_ACL_READ,
+	       "id=\"bob\", uri=\"http://acs.amazonaws.com/groups/global/AllUsers\"") == 0 &&
+	       a.n == 2,
+	   "grant header with two grantees");
+	ok(ol_acl_add_header(&a, OL_ACL_READ, "emailAddress=\"x@y\"") == -ENOTSUP,
+	   "e-mail grantee is not resolvable");
+	ok(ol_acl_add_header(&a, OL_ACL_READ, "id=\"a b\"") == -EINVAL, "bad id refused");
+	ok(ol_acl_add_header(&a, OL_ACL_READ, "uri=\"http://x/\"") == -EINVAL, "bad uri refused");
+	ol_acl_encode(&a, &x);
+	ok(ol_acl_decode(x.p, x.len, &b) == 0 && b.n == a.n && strcmp(b.owner, "alice") == 0 &&
+	       ol_acl_perms(&b, "bob") == OL_ACL_READ,
+	   "stored form round-trips");
+	ok(ol_acl_decode("alice Zfbob", 11, &b) < 0 && ol_acl_decode("alice U", 7, &b) < 0 &&
+	       ol_acl_decode("alice A1x", 9, &b) < 0,
+	   "bad stored forms refused");
+	ol_s3_buf_free(&x);
+	ol_acl_xml(&a, &x);
+	ok(ol_acl_parse_xml(x.p, x.len, &b) == 0 && b.n == 2 && strcmp(b.owner, "alice") == 0 &&
+	       ol_acl_perms(&b, NULL) == OL_ACL_READ,
+	   "AccessControlPolicy document round-trips");
+	ol_s3_buf_free(&x);
+	const char *bad = "<AccessControlPolicy><AccessControlList><Grant><Grantee><ID>bob</ID>"
+			  "</Grantee><Permission>ALL</Permission></Grant></AccessControlList>"
+			  "</AccessControlPolicy>";
+	ok(ol_acl_parse_xml(bad, strlen(bad), &b) == -EINVAL, "unknown permission is -EINVAL");
+	const char *mail = "<AccessControlPolicy><AccessControlList><Grant><Grantee><EmailAddress>"
+			   "a@b</EmailAddress></Grantee><Permission>READ</Permission></Grant>"
+			   "</AccessControlList></AccessControlPolicy>";
+	ok(ol_acl_parse_xml(mail, strlen(mail), &b) == -ENOTSUP, "e-mail grantee is -ENOTSUP");
+	ok(ol_acl_parse_xml("<x/>", 4, &b) == -EBADMSG, "wrong root is malformed");
+}
+
+static void
+test_attrs(void)
+{
+	struct ol_s3_buf a = {0}, b = {0};
+	const char *v;
+	ol_s3_attr_set(&a, NULL, 0, "owner", "alice", 5);
+	ol_s3_attr_set(&b, a.p, a.len, "policy", "{\n}", 3);
+	ok(ol_s3_attr_get(b.p, b.len, "owner", &v) == 5 && memcmp(v, "alice", 5) == 0 &&
+	       ol_s3_attr_get(b.p, b.len, "policy", &v) == 3 && memcmp(v, "{\n}", 3) == 0,
+	   "attrs set and get (values may hold newlines)");
+	ol_s3_buf_free(&a);
+	ol_s3_attr_set(&a, b.p, b.len, "owner", NULL, -1);
+	ok(ol_s3_attr_get(a.p, a.len, "owner", &v) == -ENOENT &&
+	       ol_s3_attr_get(a.p, a.len, "policy", &v) == 3,
+	   "attr removed, others kept");
+	ok(ol_s3_attr_get("owner=99:x\n", 11, "owner", &v) == -ENOENT, "truncated attr refused");
+	ok(ol_s3_attr_get("", 0, "owner", &v) == -ENOENT, "empty blob (old bucket record)");
+	ol_s3_buf_free(&a);
+	ol_s3_buf_free(&b);
+}
+
+static const char *
+pkey(const char *name, void *arg)
+{
+	const char *const *kv = arg;
+	for (; kv && kv[0]; kv += 2)
+		if (strcmp(kv[0], name) == 0)
+			return kv[1];
+	return NULL;
+}
+
+static int
+peval(const struct ol_policy *p, const char *user, const char *action, const char *res,
+      const char **kv)
+{
+	struct ol_policy_req q = {user, action, res, pkey, (void *)kv};
+	return ol_policy_eval(p, &q);
+}
+
+static void
+test_policy(void)
+{
+	struct ol_policy *p;
+	char msg[160];
+	const char *doc =
+	    "{\"Version\":\"2012-10-17\",\"Statement\":["
+	    "{\"Effect\":\"Allow\",\"Principal\":\"*\",\"Action\":\"s3:GetObject\","
+	    "\"Resource\":\"arn:aws:s3:::b/pub/*\"},"
+	    "{\"Effect\":\"Allow\",\"Principal\":{\"AWS\":\"arn:aws:iam:::user/bob\"},"
+	    "\"Action\":[\"s3:List*\",\"s3:PutObject\"],\"Resource\":[\"arn:aws:s3:::b\","
+	    "\"arn:aws:s3:::b/bob/*\"],\"Condition\":{\"StringLike\":{\"s3:prefix\":"
+	    "\"bob/*\"},\"IpAddress\":{\"aws:SourceIp\":\"127.0.0.0/8\"}}},"
+	    "{\"Effect\":\"Deny\",\"Principal\":\"*\",\"Action\":\"s3:*\","
+	    "\"Resource\":\"arn:aws:s3:::b/pub/secret*\"},"
+	    "{\"Effect\":\"Allow\",\"Principal\":{\"AWS\":\"carol\"},\"Action\":"
+	    "\"s3:ListBucket\",\"Resource\":\"arn:aws:s3:::b\",\"Condition\":"
+	    "{\"NumericLessThanEquals\":{\"s3:max-keys\":\"10\"}}}]}";
+	ok(ol_policy_parse(doc, strlen(doc), "b", &p, msg, sizeof(msg)) == 0, "policy parses: %s",
+	   msg);
+	const char *local[] = {"aws:sourceip", "127.0.0.1", "s3:prefix", "bob/x", NULL};
+	const char *remote[] = {"aws:sourceip", "10.0.0.1", "s3:prefix", "bob/x", NULL};
+	const char *keys5[] = {"s3:max-keys", "5", NULL};
+	const char *keys50[] = {"s3:max-keys", "50", NULL};
+	ok(peval(p, NULL, "s3:GetObject", "arn:aws:s3:::b/pub/a", NULL) == 1,
+	   "anonymous GET of pub/* allowed");
+	ok(peval(p, NULL, "s3:GetObject", "arn:aws:s3:::b/priv/a", NULL) == 0,
+	   "outside the resource: no verdict");
+	ok(peval(p, NULL, "s3:PutObject", "arn:aws:s3:::b/pub/a", NULL) == 0,
+	   "another action: no verdict");
+	ok(peval(p, "alice", "s3:GetObject", "arn:aws:s3:::b/pub/secret.txt", NULL) == -1,
+	   "explicit deny wins over allow");
+	ok(peval(p, "bob", "s3:ListBucket", "arn:aws:s3:::b", local) == 1,
+	   "bob lists with prefix from 127/8");
+	ok(peval(p, "bob", "s3:ListBucket", "arn:aws:s3:::b", remote) == 0,
+	   "aws:SourceIp outside the range");
+	ok(peval(p, "bob", "s3:ListBucket", "arn:aws:s3:::b", NULL) == 0,
+	   "condition keys absent: no match");
+	ok(peval(p, "alice", "s3:ListBucket", "arn:aws:s3:::b", local) == 0,
+	   "principal names bob only");
+	ok(peval(p, "bob", "S3:putobject", "arn:aws:s3:::b/bob/k", local) == 1,
+	   "actions are case-insensitive");
+	ok(peval(p, "carol", "s3:ListBucket", "arn:aws:s3:::b", keys5) == 1 &&
+	       peval(p, "carol", "s3:ListBucket", "arn:aws:s3:::b", keys50) == 0,
+	   "numeric condition");
+	ok(ol_policy_is_public(p), "principal * without narrowing is public");
+	ol_policy_free(p);
+	static const char *const bad[] = {
+	    "",
+	    "[1]",
+	    "{\"Statement\":[]}",
+	    "{\"Statement\":{\"Effect\":\"Maybe\",\"Principal\":\"*\",\"Action\":\"s3:*\","
+	    "\"Resource\":\"*\"}}",
+	    "{\"Statement\":{\"Effect\":\"Allow\",\"Principal\":\"*\",\"Action\":\"s3:*\","
+	    "\"Resource\":\"arn:aws:s3:::other/*\"}}",
+	    "{\"Statement\":{\"Effect\":\"Allow\",\"Principal\":\"*\",\"Action\":\"ec2:*\","
+	    "\"Resource\":\"*\"}}",
+	    "{\"Statement\":{\"Effect\":\"Allow\",\"Principal\":\"*\",\"Action\":\"s3:*\","
+	    "\"Resource\":\"*\",\"Condition\":{\"Foo\":{\"a:b\":\"c\"}}}}",
+	    "{\"Statement\":{\"Effect\":\"Allow\",\"Action\":\"s3:*\",\"Resource\":\"*\"}}",
+	    "{\"Version\":\"1999\",\"Statement\":{\"Effect\":\"Allow\",\"Principal\":\"*\","
+	    "\"Action\":\"s3:*\",\"Resource\":\"*\"}}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		p = NULL;
+		ok(ol_policy_parse(bad[i], strlen(bad[i]), "b", &p, msg, sizeof(msg)) == -EINVAL &&
+		       !p && msg[0],
+		   "malformed policy %zu refused: %s", i, msg);
+	}
+	ok(ol_policy_glob("a*b?c", "axxbyc", false) && !ol_policy_glob("a*b?c", "axxbc", false) &&
+	       ol_policy_glob("*", "", false) && ol_policy_glob("S3:Get*", "s3:getobject", true),
+	   "glob");
+}
+
+static void
+test_cors(void)
+{
+	struct ol_cors c;
+	struct ol_pab p;
+	char own[32];
+	const char *x =
+	    "<CORSConfiguration><CORSRule><AllowedOrigin>https://*.a.com</AllowedOrigin>"
+	    "<AllowedMethod>PUT</AllowedMethod><AllowedHeader>x-amz-*</AllowedHeader>"
+	    "</CORSRule><CORSRule><AllowedOrigin>*</AllowedOrigin><AllowedMethod>GET"
+	    "</AllowedMethod><MaxAgeSeconds>5</MaxAgeSeconds></CORSRule>"
+	    "</CORSConfiguration>";
+	ok(ol_cors_parse(x, strlen(x), &c) == 0 && c.n == 2, "CORS configuration parses");
+	ok(ol_cors_match(&c, "https://w.a.com", "PUT", "X-Amz-Date, x-amz-meta-q") == &c.rules[0],
+	   "origin wildcard, header wildcard (any case)");
+	ok(!ol_cors_match(&c, "https://w.a.com", "PUT", "authorization"), "unlisted header");
+	ok(!ol_cors_match(&c, "https://b.com", "PUT", NULL), "unlisted origin");
+	ok(ol_cors_match(&c, "https://b.com", "GET", NULL) == &c.rules[1] &&
+	       c.rules[1].max_age == 5,
+	   "second rule");
+	ol_cors_free(&c);
+	const char *bad = "<CORSConfiguration><CORSRule><AllowedOrigin>*</AllowedOrigin>"
+			  "<AllowedMethod>PATCH</AllowedMethod></CORSRule></CORSConfiguration>";
+	ok(ol_cors_parse(bad, strlen(bad), &c) == -EINVAL, "unknown method refused");
+	ol_cors_free(&c);
+	const char *pab = "<PublicAccessBlockConfiguration><BlockPublicAcls>true</BlockPublicAcls>"
+			  "<RestrictPublicBuckets>true</RestrictPublicBuckets>"
+			  "</PublicAccessBlockConfiguration>";
+	ok(ol_pab_parse(pab, strlen(pab), &p) == 0 && p.block_public_acls &&
+	       !p.ignore_public_acls && p.restrict_public_buckets,
+	   "public access block parses");
+	const char *o = "<OwnershipControls><Rule><ObjectOwnership>ObjectWriter</ObjectOwnership>"
+			"</Rule></OwnershipControls>";
+	ok(ol_ownership_parse(o, strlen(o), own, sizeof(own)) == 0 &&
+	       strcmp(own, "ObjectWriter") == 0,
+	   "ownership controls parse");
+}
+
 int
 main(void)
 {
+	test_cors();
+	test_policy();
+	test_acl();
+	test_attrs();
 	test_route();
 	test_query();
 	test_counts();

@@ -1,0 +1,372 @@
+"""S3 identity and access (issue 11): two users (alice, bob) beside the administrator, each
+with its own keys; buckets and objects have owners; isolation by default; canned ACLs and
+explicit grants on buckets and objects, stored and enforced, anonymous requests included."""
+
+import http.client
+import re
+import shutil
+import tempfile
+
+import pytest
+from botocore import UNSIGNED
+from botocore.exceptions import ClientError
+
+from conftest import REGION, Daemon, boto3_client
+
+USERS = """
+[[credentials]]
+user = "alice"
+access_key = "alicekey"
+secret_key = "alicesecret"
+
+[[credentials]]
+user = "bob"
+access_key = "bobkey"
+secret_key = "bobsecret"
+"""
+
+
+def client(url, ak, sk):
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3", endpoint_url=url, aws_access_key_id=ak, aws_secret_access_key=sk,
+        region_name=REGION, config=Config(s3={"addressing_style": "path"},
+                                          retries={"max_attempts": 1}, connect_timeout=5,
+                                          read_timeout=60))
+
+
+@pytest.fixture(scope="module")
+def d():
+    root = tempfile.mkdtemp(prefix="openlake-access-")
+    dm = Daemon(root, extra=USERS).start()
+    yield dm
+    dm.cleanup()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def admin(d):
+    return boto3_client(d.s3_url)
+
+
+@pytest.fixture(scope="module")
+def alice(d):
+    return client(d.s3_url, "alicekey", "alicesecret")
+
+
+@pytest.fixture(scope="module")
+def bob(d):
+    return client(d.s3_url, "bobkey", "bobsecret")
+
+
+@pytest.fixture(scope="module")
+def anon(d):
+    return boto3_client(d.s3_url, signature_version=UNSIGNED)
+
+
+def err(fn, *a, **kw):
+    with pytest.raises(ClientError) as e:
+        fn(*a, **kw)
+    r = e.value.response
+    return r["ResponseMetadata"]["HTTPStatusCode"], r["Error"]["Code"]
+
+
+def raw(d, method, path, headers=None, body=None):
+    """An unsigned (anonymous) request, as a browser or curl sends it."""
+    c = http.client.HTTPConnection("127.0.0.1", d.s3_port, timeout=30)
+    try:
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        return r.status, dict(r.getheaders()), r.read()
+    finally:
+        c.close()
+
+
+def code(body):
+    m = re.search(rb"<Code>([^<]*)</Code>", body)
+    return m.group(1).decode() if m else None
+
+
+def grants(acl):
+    out = set()
+    for g in acl["Grants"]:
+        ge = g["Grantee"]
+        out.add((ge.get("ID") or ge.get("URI").rsplit("/", 1)[-1], g["Permission"]))
+    return out
+
+
+# ---------------------------------------------------------------- users and ownership
+
+def test_isolation_by_default(admin, alice, bob, anon):
+    alice.create_bucket(Bucket="alice-private")
+    alice.put_object(Bucket="alice-private", Key="secret.txt", Body=b"alice's secret")
+    for fn, kw in [(bob.list_objects_v2, {}), (bob.list_objects, {}),
+                   (bob.head_bucket, {}), (bob.get_bucket_acl, {}),
+                   (bob.get_object, {"Key": "secret.txt"}),
+                   (bob.head_object, {"Key": "secret.txt"}),
+                   (bob.get_object, {"Key": "no-such-key"}),  # 403, not 404: no leak
+                   (bob.put_object, {"Key": "secret.txt", "Body": b"overwritten"}),
+                   (bob.delete_object, {"Key": "secret.txt"}),
+                   (bob.create_multipart_upload, {"Key": "mpu"}),
+                   (bob.copy_object, {"Key": "copy", "CopySource": "alice-private/secret.txt"}),
+                   (bob.delete_bucket, {}),
+                   (anon.get_object, {"Key": "secret.txt"}),
+                   (anon.list_objects_v2, {})]:
+        st, c = err(fn, Bucket="alice-private", **kw)
+        assert (st, c) in [(403, "AccessDenied"), (403, "403")], (fn, kw, st, c)
+    # DeleteObjects answers per key, as S3 does
+    r = bob.delete_objects(Bucket="alice-private", Delete={"Objects": [{"Key": "secret.txt"}]})
+    assert [(e["Key"], e["Code"]) for e in r["Errors"]] == [("secret.txt", "AccessDenied")]
+    assert not r.get("Deleted")
+    # bob cannot copy alice's object into his own bucket either
+    bob.create_bucket(Bucket="bob-bucket")
+    st, c = err(bob.copy_object, Bucket="bob-bucket", Key="stolen",
+                CopySource="alice-private/secret.txt")
+    assert (st, c) == (403, "AccessDenied")
+    # nothing changed, alice still reads her object, a missing key is a 404 for her
+    assert alice.get_object(Bucket="alice-private", Key="secret.txt")["Body"].read() == \
+        b"alice's secret"
+    assert err(alice.get_object, Bucket="alice-private", Key="no-such-key") == \
+        (404, "NoSuchKey")
+    # the administrator may do everything
+    assert admin.get_object(Bucket="alice-private", Key="secret.txt")["Body"].read() == \
+        b"alice's secret"
+    assert [o["Key"] for o in admin.list_objects_v2(Bucket="alice-private")["Contents"]] == \
+        ["secret.txt"]
+
+
+def test_list_buckets_per_owner(admin, alice, bob, anon):
+    alice.create_bucket(Bucket="alice-list-1")
+    bob.create_bucket(Bucket="bob-list-1")
+    admin.create_bucket(Bucket="admin-list-1")
+    a = alice.list_buckets()
+    names = [b["Name"] for b in a["Buckets"]]
+    assert "alice-list-1" in names and "bob-list-1" not in names and "admin-list-1" not in names
+    assert a["Owner"]["ID"] == "alice"
+    names = [b["Name"] for b in bob.list_buckets()["Buckets"]]
+    assert "bob-list-1" in names and "alice-list-1" not in names
+    names = [b["Name"] for b in admin.list_buckets()["Buckets"]]
+    assert "admin-list-1" in names and "alice-list-1" not in names
+    assert err(anon.list_buckets)[0] == 403
+
+
+def test_create_existing_bucket(alice, bob):
+    alice.create_bucket(Bucket="alice-owned")
+    assert err(bob.create_bucket, Bucket="alice-owned") == (409, "BucketAlreadyExists")
+    # us-east-1: re-creating one's own bucket is 200 (S3's legacy behaviour)
+    r = alice.create_bucket(Bucket="alice-owned")
+    assert r["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert alice.get_bucket_acl(Bucket="alice-owned")["Owner"]["ID"] == "alice"
+
+
+# ---------------------------------------------------------------- ACLs
+
+def test_default_acls_name_the_owner(alice):
+    alice.create_bucket(Bucket="alice-acl-default")
+    alice.put_object(Bucket="alice-acl-default", Key="k", Body=b"x")
+    for acl in (alice.get_bucket_acl(Bucket="alice-acl-default"),
+                alice.get_object_acl(Bucket="alice-acl-default", Key="k")):
+        assert acl["Owner"]["ID"] == "alice"
+        assert grants(acl) == {("alice", "FULL_CONTROL")}
+
+
+def test_public_read_object_serves_anonymous_and_nothing_else(d, alice, bob, anon):
+    alice.create_bucket(Bucket="alice-pub")
+    alice.put_object(Bucket="alice-pub", Key="public.txt", Body=b"hello world",
+                     ACL="public-read")
+    alice.put_object(Bucket="alice-pub", Key="private.txt", Body=b"not for you")
+    acl = alice.get_object_acl(Bucket="alice-pub", Key="public.txt")
+    assert grants(acl) == {("alice", "FULL_CONTROL"), ("AllUsers", "READ")}
+    st, _, body = raw(d, "GET", "/alice-pub/public.txt")
+    assert st == 200 and body == b"hello world"
+    assert anon.get_object(Bucket="alice-pub", Key="public.txt")["Body"].read() == b"hello world"
+    assert bob.get_object(Bucket="alice-pub", Key="public.txt")["Body"].read() == b"hello world"
+    for method, path in [("GET", "/alice-pub/private.txt"), ("GET", "/alice-pub/nokey"),
+                         ("GET", "/alice-pub"), ("GET", "/alice-pub/public.txt?acl"),
+                         ("PUT", "/alice-pub/public.txt"), ("DELETE", "/alice-pub/public.txt")]:
+        st, _, body = raw(d, method, path, body=b"x" if method == "PUT" else None)
+        assert st == 403 and code(body) == "AccessDenied", (method, path, body)
+    assert err(bob.get_object, Bucket="alice-pub", Key="private.txt") == (403, "AccessDenied")
+    assert err(bob.put_object, Bucket="alice-pub", Key="public.txt", Body=b"y") == \
+        (403, "AccessDenied")
+    assert alice.get_object(Bucket="alice-pub", Key="public.txt")["Body"].read() == b"hello world"
+
+
+def test_authenticated_read(d, alice, bob):
+    alice.create_bucket(Bucket="alice-authread")
+    alice.put_object(Bucket="alice-authread", Key="k", Body=b"members only",
+                     ACL="authenticated-read")
+    alice.put_object(Bucket="alice-authread", Key="private", Body=b"alice only")
+    assert bob.get_object(Bucket="alice-authread", Key="k")["Body"].read() == b"members only"
+    st, _, body = raw(d, "GET", "/alice-authread/k")
+    assert st == 403 and code(body) == "AccessDenied"
+    # the grant opens that object to signed users, not its neighbours
+    assert err(bob.get_object, Bucket="alice-authread", Key="private") == (403, "AccessDenied")
+
+
+def test_bucket_grant_read_opens_listing_only(alice, bob):
+    alice.create_bucket(Bucket="alice-grant-read")
+    alice.put_object(Bucket="alice-grant-read", Key="obj", Body=b"data")
+    assert err(bob.list_objects_v2, Bucket="alice-grant-read") == (403, "AccessDenied")
+    alice.put_bucket_acl(Bucket="alice-grant-read", GrantRead='id="bob"',
+                         GrantFullControl='id="alice"')
+    assert grants(alice.get_bucket_acl(Bucket="alice-grant-read")) == \
+        {("alice", "FULL_CONTROL"), ("bob", "READ")}
+    keys = [o["Key"] for o in bob.list_objects_v2(Bucket="alice-grant-read")["Contents"]]
+    assert keys == ["obj"]
+    bob.head_bucket(Bucket="alice-grant-read")
+    # READ on the bucket is listing, not the objects' bytes, writes or the ACL
+    assert err(bob.get_object, Bucket="alice-grant-read", Key="obj") == (403, "AccessDenied")
+    # ... and now that bob may list, a missing key is a 404 for him
+    assert err(bob.get_object, Bucket="alice-grant-read", Key="nokey") == (404, "NoSuchKey")
+    assert err(bob.put_object, Bucket="alice-grant-read", Key="new", Body=b"x") == \
+        (403, "AccessDenied")
+    assert err(bob.get_bucket_acl, Bucket="alice-grant-read") == (403, "AccessDenied")
+    assert err(bob.put_bucket_acl, Bucket="alice-grant-read", ACL="public-read-write") == \
+        (403, "AccessDenied")
+
+
+def test_bucket_grant_write_lets_another_user_own_objects(alice, bob):
+    alice.create_bucket(Bucket="alice-grant-write")
+    alice.put_bucket_acl(Bucket="alice-grant-write", GrantWrite='id="bob"',
+                         GrantFullControl='id="alice"')
+    bob.put_object(Bucket="alice-grant-write", Key="from-bob", Body=b"bob wrote this")
+    acl = bob.get_object_acl(Bucket="alice-grant-write", Key="from-bob")
+    assert acl["Owner"]["ID"] == "bob"
+    # S3: the writer owns the object; the bucket owner may list and delete it, not read it
+    assert err(alice.get_object, Bucket="alice-grant-write", Key="from-bob") == \
+        (403, "AccessDenied")
+    bob.put_object(Bucket="alice-grant-write", Key="shared", Body=b"for alice",
+                   ACL="bucket-owner-full-control")
+    assert alice.get_object(Bucket="alice-grant-write", Key="shared")["Body"].read() == \
+        b"for alice"
+    assert err(bob.list_objects_v2, Bucket="alice-grant-write") == (403, "AccessDenied")
+    alice.delete_object(Bucket="alice-grant-write", Key="from-bob")
+
+
+def test_object_acl_document_roundtrip_and_enforced(alice, bob):
+    alice.create_bucket(Bucket="alice-objacl")
+    alice.put_object(Bucket="alice-objacl", Key="doc", Body=b"shared doc",
+                     Metadata={"colour": "blue"}, ContentType="text/plain")
+    assert err(bob.get_object, Bucket="alice-objacl", Key="doc") == (403, "AccessDenied")
+    acl = alice.get_object_acl(Bucket="alice-objacl", Key="doc")
+    acl["Grants"].append({"Grantee": {"Type": "CanonicalUser", "ID": "bob"},
+                          "Permission": "READ"})
+    alice.put_object_acl(Bucket="alice-objacl", Key="doc",
+                         AccessControlPolicy={"Grants": acl["Grants"], "Owner": acl["Owner"]})
+    assert grants(alice.get_object_acl(Bucket="alice-objacl", Key="doc")) == \
+        {("alice", "FULL_CONTROL"), ("bob", "READ")}
+    r = bob.get_object(Bucket="alice-objacl", Key="doc")
+    assert r["Body"].read() == b"shared doc"
+    assert r["Metadata"] == {"colour": "blue"} and r["ContentType"] == "text/plain"
+    # READ is not READ_ACP / WRITE_ACP / WRITE
+    assert err(bob.get_object_acl, Bucket="alice-objacl", Key="doc") == (403, "AccessDenied")
+    assert err(bob.put_object_acl, Bucket="alice-objacl", Key="doc", ACL="public-read") == \
+        (403, "AccessDenied")
+    assert err(bob.delete_object, Bucket="alice-objacl", Key="doc") == (403, "AccessDenied")
+    # another user's key in the object's ACL only by its owner
+    alice.put_object_acl(Bucket="alice-objacl", Key="doc", GrantReadACP='id="bob"',
+                         GrantFullControl='id="alice"')
+    assert grants(bob.get_object_acl(Bucket="alice-objacl", Key="doc")) == \
+        {("alice", "FULL_CONTROL"), ("bob", "READ_ACP")}
+    assert err(bob.get_object, Bucket="alice-objacl", Key="doc") == (403, "AccessDenied")
+
+
+def test_invalid_grants_are_400(alice):
+    alice.create_bucket(Bucket="alice-badacl")
+    alice.put_object(Bucket="alice-badacl", Key="k", Body=b"x")
+    assert err(alice.put_bucket_acl, Bucket="alice-badacl", GrantRead='id="nosuchuser"') == \
+        (400, "InvalidArgument")
+    assert err(alice.put_object_acl, Bucket="alice-badacl", Key="k",
+               GrantRead='emailAddress="x@example.com"') == \
+        (400, "UnresolvableGrantByEmailAddress")
+    assert err(alice.put_object_acl, Bucket="alice-badacl", Key="k",
+               GrantRead='uri="http://example.com/nogroup"') == (400, "InvalidArgument")
+    st, c = err(alice.put_object, Bucket="alice-badacl", Key="k2", Body=b"x",
+                ACL="not-a-canned-acl")
+    assert (st, c) == (400, "InvalidArgument")
+    assert err(alice.get_object, Bucket="alice-badacl", Key="k2") == (404, "NoSuchKey")
+    bad = {"Owner": {"ID": "alice"},
+           "Grants": [{"Grantee": {"Type": "CanonicalUser", "ID": "alice"},
+                       "Permission": "EVERYTHING"}]}
+    assert err(alice.put_bucket_acl, Bucket="alice-badacl", AccessControlPolicy=bad)[0] == 400
+    # the ACLs are as they were
+    assert grants(alice.get_bucket_acl(Bucket="alice-badacl")) == {("alice", "FULL_CONTROL")}
+
+
+def test_public_read_write_bucket_takes_anonymous_writes(d, alice, bob):
+    alice.create_bucket(Bucket="alice-dropbox", ACL="public-read-write")
+    st, _, body = raw(d, "PUT", "/alice-dropbox/anon.txt", body=b"from nobody")
+    assert st == 200, body
+    st, _, body = raw(d, "GET", "/alice-dropbox")
+    assert st == 200 and b"<Key>anon.txt</Key>" in body
+    bob.put_object(Bucket="alice-dropbox", Key="bob.txt", Body=b"from bob")
+    # the bucket's ACL opens the bucket, not other people's objects
+    assert err(bob.get_object, Bucket="alice-dropbox", Key="anon.txt") == (403, "AccessDenied")
+    assert alice.get_object(Bucket="alice-dropbox", Key="anon.txt")["Body"].read() == \
+        b"from nobody"
+
+
+def test_access_decisions_are_counted(d, bob):
+    st, _, body = raw(d, "GET", "/metrics")
+    assert st == 200
+    m = re.search(rb'openlake_s3_access_decisions_total\{decision="deny",reason="no_grant"\} '
+                  rb'(\d+)', body)
+    assert m and int(m.group(1)) > 0
+
+
+def test_acl_headers_on_copy_and_multipart(d, alice, bob):
+    alice.create_bucket(Bucket="alice-acl-writes")
+    alice.put_object(Bucket="alice-acl-writes", Key="src", Body=b"source bytes")
+    alice.copy_object(Bucket="alice-acl-writes", Key="copied", ACL="public-read",
+                      CopySource="alice-acl-writes/src")
+    up = alice.create_multipart_upload(Bucket="alice-acl-writes", Key="mpu",
+                                       GrantRead='id="bob"')
+    part = alice.upload_part(Bucket="alice-acl-writes", Key="mpu", UploadId=up["UploadId"],
+                             PartNumber=1, Body=b"multipart bytes")
+    alice.complete_multipart_upload(
+        Bucket="alice-acl-writes", Key="mpu", UploadId=up["UploadId"],
+        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": part["ETag"]}]})
+    st, _, body = raw(d, "GET", "/alice-acl-writes/copied")
+    assert st == 200 and body == b"source bytes"
+    assert raw(d, "GET", "/alice-acl-writes/src")[0] == 403  # the source kept its own ACL
+    assert bob.get_object(Bucket="alice-acl-writes", Key="mpu")["Body"].read() == \
+        b"multipart bytes"
+    assert raw(d, "GET", "/alice-acl-writes/mpu")[0] == 403
+    # bob may not start an upload in alice's bucket, nor copy her private object out
+    assert err(bob.create_multipart_upload, Bucket="alice-acl-writes", Key="x") == \
+        (403, "AccessDenied")
+    bob.create_bucket(Bucket="bob-copies")
+    bob.copy_object(Bucket="bob-copies", Key="ok", CopySource="alice-acl-writes/copied")
+    assert err(bob.copy_object, Bucket="bob-copies", Key="no",
+               CopySource="alice-acl-writes/src") == (403, "AccessDenied")
+
+
+def test_bucket_acl_binds_its_owner_too(alice):
+    """S3: the bucket's ACL decides reads and writes for its owner as well; the owner keeps
+    READ_ACP and WRITE_ACP, so it can always give itself access back."""
+    alice.create_bucket(Bucket="alice-no-grants")
+    alice.put_object(Bucket="alice-no-grants", Key="foo", Body=b"x")
+    alice.put_bucket_acl(Bucket="alice-no-grants", AccessControlPolicy={
+        "Owner": {"ID": "alice"}, "Grants": []})
+    assert alice.get_object(Bucket="alice-no-grants", Key="foo")["Body"].read() == b"x"
+    assert err(alice.put_object, Bucket="alice-no-grants", Key="baz", Body=b"a") == \
+        (403, "AccessDenied")
+    assert err(alice.list_objects_v2, Bucket="alice-no-grants") == (403, "AccessDenied")
+    assert alice.get_bucket_acl(Bucket="alice-no-grants")["Grants"] == []
+    alice.put_bucket_acl(Bucket="alice-no-grants", ACL="private")
+    alice.put_object(Bucket="alice-no-grants", Key="baz", Body=b"a")
+
+
+def test_grant_headers_listed_one_per_permission(alice, bob):
+    alice.create_bucket(Bucket="alice-hdr-grants")
+    alice.put_object(Bucket="alice-hdr-grants", Key="k", Body=b"x", GrantFullControl='id="bob"',
+                     GrantRead='id="bob"', GrantReadACP='id="bob"', GrantWriteACP='id="bob"')
+    acl = alice.get_object_acl(Bucket="alice-hdr-grants", Key="k")
+    assert acl["Owner"]["ID"] == "alice"
+    assert sorted(g["Permission"] for g in acl["Grants"]) == \
+        ["FULL_CONTROL", "READ", "READ_ACP", "WRITE_ACP"]
+    assert {g["Grantee"]["ID"] for g in acl["Grants"]} == {"bob"}
+    assert bob.get_object(Bucket="alice-hdr-grants", Key="k")["Body"].read() == b"x"
