@@ -376,6 +376,32 @@ stop_all(struct daemon *d)
 	(void)d;
 }
 
+/* Parse, validate, and answer --print-config / --check-config. Returns the exit status when
+ * the daemon must not start, -1 when it should. */
+static int
+early_exit(struct ol_config *cfg, struct opts *o, int argc, char **argv, char *err, size_t el)
+{
+	if (parse_args(argc, argv, cfg, o) || apply_env(cfg))
+		return 2;
+	if (ol_config_validate(cfg, err, el)) {
+		fprintf(stderr, "openlaked: %s: %s\n", cfg->source, err);
+		return 2;
+	}
+	if (check_tls_files(cfg))
+		return 2;
+	if (o->print_config) {
+		ol_config_print(cfg, STDOUT_FILENO, o->show_secrets);
+		return 0;
+	}
+	if (check_cluster(cfg))
+		return 2;
+	if (o->check_only) {
+		printf("%s: OK\n", cfg->source);
+		return 0;
+	}
+	return -1;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -388,23 +414,10 @@ main(int argc, char **argv)
 	/* object data, metadata and the KV tier are the daemon's alone: files 0600, dirs 0700 */
 	umask(077);
 	ol_config_default(cfg);
-	if (parse_args(argc, argv, cfg, &o) || apply_env(cfg))
-		return 2;
-	if (ol_config_validate(cfg, err, sizeof(err))) {
-		fprintf(stderr, "openlaked: %s: %s\n", cfg->source, err);
-		return 2;
-	}
-	if (check_tls_files(cfg))
-		return 2;
-	if (o.print_config) {
-		ol_config_print(cfg, STDOUT_FILENO, o.show_secrets);
-		return 0;
-	}
-	if (check_cluster(cfg))
-		return 2;
-	if (o.check_only) {
-		printf("%s: OK\n", cfg->source);
-		return 0;
+	rc = early_exit(cfg, &o, argc, argv, err, sizeof(err));
+	if (rc >= 0) {
+		free(cfg);
+		return rc;
 	}
 	ol_log_set_level(cfg->log_level);
 	banner(cfg);
@@ -419,8 +432,10 @@ main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
 	raise_nofile();
 
-	if (prepare_dirs(cfg))
+	if (prepare_dirs(cfg)) {
+		free(cfg);
 		return 1;
+	}
 	rc = strcmp(cfg->mode, "kv") == 0 ? 0 : start_storage(cfg, &d);
 	if (!rc)
 		rc = start_kv(cfg, &d);
@@ -428,6 +443,7 @@ main(int argc, char **argv)
 		rc = start_cluster(cfg, &d);
 	if (rc) {
 		stop_all(&d);
+		free(cfg);
 		return 1;
 	}
 	ol_info("ready");
