@@ -44,6 +44,7 @@ ol_http_conn_begin(struct ol_http_conn *c)
 	r->expect_continue = h->expect_continue;
 	r->keep_alive = h->keep_alive;
 	r->peer = c->peer;
+	r->tls = c->ssl != NULL;
 	r->priv = c;
 	c->body_left = h->content_length > 0 ? h->content_length : 0;
 	c->body_total = 0;

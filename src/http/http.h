@@ -41,6 +41,7 @@ struct ol_http_req {
 	int64_t content_length; /* -1 when chunked or absent */
 	bool chunked, expect_continue, keep_alive;
 	const char *peer; /* "127.0.0.1:53422" */
+	bool tls;	  /* the connection is TLS ([s3_tls]) */
 	void *priv;	  /* server-private */
 };
 

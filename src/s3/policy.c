@@ -146,7 +146,7 @@ key_value(const char *name, void *arg)
 	if (strcmp(name, "aws:sourceip") == 0)
 		return source_ip(k);
 	if (strcmp(name, "aws:securetransport") == 0)
-		return "false"; /* S3 is served over plain HTTP (TLS is not built) */
+		return r->h->tls ? "true" : "false";
 	if (strcmp(name, "aws:username") == 0 || strcmp(name, "aws:userid") == 0)
 		return r->user;
 	if (strcmp(name, "aws:principaltype") == 0)

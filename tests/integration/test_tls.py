@@ -235,3 +235,25 @@ default_parity_count = 0
                          timeout=60)
     assert out.returncode != 0
     assert str(missing) in out.stderr and which in out.stderr, out.stderr
+
+
+def test_secure_transport_condition_is_true_over_tls(openlaked, certs):
+    """A bucket policy that denies requests without TLS (aws:SecureTransport false) lets the
+    same user in over https; test_s3_policy shows the deny over plain HTTP."""
+    import json
+    _, ca, pem, key = certs
+    users = ('[[credentials]]\naccess_key = "alicekey"\nsecret_key = "alicesecret"\n'
+             'user = "alice"\n')
+    d = openlaked(kv=False, extra=tls_conf(pem, key) + users)
+    alice = boto3.client(
+        "s3", endpoint_url=https_url(d), aws_access_key_id="alicekey",
+        aws_secret_access_key="alicesecret", region_name=REGION, verify=str(ca),
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+    alice.create_bucket(Bucket="sec")
+    alice.put_object(Bucket="sec", Key="k", Body=b"secret")
+    alice.put_bucket_policy(Bucket="sec", Policy=json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Deny", "Principal": "*", "Action": "s3:GetObject",
+                       "Resource": "arn:aws:s3:::sec/*",
+                       "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]}))
+    assert alice.get_object(Bucket="sec", Key="k")["Body"].read() == b"secret"
