@@ -46,6 +46,18 @@ def free_port():
         return s.getsockname()[1]
 
 
+def wait_for(cond, timeout=60, what="condition"):
+    """Poll cond() every 0.1 s until it returns something true (returned) or timeout seconds
+    pass (AssertionError naming what)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
 def wait_port(port, timeout=15.0, proc=None):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

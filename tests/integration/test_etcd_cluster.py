@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, OPENLAKE_CLI, OPENLAKED, REPO, Daemon, free_port
+from conftest import BUILD, OPENLAKED, OPENLAKE_CLI, REPO, free_port, wait_for
 
 ETCD = shutil.which("etcd")
 ETCDCTL = shutil.which("etcdctl")
@@ -27,16 +27,6 @@ ETCD_CLI = BUILD / "src" / "cluster" / "etcd_cli"
 
 pytestmark = pytest.mark.skipif(not ETCD or not ETCDCTL,
                                 reason="etcd-server / etcd-client not installed")
-
-
-def wait_for(cond, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 class Etcd:

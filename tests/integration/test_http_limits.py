@@ -1,7 +1,6 @@
 """HTTP-level limits and errors on the S3 port: floods of idle or half-sent connections do not
 lock out a normal client, per-address caps refuse with a clean 503 S3 XML, and the server's own
 errors (bad head, oversized head, timeout) are S3 XML documents."""
-import re
 import resource
 import socket
 import subprocess
@@ -11,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import boto3_client
+from conftest import boto3_client, wait_for
 
 FLOOD_ADDRS = [f"127.0.0.{i}" for i in range(2, 10)]  # not the normal client's 127.0.0.1
 
@@ -60,16 +59,6 @@ def metric(text, name, label=None):
             continue
         return float(line.split()[-1])
     return None
-
-
-def wait_for(cond, timeout=60, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def raw_exchange(port, data, src="127.0.0.1", timeout=30):

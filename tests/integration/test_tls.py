@@ -7,13 +7,12 @@ import signal
 import socket
 import ssl
 import subprocess
-import time
 
 import boto3
 import pytest
 from botocore.config import Config
 
-from conftest import ACCESS_KEY, OPENLAKED, REGION, SECRET_KEY, aws_env
+from conftest import ACCESS_KEY, OPENLAKED, REGION, SECRET_KEY, aws_env, wait_for
 
 pytestmark = pytest.mark.skipif(not shutil.which("openssl"), reason="no openssl CLI")
 
@@ -78,16 +77,6 @@ def server_serial(d, ca):
             der = s.getpeercert(binary_form=True)
     out = run("openssl", "x509", "-inform", "DER", "-noout", "-serial", input=der)
     return out.stdout.decode().strip().split("=")[1].upper()
-
-
-def wait_for(cond, timeout=60, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
