@@ -5,7 +5,7 @@
 # (cov: edges and ft: features from libFuzzer's last stats line), corpus size before -> after,
 # crashes; then, per crash, the input in base64 and the top of its stack.
 #
-#   CC=clang meson setup build-fuzz -Dfuzz=true && ninja -C build-fuzz
+#   CC=clang meson setup build-fuzz -Dfuzz=true -Db_lundef=false && ninja -C build-fuzz
 #   nice -n 10 bench/fuzz_long.sh [-t SECONDS] [-b BUILD_DIR] [-o WORK_DIR] [TARGET...]
 #
 # Defaults: 120 s per target, build-fuzz, a fresh mktemp dir (kept, path printed), all targets
