@@ -77,25 +77,6 @@ send_error(struct ol_http_req *r, int status, const char *code, const char *msg,
 	ol_strbuf_free(&b);
 }
 
-static const char *
-secret_for(const char *ak, void *arg)
-{
-	const struct ol_config *cfg = arg;
-	for (unsigned i = 0; i < cfg->n_creds; i++)
-		if (strcmp(cfg->creds[i].access_key, ak) == 0)
-			return cfg->creds[i].secret_key;
-	return NULL;
-}
-
-static const struct ol_config_cred *
-cred_of(const struct ol_config *cfg, const char *ak)
-{
-	for (unsigned i = 0; i < cfg->n_creds; i++)
-		if (strcmp(cfg->creds[i].access_key, ak) == 0)
-			return &cfg->creds[i];
-	return NULL;
-}
-
 int
 ol_admin_request_signed(const struct ol_http_req *r)
 {
@@ -114,7 +95,8 @@ verify(struct ol_http_req *r, const struct ol_config *cfg, struct ol_sigv4_resul
 						 r->headers[i].value, strlen(r->headers[i].value)};
 	struct ol_sigv4_request sr = {
 	    r->method, r->path, strlen(r->path), r->query, strlen(r->query), hs, n};
-	int rc = ol_sigv4_verify(&sr, cfg->region, time(NULL), secret_for, (void *)cfg, res);
+	int rc =
+	    ol_sigv4_verify(&sr, cfg->region, time(NULL), ol_config_secret_for, (void *)cfg, res);
 	if (rc == 0)
 		return 0;
 	if (rc == OL_SIGV4_ERR_NEED_BODY_HASH) {
@@ -152,7 +134,7 @@ ol_admin_authorize(struct ol_http_req *r, const struct ol_config *cfg, bool requ
 	}
 	rc = verify(r, cfg, &res);
 	if (rc == 0) {
-		const struct ol_config_cred *c = cred_of(cfg, res.access_key);
+		const struct ol_config_cred *c = ol_config_cred_find(cfg, res.access_key);
 		if (!c || !ol_config_cred_is_admin(c)) {
 			snprintf(msg, sizeof(msg),
 				 "access key %s (user \"%s\") is not an admin: sign with an admin "

@@ -421,6 +421,22 @@ ol_config_cred_is_admin(const struct ol_config_cred *c)
 	return c->admin || !c->user[0];
 }
 
+const struct ol_config_cred *
+ol_config_cred_find(const struct ol_config *cfg, const char *ak)
+{
+	for (unsigned i = 0; i < cfg->n_creds; i++)
+		if (strcmp(cfg->creds[i].access_key, ak) == 0)
+			return &cfg->creds[i];
+	return NULL;
+}
+
+const char *
+ol_config_secret_for(const char *ak, void *cfg)
+{
+	const struct ol_config_cred *c = ol_config_cred_find(cfg, ak);
+	return c ? c->secret_key : NULL;
+}
+
 /* ---- parser glue: the TOML tokenizer (toml.c) calls back with (table, key, value) ---- */
 
 /* T_LIST from TOML: a string or an array of strings, joined with ',' (no entry may hold one) */

@@ -171,6 +171,13 @@ bool ol_config_kv_prefault(const struct ol_config *cfg);
  * a user key, or one marked admin = true. */
 bool ol_config_cred_is_admin(const struct ol_config_cred *c);
 
+/* The [[credentials]] entry of access key ak, NULL if none. */
+const struct ol_config_cred *ol_config_cred_find(const struct ol_config *cfg, const char *ak);
+
+/* Its secret key, NULL if none; cfg passed as void * so it serves as the SigV4 verifier's
+ * secret lookup callback. */
+const char *ol_config_secret_for(const char *ak, void *cfg);
+
 /* The KV listener address in effect: kv_addr; in mode="kv" with kv_addr unset, rpc_addr. */
 const char *ol_config_kv_listen(const struct ol_config *cfg);
 

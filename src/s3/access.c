@@ -74,15 +74,10 @@ s3_identity(struct s3_req *r, bool anonymous)
 	r->admin = false;
 	if (anonymous)
 		return;
-	for (unsigned i = 0; i < cfg->n_creds; i++) {
-		const struct ol_config_cred *c = &cfg->creds[i];
-		if (strcmp(c->access_key, r->auth.access_key) != 0)
-			continue;
-		r->user = c->user[0] ? c->user : ADMIN_USER;
-		r->admin = ol_config_cred_is_admin(c);
-		return;
-	}
-	r->user = ADMIN_USER; /* verified, so the key is in the table: not reached */
+	const struct ol_config_cred *c = ol_config_cred_find(cfg, r->auth.access_key);
+	/* verified, so the key is in the table */
+	r->user = c && c->user[0] ? c->user : ADMIN_USER;
+	r->admin = c && ol_config_cred_is_admin(c);
 }
 
 /* ---- bucket attributes ---- */

@@ -640,6 +640,28 @@ get_send(struct s3_req *r, struct ol_get *g, const struct ol_obj_info *in, struc
 	free(buf);
 }
 
+/* Open the request's object for a reader that may see it: true with *g open (the caller closes
+ * it), false with the error answered (missing key, store error or access denied). */
+static bool
+open_object(struct s3_req *r, struct ol_get **g, struct ol_obj_info *in)
+{
+	int rc = ol_store_get_open(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, g, in);
+	if (rc == -ENOENT) {
+		s3_missing_key(r, OL_S3E_NO_SUCH_KEY);
+		return false;
+	}
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
+		return false;
+	}
+	if (!s3_object_access(r, in->meta, in->meta_len)) {
+		ol_store_get_close(*g);
+		*g = NULL;
+		return false;
+	}
+	return true;
+}
+
 static void
 get_object(struct s3_req *r, bool head)
 {
@@ -648,17 +670,8 @@ get_object(struct s3_req *r, bool head)
 	struct obj_headers *o = NULL;
 	uint64_t off = 0, len;
 	r->op = head ? "HeadObject" : "GetObject";
-	int rc = ol_store_get_open(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, &g, &in);
-	if (rc == -ENOENT) {
-		s3_missing_key(r, OL_S3E_NO_SUCH_KEY);
+	if (!open_object(r, &g, &in))
 		return;
-	}
-	if (rc < 0) {
-		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
-		return;
-	}
-	if (!s3_object_access(r, in.meta, in.meta_len))
-		goto out;
 	int cond = conditionals(r, &in, "");
 	if (cond == 412) {
 		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
@@ -716,20 +729,11 @@ get_object_acl(struct s3_req *r)
 	struct ol_acl a;
 	struct ol_s3_buf x = {0};
 	r->op = "GetAcl";
-	int rc = ol_store_get_open(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, &g, &in);
-	if (rc == -ENOENT) {
-		s3_missing_key(r, OL_S3E_NO_SUCH_KEY);
+	if (!open_object(r, &g, &in))
 		return;
-	}
-	if (rc < 0) {
-		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
-		return;
-	}
-	if (s3_object_access(r, in.meta, in.meta_len)) {
-		s3_object_acl(r, in.meta, in.meta_len, &a);
-		ol_acl_xml(&a, &x);
-		s3_send_xml(r, 200, &x);
-	}
+	s3_object_acl(r, in.meta, in.meta_len, &a);
+	ol_acl_xml(&a, &x);
+	s3_send_xml(r, 200, &x);
 	ol_store_get_close(g);
 }
 
@@ -745,18 +749,10 @@ put_object_acl(struct s3_req *r)
 	struct ol_s3_buf meta = {0}, enc = {0};
 	struct ol_store_cond cond = {0};
 	uint8_t md5[OL_CKSUM_MAX_RAW];
+	int rc;
 	r->op = "PutAcl";
-	int rc = ol_store_get_open(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, &g, &in);
-	if (rc == -ENOENT) {
-		s3_missing_key(r, OL_S3E_NO_SUCH_KEY);
+	if (!open_object(r, &g, &in))
 		return;
-	}
-	if (rc < 0) {
-		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
-		return;
-	}
-	if (!s3_object_access(r, in.meta, in.meta_len))
-		goto out;
 	s3_object_acl(r, in.meta, in.meta_len, &old);
 	if (s3_acl_from_request(r, old.owner, &a) < 0)
 		goto out;

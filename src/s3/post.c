@@ -89,15 +89,6 @@ read_head(struct post *p)
 	}
 }
 
-static const char *
-secret_of(const struct ol_config *cfg, const char *ak)
-{
-	for (unsigned i = 0; i < cfg->n_creds; i++)
-		if (strcmp(cfg->creds[i].access_key, ak) == 0)
-			return cfg->creds[i].secret_key;
-	return NULL;
-}
-
 static int
 auth_ok(struct post *p, const char *ak)
 {
@@ -115,7 +106,7 @@ post_auth_v2(struct post *p, const char *policy, const char *ak, const char *sig
 	uint8_t mac[20];
 	unsigned ml = 0;
 	char b64[40];
-	const char *secret = secret_of(r->srv->cfg, ak);
+	const char *secret = ol_config_secret_for(ak, (void *)r->srv->cfg);
 	if (!secret) {
 		s3_error(r, OL_S3E_INVALID_ACCESS_KEY, NULL);
 		return -1;
@@ -163,7 +154,7 @@ post_auth(struct post *p, const char *policy)
 		s3_error(r, OL_S3E_INVALID_ARGUMENT, "Invalid x-amz-credential");
 		return -1;
 	}
-	const char *secret = secret_of(r->srv->cfg, ak);
+	const char *secret = ol_config_secret_for(ak, (void *)r->srv->cfg);
 	if (!secret) {
 		s3_error(r, OL_S3E_INVALID_ACCESS_KEY, NULL);
 		return -1;

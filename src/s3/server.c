@@ -160,16 +160,6 @@ s3_bucket_exists(struct s3_req *r)
 
 /* ---- authentication ---- */
 
-static const char *
-secret_for(const char *ak, void *arg)
-{
-	const struct ol_config *cfg = arg;
-	for (unsigned i = 0; i < cfg->n_creds; i++)
-		if (strcmp(cfg->creds[i].access_key, ak) == 0)
-			return cfg->creds[i].secret_key;
-	return NULL;
-}
-
 static enum ol_s3_err
 auth_err(int rc, bool presigned)
 {
@@ -225,7 +215,7 @@ authenticate(struct s3_req *r)
 		hs[n++] = (struct ol_sigv4_header){"x-amz-content-sha256", 20, empty_sha, 64};
 	struct ol_sigv4_request sr = {
 	    r->h->method, r->h->path, strlen(r->h->path), r->query, strlen(r->query), hs, n};
-	int rc = ol_sigv4_verify(&sr, r->srv->cfg->region, time(NULL), secret_for,
+	int rc = ol_sigv4_verify(&sr, r->srv->cfg->region, time(NULL), ol_config_secret_for,
 				 (void *)r->srv->cfg, &r->auth);
 	if (rc == 0 || rc == OL_SIGV4_ERR_MISSING) {
 		/* no signature at all: an anonymous request, which ACLs and policies judge */
