@@ -28,9 +28,12 @@ struct ol_inuse {
 	struct ol_inuse_def *def;
 };
 
+/* Striped: each bucket its own lock, so GETs on different cores rarely meet on one. */
 struct ol_inuse_tab {
-	pthread_mutex_t mu;
-	struct ol_inuse *b[OL_INUSE_BUCKETS];
+	struct {
+		pthread_mutex_t mu;
+		struct ol_inuse *head;
+	} b[OL_INUSE_BUCKETS];
 };
 
 struct ol_inuse_tab *
@@ -38,7 +41,8 @@ ol_inuse_new(void)
 {
 	struct ol_inuse_tab *t = ol_xcalloc(1, sizeof(*t));
 
-	pthread_mutex_init(&t->mu, NULL);
+	for (int i = 0; i < OL_INUSE_BUCKETS; i++)
+		pthread_mutex_init(&t->b[i].mu, NULL);
 	return t;
 }
 
@@ -48,22 +52,29 @@ ol_inuse_free(struct ol_inuse_tab *t)
 	if (!t)
 		return;
 	for (int i = 0; i < OL_INUSE_BUCKETS; i++) {
-		while (t->b[i]) {
-			struct ol_inuse *e = t->b[i];
+		while (t->b[i].head) {
+			struct ol_inuse *e = t->b[i].head;
 
-			t->b[i] = e->next;
+			t->b[i].head = e->next;
 			free(e->def);
 			free(e);
 		}
+		pthread_mutex_destroy(&t->b[i].mu);
 	}
-	pthread_mutex_destroy(&t->mu);
 	free(t);
 }
 
-static struct ol_inuse **
-slot(struct ol_inuse_tab *t, const uint8_t *vid)
+static unsigned
+bucket_of(const uint8_t *vid)
 {
-	struct ol_inuse **pp = &t->b[(vid[0] ^ vid[7]) % OL_INUSE_BUCKETS];
+	return (vid[0] ^ vid[7]) % OL_INUSE_BUCKETS;
+}
+
+/* The link that points at vid's entry (or at the NULL ending its bucket); bucket locked. */
+static struct ol_inuse **
+slot(struct ol_inuse_tab *t, unsigned b, const uint8_t *vid)
+{
+	struct ol_inuse **pp = &t->b[b].head;
 
 	while (*pp && memcmp((*pp)->vid, vid, OL_UUID))
 		pp = &(*pp)->next;
@@ -74,31 +85,33 @@ void
 ol_inuse_hold(struct ol_store *st, const uint8_t *vid)
 {
 	struct ol_inuse_tab *t = st->inuse;
+	unsigned b = bucket_of(vid);
 	struct ol_inuse **pp;
 
-	pthread_mutex_lock(&t->mu);
-	pp = slot(t, vid);
+	pthread_mutex_lock(&t->b[b].mu);
+	pp = slot(t, b, vid);
 	if (!*pp) {
 		*pp = ol_xcalloc(1, sizeof(**pp));
 		memcpy((*pp)->vid, vid, OL_UUID);
 	}
 	(*pp)->readers++;
-	pthread_mutex_unlock(&t->mu);
+	pthread_mutex_unlock(&t->b[b].mu);
 }
 
 void
 ol_inuse_release(struct ol_store *st, const uint8_t *vid)
 {
 	struct ol_inuse_tab *t = st->inuse;
+	unsigned b = bucket_of(vid);
 	struct ol_inuse **pp, *e = NULL;
 
-	pthread_mutex_lock(&t->mu);
-	pp = slot(t, vid);
+	pthread_mutex_lock(&t->b[b].mu);
+	pp = slot(t, b, vid);
 	if (*pp && --(*pp)->readers == 0) {
 		e = *pp;
 		*pp = e->next;
 	}
-	pthread_mutex_unlock(&t->mu);
+	pthread_mutex_unlock(&t->b[b].mu);
 	if (!e)
 		return;
 	for (size_t i = 0; i < e->n_def; i++)
@@ -111,17 +124,18 @@ bool
 ol_inuse_defer(const struct ol_store *st, int d, const uint8_t *vid, const uint8_t *uuid)
 {
 	struct ol_inuse_tab *t = st->inuse;
+	unsigned b = bucket_of(vid);
 	struct ol_inuse *e;
 
-	pthread_mutex_lock(&t->mu);
-	e = *slot(t, vid);
+	pthread_mutex_lock(&t->b[b].mu);
+	e = *slot(t, b, vid);
 	if (e) {
 		e->def = ol_xrealloc(e->def, (e->n_def + 1) * sizeof(*e->def));
 		e->def[e->n_def].d = d;
 		memcpy(e->def[e->n_def].uuid, uuid, OL_UUID);
 		e->n_def++;
 	}
-	pthread_mutex_unlock(&t->mu);
+	pthread_mutex_unlock(&t->b[b].mu);
 	return e != NULL;
 }
 
@@ -131,11 +145,12 @@ ol_inuse_has_shard(const struct ol_store *st, const uint8_t *uuid)
 	struct ol_inuse_tab *t = st->inuse;
 	bool found = false;
 
-	pthread_mutex_lock(&t->mu);
-	for (int i = 0; i < OL_INUSE_BUCKETS && !found; i++)
-		for (struct ol_inuse *e = t->b[i]; e && !found; e = e->next)
+	for (int i = 0; i < OL_INUSE_BUCKETS && !found; i++) {
+		pthread_mutex_lock(&t->b[i].mu);
+		for (struct ol_inuse *e = t->b[i].head; e && !found; e = e->next)
 			for (size_t j = 0; j < e->n_def && !found; j++)
 				found = !memcmp(e->def[j].uuid, uuid, OL_UUID);
-	pthread_mutex_unlock(&t->mu);
+		pthread_mutex_unlock(&t->b[i].mu);
+	}
 	return found;
 }
