@@ -2,48 +2,17 @@
 with its own keys; buckets and objects have owners; isolation by default; canned ACLs and
 explicit grants on buckets and objects, stored and enforced, anonymous requests included."""
 
-import http.client
 import re
-import shutil
-import tempfile
 
 import pytest
 from botocore import UNSIGNED
-from botocore.exceptions import ClientError
 
-from conftest import REGION, Daemon, boto3_client
-
-USERS = """
-[[credentials]]
-user = "alice"
-access_key = "alicekey"
-secret_key = "alicesecret"
-
-[[credentials]]
-user = "bob"
-access_key = "bobkey"
-secret_key = "bobsecret"
-"""
-
-
-def client(url, ak, sk):
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "s3", endpoint_url=url, aws_access_key_id=ak, aws_secret_access_key=sk,
-        region_name=REGION, config=Config(s3={"addressing_style": "path"},
-                                          retries={"max_attempts": 1}, connect_timeout=5,
-                                          read_timeout=60))
-
+from conftest import boto3_client
+from s3_users import alice, bob, code, err, raw, users_daemon  # noqa: F401 (fixtures)
 
 @pytest.fixture(scope="module")
 def d():
-    root = tempfile.mkdtemp(prefix="openlake-access-")
-    dm = Daemon(root, extra=USERS).start()
-    yield dm
-    dm.cleanup()
-    shutil.rmtree(root, ignore_errors=True)
+    yield from users_daemon("openlake-access-")
 
 
 @pytest.fixture(scope="module")
@@ -52,41 +21,8 @@ def admin(d):
 
 
 @pytest.fixture(scope="module")
-def alice(d):
-    return client(d.s3_url, "alicekey", "alicesecret")
-
-
-@pytest.fixture(scope="module")
-def bob(d):
-    return client(d.s3_url, "bobkey", "bobsecret")
-
-
-@pytest.fixture(scope="module")
 def anon(d):
     return boto3_client(d.s3_url, signature_version=UNSIGNED)
-
-
-def err(fn, *a, **kw):
-    with pytest.raises(ClientError) as e:
-        fn(*a, **kw)
-    r = e.value.response
-    return r["ResponseMetadata"]["HTTPStatusCode"], r["Error"]["Code"]
-
-
-def raw(d, method, path, headers=None, body=None):
-    """An unsigned (anonymous) request, as a browser or curl sends it."""
-    c = http.client.HTTPConnection("127.0.0.1", d.s3_port, timeout=30)
-    try:
-        c.request(method, path, body=body, headers=headers or {})
-        r = c.getresponse()
-        return r.status, dict(r.getheaders()), r.read()
-    finally:
-        c.close()
-
-
-def code(body):
-    m = re.search(rb"<Code>([^<]*)</Code>", body)
-    return m.group(1).decode() if m else None
 
 
 def grants(acl):

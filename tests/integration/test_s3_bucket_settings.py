@@ -1,60 +1,18 @@
 """Bucket settings (issue 11): public access block, object ownership controls and CORS, with
 two users (alice owns the buckets, bob is the other) and anonymous requests."""
 
-import http.client
 import json
-import re
-import shutil
-import tempfile
 
 import pytest
-from botocore.exceptions import ClientError
 
-from conftest import Daemon
-from test_s3_access import USERS, client
+from s3_users import alice, bob, code, err, raw, users_daemon  # noqa: F401 (fixtures)
 
 ARN = "arn:aws:s3:::"
 
 
 @pytest.fixture(scope="module")
 def d():
-    root = tempfile.mkdtemp(prefix="openlake-settings-")
-    dm = Daemon(root, extra=USERS).start()
-    yield dm
-    dm.cleanup()
-    shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def alice(d):
-    return client(d.s3_url, "alicekey", "alicesecret")
-
-
-@pytest.fixture(scope="module")
-def bob(d):
-    return client(d.s3_url, "bobkey", "bobsecret")
-
-
-def err(fn, *a, **kw):
-    with pytest.raises(ClientError) as e:
-        fn(*a, **kw)
-    r = e.value.response
-    return r["ResponseMetadata"]["HTTPStatusCode"], r["Error"]["Code"]
-
-
-def raw(d, method, path, headers=None, body=None):
-    c = http.client.HTTPConnection("127.0.0.1", d.s3_port, timeout=30)
-    try:
-        c.request(method, path, body=body, headers=headers or {})
-        r = c.getresponse()
-        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
-    finally:
-        c.close()
-
-
-def code(body):
-    m = re.search(rb"<Code>([^<]*)</Code>", body)
-    return m.group(1).decode() if m else None
+    yield from users_daemon("openlake-settings-")
 
 
 PAB_ALL = {"BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True,

@@ -4,63 +4,24 @@ principals, actions, resources with wildcards, explicit deny winning, condition 
 
 import http.client
 import json
-import re
-import shutil
-import tempfile
 
 import pytest
 from botocore.exceptions import ClientError
 
-from conftest import Daemon, boto3_client
-from test_s3_access import USERS, client
+from conftest import boto3_client
+from s3_users import alice, bob, code, err, raw, users_daemon  # noqa: F401 (fixtures)
 
 ARN = "arn:aws:s3:::"
 
 
 @pytest.fixture(scope="module")
 def d():
-    root = tempfile.mkdtemp(prefix="openlake-policy-")
-    dm = Daemon(root, extra=USERS).start()
-    yield dm
-    dm.cleanup()
-    shutil.rmtree(root, ignore_errors=True)
+    yield from users_daemon("openlake-policy-")
 
 
 @pytest.fixture(scope="module")
 def admin(d):
     return boto3_client(d.s3_url)
-
-
-@pytest.fixture(scope="module")
-def alice(d):
-    return client(d.s3_url, "alicekey", "alicesecret")
-
-
-@pytest.fixture(scope="module")
-def bob(d):
-    return client(d.s3_url, "bobkey", "bobsecret")
-
-
-def err(fn, *a, **kw):
-    with pytest.raises(ClientError) as e:
-        fn(*a, **kw)
-    r = e.value.response
-    return r["ResponseMetadata"]["HTTPStatusCode"], r["Error"]["Code"]
-
-
-def raw(d, method, path, body=None):
-    c = http.client.HTTPConnection("127.0.0.1", d.s3_port, timeout=30)
-    try:
-        c.request(method, path, body=body)
-        r = c.getresponse()
-        return r.status, r.read()
-    finally:
-        c.close()
-
-
-def code(body):
-    m = re.search(rb"<Code>([^<]*)</Code>", body)
-    return m.group(1).decode() if m else None
 
 
 def policy(*stmts):
@@ -123,23 +84,23 @@ def test_malformed_policies_are_400(alice, doc):
 def test_public_read_prefix_opens_that_prefix_to_anonymous_only(d, alice, bob):
     b = "pol-public"
     setup_bucket(alice, b, ["pub/a.txt", "priv/b.txt"])
-    st, body = raw(d, "GET", f"/{b}/pub/a.txt")
+    st, _, body = raw(d, "GET", f"/{b}/pub/a.txt")
     assert st == 403 and code(body) == "AccessDenied"
     alice.put_bucket_policy(Bucket=b, Policy=policy(
         stmt("Allow", "*", "s3:GetObject", ARN + b + "/pub/*")))
     assert alice.get_bucket_policy_status(Bucket=b)["PolicyStatus"]["IsPublic"] is True
-    st, body = raw(d, "GET", f"/{b}/pub/a.txt")
+    st, _, body = raw(d, "GET", f"/{b}/pub/a.txt")
     assert st == 200 and body == b"body of pub/a.txt"
     assert bob.get_object(Bucket=b, Key="pub/a.txt")["Body"].read() == b"body of pub/a.txt"
     for method, path in [("GET", f"/{b}/priv/b.txt"), ("GET", f"/{b}"),
                          ("GET", f"/{b}/pub/missing"),  # no s3:ListBucket: 403, not 404
                          ("PUT", f"/{b}/pub/new"), ("DELETE", f"/{b}/pub/a.txt"),
                          ("GET", f"/{b}?policy")]:
-        st, body = raw(d, method, path, body=b"x" if method == "PUT" else None)
+        st, _, body = raw(d, method, path, body=b"x" if method == "PUT" else None)
         assert st == 403 and code(body) == "AccessDenied", (method, path, body)
     assert err(bob.get_object, Bucket=b, Key="priv/b.txt") == (403, "AccessDenied")
     alice.delete_bucket_policy(Bucket=b)
-    st, body = raw(d, "GET", f"/{b}/pub/a.txt")
+    st, _, body = raw(d, "GET", f"/{b}/pub/a.txt")
     assert st == 403
 
 
@@ -201,7 +162,7 @@ def test_secure_transport_deny(d, alice, admin):
              {"Bool": {"aws:SecureTransport": "false"}})))
     # this endpoint is plain HTTP: the deny applies, to the owner as to everyone
     assert err(alice.get_object, Bucket=b, Key="k") == (403, "AccessDenied")
-    st, body = raw(d, "GET", f"/{b}/k")
+    st, _, body = raw(d, "GET", f"/{b}/k")
     assert st == 403
     # the administrator is above bucket policies (it can always repair them)
     assert admin.get_object(Bucket=b, Key="k")["Body"].read() == b"body of k"

@@ -7,25 +7,19 @@ import datetime
 import hashlib
 import hmac
 import json
-import re
-import shutil
 import subprocess
 import tempfile
 
 import pytest
 from botocore.exceptions import ClientError
 
-from conftest import REGION, Daemon
-from test_s3_access import USERS, client
+from conftest import REGION
+from s3_users import client, code, users_daemon
 
 
 @pytest.fixture(scope="module")
 def d():
-    root = tempfile.mkdtemp(prefix="openlake-post-")
-    dm = Daemon(root, extra=USERS).start()
-    yield dm
-    dm.cleanup()
-    shutil.rmtree(root, ignore_errors=True)
+    yield from users_daemon("openlake-post-")
 
 
 @pytest.fixture(scope="module")
@@ -73,11 +67,6 @@ def post(d, bucket, fields, content=b"hello from a form", filename="hello.txt"):
         k, _, v = line.partition(b":")
         headers[k.decode().lower()] = v.strip().decode()
     return status, headers, body
-
-
-def code(body):
-    m = re.search(rb"<Code>([^<]*)</Code>", body)
-    return m.group(1).decode() if m else None
 
 
 def absent(c, bucket, key):
