@@ -23,10 +23,25 @@ die() { echo "cluster.sh: $*" >&2; exit 1; }
 
 free_ports() { # free_ports COUNT: that many distinct ports free a moment ago
 	/usr/bin/python3 - "$1" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
+# below the kernel's ephemeral range, so no client's outgoing connection takes one of them
+# between this check and the bind of the process that gets it
+import os, random, socket, sys
+try:
+    hi = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0]) - 1
+except (OSError, ValueError, IndexError):
+    hi = 32767
+lo = 10000 if hi - 10000 >= 1000 else 1024
+rng = random.Random(os.getpid())
+socks, want = [], int(sys.argv[1])
+for p in rng.sample(range(lo, hi + 1), hi - lo + 1):
+    if len(socks) == want:
+        break
+    s = socket.socket()
+    try:
+        s.bind(("0.0.0.0", p))
+        socks.append(s)
+    except OSError:
+        s.close()
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 PY
 }

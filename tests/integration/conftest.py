@@ -18,6 +18,7 @@ for the test), `s3_daemon` (module-scoped default daemon shared by a test file),
 import glob
 import os
 import pathlib
+import random
 import shutil
 import signal
 import socket
@@ -39,8 +40,39 @@ SECRET_KEY = "openlakeadmin"
 REGION = "us-east-1"
 
 
+def _ephemeral_low():
+    try:
+        return int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_HANDED_OUT = set()
+
+
 def free_port():
-    """A port that was free a moment ago (the daemon binds it right after)."""
+    """A port that was free a moment ago (the daemon binds it right after).
+
+    Chosen *below* the kernel's ephemeral range: a port taken from that range (bind to 0) can
+    be handed by the kernel to any client's outgoing connection before the daemon binds it,
+    and the daemon then fails with "address in use" (seen under the full suite). A port below
+    the range is only ever taken by an explicit bind, which the check here sees; a port is
+    never handed out twice in one test session."""
+    lo, hi = 10000, _ephemeral_low() - 1
+    if hi - lo < 1000:
+        lo, hi = 1024, hi
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(hi - lo + 1):
+        p = rng.randint(lo, hi)
+        if p in _HANDED_OUT:
+            continue
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("0.0.0.0", p))
+        except OSError:
+            continue
+        _HANDED_OUT.add(p)
+        return p
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
