@@ -25,6 +25,13 @@ static struct ol_store *admin_store;
 static struct ol_heal_progress heal_prog;
 static struct ol_heal_opts heal_opts;
 static _Atomic int heal_thread; /* 1 from POST until the thread has finished */
+/* Heal on a drive's return ([storage] heal_on_return): the store's monitor calls
+ * drive_returned(), a detached thread (auto_main) waits and starts the heal. */
+static _Atomic int64_t returned_ns; /* CLOCK_REALTIME of the latest return */
+static _Atomic int auto_thread, auto_stop;
+static _Atomic uint64_t auto_heals;
+static int heal_start_rate(uint64_t rate, const char *who);
+static void *auto_main(void *arg);
 
 void
 ol_admin_init(const struct ol_config *cfg)
@@ -190,6 +197,33 @@ heal_metrics(struct ol_strbuf *out, void *arg)
 	    (unsigned long long)atomic_load(&p->shards_healed),
 	    (unsigned long long)atomic_load(&p->records_restored),
 	    (unsigned long long)atomic_load(&p->unrecoverable));
+	ol_strbuf_printf(out,
+			 "# HELP openlake_heal_on_return_total heals started because a drive came "
+			 "back online\n# TYPE openlake_heal_on_return_total counter\n"
+			 "openlake_heal_on_return_total %llu\n",
+			 (unsigned long long)atomic_load(&auto_heals));
+}
+
+static void
+drive_returned(void *arg, const char *drive)
+{
+	(void)arg;
+	atomic_store(&returned_ns, real_ns());
+	int idle = 0;
+	pthread_t t;
+	pthread_attr_t a;
+	ol_info("admin: drive %s returned: a heal starts in %u s unless one starts before "
+		"([storage] heal_on_return)",
+		drive, admin_cfg->heal_delay_secs);
+	if (!atomic_compare_exchange_strong(&auto_thread, &idle, 1))
+		return; /* the waiting thread sees the new return time */
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &a, auto_main, NULL)) {
+		atomic_store(&auto_thread, 0);
+		ol_warn("admin: cannot start the heal for drive %s; run `openlake heal`", drive);
+	}
+	pthread_attr_destroy(&a);
 }
 
 void
@@ -197,6 +231,12 @@ ol_admin_set_store(struct ol_store *st)
 {
 	static int registered;
 	if (!st) {
+		if (admin_store)
+			ol_store_on_drive_return(admin_store, NULL, NULL);
+		atomic_store(&auto_stop, 1);
+		while (atomic_load(&auto_thread))
+			usleep(10000);
+		atomic_store(&auto_stop, 0);
 		if (atomic_load(&heal_thread))
 			ol_info("admin: stopping the running heal");
 		while (atomic_load(&heal_thread)) {
@@ -205,6 +245,8 @@ ol_admin_set_store(struct ol_store *st)
 		}
 	}
 	admin_store = st;
+	if (st && admin_cfg && admin_cfg->heal_on_return)
+		ol_store_on_drive_return(st, drive_returned, NULL);
 	if (!registered++)
 		ol_metrics_register(heal_metrics, NULL);
 }
@@ -227,9 +269,7 @@ heal_start(const char *query, const char *peer)
 {
 	const char *q = strstr(query, "rate=");
 	uint64_t rate = 0;
-	int idle = 0;
-	pthread_t t;
-	pthread_attr_t a;
+	char who[96];
 	if (q && (q == query || q[-1] == '&')) {
 		char *end;
 		errno = 0;
@@ -237,6 +277,18 @@ heal_start(const char *query, const char *peer)
 		if (errno || end == q + 5 || (*end && *end != '&'))
 			return 400;
 	}
+	snprintf(who, sizeof(who), "an admin at %s", peer ? peer : "?");
+	return heal_start_rate(rate, who);
+}
+
+/* Start the whole-store heal thread: 202, or 409 when one runs, 500. */
+static int
+heal_start_rate(uint64_t rate, const char *who)
+{
+	int idle = 0;
+	pthread_t t;
+	pthread_attr_t a;
+
 	if (!atomic_compare_exchange_strong(&heal_thread, &idle, 1))
 		return 409;
 	heal_opts.rate_bytes = rate;
@@ -252,9 +304,46 @@ heal_start(const char *query, const char *peer)
 		return 500;
 	}
 	pthread_attr_destroy(&a);
-	ol_info("admin: heal started by an admin at %s%s", peer ? peer : "?",
-		rate ? " (rate limited)" : "");
+	ol_info("admin: heal started by %s%s", who, rate ? " (rate limited)" : "");
 	return 202;
+}
+
+/* Waits until the latest drive return is heal_delay_secs old, then starts a heal unless one
+ * started after that return (an admin's, or this thread's for an earlier return). */
+static void *
+auto_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int64_t ret = atomic_load(&returned_ns);
+		int64_t due = ret + (int64_t)admin_cfg->heal_delay_secs * 1000000000LL;
+		if (atomic_load(&auto_stop))
+			break;
+		if (real_ns() < due ||
+		    (atomic_load(&heal_thread) && atomic_load(&heal_prog.started_ns) < ret)) {
+			usleep(100000); /* not yet, or a heal older than the return still runs */
+			continue;
+		}
+		if (atomic_load(&heal_prog.started_ns) < ret) {
+			int rc = heal_start_rate(admin_cfg->heal_bytes_per_sec,
+						 "a drive's return ([storage] heal_on_return)");
+			if (rc == 409)
+				continue; /* an admin's heal started this instant: look again */
+			if (rc == 202)
+				atomic_fetch_add(&auto_heals, 1);
+			else
+				ol_warn("admin: cannot start the heal for the returned drive; run "
+					"`openlake heal`");
+		}
+		atomic_store(&auto_thread, 0);
+		/* a return that came while deciding: take the thread back if nobody has */
+		int idle = 0;
+		if (atomic_load(&returned_ns) == ret || atomic_load(&auto_stop) ||
+		    !atomic_compare_exchange_strong(&auto_thread, &idle, 1))
+			return NULL;
+	}
+	atomic_store(&auto_thread, 0);
+	return NULL;
 }
 
 static void

@@ -103,6 +103,9 @@ struct ol_config {
 	uint64_t block_size;	       /* [storage] block_size per shard (1 MiB) */
 	char checksum[16];	       /* [storage] checksum: "crc32c" or "xxh3" */
 	bool fsync;		       /* [storage] fsync: acknowledge only after stable storage */
+	bool heal_on_return;	       /* [storage] heal_on_return: heal a drive that came back */
+	unsigned heal_delay_secs;      /* [storage] heal_delay_secs before that heal */
+	uint64_t heal_bytes_per_sec;   /* [storage] heal_bytes_per_sec of that heal (0: no cap) */
 	unsigned threads;	       /* worker threads (0 = one per core) */
 	char log_level[16];	       /* error|warn|info|debug */
 	char console_addr[OL_CFG_STR]; /* metrics + console listener ("" = on s3_addr only) */

@@ -236,9 +236,13 @@ revive(struct ol_store *st, int d, char *why, size_t cap)
 	dr->why[0] = 0;
 	pthread_mutex_unlock(&st->drv_mu);
 	atomic_store(&dr->meta, m);
-	ol_warn("store: drive %s is back online (%d of %d drives online); run `openlake heal` "
-		"to restore what it missed",
-		dr->root, ol_store_drives_online(st), st->n);
+	pthread_mutex_lock(&st->drv_mu); /* cb runs under it: see ol_store_on_drive_return */
+	ol_warn("store: drive %s is back online (%d of %d drives online)%s", dr->root,
+		ol_store_drives_online(st), st->n,
+		st->on_return ? "" : "; run `openlake heal` to restore what it missed");
+	if (st->on_return)
+		st->on_return(st->on_return_arg, dr->root);
+	pthread_mutex_unlock(&st->drv_mu);
 	return 0;
 }
 
@@ -360,4 +364,13 @@ ol_flight_has(struct ol_store *st, const uint8_t *uuid)
 		found = !memcmp(st->flight[i], uuid, OL_UUID);
 	pthread_mutex_unlock(&st->fl_mu);
 	return found;
+}
+
+void
+ol_store_on_drive_return(struct ol_store *st, void (*cb)(void *arg, const char *drive), void *arg)
+{
+	pthread_mutex_lock(&st->drv_mu);
+	st->on_return = cb;
+	st->on_return_arg = arg;
+	pthread_mutex_unlock(&st->drv_mu);
 }

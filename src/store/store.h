@@ -195,6 +195,12 @@ int ol_store_drive_count(const struct ol_store *st);
 const char *ol_store_drive_path(const struct ol_store *st, int i);
 /* Number of drives online (their metadata opened). */
 int ol_store_drives_online(const struct ol_store *st);
+/* cb(arg, drive root) runs on the drive monitor's thread each time an offline drive comes
+ * back online (after it serves again), under the store's drive lock: it must return quickly
+ * and call nothing of the store. NULL removes it; once this returns, the old cb is not
+ * running and is not called again. */
+void ol_store_on_drive_return(struct ol_store *st, void (*cb)(void *arg, const char *drive),
+			      void *arg);
 /* Per-drive paths of the shard files of an object (one per part per drive), for fault
  * injection: cb(drive, part_index, path). Inline objects have none. -ENOENT. */
 int ol_store_shard_paths(struct ol_store *st, const char *bucket, const char *key, size_t key_len,

@@ -64,6 +64,9 @@ struct ol_store {
 	pthread_cond_t drv_cv;
 	pthread_t mon;
 	bool mon_started, mon_stop;
+	/* called on the monitor thread after a drive came back online (under no lock) */
+	void (*on_return)(void *arg, const char *drive);
+	void *on_return_arg;
 	/* shard files of writes in progress (their records are not committed yet): the orphan
 	 * sweep of heal never removes them */
 	pthread_mutex_t fl_mu;

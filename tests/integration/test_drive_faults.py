@@ -261,6 +261,86 @@ def test_read_only_drive(openlaked):
     prove_restored(d, c, objs, healed=2, other=1)
 
 
+def heal_gauge(d, name):
+    with urllib.request.urlopen(d.s3_url + "/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return int(line.split()[-1])
+    raise AssertionError("no %s in /metrics" % name)
+
+
+def test_fs_fails_read_only_while_running(openlaked, tmp_path):
+    """One drive's file system fails while the daemon runs: ext4 mounted with
+    errors=remount-ro, an error raised through /sys/fs/ext4/<dev>/trigger_fs_error, so the
+    kernel turns it read-only under the daemon's open files. The drive goes offline, the node
+    keeps serving and taking writes (overwrites and deletes too). The operator unmounts,
+    repairs (e2fsck) and mounts it again: the monitor brings the drive back and a heal starts
+    by itself ([storage] heal_on_return, delay 1 s here): nobody runs `openlake heal`, and
+    a heal run afterwards finds nothing left to do."""
+    d = openlaked(extra="[storage]\nheal_delay_secs = 1\n")
+    d.stop()
+    drive = d.data_dirs[1]
+    wipe_dir(drive)
+    img = str(tmp_path / "drive1.img")
+    with open(img, "wb") as f:
+        f.truncate(160 * MiB)
+    r = run("mkfs.ext4", "-q", "-F", img)
+    if r.returncode != 0:
+        pytest.skip("mkfs.ext4 failed: %s" % r.stderr.strip())
+    mount_or_skip("-o", "loop,errors=remount-ro", img, drive)
+    try:
+        dev = run("findmnt", "-n", "-o", "SOURCE", drive).stdout.strip()
+        trigger = "/sys/fs/ext4/%s/trigger_fs_error" % os.path.basename(dev)
+        if not os.path.exists(trigger):
+            pytest.skip("this kernel has no %s to fail a file system on demand" % trigger)
+        d.start()
+        c, objs = populate(d)
+        with open(trigger, "w") as f:
+            f.write("openlake test: fail this drive\n")
+        wait_until(lambda: online(d, 1) == 0, "drive 1 offline once its fs is read-only")
+        assert "probe write failed" in d.log(), d.log()[-3000:]
+        check_all(c, objs)
+        put_more(c, objs, 7)
+        rnd = random.Random(13)
+        big = [k for k, v in objs.items() if len(v) > 128 * KiB and k.startswith("o/")]
+        for k in big[:3]:
+            objs[k] = rnd.randbytes(len(objs[k]) + 5)
+            c.put_object(Bucket=BUCKET, Key=k, Body=objs[k])
+        for k in big[3:5]:
+            c.delete_object(Bucket=BUCKET, Key=k)
+            del objs[k]
+        check_all(c, objs)
+        # the operator's repair: the daemon still holds files of the failed mount, so a lazy
+        # unmount; that mount is read-only for good, so checking the image now is safe
+        assert run("umount", "-l", drive).returncode == 0
+        r = run("e2fsck", "-f", "-y", img)
+        assert r.returncode in (0, 1), r.stdout + r.stderr  # 1: errors fixed
+        # a new loop device: `mount -o loop` would reuse the old one, still attached to the
+        # failed mount, and so get that read-only file system back
+        r = run("losetup", "--find", "--show", img)
+        assert r.returncode == 0, r.stderr
+        loop = r.stdout.strip()
+        r = run("mount", "-o", "errors=remount-ro", loop, drive)
+        run("losetup", "-d", loop)  # detached once unmounted
+        assert r.returncode == 0, r.stderr
+        wait_until(lambda: online(d, 1) == 1, "drive 1 back online after the repair")
+        wait_until(lambda: heal_gauge(d, "openlake_heal_on_return_total") >= 1 and
+                   heal_gauge(d, "openlake_heal_running") == 0,
+                   "the heal started by the drive's return to finish", timeout=120)
+        assert "a drive's return" in d.log(), d.log()[-3000:]
+        r = subprocess.run([str(OPENLAKE_CLI), "heal", "--endpoint", d.s3_url, "--json"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr + r.stdout
+        j = json.loads(r.stdout)
+        assert j["shards_healed"] == 0 and j["records_restored"] == 0, j
+        assert j["unrecoverable"] == 0, j
+        check_all(c, objs)
+        prove_restored(d, c, objs, healed=1, other=3)
+    finally:
+        d.stop()
+        umount(drive)
+
+
 # ---- full drive ----
 
 def test_full_drive(openlaked):
