@@ -4,12 +4,16 @@ Runs in vLLM's scheduler process. It sees token ids and block ids, never tensors
 workers must do each step goes into a small picklable metadata object (chain hashes + block
 ids), and each worker derives its own rank's keys from the chain hashes."""
 
+import hashlib
+import struct
 import time
 from dataclasses import dataclass, field
 
 from .connector_config import key_ranks
-from .keys import ChainCache, rank_key, seed_hash
+from .keys import ChainCache, Unkeyable, lora_name, rank_key, request_extras, seed_hash
 from .store import StoreDown
+
+EPOCH_REFRESH_S = 1.0  # how often a scheduler looks for a reset made by another engine
 
 
 @dataclass
@@ -44,10 +48,11 @@ class _Lookup:
 
 class _Req:
     __slots__ = ("req_id", "request", "chains", "block_ids", "next_save", "early", "load",
-                 "saved_any", "done")
+                 "saved_any", "done", "keyable")
 
     def __init__(self, req_id, request, chains):
         self.req_id, self.request, self.chains = req_id, request, chains
+        self.keyable = chains is not None  # False: never looked up nor saved
         self.block_ids = []
         self.next_save = 0
         self.early = []
@@ -86,11 +91,13 @@ class SchedulerSide:
         self.async_save = cfg.async_save
         self._async_loads = []  # planned async loads: sent with the next metadata
         self._async_done = set()  # requests whose async load was planned
+        self.epoch = 0  # reset_cache generation, mixed into every seed
+        self._epoch_checked = float("-inf")
 
-    def _seed(self, salt):
-        s = self._seeds.get(salt)
+    def _seed(self, salt, lora):
+        s = self._seeds.get((salt, lora))
         if s is None:
-            s = self._seeds[salt] = seed_hash(self.ident, salt)
+            s = self._seeds[(salt, lora)] = seed_hash(self.ident, salt, lora, self.epoch)
         return s
 
     def _req(self, request):
@@ -101,17 +108,79 @@ class SchedulerSide:
             rs = getattr(request, "cache_salt", None)
             if rs:
                 salt = "%s\0%s" % (salt, rs)
-            r = self._reqs[rid] = _Req(rid, request, ChainCache(self._seed(salt), self.cs))
+            try:
+                chains = ChainCache(self._seed(salt, lora_name(request)), self.cs,
+                                    request_extras(request, self.cs))
+            except Unkeyable as e:
+                self.warn("unkeyable", "openlake: request %s is served without the pool: %s",
+                          rid, e)
+                self.rec.add(unkeyable=1)
+                chains = None
+            r = self._reqs[rid] = _Req(rid, request, chains)
         r.request = request
         return r
+
+    # -- reset_cache: an epoch in every seed, so a reset is O(1) and nothing is deleted
+    def _epoch_key(self, n):
+        h = hashlib.sha256(b"openlake-kv/1\0epoch\0")
+        h.update(self.ident.digest())
+        h.update(self.cfg.cache_salt.encode() + b"\0")
+        return h.digest()[:24] + struct.pack("<Q", n)
+
+    def _refresh_epoch(self, force=False):
+        """Adopt a newer epoch written by another engine of the same model (at most once a
+        second; the pool down keeps the current one). Reading the current marker with a get
+        keeps it recent in the pool's LRU while engines run."""
+        now = time.monotonic()
+        if not force and now - self._epoch_checked < EPOCH_REFRESH_S:
+            return
+        self._epoch_checked = now
+        cur = self.epoch
+        try:
+            while True:
+                want = [self._epoch_key(cur + 1)] + ([self._epoch_key(cur)] if cur else [])
+                got = self.store.call("get", want, None, 64)
+                if got[0] is None:
+                    break
+                cur += 1
+        except StoreDown:
+            pass
+        if cur != self.epoch:
+            self._new_epoch(cur)
+
+    def _new_epoch(self, n):
+        self.epoch = n
+        self._seeds.clear()
+        for r in self._reqs.values():  # their chains hash the old epoch: no load, no save
+            r.keyable = False
+
+    def reset(self):
+        """vLLM's reset_cache (after a weight update): every key this engine uses from now on
+        is new, and engines of the same model see the new epoch within EPOCH_REFRESH_S."""
+        self._refresh_epoch(force=True)
+        n = self.epoch + 1
+        self._new_epoch(n)
+        try:
+            st = self.store.call("put", [self._epoch_key(n)], [struct.pack("<Qd", n, time.time())])
+            ok = st and int(st[0]) == 0
+        except StoreDown:
+            ok = False
+        if not ok:
+            self.warn("reset", "openlake: reset_cache could not record epoch %d in the pool: "
+                      "this engine uses new keys, other engines learn of it only by their "
+                      "own reset", n)
+        self.rec.add(resets=1)
+        return True
 
     # -- get_num_new_matched_tokens
     def lookup(self, request, num_computed):
         tokens = all_tokens(request)
         n = len(tokens)
         max_chunks = (n - 1) // self.cs  # leave at least one token to compute
+        self._refresh_epoch()
         r = self._req(request)
-        if max_chunks <= 0 or num_computed >= max_chunks * self.cs:
+        if (max_chunks <= 0 or num_computed >= max_chunks * self.cs or not r.keyable or
+                getattr(request, "skip_reading_prefix_cache", False)):
             self._lookups[r.req_id] = _Lookup(num_computed, n, 0, [])
             return 0, False
         hashes = r.chains.upto(tokens, max_chunks)
@@ -225,7 +294,7 @@ class SchedulerSide:
         if r.load is not None:
             plan.loads.append(r.load)
             r.load = None
-        if not self.save_enabled:
+        if not self.save_enabled or not r.keyable:
             return
         req = r.request
         limit = end if self.cfg.save_decode else min(end, int(req.num_prompt_tokens))

@@ -138,7 +138,8 @@ class OpenLakeConnector(_Base):
         return ()
 
     def reset_cache(self):
-        return True
+        """Invalidate everything this model's engines stored (O(1): a new key epoch)."""
+        return self._sched.reset() if self._sched is not None else None
 
     # ------------------------------------------------------------ worker side
     def register_kv_caches(self, kv_caches):

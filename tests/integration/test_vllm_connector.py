@@ -644,3 +644,96 @@ def test_token_from_extra_config_and_env(openlaked, monkeypatch):
     assert e3.scheduler.finished["C"].output_token_ids == reference(B)
     for e in (e1, e2, e3):
         e.shutdown()
+
+
+# ---------------------------------------------------------------- what the keys must cover
+
+def _req(rid, prompt, lora=None, mm=(), embeds=None, **kw):
+    from vllm_standin import LoRARequest, MultiModalFeatureSpec, PlaceholderRange
+    return Request(rid, prompt, max_tokens=1,
+                   lora_request=LoRARequest(lora) if lora else None,
+                   mm_features=[MultiModalFeatureSpec(i, PlaceholderRange(o, n))
+                                for i, o, n in mm],
+                   prompt_embeds=embeds, **kw)
+
+
+def _ext(e, req):
+    e.add(req)
+    e.step()
+    ext = e.scheduler.requests[req.request_id].num_external_computed_tokens
+    e.run()
+    return ext
+
+
+def test_adapters_images_embeddings_never_share_kv(pool):
+    """Two requests with the same tokens share KV only up to the first chunk where their
+    adapter, images (identifier, place) or prompt embeddings differ; what cannot be keyed is
+    never looked up nor saved."""
+    g = torch.Generator().manual_seed(5)
+    emb_a = torch.randn(100, 8, generator=g, dtype=torch.bfloat16)
+    B = A[:96] + SUFFIX
+    emb_b = torch.cat([emb_a[:96], torch.randn(34, 8, generator=g, dtype=torch.bfloat16)])
+    base = dict(lora="adapter-1", mm=[("img-x", 20, 8)], embeds=emb_a)
+    serve_b = dict(base, embeds=emb_b)
+    emb_changed = emb_b.clone()
+    emb_changed[3, 0] += 1
+    cases = [
+        ({"lora": "adapter-2"}, 0),
+        ({"lora": None}, 0),
+        ({"mm": [("img-y", 20, 8)]}, 16),   # the image is in chunk 1: chunk 0 is shared
+        ({"mm": [("img-x", 40, 8)]}, 16),   # same image, another place
+        ({"mm": []}, 16),
+        ({"embeds": emb_changed}, 0),        # row 3 is in chunk 0
+        ({"embeds": None}, 0),
+    ]
+    for i, (change, want) in enumerate(cases + [({}, 96)]):  # the same inputs do share
+        salt = "case-%d" % i  # each case alone: a variant saves blocks too
+        e1 = engine(cfg(pool.kv_addr, cache_salt=salt))
+        e1.add(_req("A", A, **base))
+        e1.run()
+        e2 = engine(cfg(pool.kv_addr, cache_salt=salt))
+        got = _ext(e2, _req("B%d" % i, B, **dict(serve_b, **change)))
+        assert got == want, (change, got)
+        e1.shutdown()
+        e2.shutdown()
+    # an image with no identifier cannot be keyed: no lookup, no save
+    e4 = engine(cfg(pool.kv_addr))
+    from vllm_standin import MultiModalFeatureSpec, PlaceholderRange
+    bad = _req("C", A[:64] + SUFFIX)
+    bad.mm_features = [MultiModalFeatureSpec("", PlaceholderRange(4, 4))]
+    assert _ext(e4, bad) == 0
+    assert e4.sched_conn.metrics_totals()["unkeyable"] == 1
+    assert e4.workers[0].c.metrics_totals()["blocks_saved"] == 0
+    # skip_reading_prefix_cache (prompt logprobs): no load, but the blocks are saved
+    e5 = engine(cfg(pool.kv_addr))
+    e1 = engine(cfg(pool.kv_addr))
+    e1.add(_req("A", A, **base))
+    e1.run()
+    assert _ext(e5, _req("D", B, skip_reading_prefix_cache=True, **serve_b)) == 0
+    assert e5.workers[0].c.metrics_totals()["blocks_saved"] > 0
+    for e in (e1, e4, e5):
+        e.shutdown()
+
+
+def test_reset_cache_invalidates_for_every_engine(pool):
+    """reset_cache (after a weight update) makes every block stored before it a miss, for
+    this engine at once, for an engine started later, and for one already running within
+    its refresh interval; blocks stored after it hit again."""
+    from conftest import wait_for
+    P = [(i * 29 + 3) % 500 for i in range(70)]
+    old = engine(cfg(pool.kv_addr))  # runs across the reset without resetting itself
+    e1 = engine(cfg(pool.kv_addr))
+    serve(e1, "P", P)
+    serve(e1, "A", A)
+    assert _ext(old, Request("P1", P, max_tokens=1)) == 64
+    assert e1.scheduler.reset_prefix_cache(reset_connector=True) is True
+    assert _ext(e1, Request("P2", P, max_tokens=1)) == 0
+    B = A[:96] + SUFFIX
+    late = engine(cfg(pool.kv_addr))  # started after the reset
+    assert _ext(late, Request("B1", B, max_tokens=1)) == 0  # A's blocks are from before
+    assert _ext(late, Request("P4", P, max_tokens=1)) == 64  # P2 saved them again
+    n = iter(range(1000000))
+    wait_for(lambda: _ext(old, Request("B-old-%d" % next(n), B, max_tokens=1)) == 0
+             or None, timeout=60, what="the running engine to adopt the new epoch")
+    for e in (old, e1, late):
+        e.shutdown()

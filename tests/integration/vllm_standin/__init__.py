@@ -8,5 +8,6 @@ pickle boundary between the scheduler and each worker."""
 
 from .config import make_vllm_config  # noqa: F401
 from .engine import Engine  # noqa: F401
-from .scheduler import Request, RequestStatus, Scheduler  # noqa: F401
+from .scheduler import (LoRARequest, MultiModalFeatureSpec, PlaceholderRange, Request,  # noqa: F401
+                        RequestStatus, Scheduler)
 from .worker import FakeModel, Worker, make_kv_caches  # noqa: F401

@@ -14,6 +14,32 @@ from collections import deque
 from dataclasses import dataclass, field
 
 
+def torch_uint8():
+    import torch
+
+    return torch.uint8
+
+
+@dataclass
+class PlaceholderRange:  # vllm.multimodal.inputs.PlaceholderRange
+    offset: int
+    length: int
+
+
+@dataclass
+class MultiModalFeatureSpec:  # vllm.multimodal.inputs.MultiModalFeatureSpec, reduced
+    identifier: str
+    mm_position: PlaceholderRange
+    modality: str = "image"
+
+
+@dataclass
+class LoRARequest:  # vllm.lora.request.LoRARequest, reduced
+    lora_name: str
+    lora_int_id: int = 1
+    lora_path: str = ""
+
+
 class RequestStatus(enum.Enum):
     WAITING = 1
     WAITING_FOR_REMOTE_KVS = 2
@@ -24,8 +50,13 @@ class RequestStatus(enum.Enum):
 
 class Request:
     def __init__(self, request_id, prompt_token_ids, max_tokens=4, cache_salt=None,
-                 block_size=16):
+                 block_size=16, lora_request=None, mm_features=None, prompt_embeds=None,
+                 skip_reading_prefix_cache=False):
         self.request_id = request_id
+        self.lora_request = lora_request  # .lora_name, .lora_int_id
+        self.mm_features = list(mm_features or [])  # .identifier, .mm_position.offset/length
+        self.prompt_embeds = prompt_embeds  # tensor [num_prompt_tokens, hidden] or None
+        self.skip_reading_prefix_cache = skip_reading_prefix_cache
         self.prompt_token_ids = list(prompt_token_ids)
         self._all = list(prompt_token_ids)
         self.output_token_ids = []
@@ -58,13 +89,24 @@ class Request:
         self._hash_blocks()
 
     def _hash_blocks(self):
-        """vLLM's per-request block hasher (full blocks, chained, salt in the first block)."""
+        """vLLM's per-request block hasher (full blocks, chained; extra keys as vLLM's
+        generate_block_hash_extra_keys: LoRA name, overlapping multimodal identifiers, the
+        block's prompt embeddings, the salt in the first block)."""
         bs = self.block_size
         while (len(self.block_hashes) + 1) * bs <= len(self._all):
             i = len(self.block_hashes)
             parent = self.block_hashes[-1] if i else b"none"
             toks = self._all[i * bs:(i + 1) * bs]
             h = hashlib.sha256(parent + struct.pack("<%dI" % bs, *toks))
+            if self.lora_request is not None:
+                h.update(b"lora:" + self.lora_request.lora_name.encode())
+            for f in self.mm_features:
+                p = f.mm_position
+                if p.offset < (i + 1) * bs and p.offset + p.length > i * bs:
+                    h.update(b"mm:" + f.identifier.encode())
+            if self.prompt_embeds is not None and i * bs < len(self.prompt_embeds):
+                rows = self.prompt_embeds[i * bs:(i + 1) * bs].contiguous()
+                h.update(rows.reshape(-1).view(torch_uint8()).numpy().tobytes())
             if i == 0 and self.cache_salt:
                 h.update(self.cache_salt.encode())
             self.block_hashes.append(h.digest())
@@ -149,7 +191,7 @@ class KVCacheManager:
         self.enable_caching = enable_caching
 
     def get_computed_blocks(self, req):
-        if not self.enable_caching:
+        if not self.enable_caching or req.skip_reading_prefix_cache:
             return [], 0
         out = []
         max_blocks = (req.num_tokens - 1) // self.bs  # at least one token to compute
@@ -255,6 +297,19 @@ class Scheduler:
         self.finished = {}
         self.ext_tokens = {}  # req_id -> num_external_computed_tokens granted (last time)
         self.policy = vllm_config.kv_transfer_config.kv_load_failure_policy
+
+    def reset_prefix_cache(self, reset_connector=False):
+        """vLLM's Scheduler.reset_prefix_cache (after a weight update): refused while blocks
+        are in use; clears the local prefix cache, and with reset_connector the connector's
+        (reset_connector_cache -> connector.reset_cache())."""
+        if any(b.ref_cnt for b in self.kv.pool.blocks[1:]):
+            return False
+        for b in self.kv.pool.blocks:
+            b.block_hash = None
+        self.kv.pool.cached.clear()
+        if reset_connector:
+            return self.connector.reset_cache() is not False
+        return True
 
     def add_request(self, req):
         req.block_size = self.bs
