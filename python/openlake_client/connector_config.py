@@ -27,6 +27,9 @@ DEFAULTS = {
     "load_async": False,                   # loads in the background (WAITING_FOR_REMOTE_KVS)
     "async_save": True,                    # save after the step in a thread (delayed frees)
     "min_hit_tokens": 0,                   # smaller external hits are ignored
+    "lookup_async": True,                  # lookups in the background: "ask later" (None)
+    "lookup_inline_ms": 2.0,               # scheduler waits at most this per step for them
+    "lookup_wait_ms": 0,                   # a request waits this for its lookup (0: timeout_ms)
     "metrics_interval_s": 1.0,             # publishing for `python3 -m openlake_client stats`
     "metrics_dir": "",                     # "" = $OPENLAKE_METRICS_DIR or a /tmp dir
 }
@@ -52,6 +55,9 @@ class ConnectorConfig:
     async_save: bool = False
     load_async: bool = False
     min_hit_tokens: int = 0
+    lookup_async: bool = True
+    lookup_inline_ms: float = 2.0
+    lookup_wait_ms: int = 0
     metrics_interval_s: float = 1.0
     metrics_dir: str = ""
     unknown: tuple = ()
@@ -103,6 +109,9 @@ class ConnectorConfig:
                    async_save=_bool(g("async_save")),
                    load_async=_bool(g("load_async")),
                    min_hit_tokens=int(g("min_hit_tokens")),
+                   lookup_async=_bool(g("lookup_async")),
+                   lookup_inline_ms=max(0.0, float(g("lookup_inline_ms"))),
+                   lookup_wait_ms=int(g("lookup_wait_ms")) or int(g("timeout_ms")),
                    metrics_interval_s=float(g("metrics_interval_s")),
                    metrics_dir=str(g("metrics_dir") or ""), unknown=tuple(unknown))
 

@@ -6,6 +6,7 @@ ids), and each worker derives its own rank's keys from the chain hashes."""
 
 import hashlib
 import struct
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -44,6 +45,78 @@ class _Lookup:
     num_tokens: int
     ext: int
     present: list  # per chunk from 0: all ranks have it
+
+
+class _Pending:
+    """One request's lookup in flight on the lookup thread."""
+
+    __slots__ = ("keys", "epoch", "t0", "result", "done")
+
+    def __init__(self, keys, epoch):
+        self.keys, self.epoch, self.t0 = keys, epoch, time.monotonic()
+        self.result = None  # list of bool, or None when the pool could not answer
+        self.done = threading.Event()
+
+
+class _LookupThread:
+    """Runs the lookups of every request that asked since its last round as one batched
+    `exists` call, and looks for a newer reset epoch every EPOCH_REFRESH_S, so the scheduler
+    never waits on the pool."""
+
+    def __init__(self, store, probe_epoch):
+        self.store = store
+        self.probe_epoch = probe_epoch  # epoch -> newest epoch (raises StoreDown)
+        self.epoch_seen = 0
+        self.epoch_known = threading.Event()  # set after the first probe (even a failed one)
+        self._cv = threading.Condition()
+        self._q = []
+        self._stop = False
+        self._t = threading.Thread(target=self._run, name="openlake-lookup", daemon=True)
+        self._t.start()
+
+    def submit(self, p):
+        with self._cv:
+            self._q.append(p)
+            self._cv.notify()
+
+    def close(self):
+        with self._cv:
+            self._stop = True
+            self._cv.notify()
+        self._t.join(timeout=30)
+
+    def _run(self):
+        probed = float("-inf")
+        while True:
+            with self._cv:
+                while not self._q and not self._stop:
+                    left = probed + EPOCH_REFRESH_S - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cv.wait(left)
+                if self._stop:
+                    return
+                batch, self._q = self._q, []
+            if time.monotonic() - probed >= EPOCH_REFRESH_S:
+                probed = time.monotonic()
+                try:
+                    self.epoch_seen = self.probe_epoch(self.epoch_seen)
+                except StoreDown:
+                    pass
+                self.epoch_known.set()
+            if not batch:
+                continue
+            keys = [k for p in batch for k in p.keys]
+            try:
+                st = self.store.call("exists", keys)
+            except StoreDown:
+                st = None
+            i = 0
+            for p in batch:
+                if st is not None:
+                    p.result = st[i:i + len(p.keys)]
+                i += len(p.keys)
+                p.done.set()
 
 
 class _Req:
@@ -93,6 +166,20 @@ class SchedulerSide:
         self._async_done = set()  # requests whose async load was planned
         self.epoch = 0  # reset_cache generation, mixed into every seed
         self._epoch_checked = float("-inf")
+        self._pending = {}  # req_id -> _Pending (lookup_async)
+        self._inline_left = cfg.lookup_inline_ms / 1e3  # this step's waiting budget
+        self._lt = None
+
+    def _lookup_thread(self):
+        if self._lt is None:
+            self._lt_t0 = time.monotonic()
+            self._lt = _LookupThread(self.store, self._probe_epoch)
+        return self._lt
+
+    def close(self):
+        if self._lt is not None:
+            self._lt.close()
+            self._lt = None
 
     def _seed(self, salt, lora):
         s = self._seeds.get((salt, lora))
@@ -127,26 +214,32 @@ class SchedulerSide:
         h.update(self.cfg.cache_salt.encode() + b"\0")
         return h.digest()[:24] + struct.pack("<Q", n)
 
+    def _probe_epoch(self, cur):
+        """The newest epoch marker in the pool at or after cur (raises StoreDown). Reading
+        the current marker with a get keeps it recent in the pool's LRU while engines run."""
+        while True:
+            want = [self._epoch_key(cur + 1)] + ([self._epoch_key(cur)] if cur else [])
+            if self.store.call("get", want, None, 64)[0] is None:
+                return cur
+            cur += 1
+
     def _refresh_epoch(self, force=False):
-        """Adopt a newer epoch written by another engine of the same model (at most once a
-        second; the pool down keeps the current one). Reading the current marker with a get
-        keeps it recent in the pool's LRU while engines run."""
-        now = time.monotonic()
-        if not force and now - self._epoch_checked < EPOCH_REFRESH_S:
-            return
-        self._epoch_checked = now
-        cur = self.epoch
-        try:
-            while True:
-                want = [self._epoch_key(cur + 1)] + ([self._epoch_key(cur)] if cur else [])
-                got = self.store.call("get", want, None, 64)
-                if got[0] is None:
-                    break
-                cur += 1
-        except StoreDown:
-            pass
-        if cur != self.epoch:
-            self._new_epoch(cur)
+        """Adopt a newer epoch written by another engine of the same model: from the lookup
+        thread's last probe (lookup_async), else by a probe here at most once a second. The
+        pool down keeps the current one."""
+        if self._lt is not None:
+            seen = self._lt.epoch_seen
+        else:
+            now = time.monotonic()
+            if not force and now - self._epoch_checked < EPOCH_REFRESH_S:
+                return
+            self._epoch_checked = now
+            try:
+                seen = self._probe_epoch(self.epoch)
+            except StoreDown:
+                return
+        if seen > self.epoch:
+            self._new_epoch(seen)
 
     def _new_epoch(self, n):
         self.epoch = n
@@ -157,8 +250,11 @@ class SchedulerSide:
     def reset(self):
         """vLLM's reset_cache (after a weight update): every key this engine uses from now on
         is new, and engines of the same model see the new epoch within EPOCH_REFRESH_S."""
-        self._refresh_epoch(force=True)
-        n = self.epoch + 1
+        try:
+            seen = self._probe_epoch(max(self.epoch, self._lt.epoch_seen if self._lt else 0))
+        except StoreDown:
+            seen = self.epoch
+        n = max(seen, self.epoch) + 1
         self._new_epoch(n)
         try:
             st = self.store.call("put", [self._epoch_key(n)], [struct.pack("<Qd", n, time.time())])
@@ -177,6 +273,19 @@ class SchedulerSide:
         tokens = all_tokens(request)
         n = len(tokens)
         max_chunks = (n - 1) // self.cs  # leave at least one token to compute
+        if self.cfg.lookup_async:
+            lt = self._lookup_thread()
+            if not lt.epoch_known.is_set():
+                # the first probe decides which keys are current: wait for it like a lookup
+                if self._inline_left > 0:
+                    t0 = time.perf_counter()
+                    lt.epoch_known.wait(self._inline_left)
+                    self._inline_left -= time.perf_counter() - t0
+                if not lt.epoch_known.is_set():
+                    if (time.monotonic() - self._lt_t0) * 1e3 < self.cfg.lookup_wait_ms:
+                        return None, False
+                    self.rec.add(lookup_failures=1)
+                    return 0, False
         self._refresh_epoch()
         r = self._req(request)
         if (max_chunks <= 0 or num_computed >= max_chunks * self.cs or not r.keyable or
@@ -185,14 +294,22 @@ class SchedulerSide:
             return 0, False
         hashes = r.chains.upto(tokens, max_chunks)
         keys = [rank_key(h, rk) for h in hashes for rk in self.ranks]
-        t0 = time.perf_counter()
-        try:
-            st = self.store.call("exists", keys)
-        except StoreDown:
+        if self.cfg.lookup_async:
+            st = self._async_exists(r.req_id, keys)
+            if st is None:
+                return None, False  # vLLM asks again at a later step
+        else:
+            t0 = time.perf_counter()
+            try:
+                st = self.store.call("exists", keys)
+            except StoreDown:
+                st = False
+            else:
+                self.rec.observe("lookup_ms", (time.perf_counter() - t0) * 1e3)
+        if st is False:
             self.rec.add(lookup_failures=1)
             self._lookups[r.req_id] = _Lookup(num_computed, n, 0, [])
             return 0, False
-        self.rec.observe("lookup_ms", (time.perf_counter() - t0) * 1e3)
         self.rec.add(lookups=1)
         nr = len(self.ranks)
         present = [all(st[c * nr:(c + 1) * nr]) for c in range(max_chunks)]
@@ -204,6 +321,30 @@ class SchedulerSide:
             ext = 0
         self._lookups[r.req_id] = _Lookup(num_computed, n, ext, present)
         return ext, bool(ext and self.cfg.load_async)
+
+    def _async_exists(self, rid, keys):
+        """Statuses of keys, None while the lookup runs, False when it failed or a request
+        waited lookup_wait_ms for it (then it is computed without the pool)."""
+        p = self._pending.get(rid)
+        if p is None or p.keys != keys or p.epoch != self.epoch:
+            p = self._pending[rid] = _Pending(keys, self.epoch)
+            self._lookup_thread().submit(p)
+        if not p.done.is_set() and self._inline_left > 0:
+            t0 = time.perf_counter()
+            p.done.wait(self._inline_left)
+            self._inline_left -= time.perf_counter() - t0
+        if not p.done.is_set():
+            if (time.monotonic() - p.t0) * 1e3 < self.cfg.lookup_wait_ms:
+                return None
+            del self._pending[rid]  # the thread still finishes it; nobody reads it
+            self.warn("lookup_wait", "openlake: the pool did not answer a lookup within "
+                      "lookup_wait_ms=%d; computing without it", self.cfg.lookup_wait_ms)
+            return False
+        del self._pending[rid]
+        if p.result is None:
+            return False
+        self.rec.observe("lookup_ms", (time.monotonic() - p.t0) * 1e3)
+        return p.result
 
     # -- update_state_after_alloc
     def after_alloc(self, request, blocks, num_external):
@@ -247,6 +388,7 @@ class SchedulerSide:
 
     # -- build_connector_meta
     def build(self, so):
+        self._inline_left = self.cfg.lookup_inline_ms / 1e3  # a new step, a new budget
         plan = StepPlan()
         plan.loads, self._async_loads = self._async_loads, []
         nst = so.num_scheduled_tokens
@@ -270,6 +412,7 @@ class SchedulerSide:
             self._step(r, cached.num_computed_tokens[i] + nst.get(rid, 0), plan)
         for rid in so.finished_req_ids:
             self._reqs.pop(rid, None)
+            self._pending.pop(rid, None)
             self._lookups.pop(rid, None)
             self._async_done.discard(rid)
         plan.finished = set(so.finished_req_ids)

@@ -199,6 +199,8 @@ class OpenLakeConnector(_Base):
         return reduce_data(self._rec.total)
 
     def shutdown(self):
+        if self._sched is not None:
+            self._sched.close()
         if self._worker is not None:
             self._worker.close()
         self._pub.maybe_write(self._rec.total, force=True)

@@ -29,8 +29,10 @@ LAYOUTS = ["fa", "fa_hnd", "flashinfer", "bhnc", "mla"]
 
 def cfg(addr, layout="fa", chunk=16, model="standin/m1", tp=1, nb=NB, budget=256,
         prefix_caching=True, **extra):
+    # lookup_inline_ms: the scheduler waits for its lookups, so a test knows the hit after
+    # one step (test_lookups_never_stall_the_scheduler runs the default, asynchronous way)
     ex = {"openlake_nodes": [addr], "openlake_device": "local", "chunk_size": chunk,
-          "timeout_ms": 5000, "log_interval_s": 0.0}
+          "timeout_ms": 5000, "log_interval_s": 0.0, "lookup_inline_ms": 60000}
     ex.update(extra)
     return make_vllm_config(model=model, block_size=BS, num_gpu_blocks=nb, tp=tp,
                             num_layers=L, kv_heads=H * tp, head_size=D,
@@ -736,4 +738,41 @@ def test_reset_cache_invalidates_for_every_engine(pool):
     wait_for(lambda: _ext(old, Request("B-old-%d" % next(n), B, max_tokens=1)) == 0
              or None, timeout=60, what="the running engine to adopt the new epoch")
     for e in (old, e1, late):
+        e.shutdown()
+
+
+def test_lookups_never_stall_the_scheduler(pool):
+    """Lookups run in the background (the default): while the pool does not answer at all
+    (SIGSTOP), a scheduler step still returns at once and the request waits ("ask later");
+    when the pool answers it gets its hit. A request whose lookup takes longer than
+    lookup_wait_ms is computed without the pool."""
+    import signal
+    import threading
+
+    from conftest import wait_for
+    e1 = engine(cfg(pool.kv_addr))
+    serve(e1, "A", A)
+    B = A[:96] + SUFFIX
+    e2 = engine(cfg(pool.kv_addr, lookup_inline_ms=0, timeout_ms=120000))
+    e3 = engine(cfg(pool.kv_addr, lookup_inline_ms=0, lookup_wait_ms=300, timeout_ms=120000))
+    os.kill(pool.proc.pid, signal.SIGSTOP)
+    try:
+        e2.add(Request("B", B, max_tokens=1))
+        t = threading.Thread(target=e2.step)
+        t.start()
+        t.join(timeout=60)  # a blocking lookup would wait the whole 120 s timeout
+        assert not t.is_alive(), "the scheduler step waited on a frozen pool"
+        assert e2.scheduler.requests["B"].num_computed_tokens == 0
+        assert "B" in {r.request_id for r in e2.scheduler.waiting}
+        # lookup_wait_ms: e3's request gives up on the frozen pool and is computed
+        e3.add(Request("C", B, max_tokens=1))
+        wait_for(lambda: e3.step() and e3.scheduler.requests["C"].num_computed_tokens > 0,
+                 timeout=60, what="the request to be computed without the pool")
+        assert e3.scheduler.requests["C"].num_external_computed_tokens == 0
+    finally:
+        os.kill(pool.proc.pid, signal.SIGCONT)
+    e2.run()
+    assert e2.scheduler.finished["B"].num_external_computed_tokens == 96
+    assert e2.scheduler.finished["B"].output_token_ids == reference(B, max_tokens=1)
+    for e in (e1, e2, e3):
         e.shutdown()
