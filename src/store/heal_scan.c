@@ -150,7 +150,7 @@ static int
 check_stripe(struct scan *s, const struct stripe *sp, int *fd, uint8_t **blk, bool *healed)
 {
 	struct ol_store *st = s->st;
-	struct ol_io ops[OL_MAX_DRIVES];
+	struct ol_io_op ops[OL_MAX_DRIVES];
 	bool ok[OL_MAX_DRIVES] = {false}, fix[OL_MAX_DRIVES] = {false};
 	uint64_t off = sp->j * ((uint64_t)sp->bs + OL_TRAILER);
 	int n = 0, map[OL_MAX_DRIVES], good = 0, bad = 0;
@@ -158,7 +158,8 @@ check_stripe(struct scan *s, const struct stripe *sp, int *fd, uint8_t **blk, bo
 	for (int d = 0; d < st->n; d++) {
 		if (fd[d] < 0)
 			continue;
-		ops[n] = (struct ol_io){.fd = fd[d], .op = 0, .niov = 1, .off = off};
+		ops[n] =
+		    (struct ol_io_op){.fd = fd[d], .opcode = OL_IO_READ, .niov = 1, .off = off};
 		ops[n].iov[0] = (struct iovec){blk[d], sp->bl + OL_TRAILER};
 		map[n++] = d;
 	}
