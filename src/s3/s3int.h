@@ -2,6 +2,7 @@
 #ifndef OL_S3_S3INT_H
 #define OL_S3_S3INT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -24,7 +25,7 @@
 struct ol_s3_server {
 	const struct ol_config *cfg;
 	struct ol_store *st;
-	struct ol_http_server *http;
+	const struct ol_http_server *_Atomic http; /* serving us, for its counters (metrics.c) */
 	char endpoint_host[OL_CFG_STR];
 	uint64_t max_object_size;
 };

@@ -9,7 +9,6 @@
 #include <strings.h>
 #include <time.h>
 
-#include "admin/admin.h"
 #include "base/log.h"
 #include "base/metrics.h"
 
@@ -292,13 +291,11 @@ dispatch(struct s3_req *r)
 		s3_object(r);
 }
 
-static void
-s3_handler(struct ol_http_req *h, void *arg)
+void
+ol_s3_handle(struct ol_http_req *h, void *arg)
 {
 	struct s3_req r = {.srv = arg, .h = h, .query = h->query ? h->query : ""};
 	struct timespec t0, t1;
-	if (ol_admin_handle(h))
-		return;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	make_reqid(&r);
 	int rc = ol_s3_route(ol_http_header(h, "host"), r.srv->endpoint_host, h->path, &r.rt);
@@ -322,8 +319,8 @@ s3_handler(struct ol_http_req *h, void *arg)
 }
 
 /* The HTTP server's own errors (bad head, timeout, over a limit) as S3 error documents. */
-static void
-s3_http_error(struct ol_http_error *e, void *arg)
+void
+ol_s3_http_error(struct ol_http_error *e, void *arg)
 {
 	static const char *const codes[] = {
 	    [OL_HTTP_ERR_BAD_REQUEST] = "BadRequest",
@@ -356,7 +353,7 @@ s3_http_error(struct ol_http_error *e, void *arg)
 }
 
 int
-ol_s3_server_start(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server **out)
+ol_s3_new(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server **out)
 {
 	if (!cfg || !st || !out || cfg->n_creds == 0)
 		return -EINVAL;
@@ -371,53 +368,24 @@ ol_s3_server_start(const struct ol_config *cfg, struct ol_store *st, struct ol_s
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	req_seed = ((uint64_t)ts.tv_sec << 24) ^ (uint64_t)ts.tv_nsec;
-	ol_admin_init(cfg);
-	ol_admin_set_store(st);
-	struct ol_http_server_opts o = {
-	    .size = sizeof(o),
-	    .addr = cfg->s3_addr,
-	    .threads = cfg->threads,
-	    .handler = s3_handler,
-	    .arg = s,
-	    .idle_timeout_ms = cfg->http_idle_timeout_ms,
-	    .header_timeout_ms = cfg->http_header_timeout_ms,
-	    .max_conns = cfg->http_max_conns,
-	    .max_conns_per_addr = cfg->http_max_conns_per_addr,
-	    .max_inflight = cfg->http_max_inflight,
-	    .max_inflight_per_addr = cfg->http_max_inflight_per_addr,
-	    .error_body = s3_http_error,
-	    .tls_cert_path = cfg->s3_tls.cert_path,
-	    .tls_key_path = cfg->s3_tls.key_path,
-	    .tls_client_ca = cfg->s3_tls.client_ca,
-	};
-	int rc = ol_http_server_start(&o, &s->http);
-	if (rc < 0) {
-		ol_err("s3: cannot listen on %s: %s", cfg->s3_addr, strerror(-rc));
-		free(s);
-		return rc;
-	}
-	ol_info("s3: listening on %s (port %u), region %s", cfg->s3_addr,
-		ol_http_server_port(s->http), cfg->region);
 	ol_metrics_register(s3_metrics_render, s);
 	ol_metrics_register(s3_access_metrics_render, s);
 	*out = s;
 	return 0;
 }
 
-unsigned
-ol_s3_server_port(const struct ol_s3_server *s)
+void
+ol_s3_set_http(struct ol_s3_server *s, const struct ol_http_server *http)
 {
-	return s ? ol_http_server_port(s->http) : 0;
+	atomic_store(&s->http, http);
 }
 
 void
-ol_s3_server_stop(struct ol_s3_server *s)
+ol_s3_free(struct ol_s3_server *s)
 {
 	if (!s)
 		return;
 	ol_metrics_unregister(s3_metrics_render, s);
 	ol_metrics_unregister(s3_access_metrics_render, s);
-	ol_http_server_stop(s->http);
-	ol_admin_set_store(NULL); /* cancels a running heal and waits for it */
 	free(s);
 }
