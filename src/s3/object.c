@@ -160,18 +160,6 @@ s3_write_cond(struct s3_req *r, struct ol_store_cond *c, char etag[OL_STORE_ETAG
 	return -1;
 }
 
-/* s3_store_error plus the refusals of a conditional write. */
-void
-s3_write_error(struct s3_req *r, int rc, enum ol_s3_err enoent)
-{
-	if (rc == -ECANCELED)
-		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
-	else if (rc == -ENODATA)
-		s3_error(r, OL_S3E_NO_SUCH_KEY, NULL);
-	else
-		s3_store_error(r, rc, enoent);
-}
-
 static void
 put_object(struct s3_req *r)
 {

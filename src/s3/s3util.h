@@ -159,6 +159,7 @@ enum ol_s3_err {
 	OL_S3E_ILLEGAL_LOCATION,
 	OL_S3E_MISSING_SECURITY_HEADER,
 	OL_S3E_INVALID_STORAGE_CLASS,
+	OL_S3E_STORAGE_FULL,
 	OL_S3E__COUNT
 };
 struct ol_s3_errinfo {
@@ -167,6 +168,12 @@ struct ol_s3_errinfo {
 	const char *message;
 };
 const struct ol_s3_errinfo *ol_s3_errinfo(enum ol_s3_err e);
+/* The S3 error for an object-store result rc (< 0), from one table (errors.c). -ENOENT is
+ * enoent (what is missing depends on the call: NoSuchKey, NoSuchBucket, NoSuchUpload); write
+ * adds the results of conditional writes (-ECANCELED: PreconditionFailed, -ENODATA: NoSuchKey).
+ * *msg is the message to send (NULL: the error's own). An rc the table does not know is
+ * OL_S3E_INTERNAL with *msg NULL (the caller names the errno). Pure. */
+enum ol_s3_err ol_s3_errno_err(int rc, bool write, enum ol_s3_err enoent, const char **msg);
 /* Full error document into b (message NULL = the table's). extra: pre-escaped XML elements
  * inserted before <Resource> (may be NULL). */
 void ol_s3_error_xml(struct ol_s3_buf *b, const char *code, const char *message,

@@ -102,42 +102,29 @@ s3_error(struct s3_req *r, enum ol_s3_err e, const char *msg)
 	s3_error_code(r, ei->code, ei->status, msg && msg[0] ? msg : ei->message, NULL);
 }
 
+static void
+store_error(struct s3_req *r, int rc, bool write, enum ol_s3_err enoent)
+{
+	const char *msg;
+	enum ol_s3_err e = ol_s3_errno_err(rc, write, enoent, &msg);
+	char buf[96];
+	if (e == OL_S3E_INTERNAL && !msg) {
+		snprintf(buf, sizeof(buf), "store error %d (%s)", rc, strerror(-rc));
+		msg = buf;
+	}
+	s3_error(r, e, msg);
+}
+
 void
 s3_store_error(struct s3_req *r, int rc, enum ol_s3_err enoent)
 {
-	switch (rc) {
-	case -ENOENT:
-		s3_error(r, enoent, NULL);
-		break;
-	case -ENXIO:
-		s3_error(r, OL_S3E_NO_SUCH_BUCKET, NULL);
-		break;
-	case -EEXIST:
-		s3_error(r, OL_S3E_BUCKET_EXISTS_OWNED, NULL);
-		break;
-	case -ENOTEMPTY:
-		s3_error(r, OL_S3E_BUCKET_NOT_EMPTY, NULL);
-		break;
-	case -EINVAL:
-		s3_error(r, OL_S3E_INVALID_ARGUMENT, NULL);
-		break;
-	case -EIO:
-		s3_error(r, OL_S3E_SERVICE_UNAVAILABLE, NULL);
-		break;
-	case OL_STORE_ECORRUPT:
-		s3_error(r, OL_S3E_INTERNAL,
-			 "The stored data failed its checksums on too many "
-			 "drives to be rebuilt.");
-		break;
-	case -ENOSPC:
-		s3_error_code(r, "XOpenLakeStorageFull", 507, "Storage is full", NULL);
-		break;
-	default: {
-		char msg[96];
-		snprintf(msg, sizeof(msg), "store error %d (%s)", rc, strerror(-rc));
-		s3_error(r, OL_S3E_INTERNAL, msg);
-	}
-	}
+	store_error(r, rc, false, enoent);
+}
+
+void
+s3_write_error(struct s3_req *r, int rc, enum ol_s3_err enoent)
+{
+	store_error(r, rc, true, enoent);
 }
 
 bool

@@ -488,9 +488,49 @@ test_cors(void)
 	   "ownership controls parse");
 }
 
+/* errno -> S3 error: one table (errors.c) for every handler */
+static void
+test_errno_map(void)
+{
+	static const struct {
+		int rc;
+		bool write;
+		const char *code;
+		int status;
+	} t[] = {
+	    {-ENOENT, false, "NoSuchUpload", 404},
+	    {-ENXIO, false, "NoSuchBucket", 404},
+	    {-EEXIST, false, "BucketAlreadyOwnedByYou", 409},
+	    {-ENOTEMPTY, false, "BucketNotEmpty", 409},
+	    {-EINVAL, false, "InvalidArgument", 400},
+	    {-EIO, false, "ServiceUnavailable", 503},
+	    {-EBADMSG, false, "InternalError", 500},
+	    {-ENOSPC, true, "XOpenLakeStorageFull", 507},
+	    {-ECANCELED, true, "PreconditionFailed", 412},
+	    {-ENODATA, true, "NoSuchKey", 404},
+	    {-ECANCELED, false, "InternalError", 500}, /* a read is not conditional */
+	    {-EPERM, false, "InternalError", 500},
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		const char *msg = "x";
+		enum ol_s3_err e =
+		    ol_s3_errno_err(t[i].rc, t[i].write, OL_S3E_NO_SUCH_UPLOAD, &msg);
+		const struct ol_s3_errinfo *ei = ol_s3_errinfo(e);
+		ok(strcmp(ei->code, t[i].code) == 0 && ei->status == t[i].status,
+		   "errno %d (%s) -> %s %d (got %s %d)", -t[i].rc, t[i].write ? "write" : "read",
+		   t[i].code, t[i].status, ei->code, ei->status);
+	}
+	const char *msg = NULL;
+	ol_s3_errno_err(-EBADMSG, false, OL_S3E_NO_SUCH_KEY, &msg);
+	ok(msg && strstr(msg, "checksums"), "corrupt data names the checksums");
+	ol_s3_errno_err(-EPERM, false, OL_S3E_NO_SUCH_KEY, &msg);
+	ok(msg == NULL, "an unknown errno leaves the message to the caller");
+}
+
 int
 main(void)
 {
+	test_errno_map();
 	test_cors();
 	test_policy();
 	test_acl();
