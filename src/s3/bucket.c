@@ -86,8 +86,8 @@ bucket_exists_answer(struct s3_req *r, const struct ol_s3_buf *acl)
 	return s3_bucket_attr_store(r, "acl", acl->p, acl->len ? (long)acl->len : -1);
 }
 
-static void
-create_bucket(struct s3_req *r)
+void
+s3_create_bucket(struct s3_req *r)
 {
 	struct s3_body b;
 	char *body = NULL, loc[128];
@@ -157,8 +157,8 @@ out:
 	s3_body_fini(&b);
 }
 
-static void
-delete_bucket(struct s3_req *r)
+void
+s3_delete_bucket(struct s3_req *r)
 {
 	r->op = "DeleteBucket";
 	int rc = ol_store_bucket_delete(r->srv->st, r->rt.bucket);
@@ -170,8 +170,8 @@ delete_bucket(struct s3_req *r)
 	s3_send(r, 204, NULL, 0, NULL, 0);
 }
 
-static void
-get_location(struct s3_req *r)
+void
+s3_get_location(struct s3_req *r)
 {
 	struct ol_s3_buf x = {0};
 	const char *reg = r->srv->cfg->region;
@@ -184,8 +184,8 @@ get_location(struct s3_req *r)
 	s3_send_xml(r, 200, &x);
 }
 
-static void
-get_versioning(struct s3_req *r)
+void
+s3_get_versioning(struct s3_req *r)
 {
 	struct ol_s3_buf x = {0};
 	r->op = "GetBucketVersioning";
@@ -196,8 +196,8 @@ get_versioning(struct s3_req *r)
 
 /* ---- ACL ---- */
 
-static void
-get_bucket_acl(struct s3_req *r)
+void
+s3_get_bucket_acl(struct s3_req *r)
 {
 	struct ol_s3_buf x = {0};
 	r->op = "GetAcl";
@@ -205,8 +205,8 @@ get_bucket_acl(struct s3_req *r)
 	s3_send_xml(r, 200, &x);
 }
 
-static void
-put_bucket_acl(struct s3_req *r)
+void
+s3_put_bucket_acl(struct s3_req *r)
 {
 	struct ol_acl a;
 	struct ol_s3_buf enc = {0};
@@ -268,8 +268,8 @@ has_any_checksum(struct s3_req *r)
 	return false;
 }
 
-static void
-delete_objects(struct s3_req *r)
+void
+s3_delete_objects(struct s3_req *r)
 {
 	struct s3_body b;
 	struct ol_s3_delete_req d = {0};
@@ -309,10 +309,10 @@ out:
 	s3_body_fini(&b);
 }
 
-/* ---- dispatch ---- */
+/* ---- sub-resources (dispatch.c routes the requests) ---- */
 
-static bool
-not_implemented_sub(struct s3_req *r)
+bool
+s3_bucket_sub_unsupported(struct s3_req *r)
 {
 	static const char *const subs[] = {
 	    "lifecycle",	   "encryption",     "tagging",	  "logging",
@@ -328,76 +328,32 @@ not_implemented_sub(struct s3_req *r)
 	return false;
 }
 
-static void
-bucket_get(struct s3_req *r)
+void
+s3_list_bucket(struct s3_req *r)
 {
-	if (ol_s3_query_has(r->query, "location"))
-		get_location(r);
-	else if (ol_s3_query_has(r->query, "versioning"))
-		get_versioning(r);
-	else if (ol_s3_query_has(r->query, "acl"))
-		get_bucket_acl(r);
-	else if (ol_s3_query_has(r->query, "policyStatus"))
-		s3_get_policy_status(r);
-	else if (ol_s3_query_has(r->query, "policy"))
-		s3_get_policy(r);
-	else if (ol_s3_query_has(r->query, "uploads"))
-		s3_mpu_list(r);
-	else if (ol_s3_query_has(r->query, "versions"))
-		s3_list_objects(r, 3);
-	else if (not_implemented_sub(r))
-		return;
-	else {
-		char lt[8];
-		long n = ol_s3_query_get(r->query, "list-type", lt, sizeof(lt));
-		bool v2 = n >= 0 && strcmp(lt, "2") == 0;
-		if (n != -ENOENT && !v2 && (n < 0 || strcmp(lt, "1") != 0))
-			s3_error(r, OL_S3E_INVALID_ARGUMENT,
-				 "Invalid list-type: use list-type=2 (ListObjectsV2) or leave it "
-				 "out (ListObjects)");
-		else
-			s3_list_objects(r, v2 ? 2 : 1);
-	}
+	char lt[8];
+	long n = ol_s3_query_get(r->query, "list-type", lt, sizeof(lt));
+	bool v2 = n >= 0 && strcmp(lt, "2") == 0;
+	if (n != -ENOENT && !v2 && (n < 0 || strcmp(lt, "1") != 0))
+		s3_error(r, OL_S3E_INVALID_ARGUMENT,
+			 "Invalid list-type: use list-type=2 (ListObjectsV2) or leave it "
+			 "out (ListObjects)");
+	else
+		s3_list_objects(r, v2 ? 2 : 1);
 }
 
 void
-s3_bucket(struct s3_req *r)
+s3_list_versions(struct s3_req *r)
 {
-	const char *m = r->h->method;
-	if (r->ba.loaded && r->ba.exists && s3_settings(r))
-		return;
-	if (strcmp(m, "PUT") == 0) {
-		if (ol_s3_query_has(r->query, "acl")) {
-			if (s3_bucket_exists(r))
-				put_bucket_acl(r);
-		} else if (ol_s3_query_has(r->query, "policy")) {
-			if (s3_bucket_exists(r))
-				s3_put_policy(r);
-		} else if (!not_implemented_sub(r)) {
-			create_bucket(r);
-		}
-		return;
-	}
-	if (!s3_bucket_exists(r))
-		return;
-	if (strcmp(m, "HEAD") == 0) {
-		r->op = "HeadBucket";
-		char reg[80];
-		snprintf(reg, sizeof(reg), "%s", r->srv->cfg->region);
-		struct ol_http_header h[1] = {{"x-amz-bucket-region", reg}};
-		s3_send(r, 200, h, 1, NULL, 0);
-	} else if (strcmp(m, "GET") == 0) {
-		bucket_get(r);
-	} else if (strcmp(m, "DELETE") == 0) {
-		if (ol_s3_query_has(r->query, "policy"))
-			s3_delete_policy(r);
-		else if (!not_implemented_sub(r))
-			delete_bucket(r);
-	} else if (strcmp(m, "POST") == 0 && ol_s3_query_has(r->query, "delete")) {
-		delete_objects(r);
-	} else if (s3_is_post_upload(r)) {
-		s3_post_object(r);
-	} else {
-		s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
-	}
+	s3_list_objects(r, 3);
+}
+
+void
+s3_head_bucket(struct s3_req *r)
+{
+	r->op = "HeadBucket";
+	char reg[80];
+	snprintf(reg, sizeof(reg), "%s", r->srv->cfg->region);
+	struct ol_http_header h[1] = {{"x-amz-bucket-region", reg}};
+	s3_send(r, 200, h, 1, NULL, 0);
 }

@@ -160,8 +160,8 @@ s3_write_cond(struct s3_req *r, struct ol_store_cond *c, char etag[OL_STORE_ETAG
 	return -1;
 }
 
-static void
-put_object(struct s3_req *r)
+void
+s3_put_object(struct s3_req *r)
 {
 	struct ol_s3_buf meta = {0};
 	struct s3_body b;
@@ -342,8 +342,8 @@ copy_directive(struct s3_req *r, const char *sb, const char *sk, size_t skl)
 	return replace;
 }
 
-static void
-copy_object(struct s3_req *r)
+void
+s3_copy_object(struct s3_req *r)
 {
 	char sb[256], sk[OL_S3_MAX_KEY + 1], etag[40], if_etag[OL_STORE_ETAG_MAX];
 	size_t skl;
@@ -687,16 +687,16 @@ out:
 	ol_store_get_close(g);
 }
 
-static void
-head_object(struct s3_req *r)
+void
+s3_head_object(struct s3_req *r)
 {
 	get_object(r, true);
 }
 
 /* ---- DELETE ---- */
 
-static void
-delete_object(struct s3_req *r)
+void
+s3_delete_object(struct s3_req *r)
 {
 	r->op = "DeleteObject";
 	int rc = ol_store_delete(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len);
@@ -709,8 +709,8 @@ delete_object(struct s3_req *r)
 
 /* ---- ACL ---- */
 
-static void
-get_object_acl(struct s3_req *r)
+void
+s3_get_object_acl(struct s3_req *r)
 {
 	struct ol_get *g = NULL;
 	struct ol_obj_info in;
@@ -727,8 +727,8 @@ get_object_acl(struct s3_req *r)
 
 /* The object's data and metadata written again with a new ACL (the store has no metadata-only
  * update): same bytes, same ETag, committed only if the object is still the one read. */
-static void
-put_object_acl(struct s3_req *r)
+void
+s3_put_object_acl(struct s3_req *r)
 {
 	struct ol_get *g = NULL;
 	struct ol_put *p = NULL;
@@ -780,8 +780,8 @@ out:
 	ol_s3_buf_free(&enc);
 }
 
-static bool
-unsupported_sub(struct s3_req *r)
+bool
+s3_object_sub_unsupported(struct s3_req *r)
 {
 	static const char *const subs[] = {"tagging", "retention", "legal-hold", "torrent",
 					   "restore", "select",	   "attributes", "versionId"};
@@ -800,67 +800,8 @@ unsupported_sub(struct s3_req *r)
 	return false;
 }
 
-static void
-object_put(struct s3_req *r)
-{
-	bool part =
-	    ol_s3_query_has(r->query, "uploadId") || ol_s3_query_has(r->query, "partNumber");
-	if (part) {
-		s3_mpu_part(r);
-	} else if (ol_s3_query_has(r->query, "acl")) {
-		put_object_acl(r);
-	} else if (unsupported_sub(r)) {
-		return;
-	} else if (ol_http_header(r->h, "x-amz-copy-source")) {
-		copy_object(r);
-	} else {
-		put_object(r);
-	}
-}
-
 void
-s3_object(struct s3_req *r)
+s3_get_object(struct s3_req *r)
 {
-	const char *m = r->h->method;
-	if (r->rt.key_len > OL_S3_MAX_KEY) {
-		s3_error(r, OL_S3E_KEY_TOO_LONG, NULL);
-		return;
-	}
-	if (strcmp(m, "PUT") == 0) {
-		object_put(r);
-		return;
-	}
-	if (strcmp(m, "POST") == 0) {
-		if (ol_s3_query_has(r->query, "uploads"))
-			s3_mpu_create(r);
-		else if (ol_s3_query_has(r->query, "uploadId"))
-			s3_mpu_complete(r);
-		else
-			s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
-		return;
-	}
-	/* GET/HEAD/DELETE of an object: the store tells a missing bucket (-ENXIO) itself, so
-	 * the hot path does one lookup, not two; sub-resources check the bucket first. */
-	bool sub = ol_s3_query_has(r->query, "uploadId") || ol_s3_query_has(r->query, "acl");
-	if ((sub || !ol_s3_bucket_name_ok(r->rt.bucket)) && !s3_bucket_exists(r))
-		return;
-	if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
-		if (ol_s3_query_has(r->query, "uploadId") && m[0] == 'G')
-			s3_mpu_list_parts(r);
-		else if (ol_s3_query_has(r->query, "acl") && m[0] == 'G')
-			get_object_acl(r);
-		else if (unsupported_sub(r))
-			return;
-		else if (m[0] == 'G')
-			get_object(r, false);
-		else
-			head_object(r);
-	} else if (strcmp(m, "DELETE") == 0) {
-		if (ol_s3_query_has(r->query, "uploadId"))
-			s3_mpu_abort(r);
-		else if (!unsupported_sub(r))
-			delete_object(r);
-	} else {
-		s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
-	}
+	get_object(r, false);
 }

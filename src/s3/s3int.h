@@ -171,8 +171,16 @@ bool s3_access_post(struct s3_req *r, const char *acl);
 bool s3_is_post_upload(const struct s3_req *r);
 
 /* settings.c */
-/* PUT/GET/DELETE ?publicAccessBlock, ?ownershipControls, ?cors: true when handled. */
-bool s3_settings(struct s3_req *r);
+/* PUT/GET/DELETE ?publicAccessBlock, ?ownershipControls, ?cors (routed by dispatch.c) */
+void s3_put_pab(struct s3_req *r);
+void s3_get_pab(struct s3_req *r);
+void s3_delete_pab(struct s3_req *r);
+void s3_put_ownership(struct s3_req *r);
+void s3_get_ownership(struct s3_req *r);
+void s3_delete_ownership(struct s3_req *r);
+void s3_put_cors(struct s3_req *r);
+void s3_get_cors(struct s3_req *r);
+void s3_delete_cors(struct s3_req *r);
 /* OPTIONS: a CORS preflight, answered from the bucket's rules (no signature needed). */
 void s3_cors_preflight(struct s3_req *r);
 /* A request with Origin on a bucket with CORS rules: note the headers to send. */
@@ -203,8 +211,21 @@ int s3_length_check(struct s3_req *r, uint64_t max);
  * S3_MAX_USER_META: 0, or -1 with MetadataTooLarge sent. */
 int s3_user_meta_check(struct s3_req *r);
 
-/* object.c */
-void s3_object(struct s3_req *r);
+/* dispatch.c: the table of S3 operations. preauth serves what needs no signature (a CORS
+ * preflight): true when it answered. s3_dispatch serves the rest, after the access check. */
+bool s3_dispatch_preauth(struct s3_req *r);
+void s3_dispatch(struct s3_req *r);
+
+/* object.c: the object operations (routed by dispatch.c) */
+void s3_put_object(struct s3_req *r);
+void s3_copy_object(struct s3_req *r);
+void s3_get_object(struct s3_req *r);
+void s3_head_object(struct s3_req *r);
+void s3_delete_object(struct s3_req *r);
+void s3_get_object_acl(struct s3_req *r);
+void s3_put_object_acl(struct s3_req *r);
+/* An object sub-resource that is not built (tagging, retention, ...): true with 501 sent. */
+bool s3_object_sub_unsupported(struct s3_req *r);
 /* If-Match / If-None-Match of a write into c (if_match points into etag); checks them once
  * against the current object. 0, or -1 with the error sent (412, 404, 501). */
 int s3_write_cond(struct s3_req *r, struct ol_store_cond *c, char etag[OL_STORE_ETAG_MAX]);
@@ -212,9 +233,20 @@ int s3_write_cond(struct s3_req *r, struct ol_store_cond *c, char etag[OL_STORE_
 void s3_write_error(struct s3_req *r, int rc, enum ol_s3_err enoent);
 /* UploadPartCopy into the open part writer p (consumes p). */
 void s3_mpu_part_copy(struct s3_req *r, struct ol_put *p);
-/* bucket.c */
+/* bucket.c: the service and bucket operations (routed by dispatch.c) */
 void s3_service(struct s3_req *r);
-void s3_bucket(struct s3_req *r);
+void s3_create_bucket(struct s3_req *r);
+void s3_delete_bucket(struct s3_req *r);
+void s3_head_bucket(struct s3_req *r);
+void s3_list_bucket(struct s3_req *r); /* ListObjects or ListObjectsV2 (list-type) */
+void s3_list_versions(struct s3_req *r);
+void s3_get_location(struct s3_req *r);
+void s3_get_versioning(struct s3_req *r);
+void s3_get_bucket_acl(struct s3_req *r);
+void s3_put_bucket_acl(struct s3_req *r);
+void s3_delete_objects(struct s3_req *r);
+/* A bucket sub-resource that is not built (lifecycle, tagging, ...): true with 501 sent. */
+bool s3_bucket_sub_unsupported(struct s3_req *r);
 /* listing.c */
 /* kind: 1 ListObjects, 2 ListObjectsV2, 3 ListObjectVersions (every version is "null") */
 void s3_list_objects(struct s3_req *r, int kind);

@@ -261,21 +261,12 @@ refuse_sse(struct s3_req *r)
 static void
 dispatch(struct s3_req *r)
 {
-	if (strcmp(r->h->method, "OPTIONS") == 0) {
-		s3_cors_preflight(r);
+	if (s3_dispatch_preauth(r))
 		return;
-	}
 	if (refuse_sse(r) || !s3_access_check(r))
 		return;
 	s3_cors_request(r);
-	if (!r->rt.bucket[0]) {
-		s3_service(r);
-		return;
-	}
-	if (r->rt.key_len == 0)
-		s3_bucket(r);
-	else
-		s3_object(r);
+	s3_dispatch(r);
 }
 
 void
