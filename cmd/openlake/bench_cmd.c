@@ -23,6 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
+
 /* ---- histogram ---- */
 
 static unsigned
@@ -89,9 +91,7 @@ bh_quantile(const struct bhist *h, double q)
 uint64_t
 bench_now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return ol_clock_ns();
 }
 
 void

@@ -132,15 +132,15 @@ ol_s3_errinfo(enum ol_s3_err e)
 }
 
 void
-ol_s3_error_xml(struct ol_s3_buf *b, const char *code, const char *message, const char *resource,
+ol_s3_error_xml(struct ol_buf *b, const char *code, const char *message, const char *resource,
 		const char *request_id, const char *extra)
 {
-	ol_s3_buf_adds(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>");
+	ol_buf_adds(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>");
 	ol_s3_xml_elem(b, "Code", code);
 	ol_s3_xml_elem(b, "Message", message ? message : "");
 	if (extra)
-		ol_s3_buf_adds(b, extra);
+		ol_buf_adds(b, extra);
 	ol_s3_xml_elem(b, "Resource", resource ? resource : "");
 	ol_s3_xml_elem(b, "RequestId", request_id ? request_id : "");
-	ol_s3_buf_adds(b, "</Error>");
+	ol_buf_adds(b, "</Error>");
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/hex.h"
 
 static const char *const std_headers[][2] = {
     {"content-type", "Content-Type"},
@@ -163,7 +164,7 @@ s3_write_cond(struct s3_req *r, struct ol_store_cond *c, char etag[OL_STORE_ETAG
 void
 s3_put_object(struct s3_req *r)
 {
-	struct ol_s3_buf meta = {0};
+	struct ol_buf meta = {0};
 	struct s3_body b;
 	struct ol_put *p = NULL;
 	char etag[40], if_etag[OL_STORE_ETAG_MAX];
@@ -193,7 +194,7 @@ s3_put_object(struct s3_req *r)
 			      NULL);
 		goto out;
 	}
-	ol_cksum_hex(b.md5_raw, 16, etag);
+	ol_hex_encode(b.md5_raw, 16, etag);
 	ol_store_put_set_cond(p, &cond);
 	rc = ol_store_put_commit(p, etag, meta.p, meta.len, NULL);
 	p = NULL;
@@ -205,7 +206,7 @@ s3_put_object(struct s3_req *r)
 out:
 	ol_store_put_abort(p);
 	s3_body_fini(&b);
-	ol_s3_buf_free(&meta);
+	ol_buf_free(&meta);
 }
 
 /* ---- CopyObject ---- */
@@ -246,14 +247,14 @@ s3_copy_source(struct s3_req *r, char *bucket, size_t bcap, char *key, size_t *k
 
 /* Copy the checksum entries of a source blob into meta (kept under REPLACE too). */
 static void
-meta_keep_checksums(const struct ol_obj_info *si, struct ol_s3_buf *meta)
+meta_keep_checksums(const struct ol_obj_info *si, struct ol_buf *meta)
 {
 	size_t pos = 0;
 	struct ol_s3_meta_kv kv;
 	while (ol_s3_meta_next(si->meta, si->meta_len, &pos, &kv)) {
 		if (kv.name_len > 15 && strncmp(kv.name, "x-amz-checksum-", 15) == 0)
-			ol_s3_buf_addf(meta, "%.*s: %.*s\n", (int)kv.name_len, kv.name,
-				       (int)kv.value_len, kv.value);
+			ol_buf_addf(meta, "%.*s: %.*s\n", (int)kv.name_len, kv.name,
+				    (int)kv.value_len, kv.value);
 	}
 }
 
@@ -292,20 +293,20 @@ out:
 static void
 copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mtime_ns)
 {
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	char date[32], q[OL_STORE_ETAG_MAX + 4];
 	ol_s3_iso_date(mtime_ns / 1000000, date);
 	etag_quoted(etag, q, sizeof(q));
 	ol_s3_xml_open_root(&x, root);
 	ol_s3_xml_elem(&x, "LastModified", date);
 	ol_s3_xml_elem(&x, "ETag", q);
-	ol_s3_buf_addf(&x, "</%s>", root);
+	ol_buf_addf(&x, "</%s>", root);
 	s3_send_xml(r, 200, &x);
 }
 
 /* The entries of a source blob into meta, less its owner and ACL (the copy gets its own). */
 static void
-meta_copy_unowned(const struct ol_obj_info *si, struct ol_s3_buf *meta)
+meta_copy_unowned(const struct ol_obj_info *si, struct ol_buf *meta)
 {
 	size_t pos = 0;
 	struct ol_s3_meta_kv kv;
@@ -313,10 +314,10 @@ meta_copy_unowned(const struct ol_obj_info *si, struct ol_s3_buf *meta)
 		if ((kv.name_len == 8 && memcmp(kv.name, "ol-owner", 8) == 0) ||
 		    (kv.name_len == 6 && memcmp(kv.name, "ol-acl", 6) == 0))
 			continue;
-		ol_s3_buf_add(meta, kv.name, kv.name_len);
-		ol_s3_buf_add(meta, ": ", 2);
-		ol_s3_buf_add(meta, kv.value, kv.value_len);
-		ol_s3_buf_add(meta, "\n", 1);
+		ol_buf_add(meta, kv.name, kv.name_len);
+		ol_buf_add(meta, ": ", 2);
+		ol_buf_add(meta, kv.value, kv.value_len);
+		ol_buf_add(meta, "\n", 1);
 	}
 }
 
@@ -350,7 +351,7 @@ s3_copy_object(struct s3_req *r)
 	struct ol_get *g = NULL;
 	struct ol_put *p = NULL;
 	struct ol_obj_info si, di;
-	struct ol_s3_buf meta = {0};
+	struct ol_buf meta = {0};
 	struct ol_store_cond cond;
 	uint8_t md5[OL_CKSUM_MAX_RAW];
 	r->op = "CopyObject";
@@ -392,7 +393,7 @@ s3_copy_object(struct s3_req *r)
 	}
 	if (copy_stream(r, g, 0, si.size, p, md5) < 0)
 		goto out;
-	ol_cksum_hex(md5, 16, etag);
+	ol_hex_encode(md5, 16, etag);
 	ol_store_put_set_cond(p, &cond);
 	rc = ol_store_put_commit(p, etag, meta.p, meta.len, &di);
 	p = NULL;
@@ -404,7 +405,7 @@ s3_copy_object(struct s3_req *r)
 out:
 	ol_store_put_abort(p);
 	ol_store_get_close(g);
-	ol_s3_buf_free(&meta);
+	ol_buf_free(&meta);
 }
 
 /* UploadPartCopy: x-amz-copy-source (+ x-amz-copy-source-range) into a part. */
@@ -441,7 +442,7 @@ s3_mpu_part_copy(struct s3_req *r, struct ol_put *p)
 	}
 	if (copy_stream(r, g, off, len, p, md5) < 0)
 		goto out;
-	ol_cksum_hex(md5, 16, etag);
+	ol_hex_encode(md5, 16, etag);
 	rc = ol_store_put_commit(p, etag, NULL, 0, &di);
 	p = NULL;
 	if (rc < 0) {
@@ -460,7 +461,7 @@ struct obj_headers {
 	struct ol_http_header h[64];
 	size_t n;
 	char etag[OL_STORE_ETAG_MAX + 4], date[32], crange[80], names[32][64];
-	struct ol_s3_buf vals; /* NUL-separated copies of values */
+	struct ol_buf vals; /* NUL-separated copies of values */
 	size_t voff[64];
 	size_t nv;
 };
@@ -471,8 +472,8 @@ oh_add(struct obj_headers *o, const char *name, const char *v, size_t vl)
 	if (o->n >= 56 || o->nv >= 64)
 		return;
 	o->voff[o->nv++] = o->vals.len;
-	ol_s3_buf_add(&o->vals, v, vl);
-	ol_s3_buf_add(&o->vals, "", 1);
+	ol_buf_add(&o->vals, v, vl);
+	ol_buf_add(&o->vals, "", 1);
 	o->h[o->n++] = (struct ol_http_header){name, NULL};
 }
 
@@ -558,15 +559,15 @@ static void
 send_range_error(struct s3_req *r, uint64_t size)
 {
 	char cr[64];
-	struct ol_s3_buf b = {0}, res = {0};
+	struct ol_buf b = {0}, res = {0};
 	snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
 	struct ol_http_header h[1] = {{"Content-Range", cr}};
-	ol_s3_buf_addf(&res, "/%s/%.*s", r->rt.bucket, (int)r->rt.key_len, r->rt.key);
+	ol_buf_addf(&res, "/%s/%.*s", r->rt.bucket, (int)r->rt.key_len, r->rt.key);
 	ol_s3_error_xml(&b, "InvalidRange", "The requested range is not satisfiable",
-			ol_s3_buf_cstr(&res), r->reqid, NULL);
-	ol_s3_buf_free(&res);
+			ol_buf_cstr(&res), r->reqid, NULL);
+	ol_buf_free(&res);
 	s3_send(r, 416, h, 1, b.p, b.len);
-	ol_s3_buf_free(&b);
+	ol_buf_free(&b);
 }
 
 static int
@@ -682,7 +683,7 @@ get_object(struct s3_req *r, bool head)
 	get_send(r, g, &in, o, rr == 1, off, len, head);
 out:
 	if (o)
-		ol_s3_buf_free(&o->vals);
+		ol_buf_free(&o->vals);
 	free(o);
 	ol_store_get_close(g);
 }
@@ -715,7 +716,7 @@ s3_get_object_acl(struct s3_req *r)
 	struct ol_get *g = NULL;
 	struct ol_obj_info in;
 	struct ol_acl a;
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	r->op = "GetAcl";
 	if (!open_object(r, &g, &in))
 		return;
@@ -734,7 +735,7 @@ s3_put_object_acl(struct s3_req *r)
 	struct ol_put *p = NULL;
 	struct ol_obj_info in;
 	struct ol_acl old, a;
-	struct ol_s3_buf meta = {0}, enc = {0};
+	struct ol_buf meta = {0}, enc = {0};
 	struct ol_store_cond cond = {0};
 	uint8_t md5[OL_CKSUM_MAX_RAW];
 	int rc;
@@ -747,7 +748,7 @@ s3_put_object_acl(struct s3_req *r)
 	meta_copy_unowned(&in, &meta);
 	ol_s3_meta_add(&meta, "ol-owner", old.owner);
 	ol_acl_encode(&a, &enc);
-	ol_s3_meta_add(&meta, "ol-acl", ol_s3_buf_cstr(&enc));
+	ol_s3_meta_add(&meta, "ol-acl", ol_buf_cstr(&enc));
 	rc = ol_store_put_begin(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len,
 				(int64_t)in.size, &p);
 	if (rc < 0) {
@@ -776,8 +777,8 @@ s3_put_object_acl(struct s3_req *r)
 out:
 	ol_store_put_abort(p);
 	ol_store_get_close(g);
-	ol_s3_buf_free(&meta);
-	ol_s3_buf_free(&enc);
+	ol_buf_free(&meta);
+	ol_buf_free(&enc);
 }
 
 bool

@@ -102,7 +102,7 @@ void s3_store_error(struct s3_req *r, int rc, enum ol_s3_err enoent);
 /* Send status with the common headers plus h[0..n) and body (content type XML if body). */
 void s3_send(struct s3_req *r, int status, const struct ol_http_header *h, size_t n,
 	     const char *body, size_t len);
-void s3_send_xml(struct s3_req *r, int status, struct ol_s3_buf *b);
+void s3_send_xml(struct s3_req *r, int status, struct ol_buf *b);
 /* Adds x-amz-request-id / x-amz-id-2 to h (room for 2 more entries at h[n]); returns new n. */
 size_t s3_common_headers(struct s3_req *r, struct ol_http_header *h, size_t n);
 /* Check the bucket exists (sends NoSuchBucket / InvalidBucketName and returns false). */
@@ -136,7 +136,7 @@ void s3_missing_key(struct s3_req *r, enum ol_s3_err enoent);
 /* The object's ACL (stored, or owner FULL_CONTROL) from its metadata blob. */
 void s3_object_acl(struct s3_req *r, const void *meta, size_t meta_len, struct ol_acl *a);
 /* Append ol-owner / ol-acl entries for a new object written by this request. */
-void s3_meta_add_owner(struct s3_req *r, struct ol_s3_buf *meta);
+void s3_meta_add_owner(struct s3_req *r, struct ol_buf *meta);
 /* Read access to a copy source (bucket sb, object meta si): false with the error sent. */
 bool s3_source_access(struct s3_req *r, const char *sb, const char *sk, size_t skl,
 		      const void *meta, size_t meta_len);
@@ -205,7 +205,7 @@ void s3_body_fini(struct s3_body *b);
 /* Read a whole small body (<= cap) through the checks into a malloc'd buffer. */
 int s3_body_slurp(struct s3_req *r, size_t cap, char **out, size_t *len, struct s3_body *b);
 /* Build the metadata blob from request headers (standard + x-amz-meta-*). */
-void s3_meta_from_headers(struct s3_req *r, struct ol_s3_buf *meta);
+void s3_meta_from_headers(struct s3_req *r, struct ol_buf *meta);
 int s3_length_check(struct s3_req *r, uint64_t max);
 /* User metadata (x-amz-meta-* names without the prefix, plus values) within
  * S3_MAX_USER_META: 0, or -1 with MetadataTooLarge sent. */

@@ -11,6 +11,7 @@
 
 #include "base/log.h"
 #include "base/metrics.h"
+#include "base/clock.h"
 
 static _Atomic uint64_t req_counter;
 static uint64_t req_seed;
@@ -54,10 +55,10 @@ s3_send(struct s3_req *r, int status, const struct ol_http_header *hin, size_t n
 }
 
 void
-s3_send_xml(struct s3_req *r, int status, struct ol_s3_buf *b)
+s3_send_xml(struct s3_req *r, int status, struct ol_buf *b)
 {
 	s3_send(r, status, NULL, 0, b->p, b->len);
-	ol_s3_buf_free(b);
+	ol_buf_free(b);
 }
 
 static _Atomic int64_t err_window;
@@ -78,20 +79,20 @@ log_error_limited(struct s3_req *r, const char *code, int status, const char *ms
 void
 s3_error_code(struct s3_req *r, const char *code, int status, const char *msg, const char *extra)
 {
-	struct ol_s3_buf b = {0};
-	struct ol_s3_buf res = {0};
+	struct ol_buf b = {0};
+	struct ol_buf res = {0};
 	if (r->responded)
 		return;
 	if (status >= 500)
 		log_error_limited(r, code, status, msg);
-	ol_s3_buf_adds(&res, "/");
-	ol_s3_buf_adds(&res, r->rt.bucket);
+	ol_buf_adds(&res, "/");
+	ol_buf_adds(&res, r->rt.bucket);
 	if (r->rt.key_len) {
-		ol_s3_buf_adds(&res, "/");
-		ol_s3_buf_add(&res, r->rt.key, r->rt.key_len);
+		ol_buf_adds(&res, "/");
+		ol_buf_add(&res, r->rt.key, r->rt.key_len);
 	}
-	ol_s3_error_xml(&b, code, msg, ol_s3_buf_cstr(&res), r->reqid, extra);
-	ol_s3_buf_free(&res);
+	ol_s3_error_xml(&b, code, msg, ol_buf_cstr(&res), r->reqid, extra);
+	ol_buf_free(&res);
 	s3_send_xml(r, status, &b);
 }
 
@@ -175,7 +176,7 @@ auth_err(int rc, bool presigned)
 }
 
 static void
-mismatch_extra(struct s3_req *r, struct ol_s3_buf *x)
+mismatch_extra(struct s3_req *r, struct ol_buf *x)
 {
 	if (r->auth.string_to_sign)
 		ol_s3_xml_elem(x, "StringToSign", r->auth.string_to_sign);
@@ -212,15 +213,15 @@ authenticate(struct s3_req *r)
 	enum ol_s3_err e = auth_err(rc, pre);
 	const char *msg = r->auth.message[0] ? r->auth.message : NULL;
 	if (e == OL_S3E_SIGNATURE_MISMATCH) {
-		struct ol_s3_buf x = {0};
+		struct ol_buf x = {0};
 		mismatch_extra(r, &x);
 		s3_error_code(r, "SignatureDoesNotMatch", 403, ol_s3_errinfo(e)->message, x.p);
-		ol_s3_buf_free(&x);
+		ol_buf_free(&x);
 	} else if (rc == OL_SIGV4_ERR_UNSIGNED_HEADERS) {
-		struct ol_s3_buf x = {0};
+		struct ol_buf x = {0};
 		ol_s3_xml_elem(&x, "HeadersNotSigned", r->auth.unsigned_headers);
 		s3_error_code(r, "AccessDenied", 403, msg, x.p);
-		ol_s3_buf_free(&x);
+		ol_buf_free(&x);
 	} else {
 		s3_error(r, e, msg);
 	}
@@ -243,7 +244,7 @@ refuse_sse(struct s3_req *r)
 			if (strncasecmp(n, prefixes[j], strlen(prefixes[j])) != 0)
 				continue;
 			char msg[200];
-			struct ol_s3_buf x = {0};
+			struct ol_buf x = {0};
 			snprintf(
 			    msg, sizeof(msg),
 			    "Server-side encryption is not implemented: the header %.80s cannot "
@@ -251,7 +252,7 @@ refuse_sse(struct s3_req *r)
 			    n);
 			ol_s3_xml_elem(&x, "Header", n);
 			s3_error_code(r, "NotImplemented", 501, msg, x.p);
-			ol_s3_buf_free(&x);
+			ol_buf_free(&x);
 			return true;
 		}
 	}
@@ -273,8 +274,7 @@ void
 ol_s3_handle(struct ol_http_req *h, void *arg)
 {
 	struct s3_req r = {.srv = arg, .h = h, .query = h->query ? h->query : ""};
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	uint64_t t0 = ol_clock_ns();
 	make_reqid(&r);
 	int rc = ol_s3_route(ol_http_header(h, "host"), r.srv->endpoint_host, h->path, &r.rt);
 	if (rc == -ENAMETOOLONG)
@@ -287,13 +287,10 @@ ol_s3_handle(struct ol_http_req *h, void *arg)
 		s3_error(&r, OL_S3E_INTERNAL, "no response");
 	ol_sigv4_result_fini(&r.auth);
 	s3_access_fini(&r);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	s3_metrics_record(
-	    r.op, r.status,
-	    (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
+	uint64_t ns = ol_clock_ns() - t0;
+	s3_metrics_record(r.op, r.status, ns / 1000);
 	ol_debug("s3 %s %s %s %s -> %d %.3fms", r.reqid, r.op ? r.op : "-", h->method, h->target,
-		 r.status,
-		 (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+		 r.status, (double)ns / 1e6);
 }
 
 /* The HTTP server's own errors (bad head, timeout, over a limit) as S3 error documents. */
@@ -310,7 +307,7 @@ ol_s3_http_error(struct ol_http_error *e, void *arg)
 	    [OL_HTTP_ERR_NOT_IMPLEMENTED] = "NotImplemented",
 	    [OL_HTTP_ERR_TLS_REQUIRED] = "BadRequest",
 	};
-	struct ol_s3_buf b = {0};
+	struct ol_buf b = {0};
 	char reqid[24];
 	(void)arg;
 	if ((size_t)e->kind >= sizeof(codes) / sizeof(codes[0]) || !codes[e->kind])
@@ -320,14 +317,14 @@ ol_s3_http_error(struct ol_http_error *e, void *arg)
 	snprintf(reqid, sizeof(reqid), "%016llX",
 		 (unsigned long long)(atomic_fetch_add(&req_counter, 1) + req_seed));
 	ol_s3_error_xml(&b, codes[e->kind], e->message, "", reqid, NULL);
-	const char *x = ol_s3_buf_cstr(&b);
+	const char *x = ol_buf_cstr(&b);
 	size_t n = strlen(x);
 	if (n <= e->body_cap) {
 		memcpy(e->body, x, n);
 		e->body_len = n;
 		e->content_type = "application/xml";
 	}
-	ol_s3_buf_free(&b);
+	ol_buf_free(&b);
 }
 
 int

@@ -61,7 +61,7 @@ void
 s3_get_pab(struct s3_req *r)
 {
 	const char *v;
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	r->op = "GetPublicAccessBlock";
 	if (ol_s3_attr_get(r->ba.blob, r->ba.blob_len, "pab", &v) < 0) {
 		s3_error_code(r, "NoSuchPublicAccessBlockConfiguration", 404,
@@ -74,7 +74,7 @@ s3_get_pab(struct s3_req *r)
 	ol_s3_xml_elem(&x, "IgnorePublicAcls", p->ignore_public_acls ? "true" : "false");
 	ol_s3_xml_elem(&x, "BlockPublicPolicy", p->block_public_policy ? "true" : "false");
 	ol_s3_xml_elem(&x, "RestrictPublicBuckets", p->restrict_public_buckets ? "true" : "false");
-	ol_s3_buf_adds(&x, "</PublicAccessBlockConfiguration>");
+	ol_buf_adds(&x, "</PublicAccessBlockConfiguration>");
 	s3_send_xml(r, 200, &x);
 }
 
@@ -109,7 +109,7 @@ s3_put_ownership(struct s3_req *r)
 void
 s3_get_ownership(struct s3_req *r)
 {
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	r->op = "GetBucketOwnershipControls";
 	if (!r->ba.ownership[0]) {
 		s3_error_code(r, "OwnershipControlsNotFoundError", 404,
@@ -117,9 +117,9 @@ s3_get_ownership(struct s3_req *r)
 		return;
 	}
 	ol_s3_xml_open_root(&x, "OwnershipControls");
-	ol_s3_buf_adds(&x, "<Rule>");
+	ol_buf_adds(&x, "<Rule>");
 	ol_s3_xml_elem(&x, "ObjectOwnership", r->ba.ownership);
-	ol_s3_buf_adds(&x, "</Rule></OwnershipControls>");
+	ol_buf_adds(&x, "</Rule></OwnershipControls>");
 	s3_send_xml(r, 200, &x);
 }
 

@@ -15,6 +15,7 @@
 
 #include "base/log.h"
 #include "store/store_int.h"
+#include "base/clock.h"
 
 #define BATCH 256 /* keys gathered per merge pass */
 
@@ -36,15 +37,6 @@ struct target {
 	unsigned li;
 };
 
-static int64_t
-clock_ns(clockid_t c)
-{
-	struct timespec ts;
-
-	clock_gettime(c, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static bool
 cancelled(struct scan *s)
 {
@@ -60,13 +52,13 @@ pace(struct scan *s, uint64_t bytes)
 		return;
 	s->paced += bytes;
 	want = (int64_t)(s->paced * 1000000000.0 / (double)s->rate);
-	now = clock_ns(CLOCK_MONOTONIC) - s->t0;
+	now = (int64_t)ol_clock_ns() - s->t0;
 	while (want > now && !cancelled(s)) {
 		int64_t d = want - now > 100000000 ? 100000000 : want - now;
 		struct timespec ts = {d / 1000000000, d % 1000000000};
 
 		nanosleep(&ts, NULL);
-		now = clock_ns(CLOCK_MONOTONIC) - s->t0;
+		now = (int64_t)ol_clock_ns() - s->t0;
 	}
 }
 
@@ -679,7 +671,7 @@ reset(struct ol_heal_progress *p)
 	atomic_store(&p->records_restored, 0);
 	atomic_store(&p->unrecoverable, 0);
 	atomic_store(&p->finished_ns, 0);
-	atomic_store(&p->started_ns, clock_ns(CLOCK_REALTIME));
+	atomic_store(&p->started_ns, ol_clock_wall_ns());
 	atomic_store(&p->result, 0);
 }
 
@@ -697,7 +689,7 @@ ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o, struct ol_h
 	s.count = true;
 	rc = pass(&s);
 	s.count = false;
-	s.t0 = clock_ns(CLOCK_MONOTONIC);
+	s.t0 = (int64_t)ol_clock_ns();
 	if (!rc)
 		rc = pass(&s);
 	if (!rc)
@@ -712,7 +704,7 @@ ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o, struct ol_h
 		(unsigned long long)atomic_load(&p->records_restored),
 		(unsigned long long)atomic_load(&p->unrecoverable));
 	atomic_store(&p->result, rc);
-	atomic_store(&p->finished_ns, clock_ns(CLOCK_REALTIME));
+	atomic_store(&p->finished_ns, ol_clock_wall_ns());
 	atomic_store(&p->running, 0);
 	atomic_store(&p->cancel, 0);
 	atomic_store(&heal_busy, 0);

@@ -12,25 +12,14 @@
 
 #include "base/log.h"
 #include "store/store_int.h"
-
-static void
-hex(const uint8_t *u, char *out)
-{
-	static const char h[] = "0123456789abcdef";
-
-	for (int i = 0; i < OL_UUID; i++) {
-		out[2 * i] = h[u[i] >> 4];
-		out[2 * i + 1] = h[u[i] & 15];
-	}
-	out[2 * OL_UUID] = 0;
-}
+#include "base/hex.h"
 
 void
 ol_shard_path(const struct ol_store *st, int d, const uint8_t *uuid, char *buf, size_t cap)
 {
 	char h[2 * OL_UUID + 1];
 
-	hex(uuid, h);
+	ol_hex_encode(uuid, OL_UUID, h);
 	snprintf(buf, cap, "%s/%.2s/%s", st->d[d].data, h, h);
 }
 
@@ -39,7 +28,7 @@ shard_dir(const struct ol_store *st, int d, const uint8_t *uuid, char *buf, size
 {
 	char h[2 * OL_UUID + 1];
 
-	hex(uuid, h);
+	ol_hex_encode(uuid, OL_UUID, h);
 	snprintf(buf, cap, "%s/%.2s", st->d[d].data, h);
 }
 
