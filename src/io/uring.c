@@ -185,7 +185,8 @@ run_ring(struct io_uring *ring, struct ol_io_op *ops, unsigned n)
 		pending++;
 	}
 	while (pending) {
-		int rc = io_uring_submit_and_wait(ring, 1);
+		/* all of them in one syscall (a stripe's N shards), as long as none is partial */
+		int rc = io_uring_submit_and_wait(ring, pending);
 		if (rc < 0 && rc != -EINTR) {
 			for (unsigned i = 0; i < n; i++)
 				if (open[i])
