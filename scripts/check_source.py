@@ -6,8 +6,9 @@ script exits 1 when any check fails.
               docs/ARCHITECTURE.md (ALLOWED below is that diagram; change both together)
   symbols     no global symbol is defined in two of the built static libraries (build/src)
   format      clang-format --dry-run --Werror over the tracked C files
+  self-test   the checks' own logic on known good and bad cases (runs first)
 
-  scripts/check_source.py [--build DIR] [--only layering,symbols,format]
+  scripts/check_source.py [--build DIR] [--only self-test,layering,symbols,format]
 """
 import argparse
 import os
@@ -70,6 +71,19 @@ def target_of(inc):
     return inc.split("/")[0]
 
 
+def include_problem(mod, inc):
+    """Why module mod may not include inc, or None when it may."""
+    if inc.startswith("../"):
+        return f'#include "{inc}" climbs out of the module; include by module path'
+    tgt = target_of(inc)
+    if tgt is None or tgt == mod or tgt in ALLOWED[mod]:
+        return None
+    if tgt not in ALLOWED and tgt != "openlake":
+        return None  # a header of the same folder in a subfolder, e.g. "cuda/x.h"
+    return (f'{mod}/ may not include "{inc}" ({mod} -> {tgt} is not an edge of the layer '
+            "diagram, docs/ARCHITECTURE.md)")
+
+
 def check_layering():
     bad = []
     for path in tracked("*.c", "*.h"):
@@ -83,20 +97,9 @@ def check_layering():
         with open(os.path.join(ROOT, path), encoding="utf-8", errors="replace") as f:
             for no, line in enumerate(f, 1):
                 m = INCLUDE_RE.match(line)
-                if not m:
-                    continue
-                inc = m.group(1)
-                if inc.startswith("../"):
-                    bad.append(f"{path}:{no}: #include \"{inc}\" climbs out of the module; "
-                               "include by module path")
-                    continue
-                tgt = target_of(inc)
-                if tgt is None or tgt == mod or tgt in ALLOWED[mod]:
-                    continue
-                if tgt not in ALLOWED and tgt != "openlake":
-                    continue  # a header of the same folder in a subfolder, e.g. "cuda/x.h"
-                bad.append(f"{path}:{no}: {mod}/ may not include \"{inc}\" ({mod} -> {tgt} is "
-                           "not an edge of the layer diagram, docs/ARCHITECTURE.md)")
+                why = m and include_problem(mod, m.group(1))
+                if why:
+                    bad.append(f"{path}:{no}: {why}")
     return bad
 
 
@@ -113,19 +116,48 @@ def check_symbols(build):
                              text=True)
         if out.returncode != 0:
             return [f"nm failed on {lib}: {out.stderr.strip()}"]
-        for line in out.stdout.split("\n"):
-            # "lib.a:obj.o: 0000 T name"
-            fields = line.rsplit(" ", 2)
-            if len(fields) != 3 or fields[1] in ("W", "V", "w", "v", "U"):
-                continue
-            archive, obj = fields[0].rsplit(":", 1)[0].split(":", 1)
-            where.setdefault(fields[2], []).append(
-                f"{os.path.relpath(archive, build)}({os.path.basename(obj)})")
-    bad = []
-    for sym, places in sorted(where.items()):
-        if len(places) > 1:
-            bad.append(f"duplicate global symbol {sym}: defined in {' and '.join(places)}")
-    return bad
+        parse_nm(out.stdout, build, where)
+    return duplicates(where)
+
+
+def parse_nm(text, build, where):
+    """Add the strong global definitions of `nm -A` output to where (symbol -> places)."""
+    for line in text.split("\n"):
+        # "lib.a:obj.o:0000 T name"
+        fields = line.rsplit(" ", 2)
+        if len(fields) != 3 or fields[1] in ("W", "V", "w", "v", "U"):
+            continue
+        archive, obj = fields[0].rsplit(":", 1)[0].split(":", 1)
+        where.setdefault(fields[2], []).append(
+            f"{os.path.relpath(archive, build)}({os.path.basename(obj)})")
+
+
+def duplicates(where):
+    return [f"duplicate global symbol {sym}: defined in {' and '.join(places)}"
+            for sym, places in sorted(where.items()) if len(places) > 1]
+
+
+def self_test():
+    """The checks' own logic on known cases: a check that passes everything must fail here."""
+    assert include_problem("s3", "admin/admin.h"), "s3 -> admin must be refused"
+    assert include_problem("store", "http/http.h"), "store -> http must be refused"
+    assert include_problem("io", "store/store.h"), "io -> store (up) must be refused"
+    assert include_problem("s3/auth", "s3/s3int.h"), "s3/auth -> s3 (up) must be refused"
+    assert include_problem("kv", "../base/log.h"), "climbing includes must be refused"
+    assert include_problem("client", "base/log.h"), "client must not see base"
+    for mod, inc in (("store", "io/io.h"), ("s3", "s3/auth/sigv4.h"), ("s3", "store/store.h"),
+                     ("admin", "s3/auth/sigv4.h"), ("cmd/openlaked", "admin/admin.h"),
+                     ("kv", "openlake/openlake.h"), ("s3", "s3util.h")):
+        assert not include_problem(mod, inc), f"{mod} -> {inc} must be allowed"
+    where = {}
+    parse_nm("build/src/io/libol_io.a:uring.c.o:0000000000000120 T ol_io_batch\n"
+             "build/src/io/libol_io.a:io.c.o:0000000000000010 T ol_io_listen\n"
+             "build/src/store/libol_store.a:shard.c.o:0000000000000160 T ol_io_batch\n"
+             "build/src/base/libol_base.a:log.c.o:0000000000000000 W weak_ok\n"
+             "build/src/kv/libol_kv.a:x.c.o:0000000000000000 W weak_ok\n", "build", where)
+    d = duplicates(where)
+    assert len(d) == 1 and "ol_io_batch" in d[0] and "libol_store.a(shard.c.o)" in d[0], d
+    return []
 
 
 def check_format():
@@ -143,9 +175,9 @@ def check_format():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--only", default="layering,symbols,format")
+    ap.add_argument("--only", default="self-test,layering,symbols,format")
     a = ap.parse_args()
-    checks = {"layering": check_layering, "symbols": lambda: check_symbols(a.build),
+    checks = {"self-test": self_test, "layering": check_layering, "symbols": lambda: check_symbols(a.build),
               "format": check_format}
     failed = False
     for name in a.only.split(","):
