@@ -5,6 +5,8 @@
 #
 #   GET 4 KiB, 64 connections (ops/s, p50/p99)   vs nginx (static files, same bytes) driven by wrk
 #   GET 64 MiB (GB/s)                            vs fio sequential read on the same disk
+#     (the 64 MiB rows also give the daemon's CPU seconds per GB moved: on a shared machine
+#     it moves much less with the load than GB/s does)
 #   GET 64 MiB, page cache dropped first (GB/s)  vs fio sequential read (needs root)
 #   PUT 64 MiB (GB/s)                            vs fio sequential write x k/(k+P)
 #   PUT 4 KiB, durability on, 64 conns (ops/s)   vs fio 4 KiB writes, fdatasync after each
@@ -118,13 +120,30 @@ stop_daemon() {
 	DPID=
 }
 
-# ours NAME ARGS...: openlake bench s3 against the daemon; JSON into $TMP/NAME.json
+# daemon_ticks: user + system CPU clock ticks of the daemon so far
+daemon_ticks() { awk '{print $14 + $15}' "/proc/$DPID/stat" 2>/dev/null || echo 0; }
+
+# ours NAME ARGS...: openlake bench s3 against the daemon; JSON into $TMP/NAME.json, the
+# daemon's CPU seconds during the run into $TMP/NAME.cpu
 ours() {
 	local name=$1
 	shift
 	echo "+ openlake bench s3 --endpoint http://127.0.0.1:PORT $* -d $DUR --json" >&2
+	local t0
+	t0=$(daemon_ticks)
 	"$CLI" bench s3 --endpoint "http://127.0.0.1:$S3_PORT" "$@" -d "$DUR" --json -q \
 		>"$TMP/$name.json" || true
+	echo "$(( $(daemon_ticks) - t0 )) $(getconf CLK_TCK)" | awk '{printf "%.2f", $1 / $2}' \
+		>"$TMP/$name.cpu"
+}
+
+# cpu_per_gb NAME: the daemon's CPU seconds per GB moved in run NAME (less sensitive to the
+# load of a shared machine than GB/s)
+cpu_per_gb() {
+	$PY -c "import json,sys
+d=json.load(open(sys.argv[1])); c=float(open(sys.argv[2]).read())
+print('%.2f' % (c / (d['bytes'] / 1e9)) if d.get('bytes') else 'n/a')" \
+		"$TMP/$1.json" "$TMP/$1.cpu" 2>/dev/null || echo n/a
 }
 
 LINES=()
@@ -227,8 +246,8 @@ bench_large() {
 	gput=$(jget "$TMP/put64m.json" '"%.3f" % d["gb_per_s"]' 2>/dev/null || echo 0)
 	gget=$(jget "$TMP/get64m.json" '"%.3f" % d["gb_per_s"]' 2>/dev/null || echo 0)
 	ref_put=$($PY -c "print('%.3f' % ($fw/1e9*$K/$DRIVES))")
-	line "GET 64MiB c=4 | ours ${gget} GB/s (errors $(jget "$TMP/get64m.json" 'd["errors"]' 2>/dev/null || echo ?)) | fio seq read 1MiB QD16 O_DIRECT $(gbs "$fr") GB/s | ratio $(ratio "$gget" "$(gbs "$fr")")"
-	line "PUT 64MiB c=4 | ours ${gput} GB/s (errors $(jget "$TMP/put64m.json" 'd["errors"]' 2>/dev/null || echo ?)) | fio seq write 1MiB QD16 O_DIRECT $(gbs "$fw") GB/s x k/(k+P)=$K/$DRIVES -> ${ref_put} GB/s | ratio $(ratio "$gput" "$ref_put")"
+	line "GET 64MiB c=4 | ours ${gget} GB/s (errors $(jget "$TMP/get64m.json" 'd["errors"]' 2>/dev/null || echo ?)) | fio seq read 1MiB QD16 O_DIRECT $(gbs "$fr") GB/s | ratio $(ratio "$gget" "$(gbs "$fr")") | daemon $(cpu_per_gb get64m) core-s/GB"
+	line "PUT 64MiB c=4 | ours ${gput} GB/s (errors $(jget "$TMP/put64m.json" 'd["errors"]' 2>/dev/null || echo ?)) | fio seq write 1MiB QD16 O_DIRECT $(gbs "$fw") GB/s x k/(k+P)=$K/$DRIVES -> ${ref_put} GB/s | ratio $(ratio "$gput" "$ref_put") | daemon $(cpu_per_gb put64m) core-s/GB"
 }
 
 # drop_cache: write back and drop the page cache (root only); 0 when it was dropped
@@ -257,7 +276,7 @@ bench_large_cold() {
 	fr=$(fio_bw coldread read --filename=seq.dat --bs=1M --size=1G --direct=1 --ioengine=libaio --iodepth=16)
 	rm -rf "$TMP/fio"
 	gget=$(jget "$TMP/getcold.json" '"%.3f" % d["gb_per_s"]' 2>/dev/null || echo 0)
-	line "GET 64MiB cold c=4 | ours ${gget} GB/s, $n objects each read once after drop_caches (errors $(jget "$TMP/getcold.json" 'd["errors"]' 2>/dev/null || echo ?)) | fio seq read 1MiB QD16 O_DIRECT $(gbs "$fr") GB/s | ratio $(ratio "$gget" "$(gbs "$fr")")"
+	line "GET 64MiB cold c=4 | ours ${gget} GB/s, $n objects each read once after drop_caches (errors $(jget "$TMP/getcold.json" 'd["errors"]' 2>/dev/null || echo ?)) | fio seq read 1MiB QD16 O_DIRECT $(gbs "$fr") GB/s | ratio $(ratio "$gget" "$(gbs "$fr")") | daemon $(cpu_per_gb getcold) core-s/GB"
 }
 
 # ---- PUT 4 KiB with durability on, beside fio 4 KiB writes + fdatasync each ----
@@ -284,10 +303,10 @@ done
 
 if [ $MARKDOWN = 1 ]; then
 	echo
-	echo "| figure | ours | reference | ratio |"
-	echo "|---|---|---|---|"
+	echo "| figure | ours | reference | ratio | daemon CPU |"
+	echo "|---|---|---|---|---|"
 	for l in "${LINES[@]}"; do
-		IFS='|' read -r f o r x <<<"$l"
-		echo "| ${f% } | ${o# } | ${r# } | ${x# ratio } |"
+		IFS='|' read -r f o r x c <<<"$l"
+		echo "| ${f% } | ${o# } | ${r# } | ${x# ratio } | ${c# daemon } |"
 	done
 fi

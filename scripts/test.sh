@@ -36,6 +36,8 @@ pytest_run() { # build dir, extra env...
 
 scripts/deps.sh || { echo "dependency install failed"; exit 1; }
 stage "build" scripts/build.sh build
+# fast (seconds): include layering, duplicate global symbols in build/src/*.a, clang-format
+stage "source check" $PY scripts/check_source.py --build build
 stage "unit tests" meson test -C build --print-errorlogs --num-processes 2
 stage "integration tests" pytest_run build
 

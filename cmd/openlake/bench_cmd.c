@@ -2,6 +2,7 @@
  * pool, plus the drivers of the references they are compared with (redis, memcached, a plain
  * TCP stream, memcpy). This file holds the dispatcher and what the workloads share (see
  * bench_common.h); the workloads are in bench_s3.c and bench_kv.c, included at the end. */
+#include "admin_client.h"
 #include "bench_common.h"
 #include "cmds.h"
 
@@ -22,6 +23,8 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "base/clock.h"
 
 /* ---- histogram ---- */
 
@@ -89,9 +92,7 @@ bh_quantile(const struct bhist *h, double q)
 uint64_t
 bench_now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return ol_clock_ns();
 }
 
 void
@@ -244,48 +245,24 @@ bench_split_hostport(const char *s, char *host, size_t hcap, char *port, size_t 
 	return 0;
 }
 
-static int
-connect_timed(int fd, const struct sockaddr *sa, socklen_t len, int timeout_ms)
-{
-	struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
-	/* SO_SNDTIMEO bounds connect() too on Linux */
-	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
-		return -errno;
-	if (connect(fd, sa, len) < 0)
-		return errno == EINPROGRESS ? -ETIMEDOUT : -errno;
-	struct timeval io = {.tv_sec = 60};
-	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &io, sizeof(io)) < 0 ||
-	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &io, sizeof(io)) < 0)
-		return -errno;
-	int one = 1;
-	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0)
-		return -errno;
-	return 0;
-}
-
+/* The CLI's one connect helper (admin_client.c), then the bench's socket options: 60 s I/O
+ * timeouts, TCP_NODELAY. */
 int
 bench_connect(const char *host, const char *port, int timeout_ms)
 {
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai, *p;
-	int rc = getaddrinfo(host, port, &hints, &ai);
-	if (rc)
-		return -EHOSTUNREACH;
-	rc = -ECONNREFUSED;
-	for (p = ai; p; p = p->ai_next) {
-		int fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
-		if (fd < 0) {
-			rc = -errno;
-			continue;
-		}
-		rc = connect_timed(fd, p->ai_addr, p->ai_addrlen, timeout_ms);
-		if (rc == 0) {
-			freeaddrinfo(ai);
-			return fd;
-		}
+	int fd = ol_cli_tcp_connect(host, port, timeout_ms);
+	if (fd < 0)
+		return fd;
+	struct timeval io = {.tv_sec = 60};
+	int one = 1;
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &io, sizeof(io)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &io, sizeof(io)) < 0 ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0) {
+		int rc = -errno;
 		close(fd);
+		return rc;
 	}
-	freeaddrinfo(ai);
-	return rc;
+	return fd;
 }
 
 int

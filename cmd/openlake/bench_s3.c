@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <openssl/sha.h>
 #include <strings.h>
+#include "base/hex.h"
 
 #define S3_HDR_CAP   (64 * 1024)
 #define S3_SCRATCH   (256 * 1024)
@@ -638,7 +639,7 @@ s3_alloc(struct s3bench *b, unsigned conc)
 	bench_fill(b->body, b->size, 42);
 	unsigned char h[32];
 	SHA256((const unsigned char *)b->body, b->size, h);
-	ol_cli_hex(h, 32, b->body_hash);
+	ol_hex_encode(h, 32, b->body_hash);
 	for (unsigned i = 0; i < conc; i++) {
 		b->conns[i].fd = -1;
 		b->conns[i].rbuf = malloc(S3_HDR_CAP + 1);

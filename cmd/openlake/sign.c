@@ -6,17 +6,7 @@
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <string.h>
-
-void
-ol_cli_hex(const unsigned char *in, size_t n, char *out)
-{
-	static const char hx[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hx[in[i] >> 4];
-		out[2 * i + 1] = hx[in[i] & 15];
-	}
-	out[2 * n] = 0;
-}
+#include "base/hex.h"
 
 static void
 hmac256(const void *key, size_t klen, const char *msg, unsigned char out[32])
@@ -81,12 +71,12 @@ ol_cli_sign(struct ol_cli_signer *s, const char *method, const char *path, const
 	if (n < 0 || (size_t)n >= sizeof(creq))
 		return 0;
 	SHA256((const unsigned char *)creq, (size_t)n, h);
-	ol_cli_hex(h, 32, hh);
+	ol_hex_encode(h, 32, hh);
 	snprintf(sts, sizeof(sts), "AWS4-HMAC-SHA256\n%s\n%s/%s/s3/aws4_request\n%s", amz, date,
 		 s->region, hh);
 	signing_key(s, date);
 	hmac256(s->key, 32, sts, mac);
-	ol_cli_hex(mac, 32, sig);
+	ol_hex_encode(mac, 32, sig);
 	n = snprintf(
 	    out, cap,
 	    "x-amz-date: %s\r\nx-amz-content-sha256: %s\r\nAuthorization: AWS4-HMAC-SHA256 "

@@ -28,7 +28,4 @@ size_t ol_cli_sign(struct ol_cli_signer *s, const char *method, const char *path
  * 0 or -ENAMETOOLONG when out (cap bytes) is too small. */
 int ol_cli_uri_encode(const char *in, char *out, size_t cap);
 
-/* Lowercase hex of in[0..n) into out (2n + 1 bytes). */
-void ol_cli_hex(const unsigned char *in, size_t n, char *out);
-
 #endif

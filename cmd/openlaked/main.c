@@ -7,6 +7,7 @@
 #include "store/store.h"
 #endif
 #ifdef OL_HAVE_S3
+#include "admin/admin.h"
 #include "http/http.h"
 #include "s3/s3.h"
 #endif
@@ -220,6 +221,7 @@ struct daemon {
 #endif
 #ifdef OL_HAVE_S3
 	struct ol_s3_server *s3;
+	struct ol_http_server *http; /* the S3 port: admin/ and s3/ routed side by side */
 #endif
 #ifdef OL_HAVE_KV
 	struct ol_kv_server *kv;
@@ -273,6 +275,70 @@ raise_nofile(void)
 			(unsigned long long)was, (unsigned long long)rl.rlim_max, strerror(errno));
 }
 
+#ifdef OL_HAVE_S3
+/* The S3 port's router: each route answers a request (1) or passes it on (0), in this order.
+ * admin/ takes its own paths (/metrics, /openlake/..., the console) and s3/ the rest; neither
+ * knows of the other. */
+static int
+route_admin(struct ol_http_req *h, struct daemon *d)
+{
+	(void)d;
+	return ol_admin_handle(h);
+}
+
+static int
+route_s3(struct ol_http_req *h, struct daemon *d)
+{
+	ol_s3_handle(h, d->s3);
+	return 1;
+}
+
+static const struct route {
+	const char *name;
+	int (*serve)(struct ol_http_req *h, struct daemon *d);
+} routes[] = {
+    {"admin", route_admin},
+    {"s3", route_s3},
+};
+
+static void
+route(struct ol_http_req *h, void *arg)
+{
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+		if (routes[i].serve(h, arg))
+			return;
+}
+
+static int
+start_http(const struct ol_config *cfg, struct daemon *d)
+{
+	struct ol_http_server_opts o = {
+	    .size = sizeof(o),
+	    .addr = cfg->s3_addr,
+	    .threads = cfg->threads,
+	    .handler = route,
+	    .arg = d,
+	    .idle_timeout_ms = cfg->http_idle_timeout_ms,
+	    .header_timeout_ms = cfg->http_header_timeout_ms,
+	    .max_conns = cfg->http_max_conns,
+	    .max_conns_per_addr = cfg->http_max_conns_per_addr,
+	    .max_inflight = cfg->http_max_inflight,
+	    .max_inflight_per_addr = cfg->http_max_inflight_per_addr,
+	    .error_body = ol_s3_http_error,
+	    .tls_cert_path = cfg->s3_tls.cert_path,
+	    .tls_key_path = cfg->s3_tls.key_path,
+	    .tls_client_ca = cfg->s3_tls.client_ca,
+	};
+	int rc = ol_http_server_start(&o, &d->http);
+	if (rc < 0)
+		return rc;
+	ol_s3_set_http(d->s3, d->http);
+	ol_info("s3: listening on %s (port %u), region %s", cfg->s3_addr,
+		ol_http_server_port(d->http), cfg->region);
+	return 0;
+}
+#endif
+
 static int
 start_storage(const struct ol_config *cfg, struct daemon *d)
 {
@@ -282,7 +348,12 @@ start_storage(const struct ol_config *cfg, struct daemon *d)
 		ol_err("cannot open the object store: %s", strerror(-rc));
 		return rc;
 	}
-	rc = ol_s3_server_start(cfg, d->store, &d->s3);
+	rc = ol_s3_new(cfg, d->store, &d->s3);
+	if (!rc) {
+		ol_admin_init(cfg);
+		ol_admin_set_store(d->store);
+		rc = start_http(cfg, d);
+	}
 	if (rc) {
 		ol_err("cannot serve S3 on %s: %s", cfg->s3_addr, strerror(-rc));
 		return rc;
@@ -365,7 +436,13 @@ stop_all(struct daemon *d)
 	d->kv = NULL;
 #endif
 #ifdef OL_HAVE_S3
-	ol_s3_server_stop(d->s3);
+	if (d->s3)
+		ol_s3_set_http(d->s3, NULL);
+	ol_http_server_stop(d->http); /* waits for in-flight requests */
+	d->http = NULL;
+	if (d->s3)
+		ol_admin_set_store(NULL); /* cancels a running heal and waits for it */
+	ol_s3_free(d->s3);
 	d->s3 = NULL;
 #endif
 #ifdef OL_HAVE_STORE

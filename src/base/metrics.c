@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "base/buf.h"
+#include "base/clock.h"
 
 const uint64_t ol_hist_bounds_us[OL_HIST_BUCKETS - 1] = {
     50,	   100,	   250,	   500,	   1000,    2500,    5000,    10000,	25000,
@@ -18,24 +20,14 @@ const uint64_t ol_hist_bounds_us[OL_HIST_BUCKETS - 1] = {
 void
 ol_strbuf_printf(struct ol_strbuf *b, const char *fmt, ...)
 {
-	for (;;) {
-		va_list ap;
-		size_t room = b->cap - b->len;
-		va_start(ap, fmt);
-		int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? room : 0, fmt, ap);
-		va_end(ap);
-		if (n < 0)
-			return;
-		if (b->p && (size_t)n < room) {
-			b->len += (size_t)n;
-			return;
-		}
-		size_t cap = b->cap ? b->cap * 2 : 4096;
-		while (cap < b->len + (size_t)n + 1)
-			cap *= 2;
-		b->p = ol_xrealloc(b->p, cap);
-		b->cap = cap;
-	}
+	struct ol_buf t = {b->p, b->len, b->cap}; /* one growable buffer: base/buf.c */
+	va_list ap;
+	va_start(ap, fmt);
+	ol_buf_vaddf(&t, fmt, ap);
+	va_end(ap);
+	b->p = t.p;
+	b->len = t.len;
+	b->cap = t.cap;
 }
 
 void
@@ -106,9 +98,7 @@ static uint64_t start_us;
 uint64_t
 ol_now_us(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	return ol_clock_us();
 }
 
 int

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include "base/hex.h"
 
 enum {
 	CK_SIZE0,   /* first hex digit of a chunk-size */
@@ -41,21 +42,9 @@ ol_http_chunked_data_left(const struct ol_http_chunked *c)
 }
 
 static int
-hexval(unsigned char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
-static int
 size_byte(struct ol_http_chunked *c, unsigned char ch)
 {
-	int v = hexval(ch);
+	int v = ol_hex_val(ch);
 	if (v >= 0) {
 		if (c->remaining >> 56)
 			return -EPROTO; /* would overflow 2^60 */

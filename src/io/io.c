@@ -15,6 +15,7 @@
 #include <time.h>
 #include <fcntl.h>
 #include <unistd.h>
+#include "base/clock.h"
 
 static int
 parse_port(const char *s, uint16_t *port)
@@ -381,9 +382,7 @@ ol_io_ncpu(void)
 uint64_t
 ol_io_now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return ol_clock_ns(); /* the one clock: base/clock.c */
 }
 
 uint64_t

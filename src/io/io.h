@@ -82,22 +82,33 @@ uint64_t ol_io_now_ms(void);
 
 /* ---- file I/O through io_uring ---- */
 
+/* The process's one io_uring batch for file I/O (the object engine's shard reads, writes and
+ * fsyncs go through it; kv/spill.c keeps its own O_DIRECT ring, see docs/ARCHITECTURE.md). */
 enum ol_io_opcode { OL_IO_READ, OL_IO_WRITE, OL_IO_FSYNC, OL_IO_FDATASYNC };
 
+#define OL_IO_MAX_IOV 2
+
 struct ol_io_op {
-	int fd;
+	int fd;	    /* < 0: the op is not run, res = -EBADF */
 	int opcode; /* enum ol_io_opcode */
-	void *buf;  /* READ / WRITE */
+	void *buf;  /* READ / WRITE when niov == 0 */
 	size_t len;
 	uint64_t off;
 	ssize_t res; /* out: bytes transferred (short only at EOF for reads) or -errno */
+	/* READ / WRITE when niov > 0: vectored (readv / writev) over iov[0..niov); buf and len
+	 * are then unused. The iovecs are not modified. */
+	struct iovec iov[OL_IO_MAX_IOV];
+	int niov;
 };
 
 /* Run ops[0..n) concurrently and wait for all of them: one io_uring submission on the calling
- * thread's own ring (created on first use, freed at thread exit), so reads of the shards of a
- * stripe on several drives overlap. Falls back to pread/pwrite/fsync when io_uring cannot be
- * set up (old kernel, seccomp). Partial transfers of writes are completed. Each op's res is
- * set; returns 0, or -errno if the ring itself failed. Any thread may call it. */
+ * thread's own ring (created on first use, freed at thread exit, made again in a forked
+ * child), so reads of the shards of a stripe on several drives overlap. Falls back to
+ * pread/pwrite/fsync when io_uring cannot be set up (old kernel, seccomp, OL_IO_NO_URING set).
+ * Partial transfers are completed (reads stop short only at EOF). Each op's res is set, also
+ * when the ring fails (then -errno of the failure for the ops it did not complete); returns 0,
+ * -EINVAL (an op over 1 GiB or more than OL_IO_MAX_IOV iovecs: no op run) or -errno if the
+ * ring itself failed. Any thread may call it. */
 int ol_io_batch(struct ol_io_op *ops, unsigned n);
 
 /* ---- buffer pool ---- */

@@ -247,13 +247,13 @@ int
 s3_bucket_attr_store2(struct s3_req *r, const char *name, const char *val, long vl,
 		      const char *name2, const char *val2, long vl2)
 {
-	struct ol_s3_buf b = {0}, t = {0};
+	struct ol_buf b = {0}, t = {0};
 	ol_s3_attr_set(&t, r->ba.blob, r->ba.blob_len, name, val, vl);
 	if (name2)
 		ol_s3_attr_set(&b, t.p, t.len, name2, val2, vl2);
 	else
-		b = t, t = (struct ol_s3_buf){0};
-	ol_s3_buf_free(&t);
+		b = t, t = (struct ol_buf){0};
+	ol_buf_free(&t);
 	int rc = ol_store_bucket_set_attrs(r->srv->st, r->rt.bucket, b.p ? b.p : "", b.len);
 	s3_bucket_changed();
 	if (rc == 0) {
@@ -262,7 +262,7 @@ s3_bucket_attr_store2(struct s3_req *r, const char *name, const char *val, long 
 		r->ba.blob_len = b.len;
 		attrs_parse(r);
 	} else {
-		ol_s3_buf_free(&b);
+		ol_buf_free(&b);
 	}
 	return rc;
 }
@@ -662,14 +662,14 @@ s3_missing_key(struct s3_req *r, enum ol_s3_err enoent)
 }
 
 void
-s3_meta_add_owner(struct s3_req *r, struct ol_s3_buf *meta)
+s3_meta_add_owner(struct s3_req *r, struct ol_buf *meta)
 {
 	ol_s3_meta_add(meta, "ol-owner", new_owner(r));
 	if (r->has_req_acl) {
-		struct ol_s3_buf b = {0};
+		struct ol_buf b = {0};
 		ol_acl_encode(&r->req_acl, &b);
-		ol_s3_meta_add(meta, "ol-acl", ol_s3_buf_cstr(&b));
-		ol_s3_buf_free(&b);
+		ol_s3_meta_add(meta, "ol-acl", ol_buf_cstr(&b));
+		ol_buf_free(&b);
 	}
 }
 

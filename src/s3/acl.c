@@ -161,14 +161,14 @@ ol_acl_add_header(struct ol_acl *a, unsigned perm, const char *value)
 }
 
 void
-ol_acl_encode(const struct ol_acl *a, struct ol_s3_buf *b)
+ol_acl_encode(const struct ol_acl *a, struct ol_buf *b)
 {
 	static const char hex[] = "0123456789abcdef";
-	ol_s3_buf_adds(b, a->owner[0] ? a->owner : "-");
+	ol_buf_adds(b, a->owner[0] ? a->owner : "-");
 	for (unsigned i = 0; i < a->n; i++) {
 		char t[3] = {' ', a->g[i].type, hex[a->g[i].perm & 15]};
-		ol_s3_buf_add(b, t, 3);
-		ol_s3_buf_adds(b, a->g[i].id);
+		ol_buf_add(b, t, 3);
+		ol_buf_adds(b, a->g[i].id);
 	}
 }
 
@@ -228,40 +228,40 @@ ol_acl_perms(const struct ol_acl *a, const char *user)
 }
 
 static void
-xml_grantee(struct ol_s3_buf *x, const struct ol_acl_grant *g)
+xml_grantee(struct ol_buf *x, const struct ol_acl_grant *g)
 {
-	ol_s3_buf_adds(x, "<Grantee xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" ");
+	ol_buf_adds(x, "<Grantee xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" ");
 	if (g->type == OL_ACL_USER) {
-		ol_s3_buf_adds(x, "xsi:type=\"CanonicalUser\">");
+		ol_buf_adds(x, "xsi:type=\"CanonicalUser\">");
 		ol_s3_xml_elem(x, "ID", g->id);
 		ol_s3_xml_elem(x, "DisplayName", g->id);
 	} else {
-		ol_s3_buf_adds(x, "xsi:type=\"Group\">");
+		ol_buf_adds(x, "xsi:type=\"Group\">");
 		ol_s3_xml_elem(x, "URI",
 			       g->type == OL_ACL_ALL_USERS    ? URI_ALL
 			       : g->type == OL_ACL_AUTH_USERS ? URI_AUTH
 							      : URI_LOG);
 	}
-	ol_s3_buf_adds(x, "</Grantee>");
+	ol_buf_adds(x, "</Grantee>");
 }
 
 static void
-xml_grant(struct ol_s3_buf *x, const struct ol_acl_grant *g, const char *perm)
+xml_grant(struct ol_buf *x, const struct ol_acl_grant *g, const char *perm)
 {
-	ol_s3_buf_adds(x, "<Grant>");
+	ol_buf_adds(x, "<Grant>");
 	xml_grantee(x, g);
 	ol_s3_xml_elem(x, "Permission", perm);
-	ol_s3_buf_adds(x, "</Grant>");
+	ol_buf_adds(x, "</Grant>");
 }
 
 void
-ol_acl_xml(const struct ol_acl *a, struct ol_s3_buf *x)
+ol_acl_xml(const struct ol_acl *a, struct ol_buf *x)
 {
 	ol_s3_xml_open_root(x, "AccessControlPolicy");
-	ol_s3_buf_adds(x, "<Owner>");
+	ol_buf_adds(x, "<Owner>");
 	ol_s3_xml_elem(x, "ID", a->owner);
 	ol_s3_xml_elem(x, "DisplayName", a->owner);
-	ol_s3_buf_adds(x, "</Owner><AccessControlList>");
+	ol_buf_adds(x, "</Owner><AccessControlList>");
 	for (unsigned i = 0; i < a->n; i++) {
 		const struct ol_acl_grant *g = &a->g[i];
 		if (g->perm == OL_ACL_FULL) {
@@ -272,7 +272,7 @@ ol_acl_xml(const struct ol_acl *a, struct ol_s3_buf *x)
 			if (g->perm & (1u << b))
 				xml_grant(x, g, perm_names[b]);
 	}
-	ol_s3_buf_adds(x, "</AccessControlList></AccessControlPolicy>");
+	ol_buf_adds(x, "</AccessControlList></AccessControlPolicy>");
 }
 
 int
@@ -322,16 +322,16 @@ ol_s3_attr_get(const char *blob, size_t n, const char *name, const char **val)
 }
 
 static void
-attr_add(struct ol_s3_buf *out, const char *name, size_t nl, const char *v, size_t vl)
+attr_add(struct ol_buf *out, const char *name, size_t nl, const char *v, size_t vl)
 {
-	ol_s3_buf_add(out, name, nl);
-	ol_s3_buf_addf(out, "=%zu:", vl);
-	ol_s3_buf_add(out, v, vl);
-	ol_s3_buf_add(out, "\n", 1);
+	ol_buf_add(out, name, nl);
+	ol_buf_addf(out, "=%zu:", vl);
+	ol_buf_add(out, v, vl);
+	ol_buf_add(out, "\n", 1);
 }
 
 void
-ol_s3_attr_set(struct ol_s3_buf *out, const char *blob, size_t n, const char *name, const char *val,
+ol_s3_attr_set(struct ol_buf *out, const char *blob, size_t n, const char *name, const char *val,
 	       long vl)
 {
 	size_t pos = 0, nl, l;

@@ -60,13 +60,13 @@ unsigned ol_acl_perm_parse(const char *s, size_t n);
 /* Group URI -> OL_ACL_ALL_USERS / _AUTH_USERS / _LOG_DELIVERY in *type, or -EINVAL. */
 int ol_acl_grantee_uri(const char *u, size_t n, char *type);
 /* Stored form: "owner grant grant ...", each grant <type><perm hex><id>. */
-void ol_acl_encode(const struct ol_acl *a, struct ol_s3_buf *b);
+void ol_acl_encode(const struct ol_acl *a, struct ol_buf *b);
 int ol_acl_decode(const char *s, size_t n, struct ol_acl *a);
 /* Permissions the ACL gives a requester (user NULL: anonymous). The owner always holds
  * READ_ACP and WRITE_ACP, as in S3. */
 unsigned ol_acl_perms(const struct ol_acl *a, const char *user);
 /* The AccessControlPolicy document. */
-void ol_acl_xml(const struct ol_acl *a, struct ol_s3_buf *x);
+void ol_acl_xml(const struct ol_acl *a, struct ol_buf *x);
 /* Parse an AccessControlPolicy body into a (owner from <Owner><ID>, may be "").
  * -EBADMSG malformed, -EINVAL a bad grantee or permission, -E2BIG, -ENOTSUP (e-mail). */
 int ol_acl_parse_xml(const char *xml, size_t n, struct ol_acl *a);
@@ -76,6 +76,6 @@ int ol_acl_parse_xml(const char *xml, size_t n, struct ol_acl *a);
 /* Value of name: its length and *val (points into blob), or -ENOENT (also on a bad blob). */
 long ol_s3_attr_get(const char *blob, size_t n, const char *name, const char **val);
 /* Append to out the blob with name set to val (vl bytes), or removed when vl < 0. */
-void ol_s3_attr_set(struct ol_s3_buf *out, const char *blob, size_t n, const char *name,
+void ol_s3_attr_set(struct ol_buf *out, const char *blob, size_t n, const char *name,
 		    const char *val, long vl);
 #endif

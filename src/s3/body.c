@@ -310,7 +310,7 @@ s3_body_next(struct s3_body *b, const uint8_t **data, size_t *n)
 int
 s3_body_slurp(struct s3_req *r, size_t cap, char **out, size_t *len, struct s3_body *b)
 {
-	struct ol_s3_buf acc = {0};
+	struct ol_buf acc = {0};
 	const uint8_t *d;
 	size_t n;
 	int rc;
@@ -319,18 +319,18 @@ s3_body_slurp(struct s3_req *r, size_t cap, char **out, size_t *len, struct s3_b
 	if (s3_body_init(b, r, cap) < 0)
 		return -1;
 	while ((rc = s3_body_next(b, &d, &n)) > 0)
-		ol_s3_buf_add(&acc, d, n);
+		ol_buf_add(&acc, d, n);
 	if (rc < 0) {
-		ol_s3_buf_free(&acc);
+		ol_buf_free(&acc);
 		return -1;
 	}
-	*out = ol_s3_buf_cstr(&acc);
+	*out = ol_buf_cstr(&acc);
 	*len = acc.len;
 	return 0;
 }
 
 static void
-meta_std(struct s3_req *r, struct ol_s3_buf *meta, const char *name)
+meta_std(struct s3_req *r, struct ol_buf *meta, const char *name)
 {
 	const char *v = ol_http_header(r->h, name);
 	if (v)
@@ -338,12 +338,12 @@ meta_std(struct s3_req *r, struct ol_s3_buf *meta, const char *name)
 }
 
 static void
-meta_encoding(struct s3_req *r, struct ol_s3_buf *meta)
+meta_encoding(struct s3_req *r, struct ol_buf *meta)
 {
 	const char *v = ol_http_header(r->h, "content-encoding");
 	if (!v)
 		return;
-	struct ol_s3_buf out = {0};
+	struct ol_buf out = {0};
 	const char *p = v;
 	while (*p) {
 		while (*p == ' ' || *p == ',')
@@ -356,18 +356,18 @@ meta_encoding(struct s3_req *r, struct ol_s3_buf *meta)
 			n--;
 		if (n && !(n == 11 && strncasecmp(p, "aws-chunked", 11) == 0)) {
 			if (out.len)
-				ol_s3_buf_adds(&out, ",");
-			ol_s3_buf_add(&out, p, n);
+				ol_buf_adds(&out, ",");
+			ol_buf_add(&out, p, n);
 		}
 		p = e;
 	}
 	if (out.len)
-		ol_s3_meta_add(meta, "content-encoding", ol_s3_buf_cstr(&out));
-	ol_s3_buf_free(&out);
+		ol_s3_meta_add(meta, "content-encoding", ol_buf_cstr(&out));
+	ol_buf_free(&out);
 }
 
 void
-s3_meta_from_headers(struct s3_req *r, struct ol_s3_buf *meta)
+s3_meta_from_headers(struct s3_req *r, struct ol_buf *meta)
 {
 	const char *ct = ol_http_header(r->h, "content-type");
 	ol_s3_meta_add(meta, "content-type", ct && ct[0] ? ct : "binary/octet-stream");

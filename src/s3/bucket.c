@@ -10,7 +10,7 @@
 #include "base/log.h"
 
 struct list_ctx {
-	struct ol_s3_buf *x;
+	struct ol_buf *x;
 	const char *user;
 };
 
@@ -18,7 +18,7 @@ static int
 bucket_cb(const char *bucket, int64_t created_ns, const void *attrs, size_t alen, void *arg)
 {
 	struct list_ctx *lc = arg;
-	struct ol_s3_buf *x = lc->x;
+	struct ol_buf *x = lc->x;
 	const char *owner;
 	long n = ol_s3_attr_get(attrs, alen, "owner", &owner);
 	if (n <= 0) {
@@ -29,17 +29,17 @@ bucket_cb(const char *bucket, int64_t created_ns, const void *attrs, size_t alen
 		return 0;
 	char date[32];
 	ol_s3_iso_date(created_ns / 1000000, date);
-	ol_s3_buf_adds(x, "<Bucket>");
+	ol_buf_adds(x, "<Bucket>");
 	ol_s3_xml_elem(x, "Name", bucket);
 	ol_s3_xml_elem(x, "CreationDate", date);
-	ol_s3_buf_adds(x, "</Bucket>");
+	ol_buf_adds(x, "</Bucket>");
 	return 0;
 }
 
 void
 s3_service(struct s3_req *r)
 {
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	r->op = "ListBuckets";
 	if (strcmp(r->h->method, "GET") != 0) {
 		s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
@@ -47,17 +47,17 @@ s3_service(struct s3_req *r)
 	}
 	struct list_ctx lc = {&x, r->user};
 	ol_s3_xml_open_root(&x, "ListAllMyBucketsResult");
-	ol_s3_buf_adds(&x, "<Owner>");
+	ol_buf_adds(&x, "<Owner>");
 	ol_s3_xml_elem(&x, "ID", r->user);
 	ol_s3_xml_elem(&x, "DisplayName", r->user);
-	ol_s3_buf_adds(&x, "</Owner><Buckets>");
+	ol_buf_adds(&x, "</Owner><Buckets>");
 	int rc = ol_store_bucket_list_attrs(r->srv->st, bucket_cb, &lc);
 	if (rc < 0) {
-		ol_s3_buf_free(&x);
+		ol_buf_free(&x);
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		return;
 	}
-	ol_s3_buf_adds(&x, "</Buckets></ListAllMyBucketsResult>");
+	ol_buf_adds(&x, "</Buckets></ListAllMyBucketsResult>");
 	s3_send_xml(r, 200, &x);
 }
 
@@ -65,7 +65,7 @@ s3_service(struct s3_req *r)
  * BucketAlreadyOwnedByYou, except in us-east-1 where S3 (legacy behaviour) answers 200 and
  * resets the bucket's ACL. 0 (answer 200, or an error already sent) or -errno. */
 static int
-bucket_exists_answer(struct s3_req *r, const struct ol_s3_buf *acl)
+bucket_exists_answer(struct s3_req *r, const struct ol_buf *acl)
 {
 	s3_bucket_load(r);
 	if (!r->ba.exists)
@@ -86,8 +86,8 @@ bucket_exists_answer(struct s3_req *r, const struct ol_s3_buf *acl)
 	return s3_bucket_attr_store(r, "acl", acl->p, acl->len ? (long)acl->len : -1);
 }
 
-static void
-create_bucket(struct s3_req *r)
+void
+s3_create_bucket(struct s3_req *r)
 {
 	struct s3_body b;
 	char *body = NULL, loc[128];
@@ -114,34 +114,34 @@ create_bucket(struct s3_req *r)
 		s3_error(r, OL_S3E_NOT_IMPLEMENTED, "Object lock is not supported");
 		goto out;
 	}
-	struct ol_s3_buf attrs = {0}, acl = {0};
+	struct ol_buf attrs = {0}, acl = {0};
 	ol_s3_attr_set(&attrs, NULL, 0, "owner", r->user, (long)strlen(r->user));
 	if (r->has_req_acl) {
-		struct ol_s3_buf t = {0};
+		struct ol_buf t = {0};
 		ol_acl_encode(&r->req_acl, &acl);
 		ol_s3_attr_set(&t, attrs.p, attrs.len, "acl", acl.p, (long)acl.len);
-		ol_s3_buf_free(&attrs);
+		ol_buf_free(&attrs);
 		attrs = t;
 	}
 	const char *own = ol_http_header(r->h, "x-amz-object-ownership");
 	if (own) {
-		struct ol_s3_buf t = {0};
+		struct ol_buf t = {0};
 		if (!ol_ownership_ok(own)) {
-			ol_s3_buf_free(&attrs);
-			ol_s3_buf_free(&acl);
+			ol_buf_free(&attrs);
+			ol_buf_free(&acl);
 			s3_error(r, OL_S3E_INVALID_ARGUMENT, "Invalid x-amz-object-ownership");
 			goto out;
 		}
 		ol_s3_attr_set(&t, attrs.p, attrs.len, "ownership", own, (long)strlen(own));
-		ol_s3_buf_free(&attrs);
+		ol_buf_free(&attrs);
 		attrs = t;
 	}
 	int rc = ol_store_bucket_create_attrs(r->srv->st, r->rt.bucket, attrs.p, attrs.len);
 	s3_bucket_changed();
-	ol_s3_buf_free(&attrs);
+	ol_buf_free(&attrs);
 	if (rc == -EEXIST)
 		rc = bucket_exists_answer(r, &acl);
-	ol_s3_buf_free(&acl);
+	ol_buf_free(&acl);
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
@@ -157,8 +157,8 @@ out:
 	s3_body_fini(&b);
 }
 
-static void
-delete_bucket(struct s3_req *r)
+void
+s3_delete_bucket(struct s3_req *r)
 {
 	r->op = "DeleteBucket";
 	int rc = ol_store_bucket_delete(r->srv->st, r->rt.bucket);
@@ -170,52 +170,52 @@ delete_bucket(struct s3_req *r)
 	s3_send(r, 204, NULL, 0, NULL, 0);
 }
 
-static void
-get_location(struct s3_req *r)
+void
+s3_get_location(struct s3_req *r)
 {
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	const char *reg = r->srv->cfg->region;
 	r->op = "GetBucketLocation";
-	ol_s3_buf_adds(&x, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<LocationConstraint "
-			   "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
+	ol_buf_adds(&x, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<LocationConstraint "
+			"xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
 	if (strcmp(reg, "us-east-1") != 0)
 		ol_s3_xml_esc(&x, reg, strlen(reg));
-	ol_s3_buf_adds(&x, "</LocationConstraint>");
+	ol_buf_adds(&x, "</LocationConstraint>");
 	s3_send_xml(r, 200, &x);
 }
 
-static void
-get_versioning(struct s3_req *r)
+void
+s3_get_versioning(struct s3_req *r)
 {
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	r->op = "GetBucketVersioning";
-	ol_s3_buf_adds(&x, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<VersioningConfiguration "
-			   "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"/>");
+	ol_buf_adds(&x, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<VersioningConfiguration "
+			"xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"/>");
 	s3_send_xml(r, 200, &x);
 }
 
 /* ---- ACL ---- */
 
-static void
-get_bucket_acl(struct s3_req *r)
+void
+s3_get_bucket_acl(struct s3_req *r)
 {
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	r->op = "GetAcl";
 	ol_acl_xml(&r->ba.acl, &x);
 	s3_send_xml(r, 200, &x);
 }
 
-static void
-put_bucket_acl(struct s3_req *r)
+void
+s3_put_bucket_acl(struct s3_req *r)
 {
 	struct ol_acl a;
-	struct ol_s3_buf enc = {0};
+	struct ol_buf enc = {0};
 	r->op = "PutAcl";
 	if (s3_acl_from_request(r, s3_bucket_owner(r), &a) < 0)
 		return;
 	ol_acl_encode(&a, &enc);
 	int rc = s3_bucket_attr_store(r, "acl", enc.p, (long)enc.len);
-	ol_s3_buf_free(&enc);
+	ol_buf_free(&enc);
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		return;
@@ -228,16 +228,16 @@ put_bucket_acl(struct s3_req *r)
 static void
 delete_result(struct s3_req *r, const struct ol_s3_delete_req *d, const int *rcs)
 {
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	ol_s3_xml_open_root(&x, "DeleteResult");
 	for (unsigned i = 0; i < d->n_keys; i++) {
 		int rc = rcs[i];
 		if (rc == 0 || rc == -ENOENT) {
 			if (d->quiet)
 				continue;
-			ol_s3_buf_adds(&x, "<Deleted>");
+			ol_buf_adds(&x, "<Deleted>");
 			ol_s3_xml_elemn(&x, "Key", d->keys[i], d->key_lens[i]);
-			ol_s3_buf_adds(&x, "</Deleted>");
+			ol_buf_adds(&x, "</Deleted>");
 			continue;
 		}
 		const char *code = rc == -EACCES   ? "AccessDenied"
@@ -245,13 +245,13 @@ delete_result(struct s3_req *r, const struct ol_s3_delete_req *d, const int *rcs
 				   : rc == -EIO	   ? "ServiceUnavailable"
 				   : rc == -ENXIO  ? "NoSuchBucket"
 						   : "InternalError";
-		ol_s3_buf_adds(&x, "<Error>");
+		ol_buf_adds(&x, "<Error>");
 		ol_s3_xml_elemn(&x, "Key", d->keys[i], d->key_lens[i]);
 		ol_s3_xml_elem(&x, "Code", code);
 		ol_s3_xml_elem(&x, "Message", strerror(-rc));
-		ol_s3_buf_adds(&x, "</Error>");
+		ol_buf_adds(&x, "</Error>");
 	}
-	ol_s3_buf_adds(&x, "</DeleteResult>");
+	ol_buf_adds(&x, "</DeleteResult>");
 	s3_send_xml(r, 200, &x);
 }
 
@@ -268,8 +268,8 @@ has_any_checksum(struct s3_req *r)
 	return false;
 }
 
-static void
-delete_objects(struct s3_req *r)
+void
+s3_delete_objects(struct s3_req *r)
 {
 	struct s3_body b;
 	struct ol_s3_delete_req d = {0};
@@ -309,10 +309,10 @@ out:
 	s3_body_fini(&b);
 }
 
-/* ---- dispatch ---- */
+/* ---- sub-resources (dispatch.c routes the requests) ---- */
 
-static bool
-not_implemented_sub(struct s3_req *r)
+bool
+s3_bucket_sub_unsupported(struct s3_req *r)
 {
 	static const char *const subs[] = {
 	    "lifecycle",	   "encryption",     "tagging",	  "logging",
@@ -328,76 +328,32 @@ not_implemented_sub(struct s3_req *r)
 	return false;
 }
 
-static void
-bucket_get(struct s3_req *r)
+void
+s3_list_bucket(struct s3_req *r)
 {
-	if (ol_s3_query_has(r->query, "location"))
-		get_location(r);
-	else if (ol_s3_query_has(r->query, "versioning"))
-		get_versioning(r);
-	else if (ol_s3_query_has(r->query, "acl"))
-		get_bucket_acl(r);
-	else if (ol_s3_query_has(r->query, "policyStatus"))
-		s3_get_policy_status(r);
-	else if (ol_s3_query_has(r->query, "policy"))
-		s3_get_policy(r);
-	else if (ol_s3_query_has(r->query, "uploads"))
-		s3_mpu_list(r);
-	else if (ol_s3_query_has(r->query, "versions"))
-		s3_list_objects(r, 3);
-	else if (not_implemented_sub(r))
-		return;
-	else {
-		char lt[8];
-		long n = ol_s3_query_get(r->query, "list-type", lt, sizeof(lt));
-		bool v2 = n >= 0 && strcmp(lt, "2") == 0;
-		if (n != -ENOENT && !v2 && (n < 0 || strcmp(lt, "1") != 0))
-			s3_error(r, OL_S3E_INVALID_ARGUMENT,
-				 "Invalid list-type: use list-type=2 (ListObjectsV2) or leave it "
-				 "out (ListObjects)");
-		else
-			s3_list_objects(r, v2 ? 2 : 1);
-	}
+	char lt[8];
+	long n = ol_s3_query_get(r->query, "list-type", lt, sizeof(lt));
+	bool v2 = n >= 0 && strcmp(lt, "2") == 0;
+	if (n != -ENOENT && !v2 && (n < 0 || strcmp(lt, "1") != 0))
+		s3_error(r, OL_S3E_INVALID_ARGUMENT,
+			 "Invalid list-type: use list-type=2 (ListObjectsV2) or leave it "
+			 "out (ListObjects)");
+	else
+		s3_list_objects(r, v2 ? 2 : 1);
 }
 
 void
-s3_bucket(struct s3_req *r)
+s3_list_versions(struct s3_req *r)
 {
-	const char *m = r->h->method;
-	if (r->ba.loaded && r->ba.exists && s3_settings(r))
-		return;
-	if (strcmp(m, "PUT") == 0) {
-		if (ol_s3_query_has(r->query, "acl")) {
-			if (s3_bucket_exists(r))
-				put_bucket_acl(r);
-		} else if (ol_s3_query_has(r->query, "policy")) {
-			if (s3_bucket_exists(r))
-				s3_put_policy(r);
-		} else if (!not_implemented_sub(r)) {
-			create_bucket(r);
-		}
-		return;
-	}
-	if (!s3_bucket_exists(r))
-		return;
-	if (strcmp(m, "HEAD") == 0) {
-		r->op = "HeadBucket";
-		char reg[80];
-		snprintf(reg, sizeof(reg), "%s", r->srv->cfg->region);
-		struct ol_http_header h[1] = {{"x-amz-bucket-region", reg}};
-		s3_send(r, 200, h, 1, NULL, 0);
-	} else if (strcmp(m, "GET") == 0) {
-		bucket_get(r);
-	} else if (strcmp(m, "DELETE") == 0) {
-		if (ol_s3_query_has(r->query, "policy"))
-			s3_delete_policy(r);
-		else if (!not_implemented_sub(r))
-			delete_bucket(r);
-	} else if (strcmp(m, "POST") == 0 && ol_s3_query_has(r->query, "delete")) {
-		delete_objects(r);
-	} else if (s3_is_post_upload(r)) {
-		s3_post_object(r);
-	} else {
-		s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
-	}
+	s3_list_objects(r, 3);
+}
+
+void
+s3_head_bucket(struct s3_req *r)
+{
+	r->op = "HeadBucket";
+	char reg[80];
+	snprintf(reg, sizeof(reg), "%s", r->srv->cfg->region);
+	struct ol_http_header h[1] = {{"x-amz-bucket-region", reg}};
+	s3_send(r, 200, h, 1, NULL, 0);
 }

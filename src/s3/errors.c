@@ -1,7 +1,10 @@
 /* s3/errors.c - the S3 error table and error documents. */
 #include "s3/s3util.h"
 
+#include <errno.h>
 #include <string.h>
+
+#include "store/store.h"
 
 static const struct ol_s3_errinfo table[OL_S3E__COUNT] = {
     [OL_S3E_NONE] = {"OK", 200, "OK"},
@@ -83,7 +86,42 @@ static const struct ol_s3_errinfo table[OL_S3E__COUNT] = {
 					"Your request is missing a required header."},
     [OL_S3E_INVALID_STORAGE_CLASS] = {"InvalidStorageClass", 400,
 				      "The storage class you specified is not valid"},
+    [OL_S3E_STORAGE_FULL] = {"XOpenLakeStorageFull", 507, "Storage is full"},
 };
+
+/* Object-store results as S3 errors; -ENOENT is the caller's (ol_s3_errno_err). */
+static const struct {
+	int rc;
+	bool write; /* conditional writes only */
+	enum ol_s3_err err;
+	const char *message; /* NULL: the error's own */
+} errno_table[] = {
+    {-ENXIO, false, OL_S3E_NO_SUCH_BUCKET, NULL},
+    {-EEXIST, false, OL_S3E_BUCKET_EXISTS_OWNED, NULL},
+    {-ENOTEMPTY, false, OL_S3E_BUCKET_NOT_EMPTY, NULL},
+    {-EINVAL, false, OL_S3E_INVALID_ARGUMENT, NULL},
+    {-EIO, false, OL_S3E_SERVICE_UNAVAILABLE, NULL},
+    {OL_STORE_ECORRUPT, false, OL_S3E_INTERNAL,
+     "The stored data failed its checksums on too many drives to be rebuilt."},
+    {-ENOSPC, false, OL_S3E_STORAGE_FULL, NULL},
+    {-ECANCELED, true, OL_S3E_PRECONDITION_FAILED, NULL},
+    {-ENODATA, true, OL_S3E_NO_SUCH_KEY, NULL},
+};
+
+enum ol_s3_err
+ol_s3_errno_err(int rc, bool write, enum ol_s3_err enoent, const char **msg)
+{
+	*msg = NULL;
+	if (rc == -ENOENT)
+		return enoent;
+	for (size_t i = 0; i < sizeof(errno_table) / sizeof(errno_table[0]); i++) {
+		if (errno_table[i].rc != rc || (errno_table[i].write && !write))
+			continue;
+		*msg = errno_table[i].message;
+		return errno_table[i].err;
+	}
+	return OL_S3E_INTERNAL;
+}
 
 const struct ol_s3_errinfo *
 ol_s3_errinfo(enum ol_s3_err e)
@@ -94,15 +132,15 @@ ol_s3_errinfo(enum ol_s3_err e)
 }
 
 void
-ol_s3_error_xml(struct ol_s3_buf *b, const char *code, const char *message, const char *resource,
+ol_s3_error_xml(struct ol_buf *b, const char *code, const char *message, const char *resource,
 		const char *request_id, const char *extra)
 {
-	ol_s3_buf_adds(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>");
+	ol_buf_adds(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>");
 	ol_s3_xml_elem(b, "Code", code);
 	ol_s3_xml_elem(b, "Message", message ? message : "");
 	if (extra)
-		ol_s3_buf_adds(b, extra);
+		ol_buf_adds(b, extra);
 	ol_s3_xml_elem(b, "Resource", resource ? resource : "");
 	ol_s3_xml_elem(b, "RequestId", request_id ? request_id : "");
-	ol_s3_buf_adds(b, "</Error>");
+	ol_buf_adds(b, "</Error>");
 }

@@ -24,7 +24,7 @@ struct list_params {
 };
 
 struct list_out {
-	struct ol_s3_buf contents, prefixes;
+	struct ol_buf contents, prefixes;
 	unsigned count;
 	bool truncated;
 	char last[OL_S3_MAX_KEY + 1];
@@ -40,17 +40,16 @@ cmp_bytes(const char *a, size_t al, const char *b, size_t bl)
 }
 
 static void
-elem_enc(struct ol_s3_buf *x, const struct list_params *p, const char *name, const char *v,
-	 size_t n)
+elem_enc(struct ol_buf *x, const struct list_params *p, const char *name, const char *v, size_t n)
 {
 	if (!p->url) {
 		ol_s3_xml_elemn(x, name, v, n);
 		return;
 	}
-	struct ol_s3_buf e = {0};
+	struct ol_buf e = {0};
 	ol_s3_url_encode(&e, v, n);
 	ol_s3_xml_elemn(x, name, e.p ? e.p : "", e.len);
-	ol_s3_buf_free(&e);
+	ol_buf_free(&e);
 }
 
 static int
@@ -137,21 +136,20 @@ add_content(struct list_out *o, const struct list_params *p, const char *key, si
 {
 	char date[32];
 	ol_s3_iso_date(in->mtime_ns / 1000000, date);
-	ol_s3_buf_adds(&o->contents, p->versions ? "<Version>" : "<Contents>");
+	ol_buf_adds(&o->contents, p->versions ? "<Version>" : "<Contents>");
 	elem_enc(&o->contents, p, "Key", key, kl);
 	if (p->versions)
-		ol_s3_buf_adds(&o->contents,
-			       "<VersionId>null</VersionId><IsLatest>true</IsLatest>");
+		ol_buf_adds(&o->contents, "<VersionId>null</VersionId><IsLatest>true</IsLatest>");
 	ol_s3_xml_elem(&o->contents, "LastModified", date);
-	ol_s3_buf_adds(&o->contents, "<ETag>&quot;");
+	ol_buf_adds(&o->contents, "<ETag>&quot;");
 	ol_s3_xml_esc(&o->contents, in->etag, strlen(in->etag));
-	ol_s3_buf_adds(&o->contents, "&quot;</ETag>");
+	ol_buf_adds(&o->contents, "&quot;</ETag>");
 	ol_s3_xml_elemu(&o->contents, "Size", in->size);
 	if (!p->v2 || p->fetch_owner)
-		ol_s3_buf_adds(&o->contents, "<Owner><ID>openlake</ID><DisplayName>openlake"
-					     "</DisplayName></Owner>");
-	ol_s3_buf_adds(&o->contents, "<StorageClass>STANDARD</StorageClass>");
-	ol_s3_buf_adds(&o->contents, p->versions ? "</Version>" : "</Contents>");
+		ol_buf_adds(&o->contents, "<Owner><ID>openlake</ID><DisplayName>openlake"
+					  "</DisplayName></Owner>");
+	ol_buf_adds(&o->contents, "<StorageClass>STANDARD</StorageClass>");
+	ol_buf_adds(&o->contents, p->versions ? "</Version>" : "</Contents>");
 }
 
 static void
@@ -227,9 +225,9 @@ scan(struct ol_iter *it, const struct list_params *p, struct list_out *o)
 			add_content(o, p, key, kl, &in);
 			continue;
 		}
-		ol_s3_buf_adds(&o->prefixes, "<CommonPrefixes>");
+		ol_buf_adds(&o->prefixes, "<CommonPrefixes>");
 		elem_enc(&o->prefixes, p, "Prefix", key, el);
-		ol_s3_buf_adds(&o->prefixes, "</CommonPrefixes>");
+		ol_buf_adds(&o->prefixes, "</CommonPrefixes>");
 		char cp[OL_S3_MAX_KEY + 1];
 		memcpy(cp, key, el);
 		if ((rc = seek_past(it, cp, el)) != 0)
@@ -241,7 +239,7 @@ scan(struct ol_iter *it, const struct list_params *p, struct list_out *o)
 static void
 write_result(struct s3_req *r, const struct list_params *p, struct list_out *o)
 {
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	const char *root = p->versions ? "ListVersionsResult" : "ListBucketResult";
 	ol_s3_xml_open_root(&x, root);
 	ol_s3_xml_elem(&x, "Name", r->rt.bucket);
@@ -254,7 +252,7 @@ write_result(struct s3_req *r, const struct list_params *p, struct list_out *o)
 		ol_s3_xml_elemu(&x, "KeyCount", o->count);
 	} else if (p->versions) {
 		elem_enc(&x, p, "KeyMarker", p->after, p->after_len);
-		ol_s3_buf_adds(&x, "<VersionIdMarker></VersionIdMarker>");
+		ol_buf_adds(&x, "<VersionIdMarker></VersionIdMarker>");
 	} else {
 		elem_enc(&x, p, "Marker", p->after, p->after_len);
 	}
@@ -265,23 +263,23 @@ write_result(struct s3_req *r, const struct list_params *p, struct list_out *o)
 		ol_s3_xml_elem(&x, "EncodingType", "url");
 	ol_s3_xml_elem(&x, "IsTruncated", o->truncated ? "true" : "false");
 	if (o->truncated && p->v2) {
-		struct ol_s3_buf t = {0};
-		ol_s3_buf_adds(&t, "1-");
+		struct ol_buf t = {0};
+		ol_buf_adds(&t, "1-");
 		for (size_t i = 0; i < o->last_len; i++)
-			ol_s3_buf_addf(&t, "%02x", (unsigned char)o->last[i]);
-		ol_s3_xml_elem(&x, "NextContinuationToken", ol_s3_buf_cstr(&t));
-		ol_s3_buf_free(&t);
+			ol_buf_addf(&t, "%02x", (unsigned char)o->last[i]);
+		ol_s3_xml_elem(&x, "NextContinuationToken", ol_buf_cstr(&t));
+		ol_buf_free(&t);
 	} else if (o->truncated && p->versions) {
 		elem_enc(&x, p, "NextKeyMarker", o->last, o->last_len);
-		ol_s3_buf_adds(&x, "<NextVersionIdMarker>null</NextVersionIdMarker>");
+		ol_buf_adds(&x, "<NextVersionIdMarker>null</NextVersionIdMarker>");
 	} else if (o->truncated) {
 		elem_enc(&x, p, "NextMarker", o->last, o->last_len);
 	}
 	if (o->contents.len)
-		ol_s3_buf_add(&x, o->contents.p, o->contents.len);
+		ol_buf_add(&x, o->contents.p, o->contents.len);
 	if (o->prefixes.len)
-		ol_s3_buf_add(&x, o->prefixes.p, o->prefixes.len);
-	ol_s3_buf_addf(&x, "</%s>", root);
+		ol_buf_add(&x, o->prefixes.p, o->prefixes.len);
+	ol_buf_addf(&x, "</%s>", root);
 	s3_send_xml(r, 200, &x);
 }
 
@@ -310,8 +308,8 @@ s3_list_objects(struct s3_req *r, int kind)
 	write_result(r, p, o);
 out:
 	ol_store_iter_close(it);
-	ol_s3_buf_free(&o->contents);
-	ol_s3_buf_free(&o->prefixes);
+	ol_buf_free(&o->contents);
+	ol_buf_free(&o->prefixes);
 	free(o);
 	free(p);
 }

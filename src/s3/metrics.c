@@ -77,8 +77,10 @@ void
 s3_metrics_render(struct ol_strbuf *out, void *arg)
 {
 	struct ol_s3_server *srv = arg;
-	struct ol_http_stats hs;
-	ol_http_server_stats(srv->http, &hs);
+	struct ol_http_stats hs = {0};
+	const struct ol_http_server *http = atomic_load(&srv->http);
+	if (http)
+		ol_http_server_stats(http, &hs);
 	ol_strbuf_printf(
 	    out,
 	    "# HELP openlake_http_connections Open connections on the S3 port.\n"

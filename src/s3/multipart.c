@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/hex.h"
 
 static int
 upload_id(struct s3_req *r, char *id, size_t cap)
@@ -39,7 +40,7 @@ upload_check(struct s3_req *r, const char *id)
 }
 
 static void
-result_head(struct ol_s3_buf *x, struct s3_req *r, const char *root)
+result_head(struct ol_buf *x, struct s3_req *r, const char *root)
 {
 	ol_s3_xml_open_root(x, root);
 	ol_s3_xml_elem(x, "Bucket", r->rt.bucket);
@@ -49,7 +50,7 @@ result_head(struct ol_s3_buf *x, struct s3_req *r, const char *root)
 void
 s3_mpu_create(struct s3_req *r)
 {
-	struct ol_s3_buf meta = {0}, x = {0};
+	struct ol_buf meta = {0}, x = {0};
 	char id[64];
 	r->op = "CreateMultipartUpload";
 	if (s3_user_meta_check(r) < 0 || !s3_bucket_exists(r))
@@ -68,10 +69,10 @@ s3_mpu_create(struct s3_req *r)
 	}
 	result_head(&x, r, "InitiateMultipartUploadResult");
 	ol_s3_xml_elem(&x, "UploadId", id);
-	ol_s3_buf_adds(&x, "</InitiateMultipartUploadResult>");
+	ol_buf_adds(&x, "</InitiateMultipartUploadResult>");
 	s3_send_xml(r, 200, &x);
 out:
-	ol_s3_buf_free(&meta);
+	ol_buf_free(&meta);
 }
 
 static int
@@ -115,7 +116,7 @@ part_upload(struct s3_req *r, struct ol_put *p)
 		s3_error(r, b.err, b.errmsg);
 		goto out;
 	}
-	ol_cksum_hex(b.md5_raw, 16, etag);
+	ol_hex_encode(b.md5_raw, 16, etag);
 	rc = ol_store_put_commit(p, etag, NULL, 0, NULL);
 	p = NULL;
 	if (rc < 0) {
@@ -198,7 +199,7 @@ complete_check(struct s3_req *r, const struct ol_s3_complete_req *c,
 		nums[i] = pr->number;
 	}
 	ol_cksum_final(&md5, raw);
-	ol_cksum_hex(raw, 16, etag);
+	ol_hex_encode(raw, 16, etag);
 	snprintf(etag + 32, 16, "-%u", c->n_parts);
 	return 0;
 fail:
@@ -209,16 +210,16 @@ fail:
 static void
 complete_respond(struct s3_req *r, const char *etag)
 {
-	struct ol_s3_buf x = {0}, loc = {0};
+	struct ol_buf x = {0}, loc = {0};
 	ol_s3_xml_open_root(&x, "CompleteMultipartUploadResult");
-	ol_s3_buf_addf(&loc, "/%s/", r->rt.bucket);
+	ol_buf_addf(&loc, "/%s/", r->rt.bucket);
 	ol_s3_url_encode(&loc, r->rt.key, r->rt.key_len);
-	ol_s3_xml_elem(&x, "Location", ol_s3_buf_cstr(&loc));
+	ol_s3_xml_elem(&x, "Location", ol_buf_cstr(&loc));
 	ol_s3_xml_elem(&x, "Bucket", r->rt.bucket);
 	ol_s3_xml_elemn(&x, "Key", r->rt.key, r->rt.key_len);
-	ol_s3_buf_addf(&x, "<ETag>&quot;%s&quot;</ETag>", etag);
-	ol_s3_buf_adds(&x, "</CompleteMultipartUploadResult>");
-	ol_s3_buf_free(&loc);
+	ol_buf_addf(&x, "<ETag>&quot;%s&quot;</ETag>", etag);
+	ol_buf_adds(&x, "</CompleteMultipartUploadResult>");
+	ol_buf_free(&loc);
 	s3_send_xml(r, 200, &x);
 }
 
@@ -312,7 +313,7 @@ s3_mpu_list_parts(struct s3_req *r)
 	char id[128], date[32];
 	struct ol_mpu_part *parts = NULL;
 	size_t np = 0, i;
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	r->op = "ListParts";
 	if (upload_id(r, id, sizeof(id)) < 0 || upload_check(r, id) < 0)
 		return;
@@ -328,17 +329,16 @@ s3_mpu_list_parts(struct s3_req *r)
 	result_head(&x, r, "ListPartsResult");
 	ol_s3_xml_elem(&x, "UploadId", id);
 	ol_s3_xml_elemu(&x, "PartNumberMarker", marker);
-	struct ol_s3_buf body = {0};
+	struct ol_buf body = {0};
 	unsigned count = 0, last = 0;
 	for (i = 0; i < np && count < max; i++) {
 		if (parts[i].part_no <= marker)
 			continue;
 		ol_s3_iso_date(parts[i].mtime_ns / 1000000, date);
-		ol_s3_buf_addf(&body, "<Part><PartNumber>%u</PartNumber>", parts[i].part_no);
+		ol_buf_addf(&body, "<Part><PartNumber>%u</PartNumber>", parts[i].part_no);
 		ol_s3_xml_elem(&body, "LastModified", date);
-		ol_s3_buf_addf(&body, "<ETag>&quot;%s&quot;</ETag>", parts[i].etag);
-		ol_s3_buf_addf(&body, "<Size>%llu</Size></Part>",
-			       (unsigned long long)parts[i].size);
+		ol_buf_addf(&body, "<ETag>&quot;%s&quot;</ETag>", parts[i].etag);
+		ol_buf_addf(&body, "<Size>%llu</Size></Part>", (unsigned long long)parts[i].size);
 		count++;
 		last = parts[i].part_no;
 	}
@@ -348,19 +348,19 @@ s3_mpu_list_parts(struct s3_req *r)
 	ol_s3_xml_elemu(&x, "NextPartNumberMarker", last);
 	ol_s3_xml_elemu(&x, "MaxParts", max);
 	ol_s3_xml_elem(&x, "IsTruncated", trunc ? "true" : "false");
-	ol_s3_buf_adds(&x, "<Initiator><ID>openlake</ID><DisplayName>openlake</DisplayName>"
-			   "</Initiator><Owner><ID>openlake</ID><DisplayName>openlake"
-			   "</DisplayName></Owner><StorageClass>STANDARD</StorageClass>");
+	ol_buf_adds(&x, "<Initiator><ID>openlake</ID><DisplayName>openlake</DisplayName>"
+			"</Initiator><Owner><ID>openlake</ID><DisplayName>openlake"
+			"</DisplayName></Owner><StorageClass>STANDARD</StorageClass>");
 	if (body.len)
-		ol_s3_buf_add(&x, body.p, body.len);
-	ol_s3_buf_free(&body);
-	ol_s3_buf_adds(&x, "</ListPartsResult>");
+		ol_buf_add(&x, body.p, body.len);
+	ol_buf_free(&body);
+	ol_buf_adds(&x, "</ListPartsResult>");
 	free(parts);
 	s3_send_xml(r, 200, &x);
 }
 
 struct mpu_list_ctx {
-	struct ol_s3_buf *x;
+	struct ol_buf *x;
 	const char *prefix;
 	size_t prefix_len;
 	unsigned count, max;
@@ -380,21 +380,21 @@ mpu_cb(const char *key, size_t kl, const char *id, int64_t init_ns, void *arg)
 	}
 	c->count++;
 	ol_s3_iso_date(init_ns / 1000000, date);
-	ol_s3_buf_adds(c->x, "<Upload>");
+	ol_buf_adds(c->x, "<Upload>");
 	ol_s3_xml_elemn(c->x, "Key", key, kl);
 	ol_s3_xml_elem(c->x, "UploadId", id);
-	ol_s3_buf_adds(c->x, "<Initiator><ID>openlake</ID><DisplayName>openlake</DisplayName>"
-			     "</Initiator><Owner><ID>openlake</ID><DisplayName>openlake"
-			     "</DisplayName></Owner><StorageClass>STANDARD</StorageClass>");
+	ol_buf_adds(c->x, "<Initiator><ID>openlake</ID><DisplayName>openlake</DisplayName>"
+			  "</Initiator><Owner><ID>openlake</ID><DisplayName>openlake"
+			  "</DisplayName></Owner><StorageClass>STANDARD</StorageClass>");
 	ol_s3_xml_elem(c->x, "Initiated", date);
-	ol_s3_buf_adds(c->x, "</Upload>");
+	ol_buf_adds(c->x, "</Upload>");
 	return 0;
 }
 
 void
 s3_mpu_list(struct s3_req *r)
 {
-	struct ol_s3_buf x = {0}, ups = {0};
+	struct ol_buf x = {0}, ups = {0};
 	char prefix[OL_S3_MAX_KEY + 1];
 	unsigned max;
 	r->op = "ListMultipartUploads";
@@ -406,19 +406,19 @@ s3_mpu_list(struct s3_req *r)
 	struct mpu_list_ctx c = {&ups, prefix, (size_t)pl, 0, max, false};
 	int rc = ol_store_mpu_list(r->srv->st, r->rt.bucket, mpu_cb, &c);
 	if (rc < 0) {
-		ol_s3_buf_free(&ups);
+		ol_buf_free(&ups);
 		s3_store_error(r, rc == -ENOENT ? -ENXIO : rc, OL_S3E_NO_SUCH_BUCKET);
 		return;
 	}
 	ol_s3_xml_open_root(&x, "ListMultipartUploadsResult");
 	ol_s3_xml_elem(&x, "Bucket", r->rt.bucket);
-	ol_s3_buf_adds(&x, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>");
+	ol_buf_adds(&x, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>");
 	ol_s3_xml_elem(&x, "Prefix", prefix);
 	ol_s3_xml_elemu(&x, "MaxUploads", c.max);
 	ol_s3_xml_elem(&x, "IsTruncated", c.truncated ? "true" : "false");
 	if (ups.len)
-		ol_s3_buf_add(&x, ups.p, ups.len);
-	ol_s3_buf_free(&ups);
-	ol_s3_buf_adds(&x, "</ListMultipartUploadsResult>");
+		ol_buf_add(&x, ups.p, ups.len);
+	ol_buf_free(&ups);
+	ol_buf_adds(&x, "</ListMultipartUploadsResult>");
 	s3_send_xml(r, 200, &x);
 }

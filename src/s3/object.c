@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/hex.h"
 
 static const char *const std_headers[][2] = {
     {"content-type", "Content-Type"},
@@ -160,22 +161,10 @@ s3_write_cond(struct s3_req *r, struct ol_store_cond *c, char etag[OL_STORE_ETAG
 	return -1;
 }
 
-/* s3_store_error plus the refusals of a conditional write. */
 void
-s3_write_error(struct s3_req *r, int rc, enum ol_s3_err enoent)
+s3_put_object(struct s3_req *r)
 {
-	if (rc == -ECANCELED)
-		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
-	else if (rc == -ENODATA)
-		s3_error(r, OL_S3E_NO_SUCH_KEY, NULL);
-	else
-		s3_store_error(r, rc, enoent);
-}
-
-static void
-put_object(struct s3_req *r)
-{
-	struct ol_s3_buf meta = {0};
+	struct ol_buf meta = {0};
 	struct s3_body b;
 	struct ol_put *p = NULL;
 	char etag[40], if_etag[OL_STORE_ETAG_MAX];
@@ -205,7 +194,7 @@ put_object(struct s3_req *r)
 			      NULL);
 		goto out;
 	}
-	ol_cksum_hex(b.md5_raw, 16, etag);
+	ol_hex_encode(b.md5_raw, 16, etag);
 	ol_store_put_set_cond(p, &cond);
 	rc = ol_store_put_commit(p, etag, meta.p, meta.len, NULL);
 	p = NULL;
@@ -217,7 +206,7 @@ put_object(struct s3_req *r)
 out:
 	ol_store_put_abort(p);
 	s3_body_fini(&b);
-	ol_s3_buf_free(&meta);
+	ol_buf_free(&meta);
 }
 
 /* ---- CopyObject ---- */
@@ -258,14 +247,14 @@ s3_copy_source(struct s3_req *r, char *bucket, size_t bcap, char *key, size_t *k
 
 /* Copy the checksum entries of a source blob into meta (kept under REPLACE too). */
 static void
-meta_keep_checksums(const struct ol_obj_info *si, struct ol_s3_buf *meta)
+meta_keep_checksums(const struct ol_obj_info *si, struct ol_buf *meta)
 {
 	size_t pos = 0;
 	struct ol_s3_meta_kv kv;
 	while (ol_s3_meta_next(si->meta, si->meta_len, &pos, &kv)) {
 		if (kv.name_len > 15 && strncmp(kv.name, "x-amz-checksum-", 15) == 0)
-			ol_s3_buf_addf(meta, "%.*s: %.*s\n", (int)kv.name_len, kv.name,
-				       (int)kv.value_len, kv.value);
+			ol_buf_addf(meta, "%.*s: %.*s\n", (int)kv.name_len, kv.name,
+				    (int)kv.value_len, kv.value);
 	}
 }
 
@@ -304,20 +293,20 @@ out:
 static void
 copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mtime_ns)
 {
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	char date[32], q[OL_STORE_ETAG_MAX + 4];
 	ol_s3_iso_date(mtime_ns / 1000000, date);
 	etag_quoted(etag, q, sizeof(q));
 	ol_s3_xml_open_root(&x, root);
 	ol_s3_xml_elem(&x, "LastModified", date);
 	ol_s3_xml_elem(&x, "ETag", q);
-	ol_s3_buf_addf(&x, "</%s>", root);
+	ol_buf_addf(&x, "</%s>", root);
 	s3_send_xml(r, 200, &x);
 }
 
 /* The entries of a source blob into meta, less its owner and ACL (the copy gets its own). */
 static void
-meta_copy_unowned(const struct ol_obj_info *si, struct ol_s3_buf *meta)
+meta_copy_unowned(const struct ol_obj_info *si, struct ol_buf *meta)
 {
 	size_t pos = 0;
 	struct ol_s3_meta_kv kv;
@@ -325,10 +314,10 @@ meta_copy_unowned(const struct ol_obj_info *si, struct ol_s3_buf *meta)
 		if ((kv.name_len == 8 && memcmp(kv.name, "ol-owner", 8) == 0) ||
 		    (kv.name_len == 6 && memcmp(kv.name, "ol-acl", 6) == 0))
 			continue;
-		ol_s3_buf_add(meta, kv.name, kv.name_len);
-		ol_s3_buf_add(meta, ": ", 2);
-		ol_s3_buf_add(meta, kv.value, kv.value_len);
-		ol_s3_buf_add(meta, "\n", 1);
+		ol_buf_add(meta, kv.name, kv.name_len);
+		ol_buf_add(meta, ": ", 2);
+		ol_buf_add(meta, kv.value, kv.value_len);
+		ol_buf_add(meta, "\n", 1);
 	}
 }
 
@@ -354,15 +343,15 @@ copy_directive(struct s3_req *r, const char *sb, const char *sk, size_t skl)
 	return replace;
 }
 
-static void
-copy_object(struct s3_req *r)
+void
+s3_copy_object(struct s3_req *r)
 {
 	char sb[256], sk[OL_S3_MAX_KEY + 1], etag[40], if_etag[OL_STORE_ETAG_MAX];
 	size_t skl;
 	struct ol_get *g = NULL;
 	struct ol_put *p = NULL;
 	struct ol_obj_info si, di;
-	struct ol_s3_buf meta = {0};
+	struct ol_buf meta = {0};
 	struct ol_store_cond cond;
 	uint8_t md5[OL_CKSUM_MAX_RAW];
 	r->op = "CopyObject";
@@ -404,7 +393,7 @@ copy_object(struct s3_req *r)
 	}
 	if (copy_stream(r, g, 0, si.size, p, md5) < 0)
 		goto out;
-	ol_cksum_hex(md5, 16, etag);
+	ol_hex_encode(md5, 16, etag);
 	ol_store_put_set_cond(p, &cond);
 	rc = ol_store_put_commit(p, etag, meta.p, meta.len, &di);
 	p = NULL;
@@ -416,7 +405,7 @@ copy_object(struct s3_req *r)
 out:
 	ol_store_put_abort(p);
 	ol_store_get_close(g);
-	ol_s3_buf_free(&meta);
+	ol_buf_free(&meta);
 }
 
 /* UploadPartCopy: x-amz-copy-source (+ x-amz-copy-source-range) into a part. */
@@ -453,7 +442,7 @@ s3_mpu_part_copy(struct s3_req *r, struct ol_put *p)
 	}
 	if (copy_stream(r, g, off, len, p, md5) < 0)
 		goto out;
-	ol_cksum_hex(md5, 16, etag);
+	ol_hex_encode(md5, 16, etag);
 	rc = ol_store_put_commit(p, etag, NULL, 0, &di);
 	p = NULL;
 	if (rc < 0) {
@@ -472,7 +461,7 @@ struct obj_headers {
 	struct ol_http_header h[64];
 	size_t n;
 	char etag[OL_STORE_ETAG_MAX + 4], date[32], crange[80], names[32][64];
-	struct ol_s3_buf vals; /* NUL-separated copies of values */
+	struct ol_buf vals; /* NUL-separated copies of values */
 	size_t voff[64];
 	size_t nv;
 };
@@ -483,8 +472,8 @@ oh_add(struct obj_headers *o, const char *name, const char *v, size_t vl)
 	if (o->n >= 56 || o->nv >= 64)
 		return;
 	o->voff[o->nv++] = o->vals.len;
-	ol_s3_buf_add(&o->vals, v, vl);
-	ol_s3_buf_add(&o->vals, "", 1);
+	ol_buf_add(&o->vals, v, vl);
+	ol_buf_add(&o->vals, "", 1);
 	o->h[o->n++] = (struct ol_http_header){name, NULL};
 }
 
@@ -570,15 +559,15 @@ static void
 send_range_error(struct s3_req *r, uint64_t size)
 {
 	char cr[64];
-	struct ol_s3_buf b = {0}, res = {0};
+	struct ol_buf b = {0}, res = {0};
 	snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
 	struct ol_http_header h[1] = {{"Content-Range", cr}};
-	ol_s3_buf_addf(&res, "/%s/%.*s", r->rt.bucket, (int)r->rt.key_len, r->rt.key);
+	ol_buf_addf(&res, "/%s/%.*s", r->rt.bucket, (int)r->rt.key_len, r->rt.key);
 	ol_s3_error_xml(&b, "InvalidRange", "The requested range is not satisfiable",
-			ol_s3_buf_cstr(&res), r->reqid, NULL);
-	ol_s3_buf_free(&res);
+			ol_buf_cstr(&res), r->reqid, NULL);
+	ol_buf_free(&res);
 	s3_send(r, 416, h, 1, b.p, b.len);
-	ol_s3_buf_free(&b);
+	ol_buf_free(&b);
 }
 
 static int
@@ -694,21 +683,21 @@ get_object(struct s3_req *r, bool head)
 	get_send(r, g, &in, o, rr == 1, off, len, head);
 out:
 	if (o)
-		ol_s3_buf_free(&o->vals);
+		ol_buf_free(&o->vals);
 	free(o);
 	ol_store_get_close(g);
 }
 
-static void
-head_object(struct s3_req *r)
+void
+s3_head_object(struct s3_req *r)
 {
 	get_object(r, true);
 }
 
 /* ---- DELETE ---- */
 
-static void
-delete_object(struct s3_req *r)
+void
+s3_delete_object(struct s3_req *r)
 {
 	r->op = "DeleteObject";
 	int rc = ol_store_delete(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len);
@@ -721,13 +710,13 @@ delete_object(struct s3_req *r)
 
 /* ---- ACL ---- */
 
-static void
-get_object_acl(struct s3_req *r)
+void
+s3_get_object_acl(struct s3_req *r)
 {
 	struct ol_get *g = NULL;
 	struct ol_obj_info in;
 	struct ol_acl a;
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	r->op = "GetAcl";
 	if (!open_object(r, &g, &in))
 		return;
@@ -739,14 +728,14 @@ get_object_acl(struct s3_req *r)
 
 /* The object's data and metadata written again with a new ACL (the store has no metadata-only
  * update): same bytes, same ETag, committed only if the object is still the one read. */
-static void
-put_object_acl(struct s3_req *r)
+void
+s3_put_object_acl(struct s3_req *r)
 {
 	struct ol_get *g = NULL;
 	struct ol_put *p = NULL;
 	struct ol_obj_info in;
 	struct ol_acl old, a;
-	struct ol_s3_buf meta = {0}, enc = {0};
+	struct ol_buf meta = {0}, enc = {0};
 	struct ol_store_cond cond = {0};
 	uint8_t md5[OL_CKSUM_MAX_RAW];
 	int rc;
@@ -759,7 +748,7 @@ put_object_acl(struct s3_req *r)
 	meta_copy_unowned(&in, &meta);
 	ol_s3_meta_add(&meta, "ol-owner", old.owner);
 	ol_acl_encode(&a, &enc);
-	ol_s3_meta_add(&meta, "ol-acl", ol_s3_buf_cstr(&enc));
+	ol_s3_meta_add(&meta, "ol-acl", ol_buf_cstr(&enc));
 	rc = ol_store_put_begin(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len,
 				(int64_t)in.size, &p);
 	if (rc < 0) {
@@ -788,12 +777,12 @@ put_object_acl(struct s3_req *r)
 out:
 	ol_store_put_abort(p);
 	ol_store_get_close(g);
-	ol_s3_buf_free(&meta);
-	ol_s3_buf_free(&enc);
+	ol_buf_free(&meta);
+	ol_buf_free(&enc);
 }
 
-static bool
-unsupported_sub(struct s3_req *r)
+bool
+s3_object_sub_unsupported(struct s3_req *r)
 {
 	static const char *const subs[] = {"tagging", "retention", "legal-hold", "torrent",
 					   "restore", "select",	   "attributes", "versionId"};
@@ -812,67 +801,8 @@ unsupported_sub(struct s3_req *r)
 	return false;
 }
 
-static void
-object_put(struct s3_req *r)
-{
-	bool part =
-	    ol_s3_query_has(r->query, "uploadId") || ol_s3_query_has(r->query, "partNumber");
-	if (part) {
-		s3_mpu_part(r);
-	} else if (ol_s3_query_has(r->query, "acl")) {
-		put_object_acl(r);
-	} else if (unsupported_sub(r)) {
-		return;
-	} else if (ol_http_header(r->h, "x-amz-copy-source")) {
-		copy_object(r);
-	} else {
-		put_object(r);
-	}
-}
-
 void
-s3_object(struct s3_req *r)
+s3_get_object(struct s3_req *r)
 {
-	const char *m = r->h->method;
-	if (r->rt.key_len > OL_S3_MAX_KEY) {
-		s3_error(r, OL_S3E_KEY_TOO_LONG, NULL);
-		return;
-	}
-	if (strcmp(m, "PUT") == 0) {
-		object_put(r);
-		return;
-	}
-	if (strcmp(m, "POST") == 0) {
-		if (ol_s3_query_has(r->query, "uploads"))
-			s3_mpu_create(r);
-		else if (ol_s3_query_has(r->query, "uploadId"))
-			s3_mpu_complete(r);
-		else
-			s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
-		return;
-	}
-	/* GET/HEAD/DELETE of an object: the store tells a missing bucket (-ENXIO) itself, so
-	 * the hot path does one lookup, not two; sub-resources check the bucket first. */
-	bool sub = ol_s3_query_has(r->query, "uploadId") || ol_s3_query_has(r->query, "acl");
-	if ((sub || !ol_s3_bucket_name_ok(r->rt.bucket)) && !s3_bucket_exists(r))
-		return;
-	if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
-		if (ol_s3_query_has(r->query, "uploadId") && m[0] == 'G')
-			s3_mpu_list_parts(r);
-		else if (ol_s3_query_has(r->query, "acl") && m[0] == 'G')
-			get_object_acl(r);
-		else if (unsupported_sub(r))
-			return;
-		else if (m[0] == 'G')
-			get_object(r, false);
-		else
-			head_object(r);
-	} else if (strcmp(m, "DELETE") == 0) {
-		if (ol_s3_query_has(r->query, "uploadId"))
-			s3_mpu_abort(r);
-		else if (!unsupported_sub(r))
-			delete_object(r);
-	} else {
-		s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
-	}
+	get_object(r, false);
 }

@@ -318,7 +318,7 @@ s3_get_policy_status(struct s3_req *r)
 {
 	const char *text;
 	struct ol_policy *p = NULL;
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	char msg[8];
 	r->op = "GetBucketPolicyStatus";
 	/* public: a policy open to everyone, or (as RGW and S3's Access Analyzer see it) a
@@ -330,6 +330,6 @@ s3_get_policy_status(struct s3_req *r)
 	ol_policy_free(p);
 	ol_s3_xml_open_root(&x, "PolicyStatus");
 	ol_s3_xml_elem(&x, "IsPublic", pub ? "true" : "false");
-	ol_s3_buf_adds(&x, "</PolicyStatus>");
+	ol_buf_adds(&x, "</PolicyStatus>");
 	s3_send_xml(r, 200, &x);
 }

@@ -15,6 +15,7 @@
 
 #include "base/log.h"
 #include "s3/postform.h"
+#include "base/hex.h"
 
 #define POST_BUF (1u << 20)
 
@@ -162,7 +163,7 @@ post_auth(struct post *p, const char *policy)
 	if (ol_sigv4_signing_key(secret, date8, region, "s3", key) != 0 ||
 	    !HMAC(EVP_sha256(), key, 32, (const uint8_t *)policy, strlen(policy), mac, &ml))
 		ol_die("s3: HMAC failed");
-	ol_cksum_hex(mac, 32, hex);
+	ol_hex_encode(mac, 32, hex);
 	OPENSSL_cleanse(key, sizeof(key));
 	if (strlen(sig) != 64 || CRYPTO_memcmp(hex, sig, 64) != 0) {
 		ol_debug("s3 %s PostObject: policy signature mismatch for key %s", r->reqid, ak);
@@ -178,7 +179,7 @@ post_key(struct post *p)
 {
 	struct s3_req *r = p->r;
 	const char *k = ol_form_get(&p->form, "key");
-	struct ol_s3_buf b = {0};
+	struct ol_buf b = {0};
 	if (!k || !k[0]) {
 		s3_error(
 		    r, OL_S3E_INVALID_ARGUMENT,
@@ -188,11 +189,11 @@ post_key(struct post *p)
 	}
 	const char *s = strstr(k, "${filename}");
 	if (s) {
-		ol_s3_buf_add(&b, k, (size_t)(s - k));
-		ol_s3_buf_adds(&b, p->form.filename);
-		ol_s3_buf_adds(&b, s + 11);
+		ol_buf_add(&b, k, (size_t)(s - k));
+		ol_buf_adds(&b, p->form.filename);
+		ol_buf_adds(&b, s + 11);
 	} else {
-		ol_s3_buf_adds(&b, k);
+		ol_buf_adds(&b, k);
 	}
 	bool ok = b.len > 0 && b.len <= OL_S3_MAX_KEY && !memchr(b.p, 0, b.len);
 	if (ok) {
@@ -202,7 +203,7 @@ post_key(struct post *p)
 	} else {
 		s3_error(r, OL_S3E_KEY_TOO_LONG, NULL);
 	}
-	ol_s3_buf_free(&b);
+	ol_buf_free(&b);
 	return ok;
 }
 
@@ -272,7 +273,7 @@ post_stream(struct post *p, struct ol_put *w, struct ol_cksum *md5, int64_t max_
 }
 
 static void
-post_meta(struct post *p, struct ol_s3_buf *meta)
+post_meta(struct post *p, struct ol_buf *meta)
 {
 	const char *ct = ol_form_get(&p->form, "Content-Type");
 	if (!ct || !ct[0])
@@ -303,31 +304,31 @@ post_respond(struct post *p, const char *etag_hex)
 	snprintf(etag, sizeof(etag), "\"%s\"", etag_hex);
 	snprintf(loc, sizeof(loc), "/%s/%s", r->rt.bucket, r->rt.key);
 	if (redir && redir[0]) {
-		struct ol_s3_buf u = {0};
-		ol_s3_buf_adds(&u, redir);
-		ol_s3_buf_adds(&u, strchr(redir, '?') ? "&bucket=" : "?bucket=");
-		ol_s3_buf_adds(&u, r->rt.bucket);
-		ol_s3_buf_adds(&u, "&key=");
+		struct ol_buf u = {0};
+		ol_buf_adds(&u, redir);
+		ol_buf_adds(&u, strchr(redir, '?') ? "&bucket=" : "?bucket=");
+		ol_buf_adds(&u, r->rt.bucket);
+		ol_buf_adds(&u, "&key=");
 		ol_s3_url_encode(&u, r->rt.key, r->rt.key_len);
-		ol_s3_buf_adds(&u, "&etag=%22");
-		ol_s3_buf_adds(&u, etag_hex);
-		ol_s3_buf_adds(&u, "%22");
-		struct ol_http_header h[2] = {{"Location", ol_s3_buf_cstr(&u)}, {"ETag", etag}};
+		ol_buf_adds(&u, "&etag=%22");
+		ol_buf_adds(&u, etag_hex);
+		ol_buf_adds(&u, "%22");
+		struct ol_http_header h[2] = {{"Location", ol_buf_cstr(&u)}, {"ETag", etag}};
 		s3_send(r, 303, h, 2, NULL, 0);
-		ol_s3_buf_free(&u);
+		ol_buf_free(&u);
 		return;
 	}
 	struct ol_http_header h[2] = {{"ETag", etag}, {"Location", loc}};
 	if (status && strcmp(status, "201") == 0) {
-		struct ol_s3_buf x = {0};
+		struct ol_buf x = {0};
 		ol_s3_xml_open_root(&x, "PostResponse");
 		ol_s3_xml_elem(&x, "Location", loc);
 		ol_s3_xml_elem(&x, "Bucket", r->rt.bucket);
 		ol_s3_xml_elemn(&x, "Key", r->rt.key, r->rt.key_len);
 		ol_s3_xml_elem(&x, "ETag", etag);
-		ol_s3_buf_adds(&x, "</PostResponse>");
+		ol_buf_adds(&x, "</PostResponse>");
 		s3_send(r, 201, h, 2, x.p, x.len);
-		ol_s3_buf_free(&x);
+		ol_buf_free(&x);
 		return;
 	}
 	s3_send(r, status && strcmp(status, "200") == 0 ? 200 : 204, h, 2, NULL, 0);
@@ -340,7 +341,7 @@ post_body(struct post *p)
 	struct s3_req *r = p->r;
 	struct ol_put *w = NULL;
 	struct ol_cksum md5;
-	struct ol_s3_buf meta = {0};
+	struct ol_buf meta = {0};
 	int64_t min_len = 0, max_len = INT64_MAX;
 	uint8_t raw[OL_CKSUM_MAX_RAW];
 	char etag[40];
@@ -370,7 +371,7 @@ post_body(struct post *p)
 		goto out;
 	}
 	ol_cksum_final(&md5, raw);
-	ol_cksum_hex(raw, 16, etag);
+	ol_hex_encode(raw, 16, etag);
 	post_meta(p, &meta);
 	rc = ol_store_put_commit(w, etag, meta.p, meta.len, NULL);
 	w = NULL;
@@ -382,7 +383,7 @@ post_body(struct post *p)
 out:
 	ol_store_put_abort(w);
 	ol_cksum_fini(&md5);
-	ol_s3_buf_free(&meta);
+	ol_buf_free(&meta);
 }
 
 void

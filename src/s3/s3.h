@@ -1,7 +1,7 @@
 /* s3/s3.h - the S3 front end: routing, SigV4, XML, handlers over the object store.
  *
- * One server per process. Requests are served by the http/ worker threads; each handler call
- * runs to completion on the thread that received the request (blocking store calls). */
+ * One per process. Requests are served by the http/ worker threads; each handler call runs to
+ * completion on the thread that received the request (blocking store calls). */
 #ifndef OL_S3_S3_H
 #define OL_S3_S3_H
 
@@ -9,15 +9,28 @@
 
 struct ol_store;
 struct ol_s3_server;
+struct ol_http_req;
+struct ol_http_error;
+struct ol_http_server;
 
-/* Serve S3 on cfg->s3_addr using st. Listening when it returns. cfg and st must outlive the
- * server. Returns 0 and *out, or -errno (bind failure, bad address, no credentials). */
-int ol_s3_server_start(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server **out);
+/* The S3 front end over st. It does not listen: cmd/openlaked starts the HTTP server and routes
+ * to ol_s3_handle what admin/ does not take (s3/ knows nothing of admin/). cfg and st must
+ * outlive s. Returns 0 and *out, or -EINVAL (no credentials). */
+int ol_s3_new(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server **out);
 
-/* The bound TCP port (useful when cfg->s3_addr asks for port 0). */
-unsigned ol_s3_server_port(const struct ol_s3_server *s);
+/* Serve one request as S3 (an ol_http_handler_fn; arg is the server). Always answers, on the
+ * calling HTTP worker thread (blocking store calls). */
+void ol_s3_handle(struct ol_http_req *h, void *arg);
 
-/* Stop listening, wait for in-flight requests, free s. NULL is a no-op. */
-void ol_s3_server_stop(struct ol_s3_server *s);
+/* Format the HTTP server's own errors (bad head, timeout, over a limit) as S3 XML error
+ * documents (an ol_http_error_fn; arg unused). */
+void ol_s3_http_error(struct ol_http_error *e, void *arg);
+
+/* The HTTP server that serves s (its counters go to /metrics as openlake_http_*); NULL before
+ * it starts and after it stopped. Any thread. */
+void ol_s3_set_http(struct ol_s3_server *s, const struct ol_http_server *http);
+
+/* Free s; call after the HTTP server serving it stopped. NULL is a no-op. */
+void ol_s3_free(struct ol_s3_server *s);
 
 #endif

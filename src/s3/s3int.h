@@ -2,6 +2,7 @@
 #ifndef OL_S3_S3INT_H
 #define OL_S3_S3INT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -24,7 +25,7 @@
 struct ol_s3_server {
 	const struct ol_config *cfg;
 	struct ol_store *st;
-	struct ol_http_server *http;
+	const struct ol_http_server *_Atomic http; /* serving us, for its counters (metrics.c) */
 	char endpoint_host[OL_CFG_STR];
 	uint64_t max_object_size;
 };
@@ -101,7 +102,7 @@ void s3_store_error(struct s3_req *r, int rc, enum ol_s3_err enoent);
 /* Send status with the common headers plus h[0..n) and body (content type XML if body). */
 void s3_send(struct s3_req *r, int status, const struct ol_http_header *h, size_t n,
 	     const char *body, size_t len);
-void s3_send_xml(struct s3_req *r, int status, struct ol_s3_buf *b);
+void s3_send_xml(struct s3_req *r, int status, struct ol_buf *b);
 /* Adds x-amz-request-id / x-amz-id-2 to h (room for 2 more entries at h[n]); returns new n. */
 size_t s3_common_headers(struct s3_req *r, struct ol_http_header *h, size_t n);
 /* Check the bucket exists (sends NoSuchBucket / InvalidBucketName and returns false). */
@@ -135,7 +136,7 @@ void s3_missing_key(struct s3_req *r, enum ol_s3_err enoent);
 /* The object's ACL (stored, or owner FULL_CONTROL) from its metadata blob. */
 void s3_object_acl(struct s3_req *r, const void *meta, size_t meta_len, struct ol_acl *a);
 /* Append ol-owner / ol-acl entries for a new object written by this request. */
-void s3_meta_add_owner(struct s3_req *r, struct ol_s3_buf *meta);
+void s3_meta_add_owner(struct s3_req *r, struct ol_buf *meta);
 /* Read access to a copy source (bucket sb, object meta si): false with the error sent. */
 bool s3_source_access(struct s3_req *r, const char *sb, const char *sk, size_t skl,
 		      const void *meta, size_t meta_len);
@@ -170,8 +171,16 @@ bool s3_access_post(struct s3_req *r, const char *acl);
 bool s3_is_post_upload(const struct s3_req *r);
 
 /* settings.c */
-/* PUT/GET/DELETE ?publicAccessBlock, ?ownershipControls, ?cors: true when handled. */
-bool s3_settings(struct s3_req *r);
+/* PUT/GET/DELETE ?publicAccessBlock, ?ownershipControls, ?cors (routed by dispatch.c) */
+void s3_put_pab(struct s3_req *r);
+void s3_get_pab(struct s3_req *r);
+void s3_delete_pab(struct s3_req *r);
+void s3_put_ownership(struct s3_req *r);
+void s3_get_ownership(struct s3_req *r);
+void s3_delete_ownership(struct s3_req *r);
+void s3_put_cors(struct s3_req *r);
+void s3_get_cors(struct s3_req *r);
+void s3_delete_cors(struct s3_req *r);
 /* OPTIONS: a CORS preflight, answered from the bucket's rules (no signature needed). */
 void s3_cors_preflight(struct s3_req *r);
 /* A request with Origin on a bucket with CORS rules: note the headers to send. */
@@ -196,14 +205,27 @@ void s3_body_fini(struct s3_body *b);
 /* Read a whole small body (<= cap) through the checks into a malloc'd buffer. */
 int s3_body_slurp(struct s3_req *r, size_t cap, char **out, size_t *len, struct s3_body *b);
 /* Build the metadata blob from request headers (standard + x-amz-meta-*). */
-void s3_meta_from_headers(struct s3_req *r, struct ol_s3_buf *meta);
+void s3_meta_from_headers(struct s3_req *r, struct ol_buf *meta);
 int s3_length_check(struct s3_req *r, uint64_t max);
 /* User metadata (x-amz-meta-* names without the prefix, plus values) within
  * S3_MAX_USER_META: 0, or -1 with MetadataTooLarge sent. */
 int s3_user_meta_check(struct s3_req *r);
 
-/* object.c */
-void s3_object(struct s3_req *r);
+/* dispatch.c: the table of S3 operations. preauth serves what needs no signature (a CORS
+ * preflight): true when it answered. s3_dispatch serves the rest, after the access check. */
+bool s3_dispatch_preauth(struct s3_req *r);
+void s3_dispatch(struct s3_req *r);
+
+/* object.c: the object operations (routed by dispatch.c) */
+void s3_put_object(struct s3_req *r);
+void s3_copy_object(struct s3_req *r);
+void s3_get_object(struct s3_req *r);
+void s3_head_object(struct s3_req *r);
+void s3_delete_object(struct s3_req *r);
+void s3_get_object_acl(struct s3_req *r);
+void s3_put_object_acl(struct s3_req *r);
+/* An object sub-resource that is not built (tagging, retention, ...): true with 501 sent. */
+bool s3_object_sub_unsupported(struct s3_req *r);
 /* If-Match / If-None-Match of a write into c (if_match points into etag); checks them once
  * against the current object. 0, or -1 with the error sent (412, 404, 501). */
 int s3_write_cond(struct s3_req *r, struct ol_store_cond *c, char etag[OL_STORE_ETAG_MAX]);
@@ -211,9 +233,20 @@ int s3_write_cond(struct s3_req *r, struct ol_store_cond *c, char etag[OL_STORE_
 void s3_write_error(struct s3_req *r, int rc, enum ol_s3_err enoent);
 /* UploadPartCopy into the open part writer p (consumes p). */
 void s3_mpu_part_copy(struct s3_req *r, struct ol_put *p);
-/* bucket.c */
+/* bucket.c: the service and bucket operations (routed by dispatch.c) */
 void s3_service(struct s3_req *r);
-void s3_bucket(struct s3_req *r);
+void s3_create_bucket(struct s3_req *r);
+void s3_delete_bucket(struct s3_req *r);
+void s3_head_bucket(struct s3_req *r);
+void s3_list_bucket(struct s3_req *r); /* ListObjects or ListObjectsV2 (list-type) */
+void s3_list_versions(struct s3_req *r);
+void s3_get_location(struct s3_req *r);
+void s3_get_versioning(struct s3_req *r);
+void s3_get_bucket_acl(struct s3_req *r);
+void s3_put_bucket_acl(struct s3_req *r);
+void s3_delete_objects(struct s3_req *r);
+/* A bucket sub-resource that is not built (lifecycle, tagging, ...): true with 501 sent. */
+bool s3_bucket_sub_unsupported(struct s3_req *r);
 /* listing.c */
 /* kind: 1 ListObjects, 2 ListObjectsV2, 3 ListObjectVersions (every version is "null") */
 void s3_list_objects(struct s3_req *r, int kind);

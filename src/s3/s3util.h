@@ -10,36 +10,27 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "base/buf.h"
+
 #define OL_S3_MAX_KEY	      1024
 #define OL_S3_MAX_XML_BODY    (1u << 20) /* CompleteMultipartUpload / DeleteObjects body cap */
 #define OL_S3_MAX_DELETE_KEYS 1000
 #define OL_S3_MAX_PARTS	      10000
 
-/* ---- growable byte buffer (aborts on OOM, daemon side) ---- */
-struct ol_s3_buf {
-	char *p;
-	size_t len, cap;
-};
-void ol_s3_buf_add(struct ol_s3_buf *b, const void *data, size_t n);
-void ol_s3_buf_adds(struct ol_s3_buf *b, const char *s);
-void ol_s3_buf_addf(struct ol_s3_buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-void ol_s3_buf_free(struct ol_s3_buf *b);
-/* Ensure a NUL after the last byte (not counted in len); returns b->p. */
-char *ol_s3_buf_cstr(struct ol_s3_buf *b);
+/* the growable byte buffer is base/buf.h (struct ol_buf) */
 
 /* ---- XML writer ---- */
 /* Append s (n bytes) escaped for XML text/attributes: & < > " ' and control characters. */
-void ol_s3_xml_esc(struct ol_s3_buf *b, const char *s, size_t n);
+void ol_s3_xml_esc(struct ol_buf *b, const char *s, size_t n);
 /* <name>escaped value</name> */
-void ol_s3_xml_elem(struct ol_s3_buf *b, const char *name, const char *value);
-void ol_s3_xml_elemn(struct ol_s3_buf *b, const char *name, const char *value, size_t n);
-void ol_s3_xml_elemu(struct ol_s3_buf *b, const char *name, unsigned long long v);
+void ol_s3_xml_elem(struct ol_buf *b, const char *name, const char *value);
+void ol_s3_xml_elemn(struct ol_buf *b, const char *name, const char *value, size_t n);
+void ol_s3_xml_elemu(struct ol_buf *b, const char *name, unsigned long long v);
 /* <?xml ...?> declaration followed by <name xmlns="http://s3.amazonaws.com/doc/2006-03-01/"> */
-void ol_s3_xml_open_root(struct ol_s3_buf *b, const char *name);
+void ol_s3_xml_open_root(struct ol_buf *b, const char *name);
 
 /* URL-encode for encoding-type=url (AWS style): keep A-Za-z0-9 - _ . ~ and '/', %XX the rest. */
-void ol_s3_url_encode(struct ol_s3_buf *b, const char *s, size_t n);
+void ol_s3_url_encode(struct ol_buf *b, const char *s, size_t n);
 
 /* ---- routing ---- */
 struct ol_s3_route {
@@ -159,6 +150,7 @@ enum ol_s3_err {
 	OL_S3E_ILLEGAL_LOCATION,
 	OL_S3E_MISSING_SECURITY_HEADER,
 	OL_S3E_INVALID_STORAGE_CLASS,
+	OL_S3E_STORAGE_FULL,
 	OL_S3E__COUNT
 };
 struct ol_s3_errinfo {
@@ -167,10 +159,16 @@ struct ol_s3_errinfo {
 	const char *message;
 };
 const struct ol_s3_errinfo *ol_s3_errinfo(enum ol_s3_err e);
+/* The S3 error for an object-store result rc (< 0), from one table (errors.c). -ENOENT is
+ * enoent (what is missing depends on the call: NoSuchKey, NoSuchBucket, NoSuchUpload); write
+ * adds the results of conditional writes (-ECANCELED: PreconditionFailed, -ENODATA: NoSuchKey).
+ * *msg is the message to send (NULL: the error's own). An rc the table does not know is
+ * OL_S3E_INTERNAL with *msg NULL (the caller names the errno). Pure. */
+enum ol_s3_err ol_s3_errno_err(int rc, bool write, enum ol_s3_err enoent, const char **msg);
 /* Full error document into b (message NULL = the table's). extra: pre-escaped XML elements
  * inserted before <Resource> (may be NULL). */
-void ol_s3_error_xml(struct ol_s3_buf *b, const char *code, const char *message,
-		     const char *resource, const char *request_id, const char *extra);
+void ol_s3_error_xml(struct ol_buf *b, const char *code, const char *message, const char *resource,
+		     const char *request_id, const char *extra);
 
 /* ---- object metadata blob (stored opaque by the store) ----
  * Text, one "name: value\n" line per entry: standard headers under their lowercase HTTP names
@@ -182,7 +180,7 @@ struct ol_s3_meta_kv {
 	size_t name_len, value_len;
 };
 /* Append one entry (rejects names/values holding CR/LF by dropping them). */
-void ol_s3_meta_add(struct ol_s3_buf *b, const char *name, const char *value);
+void ol_s3_meta_add(struct ol_buf *b, const char *name, const char *value);
 /* Look up name in blob (n bytes). Returns value length and *val, or -ENOENT. */
 long ol_s3_meta_get(const char *blob, size_t n, const char *name, const char **val);
 /* Iterate: *pos starts at 0; returns 1 with kv filled, 0 at the end. */

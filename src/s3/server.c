@@ -9,9 +9,9 @@
 #include <strings.h>
 #include <time.h>
 
-#include "admin/admin.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "base/clock.h"
 
 static _Atomic uint64_t req_counter;
 static uint64_t req_seed;
@@ -55,10 +55,10 @@ s3_send(struct s3_req *r, int status, const struct ol_http_header *hin, size_t n
 }
 
 void
-s3_send_xml(struct s3_req *r, int status, struct ol_s3_buf *b)
+s3_send_xml(struct s3_req *r, int status, struct ol_buf *b)
 {
 	s3_send(r, status, NULL, 0, b->p, b->len);
-	ol_s3_buf_free(b);
+	ol_buf_free(b);
 }
 
 static _Atomic int64_t err_window;
@@ -79,20 +79,20 @@ log_error_limited(struct s3_req *r, const char *code, int status, const char *ms
 void
 s3_error_code(struct s3_req *r, const char *code, int status, const char *msg, const char *extra)
 {
-	struct ol_s3_buf b = {0};
-	struct ol_s3_buf res = {0};
+	struct ol_buf b = {0};
+	struct ol_buf res = {0};
 	if (r->responded)
 		return;
 	if (status >= 500)
 		log_error_limited(r, code, status, msg);
-	ol_s3_buf_adds(&res, "/");
-	ol_s3_buf_adds(&res, r->rt.bucket);
+	ol_buf_adds(&res, "/");
+	ol_buf_adds(&res, r->rt.bucket);
 	if (r->rt.key_len) {
-		ol_s3_buf_adds(&res, "/");
-		ol_s3_buf_add(&res, r->rt.key, r->rt.key_len);
+		ol_buf_adds(&res, "/");
+		ol_buf_add(&res, r->rt.key, r->rt.key_len);
 	}
-	ol_s3_error_xml(&b, code, msg, ol_s3_buf_cstr(&res), r->reqid, extra);
-	ol_s3_buf_free(&res);
+	ol_s3_error_xml(&b, code, msg, ol_buf_cstr(&res), r->reqid, extra);
+	ol_buf_free(&res);
 	s3_send_xml(r, status, &b);
 }
 
@@ -103,42 +103,29 @@ s3_error(struct s3_req *r, enum ol_s3_err e, const char *msg)
 	s3_error_code(r, ei->code, ei->status, msg && msg[0] ? msg : ei->message, NULL);
 }
 
+static void
+store_error(struct s3_req *r, int rc, bool write, enum ol_s3_err enoent)
+{
+	const char *msg;
+	enum ol_s3_err e = ol_s3_errno_err(rc, write, enoent, &msg);
+	char buf[96];
+	if (e == OL_S3E_INTERNAL && !msg) {
+		snprintf(buf, sizeof(buf), "store error %d (%s)", rc, strerror(-rc));
+		msg = buf;
+	}
+	s3_error(r, e, msg);
+}
+
 void
 s3_store_error(struct s3_req *r, int rc, enum ol_s3_err enoent)
 {
-	switch (rc) {
-	case -ENOENT:
-		s3_error(r, enoent, NULL);
-		break;
-	case -ENXIO:
-		s3_error(r, OL_S3E_NO_SUCH_BUCKET, NULL);
-		break;
-	case -EEXIST:
-		s3_error(r, OL_S3E_BUCKET_EXISTS_OWNED, NULL);
-		break;
-	case -ENOTEMPTY:
-		s3_error(r, OL_S3E_BUCKET_NOT_EMPTY, NULL);
-		break;
-	case -EINVAL:
-		s3_error(r, OL_S3E_INVALID_ARGUMENT, NULL);
-		break;
-	case -EIO:
-		s3_error(r, OL_S3E_SERVICE_UNAVAILABLE, NULL);
-		break;
-	case OL_STORE_ECORRUPT:
-		s3_error(r, OL_S3E_INTERNAL,
-			 "The stored data failed its checksums on too many "
-			 "drives to be rebuilt.");
-		break;
-	case -ENOSPC:
-		s3_error_code(r, "XOpenLakeStorageFull", 507, "Storage is full", NULL);
-		break;
-	default: {
-		char msg[96];
-		snprintf(msg, sizeof(msg), "store error %d (%s)", rc, strerror(-rc));
-		s3_error(r, OL_S3E_INTERNAL, msg);
-	}
-	}
+	store_error(r, rc, false, enoent);
+}
+
+void
+s3_write_error(struct s3_req *r, int rc, enum ol_s3_err enoent)
+{
+	store_error(r, rc, true, enoent);
 }
 
 bool
@@ -189,7 +176,7 @@ auth_err(int rc, bool presigned)
 }
 
 static void
-mismatch_extra(struct s3_req *r, struct ol_s3_buf *x)
+mismatch_extra(struct s3_req *r, struct ol_buf *x)
 {
 	if (r->auth.string_to_sign)
 		ol_s3_xml_elem(x, "StringToSign", r->auth.string_to_sign);
@@ -226,15 +213,15 @@ authenticate(struct s3_req *r)
 	enum ol_s3_err e = auth_err(rc, pre);
 	const char *msg = r->auth.message[0] ? r->auth.message : NULL;
 	if (e == OL_S3E_SIGNATURE_MISMATCH) {
-		struct ol_s3_buf x = {0};
+		struct ol_buf x = {0};
 		mismatch_extra(r, &x);
 		s3_error_code(r, "SignatureDoesNotMatch", 403, ol_s3_errinfo(e)->message, x.p);
-		ol_s3_buf_free(&x);
+		ol_buf_free(&x);
 	} else if (rc == OL_SIGV4_ERR_UNSIGNED_HEADERS) {
-		struct ol_s3_buf x = {0};
+		struct ol_buf x = {0};
 		ol_s3_xml_elem(&x, "HeadersNotSigned", r->auth.unsigned_headers);
 		s3_error_code(r, "AccessDenied", 403, msg, x.p);
-		ol_s3_buf_free(&x);
+		ol_buf_free(&x);
 	} else {
 		s3_error(r, e, msg);
 	}
@@ -257,7 +244,7 @@ refuse_sse(struct s3_req *r)
 			if (strncasecmp(n, prefixes[j], strlen(prefixes[j])) != 0)
 				continue;
 			char msg[200];
-			struct ol_s3_buf x = {0};
+			struct ol_buf x = {0};
 			snprintf(
 			    msg, sizeof(msg),
 			    "Server-side encryption is not implemented: the header %.80s cannot "
@@ -265,7 +252,7 @@ refuse_sse(struct s3_req *r)
 			    n);
 			ol_s3_xml_elem(&x, "Header", n);
 			s3_error_code(r, "NotImplemented", 501, msg, x.p);
-			ol_s3_buf_free(&x);
+			ol_buf_free(&x);
 			return true;
 		}
 	}
@@ -275,31 +262,19 @@ refuse_sse(struct s3_req *r)
 static void
 dispatch(struct s3_req *r)
 {
-	if (strcmp(r->h->method, "OPTIONS") == 0) {
-		s3_cors_preflight(r);
+	if (s3_dispatch_preauth(r))
 		return;
-	}
 	if (refuse_sse(r) || !s3_access_check(r))
 		return;
 	s3_cors_request(r);
-	if (!r->rt.bucket[0]) {
-		s3_service(r);
-		return;
-	}
-	if (r->rt.key_len == 0)
-		s3_bucket(r);
-	else
-		s3_object(r);
+	s3_dispatch(r);
 }
 
-static void
-s3_handler(struct ol_http_req *h, void *arg)
+void
+ol_s3_handle(struct ol_http_req *h, void *arg)
 {
 	struct s3_req r = {.srv = arg, .h = h, .query = h->query ? h->query : ""};
-	struct timespec t0, t1;
-	if (ol_admin_handle(h))
-		return;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	uint64_t t0 = ol_clock_ns();
 	make_reqid(&r);
 	int rc = ol_s3_route(ol_http_header(h, "host"), r.srv->endpoint_host, h->path, &r.rt);
 	if (rc == -ENAMETOOLONG)
@@ -312,18 +287,15 @@ s3_handler(struct ol_http_req *h, void *arg)
 		s3_error(&r, OL_S3E_INTERNAL, "no response");
 	ol_sigv4_result_fini(&r.auth);
 	s3_access_fini(&r);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	s3_metrics_record(
-	    r.op, r.status,
-	    (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
+	uint64_t ns = ol_clock_ns() - t0;
+	s3_metrics_record(r.op, r.status, ns / 1000);
 	ol_debug("s3 %s %s %s %s -> %d %.3fms", r.reqid, r.op ? r.op : "-", h->method, h->target,
-		 r.status,
-		 (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+		 r.status, (double)ns / 1e6);
 }
 
 /* The HTTP server's own errors (bad head, timeout, over a limit) as S3 error documents. */
-static void
-s3_http_error(struct ol_http_error *e, void *arg)
+void
+ol_s3_http_error(struct ol_http_error *e, void *arg)
 {
 	static const char *const codes[] = {
 	    [OL_HTTP_ERR_BAD_REQUEST] = "BadRequest",
@@ -335,7 +307,7 @@ s3_http_error(struct ol_http_error *e, void *arg)
 	    [OL_HTTP_ERR_NOT_IMPLEMENTED] = "NotImplemented",
 	    [OL_HTTP_ERR_TLS_REQUIRED] = "BadRequest",
 	};
-	struct ol_s3_buf b = {0};
+	struct ol_buf b = {0};
 	char reqid[24];
 	(void)arg;
 	if ((size_t)e->kind >= sizeof(codes) / sizeof(codes[0]) || !codes[e->kind])
@@ -345,18 +317,18 @@ s3_http_error(struct ol_http_error *e, void *arg)
 	snprintf(reqid, sizeof(reqid), "%016llX",
 		 (unsigned long long)(atomic_fetch_add(&req_counter, 1) + req_seed));
 	ol_s3_error_xml(&b, codes[e->kind], e->message, "", reqid, NULL);
-	const char *x = ol_s3_buf_cstr(&b);
+	const char *x = ol_buf_cstr(&b);
 	size_t n = strlen(x);
 	if (n <= e->body_cap) {
 		memcpy(e->body, x, n);
 		e->body_len = n;
 		e->content_type = "application/xml";
 	}
-	ol_s3_buf_free(&b);
+	ol_buf_free(&b);
 }
 
 int
-ol_s3_server_start(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server **out)
+ol_s3_new(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server **out)
 {
 	if (!cfg || !st || !out || cfg->n_creds == 0)
 		return -EINVAL;
@@ -371,53 +343,24 @@ ol_s3_server_start(const struct ol_config *cfg, struct ol_store *st, struct ol_s
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	req_seed = ((uint64_t)ts.tv_sec << 24) ^ (uint64_t)ts.tv_nsec;
-	ol_admin_init(cfg);
-	ol_admin_set_store(st);
-	struct ol_http_server_opts o = {
-	    .size = sizeof(o),
-	    .addr = cfg->s3_addr,
-	    .threads = cfg->threads,
-	    .handler = s3_handler,
-	    .arg = s,
-	    .idle_timeout_ms = cfg->http_idle_timeout_ms,
-	    .header_timeout_ms = cfg->http_header_timeout_ms,
-	    .max_conns = cfg->http_max_conns,
-	    .max_conns_per_addr = cfg->http_max_conns_per_addr,
-	    .max_inflight = cfg->http_max_inflight,
-	    .max_inflight_per_addr = cfg->http_max_inflight_per_addr,
-	    .error_body = s3_http_error,
-	    .tls_cert_path = cfg->s3_tls.cert_path,
-	    .tls_key_path = cfg->s3_tls.key_path,
-	    .tls_client_ca = cfg->s3_tls.client_ca,
-	};
-	int rc = ol_http_server_start(&o, &s->http);
-	if (rc < 0) {
-		ol_err("s3: cannot listen on %s: %s", cfg->s3_addr, strerror(-rc));
-		free(s);
-		return rc;
-	}
-	ol_info("s3: listening on %s (port %u), region %s", cfg->s3_addr,
-		ol_http_server_port(s->http), cfg->region);
 	ol_metrics_register(s3_metrics_render, s);
 	ol_metrics_register(s3_access_metrics_render, s);
 	*out = s;
 	return 0;
 }
 
-unsigned
-ol_s3_server_port(const struct ol_s3_server *s)
+void
+ol_s3_set_http(struct ol_s3_server *s, const struct ol_http_server *http)
 {
-	return s ? ol_http_server_port(s->http) : 0;
+	atomic_store(&s->http, http);
 }
 
 void
-ol_s3_server_stop(struct ol_s3_server *s)
+ol_s3_free(struct ol_s3_server *s)
 {
 	if (!s)
 		return;
 	ol_metrics_unregister(s3_metrics_render, s);
 	ol_metrics_unregister(s3_access_metrics_render, s);
-	ol_http_server_stop(s->http);
-	ol_admin_set_store(NULL); /* cancels a running heal and waits for it */
 	free(s);
 }

@@ -38,8 +38,8 @@ stored(struct s3_req *r, int rc, int status)
 
 /* ---- public access block ---- */
 
-static void
-put_pab(struct s3_req *r)
+void
+s3_put_pab(struct s3_req *r)
 {
 	struct ol_pab p;
 	size_t len;
@@ -57,11 +57,11 @@ put_pab(struct s3_req *r)
 	free(body);
 }
 
-static void
-get_pab(struct s3_req *r)
+void
+s3_get_pab(struct s3_req *r)
 {
 	const char *v;
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	r->op = "GetPublicAccessBlock";
 	if (ol_s3_attr_get(r->ba.blob, r->ba.blob_len, "pab", &v) < 0) {
 		s3_error_code(r, "NoSuchPublicAccessBlockConfiguration", 404,
@@ -74,14 +74,14 @@ get_pab(struct s3_req *r)
 	ol_s3_xml_elem(&x, "IgnorePublicAcls", p->ignore_public_acls ? "true" : "false");
 	ol_s3_xml_elem(&x, "BlockPublicPolicy", p->block_public_policy ? "true" : "false");
 	ol_s3_xml_elem(&x, "RestrictPublicBuckets", p->restrict_public_buckets ? "true" : "false");
-	ol_s3_buf_adds(&x, "</PublicAccessBlockConfiguration>");
+	ol_buf_adds(&x, "</PublicAccessBlockConfiguration>");
 	s3_send_xml(r, 200, &x);
 }
 
 /* ---- object ownership ---- */
 
-static void
-put_ownership(struct s3_req *r)
+void
+s3_put_ownership(struct s3_req *r)
 {
 	char v[32];
 	size_t len;
@@ -106,10 +106,10 @@ put_ownership(struct s3_req *r)
 	stored(r, s3_bucket_attr_store(r, "ownership", v, (long)strlen(v)), 200);
 }
 
-static void
-get_ownership(struct s3_req *r)
+void
+s3_get_ownership(struct s3_req *r)
 {
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	r->op = "GetBucketOwnershipControls";
 	if (!r->ba.ownership[0]) {
 		s3_error_code(r, "OwnershipControlsNotFoundError", 404,
@@ -117,16 +117,16 @@ get_ownership(struct s3_req *r)
 		return;
 	}
 	ol_s3_xml_open_root(&x, "OwnershipControls");
-	ol_s3_buf_adds(&x, "<Rule>");
+	ol_buf_adds(&x, "<Rule>");
 	ol_s3_xml_elem(&x, "ObjectOwnership", r->ba.ownership);
-	ol_s3_buf_adds(&x, "</Rule></OwnershipControls>");
+	ol_buf_adds(&x, "</Rule></OwnershipControls>");
 	s3_send_xml(r, 200, &x);
 }
 
 /* ---- CORS ---- */
 
-static void
-put_cors(struct s3_req *r)
+void
+s3_put_cors(struct s3_req *r)
 {
 	struct ol_cors c;
 	size_t len;
@@ -147,8 +147,8 @@ put_cors(struct s3_req *r)
 	free(body);
 }
 
-static void
-get_cors(struct s3_req *r)
+void
+s3_get_cors(struct s3_req *r)
 {
 	const char *v;
 	r->op = "GetBucketCors";
@@ -271,35 +271,27 @@ s3_cors_preflight(struct s3_req *r)
 	s3_send(r, 200, h, n, NULL, 0);
 }
 
-/* ---- dispatch of the settings sub-resources ---- */
-
-bool
-s3_settings(struct s3_req *r)
+static void
+delete_setting(struct s3_req *r, const char *attr)
 {
-	static const struct {
-		const char *sub;
-		void (*put)(struct s3_req *), (*get)(struct s3_req *);
-		const char *attr;
-	} t[] = {
-	    {"publicAccessBlock", put_pab, get_pab, "pab"},
-	    {"ownershipControls", put_ownership, get_ownership, "ownership"},
-	    {"cors", put_cors, get_cors, "cors"},
-	};
-	const char *m = r->h->method;
-	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
-		if (!ol_s3_query_has(r->query, t[i].sub))
-			continue;
-		if (strcmp(m, "PUT") == 0) {
-			t[i].put(r);
-		} else if (strcmp(m, "GET") == 0) {
-			t[i].get(r);
-		} else if (strcmp(m, "DELETE") == 0) {
-			r->op = "DeleteBucketSetting";
-			stored(r, s3_bucket_attr_store(r, t[i].attr, NULL, -1), 204);
-		} else {
-			s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
-		}
-		return true;
-	}
-	return false;
+	r->op = "DeleteBucketSetting";
+	stored(r, s3_bucket_attr_store(r, attr, NULL, -1), 204);
+}
+
+void
+s3_delete_pab(struct s3_req *r)
+{
+	delete_setting(r, "pab");
+}
+
+void
+s3_delete_ownership(struct s3_req *r)
+{
+	delete_setting(r, "ownership");
+}
+
+void
+s3_delete_cors(struct s3_req *r)
+{
+	delete_setting(r, "cors");
 }

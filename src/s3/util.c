@@ -1,4 +1,4 @@
-/* s3/util.c - buffer, XML writer, URL coding, routing, names, Range, dates, meta blob. */
+/* s3/util.c - XML writer, URL coding, routing, names, Range, dates, meta blob. */
 #include "s3/s3util.h"
 
 #include <ctype.h>
@@ -9,73 +9,12 @@
 #include <string.h>
 
 #include "base/log.h"
-
-/* ---- buffer ---- */
-
-static void
-buf_reserve(struct ol_s3_buf *b, size_t extra)
-{
-	if (b->len + extra + 1 <= b->cap)
-		return;
-	size_t cap = b->cap ? b->cap : 256;
-	while (cap < b->len + extra + 1)
-		cap *= 2;
-	b->p = ol_xrealloc(b->p, cap);
-	b->cap = cap;
-}
-
-void
-ol_s3_buf_add(struct ol_s3_buf *b, const void *data, size_t n)
-{
-	buf_reserve(b, n);
-	if (n)
-		memcpy(b->p + b->len, data, n);
-	b->len += n;
-	b->p[b->len] = '\0';
-}
-
-void
-ol_s3_buf_adds(struct ol_s3_buf *b, const char *s)
-{
-	ol_s3_buf_add(b, s, strlen(s));
-}
-
-void
-ol_s3_buf_addf(struct ol_s3_buf *b, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n <= 0)
-		return;
-	buf_reserve(b, (size_t)n);
-	va_start(ap, fmt);
-	vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
-}
-
-void
-ol_s3_buf_free(struct ol_s3_buf *b)
-{
-	free(b->p);
-	b->p = NULL;
-	b->len = b->cap = 0;
-}
-
-char *
-ol_s3_buf_cstr(struct ol_s3_buf *b)
-{
-	buf_reserve(b, 0);
-	b->p[b->len] = '\0';
-	return b->p;
-}
+#include "base/hex.h"
 
 /* ---- XML writer ---- */
 
 void
-ol_s3_xml_esc(struct ol_s3_buf *b, const char *s, size_t n)
+ol_s3_xml_esc(struct ol_buf *b, const char *s, size_t n)
 {
 	size_t run = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -98,70 +37,57 @@ ol_s3_xml_esc(struct ol_s3_buf *b, const char *s, size_t n)
 		}
 		if (!rep)
 			continue;
-		ol_s3_buf_add(b, s + run, i - run);
-		ol_s3_buf_adds(b, rep);
+		ol_buf_add(b, s + run, i - run);
+		ol_buf_adds(b, rep);
 		run = i + 1;
 	}
-	ol_s3_buf_add(b, s + run, n - run);
+	ol_buf_add(b, s + run, n - run);
 }
 
 void
-ol_s3_xml_elemn(struct ol_s3_buf *b, const char *name, const char *value, size_t n)
+ol_s3_xml_elemn(struct ol_buf *b, const char *name, const char *value, size_t n)
 {
-	ol_s3_buf_addf(b, "<%s>", name);
+	ol_buf_addf(b, "<%s>", name);
 	ol_s3_xml_esc(b, value, n);
-	ol_s3_buf_addf(b, "</%s>", name);
+	ol_buf_addf(b, "</%s>", name);
 }
 
 void
-ol_s3_xml_elem(struct ol_s3_buf *b, const char *name, const char *value)
+ol_s3_xml_elem(struct ol_buf *b, const char *name, const char *value)
 {
 	ol_s3_xml_elemn(b, name, value, strlen(value));
 }
 
 void
-ol_s3_xml_elemu(struct ol_s3_buf *b, const char *name, unsigned long long v)
+ol_s3_xml_elemu(struct ol_buf *b, const char *name, unsigned long long v)
 {
-	ol_s3_buf_addf(b, "<%s>%llu</%s>", name, v, name);
+	ol_buf_addf(b, "<%s>%llu</%s>", name, v, name);
 }
 
 void
-ol_s3_xml_open_root(struct ol_s3_buf *b, const char *name)
+ol_s3_xml_open_root(struct ol_buf *b, const char *name)
 {
-	ol_s3_buf_addf(b,
-		       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-		       "<%s xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">",
-		       name);
+	ol_buf_addf(b,
+		    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+		    "<%s xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">",
+		    name);
 }
 
 void
-ol_s3_url_encode(struct ol_s3_buf *b, const char *s, size_t n)
+ol_s3_url_encode(struct ol_buf *b, const char *s, size_t n)
 {
-	static const char hex[] = "0123456789ABCDEF";
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
 		if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
-			ol_s3_buf_add(b, &s[i], 1);
+			ol_buf_add(b, &s[i], 1);
 		} else {
-			char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-			ol_s3_buf_add(b, e, 3);
+			char e[3] = {'%', ol_hex_digit(c >> 4, true), ol_hex_digit(c, true)};
+			ol_buf_add(b, e, 3);
 		}
 	}
 }
 
 /* ---- decoding ---- */
-
-static int
-hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 long
 ol_s3_pct_decode(const char *src, size_t n, char *dst, size_t cap, bool plus_space)
@@ -172,7 +98,7 @@ ol_s3_pct_decode(const char *src, size_t n, char *dst, size_t cap, bool plus_spa
 		if (c == '%') {
 			if (i + 2 >= n)
 				return -EINVAL;
-			int h = hexval(src[i + 1]), l = hexval(src[i + 2]);
+			int h = ol_hex_val(src[i + 1]), l = ol_hex_val(src[i + 2]);
 			if (h < 0 || l < 0)
 				return -EINVAL;
 			c = h * 16 + l;
@@ -527,11 +453,11 @@ ol_s3_parse_http_date(const char *s, int64_t *secs)
 /* ---- meta blob ---- */
 
 void
-ol_s3_meta_add(struct ol_s3_buf *b, const char *name, const char *value)
+ol_s3_meta_add(struct ol_buf *b, const char *name, const char *value)
 {
 	if (strpbrk(name, "\r\n:") || strpbrk(value, "\r\n"))
 		return;
-	ol_s3_buf_addf(b, "%s: %s\n", name, value);
+	ol_buf_addf(b, "%s: %s\n", name, value);
 }
 
 int

@@ -228,17 +228,17 @@ struct stripe {
 static void
 read_blocks(struct ol_get *g, const struct stripe *s, const bool *which)
 {
-	struct ol_io ops[OL_MAX_DRIVES];
+	struct ol_io_op ops[OL_MAX_DRIVES];
 	int n = 0, map[OL_MAX_DRIVES];
 
 	for (int d = 0; d < g->st->n; d++) {
 		if (!which[d] || g->tried[d])
 			continue;
 		g->tried[d] = true;
-		ops[n] = (struct ol_io){.fd = g->fd[d],
-					.op = 0,
-					.niov = 1,
-					.off = s->j * ((uint64_t)g->rec.bs + OL_TRAILER)};
+		ops[n] = (struct ol_io_op){.fd = g->fd[d],
+					   .opcode = OL_IO_READ,
+					   .niov = 1,
+					   .off = s->j * ((uint64_t)g->rec.bs + OL_TRAILER)};
 		ops[n].iov[0] = (struct iovec){g->blk[d], s->bl + OL_TRAILER};
 		map[n++] = d;
 	}
@@ -326,7 +326,7 @@ load(struct ol_get *g, const struct stripe *s, int lo, int hi)
 static size_t
 read_direct(struct ol_get *g, const struct stripe *s, size_t in, uint8_t *out, size_t len)
 {
-	struct ol_io ops[OL_MAX_DRIVES];
+	struct ol_io_op ops[OL_MAX_DRIVES];
 	uint8_t tr[OL_MAX_DRIVES][OL_TRAILER];
 	int first = (int)(in / s->bl), n = 0;
 
@@ -335,10 +335,10 @@ read_direct(struct ol_get *g, const struct stripe *s, size_t in, uint8_t *out, s
 	for (int sh = first; sh < g->st->k && (size_t)(n + 1) * s->bl <= len; sh++, n++) {
 		if (g->fd[sh] < 0)
 			return 0;
-		ops[n] = (struct ol_io){.fd = g->fd[sh],
-					.op = 0,
-					.niov = 2,
-					.off = s->j * ((uint64_t)g->rec.bs + OL_TRAILER)};
+		ops[n] = (struct ol_io_op){.fd = g->fd[sh],
+					   .opcode = OL_IO_READ,
+					   .niov = 2,
+					   .off = s->j * ((uint64_t)g->rec.bs + OL_TRAILER)};
 		ops[n].iov[0] = (struct iovec){out + (size_t)n * s->bl, s->bl};
 		ops[n].iov[1] = (struct iovec){tr[n], OL_TRAILER};
 	}

@@ -15,6 +15,7 @@
 
 #include "base/log.h"
 #include "store/store_int.h"
+#include "base/clock.h"
 
 #define BATCH 256 /* keys gathered per merge pass */
 
@@ -36,15 +37,6 @@ struct target {
 	unsigned li;
 };
 
-static int64_t
-clock_ns(clockid_t c)
-{
-	struct timespec ts;
-
-	clock_gettime(c, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static bool
 cancelled(struct scan *s)
 {
@@ -60,13 +52,13 @@ pace(struct scan *s, uint64_t bytes)
 		return;
 	s->paced += bytes;
 	want = (int64_t)(s->paced * 1000000000.0 / (double)s->rate);
-	now = clock_ns(CLOCK_MONOTONIC) - s->t0;
+	now = (int64_t)ol_clock_ns() - s->t0;
 	while (want > now && !cancelled(s)) {
 		int64_t d = want - now > 100000000 ? 100000000 : want - now;
 		struct timespec ts = {d / 1000000000, d % 1000000000};
 
 		nanosleep(&ts, NULL);
-		now = clock_ns(CLOCK_MONOTONIC) - s->t0;
+		now = (int64_t)ol_clock_ns() - s->t0;
 	}
 }
 
@@ -150,7 +142,7 @@ static int
 check_stripe(struct scan *s, const struct stripe *sp, int *fd, uint8_t **blk, bool *healed)
 {
 	struct ol_store *st = s->st;
-	struct ol_io ops[OL_MAX_DRIVES];
+	struct ol_io_op ops[OL_MAX_DRIVES];
 	bool ok[OL_MAX_DRIVES] = {false}, fix[OL_MAX_DRIVES] = {false};
 	uint64_t off = sp->j * ((uint64_t)sp->bs + OL_TRAILER);
 	int n = 0, map[OL_MAX_DRIVES], good = 0, bad = 0;
@@ -158,7 +150,8 @@ check_stripe(struct scan *s, const struct stripe *sp, int *fd, uint8_t **blk, bo
 	for (int d = 0; d < st->n; d++) {
 		if (fd[d] < 0)
 			continue;
-		ops[n] = (struct ol_io){.fd = fd[d], .op = 0, .niov = 1, .off = off};
+		ops[n] =
+		    (struct ol_io_op){.fd = fd[d], .opcode = OL_IO_READ, .niov = 1, .off = off};
 		ops[n].iov[0] = (struct iovec){blk[d], sp->bl + OL_TRAILER};
 		map[n++] = d;
 	}
@@ -678,7 +671,7 @@ reset(struct ol_heal_progress *p)
 	atomic_store(&p->records_restored, 0);
 	atomic_store(&p->unrecoverable, 0);
 	atomic_store(&p->finished_ns, 0);
-	atomic_store(&p->started_ns, clock_ns(CLOCK_REALTIME));
+	atomic_store(&p->started_ns, ol_clock_wall_ns());
 	atomic_store(&p->result, 0);
 }
 
@@ -696,7 +689,7 @@ ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o, struct ol_h
 	s.count = true;
 	rc = pass(&s);
 	s.count = false;
-	s.t0 = clock_ns(CLOCK_MONOTONIC);
+	s.t0 = (int64_t)ol_clock_ns();
 	if (!rc)
 		rc = pass(&s);
 	if (!rc)
@@ -711,7 +704,7 @@ ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o, struct ol_h
 		(unsigned long long)atomic_load(&p->records_restored),
 		(unsigned long long)atomic_load(&p->unrecoverable));
 	atomic_store(&p->result, rc);
-	atomic_store(&p->finished_ns, clock_ns(CLOCK_REALTIME));
+	atomic_store(&p->finished_ns, ol_clock_wall_ns());
 	atomic_store(&p->running, 0);
 	atomic_store(&p->cancel, 0);
 	atomic_store(&heal_busy, 0);

@@ -113,7 +113,7 @@ write_stripe(struct ol_put *p, const uint8_t *src, size_t dl)
 	struct ol_store *st = p->st;
 	size_t bl = (dl + st->k - 1) / st->k;
 	uint8_t *data[OL_EC_MAX_SHARDS], trailer[OL_MAX_DRIVES][OL_TRAILER];
-	struct ol_io ops[OL_MAX_DRIVES];
+	struct ol_io_op ops[OL_MAX_DRIVES];
 
 	if (!p->files)
 		open_files(p);
@@ -127,10 +127,10 @@ write_stripe(struct ol_put *p, const uint8_t *src, size_t dl)
 	ol_ec_encode(&st->ec, bl, data, data + st->k);
 	for (int d = 0; d < st->n; d++) {
 		ol_put_u64(trailer[d], ol_block_sum(st->ck, data[d], bl, p->stripes));
-		ops[d] = (struct ol_io){.fd = p->bad[d] ? -1 : p->fd[d],
-					.op = 1,
-					.niov = 2,
-					.off = p->stripes * (st->bs + OL_TRAILER)};
+		ops[d] = (struct ol_io_op){.fd = p->bad[d] ? -1 : p->fd[d],
+					   .opcode = OL_IO_WRITE,
+					   .niov = 2,
+					   .off = p->stripes * (st->bs + OL_TRAILER)};
 		ops[d].iov[0] = (struct iovec){data[d], bl};
 		ops[d].iov[1] = (struct iovec){trailer[d], OL_TRAILER};
 	}
@@ -237,16 +237,18 @@ ol_store_put_abort(struct ol_put *p)
 static int
 sync_files(struct ol_put *p)
 {
-	struct ol_io ops[2 * OL_MAX_DRIVES];
+	struct ol_io_op ops[2 * OL_MAX_DRIVES];
 	struct ol_store *st = p->st;
 	int n = st->n;
 
 	if (!st->fsync)
 		return good_drives(p) >= st->w ? 0 : -EIO;
 	for (int d = 0; d < n; d++) {
-		ops[d] = (struct ol_io){.fd = p->bad[d] ? -1 : p->fd[d], .op = 2};
-		ops[n + d] = (struct ol_io){
-		    .fd = p->bad[d] ? -1 : ol_open_shard_dir(st, d, p->uuid), .op = 3};
+		ops[d] =
+		    (struct ol_io_op){.fd = p->bad[d] ? -1 : p->fd[d], .opcode = OL_IO_FDATASYNC};
+		ops[n + d] =
+		    (struct ol_io_op){.fd = p->bad[d] ? -1 : ol_open_shard_dir(st, d, p->uuid),
+				      .opcode = OL_IO_FSYNC};
 	}
 	ol_io_batch(ops, 2 * n);
 	for (int d = 0; d < n; d++) {

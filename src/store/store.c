@@ -638,7 +638,7 @@ batch_drive(struct ol_store *st, struct ol_cq *b, int d)
 static void
 batch_run(struct ol_store *st, struct ol_cq *b)
 {
-	struct ol_io ops[OL_MAX_DRIVES];
+	struct ol_io_op ops[OL_MAX_DRIVES];
 
 	struct ol_meta *m[OL_MAX_DRIVES];
 
@@ -652,7 +652,8 @@ batch_run(struct ol_store *st, struct ol_cq *b)
 	}
 	if (st->fsync) { /* LMDB runs MDB_NOSYNC: one fdatasync per drive covers the batch */
 		for (int d = 0; d < st->n; d++)
-			ops[d] = (struct ol_io){.fd = m[d] ? ol_meta_fd(m[d]) : -1, .op = 2};
+			ops[d] = (struct ol_io_op){.fd = m[d] ? ol_meta_fd(m[d]) : -1,
+						   .opcode = OL_IO_FDATASYNC};
 		ol_io_batch(ops, st->n);
 		for (int d = 0; d < st->n; d++) {
 			if (!m[d] || ops[d].res >= 0)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "io/io.h"
 #include "meta/meta.h"
 #include "store/ec.h"
 #include "store/store.h"
@@ -147,16 +148,7 @@ uint8_t *ol_urec_encode(int64_t init, const char *key, size_t klen, const void *
 int ol_urec_decode(const void *buf, size_t len, int64_t *init, const char **key, size_t *klen,
 		   const void **meta, size_t *mlen);
 
-/* shard.c: shard files and batched I/O on a per-thread io_uring */
-struct ol_io {
-	int fd;
-	int op; /* 0 read, 1 write, 2 fdatasync, 3 fsync */
-	struct iovec iov[2];
-	int niov;
-	uint64_t off;
-	ssize_t res;
-};
-void ol_io_batch(struct ol_io *ops, int n);
+/* shard.c: shard files (their I/O goes through io/'s ol_io_batch, one ring per thread) */
 void ol_shard_path(const struct ol_store *st, int d, const uint8_t *uuid, char *buf, size_t cap);
 int ol_shard_create(const struct ol_store *st, int d, const uint8_t *uuid);
 /* An fd on the directory holding the shard file (to fsync its entry), or -errno. */

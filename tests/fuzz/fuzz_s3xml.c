@@ -79,7 +79,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	case 8: {
 		struct ol_acl a;
-		struct ol_s3_buf x = {0};
+		struct ol_buf x = {0};
 		struct ol_cors c;
 		struct ol_pab pab;
 		char own[32];
@@ -87,7 +87,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			ol_acl_xml(&a, &x);
 			(void)ol_acl_perms(&a, "bob");
 		}
-		ol_s3_buf_free(&x);
+		ol_buf_free(&x);
 		if (ol_cors_parse(body, n, &c) == 0)
 			(void)ol_cors_match(&c, "https://a.example", "GET", "x-amz-date, a");
 		ol_cors_free(&c);
@@ -97,7 +97,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	case 9: {
 		struct ol_acl a;
-		struct ol_s3_buf x = {0};
+		struct ol_buf x = {0};
 		const char *v;
 		if (ol_acl_decode(body, n, &a) == 0)
 			ol_acl_encode(&a, &x);
@@ -105,7 +105,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		(void)ol_acl_add_header(&a, OL_ACL_READ, z);
 		(void)ol_s3_attr_get(body, n, "policy", &v);
 		ol_s3_attr_set(&x, body, n, "owner", "alice", 5);
-		ol_s3_buf_free(&x);
+		ol_buf_free(&x);
 		break;
 	}
 	default: {

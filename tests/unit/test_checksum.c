@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "s3/auth/checksum.h"
+#include "base/hex.h"
 
 static int n_test, n_fail;
 
@@ -25,7 +26,7 @@ hex_is(enum ol_cksum_alg alg, const char *s, size_t n, const char *want)
 	int len = ol_cksum_compute(alg, s, n, raw);
 	if (len < 0 || (size_t)len != ol_cksum_len(alg))
 		return 0;
-	ol_cksum_hex(raw, (size_t)len, hx);
+	ol_hex_encode(raw, (size_t)len, hx);
 	if (strcmp(hx, want) != 0)
 		printf("# %s: got %s want %s\n", ol_cksum_alg_name(alg), hx, want);
 	return strcmp(hx, want) == 0;

@@ -164,28 +164,81 @@ test_batch(void)
 		w[i] = (char)(i * 7 + i / B);
 	struct ol_io_op ops[N + 1];
 	for (int i = 0; i < N; i++) /* written in reverse order of offsets */
-		ops[i] = (struct ol_io_op){
-		    fd, OL_IO_WRITE, w + (size_t)(N - 1 - i) * B, B, (uint64_t)(N - 1 - i) * B, -1};
+		ops[i] = (struct ol_io_op){.fd = fd,
+					   .opcode = OL_IO_WRITE,
+					   .buf = w + (size_t)(N - 1 - i) * B,
+					   .len = B,
+					   .off = (uint64_t)(N - 1 - i) * B,
+					   .res = -1};
 	int rc = ol_io_batch(ops, N);
 	int bad = 0;
 	for (int i = 0; i < N; i++)
 		bad += ops[i].res != B;
 	OK(rc == 0 && !bad, "batch of %d writes (more than one ring's depth), %d bad", N, bad);
-	ops[0] = (struct ol_io_op){fd, OL_IO_FDATASYNC, NULL, 0, 0, -1};
+	ops[0] = (struct ol_io_op){
+	    .fd = fd, .opcode = OL_IO_FDATASYNC, .buf = NULL, .len = 0, .off = 0, .res = -1};
 	OK(ol_io_batch(ops, 1) == 0 && ops[0].res == 0, "fdatasync through the batch");
 	for (int i = 0; i < N; i++)
-		ops[i] =
-		    (struct ol_io_op){fd, OL_IO_READ, r + (size_t)i * B, B, (uint64_t)i * B, -1};
-	ops[N] = (struct ol_io_op){fd, OL_IO_READ, r, B, (uint64_t)N * B - 100, -1};
+		ops[i] = (struct ol_io_op){.fd = fd,
+					   .opcode = OL_IO_READ,
+					   .buf = r + (size_t)i * B,
+					   .len = B,
+					   .off = (uint64_t)i * B,
+					   .res = -1};
+	ops[N] = (struct ol_io_op){.fd = fd,
+				   .opcode = OL_IO_READ,
+				   .buf = r,
+				   .len = B,
+				   .off = (uint64_t)N * B - 100,
+				   .res = -1};
 	rc = ol_io_batch(ops, N);
 	OK(rc == 0 && !memcmp(r, w, (size_t)N * B), "batch of %d reads gives the bytes back", N);
 	char tail[B];
-	ops[0] = (struct ol_io_op){fd, OL_IO_READ, tail, B, (uint64_t)N * B - 100, -1};
-	ops[1] = (struct ol_io_op){-1, OL_IO_READ, tail, B, 0, 0};
+	ops[0] = (struct ol_io_op){.fd = fd,
+				   .opcode = OL_IO_READ,
+				   .buf = tail,
+				   .len = B,
+				   .off = (uint64_t)N * B - 100,
+				   .res = -1};
+	ops[1] = (struct ol_io_op){
+	    .fd = -1, .opcode = OL_IO_READ, .buf = tail, .len = B, .off = 0, .res = 0};
 	rc = ol_io_batch(ops, 2);
 	OK(rc == 0 && ops[0].res == 100 && !memcmp(tail, w + (size_t)N * B - 100, 100),
 	   "read across EOF is short (%zd)", ops[0].res);
 	OK(ops[1].res == -EBADF, "bad fd: -EBADF in its own op (%zd)", ops[1].res);
+
+	/* vectored ops (the object engine's shard block + trailer): two iovecs per op */
+	char head[N][B / 2], trail[N][8], back[N][B / 2 + 8];
+	for (int i = 0; i < N; i++) {
+		memset(head[i], 'a' + i % 26, sizeof(head[i]));
+		memset(trail[i], 'A' + i % 26, sizeof(trail[i]));
+		ops[i] = (struct ol_io_op){
+		    .fd = fd, .opcode = OL_IO_WRITE, .niov = 2, .off = (uint64_t)i * (B / 2 + 8)};
+		ops[i].iov[0] = (struct iovec){head[i], B / 2};
+		ops[i].iov[1] = (struct iovec){trail[i], 8};
+	}
+	rc = ol_io_batch(ops, N);
+	bad = 0;
+	for (int i = 0; i < N; i++)
+		bad += ops[i].res != B / 2 + 8;
+	OK(rc == 0 && !bad, "batch of %d vectored writes, %d bad", N, bad);
+	for (int i = 0; i < N; i++) {
+		ops[i] = (struct ol_io_op){
+		    .fd = fd, .opcode = OL_IO_READ, .niov = 1, .off = (uint64_t)i * (B / 2 + 8)};
+		ops[i].iov[0] = (struct iovec){back[i], B / 2 + 8};
+	}
+	ops[N] = (struct ol_io_op){.fd = -1, .opcode = OL_IO_READ, .niov = 1};
+	ops[N].iov[0] = (struct iovec){back[0], 8};
+	rc = ol_io_batch(ops, N + 1);
+	bad = 0;
+	for (int i = 0; i < N; i++)
+		bad += ops[i].res != B / 2 + 8 || memcmp(back[i], head[i], B / 2) ||
+		       memcmp(back[i] + B / 2, trail[i], 8);
+	OK(rc == 0 && !bad && ops[N].res == -EBADF,
+	   "vectored reads give block and trailer back (%d bad), bad fd -EBADF (%zd)", bad,
+	   ops[N].res);
+	ops[0] = (struct ol_io_op){.fd = fd, .opcode = OL_IO_READ, .niov = 3};
+	OK(ol_io_batch(ops, 1) == -EINVAL, "more than OL_IO_MAX_IOV iovecs: -EINVAL");
 	close(fd);
 	free(w);
 	free(r);

@@ -175,23 +175,23 @@ test_dates(void)
 static void
 test_xml_writer(void)
 {
-	struct ol_s3_buf b = {0};
+	struct ol_buf b = {0};
 	ol_s3_xml_elem(&b, "Key", "a<b>&\"c'\x01");
-	ok(strcmp(ol_s3_buf_cstr(&b), "<Key>a&lt;b&gt;&amp;&quot;c&apos;&#x1;</Key>") == 0,
+	ok(strcmp(ol_buf_cstr(&b), "<Key>a&lt;b&gt;&amp;&quot;c&apos;&#x1;</Key>") == 0,
 	   "escaping: %s", b.p);
-	ol_s3_buf_free(&b);
+	ol_buf_free(&b);
 	ol_s3_xml_elemu(&b, "Size", 18446744073709551615ull);
-	ok(strcmp(ol_s3_buf_cstr(&b), "<Size>18446744073709551615</Size>") == 0, "u64 elem");
-	ol_s3_buf_free(&b);
+	ok(strcmp(ol_buf_cstr(&b), "<Size>18446744073709551615</Size>") == 0, "u64 elem");
+	ol_buf_free(&b);
 	ol_s3_url_encode(&b, "a b+c/d%e~f\xe2\x82\xac", 14);
-	ok(strcmp(ol_s3_buf_cstr(&b), "a%20b%2Bc/d%25e~f%E2%82%AC") == 0, "url encode: %s", b.p);
-	ol_s3_buf_free(&b);
+	ok(strcmp(ol_buf_cstr(&b), "a%20b%2Bc/d%25e~f%E2%82%AC") == 0, "url encode: %s", b.p);
+	ol_buf_free(&b);
 	ol_s3_error_xml(&b, "NoSuchKey", "The <key>", "/b/k&", "REQ1", NULL);
 	ok(strstr(b.p, "<Code>NoSuchKey</Code>") && strstr(b.p, "<Message>The &lt;key&gt;") &&
 	       strstr(b.p, "<Resource>/b/k&amp;</Resource>") &&
 	       strstr(b.p, "<RequestId>REQ1</RequestId>"),
 	   "error document");
-	ol_s3_buf_free(&b);
+	ol_buf_free(&b);
 	const struct ol_s3_errinfo *e = ol_s3_errinfo(OL_S3E_INVALID_RANGE);
 	ok(e->status == 416 && strcmp(e->code, "InvalidRange") == 0, "error table 416");
 	ok(ol_s3_errinfo(OL_S3E_MISSING_CONTENT_LENGTH)->status == 411, "error table 411");
@@ -244,13 +244,13 @@ test_parsers(void)
 	ol_s3_delete_free(&d);
 	const char *de = "<Delete></Delete>";
 	ok(ol_s3_parse_delete(de, strlen(de), &d) == -EBADMSG, "empty delete malformed");
-	struct ol_s3_buf many = {0};
-	ol_s3_buf_adds(&many, "<Delete>");
+	struct ol_buf many = {0};
+	ol_buf_adds(&many, "<Delete>");
 	for (int i = 0; i < 1001; i++)
-		ol_s3_buf_addf(&many, "<Object><Key>k%d</Key></Object>", i);
-	ol_s3_buf_adds(&many, "</Delete>");
+		ol_buf_addf(&many, "<Object><Key>k%d</Key></Object>", i);
+	ol_buf_adds(&many, "</Delete>");
 	ok(ol_s3_parse_delete(many.p, many.len, &d) == -EBADMSG, "1001 keys refused");
-	ol_s3_buf_free(&many);
+	ol_buf_free(&many);
 
 	char loc[32];
 	const char *cb = "<CreateBucketConfiguration><LocationConstraint>eu-west-1"
@@ -266,7 +266,7 @@ test_parsers(void)
 static void
 test_meta(void)
 {
-	struct ol_s3_buf b = {0};
+	struct ol_buf b = {0};
 	const char *v;
 	ol_s3_meta_add(&b, "content-type", "text/plain");
 	ol_s3_meta_add(&b, "x-amz-meta-a", "");
@@ -284,14 +284,14 @@ test_meta(void)
 	while (ol_s3_meta_next(b.p, b.len, &pos, &kv))
 		n++;
 	ok(n == 3, "iterate 3 entries");
-	ol_s3_buf_free(&b);
+	ol_buf_free(&b);
 }
 
 static void
 test_acl(void)
 {
 	struct ol_acl a, b;
-	struct ol_s3_buf x = {0};
+	struct ol_buf x = {0};
 	ok(ol_acl_canned(&a, "public-read", "alice", NULL) == 0 && a.n == 2, "canned public-read");
 	ok(ol_acl_perms(&a, NULL) == OL_ACL_READ, "anonymous reads public-read");
 	ok(ol_acl_perms(&a, "alice") == OL_ACL_FULL, "owner has full control");
@@ -320,12 +320,12 @@ test_acl(void)
 	ok(ol_acl_decode("alice Zfbob", 11, &b) < 0 && ol_acl_decode("alice U", 7, &b) < 0 &&
 	       ol_acl_decode("alice A1x", 9, &b) < 0,
 	   "bad stored forms refused");
-	ol_s3_buf_free(&x);
+	ol_buf_free(&x);
 	ol_acl_xml(&a, &x);
 	ok(ol_acl_parse_xml(x.p, x.len, &b) == 0 && b.n == 2 && strcmp(b.owner, "alice") == 0 &&
 	       ol_acl_perms(&b, NULL) == OL_ACL_READ,
 	   "AccessControlPolicy document round-trips");
-	ol_s3_buf_free(&x);
+	ol_buf_free(&x);
 	const char *bad = "<AccessControlPolicy><AccessControlList><Grant><Grantee><ID>bob</ID>"
 			  "</Grantee><Permission>ALL</Permission></Grant></AccessControlList>"
 			  "</AccessControlPolicy>";
@@ -340,22 +340,22 @@ test_acl(void)
 static void
 test_attrs(void)
 {
-	struct ol_s3_buf a = {0}, b = {0};
+	struct ol_buf a = {0}, b = {0};
 	const char *v;
 	ol_s3_attr_set(&a, NULL, 0, "owner", "alice", 5);
 	ol_s3_attr_set(&b, a.p, a.len, "policy", "{\n}", 3);
 	ok(ol_s3_attr_get(b.p, b.len, "owner", &v) == 5 && memcmp(v, "alice", 5) == 0 &&
 	       ol_s3_attr_get(b.p, b.len, "policy", &v) == 3 && memcmp(v, "{\n}", 3) == 0,
 	   "attrs set and get (values may hold newlines)");
-	ol_s3_buf_free(&a);
+	ol_buf_free(&a);
 	ol_s3_attr_set(&a, b.p, b.len, "owner", NULL, -1);
 	ok(ol_s3_attr_get(a.p, a.len, "owner", &v) == -ENOENT &&
 	       ol_s3_attr_get(a.p, a.len, "policy", &v) == 3,
 	   "attr removed, others kept");
 	ok(ol_s3_attr_get("owner=99:x\n", 11, "owner", &v) == -ENOENT, "truncated attr refused");
 	ok(ol_s3_attr_get("", 0, "owner", &v) == -ENOENT, "empty blob (old bucket record)");
-	ol_s3_buf_free(&a);
-	ol_s3_buf_free(&b);
+	ol_buf_free(&a);
+	ol_buf_free(&b);
 }
 
 static const char *
@@ -488,9 +488,49 @@ test_cors(void)
 	   "ownership controls parse");
 }
 
+/* errno -> S3 error: one table (errors.c) for every handler */
+static void
+test_errno_map(void)
+{
+	static const struct {
+		int rc;
+		bool write;
+		const char *code;
+		int status;
+	} t[] = {
+	    {-ENOENT, false, "NoSuchUpload", 404},
+	    {-ENXIO, false, "NoSuchBucket", 404},
+	    {-EEXIST, false, "BucketAlreadyOwnedByYou", 409},
+	    {-ENOTEMPTY, false, "BucketNotEmpty", 409},
+	    {-EINVAL, false, "InvalidArgument", 400},
+	    {-EIO, false, "ServiceUnavailable", 503},
+	    {-EBADMSG, false, "InternalError", 500},
+	    {-ENOSPC, true, "XOpenLakeStorageFull", 507},
+	    {-ECANCELED, true, "PreconditionFailed", 412},
+	    {-ENODATA, true, "NoSuchKey", 404},
+	    {-ECANCELED, false, "InternalError", 500}, /* a read is not conditional */
+	    {-EPERM, false, "InternalError", 500},
+	};
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		const char *msg = "x";
+		enum ol_s3_err e =
+		    ol_s3_errno_err(t[i].rc, t[i].write, OL_S3E_NO_SUCH_UPLOAD, &msg);
+		const struct ol_s3_errinfo *ei = ol_s3_errinfo(e);
+		ok(strcmp(ei->code, t[i].code) == 0 && ei->status == t[i].status,
+		   "errno %d (%s) -> %s %d (got %s %d)", -t[i].rc, t[i].write ? "write" : "read",
+		   t[i].code, t[i].status, ei->code, ei->status);
+	}
+	const char *msg = NULL;
+	ol_s3_errno_err(-EBADMSG, false, OL_S3E_NO_SUCH_KEY, &msg);
+	ok(msg && strstr(msg, "checksums"), "corrupt data names the checksums");
+	ol_s3_errno_err(-EPERM, false, OL_S3E_NO_SUCH_KEY, &msg);
+	ok(msg == NULL, "an unknown errno leaves the message to the caller");
+}
+
 int
 main(void)
 {
+	test_errno_map();
 	test_cors();
 	test_policy();
 	test_acl();

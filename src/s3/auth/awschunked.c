@@ -11,6 +11,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include "base/hex.h"
 
 #define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define TNAME_MAX    64
@@ -88,17 +89,6 @@ fail(struct ol_awschunked *d, int err, const char *msg)
 	return err;
 }
 
-static void
-hex32(const uint8_t *raw, char out[65])
-{
-	static const char hx[] = "0123456789abcdef";
-	for (int i = 0; i < 32; i++) {
-		out[2 * i] = hx[raw[i] >> 4];
-		out[2 * i + 1] = hx[raw[i] & 15];
-	}
-	out[64] = 0;
-}
-
 /* HMAC(key, kind "\n" date "\n" scope "\n" prev "\n" tail) against want; chains prev_sig. */
 static int
 check_sig(struct ol_awschunked *d, const char *kind, const char *tail, const char *want)
@@ -113,7 +103,7 @@ check_sig(struct ol_awschunked *d, const char *kind, const char *tail, const cha
 	char got[65];
 	if (!HMAC(EVP_sha256(), d->key, 32, (const unsigned char *)sts, (size_t)n, mac, &len))
 		return fail(d, OL_AWSCHUNKED_ERR_NOMEM, "HMAC failed");
-	hex32(mac, got);
+	ol_hex_encode(mac, 32, got);
 	if (strlen(want) != 64 || CRYPTO_memcmp(got, want, 64) != 0)
 		return fail(d, OL_AWSCHUNKED_ERR_SIGNATURE,
 			    "The request signature we calculated does not match the signature you "
@@ -135,7 +125,7 @@ check_chunk_sig(struct ol_awschunked *d, int empty)
 	} else {
 		if (EVP_DigestFinal_ex(d->sha, dig, &len) != 1)
 			return fail(d, OL_AWSCHUNKED_ERR_NOMEM, "SHA256 failed");
-		hex32(dig, h);
+		ol_hex_encode(dig, 32, h);
 	}
 	snprintf(tail, sizeof(tail), "%s\n%s", EMPTY_SHA256, h);
 	return check_sig(d, "AWS4-HMAC-SHA256-PAYLOAD", tail, d->chunk_sig);
@@ -216,7 +206,7 @@ finish(struct ol_awschunked *d)
 		char tail[65];
 		if (EVP_DigestFinal_ex(d->tsha, dig, &len) != 1)
 			return fail(d, OL_AWSCHUNKED_ERR_NOMEM, "SHA256 failed");
-		hex32(dig, tail);
+		ol_hex_encode(dig, 32, tail);
 		int rc = check_sig(d, "AWS4-HMAC-SHA256-TRAILER", tail, d->trailer_sig);
 		if (rc)
 			return rc;

@@ -12,6 +12,7 @@
 #include <openssl/crypto.h>
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
+#include "base/hex.h"
 
 /* ---- growable buffer (malloc: the code also serves the client side) ---- */
 
@@ -49,30 +50,6 @@ sv4_sb_addc(struct sbuf *b, char c)
 	sv4_sb_add(b, &c, 1);
 }
 
-static const char hexd[] = "0123456789abcdef";
-
-void
-sv4_hex_encode(const uint8_t *raw, size_t n, char *out)
-{
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hexd[raw[i] >> 4];
-		out[2 * i + 1] = hexd[raw[i] & 15];
-	}
-	out[2 * n] = 0;
-}
-
-int
-sv4_hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* ---- URI encoding: decode once (bad escapes stay literal), encode with the AWS set ---- */
 
 static int
@@ -85,12 +62,11 @@ unreserved(unsigned char c)
 static void
 enc_byte(struct sbuf *b, unsigned char c, int keep_slash)
 {
-	static const char HX[] = "0123456789ABCDEF";
 	if (unreserved(c) || (keep_slash && c == '/')) {
 		sv4_sb_addc(b, (char)c);
 		return;
 	}
-	char e[3] = {'%', HX[c >> 4], HX[c & 15]};
+	char e[3] = {'%', ol_hex_digit(c >> 4, true), ol_hex_digit(c, true)};
 	sv4_sb_add(b, e, 3);
 }
 
@@ -99,9 +75,9 @@ reencode(struct sbuf *b, const char *s, size_t n, int keep_slash)
 {
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
-		if (c == '%' && i + 2 < n && sv4_hexval(s[i + 1]) >= 0 &&
-		    sv4_hexval(s[i + 2]) >= 0) {
-			c = (unsigned char)(sv4_hexval(s[i + 1]) * 16 + sv4_hexval(s[i + 2]));
+		if (c == '%' && i + 2 < n && ol_hex_val(s[i + 1]) >= 0 &&
+		    ol_hex_val(s[i + 2]) >= 0) {
+			c = (unsigned char)(ol_hex_val(s[i + 1]) * 16 + ol_hex_val(s[i + 2]));
 			i += 2;
 		}
 		enc_byte(b, c, keep_slash);
@@ -115,9 +91,9 @@ pct_decode(const char *s, size_t n, char *out, size_t cap)
 	size_t o = 0;
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
-		if (c == '%' && i + 2 < n && sv4_hexval(s[i + 1]) >= 0 &&
-		    sv4_hexval(s[i + 2]) >= 0) {
-			c = (char)(sv4_hexval(s[i + 1]) * 16 + sv4_hexval(s[i + 2]));
+		if (c == '%' && i + 2 < n && ol_hex_val(s[i + 1]) >= 0 &&
+		    ol_hex_val(s[i + 2]) >= 0) {
+			c = (char)(ol_hex_val(s[i + 1]) * 16 + ol_hex_val(s[i + 2]));
 			i += 2;
 		}
 		if (o + 1 >= cap)
@@ -377,7 +353,7 @@ sv4_string_to_sign(const char *amz_date, const char *scope, const struct sbuf *c
 	uint8_t h[32];
 	char hx[65];
 	SHA256((const unsigned char *)creq->p, creq->len, h);
-	sv4_hex_encode(h, 32, hx);
+	ol_hex_encode(h, 32, hx);
 	sv4_sb_adds(out, ALG "\n");
 	sv4_sb_adds(out, amz_date);
 	sv4_sb_addc(out, '\n');

@@ -382,17 +382,6 @@ ol_cksum_b64_decode(const char *b64, size_t len, uint8_t *out, size_t cap)
 	return (int)n;
 }
 
-void
-ol_cksum_hex(const uint8_t *raw, size_t n, char *out)
-{
-	static const char hx[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hx[raw[i] >> 4];
-		out[2 * i + 1] = hx[raw[i] & 15];
-	}
-	out[2 * n] = 0;
-}
-
 int
 ol_cksum_composite_init(struct ol_cksum_composite *cc, enum ol_cksum_alg alg)
 {

@@ -55,8 +55,6 @@ const char *ol_cksum_alg_name(enum ol_cksum_alg alg);
 int ol_cksum_b64_encode(const uint8_t *raw, size_t n, char *out, size_t cap);
 /* Decode strict padded base64 (len chars). Returns the byte count or -EINVAL / -ENOSPC. */
 int ol_cksum_b64_decode(const char *b64, size_t len, uint8_t *out, size_t cap);
-/* Lowercase hex, NUL-terminated (out needs 2n+1). */
-void ol_cksum_hex(const uint8_t *raw, size_t n, char *out);
 
 /* Multipart "checksum of checksums": alg over the concatenated raw part checksums; the value
  * S3 shows is "BASE64-N" with N the part count. */

@@ -13,6 +13,7 @@
 #include <openssl/crypto.h>
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
+#include "base/hex.h"
 
 /* ---- parsing the two auth forms ---- */
 
@@ -305,7 +306,7 @@ payload_mode(const char *v, struct ol_sigv4_result *out)
 	if (strlen(v) != 64)
 		return -1;
 	for (int i = 0; i < 32; i++) {
-		int hi = sv4_hexval(v[2 * i]), lo = sv4_hexval(v[2 * i + 1]);
+		int hi = ol_hex_val(v[2 * i]), lo = ol_hex_val(v[2 * i + 1]);
 		if (hi < 0 || lo < 0)
 			return -1;
 		out->payload_sha256[i] = (uint8_t)(hi * 16 + lo);
@@ -376,7 +377,7 @@ compute(const struct ol_sigv4_request *req, const struct auth *a, const char *sc
 	rc = sv4_hmac(key, 32, sts->p, sts->len, mac);
 	if (rc)
 		return rc;
-	sv4_hex_encode(mac, 32, sig);
+	ol_hex_encode(mac, 32, sig);
 	return 0;
 }
 
@@ -523,7 +524,7 @@ pending_sig(const struct ol_sigv4_result *r, const char *prefix, const uint8_t s
 {
 	char hx[65];
 	uint8_t mac[32];
-	sv4_hex_encode(sha, 32, hx);
+	ol_hex_encode(sha, 32, hx);
 	sv4_sb_adds(creq, prefix);
 	sv4_sb_adds(creq, hx);
 	if (!creq->oom)
@@ -532,7 +533,7 @@ pending_sig(const struct ol_sigv4_result *r, const char *prefix, const uint8_t s
 		return OL_SIGV4_ERR_NOMEM;
 	int rc = sv4_hmac(r->signing_key, 32, sts->p, sts->len, mac);
 	if (!rc)
-		sv4_hex_encode(mac, 32, sig);
+		ol_hex_encode(mac, 32, sig);
 	return rc;
 }
 

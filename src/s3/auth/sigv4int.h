@@ -27,9 +27,6 @@ void sv4_sb_add(struct sbuf *b, const void *s, size_t n);
 void sv4_sb_adds(struct sbuf *b, const char *s);
 void sv4_sb_addc(struct sbuf *b, char c);
 
-void sv4_hex_encode(const uint8_t *raw, size_t n, char *out);
-int sv4_hexval(int c);
-
 /* one raw "name=value" of a query string */
 struct qparam {
 	const char *name, *val;
