@@ -80,6 +80,8 @@ class Daemon:
         self.s3_port = free_port()
         self.rpc_port = free_port()
         self.kv_port = free_port() if kv else None
+        # every daemon gets its own admin listener port: the default (9001) would collide
+        self.admin_port = free_port()
         self.config = self.root / "openlake.toml"
         self.log_path = self.root / "openlaked.log"
         self.args = list(args)
@@ -93,6 +95,7 @@ class Daemon:
 mode = "{mode}"
 data_dirs = [{dirs}]
 s3_addr = "127.0.0.1:{self.s3_port}"
+console_addr = "127.0.0.1:{self.admin_port}"
 rpc_addr = "127.0.0.1:{self.rpc_port}"
 {kv_line}
 set_drive_count = {n}
@@ -119,6 +122,10 @@ spill_dir = "{self.root / 'kv'}"
     @property
     def s3_url(self):
         return f"http://127.0.0.1:{self.s3_port}"
+
+    @property
+    def admin_url(self):
+        return f"http://127.0.0.1:{self.admin_port}"
 
     @property
     def kv_addr(self):
