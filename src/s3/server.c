@@ -313,6 +313,9 @@ s3_handler(struct ol_http_req *h, void *arg)
 	ol_sigv4_result_fini(&r.auth);
 	s3_access_fini(&r);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (!r.op) /* refused before its handler named it (no such bucket, access denied...) */
+		r.op = s3_metrics_op(h->method, r.query, r.rt.bucket[0], r.rt.key_len,
+				     ol_http_header(h, "x-amz-copy-source"));
 	s3_metrics_record(
 	    r.op, r.status,
 	    (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000 + (t1.tv_nsec - t0.tv_nsec) / 1000));
