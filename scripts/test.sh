@@ -34,7 +34,7 @@ pytest_run() { # build dir, extra env...
   return $rc
 }
 
-scripts/deps.sh || { echo "dependency install failed"; exit 1; }
+scripts/deps.sh test || { echo "dependency install failed"; exit 1; }
 stage "build" scripts/build.sh build
 stage "unit tests" meson test -C build --print-errorlogs --num-processes 2
 stage "integration tests" pytest_run build
