@@ -12,7 +12,10 @@
 Fixtures: `openlaked` (factory, everything stopped at test end), `daemon` (one default daemon
 for the test), `s3_daemon` (module-scoped default daemon shared by a test file),
 `s3_client` (boto3 client for s3_daemon). Binaries come from $OPENLAKE_BUILD (default
-<repo>/build).
+<repo>/build). The sample KV data (kv-bf16/) comes from $OPENLAKE_TEST_DATA (the directory
+holding kv-bf16/), else ../shared/data beside the checkout: `kv_data_dir()`; tests that need
+it and do not find it skip with KV_DATA_MISSING as the reason, and the run ends with a
+warning line saying so.
 """
 
 import glob
@@ -34,6 +37,51 @@ if not BUILD.is_absolute():
 OPENLAKED = BUILD / "cmd" / "openlaked" / "openlaked"
 OPENLAKE_CLI = BUILD / "cmd" / "openlake" / "openlake"
 SHARED = REPO.parent / "shared"
+
+
+def _kv_data_candidates():
+    env = os.environ.get("OPENLAKE_TEST_DATA")
+    if env:
+        p = pathlib.Path(env)
+        return [p / "kv-bf16", p]  # the data dir, or kv-bf16 itself
+    return [SHARED / "data" / "kv-bf16"]
+
+
+def kv_data_dir():
+    """The sample KV data (kv-bf16/: stories260K's model and BF16 KV blocks), or None."""
+    for d in _kv_data_candidates():
+        if (d / "stories260K").is_dir() or (d / "model" / "stories260K.bin").exists():
+            return d
+    return None
+
+
+KV_DATA_MISSING = ("sample KV data (kv-bf16/) not found at %s: set OPENLAKE_TEST_DATA to the "
+                   "directory holding kv-bf16/" % " or ".join(str(d) for d in
+                                                         _kv_data_candidates()))
+_kv_data_skips = []
+
+
+def skip_without_kv_data():
+    """pytest.skip (counted for the end-of-run warning) when the sample KV data is absent."""
+    if kv_data_dir() is None:
+        pytest.skip(KV_DATA_MISSING)
+    return kv_data_dir()
+
+
+def pytest_report_header(config):
+    d = kv_data_dir()
+    return "openlake: sample KV data: " + (str(d) if d else "ABSENT (" + KV_DATA_MISSING + ")")
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and "sample KV data (kv-bf16/) not found" in str(report.longrepr):
+        _kv_data_skips.append(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _kv_data_skips:
+        n = len(set(_kv_data_skips))
+        terminalreporter.write_sep("!", "%d test(s) SKIPPED: %s" % (n, KV_DATA_MISSING), red=True)
 ACCESS_KEY = "openlakeadmin"
 SECRET_KEY = "openlakeadmin"
 REGION = "us-east-1"
