@@ -317,11 +317,15 @@ kv_memory_notice(const struct ol_config *cfg)
 	bool pf = ol_config_kv_prefault(cfg);
 	if (!ol_config_kv_listen(cfg)[0])
 		return;
+	char frac[48] = "";
+	if (strcmp(key, "[kv_slab] cpu_ram_frac") == 0)
+		snprintf(frac, sizeof(frac), " = %g", cfg->kv_cpu_ram_frac);
 	if (ram && dram > ram / 4)
 		ol_warn("kv: the DRAM tier takes %.1f GiB of shared memory, %.0f%% of this host's "
-			"%.1f GiB of RAM (set by %s); to use less, set [kv] dram_bytes (e.g. "
+			"%.1f GiB of RAM (set by %s%s); to use less, set [kv] dram_bytes (e.g. "
 			"--kv.dram_bytes 4GiB)%s",
 			(double)dram / g, 100.0 * (double)dram / (double)ram, (double)ram / g, key,
+			frac,
 			strcmp(key, "[kv_slab] cpu_ram_frac") == 0 ? " or a smaller cpu_ram_frac"
 								   : "");
 	ol_info("kv: DRAM tier %.*f %s (%s), %s ([kv] prefault = %s%s)",
@@ -590,6 +594,7 @@ early_exit(struct ol_config *cfg, struct opts *o, int argc, char **argv, char *e
 	if (check_cluster(cfg))
 		return 2;
 	if (o->check_only) {
+		kv_memory_notice(cfg); /* the memory it would claim, without claiming it */
 		printf("%s: OK\n", cfg->source);
 		return 0;
 	}

@@ -308,10 +308,11 @@ def aws_env(extra=None):
 
 
 def admin_request(d, method, path, access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION,
-                  signed=True, headers=None, timeout=30):
+                  signed=True, headers=None, timeout=30, port=None):
     """One call to the admin plane of daemon d (status, heal, metrics...): SigV4-signed with
     botocore's SigV4Auth (service "s3", as an admin client signs it) unless signed=False.
-    path may carry a query. Returns (status, headers, body bytes)."""
+    path may carry a query; port: the admin listener's (d.admin_port) instead of the S3 port.
+    Returns (status, headers, body bytes)."""
     import http.client
 
     from botocore.auth import SigV4Auth
@@ -320,10 +321,12 @@ def admin_request(d, method, path, access_key=ACCESS_KEY, secret_key=SECRET_KEY,
 
     hdrs = dict(headers or {})
     if signed:
-        req = AWSRequest(method=method, url=d.s3_url + path, data=b"", headers=hdrs)
+        port = port or d.s3_port
+        req = AWSRequest(method=method, url="http://127.0.0.1:%d%s" % (port, path), data=b"",
+                         headers=hdrs)
         SigV4Auth(Credentials(access_key, secret_key), "s3", region).add_auth(req)
         hdrs = dict(req.headers.items())
-    c = http.client.HTTPConnection("127.0.0.1", d.s3_port, timeout=timeout)
+    c = http.client.HTTPConnection("127.0.0.1", port or d.s3_port, timeout=timeout)
     try:
         c.request(method, path, headers=hdrs)
         r = c.getresponse()
