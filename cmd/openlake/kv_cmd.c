@@ -207,7 +207,11 @@ stats(const char *const *nodes, size_t n, unsigned timeout_ms, int as_json)
 	}
 	rc = up > 0 ? 0 : 2;
 	if (rc && !as_json)
-		fprintf(stderr, "openlake kv stats: no node answered\n");
+		fprintf(
+		    stderr,
+		    "openlake kv stats: no node answered: is openlaked running with its KV pool "
+		    "there? Give the pool's addresses with --nodes HOST:PORT,... or the daemon's "
+		    "config with --config FILE\n");
 out:
 	free(json);
 	return rc;
