@@ -110,17 +110,29 @@ def test_header_and_pkg_config_build_a_client(dest, tmp_path):
     assert re.fullmatch(r"\d+\.\d+\.\d+", out[0]) and out[1] == "1", out
 
 
-def venv_python(tmp_path):
-    """A venv that sees Debian's packages (torch, numpy), with ./python pip-installed offline
-    from a copy (pip must not write build files into the checkout)."""
-    venv = tmp_path / "venv"
-    run([sys.executable, "-m", "venv", "--system-site-packages", venv])
+def python_copy(tmp_path):
+    """./python copied (pip must not write build files into the checkout)."""
     src = tmp_path / "python"
     shutil.copytree(REPO / "python", src, ignore=shutil.ignore_patterns("__pycache__", "build",
                                                                         "*.egg-info"))
+    return src
+
+
+@pytest.fixture(scope="module")
+def venv_py(tmp_path_factory):
+    """A venv that sees Debian's packages (torch, numpy), with ./python pip-installed offline."""
+    tmp = tmp_path_factory.mktemp("venv")
+    venv = tmp / "venv"
+    run([sys.executable, "-m", "venv", "--system-site-packages", venv])
     run([venv / "bin/python", "-m", "pip", "install", "-q", "--no-build-isolation",
-         "--no-index", src])
+         "--no-index", python_copy(tmp)])
     return venv / "bin/python"
+
+
+def clean_env():
+    return {k: v for k, v in os.environ.items()
+            if k not in ("OPENLAKE_LIBRARY", "OPENLAKE_BUILD", "LD_LIBRARY_PATH", "PYTHONPATH",
+                         "OPENLAKE_BUNDLE_LIBRARY")}
 
 
 PROBE = ("import openlake_client._lib as L, numpy; "
@@ -133,15 +145,14 @@ def probe(py, env, cwd):
 
 
 @needs_plain_lib
-def test_venv_package_finds_libopenlake(dest, tmp_path):
-    py = venv_python(tmp_path)
+def test_venv_package_finds_libopenlake(dest, venv_py, tmp_path):
+    py = venv_py
     lib = libdir(dest)
-    base = {k: v for k, v in os.environ.items()
-            if k not in ("OPENLAKE_LIBRARY", "OPENLAKE_BUILD", "LD_LIBRARY_PATH", "PYTHONPATH")}
+    base = clean_env()
     site = pathlib.Path(run([py, "-c", "import openlake_client, os; "
                              "print(os.path.dirname(openlake_client.__file__))"],
                             env=base, cwd=tmp_path).stdout.strip())
-    assert str(site).startswith(str(tmp_path)), site  # the installed copy, not the checkout
+    assert "site-packages" in str(site) and not str(site).startswith(str(REPO)), site
     # OPENLAKE_LIBRARY names it
     r = probe(py, dict(base, OPENLAKE_LIBRARY=str(lib / "libopenlake.so.0")), tmp_path)
     assert r.returncode == 0 and r.stdout.strip() == str(lib / "libopenlake.so.0"), r.stderr
@@ -157,3 +168,26 @@ def test_venv_package_finds_libopenlake(dest, tmp_path):
     r = probe(py, base, tmp_path)
     if r.returncode != 0:
         assert "OPENLAKE_LIBRARY" in r.stderr and "meson install" in r.stderr, r.stderr
+
+
+@needs_plain_lib
+def test_wheel_bundles_libopenlake(dest, venv_py, tmp_path):
+    """OPENLAKE_BUNDLE_LIBRARY=... pip wheel: a platform wheel holding the library, which the
+    installed package then loads from its own directory with nothing set."""
+    lib = libdir(dest) / "libopenlake.so.0"
+    src = python_copy(tmp_path)
+    run([venv_py, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-index", "--no-deps",
+         "-w", tmp_path / "wheels", src], env=dict(clean_env(), OPENLAKE_BUNDLE_LIBRARY=str(lib)))
+    wheels = list((tmp_path / "wheels").glob("openlake_vllm-*.whl"))
+    assert len(wheels) == 1 and "linux" in wheels[0].name and "none-any" not in wheels[0].name
+    import zipfile
+
+    assert "openlake_client/libopenlake.so.0" in zipfile.ZipFile(wheels[0]).namelist()
+    assert not (REPO / "python" / "openlake_client" / "libopenlake.so.0").exists()
+    run([venv_py, "-m", "pip", "install", "-q", "--no-index", "--force-reinstall", "--no-deps",
+         wheels[0]], env=clean_env())
+    site = pathlib.Path(run([venv_py, "-c", "import openlake_client, os; "
+                             "print(os.path.dirname(openlake_client.__file__))"],
+                            env=clean_env(), cwd=tmp_path).stdout.strip())
+    r = probe(venv_py, clean_env(), tmp_path)
+    assert r.returncode == 0 and r.stdout.strip() == str(site / "libopenlake.so.0"), r.stderr
