@@ -50,8 +50,9 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 			 root && *root ? root : "/tmp/openlake-fuzz-scratch", base);
 	char **nv = malloc(sizeof(char *) * (size_t)(*argc + 2));
 	if (n <= 0 || (size_t)n >= sizeof(scratch) || !nv || fuzz_scratch_mkdirs(scratch)) {
-		fprintf(stderr, "fuzz: cannot make the scratch corpus %s; give a scratch directory "
-				"before %s\n",
+		fprintf(stderr,
+			"fuzz: cannot make the scratch corpus %s; give a scratch directory "
+			"before %s\n",
 			scratch, (*argv)[i]);
 		exit(2);
 	}
