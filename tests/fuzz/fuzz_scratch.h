@@ -6,7 +6,9 @@
  * flags; the corpus-replay runner fuzz_main.c never calls it) sees a first corpus directory
  * inside a tests/fuzz/corpus/ tree and puts a scratch directory before it, which libFuzzer then
  * writes to while the checked-in one is only read: $OPENLAKE_FUZZ_SCRATCH/NAME, default
- * /tmp/openlake-fuzz-scratch/NAME (created). A first directory elsewhere is left as given. */
+ * /tmp/openlake-fuzz-scratch/NAME (created). A first directory elsewhere is left as given, and
+ * OPENLAKE_FUZZ_SCRATCH=off leaves the command line alone (to -merge=1 new seeds into the
+ * checked-in corpus on purpose). */
 #ifndef OL_TESTS_FUZZ_SCRATCH_H
 #define OL_TESTS_FUZZ_SCRATCH_H
 
@@ -46,6 +48,8 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	    !realpath((*argv)[i], real) || !strstr(real, "/tests/fuzz/corpus/"))
 		return 0;
 	const char *base = strrchr(real, '/') + 1, *root = getenv("OPENLAKE_FUZZ_SCRATCH");
+	if (root && strcmp(root, "off") == 0)
+		return 0;
 	int n = snprintf(scratch, sizeof(scratch), "%s/%s",
 			 root && *root ? root : "/tmp/openlake-fuzz-scratch", base);
 	char **nv = malloc(sizeof(char *) * (size_t)(*argc + 2));
