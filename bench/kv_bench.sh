@@ -55,7 +55,7 @@ for b in "$OPENLAKED" "$CLI"; do
 done
 want() { case ",$FIGURES," in *",$1,"*) return 0 ;; esac; return 1; }
 for t in redis-server memcached $(want nvme && echo fio); do
-	command -v $t >/dev/null || { echo "kv_bench.sh: $t is missing (apt-get install redis-server memcached fio)" >&2; exit 1; }
+	command -v $t >/dev/null || { echo "kv_bench.sh: $t is missing (scripts/deps.sh bench installs it)" >&2; exit 1; }
 done
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/openlake-kvbench.XXXXXX")

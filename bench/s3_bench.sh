@@ -48,7 +48,7 @@ for b in "$OPENLAKED" "$CLI"; do
 	[ -x "$b" ] || { echo "s3_bench.sh: $b is not built (meson setup build && ninja -C build)" >&2; exit 1; }
 done
 for t in nginx wrk fio; do
-	command -v $t >/dev/null || [ -x /usr/sbin/$t ] || { echo "s3_bench.sh: $t is missing (apt-get install nginx-light wrk fio)" >&2; exit 1; }
+	command -v $t >/dev/null || [ -x /usr/sbin/$t ] || { echo "s3_bench.sh: $t is missing (scripts/deps.sh bench installs it)" >&2; exit 1; }
 done
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 

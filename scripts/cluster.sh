@@ -105,6 +105,7 @@ node_config() { # node_config DIR ID N D S3 KV RPC_PORTS...
 		echo "self_id = $id"
 		echo "data_dirs = [$dirs]"
 		echo "s3_addr = \"127.0.0.1:$s3\""
+		echo 'console_addr = ""  # N nodes on one host: the admin plane stays on the S3 port'
 		echo "rpc_addr = \"127.0.0.1:${rpcs[$id]}\""
 		echo "kv_addr = \"127.0.0.1:$kv\""
 		echo "set_drive_count = $d"

@@ -34,7 +34,7 @@ pytest_run() { # build dir, extra env...
   return $rc
 }
 
-scripts/deps.sh || { echo "dependency install failed"; exit 1; }
+scripts/deps.sh test || { echo "dependency install failed"; exit 1; }
 stage "build" scripts/build.sh build
 # fast (seconds): include layering, duplicate global symbols in build/src/*.a, clang-format
 stage "source check" $PY scripts/check_source.py --build build

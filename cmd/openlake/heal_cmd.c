@@ -52,6 +52,30 @@ http_call(struct heal_cli *c, const char *method, const char *path, char **body)
 	return st;
 }
 
+/* Say why a call (what: "start a heal", ...) did not get its answer: no errno numbers, the
+ * cause and the fix. A refusal (400/403) was explained by http_call already. */
+static void
+call_failed(const struct heal_cli *c, const char *what, int st)
+{
+	if (st == 400 || st == 403)
+		return;
+	if (st < 0)
+		fprintf(
+		    stderr,
+		    "openlake heal: cannot %s: no daemon answers at %s:%s (%s). Is openlaked "
+		    "running? Start it, or name it with --endpoint http://HOST:PORT or --config "
+		    "FILE\n",
+		    what, c->host, c->port, strerror(-st));
+	else if (st == 503)
+		fprintf(stderr,
+			"openlake heal: cannot %s: the daemon at %s:%s runs no object store (a KV "
+			"pool, mode = \"kv\"): there is nothing to heal\n",
+			what, c->host, c->port);
+	else
+		fprintf(stderr, "openlake heal: cannot %s: the daemon at %s:%s answered HTTP %d\n",
+			what, c->host, c->port, st);
+}
+
 static int
 field(const char *j, const char *key, char *out, size_t cap)
 {
@@ -155,9 +179,7 @@ follow(struct heal_cli *c)
 		int st = http_call(c, "GET", HEAL_PATH, &j), rc;
 
 		if (st != 200) {
-			if (st != 400 && st != 403)
-				fprintf(stderr, "openlake heal: progress request failed (%d)\n",
-					st);
+			call_failed(c, "follow the heal's progress", st);
 			free(j);
 			return 1;
 		}
@@ -185,17 +207,10 @@ start(struct heal_cli *c)
 		snprintf(path, sizeof(path), "%s", HEAL_PATH);
 	st = http_call(c, "POST", path, &j);
 	free(j);
-	if (st < 0) {
-		fprintf(stderr, "openlake heal: cannot reach the daemon at %s:%s: %s\n", c->host,
-			c->port, strerror(-st));
-		return 1;
-	}
 	if (st == 409) {
 		fprintf(stderr, "openlake heal: a heal is already running; following it\n");
-	} else if (st == 400 || st == 403) {
-		return 1; /* explained by http_call */
 	} else if (st != 202) {
-		fprintf(stderr, "openlake heal: the daemon answered %d\n", st);
+		call_failed(c, "start a heal", st);
 		return 1;
 	}
 	if (c->no_wait) {
@@ -214,10 +229,7 @@ status_once(struct heal_cli *c)
 	int st = http_call(c, "GET", HEAL_PATH, &j), rc;
 
 	if (st != 200) {
-		if (st != 400 && st != 403)
-			fprintf(stderr,
-				"openlake heal: cannot get the heal status from %s:%s (%d)\n",
-				c->host, c->port, st);
+		call_failed(c, "get the heal status", st);
 		free(j);
 		return 1;
 	}
@@ -287,6 +299,14 @@ heal_keys(struct heal_cli *c, bool endpoint_given)
 		if (ol_config_load_file(cfg, c->config, err, sizeof(err))) {
 			fprintf(stderr, "openlake heal: --config %s: %s\n", c->config, err);
 			rc = 2;
+			goto out;
+		}
+		if (strcmp(cfg->mode, "kv") == 0) {
+			fprintf(stderr,
+				"openlake heal: %s is a KV pool (mode = \"kv\"): it runs no object "
+				"store, so there is nothing to heal\n",
+				c->config);
+			rc = 1;
 			goto out;
 		}
 		if (!endpoint_given && endpoint(c, cfg->s3_addr)) {

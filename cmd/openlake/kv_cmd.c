@@ -1,6 +1,6 @@
-/* cmd/openlake/kv_cmd.c - `openlake kv stats [--nodes host:port,...] [--json] [--timeout MS]`:
- * the KV pool's state per node and in total (capacity, used, hits, misses, evictions, per
- * tier), read through libopenlake. argv[0] is "kv". */
+/* cmd/openlake/kv_cmd.c - `openlake kv stats [--nodes host:port,...] [--config FILE] [--json]
+ * [--timeout MS]`: the KV pool's state per node and in total (capacity, used, hits, misses,
+ * evictions, per tier), read through libopenlake. argv[0] is "kv". */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "openlake/openlake.h"
+
+#include "base/config.h"
 
 int ol_cmd_kv(int argc, char **argv);
 
@@ -17,10 +19,15 @@ int ol_cmd_kv(int argc, char **argv);
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: openlake kv stats [--nodes HOST:PORT,...] [--json] [--timeout MS]\n"
-			"  --nodes    pool nodes (default $OPENLAKE_NODES or 127.0.0.1:9400)\n"
-			"  --json     print the raw JSON document (per node and total)\n"
-			"  --timeout  per-node timeout in ms (default 2000)\n");
+	fprintf(
+	    stderr,
+	    "usage: openlake kv stats [--nodes HOST:PORT,...] [--config FILE] [--json]\n"
+	    "                        [--timeout MS]\n"
+	    "  --nodes    pool nodes (default $OPENLAKE_NODES or 127.0.0.1:9400)\n"
+	    "  --config   the daemon's TOML config: its KV listener (kv_addr, or rpc_addr\n"
+	    "             in mode = \"kv\"), the other [[nodes]] of a KV pool, its [kv] secret\n"
+	    "  --json     print the raw JSON document (per node and total)\n"
+	    "  --timeout  per-node timeout in ms (default 2000)\n");
 }
 
 static uint64_t
@@ -66,6 +73,42 @@ kv_log(int level, const char *msg, void *arg)
 	fprintf(stderr, "%s\n", msg);
 }
 
+static const char *kv_token; /* $OPENLAKE_KV_TOKEN, else the config's [kv] secret */
+
+/* The nodes of the pool a config describes, comma-separated into list (a wildcard listener is
+ * asked on loopback): this daemon's KV listener, and in mode = "kv" every other [[nodes]]
+ * rpc_addr. 0, or 2 with the reason printed. */
+static int
+nodes_from_config(const char *path, char *list, size_t cap, struct ol_config *cfg)
+{
+	char err[512];
+	ol_config_default(cfg);
+	if (ol_config_load_file(cfg, path, err, sizeof(err))) {
+		fprintf(stderr, "openlake kv stats: --config %s: %s\n", path, err);
+		return 2;
+	}
+	const char *self = ol_config_kv_listen(cfg);
+	if (!self[0]) {
+		fprintf(stderr,
+			"openlake kv stats: %s turns the KV pool off (kv_addr = \"\"): set kv_addr "
+			"in it, or give --nodes HOST:PORT\n",
+			path);
+		return 2;
+	}
+	size_t len = 0;
+	const char *wild = strncmp(self, "0.0.0.0:", 8) == 0 ? self + 7 : NULL;
+	len += (size_t)snprintf(list, cap, "%s%s", wild ? "127.0.0.1" : "", wild ? wild : self);
+	for (unsigned i = 0; strcmp(cfg->mode, "kv") == 0 && i < cfg->n_nodes && len < cap; i++) {
+		const char *a = cfg->nodes[i].rpc_addr;
+		if (!a[0] || cfg->nodes[i].id == cfg->self_id || strcmp(a, self) == 0)
+			continue;
+		len += (size_t)snprintf(list + len, cap - len, ",%s", a);
+	}
+	if (!kv_token && cfg->kv_secret[0])
+		kv_token = cfg->kv_secret;
+	return len < cap ? 0 : 2;
+}
+
 static struct ol_client *
 connect_nodes(const char *const *nodes, size_t n, unsigned timeout_ms)
 {
@@ -76,7 +119,7 @@ connect_nodes(const char *const *nodes, size_t n, unsigned timeout_ms)
 				   .ns = "",
 				   .timeout_ms = timeout_ms,
 				   .log = kv_log,
-				   .token = getenv("OPENLAKE_KV_TOKEN")};
+				   .token = kv_token};
 	struct ol_client *c = NULL;
 	int r = ol_client_new(&o, &c);
 	if (r < 0)
@@ -164,7 +207,11 @@ stats(const char *const *nodes, size_t n, unsigned timeout_ms, int as_json)
 	}
 	rc = up > 0 ? 0 : 2;
 	if (rc && !as_json)
-		fprintf(stderr, "openlake kv stats: no node answered\n");
+		fprintf(
+		    stderr,
+		    "openlake kv stats: no node answered: is openlaked running with its KV pool "
+		    "there? Give the pool's addresses with --nodes HOST:PORT,... or the daemon's "
+		    "config with --config FILE\n");
 out:
 	free(json);
 	return rc;
@@ -176,7 +223,9 @@ ol_cmd_kv(int argc, char **argv)
 	const char *nodes[KV_MAX_NODES];
 	char list[4096];
 	const char *env = getenv("OPENLAKE_NODES");
-	int as_json = 0;
+	const char *config = NULL;
+	static struct ol_config cfg; /* large: not on the stack */
+	int as_json = 0, nodes_given = 0;
 	unsigned long timeout_ms = 2000;
 	snprintf(list, sizeof(list), "%s", env && env[0] ? env : "127.0.0.1:9400");
 	if (argc < 2 || strcmp(argv[1], "stats") != 0) {
@@ -188,6 +237,9 @@ ol_cmd_kv(int argc, char **argv)
 			as_json = 1;
 		} else if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc) {
 			snprintf(list, sizeof(list), "%s", argv[++i]);
+			nodes_given = 1;
+		} else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+			config = argv[++i];
 		} else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
 			char *end;
 			timeout_ms = strtoul(argv[++i], &end, 10);
@@ -200,6 +252,13 @@ ol_cmd_kv(int argc, char **argv)
 			return 2;
 		}
 	}
+	kv_token = getenv("OPENLAKE_KV_TOKEN");
+	if (config && nodes_given) {
+		fprintf(stderr, "openlake kv stats: give --config FILE or --nodes, not both\n");
+		return 2;
+	}
+	if (config && nodes_from_config(config, list, sizeof(list), &cfg))
+		return 2;
 	int n = split_nodes(list, nodes);
 	if (n == 0) {
 		usage();

@@ -5,9 +5,10 @@
  *    drives (measured here with statvfs and a write check: the command runs on the node) and
  *    the [[nodes]] of the cluster (reachability checked with a TCP connect);
  *  - the running daemon's status document, GET /openlake/admin/v1/status on its S3 address
- *    (--endpoint URL, or s3_addr from the config), SigV4-signed with an admin key
- *    (admin_client.h): version, uptime and, without a config, the drives as the daemon sees
- *    them.
+ *    or its admin listener (--endpoint URL; else from the config: s3_addr, or console_addr for
+ *    a KV pool, mode = "kv"; else 127.0.0.1:9000, then 127.0.0.1:9001), SigV4-signed with an
+ *    admin key (admin_client.h): version, uptime, the mode and the services that run (only
+ *    those are reported) and, without a config, the drives as the daemon sees them.
  * Output is a readable table, or one JSON object with --json. */
 #include "admin_client.h"
 #include "cmds.h"
@@ -45,7 +46,9 @@ struct nodeinfo {
 	struct ol_cli_admin admin;
 	const char *ak, *sk, *region; /* --access-key, --secret-key, --region */
 	bool daemon_up;
-	char *status; /* the daemon's status JSON, or NULL */
+	char *status;  /* the daemon's status JSON, or NULL */
+	bool have_svc; /* the status named its services: what runs, "" = off */
+	char svc_s3[OL_CFG_STR], svc_kv[OL_CFG_STR], svc_admin[OL_CFG_STR];
 	struct drive drives[NODE_MAX_DRIVES];
 	unsigned n_drives;
 	bool json;
@@ -127,6 +130,22 @@ json_true(const char *from, const char *end, const char *key)
 {
 	char v[16];
 	return json_field(from, end, key, v, sizeof(v)) == 0 && strcmp(v, "true") == 0;
+}
+
+/* "services":{"s3":"ADDR"|null,"kv":...,"admin":...} of the status document */
+static void
+services_from_status(struct nodeinfo *ni)
+{
+	const char *p = ni->status ? strstr(ni->status, "\"services\":{") : NULL;
+	const char *end = p ? strchr(p, '}') : NULL;
+	char *out[] = {ni->svc_s3, ni->svc_kv, ni->svc_admin};
+	const char *keys[] = {"s3", "kv", "admin"};
+	if (!end)
+		return;
+	for (int i = 0; i < 3; i++)
+		if (json_field(p, end, keys[i], out[i], OL_CFG_STR) || strcmp(out[i], "null") == 0)
+			out[i][0] = 0;
+	ni->have_svc = true;
 }
 
 static void
@@ -302,6 +321,13 @@ node_summary(const struct nodeinfo *ni, struct nodesum *s)
 		s->parity = (unsigned)json_ull(j, NULL, "parity");
 		s->nodes = (unsigned)json_ull(j, NULL, "nodes");
 	}
+	if (ni->have_svc) { /* what the daemon runs, not what a config says */
+		json_field(j, NULL, "mode", s->mode, sizeof(s->mode));
+		snprintf(s->s3, sizeof(s->s3), "%s", ni->svc_s3);
+		snprintf(s->kv, sizeof(s->kv), "%s", ni->svc_kv);
+	} else if (ni->cfg && strcmp(ni->cfg->mode, "kv") == 0) {
+		s->s3[0] = 0; /* a KV pool serves no S3 */
+	}
 	for (unsigned i = 0; i < ni->n_drives; i++) {
 		s->online += ni->drives[i].online;
 		s->writable += ni->drives[i].writable;
@@ -351,15 +377,28 @@ node_info(const struct nodeinfo *ni)
 	human(s.used, u, sizeof(u));
 	human(s.free, f, sizeof(f));
 	printf("node     %u\n", s.self_id);
-	if (ni->daemon_up)
+	if (ni->status)
 		printf("daemon   up at http://%s:%s, version %s, uptime %s s\n", ni->host, ni->port,
 		       s.version, s.uptime);
+	else if (ni->daemon_up)
+		printf("daemon   up, but no status at http://%s:%s (version and uptime unknown): "
+		       "give --endpoint http://HOST:PORT of its admin listener (console_addr)\n",
+		       ni->host, ni->port);
 	else
 		printf("daemon   NOT REACHABLE at http://%s:%s\n", ni->host, ni->port);
-	printf("mode     %s\ns3       %s\nkv       %s\nregion   %s\n", s.mode, s.s3,
-	       *s.kv ? s.kv : "(off)", s.region);
-	printf("erasure  %u drives per set: %u data + %u parity\nnodes    %u\n", s.set_n,
-	       s.set_n - s.parity, s.parity, s.nodes);
+	printf("mode     %s\ns3       %s\nkv       %s\n", s.mode,
+	       *s.s3			   ? s.s3
+	       : strcmp(s.mode, "kv") == 0 ? "(not served: a KV pool, mode = \"kv\")"
+					   : "(off)",
+	       *s.kv ? s.kv : "(off)");
+	if (ni->have_svc)
+		printf("admin    %s\n",
+		       *ni->svc_admin ? ni->svc_admin : "(off: console_addr = \"\")");
+	printf("region   %s\n", s.region);
+	if (strcmp(s.mode, "kv"))
+		printf("erasure  %u drives per set: %u data + %u parity\n", s.set_n,
+		       s.set_n - s.parity, s.parity);
+	printf("nodes    %u\n", s.nodes);
 	printf("drives   %u (%u online, %u writable)\ncapacity %s total, %s used, %s free %s\n",
 	       ni->n_drives, s.online, s.writable, t, u, f,
 	       ni->cfg ? "(each file system counted once)"
@@ -367,27 +406,69 @@ node_info(const struct nodeinfo *ni)
 	return !ni->daemon_up;
 }
 
+/* One service of the daemon for `cluster status`: its address ("" = not served) and whether
+ * it answers. */
+struct svc {
+	const char *name;
+	char addr[OL_CFG_STR];
+	bool up;
+};
+
+/* What runs: the daemon's own word (status "services") when it gave it, else the config's
+ * (a KV pool serves no S3), else the endpoint asked. */
+static void
+cluster_services(const struct nodeinfo *ni, struct svc sv[3])
+{
+	const struct ol_config *c = ni->cfg;
+	sv[0].name = "s3";
+	sv[1].name = "kv";
+	sv[2].name = "admin";
+	if (ni->have_svc) {
+		snprintf(sv[0].addr, sizeof(sv[0].addr), "%s", ni->svc_s3);
+		snprintf(sv[1].addr, sizeof(sv[1].addr), "%s", ni->svc_kv);
+		snprintf(sv[2].addr, sizeof(sv[2].addr), "%s", ni->svc_admin);
+	} else if (c) {
+		snprintf(sv[0].addr, sizeof(sv[0].addr), "%s",
+			 strcmp(c->mode, "kv") == 0 ? "" : c->s3_addr);
+		snprintf(sv[1].addr, sizeof(sv[1].addr), "%s", ol_config_kv_listen(c));
+		snprintf(sv[2].addr, sizeof(sv[2].addr), "%s", c->console_addr);
+	} else {
+		snprintf(sv[0].addr, sizeof(sv[0].addr), "%s:%s", ni->host, ni->port);
+	}
+	for (int i = 0; i < 3; i++)
+		sv[i].up = sv[i].addr[0] && reachable(sv[i].addr);
+}
+
 static int
 cluster_status(const struct nodeinfo *ni)
 {
 	const struct ol_config *c = ni->cfg;
-	const char *kv = c ? ol_config_kv_listen(c) : "";
-	char kvbuf[OL_CFG_STR] = "";
-	if (!c && ni->status && json_field(ni->status, NULL, "kv_addr", kvbuf, sizeof(kvbuf)) == 0)
-		kv = kvbuf;
-	bool kv_up = *kv && reachable(kv);
-	int down = !ni->daemon_up || (*kv && !kv_up);
+	struct svc sv[3];
+	cluster_services(ni, sv);
+	int down = !ni->daemon_up || (sv[0].addr[0] && !sv[0].up) || (sv[1].addr[0] && !sv[1].up);
 	unsigned n = c ? c->n_nodes : 0;
 	bool up[OL_CFG_MAX_NODES];
+	char mode[16] = "";
+	if (ni->status)
+		json_field(ni->status, NULL, "mode", mode, sizeof(mode));
+	else if (c)
+		snprintf(mode, sizeof(mode), "%s", c->mode);
 	for (unsigned i = 0; i < n; i++) {
 		up[i] = reachable(c->nodes[i].rpc_addr);
 		down |= !up[i];
 	}
 	if (ni->json) {
-		printf("{\"s3\":{\"addr\":\"%s:%s\",\"reachable\":%s},\"kv\":{\"addr\":", ni->host,
-		       ni->port, ni->daemon_up ? "true" : "false");
-		json_string(kv);
-		printf(",\"reachable\":%s},\"nodes\":[", kv_up ? "true" : "false");
+		printf("{\"mode\":");
+		json_string(mode);
+		for (int i = 0; i < 3; i++) {
+			printf(",\"%s\":{\"addr\":", sv[i].name);
+			if (sv[i].addr[0])
+				json_string(sv[i].addr);
+			else
+				printf("null");
+			printf(",\"reachable\":%s}", sv[i].up ? "true" : "false");
+		}
+		printf(",\"nodes\":[");
 		for (unsigned i = 0; i < n; i++) {
 			printf("%s{\"id\":%u,\"rpc_addr\":", i ? "," : "", c->nodes[i].id);
 			json_string(c->nodes[i].rpc_addr);
@@ -398,11 +479,17 @@ cluster_status(const struct nodeinfo *ni)
 		printf("]}\n");
 		return down;
 	}
-	printf("s3   %s:%s  %s\nkv   %s  %s\n\n", ni->host, ni->port, ni->daemon_up ? "up" : "DOWN",
-	       *kv ? kv : "(off)",
-	       !*kv    ? ""
-	       : kv_up ? "up"
-		       : "DOWN");
+	if (*mode)
+		printf("mode   %s\n", mode);
+	for (int i = 0; i < 3; i++) {
+		if (sv[i].addr[0])
+			printf("%-6s %s  %s\n", sv[i].name, sv[i].addr, sv[i].up ? "up" : "DOWN");
+		else if (i == 0 && strcmp(mode, "kv") == 0)
+			printf("%-6s (not served: a KV pool, mode = \"kv\")\n", sv[i].name);
+		else
+			printf("%-6s (off)\n", sv[i].name);
+	}
+	printf("\n");
 	if (!c)
 		printf("(give --config FILE to list and check every node of the cluster)\n");
 	else
@@ -432,10 +519,11 @@ node_usage(const char *verb, FILE *f)
 	    "\n"
 	    "  --config FILE   the daemon's TOML config (drives are then measured here, on the\n"
 	    "                  node, with statvfs and a write probe)\n"
-	    "  --endpoint URL  the daemon's S3 address, http://HOST:PORT (default: s3_addr of\n"
-	    "                  the config, else http://127.0.0.1:9000); its status document\n"
-	    "                  /openlake/admin/v1/status (signed with an admin key) supplies\n"
-	    "                  what the config does not\n"
+	    "  --endpoint URL  the daemon's S3 or admin address, http://HOST:PORT (default:\n"
+	    "                  from the config, s3_addr, or console_addr for a KV pool; else\n"
+	    "                  http://127.0.0.1:9000, then :9001); its status document\n"
+	    "                  /openlake/admin/v1/status (signed with an admin key) says the\n"
+	    "                  mode and what runs, and supplies what the config does not\n"
 	    "  --json          one JSON object on stdout\n" OL_CLI_ADMIN_KEY_HELP "\n"
 	    "Exit status: 0 healthy, 1 something is down (daemon, a drive, a node) or the daemon\n"
 	    "refused the keys, 2 bad usage.\n",
@@ -531,21 +619,56 @@ node_parse(struct nodeinfo *ni, int argc, char **argv, const char **config, cons
 	return 0;
 }
 
+/* Where the daemon's status is asked for, without --endpoint: a KV pool (mode = "kv") serves
+ * it on its admin listener only; anything else on its S3 port (the admin listener after). */
+static const char *
+status_addr(const struct ol_config *c, bool second)
+{
+	bool kv = c && strcmp(c->mode, "kv") == 0;
+	if (!c)
+		return second ? OL_CONSOLE_ADDR_DEFAULT : "127.0.0.1:9000";
+	if (kv)
+		return second ? "" : c->console_addr;
+	return second ? c->console_addr : c->s3_addr;
+}
+
+static int
+status_fetch(struct nodeinfo *ni)
+{
+	snprintf(ni->admin.host, sizeof(ni->admin.host), "%s", ni->host);
+	snprintf(ni->admin.port, sizeof(ni->admin.port), "%s", ni->port);
+	free(ni->status);
+	ni->status = NULL;
+	return ol_cli_admin_call(&ni->admin, "GET", "/openlake/admin/v1/status", "", NODE_JSON_CAP,
+				 &ni->status);
+}
+
 static int
 node_gather(struct nodeinfo *ni, const char *config, const char *url)
 {
 	if (config && node_load_config(ni, config))
 		return 2;
+	const char *addr = status_addr(ni->cfg, false);
+	if (!url && !*addr)
+		addr = ni->cfg->s3_addr; /* a KV pool with console_addr = "": no status to ask */
 	if (url ? node_endpoint(ni, url)
-		: split_addr(ni->cfg ? ni->cfg->s3_addr : "127.0.0.1:9000", ni->host,
-			     sizeof(ni->host), ni->port, sizeof(ni->port)))
+		: split_addr(addr, ni->host, sizeof(ni->host), ni->port, sizeof(ni->port)))
 		return 2;
 	if (ol_cli_admin_keys(&ni->admin, ni->verb, ni->ak, ni->sk, ni->region, ni->cfg, config))
 		return 2;
-	snprintf(ni->admin.host, sizeof(ni->admin.host), "%s", ni->host);
-	snprintf(ni->admin.port, sizeof(ni->admin.port), "%s", ni->port);
-	int st = ol_cli_admin_call(&ni->admin, "GET", "/openlake/admin/v1/status", "",
-				   NODE_JSON_CAP, &ni->status);
+	int st = status_fetch(ni);
+	const char *second = url ? "" : status_addr(ni->cfg, true);
+	if (st < 0 && *second) {
+		char host[256], port[16];
+		snprintf(host, sizeof(host), "%s", ni->host);
+		snprintf(port, sizeof(port), "%s", ni->port);
+		if (split_addr(second, ni->host, sizeof(ni->host), ni->port, sizeof(ni->port)) == 0)
+			st = status_fetch(ni);
+		if (st < 0) { /* report the first address, the one the config names */
+			snprintf(ni->host, sizeof(ni->host), "%s", host);
+			snprintf(ni->port, sizeof(ni->port), "%s", port);
+		}
+	}
 	if (st == 400 || st == 403) {
 		ol_cli_admin_refused(&ni->admin, ni->verb, st, ni->status);
 		return 1;
@@ -554,7 +677,9 @@ node_gather(struct nodeinfo *ni, const char *config, const char *url)
 		free(ni->status);
 		ni->status = NULL;
 	}
-	ni->daemon_up = ni->status || reachable(ni->cfg ? ni->cfg->s3_addr : NULL);
+	services_from_status(ni);
+	ni->daemon_up = ni->status ||
+			reachable(ni->cfg && strcmp(ni->cfg->mode, "kv") ? ni->cfg->s3_addr : NULL);
 	/* mode = "kv" serves no S3: the daemon is up when its KV listener answers */
 	if (!ni->daemon_up && ni->cfg && strcmp(ni->cfg->mode, "kv") == 0)
 		ni->daemon_up = reachable(ol_config_kv_listen(ni->cfg));

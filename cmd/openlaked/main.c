@@ -11,6 +11,9 @@
 #include "http/http.h"
 #include "s3/s3.h"
 #endif
+#ifdef OL_HAVE_ADMIN
+#include "admin/admin.h"
+#endif
 #ifdef OL_HAVE_KV
 #include "kv/kv.h"
 #endif
@@ -19,13 +22,16 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 static void
@@ -51,9 +57,17 @@ usage(FILE *f)
 	    "debug\n"
 	    "  --print-config     print the effective config (all keys, defaults, help) and exit;\n"
 	    "                     secrets are redacted unless --show-secrets is given too\n"
-	    "  --check-config     parse and validate, then exit 0 (or 1 with the reason)\n"
+	    "  --check-config     parse and validate, then exit 0 (or 2 with the reason)\n"
 	    "  -h, --help         this text\n"
 	    "  -V, --version      print the version\n"
+	    "\n"
+	    "The admin listener (console_addr, default " OL_CONSOLE_ADDR_DEFAULT ") serves\n"
+	    "/metrics, /openlake/health, /openlake/ready, the status JSON and the web console in\n"
+	    "every mode, also for a KV-only pool; console_addr = \"\" turns it off.\n"
+	    "\n"
+	    "Exit status: 0 stopped cleanly (or --check-config / --print-config succeeded);\n"
+	    "1 could not start (a data dir in use or unusable, an address taken, ...);\n"
+	    "2 bad command line or invalid config (the message names the key and the fix).\n"
 	    "\n"
 	    "Environment: OPENLAKE_SELF_ID overrides self_id (for StatefulSets).\n"
 	    "Signals: SIGINT or SIGTERM stop the daemon cleanly.\n");
@@ -172,6 +186,68 @@ ensure_dir(const char *path)
 	return 0;
 }
 
+/* The pid holding a flock on the file open as fd, from /proc/locks; 0 when not found. */
+static long
+lock_holder(int fd)
+{
+	struct stat st;
+	char line[256];
+	long pid = 0;
+	FILE *f = fstat(fd, &st) ? NULL : fopen("/proc/locks", "r");
+	while (f && !pid && fgets(line, sizeof(line), f)) {
+		unsigned maj, min;
+		unsigned long long ino;
+		long p;
+		char kind[16];
+		/* "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" */
+		if (sscanf(line, "%*s %15s %*s %*s %ld %x:%x:%llu", kind, &p, &maj, &min, &ino) ==
+			5 &&
+		    strcmp(kind, "FLOCK") == 0 && ino == (unsigned long long)st.st_ino &&
+		    maj == major(st.st_dev) && min == minor(st.st_dev))
+			pid = p;
+	}
+	if (f)
+		fclose(f);
+	return pid;
+}
+
+/* A data dir whose lock another process holds (a second openlaked on the same drives): refuse
+ * with the lock file and its holder named, before the store opens anything. */
+static int
+check_not_in_use(const char *dir)
+{
+	char path[OL_CFG_STR + 32], comm[64] = "?";
+	snprintf(path, sizeof(path), "%s/.openlake/lock", dir);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return 0; /* never used, or not ours to judge: the store says more */
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+		close(fd); /* free: the store takes it for good */
+		return 0;
+	}
+	long pid = lock_holder(fd);
+	close(fd);
+	if (pid > 0) {
+		char cp[64];
+		snprintf(cp, sizeof(cp), "/proc/%ld/comm", pid);
+		FILE *f = fopen(cp, "r");
+		if (f && fgets(comm, sizeof(comm), f))
+			comm[strcspn(comm, "\n")] = 0;
+		if (f)
+			fclose(f);
+	}
+	if (pid > 0)
+		ol_err("data dir %s is in use by another process: %s (pid %ld) holds its lock %s. "
+		       "Stop that daemon first (kill %ld), or give this one other data_dirs",
+		       dir, comm, pid, path, pid);
+	else
+		ol_err("data dir %s is in use by another process (it holds the lock %s, perhaps "
+		       "in another container or mount namespace): stop that daemon first, or give "
+		       "this one other data_dirs",
+		       dir, path);
+	return -EBUSY;
+}
+
 static int
 prepare_dirs(const struct ol_config *cfg)
 {
@@ -196,6 +272,8 @@ prepare_dirs(const struct ol_config *cfg)
 			       cfg->data_dirs[i], strerror(-rc));
 			return rc;
 		}
+		if (strcmp(cfg->mode, "kv") && (rc = check_not_in_use(cfg->data_dirs[i])))
+			return rc;
 	}
 	return 0;
 }
@@ -215,6 +293,52 @@ banner(const struct ol_config *cfg)
 			"TCP on the same addresses");
 }
 
+static uint64_t
+mem_total(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	unsigned long long kb = 0;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return (uint64_t)kb * 1024;
+}
+
+/* Say how much RAM the KV pool's DRAM tier claims (shared memory) and whether it is prefaulted;
+ * over a quarter of the host's RAM is a warning naming the key that asked for it. */
+static void
+kv_memory_notice(const struct ol_config *cfg)
+{
+	const char *key;
+	uint64_t ram = mem_total(), dram = ol_config_kv_dram_bytes(cfg, ram, &key);
+	double g = (double)(1ull << 30);
+	bool pf = ol_config_kv_prefault(cfg);
+	if (!ol_config_kv_listen(cfg)[0])
+		return;
+	char frac[48] = "";
+	if (strcmp(key, "[kv_slab] cpu_ram_frac") == 0)
+		snprintf(frac, sizeof(frac), " = %g", cfg->kv_cpu_ram_frac);
+	if (ram && dram > ram / 4)
+		ol_warn("kv: the DRAM tier takes %.1f GiB of shared memory, %.0f%% of this host's "
+			"%.1f GiB of RAM (set by %s%s); to use less, set [kv] dram_bytes (e.g. "
+			"--kv.dram_bytes 4GiB)%s",
+			(double)dram / g, 100.0 * (double)dram / (double)ram, (double)ram / g, key,
+			frac,
+			strcmp(key, "[kv_slab] cpu_ram_frac") == 0 ? " or a smaller cpu_ram_frac"
+								   : "");
+	ol_info("kv: DRAM tier %.*f %s (%s), %s ([kv] prefault = %s%s)",
+		dram < (1ull << 30) ? 0 : 1,
+		dram < (1ull << 30) ? (double)dram / (1 << 20) : (double)dram / g,
+		dram < (1ull << 30) ? "MiB" : "GiB", key,
+		pf ? "prefaulted in the background" : "pages taken on first use", cfg->kv_prefault,
+		strcmp(cfg->kv_prefault, "auto") ? ""
+		: strcmp(cfg->mode, "kv") == 0	 ? ": on for a dedicated pool, mode = \"kv\""
+						 : ": off beside the object store");
+}
+
 struct daemon {
 #ifdef OL_HAVE_STORE
 	struct ol_store *store;
@@ -229,6 +353,10 @@ struct daemon {
 #ifdef OL_HAVE_CLUSTER
 	struct ol_cluster *cluster;
 #endif
+#ifdef OL_HAVE_ADMIN
+	struct ol_admin_server *admin;
+#endif
+	char admin_addr[OL_CFG_STR]; /* where the admin listener listens ("" = not) */
 	int unused;
 };
 
@@ -392,6 +520,69 @@ start_kv(const struct ol_config *cfg, struct daemon *d)
 #endif
 }
 
+/* The admin listener on console_addr, in every mode. The default address taken (a second
+ * daemon on this host) is a warning: the daemon runs without it; an address the config names
+ * that cannot be served stops the start. */
+static int
+start_admin(const struct ol_config *cfg, struct daemon *d)
+{
+	const char *addr = cfg->console_addr;
+	if (!addr[0]) {
+		ol_info("admin listener off (console_addr = \"\")%s",
+			strcmp(cfg->mode, "kv") ? "; /metrics and the console stay on the S3 port"
+						: "");
+		return 0;
+	}
+#ifdef OL_HAVE_ADMIN
+	ol_admin_init(cfg);
+	int rc = ol_admin_server_start(cfg, addr, &d->admin);
+	if (rc == -EADDRINUSE && strcmp(addr, OL_CONSOLE_ADDR_DEFAULT) == 0) {
+		ol_warn("admin listener not started: %s (console_addr's default) is in use, "
+			"perhaps by another openlaked; set console_addr = \"HOST:PORT\" to a free "
+			"port (or \"\" to turn it off) to silence this",
+			addr);
+		return 0;
+	}
+	if (rc) {
+		ol_err("cannot serve the admin listener on console_addr = \"%s\": %s; set "
+		       "console_addr to a free HOST:PORT, or \"\" to turn it off",
+		       addr, strerror(-rc));
+		return rc;
+	}
+	snprintf(d->admin_addr, sizeof(d->admin_addr), "%s", addr);
+	ol_info("admin listener on http://%s (/metrics, /openlake/health, /openlake/ready, "
+		"/openlake/console)",
+		addr);
+	return 0;
+#else
+	(void)d;
+	ol_warn("this build has no admin module; console_addr %s is not served", addr);
+	return 0;
+#endif
+}
+
+/* Tell the status document what runs, and that the daemon is ready. */
+static void
+announce_services(const struct ol_config *cfg, const struct daemon *d)
+{
+#ifdef OL_HAVE_ADMIN
+	const char *s3 = "", *kv = "";
+#ifdef OL_HAVE_S3
+	if (d->s3)
+		s3 = cfg->s3_addr;
+#endif
+#ifdef OL_HAVE_KV
+	if (d->kv)
+		kv = ol_config_kv_listen(cfg);
+#endif
+	ol_admin_set_services(s3, kv, d->admin_addr);
+	ol_admin_set_ready(true);
+#else
+	(void)cfg;
+	(void)d;
+#endif
+}
+
 /* several object-store nodes and no etcd would be separate stores that look like one */
 static int
 check_cluster(const struct ol_config *cfg)
@@ -427,6 +618,9 @@ start_cluster(const struct ol_config *cfg, struct daemon *d)
 static void
 stop_all(struct daemon *d)
 {
+#ifdef OL_HAVE_ADMIN
+	ol_admin_set_ready(false);
+#endif
 #ifdef OL_HAVE_CLUSTER
 	ol_cluster_stop(d->cluster);
 	d->cluster = NULL;
@@ -449,6 +643,10 @@ stop_all(struct daemon *d)
 	if (d->store)
 		ol_store_close(d->store);
 	d->store = NULL;
+#endif
+#ifdef OL_HAVE_ADMIN
+	ol_admin_server_stop(d->admin);
+	d->admin = NULL;
 #endif
 	(void)d;
 }
@@ -473,6 +671,7 @@ early_exit(struct ol_config *cfg, struct opts *o, int argc, char **argv, char *e
 	if (check_cluster(cfg))
 		return 2;
 	if (o->check_only) {
+		kv_memory_notice(cfg); /* the memory it would claim, without claiming it */
 		printf("%s: OK\n", cfg->source);
 		return 0;
 	}
@@ -498,6 +697,7 @@ main(int argc, char **argv)
 	}
 	ol_log_set_level(cfg->log_level);
 	banner(cfg);
+	kv_memory_notice(cfg);
 	/* block the stop signals before any thread starts, so threads inherit the mask and
 	 * only the main thread's sigwait() sees them */
 	signal(SIGPIPE, SIG_IGN);
@@ -513,7 +713,9 @@ main(int argc, char **argv)
 		free(cfg);
 		return 1;
 	}
-	rc = strcmp(cfg->mode, "kv") == 0 ? 0 : start_storage(cfg, &d);
+	rc = start_admin(cfg, &d);
+	if (!rc)
+		rc = strcmp(cfg->mode, "kv") == 0 ? 0 : start_storage(cfg, &d);
 	if (!rc)
 		rc = start_kv(cfg, &d);
 	if (!rc)
@@ -523,6 +725,7 @@ main(int argc, char **argv)
 		free(cfg);
 		return 1;
 	}
+	announce_services(cfg, &d);
 	ol_info("ready");
 	int sig = 0;
 	while (sigwait(&stop_set, &sig) == 0 && sig == SIGHUP) {

@@ -19,6 +19,6 @@ COPY --from=build /out/usr/local/ /usr/local/
 COPY deploy/docker/openlake.toml /etc/openlake/openlake.toml
 USER openlake
 WORKDIR /var/lib/openlake
-EXPOSE 9000 9400
+EXPOSE 9000 9001 9400
 ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/openlaked"]
 CMD ["--config", "/etc/openlake/openlake.toml"]

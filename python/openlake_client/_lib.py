@@ -1,9 +1,11 @@
 """ctypes binding of include/openlake/openlake.h (libopenlake). Loaded on first use."""
 
 import ctypes
+import ctypes.util
 import glob
 import logging
 import os
+import sysconfig
 import threading
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_int, c_int32, c_size_t, c_uint,
                     c_uint32, c_uint64, c_void_p)
@@ -42,21 +44,47 @@ def repo_root():
     return Path(__file__).resolve().parents[2]
 
 
+def _in_checkout():
+    """True when this package runs from a source checkout (python/openlake_client)."""
+    root = repo_root()
+    return (root / "meson.build").is_file() and (root / "client" / "openlake.map").is_file()
+
+
+def _multiarch():
+    try:
+        return sysconfig.get_config_var("MULTIARCH") or ""
+    except Exception:  # pragma: no cover - odd interpreters
+        return ""
+
+
 def candidates():
-    """Where libopenlake is looked for, in order."""
+    """Where libopenlake is looked for, in order: $OPENLAKE_LIBRARY; the package's own
+    directory (a wheel that bundles the library); a source checkout's build directories; the
+    system library path (ld.so.cache, LD_LIBRARY_PATH: what `meson install` + `ldconfig` give);
+    ctypes.util.find_library; meson's default prefix /usr/local before `ldconfig` ran."""
     out = []
     env = os.environ.get("OPENLAKE_LIBRARY")
     if env:
         out.append(env)
-    root = repo_root()
-    build = os.environ.get("OPENLAKE_BUILD", "build")
-    bpath = Path(build) if os.path.isabs(build) else root / build
-    out.append(str(bpath / "client" / "libopenlake.so"))
-    found = glob.glob(str(root / "build*" / "client" / "libopenlake.so"))
-    found.sort(key=_mtime, reverse=True)
-    out.extend(found)
+    here = Path(__file__).resolve().parent
+    out.extend(sorted(str(p) for p in here.glob("libopenlake.so*")))
+    if _in_checkout():
+        root = repo_root()
+        build = os.environ.get("OPENLAKE_BUILD", "build")
+        bpath = Path(build) if os.path.isabs(build) else root / build
+        out.append(str(bpath / "client" / "libopenlake.so"))
+        found = glob.glob(str(root / "build*" / "client" / "libopenlake.so"))
+        found.sort(key=_mtime, reverse=True)
+        out.extend(found)
     out.append("libopenlake.so.0")
-    return out
+    found = ctypes.util.find_library("openlake")
+    if found:
+        out.append(found)
+    ma = _multiarch()
+    for d in (["/usr/local/lib/" + ma] if ma else []) + ["/usr/local/lib", "/usr/lib"]:
+        out.append(d + "/libopenlake.so.0")
+    seen = set()
+    return [c for c in out if not (c in seen or seen.add(c))]
 
 
 def _mtime(p):
@@ -105,8 +133,10 @@ def load():
                 return _lib
             except (OSError, AttributeError) as e:
                 tried.append("%s (%s)" % (c, e))
-        raise LibraryNotFound("libopenlake not found; set OPENLAKE_LIBRARY or build it "
-                              "(meson setup build && ninja -C build). Tried: " + "; ".join(tried))
+        raise LibraryNotFound(
+            "libopenlake not found. Install it (meson setup build && ninja -C build && "
+            "meson install -C build && ldconfig), or point OPENLAKE_LIBRARY at "
+            "libopenlake.so. Tried: " + "; ".join(tried))
 
 
 _codec = None

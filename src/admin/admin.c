@@ -33,11 +33,36 @@ static _Atomic uint64_t auto_heals;
 static int heal_start_rate(uint64_t rate, const char *who);
 static void *auto_main(void *arg);
 
+/* What runs (ol_admin_set_services) and whether all of it is up (ol_admin_set_ready). */
+static pthread_mutex_t svc_lock = PTHREAD_MUTEX_INITIALIZER;
+static char svc_s3[OL_CFG_STR], svc_kv[OL_CFG_STR], svc_admin[OL_CFG_STR];
+static _Atomic bool admin_ready;
+
+struct ol_admin_server {
+	struct ol_http_server *http;
+};
+
 void
 ol_admin_init(const struct ol_config *cfg)
 {
 	admin_cfg = cfg;
 	admin_start_us = ol_now_us();
+}
+
+void
+ol_admin_set_services(const char *s3_addr, const char *kv_addr, const char *admin_addr)
+{
+	pthread_mutex_lock(&svc_lock);
+	snprintf(svc_s3, sizeof(svc_s3), "%s", s3_addr ? s3_addr : "");
+	snprintf(svc_kv, sizeof(svc_kv), "%s", kv_addr ? kv_addr : "");
+	snprintf(svc_admin, sizeof(svc_admin), "%s", admin_addr ? admin_addr : "");
+	pthread_mutex_unlock(&svc_lock);
+}
+
+void
+ol_admin_set_ready(bool ready)
+{
+	atomic_store(&admin_ready, ready);
 }
 
 static void
@@ -78,6 +103,31 @@ status_drives(struct ol_strbuf *b, const struct ol_config *c)
 	ol_strbuf_printf(b, "]");
 }
 
+static void json_addr(struct ol_strbuf *b, const char *name, const char *addr, bool comma);
+
+/* "services": the address of each service that runs, null for one that does not. */
+static void
+status_services(struct ol_strbuf *b)
+{
+	pthread_mutex_lock(&svc_lock);
+	ol_strbuf_printf(b, ",\"services\":{");
+	json_addr(b, "s3", svc_s3, false);
+	json_addr(b, "kv", svc_kv, true);
+	json_addr(b, "admin", svc_admin, true);
+	pthread_mutex_unlock(&svc_lock);
+	ol_strbuf_printf(b, "},\"ready\":%s", atomic_load(&admin_ready) ? "true" : "false");
+}
+
+static void
+json_addr(struct ol_strbuf *b, const char *name, const char *addr, bool comma)
+{
+	ol_strbuf_printf(b, "%s\"%s\":", comma ? "," : "", name);
+	if (addr[0])
+		json_str(b, addr);
+	else
+		ol_strbuf_printf(b, "null");
+}
+
 char *
 ol_admin_status_json(void)
 {
@@ -106,6 +156,7 @@ ol_admin_status_json(void)
 				 c->default_parity_count, c->n_nodes);
 		status_drives(&b, c);
 	}
+	status_services(&b);
 	{
 		char *h = ol_admin_heal_json();
 		ol_strbuf_printf(&b, ",\"heal\":%s", h);
@@ -186,12 +237,19 @@ heal_metrics(struct ol_strbuf *out, void *arg)
 	(void)arg;
 	ol_strbuf_printf(
 	    out,
+	    "# HELP openlake_heal_running 1 while a whole-store heal runs.\n"
 	    "# TYPE openlake_heal_running gauge\nopenlake_heal_running %d\n"
+	    "# HELP openlake_heal_objects_scanned Objects the running or last heal has scanned.\n"
 	    "# TYPE openlake_heal_objects_scanned gauge\nopenlake_heal_objects_scanned "
-	    "%llu\n# TYPE openlake_heal_shards_healed gauge\n"
+	    "%llu\n# HELP openlake_heal_shards_healed Shards the running or last heal rewrote.\n"
+	    "# TYPE openlake_heal_shards_healed gauge\n"
 	    "openlake_heal_shards_healed %llu\n"
+	    "# HELP openlake_heal_records_restored Metadata records the running or last heal "
+	    "wrote back to a drive.\n"
 	    "# TYPE openlake_heal_records_restored gauge\n"
 	    "openlake_heal_records_restored %llu\n"
+	    "# HELP openlake_heal_unrecoverable Objects the running or last heal found with more "
+	    "than parity-count shards lost.\n"
 	    "# TYPE openlake_heal_unrecoverable gauge\nopenlake_heal_unrecoverable %llu\n",
 	    atomic_load(&heal_thread), (unsigned long long)atomic_load(&p->objects_scanned),
 	    (unsigned long long)atomic_load(&p->shards_healed),
@@ -423,6 +481,20 @@ health_handle(struct ol_http_req *r)
 }
 
 static void
+ready_handle(struct ol_http_req *r)
+{
+	if (atomic_load(&admin_ready)) {
+		send_text(r, "text/plain", "ready\n", 6);
+		return;
+	}
+	static const char msg[] = "starting\n";
+	struct ol_http_header h[] = {{"Content-Type", "text/plain"}, {"Cache-Control", "no-store"}};
+	if (ol_http_respond(r, 503, h, 2, (int64_t)strlen(msg)) == 0)
+		ol_http_write(r, msg, strlen(msg));
+	ol_http_finish(r);
+}
+
+static void
 console_handle(struct ol_http_req *r)
 {
 	send_text(r, "text/html; charset=utf-8", ol_console_html, strlen(ol_console_html));
@@ -458,6 +530,7 @@ static const struct admin_route api_routes[] = {
 static const struct admin_route open_routes[] = {
     {"/metrics", GATE_METRICS, false, metrics_handle},
     {"/openlake/health", GATE_HEALTH, false, health_handle},
+    {"/openlake/ready", GATE_HEALTH, false, ready_handle},
     {"/openlake/console", GATE_OPEN, false, console_handle},
     {"/openlake/console/", GATE_OPEN, false, console_handle},
 };
@@ -509,6 +582,18 @@ api_handle(struct ol_http_req *r)
 					    : "{\"error\":\"use GET\"}\n");
 }
 
+static bool
+browser_root(struct ol_http_req *r)
+{
+	const char *accept = ol_http_header(r, "accept");
+	if (strcmp(r->path, "/") || !accept || !strstr(accept, "text/html"))
+		return false;
+	struct ol_http_header h[] = {{"Location", "/openlake/console"}};
+	ol_http_respond(r, 302, h, 1, 0);
+	ol_http_finish(r);
+	return true;
+}
+
 int
 ol_admin_handle(struct ol_http_req *r)
 {
@@ -527,12 +612,74 @@ ol_admin_handle(struct ol_http_req *r)
 			rt->fn(r);
 		return 1;
 	}
-	const char *accept = ol_http_header(r, "accept");
-	if (strcmp(r->path, "/") == 0 && accept && strstr(accept, "text/html")) {
-		struct ol_http_header h[] = {{"Location", "/openlake/console"}};
-		ol_http_respond(r, 302, h, 1, 0);
-		ol_http_finish(r);
-		return 1;
+	return browser_root(r) ? 1 : 0;
+}
+
+/* ---- the admin listener (console_addr): no S3 here, so a signed GET of /metrics is ours */
+
+static void
+admin_port_handler(struct ol_http_req *r, void *arg)
+{
+	(void)arg;
+	if (strncmp(r->path, ADMIN_PREFIX, strlen(ADMIN_PREFIX)) == 0) {
+		api_handle(r);
+		return;
 	}
+	const struct admin_route *rt =
+	    route_find(open_routes, sizeof(open_routes) / sizeof(open_routes[0]), r->path);
+	bool read = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
+	if (rt && read) {
+		if (ol_admin_authorize(r, admin_cfg, gate_required(rt->gate)) == 0)
+			rt->fn(r);
+		return;
+	}
+	if (rt) {
+		send_json_status(r, 405, "{\"error\":\"use GET\"}\n");
+		return;
+	}
+	if (read && browser_root(r))
+		return;
+	send_json_status(r, 404,
+			 "{\"error\":\"not found: this is the OpenLake admin port (/metrics, "
+			 "/openlake/health, /openlake/ready, /openlake/admin/v1/status, "
+			 "/openlake/console); S3 is served on s3_addr\"}\n");
+}
+
+int
+ol_admin_server_start(const struct ol_config *cfg, const char *addr, struct ol_admin_server **out)
+{
+	struct ol_admin_server *s = ol_xcalloc(1, sizeof(*s));
+	struct ol_http_server_opts o = {
+	    .size = sizeof(o),
+	    .addr = addr,
+	    .threads = 1,
+	    .handler = admin_port_handler,
+	    .idle_timeout_ms = cfg->http_idle_timeout_ms,
+	    .header_timeout_ms = cfg->http_header_timeout_ms,
+	    .max_body_bytes = 1 << 20,
+	    .max_conns = 256,
+	    .max_inflight = 16,
+	};
+	int rc = ol_http_server_start(&o, &s->http);
+	if (rc) {
+		free(s);
+		return rc;
+	}
+	*out = s;
 	return 0;
+}
+
+unsigned
+ol_admin_server_port(const struct ol_admin_server *s)
+{
+	return s ? ol_http_server_port(s->http) : 0;
+}
+
+void
+ol_admin_server_stop(struct ol_admin_server *s)
+{
+	if (!s)
+		return;
+	ol_http_server_stop(s->http);
+	free(s);
 }

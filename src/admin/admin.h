@@ -1,4 +1,5 @@
-/* admin/admin.h - operator endpoints served beside S3 on the same port.
+/* admin/admin.h - operator endpoints, served beside S3 on the S3 port and, in every mode (also
+ * a KV-only pool), on their own admin listener at console_addr (default 127.0.0.1:9001).
  *
  * The admin API, under /openlake/admin/ (signed or not; a bucket named "openlake" is therefore
  * not reachable path-style for keys under "admin/"):
@@ -11,6 +12,7 @@
  * Unsigned GETs only (a signed one is S3: GET /metrics lists bucket "metrics"):
  *   GET /metrics                Prometheus text
  *   GET /openlake/health        200 "ok" (liveness)
+ *   GET /openlake/ready         200 "ready" once every service of the daemon listens, else 503
  *   GET /openlake/console       the web console (one HTML page; it signs its calls itself)
  *   GET / with Accept: text/html  302 to the console
  * Access: a request that reveals or changes state (status, heal progress; POST/DELETE always)
@@ -27,8 +29,28 @@
 #include "base/config.h"
 #include "http/http.h"
 
+#include <stdbool.h>
+
 /* Remember cfg (must outlive the server) for the status page. Call once at start-up. */
 void ol_admin_init(const struct ol_config *cfg);
+
+/* What this daemon serves, for the status document ("services") and the CLI, which reports
+ * only what runs. Each address is copied; NULL or "" = that service is off. Any thread. */
+void ol_admin_set_services(const char *s3_addr, const char *kv_addr, const char *admin_addr);
+
+/* Readiness (/openlake/ready): false until the daemon has started every service. */
+void ol_admin_set_ready(bool ready);
+
+/* The admin listener: the unsigned open routes (any request, signed or not, since there is no
+ * S3 here), the admin API, and 404 for anything else. Listening when it returns 0; -errno
+ * (-EADDRINUSE, -EINVAL) otherwise. cfg must outlive it. Call ol_admin_init first. */
+struct ol_admin_server;
+int ol_admin_server_start(const struct ol_config *cfg, const char *addr,
+			  struct ol_admin_server **out);
+/* Bound port (useful with port 0). */
+unsigned ol_admin_server_port(const struct ol_admin_server *s);
+/* Stop and free (NULL is fine). */
+void ol_admin_server_stop(struct ol_admin_server *s);
 
 struct ol_store;
 /* The store the heal endpoints act on (NULL: they answer 503). Call at start-up, before

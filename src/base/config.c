@@ -62,8 +62,8 @@ static const struct cfg_key keys[] = {
      "S3 listeners and pollers (0 = one per core)"},
     {"log_level", T_ENUM, F(log_level), "info", 0, 0, "error|warn|info|debug", 0, 0,
      "log verbosity"},
-    {"console_addr", T_STR, F(console_addr), "", 0, 0, 0, 0, 0,
-     "extra listener for /metrics and the console (\"\" = S3 port only)"},
+    {"console_addr", T_STR, F(console_addr), OL_CONSOLE_ADDR_DEFAULT, 0, 0, 0, 0, 0,
+     "admin listener in every mode: /metrics, health, status, console (\"\" = off)"},
     {"max_object_size", T_SIZE, F(max_object_size), "5GiB", 1, BIG, 0, 0, 0,
      "largest single PUT or part"},
     {"http_idle_timeout_ms", T_U32, F(http_idle_timeout_ms), "60000", 100, 3600000, 0, 0, 0,
@@ -646,7 +646,9 @@ on_value(void *arg, const char *table, const char *key, const struct ol_toml_val
 		rc = -EINVAL;
 	} else if (k->type != T_STR && k->type != T_ENUM && k->type != T_SIZE &&
 		   v->kind == OL_TOML_STRING) {
-		snprintf(msg, sizeof(msg), "'%s' must not be quoted", full);
+		snprintf(msg, sizeof(msg),
+			 "'%s' takes %s, not a quoted string: write %s = %.40s (no quotes)", full,
+			 k->type == T_BOOL ? "true or false" : "a number", full, v->items[0]);
 		rc = -EINVAL;
 	} else {
 		rc = key_store(base, k, v->items[0], msg, sizeof(msg));
@@ -750,6 +752,28 @@ ol_config_kv_listen(const struct ol_config *cfg)
 	    cfg->rpc_addr[0])
 		return cfg->rpc_addr;
 	return cfg->kv_addr;
+}
+
+uint64_t
+ol_config_kv_dram_bytes(const struct ol_config *cfg, uint64_t mem_total, const char **key)
+{
+	const uint64_t gib = 1ull << 30;
+	const char *k = "(default)";
+	uint64_t v = gib;
+	if (cfg->kv_dram_bytes) {
+		k = "[kv] dram_bytes";
+		v = cfg->kv_dram_bytes;
+	} else if (cfg->kv_cpu_ram_frac > 0) {
+		uint64_t g = (uint64_t)((double)mem_total * cfg->kv_cpu_ram_frac) / gib;
+		k = "[kv_slab] cpu_ram_frac";
+		v = (g ? g : 1) * gib;
+	} else if (cfg->kv_capacity_gb) {
+		k = "[kv_slab] capacity_gb";
+		v = (uint64_t)cfg->kv_capacity_gb * gib;
+	}
+	if (key)
+		*key = k;
+	return v;
 }
 
 bool

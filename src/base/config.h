@@ -14,6 +14,8 @@
 #define OL_CFG_MAX_CREDS 16
 #define OL_CFG_MAX_NODES 64
 #define OL_CFG_STR	 256
+/* console_addr's default (MinIO's console port); in use at start = a warning, not a stop */
+#define OL_CONSOLE_ADDR_DEFAULT "127.0.0.1:9001"
 
 #define OL_CFG_MAX_KV_TOKENS 64
 
@@ -108,7 +110,8 @@ struct ol_config {
 	uint64_t heal_bytes_per_sec;   /* [storage] heal_bytes_per_sec of that heal (0: no cap) */
 	unsigned threads;	       /* worker threads (0 = one per core) */
 	char log_level[16];	       /* error|warn|info|debug */
-	char console_addr[OL_CFG_STR]; /* metrics + console listener ("" = on s3_addr only) */
+	char console_addr[OL_CFG_STR]; /* admin listener: /metrics, health, status, console, in
+					* every mode ("" = off; the S3 port serves them too) */
 	uint64_t max_object_size;      /* largest single PUT (5 GiB) */
 	unsigned http_idle_timeout_ms; /* keep-alive idle */
 	bool admin_status_auth;	       /* [admin] status_auth: status needs an admin signature */
@@ -169,6 +172,12 @@ int ol_parse_size(const char *s, uint64_t *out);
 
 /* Whether the KV engine prefaults its DRAM tier ([kv] prefault, "auto" = mode is "kv"). */
 bool ol_config_kv_prefault(const struct ol_config *cfg);
+
+/* The KV DRAM tier's size for a host with mem_total bytes of RAM: [kv] dram_bytes, else
+ * [kv_slab] cpu_ram_frac of mem_total floored to whole GiB (at least 1 GiB, as upstream), else
+ * [kv_slab] capacity_gb, else 1 GiB. *key (may be NULL) gets the key that decided it, for
+ * messages ("[kv] dram_bytes", "[kv_slab] cpu_ram_frac", ...). Pure. */
+uint64_t ol_config_kv_dram_bytes(const struct ol_config *cfg, uint64_t mem_total, const char **key);
 
 /* Whether a [[credentials]] entry may use the admin API (status, heal, ...): an entry without
  * a user key, or one marked admin = true. */

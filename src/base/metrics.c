@@ -160,9 +160,13 @@ render_process(struct ol_strbuf *b)
 	    b,
 	    "# HELP openlake_build_info Build version.\n# TYPE openlake_build_info gauge\n"
 	    "openlake_build_info{version=\"%s\"} 1\n"
+	    "# HELP openlake_uptime_seconds Seconds since the daemon started.\n"
 	    "# TYPE openlake_uptime_seconds gauge\nopenlake_uptime_seconds %.3f\n"
+	    "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
 	    "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %ld\n"
+	    "# HELP process_threads Threads of the daemon.\n"
 	    "# TYPE process_threads gauge\nprocess_threads %ld\n"
+	    "# HELP process_open_fds Open file descriptors.\n"
 	    "# TYPE process_open_fds gauge\nprocess_open_fds %ld\n",
 	    OL_VERSION, start_us ? (double)(ol_now_us() - start_us) / 1e6 : 0.0, rss_kb * 1024,
 	    threads, fds);

@@ -194,6 +194,10 @@ bool s3_bucket_acl_public(const struct s3_req *r);
 
 /* metrics.c */
 void s3_metrics_record(const char *op, int status, uint64_t us);
+/* The operation a request asks for, from its method, query, route (bucket / key present) and
+ * whether it names a copy source: for counting a request refused before its handler named it
+ * (a missing bucket, access denied). Pure; returns a static string, "Other" when none fits. */
+const char *s3_metrics_op(const char *method, const char *query, bool bucket, bool key, bool copy);
 struct ol_strbuf;
 void s3_metrics_render(struct ol_strbuf *out, void *arg);
 

@@ -288,6 +288,9 @@ ol_s3_handle(struct ol_http_req *h, void *arg)
 	ol_sigv4_result_fini(&r.auth);
 	s3_access_fini(&r);
 	uint64_t ns = ol_clock_ns() - t0;
+	if (!r.op) /* refused before its handler named it (no such bucket, access denied...) */
+		r.op = s3_metrics_op(h->method, r.query, r.rt.bucket[0], r.rt.key_len,
+				     ol_http_header(h, "x-amz-copy-source"));
 	s3_metrics_record(r.op, r.status, ns / 1000);
 	ol_debug("s3 %s %s %s %s -> %d %.3fms", r.reqid, r.op ? r.op : "-", h->method, h->target,
 		 r.status, (double)ns / 1e6);

@@ -2,6 +2,7 @@
  * Input: byte 0 selects the mode (signed / signed-trailer / unsigned-trailer) and the feed
  * split, byte 1 the decoded-length check; the rest is the body. Checks the feed contract:
  * progress on every call, data spans inside the input, consumed <= len. */
+#include "fuzz_scratch.h" /* libFuzzer writes to a scratch corpus, not ours */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,6 @@
 /* Fuzz target: the TOML reader and the config schema over arbitrary bytes (a config file, or a
  * --KEY VALUE override), then validation and the size/address helpers on the same text. */
+#include "fuzz_scratch.h" /* libFuzzer writes to a scratch corpus, not ours */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
 /* Fuzz target: everything the etcd client reads from the network - the HTTP response head,
  * chunked framing, every gateway answer decoder, watch stream lines - and the layout JSON. */
+#include "fuzz_scratch.h" /* libFuzzer writes to a scratch corpus, not ours */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,6 +1,7 @@
 /* tests/fuzz/fuzz_exans.c - ExANS decoder on hostile input: must return an error or the
  * decoded bytes, never read or write out of bounds. Successful decodes are re-encoded and
  * decoded again by every implementation, which must agree. */
+#include "fuzz_scratch.h" /* libFuzzer writes to a scratch corpus, not ours */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,7 @@
 /* fuzz_http.c - libFuzzer target over the HTTP request-head parser and the chunked decoder.
  * Input: the raw bytes a client might send. The first byte chooses how the body is split
  * when fed to the chunked decoder. Invariants are checked with __builtin_trap(). */
+#include "fuzz_scratch.h" /* libFuzzer writes to a scratch corpus, not ours */
 #include "http/http.h"
 
 #include <errno.h>

@@ -1,5 +1,6 @@
 /* tests/fuzz/fuzz_kvproto.c - libFuzzer target for the KV wire protocol decoders
  * (src/kv/proto.c): request frames back to back, HELLO and WELCOME bodies, entries. */
+#include "fuzz_scratch.h" /* libFuzzer writes to a scratch corpus, not ours */
 #include <stddef.h>
 #include <stdint.h>
 

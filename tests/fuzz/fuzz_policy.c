@@ -1,5 +1,6 @@
 /* Fuzz target: the bucket policy parser (s3/bpolicy.c) and the evaluation of what it
  * accepts, against a few fixed requests. */
+#include "fuzz_scratch.h" /* libFuzzer writes to a scratch corpus, not ours */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>

@@ -1,5 +1,6 @@
 /* Fuzz target: browser POST uploads (s3/postform.c). The first byte selects: even, the
  * multipart/form-data head (boundary "B"); odd, the POST policy checked against a fixed form. */
+#include "fuzz_scratch.h" /* libFuzzer writes to a scratch corpus, not ours */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -4,6 +4,7 @@
  * and, for a first byte >= 0xf0 (odd/even), 8 the bucket documents (AccessControlPolicy,
  * CORSConfiguration, PublicAccessBlockConfiguration, OwnershipControls), 9 the stored ACL
  * form, grant headers and the bucket attribute blob. */
+#include "fuzz_scratch.h" /* libFuzzer writes to a scratch corpus, not ours */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>

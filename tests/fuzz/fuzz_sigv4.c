@@ -1,6 +1,7 @@
 /* tests/fuzz/fuzz_sigv4.c - libFuzzer target for SigV4 parsing (Authorization header and
  * presigned query). Input: "METHOD PATH[?QUERY]\n" then "name:value\n" header lines.
  * Runs verify (at the vectors' time, with a known key), is_anonymous and sign. */
+#include "fuzz_scratch.h" /* libFuzzer writes to a scratch corpus, not ours */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

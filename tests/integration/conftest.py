@@ -12,7 +12,10 @@
 Fixtures: `openlaked` (factory, everything stopped at test end), `daemon` (one default daemon
 for the test), `s3_daemon` (module-scoped default daemon shared by a test file),
 `s3_client` (boto3 client for s3_daemon). Binaries come from $OPENLAKE_BUILD (default
-<repo>/build).
+<repo>/build). The sample KV data (kv-bf16/) comes from $OPENLAKE_TEST_DATA (the directory
+holding kv-bf16/), else ../shared/data beside the checkout: `kv_data_dir()`; tests that need
+it and do not find it skip with KV_DATA_MISSING as the reason, and the run ends with a
+warning line saying so.
 """
 
 import glob
@@ -35,6 +38,51 @@ if not BUILD.is_absolute():
 OPENLAKED = BUILD / "cmd" / "openlaked" / "openlaked"
 OPENLAKE_CLI = BUILD / "cmd" / "openlake" / "openlake"
 SHARED = REPO.parent / "shared"
+
+
+def _kv_data_candidates():
+    env = os.environ.get("OPENLAKE_TEST_DATA")
+    if env:
+        p = pathlib.Path(env)
+        return [p / "kv-bf16", p]  # the data dir, or kv-bf16 itself
+    return [SHARED / "data" / "kv-bf16"]
+
+
+def kv_data_dir():
+    """The sample KV data (kv-bf16/: stories260K's model and BF16 KV blocks), or None."""
+    for d in _kv_data_candidates():
+        if (d / "stories260K").is_dir() or (d / "model" / "stories260K.bin").exists():
+            return d
+    return None
+
+
+KV_DATA_MISSING = ("sample KV data (kv-bf16/) not found at %s: set OPENLAKE_TEST_DATA to the "
+                   "directory holding kv-bf16/" % " or ".join(str(d) for d in
+                                                         _kv_data_candidates()))
+_kv_data_skips = []
+
+
+def skip_without_kv_data():
+    """pytest.skip (counted for the end-of-run warning) when the sample KV data is absent."""
+    if kv_data_dir() is None:
+        pytest.skip(KV_DATA_MISSING)
+    return kv_data_dir()
+
+
+def pytest_report_header(config):
+    d = kv_data_dir()
+    return "openlake: sample KV data: " + (str(d) if d else "ABSENT (" + KV_DATA_MISSING + ")")
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and "sample KV data (kv-bf16/) not found" in str(report.longrepr):
+        _kv_data_skips.append(report.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _kv_data_skips:
+        n = len(set(_kv_data_skips))
+        terminalreporter.write_sep("!", "%d test(s) SKIPPED: %s" % (n, KV_DATA_MISSING), red=True)
 ACCESS_KEY = "openlakeadmin"
 SECRET_KEY = "openlakeadmin"
 REGION = "us-east-1"
@@ -112,6 +160,8 @@ class Daemon:
         self.s3_port = free_port()
         self.rpc_port = free_port()
         self.kv_port = free_port() if kv else None
+        # every daemon gets its own admin listener port: the default (9001) would collide
+        self.admin_port = free_port()
         self.config = self.root / "openlake.toml"
         self.log_path = self.root / "openlaked.log"
         self.args = list(args)
@@ -125,6 +175,7 @@ class Daemon:
 mode = "{mode}"
 data_dirs = [{dirs}]
 s3_addr = "127.0.0.1:{self.s3_port}"
+console_addr = "127.0.0.1:{self.admin_port}"
 rpc_addr = "127.0.0.1:{self.rpc_port}"
 {kv_line}
 set_drive_count = {n}
@@ -151,6 +202,10 @@ spill_dir = "{self.root / 'kv'}"
     @property
     def s3_url(self):
         return f"http://127.0.0.1:{self.s3_port}"
+
+    @property
+    def admin_url(self):
+        return f"http://127.0.0.1:{self.admin_port}"
 
     @property
     def kv_addr(self):
@@ -285,10 +340,11 @@ def aws_env(extra=None):
 
 
 def admin_request(d, method, path, access_key=ACCESS_KEY, secret_key=SECRET_KEY, region=REGION,
-                  signed=True, headers=None, timeout=30):
+                  signed=True, headers=None, timeout=30, port=None):
     """One call to the admin plane of daemon d (status, heal, metrics...): SigV4-signed with
     botocore's SigV4Auth (service "s3", as an admin client signs it) unless signed=False.
-    path may carry a query. Returns (status, headers, body bytes)."""
+    path may carry a query; port: the admin listener's (d.admin_port) instead of the S3 port.
+    Returns (status, headers, body bytes)."""
     import http.client
 
     from botocore.auth import SigV4Auth
@@ -297,10 +353,12 @@ def admin_request(d, method, path, access_key=ACCESS_KEY, secret_key=SECRET_KEY,
 
     hdrs = dict(headers or {})
     if signed:
-        req = AWSRequest(method=method, url=d.s3_url + path, data=b"", headers=hdrs)
+        port = port or d.s3_port
+        req = AWSRequest(method=method, url="http://127.0.0.1:%d%s" % (port, path), data=b"",
+                         headers=hdrs)
         SigV4Auth(Credentials(access_key, secret_key), "s3", region).add_auth(req)
         hdrs = dict(req.headers.items())
-    c = http.client.HTTPConnection("127.0.0.1", d.s3_port, timeout=timeout)
+    c = http.client.HTTPConnection("127.0.0.1", port or d.s3_port, timeout=timeout)
     try:
         c.request(method, path, headers=hdrs)
         r = c.getresponse()

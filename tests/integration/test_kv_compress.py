@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import skip_without_kv_data
 from vllm_standin.pool import REPO, kv_pools, pool  # noqa: F401
-
-KVDATA = REPO.parent / "shared" / "data" / "kv-bf16" / "stories260K"
 
 
 def K(*parts):
@@ -72,8 +71,7 @@ def test_mixed_clients_and_random_bytes(pair):
 
 
 def test_real_kv_blocks(pair):
-    if not KVDATA.is_dir():
-        pytest.skip("real KV sample absent (%s)" % KVDATA)
+    KVDATA = skip_without_kv_data() / "stories260K"
     z, p = pair
     files = sorted(KVDATA.glob("seq*.bf16"))[:16]
     vals = [f.read_bytes() for f in files]

@@ -89,3 +89,163 @@ def test_browser_root_redirects_but_s3_root_is_s3(daemon):
     s3.put_object(Bucket="metrics", Key="a", Body=b"1")
     assert [o["Key"] for o in s3.list_objects_v2(Bucket="metrics")["Contents"]] == ["a"]
     assert "metrics" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+
+
+# ---- issue 15: an admin listener in every mode, HELP for every metric, ops counted, messages
+
+import re  # noqa: E402
+import subprocess  # noqa: E402
+
+import urllib.error  # noqa: E402
+
+from conftest import OPENLAKE_CLI, OPENLAKED, admin_request, free_port, wait_for  # noqa: E402
+
+KV_SMALL = 'dram_bytes = "64MiB"\nspill_bytes = "64MiB"\nprefault = "off"\n'
+
+
+def cli(*args, timeout=60):
+    return subprocess.run([str(OPENLAKE_CLI), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def wait_ready(d):
+    """/openlake/ready answers 503 until every service listens, then 200 "ready"."""
+    def ready():
+        try:
+            return fetch(d.admin_url + "/openlake/ready")[2] == b"ready\n"
+        except urllib.error.HTTPError as e:
+            assert e.code == 503 and e.read() == b"starting\n"
+            return False
+    assert wait_for(ready, 60, "/openlake/ready")
+
+
+def families_without_help_or_type(text):
+    """Metric families of a Prometheus text scrape that lack a # HELP or a # TYPE line."""
+    helps = set(re.findall(r"^# HELP (\S+) \S", text, re.M))
+    types = set(re.findall(r"^# TYPE (\S+) (?:counter|gauge|histogram|summary|untyped)$",
+                           text, re.M))
+    fams = set()
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name = re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", line).group(0)
+            base = re.sub(r"_(bucket|sum|count)$", "", name)
+            fams.add(base if base in types else name)
+    assert fams, text[:500]
+    return sorted(f for f in fams if f not in helps or f not in types)
+
+
+def test_kv_only_daemon_serves_admin_listener(openlaked):
+    """mode = "kv" has no S3 port, yet /metrics, health, readiness, status and the console are
+    served on console_addr, and the CLI reports what runs: no S3, a version, KV stats."""
+    d = openlaked(mode="kv", drives=1, extra=KV_SMALL)
+    wait_ready(d)
+    text = fetch(d.admin_url + "/metrics")[2].decode()
+    assert metric_lines(text, "openlake_kv_capacity_bytes"), text[:400]
+    assert families_without_help_or_type(text) == []
+    assert fetch(d.admin_url + "/openlake/health")[2] == b"ok\n"
+    assert b"<script>" in fetch(d.admin_url + "/openlake/console")[2]
+    status, _, body = admin_request(d, "GET", "/openlake/admin/v1/status", port=d.admin_port)
+    st = json.loads(body)
+    assert status == 200 and st["mode"] == "kv" and st["ready"] is True, body
+    assert st["services"] == {"s3": None, "kv": d.kv_addr,
+                              "admin": f"127.0.0.1:{d.admin_port}"}
+    # unsigned status is refused there as on the S3 port
+    assert admin_request(d, "GET", "/openlake/admin/v1/status", signed=False,
+                         port=d.admin_port)[0] == 403
+
+    r = cli("node", "info", "--config", d.config)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"daemon +up at http://127.0.0.1:%d, version \d+\.\d+\.\d+, uptime [\d.]+ s"
+                     % d.admin_port, r.stdout), r.stdout
+    assert "s3       (not served" in r.stdout and "erasure" not in r.stdout
+    r = cli("cluster", "status", "--config", d.config, "--json")
+    out = json.loads(r.stdout)
+    assert out["mode"] == "kv", r.stdout + r.stderr  # (its [[nodes]] rpc_addr is not served)
+    assert out["s3"] == {"addr": None, "reachable": False}
+    assert out["kv"] == {"addr": d.kv_addr, "reachable": True}
+    r = cli("cluster", "status", "--config", d.config)
+    assert f"127.0.0.1:{d.s3_port}" not in r.stdout and "s3     (not served" in r.stdout
+    r = cli("kv", "stats", "--config", d.config, "--json")
+    nodes = json.loads(r.stdout)["nodes"]
+    assert r.returncode == 0 and [n["addr"] for n in nodes] == [d.kv_addr], r.stdout + r.stderr
+    assert nodes[0]["up"] and nodes[0]["stats"]["dram_capacity"] == 64 << 20
+    r = cli("heal", "--endpoint", d.admin_url, "--status")
+    assert r.returncode == 1 and "no object store" in r.stderr, r.stderr
+
+
+def test_every_metric_family_has_help_and_type(daemon):
+    """Both ports, after S3 and KV traffic, so that the per-op and per-tier families show."""
+    s3 = boto3_client(daemon.s3_url)
+    s3.create_bucket(Bucket="helpbucket")
+    s3.put_object(Bucket="helpbucket", Key="k", Body=b"x")
+    sys.path.insert(0, str(REPO / "python"))
+    import openlake_client as ol
+
+    if ol.library_available():
+        c = ol.connect([daemon.kv_addr], device="tcp")
+        c.put([b"\x01" * 32], [b"v" * 4096])
+        c.close()
+    for url in (daemon.s3_url, daemon.admin_url):
+        text = fetch(url + "/metrics")[2].decode()
+        assert metric_lines(text, "openlake_s3_requests_total"), url
+        assert families_without_help_or_type(text) == [], url
+
+
+def test_list_v2_on_missing_bucket_counted_under_its_op(daemon):
+    s3 = boto3_client(daemon.s3_url)
+    with pytest.raises(Exception) as e:
+        s3.list_objects_v2(Bucket="no-such-bucket")
+    assert "NoSuchBucket" in str(e.value)
+    with pytest.raises(Exception):
+        s3.head_object(Bucket="no-such-bucket", Key="k")
+    text = fetch(daemon.admin_url + "/metrics")[2].decode()
+    ops = {re.search(r'op="([^"]+)"', l).group(1): float(l.split()[-1])
+           for l in metric_lines(text, "openlake_s3_errors_total")}
+    assert ops.get("ListObjectsV2") == 1 and ops.get("HeadObject") == 1, ops
+    assert "Other" not in ops, ops
+
+
+def test_second_daemon_on_same_drives_names_lock_and_holder(openlaked, tmp_path):
+    d = openlaked(drives=1, kv=False)
+    r = subprocess.run([str(OPENLAKED), "--config", str(d.config), "--s3-addr",
+                        f"127.0.0.1:{free_port()}", "--console-addr", ""],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    lock = f"{d.data_dirs[0]}/.openlake/lock"
+    assert lock in r.stderr and f"pid {d.proc.pid}" in r.stderr, r.stderr
+    assert "Input/output error" not in r.stderr
+    # the first daemon still serves
+    assert fetch(d.s3_url + "/openlake/health")[2] == b"ok\n"
+
+
+def test_messages_name_cause_and_fix(tmp_path):
+    port = free_port()  # nothing listens there
+    r = cli("heal", "--status", "--endpoint", f"http://127.0.0.1:{port}")
+    assert r.returncode == 1 and not re.search(r"\(-?\d+\)", r.stderr), r.stderr
+    assert "Connection refused" in r.stderr and "openlaked" in r.stderr, r.stderr
+
+    cfg = tmp_path / "q.toml"
+    cfg.write_text('set_drive_count = "4"\n')
+    r = subprocess.run([str(OPENLAKED), "--config", str(cfg), "--check-config"],
+                       capture_output=True, text=True, timeout=60)
+    assert "set_drive_count = 4" in r.stderr and "number" in r.stderr, r.stderr
+    # --check-config exits as --help says it does
+    helptext = subprocess.run([str(OPENLAKED), "--help"], capture_output=True, text=True,
+                              timeout=60).stdout
+    said = re.search(r"--check-config +parse and validate, then exit 0 \(or (\d)", helptext)
+    assert said and r.returncode == int(said.group(1)), (helptext, r.returncode)
+
+
+def test_kv_memory_over_a_quarter_of_ram_is_a_warning(tmp_path):
+    """kv_local.toml's cpu_ram_frac = 0.5: --check-config says what start would claim (no
+    memory is taken to say it), naming the key and the way to use less."""
+    r = subprocess.run([str(OPENLAKED), "--config", str(REPO / "configs" / "kv_local.toml"),
+                        "--check-config"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    warn = [l for l in r.stderr.splitlines() if "WARN" in l and "DRAM tier" in l]
+    assert warn and "cpu_ram_frac = 0.5" in warn[0] and "dram_bytes" in warn[0], r.stderr
+    assert "prefault" in r.stderr
+    r = subprocess.run([str(OPENLAKED), "--config", str(REPO / "configs" / "kv_local.toml"),
+                        "--kv.dram_bytes", "64MiB", "--check-config"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and "WARN" not in r.stderr, r.stderr

@@ -10,12 +10,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import tinymodel  # noqa: E402
+from conftest import KV_DATA_MISSING  # noqa: E402
 from vllm_standin import Engine, Request, make_vllm_config  # noqa: E402
 from vllm_standin.pool import dead_addr, kv_pools, pool  # noqa: E402,F401
 
 DATA = tinymodel.data_dir()
-pytestmark = pytest.mark.skipif(DATA is None, reason="shared/data/kv-bf16 (stories260K) is "
-                                "not next to this checkout (expected ../shared/data/kv-bf16)")
+pytestmark = pytest.mark.skipif(DATA is None, reason=KV_DATA_MISSING)
 BS, NB, CHUNK = 16, 64, 64
 
 

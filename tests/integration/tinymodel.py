@@ -15,13 +15,11 @@ import torch
 
 
 def data_dir():
-    """shared/data/kv-bf16 next to the repo (CI clone: ../shared), or None."""
-    here = Path(__file__).resolve()
-    for p in here.parents:
-        d = p / "shared" / "data" / "kv-bf16"
-        if (d / "model" / "stories260K.bin").exists():
-            return d
-    return None
+    """kv-bf16/ with the model: $OPENLAKE_TEST_DATA, else ../shared/data (conftest), or None."""
+    from conftest import kv_data_dir
+
+    d = kv_data_dir()
+    return d if d and (d / "model" / "stories260K.bin").exists() else None
 
 
 class TinyLlama:

@@ -113,6 +113,33 @@ test_errors(void)
 }
 
 static void
+test_kv_dram_and_console(void)
+{
+	struct ol_config cfg, *c = &cfg;
+	char err[256] = "";
+	const uint64_t gib = 1ull << 30;
+	const char *key = NULL;
+	parse(c, "[kv_slab]\ncpu_ram_frac = 0.5\n", err);
+	ok(ol_config_kv_dram_bytes(c, 24 * gib + 12345, &key) == 12 * gib &&
+	       strcmp(key, "[kv_slab] cpu_ram_frac") == 0,
+	   "cpu_ram_frac takes its share of RAM, floored to GiB, and is named: %s", key);
+	ok(ol_config_kv_dram_bytes(c, gib, NULL) == gib, "at least 1 GiB, as upstream");
+	parse(c, "[kv_slab]\ncpu_ram_frac = 0.5\n[kv]\ndram_bytes = \"64MiB\"\n", err);
+	ok(ol_config_kv_dram_bytes(c, 24 * gib, &key) == 64ull << 20 &&
+	       strcmp(key, "[kv] dram_bytes") == 0,
+	   "[kv] dram_bytes wins over cpu_ram_frac");
+	parse(c, "", err);
+	ok(ol_config_kv_dram_bytes(c, 24 * gib, &key) == gib, "1 GiB by default");
+	ok(strcmp(c->console_addr, "127.0.0.1:9001") == 0, "console_addr defaults to :9001");
+	ok(parse(c, "console_addr = \"\"\n", err) == 0 && !c->console_addr[0] &&
+	       ol_config_validate(c, err, 256) == 0,
+	   "console_addr = \"\" turns the admin listener off: %s", err);
+	ok(parse(c, "set_drive_count = \"4\"\n", err) == -EINVAL &&
+	       strstr(err, "set_drive_count = 4 (no quotes)"),
+	   "a quoted number says what to write: %s", err);
+}
+
+static void
 test_overrides(void)
 {
 	struct ol_config c;
@@ -147,5 +174,6 @@ main(int argc, char **argv)
 	test_storage_values();
 	test_errors();
 	test_overrides();
+	test_kv_dram_and_console();
 	tap_done();
 }
