@@ -111,18 +111,30 @@ ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
 	const char *tok = NULL;
 	if (o->size >= offsetof(struct ol_client_opts, token) + sizeof(const char *))
 		tok = o->token;
+	bool tls = o->size >= offsetof(struct ol_client_opts, tls) + sizeof(unsigned) && o->tls;
+	const char *ca = NULL, *sni = NULL;
+	if (o->size >= offsetof(struct ol_client_opts, server_name) + sizeof(const char *)) {
+		ca = o->ca_file;
+		sni = o->server_name;
+	}
 	if (tok && tok[0] && !(c->token = strdup(tok))) {
 		free(c->nodes);
 		free(c->ns);
 		free(c);
 		return -ENOMEM;
 	}
-	if (c->compress > 1 || c->compress_row_bytes % 2 || (tok && strlen(tok) > 4096)) {
+	int r = c->compress > 1 || c->compress_row_bytes % 2 || (tok && strlen(tok) > 4096) ||
+			(tls && o->tls > 1)
+		    ? -EINVAL
+		    : 0;
+	if (r == 0 && tls)
+		r = olc_tls_init(c, ca, sni);
+	if (r < 0) {
 		free(c->token);
 		free(c->nodes);
 		free(c->ns);
 		free(c);
-		return -EINVAL;
+		return r;
 	}
 	read_host_id(c->host_id, sizeof(c->host_id));
 	for (size_t i = 0; i < o->n_nodes; i++) {
@@ -145,7 +157,7 @@ ol_client_free(struct ol_client *c)
 	for (size_t i = 0; i < c->n_nodes; i++) {
 		struct olc_node *nd = &c->nodes[i];
 		for (unsigned j = 0; j < nd->n_idle; j++)
-			close(nd->idle[j].fd);
+			olc_conn_close(&nd->idle[j]);
 		for (unsigned j = 0; j < nd->n_maps; j++)
 			map_release(nd->maps[j]);
 		pthread_mutex_destroy(&nd->mu);
@@ -153,6 +165,7 @@ ol_client_free(struct ol_client *c)
 	free(c->nodes);
 	free(c->ns);
 	free(c->token);
+	olc_tls_fini(c);
 	free(c);
 }
 
@@ -171,7 +184,7 @@ olc_node_down(struct ol_client *c, struct olc_node *nd, int err)
 		nd->backoff_ms = cap;
 	nd->down_until_ms = olc_now_ms() + nd->backoff_ms;
 	for (unsigned j = 0; j < nd->n_idle; j++)
-		close(nd->idle[j].fd);
+		olc_conn_close(&nd->idle[j]);
 	nd->n_idle = 0;
 	unsigned b = nd->backoff_ms;
 	pthread_mutex_unlock(&nd->mu);
@@ -356,7 +369,7 @@ hello(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 	struct ol_kvp_welcome w;
 	if (rp.body_len > sizeof(rb))
 		return -EPROTO;
-	if ((r = kvnet_read_full(cn->fd, rb, rp.body_len)) < 0)
+	if ((r = kvnet_sread_full(cn->fd, cn->ssl, rb, rp.body_len)) < 0)
 		return r;
 	if (ol_kvp_welcome_decode(rb, rp.body_len, &w) < 0)
 		return -EPROTO;
@@ -440,16 +453,23 @@ olc_conn_get(struct ol_client *c, struct olc_node *nd, struct olc_conn *out)
 	}
 	out->fd = fd;
 	int r = kvnet_set_timeout(fd, c->timeout_ms);
+	if (r == 0 && c->ssl_ctx)
+		r = olc_tls_connect(c, nd, out);
 	if (r == 0)
 		r = hello(c, nd, out);
+	if (r == -EPROTONOSUPPORT && !out->ssl)
+		olc_log(c, OL_CLIENT_LOG_ERROR,
+			"openlake: node %s speaks TLS on its KV port ([kv_tls]): connect with TLS "
+			"(C: opts.tls, python: tls=True, vLLM: openlake_tls; ca_file for its CA)",
+			nd->addr);
 	if (r < 0) {
-		close(fd);
+		olc_conn_close(out);
 		olc_node_down(c, nd, r);
 		return r;
 	}
 	struct olc_conn u;
 	if (c->want_local && !out->local && conn_unix(c, nd, &u) == 0) {
-		close(fd); /* this HELLO told us the socket: switch to it */
+		olc_conn_close(out); /* this HELLO told us the socket: switch to it */
 		*out = u;
 	}
 	pthread_mutex_lock(&nd->mu);
@@ -470,7 +490,7 @@ olc_conn_put(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn, bool
 	}
 	pthread_mutex_unlock(&nd->mu);
 	if (cn)
-		close(cn->fd);
+		olc_conn_close(cn);
 }
 
 int
@@ -483,12 +503,12 @@ olc_send(struct ol_client *c, struct olc_conn *cn, struct ol_kvp_hdr *h, struct 
 	ol_kvp_hdr_encode(hb, h);
 	if (n == 0 || iov[0].iov_base != NULL) {
 		struct iovec v = {hb, sizeof(hb)};
-		int r = kvnet_writev_full(cn->fd, &v, 1);
-		return r < 0 ? r : kvnet_writev_full(cn->fd, iov, n);
+		int r = kvnet_swritev_full(cn->fd, cn->ssl, &v, 1);
+		return r < 0 ? r : kvnet_swritev_full(cn->fd, cn->ssl, iov, n);
 	}
 	iov[0].iov_base = hb; /* caller reserved iov[0] for the header */
 	iov[0].iov_len = sizeof(hb);
-	return kvnet_writev_full(cn->fd, iov, n);
+	return kvnet_swritev_full(cn->fd, cn->ssl, iov, n);
 }
 
 int
@@ -497,7 +517,7 @@ olc_recv_hdr_ex(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp_
 {
 	uint8_t hb[OL_KVP_HDR];
 	struct iovec v[2] = {{hb, sizeof(hb)}, {extra, extra_len}};
-	int r = kvnet_readv_full(cn->fd, v, extra_len ? 2 : 1);
+	int r = kvnet_sreadv_full(cn->fd, cn->ssl, v, extra_len ? 2 : 1);
 	if (r < 0)
 		return r;
 	if (ol_kvp_hdr_decode(hb, sizeof(hb), rp) <= 0 || !(rp->flags & OL_KVP_F_REPLY))
@@ -533,7 +553,7 @@ drop_idle(struct olc_node *nd)
 {
 	pthread_mutex_lock(&nd->mu);
 	for (unsigned j = 0; j < nd->n_idle; j++)
-		close(nd->idle[j].fd);
+		olc_conn_close(&nd->idle[j]);
 	nd->n_idle = 0;
 	pthread_mutex_unlock(&nd->mu);
 }

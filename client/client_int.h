@@ -30,6 +30,7 @@ void olc_map_prefault(struct olc_map *m, uint64_t off, uint64_t len);
 
 struct olc_conn {
 	int fd;
+	void *ssl;  /* SSL * when the client speaks TLS (opts.tls, TCP only), else NULL */
 	bool local; /* shm path granted and mapped */
 	bool reused;
 	uint32_t max_batch;
@@ -67,6 +68,8 @@ struct ol_client {
 	atomic_uint_fast64_t req_id;
 	unsigned compress, compress_row_bytes; /* opts.compress (compress.c) */
 	struct olz_stats zst;
+	void *ssl_ctx;	/* SSL_CTX * (opts.tls), NULL = plaintext TCP */
+	char *tls_name; /* opts.server_name, NULL = each node's host */
 };
 
 void olc_log(struct ol_client *c, int level, const char *fmt, ...)
@@ -108,6 +111,14 @@ void olc_call_fini(struct olc_call *call);
 /* The shared-memory path runs a sub-batch synchronously (several round trips). */
 int olc_shm_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n);
 int olc_shm_get(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n);
+
+/* tls.c: opts.tls. init: 0, -EINVAL (CA file unusable: logged), -ENOMEM. connect: the
+ * handshake on cn->fd, cn->ssl set; 0, -EKEYREJECTED (certificate refused), -EPROTO, -errno
+ * (logged). olc_conn_close frees cn->ssl and closes cn->fd. */
+int olc_tls_init(struct ol_client *c, const char *ca_file, const char *server_name);
+void olc_tls_fini(struct ol_client *c);
+int olc_tls_connect(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn);
+void olc_conn_close(struct olc_conn *cn);
 
 uint64_t olc_iov_len(const struct ol_kv_op *op);
 /* ol_kv_put (put) / ol_kv_get without compression: the stored bytes as they are. */

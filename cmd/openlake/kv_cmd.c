@@ -1,4 +1,5 @@
-/* cmd/openlake/kv_cmd.c - `openlake kv stats [--nodes host:port,...] [--json] [--timeout MS]`:
+/* cmd/openlake/kv_cmd.c - `openlake kv stats [--nodes host:port,...] [--json] [--timeout MS]
+ * [--tls [--ca-file PEM] [--server-name NAME]]`:
  * the KV pool's state per node and in total (capacity, used, hits, misses, evictions, per
  * tier), read through libopenlake. argv[0] is "kv". */
 #include <errno.h>
@@ -17,10 +18,15 @@ int ol_cmd_kv(int argc, char **argv);
 static void
 usage(void)
 {
-	fprintf(stderr, "usage: openlake kv stats [--nodes HOST:PORT,...] [--json] [--timeout MS]\n"
-			"  --nodes    pool nodes (default $OPENLAKE_NODES or 127.0.0.1:9400)\n"
-			"  --json     print the raw JSON document (per node and total)\n"
-			"  --timeout  per-node timeout in ms (default 2000)\n");
+	fprintf(stderr,
+		"usage: openlake kv stats [--nodes HOST:PORT,...] [--json] [--timeout MS]\n"
+		"  --nodes    pool nodes (default $OPENLAKE_NODES or 127.0.0.1:9400)\n"
+		"  --json     print the raw JSON document (per node and total)\n"
+		"  --timeout  per-node timeout in ms (default 2000)\n"
+		"  --tls      the KV port speaks TLS ([kv_tls]; default $OPENLAKE_KV_TLS=1)\n"
+		"  --ca-file  PEM CA that signed the nodes' certificates (default "
+		"$OPENLAKE_KV_CA_FILE, else the system's)\n"
+		"  --server-name  name the certificates carry (default: each node's host)\n");
 }
 
 static uint64_t
@@ -66,6 +72,21 @@ kv_log(int level, const char *msg, void *arg)
 	fprintf(stderr, "%s\n", msg);
 }
 
+/* TLS settings: flags, else $OPENLAKE_KV_TLS / $OPENLAKE_KV_CA_FILE / $OPENLAKE_KV_SERVER_NAME. */
+static struct {
+	int tls;
+	const char *ca, *name;
+} kv_tls;
+
+static void
+kv_tls_env(void)
+{
+	const char *e = getenv("OPENLAKE_KV_TLS");
+	kv_tls.tls = e && (strcmp(e, "1") == 0 || strcmp(e, "true") == 0);
+	kv_tls.ca = getenv("OPENLAKE_KV_CA_FILE");
+	kv_tls.name = getenv("OPENLAKE_KV_SERVER_NAME");
+}
+
 static struct ol_client *
 connect_nodes(const char *const *nodes, size_t n, unsigned timeout_ms)
 {
@@ -76,7 +97,10 @@ connect_nodes(const char *const *nodes, size_t n, unsigned timeout_ms)
 				   .ns = "",
 				   .timeout_ms = timeout_ms,
 				   .log = kv_log,
-				   .token = getenv("OPENLAKE_KV_TOKEN")};
+				   .token = getenv("OPENLAKE_KV_TOKEN"),
+				   .tls = kv_tls.tls || (kv_tls.ca && kv_tls.ca[0]),
+				   .ca_file = kv_tls.ca,
+				   .server_name = kv_tls.name};
 	struct ol_client *c = NULL;
 	int r = ol_client_new(&o, &c);
 	if (r < 0)
@@ -183,9 +207,16 @@ ol_cmd_kv(int argc, char **argv)
 		usage();
 		return argc < 2 ? 2 : (strcmp(argv[1], "--help") == 0 ? 0 : 2);
 	}
+	kv_tls_env();
 	for (int i = 2; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0) {
 			as_json = 1;
+		} else if (strcmp(argv[i], "--tls") == 0) {
+			kv_tls.tls = 1;
+		} else if (strcmp(argv[i], "--ca-file") == 0 && i + 1 < argc) {
+			kv_tls.ca = argv[++i];
+		} else if (strcmp(argv[i], "--server-name") == 0 && i + 1 < argc) {
+			kv_tls.name = argv[++i];
 		} else if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc) {
 			snprintf(list, sizeof(list), "%s", argv[++i]);
 		} else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {

@@ -2,6 +2,7 @@
  * Flags, config and wiring only; everything else lives in src/. */
 #include "base/config.h"
 #include "base/log.h"
+#include "tls/tls.h"
 
 #ifdef OL_HAVE_STORE
 #include "store/store.h"
@@ -230,20 +231,19 @@ struct daemon {
 	int unused;
 };
 
-/* [s3_tls]: both files named and readable, else a message naming the file (the TLS module
- * then checks what is inside them). */
+/* [s3_tls] / [kv_tls]: both files named and readable, else a message naming the file (the
+ * TLS module then checks what is inside them). */
 static int
-check_tls_files(const struct ol_config *cfg)
+check_tls_table(const struct ol_config *cfg, const char *table, const struct ol_config_tls *t,
+		const char *plain)
 {
-	const struct ol_config_tls *t = &cfg->s3_tls;
-	if ((!t->cert_path[0] && !t->key_path[0] && !t->client_ca[0]) ||
-	    strcmp(cfg->mode, "kv") == 0) /* no S3 port */
+	if (!t->cert_path[0] && !t->key_path[0] && !t->client_ca[0])
 		return 0;
 	if (!t->cert_path[0] || !t->key_path[0]) {
 		fprintf(stderr,
-			"openlaked: %s: [s3_tls] needs both cert_path and key_path (PEM files); "
-			"set both, or remove [s3_tls] to serve plain HTTP\n",
-			cfg->source);
+			"openlaked: %s: [%s] needs both cert_path and key_path (PEM files); "
+			"set both, or remove [%s] to serve %s\n",
+			cfg->source, table, table, plain);
 		return -EINVAL;
 	}
 	const char *files[][2] = {
@@ -251,11 +251,23 @@ check_tls_files(const struct ol_config *cfg)
 	for (size_t i = 0; i < 3; i++) {
 		if (!files[i][1][0] || access(files[i][1], R_OK) == 0)
 			continue;
-		fprintf(stderr, "openlaked: %s: [s3_tls] %s %s: %s\n", cfg->source, files[i][0],
+		fprintf(stderr, "openlaked: %s: [%s] %s %s: %s\n", cfg->source, table, files[i][0],
 			files[i][1], strerror(errno));
 		return -errno;
 	}
 	return 0;
+}
+
+static int
+check_tls_files(const struct ol_config *cfg)
+{
+	int r = 0;
+	if (strcmp(cfg->mode, "kv") != 0) /* else no S3 port */
+		r = check_tls_table(cfg, "s3_tls", &cfg->s3_tls, "plain HTTP");
+	const char *kv = ol_config_kv_listen(cfg);
+	if (!r && kv && kv[0])
+		r = check_tls_table(cfg, "kv_tls", &cfg->kv_tls, "the KV port in plaintext");
+	return r;
 }
 
 /* Open-files soft limit up to the hard one: every idle S3 connection is a descriptor, and the
@@ -449,12 +461,8 @@ main(int argc, char **argv)
 	ol_info("ready");
 	int sig = 0;
 	while (sigwait(&stop_set, &sig) == 0 && sig == SIGHUP) {
-#ifdef OL_HAVE_S3
 		ol_info("SIGHUP: reloading the TLS certificates");
-		ol_http_tls_reload_all();
-#else
-		ol_info("SIGHUP: nothing to reload");
-#endif
+		ol_tls_reload_all(); /* [s3_tls] and [kv_tls] */
 	}
 	ol_info("signal %d: stopping", sig);
 	stop_all(&d);

@@ -51,11 +51,20 @@ struct ol_client_opts {
 			      same keys and a get returns plain bytes either way */
 	unsigned compress_row_bytes; /* ExANS rows mode: token row size in bytes (e.g.
 					heads * head_dim * 2); 0 = off */
-	const char *token; /* KV pool token ([kv] secret or a [[kv.tokens]] token; copied);
-			      NULL = none. Proven by HMAC over a server nonce, never sent. A pool
-			      that requires one refuses a client without it, or whose token does
-			      not cover ns: its entries then come back OL_KV_UNREACHABLE and the
-			      log callback says why */
+	const char *token;	 /* KV pool token ([kv] secret or a [[kv.tokens]] token; copied);
+				    NULL = none. Proven by HMAC over a server nonce, never sent. A pool
+				    that requires one refuses a client without it, or whose token does
+				    not cover ns: its entries then come back OL_KV_UNREACHABLE and the
+				    log callback says why */
+	unsigned tls;		 /* 1 = TCP connections speak TLS (a node with [kv_tls]); 0 = plain.
+				    The node's certificate is verified: against ca_file, else the
+				    system's CA store, and for the node's host name or IP address
+				    (or server_name). A failed check makes the node unreachable
+				    and the log callback says why. Unix-socket (shm) connections
+				    to a node on this host stay plaintext */
+	const char *ca_file;	 /* PEM CA bundle to verify nodes with (copied); NULL = system */
+	const char *server_name; /* name the nodes' certificates must carry; NULL = each node's
+				    host as written in nodes[] (a name, or an IP address) */
 };
 
 /* Create a client. Connects lazily: succeeds even if every node is down (they count as

@@ -22,7 +22,9 @@ class Opts(Structure):
                 # appended in 0.1 with the codec: 0 = off, 1 = ExANS; rows-mode row size
                 ("compress", c_uint), ("compress_row_bytes", c_uint),
                 # appended with access control: the KV pool token (NULL = none)
-                ("token", c_char_p)]
+                ("token", c_char_p),
+                # appended with TLS on the KV port: 1 = TLS, CA bundle, expected name
+                ("tls", c_uint), ("ca_file", c_char_p), ("server_name", c_char_p)]
 
 
 class Iov(Structure):

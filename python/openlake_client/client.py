@@ -193,7 +193,7 @@ class Client:
     """A connection to a pool of nodes. Thread-safe; close() (or `with`) when done."""
 
     def __init__(self, nodes, device="local", namespace="", timeout_ms=2000, compress="off",
-                 compress_row_bytes=0, token=None):
+                 compress_row_bytes=0, token=None, tls=False, ca_file=None, server_name=None):
         if isinstance(nodes, str):
             nodes = [n for n in nodes.split(",") if n]
         if not nodes:
@@ -224,6 +224,15 @@ class Client:
             token = os.environ.get("OPENLAKE_KV_TOKEN") or None
         self._token_c = token.encode() if token else None
         o.token = self._token_c
+        self.tls = bool(tls)
+        if self.tls and ca_file and not os.access(ca_file, os.R_OK):
+            raise ValueError("ca_file %r is not a readable file (PEM CA of the pool's "
+                             "certificates)" % (ca_file,))
+        self._ca_c = ca_file.encode() if (self.tls and ca_file) else None
+        self._sni_c = server_name.encode() if (self.tls and server_name) else None
+        o.tls = 1 if self.tls else 0
+        o.ca_file = self._ca_c
+        o.server_name = self._sni_c
         h = ctypes.c_void_p()
         rc = self._lib.ol_client_new(ctypes.byref(o), ctypes.byref(h))
         if rc < 0:
@@ -370,14 +379,18 @@ def _compress_mode(v):
 
 
 def connect(nodes=("127.0.0.1:9400",), device="local", namespace="", timeout_ms=2000,
-            compress="off", compress_row_bytes=0, token=None):
+            compress="off", compress_row_bytes=0, token=None, tls=False, ca_file=None,
+            server_name=None):
     """A Client for the pool at nodes (list of "host:port", or a comma-separated string).
     compress="exans": values are compressed (lossless, for BF16 KV blocks) before they leave
     this process and decoded on the way back; plain and compressed values coexist.
     token: the pool's secret or a [[kv.tokens]] token allowed for namespace (None =
-    $OPENLAKE_KV_TOKEN, else none). A pool that refuses it answers every entry "unreachable"."""
+    $OPENLAKE_KV_TOKEN, else none). A pool that refuses it answers every entry "unreachable".
+    tls=True: TCP connections speak TLS (a pool with [kv_tls]); the nodes' certificates are
+    verified against ca_file (PEM; None = the system's CAs) for their host or server_name."""
     return Client(nodes, device=device, namespace=namespace, timeout_ms=timeout_ms,
-                  compress=compress, compress_row_bytes=compress_row_bytes, token=token)
+                  compress=compress, compress_row_bytes=compress_row_bytes, token=token,
+                  tls=tls, ca_file=ca_file, server_name=server_name)
 
 
 def version():

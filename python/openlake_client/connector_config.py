@@ -13,6 +13,9 @@ DEFAULTS = {
     "openlake_device": "local",            # local | tcp | <RDMA NIC name> (-> tcp for now)
     "openlake_namespace": "",              # "" = "vllm"
     "openlake_token": "",                  # KV pool token ("" = $OPENLAKE_KV_TOKEN or none)
+    "openlake_tls": False,                 # TLS to the pool's KV port ([kv_tls])
+    "openlake_ca_file": "",                # PEM CA of the pool's certificates ("" = system)
+    "openlake_server_name": "",            # name the certificates carry ("" = node host)
     "chunk_size": 256,                     # tokens per stored unit (multiple of block_size)
     "compress": "off",                     # off | exans
     "cache_salt": "",                      # tenant isolation, mixed into every key
@@ -38,6 +41,9 @@ class ConnectorConfig:
     device: str = "local"
     namespace: str = "vllm"
     token: str = field(default="", repr=False)  # a secret: never in logs
+    tls: bool = False
+    ca_file: str = ""
+    server_name: str = ""
     chunk_size: int = 256
     compress: str = "off"
     cache_salt: str = ""
@@ -92,6 +98,8 @@ class ConnectorConfig:
         return cls(nodes=list(nodes), device=device,
                    namespace=str(g("openlake_namespace") or "vllm"), chunk_size=chunk,
                    token=str(g("openlake_token") or os.environ.get("OPENLAKE_KV_TOKEN", "")),
+                   tls=_bool(g("openlake_tls")), ca_file=str(g("openlake_ca_file") or ""),
+                   server_name=str(g("openlake_server_name") or ""),
                    compress=compress, cache_salt=str(g("cache_salt") or ""),
                    model_id=str(g("model_id") or ""),
                    model_revision=str(g("model_revision") or ""),
