@@ -350,6 +350,34 @@ check_cluster(const struct ol_config *cfg)
 	return -EINVAL;
 }
 
+#if defined(OL_HAVE_CLUSTER) && defined(OL_HAVE_KV)
+/* The KV pool's VIEW answers with the live members that serve a KV port (issue 10). */
+static int
+kv_view_of_cluster(void *arg, struct ol_kvp_view *v)
+{
+	struct ol_cluster_view cv;
+	int rc = ol_cluster_members(arg, &cv);
+	if (rc)
+		return rc;
+	v->epoch = cv.epoch > 0 ? (uint64_t)cv.epoch : 0;
+	v->n = 0;
+	for (unsigned i = 0; i < cv.n && v->n < OL_KVP_MAX_VIEW; i++) {
+		const struct ol_cluster_member *m = &cv.members[i];
+		size_t l = strlen(m->kv_addr);
+		if (l == 0 || l > OL_KVP_MAX_VIEW_ADDR)
+			continue;
+		struct ol_kvp_view_member *o = &v->m[v->n++];
+		o->id = m->id;
+		o->capacity = m->capacity;
+		o->weight = m->weight;
+		o->addr_len = (uint16_t)l;
+		memcpy(o->addr, m->kv_addr, l + 1);
+	}
+	ol_cluster_view_fini(&cv);
+	return 0;
+}
+#endif
+
 static int
 start_cluster(const struct ol_config *cfg, struct daemon *d)
 {
@@ -357,6 +385,10 @@ start_cluster(const struct ol_config *cfg, struct daemon *d)
 	int rc = ol_cluster_start(cfg, &d->cluster);
 	if (rc)
 		ol_err("cannot start cluster membership: %s", strerror(-rc));
+#ifdef OL_HAVE_KV
+	if (!rc && d->cluster && d->kv)
+		ol_kv_server_set_view(d->kv, kv_view_of_cluster, d->cluster);
+#endif
 	return rc;
 #else
 	if (cfg->cluster_etcd[0])
@@ -369,6 +401,9 @@ static void
 stop_all(struct daemon *d)
 {
 #ifdef OL_HAVE_CLUSTER
+#ifdef OL_HAVE_KV
+	ol_kv_server_set_view(d->kv, NULL, NULL); /* before the members it reads go */
+#endif
 	ol_cluster_stop(d->cluster);
 	d->cluster = NULL;
 #endif

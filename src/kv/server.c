@@ -32,6 +32,7 @@
 #include "kv/engine.h"
 #include "kv/net.h"
 #include "kv/proto.h"
+#include "kv/view.h"
 #include "tls/tls.h"
 #include "openlake/openlake.h"
 
@@ -63,6 +64,7 @@ struct ol_kv_server {
 	struct ol_kvp_limits lim;
 	struct ol_kva acl;
 	struct ol_tls *tls; /* [kv_tls]: the TCP port speaks TLS only; NULL = plain */
+	struct kvv view;    /* the members VIEW answers with; its tag rides on reply entries */
 	unsigned max_conns, max_per_addr, max_pins_conn, max_pins;
 	uint64_t ttl_ms; /* [kv_slab] reserve_ttl_secs: pins and reservations older are dropped */
 	atomic_uint_fast64_t n_pins;
@@ -242,7 +244,7 @@ send_reply(struct conn *c, const struct ol_kvp_hdr *rq, int32_t status, uint32_t
 static void
 rep_put(struct conn *c, uint32_t i, int32_t status, uint64_t len, uint64_t off, uint64_t seq)
 {
-	struct ol_kvp_rep_ent r = {status, 0, len, off, seq};
+	struct ol_kvp_rep_ent r = {status, atomic_load(&c->s->view.tag), len, off, seq};
 	ol_kvp_rep_ent_encode(c->reps + (size_t)i * OL_KVP_REP_ENT, &r);
 }
 
@@ -313,7 +315,8 @@ do_hello(struct conn *c, const struct ol_kvp_hdr *h)
 	bool same_host = hl > 0 && hi.host_len == hl && memcmp(hi.host, s->host_id, hl) == 0;
 	if (getrandom(c->nonce, sizeof(c->nonce), 0) != sizeof(c->nonce))
 		return -EIO;
-	struct ol_kvp_welcome w = {.flags = c->local ? OL_KVP_HELLO_LOCAL : 0,
+	struct ol_kvp_welcome w = {.flags =
+				       (c->local ? OL_KVP_HELLO_LOCAL : 0) | OL_KVP_WELCOME_VIEW,
 				   .max_batch = s->lim.max_batch,
 				   .max_block = ol_kve_max_block(s->eng),
 				   .shm_size = ol_kve_shm_size(s->eng),
@@ -420,8 +423,8 @@ get_one(struct conn *c, const struct ol_kvp_req_ent *e)
 	bool pinned = st == OL_KV_OK && sl.off != OL_KVE_NOOFF;
 	if (st == OL_KV_OK && sl.len > e->len)
 		st = OL_KV_TRUNCATED;
-	struct ol_kvp_rep_ent re = {st, 0, st == OL_KV_MISS || st == OL_KV_CORRUPT ? 0 : sl.len, 0,
-				    0};
+	struct ol_kvp_rep_ent re = {st, atomic_load(&c->s->view.tag),
+				    st == OL_KV_MISS || st == OL_KV_CORRUPT ? 0 : sl.len, 0, 0};
 	ol_kvp_rep_ent_encode(rb, &re);
 	struct iovec v[3] = {{c->pend, c->has_pend ? OL_KVP_HDR : 0},
 			     {rb, sizeof(rb)},
@@ -539,6 +542,23 @@ do_stats(struct conn *c, const struct ol_kvp_hdr *h)
 	return send_reply(c, h, 0, 0, buf, (size_t)n);
 }
 
+/* VIEW: the pool's live members (any authenticated connection; the addresses are no secret
+ * from a client that may use the pool). */
+static int
+do_view(struct conn *c, const struct ol_kvp_hdr *h)
+{
+	int r = h->body_len ? conn_skip(c, h->body_len) : 0;
+	if (r < 0)
+		return r;
+	uint8_t *buf;
+	int n = kvv_encode(&c->s->view, &buf);
+	if (n < 0)
+		return n;
+	r = send_reply(c, h, 0, 0, buf, (size_t)n);
+	free(buf);
+	return r;
+}
+
 static int
 dispatch(struct conn *c, const struct ol_kvp_hdr *h)
 {
@@ -555,6 +575,8 @@ dispatch(struct conn *c, const struct ol_kvp_hdr *h)
 		return do_get(c, h);
 	case OL_KVP_STATS:
 		return do_stats(c, h);
+	case OL_KVP_VIEW:
+		return do_view(c, h);
 	case OL_KVP_RELEASE:
 		return do_release(c, h);
 	case OL_KVP_ALLOC:
@@ -883,6 +905,9 @@ reaper_main(void *arg)
 			ol_info(
 			    "kv: dropped %u pins/reservations older than reserve_ttl_secs = %llu",
 			    n, (unsigned long long)(s->ttl_ms / 1000));
+		pthread_mutex_unlock(&s->mu);
+		kvv_refresh(&s->view); /* without s->mu: the source may take its own locks */
+		pthread_mutex_lock(&s->mu);
 	}
 	pthread_mutex_unlock(&s->mu);
 	return NULL;
@@ -1140,6 +1165,28 @@ warn_open_pool(const struct ol_kv_server *s, const char *addr)
 		addr);
 }
 
+/* This node as a view member: [cluster] weight, the tiers' capacity, the KV address (the
+ * bound port when the configured one is 0). */
+static void
+view_init(struct ol_kv_server *s, const struct ol_config *cfg, const char *addr)
+{
+	struct ol_kvp_view_member me = {.id = cfg->self_id, .weight = cfg->cluster_weight};
+	me.capacity = cfg->kv_dram_bytes + cfg->kv_spill_bytes;
+	const char *colon = strrchr(addr, ':');
+	int n = colon && strcmp(colon, ":0") == 0 ? snprintf(me.addr, sizeof(me.addr), "%.*s:%u",
+							     (int)(colon - addr), addr, s->port)
+						  : snprintf(me.addr, sizeof(me.addr), "%s", addr);
+	me.addr_len = (uint16_t)(n > 0 && (size_t)n < sizeof(me.addr) ? n : 0);
+	kvv_init(&s->view, &me);
+}
+
+void
+ol_kv_server_set_view(struct ol_kv_server *s, ol_kv_view_fn fn, void *arg)
+{
+	if (s)
+		kvv_set_source(&s->view, fn, arg);
+}
+
 int
 ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 {
@@ -1168,6 +1215,7 @@ ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 		ol_err("kv: cannot listen on %s: %s", addr, strerror(-r));
 		goto fail;
 	}
+	view_init(s, cfg, addr);
 	if (cfg->kv_tls.cert_path[0] || cfg->kv_tls.key_path[0]) {
 		r = ol_tls_new("kv", cfg->kv_tls.cert_path, cfg->kv_tls.key_path,
 			       cfg->kv_tls.client_ca, NULL, &s->tls);
@@ -1203,6 +1251,8 @@ fail:
 		close(s->efd);
 	ol_kve_close(s->eng);
 	ol_tls_free(s->tls);
+	if (s->view.view)
+		kvv_fini(&s->view);
 	free(s);
 	return r;
 }
@@ -1242,6 +1292,7 @@ ol_kv_server_stop(struct ol_kv_server *s)
 	pthread_mutex_unlock(&s->mu);
 	ol_kve_close(s->eng);
 	ol_tls_free(s->tls);
+	kvv_fini(&s->view);
 	pthread_cond_destroy(&s->cv);
 	pthread_cond_destroy(&s->reap_cv);
 	pthread_mutex_destroy(&s->mu);
