@@ -206,6 +206,9 @@ olc_tcp_recv(struct ol_client *c, struct olc_conn *cn, struct olc_call *call)
 		return r;
 	if (rp.count != call->m)
 		return -EPROTO;
+	struct ol_kvp_rep_ent first;
+	rep_at(b, 0, &first);
+	olc_view_saw_tag(c, first.rsv); /* the view the node serves changed: refresh ours */
 	if (get)
 		return recv_stream(cn, call, b->reps);
 	if (rp.body_len != call->m * OL_KVP_REP_ENT)

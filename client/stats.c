@@ -106,6 +106,8 @@ ol_kv_stats(struct ol_client *c, char *json, size_t cap)
 	emit(&o, "}");
 	if (olz_stats_json(c, buf, 8192) > 0)
 		emit(&o, ",\"client\":%s", buf);
+	if (olc_view_json(c, buf, 8192) > 0)
+		emit(&o, ",\"view\":%s", buf);
 	emit(&o, "}");
 	free(buf);
 	return o.overflow ? -ENOSPC : (int)o.len;

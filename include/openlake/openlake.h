@@ -1,7 +1,9 @@
 /* openlake/openlake.h - libopenlake: the C client of the OpenLake KV-cache pool.
  *
- * A client holds a list of pool nodes ("host:port"), spreads keys over them by rendezvous
- * (highest-random-weight) hashing, keeps one small pool of TCP connections per node and, when
+ * A client holds a list of pool nodes ("host:port") as seeds, learns the live members of a
+ * cluster from them (VIEW) and spreads keys over them by weighted rendezvous
+ * (highest-random-weight) hashing of their stable ids (a static list without a cluster: of
+ * their addresses), keeps one small pool of TCP connections per node and, when
  * a node runs on this host and device = "local", copies values straight in and out of the
  * node's shared-memory DRAM tier (the server only hands out and commits slots).
  *
@@ -65,6 +67,14 @@ struct ol_client_opts {
 	const char *ca_file;	 /* PEM CA bundle to verify nodes with (copied); NULL = system */
 	const char *server_name; /* name the nodes' certificates must carry; NULL = each node's
 				    host as written in nodes[] (a name, or an IP address) */
+	/* appended with the cluster view (docs/kv-protocol.md, "Cluster view"): nodes[] are
+	   seeds; a node in a cluster answers VIEW with the live members, and keys are placed on
+	   them by weighted rendezvous hashing of their stable ids */
+	unsigned replicas;	  /* copies of each key on the top-R nodes; 0 = 1, at most 4 */
+	unsigned grace_ms;	  /* after a view change, a get/exists miss on the new owner is
+				     retried on the previous one for this long; 0 = 30000 */
+	unsigned view_refresh_ms; /* ask for the view at least this often; 0 = 5000 (a change
+				     is also noticed from the tag on every reply) */
 };
 
 /* Create a client. Connects lazily: succeeds even if every node is down (they count as
