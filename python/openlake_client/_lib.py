@@ -24,7 +24,9 @@ class Opts(Structure):
                 # appended with access control: the KV pool token (NULL = none)
                 ("token", c_char_p),
                 # appended with TLS on the KV port: 1 = TLS, CA bundle, expected name
-                ("tls", c_uint), ("ca_file", c_char_p), ("server_name", c_char_p)]
+                ("tls", c_uint), ("ca_file", c_char_p), ("server_name", c_char_p),
+                # appended with the cluster view: copies per key, grace window, refresh
+                ("replicas", c_uint), ("grace_ms", c_uint), ("view_refresh_ms", c_uint)]
 
 
 class Iov(Structure):
