@@ -77,6 +77,7 @@ ol_kv_stats(struct ol_client *c, char *json, size_t cap)
 	char *buf = malloc(8192);
 	if (!buf)
 		return -ENOMEM;
+	olc_view_maybe_refresh(c); /* the members of a cluster, when it is one */
 	uint64_t tot[N_TOTAL] = {0};
 	unsigned up = 0;
 	struct out o = {json, cap, 0, false};

@@ -162,6 +162,30 @@ print_node(const char *addr, const char *json)
 	print_writeback(json);
 }
 
+/* The client's view of the pool: a cluster's members (id, address, weight) or the seeds. */
+static void
+print_view(const char *json)
+{
+	const char *v = strstr(json, "\"view\":{");
+	if (!v)
+		return;
+	int cluster = strncmp(v + 7, "{\"cluster\":true", 15) == 0;
+	if (!cluster) {
+		printf("view: the nodes as listed (no cluster: keys hashed over their addresses)\n");
+		return;
+	}
+	printf("view: cluster epoch %llu, keys by weighted rendezvous on node ids\n",
+	       (unsigned long long)json_u64(v, "epoch"));
+	for (const char *m = strstr(v, "{\"id\":"); m; m = strstr(m + 1, "{\"id\":")) {
+		char addr[256] = "?";
+		const char *a = strstr(m, "\"addr\":\"");
+		if (a)
+			sscanf(a + 8, "%255[^\"]", addr);
+		printf("  node %llu  %-22s weight %llu\n", (unsigned long long)json_u64(m, "id"),
+		       addr, (unsigned long long)json_u64(m, "weight"));
+	}
+}
+
 static int
 stats(const char *const *nodes, size_t n, unsigned timeout_ms, int as_json)
 {
@@ -185,6 +209,8 @@ stats(const char *const *nodes, size_t n, unsigned timeout_ms, int as_json)
 			printf("%s\n", json);
 		else
 			print_node(nodes[i], json);
+		if (!as_json && i + 1 == n)
+			print_view(json);
 	}
 	rc = up > 0 ? 0 : 2;
 	if (rc && !as_json)

@@ -8,12 +8,13 @@ import hashlib
 import shutil
 import socket
 import struct
+import subprocess
 import tempfile
 import threading
 
 import pytest
 
-from conftest import Daemon, wait_for
+from conftest import OPENLAKE_CLI, Daemon, wait_for
 from test_etcd_cluster import Etcd
 from test_kv_security import hdr, raw_hello, read_hdr, recv_exact
 from vllm_standin.pool import require_pool_binaries
@@ -109,6 +110,11 @@ def test_spread_by_weight_then_a_join_moves_only_its_share(nodes, ol):
     # weight 3 of 5: expected 180 of 300, the others 60 each (generous bounds)
     assert 120 <= heavy <= 240 and all(25 <= v <= 110 for v in light), per
     assert heavy > max(light), per
+    cli = subprocess.run([str(OPENLAKE_CLI), "kv", "stats", "--nodes", a.kv_addr],
+                         capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 0, cli.stderr
+    assert "view: cluster epoch" in cli.stdout and "weight 3" in cli.stdout, cli.stdout
+    assert all(f"node {i}" in cli.stdout for i in (1, 2, 3)), cli.stdout
 
     d = nodes(4)  # weight 1 of 6: expected 50 keys move to it, none between the others
     wait_members(c, 4)
