@@ -127,11 +127,11 @@ ask_view(struct ol_client *c, struct olc_node *nd, struct ol_kvp_view *v)
 	if (r == 0)
 		r = kvnet_sread_full(cn.fd, cn.ssl, buf, rp.body_len);
 	olc_conn_put(c, nd, &cn, r == 0);
+	if (r < 0 && r != -ENOMEM && r != -EPROTO)
+		olc_node_down(c, nd, r); /* olc_conn_get did so for its own failures */
 	if (r == 0 && ol_kvp_view_decode(buf, rp.body_len, v) < 0)
 		r = -EPROTO;
 	free(buf);
-	if (r < 0 && r != -ENOMEM && r != -EPROTO)
-		olc_node_down(c, nd, r);
 	return r;
 }
 

@@ -171,7 +171,8 @@ print_view(const char *json)
 		return;
 	int cluster = strncmp(v + 7, "{\"cluster\":true", 15) == 0;
 	if (!cluster) {
-		printf("view: the nodes as listed (no cluster: keys hashed over their addresses)\n");
+		printf(
+		    "view: the nodes as listed (no cluster: keys hashed over their addresses)\n");
 		return;
 	}
 	printf("view: cluster epoch %llu, keys by weighted rendezvous on node ids\n",
