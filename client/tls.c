@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "client_int.h"
+#include "kv/net.h"
 
 int
 olc_tls_init(struct ol_client *c, const char *ca_file, const char *server_name)
@@ -80,7 +81,11 @@ olc_tls_connect(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 	if (!ssl)
 		return -ENOMEM;
 	int r = SSL_set_fd(ssl, cn->fd) == 1 ? peer_name(ssl, c->tls_name, nd->addr) : -ENOMEM;
-	if (r == 0 && SSL_connect(ssl) == 1) {
+	struct kvnet_sigpipe sp;
+	kvnet_sigpipe_block(&sp);
+	int done = r == 0 ? SSL_connect(ssl) : 0;
+	kvnet_sigpipe_unblock(&sp);
+	if (done == 1) {
 		cn->ssl = ssl;
 		return 0;
 	}

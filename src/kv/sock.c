@@ -4,6 +4,8 @@
 #include "kv/net.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <time.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <string.h>
@@ -69,23 +71,58 @@ kvnet_sreadv_full(int fd, void *ssl, struct iovec *iov, int n)
 	return 0;
 }
 
+/* OpenSSL writes with write(2), without MSG_NOSIGNAL: a peer that closed would raise SIGPIPE
+ * in a process that did not ignore it (a C program using libopenlake). Block it on this thread
+ * around the call and take back one it raised. */
+void
+kvnet_sigpipe_block(struct kvnet_sigpipe *sp)
+{
+	sigset_t pipe, pend;
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	sigpending(&pend);
+	sp->was_pending = sigismember(&pend, SIGPIPE) == 1;
+	pthread_sigmask(SIG_BLOCK, &pipe, &sp->old);
+}
+
+void
+kvnet_sigpipe_unblock(struct kvnet_sigpipe *sp)
+{
+	sigset_t pipe;
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	if (!sp->was_pending) {
+		struct timespec zero = {0, 0};
+		while (sigtimedwait(&pipe, NULL, &zero) == SIGPIPE)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &sp->old, NULL);
+}
+
 static int
 ssl_write_all(SSL *ssl, const void *buf, size_t len)
 {
+	struct kvnet_sigpipe sp;
+	kvnet_sigpipe_block(&sp);
+	int r = 0;
 	const char *p = buf;
 	while (len > 0) {
 		int chunk = len > (1u << 30) ? (1 << 30) : (int)len;
 		int n = SSL_write(ssl, p, chunk);
 		if (n <= 0) {
-			int r = ssl_err(ssl, n);
-			if (r == -EINTR)
+			r = ssl_err(ssl, n);
+			if (r == -EINTR) {
+				r = 0;
 				continue;
-			return r == -EAGAIN ? -ETIMEDOUT : r == -ECONNRESET ? -EPIPE : r;
+			}
+			r = r == -EAGAIN ? -ETIMEDOUT : r == -ECONNRESET ? -EPIPE : r;
+			break;
 		}
 		p += n;
 		len -= (size_t)n;
 	}
-	return 0;
+	kvnet_sigpipe_unblock(&sp);
+	return r;
 }
 
 /* Small iovs (headers, entries) are gathered into one record; large values go as they are. */
