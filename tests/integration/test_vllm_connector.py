@@ -644,3 +644,43 @@ def test_token_from_extra_config_and_env(openlaked, monkeypatch):
     assert e3.scheduler.finished["C"].output_token_ids == reference(B)
     for e in (e1, e2, e3):
         e.shutdown()
+
+
+def test_tls_from_extra_config(openlaked, tmp_path):
+    """A pool whose KV port speaks TLS ([kv_tls]): the connector with "openlake_tls" and
+    "openlake_ca_file" saves and loads blocks; one without TLS cannot reach it and recomputes,
+    with the same output."""
+    import shutil as _shutil
+
+    from test_tls import install, make_ca, make_cert
+    from vllm_standin.pool import require_pool_binaries
+
+    require_pool_binaries()
+    if not _shutil.which("openssl"):
+        pytest.skip("no openssl CLI")
+    ca = make_ca(tmp_path)
+    pem, key = make_cert(tmp_path, "kvtls", 0x4004)
+    install(pem, key, tmp_path / "live.pem", tmp_path / "live.key")
+    shm = "/olpy-test-tls-%d" % os.getpid()
+    d = openlaked(mode="kv", drives=1,
+                  extra='dram_bytes = "256MiB"\nshm_name = "%s"\n[kv_tls]\ncert_path = "%s"\n'
+                        'key_path = "%s"\n' % (shm, tmp_path / "live.pem", tmp_path / "live.key"))
+    tls = dict(openlake_tls=True, openlake_ca_file=str(ca), openlake_device="tcp")
+    e1 = engine(cfg(d.kv_addr, **tls))
+    serve(e1, "A", A)
+    assert e1.merged_stats()["blocks_saved"] == 6
+    B = A[:96] + SUFFIX
+    e2 = engine(cfg(d.kv_addr, openlake_device="tcp"))  # plaintext: refused, recomputes
+    e2.add(Request("B", B, max_tokens=3))
+    e2.step()
+    assert e2.scheduler.requests["B"].num_external_computed_tokens == 0
+    e2.run()
+    assert e2.scheduler.finished["B"].output_token_ids == reference(B)
+    e3 = engine(cfg(d.kv_addr, **tls))
+    e3.add(Request("C", B, max_tokens=3))
+    e3.step()
+    assert e3.scheduler.requests["C"].num_external_computed_tokens == 96
+    e3.run()
+    assert e3.scheduler.finished["C"].output_token_ids == reference(B)
+    for e in (e1, e2, e3):
+        e.shutdown()
