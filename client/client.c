@@ -543,8 +543,8 @@ olc_iov_len(const struct ol_kv_op *op)
 	return n;
 }
 
-static void
-drop_idle(struct olc_node *nd)
+void
+olc_node_drop_idle(struct olc_node *nd)
 {
 	pthread_mutex_lock(&nd->mu);
 	for (unsigned j = 0; j < nd->n_idle; j++)
@@ -576,7 +576,8 @@ nrun_finish(struct ol_client *c, struct nrun *r, int err)
 		olc_conn_put(c, r->nd, &r->cn, err == 0);
 		r->have = false;
 		if (err < 0 && reused)
-			drop_idle(r->nd); /* the server went away: its pooled sockets are stale */
+			olc_node_drop_idle(
+			    r->nd); /* the server went away: its pooled sockets are stale */
 	}
 	if (err < 0 && err != -EHOSTDOWN)
 		olc_node_down(c, r->nd, err);
@@ -596,7 +597,7 @@ nrun_fail(struct ol_client *c, struct nrun *r, int err)
 		return;
 	}
 	olc_conn_put(c, r->nd, &r->cn, false);
-	drop_idle(r->nd);
+	olc_node_drop_idle(r->nd);
 	r->retried = true;
 	int e = olc_conn_get(c, r->nd, &r->cn);
 	r->have = e == 0;

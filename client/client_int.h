@@ -128,6 +128,8 @@ int olc_conn_get(struct ol_client *c, struct olc_node *nd, struct olc_conn *out)
 /* Give it back: ok = reusable, else closed (and, when down, the node enters backoff). */
 void olc_conn_put(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn, bool ok);
 void olc_node_down(struct ol_client *c, struct olc_node *nd, int err);
+/* Close the node's pooled connections (the server went away: they are stale). */
+void olc_node_drop_idle(struct olc_node *nd);
 
 /* Send a request header + iovs and read the reply header (checked). */
 int olc_send(struct ol_client *c, struct olc_conn *cn, struct ol_kvp_hdr *h, struct iovec *iov,

@@ -105,14 +105,16 @@ olc_node_add(struct ol_client *c, const char *addr)
 	return (int)n;
 }
 
-/* A VIEW from node nd into v. 0, -ENOTSUP (an older server), -errno. */
+/* One VIEW from node nd into v. 0, -ENOTSUP (an older server), -errno; *stale: it failed
+ * on a pooled connection the server had closed (a restart), worth one more try. */
 static int
-ask_view(struct ol_client *c, struct olc_node *nd, struct ol_kvp_view *v)
+ask_view_once(struct ol_client *c, struct olc_node *nd, struct ol_kvp_view *v, bool *stale)
 {
 	struct olc_conn cn;
 	int r = olc_conn_get(c, nd, &cn);
+	*stale = false;
 	if (r < 0)
-		return r;
+		return r; /* olc_conn_get marked the node down */
 	uint8_t *buf = NULL;
 	struct ol_kvp_hdr h = {.op = OL_KVP_VIEW}, rp;
 	if (!cn.has_view) {
@@ -126,13 +128,24 @@ ask_view(struct ol_client *c, struct olc_node *nd, struct ol_kvp_view *v)
 		r = -ENOMEM;
 	if (r == 0)
 		r = kvnet_sread_full(cn.fd, cn.ssl, buf, rp.body_len);
+	*stale = cn.reused && (r == -ECONNRESET || r == -EPIPE);
 	olc_conn_put(c, nd, &cn, r == 0);
-	if (r < 0 && r != -ENOMEM && r != -EPROTO)
-		olc_node_down(c, nd, r); /* olc_conn_get did so for its own failures */
+	if (*stale)
+		olc_node_drop_idle(nd);
+	else if (r < 0 && r != -ENOMEM && r != -EPROTO)
+		olc_node_down(c, nd, r);
 	if (r == 0 && ol_kvp_view_decode(buf, rp.body_len, v) < 0)
 		r = -EPROTO;
 	free(buf);
 	return r;
+}
+
+static int
+ask_view(struct ol_client *c, struct olc_node *nd, struct ol_kvp_view *v)
+{
+	bool stale;
+	int r = ask_view_once(c, nd, v, &stale);
+	return stale ? ask_view_once(c, nd, v, &stale) : r;
 }
 
 /* The client's view from a VIEW answer (under vmu). */
