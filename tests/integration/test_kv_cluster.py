@@ -171,6 +171,28 @@ def test_a_killed_node_costs_misses_not_errors(nodes, ol):
     c.close()
 
 
+def test_replicas_keep_keys_readable_when_a_node_dies(nodes, ol):
+    a = nodes(1)
+    b = nodes(2)
+    nodes(3)
+    c = ol.connect([a.kv_addr], device="tcp", namespace="rep", timeout_ms=2000, replicas=2,
+                   view_refresh_ms=300)
+    wait_members(c, 3)
+    ks = keys("rep", 120)
+    vals = [k * 16 for k in ks]
+    assert c.put(ks, vals) == [ol.Status.OK] * 120
+    per = entries(c)
+    assert sum(per.values()) == 240, per  # two copies of each key, on distinct nodes
+    assert per[b.kv_addr] > 0
+    b.kill9()
+    assert c.get(ks) == vals  # the other copy answers, before and after the view drops b
+    wait_members(c, 2)
+    assert c.get(ks) == vals
+    assert c.delete(ks) == [ol.Status.OK] * 120
+    assert c.get(ks) == [None] * 120
+    c.close()
+
+
 def test_a_node_without_etcd_answers_a_view_of_itself(openlaked):
     d = openlaked(mode="kv", extra='dram_bytes = "64MiB"\nspill_bytes = 0\n')
     wait_for(lambda: "ready" in d.log(), 60, "the node to be ready")
