@@ -104,6 +104,11 @@ ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
 		c->grace_ms = o->grace_ms;
 		c->refresh_ms = o->view_refresh_ms;
 	}
+	const char *cert = NULL, *ckey = NULL;
+	if (o->size >= offsetof(struct ol_client_opts, key_file) + sizeof(const char *)) {
+		cert = o->cert_file;
+		ckey = o->key_file;
+	}
 	c->replicas = c->replicas ? c->replicas : 1;
 	c->grace_ms = c->grace_ms ? c->grace_ms : 30000;
 	c->refresh_ms = c->refresh_ms ? c->refresh_ms : 5000;
@@ -118,7 +123,7 @@ ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
 		    ? -EINVAL
 		    : 0;
 	if (r == 0 && tls)
-		r = olc_tls_init(c, ca, sni);
+		r = olc_tls_init(c, ca, sni, cert, ckey);
 	if (r < 0) {
 		free(c->token);
 		free(c->nodes);

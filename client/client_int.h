@@ -163,7 +163,8 @@ int olc_shm_get(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops,
 /* tls.c: opts.tls. init: 0, -EINVAL (CA file unusable: logged), -ENOMEM. connect: the
  * handshake on cn->fd, cn->ssl set; 0, -EKEYREJECTED (certificate refused), -EPROTO, -errno
  * (logged). olc_conn_close frees cn->ssl and closes cn->fd. */
-int olc_tls_init(struct ol_client *c, const char *ca_file, const char *server_name);
+int olc_tls_init(struct ol_client *c, const char *ca_file, const char *server_name,
+		 const char *cert_file, const char *key_file);
 void olc_tls_fini(struct ol_client *c);
 int olc_tls_connect(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn);
 void olc_conn_close(struct olc_conn *cn);

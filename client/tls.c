@@ -14,8 +14,28 @@
 #include "client_int.h"
 #include "kv/net.h"
 
+/* The client's own certificate and key (for a node with [kv_tls] client_ca). */
+static int
+client_cert(struct ol_client *c, SSL_CTX *ctx, const char *cert, const char *key)
+{
+	if (!cert || !cert[0])
+		return 0;
+	const char *k = key && key[0] ? key : cert;
+	if (SSL_CTX_use_certificate_chain_file(ctx, cert) == 1 &&
+	    SSL_CTX_use_PrivateKey_file(ctx, k, SSL_FILETYPE_PEM) == 1 &&
+	    SSL_CTX_check_private_key(ctx) == 1)
+		return 0;
+	char buf[160];
+	ERR_error_string_n(ERR_get_error(), buf, sizeof(buf));
+	ERR_clear_error();
+	olc_log(c, OL_CLIENT_LOG_ERROR, "openlake: TLS client certificate %s / key %s: %s", cert, k,
+		buf);
+	return -EINVAL;
+}
+
 int
-olc_tls_init(struct ol_client *c, const char *ca_file, const char *server_name)
+olc_tls_init(struct ol_client *c, const char *ca_file, const char *server_name,
+	     const char *cert_file, const char *key_file)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	if (!ctx)
@@ -31,6 +51,10 @@ olc_tls_init(struct ol_client *c, const char *ca_file, const char *server_name)
 		ERR_clear_error();
 		olc_log(c, OL_CLIENT_LOG_ERROR, "openlake: TLS CA file %s: %s",
 			ca_file && ca_file[0] ? ca_file : "(system)", buf);
+		SSL_CTX_free(ctx);
+		return -EINVAL;
+	}
+	if (client_cert(c, ctx, cert_file, key_file) < 0) {
 		SSL_CTX_free(ctx);
 		return -EINVAL;
 	}

@@ -75,6 +75,9 @@ struct ol_client_opts {
 				     retried on the previous one for this long; 0 = 30000 */
 	unsigned view_refresh_ms; /* ask for the view at least this often; 0 = 5000 (a change
 				     is also noticed from the tag on every reply) */
+	/* appended with client certificates (a node with [kv_tls] client_ca): */
+	const char *cert_file; /* PEM certificate chain this client shows (opts.tls); NULL = none */
+	const char *key_file;  /* its PEM key; NULL = in cert_file */
 };
 
 /* Create a client. Connects lazily: succeeds even if every node is down (they count as

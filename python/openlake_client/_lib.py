@@ -26,7 +26,9 @@ class Opts(Structure):
                 # appended with TLS on the KV port: 1 = TLS, CA bundle, expected name
                 ("tls", c_uint), ("ca_file", c_char_p), ("server_name", c_char_p),
                 # appended with the cluster view: copies per key, grace window, refresh
-                ("replicas", c_uint), ("grace_ms", c_uint), ("view_refresh_ms", c_uint)]
+                ("replicas", c_uint), ("grace_ms", c_uint), ("view_refresh_ms", c_uint),
+                # appended with client certificates (a pool with [kv_tls] client_ca)
+                ("cert_file", c_char_p), ("key_file", c_char_p)]
 
 
 class Iov(Structure):

@@ -16,6 +16,8 @@ DEFAULTS = {
     "openlake_tls": False,                 # TLS to the pool's KV port ([kv_tls])
     "openlake_ca_file": "",                # PEM CA of the pool's certificates ("" = system)
     "openlake_server_name": "",            # name the certificates carry ("" = node host)
+    "openlake_cert_file": "",              # client certificate (pool with [kv_tls] client_ca)
+    "openlake_key_file": "",               # its key ("" = in openlake_cert_file)
     "openlake_replicas": 1,                # copies of each block on the top-R pool nodes
     "openlake_grace_ms": 30000,            # after a member joins, misses retried on the old owner
     "chunk_size": 256,                     # tokens per stored unit (multiple of block_size)
@@ -46,6 +48,8 @@ class ConnectorConfig:
     tls: bool = False
     ca_file: str = ""
     server_name: str = ""
+    cert_file: str = ""
+    key_file: str = ""
     replicas: int = 1
     grace_ms: int = 30000
     chunk_size: int = 256
@@ -104,6 +108,8 @@ class ConnectorConfig:
                    token=str(g("openlake_token") or os.environ.get("OPENLAKE_KV_TOKEN", "")),
                    tls=_bool(g("openlake_tls")), ca_file=str(g("openlake_ca_file") or ""),
                    server_name=str(g("openlake_server_name") or ""),
+                   cert_file=str(g("openlake_cert_file") or ""),
+                   key_file=str(g("openlake_key_file") or ""),
                    replicas=int(g("openlake_replicas")), grace_ms=int(g("openlake_grace_ms")),
                    compress=compress, cache_salt=str(g("cache_salt") or ""),
                    model_id=str(g("model_id") or ""),

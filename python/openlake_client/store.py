@@ -51,7 +51,9 @@ class Store:
                                    compress=self.cfg.compress, token=self.cfg.token or None,
                                    tls=self.cfg.tls, ca_file=self.cfg.ca_file or None,
                                    server_name=self.cfg.server_name or None,
-                                   replicas=self.cfg.replicas, grace_ms=self.cfg.grace_ms)
+                                   replicas=self.cfg.replicas, grace_ms=self.cfg.grace_ms,
+                                   cert_file=self.cfg.cert_file or None,
+                                   key_file=self.cfg.key_file or None)
         except Exception as e:  # library missing, bad options...
             self._next_try = now + self.cfg.retry_interval_s
             self.warn("connect", "openlake: cannot open the pool client (%s); serving without "

@@ -2,7 +2,8 @@
 libopenlake puts and gets over TLS, `openssl s_client` proves the port speaks TLS with the
 configured certificate, a client that trusts another CA (or expects another name) is refused,
 a plaintext client gets a clear error frame instead of a hang, SIGHUP serves a new certificate
-to new connections (compared by fingerprint), and tokens are still checked over TLS."""
+to new connections (compared by fingerprint), tokens are still checked over TLS, and with
+client_ca only a client showing a certificate that CA signed gets in."""
 import hashlib
 import shutil
 import signal
@@ -186,6 +187,26 @@ def test_tokens_are_still_checked_over_tls(openlaked, ol, certs):
     assert c.get(ks) == [b"v" * 10] * 3
     c.close()
     assert "the pool requires a token" in d.log() or "token refused" in d.log()
+
+
+def test_client_certificates_with_client_ca(openlaked, ol, certs, caplog):
+    d_certs, ca, pem, key_path = certs
+    d = start(openlaked, kv_tls(pem, key_path, ca=ca))
+    cpem, ckey = make_cert(d_certs, "client1", 0x3003, server=False)
+    ks = [key("mtls", i) for i in range(3)]
+    c = ol.connect([d.kv_addr], device="tcp", tls=True, ca_file=str(ca), timeout_ms=30000)
+    assert c.put(ks, [b"m" * 10] * 3) == [ol.Status.UNREACHABLE] * 3  # no certificate
+    c.close()
+    wait_for(lambda: "TLS handshake failed" in d.log(), what="the refusal in the log")
+    c = ol.connect([d.kv_addr], device="tcp", tls=True, ca_file=str(ca), cert_file=str(cpem),
+                   key_file=str(ckey), timeout_ms=30000)
+    assert c.put(ks, [b"m" * 10] * 3) == [ol.Status.OK] * 3
+    assert c.get(ks) == [b"m" * 10] * 3
+    c.close()
+    with pytest.raises(Exception):  # a key that does not match: refused at connect()
+        ol.connect([d.kv_addr], device="tcp", tls=True, ca_file=str(ca), cert_file=str(cpem),
+                   key_file=str(key_path))
+    assert "TLS client certificate" in caplog.text
 
 
 def test_missing_key_file_refuses_start(tmp_path, certs):
