@@ -10,6 +10,9 @@
 #   latency of single 256 KiB gets over TCP at half of each server's peak rate: p50/p99/p99.9
 #     of a paced (open-loop) run, --rate = half the ops/s of the closed-loop GET 256KiB figure,
 #     for ours, redis and memcached alike
+#   TLS: TCP get of 2 MiB blocks from a second openlaked whose KV port speaks TLS ([kv_tls],
+#     a self-signed P-256 certificate made here with the openssl CLI) beside the same gets in
+#     plaintext from the first, alternated: plain, TLS, plain, TLS
 #   NVMe tier: 64 KiB random gets, 32 outstanding (32 connections x batch 1), from a second
 #     openlaked with a 64 MiB DRAM tier and a key set 16x larger (most gets come from the
 #     NVMe tier; the share is read from the daemon's stats), beside fio io_uring O_DIRECT
@@ -19,7 +22,7 @@
 #   --quick         3 s per figure instead of 10
 #   --build DIR     build directory with cmd/openlaked/openlaked and cmd/openlake/openlake
 #                   (default $OPENLAKE_BUILD or build)
-#   --figures LIST  comma-separated subset of tcp,local,latency,nvme (default all; latency
+#   --figures LIST  comma-separated subset of tcp,local,latency,nvme,tls (default all; latency
 #                   measures the peaks itself when tcp is not run)
 # Everything listens on 127.0.0.1 ephemeral ports and is stopped at the end.
 set -euo pipefail
@@ -30,7 +33,7 @@ DUR=10
 MARKDOWN=0
 CONC=16
 LOCAL_CONC=4
-FIGURES=tcp,local,latency,nvme
+FIGURES=tcp,local,latency,nvme,tls
 NV_DRAM=64MiB   # DRAM tier of the NVMe-tier daemon
 NV_KEYS=16384   # x 64 KiB = 1 GiB of keys, 16x the DRAM tier
 NV_CONC=32      # outstanding gets (one thread and connection each, batch 1)
@@ -164,6 +167,20 @@ if want tcp; then
 			run "tcp$t" tcp -w $op -s $size -c $CONC
 			line "KV TCP ${op^^} $size c=$CONC | ours $(fig ol$t) GB/s $(lat ol$t) (errors $(errs ol$t)) | redis $(fig redis$t) GB/s, memcached $(fig memc$t) GB/s, plain socket $(fig tcp$t) GB/s | ratio vs redis $(ratio "$(fig ol$t)" "$(fig redis$t)"), vs memcached $(ratio "$(fig ol$t)" "$(fig memc$t)"), vs socket $(ratio "$(fig ol$t)" "$(fig tcp$t)")"
 		done
+	done
+fi
+if want tls; then
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+		-keyout "$TMP/tls.key" -out "$TMP/tls.pem" -subj /CN=kvbench \
+		-addext "subjectAltName=IP:127.0.0.1" >/dev/null 2>&1
+	start_pool "$TMP/oltls" 1GiB 0 "$(printf '\n[kv_tls]\ncert_path = "%s"\nkey_path = "%s"' \
+		"$TMP/tls.pem" "$TMP/tls.key")"
+	KVT=$POOL
+	for i in 1 2; do
+		run "plain2m$i" kv --nodes "$KV" --device tcp -w get -s 2MiB -c $CONC
+		OPENLAKE_KV_TLS=1 OPENLAKE_KV_CA_FILE=$TMP/tls.pem \
+			run "tls2m$i" kv --nodes "$KVT" --device tcp -w get -s 2MiB -c $CONC
+		line "KV TCP GET 2MiB c=$CONC TLS (run $i) | ours over TLS $(fig tls2m$i) GB/s $(lat tls2m$i) (errors $(errs tls2m$i)) | plaintext $(fig plain2m$i) GB/s $(lat plain2m$i) | ratio $(ratio "$(fig tls2m$i)" "$(fig plain2m$i)")"
 	done
 fi
 if want local; then

@@ -38,24 +38,6 @@ olc_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Rendezvous (highest random weight): the node whose hash of (node, key) is largest. Adding
- * a node moves only the keys it now wins. */
-size_t
-olc_node_of(const struct ol_client *c, const uint8_t *key)
-{
-	size_t best = 0;
-	uint64_t best_w = 0;
-	for (size_t i = 0; i < c->n_nodes; i++) {
-		uint64_t w =
-		    XXH3_64bits_withSeed(key, OL_KV_KEY_BYTES, c->nodes[i].seed ^ c->ns_seed);
-		if (i == 0 || w > best_w) {
-			best_w = w;
-			best = i;
-		}
-	}
-	return best;
-}
-
 static void
 read_host_id(char *buf, size_t cap)
 {
@@ -88,7 +70,7 @@ ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
 	struct ol_client *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->nodes = calloc(o->n_nodes, sizeof(*c->nodes));
+	c->nodes = calloc(OLC_MAX_NODES, sizeof(*c->nodes));
 	c->ns = strdup(ns);
 	if (!c->nodes || !c->ns) {
 		free(c->nodes);
@@ -96,7 +78,7 @@ ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
 		free(c);
 		return -ENOMEM;
 	}
-	c->n_nodes = o->n_nodes;
+	c->n_seeds = o->n_nodes;
 	c->ns_seed = XXH3_64bits(ns, strlen(ns));
 	c->want_local = strcmp(dev, "local") == 0;
 	c->timeout_ms = o->timeout_ms ? o->timeout_ms : 2000;
@@ -111,18 +93,43 @@ ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
 	const char *tok = NULL;
 	if (o->size >= offsetof(struct ol_client_opts, token) + sizeof(const char *))
 		tok = o->token;
+	bool tls = o->size >= offsetof(struct ol_client_opts, tls) + sizeof(unsigned) && o->tls;
+	const char *ca = NULL, *sni = NULL;
+	if (o->size >= offsetof(struct ol_client_opts, server_name) + sizeof(const char *)) {
+		ca = o->ca_file;
+		sni = o->server_name;
+	}
+	if (o->size >= offsetof(struct ol_client_opts, view_refresh_ms) + sizeof(unsigned)) {
+		c->replicas = o->replicas;
+		c->grace_ms = o->grace_ms;
+		c->refresh_ms = o->view_refresh_ms;
+	}
+	const char *cert = NULL, *ckey = NULL;
+	if (o->size >= offsetof(struct ol_client_opts, key_file) + sizeof(const char *)) {
+		cert = o->cert_file;
+		ckey = o->key_file;
+	}
+	c->replicas = c->replicas ? c->replicas : 1;
+	c->grace_ms = c->grace_ms ? c->grace_ms : 30000;
+	c->refresh_ms = c->refresh_ms ? c->refresh_ms : 5000;
 	if (tok && tok[0] && !(c->token = strdup(tok))) {
 		free(c->nodes);
 		free(c->ns);
 		free(c);
 		return -ENOMEM;
 	}
-	if (c->compress > 1 || c->compress_row_bytes % 2 || (tok && strlen(tok) > 4096)) {
+	int r = c->compress > 1 || c->compress_row_bytes % 2 || (tok && strlen(tok) > 4096) ||
+			(tls && o->tls > 1) || c->replicas > OLC_MAX_REPLICAS
+		    ? -EINVAL
+		    : 0;
+	if (r == 0 && tls)
+		r = olc_tls_init(c, ca, sni, cert, ckey);
+	if (r < 0) {
 		free(c->token);
 		free(c->nodes);
 		free(c->ns);
 		free(c);
-		return -EINVAL;
+		return r;
 	}
 	read_host_id(c->host_id, sizeof(c->host_id));
 	for (size_t i = 0; i < o->n_nodes; i++) {
@@ -131,6 +138,8 @@ ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
 		nd->seed = XXH3_64bits(nd->addr, strlen(nd->addr));
 		pthread_mutex_init(&nd->mu, NULL);
 	}
+	c->n_nodes = o->n_nodes; /* a seed listed twice is two slots: harmless */
+	olc_view_init(c);
 	*out = c;
 	return 0;
 }
@@ -145,7 +154,7 @@ ol_client_free(struct ol_client *c)
 	for (size_t i = 0; i < c->n_nodes; i++) {
 		struct olc_node *nd = &c->nodes[i];
 		for (unsigned j = 0; j < nd->n_idle; j++)
-			close(nd->idle[j].fd);
+			olc_conn_close(&nd->idle[j]);
 		for (unsigned j = 0; j < nd->n_maps; j++)
 			map_release(nd->maps[j]);
 		pthread_mutex_destroy(&nd->mu);
@@ -153,6 +162,8 @@ ol_client_free(struct ol_client *c)
 	free(c->nodes);
 	free(c->ns);
 	free(c->token);
+	olc_tls_fini(c);
+	pthread_mutex_destroy(&c->vmu);
 	free(c);
 }
 
@@ -171,10 +182,11 @@ olc_node_down(struct ol_client *c, struct olc_node *nd, int err)
 		nd->backoff_ms = cap;
 	nd->down_until_ms = olc_now_ms() + nd->backoff_ms;
 	for (unsigned j = 0; j < nd->n_idle; j++)
-		close(nd->idle[j].fd);
+		olc_conn_close(&nd->idle[j]);
 	nd->n_idle = 0;
 	unsigned b = nd->backoff_ms;
 	pthread_mutex_unlock(&nd->mu);
+	atomic_store(&c->stale, true); /* a member may have left: ask for the view again */
 	olc_log(c, OL_CLIENT_LOG_WARN, "openlake: node %s unreachable (%s); retry in %u ms",
 		nd->addr, strerror(-err), b);
 }
@@ -356,11 +368,12 @@ hello(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 	struct ol_kvp_welcome w;
 	if (rp.body_len > sizeof(rb))
 		return -EPROTO;
-	if ((r = kvnet_read_full(cn->fd, rb, rp.body_len)) < 0)
+	if ((r = kvnet_sread_full(cn->fd, cn->ssl, rb, rp.body_len)) < 0)
 		return r;
 	if (ol_kvp_welcome_decode(rb, rp.body_len, &w) < 0)
 		return -EPROTO;
 	cn->max_batch = w.max_batch;
+	cn->has_view = (w.flags & OL_KVP_WELCOME_VIEW) != 0;
 	cn->max_block = w.max_block;
 	cn->local = false;
 	if (w.auth && (r = auth(c, nd, cn, &w)) < 0)
@@ -440,16 +453,23 @@ olc_conn_get(struct ol_client *c, struct olc_node *nd, struct olc_conn *out)
 	}
 	out->fd = fd;
 	int r = kvnet_set_timeout(fd, c->timeout_ms);
+	if (r == 0 && c->ssl_ctx)
+		r = olc_tls_connect(c, nd, out);
 	if (r == 0)
 		r = hello(c, nd, out);
+	if (r == -EPROTONOSUPPORT && !out->ssl)
+		olc_log(c, OL_CLIENT_LOG_ERROR,
+			"openlake: node %s speaks TLS on its KV port ([kv_tls]): connect with TLS "
+			"(C: opts.tls, python: tls=True, vLLM: openlake_tls; ca_file for its CA)",
+			nd->addr);
 	if (r < 0) {
-		close(fd);
+		olc_conn_close(out);
 		olc_node_down(c, nd, r);
 		return r;
 	}
 	struct olc_conn u;
 	if (c->want_local && !out->local && conn_unix(c, nd, &u) == 0) {
-		close(fd); /* this HELLO told us the socket: switch to it */
+		olc_conn_close(out); /* this HELLO told us the socket: switch to it */
 		*out = u;
 	}
 	pthread_mutex_lock(&nd->mu);
@@ -470,7 +490,7 @@ olc_conn_put(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn, bool
 	}
 	pthread_mutex_unlock(&nd->mu);
 	if (cn)
-		close(cn->fd);
+		olc_conn_close(cn);
 }
 
 int
@@ -483,12 +503,12 @@ olc_send(struct ol_client *c, struct olc_conn *cn, struct ol_kvp_hdr *h, struct 
 	ol_kvp_hdr_encode(hb, h);
 	if (n == 0 || iov[0].iov_base != NULL) {
 		struct iovec v = {hb, sizeof(hb)};
-		int r = kvnet_writev_full(cn->fd, &v, 1);
-		return r < 0 ? r : kvnet_writev_full(cn->fd, iov, n);
+		int r = kvnet_swritev_full(cn->fd, cn->ssl, &v, 1);
+		return r < 0 ? r : kvnet_swritev_full(cn->fd, cn->ssl, iov, n);
 	}
 	iov[0].iov_base = hb; /* caller reserved iov[0] for the header */
 	iov[0].iov_len = sizeof(hb);
-	return kvnet_writev_full(cn->fd, iov, n);
+	return kvnet_swritev_full(cn->fd, cn->ssl, iov, n);
 }
 
 int
@@ -497,7 +517,7 @@ olc_recv_hdr_ex(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp_
 {
 	uint8_t hb[OL_KVP_HDR];
 	struct iovec v[2] = {{hb, sizeof(hb)}, {extra, extra_len}};
-	int r = kvnet_readv_full(cn->fd, v, extra_len ? 2 : 1);
+	int r = kvnet_sreadv_full(cn->fd, cn->ssl, v, extra_len ? 2 : 1);
 	if (r < 0)
 		return r;
 	if (ol_kvp_hdr_decode(hb, sizeof(hb), rp) <= 0 || !(rp->flags & OL_KVP_F_REPLY))
@@ -528,12 +548,12 @@ olc_iov_len(const struct ol_kv_op *op)
 	return n;
 }
 
-static void
-drop_idle(struct olc_node *nd)
+void
+olc_node_drop_idle(struct olc_node *nd)
 {
 	pthread_mutex_lock(&nd->mu);
 	for (unsigned j = 0; j < nd->n_idle; j++)
-		close(nd->idle[j].fd);
+		olc_conn_close(&nd->idle[j]);
 	nd->n_idle = 0;
 	pthread_mutex_unlock(&nd->mu);
 }
@@ -561,7 +581,8 @@ nrun_finish(struct ol_client *c, struct nrun *r, int err)
 		olc_conn_put(c, r->nd, &r->cn, err == 0);
 		r->have = false;
 		if (err < 0 && reused)
-			drop_idle(r->nd); /* the server went away: its pooled sockets are stale */
+			olc_node_drop_idle(
+			    r->nd); /* the server went away: its pooled sockets are stale */
 	}
 	if (err < 0 && err != -EHOSTDOWN)
 		olc_node_down(c, r->nd, err);
@@ -581,7 +602,7 @@ nrun_fail(struct ol_client *c, struct nrun *r, int err)
 		return;
 	}
 	olc_conn_put(c, r->nd, &r->cn, false);
-	drop_idle(r->nd);
+	olc_node_drop_idle(r->nd);
 	r->retried = true;
 	int e = olc_conn_get(c, r->nd, &r->cn);
 	r->have = e == 0;
@@ -657,33 +678,21 @@ run_nodes(struct ol_client *c, enum kind k, struct nrun *runs, size_t nr)
 	}
 }
 
+/* Run ops[i] on node[i] (UINT32_MAX: not this pass): every node's share in parallel. Statuses
+ * of the ops not in this pass are left alone. */
 static int
-run(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n)
+dispatch(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n, const uint32_t *node)
 {
-	if (!c || (!ops && n))
-		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		if (!ops[i].key || (ops[i].iovcnt && !ops[i].iov))
-			return -EINVAL;
-		ops[i].status = OL_KV_ERROR;
-	}
+	size_t nn = c->n_nodes;
 	struct ol_kv_op **byn = malloc((n ? n : 1) * sizeof(*byn));
-	size_t *node = malloc((n ? n : 1) * sizeof(*node));
-	if (!byn || !node) {
+	struct nrun *runs = calloc(nn, sizeof(*runs));
+	if (!byn || !runs) {
 		free(byn);
-		free(node);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < n; i++)
-		node[i] = olc_node_of(c, ops[i].key);
-	struct nrun *runs = calloc(c->n_nodes, sizeof(*runs));
-	if (!runs) {
-		free(byn);
-		free(node);
+		free(runs);
 		return -ENOMEM;
 	}
 	size_t nr = 0, m = 0;
-	for (size_t nd = 0; nd < c->n_nodes; nd++) {
+	for (size_t nd = 0; nd < nn; nd++) {
 		size_t first = m;
 		for (size_t i = 0; i < n; i++)
 			if (node[i] == nd)
@@ -695,8 +704,147 @@ run(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n)
 	run_nodes(c, k, runs, nr);
 	free(runs);
 	free(byn);
-	free(node);
 	return 0;
+}
+
+static bool
+stored(int32_t st)
+{
+	return st == OL_KV_OK || st == OL_KV_EXISTS;
+}
+
+/* Replica r (>= 1) of a put or delete: the op's outcome is the better of the copies. */
+static int
+extra_copy(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n, const uint32_t *pl,
+	   const unsigned *np, unsigned r, uint32_t *node, int32_t *st0)
+{
+	size_t any = 0;
+	for (size_t i = 0; i < n; i++) {
+		st0[i] = ops[i].status;
+		node[i] = np[i] > r ? pl[i * OLC_MAX_REPLICAS + r] : UINT32_MAX;
+		any += node[i] != UINT32_MAX;
+	}
+	int e = any ? dispatch(c, k, ops, n, node) : 0;
+	for (size_t i = 0; i < n && any; i++)
+		if (node[i] != UINT32_MAX && stored(st0[i]) && !stored(ops[i].status))
+			ops[i].status = st0[i];
+	return e;
+}
+
+/* A get or exists that missed (or whose node is down) tries the next replica, then, within
+ * the grace window after a view change, the key's owner in the previous view. */
+static bool
+retry_miss(const struct ol_kv_op *op)
+{
+	return op->status == OL_KV_MISS || op->status == OL_KV_UNREACHABLE;
+}
+
+static int
+read_more(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n, const uint32_t *pl,
+	  const unsigned *np, const struct olc_view *prev, bool has_prev, uint32_t *node)
+{
+	int e = 0;
+	for (unsigned r = 1; r < c->replicas && e == 0; r++) {
+		size_t any = 0;
+		for (size_t i = 0; i < n; i++) {
+			node[i] = retry_miss(&ops[i]) && np[i] > r ? pl[i * OLC_MAX_REPLICAS + r]
+								   : UINT32_MAX;
+			any += node[i] != UINT32_MAX;
+		}
+		e = any ? dispatch(c, k, ops, n, node) : 0;
+	}
+	if (!has_prev || e)
+		return e;
+	size_t any = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t p[OLC_MAX_REPLICAS];
+		node[i] = UINT32_MAX;
+		if (!retry_miss(&ops[i]) || olc_place(c, prev, ops[i].key, p, 1) != 1)
+			continue;
+		bool tried = false;
+		for (unsigned r = 0; r < np[i]; r++)
+			tried |= pl[i * OLC_MAX_REPLICAS + r] == p[0];
+		if (!tried) {
+			node[i] = p[0];
+			any++;
+		}
+	}
+	e = any ? dispatch(c, k, ops, n, node) : 0;
+	for (size_t i = 0; i < n && any; i++)
+		if (node[i] != UINT32_MAX && ops[i].status == OL_KV_OK)
+			atomic_fetch_add(&c->grace_hits, 1);
+	return e;
+}
+
+struct placed {
+	struct olc_view cur, prev;
+	bool has_prev;
+	uint32_t *pl, *node; /* n * OLC_MAX_REPLICAS best nodes; one node per op for a pass */
+	unsigned *np;
+	int32_t *st0;
+};
+
+static int
+placed_init(struct ol_client *c, struct placed *p, struct ol_kv_op *ops, size_t n)
+{
+	size_t m = n ? n : 1;
+	p->pl = malloc(m * OLC_MAX_REPLICAS * sizeof(*p->pl));
+	p->node = malloc(m * sizeof(*p->node));
+	p->np = malloc(m * sizeof(*p->np));
+	p->st0 = malloc(m * sizeof(*p->st0));
+	if (!p->pl || !p->node || !p->np || !p->st0)
+		return -ENOMEM;
+	olc_view_maybe_refresh(c);
+	olc_view_snapshot(c, &p->cur, &p->prev, &p->has_prev);
+	for (size_t i = 0; i < n; i++) {
+		p->np[i] =
+		    olc_place(c, &p->cur, ops[i].key, p->pl + i * OLC_MAX_REPLICAS, c->replicas);
+		p->node[i] = p->np[i] ? p->pl[i * OLC_MAX_REPLICAS] : UINT32_MAX;
+		if (!p->np[i])
+			ops[i].status = OL_KV_UNREACHABLE;
+	}
+	return 0;
+}
+
+static void
+placed_fini(struct placed *p)
+{
+	free(p->pl);
+	free(p->node);
+	free(p->np);
+	free(p->st0);
+	free(p);
+}
+
+static int
+run(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n)
+{
+	if (!c || (!ops && n))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (!ops[i].key || (ops[i].iovcnt && !ops[i].iov))
+			return -EINVAL;
+		ops[i].status = OL_KV_ERROR;
+	}
+	struct placed *p = calloc(1, sizeof(*p)); /* two views: ~4 KiB, off the stack */
+	int e = p ? placed_init(c, p, ops, n) : -ENOMEM;
+	if (e == 0)
+		e = dispatch(c, k, ops, n, p->node);
+	if (e == 0 && (k == K_PUT || k == K_DELETE))
+		for (unsigned r = 1; r < c->replicas && e == 0; r++)
+			e = extra_copy(c, k, ops, n, p->pl, p->np, r, p->node, p->st0);
+	if (e == 0 && (k == K_GET || k == K_EXISTS))
+		e = read_more(c, k, ops, n, p->pl, p->np, &p->prev, p->has_prev, p->node);
+	if (e == 0 && k == K_PUT) {
+		uint64_t failed = 0;
+		for (size_t i = 0; i < n; i++)
+			failed += ops[i].status == OL_KV_UNREACHABLE;
+		if (failed)
+			atomic_fetch_add(&c->put_failed, failed);
+	}
+	if (p)
+		placed_fini(p);
+	return e;
 }
 
 int

@@ -12,7 +12,9 @@
 #include "kv/proto.h"
 #include "openlake/openlake.h"
 
-#define OLC_POOL_MAX 32 /* idle connections kept per node */
+#define OLC_POOL_MAX	 32 /* idle connections kept per node */
+#define OLC_MAX_NODES	 64 /* nodes a client knows: seeds and view members, never removed */
+#define OLC_MAX_REPLICAS 4
 
 /* One mapping of a node's shm DRAM tier, shared by every client of the process (one set of
  * page tables per process, not per client); refcounted, unmapped with its last client. */
@@ -30,8 +32,10 @@ void olc_map_prefault(struct olc_map *m, uint64_t off, uint64_t len);
 
 struct olc_conn {
 	int fd;
+	void *ssl;  /* SSL * when the client speaks TLS (opts.tls, TCP only), else NULL */
 	bool local; /* shm path granted and mapped */
 	bool reused;
+	bool has_view; /* the server answers VIEW (WELCOME flag) */
 	uint32_t max_batch;
 	uint64_t max_block;
 	struct olc_map *map;
@@ -52,9 +56,36 @@ struct olc_node {
 	bool unix_failed;		     /* no grant there: TCP from now on */
 };
 
+/* Where keys go (view.c). A cluster view (a VIEW with epoch > 0) places a key on the members
+ * with the highest weighted rendezvous score of (key, member id); a static one (no cluster:
+ * the seeds as given, or a server without VIEW) on the seed with the highest hash of (key,
+ * address), as before views. */
+struct olc_vmember {
+	uint32_t node; /* index into ol_client.nodes */
+	uint32_t weight;
+	uint64_t id, seed;
+};
+struct olc_view {
+	bool cluster;
+	uint64_t epoch;
+	uint32_t tag;
+	uint32_t n;
+	struct olc_vmember m[OLC_MAX_NODES];
+};
+
 struct ol_client {
-	struct olc_node *nodes;
-	size_t n_nodes;
+	struct olc_node *nodes; /* OLC_MAX_NODES slots; [0, n_nodes) in use; seeds first */
+	_Atomic size_t n_nodes;
+	size_t n_seeds;
+	pthread_mutex_t vmu;	   /* cur, prev, has_prev, changed_ms; appending to nodes */
+	struct olc_view cur, prev; /* prev: the view before the last change (grace window) */
+	bool has_prev;
+	uint64_t changed_ms;
+	_Atomic uint64_t view_ms, try_ms; /* last refresh that answered / was tried */
+	atomic_bool stale, refreshing, cluster_mode;
+	_Atomic uint32_t cur_tag;
+	unsigned replicas, grace_ms, refresh_ms;
+	atomic_uint_fast64_t put_failed, grace_hits, view_changes;
 	char *ns;
 	uint8_t ns_hash16[16];
 	uint64_t ns_seed;
@@ -67,18 +98,38 @@ struct ol_client {
 	atomic_uint_fast64_t req_id;
 	unsigned compress, compress_row_bytes; /* opts.compress (compress.c) */
 	struct olz_stats zst;
+	void *ssl_ctx;	/* SSL_CTX * (opts.tls), NULL = plaintext TCP */
+	char *tls_name; /* opts.server_name, NULL = each node's host */
 };
+
+/* view.c */
+void olc_view_init(struct ol_client *c);
+/* A reply entry's view tag: a cluster client refreshes its view when it differs. */
+void olc_view_saw_tag(struct ol_client *c, uint32_t tag);
+/* Refresh the view when it is stale or older than refresh_ms (one thread at a time; the
+ * others go on with the current view). */
+void olc_view_maybe_refresh(struct ol_client *c);
+void olc_view_snapshot(struct ol_client *c, struct olc_view *cur, struct olc_view *prev,
+		       bool *has_prev);
+/* The r best nodes for key in v, best first, into out; returns how many (<= v->n). */
+unsigned olc_place(const struct ol_client *c, const struct olc_view *v, const uint8_t *key,
+		   uint32_t *out, unsigned r);
+/* {"epoch":..,"tag":..,"cluster":..,"members":[{"id":..,"addr":..,"weight":..}],...} */
+int olc_view_json(struct ol_client *c, char *buf, size_t cap);
 
 void olc_log(struct ol_client *c, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 uint64_t olc_now_ms(void);
-size_t olc_node_of(const struct ol_client *c, const uint8_t *key);
+/* Add a node by address (or find it): its index, or -ENOSPC (OLC_MAX_NODES). Under vmu. */
+int olc_node_add(struct ol_client *c, const char *addr);
 
 /* Take a connection to node (pooled or new, HELLO done). 0, -EHOSTDOWN (in backoff), -errno. */
 int olc_conn_get(struct ol_client *c, struct olc_node *nd, struct olc_conn *out);
 /* Give it back: ok = reusable, else closed (and, when down, the node enters backoff). */
 void olc_conn_put(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn, bool ok);
 void olc_node_down(struct ol_client *c, struct olc_node *nd, int err);
+/* Close the node's pooled connections (the server went away: they are stale). */
+void olc_node_drop_idle(struct olc_node *nd);
 
 /* Send a request header + iovs and read the reply header (checked). */
 int olc_send(struct ol_client *c, struct olc_conn *cn, struct ol_kvp_hdr *h, struct iovec *iov,
@@ -108,6 +159,15 @@ void olc_call_fini(struct olc_call *call);
 /* The shared-memory path runs a sub-batch synchronously (several round trips). */
 int olc_shm_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n);
 int olc_shm_get(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n);
+
+/* tls.c: opts.tls. init: 0, -EINVAL (CA file unusable: logged), -ENOMEM. connect: the
+ * handshake on cn->fd, cn->ssl set; 0, -EKEYREJECTED (certificate refused), -EPROTO, -errno
+ * (logged). olc_conn_close frees cn->ssl and closes cn->fd. */
+int olc_tls_init(struct ol_client *c, const char *ca_file, const char *server_name,
+		 const char *cert_file, const char *key_file);
+void olc_tls_fini(struct ol_client *c);
+int olc_tls_connect(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn);
+void olc_conn_close(struct olc_conn *cn);
 
 uint64_t olc_iov_len(const struct ol_kv_op *op);
 /* ol_kv_put (put) / ol_kv_get without compression: the stored bytes as they are. */

@@ -103,7 +103,7 @@ read_value(struct olc_conn *cn, struct ol_kv_op *op, uint64_t len)
 		v[nv++].iov_len = l;
 		len -= l;
 	}
-	int r = kvnet_readv_full(cn->fd, v, nv);
+	int r = kvnet_sreadv_full(cn->fd, cn->ssl, v, nv);
 	if (v != stackv)
 		free(v);
 	return r;
@@ -168,7 +168,7 @@ recv_stream(struct olc_conn *cn, struct olc_call *call, const uint8_t *first)
 		uint8_t rb[OL_KVP_REP_ENT];
 		struct ol_kvp_rep_ent re;
 		struct ol_kv_op *op = call->ops[i];
-		int r = i == 0 ? 0 : kvnet_read_full(cn->fd, rb, sizeof(rb));
+		int r = i == 0 ? 0 : kvnet_sread_full(cn->fd, cn->ssl, rb, sizeof(rb));
 		if (r < 0)
 			return r;
 		if (i == 0)
@@ -206,6 +206,9 @@ olc_tcp_recv(struct ol_client *c, struct olc_conn *cn, struct olc_call *call)
 		return r;
 	if (rp.count != call->m)
 		return -EPROTO;
+	struct ol_kvp_rep_ent first;
+	rep_at(b, 0, &first);
+	olc_view_saw_tag(c, first.rsv); /* the view the node serves changed: refresh ours */
 	if (get)
 		return recv_stream(cn, call, b->reps);
 	if (rp.body_len != call->m * OL_KVP_REP_ENT)

@@ -41,7 +41,7 @@ node_stats(struct ol_client *c, struct olc_node *nd, char *buf, size_t cap, bool
 	r = olc_send(c, &cn, &h, NULL, 0);
 	if (r == 0 && (r = olc_recv_hdr(&cn, &h, &rp)) == 0 && rp.body_len >= cap)
 		r = -EPROTO;
-	if (r == 0 && (r = kvnet_read_full(cn.fd, buf, rp.body_len)) == 0)
+	if (r == 0 && (r = kvnet_sread_full(cn.fd, cn.ssl, buf, rp.body_len)) == 0)
 		buf[rp.body_len] = '\0';
 	*local = cn.local;
 	olc_conn_put(c, nd, &cn, r == 0);
@@ -77,6 +77,7 @@ ol_kv_stats(struct ol_client *c, char *json, size_t cap)
 	char *buf = malloc(8192);
 	if (!buf)
 		return -ENOMEM;
+	olc_view_maybe_refresh(c); /* the members of a cluster, when it is one */
 	uint64_t tot[N_TOTAL] = {0};
 	unsigned up = 0;
 	struct out o = {json, cap, 0, false};
@@ -106,6 +107,8 @@ ol_kv_stats(struct ol_client *c, char *json, size_t cap)
 	emit(&o, "}");
 	if (olz_stats_json(c, buf, 8192) > 0)
 		emit(&o, ",\"client\":%s", buf);
+	if (olc_view_json(c, buf, 8192) > 0)
+		emit(&o, ",\"view\":%s", buf);
 	emit(&o, "}");
 	free(buf);
 	return o.overflow ? -ENOSPC : (int)o.len;

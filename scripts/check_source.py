@@ -22,18 +22,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # client API (include/openlake/). Keep in step with docs/ARCHITECTURE.md, "Layers".
 ALLOWED = {
     "cmd/openlaked": {"s3", "admin", "http", "store", "meta", "kv", "cluster", "codec", "io",
-                      "base", "s3/auth"},
+                      "base", "s3/auth", "tls"},
     "cmd/openlake": {"base", "cluster", "codec", "openlake", "io", "s3/auth"},
     "s3": {"s3/auth", "http", "store", "base"},
     "admin": {"s3/auth", "http", "store", "base"},
     "s3/auth": {"base"},
-    "kv": {"base", "openlake"},
+    "kv": {"base", "openlake", "tls"},
     "cluster": {"base"},
-    "http": {"io", "base"},
+    "http": {"io", "base", "tls"},
     "store": {"meta", "io", "base"},
     "meta": {"base"},
     "codec": set(),
     "io": {"base"},
+    "tls": {"base"},
     "base": set(),
     "client": {"kv", "codec", "openlake"},
 }

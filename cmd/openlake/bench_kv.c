@@ -391,14 +391,21 @@ kv_setup_conn(struct kvbench *b, unsigned i, const char *const *nodes, size_t n)
 	t->keys = calloc(b->batch, sizeof(*t->keys));
 	if (!t->ops || !t->iov || !t->keys)
 		return -ENOMEM;
-	struct ol_client_opts o = {.size = sizeof(o),
-				   .nodes = nodes,
-				   .n_nodes = n,
-				   .device = b->device,
-				   .ns = b->ns,
-				   .timeout_ms = 10000,
-				   .log = kv_client_log,
-				   .token = getenv("OPENLAKE_KV_TOKEN")};
+	struct ol_client_opts o = {
+	    .size = sizeof(o),
+	    .nodes = nodes,
+	    .n_nodes = n,
+	    .device = b->device,
+	    .ns = b->ns,
+	    .timeout_ms = 10000,
+	    .log = kv_client_log,
+	    .token = getenv("OPENLAKE_KV_TOKEN"),
+	    /* TLS ([kv_tls]) from the environment, as `openlake kv` reads it */
+	    .ca_file = getenv("OPENLAKE_KV_CA_FILE"),
+	    .server_name = getenv("OPENLAKE_KV_SERVER_NAME")};
+	const char *tls = getenv("OPENLAKE_KV_TLS");
+	o.tls = (tls && (strcmp(tls, "1") == 0 || strcmp(tls, "true") == 0)) ||
+		(o.ca_file && o.ca_file[0]);
 	struct ol_client *c;
 	int rc = ol_client_new(&o, &c);
 	if (rc)

@@ -1,6 +1,7 @@
 /* cmd/openlake/kv_cmd.c - `openlake kv stats [--nodes host:port,...] [--config FILE] [--json]
- * [--timeout MS]`: the KV pool's state per node and in total (capacity, used, hits, misses,
- * evictions, per tier), read through libopenlake. argv[0] is "kv". */
+ * [--timeout MS] [--tls [--ca-file PEM] [--server-name NAME]]`: the KV pool's state per node
+ * and in total (capacity, used, hits, misses, evictions, per tier), read through libopenlake.
+ * argv[0] is "kv". */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,12 +23,16 @@ usage(void)
 	fprintf(
 	    stderr,
 	    "usage: openlake kv stats [--nodes HOST:PORT,...] [--config FILE] [--json]\n"
-	    "                        [--timeout MS]\n"
+	    "                        [--timeout MS] [--tls [--ca-file PEM] [--server-name N]]\n"
 	    "  --nodes    pool nodes (default $OPENLAKE_NODES or 127.0.0.1:9400)\n"
 	    "  --config   the daemon's TOML config: its KV listener (kv_addr, or rpc_addr\n"
 	    "             in mode = \"kv\"), the other [[nodes]] of a KV pool, its [kv] secret\n"
 	    "  --json     print the raw JSON document (per node and total)\n"
-	    "  --timeout  per-node timeout in ms (default 2000)\n");
+	    "  --timeout  per-node timeout in ms (default 2000)\n"
+	    "  --tls      the KV port speaks TLS ([kv_tls]; default $OPENLAKE_KV_TLS=1)\n"
+	    "  --ca-file  PEM CA that signed the nodes' certificates (default "
+	    "$OPENLAKE_KV_CA_FILE, else the system's)\n"
+	    "  --server-name  name the certificates carry (default: each node's host)\n");
 }
 
 static uint64_t
@@ -109,6 +114,21 @@ nodes_from_config(const char *path, char *list, size_t cap, struct ol_config *cf
 	return len < cap ? 0 : 2;
 }
 
+/* TLS settings: flags, else $OPENLAKE_KV_TLS / $OPENLAKE_KV_CA_FILE / $OPENLAKE_KV_SERVER_NAME. */
+static struct {
+	int tls;
+	const char *ca, *name;
+} kv_tls;
+
+static void
+kv_tls_env(void)
+{
+	const char *e = getenv("OPENLAKE_KV_TLS");
+	kv_tls.tls = e && (strcmp(e, "1") == 0 || strcmp(e, "true") == 0);
+	kv_tls.ca = getenv("OPENLAKE_KV_CA_FILE");
+	kv_tls.name = getenv("OPENLAKE_KV_SERVER_NAME");
+}
+
 static struct ol_client *
 connect_nodes(const char *const *nodes, size_t n, unsigned timeout_ms)
 {
@@ -119,7 +139,10 @@ connect_nodes(const char *const *nodes, size_t n, unsigned timeout_ms)
 				   .ns = "",
 				   .timeout_ms = timeout_ms,
 				   .log = kv_log,
-				   .token = kv_token};
+				   .token = kv_token,
+				   .tls = kv_tls.tls || (kv_tls.ca && kv_tls.ca[0]),
+				   .ca_file = kv_tls.ca,
+				   .server_name = kv_tls.name};
 	struct ol_client *c = NULL;
 	int r = ol_client_new(&o, &c);
 	if (r < 0)
@@ -181,6 +204,31 @@ print_node(const char *addr, const char *json)
 	print_writeback(json);
 }
 
+/* The client's view of the pool: a cluster's members (id, address, weight) or the seeds. */
+static void
+print_view(const char *json)
+{
+	const char *v = strstr(json, "\"view\":{");
+	if (!v)
+		return;
+	int cluster = strncmp(v + 7, "{\"cluster\":true", 15) == 0;
+	if (!cluster) {
+		printf(
+		    "view: the nodes as listed (no cluster: keys hashed over their addresses)\n");
+		return;
+	}
+	printf("view: cluster epoch %llu, keys by weighted rendezvous on node ids\n",
+	       (unsigned long long)json_u64(v, "epoch"));
+	for (const char *m = strstr(v, "{\"id\":"); m; m = strstr(m + 1, "{\"id\":")) {
+		char addr[256] = "?";
+		const char *a = strstr(m, "\"addr\":\"");
+		if (a)
+			sscanf(a + 8, "%255[^\"]", addr);
+		printf("  node %llu  %-22s weight %llu\n", (unsigned long long)json_u64(m, "id"),
+		       addr, (unsigned long long)json_u64(m, "weight"));
+	}
+}
+
 static int
 stats(const char *const *nodes, size_t n, unsigned timeout_ms, int as_json)
 {
@@ -204,6 +252,8 @@ stats(const char *const *nodes, size_t n, unsigned timeout_ms, int as_json)
 			printf("%s\n", json);
 		else
 			print_node(nodes[i], json);
+		if (!as_json && i + 1 == n)
+			print_view(json);
 	}
 	rc = up > 0 ? 0 : 2;
 	if (rc && !as_json)
@@ -232,9 +282,16 @@ ol_cmd_kv(int argc, char **argv)
 		usage();
 		return argc < 2 ? 2 : (strcmp(argv[1], "--help") == 0 ? 0 : 2);
 	}
+	kv_tls_env();
 	for (int i = 2; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0) {
 			as_json = 1;
+		} else if (strcmp(argv[i], "--tls") == 0) {
+			kv_tls.tls = 1;
+		} else if (strcmp(argv[i], "--ca-file") == 0 && i + 1 < argc) {
+			kv_tls.ca = argv[++i];
+		} else if (strcmp(argv[i], "--server-name") == 0 && i + 1 < argc) {
+			kv_tls.name = argv[++i];
 		} else if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc) {
 			snprintf(list, sizeof(list), "%s", argv[++i]);
 			nodes_given = 1;

@@ -2,6 +2,7 @@
  * Flags, config and wiring only; everything else lives in src/. */
 #include "base/config.h"
 #include "base/log.h"
+#include "tls/tls.h"
 
 #ifdef OL_HAVE_STORE
 #include "store/store.h"
@@ -360,20 +361,19 @@ struct daemon {
 	int unused;
 };
 
-/* [s3_tls]: both files named and readable, else a message naming the file (the TLS module
- * then checks what is inside them). */
+/* [s3_tls] / [kv_tls]: both files named and readable, else a message naming the file (the
+ * TLS module then checks what is inside them). */
 static int
-check_tls_files(const struct ol_config *cfg)
+check_tls_table(const struct ol_config *cfg, const char *table, const struct ol_config_tls *t,
+		const char *plain)
 {
-	const struct ol_config_tls *t = &cfg->s3_tls;
-	if ((!t->cert_path[0] && !t->key_path[0] && !t->client_ca[0]) ||
-	    strcmp(cfg->mode, "kv") == 0) /* no S3 port */
+	if (!t->cert_path[0] && !t->key_path[0] && !t->client_ca[0])
 		return 0;
 	if (!t->cert_path[0] || !t->key_path[0]) {
 		fprintf(stderr,
-			"openlaked: %s: [s3_tls] needs both cert_path and key_path (PEM files); "
-			"set both, or remove [s3_tls] to serve plain HTTP\n",
-			cfg->source);
+			"openlaked: %s: [%s] needs both cert_path and key_path (PEM files); "
+			"set both, or remove [%s] to serve %s\n",
+			cfg->source, table, table, plain);
 		return -EINVAL;
 	}
 	const char *files[][2] = {
@@ -381,11 +381,23 @@ check_tls_files(const struct ol_config *cfg)
 	for (size_t i = 0; i < 3; i++) {
 		if (!files[i][1][0] || access(files[i][1], R_OK) == 0)
 			continue;
-		fprintf(stderr, "openlaked: %s: [s3_tls] %s %s: %s\n", cfg->source, files[i][0],
+		fprintf(stderr, "openlaked: %s: [%s] %s %s: %s\n", cfg->source, table, files[i][0],
 			files[i][1], strerror(errno));
 		return -errno;
 	}
 	return 0;
+}
+
+static int
+check_tls_files(const struct ol_config *cfg)
+{
+	int r = 0;
+	if (strcmp(cfg->mode, "kv") != 0) /* else no S3 port */
+		r = check_tls_table(cfg, "s3_tls", &cfg->s3_tls, "plain HTTP");
+	const char *kv = ol_config_kv_listen(cfg);
+	if (!r && kv && kv[0])
+		r = check_tls_table(cfg, "kv_tls", &cfg->kv_tls, "the KV port in plaintext");
+	return r;
 }
 
 /* Open-files soft limit up to the hard one: every idle S3 connection is a descriptor, and the
@@ -600,6 +612,34 @@ check_cluster(const struct ol_config *cfg)
 	return -EINVAL;
 }
 
+#if defined(OL_HAVE_CLUSTER) && defined(OL_HAVE_KV)
+/* The KV pool's VIEW answers with the live members that serve a KV port (issue 10). */
+static int
+kv_view_of_cluster(void *arg, struct ol_kvp_view *v)
+{
+	struct ol_cluster_view cv;
+	int rc = ol_cluster_members(arg, &cv);
+	if (rc)
+		return rc;
+	v->epoch = cv.epoch > 0 ? (uint64_t)cv.epoch : 0;
+	v->n = 0;
+	for (unsigned i = 0; i < cv.n && v->n < OL_KVP_MAX_VIEW; i++) {
+		const struct ol_cluster_member *m = &cv.members[i];
+		size_t l = strlen(m->kv_addr);
+		if (l == 0 || l > OL_KVP_MAX_VIEW_ADDR)
+			continue;
+		struct ol_kvp_view_member *o = &v->m[v->n++];
+		o->id = m->id;
+		o->capacity = m->capacity;
+		o->weight = m->weight;
+		o->addr_len = (uint16_t)l;
+		memcpy(o->addr, m->kv_addr, l + 1);
+	}
+	ol_cluster_view_fini(&cv);
+	return 0;
+}
+#endif
+
 static int
 start_cluster(const struct ol_config *cfg, struct daemon *d)
 {
@@ -607,6 +647,10 @@ start_cluster(const struct ol_config *cfg, struct daemon *d)
 	int rc = ol_cluster_start(cfg, &d->cluster);
 	if (rc)
 		ol_err("cannot start cluster membership: %s", strerror(-rc));
+#ifdef OL_HAVE_KV
+	if (!rc && d->cluster && d->kv)
+		ol_kv_server_set_view(d->kv, kv_view_of_cluster, d->cluster);
+#endif
 	return rc;
 #else
 	if (cfg->cluster_etcd[0])
@@ -622,6 +666,9 @@ stop_all(struct daemon *d)
 	ol_admin_set_ready(false);
 #endif
 #ifdef OL_HAVE_CLUSTER
+#ifdef OL_HAVE_KV
+	ol_kv_server_set_view(d->kv, NULL, NULL); /* before the members it reads go */
+#endif
 	ol_cluster_stop(d->cluster);
 	d->cluster = NULL;
 #endif
@@ -729,12 +776,8 @@ main(int argc, char **argv)
 	ol_info("ready");
 	int sig = 0;
 	while (sigwait(&stop_set, &sig) == 0 && sig == SIGHUP) {
-#ifdef OL_HAVE_S3
 		ol_info("SIGHUP: reloading the TLS certificates");
-		ol_http_tls_reload_all();
-#else
-		ol_info("SIGHUP: nothing to reload");
-#endif
+		ol_tls_reload_all(); /* [s3_tls] and [kv_tls] */
 	}
 	ol_info("signal %d: stopping", sig);
 	stop_all(&d);

@@ -1,7 +1,9 @@
 /* openlake/openlake.h - libopenlake: the C client of the OpenLake KV-cache pool.
  *
- * A client holds a list of pool nodes ("host:port"), spreads keys over them by rendezvous
- * (highest-random-weight) hashing, keeps one small pool of TCP connections per node and, when
+ * A client holds a list of pool nodes ("host:port") as seeds, learns the live members of a
+ * cluster from them (VIEW) and spreads keys over them by weighted rendezvous
+ * (highest-random-weight) hashing of their stable ids (a static list without a cluster: of
+ * their addresses), keeps one small pool of TCP connections per node and, when
  * a node runs on this host and device = "local", copies values straight in and out of the
  * node's shared-memory DRAM tier (the server only hands out and commits slots).
  *
@@ -51,11 +53,31 @@ struct ol_client_opts {
 			      same keys and a get returns plain bytes either way */
 	unsigned compress_row_bytes; /* ExANS rows mode: token row size in bytes (e.g.
 					heads * head_dim * 2); 0 = off */
-	const char *token; /* KV pool token ([kv] secret or a [[kv.tokens]] token; copied);
-			      NULL = none. Proven by HMAC over a server nonce, never sent. A pool
-			      that requires one refuses a client without it, or whose token does
-			      not cover ns: its entries then come back OL_KV_UNREACHABLE and the
-			      log callback says why */
+	const char *token;	 /* KV pool token ([kv] secret or a [[kv.tokens]] token; copied);
+				    NULL = none. Proven by HMAC over a server nonce, never sent. A pool
+				    that requires one refuses a client without it, or whose token does
+				    not cover ns: its entries then come back OL_KV_UNREACHABLE and the
+				    log callback says why */
+	unsigned tls;		 /* 1 = TCP connections speak TLS (a node with [kv_tls]); 0 = plain.
+				    The node's certificate is verified: against ca_file, else the
+				    system's CA store, and for the node's host name or IP address
+				    (or server_name). A failed check makes the node unreachable
+				    and the log callback says why. Unix-socket (shm) connections
+				    to a node on this host stay plaintext */
+	const char *ca_file;	 /* PEM CA bundle to verify nodes with (copied); NULL = system */
+	const char *server_name; /* name the nodes' certificates must carry; NULL = each node's
+				    host as written in nodes[] (a name, or an IP address) */
+	/* appended with the cluster view (docs/kv-protocol.md, "Cluster view"): nodes[] are
+	   seeds; a node in a cluster answers VIEW with the live members, and keys are placed on
+	   them by weighted rendezvous hashing of their stable ids */
+	unsigned replicas;	  /* copies of each key on the top-R nodes; 0 = 1, at most 4 */
+	unsigned grace_ms;	  /* after a view change, a get/exists miss on the new owner is
+				     retried on the previous one for this long; 0 = 30000 */
+	unsigned view_refresh_ms; /* ask for the view at least this often; 0 = 5000 (a change
+				     is also noticed from the tag on every reply) */
+	/* appended with client certificates (a node with [kv_tls] client_ca): */
+	const char *cert_file; /* PEM certificate chain this client shows (opts.tls); NULL = none */
+	const char *key_file;  /* its PEM key; NULL = in cert_file */
 };
 
 /* Create a client. Connects lazily: succeeds even if every node is down (they count as

@@ -24,7 +24,13 @@ class Opts(Structure):
                 # appended in 0.1 with the codec: 0 = off, 1 = ExANS; rows-mode row size
                 ("compress", c_uint), ("compress_row_bytes", c_uint),
                 # appended with access control: the KV pool token (NULL = none)
-                ("token", c_char_p)]
+                ("token", c_char_p),
+                # appended with TLS on the KV port: 1 = TLS, CA bundle, expected name
+                ("tls", c_uint), ("ca_file", c_char_p), ("server_name", c_char_p),
+                # appended with the cluster view: copies per key, grace window, refresh
+                ("replicas", c_uint), ("grace_ms", c_uint), ("view_refresh_ms", c_uint),
+                # appended with client certificates (a pool with [kv_tls] client_ca)
+                ("cert_file", c_char_p), ("key_file", c_char_p)]
 
 
 class Iov(Structure):

@@ -193,7 +193,9 @@ class Client:
     """A connection to a pool of nodes. Thread-safe; close() (or `with`) when done."""
 
     def __init__(self, nodes, device="local", namespace="", timeout_ms=2000, compress="off",
-                 compress_row_bytes=0, token=None):
+                 compress_row_bytes=0, token=None, tls=False, ca_file=None, server_name=None,
+                 replicas=1, grace_ms=30000, view_refresh_ms=5000, cert_file=None,
+                 key_file=None):
         if isinstance(nodes, str):
             nodes = [n for n in nodes.split(",") if n]
         if not nodes:
@@ -224,6 +226,22 @@ class Client:
             token = os.environ.get("OPENLAKE_KV_TOKEN") or None
         self._token_c = token.encode() if token else None
         o.token = self._token_c
+        self.tls = bool(tls)
+        if self.tls and ca_file and not os.access(ca_file, os.R_OK):
+            raise ValueError("ca_file %r is not a readable file (PEM CA of the pool's "
+                             "certificates)" % (ca_file,))
+        self._ca_c = ca_file.encode() if (self.tls and ca_file) else None
+        self._sni_c = server_name.encode() if (self.tls and server_name) else None
+        o.tls = 1 if self.tls else 0
+        o.ca_file = self._ca_c
+        o.server_name = self._sni_c
+        self._cert_c = cert_file.encode() if (self.tls and cert_file) else None
+        self._key_c = key_file.encode() if (self.tls and key_file) else None
+        o.cert_file = self._cert_c
+        o.key_file = self._key_c
+        o.replicas = int(replicas)
+        o.grace_ms = int(grace_ms)
+        o.view_refresh_ms = int(view_refresh_ms)
         h = ctypes.c_void_p()
         rc = self._lib.ol_client_new(ctypes.byref(o), ctypes.byref(h))
         if rc < 0:
@@ -370,14 +388,26 @@ def _compress_mode(v):
 
 
 def connect(nodes=("127.0.0.1:9400",), device="local", namespace="", timeout_ms=2000,
-            compress="off", compress_row_bytes=0, token=None):
+            compress="off", compress_row_bytes=0, token=None, tls=False, ca_file=None,
+            server_name=None, replicas=1, grace_ms=30000, view_refresh_ms=5000, cert_file=None,
+            key_file=None):
     """A Client for the pool at nodes (list of "host:port", or a comma-separated string).
     compress="exans": values are compressed (lossless, for BF16 KV blocks) before they leave
     this process and decoded on the way back; plain and compressed values coexist.
     token: the pool's secret or a [[kv.tokens]] token allowed for namespace (None =
-    $OPENLAKE_KV_TOKEN, else none). A pool that refuses it answers every entry "unreachable"."""
+    $OPENLAKE_KV_TOKEN, else none). A pool that refuses it answers every entry "unreachable".
+    tls=True: TCP connections speak TLS (a pool with [kv_tls]); the nodes' certificates are
+    verified against ca_file (PEM; None = the system's CAs) for their host or server_name;
+    cert_file / key_file: this client's certificate for a pool with [kv_tls] client_ca.
+    nodes are seeds: in a cluster any of them gives the live members (VIEW), keys go to them by
+    weighted rendezvous on node ids; replicas = copies per key (1-4); for grace_ms after a
+    member change a miss is retried on the key's previous owner; the view is asked for at
+    least every view_refresh_ms (and whenever a reply says it changed)."""
     return Client(nodes, device=device, namespace=namespace, timeout_ms=timeout_ms,
-                  compress=compress, compress_row_bytes=compress_row_bytes, token=token)
+                  compress=compress, compress_row_bytes=compress_row_bytes, token=token,
+                  tls=tls, ca_file=ca_file, server_name=server_name, replicas=replicas,
+                  grace_ms=grace_ms, view_refresh_ms=view_refresh_ms, cert_file=cert_file,
+                  key_file=key_file)
 
 
 def version():

@@ -13,6 +13,13 @@ DEFAULTS = {
     "openlake_device": "local",            # local | tcp | <RDMA NIC name> (-> tcp for now)
     "openlake_namespace": "",              # "" = "vllm"
     "openlake_token": "",                  # KV pool token ("" = $OPENLAKE_KV_TOKEN or none)
+    "openlake_tls": False,                 # TLS to the pool's KV port ([kv_tls])
+    "openlake_ca_file": "",                # PEM CA of the pool's certificates ("" = system)
+    "openlake_server_name": "",            # name the certificates carry ("" = node host)
+    "openlake_cert_file": "",              # client certificate (pool with [kv_tls] client_ca)
+    "openlake_key_file": "",               # its key ("" = in openlake_cert_file)
+    "openlake_replicas": 1,                # copies of each block on the top-R pool nodes
+    "openlake_grace_ms": 30000,            # after a member joins, misses retried on the old owner
     "chunk_size": 256,                     # tokens per stored unit (multiple of block_size)
     "compress": "off",                     # off | exans
     "cache_salt": "",                      # tenant isolation, mixed into every key
@@ -41,6 +48,13 @@ class ConnectorConfig:
     device: str = "local"
     namespace: str = "vllm"
     token: str = field(default="", repr=False)  # a secret: never in logs
+    tls: bool = False
+    ca_file: str = ""
+    server_name: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    replicas: int = 1
+    grace_ms: int = 30000
     chunk_size: int = 256
     compress: str = "off"
     cache_salt: str = ""
@@ -98,6 +112,11 @@ class ConnectorConfig:
         return cls(nodes=list(nodes), device=device,
                    namespace=str(g("openlake_namespace") or "vllm"), chunk_size=chunk,
                    token=str(g("openlake_token") or os.environ.get("OPENLAKE_KV_TOKEN", "")),
+                   tls=_bool(g("openlake_tls")), ca_file=str(g("openlake_ca_file") or ""),
+                   server_name=str(g("openlake_server_name") or ""),
+                   cert_file=str(g("openlake_cert_file") or ""),
+                   key_file=str(g("openlake_key_file") or ""),
+                   replicas=int(g("openlake_replicas")), grace_ms=int(g("openlake_grace_ms")),
                    compress=compress, cache_salt=str(g("cache_salt") or ""),
                    model_id=str(g("model_id") or ""),
                    model_revision=str(g("model_revision") or ""),

@@ -48,7 +48,12 @@ class Store:
 
             self._client = connect(self.cfg.nodes, device=self.cfg.device,
                                    namespace=self.cfg.namespace, timeout_ms=self.cfg.timeout_ms,
-                                   compress=self.cfg.compress, token=self.cfg.token or None)
+                                   compress=self.cfg.compress, token=self.cfg.token or None,
+                                   tls=self.cfg.tls, ca_file=self.cfg.ca_file or None,
+                                   server_name=self.cfg.server_name or None,
+                                   replicas=self.cfg.replicas, grace_ms=self.cfg.grace_ms,
+                                   cert_file=self.cfg.cert_file or None,
+                                   key_file=self.cfg.key_file or None)
         except Exception as e:  # library missing, bad options...
             self._next_try = now + self.cfg.retry_interval_s
             self.warn("connect", "openlake: cannot open the pool client (%s); serving without "

@@ -160,6 +160,11 @@ static const struct cfg_key keys[] = {
     {"s3_tls.cert_path", T_STR, F(s3_tls.cert_path), "", 0, 0, 0, 0, 0, "S3 TLS certificate"},
     {"s3_tls.key_path", T_STR, F(s3_tls.key_path), "", 0, 0, 0, 0, 0, "S3 TLS key"},
     {"s3_tls.client_ca", T_STR, F(s3_tls.client_ca), "", 0, 0, 0, 0, 0, "S3 TLS client CA"},
+    {"kv_tls.cert_path", T_STR, F(kv_tls.cert_path), "", 0, 0, 0, 0, 0,
+     "KV port TLS certificate (PEM; set with key_path: the KV TCP port speaks TLS only)"},
+    {"kv_tls.key_path", T_STR, F(kv_tls.key_path), "", 0, 0, 0, 0, 0, "KV port TLS key"},
+    {"kv_tls.client_ca", T_STR, F(kv_tls.client_ca), "", 0, 0, 0, 0, 0,
+     "KV port TLS client CA (set: clients must show a certificate it signed)"},
     {"rpc_tls.cert_path", T_STR, F(rpc_tls.cert_path), "", 0, 0, 0, 0, 0, "RPC TLS cert"},
     {"rpc_tls.key_path", T_STR, F(rpc_tls.key_path), "", 0, 0, 0, 0, 0, "RPC TLS key"},
     {"rpc_tls.client_ca", T_STR, F(rpc_tls.client_ca), "", 0, 0, 0, 0, 0, "RPC TLS CA"},
@@ -561,7 +566,7 @@ on_table(void *arg, const char *table, int is_array, unsigned line)
 	}
 	static const char *const tables[] = {"storage", "kv",	   "kv_slab", "memory_pool",
 					     "s3_tls",	"rpc_tls", "rdma",    "rdma.qos",
-					     "admin",	"cluster"};
+					     "admin",	"cluster", "kv_tls"};
 	for (size_t i = 0; !is_array && i < sizeof(tables) / sizeof(tables[0]); i++) {
 		if (strcmp(table, tables[i]) == 0) {
 			if (strcmp(table, "kv_slab") == 0)

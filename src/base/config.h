@@ -62,6 +62,8 @@ struct ol_config {
 	struct ol_config_node nodes[OL_CFG_MAX_NODES];
 	unsigned n_nodes;
 	struct ol_config_tls s3_tls, rpc_tls;
+	struct ol_config_tls
+	    kv_tls; /* [kv_tls]: the KV TCP port speaks TLS when cert_path is set */
 	bool mempool_enabled;
 	uint64_t mempool_size_bytes;
 	unsigned mempool_bucket_capacity;

@@ -1,9 +1,10 @@
-/* http/tls.c - TLS over a connection's non-blocking socket (OpenSSL): the server's context,
- * reloaded from its files on request, and the reads, writes and handshake steps conn.c and
- * server.c call. */
+/* http/tls.c - TLS over a connection's non-blocking socket (OpenSSL): the server's context
+ * (tls/, reloaded from its files on request) with ALPN, and the reads, writes and handshake
+ * steps conn.c and server.c call. */
 #include "http/internal.h"
 
 #include "base/log.h"
+#include "tls/tls.h"
 
 #include <errno.h>
 #include <openssl/err.h>
@@ -14,26 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
+/* The context itself lives in tls/ (shared with the KV port); this wraps it with ALPN. */
 struct ol_http_tls {
-	pthread_mutex_t mu; /* ctx */
-	SSL_CTX *ctx;
-	char *cert, *key, *ca;
-	struct ol_http_tls *next; /* all contexts, under reg_mu */
+	struct ol_tls *t;
 };
-
-static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct ol_http_tls *reg_head;
-
-static void
-ssl_err_str(char *buf, size_t cap)
-{
-	unsigned long e = ERR_get_error();
-	if (e)
-		ERR_error_string_n(e, buf, cap);
-	else
-		snprintf(buf, cap, "unknown error");
-	ERR_clear_error();
-}
 
 static int
 alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
@@ -48,96 +33,22 @@ alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const un
 	return SSL_TLSEXT_ERR_NOACK; /* e.g. h2 only: go on without ALPN, as HTTP/1.1 */
 }
 
-/* Check a file is there and readable first, so the message names it and says why. */
-static int
-check_file(const char *what, const char *path)
+static void
+http_setup(void *ctx)
 {
-	if (access(path, R_OK) == 0)
-		return 0;
-	int rc = -errno;
-	ol_err("http: TLS %s %s: %s", what, path, strerror(-rc));
-	return rc;
-}
-
-static int
-ctx_load(const char *cert, const char *key, const char *ca, SSL_CTX **out)
-{
-	char e[256];
-	int rc = check_file("certificate (cert_path)", cert);
-	rc = rc ? rc : check_file("key (key_path)", key);
-	if (!rc && ca && *ca)
-		rc = check_file("client CA (client_ca)", ca);
-	if (rc)
-		return rc;
-	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
-	if (!ctx)
-		return -ENOMEM;
-	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
-	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS); /* idle connections hold no buffers */
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
-	rc = -EINVAL;
-	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
-		ssl_err_str(e, sizeof(e));
-		ol_err("http: TLS certificate (cert_path) %s: %s", cert, e);
-		goto out;
-	}
-	if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
-		ssl_err_str(e, sizeof(e));
-		ol_err("http: TLS key (key_path) %s: %s", key, e);
-		goto out;
-	}
-	if (SSL_CTX_check_private_key(ctx) != 1) {
-		ssl_err_str(e, sizeof(e));
-		ol_err("http: TLS key (key_path) %s does not match the certificate %s: %s", key,
-		       cert, e);
-		goto out;
-	}
-	if (ca && *ca) {
-		if (SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1) {
-			ssl_err_str(e, sizeof(e));
-			ol_err("http: TLS client CA (client_ca) %s: %s", ca, e);
-			goto out;
-		}
-		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
-	}
-	rc = 0;
-out:
-	if (rc)
-		SSL_CTX_free(ctx);
-	else
-		*out = ctx;
-	return rc;
-}
-
-static char *
-dup_or_null(const char *s)
-{
-	return s && *s ? ol_xstrdup(s) : NULL;
 }
 
 int
 ol_http_tls_new(const char *cert, const char *key, const char *ca, struct ol_http_tls **out)
 {
-	if (!cert || !*cert || !key || !*key) {
-		ol_err("http: TLS needs both a certificate (cert_path) and a key (key_path)");
-		return -EINVAL;
-	}
-	SSL_CTX *ctx;
-	int rc = ctx_load(cert, key, ca, &ctx);
+	struct ol_tls *t;
+	int rc = ol_tls_new("http", cert, key, ca, http_setup, &t);
 	if (rc)
 		return rc;
-	struct ol_http_tls *t = ol_xcalloc(1, sizeof(*t));
-	pthread_mutex_init(&t->mu, NULL);
-	t->ctx = ctx;
-	t->cert = ol_xstrdup(cert);
-	t->key = ol_xstrdup(key);
-	t->ca = dup_or_null(ca);
-	pthread_mutex_lock(&reg_mu);
-	t->next = reg_head;
-	reg_head = t;
-	pthread_mutex_unlock(&reg_mu);
-	*out = t;
+	struct ol_http_tls *h = ol_xcalloc(1, sizeof(*h));
+	h->t = t;
+	*out = h;
 	return 0;
 }
 
@@ -146,67 +57,20 @@ ol_http_tls_free(struct ol_http_tls *t)
 {
 	if (!t)
 		return;
-	pthread_mutex_lock(&reg_mu);
-	struct ol_http_tls **pp = &reg_head;
-	while (*pp && *pp != t)
-		pp = &(*pp)->next;
-	if (*pp)
-		*pp = t->next;
-	pthread_mutex_unlock(&reg_mu);
-	SSL_CTX_free(t->ctx);
-	pthread_mutex_destroy(&t->mu);
-	free(t->cert);
-	free(t->key);
-	free(t->ca);
+	ol_tls_free(t->t);
 	free(t);
-}
-
-static int
-tls_reload(struct ol_http_tls *t)
-{
-	SSL_CTX *ctx;
-	int rc = ctx_load(t->cert, t->key, t->ca, &ctx);
-	if (rc) {
-		ol_err("http: TLS reload failed: keeping the old certificate (%s)", t->cert);
-		return rc;
-	}
-	pthread_mutex_lock(&t->mu);
-	SSL_CTX *old = t->ctx;
-	t->ctx = ctx;
-	pthread_mutex_unlock(&t->mu);
-	SSL_CTX_free(old); /* open connections hold their own reference */
-	ol_info("http: TLS certificate reloaded from %s", t->cert);
-	return 0;
 }
 
 int
 ol_http_tls_reload_all(void)
 {
-	int first = 0;
-	pthread_mutex_lock(&reg_mu);
-	for (struct ol_http_tls *t = reg_head; t; t = t->next) {
-		int rc = tls_reload(t);
-		if (rc && !first)
-			first = rc;
-	}
-	pthread_mutex_unlock(&reg_mu);
-	return first;
+	return ol_tls_reload_all(); /* every TLS context of the process, the KV port's too */
 }
 
 void *
 ol_http_tls_conn_new(struct ol_http_tls *t, int fd)
 {
-	pthread_mutex_lock(&t->mu);
-	SSL *ssl = SSL_new(t->ctx);
-	pthread_mutex_unlock(&t->mu);
-	if (!ssl)
-		return NULL;
-	if (SSL_set_fd(ssl, fd) != 1) {
-		SSL_free(ssl);
-		return NULL;
-	}
-	SSL_set_accept_state(ssl);
-	return ssl;
+	return ol_tls_ssl_new(t->t, fd);
 }
 
 void

@@ -8,8 +8,19 @@
 #define OL_KV_KV_H
 
 #include "base/config.h"
+#include "kv/proto.h"
 
 struct ol_kv_server;
+
+/* A source of the pool's live members for VIEW (the daemon wires cluster membership in): fill
+ * v->epoch (> 0: a cluster epoch), v->n and v->m[] (ids, weights, capacities, KV addresses;
+ * members without a KV address left out; v->tag is computed by the server). 0, or -errno / n = 0
+ * to answer a view of this node alone. Called from one server thread at a time, about once a
+ * second; must not block long. */
+typedef int (*ol_kv_view_fn)(void *arg, struct ol_kvp_view *v);
+/* Set (or clear with NULL) the source. Returns once no call of the old source is running, so
+ * its arg may be freed after a clear. */
+void ol_kv_server_set_view(struct ol_kv_server *s, ol_kv_view_fn fn, void *arg);
 
 /* Start serving on ol_config_kv_listen(cfg) (port 0 = ephemeral) with cfg->kv_* and
  * [kv_slab]: creates the shm DRAM tier, recovers the NVMe tier from its spill directory and

@@ -6,6 +6,7 @@
 #define OL_KV_NET_H
 
 #include <stddef.h>
+#include <signal.h>
 #include <sys/uio.h>
 
 /* Listen on "host:port" (numeric host, "localhost" or "*"), SO_REUSEADDR (not SO_REUSEPORT: a port
@@ -24,5 +25,26 @@ int kvnet_writev_full(int fd, struct iovec *iov, int n);
 int kvnet_write_full(int fd, const void *buf, size_t len);
 /* Read and throw away len bytes. */
 int kvnet_skip(int fd, size_t len);
+
+/* A connection that may speak TLS (kv/sock.c): ssl is an OpenSSL SSL * on fd after its
+ * handshake, or NULL for plain TCP / Unix. Same contracts as the fd functions above; over TLS
+ * a read or write that does not progress within the socket timeout is -ETIMEDOUT, a peer's
+ * close_notify or EOF -ECONNRESET, a TLS error -EPROTO. */
+int kvnet_sreadv_full(int fd, void *ssl, struct iovec *iov, int n);
+int kvnet_swritev_full(int fd, void *ssl, struct iovec *iov, int n);
+int kvnet_sread_full(int fd, void *ssl, void *buf, size_t len);
+int kvnet_swrite_full(int fd, void *ssl, const void *buf, size_t len);
+int kvnet_sskip(int fd, void *ssl, size_t len);
+/* SIGPIPE blocked on this thread between the two calls (for OpenSSL's writes), and one it
+ * raised meanwhile taken back. */
+struct kvnet_sigpipe {
+	sigset_t old;
+	int was_pending;
+};
+void kvnet_sigpipe_block(struct kvnet_sigpipe *sp);
+void kvnet_sigpipe_unblock(struct kvnet_sigpipe *sp);
+/* One read of up to len bytes: > 0 bytes, -ECONNRESET at EOF, -EAGAIN when the socket timeout
+ * passed with nothing read, -errno. */
+long kvnet_srecv(int fd, void *ssl, void *buf, size_t len);
 
 #endif

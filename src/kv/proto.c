@@ -85,7 +85,7 @@ ol_kvp_hdr_decode(const uint8_t *buf, size_t len, struct ol_kvp_hdr *h)
 static int
 op_has_entries(uint8_t op)
 {
-	return op != OL_KVP_HELLO && op != OL_KVP_STATS && op != OL_KVP_AUTH;
+	return op != OL_KVP_HELLO && op != OL_KVP_STATS && op != OL_KVP_AUTH && op != OL_KVP_VIEW;
 }
 
 int
@@ -307,4 +307,90 @@ ol_kvp_parse_request(const uint8_t *buf, size_t len, const struct ol_kvp_limits 
 	if (pos != h.body_len)
 		return -EMSGSIZE;
 	return (int)(OL_KVP_HDR + h.body_len);
+}
+
+int
+ol_kvp_view_encode(uint8_t *out, size_t cap, const struct ol_kvp_view *v)
+{
+	if (v->n > OL_KVP_MAX_VIEW)
+		return -EINVAL;
+	size_t need = OL_KVP_VIEW_HDR;
+	for (uint32_t i = 0; i < v->n; i++)
+		need += OL_KVP_VIEW_ENT + v->m[i].addr_len;
+	if (need > cap)
+		return -ENOSPC;
+	put64(out, v->epoch);
+	put32(out + 8, v->tag);
+	put32(out + 12, v->n);
+	uint8_t *p = out + OL_KVP_VIEW_HDR;
+	for (uint32_t i = 0; i < v->n; i++) {
+		const struct ol_kvp_view_member *m = &v->m[i];
+		if (m->addr_len == 0 || m->addr_len > OL_KVP_MAX_VIEW_ADDR)
+			return -EINVAL;
+		put64(p, m->id);
+		put64(p + 8, m->capacity);
+		put32(p + 16, m->weight);
+		put16(p + 20, m->addr_len);
+		put16(p + 22, 0);
+		memcpy(p + OL_KVP_VIEW_ENT, m->addr, m->addr_len);
+		p += OL_KVP_VIEW_ENT + m->addr_len;
+	}
+	return (int)need;
+}
+
+int
+ol_kvp_view_decode(const uint8_t *buf, size_t len, struct ol_kvp_view *v)
+{
+	if (len < OL_KVP_VIEW_HDR)
+		return -EINVAL;
+	v->epoch = get64(buf);
+	v->tag = get32(buf + 8);
+	v->n = get32(buf + 12);
+	if (v->n > OL_KVP_MAX_VIEW)
+		return -EINVAL;
+	size_t off = OL_KVP_VIEW_HDR;
+	for (uint32_t i = 0; i < v->n; i++) {
+		struct ol_kvp_view_member *m = &v->m[i];
+		if (len - off < OL_KVP_VIEW_ENT)
+			return -EINVAL;
+		const uint8_t *p = buf + off;
+		m->id = get64(p);
+		m->capacity = get64(p + 8);
+		m->weight = get32(p + 16);
+		m->addr_len = get16(p + 20);
+		off += OL_KVP_VIEW_ENT;
+		if (m->addr_len == 0 || m->addr_len > OL_KVP_MAX_VIEW_ADDR ||
+		    len - off < m->addr_len)
+			return -EINVAL;
+		memcpy(m->addr, buf + off, m->addr_len);
+		m->addr[m->addr_len] = '\0';
+		if (memchr(m->addr, '\0', m->addr_len))
+			return -EINVAL;
+		off += m->addr_len;
+	}
+	return off == len ? 0 : -EINVAL;
+}
+
+/* FNV-1a over each member, summed (order-independent), then mixed. */
+uint32_t
+ol_kvp_view_tag(const struct ol_kvp_view *v)
+{
+	uint64_t sum = 0;
+	for (uint32_t i = 0; i < v->n; i++) {
+		const struct ol_kvp_view_member *m = &v->m[i];
+		uint64_t h = 0xcbf29ce484222325ull;
+		uint8_t b[12];
+		put64(b, m->id);
+		put32(b + 8, m->weight);
+		for (size_t j = 0; j < sizeof(b); j++)
+			h = (h ^ b[j]) * 0x100000001b3ull;
+		for (size_t j = 0; j < m->addr_len; j++)
+			h = (h ^ (uint8_t)m->addr[j]) * 0x100000001b3ull;
+		sum += h;
+	}
+	sum ^= sum >> 29;
+	sum *= 0xbf58476d1ce4e5b9ull;
+	sum ^= sum >> 32;
+	uint32_t t = (uint32_t)sum;
+	return t ? t : 1;
 }

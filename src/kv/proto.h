@@ -34,18 +34,20 @@ enum ol_kvp_op {
 	OL_KVP_LOOKUP = 9,
 	OL_KVP_RELEASE = 10,
 	OL_KVP_AUTH = 11, /* HELLO version 2: body = mac[32] (see ol_kvp_auth_msg) */
-	OL_KVP_OP_MAX = 11
+	OL_KVP_VIEW = 12, /* the pool's live members (WELCOME flag OL_KVP_WELCOME_VIEW) */
+	OL_KVP_OP_MAX = 12
 };
 
 #define OL_KVP_F_NOREPLY 0x01 /* request: send no reply (RELEASE only) */
 #define OL_KVP_F_REPLY	 0x80 /* set on every reply */
 
-#define OL_KVP_HELLO_LOCAL 0x1 /* request: wants the shm path; reply: granted */
-#define OL_KVP_HELLO_TOKEN 0x2 /* request: has a token and will AUTH */
-#define OL_KVP_HELLO_V2	   2   /* HELLO body version with access control (WELCOME v2) */
-#define OL_KVP_NONCE	   32
-#define OL_KVP_MAC	   32 /* HMAC-SHA256 */
-#define OL_KVP_AUTH_MSG	   (16 + OL_KVP_NONCE + OL_KVP_MAX_NS)
+#define OL_KVP_HELLO_LOCAL  0x1 /* request: wants the shm path; reply: granted */
+#define OL_KVP_HELLO_TOKEN  0x2 /* request: has a token and will AUTH */
+#define OL_KVP_HELLO_V2	    2	/* HELLO body version with access control (WELCOME v2) */
+#define OL_KVP_WELCOME_VIEW 0x2 /* reply: the server answers VIEW and tags reply entries */
+#define OL_KVP_NONCE	    32
+#define OL_KVP_MAC	    32 /* HMAC-SHA256 */
+#define OL_KVP_AUTH_MSG	    (16 + OL_KVP_NONCE + OL_KVP_MAX_NS)
 
 struct ol_kvp_hdr {
 	uint32_t magic;
@@ -99,6 +101,34 @@ struct ol_kvp_welcome {
 	uint16_t path_len;
 	uint8_t v2; /* encode: append the version 2 fields */
 };
+
+/* VIEW reply body: u64 epoch, u32 tag, u32 n, then n members of
+ * u64 id, u64 capacity, u32 weight, u16 addr_len, u16 0, addr (not NUL-terminated).
+ * tag = ol_kvp_view_tag of the members: the same list gives the same tag on every node; every
+ * reply entry of the server carries it in rsv (0 = no view), so a client sees a change. */
+#define OL_KVP_MAX_VIEW	     256
+#define OL_KVP_VIEW_HDR	     16
+#define OL_KVP_VIEW_ENT	     24
+#define OL_KVP_MAX_VIEW_ADDR 255
+struct ol_kvp_view_member {
+	uint64_t id;
+	uint64_t capacity;
+	uint32_t weight;
+	uint16_t addr_len;
+	char addr[OL_KVP_MAX_VIEW_ADDR + 1]; /* NUL-terminated after decode */
+};
+struct ol_kvp_view {
+	uint64_t epoch; /* the cluster's epoch (etcd revision); 0 = a node without a cluster */
+	uint32_t tag;
+	uint32_t n;
+	struct ol_kvp_view_member m[OL_KVP_MAX_VIEW];
+};
+/* Encode v (n <= OL_KVP_MAX_VIEW): bytes written or -ENOSPC / -EINVAL. */
+int ol_kvp_view_encode(uint8_t *out, size_t cap, const struct ol_kvp_view *v);
+/* Decode: 0 or -EINVAL (lengths inconsistent, too many members, an empty or long address). */
+int ol_kvp_view_decode(const uint8_t *buf, size_t len, struct ol_kvp_view *v);
+/* A 32-bit tag of the members (ids, weights, addresses; order-independent), never 0. */
+uint32_t ol_kvp_view_tag(const struct ol_kvp_view *v);
 
 /* Limits a receiver enforces on a request header. */
 struct ol_kvp_limits {

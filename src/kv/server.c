@@ -20,6 +20,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <openssl/ssl.h>
+#include <openssl/err.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +32,8 @@
 #include "kv/engine.h"
 #include "kv/net.h"
 #include "kv/proto.h"
+#include "kv/view.h"
+#include "tls/tls.h"
 #include "openlake/openlake.h"
 
 /* Once a frame has started, each read or write must progress within this (slow or stuck
@@ -59,6 +63,8 @@ struct ol_kv_server {
 	char host_id[64];
 	struct ol_kvp_limits lim;
 	struct ol_kva acl;
+	struct ol_tls *tls; /* [kv_tls]: the TCP port speaks TLS only; NULL = plain */
+	struct kvv view;    /* the members VIEW answers with; its tag rides on reply entries */
 	unsigned max_conns, max_per_addr, max_pins_conn, max_pins;
 	uint64_t ttl_ms; /* [kv_slab] reserve_ttl_secs: pins and reservations older are dropped */
 	atomic_uint_fast64_t n_pins;
@@ -80,6 +86,7 @@ struct conn {
 	struct ol_kv_server *s;
 	struct conn *prev, *next;
 	int fd;
+	SSL *ssl; /* TLS ([kv_tls], TCP only) after the handshake, else NULL */
 	char peer[64];
 	uint8_t addr[16]; /* peer address (per-address limit); unix: zeros */
 	uint8_t ns[16];
@@ -110,7 +117,7 @@ conn_read(struct conn *c, void *dst, size_t n)
 	size_t take = c->rb_len - c->rb_off < n ? c->rb_len - c->rb_off : n;
 	memcpy(dst, c->rb + c->rb_off, take);
 	c->rb_off += take;
-	return take == n ? 0 : kvnet_read_full(c->fd, (uint8_t *)dst + take, n - take);
+	return take == n ? 0 : kvnet_sread_full(c->fd, c->ssl, (uint8_t *)dst + take, n - take);
 }
 
 static int
@@ -118,7 +125,7 @@ conn_skip(struct conn *c, size_t n)
 {
 	size_t take = c->rb_len - c->rb_off < n ? c->rb_len - c->rb_off : n;
 	c->rb_off += take;
-	return take == n ? 0 : kvnet_skip(c->fd, n - take);
+	return take == n ? 0 : kvnet_sskip(c->fd, c->ssl, n - take);
 }
 
 /* The next frame header. Waits idle as long as the client likes (the frame timeout fires
@@ -130,15 +137,11 @@ conn_read_hdr(struct conn *c, uint8_t hb[OL_KVP_HDR])
 	c->rb_len -= c->rb_off;
 	c->rb_off = 0;
 	while (c->rb_len < OL_KVP_HDR) {
-		ssize_t r = recv(c->fd, c->rb + c->rb_len, sizeof(c->rb) - c->rb_len, 0);
-		if (r == 0)
-			return -ECONNRESET;
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && c->rb_len == 0)
+		long r = kvnet_srecv(c->fd, c->ssl, c->rb + c->rb_len, sizeof(c->rb) - c->rb_len);
+		if (r == -EAGAIN && c->rb_len == 0)
 			continue; /* idle between frames */
 		if (r < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
+			return r == -EAGAIN ? -ETIMEDOUT : (int)r;
 		c->rb_len += (size_t)r;
 	}
 	memcpy(hb, c->rb, OL_KVP_HDR);
@@ -235,13 +238,13 @@ send_reply(struct conn *c, const struct ol_kvp_hdr *rq, int32_t status, uint32_t
 	uint8_t hb[OL_KVP_HDR];
 	ol_kvp_hdr_encode(hb, &h);
 	struct iovec v[2] = {{hb, sizeof(hb)}, {(void *)body, body_len}};
-	return kvnet_writev_full(c->fd, v, body_len ? 2 : 1);
+	return kvnet_swritev_full(c->fd, c->ssl, v, body_len ? 2 : 1);
 }
 
 static void
 rep_put(struct conn *c, uint32_t i, int32_t status, uint64_t len, uint64_t off, uint64_t seq)
 {
-	struct ol_kvp_rep_ent r = {status, 0, len, off, seq};
+	struct ol_kvp_rep_ent r = {status, atomic_load(&c->s->view.tag), len, off, seq};
 	ol_kvp_rep_ent_encode(c->reps + (size_t)i * OL_KVP_REP_ENT, &r);
 }
 
@@ -312,7 +315,8 @@ do_hello(struct conn *c, const struct ol_kvp_hdr *h)
 	bool same_host = hl > 0 && hi.host_len == hl && memcmp(hi.host, s->host_id, hl) == 0;
 	if (getrandom(c->nonce, sizeof(c->nonce), 0) != sizeof(c->nonce))
 		return -EIO;
-	struct ol_kvp_welcome w = {.flags = c->local ? OL_KVP_HELLO_LOCAL : 0,
+	struct ol_kvp_welcome w = {.flags =
+				       (c->local ? OL_KVP_HELLO_LOCAL : 0) | OL_KVP_WELCOME_VIEW,
 				   .max_batch = s->lim.max_batch,
 				   .max_block = ol_kve_max_block(s->eng),
 				   .shm_size = ol_kve_shm_size(s->eng),
@@ -419,13 +423,13 @@ get_one(struct conn *c, const struct ol_kvp_req_ent *e)
 	bool pinned = st == OL_KV_OK && sl.off != OL_KVE_NOOFF;
 	if (st == OL_KV_OK && sl.len > e->len)
 		st = OL_KV_TRUNCATED;
-	struct ol_kvp_rep_ent re = {st, 0, st == OL_KV_MISS || st == OL_KV_CORRUPT ? 0 : sl.len, 0,
-				    0};
+	struct ol_kvp_rep_ent re = {st, atomic_load(&c->s->view.tag),
+				    st == OL_KV_MISS || st == OL_KV_CORRUPT ? 0 : sl.len, 0, 0};
 	ol_kvp_rep_ent_encode(rb, &re);
 	struct iovec v[3] = {{c->pend, c->has_pend ? OL_KVP_HDR : 0},
 			     {rb, sizeof(rb)},
 			     {sl.ptr, st == OL_KV_OK ? sl.len : 0}};
-	int r = kvnet_writev_full(c->fd, v, st == OL_KV_OK ? 3 : 2);
+	int r = kvnet_swritev_full(c->fd, c->ssl, v, st == OL_KV_OK ? 3 : 2);
 	c->has_pend = false;
 	if (pinned)
 		ol_kve_release(c->s->eng, sl.off, sl.seq);
@@ -538,6 +542,23 @@ do_stats(struct conn *c, const struct ol_kvp_hdr *h)
 	return send_reply(c, h, 0, 0, buf, (size_t)n);
 }
 
+/* VIEW: the pool's live members (any authenticated connection; the addresses are no secret
+ * from a client that may use the pool). */
+static int
+do_view(struct conn *c, const struct ol_kvp_hdr *h)
+{
+	int r = h->body_len ? conn_skip(c, h->body_len) : 0;
+	if (r < 0)
+		return r;
+	uint8_t *buf;
+	int n = kvv_encode(&c->s->view, &buf);
+	if (n < 0)
+		return n;
+	r = send_reply(c, h, 0, 0, buf, (size_t)n);
+	free(buf);
+	return r;
+}
+
 static int
 dispatch(struct conn *c, const struct ol_kvp_hdr *h)
 {
@@ -554,6 +575,8 @@ dispatch(struct conn *c, const struct ol_kvp_hdr *h)
 		return do_get(c, h);
 	case OL_KVP_STATS:
 		return do_stats(c, h);
+	case OL_KVP_VIEW:
+		return do_view(c, h);
 	case OL_KVP_RELEASE:
 		return do_release(c, h);
 	case OL_KVP_ALLOC:
@@ -579,6 +602,10 @@ conn_close(struct conn *c)
 	atomic_fetch_sub(&s->n_pins, c->n_pins);
 	c->n_pins = 0;
 	pthread_mutex_unlock(&c->pmu);
+	if (c->ssl) {
+		SSL_free(c->ssl);
+		ERR_clear_error();
+	}
 	close(c->fd);
 	pthread_mutex_lock(&s->mu);
 	if (c->prev)
@@ -614,12 +641,64 @@ why(int r)
 	}
 }
 
+/* A plaintext KV client on the TLS port: answer in plaintext with a frame it understands
+ * (-EPROTONOSUPPORT, req_id 0, as a refusal at accept), then read what it sent until it closes
+ * (at most a second), so our close does not reset the answer away. */
+static int
+tls_refuse_plain(struct conn *c)
+{
+	struct ol_kvp_hdr h = {
+	    OL_KVP_MAGIC, OL_KVP_VERSION, OL_KVP_HELLO, OL_KVP_F_REPLY, 0, -EPROTONOSUPPORT, 0, 0};
+	uint8_t hb[OL_KVP_HDR], sink[4096];
+	ol_kvp_hdr_encode(hb, &h);
+	refuse_log(c->s, c->peer,
+		   "a plaintext KV client on the TLS port ([kv_tls]): it must connect with TLS");
+	(void)!kvnet_write_full(c->fd, hb, sizeof(hb));
+	shutdown(c->fd, SHUT_WR);
+	kvnet_set_timeout(c->fd, 1000);
+	while (recv(c->fd, sink, sizeof(sink), 0) > 0)
+		;
+	return -ECANCELED;
+}
+
+/* [kv_tls]: the handshake, bounded by the frame timeout. 0 or -errno (logged, rate-limited). */
+static int
+tls_accept(struct conn *c)
+{
+	uint8_t b;
+	ssize_t n = recv(c->fd, &b, 1, MSG_PEEK);
+	if (n <= 0)
+		return -ECONNRESET; /* closed, or nothing within the frame timeout */
+	if (b == (OL_KVP_MAGIC & 0xff))
+		return tls_refuse_plain(c);
+	c->ssl = ol_tls_ssl_new(c->s->tls, c->fd);
+	if (!c->ssl)
+		return -ENOMEM;
+	int r = SSL_accept(c->ssl);
+	if (r == 1)
+		return 0;
+	char e[160], what[256];
+	unsigned long code = ERR_get_error();
+	if (code)
+		ERR_error_string_n(code, e, sizeof(e));
+	else
+		snprintf(e, sizeof(e), "%s", n > 0 && errno ? strerror(errno) : "peer closed");
+	ERR_clear_error();
+	snprintf(what, sizeof(what), "TLS handshake failed: %s", e);
+	refuse_log(c->s, c->peer, what);
+	return -ECANCELED;
+}
+
 static void *
 conn_main(void *arg)
 {
 	struct conn *c = arg;
 	uint8_t hb[OL_KVP_HDR];
 	kvnet_set_timeout(c->fd, OL_KV_FRAME_TIMEOUT_MS);
+	if (c->s->tls && !c->is_unix && tls_accept(c) < 0) {
+		conn_close(c);
+		return NULL;
+	}
 	for (;;) {
 		struct ol_kvp_hdr h;
 		int r = conn_read_hdr(c, hb);
@@ -826,6 +905,9 @@ reaper_main(void *arg)
 			ol_info(
 			    "kv: dropped %u pins/reservations older than reserve_ttl_secs = %llu",
 			    n, (unsigned long long)(s->ttl_ms / 1000));
+		pthread_mutex_unlock(&s->mu);
+		kvv_refresh(&s->view); /* without s->mu: the source may take its own locks */
+		pthread_mutex_lock(&s->mu);
 	}
 	pthread_mutex_unlock(&s->mu);
 	return NULL;
@@ -1083,6 +1165,28 @@ warn_open_pool(const struct ol_kv_server *s, const char *addr)
 		addr);
 }
 
+/* This node as a view member: [cluster] weight, the tiers' capacity, the KV address (the
+ * bound port when the configured one is 0). */
+static void
+view_init(struct ol_kv_server *s, const struct ol_config *cfg, const char *addr)
+{
+	struct ol_kvp_view_member me = {.id = cfg->self_id, .weight = cfg->cluster_weight};
+	me.capacity = cfg->kv_dram_bytes + cfg->kv_spill_bytes;
+	const char *colon = strrchr(addr, ':');
+	int n = colon && strcmp(colon, ":0") == 0 ? snprintf(me.addr, sizeof(me.addr), "%.*s:%u",
+							     (int)(colon - addr), addr, s->port)
+						  : snprintf(me.addr, sizeof(me.addr), "%s", addr);
+	me.addr_len = (uint16_t)(n > 0 && (size_t)n < sizeof(me.addr) ? n : 0);
+	kvv_init(&s->view, &me);
+}
+
+void
+ol_kv_server_set_view(struct ol_kv_server *s, ol_kv_view_fn fn, void *arg)
+{
+	if (s)
+		kvv_set_source(&s->view, fn, arg);
+}
+
 int
 ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 {
@@ -1111,6 +1215,16 @@ ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 		ol_err("kv: cannot listen on %s: %s", addr, strerror(-r));
 		goto fail;
 	}
+	view_init(s, cfg, addr);
+	if (cfg->kv_tls.cert_path[0] || cfg->kv_tls.key_path[0]) {
+		r = ol_tls_new("kv", cfg->kv_tls.cert_path, cfg->kv_tls.key_path,
+			       cfg->kv_tls.client_ca, NULL, &s->tls);
+		if (r < 0) {
+			ol_err("kv: [kv_tls] cannot be used: fix the file named above, or remove "
+			       "[kv_tls] to serve the KV port in plaintext");
+			goto fail;
+		}
+	}
 	if ((r = open_engine(s, cfg)) < 0 || (r = listen_unix(s, cfg)) < 0)
 		goto fail;
 	if ((s->efd = eventfd(0, EFD_CLOEXEC)) < 0) {
@@ -1121,8 +1235,8 @@ ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 		goto fail;
 	s->reaper_running = pthread_create(&s->reaper, NULL, reaper_main, s) == 0;
 	warn_open_pool(s, addr);
-	ol_info("kv: access control %s; shm grant on %s", ol_kva_on(&s->acl) ? "on" : "off",
-		s->upath[0] ? s->upath : "(none)");
+	ol_info("kv: access control %s; TLS %s; shm grant on %s", ol_kva_on(&s->acl) ? "on" : "off",
+		s->tls ? "on ([kv_tls])" : "off", s->upath[0] ? s->upath : "(none)");
 	ol_metrics_register(ol_kv_metrics_render, s->eng);
 	*out = s;
 	return 0;
@@ -1136,6 +1250,9 @@ fail:
 	if (s->efd >= 0)
 		close(s->efd);
 	ol_kve_close(s->eng);
+	ol_tls_free(s->tls);
+	if (s->view.view)
+		kvv_fini(&s->view);
 	free(s);
 	return r;
 }
@@ -1174,6 +1291,8 @@ ol_kv_server_stop(struct ol_kv_server *s)
 		pthread_cond_wait(&s->cv, &s->mu);
 	pthread_mutex_unlock(&s->mu);
 	ol_kve_close(s->eng);
+	ol_tls_free(s->tls);
+	kvv_fini(&s->view);
 	pthread_cond_destroy(&s->cv);
 	pthread_cond_destroy(&s->reap_cv);
 	pthread_mutex_destroy(&s->mu);

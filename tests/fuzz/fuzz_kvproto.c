@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_kvproto.c - libFuzzer target for the KV wire protocol decoders
- * (src/kv/proto.c): request frames back to back, HELLO and WELCOME bodies, entries. */
+ * (src/kv/proto.c): request frames back to back, HELLO, WELCOME and VIEW bodies, entries. */
 #include "fuzz_scratch.h" /* libFuzzer writes to a scratch corpus, not ours */
 #include <stddef.h>
 #include <stdint.h>
@@ -34,6 +34,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t nl = size - OL_KVP_NONCE;
 		(void)ol_kvp_auth_msg(msg, data, (const char *)data + OL_KVP_NONCE,
 				      (uint16_t)(nl > 0xffff ? 0xffff : nl));
+	}
+	static struct ol_kvp_view v; /* ~70 KiB: not on the stack */
+	if (ol_kvp_view_decode(data, size, &v) == 0) {
+		static uint8_t out[OL_KVP_MAX_VIEW * (OL_KVP_VIEW_ENT + OL_KVP_MAX_VIEW_ADDR) + 16];
+		(void)ol_kvp_view_encode(out, sizeof(out), &v);
+		(void)ol_kvp_view_tag(&v);
 	}
 	if (size >= OL_KVP_REP_ENT) {
 		struct ol_kvp_rep_ent e;

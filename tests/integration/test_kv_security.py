@@ -59,7 +59,7 @@ def raw_hello(s, ns=b"", local=True, host=BOOT_ID.encode(), version=1):
     if h["status"] < 0:
         return h, None
     w = recv_exact(s, h["body_len"])
-    return h, struct.unpack_from("<I", w)[0]  # WELCOME flags: 1 = shm granted
+    return h, struct.unpack_from("<I", w)[0] & 1  # WELCOME flags: 1 = shm granted (2 = VIEW)
 
 
 def raw_frame(s, op, ents):

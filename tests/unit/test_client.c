@@ -157,7 +157,12 @@ now_ms(void)
 static struct ol_client *
 mk_client(const char *const *nodes, size_t n, const char *dev, const char *ns, unsigned tmo)
 {
-	struct ol_client_opts o = {sizeof(o), nodes, n, dev, ns, tmo, NULL, NULL, 0, 0, NULL};
+	struct ol_client_opts o = {.size = sizeof(o),
+				   .nodes = nodes,
+				   .n_nodes = n,
+				   .device = dev,
+				   .ns = ns,
+				   .timeout_ms = tmo};
 	struct ol_client *c = NULL;
 	return ol_client_new(&o, &c) == 0 ? c : NULL;
 }
