@@ -185,3 +185,26 @@ def test_frozen_or_killed_node_fails_within_the_deadline(cluster):
         assert r.returncode == 1 and ("ECONNREFUSED" in r.stderr or "ETIMEDOUT" in r.stderr)
     finally:
         c.cleanup()
+
+
+def test_cluster_status_pings_each_members_plane(cluster, tmp_path):
+    from conftest import OPENLAKE_CLI
+    etcd, prefix = cluster["etcd"], cluster["prefix"]
+
+    def status(secret, *extra):
+        cfg = tmp_path / f"cli-{secret}.toml"
+        cfg.write_text(f'[cluster]\netcd = ["{etcd.url}"]\nprefix = "{prefix}"\n'
+                       f'secret = "{secret}"\n')
+        r = subprocess.run([str(OPENLAKE_CLI), "cluster", "status", "--config", str(cfg),
+                            *extra], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    wait_for(lambda: len(etcd.members(prefix)) == 2, 30, "two members")
+    lines = [l for l in status(SECRET).splitlines() if l.strip().startswith("node ")]
+    assert len(lines) == 2 and all(" plane=ok rtt=" in l for l in lines), lines
+    doc = json.loads(status(SECRET, "--json"))
+    assert [m["plane"]["ok"] for m in doc["members"]] == [True, True]
+    assert all(m["plane"]["rtt_us"] > 0 for m in doc["members"])
+    out = status("not-the-secret")
+    assert out.count("plane=refused") == 2, out
