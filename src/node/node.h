@@ -132,6 +132,8 @@ struct ol_node_server_opts {
 	uint32_t max_payload; /* largest frame payload accepted */
 	unsigned n_drives;
 	const char *const *drives; /* data dirs; shard names live under <dir>/.openlake/data */
+	unsigned hello_timeout_ms; /* a connection without a valid HELLO by then is closed
+				      (0 = 10 s) */
 };
 
 /* Listen on o->addr and serve. Returns at once. -EADDRINUSE, -EINVAL, -ENOMEM, -EOPNOTSUPP
@@ -141,7 +143,7 @@ int ol_node_server_start(const struct ol_node_server_opts *o, struct ol_node_ser
 void ol_node_server_stop(struct ol_node_server *s);
 
 struct ol_node_server_stats {
-	uint64_t conns, auth_failures, protocol_errors, frames, window_violations;
+	uint64_t conns, auth_failures, protocol_errors, frames, window_violations, hello_timeouts;
 	uint64_t max_held; /* most frame bytes one connection held before granting them back */
 };
 void ol_node_server_stats(struct ol_node_server *s, struct ol_node_server_stats *out);

@@ -25,6 +25,7 @@ struct nconn {
 	unsigned depth; /* callbacks of this connection on the stack: not freed meanwhile */
 	char peer[64];
 	struct ol_loop_op rop, wop, fop;
+	struct ol_loop_timer hello_timer;
 	bool rpending, wpending, fpending, dead, closing, authed, paused, in_process;
 	uint8_t *in;
 	size_t in_len, in_cap;
@@ -47,13 +48,14 @@ struct ol_node_server {
 	char secret[256];
 	unsigned self_id;
 	uint32_t window, max_payload;
+	unsigned hello_timeout_ms;
 	unsigned n_drives;
 	char drives[OL_NODE_MAX_DRIVES][OL_NODE_NAME_MAX + 1];
 	int root_fd[OL_NODE_MAX_DRIVES]; /* <drive>/.openlake/data, or -1 */
 	unsigned n_loops;
 	struct nloop *loops;
 	atomic_uint_fast64_t conns, auth_failures, protocol_errors, frames, window_violations,
-	    max_held;
+	    hello_timeouts, max_held;
 };
 
 /* Queue a reply frame to req's call (payload copied). */

@@ -38,6 +38,7 @@ stat_max(atomic_uint_fast64_t *a, uint64_t v)
 static void
 conn_free(struct nconn *c)
 {
+	ol_loop_timer_cancel(c->loop, &c->hello_timer);
 	ol_node_ops_fini(c);
 	for (struct obuf *o = c->oq_head, *n; o; o = n) {
 		n = o->next;
@@ -194,6 +195,7 @@ hello(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame)
 		return -EIO;
 	c->authed = true;
 	c->rseq = 1;
+	ol_loop_timer_cancel(c->loop, &c->hello_timer);
 	size_t cap = 64 + s->n_drives * (OL_NODE_NAME_MAX + 8);
 	struct ol_node_wr w = {ol_node_out_begin(c, cap), 0, cap, false};
 	ol_node_putbytes(&w, snonce, sizeof(snonce));
@@ -342,9 +344,27 @@ out:
 }
 
 static void
+on_hello_timeout(struct ol_loop *l, void *arg, int res)
+{
+	(void)l;
+	(void)res;
+	struct nconn *c = arg;
+	if (c->authed || c->dead)
+		return;
+	atomic_fetch_add_explicit(&c->s->hello_timeouts, 1, memory_order_relaxed);
+	ol_warn("node plane: %s sent no HELLO within %u ms; connection closed", c->peer,
+		c->s->hello_timeout_ms);
+	ol_node_kill(c);
+}
+
+static void
 on_accept(struct ol_loop *l, void *arg, int res)
 {
 	struct nloop *nl = arg;
+	if (res >= 0 && nl->stopping) {
+		close(res);
+		return;
+	}
 	if (res < 0) {
 		if (!nl->stopping && res != -ECANCELED)
 			ol_loop_accept(l, &nl->aop, nl->lfd);
@@ -369,6 +389,9 @@ on_accept(struct ol_loop *l, void *arg, int res)
 		nl->conns->prev = c;
 	nl->conns = c;
 	atomic_fetch_add_explicit(&nl->s->conns, 1, memory_order_relaxed);
+	c->hello_timer.cb = on_hello_timeout;
+	c->hello_timer.arg = c;
+	ol_loop_timer_arm(l, &c->hello_timer, (uint64_t)nl->s->hello_timeout_ms * 1000000u);
 	post_recv(c);
 	if (!nl->stopping)
 		ol_loop_accept(l, &nl->aop, nl->lfd);
@@ -392,11 +415,13 @@ on_shut(struct ol_loop *l, void *arg, int res)
 	struct nloop *nl = arg;
 	nl->stopping = true;
 	ol_loop_cancel(l, &nl->aop);
-	for (struct nconn *c = nl->conns; c; c = c->next)
+	for (struct nconn *c = nl->conns; c; c = c->next) {
+		ol_loop_timer_cancel(l, &c->hello_timer); /* the loop is freed before the conns */
 		if (!c->dead) {
 			c->dead = true;
 			shutdown(c->fd, SHUT_RDWR);
 		}
+	}
 }
 
 int
@@ -411,6 +436,7 @@ ol_node_server_start(const struct ol_node_server_opts *o, struct ol_node_server 
 	s->self_id = o->self_id;
 	s->window = o->window;
 	s->max_payload = o->max_payload;
+	s->hello_timeout_ms = o->hello_timeout_ms ? o->hello_timeout_ms : 10000;
 	s->n_drives = o->n_drives;
 	for (unsigned i = 0; i < o->n_drives; i++)
 		snprintf(s->drives[i], sizeof(s->drives[i]), "%s", o->drives[i]);
@@ -474,5 +500,6 @@ ol_node_server_stats(struct ol_node_server *s, struct ol_node_server_stats *out)
 	out->protocol_errors = atomic_load(&s->protocol_errors);
 	out->frames = atomic_load(&s->frames);
 	out->window_violations = atomic_load(&s->window_violations);
+	out->hello_timeouts = atomic_load(&s->hello_timeouts);
 	out->max_held = atomic_load(&s->max_held);
 }

@@ -167,7 +167,8 @@ test_server(const char *tmp)
 					.window = 1u << 20,
 					.max_payload = 256u << 10,
 					.n_drives = 2,
-					.drives = drives};
+					.drives = drives,
+					.hello_timeout_ms = 500};
 	struct ol_node_server *s;
 	int rc = ol_node_server_start(&o, &s);
 	ok(rc == 0, "server on %s (%d)", addr, rc);
@@ -242,6 +243,16 @@ test_server(const char *tmp)
 	ol_node_server_stats(s, &ss);
 	ok(ss.auth_failures == 1, "the server counted the failed HELLO");
 	ol_node_client_free(c);
+
+	/* a connection that never says HELLO is closed by the server's timer */
+	int fd = ol_io_connect(addr, 5000);
+	char b;
+	ok(fd >= 0 && ol_io_read(fd, &b, 1, 30000) == 0, "silent connection closed by the server");
+	ol_node_server_stats(s, &ss);
+	ok(ss.hello_timeouts == 1, "counted as a HELLO timeout (%llu)",
+	   (unsigned long long)ss.hello_timeouts);
+	if (fd >= 0)
+		close(fd);
 	ol_node_server_stop(s);
 }
 
