@@ -18,7 +18,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define READ_CHUNK (256u * 1024)
+#define READ_CHUNK     (256u * 1024)
+#define NO_DEADLINE_MS 60000u /* a request without a deadline gets this one */
+
+static uint64_t
+deadline_ns(const struct ol_node_hdr *h)
+{
+	return (uint64_t)(h->deadline_ms ? h->deadline_ms : NO_DEADLINE_MS) * 1000000u;
+}
 
 int
 ol_node_ops_open_roots(struct ol_node_server *s)
@@ -161,6 +168,7 @@ write_drop(struct nconn *c)
 {
 	if (c->wfd < 0)
 		return;
+	ol_loop_timer_cancel(c->loop, &c->wtimer);
 	close(c->wfd);
 	c->wfd = -1;
 	unlinkat(c->s->root_fd[c->wdrive], c->wname, 0);
@@ -187,6 +195,7 @@ on_fsync(struct ol_loop *l, void *arg, int res)
 		       strerror(-res));
 		write_drop(c);
 	} else {
+		ol_loop_timer_cancel(c->loop, &c->wtimer);
 		close(c->wfd);
 		c->wfd = -1;
 	}
@@ -194,6 +203,27 @@ on_fsync(struct ol_loop *l, void *arg, int res)
 	ol_node_resume(c);
 	c->depth--;
 	ol_node_release(c);
+}
+
+/* The write stream's deadline passed before its last frame: the file goes, the call fails
+ * with -ETIMEDOUT, and the frames still on their way are dropped. */
+static void
+on_write_deadline(struct ol_loop *l, void *arg, int res)
+{
+	(void)l;
+	(void)res;
+	struct nconn *c = arg;
+	if (c->wfd < 0 || c->fpending || c->dead)
+		return;
+	ol_warn("node plane: shard write %s from %s passed its deadline unfinished (%llu bytes); "
+		"dropped",
+		c->wname, c->peer, (unsigned long long)c->wbytes);
+	uint64_t call = c->wcall;
+	write_drop(c);
+	c->discard = true;
+	c->discard_call = call;
+	struct ol_node_hdr h = {.op = OL_NODE_SHARD_WRITE, .call_id = call};
+	ol_node_reply(c, &h, 0, -ETIMEDOUT, NULL, 0);
 }
 
 static int
@@ -215,7 +245,12 @@ write_open(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r)
 	c->wdrive = d;
 	c->wcall = h->call_id;
 	c->wbytes = 0;
-	return 0;
+	c->wtimer.cb = on_write_deadline;
+	c->wtimer.arg = c;
+	rc = ol_loop_timer_arm(c->loop, &c->wtimer, deadline_ns(h));
+	if (rc)
+		write_drop(c);
+	return rc;
 }
 
 static int
@@ -296,11 +331,28 @@ ol_node_read_pump(struct nconn *c)
 		ol_node_out_end(c, OL_NODE_SHARD_READ, c->rcall, last ? 0 : OL_NODE_F_MORE, status,
 				(size_t)n);
 		if (last) {
+			ol_loop_timer_cancel(c->loop, &c->rtimer);
 			close(c->rfd);
 			c->rfd = -1;
 			ol_node_resume(c);
 		}
 	}
+}
+
+/* A reader that stopped taking its stream (its frames wait in the send queue) past the
+ * call's deadline: the connection goes, which frees the file and the queue. */
+static void
+on_read_deadline(struct ol_loop *l, void *arg, int res)
+{
+	(void)l;
+	(void)res;
+	struct nconn *c = arg;
+	if (c->rfd < 0 || c->dead)
+		return;
+	ol_warn("node plane: %s stopped reading shard stream (call %llu) past its deadline; "
+		"connection closed",
+		c->peer, (unsigned long long)c->rcall);
+	ol_node_kill(c);
 }
 
 static int
@@ -324,7 +376,14 @@ op_read(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r)
 	c->rcall = h->call_id;
 	c->roff = off;
 	c->rleft = off >= size ? 0 : (len < size - off ? len : size - off);
-	c->rdeadline_ns = ol_loop_now_ns(c->loop) + (uint64_t)h->deadline_ms * 1000000u;
+	c->rdeadline_ns = ol_loop_now_ns(c->loop) + deadline_ns(h);
+	c->rtimer.cb = on_read_deadline;
+	c->rtimer.arg = c;
+	if (ol_loop_timer_arm(c->loop, &c->rtimer, deadline_ns(h) + 1000000000u)) {
+		close(fd);
+		c->rfd = -1;
+		return -ENOMEM;
+	}
 	c->paused = true;
 	ol_node_read_pump(c);
 	return 0;
@@ -364,6 +423,7 @@ void
 ol_node_ops_fini(struct nconn *c)
 {
 	write_drop(c);
+	ol_loop_timer_cancel(c->loop, &c->rtimer);
 	if (c->rfd >= 0)
 		close(c->rfd);
 	c->rfd = -1;

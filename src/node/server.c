@@ -416,7 +416,10 @@ on_shut(struct ol_loop *l, void *arg, int res)
 	nl->stopping = true;
 	ol_loop_cancel(l, &nl->aop);
 	for (struct nconn *c = nl->conns; c; c = c->next) {
-		ol_loop_timer_cancel(l, &c->hello_timer); /* the loop is freed before the conns */
+		/* the loop is freed before the conns: no timer may point into them */
+		ol_loop_timer_cancel(l, &c->hello_timer);
+		ol_loop_timer_cancel(l, &c->wtimer);
+		ol_loop_timer_cancel(l, &c->rtimer);
 		if (!c->dead) {
 			c->dead = true;
 			shutdown(c->fd, SHUT_RDWR);

@@ -104,6 +104,12 @@ test_names(void)
 
 /* ---- a real server ---- */
 
+static int
+xread(int fd, void *b, size_t n)
+{
+	return ol_io_read(fd, b, n, 20000) == (ssize_t)n ? 0 : -1;
+}
+
 static unsigned
 free_port(void)
 {
@@ -151,6 +157,8 @@ chk_sink(void *arg, const void *buf, size_t len)
 	k->pos += len;
 	return 0;
 }
+
+static void test_write_deadline(const char *addr, struct ol_node_server *s);
 
 static void
 test_server(const char *tmp)
@@ -244,6 +252,8 @@ test_server(const char *tmp)
 	ok(ss.auth_failures == 1, "the server counted the failed HELLO");
 	ol_node_client_free(c);
 
+	test_write_deadline(addr, s);
+
 	/* a connection that never says HELLO is closed by the server's timer */
 	int fd = ol_io_connect(addr, 5000);
 	char b;
@@ -254,6 +264,94 @@ test_server(const char *tmp)
 	if (fd >= 0)
 		close(fd);
 	ol_node_server_stop(s);
+}
+
+/* A hand-made client: HELLO, then frames as the test wants them. */
+struct raw {
+	int fd;
+	uint8_t key[OL_NODE_KEY];
+	uint64_t seq;
+};
+
+static int
+raw_send(struct raw *r, uint8_t op, uint16_t flags, uint64_t call, uint32_t dl, const void *p,
+	 size_t len)
+{
+	uint8_t f[OL_NODE_HDR + 256 + OL_NODE_MAC];
+	struct ol_node_hdr h = {.op = op,
+				.flags = flags,
+				.call_id = call,
+				.seq = r->seq++,
+				.deadline_ms = dl,
+				.len = (uint32_t)len};
+	ol_node_hdr_encode(&h, f);
+	memcpy(f + OL_NODE_HDR, p, len);
+	ol_node_mac(r->key, f, f + OL_NODE_HDR, len, f + OL_NODE_HDR + len);
+	return ol_io_write_all(r->fd, f, OL_NODE_HDR + len + OL_NODE_MAC, 10000);
+}
+
+/* the next frame that is not a CREDIT */
+static int
+raw_recv(struct raw *r, struct ol_node_hdr *h, uint8_t *buf, size_t cap)
+{
+	for (;;) {
+		if (xread(r->fd, buf, OL_NODE_HDR) ||
+		    ol_node_frame_parse(buf, OL_NODE_HDR,
+					(uint32_t)(cap - OL_NODE_HDR - OL_NODE_MAC), h) < 0 ||
+		    xread(r->fd, buf + OL_NODE_HDR, h->len + OL_NODE_MAC))
+			return -1;
+		if (h->op != OL_NODE_CREDIT)
+			return 0;
+	}
+}
+
+static int
+raw_hello(struct raw *r, const char *addr)
+{
+	uint8_t cn[16], zero[16] = {0}, p[20], buf[4096];
+	struct ol_node_hdr h;
+	RAND_bytes(cn, sizeof(cn));
+	memcpy(p, cn, 16);
+	memset(p + 16, 0, 4);
+	r->fd = ol_io_connect(addr, 5000);
+	r->seq = 0;
+	if (r->fd < 0 || ol_node_kdf(SECRET, cn, zero, r->key) ||
+	    raw_send(r, OL_NODE_HELLO, 0, 0, 1000, p, sizeof(p)) ||
+	    raw_recv(r, &h, buf, sizeof(buf)) || h.status)
+		return -1;
+	return ol_node_kdf(SECRET, cn, buf + OL_NODE_HDR, r->key);
+}
+
+/* a write stream left unfinished: the server's timer drops it at the call's deadline */
+static void
+test_write_deadline(const char *addr, struct ol_node_server *s)
+{
+	struct raw r;
+	uint8_t buf[4096];
+	struct ol_node_hdr h;
+	ok(raw_hello(&r, addr) == 0, "hand-made HELLO");
+	uint8_t p[64];
+	struct ol_node_wr w = {p, 0, sizeof(p), false};
+	ol_node_put16(&w, 0);
+	ol_node_putstr(&w, "stalled.tmp");
+	ol_node_putbytes(&w, "some bytes", 10);
+	raw_send(&r, OL_NODE_SHARD_WRITE, OL_NODE_F_FIRST | OL_NODE_F_MORE, 5, 300, p, w.n);
+	int rc = raw_recv(&r, &h, buf, sizeof(buf));
+	ok(rc == 0 && h.call_id == 5 && h.status == -ETIMEDOUT,
+	   "a stalled shard write fails with -ETIMEDOUT at its deadline (status %d)", h.status);
+	struct ol_node_client *c;
+	uint64_t size;
+	ol_node_client_new(addr, SECRET, 3, &c);
+	ok(ol_node_stat(c, 0, "stalled.tmp", 10000, &size) == -ENOENT, "its file is gone");
+	ol_node_client_free(c);
+	raw_send(&r, OL_NODE_SHARD_WRITE, 0, 5, 300, "late", 4); /* the late last frame */
+	raw_send(&r, OL_NODE_PING, 0, 6, 1000, NULL, 0);
+	rc = raw_recv(&r, &h, buf, sizeof(buf));
+	ok(rc == 0 && h.call_id == 6 && h.op == OL_NODE_PING && h.status == 0,
+	   "the late frame is dropped and the connection goes on (call %llu op %u)",
+	   (unsigned long long)h.call_id, h.op);
+	(void)s;
+	close(r.fd);
 }
 
 /* a peer that accepts TCP (the kernel's backlog) but never answers */
@@ -284,12 +382,6 @@ struct slow {
 	uint64_t held, max_held, frames, bytes;
 	int err;
 };
-
-static int
-xread(int fd, void *b, size_t n)
-{
-	return ol_io_read(fd, b, n, 20000) == (ssize_t)n ? 0 : -1;
-}
 
 static void *
 slow_receiver(void *arg)
