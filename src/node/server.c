@@ -241,6 +241,9 @@ one_frame(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame, si
 		return -1;
 	}
 	c->rseq++;
+	/* served synchronously below (a chunk is in the file when dispatch returns), so the
+	 * frame's bytes go back with the answer it may send: one frame per small call, not two */
+	c->grant += n;
 	int rc = ol_node_dispatch(c, h, frame + OL_NODE_HDR);
 	if (rc == -EPROTO) {
 		atomic_fetch_add_explicit(&s->protocol_errors, 1, memory_order_relaxed);
@@ -251,7 +254,6 @@ one_frame(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame, si
 	}
 	if (rc)
 		ol_node_reply(c, h, 0, rc, NULL, 0);
-	c->grant += n; /* the frame is consumed: its bytes go back to the sender */
 	return 0;
 }
 

@@ -285,7 +285,8 @@ raw_send(struct raw *r, uint8_t op, uint16_t flags, uint64_t call, uint32_t dl, 
 				.deadline_ms = dl,
 				.len = (uint32_t)len};
 	ol_node_hdr_encode(&h, f);
-	memcpy(f + OL_NODE_HDR, p, len);
+	if (len)
+		memcpy(f + OL_NODE_HDR, p, len);
 	ol_node_mac(r->key, f, f + OL_NODE_HDR, len, f + OL_NODE_HDR + len);
 	return ol_io_write_all(r->fd, f, OL_NODE_HDR + len + OL_NODE_MAC, 10000);
 }
