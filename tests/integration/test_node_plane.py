@@ -167,7 +167,7 @@ def test_wrong_secret_is_refused_and_logged(cluster, tmp_path):
 
 def test_frozen_or_killed_node_fails_within_the_deadline(cluster):
     """A node that stops answering (SIGSTOP) fails the call with ETIMEDOUT at its deadline; a
-    kill -9'd one is refused at once. Neither hangs (the subprocess timeout would catch it)."""
+    kill -9'd one fails at once. Neither hangs (the subprocess timeout would catch it)."""
     c = plane_node(os.path.join(cluster["root"], "c"), 3, cluster["etcd"].url,
                    cluster["prefix"])
     addr = f"127.0.0.1:{c.rpc_port}"
@@ -181,8 +181,11 @@ def test_frozen_or_killed_node_fails_within_the_deadline(cluster):
             os.kill(c.proc.pid, signal.SIGCONT)
         assert node_cli(addr, "ping").returncode == 0
         c.kill9()
+        # refused once the listener is gone; reset while the kernel still tears down the dead
+        # process's io_uring (its pending accepts hold the listening socket for a moment)
         r = node_cli(addr, "ping", deadline_ms=1500, timeout=30)
-        assert r.returncode == 1 and ("ECONNREFUSED" in r.stderr or "ETIMEDOUT" in r.stderr)
+        assert r.returncode == 1 and any(e in r.stderr for e in
+                                         ("ECONNREFUSED", "ECONNRESET", "ETIMEDOUT")), r.stderr
     finally:
         c.cleanup()
 
