@@ -159,6 +159,7 @@ chk_sink(void *arg, const void *buf, size_t len)
 }
 
 static void test_write_deadline(const char *addr, struct ol_node_server *s);
+static void test_replay(const char *addr, struct ol_node_server *s);
 
 static void
 test_server(const char *tmp)
@@ -253,6 +254,7 @@ test_server(const char *tmp)
 	ol_node_client_free(c);
 
 	test_write_deadline(addr, s);
+	test_replay(addr, s);
 
 	/* a connection that never says HELLO is closed by the server's timer */
 	int fd = ol_io_connect(addr, 5000);
@@ -353,6 +355,38 @@ test_write_deadline(const char *addr, struct ol_node_server *s)
 	   (unsigned long long)h.call_id, h.op);
 	(void)s;
 	close(r.fd);
+}
+
+/* Replays: a frame sent again on its connection fails its sequence number; a frame taken from
+ * one connection into another fails its MAC (other nonces, other key). Both cut the
+ * connection off. */
+static void
+test_replay(const char *addr, struct ol_node_server *s)
+{
+	struct raw a, b;
+	uint8_t buf[4096], frame[OL_NODE_HDR + OL_NODE_MAC];
+	struct ol_node_hdr h;
+	struct ol_node_server_stats before, after;
+	ol_node_server_stats(s, &before);
+	ok(raw_hello(&a, addr) == 0 && raw_hello(&b, addr) == 0, "two hand-made connections");
+	/* a's PING, kept as sent */
+	struct ol_node_hdr ph = {
+	    .op = OL_NODE_PING, .call_id = 1, .seq = a.seq, .deadline_ms = 1000};
+	ol_node_hdr_encode(&ph, frame);
+	ol_node_mac(a.key, frame, NULL, 0, frame + OL_NODE_HDR);
+	a.seq++;
+	ol_io_write_all(a.fd, frame, sizeof(frame), 10000);
+	ok(raw_recv(&a, &h, buf, sizeof(buf)) == 0 && h.call_id == 1 && h.status == 0,
+	   "the PING is answered");
+	ol_io_write_all(a.fd, frame, sizeof(frame), 10000); /* the same bytes again */
+	ok(raw_recv(&a, &h, buf, sizeof(buf)) == -1, "replayed on its connection: cut off");
+	ol_io_write_all(b.fd, frame, sizeof(frame), 10000); /* seq 1 is b's next, but a's key */
+	ok(raw_recv(&b, &h, buf, sizeof(buf)) == -1, "replayed into another connection: cut off");
+	ol_node_server_stats(s, &after);
+	ok(after.auth_failures == before.auth_failures + 2, "both counted as failed frames (%llu)",
+	   (unsigned long long)(after.auth_failures - before.auth_failures));
+	close(a.fd);
+	close(b.fd);
 }
 
 /* a peer that accepts TCP (the kernel's backlog) but never answers */
