@@ -19,6 +19,9 @@
 
 #define NLOOPS 2
 
+/* Our threads in /proc/self/task. The kernel's io-wq workers ("iou-wrk-*", made for ops a
+ * ring punts, such as fsync, and gone after a few idle seconds) are tasks of the process too;
+ * they are the kernel's, bounded per ring, and not counted here. */
 static int
 count_threads(void)
 {
@@ -26,9 +29,20 @@ count_threads(void)
 	int n = 0;
 	if (!d)
 		return -1;
-	for (struct dirent *e; (e = readdir(d));)
-		if (e->d_name[0] != '.')
+	for (struct dirent *e; (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[300], comm[32] = "";
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = fopen(path, "r");
+		if (f) {
+			if (!fgets(comm, sizeof(comm), f))
+				comm[0] = 0;
+			fclose(f);
+		}
+		if (strncmp(comm, "iou-", 4) != 0)
 			n++;
+	}
 	closedir(d);
 	return n;
 }
@@ -365,6 +379,73 @@ test_conn_life(void)
 	free(s);
 }
 
+/* ---- a client on a loop: connect, send, recv, cancel, fsync as ring ops ---- */
+
+struct cli {
+	struct ol_loop_op op;
+	int step, fd, tfd, res[6];
+	char buf[64];
+	struct sockaddr_in sa;
+};
+
+static void
+cli_step(struct ol_loop *l, void *arg, int res)
+{
+	struct cli *c = arg;
+	c->res[c->step++] = res;
+	switch (c->step) {
+	case 1: /* connected: send */
+		ol_loop_send_all(l, &c->op, c->fd, "ring ping", 9);
+		break;
+	case 2: /* sent: the echo */
+		ol_loop_recv(l, &c->op, c->fd, c->buf, sizeof(c->buf));
+		break;
+	case 3: /* echoed: a recv nothing will answer, then cancel it */
+		ol_loop_recv(l, &c->op, c->fd, c->buf, sizeof(c->buf));
+		ol_loop_cancel(l, &c->op);
+		break;
+	case 4: /* cancelled: fsync a file */
+		ol_loop_fsync(l, &c->op, c->tfd, false);
+		break;
+	default:
+		ol_loop_quit(l);
+	}
+}
+
+static void
+test_client_ops(void)
+{
+	struct srv *s = calloc(1, sizeof(*s));
+	unsigned port = 0;
+	struct ol_loop *l;
+	if (srv_start(s, &port) || ol_loop_new(0, &l)) {
+		ok(0, "server and a client loop");
+		return;
+	}
+	struct cli c = {.op = {.cb = cli_step}};
+	c.op.arg = &c;
+	char tmpl[] = "/tmp/ol-test-loop-XXXXXX";
+	c.tfd = mkstemp(tmpl);
+	unlink(tmpl);
+	c.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	c.sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	c.sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ok(ol_loop_connect(l, &c.op, c.fd, (struct sockaddr *)&c.sa, sizeof(c.sa)) == 0,
+	   "connect queued");
+	ok(ol_loop_run(l) == 0 && c.step == 5, "the client ran its five steps (%d)", c.step);
+	ok(c.res[0] == 0, "connect completed (%d)", c.res[0]);
+	ok(c.res[1] == 9, "send_all sent all 9 bytes (%d)", c.res[1]);
+	ok(c.res[2] == 9 && !memcmp(c.buf, "ring ping", 9), "recv got the echo (%d)", c.res[2]);
+	ok(c.res[3] == -ECANCELED, "a cancelled recv completes once with -ECANCELED (%d)",
+	   c.res[3]);
+	ok(c.res[4] == 0, "fsync as a ring op (%d)", c.res[4]);
+	close(c.fd);
+	close(c.tfd);
+	ol_loop_free(l);
+	srv_stop(s);
+	free(s);
+}
+
 /* ---- 10 000 concurrent connections ---- */
 
 #define NCONN 10000
@@ -491,6 +572,7 @@ main(void)
 	test_messages();
 	test_buffers();
 	test_conn_life();
+	test_client_ops();
 	test_many();
 	tap_done();
 }
