@@ -55,6 +55,7 @@ struct ol_node_server {
 	int root_fd[OL_NODE_MAX_DRIVES]; /* <drive>/.openlake/data, or -1 */
 	unsigned n_loops;
 	struct nloop *loops;
+	bool metrics; /* registered with base/metrics */
 	atomic_uint_fast64_t conns, auth_failures, protocol_errors, frames, window_violations,
 	    hello_timeouts, max_held;
 };

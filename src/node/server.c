@@ -4,6 +4,7 @@
 #include "node/node_int.h"
 
 #include "base/log.h"
+#include "base/metrics.h"
 #include "io/io.h"
 
 #include <errno.h>
@@ -429,6 +430,40 @@ on_shut(struct ol_loop *l, void *arg, int res)
 	}
 }
 
+static void
+render_metrics(struct ol_strbuf *b, void *arg)
+{
+	struct ol_node_server_stats st;
+	ol_node_server_stats(arg, &st);
+	const struct {
+		const char *name, *help;
+		uint64_t v;
+	} c[] = {
+	    {"connections_total", "connections accepted", st.conns},
+	    {"frames_total", "frames received", st.frames},
+	    {"auth_failures_total", "HELLOs or frames that failed their MAC or sequence",
+	     st.auth_failures},
+	    {"protocol_errors_total", "connections closed for bytes outside the protocol",
+	     st.protocol_errors},
+	    {"window_violations_total", "connections closed for sending beyond their credit",
+	     st.window_violations},
+	    {"hello_timeouts_total", "connections closed without a HELLO in time",
+	     st.hello_timeouts},
+	};
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		ol_strbuf_printf(
+		    b,
+		    "# HELP openlake_node_plane_%s Node plane: %s.\n"
+		    "# TYPE openlake_node_plane_%s counter\nopenlake_node_plane_%s %llu\n",
+		    c[i].name, c[i].help, c[i].name, c[i].name, (unsigned long long)c[i].v);
+	ol_strbuf_printf(b,
+			 "# HELP openlake_node_plane_max_held_bytes Node plane: most bytes one "
+			 "connection held before granting them back (at most the window).\n"
+			 "# TYPE openlake_node_plane_max_held_bytes gauge\n"
+			 "openlake_node_plane_max_held_bytes %llu\n",
+			 (unsigned long long)st.max_held);
+}
+
 int
 ol_node_server_start(const struct ol_node_server_opts *o, struct ol_node_server **out)
 {
@@ -469,6 +504,7 @@ ol_node_server_start(const struct ol_node_server_opts *o, struct ol_node_server 
 		ol_node_server_stop(s);
 		return rc;
 	}
+	s->metrics = ol_metrics_register(render_metrics, s) == 0;
 	*out = s;
 	return 0;
 }
@@ -478,6 +514,8 @@ ol_node_server_stop(struct ol_node_server *s)
 {
 	if (!s)
 		return;
+	if (s->metrics)
+		ol_metrics_unregister(render_metrics, s);
 	for (unsigned i = 0; i < s->n_loops; i++) {
 		struct nloop *nl = &s->loops[i];
 		nl->shut = (struct ol_loop_msg){.fn = on_shut, .arg = nl};

@@ -163,6 +163,11 @@ def test_wrong_secret_is_refused_and_logged(cluster, tmp_path):
     assert not os.path.exists(os.path.join(b.data_dirs[0], ".openlake", "data", "intruder"))
     wait_for(lambda: "failed authentication" in b.log(), 30, "the refusal in the log")
     assert node_cli(addr, "ping").returncode == 0  # the right secret still gets in
+    import urllib.request
+    with urllib.request.urlopen(b.s3_url + "/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    fails = [l for l in text.splitlines() if l.startswith("openlake_node_plane_auth_failures_total")]
+    assert fails and int(fails[0].split()[1]) >= 1, text[-2000:]
 
 
 def test_frozen_or_killed_node_fails_within_the_deadline(cluster):
