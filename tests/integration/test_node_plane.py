@@ -216,3 +216,34 @@ def test_cluster_status_pings_each_members_plane(cluster, tmp_path):
     assert all(m["plane"]["rtt_us"] > 0 for m in doc["members"])
     out = status("not-the-secret")
     assert out.count("plane=refused") == 2, out
+
+
+def test_node_killed_mid_stream_fails_the_reader(cluster, tmp_path):
+    """A 32 MiB read from a node that is kill -9'd while the stream is under way: the reader
+    fails (connection reset), it neither hangs nor reports success."""
+    c = plane_node(os.path.join(cluster["root"], "c2"), 4, cluster["etcd"].url,
+                   cluster["prefix"])
+    addr = f"127.0.0.1:{c.rpc_port}"
+    try:
+        src = tmp_path / "big"
+        src.write_bytes(os.urandom(32 << 20))
+        assert node_cli(addr, "put", 0, "big", src).returncode == 0
+        fifo = tmp_path / "fifo"
+        os.mkfifo(fifo)
+        reader = subprocess.Popen([str(NODE_CLI), addr, SECRET, "1", "60000", "get", "0", "big",
+                                   str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+        got = 0
+        with open(fifo, "rb") as f:
+            got += len(f.read(256 << 10))  # the stream is flowing (the reader blocks on us)
+            c.kill9()
+            while True:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    break
+                got += len(chunk)
+        out, err = reader.communicate(timeout=60)
+        assert reader.returncode == 1 and "ECONNRESET" in err, (reader.returncode, out, err)
+        assert got < 32 << 20
+    finally:
+        c.cleanup()
