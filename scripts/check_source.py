@@ -22,8 +22,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # client API (include/openlake/). Keep in step with docs/ARCHITECTURE.md, "Layers".
 ALLOWED = {
     "cmd/openlaked": {"s3", "admin", "http", "store", "meta", "kv", "cluster", "codec", "io",
-                      "base", "s3/auth", "tls"},
-    "cmd/openlake": {"base", "cluster", "codec", "openlake", "io", "s3/auth"},
+                      "base", "s3/auth", "tls", "node"},
+    "cmd/openlake": {"base", "cluster", "codec", "openlake", "io", "s3/auth", "node"},
     "s3": {"s3/auth", "http", "store", "base"},
     "admin": {"s3/auth", "http", "store", "base"},
     "s3/auth": {"base"},
@@ -35,6 +35,7 @@ ALLOWED = {
     "codec": set(),
     "io": {"base"},
     "tls": {"base"},
+    "node": {"io", "base"},
     "base": set(),
     "client": {"kv", "codec", "openlake"},
 }

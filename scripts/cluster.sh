@@ -117,7 +117,8 @@ node_config() { # node_config DIR ID N D S3 KV RPC_PORTS...
 				"$j" "${rpcs[$j]}" "$d"
 		done
 		printf '\n[kv]\ndram_bytes = "64MiB"\nspill_dir = "%s/kv"\nspill_bytes = "256MiB"\n' "$nd"
-		printf '\n[cluster]\netcd = [%s]\nlease_ttl_s = 10\n' "$eps"
+		printf '\n[cluster]\netcd = [%s]\nlease_ttl_s = 10\nsecret = "%s"\n' "$eps" \
+			"$CLUSTER_SECRET"
 	} >"$nd/openlake.toml"
 }
 
@@ -139,6 +140,8 @@ up() {
 	ls "$dir"/pids/*.pid >/dev/null 2>&1 && die "$dir has a cluster running: cluster.sh down $dir"
 	build
 	start_etcd "$dir" "$members"
+	# one node-plane secret for this cluster (every frame between nodes is MACed with it)
+	CLUSTER_SECRET=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 	local ports rpcs=()
 	read -r -a ports <<<"$(free_ports $((3 * n)))"
 	for ((i = 0; i < n; i++)); do rpcs+=("${ports[$((3 * i + 2))]}"); done

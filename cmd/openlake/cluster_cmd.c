@@ -7,6 +7,7 @@
 #include "cluster/cluster.h"
 #include "cluster/etcd.h"
 #include "cluster/layout.h"
+#include "node/node.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -37,7 +38,9 @@ usage(FILE *f)
 	    "          there are. A second init changes nothing: it says the layout exists and\n"
 	    "          prints it (exit 0 when it matches this config, 1 when it does not).\n"
 	    "  status  the live members (their leases), the layout with each set's health,\n"
-	    "          and the epoch (etcd revision of the member list).\n"
+	    "          and the epoch (etcd revision of the member list). With [cluster] secret\n"
+	    "          in the config, each member's node plane (rpc address) is pinged: plane=ok\n"
+	    "          with its round-trip time, or the reason it is not reachable.\n"
 	    "\n"
 	    "etcd endpoints come from --etcd or the config's [cluster] etcd; keys live under\n"
 	    "[cluster] prefix (default /openlake/). Without either, `cluster status` checks the\n"
@@ -199,6 +202,41 @@ out:
 
 /* ---- status ---- */
 
+#define PLANE_DEADLINE_MS 2000
+
+/* Ping a member's node plane with the config's secret: 0 and the RTT, or -errno. */
+static int
+plane_ping(const struct copts *o, const struct ol_cluster_member *m, uint64_t *rtt_ns)
+{
+	struct ol_node_client *c;
+	if (!o->cfg->cluster_secret[0])
+		return -ENOKEY;
+	int rc = ol_node_client_new(m->rpc_addr, o->cfg->cluster_secret, o->cfg->self_id, &c);
+	if (rc)
+		return rc;
+	rc = ol_node_ping(c, PLANE_DEADLINE_MS, NULL); /* connect + HELLO, then time a ping */
+	if (!rc)
+		rc = ol_node_ping(c, PLANE_DEADLINE_MS, rtt_ns);
+	ol_node_client_free(c);
+	return rc;
+}
+
+static void
+plane_text(const struct copts *o, const struct ol_cluster_member *m, char *buf, size_t len)
+{
+	uint64_t rtt = 0;
+	int rc = plane_ping(o, m, &rtt);
+	if (!rc)
+		snprintf(buf, len, "plane=ok rtt=%.0fus", (double)rtt / 1000.0);
+	else if (rc == -ENOKEY)
+		snprintf(buf, len, "plane=unchecked (no [cluster] secret in the config)");
+	else if (rc == -EACCES)
+		snprintf(buf, len,
+			 "plane=refused (its [cluster] secret differs from this config's)");
+	else
+		snprintf(buf, len, "plane=unreachable (%s)", strerror(-rc));
+}
+
 static bool
 member_live(const struct ol_cluster_member *m, size_t n, unsigned id)
 {
@@ -257,12 +295,14 @@ print_status(struct copts *o, const struct ol_etcd_range_result *r,
 	for (size_t i = 0; i < r->n_kvs; i++) {
 		int64_t ttl = -1;
 		(void)ol_etcd_lease_ttl(o->c, m[i].lease, &ttl);
+		char plane[128];
+		plane_text(o, &m[i], plane, sizeof(plane));
 		printf("  node %u  s3=%s kv=%s rpc=%s drives=%u capacity=%.1fGiB weight=%u "
-		       "lease=%lld ttl=%llds\n",
+		       "lease=%lld ttl=%llds %s\n",
 		       m[i].id, m[i].s3_addr[0] ? m[i].s3_addr : "-",
 		       m[i].kv_addr[0] ? m[i].kv_addr : "-", m[i].rpc_addr, m[i].n_drives,
 		       (double)m[i].capacity / (1 << 30), m[i].weight, (long long)m[i].lease,
-		       (long long)ttl);
+		       (long long)ttl, plane);
 	}
 	if (!l) {
 		printf("layout: none (run `openlake cluster init --config FILE`)\n");
@@ -300,6 +340,17 @@ json_status(struct copts *o, const struct ol_etcd_range_result *r, const char *l
 		snprintf(lease, sizeof(lease), "%lld", (long long)r->kvs[i].lease);
 		json_object_set_new(m, "lease", json_string(lease));
 		json_object_set_new(m, "ttl", json_integer(ttl));
+		struct ol_cluster_member cm;
+		uint64_t rtt = 0;
+		int prc = ol_cluster_member_parse(r->kvs[i].value, r->kvs[i].value_len, &cm);
+		if (!prc)
+			prc = plane_ping(o, &cm, &rtt);
+		json_object_set_new(
+		    m, "plane",
+		    prc ? json_pack("{s:b, s:s}", "ok", 0, "error",
+				    prc == -ENOKEY ? "no [cluster] secret in the config"
+						   : strerror(-prc))
+			: json_pack("{s:b, s:f}", "ok", 1, "rtt_us", (double)rtt / 1000.0));
 		json_array_append_new(mem, m);
 	}
 	json_t *lay = layout ? json_loads(layout, 0, &e) : NULL;

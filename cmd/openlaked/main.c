@@ -21,6 +21,9 @@
 #ifdef OL_HAVE_CLUSTER
 #include "cluster/cluster.h"
 #endif
+#ifdef OL_HAVE_NODE
+#include "node/node.h"
+#endif
 
 #include <errno.h>
 #include <fcntl.h>
@@ -358,6 +361,9 @@ struct daemon {
 	struct ol_admin_server *admin;
 #endif
 	char admin_addr[OL_CFG_STR]; /* where the admin listener listens ("" = not) */
+#ifdef OL_HAVE_NODE
+	struct ol_node_server *plane;
+#endif
 	int unused;
 };
 
@@ -659,11 +665,58 @@ start_cluster(const struct ol_config *cfg, struct daemon *d)
 #endif
 }
 
+/* The node plane serves rpc_addr once [cluster] secret is set (every frame is authenticated
+ * with it; there is no unauthenticated mode). */
+static int
+start_plane(const struct ol_config *cfg, struct daemon *d)
+{
+	if (!cfg->cluster_secret[0]) {
+		if (cfg->cluster_etcd[0])
+			ol_warn("node plane off: [cluster] etcd is set but [cluster] secret is "
+				"not; set "
+				"the same secret on every node to serve the plane on rpc_addr");
+		return 0;
+	}
+	if (!strcmp(ol_config_kv_listen(cfg), cfg->rpc_addr)) {
+		ol_warn("node plane off: rpc_addr %s is the KV pool's listener", cfg->rpc_addr);
+		return 0;
+	}
+#ifdef OL_HAVE_NODE
+	const char *drives[OL_CFG_MAX_DIRS];
+	for (unsigned i = 0; i < cfg->n_data_dirs; i++)
+		drives[i] = cfg->data_dirs[i];
+	struct ol_node_server_opts o = {.addr = cfg->rpc_addr,
+					.secret = cfg->cluster_secret,
+					.self_id = cfg->self_id,
+					.threads = cfg->cluster_plane_threads,
+					.window = (uint32_t)cfg->cluster_plane_window,
+					.max_payload = (uint32_t)cfg->cluster_plane_max_frame,
+					.n_drives = strcmp(cfg->mode, "kv") ? cfg->n_data_dirs : 0,
+					.drives = drives};
+	int rc = ol_node_server_start(&o, &d->plane);
+	if (rc) {
+		ol_err("cannot serve the node plane on %s: %s", cfg->rpc_addr, strerror(-rc));
+		return rc;
+	}
+	ol_info("node plane on %s (%u loops, window %llu bytes)", cfg->rpc_addr,
+		cfg->cluster_plane_threads, (unsigned long long)cfg->cluster_plane_window);
+	return 0;
+#else
+	(void)d;
+	ol_warn("[cluster] secret is set but this build has no node plane");
+	return 0;
+#endif
+}
+
 static void
 stop_all(struct daemon *d)
 {
 #ifdef OL_HAVE_ADMIN
 	ol_admin_set_ready(false);
+#endif
+#ifdef OL_HAVE_NODE
+	ol_node_server_stop(d->plane);
+	d->plane = NULL;
 #endif
 #ifdef OL_HAVE_CLUSTER
 #ifdef OL_HAVE_KV
@@ -765,6 +818,8 @@ main(int argc, char **argv)
 		rc = strcmp(cfg->mode, "kv") == 0 ? 0 : start_storage(cfg, &d);
 	if (!rc)
 		rc = start_kv(cfg, &d);
+	if (!rc)
+		rc = start_plane(cfg, &d);
 	if (!rc)
 		rc = start_cluster(cfg, &d);
 	if (rc) {

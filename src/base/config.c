@@ -157,6 +157,15 @@ static const struct cfg_key keys[] = {
      "prefix of every key OpenLake writes to etcd"},
     {"cluster.weight", T_U32, F(cluster_weight), "1", 0, 1000000, 0, 0, 0,
      "this node's relative share when placing KV blocks (0 = none)"},
+    {"cluster.secret", T_STR, F(cluster_secret), "", 0, 0, 0, 0, 1,
+     "shared secret of the node plane (every frame carries an HMAC-SHA256 keyed by it); the "
+     "plane serves rpc_addr only when it is set, and every node needs the same one"},
+    {"cluster.plane_threads", T_U32, F(cluster_plane_threads), "2", 1, 64, 0, 0, 0,
+     "node plane: event-loop threads (one io_uring each) serving rpc_addr"},
+    {"cluster.plane_window", T_SIZE, F(cluster_plane_window), "8MiB", 65536, 1073741824, 0, 0, 0,
+     "node plane: bytes a peer may have in flight towards this node (its credit window)"},
+    {"cluster.plane_max_frame", T_SIZE, F(cluster_plane_max_frame), "1MiB", 4096, 16777216, 0, 0, 0,
+     "node plane: largest frame payload accepted (shard chunks are at most this)"},
     {"s3_tls.cert_path", T_STR, F(s3_tls.cert_path), "", 0, 0, 0, 0, 0, "S3 TLS certificate"},
     {"s3_tls.key_path", T_STR, F(s3_tls.key_path), "", 0, 0, 0, 0, 0, "S3 TLS key"},
     {"s3_tls.client_ca", T_STR, F(s3_tls.client_ca), "", 0, 0, 0, 0, 0, "S3 TLS client CA"},
@@ -815,6 +824,15 @@ validate_cluster(const struct ol_config *cfg, char *err, size_t errlen)
 {
 	char ep[OL_CFG_STR], host[OL_CFG_STR];
 	unsigned port;
+	if (cfg->cluster_plane_window < cfg->cluster_plane_max_frame + 128) {
+		snprintf(
+		    err, errlen,
+		    "cluster.plane_window (%llu) must exceed cluster.plane_max_frame (%llu) by "
+		    "at least 128 bytes: a peer must be able to send one whole frame",
+		    (unsigned long long)cfg->cluster_plane_window,
+		    (unsigned long long)cfg->cluster_plane_max_frame);
+		return -EINVAL;
+	}
 	size_t pl = strlen(cfg->cluster_prefix);
 	if (pl < 2 || cfg->cluster_prefix[0] != '/' || cfg->cluster_prefix[pl - 1] != '/') {
 		snprintf(err, errlen,

@@ -1,0 +1,498 @@
+/* node/client.c - one blocking connection to one peer's node plane (node.h). Library grade:
+ * no logging, no abort, -errno results. */
+#include "node/node.h"
+
+#include "io/io.h"
+
+#include <errno.h>
+#include <openssl/rand.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct ol_node_client {
+	char addr[256];
+	char secret[256];
+	unsigned self_id;
+	int fd;
+	uint8_t key[OL_NODE_KEY];
+	uint64_t wseq, rseq, next_call, credit;
+	struct ol_node_peer_info info;
+	uint8_t *rbuf, *sbuf; /* one frame each: OL_NODE_HDR + max_payload + OL_NODE_MAC */
+	size_t cap;
+	uint64_t end_ms; /* the current call's deadline */
+	struct ol_node_client_stats st;
+};
+
+int
+ol_node_client_new(const char *addr, const char *secret, unsigned self_id,
+		   struct ol_node_client **out)
+{
+	*out = NULL;
+	if (!secret[0] || strlen(addr) >= 256 || strlen(secret) >= 256)
+		return -EINVAL;
+	struct ol_node_client *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	memcpy(c->addr, addr, strlen(addr) + 1);
+	memcpy(c->secret, secret, strlen(secret) + 1);
+	c->self_id = self_id;
+	c->fd = -1;
+	*out = c;
+	return 0;
+}
+
+static void
+drop(struct ol_node_client *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	free(c->rbuf);
+	free(c->sbuf);
+	c->rbuf = c->sbuf = NULL;
+}
+
+void
+ol_node_client_free(struct ol_node_client *c)
+{
+	if (!c)
+		return;
+	drop(c);
+	free(c);
+}
+
+void
+ol_node_client_stats(const struct ol_node_client *c, struct ol_node_client_stats *out)
+{
+	*out = c->st;
+}
+
+static int
+left_ms(const struct ol_node_client *c)
+{
+	uint64_t now = ol_io_now_ms();
+	return now >= c->end_ms ? 0 : (int)(c->end_ms - now);
+}
+
+static int
+read_exact(struct ol_node_client *c, uint8_t *p, size_t n)
+{
+	while (n) {
+		int t = left_ms(c);
+		if (!t)
+			return -ETIMEDOUT;
+		ssize_t r = ol_io_read(c->fd, p, n, t);
+		if (r == 0)
+			return -ECONNRESET;
+		if (r < 0)
+			return (int)r;
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+/* Send the frame whose payload (len bytes) is already at sbuf + OL_NODE_HDR. */
+static int
+send_frame(struct ol_node_client *c, struct ol_node_hdr *h, const uint8_t *key)
+{
+	int t = left_ms(c);
+	if (!t)
+		return -ETIMEDOUT;
+	h->seq = c->wseq++;
+	h->deadline_ms = (uint32_t)t;
+	ol_node_hdr_encode(h, c->sbuf);
+	if (ol_node_mac(key, c->sbuf, c->sbuf + OL_NODE_HDR, h->len,
+			c->sbuf + OL_NODE_HDR + h->len))
+		return -EIO;
+	return ol_io_write_all(c->fd, c->sbuf, OL_NODE_HDR + h->len + OL_NODE_MAC, t);
+}
+
+/* Read the next frame from the peer into rbuf; check MAC and sequence; take its credit. */
+static int
+recv_frame(struct ol_node_client *c, struct ol_node_hdr *h)
+{
+	int rc = read_exact(c, c->rbuf, OL_NODE_HDR);
+	if (rc)
+		return rc;
+	if (ol_node_frame_parse(c->rbuf, OL_NODE_HDR,
+				(uint32_t)(c->cap - OL_NODE_HDR - OL_NODE_MAC), h) < 0 ||
+	    !(h->flags & OL_NODE_F_REPLY))
+		return -EPROTO;
+	rc = read_exact(c, c->rbuf + OL_NODE_HDR, h->len + OL_NODE_MAC);
+	if (rc)
+		return rc;
+	if (ol_node_frame_verify(c->key, c->rbuf, h) || h->seq != c->rseq)
+		return -EBADMSG;
+	c->rseq++;
+	c->credit += h->credit;
+	return 0;
+}
+
+/* Wait for the reply of call_id, taking credit frames on the way. */
+static int
+recv_reply(struct ol_node_client *c, uint64_t call_id, struct ol_node_hdr *h)
+{
+	for (;;) {
+		int rc = recv_frame(c, h);
+		if (rc)
+			return rc;
+		if (h->op == OL_NODE_CREDIT)
+			continue;
+		return h->call_id == call_id ? 0 : -EPROTO;
+	}
+}
+
+static int
+parse_hello(struct ol_node_client *c, const struct ol_node_hdr *h, const uint8_t *cnonce)
+{
+	struct ol_node_rd r = {c->rbuf + OL_NODE_HDR, h->len, false};
+	const uint8_t *snonce = ol_node_getbytes(&r, OL_NODE_NONCE);
+	if (!snonce || ol_node_kdf(c->secret, cnonce, snonce, c->key))
+		return -EPROTO;
+	if (ol_node_frame_verify(c->key, c->rbuf, h))
+		return -EBADMSG;
+	struct ol_node_peer_info *in = &c->info;
+	in->node_id = ol_node_get32(&r);
+	in->window = ol_node_get32(&r);
+	in->max_payload = ol_node_get32(&r);
+	in->n_drives = ol_node_get16(&r);
+	if (in->n_drives > OL_NODE_MAX_DRIVES)
+		return -EPROTO;
+	for (unsigned i = 0; i < in->n_drives; i++) {
+		ol_node_getstr(&r, in->drives[i].path, sizeof(in->drives[i].path));
+		ol_node_getstr(&r, in->drives[i].uuid, sizeof(in->drives[i].uuid));
+	}
+	if (r.err || in->max_payload < 4096 || in->max_payload > (64u << 20) ||
+	    in->window < in->max_payload + OL_NODE_HDR + OL_NODE_MAC)
+		return -EPROTO;
+	return 0;
+}
+
+static int
+do_hello(struct ol_node_client *c)
+{
+	uint8_t cnonce[OL_NODE_NONCE], zero[OL_NODE_NONCE] = {0}, hkey[OL_NODE_KEY];
+	if (RAND_bytes(cnonce, sizeof(cnonce)) != 1 || ol_node_kdf(c->secret, cnonce, zero, hkey))
+		return -EIO;
+	struct ol_node_wr w = {c->sbuf + OL_NODE_HDR, 0, 64, false};
+	ol_node_putbytes(&w, cnonce, sizeof(cnonce));
+	ol_node_put32(&w, c->self_id);
+	struct ol_node_hdr h = {.op = OL_NODE_HELLO, .call_id = 0, .len = (uint32_t)w.n};
+	int rc = send_frame(c, &h, hkey);
+	if (rc)
+		return rc;
+	rc = read_exact(c, c->rbuf, OL_NODE_HDR);
+	if (rc)
+		return rc;
+	/* the reply may be large (drive list) but never over the 64 KiB this buffer has now */
+	if (ol_node_frame_parse(c->rbuf, OL_NODE_HDR, 65536 - OL_NODE_HDR - OL_NODE_MAC, &h) < 0 ||
+	    h.op != OL_NODE_HELLO || !(h.flags & OL_NODE_F_REPLY) || h.seq != 0)
+		return -EPROTO;
+	rc = read_exact(c, c->rbuf + OL_NODE_HDR, h.len + OL_NODE_MAC);
+	if (rc)
+		return rc;
+	if (h.status < 0) /* a refusal cannot be authenticated: we share no key with the peer */
+		return h.status == -EACCES ? -EACCES : -EPROTO;
+	rc = parse_hello(c, &h, cnonce);
+	if (rc)
+		return rc;
+	c->rseq = 1;
+	c->credit = c->info.window;
+	return 0;
+}
+
+static int
+ensure_conn(struct ol_node_client *c)
+{
+	if (c->fd >= 0)
+		return 0;
+	int t = left_ms(c);
+	if (!t)
+		return -ETIMEDOUT;
+	c->cap = 65536;
+	c->rbuf = malloc(c->cap);
+	c->sbuf = malloc(c->cap);
+	if (!c->rbuf || !c->sbuf) {
+		drop(c);
+		return -ENOMEM;
+	}
+	c->fd = ol_io_connect(c->addr, t);
+	if (c->fd < 0) {
+		int rc = c->fd == -EINPROGRESS ? -ETIMEDOUT : c->fd;
+		c->fd = -1;
+		drop(c);
+		return rc;
+	}
+	c->wseq = 0;
+	c->st.connects++;
+	int rc = do_hello(c);
+	size_t cap = OL_NODE_HDR + (size_t)c->info.max_payload + OL_NODE_MAC;
+	uint8_t *r2 = rc ? NULL : realloc(c->rbuf, cap);
+	if (r2)
+		c->rbuf = r2;
+	uint8_t *s2 = r2 ? realloc(c->sbuf, cap) : NULL;
+	if (s2)
+		c->sbuf = s2;
+	if (!rc && (!r2 || !s2))
+		rc = -ENOMEM;
+	if (rc) {
+		drop(c);
+		return rc;
+	}
+	c->cap = cap;
+	return 0;
+}
+
+/* Start a call: deadline, connection. */
+static int
+begin(struct ol_node_client *c, int deadline_ms)
+{
+	if (deadline_ms <= 0)
+		return -EINVAL;
+	c->end_ms = ol_io_now_ms() + (uint64_t)deadline_ms;
+	return ensure_conn(c);
+}
+
+/* A failure that leaves the stream in an unknown state closes the connection. */
+static int
+end_call(struct ol_node_client *c, int rc)
+{
+	if (rc == -ETIMEDOUT || rc == -ECONNRESET || rc == -EPIPE || rc == -EPROTO ||
+	    rc == -EBADMSG || rc == -ENOMEM || rc == -ECANCELED)
+		drop(c);
+	return rc;
+}
+
+/* Take credit for a frame of `total` bytes, reading grants while short. A reply to call_id
+ * that arrives meanwhile (the peer failed the call early) ends the wait with its status. */
+static int
+take_credit(struct ol_node_client *c, size_t total, uint64_t call_id, bool *answered,
+	    struct ol_node_hdr *rh)
+{
+	if (c->credit < total)
+		c->st.credit_waits++;
+	while (c->credit < total) {
+		int rc = recv_frame(c, rh);
+		if (rc)
+			return rc;
+		if (rh->op == OL_NODE_CREDIT)
+			continue;
+		if (rh->call_id != call_id)
+			return -EPROTO;
+		*answered = true;
+		return 0;
+	}
+	c->credit -= total;
+	uint64_t out = c->info.window - c->credit;
+	if (out > c->st.max_outstanding)
+		c->st.max_outstanding = out;
+	return 0;
+}
+
+/* Send a small request (payload already built in sbuf) and wait for its one reply. */
+static int
+simple_call(struct ol_node_client *c, uint8_t op, size_t len, struct ol_node_hdr *rh)
+{
+	struct ol_node_hdr h = {.op = op, .call_id = ++c->next_call, .len = (uint32_t)len};
+	bool answered = false;
+	int rc = take_credit(c, OL_NODE_HDR + len + OL_NODE_MAC, h.call_id, &answered, rh);
+	if (!rc && answered)
+		rc = -EPROTO;
+	if (!rc)
+		rc = send_frame(c, &h, c->key);
+	if (!rc)
+		rc = recv_reply(c, h.call_id, rh);
+	if (!rc && (rh->op != op || (rh->flags & OL_NODE_F_MORE)))
+		rc = -EPROTO;
+	if (!rc)
+		rc = rh->status;
+	return rc;
+}
+
+int
+ol_node_hello(struct ol_node_client *c, int deadline_ms, struct ol_node_peer_info *out)
+{
+	int rc = begin(c, deadline_ms);
+	if (!rc && out)
+		*out = c->info;
+	return end_call(c, rc);
+}
+
+int
+ol_node_ping(struct ol_node_client *c, int deadline_ms, uint64_t *rtt_ns)
+{
+	int rc = begin(c, deadline_ms);
+	uint64_t t0 = ol_io_now_ns();
+	struct ol_node_hdr rh;
+	if (!rc)
+		rc = simple_call(c, OL_NODE_PING, 0, &rh);
+	if (!rc && rtt_ns)
+		*rtt_ns = ol_io_now_ns() - t0;
+	return end_call(c, rc);
+}
+
+static struct ol_node_wr
+req_wr(struct ol_node_client *c, unsigned drive, const char *name)
+{
+	struct ol_node_wr w = {c->sbuf + OL_NODE_HDR, 0, c->cap - OL_NODE_HDR - OL_NODE_MAC, false};
+	if (drive > 0xffff)
+		w.err = true;
+	ol_node_put16(&w, (uint16_t)drive);
+	ol_node_putstr(&w, name);
+	return w;
+}
+
+int
+ol_node_stat(struct ol_node_client *c, unsigned drive, const char *name, int deadline_ms,
+	     uint64_t *size)
+{
+	int rc = begin(c, deadline_ms);
+	struct ol_node_hdr rh;
+	if (rc)
+		return end_call(c, rc);
+	struct ol_node_wr w = req_wr(c, drive, name);
+	rc = w.err ? -EINVAL : simple_call(c, OL_NODE_STAT, w.n, &rh);
+	if (!rc) {
+		struct ol_node_rd r = {c->rbuf + OL_NODE_HDR, rh.len, false};
+		uint64_t sz = ol_node_get64(&r);
+		rc = r.err ? -EPROTO : 0;
+		if (size)
+			*size = sz;
+	}
+	return end_call(c, rc);
+}
+
+int
+ol_node_shard_rename(struct ol_node_client *c, unsigned drive, const char *from, const char *to,
+		     int deadline_ms)
+{
+	int rc = begin(c, deadline_ms);
+	struct ol_node_hdr rh;
+	if (rc)
+		return end_call(c, rc);
+	struct ol_node_wr w = req_wr(c, drive, from);
+	ol_node_putstr(&w, to);
+	rc = w.err ? -EINVAL : simple_call(c, OL_NODE_SHARD_RENAME, w.n, &rh);
+	return end_call(c, rc);
+}
+
+int
+ol_node_shard_unlink(struct ol_node_client *c, unsigned drive, const char *name, int deadline_ms)
+{
+	int rc = begin(c, deadline_ms);
+	struct ol_node_hdr rh;
+	if (rc)
+		return end_call(c, rc);
+	struct ol_node_wr w = req_wr(c, drive, name);
+	rc = w.err ? -EINVAL : simple_call(c, OL_NODE_SHARD_UNLINK, w.n, &rh);
+	return end_call(c, rc);
+}
+
+/* One SHARD_WRITE frame: the first carries drive and name before its data. Returns 1 when the
+ * source is done (this was the last frame), 0 to go on, or -errno. */
+static int
+write_one(struct ol_node_client *c, uint64_t call_id, unsigned drive, const char *name,
+	  ol_node_src_fn src, void *arg, bool first, uint64_t *sent, bool *answered,
+	  struct ol_node_hdr *rh)
+{
+	size_t maxp = c->cap - OL_NODE_HDR - OL_NODE_MAC;
+	struct ol_node_wr w = {c->sbuf + OL_NODE_HDR, 0, maxp, false};
+	if (first)
+		w = req_wr(c, drive, name);
+	if (w.err)
+		return -EINVAL;
+	int rc = take_credit(c, c->cap, call_id, answered, rh); /* room for a full frame */
+	if (rc || *answered)
+		return rc;
+	ssize_t n = src(arg, w.p + w.n, maxp - w.n);
+	struct ol_node_hdr h = {.op = OL_NODE_SHARD_WRITE, .call_id = call_id};
+	h.flags = (uint16_t)((first ? OL_NODE_F_FIRST : 0) | (n > 0 ? OL_NODE_F_MORE : 0));
+	if (n < 0) /* tell the peer to drop the file; then report the source's error */
+		h.status = (int32_t)n;
+	h.len = (uint32_t)(w.n + (n > 0 ? (size_t)n : 0));
+	/* give back the credit a short frame did not use */
+	c->credit += c->cap - (OL_NODE_HDR + h.len + OL_NODE_MAC);
+	rc = send_frame(c, &h, c->key);
+	if (rc)
+		return rc;
+	if (n > 0)
+		*sent += (uint64_t)n;
+	return n > 0 ? 0 : 1;
+}
+
+int
+ol_node_shard_write(struct ol_node_client *c, unsigned drive, const char *name, ol_node_src_fn src,
+		    void *arg, int deadline_ms, uint64_t *written)
+{
+	int rc = begin(c, deadline_ms);
+	if (rc)
+		return end_call(c, rc);
+	uint64_t call_id = ++c->next_call, sent = 0;
+	struct ol_node_hdr rh;
+	bool answered = false, first = true;
+	while (!rc) {
+		rc = write_one(c, call_id, drive, name, src, arg, first, &sent, &answered, &rh);
+		first = false;
+		if (answered)
+			break;
+	}
+	if (rc == 1)
+		rc = recv_reply(c, call_id, &rh);
+	if (!rc && (rh.op != OL_NODE_SHARD_WRITE || (rh.flags & OL_NODE_F_MORE)))
+		rc = -EPROTO;
+	if (!rc)
+		rc = rh.status;
+	if (!rc && written) {
+		struct ol_node_rd r = {c->rbuf + OL_NODE_HDR, rh.len, false};
+		*written = ol_node_get64(&r);
+		rc = r.err ? -EPROTO : 0;
+	}
+	(void)sent;
+	return end_call(c, rc);
+}
+
+int
+ol_node_shard_read(struct ol_node_client *c, unsigned drive, const char *name, uint64_t off,
+		   uint64_t len, ol_node_sink_fn sink, void *arg, int deadline_ms, uint64_t *got)
+{
+	uint64_t total = 0;
+	int rc = begin(c, deadline_ms);
+	if (rc)
+		return end_call(c, rc);
+	struct ol_node_wr w = req_wr(c, drive, name);
+	ol_node_put64(&w, off);
+	ol_node_put64(&w, len);
+	if (w.err)
+		return -EINVAL;
+	struct ol_node_hdr h = {
+	    .op = OL_NODE_SHARD_READ, .call_id = ++c->next_call, .len = (uint32_t)w.n};
+	struct ol_node_hdr rh;
+	bool answered = false;
+	rc = take_credit(c, OL_NODE_HDR + w.n + OL_NODE_MAC, h.call_id, &answered, &rh);
+	if (!rc && answered)
+		rc = -EPROTO;
+	if (!rc)
+		rc = send_frame(c, &h, c->key);
+	for (bool more = true; !rc && more;) {
+		rc = recv_reply(c, h.call_id, &rh);
+		if (!rc && rh.op != OL_NODE_SHARD_READ)
+			rc = -EPROTO;
+		if (!rc)
+			rc = rh.status;
+		if (rc)
+			break;
+		int s = rh.len ? sink(arg, c->rbuf + OL_NODE_HDR, rh.len) : 0;
+		if (s) { /* the rest of the stream would still come: drop the connection */
+			drop(c);
+			rc = s < 0 ? s : -EIO;
+			break;
+		}
+		total += rh.len;
+		more = rh.flags & OL_NODE_F_MORE;
+	}
+	if (got)
+		*got = total;
+	return end_call(c, rc);
+}

@@ -1,0 +1,274 @@
+/* node/frame.c - the node plane's wire format: pure codec, MACs, name rules (node.h). */
+#include "node/node.h"
+
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <pthread.h>
+#include <string.h>
+
+static void
+le16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static void
+le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void
+le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint16_t
+rd16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t
+rd32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t
+rd64(const uint8_t *p)
+{
+	return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
+}
+
+void
+ol_node_hdr_encode(const struct ol_node_hdr *h, uint8_t *out)
+{
+	le32(out, OL_NODE_MAGIC);
+	out[4] = OL_NODE_VERSION;
+	out[5] = h->op;
+	le16(out + 6, h->flags);
+	le64(out + 8, h->call_id);
+	le64(out + 16, h->seq);
+	le32(out + 24, h->deadline_ms);
+	le32(out + 28, (uint32_t)h->status);
+	le32(out + 32, h->credit);
+	le32(out + 36, h->len);
+}
+
+ssize_t
+ol_node_frame_parse(const uint8_t *buf, size_t len, uint32_t max_payload, struct ol_node_hdr *h)
+{
+	/* reject garbage as soon as its first bytes show it, not after 40 of them */
+	static const uint8_t magic[4] = {'O', 'L', 'N', 'P'};
+	for (size_t i = 0; i < len && i < 4; i++)
+		if (buf[i] != magic[i])
+			return -EPROTO;
+	if (len < OL_NODE_HDR)
+		return 0;
+	h->version = buf[4];
+	h->op = buf[5];
+	h->flags = rd16(buf + 6);
+	h->call_id = rd64(buf + 8);
+	h->seq = rd64(buf + 16);
+	h->deadline_ms = rd32(buf + 24);
+	h->status = (int32_t)rd32(buf + 28);
+	h->credit = rd32(buf + 32);
+	h->len = rd32(buf + 36);
+	if (h->version != OL_NODE_VERSION || h->op == 0 || h->op > OL_NODE_OP_MAX ||
+	    (h->flags & ~OL_NODE_F_ALL))
+		return -EPROTO;
+	if (h->len > max_payload)
+		return -EMSGSIZE;
+	size_t total = OL_NODE_HDR + (size_t)h->len + OL_NODE_MAC;
+	return len < total ? 0 : (ssize_t)total;
+}
+
+int
+ol_node_kdf(const char *secret, const uint8_t *cnonce, const uint8_t *snonce, uint8_t *key)
+{
+	static const char label[] = "openlake-node-v1";
+	uint8_t msg[sizeof(label) - 1 + 2 * OL_NODE_NONCE];
+	memcpy(msg, label, sizeof(label) - 1);
+	memcpy(msg + sizeof(label) - 1, cnonce, OL_NODE_NONCE);
+	memcpy(msg + sizeof(label) - 1 + OL_NODE_NONCE, snonce, OL_NODE_NONCE);
+	unsigned outl = 0;
+	if (!HMAC(EVP_sha256(), secret, (int)strlen(secret), msg, sizeof(msg), key, &outl) ||
+	    outl != OL_NODE_KEY)
+		return -EIO;
+	return 0;
+}
+
+static EVP_MAC *hmac_alg; /* fetched once, kept for the process's life */
+static pthread_once_t hmac_once = PTHREAD_ONCE_INIT;
+
+static void
+hmac_fetch(void)
+{
+	hmac_alg = EVP_MAC_fetch(NULL, "HMAC", NULL);
+}
+
+int
+ol_node_mac(const uint8_t *key, const uint8_t *hdr, const void *payload, size_t len, uint8_t *mac)
+{
+	pthread_once(&hmac_once, hmac_fetch); /* the provider lookup once, not per frame */
+	EVP_MAC_CTX *ctx = hmac_alg ? EVP_MAC_CTX_new(hmac_alg) : NULL;
+	OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", "SHA256", 0),
+			       OSSL_PARAM_construct_end()};
+	size_t outl = 0;
+	int rc = -EIO;
+	if (!ctx || !EVP_MAC_init(ctx, key, OL_NODE_KEY, params) ||
+	    !EVP_MAC_update(ctx, hdr, OL_NODE_HDR) || (len && !EVP_MAC_update(ctx, payload, len)) ||
+	    !EVP_MAC_final(ctx, mac, &outl, OL_NODE_MAC) || outl != OL_NODE_MAC)
+		goto out;
+	rc = 0;
+out:
+	EVP_MAC_CTX_free(ctx);
+	return rc;
+}
+
+int
+ol_node_frame_verify(const uint8_t *key, const uint8_t *frame, const struct ol_node_hdr *h)
+{
+	uint8_t mac[OL_NODE_MAC];
+	if (ol_node_mac(key, frame, frame + OL_NODE_HDR, h->len, mac))
+		return -EBADMSG;
+	return CRYPTO_memcmp(mac, frame + OL_NODE_HDR + h->len, OL_NODE_MAC) ? -EBADMSG : 0;
+}
+
+static bool
+name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '.' || c == '_' || c == '-';
+}
+
+bool
+ol_node_name_ok(const char *name, size_t len)
+{
+	if (len == 0 || len > OL_NODE_NAME_MAX)
+		return false;
+	unsigned comps = 0;
+	size_t i = 0;
+	while (i < len) {
+		size_t start = i;
+		if (name[i] == '.' || ++comps > 4)
+			return false;
+		while (i < len && name[i] != '/') {
+			if (!name_char(name[i]))
+				return false;
+			i++;
+		}
+		if (i == start || i - start > 128)
+			return false;
+		if (i < len && ++i == len) /* a trailing '/' */
+			return false;
+	}
+	return true;
+}
+
+/* ---- payload reading and writing ---- */
+
+const uint8_t *
+ol_node_getbytes(struct ol_node_rd *r, size_t n)
+{
+	if (r->err || r->n < n) {
+		r->err = true;
+		return NULL;
+	}
+	const uint8_t *p = r->p;
+	r->p += n;
+	r->n -= n;
+	return p;
+}
+
+uint16_t
+ol_node_get16(struct ol_node_rd *r)
+{
+	const uint8_t *p = ol_node_getbytes(r, 2);
+	return p ? rd16(p) : 0;
+}
+
+uint32_t
+ol_node_get32(struct ol_node_rd *r)
+{
+	const uint8_t *p = ol_node_getbytes(r, 4);
+	return p ? rd32(p) : 0;
+}
+
+uint64_t
+ol_node_get64(struct ol_node_rd *r)
+{
+	const uint8_t *p = ol_node_getbytes(r, 8);
+	return p ? rd64(p) : 0;
+}
+
+size_t
+ol_node_getstr(struct ol_node_rd *r, char *out, size_t cap)
+{
+	size_t n = ol_node_get16(r);
+	const uint8_t *p = ol_node_getbytes(r, n);
+	if (!p || n >= cap || memchr(p, 0, n)) {
+		r->err = true;
+		if (cap)
+			out[0] = 0;
+		return 0;
+	}
+	memcpy(out, p, n);
+	out[n] = 0;
+	return n;
+}
+
+void
+ol_node_putbytes(struct ol_node_wr *w, const void *b, size_t n)
+{
+	if (w->err || w->cap - w->n < n) {
+		w->err = true;
+		return;
+	}
+	if (n)
+		memcpy(w->p + w->n, b, n);
+	w->n += n;
+}
+
+void
+ol_node_put16(struct ol_node_wr *w, uint16_t v)
+{
+	uint8_t b[2];
+	le16(b, v);
+	ol_node_putbytes(w, b, 2);
+}
+
+void
+ol_node_put32(struct ol_node_wr *w, uint32_t v)
+{
+	uint8_t b[4];
+	le32(b, v);
+	ol_node_putbytes(w, b, 4);
+}
+
+void
+ol_node_put64(struct ol_node_wr *w, uint64_t v)
+{
+	uint8_t b[8];
+	le64(b, v);
+	ol_node_putbytes(w, b, 8);
+}
+
+void
+ol_node_putstr(struct ol_node_wr *w, const char *s)
+{
+	size_t n = strlen(s);
+	if (n > 0xffff) {
+		w->err = true;
+		return;
+	}
+	ol_node_put16(w, (uint16_t)n);
+	ol_node_putbytes(w, s, n);
+}

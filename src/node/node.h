@@ -1,0 +1,217 @@
+/* node/node.h - the node plane: framed, authenticated calls between the nodes of a cluster
+ * (shard I/O on a peer's drives, ping, stat). Wire format: docs/node-protocol.md.
+ *
+ * Three parts:
+ * - frame.c (pure, hostile-input safe, no allocation): header codec, frame parser, payload
+ *   readers/writers, key derivation and the per-frame HMAC-SHA256, shard name rules.
+ * - server.c + ops.c (daemon): serves rpc_addr on `threads` io_uring loops (io/loop.h), one
+ *   SO_REUSEPORT listener per loop; a connection lives on the loop that accepted it. Ops are a
+ *   dispatch table (ops.c). Logs through base/log.
+ * - client.c (library grade: no logging, no abort, -errno): one connection to one peer,
+ *   blocking calls each with a deadline.
+ *
+ * Security: every frame carries HMAC-SHA256(session key, header || payload). The session key
+ * is derived from the cluster secret and two 16-byte nonces exchanged at HELLO (the client's,
+ * then the server's), and each direction numbers its frames 0, 1, 2, ...: a frame replayed
+ * from another connection fails its MAC, one replayed or dropped within a connection fails its
+ * sequence number. Frames are authenticated, not encrypted (keep the plane on a private
+ * network, like the KV port; mTLS is not built).
+ *
+ * Flow control: the server grants each connection a credit window (bytes) at HELLO; a sender
+ * never has more than that many frame bytes sent and not yet granted back. The server grants
+ * bytes back once it consumed the frames (shard chunks written to the file), in the credit
+ * field of any frame it sends (CREDIT frames when it has nothing else to say). A peer that
+ * exceeds its window is cut off. */
+#ifndef OL_NODE_NODE_H
+#define OL_NODE_NODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- wire format (frame.c, pure) ---- */
+
+#define OL_NODE_MAGIC	   0x504e4c4fu /* "OLNP" as little-endian bytes */
+#define OL_NODE_VERSION	   1
+#define OL_NODE_HDR	   40
+#define OL_NODE_MAC	   32
+#define OL_NODE_NONCE	   16
+#define OL_NODE_KEY	   32
+#define OL_NODE_NAME_MAX   255
+#define OL_NODE_MAX_DRIVES 64
+
+enum ol_node_op {
+	OL_NODE_HELLO = 1,
+	OL_NODE_PING = 2,
+	OL_NODE_CREDIT = 3, /* no call: carries a credit grant only */
+	OL_NODE_STAT = 4,
+	OL_NODE_SHARD_WRITE = 5,
+	OL_NODE_SHARD_READ = 6,
+	OL_NODE_SHARD_RENAME = 7,
+	OL_NODE_SHARD_UNLINK = 8,
+	OL_NODE_OP_MAX = 8,
+};
+
+enum ol_node_flag {
+	OL_NODE_F_REPLY = 1, /* server -> client */
+	OL_NODE_F_MORE = 2,  /* more frames of this call follow */
+	OL_NODE_F_FIRST = 4, /* first frame of a streamed request */
+	OL_NODE_F_ALL = 7,
+};
+
+struct ol_node_hdr {
+	uint8_t version, op;
+	uint16_t flags;
+	uint64_t call_id, seq;
+	uint32_t deadline_ms; /* the call's remaining time when sent (requests; 0 = none) */
+	int32_t status;	      /* replies: 0 or -errno */
+	uint32_t credit;      /* bytes granted back to the receiver of this frame */
+	uint32_t len;	      /* payload bytes */
+};
+
+/* Encode h into out[OL_NODE_HDR] (magic and version written). */
+void ol_node_hdr_encode(const struct ol_node_hdr *h, uint8_t *out);
+
+/* Parse the frame at buf[0..len): 0 = need more bytes, > 0 = the whole frame's size (header,
+ * payload, MAC) with *h filled, -EPROTO = not a frame of this protocol (magic, version, op,
+ * flags), -EMSGSIZE = payload over max_payload. Pure; the MAC is not checked here. */
+ssize_t ol_node_frame_parse(const uint8_t *buf, size_t len, uint32_t max_payload,
+			    struct ol_node_hdr *h);
+
+/* key = HMAC-SHA256(secret, "openlake-node-v1" || cnonce || snonce); the HELLO request is
+ * authenticated with snonce all zero. 0 or -EIO (OpenSSL). */
+int ol_node_kdf(const char *secret, const uint8_t *cnonce, const uint8_t *snonce, uint8_t *key);
+
+/* mac = HMAC-SHA256(key, hdr[OL_NODE_HDR] || payload[0..len)). 0 or -EIO. */
+int ol_node_mac(const uint8_t *key, const uint8_t *hdr, const void *payload, size_t len,
+		uint8_t *mac);
+/* Check the MAC at the end of a parsed frame (constant time). 0 or -EBADMSG. */
+int ol_node_frame_verify(const uint8_t *key, const uint8_t *frame, const struct ol_node_hdr *h);
+
+/* A shard name: 1..4 components joined by '/', each 1..128 of [A-Za-z0-9._-] and not
+ * starting with '.', OL_NODE_NAME_MAX bytes at most. So never "..", never absolute. */
+bool ol_node_name_ok(const char *name, size_t len);
+
+/* Bounded little-endian payload reading: any overrun sets err and reads zeros. */
+struct ol_node_rd {
+	const uint8_t *p;
+	size_t n;
+	bool err;
+};
+uint16_t ol_node_get16(struct ol_node_rd *r);
+uint32_t ol_node_get32(struct ol_node_rd *r);
+uint64_t ol_node_get64(struct ol_node_rd *r);
+/* A u16-length-prefixed string copied NUL-terminated into out[cap] (err if it does not fit or
+ * holds a NUL). Returns its length. */
+size_t ol_node_getstr(struct ol_node_rd *r, char *out, size_t cap);
+const uint8_t *ol_node_getbytes(struct ol_node_rd *r, size_t n);
+
+/* Writing into a caller's buffer: an overflow sets err. */
+struct ol_node_wr {
+	uint8_t *p;
+	size_t n, cap;
+	bool err;
+};
+void ol_node_put16(struct ol_node_wr *w, uint16_t v);
+void ol_node_put32(struct ol_node_wr *w, uint32_t v);
+void ol_node_put64(struct ol_node_wr *w, uint64_t v);
+void ol_node_putstr(struct ol_node_wr *w, const char *s);
+void ol_node_putbytes(struct ol_node_wr *w, const void *b, size_t n);
+
+/* ---- server (daemon side: server.c, ops.c) ---- */
+
+struct ol_node_server;
+
+struct ol_node_server_opts {
+	const char *addr;   /* "host:port" (rpc_addr) */
+	const char *secret; /* cluster secret, non-empty */
+	unsigned self_id;
+	unsigned threads;     /* loops, >= 1 */
+	uint32_t window;      /* credit window per connection, bytes */
+	uint32_t max_payload; /* largest frame payload accepted */
+	unsigned n_drives;
+	const char *const *drives; /* data dirs; shard names live under <dir>/.openlake/data */
+	unsigned hello_timeout_ms; /* a connection without a valid HELLO by then is closed
+				      (0 = 10 s) */
+};
+
+/* Listen on o->addr and serve. Returns at once. -EADDRINUSE, -EINVAL, -ENOMEM, -EOPNOTSUPP
+ * (no usable io_uring), or another -errno. */
+int ol_node_server_start(const struct ol_node_server_opts *o, struct ol_node_server **out);
+/* Close the listeners and every connection, stop and join the loops, free s. */
+void ol_node_server_stop(struct ol_node_server *s);
+
+struct ol_node_server_stats {
+	uint64_t conns, auth_failures, protocol_errors, frames, window_violations, hello_timeouts;
+	uint64_t max_held; /* most frame bytes one connection held before granting them back */
+};
+void ol_node_server_stats(struct ol_node_server *s, struct ol_node_server_stats *out);
+
+/* ---- client (library grade) ---- */
+
+struct ol_node_client;
+
+struct ol_node_drive {
+	char path[OL_NODE_NAME_MAX + 1];
+	char uuid[40]; /* "" when the drive has no identity record */
+};
+
+struct ol_node_peer_info {
+	unsigned node_id;
+	uint32_t window, max_payload;
+	unsigned n_drives;
+	struct ol_node_drive drives[OL_NODE_MAX_DRIVES];
+};
+
+/* A client for the peer at addr ("host:port"). No I/O here: each call connects when the
+ * client has no live connection, and a call that fails in a way that leaves the stream in an
+ * unknown state (deadline, broken socket, protocol error) closes it. One thread at a time per
+ * client (a caller keeps one client per peer per thread, or locks). -ENOMEM, -EINVAL. */
+int ol_node_client_new(const char *addr, const char *secret, unsigned self_id,
+		       struct ol_node_client **out);
+void ol_node_client_free(struct ol_node_client *c);
+
+/* Every call takes deadline_ms > 0: the whole call (connect and HELLO included) ends by then,
+ * or fails with -ETIMEDOUT. Other results: 0, the peer's -errno for the op (-ENOENT,
+ * -EINVAL for a bad name or drive, ...), -EACCES (the peer refused our HELLO: the secrets
+ * differ), -EBADMSG (a frame from the peer failed its MAC or sequence), -ECONNREFUSED,
+ * -ECONNRESET, -EPROTO. */
+
+/* Connect (if needed) and return what the peer said at HELLO. */
+int ol_node_hello(struct ol_node_client *c, int deadline_ms, struct ol_node_peer_info *out);
+/* One round trip; *rtt_ns its time (may be NULL). */
+int ol_node_ping(struct ol_node_client *c, int deadline_ms, uint64_t *rtt_ns);
+int ol_node_stat(struct ol_node_client *c, unsigned drive, const char *name, int deadline_ms,
+		 uint64_t *size);
+
+/* Stream a shard to name on the peer's drive: src is called for bytes until it returns 0
+ * (end) or -errno (the call fails with it and the peer discards the file); chunks of at most
+ * the peer's max_payload go out as credit allows. The peer fsyncs the file before it
+ * answers. *written = bytes the peer stored (may be NULL). */
+typedef ssize_t (*ol_node_src_fn)(void *arg, void *buf, size_t cap);
+int ol_node_shard_write(struct ol_node_client *c, unsigned drive, const char *name,
+			ol_node_src_fn src, void *arg, int deadline_ms, uint64_t *written);
+
+/* Read len bytes at off of the shard (short at its end): sink gets them chunk by chunk as
+ * they arrive (a sink error ends the call with it and closes the connection). *got = bytes
+ * delivered (may be NULL). */
+typedef int (*ol_node_sink_fn)(void *arg, const void *buf, size_t len);
+int ol_node_shard_read(struct ol_node_client *c, unsigned drive, const char *name, uint64_t off,
+		       uint64_t len, ol_node_sink_fn sink, void *arg, int deadline_ms,
+		       uint64_t *got);
+
+/* rename(from, to) on the peer's drive, then fsync of the directory. */
+int ol_node_shard_rename(struct ol_node_client *c, unsigned drive, const char *from, const char *to,
+			 int deadline_ms);
+int ol_node_shard_unlink(struct ol_node_client *c, unsigned drive, const char *name,
+			 int deadline_ms);
+
+struct ol_node_client_stats {
+	uint64_t max_outstanding; /* most frame bytes sent and not yet granted back */
+	uint64_t credit_waits;	  /* times a send waited for credit */
+	uint64_t connects;
+};
+void ol_node_client_stats(const struct ol_node_client *c, struct ol_node_client_stats *out);
+
+#endif

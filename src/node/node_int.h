@@ -1,0 +1,86 @@
+/* node/node_int.h - what server.c (connections, frames, HELLO) and ops.c (the dispatch table
+ * and the shard files) share. Everything here runs on the connection's loop thread. */
+#ifndef OL_NODE_NODE_INT_H
+#define OL_NODE_NODE_INT_H
+
+#include "io/loop.h"
+#include "node/node.h"
+
+#include <stdatomic.h>
+
+struct nloop;
+
+struct obuf {
+	struct obuf *next;
+	size_t len;
+	uint8_t data[]; /* header, payload, MAC */
+};
+
+struct nconn {
+	struct nloop *nl;
+	struct ol_loop *loop; /* the loop this connection lives on */
+	struct ol_node_server *s;
+	struct nconn *prev, *next;
+	int fd;
+	unsigned depth; /* callbacks of this connection on the stack: not freed meanwhile */
+	char peer[64];
+	struct ol_loop_op rop, wop, fop;
+	struct ol_loop_timer hello_timer;
+	struct ol_loop_timer wtimer, rtimer; /* the deadlines of the open write / read stream */
+	bool rpending, wpending, fpending, dead, closing, authed, paused, in_process;
+	uint8_t *in;
+	size_t in_len, in_cap;
+	uint8_t key[OL_NODE_KEY];
+	uint64_t rseq, wseq;
+	uint64_t held, grant; /* frame bytes received and not granted back; to grant */
+	struct obuf *oq_head, *oq_tail;
+	unsigned oq_n;
+	/* the shard being written (one stream at a time per connection) */
+	int wfd, wdrive;
+	uint64_t wcall, wbytes, discard_call;
+	bool discard;
+	char wname[OL_NODE_NAME_MAX + 1];
+	/* the shard being read back */
+	int rfd;
+	uint64_t rcall, roff, rleft, rdeadline_ns;
+};
+
+struct ol_node_server {
+	char secret[256];
+	unsigned self_id;
+	uint32_t window, max_payload;
+	unsigned hello_timeout_ms;
+	unsigned n_drives;
+	char drives[OL_NODE_MAX_DRIVES][OL_NODE_NAME_MAX + 1];
+	int root_fd[OL_NODE_MAX_DRIVES]; /* <drive>/.openlake/data, or -1 */
+	unsigned n_loops;
+	struct nloop *loops;
+	bool metrics; /* registered with base/metrics */
+	atomic_uint_fast64_t conns, auth_failures, protocol_errors, frames, window_violations,
+	    hello_timeouts, max_held;
+};
+
+/* Queue a reply frame to req's call (payload copied). */
+void ol_node_reply(struct nconn *c, const struct ol_node_hdr *req, uint16_t flags, int status,
+		   const void *payload, size_t len);
+/* Build a reply in place: begin returns room for cap payload bytes, end seals and queues it. */
+uint8_t *ol_node_out_begin(struct nconn *c, size_t cap);
+void ol_node_out_end(struct nconn *c, uint8_t op, uint64_t call_id, uint16_t flags, int status,
+		     size_t len);
+/* Input processing paused by an op (fsync, read stream) goes on. */
+void ol_node_resume(struct nconn *c);
+/* Free a dead connection once no ring op and no callback refers to it. */
+void ol_node_release(struct nconn *c);
+/* Cut the connection off (after a protocol error; logged by the caller). */
+void ol_node_kill(struct nconn *c);
+
+/* ops.c: serve one authenticated request frame; 0 or -errno to answer the call with. */
+int ol_node_dispatch(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *p);
+/* Called when the send queue drained a frame: a read stream sends its next chunk. */
+void ol_node_read_pump(struct nconn *c);
+/* Close what a dying connection still has open (a half-written shard is removed). */
+void ol_node_ops_fini(struct nconn *c);
+/* Open <drive>/.openlake/data (created) for each drive; -errno. */
+int ol_node_ops_open_roots(struct ol_node_server *s);
+
+#endif

@@ -1,0 +1,548 @@
+/* node/server.c - the node plane server: listeners, connections, frames, HELLO, credit
+ * (node.h). Each loop owns its listener and its connections; nothing is shared between loops
+ * but the read-only server config and the relaxed counters. */
+#include "node/node_int.h"
+
+#include "base/log.h"
+#include "base/metrics.h"
+#include "io/io.h"
+
+#include <errno.h>
+#include <openssl/rand.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct nloop {
+	struct ol_node_server *s;
+	struct ol_loop *l;
+	int lfd;
+	struct ol_loop_op aop;
+	struct ol_loop_msg start, shut;
+	struct nconn *conns;
+	bool stopping;
+};
+
+static void on_recv(struct ol_loop *l, void *arg, int res);
+static void on_sent(struct ol_loop *l, void *arg, int res);
+
+static void
+stat_max(atomic_uint_fast64_t *a, uint64_t v)
+{
+	uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+	while (v > cur && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
+								 memory_order_relaxed))
+		;
+}
+
+static void
+conn_free(struct nconn *c)
+{
+	ol_loop_timer_cancel(c->loop, &c->hello_timer);
+	ol_node_ops_fini(c);
+	for (struct obuf *o = c->oq_head, *n; o; o = n) {
+		n = o->next;
+		free(o);
+	}
+	if (c->fd >= 0)
+		close(c->fd);
+	struct nloop *nl = c->nl;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		nl->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	free(c->in);
+	free(c);
+}
+
+void
+ol_node_release(struct nconn *c)
+{
+	if (c->dead && !c->depth && !c->rpending && !c->wpending && !c->fpending)
+		conn_free(c);
+}
+
+void
+ol_node_kill(struct nconn *c)
+{
+	if (c->dead)
+		return;
+	c->dead = true;
+	shutdown(c->fd, SHUT_RDWR); /* a pending recv or send completes now */
+	ol_node_release(c);
+}
+
+static void
+kick_send(struct nconn *c)
+{
+	if (c->wpending || !c->oq_head || c->dead)
+		return;
+	c->wop.cb = on_sent;
+	c->wop.arg = c;
+	if (ol_loop_send_all(c->nl->l, &c->wop, c->fd, c->oq_head->data, c->oq_head->len)) {
+		ol_node_kill(c);
+		return;
+	}
+	c->wpending = true;
+}
+
+static void
+on_sent(struct ol_loop *l, void *arg, int res)
+{
+	(void)l;
+	struct nconn *c = arg;
+	c->wpending = false;
+	c->depth++;
+	if (res < 0 || c->dead) {
+		ol_node_kill(c);
+		goto out;
+	}
+	struct obuf *o = c->oq_head;
+	c->oq_head = o->next;
+	if (!c->oq_head)
+		c->oq_tail = NULL;
+	c->oq_n--;
+	free(o);
+	if (c->closing && !c->oq_head) {
+		ol_node_kill(c);
+		goto out;
+	}
+	ol_node_read_pump(c);
+	kick_send(c);
+out:
+	c->depth--;
+	ol_node_release(c);
+}
+
+uint8_t *
+ol_node_out_begin(struct nconn *c, size_t cap)
+{
+	struct obuf *o = ol_xmalloc(sizeof(*o) + OL_NODE_HDR + cap + OL_NODE_MAC);
+	o->next = NULL;
+	o->len = cap;
+	if (c->oq_tail)
+		c->oq_tail->next = o;
+	else
+		c->oq_head = o;
+	c->oq_tail = o;
+	c->oq_n++;
+	return o->data + OL_NODE_HDR;
+}
+
+static void
+seal(struct nconn *c, struct obuf *o, const struct ol_node_hdr *h, bool auth)
+{
+	ol_node_hdr_encode(h, o->data);
+	uint8_t *mac = o->data + OL_NODE_HDR + h->len;
+	if (!auth)
+		memset(mac, 0, OL_NODE_MAC);
+	else if (ol_node_mac(c->key, o->data, o->data + OL_NODE_HDR, h->len, mac))
+		ol_die("node plane: HMAC failed (OpenSSL)");
+	o->len = OL_NODE_HDR + h->len + OL_NODE_MAC;
+}
+
+void
+ol_node_out_end(struct nconn *c, uint8_t op, uint64_t call_id, uint16_t flags, int status,
+		size_t len)
+{
+	struct ol_node_hdr h = {.op = op,
+				.flags = (uint16_t)(flags | OL_NODE_F_REPLY),
+				.call_id = call_id,
+				.seq = c->wseq++,
+				.status = status,
+				.credit = (uint32_t)c->grant,
+				.len = (uint32_t)len};
+	c->held -= c->grant;
+	c->grant = 0;
+	seal(c, c->oq_tail, &h, c->authed);
+	kick_send(c);
+}
+
+void
+ol_node_reply(struct nconn *c, const struct ol_node_hdr *req, uint16_t flags, int status,
+	      const void *payload, size_t len)
+{
+	uint8_t *p = ol_node_out_begin(c, len);
+	if (len)
+		memcpy(p, payload, len);
+	ol_node_out_end(c, req->op, req->call_id, flags, status, len);
+}
+
+static int
+hello(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame)
+{
+	struct ol_node_server *s = c->s;
+	struct ol_node_rd r = {frame + OL_NODE_HDR, h->len, false};
+	const uint8_t *cnonce = ol_node_getbytes(&r, OL_NODE_NONCE);
+	unsigned peer_id = ol_node_get32(&r);
+	uint8_t zero[OL_NODE_NONCE] = {0}, snonce[OL_NODE_NONCE];
+	if (h->op != OL_NODE_HELLO || h->seq != 0 || r.err)
+		return -EPROTO;
+	if (ol_node_kdf(s->secret, cnonce, zero, c->key) ||
+	    ol_node_frame_verify(c->key, frame, h)) {
+		atomic_fetch_add_explicit(&s->auth_failures, 1, memory_order_relaxed);
+		ol_warn("node plane: HELLO from %s (node %u) failed authentication: its [cluster] "
+			"secret differs from ours; connection refused",
+			c->peer, peer_id);
+		ol_node_reply(c, h, 0, -EACCES, NULL, 0); /* not authenticated: no shared key */
+		c->closing = true;
+		return 0;
+	}
+	if (RAND_bytes(snonce, sizeof(snonce)) != 1 ||
+	    ol_node_kdf(s->secret, cnonce, snonce, c->key))
+		return -EIO;
+	c->authed = true;
+	c->rseq = 1;
+	ol_loop_timer_cancel(c->loop, &c->hello_timer);
+	size_t cap = 64 + s->n_drives * (OL_NODE_NAME_MAX + 8);
+	struct ol_node_wr w = {ol_node_out_begin(c, cap), 0, cap, false};
+	ol_node_putbytes(&w, snonce, sizeof(snonce));
+	ol_node_put32(&w, s->self_id);
+	ol_node_put32(&w, s->window);
+	ol_node_put32(&w, s->max_payload);
+	ol_node_put16(&w, (uint16_t)s->n_drives);
+	for (unsigned i = 0; i < s->n_drives; i++) {
+		ol_node_putstr(&w, s->drives[i]);
+		ol_node_putstr(&w, ""); /* drive identity records come with the store's wiring */
+	}
+	ol_node_out_end(c, OL_NODE_HELLO, h->call_id, 0, 0, w.n);
+	ol_debug("node plane: node %u at %s authenticated", peer_id, c->peer);
+	return 0;
+}
+
+/* One whole frame at c->in: authenticate, account, dispatch. 0, or -1 when the connection
+ * was cut off. */
+static int
+one_frame(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame, size_t n)
+{
+	struct ol_node_server *s = c->s;
+	atomic_fetch_add_explicit(&s->frames, 1, memory_order_relaxed);
+	if (!c->authed) {
+		int rc = hello(c, h, frame);
+		c->held -= n; /* the HELLO is not charged to the window: the peer knows none yet */
+		if (rc) {
+			atomic_fetch_add_explicit(&s->protocol_errors, 1, memory_order_relaxed);
+			ol_warn("node plane: %s sent no valid HELLO (%s); connection closed",
+				c->peer, strerror(-rc));
+			ol_node_kill(c);
+			return -1;
+		}
+		return 0;
+	}
+	if (h->seq != c->rseq || (h->flags & OL_NODE_F_REPLY) ||
+	    ol_node_frame_verify(c->key, frame, h)) {
+		atomic_fetch_add_explicit(&s->auth_failures, 1, memory_order_relaxed);
+		ol_warn("node plane: frame from %s failed its MAC or sequence (seq %llu, expected "
+			"%llu); connection closed",
+			c->peer, (unsigned long long)h->seq, (unsigned long long)c->rseq);
+		ol_node_kill(c);
+		return -1;
+	}
+	c->rseq++;
+	/* served synchronously below (a chunk is in the file when dispatch returns), so the
+	 * frame's bytes go back with the answer it may send: one frame per small call, not two */
+	c->grant += n;
+	int rc = ol_node_dispatch(c, h, frame + OL_NODE_HDR);
+	if (rc == -EPROTO) {
+		atomic_fetch_add_explicit(&s->protocol_errors, 1, memory_order_relaxed);
+		ol_warn("node plane: %s broke the protocol (op %u, call %llu); connection closed",
+			c->peer, h->op, (unsigned long long)h->call_id);
+		ol_node_kill(c);
+		return -1;
+	}
+	if (rc)
+		ol_node_reply(c, h, 0, rc, NULL, 0);
+	return 0;
+}
+
+static void
+post_recv(struct nconn *c)
+{
+	if (c->rpending || c->dead || c->closing || c->paused || c->in_len == c->in_cap)
+		return;
+	c->rop.cb = on_recv;
+	c->rop.arg = c;
+	if (ol_loop_recv(c->nl->l, &c->rop, c->fd, c->in + c->in_len, c->in_cap - c->in_len)) {
+		ol_node_kill(c);
+		return;
+	}
+	c->rpending = true;
+}
+
+static void
+process_input(struct nconn *c)
+{
+	size_t used = 0;
+	c->in_process = true;
+	while (!c->dead && !c->closing && !c->paused) {
+		struct ol_node_hdr h;
+		ssize_t n =
+		    ol_node_frame_parse(c->in + used, c->in_len - used, c->s->max_payload, &h);
+		if (n == 0)
+			break;
+		if (n < 0) {
+			atomic_fetch_add_explicit(&c->s->protocol_errors, 1, memory_order_relaxed);
+			ol_warn("node plane: %s sent %s; connection closed", c->peer,
+				n == -EMSGSIZE ? "a frame over plane_max_frame"
+					       : "bytes that are "
+						 "not a frame");
+			ol_node_kill(c);
+			break;
+		}
+		if (one_frame(c, &h, c->in + used, (size_t)n))
+			break;
+		used += (size_t)n;
+	}
+	c->in_process = false;
+	if (c->dead)
+		return;
+	memmove(c->in, c->in + used, c->in_len - used);
+	c->in_len -= used;
+	if (c->grant && !c->closing) { /* nothing else carried the grant: a CREDIT frame */
+		ol_node_out_begin(c, 0);
+		ol_node_out_end(c, OL_NODE_CREDIT, 0, 0, 0, 0);
+	}
+	post_recv(c);
+}
+
+void
+ol_node_resume(struct nconn *c)
+{
+	c->paused = false;
+	if (!c->in_process) /* else the loop in process_input goes on by itself */
+		process_input(c);
+}
+
+static void
+on_recv(struct ol_loop *l, void *arg, int res)
+{
+	(void)l;
+	struct nconn *c = arg;
+	c->rpending = false;
+	c->depth++;
+	if (res <= 0 || c->dead) {
+		ol_node_kill(c);
+		goto out;
+	}
+	c->in_len += (size_t)res;
+	/* the receiver's count: every byte read and not yet granted back */
+	c->held += (uint64_t)res;
+	stat_max(&c->s->max_held, c->held);
+	if (c->held > c->s->window + (c->authed ? 0 : 65536u)) {
+		atomic_fetch_add_explicit(&c->s->window_violations, 1, memory_order_relaxed);
+		ol_warn(
+		    "node plane: %s sent beyond its credit window (%llu > %u bytes); connection "
+		    "closed",
+		    c->peer, (unsigned long long)c->held, c->s->window);
+		ol_node_kill(c);
+		goto out;
+	}
+	process_input(c);
+out:
+	c->depth--;
+	ol_node_release(c);
+}
+
+static void
+on_hello_timeout(struct ol_loop *l, void *arg, int res)
+{
+	(void)l;
+	(void)res;
+	struct nconn *c = arg;
+	if (c->authed || c->dead)
+		return;
+	atomic_fetch_add_explicit(&c->s->hello_timeouts, 1, memory_order_relaxed);
+	ol_warn("node plane: %s sent no HELLO within %u ms; connection closed", c->peer,
+		c->s->hello_timeout_ms);
+	ol_node_kill(c);
+}
+
+static void
+on_accept(struct ol_loop *l, void *arg, int res)
+{
+	struct nloop *nl = arg;
+	if (res >= 0 && nl->stopping) {
+		close(res);
+		return;
+	}
+	if (res < 0) {
+		if (!nl->stopping && res != -ECANCELED)
+			ol_loop_accept(l, &nl->aop, nl->lfd);
+		return;
+	}
+	struct nconn *c = ol_xcalloc(1, sizeof(*c));
+	c->nl = nl;
+	c->loop = l;
+	c->s = nl->s;
+	c->fd = res;
+	c->wfd = c->rfd = -1;
+	c->in_cap = OL_NODE_HDR + nl->s->max_payload + OL_NODE_MAC;
+	c->in = ol_xmalloc(c->in_cap);
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	if (getpeername(res, (struct sockaddr *)&ss, &sl) ||
+	    ol_io_addr_str((struct sockaddr *)&ss, sl, c->peer, sizeof(c->peer)))
+		snprintf(c->peer, sizeof(c->peer), "?");
+	ol_io_set_nodelay(res);
+	c->next = nl->conns;
+	if (nl->conns)
+		nl->conns->prev = c;
+	nl->conns = c;
+	atomic_fetch_add_explicit(&nl->s->conns, 1, memory_order_relaxed);
+	c->hello_timer.cb = on_hello_timeout;
+	c->hello_timer.arg = c;
+	ol_loop_timer_arm(l, &c->hello_timer, (uint64_t)nl->s->hello_timeout_ms * 1000000u);
+	post_recv(c);
+	if (!nl->stopping)
+		ol_loop_accept(l, &nl->aop, nl->lfd);
+}
+
+static void
+on_start(struct ol_loop *l, void *arg, int res)
+{
+	(void)res;
+	struct nloop *nl = arg;
+	nl->aop.cb = on_accept;
+	nl->aop.arg = nl;
+	if (ol_loop_accept(l, &nl->aop, nl->lfd))
+		ol_err("node plane: cannot queue an accept");
+}
+
+static void
+on_shut(struct ol_loop *l, void *arg, int res)
+{
+	(void)res;
+	struct nloop *nl = arg;
+	nl->stopping = true;
+	ol_loop_cancel(l, &nl->aop);
+	for (struct nconn *c = nl->conns; c; c = c->next) {
+		/* the loop is freed before the conns: no timer may point into them */
+		ol_loop_timer_cancel(l, &c->hello_timer);
+		ol_loop_timer_cancel(l, &c->wtimer);
+		ol_loop_timer_cancel(l, &c->rtimer);
+		if (!c->dead) {
+			c->dead = true;
+			shutdown(c->fd, SHUT_RDWR);
+		}
+	}
+}
+
+static void
+render_metrics(struct ol_strbuf *b, void *arg)
+{
+	struct ol_node_server_stats st;
+	ol_node_server_stats(arg, &st);
+	const struct {
+		const char *name, *help;
+		uint64_t v;
+	} c[] = {
+	    {"connections_total", "connections accepted", st.conns},
+	    {"frames_total", "frames received", st.frames},
+	    {"auth_failures_total", "HELLOs or frames that failed their MAC or sequence",
+	     st.auth_failures},
+	    {"protocol_errors_total", "connections closed for bytes outside the protocol",
+	     st.protocol_errors},
+	    {"window_violations_total", "connections closed for sending beyond their credit",
+	     st.window_violations},
+	    {"hello_timeouts_total", "connections closed without a HELLO in time",
+	     st.hello_timeouts},
+	};
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
+		ol_strbuf_printf(
+		    b,
+		    "# HELP openlake_node_plane_%s Node plane: %s.\n"
+		    "# TYPE openlake_node_plane_%s counter\nopenlake_node_plane_%s %llu\n",
+		    c[i].name, c[i].help, c[i].name, c[i].name, (unsigned long long)c[i].v);
+	ol_strbuf_printf(b,
+			 "# HELP openlake_node_plane_max_held_bytes Node plane: most bytes one "
+			 "connection held before granting them back (at most the window).\n"
+			 "# TYPE openlake_node_plane_max_held_bytes gauge\n"
+			 "openlake_node_plane_max_held_bytes %llu\n",
+			 (unsigned long long)st.max_held);
+}
+
+int
+ol_node_server_start(const struct ol_node_server_opts *o, struct ol_node_server **out)
+{
+	*out = NULL;
+	if (!o->secret[0] || strlen(o->secret) >= 256 || !o->threads ||
+	    o->n_drives > OL_NODE_MAX_DRIVES || o->window < o->max_payload + 128)
+		return -EINVAL;
+	struct ol_node_server *s = ol_xcalloc(1, sizeof(*s));
+	memcpy(s->secret, o->secret, strlen(o->secret) + 1);
+	s->self_id = o->self_id;
+	s->window = o->window;
+	s->max_payload = o->max_payload;
+	s->hello_timeout_ms = o->hello_timeout_ms ? o->hello_timeout_ms : 10000;
+	s->n_drives = o->n_drives;
+	for (unsigned i = 0; i < o->n_drives; i++)
+		snprintf(s->drives[i], sizeof(s->drives[i]), "%s", o->drives[i]);
+	int rc = ol_node_ops_open_roots(s);
+	s->loops = ol_xcalloc(o->threads, sizeof(*s->loops));
+	for (unsigned i = 0; !rc && i < o->threads; i++) {
+		struct nloop *nl = &s->loops[i];
+		nl->s = s;
+		nl->lfd = ol_io_listen(o->addr, true, 0);
+		if (nl->lfd < 0) {
+			rc = nl->lfd;
+			break;
+		}
+		rc = ol_loop_new(0, &nl->l);
+		if (rc) {
+			close(nl->lfd);
+			break;
+		}
+		s->n_loops++;
+		nl->start = (struct ol_loop_msg){.fn = on_start, .arg = nl};
+		ol_loop_post(nl->l, &nl->start);
+		rc = ol_loop_start(nl->l, "ol-node");
+	}
+	if (rc) {
+		ol_node_server_stop(s);
+		return rc;
+	}
+	s->metrics = ol_metrics_register(render_metrics, s) == 0;
+	*out = s;
+	return 0;
+}
+
+void
+ol_node_server_stop(struct ol_node_server *s)
+{
+	if (!s)
+		return;
+	if (s->metrics)
+		ol_metrics_unregister(render_metrics, s);
+	for (unsigned i = 0; i < s->n_loops; i++) {
+		struct nloop *nl = &s->loops[i];
+		nl->shut = (struct ol_loop_msg){.fn = on_shut, .arg = nl};
+		ol_loop_post(nl->l, &nl->shut);
+		ol_loop_stop(nl->l);
+		ol_loop_free(nl->l); /* no callback runs any more: free what is left */
+		while (nl->conns) {
+			nl->conns->rpending = nl->conns->wpending = nl->conns->fpending = false;
+			conn_free(nl->conns);
+		}
+		close(nl->lfd);
+	}
+	for (unsigned i = 0; i < s->n_drives; i++)
+		if (s->root_fd[i] >= 0)
+			close(s->root_fd[i]);
+	free(s->loops);
+	free(s);
+}
+
+void
+ol_node_server_stats(struct ol_node_server *s, struct ol_node_server_stats *out)
+{
+	out->conns = atomic_load(&s->conns);
+	out->auth_failures = atomic_load(&s->auth_failures);
+	out->protocol_errors = atomic_load(&s->protocol_errors);
+	out->frames = atomic_load(&s->frames);
+	out->window_violations = atomic_load(&s->window_violations);
+	out->hello_timeouts = atomic_load(&s->hello_timeouts);
+	out->max_held = atomic_load(&s->max_held);
+}

@@ -1,0 +1,560 @@
+/* test_node.c - the node plane (src/node/) over real loopback sockets and temp drives (TAP):
+ * the frame codec and MACs, name rules, a real server on its loops with the real client
+ * (HELLO, shard write / stat / read / rename / unlink, refusals), a wrong secret, a deadline
+ * against a peer that never answers, and the credit window counted at a slow receiver. */
+#include "io/io.h"
+#include "node/node.h"
+#include "tap.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SECRET "node-plane-test-secret"
+
+static void
+test_frames(void)
+{
+	uint8_t key[OL_NODE_KEY], key2[OL_NODE_KEY], cn[16] = {1}, sn[16] = {2}, zero[16] = {0};
+	ok(ol_node_kdf(SECRET, cn, sn, key) == 0 && ol_node_kdf(SECRET, cn, zero, key2) == 0 &&
+	       memcmp(key, key2, sizeof(key)),
+	   "session keys differ with the server nonce");
+	uint8_t f[OL_NODE_HDR + 5 + OL_NODE_MAC];
+	struct ol_node_hdr h = {.op = OL_NODE_SHARD_WRITE,
+				.flags = OL_NODE_F_FIRST | OL_NODE_F_MORE,
+				.call_id = 0x1122334455667788ull,
+				.seq = 9,
+				.deadline_ms = 1234,
+				.status = -5,
+				.credit = 77,
+				.len = 5};
+	ol_node_hdr_encode(&h, f);
+	memcpy(f + OL_NODE_HDR, "hello", 5);
+	ok(ol_node_mac(key, f, f + OL_NODE_HDR, 5, f + OL_NODE_HDR + 5) == 0, "mac");
+	struct ol_node_hdr g;
+	ok(ol_node_frame_parse(f, sizeof(f), 4096, &g) == (ssize_t)sizeof(f) &&
+	       g.call_id == h.call_id && g.seq == 9 && g.deadline_ms == 1234 && g.status == -5 &&
+	       g.credit == 77 && g.len == 5 && g.flags == h.flags && g.op == h.op,
+	   "encode -> parse round trip");
+	int short_ok = 1;
+	for (size_t i = 0; i < sizeof(f); i++)
+		short_ok &= ol_node_frame_parse(f, i, 4096, &g) == 0;
+	ok(short_ok, "every prefix of a frame: need more");
+	ok(ol_node_frame_verify(key, f, &g) == 0, "MAC verifies");
+	f[OL_NODE_HDR + 2] ^= 1;
+	ok(ol_node_frame_verify(key, f, &g) == -EBADMSG, "a flipped payload bit fails the MAC");
+	f[OL_NODE_HDR + 2] ^= 1;
+	ok(ol_node_frame_verify(key2, f, &g) == -EBADMSG, "another key fails the MAC");
+	ok(ol_node_frame_parse(f, sizeof(f), 4, &g) == -EMSGSIZE, "payload over the cap");
+	ok(ol_node_frame_parse((const uint8_t *)"GET / HTTP/1.1", 14, 4096, &g) == -EPROTO &&
+	       ol_node_frame_parse((const uint8_t *)"X", 1, 4096, &g) == -EPROTO,
+	   "not a frame: refused at the first byte");
+	uint8_t b[OL_NODE_HDR];
+	memcpy(b, f, sizeof(b));
+	b[4] = 2;
+	ok(ol_node_frame_parse(b, sizeof(b), 4096, &g) == -EPROTO, "unknown version");
+	memcpy(b, f, sizeof(b));
+	b[5] = 0;
+	int bad_op = ol_node_frame_parse(b, sizeof(b), 4096, &g) == -EPROTO;
+	b[5] = OL_NODE_OP_MAX + 1;
+	ok(bad_op && ol_node_frame_parse(b, sizeof(b), 4096, &g) == -EPROTO, "unknown op");
+	memcpy(b, f, sizeof(b));
+	b[7] = 0x80;
+	ok(ol_node_frame_parse(b, sizeof(b), 4096, &g) == -EPROTO, "unknown flag");
+
+	uint8_t pbuf[8];
+	struct ol_node_wr w = {pbuf, 0, sizeof(pbuf), false};
+	ol_node_put64(&w, 1);
+	ol_node_put16(&w, 1);
+	ok(w.err && w.n == 8, "writer overflow is an error, not a write past the end");
+	struct ol_node_rd r = {(const uint8_t *)"\x05\x00"
+						"ab",
+			       4, false};
+	char s[8];
+	ol_node_getstr(&r, s, sizeof(s));
+	ok(r.err && s[0] == 0, "a string longer than the payload is an error");
+}
+
+static void
+test_names(void)
+{
+	const char *good[] = {"a", "x.tmp", "ab/0123456789abcdef", "a/b/c/d", "A-Z_0.9"};
+	const char *bad[] = {"",     ".",	  "..",	     "../x",   "/abs",
+			     "a//b", "a/",	  ".hidden", "a/../b", "a/./b",
+			     "a b",  "a/b/c/d/e", "a\\b",    "a\nb",   "x/.."};
+	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++)
+		ok(ol_node_name_ok(good[i], strlen(good[i])), "name '%s' accepted", good[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		ok(!ol_node_name_ok(bad[i], strlen(bad[i])), "name '%s' refused",
+		   strchr(bad[i], '\n') ? "a<LF>b" : bad[i]);
+	char longc[200];
+	memset(longc, 'a', 129);
+	longc[129] = 0;
+	ok(!ol_node_name_ok(longc, 129), "a 129-byte component refused");
+	ok(!ol_node_name_ok("a\0b", 3), "a NUL inside refused");
+}
+
+/* ---- a real server ---- */
+
+static int
+xread(int fd, void *b, size_t n)
+{
+	return ol_io_read(fd, b, n, 20000) == (ssize_t)n ? 0 : -1;
+}
+
+static unsigned
+free_port(void)
+{
+	int fd = ol_io_listen("127.0.0.1:0", false, 1);
+	unsigned p = ol_io_sock_port(fd);
+	close(fd);
+	return p;
+}
+
+struct pat {
+	uint64_t pos, len;
+	int fail_at; /* fail the source once pos passes this (0 = never) */
+};
+
+static uint8_t
+pat_byte(uint64_t i)
+{
+	return (uint8_t)((i * 2654435761u) >> 13);
+}
+
+static ssize_t
+pat_src(void *arg, void *buf, size_t cap)
+{
+	struct pat *p = arg;
+	if (p->fail_at && p->pos >= (uint64_t)p->fail_at)
+		return -EIO;
+	size_t n = p->len - p->pos < cap ? (size_t)(p->len - p->pos) : cap;
+	for (size_t i = 0; i < n; i++)
+		((uint8_t *)buf)[i] = pat_byte(p->pos + i);
+	p->pos += n;
+	return (ssize_t)n;
+}
+
+struct chk {
+	uint64_t pos;
+	int bad;
+};
+
+static int
+chk_sink(void *arg, const void *buf, size_t len)
+{
+	struct chk *k = arg;
+	for (size_t i = 0; i < len; i++)
+		k->bad += ((const uint8_t *)buf)[i] != pat_byte(k->pos + i);
+	k->pos += len;
+	return 0;
+}
+
+static void test_write_deadline(const char *addr, struct ol_node_server *s);
+static void test_replay(const char *addr, struct ol_node_server *s);
+
+static void
+test_server(const char *tmp)
+{
+	char d0[256], d1[256], addr[64], path[512];
+	snprintf(d0, sizeof(d0), "%s/d0", tmp);
+	snprintf(d1, sizeof(d1), "%s/d1", tmp);
+	const char *drives[] = {d0, d1};
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", free_port());
+	struct ol_node_server_opts o = {.addr = addr,
+					.secret = SECRET,
+					.self_id = 7,
+					.threads = 2,
+					.window = 1u << 20,
+					.max_payload = 256u << 10,
+					.n_drives = 2,
+					.drives = drives,
+					.hello_timeout_ms = 500};
+	struct ol_node_server *s;
+	int rc = ol_node_server_start(&o, &s);
+	ok(rc == 0, "server on %s (%d)", addr, rc);
+	if (rc)
+		return;
+	struct ol_node_client *c;
+	ok(ol_node_client_new(addr, SECRET, 3, &c) == 0, "client");
+	struct ol_node_peer_info pi;
+	rc = ol_node_hello(c, 10000, &pi);
+	ok(rc == 0 && pi.node_id == 7 && pi.n_drives == 2 && !strcmp(pi.drives[1].path, d1) &&
+	       pi.window == o.window && pi.max_payload == o.max_payload,
+	   "HELLO: node 7, 2 drives, window and frame cap (%d)", rc);
+	uint64_t rtt = 0;
+	ok(ol_node_ping(c, 10000, &rtt) == 0 && rtt > 0, "ping (%llu ns)", (unsigned long long)rtt);
+
+	const uint64_t big = 5u * 1024 * 1024 + 12345;
+	struct pat p = {0, big, 0};
+	uint64_t wrote = 0, size = 0, got = 0;
+	rc = ol_node_shard_write(c, 1, "ab/obj.tmp", pat_src, &p, 30000, &wrote);
+	ok(rc == 0 && wrote == big, "5 MiB shard streamed to drive 1 (%d, %llu)", rc,
+	   (unsigned long long)wrote);
+	snprintf(path, sizeof(path), "%s/.openlake/data/ab/obj.tmp", d1);
+	struct stat st;
+	ok(stat(path, &st) == 0 && (uint64_t)st.st_size == big && (st.st_mode & 0777) == 0600,
+	   "the file is under the drive's data dir, 0600");
+	ok(ol_node_stat(c, 1, "ab/obj.tmp", 10000, &size) == 0 && size == big, "STAT size");
+	rc = ol_node_shard_rename(c, 1, "ab/obj.tmp", "ab/obj", 10000);
+	ok(rc == 0, "rename (%d)", rc);
+	struct chk k = {0, 0};
+	rc = ol_node_shard_read(c, 1, "ab/obj", 0, big, chk_sink, &k, 30000, &got);
+	ok(rc == 0 && got == big && k.bad == 0, "read back bit-exact (%d, %llu bytes, %d bad)", rc,
+	   (unsigned long long)got, k.bad);
+	k = (struct chk){1000000, 0};
+	rc = ol_node_shard_read(c, 1, "ab/obj", 1000000, 300000, chk_sink, &k, 30000, &got);
+	ok(rc == 0 && got == 300000 && k.bad == 0, "ranged read");
+	k = (struct chk){big - 10, 0};
+	rc = ol_node_shard_read(c, 1, "ab/obj", big - 10, 1000, chk_sink, &k, 30000, &got);
+	ok(rc == 0 && got == 10 && k.bad == 0, "a read past the end is short");
+	struct ol_node_server_stats ss;
+	ol_node_server_stats(s, &ss);
+	ok(ss.max_held <= o.window, "receiver never held more than the window (%llu <= %u)",
+	   (unsigned long long)ss.max_held, o.window);
+
+	ok(ol_node_shard_read(c, 0, "ab/obj", 0, 10, chk_sink, &k, 10000, &got) == -ENOENT,
+	   "read of a missing shard: -ENOENT");
+	const char *evil[] = {"../../../etc/passwd", "/etc/passwd", "..", "a/../../b", ".openlake"};
+	for (size_t i = 0; i < sizeof(evil) / sizeof(*evil); i++) {
+		p = (struct pat){0, 100, 0};
+		ok(ol_node_shard_write(c, 0, evil[i], pat_src, &p, 10000, NULL) == -EINVAL &&
+		       ol_node_stat(c, 0, evil[i], 10000, &size) == -EINVAL,
+		   "name '%s' refused by the server", evil[i]);
+	}
+	p = (struct pat){0, 100, 0};
+	ok(ol_node_shard_write(c, 2, "x", pat_src, &p, 10000, NULL) == -EINVAL,
+	   "drive out of range: -EINVAL");
+	p = (struct pat){0, big, 700000};
+	rc = ol_node_shard_write(c, 0, "gone.tmp", pat_src, &p, 30000, NULL);
+	ok(rc == -EIO && ol_node_stat(c, 0, "gone.tmp", 10000, &size) == -ENOENT,
+	   "a source that fails mid-stream: its error, and no file left (%d)", rc);
+	ok(ol_node_shard_unlink(c, 1, "ab/obj", 10000) == 0 &&
+	       ol_node_stat(c, 1, "ab/obj", 10000, &size) == -ENOENT,
+	   "unlink");
+	ok(ol_node_ping(c, 10000, NULL) == 0, "the connection still serves after the refusals");
+	struct ol_node_client_stats cs;
+	ol_node_client_stats(c, &cs);
+	ok(cs.connects == 1, "one connection for all those calls (%llu)",
+	   (unsigned long long)cs.connects);
+	ol_node_client_free(c);
+
+	ok(ol_node_client_new(addr, "not-the-secret", 3, &c) == 0, "client with a wrong secret");
+	ok(ol_node_ping(c, 10000, NULL) == -EACCES, "wrong secret: -EACCES");
+	ol_node_server_stats(s, &ss);
+	ok(ss.auth_failures == 1, "the server counted the failed HELLO");
+	ol_node_client_free(c);
+
+	test_write_deadline(addr, s);
+	test_replay(addr, s);
+
+	/* a connection that never says HELLO is closed by the server's timer */
+	int fd = ol_io_connect(addr, 5000);
+	char b;
+	ok(fd >= 0 && ol_io_read(fd, &b, 1, 30000) == 0, "silent connection closed by the server");
+	ol_node_server_stats(s, &ss);
+	ok(ss.hello_timeouts == 1, "counted as a HELLO timeout (%llu)",
+	   (unsigned long long)ss.hello_timeouts);
+	if (fd >= 0)
+		close(fd);
+	ol_node_server_stop(s);
+}
+
+/* A hand-made client: HELLO, then frames as the test wants them. */
+struct raw {
+	int fd;
+	uint8_t key[OL_NODE_KEY];
+	uint64_t seq;
+};
+
+static int
+raw_send(struct raw *r, uint8_t op, uint16_t flags, uint64_t call, uint32_t dl, const void *p,
+	 size_t len)
+{
+	uint8_t f[OL_NODE_HDR + 256 + OL_NODE_MAC];
+	struct ol_node_hdr h = {.op = op,
+				.flags = flags,
+				.call_id = call,
+				.seq = r->seq++,
+				.deadline_ms = dl,
+				.len = (uint32_t)len};
+	ol_node_hdr_encode(&h, f);
+	if (len)
+		memcpy(f + OL_NODE_HDR, p, len);
+	ol_node_mac(r->key, f, f + OL_NODE_HDR, len, f + OL_NODE_HDR + len);
+	return ol_io_write_all(r->fd, f, OL_NODE_HDR + len + OL_NODE_MAC, 10000);
+}
+
+/* the next frame that is not a CREDIT */
+static int
+raw_recv(struct raw *r, struct ol_node_hdr *h, uint8_t *buf, size_t cap)
+{
+	for (;;) {
+		if (xread(r->fd, buf, OL_NODE_HDR) ||
+		    ol_node_frame_parse(buf, OL_NODE_HDR,
+					(uint32_t)(cap - OL_NODE_HDR - OL_NODE_MAC), h) < 0 ||
+		    xread(r->fd, buf + OL_NODE_HDR, h->len + OL_NODE_MAC))
+			return -1;
+		if (h->op != OL_NODE_CREDIT)
+			return 0;
+	}
+}
+
+static int
+raw_hello(struct raw *r, const char *addr)
+{
+	uint8_t cn[16], zero[16] = {0}, p[20], buf[4096];
+	struct ol_node_hdr h;
+	RAND_bytes(cn, sizeof(cn));
+	memcpy(p, cn, 16);
+	memset(p + 16, 0, 4);
+	r->fd = ol_io_connect(addr, 5000);
+	r->seq = 0;
+	if (r->fd < 0 || ol_node_kdf(SECRET, cn, zero, r->key) ||
+	    raw_send(r, OL_NODE_HELLO, 0, 0, 1000, p, sizeof(p)) ||
+	    raw_recv(r, &h, buf, sizeof(buf)) || h.status)
+		return -1;
+	return ol_node_kdf(SECRET, cn, buf + OL_NODE_HDR, r->key);
+}
+
+/* a write stream left unfinished: the server's timer drops it at the call's deadline */
+static void
+test_write_deadline(const char *addr, struct ol_node_server *s)
+{
+	struct raw r;
+	uint8_t buf[4096];
+	struct ol_node_hdr h;
+	ok(raw_hello(&r, addr) == 0, "hand-made HELLO");
+	uint8_t p[64];
+	struct ol_node_wr w = {p, 0, sizeof(p), false};
+	ol_node_put16(&w, 0);
+	ol_node_putstr(&w, "stalled.tmp");
+	ol_node_putbytes(&w, "some bytes", 10);
+	raw_send(&r, OL_NODE_SHARD_WRITE, OL_NODE_F_FIRST | OL_NODE_F_MORE, 5, 300, p, w.n);
+	int rc = raw_recv(&r, &h, buf, sizeof(buf));
+	ok(rc == 0 && h.call_id == 5 && h.status == -ETIMEDOUT,
+	   "a stalled shard write fails with -ETIMEDOUT at its deadline (status %d)", h.status);
+	struct ol_node_client *c;
+	uint64_t size;
+	ol_node_client_new(addr, SECRET, 3, &c);
+	ok(ol_node_stat(c, 0, "stalled.tmp", 10000, &size) == -ENOENT, "its file is gone");
+	ol_node_client_free(c);
+	raw_send(&r, OL_NODE_SHARD_WRITE, 0, 5, 300, "late", 4); /* the late last frame */
+	raw_send(&r, OL_NODE_PING, 0, 6, 1000, NULL, 0);
+	rc = raw_recv(&r, &h, buf, sizeof(buf));
+	ok(rc == 0 && h.call_id == 6 && h.op == OL_NODE_PING && h.status == 0,
+	   "the late frame is dropped and the connection goes on (call %llu op %u)",
+	   (unsigned long long)h.call_id, h.op);
+	(void)s;
+	close(r.fd);
+}
+
+/* Replays: a frame sent again on its connection fails its sequence number; a frame taken from
+ * one connection into another fails its MAC (other nonces, other key). Both cut the
+ * connection off. */
+static void
+test_replay(const char *addr, struct ol_node_server *s)
+{
+	struct raw a, b;
+	uint8_t buf[4096], frame[OL_NODE_HDR + OL_NODE_MAC];
+	struct ol_node_hdr h;
+	struct ol_node_server_stats before, after;
+	ol_node_server_stats(s, &before);
+	ok(raw_hello(&a, addr) == 0 && raw_hello(&b, addr) == 0, "two hand-made connections");
+	/* a's PING, kept as sent */
+	struct ol_node_hdr ph = {
+	    .op = OL_NODE_PING, .call_id = 1, .seq = a.seq, .deadline_ms = 1000};
+	ol_node_hdr_encode(&ph, frame);
+	ol_node_mac(a.key, frame, NULL, 0, frame + OL_NODE_HDR);
+	a.seq++;
+	ol_io_write_all(a.fd, frame, sizeof(frame), 10000);
+	ok(raw_recv(&a, &h, buf, sizeof(buf)) == 0 && h.call_id == 1 && h.status == 0,
+	   "the PING is answered");
+	ol_io_write_all(a.fd, frame, sizeof(frame), 10000); /* the same bytes again */
+	ok(raw_recv(&a, &h, buf, sizeof(buf)) == -1, "replayed on its connection: cut off");
+	ol_io_write_all(b.fd, frame, sizeof(frame), 10000); /* seq 1 is b's next, but a's key */
+	ok(raw_recv(&b, &h, buf, sizeof(buf)) == -1, "replayed into another connection: cut off");
+	ol_node_server_stats(s, &after);
+	ok(after.auth_failures == before.auth_failures + 2, "both counted as failed frames (%llu)",
+	   (unsigned long long)(after.auth_failures - before.auth_failures));
+	close(a.fd);
+	close(b.fd);
+}
+
+/* a peer that accepts TCP (the kernel's backlog) but never answers */
+static void
+test_deadline(void)
+{
+	int lfd = ol_io_listen("127.0.0.1:0", false, 16);
+	char addr[64];
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ol_io_sock_port(lfd));
+	struct ol_node_client *c;
+	ol_node_client_new(addr, SECRET, 1, &c);
+	uint64_t t0 = ol_io_now_ms();
+	int rc = ol_node_ping(c, 300, NULL);
+	uint64_t took = ol_io_now_ms() - t0;
+	ok(rc == -ETIMEDOUT && took >= 300,
+	   "a silent peer: -ETIMEDOUT, not before the deadline "
+	   "(%d after %llu ms)",
+	   rc, (unsigned long long)took);
+	ol_node_client_free(c);
+	close(lfd);
+}
+
+/* ---- the credit window, counted at a slow receiver ---- */
+
+struct slow {
+	int lfd;
+	uint32_t window, maxp;
+	uint64_t held, max_held, frames, bytes;
+	int err;
+};
+
+static void *
+slow_receiver(void *arg)
+{
+	struct slow *sr = arg;
+	int fd = accept(sr->lfd, NULL, NULL);
+	size_t cap = 8u << 20;
+	uint8_t *in = malloc(cap), out[OL_NODE_HDR + 128 + OL_NODE_MAC];
+	uint8_t key[OL_NODE_KEY], zero[16] = {0}, snonce[16];
+	struct ol_node_hdr h;
+	uint64_t wseq = 0, rseq = 1;
+	size_t have = 0;
+	/* HELLO, by hand, with this window */
+	if (fd < 0 || xread(fd, in, OL_NODE_HDR) ||
+	    ol_node_frame_parse(in, OL_NODE_HDR, 4096, &h) != 0 ||
+	    xread(fd, in + OL_NODE_HDR, h.len + OL_NODE_MAC) ||
+	    ol_node_kdf(SECRET, in + OL_NODE_HDR, zero, key) || ol_node_frame_verify(key, in, &h)) {
+		sr->err = 1;
+		goto out;
+	}
+	RAND_bytes(snonce, 16);
+	ol_node_kdf(SECRET, in + OL_NODE_HDR, snonce, key);
+	struct ol_node_wr w = {out + OL_NODE_HDR, 0, 128, false};
+	ol_node_putbytes(&w, snonce, 16);
+	ol_node_put32(&w, 9);
+	ol_node_put32(&w, sr->window);
+	ol_node_put32(&w, sr->maxp);
+	ol_node_put16(&w, 0);
+	struct ol_node_hdr rh = {
+	    .op = OL_NODE_HELLO, .flags = OL_NODE_F_REPLY, .len = (uint32_t)w.n};
+	ol_node_hdr_encode(&rh, out);
+	ol_node_mac(key, out, out + OL_NODE_HDR, w.n, out + OL_NODE_HDR + w.n);
+	ol_io_write_all(fd, out, OL_NODE_HDR + w.n + OL_NODE_MAC, 10000);
+	wseq = 1;
+	for (bool done = false; !done;) {
+		/* take everything the socket has: what the sender has out lands here */
+		for (;;) {
+			ssize_t n = recv(fd, in + have, cap - have, MSG_DONTWAIT);
+			if (n <= 0)
+				break;
+			have += (size_t)n;
+			sr->held += (uint64_t)n;
+		}
+		if (sr->held > sr->max_held)
+			sr->max_held = sr->held;
+		ssize_t n = ol_node_frame_parse(in, have, sr->maxp, &h);
+		if (n < 0 || have == cap) {
+			sr->err = 2;
+			break;
+		}
+		if (n == 0) {
+			if (ol_io_wait(fd, POLLIN, 20000)) {
+				sr->err = 3;
+				break;
+			}
+			continue;
+		}
+		if (h.seq != rseq++ || ol_node_frame_verify(key, in, &h)) {
+			sr->err = 4;
+			break;
+		}
+		sr->frames++;
+		/* data bytes: the first frame starts with drive (2) and name ("fast", 2 + 4) */
+		sr->bytes += h.len - ((h.flags & OL_NODE_F_FIRST) ? 8 : 0);
+		usleep(300); /* the slow consumer */
+		memmove(in, in + n, have - (size_t)n);
+		have -= (size_t)n;
+		bool last = h.op == OL_NODE_SHARD_WRITE && !(h.flags & OL_NODE_F_MORE);
+		struct ol_node_hdr gh = {.op = last ? OL_NODE_SHARD_WRITE : OL_NODE_CREDIT,
+					 .flags = OL_NODE_F_REPLY,
+					 .call_id = last ? h.call_id : 0,
+					 .seq = wseq++,
+					 .credit = (uint32_t)n};
+		uint8_t reply[OL_NODE_HDR + 8 + OL_NODE_MAC];
+		struct ol_node_wr rw = {reply + OL_NODE_HDR, 0, 8, false};
+		if (last)
+			ol_node_put64(&rw, sr->bytes);
+		gh.len = (uint32_t)rw.n;
+		ol_node_hdr_encode(&gh, reply);
+		ol_node_mac(key, reply, reply + OL_NODE_HDR, rw.n, reply + OL_NODE_HDR + rw.n);
+		sr->held -= (uint64_t)n;
+		if (ol_io_write_all(fd, reply, OL_NODE_HDR + rw.n + OL_NODE_MAC, 10000)) {
+			sr->err = 5;
+			break;
+		}
+		done = last;
+	}
+out:
+	free(in);
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+static void
+test_credit(void)
+{
+	struct slow sr = {.window = 64u << 10, .maxp = 4096};
+	sr.lfd = ol_io_listen("127.0.0.1:0", false, 4);
+	char addr[64];
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ol_io_sock_port(sr.lfd));
+	pthread_t th;
+	pthread_create(&th, NULL, slow_receiver, &sr);
+	struct ol_node_client *c;
+	ol_node_client_new(addr, SECRET, 1, &c);
+	struct pat p = {0, 2u << 20, 0};
+	uint64_t wrote = 0;
+	int rc = ol_node_shard_write(c, 0, "fast", pat_src, &p, 60000, &wrote);
+	pthread_join(th, NULL);
+	struct ol_node_client_stats cs;
+	ol_node_client_stats(c, &cs);
+	ok(rc == 0 && sr.err == 0 && wrote == p.len, "2 MiB to a slow receiver (%d, err %d)", rc,
+	   sr.err);
+	ok(sr.max_held <= sr.window,
+	   "the receiver never held more than its window: %llu <= %u bytes over %llu frames",
+	   (unsigned long long)sr.max_held, sr.window, (unsigned long long)sr.frames);
+	ok(cs.credit_waits > 0 && cs.max_outstanding <= sr.window,
+	   "the sender waited for credit (%llu times), at most %llu bytes out",
+	   (unsigned long long)cs.credit_waits, (unsigned long long)cs.max_outstanding);
+	ol_node_client_free(c);
+	close(sr.lfd);
+}
+
+int
+main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	char tmp[] = "/tmp/ol-test-node-XXXXXX";
+	if (!mkdtemp(tmp))
+		tap_skip_all("no temp dir");
+	test_frames();
+	test_names();
+	test_deadline();
+	test_credit();
+	test_server(tmp);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+	if (system(cmd))
+		ok(0, "cleanup");
+	tap_done();
+}
