@@ -184,16 +184,6 @@ get_location(struct s3_req *r)
 	s3_send_xml(r, 200, &x);
 }
 
-static void
-get_versioning(struct s3_req *r)
-{
-	struct ol_s3_buf x = {0};
-	r->op = "GetBucketVersioning";
-	ol_s3_buf_adds(&x, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<VersioningConfiguration "
-			   "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"/>");
-	s3_send_xml(r, 200, &x);
-}
-
 /* ---- ACL ---- */
 
 static void
@@ -225,8 +215,24 @@ put_bucket_acl(struct s3_req *r)
 
 /* ---- DeleteObjects ---- */
 
+/* A <Deleted> entry's version elements: the version asked for, or the marker added. */
 static void
-delete_result(struct s3_req *r, const struct ol_s3_delete_req *d, const int *rcs)
+deleted_version(struct ol_s3_buf *x, const char *asked, const struct ol_obj_info *o)
+{
+	if (asked)
+		ol_s3_xml_elem(x, "VersionId", asked);
+	if (o && o->delete_marker) {
+		ol_s3_xml_elem(x, "DeleteMarker", "true");
+		if (!asked)
+			ol_s3_xml_elem(x, "DeleteMarkerVersionId", o->version_id);
+		else
+			ol_s3_xml_elem(x, "DeleteMarkerVersionId", asked);
+	}
+}
+
+static void
+delete_result(struct s3_req *r, const struct ol_s3_delete_req *d, const int *rcs,
+	      const struct ol_obj_info *outs)
 {
 	struct ol_s3_buf x = {0};
 	ol_s3_xml_open_root(&x, "DeleteResult");
@@ -237,6 +243,7 @@ delete_result(struct s3_req *r, const struct ol_s3_delete_req *d, const int *rcs
 				continue;
 			ol_s3_buf_adds(&x, "<Deleted>");
 			ol_s3_xml_elemn(&x, "Key", d->keys[i], d->key_lens[i]);
+			deleted_version(&x, d->vids[i], rc == 0 ? &outs[i] : NULL);
 			ol_s3_buf_adds(&x, "</Deleted>");
 			continue;
 		}
@@ -276,6 +283,7 @@ delete_objects(struct s3_req *r)
 	char *body = NULL;
 	size_t len;
 	int *rcs = NULL;
+	struct ol_obj_info *outs = NULL;
 	r->op = "DeleteObjects";
 	if (!has_any_checksum(r)) {
 		s3_error(r, OL_S3E_INVALID_REQUEST,
@@ -292,18 +300,17 @@ delete_objects(struct s3_req *r)
 		s3_error(r, OL_S3E_MALFORMED_XML, NULL);
 		goto out;
 	}
-	if (d.has_version) {
-		s3_error(r, OL_S3E_NOT_IMPLEMENTED, "versioned delete");
-		goto out;
-	}
 	rcs = ol_xcalloc(d.n_keys, sizeof(int));
+	outs = ol_xcalloc(d.n_keys, sizeof(*outs));
 	for (unsigned i = 0; i < d.n_keys; i++)
 		rcs[i] = s3_key_delete_ok(r, d.keys[i], d.key_lens[i])
-			     ? ol_store_delete(r->srv->st, r->rt.bucket, d.keys[i], d.key_lens[i])
+			     ? ol_store_delete_ver(r->srv->st, r->rt.bucket, d.keys[i],
+						   d.key_lens[i], s3_vmode(r), d.vids[i], &outs[i])
 			     : -EACCES;
-	delete_result(r, &d, rcs);
+	delete_result(r, &d, rcs, outs);
 out:
 	free(rcs);
+	free(outs);
 	ol_s3_delete_free(&d);
 	free(body);
 	s3_body_fini(&b);
@@ -334,7 +341,7 @@ bucket_get(struct s3_req *r)
 	if (ol_s3_query_has(r->query, "location"))
 		get_location(r);
 	else if (ol_s3_query_has(r->query, "versioning"))
-		get_versioning(r);
+		s3_get_versioning(r);
 	else if (ol_s3_query_has(r->query, "acl"))
 		get_bucket_acl(r);
 	else if (ol_s3_query_has(r->query, "policyStatus"))
@@ -373,6 +380,9 @@ s3_bucket(struct s3_req *r)
 		} else if (ol_s3_query_has(r->query, "policy")) {
 			if (s3_bucket_exists(r))
 				s3_put_policy(r);
+		} else if (ol_s3_query_has(r->query, "versioning")) {
+			if (s3_bucket_exists(r))
+				s3_put_versioning(r);
 		} else if (!not_implemented_sub(r)) {
 			create_bucket(r);
 		}

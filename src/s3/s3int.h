@@ -183,6 +183,22 @@ bool s3_bucket_acl_private(const struct s3_req *r);
 /* Does it grant AllUsers or AuthenticatedUsers anything? */
 bool s3_bucket_acl_public(const struct s3_req *r);
 
+/* versioning.c */
+/* The loaded bucket's versioning mode (OL_STORE_VER_*) for the store. */
+int s3_vmode(const struct s3_req *r);
+/* The versionId query parameter: *vid NULL when absent. 0, or -1 with the error sent. */
+int s3_version_param(struct s3_req *r, char buf[OL_S3_MAX_VID + 1], const char **vid);
+/* Append x-amz-version-id (versioned bucket or a real version) and x-amz-delete-marker to
+ * h[n..] (room for 2); returns the new n. */
+size_t s3_version_headers(const struct s3_req *r, const struct ol_obj_info *in,
+			  struct ol_http_header *h, size_t n);
+/* Answer a store error of a versioned read: delete marker (404 with the marker headers, 405
+ * for one asked by id), NoSuchVersion / bad id (asked: a versionId was given). true when
+ * answered. */
+bool s3_version_error(struct s3_req *r, int rc, const struct ol_obj_info *in, bool asked);
+void s3_put_versioning(struct s3_req *r);
+void s3_get_versioning(struct s3_req *r);
+
 /* metrics.c */
 void s3_metrics_record(const char *op, int status, uint64_t us);
 struct ol_strbuf;

@@ -111,11 +111,18 @@ struct ol_s3_delete_req {
 	unsigned n_keys;
 	bool quiet;
 	bool has_version; /* some <VersionId> other than "null" was given */
+	char **vids;	  /* per key: its <VersionId> (malloc'd) or NULL */
 };
 /* Parse a DeleteObjects body: 1..1000 <Object><Key>, optional <Quiet>.
  * Returns 0 or -EBADMSG (MalformedXML). */
 int ol_s3_parse_delete(const char *xml, size_t n, struct ol_s3_delete_req *out);
 void ol_s3_delete_free(struct ol_s3_delete_req *d);
+
+/* Parse a VersioningConfiguration body: *status 1 Enabled, 2 Suspended. 0, -EBADMSG (not
+ * XML of that root), -EINVAL (Status missing or another value), -ENOTSUP (MfaDelete
+ * Enabled: not supported). */
+#define OL_S3_MAX_VID 64
+int ol_s3_parse_versioning(const char *xml, size_t n, int *status);
 
 /* Parse a CreateBucketConfiguration body (may be empty). loc gets LocationConstraint ("" if
  * none). Returns 0 or -EBADMSG. */

@@ -23,7 +23,9 @@
 #define OL_KEY_HEAD 400
 
 enum { OL_CK_CRC32C = 1, OL_CK_XXH3 = 2 };
-enum { OL_REC_INLINE = 1, OL_REC_MULTIPART = 2 };
+/* VERSIONED: written in a versioning-enabled bucket (its id is shown, else "null");
+ * DELMARK: a delete marker (inline, size 0, no data) */
+enum { OL_REC_INLINE = 1, OL_REC_MULTIPART = 2, OL_REC_VERSIONED = 4, OL_REC_DELMARK = 8 };
 
 struct ol_cq;
 
@@ -214,6 +216,13 @@ struct ol_commit {
 	size_t del_plen;
 	const void *del_key;
 	size_t del_kl;
+	/* versioning (version.c): with b, vmode ON/SUSP keeps the replaced version in
+	 * OL_META_VERSIONS (old[] is then never reclaimed; removed null versions go to gone[]);
+	 * vdel_k: remove that versions key instead (into gone[]) and, where k's current record is
+	 * that version, make the next newest current */
+	int vmode;
+	const void *vdel_k;
+	size_t vdel_kl;
 	/* filled: the values replaced or deleted, per drive, for ol_commit_reclaim */
 	void *old[OL_MAX_DRIVES];
 	size_t old_len[OL_MAX_DRIVES];
@@ -232,6 +241,21 @@ int ol_cond_check(struct ol_store *st, const void *k, size_t kl, const struct ol
 /* Unlink the data of replaced records on the drives that committed (keep: files still used). */
 void ol_commit_reclaim(struct ol_store *st, struct ol_commit *c, const struct ol_rec *keep);
 void ol_commit_free(struct ol_commit *c);
+
+/* version.c */
+#define OL_VSUFFIX 25 /* '\0' ~mtime (BE64) vid[16] after the object index key */
+size_t ol_vkey(char *buf, const void *okey, size_t okl, int64_t mtime, const uint8_t *vid);
+/* The version id text of a record (OL_STORE_VID_MAX bytes). */
+void ol_ver_id(const struct ol_rec *r, char *out);
+void ol_ver_id_raw(uint16_t flags, int64_t mtime, const uint8_t *vid, char *out);
+/* Inside a drive's write txn of c (store.c put_one): versions work after the new current
+ * record rec (NULL for vdel) was put; strip: this drive's copy of the replaced visible one. */
+int ol_ver_apply(struct ol_meta_txn *t, struct ol_commit *c, int d, const uint8_t *rec, size_t rl,
+		 const uint8_t *strip, size_t sl);
+bool ol_ver_has(struct ol_meta_txn *t, const void *okey, size_t okl);
+int ol_ver_del_one(struct ol_meta_txn *t, struct ol_commit *c, int d);
+/* Keep a malloc'd copy of v in gone[d] (reclaimed after a quorum commit). */
+void ol_commit_gone(struct ol_commit *c, int d, const void *v, size_t vl);
 
 /* drive.c */
 /* Take drive d offline if its env is still m (NULL: whatever it is): one log line with the
@@ -281,6 +305,12 @@ void ol_merge_seek(struct ol_merge *m, const void *rest, size_t rlen);
 int ol_merge_next(struct ol_merge *m, const void **key, size_t *klen, const void **vals,
 		  size_t *lens);
 void ol_merge_close(struct ol_merge *m);
+/* The iterator returns delete markers too (version.c). */
+struct ol_iter;
+void ol_iter_markers(struct ol_iter *it);
+/* version.c: the versions index key of a version (see locate in version.c). */
+int ol_store_ver_locate(struct ol_store *st, const char *bucket, const char *key, size_t klen,
+			const char *version_id, char *vk, size_t *vkl);
 /* The resolved info of a version record. */
 void ol_rec_info(const struct ol_rec *r, struct ol_obj_info *info);
 

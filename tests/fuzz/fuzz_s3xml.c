@@ -39,14 +39,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct ol_s3_delete_req d;
 		if (ol_s3_parse_delete(body, n, &d) == 0) {
 			for (unsigned i = 0; i < d.n_keys; i++)
-				(void)strlen(d.keys[i]);
+				(void)(strlen(d.keys[i]) + (d.vids[i] ? strlen(d.vids[i]) : 0));
 			ol_s3_delete_free(&d);
 		}
 		break;
 	}
 	case 2: {
 		char loc[64];
+		int vs;
 		(void)ol_s3_parse_create_bucket(body, n, loc, sizeof(loc));
+		(void)ol_s3_parse_versioning(body, n, &vs);
 		break;
 	}
 	case 3: {
