@@ -282,6 +282,9 @@ size_t ol_sweep_orphans(struct ol_store *st, int min_age_s);
 /* heal.c: give the resolved version w back to online drives that lack it. */
 void ol_heal_record(struct ol_store *st, const char *bucket, const char *key, size_t klen,
 		    const struct ol_rec *w, const uint8_t *body);
+/* The same for index key ik of db (objects or versions) under object lock li. */
+void ol_heal_record_at(struct ol_store *st, enum ol_meta_db db, const char *ik, size_t ikl,
+		       unsigned li, const struct ol_rec *w, const uint8_t *body);
 
 /* list.c: ordered merge of one db's keys across the online drives (read txns held open;
  * pointers valid until ol_merge_close). */

@@ -1007,6 +1007,37 @@ test_versions(struct ol_store **stp)
 	ol_store_close(st);
 	ok(ol_store_open(&cfg, stp) == 0, "reopen (sweep at open)");
 	st = *stp;
+	{ /* drive 0 wiped: the whole-store heal gives back its versions and their shards */
+		struct ol_heal_progress hp;
+		char dir[300];
+
+		uint64_t u0;
+
+		memset(&hp, 0, sizeof(hp));
+		ol_store_heal_all(st, &(struct ol_heal_opts){0},
+				  &hp); /* earlier tests' leftovers */
+		u0 = atomic_load(&hp.unrecoverable);
+		memset(&hp, 0, sizeof(hp));
+		ol_store_close(st);
+		snprintf(dir, sizeof(dir), "%s/d0/.openlake", root);
+		rm_rf(dir);
+		ok(ol_store_open(&cfg, stp) == 0, "reopen with drive 0 wiped");
+		st = *stp;
+		ok(ol_store_heal_all(st, &(struct ol_heal_opts){0}, &hp) == 0 &&
+		       atomic_load(&hp.records_restored) >= 5 &&
+		       atomic_load(&hp.unrecoverable) == u0,
+		   "heal restores the versions' records (%llu, %llu unrecoverable)",
+		   (unsigned long long)atomic_load(&hp.records_restored),
+		   (unsigned long long)atomic_load(&hp.unrecoverable));
+		for (int i = 0; i < OL_UUID; i++) {
+			unsigned x;
+
+			sscanf(v1 + 16 + 2 * i, "%2x", &x);
+			u1[i] = (uint8_t)x;
+		}
+		ol_shard_path(st, 0, u1, path, sizeof(path));
+		ok(stat(path, &sb) == 0, "and the old version's shard file on the wiped drive");
+	}
 	ol_sweep_orphans(st, 0);
 	ok(get_ver_eq(st, "k", v1, d1, big) == 1 && get_ver_eq(st, "k", v2, d2, 1000) == 1,
 	   "an old version's shards survive the sweep at open and the orphan sweep");
