@@ -1,5 +1,6 @@
 /* Fuzz target: the S3 parsers of untrusted bytes. The first byte selects one: 0-2 the XML
- * request bodies (CompleteMultipartUpload, DeleteObjects, CreateBucketConfiguration), 3 the
+ * request bodies (CompleteMultipartUpload, DeleteObjects, CreateBucketConfiguration and
+ * VersioningConfiguration), 3 the
  * router (Host NUL path), 4 query lookup, 5 Range, 6 the metadata blob, 7 HTTP dates,
  * and, for a first byte >= 0xf0 (odd/even), 8 the bucket documents (AccessControlPolicy,
  * CORSConfiguration, PublicAccessBlockConfiguration, OwnershipControls), 9 the stored ACL

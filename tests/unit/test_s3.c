@@ -239,9 +239,42 @@ test_parsers(void)
 	   "delete parsed");
 	ol_s3_delete_free(&d);
 	const char *dv = "<Delete><Object><Key>a</Key><VersionId>abc</VersionId></Object></Delete>";
-	ok(ol_s3_parse_delete(dv, strlen(dv), &d) == 0 && d.has_version && !d.quiet,
-	   "version flagged");
+	ok(ol_s3_parse_delete(dv, strlen(dv), &d) == 0 && d.has_version && !d.quiet &&
+	       strcmp(d.vids[0], "abc") == 0,
+	   "version flagged and kept");
 	ol_s3_delete_free(&d);
+	const char *d2 = "<Delete><Object><VersionId>v1</VersionId><Key>a</Key></Object>"
+			 "<Object><Key>b</Key></Object></Delete>";
+	ok(ol_s3_parse_delete(d2, strlen(d2), &d) == 0 && d.n_keys == 2 &&
+	       strcmp(d.vids[0], "v1") == 0 && d.vids[1] == NULL,
+	   "version before the key; a key without one");
+	ol_s3_delete_free(&d);
+	struct ol_s3_buf lv = {0};
+	ol_s3_buf_adds(&lv, "<Delete><Object><Key>a</Key><VersionId>");
+	for (int i = 0; i < 65; i++)
+		ol_s3_buf_adds(&lv, "a");
+	ol_s3_buf_adds(&lv, "</VersionId></Object></Delete>");
+	ok(ol_s3_parse_delete(lv.p, lv.len, &d) == -EBADMSG, "a 65-char version id refused");
+	ol_s3_buf_free(&lv);
+	int vs;
+	const char *ven =
+	    "<VersioningConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+	    "<Status>Enabled</Status></VersioningConfiguration>";
+	ok(ol_s3_parse_versioning(ven, strlen(ven), &vs) == 0 && vs == 1, "versioning Enabled");
+	const char *vsu = "<VersioningConfiguration><MfaDelete>Disabled</MfaDelete>"
+			  "<Status>Suspended</Status></VersioningConfiguration>";
+	ok(ol_s3_parse_versioning(vsu, strlen(vsu), &vs) == 0 && vs == 2, "versioning Suspended");
+	const char *vbad =
+	    "<VersioningConfiguration><Status>Off</Status></VersioningConfiguration>";
+	ok(ol_s3_parse_versioning(vbad, strlen(vbad), &vs) == -EINVAL &&
+	       ol_s3_parse_versioning("<VersioningConfiguration/>", 26, &vs) == -EINVAL,
+	   "versioning: another Status or none: -EINVAL");
+	const char *vmfa = "<VersioningConfiguration><Status>Enabled</Status><MfaDelete>Enabled"
+			   "</MfaDelete></VersioningConfiguration>";
+	ok(ol_s3_parse_versioning(vmfa, strlen(vmfa), &vs) == -ENOTSUP, "MfaDelete: -ENOTSUP");
+	ok(ol_s3_parse_versioning("<Other><Status>Enabled</Status></Other>", 39, &vs) == -EBADMSG &&
+	       ol_s3_parse_versioning("<Versioning", 11, &vs) == -EBADMSG,
+	   "versioning: other root or bad XML: -EBADMSG");
 	const char *de = "<Delete></Delete>";
 	ok(ol_s3_parse_delete(de, strlen(de), &d) == -EBADMSG, "empty delete malformed");
 	struct ol_s3_buf many = {0};
