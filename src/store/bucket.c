@@ -109,7 +109,7 @@ has_upload(const char *key, size_t key_len, const char *upload_id, int64_t init_
 	return 1;
 }
 
-/* Any version or delete marker (on any drive) keeps a versioned bucket. */
+/* Any version or delete marker keeps a versioned bucket. */
 static int
 versions_left(struct ol_store *st, const char *bucket)
 {
@@ -121,7 +121,15 @@ versions_left(struct ol_store *st, const char *bucket)
 
 	if (rc)
 		return rc;
-	rc = ol_merge_next(&m, &k, &kl, vals, lens) == 1 ? -ENOTEMPTY : 0;
+	rc = 0;
+	while (!rc && ol_merge_next(&m, &k, &kl, vals, lens) == 1) {
+		struct ol_rec win[OL_MAX_DRIVES];
+		bool valid[OL_MAX_DRIVES];
+
+		/* a version on fewer than k drives (a write cut short) is no version */
+		if (ol_rec_resolve(st, vals, lens, win, valid))
+			rc = -ENOTEMPTY;
+	}
 	ol_merge_close(&m);
 	return rc;
 }
