@@ -301,6 +301,10 @@ static const struct act_row bucket_acts[] = {
     {'D', "ownershipControls", {"s3:PutBucketOwnershipControls", 0, false}},
     {'G', "location", {"s3:GetBucketLocation", 0, false}},
     {'G', "versioning", {"s3:GetBucketVersioning", 0, false}},
+    {'P', "versioning", {"s3:PutBucketVersioning", 0, false}},
+    {'P', "tagging", {"s3:PutBucketTagging", 0, false}},
+    {'G', "tagging", {"s3:GetBucketTagging", 0, false}},
+    {'D', "tagging", {"s3:PutBucketTagging", 0, false}},
     {'G', "uploads", {"s3:ListBucketMultipartUploads", OL_ACL_READ, false}},
     {'G', "versions", {"s3:ListBucketVersions", OL_ACL_READ, false}},
     {'p', "delete", {"s3:DeleteObject", OL_ACL_WRITE, true}}, /* per key: s3_key_delete_ok */
@@ -313,6 +317,9 @@ static const struct act_row bucket_acts[] = {
 static const struct act_row object_acts[] = {
     {'P', "acl", {"s3:PutObjectAcl", OL_ACL_WRITE_ACP, true}},
     {'G', "acl", {"s3:GetObjectAcl", OL_ACL_READ_ACP, true}},
+    {'P', "tagging", {"s3:PutObjectTagging", OL_ACL_WRITE, false}},
+    {'G', "tagging", {"s3:GetObjectTagging", OL_ACL_READ, true}},
+    {'D', "tagging", {"s3:DeleteObjectTagging", OL_ACL_WRITE, false}},
     {'P', NULL, {"s3:PutObject", OL_ACL_WRITE, false}},
     {'p', NULL, {"s3:PutObject", OL_ACL_WRITE, false}},
     {'G', "uploadId", {"s3:ListMultipartUploadParts", OL_ACL_READ, false}},

@@ -352,6 +352,8 @@ bucket_get(struct s3_req *r)
 		s3_mpu_list(r);
 	else if (ol_s3_query_has(r->query, "versions"))
 		s3_list_objects(r, 3);
+	else if (ol_s3_query_has(r->query, "tagging"))
+		s3_bucket_tagging(r);
 	else if (not_implemented_sub(r))
 		return;
 	else {
@@ -383,6 +385,9 @@ s3_bucket(struct s3_req *r)
 		} else if (ol_s3_query_has(r->query, "versioning")) {
 			if (s3_bucket_exists(r))
 				s3_put_versioning(r);
+		} else if (ol_s3_query_has(r->query, "tagging")) {
+			if (s3_bucket_exists(r))
+				s3_bucket_tagging(r);
 		} else if (!not_implemented_sub(r)) {
 			create_bucket(r);
 		}
@@ -401,6 +406,8 @@ s3_bucket(struct s3_req *r)
 	} else if (strcmp(m, "DELETE") == 0) {
 		if (ol_s3_query_has(r->query, "policy"))
 			s3_delete_policy(r);
+		else if (ol_s3_query_has(r->query, "tagging"))
+			s3_bucket_tagging(r);
 		else if (!not_implemented_sub(r))
 			delete_bucket(r);
 	} else if (strcmp(m, "POST") == 0 && ol_s3_query_has(r->query, "delete")) {

@@ -55,6 +55,8 @@ s3_mpu_create(struct s3_req *r)
 	if (s3_user_meta_check(r) < 0 || !s3_bucket_exists(r))
 		return;
 	s3_meta_from_headers(r, &meta);
+	if (s3_tagging_header(r, &meta, false) < 0)
+		goto out;
 	const char *alg = ol_http_header(r->h, "x-amz-checksum-algorithm");
 	if (alg && ol_cksum_from_name(alg) == OL_CKSUM_NONE) {
 		s3_error(r, OL_S3E_INVALID_REQUEST, "Checksum algorithm provided is unsupported.");

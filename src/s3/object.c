@@ -184,7 +184,8 @@ put_object(struct s3_req *r)
 	struct ol_obj_info done;
 	r->op = "PutObject";
 	if (s3_length_check(r, r->srv->max_object_size) < 0 || s3_user_meta_check(r) < 0 ||
-	    !s3_bucket_exists(r) || s3_write_cond(r, &cond, if_etag) < 0)
+	    s3_tagging_header(r, NULL, false) < 0 || !s3_bucket_exists(r) ||
+	    s3_write_cond(r, &cond, if_etag) < 0)
 		return;
 	if (s3_body_init(&b, r, r->srv->max_object_size) < 0) {
 		s3_error(r, b.err, b.errmsg);
@@ -199,6 +200,7 @@ put_object(struct s3_req *r)
 	if (put_stream(r, p, &b) < 0)
 		goto out;
 	s3_meta_from_headers(r, &meta);
+	s3_tagging_header(r, &meta, false); /* checked above */
 	if (b.alg != OL_CKSUM_NONE)
 		ol_s3_meta_add(&meta, ol_cksum_header_name(b.alg), b.ck_b64);
 	if (meta.len > OL_STORE_MAX_META - 64) {
@@ -448,6 +450,17 @@ copy_object(struct s3_req *r)
 		meta_copy_unowned(&si, &meta);
 		s3_meta_add_owner(r, &meta);
 	}
+	const char *td = ol_http_header(r->h, "x-amz-tagging-directive");
+	if (td && strcasecmp(td, "COPY") != 0 && strcasecmp(td, "REPLACE") != 0) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT, "Unknown tagging directive.");
+		goto out;
+	}
+	if (td && strcasecmp(td, "REPLACE") == 0) {
+		if (s3_tagging_header(r, &meta, true) < 0)
+			goto out;
+	} else if (replace) {
+		s3_tags_copy(si.meta, si.meta_len, &meta); /* tags follow their own directive */
+	}
 	rc = ol_store_put_begin(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len,
 				(int64_t)si.size, &p);
 	if (rc < 0) {
@@ -613,6 +626,12 @@ obj_headers_build(struct s3_req *r, const struct ol_obj_info *in, struct obj_hea
 	struct ol_http_header vh[2];
 	for (size_t i = 0, vn = s3_version_headers(r, in, vh, 0); i < vn; i++)
 		oh_add(o, vh[i].name, vh[i].value, strlen(vh[i].value));
+	size_t tc = s3_tag_count(in->meta, in->meta_len);
+	if (tc) {
+		char tcs[16];
+		snprintf(tcs, sizeof(tcs), "%zu", tc);
+		oh_add(o, "x-amz-tagging-count", tcs, strlen(tcs));
+	}
 	if (in->n_parts) {
 		char pc[16];
 		snprintf(pc, sizeof(pc), "%u", in->n_parts);
@@ -879,8 +898,8 @@ out:
 static bool
 unsupported_sub(struct s3_req *r)
 {
-	static const char *const subs[] = {"tagging", "retention", "legal-hold", "torrent",
-					   "restore", "select",	   "attributes"};
+	static const char *const subs[] = {"retention", "legal-hold", "torrent",
+					   "restore",	"select",     "attributes"};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		if (!ol_s3_query_has(r->query, subs[i]))
 			continue;
@@ -899,6 +918,8 @@ object_put(struct s3_req *r)
 		s3_mpu_part(r);
 	} else if (ol_s3_query_has(r->query, "acl")) {
 		put_object_acl(r);
+	} else if (ol_s3_query_has(r->query, "tagging")) {
+		s3_object_tagging(r);
 	} else if (unsupported_sub(r)) {
 		return;
 	} else if (ol_http_header(r->h, "x-amz-copy-source")) {
@@ -931,7 +952,8 @@ s3_object(struct s3_req *r)
 	}
 	/* GET/HEAD/DELETE of an object: the store tells a missing bucket (-ENXIO) itself, so
 	 * the hot path does one lookup, not two; sub-resources check the bucket first. */
-	bool sub = ol_s3_query_has(r->query, "uploadId") || ol_s3_query_has(r->query, "acl");
+	bool sub = ol_s3_query_has(r->query, "uploadId") || ol_s3_query_has(r->query, "acl") ||
+		   ol_s3_query_has(r->query, "tagging");
 	if ((sub || !ol_s3_bucket_name_ok(r->rt.bucket)) && !s3_bucket_exists(r))
 		return;
 	if (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
@@ -939,6 +961,8 @@ s3_object(struct s3_req *r)
 			s3_mpu_list_parts(r);
 		else if (ol_s3_query_has(r->query, "acl") && m[0] == 'G')
 			get_object_acl(r);
+		else if (ol_s3_query_has(r->query, "tagging") && m[0] == 'G')
+			s3_object_tagging(r);
 		else if (unsupported_sub(r))
 			return;
 		else if (m[0] == 'G')
@@ -948,6 +972,8 @@ s3_object(struct s3_req *r)
 	} else if (strcmp(m, "DELETE") == 0) {
 		if (ol_s3_query_has(r->query, "uploadId"))
 			s3_mpu_abort(r);
+		else if (ol_s3_query_has(r->query, "tagging"))
+			s3_object_tagging(r);
 		else if (!unsupported_sub(r))
 			delete_object(r);
 	} else {

@@ -199,6 +199,17 @@ bool s3_version_error(struct s3_req *r, int rc, const struct ol_obj_info *in, bo
 void s3_put_versioning(struct s3_req *r);
 void s3_get_versioning(struct s3_req *r);
 
+/* tagging.c */
+/* PUT/GET/DELETE ?tagging of the loaded bucket, of the request's object. */
+void s3_bucket_tagging(struct s3_req *r);
+void s3_object_tagging(struct s3_req *r);
+/* x-amz-tagging: checked (meta NULL: only that), then added to meta; replace: meta's own
+ * tags go first (and without the header none are left). 0, or -1 with InvalidTag sent. */
+int s3_tagging_header(struct s3_req *r, struct ol_s3_buf *meta, bool replace);
+/* Tags of a metadata blob: their count (x-amz-tagging-count); copy them into meta. */
+size_t s3_tag_count(const void *meta, size_t len);
+void s3_tags_copy(const void *src, size_t len, struct ol_s3_buf *meta);
+
 /* metrics.c */
 void s3_metrics_record(const char *op, int status, uint64_t us);
 struct ol_strbuf;

@@ -406,6 +406,62 @@ ol_s3_parse_versioning(const char *xml, size_t n, int *status)
 	return rc;
 }
 
+/* ---- Tagging ---- */
+
+struct tag_ctx {
+	struct ol_s3_tags *t;
+	char key[OL_S3_TAG_BYTES + 1], val[OL_S3_TAG_BYTES + 1];
+	bool has_key;
+};
+
+static int
+tag_end(struct xp *x, const char *t, size_t n)
+{
+	struct tag_ctx *c = x->arg;
+	if (x->depth == 1)
+		return strcmp(x->path[0], "Tagging") == 0 ? 0 : -1;
+	if (at(x, 4, "Tagging", "TagSet", "Tag") && x->depth == 4) {
+		const char *leaf = x->path[3];
+		if (n > OL_S3_TAG_BYTES || memchr(t, 0, n))
+			return -1;
+		if (strcmp(leaf, "Key") == 0) {
+			memcpy(c->key, t, n);
+			c->key[n] = '\0';
+			c->has_key = true;
+		} else if (strcmp(leaf, "Value") == 0) {
+			memcpy(c->val, t, n);
+			c->val[n] = '\0';
+		}
+		return 0;
+	}
+	if (at(x, 3, "Tagging", "TagSet", "Tag")) {
+		int rc = c->has_key
+			     ? ol_s3_tags_add(c->t, c->key, strlen(c->key), c->val, strlen(c->val))
+			     : -1;
+		c->has_key = false;
+		c->val[0] = '\0';
+		return rc < 0 ? -1 : 0;
+	}
+	return 0;
+}
+
+int
+ol_s3_parse_tagging(const char *xml, size_t n, struct ol_s3_tags *t)
+{
+	struct tag_ctx *c = ol_xcalloc(1, sizeof(*c));
+	struct xp *x = ol_xcalloc(1, sizeof(*x));
+	memset(t, 0, sizeof(*t));
+	c->t = t;
+	x->on_end = tag_end;
+	x->arg = c;
+	int rc = xp_run(x, xml, n);
+	free(x);
+	free(c);
+	if (rc < 0)
+		ol_s3_tags_free(t);
+	return rc;
+}
+
 /* ---- AccessControlPolicy ---- */
 
 struct acl_ctx {

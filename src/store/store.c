@@ -521,6 +521,8 @@ put_one(struct ol_meta_txn *t, struct ol_commit *c, int d)
 
 	if (c->vdel_k)
 		return ol_ver_del_one(t, c, d);
+	if (c->set_vid)
+		return ol_ver_meta_one(t, c, d);
 	if (ol_meta_get(t, c->db, c->k, c->kl, &v, &vl) == 0) {
 		keep_copy(&c->old[d], &c->old_len[d], v, vl);
 		if (c->b)

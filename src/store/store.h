@@ -231,6 +231,12 @@ int ol_store_head_ver(struct ol_store *st, const char *bucket, const char *key, 
  * -EIO. */
 int ol_store_delete_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 			int vmode, const char *version_id, struct ol_obj_info *out);
+/* Replace the metadata blob of one version (version_id NULL: the current one) in place: same
+ * data, version id, mtime and ETag (S3 tagging). The caller reads the blob first (head_ver)
+ * and passes the whole new one. 0, -ENOENT, OL_STORE_EDELMARK (a delete marker), -EINVAL
+ * (bad id, meta too large), -ENXIO, -EIO. A crash in the middle may leave either blob. */
+int ol_store_set_meta(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		      const char *version_id, const void *meta, size_t meta_len);
 /* mpu_complete_cond in mode vmode (out->version_id set). */
 int ol_store_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *upload_id,
 			      const unsigned *part_nos, size_t n, const char *final_etag,

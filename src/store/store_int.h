@@ -126,6 +126,9 @@ struct ol_rec_build {
 uint8_t *ol_rec_encode(const struct ol_rec_build *b, size_t *len);
 int ol_rec_decode(const void *buf, size_t len, struct ol_rec *r);
 void ol_rec_part(const struct ol_rec *r, uint32_t i, struct ol_rpart *out);
+/* The record with its meta blob replaced (malloc'd; NULL when buf does not decode). */
+uint8_t *ol_rec_with_meta(const void *buf, size_t len, const void *meta, uint32_t mlen,
+			  size_t *out_len);
 /* The record without its prev (malloc'd). */
 uint8_t *ol_rec_strip(const void *buf, size_t len, size_t *out_len);
 /* Resolve the per-drive raw records: newest version present on >= k drives. win[d] gets the
@@ -223,6 +226,12 @@ struct ol_commit {
 	int vmode;
 	const void *vdel_k;
 	size_t vdel_kl;
+	/* set_vid: replace the meta blob of that version in place, in k's current record (if it
+	 * is that version) and in the versions key set_vk (if present) */
+	const uint8_t *set_vid;
+	const void *set_vk, *set_meta;
+	size_t set_vkl;
+	uint32_t set_meta_len;
 	/* filled: the values replaced or deleted, per drive, for ol_commit_reclaim */
 	void *old[OL_MAX_DRIVES];
 	size_t old_len[OL_MAX_DRIVES];
@@ -254,6 +263,7 @@ int ol_ver_apply(struct ol_meta_txn *t, struct ol_commit *c, int d, const uint8_
 		 const uint8_t *strip, size_t sl);
 bool ol_ver_has(struct ol_meta_txn *t, const void *okey, size_t okl);
 int ol_ver_del_one(struct ol_meta_txn *t, struct ol_commit *c, int d);
+int ol_ver_meta_one(struct ol_meta_txn *t, struct ol_commit *c, int d);
 /* Keep a malloc'd copy of v in gone[d] (reclaimed after a quorum commit). */
 void ol_commit_gone(struct ol_commit *c, int d, const void *v, size_t vl);
 

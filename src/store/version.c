@@ -431,6 +431,100 @@ ol_store_delete_ver(struct ol_store *st, const char *bucket, const char *key, si
 	return rc;
 }
 
+static int
+with_meta(struct ol_meta_txn *t, const struct ol_commit *c, enum ol_meta_db db, const void *k,
+	  size_t kl)
+{
+	const void *v;
+	size_t vl, nl;
+	struct ol_rec r;
+	uint8_t *n;
+	int rc;
+
+	if (ol_meta_get(t, db, k, kl, &v, &vl) || ol_rec_decode(v, vl, &r) ||
+	    memcmp(r.vid, c->set_vid, OL_UUID))
+		return 0;
+	n = ol_rec_with_meta(v, vl, c->set_meta, c->set_meta_len, &nl);
+	rc = n ? ol_meta_put(t, db, k, kl, n, nl) : -EINVAL;
+	free(n);
+	return rc;
+}
+
+int
+ol_ver_meta_one(struct ol_meta_txn *t, struct ol_commit *c, int d)
+{
+	int rc = with_meta(t, c, OL_META_OBJECTS, c->k, c->kl);
+
+	(void)d;
+	if (!rc && c->set_vk)
+		rc = with_meta(t, c, OL_META_VERSIONS, c->set_vk, c->set_vkl);
+	return rc;
+}
+
+/* The resolved record of index key ik in db into *w (raw kept in r): 0, -ENOENT,
+ * OL_STORE_EDELMARK. */
+static int
+resolve_at(struct ol_store *st, enum ol_meta_db db, const void *ik, size_t ikl, struct ol_reads *r,
+	   struct ol_rec *w)
+{
+	struct ol_rec win[OL_MAX_DRIVES];
+	bool valid[OL_MAX_DRIVES];
+	int d;
+
+	ol_reads_get(st, db, ik, ikl, NULL, r);
+	if (!ol_rec_resolve(st, (const void *const *)r->raw, r->len, win, valid))
+		return -ENOENT;
+	for (d = 0; !valid[d]; d++)
+		;
+	*w = win[d];
+	return (w->flags & OL_REC_DELMARK) ? OL_STORE_EDELMARK : 0;
+}
+
+int
+ol_store_set_meta(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		  const char *version_id, const void *meta, size_t meta_len)
+{
+	char okey[OL_KEYBUF], vk[OL_KEYBUF + OL_VSUFFIX];
+	struct ol_commit c = {.db = OL_META_OBJECTS, .k = okey, .set_meta = meta};
+	struct ol_reads r = {0};
+	struct ol_rec w;
+	uint8_t vid[OL_UUID];
+	size_t vkl = 0;
+	unsigned li;
+	int rc;
+
+	if (key_len == 0 || key_len > OL_STORE_MAX_KEY || meta_len > OL_STORE_MAX_META)
+		return -EINVAL;
+	if (!ol_bucket_ok(st, bucket))
+		return -ENXIO;
+	c.kl = ol_okey(okey, bucket, key, key_len);
+	c.set_meta_len = (uint32_t)meta_len;
+	li = ol_lock_idx(bucket, key, key_len);
+	lock(st, li, true);
+	rc = version_id ? locate(st, okey, c.kl, version_id, vk, &vkl) : 1;
+	if (rc == 0) {
+		rc = resolve_at(st, OL_META_VERSIONS, vk, vkl, &r, &w);
+	} else if (rc == 1) { /* the current record (for "null": if it is the null one) */
+		rc = resolve_at(st, OL_META_OBJECTS, okey, c.kl, &r, &w);
+		if (rc == 0 && version_id && (w.flags & OL_REC_VERSIONED))
+			rc = -ENOENT;
+		if (rc == 0)
+			vkl = ol_vkey(vk, okey, c.kl, w.mtime, w.vid);
+	}
+	if (rc == 0) {
+		memcpy(vid, w.vid, OL_UUID);
+		c.set_vid = vid;
+		c.set_vk = vk;
+		c.set_vkl = vkl;
+		if (ol_commit_all(st, &c) < st->w)
+			rc = -EIO;
+	}
+	lock(st, li, false);
+	ol_reads_free(&r);
+	ol_commit_free(&c);
+	return rc;
+}
+
 /* ---- the version iterator: the current records (ol_iter, delete markers included) merged
  * with the versions index; a key's current version comes first (is_latest), then its other
  * versions newest first. A version written before versioning is only current. ---- */

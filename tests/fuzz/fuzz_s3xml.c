@@ -1,6 +1,6 @@
 /* Fuzz target: the S3 parsers of untrusted bytes. The first byte selects one: 0-2 the XML
- * request bodies (CompleteMultipartUpload, DeleteObjects, CreateBucketConfiguration and
- * VersioningConfiguration), 3 the
+ * request bodies (CompleteMultipartUpload, DeleteObjects, CreateBucketConfiguration,
+ * VersioningConfiguration, Tagging and the x-amz-tagging form), 3 the
  * router (Host NUL path), 4 query lookup, 5 Range, 6 the metadata blob, 7 HTTP dates,
  * and, for a first byte >= 0xf0 (odd/even), 8 the bucket documents (AccessControlPolicy,
  * CORSConfiguration, PublicAccessBlockConfiguration, OwnershipControls), 9 the stored ACL
@@ -50,6 +50,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int vs;
 		(void)ol_s3_parse_create_bucket(body, n, loc, sizeof(loc));
 		(void)ol_s3_parse_versioning(body, n, &vs);
+		struct ol_s3_tags tg;
+		const char *why;
+		if (ol_s3_parse_tagging(body, n, &tg) == 0) {
+			(void)ol_s3_tags_check(&tg, OL_S3_MAX_TAGS, &why);
+			ol_s3_tags_free(&tg);
+		}
+		if (ol_s3_tags_parse_query(body, n, &tg) == 0) {
+			struct ol_s3_buf enc = {0};
+			(void)ol_s3_tags_check(&tg, OL_S3_MAX_OBJ_TAGS, &why);
+			ol_s3_tags_encode(&tg, &enc);
+			ol_s3_buf_free(&enc);
+			ol_s3_tags_free(&tg);
+		}
 		break;
 	}
 	case 3: {
