@@ -595,7 +595,8 @@ restore_version(struct scan *s, const char *bucket, const struct target *t, cons
 		return;
 	if (w->flags & OL_REC_INLINE) {
 		ol_ver_id(w, vid);
-		body = ol_xmalloc(w->size ? w->size : 1);
+		/* inline_shard reads k whole shards: the body padded with zeros */
+		body = ol_xcalloc(1, (size_t)st->k * ((w->size + st->k - 1) / st->k) + 1);
 		if (ol_store_get_open_ver(st, bucket, key, klen, vid, &g, &info) ||
 		    ol_store_get_read(g, 0, body, w->size) != (ssize_t)w->size) {
 			atomic_fetch_add(&s->p->unrecoverable, 1);
