@@ -274,7 +274,7 @@ def test_kill9_during_versioned_writes(openlaked):
     c.create_bucket(Bucket=b)
     enable(c, b)
     acked = {}     # (key, vid) -> data (None: marker)
-    removed = set()
+    removed = set()  # versions a permanent delete was sent for (acknowledged or not)
     lock = threading.Lock()
     for rnd_i in range(3):
         stop = threading.Event()
@@ -302,9 +302,9 @@ def test_kill9_during_versioned_writes(openlaked):
                             mine = [kv for kv in acked if kv[0] == k and kv not in removed]
                         if mine:
                             kv = rnd.choice(mine)
-                            cl.delete_object(Bucket=b, Key=k, VersionId=kv[1])
-                            with lock:
+                            with lock:  # cut short, it may or may not have happened
                                 removed.add(kv)
+                            cl.delete_object(Bucket=b, Key=k, VersionId=kv[1])
                 except Exception:
                     return  # the daemon died under us: this op is not acknowledged
 
