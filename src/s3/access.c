@@ -337,6 +337,25 @@ method_letter(const char *m)
 	return m[0];
 }
 
+/* A request naming one version (?versionId=) is its own action for policies, as in AWS. */
+static void
+version_action(struct s3_req *r)
+{
+	static const char *const map[][2] = {
+	    {"s3:GetObject", "s3:GetObjectVersion"},
+	    {"s3:DeleteObject", "s3:DeleteObjectVersion"},
+	    {"s3:GetObjectAcl", "s3:GetObjectVersionAcl"},
+	    {"s3:GetObjectTagging", "s3:GetObjectVersionTagging"},
+	    {"s3:PutObjectTagging", "s3:PutObjectVersionTagging"},
+	    {"s3:DeleteObjectTagging", "s3:DeleteObjectVersionTagging"},
+	};
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (strcmp(r->act.name, map[i][0]) == 0) {
+			r->act.name = map[i][1];
+			return;
+		}
+}
+
 static void
 classify(struct s3_req *r)
 {
@@ -351,8 +370,10 @@ classify(struct s3_req *r)
 		if (t[i].method != m || (t[i].sub && !ol_s3_query_has(r->query, t[i].sub)))
 			continue;
 		r->act = t[i].act;
-		return;
+		break;
 	}
+	if (obj && ol_s3_query_has(r->query, "versionId"))
+		version_action(r);
 }
 
 /* ---- public access block ---- */

@@ -140,3 +140,27 @@ def test_only_the_owner_changes_versioning_and_tags(d, alice, bob):  # noqa: F81
     assert alice.get_bucket_versioning(Bucket="alice-ver")["Status"] == "Enabled"
     alice.put_object_tagging(Bucket="alice-ver", Key="o", Tagging=tags([("a", "b")]))
     assert got(alice, Bucket="alice-ver", Key="o") == [("a", "b")]
+
+
+def test_policy_names_version_actions_apart(d, alice, bob):  # noqa: F811
+    """s3:GetObject lets bob read the current object, not an old version by id (that is
+    s3:GetObjectVersion, as in AWS)."""
+    import json
+    b = "alice-vpol"
+    alice.create_bucket(Bucket=b)
+    alice.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+    v1 = alice.put_object(Bucket=b, Key="o", Body=b"one")["VersionId"]
+    alice.put_object(Bucket=b, Key="o", Body=b"two")
+
+    def allow(actions):
+        alice.put_bucket_policy(Bucket=b, Policy=json.dumps({
+            "Version": "2012-10-17", "Statement": [{
+                "Effect": "Allow", "Principal": {"AWS": "bob"}, "Action": actions,
+                "Resource": "arn:aws:s3:::%s/*" % b}]}))
+
+    allow(["s3:GetObject"])
+    assert bob.get_object(Bucket=b, Key="o")["Body"].read() == b"two"
+    assert err(bob.get_object, Bucket=b, Key="o", VersionId=v1) == (403, "AccessDenied")
+    allow(["s3:GetObject", "s3:GetObjectVersion"])
+    assert bob.get_object(Bucket=b, Key="o", VersionId=v1)["Body"].read() == b"one"
+    assert err(bob.delete_object, Bucket=b, Key="o", VersionId=v1) == (403, "AccessDenied")

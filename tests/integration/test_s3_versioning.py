@@ -363,6 +363,10 @@ def test_awscli_and_rclone(s3_daemon, tmp_path):
     f2.write_bytes(b"second!")
     v1 = json.loads(run(aws + ["s3api", "put-object", "--bucket", b, "--key", "doc",
                                "--body", str(f1)]))["VersionId"]
+    t1 = c.head_object(Bucket=b, Key="doc")["LastModified"].timestamp()
+    deadline = time.time() + 30  # the second version must be stamped at a later second
+    while time.time() < t1 + 1.05 and time.time() < deadline:
+        time.sleep(0.05)
     run(aws + ["s3", "cp", str(f2), "s3://%s/doc" % b])
     lv = json.loads(run(aws + ["s3api", "list-object-versions", "--bucket", b]))
     assert [(v["Key"], v["IsLatest"]) for v in lv["Versions"]] == [("doc", True), ("doc", False)]
@@ -391,4 +395,14 @@ def test_awscli_and_rclone(s3_daemon, tmp_path):
     assert len(names) == 2 and names[0] == "doc" and names[1].startswith("doc-v"), ls
     old = run(rc + ["cat", "--s3-versions", "ol:%s/%s" % (b, names[1])], env=renv)
     assert old == "first"
+    assert run(rc + ["cat", "ol:%s/doc" % b], env=renv) == "second!"
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(int(t1) + 1))
+    assert run(rc + ["cat", "--s3-version-at", at, "ol:%s/doc" % b], env=renv) == "first"
+    # awscli: a delete adds a marker; the listing shows it, the old versions stay
+    run(aws + ["s3", "rm", "s3://%s/doc" % b])
+    assert "doc" not in run(aws + ["s3", "ls", "s3://%s/" % b])
+    lv = json.loads(run(aws + ["s3api", "list-object-versions", "--bucket", b]))
+    assert [m["IsLatest"] for m in lv["DeleteMarkers"]] == [True] and len(lv["Versions"]) == 2
+    run(aws + ["s3api", "delete-object", "--bucket", b, "--key", "doc", "--version-id",
+               lv["DeleteMarkers"][0]["VersionId"]])
     assert run(rc + ["cat", "ol:%s/doc" % b], env=renv) == "second!"
