@@ -173,8 +173,8 @@ def test_round_trips_against_model(s3_client):
     enable(c, b)
     keys = ["a/1", "a/2", "a/pre", "b", "c/d/e", "c/d/f", "z"]
     status = "Enabled"
-    for phase in range(3):
-        for i in range(40):
+    for phase in range(4):
+        for i in range(50):
             k = rnd.choice(keys)
             op = rnd.random()
             if op < 0.55:
@@ -189,12 +189,26 @@ def test_round_trips_against_model(s3_client):
                 assert r["DeleteMarker"] is True
                 assert (r["VersionId"] == "null") == (status == "Suspended")
                 m.put(k, r["VersionId"], None)
-            elif m.keys.get(k):
+            elif op < 0.9 and m.keys.get(k):
                 v = rnd.choice(m.keys[k])
                 r = c.delete_object(Bucket=b, Key=k, VersionId=v["vid"])
                 assert r["VersionId"] == v["vid"]
                 assert r.get("DeleteMarker", False) == (v["data"] is None)
                 m.remove(k, v["vid"])
+            else:  # DeleteObjects: one version by id and one key without (a marker)
+                k2 = rnd.choice(keys)
+                objs = [{"Key": k2}]
+                if m.keys.get(k):
+                    objs.append({"Key": k, "VersionId": rnd.choice(m.keys[k])["vid"]})
+                r = c.delete_objects(Bucket=b, Delete={"Objects": objs})
+                assert len(r["Deleted"]) == len(objs) and not r.get("Errors")
+                for dd in r["Deleted"]:
+                    if "VersionId" in dd and dd["Key"] == k and len(objs) == 2 and \
+                            dd["VersionId"] == objs[1]["VersionId"]:
+                        m.remove(k, dd["VersionId"])
+                    else:
+                        assert dd["DeleteMarker"] is True
+                        m.put(dd["Key"], dd["DeleteMarkerVersionId"], None)
         check_against(c, b, m, page=rnd.choice([1, 2, 3, 1000]))
         status = "Suspended" if status == "Enabled" else "Enabled"
         enable(c, b, status)
