@@ -420,3 +420,35 @@ def test_awscli_and_rclone(s3_daemon, tmp_path):
     run(aws + ["s3api", "delete-object", "--bucket", b, "--key", "doc", "--version-id",
                lv["DeleteMarkers"][0]["VersionId"]])
     assert run(rc + ["cat", "ol:%s/doc" % b], env=renv) == "second!"
+
+
+def test_concurrent_writers_one_key(s3_client):
+    """Four writers put versions of one key at once (their commits grouped): every
+    acknowledged version is listed once, newest first, one of them latest, each with its
+    own bytes."""
+    c, b = s3_client, "vconc"
+    c.create_bucket(Bucket=b)
+    enable(c, b)
+    acked, lock = {}, threading.Lock()
+
+    def writer(w):
+        cl = boto3_client(c.meta.endpoint_url)
+        for i in range(20):
+            data = body_for("w%d-%d" % (w, i), 2000 if i % 2 else 200 * KiB)
+            vid = cl.put_object(Bucket=b, Key="hot", Body=data)["VersionId"]
+            with lock:
+                acked[vid] = data
+
+    ts = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert len(acked) == 80
+    got, _ = list_all(c, b, page=7)
+    assert sorted(v for _, v, _, _ in got) == sorted(acked)
+    assert [latest for _, _, latest, _ in got] == [True] + [False] * 79
+    cur = c.get_object(Bucket=b, Key="hot")
+    assert cur["VersionId"] == got[0][1] and cur["Body"].read() == acked[got[0][1]]
+    for vid, data in acked.items():
+        assert c.get_object(Bucket=b, Key="hot", VersionId=vid)["Body"].read() == data
