@@ -18,7 +18,8 @@
 
 #include "base/log.h"
 
-static const char *const db_names[OL_META_NDB] = {"buckets", "objects", "uploads", "parts"};
+static const char *const db_names[OL_META_NDB] = {"buckets", "objects", "uploads", "parts",
+						  "versions"};
 
 struct ol_meta {
 	MDB_env *env;

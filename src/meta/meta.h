@@ -21,6 +21,7 @@ enum ol_meta_db {
 	OL_META_OBJECTS,     /* bucket '\0' key -> object record */
 	OL_META_UPLOADS,     /* bucket '\0' upload id -> upload record */
 	OL_META_PARTS,	     /* bucket '\0' upload id '\0' part_no (BE32) -> part record */
+	OL_META_VERSIONS,    /* bucket '\0' key '\0' ~mtime (BE64) vid -> version record */
 	OL_META_NDB
 };
 

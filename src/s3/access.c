@@ -301,6 +301,10 @@ static const struct act_row bucket_acts[] = {
     {'D', "ownershipControls", {"s3:PutBucketOwnershipControls", 0, false}},
     {'G', "location", {"s3:GetBucketLocation", 0, false}},
     {'G', "versioning", {"s3:GetBucketVersioning", 0, false}},
+    {'P', "versioning", {"s3:PutBucketVersioning", 0, false}},
+    {'P', "tagging", {"s3:PutBucketTagging", 0, false}},
+    {'G', "tagging", {"s3:GetBucketTagging", 0, false}},
+    {'D', "tagging", {"s3:PutBucketTagging", 0, false}},
     {'G', "uploads", {"s3:ListBucketMultipartUploads", OL_ACL_READ, false}},
     {'G', "versions", {"s3:ListBucketVersions", OL_ACL_READ, false}},
     {'p', "delete", {"s3:DeleteObject", OL_ACL_WRITE, true}}, /* per key: s3_key_delete_ok */
@@ -313,6 +317,9 @@ static const struct act_row bucket_acts[] = {
 static const struct act_row object_acts[] = {
     {'P', "acl", {"s3:PutObjectAcl", OL_ACL_WRITE_ACP, true}},
     {'G', "acl", {"s3:GetObjectAcl", OL_ACL_READ_ACP, true}},
+    {'P', "tagging", {"s3:PutObjectTagging", OL_ACL_WRITE, false}},
+    {'G', "tagging", {"s3:GetObjectTagging", OL_ACL_READ, true}},
+    {'D', "tagging", {"s3:DeleteObjectTagging", OL_ACL_WRITE, false}},
     {'P', NULL, {"s3:PutObject", OL_ACL_WRITE, false}},
     {'p', NULL, {"s3:PutObject", OL_ACL_WRITE, false}},
     {'G', "uploadId", {"s3:ListMultipartUploadParts", OL_ACL_READ, false}},
@@ -330,6 +337,25 @@ method_letter(const char *m)
 	return m[0];
 }
 
+/* A request naming one version (?versionId=) is its own action for policies, as in AWS. */
+static void
+version_action(struct s3_req *r)
+{
+	static const char *const map[][2] = {
+	    {"s3:GetObject", "s3:GetObjectVersion"},
+	    {"s3:DeleteObject", "s3:DeleteObjectVersion"},
+	    {"s3:GetObjectAcl", "s3:GetObjectVersionAcl"},
+	    {"s3:GetObjectTagging", "s3:GetObjectVersionTagging"},
+	    {"s3:PutObjectTagging", "s3:PutObjectVersionTagging"},
+	    {"s3:DeleteObjectTagging", "s3:DeleteObjectVersionTagging"},
+	};
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (strcmp(r->act.name, map[i][0]) == 0) {
+			r->act.name = map[i][1];
+			return;
+		}
+}
+
 static void
 classify(struct s3_req *r)
 {
@@ -344,8 +370,10 @@ classify(struct s3_req *r)
 		if (t[i].method != m || (t[i].sub && !ol_s3_query_has(r->query, t[i].sub)))
 			continue;
 		r->act = t[i].act;
-		return;
+		break;
 	}
+	if (obj && ol_s3_query_has(r->query, "versionId"))
+		version_action(r);
 }
 
 /* ---- public access block ---- */

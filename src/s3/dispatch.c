@@ -68,6 +68,8 @@ static const struct op ops[] = {
     {ANY, BUCKET, "cors", NULL, SETTING, not_allowed},
     {"PUT", BUCKET, "acl", NULL, NEED_BUCKET, s3_put_bucket_acl},
     {"PUT", BUCKET, "policy", NULL, NEED_BUCKET, s3_put_policy},
+    {"PUT", BUCKET, "versioning", NULL, NEED_BUCKET, s3_put_versioning},
+    {"PUT", BUCKET, "tagging", NULL, NEED_BUCKET, s3_bucket_tagging},
     {"PUT", BUCKET, ANY, NULL, BUCKET_NI, s3_create_bucket},
     {"HEAD", BUCKET, ANY, NULL, NEED_BUCKET, s3_head_bucket},
     {"GET", BUCKET, "location", NULL, NEED_BUCKET, s3_get_location},
@@ -77,8 +79,10 @@ static const struct op ops[] = {
     {"GET", BUCKET, "policy", NULL, NEED_BUCKET, s3_get_policy},
     {"GET", BUCKET, "uploads", NULL, NEED_BUCKET, s3_mpu_list},
     {"GET", BUCKET, "versions", NULL, NEED_BUCKET, s3_list_versions},
+    {"GET", BUCKET, "tagging", NULL, NEED_BUCKET, s3_bucket_tagging},
     {"GET", BUCKET, ANY, NULL, NEED_BUCKET | BUCKET_NI, s3_list_bucket},
     {"DELETE", BUCKET, "policy", NULL, NEED_BUCKET, s3_delete_policy},
+    {"DELETE", BUCKET, "tagging", NULL, NEED_BUCKET, s3_bucket_tagging},
     {"DELETE", BUCKET, ANY, NULL, NEED_BUCKET | BUCKET_NI, s3_delete_bucket},
     {"POST", BUCKET, "delete", NULL, NEED_BUCKET, s3_delete_objects},
     {ANY, BUCKET, ANY, post_upload, NEED_BUCKET, s3_post_object},
@@ -87,6 +91,7 @@ static const struct op ops[] = {
     {"PUT", OBJECT, "uploadId", NULL, 0, s3_mpu_part},
     {"PUT", OBJECT, "partNumber", NULL, 0, s3_mpu_part},
     {"PUT", OBJECT, "acl", NULL, 0, s3_put_object_acl},
+    {"PUT", OBJECT, "tagging", NULL, 0, s3_object_tagging},
     {"PUT", OBJECT, ANY, copy_source, OBJECT_NI, s3_copy_object},
     {"PUT", OBJECT, ANY, NULL, OBJECT_NI, s3_put_object},
     {"POST", OBJECT, "uploads", NULL, 0, s3_mpu_create},
@@ -94,9 +99,11 @@ static const struct op ops[] = {
     {"POST", OBJECT, ANY, NULL, 0, not_allowed},
     {"GET", OBJECT, "uploadId", NULL, OBJ_BUCKET, s3_mpu_list_parts},
     {"GET", OBJECT, "acl", NULL, OBJ_BUCKET, s3_get_object_acl},
+    {"GET", OBJECT, "tagging", NULL, OBJ_BUCKET, s3_object_tagging},
     {"GET", OBJECT, ANY, NULL, OBJ_BUCKET | OBJECT_NI, s3_get_object},
     {"HEAD", OBJECT, ANY, NULL, OBJ_BUCKET | OBJECT_NI, s3_head_object},
     {"DELETE", OBJECT, "uploadId", NULL, OBJ_BUCKET, s3_mpu_abort},
+    {"DELETE", OBJECT, "tagging", NULL, OBJ_BUCKET, s3_object_tagging},
     {"DELETE", OBJECT, ANY, NULL, OBJ_BUCKET | OBJECT_NI, s3_delete_object},
     {ANY, OBJECT, ANY, NULL, OBJ_BUCKET, not_allowed},
 };
@@ -126,7 +133,7 @@ checks_pass(struct s3_req *r, unsigned c)
 		return false;
 	if (c & OBJ_BUCKET &&
 	    (ol_s3_query_has(r->query, "uploadId") || ol_s3_query_has(r->query, "acl") ||
-	     !ol_s3_bucket_name_ok(r->rt.bucket)) &&
+	     ol_s3_query_has(r->query, "tagging") || !ol_s3_bucket_name_ok(r->rt.bucket)) &&
 	    !s3_bucket_exists(r))
 		return false;
 	if (c & BUCKET_NI && s3_bucket_sub_unsupported(r))

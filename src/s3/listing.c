@@ -18,6 +18,7 @@ struct list_params {
 	char prefix[OL_S3_MAX_KEY + 1], delim[64], after[OL_S3_MAX_KEY + 1];
 	char marker_echo[OL_S3_MAX_KEY + 1], token[2 * OL_S3_MAX_KEY + 8];
 	char start_after[OL_S3_MAX_KEY + 1];
+	char vmarker[OL_S3_MAX_VID + 1]; /* ListObjectVersions: version-id-marker */
 	size_t prefix_len, delim_len, after_len;
 	unsigned max_keys;
 	bool url, v2, versions, fetch_owner, has_token, has_marker, has_start_after;
@@ -29,6 +30,7 @@ struct list_out {
 	bool truncated;
 	char last[OL_S3_MAX_KEY + 1];
 	size_t last_len;
+	char last_vid[OL_STORE_VID_MAX]; /* versions: "" after a common prefix */
 };
 
 static int
@@ -114,6 +116,11 @@ parse_params(struct s3_req *r, struct list_params *p, int kind)
 			return -3;
 		p->max_keys = v > 1000 ? 1000 : v;
 	}
+	if (p->versions &&
+	    get_param(r, "version-id-marker", p->vmarker, sizeof(p->vmarker), NULL, NULL) < 0)
+		return -4;
+	if (p->versions && p->vmarker[0] && !ol_s3_query_has(r->query, "key-marker"))
+		return -5;
 	if (!v2)
 		return get_param(r, p->versions ? "key-marker" : "marker", p->after,
 				 sizeof(p->after), &p->after_len, &p->has_marker);
@@ -136,10 +143,22 @@ add_content(struct list_out *o, const struct list_params *p, const char *key, si
 {
 	char date[32];
 	ol_s3_iso_date(in->mtime_ns / 1000000, date);
+	if (p->versions && in->delete_marker) {
+		ol_buf_adds(&o->contents, "<DeleteMarker>");
+		elem_enc(&o->contents, p, "Key", key, kl);
+		ol_s3_xml_elem(&o->contents, "VersionId", in->version_id);
+		ol_s3_xml_elem(&o->contents, "IsLatest", in->is_latest ? "true" : "false");
+		ol_s3_xml_elem(&o->contents, "LastModified", date);
+		ol_buf_adds(&o->contents, "<Owner><ID>openlake</ID><DisplayName>openlake"
+					  "</DisplayName></Owner></DeleteMarker>");
+		return;
+	}
 	ol_buf_adds(&o->contents, p->versions ? "<Version>" : "<Contents>");
 	elem_enc(&o->contents, p, "Key", key, kl);
-	if (p->versions)
-		ol_buf_adds(&o->contents, "<VersionId>null</VersionId><IsLatest>true</IsLatest>");
+	if (p->versions) {
+		ol_s3_xml_elem(&o->contents, "VersionId", in->version_id);
+		ol_s3_xml_elem(&o->contents, "IsLatest", in->is_latest ? "true" : "false");
+	}
 	ol_s3_xml_elem(&o->contents, "LastModified", date);
 	ol_buf_adds(&o->contents, "<ETag>&quot;");
 	ol_s3_xml_esc(&o->contents, in->etag, strlen(in->etag));
@@ -236,6 +255,100 @@ scan(struct ol_iter *it, const struct list_params *p, struct list_out *o)
 	return rc < 0 ? rc : 0;
 }
 
+/* ---- ListObjectVersions: the same walk over the store's version iterator ---- */
+
+static int
+vseek_past(struct ol_viter *it, const char *cp, size_t n)
+{
+	char tmp[OL_S3_MAX_KEY + 1];
+	while (n && (unsigned char)cp[n - 1] == 0xFF)
+		n--;
+	if (n == 0)
+		return 1;
+	memcpy(tmp, cp, n);
+	tmp[n - 1] = (char)((unsigned char)tmp[n - 1] + 1);
+	return ol_store_viter_seek(it, tmp, n);
+}
+
+/* Is this version at or before the markers (key-marker, version-id-marker)? *passed tells
+ * that the version-id-marker was seen in the marker key. */
+static bool
+before_markers(const struct list_params *p, const char *key, size_t kl, const char *vid,
+	       bool *passed)
+{
+	int c = cmp_bytes(key, kl, p->after, p->after_len);
+	if (c != 0 || !p->has_marker)
+		return c < 0 || (c == 0 && p->has_marker);
+	if (!p->vmarker[0])
+		return true; /* key-marker alone: every version of that key was listed */
+	if (*passed)
+		return false;
+	*passed = strcmp(vid, p->vmarker) == 0;
+	return true;
+}
+
+static int
+scan_versions(struct ol_viter *it, const struct list_params *p, struct list_out *o)
+{
+	const char *key;
+	size_t kl;
+	struct ol_obj_info in;
+	bool passed = false;
+	int rc = ol_store_viter_seek(
+	    it,
+	    cmp_bytes(p->after, p->after_len, p->prefix, p->prefix_len) > 0 ? p->after : p->prefix,
+	    cmp_bytes(p->after, p->after_len, p->prefix, p->prefix_len) > 0 ? p->after_len
+									    : p->prefix_len);
+	if (rc < 0)
+		return rc;
+	while ((rc = ol_store_viter_next(it, &key, &kl, &in)) == 1) {
+		if (kl < p->prefix_len || memcmp(key, p->prefix, p->prefix_len) != 0) {
+			if (cmp_bytes(key, kl, p->prefix, p->prefix_len) > 0)
+				break;
+			continue;
+		}
+		size_t el = kl;
+		bool is_cp = false;
+		if (p->delim_len) {
+			const char *d =
+			    memmem(key + p->prefix_len, kl - p->prefix_len, p->delim, p->delim_len);
+			if (d) {
+				el = (size_t)(d - key) + p->delim_len;
+				is_cp = true;
+			}
+		}
+		if (is_cp && cmp_bytes(key, el, p->after, p->after_len) == 0) {
+			char cp[OL_S3_MAX_KEY + 1];
+			memcpy(cp, key, el);
+			if ((rc = vseek_past(it, cp, el)) != 0)
+				return rc < 0 ? rc : 0;
+			continue; /* the marker is this common prefix */
+		}
+		if (before_markers(p, key, kl, in.version_id, &passed))
+			continue;
+		if (o->count >= p->max_keys) {
+			o->truncated = p->max_keys > 0;
+			break;
+		}
+		o->count++;
+		set_last(o, key, el);
+		o->last_vid[0] = '\0';
+		if (!is_cp) {
+			snprintf(o->last_vid, sizeof(o->last_vid), "%s", in.version_id);
+			add_content(o, p, key, kl, &in);
+			continue;
+		}
+		ol_buf_adds(&o->prefixes, "<CommonPrefixes>");
+		elem_enc(&o->prefixes, p, "Prefix", key, el);
+		ol_buf_adds(&o->prefixes, "</CommonPrefixes>");
+		char cp[OL_S3_MAX_KEY + 1];
+		memcpy(cp, key, el);
+		if ((rc = vseek_past(it, cp, el)) != 0)
+			return rc < 0 ? rc : 0;
+	}
+	return rc < 0 ? rc : 0;
+}
+
 static void
 write_result(struct s3_req *r, const struct list_params *p, struct list_out *o)
 {
@@ -252,7 +365,7 @@ write_result(struct s3_req *r, const struct list_params *p, struct list_out *o)
 		ol_s3_xml_elemu(&x, "KeyCount", o->count);
 	} else if (p->versions) {
 		elem_enc(&x, p, "KeyMarker", p->after, p->after_len);
-		ol_buf_adds(&x, "<VersionIdMarker></VersionIdMarker>");
+		ol_s3_xml_elem(&x, "VersionIdMarker", p->vmarker);
 	} else {
 		elem_enc(&x, p, "Marker", p->after, p->after_len);
 	}
@@ -271,7 +384,8 @@ write_result(struct s3_req *r, const struct list_params *p, struct list_out *o)
 		ol_buf_free(&t);
 	} else if (o->truncated && p->versions) {
 		elem_enc(&x, p, "NextKeyMarker", o->last, o->last_len);
-		ol_buf_adds(&x, "<NextVersionIdMarker>null</NextVersionIdMarker>");
+		if (o->last_vid[0])
+			ol_s3_xml_elem(&x, "NextVersionIdMarker", o->last_vid);
 	} else if (o->truncated) {
 		elem_enc(&x, p, "NextMarker", o->last, o->last_len);
 	}
@@ -295,12 +409,24 @@ s3_list_objects(struct s3_req *r, int kind)
 		s3_error(r, OL_S3E_INVALID_ARGUMENT,
 			 prc == -2   ? "The continuation token provided is incorrect"
 			 : prc == -3 ? "Provided max-keys not an integer or within integer range"
-				     : NULL);
+			 : prc == -4 ? "Invalid version id specified"
+			 : prc == -5
+			     ? "A version-id marker cannot be specified without a key marker."
+			     : NULL);
 		goto out;
 	}
-	int rc = ol_store_iter_open(r->srv->st, r->rt.bucket, &it);
-	if (rc == 0)
-		rc = scan(it, p, o);
+	int rc;
+	if (kind == 3) {
+		struct ol_viter *vi = NULL;
+		rc = ol_store_viter_open(r->srv->st, r->rt.bucket, &vi);
+		if (rc == 0)
+			rc = scan_versions(vi, p, o);
+		ol_store_viter_close(vi);
+	} else {
+		rc = ol_store_iter_open(r->srv->st, r->rt.bucket, &it);
+		if (rc == 0)
+			rc = scan(it, p, o);
+	}
 	if (rc < 0) {
 		s3_store_error(r, rc == -ENOENT ? -ENXIO : rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;

@@ -56,6 +56,8 @@ s3_mpu_create(struct s3_req *r)
 	if (s3_user_meta_check(r) < 0 || !s3_bucket_exists(r))
 		return;
 	s3_meta_from_headers(r, &meta);
+	if (s3_tagging_header(r, &meta, false) < 0)
+		goto out;
 	const char *alg = ol_http_header(r->h, "x-amz-checksum-algorithm");
 	if (alg && ol_cksum_from_name(alg) == OL_CKSUM_NONE) {
 		s3_error(r, OL_S3E_INVALID_REQUEST, "Checksum algorithm provided is unsupported.");
@@ -208,9 +210,11 @@ fail:
 }
 
 static void
-complete_respond(struct s3_req *r, const char *etag)
+complete_respond(struct s3_req *r, const char *etag, const struct ol_obj_info *out)
 {
 	struct ol_buf x = {0}, loc = {0};
+	struct ol_http_header h[2];
+	size_t n = s3_version_headers(r, out, h, 0);
 	ol_s3_xml_open_root(&x, "CompleteMultipartUploadResult");
 	ol_buf_addf(&loc, "/%s/", r->rt.bucket);
 	ol_s3_url_encode(&loc, r->rt.key, r->rt.key_len);
@@ -220,7 +224,8 @@ complete_respond(struct s3_req *r, const char *etag)
 	ol_buf_addf(&x, "<ETag>&quot;%s&quot;</ETag>", etag);
 	ol_buf_adds(&x, "</CompleteMultipartUploadResult>");
 	ol_buf_free(&loc);
-	s3_send_xml(r, 200, &x);
+	s3_send(r, 200, h, n, x.p, x.len);
+	ol_buf_free(&x);
 }
 
 void
@@ -231,6 +236,7 @@ s3_mpu_complete(struct s3_req *r)
 	struct s3_body b;
 	struct ol_s3_complete_req c = {0};
 	struct ol_mpu_part *parts = NULL;
+	struct ol_obj_info done;
 	struct ol_store_cond cond;
 	unsigned *nums = NULL;
 	r->op = "CompleteMultipartUpload";
@@ -254,13 +260,13 @@ s3_mpu_complete(struct s3_req *r)
 	nums = ol_xcalloc(c.n_parts, sizeof(unsigned));
 	if (complete_check(r, &c, parts, np, nums, etag) < 0)
 		goto out;
-	rc = ol_store_mpu_complete_cond(r->srv->st, r->rt.bucket, id, nums, c.n_parts, etag, &cond,
-					NULL);
+	rc = ol_store_mpu_complete_ver(r->srv->st, r->rt.bucket, id, nums, c.n_parts, etag, &cond,
+				       s3_vmode(r), &done);
 	if (rc < 0) {
 		s3_write_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		goto out;
 	}
-	complete_respond(r, etag);
+	complete_respond(r, etag, &done);
 out:
 	free(nums);
 	free(parts);

@@ -102,12 +102,13 @@ put_stream(struct s3_req *r, struct ol_put *p, struct s3_body *b)
 }
 
 static void
-put_respond(struct s3_req *r, const char *etag, const struct s3_body *b)
+put_respond(struct s3_req *r, const char *etag, const struct s3_body *b,
+	    const struct ol_obj_info *in)
 {
 	char q[OL_STORE_ETAG_MAX + 4];
 	char hn[40];
-	struct ol_http_header h[3];
-	size_t n = 0;
+	struct ol_http_header h[5];
+	size_t n = s3_version_headers(r, in, h, 0);
 	etag_quoted(etag, q, sizeof(q));
 	h[n++] = (struct ol_http_header){"ETag", q};
 	if (b && b->alg != OL_CKSUM_NONE && b->ck_b64[0]) {
@@ -169,9 +170,11 @@ s3_put_object(struct s3_req *r)
 	struct ol_put *p = NULL;
 	char etag[40], if_etag[OL_STORE_ETAG_MAX];
 	struct ol_store_cond cond;
+	struct ol_obj_info done;
 	r->op = "PutObject";
 	if (s3_length_check(r, r->srv->max_object_size) < 0 || s3_user_meta_check(r) < 0 ||
-	    !s3_bucket_exists(r) || s3_write_cond(r, &cond, if_etag) < 0)
+	    s3_tagging_header(r, NULL, false) < 0 || !s3_bucket_exists(r) ||
+	    s3_write_cond(r, &cond, if_etag) < 0)
 		return;
 	if (s3_body_init(&b, r, r->srv->max_object_size) < 0) {
 		s3_error(r, b.err, b.errmsg);
@@ -186,6 +189,7 @@ s3_put_object(struct s3_req *r)
 	if (put_stream(r, p, &b) < 0)
 		goto out;
 	s3_meta_from_headers(r, &meta);
+	s3_tagging_header(r, &meta, false); /* checked above */
 	if (b.alg != OL_CKSUM_NONE)
 		ol_s3_meta_add(&meta, ol_cksum_header_name(b.alg), b.ck_b64);
 	if (meta.len > OL_STORE_MAX_META - 64) {
@@ -196,13 +200,14 @@ s3_put_object(struct s3_req *r)
 	}
 	ol_hex_encode(b.md5_raw, 16, etag);
 	ol_store_put_set_cond(p, &cond);
-	rc = ol_store_put_commit(p, etag, meta.p, meta.len, NULL);
+	ol_store_put_set_vmode(p, s3_vmode(r));
+	rc = ol_store_put_commit(p, etag, meta.p, meta.len, &done);
 	p = NULL;
 	if (rc < 0) {
 		s3_write_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
 	}
-	put_respond(r, etag, &b);
+	put_respond(r, etag, &b, &done);
 out:
 	ol_store_put_abort(p);
 	s3_body_fini(&b);
@@ -219,8 +224,8 @@ s3_copy_source(struct s3_req *r, char *bucket, size_t bcap, char *key, size_t *k
 	const char *q = strstr(src, "?versionId=");
 	size_t sl = q ? (size_t)(q - src) : strlen(src);
 	long n = ol_s3_pct_decode(src, sl, dec, sizeof(dec), false);
-	if (q && strcmp(q + 11, "null") != 0) {
-		s3_error(r, OL_S3E_NOT_IMPLEMENTED, "versionId in x-amz-copy-source");
+	if (q && (strlen(q + 11) == 0 || strlen(q + 11) > OL_S3_MAX_VID)) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT, "Invalid version id specified");
 		return -1;
 	}
 	if (n < 0) {
@@ -243,6 +248,49 @@ s3_copy_source(struct s3_req *r, char *bucket, size_t bcap, char *key, size_t *k
 	key[kl] = '\0';
 	*klen = kl;
 	return 0;
+}
+
+/* The versionId of x-amz-copy-source into buf (NULL: none; checked by s3_copy_source). */
+static const char *
+copy_source_version(struct s3_req *r, char buf[OL_S3_MAX_VID + 1])
+{
+	const char *q = strstr(ol_http_header(r->h, "x-amz-copy-source"), "?versionId=");
+
+	if (!q)
+		return NULL;
+	snprintf(buf, OL_S3_MAX_VID + 1, "%s", q + 11);
+	return buf;
+}
+
+/* Open a copy source (its version if asked): false with the error sent. */
+static bool
+copy_source_open(struct s3_req *r, const char *sb, const char *sk, size_t skl, const char *sv,
+		 struct ol_get **g, struct ol_obj_info *si)
+{
+	int rc = ol_store_get_open_ver(r->srv->st, sb, sk, skl, sv, g, si);
+
+	if (rc == OL_STORE_EDELMARK || (rc == -ENOENT && si->delete_marker && !sv)) {
+		/* AWS: a delete marker as source is 404 NoSuchKey, asked by id 400 */
+		s3_error(r, sv ? OL_S3E_INVALID_REQUEST : OL_S3E_NO_SUCH_KEY,
+			 sv ? "The source of a copy request may not specifically refer to a "
+			      "delete marker by version id."
+			    : NULL);
+		return false;
+	}
+	if (rc == -EINVAL && sv) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT, "Invalid version id specified");
+		return false;
+	}
+	if (rc == -ENOENT && sv) {
+		s3_error_code(r, "NoSuchVersion", 404, "The specified version does not exist.",
+			      NULL);
+		return false;
+	}
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
+		return false;
+	}
+	return true;
 }
 
 /* Copy the checksum entries of a source blob into meta (kept under REPLACE too). */
@@ -291,9 +339,12 @@ out:
 }
 
 static void
-copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mtime_ns)
+copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mtime_ns,
+	     const struct ol_obj_info *di, const struct ol_obj_info *si)
 {
 	struct ol_buf x = {0};
+	struct ol_http_header h[3];
+	size_t n = di ? s3_version_headers(r, di, h, 0) : 0;
 	char date[32], q[OL_STORE_ETAG_MAX + 4];
 	ol_s3_iso_date(mtime_ns / 1000000, date);
 	etag_quoted(etag, q, sizeof(q));
@@ -301,7 +352,10 @@ copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mtime
 	ol_s3_xml_elem(&x, "LastModified", date);
 	ol_s3_xml_elem(&x, "ETag", q);
 	ol_buf_addf(&x, "</%s>", root);
-	s3_send_xml(r, 200, &x);
+	if (si && strcmp(si->version_id, "null") != 0)
+		h[n++] = (struct ol_http_header){"x-amz-copy-source-version-id", si->version_id};
+	s3_send(r, 200, h, n, x.p, x.len);
+	ol_buf_free(&x);
 }
 
 /* The entries of a source blob into meta, less its owner and ACL (the copy gets its own). */
@@ -347,6 +401,7 @@ void
 s3_copy_object(struct s3_req *r)
 {
 	char sb[256], sk[OL_S3_MAX_KEY + 1], etag[40], if_etag[OL_STORE_ETAG_MAX];
+	char sv[OL_S3_MAX_VID + 1];
 	size_t skl;
 	struct ol_get *g = NULL;
 	struct ol_put *p = NULL;
@@ -361,11 +416,10 @@ s3_copy_object(struct s3_req *r)
 	int replace = copy_directive(r, sb, sk, skl);
 	if (replace < 0 || (replace && s3_user_meta_check(r) < 0))
 		return;
-	int rc = ol_store_get_open(r->srv->st, sb, sk, skl, &g, &si);
-	if (rc < 0) {
-		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
+	si.delete_marker = 0;
+	if (!copy_source_open(r, sb, sk, skl, copy_source_version(r, sv), &g, &si))
 		return;
-	}
+	int rc;
 	if (!s3_source_access(r, sb, sk, skl, si.meta, si.meta_len))
 		goto out;
 	if (conditionals(r, &si, "x-amz-copy-source-") != 0) {
@@ -385,6 +439,17 @@ s3_copy_object(struct s3_req *r)
 		meta_copy_unowned(&si, &meta);
 		s3_meta_add_owner(r, &meta);
 	}
+	const char *td = ol_http_header(r->h, "x-amz-tagging-directive");
+	if (td && strcasecmp(td, "COPY") != 0 && strcasecmp(td, "REPLACE") != 0) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT, "Unknown tagging directive.");
+		goto out;
+	}
+	if (td && strcasecmp(td, "REPLACE") == 0) {
+		if (s3_tagging_header(r, &meta, true) < 0)
+			goto out;
+	} else if (replace) {
+		s3_tags_copy(si.meta, si.meta_len, &meta); /* tags follow their own directive */
+	}
 	rc = ol_store_put_begin(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len,
 				(int64_t)si.size, &p);
 	if (rc < 0) {
@@ -395,13 +460,14 @@ s3_copy_object(struct s3_req *r)
 		goto out;
 	ol_hex_encode(md5, 16, etag);
 	ol_store_put_set_cond(p, &cond);
+	ol_store_put_set_vmode(p, s3_vmode(r));
 	rc = ol_store_put_commit(p, etag, meta.p, meta.len, &di);
 	p = NULL;
 	if (rc < 0) {
 		s3_write_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
 	}
-	copy_respond(r, "CopyObjectResult", etag, di.mtime_ns);
+	copy_respond(r, "CopyObjectResult", etag, di.mtime_ns, &di, &si);
 out:
 	ol_store_put_abort(p);
 	ol_store_get_close(g);
@@ -412,7 +478,7 @@ out:
 void
 s3_mpu_part_copy(struct s3_req *r, struct ol_put *p)
 {
-	char sb[256], sk[OL_S3_MAX_KEY + 1], etag[40];
+	char sb[256], sk[OL_S3_MAX_KEY + 1], etag[40], sv[OL_S3_MAX_VID + 1];
 	size_t skl;
 	struct ol_get *g = NULL;
 	struct ol_obj_info si, di;
@@ -421,11 +487,10 @@ s3_mpu_part_copy(struct s3_req *r, struct ol_put *p)
 	r->op = "UploadPartCopy";
 	if (s3_copy_source(r, sb, sizeof(sb), sk, &skl) < 0)
 		goto out;
-	int rc = ol_store_get_open(r->srv->st, sb, sk, skl, &g, &si);
-	if (rc < 0) {
-		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
+	si.delete_marker = 0;
+	if (!copy_source_open(r, sb, sk, skl, copy_source_version(r, sv), &g, &si))
 		goto out;
-	}
+	int rc;
 	if (!s3_source_access(r, sb, sk, skl, si.meta, si.meta_len))
 		goto out;
 	len = si.size;
@@ -449,7 +514,7 @@ s3_mpu_part_copy(struct s3_req *r, struct ol_put *p)
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		goto out;
 	}
-	copy_respond(r, "CopyPartResult", etag, di.mtime_ns);
+	copy_respond(r, "CopyPartResult", etag, di.mtime_ns, NULL, &si);
 out:
 	ol_store_put_abort(p);
 	ol_store_get_close(g);
@@ -547,6 +612,15 @@ obj_headers_build(struct s3_req *r, const struct ol_obj_info *in, struct obj_hea
 	o->h[o->n++] = (struct ol_http_header){"ETag", o->etag};
 	o->h[o->n++] = (struct ol_http_header){"Last-Modified", o->date};
 	o->h[o->n++] = (struct ol_http_header){"Accept-Ranges", "bytes"};
+	struct ol_http_header vh[2];
+	for (size_t i = 0, vn = s3_version_headers(r, in, vh, 0); i < vn; i++)
+		oh_add(o, vh[i].name, vh[i].value, strlen(vh[i].value));
+	size_t tc = s3_tag_count(in->meta, in->meta_len);
+	if (tc) {
+		char tcs[16];
+		snprintf(tcs, sizeof(tcs), "%zu", tc);
+		oh_add(o, "x-amz-tagging-count", tcs, strlen(tcs));
+	}
 	if (in->n_parts) {
 		char pc[16];
 		snprintf(pc, sizeof(pc), "%u", in->n_parts);
@@ -634,7 +708,15 @@ get_send(struct s3_req *r, struct ol_get *g, const struct ol_obj_info *in, struc
 static bool
 open_object(struct s3_req *r, struct ol_get **g, struct ol_obj_info *in)
 {
-	int rc = ol_store_get_open(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, g, in);
+	char vb[OL_S3_MAX_VID + 1];
+	const char *vid;
+	if (s3_version_param(r, vb, &vid) < 0)
+		return false;
+	in->delete_marker = 0;
+	int rc =
+	    ol_store_get_open_ver(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, vid, g, in);
+	if (rc < 0 && s3_version_error(r, rc, in, vid != NULL))
+		return false;
 	if (rc == -ENOENT) {
 		s3_missing_key(r, OL_S3E_NO_SUCH_KEY);
 		return false;
@@ -699,13 +781,29 @@ s3_head_object(struct s3_req *r)
 void
 s3_delete_object(struct s3_req *r)
 {
+	char vb[OL_S3_MAX_VID + 1];
+	const char *vid;
+	struct ol_obj_info out;
+	struct ol_http_header h[2];
+	size_t n = 0;
 	r->op = "DeleteObject";
-	int rc = ol_store_delete(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len);
+	if (s3_version_param(r, vb, &vid) < 0)
+		return;
+	int rc = ol_store_delete_ver(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len,
+				     s3_vmode(r), vid, &out);
+	if (rc == -EINVAL && vid) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT, "Invalid version id specified");
+		return;
+	}
 	if (rc < 0 && rc != -ENOENT) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
 		return;
 	}
-	s3_send(r, 204, NULL, 0, NULL, 0);
+	if (rc == 0 && vid && !out.delete_marker)
+		h[n++] = (struct ol_http_header){"x-amz-version-id", vid};
+	else if (rc == 0 && (vid || out.delete_marker))
+		n = s3_version_headers(r, &out, h, 0);
+	s3_send(r, 204, h, n, NULL, 0);
 }
 
 /* ---- ACL ---- */
@@ -740,6 +838,10 @@ s3_put_object_acl(struct s3_req *r)
 	uint8_t md5[OL_CKSUM_MAX_RAW];
 	int rc;
 	r->op = "PutAcl";
+	if (ol_s3_query_has(r->query, "versionId")) {
+		s3_error(r, OL_S3E_NOT_IMPLEMENTED, "PutObjectAcl of one version");
+		return;
+	}
 	if (!open_object(r, &g, &in))
 		return;
 	s3_object_acl(r, in.meta, in.meta_len, &old);
@@ -759,6 +861,7 @@ s3_put_object_acl(struct s3_req *r)
 		goto out;
 	cond.if_match = in.etag;
 	ol_store_put_set_cond(p, &cond);
+	ol_store_put_set_vmode(p, s3_vmode(r));
 	rc = ol_store_put_commit(p, in.etag, meta.p, meta.len, NULL);
 	p = NULL;
 	if (rc == -ECANCELED || rc == -ENODATA) {
@@ -784,17 +887,11 @@ out:
 bool
 s3_object_sub_unsupported(struct s3_req *r)
 {
-	static const char *const subs[] = {"tagging", "retention", "legal-hold", "torrent",
-					   "restore", "select",	   "attributes", "versionId"};
+	static const char *const subs[] = {"retention", "legal-hold", "torrent",
+					   "restore",	"select",     "attributes"};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		if (!ol_s3_query_has(r->query, subs[i]))
 			continue;
-		if (strcmp(subs[i], "versionId") == 0) {
-			char v[64];
-			if (ol_s3_query_get(r->query, "versionId", v, sizeof(v)) >= 0 &&
-			    (v[0] == '\0' || strcmp(v, "null") == 0))
-				continue;
-		}
 		s3_error(r, OL_S3E_NOT_IMPLEMENTED, NULL);
 		return true;
 	}

@@ -179,7 +179,16 @@ object_action(const char *a)
 					   "s3:GetObjectAcl",
 					   "s3:PutObjectAcl",
 					   "s3:AbortMultipartUpload",
-					   "s3:ListMultipartUploadParts"};
+					   "s3:ListMultipartUploadParts",
+					   "s3:GetObjectVersion",
+					   "s3:DeleteObjectVersion",
+					   "s3:GetObjectVersionAcl",
+					   "s3:GetObjectTagging",
+					   "s3:PutObjectTagging",
+					   "s3:DeleteObjectTagging",
+					   "s3:GetObjectVersionTagging",
+					   "s3:PutObjectVersionTagging",
+					   "s3:DeleteObjectVersionTagging"};
 	for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
 		if (strcmp(a, objs[i]) == 0)
 			return true;

@@ -356,6 +356,7 @@ post_body(struct post *p)
 		s3_store_error(r, rc == -ENOENT ? -ENXIO : rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
 	}
+	ol_store_put_set_vmode(w, s3_vmode(r));
 	int64_t size = post_stream(p, w, &md5, max_len);
 	if (size < 0)
 		goto out;

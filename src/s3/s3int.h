@@ -192,6 +192,33 @@ bool s3_bucket_acl_private(const struct s3_req *r);
 /* Does it grant AllUsers or AuthenticatedUsers anything? */
 bool s3_bucket_acl_public(const struct s3_req *r);
 
+/* versioning.c */
+/* The loaded bucket's versioning mode (OL_STORE_VER_*) for the store. */
+int s3_vmode(const struct s3_req *r);
+/* The versionId query parameter: *vid NULL when absent. 0, or -1 with the error sent. */
+int s3_version_param(struct s3_req *r, char buf[OL_S3_MAX_VID + 1], const char **vid);
+/* Append x-amz-version-id (versioned bucket or a real version) and x-amz-delete-marker to
+ * h[n..] (room for 2); returns the new n. */
+size_t s3_version_headers(const struct s3_req *r, const struct ol_obj_info *in,
+			  struct ol_http_header *h, size_t n);
+/* Answer a store error of a versioned read: delete marker (404 with the marker headers, 405
+ * for one asked by id), NoSuchVersion / bad id (asked: a versionId was given). true when
+ * answered. */
+bool s3_version_error(struct s3_req *r, int rc, const struct ol_obj_info *in, bool asked);
+void s3_put_versioning(struct s3_req *r);
+void s3_get_versioning(struct s3_req *r);
+
+/* tagging.c */
+/* PUT/GET/DELETE ?tagging of the loaded bucket, of the request's object. */
+void s3_bucket_tagging(struct s3_req *r);
+void s3_object_tagging(struct s3_req *r);
+/* x-amz-tagging: checked (meta NULL: only that), then added to meta; replace: meta's own
+ * tags go first (and without the header none are left). 0, or -1 with InvalidTag sent. */
+int s3_tagging_header(struct s3_req *r, struct ol_buf *meta, bool replace);
+/* Tags of a metadata blob: their count (x-amz-tagging-count); copy them into meta. */
+size_t s3_tag_count(const void *meta, size_t len);
+void s3_tags_copy(const void *src, size_t len, struct ol_buf *meta);
+
 /* metrics.c */
 void s3_metrics_record(const char *op, int status, uint64_t us);
 /* The operation a request asks for, from its method, query, route (bucket / key present) and

@@ -102,11 +102,44 @@ struct ol_s3_delete_req {
 	unsigned n_keys;
 	bool quiet;
 	bool has_version; /* some <VersionId> other than "null" was given */
+	char **vids;	  /* per key: its <VersionId> (malloc'd) or NULL */
 };
 /* Parse a DeleteObjects body: 1..1000 <Object><Key>, optional <Quiet>.
  * Returns 0 or -EBADMSG (MalformedXML). */
 int ol_s3_parse_delete(const char *xml, size_t n, struct ol_s3_delete_req *out);
 void ol_s3_delete_free(struct ol_s3_delete_req *d);
+
+/* Parse a VersioningConfiguration body: *status 1 Enabled, 2 Suspended. 0, -EBADMSG (not
+ * XML of that root), -EINVAL (Status missing or another value), -ENOTSUP (MfaDelete
+ * Enabled: not supported). */
+#define OL_S3_MAX_VID 64
+int ol_s3_parse_versioning(const char *xml, size_t n, int *status);
+
+/* ---- tags (tags.c; the Tagging body parser is in xmlparse.c) ---- */
+#define OL_S3_MAX_TAGS	    50 /* a bucket's; an object's is OL_S3_MAX_OBJ_TAGS */
+#define OL_S3_MAX_OBJ_TAGS  10
+#define OL_S3_TAG_KEY_MAX   128 /* Unicode characters */
+#define OL_S3_TAG_VALUE_MAX 256
+#define OL_S3_TAG_BYTES	    1024 /* longest key or value in bytes accepted by the parsers */
+struct ol_s3_tags {
+	unsigned n; /* up to OL_S3_MAX_TAGS + 1 (one over: the check names the limit) */
+	char *key[OL_S3_MAX_TAGS + 1], *val[OL_S3_MAX_TAGS + 1]; /* malloc'd, NUL-terminated */
+};
+void ol_s3_tags_free(struct ol_s3_tags *t);
+/* Append one tag (copied). 0 or -E2BIG. */
+int ol_s3_tags_add(struct ol_s3_tags *t, const char *k, size_t kl, const char *v, size_t vl);
+/* The x-amz-tagging header / stored form "k1=v1&k2=v2" (URL-encoded). t is set up here (free
+ * it with ol_s3_tags_free on 0). 0, -EINVAL (bad escape), -E2BIG (too many). */
+int ol_s3_tags_parse_query(const char *s, size_t n, struct ol_s3_tags *t);
+/* AWS's rules: at most max tags, keys 1..128 and values 0..256 characters of printable
+ * UTF-8, unique keys, no "aws:" prefix. 0, or -EINVAL with *why the InvalidTag message. */
+int ol_s3_tags_check(const struct ol_s3_tags *t, unsigned max, const char **why);
+/* The stored form (appended to out) and the Tagging XML document. */
+void ol_s3_tags_encode(const struct ol_s3_tags *t, struct ol_buf *out);
+void ol_s3_tags_xml(const struct ol_s3_tags *t, struct ol_buf *x);
+/* Parse a Tagging body (<Tagging><TagSet><Tag><Key/><Value/></Tag>...). 0, -EBADMSG
+ * (MalformedXML: not that document, a Tag without Key, too many tags or too long). */
+int ol_s3_parse_tagging(const char *xml, size_t n, struct ol_s3_tags *t);
 
 /* Parse a CreateBucketConfiguration body (may be empty). loc gets LocationConstraint ("" if
  * none). Returns 0 or -EBADMSG. */

@@ -232,6 +232,7 @@ struct delete_ctx {
 	unsigned cap;
 	char *key;
 	size_t key_len;
+	char vid[OL_S3_MAX_VID + 1]; /* <VersionId> of the current <Object>, "" none */
 };
 
 static int
@@ -243,6 +244,13 @@ delete_object_end(struct delete_ctx *d)
 		d->cap = d->cap ? d->cap * 2 : 16;
 		d->out->keys = ol_xrealloc(d->out->keys, d->cap * sizeof(char *));
 		d->out->key_lens = ol_xrealloc(d->out->key_lens, d->cap * sizeof(size_t));
+		d->out->vids = ol_xrealloc(d->out->vids, d->cap * sizeof(char *));
+	}
+	d->out->vids[d->out->n_keys] = NULL;
+	if (d->vid[0]) {
+		d->out->vids[d->out->n_keys] = ol_xmalloc(strlen(d->vid) + 1);
+		memcpy(d->out->vids[d->out->n_keys], d->vid, strlen(d->vid) + 1);
+		d->vid[0] = '\0';
 	}
 	d->out->keys[d->out->n_keys] = d->key;
 	d->out->key_lens[d->out->n_keys++] = d->key_len;
@@ -270,8 +278,12 @@ delete_end(struct xp *x, const char *t, size_t n)
 		return 0;
 	}
 	if (at(x, 3, "Delete", "Object", "VersionId")) {
+		if (n > OL_S3_MAX_VID || memchr(t, 0, n))
+			return -1;
 		if (!(n == 0 || (n == 4 && memcmp(t, "null", 4) == 0)))
 			d->out->has_version = true;
+		memcpy(d->vid, t, n);
+		d->vid[n] = '\0';
 		return 0;
 	}
 	if (at(x, 2, "Delete", "Object", NULL))
@@ -300,8 +312,12 @@ ol_s3_parse_delete(const char *xml, size_t n, struct ol_s3_delete_req *out)
 void
 ol_s3_delete_free(struct ol_s3_delete_req *d)
 {
-	for (unsigned i = 0; i < d->n_keys; i++)
+	for (unsigned i = 0; i < d->n_keys; i++) {
 		free(d->keys[i]);
+		if (d->vids)
+			free(d->vids[i]);
+	}
+	free(d->vids);
 	free(d->keys);
 	free(d->key_lens);
 	memset(d, 0, sizeof(*d));
@@ -344,6 +360,105 @@ ol_s3_parse_create_bucket(const char *xml, size_t n, char *loc, size_t cap)
 	x->arg = &l;
 	int rc = xp_run(x, xml, n);
 	free(x);
+	return rc;
+}
+
+/* ---- VersioningConfiguration ---- */
+
+struct ver_ctx {
+	int status; /* 0 none seen, 1 Enabled, 2 Suspended, -1 another value */
+	int mfa;    /* MfaDelete: 0 absent/Disabled, 1 Enabled */
+};
+
+static int
+ver_end(struct xp *x, const char *t, size_t n)
+{
+	struct ver_ctx *v = x->arg;
+	if (x->depth == 1)
+		return strcmp(x->path[0], "VersioningConfiguration") == 0 ? 0 : -1;
+	if (at(x, 2, "VersioningConfiguration", "Status", NULL)) {
+		if (n == 7 && memcmp(t, "Enabled", 7) == 0)
+			v->status = 1;
+		else if (n == 9 && memcmp(t, "Suspended", 9) == 0)
+			v->status = 2;
+		else
+			v->status = -1;
+	} else if (at(x, 2, "VersioningConfiguration", "MfaDelete", NULL)) {
+		v->mfa = n == 7 && memcmp(t, "Enabled", 7) == 0;
+	}
+	return 0;
+}
+
+int
+ol_s3_parse_versioning(const char *xml, size_t n, int *status)
+{
+	struct ver_ctx v = {0};
+	struct xp *x = ol_xcalloc(1, sizeof(*x));
+	x->on_end = ver_end;
+	x->arg = &v;
+	int rc = xp_run(x, xml, n);
+	free(x);
+	*status = v.status;
+	if (rc == 0 && v.mfa)
+		rc = -ENOTSUP;
+	else if (rc == 0 && v.status <= 0)
+		rc = -EINVAL;
+	return rc;
+}
+
+/* ---- Tagging ---- */
+
+struct tag_ctx {
+	struct ol_s3_tags *t;
+	char key[OL_S3_TAG_BYTES + 1], val[OL_S3_TAG_BYTES + 1];
+	bool has_key;
+};
+
+static int
+tag_end(struct xp *x, const char *t, size_t n)
+{
+	struct tag_ctx *c = x->arg;
+	if (x->depth == 1)
+		return strcmp(x->path[0], "Tagging") == 0 ? 0 : -1;
+	if (at(x, 4, "Tagging", "TagSet", "Tag") && x->depth == 4) {
+		const char *leaf = x->path[3];
+		if (n > OL_S3_TAG_BYTES || memchr(t, 0, n))
+			return -1;
+		if (strcmp(leaf, "Key") == 0) {
+			memcpy(c->key, t, n);
+			c->key[n] = '\0';
+			c->has_key = true;
+		} else if (strcmp(leaf, "Value") == 0) {
+			memcpy(c->val, t, n);
+			c->val[n] = '\0';
+		}
+		return 0;
+	}
+	if (at(x, 3, "Tagging", "TagSet", "Tag")) {
+		int rc = c->has_key
+			     ? ol_s3_tags_add(c->t, c->key, strlen(c->key), c->val, strlen(c->val))
+			     : -1;
+		c->has_key = false;
+		c->val[0] = '\0';
+		return rc < 0 ? -1 : 0;
+	}
+	return 0;
+}
+
+int
+ol_s3_parse_tagging(const char *xml, size_t n, struct ol_s3_tags *t)
+{
+	struct tag_ctx *c = ol_xcalloc(1, sizeof(*c));
+	struct xp *x = ol_xcalloc(1, sizeof(*x));
+	memset(t, 0, sizeof(*t));
+	c->t = t;
+	x->on_end = tag_end;
+	x->arg = c;
+	int rc = xp_run(x, xml, n);
+	free(x);
+	free(c);
+	if (rc < 0)
+		ol_s3_tags_free(t);
 	return rc;
 }
 

@@ -109,6 +109,31 @@ has_upload(const char *key, size_t key_len, const char *upload_id, int64_t init_
 	return 1;
 }
 
+/* Any version or delete marker keeps a versioned bucket. */
+static int
+versions_left(struct ol_store *st, const char *bucket)
+{
+	struct ol_merge m;
+	char pre[OL_KEYBUF];
+	const void *k, *vals[OL_MAX_DRIVES];
+	size_t kl, lens[OL_MAX_DRIVES];
+	int rc = ol_merge_open(st, OL_META_VERSIONS, pre, ol_okey(pre, bucket, "", 0), &m);
+
+	if (rc)
+		return rc;
+	rc = 0;
+	while (!rc && ol_merge_next(&m, &k, &kl, vals, lens) == 1) {
+		struct ol_rec win[OL_MAX_DRIVES];
+		bool valid[OL_MAX_DRIVES];
+
+		/* a version on fewer than k drives (a write cut short) is no version */
+		if (ol_rec_resolve(st, vals, lens, win, valid))
+			rc = -ENOTEMPTY;
+	}
+	ol_merge_close(&m);
+	return rc;
+}
+
 static int
 bucket_empty(struct ol_store *st, const char *bucket)
 {
@@ -124,6 +149,9 @@ bucket_empty(struct ol_store *st, const char *bucket)
 	ol_store_iter_close(it);
 	if (rc)
 		return rc < 0 ? rc : -ENOTEMPTY;
+	rc = versions_left(st, bucket);
+	if (rc)
+		return rc;
 	rc = ol_store_mpu_list(st, bucket, has_upload, NULL);
 	return rc == 1 ? -ENOTEMPTY : rc;
 }

@@ -128,32 +128,50 @@ first_valid(const struct ol_store *st, const bool *valid)
 	return -1;
 }
 
+/* Resolve the record of key in db at index key ik (NULL: the object index key of key). A
+ * delete marker: info set, -ENOENT (current) or OL_STORE_EDELMARK (a version asked for). */
 static int
-lookup(struct ol_store *st, const char *bucket, const char *key, size_t klen, struct ol_reads *r,
-       struct ol_rec *win, bool *valid)
+lookup_at(struct ol_store *st, const char *bucket, const char *key, size_t klen, const char *ik,
+	  size_t ikl, struct ol_reads *r, struct ol_rec *win, bool *valid, struct ol_obj_info *info)
 {
 	char okey[OL_KEYBUF];
-	size_t kl;
 
 	if (klen == 0 || klen > OL_STORE_MAX_KEY)
 		return -EINVAL;
-	kl = ol_okey(okey, bucket, key, klen);
-	ol_reads_get(st, OL_META_OBJECTS, okey, kl, bucket, r);
+	if (!ik) {
+		ikl = ol_okey(okey, bucket, key, klen);
+		ik = okey;
+	}
+	ol_reads_get(st, ik == okey ? OL_META_OBJECTS : OL_META_VERSIONS, ik, ikl, bucket, r);
 	if (ol_rec_resolve(st, (const void *const *)r->raw, r->len, win, valid)) {
 		const struct ol_rec *w = &win[first_valid(st, valid)];
 
 		/* a long key's index entry is head + hash: check the rest */
-		if (klen <= OL_KEY_HEAD || (w->tail_len == klen - OL_KEY_HEAD &&
-					    !memcmp(w->tail, key + OL_KEY_HEAD, w->tail_len)))
+		if (klen > OL_KEY_HEAD && (w->tail_len != klen - OL_KEY_HEAD ||
+					   memcmp(w->tail, key + OL_KEY_HEAD, w->tail_len)))
+			return -ENOENT;
+		if (!(w->flags & OL_REC_DELMARK))
 			return 0;
-		return -ENOENT;
+		if (info) {
+			ol_rec_info(w, info);
+			info->meta = NULL;
+			info->meta_len = 0;
+		}
+		return ik == okey ? -ENOENT : OL_STORE_EDELMARK;
 	}
 	return r->bucket_votes >= st->k ? -ENOENT : -ENXIO;
 }
 
-int
-ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
-		  struct ol_get **out, struct ol_obj_info *info)
+static int
+lookup(struct ol_store *st, const char *bucket, const char *key, size_t klen, struct ol_reads *r,
+       struct ol_rec *win, bool *valid, struct ol_obj_info *info)
+{
+	return lookup_at(st, bucket, key, klen, NULL, 0, r, win, valid, info);
+}
+
+static int
+open_at(struct ol_store *st, const char *bucket, const char *key, size_t key_len, const char *vk,
+	size_t vkl, struct ol_get **out, struct ol_obj_info *info)
 {
 	struct ol_reads r;
 	struct ol_rec win[OL_MAX_DRIVES];
@@ -164,7 +182,7 @@ ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, size
 	int d, rc;
 
 	pthread_rwlock_rdlock(&st->obj_rw[li]);
-	rc = lookup(st, bucket, key, key_len, &r, win, valid);
+	rc = lookup_at(st, bucket, key, key_len, vk, vkl, &r, win, valid, info);
 	if (rc)
 		goto out;
 	g = ol_xcalloc(1, sizeof(*g));
@@ -192,7 +210,7 @@ ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, size
 	ol_rec_info(&g->rec, &g->info);
 	*info = g->info;
 	*out = g;
-	for (int i = 0; i < st->n; i++)
+	for (int i = 0; i < st->n && !vk; i++) /* heal writes object index records */
 		heal |= st->d[i].meta && !valid[i];
 out:
 	pthread_rwlock_unlock(&st->obj_rw[li]);
@@ -201,6 +219,49 @@ out:
 	if (!rc && heal)
 		ol_heal_record(st, bucket, key, key_len, &g->rec, g->body);
 	return rc;
+}
+
+int
+ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		  struct ol_get **out, struct ol_obj_info *info)
+{
+	return open_at(st, bucket, key, key_len, NULL, 0, out, info);
+}
+
+/* The current version when it is the "null" one asked for; -ENOENT when not. */
+static int
+null_current(struct ol_store *st, const char *bucket, const char *key, size_t key_len)
+{
+	struct ol_obj_info cur;
+	int rc = ol_store_head(st, bucket, key, key_len, &cur, NULL, 0);
+
+	if (rc == -ENOENT && cur.delete_marker)
+		rc = strcmp(cur.version_id, "null") ? -ENOENT : OL_STORE_EDELMARK;
+	else if (rc == 0 && strcmp(cur.version_id, "null"))
+		rc = -ENOENT;
+	return rc;
+}
+
+int
+ol_store_get_open_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		      const char *version_id, struct ol_get **out, struct ol_obj_info *info)
+{
+	char vk[OL_KEYBUF + OL_VSUFFIX];
+	size_t vkl;
+	int rc;
+
+	if (!version_id)
+		return ol_store_get_open(st, bucket, key, key_len, out, info);
+	rc = ol_store_ver_locate(st, bucket, key, key_len, version_id, vk, &vkl);
+	if (rc == 1) {
+		rc = null_current(st, bucket, key, key_len);
+		if (rc == 0)
+			return ol_store_get_open(st, bucket, key, key_len, out, info);
+		if (rc == OL_STORE_EDELMARK)
+			ol_store_head(st, bucket, key, key_len, info, NULL, 0);
+		return rc;
+	}
+	return rc ? rc : open_at(st, bucket, key, key_len, vk, vkl, out, info);
 }
 
 void
@@ -449,9 +510,9 @@ ol_store_get_read(struct ol_get *g, uint64_t offset, void *buf, size_t len)
 	return (ssize_t)done;
 }
 
-int
-ol_store_head(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
-	      struct ol_obj_info *info, void *meta_buf, size_t meta_cap)
+static int
+head_at(struct ol_store *st, const char *bucket, const char *key, size_t key_len, const char *vk,
+	size_t vkl, struct ol_obj_info *info, void *meta_buf, size_t meta_cap)
 {
 	struct ol_reads r;
 	struct ol_rec win[OL_MAX_DRIVES];
@@ -459,8 +520,9 @@ ol_store_head(struct ol_store *st, const char *bucket, const char *key, size_t k
 	unsigned li = ol_lock_idx(bucket, key, key_len);
 	int rc;
 
+	memset(info, 0, sizeof(*info));
 	pthread_rwlock_rdlock(&st->obj_rw[li]);
-	rc = lookup(st, bucket, key, key_len, &r, win, valid);
+	rc = lookup_at(st, bucket, key, key_len, vk, vkl, &r, win, valid, info);
 	if (!rc) {
 		struct ol_rec *w = &win[first_valid(st, valid)];
 
@@ -476,6 +538,34 @@ ol_store_head(struct ol_store *st, const char *bucket, const char *key, size_t k
 }
 
 int
+ol_store_head(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+	      struct ol_obj_info *info, void *meta_buf, size_t meta_cap)
+{
+	return head_at(st, bucket, key, key_len, NULL, 0, info, meta_buf, meta_cap);
+}
+
+int
+ol_store_head_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		  const char *version_id, struct ol_obj_info *info, void *meta_buf, size_t meta_cap)
+{
+	char vk[OL_KEYBUF + OL_VSUFFIX];
+	size_t vkl;
+	int rc;
+
+	if (!version_id)
+		return ol_store_head(st, bucket, key, key_len, info, meta_buf, meta_cap);
+	memset(info, 0, sizeof(*info));
+	rc = ol_store_ver_locate(st, bucket, key, key_len, version_id, vk, &vkl);
+	if (rc == 1) {
+		rc = null_current(st, bucket, key, key_len);
+		if (rc == 0 || rc == OL_STORE_EDELMARK)
+			ol_store_head(st, bucket, key, key_len, info, meta_buf, meta_cap);
+		return rc;
+	}
+	return rc ? rc : head_at(st, bucket, key, key_len, vk, vkl, info, meta_buf, meta_cap);
+}
+
+int
 ol_store_shard_paths(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		     int (*cb)(int drive, unsigned part, const char *path, void *arg), void *arg)
 {
@@ -483,7 +573,7 @@ ol_store_shard_paths(struct ol_store *st, const char *bucket, const char *key, s
 	struct ol_rec win[OL_MAX_DRIVES];
 	bool valid[OL_MAX_DRIVES];
 	char path[OL_PATH_MAX + 80];
-	int rc = lookup(st, bucket, key, key_len, &r, win, valid);
+	int rc = lookup(st, bucket, key, key_len, &r, win, valid, NULL);
 	struct ol_rec *w;
 
 	if (rc)

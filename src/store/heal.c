@@ -9,13 +9,14 @@
 #include "store/store_int.h"
 
 static int
-same_winner(struct ol_store *st, const char *okey, size_t kl, const struct ol_rec *w, bool *valid)
+same_winner(struct ol_store *st, enum ol_meta_db db, const char *okey, size_t kl,
+	    const struct ol_rec *w, bool *valid)
 {
 	struct ol_reads r;
 	struct ol_rec win[OL_MAX_DRIVES];
 	int found, d;
 
-	ol_reads_get(st, OL_META_OBJECTS, okey, kl, NULL, &r);
+	ol_reads_get(st, db, okey, kl, NULL, &r);
 	found = ol_rec_resolve(st, (const void *const *)r.raw, r.len, win, valid);
 	for (d = 0; found && !valid[d]; d++)
 		;
@@ -41,15 +42,15 @@ inline_shard(struct ol_store *st, const struct ol_rec *w, const uint8_t *body, i
 }
 
 static void
-heal_drives(struct ol_store *st, const char *okey, size_t kl, const struct ol_rec *w,
-	    const bool *valid, const uint8_t *body)
+heal_drives(struct ol_store *st, enum ol_meta_db db, const char *okey, size_t kl,
+	    const struct ol_rec *w, const bool *valid, const uint8_t *body)
 {
 	struct ol_rec_build b[OL_MAX_DRIVES];
 	struct ol_rpart *parts = ol_xcalloc(w->n_parts ? w->n_parts : 1, sizeof(*parts));
 	uint8_t *shard[OL_MAX_DRIVES] = {NULL};
 	bool skip[OL_MAX_DRIVES];
 	char etag[OL_STORE_ETAG_MAX];
-	struct ol_commit c = {.db = OL_META_OBJECTS, .k = okey, .kl = kl, .b = b, .skip = skip};
+	struct ol_commit c = {.db = db, .k = okey, .kl = kl, .b = b, .skip = skip};
 	int n;
 
 	for (uint32_t i = 0; i < w->n_parts; i++)
@@ -98,12 +99,20 @@ ol_heal_record(struct ol_store *st, const char *bucket, const char *key, size_t 
 	char okey[OL_KEYBUF];
 	size_t kl = ol_okey(okey, bucket, key, klen);
 	unsigned li = ol_lock_idx(bucket, key, klen);
+
+	ol_heal_record_at(st, OL_META_OBJECTS, okey, kl, li, w, body);
+}
+
+void
+ol_heal_record_at(struct ol_store *st, enum ol_meta_db db, const char *ik, size_t ikl, unsigned li,
+		  const struct ol_rec *w, const uint8_t *body)
+{
 	bool valid[OL_MAX_DRIVES];
 
 	pthread_rwlock_rdlock(&st->bucket_lock);
 	pthread_rwlock_wrlock(&st->obj_rw[li]);
-	if (same_winner(st, okey, kl, w, valid))
-		heal_drives(st, okey, kl, w, valid, body);
+	if (same_winner(st, db, ik, ikl, w, valid))
+		heal_drives(st, db, ik, ikl, w, valid, body);
 	pthread_rwlock_unlock(&st->obj_rw[li]);
 	pthread_rwlock_unlock(&st->bucket_lock);
 }

@@ -571,6 +571,84 @@ object_fn(struct scan *s, const char *pre, size_t pl, const struct item *it, voi
 	atomic_fetch_add(&s->p->objects_scanned, 1);
 }
 
+/* A version's record back to the drives that lack it (inline: re-encoded from the body read
+ * through the version reader). */
+static void
+restore_version(struct scan *s, const char *bucket, const struct target *t, const struct ol_rec *w,
+		const char *key, size_t klen)
+{
+	struct ol_store *st = s->st;
+	char vid[OL_STORE_VID_MAX];
+	struct ol_get *g = NULL;
+	struct ol_obj_info info;
+	uint8_t *body = NULL;
+	int before = count_missing(st, t), after;
+
+	if (before <= 0)
+		return;
+	if (w->flags & OL_REC_INLINE) {
+		ol_ver_id(w, vid);
+		/* inline_shard reads k whole shards: the body padded with zeros */
+		body = ol_xcalloc(1, (size_t)st->k * ((w->size + st->k - 1) / st->k) + 1);
+		if (ol_store_get_open_ver(st, bucket, key, klen, vid, &g, &info) ||
+		    ol_store_get_read(g, 0, body, w->size) != (ssize_t)w->size) {
+			atomic_fetch_add(&s->p->unrecoverable, 1);
+			ol_store_get_close(g);
+			free(body);
+			return;
+		}
+		ol_store_get_close(g);
+	}
+	ol_heal_record_at(st, t->db, t->k, t->kl, t->li, w, body);
+	free(body);
+	after = count_missing(st, t);
+	if (after >= 0 && after < before)
+		atomic_fetch_add(&s->p->records_restored, (uint64_t)(before - after));
+}
+
+/* One entry of the versions index: its record on every drive and, unless it is the current
+ * version (healed as an object), its shard files. */
+static void
+version_fn(struct scan *s, const char *pre, size_t pl, const struct item *it, void *arg)
+{
+	struct ol_store *st = s->st;
+	struct target t = {.db = OL_META_VERSIONS};
+	char key[OL_STORE_MAX_KEY], okey[OL_KEYBUF];
+	uint8_t cur[OL_UUID];
+	size_t hl, klen, okl;
+	struct ol_rec w;
+	bool current;
+
+	(void)arg;
+	if (it->kl < OL_VSUFFIX || item_rec(it, &w))
+		return;
+	hl = it->kl - OL_VSUFFIX;
+	klen = hl > OL_KEY_HEAD ? (size_t)OL_KEY_HEAD + w.tail_len : hl;
+	memcpy(key, it->k, hl > OL_KEY_HEAD ? OL_KEY_HEAD : hl);
+	if (hl > OL_KEY_HEAD)
+		memcpy(key + OL_KEY_HEAD, w.tail, w.tail_len);
+	okl = ol_okey(okey, pre, key, klen);
+	current = ol_visible_vid(st, OL_META_OBJECTS, okey, okl, cur) == 1 &&
+		  !memcmp(cur, w.vid, OL_UUID);
+	if (s->count) {
+		if (!current)
+			count_one(s, &w);
+		return;
+	}
+	memcpy(t.k, pre, pl);
+	memcpy(t.k + pl, it->k, it->kl);
+	t.kl = pl + it->kl;
+	t.li = ol_lock_idx(pre, key, klen);
+	restore_version(s, pre, &t, &w, key, klen);
+	if (current)
+		return;
+	if (w.flags & OL_REC_INLINE)
+		atomic_fetch_add(&s->p->bytes_scanned, w.size);
+	else
+		check_parts(s, &t, &w);
+	atomic_fetch_add(&s->p->objects_scanned, 1);
+}
+
 static void
 part_fn(struct scan *s, const char *pre, size_t pl, const struct item *it, void *arg)
 {
@@ -625,6 +703,8 @@ bucket_fn(struct scan *s, const char *bucket)
 		return 0;
 	memcpy(pre, bucket, pl);
 	rc = each_key(s, OL_META_OBJECTS, pre, pl, false, object_fn, NULL);
+	if (!rc)
+		rc = each_key(s, OL_META_VERSIONS, pre, pl, false, version_fn, NULL);
 	if (!rc)
 		rc = each_key(s, OL_META_UPLOADS, pre, pl, true, upload_fn, NULL);
 	return rc;

@@ -144,6 +144,8 @@ ol_rec_info(const struct ol_rec *r, struct ol_obj_info *info)
 	info->meta = r->meta;
 	info->meta_len = r->meta_len;
 	info->n_parts = (r->flags & OL_REC_MULTIPART) ? r->n_parts : 0;
+	info->delete_marker = (r->flags & OL_REC_DELMARK) != 0;
+	ol_ver_id(r, info->version_id);
 }
 
 /* Keys longer than OL_KEY_HEAD that share their first OL_KEY_HEAD bytes sit together in
@@ -164,7 +166,14 @@ struct ol_iter {
 	bool la; /* a lookahead entry read past the end of a group */
 	const void *la_k, *la_v[OL_MAX_DRIVES];
 	size_t la_kl, la_l[OL_MAX_DRIVES];
+	bool markers; /* return delete markers too (the version iterator) */
 };
+
+void
+ol_iter_markers(struct ol_iter *it)
+{
+	it->markers = true;
+}
 
 int
 ol_store_iter_open(struct ol_store *st, const char *bucket, struct ol_iter **out)
@@ -233,6 +242,8 @@ entry(struct ol_iter *it, const void *k, size_t kl, const void **vals, size_t *l
 		return 0;
 	for (int d = 0; d < it->m.st->n; d++)
 		if (valid[d]) {
+			if ((win[d].flags & OL_REC_DELMARK) && !it->markers)
+				return 0;
 			ol_rec_info(&win[d], info);
 			if (kl > OL_KEY_HEAD) {
 				memcpy(key, k, OL_KEY_HEAD);

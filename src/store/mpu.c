@@ -233,6 +233,7 @@ struct complete {
 	size_t klen;
 	const void *meta;
 	size_t mlen;
+	int vmode;
 };
 
 static int
@@ -282,6 +283,9 @@ complete_locked(struct complete *x, const unsigned *nos, size_t n, const char *e
 	}
 	if (ol_visible_vid(st, OL_META_OBJECTS, okey, c.kl, vis))
 		c.prev_vid = vis;
+	c.vmode = x->vmode;
+	for (int d = 0; d < st->n && x->vmode == OL_STORE_VER_ON; d++)
+		b[d].flags |= OL_REC_VERSIONED;
 	rc = ol_commit_all(st, &c) >= st->w ? 0 : -EIO;
 	enc = ol_rec_encode(&b[0], &el);
 	if (!rc && !ol_rec_decode(enc, el, &keep))
@@ -292,6 +296,7 @@ complete_locked(struct complete *x, const unsigned *nos, size_t n, const char *e
 		out->mtime_ns = b[0].mtime;
 		out->n_parts = (unsigned)n;
 		snprintf(out->etag, sizeof(out->etag), "%s", etag ? etag : "");
+		ol_ver_id_raw(b[0].flags, b[0].mtime, vid, out->version_id);
 	}
 out:
 	if (n == 0 && !rc)
@@ -316,8 +321,17 @@ ol_store_mpu_complete_cond(struct ol_store *st, const char *bucket, const char *
 			   const unsigned *part_nos, size_t n, const char *final_etag,
 			   const struct ol_store_cond *cond, struct ol_obj_info *out)
 {
+	return ol_store_mpu_complete_ver(st, bucket, upload_id, part_nos, n, final_etag, cond,
+					 OL_STORE_VER_OFF, out);
+}
+
+int
+ol_store_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *upload_id,
+			  const unsigned *part_nos, size_t n, const char *final_etag,
+			  const struct ol_store_cond *cond, int vmode, struct ol_obj_info *out)
+{
 	char okey[OL_KEYBUF];
-	struct complete x = {.st = st};
+	struct complete x = {.st = st, .vmode = vmode};
 	struct ol_reads r;
 	int64_t init;
 	unsigned li, ui;

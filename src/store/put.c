@@ -30,6 +30,7 @@ struct ol_put {
 	int err;
 	struct ol_store_cond cond; /* checked under the lock in publish() */
 	char cond_etag[OL_STORE_ETAG_MAX];
+	int vmode; /* OL_STORE_VER_* (objects only) */
 };
 
 static size_t
@@ -347,6 +348,11 @@ publish(struct ol_put *p, struct ol_rec_build *b)
 		rc = ol_cond_check(st, c.k, c.kl, &p->cond);
 	if (!rc && ol_visible_vid(st, c.db, c.k, c.kl, vis))
 		c.prev_vid = vis;
+	if (!p->part && p->vmode) {
+		c.vmode = p->vmode;
+		for (int d = 0; d < st->n; d++)
+			b[d].flags |= p->vmode == OL_STORE_VER_ON ? OL_REC_VERSIONED : 0;
+	}
 	ok = rc ? 0 : ol_commit_all(st, &c);
 	lock(p, false);
 	if (!rc && ok < st->w)
@@ -405,11 +411,18 @@ ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, size_t
 		out_info->size = p->size;
 		out_info->mtime_ns = b[0].mtime; /* set by publish */
 		snprintf(out_info->etag, sizeof(out_info->etag), "%s", etag ? etag : "");
+		ol_ver_id_raw(b[0].flags, b[0].mtime, p->uuid, out_info->version_id);
 	}
 	if (rc)
 		close_files(p, true);
 	put_free(p);
 	return rc;
+}
+
+void
+ol_store_put_set_vmode(struct ol_put *p, int vmode)
+{
+	p->vmode = vmode;
 }
 
 void

@@ -192,6 +192,30 @@ ol_rec_strip(const void *buf, size_t len, size_t *out_len)
 	return o;
 }
 
+uint8_t *
+ol_rec_with_meta(const void *buf, size_t len, const void *meta, uint32_t mlen, size_t *out_len)
+{
+	struct ol_rec r;
+	const uint8_t *p = buf;
+	size_t at, rest, n;
+	uint8_t *o;
+
+	if (ol_rec_decode(buf, len, &r))
+		return NULL;
+	at = REC_HDR + (size_t)r.n_parts * PART_SZ + r.etag_len;
+	rest = len - 4 - at - r.meta_len;
+	n = len - r.meta_len + mlen;
+	o = ol_xmalloc(n);
+	memcpy(o, p, at);
+	ol_put_u32(o + 56, mlen);
+	if (mlen)
+		memcpy(o + at, meta, mlen);
+	memcpy(o + at + mlen, p + at + r.meta_len, rest);
+	ol_put_u32(o + n - 4, ol_crc32c(o, n - 4, 0));
+	*out_len = n;
+	return o;
+}
+
 static int
 newer(const struct ol_rec *a, const struct ol_rec *b)
 {

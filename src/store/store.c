@@ -407,6 +407,15 @@ keep_copy(void **dst, size_t *dl, const void *v, size_t vl)
 	*dl = vl;
 }
 
+void
+ol_commit_gone(struct ol_commit *c, int d, const void *v, size_t vl)
+{
+	c->gone[d] = ol_xrealloc(c->gone[d], (c->n_gone[d] + 1) * sizeof(void *));
+	c->gone_len[d] = ol_xrealloc(c->gone_len[d], (c->n_gone[d] + 1) * sizeof(size_t));
+	keep_copy(&c->gone[d][c->n_gone[d]], &c->gone_len[d][c->n_gone[d]], v, vl);
+	c->n_gone[d]++;
+}
+
 static int
 del_prefix(struct ol_meta_txn *t, struct ol_commit *c, int d)
 {
@@ -423,10 +432,7 @@ del_prefix(struct ol_meta_txn *t, struct ol_commit *c, int d)
 			rc = 0; /* past the prefix: another upload's part, not an error */
 			break;
 		}
-		c->gone[d] = ol_xrealloc(c->gone[d], (c->n_gone[d] + 1) * sizeof(void *));
-		c->gone_len[d] = ol_xrealloc(c->gone_len[d], (c->n_gone[d] + 1) * sizeof(size_t));
-		keep_copy(&c->gone[d][c->n_gone[d]], &c->gone_len[d][c->n_gone[d]], v, vl);
-		c->n_gone[d]++;
+		ol_commit_gone(c, d, v, vl);
 		rc = ol_meta_cursor_del(cur);
 		if (rc)
 			break;
@@ -491,6 +497,8 @@ ol_cond_check(struct ol_store *st, const void *k, size_t kl, const struct ol_sto
 	found = ol_rec_resolve(st, (const void *const *)r.raw, r.len, win, valid);
 	for (d = 0; found && !valid[d]; d++)
 		;
+	if (found && (win[d].flags & OL_REC_DELMARK))
+		found = 0; /* a delete marker is no object */
 	if (found && cond->if_none_match)
 		rc = -ECANCELED;
 	else if (!found && cond->if_match)
@@ -511,6 +519,10 @@ put_one(struct ol_meta_txn *t, struct ol_commit *c, int d)
 	uint8_t *rec, *strip = NULL;
 	int rc = 0;
 
+	if (c->vdel_k)
+		return ol_ver_del_one(t, c, d);
+	if (c->set_vid)
+		return ol_ver_meta_one(t, c, d);
 	if (ol_meta_get(t, c->db, c->k, c->kl, &v, &vl) == 0) {
 		keep_copy(&c->old[d], &c->old_len[d], v, vl);
 		if (c->b)
@@ -528,6 +540,8 @@ put_one(struct ol_meta_txn *t, struct ol_commit *c, int d)
 		b.prev_len = (uint32_t)sl;
 		rec = ol_rec_encode(&b, &vl);
 		rc = ol_meta_put(t, c->db, c->k, c->kl, rec, vl);
+		if (!rc && c->vmode)
+			rc = ol_ver_apply(t, c, d, rec, vl, strip, sl);
 		free(rec);
 	} else if (c->raw) {
 		rc = ol_meta_put(t, c->db, c->k, c->kl, c->raw[d], c->raw_len[d]);
@@ -535,6 +549,14 @@ put_one(struct ol_meta_txn *t, struct ol_commit *c, int d)
 		rc = ol_meta_del(t, c->db, c->k, c->kl);
 	}
 	free(strip);
+	/* an unversioned write over a key that has versions: the replaced record is one of
+	 * them (or its prev is), so it is not reclaimed */
+	if (!rc && c->db == OL_META_OBJECTS && !c->vmode && c->old[d] &&
+	    ol_ver_has(t, c->k, c->kl)) {
+		free(c->old[d]);
+		c->old[d] = NULL;
+		c->old_len[d] = 0;
+	}
 	if (!rc && c->del_key)
 		rc = ol_meta_del(t, OL_META_UPLOADS, c->del_key, c->del_kl);
 	if (rc == -ENOENT)

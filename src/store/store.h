@@ -38,6 +38,10 @@ struct ol_config;
 #define OL_STORE_MAX_META  (64 * 1024) /* largest opaque metadata blob */
 #define OL_STORE_ECORRUPT  (-EBADMSG)  /* stored data failed its checksums beyond repair */
 
+#define OL_STORE_VID_LEN  48 /* hex of ~mtime (8 bytes) and a random id (16) */
+#define OL_STORE_VID_MAX  (OL_STORE_VID_LEN + 1)
+#define OL_STORE_EDELMARK (-ENOMSG) /* the version asked for is a delete marker */
+
 struct ol_store;
 
 /* Open the engine on cfg->data_dirs (set_drive_count N, default_parity_count P,
@@ -88,6 +92,10 @@ struct ol_obj_info {
 	const void *meta;
 	size_t meta_len;
 	unsigned n_parts; /* 0 for a plain PUT, else multipart part count */
+	/* versioning: "null" or an opaque id of OL_STORE_VID_LEN chars (see below) */
+	char version_id[OL_STORE_VID_MAX];
+	int delete_marker; /* 1: this version is a delete marker */
+	int is_latest;	   /* version iterator only: the key's current version */
 };
 
 /* Streaming writer. The object is visible only after put_commit. */
@@ -188,6 +196,62 @@ int ol_store_mpu_list(struct ol_store *st, const char *bucket, ol_store_mpu_cb c
  * OL_STORE_MAX_KEY bytes; meta_buf may be NULL. -ENOENT. */
 int ol_store_mpu_stat(struct ol_store *st, const char *bucket, const char *upload_id, char *key,
 		      size_t *key_len, void *meta_buf, size_t meta_cap, size_t *meta_len);
+
+/* Versioning (S3). The caller keeps each bucket's mode (it is not in the store) and passes
+ * it to every write of that bucket:
+ *   OL_STORE_VER_OFF  never versioned: writes replace and reclaim, as without versioning;
+ *   OL_STORE_VER_ON   every PUT, complete and marker gets a fresh version id and the versions
+ *                     it replaces are kept;
+ *   OL_STORE_VER_SUSP writes get the "null" version id and replace the key's null version
+ *                     (if any); other versions are kept.
+ * The current version stays in the object index (plain GET, HEAD and listing cost what they
+ * cost unversioned); every version of a key written in a versioned bucket is also in the
+ * versions index, ordered key, then newest first. A version id is "null" (a version written
+ * unversioned or suspended) or OL_STORE_VID_LEN lowercase hex chars (opaque to callers).
+ * A current delete marker makes get_open and head return -ENOENT with info->delete_marker
+ * and info->version_id set. */
+enum { OL_STORE_VER_OFF = 0, OL_STORE_VER_ON = 1, OL_STORE_VER_SUSP = 2 };
+/* Set the mode of an object writer (before put_commit; ignored for parts). put_commit's
+ * out_info->version_id tells the id given. */
+void ol_store_put_set_vmode(struct ol_put *p, int vmode);
+/* get_open / head of one version (version_id NULL: the current one, as get_open / head).
+ * -ENOENT no such version, -EINVAL malformed id, OL_STORE_EDELMARK it is a delete marker
+ * (info->version_id, info->delete_marker and mtime set), -ENXIO no bucket. */
+int ol_store_get_open_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+			  const char *version_id, struct ol_get **out, struct ol_obj_info *info);
+int ol_store_head_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		      const char *version_id, struct ol_obj_info *info, void *meta_buf,
+		      size_t meta_cap);
+/* Delete in mode vmode. version_id NULL: OFF deletes the object (as ol_store_delete); ON and
+ * SUSP add a delete marker as the current version (SUSP: the null one, replacing the null
+ * version) and out (may be NULL) gets its id with delete_marker = 1. version_id set: removes
+ * that version for good (its data reclaimed); when it was the current one the next newest
+ * becomes current; out gets the id, and delete_marker when the version was a marker.
+ * 0, -ENOENT (no such key or version: idempotent for S3), -EINVAL bad id, -ENXIO no bucket,
+ * -EIO. */
+int ol_store_delete_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+			int vmode, const char *version_id, struct ol_obj_info *out);
+/* Replace the metadata blob of one version (version_id NULL: the current one) in place: same
+ * data, version id, mtime and ETag (S3 tagging). The caller reads the blob first (head_ver)
+ * and passes the whole new one. 0, -ENOENT, OL_STORE_EDELMARK (a delete marker), -EINVAL
+ * (bad id, meta too large), -ENXIO, -EIO. A crash in the middle may leave either blob. */
+int ol_store_set_meta(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		      const char *version_id, const void *meta, size_t meta_len);
+/* mpu_complete_cond in mode vmode (out->version_id set). */
+int ol_store_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *upload_id,
+			      const unsigned *part_nos, size_t n, const char *final_etag,
+			      const struct ol_store_cond *cond, int vmode, struct ol_obj_info *out);
+/* Version iterator (ListObjectVersions): every version and delete marker of the bucket, keys
+ * in byte order, each key's versions newest first; info->is_latest marks the current one.
+ * The same rules as ol_iter (one thread, read txns held while open, keep it short). */
+struct ol_viter;
+int ol_store_viter_open(struct ol_store *st, const char *bucket, struct ol_viter **out);
+/* Position at the first version of the first key >= key. */
+int ol_store_viter_seek(struct ol_viter *it, const char *key, size_t key_len);
+/* 1 got one (key, info->meta valid until the next call), 0 end, -errno. */
+int ol_store_viter_next(struct ol_viter *it, const char **key, size_t *key_len,
+			struct ol_obj_info *info);
+void ol_store_viter_close(struct ol_viter *it);
 
 /* For fault tests and ops. */
 int ol_store_drive_count(const struct ol_store *st);

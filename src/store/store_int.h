@@ -24,7 +24,9 @@
 #define OL_KEY_HEAD 400
 
 enum { OL_CK_CRC32C = 1, OL_CK_XXH3 = 2 };
-enum { OL_REC_INLINE = 1, OL_REC_MULTIPART = 2 };
+/* VERSIONED: written in a versioning-enabled bucket (its id is shown, else "null");
+ * DELMARK: a delete marker (inline, size 0, no data) */
+enum { OL_REC_INLINE = 1, OL_REC_MULTIPART = 2, OL_REC_VERSIONED = 4, OL_REC_DELMARK = 8 };
 
 struct ol_cq;
 
@@ -128,6 +130,9 @@ struct ol_rec_build {
 uint8_t *ol_rec_encode(const struct ol_rec_build *b, size_t *len);
 int ol_rec_decode(const void *buf, size_t len, struct ol_rec *r);
 void ol_rec_part(const struct ol_rec *r, uint32_t i, struct ol_rpart *out);
+/* The record with its meta blob replaced (malloc'd; NULL when buf does not decode). */
+uint8_t *ol_rec_with_meta(const void *buf, size_t len, const void *meta, uint32_t mlen,
+			  size_t *out_len);
 /* The record without its prev (malloc'd). */
 uint8_t *ol_rec_strip(const void *buf, size_t len, size_t *out_len);
 /* Resolve the per-drive raw records: newest version present on >= k drives. win[d] gets the
@@ -209,6 +214,19 @@ struct ol_commit {
 	size_t del_plen;
 	const void *del_key;
 	size_t del_kl;
+	/* versioning (version.c): with b, vmode ON/SUSP keeps the replaced version in
+	 * OL_META_VERSIONS (old[] is then never reclaimed; removed null versions go to gone[]);
+	 * vdel_k: remove that versions key instead (into gone[]) and, where k's current record is
+	 * that version, make the next newest current */
+	int vmode;
+	const void *vdel_k;
+	size_t vdel_kl;
+	/* set_vid: replace the meta blob of that version in place, in k's current record (if it
+	 * is that version) and in the versions key set_vk (if present) */
+	const uint8_t *set_vid;
+	const void *set_vk, *set_meta;
+	size_t set_vkl;
+	uint32_t set_meta_len;
 	/* filled: the values replaced or deleted, per drive, for ol_commit_reclaim */
 	void *old[OL_MAX_DRIVES];
 	size_t old_len[OL_MAX_DRIVES];
@@ -227,6 +245,22 @@ int ol_cond_check(struct ol_store *st, const void *k, size_t kl, const struct ol
 /* Unlink the data of replaced records on the drives that committed (keep: files still used). */
 void ol_commit_reclaim(struct ol_store *st, struct ol_commit *c, const struct ol_rec *keep);
 void ol_commit_free(struct ol_commit *c);
+
+/* version.c */
+#define OL_VSUFFIX 25 /* '\0' ~mtime (BE64) vid[16] after the object index key */
+size_t ol_vkey(char *buf, const void *okey, size_t okl, int64_t mtime, const uint8_t *vid);
+/* The version id text of a record (OL_STORE_VID_MAX bytes). */
+void ol_ver_id(const struct ol_rec *r, char *out);
+void ol_ver_id_raw(uint16_t flags, int64_t mtime, const uint8_t *vid, char *out);
+/* Inside a drive's write txn of c (store.c put_one): versions work after the new current
+ * record rec (NULL for vdel) was put; strip: this drive's copy of the replaced visible one. */
+int ol_ver_apply(struct ol_meta_txn *t, struct ol_commit *c, int d, const uint8_t *rec, size_t rl,
+		 const uint8_t *strip, size_t sl);
+bool ol_ver_has(struct ol_meta_txn *t, const void *okey, size_t okl);
+int ol_ver_del_one(struct ol_meta_txn *t, struct ol_commit *c, int d);
+int ol_ver_meta_one(struct ol_meta_txn *t, struct ol_commit *c, int d);
+/* Keep a malloc'd copy of v in gone[d] (reclaimed after a quorum commit). */
+void ol_commit_gone(struct ol_commit *c, int d, const void *v, size_t vl);
 
 /* drive.c */
 /* Take drive d offline if its env is still m (NULL: whatever it is): one log line with the
@@ -253,6 +287,9 @@ size_t ol_sweep_orphans(struct ol_store *st, int min_age_s);
 /* heal.c: give the resolved version w back to online drives that lack it. */
 void ol_heal_record(struct ol_store *st, const char *bucket, const char *key, size_t klen,
 		    const struct ol_rec *w, const uint8_t *body);
+/* The same for index key ik of db (objects or versions) under object lock li. */
+void ol_heal_record_at(struct ol_store *st, enum ol_meta_db db, const char *ik, size_t ikl,
+		       unsigned li, const struct ol_rec *w, const uint8_t *body);
 
 /* list.c: ordered merge of one db's keys across the online drives (read txns held open;
  * pointers valid until ol_merge_close). */
@@ -276,6 +313,12 @@ void ol_merge_seek(struct ol_merge *m, const void *rest, size_t rlen);
 int ol_merge_next(struct ol_merge *m, const void **key, size_t *klen, const void **vals,
 		  size_t *lens);
 void ol_merge_close(struct ol_merge *m);
+/* The iterator returns delete markers too (version.c). */
+struct ol_iter;
+void ol_iter_markers(struct ol_iter *it);
+/* version.c: the versions index key of a version (see locate in version.c). */
+int ol_store_ver_locate(struct ol_store *st, const char *bucket, const char *key, size_t klen,
+			const char *version_id, char *vk, size_t *vkl);
 /* The resolved info of a version record. */
 void ol_rec_info(const struct ol_rec *r, struct ol_obj_info *info);
 

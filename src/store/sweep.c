@@ -170,6 +170,8 @@ collect_all(struct ol_store *st, struct uuid_set *s)
 			rc = collect_db(t, OL_META_OBJECTS, &one);
 		if (!rc)
 			rc = collect_db(t, OL_META_PARTS, &one);
+		if (!rc)
+			rc = collect_db(t, OL_META_VERSIONS, &one);
 		if (rc)
 			ol_drive_check(st, d, m);
 		ol_meta_abort(t); /* on a broken env: frees our wrapper only */

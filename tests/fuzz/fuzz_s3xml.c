@@ -1,5 +1,6 @@
 /* Fuzz target: the S3 parsers of untrusted bytes. The first byte selects one: 0-2 the XML
- * request bodies (CompleteMultipartUpload, DeleteObjects, CreateBucketConfiguration), 3 the
+ * request bodies (CompleteMultipartUpload, DeleteObjects, CreateBucketConfiguration,
+ * VersioningConfiguration, Tagging and the x-amz-tagging form), 3 the
  * router (Host NUL path), 4 query lookup, 5 Range, 6 the metadata blob, 7 HTTP dates,
  * and, for a first byte >= 0xf0 (odd/even), 8 the bucket documents (AccessControlPolicy,
  * CORSConfiguration, PublicAccessBlockConfiguration, OwnershipControls), 9 the stored ACL
@@ -40,14 +41,29 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct ol_s3_delete_req d;
 		if (ol_s3_parse_delete(body, n, &d) == 0) {
 			for (unsigned i = 0; i < d.n_keys; i++)
-				(void)strlen(d.keys[i]);
+				(void)(strlen(d.keys[i]) + (d.vids[i] ? strlen(d.vids[i]) : 0));
 			ol_s3_delete_free(&d);
 		}
 		break;
 	}
 	case 2: {
 		char loc[64];
+		int vs;
 		(void)ol_s3_parse_create_bucket(body, n, loc, sizeof(loc));
+		(void)ol_s3_parse_versioning(body, n, &vs);
+		struct ol_s3_tags tg;
+		const char *why;
+		if (ol_s3_parse_tagging(body, n, &tg) == 0) {
+			(void)ol_s3_tags_check(&tg, OL_S3_MAX_TAGS, &why);
+			ol_s3_tags_free(&tg);
+		}
+		if (ol_s3_tags_parse_query(body, n, &tg) == 0) {
+			struct ol_buf enc = {0};
+			(void)ol_s3_tags_check(&tg, OL_S3_MAX_OBJ_TAGS, &why);
+			ol_s3_tags_encode(&tg, &enc);
+			ol_buf_free(&enc);
+			ol_s3_tags_free(&tg);
+		}
 		break;
 	}
 	case 3: {

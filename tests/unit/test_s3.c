@@ -239,9 +239,89 @@ test_parsers(void)
 	   "delete parsed");
 	ol_s3_delete_free(&d);
 	const char *dv = "<Delete><Object><Key>a</Key><VersionId>abc</VersionId></Object></Delete>";
-	ok(ol_s3_parse_delete(dv, strlen(dv), &d) == 0 && d.has_version && !d.quiet,
-	   "version flagged");
+	ok(ol_s3_parse_delete(dv, strlen(dv), &d) == 0 && d.has_version && !d.quiet &&
+	       strcmp(d.vids[0], "abc") == 0,
+	   "version flagged and kept");
 	ol_s3_delete_free(&d);
+	const char *d2 = "<Delete><Object><VersionId>v1</VersionId><Key>a</Key></Object>"
+			 "<Object><Key>b</Key></Object></Delete>";
+	ok(ol_s3_parse_delete(d2, strlen(d2), &d) == 0 && d.n_keys == 2 &&
+	       strcmp(d.vids[0], "v1") == 0 && d.vids[1] == NULL,
+	   "version before the key; a key without one");
+	ol_s3_delete_free(&d);
+	struct ol_buf lv = {0};
+	ol_buf_adds(&lv, "<Delete><Object><Key>a</Key><VersionId>");
+	for (int i = 0; i < 65; i++)
+		ol_buf_adds(&lv, "a");
+	ol_buf_adds(&lv, "</VersionId></Object></Delete>");
+	ok(ol_s3_parse_delete(lv.p, lv.len, &d) == -EBADMSG, "a 65-char version id refused");
+	ol_buf_free(&lv);
+	int vs;
+	const char *ven =
+	    "<VersioningConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+	    "<Status>Enabled</Status></VersioningConfiguration>";
+	ok(ol_s3_parse_versioning(ven, strlen(ven), &vs) == 0 && vs == 1, "versioning Enabled");
+	const char *vsu = "<VersioningConfiguration><MfaDelete>Disabled</MfaDelete>"
+			  "<Status>Suspended</Status></VersioningConfiguration>";
+	ok(ol_s3_parse_versioning(vsu, strlen(vsu), &vs) == 0 && vs == 2, "versioning Suspended");
+	const char *vbad =
+	    "<VersioningConfiguration><Status>Off</Status></VersioningConfiguration>";
+	ok(ol_s3_parse_versioning(vbad, strlen(vbad), &vs) == -EINVAL &&
+	       ol_s3_parse_versioning("<VersioningConfiguration/>", 26, &vs) == -EINVAL,
+	   "versioning: another Status or none: -EINVAL");
+	const char *vmfa = "<VersioningConfiguration><Status>Enabled</Status><MfaDelete>Enabled"
+			   "</MfaDelete></VersioningConfiguration>";
+	ok(ol_s3_parse_versioning(vmfa, strlen(vmfa), &vs) == -ENOTSUP, "MfaDelete: -ENOTSUP");
+	struct ol_s3_tags tg;
+	const char *why = NULL;
+	const char *tq = "k1=v1&k%202=v%262&empty=&&solo";
+	ok(ol_s3_tags_parse_query(tq, strlen(tq), &tg) == 0 && tg.n == 4 &&
+	       !strcmp(tg.key[1], "k 2") && !strcmp(tg.val[1], "v&2") && !strcmp(tg.val[2], "") &&
+	       !strcmp(tg.key[3], "solo") && ol_s3_tags_check(&tg, 10, &why) == 0,
+	   "x-amz-tagging form parsed");
+	struct ol_buf te = {0};
+	ol_s3_tags_encode(&tg, &te);
+	ok(!strcmp(ol_buf_cstr(&te), "k1=v1&k%202=v%262&empty=&solo="), "tags encoded (%s)",
+	   ol_buf_cstr(&te));
+	ol_buf_free(&te);
+	ol_s3_tags_free(&tg);
+	ok(ol_s3_tags_parse_query("a=%zz", 5, &tg) == -EINVAL, "bad escape: -EINVAL");
+	ok(ol_s3_tags_parse_query("a=1&a=2", 7, &tg) == 0 && ol_s3_tags_check(&tg, 10, &why) &&
+	       strstr(why, "same key"),
+	   "duplicate keys refused");
+	ol_s3_tags_free(&tg);
+	ok(ol_s3_tags_parse_query("aws:x=1", 7, &tg) == 0 && ol_s3_tags_check(&tg, 10, &why) &&
+	       strstr(why, "aws:"),
+	   "aws: prefix refused");
+	ol_s3_tags_free(&tg);
+	const char *tx = "<Tagging><TagSet><Tag><Key>a</Key><Value>1</Value></Tag><Tag><Value>2"
+			 "</Value><Key>b</Key></Tag><Tag><Key>c</Key></Tag></TagSet></Tagging>";
+	ok(ol_s3_parse_tagging(tx, strlen(tx), &tg) == 0 && tg.n == 3 && !strcmp(tg.val[1], "2") &&
+	       !strcmp(tg.key[1], "b") && !strcmp(tg.val[2], ""),
+	   "Tagging body parsed");
+	ol_s3_tags_free(&tg);
+	const char *tnk = "<Tagging><TagSet><Tag><Value>1</Value></Tag></TagSet></Tagging>";
+	ok(ol_s3_parse_tagging(tnk, strlen(tnk), &tg) == -EBADMSG, "a Tag without Key: malformed");
+	struct ol_buf many_t = {0};
+	ol_buf_adds(&many_t, "<Tagging><TagSet>");
+	for (int i = 0; i < 60; i++)
+		ol_buf_addf(&many_t, "<Tag><Key>k%d</Key><Value>v</Value></Tag>", i);
+	ol_buf_adds(&many_t, "</TagSet></Tagging>");
+	ok(ol_s3_parse_tagging(many_t.p, many_t.len, &tg) == -EBADMSG, "60 tags: malformed");
+	ol_buf_free(&many_t);
+	struct ol_buf lk = {0};
+	ol_buf_adds(&lk, "<Tagging><TagSet><Tag><Key>");
+	for (int i = 0; i < 129; i++)
+		ol_buf_adds(&lk, "\xc3\xa9");
+	ol_buf_adds(&lk, "</Key></Tag></TagSet></Tagging>");
+	ok(ol_s3_parse_tagging(lk.p, lk.len, &tg) == 0 && ol_s3_tags_check(&tg, 50, &why) &&
+	       strstr(why, "TagKey"),
+	   "a 129-character key (258 bytes) refused by the check");
+	ol_s3_tags_free(&tg);
+	ol_buf_free(&lk);
+	ok(ol_s3_parse_versioning("<Other><Status>Enabled</Status></Other>", 39, &vs) == -EBADMSG &&
+	       ol_s3_parse_versioning("<Versioning", 11, &vs) == -EBADMSG,
+	   "versioning: other root or bad XML: -EBADMSG");
 	const char *de = "<Delete></Delete>";
 	ok(ol_s3_parse_delete(de, strlen(de), &d) == -EBADMSG, "empty delete malformed");
 	struct ol_buf many = {0};

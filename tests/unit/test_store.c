@@ -906,6 +906,200 @@ test_torn_commits(struct ol_store *st)
 	   "a full commit after torn ones");
 }
 
+/* ---- versioning ---- */
+
+static int
+put_ver(struct ol_store *st, const char *k, const uint8_t *d, size_t n, int vmode, char *vid)
+{
+	struct ol_put *p;
+	struct ol_obj_info info;
+	int rc = ol_store_put_begin(st, "vb", k, strlen(k), (int64_t)n, &p);
+
+	if (rc)
+		return rc;
+	ol_store_put_set_vmode(p, vmode);
+	rc = ol_store_put_write(p, d, n);
+	if (rc) {
+		ol_store_put_abort(p);
+		return rc;
+	}
+	rc = ol_store_put_commit(p, "\"e\"", NULL, 0, &info);
+	if (!rc)
+		memcpy(vid, info.version_id, OL_STORE_VID_MAX);
+	return rc;
+}
+
+/* The version's exact bytes: 1; else the -errno. */
+static int
+get_ver_eq(struct ol_store *st, const char *k, const char *vid, const uint8_t *d, size_t n)
+{
+	struct ol_get *g;
+	struct ol_obj_info info;
+	uint8_t *buf = malloc(n + 1);
+	int rc = ol_store_get_open_ver(st, "vb", k, strlen(k), vid, &g, &info), same = 0;
+
+	if (!rc) {
+		same = info.size == n && ol_store_get_read(g, 0, buf, n) == (ssize_t)n &&
+		       !memcmp(buf, d, n) && !strcmp(info.version_id, vid);
+		ol_store_get_close(g);
+	}
+	free(buf);
+	return rc ? rc : same;
+}
+
+static const char *
+tail6(const char *vid)
+{
+	return strlen(vid) < 6 ? vid : vid + strlen(vid) - 6;
+}
+
+/* "id:latest:marker," for every version of the bucket, in listing order. */
+static void
+vlist(struct ol_store *st, char *out, size_t cap)
+{
+	struct ol_viter *it;
+	const char *k;
+	size_t kl, n = 0;
+	struct ol_obj_info info;
+
+	out[0] = 0;
+	if (ol_store_viter_open(st, "vb", &it))
+		return;
+	while (ol_store_viter_next(it, &k, &kl, &info) == 1 && n + 80 < cap)
+		n += (size_t)snprintf(out + n, cap - n, "%.*s/%.6s:%d:%d,", (int)kl, k,
+				      tail6(info.version_id), info.is_latest, info.delete_marker);
+	ol_store_viter_close(it);
+}
+
+static void
+test_versions(struct ol_store **stp)
+{
+	struct ol_store *st = *stp;
+	size_t big = (2 << 20) + 7;
+	uint8_t *d1 = malloc(big), *d2 = malloc(1000), *d3 = malloc(big);
+	char v1[OL_STORE_VID_MAX], v2[OL_STORE_VID_MAX], v3[OL_STORE_VID_MAX], n1[OL_STORE_VID_MAX];
+	char want[512], got[512], path[600], mk[OL_STORE_VID_MAX];
+	struct ol_obj_info info;
+	struct ol_iter *it;
+	const char *k;
+	size_t kl;
+	uint8_t u1[OL_UUID];
+	struct stat sb;
+
+	fill(d1, big, 61);
+	fill(d2, 1000, 62);
+	fill(d3, big, 63);
+	ok(ol_store_bucket_create(st, "vb") == 0, "versioned bucket");
+	ok(put_ver(st, "k", d2, 1000, OL_STORE_VER_OFF, n1) == 0 && !strcmp(n1, "null"),
+	   "a write before versioning is the null version");
+	ok(put_ver(st, "k", d1, big, OL_STORE_VER_ON, v1) == 0 &&
+	       put_ver(st, "k", d2, 1000, OL_STORE_VER_ON, v2) == 0 &&
+	       put_ver(st, "k", d3, big, OL_STORE_VER_ON, v3) == 0 &&
+	       strlen(v1) == OL_STORE_VID_LEN && strcmp(v1, v2) && strcmp(v2, v3),
+	   "three versions, three ids");
+	ok(get_eq(st, "vb", "k", d3, big) == 1 && get_ver_eq(st, "k", v1, d1, big) == 1 &&
+	       get_ver_eq(st, "k", v2, d2, 1000) == 1 && get_ver_eq(st, "k", "null", d2, 1000) == 1,
+	   "current and every version read back exactly");
+	snprintf(want, sizeof(want), "k/%s:1:0,k/%s:0:0,k/%s:0:0,k/%s:0:0,", tail6(v3), tail6(v2),
+		 tail6(v1), "null");
+	vlist(st, got, sizeof(got));
+	ok(!strcmp(got, want), "versions newest first, the current one latest (%s)", got);
+	ol_store_close(st);
+	ok(ol_store_open(&cfg, stp) == 0, "reopen (sweep at open)");
+	st = *stp;
+	{ /* drive 0 wiped: the whole-store heal gives back its versions and their shards */
+		struct ol_heal_progress hp;
+		char dir[300];
+
+		uint64_t u0;
+
+		memset(&hp, 0, sizeof(hp));
+		ol_store_heal_all(st, &(struct ol_heal_opts){0},
+				  &hp); /* earlier tests' leftovers */
+		u0 = atomic_load(&hp.unrecoverable);
+		memset(&hp, 0, sizeof(hp));
+		ol_store_close(st);
+		snprintf(dir, sizeof(dir), "%s/d0/.openlake", root);
+		rm_rf(dir);
+		ok(ol_store_open(&cfg, stp) == 0, "reopen with drive 0 wiped");
+		st = *stp;
+		ok(ol_store_heal_all(st, &(struct ol_heal_opts){0}, &hp) == 0 &&
+		       atomic_load(&hp.records_restored) >= 5 &&
+		       atomic_load(&hp.unrecoverable) == u0,
+		   "heal restores the versions' records (%llu, %llu unrecoverable)",
+		   (unsigned long long)atomic_load(&hp.records_restored),
+		   (unsigned long long)atomic_load(&hp.unrecoverable));
+		for (int i = 0; i < OL_UUID; i++) {
+			unsigned x;
+
+			sscanf(v1 + 16 + 2 * i, "%2x", &x);
+			u1[i] = (uint8_t)x;
+		}
+		ol_shard_path(st, 0, u1, path, sizeof(path));
+		ok(stat(path, &sb) == 0, "and the old version's shard file on the wiped drive");
+	}
+	ol_sweep_orphans(st, 0);
+	ok(get_ver_eq(st, "k", v1, d1, big) == 1 && get_ver_eq(st, "k", v2, d2, 1000) == 1,
+	   "an old version's shards survive the sweep at open and the orphan sweep");
+	ok(ol_store_delete_ver(st, "vb", "k", 1, OL_STORE_VER_ON, NULL, &info) == 0 &&
+	       info.delete_marker && strlen(info.version_id) == OL_STORE_VID_LEN,
+	   "delete adds a marker");
+	ok(ol_store_get_open(st, "vb", "k", 1, (struct ol_get **)&it, &info) == -ENOENT &&
+	       info.delete_marker,
+	   "current marker: -ENOENT with delete_marker");
+	memcpy(mk, info.version_id, sizeof(mk));
+	ok(ol_store_head_ver(st, "vb", "k", 1, mk, &info, NULL, 0) == OL_STORE_EDELMARK &&
+	       info.delete_marker && !strcmp(info.version_id, mk),
+	   "the marker by id: OL_STORE_EDELMARK");
+	ok(ol_store_iter_open(st, "vb", &it) == 0 && ol_store_iter_next(it, &k, &kl, &info) == 0,
+	   "the plain listing skips a key whose current version is a marker");
+	ol_store_iter_close(it);
+	ok(ol_store_delete_ver(st, "vb", "k", 1, OL_STORE_VER_ON, "junk", NULL) == -EINVAL &&
+	       ol_store_delete_ver(st, "vb", "k", 1, OL_STORE_VER_ON,
+				   "000000000000000000000000000000000000000000000000",
+				   NULL) == -ENOENT,
+	   "bad id -EINVAL, unknown id -ENOENT");
+	/* v1's shard file on drive 0: its uuid is the id's last 32 hex digits */
+	for (int i = 0; i < OL_UUID; i++) {
+		unsigned x;
+
+		sscanf(v1 + 16 + 2 * i, "%2x", &x);
+		u1[i] = (uint8_t)x;
+	}
+	ol_shard_path(st, 0, u1, path, sizeof(path));
+	ok(stat(path, &sb) == 0, "v1 has its shard file");
+	ok(ol_store_delete_ver(st, "vb", "k", 1, OL_STORE_VER_ON, v1, &info) == 0 &&
+	       stat(path, &sb) != 0 && get_ver_eq(st, "k", v1, d1, big) == -ENOENT,
+	   "deleting v1 for good reclaims its shards");
+	vlist(st, got, sizeof(got));
+	ok(ol_store_delete_ver(st, "vb", "k", 1, OL_STORE_VER_ON, got + 2, NULL) == -EINVAL,
+	   "a truncated id is -EINVAL");
+	/* the marker is current: remove it, then v3: v2 becomes current */
+	ok(ol_store_delete_ver(st, "vb", "k", 1, OL_STORE_VER_ON, mk, &info) == 0 &&
+	       info.delete_marker && get_eq(st, "vb", "k", d3, big) == 1,
+	   "removing the marker makes v3 current again");
+	ok(ol_store_delete_ver(st, "vb", "k", 1, OL_STORE_VER_ON, v3, NULL) == 0 &&
+	       get_eq(st, "vb", "k", d2, 1000) == 1 &&
+	       ol_store_head(st, "vb", "k", 1, &info, NULL, 0) == 0 && !strcmp(info.version_id, v2),
+	   "removing the current version makes the next newest current");
+	ok(put_ver(st, "k", d1, 10, OL_STORE_VER_SUSP, n1) == 0 && !strcmp(n1, "null") &&
+	       put_ver(st, "k", d3, 20, OL_STORE_VER_SUSP, n1) == 0,
+	   "two writes while suspended");
+	snprintf(want, sizeof(want), "k/null:1:0,k/%s:0:0,", tail6(v2));
+	vlist(st, got, sizeof(got));
+	ok(!strcmp(got, want), "suspended writes replace the null version (%s)", got);
+	ok(ol_store_bucket_delete(st, "vb") == -ENOTEMPTY, "bucket with versions is not empty");
+	ok(ol_store_delete_ver(st, "vb", "k", 1, OL_STORE_VER_SUSP, "null", NULL) == 0 &&
+	       get_eq(st, "vb", "k", d2, 1000) == 1,
+	   "removing the null version: v2 current");
+	ok(ol_store_delete_ver(st, "vb", "k", 1, OL_STORE_VER_SUSP, v2, NULL) == 0 &&
+	       ol_store_bucket_delete(st, "vb") == 0,
+	   "all versions gone: the bucket deletes");
+	free(d1);
+	free(d2);
+	free(d3);
+}
+
 /* N=4, P=2 with fsync on: any two drives may go, a third is -EIO. */
 static void
 test_p2(void)
@@ -964,6 +1158,7 @@ main(void)
 	test_crash(&st);
 	test_threads(st);
 	test_torn_commits(st);
+	test_versions(&st);
 	ol_store_close(st);
 	test_open_errors();
 	test_p2();
