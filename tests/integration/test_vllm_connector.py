@@ -649,6 +649,7 @@ def test_token_from_extra_config_and_env(openlaked, monkeypatch):
 
 
 # ---------------------------------------------------------------- what the keys must cover
+
 def _req(rid, prompt, lora=None, mm=(), embeds=None, **kw):
     from vllm_standin import LoRARequest, MultiModalFeatureSpec, PlaceholderRange
     return Request(rid, prompt, max_tokens=1,
@@ -656,18 +657,23 @@ def _req(rid, prompt, lora=None, mm=(), embeds=None, **kw):
                    mm_features=[MultiModalFeatureSpec(i, PlaceholderRange(o, n))
                                 for i, o, n in mm],
                    prompt_embeds=embeds, **kw)
+
+
 def _ext(e, req):
     e.add(req)
     e.step()
     ext = e.scheduler.requests[req.request_id].num_external_computed_tokens
     e.run()
     return ext
+
+
 def test_adapters_images_embeddings_never_share_kv(pool):
     """Two requests with the same tokens share KV only up to the first chunk where their
     adapter, images (identifier, place) or prompt embeddings differ; what cannot be keyed is
     never looked up nor saved."""
     g = torch.Generator().manual_seed(5)
     emb_a = torch.randn(100, 8, generator=g, dtype=torch.bfloat16)
+    B = A[:96] + SUFFIX
     emb_b = torch.cat([emb_a[:96], torch.randn(34, 8, generator=g, dtype=torch.bfloat16)])
     base = dict(lora="adapter-1", mm=[("img-x", 20, 8)], embeds=emb_a)
     serve_b = dict(base, embeds=emb_b)
@@ -709,6 +715,8 @@ def test_adapters_images_embeddings_never_share_kv(pool):
     assert e5.workers[0].c.metrics_totals()["blocks_saved"] > 0
     for e in (e1, e4, e5):
         e.shutdown()
+
+
 def test_reset_cache_invalidates_for_every_engine(pool):
     """reset_cache (after a weight update) makes every block stored before it a miss, for
     this engine at once, for an engine started later, and for one already running within
@@ -718,9 +726,11 @@ def test_reset_cache_invalidates_for_every_engine(pool):
     old = engine(cfg(pool.kv_addr))  # runs across the reset without resetting itself
     e1 = engine(cfg(pool.kv_addr))
     serve(e1, "P", P)
+    serve(e1, "A", A)
     assert _ext(old, Request("P1", P, max_tokens=1)) == 64
     assert e1.scheduler.reset_prefix_cache(reset_connector=True) is True
     assert _ext(e1, Request("P2", P, max_tokens=1)) == 0
+    B = A[:96] + SUFFIX
     late = engine(cfg(pool.kv_addr))  # started after the reset
     assert _ext(late, Request("B1", B, max_tokens=1)) == 0  # A's blocks are from before
     assert _ext(late, Request("P4", P, max_tokens=1)) == 64  # P2 saved them again
@@ -729,6 +739,8 @@ def test_reset_cache_invalidates_for_every_engine(pool):
              or None, timeout=60, what="the running engine to adopt the new epoch")
     for e in (old, e1, late):
         e.shutdown()
+
+
 def test_lookups_never_stall_the_scheduler(pool):
     """Lookups run in the background (the default): while the pool does not answer at all
     (SIGSTOP), a scheduler step still returns at once and the request waits ("ask later");
@@ -736,22 +748,37 @@ def test_lookups_never_stall_the_scheduler(pool):
     lookup_wait_ms is computed without the pool."""
     import signal
     import threading
+
     from conftest import wait_for
     e1 = engine(cfg(pool.kv_addr))
+    serve(e1, "A", A)
+    B = A[:96] + SUFFIX
     e2 = engine(cfg(pool.kv_addr, lookup_inline_ms=0, timeout_ms=120000))
     e3 = engine(cfg(pool.kv_addr, lookup_inline_ms=0, lookup_wait_ms=300, timeout_ms=120000))
     os.kill(pool.proc.pid, signal.SIGSTOP)
     try:
+        e2.add(Request("B", B, max_tokens=1))
         t = threading.Thread(target=e2.step)
         t.start()
         t.join(timeout=60)  # a blocking lookup would wait the whole 120 s timeout
         assert not t.is_alive(), "the scheduler step waited on a frozen pool"
+        assert e2.scheduler.requests["B"].num_computed_tokens == 0
         assert "B" in {r.request_id for r in e2.scheduler.waiting}
         # lookup_wait_ms: e3's request gives up on the frozen pool and is computed
+        C = [(i * 41 + 5) % 500 for i in range(60)]  # not B: its saves must not change B's hit
+        e3.add(Request("C", C, max_tokens=1))
         wait_for(lambda: e3.step() and e3.scheduler.requests["C"].num_computed_tokens > 0,
                  timeout=60, what="the request to be computed without the pool")
+        assert e3.scheduler.requests["C"].num_external_computed_tokens == 0
     finally:
         os.kill(pool.proc.pid, signal.SIGCONT)
+    e2.run()
+    assert e2.scheduler.finished["B"].num_external_computed_tokens == 96
+    assert e2.scheduler.finished["B"].output_token_ids == reference(B, max_tokens=1)
+    for e in (e1, e2, e3):
+        e.shutdown()
+
+
 def test_tls_from_extra_config(openlaked, tmp_path):
     """A pool whose KV port speaks TLS ([kv_tls]): the connector with "openlake_tls" and
     "openlake_ca_file" saves and loads blocks; one without TLS cannot reach it and recomputes,

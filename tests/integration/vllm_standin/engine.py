@@ -3,6 +3,7 @@ its own KV tensors, like a vLLM instance with tensor parallelism."""
 
 import functools
 import pickle
+import time
 
 from .config import with_rank
 from .scheduler import KVConnectorOutput, ModelRunnerOutput, Scheduler
@@ -109,11 +110,17 @@ class Engine:
             self.prom.observe(agg.data, 0)
         return out
 
-    def run(self, max_steps=10000):
+    def run(self, timeout=300.0):
+        """Step until no request is left, bounded in time (not in steps: a step that waits on
+        the pool or on transfers schedules nothing, and how many of them pass depends on the
+        machine's load). Such an idle step sleeps a moment, as vLLM's loop blocks on its
+        queues instead of spinning."""
+        deadline = time.monotonic() + timeout
         while self.scheduler.has_work():
-            self.step()
-            max_steps -= 1
-            assert max_steps > 0, "engine did not finish"
+            so = self.step()
+            if not so.total_num_scheduled_tokens:
+                time.sleep(0.002)
+            assert time.monotonic() < deadline, "engine did not finish in %.0f s" % timeout
         # one more step delivers finished_req_ids to the connectors (cleanup)
         self.step()
         return self
