@@ -137,6 +137,15 @@ parse_params(struct s3_req *r, struct list_params *p, int kind)
 	return 0;
 }
 
+/* A common prefix entry (the walk then seeks past every key under it). */
+static void
+add_prefix(struct list_out *o, const struct list_params *p, const char *key, size_t el)
+{
+	ol_buf_adds(&o->prefixes, "<CommonPrefixes>");
+	elem_enc(&o->prefixes, p, "Prefix", key, el);
+	ol_buf_adds(&o->prefixes, "</CommonPrefixes>");
+}
+
 static void
 add_content(struct list_out *o, const struct list_params *p, const char *key, size_t kl,
 	    const struct ol_obj_info *in)
@@ -244,9 +253,7 @@ scan(struct ol_iter *it, const struct list_params *p, struct list_out *o)
 			add_content(o, p, key, kl, &in);
 			continue;
 		}
-		ol_buf_adds(&o->prefixes, "<CommonPrefixes>");
-		elem_enc(&o->prefixes, p, "Prefix", key, el);
-		ol_buf_adds(&o->prefixes, "</CommonPrefixes>");
+		add_prefix(o, p, key, el);
 		char cp[OL_S3_MAX_KEY + 1];
 		memcpy(cp, key, el);
 		if ((rc = seek_past(it, cp, el)) != 0)
@@ -338,9 +345,7 @@ scan_versions(struct ol_viter *it, const struct list_params *p, struct list_out 
 			add_content(o, p, key, kl, &in);
 			continue;
 		}
-		ol_buf_adds(&o->prefixes, "<CommonPrefixes>");
-		elem_enc(&o->prefixes, p, "Prefix", key, el);
-		ol_buf_adds(&o->prefixes, "</CommonPrefixes>");
+		add_prefix(o, p, key, el);
 		char cp[OL_S3_MAX_KEY + 1];
 		memcpy(cp, key, el);
 		if ((rc = vseek_past(it, cp, el)) != 0)

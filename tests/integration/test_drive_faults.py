@@ -82,6 +82,20 @@ def heal(d):
     assert j["unrecoverable"] == 0, j
 
 
+def overwrite_and_delete(c, objs, seed, n_over, n_del):
+    """Overwrite n_over shard-file objects with new bytes and delete the next n_del (the old
+    versions' shards become orphans on a drive that missed it), then read all back."""
+    rnd = random.Random(seed)
+    big = [k for k, v in objs.items() if len(v) > 128 * KiB and k.startswith("o/")]
+    for k in big[:n_over]:
+        objs[k] = rnd.randbytes(len(objs[k]) + 3)
+        c.put_object(Bucket=BUCKET, Key=k, Body=objs[k])
+    for k in big[n_over:n_over + n_del]:
+        c.delete_object(Bucket=BUCKET, Key=k)
+        del objs[k]
+    check_all(c, objs)
+
+
 def shard_names(drive):
     out = set()
     for root, _, names in os.walk(os.path.join(drive, ".openlake", "data")):
@@ -237,15 +251,7 @@ def test_read_only_drive(openlaked):
         assert online(d, 2) == 0
         check_all(c, objs)
         put_more(c, objs, 5)
-        rnd = random.Random(11)
-        big = [k for k, v in objs.items() if len(v) > 128 * KiB and k.startswith("o/")]
-        for k in big[:4]:
-            objs[k] = rnd.randbytes(len(objs[k]) + 3)
-            c.put_object(Bucket=BUCKET, Key=k, Body=objs[k])
-        for k in big[4:6]:
-            c.delete_object(Bucket=BUCKET, Key=k)
-            del objs[k]
-        check_all(c, objs)
+        overwrite_and_delete(c, objs, seed=11, n_over=4, n_del=2)
         stale = shard_names(drive) - shard_names(d.data_dirs[0])
         assert stale, "old shards stayed on the read-only drive"
         r = run("mount", "-o", "remount,rw,bind", drive)
@@ -301,15 +307,7 @@ def test_fs_fails_read_only_while_running(openlaked, tmp_path):
         assert "probe write failed" in d.log(), d.log()[-3000:]
         check_all(c, objs)
         put_more(c, objs, 7)
-        rnd = random.Random(13)
-        big = [k for k, v in objs.items() if len(v) > 128 * KiB and k.startswith("o/")]
-        for k in big[:3]:
-            objs[k] = rnd.randbytes(len(objs[k]) + 5)
-            c.put_object(Bucket=BUCKET, Key=k, Body=objs[k])
-        for k in big[3:5]:
-            c.delete_object(Bucket=BUCKET, Key=k)
-            del objs[k]
-        check_all(c, objs)
+        overwrite_and_delete(c, objs, seed=13, n_over=3, n_del=2)
         # the operator's repair: the daemon still holds files of the failed mount, so a lazy
         # unmount; that mount is read-only for good, so checking the image now is safe
         assert run("umount", "-l", drive).returncode == 0
