@@ -10,12 +10,15 @@
  * threads log once and retry with backoff.
  *
  * Keys under the prefix: members/<id> (leased), layout (written once by `openlake cluster
- * init`). */
+ * init`), sets/<pool>.<set>/leader (leased by the leader's member lease; see below). */
 #ifndef OL_CLUSTER_CLUSTER_H
 #define OL_CLUSTER_CLUSTER_H
 
 #include "base/config.h"
+#include "cluster/layout.h"
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct ol_cluster;
@@ -53,5 +56,85 @@ void ol_cluster_view_fini(struct ol_cluster_view *v);
 
 /* Member JSON -> struct (pure). -EPROTO when it is not one. */
 int ol_cluster_member_parse(const char *buf, size_t len, struct ol_cluster_member *m);
+
+/* Read the layout from etcd, retrying until timeout_ms passes: 0 and *out (free with
+ * ol_layout_fini), -ENOENT when etcd answered and there is none, -EPROTO when the key holds
+ * something else, -ETIMEDOUT when no etcd endpoint answered in time. Any thread. */
+int ol_cluster_read_layout(struct ol_cluster *c, int timeout_ms, struct ol_layout *out);
+
+/* ---- set leadership ----
+ *
+ * Every set of the layout has at most one leader, elected in etcd: a create-if-absent txn on
+ * <prefix>sets/<pool>.<set>/leader, attached to the node's member lease, value the leader's
+ * record (node id, s3 and rpc addresses). The leader's *epoch* is that key's create_revision:
+ * unique, and larger for every new leader. Nodes with a slot in the set campaign when the key
+ * is absent; every node reads the keys (every 200 ms) so it knows where to forward.
+ *
+ * A node leads only while its lease surely lives on etcd's side: until the time it *sent* the
+ * last answered keepalive plus the TTL, less a margin (a quarter of the TTL, at least 500 ms).
+ * A node frozen or cut off from etcd past that stops leading before etcd can let the key go,
+ * so two nodes never both believe they lead; what a stalled leader had in flight is refused
+ * by the drives, which remember the newest epoch they saw. */
+
+struct ol_cluster_leader_info {
+	unsigned node;
+	char s3_addr[OL_CFG_STR], rpc_addr[OL_CFG_STR];
+	uint64_t epoch; /* create_revision of the leader key; 0 = no leader known */
+	int64_t lease;
+	bool is_self; /* this node leads the set at epoch, now */
+};
+
+/* Called on the leadership thread when this node gains (gained, with its epoch) or loses a
+ * set (gained false, the epoch it held). It may block: leadership waits for it. A loss is
+ * reported after ol_cluster_leads() stopped answering true for that epoch. */
+typedef void (*ol_cluster_lead_fn)(void *arg, unsigned pool, unsigned set, uint64_t epoch,
+				   bool gained);
+
+/* Start electing leaders for the sets of l (copied) with the member lease; fn may be NULL.
+ * Once per c; ol_cluster_stop gives up every set first (fn runs for each). -ENOMEM, -EAGAIN,
+ * -EALREADY. */
+int ol_cluster_lead_start(struct ol_cluster *c, const struct ol_layout *l, ol_cluster_lead_fn fn,
+			  void *arg);
+
+/* Give up every set this node leads and stop campaigning (a clean stop: call it before the
+ * servers that use the sets stop; ol_cluster_leader keeps answering, is_self false).
+ * ol_cluster_stop does it too. */
+void ol_cluster_resign(struct ol_cluster *c);
+
+/* The set's leader as last read from etcd (any thread). 0 and *out (out->epoch = 0 when no
+ * node leads it now), -ENOENT for a set not in the layout or before ol_cluster_lead_start. */
+int ol_cluster_leader(struct ol_cluster *c, unsigned pool, unsigned set,
+		      struct ol_cluster_leader_info *out);
+
+/* True while this node leads (pool, set) at epoch and its lease surely lives (no lock, no
+ * syscall but a clock read: the request path calls it for every request). */
+bool ol_cluster_leads(struct ol_cluster *c, unsigned pool, unsigned set, uint64_t epoch);
+
+/* Pure: what this node does about one set, from the leader key as read (or its absence) and
+ * its own lease. */
+struct ol_cluster_lead_in {
+	bool key_present;
+	unsigned key_node;
+	int64_t key_lease, key_create_rev;
+	unsigned self_id;
+	bool has_slot;
+	int64_t lease; /* this node's lease, 0 = none */
+	int64_t now_ms, lease_valid_until_ms, margin_ms;
+};
+enum ol_cluster_lead_act {
+	OL_LEAD_NONE,	  /* no leader, and this node may not campaign now */
+	OL_LEAD_FOLLOW,	  /* another node (or a former lease of this one) holds the key */
+	OL_LEAD_CAMPAIGN, /* no leader: try the create-if-absent txn */
+	OL_LEAD_LEAD,	  /* this node leads at key_create_rev */
+};
+enum ol_cluster_lead_act ol_cluster_lead_decide(const struct ol_cluster_lead_in *in);
+
+/* The margin a leader keeps before its lease's end (pure). */
+int64_t ol_cluster_lead_margin_ms(unsigned ttl_s);
+
+/* Leader record JSON <-> struct (pure). parse: -EPROTO when it is not one (epoch, lease and
+ * is_self are left 0). to_json: malloc'd, NULL on out of memory. */
+int ol_cluster_leader_parse(const char *buf, size_t len, struct ol_cluster_leader_info *out);
+char *ol_cluster_leader_to_json(unsigned node, const char *s3_addr, const char *rpc_addr);
 
 #endif

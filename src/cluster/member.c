@@ -2,6 +2,7 @@
  * snapshot of the live members current with a watch. See cluster.h. */
 #include "cluster/cluster.h"
 #include "cluster/etcd.h"
+#include "cluster/internal.h"
 
 #include "base/log.h"
 
@@ -13,21 +14,6 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
-struct ol_cluster {
-	const struct ol_config *cfg;
-	struct ol_etcd *etcd;
-	char key[OL_CFG_STR + 32];    /* <prefix>members/<id> */
-	char prefix[OL_CFG_STR + 16]; /* <prefix>members/ */
-	char *value;		      /* this member's JSON */
-	int64_t lease;
-	atomic_int stop, reregister;
-	pthread_t ka, watch;
-	bool ka_started, watch_started;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	/* the view, under mu */
-	struct ol_cluster_view view;
-};
 
 int
 ol_cluster_member_parse(const char *buf, size_t len, struct ol_cluster_member *m)
@@ -105,10 +91,28 @@ nap(struct ol_cluster *c, int64_t ms)
 	pthread_mutex_unlock(&c->mu);
 }
 
+int64_t
+ol_cluster_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The lease surely lives on etcd's side until the moment its last answered grant or keepalive
+ * was *sent* plus the TTL etcd answered: etcd started the TTL after it received the call. */
+static void
+lease_set(struct ol_cluster *c, int64_t id, int64_t sent_ms, int64_t ttl_s)
+{
+	atomic_store(&c->lease_valid_until, id && ttl_s > 0 ? sent_ms + ttl_s * 1000 : 0);
+	atomic_store(&c->lease_id, id);
+	c->lease = id;
+}
+
 static int
 register_once(struct ol_cluster *c)
 {
-	int64_t id, ttl;
+	int64_t id, ttl, sent = ol_cluster_now_ms();
 	int rc = ol_etcd_lease_grant(c->etcd, c->cfg->cluster_lease_ttl_s, &id, &ttl);
 	if (rc)
 		return rc;
@@ -117,7 +121,7 @@ register_once(struct ol_cluster *c)
 		(void)ol_etcd_lease_revoke(c->etcd, id);
 		return rc;
 	}
-	c->lease = id;
+	lease_set(c, id, sent, ttl);
 	return 0;
 }
 
@@ -135,7 +139,8 @@ keepalive_main(void *arg)
 				c->key);
 			rc = ol_etcd_put(c->etcd, c->key, c->value, strlen(c->value), c->lease,
 					 NULL);
-			c->lease = rc ? 0 : c->lease;
+			if (rc)
+				lease_set(c, 0, 0, 0);
 		}
 		if (!c->lease) {
 			rc = register_once(c);
@@ -147,17 +152,19 @@ keepalive_main(void *arg)
 				back = 200;
 			}
 		} else {
-			int64_t ttl;
+			int64_t ttl, sent = ol_cluster_now_ms();
 			rc = ol_etcd_lease_keepalive(c->etcd, c->lease, &ttl);
-			if (rc == -ENOENT) {
+			if (rc == -ENOENT || (!rc && ttl <= 0)) {
 				ol_warn("cluster: lease %lld lapsed (etcd lost it or this process "
 					"was stalled): registering again",
 					(long long)c->lease);
-				c->lease = 0;
+				lease_set(c, 0, 0, 0);
 				continue;
 			}
-			if (!rc)
+			if (!rc) {
+				lease_set(c, c->lease, sent, ttl);
 				down_logged = false;
+			}
 		}
 		if (rc && !down_logged) {
 			ol_warn("cluster: etcd (%s) unreachable: %s; serving the local store, "
@@ -379,6 +386,7 @@ ol_cluster_stop(struct ol_cluster *c)
 {
 	if (!c)
 		return;
+	ol_cluster_lead_stop(c); /* resigns while the lease still lives */
 	pthread_mutex_lock(&c->mu);
 	atomic_store(&c->stop, 1);
 	pthread_cond_broadcast(&c->cv);
@@ -396,6 +404,7 @@ ol_cluster_stop(struct ol_cluster *c)
 		else
 			ol_info("cluster: left (lease %lld revoked)", (long long)c->lease);
 	}
+	ol_cluster_lead_free(c);
 	ol_etcd_free(c->etcd);
 	free(c->value);
 	free(c->view.members);

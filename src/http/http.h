@@ -235,4 +235,58 @@ bool ol_http_chunked_done(const struct ol_http_chunked *c);
  * (0 when not inside chunk data). Feeding those bytes returns them as one span. */
 uint64_t ol_http_chunked_data_left(const struct ol_http_chunked *c);
 
+/* ================= reverse proxy (forwarding a request to another server) =================
+ *
+ * Used by a cluster node to pass a request it does not serve to the node that does. The
+ * request goes out byte-identical in what matters to a signature: the method, the raw target
+ * and every header as received (names as sent, values trimmed, which SigV4 canonicalizes the
+ * same way), in order, Host and Expect included; only hop-by-hop headers (Connection,
+ * Keep-Alive, Proxy-Connection, Proxy-Authorization, TE, Upgrade) are dropped, and
+ * X-Forwarded-For: <client address> is added last. Bodies stream both ways through one
+ * 256 KiB buffer (a chunked request is re-chunked as it arrives); nothing is held whole.
+ * Upstream connections are kept alive in a small pool (64 idle at most, reused within 10 s,
+ * a connection that became readable while idle is dropped). */
+
+#define OL_HTTP_RESP_MAX_HEAD	 (64u << 10)
+#define OL_HTTP_RESP_MAX_HEADERS 128
+
+struct ol_http_proxy;
+struct ol_http_proxy_opts {
+	unsigned connect_timeout_ms; /* 0 = 2000 */
+	unsigned io_timeout_ms;	     /* per send / receive progress; 0 = 120000 */
+};
+int ol_http_proxy_new(const struct ol_http_proxy_opts *o, struct ol_http_proxy **out);
+/* Closes the pooled connections; no forward may be running. NULL is a no-op. */
+void ol_http_proxy_free(struct ol_http_proxy *p);
+
+/* Forward r to upstream ("host:port", numeric; "[v6]:port") and relay the answer, from the
+ * handler's thread. Returns 0 when the upstream's answer (any status) went to the client;
+ * -ECONNABORTED when the client's side broke or the relay broke after the answer started
+ * (the caller only ends the request: ol_http_finish); any other -errno when nothing was
+ * sent to the client and the upstream could not be reached or did not answer (-ECONNREFUSED,
+ * -ETIMEDOUT, -ENODATA closed without answering, -EPROTO a malformed answer, -EINVAL a bad
+ * upstream): the caller answers (a 503). Safe from many threads at once. */
+int ol_http_proxy_forward(struct ol_http_proxy *p, struct ol_http_req *r, const char *upstream);
+void ol_http_proxy_stats(const struct ol_http_proxy *p, uint64_t *forwarded, uint64_t *failed,
+			 uint64_t *reused);
+
+/* Pure: the forwarded head into buf (see above). Returns its length, -EMSGSIZE over cap. */
+ssize_t ol_http_proxy_head(const char *method, const char *target, const struct ol_http_header *h,
+			   size_t n, const char *peer, char *buf, size_t cap);
+
+/* Pure: an upstream's response head. The head is copied into mem and the headers point into
+ * the copy. Returns its length (through the blank line), 0 when more is needed, -EMSGSIZE
+ * over OL_HTTP_RESP_MAX_HEAD or OL_HTTP_RESP_MAX_HEADERS, -EPROTO when malformed (bad status
+ * line or header, a Transfer-Encoding other than chunked, Content-Length with chunked,
+ * conflicting lengths). */
+struct ol_http_resp_head {
+	int status, version_minor;
+	int64_t content_length; /* -1 when absent */
+	bool chunked, close;
+	struct ol_http_header headers[OL_HTTP_RESP_MAX_HEADERS];
+	size_t n_headers;
+	char mem[OL_HTTP_RESP_MAX_HEAD + 1];
+};
+int ol_http_parse_response(const char *buf, size_t len, struct ol_http_resp_head *h);
+
 #endif

@@ -1,0 +1,67 @@
+/* cluster/internal.h - what member.c (membership, the lease) and leader.c (set leadership)
+ * share inside the module. Not for other modules: they use cluster.h. */
+#ifndef OL_CLUSTER_INTERNAL_H
+#define OL_CLUSTER_INTERNAL_H
+
+#include "cluster/cluster.h"
+#include "cluster/layout.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+struct ol_etcd;
+
+/* One erasure set's leadership as this node sees it (leader.c). */
+struct ol_cluster_set {
+	unsigned pool, set;
+	bool has_slot;		/* this node holds a drive of the set: it campaigns */
+	char key[OL_CFG_STR + 48]; /* <prefix>sets/<pool>.<set>/leader */
+	/* under ldr_mu */
+	struct ol_cluster_leader_info info; /* info.epoch == 0: no leader known */
+	/* the epoch this node leads at (0 = it does not): read lock-free by the request path */
+	_Atomic uint64_t my_epoch;
+};
+
+struct ol_cluster {
+	const struct ol_config *cfg;
+	struct ol_etcd *etcd;
+	char key[OL_CFG_STR + 32];    /* <prefix>members/<id> */
+	char prefix[OL_CFG_STR + 16]; /* <prefix>members/ */
+	char *value;		      /* this member's JSON */
+	int64_t lease;		      /* the keepalive thread's own copy */
+	/* the lease for the other threads: its id (0 = none) and the CLOCK_MONOTONIC ms until
+	 * which it surely lives on etcd's side (sent time of the last answered keepalive + TTL) */
+	_Atomic int64_t lease_id, lease_valid_until;
+	atomic_int stop, reregister;
+	pthread_t ka, watch;
+	bool ka_started, watch_started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	/* the view, under mu */
+	struct ol_cluster_view view;
+
+	/* set leadership (leader.c), started by ol_cluster_lead_start */
+	pthread_t ldr;
+	bool ldr_started;
+	atomic_int ldr_stop;
+	pthread_mutex_t ldr_mu;
+	pthread_cond_t ldr_cv;
+	struct ol_layout layout;
+	struct ol_cluster_set *sets;
+	unsigned n_sets;
+	char sets_prefix[OL_CFG_STR + 16]; /* <prefix>sets/ */
+	char *ldr_value;		   /* this node's leader record (JSON) */
+	ol_cluster_lead_fn lead_fn;
+	void *lead_arg;
+};
+
+int64_t ol_cluster_now_ms(void);
+
+/* Stop the leadership thread (each set this node led is given up first: the callback runs
+ * with gained = false, the keys are deleted); no-op when it never started. */
+void ol_cluster_lead_stop(struct ol_cluster *c);
+/* ... and free its state (ol_cluster_stop, last). */
+void ol_cluster_lead_free(struct ol_cluster *c);
+
+#endif

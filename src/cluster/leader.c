@@ -1,0 +1,409 @@
+/* cluster/leader.c - set leadership under the member lease, epochs from etcd revisions.
+ * See cluster.h ("set leadership"). */
+#include "cluster/cluster.h"
+#include "cluster/etcd.h"
+#include "cluster/internal.h"
+
+#include "base/log.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define LEAD_POLL_MS 200
+
+int64_t
+ol_cluster_lead_margin_ms(unsigned ttl_s)
+{
+	int64_t m = (int64_t)ttl_s * 1000 / 4;
+	return m < 500 ? 500 : m;
+}
+
+enum ol_cluster_lead_act
+ol_cluster_lead_decide(const struct ol_cluster_lead_in *in)
+{
+	bool lease_ok = in->lease && in->now_ms + in->margin_ms < in->lease_valid_until_ms;
+	if (in->key_present) {
+		if (in->key_node == in->self_id && in->key_lease == in->lease && lease_ok &&
+		    in->key_create_rev > 0)
+			return OL_LEAD_LEAD;
+		return OL_LEAD_FOLLOW;
+	}
+	return in->has_slot && lease_ok ? OL_LEAD_CAMPAIGN : OL_LEAD_NONE;
+}
+
+int
+ol_cluster_leader_parse(const char *buf, size_t len, struct ol_cluster_leader_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	json_error_t e;
+	json_t *o = json_loadb(buf, len, 0, &e);
+	const json_t *id = json_object_get(o, "node");
+	const char *s3 = json_string_value(json_object_get(o, "s3"));
+	const char *rpc = json_string_value(json_object_get(o, "rpc_addr"));
+	int rc = -EPROTO;
+	if (!json_is_object(o) || !json_is_integer(id) || json_integer_value(id) < 0 ||
+	    json_integer_value(id) > 65535 || !s3 || !rpc || strlen(s3) >= OL_CFG_STR ||
+	    strlen(rpc) >= OL_CFG_STR)
+		goto out;
+	out->node = (unsigned)json_integer_value(id);
+	memcpy(out->s3_addr, s3, strlen(s3) + 1);
+	memcpy(out->rpc_addr, rpc, strlen(rpc) + 1);
+	rc = 0;
+out:
+	json_decref(o);
+	return rc;
+}
+
+char *
+ol_cluster_leader_to_json(unsigned node, const char *s3_addr, const char *rpc_addr)
+{
+	json_t *o = json_pack("{s:I, s:s, s:s}", "node", (json_int_t)node, "s3", s3_addr,
+			      "rpc_addr", rpc_addr);
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return s;
+}
+
+int
+ol_cluster_read_layout(struct ol_cluster *c, int timeout_ms, struct ol_layout *out)
+{
+	char key[OL_CFG_STR + 16];
+	snprintf(key, sizeof(key), "%slayout", c->cfg->cluster_prefix);
+	int64_t end = ol_cluster_now_ms() + timeout_ms;
+	for (;;) {
+		struct ol_etcd_range_result r;
+		int rc = ol_etcd_range(c->etcd, key, 0, 0, 0, &r);
+		if (!rc) {
+			rc = r.n_kvs ? ol_layout_from_json(r.kvs[0].value, r.kvs[0].value_len, out)
+				     : -ENOENT;
+			ol_etcd_range_result_fini(&r);
+			return rc;
+		}
+		if (ol_cluster_now_ms() >= end)
+			return -ETIMEDOUT;
+		struct timespec ts = {0, 200 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* ---- the leadership thread ---- */
+
+static struct ol_cluster_set *
+find_set(struct ol_cluster *c, unsigned pool, unsigned set)
+{
+	for (unsigned i = 0; i < c->n_sets; i++)
+		if (c->sets[i].pool == pool && c->sets[i].set == set)
+			return &c->sets[i];
+	return NULL;
+}
+
+bool
+ol_cluster_leads(struct ol_cluster *c, unsigned pool, unsigned set, uint64_t epoch)
+{
+	struct ol_cluster_set *s = c ? find_set(c, pool, set) : NULL;
+	if (!s || !epoch || atomic_load(&s->my_epoch) != epoch)
+		return false;
+	int64_t margin = ol_cluster_lead_margin_ms(c->cfg->cluster_lease_ttl_s);
+	return ol_cluster_now_ms() + margin < atomic_load(&c->lease_valid_until);
+}
+
+int
+ol_cluster_leader(struct ol_cluster *c, unsigned pool, unsigned set,
+		  struct ol_cluster_leader_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!c || !c->sets)
+		return -ENOENT;
+	struct ol_cluster_set *s = find_set(c, pool, set);
+	if (!s)
+		return -ENOENT;
+	pthread_mutex_lock(&c->ldr_mu);
+	*out = s->info;
+	pthread_mutex_unlock(&c->ldr_mu);
+	out->is_self = out->epoch && ol_cluster_leads(c, pool, set, out->epoch);
+	return 0;
+}
+
+static void
+set_info(struct ol_cluster *c, struct ol_cluster_set *s, const struct ol_cluster_leader_info *in)
+{
+	pthread_mutex_lock(&c->ldr_mu);
+	s->info = *in;
+	pthread_mutex_unlock(&c->ldr_mu);
+}
+
+/* this node stops leading s: the request path sees it before the callback runs */
+static void
+lose(struct ol_cluster *c, struct ol_cluster_set *s, const char *why)
+{
+	uint64_t e = atomic_exchange(&s->my_epoch, 0);
+	if (!e)
+		return;
+	ol_warn("cluster: no longer leading set %u.%u (epoch %llu): %s", s->pool, s->set,
+		(unsigned long long)e, why);
+	if (c->lead_fn)
+		c->lead_fn(c->lead_arg, s->pool, s->set, e, false);
+}
+
+static void
+gain(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t epoch)
+{
+	if (atomic_load(&s->my_epoch) == epoch)
+		return;
+	lose(c, s, "a newer epoch of this node replaces it");
+	struct ol_cluster_leader_info me = {.node = c->cfg->self_id, .epoch = epoch};
+	snprintf(me.s3_addr, sizeof(me.s3_addr), "%s", c->cfg->s3_addr);
+	snprintf(me.rpc_addr, sizeof(me.rpc_addr), "%s", c->cfg->rpc_addr);
+	me.lease = atomic_load(&c->lease_id);
+	set_info(c, s, &me);
+	atomic_store(&s->my_epoch, epoch);
+	ol_info("cluster: leading set %u.%u at epoch %llu", s->pool, s->set,
+		(unsigned long long)epoch);
+	if (c->lead_fn)
+		c->lead_fn(c->lead_arg, s->pool, s->set, epoch, true);
+}
+
+/* create-if-absent under our lease; on success we lead at the txn's revision */
+static void
+campaign(struct ol_cluster *c, struct ol_cluster_set *s, int64_t lease)
+{
+	struct ol_etcd_cmp cmp = {
+	    .key = s->key, .target = OL_ETCD_CMP_CREATE, .result = OL_ETCD_EQUAL, .number = 0};
+	struct ol_etcd_op put = {.type = OL_ETCD_OP_PUT,
+				 .key = s->key,
+				 .value = c->ldr_value,
+				 .value_len = strlen(c->ldr_value),
+				 .lease = lease};
+	struct ol_etcd_op get = {.type = OL_ETCD_OP_RANGE, .key = s->key};
+	struct ol_etcd_txn_result t = {0};
+	int rc = ol_etcd_txn(c->etcd, &cmp, 1, &put, 1, &get, 1, &t);
+	if (rc) {
+		ol_debug("cluster: campaign for set %u.%u: %s", s->pool, s->set, strerror(-rc));
+	} else if (t.succeeded) {
+		gain(c, s, (uint64_t)t.revision);
+	} else if (t.n_ranges && t.ranges[0].n_kvs) {
+		struct ol_cluster_leader_info o;
+		const struct ol_etcd_kv *kv = &t.ranges[0].kvs[0];
+		if (ol_cluster_leader_parse(kv->value, kv->value_len, &o) == 0) {
+			o.epoch = (uint64_t)kv->create_revision;
+			o.lease = kv->lease;
+			set_info(c, s, &o);
+		}
+	}
+	ol_etcd_txn_result_fini(&t);
+}
+
+/* one set, given its key as read (kv NULL: absent) */
+static void
+step_set(struct ol_cluster *c, struct ol_cluster_set *s, const struct ol_etcd_kv *kv)
+{
+	struct ol_cluster_leader_info o = {0};
+	bool parsed = kv && ol_cluster_leader_parse(kv->value, kv->value_len, &o) == 0;
+	struct ol_cluster_lead_in in = {
+	    .key_present = kv != NULL,
+	    .key_node = parsed ? o.node : 65536,
+	    .key_lease = kv ? kv->lease : 0,
+	    .key_create_rev = kv ? kv->create_revision : 0,
+	    .self_id = c->cfg->self_id,
+	    .has_slot = s->has_slot,
+	    .lease = atomic_load(&c->lease_id),
+	    .now_ms = ol_cluster_now_ms(),
+	    .lease_valid_until_ms = atomic_load(&c->lease_valid_until),
+	    .margin_ms = ol_cluster_lead_margin_ms(c->cfg->cluster_lease_ttl_s),
+	};
+	switch (ol_cluster_lead_decide(&in)) {
+	case OL_LEAD_LEAD:
+		gain(c, s, (uint64_t)kv->create_revision);
+		return;
+	case OL_LEAD_FOLLOW:
+		lose(c, s, "another leader holds the set (or this node's lease lapsed)");
+		o.epoch = parsed ? (uint64_t)kv->create_revision : 0;
+		o.lease = kv->lease;
+		set_info(c, s, &o);
+		return;
+	case OL_LEAD_CAMPAIGN:
+		lose(c, s, "the leader key is gone");
+		set_info(c, s, &(struct ol_cluster_leader_info){0});
+		campaign(c, s, in.lease);
+		return;
+	case OL_LEAD_NONE:
+		lose(c, s, "this node's lease is not surely alive");
+		set_info(c, s, &(struct ol_cluster_leader_info){0});
+		return;
+	}
+}
+
+static void
+step_all(struct ol_cluster *c)
+{
+	struct ol_etcd_range_result r;
+	int rc = ol_etcd_range(c->etcd, c->sets_prefix, OL_ETCD_PREFIX, 0, 0, &r);
+	if (rc) {
+		/* etcd unreachable: keep what we know, but a leader still checks its lease */
+		for (unsigned i = 0; i < c->n_sets; i++) {
+			struct ol_cluster_set *s = &c->sets[i];
+			uint64_t e = atomic_load(&s->my_epoch);
+			if (e && !ol_cluster_leads(c, s->pool, s->set, e))
+				lose(c, s, "etcd is unreachable and the lease may lapse");
+		}
+		return;
+	}
+	for (unsigned i = 0; i < c->n_sets && !atomic_load(&c->ldr_stop); i++) {
+		const struct ol_etcd_kv *kv = NULL;
+		for (size_t j = 0; j < r.n_kvs && !kv; j++)
+			if (strcmp(r.kvs[j].key, c->sets[i].key) == 0)
+				kv = &r.kvs[j];
+		step_set(c, &c->sets[i], kv);
+	}
+	ol_etcd_range_result_fini(&r);
+}
+
+static void
+ldr_nap(struct ol_cluster *c, int64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += ms * 1000000;
+	ts.tv_sec += ts.tv_nsec / 1000000000;
+	ts.tv_nsec %= 1000000000;
+	pthread_mutex_lock(&c->ldr_mu);
+	while (!atomic_load(&c->ldr_stop) && pthread_cond_timedwait(&c->ldr_cv, &c->ldr_mu, &ts) == 0)
+		;
+	pthread_mutex_unlock(&c->ldr_mu);
+}
+
+/* On a clean stop: give each set up and delete its key (only if it is still ours), so the
+ * others take over at once instead of after the TTL. */
+static void
+resign_all(struct ol_cluster *c)
+{
+	for (unsigned i = 0; i < c->n_sets; i++) {
+		struct ol_cluster_set *s = &c->sets[i];
+		uint64_t e = atomic_load(&s->my_epoch);
+		if (!e)
+			continue;
+		lose(c, s, "stopping");
+		struct ol_etcd_cmp cmp = {.key = s->key,
+					  .target = OL_ETCD_CMP_CREATE,
+					  .result = OL_ETCD_EQUAL,
+					  .number = (int64_t)e};
+		struct ol_etcd_op del = {.type = OL_ETCD_OP_DELETE, .key = s->key};
+		struct ol_etcd_txn_result t = {0};
+		(void)ol_etcd_txn(c->etcd, &cmp, 1, &del, 1, NULL, 0, &t);
+		ol_etcd_txn_result_fini(&t);
+	}
+}
+
+static void *
+leader_main(void *arg)
+{
+	struct ol_cluster *c = arg;
+	while (!atomic_load(&c->ldr_stop)) {
+		step_all(c);
+		ldr_nap(c, LEAD_POLL_MS);
+	}
+	resign_all(c);
+	return NULL;
+}
+
+static bool
+node_in_set(const struct ol_layout *l, unsigned p, unsigned s, unsigned node)
+{
+	for (unsigned j = 0; j < l->set_drives; j++)
+		if (l->pools[p].slots[(size_t)s * l->set_drives + j].node == node)
+			return true;
+	return false;
+}
+
+/* a deep copy (the layout lives with c) */
+static int
+copy_layout(const struct ol_layout *l, struct ol_layout *out)
+{
+	char *js = ol_layout_to_json(l);
+	int rc = js ? ol_layout_from_json(js, strlen(js), out) : -ENOMEM;
+	free(js);
+	return rc;
+}
+
+int
+ol_cluster_lead_start(struct ol_cluster *c, const struct ol_layout *l, ol_cluster_lead_fn fn,
+		      void *arg)
+{
+	if (c->sets)
+		return -EALREADY;
+	int rc = copy_layout(l, &c->layout);
+	if (rc)
+		return rc;
+	unsigned n = 0;
+	for (unsigned p = 0; p < l->n_pools; p++)
+		n += l->pools[p].n_sets;
+	c->sets = ol_xcalloc(n ? n : 1, sizeof(*c->sets));
+	for (unsigned p = 0; p < l->n_pools; p++) {
+		for (unsigned s = 0; s < l->pools[p].n_sets; s++) {
+			struct ol_cluster_set *st = &c->sets[c->n_sets++];
+			st->pool = p;
+			st->set = s;
+			st->has_slot = node_in_set(l, p, s, c->cfg->self_id);
+			snprintf(st->key, sizeof(st->key), "%ssets/%u.%u/leader",
+				 c->cfg->cluster_prefix, p, s);
+		}
+	}
+	snprintf(c->sets_prefix, sizeof(c->sets_prefix), "%ssets/", c->cfg->cluster_prefix);
+	c->ldr_value = ol_cluster_leader_to_json(c->cfg->self_id, c->cfg->s3_addr, c->cfg->rpc_addr);
+	if (!c->ldr_value)
+		ol_die("out of memory building the leader record");
+	c->lead_fn = fn;
+	c->lead_arg = arg;
+	pthread_mutex_init(&c->ldr_mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->ldr_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&c->ldr, NULL, leader_main, c) != 0) {
+		ol_cluster_lead_free(c);
+		return -EAGAIN;
+	}
+	pthread_setname_np(c->ldr, "ol-cluster-ldr");
+	c->ldr_started = true;
+	return 0;
+}
+
+void
+ol_cluster_lead_stop(struct ol_cluster *c)
+{
+	if (!c->ldr_started)
+		return;
+	pthread_mutex_lock(&c->ldr_mu);
+	atomic_store(&c->ldr_stop, 1);
+	pthread_cond_broadcast(&c->ldr_cv);
+	pthread_mutex_unlock(&c->ldr_mu);
+	pthread_join(c->ldr, NULL);
+	c->ldr_started = false;
+}
+
+void
+ol_cluster_resign(struct ol_cluster *c)
+{
+	if (c)
+		ol_cluster_lead_stop(c);
+}
+
+void
+ol_cluster_lead_free(struct ol_cluster *c)
+{
+	if (!c->sets)
+		return;
+	ol_cluster_lead_stop(c);
+	pthread_mutex_destroy(&c->ldr_mu);
+	pthread_cond_destroy(&c->ldr_cv);
+	ol_layout_fini(&c->layout);
+	free(c->sets);
+	c->sets = NULL;
+	c->n_sets = 0;
+	free(c->ldr_value);
+	c->ldr_value = NULL;
+}

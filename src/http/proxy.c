@@ -1,0 +1,613 @@
+/* http/proxy.c - forward a request to another HTTP server and relay its answer, streaming both
+ * bodies, over a small pool of keep-alive connections. See http.h ("reverse proxy"). */
+#include "http/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROXY_BUF     (256u << 10) /* body bytes moved per read */
+#define POOL_MAX_AGE  10000	   /* ms an idle upstream connection is kept */
+#define POOL_MAX_IDLE 64
+
+struct pooled {
+	int fd;
+	char addr[64];
+	int64_t since_ms;
+};
+
+struct ol_http_proxy {
+	struct ol_http_proxy_opts o;
+	pthread_mutex_t mu;
+	struct pooled idle[POOL_MAX_IDLE];
+	unsigned n_idle;
+	_Atomic uint64_t forwarded, failed, reused;
+};
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---------------- pure: the forwarded head, the upstream's response head ---------------- */
+
+static bool
+hop_by_hop(const char *name)
+{
+	static const char *const hop[] = {"connection", "keep-alive", "proxy-connection",
+					  "proxy-authorization", "te", "upgrade"};
+	for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
+		if (!strcasecmp(name, hop[i]))
+			return true;
+	return false;
+}
+
+ssize_t
+ol_http_proxy_head(const char *method, const char *target, const struct ol_http_header *h,
+		   size_t n, const char *peer, char *buf, size_t cap)
+{
+	size_t used = 0;
+	int k = snprintf(buf, cap, "%s %s HTTP/1.1\r\n", method, target);
+	if (k < 0 || (size_t)k >= cap)
+		return -EMSGSIZE;
+	used = (size_t)k;
+	for (size_t i = 0; i < n; i++) {
+		if (hop_by_hop(h[i].name))
+			continue;
+		k = snprintf(buf + used, cap - used, "%s: %s\r\n", h[i].name, h[i].value);
+		if (k < 0 || (size_t)k >= cap - used)
+			return -EMSGSIZE;
+		used += (size_t)k;
+	}
+	/* the client's address without its port ("[::1]:5" -> "::1", "1.2.3.4:5" -> 1.2.3.4) */
+	const char *colon = peer ? strrchr(peer, ':') : NULL;
+	size_t pl = colon ? (size_t)(colon - peer) : (peer ? strlen(peer) : 0);
+	const char *ip = peer ? peer : "";
+	if (pl >= 2 && ip[0] == '[' && ip[pl - 1] == ']') {
+		ip++;
+		pl -= 2;
+	}
+	k = snprintf(buf + used, cap - used, "X-Forwarded-For: %.*s\r\n\r\n", (int)pl, ip);
+	if (k < 0 || (size_t)k >= cap - used)
+		return -EMSGSIZE;
+	return (ssize_t)(used + (size_t)k);
+}
+
+/* a header value that must be a decimal count */
+static int
+parse_count(const char *v, int64_t *out)
+{
+	char *end;
+	errno = 0;
+	if (*v < '0' || *v > '9')
+		return -EPROTO;
+	unsigned long long x = strtoull(v, &end, 10);
+	if (errno || *end || x > (unsigned long long)INT64_MAX)
+		return -EPROTO;
+	*out = (int64_t)x;
+	return 0;
+}
+
+static char *
+trim(char *s, char *e)
+{
+	while (s < e && (*s == ' ' || *s == '\t'))
+		s++;
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+		e--;
+	*e = 0;
+	return s;
+}
+
+/* one "Name: value" line in place (line NUL-terminated, no CR LF) */
+static int
+resp_header(struct ol_http_resp_head *h, char *line)
+{
+	char *colon = strchr(line, ':');
+	if (!colon || colon == line || h->n_headers == OL_HTTP_RESP_MAX_HEADERS)
+		return colon && colon != line ? -EMSGSIZE : -EPROTO;
+	for (char *p = line; p < colon; p++)
+		if (*p <= ' ' || *p >= 127)
+			return -EPROTO;
+	*colon = 0;
+	const char *v = trim(colon + 1, colon + 1 + strlen(colon + 1));
+	for (const char *p = v; *p; p++)
+		if ((unsigned char)*p < ' ' && *p != '\t')
+			return -EPROTO;
+	h->headers[h->n_headers++] = (struct ol_http_header){line, v};
+	if (!strcasecmp(line, "content-length")) {
+		int64_t cl;
+		if (parse_count(v, &cl) || (h->content_length >= 0 && h->content_length != cl))
+			return -EPROTO;
+		h->content_length = cl;
+	} else if (!strcasecmp(line, "transfer-encoding")) {
+		if (strcasecmp(v, "chunked"))
+			return -EPROTO; /* nothing else is relayed */
+		h->chunked = true;
+	} else if (!strcasecmp(line, "connection") && strcasestr(v, "close")) {
+		h->close = true;
+	}
+	return 0;
+}
+
+int
+ol_http_parse_response(const char *buf, size_t len, struct ol_http_resp_head *h)
+{
+	const char *end = NULL;
+	for (size_t i = 3; i < len && !end; i++)
+		if (buf[i] == '\n' && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r')
+			end = buf + i + 1;
+	if (!end)
+		return len >= OL_HTTP_RESP_MAX_HEAD ? -EMSGSIZE : 0;
+	size_t hl = (size_t)(end - buf);
+	if (hl > OL_HTTP_RESP_MAX_HEAD)
+		return -EMSGSIZE;
+	memcpy(h->mem, buf, hl);
+	h->mem[hl - 2] = 0; /* the last CRLF of the blank line */
+	h->n_headers = 0;
+	h->content_length = -1;
+	h->chunked = h->close = false;
+	if (memchr(h->mem, 0, hl - 2))
+		return -EPROTO;
+	char *line = h->mem, *nl = strstr(line, "\r\n");
+	*nl = 0;
+	/* "HTTP/1.x SSS reason" */
+	if (strncmp(line, "HTTP/1.", 7) || (line[7] != '0' && line[7] != '1') || line[8] != ' ' ||
+	    line[9] < '1' || line[9] > '5' || line[10] < '0' || line[10] > '9' || line[11] < '0' ||
+	    line[11] > '9' || (line[12] != ' ' && line[12] != 0))
+		return -EPROTO;
+	h->version_minor = line[7] - '0';
+	h->status = (line[9] - '0') * 100 + (line[10] - '0') * 10 + (line[11] - '0');
+	h->close = h->version_minor == 0;
+	for (line = nl + 2; *line; line = nl + 2) {
+		nl = strstr(line, "\r\n");
+		if (!nl)
+			return -EPROTO;
+		*nl = 0;
+		int rc = resp_header(h, line);
+		if (rc)
+			return rc;
+	}
+	if (h->chunked && h->content_length >= 0)
+		return -EPROTO;
+	return (int)hl;
+}
+
+/* ---------------- sockets ---------------- */
+
+static int
+wait_fd(int fd, short ev, int timeout_ms)
+{
+	struct pollfd p = {fd, ev, 0};
+	int rc;
+	do
+		rc = poll(&p, 1, timeout_ms);
+	while (rc < 0 && errno == EINTR);
+	if (rc < 0)
+		return -errno;
+	return rc == 0 ? -ETIMEDOUT : 0;
+}
+
+static int
+send_all(int fd, const void *buf, size_t len, int timeout_ms)
+{
+	const char *p = buf;
+	while (len) {
+		ssize_t k = send(fd, p, len, MSG_NOSIGNAL);
+		if (k < 0 && errno == EAGAIN) {
+			int rc = wait_fd(fd, POLLOUT, timeout_ms);
+			if (rc)
+				return rc;
+			continue;
+		}
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return k < 0 ? -errno : -EPIPE;
+		p += k;
+		len -= (size_t)k;
+	}
+	return 0;
+}
+
+/* > 0 bytes, 0 at the end of the stream, -errno */
+static ssize_t
+recv_some(int fd, void *buf, size_t len, int timeout_ms)
+{
+	for (;;) {
+		ssize_t k = recv(fd, buf, len, 0);
+		if (k >= 0)
+			return k;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		int rc = wait_fd(fd, POLLIN, timeout_ms);
+		if (rc)
+			return rc;
+	}
+}
+
+/* "host:port" or "[v6]:port", numeric */
+static int
+sockaddr_of(const char *addr, struct sockaddr_storage *ss, socklen_t *sl)
+{
+	char host[64];
+	const char *colon = strrchr(addr, ':');
+	if (!colon || (size_t)(colon - addr) >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, addr, (size_t)(colon - addr));
+	host[colon - addr] = 0;
+	char *end;
+	errno = 0;
+	unsigned long port = strtoul(colon + 1, &end, 10);
+	if (errno || *end || !port || port > 65535)
+		return -EINVAL;
+	memset(ss, 0, sizeof(*ss));
+	struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+	size_t hl = strlen(host);
+	if (hl > 2 && host[0] == '[' && host[hl - 1] == ']') {
+		host[hl - 1] = 0;
+		if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1)
+			return -EINVAL;
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons((uint16_t)port);
+		*sl = sizeof(*a6);
+		return 0;
+	}
+	if (inet_pton(AF_INET, strcmp(host, "0.0.0.0") ? host : "127.0.0.1", &a4->sin_addr) != 1)
+		return -EINVAL;
+	a4->sin_family = AF_INET;
+	a4->sin_port = htons((uint16_t)port);
+	*sl = sizeof(*a4);
+	return 0;
+}
+
+static int
+connect_to(const char *addr, int timeout_ms)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int rc = sockaddr_of(addr, &ss, &sl);
+	if (rc)
+		return rc;
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	int one = 1;
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, (struct sockaddr *)&ss, sl) != 0) {
+		rc = errno == EINPROGRESS ? wait_fd(fd, POLLOUT, timeout_ms) : -errno;
+		int err = 0;
+		socklen_t el = sizeof(err);
+		if (!rc && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err)
+			rc = -err;
+		if (rc) {
+			close(fd);
+			return rc;
+		}
+	}
+	return fd;
+}
+
+/* ---------------- the pool ---------------- */
+
+/* an idle connection to addr that is still open, or -1 */
+static int
+pool_get(struct ol_http_proxy *p, const char *addr)
+{
+	int64_t now = now_ms();
+	pthread_mutex_lock(&p->mu);
+	int fd = -1;
+	for (unsigned i = p->n_idle; i-- > 0 && fd < 0;) {
+		struct pooled *e = &p->idle[i];
+		if (strcmp(e->addr, addr))
+			continue;
+		int c = e->fd;
+		bool fresh = now - e->since_ms < POOL_MAX_AGE;
+		*e = p->idle[--p->n_idle];
+		struct pollfd pf = {c, POLLIN, 0};
+		/* readable while idle = closed by the upstream (or garbage): never reused */
+		if (fresh && poll(&pf, 1, 0) == 0)
+			fd = c;
+		else
+			close(c);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return fd;
+}
+
+static void
+pool_put(struct ol_http_proxy *p, const char *addr, int fd)
+{
+	pthread_mutex_lock(&p->mu);
+	if (p->n_idle == POOL_MAX_IDLE || strlen(addr) >= sizeof(p->idle[0].addr)) {
+		pthread_mutex_unlock(&p->mu);
+		close(fd);
+		return;
+	}
+	struct pooled *e = &p->idle[p->n_idle++];
+	e->fd = fd;
+	snprintf(e->addr, sizeof(e->addr), "%s", addr);
+	e->since_ms = now_ms();
+	pthread_mutex_unlock(&p->mu);
+}
+
+int
+ol_http_proxy_new(const struct ol_http_proxy_opts *o, struct ol_http_proxy **out)
+{
+	struct ol_http_proxy *p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->o = *o;
+	if (!p->o.connect_timeout_ms)
+		p->o.connect_timeout_ms = 2000;
+	if (!p->o.io_timeout_ms)
+		p->o.io_timeout_ms = 120000;
+	pthread_mutex_init(&p->mu, NULL);
+	*out = p;
+	return 0;
+}
+
+void
+ol_http_proxy_free(struct ol_http_proxy *p)
+{
+	if (!p)
+		return;
+	for (unsigned i = 0; i < p->n_idle; i++)
+		close(p->idle[i].fd);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+void
+ol_http_proxy_stats(const struct ol_http_proxy *p, uint64_t *forwarded, uint64_t *failed,
+		    uint64_t *reused)
+{
+	*forwarded = atomic_load(&p->forwarded);
+	*failed = atomic_load(&p->failed);
+	*reused = atomic_load(&p->reused);
+}
+
+/* ---------------- forwarding ---------------- */
+
+struct fwd {
+	struct ol_http_proxy *p;
+	struct ol_http_req *r;
+	int fd;
+	char *buf; /* PROXY_BUF */
+	size_t len; /* response bytes read past the head */
+	struct ol_http_resp_head head;
+};
+
+/* the request body, streamed (re-chunked when the client chunked it). 0, -EPIPE-like for the
+ * upstream (it may have answered early), -ECONNABORTED for the client's side */
+static int
+send_body(struct fwd *f)
+{
+	struct ol_http_req *r = f->r;
+	if (!r->chunked && r->content_length <= 0)
+		return 0;
+	int to = (int)f->p->o.io_timeout_ms;
+	for (;;) {
+		ssize_t k = ol_http_body_read(r, f->buf, PROXY_BUF);
+		if (k < 0)
+			return -ECONNABORTED;
+		if (k == 0)
+			break;
+		int rc = 0;
+		if (r->chunked) {
+			char pre[24];
+			int pl = snprintf(pre, sizeof(pre), "%zx\r\n", (size_t)k);
+			rc = send_all(f->fd, pre, (size_t)pl, to);
+		}
+		rc = rc ? rc : send_all(f->fd, f->buf, (size_t)k, to);
+		if (!rc && r->chunked)
+			rc = send_all(f->fd, "\r\n", 2, to);
+		if (rc)
+			return rc;
+	}
+	return r->chunked ? send_all(f->fd, "0\r\n\r\n", 5, to) : 0;
+}
+
+/* read the response head (1xx answers skipped); 0, -ENODATA when the upstream closed before
+ * a byte of it, -errno */
+static int
+read_head(struct fwd *f)
+{
+	f->len = 0;
+	for (;;) {
+		if (f->len) {
+			int hl = ol_http_parse_response(f->buf, f->len, &f->head);
+			if (hl < 0)
+				return hl;
+			if (hl > 0 && f->head.status < 200) {
+				memmove(f->buf, f->buf + hl, f->len - (size_t)hl);
+				f->len -= (size_t)hl;
+				continue;
+			}
+			if (hl > 0) {
+				memmove(f->buf, f->buf + hl, f->len - (size_t)hl);
+				f->len -= (size_t)hl;
+				return 0;
+			}
+		}
+		if (f->len == PROXY_BUF)
+			return -EMSGSIZE;
+		ssize_t k = recv_some(f->fd, f->buf + f->len, PROXY_BUF - f->len,
+				      (int)f->p->o.io_timeout_ms);
+		if (k == 0)
+			return f->len ? -EPROTO : -ENODATA;
+		if (k < 0)
+			return (int)k;
+		f->len += (size_t)k;
+	}
+}
+
+static int
+respond_head(struct fwd *f, bool nobody)
+{
+	struct ol_http_header hs[OL_HTTP_RESP_MAX_HEADERS];
+	size_t n = 0;
+	for (size_t i = 0; i < f->head.n_headers; i++) {
+		const char *name = f->head.headers[i].name;
+		if (!hop_by_hop(name) && strcasecmp(name, "transfer-encoding") &&
+		    strcasecmp(name, "content-length"))
+			hs[n++] = f->head.headers[i];
+	}
+	int64_t cl = f->head.content_length;
+	if (nobody && cl < 0)
+		cl = 0;
+	return ol_http_respond(f->r, f->head.status, hs, n, f->head.chunked ? -1 : cl);
+}
+
+/* relay the response body; 0 when it ended cleanly (the upstream connection reusable) */
+static int
+relay_body(struct fwd *f, bool nobody)
+{
+	int to = (int)f->p->o.io_timeout_ms;
+	if (nobody)
+		return f->len ? -EPROTO : 0;
+	int64_t left = f->head.content_length;
+	bool until_close = !f->head.chunked && left < 0;
+	struct ol_http_chunked ch;
+	ol_http_chunked_init(&ch);
+	for (;;) {
+		size_t off = 0;
+		while (off < f->len) {
+			const char *d = f->buf + off;
+			size_t dl = f->len - off, used = dl;
+			if (f->head.chunked) {
+				ssize_t k = ol_http_chunked_feed(&ch, f->buf + off, f->len - off, &d,
+								 &dl);
+				if (k < 0)
+					return (int)k;
+				used = (size_t)k;
+			} else if (left >= 0 && (int64_t)dl > left) {
+				return -EPROTO; /* more than announced */
+			}
+			if (dl && ol_http_write(f->r, d, dl))
+				return -ECONNABORTED;
+			if (left >= 0)
+				left -= (int64_t)dl;
+			off += used;
+			if (f->head.chunked && ol_http_chunked_done(&ch))
+				return off == f->len ? 0 : -EPROTO;
+			if (!used)
+				break;
+		}
+		f->len = 0;
+		if (left == 0 && !f->head.chunked)
+			return 0;
+		ssize_t k = recv_some(f->fd, f->buf, PROXY_BUF, to);
+		if (k == 0)
+			return until_close ? 1 : -EPROTO; /* 1: done, not reusable */
+		if (k < 0)
+			return (int)k;
+		f->len = (size_t)k;
+	}
+}
+
+/* send the head (and the body) on f->fd; 0 or -errno */
+static int
+send_request(struct fwd *f, const char *head, size_t hl, int *body_rc)
+{
+	int rc = send_all(f->fd, head, hl, (int)f->p->o.io_timeout_ms);
+	*body_rc = 0;
+	if (!rc) {
+		*body_rc = send_body(f);
+		if (*body_rc == -ECONNABORTED)
+			rc = *body_rc;
+	}
+	return rc;
+}
+
+int
+ol_http_proxy_forward(struct ol_http_proxy *p, struct ol_http_req *r, const char *upstream)
+{
+	struct fwd *f = calloc(1, sizeof(*f));
+	char *head = malloc(OL_HTTP_RESP_MAX_HEAD + 1024);
+	int rc = f && head ? 0 : -ENOMEM;
+	if (rc)
+		goto out;
+	f->p = p;
+	f->r = r;
+	f->fd = -1;
+	f->buf = malloc(PROXY_BUF);
+	ssize_t hl = f->buf ? ol_http_proxy_head(r->method, r->target, r->headers, r->n_headers,
+						 r->peer, head, OL_HTTP_RESP_MAX_HEAD + 1024)
+			    : -ENOMEM;
+	if (hl < 0) {
+		rc = (int)hl;
+		goto out;
+	}
+	bool has_body = r->chunked || r->content_length > 0;
+	bool nobody = !strcmp(r->method, "HEAD");
+	int body_rc = 0;
+	/* a pooled connection the upstream closed in the meantime: once more on a fresh one,
+	 * which is safe while no body byte was taken from the client */
+	for (int attempt = 0; attempt < 2; attempt++) {
+		f->fd = attempt == 0 ? pool_get(p, upstream) : -1;
+		bool pooled = f->fd >= 0;
+		if (pooled)
+			atomic_fetch_add(&p->reused, 1);
+		if (!pooled) {
+			f->fd = connect_to(upstream, (int)p->o.connect_timeout_ms);
+			if (f->fd < 0) {
+				rc = f->fd;
+				goto out;
+			}
+		}
+		rc = send_request(f, head, (size_t)hl, &body_rc);
+		if (!rc)
+			rc = read_head(f);
+		if (!rc || !pooled || has_body || rc == -ECONNABORTED)
+			break;
+		close(f->fd);
+		f->fd = -1;
+	}
+	if (rc)
+		goto out;
+	atomic_fetch_add(&p->forwarded, 1);
+	nobody = nobody || f->head.status == 204 || f->head.status == 304;
+	rc = respond_head(f, nobody);
+	if (rc) {
+		rc = -ECONNABORTED;
+		goto out;
+	}
+	int brc = relay_body(f, nobody);
+	if (brc < 0)
+		f->head.close = true;
+	(void)ol_http_finish(r);
+	if (!brc && !f->head.close && !body_rc) {
+		pool_put(p, upstream, f->fd);
+		f->fd = -1;
+	}
+	rc = 0;
+out:
+	if (rc && rc != -ECONNABORTED)
+		atomic_fetch_add(&p->failed, 1);
+	if (f && f->fd >= 0)
+		close(f->fd);
+	if (f)
+		free(f->buf);
+	free(f);
+	free(head);
+	return rc;
+}
