@@ -54,6 +54,31 @@ int ol_store_open(const struct ol_config *cfg, struct ol_store **out);
 /* No other call may be running. NULL is fine. */
 void ol_store_close(struct ol_store *st);
 
+/* One drive of a set opened with ol_store_open_set. */
+struct ol_store_drive_spec {
+	const char *peer;    /* "host:port" of the node plane (rpc_addr) serving the drive */
+	unsigned peer_drive; /* index of the drive among that node's data_dirs */
+	unsigned node_id;    /* for logs and metrics */
+};
+struct ol_store_set_opts {
+	unsigned n; /* drives in the set (N) */
+	const struct ol_store_drive_spec *drives;
+	const char *secret; /* [cluster] secret */
+	unsigned self_id;   /* this node's id (HELLO) */
+	uint64_t epoch;	    /* fencing epoch of this set's leader (> 0) */
+	int deadline_ms;    /* per call on the plane; 0 = 5000 */
+};
+/* Open the engine over drives served by node planes (this node's own drives too: in a cluster
+ * the node plane server is the only owner of a node's local drives). cfg gives P, block size,
+ * inline threshold, checksum, fsync. Opens as long as a write quorum of drives answers; the
+ * others are offline and the monitor brings them back (calling on_return, so heal-on-return
+ * works). Every metadata commit carries the epoch; a drive that has seen a newer epoch refuses
+ * it (-ESTALE, surfaced by put_commit & co as -ESTALE). */
+int ol_store_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
+		      struct ol_store **out);
+/* Raise the epoch (a leader re-elected); never lowers it. */
+void ol_store_set_epoch(struct ol_store *st, uint64_t epoch);
+
 /* Buckets. */
 int ol_store_bucket_create(struct ol_store *st, const char *bucket); /* -EEXIST */
 /* -ENOENT, -ENOTEMPTY (objects or in-progress uploads) */
