@@ -24,6 +24,9 @@
 #ifdef OL_HAVE_NODE
 #include "node/node.h"
 #endif
+#ifdef OL_HAVE_CSTORE
+#include "cluster_store.h"
+#endif
 
 #include <errno.h>
 #include <fcntl.h>
@@ -364,6 +367,9 @@ struct daemon {
 #ifdef OL_HAVE_NODE
 	struct ol_node_server *plane;
 #endif
+#ifdef OL_HAVE_CSTORE
+	struct cstore *cs; /* cluster store mode: the set's leader serves, the others forward */
+#endif
 	int unused;
 };
 
@@ -432,6 +438,22 @@ route_admin(struct ol_http_req *h, struct daemon *d)
 	return ol_admin_handle(h);
 }
 
+/* In cluster store mode every S3 request goes to the set's leader: served here when this node
+ * leads, forwarded otherwise (cluster_store.c). */
+static int
+route_cluster(struct ol_http_req *h, struct daemon *d)
+{
+#ifdef OL_HAVE_CSTORE
+	if (d->cs) {
+		cstore_route(d->cs, h);
+		return 1;
+	}
+#endif
+	(void)h;
+	(void)d;
+	return 0;
+}
+
 static int
 route_s3(struct ol_http_req *h, struct daemon *d)
 {
@@ -444,6 +466,7 @@ static const struct route {
 	int (*serve)(struct ol_http_req *h, struct daemon *d);
 } routes[] = {
     {"admin", route_admin},
+    {"cluster", route_cluster},
     {"s3", route_s3},
 };
 
@@ -516,6 +539,48 @@ start_storage(const struct ol_config *cfg, struct daemon *d)
 	ol_warn("this build has no object store; S3 is off");
 	return 0;
 #endif
+}
+
+#ifdef OL_HAVE_CSTORE
+/* Cluster store mode: no local store (the node plane owns this node's drives); S3 starts with
+ * no store and the set's store opens when this node gains the set's leadership. */
+static int
+start_cluster_storage(const struct ol_config *cfg, struct daemon *d, struct ol_layout *l)
+{
+	int rc = ol_s3_new(cfg, NULL, &d->s3);
+	if (!rc)
+		rc = cstore_new(cfg, d->cluster, l, d->s3, &d->cs);
+	if (rc) {
+		ol_layout_fini(l);
+		ol_err("cannot start the cluster store: %s", strerror(-rc));
+		return rc;
+	}
+	ol_admin_init(cfg);
+	rc = start_http(cfg, d);
+	if (rc)
+		ol_err("cannot serve S3 on %s: %s", cfg->s3_addr, strerror(-rc));
+	return rc;
+}
+#endif
+
+/* Object storage: the local drives as today, or (with [cluster] etcd and secret and a layout of
+ * several nodes in etcd) the cluster store. -ETIMEDOUT: etcd never answered. */
+static int
+start_objects(const struct ol_config *cfg, struct daemon *d)
+{
+	if (strcmp(cfg->mode, "kv") == 0)
+		return 0;
+#ifdef OL_HAVE_CSTORE
+	if (d->cluster && cfg->cluster_secret[0]) {
+		struct ol_layout l;
+		int rc = cstore_decide(cfg, d->cluster, &l);
+		if (rc < 0)
+			return rc;
+		if (rc == 1)
+			return start_cluster_storage(cfg, d, &l);
+	}
+#endif
+	return start_storage(cfg, d);
 }
 
 static int
@@ -653,16 +718,33 @@ start_cluster(const struct ol_config *cfg, struct daemon *d)
 	int rc = ol_cluster_start(cfg, &d->cluster);
 	if (rc)
 		ol_err("cannot start cluster membership: %s", strerror(-rc));
-#ifdef OL_HAVE_KV
-	if (!rc && d->cluster && d->kv)
-		ol_kv_server_set_view(d->kv, kv_view_of_cluster, d->cluster);
-#endif
 	return rc;
 #else
 	if (cfg->cluster_etcd[0])
 		ol_warn("[cluster] etcd is set but this build has no cluster module");
 	return 0;
 #endif
+}
+
+/* After the services: the KV pool's VIEW from the members, the set leadership campaign (the
+ * node plane serves this node's drives by now). */
+static int
+join_cluster(struct daemon *d)
+{
+#if defined(OL_HAVE_CLUSTER) && defined(OL_HAVE_KV)
+	if (d->cluster && d->kv)
+		ol_kv_server_set_view(d->kv, kv_view_of_cluster, d->cluster);
+#endif
+#ifdef OL_HAVE_CSTORE
+	if (d->cs) {
+		int rc = cstore_start(d->cs);
+		if (rc)
+			ol_err("cannot start the set leadership: %s", strerror(-rc));
+		return rc;
+	}
+#endif
+	(void)d;
+	return 0;
 }
 
 /* The node plane serves rpc_addr once [cluster] secret is set (every frame is authenticated
@@ -714,6 +796,16 @@ stop_all(struct daemon *d)
 #ifdef OL_HAVE_ADMIN
 	ol_admin_set_ready(false);
 #endif
+#ifdef OL_HAVE_CSTORE
+	if (d->cs) {
+		/* give the set up first (the others take over at once), then stop taking requests
+		 * before the membership they read goes */
+		cstore_resign(d->cs);
+		ol_s3_set_http(d->s3, NULL);
+		ol_http_server_stop(d->http);
+		d->http = NULL;
+	}
+#endif
 #ifdef OL_HAVE_NODE
 	ol_node_server_stop(d->plane);
 	d->plane = NULL;
@@ -747,6 +839,10 @@ stop_all(struct daemon *d)
 #ifdef OL_HAVE_ADMIN
 	ol_admin_server_stop(d->admin);
 	d->admin = NULL;
+#endif
+#ifdef OL_HAVE_CSTORE
+	cstore_free(d->cs);
+	d->cs = NULL;
 #endif
 	(void)d;
 }
@@ -815,13 +911,15 @@ main(int argc, char **argv)
 	}
 	rc = start_admin(cfg, &d);
 	if (!rc)
-		rc = strcmp(cfg->mode, "kv") == 0 ? 0 : start_storage(cfg, &d);
+		rc = start_cluster(cfg, &d);
+	if (!rc)
+		rc = start_objects(cfg, &d);
 	if (!rc)
 		rc = start_kv(cfg, &d);
 	if (!rc)
 		rc = start_plane(cfg, &d);
 	if (!rc)
-		rc = start_cluster(cfg, &d);
+		rc = join_cluster(&d);
 	if (rc) {
 		stop_all(&d);
 		free(cfg);

@@ -15,7 +15,7 @@ struct ol_etcd;
 /* One erasure set's leadership as this node sees it (leader.c). */
 struct ol_cluster_set {
 	unsigned pool, set;
-	bool has_slot;		/* this node holds a drive of the set: it campaigns */
+	bool has_slot;		   /* this node holds a drive of the set: it campaigns */
 	char key[OL_CFG_STR + 48]; /* <prefix>sets/<pool>.<set>/leader */
 	/* under ldr_mu */
 	struct ol_cluster_leader_info info; /* info.epoch == 0: no leader known */

@@ -270,7 +270,8 @@ ldr_nap(struct ol_cluster *c, int64_t ms)
 	ts.tv_sec += ts.tv_nsec / 1000000000;
 	ts.tv_nsec %= 1000000000;
 	pthread_mutex_lock(&c->ldr_mu);
-	while (!atomic_load(&c->ldr_stop) && pthread_cond_timedwait(&c->ldr_cv, &c->ldr_mu, &ts) == 0)
+	while (!atomic_load(&c->ldr_stop) &&
+	       pthread_cond_timedwait(&c->ldr_cv, &c->ldr_mu, &ts) == 0)
 		;
 	pthread_mutex_unlock(&c->ldr_mu);
 }
@@ -352,7 +353,8 @@ ol_cluster_lead_start(struct ol_cluster *c, const struct ol_layout *l, ol_cluste
 		}
 	}
 	snprintf(c->sets_prefix, sizeof(c->sets_prefix), "%ssets/", c->cfg->cluster_prefix);
-	c->ldr_value = ol_cluster_leader_to_json(c->cfg->self_id, c->cfg->s3_addr, c->cfg->rpc_addr);
+	c->ldr_value =
+	    ol_cluster_leader_to_json(c->cfg->self_id, c->cfg->s3_addr, c->cfg->rpc_addr);
 	if (!c->ldr_value)
 		ol_die("out of memory building the leader record");
 	c->lead_fn = fn;

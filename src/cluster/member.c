@@ -14,7 +14,6 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
-
 int
 ol_cluster_member_parse(const char *buf, size_t len, struct ol_cluster_member *m)
 {

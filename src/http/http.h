@@ -265,7 +265,9 @@ void ol_http_proxy_free(struct ol_http_proxy *p);
  * (the caller only ends the request: ol_http_finish); any other -errno when nothing was
  * sent to the client and the upstream could not be reached or did not answer (-ECONNREFUSED,
  * -ETIMEDOUT, -ENODATA closed without answering, -EPROTO a malformed answer, -EINVAL a bad
- * upstream): the caller answers (a 503). Safe from many threads at once. */
+ * upstream): the caller answers (a 503); -EHOSTDOWN is such a failure after the client's
+ * body was (partly) consumed, so the request cannot be forwarded again. Safe from many
+ * threads at once. */
 int ol_http_proxy_forward(struct ol_http_proxy *p, struct ol_http_req *r, const char *upstream);
 void ol_http_proxy_stats(const struct ol_http_proxy *p, uint64_t *forwarded, uint64_t *failed,
 			 uint64_t *reused);

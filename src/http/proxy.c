@@ -49,8 +49,8 @@ now_ms(void)
 static bool
 hop_by_hop(const char *name)
 {
-	static const char *const hop[] = {"connection", "keep-alive", "proxy-connection",
-					  "proxy-authorization", "te", "upgrade"};
+	static const char *const hop[] = {"connection",		 "keep-alive", "proxy-connection",
+					  "proxy-authorization", "te",	       "upgrade"};
 	for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
 		if (!strcasecmp(name, hop[i]))
 			return true;
@@ -58,8 +58,8 @@ hop_by_hop(const char *name)
 }
 
 ssize_t
-ol_http_proxy_head(const char *method, const char *target, const struct ol_http_header *h,
-		   size_t n, const char *peer, char *buf, size_t cap)
+ol_http_proxy_head(const char *method, const char *target, const struct ol_http_header *h, size_t n,
+		   const char *peer, char *buf, size_t cap)
 {
 	size_t used = 0;
 	int k = snprintf(buf, cap, "%s %s HTTP/1.1\r\n", method, target);
@@ -150,7 +150,8 @@ ol_http_parse_response(const char *buf, size_t len, struct ol_http_resp_head *h)
 {
 	const char *end = NULL;
 	for (size_t i = 3; i < len && !end; i++)
-		if (buf[i] == '\n' && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r')
+		if (buf[i] == '\n' && buf[i - 1] == '\r' && buf[i - 2] == '\n' &&
+		    buf[i - 3] == '\r')
 			end = buf + i + 1;
 	if (!end)
 		return len >= OL_HTTP_RESP_MAX_HEAD ? -EMSGSIZE : 0;
@@ -391,8 +392,9 @@ struct fwd {
 	struct ol_http_proxy *p;
 	struct ol_http_req *r;
 	int fd;
-	char *buf; /* PROXY_BUF */
-	size_t len; /* response bytes read past the head */
+	char *buf;	   /* PROXY_BUF */
+	size_t len;	   /* response bytes read past the head */
+	bool body_started; /* a byte of the client's body may have been taken */
 	struct ol_http_resp_head head;
 };
 
@@ -405,6 +407,7 @@ send_body(struct fwd *f)
 	if (!r->chunked && r->content_length <= 0)
 		return 0;
 	int to = (int)f->p->o.io_timeout_ms;
+	f->body_started = true;
 	for (;;) {
 		ssize_t k = ol_http_body_read(r, f->buf, PROXY_BUF);
 		if (k < 0)
@@ -494,8 +497,8 @@ relay_body(struct fwd *f, bool nobody)
 			const char *d = f->buf + off;
 			size_t dl = f->len - off, used = dl;
 			if (f->head.chunked) {
-				ssize_t k = ol_http_chunked_feed(&ch, f->buf + off, f->len - off, &d,
-								 &dl);
+				ssize_t k =
+				    ol_http_chunked_feed(&ch, f->buf + off, f->len - off, &d, &dl);
 				if (k < 0)
 					return (int)k;
 				used = (size_t)k;
@@ -601,6 +604,8 @@ ol_http_proxy_forward(struct ol_http_proxy *p, struct ol_http_req *r, const char
 	}
 	rc = 0;
 out:
+	if (rc && rc != -ECONNABORTED && f && f->body_started)
+		rc = -EHOSTDOWN;
 	if (rc && rc != -ECONNABORTED)
 		atomic_fetch_add(&p->failed, 1);
 	if (f && f->fd >= 0)

@@ -15,8 +15,16 @@ struct ol_http_server;
 
 /* The S3 front end over st. It does not listen: cmd/openlaked starts the HTTP server and routes
  * to ol_s3_handle what admin/ does not take (s3/ knows nothing of admin/). cfg and st must
- * outlive s. Returns 0 and *out, or -EINVAL (no credentials). */
+ * outlive s. st may be NULL (a cluster node that leads no set yet): then nothing may be handed
+ * to ol_s3_handle before ol_s3_set_store gave s a store. Returns 0 and *out, or -EINVAL (no
+ * credentials). */
 int ol_s3_new(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server **out);
+
+/* Hand s another store (or NULL) - a cluster node that gained or lost the leadership of its
+ * set. The caller guarantees that no request is being served by s meanwhile (it drains them
+ * first) and that st outlives its use. Every cached bucket attribute is dropped: another node
+ * may have changed the buckets while this one did not serve them. */
+void ol_s3_set_store(struct ol_s3_server *s, struct ol_store *st);
 
 /* Serve one request as S3 (an ol_http_handler_fn; arg is the server). Always answers, on the
  * calling HTTP worker thread (blocking store calls). */

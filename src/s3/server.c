@@ -333,7 +333,7 @@ ol_s3_http_error(struct ol_http_error *e, void *arg)
 int
 ol_s3_new(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server **out)
 {
-	if (!cfg || !st || !out || cfg->n_creds == 0)
+	if (!cfg || !out || cfg->n_creds == 0)
 		return -EINVAL;
 	struct ol_s3_server *s = ol_xcalloc(1, sizeof(*s));
 	s->cfg = cfg;
@@ -350,6 +350,14 @@ ol_s3_new(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server 
 	ol_metrics_register(s3_access_metrics_render, s);
 	*out = s;
 	return 0;
+}
+
+void
+ol_s3_set_store(struct ol_s3_server *s, struct ol_store *st)
+{
+	s->st = st;
+	/* the bucket records may have changed while another node served them */
+	s3_bucket_changed();
 }
 
 void

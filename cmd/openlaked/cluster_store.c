@@ -1,0 +1,349 @@
+/* cmd/openlaked/cluster_store.c - the cluster store mode: see cluster_store.h. */
+#include "cluster_store.h"
+
+#include "admin/admin.h"
+#include "base/log.h"
+#include "s3/s3.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define ETCD_WAIT_MS	 30000
+#define OPEN_RETRY_MS	 500
+#define SET_POOL	 0u /* this session serves one set: pool 0, set 0 */
+#define SET_INDEX	 0u
+#define RETRY_AFTER_SECS "1"
+
+struct cstore {
+	const struct ol_config *cfg;
+	struct ol_cluster *c;
+	struct ol_layout layout;
+	struct ol_s3_server *s3;
+	struct ol_http_proxy *proxy;
+	int wait_ms; /* how long a request waits for a leader before its 503 */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	/* under mu */
+	struct ol_store *st; /* open while this node leads and serves the set */
+	uint64_t epoch;
+	unsigned users; /* requests being served on st */
+};
+
+static unsigned
+layout_nodes(const struct ol_layout *l)
+{
+	unsigned seen[64], n = 0;
+	for (unsigned p = 0; p < l->n_pools; p++) {
+		size_t slots = (size_t)l->pools[p].n_sets * l->set_drives;
+		for (size_t i = 0; i < slots; i++) {
+			unsigned id = l->pools[p].slots[i].node, j = 0;
+			while (j < n && seen[j] != id)
+				j++;
+			if (j == n && n < 64)
+				seen[n++] = id;
+		}
+	}
+	return n;
+}
+
+int
+cstore_decide(const struct ol_config *cfg, struct ol_cluster *c, struct ol_layout *l)
+{
+	ol_info("cluster: reading the layout from etcd %s (waiting up to %d s for it to answer)",
+		cfg->cluster_etcd, ETCD_WAIT_MS / 1000);
+	int rc = ol_cluster_read_layout(c, ETCD_WAIT_MS, l);
+	if (rc == -ETIMEDOUT) {
+		ol_err(
+		    "cluster: etcd %s did not answer within %d s: with [cluster] etcd and secret "
+		    "set, a node needs etcd to know whether it serves a cluster store. Start "
+		    "etcd (and check [cluster] etcd), or remove [cluster] etcd to run this "
+		    "node alone",
+		    cfg->cluster_etcd, ETCD_WAIT_MS / 1000);
+		return rc;
+	}
+	if (rc == -ENOENT) {
+		ol_info("cluster: no layout in etcd yet: serving the local drives as a single "
+			"node; run `openlake cluster init --config FILE` and restart the nodes to "
+			"form the cluster store");
+		return 0;
+	}
+	if (rc) {
+		ol_err("cluster: the layout in etcd is unreadable (%s): serving the local drives",
+		       strerror(-rc));
+		return 0;
+	}
+	if (layout_nodes(l) < 2) {
+		ol_info("cluster: the layout has one node: serving the local drives");
+		ol_layout_fini(l);
+		return 0;
+	}
+	if (l->n_pools != 1 || l->pools[0].n_sets != 1) {
+		ol_warn("cluster: the layout has %u pool(s) and %u set(s): placement over several "
+			"sets is not built yet, so this node serves its local drives alone; lay "
+			"the cluster out as one set (set_drive_count = all the drives)",
+			l->n_pools, l->n_pools ? l->pools[0].n_sets : 0);
+		ol_layout_fini(l);
+		return 0;
+	}
+	ol_info("cluster: serving deployment %s as one set of %u drives (parity %u) over %u "
+		"nodes; the set's leader serves it, the other nodes forward to it",
+		l->deployment_id, l->set_drives, l->parity, layout_nodes(l));
+	return 1;
+}
+
+/* rpc_addr of a node: as it registered in etcd, else as the config lists it */
+static void
+peer_addr(const struct cstore *cs, const struct ol_cluster_view *v, unsigned node, char *out,
+	  size_t len)
+{
+	out[0] = 0;
+	for (unsigned i = 0; i < v->n; i++)
+		if (v->members[i].id == node && v->members[i].rpc_addr[0])
+			snprintf(out, len, "%s", v->members[i].rpc_addr);
+	for (unsigned i = 0; !out[0] && i < cs->cfg->n_nodes; i++)
+		if (cs->cfg->nodes[i].id == node)
+			snprintf(out, len, "%s", cs->cfg->nodes[i].rpc_addr);
+	if (!out[0] && node == cs->cfg->self_id)
+		snprintf(out, len, "%s", cs->cfg->rpc_addr);
+}
+
+static int
+open_set(struct cstore *cs, uint64_t epoch, struct ol_store **st)
+{
+	const struct ol_layout *l = &cs->layout;
+	unsigned n = l->set_drives;
+	struct ol_store_drive_spec *spec = ol_xcalloc(n, sizeof(*spec));
+	char(*addr)[OL_CFG_STR] = ol_xcalloc(n, sizeof(*addr));
+	struct ol_cluster_view v;
+	int rc = ol_cluster_members(cs->c, &v);
+	if (rc)
+		goto out;
+	for (unsigned j = 0; j < n; j++) {
+		const struct ol_layout_slot *s =
+		    &l->pools[SET_POOL].slots[(size_t)SET_INDEX * n + j];
+		peer_addr(cs, &v, s->node, addr[j], sizeof(addr[j]));
+		spec[j] = (struct ol_store_drive_spec){addr[j], s->drive, s->node};
+	}
+	ol_cluster_view_fini(&v);
+	struct ol_store_set_opts o = {.n = n,
+				      .drives = spec,
+				      .secret = cs->cfg->cluster_secret,
+				      .self_id = cs->cfg->self_id,
+				      .epoch = epoch,
+				      .deadline_ms = 5000};
+	rc = ol_store_open_set(cs->cfg, &o, st);
+out:
+	free(spec);
+	free(addr);
+	return rc;
+}
+
+static void
+gained(struct cstore *cs, uint64_t epoch)
+{
+	struct ol_store *st = NULL;
+	int rc, tries = 0;
+	while ((rc = open_set(cs, epoch, &st)) &&
+	       ol_cluster_leads(cs->c, SET_POOL, SET_INDEX, epoch)) {
+		if (!tries++)
+			ol_warn("cluster: leading set %u.%u but its store does not open (%s): "
+				"retrying while this node leads",
+				SET_POOL, SET_INDEX, strerror(rc < 0 && rc > -4096 ? -rc : EIO));
+		struct timespec ts = {0, OPEN_RETRY_MS * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	if (rc)
+		return;
+	ol_s3_set_store(cs->s3, st);
+	ol_admin_set_store(st);
+	pthread_mutex_lock(&cs->mu);
+	cs->st = st;
+	cs->epoch = epoch;
+	pthread_cond_broadcast(&cs->cv);
+	pthread_mutex_unlock(&cs->mu);
+	ol_info("cluster: serving set %u.%u at epoch %llu", SET_POOL, SET_INDEX,
+		(unsigned long long)epoch);
+}
+
+/* new requests already go elsewhere (ol_cluster_leads is false): wait for the ones in flight,
+ * then close */
+static void
+lost(struct cstore *cs)
+{
+	pthread_mutex_lock(&cs->mu);
+	struct ol_store *st = cs->st;
+	cs->st = NULL;
+	while (cs->users)
+		pthread_cond_wait(&cs->cv, &cs->mu);
+	pthread_cond_broadcast(&cs->cv);
+	pthread_mutex_unlock(&cs->mu);
+	if (!st)
+		return;
+	ol_admin_set_store(NULL);
+	ol_s3_set_store(cs->s3, NULL);
+	ol_store_close(st);
+	ol_info("cluster: closed the store of set %u.%u", SET_POOL, SET_INDEX);
+}
+
+static void
+on_lead(void *arg, unsigned pool, unsigned set, uint64_t epoch, bool gain)
+{
+	struct cstore *cs = arg;
+	if (pool != SET_POOL || set != SET_INDEX)
+		return;
+	if (gain)
+		gained(cs, epoch);
+	else
+		lost(cs);
+	pthread_mutex_lock(&cs->mu);
+	pthread_cond_broadcast(&cs->cv); /* waiting requests look again */
+	pthread_mutex_unlock(&cs->mu);
+}
+
+int
+cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_layout *l,
+	   struct ol_s3_server *s3, struct cstore **out)
+{
+	struct cstore *cs = ol_xcalloc(1, sizeof(*cs));
+	cs->cfg = cfg;
+	cs->c = c;
+	cs->s3 = s3;
+	cs->layout = *l; /* taken over */
+	cs->wait_ms = (int)cfg->cluster_lease_ttl_s * 1000 + 2000;
+	if (cs->wait_ms > 15000)
+		cs->wait_ms = 15000;
+	struct ol_http_proxy_opts po = {.connect_timeout_ms = 2000, .io_timeout_ms = 120000};
+	int rc = ol_http_proxy_new(&po, &cs->proxy);
+	if (rc) {
+		free(cs);
+		return rc;
+	}
+	pthread_mutex_init(&cs->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&cs->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	*out = cs;
+	return 0;
+}
+
+int
+cstore_start(struct cstore *cs)
+{
+	return ol_cluster_lead_start(cs->c, &cs->layout, on_lead, cs);
+}
+
+/* serve r on this node's store when it leads now; false when it does not */
+static bool
+serve_here(struct cstore *cs, struct ol_http_req *r)
+{
+	pthread_mutex_lock(&cs->mu);
+	bool ok = cs->st && ol_cluster_leads(cs->c, SET_POOL, SET_INDEX, cs->epoch);
+	if (ok)
+		cs->users++;
+	pthread_mutex_unlock(&cs->mu);
+	if (!ok)
+		return false;
+	ol_s3_handle(r, cs->s3);
+	pthread_mutex_lock(&cs->mu);
+	if (--cs->users == 0)
+		pthread_cond_broadcast(&cs->cv);
+	pthread_mutex_unlock(&cs->mu);
+	return true;
+}
+
+static void
+slow_down(struct ol_http_req *r, const char *why)
+{
+	char body[1024];
+	struct ol_http_error e = {.kind = OL_HTTP_ERR_BUSY,
+				  .status = 503,
+				  .message = why,
+				  .body = body,
+				  .body_cap = sizeof(body)};
+	ol_s3_http_error(&e, NULL);
+	struct ol_http_header h[] = {
+	    {"Retry-After", RETRY_AFTER_SECS},
+	    {"Content-Type", e.content_type ? e.content_type : "text/plain"}};
+	if (ol_http_respond(r, 503, h, 2, (int64_t)e.body_len) == 0)
+		(void)ol_http_write(r, body, e.body_len);
+	(void)ol_http_finish(r);
+}
+
+static int64_t
+mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+wait_change(struct cstore *cs, int ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += (long)ms * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&cs->mu);
+	(void)pthread_cond_timedwait(&cs->cv, &cs->mu, &ts);
+	pthread_mutex_unlock(&cs->mu);
+}
+
+void
+cstore_route(struct cstore *cs, struct ol_http_req *r)
+{
+	int64_t end = mono_ms() + cs->wait_ms;
+	const char *why = "No node leads this erasure set now; retry shortly.";
+	for (;;) {
+		if (serve_here(cs, r))
+			return;
+		struct ol_cluster_leader_info li;
+		if (ol_cluster_leader(cs->c, SET_POOL, SET_INDEX, &li) == 0 && li.epoch &&
+		    !li.is_self && li.s3_addr[0]) {
+			int rc = ol_http_proxy_forward(cs->proxy, r, li.s3_addr);
+			if (rc == 0)
+				return;
+			if (rc == -ECONNABORTED) {
+				(void)ol_http_finish(r);
+				return;
+			}
+			ol_debug("cluster: forwarding %s %s to node %u (%s): %s", r->method,
+				 r->target, li.node, li.s3_addr, strerror(-rc));
+			why =
+			    "The leader of this erasure set cannot be reached now; retry shortly.";
+			if (rc == -EHOSTDOWN)
+				break; /* the body is spent: this request cannot go again */
+		}
+		if (mono_ms() >= end)
+			break;
+		wait_change(cs, 200);
+	}
+	slow_down(r, why);
+}
+
+void
+cstore_resign(struct cstore *cs)
+{
+	if (cs)
+		ol_cluster_resign(cs->c); /* runs lost(): drains and closes */
+}
+
+void
+cstore_free(struct cstore *cs)
+{
+	if (!cs)
+		return;
+	ol_http_proxy_free(cs->proxy);
+	ol_layout_fini(&cs->layout);
+	pthread_mutex_destroy(&cs->mu);
+	pthread_cond_destroy(&cs->cv);
+	free(cs);
+}

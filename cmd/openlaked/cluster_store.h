@@ -1,0 +1,39 @@
+/* cmd/openlaked/cluster_store.h - the daemon's cluster store mode (issue 10): one erasure set
+ * spanning the nodes, served by the set's leader, every other node forwarding to it.
+ *
+ * Wiring only: leadership comes from cluster/ (ol_cluster_lead_start), the store over the node
+ * planes from store/ (ol_store_open_set), forwarding from http/ (ol_http_proxy_forward). */
+#ifndef OL_OPENLAKED_CLUSTER_STORE_H
+#define OL_OPENLAKED_CLUSTER_STORE_H
+
+#include "base/config.h"
+#include "cluster/cluster.h"
+#include "cluster/layout.h"
+#include "http/http.h"
+
+struct ol_s3_server;
+struct cstore;
+
+/* At start, with [cluster] etcd and secret set: wait (bounded, logging why) for etcd and read
+ * the layout. 1 and *l: serve the layout's set across the nodes; 0: run as a single node
+ * (no layout yet, or one node only; logged); -ETIMEDOUT: etcd did not answer (logged with the
+ * fix; the daemon refuses to start). */
+int cstore_decide(const struct ol_config *cfg, struct ol_cluster *c, struct ol_layout *l);
+
+/* The mode's state over s3 (made with no store). cfg, c and s3 outlive it. */
+int cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_layout *l,
+	       struct ol_s3_server *s3, struct cstore **out);
+
+/* Start campaigning (after the node plane serves this node's drives). */
+int cstore_start(struct cstore *cs);
+
+/* The S3 port's route: serve r here when this node leads the set (its store open), else
+ * forward it to the leader, else (no leader, leader unreachable within the deadline) answer
+ * 503 SlowDown. Always answers. */
+void cstore_route(struct cstore *cs, struct ol_http_req *r);
+
+/* Give the set up (in-flight requests finish, the store closes); then free. NULL: no-op. */
+void cstore_resign(struct cstore *cs);
+void cstore_free(struct cstore *cs);
+
+#endif
