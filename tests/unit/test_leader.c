@@ -1,0 +1,112 @@
+/* Unit tests of set leadership's pure parts (src/cluster/leader.c): what a node does about a set
+ * given the leader key and its own lease (the fencing rule: never lead without a surely live
+ * lease, never take a key of another lease), the margin, and the leader record's JSON. etcd
+ * and real daemons: tests/integration/test_cluster_store.py. */
+#include "cluster/cluster.h"
+#include "tap.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static struct ol_cluster_lead_in
+base(void)
+{
+	return (struct ol_cluster_lead_in){.self_id = 2,
+					   .has_slot = true,
+					   .lease = 77,
+					   .now_ms = 100000,
+					   .lease_valid_until_ms = 104000,
+					   .margin_ms = 1000};
+}
+
+static void
+test_decide(void)
+{
+	struct ol_cluster_lead_in in = base();
+	ok(ol_cluster_lead_decide(&in) == OL_LEAD_CAMPAIGN, "no key, live lease, a slot: campaign");
+	in.has_slot = false;
+	ok(ol_cluster_lead_decide(&in) == OL_LEAD_NONE, "no slot in the set: never campaign");
+	in = base();
+	in.lease = 0;
+	ok(ol_cluster_lead_decide(&in) == OL_LEAD_NONE, "no lease: no campaign");
+	in = base();
+	in.now_ms = in.lease_valid_until_ms - in.margin_ms;
+	ok(ol_cluster_lead_decide(&in) == OL_LEAD_NONE,
+	   "lease within the margin of its end: no campaign");
+
+	in = base();
+	in.key_present = true;
+	in.key_node = 2;
+	in.key_lease = 77;
+	in.key_create_rev = 41;
+	ok(ol_cluster_lead_decide(&in) == OL_LEAD_LEAD, "our key under our live lease: lead");
+	in.now_ms = in.lease_valid_until_ms - in.margin_ms - 1;
+	ok(ol_cluster_lead_decide(&in) == OL_LEAD_LEAD, "one ms before the margin: still lead");
+	in.now_ms++;
+	ok(ol_cluster_lead_decide(&in) == OL_LEAD_FOLLOW,
+	   "at the margin: step down although etcd still shows our key");
+	in = base();
+	in.key_present = true;
+	in.key_node = 2;
+	in.key_lease = 76; /* an older lease of ours (we registered again after a lapse) */
+	in.key_create_rev = 41;
+	ok(ol_cluster_lead_decide(&in) == OL_LEAD_FOLLOW,
+	   "our node id under a former lease: not ours to lead");
+	in.key_lease = 77;
+	in.key_node = 3;
+	ok(ol_cluster_lead_decide(&in) == OL_LEAD_FOLLOW, "another node's key: follow");
+	in.key_node = 2;
+	in.key_create_rev = 0;
+	ok(ol_cluster_lead_decide(&in) == OL_LEAD_FOLLOW, "a key without a revision: no epoch");
+
+	ok(ol_cluster_lead_margin_ms(10) == 2500 && ol_cluster_lead_margin_ms(2) == 500 &&
+	       ol_cluster_lead_margin_ms(1) == 500,
+	   "margin: a quarter of the TTL, at least 500 ms");
+	/* the margin keeps a leader from outliving its lease even with a TTL of 2 s */
+	for (unsigned ttl = 2; ttl <= 60; ttl++)
+		if (ol_cluster_lead_margin_ms(ttl) >= (int64_t)ttl * 1000) {
+			ok(0, "margin shorter than the TTL %u", ttl);
+			return;
+		}
+	ok(1, "margin shorter than every TTL from 2 to 60 s");
+}
+
+static void
+test_record(void)
+{
+	char *js = ol_cluster_leader_to_json(3, "127.0.0.1:9000", "127.0.0.1:9100");
+	struct ol_cluster_leader_info li;
+	ok(js && ol_cluster_leader_parse(js, strlen(js), &li) == 0 && li.node == 3 &&
+	       strcmp(li.s3_addr, "127.0.0.1:9000") == 0 &&
+	       strcmp(li.rpc_addr, "127.0.0.1:9100") == 0 && li.epoch == 0 && !li.is_self,
+	   "leader record round trip: %s", js ? js : "(null)");
+	free(js);
+	const char *bad[] = {"",
+			     "[]",
+			     "{\"node\":-1,\"s3\":\"a\",\"rpc_addr\":\"b\"}",
+			     "{\"node\":70000,\"s3\":\"a\",\"rpc_addr\":\"b\"}",
+			     "{\"node\":\"1\",\"s3\":\"a\",\"rpc_addr\":\"b\"}",
+			     "{\"node\":1,\"rpc_addr\":\"b\"}",
+			     "{\"node\":1,\"s3\":5,\"rpc_addr\":\"b\"}",
+			     "{\"node\":1,\"s3\":\"a\"",
+			     NULL};
+	int good = 1;
+	for (int i = 0; bad[i]; i++)
+		good &= ol_cluster_leader_parse(bad[i], strlen(bad[i]), &li) == -EPROTO;
+	ok(good, "malformed leader records are -EPROTO");
+	char big[600];
+	memset(big, 'x', sizeof(big));
+	char doc[800];
+	snprintf(doc, sizeof(doc), "{\"node\":1,\"s3\":\"%.*s\",\"rpc_addr\":\"b\"}", 590, big);
+	ok(ol_cluster_leader_parse(doc, strlen(doc), &li) == -EPROTO,
+	   "an address longer than the config allows is refused");
+}
+
+int
+main(void)
+{
+	test_decide();
+	test_record();
+	tap_done();
+}
