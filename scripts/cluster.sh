@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # A local OpenLake cluster on loopback, for trying it out and for tests:
 #
-#   scripts/cluster.sh up N DIR [--etcd 1|3] [--drives D]
-#       builds if needed, starts etcd (3 members by default) and N openlaked nodes with D
-#       drives each (default 2) under DIR, all on free loopback ports, runs
-#       `openlake cluster init`, prints one line per node
+#   scripts/cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--parity P]
+#       builds if needed, starts etcd (3 members by default), runs `openlake cluster init`
+#       (one erasure set of all N x D drives, P parity, defaults N=4 D=1 P=1), then starts N
+#       openlaked nodes under DIR on free loopback ports, waits until S3 answers through every
+#       node (the set's leader serves, the others forward to it), prints one line per node
 #           node ID s3=http://127.0.0.1:PORT kv=127.0.0.1:PORT pid=PID
 #       and returns, leaving them running (logs and pid files under DIR).
 #   scripts/cluster.sh down DIR
 #       stops every process it started under DIR (by the pid files), etcd last.
 #
-# What works today: the nodes register in etcd under leases and share one layout; each node
-# still stores objects on its own drives (the node plane that spreads sets over nodes is not
-# built yet). OPENLAKE_BUILD names the build directory (default build).
+# The nodes serve one object store (docs/cluster.md): any node takes any S3 request.
+# OPENLAKE_BUILD names the build directory (default build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -108,8 +108,8 @@ node_config() { # node_config DIR ID N D S3 KV RPC_PORTS...
 		echo 'console_addr = ""  # N nodes on one host: the admin plane stays on the S3 port'
 		echo "rpc_addr = \"127.0.0.1:${rpcs[$id]}\""
 		echo "kv_addr = \"127.0.0.1:$kv\""
-		echo "set_drive_count = $d"
-		echo "default_parity_count = $((d > 1 ? 1 : 0))"
+		echo "set_drive_count = $((n * d))"
+		echo "default_parity_count = $PARITY"
 		echo "log_level = \"info\""
 		printf '\n[[credentials]]\naccess_key = "openlakeadmin"\nsecret_key = "openlakeadmin"\n'
 		for ((j = 0; j < n; j++)); do
@@ -122,19 +122,32 @@ node_config() { # node_config DIR ID N D S3 KV RPC_PORTS...
 	} >"$nd/openlake.toml"
 }
 
+s3_answers() { # s3_answers PORT: an unsigned GET / gets S3's own answer (403), not a 503
+	local code
+	code=$(curl -s -o /dev/null -m 20 -w '%{http_code}' "http://127.0.0.1:$1/") || return 1
+	[ "$code" = 403 ]
+}
+
 up() {
-	local n=$1 dir=$2 members=3 drives=2 i
-	shift 2
+	local n=4 dir members=3 drives=1 i
+	PARITY=1
+	if [[ "$1" =~ ^[0-9]+$ ]]; then n=$1; shift; fi
+	dir=$1
+	shift
 	while [ $# -gt 0 ]; do
 		case "$1" in
 		--etcd) members=$2; shift 2 ;;
 		--drives) drives=$2; shift 2 ;;
+		--parity) PARITY=$2; shift 2 ;;
 		*) die "unknown option $1" ;;
 		esac
 	done
 	[[ "$n" =~ ^[0-9]+$ && $n -ge 1 && $n -le 64 ]] || die "N must be 1..64"
 	[[ "$members" == 1 || "$members" == 3 ]] || die "--etcd takes 1 or 3"
 	[[ "$drives" =~ ^[0-9]+$ && $drives -ge 1 && $drives -le 16 ]] || die "--drives: 1..16"
+	[ $((n * drives)) -gt 1 ] || PARITY=0
+	[[ "$PARITY" =~ ^[0-9]+$ && $PARITY -lt $((n * drives)) ]] ||
+		die "--parity must be below the $((n * drives)) drives of the set"
 	mkdir -p "$dir/pids"
 	dir=$(cd "$dir" && pwd)
 	ls "$dir"/pids/*.pid >/dev/null 2>&1 && die "$dir has a cluster running: cluster.sh down $dir"
@@ -149,6 +162,11 @@ up() {
 		mkdir -p "$dir/node-$i"
 		node_config "$dir" "$i" "$n" "$drives" "${ports[$((3 * i))]}" \
 			"${ports[$((3 * i + 1))]}" "${rpcs[@]}"
+	done
+	# the layout first: a node reads it at start to know it serves the cluster's set
+	"$BUILD/cmd/openlake/openlake" cluster init --config "$dir/node-0/openlake.toml" \
+		>"$dir/init.log" 2>&1 || die "cluster init failed: $(cat "$dir/init.log")"
+	for ((i = 0; i < n; i++)); do
 		start_bg "$dir/pids/node-$i.pid" "$dir/node-$i/openlaked.log" \
 			"$BUILD/cmd/openlaked/openlaked" --config "$dir/node-$i/openlake.toml"
 	done
@@ -156,8 +174,10 @@ up() {
 		wait_until 60 port_open "${ports[$((3 * i))]}" ||
 			die "node $i did not start (log: $dir/node-$i/openlaked.log)"
 	done
-	"$BUILD/cmd/openlake/openlake" cluster init --config "$dir/node-0/openlake.toml" \
-		>"$dir/init.log" 2>&1 || die "cluster init failed: $(cat "$dir/init.log")"
+	for ((i = 0; i < n; i++)); do
+		wait_until 90 s3_answers "${ports[$((3 * i))]}" ||
+			die "S3 does not answer through node $i (logs: $dir/node-*/openlaked.log)"
+	done
 	for ((i = 0; i < n; i++)); do
 		echo "node $i s3=http://127.0.0.1:${ports[$((3 * i))]} kv=127.0.0.1:${ports[$((3 * i + 1))]} pid=$(cat "$dir/pids/node-$i.pid")"
 	done
@@ -188,7 +208,7 @@ down() {
 }
 
 case "${1:-}" in
-up) [ $# -ge 3 ] || die "usage: cluster.sh up N DIR [--etcd 1|3] [--drives D]"; shift; up "$@" ;;
+up) [ $# -ge 2 ] || die "usage: cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--parity P]"; shift; up "$@" ;;
 down) [ $# -eq 2 ] || die "usage: cluster.sh down DIR"; down "$2" ;;
-*) die "usage: cluster.sh up N DIR [--etcd 1|3] [--drives D] | down DIR" ;;
+*) die "usage: cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--parity P] | down DIR" ;;
 esac

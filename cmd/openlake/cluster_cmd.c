@@ -21,7 +21,7 @@ struct copts {
 	bool json;
 	struct ol_config *cfg;
 	struct ol_etcd *c;
-	char layout_key[OL_CFG_STR + 16], members_key[OL_CFG_STR + 16];
+	char layout_key[OL_CFG_STR + 16], members_key[OL_CFG_STR + 16], sets_key[OL_CFG_STR + 16];
 };
 
 static void
@@ -38,7 +38,8 @@ usage(FILE *f)
 	    "          there are. A second init changes nothing: it says the layout exists and\n"
 	    "          prints it (exit 0 when it matches this config, 1 when it does not).\n"
 	    "  status  the live members (their leases), the layout with each set's health,\n"
-	    "          and the epoch (etcd revision of the member list). With [cluster] secret\n"
+	    "          its leader and the leader's fencing epoch, and the epoch (etcd revision\n"
+	    "          of the member list). With [cluster] secret\n"
 	    "          in the config, each member's node plane (rpc address) is pinged: plane=ok\n"
 	    "          with its round-trip time, or the reason it is not reachable.\n"
 	    "\n"
@@ -65,6 +66,7 @@ connect_etcd(struct copts *o)
 			list);
 	snprintf(o->layout_key, sizeof(o->layout_key), "%slayout", o->cfg->cluster_prefix);
 	snprintf(o->members_key, sizeof(o->members_key), "%smembers/", o->cfg->cluster_prefix);
+	snprintf(o->sets_key, sizeof(o->sets_key), "%ssets/", o->cfg->cluster_prefix);
 	return rc;
 }
 
@@ -246,8 +248,27 @@ member_live(const struct ol_cluster_member *m, size_t n, unsigned id)
 	return false;
 }
 
+/* the leader of set (p, s) from the sets/ range: {node, s3, rpc_addr, epoch} or null */
 static json_t *
-sets_health(const struct ol_layout *l, const struct ol_cluster_member *m, size_t n)
+set_leader(const struct copts *o, const struct ol_etcd_range_result *lr, unsigned p, unsigned s)
+{
+	char key[OL_CFG_STR + 48];
+	snprintf(key, sizeof(key), "%s%u.%u/leader", o->sets_key, p, s);
+	for (size_t i = 0; lr && i < lr->n_kvs; i++) {
+		struct ol_cluster_leader_info li;
+		const struct ol_etcd_kv *kv = &lr->kvs[i];
+		if (strcmp(kv->key, key) || ol_cluster_leader_parse(kv->value, kv->value_len, &li))
+			continue;
+		return json_pack("{s:I, s:s, s:s, s:I}", "node", (json_int_t)li.node, "s3",
+				 li.s3_addr, "rpc_addr", li.rpc_addr, "epoch",
+				 (json_int_t)kv->create_revision);
+	}
+	return json_null();
+}
+
+static json_t *
+sets_health(const struct copts *o, const struct ol_layout *l, const struct ol_cluster_member *m,
+	    size_t n, const struct ol_etcd_range_result *leaders)
 {
 	json_t *a = json_array();
 	for (unsigned p = 0; l && p < l->n_pools; p++) {
@@ -259,10 +280,11 @@ sets_health(const struct ol_layout *l, const struct ol_cluster_member *m, size_t
 			const char *h = live == l->set_drives		    ? "ok"
 					: live >= l->set_drives - l->parity ? "degraded"
 									    : "unavailable";
-			json_array_append_new(a, json_pack("{s:I, s:I, s:I, s:I, s:s}", "pool",
-							   (json_int_t)p, "set", (json_int_t)s,
-							   "drives", (json_int_t)l->set_drives,
-							   "live", (json_int_t)live, "health", h));
+			json_array_append_new(
+			    a, json_pack("{s:I, s:I, s:I, s:I, s:s, s:o}", "pool", (json_int_t)p,
+					 "set", (json_int_t)s, "drives", (json_int_t)l->set_drives,
+					 "live", (json_int_t)live, "health", h, "leader",
+					 set_leader(o, leaders, p, s)));
 		}
 	}
 	return a;
@@ -314,12 +336,18 @@ print_status(struct copts *o, const struct ol_etcd_range_result *r,
 	json_t *v;
 	json_array_foreach(sets, i, v)
 	{
-		printf("  pool %lld set %lld: %s (%lld of %lld nodes' drives live)\n",
+		const json_t *ld = json_object_get(v, "leader");
+		char leader[64] = "no leader";
+		if (json_is_object(ld))
+			snprintf(leader, sizeof(leader), "leader node %lld, epoch %lld",
+				 (long long)json_integer_value(json_object_get(ld, "node")),
+				 (long long)json_integer_value(json_object_get(ld, "epoch")));
+		printf("  pool %lld set %lld: %s (%lld of %lld nodes' drives live), %s\n",
 		       (long long)json_integer_value(json_object_get(v, "pool")),
 		       (long long)json_integer_value(json_object_get(v, "set")),
 		       json_string_value(json_object_get(v, "health")),
 		       (long long)json_integer_value(json_object_get(v, "live")),
-		       (long long)json_integer_value(json_object_get(v, "drives")));
+		       (long long)json_integer_value(json_object_get(v, "drives")), leader);
 	}
 }
 
@@ -367,13 +395,15 @@ json_status(struct copts *o, const struct ol_etcd_range_result *r, const char *l
 static int
 cluster_status(struct copts *o)
 {
-	struct ol_etcd_range_result r = {0}, lr = {0};
+	struct ol_etcd_range_result r = {0}, lr = {0}, sr = {0};
 	struct ol_cluster_member *m = NULL;
 	struct ol_layout l;
 	bool have_layout = false;
 	int rc = read_members(o, &r, &m);
 	if (!rc)
 		rc = ol_etcd_range(o->c, o->layout_key, 0, 0, 0, &lr);
+	if (!rc)
+		rc = ol_etcd_range(o->c, o->sets_key, OL_ETCD_PREFIX, 0, 0, &sr);
 	if (rc) {
 		fprintf(stderr, "openlake cluster status: etcd (%s): %s\n",
 			o->etcd ? o->etcd : o->cfg->cluster_etcd,
@@ -383,7 +413,7 @@ cluster_status(struct copts *o)
 	}
 	const char *lj = lr.n_kvs ? lr.kvs[0].value : NULL;
 	have_layout = lj && ol_layout_from_json(lj, strlen(lj), &l) == 0;
-	json_t *sets = sets_health(have_layout ? &l : NULL, m, r.n_kvs);
+	json_t *sets = sets_health(o, have_layout ? &l : NULL, m, r.n_kvs, &sr);
 	if (o->json)
 		json_status(o, &r, have_layout ? lj : NULL, sets);
 	else
@@ -395,6 +425,7 @@ out:
 	free(m);
 	ol_etcd_range_result_fini(&r);
 	ol_etcd_range_result_fini(&lr);
+	ol_etcd_range_result_fini(&sr);
 	return rc;
 }
 
