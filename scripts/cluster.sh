@@ -19,7 +19,11 @@ REPO=$PWD
 BUILD=${OPENLAKE_BUILD:-build}
 case "$BUILD" in /*) ;; *) BUILD="$REPO/$BUILD" ;; esac
 
-die() { echo "cluster.sh: $*" >&2; exit 1; }
+die() { # a failed `up` stops what it started
+	echo "cluster.sh: $*" >&2
+	if [ -n "${UP_DIR:-}" ]; then down "$UP_DIR" >/dev/null 2>&1 || true; fi
+	exit 1
+}
 
 free_ports() { # free_ports COUNT: that many distinct ports free a moment ago
 	/usr/bin/python3 - "$1" <<'PY'
@@ -151,6 +155,7 @@ up() {
 	mkdir -p "$dir/pids"
 	dir=$(cd "$dir" && pwd)
 	ls "$dir"/pids/*.pid >/dev/null 2>&1 && die "$dir has a cluster running: cluster.sh down $dir"
+	UP_DIR=$dir
 	build
 	start_etcd "$dir" "$members"
 	# one node-plane secret for this cluster (every frame between nodes is MACed with it)
@@ -181,6 +186,7 @@ up() {
 	for ((i = 0; i < n; i++)); do
 		echo "node $i s3=http://127.0.0.1:${ports[$((3 * i))]} kv=127.0.0.1:${ports[$((3 * i + 1))]} pid=$(cat "$dir/pids/node-$i.pid")"
 	done
+	UP_DIR=
 }
 
 gone() { # gone PID: exited (a zombie waiting for its reaper counts as exited)

@@ -280,11 +280,11 @@ sets_health(const struct copts *o, const struct ol_layout *l, const struct ol_cl
 			const char *h = live == l->set_drives		    ? "ok"
 					: live >= l->set_drives - l->parity ? "degraded"
 									    : "unavailable";
-			json_array_append_new(
-			    a, json_pack("{s:I, s:I, s:I, s:I, s:s, s:o}", "pool", (json_int_t)p,
-					 "set", (json_int_t)s, "drives", (json_int_t)l->set_drives,
-					 "live", (json_int_t)live, "health", h, "leader",
-					 set_leader(o, leaders, p, s)));
+			json_array_append_new(a, json_pack("{s:I, s:I, s:I, s:I, s:s, s:o}", "pool",
+							   (json_int_t)p, "set", (json_int_t)s,
+							   "drives", (json_int_t)l->set_drives,
+							   "live", (json_int_t)live, "health", h,
+							   "leader", set_leader(o, leaders, p, s)));
 		}
 	}
 	return a;

@@ -578,6 +578,14 @@ start_objects(const struct ol_config *cfg, struct daemon *d)
 			return rc;
 		if (rc == 1)
 			return start_cluster_storage(cfg, d, &l);
+		if (cfg->set_drive_count > cfg->n_data_dirs ||
+		    cfg->n_data_dirs % cfg->set_drive_count) {
+			ol_err("set_drive_count = %u spans the cluster's nodes, but etcd holds no "
+			       "layout of several nodes to serve it with: run `openlake cluster "
+			       "init --config FILE` once, then start the nodes",
+			       cfg->set_drive_count);
+			return -EINVAL;
+		}
 	}
 #endif
 	return start_storage(cfg, d);

@@ -874,7 +874,20 @@ ol_config_validate(struct ol_config *cfg, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	unsigned n = cfg->set_drive_count, p = cfg->default_parity_count;
-	if (n > cfg->n_data_dirs || cfg->n_data_dirs % n) {
+	/* in a cluster (etcd, several [[nodes]]) a set spans the nodes: N divides all their
+	 * drives, not this node's */
+	unsigned total = 0;
+	for (unsigned i = 0; i < cfg->n_nodes; i++)
+		total += cfg->nodes[i].disk_count;
+	bool spans = cfg->cluster_etcd[0] && ol_config_distinct_nodes(cfg) >= 2;
+	if (spans && (n > total || total % n)) {
+		snprintf(err, errlen,
+			 "set_drive_count = %u must divide the drives of all [[nodes]] (%u, their "
+			 "disk_count summed); set it to a divisor of %u",
+			 n, total, total);
+		return -EINVAL;
+	}
+	if (!spans && (n > cfg->n_data_dirs || cfg->n_data_dirs % n)) {
 		snprintf(err, errlen,
 			 "set_drive_count = %u must divide the number of data_dirs (%u); set it to "
 			 "%u or list more drives",
