@@ -217,7 +217,7 @@ cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 	cs->wait_ms = (int)cfg->cluster_lease_ttl_s * 1000 + 2000;
 	if (cs->wait_ms > 15000)
 		cs->wait_ms = 15000;
-	struct ol_http_proxy_opts po = {.connect_timeout_ms = 2000, .io_timeout_ms = 120000};
+	struct ol_http_proxy_opts po = {.connect_timeout_ms = 2000, .io_timeout_ms = 30000};
 	int rc = ol_http_proxy_new(&po, &cs->proxy);
 	if (rc) {
 		free(cs);

@@ -456,10 +456,12 @@ def test_cluster_sh_up_init_status_down(tmp_path):
         doc = wait_for(members, 60, "3 members")
         assert sorted(m["id"] for m in doc["members"]) == [0, 1, 2]
         lay = doc["layout"]
-        assert lay["set_drive_count"] == 2 and lay["parity"] == 1
+        # one set over the 3 nodes' drives (one each), served by its leader
+        assert lay["set_drive_count"] == 3 and lay["parity"] == 1
         sets = lay["pools"][0]["sets"]
-        assert len(sets) == 3 and all(len({s["node"] for s in st}) == 2 for st in sets)
+        assert len(sets) == 1 and len({s["node"] for s in sets[0]}) == 3
         assert all(s["health"] == "ok" for s in doc["sets"])
+        assert doc["sets"][0]["leader"]["node"] in (0, 1, 2)
         # init again: nothing changes, the same deployment is reported
         again = subprocess.run([str(OPENLAKE_CLI), "cluster", "init", "--config", str(cfg),
                                 "--json"], capture_output=True, text=True, timeout=60)
