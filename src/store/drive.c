@@ -54,7 +54,10 @@ ol_drive_check(struct ol_store *st, int d, struct ol_meta *m)
 
 	if (!m || !ol_meta_broken(m, &why))
 		return;
-	snprintf(buf, sizeof(buf), "metadata damaged: %s", why);
+	if (ol_drive_remote(st, d)) /* its node did not answer: nothing is known damaged */
+		snprintf(buf, sizeof(buf), "%s", why);
+	else
+		snprintf(buf, sizeof(buf), "metadata damaged: %s", why);
 	ol_drive_offline(st, d, m, true, buf);
 }
 

@@ -20,7 +20,10 @@ ol_shard_path(const struct ol_store *st, int d, const uint8_t *uuid, char *buf, 
 	char h[2 * OL_UUID + 1];
 
 	ol_hex_encode(uuid, OL_UUID, h);
-	snprintf(buf, cap, "%s/%.2s/%s", st->d[d].data, h, h);
+	if (ol_drive_remote(st, d)) /* for logs and fault tests: the node plane's name */
+		snprintf(buf, cap, "%s: %.2s/%s", st->d[d].root, h, h);
+	else
+		snprintf(buf, cap, "%s/%.2s/%s", st->d[d].data, h, h);
 }
 
 static void

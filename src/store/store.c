@@ -632,7 +632,8 @@ one_txn(struct ol_store *st, struct ol_commit *c, int d)
 	if (rc) {
 		undo_drive(c, d);
 		ol_warn("store: drive %s: metadata commit failed: %s", st->d[d].root,
-			strerror(-rc));
+			rc == -ESTALE ? "refused, the drive has seen a newer set-leader epoch"
+				      : strerror(-rc));
 		return;
 	}
 	c->done[d] = true;
