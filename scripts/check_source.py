@@ -30,12 +30,12 @@ ALLOWED = {
     "kv": {"base", "openlake", "tls"},
     "cluster": {"base"},
     "http": {"io", "base", "tls"},
-    "store": {"meta", "io", "base"},
+    "store": {"meta", "node", "io", "base"},  # node: the client (remote drives)
     "meta": {"base"},
     "codec": set(),
     "io": {"base"},
     "tls": {"base"},
-    "node": {"io", "base"},
+    "node": {"io", "meta", "base"},  # meta: the server serves drives' indexes
     "base": set(),
     "client": {"kv", "codec", "openlake"},
 }

@@ -1,5 +1,6 @@
 /* meta/meta.c - LMDB environment per drive. */
 #include "meta/meta.h"
+#include "meta/meta_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,19 +19,8 @@
 
 #include "base/log.h"
 
-static const char *const db_names[OL_META_NDB] = {"buckets", "objects", "uploads", "parts",
-						  "versions"};
-
-struct ol_meta {
-	MDB_env *env;
-	MDB_dbi dbi[OL_META_NDB];
-	_Atomic int broken; /* a fault or corruption seen: the env is never touched again */
-	char *map;	    /* the env's map, for the fault handler */
-	bool listed;	    /* on the list of maps: never freed */
-	size_t map_size;
-	struct ol_meta *next; /* registered maps */
-	char why[96];
-};
+static const char *const db_names[OL_META_NDB + 1] = {"buckets", "objects",  "uploads",
+						      "parts",	 "versions", "fence"};
 
 /* Faults. LMDB reads its file through a read-only shared map: a truncated file makes a read
  * past its end SIGBUS, and damaged pages can make LMDB follow wild offsets (SIGSEGV) or fail
@@ -119,16 +109,6 @@ disarm(void)
 	armed = NULL;
 }
 
-struct ol_meta_txn {
-	struct ol_meta *m;
-	MDB_txn *txn;
-};
-
-struct ol_meta_cursor {
-	MDB_cursor *cur;
-	struct ol_meta *m;
-};
-
 /* LMDB returns positive errno values or its own codes below zero. */
 static int
 mdb_to_errno(int rc)
@@ -200,7 +180,7 @@ open_dbs(struct ol_meta *m)
 
 	if (rc)
 		return res(m, rc);
-	for (int i = 0; i < OL_META_NDB && !rc; i++)
+	for (int i = 0; i <= OL_META_NDB && !rc; i++)
 		rc = mdb_dbi_open(txn, db_names[i], MDB_CREATE, &m->dbi[i]);
 	if (rc) {
 		mdb_txn_abort(txn);
@@ -297,6 +277,12 @@ register_map(struct ol_meta *m)
 		m->map_size = hi - lo;
 	}
 	fclose(f);
+	ol_meta_list(m);
+}
+
+void
+ol_meta_list(struct ol_meta *m)
+{
 	m->listed = true; /* listed even when not found: never freed, like a listed one */
 	pthread_mutex_lock(&maps_mu);
 	m->next = atomic_load(&maps);
@@ -316,7 +302,7 @@ env_open(struct ol_meta *m, const char *path, uint64_t map_size, unsigned flags)
 	mdb_env_set_assert(m->env, on_assert);
 	rc = mdb_env_set_mapsize(m->env, map_size ? map_size : (64ULL << 30));
 	if (!rc)
-		rc = mdb_env_set_maxdbs(m->env, OL_META_NDB + 2);
+		rc = mdb_env_set_maxdbs(m->env, OL_META_NDB + 3);
 	if (!rc)
 		rc = mdb_env_set_maxreaders(m->env, 1024);
 	if (rc)
@@ -372,6 +358,10 @@ ol_meta_open(const char *path, uint64_t map_size, bool sync, struct ol_meta **ou
 void
 ol_meta_close(struct ol_meta *m)
 {
+	if (m && m->r) {
+		m->broken = m->broken ? m->broken : 5;
+		return; /* listed: never freed */
+	}
 	if (!m || m->broken)
 		return; /* a broken env is abandoned, never touched again */
 	m->broken = 5;
@@ -390,6 +380,8 @@ ol_meta_broken(const struct ol_meta *m, const char **why)
 int
 ol_meta_sync(struct ol_meta *m)
 {
+	if (m && m->r)
+		return m->broken ? -EUCLEAN : 0; /* commits were synced by the drive */
 	LIVE(m);
 	return mdb_to_errno(mdb_env_sync(m->env, 1));
 }
@@ -397,6 +389,8 @@ ol_meta_sync(struct ol_meta *m)
 int
 ol_meta_fd(struct ol_meta *m)
 {
+	if (m && m->r)
+		return -1;
 	mdb_filehandle_t fd;
 
 	if (!m || m->broken)
@@ -407,12 +401,14 @@ ol_meta_fd(struct ol_meta *m)
 int
 ol_meta_begin(struct ol_meta *m, bool write, struct ol_meta_txn **out)
 {
+	if (m && m->r)
+		return ol_rm_begin(m, write, out);
 	struct ol_meta_txn *t;
 	struct guard g;
 	int rc;
 
 	LIVE(m);
-	t = ol_xmalloc(sizeof(*t));
+	t = ol_xcalloc(1, sizeof(*t));
 	if (!GUARDED(m, g)) {
 		free(t); /* what LMDB allocated inside is abandoned with the env */
 		return faulted(m);
@@ -431,6 +427,8 @@ ol_meta_begin(struct ol_meta *m, bool write, struct ol_meta_txn **out)
 int
 ol_meta_commit(struct ol_meta_txn *t)
 {
+	if (t->r)
+		return ol_rm_commit(t);
 	struct ol_meta *m = t->m;
 	struct guard g;
 	int rc;
@@ -452,6 +450,10 @@ ol_meta_commit(struct ol_meta_txn *t)
 void
 ol_meta_abort(struct ol_meta_txn *t)
 {
+	if (t && t->r) {
+		ol_rm_abort(t);
+		return;
+	}
 	struct guard g;
 
 	if (!t)
@@ -474,6 +476,8 @@ int
 ol_meta_get(struct ol_meta_txn *t, enum ol_meta_db db, const void *key, size_t klen,
 	    const void **val, size_t *vlen)
 {
+	if (t->r)
+		return ol_rm_get(t, db, key, klen, val, vlen);
 	MDB_val k = {klen, (void *)key}, v;
 	struct guard g;
 	int rc;
@@ -496,6 +500,8 @@ int
 ol_meta_put(struct ol_meta_txn *t, enum ol_meta_db db, const void *key, size_t klen,
 	    const void *val, size_t vlen)
 {
+	if (t->r)
+		return ol_rm_put(t, db, key, klen, val, vlen);
 	MDB_val k = {klen, (void *)key}, v = {vlen, (void *)val};
 	struct guard g;
 	int rc;
@@ -511,6 +517,8 @@ ol_meta_put(struct ol_meta_txn *t, enum ol_meta_db db, const void *key, size_t k
 int
 ol_meta_del(struct ol_meta_txn *t, enum ol_meta_db db, const void *key, size_t klen)
 {
+	if (t->r)
+		return ol_rm_del(t, db, key, klen);
 	MDB_val k = {klen, (void *)key};
 	struct guard g;
 	int rc;
@@ -526,12 +534,14 @@ ol_meta_del(struct ol_meta_txn *t, enum ol_meta_db db, const void *key, size_t k
 int
 ol_meta_cursor_open(struct ol_meta_txn *t, enum ol_meta_db db, struct ol_meta_cursor **out)
 {
+	if (t->r)
+		return ol_rm_cursor_open(t, db, out);
 	struct ol_meta_cursor *c;
 	struct guard g;
 	int rc;
 
 	LIVE(t->m);
-	c = ol_xmalloc(sizeof(*c));
+	c = ol_xcalloc(1, sizeof(*c));
 	c->m = t->m;
 	if (!GUARDED(t->m, g)) {
 		free(c);
@@ -550,6 +560,10 @@ ol_meta_cursor_open(struct ol_meta_txn *t, enum ol_meta_db db, struct ol_meta_cu
 void
 ol_meta_cursor_close(struct ol_meta_cursor *c)
 {
+	if (c && c->r) {
+		ol_rm_cursor_close(c);
+		return;
+	}
 	if (!c)
 		return;
 	if (!c->m->broken)
@@ -589,6 +603,8 @@ int
 ol_meta_cursor_seek(struct ol_meta_cursor *c, const void *key, size_t klen, const void **k,
 		    size_t *kl, const void **v, size_t *vl)
 {
+	if (c->r)
+		return ol_rm_cursor_seek(c, key, klen, k, kl, v, vl);
 	MDB_val kv = {klen, (void *)key};
 
 	if (klen == 0)
@@ -600,6 +616,8 @@ int
 ol_meta_cursor_next(struct ol_meta_cursor *c, const void **k, size_t *kl, const void **v,
 		    size_t *vl)
 {
+	if (c->r)
+		return ol_rm_cursor_next(c, k, kl, v, vl);
 	MDB_val kv;
 
 	return cursor_get(c, &kv, MDB_NEXT, k, kl, v, vl);
@@ -608,6 +626,8 @@ ol_meta_cursor_next(struct ol_meta_cursor *c, const void **k, size_t *kl, const 
 int
 ol_meta_cursor_del(struct ol_meta_cursor *c)
 {
+	if (c->r)
+		return ol_rm_cursor_del(c);
 	struct guard g;
 	int rc;
 
@@ -656,6 +676,8 @@ walk(struct ol_meta *m, MDB_txn *txn, MDB_dbi dbi, size_t last_pg, uint64_t *n)
 int
 ol_meta_check(struct ol_meta *m)
 {
+	if (m && m->r)
+		return m->broken ? -EUCLEAN : 0; /* the drive's node checked it at open */
 	MDB_txn *txn = NULL;
 	MDB_envinfo info;
 	struct guard g;
@@ -673,7 +695,7 @@ ol_meta_check(struct ol_meta *m)
 		return res(m, rc);
 	}
 	rc = walk(m, txn, 0, info.me_last_pgno, &n);
-	for (int i = 0; i < OL_META_NDB && !rc; i++)
+	for (int i = 0; i <= OL_META_NDB && !rc; i++)
 		rc = walk(m, txn, m->dbi[i], info.me_last_pgno, &n);
 	mdb_txn_abort(txn);
 	disarm();

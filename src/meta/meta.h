@@ -12,6 +12,7 @@
 #ifndef OL_META_META_H
 #define OL_META_META_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,7 +23,10 @@ enum ol_meta_db {
 	OL_META_UPLOADS,     /* bucket '\0' upload id -> upload record */
 	OL_META_PARTS,	     /* bucket '\0' upload id '\0' part_no (BE32) -> part record */
 	OL_META_VERSIONS,    /* bucket '\0' key '\0' ~mtime (BE64) vid -> version record */
-	OL_META_NDB
+	OL_META_NDB,	     /* the record databases above */
+	/* "epoch" -> u64 (host order): the newest set-leader epoch this drive committed for
+	 * (node/mops.c, fencing); not a record database, the store never reads it */
+	OL_META_FENCE = OL_META_NDB,
 };
 
 struct ol_meta;
@@ -59,6 +63,52 @@ int ol_meta_sync(struct ol_meta *m);
 /* The data file's fd: fdatasync on it is what ol_meta_sync does (so a caller may batch the
  * syncs of several environments, e.g. on io_uring). -1 on error. */
 int ol_meta_fd(struct ol_meta *m);
+
+/* ---- remote environments ----
+ * An env whose records live on another node (store/rdrive.c implements the callbacks over the
+ * node plane). The calls below work on it as on a local one, with these differences:
+ * - no snapshot across calls: a read txn's gets and cursor pages each see the drive as it is
+ *   when they reach it;
+ * - a write txn buffers its puts and dels (its own gets and cursors see them, as an overlay)
+ *   and ol_meta_commit ships them as one batch the drive applies in one LMDB txn, durable
+ *   before the answer when the env was opened with sync (ol_meta_sync is then a no-op and
+ *   ol_meta_fd is -1);
+ * - cursors read pages of entries: a pointer from a cursor stays valid until that cursor has
+ *   read two more pages (or the txn ends), not for the whole txn;
+ * - a call that cannot reach the drive (peer down, deadline, protocol) marks the env broken
+ *   (-EUCLEAN from then on, ol_meta_broken true with the reason), as a fault does locally;
+ *   the owner makes a new env when the drive answers again. */
+struct ol_meta_kv {
+	const void *k, *v;
+	size_t kl, vl;
+};
+struct ol_meta_page {
+	struct ol_meta_kv *e; /* malloc'd by the callback, n entries in key order */
+	size_t n;
+	void *buf; /* what e points into (malloc'd; freed with e) */
+};
+struct ol_meta_op {
+	uint8_t put; /* 1 put, 0 delete */
+	uint8_t db;
+	const void *k, *v;
+	size_t kl, vl;
+};
+struct ol_meta_remote_ops {
+	/* 0 and a malloc'd copy of the value, -ENOENT, or -errno */
+	int (*get)(void *arg, enum ol_meta_db db, const void *k, size_t kl, void **v, size_t *vl);
+	/* the first entries with key >= k (after: > k), at least one when any; n == 0 at end */
+	int (*scan)(void *arg, enum ol_meta_db db, const void *k, size_t kl, bool after,
+		    struct ol_meta_page *pg);
+	/* apply ops atomically (durable when sync); -ESTALE: fenced (the env stays sound) */
+	int (*commit)(void *arg, const struct ol_meta_op *ops, size_t n, bool sync);
+};
+/* Results of the callbacks that do not mean "the drive is unreachable". */
+#define OL_META_REMOTE_SOUND(rc)                                                                   \
+	((rc) == 0 || (rc) == -ENOENT || (rc) == -ESTALE || (rc) == -EMSGSIZE)
+/* A remote env calling ops with arg (both outlive it). 0 or -ENOMEM. */
+int ol_meta_open_remote(const struct ol_meta_remote_ops *ops, void *arg, bool sync,
+			struct ol_meta **out);
+bool ol_meta_is_remote(const struct ol_meta *m);
 
 /* -ENODEV when m is NULL (a drive taken offline), -EUCLEAN when broken. */
 int ol_meta_begin(struct ol_meta *m, bool write, struct ol_meta_txn **out);

@@ -8,6 +8,7 @@
 #include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 struct ol_node_client {
@@ -494,5 +495,30 @@ ol_node_shard_read(struct ol_node_client *c, unsigned drive, const char *name, u
 	}
 	if (got)
 		*got = total;
+	return end_call(c, rc);
+}
+
+uint32_t
+ol_node_client_max_payload(const struct ol_node_client *c)
+{
+	return c->fd >= 0 ? c->info.max_payload : 0;
+}
+
+int
+ol_node_call(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int niov,
+	     int deadline_ms, const uint8_t **reply, size_t *rlen)
+{
+	int rc = begin(c, deadline_ms);
+	struct ol_node_hdr rh;
+	if (rc)
+		return end_call(c, rc);
+	struct ol_node_wr w = {c->sbuf + OL_NODE_HDR, 0, c->cap - OL_NODE_HDR - OL_NODE_MAC, false};
+	for (int i = 0; i < niov; i++)
+		ol_node_putbytes(&w, iov[i].iov_base, iov[i].iov_len);
+	rc = w.err ? -EMSGSIZE : simple_call(c, op, w.n, &rh);
+	if (!rc) {
+		*reply = c->rbuf + OL_NODE_HDR;
+		*rlen = rh.len;
+	}
 	return end_call(c, rc);
 }

@@ -272,3 +272,22 @@ ol_node_putstr(struct ol_node_wr *w, const char *s)
 	ol_node_put16(w, (uint16_t)n);
 	ol_node_putbytes(w, s, n);
 }
+
+int
+ol_node_mentry_get(struct ol_node_rd *r, bool page, struct ol_node_mentry *e)
+{
+	const uint8_t *kd = page ? NULL : ol_node_getbytes(r, 2);
+	e->kind = kd ? kd[0] : OL_NODE_ME_PUT;
+	e->db = kd ? kd[1] : 0;
+	e->klen = ol_node_get16(r);
+	e->key = ol_node_getbytes(r, e->klen);
+	e->vlen = ol_node_get32(r);
+	e->val = ol_node_getbytes(r, e->vlen);
+	if (r->err || e->klen == 0 || e->klen > OL_NODE_META_KEY || e->db >= OL_NODE_META_NDB ||
+	    (e->kind != OL_NODE_ME_PUT && e->kind != OL_NODE_ME_DEL) ||
+	    (e->kind == OL_NODE_ME_DEL && e->vlen)) {
+		r->err = true;
+		return -EPROTO;
+	}
+	return 0;
+}

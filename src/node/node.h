@@ -50,8 +50,23 @@ enum ol_node_op {
 	OL_NODE_SHARD_READ = 6,
 	OL_NODE_SHARD_RENAME = 7,
 	OL_NODE_SHARD_UNLINK = 8,
-	OL_NODE_OP_MAX = 8,
+	OL_NODE_SHARD_PWRITE = 9, /* a chunk at an offset (create / exclusive / sync flags) */
+	OL_NODE_SHARD_FSYNC = 10, /* fdatasync of a shard and fsync of its directory */
+	OL_NODE_META_GET = 11,	  /* one record of a drive's metadata index (LMDB) */
+	OL_NODE_META_SCAN = 12,	  /* a page of records from a key on */
+	OL_NODE_META_COMMIT = 13, /* a batch of puts / deletes in one txn, fenced by an epoch */
+	OL_NODE_OP_MAX = 13,
 };
+
+/* SHARD_PWRITE flags */
+enum { OL_NODE_PW_CREATE = 1, OL_NODE_PW_EXCL = 2, OL_NODE_PW_SYNC = 4 };
+/* META_COMMIT flags */
+enum { OL_NODE_MC_SYNC = 1 };
+/* META_COMMIT entry kinds */
+enum { OL_NODE_ME_PUT = 1, OL_NODE_ME_DEL = 2 };
+/* The metadata databases a drive serves (meta/meta.h's enum ol_meta_db, fence excluded). */
+#define OL_NODE_META_NDB 5
+#define OL_NODE_META_KEY 511 /* LMDB's key limit */
 
 enum ol_node_flag {
 	OL_NODE_F_REPLY = 1, /* server -> client */
@@ -107,6 +122,19 @@ uint64_t ol_node_get64(struct ol_node_rd *r);
 size_t ol_node_getstr(struct ol_node_rd *r, char *out, size_t cap);
 const uint8_t *ol_node_getbytes(struct ol_node_rd *r, size_t n);
 
+/* One entry of a META_COMMIT batch or of a META_SCAN page (pointers into the payload). */
+struct ol_node_mentry {
+	uint8_t kind; /* OL_NODE_ME_PUT / _DEL (pages: PUT) */
+	uint8_t db;
+	const uint8_t *key, *val;
+	uint16_t klen;
+	uint32_t vlen;
+};
+/* Read the next entry: kind u8, db u8, klen u16, key, vlen u32, val (commit) or, with
+ * page = true, klen u16, key, vlen u32, val (kind PUT, db 0). 0 or -EPROTO (r->err set, or a
+ * kind, db or key length out of range: key 1..OL_NODE_META_KEY bytes). Pure. */
+int ol_node_mentry_get(struct ol_node_rd *r, bool page, struct ol_node_mentry *e);
+
 /* Writing into a caller's buffer: an overflow sets err. */
 struct ol_node_wr {
 	uint8_t *p;
@@ -132,6 +160,9 @@ struct ol_node_server_opts {
 	uint32_t max_payload; /* largest frame payload accepted */
 	unsigned n_drives;
 	const char *const *drives; /* data dirs; shard names live under <dir>/.openlake/data */
+	/* The metadata index of a drive (<dir>/.openlake/meta.mdb) is opened by the first META
+	 * op on it, locked as a store locks a data dir: a node serves its drives' metadata to a
+	 * remote set only when no local store of this process holds them. */
 	unsigned hello_timeout_ms; /* a connection without a valid HELLO by then is closed
 				      (0 = 10 s) */
 };
@@ -206,6 +237,15 @@ int ol_node_shard_rename(struct ol_node_client *c, unsigned drive, const char *f
 			 int deadline_ms);
 int ol_node_shard_unlink(struct ol_node_client *c, unsigned drive, const char *name,
 			 int deadline_ms);
+
+/* One request frame (payload = the iov bytes, at most the peer's max_payload: -EMSGSIZE)
+ * and its one reply: *reply points at its payload (*rlen bytes) inside the client, valid until
+ * the next call on c. Returns the peer's status. For ops 9..13 (see docs/node-protocol.md). */
+struct iovec;
+int ol_node_call(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int niov,
+		 int deadline_ms, const uint8_t **reply, size_t *rlen);
+/* The peer's max_payload after a successful call (0 before). */
+uint32_t ol_node_client_max_payload(const struct ol_node_client *c);
 
 struct ol_node_client_stats {
 	uint64_t max_outstanding; /* most frame bytes sent and not yet granted back */

@@ -6,6 +6,7 @@
 #include "io/loop.h"
 #include "node/node.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 struct nloop;
@@ -53,6 +54,10 @@ struct ol_node_server {
 	unsigned n_drives;
 	char drives[OL_NODE_MAX_DRIVES][OL_NODE_NAME_MAX + 1];
 	int root_fd[OL_NODE_MAX_DRIVES]; /* <drive>/.openlake/data, or -1 */
+	/* mops.c: each drive's metadata env, opened by the first META op (under meta_mu) */
+	pthread_mutex_t meta_mu;
+	struct ol_meta *meta[OL_NODE_MAX_DRIVES];
+	int meta_lock[OL_NODE_MAX_DRIVES]; /* flock on <drive>/.openlake/lock, or -1 */
 	unsigned n_loops;
 	struct nloop *loops;
 	bool metrics; /* registered with base/metrics */
@@ -82,5 +87,19 @@ void ol_node_read_pump(struct nconn *c);
 void ol_node_ops_fini(struct nconn *c);
 /* Open <drive>/.openlake/data (created) for each drive; -errno. */
 int ol_node_ops_open_roots(struct ol_node_server *s);
+
+/* mops.c: SHARD_PWRITE, SHARD_FSYNC and the META ops; init / fini of their state. */
+struct ol_node_rd;
+int ol_node_op_pwrite(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r);
+int ol_node_op_fsync(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r);
+int ol_node_op_meta_get(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r);
+int ol_node_op_meta_scan(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r);
+int ol_node_op_meta_commit(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r);
+void ol_node_mops_init(struct ol_node_server *s);
+void ol_node_mops_fini(struct ol_node_server *s);
+/* ops.c helpers mops.c shares */
+int ol_node_target(struct nconn *c, struct ol_node_rd *r, char *name);
+int ol_node_make_parents(int root, const char *name);
+int ol_node_sync_parent(int root, const char *name);
 
 #endif

@@ -50,8 +50,8 @@ ol_node_ops_open_roots(struct ol_node_server *s)
 }
 
 /* drive index and shard name at the start of a request */
-static int
-target(struct nconn *c, struct ol_node_rd *r, char *name)
+int
+ol_node_target(struct nconn *c, struct ol_node_rd *r, char *name)
 {
 	unsigned d = ol_node_get16(r);
 	size_t n = ol_node_getstr(r, name, OL_NODE_NAME_MAX + 1);
@@ -63,8 +63,8 @@ target(struct nconn *c, struct ol_node_rd *r, char *name)
 }
 
 /* create the directories above name (mkdir -p of its parent) */
-static int
-make_parents(int root, const char *name)
+int
+ol_node_make_parents(int root, const char *name)
 {
 	char p[OL_NODE_NAME_MAX + 1];
 	snprintf(p, sizeof(p), "%s", name);
@@ -77,8 +77,8 @@ make_parents(int root, const char *name)
 	return 0;
 }
 
-static int
-sync_parent(int root, const char *name)
+int
+ol_node_sync_parent(int root, const char *name)
 {
 	char p[OL_NODE_NAME_MAX + 1];
 	snprintf(p, sizeof(p), "%s", name);
@@ -109,7 +109,7 @@ static int
 op_stat(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r)
 {
 	char name[OL_NODE_NAME_MAX + 1];
-	int d = target(c, r, name);
+	int d = ol_node_target(c, r, name);
 	if (d < 0)
 		return d;
 	struct stat st;
@@ -129,7 +129,7 @@ static int
 op_rename(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r)
 {
 	char from[OL_NODE_NAME_MAX + 1], to[OL_NODE_NAME_MAX + 1];
-	int d = target(c, r, from);
+	int d = ol_node_target(c, r, from);
 	if (d < 0)
 		return d;
 	size_t n = ol_node_getstr(r, to, sizeof(to));
@@ -138,11 +138,11 @@ op_rename(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r)
 	if (!ol_node_name_ok(to, n))
 		return -EINVAL;
 	int root = c->s->root_fd[d];
-	int rc = make_parents(root, to);
+	int rc = ol_node_make_parents(root, to);
 	if (!rc && renameat(root, from, root, to))
 		rc = -errno;
 	if (!rc)
-		rc = sync_parent(root, to);
+		rc = ol_node_sync_parent(root, to);
 	if (!rc)
 		ol_node_reply(c, h, 0, 0, NULL, 0);
 	return rc;
@@ -152,7 +152,7 @@ static int
 op_unlink(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r)
 {
 	char name[OL_NODE_NAME_MAX + 1];
-	int d = target(c, r, name);
+	int d = ol_node_target(c, r, name);
 	if (d < 0)
 		return d;
 	if (unlinkat(c->s->root_fd[d], name, 0))
@@ -231,11 +231,11 @@ write_open(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r)
 {
 	if (c->wfd >= 0)
 		return -EBUSY; /* one shard stream per connection */
-	int d = target(c, r, c->wname);
+	int d = ol_node_target(c, r, c->wname);
 	if (d < 0)
 		return d;
 	int root = c->s->root_fd[d];
-	int rc = make_parents(root, c->wname);
+	int rc = ol_node_make_parents(root, c->wname);
 	if (rc)
 		return rc;
 	c->wfd =
@@ -359,7 +359,7 @@ static int
 op_read(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r)
 {
 	char name[OL_NODE_NAME_MAX + 1];
-	int d = target(c, r, name);
+	int d = ol_node_target(c, r, name);
 	uint64_t off = ol_node_get64(r), len = ol_node_get64(r);
 	if (d < 0 || r->err)
 		return d < 0 ? d : -EPROTO;
@@ -404,10 +404,19 @@ static const struct {
 	op_fn fn;
 	bool stream; /* several frames per call (FIRST / MORE allowed) */
 } ops[OL_NODE_OP_MAX + 1] = {
-    [OL_NODE_HELLO] = {op_refuse, false},	 [OL_NODE_PING] = {op_ping, false},
-    [OL_NODE_CREDIT] = {op_refuse, false},	 [OL_NODE_STAT] = {op_stat, false},
-    [OL_NODE_SHARD_WRITE] = {op_write, true},	 [OL_NODE_SHARD_READ] = {op_read, false},
-    [OL_NODE_SHARD_RENAME] = {op_rename, false}, [OL_NODE_SHARD_UNLINK] = {op_unlink, false},
+    [OL_NODE_HELLO] = {op_refuse, false},
+    [OL_NODE_PING] = {op_ping, false},
+    [OL_NODE_CREDIT] = {op_refuse, false},
+    [OL_NODE_STAT] = {op_stat, false},
+    [OL_NODE_SHARD_WRITE] = {op_write, true},
+    [OL_NODE_SHARD_READ] = {op_read, false},
+    [OL_NODE_SHARD_RENAME] = {op_rename, false},
+    [OL_NODE_SHARD_UNLINK] = {op_unlink, false},
+    [OL_NODE_SHARD_PWRITE] = {ol_node_op_pwrite, false},
+    [OL_NODE_SHARD_FSYNC] = {ol_node_op_fsync, false},
+    [OL_NODE_META_GET] = {ol_node_op_meta_get, false},
+    [OL_NODE_META_SCAN] = {ol_node_op_meta_scan, false},
+    [OL_NODE_META_COMMIT] = {ol_node_op_meta_commit, false},
 };
 
 int

@@ -480,6 +480,7 @@ ol_node_server_start(const struct ol_node_server_opts *o, struct ol_node_server 
 	s->n_drives = o->n_drives;
 	for (unsigned i = 0; i < o->n_drives; i++)
 		snprintf(s->drives[i], sizeof(s->drives[i]), "%s", o->drives[i]);
+	ol_node_mops_init(s);
 	int rc = ol_node_ops_open_roots(s);
 	s->loops = ol_xcalloc(o->threads, sizeof(*s->loops));
 	for (unsigned i = 0; !rc && i < o->threads; i++) {
@@ -531,6 +532,7 @@ ol_node_server_stop(struct ol_node_server *s)
 	for (unsigned i = 0; i < s->n_drives; i++)
 		if (s->root_fd[i] >= 0)
 			close(s->root_fd[i]);
+	ol_node_mops_fini(s);
 	free(s->loops);
 	free(s);
 }

@@ -79,9 +79,10 @@ bucket_write(struct ol_store *st, const char *bucket, bool del, int64_t created,
 		c.raw_len = len;
 	}
 	ok = ol_commit_all(st, &c);
+	ok = ok >= st->w ? 0 : ol_commit_err(&c);
 	ol_commit_free(&c);
 	free(rec);
-	return ok >= st->w ? 0 : -EIO;
+	return ok;
 }
 
 int

@@ -54,7 +54,10 @@ ol_drive_check(struct ol_store *st, int d, struct ol_meta *m)
 
 	if (!m || !ol_meta_broken(m, &why))
 		return;
-	snprintf(buf, sizeof(buf), "metadata damaged: %s", why);
+	if (ol_drive_remote(st, d)) /* its node did not answer: nothing is known damaged */
+		snprintf(buf, sizeof(buf), "%s", why);
+	else
+		snprintf(buf, sizeof(buf), "metadata damaged: %s", why);
 	ol_drive_offline(st, d, m, true, buf);
 }
 
@@ -146,6 +149,13 @@ check_online(struct ol_store *st, int d)
 	ol_drive_check(st, d, m);
 	if (atomic_load(&st->d[d].meta) != m)
 		return;
+	if (ol_drive_remote(st, d)) {
+		if ((rc = ol_rd_ping(st->d[d].rd))) {
+			snprintf(why, sizeof(why), "node plane ping failed: %s", strerror(-rc));
+			ol_drive_offline(st, d, m, false, why);
+		}
+		return;
+	}
 	rc = same_file(st, d, m);
 	if (rc) {
 		snprintf(why, sizeof(why), "metadata file %s (%s)",
@@ -193,6 +203,43 @@ relock(struct ol_store *st, int d)
 	return 0;
 }
 
+/* The drive's back online with m: on_return called (see ol_store_on_drive_return). */
+static void
+back_online(struct ol_store *st, int d, struct ol_meta *m)
+{
+	struct ol_drive *dr = &st->d[d];
+
+	pthread_mutex_lock(&st->drv_mu);
+	dr->parked = NULL;
+	dr->damaged = false;
+	dr->why[0] = 0;
+	pthread_mutex_unlock(&st->drv_mu);
+	atomic_store(&dr->meta, m);
+	pthread_mutex_lock(&st->drv_mu); /* cb runs under it: see ol_store_on_drive_return */
+	ol_warn("store: drive %s is back online (%d of %d drives online)%s", dr->root,
+		ol_store_drives_online(st), st->n,
+		st->on_return ? "" : "; run `openlake heal` to restore what it missed");
+	if (st->on_return)
+		st->on_return(st->on_return_arg, dr->root);
+	pthread_mutex_unlock(&st->drv_mu);
+}
+
+/* A remote drive answers again: a fresh env (the old one, broken or parked, is dropped). */
+static int
+revive_remote(struct ol_store *st, int d, char *why, size_t cap)
+{
+	struct ol_meta *m = NULL;
+	int rc = ol_rd_open_meta(st, d, &m);
+
+	if (rc) {
+		snprintf(why, cap, "node plane: %s", strerror(-rc));
+		return rc;
+	}
+	ol_meta_close(st->d[d].parked);
+	back_online(st, d, m);
+	return 0;
+}
+
 static int
 revive(struct ol_store *st, int d, char *why, size_t cap)
 {
@@ -202,6 +249,8 @@ revive(struct ol_store *st, int d, char *why, size_t cap)
 	struct stat sb;
 	int rc;
 
+	if (ol_drive_remote(st, d))
+		return revive_remote(st, d, why, cap);
 	if (stat(dr->root, &sb) || !S_ISDIR(sb.st_mode)) {
 		snprintf(why, cap, "data dir missing");
 		return -ENOENT;
@@ -230,19 +279,7 @@ revive(struct ol_store *st, int d, char *why, size_t cap)
 		snprintf(why, cap, "cannot open metadata: %s", strerror(-rc));
 		return rc;
 	}
-	pthread_mutex_lock(&st->drv_mu);
-	dr->parked = NULL;
-	dr->damaged = false;
-	dr->why[0] = 0;
-	pthread_mutex_unlock(&st->drv_mu);
-	atomic_store(&dr->meta, m);
-	pthread_mutex_lock(&st->drv_mu); /* cb runs under it: see ol_store_on_drive_return */
-	ol_warn("store: drive %s is back online (%d of %d drives online)%s", dr->root,
-		ol_store_drives_online(st), st->n,
-		st->on_return ? "" : "; run `openlake heal` to restore what it missed");
-	if (st->on_return)
-		st->on_return(st->on_return_arg, dr->root);
-	pthread_mutex_unlock(&st->drv_mu);
+	back_online(st, d, m);
 	return 0;
 }
 

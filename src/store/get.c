@@ -31,8 +31,7 @@ static void
 close_fds(struct ol_get *g)
 {
 	for (int d = 0; d < g->st->n; d++) {
-		if (g->fd[d] >= 0)
-			close(g->fd[d]);
+		ol_shard_close(g->fd[d]);
 		g->fd[d] = -1;
 	}
 }
@@ -50,16 +49,14 @@ open_part(struct ol_get *g, uint32_t pi)
 		if (!g->st->d[d].meta)
 			continue;
 		ol_shard_path(g->st, d, p.uuid, path, sizeof(path));
-		g->fd[d] = open(path, O_RDWR | O_CLOEXEC);
-		if (g->fd[d] < 0)
-			g->fd[d] = open(path, O_RDONLY | O_CLOEXEC);
+		g->fd[d] = ol_shard_open(g->st, d, p.uuid);
 		if (g->fd[d] >= 0 || !p.size)
 			continue;
 		/* gone: recreate it empty; reads that rebuild its blocks write them back */
 		g->fd[d] = ol_shard_create(g->st, d, p.uuid);
 		if (g->fd[d] >= 0) {
-			close(g->fd[d]);
-			g->fd[d] = open(path, O_RDWR | O_CLOEXEC);
+			ol_shard_close(g->fd[d]);
+			g->fd[d] = ol_shard_open(g->st, d, p.uuid);
 		}
 		g->warned[d] = true;
 		ol_warn("store: drive %s: shard %s missing (%s)", g->st->d[d].root, path,
@@ -303,7 +300,7 @@ read_blocks(struct ol_get *g, const struct stripe *s, const bool *which)
 		ops[n].iov[0] = (struct iovec){g->blk[d], s->bl + OL_TRAILER};
 		map[n++] = d;
 	}
-	ol_io_batch(ops, n);
+	ol_shard_batch(ops, (unsigned)n);
 	for (int i = 0; i < n; i++) {
 		int d = map[i];
 		uint64_t sum = ol_block_sum(g->rec.ck, g->blk[d], s->bl, s->j);
@@ -331,8 +328,8 @@ heal_blocks(struct ol_get *g, const struct stripe *s, const bool *rebuilt)
 		if (!rebuilt[d] || g->fd[d] < 0)
 			continue;
 		ol_put_u64(g->blk[d] + s->bl, ol_block_sum(g->rec.ck, g->blk[d], s->bl, s->j));
-		w = pwrite(g->fd[d], g->blk[d], s->bl + OL_TRAILER,
-			   (off_t)(s->j * ((uint64_t)g->rec.bs + OL_TRAILER)));
+		w = ol_shard_pwrite(g->fd[d], g->blk[d], s->bl + OL_TRAILER,
+				    s->j * ((uint64_t)g->rec.bs + OL_TRAILER));
 		if (w == (ssize_t)(s->bl + OL_TRAILER))
 			ol_info("store: drive %s: healed shard block %llu", g->st->d[d].root,
 				(unsigned long long)s->j);
@@ -403,7 +400,7 @@ read_direct(struct ol_get *g, const struct stripe *s, size_t in, uint8_t *out, s
 		ops[n].iov[0] = (struct iovec){out + (size_t)n * s->bl, s->bl};
 		ops[n].iov[1] = (struct iovec){tr[n], OL_TRAILER};
 	}
-	ol_io_batch(ops, n);
+	ol_shard_batch(ops, (unsigned)n);
 	for (int i = 0; i < n; i++)
 		if (ops[i].res != (ssize_t)(s->bl + OL_TRAILER) ||
 		    ol_get_u64(tr[i]) !=

@@ -82,6 +82,8 @@ mkdir_data(const struct ol_store *st, int d)
 {
 	char dir[OL_PATH_MAX + 16];
 
+	if (ol_drive_remote(st, d))
+		return; /* the node plane makes the directories it writes into */
 	snprintf(dir, sizeof(dir), "%s/.openlake", st->d[d].root);
 	if (mkdir(dir, 0700) && errno != EEXIST)
 		return;
@@ -96,16 +98,17 @@ open_shard(struct ol_store *st, int d, const uint8_t *uuid)
 	int fd;
 
 	ol_shard_path(st, d, uuid, path, sizeof(path));
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd >= 0 || errno != ENOENT)
-		return fd;
+	fd = ol_shard_open(st, d, uuid);
+	if (fd != -ENOENT)
+		return fd < 0 ? -1 : fd;
 	mkdir_data(st, d);
 	fd = ol_shard_create(st, d, uuid);
 	if (fd < 0)
 		return -1;
-	close(fd);
+	ol_shard_close(fd);
 	ol_warn("store: heal: drive %s: shard %s was missing, rebuilding", st->d[d].root, path);
-	return open(path, O_RDWR | O_CLOEXEC);
+	fd = ol_shard_open(st, d, uuid);
+	return fd < 0 ? -1 : fd;
 }
 
 /* Open the part's shard files if vid is still the visible version. 0, or -ENOENT. */
@@ -155,7 +158,7 @@ check_stripe(struct scan *s, const struct stripe *sp, int *fd, uint8_t **blk, bo
 		ops[n].iov[0] = (struct iovec){blk[d], sp->bl + OL_TRAILER};
 		map[n++] = d;
 	}
-	ol_io_batch(ops, n);
+	ol_shard_batch(ops, (unsigned)n);
 	for (int i = 0; i < n; i++) {
 		int d = map[i];
 
@@ -175,10 +178,9 @@ check_stripe(struct scan *s, const struct stripe *sp, int *fd, uint8_t **blk, bo
 		if (!fix[d])
 			continue;
 		ol_put_u64(blk[d] + sp->bl, ol_block_sum(sp->ck, blk[d], sp->bl, sp->j));
-		if (pwrite(fd[d], blk[d], sp->bl + OL_TRAILER, (off_t)off) !=
+		if (ol_shard_pwrite(fd[d], blk[d], sp->bl + OL_TRAILER, off) !=
 		    (ssize_t)(sp->bl + OL_TRAILER)) {
-			ol_warn("store: heal: drive %s: cannot rewrite a block: %s", st->d[d].root,
-				strerror(errno));
+			ol_warn("store: heal: drive %s: cannot rewrite a block", st->d[d].root);
 			continue;
 		}
 		healed[d] = true;
@@ -195,13 +197,12 @@ sync_shard(const struct ol_store *st, int d, const uint8_t *uuid, int fd)
 
 	if (!st->fsync)
 		return;
-	if (fdatasync(fd))
-		ol_warn("store: heal: drive %s: fdatasync: %s", st->d[d].root, strerror(errno));
+	if ((dfd = ol_shard_datasync(fd)))
+		ol_warn("store: heal: drive %s: fdatasync: %s", st->d[d].root, strerror(-dfd));
 	dfd = ol_open_shard_dir(st, d, uuid);
-	if (dfd >= 0) {
+	if (dfd >= 0 && !ol_vfd(dfd))
 		fsync(dfd);
-		close(dfd);
-	}
+	ol_shard_close(dfd);
 }
 
 /* Every stripe of one part. 0, -EIO (some stripe lost), -ECANCELED. */
@@ -237,8 +238,7 @@ check_part(struct scan *s, const struct target *t, const struct ol_rec *w, uint3
 			atomic_fetch_add(&s->p->shards_healed, 1);
 			sync_shard(st, d, rp.uuid, fd[d]);
 		}
-		if (fd[d] >= 0)
-			close(fd[d]);
+		ol_shard_close(fd[d]);
 		free(blk[d]);
 	}
 	return rc;

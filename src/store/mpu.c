@@ -91,10 +91,12 @@ ol_store_mpu_create(struct ol_store *st, const char *bucket, const char *key, si
 	ok = ol_bucket_ok(st, bucket) ? ol_commit_all(st, &c) : -1;
 	pthread_rwlock_unlock(&st->bucket_lock);
 	free(rec);
+	if (ok >= 0)
+		ok = ok >= st->w ? 0 : ol_commit_err(&c);
+	else
+		ok = -ENOENT;
 	ol_commit_free(&c);
-	if (ok < 0)
-		return -ENOENT;
-	return ok >= st->w ? 0 : -EIO;
+	return ok;
 }
 
 int
@@ -286,7 +288,7 @@ complete_locked(struct complete *x, const unsigned *nos, size_t n, const char *e
 	c.vmode = x->vmode;
 	for (int d = 0; d < st->n && x->vmode == OL_STORE_VER_ON; d++)
 		b[d].flags |= OL_REC_VERSIONED;
-	rc = ol_commit_all(st, &c) >= st->w ? 0 : -EIO;
+	rc = ol_commit_all(st, &c) >= st->w ? 0 : ol_commit_err(&c);
 	enc = ol_rec_encode(&b[0], &el);
 	if (!rc && !ol_rec_decode(enc, el, &keep))
 		ol_commit_reclaim(st, &c, &keep);
@@ -387,7 +389,7 @@ ol_store_mpu_abort(struct ol_store *st, const char *bucket, const char *upload_i
 	rc = upload_read(st, k, (size_t)ul, &r, &d);
 	if (!rc) {
 		ol_reads_free(&r);
-		rc = ol_commit_all(st, &c) >= st->w ? 0 : -EIO;
+		rc = ol_commit_all(st, &c) >= st->w ? 0 : ol_commit_err(&c);
 	}
 	pthread_mutex_unlock(&st->upl_locks[ui]);
 	if (!rc)

@@ -135,7 +135,7 @@ write_stripe(struct ol_put *p, const uint8_t *src, size_t dl)
 		ops[d].iov[0] = (struct iovec){data[d], bl};
 		ops[d].iov[1] = (struct iovec){trailer[d], OL_TRAILER};
 	}
-	ol_io_batch(ops, st->n);
+	ol_shard_batch(ops, (unsigned)st->n);
 	for (int d = 0; d < st->n; d++)
 		if (!p->bad[d] && ops[d].res != (ssize_t)(bl + OL_TRAILER))
 			drive_failed(p, d, "shard write", ops[d].res < 0 ? (int)ops[d].res : -EIO);
@@ -207,8 +207,7 @@ static void
 close_files(struct ol_put *p, bool unlink_them)
 {
 	for (int d = 0; d < p->st->n; d++) {
-		if (p->fd[d] >= 0)
-			close(p->fd[d]);
+		ol_shard_close(p->fd[d]);
 		p->fd[d] = -1;
 		if (unlink_them && p->files && p->st->d[d].meta)
 			ol_shard_unlink(p->st, d, p->uuid);
@@ -251,12 +250,11 @@ sync_files(struct ol_put *p)
 		    (struct ol_io_op){.fd = p->bad[d] ? -1 : ol_open_shard_dir(st, d, p->uuid),
 				      .opcode = OL_IO_FSYNC};
 	}
-	ol_io_batch(ops, 2 * n);
+	ol_shard_batch(ops, (unsigned)(2 * n));
 	for (int d = 0; d < n; d++) {
 		int rc = ops[d].res < 0 ? (int)ops[d].res : (int)ops[n + d].res;
 
-		if (ops[n + d].fd >= 0)
-			close(ops[n + d].fd);
+		ol_shard_close(ops[n + d].fd);
 		if (!p->bad[d] && rc < 0)
 			drive_failed(p, d, "fsync", rc);
 	}
@@ -356,7 +354,7 @@ publish(struct ol_put *p, struct ol_rec_build *b)
 	ok = rc ? 0 : ol_commit_all(st, &c);
 	lock(p, false);
 	if (!rc && ok < st->w)
-		rc = -EIO;
+		rc = ol_commit_err(&c);
 	if (!rc)
 		ol_commit_reclaim(st, &c, NULL);
 	ol_commit_free(&c);
@@ -467,7 +465,7 @@ ol_store_delete(struct ol_store *st, const char *bucket, const char *key, size_t
 	if (r.bucket_votes < st->k)
 		rc = -ENXIO;
 	else if (any && ol_commit_all(st, &c) < st->w)
-		rc = -EIO;
+		rc = ol_commit_err(&c);
 	else if (!found)
 		rc = -ENOENT;
 	pthread_rwlock_unlock(&st->obj_rw[li]);

@@ -1,21 +1,84 @@
-/* store/rset.c - an erasure set whose drives are served by node planes (issue 10). */
+/* store/rset.c - an erasure set whose drives are served by node planes (issue 10): the engine
+ * of store.c with every drive remote (rdrive.c). */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "base/config.h"
+#include "base/log.h"
 #include "store/store_int.h"
+
+static int
+check_opts(const struct ol_store_set_opts *o)
+{
+	if (!o || !o->n || o->n > OL_MAX_DRIVES || !o->drives || !o->secret || !o->secret[0] ||
+	    strlen(o->secret) >= 256 || !o->epoch || o->deadline_ms < 0)
+		return -EINVAL;
+	for (unsigned i = 0; i < o->n; i++)
+		if (!o->drives[i].peer || !o->drives[i].peer[0] ||
+		    strlen(o->drives[i].peer) >= 128 || o->drives[i].peer_drive > 0xffff)
+			return -EINVAL;
+	return 0;
+}
 
 int
 ol_store_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
 		  struct ol_store **out)
 {
-	(void)cfg;
-	(void)o;
+	struct ol_config *c;
+	struct ol_store *st;
+	int online = 0, rc = check_opts(o);
+
 	*out = NULL;
-	return -ENOSYS; /* not built yet: the API is committed first for the cluster wiring */
+	if (rc)
+		return rc;
+	c = ol_xmalloc(sizeof(*c)); /* the geometry from cfg, with N drives */
+	memcpy(c, cfg, sizeof(*c));
+	c->set_drive_count = o->n;
+	c->n_data_dirs = o->n;
+	rc = ol_store_new(c, &st);
+	free(c);
+	if (rc)
+		return rc;
+	atomic_store(&st->epoch, o->epoch);
+	memcpy(st->secret, o->secret, strlen(o->secret) + 1);
+	st->self_id = o->self_id;
+	st->deadline_ms = o->deadline_ms ? o->deadline_ms : 5000;
+	for (int i = 0; i < st->n; i++) {
+		struct ol_drive *d = &st->d[i];
+		struct ol_meta *m = NULL;
+
+		snprintf(d->root, sizeof(d->root), "node %u %s drive %u", o->drives[i].node_id,
+			 o->drives[i].peer, o->drives[i].peer_drive);
+		d->rd = ol_rd_new(st, &o->drives[i]);
+		rc = ol_rd_open_meta(st, i, &m);
+		if (!rc) {
+			atomic_store(&d->meta, m);
+			online++;
+			continue;
+		}
+		snprintf(d->why, sizeof(d->why), "did not answer at start: %s", strerror(-rc));
+		ol_warn("store: drive %s: %s", d->root, d->why);
+	}
+	if (online < st->w) {
+		ol_err("store: only %d of %d remote drives answer, need %d", online, st->n, st->w);
+		ol_store_close(st);
+		return -EIO;
+	}
+	ol_info("store: remote set of %d drives (%d online), %d data + %d parity, write quorum "
+		"%d, epoch %llu",
+		st->n, online, st->k, st->p, st->w, (unsigned long long)o->epoch);
+	ol_drive_monitor_start(st);
+	*out = st;
+	return 0;
 }
 
 void
 ol_store_set_epoch(struct ol_store *st, uint64_t epoch)
 {
-	(void)st;
-	(void)epoch;
+	uint64_t cur = atomic_load(&st->epoch);
+
+	while (epoch > cur && !atomic_compare_exchange_weak(&st->epoch, &cur, epoch))
+		;
 }

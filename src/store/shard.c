@@ -20,7 +20,10 @@ ol_shard_path(const struct ol_store *st, int d, const uint8_t *uuid, char *buf, 
 	char h[2 * OL_UUID + 1];
 
 	ol_hex_encode(uuid, OL_UUID, h);
-	snprintf(buf, cap, "%s/%.2s/%s", st->d[d].data, h, h);
+	if (ol_drive_remote(st, d)) /* for logs and fault tests: the node plane's name */
+		snprintf(buf, cap, "%s: %.2s/%s", st->d[d].root, h, h);
+	else
+		snprintf(buf, cap, "%s/%.2s/%s", st->d[d].data, h, h);
 }
 
 static void
@@ -39,6 +42,8 @@ ol_shard_create(const struct ol_store *st, int d, const uint8_t *uuid)
 	char path[OL_PATH_MAX + 80], dir[OL_PATH_MAX + 8];
 	int fd;
 
+	if (ol_drive_remote(st, d))
+		return ol_rd_shard_open((struct ol_store *)st, d, uuid, 1);
 	ol_shard_path(st, d, uuid, path, sizeof(path));
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0 && errno == ENOENT) {
@@ -56,6 +61,8 @@ ol_open_shard_dir(const struct ol_store *st, int d, const uint8_t *uuid)
 	char dir[OL_PATH_MAX + 8];
 	int fd;
 
+	if (ol_drive_remote(st, d))
+		return ol_rd_shard_open((struct ol_store *)st, d, uuid, 2);
 	shard_dir(st, d, uuid, dir, sizeof(dir));
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
@@ -66,9 +73,65 @@ ol_shard_unlink(const struct ol_store *st, int d, const uint8_t *uuid)
 {
 	char path[OL_PATH_MAX + 80];
 
+	if (ol_drive_remote(st, d)) {
+		ol_rd_shard_unlink((struct ol_store *)st, d, uuid);
+		return;
+	}
 	ol_shard_path(st, d, uuid, path, sizeof(path));
 	if (unlink(path) && errno != ENOENT)
 		ol_warn("store: unlink %s: %s", path, strerror(errno));
+}
+
+int
+ol_shard_open(const struct ol_store *st, int d, const uint8_t *uuid)
+{
+	char path[OL_PATH_MAX + 80];
+	int fd;
+
+	if (ol_drive_remote(st, d))
+		return ol_rd_shard_open((struct ol_store *)st, d, uuid, 0);
+	ol_shard_path(st, d, uuid, path, sizeof(path));
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0 && errno != ENOENT)
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+void
+ol_shard_close(int fd)
+{
+	if (ol_vfd(fd))
+		ol_vfd_close(fd);
+	else if (fd >= 0)
+		close(fd);
+}
+
+ssize_t
+ol_shard_pwrite(int fd, const void *buf, size_t len, uint64_t off)
+{
+	struct ol_io_op op = {
+	    .fd = fd, .opcode = OL_IO_WRITE, .buf = (void *)buf, .len = len, .off = off};
+	int rc;
+
+	if (!ol_vfd(fd)) {
+		ssize_t n = pwrite(fd, buf, len, (off_t)off);
+
+		return n < 0 ? -errno : n;
+	}
+	rc = ol_shard_batch(&op, 1);
+	return rc ? rc : op.res;
+}
+
+int
+ol_shard_datasync(int fd)
+{
+	struct ol_io_op op = {.fd = fd, .opcode = OL_IO_FDATASYNC};
+	int rc;
+
+	if (!ol_vfd(fd))
+		return fdatasync(fd) ? -errno : 0;
+	rc = ol_shard_batch(&op, 1);
+	return rc ? rc : (int)(op.res < 0 ? op.res : 0);
 }
 
 static bool

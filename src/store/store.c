@@ -221,10 +221,10 @@ geometry(struct ol_store *st, const struct ol_config *cfg)
 }
 
 int
-ol_store_open(const struct ol_config *cfg, struct ol_store **out)
+ol_store_new(const struct ol_config *cfg, struct ol_store **out)
 {
 	struct ol_store *st = ol_xcalloc(1, sizeof(*st));
-	int online = 0, rc = geometry(st, cfg);
+	int rc = geometry(st, cfg);
 
 	if (rc) {
 		free(st);
@@ -242,8 +242,21 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 		pthread_mutex_init(&st->upl_locks[i], NULL);
 		pthread_rwlock_init(&st->obj_rw[i], NULL);
 	}
-	for (int i = 0; i < st->n; i++) {
+	for (int i = 0; i < st->n; i++)
 		st->d[i].lock_fd = -1;
+	*out = st;
+	return 0;
+}
+
+int
+ol_store_open(const struct ol_config *cfg, struct ol_store **out)
+{
+	struct ol_store *st;
+	int online = 0, rc = ol_store_new(cfg, &st);
+
+	if (rc)
+		return rc;
+	for (int i = 0; i < st->n; i++) {
 		if (drive_open(st, i, cfg->data_dirs[i]) == 0)
 			online++;
 		else
@@ -278,6 +291,7 @@ ol_store_close(struct ol_store *st)
 		ol_meta_close(st->d[i].parked);
 		if (st->d[i].lock_fd >= 0)
 			close(st->d[i].lock_fd);
+		ol_rd_free(st->d[i].rd);
 	}
 	for (int i = 0; i < OL_NLOCKS; i++) {
 		pthread_mutex_destroy(&st->upl_locks[i]);
@@ -613,10 +627,13 @@ one_txn(struct ol_store *st, struct ol_commit *c, int d)
 	}
 	if (rc)
 		ol_drive_check(st, d, m);
+	if (rc == -ESTALE)
+		c->stale = true;
 	if (rc) {
 		undo_drive(c, d);
 		ol_warn("store: drive %s: metadata commit failed: %s", st->d[d].root,
-			strerror(-rc));
+			rc == -ESTALE ? "refused, the drive has seen a newer set-leader epoch"
+				      : strerror(-rc));
 		return;
 	}
 	c->done[d] = true;
@@ -678,8 +695,8 @@ batch_run(struct ol_store *st, struct ol_cq *b)
 						   .opcode = OL_IO_FDATASYNC};
 		ol_io_batch(ops, st->n);
 		for (int d = 0; d < st->n; d++) {
-			if (!m[d] || ops[d].res >= 0)
-				continue;
+			if (!m[d] || ops[d].res >= 0 || ol_meta_is_remote(m[d]))
+				continue; /* a remote drive synced its commit before it answered */
 			ol_warn("store: drive %s: metadata fsync failed: %s", st->d[d].root,
 				strerror((int)-ops[d].res));
 			for (struct ol_cq *x = b; x; x = x->next)
@@ -734,6 +751,12 @@ ol_commit_reclaim(struct ol_store *st, struct ol_commit *c, const struct ol_rec 
 		for (size_t i = 0; i < c->n_gone[d]; i++)
 			ol_reclaim(st, d, c->gone[d][i], c->gone_len[d][i], keep);
 	}
+}
+
+int
+ol_commit_err(const struct ol_commit *c)
+{
+	return c->stale ? -ESTALE : -EIO;
 }
 
 void

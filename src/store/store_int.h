@@ -30,8 +30,11 @@ enum { OL_REC_INLINE = 1, OL_REC_MULTIPART = 2, OL_REC_VERSIONED = 4, OL_REC_DEL
 
 struct ol_cq;
 
+struct ol_rdrive;
+
 struct ol_drive {
-	char root[OL_PATH_MAX]; /* data dir */
+	char root[OL_PATH_MAX]; /* data dir; a remote drive: "node N host:port drive D" */
+	struct ol_rdrive *rd;	/* NULL: a local drive; else served by a node plane (rdrive.c) */
 	char data[OL_PATH_MAX]; /* root/.openlake/data */
 	/* NULL: offline. Any thread may take a drive offline (ol_drive_offline); only the
 	 * monitor (drive.c) brings it back. Readers load it once per use. */
@@ -76,6 +79,11 @@ struct ol_store {
 	uint8_t (*flight)[OL_UUID];
 	size_t n_flight, cap_flight;
 	struct ol_inuse_tab *inuse; /* versions being read (inuse.c) */
+	/* a set of remote drives (ol_store_open_set) */
+	_Atomic uint64_t epoch; /* sent with every metadata commit (fencing) */
+	char secret[256];
+	unsigned self_id;
+	int deadline_ms;
 };
 
 /* One part's layout inside a version record. */
@@ -153,12 +161,41 @@ uint8_t *ol_urec_encode(int64_t init, const char *key, size_t klen, const void *
 int ol_urec_decode(const void *buf, size_t len, int64_t *init, const char **key, size_t *klen,
 		   const void **meta, size_t *mlen);
 
+/* rdrive.c: remote drives (a node plane serves them). Shards of a remote drive are handled
+ * through virtual descriptors (>= OL_VFD_BASE; real descriptors never get that high). */
+#define OL_VFD_BASE 0x40000000
+struct ol_store_drive_spec;
+struct ol_rdrive *ol_rd_new(struct ol_store *st, const struct ol_store_drive_spec *sp);
+void ol_rd_free(struct ol_rdrive *rd);
+int ol_rd_ping(struct ol_rdrive *rd);
+/* A remote env for drive d once it answers (ping and a metadata read). 0 or -errno. */
+int ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out);
+/* how: 0 an existing shard (-ENOENT), 1 a new empty one (-EEXIST), 2 its directory handle. */
+int ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how);
+void ol_rd_shard_unlink(struct ol_store *st, int d, const uint8_t *uuid);
+bool ol_vfd(int fd);
+void ol_vfd_close(int fd);
+/* ol_io_batch for ops on real and virtual descriptors (the remote ones over the plane, in
+ * parallel). Same contract; n <= 2 * OL_MAX_DRIVES. */
+int ol_shard_batch(struct ol_io_op *ops, unsigned n);
+
 /* shard.c: shard files (their I/O goes through io/'s ol_io_batch, one ring per thread) */
 void ol_shard_path(const struct ol_store *st, int d, const uint8_t *uuid, char *buf, size_t cap);
 int ol_shard_create(const struct ol_store *st, int d, const uint8_t *uuid);
 /* An fd on the directory holding the shard file (to fsync its entry), or -errno. */
 int ol_open_shard_dir(const struct ol_store *st, int d, const uint8_t *uuid);
 void ol_shard_unlink(const struct ol_store *st, int d, const uint8_t *uuid);
+/* An existing shard open for reading and (when allowed) writing: fd or -errno (-ENOENT). */
+int ol_shard_open(const struct ol_store *st, int d, const uint8_t *uuid);
+/* close / pwrite / fdatasync of a shard fd (real or virtual). */
+void ol_shard_close(int fd);
+ssize_t ol_shard_pwrite(int fd, const void *buf, size_t len, uint64_t off);
+int ol_shard_datasync(int fd);
+static inline bool
+ol_drive_remote(const struct ol_store *st, int d)
+{
+	return st->d[d].rd != NULL;
+}
 
 /* inuse.c: a version held by a reader keeps its shard files until the last release. hold and
  * release pair per reader; defer returns true (and takes the unlink of shard uuid on drive d
@@ -175,6 +212,8 @@ void ol_reclaim(const struct ol_store *st, int d, const void *raw, size_t len,
 int ol_sweep(struct ol_store *st);
 
 /* store.c */
+/* A store with its geometry from cfg, its locks made, no drive opened (rset.c, store.c). */
+int ol_store_new(const struct ol_config *cfg, struct ol_store **out);
 int64_t ol_now_ns(struct ol_store *st);
 void ol_uuid(uint8_t out[OL_UUID]);
 /* The index key of an object: bucket '\0' key (long keys: head + hash, see OL_KEY_HEAD). */
@@ -234,6 +273,7 @@ struct ol_commit {
 	size_t *gone_len[OL_MAX_DRIVES];
 	size_t n_gone[OL_MAX_DRIVES];
 	bool done[OL_MAX_DRIVES];
+	bool stale; /* a drive refused the commit: it has seen a newer epoch (-ESTALE) */
 };
 int ol_commit_all(struct ol_store *st, struct ol_commit *c);
 /* The version id readers see now for key k in db, into vid; 0 none, 1 found. */
@@ -245,6 +285,8 @@ int ol_cond_check(struct ol_store *st, const void *k, size_t kl, const struct ol
 /* Unlink the data of replaced records on the drives that committed (keep: files still used). */
 void ol_commit_reclaim(struct ol_store *st, struct ol_commit *c, const struct ol_rec *keep);
 void ol_commit_free(struct ol_commit *c);
+/* The error of a commit that missed its quorum: -ESTALE when fenced, else -EIO. */
+int ol_commit_err(const struct ol_commit *c);
 
 /* version.c */
 #define OL_VSUFFIX 25 /* '\0' ~mtime (BE64) vid[16] after the object index key */

@@ -214,7 +214,8 @@ ol_sweep(struct ol_store *st)
 	int rc = collect_all(st, &s);
 
 	for (int d = 0; d < st->n && !rc; d++)
-		if (st->d[d].meta)
+		if (st->d[d].meta &&
+		    !ol_drive_remote(st, d)) /* remote: not built (no SHARD_LIST) */
 			sweep_drive(st, d, &s);
 	if (rc)
 		ol_warn("store: sweep skipped: %s", strerror(-rc));
@@ -279,7 +280,8 @@ ol_sweep_orphans(struct ol_store *st, int min_age_s)
 	if (ol_store_drives_online(st) < st->n)
 		return 0;
 	for (int d = 0; d < st->n; d++)
-		list_drive(st, d, before, &c, &n, &cap);
+		if (!ol_drive_remote(st, d)) /* remote drives are not listed (no SHARD_LIST yet) */
+			list_drive(st, d, before, &c, &n, &cap);
 	if (n && collect_all(st, &s) == 0 && ol_store_drives_online(st) == st->n) {
 		for (size_t i = 0; i < n; i++) {
 			if (refs(&s, c[i].u) >= st->k || ol_flight_has(st, c[i].u) ||

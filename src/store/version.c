@@ -341,7 +341,7 @@ add_marker(struct ol_store *st, const char *bucket, const char *key, size_t klen
 	if (ol_visible_vid(st, OL_META_OBJECTS, okey, okl, vis))
 		c.prev_vid = vis;
 	if (ol_commit_all(st, &c) < st->w)
-		rc = -EIO;
+		rc = ol_commit_err(&c);
 	else
 		ol_commit_reclaim(st, &c, NULL);
 	ol_commit_free(&c);
@@ -380,7 +380,7 @@ drop_version(struct ol_store *st, const char *okey, size_t okl, const char *vk, 
 	}
 	/* also a version on fewer than k drives (a write cut short) goes */
 	if (any && ol_commit_all(st, &c) < st->w)
-		rc = -EIO;
+		rc = ol_commit_err(&c);
 	else if (any)
 		ol_commit_reclaim(st, &c, NULL);
 	ol_reads_free(&r);
@@ -517,7 +517,7 @@ ol_store_set_meta(struct ol_store *st, const char *bucket, const char *key, size
 		c.set_vk = vk;
 		c.set_vkl = vkl;
 		if (ol_commit_all(st, &c) < st->w)
-			rc = -EIO;
+			rc = ol_commit_err(&c);
 	}
 	lock(st, li, false);
 	ol_reads_free(&r);

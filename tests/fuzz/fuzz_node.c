@@ -1,5 +1,6 @@
 /* tests/fuzz/fuzz_node.c - libFuzzer target for the node plane's wire format
- * (src/node/frame.c): frames back to back, their MACs, payload readers, shard names. */
+ * (src/node/frame.c): frames back to back, their MACs, payload readers, shard names, and the
+ * metadata entries of META_COMMIT batches and META_SCAN pages (ol_node_mentry_get). */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -22,6 +23,28 @@ payload(const uint8_t *p, size_t n)
 	(void)ol_node_getbytes(&r, 16);
 }
 
+/* A META_COMMIT payload (drive, epoch, flags, n, entries) and a META_SCAN page (n, entries). */
+static void
+mentries(const uint8_t *p, size_t n)
+{
+	struct ol_node_rd r = {p, n, false};
+	struct ol_node_mentry e;
+	(void)ol_node_get16(&r);
+	(void)ol_node_get64(&r);
+	(void)ol_node_getbytes(&r, 1);
+	uint32_t cnt = ol_node_get32(&r);
+	for (uint32_t i = 0; i < cnt && !r.err; i++)
+		if (!ol_node_mentry_get(&r, false, &e) &&
+		    (e.klen == 0 || e.klen > OL_NODE_META_KEY || e.db >= OL_NODE_META_NDB ||
+		     e.key < p || e.key + e.klen > p + n || (e.vlen && e.val + e.vlen > p + n)))
+			__builtin_trap(); /* an accepted entry lies inside the payload, in range */
+	r = (struct ol_node_rd){p, n, false};
+	cnt = ol_node_get32(&r);
+	for (uint32_t i = 0; i < cnt && !r.err; i++)
+		if (!ol_node_mentry_get(&r, true, &e) && e.key + e.klen > p + n)
+			__builtin_trap();
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -32,6 +55,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	while (off < size && (n = ol_node_frame_parse(data + off, size - off, 1u << 20, &h)) > 0) {
 		(void)ol_node_frame_verify(key, data + off, &h);
 		payload(data + off + OL_NODE_HDR, h.len);
+		mentries(data + off + OL_NODE_HDR, h.len);
 		uint8_t again[OL_NODE_HDR];
 		ol_node_hdr_encode(&h, again);
 		if (memcmp(again, data + off, OL_NODE_HDR))
@@ -40,5 +64,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	(void)ol_node_name_ok((const char *)data, size);
 	payload(data, size);
+	mentries(data, size);
 	return 0;
 }

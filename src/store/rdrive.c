@@ -1,0 +1,575 @@
+/* store/rdrive.c - drives served by other nodes' node planes (issue 10).
+ *
+ * A remote drive has a small pool of node-plane clients (a client is one thread at a time;
+ * the pool lets concurrent puts and gets each take their own connection). Over it run:
+ * - its metadata: a remote ol_meta (meta/remote.c) whose callbacks are META_GET / META_SCAN /
+ *   META_COMMIT; every commit carries the store's epoch (fencing, node/mops.c);
+ * - its shard files: the engine's code handles shards as file descriptors through
+ *   ol_io_batch. A remote shard gets a *virtual* descriptor (>= OL_VFD_BASE, far above any
+ *   real one) that names (drive, shard); ol_shard_batch runs the real ones on the ring and
+ *   the virtual ones over the plane (SHARD_READ, SHARD_PWRITE, SHARD_FSYNC), all drives of a
+ *   stripe in parallel: one helper thread per remote op beyond the first, the calling thread
+ *   takes the first (a client call blocks on its socket, so the calls overlap on the wire). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "base/hex.h"
+#include "base/log.h"
+#include "node/node.h"
+#include "store/store_int.h"
+
+#define POOL_MAX   16
+#define PING_MS	   1000
+#define MAX_NAME   40
+#define FRAME_ROOM 128 /* request header bytes of a SHARD_PWRITE besides its data */
+
+struct ol_rdrive {
+	struct ol_store *st;
+	char peer[128];
+	unsigned pdrive, node_id;
+	pthread_mutex_t mu;
+	struct ol_node_client *idle[POOL_MAX];
+	int n_idle;
+};
+
+/* ---- the client pool ---- */
+
+static int
+rd_take(struct ol_rdrive *rd, struct ol_node_client **out)
+{
+	pthread_mutex_lock(&rd->mu);
+	if (rd->n_idle) {
+		*out = rd->idle[--rd->n_idle];
+		pthread_mutex_unlock(&rd->mu);
+		return 0;
+	}
+	pthread_mutex_unlock(&rd->mu);
+	return ol_node_client_new(rd->peer, rd->st->secret, rd->st->self_id, out);
+}
+
+static void
+rd_give(struct ol_rdrive *rd, struct ol_node_client *c)
+{
+	pthread_mutex_lock(&rd->mu);
+	if (rd->n_idle < POOL_MAX) {
+		rd->idle[rd->n_idle++] = c;
+		c = NULL;
+	}
+	pthread_mutex_unlock(&rd->mu);
+	ol_node_client_free(c);
+}
+
+static int
+dl(const struct ol_rdrive *rd)
+{
+	return rd->st->deadline_ms;
+}
+
+/* One simple call on a pooled client; the reply copied into *out (malloc'd) when asked. */
+static int
+rd_call(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, void **out,
+	size_t *olen)
+{
+	struct ol_node_client *c;
+	const uint8_t *rp;
+	size_t rl;
+	int rc = rd_take(rd, &c);
+
+	if (rc)
+		return rc;
+	rc = ol_node_call(c, op, iov, niov, dl(rd), &rp, &rl);
+	if (!rc && out) {
+		*out = ol_xmalloc(rl ? rl : 1);
+		memcpy(*out, rp, rl);
+		*olen = rl;
+	}
+	rd_give(rd, c);
+	return rc;
+}
+
+struct ol_rdrive *
+ol_rd_new(struct ol_store *st, const struct ol_store_drive_spec *sp)
+{
+	struct ol_rdrive *rd = ol_xcalloc(1, sizeof(*rd));
+
+	rd->st = st;
+	snprintf(rd->peer, sizeof(rd->peer), "%s", sp->peer);
+	rd->pdrive = sp->peer_drive;
+	rd->node_id = sp->node_id;
+	pthread_mutex_init(&rd->mu, NULL);
+	return rd;
+}
+
+void
+ol_rd_free(struct ol_rdrive *rd)
+{
+	if (!rd)
+		return;
+	for (int i = 0; i < rd->n_idle; i++)
+		ol_node_client_free(rd->idle[i]);
+	pthread_mutex_destroy(&rd->mu);
+	free(rd);
+}
+
+int
+ol_rd_ping(struct ol_rdrive *rd)
+{
+	struct ol_node_client *c;
+	int rc = rd_take(rd, &c);
+
+	if (rc)
+		return rc;
+	rc = ol_node_ping(c, PING_MS < dl(rd) ? PING_MS : dl(rd), NULL);
+	rd_give(rd, c);
+	return rc;
+}
+
+/* ---- metadata over the plane ---- */
+
+static void
+put_drive(struct ol_node_wr *w, const struct ol_rdrive *rd)
+{
+	ol_node_put16(w, (uint16_t)rd->pdrive);
+}
+
+static int
+m_get(void *arg, enum ol_meta_db db, const void *k, size_t kl, void **v, size_t *vl)
+{
+	struct ol_rdrive *rd = arg;
+	uint8_t hdr[8];
+	struct ol_node_wr w = {hdr, 0, sizeof(hdr), false};
+	struct iovec iov[2];
+
+	if (kl == 0 || kl > OL_NODE_META_KEY)
+		return -EINVAL;
+	put_drive(&w, rd);
+	ol_node_putbytes(&w, &(uint8_t){(uint8_t)db}, 1);
+	ol_node_put16(&w, (uint16_t)kl);
+	iov[0] = (struct iovec){hdr, w.n};
+	iov[1] = (struct iovec){(void *)k, kl};
+	return rd_call(rd, OL_NODE_META_GET, iov, 2, v, vl);
+}
+
+/* Decode a META_SCAN reply (n u32, n entries) into pg; buf is taken over. */
+static int
+page_parse(uint8_t *buf, size_t len, struct ol_meta_page *pg)
+{
+	struct ol_node_rd r = {buf, len, false};
+	uint32_t n = ol_node_get32(&r);
+	struct ol_node_mentry e;
+
+	if (r.err || n > len / 6) {
+		free(buf);
+		return -EPROTO;
+	}
+	pg->e = ol_xmalloc((n ? n : 1) * sizeof(*pg->e));
+	pg->buf = buf;
+	pg->n = n;
+	for (uint32_t i = 0; i < n; i++) {
+		if (ol_node_mentry_get(&r, true, &e)) {
+			free(pg->e);
+			free(buf);
+			*pg = (struct ol_meta_page){0};
+			return -EPROTO;
+		}
+		pg->e[i] = (struct ol_meta_kv){e.key, e.val, e.klen, e.vlen};
+	}
+	return 0;
+}
+
+static int
+m_scan(void *arg, enum ol_meta_db db, const void *k, size_t kl, bool after, struct ol_meta_page *pg)
+{
+	struct ol_rdrive *rd = arg;
+	uint8_t hdr[8], tail[8];
+	struct ol_node_wr w = {hdr, 0, sizeof(hdr), false}, t = {tail, 0, sizeof(tail), false};
+	struct iovec iov[3];
+	void *buf = NULL;
+	size_t len = 0;
+	int rc;
+
+	if (kl > OL_NODE_META_KEY)
+		return -EINVAL;
+	put_drive(&w, rd);
+	ol_node_putbytes(&w, &(uint8_t){(uint8_t)db}, 1);
+	ol_node_put16(&w, (uint16_t)kl);
+	ol_node_putbytes(&t, &(uint8_t){after}, 1);
+	ol_node_put32(&t, 0); /* the drive's page size */
+	iov[0] = (struct iovec){hdr, w.n};
+	iov[1] = (struct iovec){(void *)k, kl};
+	iov[2] = (struct iovec){tail, t.n};
+	rc = rd_call(rd, OL_NODE_META_SCAN, iov, 3, &buf, &len);
+	if (rc)
+		return rc;
+	return page_parse(buf, len, pg);
+}
+
+static int
+m_commit(void *arg, const struct ol_meta_op *ops, size_t n, bool sync)
+{
+	struct ol_rdrive *rd = arg;
+	size_t need = 2 + 8 + 1 + 4;
+	struct ol_node_wr w;
+	struct iovec iov;
+	int rc;
+
+	for (size_t i = 0; i < n; i++)
+		need += 2 + 2 + ops[i].kl + 4 + ops[i].vl;
+	if (n > UINT32_MAX)
+		return -EMSGSIZE;
+	w = (struct ol_node_wr){ol_xmalloc(need), 0, need, false};
+	put_drive(&w, rd);
+	ol_node_put64(&w, atomic_load(&rd->st->epoch));
+	ol_node_putbytes(&w, &(uint8_t){sync ? OL_NODE_MC_SYNC : 0}, 1);
+	ol_node_put32(&w, (uint32_t)n);
+	for (size_t i = 0; i < n; i++) {
+		uint8_t kd[2] = {ops[i].put ? OL_NODE_ME_PUT : OL_NODE_ME_DEL, ops[i].db};
+
+		ol_node_putbytes(&w, kd, 2);
+		ol_node_put16(&w, (uint16_t)ops[i].kl);
+		ol_node_putbytes(&w, ops[i].k, ops[i].kl);
+		ol_node_put32(&w, (uint32_t)ops[i].vl);
+		ol_node_putbytes(&w, ops[i].v, ops[i].vl);
+	}
+	iov = (struct iovec){w.p, w.n};
+	rc = w.err ? -EMSGSIZE : rd_call(rd, OL_NODE_META_COMMIT, &iov, 1, NULL, NULL);
+	free(w.p);
+	return rc;
+}
+
+static const struct ol_meta_remote_ops rd_meta_ops = {m_get, m_scan, m_commit};
+
+/* Open drive d's remote env after the drive answered a ping and a metadata read. */
+int
+ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out)
+{
+	struct ol_rdrive *rd = st->d[d].rd;
+	void *v = NULL;
+	size_t vl;
+	int rc = ol_rd_ping(rd);
+
+	if (!rc)
+		rc = m_get(rd, OL_META_BUCKETS, "", 1, &v, &vl); /* "\0": never a bucket */
+	free(v);
+	if (rc && rc != -ENOENT)
+		return rc;
+	return ol_meta_open_remote(&rd_meta_ops, rd, st->fsync, out);
+}
+
+/* ---- shard files: virtual descriptors ---- */
+
+struct vfile {
+	struct ol_rdrive *rd;
+	char name[MAX_NAME];
+	bool dir; /* a directory handle: its fsync is part of SHARD_FSYNC of the file */
+};
+
+static pthread_mutex_t vf_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct vfile **vf;
+static size_t vf_cap, vf_hint;
+
+bool
+ol_vfd(int fd)
+{
+	return fd >= OL_VFD_BASE;
+}
+
+static int
+vf_new(struct ol_rdrive *rd, const uint8_t *uuid, bool dir)
+{
+	struct vfile *f = ol_xcalloc(1, sizeof(*f));
+	char h[2 * OL_UUID + 1];
+	size_t i;
+
+	ol_hex_encode(uuid, OL_UUID, h);
+	snprintf(f->name, sizeof(f->name), "%.2s/%s", h, h);
+	f->rd = rd;
+	f->dir = dir;
+	pthread_mutex_lock(&vf_mu);
+	for (i = 0; i < vf_cap && vf[(vf_hint + i) % vf_cap]; i++)
+		;
+	if (i == vf_cap) {
+		size_t nc = vf_cap ? 2 * vf_cap : 256;
+
+		vf = ol_xrealloc(vf, nc * sizeof(*vf));
+		memset(vf + vf_cap, 0, (nc - vf_cap) * sizeof(*vf));
+		i = vf_cap;
+		vf_hint = 0;
+		vf_cap = nc;
+	} else {
+		i = (vf_hint + i) % vf_cap;
+	}
+	vf[i] = f;
+	vf_hint = i + 1;
+	pthread_mutex_unlock(&vf_mu);
+	return OL_VFD_BASE + (int)i;
+}
+
+static struct vfile *
+vf_get(int fd)
+{
+	struct vfile *f = NULL;
+	size_t i = (size_t)(fd - OL_VFD_BASE);
+
+	pthread_mutex_lock(&vf_mu);
+	if (fd >= OL_VFD_BASE && i < vf_cap)
+		f = vf[i];
+	pthread_mutex_unlock(&vf_mu);
+	return f;
+}
+
+void
+ol_vfd_close(int fd)
+{
+	size_t i = (size_t)(fd - OL_VFD_BASE);
+	struct vfile *f = NULL;
+
+	pthread_mutex_lock(&vf_mu);
+	if (i < vf_cap) {
+		f = vf[i];
+		vf[i] = NULL;
+	}
+	pthread_mutex_unlock(&vf_mu);
+	free(f);
+}
+
+static void
+name_of(const uint8_t *uuid, char *out)
+{
+	char h[2 * OL_UUID + 1];
+
+	ol_hex_encode(uuid, OL_UUID, h);
+	snprintf(out, MAX_NAME, "%.2s/%s", h, h);
+}
+
+/* PWRITE of data (iov) at off with flags, in frames the peer accepts. */
+static int
+rd_pwrite(struct ol_rdrive *rd, const char *name, const struct iovec *data, int nd, uint64_t off,
+	  uint32_t flags)
+{
+	struct ol_node_client *c;
+	size_t total = 0, done = 0, di = 0, doff = 0;
+	int rc = rd_take(rd, &c);
+
+	if (rc)
+		return rc;
+	for (int i = 0; i < nd; i++)
+		total += data[i].iov_len;
+	if (!ol_node_client_max_payload(c))
+		rc = ol_node_hello(c, dl(rd), NULL);
+	do {
+		size_t room = rc ? 0 : ol_node_client_max_payload(c) - FRAME_ROOM, n = 0;
+		uint8_t hdr[FRAME_ROOM];
+		struct ol_node_wr w = {hdr, 0, sizeof(hdr), false};
+		struct iovec iov[2 + OL_IO_MAX_IOV];
+		int ni = 1;
+		const uint8_t *rp;
+		size_t rl;
+		bool last;
+
+		if (rc)
+			break;
+		while (n < room && di < (size_t)nd) { /* slices of data up to room bytes */
+			size_t take = data[di].iov_len - doff;
+
+			if (take > room - n)
+				take = room - n;
+			iov[ni++] = (struct iovec){(uint8_t *)data[di].iov_base + doff, take};
+			n += take;
+			doff += take;
+			if (doff == data[di].iov_len)
+				di++, doff = 0;
+		}
+		last = done + n == total;
+		ol_node_put16(&w, (uint16_t)rd->pdrive);
+		ol_node_putstr(&w, name);
+		ol_node_put64(&w, off + done);
+		/* exclusive create on the first frame only; the sync rides on the last one */
+		ol_node_put32(&w, (done ? 0 : flags & (OL_NODE_PW_CREATE | OL_NODE_PW_EXCL)) |
+				      (last ? flags & OL_NODE_PW_SYNC : 0));
+		iov[0] = (struct iovec){hdr, w.n};
+		rc = ol_node_call(c, OL_NODE_SHARD_PWRITE, iov, ni, dl(rd), &rp, &rl);
+		done += n;
+	} while (!rc && done < total);
+	rd_give(rd, c);
+	return rc;
+}
+
+/* The shard of drive d: an existing one (how 0, -ENOENT when missing), a new empty one
+ * (how 1, -EEXIST), or a handle for its directory (how 2). A virtual fd or -errno. */
+int
+ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how)
+{
+	struct ol_rdrive *rd = st->d[d].rd;
+	char name[MAX_NAME];
+	struct ol_node_client *c;
+	int rc = 0;
+
+	name_of(uuid, name);
+	if (how == 1) {
+		rc = rd_pwrite(rd, name, NULL, 0, 0, OL_NODE_PW_CREATE | OL_NODE_PW_EXCL);
+	} else if (how == 0 && !(rc = rd_take(rd, &c))) {
+		rc = ol_node_stat(c, rd->pdrive, name, dl(rd), NULL);
+		rd_give(rd, c);
+	}
+	return rc ? rc : vf_new(rd, uuid, how == 2);
+}
+
+void
+ol_rd_shard_unlink(struct ol_store *st, int d, const uint8_t *uuid)
+{
+	struct ol_rdrive *rd = st->d[d].rd;
+	struct ol_node_client *c;
+	char name[MAX_NAME];
+	int rc;
+
+	name_of(uuid, name);
+	if ((rc = rd_take(rd, &c)))
+		return;
+	rc = ol_node_shard_unlink(c, rd->pdrive, name, dl(rd));
+	rd_give(rd, c);
+	if (rc && rc != -ENOENT)
+		ol_warn("store: drive %s: unlink %s: %s", st->d[d].root, name, strerror(-rc));
+}
+
+struct sink {
+	const struct iovec *iov;
+	int niov, i;
+	size_t off;
+};
+
+static int
+to_iov(void *arg, const void *buf, size_t len)
+{
+	struct sink *s = arg;
+	const uint8_t *b = buf;
+
+	while (len) {
+		if (s->i >= s->niov)
+			return -EOVERFLOW;
+		size_t room = s->iov[s->i].iov_len - s->off, n = len < room ? len : room;
+
+		memcpy((uint8_t *)s->iov[s->i].iov_base + s->off, b, n);
+		b += n;
+		len -= n;
+		s->off += n;
+		if (s->off == s->iov[s->i].iov_len)
+			s->i++, s->off = 0;
+	}
+	return 0;
+}
+
+/* One remote op of a batch: res as ol_io_batch sets it. */
+static void
+run_remote(struct ol_io_op *op)
+{
+	struct vfile *f = vf_get(op->fd);
+	struct iovec one = {op->buf, op->len};
+	const struct iovec *iov = op->niov ? op->iov : &one;
+	int niov = op->niov ? op->niov : 1;
+	size_t total = 0;
+	int rc;
+
+	if (!f) {
+		op->res = -EBADF;
+		return;
+	}
+	for (int i = 0; i < niov; i++)
+		total += iov[i].iov_len;
+	switch (op->opcode) {
+	case OL_IO_READ: {
+		struct ol_node_client *c;
+		struct sink s = {iov, niov, 0, 0};
+		uint64_t got = 0;
+
+		if ((rc = rd_take(f->rd, &c)))
+			break;
+		rc = ol_node_shard_read(c, f->rd->pdrive, f->name, op->off, total, to_iov, &s,
+					dl(f->rd), &got);
+		rd_give(f->rd, c);
+		op->res = rc ? rc : (ssize_t)got;
+		return;
+	}
+	case OL_IO_WRITE:
+		rc = rd_pwrite(f->rd, f->name, iov, niov, op->off, 0);
+		op->res = rc ? rc : (ssize_t)total;
+		return;
+	case OL_IO_FSYNC:
+	case OL_IO_FDATASYNC: {
+		uint8_t b[MAX_NAME + 8];
+		struct ol_node_wr w = {b, 0, sizeof(b), false};
+		struct iovec i1;
+
+		if (f->dir) { /* the file's SHARD_FSYNC made its directory entry durable */
+			rc = 0;
+			break;
+		}
+		ol_node_put16(&w, (uint16_t)f->rd->pdrive);
+		ol_node_putstr(&w, f->name);
+		i1 = (struct iovec){b, w.n};
+		rc = rd_call(f->rd, OL_NODE_SHARD_FSYNC, &i1, 1, NULL, NULL);
+		break;
+	}
+	default:
+		rc = -EINVAL;
+	}
+	op->res = rc;
+}
+
+static void *
+remote_thread(void *arg)
+{
+	run_remote(arg);
+	return NULL;
+}
+
+/* Remote ops in parallel: threads for all but the first, which runs here. */
+static void
+run_remotes(struct ol_io_op **r, unsigned n)
+{
+	pthread_t th[OL_MAX_DRIVES * 2];
+	bool started[OL_MAX_DRIVES * 2] = {false};
+
+	for (unsigned i = 1; i < n; i++)
+		started[i] = pthread_create(&th[i], NULL, remote_thread, r[i]) == 0;
+	if (n)
+		run_remote(r[0]);
+	for (unsigned i = 1; i < n; i++) {
+		if (started[i])
+			pthread_join(th[i], NULL);
+		else
+			run_remote(r[i]);
+	}
+}
+
+int
+ol_shard_batch(struct ol_io_op *ops, unsigned n)
+{
+	struct ol_io_op *loc[OL_MAX_DRIVES * 2], *rem[OL_MAX_DRIVES * 2];
+	struct ol_io_op tmp[OL_MAX_DRIVES * 2];
+	unsigned nl = 0, nr = 0;
+	int rc = 0;
+
+	if (n > OL_MAX_DRIVES * 2)
+		return -EINVAL;
+	for (unsigned i = 0; i < n; i++) {
+		if (ol_vfd(ops[i].fd))
+			rem[nr++] = &ops[i];
+		else
+			loc[nl++] = &ops[i];
+	}
+	if (!nr)
+		return ol_io_batch(ops, n);
+	for (unsigned i = 0; i < nl; i++)
+		tmp[i] = *loc[i];
+	if (nl)
+		rc = ol_io_batch(tmp, nl);
+	for (unsigned i = 0; i < nl; i++)
+		loc[i]->res = tmp[i].res;
+	run_remotes(rem, nr);
+	return rc;
+}

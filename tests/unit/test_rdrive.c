@@ -1,0 +1,354 @@
+/* test_rdrive.c - an erasure set over remote drives (store/rdrive.c, rset.c) (TAP): four real
+ * node-plane servers in this process on loopback ports, each with its own temp drive (real
+ * LMDB, real shard files), and ol_store_open_set N=4 P=1 over them. Buckets, inline and
+ * multi-block objects byte-checked, overwrite, delete, listing, multipart, versioning; a
+ * server stopped (reads and writes go on), started again (the drive comes back, on_return
+ * fires, heal makes it whole: a read then needs its shards); and fencing: a handle with a
+ * newer epoch commits, the older one's commit fails with -ESTALE. */
+#include "base/config.h"
+#include "base/log.h"
+#include "io/io.h"
+#include "node/node.h"
+#include "store/store.h"
+#include "tap.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SECRET "rdrive-test-secret"
+#define N      4
+#define BIG    (5u * 1024 * 1024 + 123) /* > 4 MiB: several stripes of 3 x 1 MiB */
+
+static char root[256], dirs[N][300], addrs[N][64];
+static struct ol_node_server *srv[N];
+static struct ol_config cfg;
+static struct ol_store_drive_spec specs[N];
+
+static unsigned
+free_port(void)
+{
+	int fd = ol_io_listen("127.0.0.1:0", false, 1);
+	unsigned p = ol_io_sock_port(fd);
+
+	close(fd);
+	return p;
+}
+
+static int
+srv_start(int i)
+{
+	const char *drives[1] = {dirs[i]};
+	struct ol_node_server_opts o = {.addr = addrs[i],
+					.secret = SECRET,
+					.self_id = (unsigned)i + 1,
+					.threads = 1,
+					.window = 8u << 20,
+					.max_payload = 1u << 20,
+					.n_drives = 1,
+					.drives = drives};
+
+	return ol_node_server_start(&o, &srv[i]);
+}
+
+static void
+srv_stop(int i)
+{
+	ol_node_server_stop(srv[i]);
+	srv[i] = NULL;
+}
+
+static void
+fill(uint8_t *b, size_t n, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
+
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		b[i] = (uint8_t)(x >> 32);
+	}
+}
+
+static int
+put(struct ol_store *st, const char *b, const char *k, const uint8_t *data, size_t n, int vmode,
+    char *vid)
+{
+	struct ol_put *p;
+	struct ol_obj_info info;
+	int rc = ol_store_put_begin(st, b, k, strlen(k), (int64_t)n, &p);
+
+	if (rc)
+		return rc;
+	if (vmode)
+		ol_store_put_set_vmode(p, vmode);
+	for (size_t off = 0; off < n && !rc; off += 65536)
+		rc = ol_store_put_write(p, data + off, n - off < 65536 ? n - off : 65536);
+	if (rc) {
+		ol_store_put_abort(p);
+		return rc;
+	}
+	rc = ol_store_put_commit(p, "etag", NULL, 0, &info);
+	if (!rc && vid)
+		memcpy(vid, info.version_id, sizeof(info.version_id));
+	return rc;
+}
+
+/* 1: the object reads back exactly data; 0 otherwise. */
+static int
+same(struct ol_store *st, const char *b, const char *k, const char *vid, const uint8_t *data,
+     size_t n)
+{
+	struct ol_get *g;
+	struct ol_obj_info info;
+	uint8_t *buf = malloc(n + 1);
+	ssize_t got = 0, r = 1;
+	int rc = ol_store_get_open_ver(st, b, k, strlen(k), vid, &g, &info);
+
+	if (rc) {
+		printf("# get_open %s/%s: %d\n", b, k, rc);
+		free(buf);
+		return 0;
+	}
+	while ((size_t)got <= n &&
+	       (r = ol_store_get_read(g, (uint64_t)got, buf + got, n + 1 - (size_t)got)) > 0)
+		got += r;
+	ol_store_get_close(g);
+	rc = r >= 0 && (size_t)got == n && info.size == n && !memcmp(buf, data, n);
+	if (!rc)
+		printf("# %s/%s: read %zd of %zu (last %zd)\n", b, k, got, n, r);
+	free(buf);
+	return rc;
+}
+
+static _Atomic int returned;
+
+static void
+on_return(void *arg, const char *drive)
+{
+	(void)arg;
+	(void)drive;
+	atomic_fetch_add(&returned, 1);
+}
+
+/* Wait up to 30 s for the store to have want drives online. */
+static int
+wait_online(struct ol_store *st, int want)
+{
+	for (time_t end = time(NULL) + 30; time(NULL) < end; usleep(20000))
+		if (ol_store_drives_online(st) == want)
+			return 1;
+	return 0;
+}
+
+static int
+open_set(uint64_t epoch, struct ol_store **out)
+{
+	struct ol_store_set_opts o = {.n = N,
+				      .drives = specs,
+				      .secret = SECRET,
+				      .self_id = 100,
+				      .epoch = epoch,
+				      .deadline_ms = 5000};
+
+	return ol_store_open_set(&cfg, &o, out);
+}
+
+static void
+test_basic(struct ol_store *st, uint8_t *big, uint8_t *small)
+{
+	struct ol_iter *it;
+	const char *k;
+	size_t kl;
+	struct ol_obj_info info;
+	char keys[256] = "";
+	int64_t created;
+
+	ok(ol_store_bucket_create(st, "b1") == 0, "bucket created on remote drives");
+	ok(ol_store_bucket_create(st, "b1") == -EEXIST, "twice: -EEXIST");
+	ok(ol_store_bucket_stat(st, "b1", &created) == 0 && created > 0, "bucket stat");
+	ok(put(st, "b1", "small", small, 1000, 0, NULL) == 0 &&
+	       same(st, "b1", "small", NULL, small, 1000),
+	   "small (inline) object round trip");
+	ok(put(st, "b1", "big", big, BIG, 0, NULL) == 0 && same(st, "b1", "big", NULL, big, BIG),
+	   "5 MiB object (multi-stripe) round trip, byte-exact");
+	ok(put(st, "b1", "small", big + 7, 3000, 0, NULL) == 0 &&
+	       same(st, "b1", "small", NULL, big + 7, 3000),
+	   "overwrite reads the new bytes");
+	ok(put(st, "b1", "k/a", small, 10, 0, NULL) == 0 &&
+	       put(st, "b1", "k/b", small, 20, 0, NULL) == 0,
+	   "two more keys");
+	ok(ol_store_delete(st, "b1", "small", 5) == 0 &&
+	       ol_store_head(st, "b1", "small", 5, &info, NULL, 0) == -ENOENT,
+	   "delete: gone");
+	ok(ol_store_iter_open(st, "b1", &it) == 0, "iterator");
+	while (ol_store_iter_next(it, &k, &kl, &info) == 1)
+		snprintf(keys + strlen(keys), sizeof(keys) - strlen(keys), "%.*s,", (int)kl, k);
+	ol_store_iter_close(it);
+	ok(!strcmp(keys, "big,k/a,k/b,"), "listing in order: %s", keys);
+}
+
+static void
+test_mpu(struct ol_store *st, uint8_t *big)
+{
+	char uid[64];
+	struct ol_put *p;
+	unsigned parts[2] = {1, 2};
+	int rc = ol_store_mpu_create(st, "b1", "mp", 2, NULL, 0, uid);
+
+	ok(rc == 0, "multipart upload created (%d)", rc);
+	rc = ol_store_mpu_part_begin(st, "b1", uid, 1, &p);
+	if (!rc)
+		rc = ol_store_put_write(p, big, BIG - 1000);
+	if (!rc)
+		rc = ol_store_put_commit(p, "e1", NULL, 0, NULL);
+	if (!rc)
+		rc = ol_store_mpu_part_begin(st, "b1", uid, 2, &p);
+	if (!rc)
+		rc = ol_store_put_write(p, big + BIG - 1000, 1000);
+	if (!rc)
+		rc = ol_store_put_commit(p, "e2", NULL, 0, NULL);
+	ok(rc == 0, "two parts uploaded (%d)", rc);
+	rc = ol_store_mpu_complete(st, "b1", uid, parts, 2, "final", NULL);
+	ok(rc == 0 && same(st, "b1", "mp", NULL, big, BIG), "complete: the object reads back (%d)",
+	   rc);
+}
+
+static void
+test_versions(struct ol_store *st, uint8_t *big, uint8_t *small)
+{
+	char v1[OL_STORE_VID_MAX], v2[OL_STORE_VID_MAX];
+	struct ol_viter *it;
+	const char *k;
+	size_t kl;
+	struct ol_obj_info info;
+	int n = 0;
+
+	ok(ol_store_bucket_create(st, "vb") == 0, "versioned bucket");
+	ok(put(st, "vb", "x", small, 500, OL_STORE_VER_ON, v1) == 0 &&
+	       put(st, "vb", "x", big, 200000, OL_STORE_VER_ON, v2) == 0 && strcmp(v1, v2),
+	   "two versions: %s %s", v1, v2);
+	ok(same(st, "vb", "x", v1, small, 500) && same(st, "vb", "x", NULL, big, 200000),
+	   "the old version by id, the new one current");
+	ok(ol_store_viter_open(st, "vb", &it) == 0, "version iterator");
+	while (ol_store_viter_next(it, &k, &kl, &info) == 1)
+		n++;
+	ol_store_viter_close(it);
+	ok(n == 2, "two versions listed (%d)", n);
+}
+
+static void
+test_down_and_back(struct ol_store *st, uint8_t *big)
+{
+	struct ol_heal_progress p = {0};
+	int rc;
+
+	ol_store_on_drive_return(st, on_return, NULL);
+	srv_stop(3);
+	ok(put(st, "b1", "while-down", big + 3, 2u << 20, 0, NULL) == 0,
+	   "a 2 MiB PUT with one node down");
+	ok(same(st, "b1", "big", NULL, big, BIG), "a GET with one node down (degraded)");
+	ok(wait_online(st, N - 1), "the drive is offline (%d online)", ol_store_drives_online(st));
+	ok(put(st, "b1", "while-down2", big + 5, 100, 0, NULL) == 0, "an inline PUT, still down");
+	ok(srv_start(3) == 0, "node 4 serves again");
+	ok(wait_online(st, N) && atomic_load(&returned) >= 1,
+	   "the drive comes back and on_return fires (%d)", atomic_load(&returned));
+	rc = ol_store_heal_all(st, NULL, &p);
+	ok(rc == 0 && p.unrecoverable == 0 && p.shards_healed >= 1 && p.records_restored >= 2,
+	   "heal: rc %d, %llu shards, %llu records restored, %llu unrecoverable", rc,
+	   (unsigned long long)p.shards_healed, (unsigned long long)p.records_restored,
+	   (unsigned long long)p.unrecoverable);
+	/* whole again: with another node down, what was written while node 4 was away reads
+	 * from node 4's healed shards and records */
+	srv_stop(0);
+	ok(same(st, "b1", "while-down", NULL, big + 3, 2u << 20) &&
+	       same(st, "b1", "while-down2", NULL, big + 5, 100),
+	   "node 1 down: the objects node 4 missed read back from its healed copy");
+	ok(srv_start(0) == 0 && wait_online(st, N), "node 1 back");
+}
+
+static void
+test_fencing(struct ol_store *st, uint8_t *small)
+{
+	struct ol_store *st2 = NULL;
+	int rc = open_set(2, &st2);
+
+	ok(rc == 0, "a second handle with epoch 2 (%d)", rc);
+	if (rc)
+		return;
+	ok(ol_store_bucket_create(st2, "fenced") == 0, "epoch 2 commits");
+	rc = put(st, "b1", "stale", small, 100, 0, NULL);
+	ok(rc == -ESTALE, "epoch 1's commit is refused with -ESTALE (%d)", rc);
+	ok(ol_store_head(st2, "b1", "stale", 5, &(struct ol_obj_info){0}, NULL, 0) == -ENOENT,
+	   "and nothing of it is visible");
+	ol_store_set_epoch(st, 1); /* never lowers */
+	ol_store_set_epoch(st, 3);
+	ok(put(st, "b1", "fresh", small, 100, 0, NULL) == 0 &&
+	       same(st2, "b1", "fresh", NULL, small, 100),
+	   "raised to epoch 3, it commits again (and the other handle reads it)");
+	rc = ol_store_bucket_create(st2, "late");
+	ok(rc == -ESTALE, "now epoch 2 is the stale one (%d)", rc);
+	ol_store_close(st2);
+}
+
+static int
+rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+	(void)sb;
+	(void)flag;
+	(void)f;
+	return remove(p);
+}
+
+int
+main(void)
+{
+	struct ol_store *st = NULL;
+	uint8_t *big = malloc(BIG), *small = malloc(4096);
+	const char *tmp = getenv("TMPDIR");
+	int rc;
+
+	ol_log_set_level("warn");
+	snprintf(root, sizeof(root), "%s/ol-rdrive-XXXXXX", tmp ? tmp : "/tmp");
+	if (!mkdtemp(root))
+		tap_skip_all("no temp dir");
+	fill(big, BIG, 1);
+	fill(small, 4096, 2);
+	ol_config_default(&cfg);
+	cfg.set_drive_count = N;
+	cfg.default_parity_count = 1;
+	cfg.fsync = true;
+	cfg.inline_threshold = 128 * 1024;
+	cfg.block_size = 1 << 20;
+	for (int i = 0; i < N; i++) {
+		snprintf(dirs[i], sizeof(dirs[i]), "%s/node%d", root, i);
+		snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%u", free_port());
+		specs[i] = (struct ol_store_drive_spec){addrs[i], 0, (unsigned)i + 1};
+		rc = srv_start(i);
+		ok(rc == 0, "node %d serves %s on %s (%d)", i + 1, dirs[i], addrs[i], rc);
+	}
+	rc = open_set(1, &st);
+	ok(rc == 0 && ol_store_drives_online(st) == N, "remote set N=4 P=1 open (%d)", rc);
+	if (!rc) {
+		test_basic(st, big, small);
+		test_mpu(st, big);
+		test_versions(st, big, small);
+		test_down_and_back(st, big);
+		test_fencing(st, small);
+		ol_store_close(st);
+	}
+	for (int i = 0; i < N; i++)
+		if (srv[i])
+			srv_stop(i);
+	nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	free(big);
+	free(small);
+	tap_done();
+}
