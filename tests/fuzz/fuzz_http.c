@@ -1,4 +1,5 @@
-/* fuzz_http.c - libFuzzer target over the HTTP request-head parser and the chunked decoder.
+/* fuzz_http.c - libFuzzer target over the HTTP request-head parser, the chunked decoder and the
+ * proxy's response-head parser.
  * Input: the raw bytes a client might send. The first byte chooses how the body is split
  * when fed to the chunked decoder. Invariants are checked with __builtin_trap(). */
 #include "fuzz_scratch.h" /* libFuzzer writes to a scratch corpus, not ours */
@@ -89,6 +90,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(rc == 0 || h.err_status >= 400);
 	}
 	ol_http_head_fini(&h);
+	/* the whole input as an upstream's answer to the proxy (http/proxy.c) */
+	static struct ol_http_resp_head rh;
+	int rr = ol_http_parse_response((const char *)data, size, &rh);
+	CHECK(rr >= 0 || rr == -EPROTO || rr == -EMSGSIZE);
+	if (rr > 0) {
+		CHECK((size_t)rr <= size && rh.status >= 100 && rh.status <= 599);
+		CHECK(!rh.chunked || rh.content_length == -1);
+		for (size_t i = 0; i < rh.n_headers; i++)
+			CHECK(rh.headers[i].name[0] && !strpbrk(rh.headers[i].value, "\r\n"));
+	}
 	/* the whole input as a chunked body, split two ways: same result */
 	if (size) {
 		int64_t a = decode(data + 1, size - 1, step);
