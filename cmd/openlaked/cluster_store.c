@@ -306,8 +306,10 @@ cstore_route(struct cstore *cs, struct ol_http_req *r)
 		if (serve_here(cs, r))
 			return;
 		struct ol_cluster_leader_info li;
+		/* never to this node itself: it may still show as leader in etcd while its
+		 * lease is in doubt, and a request must not loop through our own port */
 		if (ol_cluster_leader(cs->c, SET_POOL, SET_INDEX, &li) == 0 && li.epoch &&
-		    !li.is_self && li.s3_addr[0]) {
+		    li.node != cs->cfg->self_id && li.s3_addr[0]) {
 			int rc = ol_http_proxy_forward(cs->proxy, r, li.s3_addr);
 			if (rc == 0)
 				return;

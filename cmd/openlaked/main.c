@@ -291,7 +291,7 @@ banner(const struct ol_config *cfg)
 	ol_info("openlaked %s starting (config: %s, mode %s, %u drive(s), set %u+%u)", OL_VERSION,
 		cfg->source, cfg->mode, cfg->n_data_dirs,
 		cfg->set_drive_count - cfg->default_parity_count, cfg->default_parity_count);
-	if (cfg->n_nodes > 1)
+	if (cfg->n_nodes > 1 && !cfg->cluster_etcd[0])
 		ol_warn("%u [[nodes]] configured: this openlaked serves its own drives only; the "
 			"KV pool is sharded by the clients over the nodes they are given",
 			cfg->n_nodes);

@@ -94,9 +94,11 @@ ol_cluster_read_layout(struct ol_cluster *c, int timeout_ms, struct ol_layout *o
 static struct ol_cluster_set *
 find_set(struct ol_cluster *c, unsigned pool, unsigned set)
 {
-	for (unsigned i = 0; i < c->n_sets; i++)
-		if (c->sets[i].pool == pool && c->sets[i].set == set)
-			return &c->sets[i];
+	unsigned n = __atomic_load_n(&c->n_sets, __ATOMIC_ACQUIRE);
+	struct ol_cluster_set *sets = __atomic_load_n(&c->sets, __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < n; i++)
+		if (sets[i].pool == pool && sets[i].set == set)
+			return &sets[i];
 	return NULL;
 }
 
@@ -338,13 +340,15 @@ ol_cluster_lead_start(struct ol_cluster *c, const struct ol_layout *l, ol_cluste
 	int rc = copy_layout(l, &c->layout);
 	if (rc)
 		return rc;
-	unsigned n = 0;
+	unsigned n = 0, k = 0;
 	for (unsigned p = 0; p < l->n_pools; p++)
 		n += l->pools[p].n_sets;
-	c->sets = ol_xcalloc(n ? n : 1, sizeof(*c->sets));
+	pthread_mutex_init(&c->ldr_mu, NULL);
+	/* filled, then published: request threads may look already (ol_cluster_leads) */
+	struct ol_cluster_set *sets = ol_xcalloc(n ? n : 1, sizeof(*sets));
 	for (unsigned p = 0; p < l->n_pools; p++) {
 		for (unsigned s = 0; s < l->pools[p].n_sets; s++) {
-			struct ol_cluster_set *st = &c->sets[c->n_sets++];
+			struct ol_cluster_set *st = &sets[k++];
 			st->pool = p;
 			st->set = s;
 			st->has_slot = node_in_set(l, p, s, c->cfg->self_id);
@@ -352,6 +356,8 @@ ol_cluster_lead_start(struct ol_cluster *c, const struct ol_layout *l, ol_cluste
 				 c->cfg->cluster_prefix, p, s);
 		}
 	}
+	__atomic_store_n(&c->sets, sets, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->n_sets, k, __ATOMIC_RELEASE);
 	snprintf(c->sets_prefix, sizeof(c->sets_prefix), "%ssets/", c->cfg->cluster_prefix);
 	c->ldr_value =
 	    ol_cluster_leader_to_json(c->cfg->self_id, c->cfg->s3_addr, c->cfg->rpc_addr);
@@ -359,7 +365,6 @@ ol_cluster_lead_start(struct ol_cluster *c, const struct ol_layout *l, ol_cluste
 		ol_die("out of memory building the leader record");
 	c->lead_fn = fn;
 	c->lead_arg = arg;
-	pthread_mutex_init(&c->ldr_mu, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
