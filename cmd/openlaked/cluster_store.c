@@ -32,6 +32,7 @@ struct cstore {
 	struct ol_store *st; /* open while this node leads and serves the set */
 	uint64_t epoch;
 	unsigned users; /* requests being served on st */
+	bool stopping;	/* the daemon stops: no waiting for a leader */
 };
 
 static unsigned
@@ -324,7 +325,10 @@ cstore_route(struct cstore *cs, struct ol_http_req *r)
 			if (rc == -EHOSTDOWN)
 				break; /* the body is spent: this request cannot go again */
 		}
-		if (mono_ms() >= end)
+		pthread_mutex_lock(&cs->mu);
+		bool stopping = cs->stopping;
+		pthread_mutex_unlock(&cs->mu);
+		if (stopping || mono_ms() >= end)
 			break;
 		wait_change(cs, 200);
 	}
@@ -334,8 +338,13 @@ cstore_route(struct cstore *cs, struct ol_http_req *r)
 void
 cstore_resign(struct cstore *cs)
 {
-	if (cs)
-		ol_cluster_resign(cs->c); /* runs lost(): drains and closes */
+	if (!cs)
+		return;
+	pthread_mutex_lock(&cs->mu);
+	cs->stopping = true;
+	pthread_cond_broadcast(&cs->cv);
+	pthread_mutex_unlock(&cs->mu);
+	ol_cluster_resign(cs->c); /* runs lost(): drains and closes */
 }
 
 void
