@@ -13,7 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-#define ETCD_WAIT_MS	 30000
 #define OPEN_RETRY_MS	 500
 #define SET_POOL	 0u /* this session serves one set: pool 0, set 0 */
 #define SET_INDEX	 0u
@@ -52,9 +51,18 @@ layout_nodes(const struct ol_layout *l)
 	return n;
 }
 
+/* how long a starting node waits for etcd: three lease TTLs, 10 s to 60 s (30 s by default) */
+static int
+etcd_wait_ms(const struct ol_config *cfg)
+{
+	unsigned s = 3 * cfg->cluster_lease_ttl_s;
+	return (int)(s < 10 ? 10 : s > 60 ? 60 : s) * 1000;
+}
+
 int
 cstore_decide(const struct ol_config *cfg, struct ol_cluster *c, struct ol_layout *l)
 {
+	const int ETCD_WAIT_MS = etcd_wait_ms(cfg);
 	ol_info("cluster: reading the layout from etcd %s (waiting up to %d s for it to answer)",
 		cfg->cluster_etcd, ETCD_WAIT_MS / 1000);
 	int rc = ol_cluster_read_layout(c, ETCD_WAIT_MS, l);

@@ -14,7 +14,8 @@
 struct ol_s3_server;
 struct cstore;
 
-/* At start, with [cluster] etcd and secret set: wait (bounded, logging why) for etcd and read
+/* At start, with [cluster] etcd and secret set: wait (3 lease TTLs, 10 to 60 s, logging why)
+ * for etcd and read
  * the layout. 1 and *l: serve the layout's set across the nodes; 0: run as a single node
  * (no layout yet, or one node only; logged); -ETIMEDOUT: etcd did not answer (logged with the
  * fix; the daemon refuses to start). */

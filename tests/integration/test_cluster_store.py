@@ -353,3 +353,28 @@ def test_a_stalled_leader_is_fenced(cluster):
     c.client(lid, retries=8).put_object(
         Bucket="cst", Key="k2", Body=b"after")
     assert c.client(via).get_object(Bucket="cst", Key="k2")["Body"].read() == b"after"
+
+
+def test_a_node_refuses_to_start_without_etcd(tmp_path):
+    """[cluster] etcd and secret set, etcd not there: the node waits a bounded time (3 lease
+    TTLs, at least 10 s) saying so, then refuses to start naming the fix - it never serves
+    its drives as a separate store."""
+    dead = free_port()  # nothing listens there
+    ports = [(free_port(), free_port(), free_port()) for _ in range(2)]
+    n = Node(tmp_path, 0, ports, f"http://127.0.0.1:{dead}", "/dead/")
+    text = n.config.read_text().replace(f"lease_ttl_s = {TTL}", "lease_ttl_s = 2")
+    n.config.write_text(text)
+    logf = open(n.root / "openlaked.log", "ab")
+    p = subprocess.Popen([str(OPENLAKED), "--config", str(n.config)], stdout=logf,
+                         stderr=subprocess.STDOUT, cwd=n.root)
+    try:
+        rc = p.wait(90)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(10)
+        logf.close()
+    log = n.log()
+    assert rc == 1, log
+    assert "waiting up to 10 s" in log and "did not answer within 10 s" in log, log
+    assert "Start etcd" in log and "remove [cluster] etcd" in log, log
