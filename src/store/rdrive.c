@@ -51,16 +51,44 @@ rd_take(struct ol_rdrive *rd, struct ol_node_client **out)
 	return ol_node_client_new(rd->peer, rd->st->secret, rd->st->self_id, out);
 }
 
-static void
-rd_give(struct ol_rdrive *rd, struct ol_node_client *c)
+/* A failure that says the peer or its connection is gone. */
+static bool
+conn_err(int rc)
 {
+	return rc == -ECONNRESET || rc == -EPIPE || rc == -ECONNREFUSED || rc == -ETIMEDOUT ||
+	       rc == -EBADMSG || rc == -EPROTO;
+}
+
+/* Back to the pool after a call that returned rc. A connection error drops the client and
+ * every idle one: after a peer restarts, all pooled connections to it are dead. */
+static void
+rd_give(struct ol_rdrive *rd, struct ol_node_client *c, int rc)
+{
+	struct ol_node_client *drop[POOL_MAX];
+	int nd = 0;
+
 	pthread_mutex_lock(&rd->mu);
-	if (rd->n_idle < POOL_MAX) {
+	if (conn_err(rc)) {
+		nd = rd->n_idle;
+		memcpy(drop, rd->idle, (size_t)nd * sizeof(*drop));
+		rd->n_idle = 0;
+	} else if (rd->n_idle < POOL_MAX) {
 		rd->idle[rd->n_idle++] = c;
 		c = NULL;
 	}
 	pthread_mutex_unlock(&rd->mu);
 	ol_node_client_free(c);
+	for (int i = 0; i < nd; i++)
+		ol_node_client_free(drop[i]);
+}
+
+/* Once more after a connection that broke under a call: it may have been a pooled one the
+ * peer had closed (a restart), and a fresh connection answers. Ops are idempotent here: the
+ * peer that broke the connection never applied the call (a restarted peer never saw it). */
+static bool
+again(int rc, int *tries)
+{
+	return (rc == -ECONNRESET || rc == -EPIPE) && (*tries)++ == 0;
 }
 
 static int
@@ -77,17 +105,19 @@ rd_call(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, voi
 	struct ol_node_client *c;
 	const uint8_t *rp;
 	size_t rl;
-	int rc = rd_take(rd, &c);
+	int rc, tries = 0;
 
-	if (rc)
-		return rc;
-	rc = ol_node_call(c, op, iov, niov, dl(rd), &rp, &rl);
-	if (!rc && out) {
-		*out = ol_xmalloc(rl ? rl : 1);
-		memcpy(*out, rp, rl);
-		*olen = rl;
-	}
-	rd_give(rd, c);
+	do {
+		if ((rc = rd_take(rd, &c)))
+			return rc;
+		rc = ol_node_call(c, op, iov, niov, dl(rd), &rp, &rl);
+		if (!rc && out) {
+			*out = ol_xmalloc(rl ? rl : 1);
+			memcpy(*out, rp, rl);
+			*olen = rl;
+		}
+		rd_give(rd, c, rc);
+	} while (again(rc, &tries));
 	return rc;
 }
 
@@ -119,12 +149,14 @@ int
 ol_rd_ping(struct ol_rdrive *rd)
 {
 	struct ol_node_client *c;
-	int rc = rd_take(rd, &c);
+	int rc, tries = 0;
 
-	if (rc)
-		return rc;
-	rc = ol_node_ping(c, PING_MS < dl(rd) ? PING_MS : dl(rd), NULL);
-	rd_give(rd, c);
+	do {
+		if ((rc = rd_take(rd, &c)))
+			return rc;
+		rc = ol_node_ping(c, PING_MS < dl(rd) ? PING_MS : dl(rd), NULL);
+		rd_give(rd, c, rc);
+	} while (again(rc, &tries));
 	return rc;
 }
 
@@ -346,17 +378,15 @@ name_of(const uint8_t *uuid, char *out)
 	snprintf(out, MAX_NAME, "%.2s/%s", h, h);
 }
 
-/* PWRITE of data (iov) at off with flags, in frames the peer accepts. */
+/* PWRITE of data (iov) at off with flags, in frames the peer accepts; *done: bytes the peer
+ * acknowledged. */
 static int
-rd_pwrite(struct ol_rdrive *rd, const char *name, const struct iovec *data, int nd, uint64_t off,
-	  uint32_t flags)
+pwrite_frames(struct ol_rdrive *rd, struct ol_node_client *c, const char *name,
+	      const struct iovec *data, int nd, uint64_t off, uint32_t flags, size_t *acked)
 {
-	struct ol_node_client *c;
 	size_t total = 0, done = 0, di = 0, doff = 0;
-	int rc = rd_take(rd, &c);
+	int rc = 0;
 
-	if (rc)
-		return rc;
 	for (int i = 0; i < nd; i++)
 		total += data[i].iov_len;
 	if (!ol_node_client_max_payload(c))
@@ -393,9 +423,27 @@ rd_pwrite(struct ol_rdrive *rd, const char *name, const struct iovec *data, int 
 				      (last ? flags & OL_NODE_PW_SYNC : 0));
 		iov[0] = (struct iovec){hdr, w.n};
 		rc = ol_node_call(c, OL_NODE_SHARD_PWRITE, iov, ni, dl(rd), &rp, &rl);
-		done += n;
+		if (!rc)
+			done += n;
 	} while (!rc && done < total);
-	rd_give(rd, c);
+	*acked = done;
+	return rc;
+}
+
+static int
+rd_pwrite(struct ol_rdrive *rd, const char *name, const struct iovec *data, int nd, uint64_t off,
+	  uint32_t flags)
+{
+	struct ol_node_client *c;
+	size_t acked = 0;
+	int rc, tries = 0;
+
+	do { /* again only when the peer took none of it (an exclusive create must not repeat) */
+		if ((rc = rd_take(rd, &c)))
+			return rc;
+		rc = pwrite_frames(rd, c, name, data, nd, off, flags, &acked);
+		rd_give(rd, c, rc);
+	} while (!acked && again(rc, &tries));
 	return rc;
 }
 
@@ -412,9 +460,15 @@ ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how)
 	name_of(uuid, name);
 	if (how == 1) {
 		rc = rd_pwrite(rd, name, NULL, 0, 0, OL_NODE_PW_CREATE | OL_NODE_PW_EXCL);
-	} else if (how == 0 && !(rc = rd_take(rd, &c))) {
-		rc = ol_node_stat(c, rd->pdrive, name, dl(rd), NULL);
-		rd_give(rd, c);
+	} else if (how == 0) {
+		int tries = 0;
+
+		do {
+			if ((rc = rd_take(rd, &c)))
+				break;
+			rc = ol_node_stat(c, rd->pdrive, name, dl(rd), NULL);
+			rd_give(rd, c, rc);
+		} while (again(rc, &tries));
 	}
 	return rc ? rc : vf_new(rd, uuid, how == 2);
 }
@@ -425,13 +479,15 @@ ol_rd_shard_unlink(struct ol_store *st, int d, const uint8_t *uuid)
 	struct ol_rdrive *rd = st->d[d].rd;
 	struct ol_node_client *c;
 	char name[MAX_NAME];
-	int rc;
+	int rc, tries = 0;
 
 	name_of(uuid, name);
-	if ((rc = rd_take(rd, &c)))
-		return;
-	rc = ol_node_shard_unlink(c, rd->pdrive, name, dl(rd));
-	rd_give(rd, c);
+	do {
+		if ((rc = rd_take(rd, &c)))
+			return;
+		rc = ol_node_shard_unlink(c, rd->pdrive, name, dl(rd));
+		rd_give(rd, c, rc);
+	} while (again(rc, &tries));
 	if (rc && rc != -ENOENT)
 		ol_warn("store: drive %s: unlink %s: %s", st->d[d].root, name, strerror(-rc));
 }
@@ -483,14 +539,18 @@ run_remote(struct ol_io_op *op)
 	switch (op->opcode) {
 	case OL_IO_READ: {
 		struct ol_node_client *c;
-		struct sink s = {iov, niov, 0, 0};
+		struct sink s;
 		uint64_t got = 0;
+		int tries = 0;
 
-		if ((rc = rd_take(f->rd, &c)))
-			break;
-		rc = ol_node_shard_read(c, f->rd->pdrive, f->name, op->off, total, to_iov, &s,
-					dl(f->rd), &got);
-		rd_give(f->rd, c);
+		do {
+			if ((rc = rd_take(f->rd, &c)))
+				break;
+			s = (struct sink){iov, niov, 0, 0};
+			rc = ol_node_shard_read(c, f->rd->pdrive, f->name, op->off, total, to_iov,
+						&s, dl(f->rd), &got);
+			rd_give(f->rd, c, rc);
+		} while (!got && again(rc, &tries));
 		op->res = rc ? rc : (ssize_t)got;
 		return;
 	}
