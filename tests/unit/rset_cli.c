@@ -162,6 +162,11 @@ cmd_bench(struct ol_store *st, unsigned mib)
 	uint64_t t0, t1, t2;
 	int rc = ol_store_bucket_create(st, "bench");
 
+	if (rc && rc != -EEXIST) {
+		printf("bench failed: bucket %d\n", rc);
+		free(b);
+		return 1;
+	}
 	fill(b, chunk, 7);
 	t0 = ol_io_now_ns();
 	rc = ol_store_put_begin(st, "bench", "obj", 3, (int64_t)n, &p);
@@ -221,8 +226,8 @@ main(int argc, char **argv)
 
 			snprintf(peers[n], sizeof(peers[n]), "%.*s", h ? (int)(h - argv[i]) : 0,
 				 argv[i]);
-			sp[n] = (struct ol_store_drive_spec){peers[n], h ? (unsigned)atoi(h + 1) : 0,
-							     (unsigned)n + 1};
+			sp[n] = (struct ol_store_drive_spec){
+			    peers[n], h ? (unsigned)atoi(h + 1) : 0, (unsigned)n + 1};
 		}
 		struct ol_store_set_opts o = {.n = (unsigned)n,
 					      .drives = sp,

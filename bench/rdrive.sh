@@ -1,0 +1,93 @@
+#!/bin/bash
+# bench/rdrive.sh - a 64 MiB PUT and GET through an erasure set over remote drives (four
+# openlaked node planes on loopback, store/rdrive.c) against the same on a local set of four
+# temp dirs, alternating (local, remote, remote, local, ...) in the same run. Not a pass/fail
+# test: one line per round, then the medians and their ratio (remote / local).
+# Both sets: N=4 P=1, 1 MiB blocks, fsync on; the client is build/src/store/rset_cli.
+#
+# Usage: bench/rdrive.sh [--rounds N] [--mib M] [--build DIR]
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${OPENLAKE_BUILD:-build}
+ROUNDS=4
+MIB=64
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--rounds) ROUNDS=$2; shift ;;
+	--mib) MIB=$2; shift ;;
+	--build) BUILD=$2; shift ;;
+	-h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
+	*) echo "rdrive.sh: unknown flag '$1' (see --help)" >&2; exit 2 ;;
+	esac
+	shift
+done
+case "$BUILD" in /*) ;; *) BUILD=$REPO/$BUILD ;; esac
+OPENLAKED=$BUILD/cmd/openlaked/openlaked
+RSET=$BUILD/src/store/rset_cli
+SECRET=rdrive-bench-secret
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/openlake-rdrive.XXXXXX")
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+port() {
+	/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+PEERS=()
+for i in 0 1 2 3; do
+	mkdir -p "$TMP/n$i"
+	RPC=$(port)
+	cat >"$TMP/n$i/cfg.toml" <<CFG
+data_dirs = ["$TMP/n$i/own", "$TMP/n$i/served"]
+s3_addr = "127.0.0.1:$(port)"
+console_addr = "127.0.0.1:$(port)"
+rpc_addr = "127.0.0.1:$RPC"
+kv_addr = ""
+set_drive_count = 1
+default_parity_count = 0
+[cluster]
+secret = "$SECRET"
+CFG
+	"$OPENLAKED" --config "$TMP/n$i/cfg.toml" >"$TMP/n$i/log" 2>&1 &
+	PIDS+=($!)
+	for _ in $(seq 200); do
+		(exec 3<>/dev/tcp/127.0.0.1/$RPC) 2>/dev/null && break
+		sleep 0.1
+	done
+	PEERS+=("127.0.0.1:$RPC#1")
+done
+
+run() { # kind -> "put_mibs X get_mibs Y"
+	if [ "$1" = local ]; then
+		rm -rf "$TMP/local"
+		"$RSET" x 1 1 local "$TMP/local/d0" "$TMP/local/d1" "$TMP/local/d2" "$TMP/local/d3" \
+			-- bench "$MIB"
+	else
+		"$RSET" "$SECRET" 1 1 "${PEERS[@]}" -- bench "$MIB"
+	fi
+}
+
+echo "# $MIB MiB PUT and GET, N=4 P=1, fsync on; $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
+RES=()
+for r in $(seq "$ROUNDS"); do
+	if [ $((r % 2)) = 1 ]; then order="local remote"; else order="remote local"; fi
+	for kind in $order; do
+		line=$(run "$kind")
+		echo "round $r $kind $line"
+		RES+=("$kind $line")
+	done
+done
+printf '%s\n' "${RES[@]}" | /usr/bin/python3 -c '
+import statistics, sys
+v = {"local": ([], []), "remote": ([], [])}
+for line in sys.stdin:
+    kind, _, put, _, get = line.split()
+    v[kind][0].append(float(put)); v[kind][1].append(float(get))
+lp, lg = map(statistics.median, v["local"]); rp, rg = map(statistics.median, v["remote"])
+print(f"median PUT MiB/s: local {lp:.1f} remote {rp:.1f} ratio {rp / lp:.2f}")
+print(f"median GET MiB/s: local {lg:.1f} remote {rg:.1f} ratio {rg / lg:.2f}")
+'
