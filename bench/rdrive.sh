@@ -51,6 +51,7 @@ set_drive_count = 1
 default_parity_count = 0
 [cluster]
 secret = "$SECRET"
+${PLANE_EXTRA:-}
 CFG
 	"$OPENLAKED" --config "$TMP/n$i/cfg.toml" >"$TMP/n$i/log" 2>&1 &
 	PIDS+=($!)
