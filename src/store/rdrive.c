@@ -633,3 +633,47 @@ ol_shard_batch(struct ol_io_op *ops, unsigned n)
 	run_remotes(rem, nr);
 	return rc;
 }
+
+struct each {
+	struct ol_store *st;
+	int d;
+	void (*fn)(struct ol_store *st, int d, void *arg);
+	void *arg;
+};
+
+static void *
+each_thread(void *arg)
+{
+	struct each *e = arg;
+
+	e->fn(e->st, e->d, e->arg);
+	return NULL;
+}
+
+void
+ol_each_drive(struct ol_store *st, void (*fn)(struct ol_store *st, int d, void *arg), void *arg)
+{
+	struct each e[OL_MAX_DRIVES];
+	pthread_t th[OL_MAX_DRIVES];
+	bool started[OL_MAX_DRIVES] = {false};
+	int first = -1;
+
+	for (int d = 0; d < st->n; d++) {
+		e[d] = (struct each){st, d, fn, arg};
+		if (!ol_drive_remote(st, d))
+			continue;
+		if (first < 0)
+			first = d; /* runs in this thread, below */
+		else
+			started[d] = pthread_create(&th[d], NULL, each_thread, &e[d]) == 0;
+	}
+	for (int d = 0; d < st->n; d++)
+		if (!ol_drive_remote(st, d) || d == first)
+			fn(st, d, arg);
+	for (int d = 0; d < st->n; d++) {
+		if (started[d])
+			pthread_join(th[d], NULL);
+		else if (ol_drive_remote(st, d) && d != first)
+			fn(st, d, arg);
+	}
+}

@@ -195,6 +195,42 @@ test_basic(struct ol_store *st, uint8_t *big, uint8_t *small)
 	ok(!strcmp(keys, "big,k/a,k/b,"), "listing in order: %s", keys);
 }
 
+/* More keys than a META_SCAN page (256): listings and seeks read page after page. */
+static void
+test_many(struct ol_store *st, uint8_t *small)
+{
+	struct ol_iter *it;
+	const char *k;
+	size_t kl;
+	struct ol_obj_info info;
+	char key[32], prev[32] = "";
+	int rc = ol_store_bucket_create(st, "many"), n = 0, order = 1, first = -1;
+
+	for (int i = 0; i < 300 && !rc; i++) {
+		snprintf(key, sizeof(key), "key-%04d", (i * 7) % 300); /* not in key order */
+		rc = put(st, "many", key, small, 16, 0, NULL);
+	}
+	ok(rc == 0, "300 objects (%d)", rc);
+	ok(ol_store_iter_open(st, "many", &it) == 0, "iterator");
+	while (ol_store_iter_next(it, &k, &kl, &info) == 1) {
+		snprintf(key, sizeof(key), "%.*s", (int)kl, k);
+		order &= strcmp(prev, key) < 0;
+		memcpy(prev, key, sizeof(key));
+		n++;
+	}
+	ok(n == 300 && order, "listing: %d keys in order (%d)", n, order);
+	ok(ol_store_iter_seek(it, "key-0270", 8) == 0 &&
+	       ol_store_iter_next(it, &k, &kl, &info) == 1,
+	   "seek into the last page");
+	first = kl == 8 && !memcmp(k, "key-0270", 8);
+	n = 1;
+	while (ol_store_iter_next(it, &k, &kl, &info) == 1)
+		n++;
+	ol_store_iter_close(it);
+	ok(first && n == 30, "from key-0270: %d keys", n);
+	ok(ol_store_bucket_delete(st, "many") == -ENOTEMPTY, "a bucket with objects stays");
+}
+
 static void
 test_mpu(struct ol_store *st, uint8_t *big)
 {
@@ -338,6 +374,7 @@ main(void)
 	ok(rc == 0 && ol_store_drives_online(st) == N, "remote set N=4 P=1 open (%d)", rc);
 	if (!rc) {
 		test_basic(st, big, small);
+		test_many(st, small);
 		test_mpu(st, big);
 		test_versions(st, big, small);
 		test_down_and_back(st, big);
