@@ -378,13 +378,25 @@ name_of(const uint8_t *uuid, char *out)
 	snprintf(out, MAX_NAME, "%.2s/%s", h, h);
 }
 
-/* PWRITE of data (iov) at off with flags, in frames the peer accepts; *done: bytes the peer
- * acknowledged. */
+/* Collect the oldest answer of a pipeline. */
+static int
+collect(struct ol_node_client *c, uint64_t *next, bool *any)
+{
+	int rc = ol_node_recv(c, (*next)++, NULL, NULL);
+
+	*any |= rc == 0;
+	return rc;
+}
+
+/* PWRITE of data (iov) at off with flags, in frames the peer accepts, pipelined (a block of
+ * 1 MiB + its checksum is two frames: the second goes out before the first is answered);
+ * *any: the peer took some of it. */
 static int
 pwrite_frames(struct ol_rdrive *rd, struct ol_node_client *c, const char *name,
-	      const struct iovec *data, int nd, uint64_t off, uint32_t flags, size_t *acked)
+	      const struct iovec *data, int nd, uint64_t off, uint32_t flags, bool *any)
 {
 	size_t total = 0, done = 0, di = 0, doff = 0;
+	uint64_t next = 0, id;
 	int rc = 0;
 
 	for (int i = 0; i < nd; i++)
@@ -397,8 +409,6 @@ pwrite_frames(struct ol_rdrive *rd, struct ol_node_client *c, const char *name,
 		struct ol_node_wr w = {hdr, 0, sizeof(hdr), false};
 		struct iovec iov[2 + OL_IO_MAX_IOV];
 		int ni = 1;
-		const uint8_t *rp;
-		size_t rl;
 		bool last;
 
 		if (rc)
@@ -422,11 +432,17 @@ pwrite_frames(struct ol_rdrive *rd, struct ol_node_client *c, const char *name,
 		ol_node_put32(&w, (done ? 0 : flags & (OL_NODE_PW_CREATE | OL_NODE_PW_EXCL)) |
 				      (last ? flags & OL_NODE_PW_SYNC : 0));
 		iov[0] = (struct iovec){hdr, w.n};
-		rc = ol_node_call(c, OL_NODE_SHARD_PWRITE, iov, ni, dl(rd), &rp, &rl);
-		if (!rc)
-			done += n;
+		while ((rc = ol_node_send(c, OL_NODE_SHARD_PWRITE, iov, ni, dl(rd), &id)) ==
+			   -EAGAIN &&
+		       !(rc = collect(c, &next, any)))
+			;
+		if (!rc && !done)
+			next =
+			    id; /* call ids are consecutive: the first one's answer comes first */
+		done += n;
 	} while (!rc && done < total);
-	*acked = done;
+	while (!rc && ol_node_client_pending(c))
+		rc = collect(c, &next, any);
 	return rc;
 }
 
@@ -435,15 +451,20 @@ rd_pwrite(struct ol_rdrive *rd, const char *name, const struct iovec *data, int 
 	  uint32_t flags)
 {
 	struct ol_node_client *c;
-	size_t acked = 0;
+	bool any = false;
 	int rc, tries = 0;
 
 	do { /* again only when the peer took none of it (an exclusive create must not repeat) */
 		if ((rc = rd_take(rd, &c)))
 			return rc;
-		rc = pwrite_frames(rd, c, name, data, nd, off, flags, &acked);
-		rd_give(rd, c, rc);
-	} while (!acked && again(rc, &tries));
+		rc = pwrite_frames(rd, c, name, data, nd, off, flags, &any);
+		if (ol_node_client_pending(c)) { /* answers still on their way: not reusable */
+			ol_node_client_free(c);
+			c = NULL;
+		}
+		if (c)
+			rd_give(rd, c, rc);
+	} while (!any && again(rc, &tries));
 	return rc;
 }
 
