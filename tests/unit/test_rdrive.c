@@ -49,8 +49,11 @@ srv_start(int i)
 					.secret = SECRET,
 					.self_id = (unsigned)i + 1,
 					.threads = 1,
-					.window = 8u << 20,
-					.max_payload = 1u << 20,
+					/* node 2: frames of 256 KiB and a window of one, so a
+					 * block goes out in five frames and the pipeline waits
+					 * for credit between them */
+					.window = i == 1 ? (256u << 10) + 128 : 8u << 20,
+					.max_payload = i == 1 ? 256u << 10 : 1u << 20,
 					.n_drives = 1,
 					.drives = drives};
 
