@@ -62,13 +62,23 @@ CFG
 	PEERS+=("127.0.0.1:$RPC#1")
 done
 
-run() { # kind -> "put_mibs X get_mibs Y"
+daemons_cpu() { # CPU seconds the four daemons used so far
+	local t=0
+	for p in "${PIDS[@]}"; do t=$((t + $(cut -d' ' -f14,15 /proc/$p/stat | tr ' ' '+'))); done
+	echo "$t $(getconf CLK_TCK)" | awk '{printf "%.2f", $1 / $2}'
+}
+
+run() { # kind -> "put_mibs X get_mibs Y put_cpu_s A get_cpu_s B daemons_cpu_s C"
 	if [ "$1" = local ]; then
 		rm -rf "$TMP/local"
-		"$RSET" x 1 1 local "$TMP/local/d0" "$TMP/local/d1" "$TMP/local/d2" "$TMP/local/d3" \
-			-- bench "$MIB"
+		echo "$("$RSET" x 1 1 local "$TMP/local/d0" "$TMP/local/d1" "$TMP/local/d2" \
+			"$TMP/local/d3" -- bench "$MIB") daemons_cpu_s 0"
 	else
-		"$RSET" "$SECRET" 1 1 "${PEERS[@]}" -- bench "$MIB"
+		local c0 c1 out
+		c0=$(daemons_cpu)
+		out=$("$RSET" "$SECRET" 1 1 "${PEERS[@]}" -- bench "$MIB")
+		c1=$(daemons_cpu)
+		echo "$out daemons_cpu_s $(echo "$c0 $c1" | awk '{printf "%.2f", $2 - $1}')"
 	fi
 }
 
@@ -84,11 +94,13 @@ for r in $(seq "$ROUNDS"); do
 done
 printf '%s\n' "${RES[@]}" | /usr/bin/python3 -c '
 import statistics, sys
-v = {"local": ([], []), "remote": ([], [])}
+v = {"local": ([], [], []), "remote": ([], [], [])}
 for line in sys.stdin:
-    kind, _, put, _, get = line.split()
-    v[kind][0].append(float(put)); v[kind][1].append(float(get))
-lp, lg = map(statistics.median, v["local"]); rp, rg = map(statistics.median, v["remote"])
+    f = line.split()
+    kind, put, get, cpu = f[0], float(f[2]), float(f[4]), float(f[6]) + float(f[8]) + float(f[10])
+    v[kind][0].append(put); v[kind][1].append(get); v[kind][2].append(cpu)
+lp, lg, lc = map(statistics.median, v["local"]); rp, rg, rc = map(statistics.median, v["remote"])
 print(f"median PUT MiB/s: local {lp:.1f} remote {rp:.1f} ratio {rp / lp:.2f}")
 print(f"median GET MiB/s: local {lg:.1f} remote {rg:.1f} ratio {rg / lg:.2f}")
+print(f"median CPU s (client + daemons, PUT + GET): local {lc:.2f} remote {rc:.2f}")
 '

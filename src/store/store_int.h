@@ -80,6 +80,7 @@ struct ol_store {
 	size_t n_flight, cap_flight;
 	struct ol_inuse_tab *inuse; /* versions being read (inuse.c) */
 	/* a set of remote drives (ol_store_open_set) */
+	bool remote;		/* its drives are remote (ol_store_open_set) */
 	_Atomic uint64_t epoch; /* sent with every metadata commit (fencing) */
 	char secret[256];
 	unsigned self_id;
