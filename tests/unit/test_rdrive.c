@@ -337,6 +337,41 @@ test_fencing(struct ol_store *st, uint8_t *small)
 	ol_store_close(st2);
 }
 
+/* A peer that accepts connections and never answers (a frozen node): its drive misses the
+ * call deadline and is offline; the set opens on the other three and serves. */
+static void
+test_silent_peer(uint8_t *small)
+{
+	struct ol_store_drive_spec sp[N];
+	char addr[64];
+	int lfd = ol_io_listen("127.0.0.1:0", false, 16);
+	struct ol_store *st = NULL;
+	uint64_t t0;
+	int rc;
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ol_io_sock_port(lfd));
+	memcpy(sp, specs, sizeof(sp));
+	sp[2].peer = addr;
+	struct ol_store_set_opts o = {.n = N,
+				      .drives = sp,
+				      .secret = SECRET,
+				      .self_id = 101,
+				      .epoch = 5,
+				      .deadline_ms = 1500};
+	t0 = ol_io_now_ns();
+	rc = ol_store_open_set(&cfg, &o, &st);
+	ok(rc == 0 && ol_store_drives_online(st) == N - 1,
+	   "a silent peer: its drive offline at open after the deadline (%d, %.1f s)", rc,
+	   (double)(ol_io_now_ns() - t0) / 1e9);
+	if (!rc) {
+		ok(put(st, "b1", "silent", small, 300, 0, NULL) == 0 &&
+		       same(st, "b1", "silent", NULL, small, 300),
+		   "the other three serve");
+		ol_store_close(st);
+	}
+	close(lfd);
+}
+
 static int
 rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
 {
@@ -383,6 +418,7 @@ main(void)
 		test_down_and_back(st, big);
 		test_fencing(st, small);
 		ol_store_close(st);
+		test_silent_peer(small);
 	}
 	for (int i = 0; i < N; i++)
 		if (srv[i])
