@@ -21,7 +21,8 @@ struct ol_node_client {
 	struct ol_node_peer_info info;
 	uint8_t *rbuf, *sbuf; /* one frame each: OL_NODE_HDR + max_payload + OL_NODE_MAC */
 	size_t cap;
-	uint64_t end_ms; /* the current call's deadline */
+	uint64_t end_ms;  /* the current call's deadline */
+	unsigned pending; /* calls sent with ol_node_send and not yet answered */
 	struct ol_node_client_stats st;
 };
 
@@ -52,6 +53,7 @@ drop(struct ol_node_client *c)
 	free(c->rbuf);
 	free(c->sbuf);
 	c->rbuf = c->sbuf = NULL;
+	c->pending = 0;
 }
 
 void
@@ -521,4 +523,61 @@ ol_node_call(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int 
 		*rlen = rh.len;
 	}
 	return end_call(c, rc);
+}
+
+int
+ol_node_send(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int niov,
+	     int deadline_ms, uint64_t *call_id)
+{
+	/* the first call of a pipeline sets the deadline of all of them */
+	int rc = c->pending ? 0 : begin(c, deadline_ms);
+	if (rc)
+		return end_call(c, rc);
+	struct ol_node_wr w = {c->sbuf + OL_NODE_HDR, 0, c->cap - OL_NODE_HDR - OL_NODE_MAC, false};
+	for (int i = 0; i < niov; i++)
+		ol_node_putbytes(&w, iov[i].iov_base, iov[i].iov_len);
+	if (w.err)
+		return -EMSGSIZE; /* nothing sent: the stream is as it was */
+	size_t total = OL_NODE_HDR + w.n + OL_NODE_MAC;
+	if (c->credit < total && c->pending)
+		return -EAGAIN; /* reading grants now could read an answer: collect first */
+	struct ol_node_hdr h = {.op = op, .call_id = ++c->next_call, .len = (uint32_t)w.n}, rh;
+	bool answered = false;
+	rc = take_credit(c, total, h.call_id, &answered, &rh);
+	if (!rc && answered)
+		rc = -EPROTO;
+	if (!rc)
+		rc = send_frame(c, &h, c->key);
+	if (rc)
+		return end_call(c, rc == -EAGAIN ? -EPROTO : rc);
+	c->pending++;
+	*call_id = h.call_id;
+	return 0;
+}
+
+int
+ol_node_recv(struct ol_node_client *c, uint64_t call_id, const uint8_t **reply, size_t *rlen)
+{
+	struct ol_node_hdr rh;
+	if (!c->pending || c->fd < 0)
+		return -EINVAL;
+	int rc = recv_reply(c, call_id, &rh);
+	if (!rc && (rh.flags & OL_NODE_F_MORE))
+		rc = -EPROTO;
+	if (rc)
+		return end_call(c, rc);
+	c->pending--;
+	if (rh.status)
+		return rh.status;
+	if (reply) {
+		*reply = c->rbuf + OL_NODE_HDR;
+		*rlen = rh.len;
+	}
+	return 0;
+}
+
+unsigned
+ol_node_client_pending(const struct ol_node_client *c)
+{
+	return c->pending;
 }

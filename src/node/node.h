@@ -244,6 +244,19 @@ int ol_node_shard_unlink(struct ol_node_client *c, unsigned drive, const char *n
 struct iovec;
 int ol_node_call(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int niov,
 		 int deadline_ms, const uint8_t **reply, size_t *rlen);
+/* The same split in two, so several calls can be on the wire at once (the peer answers a
+ * connection's calls in order): send queues one request frame (*call_id for recv) without
+ * waiting; recv waits for the answer of call_id, which must be the oldest one unanswered.
+ * The first send of a pipeline sets the deadline of all. send returns -EAGAIN, sending
+ * nothing, when the credit window is short while calls are unanswered (recv one, then send
+ * again); -EMSGSIZE, sending nothing, when the payload is over the peer's max_payload. A
+ * failure that leaves the stream unknown closes the connection and forgets the pipeline.
+ * Not for streamed ops (SHARD_WRITE, SHARD_READ). */
+int ol_node_send(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int niov,
+		 int deadline_ms, uint64_t *call_id);
+int ol_node_recv(struct ol_node_client *c, uint64_t call_id, const uint8_t **reply, size_t *rlen);
+/* Calls sent and not yet answered. */
+unsigned ol_node_client_pending(const struct ol_node_client *c);
 /* The peer's max_payload after a successful call (0 before). */
 uint32_t ol_node_client_max_payload(const struct ol_node_client *c);
 

@@ -390,6 +390,10 @@ read_direct(struct ol_get *g, const struct stripe *s, size_t in, uint8_t *out, s
 
 	if (!s->bl || in % s->bl || len < s->bl || (int64_t)s->j == g->cur_stripe)
 		return 0;
+	/* remote drives: fewer blocks than the stripe's would go out one drive per call (S3
+	 * reads 1 MiB at a time); the stripe path reads all k at once and keeps them */
+	if (g->st->remote && in + len < (size_t)g->st->k * s->bl)
+		return 0;
 	for (int sh = first; sh < g->st->k && (size_t)(n + 1) * s->bl <= len; sh++, n++) {
 		if (g->fd[sh] < 0)
 			return 0;

@@ -51,16 +51,44 @@ rd_take(struct ol_rdrive *rd, struct ol_node_client **out)
 	return ol_node_client_new(rd->peer, rd->st->secret, rd->st->self_id, out);
 }
 
-static void
-rd_give(struct ol_rdrive *rd, struct ol_node_client *c)
+/* A failure that says the peer or its connection is gone. */
+static bool
+conn_err(int rc)
 {
+	return rc == -ECONNRESET || rc == -EPIPE || rc == -ECONNREFUSED || rc == -ETIMEDOUT ||
+	       rc == -EBADMSG || rc == -EPROTO;
+}
+
+/* Back to the pool after a call that returned rc. A connection error drops the client and
+ * every idle one: after a peer restarts, all pooled connections to it are dead. */
+static void
+rd_give(struct ol_rdrive *rd, struct ol_node_client *c, int rc)
+{
+	struct ol_node_client *drop[POOL_MAX];
+	int nd = 0;
+
 	pthread_mutex_lock(&rd->mu);
-	if (rd->n_idle < POOL_MAX) {
+	if (conn_err(rc)) {
+		nd = rd->n_idle;
+		memcpy(drop, rd->idle, (size_t)nd * sizeof(*drop));
+		rd->n_idle = 0;
+	} else if (rd->n_idle < POOL_MAX) {
 		rd->idle[rd->n_idle++] = c;
 		c = NULL;
 	}
 	pthread_mutex_unlock(&rd->mu);
 	ol_node_client_free(c);
+	for (int i = 0; i < nd; i++)
+		ol_node_client_free(drop[i]);
+}
+
+/* Once more after a connection that broke under a call: it may have been a pooled one the
+ * peer had closed (a restart), and a fresh connection answers. Ops are idempotent here: the
+ * peer that broke the connection never applied the call (a restarted peer never saw it). */
+static bool
+again(int rc, int *tries)
+{
+	return (rc == -ECONNRESET || rc == -EPIPE) && (*tries)++ == 0;
 }
 
 static int
@@ -77,17 +105,19 @@ rd_call(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, voi
 	struct ol_node_client *c;
 	const uint8_t *rp;
 	size_t rl;
-	int rc = rd_take(rd, &c);
+	int rc, tries = 0;
 
-	if (rc)
-		return rc;
-	rc = ol_node_call(c, op, iov, niov, dl(rd), &rp, &rl);
-	if (!rc && out) {
-		*out = ol_xmalloc(rl ? rl : 1);
-		memcpy(*out, rp, rl);
-		*olen = rl;
-	}
-	rd_give(rd, c);
+	do {
+		if ((rc = rd_take(rd, &c)))
+			return rc;
+		rc = ol_node_call(c, op, iov, niov, dl(rd), &rp, &rl);
+		if (!rc && out) {
+			*out = ol_xmalloc(rl ? rl : 1);
+			memcpy(*out, rp, rl);
+			*olen = rl;
+		}
+		rd_give(rd, c, rc);
+	} while (again(rc, &tries));
 	return rc;
 }
 
@@ -119,12 +149,14 @@ int
 ol_rd_ping(struct ol_rdrive *rd)
 {
 	struct ol_node_client *c;
-	int rc = rd_take(rd, &c);
+	int rc, tries = 0;
 
-	if (rc)
-		return rc;
-	rc = ol_node_ping(c, PING_MS < dl(rd) ? PING_MS : dl(rd), NULL);
-	rd_give(rd, c);
+	do {
+		if ((rc = rd_take(rd, &c)))
+			return rc;
+		rc = ol_node_ping(c, PING_MS < dl(rd) ? PING_MS : dl(rd), NULL);
+		rd_give(rd, c, rc);
+	} while (again(rc, &tries));
 	return rc;
 }
 
@@ -346,17 +378,27 @@ name_of(const uint8_t *uuid, char *out)
 	snprintf(out, MAX_NAME, "%.2s/%s", h, h);
 }
 
-/* PWRITE of data (iov) at off with flags, in frames the peer accepts. */
+/* Collect the oldest answer of a pipeline. */
 static int
-rd_pwrite(struct ol_rdrive *rd, const char *name, const struct iovec *data, int nd, uint64_t off,
-	  uint32_t flags)
+collect(struct ol_node_client *c, uint64_t *next, bool *any)
 {
-	struct ol_node_client *c;
-	size_t total = 0, done = 0, di = 0, doff = 0;
-	int rc = rd_take(rd, &c);
+	int rc = ol_node_recv(c, (*next)++, NULL, NULL);
 
-	if (rc)
-		return rc;
+	*any |= rc == 0;
+	return rc;
+}
+
+/* PWRITE of data (iov) at off with flags, in frames the peer accepts, pipelined (a block of
+ * 1 MiB + its checksum is two frames: the second goes out before the first is answered);
+ * *any: the peer took some of it. */
+static int
+pwrite_frames(struct ol_rdrive *rd, struct ol_node_client *c, const char *name,
+	      const struct iovec *data, int nd, uint64_t off, uint32_t flags, bool *any)
+{
+	size_t total = 0, done = 0, di = 0, doff = 0;
+	uint64_t next = 0, id;
+	int rc = 0;
+
 	for (int i = 0; i < nd; i++)
 		total += data[i].iov_len;
 	if (!ol_node_client_max_payload(c))
@@ -367,8 +409,6 @@ rd_pwrite(struct ol_rdrive *rd, const char *name, const struct iovec *data, int 
 		struct ol_node_wr w = {hdr, 0, sizeof(hdr), false};
 		struct iovec iov[2 + OL_IO_MAX_IOV];
 		int ni = 1;
-		const uint8_t *rp;
-		size_t rl;
 		bool last;
 
 		if (rc)
@@ -392,10 +432,39 @@ rd_pwrite(struct ol_rdrive *rd, const char *name, const struct iovec *data, int 
 		ol_node_put32(&w, (done ? 0 : flags & (OL_NODE_PW_CREATE | OL_NODE_PW_EXCL)) |
 				      (last ? flags & OL_NODE_PW_SYNC : 0));
 		iov[0] = (struct iovec){hdr, w.n};
-		rc = ol_node_call(c, OL_NODE_SHARD_PWRITE, iov, ni, dl(rd), &rp, &rl);
+		while ((rc = ol_node_send(c, OL_NODE_SHARD_PWRITE, iov, ni, dl(rd), &id)) ==
+			   -EAGAIN &&
+		       !(rc = collect(c, &next, any)))
+			;
+		if (!rc && !done)
+			next =
+			    id; /* call ids are consecutive: the first one's answer comes first */
 		done += n;
 	} while (!rc && done < total);
-	rd_give(rd, c);
+	while (!rc && ol_node_client_pending(c))
+		rc = collect(c, &next, any);
+	return rc;
+}
+
+static int
+rd_pwrite(struct ol_rdrive *rd, const char *name, const struct iovec *data, int nd, uint64_t off,
+	  uint32_t flags)
+{
+	struct ol_node_client *c;
+	bool any = false;
+	int rc, tries = 0;
+
+	do { /* again only when the peer took none of it (an exclusive create must not repeat) */
+		if ((rc = rd_take(rd, &c)))
+			return rc;
+		rc = pwrite_frames(rd, c, name, data, nd, off, flags, &any);
+		if (ol_node_client_pending(c)) { /* answers still on their way: not reusable */
+			ol_node_client_free(c);
+			c = NULL;
+		}
+		if (c)
+			rd_give(rd, c, rc);
+	} while (!any && again(rc, &tries));
 	return rc;
 }
 
@@ -412,9 +481,15 @@ ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how)
 	name_of(uuid, name);
 	if (how == 1) {
 		rc = rd_pwrite(rd, name, NULL, 0, 0, OL_NODE_PW_CREATE | OL_NODE_PW_EXCL);
-	} else if (how == 0 && !(rc = rd_take(rd, &c))) {
-		rc = ol_node_stat(c, rd->pdrive, name, dl(rd), NULL);
-		rd_give(rd, c);
+	} else if (how == 0) {
+		int tries = 0;
+
+		do {
+			if ((rc = rd_take(rd, &c)))
+				break;
+			rc = ol_node_stat(c, rd->pdrive, name, dl(rd), NULL);
+			rd_give(rd, c, rc);
+		} while (again(rc, &tries));
 	}
 	return rc ? rc : vf_new(rd, uuid, how == 2);
 }
@@ -425,13 +500,15 @@ ol_rd_shard_unlink(struct ol_store *st, int d, const uint8_t *uuid)
 	struct ol_rdrive *rd = st->d[d].rd;
 	struct ol_node_client *c;
 	char name[MAX_NAME];
-	int rc;
+	int rc, tries = 0;
 
 	name_of(uuid, name);
-	if ((rc = rd_take(rd, &c)))
-		return;
-	rc = ol_node_shard_unlink(c, rd->pdrive, name, dl(rd));
-	rd_give(rd, c);
+	do {
+		if ((rc = rd_take(rd, &c)))
+			return;
+		rc = ol_node_shard_unlink(c, rd->pdrive, name, dl(rd));
+		rd_give(rd, c, rc);
+	} while (again(rc, &tries));
 	if (rc && rc != -ENOENT)
 		ol_warn("store: drive %s: unlink %s: %s", st->d[d].root, name, strerror(-rc));
 }
@@ -483,14 +560,18 @@ run_remote(struct ol_io_op *op)
 	switch (op->opcode) {
 	case OL_IO_READ: {
 		struct ol_node_client *c;
-		struct sink s = {iov, niov, 0, 0};
+		struct sink s;
 		uint64_t got = 0;
+		int tries = 0;
 
-		if ((rc = rd_take(f->rd, &c)))
-			break;
-		rc = ol_node_shard_read(c, f->rd->pdrive, f->name, op->off, total, to_iov, &s,
-					dl(f->rd), &got);
-		rd_give(f->rd, c);
+		do {
+			if ((rc = rd_take(f->rd, &c)))
+				break;
+			s = (struct sink){iov, niov, 0, 0};
+			rc = ol_node_shard_read(c, f->rd->pdrive, f->name, op->off, total, to_iov,
+						&s, dl(f->rd), &got);
+			rd_give(f->rd, c, rc);
+		} while (!got && again(rc, &tries));
 		op->res = rc ? rc : (ssize_t)got;
 		return;
 	}
@@ -572,4 +653,48 @@ ol_shard_batch(struct ol_io_op *ops, unsigned n)
 		loc[i]->res = tmp[i].res;
 	run_remotes(rem, nr);
 	return rc;
+}
+
+struct each {
+	struct ol_store *st;
+	int d;
+	void (*fn)(struct ol_store *st, int d, void *arg);
+	void *arg;
+};
+
+static void *
+each_thread(void *arg)
+{
+	struct each *e = arg;
+
+	e->fn(e->st, e->d, e->arg);
+	return NULL;
+}
+
+void
+ol_each_drive(struct ol_store *st, void (*fn)(struct ol_store *st, int d, void *arg), void *arg)
+{
+	struct each e[OL_MAX_DRIVES];
+	pthread_t th[OL_MAX_DRIVES];
+	bool started[OL_MAX_DRIVES] = {false};
+	int first = -1;
+
+	for (int d = 0; d < st->n; d++) {
+		e[d] = (struct each){st, d, fn, arg};
+		if (!ol_drive_remote(st, d))
+			continue;
+		if (first < 0)
+			first = d; /* runs in this thread, below */
+		else
+			started[d] = pthread_create(&th[d], NULL, each_thread, &e[d]) == 0;
+	}
+	for (int d = 0; d < st->n; d++)
+		if (!ol_drive_remote(st, d) || d == first)
+			fn(st, d, arg);
+	for (int d = 0; d < st->n; d++) {
+		if (started[d])
+			pthread_join(th[d], NULL);
+		else if (ol_drive_remote(st, d) && d != first)
+			fn(st, d, arg);
+	}
 }

@@ -41,6 +41,7 @@ ol_store_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o
 	free(c);
 	if (rc)
 		return rc;
+	st->remote = true;
 	atomic_store(&st->epoch, o->epoch);
 	memcpy(st->secret, o->secret, strlen(o->secret) + 1);
 	st->self_id = o->self_id;

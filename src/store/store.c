@@ -331,41 +331,60 @@ ol_store_drives_online(const struct ol_store *st)
 	return n;
 }
 
+struct rg {
+	enum ol_meta_db db;
+	const void *key;
+	size_t klen;
+	const char *bucket;
+	struct ol_reads *r;
+	bool bk[OL_MAX_DRIVES];
+};
+
+static void
+read_one(struct ol_store *st, int d, void *arg)
+{
+	struct rg *a = arg;
+	struct ol_reads *r = a->r;
+	struct ol_meta *m = atomic_load(&st->d[d].meta);
+	struct ol_meta_txn *t;
+	const void *v;
+	size_t vl;
+	bool bk;
+
+	if (!m)
+		return;
+	if (ol_meta_begin(m, false, &t)) {
+		ol_drive_check(st, d, m);
+		return;
+	}
+	bk = a->bucket &&
+	     ol_meta_get(t, OL_META_BUCKETS, a->bucket, strlen(a->bucket), &v, &vl) == 0;
+	if (a->key && ol_meta_get(t, a->db, a->key, a->klen, &v, &vl) == 0) {
+		r->raw[d] = ol_xmalloc(vl ? vl : 1);
+		memcpy(r->raw[d], v, vl);
+		r->len[d] = vl;
+	}
+	if (ol_meta_broken(m, NULL)) { /* a fault: what it read does not count */
+		free(r->raw[d]);
+		r->raw[d] = NULL;
+		ol_meta_abort(t); /* frees our wrapper only: the env is abandoned */
+		ol_drive_check(st, d, m);
+		return;
+	}
+	a->bk[d] = bk;
+	ol_meta_abort(t);
+}
+
 void
 ol_reads_get(struct ol_store *st, enum ol_meta_db db, const void *key, size_t klen,
 	     const char *bucket, struct ol_reads *r)
 {
-	memset(r, 0, sizeof(*r));
-	for (int d = 0; d < st->n; d++) {
-		struct ol_meta *m = atomic_load(&st->d[d].meta);
-		struct ol_meta_txn *t;
-		const void *v;
-		size_t vl;
-		bool bk;
+	struct rg a = {.db = db, .key = key, .klen = klen, .bucket = bucket, .r = r};
 
-		if (!m)
-			continue;
-		if (ol_meta_begin(m, false, &t)) {
-			ol_drive_check(st, d, m);
-			continue;
-		}
-		bk =
-		    bucket && ol_meta_get(t, OL_META_BUCKETS, bucket, strlen(bucket), &v, &vl) == 0;
-		if (key && ol_meta_get(t, db, key, klen, &v, &vl) == 0) {
-			r->raw[d] = ol_xmalloc(vl ? vl : 1);
-			memcpy(r->raw[d], v, vl);
-			r->len[d] = vl;
-		}
-		if (ol_meta_broken(m, NULL)) { /* a fault: what it read does not count */
-			free(r->raw[d]);
-			r->raw[d] = NULL;
-			ol_meta_abort(t); /* frees our wrapper only: the env is abandoned */
-			ol_drive_check(st, d, m);
-			continue;
-		}
-		r->bucket_votes += bk;
-		ol_meta_abort(t);
-	}
+	memset(r, 0, sizeof(*r));
+	ol_each_drive(st, read_one, &a); /* remote drives read at once */
+	for (int d = 0; d < st->n; d++)
+		r->bucket_votes += a.bk[d];
 }
 
 void
@@ -675,20 +694,27 @@ batch_drive(struct ol_store *st, struct ol_cq *b, int d)
 }
 
 static void
+batch_one(struct ol_store *st, int d, void *arg)
+{
+	struct ol_cq *b = arg;
+
+	if (atomic_load(&st->d[d].meta))
+		batch_drive(st, b, d);
+	else
+		for (struct ol_cq *x = b; x; x = x->next)
+			x->c->done[d] = false;
+}
+
+static void
 batch_run(struct ol_store *st, struct ol_cq *b)
 {
 	struct ol_io_op ops[OL_MAX_DRIVES];
 
 	struct ol_meta *m[OL_MAX_DRIVES];
 
-	for (int d = 0; d < st->n; d++) {
+	for (int d = 0; d < st->n; d++)
 		m[d] = atomic_load(&st->d[d].meta);
-		if (m[d])
-			batch_drive(st, b, d);
-		else
-			for (struct ol_cq *x = b; x; x = x->next)
-				x->c->done[d] = false;
-	}
+	ol_each_drive(st, batch_one, b); /* remote drives commit at once */
 	if (st->fsync) { /* LMDB runs MDB_NOSYNC: one fdatasync per drive covers the batch */
 		for (int d = 0; d < st->n; d++)
 			ops[d] = (struct ol_io_op){.fd = m[d] ? ol_meta_fd(m[d]) : -1,

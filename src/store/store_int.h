@@ -80,6 +80,7 @@ struct ol_store {
 	size_t n_flight, cap_flight;
 	struct ol_inuse_tab *inuse; /* versions being read (inuse.c) */
 	/* a set of remote drives (ol_store_open_set) */
+	bool remote;		/* its drives are remote (ol_store_open_set) */
 	_Atomic uint64_t epoch; /* sent with every metadata commit (fencing) */
 	char secret[256];
 	unsigned self_id;
@@ -178,6 +179,10 @@ void ol_vfd_close(int fd);
 /* ol_io_batch for ops on real and virtual descriptors (the remote ones over the plane, in
  * parallel). Same contract; n <= 2 * OL_MAX_DRIVES. */
 int ol_shard_batch(struct ol_io_op *ops, unsigned n);
+/* fn(st, d, arg) for every drive: local ones in this thread in order, remote ones at once
+ * (their calls overlap on the wire). fn must only touch drive d's part of shared state. */
+void ol_each_drive(struct ol_store *st, void (*fn)(struct ol_store *st, int d, void *arg),
+		   void *arg);
 
 /* shard.c: shard files (their I/O goes through io/'s ol_io_batch, one ring per thread) */
 void ol_shard_path(const struct ol_store *st, int d, const uint8_t *uuid, char *buf, size_t cap);
@@ -273,7 +278,7 @@ struct ol_commit {
 	size_t *gone_len[OL_MAX_DRIVES];
 	size_t n_gone[OL_MAX_DRIVES];
 	bool done[OL_MAX_DRIVES];
-	bool stale; /* a drive refused the commit: it has seen a newer epoch (-ESTALE) */
+	_Atomic bool stale; /* a drive refused the commit: it has seen a newer epoch (-ESTALE) */
 };
 int ol_commit_all(struct ol_store *st, struct ol_commit *c);
 /* The version id readers see now for key k in db, into vid; 0 none, 1 found. */

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #define MAXD 32
@@ -151,9 +152,21 @@ cmd_heal(struct ol_store *st)
 	return rc || p.unrecoverable ? 1 : 0;
 }
 
+/* CPU seconds this process used so far (all threads). */
+static double
+cpu_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 static int
 cmd_bench(struct ol_store *st, unsigned mib)
 {
+	double c0 = cpu_s(), c1 = 0;
 	size_t n = (size_t)mib << 20, chunk = 1 << 20;
 	uint8_t *b = malloc(chunk);
 	struct ol_put *p;
@@ -162,6 +175,11 @@ cmd_bench(struct ol_store *st, unsigned mib)
 	uint64_t t0, t1, t2;
 	int rc = ol_store_bucket_create(st, "bench");
 
+	if (rc && rc != -EEXIST) {
+		printf("bench failed: bucket %d\n", rc);
+		free(b);
+		return 1;
+	}
 	fill(b, chunk, 7);
 	t0 = ol_io_now_ns();
 	rc = ol_store_put_begin(st, "bench", "obj", 3, (int64_t)n, &p);
@@ -170,6 +188,7 @@ cmd_bench(struct ol_store *st, unsigned mib)
 	if (!rc)
 		rc = ol_store_put_commit(p, "e", NULL, 0, NULL);
 	t1 = ol_io_now_ns();
+	c1 = cpu_s();
 	if (!rc)
 		rc = ol_store_get_open(st, "bench", "obj", 3, &g, &info);
 	for (size_t off = 0; !rc && off < n; off += chunk) {
@@ -185,8 +204,9 @@ cmd_bench(struct ol_store *st, unsigned mib)
 		printf("bench failed: %d\n", rc);
 		return 1;
 	}
-	printf("put_mibs %.1f get_mibs %.1f\n", (double)mib * 1e9 / (double)(t1 - t0),
-	       (double)mib * 1e9 / (double)(t2 - t1));
+	printf("put_mibs %.1f get_mibs %.1f put_cpu_s %.3f get_cpu_s %.3f\n",
+	       (double)mib * 1e9 / (double)(t1 - t0), (double)mib * 1e9 / (double)(t2 - t1),
+	       c1 - c0, cpu_s() - c1);
 	return 0;
 }
 
@@ -221,8 +241,8 @@ main(int argc, char **argv)
 
 			snprintf(peers[n], sizeof(peers[n]), "%.*s", h ? (int)(h - argv[i]) : 0,
 				 argv[i]);
-			sp[n] = (struct ol_store_drive_spec){peers[n], h ? (unsigned)atoi(h + 1) : 0,
-							     (unsigned)n + 1};
+			sp[n] = (struct ol_store_drive_spec){
+			    peers[n], h ? (unsigned)atoi(h + 1) : 0, (unsigned)n + 1};
 		}
 		struct ol_store_set_opts o = {.n = (unsigned)n,
 					      .drives = sp,

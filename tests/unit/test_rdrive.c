@@ -49,8 +49,11 @@ srv_start(int i)
 					.secret = SECRET,
 					.self_id = (unsigned)i + 1,
 					.threads = 1,
-					.window = 8u << 20,
-					.max_payload = 1u << 20,
+					/* node 2: frames of 256 KiB and a window of one, so a
+					 * block goes out in five frames and the pipeline waits
+					 * for credit between them */
+					.window = i == 1 ? (256u << 10) + 128 : 8u << 20,
+					.max_payload = i == 1 ? 256u << 10 : 1u << 20,
 					.n_drives = 1,
 					.drives = drives};
 
@@ -195,6 +198,42 @@ test_basic(struct ol_store *st, uint8_t *big, uint8_t *small)
 	ok(!strcmp(keys, "big,k/a,k/b,"), "listing in order: %s", keys);
 }
 
+/* More keys than a META_SCAN page (256): listings and seeks read page after page. */
+static void
+test_many(struct ol_store *st, uint8_t *small)
+{
+	struct ol_iter *it;
+	const char *k;
+	size_t kl;
+	struct ol_obj_info info;
+	char key[32], prev[32] = "";
+	int rc = ol_store_bucket_create(st, "many"), n = 0, order = 1, first = -1;
+
+	for (int i = 0; i < 300 && !rc; i++) {
+		snprintf(key, sizeof(key), "key-%04d", (i * 7) % 300); /* not in key order */
+		rc = put(st, "many", key, small, 16, 0, NULL);
+	}
+	ok(rc == 0, "300 objects (%d)", rc);
+	ok(ol_store_iter_open(st, "many", &it) == 0, "iterator");
+	while (ol_store_iter_next(it, &k, &kl, &info) == 1) {
+		snprintf(key, sizeof(key), "%.*s", (int)kl, k);
+		order &= strcmp(prev, key) < 0;
+		memcpy(prev, key, sizeof(key));
+		n++;
+	}
+	ok(n == 300 && order, "listing: %d keys in order (%d)", n, order);
+	ok(ol_store_iter_seek(it, "key-0270", 8) == 0 &&
+	       ol_store_iter_next(it, &k, &kl, &info) == 1,
+	   "seek into the last page");
+	first = kl == 8 && !memcmp(k, "key-0270", 8);
+	n = 1;
+	while (ol_store_iter_next(it, &k, &kl, &info) == 1)
+		n++;
+	ol_store_iter_close(it);
+	ok(first && n == 30, "from key-0270: %d keys", n);
+	ok(ol_store_bucket_delete(st, "many") == -ENOTEMPTY, "a bucket with objects stays");
+}
+
 static void
 test_mpu(struct ol_store *st, uint8_t *big)
 {
@@ -298,6 +337,41 @@ test_fencing(struct ol_store *st, uint8_t *small)
 	ol_store_close(st2);
 }
 
+/* A peer that accepts connections and never answers (a frozen node): its drive misses the
+ * call deadline and is offline; the set opens on the other three and serves. */
+static void
+test_silent_peer(uint8_t *small)
+{
+	struct ol_store_drive_spec sp[N];
+	char addr[64];
+	int lfd = ol_io_listen("127.0.0.1:0", false, 16);
+	struct ol_store *st = NULL;
+	uint64_t t0;
+	int rc;
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ol_io_sock_port(lfd));
+	memcpy(sp, specs, sizeof(sp));
+	sp[2].peer = addr;
+	struct ol_store_set_opts o = {.n = N,
+				      .drives = sp,
+				      .secret = SECRET,
+				      .self_id = 101,
+				      .epoch = 5,
+				      .deadline_ms = 1500};
+	t0 = ol_io_now_ns();
+	rc = ol_store_open_set(&cfg, &o, &st);
+	ok(rc == 0 && ol_store_drives_online(st) == N - 1,
+	   "a silent peer: its drive offline at open after the deadline (%d, %.1f s)", rc,
+	   (double)(ol_io_now_ns() - t0) / 1e9);
+	if (!rc) {
+		ok(put(st, "b1", "silent", small, 300, 0, NULL) == 0 &&
+		       same(st, "b1", "silent", NULL, small, 300),
+		   "the other three serve");
+		ol_store_close(st);
+	}
+	close(lfd);
+}
+
 static int
 rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
 {
@@ -338,11 +412,13 @@ main(void)
 	ok(rc == 0 && ol_store_drives_online(st) == N, "remote set N=4 P=1 open (%d)", rc);
 	if (!rc) {
 		test_basic(st, big, small);
+		test_many(st, small);
 		test_mpu(st, big);
 		test_versions(st, big, small);
 		test_down_and_back(st, big);
 		test_fencing(st, small);
 		ol_store_close(st);
+		test_silent_peer(small);
 	}
 	for (int i = 0; i < N; i++)
 		if (srv[i])
