@@ -281,6 +281,19 @@ test_versions(struct ol_store *st, uint8_t *big, uint8_t *small)
 		n++;
 	ol_store_viter_close(it);
 	ok(n == 2, "two versions listed (%d)", n);
+	/* removing the current version makes the next newest current (cursors inside the
+	 * drives' write txns, over the txn's own puts and deletes) */
+	ok(ol_store_delete_ver(st, "vb", "x", 1, OL_STORE_VER_ON, v2, &info) == 0 &&
+	       same(st, "vb", "x", NULL, small, 500),
+	   "version 2 removed: version 1 is current again");
+	ok(ol_store_set_meta(st, "vb", "x", 1, NULL, "tags", 4) == 0 &&
+	       ol_store_head(st, "vb", "x", 1, &info, (char[8]){0}, 8) == 0 && info.meta_len == 4,
+	   "its metadata blob replaced in place");
+	ok(ol_store_delete_ver(st, "vb", "x", 1, OL_STORE_VER_ON, NULL, &info) == 0 &&
+	       info.delete_marker &&
+	       ol_store_get_open(st, "vb", "x", 1, &(struct ol_get *){0}, &info) == -ENOENT,
+	   "a delete marker hides it");
+	ok(same(st, "vb", "x", v1, small, 500), "version 1 by id still reads");
 }
 
 static void
