@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <utime.h>
 #include <unistd.h>
 
 #define SECRET "rdrive-test-secret"
@@ -312,11 +314,21 @@ test_down_and_back(struct ol_store *st, uint8_t *big)
 	ok(srv_start(3) == 0, "node 4 serves again");
 	ok(wait_online(st, N) && atomic_load(&returned) >= 1,
 	   "the drive comes back and on_return fires (%d)", atomic_load(&returned));
+	/* a shard file no record references (a PUT whose writer died), an hour old */
+	char orphan[700];
+	snprintf(orphan, sizeof(orphan), "%s/.openlake/data/ab", dirs[2]);
+	mkdir(orphan, 0700);
+	snprintf(orphan, sizeof(orphan), "%s/.openlake/data/ab/ab%030d", dirs[2], 7);
+	FILE *f = fopen(orphan, "w");
+	ok(f && fputs("leftover", f) >= 0 && fclose(f) == 0 &&
+	       utime(orphan, &(struct utimbuf){time(NULL) - 3600, time(NULL) - 3600}) == 0,
+	   "an orphan shard on node 3");
 	rc = ol_store_heal_all(st, NULL, &p);
 	ok(rc == 0 && p.unrecoverable == 0 && p.shards_healed >= 1 && p.records_restored >= 2,
 	   "heal: rc %d, %llu shards, %llu records restored, %llu unrecoverable", rc,
 	   (unsigned long long)p.shards_healed, (unsigned long long)p.records_restored,
 	   (unsigned long long)p.unrecoverable);
+	ok(access(orphan, F_OK) != 0, "heal swept the orphan over the plane (SHARD_LIST)");
 	/* whole again: with another node down, what was written while node 4 was away reads
 	 * from node 4's healed shards and records */
 	srv_stop(0);
