@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define SCAN_MAX_ENTRIES 256u
@@ -361,4 +363,101 @@ ol_node_op_meta_commit(struct nconn *c, const struct ol_node_hdr *h, struct ol_n
 	if (!rc)
 		ol_node_reply(c, h, 0, 0, NULL, 0);
 	return rc;
+}
+
+/* ---- SHARD_LIST: drive u16, dir str ("" = the data root), after str, max u32 ->
+ *      n u32, n x (name str, mtime_s u64), names in byte order, dot files left out ---- */
+
+static int
+cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names of dir after `after`, sorted (malloc'd array of malloc'd strings). */
+static int
+names_after(int fd, const char *after, char ***out, size_t *n)
+{
+	DIR *dh = fdopendir(fd);
+	struct dirent *e;
+	size_t cap = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (!dh) {
+		int rc = -errno;
+
+		close(fd);
+		return rc;
+	}
+	while ((e = readdir(dh))) {
+		if (e->d_name[0] == '.' || (after[0] && strcmp(e->d_name, after) <= 0))
+			continue;
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 64;
+			*out = ol_xrealloc(*out, cap * sizeof(**out));
+		}
+		(*out)[(*n)++] = ol_xstrdup(e->d_name);
+	}
+	if (*n)
+		qsort(*out, *n, sizeof(**out), cmp_name);
+	/* fstatat below needs the directory: keep it open by duplicating before closedir */
+	int dfd = dup(dirfd(dh));
+	closedir(dh);
+	return dfd < 0 ? -errno : dfd;
+}
+
+int
+ol_node_op_list(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r)
+{
+	char dir[OL_NODE_NAME_MAX + 1], after[OL_NODE_NAME_MAX + 1];
+	unsigned d = ol_node_get16(r);
+	size_t dl = ol_node_getstr(r, dir, sizeof(dir));
+	char **names;
+	size_t n, i;
+	uint32_t max, cnt = 0;
+	int fd, dfd;
+
+	ol_node_getstr(r, after, sizeof(after));
+	max = ol_node_get32(r);
+	if (r->err)
+		return -EPROTO;
+	if (d >= c->s->n_drives || c->s->root_fd[d] < 0 || (dl && !ol_node_name_ok(dir, dl)))
+		return -EINVAL;
+	if (!max || max > 1024)
+		max = 1024;
+	fd = dl ? openat(c->s->root_fd[d], dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+		: dup(c->s->root_fd[d]);
+	if (fd < 0)
+		return -errno;
+	dfd = names_after(fd, after, &names, &n);
+	if (dfd < 0)
+		return dfd;
+	size_t cap = c->s->max_payload;
+	uint8_t *p = ol_node_out_begin(c, cap);
+	struct ol_node_wr w = {p, 0, cap, false};
+
+	ol_node_put32(&w, 0);
+	for (i = 0; i < n && cnt < max; i++) {
+		struct stat sb;
+		size_t need = 2 + strlen(names[i]) + 8;
+
+		if (w.cap - w.n < need)
+			break;
+		if (fstatat(dfd, names[i], &sb, AT_SYMLINK_NOFOLLOW))
+			continue; /* gone meanwhile */
+		ol_node_putstr(&w, names[i]);
+		ol_node_put64(&w, (uint64_t)sb.st_mtime);
+		cnt++;
+	}
+	p[0] = (uint8_t)cnt;
+	p[1] = (uint8_t)(cnt >> 8);
+	p[2] = (uint8_t)(cnt >> 16);
+	p[3] = (uint8_t)(cnt >> 24);
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	close(dfd);
+	ol_node_out_end(c, OL_NODE_SHARD_LIST, h->call_id, 0, 0, w.n);
+	return 0;
 }

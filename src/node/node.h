@@ -55,7 +55,8 @@ enum ol_node_op {
 	OL_NODE_META_GET = 11,	  /* one record of a drive's metadata index (LMDB) */
 	OL_NODE_META_SCAN = 12,	  /* a page of records from a key on */
 	OL_NODE_META_COMMIT = 13, /* a batch of puts / deletes in one txn, fenced by an epoch */
-	OL_NODE_OP_MAX = 13,
+	OL_NODE_SHARD_LIST = 14,  /* a page of the names in a shard directory */
+	OL_NODE_OP_MAX = 14,
 };
 
 /* SHARD_PWRITE flags */

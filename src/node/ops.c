@@ -417,6 +417,7 @@ static const struct {
     [OL_NODE_META_GET] = {ol_node_op_meta_get, false},
     [OL_NODE_META_SCAN] = {ol_node_op_meta_scan, false},
     [OL_NODE_META_COMMIT] = {ol_node_op_meta_commit, false},
+    [OL_NODE_SHARD_LIST] = {ol_node_op_list, false},
 };
 
 int

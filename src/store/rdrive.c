@@ -698,3 +698,80 @@ ol_each_drive(struct ol_store *st, void (*fn)(struct ol_store *st, int d, void *
 			fn(st, d, arg);
 	}
 }
+
+/* One SHARD_LIST page of dir after `after`: cb(arg, name, mtime_s) for each; *last gets the
+ * last name (empty when the page was empty). */
+static int
+list_page(struct ol_rdrive *rd, const char *dir, const char *after, char *last,
+	  int (*cb)(void *arg, const char *dir, const char *name, uint64_t mtime), void *arg)
+{
+	uint8_t req[2 * (OL_NODE_NAME_MAX + 2) + 8];
+	struct ol_node_wr w = {req, 0, sizeof(req), false};
+	struct iovec iov;
+	void *buf = NULL;
+	size_t len = 0;
+	int rc;
+
+	ol_node_put16(&w, (uint16_t)rd->pdrive);
+	ol_node_putstr(&w, dir);
+	ol_node_putstr(&w, after);
+	ol_node_put32(&w, 0);
+	iov = (struct iovec){req, w.n};
+	last[0] = 0;
+	if ((rc = rd_call(rd, OL_NODE_SHARD_LIST, &iov, 1, &buf, &len)))
+		return rc;
+	struct ol_node_rd r = {buf, len, false};
+	uint32_t n = ol_node_get32(&r);
+	for (uint32_t i = 0; i < n && !r.err && !rc; i++) {
+		char name[OL_NODE_NAME_MAX + 1];
+		uint64_t mt;
+
+		ol_node_getstr(&r, name, sizeof(name));
+		mt = ol_node_get64(&r);
+		if (r.err)
+			break;
+		memcpy(last, name, strlen(name) + 1);
+		rc = cb(arg, dir, name, mt);
+	}
+	free(buf);
+	return rc ? rc : r.err ? -EPROTO : 0;
+}
+
+struct walk {
+	struct ol_rdrive *rd;
+	int (*cb)(void *arg, const char *dir, const char *name, uint64_t mtime);
+	void *arg;
+};
+
+static int
+walk_dir(void *arg, const char *dir, const char *name, uint64_t mtime)
+{
+	struct walk *k = arg;
+	char after[OL_NODE_NAME_MAX + 1] = "", last[OL_NODE_NAME_MAX + 1];
+	int rc;
+
+	(void)dir;
+	(void)mtime;
+	if (strlen(name) != 2)
+		return 0; /* shard directories are two hex digits */
+	do {
+		rc = list_page(k->rd, name, after, last, k->cb, k->arg);
+		memcpy(after, last, sizeof(after));
+	} while (!rc && last[0]);
+	return rc;
+}
+
+int
+ol_rd_list(struct ol_store *st, int d,
+	   int (*cb)(void *arg, const char *dir, const char *name, uint64_t mtime), void *arg)
+{
+	struct walk k = {st->d[d].rd, cb, arg};
+	char after[OL_NODE_NAME_MAX + 1] = "", last[OL_NODE_NAME_MAX + 1];
+	int rc;
+
+	do {
+		rc = list_page(k.rd, "", after, last, walk_dir, &k);
+		memcpy(after, last, sizeof(after));
+	} while (!rc && last[0]);
+	return rc;
+}

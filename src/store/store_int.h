@@ -174,6 +174,10 @@ int ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out);
 /* how: 0 an existing shard (-ENOENT), 1 a new empty one (-EEXIST), 2 its directory handle. */
 int ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how);
 void ol_rd_shard_unlink(struct ol_store *st, int d, const uint8_t *uuid);
+/* Every file in the shard directories of remote drive d: cb(arg, dir, name, mtime in s);
+ * a non-zero cb return stops the walk and is returned. 0 or -errno (SHARD_LIST pages). */
+int ol_rd_list(struct ol_store *st, int d,
+	       int (*cb)(void *arg, const char *dir, const char *name, uint64_t mtime), void *arg);
 bool ol_vfd(int fd);
 void ol_vfd_close(int fd);
 /* ol_io_batch for ops on real and virtual descriptors (the remote ones over the plane, in

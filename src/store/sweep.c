@@ -262,6 +262,42 @@ list_drive(struct ol_store *st, int d, time_t before, struct cand **c, size_t *n
 		closedir(dh);
 }
 
+struct rlist {
+	int d;
+	time_t before;
+	struct cand **c;
+	size_t *n, *cap;
+};
+
+static int
+rlist_cb(void *arg, const char *dir, const char *name, uint64_t mtime)
+{
+	struct rlist *l = arg;
+	uint8_t u[OL_UUID];
+
+	(void)dir;
+	if (unhex(name, u) || (time_t)mtime > l->before)
+		return 0;
+	if (*l->n == *l->cap) {
+		*l->cap = *l->cap ? 2 * *l->cap : 256;
+		*l->c = ol_xrealloc(*l->c, *l->cap * sizeof(**l->c));
+	}
+	memcpy((*l->c)[*l->n].u, u, OL_UUID);
+	(*l->c)[(*l->n)++].d = l->d;
+	return 0;
+}
+
+/* A remote drive's shard files, listed over the plane (SHARD_LIST). */
+static void
+list_remote(struct ol_store *st, int d, time_t before, struct cand **c, size_t *n, size_t *cap)
+{
+	struct rlist l = {d, before, c, n, cap};
+	int rc = ol_rd_list(st, d, rlist_cb, &l);
+
+	if (rc)
+		ol_warn("store: drive %s: cannot list shards: %s", st->d[d].root, strerror(-rc));
+}
+
 /* Order matters: the files are listed first, then the records are read. A write whose file
  * was listed either still runs (in flight: kept) or has ended, committed (referenced: kept)
  * or aborted (its file is garbage). Only with every drive online: an offline drive's
@@ -279,16 +315,25 @@ ol_sweep_orphans(struct ol_store *st, int min_age_s)
 
 	if (ol_store_drives_online(st) < st->n)
 		return 0;
-	for (int d = 0; d < st->n; d++)
-		if (!ol_drive_remote(st, d)) /* remote drives are not listed (no SHARD_LIST yet) */
+	for (int d = 0; d < st->n; d++) {
+		if (ol_drive_remote(st, d))
+			list_remote(st, d, before, &c, &n, &cap);
+		else
 			list_drive(st, d, before, &c, &n, &cap);
+	}
 	if (n && collect_all(st, &s) == 0 && ol_store_drives_online(st) == st->n) {
 		for (size_t i = 0; i < n; i++) {
 			if (refs(&s, c[i].u) >= st->k || ol_flight_has(st, c[i].u) ||
 			    ol_inuse_has_shard(st, c[i].u))
 				continue;
 			ol_shard_path(st, c[i].d, c[i].u, path, sizeof(path));
-			if (unlink(path) == 0) {
+			if (ol_drive_remote(st, c[i].d)) {
+				ol_shard_unlink(st, c[i].d, c[i].u);
+				removed++;
+				ol_info("store: drive %s: removed orphan shard %s (no record "
+					"references it)",
+					st->d[c[i].d].root, path);
+			} else if (unlink(path) == 0) {
 				removed++;
 				ol_info("store: drive %s: removed orphan shard %s (no record "
 					"references it)",

@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <utime.h>
 #include <unistd.h>
 
 #define SECRET "rdrive-test-secret"
@@ -281,6 +283,19 @@ test_versions(struct ol_store *st, uint8_t *big, uint8_t *small)
 		n++;
 	ol_store_viter_close(it);
 	ok(n == 2, "two versions listed (%d)", n);
+	/* removing the current version makes the next newest current (cursors inside the
+	 * drives' write txns, over the txn's own puts and deletes) */
+	ok(ol_store_delete_ver(st, "vb", "x", 1, OL_STORE_VER_ON, v2, &info) == 0 &&
+	       same(st, "vb", "x", NULL, small, 500),
+	   "version 2 removed: version 1 is current again");
+	ok(ol_store_set_meta(st, "vb", "x", 1, NULL, "tags", 4) == 0 &&
+	       ol_store_head(st, "vb", "x", 1, &info, (char[8]){0}, 8) == 0 && info.meta_len == 4,
+	   "its metadata blob replaced in place");
+	ok(ol_store_delete_ver(st, "vb", "x", 1, OL_STORE_VER_ON, NULL, &info) == 0 &&
+	       info.delete_marker &&
+	       ol_store_get_open(st, "vb", "x", 1, &(struct ol_get *){0}, &info) == -ENOENT,
+	   "a delete marker hides it");
+	ok(same(st, "vb", "x", v1, small, 500), "version 1 by id still reads");
 }
 
 static void
@@ -299,11 +314,21 @@ test_down_and_back(struct ol_store *st, uint8_t *big)
 	ok(srv_start(3) == 0, "node 4 serves again");
 	ok(wait_online(st, N) && atomic_load(&returned) >= 1,
 	   "the drive comes back and on_return fires (%d)", atomic_load(&returned));
+	/* a shard file no record references (a PUT whose writer died), an hour old */
+	char orphan[700];
+	snprintf(orphan, sizeof(orphan), "%s/.openlake/data/ab", dirs[2]);
+	mkdir(orphan, 0700);
+	snprintf(orphan, sizeof(orphan), "%s/.openlake/data/ab/ab%030d", dirs[2], 7);
+	FILE *f = fopen(orphan, "w");
+	ok(f && fputs("leftover", f) >= 0 && fclose(f) == 0 &&
+	       utime(orphan, &(struct utimbuf){time(NULL) - 3600, time(NULL) - 3600}) == 0,
+	   "an orphan shard on node 3");
 	rc = ol_store_heal_all(st, NULL, &p);
 	ok(rc == 0 && p.unrecoverable == 0 && p.shards_healed >= 1 && p.records_restored >= 2,
 	   "heal: rc %d, %llu shards, %llu records restored, %llu unrecoverable", rc,
 	   (unsigned long long)p.shards_healed, (unsigned long long)p.records_restored,
 	   (unsigned long long)p.unrecoverable);
+	ok(access(orphan, F_OK) != 0, "heal swept the orphan over the plane (SHARD_LIST)");
 	/* whole again: with another node down, what was written while node 4 was away reads
 	 * from node 4's healed shards and records */
 	srv_stop(0);
