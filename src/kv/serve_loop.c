@@ -15,8 +15,9 @@
  *   C_GET      the next GET entry: pinned in DRAM and sent from the slot (no copy), or
  *              read from the NVMe tier by a helper into a buffer, then sent
  *
- * Once a frame has started, each recv or send must progress within the frame timeout (as
- * the blocking sockets' SO_RCVTIMEO did), else the op is cancelled and the connection closed.
+ * Once a frame has started, each ring op must complete within the frame timeout (10 s, as the
+ * blocking sockets' SO_RCVTIMEO gave every read, plus 1 s per MiB it moves: a value is one op,
+ * MSG_WAITALL), else the op is cancelled and the connection closed.
  * Helpers: a few threads that run the engine calls that may wait for a disk (NVMe reads,
  * tombstones, strict write-behind) and post the connection back to its loop. */
 #include <errno.h>
@@ -82,10 +83,13 @@ on_tmo(struct ol_loop *l, void *arg, int res)
 		(void)!ol_loop_timer_arm(l, &c->tmo, 10 * 1000000);
 }
 
+/* The frame timeout of an op moving n bytes: the 10 s every read or write had with blocking
+ * sockets, plus 1 s per MiB, since one ring op now carries a whole value (MSG_WAITALL). */
 static int
-tmo_arm(struct conn *c)
+tmo_arm(struct conn *c, size_t n)
 {
-	return ol_loop_timer_arm(c->lp->l, &c->tmo, KVL_FRAME_TIMEOUT_NS);
+	return ol_loop_timer_arm(c->lp->l, &c->tmo,
+				 KVL_FRAME_TIMEOUT_NS + (uint64_t)(n >> 20) * 1000000000u);
 }
 
 /* Close c; no op of its is in flight. */
@@ -114,6 +118,16 @@ arm_recv(struct conn *c, void *dst, size_t n, bool direct)
 	return ol_loop_recv(c->lp->l, &c->op, c->fd, dst, n);
 }
 
+/* Straight into a destination, all n bytes in one op (MSG_WAITALL). */
+static int
+arm_recv_all(struct conn *c, void *dst, size_t n)
+{
+	c->op.cb = on_recv;
+	c->op.arg = c;
+	c->direct = true;
+	return ol_loop_recv_all(c->lp->l, &c->op, c->fd, dst, n);
+}
+
 /* n bytes (<= sizeof rb) buffered in rb: 1 when they are, 0 when a recv is armed, -errno.
  * Between frames (C_HDR, nothing buffered) a connection waits without a timer. */
 static int
@@ -125,7 +139,7 @@ want(struct conn *c, size_t n)
 	c->rb_len -= c->rb_off;
 	c->rb_off = 0;
 	bool idle = c->cst == C_HDR && c->rb_len == 0;
-	int r = idle ? 0 : tmo_arm(c);
+	int r = idle ? 0 : tmo_arm(c, 0);
 	if (r == 0)
 		r = arm_recv(c, c->rb + c->rb_len, sizeof(c->rb) - c->rb_len, false);
 	return r < 0 ? r : 0;
@@ -144,9 +158,9 @@ fill(struct conn *c, uint8_t *dst, size_t n)
 	if (c->got == n)
 		return 1;
 	c->rb_off = c->rb_len = 0;
-	int r = tmo_arm(c);
+	int r = tmo_arm(c, n - c->got);
 	if (r == 0 && dst)
-		r = arm_recv(c, dst + c->got, n - c->got, true);
+		r = arm_recv_all(c, dst + c->got, n - c->got);
 	else if (r == 0)
 		r = arm_recv(c, c->rb, n - c->got < sizeof(c->rb) ? n - c->got : sizeof(c->rb),
 			     true);
@@ -170,14 +184,18 @@ on_recv(struct ol_loop *l, void *arg, int res)
 	step(c);
 }
 
+/* One sendmsg of what is left of c->iov (a GET's reply entry and its value go together). */
 static int
 send_next(struct conn *c)
 {
-	struct iovec *v = &c->iov[c->iov_i];
 	c->op.cb = on_sent;
 	c->op.arg = c;
-	int r = tmo_arm(c);
-	return r < 0 ? r : ol_loop_send(c->lp->l, &c->op, c->fd, v->iov_base, v->iov_len);
+	c->mh = (struct msghdr){.msg_iov = c->iov + c->iov_i, .msg_iovlen = c->niov - c->iov_i};
+	size_t n = 0;
+	for (unsigned i = c->iov_i; i < c->niov; i++)
+		n += c->iov[i].iov_len;
+	int r = tmo_arm(c, n);
+	return r < 0 ? r : ol_loop_sendmsg(c->lp->l, &c->op, c->fd, &c->mh);
 }
 
 /* Send c->iov[0..niov): 0 (on_sent continues with c->cst), -errno. */
@@ -194,16 +212,20 @@ on_sent(struct ol_loop *l, void *arg, int res)
 {
 	struct conn *c = arg;
 	ol_loop_timer_cancel(l, &c->tmo);
-	if (res < 0) {
-		conn_end(c, res);
+	if (res <= 0) { /* 0: nothing went of a non-empty send: as a closed peer */
+		conn_end(c, res < 0 ? res : -EPIPE);
 		return;
 	}
 	c->timed_out = false;
-	struct iovec *v = &c->iov[c->iov_i];
-	v->iov_base = (uint8_t *)v->iov_base + res;
-	v->iov_len -= (size_t)res;
-	if (v->iov_len == 0)
-		c->iov_i++;
+	for (size_t left = (size_t)res; left > 0 && c->iov_i < c->niov;) {
+		struct iovec *v = &c->iov[c->iov_i];
+		size_t t = left < v->iov_len ? left : v->iov_len;
+		v->iov_base = (uint8_t *)v->iov_base + t;
+		v->iov_len -= t;
+		left -= t;
+		if (v->iov_len == 0)
+			c->iov_i++;
+	}
 	if (c->iov_i < c->niov) {
 		int r = send_next(c);
 		if (r < 0)

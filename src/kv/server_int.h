@@ -12,6 +12,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "io/loop.h"
 #include "kv/access.h"
@@ -125,6 +127,7 @@ struct conn {
 	uint8_t gh[OL_KVP_HDR + OL_KVP_REP_ENT];
 	struct iovec iov[3];
 	unsigned niov, iov_i;
+	struct msghdr mh; /* the sendmsg in flight: iov[iov_i..niov) */
 };
 
 /* server.c */
