@@ -45,9 +45,9 @@ mono_ns(void)
 static int
 probe_ops(struct io_uring *ring)
 {
-	static const int need[] = {IORING_OP_ACCEPT,	  IORING_OP_CONNECT, IORING_OP_SEND,
-				   IORING_OP_RECV,	  IORING_OP_FSYNC,   IORING_OP_READ,
-				   IORING_OP_ASYNC_CANCEL};
+	static const int need[] = {IORING_OP_ACCEPT,	   IORING_OP_CONNECT, IORING_OP_SEND,
+				   IORING_OP_RECV,	   IORING_OP_FSYNC,   IORING_OP_READ,
+				   IORING_OP_ASYNC_CANCEL, IORING_OP_SENDMSG};
 	struct io_uring_probe *p = io_uring_get_probe_ring(ring);
 	if (!p)
 		return -EOPNOTSUPP;
@@ -325,6 +325,17 @@ ol_loop_recv(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf, size_t
 	return queue_op(l, op, sqe);
 }
 
+int
+ol_loop_recv_all(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf, size_t len)
+{
+	struct io_uring_sqe *sqe = get_sqe(l);
+	if (!sqe)
+		return -EBUSY;
+	op->all = false;
+	io_uring_prep_recv(sqe, fd, buf, len, MSG_WAITALL);
+	return queue_op(l, op, sqe);
+}
+
 static int
 prep_send(struct ol_loop *l, struct ol_loop_op *op)
 {
@@ -352,6 +363,17 @@ ol_loop_send_all(struct ol_loop *l, struct ol_loop_op *op, int fd, const void *b
 	int rc = ol_loop_send(l, op, fd, buf, len);
 	op->all = true;
 	return rc;
+}
+
+int
+ol_loop_sendmsg(struct ol_loop *l, struct ol_loop_op *op, int fd, const struct msghdr *msg)
+{
+	struct io_uring_sqe *sqe = get_sqe(l);
+	if (!sqe)
+		return -EBUSY;
+	op->all = false;
+	io_uring_prep_sendmsg(sqe, fd, msg, MSG_NOSIGNAL | MSG_WAITALL);
+	return queue_op(l, op, sqe);
 }
 
 int

@@ -11,9 +11,9 @@
  * call. Callbacks run on the loop's thread, one at a time; a callback may start new ops, arm
  * timers and post messages.
  *
- * Ring ops (accept, connect, recv, send, fsync): the op struct must stay valid and untouched
- * until its callback ran, which happens exactly once per started op, with the kernel's result
- * (bytes, a new fd, 0, or -errno; -ECANCELED after ol_loop_cancel). A send may be short, as
+ * Ring ops (accept, connect, recv, send, sendmsg, fsync): the op struct must stay valid and
+ * untouched until its callback ran, which happens exactly once per started op, with the kernel's
+ * result (bytes, a new fd, 0, or -errno; -ECANCELED after ol_loop_cancel). A send may be short, as
  * with send(2); ol_loop_send_all resubmits until all bytes went or an error.
  *
  * Timers: a min-heap of deadlines on the monotonic clock; the loop waits on its ring with the
@@ -105,6 +105,14 @@ int ol_loop_recv(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf, si
 int ol_loop_send(struct ol_loop *l, struct ol_loop_op *op, int fd, const void *buf, size_t len);
 /* Send all len bytes (resubmitting short sends); res = len or -errno. */
 int ol_loop_send_all(struct ol_loop *l, struct ol_loop_op *op, int fd, const void *buf, size_t len);
+/* recv with MSG_WAITALL: completes once len bytes arrived (the kernel retries inside the ring,
+ * one completion for a whole value), with fewer only at EOF, an error or a cancel; res = bytes
+ * or -errno. A kernel without MSG_WAITALL on the ring completes short, as ol_loop_recv. */
+int ol_loop_recv_all(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf, size_t len);
+/* sendmsg(2) of msg's iovecs (gather: a header and a value in one op, one segment), with
+ * MSG_WAITALL: normally complete; the caller still handles a short count (older kernels, a
+ * cancel after part went). msg and its iovecs must stay valid until the callback. */
+int ol_loop_sendmsg(struct ol_loop *l, struct ol_loop_op *op, int fd, const struct msghdr *msg);
 int ol_loop_fsync(struct ol_loop *l, struct ol_loop_op *op, int fd, bool datasync);
 /* Cancel a started op: its callback still runs once, with -ECANCELED (or its result, if it
  * had completed). 0 or -EBUSY. */

@@ -1204,6 +1204,49 @@ ol_kve_pin(struct ol_kve *e, const struct ol_kvk *k, bool need_dram, struct ol_k
 }
 
 int
+ol_kve_pin_dram(struct ol_kve *e, const struct ol_kvk *k, struct ol_kve_slot *s)
+{
+	uint64_t h = khash(k);
+	int rc = OL_KV_MISS;
+	pthread_mutex_lock(&e->mu);
+	struct ent *x = ht_find(e, k, h);
+	if (x && x->off == OL_KVE_NOOFF) {
+		rc = OL_KVE_NVME; /* counted by the ol_kve_pin that follows */
+	} else if (x) {
+		e->st.hits_dram++;
+		e->st.hits++;
+		rc = pin_dram(e, x, s);
+	} else {
+		e->st.misses++;
+	}
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+bool
+ol_kve_nvme_only(struct ol_kve *e, const struct ol_kvk *k)
+{
+	uint64_t h = khash(k);
+	pthread_mutex_lock(&e->mu);
+	struct ent *x = ht_find(e, k, h);
+	bool r = x && x->off == OL_KVE_NOOFF;
+	pthread_mutex_unlock(&e->mu);
+	return r;
+}
+
+bool
+ol_kve_has_spill(const struct ol_kve *e)
+{
+	return e->spill != NULL;
+}
+
+bool
+ol_kve_strict(const struct ol_kve *e)
+{
+	return e->strict;
+}
+
+int
 ol_kve_exists(struct ol_kve *e, const struct ol_kvk *k, uint64_t *len)
 {
 	uint64_t h = khash(k);

@@ -112,6 +112,18 @@ void ol_kve_release(struct ol_kve *e, uint64_t off, uint64_t seq);
 /* Find k and pin its bytes. need_dram: fail with OL_KV_MISS rather than return a bounce copy
  * (local readers need a shm slot). OL_KV_OK, OL_KV_MISS, OL_KV_CORRUPT. Refreshes LRU. */
 int ol_kve_pin(struct ol_kve *e, const struct ol_kvk *k, bool need_dram, struct ol_kve_slot *s);
+/* ol_kve_pin without waiting for a disk (an event loop's thread may call it): OL_KV_OK (k is in
+ * DRAM, pinned), OL_KV_MISS, or OL_KVE_NVME when k is on the NVMe tier only: nothing is pinned
+ * or counted, and the caller runs ol_kve_pin where a blocking read is allowed. */
+#define OL_KVE_NVME 1000
+int ol_kve_pin_dram(struct ol_kve *e, const struct ol_kvk *k, struct ol_kve_slot *s);
+/* Whether k is stored on the NVMe tier only (a pin of it would read the disk). A hint: the
+ * answer may change right after. */
+bool ol_kve_nvme_only(struct ol_kve *e, const struct ol_kvk *k);
+/* Which calls may block on a disk: with an NVMe tier, ol_kve_pin and ol_kve_delete (a
+ * tombstone); strict, also ol_kve_alloc and ol_kve_commit. */
+bool ol_kve_has_spill(const struct ol_kve *e);
+bool ol_kve_strict(const struct ol_kve *e);
 /* OL_KV_OK (*len set) or OL_KV_MISS. Does not refresh LRU. */
 int ol_kve_exists(struct ol_kve *e, const struct ol_kvk *k, uint64_t *len);
 /* OL_KV_OK or OL_KV_MISS. */

@@ -1,9 +1,10 @@
 /* kv/kv.h - the KV-cache pool server: DRAM tier in POSIX shared memory, NVMe tier of
  * append-only segments, binary protocol (docs/kv-protocol.md) on a TCP listener.
  *
- * Threads: one acceptor thread and one thread per connection (blocking sockets; the NVMe tier
- * does blocking io_uring waits), one write-behind thread. All functions are called from the
- * daemon's main thread. */
+ * Threads: one io/ loop per online CPU serving the plaintext TCP and Unix connections as state
+ * machines, two helper threads for engine calls that may wait for a disk, a reaper (pin TTL,
+ * VIEW refresh), a blocking thread per TLS connection, and the engine's write-behind threads.
+ * All functions are called from the daemon's main thread. */
 #ifndef OL_KV_KV_H
 #define OL_KV_KV_H
 

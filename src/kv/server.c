@@ -1,4 +1,6 @@
-/* kv/server.c - the KV protocol server: one acceptor thread, one thread per connection. */
+/* kv/server.c - the KV protocol server: frames, handlers, limits, start and stop. Plaintext
+ * TCP and Unix connections are served on the per-core loops of serve_loop.c; a TLS connection
+ * ([kv_tls]) keeps a blocking thread of its own (conn_main below). */
 #include "kv/kv.h"
 
 #include <dirent.h>
@@ -13,7 +15,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -32,6 +33,7 @@
 #include "kv/engine.h"
 #include "kv/net.h"
 #include "kv/proto.h"
+#include "kv/server_int.h"
 #include "kv/view.h"
 #include "tls/tls.h"
 #include "openlake/openlake.h"
@@ -39,77 +41,12 @@
 /* Once a frame has started, each read or write must progress within this (slow or stuck
  * peers are closed; idle connections between frames are kept). */
 #define OL_KV_FRAME_TIMEOUT_MS 10000
-/* Connection threads need little stack: the largest frame is a 4 KiB STATS buffer. */
+/* TLS connection threads need little stack: the largest frame is a 4 KiB STATS buffer. */
 #define OL_KV_STACK (256u << 10)
-/* Refused connections stay open (error frame sent, write side shut) this long, so the
- * client reads the error instead of a reset; at most this many at once. */
-#define OL_KV_REFUSED_MS  1000
-#define OL_KV_REFUSED_MAX 256
+/* The largest HELLO body. */
+#define OL_KV_HELLO_MAX (OL_KVP_MAX_NS + OL_KVP_MAX_HOST + 16)
 
-struct conn;
-
-struct ol_kv_server {
-	struct ol_kve *eng;
-	int lfd, ufd, efd; /* TCP listener, Unix (shm grant) listener, stop eventfd */
-	unsigned port;
-	char upath[108];
-	pthread_t acc, reaper;
-	bool reaper_running;
-	atomic_bool stop;
-	pthread_mutex_t mu;
-	pthread_cond_t cv, reap_cv;
-	struct conn *conns;
-	unsigned n_conns;
-	char host_id[64];
-	struct ol_kvp_limits lim;
-	struct ol_kva acl;
-	struct ol_tls *tls; /* [kv_tls]: the TCP port speaks TLS only; NULL = plain */
-	struct kvv view;    /* the members VIEW answers with; its tag rides on reply entries */
-	unsigned max_conns, max_per_addr, max_pins_conn, max_pins;
-	uint64_t ttl_ms; /* [kv_slab] reserve_ttl_secs: pins and reservations older are dropped */
-	atomic_uint_fast64_t n_pins;
-	atomic_uint_fast64_t last_log_ms, quiet; /* rate-limited refusal log */
-	struct {
-		int fd;
-		uint64_t t_ms;
-	} refused[OL_KV_REFUSED_MAX];
-	unsigned n_refused;
-};
-
-struct pinref {
-	uint64_t off, seq, t_ms;
-};
-
-/* Allocated with mmap (with its entry buffers) and unmapped at close: the memory of idle
- * connections returns to the system when they go, not to a malloc arena. */
-struct conn {
-	struct ol_kv_server *s;
-	struct conn *prev, *next;
-	int fd;
-	SSL *ssl; /* TLS ([kv_tls], TCP only) after the handshake, else NULL */
-	char peer[64];
-	uint8_t addr[16]; /* peer address (per-address limit); unix: zeros */
-	uint8_t ns[16];
-	char ns_str[OL_KVP_MAX_NS + 1];
-	uint16_t ns_len;
-	bool local;   /* shm path granted */
-	bool is_unix; /* came over the Unix socket */
-	bool authed;  /* may run ops (AUTH done, or no access control) */
-	bool hello;   /* HELLO done */
-	uint8_t nonce[OL_KVP_NONCE];
-	pthread_mutex_t pmu; /* pins: this thread and the reaper */
-	struct pinref *pins; /* LOOKUP pins and ALLOC reservations held by this connection */
-	size_t n_pins, cap_pins;
-	size_t map_len;
-	uint8_t *ents;	  /* request entries */
-	uint8_t *reps;	  /* reply entries */
-	uint8_t rb[8192]; /* bytes received ahead (a header and its entries come in one recv) */
-	size_t rb_off, rb_len;
-	uint8_t pend[OL_KVP_HDR]; /* a GET reply header, sent with the first entry */
-	bool has_pend;
-};
-
-/* ---- buffered reads ---- */
+/* ---- buffered reads (blocking path) ---- */
 
 static int
 conn_read(struct conn *c, void *dst, size_t n)
@@ -160,8 +97,8 @@ now_ms(void)
 }
 
 /* Refusals and denials: one log line per second at most, with the count of those muted. */
-static void
-refuse_log(struct ol_kv_server *s, const char *peer, const char *what)
+void
+kvs_refuse_log(struct ol_kv_server *s, const char *peer, const char *what)
 {
 	uint64_t now = now_ms(), last = atomic_load(&s->last_log_ms);
 	if (now - last < 1000 || !atomic_compare_exchange_strong(&s->last_log_ms, &last, now)) {
@@ -229,20 +166,52 @@ pins_expire(struct conn *c, uint64_t now)
 
 /* ---- replies ---- */
 
-static int
-send_reply(struct conn *c, const struct ol_kvp_hdr *rq, int32_t status, uint32_t count,
-	   const void *body, size_t body_len)
+static void
+out_set(struct conn *c, int32_t status, uint32_t count, const uint8_t *body, size_t len)
 {
-	struct ol_kvp_hdr h = {OL_KVP_MAGIC, OL_KVP_VERSION, rq->op,	 OL_KVP_F_REPLY,
-			       count,	     status,	     rq->req_id, body_len};
-	uint8_t hb[OL_KVP_HDR];
-	ol_kvp_hdr_encode(hb, &h);
-	struct iovec v[2] = {{hb, sizeof(hb)}, {(void *)body, body_len}};
-	return kvnet_swritev_full(c->fd, c->ssl, v, body_len ? 2 : 1);
+	c->out_reply = true;
+	c->out_status = status;
+	c->out_count = count;
+	c->out_body = body;
+	c->out_len = len;
 }
 
-static void
-rep_put(struct conn *c, uint32_t i, int32_t status, uint64_t len, uint64_t off, uint64_t seq)
+uint8_t *
+kvs_out_hdr(struct conn *c, const struct ol_kvp_hdr *rq, uint8_t hb[OL_KVP_HDR])
+{
+	struct ol_kvp_hdr h = {OL_KVP_MAGIC, OL_KVP_VERSION, rq->op,	 OL_KVP_F_REPLY,
+			       c->out_count, c->out_status,  rq->req_id, c->out_len};
+	uint8_t *at = c->out_body == c->reps ? c->reps - OL_KVP_HDR : hb;
+	ol_kvp_hdr_encode(at, &h);
+	return at;
+}
+
+void
+kvs_out_done(struct conn *c)
+{
+	free(c->out_buf);
+	c->out_buf = NULL;
+	c->out_reply = false;
+}
+
+/* Blocking path: send the reply kvs_handle left. */
+static int
+out_send(struct conn *c, const struct ol_kvp_hdr *rq)
+{
+	uint8_t hb[OL_KVP_HDR];
+	if (!c->out_reply)
+		return 0;
+	uint8_t *at = kvs_out_hdr(c, rq, hb);
+	bool joined = at + OL_KVP_HDR == c->out_body;
+	struct iovec v[2] = {{at, OL_KVP_HDR + (joined ? c->out_len : 0)},
+			     {(void *)c->out_body, c->out_len}};
+	int r = kvnet_swritev_full(c->fd, c->ssl, v, joined || !c->out_len ? 1 : 2);
+	kvs_out_done(c);
+	return r;
+}
+
+void
+kvs_rep_put(struct conn *c, uint32_t i, int32_t status, uint64_t len, uint64_t off, uint64_t seq)
 {
 	struct ol_kvp_rep_ent r = {status, atomic_load(&c->s->view.tag), len, off, seq};
 	ol_kvp_rep_ent_encode(c->reps + (size_t)i * OL_KVP_REP_ENT, &r);
@@ -254,7 +223,7 @@ ent_key(struct conn *c, const struct ol_kvp_req_ent *e, struct ol_kvk *k)
 	ol_kve_key(k, e->key, c->ns);
 }
 
-/* ---- handlers: return 0, or -errno to close the connection ---- */
+/* ---- handlers over a whole body: return 0, or -errno to close the connection ---- */
 
 static int
 read_host_id(char *buf, size_t cap)
@@ -273,11 +242,11 @@ read_host_id(char *buf, size_t cap)
 
 /* A frame-level refusal: the reply header carries -errno, then the connection closes. */
 static int
-refuse(struct conn *c, const struct ol_kvp_hdr *h, int err, const char *what)
+refuse(struct conn *c, int err, const char *what)
 {
-	refuse_log(c->s, c->peer, what);
-	send_reply(c, h, err, 0, NULL, 0);
-	return -ECANCELED; /* closes without another log line */
+	kvs_refuse_log(c->s, c->peer, what);
+	out_set(c, err, 0, NULL, 0);
+	return -ECANCELED; /* closes (after the reply) without another log line */
 }
 
 /* HELLO: sets the namespace. The shm path is granted only on the Unix socket to a peer whose
@@ -285,21 +254,15 @@ refuse(struct conn *c, const struct ol_kvp_hdr *h, int err, const char *what)
  * host is told the socket's path. With access control on, a client must say it has a token
  * (HELLO_TOKEN) and then AUTH with an HMAC over the nonce sent here (WELCOME v2). */
 static int
-do_hello(struct conn *c, const struct ol_kvp_hdr *h)
+do_hello(struct conn *c, const struct ol_kvp_hdr *h, const uint8_t *body)
 {
-	uint8_t body[OL_KVP_MAX_NS + OL_KVP_MAX_HOST + 16], out[1024];
 	struct ol_kvp_hello hi;
 	struct ol_kv_server *s = c->s;
-	if (h->body_len > sizeof(body))
-		return -EMSGSIZE;
-	int r = conn_read(c, body, h->body_len);
-	if (r < 0)
-		return r;
 	if (ol_kvp_hello_decode(body, h->body_len, &hi) < 0)
 		return -EBADMSG;
 	bool acl = ol_kva_on(&s->acl);
 	if (acl && (hi.version < OL_KVP_HELLO_V2 || !(hi.flags & OL_KVP_HELLO_TOKEN)))
-		return refuse(c, h, -EACCES,
+		return refuse(c, -EACCES,
 			      "the pool requires a token ([kv] secret or "
 			      "[[kv.tokens]]); the client sent none or is too old");
 	ol_kve_ns_hash(hi.ns, hi.ns_len, c->ns);
@@ -331,36 +294,199 @@ do_hello(struct conn *c, const struct ol_kvp_hdr *h)
 		w.unix_path = s->upath;
 		w.path_len = (uint16_t)strlen(s->upath);
 	}
-	int n = ol_kvp_welcome_encode(out, sizeof(out), &w);
+	int n = ol_kvp_welcome_encode(c->reps, OL_KVS_REPS, &w);
 	if (n < 0)
 		return n;
-	return send_reply(c, h, 0, 0, out, (size_t)n);
+	out_set(c, 0, 0, c->reps, (size_t)n);
+	return 0;
 }
 
 static int
-do_auth(struct conn *c, const struct ol_kvp_hdr *h)
+do_auth(struct conn *c, const uint8_t *mac)
 {
-	uint8_t mac[OL_KVP_MAC];
-	if (h->body_len != sizeof(mac))
-		return -EMSGSIZE;
-	int r = conn_read(c, mac, sizeof(mac));
-	if (r < 0)
-		return r;
 	if (!c->hello)
-		return refuse(c, h, -EACCES, "AUTH before HELLO");
+		return refuse(c, -EACCES, "AUTH before HELLO");
+	out_set(c, 0, 0, NULL, 0);
 	if (!ol_kva_on(&c->s->acl))
-		return send_reply(c, h, 0, 0, NULL, 0);
-	r = ol_kva_check(&c->s->acl, c->nonce, c->ns_str, c->ns_len, mac);
+		return 0;
+	int r = ol_kva_check(&c->s->acl, c->nonce, c->ns_str, c->ns_len, mac);
 	if (r == -EKEYREJECTED)
-		return refuse(c, h, r, "bad token");
+		return refuse(c, r, "bad token");
 	if (r < 0) {
 		char what[OL_KVP_MAX_NS + 64];
 		snprintf(what, sizeof(what), "token not allowed for namespace \"%s\"", c->ns_str);
-		return refuse(c, h, r, what);
+		return refuse(c, r, what);
 	}
 	c->authed = true;
-	return send_reply(c, h, 0, 0, NULL, 0);
+	return 0;
 }
+
+/* One entry of EXISTS, DELETE, ALLOC, LOOKUP or COMMIT. */
+static void
+simple_one(struct conn *c, uint8_t op, uint32_t i, const struct ol_kvp_req_ent *e)
+{
+	struct ol_kvk k;
+	struct ol_kve_slot sl = {0};
+	uint64_t len = 0;
+	int32_t st;
+	ent_key(c, e, &k);
+	switch (op) {
+	case OL_KVP_EXISTS:
+		st = ol_kve_exists(c->s->eng, &k, &len);
+		break;
+	case OL_KVP_DELETE:
+		st = ol_kve_delete(c->s->eng, &k);
+		break;
+	case OL_KVP_ALLOC:
+		st = pin_room(c) ? ol_kve_alloc(c->s->eng, &k, e->len, &sl) : OL_KV_FULL;
+		if (st == OL_KV_OK && sl.foreign < e->len) /* another namespace's bytes */
+			memset(sl.ptr + sl.foreign, 0, e->len - sl.foreign);
+		if (st == OL_KV_OK)
+			pin_add(c, sl.off, sl.seq);
+		len = e->len;
+		break;
+	case OL_KVP_LOOKUP:
+		st = pin_room(c) ? ol_kve_pin(c->s->eng, &k, true, &sl) : OL_KV_FULL;
+		if (st == OL_KV_OK)
+			pin_add(c, sl.off, sl.seq);
+		len = sl.len;
+		break;
+	default: /* COMMIT */
+		st = pin_take(c, e->off, e->seq)
+			 ? ol_kve_commit(c->s->eng, &k, e->off, e->seq, e->len)
+			 : OL_KV_ERROR;
+		len = e->len;
+		break;
+	}
+	kvs_rep_put(c, i, st, len, sl.off, sl.seq);
+}
+
+static int
+do_simple(struct conn *c, const struct ol_kvp_hdr *h, const uint8_t *ents)
+{
+	for (uint32_t i = 0; i < h->count; i++) {
+		struct ol_kvp_req_ent e;
+		ol_kvp_req_ent_decode(ents + (size_t)i * OL_KVP_REQ_ENT, &e);
+		simple_one(c, h->op, i, &e);
+	}
+	out_set(c, 0, h->count, c->reps, (size_t)h->count * OL_KVP_REP_ENT);
+	return 0;
+}
+
+static int
+do_release(struct conn *c, const struct ol_kvp_hdr *h, const uint8_t *ents)
+{
+	for (uint32_t i = 0; i < h->count; i++) {
+		struct ol_kvp_req_ent e;
+		ol_kvp_req_ent_decode(ents + (size_t)i * OL_KVP_REQ_ENT, &e);
+		bool ok = pin_take(c, e.off, e.seq);
+		if (ok)
+			ol_kve_release(c->s->eng, e.off, e.seq);
+		kvs_rep_put(c, i, ok ? OL_KV_OK : OL_KV_MISS, 0, 0, 0);
+	}
+	if (!(h->flags & OL_KVP_F_NOREPLY))
+		out_set(c, 0, h->count, c->reps, (size_t)h->count * OL_KVP_REP_ENT);
+	return 0;
+}
+
+static int
+do_stats(struct conn *c)
+{
+	char *buf = (char *)c->reps;
+	size_t cap = 4096;
+	int n = ol_kve_stats_json(c->s->eng, buf, cap - 64);
+	if (n < 0)
+		return n;
+	pthread_mutex_lock(&c->s->mu);
+	unsigned nc = c->s->n_conns;
+	pthread_mutex_unlock(&c->s->mu);
+	n--; /* reopen the object to add server fields */
+	n += snprintf(buf + n, cap - (size_t)n, ",\"connections\":%u,\"port\":%u}", nc, c->s->port);
+	out_set(c, 0, 0, c->reps, (size_t)n);
+	return 0;
+}
+
+/* VIEW: the pool's live members (any authenticated connection; the addresses are no secret
+ * from a client that may use the pool). */
+static int
+do_view(struct conn *c)
+{
+	uint8_t *buf;
+	int n = kvv_encode(&c->s->view, &buf);
+	if (n < 0)
+		return n;
+	c->out_buf = buf;
+	out_set(c, 0, 0, buf, (size_t)n);
+	return 0;
+}
+
+int
+kvs_precheck(struct conn *c, const struct ol_kvp_hdr *h)
+{
+	if (!c->authed && h->op != OL_KVP_HELLO && h->op != OL_KVP_AUTH)
+		return refuse(c, -EACCES, "an op before a successful HELLO/AUTH");
+	if ((h->op == OL_KVP_ALLOC || h->op == OL_KVP_COMMIT || h->op == OL_KVP_LOOKUP) &&
+	    !c->local)
+		return refuse(c, -EPERM, "shared-memory op without a shm grant");
+	if (h->op == OL_KVP_HELLO && h->body_len > OL_KV_HELLO_MAX)
+		return -EMSGSIZE;
+	if (h->op == OL_KVP_AUTH && h->body_len != OL_KVP_MAC)
+		return -EMSGSIZE;
+	return 0;
+}
+
+bool
+kvs_skips_body(const struct ol_kvp_hdr *h)
+{
+	return h->op == OL_KVP_STATS || h->op == OL_KVP_VIEW;
+}
+
+bool
+kvs_may_block(struct conn *c, const struct ol_kvp_hdr *h, const uint8_t *body)
+{
+	struct ol_kve *e = c->s->eng;
+	switch (h->op) {
+	case OL_KVP_DELETE:
+		return ol_kve_has_spill(e); /* a tombstone append */
+	case OL_KVP_ALLOC:
+	case OL_KVP_COMMIT:
+		return ol_kve_strict(e); /* waits for the write-behind */
+	case OL_KVP_LOOKUP:
+		for (uint32_t i = 0; ol_kve_has_spill(e) && i < h->count; i++) {
+			struct ol_kvp_req_ent re;
+			struct ol_kvk k;
+			ol_kvp_req_ent_decode(body + (size_t)i * OL_KVP_REQ_ENT, &re);
+			ent_key(c, &re, &k);
+			if (ol_kve_nvme_only(e, &k))
+				return true; /* a promotion reads the disk */
+		}
+		return false;
+	default:
+		return false;
+	}
+}
+
+int
+kvs_handle(struct conn *c, const struct ol_kvp_hdr *h, const uint8_t *body)
+{
+	c->out_reply = false;
+	switch (h->op) {
+	case OL_KVP_HELLO:
+		return do_hello(c, h, body);
+	case OL_KVP_AUTH:
+		return do_auth(c, body);
+	case OL_KVP_STATS:
+		return do_stats(c);
+	case OL_KVP_VIEW:
+		return do_view(c);
+	case OL_KVP_RELEASE:
+		return do_release(c, h, body);
+	default:
+		return do_simple(c, h, body);
+	}
+}
+
+/* ---- the blocking path (TLS connections): PUT and GET stream ---- */
 
 static int
 put_one(struct conn *c, const struct ol_kvp_req_ent *e, int32_t *status)
@@ -399,17 +525,24 @@ do_put(struct conn *c, const struct ol_kvp_hdr *h)
 		left -= e.len;
 		if ((r = put_one(c, &e, &st)) < 0)
 			return r;
-		rep_put(c, i, st, e.len, 0, 0);
+		kvs_rep_put(c, i, st, e.len, 0, 0);
 	}
 	if (left != 0)
 		return -EMSGSIZE;
-	return send_reply(c, h, 0, h->count, c->reps, (size_t)h->count * OL_KVP_REP_ENT);
+	out_set(c, 0, h->count, c->reps, (size_t)h->count * OL_KVP_REP_ENT);
+	return out_send(c, h);
 }
 
-static int
-read_ents(struct conn *c, const struct ol_kvp_hdr *h)
+/* The reply entry of a GET (st as the engine answered; sl valid when OL_KV_OK). */
+void
+kvs_get_head(struct conn *c, const struct ol_kvp_req_ent *e, int st, const struct ol_kve_slot *sl,
+	     uint8_t rep[OL_KVP_REP_ENT])
 {
-	return conn_read(c, c->ents, (size_t)h->count * OL_KVP_REQ_ENT);
+	if (st == OL_KV_OK && sl->len > e->len)
+		st = OL_KV_TRUNCATED;
+	struct ol_kvp_rep_ent re = {st, atomic_load(&c->s->view.tag),
+				    st == OL_KV_MISS || st == OL_KV_CORRUPT ? 0 : sl->len, 0, 0};
+	ol_kvp_rep_ent_encode(rep, &re);
 }
 
 static int
@@ -421,15 +554,11 @@ get_one(struct conn *c, const struct ol_kvp_req_ent *e)
 	ent_key(c, e, &k);
 	int st = ol_kve_pin(c->s->eng, &k, false, &sl);
 	bool pinned = st == OL_KV_OK && sl.off != OL_KVE_NOOFF;
-	if (st == OL_KV_OK && sl.len > e->len)
-		st = OL_KV_TRUNCATED;
-	struct ol_kvp_rep_ent re = {st, atomic_load(&c->s->view.tag),
-				    st == OL_KV_MISS || st == OL_KV_CORRUPT ? 0 : sl.len, 0, 0};
-	ol_kvp_rep_ent_encode(rb, &re);
-	struct iovec v[3] = {{c->pend, c->has_pend ? OL_KVP_HDR : 0},
-			     {rb, sizeof(rb)},
-			     {sl.ptr, st == OL_KV_OK ? sl.len : 0}};
-	int r = kvnet_swritev_full(c->fd, c->ssl, v, st == OL_KV_OK ? 3 : 2);
+	kvs_get_head(c, e, st, &sl, rb);
+	bool data = st == OL_KV_OK && sl.len <= e->len;
+	struct iovec v[3] = {
+	    {c->pend, c->has_pend ? OL_KVP_HDR : 0}, {rb, sizeof(rb)}, {sl.ptr, data ? sl.len : 0}};
+	int r = kvnet_swritev_full(c->fd, c->ssl, v, data ? 3 : 2);
 	c->has_pend = false;
 	if (pinned)
 		ol_kve_release(c->s->eng, sl.off, sl.seq);
@@ -439,11 +568,13 @@ get_one(struct conn *c, const struct ol_kvp_req_ent *e)
 static int
 do_get(struct conn *c, const struct ol_kvp_hdr *h)
 {
-	int r = read_ents(c, h);
+	int r = conn_read(c, c->ents, (size_t)h->count * OL_KVP_REQ_ENT);
 	if (r < 0)
 		return r;
-	if (h->count == 0)
-		return send_reply(c, h, 0, 0, NULL, 0);
+	if (h->count == 0) {
+		out_set(c, 0, 0, NULL, 0);
+		return out_send(c, h);
+	}
 	struct ol_kvp_hdr rh = {
 	    OL_KVP_MAGIC, OL_KVP_VERSION, h->op, OL_KVP_F_REPLY, h->count, 0, h->req_id, 0};
 	ol_kvp_hdr_encode(c->pend, &rh); /* sent in one writev with the first entry */
@@ -458,142 +589,30 @@ do_get(struct conn *c, const struct ol_kvp_hdr *h)
 }
 
 static int
-do_simple(struct conn *c, const struct ol_kvp_hdr *h)
+dispatch(struct conn *c, const struct ol_kvp_hdr *h)
 {
-	int r = read_ents(c, h);
-	if (r < 0)
-		return r;
-	for (uint32_t i = 0; i < h->count; i++) {
-		struct ol_kvp_req_ent e;
-		struct ol_kvk k;
-		struct ol_kve_slot sl = {0};
-		uint64_t len = 0;
-		int32_t st;
-		ol_kvp_req_ent_decode(c->ents + (size_t)i * OL_KVP_REQ_ENT, &e);
-		ent_key(c, &e, &k);
-		switch (h->op) {
-		case OL_KVP_EXISTS:
-			st = ol_kve_exists(c->s->eng, &k, &len);
-			break;
-		case OL_KVP_DELETE:
-			st = ol_kve_delete(c->s->eng, &k);
-			break;
-		case OL_KVP_ALLOC:
-			st = pin_room(c) ? ol_kve_alloc(c->s->eng, &k, e.len, &sl) : OL_KV_FULL;
-			if (st == OL_KV_OK && sl.foreign < e.len) /* another namespace's bytes */
-				memset(sl.ptr + sl.foreign, 0, e.len - sl.foreign);
-			if (st == OL_KV_OK)
-				pin_add(c, sl.off, sl.seq);
-			len = e.len;
-			break;
-		case OL_KVP_LOOKUP:
-			st = pin_room(c) ? ol_kve_pin(c->s->eng, &k, true, &sl) : OL_KV_FULL;
-			if (st == OL_KV_OK)
-				pin_add(c, sl.off, sl.seq);
-			len = sl.len;
-			break;
-		default: /* COMMIT */
-			st = pin_take(c, e.off, e.seq)
-				 ? ol_kve_commit(c->s->eng, &k, e.off, e.seq, e.len)
-				 : OL_KV_ERROR;
-			len = e.len;
-			break;
-		}
-		rep_put(c, i, st, len, sl.off, sl.seq);
+	int r = kvs_precheck(c, h);
+	if (r == 0 && h->op == OL_KVP_PUT)
+		return do_put(c, h);
+	if (r == 0 && h->op == OL_KVP_GET)
+		return do_get(c, h);
+	if (r == 0)
+		r = kvs_skips_body(h) ? conn_skip(c, h->body_len)
+				      : conn_read(c, c->ents, h->body_len);
+	if (r == 0)
+		r = kvs_handle(c, h, c->ents);
+	if (r == 0 || r == -ECANCELED) {
+		int w = out_send(c, h);
+		return w < 0 ? w : r;
 	}
-	return send_reply(c, h, 0, h->count, c->reps, (size_t)h->count * OL_KVP_REP_ENT);
-}
-
-static int
-do_release(struct conn *c, const struct ol_kvp_hdr *h)
-{
-	int r = read_ents(c, h);
-	if (r < 0)
-		return r;
-	for (uint32_t i = 0; i < h->count; i++) {
-		struct ol_kvp_req_ent e;
-		ol_kvp_req_ent_decode(c->ents + (size_t)i * OL_KVP_REQ_ENT, &e);
-		bool ok = pin_take(c, e.off, e.seq);
-		if (ok)
-			ol_kve_release(c->s->eng, e.off, e.seq);
-		rep_put(c, i, ok ? OL_KV_OK : OL_KV_MISS, 0, 0, 0);
-	}
-	if (h->flags & OL_KVP_F_NOREPLY)
-		return 0;
-	return send_reply(c, h, 0, h->count, c->reps, (size_t)h->count * OL_KVP_REP_ENT);
-}
-
-static int
-do_stats(struct conn *c, const struct ol_kvp_hdr *h)
-{
-	char buf[4096];
-	int r = h->body_len ? conn_skip(c, h->body_len) : 0;
-	if (r < 0)
-		return r;
-	int n = ol_kve_stats_json(c->s->eng, buf, sizeof(buf) - 64);
-	if (n < 0)
-		return n;
-	pthread_mutex_lock(&c->s->mu);
-	unsigned nc = c->s->n_conns;
-	pthread_mutex_unlock(&c->s->mu);
-	n--; /* reopen the object to add server fields */
-	n += snprintf(buf + n, sizeof(buf) - (size_t)n, ",\"connections\":%u,\"port\":%u}", nc,
-		      c->s->port);
-	return send_reply(c, h, 0, 0, buf, (size_t)n);
-}
-
-/* VIEW: the pool's live members (any authenticated connection; the addresses are no secret
- * from a client that may use the pool). */
-static int
-do_view(struct conn *c, const struct ol_kvp_hdr *h)
-{
-	int r = h->body_len ? conn_skip(c, h->body_len) : 0;
-	if (r < 0)
-		return r;
-	uint8_t *buf;
-	int n = kvv_encode(&c->s->view, &buf);
-	if (n < 0)
-		return n;
-	r = send_reply(c, h, 0, 0, buf, (size_t)n);
-	free(buf);
+	kvs_out_done(c);
 	return r;
 }
 
-static int
-dispatch(struct conn *c, const struct ol_kvp_hdr *h)
-{
-	if (!c->authed && h->op != OL_KVP_HELLO && h->op != OL_KVP_AUTH)
-		return refuse(c, h, -EACCES, "an op before a successful HELLO/AUTH");
-	switch (h->op) {
-	case OL_KVP_HELLO:
-		return do_hello(c, h);
-	case OL_KVP_AUTH:
-		return do_auth(c, h);
-	case OL_KVP_PUT:
-		return do_put(c, h);
-	case OL_KVP_GET:
-		return do_get(c, h);
-	case OL_KVP_STATS:
-		return do_stats(c, h);
-	case OL_KVP_VIEW:
-		return do_view(c, h);
-	case OL_KVP_RELEASE:
-		return do_release(c, h);
-	case OL_KVP_ALLOC:
-	case OL_KVP_COMMIT:
-	case OL_KVP_LOOKUP:
-		if (!c->local)
-			return refuse(c, h, -EPERM, "shared-memory op without a shm grant");
-		return do_simple(c, h);
-	default:
-		return do_simple(c, h);
-	}
-}
+/* ---- connections ---- */
 
-/* ---- connection threads ---- */
-
-static void
-conn_close(struct conn *c)
+void
+kvs_conn_close(struct conn *c)
 {
 	struct ol_kv_server *s = c->s;
 	pthread_mutex_lock(&c->pmu);
@@ -602,6 +621,7 @@ conn_close(struct conn *c)
 	atomic_fetch_sub(&s->n_pins, c->n_pins);
 	c->n_pins = 0;
 	pthread_mutex_unlock(&c->pmu);
+	kvs_out_done(c);
 	if (c->ssl) {
 		SSL_free(c->ssl);
 		ERR_clear_error();
@@ -622,8 +642,8 @@ conn_close(struct conn *c)
 	munmap(c, c->map_len);
 }
 
-static const char *
-why(int r)
+const char *
+kvs_why(int r)
 {
 	switch (r) {
 	case -EBADMSG:
@@ -651,8 +671,9 @@ tls_refuse_plain(struct conn *c)
 	    OL_KVP_MAGIC, OL_KVP_VERSION, OL_KVP_HELLO, OL_KVP_F_REPLY, 0, -EPROTONOSUPPORT, 0, 0};
 	uint8_t hb[OL_KVP_HDR], sink[4096];
 	ol_kvp_hdr_encode(hb, &h);
-	refuse_log(c->s, c->peer,
-		   "a plaintext KV client on the TLS port ([kv_tls]): it must connect with TLS");
+	kvs_refuse_log(
+	    c->s, c->peer,
+	    "a plaintext KV client on the TLS port ([kv_tls]): it must connect with TLS");
 	(void)!kvnet_write_full(c->fd, hb, sizeof(hb));
 	shutdown(c->fd, SHUT_WR);
 	kvnet_set_timeout(c->fd, 1000);
@@ -685,7 +706,7 @@ tls_accept(struct conn *c)
 		snprintf(e, sizeof(e), "%s", n > 0 && errno ? strerror(errno) : "peer closed");
 	ERR_clear_error();
 	snprintf(what, sizeof(what), "TLS handshake failed: %s", e);
-	refuse_log(c->s, c->peer, what);
+	kvs_refuse_log(c->s, c->peer, what);
 	return -ECANCELED;
 }
 
@@ -695,8 +716,8 @@ conn_main(void *arg)
 	struct conn *c = arg;
 	uint8_t hb[OL_KVP_HDR];
 	kvnet_set_timeout(c->fd, OL_KV_FRAME_TIMEOUT_MS);
-	if (c->s->tls && !c->is_unix && tls_accept(c) < 0) {
-		conn_close(c);
+	if (tls_accept(c) < 0) {
+		kvs_conn_close(c);
 		return NULL;
 	}
 	for (;;) {
@@ -711,26 +732,25 @@ conn_main(void *arg)
 		if (r < 0) {
 			if (r != -ECONNRESET && r != -EPIPE && r != -ECANCELED &&
 			    !atomic_load(&c->s->stop))
-				ol_warn("kv: closing connection from %s: %s", c->peer, why(r));
+				ol_warn("kv: closing connection from %s: %s", c->peer, kvs_why(r));
 			break;
 		}
 	}
-	conn_close(c);
+	kvs_conn_close(c);
 	return NULL;
 }
 
 static struct conn *
 conn_new(struct ol_kv_server *s, int fd, bool is_unix)
 {
-	size_t len = sizeof(struct conn) + (size_t)OL_KVP_MAX_BATCH * OL_KVP_REQ_ENT +
-		     (size_t)OL_KVP_MAX_BATCH * OL_KVP_REP_ENT;
+	size_t len = sizeof(struct conn) + OL_KVS_BODY + OL_KVP_HDR + OL_KVS_REPS;
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		ol_die("kv: out of memory for a connection");
 	struct conn *c = p; /* zeroed */
 	c->map_len = len;
 	c->ents = (uint8_t *)(c + 1);
-	c->reps = c->ents + (size_t)OL_KVP_MAX_BATCH * OL_KVP_REQ_ENT;
+	c->reps = c->ents + OL_KVS_BODY + OL_KVP_HDR;
 	c->s = s;
 	c->fd = fd;
 	c->is_unix = is_unix;
@@ -761,30 +781,28 @@ peer_of(int fd, bool is_unix, uint8_t addr[16], char *buf, size_t cap)
 	}
 }
 
+/* A TLS connection: a blocking thread of its own. */
 static void
-conn_start(struct ol_kv_server *s, struct conn *c)
+conn_thread(struct ol_kv_server *s, struct conn *c)
 {
-	int one = 1;
-	if (!c->is_unix)
-		setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	pthread_t t;
 	pthread_attr_t at;
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&at, OL_KV_STACK);
 	if (pthread_create(&t, &at, conn_main, c) != 0) {
-		refuse_log(s, c->peer, "cannot start a connection thread");
-		conn_close(c);
+		kvs_refuse_log(s, c->peer, "cannot start a connection thread");
+		kvs_conn_close(c);
 	}
 	pthread_attr_destroy(&at);
 }
 
-/* Close the refused connections whose error frame had its time to arrive (all: force). */
-static void
-refused_flush(struct ol_kv_server *s, bool force)
+void
+kvs_refused_flush(struct ol_kv_server *s, bool force)
 {
 	uint64_t now = now_ms();
 	unsigned k = 0;
+	pthread_mutex_lock(&s->mu);
 	for (unsigned i = 0; i < s->n_refused; i++) {
 		if (force || now - s->refused[i].t_ms >= OL_KV_REFUSED_MS)
 			close(s->refused[i].fd);
@@ -792,6 +810,7 @@ refused_flush(struct ol_kv_server *s, bool force)
 			s->refused[k++] = s->refused[i];
 	}
 	s->n_refused = k;
+	pthread_mutex_unlock(&s->mu);
 }
 
 /* Answer a connection over a limit with an error frame (req_id 0, status -err), shut our
@@ -804,9 +823,10 @@ refuse_conn(struct ol_kv_server *s, int fd, const char *peer, int err, const cha
 	    OL_KVP_MAGIC, OL_KVP_VERSION, OL_KVP_HELLO, OL_KVP_F_REPLY, 0, err, 0, 0};
 	uint8_t hb[OL_KVP_HDR];
 	ol_kvp_hdr_encode(hb, &h);
-	refuse_log(s, peer, what);
+	kvs_refuse_log(s, peer, what);
 	(void)!send(fd, hb, sizeof(hb), MSG_DONTWAIT | MSG_NOSIGNAL);
 	shutdown(fd, SHUT_WR);
+	pthread_mutex_lock(&s->mu);
 	if (s->n_refused == OL_KV_REFUSED_MAX) {
 		close(s->refused[0].fd);
 		memmove(s->refused, s->refused + 1,
@@ -815,21 +835,12 @@ refuse_conn(struct ol_kv_server *s, int fd, const char *peer, int err, const cha
 	}
 	s->refused[s->n_refused].fd = fd;
 	s->refused[s->n_refused++].t_ms = now_ms();
+	pthread_mutex_unlock(&s->mu);
 }
 
-static void
-accept_one(struct ol_kv_server *s, int lfd)
+struct conn *
+kvs_admit(struct ol_kv_server *s, int fd, bool is_unix)
 {
-	bool is_unix = lfd == s->ufd;
-	int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0) {
-		if (errno != EINTR && errno != ECONNABORTED && errno != EAGAIN &&
-		    !atomic_load(&s->stop)) {
-			refuse_log(s, "a connection", strerror(errno)); /* EMFILE... */
-			usleep(10000);
-		}
-		return;
-	}
 	uint8_t addr[16] = {0};
 	char peer[64];
 	peer_of(fd, is_unix, addr, peer, sizeof(peer));
@@ -841,47 +852,40 @@ accept_one(struct ol_kv_server *s, int lfd)
 	pthread_mutex_unlock(&s->mu);
 	if (total >= s->max_conns) {
 		refuse_conn(s, fd, peer, -EUSERS, "too many KV connections ([kv] max_connections)");
-		return;
+		return NULL;
 	}
 	if (same >= s->max_per_addr) {
 		refuse_conn(s, fd, peer, -EUSERS,
 			    "too many KV connections from this address "
 			    "([kv] max_connections_per_addr)");
-		return;
+		return NULL;
 	}
+	int one = 1;
+	if (!is_unix)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	struct conn *c = conn_new(s, fd, is_unix);
 	memcpy(c->addr, addr, 16);
 	memcpy(c->peer, peer, sizeof(c->peer));
 	pthread_mutex_lock(&s->mu);
+	if (atomic_load(&s->stop)) { /* after stop's shutdown pass: it would not see c */
+		pthread_mutex_unlock(&s->mu);
+		kvs_out_done(c);
+		pthread_mutex_destroy(&c->pmu);
+		munmap(c, c->map_len);
+		close(fd);
+		return NULL;
+	}
 	c->next = s->conns;
 	if (s->conns)
 		s->conns->prev = c;
 	s->conns = c;
 	s->n_conns++;
 	pthread_mutex_unlock(&s->mu);
-	conn_start(s, c);
-}
-
-static void *
-accept_main(void *arg)
-{
-	struct ol_kv_server *s = arg;
-	while (!atomic_load(&s->stop)) {
-		struct pollfd p[3] = {
-		    {s->efd, POLLIN, 0}, {s->lfd, POLLIN, 0}, {s->ufd, POLLIN, 0}};
-		int n = poll(p, s->ufd >= 0 ? 3 : 2, s->n_refused ? OL_KV_REFUSED_MS / 4 : -1);
-		if (atomic_load(&s->stop))
-			break;
-		refused_flush(s, false);
-		if (n <= 0)
-			continue;
-		if (p[1].revents)
-			accept_one(s, s->lfd);
-		if (s->ufd >= 0 && p[2].revents)
-			accept_one(s, s->ufd);
+	if (s->tls && !is_unix) {
+		conn_thread(s, c);
+		return NULL;
 	}
-	refused_flush(s, true);
-	return NULL;
+	return c;
 }
 
 /* Every second: drop pins and reservations older than [kv_slab] reserve_ttl_secs (a client
@@ -1194,7 +1198,7 @@ ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 	if (!addr || !addr[0])
 		return -EINVAL;
 	struct ol_kv_server *s = ol_xcalloc(1, sizeof(*s));
-	s->lfd = s->ufd = s->efd = -1;
+	s->lfd = s->ufd = -1;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	pthread_cond_init(&s->reap_cv, NULL);
@@ -1227,11 +1231,7 @@ ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 	}
 	if ((r = open_engine(s, cfg)) < 0 || (r = listen_unix(s, cfg)) < 0)
 		goto fail;
-	if ((s->efd = eventfd(0, EFD_CLOEXEC)) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	if ((r = -pthread_create(&s->acc, NULL, accept_main, s)) < 0)
+	if ((r = kvl_start(s)) < 0)
 		goto fail;
 	s->reaper_running = pthread_create(&s->reaper, NULL, reaper_main, s) == 0;
 	warn_open_pool(s, addr);
@@ -1247,8 +1247,6 @@ fail:
 		close(s->ufd);
 		unlink(s->upath);
 	}
-	if (s->efd >= 0)
-		close(s->efd);
 	ol_kve_close(s->eng);
 	ol_tls_free(s->tls);
 	if (s->view.view)
@@ -1270,15 +1268,6 @@ ol_kv_server_stop(struct ol_kv_server *s)
 		return;
 	ol_metrics_unregister(ol_kv_metrics_render, s->eng);
 	atomic_store(&s->stop, true);
-	uint64_t one = 1;
-	(void)!write(s->efd, &one, sizeof(one));
-	pthread_join(s->acc, NULL);
-	close(s->lfd);
-	close(s->efd);
-	if (s->ufd >= 0) {
-		close(s->ufd);
-		unlink(s->upath);
-	}
 	pthread_mutex_lock(&s->mu);
 	pthread_cond_broadcast(&s->reap_cv);
 	pthread_mutex_unlock(&s->mu);
@@ -1290,6 +1279,13 @@ ol_kv_server_stop(struct ol_kv_server *s)
 	while (s->n_conns > 0)
 		pthread_cond_wait(&s->cv, &s->mu);
 	pthread_mutex_unlock(&s->mu);
+	kvl_stop(s); /* no connection left on the loops: stop them (and their accepts) */
+	kvs_refused_flush(s, true);
+	close(s->lfd);
+	if (s->ufd >= 0) {
+		close(s->ufd);
+		unlink(s->upath);
+	}
 	ol_kve_close(s->eng);
 	ol_tls_free(s->tls);
 	kvv_fini(&s->view);

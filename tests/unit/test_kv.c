@@ -385,6 +385,52 @@ test_nvme_roundtrip_and_recovery(void)
 	free(dir);
 }
 
+/* What an event loop may call: ol_kve_pin_dram pins a DRAM block, misses an absent one, and
+ * for a block on the NVMe tier only answers OL_KVE_NVME without reading, pinning or counting
+ * (the KV server then hands the get to a helper thread, whose ol_kve_pin reads it). */
+static void
+test_pin_dram_never_reads_the_disk(void)
+{
+	char *dir = tmpdir();
+	g_strict = true; /* every block on NVMe: the early ones are demoted, not dropped */
+	struct ol_kve *e = open_eng(4 * MiB, dir, 64 * MiB, 1000);
+	g_strict = false;
+	ok(e != NULL, "engine with an NVMe tier (strict)");
+	int good = 1;
+	for (uint64_t i = 0; i < 24; i++)
+		good &= put(e, NS_A, 7000 + i, 256 * KiB, i) == OL_KV_OK;
+	ok(good && ol_kve_has_spill(e) && ol_kve_strict(e), "24 x 256 KiB put into 4 MiB of DRAM");
+	uint8_t key[32];
+	struct ol_kvk k;
+	struct ol_kve_slot s;
+	struct ol_kve_stats a, b;
+	make_key(key, 7000);
+	ol_kve_key(&k, key, NS_A);
+	ol_kve_get_stats(e, &a);
+	int st = ol_kve_pin_dram(e, &k, &s);
+	ol_kve_get_stats(e, &b);
+	ok(st == OL_KVE_NVME && ol_kve_nvme_only(e, &k) && b.hits == a.hits &&
+	       b.misses == a.misses && b.pinned == a.pinned,
+	   "the oldest block is on NVMe only: OL_KVE_NVME, nothing pinned or counted (%d)", st);
+	ok(ol_kve_pin(e, &k, false, &s) == OL_KV_OK && s.off == OL_KVE_NOOFF &&
+	       check_pattern(s.ptr, 256 * KiB, 0),
+	   "a blocking pin then reads it from NVMe with exact content");
+	make_key(key, 7023);
+	ol_kve_key(&k, key, NS_A);
+	st = ol_kve_pin_dram(e, &k, &s);
+	ok(st == OL_KV_OK && s.off != OL_KVE_NOOFF && check_pattern(s.ptr, 256 * KiB, 23) &&
+	       !ol_kve_nvme_only(e, &k),
+	   "the newest block is pinned in DRAM with exact content");
+	if (st == OL_KV_OK)
+		ol_kve_release(e, s.off, s.seq);
+	make_key(key, 9999);
+	ol_kve_key(&k, key, NS_A);
+	ok(ol_kve_pin_dram(e, &k, &s) == OL_KV_MISS, "an absent key is a miss");
+	ol_kve_close(e);
+	rm_rf(dir);
+	free(dir);
+}
+
 static void
 test_writeback_and_capacity(void)
 {
@@ -825,6 +871,7 @@ main(void)
 	test_eviction_order();
 	test_pins_and_seq();
 	test_nvme_roundtrip_and_recovery();
+	test_pin_dram_never_reads_the_disk();
 	test_writeback_and_capacity();
 	test_concurrent_dirty_evictions(true);
 	test_concurrent_dirty_evictions(false);

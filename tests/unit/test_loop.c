@@ -11,9 +11,11 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -557,6 +559,104 @@ test_buffers(void)
 	ol_loop_free(l);
 }
 
+/* ---- recv_all and sendmsg: a whole value per completion ---- */
+
+#define WA_LEN (1u << 20)
+struct wactx {
+	int fd, calls, res;
+	uint8_t *buf;
+};
+
+static void
+on_wa(struct ol_loop *l, void *arg, int res)
+{
+	struct wactx *w = arg;
+	w->calls++;
+	w->res = res;
+	ol_loop_quit(l);
+}
+
+/* The peer: write WA_LEN bytes in 4 KiB pieces (the socket buffer is much smaller, so the
+ * receiver's MSG_WAITALL must gather many arrivals), or read them all back. */
+static void *
+wa_writer(void *arg)
+{
+	struct wactx *w = arg;
+	uint8_t piece[4096];
+	for (size_t off = 0; off < WA_LEN; off += sizeof(piece)) {
+		for (size_t i = 0; i < sizeof(piece); i++)
+			piece[i] = (uint8_t)((off + i) * 7);
+		if (write(w->fd, piece, sizeof(piece)) != (ssize_t)sizeof(piece))
+			break;
+	}
+	return NULL;
+}
+
+static void *
+wa_reader(void *arg)
+{
+	struct wactx *w = arg;
+	size_t got = 0;
+	while (got < WA_LEN) {
+		ssize_t n = read(w->fd, w->buf + got, WA_LEN - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	return NULL;
+}
+
+static void
+test_waitall(void)
+{
+	int sv[2];
+	struct ol_loop *l;
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 || ol_loop_new(8, &l) != 0) {
+		ok(0, "socketpair and loop");
+		return;
+	}
+	struct wactx w = {.fd = sv[1], .buf = malloc(WA_LEN)}, peer = {.fd = sv[1]};
+	struct ol_loop_op op = {.cb = on_wa, .arg = &w};
+	pthread_t t;
+	pthread_create(&t, NULL, wa_writer, &peer);
+	ok(ol_loop_recv_all(l, &op, sv[0], w.buf, WA_LEN) == 0 && ol_loop_run(l) == 0,
+	   "recv_all armed for 1 MiB written in 4 KiB pieces");
+	pthread_join(t, NULL);
+	int good = w.buf != NULL;
+	for (size_t i = 0; good && i < WA_LEN; i++)
+		good = w.buf[i] == (uint8_t)(i * 7);
+	ok(w.calls == 1 && w.res == (int)WA_LEN && good,
+	   "one completion with all of it, in order (calls %d, res %d)", w.calls, w.res);
+
+	/* sendmsg: three pieces (a header, a value, a tail) arrive as their concatenation */
+	static uint8_t hdr[32], tail[100];
+	uint8_t *val = malloc(WA_LEN - sizeof(hdr) - sizeof(tail));
+	memset(hdr, 0xaa, sizeof(hdr));
+	memset(tail, 0x55, sizeof(tail));
+	for (size_t i = 0; val && i < WA_LEN - sizeof(hdr) - sizeof(tail); i++)
+		val[i] = (uint8_t)i;
+	struct iovec iov[3] = {
+	    {hdr, sizeof(hdr)}, {val, WA_LEN - sizeof(hdr) - sizeof(tail)}, {tail, sizeof(tail)}};
+	struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 3};
+	struct wactx rd = {.fd = sv[1], .buf = calloc(1, WA_LEN)};
+	w.calls = 0;
+	pthread_create(&t, NULL, wa_reader, &rd);
+	ok(val && ol_loop_sendmsg(l, &op, sv[0], &mh) == 0 && ol_loop_run(l) == 0,
+	   "sendmsg of 3 iovecs (1 MiB) armed");
+	pthread_join(t, NULL);
+	good = rd.buf && val && memcmp(rd.buf, hdr, sizeof(hdr)) == 0 &&
+	       memcmp(rd.buf + sizeof(hdr), val, WA_LEN - sizeof(hdr) - sizeof(tail)) == 0 &&
+	       memcmp(rd.buf + WA_LEN - sizeof(tail), tail, sizeof(tail)) == 0;
+	ok(w.calls == 1 && w.res == (int)WA_LEN && good,
+	   "one completion, the peer read the three pieces in order (res %d)", w.res);
+	free(val);
+	free(rd.buf);
+	free(w.buf);
+	close(sv[0]);
+	close(sv[1]);
+	ol_loop_free(l);
+}
+
 int
 main(void)
 {
@@ -571,6 +671,7 @@ main(void)
 	test_timers();
 	test_messages();
 	test_buffers();
+	test_waitall();
 	test_conn_life();
 	test_client_ops();
 	test_many();

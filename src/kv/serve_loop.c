@@ -1,0 +1,758 @@
+/* kv/serve_loop.c - plaintext TCP and Unix KV connections as state machines on the per-core
+ * io/ loops (docs/ARCHITECTURE.md, "Threads and I/O").
+ *
+ * One loop per online CPU; every loop keeps an accept armed on the TCP listener and on the
+ * Unix (shm grant) listener, so the kernel hands each connection to one loop, where it stays.
+ * A connection has one ring op in flight at a time (a recv, a send, or none while a helper
+ * runs for it), so its callbacks never race. States:
+ *
+ *   C_HDR      a frame header (recv into rb; idle there without a timer)
+ *   C_BODY     a whole small body (entries, HELLO, AUTH; STATS/VIEW bodies skipped), then
+ *              kvs_handle on the loop, or on a helper when kvs_may_block says so
+ *   C_PUT_ENT  the next PUT entry; alloc (a helper in strict mode); then
+ *   C_PUT_DATA the value, recv'd straight into the reserved shm slot; commit; or
+ *   C_PUT_SKIP a value not stored (exists, full, too large) read and dropped
+ *   C_GET      the next GET entry: pinned in DRAM and sent from the slot (no copy), or
+ *              read from the NVMe tier by a helper into a buffer, then sent
+ *
+ * Once a frame has started, each ring op must complete within the frame timeout (10 s, as the
+ * blocking sockets' SO_RCVTIMEO gave every read, plus 1 s per MiB it moves: a value is one op,
+ * MSG_WAITALL), else the op is cancelled and the connection closed.
+ * Helpers: a few threads that run the engine calls that may wait for a disk (NVMe reads,
+ * tombstones, strict write-behind) and post the connection back to its loop. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "io/loop.h"
+#include "kv/server_int.h"
+#include "openlake/openlake.h"
+
+#define KVL_FRAME_TIMEOUT_NS (10000ull * 1000000)
+#define KVL_TICK_NS	     (250ull * 1000000)
+#define KVL_MAX_LOOPS	     64
+#define KVL_HELPERS	     2
+
+enum { C_HDR, C_BODY, C_PUT_ENT, C_PUT_DATA, C_PUT_SKIP, C_GET };
+enum { J_HANDLE, J_PUT_ALLOC, J_PUT_COMMIT, J_GET_PIN };
+
+struct kvloop {
+	struct ol_kv_server *s;
+	struct ol_loop *l;
+	unsigned idx;
+	struct ol_loop_op acc[2]; /* TCP, Unix */
+	int afd[2];
+	bool rearm[2]; /* an accept failed (EMFILE...): the tick arms it again */
+	struct ol_loop_timer tick;
+	struct ol_loop_msg begin;
+};
+
+struct kvhelp {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct conn *head, *tail;
+	bool stop;
+	pthread_t t[KVL_HELPERS];
+	unsigned n;
+};
+
+static void step(struct conn *c);
+static void on_recv(struct ol_loop *l, void *arg, int res);
+static void on_sent(struct ol_loop *l, void *arg, int res);
+
+static size_t
+avail(const struct conn *c)
+{
+	return c->rb_len - c->rb_off;
+}
+
+/* ---- the connection's one op, its timeout, its end ---- */
+
+static void
+on_tmo(struct ol_loop *l, void *arg, int res)
+{
+	struct conn *c = arg;
+	(void)res;
+	c->timed_out = true;
+	if (ol_loop_cancel(l, &c->op) < 0) /* no SQE free now: try again soon */
+		(void)!ol_loop_timer_arm(l, &c->tmo, 10 * 1000000);
+}
+
+/* The frame timeout of an op moving n bytes: the 10 s every read or write had with blocking
+ * sockets, plus 1 s per MiB, since one ring op now carries a whole value (MSG_WAITALL). */
+static int
+tmo_arm(struct conn *c, size_t n)
+{
+	return ol_loop_timer_arm(c->lp->l, &c->tmo,
+				 KVL_FRAME_TIMEOUT_NS + (uint64_t)(n >> 20) * 1000000000u);
+}
+
+/* Close c; no op of its is in flight. */
+static void
+conn_end(struct conn *c, int r)
+{
+	ol_loop_timer_cancel(c->lp->l, &c->tmo);
+	if (c->timed_out && r == -ECANCELED)
+		r = -ETIMEDOUT;
+	if (r < 0 && r != -ECONNRESET && r != -EPIPE && r != -ECANCELED &&
+	    !atomic_load(&c->s->stop))
+		ol_warn("kv: closing connection from %s: %s", c->peer, kvs_why(r));
+	if (c->sl_held)
+		ol_kve_release(c->s->eng, c->sl.off, c->sl.seq);
+	free(c->bounce);
+	c->bounce = NULL;
+	kvs_conn_close(c);
+}
+
+static int
+arm_recv(struct conn *c, void *dst, size_t n, bool direct)
+{
+	c->op.cb = on_recv;
+	c->op.arg = c;
+	c->direct = direct;
+	return ol_loop_recv(c->lp->l, &c->op, c->fd, dst, n);
+}
+
+/* Straight into a destination, all n bytes in one op (MSG_WAITALL). */
+static int
+arm_recv_all(struct conn *c, void *dst, size_t n)
+{
+	c->op.cb = on_recv;
+	c->op.arg = c;
+	c->direct = true;
+	return ol_loop_recv_all(c->lp->l, &c->op, c->fd, dst, n);
+}
+
+/* n bytes (<= sizeof rb) buffered in rb: 1 when they are, 0 when a recv is armed, -errno.
+ * Between frames (C_HDR, nothing buffered) a connection waits without a timer. */
+static int
+want(struct conn *c, size_t n)
+{
+	if (avail(c) >= n)
+		return 1;
+	memmove(c->rb, c->rb + c->rb_off, avail(c));
+	c->rb_len -= c->rb_off;
+	c->rb_off = 0;
+	bool idle = c->cst == C_HDR && c->rb_len == 0;
+	int r = idle ? 0 : tmo_arm(c, 0);
+	if (r == 0)
+		r = arm_recv(c, c->rb + c->rb_len, sizeof(c->rb) - c->rb_len, false);
+	return r < 0 ? r : 0;
+}
+
+/* dst[got..n) from rb, then straight from the socket (dst NULL: n bytes dropped). 1 when
+ * c->got reached n, 0 when a recv is armed, -errno. */
+static int
+fill(struct conn *c, uint8_t *dst, size_t n)
+{
+	size_t t = avail(c) < n - c->got ? avail(c) : n - c->got;
+	if (dst)
+		memcpy(dst + c->got, c->rb + c->rb_off, t);
+	c->rb_off += t;
+	c->got += t;
+	if (c->got == n)
+		return 1;
+	c->rb_off = c->rb_len = 0;
+	int r = tmo_arm(c, n - c->got);
+	if (r == 0 && dst)
+		r = arm_recv_all(c, dst + c->got, n - c->got);
+	else if (r == 0)
+		r = arm_recv(c, c->rb, n - c->got < sizeof(c->rb) ? n - c->got : sizeof(c->rb),
+			     true);
+	return r < 0 ? r : 0;
+}
+
+static void
+on_recv(struct ol_loop *l, void *arg, int res)
+{
+	struct conn *c = arg;
+	ol_loop_timer_cancel(l, &c->tmo);
+	if (res <= 0) {
+		conn_end(c, res == 0 ? -ECONNRESET : res);
+		return;
+	}
+	c->timed_out = false;
+	if (c->direct)
+		c->got += (size_t)res;
+	else
+		c->rb_len += (size_t)res;
+	step(c);
+}
+
+/* One sendmsg of what is left of c->iov (a GET's reply entry and its value go together). */
+static int
+send_next(struct conn *c)
+{
+	c->op.cb = on_sent;
+	c->op.arg = c;
+	c->mh = (struct msghdr){.msg_iov = c->iov + c->iov_i, .msg_iovlen = c->niov - c->iov_i};
+	size_t n = 0;
+	for (unsigned i = c->iov_i; i < c->niov; i++)
+		n += c->iov[i].iov_len;
+	int r = tmo_arm(c, n);
+	return r < 0 ? r : ol_loop_sendmsg(c->lp->l, &c->op, c->fd, &c->mh);
+}
+
+/* Send c->iov[0..niov): 0 (on_sent continues with c->cst), -errno. */
+static int
+send_start(struct conn *c)
+{
+	c->iov_i = 0;
+	int r = send_next(c);
+	return r < 0 ? r : 0;
+}
+
+static void
+on_sent(struct ol_loop *l, void *arg, int res)
+{
+	struct conn *c = arg;
+	ol_loop_timer_cancel(l, &c->tmo);
+	if (res <= 0) { /* 0: nothing went of a non-empty send: as a closed peer */
+		conn_end(c, res < 0 ? res : -EPIPE);
+		return;
+	}
+	c->timed_out = false;
+	for (size_t left = (size_t)res; left > 0 && c->iov_i < c->niov;) {
+		struct iovec *v = &c->iov[c->iov_i];
+		size_t t = left < v->iov_len ? left : v->iov_len;
+		v->iov_base = (uint8_t *)v->iov_base + t;
+		v->iov_len -= t;
+		left -= t;
+		if (v->iov_len == 0)
+			c->iov_i++;
+	}
+	if (c->iov_i < c->niov) {
+		int r = send_next(c);
+		if (r < 0)
+			conn_end(c, r);
+		return;
+	}
+	if (c->sl_held)
+		ol_kve_release(c->s->eng, c->sl.off, c->sl.seq);
+	c->sl_held = false;
+	free(c->bounce);
+	c->bounce = NULL;
+	kvs_out_done(c);
+	if (c->close_after)
+		conn_end(c, -ECANCELED);
+	else
+		step(c);
+}
+
+/* Send the reply kvs_handle (or PUT) left; 1 when there is none. */
+static int
+send_out(struct conn *c)
+{
+	if (!c->out_reply)
+		return 1;
+	uint8_t *at = kvs_out_hdr(c, &c->h, c->gh);
+	bool joined = at + OL_KVP_HDR == c->out_body;
+	c->niov = 0;
+	c->iov[c->niov++] = (struct iovec){at, OL_KVP_HDR + (joined ? c->out_len : 0)};
+	if (!joined && c->out_len)
+		c->iov[c->niov++] = (struct iovec){(void *)c->out_body, c->out_len};
+	return send_start(c);
+}
+
+static void
+out_entries(struct conn *c, uint32_t count, size_t len)
+{
+	c->out_reply = true;
+	c->out_status = 0;
+	c->out_count = count;
+	c->out_body = c->reps;
+	c->out_len = len;
+}
+
+/* ---- helpers: blocking engine calls off the loop ---- */
+
+static int
+help(struct conn *c, int job)
+{
+	struct kvhelp *hp = c->s->help;
+	c->job = job;
+	c->hnext = NULL;
+	pthread_mutex_lock(&hp->mu);
+	if (hp->tail)
+		hp->tail->hnext = c;
+	else
+		hp->head = c;
+	hp->tail = c;
+	pthread_cond_signal(&hp->cv);
+	pthread_mutex_unlock(&hp->mu);
+	return 0;
+}
+
+static void
+help_run(struct conn *c)
+{
+	struct ol_kve *e = c->s->eng;
+	switch (c->job) {
+	case J_HANDLE:
+		c->st = kvs_handle(c, &c->h, c->ents);
+		break;
+	case J_PUT_ALLOC:
+		c->st = ol_kve_alloc(e, &c->k, c->e.len, &c->sl);
+		break;
+	case J_PUT_COMMIT:
+		c->st = ol_kve_commit(e, &c->k, c->sl.off, c->sl.seq, c->e.len);
+		break;
+	default: /* J_GET_PIN */
+		c->st = ol_kve_pin(e, &c->k, false, &c->sl);
+		if (c->st == OL_KV_OK && c->sl.off == OL_KVE_NOOFF) {
+			/* the tier's read buffer is this thread's: keep a copy to send */
+			c->bounce = ol_xmalloc(c->sl.len ? c->sl.len : 1);
+			memcpy(c->bounce, c->sl.ptr, c->sl.len);
+			c->sl.ptr = c->bounce;
+		}
+		break;
+	}
+}
+
+static void on_helped(struct ol_loop *l, void *arg, int res);
+
+static void *
+help_main(void *arg)
+{
+	struct kvhelp *hp = arg;
+	pthread_mutex_lock(&hp->mu);
+	for (;;) {
+		while (!hp->head && !hp->stop)
+			pthread_cond_wait(&hp->cv, &hp->mu);
+		if (!hp->head)
+			break;
+		struct conn *c = hp->head;
+		hp->head = c->hnext;
+		if (!hp->head)
+			hp->tail = NULL;
+		pthread_mutex_unlock(&hp->mu);
+		help_run(c);
+		c->msg.fn = on_helped;
+		c->msg.arg = c;
+		if (ol_loop_post(c->lp->l, &c->msg) < 0)
+			ol_warn("kv: cannot wake a loop for a helper's result");
+		pthread_mutex_lock(&hp->mu);
+	}
+	pthread_mutex_unlock(&hp->mu);
+	return NULL;
+}
+
+/* ---- frames ---- */
+
+static int
+handled(struct conn *c, int r)
+{
+	if (r == -ECANCELED) {
+		c->close_after = true;
+	} else if (r < 0) {
+		kvs_out_done(c);
+		return r;
+	}
+	c->cst = C_HDR;
+	return send_out(c);
+}
+
+static int
+st_hdr(struct conn *c)
+{
+	int r = want(c, OL_KVP_HDR);
+	if (r <= 0)
+		return r;
+	r = ol_kvp_hdr_decode(c->rb + c->rb_off, OL_KVP_HDR, &c->h);
+	c->rb_off += OL_KVP_HDR;
+	if (r > 0)
+		r = ol_kvp_check_req(&c->h, &c->s->lim);
+	else if (r == 0)
+		r = -EBADMSG;
+	if (r == 0)
+		r = kvs_precheck(c, &c->h);
+	if (r == -ECANCELED) /* a refusal: its reply, then close */
+		return handled(c, r);
+	if (r < 0)
+		return r;
+	c->got = 0;
+	c->i = 0;
+	c->left = c->h.body_len;
+	c->cst = c->h.op == OL_KVP_PUT ? C_PUT_ENT : C_BODY;
+	return 1;
+}
+
+static int
+get_start(struct conn *c)
+{
+	if (c->h.count == 0) {
+		out_entries(c, 0, 0);
+		c->cst = C_HDR;
+		return send_out(c);
+	}
+	struct ol_kvp_hdr rh = {
+	    OL_KVP_MAGIC, OL_KVP_VERSION, c->h.op, OL_KVP_F_REPLY, c->h.count, 0, c->h.req_id, 0};
+	ol_kvp_hdr_encode(c->pend, &rh); /* sent with the first entry */
+	c->has_pend = true;
+	c->cst = C_GET;
+	return 1;
+}
+
+static int
+st_body(struct conn *c)
+{
+	bool skip = kvs_skips_body(&c->h);
+	int r = fill(c, skip ? NULL : c->ents, c->h.body_len);
+	if (r <= 0)
+		return r;
+	if (c->h.op == OL_KVP_GET)
+		return get_start(c);
+	if (kvs_may_block(c, &c->h, c->ents))
+		return help(c, J_HANDLE);
+	return handled(c, kvs_handle(c, &c->h, c->ents));
+}
+
+static int
+put_alloced(struct conn *c)
+{
+	c->got = 0;
+	if (c->st == OL_KV_OK) {
+		c->sl_held = true;
+		c->cst = C_PUT_DATA;
+	} else {
+		kvs_rep_put(c, c->i, c->st, c->e.len, 0, 0);
+		c->cst = C_PUT_SKIP;
+	}
+	return 1;
+}
+
+static int
+put_done(struct conn *c)
+{
+	c->sl_held = false; /* committed, or freed by the engine */
+	kvs_rep_put(c, c->i++, c->st, c->e.len, 0, 0);
+	c->cst = C_PUT_ENT;
+	return 1;
+}
+
+static int
+st_put_ent(struct conn *c)
+{
+	if (c->i == c->h.count) {
+		if (c->left != 0)
+			return -EMSGSIZE;
+		out_entries(c, c->h.count, (size_t)c->h.count * OL_KVP_REP_ENT);
+		c->cst = C_HDR;
+		return send_out(c);
+	}
+	if (c->left < OL_KVP_REQ_ENT)
+		return -EMSGSIZE;
+	int r = want(c, OL_KVP_REQ_ENT);
+	if (r <= 0)
+		return r;
+	ol_kvp_req_ent_decode(c->rb + c->rb_off, &c->e);
+	c->rb_off += OL_KVP_REQ_ENT;
+	c->left -= OL_KVP_REQ_ENT;
+	if (ol_kvp_check_put_ent(&c->e, c->left, &c->s->lim) < 0)
+		return -EMSGSIZE;
+	c->left -= c->e.len;
+	ol_kve_key(&c->k, c->e.key, c->ns);
+	if (ol_kve_strict(c->s->eng))
+		return help(c, J_PUT_ALLOC);
+	c->st = ol_kve_alloc(c->s->eng, &c->k, c->e.len, &c->sl);
+	return put_alloced(c);
+}
+
+static int
+st_put_data(struct conn *c)
+{
+	int r = fill(c, c->sl.ptr, c->e.len);
+	if (r <= 0)
+		return r;
+	if (ol_kve_strict(c->s->eng))
+		return help(c, J_PUT_COMMIT);
+	c->st = ol_kve_commit(c->s->eng, &c->k, c->sl.off, c->sl.seq, c->e.len);
+	return put_done(c);
+}
+
+static int
+st_put_skip(struct conn *c)
+{
+	int r = fill(c, NULL, c->e.len);
+	if (r <= 0)
+		return r;
+	c->i++;
+	c->cst = C_PUT_ENT;
+	return 1;
+}
+
+/* Send entry i's reply (and the frame's header before the first) and its value, straight
+ * from the pinned slot (or the helper's copy of an NVMe read). */
+static int
+get_send(struct conn *c)
+{
+	c->sl_held = c->st == OL_KV_OK && c->sl.off != OL_KVE_NOOFF;
+	size_t hl = 0;
+	if (c->has_pend) {
+		memcpy(c->gh, c->pend, OL_KVP_HDR);
+		hl = OL_KVP_HDR;
+		c->has_pend = false;
+	}
+	kvs_get_head(c, &c->e, c->st, &c->sl, c->gh + hl);
+	hl += OL_KVP_REP_ENT;
+	c->niov = 0;
+	c->iov[c->niov++] = (struct iovec){c->gh, hl};
+	if (c->st == OL_KV_OK && c->sl.len <= c->e.len && c->sl.len > 0)
+		c->iov[c->niov++] = (struct iovec){c->sl.ptr, c->sl.len};
+	c->i++;
+	return send_start(c);
+}
+
+static int
+st_get(struct conn *c)
+{
+	if (c->i == c->h.count) {
+		c->cst = C_HDR;
+		return 1;
+	}
+	ol_kvp_req_ent_decode(c->ents + (size_t)c->i * OL_KVP_REQ_ENT, &c->e);
+	ol_kve_key(&c->k, c->e.key, c->ns);
+	c->st = ol_kve_pin_dram(c->s->eng, &c->k, &c->sl);
+	if (c->st == OL_KVE_NVME)
+		return help(c, J_GET_PIN);
+	return get_send(c);
+}
+
+/* Run c's states until it waits for an op or a helper, or ends. */
+static void
+step(struct conn *c)
+{
+	for (;;) {
+		int r;
+		switch (c->cst) {
+		case C_HDR:
+			r = st_hdr(c);
+			break;
+		case C_BODY:
+			r = st_body(c);
+			break;
+		case C_PUT_ENT:
+			r = st_put_ent(c);
+			break;
+		case C_PUT_DATA:
+			r = st_put_data(c);
+			break;
+		case C_PUT_SKIP:
+			r = st_put_skip(c);
+			break;
+		default:
+			r = st_get(c);
+			break;
+		}
+		if (r < 0)
+			conn_end(c, r);
+		if (r <= 0)
+			return;
+	}
+}
+
+static void
+on_helped(struct ol_loop *l, void *arg, int res)
+{
+	struct conn *c = arg;
+	int r;
+	(void)l;
+	(void)res;
+	switch (c->job) {
+	case J_HANDLE:
+		r = handled(c, c->st);
+		break;
+	case J_PUT_ALLOC:
+		r = put_alloced(c);
+		break;
+	case J_PUT_COMMIT:
+		r = put_done(c);
+		break;
+	default:
+		r = get_send(c);
+		break;
+	}
+	if (r < 0)
+		conn_end(c, r);
+	else if (r > 0)
+		step(c);
+}
+
+void
+kvl_conn_start(struct kvloop *lp, struct conn *c)
+{
+	c->lp = lp;
+	c->tmo.cb = on_tmo;
+	c->tmo.arg = c;
+	c->cst = C_HDR;
+	step(c);
+}
+
+/* ---- accepting ---- */
+
+static void on_accept_tcp(struct ol_loop *l, void *arg, int res);
+static void on_accept_unix(struct ol_loop *l, void *arg, int res);
+
+static int
+arm_accept(struct kvloop *lp, int i)
+{
+	lp->acc[i].cb = i == 0 ? on_accept_tcp : on_accept_unix;
+	lp->acc[i].arg = lp;
+	int r = ol_loop_accept(lp->l, &lp->acc[i], lp->afd[i]);
+	lp->rearm[i] = r < 0;
+	return r;
+}
+
+static void
+accepted(struct kvloop *lp, int i, int res)
+{
+	struct ol_kv_server *s = lp->s;
+	if (atomic_load(&s->stop)) {
+		if (res >= 0)
+			close(res);
+		return;
+	}
+	if (res < 0 && res != -EINTR && res != -ECONNABORTED && res != -EAGAIN) {
+		kvs_refuse_log(s, "a connection", strerror(-res)); /* EMFILE... */
+		lp->rearm[i] = true;				   /* by the tick, not at once */
+		return;
+	}
+	if (res >= 0) {
+		struct conn *c = kvs_admit(s, res, i == 1);
+		if (c)
+			kvl_conn_start(lp, c);
+	}
+	(void)arm_accept(lp, i); /* a failure sets rearm: the tick tries again */
+}
+
+static void
+on_accept_tcp(struct ol_loop *l, void *arg, int res)
+{
+	(void)l;
+	accepted(arg, 0, res);
+}
+
+static void
+on_accept_unix(struct ol_loop *l, void *arg, int res)
+{
+	(void)l;
+	accepted(arg, 1, res);
+}
+
+/* Every 250 ms: accepts that failed are armed again; loop 0 closes refused connections
+ * whose error frame had its time. */
+static void
+on_tick(struct ol_loop *l, void *arg, int res)
+{
+	struct kvloop *lp = arg;
+	(void)res;
+	for (int i = 0; i < 2; i++)
+		if (lp->afd[i] >= 0 && lp->rearm[i] && !atomic_load(&lp->s->stop))
+			(void)arm_accept(lp, i);
+	if (lp->idx == 0)
+		kvs_refused_flush(lp->s, false);
+	(void)!ol_loop_timer_arm(l, &lp->tick, KVL_TICK_NS);
+}
+
+static void
+on_begin(struct ol_loop *l, void *arg, int res)
+{
+	struct kvloop *lp = arg;
+	(void)res;
+	for (int i = 0; i < 2; i++)
+		if (lp->afd[i] >= 0)
+			(void)arm_accept(lp, i);
+	lp->tick.cb = on_tick;
+	lp->tick.arg = lp;
+	(void)!ol_loop_timer_arm(l, &lp->tick, KVL_TICK_NS);
+}
+
+/* ---- start / stop ---- */
+
+static int
+help_start(struct ol_kv_server *s)
+{
+	struct kvhelp *hp = ol_xcalloc(1, sizeof(*hp));
+	pthread_mutex_init(&hp->mu, NULL);
+	pthread_cond_init(&hp->cv, NULL);
+	s->help = hp;
+	for (; hp->n < KVL_HELPERS; hp->n++) {
+		int r = -pthread_create(&hp->t[hp->n], NULL, help_main, hp);
+		if (r < 0)
+			return r;
+		char name[16];
+		snprintf(name, sizeof(name), "kv-help-%u", hp->n);
+		pthread_setname_np(hp->t[hp->n], name);
+	}
+	return 0;
+}
+
+static void
+help_stop(struct ol_kv_server *s)
+{
+	struct kvhelp *hp = s->help;
+	if (!hp)
+		return;
+	pthread_mutex_lock(&hp->mu);
+	hp->stop = true;
+	pthread_cond_broadcast(&hp->cv);
+	pthread_mutex_unlock(&hp->mu);
+	for (unsigned i = 0; i < hp->n; i++)
+		pthread_join(hp->t[i], NULL);
+	pthread_cond_destroy(&hp->cv);
+	pthread_mutex_destroy(&hp->mu);
+	free(hp);
+	s->help = NULL;
+}
+
+int
+kvl_start(struct ol_kv_server *s)
+{
+	long nc = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned n = nc < 1 ? 1 : nc > KVL_MAX_LOOPS ? KVL_MAX_LOOPS : (unsigned)nc;
+	int r = help_start(s);
+	s->loops = ol_xcalloc(n, sizeof(*s->loops));
+	for (unsigned i = 0; r == 0 && i < n; i++) {
+		struct kvloop *lp = &s->loops[i];
+		char name[16];
+		lp->s = s;
+		lp->idx = i;
+		lp->afd[0] = s->lfd;
+		lp->afd[1] = s->ufd;
+		if ((r = ol_loop_new(0, &lp->l)) < 0)
+			break;
+		lp->begin.fn = on_begin;
+		lp->begin.arg = lp;
+		snprintf(name, sizeof(name), "kv-loop-%u", i);
+		if ((r = ol_loop_post(lp->l, &lp->begin)) == 0 &&
+		    (r = ol_loop_start(lp->l, name)) == 0) {
+			s->n_loops++;
+			continue;
+		}
+		ol_loop_free(lp->l);
+		lp->l = NULL;
+	}
+	if (r < 0) {
+		ol_err("kv: cannot start the KV loops: %s", strerror(-r));
+		kvl_stop(s);
+	}
+	return r;
+}
+
+void
+kvl_stop(struct ol_kv_server *s)
+{
+	for (unsigned i = 0; i < s->n_loops; i++) {
+		ol_loop_stop(s->loops[i].l);
+		ol_loop_free(s->loops[i].l);
+	}
+	free(s->loops);
+	s->loops = NULL;
+	s->n_loops = 0;
+	help_stop(s);
+}
