@@ -223,7 +223,7 @@ ol_s3_head(struct ol_s3 *s, const char *bucket, const char *key, uint64_t *size,
 		return rc;
 	rc = s3_do(s, &r);
 	if (!rc && r.status / 100 != 2)
-		rc = s3_status_error(&r, "HEAD");
+		rc = s3_status_error(&r, "HeadObject");
 	if (!rc) {
 		*size = r.clen;
 		if (etag && cap)
@@ -242,7 +242,7 @@ ol_s3_delete(struct ol_s3 *s, const char *bucket, const char *key)
 		return rc;
 	rc = s3_do(s, &r);
 	if (!rc && r.status / 100 != 2 && r.status != 404)
-		rc = s3_status_error(&r, "DELETE");
+		rc = s3_status_error(&r, "DeleteObject");
 	s3_req_fini(&r);
 	return rc;
 }
@@ -573,6 +573,14 @@ complete_xml(struct put_ctx *p, size_t *len)
 }
 
 static int
+etag_field(const char *name, const char *text, void *arg)
+{
+	if (!strcmp(name, "ETag"))
+		snprintf(arg, 512, "%s", text);
+	return 0;
+}
+
+static int
 mpu_complete(struct ol_s3 *s, struct put_ctx *p, char *etag, size_t cap)
 {
 	size_t len = 0;
@@ -595,18 +603,12 @@ mpu_complete(struct ol_s3 *s, struct put_ctx *p, char *etag, size_t cap)
 			ol_s3_set_error("CompleteMultipartUpload /%s/%s: %.300s", p->bucket, p->key,
 					r.body);
 		} else if (!rc && r.status == 200) {
-			struct err_etag {
-				char e[80];
-			} ee = {""};
 			if (etag && cap) {
-				const char *b = r.body ? strstr(r.body, "<ETag>") : NULL;
-				const char *e = b ? strstr(b, "</ETag>") : NULL;
-				if (b && e)
-					snprintf(ee.e, sizeof(ee.e), "%.*s", (int)(e - b - 6),
-						 b + 6);
-				snprintf(etag, cap, "%s", ee.e);
+				char e[512] = "";
+				(void)s3_xml_walk(r.body ? r.body : "", r.body_len, etag_field, e);
+				snprintf(etag, cap, "%s", e);
 			}
-		} else if (!rc && r.status == 404 && attempt > 1 &&
+		} else if (!rc && r.status == 404 && (attempt > 1 || r.attempts > 1) &&
 			   ol_s3_head(s, p->bucket, p->key, &size, etag, cap) == 0 &&
 			   size == p->total) {
 			rc = 0; /* an earlier attempt completed it; its answer was lost */

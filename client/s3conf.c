@@ -35,15 +35,18 @@ span_eq(const char *p, const char *e, const char *s)
 }
 
 /* One line [p, e): 1 = section header (name in *np..*ne), 2 = key/value, 0 = blank/comment or
- * continuation, -EINVAL = malformed. */
+ * continuation (an indented line after a key, as Python's configparser reads it: the AWS
+ * tools' nested "s3 =" settings), -EINVAL = malformed. *after_key: a key came before in this
+ * section (in/out). */
 static int
 ini_line(const char *p, const char *e, const char **np, const char **ne, const char **vp,
-	 const char **ve)
+	 const char **ve, int *after_key)
 {
 	int indented = p < e && is_blank(*p);
 	trim(&p, &e);
-	if (p == e || *p == '#' || *p == ';' || indented)
+	if (p == e || *p == '#' || *p == ';' || (indented && *after_key))
 		return 0;
+	*after_key = *p != '[';
 	if (*p == '[') {
 		const char *c = memchr(p, ']', (size_t)(e - p));
 		if (!c)
@@ -70,11 +73,11 @@ ol_s3_ini_get(const char *buf, size_t len, const char *section, const char *key,
 	      size_t cap)
 {
 	const char *p = buf, *end = buf + len;
-	int in = 0, found = -ENOENT;
+	int in = 0, found = -ENOENT, after_key = 0;
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *e = nl ? nl : end, *np, *ne, *vp, *ve;
-		int t = ini_line(p, e, &np, &ne, &vp, &ve);
+		int t = ini_line(p, e, &np, &ne, &vp, &ve, &after_key);
 		p = nl ? nl + 1 : end;
 		if (t == 1) {
 			in = span_eq(np, ne, section);
@@ -187,10 +190,11 @@ profile_exists(struct ini_file *f, const char *sect)
 {
 	/* a section header line equal to sect */
 	const char *p = f->buf, *end = f->buf ? f->buf + f->len : NULL;
+	int after_key = 0;
 	while (p && p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *e = nl ? nl : end, *np, *ne, *vp, *ve;
-		if (ini_line(p, e, &np, &ne, &vp, &ve) == 1 && span_eq(np, ne, sect))
+		if (ini_line(p, e, &np, &ne, &vp, &ve, &after_key) == 1 && span_eq(np, ne, sect))
 			return 1;
 		p = nl ? nl + 1 : end;
 	}

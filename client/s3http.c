@@ -625,7 +625,7 @@ s3_do(struct ol_s3 *s, struct s3_req *r)
 		delay = delay * 2 > BACKOFF_MAX * 1000000ull ? BACKOFF_MAX * 1000000ull : delay * 2;
 	}
 	if (rc == 0)
-		return s3_status_error(r, "gave up on a server error");
+		return s3_status_error(r, NULL);
 	ol_s3_set_error("%s /%s/%s at %s: %s after %u attempt(s)%s", r->method, r->bucket,
 			r->key ? r->key : "", s->conf.endpoint,
 			rc == OL_S3_EPROTO ? "answer is not HTTP" : strerror(-rc), r->attempts,
@@ -663,10 +663,16 @@ s3_status_error(struct s3_req *r, const char *what)
 	int st = r->status;
 	if (r->body && r->body_len)
 		(void)s3_xml_walk(r->body, r->body_len, err_field, &e);
-	ol_s3_set_error("%s%s%s /%s/%s: HTTP %d %s%s%s (after %u attempt%s)", what ? what : "",
-			what ? ": " : "", r->method, r->bucket, r->key ? r->key : "", st,
-			e.code[0] ? e.code : "", e.msg[0] ? ": " : "", e.msg, r->attempts,
-			r->attempts == 1 ? "" : "s");
+	if (!e.code[0])
+		snprintf(e.code, sizeof(e.code), "%s",
+			 st == 404   ? "Not Found"
+			 : st == 403 ? "Forbidden"
+			 : st == 503 ? "Service Unavailable"
+			 : st >= 500 ? "Server Error"
+				     : "");
+	ol_s3_set_error("%s /%s/%s: HTTP %d %s%s%s (after %u attempt%s)", what ? what : r->method,
+			r->bucket, r->key ? r->key : "", st, e.code, e.msg[0] ? ": " : "", e.msg,
+			r->attempts, r->attempts == 1 ? "" : "s");
 	if (st == 404)
 		return OL_S3_ENOTFOUND;
 	if (st == 403 || st == 401)
