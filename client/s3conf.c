@@ -85,6 +85,8 @@ ol_s3_ini_get(const char *buf, size_t len, const char *section, const char *key,
 			return -EINVAL;
 		} else if (t == 2 && in && span_eq(np, ne, key)) {
 			size_t n = (size_t)(ve - vp);
+			if (memchr(vp, 0, n))
+				return -EINVAL; /* a NUL byte: not a text value */
 			if (n >= cap)
 				return -ENAMETOOLONG;
 			memcpy(out, vp, n);

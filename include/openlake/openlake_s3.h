@@ -159,7 +159,7 @@ int ol_s3_uri_encode(const char *in, int keep_slash, char *out, size_t cap);
  * "key = value" lines, '#' and ';' comments, indented continuation lines ignored, names
  * case-sensitive, surrounding blanks trimmed). Copies the value NUL-terminated into out.
  * Returns its length, -ENOENT when absent, -ENAMETOOLONG when it does not fit, -EINVAL on a
- * malformed line in that section. */
+ * malformed line in that section or a value holding a NUL byte. */
 int ol_s3_ini_get(const char *buf, size_t len, const char *section, const char *key, char *out,
 		  size_t cap);
 
