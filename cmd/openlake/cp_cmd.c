@@ -460,9 +460,10 @@ run_download(struct cp *c, const char *bucket, const char *key, const char *dst)
 	char path[4200];
 	int isdir = stat(dst, &st) == 0 && S_ISDIR(st.st_mode);
 	if (c->recursive) {
-		if (!isdir && mkdir(dst, 0777) != 0 && errno != EEXIST) {
-			fprintf(stderr, "openlake cp: cannot create %s: %s\n", dst,
-				strerror(errno));
+		snprintf(path, sizeof(path), "%s/", dst);
+		int rc = isdir ? 0 : mkdirs(path);
+		if (rc) {
+			fprintf(stderr, "openlake cp: cannot create %s: %s\n", dst, strerror(-rc));
 			return 1;
 		}
 		return download_tree(c, bucket, key, dst) || c->failed ? 1 : 0;
