@@ -712,6 +712,7 @@ struct get_ctx {
 	const struct ol_iov *iov;
 	size_t n;
 	uint64_t off, len, psize;
+	int whole;
 };
 
 static int
@@ -757,7 +758,7 @@ check_crc(struct get_ctx *g, const char *want)
 	return OL_S3_ECHECKSUM;
 }
 
-/* one request; reading from 0: the whole object without Range, checked against its CRC32C */
+/* one request: a Range, or (OL_S3_GET_WHOLE) the whole object, checked against its CRC32C */
 static int
 get_one(struct ol_s3 *s, struct get_ctx *g)
 {
@@ -770,19 +771,24 @@ get_one(struct ol_s3 *s, struct get_ctx *g)
 			   .key = g->key,
 			   .query = "",
 			   .xh = xh,
-			   .n_xh = g->off ? 0 : 1,
-			   .range = g->off ? range : NULL,
-			   .ranged = g->off != 0,
+			   .n_xh = g->whole ? 1 : 0,
+			   .range = g->whole ? NULL : range,
+			   .ranged = !g->whole,
 			   .resp_iov = g->iov,
 			   .n_resp_iov = g->n,
-			   .resp_len = g->len};
+			   .resp_len = g->len,
+			   .resp_exact = g->whole};
 	int rc = s3_do(s, &r);
 	if (!rc && r.status / 100 != 2)
 		rc = s3_status_error(&r, "GetObject");
-	if (rc == -ERANGE)
+	if (rc == -ERANGE && g->whole)
+		ol_s3_set_error("GET /%s/%s: the object has %llu bytes, not the %llu expected",
+				g->bucket, g->key, (unsigned long long)r.clen,
+				(unsigned long long)g->len);
+	else if (rc == -ERANGE)
 		ol_s3_set_error("GET /%s/%s: the object ends before byte %llu", g->bucket, g->key,
 				(unsigned long long)(g->off + g->len));
-	if (!rc && !g->off && r.clen == g->len)
+	if (!rc && g->whole)
 		rc = check_crc(g, r.crc32c);
 	s3_req_fini(&r);
 	return rc;
@@ -790,9 +796,14 @@ get_one(struct ol_s3 *s, struct get_ctx *g)
 
 OL_API int
 ol_s3_get(struct ol_s3 *s, const char *bucket, const char *key, uint64_t off,
-	  const struct ol_iov *iov, size_t n, ol_s3_progress_fn progress, void *arg)
+	  const struct ol_iov *iov, size_t n, unsigned flags, ol_s3_progress_fn progress, void *arg)
 {
-	struct get_ctx g = {.bucket = bucket, .key = key, .iov = iov, .n = n, .off = off};
+	struct get_ctx g = {.bucket = bucket,
+			    .key = key,
+			    .iov = iov,
+			    .n = n,
+			    .off = off,
+			    .whole = (flags & OL_S3_GET_WHOLE) != 0};
 	struct job j = {.s = s, .fn = get_range, .ctx = &g, .progress = progress, .parg = arg};
 	const char *xh[1] = {"x-amz-checksum-mode:ENABLED"};
 	int rc = check_names(bucket, key);
@@ -801,6 +812,10 @@ ol_s3_get(struct ol_s3 *s, const char *bucket, const char *key, uint64_t off,
 	g.len = j.total = iov_total(iov, n);
 	if (!g.len)
 		return 0;
+	if (g.whole && off) {
+		ol_s3_set_error("GET /%s/%s: OL_S3_GET_WHOLE with an offset", bucket, key);
+		return -EINVAL;
+	}
 	g.psize = ol_s3_part_size(s, g.len);
 	if (g.len <= g.psize) {
 		rc = get_one(s, &g);
@@ -811,7 +826,7 @@ ol_s3_get(struct ol_s3 *s, const char *bucket, const char *key, uint64_t off,
 	rc = s3_do(s, &h);
 	if (!rc && h.status != 200)
 		rc = s3_status_error(&h, "HeadObject");
-	if (!rc && h.clen < off + g.len) {
+	if (!rc && (h.clen < off + g.len || (g.whole && h.clen != g.len))) {
 		ol_s3_set_error("GET /%s/%s: the object has %llu bytes, asked for up to %llu",
 				bucket, key, (unsigned long long)h.clen,
 				(unsigned long long)(off + g.len));

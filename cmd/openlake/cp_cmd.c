@@ -224,7 +224,8 @@ download(struct cp *c, const char *bucket, const char *key, const char *path)
 	}
 	if (!rc) {
 		struct ol_iov iov = {map, size};
-		rc = ol_s3_get(c->s, bucket, key, 0, &iov, 1, progress, c);
+		rc = ol_s3_get(c->s, bucket, key, 0, &iov, 1, size ? OL_S3_GET_WHOLE : 0, progress,
+			       c);
 	}
 	if (!rc &&
 	    ((map && msync(map, size, MS_SYNC) != 0) || fsync(fd) != 0 || rename(tmp, path) != 0)) {

@@ -99,12 +99,19 @@ int ol_s3_put(struct ol_s3 *s, const char *bucket, const char *key, const struct
 	      size_t n, unsigned flags, ol_s3_progress_fn progress, void *arg, char *etag,
 	      size_t cap, unsigned *resumed_parts);
 
-/* Read bytes [off, off + sum(iov.len)) of bucket/key into iov[0..n) with parallel ranged GETs.
- * When the read covers the whole object and the server keeps a full-object CRC32C for it
- * (single PUT with a checksum), the data is checked against it. -ERANGE when the object is
- * shorter than the range. */
+enum ol_s3_get_flags {
+	OL_S3_GET_WHOLE = 1 /* iov holds the whole object (off = 0): a small one is read by one
+			       GET without Range and checked against its full-object CRC32C;
+			       -ERANGE when the object's size is not sum(iov.len) */
+};
+
+/* Read bytes [off, off + sum(iov.len)) of bucket/key into iov[0..n) with parallel ranged GETs
+ * (one Range GET when they fit in one part). When the read covers the whole object and the
+ * server keeps a full-object CRC32C for it (a single PUT with a checksum), the data is checked
+ * against it (OL_S3_ECHECKSUM). -ERANGE when the object is shorter than the range. */
 int ol_s3_get(struct ol_s3 *s, const char *bucket, const char *key, uint64_t off,
-	      const struct ol_iov *iov, size_t n, ol_s3_progress_fn progress, void *arg);
+	      const struct ol_iov *iov, size_t n, unsigned flags, ol_s3_progress_fn progress,
+	      void *arg);
 
 /* HEAD: *size and (optional) etag (cap >= 80). OL_S3_ENOTFOUND when absent. */
 int ol_s3_head(struct ol_s3 *s, const char *bucket, const char *key, uint64_t *size, char *etag,

@@ -83,7 +83,7 @@ def _lib_s3():
     lib.ol_s3_put.argtypes = [c_void_p, c_char_p, c_char_p, POINTER(_Iov), c_size_t, c_uint,
                               PROGRESS, c_void_p, c_char_p, c_size_t, POINTER(c_uint)]
     lib.ol_s3_get.argtypes = [c_void_p, c_char_p, c_char_p, c_uint64, POINTER(_Iov), c_size_t,
-                              PROGRESS, c_void_p]
+                              c_uint, PROGRESS, c_void_p]
     lib.ol_s3_head.argtypes = [c_void_p, c_char_p, c_char_p, POINTER(c_uint64), c_char_p,
                                c_size_t]
     lib.ol_s3_delete.argtypes = [c_void_p, c_char_p, c_char_p]
@@ -248,26 +248,31 @@ class Client:
             raise _error(lib, rc)
         return etag.value.decode(), resumed.value
 
-    def get_into(self, bucket, key, buffers, offset=0, progress=None):
+    def get_into(self, bucket, key, buffers, offset=0, progress=None, whole=False):
         """Fill buffers (one writable buffer/array/tensor or a list: a scatter list) with the
-        object's bytes from offset on, with parallel ranged GETs straight into them."""
+        object's bytes from offset on, with parallel ranged GETs straight into them.
+        whole=True: the buffers hold exactly the whole object (checked, with its CRC32C)."""
         lib = _lib_s3()
         objs = buffers if isinstance(buffers, (list, tuple)) else [buffers]
         arr, n, keep, total = _iovs(objs, True)
         cb = _progress_cb(progress)
-        rc = lib.ol_s3_get(self._handle(), _b(bucket), _b(key), offset, arr, n, cb, None)
+        rc = lib.ol_s3_get(self._handle(), _b(bucket), _b(key), offset, arr, n,
+                           1 if whole else 0, cb, None)
         del keep
         if rc:
             raise _error(lib, rc)
         return total
 
-    def get(self, bucket, key, size=None, offset=0):
-        """The object's bytes (from offset; size None = to the end) as a bytearray."""
+    def get(self, bucket, key, size=None, offset=0, whole=None):
+        """The object's bytes (from offset; size None = to the end) as a bytearray. whole:
+        size is the object's size (None: true when size was not given and offset is 0)."""
         if size is None:
-            size = self.head(bucket, key)[0] - offset
+            total = self.head(bucket, key)[0]
+            size = total - offset
+            whole = offset == 0 if whole is None else whole
         buf = bytearray(size)
         if size:
-            self.get_into(bucket, key, buf, offset)
+            self.get_into(bucket, key, buf, offset, whole=bool(whole))
         return buf
 
     def head(self, bucket, key):
@@ -425,7 +430,7 @@ def _prefix(uri):
 
 def _read_index(client, bucket, prefix):
     try:
-        return json.loads(client.get(bucket, prefix + INDEX_NAME).decode())
+        return json.loads(bytes(client.get(bucket, prefix + INDEX_NAME)).decode())
     except S3Error as e:
         if e.not_found:
             return None
@@ -593,7 +598,7 @@ def load_safetensors(uri, device="cpu", client=None, pin_memory=None):
     client = client or default_client()
     bucket, key = parse_uri(uri)
     size, _ = client.head(bucket, key)
-    raw = client.get(bucket, key, size=min(size, _HEADER_PROBE))
+    raw = client.get(bucket, key, size=min(size, _HEADER_PROBE), whole=size <= _HEADER_PROBE)
     if len(raw) >= 8:
         (n,) = struct.unpack("<Q", raw[:8])
         if 8 + n > len(raw) and 8 + n <= min(size, _HEADER_MAX + 8):
@@ -690,7 +695,8 @@ class S3MapDataset:
 
     def __getitem__(self, i):
         key, size = self.objects[i]
-        obj = S3Object(self.bucket, key, self.client.get(self.bucket, key, size=size))
+        obj = S3Object(self.bucket, key, self.client.get(self.bucket, key, size=size,
+                                                         whole=True))
         return self.transform(obj) if self.transform else obj
 
 
@@ -741,7 +747,7 @@ class S3IterableDataset(_iterable_base()):
     def __iter__(self):
         objs = self._mine()
         get = lambda o: S3Object(self.bucket, o[0], self.client.get(self.bucket, o[0],
-                                                                    size=o[1]))
+                                                                    size=o[1], whole=True))
         with ThreadPoolExecutor(max_workers=self.prefetch) as ex:
             pending = [ex.submit(get, o) for o in objs[:self.prefetch]]
             nxt = len(pending)

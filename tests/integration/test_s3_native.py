@@ -177,7 +177,8 @@ class Hostile(http.server.ThreadingHTTPServer):
         self.fail, self.drop_complete = fail, drop_complete
         self.lock = threading.Lock()
         self.requests = self.failed = 0
-        self.objects, self.uploads, self.crc_checked = {}, {}, 0
+        self.objects, self.uploads, self.crc_checked, self.crcs = {}, {}, 0, {}
+        self.bad_crc = False  # answer GETs with another CRC32C than the one stored
 
     def url(self):
         return "http://127.0.0.1:%d" % self.server_address[1]
@@ -234,6 +235,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.server.uploads[m.group(2)][int(m.group(1))] = body
         else:
             self.server.objects[path] = body
+            self.server.crcs[path] = crc
         self._send(200, hdrs=[("ETag", etag), ("x-amz-checksum-crc32c", crc)])
 
     def do_POST(self):
@@ -271,7 +273,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             b = min(b, len(data) - 1)
             return self._send(206, data[a:b + 1], [("Content-Range",
                                                     "bytes %d-%d/%d" % (a, b, len(data)))])
-        self._send(200, data)
+        hdrs = []
+        if self.headers.get("x-amz-checksum-mode") == "ENABLED" and self.path in self.server.crcs:
+            hdrs = [("x-amz-checksum-crc32c",
+                     "AAAAAA==" if self.server.bad_crc else self.server.crcs[self.path])]
+        self._send(200, data, hdrs)
 
     do_HEAD = do_GET
 
@@ -306,6 +312,18 @@ def test_retries_through_drops_and_503(hostile):
     srv.fail = srv.requests + 3
     assert c.get("bkt", "big") == data  # HEAD and ranges retried
     assert srv.failed == 13 and srv.crc_checked >= 4
+
+
+def test_crc32c_mismatch_is_an_error(hostile):
+    srv = hostile(fail=0)
+    c = s3.Client(endpoint=srv.url(), access_key="a", secret_key="b")
+    c.put("bkt", "k", b"hello world")
+    assert srv.crcs["/bkt/k"] == "yZRlqg=="  # what the client sent: CRC32C, base64
+    assert c.get("bkt", "k") == b"hello world"  # checked against the stored CRC32C
+    srv.bad_crc = True
+    with pytest.raises(s3.S3Error) as e:
+        c.get("bkt", "k")
+    assert e.value.rc == s3.ECHECKSUM and "the server says AAAAAA==" in str(e.value)
 
 
 def test_gives_up_after_the_retry_budget(hostile):
