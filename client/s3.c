@@ -745,11 +745,15 @@ get_range(struct job *j, size_t i)
 }
 
 static int
-check_crc(struct get_ctx *g, const char *want)
+check_crc(struct get_ctx *g, const struct s3_req *r)
 {
+	const char *want = r->crc32c;
 	char got[16];
-	if (!want[0] || strchr(want, '-'))
-		return 0; /* none, or a composite one (per-part) */
+	/* none; or per part: "crc-N", or a multipart object's (ETag "md5-N") unless the server
+	   says it is the CRC32C of the whole object (S3's x-amz-checksum-type FULL_OBJECT) */
+	if (!want[0] || strchr(want, '-') ||
+	    (strchr(r->etag, '-') && strcasecmp(r->cktype, "FULL_OBJECT") != 0))
+		return 0;
 	s3_crc32c_b64(s3_crc32c(g->iov, g->n, 0, g->len), got);
 	if (strcmp(got, want) == 0)
 		return 0;
@@ -789,7 +793,7 @@ get_one(struct ol_s3 *s, struct get_ctx *g)
 		ol_s3_set_error("GET /%s/%s: the object ends before byte %llu", g->bucket, g->key,
 				(unsigned long long)(g->off + g->len));
 	if (!rc && g->whole)
-		rc = check_crc(g, r.crc32c);
+		rc = check_crc(g, &r);
 	s3_req_fini(&r);
 	return rc;
 }
@@ -835,7 +839,7 @@ ol_s3_get(struct ol_s3 *s, const char *bucket, const char *key, uint64_t off,
 	j.n_items = (size_t)((g.len + g.psize - 1) / g.psize);
 	rc = rc ? rc : job_run(&j);
 	if (!rc && !off && h.clen == g.len)
-		rc = check_crc(&g, h.crc32c);
+		rc = check_crc(&g, &h);
 	s3_req_fini(&h);
 	return rc;
 }

@@ -454,6 +454,8 @@ header_value(struct s3_req *r, struct resp_head *h, const char *name, const char
 		snprintf(r->etag, sizeof(r->etag), "%s", v);
 	} else if (strcasecmp(name, "x-amz-checksum-crc32c") == 0) {
 		snprintf(r->crc32c, sizeof(r->crc32c), "%s", v);
+	} else if (strcasecmp(name, "x-amz-checksum-type") == 0) {
+		snprintf(r->cktype, sizeof(r->cktype), "%s", v);
 	} else if (strcasecmp(name, "content-range") == 0) {
 		const char *sl = strchr(v, '/');
 		if (sl && sl[1] != '*')
@@ -573,7 +575,7 @@ exchange(struct ol_s3 *s, struct s3_req *r, int *reused)
 	free(r->body);
 	r->body = NULL;
 	r->body_len = 0;
-	r->etag[0] = r->crc32c[0] = 0;
+	r->etag[0] = r->crc32c[0] = r->cktype[0] = 0;
 	r->total = 0;
 	rc = send_request(s, c, r);
 	rc = rc ? rc : read_head(c, r, &h);

@@ -62,6 +62,7 @@ struct s3_req {
 	uint64_t clen, total; /* Content-Length; object size from Content-Range/Length */
 	char etag[80];
 	char crc32c[16]; /* x-amz-checksum-crc32c of the answer, "" none */
+	char cktype[16]; /* x-amz-checksum-type: "FULL_OBJECT", "COMPOSITE", "" */
 	char *body;	 /* non-2xx-into-iov bodies (NUL-terminated) */
 	size_t body_len;
 };
