@@ -11,10 +11,15 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *const sections[] = {"default", "profile default", "train", "profile train",
-					"", "a"};
-static const char *const keys[] = {"aws_access_key_id", "aws_secret_access_key",
-				   "aws_session_token", "region", "endpoint_url", "k", ""};
+static const char *const sections[] = {"default", "profile default", "train", "profile train", "",
+				       "a"};
+static const char *const keys[] = {"aws_access_key_id",
+				   "aws_secret_access_key",
+				   "aws_session_token",
+				   "region",
+				   "endpoint_url",
+				   "k",
+				   ""};
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
