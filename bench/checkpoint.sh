@@ -11,6 +11,7 @@
 #     save/load   vs `aws s3 cp` (W processes, files of SIZE bytes, same daemon)
 #   model load: one safetensors file into memory (load_safetensors) vs fio read of SIZE, 1 job
 #   openlake cp vs aws s3 cp, up and down (W processes)
+#   client CPU seconds per GB of the save and load processes, ours vs boto3
 #
 # Usage: bench/checkpoint.sh [--writers W] [--size SIZE_MiB] [--build DIR] [--dir DIR]
 #                            [--markdown]
@@ -115,7 +116,7 @@ aws s3 mb --endpoint-url "$URL" s3://ckpt >/dev/null
 
 # the Python side: W processes released together by a barrier; prints GB/s
 cat >"$TMP/drive.py" <<'EOF'
-import io, multiprocessing as mp, os, sys, time
+import io, multiprocessing as mp, os, resource, sys, time
 import torch
 from openlake_client import s3
 
@@ -139,6 +140,7 @@ def work(r, bar, q):
     sd = shard(r) if mode == "ol-save" else None
     bar.wait()
     t0 = time.time()
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
     if mode == "ol-save":
         s3.save(sd, "s3://ckpt/step/rank-%d/" % r, client=c)
     elif mode == "ol-load":
@@ -154,7 +156,8 @@ def work(r, bar, q):
         buf = io.BytesIO()
         b3.download_fileobj("ckpt", "boto3/rank-%d" % r, buf, Config=cfg)
         assert buf.getbuffer().nbytes == size
-    q.put((t0, time.time()))
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    q.put((t0, time.time(), ru.ru_utime - ru0.ru_utime + ru.ru_stime - ru0.ru_stime))
 
 if __name__ == "__main__":
     mp.set_start_method("fork")
@@ -167,7 +170,9 @@ if __name__ == "__main__":
         if p.exitcode != 0:
             sys.exit("drive.py %s: a worker failed (exit %s)" % (mode, p.exitcode))
     ts = [q.get(timeout=10) for _ in ps]
-    print("%.3f" % (W * size / (max(e for _, e in ts) - min(s for s, _ in ts)) / 1e9))
+    # GB/s over the W transfers, and the client processes' CPU seconds per GB moved
+    print("%.3f %.2f" % (W * size / (max(e for _, e, _ in ts) - min(s for s, _, _ in ts)) / 1e9,
+                         sum(c for _, _, c in ts) / (W * size / 1e9)))
 EOF
 drive() { echo "+ drive.py $1 $W $SIZE_MIB" >&2; $PY "$TMP/drive.py" "$1" "$W" "$SIZE_MIB"; }
 
@@ -186,11 +191,11 @@ FIO_W=$(fio_bw write "$W")
 FIO_R=$(fio_bw read "$W")
 FIO_R1=$(fio_bw read 1)
 rm -rf "$TMP/fio"
-OL_SAVE=$(drive ol-save)
-OL_LOAD=$(drive ol-load)
-OL_MODEL=$($PY "$TMP/drive.py" ol-model 1 "$SIZE_MIB")
-B3_SAVE=$(drive b3-save)
-B3_LOAD=$(drive b3-load)
+read -r OL_SAVE OL_SAVE_CPU <<<"$(drive ol-save)"
+read -r OL_LOAD OL_LOAD_CPU <<<"$(drive ol-load)"
+read -r OL_MODEL _ <<<"$($PY "$TMP/drive.py" ol-model 1 "$SIZE_MIB")"
+read -r B3_SAVE B3_SAVE_CPU <<<"$(drive b3-save)"
+read -r B3_LOAD B3_LOAD_CPU <<<"$(drive b3-load)"
 
 # cp: W files of SIZE, all at once
 for r in $(seq 0 $((W - 1))); do head -c "$((SIZE_MIB * 1048576))" /dev/urandom >"$TMP/files/f$r"; done
@@ -236,3 +241,15 @@ row "checkpoint load" "$OL_LOAD" "aws s3 cp, $W procs" "$AWS_DOWN"
 row "model load, 1 file of ${SIZE_MIB} MiB" "$OL_MODEL" "fio read, 1 job" "$FIO_R1"
 row "openlake cp up, $W procs" "$OLCP_UP" "aws s3 cp up" "$AWS_UP"
 row "openlake cp down, $W procs" "$OLCP_DOWN" "aws s3 cp down" "$AWS_DOWN"
+# client CPU seconds per GB (lower is better; the ratio is boto3's over ours): what the
+# client costs the training job's cores, apart from what the server and the disk can do
+if [ "$MARKDOWN" = 1 ]; then
+	echo
+	echo "| client CPU s/GB | ours | boto3 TransferManager | boto3/ours |"
+	echo "|---|---|---|---|"
+	echo "| save | $OL_SAVE_CPU | $B3_SAVE_CPU | $(ratio "$B3_SAVE_CPU" "$OL_SAVE_CPU") |"
+	echo "| load | $OL_LOAD_CPU | $B3_LOAD_CPU | $(ratio "$B3_LOAD_CPU" "$OL_LOAD_CPU") |"
+else
+	printf 'client CPU s/GB save: ours %s, boto3 %s (boto3/ours %s)\n' "$OL_SAVE_CPU" "$B3_SAVE_CPU" "$(ratio "$B3_SAVE_CPU" "$OL_SAVE_CPU")"
+	printf 'client CPU s/GB load: ours %s, boto3 %s (boto3/ours %s)\n' "$OL_LOAD_CPU" "$B3_LOAD_CPU" "$(ratio "$B3_LOAD_CPU" "$OL_LOAD_CPU")"
+fi
