@@ -217,7 +217,8 @@ OL_API int
 ol_s3_head(struct ol_s3 *s, const char *bucket, const char *key, uint64_t *size, char *etag,
 	   size_t cap)
 {
-	struct s3_req r = {.method = "HEAD", .bucket = bucket, .key = key, .query = ""};
+	struct s3_req r = {
+	    .op = "HeadObject", .method = "HEAD", .bucket = bucket, .key = key, .query = ""};
 	int rc = check_names(bucket, key);
 	if (rc)
 		return rc;
@@ -236,7 +237,8 @@ ol_s3_head(struct ol_s3 *s, const char *bucket, const char *key, uint64_t *size,
 OL_API int
 ol_s3_delete(struct ol_s3 *s, const char *bucket, const char *key)
 {
-	struct s3_req r = {.method = "DELETE", .bucket = bucket, .key = key, .query = ""};
+	struct s3_req r = {
+	    .op = "DeleteObject", .method = "DELETE", .bucket = bucket, .key = key, .query = ""};
 	int rc = check_names(bucket, key);
 	if (rc)
 		return rc;
@@ -250,7 +252,7 @@ ol_s3_delete(struct ol_s3 *s, const char *bucket, const char *key)
 OL_API int
 ol_s3_create_bucket(struct ol_s3 *s, const char *bucket)
 {
-	struct s3_req r = {.method = "PUT", .bucket = bucket, .query = ""};
+	struct s3_req r = {.op = "CreateBucket", .method = "PUT", .bucket = bucket, .query = ""};
 	int rc = check_names(bucket, NULL);
 	if (rc)
 		return rc;
@@ -304,7 +306,8 @@ ol_s3_list(struct ol_s3 *s, const char *bucket, const char *prefix, ol_s3_list_f
 	if (ol_s3_uri_encode(prefix ? prefix : "", 0, ep, sizeof(ep)))
 		return -ENAMETOOLONG;
 	do {
-		struct s3_req r = {.method = "GET", .bucket = bucket, .query = q};
+		struct s3_req r = {
+		    .op = "ListObjectsV2", .method = "GET", .bucket = bucket, .query = q};
 		if (ol_s3_uri_encode(p.token, 0, et, sizeof(et)))
 			return -ENAMETOOLONG;
 		snprintf(q, sizeof(q), "%s%s%slist-type=2&prefix=%s",
@@ -362,7 +365,8 @@ put_single(struct ol_s3 *s, struct put_ctx *p, char *etag, size_t cap)
 	const char *xh[1] = {xh0};
 	s3_crc32c_b64(s3_crc32c(p->iov, p->n, 0, p->total), crc);
 	snprintf(xh0, sizeof(xh0), "x-amz-checksum-crc32c:%s", crc);
-	struct s3_req r = {.method = "PUT",
+	struct s3_req r = {.op = "PutObject",
+			   .method = "PUT",
 			   .bucket = p->bucket,
 			   .key = p->key,
 			   .query = "",
@@ -397,7 +401,8 @@ static int
 mpu_create(struct ol_s3 *s, struct put_ctx *p)
 {
 	const char *xh[1] = {"x-amz-checksum-algorithm:CRC32C"};
-	struct s3_req r = {.method = "POST",
+	struct s3_req r = {.op = "CreateMultipartUpload",
+			   .method = "POST",
 			   .bucket = p->bucket,
 			   .key = p->key,
 			   .query = "uploads=",
@@ -478,7 +483,8 @@ mpu_find(struct ol_s3 *s, struct put_ctx *p)
 	if (ol_s3_uri_encode(p->key, 0, ek, sizeof(ek)))
 		return -ENAMETOOLONG;
 	snprintf(q, sizeof(q), "prefix=%s&uploads=", ek);
-	struct s3_req r = {.method = "GET", .bucket = p->bucket, .query = q};
+	struct s3_req r = {
+	    .op = "ListMultipartUploads", .method = "GET", .bucket = p->bucket, .query = q};
 	rc = s3_do(s, &r);
 	if (!rc && r.status != 200)
 		rc = s3_status_error(&r, "ListMultipartUploads");
@@ -490,7 +496,11 @@ mpu_find(struct ol_s3 *s, struct put_ctx *p)
 	if (ol_s3_uri_encode(p->upload_id, 0, p->qid, sizeof(p->qid)))
 		return -ENAMETOOLONG;
 	do {
-		struct s3_req l = {.method = "GET", .bucket = p->bucket, .key = p->key, .query = q};
+		struct s3_req l = {.op = "ListParts",
+				   .method = "GET",
+				   .bucket = p->bucket,
+				   .key = p->key,
+				   .query = q};
 		if (ps.next_marker)
 			snprintf(q, sizeof(q), "part-number-marker=%u&uploadId=%s", ps.next_marker,
 				 p->qid);
@@ -530,7 +540,8 @@ put_part(struct job *j, size_t i)
 	}
 	snprintf(xh0, sizeof(xh0), "x-amz-checksum-crc32c:%s", p->crcs[i]);
 	snprintf(q, sizeof(q), "partNumber=%zu&uploadId=%s", i + 1, p->qid);
-	struct s3_req r = {.method = "PUT",
+	struct s3_req r = {.op = "UploadPart",
+			   .method = "PUT",
 			   .bucket = p->bucket,
 			   .key = p->key,
 			   .query = q,
@@ -589,7 +600,8 @@ mpu_complete(struct ol_s3 *s, struct put_ctx *p, char *etag, size_t cap)
 	struct ol_iov iov = {x, len};
 	snprintf(q, sizeof(q), "uploadId=%s", p->qid);
 	for (unsigned attempt = 1; x && attempt <= s->retries; attempt++) {
-		struct s3_req r = {.method = "POST",
+		struct s3_req r = {.op = "CompleteMultipartUpload",
+				   .method = "POST",
 				   .bucket = p->bucket,
 				   .key = p->key,
 				   .query = q,
@@ -629,7 +641,11 @@ mpu_abort(struct ol_s3 *s, struct put_ctx *p)
 	char q[1300], keep[1024];
 	snprintf(keep, sizeof(keep), "%s", ol_s3_last_error());
 	snprintf(q, sizeof(q), "uploadId=%s", p->qid);
-	struct s3_req r = {.method = "DELETE", .bucket = p->bucket, .key = p->key, .query = q};
+	struct s3_req r = {.op = "AbortMultipartUpload",
+			   .method = "DELETE",
+			   .bucket = p->bucket,
+			   .key = p->key,
+			   .query = q};
 	(void)s3_do(s, &r);
 	s3_req_fini(&r);
 	ol_s3_set_error("%s", keep);
@@ -723,7 +739,8 @@ get_range(struct job *j, size_t i)
 	char range[64];
 	snprintf(range, sizeof(range), "bytes=%llu-%llu", (unsigned long long)(g->off + o),
 		 (unsigned long long)(g->off + o + l - 1));
-	struct s3_req r = {.method = "GET",
+	struct s3_req r = {.op = "GetObject",
+			   .method = "GET",
 			   .bucket = g->bucket,
 			   .key = g->key,
 			   .query = "",
@@ -770,7 +787,8 @@ get_one(struct ol_s3 *s, struct get_ctx *g)
 	char range[64];
 	snprintf(range, sizeof(range), "bytes=%llu-%llu", (unsigned long long)g->off,
 		 (unsigned long long)(g->off + g->len - 1));
-	struct s3_req r = {.method = "GET",
+	struct s3_req r = {.op = "GetObject",
+			   .method = "GET",
 			   .bucket = g->bucket,
 			   .key = g->key,
 			   .query = "",
@@ -825,8 +843,13 @@ ol_s3_get(struct ol_s3 *s, const char *bucket, const char *key, uint64_t off,
 		rc = get_one(s, &g);
 		return rc ? rc : job_progress(&j, g.len);
 	}
-	struct s3_req h = {
-	    .method = "HEAD", .bucket = bucket, .key = key, .query = "", .xh = xh, .n_xh = 1};
+	struct s3_req h = {.op = "HeadObject",
+			   .method = "HEAD",
+			   .bucket = bucket,
+			   .key = key,
+			   .query = "",
+			   .xh = xh,
+			   .n_xh = 1};
 	rc = s3_do(s, &h);
 	if (!rc && h.status != 200)
 		rc = s3_status_error(&h, "HeadObject");

@@ -619,17 +619,18 @@ s3_do(struct ol_s3 *s, struct s3_req *r)
 			continue;
 		if (r->attempts >= s->retries)
 			break;
-		s3_logf(s, 1, "%s /%s/%s: %s%s (attempt %u of %u), retrying", r->method, r->bucket,
-			r->key ? r->key : "", rc ? "" : "HTTP ",
+		s3_logf(s, 1, "%s /%s/%s: %s%s (attempt %u of %u), retrying",
+			r->op ? r->op : r->method, r->bucket, r->key ? r->key : "",
+			rc ? "" : "HTTP ",
 			rc ? strerror(-rc) : (r->status == 503 ? "503 SlowDown" : "5xx"),
 			r->attempts, s->retries);
 		sleep_ns(delay / 2 + (uint64_t)rand() % (delay / 2 + 1)); /* jitter */
 		delay = delay * 2 > BACKOFF_MAX * 1000000ull ? BACKOFF_MAX * 1000000ull : delay * 2;
 	}
 	if (rc == 0)
-		return s3_status_error(r, NULL);
-	ol_s3_set_error("%s /%s/%s at %s: %s after %u attempt(s)%s", r->method, r->bucket,
-			r->key ? r->key : "", s->conf.endpoint,
+		return s3_status_error(r, r->op);
+	ol_s3_set_error("%s /%s/%s at %s: %s after %u attempt(s)%s", r->op ? r->op : r->method,
+			r->bucket, r->key ? r->key : "", s->conf.endpoint,
 			rc == OL_S3_EPROTO ? "answer is not HTTP" : strerror(-rc), r->attempts,
 			retryable_rc(rc) ? " (is the endpoint up? raise retries for a slow one)"
 					 : "");

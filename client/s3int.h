@@ -42,6 +42,7 @@ struct ol_s3 {
 /* One request: a body slice of a scatter list out, the answer's body into a scatter slice
  * (2xx with resp_iov) or a malloc'd buffer (body, freed by s3_req_fini). */
 struct s3_req {
+	const char *op; /* "UploadPart"...: for messages (NULL = the method) */
 	const char *method;
 	const char *bucket, *key; /* key NULL: bucket request */
 	const char *query;	  /* canonical query ("" none) */

@@ -179,6 +179,8 @@ class Hostile(http.server.ThreadingHTTPServer):
         self.requests = self.failed = 0
         self.objects, self.uploads, self.crc_checked, self.crcs = {}, {}, 0, {}
         self.bad_crc = False  # answer GETs with another CRC32C than the one stored
+        self.fail_parts = False  # answer every UploadPart with 503
+        self.aborted = []
 
     def url(self):
         return "http://127.0.0.1:%d" % self.server_address[1]
@@ -231,6 +233,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.server.crc_checked += 1
         etag = '"%s"' % hashlib.md5(body).hexdigest()
         m = re.match(r"partNumber=(\d+)&uploadId=(\w+)", q)
+        if m and self.server.fail_parts:
+            return self._send(503, b"<Error><Code>SlowDown</Code></Error>")
         if m:
             self.server.uploads[m.group(2)][int(m.group(1))] = body
         else:
@@ -281,6 +285,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     do_HEAD = do_GET
 
+    def do_DELETE(self):
+        if self._fail():
+            return
+        path, _, q = self.path.partition("?")
+        if q.startswith("uploadId="):
+            self.server.aborted.append(q.split("=", 1)[1])
+            self.server.uploads.pop(q.split("=", 1)[1], None)
+        else:
+            self.server.objects.pop(path, None)
+        self._send(204)
+
 
 @pytest.fixture
 def hostile():
@@ -312,6 +327,17 @@ def test_retries_through_drops_and_503(hostile):
     srv.fail = srv.requests + 3
     assert c.get("bkt", "big") == data  # HEAD and ranges retried
     assert srv.failed == 13 and srv.crc_checked >= 4
+
+
+def test_failed_multipart_upload_is_aborted(hostile):
+    srv = hostile(fail=0)
+    srv.fail_parts = True
+    c = s3.Client(endpoint=srv.url(), access_key="a", secret_key="b", retries=2, backoff_ms=5)
+    with pytest.raises(s3.S3Error) as e:
+        c.put("bkt", "big", bytes(17 * MiB))
+    assert e.value.rc == s3.ESERVER and "UploadPart" in str(e.value)
+    assert "after 2 attempts" in str(e.value)
+    assert srv.aborted == ["u0"] and srv.uploads == {} and "/bkt/big" not in srv.objects
 
 
 def test_crc32c_mismatch_is_an_error(hostile):
