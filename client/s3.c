@@ -2,6 +2,7 @@
  * ranged GET into a scatter list, HEAD, DELETE, CreateBucket, ListObjectsV2. */
 #include <errno.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,8 @@ ol_s3_new(const struct ol_s3_opts *o, struct ol_s3 **out)
 	if (!s)
 		return -ENOMEM;
 	rc = ol_s3_conf_resolve(&s->conf, o);
+	if (!rc)
+		rc = s3_tls_init(s);
 	if (rc) {
 		free(s);
 		return rc;
@@ -53,6 +56,7 @@ ol_s3_free(struct ol_s3 *s)
 	if (!s)
 		return;
 	s3_close_all(s);
+	SSL_CTX_free(s->tls);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }

@@ -1,6 +1,7 @@
 /* client/s3conf.c - where the S3 client's endpoint, region and keys come from: arguments, the
  * AWS environment variables, the shared config and credentials files (pure INI reader). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,22 +304,35 @@ resolve_region(struct ol_s3_conf *c, const struct ol_s3_opts *o, struct ini_file
 	return rc ? 0 : set(c->region, sizeof(c->region), "us-east-1");
 }
 
-/* "http://host[:port][/]" -> host, port, Host header value */
+static int
+resolve_ca(struct ol_s3_conf *c, const struct ol_s3_opts *o, struct ini_file *cred,
+	   struct ini_file *conf)
+{
+	const char *v =
+	    o->size >= offsetof(struct ol_s3_opts, ca_file) + sizeof(o->ca_file) && o->ca_file
+		? o->ca_file
+		: env("AWS_CA_BUNDLE");
+	int rc;
+	if (v)
+		return set(c->ca_file, sizeof(c->ca_file), v);
+	rc = profile_get(cred, conf, c->profile, "ca_bundle", c->ca_file, sizeof(c->ca_file), 0);
+	return rc < 0 ? rc : 0;
+}
+
+/* "http[s]://host[:port][/]" -> host, port, Host header value */
 static int
 parse_endpoint(struct ol_s3_conf *c)
 {
 	const char *p = c->endpoint, *colon, *slash;
 	char *end;
 	unsigned long port = 80;
-	if (strncmp(p, "https://", 8) == 0) {
-		ol_s3_set_error("endpoint %s: https is not supported by this client (use http://, "
-				"or a TLS-terminating proxy)",
-				c->endpoint);
-		return -EPROTONOSUPPORT;
-	}
-	if (strncmp(p, "http://", 7) != 0) {
-		ol_s3_set_error("endpoint '%s' does not start with http:// (write it as "
-				"http://HOST:PORT)",
+	c->tls = strncmp(p, "https://", 8) == 0;
+	if (c->tls) {
+		port = 443;
+		p++;
+	} else if (strncmp(p, "http://", 7) != 0) {
+		ol_s3_set_error("endpoint '%s' does not start with http:// or https:// (write it "
+				"as http://HOST:PORT)",
 				c->endpoint);
 		return -EINVAL;
 	}
@@ -382,6 +396,7 @@ ol_s3_conf_resolve(struct ol_s3_conf *c, const struct ol_s3_opts *o)
 	rc = rc ? rc : resolve_region(c, o, &cred, &conf);
 	rc = rc ? rc : resolve_endpoint(c, o, &cred, &conf);
 	rc = rc ? rc : parse_endpoint(c);
+	rc = rc ? rc : resolve_ca(c, o, &cred, &conf);
 out:
 	free(cred.buf);
 	free(conf.buf);

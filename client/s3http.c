@@ -4,7 +4,12 @@
 #include <expat.h>
 #include <isa-l/crc.h>
 #include <netdb.h>
+#include <arpa/inet.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
@@ -26,6 +31,7 @@
 
 struct s3_conn {
 	int fd;
+	SSL *ssl; /* https: the TLS session on fd */
 	struct s3_conn *next;
 	size_t rpos, rlen; /* unread bytes in rbuf */
 	char rbuf[HDR_CAP];
@@ -83,9 +89,138 @@ static void
 conn_close(struct s3_conn *c)
 {
 	if (c) {
+		SSL_free(c->ssl);
 		close(c->fd);
 		free(c);
 	}
+}
+
+/* ---- TLS ---- */
+
+static void
+tls_reason(char *buf, size_t cap)
+{
+	unsigned long e = ERR_get_error();
+	if (e)
+		ERR_error_string_n(e, buf, cap);
+	else
+		snprintf(buf, cap, "%s", errno ? strerror(errno) : "connection closed");
+	ERR_clear_error();
+}
+
+int
+s3_tls_init(struct ol_s3 *s)
+{
+	char why[200];
+	SSL_CTX *ctx;
+	int ok;
+	if (!s->conf.tls)
+		return 0;
+	ctx = SSL_CTX_new(TLS_client_method());
+	if (!ctx)
+		return -ENOMEM;
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	SSL_CTX_set_mode(ctx, SSL_MODE_AUTO_RETRY);
+	ok = s->conf.ca_file[0] ? SSL_CTX_load_verify_locations(ctx, s->conf.ca_file, NULL)
+				: SSL_CTX_set_default_verify_paths(ctx);
+	if (ok != 1) {
+		tls_reason(why, sizeof(why));
+		ol_s3_set_error("CA bundle %s: %s (give a PEM file with ca_file, AWS_CA_BUNDLE or "
+				"the profile's ca_bundle)",
+				s->conf.ca_file[0] ? s->conf.ca_file : "(system)", why);
+		SSL_CTX_free(ctx);
+		return OL_S3_ECONFIG;
+	}
+	s->tls = ctx;
+	return 0;
+}
+
+/* The handshake on a connected socket; the certificate must name the endpoint's host. */
+static int
+tls_connect(struct ol_s3 *s, struct s3_conn *c)
+{
+	unsigned char a6[16];
+	char why[200];
+	int is_ip =
+	    inet_pton(AF_INET, s->conf.host, a6) == 1 || inet_pton(AF_INET6, s->conf.host, a6) == 1;
+	c->ssl = SSL_new(s->tls);
+	if (!c->ssl || SSL_set_fd(c->ssl, c->fd) != 1)
+		return -ENOMEM;
+	if (is_ip)
+		X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), s->conf.host);
+	else if (SSL_set_tlsext_host_name(c->ssl, s->conf.host) != 1 ||
+		 SSL_set1_host(c->ssl, s->conf.host) != 1)
+		return -ENOMEM;
+	errno = 0;
+	if (SSL_connect(c->ssl) == 1)
+		return 0;
+	long v = SSL_get_verify_result(c->ssl);
+	if (v != X509_V_OK) {
+		ERR_clear_error();
+		ol_s3_set_error(
+		    "TLS to %s: the server's certificate is not trusted: %s (give its CA "
+		    "with ca_file, AWS_CA_BUNDLE or the profile's ca_bundle)",
+		    s->conf.endpoint, X509_verify_cert_error_string(v));
+		return -EACCES;
+	}
+	tls_reason(why, sizeof(why));
+	ol_s3_set_error("TLS handshake with %s failed: %s (is it an https endpoint?)",
+			s->conf.endpoint, why);
+	return -ECONNRESET;
+}
+
+/* SSL_write may raise SIGPIPE on a closed socket: block it on this thread and swallow one
+ * that became pending, leaving the process's disposition alone (a library must). */
+static ssize_t
+tls_write(SSL *ssl, const void *p, size_t l)
+{
+	sigset_t pipe, old;
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe, &old);
+	int k = SSL_write(ssl, p, (int)(l > (1u << 30) ? (1u << 30) : l));
+	int err = k > 0 ? 0 : SSL_get_error(ssl, k), e = errno;
+	sigset_t pending;
+	sigpending(&pending);
+	if (sigismember(&pending, SIGPIPE) && !sigismember(&old, SIGPIPE)) {
+		struct timespec zero = {0, 0};
+		sigtimedwait(&pipe, NULL, &zero);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (k > 0)
+		return k;
+	ERR_clear_error();
+	errno = err == SSL_ERROR_SYSCALL && e ? e : (err == SSL_ERROR_WANT_WRITE ? EAGAIN : EPIPE);
+	return -1;
+}
+
+static ssize_t
+tls_read(SSL *ssl, void *p, size_t l)
+{
+	int k = SSL_read(ssl, p, (int)(l > (1u << 30) ? (1u << 30) : l));
+	if (k > 0)
+		return k;
+	int err = SSL_get_error(ssl, k), e = errno;
+	ERR_clear_error();
+	if (err == SSL_ERROR_ZERO_RETURN)
+		return 0;
+	errno = err == SSL_ERROR_SYSCALL && e ? e
+		: err == SSL_ERROR_WANT_READ  ? EAGAIN
+					      : ECONNRESET;
+	return err == SSL_ERROR_SYSCALL && !e ? 0 : -1;
+}
+
+static ssize_t
+io_send(struct s3_conn *c, const void *p, size_t l)
+{
+	return c->ssl ? tls_write(c->ssl, p, l) : send(c->fd, p, l, MSG_NOSIGNAL);
+}
+
+static ssize_t
+io_recv(struct s3_conn *c, void *p, size_t l)
+{
+	return c->ssl ? tls_read(c->ssl, p, l) : recv(c->fd, p, l, 0);
 }
 
 static int
@@ -125,9 +260,15 @@ conn_open(struct ol_s3 *s, struct s3_conn **out)
 		return -ENOMEM;
 	}
 	(*out)->fd = fd;
+	(*out)->ssl = NULL;
 	(*out)->rpos = (*out)->rlen = 0;
 	(*out)->next = NULL;
-	return 0;
+	rc = s->tls ? tls_connect(s, *out) : 0;
+	if (rc) {
+		conn_close(*out);
+		*out = NULL;
+	}
+	return rc;
 }
 
 static int
@@ -251,7 +392,7 @@ s3_crc32c_b64(uint32_t crc, char out[16])
 
 struct send_ctx {
 	struct ol_s3 *s;
-	int fd;
+	struct s3_conn *c;
 };
 
 static void
@@ -267,10 +408,10 @@ throttle(struct ol_s3 *s, size_t n)
 }
 
 static int
-send_all(int fd, const char *p, size_t l)
+send_all(struct s3_conn *c, const char *p, size_t l)
 {
 	while (l) {
-		ssize_t k = send(fd, p, l, MSG_NOSIGNAL);
+		ssize_t k = io_send(c, p, l);
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
@@ -289,7 +430,7 @@ send_span(char *p, size_t l, void *arg)
 		size_t k = l > (256u << 10) ? (256u << 10) : l;
 		if (c->s->max_bps)
 			throttle(c->s, k);
-		int rc = send_all(c->fd, p, k);
+		int rc = send_all(c->c, p, k);
 		if (rc)
 			return rc;
 		p += k;
@@ -339,10 +480,10 @@ send_request(struct ol_s3 *s, struct s3_conn *c, struct s3_req *r)
 		n += snprintf(head + n, sizeof(head) - (size_t)n, "\r\n");
 	if (n < 0 || (size_t)n >= sizeof(head))
 		return -E2BIG;
-	rc = send_all(c->fd, head, (size_t)n);
+	rc = send_all(c, head, (size_t)n);
 	if (rc || !r->len)
 		return rc;
-	struct send_ctx sc = {s, c->fd};
+	struct send_ctx sc = {s, c};
 	return s3_iov_walk(r->iov, r->n_iov, r->off, r->len, send_span, &sc);
 }
 
@@ -360,7 +501,7 @@ fill(struct s3_conn *c)
 			return -E2BIG;
 	}
 	for (;;) {
-		ssize_t k = recv(c->fd, c->rbuf + c->rlen, sizeof(c->rbuf) - c->rlen, 0);
+		ssize_t k = io_recv(c, c->rbuf + c->rlen, sizeof(c->rbuf) - c->rlen);
 		if (k > 0) {
 			c->rlen += (size_t)k;
 			return 0;
@@ -390,7 +531,7 @@ read_exact(struct s3_conn *c, char *p, size_t l)
 			continue;
 		}
 		if (p && l >= 65536) { /* large: straight into the caller's memory */
-			ssize_t k = recv(c->fd, p, l, 0);
+			ssize_t k = io_recv(c, p, l);
 			if (k > 0) {
 				p += k;
 				l -= (size_t)k;
@@ -613,6 +754,8 @@ s3_do(struct ol_s3 *s, struct s3_req *r)
 		rc = exchange(s, r, &reused);
 		if (rc == 0 && !retryable_status(r->status))
 			return 0;
+		if (rc == -EACCES)
+			return rc; /* an untrusted certificate: the handshake said why */
 		if (rc && !retryable_rc(rc))
 			break;
 		if (rc && reused && r->attempts == 1) /* a keep-alive the server had closed */

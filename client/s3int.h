@@ -17,6 +17,8 @@ struct ol_s3_conf {
 	char host[256];	   /* to connect to */
 	char hosthdr[300]; /* Host: header value (host[:port]) */
 	char port[8];
+	char ca_file[1024]; /* "" = the system's store */
+	int tls;	    /* https:// */
 };
 
 /* Fill c from o, the environment and the shared files. 0 or a code (ol_s3_last_error set). */
@@ -26,6 +28,7 @@ int ol_s3_conf_resolve(struct ol_s3_conf *c, const struct ol_s3_opts *o);
 void ol_s3_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 struct s3_conn;
+struct ssl_ctx_st;
 
 struct ol_s3 {
 	struct ol_s3_conf conf;
@@ -37,7 +40,11 @@ struct ol_s3 {
 	struct s3_conn *idle;
 	unsigned n_idle;
 	uint64_t throttle_next_ns;
+	struct ssl_ctx_st *tls; /* SSL_CTX for https endpoints, else NULL */
 };
+
+/* The SSL_CTX of an https endpoint (s->tls); 0 or OL_S3_ECONFIG (bad CA bundle), -ENOMEM. */
+int s3_tls_init(struct ol_s3 *s);
 
 /* One request: a body slice of a scatter list out, the answer's body into a scatter slice
  * (2xx with resp_iov) or a malloc'd buffer (body, freed by s3_req_fini). */

@@ -26,12 +26,14 @@ static const char cp_usage[] =
     "Options:\n"
     "  -r, --recursive        copy every file under a local directory, or every key under\n"
     "                         an S3 prefix\n"
-    "  --endpoint-url URL     S3 endpoint, http://HOST:PORT (else AWS_ENDPOINT_URL, or\n"
-    "                         endpoint_url of the profile)\n"
+    "  --endpoint-url URL     S3 endpoint, http[s]://HOST[:PORT] (else AWS_ENDPOINT_URL,\n"
+    "                         or endpoint_url of the profile)\n"
     "  --profile NAME         profile of ~/.aws/credentials and ~/.aws/config (else\n"
     "                         AWS_PROFILE, else default); keys also from AWS_ACCESS_KEY_ID\n"
     "                         and AWS_SECRET_ACCESS_KEY\n"
     "  --region NAME          signing region (else AWS_REGION, the profile, us-east-1)\n"
+    "  --ca-bundle FILE       PEM CA bundle that signs an https endpoint's certificate\n"
+    "                         (else AWS_CA_BUNDLE, the profile's ca_bundle, the system's)\n"
     "  --jobs N               parallel connections per file (default 8)\n"
     "  --part-size SIZE       multipart part size, e.g. 16MiB (default: from the file size,\n"
     "                         at least 8MiB, at most 10000 parts)\n"
@@ -341,8 +343,8 @@ parse_args(struct cp *c, int argc, char **argv, const char **src, const char **d
 		uint64_t n;
 		int val = !strcmp(a, "--endpoint-url") || !strcmp(a, "--profile") ||
 			  !strcmp(a, "--region") || !strcmp(a, "--jobs") ||
-			  !strcmp(a, "--part-size") || !strcmp(a, "--max-bandwidth") ||
-			  !strcmp(a, "--retries");
+			  !strcmp(a, "--ca-bundle") || !strcmp(a, "--part-size") ||
+			  !strcmp(a, "--max-bandwidth") || !strcmp(a, "--retries");
 		if (val && !v) {
 			fprintf(stderr, "openlake cp: %s needs a value (see openlake cp --help)\n",
 				a);
@@ -360,6 +362,8 @@ parse_args(struct cp *c, int argc, char **argv, const char **src, const char **d
 			c->o.profile = v;
 		else if (!strcmp(a, "--region"))
 			c->o.region = v;
+		else if (!strcmp(a, "--ca-bundle"))
+			c->o.ca_file = v;
 		else if (val) {
 			if (ol_parse_size(v, &n) != 0 || n == 0 ||
 			    (strcmp(a, "--part-size") && strcmp(a, "--max-bandwidth") && n > 256)) {

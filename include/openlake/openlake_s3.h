@@ -1,7 +1,9 @@
 /* openlake/openlake_s3.h - libopenlake's S3 client: any S3 endpoint (OpenLake's or another).
  *
  * A handle holds the endpoint, region and credentials and a pool of keep-alive HTTP/1.1
- * connections (plain TCP; "https://" endpoints are refused with -EPROTONOSUPPORT). Large
+ * connections (TCP, or TLS for "https://" endpoints: the server's certificate is verified
+ * against opts.ca_file / AWS_CA_BUNDLE / the profile's ca_bundle, else the system's store,
+ * and for the endpoint's host name or IP address). Large
  * objects move over several connections at once: a PUT larger than one part becomes a
  * multipart upload whose parts go up in parallel, a GET becomes parallel ranged GETs that land
  * straight in the caller's memory (a scatter list, no extra copy). Every request is signed
@@ -18,6 +20,7 @@
  *             profile in AWS_SHARED_CREDENTIALS_FILE (~/.aws/credentials), else in
  *             AWS_CONFIG_FILE (~/.aws/config, section "[profile NAME]" or "[default]")
  *   profile   opts.profile, AWS_PROFILE, "default"
+ *   CA bundle opts.ca_file, AWS_CA_BUNDLE, profile's ca_bundle, the system's store (https)
  *
  * Calls return 0 or -errno, or an OL_S3_E* code below -4096. The library never prints and
  * never aborts; the reason of the last failure on the calling thread (S3 error code and
@@ -68,11 +71,14 @@ struct ol_s3_opts {
 	uint64_t max_bytes_per_sec; /* upload throttle over all connections; 0 = none */
 	void (*log)(int level, const char *msg, void *arg); /* optional: retries, errors */
 	void *log_arg;
+	/* appended fields (a caller whose size ends before one gets its default): */
+	const char *ca_file; /* PEM CA bundle for https endpoints; NULL = see above */
 };
 
 /* Resolve the configuration and create a handle (no connection yet). 0 and *out, -EINVAL (bad
- * options), -EPROTONOSUPPORT (https), OL_S3_ECONFIG (no endpoint, no keys, unknown profile,
- * unreadable file: ol_s3_last_error says which), -ENOMEM. */
+ * options, endpoint), OL_S3_ECONFIG (no endpoint, no keys, unknown profile, unreadable file or
+ * CA bundle: ol_s3_last_error says which), -ENOMEM. A certificate that fails verification
+ * makes requests fail with -EACCES (not retried). */
 int ol_s3_new(const struct ol_s3_opts *o, struct ol_s3 **out);
 /* Close connections. No call may be running on s. NULL is a no-op. */
 void ol_s3_free(struct ol_s3 *s);

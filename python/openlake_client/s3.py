@@ -47,7 +47,9 @@ class _Opts(Structure):
                 ("session_token", c_char_p), ("profile", c_char_p), ("conns", c_uint),
                 ("retries", c_uint), ("timeout_ms", c_uint), ("backoff_ms", c_uint),
                 ("part_size", c_uint64), ("max_bytes_per_sec", c_uint64),
-                ("log", _lib.LOGFN), ("log_arg", c_void_p)]
+                ("log", _lib.LOGFN), ("log_arg", c_void_p),
+                # appended with https endpoints: the PEM CA bundle (None = AWS_CA_BUNDLE...)
+                ("ca_file", c_char_p)]
 
 
 class _Iov(Structure):
@@ -163,12 +165,12 @@ class Client:
 
     def __init__(self, endpoint=None, region=None, access_key=None, secret_key=None,
                  session_token=None, profile=None, conns=0, retries=0, timeout_ms=0,
-                 backoff_ms=0, part_size=0, max_bytes_per_sec=0):
+                 backoff_ms=0, part_size=0, max_bytes_per_sec=0, ca_file=None):
         self._kw = dict(endpoint=endpoint, region=region, access_key=access_key,
                         secret_key=secret_key, session_token=session_token, profile=profile,
                         conns=conns, retries=retries, timeout_ms=timeout_ms,
                         backoff_ms=backoff_ms, part_size=part_size,
-                        max_bytes_per_sec=max_bytes_per_sec)
+                        max_bytes_per_sec=max_bytes_per_sec, ca_file=ca_file)
         self._h = None
         self._pid = None
         self._lock = threading.Lock()
@@ -196,7 +198,8 @@ class Client:
                           session_token=_b(k["session_token"]), profile=_b(k["profile"]),
                           conns=k["conns"], retries=k["retries"], timeout_ms=k["timeout_ms"],
                           backoff_ms=k["backoff_ms"], part_size=k["part_size"],
-                          max_bytes_per_sec=k["max_bytes_per_sec"])
+                          max_bytes_per_sec=k["max_bytes_per_sec"],
+                          ca_file=_b(None if k["ca_file"] is None else str(k["ca_file"])))
                 h = c_void_p()
                 rc = lib.ol_s3_new(byref(o), byref(h))
                 if rc:

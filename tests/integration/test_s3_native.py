@@ -9,6 +9,7 @@ import http.server
 import os
 import re
 import socket
+import subprocess
 import sys
 import threading
 
@@ -132,8 +133,12 @@ def test_config_errors_name_the_fix(aws_files, monkeypatch):
     assert str(cred) in str(e.value) and "neither 'key = value' nor a [section]" in str(e.value)
     cred.unlink()
     with pytest.raises(s3.S3Error) as e:
-        s3.Client(endpoint="https://127.0.0.1:1", access_key="a", secret_key="b")
-    assert "https is not supported" in str(e.value)
+        s3.Client(endpoint="https://127.0.0.1:1", access_key="a", secret_key="b",
+                  ca_file=str(conf.parent / "absent.pem"))
+    assert e.value.rc == s3.ECONFIG and "CA bundle" in str(e.value)
+    with pytest.raises(s3.S3Error) as e:
+        s3.Client(endpoint="ftp://127.0.0.1:1", access_key="a", secret_key="b")
+    assert "does not start with http:// or https://" in str(e.value)
     with pytest.raises(s3.S3Error) as e:
         s3.Client(access_key="a", secret_key="b")
     assert "no S3 endpoint" in str(e.value) and "AWS_ENDPOINT_URL" in str(e.value)
@@ -426,3 +431,35 @@ def test_signer_matches_an_independent_sigv4():
     assert enc.value == b"a%20b/~%C3%A9%2B"
     assert lib.ol_s3_uri_encode(b"a/b", 0, enc, 64) == 0 and enc.value == b"a%2Fb"
     assert lib.ol_s3_uri_encode(b"x" * 70, 0, enc, 64) == -36
+
+
+def test_https_endpoint(openlaked, tmp_path):
+    """TLS through OpenSSL: the daemon's [s3_tls] port with a certificate of a test CA; the
+    client and `openlake cp` verify it (the CA given by argument or AWS_CA_BUNDLE) and refuse
+    it without the CA."""
+    pytest.importorskip("test_tls")
+    from conftest import OPENLAKE_CLI, aws_env
+    from test_tls import make_ca, make_cert, tls_conf
+
+    ca = make_ca(tmp_path)
+    pem, key = make_cert(tmp_path, "server", 2)
+    d = openlaked(extra=tls_conf(pem, key))
+    url = "https://127.0.0.1:%d" % d.s3_port
+    c = s3.Client(endpoint=url, access_key=ACCESS_KEY, secret_key=SECRET_KEY, ca_file=ca,
+                  conns=3)
+    c.create_bucket("tlsb")
+    data = os.urandom(17 * MiB)
+    c.put("tlsb", "obj", data)
+    assert c.get("tlsb", "obj") == data
+    other = make_ca(tmp_path / "other") if (tmp_path / "other").mkdir() is None else None
+    bad = s3.Client(endpoint=url, access_key=ACCESS_KEY, secret_key=SECRET_KEY, ca_file=other)
+    with pytest.raises(s3.S3Error) as e:
+        bad.head("tlsb", "obj")
+    assert e.value.rc == -13 and "not trusted" in str(e.value)  # EACCES, not retried
+    src = tmp_path / "f"
+    src.write_bytes(data[:1000])
+    r = subprocess.run([str(OPENLAKE_CLI), "cp", str(src), "s3://tlsb/f", "--endpoint-url", url],
+                       env=aws_env({"AWS_CA_BUNDLE": str(ca)}), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert c.get("tlsb", "f") == data[:1000]
