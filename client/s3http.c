@@ -758,7 +758,8 @@ s3_do(struct ol_s3 *s, struct s3_req *r)
 			return rc; /* an untrusted certificate: the handshake said why */
 		if (rc && !retryable_rc(rc))
 			break;
-		if (rc && reused && r->attempts == 1) /* a keep-alive the server had closed */
+		if ((rc == -ECONNRESET || rc == -EPIPE) && reused && r->attempts == 1)
+			/* a keep-alive the server had closed: again at once */
 			continue;
 		if (r->attempts >= s->retries)
 			break;

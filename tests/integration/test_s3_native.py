@@ -185,6 +185,7 @@ class Hostile(http.server.ThreadingHTTPServer):
         self.objects, self.uploads, self.crc_checked, self.crcs = {}, {}, 0, {}
         self.bad_crc = False  # answer GETs with another CRC32C than the one stored
         self.fail_parts = False  # answer every UploadPart with 503
+        self.stall = 0  # the next `stall` requests get no answer until the client gives up
         self.aborted = []
 
     def url(self):
@@ -202,9 +203,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with srv.lock:
             srv.requests += 1
             n = srv.requests
+            stall = srv.stall > 0
+            srv.stall -= stall
             bad = srv.fail < 0 or n <= srv.fail
-            if bad:
+            if bad and not stall:
                 srv.failed += 1
+        if stall:  # no answer: wait (at most 30 s) until the client gives up and closes
+            self.connection.settimeout(30)
+            try:
+                while self.connection.recv(4096):
+                    pass
+            except OSError:
+                pass
+            self.close_connection = True
+            return True
         if not bad:
             return False
         if n % 2:
@@ -332,6 +344,20 @@ def test_retries_through_drops_and_503(hostile):
     srv.fail = srv.requests + 3
     assert c.get("bkt", "big") == data  # HEAD and ranges retried
     assert srv.failed == 13 and srv.crc_checked >= 4
+
+
+def test_a_silent_server_times_out_and_is_retried(hostile):
+    srv = hostile(fail=0)
+    c = s3.Client(endpoint=srv.url(), access_key="a", secret_key="b", timeout_ms=300,
+                  backoff_ms=5, retries=3)
+    c.put("bkt", "k", b"data")
+    srv.stall = 1
+    assert c.get("bkt", "k") == b"data"  # HEAD times out and is retried, then the GET
+    assert srv.requests == 4
+    srv.stall = 3
+    with pytest.raises(s3.S3Error) as e:
+        c.get("bkt", "k")
+    assert "timed out after 3 attempt" in str(e.value), str(e.value)
 
 
 def test_failed_multipart_upload_is_aborted(hostile):
