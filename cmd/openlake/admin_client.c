@@ -1,7 +1,7 @@
 /* cmd/openlake/admin_client.c - signed calls to the admin plane (see admin_client.h). */
 #include "admin_client.h"
 
-#include "sign.h"
+#include "openlake/openlake_s3.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -124,7 +124,7 @@ int
 ol_cli_admin_call(struct ol_cli_admin *a, const char *method, const char *path, const char *query,
 		  size_t cap, char **body)
 {
-	struct ol_cli_signer s = {
+	struct ol_s3_signer s = {
 	    .access_key = a->access_key, .secret_key = a->secret_key, .region = a->region};
 	char host[300], req[4096], *buf = NULL;
 	size_t len = 0;
@@ -135,8 +135,8 @@ ol_cli_admin_call(struct ol_cli_admin *a, const char *method, const char *path, 
 	n = snprintf(req, sizeof(req), "%s %s%s%s HTTP/1.1\r\nHost: %s\r\n", method, path,
 		     *query ? "?" : "", query, host);
 	size_t k = n > 0 && (size_t)n < sizeof(req)
-		       ? ol_cli_sign(&s, method, path, query, host, OL_CLI_EMPTY_SHA256, time(NULL),
-				     req + n, sizeof(req) - (size_t)n)
+		       ? ol_s3_sign(&s, method, path, query, host, OL_S3_EMPTY_SHA256, NULL, 0,
+				    time(NULL), req + n, sizeof(req) - (size_t)n)
 		       : 0;
 	int m = k ? snprintf(req + n + k, sizeof(req) - (size_t)n - k,
 			     "Accept: application/json\r\nContent-Length: 0\r\nConnection: "

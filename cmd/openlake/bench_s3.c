@@ -2,7 +2,7 @@
  * (SigV4 header auth, UNSIGNED-PAYLOAD or the precomputed SHA-256 of the body), sent over
  * keep-alive HTTP/1.1 connections, one blocking socket and thread per connection. Only 2xx
  * replies with the expected body length count as successes. Included by bench_cmd.c. */
-#include "sign.h"
+#include "openlake/openlake_s3.h"
 
 #include <getopt.h>
 #include <openssl/sha.h>
@@ -19,8 +19,8 @@ struct s3conn {
 	int fd;
 	char *rbuf; /* response headers and buffered bytes */
 	size_t rlen, rpos;
-	char *scratch;		     /* GET bodies are read here and dropped */
-	struct ol_cli_signer signer; /* caches the signing key of the day */
+	char *scratch;		    /* GET bodies are read here and dropped */
+	struct ol_s3_signer signer; /* caches the signing key of the day */
 };
 
 struct s3bench {
@@ -45,8 +45,8 @@ s3_request_head(struct s3bench *b, struct s3conn *c, const char *method, const c
 	c->signer.access_key = b->access;
 	c->signer.secret_key = b->secret;
 	c->signer.region = b->region;
-	size_t k = ol_cli_sign(&c->signer, method, path, "", b->hosthdr, phash, time(NULL), out + n,
-			       cap - (size_t)n);
+	size_t k = ol_s3_sign(&c->signer, method, path, "", b->hosthdr, phash, NULL, 0, time(NULL),
+			      out + n, cap - (size_t)n);
 	if (!k)
 		return 0;
 	int m = snprintf(out + n + k, cap - (size_t)n - k, "Content-Length: %llu\r\n\r\n",
@@ -258,7 +258,7 @@ s3_request(struct s3bench *b, struct s3conn *c, const char *method, const char *
 	char head[4096];
 	const char *ph = !b->signed_payload ? "UNSIGNED-PAYLOAD"
 			 : blen		    ? b->body_hash
-					    : OL_CLI_EMPTY_SHA256;
+					    : OL_S3_EMPTY_SHA256;
 	size_t hlen = s3_request_head(b, c, method, path, ph, blen, head, sizeof(head));
 	if (!hlen)
 		return -ENAMETOOLONG;
@@ -291,7 +291,7 @@ s3_key_path(struct s3bench *b, uint64_t idx, char *out, size_t cap)
 {
 	char raw[1200];
 	snprintf(raw, sizeof(raw), "/%s/%s%08llu", b->bucket, b->prefix, (unsigned long long)idx);
-	if (ol_cli_uri_encode(raw, out, cap))
+	if (ol_s3_uri_encode(raw, 1, out, cap))
 		out[0] = 0;
 }
 

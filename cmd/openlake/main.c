@@ -30,6 +30,9 @@ static const struct sub subs[] = {
 #ifdef OL_HAVE_HEAL
     {"heal", ol_cmd_heal, "heal the object store: verify every shard, rebuild what is lost"},
 #endif
+#ifdef OL_HAVE_CP
+    {"cp", ol_cmd_cp, "copy files to and from S3 (as `aws s3 cp`): parallel, resumable"},
+#endif
 #ifdef OL_HAVE_CODEC
     {"codec", ol_cmd_codec, "ExANS BF16 codec: compress, decompress, stats"},
 #endif
