@@ -103,14 +103,16 @@ put_stream(struct s3_req *r, struct ol_put *p, struct s3_body *b)
 
 static void
 put_respond(struct s3_req *r, const char *etag, const struct s3_body *b,
-	    const struct ol_obj_info *in)
+	    const struct ol_obj_info *in, const struct ol_buf *meta)
 {
 	char q[OL_STORE_ETAG_MAX + 4];
-	char hn[40];
-	struct ol_http_header h[5];
+	char hn[40], exp[400];
+	struct ol_http_header h[6];
 	size_t n = s3_version_headers(r, in, h, 0);
 	etag_quoted(etag, q, sizeof(q));
 	h[n++] = (struct ol_http_header){"ETag", q};
+	if (s3_lc_expiration(r, r->rt.key, r->rt.key_len, in, meta->p, meta->len, exp))
+		h[n++] = (struct ol_http_header){"x-amz-expiration", exp};
 	if (b && b->alg != OL_CKSUM_NONE && b->ck_b64[0]) {
 		snprintf(hn, sizeof(hn), "%s", ol_cksum_header_name(b->alg));
 		h[n++] = (struct ol_http_header){hn, b->ck_b64};
@@ -174,7 +176,7 @@ s3_put_object(struct s3_req *r)
 	r->op = "PutObject";
 	if (s3_length_check(r, r->srv->max_object_size) < 0 || s3_user_meta_check(r) < 0 ||
 	    s3_tagging_header(r, NULL, false) < 0 || !s3_bucket_exists(r) ||
-	    s3_write_cond(r, &cond, if_etag) < 0)
+	    s3_lock_write_check(r, true) < 0 || s3_write_cond(r, &cond, if_etag) < 0)
 		return;
 	if (s3_body_init(&b, r, r->srv->max_object_size) < 0) {
 		s3_error(r, b.err, b.errmsg);
@@ -192,6 +194,7 @@ s3_put_object(struct s3_req *r)
 	s3_tagging_header(r, &meta, false); /* checked above */
 	if (b.alg != OL_CKSUM_NONE)
 		ol_s3_meta_add(&meta, ol_cksum_header_name(b.alg), b.ck_b64);
+	s3_lock_write_meta(r, &meta);
 	if (meta.len > OL_STORE_MAX_META - 64) {
 		s3_error_code(r, "MetadataTooLarge", 400,
 			      "Your metadata headers exceed the maximum allowed metadata size.",
@@ -207,7 +210,7 @@ s3_put_object(struct s3_req *r)
 		s3_write_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
 	}
-	put_respond(r, etag, &b, &done);
+	put_respond(r, etag, &b, &done, &meta);
 out:
 	ol_store_put_abort(p);
 	s3_body_fini(&b);
@@ -411,7 +414,7 @@ s3_copy_object(struct s3_req *r)
 	uint8_t md5[OL_CKSUM_MAX_RAW];
 	r->op = "CopyObject";
 	if (s3_copy_source(r, sb, sizeof(sb), sk, &skl) < 0 || !s3_bucket_exists(r) ||
-	    s3_write_cond(r, &cond, if_etag) < 0)
+	    s3_lock_write_check(r, false) < 0 || s3_write_cond(r, &cond, if_etag) < 0)
 		return;
 	int replace = copy_directive(r, sb, sk, skl);
 	if (replace < 0 || (replace && s3_user_meta_check(r) < 0))
@@ -450,6 +453,7 @@ s3_copy_object(struct s3_req *r)
 	} else if (replace) {
 		s3_tags_copy(si.meta, si.meta_len, &meta); /* tags follow their own directive */
 	}
+	s3_lock_write_meta(r, &meta); /* the destination's own lock, never the source's */
 	rc = ol_store_put_begin(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len,
 				(int64_t)si.size, &p);
 	if (rc < 0) {
@@ -626,6 +630,13 @@ obj_headers_build(struct s3_req *r, const struct ol_obj_info *in, struct obj_hea
 		snprintf(pc, sizeof(pc), "%u", in->n_parts);
 		oh_add(o, "x-amz-mp-parts-count", pc, strlen(pc));
 	}
+	const char *ln[3];
+	char lv[3][40], exp[400];
+	for (size_t i = 0, k = s3_lock_headers(in->meta, in->meta_len, ln, lv); i < k; i++)
+		oh_add(o, ln[i], lv[i], strlen(lv[i]));
+	if (!in->delete_marker &&
+	    s3_lc_expiration(r, r->rt.key, r->rt.key_len, in, in->meta, in->meta_len, exp))
+		oh_add(o, "x-amz-expiration", exp, strlen(exp));
 	meta_headers(r, in, o, full);
 }
 
@@ -789,6 +800,10 @@ s3_delete_object(struct s3_req *r)
 	r->op = "DeleteObject";
 	if (s3_version_param(r, vb, &vid) < 0)
 		return;
+	if (s3_lock_delete_check(r, r->rt.key, r->rt.key_len, vid) < 0) {
+		s3_lock_denied(r);
+		return;
+	}
 	int rc = ol_store_delete_ver(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len,
 				     s3_vmode(r), vid, &out);
 	if (rc == -EINVAL && vid) {
@@ -887,8 +902,7 @@ out:
 bool
 s3_object_sub_unsupported(struct s3_req *r)
 {
-	static const char *const subs[] = {"retention", "legal-hold", "torrent",
-					   "restore",	"select",     "attributes"};
+	static const char *const subs[] = {"torrent", "restore", "select", "attributes"};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		if (!ol_s3_query_has(r->query, subs[i]))
 			continue;
