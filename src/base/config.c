@@ -582,7 +582,7 @@ on_table(void *arg, const char *table, int is_array, unsigned line)
 	}
 	static const char *const tables[] = {"storage", "kv",	   "kv_slab", "memory_pool",
 					     "s3_tls",	"rpc_tls", "rdma",    "rdma.qos",
-					     "admin",	"cluster", "kv_tls"};
+					     "admin",	"cluster", "kv_tls",  "s3"};
 	for (size_t i = 0; !is_array && i < sizeof(tables) / sizeof(tables[0]); i++) {
 		if (strcmp(table, tables[i]) == 0) {
 			if (strcmp(table, "kv_slab") == 0)
