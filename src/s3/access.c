@@ -332,6 +332,7 @@ static const struct act_row object_acts[] = {
     {'P', NULL, {"s3:PutObject", OL_ACL_WRITE, false}},
     {'p', NULL, {"s3:PutObject", OL_ACL_WRITE, false}},
     {'G', "uploadId", {"s3:ListMultipartUploadParts", OL_ACL_READ, false}},
+    {'G', "attributes", {"s3:GetObjectAttributes", OL_ACL_READ, true}},
     {'G', NULL, {"s3:GetObject", OL_ACL_READ, true}},
     {'H', NULL, {"s3:GetObject", OL_ACL_READ, true}},
     {'D', "uploadId", {"s3:AbortMultipartUpload", OL_ACL_WRITE, false}},
@@ -357,6 +358,7 @@ version_action(struct s3_req *r)
 	    {"s3:GetObjectTagging", "s3:GetObjectVersionTagging"},
 	    {"s3:PutObjectTagging", "s3:PutObjectVersionTagging"},
 	    {"s3:DeleteObjectTagging", "s3:DeleteObjectVersionTagging"},
+	    {"s3:GetObjectAttributes", "s3:GetObjectVersionAttributes"},
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (strcmp(r->act.name, map[i][0]) == 0) {

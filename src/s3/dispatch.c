@@ -108,6 +108,7 @@ static const struct op ops[] = {
     {"GET", OBJECT, "acl", NULL, OBJ_BUCKET, s3_get_object_acl},
     {"GET", OBJECT, "tagging", NULL, OBJ_BUCKET, s3_object_tagging},
     {"GET", OBJECT, "retention", NULL, OBJ_BUCKET, s3_object_retention},
+    {"GET", OBJECT, "attributes", NULL, OBJ_BUCKET, s3_get_object_attributes},
     {"GET", OBJECT, "legal-hold", NULL, OBJ_BUCKET, s3_object_legal_hold},
     {"GET", OBJECT, ANY, NULL, OBJ_BUCKET | OBJECT_NI, s3_get_object},
     {"HEAD", OBJECT, ANY, NULL, OBJ_BUCKET | OBJECT_NI, s3_head_object},

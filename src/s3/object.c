@@ -714,10 +714,8 @@ get_send(struct s3_req *r, struct ol_get *g, const struct ol_obj_info *in, struc
 	free(buf);
 }
 
-/* Open the request's object for a reader that may see it: true with *g open (the caller closes
- * it), false with the error answered (missing key, store error or access denied). */
-static bool
-open_object(struct s3_req *r, struct ol_get **g, struct ol_obj_info *in)
+bool
+s3_open_object(struct s3_req *r, struct ol_get **g, struct ol_obj_info *in)
 {
 	char vb[OL_S3_MAX_VID + 1];
 	const char *vid;
@@ -744,6 +742,44 @@ open_object(struct s3_req *r, struct ol_get **g, struct ol_obj_info *in)
 	return true;
 }
 
+/* ?partNumber=N of a GET/HEAD: that part as a range (a plain object has one part, the whole
+ * object). 1 with *off, *len; 0 the whole (empty) object; -2 answered (400 InvalidArgument for
+ * a bad number, InvalidRequest with a Range too, InvalidPart past the last part); -3 no
+ * partNumber. */
+static int
+part_range(struct s3_req *r, struct ol_get *g, const struct ol_obj_info *in, uint64_t *off,
+	   uint64_t *len)
+{
+	char v[16];
+	unsigned pn, n;
+	uint64_t *sizes;
+	if (ol_s3_query_get(r->query, "partNumber", v, sizeof(v)) == -ENOENT)
+		return -3;
+	if (ol_s3_parse_count(v, &pn) < 0 || pn < 1 || pn > OL_S3_MAX_PARTS) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT,
+			 "Part number must be an integer between 1 and 10000, inclusive");
+		return -2;
+	}
+	if (ol_http_header(r->h, "range")) {
+		s3_error(r, OL_S3E_INVALID_REQUEST,
+			 "Cannot specify both Range header and partNumber query parameter");
+		return -2;
+	}
+	sizes = ol_xmalloc(OL_S3_MAX_PARTS * sizeof(*sizes));
+	n = ol_store_get_part_sizes(g, sizes, OL_S3_MAX_PARTS);
+	if (pn > n || n > OL_S3_MAX_PARTS) {
+		free(sizes);
+		s3_error(r, OL_S3E_INVALID_PART, NULL);
+		return -2;
+	}
+	*off = 0;
+	for (unsigned i = 0; i + 1 < pn; i++)
+		*off += sizes[i];
+	*len = sizes[pn - 1];
+	free(sizes);
+	return *len > 0 ? 1 : 0;
+}
+
 static void
 get_object(struct s3_req *r, bool head)
 {
@@ -752,14 +788,18 @@ get_object(struct s3_req *r, bool head)
 	struct obj_headers *o = NULL;
 	uint64_t off = 0, len;
 	r->op = head ? "HeadObject" : "GetObject";
-	if (!open_object(r, &g, &in))
+	if (!s3_open_object(r, &g, &in))
 		return;
 	int cond = conditionals(r, &in, "");
 	if (cond == 412) {
 		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
 		goto out;
 	}
-	int rr = ol_s3_range_parse(ol_http_header(r->h, "range"), in.size, &off, &len);
+	int rr = part_range(r, g, &in, &off, &len);
+	if (rr == -2)
+		goto out; /* answered */
+	if (rr == -3)
+		rr = ol_s3_range_parse(ol_http_header(r->h, "range"), in.size, &off, &len);
 	if (rr == 0)
 		len = in.size;
 	o = ol_xmalloc(sizeof(*o));
@@ -831,7 +871,7 @@ s3_get_object_acl(struct s3_req *r)
 	struct ol_acl a;
 	struct ol_buf x = {0};
 	r->op = "GetAcl";
-	if (!open_object(r, &g, &in))
+	if (!s3_open_object(r, &g, &in))
 		return;
 	s3_object_acl(r, in.meta, in.meta_len, &a);
 	ol_acl_xml(&a, &x);
@@ -857,7 +897,7 @@ s3_put_object_acl(struct s3_req *r)
 		s3_error(r, OL_S3E_NOT_IMPLEMENTED, "PutObjectAcl of one version");
 		return;
 	}
-	if (!open_object(r, &g, &in))
+	if (!s3_open_object(r, &g, &in))
 		return;
 	s3_object_acl(r, in.meta, in.meta_len, &old);
 	if (s3_acl_from_request(r, old.owner, &a) < 0)
@@ -902,7 +942,7 @@ out:
 bool
 s3_object_sub_unsupported(struct s3_req *r)
 {
-	static const char *const subs[] = {"torrent", "restore", "select", "attributes"};
+	static const char *const subs[] = {"torrent", "restore", "select"};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		if (!ol_s3_query_has(r->query, subs[i]))
 			continue;

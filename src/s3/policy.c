@@ -193,7 +193,9 @@ object_action(const char *a)
 					   "s3:PutObjectRetention",
 					   "s3:GetObjectLegalHold",
 					   "s3:PutObjectLegalHold",
-					   "s3:BypassGovernanceRetention"};
+					   "s3:BypassGovernanceRetention",
+					   "s3:GetObjectAttributes",
+					   "s3:GetObjectVersionAttributes"};
 	for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
 		if (strcmp(a, objs[i]) == 0)
 			return true;

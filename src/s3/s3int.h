@@ -294,6 +294,12 @@ void s3_head_object(struct s3_req *r);
 void s3_delete_object(struct s3_req *r);
 void s3_get_object_acl(struct s3_req *r);
 void s3_put_object_acl(struct s3_req *r);
+/* Open the request's object (its versionId) for a reader that may see it: true with *g open
+ * (the caller closes it), false with the error answered (missing key or version, a delete
+ * marker, store error, access denied). */
+bool s3_open_object(struct s3_req *r, struct ol_get **g, struct ol_obj_info *in);
+/* attributes.c: GET ?attributes (GetObjectAttributes) */
+void s3_get_object_attributes(struct s3_req *r);
 /* An object sub-resource that is not built (tagging, retention, ...): true with 501 sent. */
 bool s3_object_sub_unsupported(struct s3_req *r);
 /* If-Match / If-None-Match of a write into c (if_match points into etag); checks them once
