@@ -17,6 +17,7 @@ import pytest
 from conftest import aws_env
 from s3_users import alice, bob, err, users_daemon  # noqa: F401 (fixtures)
 from test_s3_common import err_code, raw
+from test_s3_post import post, signed_fields
 
 UTC = datetime.timezone.utc
 
@@ -224,6 +225,13 @@ def test_default_retention_applies_to_new_versions(d, alice):
         "Parts": [{"PartNumber": 1, "ETag": e}]})["VersionId"]
     assert alice.head_object(Bucket=b, Key="m")["ObjectLockMode"] == "COMPLIANCE"
     assert err(alice.delete_object, Bucket=b, Key="m", VersionId=mv) == (403, "AccessDenied")
+    # and a browser POST upload
+    fields = {"key": "f/${filename}"}
+    fields.update(signed_fields("alicekey", "alicesecret",
+                                [{"bucket": b}, ["starts-with", "$key", "f/"]]))
+    st, _, resp = post(d, b, fields)
+    assert st == 204, resp
+    assert alice.head_object(Bucket=b, Key="f/hello.txt")["ObjectLockMode"] == "COMPLIANCE"
     # awscli sees the same lock
     out = subprocess.run(["aws", "s3api", "get-object-retention", "--bucket", b, "--key", "m",
                           "--endpoint-url", d.s3_url], env=aws_env_for(d), capture_output=True,
