@@ -135,28 +135,103 @@ expiry_of(const struct ol_s3_lc_rule *r, int64_t mtime_ms, int64_t dms)
 	return r->exp_date_ms;
 }
 
+/* ---- per-thread cache of parsed rules ----
+ * x-amz-expiration needs the bucket's rules on every GET, HEAD and PUT of a bucket that has
+ * some: an expat parse of up to 1000 rules each time. Each request thread keeps the last few
+ * documents it parsed, keyed by their exact text (a memcmp of the stored copy). */
+
+#define LC_CACHE 4
+
+struct lc_entry {
+	char *text;
+	size_t len;
+	struct ol_s3_lc lc;
+	unsigned long long used;
+};
+
+struct lc_cache {
+	struct lc_entry e[LC_CACHE];
+	unsigned long long tick;
+};
+
+static pthread_key_t lc_key;
+static pthread_once_t lc_once = PTHREAD_ONCE_INIT;
+
+static void
+lc_cache_free(void *arg)
+{
+	struct lc_cache *c = arg;
+	for (int i = 0; i < LC_CACHE; i++) {
+		free(c->e[i].text);
+		ol_s3_lc_free(&c->e[i].lc);
+	}
+	free(c);
+}
+
+static void
+lc_cache_init(void)
+{
+	if (pthread_key_create(&lc_key, lc_cache_free) != 0)
+		ol_die("s3: pthread_key_create failed");
+}
+
+/* The parsed rules of text (valid until this thread's next call), or NULL when they do not
+ * parse. */
+static const struct ol_s3_lc *
+cached_rules(const char *text, size_t len)
+{
+	struct lc_cache *c;
+	struct lc_entry *v;
+	const char *why;
+	pthread_once(&lc_once, lc_cache_init);
+	c = pthread_getspecific(lc_key);
+	if (!c) {
+		c = ol_xcalloc(1, sizeof(*c));
+		pthread_setspecific(lc_key, c);
+	}
+	c->tick++;
+	for (int i = 0; i < LC_CACHE; i++) {
+		struct lc_entry *e = &c->e[i];
+		if (e->text && e->len == len && memcmp(e->text, text, len) == 0) {
+			e->used = c->tick;
+			return e->lc.n ? &e->lc : NULL;
+		}
+	}
+	v = &c->e[0];
+	for (int i = 1; i < LC_CACHE; i++)
+		if (!c->e[i].text || c->e[i].used < v->used)
+			v = &c->e[i];
+	free(v->text);
+	ol_s3_lc_free(&v->lc);
+	v->text = ol_xmalloc(len + 1);
+	memcpy(v->text, text, len);
+	v->len = len;
+	v->used = c->tick;
+	if (ol_s3_parse_lifecycle(text, len, &v->lc, &why) < 0)
+		memset(&v->lc, 0, sizeof(v->lc));
+	return v->lc.n ? &v->lc : NULL;
+}
+
 bool
 s3_lc_expiration(struct s3_req *r, const char *key, size_t kl, const struct ol_obj_info *in,
 		 const void *meta, size_t meta_len, char out[400])
 {
-	struct ol_s3_lc lc;
+	const struct ol_s3_lc *lc;
 	const char *v;
 	char date[32];
-	bool found = false;
-	if (!r->ba.blob || ol_s3_attr_get(r->ba.blob, r->ba.blob_len, LC_ATTR, &v) < 0 ||
-	    bucket_rules(r, &lc) < 0)
+	long n = r->ba.blob ? ol_s3_attr_get(r->ba.blob, r->ba.blob_len, LC_ATTR, &v) : -ENOENT;
+	if (n < 0 || !(lc = cached_rules(v, (size_t)n)))
 		return false;
-	for (unsigned i = 0; i < lc.n && !found; i++) {
-		const struct ol_s3_lc_rule *rl = &lc.rules[i];
+	for (unsigned i = 0; i < lc->n; i++) {
+		const struct ol_s3_lc_rule *rl = &lc->rules[i];
 		int64_t due = expiry_of(rl, in->mtime_ns / 1000000, day_ms(r->srv->cfg));
 		if (!due || !rule_takes(rl, key, kl, in->size, meta, meta_len))
 			continue;
 		ol_s3_http_date(due, date);
 		snprintf(out, 400, "expiry-date=\"%s\", rule-id=\"%.255s\"", date, rl->id);
-		found = true;
+		return true;
 	}
-	ol_s3_lc_free(&lc);
-	return found;
+	return false;
 }
 
 /* ---- the scanner ---- */

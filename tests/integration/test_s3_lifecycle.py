@@ -114,6 +114,15 @@ def test_configuration_roundtrip_and_errors(d, s3):
     for rule, want in bad:
         assert err(s3.put_bucket_lifecycle_configuration, Bucket=b,
                    LifecycleConfiguration=rules(rule)) == want, rule
+    # x-amz-expiration on PUT, HEAD and GET of what an Expiration rule takes (30 test days)
+    put = s3.put_object(Bucket=b, Key="logs/x", Body=b"x")
+    head = s3.head_object(Bucket=b, Key="logs/x")
+    get = s3.get_object(Bucket=b, Key="logs/x")
+    for r in (put, head, get):
+        assert re.fullmatch(r'expiry-date="[A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} '
+                            r'\d\d:\d\d:\d\d GMT", rule-id="logs"', r["Expiration"]), r
+    s3.put_object(Bucket=b, Key="other", Body=b"y")
+    assert "Expiration" not in s3.head_object(Bucket=b, Key="other")
     dup = {"ID": "same", "Status": "Enabled", "Filter": {}, "Expiration": {"Days": 1}}
     assert err(s3.put_bucket_lifecycle_configuration, Bucket=b,
                LifecycleConfiguration=rules(dup, dict(dup))) == (400, "InvalidArgument")
