@@ -166,6 +166,13 @@ static const struct cfg_key keys[] = {
      "node plane: bytes a peer may have in flight towards this node (its credit window)"},
     {"cluster.plane_max_frame", T_SIZE, F(cluster_plane_max_frame), "1MiB", 4096, 16777216, 0, 0, 0,
      "node plane: largest frame payload accepted (shard chunks are at most this)"},
+    {"s3.lifecycle_day_secs", T_U32, F(s3_lc_day_secs), "86400", 1, 86400, 0, 0, 0,
+     "seconds in a lifecycle \"day\" (Expiration Days, NoncurrentDays, DaysAfterInitiation); "
+     "for tests only: 1 runs a day of rules in a second"},
+    {"s3.lifecycle_interval_secs", T_U32, F(s3_lc_interval_secs), "3600", 1, 604800, 0, 0, 0,
+     "seconds between two scans of the buckets that have lifecycle rules"},
+    {"s3.lifecycle_ops_per_sec", T_U32, F(s3_lc_ops_per_sec), "1000", 0, 1000000, 0, 0, 0,
+     "lifecycle scanner I/O cap: versions read plus actions taken per second (0 = no cap)"},
     {"s3_tls.cert_path", T_STR, F(s3_tls.cert_path), "", 0, 0, 0, 0, 0, "S3 TLS certificate"},
     {"s3_tls.key_path", T_STR, F(s3_tls.key_path), "", 0, 0, 0, 0, 0, "S3 TLS key"},
     {"s3_tls.client_ca", T_STR, F(s3_tls.client_ca), "", 0, 0, 0, 0, 0, "S3 TLS client CA"},
@@ -575,7 +582,7 @@ on_table(void *arg, const char *table, int is_array, unsigned line)
 	}
 	static const char *const tables[] = {"storage", "kv",	   "kv_slab", "memory_pool",
 					     "s3_tls",	"rpc_tls", "rdma",    "rdma.qos",
-					     "admin",	"cluster", "kv_tls"};
+					     "admin",	"cluster", "kv_tls",  "s3"};
 	for (size_t i = 0; !is_array && i < sizeof(tables) / sizeof(tables[0]); i++) {
 		if (strcmp(table, tables[i]) == 0) {
 			if (strcmp(table, "kv_slab") == 0)

@@ -134,6 +134,11 @@ struct ol_config {
 	uint64_t cluster_plane_window;	  /* credit window granted to each peer, bytes */
 	uint64_t cluster_plane_max_frame; /* largest frame payload accepted */
 
+	/* [s3] lifecycle scanner */
+	unsigned s3_lc_day_secs;      /* [s3] lifecycle_day_secs: a lifecycle "day" (tests: 1) */
+	unsigned s3_lc_interval_secs; /* [s3] lifecycle_interval_secs between scans */
+	unsigned s3_lc_ops_per_sec; /* [s3] lifecycle_ops_per_sec: entries + actions (0: no cap) */
+
 	/* set by the loader */
 	char source[OL_CFG_STR]; /* file name or "<embedded default>" */
 	bool data_dirs_given;

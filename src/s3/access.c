@@ -305,6 +305,11 @@ static const struct act_row bucket_acts[] = {
     {'P', "tagging", {"s3:PutBucketTagging", 0, false}},
     {'G', "tagging", {"s3:GetBucketTagging", 0, false}},
     {'D', "tagging", {"s3:PutBucketTagging", 0, false}},
+    {'P', "object-lock", {"s3:PutBucketObjectLockConfiguration", 0, false}},
+    {'G', "object-lock", {"s3:GetBucketObjectLockConfiguration", 0, false}},
+    {'P', "lifecycle", {"s3:PutLifecycleConfiguration", 0, false}},
+    {'G', "lifecycle", {"s3:GetLifecycleConfiguration", 0, false}},
+    {'D', "lifecycle", {"s3:PutLifecycleConfiguration", 0, false}},
     {'G', "uploads", {"s3:ListBucketMultipartUploads", OL_ACL_READ, false}},
     {'G', "versions", {"s3:ListBucketVersions", OL_ACL_READ, false}},
     {'p', "delete", {"s3:DeleteObject", OL_ACL_WRITE, true}}, /* per key: s3_key_delete_ok */
@@ -320,9 +325,14 @@ static const struct act_row object_acts[] = {
     {'P', "tagging", {"s3:PutObjectTagging", OL_ACL_WRITE, false}},
     {'G', "tagging", {"s3:GetObjectTagging", OL_ACL_READ, true}},
     {'D', "tagging", {"s3:DeleteObjectTagging", OL_ACL_WRITE, false}},
+    {'P', "retention", {"s3:PutObjectRetention", 0, false}},
+    {'G', "retention", {"s3:GetObjectRetention", 0, false}},
+    {'P', "legal-hold", {"s3:PutObjectLegalHold", 0, false}},
+    {'G', "legal-hold", {"s3:GetObjectLegalHold", 0, false}},
     {'P', NULL, {"s3:PutObject", OL_ACL_WRITE, false}},
     {'p', NULL, {"s3:PutObject", OL_ACL_WRITE, false}},
     {'G', "uploadId", {"s3:ListMultipartUploadParts", OL_ACL_READ, false}},
+    {'G', "attributes", {"s3:GetObjectAttributes", OL_ACL_READ, true}},
     {'G', NULL, {"s3:GetObject", OL_ACL_READ, true}},
     {'H', NULL, {"s3:GetObject", OL_ACL_READ, true}},
     {'D', "uploadId", {"s3:AbortMultipartUpload", OL_ACL_WRITE, false}},
@@ -348,6 +358,7 @@ version_action(struct s3_req *r)
 	    {"s3:GetObjectTagging", "s3:GetObjectVersionTagging"},
 	    {"s3:PutObjectTagging", "s3:PutObjectVersionTagging"},
 	    {"s3:DeleteObjectTagging", "s3:DeleteObjectVersionTagging"},
+	    {"s3:GetObjectAttributes", "s3:GetObjectVersionAttributes"},
 	};
 	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
 		if (strcmp(r->act.name, map[i][0]) == 0) {
@@ -812,6 +823,18 @@ s3_key_delete_ok(struct s3_req *r, const char *key, size_t key_len)
 		return decide(r, WHY_POLICY_ALLOW);
 	r->pol = 0;
 	return bucket_decision(r);
+}
+
+bool
+s3_may_bypass_governance(struct s3_req *r, const char *key, size_t kl)
+{
+	int pol;
+	if (r->admin)
+		return true;
+	pol = s3_policy_verdict_key(r, "s3:BypassGovernanceRetention", key, kl);
+	if (pol != 0)
+		return pol > 0;
+	return is_bucket_owner(r);
 }
 
 bool

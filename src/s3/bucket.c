@@ -110,12 +110,21 @@ s3_create_bucket(struct s3_req *r)
 		goto out;
 	}
 	const char *lock = ol_http_header(r->h, "x-amz-bucket-object-lock-enabled");
-	if (lock && strcasecmp(lock, "true") == 0) {
-		s3_error(r, OL_S3E_NOT_IMPLEMENTED, "Object lock is not supported");
+	if (lock && strcasecmp(lock, "true") != 0 && strcasecmp(lock, "false") != 0) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT,
+			 "x-amz-bucket-object-lock-enabled must be true or false");
 		goto out;
 	}
 	struct ol_buf attrs = {0}, acl = {0};
 	ol_s3_attr_set(&attrs, NULL, 0, "owner", r->user, (long)strlen(r->user));
+	if (lock && strcasecmp(lock, "true") == 0) { /* object lock: versioned for good */
+		struct ol_buf t = {0}, t2 = {0};
+		ol_s3_attr_set(&t, attrs.p, attrs.len, "ver", "E", 1);
+		ol_s3_attr_set(&t2, t.p, t.len, "lock", "", 0);
+		ol_buf_free(&attrs);
+		ol_buf_free(&t);
+		attrs = t2;
+	}
 	if (r->has_req_acl) {
 		struct ol_buf t = {0};
 		ol_acl_encode(&r->req_acl, &acl);
@@ -247,23 +256,24 @@ delete_result(struct s3_req *r, const struct ol_s3_delete_req *d, const int *rcs
 			ol_buf_adds(&x, "</Deleted>");
 			continue;
 		}
-		const char *code = rc == -EACCES   ? "AccessDenied"
-				   : rc == -EINVAL ? "InvalidArgument"
-				   : rc == -EIO	   ? "ServiceUnavailable"
-				   : rc == -ENXIO  ? "NoSuchBucket"
-						   : "InternalError";
+		const char *code = rc == -EACCES || rc == -EPERM ? "AccessDenied"
+				   : rc == -EINVAL		 ? "InvalidArgument"
+				   : rc == -EIO			 ? "ServiceUnavailable"
+				   : rc == -ENXIO		 ? "NoSuchBucket"
+								 : "InternalError";
 		ol_buf_adds(&x, "<Error>");
 		ol_s3_xml_elemn(&x, "Key", d->keys[i], d->key_lens[i]);
 		ol_s3_xml_elem(&x, "Code", code);
-		ol_s3_xml_elem(&x, "Message", strerror(-rc));
+		ol_s3_xml_elem(&x, "Message",
+			       rc == -EPERM ? s3_lock_denied_message() : strerror(-rc));
 		ol_buf_adds(&x, "</Error>");
 	}
 	ol_buf_adds(&x, "</DeleteResult>");
 	s3_send_xml(r, 200, &x);
 }
 
-static bool
-has_any_checksum(struct s3_req *r)
+bool
+s3_has_checksum(struct s3_req *r)
 {
 	static const char *const hs[] = {"content-md5",		  "x-amz-checksum-crc32",
 					 "x-amz-checksum-crc32c", "x-amz-checksum-crc64nvme",
@@ -285,7 +295,7 @@ s3_delete_objects(struct s3_req *r)
 	int *rcs = NULL;
 	struct ol_obj_info *outs = NULL;
 	r->op = "DeleteObjects";
-	if (!has_any_checksum(r)) {
+	if (!s3_has_checksum(r)) {
 		s3_error(r, OL_S3E_INVALID_REQUEST,
 			 "Missing required header for this request: Content-MD5");
 		return;
@@ -302,11 +312,16 @@ s3_delete_objects(struct s3_req *r)
 	}
 	rcs = ol_xcalloc(d.n_keys, sizeof(int));
 	outs = ol_xcalloc(d.n_keys, sizeof(*outs));
-	for (unsigned i = 0; i < d.n_keys; i++)
-		rcs[i] = s3_key_delete_ok(r, d.keys[i], d.key_lens[i])
-			     ? ol_store_delete_ver(r->srv->st, r->rt.bucket, d.keys[i],
-						   d.key_lens[i], s3_vmode(r), d.vids[i], &outs[i])
-			     : -EACCES;
+	for (unsigned i = 0; i < d.n_keys; i++) {
+		if (!s3_key_delete_ok(r, d.keys[i], d.key_lens[i]))
+			rcs[i] = -EACCES;
+		else
+			rcs[i] = s3_lock_delete_check(r, d.keys[i], d.key_lens[i], d.vids[i]);
+		if (rcs[i] == 0)
+			rcs[i] =
+			    ol_store_delete_ver(r->srv->st, r->rt.bucket, d.keys[i], d.key_lens[i],
+						s3_vmode(r), d.vids[i], &outs[i]);
+	}
 	delete_result(r, &d, rcs, outs);
 out:
 	free(rcs);
@@ -322,10 +337,10 @@ bool
 s3_bucket_sub_unsupported(struct s3_req *r)
 {
 	/* versioning and tagging have their own rows in dispatch.c, before the rows that ask */
-	static const char *const subs[] = {
-	    "lifecycle", "encryption",		"logging",	  "notification", "replication",
-	    "website",	 "object-lock",		"accelerate",	  "analytics",	  "inventory",
-	    "metrics",	 "intelligent-tiering", "requestPayment", "versions"};
+	static const char *const subs[] = {"encryption",	  "logging",	    "notification",
+					   "replication",	  "website",	    "accelerate",
+					   "analytics",		  "inventory",	    "metrics",
+					   "intelligent-tiering", "requestPayment", "versions"};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		if (ol_s3_query_has(r->query, subs[i])) {
 			s3_error(r, OL_S3E_NOT_IMPLEMENTED, NULL);

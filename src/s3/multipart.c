@@ -53,11 +53,12 @@ s3_mpu_create(struct s3_req *r)
 	struct ol_buf meta = {0}, x = {0};
 	char id[64];
 	r->op = "CreateMultipartUpload";
-	if (s3_user_meta_check(r) < 0 || !s3_bucket_exists(r))
+	if (s3_user_meta_check(r) < 0 || !s3_bucket_exists(r) || s3_lock_write_check(r, false) < 0)
 		return;
 	s3_meta_from_headers(r, &meta);
 	if (s3_tagging_header(r, &meta, false) < 0)
 		goto out;
+	s3_lock_write_meta(r, &meta);
 	const char *alg = ol_http_header(r->h, "x-amz-checksum-algorithm");
 	if (alg && ol_cksum_from_name(alg) == OL_CKSUM_NONE) {
 		s3_error(r, OL_S3E_INVALID_REQUEST, "Checksum algorithm provided is unsupported.");

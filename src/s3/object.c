@@ -103,14 +103,16 @@ put_stream(struct s3_req *r, struct ol_put *p, struct s3_body *b)
 
 static void
 put_respond(struct s3_req *r, const char *etag, const struct s3_body *b,
-	    const struct ol_obj_info *in)
+	    const struct ol_obj_info *in, const struct ol_buf *meta)
 {
 	char q[OL_STORE_ETAG_MAX + 4];
-	char hn[40];
-	struct ol_http_header h[5];
+	char hn[40], exp[400];
+	struct ol_http_header h[6];
 	size_t n = s3_version_headers(r, in, h, 0);
 	etag_quoted(etag, q, sizeof(q));
 	h[n++] = (struct ol_http_header){"ETag", q};
+	if (s3_lc_expiration(r, r->rt.key, r->rt.key_len, in, meta->p, meta->len, exp))
+		h[n++] = (struct ol_http_header){"x-amz-expiration", exp};
 	if (b && b->alg != OL_CKSUM_NONE && b->ck_b64[0]) {
 		snprintf(hn, sizeof(hn), "%s", ol_cksum_header_name(b->alg));
 		h[n++] = (struct ol_http_header){hn, b->ck_b64};
@@ -174,7 +176,7 @@ s3_put_object(struct s3_req *r)
 	r->op = "PutObject";
 	if (s3_length_check(r, r->srv->max_object_size) < 0 || s3_user_meta_check(r) < 0 ||
 	    s3_tagging_header(r, NULL, false) < 0 || !s3_bucket_exists(r) ||
-	    s3_write_cond(r, &cond, if_etag) < 0)
+	    s3_lock_write_check(r, true) < 0 || s3_write_cond(r, &cond, if_etag) < 0)
 		return;
 	if (s3_body_init(&b, r, r->srv->max_object_size) < 0) {
 		s3_error(r, b.err, b.errmsg);
@@ -192,6 +194,7 @@ s3_put_object(struct s3_req *r)
 	s3_tagging_header(r, &meta, false); /* checked above */
 	if (b.alg != OL_CKSUM_NONE)
 		ol_s3_meta_add(&meta, ol_cksum_header_name(b.alg), b.ck_b64);
+	s3_lock_write_meta(r, &meta);
 	if (meta.len > OL_STORE_MAX_META - 64) {
 		s3_error_code(r, "MetadataTooLarge", 400,
 			      "Your metadata headers exceed the maximum allowed metadata size.",
@@ -207,7 +210,7 @@ s3_put_object(struct s3_req *r)
 		s3_write_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
 	}
-	put_respond(r, etag, &b, &done);
+	put_respond(r, etag, &b, &done, &meta);
 out:
 	ol_store_put_abort(p);
 	s3_body_fini(&b);
@@ -411,7 +414,7 @@ s3_copy_object(struct s3_req *r)
 	uint8_t md5[OL_CKSUM_MAX_RAW];
 	r->op = "CopyObject";
 	if (s3_copy_source(r, sb, sizeof(sb), sk, &skl) < 0 || !s3_bucket_exists(r) ||
-	    s3_write_cond(r, &cond, if_etag) < 0)
+	    s3_lock_write_check(r, false) < 0 || s3_write_cond(r, &cond, if_etag) < 0)
 		return;
 	int replace = copy_directive(r, sb, sk, skl);
 	if (replace < 0 || (replace && s3_user_meta_check(r) < 0))
@@ -450,6 +453,7 @@ s3_copy_object(struct s3_req *r)
 	} else if (replace) {
 		s3_tags_copy(si.meta, si.meta_len, &meta); /* tags follow their own directive */
 	}
+	s3_lock_write_meta(r, &meta); /* the destination's own lock, never the source's */
 	rc = ol_store_put_begin(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len,
 				(int64_t)si.size, &p);
 	if (rc < 0) {
@@ -626,6 +630,13 @@ obj_headers_build(struct s3_req *r, const struct ol_obj_info *in, struct obj_hea
 		snprintf(pc, sizeof(pc), "%u", in->n_parts);
 		oh_add(o, "x-amz-mp-parts-count", pc, strlen(pc));
 	}
+	const char *ln[3];
+	char lv[3][40], exp[400];
+	for (size_t i = 0, k = s3_lock_headers(in->meta, in->meta_len, ln, lv); i < k; i++)
+		oh_add(o, ln[i], lv[i], strlen(lv[i]));
+	if (!in->delete_marker &&
+	    s3_lc_expiration(r, r->rt.key, r->rt.key_len, in, in->meta, in->meta_len, exp))
+		oh_add(o, "x-amz-expiration", exp, strlen(exp));
 	meta_headers(r, in, o, full);
 }
 
@@ -703,10 +714,8 @@ get_send(struct s3_req *r, struct ol_get *g, const struct ol_obj_info *in, struc
 	free(buf);
 }
 
-/* Open the request's object for a reader that may see it: true with *g open (the caller closes
- * it), false with the error answered (missing key, store error or access denied). */
-static bool
-open_object(struct s3_req *r, struct ol_get **g, struct ol_obj_info *in)
+bool
+s3_open_object(struct s3_req *r, struct ol_get **g, struct ol_obj_info *in)
 {
 	char vb[OL_S3_MAX_VID + 1];
 	const char *vid;
@@ -733,6 +742,44 @@ open_object(struct s3_req *r, struct ol_get **g, struct ol_obj_info *in)
 	return true;
 }
 
+/* ?partNumber=N of a GET/HEAD: that part as a range (a plain object has one part, the whole
+ * object). 1 with *off, *len; 0 the whole (empty) object; -2 answered (400 InvalidArgument for
+ * a bad number, InvalidRequest with a Range too, InvalidPart past the last part); -3 no
+ * partNumber. */
+static int
+part_range(struct s3_req *r, struct ol_get *g, const struct ol_obj_info *in, uint64_t *off,
+	   uint64_t *len)
+{
+	char v[16];
+	unsigned pn, n;
+	uint64_t *sizes;
+	if (ol_s3_query_get(r->query, "partNumber", v, sizeof(v)) == -ENOENT)
+		return -3;
+	if (ol_s3_parse_count(v, &pn) < 0 || pn < 1 || pn > OL_S3_MAX_PARTS) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT,
+			 "Part number must be an integer between 1 and 10000, inclusive");
+		return -2;
+	}
+	if (ol_http_header(r->h, "range")) {
+		s3_error(r, OL_S3E_INVALID_REQUEST,
+			 "Cannot specify both Range header and partNumber query parameter");
+		return -2;
+	}
+	sizes = ol_xmalloc(OL_S3_MAX_PARTS * sizeof(*sizes));
+	n = ol_store_get_part_sizes(g, sizes, OL_S3_MAX_PARTS);
+	if (pn > n || n > OL_S3_MAX_PARTS) {
+		free(sizes);
+		s3_error(r, OL_S3E_INVALID_PART, NULL);
+		return -2;
+	}
+	*off = 0;
+	for (unsigned i = 0; i + 1 < pn; i++)
+		*off += sizes[i];
+	*len = sizes[pn - 1];
+	free(sizes);
+	return *len > 0 ? 1 : 0;
+}
+
 static void
 get_object(struct s3_req *r, bool head)
 {
@@ -741,14 +788,18 @@ get_object(struct s3_req *r, bool head)
 	struct obj_headers *o = NULL;
 	uint64_t off = 0, len;
 	r->op = head ? "HeadObject" : "GetObject";
-	if (!open_object(r, &g, &in))
+	if (!s3_open_object(r, &g, &in))
 		return;
 	int cond = conditionals(r, &in, "");
 	if (cond == 412) {
 		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
 		goto out;
 	}
-	int rr = ol_s3_range_parse(ol_http_header(r->h, "range"), in.size, &off, &len);
+	int rr = part_range(r, g, &in, &off, &len);
+	if (rr == -2)
+		goto out; /* answered */
+	if (rr == -3)
+		rr = ol_s3_range_parse(ol_http_header(r->h, "range"), in.size, &off, &len);
 	if (rr == 0)
 		len = in.size;
 	o = ol_xmalloc(sizeof(*o));
@@ -789,6 +840,10 @@ s3_delete_object(struct s3_req *r)
 	r->op = "DeleteObject";
 	if (s3_version_param(r, vb, &vid) < 0)
 		return;
+	if (s3_lock_delete_check(r, r->rt.key, r->rt.key_len, vid) < 0) {
+		s3_lock_denied(r);
+		return;
+	}
 	int rc = ol_store_delete_ver(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len,
 				     s3_vmode(r), vid, &out);
 	if (rc == -EINVAL && vid) {
@@ -816,7 +871,7 @@ s3_get_object_acl(struct s3_req *r)
 	struct ol_acl a;
 	struct ol_buf x = {0};
 	r->op = "GetAcl";
-	if (!open_object(r, &g, &in))
+	if (!s3_open_object(r, &g, &in))
 		return;
 	s3_object_acl(r, in.meta, in.meta_len, &a);
 	ol_acl_xml(&a, &x);
@@ -842,7 +897,7 @@ s3_put_object_acl(struct s3_req *r)
 		s3_error(r, OL_S3E_NOT_IMPLEMENTED, "PutObjectAcl of one version");
 		return;
 	}
-	if (!open_object(r, &g, &in))
+	if (!s3_open_object(r, &g, &in))
 		return;
 	s3_object_acl(r, in.meta, in.meta_len, &old);
 	if (s3_acl_from_request(r, old.owner, &a) < 0)
@@ -887,8 +942,7 @@ out:
 bool
 s3_object_sub_unsupported(struct s3_req *r)
 {
-	static const char *const subs[] = {"retention", "legal-hold", "torrent",
-					   "restore",	"select",     "attributes"};
+	static const char *const subs[] = {"torrent", "restore", "select"};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		if (!ol_s3_query_has(r->query, subs[i]))
 			continue;

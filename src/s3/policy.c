@@ -188,7 +188,14 @@ object_action(const char *a)
 					   "s3:DeleteObjectTagging",
 					   "s3:GetObjectVersionTagging",
 					   "s3:PutObjectVersionTagging",
-					   "s3:DeleteObjectVersionTagging"};
+					   "s3:DeleteObjectVersionTagging",
+					   "s3:GetObjectRetention",
+					   "s3:PutObjectRetention",
+					   "s3:GetObjectLegalHold",
+					   "s3:PutObjectLegalHold",
+					   "s3:BypassGovernanceRetention",
+					   "s3:GetObjectAttributes",
+					   "s3:GetObjectVersionAttributes"};
 	for (size_t i = 0; i < sizeof(objs) / sizeof(objs[0]); i++)
 		if (strcmp(a, objs[i]) == 0)
 			return true;

@@ -374,6 +374,7 @@ post_body(struct post *p)
 	ol_cksum_final(&md5, raw);
 	ol_hex_encode(raw, 16, etag);
 	post_meta(p, &meta);
+	s3_lock_write_meta(r, &meta); /* the bucket's default retention, as for a PUT */
 	rc = ol_store_put_commit(w, etag, meta.p, meta.len, NULL);
 	w = NULL;
 	if (rc < 0) {

@@ -28,6 +28,7 @@ struct ol_s3_server {
 	const struct ol_http_server *_Atomic http; /* serving us, for its counters (metrics.c) */
 	char endpoint_host[OL_CFG_STR];
 	uint64_t max_object_size;
+	struct s3_lc_scanner *lc; /* lifecycle.c; NULL when not started */
 };
 
 /* A bucket's access attributes, loaded from its record (access.c). */
@@ -219,6 +220,44 @@ int s3_tagging_header(struct s3_req *r, struct ol_buf *meta, bool replace);
 size_t s3_tag_count(const void *meta, size_t len);
 void s3_tags_copy(const void *src, size_t len, struct ol_buf *meta);
 
+/* objlock.c: object lock (the pure parts are in rules.h) */
+int64_t s3_now_ms(void); /* CLOCK_REALTIME in ms */
+/* Was the loaded bucket created with (or given) object lock? */
+bool s3_lock_enabled(const struct s3_req *r);
+void s3_put_object_lock(struct s3_req *r); /* PUT/GET ?object-lock of the loaded bucket */
+void s3_get_object_lock(struct s3_req *r);
+void s3_object_retention(struct s3_req *r);  /* GET/PUT ?retention of an object version */
+void s3_object_legal_hold(struct s3_req *r); /* GET/PUT ?legal-hold */
+/* The x-amz-object-lock-* headers of a PUT, copy or CreateMultipartUpload, checked (a PUT
+ * with them needs Content-MD5 or a checksum: need_checksum). 0, or -1 with the error sent. */
+int s3_lock_write_check(struct s3_req *r, bool need_checksum);
+/* Replace the lock entries of a new version's meta: from the checked headers, else the
+ * bucket's default retention, else none (a copy never takes its source's lock). */
+void s3_lock_write_meta(struct s3_req *r, struct ol_buf *meta);
+/* The lock headers of a version for GET/HEAD: names and values (up to 3); the count. */
+size_t s3_lock_headers(const void *meta, size_t len, const char *name[3], char val[3][40]);
+/* May version vid of key (in the request's bucket) be removed for good? 0 (vid NULL, no lock
+ * on the bucket, no such version, not locked, or a GOVERNANCE lock with the bypass header and
+ * permission), or -EPERM (locked: answer s3_lock_denied). */
+int s3_lock_delete_check(struct s3_req *r, const char *key, size_t kl, const char *vid);
+void s3_lock_denied(struct s3_req *r); /* 403 AccessDenied, "protected by object lock" */
+const char *s3_lock_denied_message(void);
+/* access.c: may the requester bypass GOVERNANCE retention of key (s3:BypassGovernanceRetention:
+ * the administrator, a policy that allows it, or the bucket owner unless a policy denies)? */
+bool s3_may_bypass_governance(struct s3_req *r, const char *key, size_t kl);
+/* bucket.c: does the request carry Content-MD5 or an x-amz-checksum-* (header or trailer)? */
+bool s3_has_checksum(struct s3_req *r);
+
+/* lifecycle.c: PUT/GET/DELETE ?lifecycle, the x-amz-expiration header, the scanner */
+void s3_bucket_lifecycle(struct s3_req *r);
+/* x-amz-expiration for an object (key, size, mtime, tags from meta) of the loaded bucket that
+ * an Expiration rule matches: true with out set ('expiry-date="...", rule-id="..."'). */
+bool s3_lc_expiration(struct s3_req *r, const char *key, size_t kl, const struct ol_obj_info *in,
+		      const void *meta, size_t meta_len, char out[400]);
+/* Start / stop the background scanner of the server's buckets (its own thread). */
+void s3_lc_start(struct ol_s3_server *s);
+void s3_lc_stop(struct ol_s3_server *s);
+
 /* metrics.c */
 void s3_metrics_record(const char *op, int status, uint64_t us);
 /* The operation a request asks for, from its method, query, route (bucket / key present) and
@@ -255,6 +294,12 @@ void s3_head_object(struct s3_req *r);
 void s3_delete_object(struct s3_req *r);
 void s3_get_object_acl(struct s3_req *r);
 void s3_put_object_acl(struct s3_req *r);
+/* Open the request's object (its versionId) for a reader that may see it: true with *g open
+ * (the caller closes it), false with the error answered (missing key or version, a delete
+ * marker, store error, access denied). */
+bool s3_open_object(struct s3_req *r, struct ol_get **g, struct ol_obj_info *in);
+/* attributes.c: GET ?attributes (GetObjectAttributes) */
+void s3_get_object_attributes(struct s3_req *r);
 /* An object sub-resource that is not built (tagging, retention, ...): true with 501 sent. */
 bool s3_object_sub_unsupported(struct s3_req *r);
 /* If-Match / If-None-Match of a write into c (if_match points into etag); checks them once

@@ -348,6 +348,7 @@ ol_s3_new(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server 
 	req_seed = ((uint64_t)ts.tv_sec << 24) ^ (uint64_t)ts.tv_nsec;
 	ol_metrics_register(s3_metrics_render, s);
 	ol_metrics_register(s3_access_metrics_render, s);
+	s3_lc_start(s);
 	*out = s;
 	return 0;
 }
@@ -371,6 +372,7 @@ ol_s3_free(struct ol_s3_server *s)
 {
 	if (!s)
 		return;
+	s3_lc_stop(s);
 	ol_metrics_unregister(s3_metrics_render, s);
 	ol_metrics_unregister(s3_access_metrics_render, s);
 	free(s);

@@ -123,6 +123,11 @@ s3_put_versioning(struct s3_req *r)
 			      NULL);
 	} else if (rc < 0) {
 		s3_error(r, OL_S3E_MALFORMED_XML, NULL);
+	} else if (status != 1 && s3_lock_enabled(r)) {
+		s3_error_code(r, "InvalidBucketState", 409,
+			      "An Object Lock configuration is present on this bucket, so the "
+			      "versioning state cannot be changed.",
+			      NULL);
 	} else {
 		rc = s3_bucket_attr_store(r, "ver", status == 1 ? "E" : "S", 1);
 		if (rc < 0)

@@ -10,24 +10,7 @@
 #include <string.h>
 
 #include "base/log.h"
-
-#define XP_DEPTH 8
-#define XP_TEXT	 (OL_S3_MAX_KEY * 6 + 16)
-
-struct xp;
-typedef int (*xp_end_fn)(struct xp *x, const char *text, size_t n);
-
-struct xp {
-	XML_Parser p;
-	int depth;
-	const char *path[XP_DEPTH]; /* local names, borrowed from a static table or strdup'd */
-	char names[XP_DEPTH][32];
-	char text[XP_TEXT];
-	size_t text_len;
-	int err;
-	xp_end_fn on_end;
-	void *arg;
-};
+#include "s3/xp.h"
 
 static const char *
 local_name(const char *n)
@@ -128,6 +111,12 @@ xp_run(struct xp *x, const char *xml, size_t n)
 	if (x->err)
 		return x->err;
 	return st == XML_STATUS_OK ? 0 : -EBADMSG;
+}
+
+int
+ol_s3_xp_run(struct xp *x, const char *xml, size_t n)
+{
+	return xp_run(x, xml, n);
 }
 
 /* ---- CompleteMultipartUpload ---- */

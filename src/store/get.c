@@ -261,6 +261,23 @@ ol_store_get_open_ver(struct ol_store *st, const char *bucket, const char *key, 
 	return rc ? rc : open_at(st, bucket, key, key_len, vk, vkl, out, info);
 }
 
+unsigned
+ol_store_get_part_sizes(const struct ol_get *g, uint64_t *sizes, unsigned cap)
+{
+	struct ol_rpart p;
+
+	if (g->info.n_parts == 0) {
+		if (cap)
+			sizes[0] = g->info.size;
+		return 1;
+	}
+	for (uint32_t i = 0; i < g->rec.n_parts && i < cap; i++) {
+		ol_rec_part(&g->rec, i, &p);
+		sizes[i] = p.size;
+	}
+	return g->rec.n_parts;
+}
+
 void
 ol_store_get_close(struct ol_get *g)
 {

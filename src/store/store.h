@@ -161,6 +161,10 @@ int ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, 
  * bytes. Missing, short or corrupt shard blocks are rebuilt from parity on the fly. */
 ssize_t ol_store_get_read(struct ol_get *g, uint64_t offset, void *buf, size_t len);
 void ol_store_get_close(struct ol_get *g);
+/* The part sizes of the open object, in part order (S3 ?partNumber, GetObjectAttributes): a
+ * multipart object's info->n_parts of them, else one (the whole size). Copies up to cap into
+ * sizes and returns the count (which may exceed cap). Same thread rules as get_read. */
+unsigned ol_store_get_part_sizes(const struct ol_get *g, uint64_t *sizes, unsigned cap);
 
 /* Metadata only. Copies up to meta_cap bytes of the blob into meta_buf (may be NULL);
  * info->meta = meta_buf, info->meta_len = full length (may exceed meta_cap).

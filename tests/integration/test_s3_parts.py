@@ -1,0 +1,125 @@
+"""GET/HEAD ?partNumber=N and GetObjectAttributes (issue 12) against the real openlaked with
+boto3 and awscli: each part of a multipart object read back byte-exact with its Content-Range,
+x-amz-mp-parts-count and the whole object's ETag; a plain object is one part; a part past the
+last one is 400 InvalidPart; attributes (ETag, Checksum, ObjectParts paged, StorageClass,
+ObjectSize) of the current object and of an older version."""
+
+import json
+import os
+import subprocess
+
+import pytest
+from botocore.exceptions import ClientError
+
+from conftest import aws_env
+from test_s3_common import err_code, raw
+
+MiB = 1 << 20
+
+
+def code(fn, **kw):
+    with pytest.raises(ClientError) as e:
+        fn(**kw)
+    r = e.value.response
+    return r["ResponseMetadata"]["HTTPStatusCode"], r["Error"]["Code"]
+
+
+@pytest.fixture(scope="module")
+def mpu(s3_client):
+    """A bucket with a three-part object (sizes 5 MiB, 5 MiB + 3, 1234): (bucket, parts)."""
+    b = "parts-bucket"
+    s3_client.create_bucket(Bucket=b)
+    parts = [os.urandom(5 * MiB), os.urandom(5 * MiB + 3), os.urandom(1234)]
+    up = s3_client.create_multipart_upload(Bucket=b, Key="big")["UploadId"]
+    done = []
+    for i, p in enumerate(parts, 1):
+        e = s3_client.upload_part(Bucket=b, Key="big", UploadId=up, PartNumber=i, Body=p)
+        done.append({"PartNumber": i, "ETag": e["ETag"]})
+    s3_client.complete_multipart_upload(Bucket=b, Key="big", UploadId=up,
+                                        MultipartUpload={"Parts": done})
+    return b, parts
+
+
+def test_part_number_reads_each_part(s3_client, mpu):
+    b, parts = mpu
+    etag = s3_client.head_object(Bucket=b, Key="big")["ETag"]
+    total = sum(len(p) for p in parts)
+    off = 0
+    for i, p in enumerate(parts, 1):
+        h = s3_client.head_object(Bucket=b, Key="big", PartNumber=i)
+        assert h["PartsCount"] == 3 and h["ContentLength"] == len(p) and h["ETag"] == etag
+        g = s3_client.get_object(Bucket=b, Key="big", PartNumber=i)
+        assert g["ResponseMetadata"]["HTTPStatusCode"] == 206
+        assert g["ContentRange"] == "bytes %d-%d/%d" % (off, off + len(p) - 1, total)
+        assert g["PartsCount"] == 3 and g["ETag"] == etag
+        assert g["Body"].read() == p
+        off += len(p)
+    assert code(s3_client.get_object, Bucket=b, Key="big", PartNumber=4) == (400, "InvalidPart")
+    with pytest.raises(ClientError) as e:
+        s3_client.head_object(Bucket=b, Key="big", PartNumber=4)
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    for bad in ("0", "10001", "x"):
+        st, _, body = raw(s3_client.meta.endpoint_url, "GET", "/%s/big?partNumber=%s" % (b, bad))
+        assert (st, err_code(body)) == (400, "InvalidArgument"), bad
+    st, _, body = raw(s3_client.meta.endpoint_url, "GET", "/%s/big?partNumber=1" % b,
+                      headers={"Range": "bytes=0-9"})
+    assert (st, err_code(body)) == (400, "InvalidRequest")
+
+
+def test_part_number_of_plain_objects_and_versions(s3_client):
+    b = "parts-plain"
+    s3_client.create_bucket(Bucket=b)
+    s3_client.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+    v1 = s3_client.put_object(Bucket=b, Key="k", Body=b"first body")["VersionId"]
+    s3_client.put_object(Bucket=b, Key="k", Body=b"second")
+    g = s3_client.get_object(Bucket=b, Key="k", PartNumber=1)
+    assert g["Body"].read() == b"second"
+    g = s3_client.get_object(Bucket=b, Key="k", PartNumber=1, VersionId=v1)
+    assert g["Body"].read() == b"first body" and g["ContentLength"] == 10
+    assert code(s3_client.get_object, Bucket=b, Key="k", PartNumber=2) == (400, "InvalidPart")
+    a = s3_client.get_object_attributes(Bucket=b, Key="k", VersionId=v1,
+                                        ObjectAttributes=["ObjectSize"])
+    assert a["ObjectSize"] == 10 and a["VersionId"] == v1
+    assert code(s3_client.get_object, Bucket=b, Key="nope", PartNumber=1) == (404, "NoSuchKey")
+
+
+def test_get_object_attributes(s3_client, mpu):
+    b, parts = mpu
+    all_attrs = ["ETag", "Checksum", "ObjectParts", "StorageClass", "ObjectSize"]
+    a = s3_client.get_object_attributes(Bucket=b, Key="big", ObjectAttributes=all_attrs)
+    assert '"%s"' % a["ETag"] == s3_client.head_object(Bucket=b, Key="big")["ETag"]
+    assert a["ObjectSize"] == sum(len(p) for p in parts) and a["StorageClass"] == "STANDARD"
+    op = a["ObjectParts"]
+    assert op["TotalPartsCount"] == 3 and not op["IsTruncated"]
+    assert [(p["PartNumber"], p["Size"]) for p in op["Parts"]] == [
+        (i, len(p)) for i, p in enumerate(parts, 1)]
+    page = s3_client.get_object_attributes(Bucket=b, Key="big", ObjectAttributes=["ObjectParts"],
+                                           MaxParts=2)["ObjectParts"]
+    assert page["IsTruncated"] and page["NextPartNumberMarker"] == 2
+    assert [p["PartNumber"] for p in page["Parts"]] == [1, 2]
+    page = s3_client.get_object_attributes(Bucket=b, Key="big", ObjectAttributes=["ObjectParts"],
+                                           PartNumberMarker=2)["ObjectParts"]
+    assert [p["PartNumber"] for p in page["Parts"]] == [3] and not page["IsTruncated"]
+    # a plain object with a checksum: no parts, its checksum; only what was asked for
+    r = s3_client.put_object(Bucket=b, Key="small", Body=b"hello", ChecksumAlgorithm="CRC32")
+    a = s3_client.get_object_attributes(Bucket=b, Key="small",
+                                        ObjectAttributes=["Checksum", "ObjectParts"])
+    assert a["Checksum"]["ChecksumCRC32"] == r["ChecksumCRC32"]
+    assert "ObjectParts" not in a and "ETag" not in a and "ObjectSize" not in a
+    assert code(s3_client.get_object_attributes, Bucket=b, Key="small",
+                ObjectAttributes=["Bogus"]) == (400, "InvalidArgument")
+    assert code(s3_client.get_object_attributes, Bucket=b, Key="missing",
+                ObjectAttributes=["ETag"]) == (404, "NoSuchKey")
+
+
+def test_get_object_attributes_awscli(s3_daemon, s3_client):
+    b = "parts-cli"
+    s3_client.create_bucket(Bucket=b)
+    s3_client.put_object(Bucket=b, Key="o", Body=b"x" * 321)
+    out = subprocess.run(["aws", "s3api", "get-object-attributes", "--bucket", b, "--key", "o",
+                          "--object-attributes", "ObjectSize", "ETag",
+                          "--endpoint-url", s3_daemon.s3_url], env=aws_env(),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["ObjectSize"] == 321 and len(doc["ETag"]) == 32
