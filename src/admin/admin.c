@@ -303,6 +303,8 @@ ol_admin_set_store(struct ol_store *st)
 		}
 	}
 	admin_store = st;
+	if (st)
+		ol_admin_keys_load(st, admin_cfg);
 	if (st && admin_cfg && admin_cfg->heal_on_return)
 		ol_store_on_drive_return(st, drive_returned, NULL);
 	if (!registered++)
@@ -507,6 +509,7 @@ enum admin_gate {
 	GATE_STATUS,  /* an admin's unless [admin] status_auth = false */
 	GATE_METRICS, /* an admin's when [admin] metrics_auth = true */
 	GATE_HEALTH,  /* an admin's when [admin] health_auth = true */
+	GATE_SELF,    /* the handler checks (an admin's, with the body: keys.c) */
 };
 
 struct admin_route {
@@ -514,25 +517,34 @@ struct admin_route {
 	enum admin_gate gate;
 	bool writes; /* POST and DELETE are served (heal) */
 	void (*fn)(struct ol_http_req *r);
+	bool prefix; /* path is a prefix ("/.../keys/" + an access key) */
 };
+
+static void
+keys_handle(struct ol_http_req *r)
+{
+	ol_admin_keys_handle(r, admin_cfg, admin_store);
+}
 
 /* Under ADMIN_PREFIX, signed or not: the admin API (path-style keys "admin/..." of a bucket
  * named "openlake" are therefore not reachable; virtual-host style they are). */
 #define ADMIN_PREFIX "/openlake/admin/"
 static const struct admin_route api_routes[] = {
-    {"/openlake/admin/v1/status", GATE_STATUS, false, status_handle},
-    {"/openlake/admin/v1/heal", GATE_STATUS, true, heal_handle},
-    {"/openlake/admin/v1/metrics", GATE_METRICS, false, metrics_handle},
-    {"/openlake/admin/v1/health", GATE_HEALTH, false, health_handle},
+    {"/openlake/admin/v1/status", GATE_STATUS, false, status_handle, false},
+    {"/openlake/admin/v1/heal", GATE_STATUS, true, heal_handle, false},
+    {"/openlake/admin/v1/metrics", GATE_METRICS, false, metrics_handle, false},
+    {"/openlake/admin/v1/health", GATE_HEALTH, false, health_handle, false},
+    {"/openlake/admin/v1/keys", GATE_SELF, true, keys_handle, false},
+    {"/openlake/admin/v1/keys/", GATE_SELF, true, keys_handle, true},
 };
 
 /* Unsigned GETs only: a signed request for these paths is S3 (bucket "metrics", ...). */
 static const struct admin_route open_routes[] = {
-    {"/metrics", GATE_METRICS, false, metrics_handle},
-    {"/openlake/health", GATE_HEALTH, false, health_handle},
-    {"/openlake/ready", GATE_HEALTH, false, ready_handle},
-    {"/openlake/console", GATE_OPEN, false, console_handle},
-    {"/openlake/console/", GATE_OPEN, false, console_handle},
+    {"/metrics", GATE_METRICS, false, metrics_handle, false},
+    {"/openlake/health", GATE_HEALTH, false, health_handle, false},
+    {"/openlake/ready", GATE_HEALTH, false, ready_handle, false},
+    {"/openlake/console", GATE_OPEN, false, console_handle, false},
+    {"/openlake/console/", GATE_OPEN, false, console_handle, false},
 };
 
 static bool
@@ -548,6 +560,7 @@ gate_required(enum admin_gate g)
 		return c ? c->admin_metrics_auth : false;
 	case GATE_HEALTH:
 		return c ? c->admin_health_auth : false;
+	case GATE_SELF:
 	default:
 		return true;
 	}
@@ -557,7 +570,9 @@ static const struct admin_route *
 route_find(const struct admin_route *t, size_t n, const char *path)
 {
 	for (size_t i = 0; i < n; i++)
-		if (strcmp(t[i].path, path) == 0)
+		if (t[i].prefix ? strncmp(t[i].path, path, strlen(t[i].path)) == 0 &&
+				      path[strlen(t[i].path)]
+				: strcmp(t[i].path, path) == 0)
 			return &t[i];
 	return NULL;
 }
@@ -570,6 +585,10 @@ api_handle(struct ol_http_req *r)
 	bool read = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
 	bool write = strcmp(r->method, "POST") == 0 || strcmp(r->method, "DELETE") == 0;
 	bool required = !rt || !read || gate_required(rt->gate);
+	if (rt && rt->gate == GATE_SELF) {
+		rt->fn(r);
+		return;
+	}
 	if (ol_admin_authorize(r, admin_cfg, required))
 		return;
 	if (!rt)
