@@ -9,5 +9,6 @@ int ol_cmd_bench(int argc, char **argv);   /* bench_cmd.c: s3 and kv workloads *
 int ol_cmd_node(int argc, char **argv);	   /* node_cmd.c: node info, disk info, cluster status */
 int ol_cmd_heal(int argc, char **argv);	   /* heal_cmd.c: whole-store heal with progress */
 int ol_cmd_cluster(int argc, char **argv); /* cluster_cmd.c: init, status over etcd */
+int ol_cmd_keys(int argc, char **argv);	   /* keys_cmd.c: run-time S3 keys (add, list, rm) */
 
 #endif

@@ -30,6 +30,9 @@ static const struct sub subs[] = {
 #ifdef OL_HAVE_HEAL
     {"heal", ol_cmd_heal, "heal the object store: verify every shard, rebuild what is lost"},
 #endif
+#ifdef OL_HAVE_KEYS
+    {"keys", ol_cmd_keys, "S3 keys added at run time: add, list, rm (admin API)"},
+#endif
 #ifdef OL_HAVE_CODEC
     {"codec", ol_cmd_codec, "ExANS BF16 codec: compress, decompress, stats"},
 #endif
