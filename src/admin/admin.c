@@ -105,6 +105,28 @@ status_drives(struct ol_strbuf *b, const struct ol_config *c)
 
 static void json_addr(struct ol_strbuf *b, const char *name, const char *addr, bool comma);
 
+/* "members": the [[nodes]] of the config (the console's topology; live members of an etcd
+ * cluster are `openlake cluster status`'s), "cluster_etcd": whether etcd holds the shape,
+ * "kv_namespaces": the namespace patterns of the KV tokens (never the tokens). */
+static void
+status_topology(struct ol_strbuf *b, const struct ol_config *c)
+{
+	ol_strbuf_printf(b, ",\"members\":[");
+	for (unsigned i = 0; i < c->n_nodes; i++) {
+		ol_strbuf_printf(b, "%s{\"id\":%u,\"rpc_addr\":", i ? "," : "", c->nodes[i].id);
+		json_str(b, c->nodes[i].rpc_addr);
+		ol_strbuf_printf(b, ",\"disk_count\":%u,\"self\":%s}", c->nodes[i].disk_count,
+				 c->nodes[i].id == c->self_id ? "true" : "false");
+	}
+	ol_strbuf_printf(b, "],\"cluster_etcd\":%s,\"kv_namespaces\":[",
+			 c->cluster_etcd[0] ? "true" : "false");
+	for (unsigned i = 0; i < c->n_kv_tokens; i++) {
+		ol_strbuf_printf(b, "%s", i ? "," : "");
+		json_str(b, c->kv_tokens[i].namespaces);
+	}
+	ol_strbuf_printf(b, "]");
+}
+
 /* "services": the address of each service that runs, null for one that does not. */
 static void
 status_services(struct ol_strbuf *b)
@@ -155,6 +177,7 @@ ol_admin_status_json(void)
 				 c->set_drive_count, c->set_drive_count - c->default_parity_count,
 				 c->default_parity_count, c->n_nodes);
 		status_drives(&b, c);
+		status_topology(&b, c);
 	}
 	status_services(&b);
 	{
