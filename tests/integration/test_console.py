@@ -211,5 +211,15 @@ def run_console(d, drv, load, shots, downloads, tmp_path):
     assert "AccessDenied" in text(drv, "browsermsg")
     wait_for(lambda: "not an admin" in text(drv, "node"), 30, "the page to say alice is no admin")
     drv.save_screenshot(str(shots / "5-second-user.png"))
+
+    # the admin listener serves the console too (node, charts), and points to S3's for objects
+    drv.get(d.admin_url + "/openlake/console")
+    sign_in(drv, ACCESS_KEY, SECRET_KEY)
+    wait_for(lambda: "node 0" in text(drv, "node"), 30, "the node on the admin listener")
+    wait_for(lambda: "S3 port's console" in text(drv, "browsermsg"), 30, "the S3 console hint")
+    assert d.s3_url + "/openlake/console" in text(drv, "browsermsg")
+    wait_for(lambda: int(js(drv, "return document.getElementById('c-disk').dataset.points || 0"))
+             >= 2, 30, "the disk chart on the admin listener")
+    drv.save_screenshot(str(shots / "6-admin-listener.png"))
     for p in sorted(shots.iterdir()):
         assert p.stat().st_size > 1000, p
