@@ -58,8 +58,9 @@ void ol_admin_server_stop(struct ol_admin_server *s);
 
 struct ol_store;
 /* The store the heal and keys endpoints act on (NULL: they answer 503). Call at start-up,
- * before serving (it loads the run-time S3 keys from st); st must outlive the server. Setting NULL (at shutdown, after the server stopped)
- * cancels a running heal and waits for its thread to finish, so the store can be closed. */
+ * before serving (it loads the run-time S3 keys from st); st must outlive the server. Setting NULL
+ * (at shutdown, after the server stopped) cancels a running heal and waits for its thread to
+ * finish, so the store can be closed. */
 void ol_admin_set_store(struct ol_store *st);
 
 /* Answer an admin request (access checked as above). Returns 1 when it answered, 0 when the
