@@ -27,7 +27,7 @@ ALLOWED = {
     "s3": {"s3/auth", "http", "store", "base"},
     "admin": {"s3/auth", "http", "store", "base"},
     "s3/auth": {"base"},
-    "kv": {"base", "openlake", "tls"},
+    "kv": {"io", "base", "openlake", "tls"},  # io: the per-core loops
     "cluster": {"base"},
     "http": {"io", "base", "tls"},
     "store": {"meta", "node", "io", "base"},  # node: the client (remote drives)

@@ -22,6 +22,7 @@ TEST=(
   python3-setuptools python3-pip python3-venv
   awscli s3cmd rclone curl ca-certificates procps iproute2
   etcd-server etcd-client
+  chromium chromium-driver python3-selenium
 )
 BENCH=(redis-server memcached fio wrk nginx-light zstd lz4)
 case $what in

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <openssl/sha.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,23 +125,38 @@ int
 ol_cli_admin_call(struct ol_cli_admin *a, const char *method, const char *path, const char *query,
 		  size_t cap, char **body)
 {
+	return ol_cli_admin_call_body(a, method, path, query, NULL, 0, cap, body);
+}
+
+int
+ol_cli_admin_call_body(struct ol_cli_admin *a, const char *method, const char *path,
+		       const char *query, const char *send_body, size_t send_len, size_t cap,
+		       char **body)
+{
 	struct ol_s3_signer s = {
 	    .access_key = a->access_key, .secret_key = a->secret_key, .region = a->region};
-	char host[300], req[4096], *buf = NULL;
+	char host[300], req[4096], hash[65] = OL_S3_EMPTY_SHA256, *buf = NULL;
+	unsigned char md[32];
 	size_t len = 0;
 	int fd = -1, n, rc;
 
 	*body = NULL;
+	if (send_len) {
+		SHA256((const unsigned char *)send_body, send_len, md);
+		for (int i = 0; i < 32; i++)
+			snprintf(hash + 2 * i, 3, "%02x", md[i]);
+	}
 	snprintf(host, sizeof(host), strchr(a->host, ':') ? "[%s]:%s" : "%s:%s", a->host, a->port);
 	n = snprintf(req, sizeof(req), "%s %s%s%s HTTP/1.1\r\nHost: %s\r\n", method, path,
 		     *query ? "?" : "", query, host);
 	size_t k = n > 0 && (size_t)n < sizeof(req)
-		       ? ol_s3_sign(&s, method, path, query, host, OL_S3_EMPTY_SHA256, NULL, 0,
-				    time(NULL), req + n, sizeof(req) - (size_t)n)
+		       ? ol_s3_sign(&s, method, path, query, host, hash, NULL, 0, time(NULL),
+				    req + n, sizeof(req) - (size_t)n)
 		       : 0;
 	int m = k ? snprintf(req + n + k, sizeof(req) - (size_t)n - k,
-			     "Accept: application/json\r\nContent-Length: 0\r\nConnection: "
-			     "close\r\n\r\n")
+			     "Accept: application/json\r\n%sContent-Length: %zu\r\nConnection: "
+			     "close\r\n\r\n",
+			     send_len ? "Content-Type: application/json\r\n" : "", send_len)
 		  : -1;
 	if (m < 0 || (size_t)m >= sizeof(req) - (size_t)n - k)
 		return -ENAMETOOLONG;
@@ -150,6 +166,8 @@ ol_cli_admin_call(struct ol_cli_admin *a, const char *method, const char *path, 
 		return fd;
 	buf = malloc(cap);
 	rc = !buf ? -ENOMEM : send(fd, req, (size_t)n, MSG_NOSIGNAL) != n ? -EIO : 0;
+	if (!rc && send_len && send(fd, send_body, send_len, MSG_NOSIGNAL) != (ssize_t)send_len)
+		rc = -EIO;
 	if (!rc)
 		rc = read_all(fd, buf, cap, &len);
 	if (!rc && (len < 12 || strncmp(buf, "HTTP/1.", 7)))

@@ -32,6 +32,12 @@ int ol_cli_tcp_connect(const char *host, const char *port, int timeout_ms);
 int ol_cli_admin_call(struct ol_cli_admin *a, const char *method, const char *path,
 		      const char *query, size_t cap, char **body);
 
+/* As ol_cli_admin_call, sending send_len bytes of send_body (JSON) signed with their SHA-256
+ * (x-amz-content-sha256), so the daemon can check them. */
+int ol_cli_admin_call_body(struct ol_cli_admin *a, const char *method, const char *path,
+			   const char *query, const char *send_body, size_t send_len, size_t cap,
+			   char **body);
+
 /* Print to stderr why the daemon refused (status 400/403 with its XML error in body), naming
  * the key used, where it came from, and how to fix it. cmd: "heal", "node info"... */
 void ol_cli_admin_refused(const struct ol_cli_admin *a, const char *cmd, int status,

@@ -10,5 +10,6 @@ int ol_cmd_node(int argc, char **argv);	   /* node_cmd.c: node info, disk info, 
 int ol_cmd_heal(int argc, char **argv);	   /* heal_cmd.c: whole-store heal with progress */
 int ol_cmd_cluster(int argc, char **argv); /* cluster_cmd.c: init, status over etcd */
 int ol_cmd_cp(int argc, char **argv);	   /* cp_cmd.c: files to and from S3 */
+int ol_cmd_keys(int argc, char **argv);	   /* keys_cmd.c: run-time S3 keys (add, list, rm) */
 
 #endif

@@ -33,6 +33,9 @@ static const struct sub subs[] = {
 #ifdef OL_HAVE_CP
     {"cp", ol_cmd_cp, "copy files to and from S3 (as `aws s3 cp`): parallel, resumable"},
 #endif
+#ifdef OL_HAVE_KEYS
+    {"keys", ol_cmd_keys, "S3 keys added at run time: add, list, rm (admin API)"},
+#endif
 #ifdef OL_HAVE_CODEC
     {"codec", ol_cmd_codec, "ExANS BF16 codec: compress, decompress, stats"},
 #endif

@@ -105,6 +105,28 @@ status_drives(struct ol_strbuf *b, const struct ol_config *c)
 
 static void json_addr(struct ol_strbuf *b, const char *name, const char *addr, bool comma);
 
+/* "members": the [[nodes]] of the config (the console's topology; live members of an etcd
+ * cluster are `openlake cluster status`'s), "cluster_etcd": whether etcd holds the shape,
+ * "kv_namespaces": the namespace patterns of the KV tokens (never the tokens). */
+static void
+status_topology(struct ol_strbuf *b, const struct ol_config *c)
+{
+	ol_strbuf_printf(b, ",\"members\":[");
+	for (unsigned i = 0; i < c->n_nodes; i++) {
+		ol_strbuf_printf(b, "%s{\"id\":%u,\"rpc_addr\":", i ? "," : "", c->nodes[i].id);
+		json_str(b, c->nodes[i].rpc_addr);
+		ol_strbuf_printf(b, ",\"disk_count\":%u,\"self\":%s}", c->nodes[i].disk_count,
+				 c->nodes[i].id == c->self_id ? "true" : "false");
+	}
+	ol_strbuf_printf(b, "],\"cluster_etcd\":%s,\"kv_namespaces\":[",
+			 c->cluster_etcd[0] ? "true" : "false");
+	for (unsigned i = 0; i < c->n_kv_tokens; i++) {
+		ol_strbuf_printf(b, "%s", i ? "," : "");
+		json_str(b, c->kv_tokens[i].namespaces);
+	}
+	ol_strbuf_printf(b, "]");
+}
+
 /* "services": the address of each service that runs, null for one that does not. */
 static void
 status_services(struct ol_strbuf *b)
@@ -155,6 +177,7 @@ ol_admin_status_json(void)
 				 c->set_drive_count, c->set_drive_count - c->default_parity_count,
 				 c->default_parity_count, c->n_nodes);
 		status_drives(&b, c);
+		status_topology(&b, c);
 	}
 	status_services(&b);
 	{
@@ -303,6 +326,8 @@ ol_admin_set_store(struct ol_store *st)
 		}
 	}
 	admin_store = st;
+	if (st)
+		ol_admin_keys_load(st, admin_cfg);
 	if (st && admin_cfg && admin_cfg->heal_on_return)
 		ol_store_on_drive_return(st, drive_returned, NULL);
 	if (!registered++)
@@ -507,6 +532,7 @@ enum admin_gate {
 	GATE_STATUS,  /* an admin's unless [admin] status_auth = false */
 	GATE_METRICS, /* an admin's when [admin] metrics_auth = true */
 	GATE_HEALTH,  /* an admin's when [admin] health_auth = true */
+	GATE_SELF,    /* the handler checks (an admin's, with the body: keys.c) */
 };
 
 struct admin_route {
@@ -514,25 +540,34 @@ struct admin_route {
 	enum admin_gate gate;
 	bool writes; /* POST and DELETE are served (heal) */
 	void (*fn)(struct ol_http_req *r);
+	bool prefix; /* path is a prefix ("/.../keys/" + an access key) */
 };
+
+static void
+keys_handle(struct ol_http_req *r)
+{
+	ol_admin_keys_handle(r, admin_cfg, admin_store);
+}
 
 /* Under ADMIN_PREFIX, signed or not: the admin API (path-style keys "admin/..." of a bucket
  * named "openlake" are therefore not reachable; virtual-host style they are). */
 #define ADMIN_PREFIX "/openlake/admin/"
 static const struct admin_route api_routes[] = {
-    {"/openlake/admin/v1/status", GATE_STATUS, false, status_handle},
-    {"/openlake/admin/v1/heal", GATE_STATUS, true, heal_handle},
-    {"/openlake/admin/v1/metrics", GATE_METRICS, false, metrics_handle},
-    {"/openlake/admin/v1/health", GATE_HEALTH, false, health_handle},
+    {"/openlake/admin/v1/status", GATE_STATUS, false, status_handle, false},
+    {"/openlake/admin/v1/heal", GATE_STATUS, true, heal_handle, false},
+    {"/openlake/admin/v1/metrics", GATE_METRICS, false, metrics_handle, false},
+    {"/openlake/admin/v1/health", GATE_HEALTH, false, health_handle, false},
+    {"/openlake/admin/v1/keys", GATE_SELF, true, keys_handle, false},
+    {"/openlake/admin/v1/keys/", GATE_SELF, true, keys_handle, true},
 };
 
 /* Unsigned GETs only: a signed request for these paths is S3 (bucket "metrics", ...). */
 static const struct admin_route open_routes[] = {
-    {"/metrics", GATE_METRICS, false, metrics_handle},
-    {"/openlake/health", GATE_HEALTH, false, health_handle},
-    {"/openlake/ready", GATE_HEALTH, false, ready_handle},
-    {"/openlake/console", GATE_OPEN, false, console_handle},
-    {"/openlake/console/", GATE_OPEN, false, console_handle},
+    {"/metrics", GATE_METRICS, false, metrics_handle, false},
+    {"/openlake/health", GATE_HEALTH, false, health_handle, false},
+    {"/openlake/ready", GATE_HEALTH, false, ready_handle, false},
+    {"/openlake/console", GATE_OPEN, false, console_handle, false},
+    {"/openlake/console/", GATE_OPEN, false, console_handle, false},
 };
 
 static bool
@@ -548,6 +583,7 @@ gate_required(enum admin_gate g)
 		return c ? c->admin_metrics_auth : false;
 	case GATE_HEALTH:
 		return c ? c->admin_health_auth : false;
+	case GATE_SELF:
 	default:
 		return true;
 	}
@@ -557,7 +593,9 @@ static const struct admin_route *
 route_find(const struct admin_route *t, size_t n, const char *path)
 {
 	for (size_t i = 0; i < n; i++)
-		if (strcmp(t[i].path, path) == 0)
+		if (t[i].prefix ? strncmp(t[i].path, path, strlen(t[i].path)) == 0 &&
+				      path[strlen(t[i].path)]
+				: strcmp(t[i].path, path) == 0)
 			return &t[i];
 	return NULL;
 }
@@ -570,6 +608,10 @@ api_handle(struct ol_http_req *r)
 	bool read = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
 	bool write = strcmp(r->method, "POST") == 0 || strcmp(r->method, "DELETE") == 0;
 	bool required = !rt || !read || gate_required(rt->gate);
+	if (rt && rt->gate == GATE_SELF) {
+		rt->fn(r);
+		return;
+	}
 	if (ol_admin_authorize(r, admin_cfg, required))
 		return;
 	if (!rt)

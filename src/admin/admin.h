@@ -9,6 +9,10 @@
  *   GET    /openlake/admin/v1/heal                heal progress JSON (also in the status JSON)
  *   DELETE /openlake/admin/v1/heal                cancel a running heal (202; 404 when none)
  *   GET    /openlake/admin/v1/metrics, .../health the signed forms of /metrics and health
+ *   GET    /openlake/admin/v1/keys                S3 keys: config and run-time, never secrets
+ *   POST   /openlake/admin/v1/keys                add a run-time key (JSON body; 201 with the
+ *                                                 secret, once); docs/admin-keys.md
+ *   DELETE /openlake/admin/v1/keys/ACCESS_KEY     remove a run-time key (409 for a config key)
  * Unsigned GETs only (a signed one is S3: GET /metrics lists bucket "metrics"):
  *   GET /metrics                Prometheus text
  *   GET /openlake/health        200 "ok" (liveness)
@@ -53,16 +57,20 @@ unsigned ol_admin_server_port(const struct ol_admin_server *s);
 void ol_admin_server_stop(struct ol_admin_server *s);
 
 struct ol_store;
-/* The store the heal endpoints act on (NULL: they answer 503). Call at start-up, before
- * serving; st must outlive the server. Setting NULL (at shutdown, after the server stopped)
- * cancels a running heal and waits for its thread to finish, so the store can be closed. */
+/* The store the heal and keys endpoints act on (NULL: they answer 503). Call at start-up,
+ * before serving (it loads the run-time S3 keys from st); st must outlive the server. Setting NULL
+ * (at shutdown, after the server stopped) cancels a running heal and waits for its thread to
+ * finish, so the store can be closed. */
 void ol_admin_set_store(struct ol_store *st);
 
 /* Answer an admin request (access checked as above). Returns 1 when it answered, 0 when the
  * request is not for us (the caller routes it as S3). Call first for every request. */
 int ol_admin_handle(struct ol_http_req *r);
 
-/* The status document as JSON (also used by `openlake node info`). Caller frees. */
+/* The status document as JSON (also used by `openlake node info` and the console): version,
+ * mode, addresses, erasure, drives, members (the config's [[nodes]]), cluster_etcd,
+ * kv_namespaces (the KV tokens' namespace patterns, never the tokens), services, ready, heal.
+ * Caller frees. */
 char *ol_admin_status_json(void);
 
 /* The heal progress as one JSON object (no newline). Caller frees. "result": 0 when the last

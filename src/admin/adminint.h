@@ -3,6 +3,7 @@
 #define OL_ADMIN_ADMININT_H
 
 #include "admin.h"
+#include "base/buf.h"
 
 #include <stdbool.h>
 
@@ -17,5 +18,23 @@ int ol_admin_request_signed(const struct ol_http_req *r);
  * SignatureDoesNotMatch, InvalidAccessKeyId, RequestTimeTooSkewed; 400 for a malformed
  * Authorization or a body) has been sent and it returns -EACCES. Any thread. */
 int ol_admin_authorize(struct ol_http_req *r, const struct ol_config *cfg, bool required);
+
+/* As ol_admin_authorize(r, cfg, true), for a request with a body: reads the whole body into
+ * body (NUL-terminated; at most cap bytes, more is 400 EntityTooLarge) before the signature is
+ * checked, then checks it against the signed payload hash (x-amz-content-sha256, or the hash
+ * curl signs without sending it): 400 XAmzContentSHA256Mismatch, 403 SignatureDoesNotMatch.
+ * UNSIGNED-PAYLOAD is taken, as S3 takes it. 0, or -EACCES with the answer sent. The caller
+ * frees body (ol_buf_free) in every case. Any thread. */
+int ol_admin_authorize_body(struct ol_http_req *r, const struct ol_config *cfg, struct ol_buf *body,
+			    size_t cap);
+
+/* keys.c: run-time S3 keys (GET/POST /openlake/admin/v1/keys, DELETE .../keys/ACCESS_KEY).
+ * The handler authorizes the request itself (admin only, with the body for POST); st NULL
+ * answers 503. Any request thread. */
+struct ol_store;
+void ol_admin_keys_handle(struct ol_http_req *r, const struct ol_config *cfg, struct ol_store *st);
+/* Fill base/keyring.h's table from the store's records (st NULL: empty it). Start-up only,
+ * before S3 serves. Logs keys it cannot load (never their secrets). */
+void ol_admin_keys_load(struct ol_store *st, const struct ol_config *cfg);
 
 #endif

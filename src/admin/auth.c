@@ -3,9 +3,13 @@
  * Refusals are S3-style XML error documents, as an S3 client expects from this port. */
 #include "adminint.h"
 
+#include "base/keyring.h"
 #include "base/log.h"
 #include "base/metrics.h"
 #include "s3/auth/sigv4.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -84,9 +88,50 @@ ol_admin_request_signed(const struct ol_http_req *r)
 	       strstr(r->query, "X-Amz-Signature=");
 }
 
-/* Verify r's signature. 0 with res filled, else the answer was sent and -EACCES returned. */
+static void
+sha256(const struct ol_buf *b, uint8_t out[32])
+{
+	unsigned n = 0;
+	if (!EVP_Digest(b->p ? b->p : "", b->len, out, &n, EVP_sha256(), NULL))
+		ol_die("admin: SHA-256 failed");
+}
+
+/* The signed payload hash (or the one curl signs without sending it) against body. 0, or
+ * the answer was sent and -EACCES returned. */
 static int
-verify(struct ol_http_req *r, const struct ol_config *cfg, struct ol_sigv4_result *res)
+verify_payload(struct ol_http_req *r, int rc, const struct ol_buf *body,
+	       struct ol_sigv4_result *res)
+{
+	uint8_t h[32];
+	if (rc == OL_SIGV4_ERR_NEED_BODY_HASH) {
+		sha256(body, h);
+		return ol_sigv4_verify_body(res, h);
+	}
+	if (rc == 0 && res->has_payload_sha256) {
+		sha256(body, h);
+		if (CRYPTO_memcmp(h, res->payload_sha256, 32) != 0) {
+			send_error(r, 400, "XAmzContentSHA256Mismatch",
+				   "The provided 'x-amz-content-sha256' header does not match what "
+				   "was computed.",
+				   NULL);
+			return -EACCES;
+		}
+	}
+	if (rc == 0 && res->payload != OL_SIGV4_PAYLOAD_SHA256 &&
+	    res->payload != OL_SIGV4_PAYLOAD_UNSIGNED) {
+		send_error(r, 400, "InvalidRequest",
+			   "admin requests take a plain body (no aws-chunked encoding)", NULL);
+		return -EACCES;
+	}
+	return rc;
+}
+
+/* Verify r's signature (and the body's hash when body is given; without, a request with a
+ * body that needs its hash is refused). 0 with res filled, else the answer was sent and
+ * -EACCES returned. */
+static int
+verify(struct ol_http_req *r, const struct ol_config *cfg, const struct ol_buf *body,
+       struct ol_sigv4_result *res)
 {
 	struct ol_sigv4_header hs[OL_HTTP_MAX_HEADERS];
 	size_t n = r->n_headers < OL_HTTP_MAX_HEADERS ? r->n_headers : OL_HTTP_MAX_HEADERS;
@@ -96,7 +141,12 @@ verify(struct ol_http_req *r, const struct ol_config *cfg, struct ol_sigv4_resul
 	struct ol_sigv4_request sr = {
 	    r->method, r->path, strlen(r->path), r->query, strlen(r->query), hs, n};
 	int rc =
-	    ol_sigv4_verify(&sr, cfg->region, time(NULL), ol_config_secret_for, (void *)cfg, res);
+	    ol_sigv4_verify(&sr, cfg->region, time(NULL), ol_keyring_secret_for, (void *)cfg, res);
+	if (body && (rc == 0 || rc == OL_SIGV4_ERR_NEED_BODY_HASH)) {
+		rc = verify_payload(r, rc, body, res);
+		if (rc == -EACCES)
+			return rc;
+	}
 	if (rc == 0)
 		return 0;
 	if (rc == OL_SIGV4_ERR_NEED_BODY_HASH) {
@@ -111,8 +161,9 @@ verify(struct ol_http_req *r, const struct ol_config *cfg, struct ol_sigv4_resul
 	return -EACCES;
 }
 
-int
-ol_admin_authorize(struct ol_http_req *r, const struct ol_config *cfg, bool required)
+static int
+authorize(struct ol_http_req *r, const struct ol_config *cfg, bool required,
+	  const struct ol_buf *body)
 {
 	struct ol_sigv4_result res;
 	char msg[OL_CFG_STR * 2 + 96];
@@ -132,14 +183,15 @@ ol_admin_authorize(struct ol_http_req *r, const struct ol_config *cfg, bool requ
 		send_error(r, 503, "ServiceUnavailable", "the admin API is not configured", NULL);
 		return -EACCES;
 	}
-	rc = verify(r, cfg, &res);
+	rc = verify(r, cfg, body, &res);
 	if (rc == 0) {
-		const struct ol_config_cred *c = ol_config_cred_find(cfg, res.access_key);
-		if (!c || !ol_config_cred_is_admin(c)) {
+		const char *user = "";
+		bool admin = false;
+		if (ol_keyring_lookup(cfg, res.access_key, &user, &admin) || !admin) {
 			snprintf(msg, sizeof(msg),
 				 "access key %s (user \"%s\") is not an admin: sign with an admin "
 				 "key, or set admin = true on its [[credentials]] entry",
-				 res.access_key, c ? c->user : "");
+				 res.access_key, user);
 			send_error(r, 403, "AccessDenied", msg, NULL);
 			rc = -EACCES;
 		} else if (strcmp(r->method, "GET") && strcmp(r->method, "HEAD")) {
@@ -149,4 +201,48 @@ ol_admin_authorize(struct ol_http_req *r, const struct ol_config *cfg, bool requ
 	}
 	ol_sigv4_result_fini(&res);
 	return rc;
+}
+
+int
+ol_admin_authorize(struct ol_http_req *r, const struct ol_config *cfg, bool required)
+{
+	return authorize(r, cfg, required, NULL);
+}
+
+/* The whole body into b: 0, -EMSGSIZE over cap, or the reader's -errno. */
+static int
+read_body(struct ol_http_req *r, struct ol_buf *b, size_t cap)
+{
+	char tmp[4096];
+	if (r->content_length > (int64_t)cap)
+		return -EMSGSIZE;
+	for (;;) {
+		ssize_t n = ol_http_body_read(r, tmp, sizeof(tmp));
+		if (n < 0)
+			return (int)n;
+		if (n == 0)
+			return 0;
+		if (b->len + (size_t)n > cap)
+			return -EMSGSIZE;
+		ol_buf_add(b, tmp, (size_t)n);
+	}
+}
+
+int
+ol_admin_authorize_body(struct ol_http_req *r, const struct ol_config *cfg, struct ol_buf *body,
+			size_t cap)
+{
+	char msg[96];
+	int rc = read_body(r, body, cap);
+	if (rc == -EMSGSIZE) {
+		snprintf(msg, sizeof(msg), "the request body is over %zu bytes", cap);
+		send_error(r, 400, "EntityTooLarge", msg, NULL);
+		return -EACCES;
+	}
+	if (rc) {
+		send_error(r, 400, "IncompleteBody", "the request body could not be read", NULL);
+		return -EACCES;
+	}
+	ol_buf_cstr(body);
+	return authorize(r, cfg, true, body);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/keyring.h"
 #include "base/log.h"
 #include "base/metrics.h"
 
@@ -74,10 +75,15 @@ s3_identity(struct s3_req *r, bool anonymous)
 	r->admin = false;
 	if (anonymous)
 		return;
-	const struct ol_config_cred *c = ol_config_cred_find(cfg, r->auth.access_key);
-	/* verified, so the key is in the table */
-	r->user = c && c->user[0] ? c->user : ADMIN_USER;
-	r->admin = c && ol_config_cred_is_admin(c);
+	const char *user = "";
+	bool admin = false;
+	/* verified, so the key was known: a config key, or a run-time one (base/keyring.h).
+	 * A run-time key removed since the signature was checked is served as anonymous, never
+	 * as anyone's. */
+	if (ol_keyring_lookup(cfg, r->auth.access_key, &user, &admin))
+		return;
+	r->user = user[0] ? user : ADMIN_USER;
+	r->admin = admin;
 }
 
 /* ---- bucket attributes ---- */
@@ -744,7 +750,7 @@ s3_user_known(const struct s3_req *r, const char *id)
 		if (strcmp(u, id) == 0)
 			return true;
 	}
-	return false;
+	return ol_keyring_has_user(id); /* a user with run-time keys only */
 }
 
 int

@@ -20,6 +20,8 @@ bucket_cb(const char *bucket, int64_t created_ns, const void *attrs, size_t alen
 	struct list_ctx *lc = arg;
 	struct ol_buf *x = lc->x;
 	const char *owner;
+	if (!ol_s3_bucket_name_ok(bucket))
+		return 0; /* the daemon's own (admin/'s "openlake_sys"): not S3's to show */
 	long n = ol_s3_attr_get(attrs, alen, "owner", &owner);
 	if (n <= 0) {
 		owner = "admin";

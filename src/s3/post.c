@@ -13,6 +13,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "base/keyring.h"
 #include "base/log.h"
 #include "s3/postform.h"
 #include "base/hex.h"
@@ -107,7 +108,7 @@ post_auth_v2(struct post *p, const char *policy, const char *ak, const char *sig
 	uint8_t mac[20];
 	unsigned ml = 0;
 	char b64[40];
-	const char *secret = ol_config_secret_for(ak, (void *)r->srv->cfg);
+	const char *secret = ol_keyring_secret_for(ak, (void *)r->srv->cfg);
 	if (!secret) {
 		s3_error(r, OL_S3E_INVALID_ACCESS_KEY, NULL);
 		return -1;
@@ -155,7 +156,7 @@ post_auth(struct post *p, const char *policy)
 		s3_error(r, OL_S3E_INVALID_ARGUMENT, "Invalid x-amz-credential");
 		return -1;
 	}
-	const char *secret = ol_config_secret_for(ak, (void *)r->srv->cfg);
+	const char *secret = ol_keyring_secret_for(ak, (void *)r->srv->cfg);
 	if (!secret) {
 		s3_error(r, OL_S3E_INVALID_ACCESS_KEY, NULL);
 		return -1;

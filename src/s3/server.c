@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/clock.h"
+#include "base/keyring.h"
 
 static _Atomic uint64_t req_counter;
 static uint64_t req_seed;
@@ -202,7 +203,7 @@ authenticate(struct s3_req *r)
 		hs[n++] = (struct ol_sigv4_header){"x-amz-content-sha256", 20, empty_sha, 64};
 	struct ol_sigv4_request sr = {
 	    r->h->method, r->h->path, strlen(r->h->path), r->query, strlen(r->query), hs, n};
-	int rc = ol_sigv4_verify(&sr, r->srv->cfg->region, time(NULL), ol_config_secret_for,
+	int rc = ol_sigv4_verify(&sr, r->srv->cfg->region, time(NULL), ol_keyring_secret_for,
 				 (void *)r->srv->cfg, &r->auth);
 	if (rc == 0 || rc == OL_SIGV4_ERR_MISSING) {
 		/* no signature at all: an anonymous request, which ACLs and policies judge */
