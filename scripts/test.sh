@@ -4,10 +4,17 @@
 # daemon, then all of it again on an AddressSanitizer + UndefinedBehaviorSanitizer build.
 #   scripts/test.sh            everything
 #   scripts/test.sh --quick    skip the sanitizer pass
+#   scripts/test.sh --long     also the slow ones: build the .deb and install it (test_deb.py)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 quick=0
-[ "${1:-}" = "--quick" ] && quick=1
+for a in "$@"; do
+  case $a in
+  --quick) quick=1 ;;
+  --long) export OPENLAKE_LONG=1 ;;
+  *) echo "usage: scripts/test.sh [--quick] [--long]" >&2; exit 2 ;;
+  esac
+done
 PY=/usr/bin/python3
 failed=()
 t0=$(date +%s)
