@@ -14,7 +14,7 @@ from botocore.auth import S3SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from conftest import ACCESS_KEY, OPENLAKE_CLI, OPENLAKED, REGION, SECRET_KEY
+from conftest import ACCESS_KEY, OPENLAKE_CLI, OPENLAKED, REGION, SECRET_KEY, free_port
 
 pytestmark = pytest.mark.skipif(not OPENLAKE_CLI.exists(),
                                 reason=f"{OPENLAKE_CLI} is not built")
@@ -265,19 +265,18 @@ def test_cluster_status(s3_daemon):
 
 
 def test_node_info_without_daemon(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    # both ports free and named: the default admin port 9001 may be another daemon's
+    port, admin = free_port(), free_port()
+    addrs = f's3_addr = "127.0.0.1:{port}"\nconsole_addr = "127.0.0.1:{admin}"\n'
     cfg = tmp_path / "openlake.toml"
     (tmp_path / "d0").mkdir()
-    cfg.write_text(f'data_dirs = ["{tmp_path}/d0"]\ns3_addr = "127.0.0.1:{port}"\n')
+    cfg.write_text(f'data_dirs = ["{tmp_path}/d0"]\n' + addrs)
     r = cli("node", "info", "--config", cfg, "--json")
     out = json.loads(r.stdout)
     assert r.returncode == 1 and out["daemon"]["up"] is False
     assert out["drives"][0]["path"] == f"{tmp_path}/d0" and out["drives"][0]["writable"]
     # a drive that is gone is reported, and the exit status says so
-    cfg.write_text(f'data_dirs = ["{tmp_path}/d0", "{tmp_path}/gone"]\n'
-                   f's3_addr = "127.0.0.1:{port}"\n')
+    cfg.write_text(f'data_dirs = ["{tmp_path}/d0", "{tmp_path}/gone"]\n' + addrs)
     r = cli("disk", "info", "--config", cfg, "--json")
     assert r.returncode == 1
     drives = json.loads(r.stdout)["drives"]
