@@ -151,6 +151,23 @@ def wait_port(port, timeout=15.0, proc=None):
     return False
 
 
+def wait_port_closed(port, timeout=30.0):
+    """Wait until nothing accepts on port. After `kill -9` a listening socket can outlive its
+    process for a moment: an accept armed on an io_uring holds a reference to it until the
+    kernel has torn the ring down, asynchronously, and until then connections are accepted
+    into a backlog nobody reads. A restart that waited only for the port to accept could
+    take the dead daemon's socket for the new one's."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                pass
+        except OSError:
+            return True
+        time.sleep(0.02)
+    return False
+
+
 class Daemon:
     def __init__(self, root, drives=4, parity=None, mode="storage", extra="", kv=True,
                  set_drive_count=None, args=()):
@@ -238,6 +255,9 @@ spill_dir = "{self.root / 'kv'}"
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)
+            for p in ([self.s3_port] if self.mode != "kv" else []) + (
+                    [self.kv_port] if self.kv_port else []):
+                assert wait_port_closed(p), f"port {p} still accepts 30 s after kill -9"
         self._close_log()
 
     def stop(self, timeout=20.0):

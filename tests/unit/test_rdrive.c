@@ -312,8 +312,12 @@ test_down_and_back(struct ol_store *st, uint8_t *big)
 	ok(wait_online(st, N - 1), "the drive is offline (%d online)", ol_store_drives_online(st));
 	ok(put(st, "b1", "while-down2", big + 5, 100, 0, NULL) == 0, "an inline PUT, still down");
 	ok(srv_start(3) == 0, "node 4 serves again");
-	ok(wait_online(st, N) && atomic_load(&returned) >= 1,
-	   "the drive comes back and on_return fires (%d)", atomic_load(&returned));
+	/* the monitor counts the drive online, then calls on_return: wait for both */
+	int back = wait_online(st, N);
+	for (time_t end = time(NULL) + 30; back && atomic_load(&returned) < 1 && time(NULL) < end;)
+		usleep(20000);
+	ok(back && atomic_load(&returned) >= 1, "the drive comes back and on_return fires (%d)",
+	   atomic_load(&returned));
 	/* a shard file no record references (a PUT whose writer died), an hour old */
 	char orphan[700];
 	snprintf(orphan, sizeof(orphan), "%s/.openlake/data/ab", dirs[2]);
