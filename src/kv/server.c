@@ -844,43 +844,43 @@ kvs_admit(struct ol_kv_server *s, int fd, bool is_unix)
 	uint8_t addr[16] = {0};
 	char peer[64];
 	peer_of(fd, is_unix, addr, peer, sizeof(peer));
-	unsigned total, same = 0;
-	pthread_mutex_lock(&s->mu);
-	total = s->n_conns;
-	for (struct conn *o = s->conns; !is_unix && o && same < s->max_per_addr; o = o->next)
-		same += !o->is_unix && memcmp(o->addr, addr, 16) == 0;
-	pthread_mutex_unlock(&s->mu);
-	if (total >= s->max_conns) {
-		refuse_conn(s, fd, peer, -EUSERS, "too many KV connections ([kv] max_connections)");
-		return NULL;
-	}
-	if (same >= s->max_per_addr) {
-		refuse_conn(s, fd, peer, -EUSERS,
-			    "too many KV connections from this address "
-			    "([kv] max_connections_per_addr)");
-		return NULL;
-	}
 	int one = 1;
 	if (!is_unix)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	struct conn *c = conn_new(s, fd, is_unix);
 	memcpy(c->addr, addr, 16);
 	memcpy(c->peer, peer, sizeof(c->peer));
+	/* count and insert in one hold of the lock: every loop accepts, and two loops that each
+	 * counted max - 1 connections of an address would both let theirs in */
+	const char *why = NULL;
+	unsigned same = 0;
 	pthread_mutex_lock(&s->mu);
-	if (atomic_load(&s->stop)) { /* after stop's shutdown pass: it would not see c */
-		pthread_mutex_unlock(&s->mu);
+	for (struct conn *o = s->conns; !is_unix && o && same < s->max_per_addr; o = o->next)
+		same += !o->is_unix && memcmp(o->addr, addr, 16) == 0;
+	if (atomic_load(&s->stop)) /* after stop's shutdown pass: it would not see c */
+		why = "";
+	else if (s->n_conns >= s->max_conns)
+		why = "too many KV connections ([kv] max_connections)";
+	else if (same >= s->max_per_addr)
+		why = "too many KV connections from this address ([kv] max_connections_per_addr)";
+	if (!why) {
+		c->next = s->conns;
+		if (s->conns)
+			s->conns->prev = c;
+		s->conns = c;
+		s->n_conns++;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (why) {
 		kvs_out_done(c);
 		pthread_mutex_destroy(&c->pmu);
 		munmap(c, c->map_len);
-		close(fd);
+		if (*why)
+			refuse_conn(s, fd, peer, -EUSERS, why);
+		else
+			close(fd);
 		return NULL;
 	}
-	c->next = s->conns;
-	if (s->conns)
-		s->conns->prev = c;
-	s->conns = c;
-	s->n_conns++;
-	pthread_mutex_unlock(&s->mu);
 	if (s->tls && !is_unix) {
 		conn_thread(s, c);
 		return NULL;
@@ -1207,7 +1207,11 @@ ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 	int r = ol_kva_init(&s->acl, cfg);
 	if (r < 0)
 		goto fail;
-	s->lfd = kvnet_listen(addr, &s->port);
+	/* a daemon killed a moment ago may still hold the port: the kernel closes a listening
+	 * socket that an io_uring accept references only once it has torn that ring down, which
+	 * it does asynchronously (a few ms, more under load); so a restart retries for 2 s */
+	for (int i = 0; (s->lfd = kvnet_listen(addr, &s->port)) == -EADDRINUSE && i < 40; i++)
+		usleep(50 * 1000);
 	r = s->lfd;
 	if (r == -EADDRINUSE) {
 		ol_err("kv: port of %s is already in use (another openlaked, or another program): "
