@@ -118,8 +118,9 @@ attrs_parse(struct s3_req *r)
 /* ---- per-thread cache of bucket attrs ----
  * A GET needs its bucket's attrs (owner, ACL, policy): a quorum read of N records each time
  * cost ~10% of a 4 KiB GET. Each request thread keeps the attrs of a few buckets, valid while
- * the generation below is unchanged; this process is the only writer of bucket records (no
- * server-side clustering of the object store yet), and bumps it after each bucket write. */
+ * the generation below is unchanged; this process is the only writer of bucket records (in a
+ * cluster only the set's leader serves S3, and ol_s3_set_store bumps the generation when the
+ * leadership comes back), and bumps it after each bucket write. */
 
 #define BCACHE 8
 
