@@ -23,7 +23,9 @@ int ol_s3_new(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_ser
 /* Hand s another store (or NULL) - a cluster node that gained or lost the leadership of its
  * set. The caller guarantees that no request is being served by s meanwhile (it drains them
  * first) and that st outlives its use. Every cached bucket attribute is dropped: another node
- * may have changed the buckets while this one did not serve them. */
+ * may have changed the buckets while this one did not serve them. The lifecycle scanner runs
+ * only while s has a store: it is stopped (joined) before the store changes and started again
+ * with the new one (its metrics start from zero on each node that gains the set). */
 void ol_s3_set_store(struct ol_s3_server *s, struct ol_store *st);
 
 /* Serve one request as S3 (an ol_http_handler_fn; arg is the server). Always answers, on the

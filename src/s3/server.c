@@ -349,7 +349,8 @@ ol_s3_new(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server 
 	req_seed = ((uint64_t)ts.tv_sec << 24) ^ (uint64_t)ts.tv_nsec;
 	ol_metrics_register(s3_metrics_render, s);
 	ol_metrics_register(s3_access_metrics_render, s);
-	s3_lc_start(s);
+	if (st) /* a cluster node without the set's leadership has no store to scan */
+		s3_lc_start(s);
 	*out = s;
 	return 0;
 }
@@ -357,9 +358,14 @@ ol_s3_new(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server 
 void
 ol_s3_set_store(struct ol_s3_server *s, struct ol_store *st)
 {
+	/* the lifecycle scanner acts on the store: it stops (joined) before the store goes and
+	 * starts again with the new one */
+	s3_lc_stop(s);
 	s->st = st;
 	/* the bucket records may have changed while another node served them */
 	s3_bucket_changed();
+	if (st)
+		s3_lc_start(s);
 }
 
 void
