@@ -1,4 +1,5 @@
-/* kv/engine.c - KV index, DRAM tier in shm (size-class slots), LRU, write-behind to NVMe. */
+/* kv/engine.c - KV index in stripes, LRU, write-behind to NVMe (the DRAM slots: engine_slab.c).
+ */
 #include "kv/engine.h"
 #include "kv/engine_int.h"
 
@@ -12,9 +13,7 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,13 +21,19 @@
 
 #include "base/log.h"
 #include "base/metrics.h"
-#include "kv/barrier.h"
 #include "kv/spill.h"
 #include "openlake/openlake.h"
 
 #define WB_MAX_ITEMS 256 /* blocks per write-behind batch */
 
-/* ---- keys and hash table ---- */
+/* NVMe segments the tier dropped during a call made under a stripe's mutex: their entries
+ * are forgotten after that mutex is released (drop_segments takes every stripe in turn). */
+struct drops {
+	uint64_t ids[8];
+	unsigned n;
+};
+
+/* ---- keys, stripes and hash chains ---- */
 
 void
 ol_kve_ns_hash(const void *ns, size_t len, uint8_t out[16])
@@ -51,341 +56,142 @@ khash(const struct ol_kvk *k)
 	return XXH3_64bits(k->b, sizeof(k->b));
 }
 
-static struct ent *
-ht_find(struct ol_kve *e, const struct ol_kvk *k, uint64_t h)
+/* The stripe of a hash: high bits (the chains of a stripe use the low ones). */
+static unsigned
+sid_of(const struct ol_kve *e, uint64_t h)
 {
-	for (struct ent *x = e->ht[h & e->ht_mask]; x; x = x->hnext)
+	return (unsigned)(h >> 40) & (e->nstripe - 1);
+}
+
+static struct kstripe *
+stripe_of(struct ol_kve *e, uint64_t h)
+{
+	return &e->stripes[sid_of(e, h)];
+}
+
+static struct ent *
+ht_find(struct kstripe *st, const struct ol_kvk *k, uint64_t h)
+{
+	for (struct ent *x = st->ht[h & st->ht_mask]; x; x = x->hnext)
 		if (x->h == h && memcmp(x->k.b, k->b, sizeof(k->b)) == 0)
 			return x;
 	return NULL;
 }
 
 static void
-ht_grow(struct ol_kve *e)
+ht_grow(struct kstripe *st)
 {
-	uint64_t n = (e->ht_mask + 1) * 2;
+	uint64_t n = (st->ht_mask + 1) * 2;
 	struct ent **t = ol_xcalloc(n, sizeof(*t));
-	for (uint64_t i = 0; i <= e->ht_mask; i++) {
-		struct ent *x = e->ht[i], *nx;
+	for (uint64_t i = 0; i <= st->ht_mask; i++) {
+		struct ent *x = st->ht[i], *nx;
 		for (; x; x = nx) {
 			nx = x->hnext;
 			x->hnext = t[x->h & (n - 1)];
 			t[x->h & (n - 1)] = x;
 		}
 	}
-	free(e->ht);
-	e->ht = t;
-	e->ht_mask = n - 1;
+	free(st->ht);
+	st->ht = t;
+	st->ht_mask = n - 1;
 }
 
 static void
-ht_insert(struct ol_kve *e, struct ent *x)
+ht_insert(struct kstripe *st, struct ent *x)
 {
-	if (e->n_ent > e->ht_mask)
-		ht_grow(e);
-	x->hnext = e->ht[x->h & e->ht_mask];
-	e->ht[x->h & e->ht_mask] = x;
-	e->n_ent++;
+	if (st->n_ent > st->ht_mask)
+		ht_grow(st);
+	x->hnext = st->ht[x->h & st->ht_mask];
+	st->ht[x->h & st->ht_mask] = x;
+	st->n_ent++;
 }
 
 static void
-ht_remove(struct ol_kve *e, struct ent *x)
+ht_remove(struct kstripe *st, struct ent *x)
 {
-	struct ent **p = &e->ht[x->h & e->ht_mask];
+	struct ent **p = &st->ht[x->h & st->ht_mask];
 	while (*p && *p != x)
 		p = &(*p)->hnext;
 	if (*p) {
 		*p = x->hnext;
-		e->n_ent--;
+		st->n_ent--;
 	}
 }
 
-/* ---- intrusive lists ---- */
+/* ---- intrusive lists (stripe mutex held) ---- */
 
 static void
-lru_remove(struct ol_kve *e, struct ent *x)
+lru_remove(struct kstripe *st, struct ent *x)
 {
 	if (!x->in_lru)
 		return;
 	if (x->lprev)
 		x->lprev->lnext = x->lnext;
 	else
-		e->lru_head = x->lnext;
+		st->lru_head = x->lnext;
 	if (x->lnext)
 		x->lnext->lprev = x->lprev;
 	else
-		e->lru_tail = x->lprev;
+		st->lru_tail = x->lprev;
 	x->lprev = x->lnext = NULL;
 	x->in_lru = false;
+	atomic_store_explicit(&st->lru_old, st->lru_head ? st->lru_head->lru_t : UINT64_MAX,
+			      memory_order_relaxed);
 }
 
 static void
-lru_append(struct ol_kve *e, struct ent *x)
+lru_append(struct ol_kve *e, struct kstripe *st, struct ent *x)
 {
-	x->lprev = e->lru_tail;
+	x->lru_t = atomic_fetch_add_explicit(&e->lru_clock, 1, memory_order_relaxed);
+	x->lprev = st->lru_tail;
 	x->lnext = NULL;
-	if (e->lru_tail)
-		e->lru_tail->lnext = x;
+	if (st->lru_tail)
+		st->lru_tail->lnext = x;
 	else
-		e->lru_head = x;
-	e->lru_tail = x;
+		st->lru_head = x;
+	st->lru_tail = x;
 	x->in_lru = true;
+	atomic_store_explicit(&st->lru_old, st->lru_head->lru_t, memory_order_relaxed);
 }
 
 static void
-dirty_remove(struct ol_kve *e, struct ent *x)
+dirty_remove(struct ol_kve *e, struct kstripe *st, struct ent *x)
 {
 	if (!x->in_dirty)
 		return;
 	if (x->dprev)
 		x->dprev->dnext = x->dnext;
 	else
-		e->dirty_head = x->dnext;
+		st->dirty_head = x->dnext;
 	if (x->dnext)
 		x->dnext->dprev = x->dprev;
 	else
-		e->dirty_tail = x->dprev;
+		st->dirty_tail = x->dprev;
 	x->dprev = x->dnext = NULL;
 	x->in_dirty = false;
-	e->dirty_q_bytes -= x->len;
-	e->dirty_q_n--;
+	atomic_fetch_sub(&e->dirty_q_bytes, x->len);
+	atomic_fetch_sub(&e->dirty_q_n, 1);
+	atomic_store_explicit(&st->dirty_old, st->dirty_head ? st->dirty_head->put_ms : UINT64_MAX,
+			      memory_order_relaxed);
 }
 
 static void
-dirty_append(struct ol_kve *e, struct ent *x)
+dirty_append(struct ol_kve *e, struct kstripe *st, struct ent *x)
 {
-	x->dprev = e->dirty_tail;
+	x->dprev = st->dirty_tail;
 	x->dnext = NULL;
-	if (e->dirty_tail)
-		e->dirty_tail->dnext = x;
+	if (st->dirty_tail)
+		st->dirty_tail->dnext = x;
 	else
-		e->dirty_head = x;
-	e->dirty_tail = x;
+		st->dirty_head = x;
+	st->dirty_tail = x;
 	x->in_dirty = true;
-	e->dirty_q_bytes += x->len;
-	e->dirty_q_n++;
+	atomic_fetch_add(&e->dirty_q_bytes, x->len);
+	atomic_fetch_add(&e->dirty_q_n, 1);
+	atomic_store_explicit(&st->dirty_old, st->dirty_head->put_ms, memory_order_relaxed);
 }
 
-/* ---- DRAM slots ---- */
-
-static int
-class_for(const struct ol_kve *e, uint64_t len)
-{
-	for (int c = 0; c < NCLS; c++)
-		if (len <= e->cls[c].size)
-			return c;
-	return CLS_LARGE;
-}
-
-static uint64_t
-slot_bytes(const struct ol_kve *e, const struct slot *s)
-{
-	return s->cls == CLS_LARGE ? (uint64_t)s->npages * OL_KVE_PAGE : e->cls[s->cls].size;
-}
-
-static uint32_t
-page_of(const struct ol_kve *e, uint64_t off)
-{
-	return (uint32_t)((off - e->data_off) / OL_KVE_PAGE);
-}
-
-static void
-cls_push(struct sclass *c, uint64_t off)
-{
-	if (c->nfree == c->cap) {
-		c->cap = c->cap ? c->cap * 2 : 64;
-		c->free = ol_xrealloc(c->free, c->cap * sizeof(*c->free));
-	}
-	c->free[c->nfree++] = off;
-}
-
-static bool
-page_carve(struct ol_kve *e, int ci)
-{
-	struct sclass *c = &e->cls[ci];
-	for (uint32_t p = 0; p < e->n_pages; p++) {
-		if (e->pages[p].cls != PG_FREE)
-			continue;
-		e->pages[p].cls = (int16_t)ci;
-		e->pages[p].used = 0;
-		uint64_t n = OL_KVE_PAGE / c->size, base = e->data_off + (uint64_t)p * OL_KVE_PAGE;
-		for (uint64_t i = n; i-- > 0;)
-			cls_push(c, base + i * c->size);
-		return true;
-	}
-	return false;
-}
-
-static bool
-large_take(struct ol_kve *e, uint32_t np, uint64_t *off)
-{
-	uint32_t run = 0;
-	for (uint32_t p = 0; p < e->n_pages; p++) {
-		run = e->pages[p].cls == PG_FREE ? run + 1 : 0;
-		if (run < np)
-			continue;
-		uint32_t first = p + 1 - np;
-		for (uint32_t q = first; q <= p; q++)
-			e->pages[q].cls = q == first ? PG_LARGE : PG_TAIL;
-		e->pages[first].run = np;
-		*off = e->data_off + (uint64_t)first * OL_KVE_PAGE;
-		return true;
-	}
-	return false;
-}
-
-/* Claim the first touch of a slot's pages: true when one of them was never touched (the
- * caller then prefaults them with one madvise, outside the lock, instead of 512 faults). */
-static bool
-claim_fresh(struct ol_kve *e, uint64_t off, uint32_t np)
-{
-	bool fresh = false;
-	for (uint32_t p = page_of(e, off), q = p + np; p < q; p++) {
-		fresh |= !e->pages[p].faulted;
-		e->pages[p].faulted = true;
-	}
-	return fresh;
-}
-
-static void
-prefault(struct ol_kve *e, const struct slot *s)
-{
-	uint64_t start = e->data_off + (uint64_t)page_of(e, s->off) * OL_KVE_PAGE;
-	madvise(e->base + start, (uint64_t)s->npages * OL_KVE_PAGE, MADV_POPULATE_WRITE);
-}
-
-static bool
-slot_try(struct ol_kve *e, struct slot *s)
-{
-	if (s->cls == CLS_LARGE)
-		return large_take(e, s->npages, &s->off);
-	struct sclass *c = &e->cls[s->cls];
-	if (c->nfree == 0 && !page_carve(e, s->cls))
-		return false;
-	s->off = c->free[--c->nfree];
-	e->pages[page_of(e, s->off)].used++;
-	return true;
-}
-
-static void
-page_reclaim(struct ol_kve *e, uint32_t p)
-{
-	struct sclass *c = &e->cls[e->pages[p].cls];
-	uint64_t lo = e->data_off + (uint64_t)p * OL_KVE_PAGE, hi = lo + OL_KVE_PAGE;
-	size_t j = 0;
-	for (size_t i = 0; i < c->nfree; i++)
-		if (c->free[i] < lo || c->free[i] >= hi)
-			c->free[j++] = c->free[i];
-	c->nfree = j;
-	e->pages[p].cls = PG_FREE;
-}
-
-static void
-slot_free(struct ol_kve *e, const struct slot *s)
-{
-	atomic_store_explicit(&e->seqtab[s->off / OL_KVE_UNIT], 0, memory_order_release);
-	e->ent_at[s->off / OL_KVE_UNIT] = NULL;
-	e->dram_used -= slot_bytes(e, s);
-	uint32_t p = page_of(e, s->off);
-	if (s->cls == CLS_LARGE) {
-		for (uint32_t q = p; q < p + s->npages; q++)
-			e->pages[q].cls = PG_FREE;
-		return;
-	}
-	cls_push(&e->cls[s->cls], s->off);
-	if (--e->pages[p].used == 0)
-		page_reclaim(e, p);
-}
-
-static void ent_evict(struct ol_kve *e, struct ent *x);
-
-/* An LRU victim among unpinned entries: the oldest of class want among the first 64 (a clean
- * one first: a dirty one must be written to NVMe before it can go), else the oldest. *busy:
- * an entry was passed over only because the write-behind thread is writing it. */
-static struct ent *
-victim(struct ol_kve *e, int want, bool *busy)
-{
-	struct ent *any = NULL, *dirty = NULL;
-	int seen = 0;
-	*busy = false;
-	for (struct ent *x = e->lru_head; x; x = x->lnext) {
-		if (x->pins) {
-			*busy |= x->wb;
-			continue;
-		}
-		bool fits = want == CLS_LARGE || x->cls == want;
-		if (fits && !x->dirty)
-			return x;
-		if (fits && !dirty)
-			dirty = x;
-		if (!any)
-			any = x;
-		if (++seen >= 64)
-			break;
-	}
-	return dirty ? dirty : any;
-}
-
-static bool
-wb_can_wait(const struct ol_kve *e)
-{
-	return e->wb_running && !e->stop;
-}
-
-/* Wake the write-behind thread now (lock held). */
-static void
-wb_kick(struct ol_kve *e)
-{
-	e->wb_kick = true;
-	pthread_cond_signal(&e->wb_cv);
-}
-
-/* Wait (lock released meanwhile) until the write-behind thread finished a batch. */
-static void
-wb_wait(struct ol_kve *e)
-{
-	e->st.writeback_waits++;
-	wb_kick(e);
-	pthread_cond_wait(&e->clean_cv, &e->mu);
-}
-
-/* Reserve a DRAM slot for len bytes, evicting as needed. For a put (promote false): async,
- * a victim that is still dirty is dropped unwritten (counted in wb_dropped) and the put waits
- * only when every candidate is pinned by the batch being written; strict, a dirty victim is
- * left to the write-behind thread and the put waits for it (the index lock is free meanwhile,
- * so other puts and gets go on). A promotion never waits and never drops a dirty block: it
- * fails with -EAGAIN (the reader is served from the read buffer, or misses). When no
- * write-behind thread runs (close), a dirty victim is written here, under the lock.
- * 0, -ENOSPC or -EAGAIN. */
-static int
-slot_alloc(struct ol_kve *e, uint64_t len, bool promote, struct slot *s)
-{
-	s->cls = class_for(e, len);
-	s->npages = s->cls == CLS_LARGE ? (uint32_t)((len + OL_KVE_PAGE - 1) / OL_KVE_PAGE) : 1;
-	if (s->npages > e->n_pages)
-		return -ENOSPC;
-	while (!slot_try(e, s)) {
-		bool busy;
-		struct ent *v = victim(e, s->cls, &busy);
-		bool dirty = v && v->dirty && v->in_dirty;
-		bool queued = v ? dirty && (e->strict || promote) : busy;
-		if (queued && wb_can_wait(e)) {
-			if (promote)
-				return -EAGAIN;
-			wb_wait(e);
-			continue;
-		}
-		if (!v)
-			return -ENOSPC;
-		ent_evict(e, v); /* clean, or dirty and given up on by the writer */
-	}
-	s->fresh = claim_fresh(e, s->off, s->npages);
-	s->seq = ++e->gseq;
-	atomic_store_explicit(&e->seqtab[s->off / OL_KVE_UNIT], s->seq, memory_order_release);
-	ol_fence_store();
-	e->dram_used += slot_bytes(e, s);
-	return 0;
-}
+/* ---- entries and their slots ---- */
 
 /* The namespace tag of a key: which namespace's bytes a DRAM unit holds (never 0). */
 static uint64_t
@@ -411,7 +217,8 @@ tag_claim(struct ol_kve *e, const struct ent *x, uint64_t off, uint64_t len)
 	return first;
 }
 
-/* Returns tag_claim's answer for x's value bytes. */
+/* Give x the slot s (taken for x's stripe; that stripe's mutex held). Returns tag_claim's
+ * answer for x's value bytes. */
 static uint64_t
 ent_attach(struct ol_kve *e, struct ent *x, const struct slot *s)
 {
@@ -432,8 +239,6 @@ ent_slot(const struct ent *x, struct slot *s)
 	s->npages = x->npages;
 }
 
-/* ---- NVMe write-behind ---- */
-
 static void
 rec_of(const struct ent *x, struct ol_kvs_rec *r)
 {
@@ -444,102 +249,244 @@ rec_of(const struct ent *x, struct ol_kvs_rec *r)
 }
 
 static void
-drop_segments(struct ol_kve *e, const uint64_t *ids, unsigned n)
-{
-	for (unsigned j = 0; j < n; j++) {
-		for (uint64_t i = 0; i <= e->ht_mask; i++) {
-			struct ent *x = e->ht[i], *nx;
-			for (; x; x = nx) {
-				nx = x->hnext;
-				if (x->loc.seg != ids[j])
-					continue;
-				x->loc.seg = 0;
-				e->nvme_entries--;
-				if (x->off == OL_KVE_NOOFF) {
-					ht_remove(e, x);
-					e->st.evictions++;
-					free(x);
-				}
-			}
-		}
-	}
-}
-
-static void
-ent_set_loc(struct ol_kve *e, struct ent *x, const struct ol_kvs_loc *loc)
-{
-	if (!x->loc.seg)
-		e->nvme_entries++;
-	x->loc = *loc;
-	x->dirty = false;
-	dirty_remove(e, x);
-	e->st.writebacks++;
-}
-
-/* Write x (in DRAM) to NVMe now, engine lock held. */
-static int
-spill_now(struct ol_kve *e, struct ent *x)
-{
-	struct ol_kvs_rec r;
-	struct ol_kvs_loc loc;
-	uint64_t dropped[8];
-	unsigned nd;
-	rec_of(x, &r);
-	int rc = ol_kvs_append(e->spill, &r, e->base + x->off, &loc, dropped, &nd);
-	if (rc == 0)
-		ent_set_loc(e, x, &loc);
-	x->pins++; /* keep x alive across drop_segments */
-	drop_segments(e, dropped, nd);
-	x->pins--;
-	return rc;
-}
-
-static void
-ent_free(struct ol_kve *e, struct ent *x)
+ent_free(struct ol_kve *e, struct kstripe *st, struct ent *x)
 {
 	if (x->off != OL_KVE_NOOFF) {
 		struct slot s;
 		ent_slot(x, &s);
-		slot_free(e, &s);
+		ol_kve_slot_free(e, &s);
 		if (x->state == ST_LIVE)
-			e->dram_entries--;
+			st->dram_entries--;
 	}
 	if (x->loc.seg)
-		e->nvme_entries--;
-	lru_remove(e, x);
-	dirty_remove(e, x);
+		st->nvme_entries--;
+	lru_remove(st, x);
+	dirty_remove(e, st, x);
 	free(x);
 }
 
-/* Evict x from DRAM (x live, unpinned): demote to NVMe or drop. */
+/* Forget the NVMe copies in segments the tier dropped (no stripe mutex held). */
 static void
-ent_evict(struct ol_kve *e, struct ent *x)
+drop_segments(struct ol_kve *e, const uint64_t *ids, unsigned n)
+{
+	if (n == 0)
+		return;
+	for (unsigned s = 0; s < e->nstripe; s++) {
+		struct kstripe *st = &e->stripes[s];
+		pthread_mutex_lock(&st->mu);
+		for (uint64_t i = 0; i <= st->ht_mask; i++) {
+			struct ent *x = st->ht[i], *nx;
+			for (; x; x = nx) {
+				nx = x->hnext;
+				bool hit = false;
+				for (unsigned j = 0; j < n; j++)
+					hit |= x->loc.seg == ids[j];
+				if (!hit || !x->loc.seg)
+					continue;
+				x->loc.seg = 0;
+				st->nvme_entries--;
+				if (x->off == OL_KVE_NOOFF) {
+					ht_remove(st, x);
+					st->st.evictions++;
+					free(x);
+				}
+			}
+		}
+		pthread_mutex_unlock(&st->mu);
+	}
+}
+
+static void
+ent_set_loc(struct ol_kve *e, struct kstripe *st, struct ent *x, const struct ol_kvs_loc *loc)
+{
+	if (!x->loc.seg)
+		st->nvme_entries++;
+	x->loc = *loc;
+	x->dirty = false;
+	dirty_remove(e, st, x);
+	st->st.writebacks++;
+}
+
+/* Write x (in DRAM) to NVMe now, its stripe's mutex held. */
+static int
+spill_now(struct ol_kve *e, struct kstripe *st, struct ent *x, struct drops *d)
+{
+	struct ol_kvs_rec r;
+	struct ol_kvs_loc loc;
+	rec_of(x, &r);
+	int rc = ol_kvs_append(e->spill, &r, e->base + x->off, &loc, d->ids, &d->n);
+	if (rc == 0)
+		ent_set_loc(e, st, x, &loc);
+	return rc;
+}
+
+/* ---- write-behind signalling (wmu) ---- */
+
+static bool
+wb_can_wait(const struct ol_kve *e)
+{
+	return atomic_load(&e->wb_running) && !atomic_load(&e->stop);
+}
+
+static void
+wb_kick_locked(struct ol_kve *e)
+{
+	e->wb_kick = true;
+	pthread_cond_signal(&e->wb_cv);
+}
+
+/* Wake the write-behind thread now (a stripe's mutex may be held; wmu is not). */
+static void
+wb_kick(struct ol_kve *e)
+{
+	pthread_mutex_lock(&e->wmu);
+	wb_kick_locked(e);
+	pthread_mutex_unlock(&e->wmu);
+}
+
+/* Wait (no lock held) until the write-behind thread finished a batch, or stops. */
+static void
+wb_wait(struct ol_kve *e)
+{
+	pthread_mutex_lock(&e->wmu);
+	e->wb_waits++;
+	uint64_t gen = e->wb_gen;
+	wb_kick_locked(e);
+	while (gen == e->wb_gen && wb_can_wait(e))
+		pthread_cond_wait(&e->clean_cv, &e->wmu);
+	pthread_mutex_unlock(&e->wmu);
+}
+
+/* ---- eviction ---- */
+
+/* Evict x from DRAM (x live, unpinned; its stripe's mutex held): demote to NVMe or drop. */
+static void
+ent_evict(struct ol_kve *e, struct kstripe *st, struct ent *x, struct drops *d)
 {
 	if (x->dirty && e->spill && (e->strict || !wb_can_wait(e))) {
-		if (spill_now(e, x) < 0)
+		if (spill_now(e, st, x, d) < 0)
 			ol_warn("kv: dropping a block that could not be written to NVMe");
 	} else if (x->dirty && e->spill) {
 		/* the disk is behind: a cache drops the block rather than hold the put */
-		e->st.wb_dropped++;
-		if (!e->wb_active)
+		st->st.wb_dropped++;
+		if (!atomic_load(&e->wb_active))
 			wb_kick(e);
 	}
 	if (x->loc.seg) {
 		struct slot s;
 		ent_slot(x, &s);
-		lru_remove(e, x);
-		dirty_remove(e, x);
-		slot_free(e, &s);
+		lru_remove(st, x);
+		dirty_remove(e, st, x);
+		ol_kve_slot_free(e, &s);
 		x->off = OL_KVE_NOOFF;
 		x->nv_hit = false; /* a demoted block again needs two NVMe hits */
-		e->dram_entries--;
-		e->st.demotions++;
+		st->dram_entries--;
+		st->st.demotions++;
 		return;
 	}
-	ht_remove(e, x);
-	e->st.evictions++;
-	ent_free(e, x);
+	ht_remove(st, x);
+	st->st.evictions++;
+	ent_free(e, st, x);
 }
+
+/* An LRU victim of stripe st among unpinned entries: the oldest of class want among the
+ * first 64 (a clean one first: a dirty one must be written to NVMe before it can go), else
+ * the oldest. *busy: an entry was passed over only because the write-behind thread is
+ * writing it. */
+static struct ent *
+victim(struct kstripe *st, int want, bool *busy)
+{
+	struct ent *any = NULL, *dirty = NULL;
+	int seen = 0;
+	for (struct ent *x = st->lru_head; x; x = x->lnext) {
+		if (x->pins) {
+			*busy |= x->wb;
+			continue;
+		}
+		bool fits = want == CLS_LARGE || x->cls == want;
+		if (fits && !x->dirty)
+			return x;
+		if (fits && !dirty)
+			dirty = x;
+		if (!any)
+			any = x;
+		if (++seen >= 64)
+			break;
+	}
+	return dirty ? dirty : any;
+}
+
+/* The stripe whose LRU head is the oldest (UINT_MAX when every LRU is empty). A hint: the
+ * heads are read without the stripes' mutexes. */
+static unsigned
+oldest_stripe(struct ol_kve *e)
+{
+	unsigned best = UINT32_MAX;
+	uint64_t bt = UINT64_MAX;
+	for (unsigned i = 0; i < e->nstripe; i++) {
+		uint64_t t = atomic_load_explicit(&e->stripes[i].lru_old, memory_order_relaxed);
+		if (t < bt) {
+			bt = t;
+			best = i;
+		}
+	}
+	return best;
+}
+
+/* Evict one block for a slot of class want (no lock held). Eviction is global LRU across
+ * stripes: the victim comes from the stripe whose LRU head is the oldest, else from the next
+ * stripe that has one. For a put (promote false): async, a dirty victim is dropped unwritten
+ * (counted); strict, a dirty victim is left to the write-behind thread (-EAGAIN: wait for
+ * it). A promotion never waits and never drops a dirty block (-EAGAIN). When no write-behind
+ * thread runs (close), a dirty victim is written here, under its stripe's mutex.
+ * 0 (evicted one), -EAGAIN (wait for the writer), -ENOSPC (nothing to evict). */
+static int
+evict_one(struct ol_kve *e, int want, bool promote)
+{
+	unsigned first = oldest_stripe(e);
+	bool busy = false;
+	if (first == UINT32_MAX)
+		first = 0;
+	for (unsigned n = 0; n < e->nstripe; n++) {
+		struct kstripe *st = &e->stripes[(first + n) & (e->nstripe - 1)];
+		pthread_mutex_lock(&st->mu);
+		struct ent *v = victim(st, want, &busy);
+		if (!v) {
+			pthread_mutex_unlock(&st->mu);
+			continue;
+		}
+		if (v->dirty && v->in_dirty && (e->strict || promote) && wb_can_wait(e)) {
+			pthread_mutex_unlock(&st->mu);
+			return -EAGAIN;
+		}
+		struct drops d = {.n = 0};
+		ent_evict(e, st, v, &d); /* clean, or dirty and given up on by the writer */
+		pthread_mutex_unlock(&st->mu);
+		drop_segments(e, d.ids, d.n);
+		return 0;
+	}
+	return busy && wb_can_wait(e) ? -EAGAIN : -ENOSPC;
+}
+
+/* Reserve a DRAM slot for len bytes for stripe sid, evicting as needed (no lock held: the
+ * slot is unreachable until the caller attaches it under the stripe's mutex). A put waits
+ * for the write-behind thread when evict_one says so (strict, or every candidate pinned by
+ * the batch being written); a promotion fails instead. 0, -ENOSPC or -EAGAIN. */
+static int
+slot_alloc(struct ol_kve *e, uint64_t len, bool promote, unsigned sid, struct slot *s)
+{
+	int rc;
+	while ((rc = ol_kve_slot_take(e, len, sid, s)) == -EAGAIN) {
+		rc = evict_one(e, s->cls, promote);
+		if (rc == -ENOSPC || (rc == -EAGAIN && promote))
+			return rc;
+		if (rc == -EAGAIN)
+			wb_wait(e);
+	}
+	return rc;
+}
+
+/* ---- NVMe write-behind ---- */
 
 /* Bytes of one write-behind batch: the tier's batch, at most a quarter of DRAM (a batch pins
  * its blocks; puts need victims meanwhile). */
@@ -550,70 +497,96 @@ wb_batch_cap(const struct ol_kve *e)
 	return cap < dram ? cap : dram;
 }
 
-/* Take the oldest dirty entries, up to one batch, off the FIFO and pin them. Lock held. */
+/* The stripe whose dirty FIFO starts with the oldest put (UINT32_MAX: none is dirty). */
+static unsigned
+oldest_dirty(struct ol_kve *e)
+{
+	unsigned best = UINT32_MAX;
+	uint64_t bt = UINT64_MAX;
+	for (unsigned i = 0; i < e->nstripe; i++) {
+		uint64_t t = atomic_load_explicit(&e->stripes[i].dirty_old, memory_order_relaxed);
+		if (t < bt) {
+			bt = t;
+			best = i;
+		}
+	}
+	return best;
+}
+
+/* Take the oldest dirty entries across the stripes, up to one batch, off their FIFOs and pin
+ * them (the writer's; no lock held). */
 static unsigned
 wb_take(struct ol_kve *e)
 {
 	uint64_t cap = wb_batch_cap(e), bytes = 0;
-	unsigned n = 0;
-	if (e->dirty_head)
-		e->wb_oldest_ms = e->dirty_head->put_ms;
-	while (e->dirty_head && n < WB_MAX_ITEMS) {
-		struct ent *x = e->dirty_head;
-		uint64_t rs = ol_kvs_rec_size(x->len);
-		if (n > 0 && bytes + rs > cap)
+	unsigned n = 0, sid;
+	while (n < WB_MAX_ITEMS && (sid = oldest_dirty(e)) != UINT32_MAX) {
+		struct kstripe *st = &e->stripes[sid];
+		pthread_mutex_lock(&st->mu);
+		struct ent *x = st->dirty_head;
+		uint64_t rs = x ? ol_kvs_rec_size(x->len) : 0;
+		if (x && n > 0 && bytes + rs > cap) {
+			pthread_mutex_unlock(&st->mu);
 			break;
-		dirty_remove(e, x);
-		x->pins++;
-		x->wb = true;
-		e->wb_bytes += x->len;
-		rec_of(x, &e->wb_items[n].rec);
-		e->wb_items[n].val = e->base + x->off;
-		e->wb_ents[n++] = x;
-		bytes += rs;
+		}
+		if (x) {
+			if (n == 0)
+				atomic_store(&e->wb_oldest_ms, x->put_ms);
+			dirty_remove(e, st, x);
+			x->pins++;
+			x->wb = true;
+			atomic_fetch_add(&e->wb_bytes, x->len);
+			rec_of(x, &e->wb_items[n].rec);
+			e->wb_items[n].val = e->base + x->off;
+			e->wb_ents[n++] = x;
+			bytes += rs;
+		}
+		pthread_mutex_unlock(&st->mu);
 	}
 	return n;
 }
 
-/* Write one batch of the dirty FIFO (lock held, dropped during the write). Entries whose
- * write failed stay dirty but off the FIFO: eviction then writes or drops them itself.
- * Returns blocks written or -errno. */
+/* Write one batch of the dirty FIFOs (no lock held). Entries whose write failed stay dirty
+ * but off the FIFO: eviction then writes or drops them itself. Returns blocks written (0:
+ * nothing was dirty) or -errno. */
 static int
 wb_batch(struct ol_kve *e, uint64_t *sent)
 {
-	uint64_t dropped[8], b0 = e->wb_bytes;
-	unsigned nd, n = wb_take(e);
-	*sent += e->wb_bytes - b0;
-	e->wb_n = n;
-	pthread_mutex_unlock(&e->mu);
+	uint64_t dropped[8], b0 = atomic_load(&e->wb_bytes);
+	unsigned nd = 0, n = wb_take(e);
+	if (n == 0)
+		return 0;
+	*sent += atomic_load(&e->wb_bytes) - b0;
+	atomic_store(&e->wb_n, n);
 	int rc = ol_kvs_append_batch(e->spill, e->wb_items, n, dropped, &nd);
-	pthread_mutex_lock(&e->mu);
-	e->wb_n = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct ent *x = e->wb_ents[i];
+		struct kstripe *st = stripe_of(e, x->h); /* h is constant; x is pinned */
+		pthread_mutex_lock(&st->mu);
 		x->pins--;
 		x->wb = false;
-		e->wb_bytes -= x->len;
+		atomic_fetch_sub(&e->wb_bytes, x->len);
+		atomic_fetch_sub(&e->wb_n, 1);
 		if (rc == 0 && x->state == ST_LIVE)
-			ent_set_loc(e, x, &e->wb_items[i].loc);
+			ent_set_loc(e, st, x, &e->wb_items[i].loc);
+		else if (x->state == ST_DEAD && x->pins == 0)
+			ent_free(e, st, x);
+		pthread_cond_broadcast(&st->clean_cv);
+		pthread_mutex_unlock(&st->mu);
 	}
 	drop_segments(e, dropped, nd); /* dropped to make room even when the write failed */
-	for (unsigned i = 0; i < n; i++)
-		if (e->wb_ents[i]->state == ST_DEAD && e->wb_ents[i]->pins == 0)
-			ent_free(e, e->wb_ents[i]);
-	pthread_cond_broadcast(&e->clean_cv);
 	return rc < 0 ? rc : (int)n;
 }
 
-/* Hold the writer (lock free meanwhile) until sent bytes since t0_us fit the bandwidth cap.
- * Not at close: what is left is written at full speed. */
+/* Hold the writer (wmu held, free meanwhile) until sent bytes since t0_us fit the bandwidth
+ * cap. Not at close: what is left is written at full speed. */
 static void
 wb_pace(struct ol_kve *e, uint64_t t0_us, uint64_t sent)
 {
 	if (!e->wb_bps)
 		return;
 	uint64_t due = t0_us + (uint64_t)((double)sent * 1e6 / (double)e->wb_bps), now;
-	while (!e->stop && (now = ol_now_us()) < due) {
+	while (!atomic_load(&e->stop) && (now = ol_now_us()) < due) {
 		uint64_t us = due - now;
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -621,23 +594,40 @@ wb_pace(struct ol_kve *e, uint64_t t0_us, uint64_t sent)
 		ts.tv_nsec += (long)(us % 1000000) * 1000;
 		ts.tv_sec += ts.tv_nsec / 1000000000L;
 		ts.tv_nsec %= 1000000000L;
-		pthread_cond_timedwait(&e->wb_cv, &e->mu, &ts);
+		pthread_cond_timedwait(&e->wb_cv, &e->wmu, &ts);
 	}
 }
 
-/* Write the dirty FIFO until it is empty (lock held on entry and exit). The syncer makes the
- * segments durable about every writeback_ms while this runs, and after it; the writes do not
- * wait for it (a flush can cost 300 ms on a virtual disk, and slows the writes beside it).
- * Returns blocks written. */
+/* Wake every strict put waiting on a stripe (after a pass of the writer: a block it waits
+ * for may have left the FIFO another way, by a delete). */
+static void
+wake_stripes(struct ol_kve *e)
+{
+	for (unsigned i = 0; i < e->nstripe; i++) {
+		pthread_mutex_lock(&e->stripes[i].mu);
+		pthread_cond_broadcast(&e->stripes[i].clean_cv);
+		pthread_mutex_unlock(&e->stripes[i].mu);
+	}
+}
+
+/* Write the dirty FIFOs until they are empty (wmu held on entry and exit, free during the
+ * writes; the caller checked that no other writer is active). The syncer makes the segments
+ * durable about every writeback_ms while this runs, and after it; the writes do not wait for
+ * it (a flush can cost 300 ms on a virtual disk, and slows the writes beside it). Returns
+ * blocks written. */
 static unsigned
 writeback_run(struct ol_kve *e)
 {
 	unsigned n = 0, tick = e->wb_ms ? e->wb_ms : 1;
 	uint64_t synced = ol_now_us() / 1000, t0 = ol_now_us(), sent = 0;
-	e->wb_active = true;
-	while (e->dirty_head) {
+	atomic_store(&e->wb_active, true);
+	while (atomic_load(&e->dirty_q_n) > 0) {
+		pthread_mutex_unlock(&e->wmu);
 		int rc = wb_batch(e, &sent);
-		if (rc < 0)
+		pthread_mutex_lock(&e->wmu);
+		e->wb_gen++;
+		pthread_cond_broadcast(&e->clean_cv);
+		if (rc <= 0)
 			break; /* disk trouble: the rest of the FIFO waits for the next tick */
 		n += (unsigned)rc;
 		wb_pace(e, t0, sent);
@@ -646,10 +636,14 @@ writeback_run(struct ol_kve *e)
 			synced = ol_now_us() / 1000;
 		}
 	}
-	e->wb_active = false;
+	atomic_store(&e->wb_active, false);
 	if (n)
 		ol_kvs_sync_async(e->spill);
+	e->wb_gen++;
 	pthread_cond_broadcast(&e->clean_cv);
+	pthread_mutex_unlock(&e->wmu);
+	wake_stripes(e);
+	pthread_mutex_lock(&e->wmu);
 	return n;
 }
 
@@ -658,23 +652,32 @@ writeback_main(void *arg)
 {
 	struct ol_kve *e = arg;
 	unsigned tick = e->wb_ms / 4 ? e->wb_ms / 4 : 1;
-	pthread_mutex_lock(&e->mu);
-	while (!e->stop) {
+	pthread_mutex_lock(&e->wmu);
+	while (!atomic_load(&e->stop)) {
 		if (!e->wb_kick) {
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
 			ts.tv_nsec += (long)(tick % 1000) * 1000000L;
 			ts.tv_sec += tick / 1000 + ts.tv_nsec / 1000000000L;
 			ts.tv_nsec %= 1000000000L;
-			pthread_cond_timedwait(&e->wb_cv, &e->mu, &ts);
+			pthread_cond_timedwait(&e->wb_cv, &e->wmu, &ts);
 		}
-		if (e->stop)
+		if (atomic_load(&e->stop))
 			break;
 		e->wb_kick = false;
 		writeback_run(e);
 	}
-	pthread_mutex_unlock(&e->mu);
+	pthread_mutex_unlock(&e->wmu);
 	return NULL;
+}
+
+/* Run the writer here, once no other is active (wmu held; no writer thread runs). */
+static void
+writeback_here(struct ol_kve *e)
+{
+	while (atomic_load(&e->wb_active))
+		pthread_cond_wait(&e->clean_cv, &e->wmu);
+	writeback_run(e);
 }
 
 int
@@ -682,21 +685,30 @@ ol_kve_flush(struct ol_kve *e)
 {
 	if (!e->spill)
 		return 0;
-	pthread_mutex_lock(&e->mu);
+	pthread_mutex_lock(&e->wmu);
 	if (wb_can_wait(e)) {
-		while (e->dirty_head || e->wb_active) {
-			wb_kick(e);
-			pthread_cond_wait(&e->clean_cv, &e->mu);
+		while (atomic_load(&e->dirty_q_n) > 0 || atomic_load(&e->wb_active)) {
+			wb_kick_locked(e);
+			pthread_cond_wait(&e->clean_cv, &e->wmu);
 		}
 	} else {
-		writeback_run(e);
+		writeback_here(e);
 	}
-	pthread_mutex_unlock(&e->mu);
+	pthread_mutex_unlock(&e->wmu);
 	return ol_kvs_sync(e->spill);
 }
 
 /* ---- open / close ---- */
 
+static void
+gver_at_least(struct ol_kve *e, uint64_t v)
+{
+	uint64_t cur = atomic_load(&e->gver);
+	while (cur < v && !atomic_compare_exchange_weak(&e->gver, &cur, v))
+		;
+}
+
+/* The tier's scan at open (one thread: no locks). */
 static void
 recover_one(void *arg, const struct ol_kvs_rec *r, const struct ol_kvs_loc *loc)
 {
@@ -704,9 +716,9 @@ recover_one(void *arg, const struct ol_kvs_rec *r, const struct ol_kvs_loc *loc)
 	struct ol_kvk k;
 	memcpy(k.b, r->kk, 48);
 	uint64_t h = khash(&k);
-	struct ent *x = ht_find(e, &k, h);
-	if (r->ver > e->gver)
-		e->gver = r->ver;
+	struct kstripe *st = stripe_of(e, h);
+	struct ent *x = ht_find(st, &k, h);
+	gver_at_least(e, r->ver);
 	if (x && x->ver >= r->ver)
 		return;
 	if (!x) {
@@ -714,21 +726,21 @@ recover_one(void *arg, const struct ol_kvs_rec *r, const struct ol_kvs_loc *loc)
 		x->k = k;
 		x->h = h;
 		x->off = OL_KVE_NOOFF;
-		ht_insert(e, x);
+		ht_insert(st, x);
 	}
 	x->ver = r->ver;
 	if (r->flags & OL_KVS_TOMBSTONE) {
 		/* kept as a dead placeholder until the scan ends: the log is not in version order
 		 * (a tombstone may land before an older write of the same block) */
 		if (x->loc.seg)
-			e->nvme_entries--;
+			st->nvme_entries--;
 		x->loc.seg = 0;
 		x->len = 0;
 		x->state = ST_DEAD;
 		return;
 	}
 	if (!x->loc.seg)
-		e->nvme_entries++;
+		st->nvme_entries++;
 	x->state = ST_LIVE;
 	x->len = r->len;
 	x->loc = *loc;
@@ -738,120 +750,68 @@ recover_one(void *arg, const struct ol_kvs_rec *r, const struct ol_kvs_loc *loc)
 static void
 recover_sweep(struct ol_kve *e)
 {
-	for (uint64_t i = 0; i <= e->ht_mask; i++) {
-		struct ent *x = e->ht[i], *nx;
-		for (; x; x = nx) {
-			nx = x->hnext;
-			if (x->state == ST_DEAD) {
-				ht_remove(e, x);
-				ent_free(e, x);
+	for (unsigned s = 0; s < e->nstripe; s++) {
+		struct kstripe *st = &e->stripes[s];
+		for (uint64_t i = 0; i <= st->ht_mask; i++) {
+			struct ent *x = st->ht[i], *nx;
+			for (; x; x = nx) {
+				nx = x->hnext;
+				if (x->state == ST_DEAD) {
+					ht_remove(st, x);
+					ent_free(e, st, x);
+				}
 			}
 		}
 	}
 }
 
-static int
-map_dram(struct ol_kve *e, const struct ol_kve_opts *o)
+/* About 4 stripes per core, a power of two in [8, OL_KVE_MAX_STRIPES]. */
+static unsigned
+stripe_count(void)
 {
-	uint64_t pages = o->dram_bytes / OL_KVE_PAGE;
-	e->n_pages = (uint32_t)(pages ? pages : 1);
-	uint64_t data = (uint64_t)e->n_pages * OL_KVE_PAGE, d = OL_KVE_PAGE;
-	while ((d + data) / OL_KVE_UNIT * 8 > d)
-		d += OL_KVE_PAGE;
-	e->data_off = d;
-	e->size = d + data;
-	void *p;
-	if (o->shm_name && o->shm_name[0]) {
-		snprintf(e->shm_name, sizeof(e->shm_name), "%s", o->shm_name);
-		/* a leftover of a crashed run */
-		int rc = ol_kve_shm_unlink_stale(e->shm_name, true);
-		if (rc < 0)
-			return rc;
-		int fd = shm_open(e->shm_name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-		if (fd < 0)
-			return -errno;
-		/* held while the tier lives: the mark of a live object, in any PID namespace;
-		 * taken before the object gets its size (a cleaner that holds the lock of an
-		 * empty object for a moment leaves it alone: then we wait) */
-		if (flock(fd, LOCK_EX) != 0 || ftruncate(fd, (off_t)e->size) != 0 ||
-		    (o->shm_group &&
-		     (fchown(fd, (uid_t)-1, o->shm_gid) != 0 || fchmod(fd, 0660) != 0))) {
-			rc = -errno;
-			close(fd);
-			shm_unlink(e->shm_name);
-			return rc;
-		}
-		p = mmap(NULL, e->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-		e->shm_fd = fd;
-		e->is_shm = true;
-	} else {
-		p = mmap(NULL, e->size, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	}
-	if (p == MAP_FAILED)
-		return -errno;
-	madvise(p, e->size, MADV_HUGEPAGE); /* best effort: THP for shmem may be off */
-	e->base = p;
-	e->seqtab = (_Atomic uint64_t *)p;
-	return 0;
-}
-
-/* Memory is short: under a quarter of RAM free, or of the shm file system. Prefaulting then
- * would take memory that other processes (or the tier's own puts) need sooner. */
-static bool
-memory_short(const struct ol_kve *e)
-{
-	struct sysinfo si;
-	struct statvfs sv;
-	if (sysinfo(&si) == 0 && si.freeram < si.totalram / 4)
-		return true;
-	return e->is_shm && statvfs("/dev/shm", &sv) == 0 && sv.f_bavail < sv.f_blocks / 4;
-}
-
-/* Populate the DRAM tier page by page at the lowest priority, so that puts after start do not
- * pay this machine's first touch of shared memory. A page a put claimed first is skipped;
- * populating a page in use is harmless (it writes nothing). Stops at close, when memory runs
- * short, or on the first failure: the rest is populated by use, as without this thread. */
-static void *
-prefault_main(void *arg)
-{
-	struct ol_kve *e = arg;
-	setpriority(PRIO_PROCESS, (id_t)gettid(), 19);
-	if (madvise(e->base, e->data_off, MADV_POPULATE_WRITE) != 0)
-		return NULL;
-	for (uint32_t p = 0; p < e->n_pages && !atomic_load(&e->pf_stop); p++) {
-		if (p % 64 == 0 && memory_short(e)) {
-			ol_info(
-			    "kv: prefault of the DRAM tier stopped at page %u of %u: memory short",
-			    p, e->n_pages);
-			break;
-		}
-		pthread_mutex_lock(&e->mu);
-		bool todo = !e->pages[p].faulted;
-		e->pages[p].faulted = true;
-		e->st.prefaulted += todo;
-		pthread_mutex_unlock(&e->mu);
-		uint8_t *at = e->base + e->data_off + (uint64_t)p * OL_KVE_PAGE;
-		if (todo && madvise(at, OL_KVE_PAGE, MADV_POPULATE_WRITE) != 0) {
-			ol_warn("kv: prefault of the DRAM tier stopped at page %u of %u: %s", p,
-				e->n_pages, strerror(errno));
-			break;
-		}
-	}
-	return NULL;
+	unsigned want = 4u * (unsigned)get_nprocs_conf(), n = 8;
+	while (n < want && n < OL_KVE_MAX_STRIPES)
+		n *= 2;
+	return n;
 }
 
 static void
-init_classes(struct ol_kve *e)
+stripes_init(struct ol_kve *e)
 {
-	uint64_t s = 8192;
-	e->cls[0].size = 4096;
-	for (int c = 1; c < NCLS; c += 2, s *= 2) {
-		e->cls[c].size = s;
-		if (c + 1 < NCLS)
-			e->cls[c + 1].size = s + s / 2;
+	e->nstripe = stripe_count();
+	void *p = NULL;
+	if (posix_memalign(&p, 64, e->nstripe * sizeof(struct kstripe)) != 0)
+		ol_die("kv: out of memory for the index stripes");
+	memset(p, 0, e->nstripe * sizeof(struct kstripe));
+	e->stripes = p;
+	for (unsigned i = 0; i < e->nstripe; i++) {
+		struct kstripe *st = &e->stripes[i];
+		pthread_mutex_init(&st->mu, NULL);
+		pthread_cond_init(&st->clean_cv, NULL);
+		st->ht_mask = 255;
+		st->ht = ol_xcalloc(st->ht_mask + 1, sizeof(*st->ht));
+		atomic_init(&st->lru_old, UINT64_MAX);
+		atomic_init(&st->dirty_old, UINT64_MAX);
 	}
-	e->cls[NCLS - 1].size = OL_KVE_PAGE;
+}
+
+static void
+stripes_fini(struct ol_kve *e)
+{
+	for (unsigned s = 0; e->stripes && s < e->nstripe; s++) {
+		struct kstripe *st = &e->stripes[s];
+		for (uint64_t i = 0; i <= st->ht_mask; i++) {
+			struct ent *x = st->ht[i], *nx;
+			for (; x; x = nx) {
+				nx = x->hnext;
+				free(x);
+			}
+		}
+		free(st->ht);
+		pthread_mutex_destroy(&st->mu);
+		pthread_cond_destroy(&st->clean_cv);
+	}
+	free(e->stripes);
 }
 
 int
@@ -859,29 +819,25 @@ ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out)
 {
 	struct ol_kve *e = ol_xcalloc(1, sizeof(*e));
 	e->shm_fd = -1;
-	pthread_mutex_init(&e->mu, NULL);
+	pthread_mutex_init(&e->wmu, NULL);
 	pthread_cond_init(&e->wb_cv, NULL);
 	pthread_cond_init(&e->clean_cv, NULL);
 	e->max_block = o->max_block ? o->max_block : (64u << 20);
 	e->wb_ms = o->writeback_ms;
 	e->strict = o->strict;
 	e->wb_bps = o->writeback_bps;
-	init_classes(e);
-	int rc = map_dram(e, o);
+	ol_kve_slab_init(e);
+	stripes_init(e);
+	int rc = ol_kve_map_dram(e, o);
 	if (rc < 0) {
 		ol_err("kv: cannot map the DRAM tier (%llu bytes, shm %s): %s",
 		       (unsigned long long)o->dram_bytes, o->shm_name ? o->shm_name : "-",
 		       strerror(-rc));
-		free(e);
+		ol_kve_close(e);
 		return rc;
 	}
-	e->pages = ol_xcalloc(e->n_pages, sizeof(*e->pages));
-	for (uint32_t p = 0; p < e->n_pages; p++)
-		e->pages[p].cls = PG_FREE;
 	e->ent_at = ol_xcalloc(e->size / OL_KVE_UNIT, sizeof(*e->ent_at));
 	e->tag = ol_xcalloc(e->size / OL_KVE_UNIT, sizeof(*e->tag));
-	e->ht_mask = 1023;
-	e->ht = ol_xcalloc(e->ht_mask + 1, sizeof(*e->ht));
 	if (getrandom(&e->epoch, sizeof(e->epoch), 0) != sizeof(e->epoch))
 		e->epoch = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 	/* unit 0 of the table is never a slot: it carries the epoch so a client can check that
@@ -897,8 +853,10 @@ ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out)
 			return rc;
 		}
 		recover_sweep(e);
+		struct ol_kve_stats st;
+		ol_kve_get_stats(e, &st);
 		ol_info("kv: NVMe tier %s: %llu blocks recovered", o->spill_dir,
-			(unsigned long long)e->nvme_entries);
+			(unsigned long long)st.nvme_entries);
 		e->wb_items = ol_xcalloc(WB_MAX_ITEMS, sizeof(*e->wb_items));
 		e->wb_ents = ol_xcalloc(WB_MAX_ITEMS, sizeof(*e->wb_ents));
 		rc = pthread_create(&e->wb, NULL, writeback_main, e);
@@ -906,9 +864,9 @@ ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out)
 			ol_kve_close(e);
 			return -rc;
 		}
-		e->wb_running = true;
+		atomic_store(&e->wb_running, true);
 	}
-	if (o->prefault && pthread_create(&e->pf, NULL, prefault_main, e) == 0)
+	if (o->prefault && pthread_create(&e->pf, NULL, ol_kve_prefault_main, e) == 0)
 		e->pf_running = true;
 	*out = e;
 	return 0;
@@ -945,25 +903,20 @@ ol_kve_close(struct ol_kve *e)
 		atomic_store(&e->pf_stop, true);
 		pthread_join(e->pf, NULL);
 	}
-	if (e->wb_running) {
-		pthread_mutex_lock(&e->mu);
-		e->stop = true;
+	if (atomic_load(&e->wb_running)) {
+		pthread_mutex_lock(&e->wmu);
+		atomic_store(&e->stop, true);
 		pthread_cond_signal(&e->wb_cv);
 		pthread_cond_broadcast(&e->clean_cv);
-		pthread_mutex_unlock(&e->mu);
+		pthread_mutex_unlock(&e->wmu);
+		wake_stripes(e);
 		pthread_join(e->wb, NULL);
-		pthread_mutex_lock(&e->mu);
-		e->wb_running = false;
-		writeback_run(e);
-		pthread_mutex_unlock(&e->mu);
+		pthread_mutex_lock(&e->wmu);
+		atomic_store(&e->wb_running, false);
+		writeback_here(e);
+		pthread_mutex_unlock(&e->wmu);
 	}
-	for (uint64_t i = 0; e->ht && i <= e->ht_mask; i++) {
-		struct ent *x = e->ht[i], *nx;
-		for (; x; x = nx) {
-			nx = x->hnext;
-			free(x);
-		}
-	}
+	stripes_fini(e);
 	ol_kvs_close(e->spill);
 	if (e->base)
 		munmap(e->base, e->size);
@@ -972,16 +925,13 @@ ol_kve_close(struct ol_kve *e)
 	if (e->shm_fd >= 0)
 		close(e->shm_fd); /* drops the lock */
 	free(e->tag);
-	for (int c = 0; c < NCLS; c++)
-		free(e->cls[c].free);
-	free(e->ht);
 	free(e->ent_at);
-	free(e->pages);
+	ol_kve_slab_fini(e);
 	free(e->wb_items);
 	free(e->wb_ents);
 	pthread_cond_destroy(&e->wb_cv);
 	pthread_cond_destroy(&e->clean_cv);
-	pthread_mutex_destroy(&e->mu);
+	pthread_mutex_destroy(&e->wmu);
 	free(e);
 }
 
@@ -1002,17 +952,27 @@ ol_kve_alloc(struct ol_kve *e, const struct ol_kvk *k, uint64_t len, struct ol_k
 	if (len > e->max_block)
 		return OL_KV_TOO_LARGE;
 	uint64_t h = khash(k);
+	unsigned sid = sid_of(e, h);
+	struct kstripe *st = &e->stripes[sid];
 	struct slot sl;
 	int rc = OL_KV_OK;
-	pthread_mutex_lock(&e->mu);
-	if (ht_find(e, k, h)) {
-		e->st.dup_puts++;
-		rc = OL_KV_EXISTS;
+	pthread_mutex_lock(&st->mu);
+	bool dup = ht_find(st, k, h) != NULL;
+	st->st.dup_puts += dup;
+	pthread_mutex_unlock(&st->mu);
+	if (dup)
+		return OL_KV_EXISTS;
+	int ar = slot_alloc(e, len ? len : 1, false, sid, &sl);
+	pthread_mutex_lock(&st->mu);
+	if (ar < 0) {
+		st->st.full++;
+		rc = OL_KV_FULL;
 		goto out;
 	}
-	if (slot_alloc(e, len ? len : 1, false, &sl) < 0) {
-		e->st.full++;
-		rc = OL_KV_FULL;
+	if (ht_find(st, k, h)) { /* stored while we evicted */
+		st->st.dup_puts++;
+		ol_kve_slot_free(e, &sl);
+		rc = OL_KV_EXISTS;
 		goto out;
 	}
 	struct ent *x = ol_xcalloc(1, sizeof(*x));
@@ -1024,47 +984,63 @@ ol_kve_alloc(struct ol_kve *e, const struct ol_kvk *k, uint64_t len, struct ol_k
 	s->foreign = ent_attach(e, x, &sl);
 	slot_out(e, x, s);
 out:
-	pthread_mutex_unlock(&e->mu);
+	pthread_mutex_unlock(&st->mu);
 	if (rc == OL_KV_OK && sl.fresh)
-		prefault(e, &sl); /* the slot is ours (pinned, pending): no lock needed */
+		ol_kve_slot_prefault(e, &sl); /* the slot is ours (pinned, pending) */
 	return rc;
 }
 
+/* The entry of the slot (off, seq): the stripe named by seq, whose mutex the caller holds. */
 static struct ent *
 ent_by_slot(struct ol_kve *e, uint64_t off, uint64_t seq)
 {
 	if (off % OL_KVE_UNIT || off < e->data_off || off >= e->size)
 		return NULL;
+	/* a matching seq means the slot is the stripe's (it frees its slots under its mutex) */
+	if (atomic_load_explicit(&e->seqtab[off / OL_KVE_UNIT], memory_order_acquire) != seq)
+		return NULL;
 	struct ent *x = e->ent_at[off / OL_KVE_UNIT];
 	return x && x->off == off && x->seq == seq ? x : NULL;
 }
 
-/* strict: hold a put until the write-behind thread appended x (lock held, free while
- * waiting; x pinned meanwhile). OL_KV_OK, or OL_KV_ERROR when the write failed: the block is
- * then taken out of the index (the put did not happen). */
+static struct kstripe *
+stripe_of_seq(struct ol_kve *e, uint64_t seq)
+{
+	unsigned sid = (unsigned)(seq & ((1u << SEQ_SID_BITS) - 1));
+	return sid < e->nstripe ? &e->stripes[sid] : NULL;
+}
+
+/* strict: hold a put until the write-behind thread appended x (x's stripe's mutex held, free
+ * while waiting; x pinned meanwhile). OL_KV_OK, or OL_KV_ERROR when the write failed: the
+ * block is then taken out of the index (the put did not happen). */
 static int
-wait_written(struct ol_kve *e, struct ent *x)
+wait_written(struct ol_kve *e, struct kstripe *st, struct ent *x)
 {
 	x->pins++;
 	while (x->state == ST_LIVE && x->dirty && (x->in_dirty || x->wb)) {
-		if (!e->wb_running && !e->wb_active) {
-			writeback_run(e); /* no writer thread (closing): write it here */
+		if (!atomic_load(&e->wb_running) && !atomic_load(&e->wb_active)) {
+			/* no writer thread (closing): write it here */
+			pthread_mutex_unlock(&st->mu);
+			pthread_mutex_lock(&e->wmu);
+			writeback_here(e);
+			pthread_mutex_unlock(&e->wmu);
+			pthread_mutex_lock(&st->mu);
 			continue;
 		}
 		if (wb_can_wait(e))
 			wb_kick(e);
-		pthread_cond_wait(&e->clean_cv, &e->mu);
+		pthread_cond_wait(&st->clean_cv, &st->mu);
 	}
 	int rc = OL_KV_OK;
 	if (x->state == ST_LIVE && x->dirty) {
-		ht_remove(e, x);
-		lru_remove(e, x);
-		e->dram_entries--;
+		ht_remove(st, x);
+		lru_remove(st, x);
+		st->dram_entries--;
 		x->state = ST_DEAD;
 		rc = OL_KV_ERROR;
 	}
 	if (--x->pins == 0 && x->state != ST_LIVE)
-		ent_free(e, x);
+		ent_free(e, st, x);
 	return rc;
 }
 
@@ -1072,92 +1048,105 @@ int
 ol_kve_commit(struct ol_kve *e, const struct ol_kvk *k, uint64_t off, uint64_t seq, uint64_t len)
 {
 	int rc = OL_KV_OK;
-	pthread_mutex_lock(&e->mu);
+	struct kstripe *st = stripe_of_seq(e, seq);
+	if (!st)
+		return OL_KV_ERROR;
+	pthread_mutex_lock(&st->mu);
 	struct ent *x = ent_by_slot(e, off, seq);
 	if (!x || x->state != ST_PENDING || memcmp(x->k.b, k->b, 48) != 0 || len > x->len) {
 		rc = OL_KV_ERROR;
 		goto out;
 	}
-	if (ht_find(e, k, x->h)) {
-		e->st.dup_puts++;
-		ent_free(e, x);
+	if (ht_find(st, k, x->h)) {
+		st->st.dup_puts++;
+		ent_free(e, st, x);
 		rc = OL_KV_EXISTS;
 		goto out;
 	}
 	x->len = len;
 	x->state = ST_LIVE;
 	x->pins = 0;
-	x->ver = ++e->gver;
-	ht_insert(e, x);
-	lru_append(e, x);
-	e->dram_entries++;
-	e->st.puts++;
+	x->ver = atomic_fetch_add(&e->gver, 1) + 1;
+	ht_insert(st, x);
+	lru_append(e, st, x);
+	st->dram_entries++;
+	st->st.puts++;
 	if (e->spill) {
 		x->dirty = true;
 		x->put_ms = ol_now_us() / 1000;
-		dirty_append(e, x);
+		dirty_append(e, st, x);
 		if (e->strict)
-			rc = wait_written(e, x);
-		else if (!e->wb_active && (e->wb_ms == 0 || e->dirty_q_bytes >= wb_batch_cap(e)))
+			rc = wait_written(e, st, x);
+		else if (!atomic_load(&e->wb_active) &&
+			 (e->wb_ms == 0 || atomic_load(&e->dirty_q_bytes) >= wb_batch_cap(e)))
 			wb_kick(e); /* a batch is ready: no need to wait for the tick */
 	}
 out:
-	pthread_mutex_unlock(&e->mu);
+	pthread_mutex_unlock(&st->mu);
 	return rc;
 }
 
 void
 ol_kve_release(struct ol_kve *e, uint64_t off, uint64_t seq)
 {
-	pthread_mutex_lock(&e->mu);
+	struct kstripe *st = stripe_of_seq(e, seq);
+	if (!st)
+		return;
+	pthread_mutex_lock(&st->mu);
 	struct ent *x = ent_by_slot(e, off, seq);
 	if (x && x->pins > 0 && --x->pins == 0 && x->state != ST_LIVE)
-		ent_free(e, x);
-	pthread_mutex_unlock(&e->mu);
+		ent_free(e, st, x);
+	pthread_mutex_unlock(&st->mu);
 }
 
 static int
-pin_dram(struct ol_kve *e, struct ent *x, struct ol_kve_slot *s)
+pin_dram(struct ol_kve *e, struct kstripe *st, struct ent *x, struct ol_kve_slot *s)
 {
 	x->pins++;
-	lru_remove(e, x);
-	lru_append(e, x);
+	lru_remove(st, x);
+	lru_append(e, st, x);
 	slot_out(e, x, s);
 	return OL_KV_OK;
 }
 
-/* x is NVMe only: read it (lock dropped), then promote it. A TCP reader (!need_dram) is
- * served from the read buffer on the entry's first NVMe hit and promotes only on the second:
- * a block read once from a random working set gains nothing from a DRAM slot, which costs an
- * eviction and a copy under the mutex. Lock held on entry and exit. */
+/* x is NVMe only: read it, then promote it (x's stripe's mutex held on entry and exit, free
+ * during the read, the eviction and the copy into DRAM: gets of other blocks go on). A TCP
+ * reader (!need_dram) is served from the read buffer on the entry's first NVMe hit and
+ * promotes only on the second: a block read once from a random working set gains nothing
+ * from a DRAM slot, which costs an eviction and a copy. */
 static int
-pin_nvme(struct ol_kve *e, const struct ol_kvk *k, uint64_t h, bool need_dram,
-	 struct ol_kve_slot *s)
+pin_nvme(struct ol_kve *e, struct kstripe *st, struct ent *x, bool need_dram, struct ol_kve_slot *s)
 {
-	struct ent *x = ht_find(e, k, h);
+	struct ol_kvk k = x->k;
+	uint64_t h = x->h;
 	struct ol_kvs_rec r;
 	struct ol_kvs_loc loc = x->loc;
 	const void *val;
+	bool promote = need_dram || x->nv_hit;
 	rec_of(x, &r);
-	pthread_mutex_unlock(&e->mu);
+	pthread_mutex_unlock(&st->mu);
 	int rc = ol_kvs_read(e->spill, &r, &loc, &val);
-	pthread_mutex_lock(&e->mu);
-	x = ht_find(e, k, h);
-	bool promote = need_dram || (x && x->nv_hit);
 	struct slot sl;
-	int ar = rc == 0 && promote ? slot_alloc(e, r.len ? r.len : 1, true, &sl) : -1;
-	x = ht_find(e, k, h); /* slot_alloc may drop the lock (it waits for write-behind) */
+	int ar =
+	    rc == 0 && promote ? slot_alloc(e, r.len ? r.len : 1, true, sid_of(e, h), &sl) : -1;
+	if (ar == 0) { /* the slot is unreachable until attached: fill it unlocked */
+		if (sl.fresh)
+			ol_kve_slot_prefault(e, &sl);
+		memcpy(e->base + sl.off, val, r.len);
+	}
+	pthread_mutex_lock(&st->mu);
+	x = ht_find(st, &k, h);
 	if (!x || x->ver != r.ver || x->off != OL_KVE_NOOFF) {
 		if (ar == 0)
-			slot_free(e, &sl);
-		return x && x->ver == r.ver ? pin_dram(e, x, s) : OL_KV_MISS;
+			ol_kve_slot_free(e, &sl);
+		return x && x->ver == r.ver ? pin_dram(e, st, x, s) : OL_KV_MISS;
 	}
 	if (rc < 0) {
 		if (rc == -EBADMSG || rc == -ENOENT) {
-			ht_remove(e, x);
-			ent_free(e, x);
+			ht_remove(st, x);
+			ent_free(e, st, x);
 		}
-		e->st.corrupt += rc == -EBADMSG;
+		st->st.corrupt += rc == -EBADMSG;
 		return rc == -EBADMSG ? OL_KV_CORRUPT : OL_KV_MISS;
 	}
 	if (ar < 0) {
@@ -1170,36 +1159,34 @@ pin_nvme(struct ol_kve *e, const struct ol_kvk *k, uint64_t h, bool need_dram,
 		s->len = r.len;
 		return OL_KV_OK;
 	}
-	if (sl.fresh)
-		prefault(e, &sl);
-	memcpy(e->base + sl.off, val, r.len);
 	(void)ent_attach(e, x, &sl);
-	e->dram_entries++;
-	e->st.promotions++;
-	return pin_dram(e, x, s);
+	st->dram_entries++;
+	st->st.promotions++;
+	return pin_dram(e, st, x, s);
 }
 
 int
 ol_kve_pin(struct ol_kve *e, const struct ol_kvk *k, bool need_dram, struct ol_kve_slot *s)
 {
 	uint64_t h = khash(k);
+	struct kstripe *st = stripe_of(e, h);
 	int rc;
-	pthread_mutex_lock(&e->mu);
-	struct ent *x = ht_find(e, k, h);
+	pthread_mutex_lock(&st->mu);
+	struct ent *x = ht_find(st, k, h);
 	if (!x) {
 		rc = OL_KV_MISS;
 	} else if (x->off != OL_KVE_NOOFF) {
-		e->st.hits_dram++;
-		rc = pin_dram(e, x, s);
+		st->st.hits_dram++;
+		rc = pin_dram(e, st, x, s);
 	} else {
-		rc = pin_nvme(e, k, h, need_dram, s);
-		e->st.hits_nvme += rc == OL_KV_OK;
+		rc = pin_nvme(e, st, x, need_dram, s);
+		st->st.hits_nvme += rc == OL_KV_OK;
 	}
 	if (rc == OL_KV_OK)
-		e->st.hits++;
+		st->st.hits++;
 	else
-		e->st.misses++;
-	pthread_mutex_unlock(&e->mu);
+		st->st.misses++;
+	pthread_mutex_unlock(&st->mu);
 	return rc;
 }
 
@@ -1207,19 +1194,20 @@ int
 ol_kve_pin_dram(struct ol_kve *e, const struct ol_kvk *k, struct ol_kve_slot *s)
 {
 	uint64_t h = khash(k);
+	struct kstripe *st = stripe_of(e, h);
 	int rc = OL_KV_MISS;
-	pthread_mutex_lock(&e->mu);
-	struct ent *x = ht_find(e, k, h);
+	pthread_mutex_lock(&st->mu);
+	struct ent *x = ht_find(st, k, h);
 	if (x && x->off == OL_KVE_NOOFF) {
 		rc = OL_KVE_NVME; /* counted by the ol_kve_pin that follows */
 	} else if (x) {
-		e->st.hits_dram++;
-		e->st.hits++;
-		rc = pin_dram(e, x, s);
+		st->st.hits_dram++;
+		st->st.hits++;
+		rc = pin_dram(e, st, x, s);
 	} else {
-		e->st.misses++;
+		st->st.misses++;
 	}
-	pthread_mutex_unlock(&e->mu);
+	pthread_mutex_unlock(&st->mu);
 	return rc;
 }
 
@@ -1227,10 +1215,11 @@ bool
 ol_kve_nvme_only(struct ol_kve *e, const struct ol_kvk *k)
 {
 	uint64_t h = khash(k);
-	pthread_mutex_lock(&e->mu);
-	struct ent *x = ht_find(e, k, h);
+	struct kstripe *st = stripe_of(e, h);
+	pthread_mutex_lock(&st->mu);
+	struct ent *x = ht_find(st, k, h);
 	bool r = x && x->off == OL_KVE_NOOFF;
-	pthread_mutex_unlock(&e->mu);
+	pthread_mutex_unlock(&st->mu);
 	return r;
 }
 
@@ -1250,61 +1239,63 @@ int
 ol_kve_exists(struct ol_kve *e, const struct ol_kvk *k, uint64_t *len)
 {
 	uint64_t h = khash(k);
-	pthread_mutex_lock(&e->mu);
-	struct ent *x = ht_find(e, k, h);
+	struct kstripe *st = stripe_of(e, h);
+	pthread_mutex_lock(&st->mu);
+	struct ent *x = ht_find(st, k, h);
 	if (x)
 		*len = x->len;
-	pthread_mutex_unlock(&e->mu);
+	pthread_mutex_unlock(&st->mu);
 	return x ? OL_KV_OK : OL_KV_MISS;
 }
 
-/* Append a tombstone for x (lock held, dropped during the write: nobody can reach x, which
- * is out of the index and pinned by the caller). */
+/* Append a tombstone for x (its stripe's mutex held, dropped during the write: nobody can
+ * reach x, which is out of the index and pinned by the caller). */
 static void
-tombstone(struct ol_kve *e, struct ent *x)
+tombstone(struct ol_kve *e, struct kstripe *st, struct ent *x)
 {
 	struct ol_kvs_rec r;
 	struct ol_kvs_loc loc;
 	uint64_t dropped[8];
-	unsigned nd;
+	unsigned nd = 0;
 	rec_of(x, &r);
-	r.ver = ++e->gver;
+	r.ver = atomic_fetch_add(&e->gver, 1) + 1;
 	r.flags = OL_KVS_TOMBSTONE;
-	pthread_mutex_unlock(&e->mu);
+	pthread_mutex_unlock(&st->mu);
 	int rc = ol_kvs_append(e->spill, &r, NULL, &loc, dropped, &nd);
-	pthread_mutex_lock(&e->mu);
 	if (rc < 0)
 		ol_warn("kv: tombstone write failed; the block may come back after a restart");
 	drop_segments(e, dropped, nd);
+	pthread_mutex_lock(&st->mu);
 }
 
 int
 ol_kve_delete(struct ol_kve *e, const struct ol_kvk *k)
 {
 	uint64_t h = khash(k);
-	pthread_mutex_lock(&e->mu);
-	struct ent *x = ht_find(e, k, h);
+	struct kstripe *st = stripe_of(e, h);
+	pthread_mutex_lock(&st->mu);
+	struct ent *x = ht_find(st, k, h);
 	if (!x) {
-		pthread_mutex_unlock(&e->mu);
+		pthread_mutex_unlock(&st->mu);
 		return OL_KV_MISS;
 	}
-	ht_remove(e, x);
-	e->st.deletes++;
+	ht_remove(st, x);
+	st->st.deletes++;
 	/* on NVMe, or maybe being written there (pinned): a restart must not bring it back */
 	bool tomb = e->spill && (x->loc.seg || x->pins > 0);
-	lru_remove(e, x);
-	dirty_remove(e, x);
+	lru_remove(st, x);
+	dirty_remove(e, st, x);
 	if (x->off != OL_KVE_NOOFF)
-		e->dram_entries--;
+		st->dram_entries--;
 	if (x->loc.seg)
-		e->nvme_entries--;
+		st->nvme_entries--;
 	x->loc.seg = 0;
 	x->state = ST_DEAD; /* freed by whoever drops the last pin */
 	x->pins++;
 	if (tomb)
-		tombstone(e, x);
+		tombstone(e, st, x);
 	if (--x->pins == 0)
-		ent_free(e, x);
-	pthread_mutex_unlock(&e->mu);
+		ent_free(e, st, x);
+	pthread_mutex_unlock(&st->mu);
 	return OL_KV_OK;
 }

@@ -19,6 +19,22 @@
 #define ST_LIVE	   1
 #define ST_DEAD	   2
 
+/* Locking. The index is split into stripes by key hash (a power of two, about 4 per core,
+ * at most OL_KVE_MAX_STRIPES): each stripe has its own mutex, hash chains, DRAM LRU, dirty
+ * FIFO, condition (strict puts wait there for their block) and counters. An entry belongs to
+ * the stripe of its key; every field of an entry is under its stripe's mutex. The slab
+ * allocator (pages, size classes, slot sequences, first-touch marks) has its own mutex amu,
+ * held only for a slot's alloc or free, never across a copy or an I/O. The write-behind
+ * state has wmu. Lock order: a stripe, then amu or wmu; never two stripes at once; nothing
+ * is taken under amu; wmu is not held while a stripe is taken (the writer drops it).
+ *
+ * A slot's sequence carries the stripe that owns it in its low 8 bits, so that release and
+ * commit, which name a slot by (off, seq), lock the right stripe; a slot is freed only under
+ * its owner stripe's mutex, so a matching seq in the table under that mutex means the slot,
+ * and ent_at[] at it, are that stripe's. */
+#define OL_KVE_MAX_STRIPES 256
+#define SEQ_SID_BITS	   8
+
 struct ent {
 	struct ol_kvk k;
 	uint64_t h;
@@ -28,6 +44,7 @@ struct ent {
 	uint64_t len, ver;
 	uint64_t off, seq; /* DRAM slot, off = OL_KVE_NOOFF when not in DRAM */
 	uint64_t put_ms;   /* when it was committed (dirty since then): the backlog's age */
+	uint64_t lru_t;	   /* engine-wide LRU clock at its last touch */
 	int cls;
 	uint32_t npages, pins;
 	uint8_t state;
@@ -57,8 +74,20 @@ struct sclass {
 	size_t nfree, cap;
 };
 
-struct ol_kve {
+/* One stripe of the index (see Locking above). */
+struct kstripe {
 	pthread_mutex_t mu;
+	pthread_cond_t clean_cv; /* a block of this stripe left the write-behind (strict waits) */
+	struct ent **ht;
+	uint64_t ht_mask, n_ent;
+	struct ent *lru_head, *lru_tail, *dirty_head, *dirty_tail;
+	_Atomic uint64_t lru_old;   /* lru_t of lru_head; UINT64_MAX when the LRU is empty */
+	_Atomic uint64_t dirty_old; /* put_ms of dirty_head; UINT64_MAX when none */
+	uint64_t dram_entries, nvme_entries;
+	struct ol_kve_stats st; /* the counters of this stripe's operations */
+} __attribute__((aligned(64)));
+
+struct ol_kve {
 	uint8_t *base;
 	uint64_t size, data_off;
 	bool is_shm;
@@ -66,37 +95,61 @@ struct ol_kve {
 	char shm_name[256];
 	uint32_t n_pages;
 	_Atomic uint64_t *seqtab;
+	unsigned nstripe;
+	struct kstripe *stripes;
+	/* the slab allocator: amu */
+	pthread_mutex_t amu;
 	struct page *pages;
 	struct sclass cls[NCLS];
-	struct ent **ent_at; /* per unit: the entry whose slot starts there */
-	uint64_t *tag;	     /* per unit: namespace tag of the bytes it holds (0 = never used) */
-	struct ent **ht;
-	uint64_t ht_mask, n_ent;
-	struct ent *lru_head, *lru_tail, *dirty_head, *dirty_tail;
-	uint64_t gseq, gver, epoch, max_block, dram_used, dram_entries, nvme_entries;
+	uint64_t gseq, dram_used, prefaulted;
+	uint64_t *tag;	       /* per unit: namespace tag of the bytes it holds (0 = never used);
+				  written by the slot's owner only */
+	struct ent **ent_at;   /* per unit: the entry whose slot starts there (owner stripe's mu) */
+	_Atomic uint64_t gver; /* versions of puts and tombstones */
+	_Atomic uint64_t lru_clock; /* LRU order across stripes */
+	uint64_t epoch, max_block;
 	struct ol_kvs *spill;
-	/* write-behind: one thread (or the closer, after it stopped) writes the dirty FIFO in
-	 * batches and broadcasts clean_cv after every batch. async: a put never waits for it
-	 * (a dirty LRU victim is dropped unwritten, counted); strict: a put waits on clean_cv
-	 * until its own block is written, and for a dirty victim to be written */
+	/* write-behind: one thread (or the closer, after it stopped) writes the dirty FIFOs in
+	 * batches, oldest first across stripes, and bumps wb_gen and broadcasts clean_cv after
+	 * every batch. async: a put never waits for it (a dirty LRU victim is dropped unwritten,
+	 * counted); strict: a put waits on its stripe's clean_cv until its own block is written,
+	 * and on clean_cv for a dirty victim to be written. Under wmu unless atomic. */
+	pthread_mutex_t wmu;
 	pthread_t wb;
 	pthread_cond_t wb_cv, clean_cv;
-	bool wb_running, stop, wb_kick, wb_active;
+	_Atomic bool wb_running, stop, wb_active;
+	bool wb_kick;
+	uint64_t wb_gen, wb_waits;
 	bool strict;
 	unsigned wb_ms;
-	uint64_t wb_bps;	/* write-behind bandwidth cap, bytes per second (0 = none) */
-	uint64_t dirty_q_bytes; /* value bytes queued on the dirty FIFO */
-	uint64_t dirty_q_n;	/* blocks queued on the dirty FIFO */
-	uint64_t wb_bytes;	/* value bytes in the batch being written */
-	uint64_t wb_n;		/* blocks in the batch being written */
-	uint64_t wb_oldest_ms;	/* put_ms of the oldest block in that batch */
-	struct ol_kvs_item *wb_items;
+	uint64_t wb_bps; /* write-behind bandwidth cap, bytes per second (0 = none) */
+	_Atomic uint64_t dirty_q_bytes; /* value bytes queued on the dirty FIFOs */
+	_Atomic uint64_t dirty_q_n;	/* blocks queued on the dirty FIFOs */
+	_Atomic uint64_t wb_bytes;	/* value bytes in the batch being written */
+	_Atomic uint64_t wb_n;		/* blocks in the batch being written */
+	_Atomic uint64_t wb_oldest_ms;	/* put_ms of the oldest block in that batch */
+	struct ol_kvs_item *wb_items;	/* the writer's */
 	struct ent **wb_ents;
 	/* background prefault of the DRAM tier (low priority, stopped by close) */
 	pthread_t pf;
 	bool pf_running;
 	_Atomic bool pf_stop;
-	struct ol_kve_stats st;
 };
+
+/* engine_slab.c: the DRAM tier (amu inside; see Locking). */
+void ol_kve_slab_init(struct ol_kve *e);
+void ol_kve_slab_fini(struct ol_kve *e);
+/* Map the tier (shm or anonymous) and set up its pages. 0 or -errno. */
+int ol_kve_map_dram(struct ol_kve *e, const struct ol_kve_opts *o);
+/* Take a free slot of len bytes for stripe sid: s->cls and s->npages are set in any case;
+ * 0 (s filled, its seq in the table, ent_at cleared), -EAGAIN (none free: evict and retry),
+ * -ENOSPC (larger than the tier). */
+int ol_kve_slot_take(struct ol_kve *e, uint64_t len, unsigned sid, struct slot *s);
+/* Free a slot (its owner stripe's mutex held, or the slot never published). */
+void ol_kve_slot_free(struct ol_kve *e, const struct slot *s);
+/* Populate a fresh slot's pages (no lock: the slot is the caller's). */
+void ol_kve_slot_prefault(struct ol_kve *e, const struct slot *s);
+/* The background prefault thread. */
+void *ol_kve_prefault_main(void *arg);
 
 #endif

@@ -2,31 +2,55 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "base/metrics.h"
 
 #include "kv/engine_int.h"
 
+/* Add the counters of a stripe (every field of ol_kve_stats is a u64 counter). */
+static void
+stats_add(struct ol_kve_stats *to, const struct ol_kve_stats *from)
+{
+	_Static_assert(sizeof(*to) % sizeof(uint64_t) == 0, "ol_kve_stats is all u64");
+	uint64_t *t = (uint64_t *)to;
+	const uint64_t *f = (const uint64_t *)from;
+	for (size_t i = 0; i < sizeof(*to) / sizeof(uint64_t); i++)
+		t[i] += f[i];
+}
+
 void
 ol_kve_get_stats(struct ol_kve *e, struct ol_kve_stats *st)
 {
-	pthread_mutex_lock(&e->mu);
-	*st = e->st;
+	memset(st, 0, sizeof(*st));
+	uint64_t oldest = UINT64_MAX, now = ol_now_us() / 1000;
+	for (unsigned s = 0; s < e->nstripe; s++) {
+		struct kstripe *k = &e->stripes[s];
+		pthread_mutex_lock(&k->mu);
+		stats_add(st, &k->st);
+		st->dram_entries += k->dram_entries;
+		st->nvme_entries += k->nvme_entries;
+		st->entries += k->n_ent;
+		if (k->dirty_head && k->dirty_head->put_ms < oldest)
+			oldest = k->dirty_head->put_ms;
+		for (struct ent *x = k->lru_head; x; x = x->lnext)
+			st->pinned += x->pins > 0;
+		pthread_mutex_unlock(&k->mu);
+	}
+	pthread_mutex_lock(&e->amu);
 	st->dram_cap = (uint64_t)e->n_pages * OL_KVE_PAGE;
 	st->dram_used = e->dram_used;
-	st->dram_entries = e->dram_entries;
-	st->nvme_entries = e->nvme_entries;
-	st->entries = e->n_ent;
-	st->dirty_bytes = e->dirty_q_bytes + e->wb_bytes;
-	st->dirty_blocks = e->dirty_q_n + e->wb_n;
-	uint64_t oldest = e->wb_n ? e->wb_oldest_ms : UINT64_MAX, now = ol_now_us() / 1000;
-	if (e->dirty_head && e->dirty_head->put_ms < oldest)
-		oldest = e->dirty_head->put_ms;
+	st->prefaulted = e->prefaulted;
+	pthread_mutex_unlock(&e->amu);
+	pthread_mutex_lock(&e->wmu);
+	st->writeback_waits = e->wb_waits;
+	pthread_mutex_unlock(&e->wmu);
+	uint64_t wb_n = atomic_load(&e->wb_n);
+	st->dirty_bytes = atomic_load(&e->dirty_q_bytes) + atomic_load(&e->wb_bytes);
+	st->dirty_blocks = atomic_load(&e->dirty_q_n) + wb_n;
+	if (wb_n && atomic_load(&e->wb_oldest_ms) < oldest)
+		oldest = atomic_load(&e->wb_oldest_ms);
 	st->dirty_age_ms = oldest == UINT64_MAX || oldest > now ? 0 : now - oldest;
-	st->pinned = 0;
-	for (struct ent *x = e->lru_head; x; x = x->lnext)
-		st->pinned += x->pins > 0;
-	pthread_mutex_unlock(&e->mu);
 	if (e->spill) {
 		struct ol_kvs_stats ss;
 		ol_kvs_get_stats(e->spill, &ss);
