@@ -1,0 +1,301 @@
+/* tests/unit/test_kv_stripes.c - the striped KV index under contention: several threads put,
+ * get (pinned DRAM reads and NVMe reads), delete, abort reservations and evict, on a small
+ * DRAM tier, over a key space small enough that they meet on the same keys and stripes.
+ * Every block is self-describing (its key id and the seed of its put in a header, the rest a
+ * pattern of that seed), so a get that returns a torn block, another key's block or a block
+ * of a put never made is caught. Then every key reads back valid or misses, the counters
+ * agree with the keys, and (NVMe) a reopen brings back exactly the keys that were there. */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "kv/engine.h"
+#include "kv_data.h"
+#include "openlake/openlake.h"
+
+#define MiB	  (1u << 20)
+#define KiB	  1024u
+#define H_THREADS 6
+#define H_OPS	  1500 /* operations per thread */
+#define H_KEYS	  96
+
+static uint8_t NS[16];
+
+struct hammer {
+	struct ol_kve *e;
+	_Atomic uint64_t issued[H_THREADS]; /* seeds handed out per thread (counter part) */
+	_Atomic int bad, torn_seq, puts, hits, misses, dels, fulls, aborts;
+};
+
+struct harg {
+	struct hammer *h;
+	unsigned t;
+};
+
+static size_t
+hlen(uint64_t seed)
+{
+	return 16 + (size_t)((seed * 2654435761u) % (256 * KiB));
+}
+
+static void
+hkey(struct ol_kvk *k, uint64_t id)
+{
+	uint8_t key[32];
+	make_key(key, id);
+	ol_kve_key(k, key, NS);
+}
+
+static void
+hfill(uint8_t *p, uint64_t id, uint64_t seed)
+{
+	memcpy(p, &id, 8);
+	memcpy(p + 8, &seed, 8);
+	fill_pattern(p + 16, hlen(seed) - 16, seed);
+}
+
+/* The bytes are exactly those of a put of key id that some thread made. */
+static bool
+hcheck(struct hammer *h, const uint8_t *p, uint64_t len, uint64_t id)
+{
+	uint64_t id2, seed;
+	if (len < 16)
+		return false;
+	memcpy(&id2, p, 8);
+	memcpy(&seed, p + 8, 8);
+	unsigned t = (unsigned)(seed >> 32);
+	if (id2 != id || t >= H_THREADS || (seed & 0xffffffffu) == 0 ||
+	    (seed & 0xffffffffu) > atomic_load(&h->issued[t]) || len != hlen(seed))
+		return false;
+	return check_pattern(p + 16, len - 16, seed);
+}
+
+static uint64_t
+seq_at(const struct ol_kve_slot *s)
+{
+	const _Atomic uint64_t *t = (const _Atomic uint64_t *)(s->ptr - s->off);
+	return atomic_load(&t[s->off / OL_KVE_UNIT]);
+}
+
+static void
+h_put(struct hammer *h, unsigned t, uint64_t id, bool abort_it)
+{
+	struct ol_kvk k;
+	struct ol_kve_slot s;
+	uint64_t seed = ((uint64_t)t << 32) | (atomic_load(&h->issued[t]) + 1);
+	atomic_fetch_add(&h->issued[t], 1);
+	hkey(&k, id);
+	int st = ol_kve_alloc(h->e, &k, hlen(seed), &s);
+	if (st == OL_KV_FULL)
+		atomic_fetch_add(&h->fulls, 1);
+	if (st != OL_KV_OK) {
+		if (st != OL_KV_EXISTS && st != OL_KV_FULL)
+			atomic_fetch_add(&h->bad, 1);
+		return;
+	}
+	hfill(s.ptr, id, seed);
+	if (abort_it) {
+		ol_kve_release(h->e, s.off, s.seq);
+		atomic_fetch_add(&h->aborts, 1);
+		return;
+	}
+	st = ol_kve_commit(h->e, &k, s.off, s.seq, hlen(seed));
+	if (st == OL_KV_OK)
+		atomic_fetch_add(&h->puts, 1);
+	else if (st != OL_KV_EXISTS)
+		atomic_fetch_add(&h->bad, 1);
+}
+
+static void
+h_get(struct hammer *h, uint64_t id, bool need_dram)
+{
+	struct ol_kvk k;
+	struct ol_kve_slot s;
+	hkey(&k, id);
+	int st = ol_kve_pin(h->e, &k, need_dram, &s);
+	if (st == OL_KV_MISS) {
+		atomic_fetch_add(&h->misses, 1);
+		return;
+	}
+	if (st != OL_KV_OK) {
+		atomic_fetch_add(&h->bad, 1);
+		return;
+	}
+	atomic_fetch_add(&h->hits, 1);
+	bool dram = s.off != OL_KVE_NOOFF;
+	if (need_dram && !dram)
+		atomic_fetch_add(&h->bad, 1);
+	if (dram && seq_at(&s) != s.seq)
+		atomic_fetch_add(&h->torn_seq, 1);
+	if (!hcheck(h, s.ptr, s.len, id))
+		atomic_fetch_add(&h->bad, 1);
+	if (dram && seq_at(&s) != s.seq) /* a pinned slot is never recycled under its reader */
+		atomic_fetch_add(&h->torn_seq, 1);
+	if (dram)
+		ol_kve_release(h->e, s.off, s.seq);
+}
+
+static void *
+h_main(void *arg)
+{
+	struct harg *a = arg;
+	struct hammer *h = a->h;
+	uint64_t r = 0x9e3779b97f4a7c15ull * (a->t + 1);
+	for (int i = 0; i < H_OPS; i++) {
+		r ^= r << 13;
+		r ^= r >> 7;
+		r ^= r << 17;
+		uint64_t id = 1 + (r >> 16) % H_KEYS;
+		struct ol_kvk k;
+		uint64_t len;
+		switch (r % 10) {
+		case 0:
+		case 1:
+		case 2:
+		case 3:
+			h_put(h, a->t, id, (r >> 40) % 16 == 0);
+			break;
+		case 8:
+			hkey(&k, id);
+			if (ol_kve_delete(h->e, &k) == OL_KV_OK)
+				atomic_fetch_add(&h->dels, 1);
+			break;
+		case 9:
+			hkey(&k, id);
+			(void)ol_kve_exists(h->e, &k, &len);
+			break;
+		default:
+			h_get(h, id, (r >> 48) & 1);
+		}
+	}
+	return NULL;
+}
+
+static void
+hammer(struct hammer *h)
+{
+	pthread_t th[H_THREADS];
+	struct harg a[H_THREADS];
+	for (unsigned t = 0; t < H_THREADS; t++) {
+		a[t] = (struct harg){h, t};
+		pthread_create(&th[t], NULL, h_main, &a[t]);
+	}
+	for (unsigned t = 0; t < H_THREADS; t++)
+		pthread_join(th[t], NULL);
+}
+
+/* Every key reads back a valid block or misses; *present gets the keys that are there. */
+static int
+verify_all(struct hammer *h, bool present[H_KEYS + 1], int *n_present)
+{
+	int bad = 0;
+	*n_present = 0;
+	for (uint64_t id = 1; id <= H_KEYS; id++) {
+		struct ol_kvk k;
+		struct ol_kve_slot s;
+		hkey(&k, id);
+		int st = ol_kve_pin(h->e, &k, false, &s);
+		present[id] = st == OL_KV_OK;
+		*n_present += st == OL_KV_OK;
+		if (st == OL_KV_OK && !hcheck(h, s.ptr, s.len, id))
+			bad++;
+		else if (st != OL_KV_OK && st != OL_KV_MISS)
+			bad++;
+		if (st == OL_KV_OK && s.off != OL_KVE_NOOFF)
+			ol_kve_release(h->e, s.off, s.seq);
+	}
+	return bad;
+}
+
+static struct ol_kve *
+open_eng(const char *spill)
+{
+	struct ol_kve_opts o = {.dram_bytes = 16 * MiB,
+				.spill_dir = spill,
+				.spill_bytes = spill ? 512 * MiB : 0,
+				.max_block = 64 * MiB,
+				.writeback_ms = 20};
+	struct ol_kve *e = NULL;
+	return ol_kve_open(&o, &e) == 0 ? e : NULL;
+}
+
+static void
+test_hammer(const char *spill)
+{
+	const char *mode = spill ? "DRAM + NVMe" : "DRAM only";
+	static struct hammer h;
+	memset(&h, 0, sizeof(h));
+	h.e = open_eng(spill);
+	ok(h.e != NULL, "%s: engine with 16 MiB of DRAM", mode);
+	if (!h.e)
+		return;
+	hammer(&h);
+	struct ol_kve_stats st;
+	ol_kve_get_stats(h.e, &st);
+	ok(h.bad == 0 && h.torn_seq == 0,
+	   "%s: %d threads x %d ops on %d keys: %d puts, %d hits, %d misses, %d deletes, %d "
+	   "aborted reservations, %d full: no wrong, torn or recycled read (bad %d, seq %d)",
+	   mode, H_THREADS, H_OPS, H_KEYS, h.puts, h.hits, h.misses, h.dels, h.aborts, h.fulls,
+	   h.bad, h.torn_seq);
+	ok(h.puts > 0 && h.hits > 0 && h.dels > 0 && st.evictions + st.demotions > 0,
+	   "%s: the mix ran: puts, hits, deletes, and %llu evictions + %llu demotions under the "
+	   "small DRAM",
+	   mode, (unsigned long long)st.evictions, (unsigned long long)st.demotions);
+	bool present[H_KEYS + 1] = {false};
+	int n, bad = verify_all(&h, present, &n);
+	ol_kve_get_stats(h.e, &st);
+	ok(bad == 0 && st.entries == (uint64_t)n && st.pinned == 0 &&
+	       st.dram_entries <= st.entries && st.dram_used <= st.dram_cap,
+	   "%s: afterwards every key reads back valid or misses; entries %llu = %d present, "
+	   "%llu pinned, %llu in DRAM",
+	   mode, (unsigned long long)st.entries, n, (unsigned long long)st.pinned,
+	   (unsigned long long)st.dram_entries);
+	if (!spill) {
+		ol_kve_close(h.e);
+		return;
+	}
+	ol_kve_close(h.e); /* writes the dirty rest */
+	h.e = open_eng(spill);
+	bool again[H_KEYS + 1] = {false};
+	int n2, bad2 = h.e ? verify_all(&h, again, &n2) : -1;
+	ok(h.e && bad2 == 0 && n2 == n && memcmp(present, again, sizeof(again)) == 0,
+	   "%s: after close and reopen the same %d keys are there, each valid (got %d, %d bad)",
+	   mode, n, n2, bad2);
+	ol_kve_close(h.e);
+}
+
+static void
+rm_rf(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char p[600];
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		unlink(p);
+	}
+	if (d)
+		closedir(d);
+	rmdir(dir);
+}
+
+int
+main(void)
+{
+	ol_log_threshold = OL_LOG_ERROR;
+	ol_kve_ns_hash("stripes", 7, NS);
+	test_hammer(NULL);
+	char tpl[] = "/tmp/olkv-stripes-XXXXXX";
+	char *dir = mkdtemp(tpl);
+	ok(dir != NULL, "temp dir for the NVMe tier");
+	if (dir) {
+		test_hammer(dir);
+		rm_rf(dir);
+	}
+	tap_done();
+}
