@@ -21,11 +21,13 @@
  * async (default): a put never waits for the disk; a dirty LRU victim is dropped unwritten
  * (stats wb_dropped; a later get misses). strict (opts.strict): ol_kve_commit returns once the
  * block is appended to the NVMe tier, and a put whose victim is dirty waits for the writer
- * (the mutex is free meanwhile). Deletes append a tombstone; recovery honours versions, not
+ * (no mutex held meanwhile). Deletes append a tombstone; recovery honours versions, not
  * log order.
  *
- * Thread-safe: one mutex around the index; bulk copies of pinned slots, disk writes and the
- * waits above happen outside it. Threads: write-behind, the NVMe tier's syncer, and (with
+ * Thread-safe: the index is striped by key hash, a mutex per stripe; the slab allocator and
+ * the write-behind state have their own (see engine_int.h, "Locking"). Bulk copies of pinned
+ * slots, disk writes, promotion copies and the waits above happen outside them. Eviction is
+ * global LRU across stripes. Threads: write-behind, the NVMe tier's syncer, and (with
  * opts.prefault) a low-priority prefault of the DRAM tier, all joined by ol_kve_close. */
 #ifndef OL_KV_ENGINE_H
 #define OL_KV_ENGINE_H
