@@ -135,8 +135,6 @@ lru_remove(struct kstripe *st, struct ent *x)
 		st->lru_tail = x->lprev;
 	x->lprev = x->lnext = NULL;
 	x->in_lru = false;
-	atomic_store_explicit(&st->lru_old, st->lru_head ? st->lru_head->lru_t : UINT64_MAX,
-			      memory_order_relaxed);
 }
 
 static void
@@ -151,7 +149,6 @@ lru_append(struct ol_kve *e, struct kstripe *st, struct ent *x)
 		st->lru_head = x;
 	st->lru_tail = x;
 	x->in_lru = true;
-	atomic_store_explicit(&st->lru_old, st->lru_head->lru_t, memory_order_relaxed);
 }
 
 static void
@@ -389,83 +386,120 @@ ent_evict(struct ol_kve *e, struct kstripe *st, struct ent *x, struct drops *d)
 	ent_free(e, st, x);
 }
 
-/* An LRU victim of stripe st among unpinned entries: the oldest of class want among the
- * first 64 (a clean one first: a dirty one must be written to NVMe before it can go), else
- * the oldest. *busy: an entry was passed over only because the write-behind thread is
- * writing it. */
-static struct ent *
-victim(struct kstripe *st, int want, bool *busy)
+/* A candidate victim: an entry, its stripe and its LRU stamp. */
+struct cand {
+	struct ent *x;
+	unsigned sid;
+	uint64_t t;
+};
+
+static void
+cand_keep(struct cand *c, struct ent *x, unsigned sid)
 {
-	struct ent *any = NULL, *dirty = NULL;
-	int seen = 0;
-	for (struct ent *x = st->lru_head; x; x = x->lnext) {
-		if (x->pins) {
-			*busy |= x->wb;
-			continue;
-		}
-		bool fits = want == CLS_LARGE || x->cls == want;
-		if (fits && !x->dirty)
-			return x;
-		if (fits && !dirty)
-			dirty = x;
-		if (!any)
-			any = x;
-		if (++seen >= 64)
-			break;
-	}
-	return dirty ? dirty : any;
+	if (!c->x || x->lru_t < c->t)
+		*c = (struct cand){x, sid, x->lru_t};
 }
 
-/* The stripe whose LRU head is the oldest (UINT_MAX when every LRU is empty). A hint: the
- * heads are read without the stripes' mutexes. */
+/* Unpinned entries looked at from the head of each stripe's LRU when choosing a victim. */
 static unsigned
-oldest_stripe(struct ol_kve *e)
+lru_window(const struct ol_kve *e)
 {
-	unsigned best = UINT32_MAX;
-	uint64_t bt = UINT64_MAX;
-	for (unsigned i = 0; i < e->nstripe; i++) {
-		uint64_t t = atomic_load_explicit(&e->stripes[i].lru_old, memory_order_relaxed);
-		if (t < bt) {
-			bt = t;
-			best = i;
+	return 128 / e->nstripe > 8 ? 128 / e->nstripe : 8;
+}
+
+/* LRU victims across the stripes, as in one LRU of every stripe's entries. Each stripe is
+ * looked at from its head, lru_window() unpinned entries deep; the window of the whole index
+ * is what is older than the shallowest of those looks (so that a young block of a stripe
+ * with few old ones is not taken for an old one): the oldest entries of the index, at least
+ * lru_window() of them. *fit_clean: the oldest of class want in it that is clean,
+ * *fit_dirty: the oldest dirty one (it must be written to NVMe before it can go), *any: the
+ * oldest of all. The stripes are visited one at a time; the candidates are hints to check
+ * again under their stripe. *busy: an entry was passed over only because the write-behind
+ * thread writes it. */
+static void
+victims(struct ol_kve *e, int want, struct cand *fit_clean, struct cand *fit_dirty,
+	struct cand *any, bool *busy)
+{
+	struct cand fc[OL_KVE_MAX_STRIPES], fd[OL_KVE_MAX_STRIPES];
+	unsigned w = lru_window(e);
+	uint64_t edge = UINT64_MAX;
+	for (unsigned sid = 0; sid < e->nstripe; sid++) {
+		struct kstripe *st = &e->stripes[sid];
+		fc[sid].x = fd[sid].x = NULL;
+		pthread_mutex_lock(&st->mu);
+		unsigned seen = 0;
+		struct ent *x = st->lru_head;
+		for (; x && seen < w; x = x->lnext) {
+			if (x->pins) {
+				*busy |= x->wb;
+				continue;
+			}
+			seen++;
+			cand_keep(any, x, sid);
+			if (want == CLS_LARGE || x->cls == want)
+				cand_keep(x->dirty ? &fd[sid] : &fc[sid], x, sid);
+			if (seen == w && x->lru_t < edge)
+				edge = x->lru_t;
 		}
+		pthread_mutex_unlock(&st->mu);
 	}
-	return best;
+	for (unsigned sid = 0; sid < e->nstripe; sid++) {
+		if (fc[sid].x && fc[sid].t <= edge)
+			cand_keep(fit_clean, fc[sid].x, sid);
+		if (fd[sid].x && fd[sid].t <= edge)
+			cand_keep(fit_dirty, fd[sid].x, sid);
+	}
+}
+
+/* Whether x is still an unpinned entry of st's LRU window (st's mutex held; x may be a
+ * stale pointer: it is compared, not read, until found). */
+static bool
+still_there(const struct ol_kve *e, struct kstripe *st, const struct ent *x)
+{
+	unsigned w = lru_window(e), seen = 0;
+	for (struct ent *y = st->lru_head; y && seen < w; y = y->lnext) {
+		if (y->pins)
+			continue;
+		if (y == x)
+			return true;
+		seen++;
+	}
+	return false;
 }
 
 /* Evict one block for a slot of class want (no lock held). Eviction is global LRU across
- * stripes: the victim comes from the stripe whose LRU head is the oldest, else from the next
- * stripe that has one. For a put (promote false): async, a dirty victim is dropped unwritten
- * (counted); strict, a dirty victim is left to the write-behind thread (-EAGAIN: wait for
- * it). A promotion never waits and never drops a dirty block (-EAGAIN). When no write-behind
- * thread runs (close), a dirty victim is written here, under its stripe's mutex.
- * 0 (evicted one), -EAGAIN (wait for the writer), -ENOSPC (nothing to evict). */
+ * stripes (victims above): a clean block of the wanted class among the oldest, else a dirty
+ * one, else the oldest of all. For a put (promote false): async, a dirty victim is dropped
+ * unwritten (counted); strict, a dirty victim is left to the write-behind thread (-EAGAIN:
+ * wait for it). A promotion never waits and never drops a dirty block (-EAGAIN). When no
+ * write-behind thread runs (close), a dirty victim is written here, under its stripe's
+ * mutex. 0 (evicted one, or the victim changed meanwhile: try again), -EAGAIN (wait for the
+ * writer), -ENOSPC (nothing to evict). */
 static int
 evict_one(struct ol_kve *e, int want, bool promote)
 {
-	unsigned first = oldest_stripe(e);
+	struct cand fc = {0}, fd = {0}, any = {0};
 	bool busy = false;
-	if (first == UINT32_MAX)
-		first = 0;
-	for (unsigned n = 0; n < e->nstripe; n++) {
-		struct kstripe *st = &e->stripes[(first + n) & (e->nstripe - 1)];
-		pthread_mutex_lock(&st->mu);
-		struct ent *v = victim(st, want, &busy);
-		if (!v) {
-			pthread_mutex_unlock(&st->mu);
-			continue;
-		}
-		if (v->dirty && v->in_dirty && (e->strict || promote) && wb_can_wait(e)) {
-			pthread_mutex_unlock(&st->mu);
-			return -EAGAIN;
-		}
-		struct drops d = {.n = 0};
-		ent_evict(e, st, v, &d); /* clean, or dirty and given up on by the writer */
+	victims(e, want, &fc, &fd, &any, &busy);
+	struct cand *c = fc.x ? &fc : fd.x ? &fd : &any;
+	if (!c->x)
+		return busy && wb_can_wait(e) ? -EAGAIN : -ENOSPC;
+	struct kstripe *st = &e->stripes[c->sid];
+	pthread_mutex_lock(&st->mu);
+	if (!still_there(e, st, c->x)) {
 		pthread_mutex_unlock(&st->mu);
-		drop_segments(e, d.ids, d.n);
 		return 0;
 	}
-	return busy && wb_can_wait(e) ? -EAGAIN : -ENOSPC;
+	struct ent *v = c->x;
+	if (v->dirty && v->in_dirty && (e->strict || promote) && wb_can_wait(e)) {
+		pthread_mutex_unlock(&st->mu);
+		return -EAGAIN;
+	}
+	struct drops d = {.n = 0};
+	ent_evict(e, st, v, &d); /* clean, or dirty and given up on by the writer */
+	pthread_mutex_unlock(&st->mu);
+	drop_segments(e, d.ids, d.n);
+	return 0;
 }
 
 /* Reserve a DRAM slot for len bytes for stripe sid, evicting as needed (no lock held: the
@@ -790,7 +824,6 @@ stripes_init(struct ol_kve *e)
 		pthread_cond_init(&st->clean_cv, NULL);
 		st->ht_mask = 255;
 		st->ht = ol_xcalloc(st->ht_mask + 1, sizeof(*st->ht));
-		atomic_init(&st->lru_old, UINT64_MAX);
 		atomic_init(&st->dirty_old, UINT64_MAX);
 	}
 }

@@ -81,7 +81,6 @@ struct kstripe {
 	struct ent **ht;
 	uint64_t ht_mask, n_ent;
 	struct ent *lru_head, *lru_tail, *dirty_head, *dirty_tail;
-	_Atomic uint64_t lru_old;   /* lru_t of lru_head; UINT64_MAX when the LRU is empty */
 	_Atomic uint64_t dirty_old; /* put_ms of dirty_head; UINT64_MAX when none */
 	uint64_t dram_entries, nvme_entries;
 	struct ol_kve_stats st; /* the counters of this stripe's operations */

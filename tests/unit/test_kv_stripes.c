@@ -267,6 +267,54 @@ test_hammer(const char *spill)
 	ol_kve_close(h.e);
 }
 
+/* Mixed sizes: DRAM full of small blocks and older large ones, then a new set of large blocks
+ * half the size of DRAM is put: every one of the new set must still be there (the preference
+ * for a victim of the wanted size class must not reach past the old blocks into new ones).
+ * What the bench's GET prefill does after its PUT runs. */
+static void
+test_lru_mixed_sizes(void)
+{
+	struct ol_kve_opts o = {.dram_bytes = 64 * MiB, .max_block = 64 * MiB};
+	struct ol_kve *e = NULL;
+	ok(ol_kve_open(&o, &e) == 0, "mixed sizes: engine with 64 MiB of DRAM");
+	if (!e)
+		return;
+	static struct hammer h;
+	memset(&h, 0, sizeof(h));
+	h.e = e;
+	struct ol_kvk k;
+	struct ol_kve_slot s;
+	int bad = 0;
+	uint64_t id = 1000;
+	for (int i = 0; i < 256; i++, id++) { /* 256 KiB blocks: all of DRAM */
+		hkey(&k, id);
+		bad += ol_kve_alloc(e, &k, 256 * KiB, &s) != OL_KV_OK ||
+		       ol_kve_commit(e, &k, s.off, s.seq, 256 * KiB) != OL_KV_OK;
+	}
+	for (int i = 0; i < 64; i++, id++) { /* older 2 MiB blocks: twice DRAM */
+		hkey(&k, id);
+		bad += ol_kve_alloc(e, &k, 2 * MiB, &s) != OL_KV_OK ||
+		       ol_kve_commit(e, &k, s.off, s.seq, 2 * MiB) != OL_KV_OK;
+	}
+	uint64_t first = id;
+	for (int i = 0; i < 16; i++, id++) { /* the new set: half of DRAM */
+		hkey(&k, id);
+		bad += ol_kve_alloc(e, &k, 2 * MiB, &s) != OL_KV_OK ||
+		       ol_kve_commit(e, &k, s.off, s.seq, 2 * MiB) != OL_KV_OK;
+	}
+	int missing = 0;
+	uint64_t len;
+	for (uint64_t i = first; i < id; i++) {
+		hkey(&k, i);
+		missing += ol_kve_exists(e, &k, &len) != OL_KV_OK;
+	}
+	ok(bad == 0 && missing == 0,
+	   "mixed sizes: after 64 MiB of 256 KiB blocks and 128 MiB of 2 MiB ones, the newest 16 "
+	   "x 2 MiB are all there (%d missing, %d failed puts)",
+	   missing, bad);
+	ol_kve_close(e);
+}
+
 static void
 rm_rf(const char *dir)
 {
@@ -289,6 +337,7 @@ main(void)
 {
 	ol_log_threshold = OL_LOG_ERROR;
 	ol_kve_ns_hash("stripes", 7, NS);
+	test_lru_mixed_sizes();
 	test_hammer(NULL);
 	char tpl[] = "/tmp/olkv-stripes-XXXXXX";
 	char *dir = mkdtemp(tpl);
