@@ -393,11 +393,12 @@ struct cand {
 	uint64_t t;
 };
 
+/* Keep x (seen under its stripe's mutex, stamp t) in c if it is older. */
 static void
-cand_keep(struct cand *c, struct ent *x, unsigned sid)
+cand_keep(struct cand *c, struct ent *x, unsigned sid, uint64_t t)
 {
-	if (!c->x || x->lru_t < c->t)
-		*c = (struct cand){x, sid, x->lru_t};
+	if (!c->x || t < c->t)
+		*c = (struct cand){x, sid, t};
 }
 
 /* Unpinned entries looked at from the head of each stripe's LRU when choosing a victim. */
@@ -435,19 +436,20 @@ victims(struct ol_kve *e, int want, struct cand *fit_clean, struct cand *fit_dir
 				continue;
 			}
 			seen++;
-			cand_keep(any, x, sid);
+			cand_keep(any, x, sid, x->lru_t);
 			if (want == CLS_LARGE || x->cls == want)
-				cand_keep(x->dirty ? &fd[sid] : &fc[sid], x, sid);
+				cand_keep(x->dirty ? &fd[sid] : &fc[sid], x, sid, x->lru_t);
 			if (seen == w && x->lru_t < edge)
 				edge = x->lru_t;
 		}
 		pthread_mutex_unlock(&st->mu);
 	}
+	/* the candidates may be gone by now: only their stamps are compared */
 	for (unsigned sid = 0; sid < e->nstripe; sid++) {
 		if (fc[sid].x && fc[sid].t <= edge)
-			cand_keep(fit_clean, fc[sid].x, sid);
+			cand_keep(fit_clean, fc[sid].x, sid, fc[sid].t);
 		if (fd[sid].x && fd[sid].t <= edge)
-			cand_keep(fit_dirty, fd[sid].x, sid);
+			cand_keep(fit_dirty, fd[sid].x, sid, fd[sid].t);
 	}
 }
 
