@@ -32,7 +32,7 @@
  * commit, which name a slot by (off, seq), lock the right stripe; a slot is freed only under
  * its owner stripe's mutex, so a matching seq in the table under that mutex means the slot,
  * and ent_at[] at it, are that stripe's. */
-#define OL_KVE_MAX_STRIPES 256
+#define OL_KVE_MAX_STRIPES 64
 #define SEQ_SID_BITS	   8
 
 struct ent {
