@@ -210,6 +210,8 @@ verify_all(struct hammer *h, bool present[H_KEYS + 1], int *n_present)
 	return bad;
 }
 
+static bool g_strict; /* engines opened by open_eng: [kv] writeback = "strict" */
+
 static struct ol_kve *
 open_eng(const char *spill)
 {
@@ -217,7 +219,8 @@ open_eng(const char *spill)
 				.spill_dir = spill,
 				.spill_bytes = spill ? 512 * MiB : 0,
 				.max_block = 64 * MiB,
-				.writeback_ms = 20};
+				.writeback_ms = 20,
+				.strict = g_strict};
 	struct ol_kve *e = NULL;
 	return ol_kve_open(&o, &e) == 0 ? e : NULL;
 }
@@ -225,7 +228,7 @@ open_eng(const char *spill)
 static void
 test_hammer(const char *spill)
 {
-	const char *mode = spill ? "DRAM + NVMe" : "DRAM only";
+	const char *mode = !spill ? "DRAM only" : g_strict ? "DRAM + NVMe strict" : "DRAM + NVMe";
 	static struct hammer h;
 	memset(&h, 0, sizeof(h));
 	h.e = open_eng(spill);
@@ -240,6 +243,11 @@ test_hammer(const char *spill)
 	   "aborted reservations, %d full: no wrong, torn or recycled read (bad %d, seq %d)",
 	   mode, H_THREADS, H_OPS, H_KEYS, h.puts, h.hits, h.misses, h.dels, h.aborts, h.fulls,
 	   h.bad, h.torn_seq);
+	if (g_strict)
+		ok(st.wb_dropped == 0 && st.evictions == 0 && st.demotions > 0,
+		   "%s: no block dropped unwritten (%llu dropped, %llu evicted, %llu demoted)",
+		   mode, (unsigned long long)st.wb_dropped, (unsigned long long)st.evictions,
+		   (unsigned long long)st.demotions);
 	ok(h.puts > 0 && h.hits > 0 && h.dels > 0 && st.evictions + st.demotions > 0,
 	   "%s: the mix ran: puts, hits, deletes, and %llu evictions + %llu demotions under the "
 	   "small DRAM",
@@ -344,6 +352,15 @@ main(void)
 	ok(dir != NULL, "temp dir for the NVMe tier");
 	if (dir) {
 		test_hammer(dir);
+		rm_rf(dir);
+	}
+	char tpl2[] = "/tmp/olkv-stripes-XXXXXX";
+	dir = mkdtemp(tpl2);
+	ok(dir != NULL, "temp dir for the NVMe tier (strict)");
+	if (dir) {
+		g_strict = true; /* puts wait on their stripe for the write-behind */
+		test_hammer(dir);
+		g_strict = false;
 		rm_rf(dir);
 	}
 	tap_done();
