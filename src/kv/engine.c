@@ -1144,37 +1144,53 @@ pin_dram(struct ol_kve *e, struct kstripe *st, struct ent *x, struct ol_kve_slot
 	return OL_KV_OK;
 }
 
-/* x is NVMe only: read it, then promote it (x's stripe's mutex held on entry and exit, free
- * during the read, the eviction and the copy into DRAM: gets of other blocks go on). A TCP
- * reader (!need_dram) is served from the read buffer on the entry's first NVMe hit and
- * promotes only on the second: a block read once from a random working set gains nothing
- * from a DRAM slot, which costs an eviction and a copy. */
-static int
-pin_nvme(struct ol_kve *e, struct kstripe *st, struct ent *x, bool need_dram, struct ol_kve_slot *s)
+/* The read of an NVMe-only block, between its start (under the stripe) and its end. */
+struct nvread {
+	struct ol_kvk k;
+	uint64_t h;
+	bool promote;
+	struct ol_kvs_rd rd;
+};
+
+/* Note what to read of x (NVMe only; its stripe's mutex held). A TCP reader (!need_dram) is
+ * served from the read buffer on the entry's first NVMe hit and promotes only on the second:
+ * a block read once from a random working set gains nothing from a DRAM slot, which costs an
+ * eviction and a copy. */
+static void
+nv_start(struct ent *x, bool need_dram, struct nvread *nr)
 {
-	struct ol_kvk k = x->k;
-	uint64_t h = x->h;
-	struct ol_kvs_rec r;
-	struct ol_kvs_loc loc = x->loc;
-	const void *val;
-	bool promote = need_dram || x->nv_hit;
-	rec_of(x, &r);
-	pthread_mutex_unlock(&st->mu);
-	int rc = ol_kvs_read(e->spill, &r, &loc, &val);
+	nr->k = x->k;
+	nr->h = x->h;
+	nr->promote = need_dram || x->nv_hit;
+	rec_of(x, &nr->rd.rec);
+	nr->rd.loc = x->loc;
+}
+
+/* After the read (rd.rc, rd.val set; no lock held): promote the block if nr says so, then
+ * take its stripe's mutex and pin it or hand out the read buffer. The slot of a promotion is
+ * taken (evicting as needed) and filled with no lock held: it is unreachable until attached.
+ * Returns with the stripe's mutex held: OL_KV_OK, OL_KV_MISS, OL_KV_CORRUPT. */
+static int
+nv_finish(struct ol_kve *e, struct kstripe *st, struct nvread *nr, bool need_dram,
+	  struct ol_kve_slot *s)
+{
+	int rc = nr->rd.rc;
+	const struct ol_kvs_rec *r = &nr->rd.rec;
 	struct slot sl;
-	int ar =
-	    rc == 0 && promote ? slot_alloc(e, r.len ? r.len : 1, true, sid_of(e, h), &sl) : -1;
-	if (ar == 0) { /* the slot is unreachable until attached: fill it unlocked */
+	int ar = rc == 0 && nr->promote
+		     ? slot_alloc(e, r->len ? r->len : 1, true, sid_of(e, nr->h), &sl)
+		     : -1;
+	if (ar == 0) {
 		if (sl.fresh)
 			ol_kve_slot_prefault(e, &sl);
-		memcpy(e->base + sl.off, val, r.len);
+		memcpy(e->base + sl.off, nr->rd.val, r->len);
 	}
 	pthread_mutex_lock(&st->mu);
-	x = ht_find(st, &k, h);
-	if (!x || x->ver != r.ver || x->off != OL_KVE_NOOFF) {
+	struct ent *x = ht_find(st, &nr->k, nr->h);
+	if (!x || x->ver != r->ver || x->off != OL_KVE_NOOFF) {
 		if (ar == 0)
 			ol_kve_slot_free(e, &sl);
-		return x && x->ver == r.ver ? pin_dram(e, st, x, s) : OL_KV_MISS;
+		return x && x->ver == r->ver ? pin_dram(e, st, x, s) : OL_KV_MISS;
 	}
 	if (rc < 0) {
 		if (rc == -EBADMSG || rc == -ENOENT) {
@@ -1188,16 +1204,28 @@ pin_nvme(struct ol_kve *e, struct kstripe *st, struct ent *x, bool need_dram, st
 		if (need_dram)
 			return OL_KV_MISS;
 		x->nv_hit = true;
-		s->ptr = (uint8_t *)val;
+		s->ptr = (uint8_t *)nr->rd.val;
 		s->off = OL_KVE_NOOFF;
 		s->seq = 0;
-		s->len = r.len;
+		s->len = r->len;
 		return OL_KV_OK;
 	}
 	(void)ent_attach(e, x, &sl);
 	st->dram_entries++;
 	st->st.promotions++;
 	return pin_dram(e, st, x, s);
+}
+
+/* x is NVMe only: read it, then promote it or not (x's stripe's mutex held on entry and exit,
+ * free during the read, the eviction and the copy into DRAM: gets of other blocks go on). */
+static int
+pin_nvme(struct ol_kve *e, struct kstripe *st, struct ent *x, bool need_dram, struct ol_kve_slot *s)
+{
+	struct nvread nr;
+	nv_start(x, need_dram, &nr);
+	pthread_mutex_unlock(&st->mu);
+	nr.rd.rc = ol_kvs_read(e->spill, &nr.rd.rec, &nr.rd.loc, &nr.rd.val);
+	return nv_finish(e, st, &nr, need_dram, s);
 }
 
 int
@@ -1244,6 +1272,66 @@ ol_kve_pin_dram(struct ol_kve *e, const struct ol_kvk *k, struct ol_kve_slot *s)
 	}
 	pthread_mutex_unlock(&st->mu);
 	return rc;
+}
+
+int
+ol_kve_pin_many(struct ol_kve *e, const struct ol_kvk *k, unsigned n, struct ol_kve_slot *s,
+		int *st)
+{
+	struct nvread *nr = ol_xcalloc(n ? n : 1, sizeof(*nr));
+	unsigned *at = ol_xcalloc(n ? n : 1, sizeof(*at)), nn = 0;
+	uint64_t budget = OL_KVS_BATCH; /* the values share this thread's read buffer */
+	bool full = false;
+	for (unsigned i = 0; i < n; i++) { /* DRAM hits and misses now; NVMe reads noted */
+		if (full) {
+			st[i] = OL_KVE_NVME; /* past the read budget: left to the caller */
+			continue;
+		}
+		uint64_t h = khash(&k[i]);
+		struct kstripe *sp = stripe_of(e, h);
+		pthread_mutex_lock(&sp->mu);
+		struct ent *x = ht_find(sp, &k[i], h);
+		if (!x) {
+			st[i] = OL_KV_MISS;
+			sp->st.misses++;
+		} else if (x->off != OL_KVE_NOOFF) {
+			st[i] = pin_dram(e, sp, x, &s[i]);
+			sp->st.hits_dram++;
+			sp->st.hits++;
+		} else if (nn == 0 || budget >= ol_kvs_rec_size(x->len)) {
+			st[i] = OL_KVE_NVME;
+			nv_start(x, false, &nr[nn]);
+			at[nn++] = i;
+			budget -=
+			    budget < ol_kvs_rec_size(x->len) ? budget : ol_kvs_rec_size(x->len);
+		} else {
+			st[i] = OL_KVE_NVME; /* over the read budget: the caller pins it itself */
+			full = true;
+		}
+		pthread_mutex_unlock(&sp->mu);
+	}
+	struct ol_kvs_rd *rd = ol_xcalloc(nn ? nn : 1, sizeof(*rd));
+	for (unsigned j = 0; j < nn; j++)
+		rd[j] = nr[j].rd;
+	if (nn)
+		(void)ol_kvs_read_many(e->spill, rd, nn); /* one ring submission per group */
+	unsigned hits = 0;
+	for (unsigned j = 0; j < nn; j++) {
+		unsigned i = at[j];
+		struct kstripe *sp = stripe_of(e, nr[j].h);
+		nr[j].rd = rd[j];
+		st[i] = nv_finish(e, sp, &nr[j], false, &s[i]);
+		sp->st.hits_nvme += st[i] == OL_KV_OK;
+		sp->st.hits += st[i] == OL_KV_OK;
+		sp->st.misses += st[i] != OL_KV_OK;
+		pthread_mutex_unlock(&sp->mu);
+	}
+	for (unsigned i = 0; i < n; i++)
+		hits += st[i] == OL_KV_OK;
+	free(rd);
+	free(at);
+	free(nr);
+	return (int)hits;
 }
 
 bool

@@ -37,6 +37,7 @@
 #define KVL_TICK_NS	     (250ull * 1000000)
 #define KVL_MAX_LOOPS	     64
 #define KVL_HELPERS	     2
+#define KVL_READ_AHEAD	     16 /* GET entries read from the NVMe tier in one ring submission */
 
 enum { C_HDR, C_BODY, C_PUT_ENT, C_PUT_DATA, C_PUT_SKIP, C_GET };
 enum { J_HANDLE, J_PUT_ALLOC, J_PUT_COMMIT, J_GET_PIN };
@@ -92,6 +93,8 @@ tmo_arm(struct conn *c, size_t n)
 				 KVL_FRAME_TIMEOUT_NS + (uint64_t)(n >> 20) * 1000000000u);
 }
 
+static void pre_clear(struct conn *c);
+
 /* Close c; no op of its is in flight. */
 static void
 conn_end(struct conn *c, int r)
@@ -106,6 +109,7 @@ conn_end(struct conn *c, int r)
 		ol_kve_release(c->s->eng, c->sl.off, c->sl.seq);
 	free(c->bounce);
 	c->bounce = NULL;
+	pre_clear(c);
 	kvs_conn_close(c);
 }
 
@@ -288,6 +292,66 @@ help(struct conn *c, int job)
 	return 0;
 }
 
+/* A copy of a pinned or read-buffer value (the pin is dropped): what a helper hands back. */
+static uint8_t *
+copy_out(struct conn *c, const struct ol_kve_slot *sl)
+{
+	uint8_t *b = ol_xmalloc(sl->len ? sl->len : 1);
+	memcpy(b, sl->ptr, sl->len);
+	if (sl->off != OL_KVE_NOOFF)
+		ol_kve_release(c->s->eng, sl->off, sl->seq);
+	return b;
+}
+
+static void
+pre_clear(struct conn *c)
+{
+	for (unsigned j = c->pre_at; j < c->npre; j++)
+		free(c->pre[j].buf);
+	free(c->pre);
+	c->pre = NULL;
+	c->npre = c->pre_at = 0;
+}
+
+/* Helper: GET entry i is on the NVMe tier only. When the entries after it are too, read them
+ * all with one ring submission (ol_kve_pin_many) and keep the next ones' values for their
+ * turn (c->pre). 0: entry i is served (c->st, c->sl, c->bounce); -1: i alone, as before. */
+static int
+get_pin_ahead(struct conn *c)
+{
+	struct ol_kvk ks[KVL_READ_AHEAD];
+	struct ol_kve_slot ss[KVL_READ_AHEAD];
+	int sts[KVL_READ_AHEAD];
+	unsigned n = 0;
+	ks[n++] = c->k;
+	for (uint32_t j = c->i + 1; j < c->h.count && n < KVL_READ_AHEAD; j++) {
+		struct ol_kvp_req_ent re;
+		ol_kvp_req_ent_decode(c->ents + (size_t)j * OL_KVP_REQ_ENT, &re);
+		ol_kve_key(&ks[n], re.key, c->ns);
+		if (!ol_kve_nvme_only(c->s->eng, &ks[n]))
+			break;
+		n++;
+	}
+	if (n == 1)
+		return -1;
+	ol_kve_pin_many(c->s->eng, ks, n, ss, sts);
+	if (sts[0] == OL_KVE_NVME)
+		return -1; /* not read (cannot happen: the first is always read) */
+	c->st = sts[0];
+	c->bounce = c->st == OL_KV_OK ? copy_out(c, &ss[0]) : NULL;
+	c->sl = (struct ol_kve_slot){.ptr = c->bounce, .off = OL_KVE_NOOFF, .len = ss[0].len};
+	pre_clear(c);
+	c->pre = ol_xcalloc(n - 1, sizeof(*c->pre));
+	for (unsigned m = 1; m < n && sts[m] != OL_KVE_NVME; m++) {
+		struct kvpre *p = &c->pre[c->npre++];
+		p->idx = c->i + m;
+		p->st = sts[m];
+		p->len = sts[m] == OL_KV_OK ? ss[m].len : 0;
+		p->buf = sts[m] == OL_KV_OK ? copy_out(c, &ss[m]) : NULL;
+	}
+	return 0; /* past the read budget nothing was pinned: those entries come in their turn */
+}
+
 static void
 help_run(struct conn *c)
 {
@@ -303,6 +367,8 @@ help_run(struct conn *c)
 		c->st = ol_kve_commit(e, &c->k, c->sl.off, c->sl.seq, c->e.len);
 		break;
 	default: /* J_GET_PIN */
+		if (get_pin_ahead(c) == 0)
+			break;
 		c->st = ol_kve_pin(e, &c->k, false, &c->sl);
 		if (c->st == OL_KV_OK && c->sl.off == OL_KVE_NOOFF) {
 			/* the tier's read buffer is this thread's: keep a copy to send */
@@ -512,11 +578,20 @@ static int
 st_get(struct conn *c)
 {
 	if (c->i == c->h.count) {
+		pre_clear(c);
 		c->cst = C_HDR;
 		return 1;
 	}
 	ol_kvp_req_ent_decode(c->ents + (size_t)c->i * OL_KVP_REQ_ENT, &c->e);
 	ol_kve_key(&c->k, c->e.key, c->ns);
+	if (c->pre_at < c->npre && c->pre[c->pre_at].idx == c->i) {
+		struct kvpre *p = &c->pre[c->pre_at++]; /* read ahead with an earlier entry */
+		c->st = p->st;
+		c->bounce = p->buf;
+		p->buf = NULL;
+		c->sl = (struct ol_kve_slot){.ptr = c->bounce, .off = OL_KVE_NOOFF, .len = p->len};
+		return get_send(c);
+	}
 	c->st = ol_kve_pin_dram(c->s->eng, &c->k, &c->sl);
 	if (c->st == OL_KVE_NVME)
 		return help(c, J_GET_PIN);

@@ -71,6 +71,14 @@ struct pinref {
 
 /* Allocated with mmap (with its entry buffers) and unmapped at close: the memory of idle
  * connections returns to the system when they go, not to a malloc arena. */
+/* A GET entry read from the NVMe tier ahead of its turn (serve_loop.c). */
+struct kvpre {
+	uint32_t idx; /* the entry of the frame */
+	int32_t st;   /* its engine status */
+	uint8_t *buf; /* its value (malloc), OL_KV_OK only */
+	uint64_t len;
+};
+
 struct conn {
 	struct ol_kv_server *s;
 	struct conn *prev, *next;
@@ -121,9 +129,11 @@ struct conn {
 	struct ol_kvp_req_ent e;
 	struct ol_kvk k;
 	struct ol_kve_slot sl;
-	bool sl_held;	 /* sl is a reservation (PUT) or pin (GET) of ours */
-	int32_t st;	 /* a helper's engine status */
-	uint8_t *bounce; /* an NVMe-tier value being sent (malloc) */
+	bool sl_held;	   /* sl is a reservation (PUT) or pin (GET) of ours */
+	int32_t st;	   /* a helper's engine status */
+	uint8_t *bounce;   /* an NVMe-tier value being sent (malloc) */
+	struct kvpre *pre; /* NVMe-tier reads of the next GET entries, done with entry i's */
+	unsigned npre, pre_at;
 	uint8_t gh[OL_KVP_HDR + OL_KVP_REP_ENT];
 	struct iovec iov[3];
 	unsigned niov, iov_i;

@@ -723,6 +723,101 @@ ol_kvs_read(struct ol_kvs *s, const struct ol_kvs_rec *r, const struct ol_kvs_lo
 	return rc;
 }
 
+/* Submit reads of rd[i] for i in [lo, hi) (their segments referenced in g[]), into buf at
+ * at[i], then wait for them all; a short read is finished with rw_all. */
+static void
+read_group(struct tls *t, struct ol_kvs_rd *rd, struct seg **g, uint8_t *buf, const uint64_t *at,
+	   unsigned lo, unsigned hi)
+{
+	unsigned sent = 0;
+	for (unsigned i = lo; i < hi; i++) {
+		if (!g[i])
+			continue;
+		rd[i].rc = 1; /* to read */
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&t->ring);
+		if (!sqe)
+			continue;
+		io_uring_prep_read(sqe, g[i]->fd, buf + at[i],
+				   (unsigned)ol_kvs_rec_size(rd[i].rec.len), rd[i].loc.off);
+		io_uring_sqe_set_data64(sqe, i);
+		sent++;
+	}
+	if (sent && io_uring_submit_and_wait(&t->ring, sent) < 0)
+		sent = 0; /* nothing went: every one is read below with rw_all */
+	for (; sent > 0; sent--) {
+		struct io_uring_cqe *cqe;
+		if (io_uring_wait_cqe(&t->ring, &cqe) < 0)
+			break;
+		unsigned i = (unsigned)io_uring_cqe_get_data64(cqe);
+		int res = cqe->res;
+		io_uring_cqe_seen(&t->ring, cqe);
+		uint64_t rs = ol_kvs_rec_size(rd[i].rec.len);
+		if (res < 0) {
+			rd[i].rc = res;
+		} else {
+			rd[i].rc = (uint64_t)res == rs
+				       ? 0
+				       : rw_all(t, g[i]->fd, buf + at[i] + res, rs - (uint64_t)res,
+						rd[i].loc.off + (uint64_t)res, false);
+		}
+	}
+	for (unsigned i = lo; i < hi; i++) /* not submitted or not reaped: read it here */
+		if (g[i] && rd[i].rc == 1)
+			rd[i].rc = rw_all(t, g[i]->fd, buf + at[i], ol_kvs_rec_size(rd[i].rec.len),
+					  rd[i].loc.off, false);
+}
+
+unsigned
+ol_kvs_read_many(struct ol_kvs *s, struct ol_kvs_rd *rd, unsigned n)
+{
+	struct tls *t = tls_get();
+	uint64_t *at = ol_xcalloc(n ? n : 1, sizeof(*at)), total = 0;
+	struct seg **g = ol_xcalloc(n ? n : 1, sizeof(*g));
+	for (unsigned i = 0; i < n; i++) {
+		at[i] = total;
+		total += ol_kvs_rec_size(rd[i].rec.len);
+		g[i] = seg_find_ref(s, rd[i].loc.seg);
+		rd[i].rc = g[i] ? 0 : -ENOENT;
+		rd[i].val = NULL;
+	}
+	uint8_t *buf = tls_buf(t, 0, total ? total : 1);
+	unsigned depth = 2 * WR_DEPTH, ok = 0;
+	for (unsigned lo = 0; lo < n; lo += depth) {
+		unsigned hi = n - lo < depth ? n : lo + depth;
+		if (t->ring_ok) {
+			read_group(t, rd, g, buf, at, lo, hi);
+			continue;
+		}
+		for (unsigned i = lo; i < hi; i++)
+			if (g[i])
+				rd[i].rc =
+				    rw_all(t, g[i]->fd, buf + at[i], ol_kvs_rec_size(rd[i].rec.len),
+					   rd[i].loc.off, false);
+	}
+	pthread_mutex_lock(&s->mu);
+	for (unsigned i = 0; i < n; i++)
+		if (g[i])
+			seg_unref(g[i]);
+	pthread_mutex_unlock(&s->mu);
+	unsigned bad = 0;
+	for (unsigned i = 0; i < n; i++) {
+		if (rd[i].rc == 0 && (rd[i].rc = check_rec(buf + at[i], &rd[i].rec)) < 0)
+			bad++;
+		if (rd[i].rc == 0) {
+			rd[i].val = buf + at[i] + OL_KVS_HDR;
+			ok++;
+		}
+	}
+	if (bad) {
+		pthread_mutex_lock(&s->mu);
+		s->corrupt += bad;
+		pthread_mutex_unlock(&s->mu);
+	}
+	free(at);
+	free(g);
+	return ok;
+}
+
 void
 ol_kvs_get_stats(struct ol_kvs *s, struct ol_kvs_stats *st)
 {
