@@ -19,9 +19,12 @@
 #     random reads of 64 KiB at iodepth 32 on a file in the same directory
 #
 # Usage: bench/kv_bench.sh [--quick] [--duration S] [--build DIR] [--markdown] [--figures LIST]
+#                          [--nv-batch B]
 #   --quick         3 s per figure instead of 10
 #   --build DIR     build directory with cmd/openlaked/openlaked and cmd/openlake/openlake
 #                   (default $OPENLAKE_BUILD or build)
+#   --nv-batch B    NVMe figure: 32 / B connections sending B gets per frame (default 1); the
+#                   32 outstanding gets and fio's iodepth 32 stay
 #   --figures LIST  comma-separated subset of tcp,local,latency,nvme,tls (default all; latency
 #                   measures the peaks itself when tcp is not run)
 # Everything listens on 127.0.0.1 ephemeral ports and is stopped at the end.
@@ -37,6 +40,7 @@ FIGURES=tcp,local,latency,nvme,tls
 NV_DRAM=64MiB   # DRAM tier of the NVMe-tier daemon
 NV_KEYS=16384   # x 64 KiB = 1 GiB of keys, 16x the DRAM tier
 NV_CONC=32      # outstanding gets (one thread and connection each, batch 1)
+NV_BATCH=1      # --nv-batch B: 32 / B connections with B gets per frame (the read-ahead path)
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) DUR=3 ;;
@@ -44,7 +48,8 @@ while [ $# -gt 0 ]; do
 	--build) BUILD=$2; shift ;;
 	--markdown) MARKDOWN=1 ;;
 	--figures) FIGURES=$2; shift ;;
-	-h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--nv-batch) NV_BATCH=$2; shift ;;
+	-h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "kv_bench.sh: unknown flag '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -320,7 +325,8 @@ if want nvme; then
 	fio_args=(--name=r --filename="$TMP/nv/fio.dat" --rw=randread --bs=64k --iodepth=32
 		--ioengine=io_uring --direct=1 --size=1G --runtime="$DUR" --time_based)
 	fio_run fio1
-	nv=(kv --nodes "$POOL" --device tcp -w get -s 64KiB -b 1 -c $NV_CONC -n $NV_KEYS --warmup 2)
+	nvc=$((NV_CONC / NV_BATCH))
+	nv=(kv --nodes "$POOL" --device tcp -w get -s 64KiB -b "$NV_BATCH" -c "$nvc" -n $NV_KEYS --warmup 2)
 	echo "+ openlake bench ${nv[*]} -d $DUR --json" >&2
 	"$CLI" bench "${nv[@]}" -d "$DUR" --json >"$TMP/nvget.json" 2>"$TMP/nvget.err" &
 	nvpid=$!
@@ -330,7 +336,11 @@ if want nvme; then
 	fio_run fio2
 	rm -f "$TMP/nv/fio.dat"
 	fio_iops=$(mean2 "$(iops fio1)" "$(iops fio2)")
-	line "KV NVMe tier GET 64KiB random, 32 outstanding (c=$NV_CONC b=1), DRAM $NV_DRAM, $NV_KEYS keys | ours $(ops nvget) ops/s $(lat nvget) (errors $(errs nvget)); $share; disk queue depth $(cat "$TMP/nvget.qd"), daemon CPU $(us_per_op "$TMP/nvget.qd.cpu" "$(ops nvget)") µs per get | fio randread 64k io_uring direct iodepth=32 $(iops fio1) / $(iops fio2) IOPS before / after ours, disk queue depth $(cat "$TMP/fio1.qd") / $(cat "$TMP/fio2.qd"), fio CPU $(fio_cpu fio1) / $(fio_cpu fio2) µs per read | ratio $(ratio "$(ops nvget)" "$fio_iops") of their mean (target 0.8)"
+	# gets/s: ops/s counts frames, each of NV_BATCH gets
+	nvgets=$($PY -c "import sys
+try: print('%.0f' % (float(sys.argv[1]) * int(sys.argv[2])))
+except Exception: print('?')" "$(ops nvget)" "$NV_BATCH")
+	line "KV NVMe tier GET 64KiB random, 32 outstanding (c=$nvc b=$NV_BATCH), DRAM $NV_DRAM, $NV_KEYS keys | ours $nvgets gets/s $(lat nvget) per frame (errors $(errs nvget)); $share; disk queue depth $(cat "$TMP/nvget.qd"), daemon CPU $(us_per_op "$TMP/nvget.qd.cpu" "$nvgets") µs per get | fio randread 64k io_uring direct iodepth=32 $(iops fio1) / $(iops fio2) IOPS before / after ours, disk queue depth $(cat "$TMP/fio1.qd") / $(cat "$TMP/fio2.qd"), fio CPU $(fio_cpu fio1) / $(fio_cpu fio2) µs per read | ratio $(ratio "$nvgets" "$fio_iops") of their mean (target 0.8)"
 fi
 
 if [ $MARKDOWN = 1 ]; then
