@@ -13,7 +13,9 @@
  *   C_PUT_DATA the value, recv'd straight into the reserved shm slot; commit; or
  *   C_PUT_SKIP a value not stored (exists, full, too large) read and dropped
  *   C_GET      the next GET entry: pinned in DRAM and sent from the slot (no copy), or
- *              read from the NVMe tier by a helper into a buffer, then sent
+ *              read from the NVMe tier by a helper into a buffer, then sent; that helper
+ *              also reads the NVMe-only entries right after it in one ring submission
+ *              (c->pre), which are then sent in their turn without another helper trip
  *
  * Once a frame has started, each ring op must complete within the frame timeout (10 s, as the
  * blocking sockets' SO_RCVTIMEO gave every read, plus 1 s per MiB it moves: a value is one op,
