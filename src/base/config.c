@@ -173,6 +173,12 @@ static const struct cfg_key keys[] = {
      "seconds between two scans of the buckets that have lifecycle rules"},
     {"s3.lifecycle_ops_per_sec", T_U32, F(s3_lc_ops_per_sec), "1000", 0, 1000000, 0, 0, 0,
      "lifecycle scanner I/O cap: versions read plus actions taken per second (0 = no cap)"},
+    {"s3.sse_master_key_file", T_STR, F(s3_sse_master_key_file), "", 0, 0, 0, 0, 0,
+     "SSE-S3 master key file: exactly 32 bytes, or 64 hex digits, or the base64 of 32 bytes "
+     "(a trailing newline is allowed); \"\" = SSE-S3 off (requests for it are refused)"},
+    {"s3.sse_c_allow_http", T_BOOL, F(s3_sse_c_allow_http), "false", 0, 0, 0, 0, 0,
+     "accept SSE-C (customer keys in headers) over plain HTTP; AWS refuses it (the key would "
+     "cross the network in clear): keep false unless clients are on loopback"},
     {"s3_tls.cert_path", T_STR, F(s3_tls.cert_path), "", 0, 0, 0, 0, 0, "S3 TLS certificate"},
     {"s3_tls.key_path", T_STR, F(s3_tls.key_path), "", 0, 0, 0, 0, 0, "S3 TLS key"},
     {"s3_tls.client_ca", T_STR, F(s3_tls.client_ca), "", 0, 0, 0, 0, 0, "S3 TLS client CA"},

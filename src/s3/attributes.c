@@ -94,6 +94,8 @@ parts_xml(struct s3_req *r, struct ol_get *g, const struct ol_obj_info *in, stru
 	n = ol_store_get_part_sizes(g, sizes, OL_S3_MAX_PARTS);
 	if (n > OL_S3_MAX_PARTS)
 		n = OL_S3_MAX_PARTS;
+	for (unsigned k = 0; k < n && s3_sse_meta_mode(in->meta, in->meta_len); k++)
+		sizes[k] = s3_sse_plain_len(sizes[k]); /* the plaintext's, as S3 shows them */
 	if (max > 1000)
 		max = 1000;
 	ol_buf_adds(x, "<ObjectParts>");
@@ -144,7 +146,7 @@ s3_get_object_attributes(struct s3_req *r)
 	if (want & A_CLASS)
 		ol_s3_xml_elem(&x, "StorageClass", "STANDARD");
 	if (want & A_SIZE)
-		ol_s3_xml_elemu(&x, "ObjectSize", in.size);
+		ol_s3_xml_elemu(&x, "ObjectSize", s3_obj_size(&in));
 	ol_buf_adds(&x, "</GetObjectAttributesResponse>");
 	hn = s3_version_headers(r, &in, h, 0);
 	ol_s3_http_date(in.mtime_ns / 1000000, lm);

@@ -21,22 +21,37 @@ upload_id(struct s3_req *r, char *id, size_t cap)
 	return 0;
 }
 
-/* The upload must exist and belong to this key. */
+/* The upload must exist and belong to this key. meta (may be NULL): its metadata blob,
+ * malloc'd (the caller frees). */
 static int
-upload_check(struct s3_req *r, const char *id)
+upload_check_meta(struct s3_req *r, const char *id, char **meta, size_t *mlen)
 {
 	char key[OL_STORE_MAX_KEY + 1];
-	size_t kl = 0, ml;
-	int rc = ol_store_mpu_stat(r->srv->st, r->rt.bucket, id, key, &kl, NULL, 0, &ml);
+	size_t kl = 0, ml = 0;
+	char *buf = meta ? ol_xmalloc(OL_STORE_MAX_META + 1) : NULL;
+	int rc = ol_store_mpu_stat(r->srv->st, r->rt.bucket, id, key, &kl, buf,
+				   buf ? OL_STORE_MAX_META : 0, &ml);
 	if (rc < 0) {
+		free(buf);
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		return -1;
 	}
 	if (kl != r->rt.key_len || memcmp(key, r->rt.key, kl) != 0) {
+		free(buf);
 		s3_error(r, OL_S3E_NO_SUCH_UPLOAD, NULL);
 		return -1;
 	}
+	if (meta) {
+		*meta = buf;
+		*mlen = ml < OL_STORE_MAX_META ? ml : OL_STORE_MAX_META;
+	}
 	return 0;
+}
+
+static int
+upload_check(struct s3_req *r, const char *id)
+{
+	return upload_check_meta(r, id, NULL, NULL);
 }
 
 static void
@@ -52,11 +67,15 @@ s3_mpu_create(struct s3_req *r)
 {
 	struct ol_buf meta = {0}, x = {0};
 	char id[64];
+	struct s3_sse_req q;
+	struct s3_sse e = {0};
 	r->op = "CreateMultipartUpload";
-	if (s3_user_meta_check(r) < 0 || !s3_bucket_exists(r) || s3_lock_write_check(r, false) < 0)
+	if (s3_sse_parse(r, false, &q) < 0)
 		return;
+	if (s3_user_meta_check(r) < 0 || !s3_bucket_exists(r) || s3_lock_write_check(r, false) < 0)
+		goto out;
 	s3_meta_from_headers(r, &meta);
-	if (s3_tagging_header(r, &meta, false) < 0)
+	if (s3_tagging_header(r, &meta, false) < 0 || s3_sse_new(r, &q, &e, &meta) < 0)
 		goto out;
 	s3_lock_write_meta(r, &meta);
 	const char *alg = ol_http_header(r->h, "x-amz-checksum-algorithm");
@@ -73,9 +92,14 @@ s3_mpu_create(struct s3_req *r)
 	result_head(&x, r, "InitiateMultipartUploadResult");
 	ol_s3_xml_elem(&x, "UploadId", id);
 	ol_buf_adds(&x, "</InitiateMultipartUploadResult>");
-	s3_send_xml(r, 200, &x);
+	struct ol_http_header h[2];
+	size_t nh = s3_sse_headers(&e, h, 0);
+	s3_send(r, 200, h, nh, x.p, x.len);
+	ol_buf_free(&x);
 out:
 	ol_buf_free(&meta);
+	s3_sse_fini(&e);
+	s3_sse_req_fini(&q);
 }
 
 static int
@@ -97,19 +121,21 @@ bad:
 }
 
 static void
-part_upload(struct s3_req *r, struct ol_put *p)
+part_upload(struct s3_req *r, struct ol_put *p, const struct s3_sse *e)
 {
 	struct s3_body b;
 	const uint8_t *d;
 	size_t n;
 	char etag[40], q[44];
 	int rc;
+	struct s3_sse_w w;
+	s3_sse_w_init(&w, e, p);
 	if (s3_body_init(&b, r, S3_MAX_PART_SIZE) < 0) {
 		s3_error(r, b.err, b.errmsg);
 		goto out;
 	}
 	while ((rc = s3_body_next(&b, &d, &n)) > 0) {
-		int wr = ol_store_put_write(p, d, n);
+		int wr = s3_sse_w_write(&w, d, n);
 		if (wr < 0) {
 			s3_store_error(r, wr, OL_S3E_NO_SUCH_UPLOAD);
 			goto out;
@@ -119,7 +145,11 @@ part_upload(struct s3_req *r, struct ol_put *p)
 		s3_error(r, b.err, b.errmsg);
 		goto out;
 	}
-	ol_hex_encode(b.md5_raw, 16, etag);
+	if ((rc = s3_sse_w_finish(&w)) < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
+		goto out;
+	}
+	s3_sse_etag(e, b.md5_raw, etag);
 	rc = ol_store_put_commit(p, etag, NULL, 0, NULL);
 	p = NULL;
 	if (rc < 0) {
@@ -127,39 +157,51 @@ part_upload(struct s3_req *r, struct ol_put *p)
 		goto out;
 	}
 	snprintf(q, sizeof(q), "\"%s\"", etag);
-	struct ol_http_header h[2] = {{"ETag", q}};
+	struct ol_http_header h[4] = {{"ETag", q}};
 	size_t nh = 1;
 	if (b.alg != OL_CKSUM_NONE)
 		h[nh++] = (struct ol_http_header){ol_cksum_header_name(b.alg), b.ck_b64};
+	nh = s3_sse_headers(e, h, nh);
 	s3_send(r, 200, h, nh, NULL, 0);
 out:
 	ol_store_put_abort(p);
 	s3_body_fini(&b);
+	s3_sse_w_fini(&w);
 }
 
 void
 s3_mpu_part(struct s3_req *r)
 {
-	char id[128];
+	char id[128], *um = NULL;
+	size_t uml = 0;
 	unsigned pn;
 	struct ol_put *p = NULL;
+	struct s3_sse_req q;
+	struct s3_sse e = {0};
 	r->op = "UploadPart";
-	if (!s3_bucket_exists(r) || upload_id(r, id, sizeof(id)) < 0 || part_number(r, &pn) < 0)
+	if (s3_sse_parse(r, false, &q) < 0)
 		return;
+	if (!s3_bucket_exists(r) || upload_id(r, id, sizeof(id)) < 0 || part_number(r, &pn) < 0)
+		goto out;
 	bool copy = ol_http_header(r->h, "x-amz-copy-source") != NULL;
 	if (!copy && s3_length_check(r, S3_MAX_PART_SIZE) < 0)
-		return;
-	if (upload_check(r, id) < 0)
-		return;
+		goto out;
+	/* the part is encrypted as the upload is: its key (SSE-C: the same customer key) */
+	if (upload_check_meta(r, id, &um, &uml) < 0 || s3_sse_open(r, um, uml, &q, &e) < 0)
+		goto out;
 	int rc = ol_store_mpu_part_begin(r->srv->st, r->rt.bucket, id, pn, &p);
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
-		return;
+		goto out;
 	}
 	if (copy)
-		s3_mpu_part_copy(r, p);
+		s3_mpu_part_copy(r, p, &e);
 	else
-		part_upload(r, p);
+		part_upload(r, p, &e);
+out:
+	free(um);
+	s3_sse_fini(&e);
+	s3_sse_req_fini(&q);
 }
 
 /* Validate the Complete list against the uploaded parts; computes the final ETag. */
@@ -211,11 +253,13 @@ fail:
 }
 
 static void
-complete_respond(struct s3_req *r, const char *etag, const struct ol_obj_info *out)
+complete_respond(struct s3_req *r, const char *etag, const struct ol_obj_info *out,
+		 const struct s3_sse *e)
 {
 	struct ol_buf x = {0}, loc = {0};
-	struct ol_http_header h[2];
+	struct ol_http_header h[4];
 	size_t n = s3_version_headers(r, out, h, 0);
+	n = s3_sse_headers(e, h, n);
 	ol_s3_xml_open_root(&x, "CompleteMultipartUploadResult");
 	ol_buf_addf(&loc, "/%s/", r->rt.bucket);
 	ol_s3_url_encode(&loc, r->rt.key, r->rt.key_len);
@@ -232,8 +276,10 @@ complete_respond(struct s3_req *r, const char *etag, const struct ol_obj_info *o
 void
 s3_mpu_complete(struct s3_req *r)
 {
-	char id[128], etag[64], *body = NULL, if_etag[OL_STORE_ETAG_MAX];
-	size_t len, np = 0;
+	char id[128], etag[64], *body = NULL, if_etag[OL_STORE_ETAG_MAX], *um = NULL;
+	size_t len, np = 0, uml = 0;
+	struct ol_buf meta = {0};
+	struct s3_sse e = {0};
 	struct s3_body b;
 	struct ol_s3_complete_req c = {0};
 	struct ol_mpu_part *parts = NULL;
@@ -242,9 +288,10 @@ s3_mpu_complete(struct s3_req *r)
 	unsigned *nums = NULL;
 	r->op = "CompleteMultipartUpload";
 	memset(&b, 0, sizeof(b));
-	if (!s3_bucket_exists(r) || upload_id(r, id, sizeof(id)) < 0 || upload_check(r, id) < 0 ||
-	    s3_write_cond(r, &cond, if_etag) < 0)
-		return;
+	if (!s3_bucket_exists(r) || upload_id(r, id, sizeof(id)) < 0 ||
+	    upload_check_meta(r, id, &um, &uml) < 0 || s3_write_cond(r, &cond, if_etag) < 0)
+		goto out;
+	e.mode = s3_sse_meta_mode(um, uml);
 	if (s3_body_slurp(r, OL_S3_MAX_XML_BODY, &body, &len, &b) < 0) {
 		s3_error(r, b.err, b.errmsg);
 		goto out;
@@ -258,17 +305,43 @@ s3_mpu_complete(struct s3_req *r)
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		goto out;
 	}
+	for (size_t i = 0; e.mode && i < np; i++) /* sizes as S3 shows them: the plaintext's */
+		parts[i].size = s3_sse_plain_len(parts[i].size);
 	nums = ol_xcalloc(c.n_parts, sizeof(unsigned));
 	if (complete_check(r, &c, parts, np, nums, etag) < 0)
 		goto out;
-	rc = ol_store_mpu_complete_ver(r->srv->st, r->rt.bucket, id, nums, c.n_parts, etag, &cond,
-				       s3_vmode(r), &done);
+	if (e.mode) {
+		/* the object's meta is the upload's plus its plaintext size */
+		uint64_t total = 0;
+		for (size_t i = 0, j = 0; i < c.n_parts; i++) {
+			while (parts[j].part_no != nums[i])
+				j++;
+			total += parts[j].size;
+		}
+		ol_buf_add(&meta, um, uml);
+		ol_buf_addf(&meta, "ol-sse-size: %llu\n", (unsigned long long)total);
+		if (e.mode == S3_SSE_C) { /* the key-MD5 header of the answer */
+			struct s3_sse_req q;
+			if (s3_sse_parse(r, false, &q) == 0 && q.mode == S3_SSE_C)
+				snprintf(e.ckey_md5, sizeof(e.ckey_md5), "%s", q.ckey_md5);
+			else if (!r->responded)
+				e.mode = S3_SSE_NONE; /* no key given: the headers are left out */
+			s3_sse_req_fini(&q);
+			if (r->responded)
+				goto out;
+		}
+	}
+	rc = ol_store_mpu_complete_meta(r->srv->st, r->rt.bucket, id, nums, c.n_parts, etag, &cond,
+					s3_vmode(r), meta.len ? meta.p : NULL, meta.len, &done);
 	if (rc < 0) {
 		s3_write_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		goto out;
 	}
-	complete_respond(r, etag, &done);
+	complete_respond(r, etag, &done, &e);
 out:
+	free(um);
+	ol_buf_free(&meta);
+	s3_sse_fini(&e);
 	free(nums);
 	free(parts);
 	ol_s3_complete_free(&c);
@@ -321,9 +394,13 @@ s3_mpu_list_parts(struct s3_req *r)
 	struct ol_mpu_part *parts = NULL;
 	size_t np = 0, i;
 	struct ol_buf x = {0};
+	char *um = NULL;
+	size_t uml = 0;
 	r->op = "ListParts";
-	if (upload_id(r, id, sizeof(id)) < 0 || upload_check(r, id) < 0)
+	if (upload_id(r, id, sizeof(id)) < 0 || upload_check_meta(r, id, &um, &uml) < 0)
 		return;
+	bool enc = s3_sse_meta_mode(um, uml) != 0;
+	free(um);
 	unsigned max, marker;
 	if (query_uint(r, "max-parts", 1000, 1000, &max) < 0 ||
 	    query_uint(r, "part-number-marker", 0, OL_S3_MAX_PARTS, &marker) < 0)
@@ -345,7 +422,9 @@ s3_mpu_list_parts(struct s3_req *r)
 		ol_buf_addf(&body, "<Part><PartNumber>%u</PartNumber>", parts[i].part_no);
 		ol_s3_xml_elem(&body, "LastModified", date);
 		ol_buf_addf(&body, "<ETag>&quot;%s&quot;</ETag>", parts[i].etag);
-		ol_buf_addf(&body, "<Size>%llu</Size></Part>", (unsigned long long)parts[i].size);
+		ol_buf_addf(
+		    &body, "<Size>%llu</Size></Part>",
+		    (unsigned long long)(enc ? s3_sse_plain_len(parts[i].size) : parts[i].size));
 		count++;
 		last = parts[i].part_no;
 	}

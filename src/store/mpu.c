@@ -332,6 +332,16 @@ ol_store_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *u
 			  const unsigned *part_nos, size_t n, const char *final_etag,
 			  const struct ol_store_cond *cond, int vmode, struct ol_obj_info *out)
 {
+	return ol_store_mpu_complete_meta(st, bucket, upload_id, part_nos, n, final_etag, cond,
+					  vmode, NULL, 0, out);
+}
+
+int
+ol_store_mpu_complete_meta(struct ol_store *st, const char *bucket, const char *upload_id,
+			   const unsigned *part_nos, size_t n, const char *final_etag,
+			   const struct ol_store_cond *cond, int vmode, const void *meta,
+			   size_t meta_len, struct ol_obj_info *out)
+{
 	char okey[OL_KEYBUF];
 	struct complete x = {.st = st, .vmode = vmode};
 	struct ol_reads r;
@@ -345,6 +355,14 @@ ol_store_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *u
 	if (upload_read(st, x.uk, (size_t)x.ul, &r, &d))
 		return -ENOENT;
 	ol_urec_decode(r.raw[d], r.len[d], &init, &x.key, &x.klen, &x.meta, &x.mlen);
+	if (meta) {
+		if (meta_len > OL_STORE_MAX_META) {
+			ol_reads_free(&r);
+			return -EINVAL;
+		}
+		x.meta = meta;
+		x.mlen = meta_len;
+	}
 	li = ol_lock_idx(bucket, x.key, x.klen);
 	ui = ol_lock_idx(bucket, x.uk, (size_t)x.ul);
 	pthread_rwlock_rdlock(&st->bucket_lock);

@@ -270,6 +270,12 @@ int ol_store_set_meta(struct ol_store *st, const char *bucket, const char *key, 
 int ol_store_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *upload_id,
 			      const unsigned *part_nos, size_t n, const char *final_etag,
 			      const struct ol_store_cond *cond, int vmode, struct ol_obj_info *out);
+/* mpu_complete_ver with the object's meta replaced by meta (meta_len <= OL_STORE_MAX_META,
+ * else -EINVAL) instead of the one given at create; meta NULL: the create's. */
+int ol_store_mpu_complete_meta(struct ol_store *st, const char *bucket, const char *upload_id,
+			       const unsigned *part_nos, size_t n, const char *final_etag,
+			       const struct ol_store_cond *cond, int vmode, const void *meta,
+			       size_t meta_len, struct ol_obj_info *out);
 /* Version iterator (ListObjectVersions): every version and delete marker of the bucket, keys
  * in byte order, each key's versions newest first; info->is_latest marks the current one.
  * The same rules as ol_iter (one thread, read txns held while open, keep it short). */
