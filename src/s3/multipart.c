@@ -10,6 +10,8 @@
 #include "base/log.h"
 #include "base/hex.h"
 
+#include <openssl/crypto.h>
+
 static int
 upload_id(struct s3_req *r, char *id, size_t cap)
 {
@@ -273,6 +275,26 @@ complete_respond(struct s3_req *r, const char *etag, const struct ol_obj_info *o
 	ol_buf_free(&x);
 }
 
+/* The key-MD5 an SSE-C upload's complete answers with: the request's key-MD5 header, else the
+ * MD5 of its key header (older SDKs send the key without its MD5 on this call; AWS needs the
+ * key here only for uploads with checksums, and the parts were checked with it). 0 or -1. */
+static int
+complete_key_md5(struct s3_req *r, char out[32])
+{
+	const char *m = ol_http_header(r->h, "x-amz-server-side-encryption-customer-key-md5");
+	const char *k = ol_http_header(r->h, "x-amz-server-side-encryption-customer-key");
+	uint8_t raw[48], dg[OL_CKSUM_MAX_RAW];
+	if (m && strlen(m) < 32) {
+		snprintf(out, 32, "%s", m);
+		return 0;
+	}
+	if (!k || ol_cksum_b64_decode(k, strlen(k), raw, sizeof(raw)) != 32)
+		return -1;
+	ol_cksum_compute(OL_CKSUM_MD5, raw, 32, dg);
+	OPENSSL_cleanse(raw, sizeof(raw));
+	return ol_cksum_b64_encode(dg, 16, out, 32) < 0 ? -1 : 0;
+}
+
 void
 s3_mpu_complete(struct s3_req *r)
 {
@@ -320,16 +342,8 @@ s3_mpu_complete(struct s3_req *r)
 		}
 		ol_buf_add(&meta, um, uml);
 		ol_buf_addf(&meta, "ol-sse-size: %llu\n", (unsigned long long)total);
-		if (e.mode == S3_SSE_C) { /* the key-MD5 header of the answer */
-			struct s3_sse_req q;
-			if (s3_sse_parse(r, false, &q) == 0 && q.mode == S3_SSE_C)
-				snprintf(e.ckey_md5, sizeof(e.ckey_md5), "%s", q.ckey_md5);
-			else if (!r->responded)
-				e.mode = S3_SSE_NONE; /* no key given: the headers are left out */
-			s3_sse_req_fini(&q);
-			if (r->responded)
-				goto out;
-		}
+		if (e.mode == S3_SSE_C && complete_key_md5(r, e.ckey_md5) < 0)
+			e.mode = S3_SSE_NONE; /* no key sent: the SSE-C headers are left out */
 	}
 	rc = ol_store_mpu_complete_meta(r->srv->st, r->rt.bucket, id, nums, c.n_parts, etag, &cond,
 					s3_vmode(r), meta.len ? meta.p : NULL, meta.len, &done);
