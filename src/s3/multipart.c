@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/log.h"
 #include "base/hex.h"
@@ -56,6 +57,34 @@ upload_check(struct s3_req *r, const char *id)
 	return upload_check_meta(r, id, NULL, NULL);
 }
 
+/* Flexible checksums of an upload: its algorithm (CreateMultipartUpload's
+ * x-amz-checksum-algorithm) is kept in its meta; each part's checksum follows the part's MD5
+ * ETag in the part's stored ETag, after a space ("<md5 hex> <base64>"): the store keeps no
+ * other per-part metadata. */
+#define CK_ALG_META "ol-ck-alg"
+
+static enum ol_cksum_alg
+upload_ck_alg(const char *meta, size_t len)
+{
+	const char *v;
+	char name[16];
+	long n = meta ? ol_s3_meta_get(meta, len, CK_ALG_META, &v) : -ENOENT;
+	if (n <= 0 || n >= (long)sizeof(name))
+		return OL_CKSUM_NONE;
+	memcpy(name, v, (size_t)n);
+	name[n] = '\0';
+	return ol_cksum_from_name(name);
+}
+
+/* Length of the ETag part of a stored part ETag; *ck: its checksum ("" when none). */
+static size_t
+part_etag_len(const char *stored, const char **ck)
+{
+	size_t l = strcspn(stored, " ");
+	*ck = stored[l] ? stored + l + 1 : "";
+	return l;
+}
+
 static void
 result_head(struct ol_buf *x, struct s3_req *r, const char *root)
 {
@@ -81,10 +110,13 @@ s3_mpu_create(struct s3_req *r)
 		goto out;
 	s3_lock_write_meta(r, &meta);
 	const char *alg = ol_http_header(r->h, "x-amz-checksum-algorithm");
-	if (alg && ol_cksum_from_name(alg) == OL_CKSUM_NONE) {
+	enum ol_cksum_alg ca = alg ? ol_cksum_from_name(alg) : OL_CKSUM_NONE;
+	if (alg && ca == OL_CKSUM_NONE) {
 		s3_error(r, OL_S3E_INVALID_REQUEST, "Checksum algorithm provided is unsupported.");
 		goto out;
 	}
+	if (ca != OL_CKSUM_NONE) /* every part gets one; complete makes the composite */
+		ol_s3_meta_add(&meta, CK_ALG_META, ol_cksum_alg_name(ca));
 	int rc = ol_store_mpu_create(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, meta.p,
 				     meta.len, id);
 	if (rc < 0) {
@@ -94,8 +126,11 @@ s3_mpu_create(struct s3_req *r)
 	result_head(&x, r, "InitiateMultipartUploadResult");
 	ol_s3_xml_elem(&x, "UploadId", id);
 	ol_buf_adds(&x, "</InitiateMultipartUploadResult>");
-	struct ol_http_header h[2];
+	struct ol_http_header h[3];
 	size_t nh = s3_sse_headers(&e, h, 0);
+	if (ca != OL_CKSUM_NONE)
+		h[nh++] =
+		    (struct ol_http_header){"x-amz-checksum-algorithm", ol_cksum_alg_name(ca)};
 	s3_send(r, 200, h, nh, x.p, x.len);
 	ol_buf_free(&x);
 out:
@@ -123,17 +158,32 @@ bad:
 }
 
 static void
-part_upload(struct s3_req *r, struct ol_put *p, const struct s3_sse *e)
+part_upload(struct s3_req *r, struct ol_put *p, const struct s3_sse *e, enum ol_cksum_alg ca)
 {
 	struct s3_body b;
 	const uint8_t *d;
 	size_t n;
-	char etag[40], q[44];
+	char etag[40], q[44], stored[OL_STORE_ETAG_MAX];
 	int rc;
 	struct s3_sse_w w;
 	s3_sse_w_init(&w, e, p);
 	if (s3_body_init(&b, r, S3_MAX_PART_SIZE) < 0) {
 		s3_error(r, b.err, b.errmsg);
+		goto out;
+	}
+	if (ca != OL_CKSUM_NONE && b.alg == OL_CKSUM_NONE) { /* computed here when not sent */
+		b.alg = ca;
+		if (ol_cksum_init(&b.ck, ca) < 0) {
+			s3_error(r, OL_S3E_INTERNAL, NULL);
+			goto out;
+		}
+	} else if (ca != OL_CKSUM_NONE && b.alg != ca) {
+		char msg[160];
+		snprintf(msg, sizeof(msg),
+			 "Checksum Type mismatch occurred, expected checksum Type: %s, actual "
+			 "checksum Type: %s",
+			 ol_cksum_alg_name(ca), ol_cksum_alg_name(b.alg));
+		s3_error(r, OL_S3E_INVALID_REQUEST, msg);
 		goto out;
 	}
 	while ((rc = s3_body_next(&b, &d, &n)) > 0) {
@@ -152,7 +202,9 @@ part_upload(struct s3_req *r, struct ol_put *p, const struct s3_sse *e)
 		goto out;
 	}
 	s3_sse_etag(e, b.md5_raw, etag);
-	rc = ol_store_put_commit(p, etag, NULL, 0, NULL);
+	snprintf(stored, sizeof(stored), "%s%s%s", etag, ca != OL_CKSUM_NONE ? " " : "",
+		 ca != OL_CKSUM_NONE ? b.ck_b64 : "");
+	rc = ol_store_put_commit(p, stored, NULL, 0, NULL);
 	p = NULL;
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
@@ -199,7 +251,7 @@ s3_mpu_part(struct s3_req *r)
 	if (copy)
 		s3_mpu_part_copy(r, p, &e);
 	else
-		part_upload(r, p, &e);
+		part_upload(r, p, &e, upload_ck_alg(um, uml));
 out:
 	free(um);
 	s3_sse_fini(&e);
@@ -225,8 +277,11 @@ complete_check(struct s3_req *r, const struct ol_s3_complete_req *c,
 		const struct ol_s3_part_ref *pr = &c->parts[i];
 		while (j < np && parts[j].part_no < pr->number)
 			j++;
-		if (j == np || parts[j].part_no != pr->number ||
-		    strcasecmp(parts[j].etag, pr->etag) != 0 || strlen(parts[j].etag) < 32) {
+		const char *ck = "";
+		size_t el = j < np ? part_etag_len(parts[j].etag, &ck) : 0;
+		if (j == np || parts[j].part_no != pr->number || strlen(pr->etag) != el ||
+		    strncasecmp(parts[j].etag, pr->etag, el) != 0 || el < 32 ||
+		    (pr->ck_name[0] && strcmp(pr->checksum, ck) != 0)) {
 			s3_error(r, OL_S3E_INVALID_PART, NULL);
 			goto fail;
 		}
@@ -256,7 +311,7 @@ fail:
 
 static void
 complete_respond(struct s3_req *r, const char *etag, const struct ol_obj_info *out,
-		 const struct s3_sse *e)
+		 const struct s3_sse *e, enum ol_cksum_alg ca, const char *cks)
 {
 	struct ol_buf x = {0}, loc = {0};
 	struct ol_http_header h[4];
@@ -269,10 +324,52 @@ complete_respond(struct s3_req *r, const char *etag, const struct ol_obj_info *o
 	ol_s3_xml_elem(&x, "Bucket", r->rt.bucket);
 	ol_s3_xml_elemn(&x, "Key", r->rt.key, r->rt.key_len);
 	ol_buf_addf(&x, "<ETag>&quot;%s&quot;</ETag>", etag);
+	if (cks[0]) {
+		char el[32];
+		snprintf(el, sizeof(el), "Checksum%s", ol_cksum_alg_name(ca));
+		ol_s3_xml_elem(&x, el, cks);
+	}
 	ol_buf_adds(&x, "</CompleteMultipartUploadResult>");
 	ol_buf_free(&loc);
 	s3_send(r, 200, h, n, x.p, x.len);
 	ol_buf_free(&x);
+}
+
+/* The composite checksum of the completed parts ("BASE64-N": alg over their raw checksums)
+ * into out; "" when a part has none (an UploadPartCopy). 0, or -1 with the error sent. */
+static int
+composite(struct s3_req *r, enum ol_cksum_alg ca, const struct ol_s3_complete_req *c,
+	  const struct ol_mpu_part *parts, size_t np, char out[OL_CKSUM_MAX_B64])
+{
+	struct ol_cksum_composite cc;
+	uint8_t raw[OL_CKSUM_MAX_RAW];
+	out[0] = '\0';
+	if (ol_cksum_composite_init(&cc, ca) < 0)
+		goto fail;
+	for (unsigned i = 0, j = 0; i < c->n_parts; i++) {
+		const char *ck;
+		while (j < np && parts[j].part_no != c->parts[i].number)
+			j++;
+		if (j == np)
+			break;
+		part_etag_len(parts[j].etag, &ck);
+		int n = ol_cksum_b64_decode(ck, strlen(ck), raw, sizeof(raw));
+		if (!ck[0] || n != (int)ol_cksum_len(ca)) {
+			ol_cksum_fini(&cc.c);
+			return 0;
+		}
+		if (ol_cksum_composite_add(&cc, raw, (size_t)n) < 0) {
+			ol_cksum_fini(&cc.c);
+			goto fail;
+		}
+	}
+	if (ol_cksum_composite_final(&cc, out, OL_CKSUM_MAX_B64) < 0)
+		goto fail;
+	return 0;
+fail:
+	out[0] = '\0';
+	s3_error(r, OL_S3E_INTERNAL, NULL);
+	return -1;
 }
 
 /* The key-MD5 an SSE-C upload's complete answers with: the request's key-MD5 header, else the
@@ -299,6 +396,7 @@ void
 s3_mpu_complete(struct s3_req *r)
 {
 	char id[128], etag[64], *body = NULL, if_etag[OL_STORE_ETAG_MAX], *um = NULL;
+	char cks[OL_CKSUM_MAX_B64] = "";
 	size_t len, np = 0, uml = 0;
 	struct ol_buf meta = {0};
 	struct s3_sse e = {0};
@@ -332,15 +430,21 @@ s3_mpu_complete(struct s3_req *r)
 	nums = ol_xcalloc(c.n_parts, sizeof(unsigned));
 	if (complete_check(r, &c, parts, np, nums, etag) < 0)
 		goto out;
+	enum ol_cksum_alg ca = upload_ck_alg(um, uml);
+	if (ca != OL_CKSUM_NONE && composite(r, ca, &c, parts, np, cks) < 0)
+		goto out;
+	if (e.mode || cks[0]) /* the object's meta: the upload's plus what complete adds */
+		ol_buf_add(&meta, um, uml);
+	if (cks[0])
+		ol_s3_meta_add(&meta, ol_cksum_header_name(ca), cks);
 	if (e.mode) {
-		/* the object's meta is the upload's plus its plaintext size */
+		/* the plaintext size */
 		uint64_t total = 0;
 		for (size_t i = 0, j = 0; i < c.n_parts; i++) {
 			while (parts[j].part_no != nums[i])
 				j++;
 			total += parts[j].size;
 		}
-		ol_buf_add(&meta, um, uml);
 		ol_buf_addf(&meta, "ol-sse-size: %llu\n", (unsigned long long)total);
 		if (e.mode == S3_SSE_C && complete_key_md5(r, e.ckey_md5) < 0)
 			e.mode = S3_SSE_NONE; /* no key sent: the SSE-C headers are left out */
@@ -351,7 +455,7 @@ s3_mpu_complete(struct s3_req *r)
 		s3_write_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		goto out;
 	}
-	complete_respond(r, etag, &done, &e);
+	complete_respond(r, etag, &done, &e, ca, cks);
 out:
 	free(um);
 	ol_buf_free(&meta);
@@ -414,6 +518,7 @@ s3_mpu_list_parts(struct s3_req *r)
 	if (upload_id(r, id, sizeof(id)) < 0 || upload_check_meta(r, id, &um, &uml) < 0)
 		return;
 	bool enc = s3_sse_meta_mode(um, uml) != 0;
+	enum ol_cksum_alg ca = upload_ck_alg(um, uml);
 	free(um);
 	unsigned max, marker;
 	if (query_uint(r, "max-parts", 1000, 1000, &max) < 0 ||
@@ -435,7 +540,12 @@ s3_mpu_list_parts(struct s3_req *r)
 		ol_s3_iso_date(parts[i].mtime_ns / 1000000, date);
 		ol_buf_addf(&body, "<Part><PartNumber>%u</PartNumber>", parts[i].part_no);
 		ol_s3_xml_elem(&body, "LastModified", date);
-		ol_buf_addf(&body, "<ETag>&quot;%s&quot;</ETag>", parts[i].etag);
+		const char *ck;
+		size_t el = part_etag_len(parts[i].etag, &ck);
+		ol_buf_addf(&body, "<ETag>&quot;%.*s&quot;</ETag>", (int)el, parts[i].etag);
+		if (ca != OL_CKSUM_NONE && ck[0])
+			ol_buf_addf(&body, "<Checksum%s>%s</Checksum%s>", ol_cksum_alg_name(ca), ck,
+				    ol_cksum_alg_name(ca));
 		ol_buf_addf(
 		    &body, "<Size>%llu</Size></Part>",
 		    (unsigned long long)(enc ? s3_sse_plain_len(parts[i].size) : parts[i].size));
