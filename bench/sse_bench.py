@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""SSE-S3 (AES-256-GCM per 64 KiB block) PUT and GET of a 64 MiB object vs the same without
+encryption, alternating in one daemon, in the same run.
+
+    OPENLAKE_BUILD=build nice -n 10 /usr/bin/python3 bench/sse_bench.py [--size-mib 64]
+        [--rounds 6]
+
+Starts its own openlaked (from $OPENLAKE_BUILD, default build/; 4 drives, N=4 P=1,
+`[storage] fsync = false` so the drives' flush does not swamp what is measured, a random
+master key in [s3] sse_master_key_file) on free loopback ports with drives in a temp dir.
+Each round PUTs then GETs the object once plain and once with x-amz-server-side-encryption:
+AES256 (boto3, the order swapped every round); the GET bodies are checked. Prints MB/s per
+round and the medians, and the ratio encrypted / plain (the issue asks >= 0.8). Not a
+pass/fail test.
+"""
+
+import argparse
+import os
+import pathlib
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+os.environ.setdefault("OPENLAKE_BUILD", str(REPO / "build"))
+sys.path.insert(0, str(REPO / "tests" / "integration"))
+
+import conftest  # noqa: E402  (Daemon, boto3_client)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--size-mib", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=6)
+    a = ap.parse_args()
+    root = tempfile.mkdtemp(prefix="openlake-ssebench-")
+    key = os.path.join(root, "master.key")
+    with open(key, "wb") as f:
+        f.write(os.urandom(32))
+    node = os.path.join(root, "node")
+    os.mkdir(node)
+    d = conftest.Daemon(node, kv=False, extra='\n[storage]\nfsync = false\n[s3]\n'
+                        'sse_master_key_file = "%s"\n' % key).start()
+    try:
+        s3 = conftest.boto3_client(d.s3_url)
+        s3.create_bucket(Bucket="bench")
+        data = os.urandom(a.size_mib << 20)
+        mb = len(data) / 1e6
+        res = {m: {"put": [], "get": []} for m in ("plain", "sse")}
+        print("round  mode   PUT MB/s  GET MB/s")
+        for r in range(a.rounds):
+            modes = ("plain", "sse") if r % 2 == 0 else ("sse", "plain")
+            for m in modes:
+                kw = {"ServerSideEncryption": "AES256"} if m == "sse" else {}
+                t0 = time.monotonic()
+                s3.put_object(Bucket="bench", Key=m, Body=data, **kw)
+                t1 = time.monotonic()
+                got = s3.get_object(Bucket="bench", Key=m)["Body"].read()
+                t2 = time.monotonic()
+                assert got == data
+                res[m]["put"].append(mb / (t1 - t0))
+                res[m]["get"].append(mb / (t2 - t1))
+                print("%5d  %-5s  %8.1f  %8.1f" % (r + 1, m, res[m]["put"][-1],
+                                                   res[m]["get"][-1]))
+        for op in ("put", "get"):
+            p, s = statistics.median(res["plain"][op]), statistics.median(res["sse"][op])
+            print("%s %d MiB: SSE-S3 %.1f MB/s, plain %.1f MB/s (median of %d), ratio %.2f" %
+                  (op.upper(), a.size_mib, s, p, a.rounds, s / p))
+    finally:
+        d.cleanup()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
