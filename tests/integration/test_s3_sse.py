@@ -720,3 +720,37 @@ def test_ssec_over_tls_boto3_and_rclone(openlaked, tmp_path):
     with pytest.raises(ClientError) as e:
         s3.get_object(Bucket=BUCKET, Key="rc/f")
     assert status_of(e) == 400
+
+
+def test_browser_post_upload_encrypted(sse_daemon, s3):
+    """A POST form with x-amz-server-side-encryption = AES256, and one into a bucket whose
+    default is AES256, are stored encrypted; an SSE-C field is refused (501), not ignored."""
+    if not shutil.which("curl"):
+        pytest.skip("no curl")
+    from conftest import ACCESS_KEY, SECRET_KEY
+    from test_s3_post import post, signed_fields
+    b = "sse-post"
+    s3.create_bucket(Bucket=b)
+    base = [{"bucket": b}, ["starts-with", "$key", ""]]
+    f = signed_fields(ACCESS_KEY, SECRET_KEY,
+                      base + [{"x-amz-server-side-encryption": "AES256"}])
+    st, h, body = post(sse_daemon, b, dict(key="field", **{"x-amz-server-side-encryption":
+                                                           "AES256"}, **f), b"posted 1")
+    assert st == 204, body
+    assert h.get("x-amz-server-side-encryption") == "AES256"
+    g = s3.get_object(Bucket=b, Key="field")
+    assert g["ServerSideEncryption"] == "AES256" and g["Body"].read() == b"posted 1"
+    f = signed_fields(ACCESS_KEY, SECRET_KEY, base + [
+        {"x-amz-server-side-encryption-customer-algorithm": "AES256"}])
+    st, _, body = post(sse_daemon, b, dict(
+        key="ssec", **{"x-amz-server-side-encryption-customer-algorithm": "AES256"}, **f))
+    assert st == 501 and b"NotImplemented" in body, body
+    with pytest.raises(ClientError):
+        s3.head_object(Bucket=b, Key="ssec")
+    s3.put_bucket_encryption(Bucket=b, ServerSideEncryptionConfiguration={"Rules": [
+        {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]})
+    f = signed_fields(ACCESS_KEY, SECRET_KEY, base)
+    st, h, body = post(sse_daemon, b, dict(key="default", **f), b"posted 2")
+    assert st == 204, body
+    g = s3.get_object(Bucket=b, Key="default")
+    assert g["ServerSideEncryption"] == "AES256" and g["Body"].read() == b"posted 2"
