@@ -399,6 +399,7 @@ struct s3_sse_w {
 	const struct s3_sse *e;
 	uint8_t prefix[S3_SSE_HDR];
 	uint32_t blk;
+	void *ctx; /* EVP_CIPHER_CTX keyed once */
 	uint8_t *pbuf, *obuf;
 	size_t plen, olen;
 	uint64_t plain; /* plaintext bytes written */
@@ -419,6 +420,7 @@ struct s3_sse_rd {
 	uint64_t size; /* plaintext size */
 	struct s3_sse_seg *seg;
 	unsigned nseg;
+	void *ctx; /* EVP_CIPHER_CTX keyed once */
 	uint8_t *cbuf, *pbuf;
 };
 /* size: the store's size (used when not encrypted). */

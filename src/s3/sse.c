@@ -124,13 +124,26 @@ s3_sse_load_master(struct ol_s3_server *s)
 
 /* ---- AES-256-GCM helpers ---- */
 
-static int
-gcm(bool enc, const uint8_t key[32], const uint8_t iv[12], const uint8_t *aad, size_t al,
-    const uint8_t *in, size_t n, uint8_t *out, uint8_t tag[16])
+/* A context keyed once (the key schedule), for many blocks; NULL on failure. */
+static EVP_CIPHER_CTX *
+gcm_new(bool enc, const uint8_t key[32])
 {
 	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-	int l, ok = c && (enc ? EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, iv)
-			      : EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, iv));
+	if (c && (enc ? EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, NULL)
+		      : EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, NULL)))
+		return c;
+	EVP_CIPHER_CTX_free(c);
+	return NULL;
+}
+
+/* One message (a block) with iv under c's key: encrypt (tag out) or decrypt (tag checked:
+ * -EBADMSG when it fails). */
+static int
+gcm_run(EVP_CIPHER_CTX *c, bool enc, const uint8_t iv[12], const uint8_t *aad, size_t al,
+	const uint8_t *in, size_t n, uint8_t *out, uint8_t tag[16])
+{
+	int l, ok = c && (enc ? EVP_EncryptInit_ex(c, NULL, NULL, NULL, iv)
+			      : EVP_DecryptInit_ex(c, NULL, NULL, NULL, iv));
 	ok = ok && (enc ? EVP_EncryptUpdate(c, NULL, &l, aad, (int)al)
 			: EVP_DecryptUpdate(c, NULL, &l, aad, (int)al));
 	ok = ok && (n == 0 || (enc ? EVP_EncryptUpdate(c, out, &l, in, (int)n)
@@ -141,8 +154,17 @@ gcm(bool enc, const uint8_t key[32], const uint8_t iv[12], const uint8_t *aad, s
 	else
 		ok = ok && EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, 16, tag) &&
 		     EVP_DecryptFinal_ex(c, out + n, &l) > 0;
-	EVP_CIPHER_CTX_free(c);
 	return ok ? 0 : -EBADMSG;
+}
+
+static int
+gcm(bool enc, const uint8_t key[32], const uint8_t iv[12], const uint8_t *aad, size_t al,
+    const uint8_t *in, size_t n, uint8_t *out, uint8_t tag[16])
+{
+	EVP_CIPHER_CTX *c = gcm_new(enc, key);
+	int rc = c ? gcm_run(c, enc, iv, aad, al, in, n, out, tag) : -EBADMSG;
+	EVP_CIPHER_CTX_free(c);
+	return rc;
 }
 
 static void
@@ -522,6 +544,9 @@ s3_sse_w_init(struct s3_sse_w *w, const struct s3_sse *e, struct ol_put *p)
 	w->e = e && e->mode ? e : NULL;
 	if (!w->e)
 		return 0;
+	w->ctx = gcm_new(true, e->dkey);
+	if (!w->ctx)
+		return -EIO;
 	w->pbuf = ol_xmalloc(S3_SSE_BLOCK);
 	w->obuf = ol_xmalloc(W_FLUSH + CBLK + S3_SSE_HDR);
 	RAND_bytes(w->prefix, S3_SSE_HDR);
@@ -538,7 +563,7 @@ w_block(struct s3_sse_w *w, bool last)
 	iv[8] = (uint8_t)(w->blk >> 24), iv[9] = (uint8_t)(w->blk >> 16);
 	iv[10] = (uint8_t)(w->blk >> 8), iv[11] = (uint8_t)w->blk;
 	uint8_t *out = w->obuf + w->olen;
-	if (gcm(true, w->e->dkey, iv, &aad, 1, w->pbuf, w->plen, out, out + w->plen) < 0)
+	if (gcm_run(w->ctx, true, iv, &aad, 1, w->pbuf, w->plen, out, out + w->plen) < 0)
 		return -EIO;
 	w->olen += w->plen + S3_SSE_TAG;
 	w->plen = 0;
@@ -558,6 +583,8 @@ s3_sse_w_write(struct s3_sse_w *w, const void *data, size_t n)
 	w->plain += n;
 	if (!w->e)
 		return ol_store_put_write(w->p, d, n);
+	if (!w->ctx)
+		return -EIO; /* init failed (OpenSSL) */
 	while (n > 0) {
 		if (w->plen == S3_SSE_BLOCK) {
 			int rc = w_block(w, false);
@@ -576,7 +603,7 @@ s3_sse_w_write(struct s3_sse_w *w, const void *data, size_t n)
 int
 s3_sse_w_finish(struct s3_sse_w *w)
 {
-	return w->e ? w_block(w, true) : 0;
+	return !w->e ? 0 : w->ctx ? w_block(w, true) : -EIO;
 }
 
 void
@@ -586,7 +613,9 @@ s3_sse_w_fini(struct s3_sse_w *w)
 		OPENSSL_cleanse(w->pbuf, S3_SSE_BLOCK);
 	free(w->pbuf);
 	free(w->obuf);
+	EVP_CIPHER_CTX_free(w->ctx);
 	w->pbuf = w->obuf = NULL;
+	w->ctx = NULL;
 }
 
 /* ---- reader ---- */
@@ -618,6 +647,9 @@ s3_sse_rd_init(struct s3_sse_rd *rd, const struct s3_sse *e, struct ol_get *g, u
 	}
 	free(cs);
 	rd->size = po;
+	rd->ctx = gcm_new(false, e->dkey);
+	if (!rd->ctx)
+		return -EIO;
 	rd->cbuf = ol_xmalloc((size_t)RD_BLOCKS * CBLK);
 	rd->pbuf = ol_xmalloc((size_t)RD_BLOCKS * S3_SSE_BLOCK);
 	return 0;
@@ -652,6 +684,8 @@ s3_sse_read(struct s3_sse_rd *rd, uint64_t off, void *buf, size_t len)
 {
 	if (!rd->e)
 		return ol_store_get_read(rd->g, off, buf, len);
+	if (!rd->ctx)
+		return -EIO; /* init failed */
 	if (off >= rd->size || len == 0)
 		return 0;
 	unsigned s = 0;
@@ -690,8 +724,8 @@ s3_sse_read(struct s3_sse_rd *rd, uint64_t off, void *buf, size_t len)
 		iv[10] = (uint8_t)(bi >> 8), iv[11] = (uint8_t)bi;
 		const uint8_t *cb = rd->cbuf + j * CBLK;
 		if (bl < S3_SSE_TAG ||
-		    gcm(false, rd->e->dkey, iv, &aad, 1, cb, bl - S3_SSE_TAG,
-			rd->pbuf + j * S3_SSE_BLOCK, (uint8_t *)(cb + bl - S3_SSE_TAG)) < 0) {
+		    gcm_run(rd->ctx, false, iv, &aad, 1, cb, bl - S3_SSE_TAG,
+			    rd->pbuf + j * S3_SSE_BLOCK, (uint8_t *)(cb + bl - S3_SSE_TAG)) < 0) {
 			ol_err("s3: block %llu of an encrypted object fails its authentication tag",
 			       (unsigned long long)bi);
 			return OL_STORE_ECORRUPT;
@@ -714,6 +748,7 @@ s3_sse_rd_fini(struct s3_sse_rd *rd)
 	free(rd->pbuf);
 	free(rd->cbuf);
 	free(rd->seg);
+	EVP_CIPHER_CTX_free(rd->ctx);
 	memset(rd, 0, sizeof(*rd));
 }
 
