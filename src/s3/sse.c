@@ -714,7 +714,12 @@ s3_sse_read(struct s3_sse_rd *rd, uint64_t off, void *buf, size_t len)
 	int rc = read_full(rd->g, sg->cstart + cfrom, rd->cbuf, (size_t)cl);
 	if (rc < 0)
 		return rc;
-	size_t got = 0;
+	/* whole blocks that fit the caller's buffer (a streaming GET) are decrypted straight into
+	 * it; a read that starts or ends inside a block goes through pbuf. Bytes of a block whose
+	 * tag fails are never returned: the call fails. */
+	size_t skip = (size_t)(po % S3_SSE_BLOCK), got = 0;
+	bool direct = skip == 0 && cl - nb * S3_SSE_TAG <= len;
+	uint8_t *dst = direct ? buf : rd->pbuf;
 	for (uint64_t j = 0; j < nb; j++) {
 		uint64_t bi = b0 + j;
 		size_t bl = (size_t)(cl - j * CBLK < CBLK ? cl - j * CBLK : CBLK);
@@ -725,14 +730,15 @@ s3_sse_read(struct s3_sse_rd *rd, uint64_t off, void *buf, size_t len)
 		const uint8_t *cb = rd->cbuf + j * CBLK;
 		if (bl < S3_SSE_TAG ||
 		    gcm_run(rd->ctx, false, iv, &aad, 1, cb, bl - S3_SSE_TAG,
-			    rd->pbuf + j * S3_SSE_BLOCK, (uint8_t *)(cb + bl - S3_SSE_TAG)) < 0) {
+			    dst + j * S3_SSE_BLOCK, (uint8_t *)(cb + bl - S3_SSE_TAG)) < 0) {
 			ol_err("s3: block %llu of an encrypted object fails its authentication tag",
 			       (unsigned long long)bi);
 			return OL_STORE_ECORRUPT;
 		}
 		got += bl - S3_SSE_TAG;
 	}
-	size_t skip = (size_t)(po % S3_SSE_BLOCK);
+	if (direct)
+		return (ssize_t)got;
 	size_t n = got > skip ? got - skip : 0;
 	if (n > len)
 		n = len;
