@@ -136,6 +136,19 @@ s3_get_object_attributes(struct s3_req *r)
 	}
 	if (!s3_open_object(r, &g, &in))
 		return;
+	if (s3_sse_meta_mode(in.meta, in.meta_len) == S3_SSE_C) {
+		/* AWS asks for the object's customer key here too (its size, ETag and checksums
+		 * are the plaintext's) */
+		struct s3_sse_req q;
+		struct s3_sse e;
+		int rc = s3_sse_parse(r, false, &q);
+		if (rc == 0)
+			rc = s3_sse_open(r, in.meta, in.meta_len, &q, &e);
+		s3_sse_req_fini(&q);
+		if (rc < 0)
+			goto out;
+		s3_sse_fini(&e);
+	}
 	ol_s3_xml_open_root(&x, "GetObjectAttributesResponse");
 	if (want & A_ETAG)
 		ol_s3_xml_elem(&x, "ETag", in.etag);

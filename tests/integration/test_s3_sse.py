@@ -290,6 +290,10 @@ def test_multipart(s3, mode):
     assert a["ObjectSize"] == len(whole)
     assert [p["Size"] for p in a["ObjectParts"]["Parts"]] == [len(p) for p in parts]
     if mode == "sse-c":
+        with pytest.raises(ClientError) as e:  # GetObjectAttributes needs the key too
+            s3.get_object_attributes(Bucket=BUCKET, Key="mp-" + mode,
+                                     ObjectAttributes=["ObjectSize"])
+        assert status_of(e) == 400
         with pytest.raises(ClientError) as e:  # a part without the upload's key
             s3.upload_part(Bucket=BUCKET, Key="mp-" + mode, UploadId="0" * 32, PartNumber=1,
                            Body=b"x")
