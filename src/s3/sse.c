@@ -650,9 +650,7 @@ s3_sse_rd_init(struct s3_sse_rd *rd, const struct s3_sse *e, struct ol_get *g, u
 	rd->ctx = gcm_new(false, e->dkey);
 	if (!rd->ctx)
 		return -EIO;
-	rd->cbuf = ol_xmalloc((size_t)RD_BLOCKS * CBLK);
-	rd->pbuf = ol_xmalloc((size_t)RD_BLOCKS * S3_SSE_BLOCK);
-	return 0;
+	return 0; /* the buffers come with the first read (a HEAD needs none) */
 }
 
 unsigned
@@ -688,6 +686,10 @@ s3_sse_read(struct s3_sse_rd *rd, uint64_t off, void *buf, size_t len)
 		return -EIO; /* init failed */
 	if (off >= rd->size || len == 0)
 		return 0;
+	if (!rd->cbuf) {
+		rd->cbuf = ol_xmalloc((size_t)RD_BLOCKS * CBLK);
+		rd->pbuf = ol_xmalloc((size_t)RD_BLOCKS * S3_SSE_BLOCK);
+	}
 	unsigned s = 0;
 	while (s + 1 < rd->nseg && off >= rd->seg[s].pstart + rd->seg[s].plen)
 		s++;
