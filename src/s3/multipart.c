@@ -249,7 +249,7 @@ s3_mpu_part(struct s3_req *r)
 		goto out;
 	}
 	if (copy)
-		s3_mpu_part_copy(r, p, &e);
+		s3_mpu_part_copy(r, p, &e, upload_ck_alg(um, uml));
 	else
 		part_upload(r, p, &e, upload_ck_alg(um, uml));
 out:
@@ -336,7 +336,8 @@ complete_respond(struct s3_req *r, const char *etag, const struct ol_obj_info *o
 }
 
 /* The composite checksum of the completed parts ("BASE64-N": alg over their raw checksums)
- * into out; "" when a part has none (an UploadPartCopy). 0, or -1 with the error sent. */
+ * into out; "" when a part has none (uploaded before the algorithm was known: not possible
+ * today, kept for safety). 0, or -1 with the error sent. */
 static int
 composite(struct s3_req *r, enum ol_cksum_alg ca, const struct ol_s3_complete_req *c,
 	  const struct ol_mpu_part *parts, size_t np, char out[OL_CKSUM_MAX_B64])

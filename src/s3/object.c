@@ -332,7 +332,7 @@ meta_keep_checksums(const struct ol_obj_info *si, struct ol_buf *meta)
 
 int
 s3_copy_stream(struct s3_req *r, struct s3_sse_rd *g, uint64_t off, uint64_t len,
-	       struct s3_sse_w *p, uint8_t md5[OL_CKSUM_MAX_RAW])
+	       struct s3_sse_w *p, uint8_t md5[OL_CKSUM_MAX_RAW], struct ol_cksum *ck)
 {
 	struct ol_cksum c;
 	uint8_t *buf = ol_xmalloc(S3_IO_BUF);
@@ -351,6 +351,8 @@ s3_copy_stream(struct s3_req *r, struct s3_sse_rd *g, uint64_t off, uint64_t len
 			goto out;
 		}
 		ol_cksum_update(&c, buf, (size_t)n);
+		if (ck)
+			ol_cksum_update(ck, buf, (size_t)n);
 		off += (uint64_t)n;
 		len -= (uint64_t)n;
 	}
@@ -369,7 +371,8 @@ out:
 
 void
 s3_copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mtime_ns,
-		const struct ol_obj_info *di, const struct ol_obj_info *si, const struct s3_sse *e)
+		const struct ol_obj_info *di, const struct ol_obj_info *si, const struct s3_sse *e,
+		const char *ck_elem, const char *ck_val)
 {
 	struct ol_buf x = {0};
 	struct ol_http_header h[5];
@@ -381,6 +384,8 @@ s3_copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mt
 	ol_s3_xml_open_root(&x, root);
 	ol_s3_xml_elem(&x, "LastModified", date);
 	ol_s3_xml_elem(&x, "ETag", q);
+	if (ck_elem)
+		ol_s3_xml_elem(&x, ck_elem, ck_val);
 	ol_buf_addf(&x, "</%s>", root);
 	if (si && strcmp(si->version_id, "null") != 0)
 		h[n++] = (struct ol_http_header){"x-amz-copy-source-version-id", si->version_id};
@@ -506,7 +511,7 @@ s3_copy_object(struct s3_req *r)
 		goto out;
 	}
 	s3_sse_w_init(&w, &e, p);
-	if (s3_copy_stream(r, &rd, 0, si.size, &w, md5) < 0)
+	if (s3_copy_stream(r, &rd, 0, si.size, &w, md5, NULL) < 0)
 		goto out;
 	s3_sse_etag(&e, md5, etag);
 	ol_store_put_set_cond(p, &cond);
@@ -517,7 +522,7 @@ s3_copy_object(struct s3_req *r)
 		s3_write_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
 	}
-	s3_copy_respond(r, "CopyObjectResult", etag, di.mtime_ns, &di, &si, &e);
+	s3_copy_respond(r, "CopyObjectResult", etag, di.mtime_ns, &di, &si, &e, NULL, NULL);
 out:
 	ol_store_put_abort(p);
 	ol_store_get_close(g);
@@ -534,7 +539,7 @@ out0:
 /* UploadPartCopy: x-amz-copy-source (+ x-amz-copy-source-range) into a part, encrypted as
  * the upload is (e). */
 void
-s3_mpu_part_copy(struct s3_req *r, struct ol_put *p, const struct s3_sse *e)
+s3_mpu_part_copy(struct s3_req *r, struct ol_put *p, const struct s3_sse *e, enum ol_cksum_alg ca)
 {
 	char sb[256], sk[OL_S3_MAX_KEY + 1], etag[40], sv[OL_S3_MAX_VID + 1];
 	size_t skl;
@@ -546,6 +551,8 @@ s3_mpu_part_copy(struct s3_req *r, struct ol_put *p, const struct s3_sse *e)
 	struct s3_sse se = {0};
 	struct s3_sse_rd rd = {0};
 	struct s3_sse_w w = {0};
+	struct ol_cksum ck = {0};
+	char stored[OL_STORE_ETAG_MAX], ckb[OL_CKSUM_MAX_B64] = "", ckel[32] = "";
 	r->op = "UploadPartCopy";
 	if (s3_copy_source(r, sb, sizeof(sb), sk, &skl) < 0 || s3_sse_parse(r, true, &sq) < 0)
 		goto out;
@@ -571,17 +578,34 @@ s3_mpu_part_copy(struct s3_req *r, struct ol_put *p, const struct s3_sse *e)
 		goto out;
 	}
 	s3_sse_w_init(&w, e, p);
-	if (s3_copy_stream(r, &rd, off, len, &w, md5) < 0)
+	if (ca != OL_CKSUM_NONE && ol_cksum_init(&ck, ca) < 0) {
+		s3_error(r, OL_S3E_INTERNAL, NULL);
+		goto out;
+	}
+	if (s3_copy_stream(r, &rd, off, len, &w, md5, ca != OL_CKSUM_NONE ? &ck : NULL) < 0)
 		goto out;
 	s3_sse_etag(e, md5, etag);
-	rc = ol_store_put_commit(p, etag, NULL, 0, &di);
+	snprintf(stored, sizeof(stored), "%s", etag);
+	if (ca != OL_CKSUM_NONE) { /* the upload's checksum of the part, after its ETag */
+		uint8_t raw[OL_CKSUM_MAX_RAW];
+		int cl = ol_cksum_final(&ck, raw);
+		if (cl < 0 || ol_cksum_b64_encode(raw, (size_t)cl, ckb, sizeof(ckb)) < 0) {
+			s3_error(r, OL_S3E_INTERNAL, NULL);
+			goto out;
+		}
+		snprintf(stored, sizeof(stored), "%s %s", etag, ckb);
+		snprintf(ckel, sizeof(ckel), "Checksum%s", ol_cksum_alg_name(ca));
+	}
+	rc = ol_store_put_commit(p, stored, NULL, 0, &di);
 	p = NULL;
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		goto out;
 	}
-	s3_copy_respond(r, "CopyPartResult", etag, di.mtime_ns, NULL, &si, e);
+	s3_copy_respond(r, "CopyPartResult", etag, di.mtime_ns, NULL, &si, e, ckel[0] ? ckel : NULL,
+			ckb);
 out:
+	ol_cksum_fini(&ck);
 	ol_store_put_abort(p);
 	ol_store_get_close(g);
 	s3_sse_w_fini(&w);
@@ -997,7 +1021,7 @@ s3_put_object_acl(struct s3_req *r)
 	struct s3_sse_w w;
 	s3_sse_rd_init(&rd, NULL, g, in.size);
 	s3_sse_w_init(&w, NULL, p);
-	if (s3_copy_stream(r, &rd, 0, in.size, &w, md5) < 0)
+	if (s3_copy_stream(r, &rd, 0, in.size, &w, md5, NULL) < 0)
 		goto out;
 	cond.if_match = in.etag;
 	ol_store_put_set_cond(p, &cond);

@@ -310,9 +310,11 @@ bool s3_object_sub_unsupported(struct s3_req *r);
 int s3_write_cond(struct s3_req *r, struct ol_store_cond *c, char etag[OL_STORE_ETAG_MAX]);
 /* s3_store_error, plus -ECANCELED -> 412 PreconditionFailed, -ENODATA -> 404 NoSuchKey. */
 void s3_write_error(struct s3_req *r, int rc, enum ol_s3_err enoent);
-/* UploadPartCopy into the open part writer p (consumes p), encrypted as e (the upload's). */
+/* UploadPartCopy into the open part writer p (consumes p), encrypted as e (the upload's), with
+ * the checksum of the upload's algorithm ca (OL_CKSUM_NONE: none) kept after its ETag. */
 struct s3_sse;
-void s3_mpu_part_copy(struct s3_req *r, struct ol_put *p, const struct s3_sse *e);
+void s3_mpu_part_copy(struct s3_req *r, struct ol_put *p, const struct s3_sse *e,
+		      enum ol_cksum_alg ca);
 /* bucket.c: the service and bucket operations (routed by dispatch.c) */
 void s3_service(struct s3_req *r);
 void s3_create_bucket(struct s3_req *r);
@@ -340,15 +342,17 @@ void s3_mpu_list(struct s3_req *r);
 /* copy source "/b/k" into bucket/key/len; 0 or -1 with the error sent. */
 int s3_copy_source(struct s3_req *r, char *bucket, size_t bcap, char *key, size_t *klen);
 
-/* object.c: copy len bytes at off of g into w (finished), the plaintext's MD5 into md5. 0, or
- * -1 with the error sent. */
+/* object.c: copy len bytes at off of g into w (finished), the plaintext's MD5 into md5 (and
+ * into ck when not NULL). 0, or -1 with the error sent. */
 struct s3_sse_rd;
 struct s3_sse_w;
 int s3_copy_stream(struct s3_req *r, struct s3_sse_rd *g, uint64_t off, uint64_t len,
-		   struct s3_sse_w *w, uint8_t md5[OL_CKSUM_MAX_RAW]);
+		   struct s3_sse_w *w, uint8_t md5[OL_CKSUM_MAX_RAW], struct ol_cksum *ck);
+/* The CopyObjectResult / CopyPartResult answer; ck_elem (may be NULL): a checksum element
+ * (ChecksumSHA256) with value ck_val. */
 void s3_copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mtime_ns,
 		     const struct ol_obj_info *di, const struct ol_obj_info *si,
-		     const struct s3_sse *e);
+		     const struct s3_sse *e, const char *ck_elem, const char *ck_val);
 
 /* sse.c: server-side encryption (SSE-S3, SSE-C); the layout is described there */
 #define S3_SSE_BLOCK (64u * 1024) /* plaintext bytes per AES-256-GCM block */

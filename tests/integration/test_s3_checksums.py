@@ -177,3 +177,48 @@ def test_multipart_without_algorithm_has_no_composite(s3):
     assert not [k for k in done if k.startswith("Checksum")]
     h = s3.head_object(Bucket=BUCKET, Key="plainmp", ChecksumMode="ENABLED")
     assert not [k for k in h if k.startswith("Checksum")]
+
+
+def test_upload_part_copy_gets_the_upload_checksum(s3):
+    src = os.urandom(6 * MiB + 5)
+    s3.put_object(Bucket=BUCKET, Key="copysrc", Body=src)
+    up = s3.create_multipart_upload(Bucket=BUCKET, Key="mpcopy", ChecksumAlgorithm="SHA256")
+    r1 = s3.upload_part_copy(Bucket=BUCKET, Key="mpcopy", UploadId=up["UploadId"],
+                             PartNumber=1, CopySource=f"{BUCKET}/copysrc",
+                             CopySourceRange="bytes=0-%d" % (5 * MiB - 1))["CopyPartResult"]
+    assert r1["ChecksumSHA256"] == b64(hashlib.sha256(src[:5 * MiB]).digest())
+    tail = b"tail of the object"
+    r2 = s3.upload_part(Bucket=BUCKET, Key="mpcopy", UploadId=up["UploadId"], PartNumber=2,
+                        Body=tail, ChecksumAlgorithm="SHA256")
+    done = s3.complete_multipart_upload(
+        Bucket=BUCKET, Key="mpcopy", UploadId=up["UploadId"], MultipartUpload={"Parts": [
+            {"PartNumber": 1, "ETag": r1["ETag"], "ChecksumSHA256": r1["ChecksumSHA256"]},
+            {"PartNumber": 2, "ETag": r2["ETag"], "ChecksumSHA256": r2["ChecksumSHA256"]}]})
+    want = b64(hashlib.sha256(hashlib.sha256(src[:5 * MiB]).digest() +
+                              hashlib.sha256(tail).digest()).digest()) + "-2"
+    assert done["ChecksumSHA256"] == want
+    assert s3.get_object(Bucket=BUCKET, Key="mpcopy")["Body"].read() == src[:5 * MiB] + tail
+
+
+def test_checksum_of_an_encrypted_object_is_of_its_plaintext(openlaked, tmp_path):
+    """SSE-S3 and a checksum on one PUT: the checksum is the plaintext's (what the client
+    sent), stored and returned; a wrong one is BadDigest and nothing is stored."""
+    from conftest import boto3_client
+    key = tmp_path / "master.key"
+    key.write_bytes(os.urandom(32))
+    d = openlaked(extra='[s3]\nsse_master_key_file = "%s"\n' % key)
+    c = boto3_client(d.s3_url)
+    c.create_bucket(Bucket=BUCKET)
+    data = os.urandom(300_000)
+    r = c.put_object(Bucket=BUCKET, Key="enc", Body=data, ChecksumAlgorithm="SHA256",
+                     ServerSideEncryption="AES256")
+    assert r["ChecksumSHA256"] == b64(hashlib.sha256(data).digest())
+    g = c.get_object(Bucket=BUCKET, Key="enc", ChecksumMode="ENABLED")
+    assert g["ChecksumSHA256"] == r["ChecksumSHA256"] and g["Body"].read() == data
+    st, body = signed_put(d, "enc2", data, {"x-amz-server-side-encryption": "AES256",
+                                            "x-amz-checksum-sha256":
+                                            b64(hashlib.sha256(b"x").digest())})
+    assert st == 400 and b"BadDigest" in body, body
+    with pytest.raises(ClientError) as e:
+        c.head_object(Bucket=BUCKET, Key="enc2")
+    assert status_of(e) == 404
