@@ -766,3 +766,19 @@ def test_browser_post_upload_encrypted(sse_daemon, s3):
     assert st == 204, body
     g = s3.get_object(Bucket=b, Key="default")
     assert g["ServerSideEncryption"] == "AES256" and g["Body"].read() == b"posted 2"
+
+
+def test_lifecycle_size_filter_sees_the_plaintext_size(s3):
+    """ObjectSizeLessThan 100000 and an SSE-S3 object of 99,990 bytes (stored as 100,030:
+    prefix and tags): the rule takes it, on the PUT's and on the HEAD's x-amz-expiration."""
+    b = "sse-lc"
+    s3.create_bucket(Bucket=b)
+    s3.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": [{
+        "ID": "small", "Status": "Enabled", "Expiration": {"Days": 30},
+        "Filter": {"ObjectSizeLessThan": 100000}}]})
+    r = s3.put_object(Bucket=b, Key="o", Body=os.urandom(99_990), ServerSideEncryption="AES256")
+    assert 'rule-id="small"' in r["Expiration"]
+    assert 'rule-id="small"' in s3.head_object(Bucket=b, Key="o")["Expiration"]
+    r = s3.put_object(Bucket=b, Key="big", Body=os.urandom(100_001),
+                      ServerSideEncryption="AES256")
+    assert "Expiration" not in r
