@@ -782,3 +782,27 @@ def test_lifecycle_size_filter_sees_the_plaintext_size(s3):
     r = s3.put_object(Bucket=b, Key="big", Body=os.urandom(100_001),
                       ServerSideEncryption="AES256")
     assert "Expiration" not in r
+
+
+def test_policy_denies_unencrypted_puts(openlaked, tmp_path):
+    """The usual AWS bucket policy: Deny s3:PutObject unless s3:x-amz-server-side-encryption
+    is AES256. alice (the owner, not the administrator) may PUT only with the header."""
+    import json
+
+    from s3_users import USERS, client
+    key = tmp_path / "master.key"
+    key.write_bytes(os.urandom(32))
+    d = openlaked(extra=USERS + sse_extra(key))
+    alice = client(d.s3_url, "alicekey", "alicesecret")
+    alice.create_bucket(Bucket=BUCKET)
+    alice.put_bucket_policy(Bucket=BUCKET, Policy=json.dumps({
+        "Version": "2012-10-17", "Statement": [{
+            "Sid": "deny-unencrypted", "Effect": "Deny", "Principal": "*",
+            "Action": "s3:PutObject", "Resource": f"arn:aws:s3:::{BUCKET}/*",
+            "Condition": {"StringNotEquals": {"s3:x-amz-server-side-encryption": "AES256"}}}]}))
+    with pytest.raises(ClientError) as e:
+        alice.put_object(Bucket=BUCKET, Key="plain", Body=b"x")
+    assert status_of(e) == 403
+    r = alice.put_object(Bucket=BUCKET, Key="enc", Body=b"x", ServerSideEncryption="AES256")
+    assert r["ServerSideEncryption"] == "AES256"
+    assert alice.get_object(Bucket=BUCKET, Key="enc")["Body"].read() == b"x"
