@@ -76,11 +76,10 @@ def key_md5(key):
 
 def pattern(n, tag=b"PLAINTEXT-MARK"):
     """n bytes of a distinctive text, a counter in every 32 bytes (no two lines alike)."""
-    line_len = 32
     out = bytearray()
     i = 0
     while len(out) < n:
-        out += (tag + b"-%016d\n" % i)[:line_len].ljust(line_len, b".")
+        out += tag[:16].ljust(16, b"-") + b"-%014d\n" % i
         i += 1
     return bytes(out[:n])
 
@@ -386,14 +385,14 @@ def test_tagging_versioning_attributes_keep_working(s3):
 
 
 def drive_files(d):
-    for dd in d.data_dirs:
-        for root, _, names in os.walk(dd):
-            for n in names:
-                yield os.path.join(root, n)
+    """Every file the daemon has: its drives, and its root (log, KV spill, config)."""
+    for root, _, names in os.walk(d.root):
+        for n in names:
+            yield os.path.join(root, n)
 
 
 def scan(d, needles):
-    """{needle: [files holding it]} over every file of every drive (LMDB included)."""
+    """{needle: [files holding it]} over every file of the daemon (LMDB included)."""
     found = {n: [] for n in needles}
     for p in drive_files(d):
         try:
