@@ -232,10 +232,12 @@ s3_sse_parse(struct s3_req *r, bool source, struct s3_sse_req *q)
 				 : "x-amz-server-side-encryption-customer-";
 	memset(q, 0, sizeof(*q));
 	if (!source) {
-		static const char *const kms[] = {
-		    "x-amz-server-side-encryption-aws-kms-key-id",
-		    "x-amz-server-side-encryption-context",
-		    "x-amz-server-side-encryption-bucket-key-enabled"};
+		static const char *const kms[] = {"x-amz-server-side-encryption-aws-kms-key-id",
+						  "x-amz-server-side-encryption-context"};
+		const char *bk = ol_http_header(r->h, "x-amz-server-side-encryption-bucket-key-"
+						      "enabled");
+		if (bk && strcasecmp(bk, "false") != 0) /* S3 Bucket Keys are a KMS feature */
+			return kms_refused(r, "x-amz-server-side-encryption-bucket-key-enabled");
 		const char *v = ol_http_header(r->h, "x-amz-server-side-encryption");
 		if (v && (strcmp(v, "aws:kms") == 0 || strcmp(v, "aws:kms:dsse") == 0))
 			return kms_refused(r, "x-amz-server-side-encryption");

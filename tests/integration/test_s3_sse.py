@@ -195,6 +195,9 @@ def test_sse_c_bad_headers(sse_daemon, s3):
         ({"x-amz-server-side-encryption": "AES512"}, 400, b"InvalidArgument"),
         ({"x-amz-server-side-encryption": "aws:kms"}, 501, b"NotImplemented"),
         ({"x-amz-server-side-encryption": "aws:kms:dsse"}, 501, b"NotImplemented"),
+        ({"x-amz-server-side-encryption": "AES256",
+          "x-amz-server-side-encryption-bucket-key-enabled": "true"}, 501, b"NotImplemented"),
+        ({"x-amz-server-side-encryption-aws-kms-key-id": "k"}, 501, b"NotImplemented"),
     ]
     for hdrs, st, code in cases:
         status, body = put(hdrs)
@@ -202,6 +205,11 @@ def test_sse_c_bad_headers(sse_daemon, s3):
     with pytest.raises(ClientError) as e:
         s3.head_object(Bucket=BUCKET, Key="badhdr")
     assert status_of(e) == 404  # nothing was stored by any of them
+    # BucketKeyEnabled false (tools send it) is no KMS request
+    status, body = put({"x-amz-server-side-encryption": "AES256",
+                        "x-amz-server-side-encryption-bucket-key-enabled": "false"})
+    assert status == 200, body
+    assert s3.head_object(Bucket=BUCKET, Key="badhdr")["ServerSideEncryption"] == "AES256"
 
 
 def test_kms_refused_with_boto3(s3):
