@@ -101,10 +101,26 @@ parts_xml(struct s3_req *r, struct ol_get *g, const struct ol_obj_info *in, stru
 	ol_buf_adds(x, "<ObjectParts>");
 	ol_s3_xml_elemu(x, "PartsCount", n); /* TotalPartsCount in the API */
 	ol_s3_xml_elemu(x, "PartNumberMarker", marker);
+	/* per-part checksums kept by complete (multipart.c: ol-part-cks, ol-ck-alg) */
+	const char *cks = NULL, *alg = NULL;
+	long cl = ol_s3_meta_get(in->meta, in->meta_len, "ol-part-cks", &cks);
+	long al = ol_s3_meta_get(in->meta, in->meta_len, "ol-ck-alg", &alg);
+	const char *cp = cl > 0 && al > 0 && al < 16 ? cks : NULL, *cend = cp ? cks + cl : NULL;
+	for (unsigned k = 0; cp && k < marker; k++) { /* skip to the first part shown */
+		const char *comma = memchr(cp, ',', (size_t)(cend - cp));
+		cp = comma ? comma + 1 : NULL;
+	}
 	for (i = marker; i < n && shown < max; i++, shown++) {
 		ol_buf_adds(x, "<Part>");
 		ol_s3_xml_elemu(x, "PartNumber", i + 1);
 		ol_s3_xml_elemu(x, "Size", sizes[i]);
+		if (cp && cp < cend) {
+			const char *comma = memchr(cp, ',', (size_t)(cend - cp));
+			size_t vl = (size_t)((comma ? comma : cend) - cp);
+			ol_buf_addf(x, "<Checksum%.*s>%.*s</Checksum%.*s>", (int)al, alg, (int)vl,
+				    cp, (int)al, alg);
+			cp = comma ? comma + 1 : NULL;
+		}
 		ol_buf_adds(x, "</Part>");
 	}
 	ol_s3_xml_elemu(x, "NextPartNumberMarker", i);

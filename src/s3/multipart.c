@@ -373,6 +373,29 @@ fail:
 	return -1;
 }
 
+/* The parts' checksums in part order, for GetObjectAttributes: "ol-part-cks: b64,b64,...",
+ * left out when the list would pass PART_CKS_MAX (some 360 SHA-256 parts): the metadata blob
+ * is capped at 64 KiB. */
+#define PART_CKS_MAX (16u * 1024)
+static void
+part_checksums_meta(const struct ol_s3_complete_req *c, const struct ol_mpu_part *parts, size_t np,
+		    struct ol_buf *meta)
+{
+	struct ol_buf l = {0};
+	for (unsigned i = 0, j = 0; i < c->n_parts && l.len <= PART_CKS_MAX; i++) {
+		const char *ck;
+		while (j < np && parts[j].part_no != c->parts[i].number)
+			j++;
+		if (j == np)
+			break;
+		part_etag_len(parts[j].etag, &ck);
+		ol_buf_addf(&l, "%s%s", i ? "," : "", ck);
+	}
+	if (l.len && l.len <= PART_CKS_MAX)
+		ol_s3_meta_add(meta, "ol-part-cks", ol_buf_cstr(&l));
+	ol_buf_free(&l);
+}
+
 /* The key-MD5 an SSE-C upload's complete answers with: the request's key-MD5 header, else the
  * MD5 of its key header (older SDKs send the key without its MD5 on this call; AWS needs the
  * key here only for uploads with checksums, and the parts were checked with it). 0 or -1. */
@@ -436,8 +459,10 @@ s3_mpu_complete(struct s3_req *r)
 		goto out;
 	if (e.mode || cks[0]) /* the object's meta: the upload's plus what complete adds */
 		ol_buf_add(&meta, um, uml);
-	if (cks[0])
+	if (cks[0]) {
 		ol_s3_meta_add(&meta, ol_cksum_header_name(ca), cks);
+		part_checksums_meta(&c, parts, np, &meta);
+	}
 	if (e.mode) {
 		/* the plaintext size */
 		uint64_t total = 0;

@@ -151,8 +151,15 @@ def test_multipart_composite(s3, alg):
     assert r["Checksum" + alg] == want
     h = s3.head_object(Bucket=BUCKET, Key=key, ChecksumMode="ENABLED")
     assert h["Checksum" + alg] == want
-    a = s3.get_object_attributes(Bucket=BUCKET, Key=key, ObjectAttributes=["Checksum"])
+    a = s3.get_object_attributes(Bucket=BUCKET, Key=key,
+                                 ObjectAttributes=["Checksum", "ObjectParts"])
     assert a["Checksum"]["Checksum" + alg] == want
+    assert [p["Checksum" + alg] for p in a["ObjectParts"]["Parts"]] == \
+        [b64(raw_checksum(alg, p)) for p in parts]
+    a = s3.get_object_attributes(Bucket=BUCKET, Key=key, ObjectAttributes=["ObjectParts"],
+                                 PartNumberMarker=1, MaxParts=1)
+    assert [(p["PartNumber"], p["Checksum" + alg]) for p in a["ObjectParts"]["Parts"]] == \
+        [(2, b64(raw_checksum(alg, parts[1])))]
     g = s3.get_object(Bucket=BUCKET, Key=key)
     assert g["Body"].read() == b"".join(parts)
 
