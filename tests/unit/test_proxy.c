@@ -189,13 +189,20 @@ send_all(int fd, const void *b, size_t n)
 	return 0;
 }
 
-/* read one response: the head into head (NUL-terminated), the de-chunked or sized body hashed */
+/* read one response: the head into head (NUL-terminated), the de-chunked or sized body hashed.
+ * Bytes read past the response (a 100 Continue and the final answer can come in one read) are
+ * kept for the next call on the same fd. */
 static int
 read_resp(int fd, char *head, size_t cap, uint64_t *blen, uint32_t *bhash)
 {
 	static char buf[1 << 20];
-	size_t len = 0;
-	char *end = NULL;
+	static size_t len;
+	static int last_fd = -1;
+	if (fd != last_fd)
+		len = 0;
+	last_fd = fd;
+	buf[len] = 0;
+	char *end = strstr(buf, "\r\n\r\n");
 	while (!end) {
 		ssize_t k = read(fd, buf + len, sizeof(buf) - 1 - len);
 		if (k <= 0)
@@ -213,6 +220,8 @@ read_resp(int fd, char *head, size_t cap, uint64_t *blen, uint32_t *bhash)
 	uint64_t want = cl ? strtoull(cl + 16, NULL, 10) : 0;
 	memmove(buf, buf + hl, len - hl);
 	len -= hl;
+	if (strncmp(head + 9, "1", 1) == 0) /* an interim answer has no body */
+		return 0;
 	for (;;) {
 		if (chunked) {
 			char *nl = memmem(buf, len, "\r\n", 2);
@@ -230,11 +239,13 @@ read_resp(int fd, char *head, size_t cap, uint64_t *blen, uint32_t *bhash)
 				}
 			}
 		} else {
-			*bhash = mix(*bhash, (unsigned char *)buf, len);
-			*blen += len;
-			len = 0;
-			if (*blen >= want)
-				return *blen == want ? 0 : -1;
+			size_t take = len < want - *blen ? len : (size_t)(want - *blen);
+			*bhash = mix(*bhash, (unsigned char *)buf, take);
+			*blen += take;
+			memmove(buf, buf + take, len - take);
+			len -= take;
+			if (*blen == want)
+				return 0;
 		}
 		ssize_t k = read(fd, buf + len, sizeof(buf) - len);
 		if (k <= 0)
