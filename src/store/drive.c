@@ -43,7 +43,7 @@ ol_drive_offline(struct ol_store *st, int d, struct ol_meta *m, bool damaged, co
 	pthread_mutex_unlock(&st->drv_mu);
 	atomic_fetch_add(&dr->faults, 1);
 	ol_err("store: drive %s is offline: %s (%d of %d drives online)", dr->root, why,
-	       ol_store_drives_online(st), st->n);
+	       ol_set_drives_online(st), st->n);
 }
 
 void
@@ -203,7 +203,7 @@ relock(struct ol_store *st, int d)
 	return 0;
 }
 
-/* The drive's back online with m: on_return called (see ol_store_on_drive_return). */
+/* The drive's back online with m: on_return called (see ol_set_on_drive_return). */
 static void
 back_online(struct ol_store *st, int d, struct ol_meta *m)
 {
@@ -215,9 +215,9 @@ back_online(struct ol_store *st, int d, struct ol_meta *m)
 	dr->why[0] = 0;
 	pthread_mutex_unlock(&st->drv_mu);
 	atomic_store(&dr->meta, m);
-	pthread_mutex_lock(&st->drv_mu); /* cb runs under it: see ol_store_on_drive_return */
+	pthread_mutex_lock(&st->drv_mu); /* cb runs under it: see ol_set_on_drive_return */
 	ol_warn("store: drive %s is back online (%d of %d drives online)%s", dr->root,
-		ol_store_drives_online(st), st->n,
+		ol_set_drives_online(st), st->n,
 		st->on_return ? "" : "; run `openlake heal` to restore what it missed");
 	if (st->on_return)
 		st->on_return(st->on_return_arg, dr->root);
@@ -404,7 +404,7 @@ ol_flight_has(struct ol_store *st, const uint8_t *uuid)
 }
 
 void
-ol_store_on_drive_return(struct ol_store *st, void (*cb)(void *arg, const char *drive), void *arg)
+ol_set_on_drive_return(struct ol_store *st, void (*cb)(void *arg, const char *drive), void *arg)
 {
 	pthread_mutex_lock(&st->drv_mu);
 	st->on_return = cb;

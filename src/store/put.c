@@ -63,8 +63,8 @@ ol_put_new(struct ol_store *st, const char *bucket, const void *key, size_t klen
 }
 
 int
-ol_store_put_begin(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
-		   int64_t size_hint, struct ol_put **out)
+ol_set_put_begin(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		 int64_t size_hint, struct ol_put **out)
 {
 	if (key_len == 0 || key_len > OL_STORE_MAX_KEY || strlen(bucket) > 63)
 		return -EINVAL;
@@ -443,7 +443,7 @@ ol_put_set_part(struct ol_put *p, const char *upload_id, unsigned part_no)
 }
 
 int
-ol_store_delete(struct ol_store *st, const char *bucket, const char *key, size_t key_len)
+ol_set_delete(struct ol_store *st, const char *bucket, const char *key, size_t key_len)
 {
 	char okey[OL_KEYBUF];
 	struct ol_commit c = {.db = OL_META_OBJECTS, .k = okey};

@@ -74,8 +74,8 @@ ol_lock_idx(const char *bucket, const void *key, size_t klen)
 }
 
 /* mkdir -p; the error says which dir and why. */
-static int
-mkdir_p(const char *path)
+int
+ol_mkdir_p(const char *path)
 {
 	char buf[OL_PATH_MAX];
 	struct stat sb;
@@ -153,11 +153,11 @@ drive_open(struct ol_store *st, int i, const char *root)
 	snprintf(d->root, sizeof(d->root), "%s", root);
 	snprintf(d->data, sizeof(d->data), "%s/.openlake/data", root);
 	snprintf(p, sizeof(p), "%s/.openlake", root);
-	rc = mkdir_p(root);
+	rc = ol_mkdir_p(root);
 	if (!rc)
-		rc = mkdir_p(p);
+		rc = ol_mkdir_p(p);
 	if (!rc)
-		rc = mkdir_p(d->data);
+		rc = ol_mkdir_p(d->data);
 	if (rc)
 		return rc;
 	snprintf(p, sizeof(p), "%s/.openlake/lock", root);
@@ -238,6 +238,10 @@ ol_store_new(const struct ol_config *cfg, struct ol_store **out)
 	pthread_cond_init(&st->drv_cv, NULL);
 	pthread_mutex_init(&st->fl_mu, NULL);
 	st->cq_tail = &st->cq_head;
+	st->n_sets = 1;
+	st->sets[0] = st;
+	st->upl_tag = -1;
+	pthread_rwlock_init(&st->brw, NULL);
 	for (int i = 0; i < OL_NLOCKS; i++) {
 		pthread_mutex_init(&st->upl_locks[i], NULL);
 		pthread_rwlock_init(&st->obj_rw[i], NULL);
@@ -249,7 +253,7 @@ ol_store_new(const struct ol_config *cfg, struct ol_store **out)
 }
 
 int
-ol_store_open(const struct ol_config *cfg, struct ol_store **out)
+ol_set_open(const struct ol_config *cfg, struct ol_store **out)
 {
 	struct ol_store *st;
 	int online = 0, rc = ol_store_new(cfg, &st);
@@ -265,7 +269,7 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 	}
 	if (online < st->w) {
 		ol_err("store: only %d of %d drives usable, need %d", online, st->n, st->w);
-		ol_store_close(st);
+		ol_set_close(st);
 		return -EIO;
 	}
 	ol_sweep(st);
@@ -281,7 +285,7 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 }
 
 void
-ol_store_close(struct ol_store *st)
+ol_set_close(struct ol_store *st)
 {
 	if (!st)
 		return;
@@ -298,6 +302,7 @@ ol_store_close(struct ol_store *st)
 		pthread_rwlock_destroy(&st->obj_rw[i]);
 	}
 	pthread_rwlock_destroy(&st->bucket_lock);
+	pthread_rwlock_destroy(&st->brw);
 	pthread_mutex_destroy(&st->cq_mu);
 	pthread_cond_destroy(&st->cq_cv);
 	pthread_mutex_destroy(&st->drv_mu);
@@ -310,19 +315,19 @@ ol_store_close(struct ol_store *st)
 }
 
 int
-ol_store_drive_count(const struct ol_store *st)
+ol_set_drive_count(const struct ol_store *st)
 {
 	return st->n;
 }
 
 const char *
-ol_store_drive_path(const struct ol_store *st, int i)
+ol_set_drive_path(const struct ol_store *st, int i)
 {
 	return i >= 0 && i < st->n ? st->d[i].root : NULL;
 }
 
 int
-ol_store_drives_online(const struct ol_store *st)
+ol_set_drives_online(const struct ol_store *st)
 {
 	int n = 0;
 
