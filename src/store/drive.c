@@ -325,21 +325,42 @@ monitor(void *arg)
 	return NULL;
 }
 
+/* arg: a one-set store, or the shell of several (sets.c): one family per metric either way */
 static void
 render(struct ol_strbuf *b, void *arg)
 {
-	struct ol_store *st = arg;
+	struct ol_store *top = arg;
 
 	ol_strbuf_printf(b, "# HELP openlake_drive_online 1 when the drive serves reads and "
 			    "writes, 0 when it is offline\n# TYPE openlake_drive_online gauge\n");
-	for (int d = 0; d < st->n; d++)
-		ol_strbuf_printf(b, "openlake_drive_online{drive=\"%s\"} %d\n", st->d[d].root,
-				 atomic_load(&st->d[d].meta) != NULL);
+	for (int s = 0; s < top->n_sets; s++) {
+		struct ol_store *st = top->sets[s];
+
+		for (int d = 0; d < st->n; d++)
+			ol_strbuf_printf(b, "openlake_drive_online{drive=\"%s\"} %d\n",
+					 st->d[d].root, atomic_load(&st->d[d].meta) != NULL);
+	}
 	ol_strbuf_printf(b, "# HELP openlake_drive_faults_total times the drive was taken "
 			    "offline\n# TYPE openlake_drive_faults_total counter\n");
-	for (int d = 0; d < st->n; d++)
-		ol_strbuf_printf(b, "openlake_drive_faults_total{drive=\"%s\"} %llu\n",
-				 st->d[d].root, (unsigned long long)atomic_load(&st->d[d].faults));
+	for (int s = 0; s < top->n_sets; s++) {
+		struct ol_store *st = top->sets[s];
+
+		for (int d = 0; d < st->n; d++)
+			ol_strbuf_printf(b, "openlake_drive_faults_total{drive=\"%s\"} %llu\n",
+					 st->d[d].root,
+					 (unsigned long long)atomic_load(&st->d[d].faults));
+	}
+}
+
+void
+ol_drive_metrics_shell(struct ol_store *shell, bool on)
+{
+	for (int s = 0; on && s < shell->n_sets; s++)
+		ol_metrics_unregister(render, shell->sets[s]);
+	if (on)
+		ol_metrics_register(render, shell);
+	else
+		ol_metrics_unregister(render, shell);
 }
 
 void

@@ -298,6 +298,7 @@ shell_new(unsigned m, uint64_t seed)
 static void
 shell_free(struct ol_store *st)
 {
+	ol_drive_metrics_shell(st, false);
 	for (int i = 0; i < st->n_sets; i++)
 		ol_set_close(st->sets[i]);
 	pthread_rwlock_destroy(&st->brw);
@@ -350,6 +351,7 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 		st->sets[j]->upl_tag = (int)j;
 	}
 	free(c);
+	ol_drive_metrics_shell(st, true);
 	ol_info("store: %u erasure sets of %u drives; objects placed by key", m, n);
 	*out = st;
 	return 0;
@@ -385,6 +387,7 @@ ol_store_open_sets(const struct ol_config *cfg, const struct ol_store_set_opts *
 		}
 		st->sets[j]->upl_tag = (int)j;
 	}
+	ol_drive_metrics_shell(st, true);
 	*out = st;
 	return 0;
 }

@@ -417,6 +417,9 @@ void ol_drive_check(struct ol_store *st, int d, struct ol_meta *m);
 /* Open drive d's metadata: a damaged meta.mdb is renamed aside (meta.mdb.damaged-<time>,
  * with its lock file) and a fresh env created. 0 or -errno (logged). */
 int ol_drive_open_meta(struct ol_store *st, int d, struct ol_meta **out);
+/* A store of several sets: its sets' /metrics sources become one of the shell (on), or the
+ * shell's goes (off, before its sets close). */
+void ol_drive_metrics_shell(struct ol_store *shell, bool on);
 /* Start / stop the monitor thread and the /metrics source. */
 void ol_drive_monitor_start(struct ol_store *st);
 void ol_drive_monitor_stop(struct ol_store *st);

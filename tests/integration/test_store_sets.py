@@ -12,6 +12,7 @@ import hashlib
 import os
 import pathlib
 import subprocess
+import urllib.request
 
 import pytest
 from botocore.exceptions import ClientError
@@ -59,9 +60,15 @@ def test_two_sets_on_one_node(openlaked):
         s3.put_object(Bucket="big", Key=f"obj/{i:03d}", Body=body(i))
     g0, g1 = shard_files(d.data_dirs[:4]), shard_files(d.data_dirs[4:])
     assert g0 > 0 and g1 > 0, f"shard files: set 0 {g0}, set 1 {g1}"
-    for dd in d.data_dirs:
+    for i, dd in enumerate(d.data_dirs):
         fmt = (pathlib.Path(dd) / ".openlake" / "format").read_text()
-        assert "sets 2" in fmt and "drives 4" in fmt, fmt
+        assert "sets 2" in fmt and f"set {i // 4}" in fmt and "drives 4" in fmt, fmt
+    # /metrics: one family over the 8 drives of both sets
+    with urllib.request.urlopen(d.s3_url + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    assert text.count("# TYPE openlake_drive_online gauge") == 1, text
+    online = [l for l in text.splitlines() if l.startswith("openlake_drive_online{")]
+    assert len(online) == 8 and all(l.endswith(" 1") for l in online), online
 
     keys = [f"k/{(i * 7919) % NKEYS:05d}" for i in range(NKEYS)]
     with concurrent.futures.ThreadPoolExecutor(8) as ex:
