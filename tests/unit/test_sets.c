@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <ftw.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -445,6 +447,94 @@ test_long_keys(void)
 	ol_store_close(st);
 }
 
+struct racer {
+	struct ol_store *st;
+	int id;
+	atomic_int *stop;
+	atomic_int puts, gone; /* PUTs acknowledged; PUTs refused for no bucket */
+};
+
+static void *
+race_writer(void *arg)
+{
+	struct racer *r = arg;
+	char k[32];
+
+	for (int i = 0; !atomic_load(r->stop); i++) {
+		int rc;
+
+		snprintf(k, sizeof(k), "w%d-%d", r->id, i % 50);
+		rc = put(r->st, "race", k, "v", 1, OL_STORE_VER_OFF, NULL);
+		if (rc == 0) {
+			atomic_fetch_add(&r->puts, 1);
+			ol_store_delete(r->st, "race", k, strlen(k));
+		} else if (rc == -ENOENT) {
+			atomic_fetch_add(&r->gone, 1);
+		}
+	}
+	return NULL;
+}
+
+/* bucket delete racing writers on both sets: when it succeeds the bucket is gone from set 0
+ * and no set keeps it with objects (a repair never brings back a bucket being deleted) */
+static void
+test_delete_races_writers(void)
+{
+	struct ol_store *st;
+	pthread_t th[3];
+	struct racer r[3];
+	atomic_int stop = 0;
+	int tries = 0, rc = -1, left = 0;
+
+	setup(8, 4, 1);
+	ok(ol_store_open(&cfg, &st) == 0, "reopens for the race");
+	ol_store_bucket_create(st, "race");
+	for (int i = 0; i < 3; i++) {
+		r[i].st = st;
+		r[i].id = i;
+		r[i].stop = &stop;
+		atomic_init(&r[i].puts, 0);
+		atomic_init(&r[i].gone, 0);
+		pthread_create(&th[i], NULL, race_writer, &r[i]);
+	}
+	/* until the writers have written, then until a delete finds every set empty */
+	while (atomic_load(&r[0].puts) + atomic_load(&r[1].puts) + atomic_load(&r[2].puts) < 200)
+		usleep(1000);
+	while (rc && tries < 100000) {
+		rc = ol_store_bucket_delete(st, "race");
+		tries++;
+	}
+	while (atomic_load(&r[0].gone) + atomic_load(&r[1].gone) + atomic_load(&r[2].gone) < 30 &&
+	       rc == 0)
+		usleep(1000); /* the writers see the bucket gone */
+	atomic_store(&stop, 1);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	ok(rc == 0, "a delete went through after %d tries, while 3 writers ran", tries);
+	ok(ol_set_bucket_stat(st->sets[0], "race", NULL) == -ENOENT,
+	   "the bucket is gone from set 0");
+	for (int i = 1; i < st->n_sets; i++) {
+		int e = ol_set_bucket_empty(st->sets[i], "race");
+
+		left += e != 0 && e != -ENOENT;
+	}
+	ok(left == 0, "no other set keeps it with objects");
+	ok(ol_store_bucket_create(st, "race") == 0, "created again");
+	{
+		struct ol_iter *it;
+		const char *key;
+		size_t kl;
+		struct ol_obj_info info;
+
+		rc = ol_store_iter_open(st, "race", &it);
+		ok(rc == 0 && ol_store_iter_next(it, &key, &kl, &info) == 0,
+		   "and it is empty (nothing from its earlier life)");
+		if (!rc)
+			ol_store_iter_close(it);
+	}
+	ol_store_close(st);
+}
+
 static bool
 exists(const char *p)
 {
@@ -529,6 +619,7 @@ main(void)
 	test_placement_and_listing();
 	test_mpu_versions_repair();
 	test_long_keys();
+	test_delete_races_writers();
 	test_set_count_fixed();
 	rm_rf(root);
 	tap_done();
