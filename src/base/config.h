@@ -125,15 +125,16 @@ struct ol_config {
 	unsigned http_max_inflight_per_addr; /* 0 = http_max_inflight / 2 */
 	unsigned http_header_timeout_ms;     /* request line + headers */
 	/* [cluster]: etcd holds the cluster's shape; no etcd = one node, as before */
-	char cluster_etcd[1024];	    /* etcd endpoints, comma-separated ("" = no cluster) */
-	unsigned cluster_lease_ttl_s;	    /* membership lease */
-	char cluster_prefix[OL_CFG_STR];    /* key prefix in etcd, ends with '/' */
-	unsigned cluster_weight;	    /* this node's relative share for placement */
-	char cluster_secret[OL_CFG_STR];    /* node plane HMAC secret ("" = plane off) */
-	unsigned cluster_plane_threads;	    /* node plane loop threads */
-	unsigned cluster_plane_only_drives; /* last data_dirs served only over the plane */
-	uint64_t cluster_plane_window;	    /* credit window granted to each peer, bytes */
-	uint64_t cluster_plane_max_frame;   /* largest frame payload accepted */
+	char cluster_etcd[1024];	  /* etcd endpoints, comma-separated ("" = no cluster) */
+	unsigned cluster_lease_ttl_s;	  /* membership lease */
+	char cluster_prefix[OL_CFG_STR];  /* key prefix in etcd, ends with '/' */
+	unsigned cluster_weight;	  /* this node's relative share for placement */
+	char cluster_secret[OL_CFG_STR];  /* node plane HMAC secret ("" = plane off) */
+	unsigned cluster_plane_threads;	  /* node plane loop threads */
+	uint64_t cluster_plane_window;	  /* credit window granted to each peer, bytes */
+	uint64_t cluster_plane_max_frame; /* largest frame payload accepted */
+	/* [cluster] plane_only_drives: the last this many data_dirs are the node plane's alone */
+	unsigned cluster_plane_only_drives;
 
 	/* [s3] lifecycle scanner */
 	unsigned s3_lc_day_secs;      /* [s3] lifecycle_day_secs: a lifecycle "day" (tests: 1) */
