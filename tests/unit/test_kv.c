@@ -185,15 +185,16 @@ test_eviction_order(void)
 	uint64_t len;
 	make_key(key, 103);
 	ol_kve_key(&k, key, NS_A);
-	ok(ol_kve_exists(e, &k, &len) == OL_KV_OK && len == MiB, "exists block 3 (no LRU touch)");
+	ok(ol_kve_exists(e, &k, &len) == OL_KV_OK && len == MiB,
+	   "exists block 3 (a lookup: refreshes its LRU age)");
 	ok(put(e, NS_A, 200, MiB, 50) == OL_KV_OK, "a 9th block fits by evicting");
 	ok(exists(e, NS_A, 100) && !exists(e, NS_A, 101),
 	   "LRU: block 1 went, touched block 0 stayed");
 	ok(put(e, NS_A, 201, MiB, 51) == OL_KV_OK && !exists(e, NS_A, 102),
 	   "next eviction takes block 2");
-	ok(put(e, NS_A, 202, MiB, 52) == OL_KV_OK && !exists(e, NS_A, 103),
-	   "exists did not refresh block 3: evicted next");
-	ok(exists(e, NS_A, 104) && exists(e, NS_A, 200), "younger blocks stay");
+	ok(put(e, NS_A, 202, MiB, 52) == OL_KV_OK && !exists(e, NS_A, 104) && exists(e, NS_A, 103),
+	   "exists refreshed block 3: block 4 went instead");
+	ok(exists(e, NS_A, 105) && exists(e, NS_A, 200), "younger blocks stay");
 	struct ol_kve_stats st;
 	ol_kve_get_stats(e, &st);
 	ok(st.evictions == 3 && st.dram_entries == 8,
