@@ -15,6 +15,7 @@ from .keys import ChainCache, Unkeyable, lora_name, rank_key, request_extras, se
 from .store import StoreDown
 
 EPOCH_REFRESH_S = 1.0  # how often a scheduler looks for a reset made by another engine
+EVENT_MEDIUM = "STORAGE"  # the medium of our KV events (vLLM's are "GPU", "CPU", "STORAGE")
 
 
 @dataclass
@@ -28,6 +29,7 @@ class LoadSpec:
 class SaveSpec:
     req_id: str
     chunks: list  # [(chain_hash, (block ids...))]
+    events: list = None  # KV events on: per chunk (parent chain hash or None, token ids)
 
 
 @dataclass
@@ -50,12 +52,39 @@ class _Lookup:
 class _Pending:
     """One request's lookup in flight on the lookup thread."""
 
-    __slots__ = ("keys", "epoch", "t0", "result", "done")
+    __slots__ = ("keys", "epoch", "t0", "result", "done", "nr", "c0")
 
-    def __init__(self, keys, epoch):
+    def __init__(self, keys, epoch, nr=1, c0=0):
         self.keys, self.epoch, self.t0 = keys, epoch, time.monotonic()
+        self.nr, self.c0 = nr, c0  # keys per chunk; the first chunk that may be loaded
         self.result = None  # list of bool, or None when the pool could not answer
         self.done = threading.Event()
+
+
+def lease_lookup(store, keys, nr, c0, ttl_ms):
+    """The lookup of one request's keys (nr per chunk) as a LEASE: one round trip answers like
+    exists and keeps what it found in the pool until the worker's load ends the lease (or
+    ttl_ms). Leases past the first chunk that cannot load (from chunk c0 on) end at once.
+    A pool too old to lease gets a plain exists. Raises StoreDown."""
+    from .client import Status
+
+    if ttl_ms <= 0 or not keys:
+        return [bool(x) for x in store.call("exists", keys)]
+    st = store.call("lease", keys, ttl_ms)
+    if any(s == Status.ERROR for s in st):
+        return [bool(x) for x in store.call("exists", keys)]
+    ok = [s == Status.OK for s in st]
+    c = c0
+    while (c + 1) * nr <= len(ok) and all(ok[c * nr:(c + 1) * nr]):
+        c += 1
+    extra = [k for k, o in zip(keys[c * nr:], ok[c * nr:]) if o]
+    extra += [k for k, o in zip(keys[:c0 * nr], ok[:c0 * nr]) if o]  # already local
+    if extra:
+        try:
+            store.call("lease", extra, 0)
+        except StoreDown:
+            pass
+    return ok
 
 
 class _LookupThread:
@@ -63,8 +92,8 @@ class _LookupThread:
     `exists` call, and looks for a newer reset epoch every EPOCH_REFRESH_S, so the scheduler
     never waits on the pool."""
 
-    def __init__(self, store, probe_epoch):
-        self.store = store
+    def __init__(self, store, probe_epoch, lease_ms=0):
+        self.store, self.lease_ms = store, lease_ms
         self.probe_epoch = probe_epoch  # epoch -> newest epoch (raises StoreDown)
         self.epoch_seen = 0
         self.epoch_known = threading.Event()  # set after the first probe (even a failed one)
@@ -105,6 +134,15 @@ class _LookupThread:
                     pass
                 self.epoch_known.set()
             if not batch:
+                continue
+            if self.lease_ms:
+                # one LEASE per request (each has its own first missing chunk)
+                for p in batch:
+                    try:
+                        p.result = lease_lookup(self.store, p.keys, p.nr, p.c0, self.lease_ms)
+                    except StoreDown:
+                        p.result = None
+                    p.done.set()
                 continue
             keys = [k for p in batch for k in p.keys]
             try:
@@ -169,11 +207,13 @@ class SchedulerSide:
         self._pending = {}  # req_id -> _Pending (lookup_async)
         self._inline_left = cfg.lookup_inline_ms / 1e3  # this step's waiting budget
         self._lt = None
+        self.events_on = cfg.kv_events
+        self._events = []  # for take_events: the workers' (update_connector_output) and ours
 
     def _lookup_thread(self):
         if self._lt is None:
             self._lt_t0 = time.monotonic()
-            self._lt = _LookupThread(self.store, self._probe_epoch)
+            self._lt = _LookupThread(self.store, self._probe_epoch, self.cfg.lease_ms)
         return self._lt
 
     def close(self):
@@ -256,6 +296,10 @@ class SchedulerSide:
             seen = self.epoch
         n = max(seen, self.epoch) + 1
         self._new_epoch(n)
+        if self.events_on:  # every key this engine announced is unreachable now
+            from ._vllm_compat import kv_event
+
+            self._events.append(kv_event("AllBlocksCleared", medium=EVENT_MEDIUM))
         try:
             st = self.store.call("put", [self._epoch_key(n)], [struct.pack("<Qd", n, time.time())])
             ok = st and int(st[0]) == 0
@@ -294,14 +338,16 @@ class SchedulerSide:
             return 0, False
         hashes = r.chains.upto(tokens, max_chunks)
         keys = [rank_key(h, rk) for h in hashes for rk in self.ranks]
+        nr = len(self.ranks)
+        c0 = num_computed // self.cs
         if self.cfg.lookup_async:
-            st = self._async_exists(r.req_id, keys)
+            st = self._async_exists(r.req_id, keys, nr, c0)
             if st is None:
                 return None, False  # vLLM asks again at a later step
         else:
             t0 = time.perf_counter()
             try:
-                st = self.store.call("exists", keys)
+                st = lease_lookup(self.store, keys, nr, c0, self.cfg.lease_ms)
             except StoreDown:
                 st = False
             else:
@@ -311,7 +357,6 @@ class SchedulerSide:
             self._lookups[r.req_id] = _Lookup(num_computed, n, 0, [])
             return 0, False
         self.rec.add(lookups=1)
-        nr = len(self.ranks)
         present = [all(st[c * nr:(c + 1) * nr]) for c in range(max_chunks)]
         c = num_computed // self.cs
         while c < max_chunks and present[c]:
@@ -322,12 +367,12 @@ class SchedulerSide:
         self._lookups[r.req_id] = _Lookup(num_computed, n, ext, present)
         return ext, bool(ext and self.cfg.load_async)
 
-    def _async_exists(self, rid, keys):
+    def _async_exists(self, rid, keys, nr=1, c0=0):
         """Statuses of keys, None while the lookup runs, False when it failed or a request
         waited lookup_wait_ms for it (then it is computed without the pool)."""
         p = self._pending.get(rid)
-        if p is None or p.keys != keys or p.epoch != self.epoch:
-            p = self._pending[rid] = _Pending(keys, self.epoch)
+        if p is None or p.keys != keys or p.epoch != self.epoch or p.c0 != c0:
+            p = self._pending[rid] = _Pending(keys, self.epoch, nr, c0)
             self._lookup_thread().submit(p)
         if not p.done.is_set() and self._inline_left > 0:
             t0 = time.perf_counter()
@@ -451,9 +496,14 @@ class SchedulerSide:
         chunks = [c for c in chunks if (c + 1) * self.k <= len(r.block_ids)]
         if not chunks:
             return
-        hashes = r.chains.upto(all_tokens(req), max(chunks) + 1)
-        plan.saves.append(SaveSpec(r.req_id, [
-            (hashes[c], tuple(r.block_ids[c * self.k:(c + 1) * self.k])) for c in chunks]))
+        toks = all_tokens(req)
+        hashes = r.chains.upto(toks, max(chunks) + 1)
+        ss = SaveSpec(r.req_id, [
+            (hashes[c], tuple(r.block_ids[c * self.k:(c + 1) * self.k])) for c in chunks])
+        if self.events_on:
+            ss.events = [(hashes[c - 1] if c else None, list(toks[c * self.cs:(c + 1) * self.cs]))
+                         for c in chunks]
+        plan.saves.append(ss)
         r.saved_any = True
 
     # -- request_finished
@@ -464,3 +514,15 @@ class SchedulerSide:
         if self.async_save and r is not None and r.saved_any:
             return True, None
         return False, None
+
+    # -- update_connector_output / take_events
+    def connector_output(self, out):
+        evs = getattr(out, "kv_cache_events", None)
+        if evs is not None and self.events_on:
+            get = getattr(evs, "get_all_events", None)
+            self._events.extend(get() if get is not None else evs)
+
+    def take_events(self):
+        out, self._events = self._events, []
+        return out
+

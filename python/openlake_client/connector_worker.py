@@ -19,10 +19,12 @@ from .store import TRAILER_LEN, StoreDown, check_trailer, make_trailer
 class _Job:
     """One chunk of one request: its key, memory ranges and what to do after."""
 
-    __slots__ = ("req_id", "key", "ids", "skip", "ranges", "trailer", "keep", "stage")
+    __slots__ = ("req_id", "key", "ids", "skip", "ranges", "trailer", "keep", "stage", "h",
+                 "ev")
 
-    def __init__(self, req_id, key, ids, skip=0):
+    def __init__(self, req_id, key, ids, skip=0, h=None, ev=None):
         self.req_id, self.key, self.ids, self.skip = req_id, key, ids, skip
+        self.h, self.ev = h, ev  # chain hash; KV event data (parent hash, token ids)
         self.ranges, self.keep, self.stage = [], [], None
         self.trailer = ctypes.create_string_buffer(TRAILER_LEN)
 
@@ -50,6 +52,10 @@ class WorkerSide:
         self._saver = None
         self._loader = None
         self._recv_done = {}
+        self._loaded_keys = []  # their leases end after this step's forward
+        # KV events: one rank speaks for all (a chunk is there when every rank stored it)
+        self.events_on = cfg.kv_events and self.tp_rank == 0
+        self._events = []
         if cfg.async_save:
             self._saver = queue.Queue()
             self._thread = threading.Thread(target=self._save_loop, name="openlake-save",
@@ -128,7 +134,7 @@ class WorkerSide:
         jobs = []
         for ls in loads:
             for h, ids, skip in ls.chunks:
-                j = _Job(ls.req_id, rank_key(h, self.key_rank), ids, skip)
+                j = _Job(ls.req_id, rank_key(h, self.key_rank), ids, skip, h)
                 self._ranges(j, True)
                 jobs.append(j)
         t0 = time.perf_counter()
@@ -138,6 +144,9 @@ class WorkerSide:
             st, lens = [None] * len(jobs), [0] * len(jobs)
         self.rec.observe("load_ms", (time.perf_counter() - t0) * 1e3)
         self._finish_loads(loads, jobs, st, lens, invalid, failed)
+        if self.cfg.lease_ms:
+            with self._lock:
+                self._loaded_keys += [j.key for j in jobs]
 
     def _finish_loads(self, loads, jobs, st, lens, invalid, failed):
         i = 0
@@ -147,6 +156,8 @@ class WorkerSide:
                 j = jobs[i]
                 i += 1
                 why = self._check_load(j, st[i - 1], lens[i - 1])
+                if why == "miss" and self.events_on:  # the pool no longer has it
+                    self._event("BlockRemoved", block_hashes=[j.h])
                 if why and bad_from is None:
                     bad_from = c
                     self.warn("load", "openlake: load of request %s chunk failed (%s): "
@@ -220,15 +231,29 @@ class WorkerSide:
         return out
 
     # -- wait_for_save
+    def end_leases(self):
+        """The scheduler leased the blocks it reported; once loaded they may go (after the
+        forward: off the load's critical path). A lease not ended here expires."""
+        with self._lock:
+            keys, self._loaded_keys = self._loaded_keys, []
+        if keys:
+            try:
+                self.store.call("lease", keys, 0)
+            except StoreDown:
+                pass
+
     def save(self, plan):
+        self.end_leases()
         failed, self._failed_reqs = self._failed_reqs, set()
         for ss in plan.saves:
             self._seen_save.add(ss.req_id)
         if not plan.saves or self.disabled or not self.saves_enabled:
             return
         # K/V computed on top of a failed load is not saved (it is recomputed next step)
-        jobs = [_Job(ss.req_id, rank_key(h, self.key_rank), ids)
-                for ss in plan.saves if ss.req_id not in failed for h, ids in ss.chunks]
+        jobs = [_Job(ss.req_id, rank_key(h, self.key_rank), ids, 0, h,
+                     ss.events[i] if self.events_on and ss.events else None)
+                for ss in plan.saves if ss.req_id not in failed
+                for i, (h, ids) in enumerate(ss.chunks)]
         for j in jobs:  # staged tensors are copied out now; zero-copy ranges are addresses
             self._ranges(j, False)
         if self._saver is None:
@@ -245,6 +270,7 @@ class WorkerSide:
         try:
             if self.cfg.save_check_exists and jobs:
                 have = self.store.call("exists", [j.key for j in jobs])
+                self._stored_events([j for j, h in zip(jobs, have) if h])
                 jobs = [j for j, h in zip(jobs, have) if not h]
             for j in jobs:
                 j.trailer.raw = make_trailer(j.key, j.ranges, self.payload, self.cfg.verify)
@@ -255,6 +281,30 @@ class WorkerSide:
             return
         self.rec.observe("save_ms", (time.perf_counter() - t0) * 1e3)
         self._count_saves(st)
+        from .client import Status
+
+        self._stored_events([j for j, s in zip(jobs, st) if s in (Status.OK, Status.EXISTS)])
+
+    # -- KV events (BlockStored for what the pool holds, BlockRemoved for what it lost)
+    def _event(self, kind, **fields):
+        from ._vllm_compat import kv_event
+        from .connector_sched import EVENT_MEDIUM
+
+        with self._lock:
+            self._events.append(kv_event(kind, medium=EVENT_MEDIUM, **fields))
+
+    def _stored_events(self, jobs):
+        for j in jobs:
+            if j.ev is not None:
+                parent, toks = j.ev
+                self._event("BlockStored", block_hashes=[j.h], parent_block_hash=parent,
+                            token_ids=toks, block_size=len(toks), lora_id=None)
+
+    def take_events(self):
+        """This step's events (get_kv_connector_kv_cache_events), or None."""
+        with self._lock:
+            out, self._events = self._events, []
+        return out or None
 
     # -- async saves: one thread; requests keep their blocks until their saves are done
     def _save_loop(self):
@@ -281,6 +331,15 @@ class WorkerSide:
         """Wait for every queued save (blocks about to be reused must be read first)."""
         if self._saver is not None:
             self._saver.join()
+
+    def transfer_results(self, finished_req_ids):
+        """(finished_sending, finished_recving, failed_recving): a failed async load is in
+        both of the last two (the request leaves WAITING_FOR_REMOTE_KVS and recomputes from
+        its first bad block, reported by get_block_ids_with_load_errors)."""
+        with self._lock:
+            failed = {r for r, bad in self._recv_done.items() if bad}
+        send, recv = self.finished(finished_req_ids)
+        return send, recv, failed & set(recv or ())
 
     def finished(self, finished_req_ids):
         """(finished_sending, None): finished requests whose saves are all done."""
