@@ -11,7 +11,9 @@ import time
 from dataclasses import dataclass, field
 
 from .connector_config import key_ranks
-from .keys import ChainCache, Unkeyable, lora_name, rank_key, request_extras, seed_hash
+from .connector_groups import FULL, WINDOW, unsupported, window_first_chunk
+from .keys import (ChainCache, Unkeyable, group_hash, lora_name, rank_key, request_extras,
+                   seed_hash)
 from .store import StoreDown
 
 EPOCH_REFRESH_S = 1.0  # how often a scheduler looks for a reset made by another engine
@@ -159,12 +161,13 @@ class _LookupThread:
 
 class _Req:
     __slots__ = ("req_id", "request", "chains", "block_ids", "next_save", "early", "load",
-                 "saved_any", "done", "keyable")
+                 "saved_any", "done", "keyable", "block_ids_g")
 
     def __init__(self, req_id, request, chains):
         self.req_id, self.request, self.chains = req_id, request, chains
         self.keyable = chains is not None  # False: never looked up nor saved
         self.block_ids = []
+        self.block_ids_g = [[]]  # per KV cache group (hybrid models); [0] is block_ids
         self.next_save = 0
         self.early = []
         self.load = None
@@ -179,6 +182,16 @@ def all_tokens(request):
     return t
 
 
+def _groups(block_ids, n):
+    """block_ids (a tuple with one list per group, or a flat list) as n lists."""
+    if block_ids is None:
+        return [[] for _ in range(n)]
+    if isinstance(block_ids, tuple) or (block_ids and isinstance(block_ids[0], (list, tuple))):
+        out = [list(x) for x in block_ids]
+        return out + [[] for _ in range(n - len(out))]
+    return [list(block_ids)] + [[] for _ in range(n - 1)]
+
+
 def _group0(block_ids):
     if block_ids is None:
         return []
@@ -188,7 +201,7 @@ def _group0(block_ids):
 
 
 class SchedulerSide:
-    def __init__(self, cfg, ident, geo, store, rec, warn, save_enabled=True):
+    def __init__(self, cfg, ident, geo, store, rec, warn, save_enabled=True, groups=None):
         self.cfg, self.ident, self.geo = cfg, ident, geo
         self.store, self.rec, self.warn = store, rec, warn
         self.cs = cfg.chunk_size
@@ -208,6 +221,15 @@ class SchedulerSide:
         self._inline_left = cfg.lookup_inline_ms / 1e3  # this step's waiting budget
         self._lt = None
         self.events_on = cfg.kv_events
+        # hybrid models: one block image per KV cache group (see connector_groups)
+        self.groups = groups
+        self.ng = len(groups) if groups else 1
+        self.kinds = [g.kind for g in groups] if groups else [FULL]
+        self.hma_off = unsupported(groups, self.bs) if groups else ""
+        if self.hma_off:
+            warn("hma", "openlake: hybrid model served without the pool (no hits, no saves): "
+                 "%s", self.hma_off)
+            self.save_enabled = False
         self._events = []  # for take_events: the workers' (update_connector_output) and ours
 
     def _lookup_thread(self):
@@ -333,12 +355,13 @@ class SchedulerSide:
         self._refresh_epoch()
         r = self._req(request)
         if (max_chunks <= 0 or num_computed >= max_chunks * self.cs or not r.keyable or
-                getattr(request, "skip_reading_prefix_cache", False)):
+                self.hma_off or getattr(request, "skip_reading_prefix_cache", False)):
             self._lookups[r.req_id] = _Lookup(num_computed, n, 0, [])
             return 0, False
         hashes = r.chains.upto(tokens, max_chunks)
-        keys = [rank_key(h, rk) for h in hashes for rk in self.ranks]
-        nr = len(self.ranks)
+        keys = [rank_key(group_hash(h, g), rk) for h in hashes for g in range(self.ng)
+                for rk in self.ranks]
+        nr = len(self.ranks) * self.ng
         c0 = num_computed // self.cs
         if self.cfg.lookup_async:
             st = self._async_exists(r.req_id, keys, nr, c0)
@@ -358,14 +381,32 @@ class SchedulerSide:
             return 0, False
         self.rec.add(lookups=1)
         present = [all(st[c * nr:(c + 1) * nr]) for c in range(max_chunks)]
-        c = num_computed // self.cs
-        while c < max_chunks and present[c]:
-            c += 1
+        c = self._best_prefix(st, c0, max_chunks)
         ext = max(0, c * self.cs - num_computed)
         if ext < max(self.cfg.min_hit_tokens, 1):
             ext = 0
         self._lookups[r.req_id] = _Lookup(num_computed, n, ext, present)
         return ext, bool(ext and self.cfg.load_async)
+
+    def _best_prefix(self, st, c0, max_chunks):
+        """The most chunks a prefix may load: every full-attention group's chunks from c0,
+        and each sliding-window group's chunks of the window before the prefix's end."""
+        R, G = len(self.ranks), self.ng
+
+        def has(c, g):
+            i = (c * G + g) * R
+            return all(st[i:i + R])
+
+        c = c0
+        while c < max_chunks and all(has(c, g) for g in range(G) if self.kinds[g] != WINDOW):
+            c += 1
+        while c > c0:
+            P = c * self.cs
+            if all(has(x, g) for g in range(G) if self.kinds[g] == WINDOW
+                   for x in range(max(c0, window_first_chunk(self.groups[g], P, self.cs)), c)):
+                break
+            c -= 1
+        return c
 
     def _async_exists(self, rid, keys, nr=1, c0=0):
         """Statuses of keys, None while the lookup runs, False when it failed or a request
@@ -396,7 +437,8 @@ class SchedulerSide:
         r = self._req(request)
         lk = self._lookups.pop(r.req_id, None)
         ids = blocks.get_block_ids() if hasattr(blocks, "get_block_ids") else blocks
-        r.block_ids = _group0(ids)
+        r.block_ids_g = _groups(ids, self.ng)
+        r.block_ids = r.block_ids_g[0]
         local = lk.num_computed if lk else int(getattr(request, "num_computed_tokens", 0))
         n = len(all_tokens(request))
         r.load = None
@@ -427,8 +469,17 @@ class SchedulerSide:
         lb = local // self.bs
         chunks = []
         for c in range(first, end):
-            ids = tuple(r.block_ids[c * self.k:(c + 1) * self.k])
-            chunks.append((hashes[c], ids, max(0, lb - c * self.k)))
+            skip = max(0, lb - c * self.k)
+            if not self.groups:
+                ids = tuple(r.block_ids[c * self.k:(c + 1) * self.k])
+                chunks.append((hashes[c], ids, skip))
+                continue
+            for g in range(self.ng):  # chunk-major: a failed chunk fails what follows
+                if c < window_first_chunk(self.groups[g], local + ext, self.cs):
+                    continue  # out of the window: vLLM holds null blocks there
+                ids = tuple(r.block_ids_g[g][c * self.k:(c + 1) * self.k])
+                if len(ids) == self.k and 0 not in ids[skip:]:
+                    chunks.append((group_hash(hashes[c], g), ids, skip, g))
         return LoadSpec(r.req_id, chunks)
 
     # -- build_connector_meta
@@ -441,7 +492,8 @@ class SchedulerSide:
             r = self._reqs.get(nr.req_id)
             if r is None:
                 continue
-            r.block_ids = _group0(nr.block_ids)
+            r.block_ids_g = _groups(nr.block_ids, self.ng)
+            r.block_ids = r.block_ids_g[0]
             self._step(r, nr.num_computed_tokens + nst.get(nr.req_id, 0), plan)
         cached = so.scheduled_cached_reqs
         resumed = self._resumed(cached)
@@ -451,9 +503,11 @@ class SchedulerSide:
                 continue
             nb = cached.new_block_ids[i] if cached.new_block_ids else None
             if rid in resumed:
-                r.block_ids = _group0(nb)
+                r.block_ids_g = _groups(nb, self.ng)
             elif nb:
-                r.block_ids.extend(_group0(nb))
+                for g, add in enumerate(_groups(nb, self.ng)):
+                    r.block_ids_g[g].extend(add)
+            r.block_ids = r.block_ids_g[0]
             self._step(r, cached.num_computed_tokens[i] + nst.get(rid, 0), plan)
         for rid in so.finished_req_ids:
             self._reqs.pop(rid, None)
@@ -464,8 +518,9 @@ class SchedulerSide:
         plan.preempted = set(getattr(so, "preempted_req_ids", None) or ())
         if self.async_save:
             # a request that saved and is not scheduled now may have been preempted: its
-            # blocks can be reused in this step, so the workers finish queued saves first
-            plan.flush = bool(plan.preempted) or any(
+            # blocks can be reused in this step, so the workers finish queued saves first;
+            # a sliding-window group frees blocks that leave the window at every step
+            plan.flush = bool(plan.preempted) or WINDOW in self.kinds or any(
                 r.saved_any and not r.done and rid not in nst
                 for rid, r in self._reqs.items())
         return plan
@@ -498,11 +553,23 @@ class SchedulerSide:
             return
         toks = all_tokens(req)
         hashes = r.chains.upto(toks, max(chunks) + 1)
-        ss = SaveSpec(r.req_id, [
-            (hashes[c], tuple(r.block_ids[c * self.k:(c + 1) * self.k])) for c in chunks])
+        ents, evs = [], []
+        for c in chunks:
+            for g in range(self.ng):
+                ids = tuple(r.block_ids_g[g][c * self.k:(c + 1) * self.k])
+                if self.groups:
+                    if len(ids) < self.k or 0 in ids:
+                        continue  # a sliding window's null blocks: nothing to save
+                    ents.append((group_hash(hashes[c], g), ids, g))
+                else:
+                    ents.append((hashes[c], ids))
+                evs.append((hashes[c - 1] if c else None,
+                            list(toks[c * self.cs:(c + 1) * self.cs])) if g == 0 else None)
+        if not ents:
+            return
+        ss = SaveSpec(r.req_id, ents)
         if self.events_on:
-            ss.events = [(hashes[c - 1] if c else None, list(toks[c * self.cs:(c + 1) * self.cs]))
-                         for c in chunks]
+            ss.events = evs
         plan.saves.append(ss)
         r.saved_any = True
 

@@ -15,6 +15,7 @@ import logging
 
 from . import _lib, _vllm_compat
 from .connector_config import ConnectorConfig, geometry, identity
+from .connector_groups import kv_groups
 from .connector_sched import LoadSpec, SaveSpec, SchedulerSide, StepPlan  # noqa: F401
 from .connector_worker import WorkerSide
 from .metrics import Publisher, RateLimitedLog, Recorder, empty_data, merge_into, reduce_data
@@ -134,19 +135,20 @@ class OpenLakeConnector(_Base, _SupportsHMA):
         self._warn = RateLimitedLog(LOG, cfg.log_interval_s)
         self._rec = Recorder()
         self._store = Store(cfg, self._warn)
+        groups = kv_groups(kv_cache_config)  # hybrid models: several KV cache groups
         is_sched = _vllm_compat.is_scheduler(role)
         ktc = vllm_config.kv_transfer_config
         save = getattr(ktc, "kv_role", "kv_both") != "kv_consumer"
         if is_sched:
             self._sched = SchedulerSide(cfg, self.ol_identity, geo, self._store, self._rec,
-                                        self._warn, save_enabled=save)
+                                        self._warn, save_enabled=save, groups=groups)
             self._worker = None
             tag = "scheduler"
         else:
             self._sched = None
             self._worker = WorkerSide(cfg, self.ol_identity, geo, vllm_config,
                                       _num_blocks(vllm_config, kv_cache_config), self._store,
-                                      self._rec, self._warn)
+                                      self._rec, self._warn, groups)
             tag = "worker%d" % self._worker.tp_rank
         self._pub = Publisher(tag, cfg.metrics_interval_s, cfg.metrics_dir or None)
 
