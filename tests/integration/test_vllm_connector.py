@@ -190,6 +190,8 @@ from vllm.distributed.kv_transfer.kv_connector.v1.metrics import KVConnectorStat
 import openlake_client.openlake_connector as oc
 assert oc.HAVE_VLLM and issubclass(oc.OpenLakeConnector, KVConnectorBase_V1)
 assert issubclass(oc.OpenLakeStats, KVConnectorStats)
+from vllm.distributed.kv_transfer.kv_connector.v1.base import supports_hma
+assert supports_hma(oc.OpenLakeConnector)  # vLLM accepts it with the hybrid manager on
 from vllm_standin import Engine, FakeModel, Request, make_kv_caches, make_vllm_config
 import socket
 s = socket.socket(); s.bind(("127.0.0.1", 0)); dead = "127.0.0.1:%d" % s.getsockname()[1]
@@ -945,3 +947,119 @@ def _drop_chunk(pool, h):
     cl.lease([olkeys.rank_key(h, 0)], 0)  # the scheduler's lease would keep it
     cl.delete([olkeys.rank_key(h, 0)])
     cl.close()
+
+
+# ---------------------------------------------------------------- hybrid models (SupportsHMA)
+
+def _hybrid(addr, groups, **extra):
+    from vllm_standin.hybrid import HybridEngine
+
+    c = cfg(addr, prefix_caching=False, budget=4096, async_save=False, **extra)
+    return HybridEngine(c, groups, NB, H, D)
+
+
+def _hybrid_ref(groups, prompt, max_tokens=2):
+    e = _hybrid(dead_addr(), groups)
+    from vllm_standin.hybrid import make_request
+
+    e.add(make_request("ref", prompt, max_tokens))
+    e.run()
+    e.shutdown()
+    return e.finished["ref"].output_token_ids
+
+
+def _window_groups(w=48):
+    from vllm_standin.hybrid import FullAttentionSpec, SlidingWindowSpec
+
+    return [(FullAttentionSpec(BS), 1), (SlidingWindowSpec(BS, w), 1)]
+
+
+def test_hybrid_window_loads_exactly_the_window(pool):
+    """Full attention + a 48-token sliding window: the hit covers every full-attention chunk
+    of the prefix and only the window's chunks (3..5 of a 96-token prefix); the window's
+    older blocks stay null, nothing else is written; the output equals a recompute."""
+    from vllm_standin.hybrid import make_request
+    groups = _window_groups()
+    e1 = _hybrid(pool.kv_addr, groups)
+    e1.add(make_request("A", A))
+    e1.run()
+    e2 = _hybrid(pool.kv_addr, groups)
+    B = A[:96] + SUFFIX
+    e2.add(make_request("B", B))
+    so = e2.step()
+    assert so.scheduled_new_reqs[0].num_computed_tokens == 96
+    loads = so.kv_connector_metadata.loads
+    assert len(loads) == 1
+    got = [(g, ids) for _h, ids, _skip, g in loads[0].chunks]
+    tables = so.scheduled_new_reqs[0].block_ids
+    want = [(0, tuple(tables[0][c:c + 1])) for c in range(6)]
+    want += [(1, tuple(tables[1][c:c + 1])) for c in range(3, 6)]
+    assert sorted(got) == sorted(want)
+    assert tables[1][:3] == [0, 0, 0]  # out of the window: null blocks, never loaded
+    a_tab = e1.schedule_log[0].scheduled_new_reqs[0].block_ids
+    names = list(e1.kv)
+    for g, name in enumerate(names):
+        first = 0 if g == 0 else 3
+        for c in range(first, 6):
+            assert torch.equal(e1.kv[name][:, a_tab[g][c]], e2.kv[name][:, tables[g][c]])
+    assert torch.count_nonzero(e2.kv[names[1]][:, 0]) == 0  # the null block is untouched
+    e2.run()
+    assert e2.finished["B"].output_token_ids == _hybrid_ref(groups, B)
+    assert e2.model.positions_computed == len(B) - 96 + 1
+    e1.shutdown()
+    e2.shutdown()
+
+
+def test_hybrid_window_hit_needs_only_the_window(pool):
+    """A window chunk missing before the window does not shorten the hit; one missing inside
+    the window of the longest prefix shortens it to the longest prefix whose window is whole."""
+    import openlake_client as ol
+    from openlake_client.keys import group_hash
+    from vllm_standin.hybrid import make_request
+
+    groups = _window_groups()
+    cl = ol.connect([pool.kv_addr], namespace="vllm")
+    for r, (missing, hit) in enumerate(((1, 96), (4, 64))):
+        P = [(i * 37 + 11 + 101 * r) % 500 for i in range(100)]  # a prompt of its own
+        e1 = _hybrid(pool.kv_addr, groups)
+        e1.add(make_request("A", P))
+        e1.run()
+        e1.shutdown()
+        h = olkeys.chain_hashes(olkeys.seed_hash(e1.sched_conn.ol_identity, ""), P, 16)
+        assert cl.delete([olkeys.rank_key(group_hash(h[missing], 1), 0)]) == [ol.Status.OK]
+        e2 = _hybrid(pool.kv_addr, groups)
+        B = P[:96] + SUFFIX
+        e2.add(make_request("B", B))
+        so = e2.step()
+        assert so.scheduled_new_reqs[0].num_computed_tokens == hit, missing
+        e2.run()
+        assert e2.finished["B"].output_token_ids == _hybrid_ref(groups, B)
+        e2.shutdown()
+    cl.close()
+
+
+def test_hybrid_with_mamba_gets_no_hit(pool):
+    """A Mamba group's state cannot be rebuilt from stored blocks: no external hit, nothing
+    saved, the output equals a recompute."""
+    import openlake_client as ol
+    from openlake_client.keys import group_hash
+    from vllm_standin.hybrid import FullAttentionSpec, MambaSpec, make_request
+
+    groups = [(FullAttentionSpec(BS), 1), (MambaSpec(BS), 1)]
+    e1 = _hybrid(pool.kv_addr, groups)
+    e1.add(make_request("A", A))
+    e1.run()
+    h = olkeys.chain_hashes(olkeys.seed_hash(e1.sched_conn.ol_identity, ""), A, 16)
+    cl = ol.connect([pool.kv_addr], namespace="vllm")
+    assert not any(cl.exists([olkeys.rank_key(group_hash(x, g), 0) for x in h for g in (0, 1)]))
+    cl.close()
+    assert all(not so.kv_connector_metadata.saves for so in e1.schedule_log)
+    e2 = _hybrid(pool.kv_addr, groups)
+    B = A[:96] + SUFFIX
+    e2.add(make_request("B", B))
+    so = e2.step()
+    assert so.scheduled_new_reqs[0].num_computed_tokens == 0
+    e2.run()
+    assert e2.finished["B"].output_token_ids == _hybrid_ref(groups, B)
+    e1.shutdown()
+    e2.shutdown()
