@@ -827,7 +827,7 @@ def test_tls_from_extra_config(openlaked, tmp_path):
         e.shutdown()
 
 
-def test_eviction_between_lookup_and_load_cannot_fail_a_request(kv_pools):
+def test_eviction_between_lookup_and_load_cannot_fail_a_request(openlaked):
     """A pool with a small DRAM tier and no NVMe tier; engine 1 stores A's chunks. Engine 2's
     scheduler reports a hit for B (it leases the chunks); before its worker loads them, another
     client floods the pool with several times its DRAM. With the lease the load still gets every
@@ -839,11 +839,10 @@ def test_eviction_between_lookup_and_load_cannot_fail_a_request(kv_pools):
     import openlake_client as ol
     from test_kv_security import ready
 
-    d = kv_pools(dram="16MiB")
-    d.stop()
-    d.config.write_text(d.config.read_text().replace("[kv]\n", "[kv]\nspill_bytes = 0\n"))
-    d.start()
-    ready(d)
+    from vllm_standin.pool import require_pool_binaries
+
+    require_pool_binaries()
+    d = ready(openlaked(mode="kv", drives=1, extra='dram_bytes = "16MiB"\nspill_bytes = 0\n'))
     e1 = engine(cfg(d.kv_addr))
     serve(e1, "A", A)
     ident = e1.sched_conn.ol_identity
