@@ -76,6 +76,10 @@ def lease_lookup(store, keys, nr, c0, ttl_ms):
     if any(s == Status.ERROR for s in st):
         return [bool(x) for x in store.call("exists", keys)]
     ok = [s == Status.OK for s in st]
+    down = [i for i, s in enumerate(st) if s == Status.UNREACHABLE]
+    if down:  # a lease asks a key's first replica only: exists tries the others
+        for i, x in zip(down, store.call("exists", [keys[i] for i in down])):
+            ok[i] = bool(x)
     c = c0
     while (c + 1) * nr <= len(ok) and all(ok[c * nr:(c + 1) * nr]):
         c += 1
