@@ -63,34 +63,47 @@ class _Pending:
         self.done = threading.Event()
 
 
-def lease_lookup(store, keys, nr, c0, ttl_ms):
-    """The lookup of one request's keys (nr per chunk) as a LEASE: one round trip answers like
-    exists and keeps what it found in the pool until the worker's load ends the lease (or
-    ttl_ms). Leases past the first chunk that cannot load (from chunk c0 on) end at once.
-    A pool too old to lease gets a plain exists. Raises StoreDown."""
+def lease_lookup(store, reqs, ttl_ms):
+    """The lookups of several requests, reqs = [(keys, nr, c0)] (nr keys per chunk, c0 the
+    first chunk that may load), as one LEASE: one round trip answers like exists and keeps
+    what it found in the pool until the worker's load ends the lease (or ttl_ms). Leases past
+    a request's first chunk that cannot load (and before c0: already local) end at once, in
+    one more call. A pool too old to lease gets a plain exists. A list of bools per request;
+    raises StoreDown."""
     from .client import Status
 
+    keys = [k for ks, _, _ in reqs for k in ks]
     if ttl_ms <= 0 or not keys:
-        return [bool(x) for x in store.call("exists", keys)]
-    st = store.call("lease", keys, ttl_ms)
-    if any(s == Status.ERROR for s in st):
-        return [bool(x) for x in store.call("exists", keys)]
-    ok = [s == Status.OK for s in st]
-    down = [i for i, s in enumerate(st) if s == Status.UNREACHABLE]
-    if down:  # a lease asks a key's first replica only: exists tries the others
-        for i, x in zip(down, store.call("exists", [keys[i] for i in down])):
-            ok[i] = bool(x)
-    c = c0
-    while (c + 1) * nr <= len(ok) and all(ok[c * nr:(c + 1) * nr]):
-        c += 1
-    extra = [k for k, o in zip(keys[c * nr:], ok[c * nr:]) if o]
-    extra += [k for k, o in zip(keys[:c0 * nr], ok[:c0 * nr]) if o]  # already local
-    if extra:
+        ok = [bool(x) for x in store.call("exists", keys)] if keys else []
+    else:
+        st = store.call("lease", keys, ttl_ms)
+        if any(s == Status.ERROR for s in st):
+            ok = [bool(x) for x in store.call("exists", keys)]
+            ttl_ms = 0
+        else:
+            ok = [s == Status.OK for s in st]
+            down = [i for i, s in enumerate(st) if s == Status.UNREACHABLE]
+            if down:  # a lease asks a key's first replica only: exists tries the others
+                for i, x in zip(down, store.call("exists", [keys[i] for i in down])):
+                    ok[i] = bool(x)
+    out, end, i = [], [], 0
+    for ks, nr, c0 in reqs:
+        o = ok[i:i + len(ks)]
+        i += len(ks)
+        out.append(o)
+        if ttl_ms <= 0:
+            continue
+        c = c0
+        while (c + 1) * nr <= len(o) and all(o[c * nr:(c + 1) * nr]):
+            c += 1
+        end += [k for k, x in zip(ks[c * nr:], o[c * nr:]) if x]
+        end += [k for k, x in zip(ks[:c0 * nr], o[:c0 * nr]) if x]
+    if end:
         try:
-            store.call("lease", extra, 0)
+            store.call("lease", end, 0)
         except StoreDown:
             pass
-    return ok
+    return out
 
 
 class _LookupThread:
@@ -141,25 +154,13 @@ class _LookupThread:
                 self.epoch_known.set()
             if not batch:
                 continue
-            if self.lease_ms:
-                # one LEASE per request (each has its own first missing chunk)
-                for p in batch:
-                    try:
-                        p.result = lease_lookup(self.store, p.keys, p.nr, p.c0, self.lease_ms)
-                    except StoreDown:
-                        p.result = None
-                    p.done.set()
-                continue
-            keys = [k for p in batch for k in p.keys]
             try:
-                st = self.store.call("exists", keys)
+                res = lease_lookup(self.store, [(p.keys, p.nr, p.c0) for p in batch],
+                                   self.lease_ms)
             except StoreDown:
-                st = None
-            i = 0
-            for p in batch:
-                if st is not None:
-                    p.result = st[i:i + len(p.keys)]
-                i += len(p.keys)
+                res = [None] * len(batch)
+            for p, r in zip(batch, res):
+                p.result = r
                 p.done.set()
 
 
@@ -374,7 +375,7 @@ class SchedulerSide:
         else:
             t0 = time.perf_counter()
             try:
-                st = lease_lookup(self.store, keys, nr, c0, self.cfg.lease_ms)
+                st = lease_lookup(self.store, [(keys, nr, c0)], self.cfg.lease_ms)[0]
             except StoreDown:
                 st = False
             else:
