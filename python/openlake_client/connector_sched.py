@@ -589,6 +589,15 @@ class SchedulerSide:
 
     # -- update_connector_output / take_events
     def connector_output(self, out):
+        bad = getattr(out, "invalid_block_ids", None)
+        if bad:
+            # a failed load: vLLM recomputes from the first bad block, and the workers did
+            # not save on top of it; save those chunks again once they are recomputed
+            for r in self._reqs.values():
+                for i, b in enumerate(r.block_ids):
+                    if b in bad:
+                        r.next_save = min(r.next_save, i // self.k)
+                        break
         evs = getattr(out, "kv_cache_events", None)
         if evs is not None and self.events_on:
             get = getattr(evs, "get_all_events", None)
