@@ -67,20 +67,13 @@ class WorkerSide:
 
     # -- register_kv_caches
     def register(self, kv_caches):
-        try:
-            kv = PagedKV(kv_caches, self.num_blocks, self.geo.block_size)
-        except ValueError as e:
-            self.disabled = "unsupported KV cache: %s" % e
-            self.warn("register", "openlake: connector disabled: %s", self.disabled)
-            return
-        if (kv.family == "mla") != self.geo.use_mla:
-            self.disabled = "KV layout %s does not match use_mla=%s" % (kv.layout,
-                                                                        self.geo.use_mla)
-            self.warn("register", "openlake: connector disabled: %s", self.disabled)
-            return
-        self.chunk_blocks = self.cfg.chunk_size // self.geo.block_size
-        kvs = [kv]
-        if self.groups:
+        if self.groups:  # hybrid: one PagedKV per group (groups may differ in shape)
+            from .connector_groups import unsupported
+
+            why = unsupported(self.groups, self.geo.block_size)
+            if why:  # the scheduler side neither loads nor saves: nothing to register
+                self.disabled = why
+                return
             try:
                 kvs = [PagedKV({n: kv_caches[n] for n in g.layer_names}, self.num_blocks,
                                self.geo.block_size) for g in self.groups]
@@ -88,6 +81,20 @@ class WorkerSide:
                 self.disabled = "KV cache groups do not match the KV caches: %s" % e
                 self.warn("register", "openlake: connector disabled: %s", self.disabled)
                 return
+        else:
+            try:
+                kvs = [PagedKV(kv_caches, self.num_blocks, self.geo.block_size)]
+            except ValueError as e:
+                self.disabled = "unsupported KV cache: %s" % e
+                self.warn("register", "openlake: connector disabled: %s", self.disabled)
+                return
+        kv = kvs[0]
+        if any((k.family == "mla") != self.geo.use_mla for k in kvs):
+            self.disabled = "KV layout %s does not match use_mla=%s" % (kv.layout,
+                                                                        self.geo.use_mla)
+            self.warn("register", "openlake: connector disabled: %s", self.disabled)
+            return
+        self.chunk_blocks = self.cfg.chunk_size // self.geo.block_size
         self.kv = kv
         self.kvs = kvs
         self.payloads = [k.block_bytes * self.chunk_blocks for k in kvs]
