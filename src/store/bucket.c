@@ -219,8 +219,10 @@ ol_set_bucket_get(struct ol_store *st, const char *bucket, int64_t *created_ns, 
 		if (len)
 			*len = v.alen;
 	}
+	if (!ok)
+		ok = ol_reads_absent(st, &r);
 	ol_reads_free(&r);
-	return ok ? 0 : -ENOENT;
+	return ok > 0 ? 0 : ok;
 }
 
 int
@@ -240,8 +242,10 @@ ol_set_bucket_attrs(struct ol_store *st, const char *bucket, void **out, size_t 
 		((char *)*out)[v.alen] = '\0';
 		*len = v.alen;
 	}
+	if (!ok)
+		ok = ol_reads_absent(st, &r);
 	ol_reads_free(&r);
-	return ok ? 0 : -ENOENT;
+	return ok > 0 ? 0 : ok;
 }
 
 int

@@ -156,6 +156,8 @@ lookup_at(struct ol_store *st, const char *bucket, const char *key, size_t klen,
 		}
 		return ik == okey ? -ENOENT : OL_STORE_EDELMARK;
 	}
+	if (r->bucket_votes + st->n - r->answered >= st->k && r->bucket_votes < st->k)
+		return -EIO; /* too few drives answered to say the bucket or the key is absent */
 	return r->bucket_votes >= st->k ? -ENOENT : -ENXIO;
 }
 

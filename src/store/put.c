@@ -68,8 +68,10 @@ ol_set_put_begin(struct ol_store *st, const char *bucket, const char *key, size_
 {
 	if (key_len == 0 || key_len > OL_STORE_MAX_KEY || strlen(bucket) > 63)
 		return -EINVAL;
-	if (!ol_bucket_ok(st, bucket))
-		return -ENOENT;
+	int rc = ol_bucket_check(st, bucket);
+
+	if (rc)
+		return rc;
 	*out = ol_put_new(st, bucket, key, key_len, false);
 	return 0;
 }

@@ -342,7 +342,7 @@ struct rg {
 	size_t klen;
 	const char *bucket;
 	struct ol_reads *r;
-	bool bk[OL_MAX_DRIVES];
+	bool bk[OL_MAX_DRIVES], ans[OL_MAX_DRIVES];
 };
 
 static void
@@ -377,6 +377,7 @@ read_one(struct ol_store *st, int d, void *arg)
 		return;
 	}
 	a->bk[d] = bk;
+	a->ans[d] = true;
 	ol_meta_abort(t);
 }
 
@@ -388,8 +389,20 @@ ol_reads_get(struct ol_store *st, enum ol_meta_db db, const void *key, size_t kl
 
 	memset(r, 0, sizeof(*r));
 	ol_each_drive(st, read_one, &a); /* remote drives read at once */
-	for (int d = 0; d < st->n; d++)
+	for (int d = 0; d < st->n; d++) {
 		r->bucket_votes += a.bk[d];
+		r->answered += a.ans[d];
+	}
+}
+
+int
+ol_reads_absent(const struct ol_store *st, const struct ol_reads *r)
+{
+	int votes = 0;
+
+	for (int d = 0; d < st->n; d++)
+		votes += r->raw[d] != NULL;
+	return votes + st->n - r->answered >= st->k ? -EIO : -ENOENT;
 }
 
 void
@@ -401,12 +414,12 @@ ol_reads_free(struct ol_reads *r)
 
 /* Present on >= k drives. An online drive that lacks the record gets it back (heal). */
 int
-ol_bucket_ok(struct ol_store *st, const char *bucket)
+ol_bucket_check(struct ol_store *st, const char *bucket)
 {
 	struct ol_reads r;
 	uint8_t *raw[OL_MAX_DRIVES];
 	bool skip[OL_MAX_DRIVES];
-	int votes = 0, online = 0, first = -1;
+	int votes = 0, online = 0, first = -1, rc;
 
 	ol_reads_get(st, OL_META_BUCKETS, bucket, strlen(bucket), NULL, &r);
 	for (int d = 0; d < st->n; d++) {
@@ -433,8 +446,15 @@ ol_bucket_ok(struct ol_store *st, const char *bucket)
 			ol_info("store: healed bucket record %s", bucket);
 		ol_commit_free(&c);
 	}
+	rc = votes >= st->k ? 0 : ol_reads_absent(st, &r);
 	ol_reads_free(&r);
-	return votes >= st->k;
+	return rc;
+}
+
+int
+ol_bucket_ok(struct ol_store *st, const char *bucket)
+{
+	return ol_bucket_check(st, bucket) == 0;
 }
 
 static void

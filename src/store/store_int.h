@@ -328,11 +328,19 @@ struct ol_reads {
 	void *raw[OL_MAX_DRIVES];
 	size_t len[OL_MAX_DRIVES];
 	int bucket_votes;
+	int answered; /* drives whose read ran without a fault (a missing record counts) */
 };
 void ol_reads_get(struct ol_store *st, enum ol_meta_db db, const void *key, size_t klen,
 		  const char *bucket, struct ol_reads *r);
 void ol_reads_free(struct ol_reads *r);
+/* A record found on fewer than k drives: -ENOENT when enough drives answered to know it is
+ * absent, -EIO when the drives that did not answer could still hold it on k. */
+int ol_reads_absent(const struct ol_store *st, const struct ol_reads *r);
 int ol_bucket_ok(struct ol_store *st, const char *bucket);
+/* 0 when the bucket exists (on >= k drives), -ENOENT when enough drives answered to know it
+ * does not, -EIO when too few answered to tell (a leader cut off from its peers must not
+ * answer NoSuchBucket). ol_bucket_ok is this == 0. */
+int ol_bucket_check(struct ol_store *st, const char *bucket);
 
 #define OL_KEYBUF (64 + 1 + OL_STORE_MAX_KEY + 80)
 

@@ -12,11 +12,13 @@ miss objects the next test reads).
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.parse
 
@@ -310,6 +312,58 @@ def test_kill9_of_the_leader_elects_a_newer_epoch(cluster):
     for i in others(c, lid):
         r = c.client(i)
         for k, v in {**before, **after}.items():
+            assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, (i, k)
+
+
+def test_sigstop_of_a_non_leader_during_concurrent_puts(cluster):
+    """A node frozen (SIGSTOP, not killed: its sockets stay open and silent) while three
+    clients PUT through the other nodes at once: its drive misses the plane's deadline and
+    goes offline, the writes go on with 3 of 4 drives. SIGCONT: the drive comes back into
+    the leader's store and is healed, `openlake heal` exits 0, and every acknowledged PUT
+    reads back whole through every node, the frozen one included."""
+    c = cluster
+    lid, _ = c.leader()
+    victim = others(c, lid)[1]
+    vias = [i for i in range(4) if i != victim]
+    c.client(vias[0], retries=8).create_bucket(Bucket="cst")
+    frozen = threading.Event()
+    acked = {}
+    leader = c.nodes[lid]
+    returns = leader.log().count("back online (4 of 4")  # at start-up too, maybe
+
+    def freeze(n):
+        if n == 3 and not frozen.is_set():
+            os.kill(c.nodes[victim].proc.pid, signal.SIGSTOP)
+            frozen.set()
+
+    def writer(via):
+        got = put_loop(c.client(via, retries=4), f"w{via}-", 90, 12,
+                       on_i=freeze if via == vias[0] else None)
+        acked.update(got)
+
+    threads = [threading.Thread(target=writer, args=(v,)) for v in vias]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+    finally:
+        os.kill(c.nodes[victim].proc.pid, signal.SIGCONT)
+    assert not any(t.is_alive() for t in threads)
+    assert frozen.is_set()
+    assert len(acked) >= 30, sorted(acked)  # the writes went on with 3 of 4 drives
+    assert c.leader()[0] == lid  # a frozen follower does not move leadership
+    assert re.search(rf"drive node {victim} \S+ drive 0 is offline: ", leader.log()), \
+        leader.log()[-3000:]
+    wait_for(lambda: leader.log().count("back online (4 of 4") > returns, 90,
+             "the frozen node's drive back in the leader's store")
+    h = subprocess.run([str(OPENLAKE_CLI), "heal", "--config", str(leader.config), "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert h.returncode == 0, h.stdout + h.stderr
+    assert json.loads(h.stdout)["unrecoverable"] == 0, h.stdout
+    for i in range(4):
+        r = c.client(i, retries=4)
+        for k, v in acked.items():
             assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, (i, k)
 
 
