@@ -133,6 +133,8 @@ struct ol_config {
 	unsigned cluster_plane_threads;	  /* node plane loop threads */
 	uint64_t cluster_plane_window;	  /* credit window granted to each peer, bytes */
 	uint64_t cluster_plane_max_frame; /* largest frame payload accepted */
+	/* [cluster] plane_only_drives: the last this many data_dirs are the node plane's alone */
+	unsigned cluster_plane_only_drives;
 
 	/* [s3] lifecycle scanner */
 	unsigned s3_lc_day_secs;      /* [s3] lifecycle_day_secs: a lifecycle "day" (tests: 1) */

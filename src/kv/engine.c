@@ -1252,8 +1252,13 @@ ol_kve_exists(struct ol_kve *e, const struct ol_kvk *k, uint64_t *len)
 	uint64_t h = khash(k);
 	pthread_mutex_lock(&e->mu);
 	struct ent *x = ht_find(e, k, h);
-	if (x)
+	if (x) {
 		*len = x->len;
+		if (x->in_lru) { /* a lookup is a use: a block about to be loaded stays */
+			lru_remove(e, x);
+			lru_append(e, x);
+		}
+	}
 	pthread_mutex_unlock(&e->mu);
 	return x ? OL_KV_OK : OL_KV_MISS;
 }
