@@ -333,15 +333,15 @@ ol_set_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *upl
 			const unsigned *part_nos, size_t n, const char *final_etag,
 			const struct ol_store_cond *cond, int vmode, struct ol_obj_info *out)
 {
-	return ol_store_mpu_complete_meta(st, bucket, upload_id, part_nos, n, final_etag, cond,
-					  vmode, NULL, 0, out);
+	return ol_set_mpu_complete_meta(st, bucket, upload_id, part_nos, n, final_etag, cond, vmode,
+					NULL, 0, out);
 }
 
 int
-ol_store_mpu_complete_meta(struct ol_store *st, const char *bucket, const char *upload_id,
-			   const unsigned *part_nos, size_t n, const char *final_etag,
-			   const struct ol_store_cond *cond, int vmode, const void *meta,
-			   size_t meta_len, struct ol_obj_info *out)
+ol_set_mpu_complete_meta(struct ol_store *st, const char *bucket, const char *upload_id,
+			 const unsigned *part_nos, size_t n, const char *final_etag,
+			 const struct ol_store_cond *cond, int vmode, const void *meta,
+			 size_t meta_len, struct ol_obj_info *out)
 {
 	char okey[OL_KEYBUF];
 	struct complete x = {.st = st, .vmode = vmode};

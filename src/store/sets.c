@@ -765,6 +765,19 @@ ol_store_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *u
 }
 
 int
+ol_store_mpu_complete_meta(struct ol_store *st, const char *bucket, const char *upload_id,
+			   const unsigned *part_nos, size_t n, const char *final_etag,
+			   const struct ol_store_cond *cond, int vmode, const void *meta,
+			   size_t meta_len, struct ol_obj_info *out)
+{
+	struct ol_store *s = upl_set(st, upload_id);
+
+	return s ? ol_set_mpu_complete_meta(s, bucket, upload_id, part_nos, n, final_etag, cond,
+					    vmode, meta, meta_len, out)
+		 : -ENOENT;
+}
+
+int
 ol_store_mpu_abort(struct ol_store *st, const char *bucket, const char *upload_id)
 {
 	struct ol_store *s = upl_set(st, upload_id);

@@ -184,6 +184,10 @@ int ol_set_set_meta(struct ol_store *st, const char *bucket, const char *key, si
 int ol_set_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *upload_id,
 			    const unsigned *part_nos, size_t n, const char *final_etag,
 			    const struct ol_store_cond *cond, int vmode, struct ol_obj_info *out);
+int ol_set_mpu_complete_meta(struct ol_store *st, const char *bucket, const char *upload_id,
+			     const unsigned *part_nos, size_t n, const char *final_etag,
+			     const struct ol_store_cond *cond, int vmode, const void *meta,
+			     size_t meta_len, struct ol_obj_info *out);
 int ol_set_viter_open(struct ol_store *st, const char *bucket, struct ol_viter **out);
 int ol_set_viter_seek(struct ol_viter *it, const char *key, size_t key_len);
 int ol_set_viter_next(struct ol_viter *it, const char **key, size_t *key_len,
