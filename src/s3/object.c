@@ -883,15 +883,14 @@ get_object(struct s3_req *r, bool head)
 	r->op = head ? "HeadObject" : "GetObject";
 	if (s3_sse_parse(r, false, &q) < 0)
 		return;
-	if (!s3_open_object(r, &g, &in))
+	/* the key is checked first: an SSE-C object tells nothing (not even a 304) without it */
+	if (!s3_open_object(r, &g, &in) || s3_sse_open(r, in.meta, in.meta_len, &q, &e) < 0)
 		goto out;
 	int cond = conditionals(r, &in, "");
 	if (cond == 412) {
 		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
 		goto out;
 	}
-	if (s3_sse_open(r, in.meta, in.meta_len, &q, &e) < 0)
-		goto out;
 	s3_sse_rd_init(&rd, &e, g, in.size);
 	in.size = rd.size;
 	int rr = part_range(r, &rd, &in, &off, &len);

@@ -143,6 +143,13 @@ def test_sse_c_round_trip_and_key_errors(s3):
     with pytest.raises(ClientError) as e:
         s3.get_object(Bucket=BUCKET, Key="c1")
     assert code_of(e) == "InvalidRequest"
+    etag = s3.head_object(Bucket=BUCKET, Key="c1", **ssec(k1))["ETag"]
+    with pytest.raises(ClientError) as e:  # no 304 without the key either
+        s3.get_object(Bucket=BUCKET, Key="c1", IfNoneMatch=etag)
+    assert status_of(e) == 400
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket=BUCKET, Key="c1", IfNoneMatch=etag, **ssec(k1))
+    assert status_of(e) == 304
     with pytest.raises(ClientError) as e:
         s3.get_object(Bucket=BUCKET, Key="c1", **ssec(k2))
     assert code_of(e) == "AccessDenied"
