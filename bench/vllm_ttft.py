@@ -6,6 +6,8 @@
    recomputing it (pool down).
 2. The connector's own overhead per block: its load/save path (keys, iovecs, trailer,
    CRC) beside a raw libopenlake get/put of the same bytes in the same batch.
+3. A lookup as the scheduler makes it (LEASE of a request's chunk keys, the lease ended
+   later by the worker) beside a plain `exists` of the same keys.
 
     /usr/bin/python3 bench/vllm_ttft.py [--nodes 127.0.0.1:9400] [--device local|tcp]
 
@@ -188,6 +190,33 @@ def overhead(addr, device, layers, heads, head_dim, nblocks, reps, verify):
                                             gb(rawput_t), per(save_t) / per(rawput_t)))
 
 
+def lookup(addr, device, nkeys, reps):
+    """Median us of one batched lookup of nkeys present keys: LEASE (ttl 30 s), the LEASE
+    that ends it (ttl 0), and EXISTS; each repeated reps*20 times, interleaved."""
+    import hashlib
+
+    import openlake_client as ol
+
+    cl = ol.connect([addr], device=device, namespace="bench-lease", timeout_ms=30000)
+    keys = [hashlib.sha256(b"lease %d %d" % (os.getpid(), i)).digest() for i in range(nkeys)]
+    cl.put(keys, [b"x" * 65536] * nkeys)
+    t = {"lease": [], "end": [], "exists": []}
+    for _ in range(reps * 20):
+        for name, fn in (("exists", lambda: cl.exists(keys)),
+                         ("lease", lambda: cl.lease(keys, 30000)),
+                         ("end", lambda: cl.lease(keys, 0))):
+            t0 = time.perf_counter()
+            st = fn()
+            t[name].append((time.perf_counter() - t0) * 1e6)
+            assert all(int(x) == 0 for x in st) if name != "exists" else all(st), (name, st)
+    cl.close()
+    med = {k: statistics.median(v) for k, v in t.items()}
+    print("lookup of %d keys (device %s): lease %.0f us, end lease %.0f us; "
+          "reference exists %.0f us (lease/exists %.2fx)"
+          % (nkeys, device, med["lease"], med["end"], med["exists"],
+             med["lease"] / med["exists"]))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nodes", default=None)
@@ -199,6 +228,8 @@ def main():
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--blocks", type=int, default=32)
+    ap.add_argument("--lookup-keys", type=int, default=64)
+    ap.add_argument("--only-lookup", action="store_true")
     a = ap.parse_args()
     if a.nodes is None and not os.environ.get("OPENLAKE_LIBRARY"):
         os.environ["OPENLAKE_LIBRARY"] = str(build_dir() / "client" / "libopenlake.so")
@@ -207,6 +238,9 @@ def main():
     if addr is None:
         proc, root, addr = start_daemon()
     try:
+        lookup(addr, a.device, a.lookup_keys, a.reps)
+        if a.only_lookup:
+            return
         ttft(addr, a.device, a.prefix, a.suffix, a.reps)
         for verify in (True, False):
             overhead(addr, a.device, a.layers, a.heads, a.head_dim, a.blocks, a.reps, verify)

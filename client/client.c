@@ -374,6 +374,7 @@ hello(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 		return -EPROTO;
 	cn->max_batch = w.max_batch;
 	cn->has_view = (w.flags & OL_KVP_WELCOME_VIEW) != 0;
+	cn->has_lease = (w.flags & OL_KVP_WELCOME_LEASE) != 0;
 	cn->max_block = w.max_block;
 	cn->local = false;
 	if (w.auth && (r = auth(c, nd, cn, &w)) < 0)
@@ -558,9 +559,10 @@ olc_node_drop_idle(struct olc_node *nd)
 	pthread_mutex_unlock(&nd->mu);
 }
 
-enum kind { K_PUT, K_GET, K_EXISTS, K_DELETE };
+enum kind { K_PUT, K_GET, K_EXISTS, K_DELETE, K_LEASE };
 
-static const uint8_t kind_op[] = {OL_KVP_PUT, OL_KVP_GET, OL_KVP_EXISTS, OL_KVP_DELETE};
+static const uint8_t kind_op[] = {OL_KVP_PUT, OL_KVP_GET, OL_KVP_EXISTS, OL_KVP_DELETE,
+				  OL_KVP_LEASE};
 
 /* One node's share of a call. */
 struct nrun {
@@ -875,6 +877,17 @@ OL_API int
 ol_kv_delete(struct ol_client *c, struct ol_kv_op *ops, size_t n)
 {
 	return run(c, K_DELETE, ops, n);
+}
+
+/* The ttl rides in value_len to the entry encoder (tcp_build); the reply overwrites it. */
+OL_API int
+ol_kv_lease(struct ol_client *c, struct ol_kv_op *ops, size_t n, unsigned ttl_ms)
+{
+	if (!ops && n)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		ops[i].value_len = ttl_ms;
+	return run(c, K_LEASE, ops, n);
 }
 
 OL_API const char *

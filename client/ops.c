@@ -123,6 +123,13 @@ tcp_build(struct olc_conn *cn, struct olc_call *call, struct batch *b, uint64_t 
 			op->status = OL_KV_TOO_LARGE;
 			continue;
 		}
+		if (call->op == OL_KVP_LEASE) {
+			if (!cn->has_lease) { /* an older server: it would close on the op */
+				op->status = OL_KV_ERROR;
+				continue;
+			}
+			len = op->value_len; /* ol_kv_lease put the ttl there */
+		}
 		batch_ent(b, call->m, op->key, len, 0, 0);
 		*body += OL_KVP_REQ_ENT;
 		if (call->op == OL_KVP_PUT) {

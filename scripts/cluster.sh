@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # A local OpenLake cluster on loopback, for trying it out and for tests:
 #
-#   scripts/cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--parity P]
+#   scripts/cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--sets S] [--parity P]
 #       builds if needed, starts etcd (3 members by default), runs `openlake cluster init`
-#       (one erasure set of all N x D drives, P parity, defaults N=4 D=1 P=1), then starts N
-#       openlaked nodes under DIR on free loopback ports, waits until S3 answers through every
-#       node (the set's leader serves, the others forward to it), prints one line per node
+#       (S erasure sets of N x D / S drives each, P parity, defaults N=4 D=1 S=1 P=1; a set
+#       takes one drive of each node while it can, so `up 4 DIR --drives 2 --sets 2` is two
+#       sets of 4, one drive of each on every node), then starts N openlaked nodes under DIR on
+#       free loopback ports, waits until S3 answers through every node (the leader of set 0.0
+#       serves every set, the others forward to it), prints one line per node
 #           node ID s3=http://127.0.0.1:PORT kv=127.0.0.1:PORT pid=PID
 #       and returns, leaving them running (logs and pid files under DIR).
 #   scripts/cluster.sh down DIR
@@ -112,7 +114,7 @@ node_config() { # node_config DIR ID N D S3 KV RPC_PORTS...
 		echo 'console_addr = ""  # N nodes on one host: the admin plane stays on the S3 port'
 		echo "rpc_addr = \"127.0.0.1:${rpcs[$id]}\""
 		echo "kv_addr = \"127.0.0.1:$kv\""
-		echo "set_drive_count = $((n * d))"
+		echo "set_drive_count = $SET_DRIVES"
 		echo "default_parity_count = $PARITY"
 		echo "log_level = \"info\""
 		printf '\n[[credentials]]\naccess_key = "openlakeadmin"\nsecret_key = "openlakeadmin"\n'
@@ -133,7 +135,7 @@ s3_answers() { # s3_answers PORT: an unsigned GET / gets S3's own answer (403), 
 }
 
 up() {
-	local n=4 dir members=3 drives=1 i
+	local n=4 dir members=3 drives=1 sets=1 i
 	PARITY=1
 	if [[ "$1" =~ ^[0-9]+$ ]]; then n=$1; shift; fi
 	dir=$1
@@ -143,15 +145,19 @@ up() {
 		--etcd) members=$2; shift 2 ;;
 		--drives) drives=$2; shift 2 ;;
 		--parity) PARITY=$2; shift 2 ;;
+		--sets) sets=$2; shift 2 ;;
 		*) die "unknown option $1" ;;
 		esac
 	done
 	[[ "$n" =~ ^[0-9]+$ && $n -ge 1 && $n -le 64 ]] || die "N must be 1..64"
 	[[ "$members" == 1 || "$members" == 3 ]] || die "--etcd takes 1 or 3"
 	[[ "$drives" =~ ^[0-9]+$ && $drives -ge 1 && $drives -le 16 ]] || die "--drives: 1..16"
-	[ $((n * drives)) -gt 1 ] || PARITY=0
-	[[ "$PARITY" =~ ^[0-9]+$ && $PARITY -lt $((n * drives)) ]] ||
-		die "--parity must be below the $((n * drives)) drives of the set"
+	[[ "$sets" =~ ^[0-9]+$ && $sets -ge 1 && $((n * drives % sets)) -eq 0 ]] ||
+		die "--sets must divide the $((n * drives)) drives"
+	SET_DRIVES=$((n * drives / sets))
+	[ $SET_DRIVES -gt 1 ] || PARITY=0
+	[[ "$PARITY" =~ ^[0-9]+$ && $PARITY -lt $SET_DRIVES ]] ||
+		die "--parity must be below the $SET_DRIVES drives of a set"
 	mkdir -p "$dir/pids"
 	dir=$(cd "$dir" && pwd)
 	ls "$dir"/pids/*.pid >/dev/null 2>&1 && die "$dir has a cluster running: cluster.sh down $dir"

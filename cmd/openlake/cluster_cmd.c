@@ -342,12 +342,14 @@ print_status(struct copts *o, const struct ol_etcd_range_result *r,
 			snprintf(leader, sizeof(leader), "leader node %lld, epoch %lld",
 				 (long long)json_integer_value(json_object_get(ld, "node")),
 				 (long long)json_integer_value(json_object_get(ld, "epoch")));
-		printf("  pool %lld set %lld: %s (%lld of %lld nodes' drives live), %s\n",
-		       (long long)json_integer_value(json_object_get(v, "pool")),
-		       (long long)json_integer_value(json_object_get(v, "set")),
-		       json_string_value(json_object_get(v, "health")),
+		long long pool = (long long)json_integer_value(json_object_get(v, "pool")),
+			  set = (long long)json_integer_value(json_object_get(v, "set"));
+		/* the leader of set 0.0 serves every set of pool 0 (docs/cluster.md) */
+		printf("  pool %lld set %lld: %s (%lld of %lld nodes' drives live), %s%s\n", pool,
+		       set, json_string_value(json_object_get(v, "health")),
 		       (long long)json_integer_value(json_object_get(v, "live")),
-		       (long long)json_integer_value(json_object_get(v, "drives")), leader);
+		       (long long)json_integer_value(json_object_get(v, "drives")), leader,
+		       pool == 0 && set > 0 ? "; served by the leader of set 0.0" : "");
 	}
 }
 

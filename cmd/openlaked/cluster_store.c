@@ -13,8 +13,10 @@
 #include <string.h>
 #include <time.h>
 
-#define OPEN_RETRY_MS	 500
-#define SET_POOL	 0u /* this session serves one set: pool 0, set 0 */
+#define OPEN_RETRY_MS 500
+/* The leader of set 0.0 (the pool's leader) serves every set of pool 0: it opens them all
+ * over the node planes, each fenced with its epoch (see docs/cluster.md). */
+#define SET_POOL	 0u
 #define SET_INDEX	 0u
 #define RETRY_AFTER_SECS "1"
 
@@ -91,17 +93,18 @@ cstore_decide(const struct ol_config *cfg, struct ol_cluster *c, struct ol_layou
 		ol_layout_fini(l);
 		return 0;
 	}
-	if (l->n_pools != 1 || l->pools[0].n_sets != 1) {
-		ol_warn("cluster: the layout has %u pool(s) and %u set(s): placement over several "
-			"sets is not built yet, so this node serves its local drives alone; lay "
-			"the cluster out as one set (set_drive_count = all the drives)",
-			l->n_pools, l->n_pools ? l->pools[0].n_sets : 0);
+	if (l->n_pools != 1) {
+		ol_warn("cluster: the layout has %u pools: serving several pools is not built yet, "
+			"so this node serves its local drives alone; lay the cluster out as one "
+			"pool",
+			l->n_pools);
 		ol_layout_fini(l);
 		return 0;
 	}
-	ol_info("cluster: serving deployment %s as one set of %u drives (parity %u) over %u "
-		"nodes; the set's leader serves it, the other nodes forward to it",
-		l->deployment_id, l->set_drives, l->parity, layout_nodes(l));
+	ol_info("cluster: serving deployment %s as %u erasure set(s) of %u drives (parity %u) "
+		"over %u nodes; the leader of set 0.0 serves them all, the other nodes forward "
+		"to it",
+		l->deployment_id, l->pools[0].n_sets, l->set_drives, l->parity, layout_nodes(l));
 	return 1;
 }
 
@@ -121,32 +124,37 @@ peer_addr(const struct cstore *cs, const struct ol_cluster_view *v, unsigned nod
 		snprintf(out, len, "%s", cs->cfg->rpc_addr);
 }
 
+/* every set of the pool, each over its drives' node planes, fenced with the epoch of the
+ * pool's leader (set 0.0); objects placed by a hash keyed with the deployment id */
 static int
 open_set(struct cstore *cs, uint64_t epoch, struct ol_store **st)
 {
 	const struct ol_layout *l = &cs->layout;
-	unsigned n = l->set_drives;
-	struct ol_store_drive_spec *spec = ol_xcalloc(n, sizeof(*spec));
-	char(*addr)[OL_CFG_STR] = ol_xcalloc(n, sizeof(*addr));
+	unsigned n = l->set_drives, m = l->pools[SET_POOL].n_sets;
+	size_t all = (size_t)m * n;
+	struct ol_store_drive_spec *spec = ol_xcalloc(all, sizeof(*spec));
+	char(*addr)[OL_CFG_STR] = ol_xcalloc(all, sizeof(*addr));
+	struct ol_store_set_opts *o = ol_xcalloc(m, sizeof(*o));
 	struct ol_cluster_view v;
 	int rc = ol_cluster_members(cs->c, &v);
 	if (rc)
 		goto out;
-	for (unsigned j = 0; j < n; j++) {
-		const struct ol_layout_slot *s =
-		    &l->pools[SET_POOL].slots[(size_t)SET_INDEX * n + j];
+	for (size_t j = 0; j < all; j++) {
+		const struct ol_layout_slot *s = &l->pools[SET_POOL].slots[j];
 		peer_addr(cs, &v, s->node, addr[j], sizeof(addr[j]));
 		spec[j] = (struct ol_store_drive_spec){addr[j], s->drive, s->node};
 	}
 	ol_cluster_view_fini(&v);
-	struct ol_store_set_opts o = {.n = n,
-				      .drives = spec,
-				      .secret = cs->cfg->cluster_secret,
-				      .self_id = cs->cfg->self_id,
-				      .epoch = epoch,
-				      .deadline_ms = 5000};
-	rc = ol_store_open_set(cs->cfg, &o, st);
+	for (unsigned i = 0; i < m; i++)
+		o[i] = (struct ol_store_set_opts){.n = n,
+						  .drives = spec + (size_t)i * n,
+						  .secret = cs->cfg->cluster_secret,
+						  .self_id = cs->cfg->self_id,
+						  .epoch = epoch,
+						  .deadline_ms = 5000};
+	rc = ol_store_open_sets(cs->cfg, o, m, l->deployment_id, st);
 out:
+	free(o);
 	free(spec);
 	free(addr);
 	return rc;
@@ -175,7 +183,8 @@ gained(struct cstore *cs, uint64_t epoch)
 	cs->epoch = epoch;
 	pthread_cond_broadcast(&cs->cv);
 	pthread_mutex_unlock(&cs->mu);
-	ol_info("cluster: serving set %u.%u at epoch %llu", SET_POOL, SET_INDEX,
+	ol_info("cluster: serving set %u.%u (and the pool's other %u set(s)) at epoch %llu",
+		SET_POOL, SET_INDEX, cs->layout.pools[SET_POOL].n_sets - 1,
 		(unsigned long long)epoch);
 }
 

@@ -512,7 +512,16 @@ static int
 start_storage(const struct ol_config *cfg, struct daemon *d)
 {
 #if defined(OL_HAVE_STORE) && defined(OL_HAVE_S3)
-	int rc = ol_store_open(cfg, &d->store);
+	int rc;
+	if (cfg->cluster_plane_only_drives) { /* the last data_dirs are the node plane's alone */
+		struct ol_config *own = ol_xmalloc(sizeof(*own));
+		memcpy(own, cfg, sizeof(*own));
+		own->n_data_dirs -= cfg->cluster_plane_only_drives;
+		rc = ol_store_open(own, &d->store);
+		free(own);
+	} else {
+		rc = ol_store_open(cfg, &d->store);
+	}
 	if (rc) {
 		ol_err("cannot open the object store: %s", strerror(-rc));
 		return rc;

@@ -119,12 +119,21 @@ struct ol_kv_op {
  * timeout_ms. */
 int ol_kv_put(struct ol_client *c, struct ol_kv_op *ops, size_t n);
 int ol_kv_get(struct ol_client *c, struct ol_kv_op *ops, size_t n);
-/* status OK (value_len set) or MISS; iov is ignored. Does not refresh the entry's LRU age.
+/* status OK (value_len set) or MISS; iov is ignored. Refreshes the entry's LRU age (a lookup
+ * before a load keeps what it found).
  * value_len is the STORED size: with compression, a compressed value's is smaller than its
  * original (get reports the original); it is never larger than the original + 16. */
 int ol_kv_exists(struct ol_client *c, struct ol_kv_op *ops, size_t n);
 /* status OK (deleted) or MISS. iov is ignored. */
 int ol_kv_delete(struct ol_client *c, struct ol_kv_op *ops, size_t n);
+/* Lease each key for ttl_ms: the node keeps the block in DRAM, safe from eviction, until the
+ * lease ends: after ttl_ms (capped by the node's [kv_slab] reserve_ttl_secs), or when any
+ * client of the namespace leases it again with ttl_ms 0 (ends it). A lease of a leased key
+ * extends it. Leases are the namespace's, not this client's. status OK (leased, value_len =
+ * stored size; ttl 0: ended), MISS (not stored; ttl 0: not leased), FULL (the namespace holds
+ * too many leases), ERROR (the node is too old to lease), UNREACHABLE. iov is ignored. Only
+ * the key's first replica is leased. */
+int ol_kv_lease(struct ol_client *c, struct ol_kv_op *ops, size_t n, unsigned ttl_ms);
 
 /* Write a NUL-terminated JSON document into json[0..cap):
  * {"nodes":[{"addr":"h:p","up":true,"local":false,"stats":{...server stats...}}, ...],

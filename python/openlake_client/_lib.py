@@ -113,6 +113,9 @@ def _declare(lib):
         f = getattr(lib, fn)
         f.argtypes = [c_void_p, POINTER(Op), c_size_t]
         f.restype = c_int
+    if hasattr(lib, "ol_kv_lease"):  # absent from libraries older than the LEASE op
+        lib.ol_kv_lease.argtypes = [c_void_p, POINTER(Op), c_size_t, c_uint]
+        lib.ol_kv_lease.restype = c_int
     lib.ol_kv_stats.argtypes = [c_void_p, c_char_p, c_size_t]
     lib.ol_kv_stats.restype = c_int
     lib.ol_kv_status_str.argtypes = [c_int]

@@ -156,3 +156,80 @@ def prom_metrics(vllm_config, metric_types, labelnames, per_engine_labelvalues):
             self._adapter.observe(transfer_stats_data or {}, engine_idx)
 
     return OpenLakePromMetrics()
+
+
+# ---- newer API pieces, each vLLM's class when it has one, else a local one with its fields
+
+@dataclass
+class _LocalTransferResults:
+    """vLLM's KVConnectorTransferResults: a failed receive is also in finished_recving (the
+    request must leave WAITING_FOR_REMOTE_KVS); failed_recving says which failed."""
+
+    finished_sending: set = field(default_factory=set)
+    finished_recving: set = field(default_factory=set)
+    failed_recving: set = field(default_factory=set)
+
+
+class _LocalSupportsHMA:
+    """vLLM's SupportsHMA marker: the connector handles several KV cache groups."""
+
+    def request_finished_all_groups(self, request, block_ids):
+        raise NotImplementedError
+
+
+@dataclass
+class _LocalBlockStored:  # vllm.distributed.kv_events.BlockStored
+    block_hashes: list
+    parent_block_hash: object
+    token_ids: list
+    block_size: int
+    lora_id: object = None
+    medium: object = None
+    lora_name: object = None
+
+
+@dataclass
+class _LocalBlockRemoved:  # vllm.distributed.kv_events.BlockRemoved
+    block_hashes: list
+    medium: object = None
+
+
+@dataclass
+class _LocalAllBlocksCleared:  # vllm.distributed.kv_events.AllBlocksCleared
+    pass
+
+
+def _from_vllm(module, name, local):
+    try:
+        mod = __import__(module, fromlist=[name])
+        return getattr(mod, name)
+    except Exception:
+        return local
+
+
+def transfer_results_class():
+    return _from_vllm("vllm.distributed.kv_transfer.kv_connector.v1.base",
+                      "KVConnectorTransferResults", _LocalTransferResults)
+
+
+def supports_hma_class():
+    return _from_vllm("vllm.distributed.kv_transfer.kv_connector.v1.base", "SupportsHMA",
+                      _LocalSupportsHMA)
+
+
+def make_transfer_results(sending, recving, failed):
+    cls = transfer_results_class()
+    return cls(finished_sending=set(sending or ()), finished_recving=set(recving or ()),
+               failed_recving=set(failed or ()))
+
+
+def kv_event(kind, **fields):
+    """A BlockStored / BlockRemoved / AllBlocksCleared of vLLM (msgspec structs) or ours;
+    fields a given vLLM version does not have are left out."""
+    local = {"BlockStored": _LocalBlockStored, "BlockRemoved": _LocalBlockRemoved,
+             "AllBlocksCleared": _LocalAllBlocksCleared}[kind]
+    cls = _from_vllm("vllm.distributed.kv_events", kind, local)
+    names = getattr(cls, "__struct_fields__", None)
+    if names is None:
+        names = getattr(cls, "__dataclass_fields__", {}).keys()
+    return cls(**{k: v for k, v in fields.items() if k in names})

@@ -337,6 +337,25 @@ class Client:
         self._call(self._lib.ol_kv_exists, b, "exists")
         return b.statuses(), b.lengths()
 
+    def lease(self, keys, ttl_ms):
+        """Keep keys' blocks in the pool's DRAM, safe from eviction, for ttl_ms (capped by the
+        node's reserve_ttl_secs); ttl_ms=0 ends their leases (any client of the namespace may).
+        Returns a list of Status: OK (leased / ended), MISS (not stored / not leased), FULL
+        (the namespace holds too many leases), ERROR (a node or library too old to lease)."""
+        keys = list(keys)
+        if not hasattr(self._lib, "ol_kv_lease"):
+            return [Status.ERROR] * len(keys)
+        if not 0 <= int(ttl_ms) < 2**32:
+            raise ValueError("ttl_ms out of range: %r" % (ttl_ms,))
+        b = _Batch(keys)
+        if not self._h:
+            raise OpenLakeError(9, "client is closed")
+        if b.n:
+            rc = self._lib.ol_kv_lease(self._h, b.ops, b.n, int(ttl_ms))
+            if rc < 0:
+                raise OpenLakeError(-rc, "lease: %s" % _errname(-rc))
+        return b.statuses()
+
     def delete(self, keys):
         b = _Batch(list(keys))
         self._call(self._lib.ol_kv_delete, b, "delete")

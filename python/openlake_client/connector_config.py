@@ -37,6 +37,8 @@ DEFAULTS = {
     "lookup_async": True,                  # lookups in the background: "ask later" (None)
     "lookup_inline_ms": 2.0,               # scheduler waits at most this per step for them
     "lookup_wait_ms": 0,                   # a request waits this for its lookup (0: timeout_ms)
+    "lease_ms": 30000,                     # a reported hit is leased until loaded (0: off)
+    "kv_events": None,                     # BlockStored/Removed events (None: vLLM's setting)
     "metrics_interval_s": 1.0,             # publishing for `python3 -m openlake_client stats`
     "metrics_dir": "",                     # "" = $OPENLAKE_METRICS_DIR or a /tmp dir
 }
@@ -72,6 +74,8 @@ class ConnectorConfig:
     lookup_async: bool = True
     lookup_inline_ms: float = 2.0
     lookup_wait_ms: int = 0
+    lease_ms: int = 30000
+    kv_events: bool = False
     metrics_interval_s: float = 1.0
     metrics_dir: str = ""
     unknown: tuple = ()
@@ -131,6 +135,8 @@ class ConnectorConfig:
                    lookup_async=_bool(g("lookup_async")),
                    lookup_inline_ms=max(0.0, float(g("lookup_inline_ms"))),
                    lookup_wait_ms=int(g("lookup_wait_ms")) or int(g("timeout_ms")),
+                   lease_ms=max(0, int(g("lease_ms"))),
+                   kv_events=_bool(g("kv_events")) if g("kv_events") is not None else False,
                    metrics_interval_s=float(g("metrics_interval_s")),
                    metrics_dir=str(g("metrics_dir") or ""), unknown=tuple(unknown))
 

@@ -11,10 +11,13 @@ import time
 from dataclasses import dataclass, field
 
 from .connector_config import key_ranks
-from .keys import ChainCache, Unkeyable, lora_name, rank_key, request_extras, seed_hash
+from .connector_groups import FULL, WINDOW, unsupported, window_first_chunk
+from .keys import (ChainCache, Unkeyable, group_hash, lora_name, rank_key, request_extras,
+                   seed_hash)
 from .store import StoreDown
 
 EPOCH_REFRESH_S = 1.0  # how often a scheduler looks for a reset made by another engine
+EVENT_MEDIUM = "STORAGE"  # the medium of our KV events (vLLM's are "GPU", "CPU", "STORAGE")
 
 
 @dataclass
@@ -28,6 +31,7 @@ class LoadSpec:
 class SaveSpec:
     req_id: str
     chunks: list  # [(chain_hash, (block ids...))]
+    events: list = None  # KV events on: per chunk (parent chain hash or None, token ids)
 
 
 @dataclass
@@ -50,12 +54,56 @@ class _Lookup:
 class _Pending:
     """One request's lookup in flight on the lookup thread."""
 
-    __slots__ = ("keys", "epoch", "t0", "result", "done")
+    __slots__ = ("keys", "epoch", "t0", "result", "done", "nr", "c0")
 
-    def __init__(self, keys, epoch):
+    def __init__(self, keys, epoch, nr=1, c0=0):
         self.keys, self.epoch, self.t0 = keys, epoch, time.monotonic()
+        self.nr, self.c0 = nr, c0  # keys per chunk; the first chunk that may be loaded
         self.result = None  # list of bool, or None when the pool could not answer
         self.done = threading.Event()
+
+
+def lease_lookup(store, reqs, ttl_ms):
+    """The lookups of several requests, reqs = [(keys, nr, c0)] (nr keys per chunk, c0 the
+    first chunk that may load), as one LEASE: one round trip answers like exists and keeps
+    what it found in the pool until the worker's load ends the lease (or ttl_ms). Leases past
+    a request's first chunk that cannot load (and before c0: already local) end at once, in
+    one more call. A pool too old to lease gets a plain exists. A list of bools per request;
+    raises StoreDown."""
+    from .client import Status
+
+    keys = [k for ks, _, _ in reqs for k in ks]
+    if ttl_ms <= 0 or not keys:
+        ok = [bool(x) for x in store.call("exists", keys)] if keys else []
+    else:
+        st = store.call("lease", keys, ttl_ms)
+        if any(s == Status.ERROR for s in st):
+            ok = [bool(x) for x in store.call("exists", keys)]
+            ttl_ms = 0
+        else:
+            ok = [s == Status.OK for s in st]
+            down = [i for i, s in enumerate(st) if s == Status.UNREACHABLE]
+            if down:  # a lease asks a key's first replica only: exists tries the others
+                for i, x in zip(down, store.call("exists", [keys[i] for i in down])):
+                    ok[i] = bool(x)
+    out, end, i = [], [], 0
+    for ks, nr, c0 in reqs:
+        o = ok[i:i + len(ks)]
+        i += len(ks)
+        out.append(o)
+        if ttl_ms <= 0:
+            continue
+        c = c0
+        while (c + 1) * nr <= len(o) and all(o[c * nr:(c + 1) * nr]):
+            c += 1
+        end += [k for k, x in zip(ks[c * nr:], o[c * nr:]) if x]
+        end += [k for k, x in zip(ks[:c0 * nr], o[:c0 * nr]) if x]
+    if end:
+        try:
+            store.call("lease", end, 0)
+        except StoreDown:
+            pass
+    return out
 
 
 class _LookupThread:
@@ -63,8 +111,8 @@ class _LookupThread:
     `exists` call, and looks for a newer reset epoch every EPOCH_REFRESH_S, so the scheduler
     never waits on the pool."""
 
-    def __init__(self, store, probe_epoch):
-        self.store = store
+    def __init__(self, store, probe_epoch, lease_ms=0):
+        self.store, self.lease_ms = store, lease_ms
         self.probe_epoch = probe_epoch  # epoch -> newest epoch (raises StoreDown)
         self.epoch_seen = 0
         self.epoch_known = threading.Event()  # set after the first probe (even a failed one)
@@ -106,27 +154,25 @@ class _LookupThread:
                 self.epoch_known.set()
             if not batch:
                 continue
-            keys = [k for p in batch for k in p.keys]
             try:
-                st = self.store.call("exists", keys)
+                res = lease_lookup(self.store, [(p.keys, p.nr, p.c0) for p in batch],
+                                   self.lease_ms)
             except StoreDown:
-                st = None
-            i = 0
-            for p in batch:
-                if st is not None:
-                    p.result = st[i:i + len(p.keys)]
-                i += len(p.keys)
+                res = [None] * len(batch)
+            for p, r in zip(batch, res):
+                p.result = r
                 p.done.set()
 
 
 class _Req:
     __slots__ = ("req_id", "request", "chains", "block_ids", "next_save", "early", "load",
-                 "saved_any", "done", "keyable")
+                 "saved_any", "done", "keyable", "block_ids_g")
 
     def __init__(self, req_id, request, chains):
         self.req_id, self.request, self.chains = req_id, request, chains
         self.keyable = chains is not None  # False: never looked up nor saved
         self.block_ids = []
+        self.block_ids_g = [[]]  # per KV cache group (hybrid models); [0] is block_ids
         self.next_save = 0
         self.early = []
         self.load = None
@@ -141,6 +187,16 @@ def all_tokens(request):
     return t
 
 
+def _groups(block_ids, n):
+    """block_ids (a tuple with one list per group, or a flat list) as n lists."""
+    if block_ids is None:
+        return [[] for _ in range(n)]
+    if isinstance(block_ids, tuple) or (block_ids and isinstance(block_ids[0], (list, tuple))):
+        out = [list(x) for x in block_ids]
+        return out + [[] for _ in range(n - len(out))]
+    return [list(block_ids)] + [[] for _ in range(n - 1)]
+
+
 def _group0(block_ids):
     if block_ids is None:
         return []
@@ -150,7 +206,7 @@ def _group0(block_ids):
 
 
 class SchedulerSide:
-    def __init__(self, cfg, ident, geo, store, rec, warn, save_enabled=True):
+    def __init__(self, cfg, ident, geo, store, rec, warn, save_enabled=True, groups=None):
         self.cfg, self.ident, self.geo = cfg, ident, geo
         self.store, self.rec, self.warn = store, rec, warn
         self.cs = cfg.chunk_size
@@ -169,11 +225,22 @@ class SchedulerSide:
         self._pending = {}  # req_id -> _Pending (lookup_async)
         self._inline_left = cfg.lookup_inline_ms / 1e3  # this step's waiting budget
         self._lt = None
+        self.events_on = cfg.kv_events
+        # hybrid models: one block image per KV cache group (see connector_groups)
+        self.groups = groups
+        self.ng = len(groups) if groups else 1
+        self.kinds = [g.kind for g in groups] if groups else [FULL]
+        self.hma_off = unsupported(groups, self.bs) if groups else ""
+        if self.hma_off:
+            warn("hma", "openlake: hybrid model served without the pool (no hits, no saves): "
+                 "%s", self.hma_off)
+            self.save_enabled = False
+        self._events = []  # for take_events: the workers' (update_connector_output) and ours
 
     def _lookup_thread(self):
         if self._lt is None:
             self._lt_t0 = time.monotonic()
-            self._lt = _LookupThread(self.store, self._probe_epoch)
+            self._lt = _LookupThread(self.store, self._probe_epoch, self.cfg.lease_ms)
         return self._lt
 
     def close(self):
@@ -256,6 +323,10 @@ class SchedulerSide:
             seen = self.epoch
         n = max(seen, self.epoch) + 1
         self._new_epoch(n)
+        if self.events_on:  # every key this engine announced is unreachable now
+            from ._vllm_compat import kv_event
+
+            self._events.append(kv_event("AllBlocksCleared", medium=EVENT_MEDIUM))
         try:
             st = self.store.call("put", [self._epoch_key(n)], [struct.pack("<Qd", n, time.time())])
             ok = st and int(st[0]) == 0
@@ -289,19 +360,22 @@ class SchedulerSide:
         self._refresh_epoch()
         r = self._req(request)
         if (max_chunks <= 0 or num_computed >= max_chunks * self.cs or not r.keyable or
-                getattr(request, "skip_reading_prefix_cache", False)):
+                self.hma_off or getattr(request, "skip_reading_prefix_cache", False)):
             self._lookups[r.req_id] = _Lookup(num_computed, n, 0, [])
             return 0, False
         hashes = r.chains.upto(tokens, max_chunks)
-        keys = [rank_key(h, rk) for h in hashes for rk in self.ranks]
+        keys = [rank_key(group_hash(h, g), rk) for h in hashes for g in range(self.ng)
+                for rk in self.ranks]
+        nr = len(self.ranks) * self.ng
+        c0 = num_computed // self.cs
         if self.cfg.lookup_async:
-            st = self._async_exists(r.req_id, keys)
+            st = self._async_exists(r.req_id, keys, nr, c0)
             if st is None:
                 return None, False  # vLLM asks again at a later step
         else:
             t0 = time.perf_counter()
             try:
-                st = self.store.call("exists", keys)
+                st = lease_lookup(self.store, [(keys, nr, c0)], self.cfg.lease_ms)[0]
             except StoreDown:
                 st = False
             else:
@@ -311,23 +385,40 @@ class SchedulerSide:
             self._lookups[r.req_id] = _Lookup(num_computed, n, 0, [])
             return 0, False
         self.rec.add(lookups=1)
-        nr = len(self.ranks)
         present = [all(st[c * nr:(c + 1) * nr]) for c in range(max_chunks)]
-        c = num_computed // self.cs
-        while c < max_chunks and present[c]:
-            c += 1
+        c = self._best_prefix(st, c0, max_chunks)
         ext = max(0, c * self.cs - num_computed)
         if ext < max(self.cfg.min_hit_tokens, 1):
             ext = 0
         self._lookups[r.req_id] = _Lookup(num_computed, n, ext, present)
         return ext, bool(ext and self.cfg.load_async)
 
-    def _async_exists(self, rid, keys):
+    def _best_prefix(self, st, c0, max_chunks):
+        """The most chunks a prefix may load: every full-attention group's chunks from c0,
+        and each sliding-window group's chunks of the window before the prefix's end."""
+        R, G = len(self.ranks), self.ng
+
+        def has(c, g):
+            i = (c * G + g) * R
+            return all(st[i:i + R])
+
+        c = c0
+        while c < max_chunks and all(has(c, g) for g in range(G) if self.kinds[g] != WINDOW):
+            c += 1
+        while c > c0:
+            P = c * self.cs
+            if all(has(x, g) for g in range(G) if self.kinds[g] == WINDOW
+                   for x in range(max(c0, window_first_chunk(self.groups[g], P, self.cs)), c)):
+                break
+            c -= 1
+        return c
+
+    def _async_exists(self, rid, keys, nr=1, c0=0):
         """Statuses of keys, None while the lookup runs, False when it failed or a request
         waited lookup_wait_ms for it (then it is computed without the pool)."""
         p = self._pending.get(rid)
-        if p is None or p.keys != keys or p.epoch != self.epoch:
-            p = self._pending[rid] = _Pending(keys, self.epoch)
+        if p is None or p.keys != keys or p.epoch != self.epoch or p.c0 != c0:
+            p = self._pending[rid] = _Pending(keys, self.epoch, nr, c0)
             self._lookup_thread().submit(p)
         if not p.done.is_set() and self._inline_left > 0:
             t0 = time.perf_counter()
@@ -351,7 +442,8 @@ class SchedulerSide:
         r = self._req(request)
         lk = self._lookups.pop(r.req_id, None)
         ids = blocks.get_block_ids() if hasattr(blocks, "get_block_ids") else blocks
-        r.block_ids = _group0(ids)
+        r.block_ids_g = _groups(ids, self.ng)
+        r.block_ids = r.block_ids_g[0]
         local = lk.num_computed if lk else int(getattr(request, "num_computed_tokens", 0))
         n = len(all_tokens(request))
         r.load = None
@@ -382,8 +474,17 @@ class SchedulerSide:
         lb = local // self.bs
         chunks = []
         for c in range(first, end):
-            ids = tuple(r.block_ids[c * self.k:(c + 1) * self.k])
-            chunks.append((hashes[c], ids, max(0, lb - c * self.k)))
+            skip = max(0, lb - c * self.k)
+            if not self.groups:
+                ids = tuple(r.block_ids[c * self.k:(c + 1) * self.k])
+                chunks.append((hashes[c], ids, skip))
+                continue
+            for g in range(self.ng):  # chunk-major: a failed chunk fails what follows
+                if c < window_first_chunk(self.groups[g], local + ext, self.cs):
+                    continue  # out of the window: vLLM holds null blocks there
+                ids = tuple(r.block_ids_g[g][c * self.k:(c + 1) * self.k])
+                if len(ids) == self.k and 0 not in ids[skip:]:
+                    chunks.append((group_hash(hashes[c], g), ids, skip, g))
         return LoadSpec(r.req_id, chunks)
 
     # -- build_connector_meta
@@ -396,7 +497,8 @@ class SchedulerSide:
             r = self._reqs.get(nr.req_id)
             if r is None:
                 continue
-            r.block_ids = _group0(nr.block_ids)
+            r.block_ids_g = _groups(nr.block_ids, self.ng)
+            r.block_ids = r.block_ids_g[0]
             self._step(r, nr.num_computed_tokens + nst.get(nr.req_id, 0), plan)
         cached = so.scheduled_cached_reqs
         resumed = self._resumed(cached)
@@ -406,9 +508,11 @@ class SchedulerSide:
                 continue
             nb = cached.new_block_ids[i] if cached.new_block_ids else None
             if rid in resumed:
-                r.block_ids = _group0(nb)
+                r.block_ids_g = _groups(nb, self.ng)
             elif nb:
-                r.block_ids.extend(_group0(nb))
+                for g, add in enumerate(_groups(nb, self.ng)):
+                    r.block_ids_g[g].extend(add)
+            r.block_ids = r.block_ids_g[0]
             self._step(r, cached.num_computed_tokens[i] + nst.get(rid, 0), plan)
         for rid in so.finished_req_ids:
             self._reqs.pop(rid, None)
@@ -419,8 +523,9 @@ class SchedulerSide:
         plan.preempted = set(getattr(so, "preempted_req_ids", None) or ())
         if self.async_save:
             # a request that saved and is not scheduled now may have been preempted: its
-            # blocks can be reused in this step, so the workers finish queued saves first
-            plan.flush = bool(plan.preempted) or any(
+            # blocks can be reused in this step, so the workers finish queued saves first;
+            # a sliding-window group frees blocks that leave the window at every step
+            plan.flush = bool(plan.preempted) or WINDOW in self.kinds or any(
                 r.saved_any and not r.done and rid not in nst
                 for rid, r in self._reqs.items())
         return plan
@@ -451,9 +556,26 @@ class SchedulerSide:
         chunks = [c for c in chunks if (c + 1) * self.k <= len(r.block_ids)]
         if not chunks:
             return
-        hashes = r.chains.upto(all_tokens(req), max(chunks) + 1)
-        plan.saves.append(SaveSpec(r.req_id, [
-            (hashes[c], tuple(r.block_ids[c * self.k:(c + 1) * self.k])) for c in chunks]))
+        toks = all_tokens(req)
+        hashes = r.chains.upto(toks, max(chunks) + 1)
+        ents, evs = [], []
+        for c in chunks:
+            for g in range(self.ng):
+                ids = tuple(r.block_ids_g[g][c * self.k:(c + 1) * self.k])
+                if self.groups:
+                    if len(ids) < self.k or 0 in ids:
+                        continue  # a sliding window's null blocks: nothing to save
+                    ents.append((group_hash(hashes[c], g), ids, g))
+                else:
+                    ents.append((hashes[c], ids))
+                evs.append((hashes[c - 1] if c else None,
+                            list(toks[c * self.cs:(c + 1) * self.cs])) if g == 0 else None)
+        if not ents:
+            return
+        ss = SaveSpec(r.req_id, ents)
+        if self.events_on:
+            ss.events = evs
+        plan.saves.append(ss)
         r.saved_any = True
 
     # -- request_finished
@@ -464,3 +586,24 @@ class SchedulerSide:
         if self.async_save and r is not None and r.saved_any:
             return True, None
         return False, None
+
+    # -- update_connector_output / take_events
+    def connector_output(self, out):
+        bad = getattr(out, "invalid_block_ids", None)
+        if bad:
+            # a failed load: vLLM recomputes from the first bad block, and the workers did
+            # not save on top of it; save those chunks again once they are recomputed
+            for r in self._reqs.values():
+                for i, b in enumerate(r.block_ids):
+                    if b in bad:
+                        r.next_save = min(r.next_save, i // self.k)
+                        break
+        evs = getattr(out, "kv_cache_events", None)
+        if evs is not None and self.events_on:
+            get = getattr(evs, "get_all_events", None)
+            self._events.extend(get() if get is not None else evs)
+
+    def take_events(self):
+        out, self._events = self._events, []
+        return out
+

@@ -19,10 +19,13 @@ from .store import TRAILER_LEN, StoreDown, check_trailer, make_trailer
 class _Job:
     """One chunk of one request: its key, memory ranges and what to do after."""
 
-    __slots__ = ("req_id", "key", "ids", "skip", "ranges", "trailer", "keep", "stage")
+    __slots__ = ("req_id", "key", "ids", "skip", "ranges", "trailer", "keep", "stage", "h",
+                 "ev", "g")
 
-    def __init__(self, req_id, key, ids, skip=0):
+    def __init__(self, req_id, key, ids, skip=0, h=None, ev=None, g=0):
         self.req_id, self.key, self.ids, self.skip = req_id, key, ids, skip
+        self.g = g  # KV cache group (hybrid models): its layers and block ids
+        self.h, self.ev = h, ev  # chain hash; KV event data (parent hash, token ids)
         self.ranges, self.keep, self.stage = [], [], None
         self.trailer = ctypes.create_string_buffer(TRAILER_LEN)
 
@@ -31,7 +34,7 @@ class _Job:
 
 
 class WorkerSide:
-    def __init__(self, cfg, ident, geo, vllm_config, num_blocks, store, rec, warn):
+    def __init__(self, cfg, ident, geo, vllm_config, num_blocks, store, rec, warn, groups=None):
         self.cfg, self.ident, self.geo = cfg, ident, geo
         self.store, self.rec, self.warn = store, rec, warn
         self.num_blocks = num_blocks
@@ -40,6 +43,8 @@ class WorkerSide:
         self.key_rank = self.pp_rank * tp + (0 if geo.use_mla else self.tp_rank)
         self.saves_enabled = not (geo.use_mla and self.tp_rank != 0)
         self.kv = None
+        self.groups = groups  # connector_groups.Group list of a hybrid model, else None
+        self.kvs, self.payloads = [], []  # per group
         self.disabled = "no KV caches registered"
         self._invalid = set()
         self._failed_reqs = set()  # requests whose load failed in this step: no saves
@@ -50,6 +55,10 @@ class WorkerSide:
         self._saver = None
         self._loader = None
         self._recv_done = {}
+        self._loaded_keys = []  # their leases end after this step's forward
+        # KV events: one rank speaks for all (a chunk is there when every rank stored it)
+        self.events_on = cfg.kv_events and self.tp_rank == 0
+        self._events = []
         if cfg.async_save:
             self._saver = queue.Queue()
             self._thread = threading.Thread(target=self._save_loop, name="openlake-save",
@@ -58,25 +67,43 @@ class WorkerSide:
 
     # -- register_kv_caches
     def register(self, kv_caches):
-        try:
-            kv = PagedKV(kv_caches, self.num_blocks, self.geo.block_size)
-        except ValueError as e:
-            self.disabled = "unsupported KV cache: %s" % e
-            self.warn("register", "openlake: connector disabled: %s", self.disabled)
-            return
-        if (kv.family == "mla") != self.geo.use_mla:
+        if self.groups:  # hybrid: one PagedKV per group (groups may differ in shape)
+            from .connector_groups import unsupported
+
+            why = unsupported(self.groups, self.geo.block_size)
+            if why:  # the scheduler side neither loads nor saves: nothing to register
+                self.disabled = why
+                return
+            try:
+                kvs = [PagedKV({n: kv_caches[n] for n in g.layer_names}, self.num_blocks,
+                               self.geo.block_size) for g in self.groups]
+            except (KeyError, ValueError) as e:
+                self.disabled = "KV cache groups do not match the KV caches: %s" % e
+                self.warn("register", "openlake: connector disabled: %s", self.disabled)
+                return
+        else:
+            try:
+                kvs = [PagedKV(kv_caches, self.num_blocks, self.geo.block_size)]
+            except ValueError as e:
+                self.disabled = "unsupported KV cache: %s" % e
+                self.warn("register", "openlake: connector disabled: %s", self.disabled)
+                return
+        kv = kvs[0]
+        if any((k.family == "mla") != self.geo.use_mla for k in kvs):
             self.disabled = "KV layout %s does not match use_mla=%s" % (kv.layout,
                                                                         self.geo.use_mla)
             self.warn("register", "openlake: connector disabled: %s", self.disabled)
             return
-        self.kv = kv
-        self.disabled = ""
         self.chunk_blocks = self.cfg.chunk_size // self.geo.block_size
-        self.payload = kv.block_bytes * self.chunk_blocks
+        self.kv = kv
+        self.kvs = kvs
+        self.payloads = [k.block_bytes * self.chunk_blocks for k in kvs]
+        self.payload = self.payloads[0]
+        self.disabled = ""
 
     # -- memory of one chunk
     def _ranges(self, job, for_load):
-        kv = self.kv
+        kv, payload = self.kvs[job.g], self.payloads[job.g]
         if kv.zero_copy:
             if for_load and job.skip:
                 # blocks already local must not be written: send them to a scratch area
@@ -85,7 +112,7 @@ class WorkerSide:
                 base = ctypes.addressof(scratch)
                 per = {b: i for i, b in enumerate(job.ids[:job.skip])}
                 out = []
-                for (addr, n), b in zip(kv.iovs(job.ids), self._iov_blocks(job.ids)):
+                for (addr, n), b in zip(kv.iovs(job.ids), self._iov_blocks(kv, job.ids)):
                     if b in per:
                         out.append((base, n))
                         base += n
@@ -95,14 +122,15 @@ class WorkerSide:
             else:
                 job.ranges = kv.iovs(job.ids)
             return
-        stage = kv.pack(job.ids) if not for_load else kv.image_tensor(self.payload)
+        stage = kv.pack(job.ids) if not for_load else kv.image_tensor(payload)
         job.stage = stage
-        job.ranges = [(stage.data_ptr(), self.payload)]
+        job.ranges = [(stage.data_ptr(), payload)]
 
-    def _iov_blocks(self, ids):
+    @staticmethod
+    def _iov_blocks(kv, ids):
         """The block id of each iovec kv.iovs(ids) returns, in order."""
         out = []
-        for t, lay in zip(self.kv.tensors, self.kv.layouts):
+        for t, lay in zip(kv.tensors, kv.layouts):
             segs = 1 if lay.block_dim == 0 else t.shape[0]
             for b in ids:
                 out.extend([b] * segs)
@@ -127,8 +155,9 @@ class WorkerSide:
             return
         jobs = []
         for ls in loads:
-            for h, ids, skip in ls.chunks:
-                j = _Job(ls.req_id, rank_key(h, self.key_rank), ids, skip)
+            for h, ids, skip, *g in ls.chunks:
+                j = _Job(ls.req_id, rank_key(h, self.key_rank), ids, skip, h, None,
+                         g[0] if g else 0)
                 self._ranges(j, True)
                 jobs.append(j)
         t0 = time.perf_counter()
@@ -138,6 +167,9 @@ class WorkerSide:
             st, lens = [None] * len(jobs), [0] * len(jobs)
         self.rec.observe("load_ms", (time.perf_counter() - t0) * 1e3)
         self._finish_loads(loads, jobs, st, lens, invalid, failed)
+        if self.cfg.lease_ms:
+            with self._lock:
+                self._loaded_keys += [j.key for j in jobs]
 
     def _finish_loads(self, loads, jobs, st, lens, invalid, failed):
         i = 0
@@ -147,6 +179,8 @@ class WorkerSide:
                 j = jobs[i]
                 i += 1
                 why = self._check_load(j, st[i - 1], lens[i - 1])
+                if why == "miss" and self.events_on and j.g == 0:  # the pool no longer has it
+                    self._event("BlockRemoved", block_hashes=[j.h])
                 if why and bad_from is None:
                     bad_from = c
                     self.warn("load", "openlake: load of request %s chunk failed (%s): "
@@ -155,9 +189,9 @@ class WorkerSide:
                     self.rec.add(load_failures=1, corrupt_blocks=int(bad))
                 if bad_from is None:
                     if j.stage is not None:
-                        self.kv.unpack(j.ids[j.skip:], self._slice(j))
+                        self.kvs[j.g].unpack(j.ids[j.skip:], self._slice(j))
                     n = len(j.ids) - j.skip
-                    self.rec.add(blocks_loaded=n, bytes_loaded=n * self.kv.block_bytes)
+                    self.rec.add(blocks_loaded=n, bytes_loaded=n * self.kvs[j.g].block_bytes)
             if bad_from is not None:
                 self._fail_request(ls.chunks, bad_from, invalid)
                 failed.add(ls.req_id)
@@ -165,8 +199,8 @@ class WorkerSide:
 
     def _slice(self, j):
         if not j.skip:
-            return j.stage[:self.payload]
-        return _skip_image(self.kv, j.stage, j.skip, len(j.ids))
+            return j.stage[:self.payloads[j.g]]
+        return _skip_image(self.kvs[j.g], j.stage, j.skip, len(j.ids))
 
     def _check_load(self, j, status, n):
         from .client import Status
@@ -175,14 +209,15 @@ class WorkerSide:
             return "pool unreachable"
         if status != Status.OK:
             return str(status)
-        if n != self.payload + TRAILER_LEN:
-            return "size %d, expected %d" % (n, self.payload + TRAILER_LEN)
-        why = check_trailer(j.trailer.raw, j.key, j.ranges, self.payload, self.cfg.verify)
+        payload = self.payloads[j.g]
+        if n != payload + TRAILER_LEN:
+            return "size %d, expected %d" % (n, payload + TRAILER_LEN)
+        why = check_trailer(j.trailer.raw, j.key, j.ranges, payload, self.cfg.verify)
         return ("bad block: " + why) if why else ""
 
     @staticmethod
     def _fail_request(chunks, first, invalid):
-        for h, ids, skip in chunks[first:]:
+        for h, ids, skip, *g in chunks[first:]:
             invalid.update(ids[skip:])
 
     # -- async loads: one thread; a request is reported in finished_recving with its errors
@@ -220,15 +255,29 @@ class WorkerSide:
         return out
 
     # -- wait_for_save
+    def end_leases(self):
+        """The scheduler leased the blocks it reported; once loaded they may go (after the
+        forward: off the load's critical path). A lease not ended here expires."""
+        with self._lock:
+            keys, self._loaded_keys = self._loaded_keys, []
+        if keys:
+            try:
+                self.store.call("lease", keys, 0)
+            except StoreDown:
+                pass
+
     def save(self, plan):
+        self.end_leases()
         failed, self._failed_reqs = self._failed_reqs, set()
         for ss in plan.saves:
             self._seen_save.add(ss.req_id)
         if not plan.saves or self.disabled or not self.saves_enabled:
             return
         # K/V computed on top of a failed load is not saved (it is recomputed next step)
-        jobs = [_Job(ss.req_id, rank_key(h, self.key_rank), ids)
-                for ss in plan.saves if ss.req_id not in failed for h, ids in ss.chunks]
+        jobs = [_Job(ss.req_id, rank_key(h, self.key_rank), ids, 0, h,
+                     ss.events[i] if self.events_on and ss.events else None, g[0] if g else 0)
+                for ss in plan.saves if ss.req_id not in failed
+                for i, (h, ids, *g) in enumerate(ss.chunks)]
         for j in jobs:  # staged tensors are copied out now; zero-copy ranges are addresses
             self._ranges(j, False)
         if self._saver is None:
@@ -245,16 +294,42 @@ class WorkerSide:
         try:
             if self.cfg.save_check_exists and jobs:
                 have = self.store.call("exists", [j.key for j in jobs])
+                self._stored_events([j for j, h in zip(jobs, have) if h])
                 jobs = [j for j, h in zip(jobs, have) if not h]
             for j in jobs:
-                j.trailer.raw = make_trailer(j.key, j.ranges, self.payload, self.cfg.verify)
+                j.trailer.raw = make_trailer(j.key, j.ranges, self.payloads[j.g],
+                                             self.cfg.verify)
             st = self.store.call("put_iov", [j.key for j in jobs], [j.iovs() for j in jobs]) \
                 if jobs else []
         except StoreDown:
             self.rec.add(save_failures=len(jobs))
             return
         self.rec.observe("save_ms", (time.perf_counter() - t0) * 1e3)
-        self._count_saves(st)
+        self._count_saves(st, jobs)
+        from .client import Status
+
+        self._stored_events([j for j, s in zip(jobs, st) if s in (Status.OK, Status.EXISTS)])
+
+    # -- KV events (BlockStored for what the pool holds, BlockRemoved for what it lost)
+    def _event(self, kind, **fields):
+        from ._vllm_compat import kv_event
+        from .connector_sched import EVENT_MEDIUM
+
+        with self._lock:
+            self._events.append(kv_event(kind, medium=EVENT_MEDIUM, **fields))
+
+    def _stored_events(self, jobs):
+        for j in jobs:
+            if j.ev is not None:
+                parent, toks = j.ev
+                self._event("BlockStored", block_hashes=[j.h], parent_block_hash=parent,
+                            token_ids=toks, block_size=len(toks), lora_id=None)
+
+    def take_events(self):
+        """This step's events (get_kv_connector_kv_cache_events), or None."""
+        with self._lock:
+            out, self._events = self._events, []
+        return out or None
 
     # -- async saves: one thread; requests keep their blocks until their saves are done
     def _save_loop(self):
@@ -282,6 +357,15 @@ class WorkerSide:
         if self._saver is not None:
             self._saver.join()
 
+    def transfer_results(self, finished_req_ids):
+        """(finished_sending, finished_recving, failed_recving): a failed async load is in
+        both of the last two (the request leaves WAITING_FOR_REMOTE_KVS and recomputes from
+        its first bad block, reported by get_block_ids_with_load_errors)."""
+        with self._lock:
+            failed = {r for r, bad in self._recv_done.items() if bad}
+        send, recv = self.finished(finished_req_ids)
+        return send, recv, failed & set(recv or ())
+
     def finished(self, finished_req_ids):
         """(finished_sending, None): finished requests whose saves are all done."""
         recv = self._take_recv()
@@ -308,13 +392,14 @@ class WorkerSide:
             self._thread.join(10)
             self._saver = None
 
-    def _count_saves(self, st):
+    def _count_saves(self, st, jobs):
         from .client import Status
 
-        ok = sum(1 for s in st if s in (Status.OK, Status.EXISTS))
+        okj = [j for j, s in zip(jobs, st) if s in (Status.OK, Status.EXISTS)]
+        ok = len(okj)
         bad = [s for s in st if s not in (Status.OK, Status.EXISTS)]
         self.rec.add(saves=1, blocks_saved=ok * self.chunk_blocks,
-                     bytes_saved=ok * self.payload, save_failures=len(bad))
+                     bytes_saved=sum(self.payloads[j.g] for j in okj), save_failures=len(bad))
         if bad:
             self.warn("save", "openlake: %d chunk save(s) not stored (%s)", len(bad),
                       ", ".join(sorted({str(s) for s in bad})))

@@ -195,6 +195,15 @@ def rank_key(chain_hash, rank):
     return hashlib.sha256(chain_hash + b"rank" + struct.pack("<I", int(rank))).digest()
 
 
+def group_hash(chain_hash, group):
+    """The chain hash of a chunk in KV cache group `group` (hybrid models keep one block
+    image per group; group 0 keeps the plain hash, so single-group keys never change)."""
+    if not group:
+        return chain_hash
+    return hashlib.sha256(b"openlake-kv/1\0group\0" + chain_hash +
+                          struct.pack("<I", int(group))).digest()[:len(chain_hash)]
+
+
 class ChainCache:
     """Incremental chain hashes for one request (tokens only grow, chunks never change)."""
 

@@ -15,6 +15,7 @@ import logging
 
 from . import _lib, _vllm_compat
 from .connector_config import ConnectorConfig, geometry, identity
+from .connector_groups import kv_groups
 from .connector_sched import LoadSpec, SaveSpec, SchedulerSide, StepPlan  # noqa: F401
 from .connector_worker import WorkerSide
 from .metrics import Publisher, RateLimitedLog, Recorder, empty_data, merge_into, reduce_data
@@ -24,6 +25,7 @@ LOG = logging.getLogger("openlake_client.connector")
 
 _Base, _Meta, KVConnectorRole, _StatsBase, HAVE_VLLM = _vllm_compat.load()
 KVConnectorBase_V1 = _Base
+_SupportsHMA = _vllm_compat.supports_hma_class()
 
 
 class OpenLakeConnectorMetadata(_Meta):
@@ -67,6 +69,40 @@ class OpenLakeStats(_StatsBase):
             not any(sum(v) for v in self.data.values() if isinstance(v, list))
 
 
+class OpenLakeKVEvents:
+    """The workers' KV events of one step (get_kv_connector_kv_cache_events), the same surface
+    as vLLM's KVConnectorKVEvents: aggregated across workers, read by the scheduler-side
+    connector in update_connector_output and published through take_events. Picklable."""
+
+    def __init__(self, events=None, num_workers=1):
+        self.events = list(events or [])
+        self.num_workers = num_workers
+
+    def add_events(self, events):
+        self.events.extend(events)
+
+    def aggregate(self, other):
+        if other is not None:
+            self.events.extend(other.get_all_events())
+            self.num_workers += other.get_number_of_workers()
+        return self
+
+    def increment_workers(self, count=1):
+        self.num_workers += count
+
+    def get_number_of_workers(self):
+        return self.num_workers
+
+    def get_all_events(self):
+        return list(self.events)
+
+    def clear_events(self):
+        self.events = []
+
+    def __repr__(self):
+        return "OpenLakeKVEvents(%d events)" % len(self.events)
+
+
 def _extra_config(vllm_config):
     ktc = vllm_config.kv_transfer_config
     extra = getattr(ktc, "kv_connector_extra_config", None)
@@ -81,7 +117,7 @@ def _num_blocks(vllm_config, kv_cache_config):
     return int(n) if n else None
 
 
-class OpenLakeConnector(_Base):
+class OpenLakeConnector(_Base, _SupportsHMA):
     def __init__(self, vllm_config, role, kv_cache_config=None):
         if _vllm_compat.base_takes_kv_cache_config(_Base):
             super().__init__(vllm_config, role, kv_cache_config)
@@ -91,24 +127,28 @@ class OpenLakeConnector(_Base):
         geo = geometry(vllm_config)
         cfg = ConnectorConfig.from_extra(_extra_config(vllm_config), geo.block_size,
                                          library_has_codec=_lib.has_codec())
+        if _extra_config(vllm_config).get("kv_events") is None:  # follow vLLM's setting
+            kec = getattr(vllm_config, "kv_events_config", None)
+            cfg.kv_events = bool(getattr(kec, "enable_kv_cache_events", False))
         self.ol_config, self.ol_geometry = cfg, geo
         self.ol_identity = identity(vllm_config, cfg, geo)
         self._warn = RateLimitedLog(LOG, cfg.log_interval_s)
         self._rec = Recorder()
         self._store = Store(cfg, self._warn)
+        groups = kv_groups(kv_cache_config)  # hybrid models: several KV cache groups
         is_sched = _vllm_compat.is_scheduler(role)
         ktc = vllm_config.kv_transfer_config
         save = getattr(ktc, "kv_role", "kv_both") != "kv_consumer"
         if is_sched:
             self._sched = SchedulerSide(cfg, self.ol_identity, geo, self._store, self._rec,
-                                        self._warn, save_enabled=save)
+                                        self._warn, save_enabled=save, groups=groups)
             self._worker = None
             tag = "scheduler"
         else:
             self._sched = None
             self._worker = WorkerSide(cfg, self.ol_identity, geo, vllm_config,
                                       _num_blocks(vllm_config, kv_cache_config), self._store,
-                                      self._rec, self._warn)
+                                      self._rec, self._warn, groups)
             tag = "worker%d" % self._worker.tp_rank
         self._pub = Publisher(tag, cfg.metrics_interval_s, cfg.metrics_dir or None)
 
@@ -131,11 +171,18 @@ class OpenLakeConnector(_Base):
     def request_finished(self, request, block_ids):
         return self._sched.finished(request, block_ids)
 
+    def request_finished_all_groups(self, request, block_ids):
+        """SupportsHMA: block_ids has one list per KV cache group."""
+        return self._sched.finished(request, block_ids)
+
     def update_connector_output(self, connector_output):
-        return None
+        self._sched.connector_output(connector_output)
 
     def take_events(self):
-        return ()
+        """BlockStored for every chunk the workers stored (or found stored), BlockRemoved
+        for every chunk a load found gone, AllBlocksCleared after reset_cache. Evictions in
+        the pool are not reported: the pool does not tell its clients."""
+        return self._sched.take_events() if self._sched is not None else ()
 
     def reset_cache(self):
         """Invalidate everything this model's engines stored (O(1): a new key epoch)."""
@@ -163,13 +210,31 @@ class OpenLakeConnector(_Base):
     def get_finished(self, finished_req_ids):
         return self._worker.finished(finished_req_ids)
 
+    def get_transfer_results(self, finished_req_ids):
+        """Newest mixin: get_finished plus failed_recving (failed async loads, which are also
+        in finished_recving so that they leave WAITING_FOR_REMOTE_KVS)."""
+        send, recv, failed = self._worker.transfer_results(finished_req_ids)
+        return _vllm_compat.make_transfer_results(send, recv, failed)
+
+    def get_kv_connector_kv_cache_events(self):
+        evs = self._worker.take_events() if self._worker is not None else None
+        return OpenLakeKVEvents(evs) if evs else None
+
     def get_block_ids_with_load_errors(self):
         return self._worker.take_invalid() if self._worker is not None else set()
 
-    def handle_preemptions(self, *args, **kwargs):
-        """Preempted requests' blocks may be reused in this step: finish queued saves."""
-        if self._worker is not None:
-            self._worker.flush()
+    def handle_preemptions(self, preempted=None, *args, **kwargs):
+        """Preempted requests' blocks may be reused in this step: finish queued saves. The
+        argument is the preempted ids (middle era) or this step's metadata (newest mixin, which
+        calls it every step)."""
+        if self._worker is None:
+            return
+        if isinstance(preempted, OpenLakeConnectorMetadata):
+            if not (preempted.preempted or preempted.flush):
+                return
+        elif preempted is not None and not preempted:
+            return
+        self._worker.flush()
 
     # ------------------------------------------------------------ both
     def get_kv_connector_stats(self):

@@ -160,6 +160,9 @@ static const struct cfg_key keys[] = {
     {"cluster.secret", T_STR, F(cluster_secret), "", 0, 0, 0, 0, 1,
      "shared secret of the node plane (every frame carries an HMAC-SHA256 keyed by it); the "
      "plane serves rpc_addr only when it is set, and every node needs the same one"},
+    {"cluster.plane_only_drives", T_U32, F(cluster_plane_only_drives), "0", 0, 64, 0, 0, 0,
+     "the last this many data_dirs are served only over the node plane (drives of a set led "
+     "by another process), never opened by this node's own store"},
     {"cluster.plane_threads", T_U32, F(cluster_plane_threads), "2", 1, 64, 0, 0, 0,
      "node plane: event-loop threads (one io_uring each) serving rpc_addr"},
     {"cluster.plane_window", T_SIZE, F(cluster_plane_window), "8MiB", 65536, 1073741824, 0, 0, 0,
@@ -173,6 +176,12 @@ static const struct cfg_key keys[] = {
      "seconds between two scans of the buckets that have lifecycle rules"},
     {"s3.lifecycle_ops_per_sec", T_U32, F(s3_lc_ops_per_sec), "1000", 0, 1000000, 0, 0, 0,
      "lifecycle scanner I/O cap: versions read plus actions taken per second (0 = no cap)"},
+    {"s3.sse_master_key_file", T_STR, F(s3_sse_master_key_file), "", 0, 0, 0, 0, 0,
+     "SSE-S3 master key file: exactly 32 bytes, or 64 hex digits, or the base64 of 32 bytes "
+     "(a trailing newline is allowed); \"\" = SSE-S3 off (requests for it are refused)"},
+    {"s3.sse_c_allow_http", T_BOOL, F(s3_sse_c_allow_http), "false", 0, 0, 0, 0, 0,
+     "accept SSE-C (customer keys in headers) over plain HTTP; AWS refuses it (the key would "
+     "cross the network in clear): keep false unless clients are on loopback"},
     {"s3_tls.cert_path", T_STR, F(s3_tls.cert_path), "", 0, 0, 0, 0, 0, "S3 TLS certificate"},
     {"s3_tls.key_path", T_STR, F(s3_tls.key_path), "", 0, 0, 0, 0, 0, "S3 TLS key"},
     {"s3_tls.client_ca", T_STR, F(s3_tls.client_ca), "", 0, 0, 0, 0, 0, "S3 TLS client CA"},
@@ -894,11 +903,20 @@ ol_config_validate(struct ol_config *cfg, char *err, size_t errlen)
 			 n, total, total);
 		return -EINVAL;
 	}
-	if (!spans && (n > cfg->n_data_dirs || cfg->n_data_dirs % n)) {
+	if (cfg->cluster_plane_only_drives >= cfg->n_data_dirs) {
 		snprintf(err, errlen,
-			 "set_drive_count = %u must divide the number of data_dirs (%u); set it to "
-			 "%u or list more drives",
-			 n, cfg->n_data_dirs, cfg->n_data_dirs);
+			 "[cluster] plane_only_drives = %u leaves none of the %u data_dirs to this "
+			 "node's store; it must be below %u",
+			 cfg->cluster_plane_only_drives, cfg->n_data_dirs, cfg->n_data_dirs);
+		return -EINVAL;
+	}
+	unsigned own = cfg->n_data_dirs - cfg->cluster_plane_only_drives;
+	if (!spans && (n > own || own % n)) {
+		snprintf(err, errlen,
+			 "set_drive_count = %u must divide the number of data_dirs (%u%s): the "
+			 "drives form erasure sets of %u; set it to a divisor of %u or list more "
+			 "drives",
+			 n, own, cfg->cluster_plane_only_drives ? " not plane_only" : "", n, own);
 		return -EINVAL;
 	}
 	if (n > 1 && (p < 1 || p > n / 2)) {

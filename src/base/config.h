@@ -133,11 +133,16 @@ struct ol_config {
 	unsigned cluster_plane_threads;	  /* node plane loop threads */
 	uint64_t cluster_plane_window;	  /* credit window granted to each peer, bytes */
 	uint64_t cluster_plane_max_frame; /* largest frame payload accepted */
+	/* [cluster] plane_only_drives: the last this many data_dirs are the node plane's alone */
+	unsigned cluster_plane_only_drives;
 
 	/* [s3] lifecycle scanner */
 	unsigned s3_lc_day_secs;      /* [s3] lifecycle_day_secs: a lifecycle "day" (tests: 1) */
 	unsigned s3_lc_interval_secs; /* [s3] lifecycle_interval_secs between scans */
 	unsigned s3_lc_ops_per_sec; /* [s3] lifecycle_ops_per_sec: entries + actions (0: no cap) */
+	/* [s3] server-side encryption (s3/sse.c) */
+	char s3_sse_master_key_file[OL_CFG_STR]; /* SSE-S3 master key: 32 bytes, raw/hex/base64 */
+	bool s3_sse_c_allow_http;		 /* SSE-C over plain HTTP (tests, loopback) */
 
 	/* set by the loader */
 	char source[OL_CFG_STR]; /* file name or "<embedded default>" */

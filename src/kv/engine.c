@@ -1365,8 +1365,13 @@ ol_kve_exists(struct ol_kve *e, const struct ol_kvk *k, uint64_t *len)
 	struct kstripe *st = stripe_of(e, h);
 	pthread_mutex_lock(&st->mu);
 	struct ent *x = ht_find(st, k, h);
-	if (x)
+	if (x) {
 		*len = x->len;
+		if (x->in_lru) { /* a lookup is a use: a block about to be loaded stays */
+			lru_remove(st, x);
+			lru_append(e, st, x);
+		}
+	}
 	pthread_mutex_unlock(&st->mu);
 	return x ? OL_KV_OK : OL_KV_MISS;
 }

@@ -136,7 +136,8 @@ bool ol_kve_nvme_only(struct ol_kve *e, const struct ol_kvk *k);
  * tombstone); strict, also ol_kve_alloc and ol_kve_commit. */
 bool ol_kve_has_spill(const struct ol_kve *e);
 bool ol_kve_strict(const struct ol_kve *e);
-/* OL_KV_OK (*len set) or OL_KV_MISS. Does not refresh LRU. */
+/* OL_KV_OK (*len set) or OL_KV_MISS. Refreshes LRU (a DRAM entry becomes the newest): a
+ * lookup before a load keeps the block it found. */
 int ol_kve_exists(struct ol_kve *e, const struct ol_kvk *k, uint64_t *len);
 /* OL_KV_OK or OL_KV_MISS. */
 int ol_kve_delete(struct ol_kve *e, const struct ol_kvk *k);

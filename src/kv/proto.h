@@ -33,21 +33,23 @@ enum ol_kvp_op {
 	OL_KVP_COMMIT = 8,
 	OL_KVP_LOOKUP = 9,
 	OL_KVP_RELEASE = 10,
-	OL_KVP_AUTH = 11, /* HELLO version 2: body = mac[32] (see ol_kvp_auth_msg) */
-	OL_KVP_VIEW = 12, /* the pool's live members (WELCOME flag OL_KVP_WELCOME_VIEW) */
-	OL_KVP_OP_MAX = 12
+	OL_KVP_AUTH = 11,  /* HELLO version 2: body = mac[32] (see ol_kvp_auth_msg) */
+	OL_KVP_VIEW = 12,  /* the pool's live members (WELCOME flag OL_KVP_WELCOME_VIEW) */
+	OL_KVP_LEASE = 13, /* entry len = ttl ms (0: end the lease); WELCOME flag LEASE */
+	OL_KVP_OP_MAX = 13
 };
 
 #define OL_KVP_F_NOREPLY 0x01 /* request: send no reply (RELEASE only) */
 #define OL_KVP_F_REPLY	 0x80 /* set on every reply */
 
-#define OL_KVP_HELLO_LOCAL  0x1 /* request: wants the shm path; reply: granted */
-#define OL_KVP_HELLO_TOKEN  0x2 /* request: has a token and will AUTH */
-#define OL_KVP_HELLO_V2	    2	/* HELLO body version with access control (WELCOME v2) */
-#define OL_KVP_WELCOME_VIEW 0x2 /* reply: the server answers VIEW and tags reply entries */
-#define OL_KVP_NONCE	    32
-#define OL_KVP_MAC	    32 /* HMAC-SHA256 */
-#define OL_KVP_AUTH_MSG	    (16 + OL_KVP_NONCE + OL_KVP_MAX_NS)
+#define OL_KVP_HELLO_LOCAL   0x1 /* request: wants the shm path; reply: granted */
+#define OL_KVP_HELLO_TOKEN   0x2 /* request: has a token and will AUTH */
+#define OL_KVP_HELLO_V2	     2	 /* HELLO body version with access control (WELCOME v2) */
+#define OL_KVP_WELCOME_VIEW  0x2 /* reply: the server answers VIEW and tags reply entries */
+#define OL_KVP_WELCOME_LEASE 0x4 /* reply: the server answers LEASE (older ones close on it) */
+#define OL_KVP_NONCE	     32
+#define OL_KVP_MAC	     32 /* HMAC-SHA256 */
+#define OL_KVP_AUTH_MSG	     (16 + OL_KVP_NONCE + OL_KVP_MAX_NS)
 
 struct ol_kvp_hdr {
 	uint32_t magic;
@@ -62,7 +64,8 @@ struct ol_kvp_hdr {
 
 struct ol_kvp_req_ent {
 	uint8_t key[OL_KVP_KEY];
-	uint64_t len; /* PUT/ALLOC: value size; GET: receive capacity; COMMIT: value size */
+	uint64_t len; /* PUT/ALLOC: value size; GET: receive capacity; COMMIT: value size;
+			 LEASE: the lease's ttl in ms (0 = end it) */
 	uint64_t off; /* COMMIT/RELEASE: slot offset in the shm */
 	uint64_t seq; /* COMMIT/RELEASE: slot sequence */
 };

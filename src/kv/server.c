@@ -278,8 +278,8 @@ do_hello(struct conn *c, const struct ol_kvp_hdr *h, const uint8_t *body)
 	bool same_host = hl > 0 && hi.host_len == hl && memcmp(hi.host, s->host_id, hl) == 0;
 	if (getrandom(c->nonce, sizeof(c->nonce), 0) != sizeof(c->nonce))
 		return -EIO;
-	struct ol_kvp_welcome w = {.flags =
-				       (c->local ? OL_KVP_HELLO_LOCAL : 0) | OL_KVP_WELCOME_VIEW,
+	struct ol_kvp_welcome w = {.flags = (c->local ? OL_KVP_HELLO_LOCAL : 0) |
+					    OL_KVP_WELCOME_VIEW | OL_KVP_WELCOME_LEASE,
 				   .max_batch = s->lim.max_batch,
 				   .max_block = ol_kve_max_block(s->eng),
 				   .shm_size = ol_kve_shm_size(s->eng),
@@ -321,7 +321,7 @@ do_auth(struct conn *c, const uint8_t *mac)
 	return 0;
 }
 
-/* One entry of EXISTS, DELETE, ALLOC, LOOKUP or COMMIT. */
+/* One entry of EXISTS, DELETE, ALLOC, LOOKUP, LEASE or COMMIT. */
 static void
 simple_one(struct conn *c, uint8_t op, uint32_t i, const struct ol_kvp_req_ent *e)
 {
@@ -336,6 +336,9 @@ simple_one(struct conn *c, uint8_t op, uint32_t i, const struct ol_kvp_req_ent *
 		break;
 	case OL_KVP_DELETE:
 		st = ol_kve_delete(c->s->eng, &k);
+		break;
+	case OL_KVP_LEASE:
+		st = kvl_lease(&c->s->leases, c->s->eng, &k, e->len, now_ms(), &len);
 		break;
 	case OL_KVP_ALLOC:
 		st = pin_room(c) ? ol_kve_alloc(c->s->eng, &k, e->len, &sl) : OL_KV_FULL;
@@ -452,6 +455,7 @@ kvs_may_block(struct conn *c, const struct ol_kvp_hdr *h, const uint8_t *body)
 	case OL_KVP_COMMIT:
 		return ol_kve_strict(e); /* waits for the write-behind */
 	case OL_KVP_LOOKUP:
+	case OL_KVP_LEASE:
 		for (uint32_t i = 0; ol_kve_has_spill(e) && i < h->count; i++) {
 			struct ol_kvp_req_ent re;
 			struct ol_kvk k;
@@ -905,6 +909,9 @@ reaper_main(void *arg)
 		uint64_t now = now_ms();
 		for (struct conn *c = s->conns; c && !atomic_load(&s->stop); c = c->next)
 			n += pins_expire(c, now);
+		unsigned nl = kvl_expire(&s->leases, s->eng, now);
+		if (nl)
+			ol_debug("kv: %u leases ended by their ttl", nl);
 		if (n)
 			ol_info(
 			    "kv: dropped %u pins/reservations older than reserve_ttl_secs = %llu",
@@ -1152,6 +1159,8 @@ limits_init(struct ol_kv_server *s, const struct ol_config *cfg)
 	s->max_pins_conn = cfg->kv_max_pins_per_conn ? cfg->kv_max_pins_per_conn : 16384;
 	s->max_pins = cfg->kv_max_pins ? cfg->kv_max_pins : (1u << 20);
 	s->ttl_ms = (uint64_t)(cfg->kv_reserve_ttl_secs ? cfg->kv_reserve_ttl_secs : 60) * 1000;
+	/* a lease lives at most reserve_ttl_secs; a namespace holds at most a connection's pins */
+	kvl_leases_init(&s->leases, s->ttl_ms, s->max_pins_conn);
 }
 
 /* A pool that listens beyond loopback without a secret serves anyone who can reach it. */
@@ -1251,6 +1260,7 @@ fail:
 		close(s->ufd);
 		unlink(s->upath);
 	}
+	kvl_leases_fini(&s->leases, s->eng);
 	ol_kve_close(s->eng);
 	ol_tls_free(s->tls);
 	if (s->view.view)
@@ -1285,6 +1295,7 @@ ol_kv_server_stop(struct ol_kv_server *s)
 	pthread_mutex_unlock(&s->mu);
 	kvl_stop(s); /* no connection left on the loops: stop them (and their accepts) */
 	kvs_refused_flush(s, true);
+	kvl_leases_fini(&s->leases, s->eng);
 	close(s->lfd);
 	if (s->ufd >= 0) {
 		close(s->ufd);

@@ -18,6 +18,7 @@
 #include "io/loop.h"
 #include "kv/access.h"
 #include "kv/engine.h"
+#include "kv/lease.h"
 #include "kv/proto.h"
 #include "kv/view.h"
 
@@ -54,6 +55,7 @@ struct ol_kv_server {
 	unsigned max_conns, max_per_addr, max_pins_conn, max_pins;
 	uint64_t ttl_ms; /* [kv_slab] reserve_ttl_secs: pins and reservations older are dropped */
 	atomic_uint_fast64_t n_pins;
+	struct kvl_leases leases; /* LEASE: pins by (namespace, key), ended by ttl or LEASE 0 */
 	atomic_uint_fast64_t last_log_ms, quiet; /* rate-limited refusal log */
 	struct {
 		int fd;

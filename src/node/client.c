@@ -326,6 +326,7 @@ ol_node_hello(struct ol_node_client *c, int deadline_ms, struct ol_node_peer_inf
 int
 ol_node_ping(struct ol_node_client *c, int deadline_ms, uint64_t *rtt_ns)
 {
+	ol_node_fault_hold(OL_NODE_PING);
 	int rc = begin(c, deadline_ms);
 	uint64_t t0 = ol_io_now_ns();
 	struct ol_node_hdr rh;
@@ -351,6 +352,7 @@ int
 ol_node_stat(struct ol_node_client *c, unsigned drive, const char *name, int deadline_ms,
 	     uint64_t *size)
 {
+	ol_node_fault_hold(OL_NODE_STAT);
 	int rc = begin(c, deadline_ms);
 	struct ol_node_hdr rh;
 	if (rc)
@@ -371,6 +373,7 @@ int
 ol_node_shard_rename(struct ol_node_client *c, unsigned drive, const char *from, const char *to,
 		     int deadline_ms)
 {
+	ol_node_fault_hold(OL_NODE_SHARD_RENAME);
 	int rc = begin(c, deadline_ms);
 	struct ol_node_hdr rh;
 	if (rc)
@@ -384,6 +387,7 @@ ol_node_shard_rename(struct ol_node_client *c, unsigned drive, const char *from,
 int
 ol_node_shard_unlink(struct ol_node_client *c, unsigned drive, const char *name, int deadline_ms)
 {
+	ol_node_fault_hold(OL_NODE_SHARD_UNLINK);
 	int rc = begin(c, deadline_ms);
 	struct ol_node_hdr rh;
 	if (rc)
@@ -429,6 +433,7 @@ int
 ol_node_shard_write(struct ol_node_client *c, unsigned drive, const char *name, ol_node_src_fn src,
 		    void *arg, int deadline_ms, uint64_t *written)
 {
+	ol_node_fault_hold(OL_NODE_SHARD_WRITE);
 	int rc = begin(c, deadline_ms);
 	if (rc)
 		return end_call(c, rc);
@@ -461,6 +466,7 @@ ol_node_shard_read(struct ol_node_client *c, unsigned drive, const char *name, u
 		   uint64_t len, ol_node_sink_fn sink, void *arg, int deadline_ms, uint64_t *got)
 {
 	uint64_t total = 0;
+	ol_node_fault_hold(OL_NODE_SHARD_READ);
 	int rc = begin(c, deadline_ms);
 	if (rc)
 		return end_call(c, rc);
@@ -510,6 +516,7 @@ int
 ol_node_call(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int niov,
 	     int deadline_ms, const uint8_t **reply, size_t *rlen)
 {
+	ol_node_fault_hold(op);
 	int rc = begin(c, deadline_ms);
 	struct ol_node_hdr rh;
 	if (rc)
@@ -529,7 +536,10 @@ int
 ol_node_send(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int niov,
 	     int deadline_ms, uint64_t *call_id)
 {
-	/* the first call of a pipeline sets the deadline of all of them */
+	/* the first call of a pipeline sets the deadline of all of them (and only it may be held
+	 * by the fault hook: the others' deadline already runs) */
+	if (!c->pending)
+		ol_node_fault_hold(op);
 	int rc = c->pending ? 0 : begin(c, deadline_ms);
 	if (rc)
 		return end_call(c, rc);

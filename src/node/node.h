@@ -268,4 +268,17 @@ struct ol_node_client_stats {
 };
 void ol_node_client_stats(const struct ol_node_client *c, struct ol_node_client_stats *out);
 
+/* ---- test-only fault hook (fault.c) ----
+ *
+ * Off unless the process runs with OPENLAKE_FAULTS=1 and OPENLAKE_FAULT_FILE=PATH. Then every
+ * call of the client reads PATH (a missing file: no fault) before it starts; a line
+ * `hold OP MS` (OP a name as in enum ol_node_op without OL_NODE_, e.g. META_COMMIT) holds a
+ * request of that op before it goes on the wire until MS ms passed (10 minutes at most) or the
+ * line is gone from PATH (re-read every 20 ms). The call's deadline starts after the hold: the
+ * hook stands for a sender that stalls between deciding to send and sending (the rest of the
+ * process, its lease keepalives included, goes on), so a test can keep a leader's commit in
+ * flight while the leader loses its set. Each hold appends `held OP` to PATH.hits when it
+ * starts and `released OP` when it ends. Costs one getenv per process when off. */
+void ol_node_fault_hold(uint8_t op);
+
 #endif

@@ -317,6 +317,9 @@ static const struct act_row bucket_acts[] = {
     {'P', "lifecycle", {"s3:PutLifecycleConfiguration", 0, false}},
     {'G', "lifecycle", {"s3:GetLifecycleConfiguration", 0, false}},
     {'D', "lifecycle", {"s3:PutLifecycleConfiguration", 0, false}},
+    {'P', "encryption", {"s3:PutEncryptionConfiguration", 0, false}},
+    {'G', "encryption", {"s3:GetEncryptionConfiguration", 0, false}},
+    {'D', "encryption", {"s3:PutEncryptionConfiguration", 0, false}},
     {'G', "uploads", {"s3:ListBucketMultipartUploads", OL_ACL_READ, false}},
     {'G', "versions", {"s3:ListBucketVersions", OL_ACL_READ, false}},
     {'p', "delete", {"s3:DeleteObject", OL_ACL_WRITE, true}}, /* per key: s3_key_delete_ok */

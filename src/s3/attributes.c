@@ -94,15 +94,33 @@ parts_xml(struct s3_req *r, struct ol_get *g, const struct ol_obj_info *in, stru
 	n = ol_store_get_part_sizes(g, sizes, OL_S3_MAX_PARTS);
 	if (n > OL_S3_MAX_PARTS)
 		n = OL_S3_MAX_PARTS;
+	for (unsigned k = 0; k < n && s3_sse_meta_mode(in->meta, in->meta_len); k++)
+		sizes[k] = s3_sse_plain_len(sizes[k]); /* the plaintext's, as S3 shows them */
 	if (max > 1000)
 		max = 1000;
 	ol_buf_adds(x, "<ObjectParts>");
 	ol_s3_xml_elemu(x, "PartsCount", n); /* TotalPartsCount in the API */
 	ol_s3_xml_elemu(x, "PartNumberMarker", marker);
+	/* per-part checksums kept by complete (multipart.c: ol-part-cks, ol-ck-alg) */
+	const char *cks = NULL, *alg = NULL;
+	long cl = ol_s3_meta_get(in->meta, in->meta_len, "ol-part-cks", &cks);
+	long al = ol_s3_meta_get(in->meta, in->meta_len, "ol-ck-alg", &alg);
+	const char *cp = cl > 0 && al > 0 && al < 16 ? cks : NULL, *cend = cp ? cks + cl : NULL;
+	for (unsigned k = 0; cp && k < marker; k++) { /* skip to the first part shown */
+		const char *comma = memchr(cp, ',', (size_t)(cend - cp));
+		cp = comma ? comma + 1 : NULL;
+	}
 	for (i = marker; i < n && shown < max; i++, shown++) {
 		ol_buf_adds(x, "<Part>");
 		ol_s3_xml_elemu(x, "PartNumber", i + 1);
 		ol_s3_xml_elemu(x, "Size", sizes[i]);
+		if (cp && cp < cend) {
+			const char *comma = memchr(cp, ',', (size_t)(cend - cp));
+			size_t vl = (size_t)((comma ? comma : cend) - cp);
+			ol_buf_addf(x, "<Checksum%.*s>%.*s</Checksum%.*s>", (int)al, alg, (int)vl,
+				    cp, (int)al, alg);
+			cp = comma ? comma + 1 : NULL;
+		}
 		ol_buf_adds(x, "</Part>");
 	}
 	ol_s3_xml_elemu(x, "NextPartNumberMarker", i);
@@ -134,6 +152,19 @@ s3_get_object_attributes(struct s3_req *r)
 	}
 	if (!s3_open_object(r, &g, &in))
 		return;
+	if (s3_sse_meta_mode(in.meta, in.meta_len) == S3_SSE_C) {
+		/* AWS asks for the object's customer key here too (its size, ETag and checksums
+		 * are the plaintext's) */
+		struct s3_sse_req q;
+		struct s3_sse e;
+		int rc = s3_sse_parse(r, false, &q);
+		if (rc == 0)
+			rc = s3_sse_open(r, in.meta, in.meta_len, &q, &e);
+		s3_sse_req_fini(&q);
+		if (rc < 0)
+			goto out;
+		s3_sse_fini(&e);
+	}
 	ol_s3_xml_open_root(&x, "GetObjectAttributesResponse");
 	if (want & A_ETAG)
 		ol_s3_xml_elem(&x, "ETag", in.etag);
@@ -144,7 +175,7 @@ s3_get_object_attributes(struct s3_req *r)
 	if (want & A_CLASS)
 		ol_s3_xml_elem(&x, "StorageClass", "STANDARD");
 	if (want & A_SIZE)
-		ol_s3_xml_elemu(&x, "ObjectSize", in.size);
+		ol_s3_xml_elemu(&x, "ObjectSize", s3_obj_size(&in));
 	ol_buf_adds(&x, "</GetObjectAttributesResponse>");
 	hn = s3_version_headers(r, &in, h, 0);
 	ol_s3_http_date(in.mtime_ns / 1000000, lm);

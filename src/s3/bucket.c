@@ -339,10 +339,10 @@ bool
 s3_bucket_sub_unsupported(struct s3_req *r)
 {
 	/* versioning and tagging have their own rows in dispatch.c, before the rows that ask */
-	static const char *const subs[] = {"encryption",	  "logging",	    "notification",
-					   "replication",	  "website",	    "accelerate",
-					   "analytics",		  "inventory",	    "metrics",
-					   "intelligent-tiering", "requestPayment", "versions"};
+	static const char *const subs[] = {"logging",	     "notification", "replication",
+					   "website",	     "accelerate",   "analytics",
+					   "inventory",	     "metrics",	     "intelligent-tiering",
+					   "requestPayment", "versions"};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		if (ol_s3_query_has(r->query, subs[i])) {
 			s3_error(r, OL_S3E_NOT_IMPLEMENTED, NULL);

@@ -101,6 +101,10 @@ static const struct {
     {-ENOTEMPTY, false, OL_S3E_BUCKET_NOT_EMPTY, NULL},
     {-EINVAL, false, OL_S3E_INVALID_ARGUMENT, NULL},
     {-EIO, false, OL_S3E_SERVICE_UNAVAILABLE, NULL},
+    /* the drives refused a commit: a newer set leader wrote since (a cluster's fencing) */
+    {-ESTALE, false, OL_S3E_SERVICE_UNAVAILABLE,
+     "The erasure set got a newer leader while this request was served, and the drives "
+     "refused its commit. Retry."},
     {OL_STORE_ECORRUPT, false, OL_S3E_INTERNAL,
      "The stored data failed its checksums on too many drives to be rebuilt."},
     {-ENOSPC, false, OL_S3E_STORAGE_FULL, NULL},

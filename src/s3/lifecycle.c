@@ -225,7 +225,10 @@ s3_lc_expiration(struct s3_req *r, const char *key, size_t kl, const struct ol_o
 	for (unsigned i = 0; i < lc->n; i++) {
 		const struct ol_s3_lc_rule *rl = &lc->rules[i];
 		int64_t due = expiry_of(rl, in->mtime_ns / 1000000, day_ms(r->srv->cfg));
-		if (!due || !rule_takes(rl, key, kl, in->size, meta, meta_len))
+		struct ol_obj_info sz = *in; /* in->meta may be stale (a PUT's commit info) */
+		sz.meta = meta;
+		sz.meta_len = meta_len;
+		if (!due || !rule_takes(rl, key, kl, s3_obj_size(&sz), meta, meta_len))
 			continue;
 		ol_s3_http_date(due, date);
 		snprintf(out, 400, "expiry-date=\"%s\", rule-id=\"%.255s\"", date, rl->id);
@@ -386,7 +389,7 @@ read_batch(struct bucket_scan *b, const char *cursor, size_t cl, bool skip)
 		v->kl = kl;
 		memcpy(v->vid, in.version_id, sizeof(v->vid));
 		v->mtime_ms = in.mtime_ns / 1000000;
-		v->size = in.size;
+		v->size = s3_obj_size(&in);
 		v->marker = in.delete_marker;
 		v->latest = in.is_latest;
 		v->meta_len = in.meta && in.meta_len <= OL_STORE_MAX_META ? in.meta_len : 0;

@@ -172,7 +172,7 @@ add_content(struct list_out *o, const struct list_params *p, const char *key, si
 	ol_buf_adds(&o->contents, "<ETag>&quot;");
 	ol_s3_xml_esc(&o->contents, in->etag, strlen(in->etag));
 	ol_buf_adds(&o->contents, "&quot;</ETag>");
-	ol_s3_xml_elemu(&o->contents, "Size", in->size);
+	ol_s3_xml_elemu(&o->contents, "Size", s3_obj_size(in));
 	if (!p->v2 || p->fetch_owner)
 		ol_buf_adds(&o->contents, "<Owner><ID>openlake</ID><DisplayName>openlake"
 					  "</DisplayName></Owner>");

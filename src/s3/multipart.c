@@ -6,9 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/log.h"
 #include "base/hex.h"
+
+#include <openssl/crypto.h>
 
 static int
 upload_id(struct s3_req *r, char *id, size_t cap)
@@ -21,22 +24,65 @@ upload_id(struct s3_req *r, char *id, size_t cap)
 	return 0;
 }
 
-/* The upload must exist and belong to this key. */
+/* The upload must exist and belong to this key. meta (may be NULL): its metadata blob,
+ * malloc'd (the caller frees). */
 static int
-upload_check(struct s3_req *r, const char *id)
+upload_check_meta(struct s3_req *r, const char *id, char **meta, size_t *mlen)
 {
 	char key[OL_STORE_MAX_KEY + 1];
-	size_t kl = 0, ml;
-	int rc = ol_store_mpu_stat(r->srv->st, r->rt.bucket, id, key, &kl, NULL, 0, &ml);
+	size_t kl = 0, ml = 0;
+	char *buf = meta ? ol_xmalloc(OL_STORE_MAX_META + 1) : NULL;
+	int rc = ol_store_mpu_stat(r->srv->st, r->rt.bucket, id, key, &kl, buf,
+				   buf ? OL_STORE_MAX_META : 0, &ml);
 	if (rc < 0) {
+		free(buf);
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		return -1;
 	}
 	if (kl != r->rt.key_len || memcmp(key, r->rt.key, kl) != 0) {
+		free(buf);
 		s3_error(r, OL_S3E_NO_SUCH_UPLOAD, NULL);
 		return -1;
 	}
+	if (meta) {
+		*meta = buf;
+		*mlen = ml < OL_STORE_MAX_META ? ml : OL_STORE_MAX_META;
+	}
 	return 0;
+}
+
+static int
+upload_check(struct s3_req *r, const char *id)
+{
+	return upload_check_meta(r, id, NULL, NULL);
+}
+
+/* Flexible checksums of an upload: its algorithm (CreateMultipartUpload's
+ * x-amz-checksum-algorithm) is kept in its meta; each part's checksum follows the part's MD5
+ * ETag in the part's stored ETag, after a space ("<md5 hex> <base64>"): the store keeps no
+ * other per-part metadata. */
+#define CK_ALG_META "ol-ck-alg"
+
+static enum ol_cksum_alg
+upload_ck_alg(const char *meta, size_t len)
+{
+	const char *v;
+	char name[16];
+	long n = meta ? ol_s3_meta_get(meta, len, CK_ALG_META, &v) : -ENOENT;
+	if (n <= 0 || n >= (long)sizeof(name))
+		return OL_CKSUM_NONE;
+	memcpy(name, v, (size_t)n);
+	name[n] = '\0';
+	return ol_cksum_from_name(name);
+}
+
+/* Length of the ETag part of a stored part ETag; *ck: its checksum ("" when none). */
+static size_t
+part_etag_len(const char *stored, const char **ck)
+{
+	size_t l = strcspn(stored, " ");
+	*ck = stored[l] ? stored + l + 1 : "";
+	return l;
 }
 
 static void
@@ -52,18 +98,25 @@ s3_mpu_create(struct s3_req *r)
 {
 	struct ol_buf meta = {0}, x = {0};
 	char id[64];
+	struct s3_sse_req q;
+	struct s3_sse e = {0};
 	r->op = "CreateMultipartUpload";
-	if (s3_user_meta_check(r) < 0 || !s3_bucket_exists(r) || s3_lock_write_check(r, false) < 0)
+	if (s3_sse_parse(r, false, &q) < 0)
 		return;
+	if (s3_user_meta_check(r) < 0 || !s3_bucket_exists(r) || s3_lock_write_check(r, false) < 0)
+		goto out;
 	s3_meta_from_headers(r, &meta);
-	if (s3_tagging_header(r, &meta, false) < 0)
+	if (s3_tagging_header(r, &meta, false) < 0 || s3_sse_new(r, &q, &e, &meta) < 0)
 		goto out;
 	s3_lock_write_meta(r, &meta);
 	const char *alg = ol_http_header(r->h, "x-amz-checksum-algorithm");
-	if (alg && ol_cksum_from_name(alg) == OL_CKSUM_NONE) {
+	enum ol_cksum_alg ca = alg ? ol_cksum_from_name(alg) : OL_CKSUM_NONE;
+	if (alg && ca == OL_CKSUM_NONE) {
 		s3_error(r, OL_S3E_INVALID_REQUEST, "Checksum algorithm provided is unsupported.");
 		goto out;
 	}
+	if (ca != OL_CKSUM_NONE) /* every part gets one; complete makes the composite */
+		ol_s3_meta_add(&meta, CK_ALG_META, ol_cksum_alg_name(ca));
 	int rc = ol_store_mpu_create(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, meta.p,
 				     meta.len, id);
 	if (rc < 0) {
@@ -73,9 +126,17 @@ s3_mpu_create(struct s3_req *r)
 	result_head(&x, r, "InitiateMultipartUploadResult");
 	ol_s3_xml_elem(&x, "UploadId", id);
 	ol_buf_adds(&x, "</InitiateMultipartUploadResult>");
-	s3_send_xml(r, 200, &x);
+	struct ol_http_header h[3];
+	size_t nh = s3_sse_headers(&e, h, 0);
+	if (ca != OL_CKSUM_NONE)
+		h[nh++] =
+		    (struct ol_http_header){"x-amz-checksum-algorithm", ol_cksum_alg_name(ca)};
+	s3_send(r, 200, h, nh, x.p, x.len);
+	ol_buf_free(&x);
 out:
 	ol_buf_free(&meta);
+	s3_sse_fini(&e);
+	s3_sse_req_fini(&q);
 }
 
 static int
@@ -97,19 +158,36 @@ bad:
 }
 
 static void
-part_upload(struct s3_req *r, struct ol_put *p)
+part_upload(struct s3_req *r, struct ol_put *p, const struct s3_sse *e, enum ol_cksum_alg ca)
 {
 	struct s3_body b;
 	const uint8_t *d;
 	size_t n;
-	char etag[40], q[44];
+	char etag[40], q[44], stored[OL_STORE_ETAG_MAX];
 	int rc;
+	struct s3_sse_w w;
+	s3_sse_w_init(&w, e, p);
 	if (s3_body_init(&b, r, S3_MAX_PART_SIZE) < 0) {
 		s3_error(r, b.err, b.errmsg);
 		goto out;
 	}
+	if (ca != OL_CKSUM_NONE && b.alg == OL_CKSUM_NONE) { /* computed here when not sent */
+		b.alg = ca;
+		if (ol_cksum_init(&b.ck, ca) < 0) {
+			s3_error(r, OL_S3E_INTERNAL, NULL);
+			goto out;
+		}
+	} else if (ca != OL_CKSUM_NONE && b.alg != ca) {
+		char msg[160];
+		snprintf(msg, sizeof(msg),
+			 "Checksum Type mismatch occurred, expected checksum Type: %s, actual "
+			 "checksum Type: %s",
+			 ol_cksum_alg_name(ca), ol_cksum_alg_name(b.alg));
+		s3_error(r, OL_S3E_INVALID_REQUEST, msg);
+		goto out;
+	}
 	while ((rc = s3_body_next(&b, &d, &n)) > 0) {
-		int wr = ol_store_put_write(p, d, n);
+		int wr = s3_sse_w_write(&w, d, n);
 		if (wr < 0) {
 			s3_store_error(r, wr, OL_S3E_NO_SUCH_UPLOAD);
 			goto out;
@@ -119,47 +197,65 @@ part_upload(struct s3_req *r, struct ol_put *p)
 		s3_error(r, b.err, b.errmsg);
 		goto out;
 	}
-	ol_hex_encode(b.md5_raw, 16, etag);
-	rc = ol_store_put_commit(p, etag, NULL, 0, NULL);
+	if ((rc = s3_sse_w_finish(&w)) < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
+		goto out;
+	}
+	s3_sse_etag(e, b.md5_raw, etag);
+	snprintf(stored, sizeof(stored), "%s%s%s", etag, ca != OL_CKSUM_NONE ? " " : "",
+		 ca != OL_CKSUM_NONE ? b.ck_b64 : "");
+	rc = ol_store_put_commit(p, stored, NULL, 0, NULL);
 	p = NULL;
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		goto out;
 	}
 	snprintf(q, sizeof(q), "\"%s\"", etag);
-	struct ol_http_header h[2] = {{"ETag", q}};
+	struct ol_http_header h[4] = {{"ETag", q}};
 	size_t nh = 1;
 	if (b.alg != OL_CKSUM_NONE)
 		h[nh++] = (struct ol_http_header){ol_cksum_header_name(b.alg), b.ck_b64};
+	nh = s3_sse_headers(e, h, nh);
 	s3_send(r, 200, h, nh, NULL, 0);
 out:
 	ol_store_put_abort(p);
 	s3_body_fini(&b);
+	s3_sse_w_fini(&w);
 }
 
 void
 s3_mpu_part(struct s3_req *r)
 {
-	char id[128];
+	char id[128], *um = NULL;
+	size_t uml = 0;
 	unsigned pn;
 	struct ol_put *p = NULL;
+	struct s3_sse_req q;
+	struct s3_sse e = {0};
 	r->op = "UploadPart";
-	if (!s3_bucket_exists(r) || upload_id(r, id, sizeof(id)) < 0 || part_number(r, &pn) < 0)
+	if (s3_sse_parse(r, false, &q) < 0)
 		return;
+	if (!s3_bucket_exists(r) || upload_id(r, id, sizeof(id)) < 0 || part_number(r, &pn) < 0)
+		goto out;
 	bool copy = ol_http_header(r->h, "x-amz-copy-source") != NULL;
 	if (!copy && s3_length_check(r, S3_MAX_PART_SIZE) < 0)
-		return;
-	if (upload_check(r, id) < 0)
-		return;
+		goto out;
+	/* the part is encrypted as the upload is: its key (SSE-C: the same customer key) */
+	if (upload_check_meta(r, id, &um, &uml) < 0 || s3_sse_open(r, um, uml, &q, &e) < 0)
+		goto out;
 	int rc = ol_store_mpu_part_begin(r->srv->st, r->rt.bucket, id, pn, &p);
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
-		return;
+		goto out;
 	}
 	if (copy)
-		s3_mpu_part_copy(r, p);
+		s3_mpu_part_copy(r, p, &e, upload_ck_alg(um, uml));
 	else
-		part_upload(r, p);
+		part_upload(r, p, &e, upload_ck_alg(um, uml));
+out:
+	free(um);
+	s3_sse_fini(&e);
+	s3_sse_req_fini(&q);
 }
 
 /* Validate the Complete list against the uploaded parts; computes the final ETag. */
@@ -181,8 +277,11 @@ complete_check(struct s3_req *r, const struct ol_s3_complete_req *c,
 		const struct ol_s3_part_ref *pr = &c->parts[i];
 		while (j < np && parts[j].part_no < pr->number)
 			j++;
-		if (j == np || parts[j].part_no != pr->number ||
-		    strcasecmp(parts[j].etag, pr->etag) != 0 || strlen(parts[j].etag) < 32) {
+		const char *ck = "";
+		size_t el = j < np ? part_etag_len(parts[j].etag, &ck) : 0;
+		if (j == np || parts[j].part_no != pr->number || strlen(pr->etag) != el ||
+		    strncasecmp(parts[j].etag, pr->etag, el) != 0 || el < 32 ||
+		    (pr->ck_name[0] && strcmp(pr->checksum, ck) != 0)) {
 			s3_error(r, OL_S3E_INVALID_PART, NULL);
 			goto fail;
 		}
@@ -211,11 +310,13 @@ fail:
 }
 
 static void
-complete_respond(struct s3_req *r, const char *etag, const struct ol_obj_info *out)
+complete_respond(struct s3_req *r, const char *etag, const struct ol_obj_info *out,
+		 const struct s3_sse *e, enum ol_cksum_alg ca, const char *cks)
 {
 	struct ol_buf x = {0}, loc = {0};
-	struct ol_http_header h[2];
+	struct ol_http_header h[4];
 	size_t n = s3_version_headers(r, out, h, 0);
+	n = s3_sse_headers(e, h, n);
 	ol_s3_xml_open_root(&x, "CompleteMultipartUploadResult");
 	ol_buf_addf(&loc, "/%s/", r->rt.bucket);
 	ol_s3_url_encode(&loc, r->rt.key, r->rt.key_len);
@@ -223,17 +324,106 @@ complete_respond(struct s3_req *r, const char *etag, const struct ol_obj_info *o
 	ol_s3_xml_elem(&x, "Bucket", r->rt.bucket);
 	ol_s3_xml_elemn(&x, "Key", r->rt.key, r->rt.key_len);
 	ol_buf_addf(&x, "<ETag>&quot;%s&quot;</ETag>", etag);
+	if (cks[0]) {
+		char el[32];
+		snprintf(el, sizeof(el), "Checksum%s", ol_cksum_alg_name(ca));
+		ol_s3_xml_elem(&x, el, cks);
+	}
 	ol_buf_adds(&x, "</CompleteMultipartUploadResult>");
 	ol_buf_free(&loc);
 	s3_send(r, 200, h, n, x.p, x.len);
 	ol_buf_free(&x);
 }
 
+/* The composite checksum of the completed parts ("BASE64-N": alg over their raw checksums)
+ * into out; "" when a part has none (uploaded before the algorithm was known: not possible
+ * today, kept for safety). 0, or -1 with the error sent. */
+static int
+composite(struct s3_req *r, enum ol_cksum_alg ca, const struct ol_s3_complete_req *c,
+	  const struct ol_mpu_part *parts, size_t np, char out[OL_CKSUM_MAX_B64])
+{
+	struct ol_cksum_composite cc;
+	uint8_t raw[OL_CKSUM_MAX_RAW];
+	out[0] = '\0';
+	if (ol_cksum_composite_init(&cc, ca) < 0)
+		goto fail;
+	for (unsigned i = 0, j = 0; i < c->n_parts; i++) {
+		const char *ck;
+		while (j < np && parts[j].part_no != c->parts[i].number)
+			j++;
+		if (j == np)
+			break;
+		part_etag_len(parts[j].etag, &ck);
+		int n = ol_cksum_b64_decode(ck, strlen(ck), raw, sizeof(raw));
+		if (!ck[0] || n != (int)ol_cksum_len(ca)) {
+			ol_cksum_fini(&cc.c);
+			return 0;
+		}
+		if (ol_cksum_composite_add(&cc, raw, (size_t)n) < 0) {
+			ol_cksum_fini(&cc.c);
+			goto fail;
+		}
+	}
+	if (ol_cksum_composite_final(&cc, out, OL_CKSUM_MAX_B64) < 0)
+		goto fail;
+	return 0;
+fail:
+	out[0] = '\0';
+	s3_error(r, OL_S3E_INTERNAL, NULL);
+	return -1;
+}
+
+/* The parts' checksums in part order, for GetObjectAttributes: "ol-part-cks: b64,b64,...",
+ * left out when the list would pass PART_CKS_MAX (some 360 SHA-256 parts): the metadata blob
+ * is capped at 64 KiB. */
+#define PART_CKS_MAX (16u * 1024)
+static void
+part_checksums_meta(const struct ol_s3_complete_req *c, const struct ol_mpu_part *parts, size_t np,
+		    struct ol_buf *meta)
+{
+	struct ol_buf l = {0};
+	for (unsigned i = 0, j = 0; i < c->n_parts && l.len <= PART_CKS_MAX; i++) {
+		const char *ck;
+		while (j < np && parts[j].part_no != c->parts[i].number)
+			j++;
+		if (j == np)
+			break;
+		part_etag_len(parts[j].etag, &ck);
+		ol_buf_addf(&l, "%s%s", i ? "," : "", ck);
+	}
+	if (l.len && l.len <= PART_CKS_MAX)
+		ol_s3_meta_add(meta, "ol-part-cks", ol_buf_cstr(&l));
+	ol_buf_free(&l);
+}
+
+/* The key-MD5 an SSE-C upload's complete answers with: the request's key-MD5 header, else the
+ * MD5 of its key header (older SDKs send the key without its MD5 on this call; AWS needs the
+ * key here only for uploads with checksums, and the parts were checked with it). 0 or -1. */
+static int
+complete_key_md5(struct s3_req *r, char out[32])
+{
+	const char *m = ol_http_header(r->h, "x-amz-server-side-encryption-customer-key-md5");
+	const char *k = ol_http_header(r->h, "x-amz-server-side-encryption-customer-key");
+	uint8_t raw[48], dg[OL_CKSUM_MAX_RAW];
+	if (m && strlen(m) < 32) {
+		snprintf(out, 32, "%s", m);
+		return 0;
+	}
+	if (!k || ol_cksum_b64_decode(k, strlen(k), raw, sizeof(raw)) != 32)
+		return -1;
+	ol_cksum_compute(OL_CKSUM_MD5, raw, 32, dg);
+	OPENSSL_cleanse(raw, sizeof(raw));
+	return ol_cksum_b64_encode(dg, 16, out, 32) < 0 ? -1 : 0;
+}
+
 void
 s3_mpu_complete(struct s3_req *r)
 {
-	char id[128], etag[64], *body = NULL, if_etag[OL_STORE_ETAG_MAX];
-	size_t len, np = 0;
+	char id[128], etag[64], *body = NULL, if_etag[OL_STORE_ETAG_MAX], *um = NULL;
+	char cks[OL_CKSUM_MAX_B64] = "";
+	size_t len, np = 0, uml = 0;
+	struct ol_buf meta = {0};
+	struct s3_sse e = {0};
 	struct s3_body b;
 	struct ol_s3_complete_req c = {0};
 	struct ol_mpu_part *parts = NULL;
@@ -242,9 +432,10 @@ s3_mpu_complete(struct s3_req *r)
 	unsigned *nums = NULL;
 	r->op = "CompleteMultipartUpload";
 	memset(&b, 0, sizeof(b));
-	if (!s3_bucket_exists(r) || upload_id(r, id, sizeof(id)) < 0 || upload_check(r, id) < 0 ||
-	    s3_write_cond(r, &cond, if_etag) < 0)
-		return;
+	if (!s3_bucket_exists(r) || upload_id(r, id, sizeof(id)) < 0 ||
+	    upload_check_meta(r, id, &um, &uml) < 0 || s3_write_cond(r, &cond, if_etag) < 0)
+		goto out;
+	e.mode = s3_sse_meta_mode(um, uml);
 	if (s3_body_slurp(r, OL_S3_MAX_XML_BODY, &body, &len, &b) < 0) {
 		s3_error(r, b.err, b.errmsg);
 		goto out;
@@ -258,17 +449,43 @@ s3_mpu_complete(struct s3_req *r)
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		goto out;
 	}
+	for (size_t i = 0; e.mode && i < np; i++) /* sizes as S3 shows them: the plaintext's */
+		parts[i].size = s3_sse_plain_len(parts[i].size);
 	nums = ol_xcalloc(c.n_parts, sizeof(unsigned));
 	if (complete_check(r, &c, parts, np, nums, etag) < 0)
 		goto out;
-	rc = ol_store_mpu_complete_ver(r->srv->st, r->rt.bucket, id, nums, c.n_parts, etag, &cond,
-				       s3_vmode(r), &done);
+	enum ol_cksum_alg ca = upload_ck_alg(um, uml);
+	if (ca != OL_CKSUM_NONE && composite(r, ca, &c, parts, np, cks) < 0)
+		goto out;
+	if (e.mode || cks[0]) /* the object's meta: the upload's plus what complete adds */
+		ol_buf_add(&meta, um, uml);
+	if (cks[0]) {
+		ol_s3_meta_add(&meta, ol_cksum_header_name(ca), cks);
+		part_checksums_meta(&c, parts, np, &meta);
+	}
+	if (e.mode) {
+		/* the plaintext size */
+		uint64_t total = 0;
+		for (size_t i = 0, j = 0; i < c.n_parts; i++) {
+			while (parts[j].part_no != nums[i])
+				j++;
+			total += parts[j].size;
+		}
+		ol_buf_addf(&meta, "ol-sse-size: %llu\n", (unsigned long long)total);
+		if (e.mode == S3_SSE_C && complete_key_md5(r, e.ckey_md5) < 0)
+			e.mode = S3_SSE_NONE; /* no key sent: the SSE-C headers are left out */
+	}
+	rc = ol_store_mpu_complete_meta(r->srv->st, r->rt.bucket, id, nums, c.n_parts, etag, &cond,
+					s3_vmode(r), meta.len ? meta.p : NULL, meta.len, &done);
 	if (rc < 0) {
 		s3_write_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		goto out;
 	}
-	complete_respond(r, etag, &done);
+	complete_respond(r, etag, &done, &e, ca, cks);
 out:
+	free(um);
+	ol_buf_free(&meta);
+	s3_sse_fini(&e);
 	free(nums);
 	free(parts);
 	ol_s3_complete_free(&c);
@@ -321,9 +538,14 @@ s3_mpu_list_parts(struct s3_req *r)
 	struct ol_mpu_part *parts = NULL;
 	size_t np = 0, i;
 	struct ol_buf x = {0};
+	char *um = NULL;
+	size_t uml = 0;
 	r->op = "ListParts";
-	if (upload_id(r, id, sizeof(id)) < 0 || upload_check(r, id) < 0)
+	if (upload_id(r, id, sizeof(id)) < 0 || upload_check_meta(r, id, &um, &uml) < 0)
 		return;
+	bool enc = s3_sse_meta_mode(um, uml) != 0;
+	enum ol_cksum_alg ca = upload_ck_alg(um, uml);
+	free(um);
 	unsigned max, marker;
 	if (query_uint(r, "max-parts", 1000, 1000, &max) < 0 ||
 	    query_uint(r, "part-number-marker", 0, OL_S3_MAX_PARTS, &marker) < 0)
@@ -344,8 +566,15 @@ s3_mpu_list_parts(struct s3_req *r)
 		ol_s3_iso_date(parts[i].mtime_ns / 1000000, date);
 		ol_buf_addf(&body, "<Part><PartNumber>%u</PartNumber>", parts[i].part_no);
 		ol_s3_xml_elem(&body, "LastModified", date);
-		ol_buf_addf(&body, "<ETag>&quot;%s&quot;</ETag>", parts[i].etag);
-		ol_buf_addf(&body, "<Size>%llu</Size></Part>", (unsigned long long)parts[i].size);
+		const char *ck;
+		size_t el = part_etag_len(parts[i].etag, &ck);
+		ol_buf_addf(&body, "<ETag>&quot;%.*s&quot;</ETag>", (int)el, parts[i].etag);
+		if (ca != OL_CKSUM_NONE && ck[0])
+			ol_buf_addf(&body, "<Checksum%s>%s</Checksum%s>", ol_cksum_alg_name(ca), ck,
+				    ol_cksum_alg_name(ca));
+		ol_buf_addf(
+		    &body, "<Size>%llu</Size></Part>",
+		    (unsigned long long)(enc ? s3_sse_plain_len(parts[i].size) : parts[i].size));
 		count++;
 		last = parts[i].part_no;
 	}

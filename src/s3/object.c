@@ -82,13 +82,13 @@ conditionals(struct s3_req *r, const struct ol_obj_info *in, const char *prefix)
 /* ---- PUT ---- */
 
 static int
-put_stream(struct s3_req *r, struct ol_put *p, struct s3_body *b)
+put_stream(struct s3_req *r, struct s3_sse_w *w, struct s3_body *b)
 {
 	const uint8_t *d;
 	size_t n;
 	int rc;
 	while ((rc = s3_body_next(b, &d, &n)) > 0) {
-		int wr = ol_store_put_write(p, d, n);
+		int wr = s3_sse_w_write(w, d, n);
 		if (wr < 0) {
 			s3_store_error(r, wr, OL_S3E_NO_SUCH_BUCKET);
 			return -1;
@@ -98,17 +98,22 @@ put_stream(struct s3_req *r, struct ol_put *p, struct s3_body *b)
 		s3_error(r, b->err, b->errmsg);
 		return -1;
 	}
+	if ((rc = s3_sse_w_finish(w)) < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
+		return -1;
+	}
 	return 0;
 }
 
 static void
 put_respond(struct s3_req *r, const char *etag, const struct s3_body *b,
-	    const struct ol_obj_info *in, const struct ol_buf *meta)
+	    const struct ol_obj_info *in, const struct ol_buf *meta, const struct s3_sse *e)
 {
 	char q[OL_STORE_ETAG_MAX + 4];
 	char hn[40], exp[400];
-	struct ol_http_header h[6];
+	struct ol_http_header h[8];
 	size_t n = s3_version_headers(r, in, h, 0);
+	n = s3_sse_headers(e, h, n);
 	etag_quoted(etag, q, sizeof(q));
 	h[n++] = (struct ol_http_header){"ETag", q};
 	if (s3_lc_expiration(r, r->rt.key, r->rt.key_len, in, meta->p, meta->len, exp))
@@ -173,11 +178,18 @@ s3_put_object(struct s3_req *r)
 	char etag[40], if_etag[OL_STORE_ETAG_MAX];
 	struct ol_store_cond cond;
 	struct ol_obj_info done;
+	struct s3_sse_req q;
+	struct s3_sse e = {0};
+	struct s3_sse_w w = {0};
+	struct ol_buf smeta = {0};
 	r->op = "PutObject";
+	memset(&b, 0, sizeof(b));
 	if (s3_length_check(r, r->srv->max_object_size) < 0 || s3_user_meta_check(r) < 0 ||
-	    s3_tagging_header(r, NULL, false) < 0 || !s3_bucket_exists(r) ||
-	    s3_lock_write_check(r, true) < 0 || s3_write_cond(r, &cond, if_etag) < 0)
+	    s3_tagging_header(r, NULL, false) < 0 || s3_sse_parse(r, false, &q) < 0)
 		return;
+	if (!s3_bucket_exists(r) || s3_lock_write_check(r, true) < 0 ||
+	    s3_write_cond(r, &cond, if_etag) < 0 || s3_sse_new(r, &q, &e, &smeta) < 0)
+		goto out;
 	if (s3_body_init(&b, r, r->srv->max_object_size) < 0) {
 		s3_error(r, b.err, b.errmsg);
 		goto out;
@@ -188,10 +200,15 @@ s3_put_object(struct s3_req *r)
 		s3_store_error(r, rc == -ENOENT ? -ENXIO : rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
 	}
-	if (put_stream(r, p, &b) < 0)
+	s3_sse_w_init(&w, &e, p);
+	if (put_stream(r, &w, &b) < 0)
 		goto out;
 	s3_meta_from_headers(r, &meta);
 	s3_tagging_header(r, &meta, false); /* checked above */
+	if (e.mode) {
+		ol_buf_add(&meta, smeta.p, smeta.len);
+		ol_buf_addf(&meta, "ol-sse-size: %llu\n", (unsigned long long)w.plain);
+	}
 	if (b.alg != OL_CKSUM_NONE)
 		ol_s3_meta_add(&meta, ol_cksum_header_name(b.alg), b.ck_b64);
 	s3_lock_write_meta(r, &meta);
@@ -201,7 +218,7 @@ s3_put_object(struct s3_req *r)
 			      NULL);
 		goto out;
 	}
-	ol_hex_encode(b.md5_raw, 16, etag);
+	s3_sse_etag(&e, b.md5_raw, etag);
 	ol_store_put_set_cond(p, &cond);
 	ol_store_put_set_vmode(p, s3_vmode(r));
 	rc = ol_store_put_commit(p, etag, meta.p, meta.len, &done);
@@ -210,11 +227,15 @@ s3_put_object(struct s3_req *r)
 		s3_write_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
 	}
-	put_respond(r, etag, &b, &done, &meta);
+	put_respond(r, etag, &b, &done, &meta, &e);
 out:
 	ol_store_put_abort(p);
 	s3_body_fini(&b);
 	ol_buf_free(&meta);
+	ol_buf_free(&smeta);
+	s3_sse_w_fini(&w);
+	s3_sse_fini(&e);
+	s3_sse_req_fini(&q);
 }
 
 /* ---- CopyObject ---- */
@@ -309,9 +330,9 @@ meta_keep_checksums(const struct ol_obj_info *si, struct ol_buf *meta)
 	}
 }
 
-static int
-copy_stream(struct s3_req *r, struct ol_get *g, uint64_t off, uint64_t len, struct ol_put *p,
-	    uint8_t md5[OL_CKSUM_MAX_RAW])
+int
+s3_copy_stream(struct s3_req *r, struct s3_sse_rd *g, uint64_t off, uint64_t len,
+	       struct s3_sse_w *p, uint8_t md5[OL_CKSUM_MAX_RAW], struct ol_cksum *ck)
 {
 	struct ol_cksum c;
 	uint8_t *buf = ol_xmalloc(S3_IO_BUF);
@@ -319,19 +340,26 @@ copy_stream(struct s3_req *r, struct ol_get *g, uint64_t off, uint64_t len, stru
 	ol_cksum_init(&c, OL_CKSUM_MD5);
 	while (len > 0) {
 		size_t want = len < S3_IO_BUF ? (size_t)len : S3_IO_BUF;
-		ssize_t n = ol_store_get_read(g, off, buf, want);
+		ssize_t n = s3_sse_read(g, off, buf, want);
 		if (n <= 0) {
 			s3_store_error(r, n < 0 ? (int)n : -EIO, OL_S3E_NO_SUCH_KEY);
 			goto out;
 		}
-		int rc = ol_store_put_write(p, buf, (size_t)n);
+		int rc = s3_sse_w_write(p, buf, (size_t)n);
 		if (rc < 0) {
 			s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
 			goto out;
 		}
 		ol_cksum_update(&c, buf, (size_t)n);
+		if (ck)
+			ol_cksum_update(ck, buf, (size_t)n);
 		off += (uint64_t)n;
 		len -= (uint64_t)n;
+	}
+	int rc = s3_sse_w_finish(p);
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
+		goto out;
 	}
 	ol_cksum_final(&c, md5);
 	ret = 0;
@@ -341,19 +369,23 @@ out:
 	return ret;
 }
 
-static void
-copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mtime_ns,
-	     const struct ol_obj_info *di, const struct ol_obj_info *si)
+void
+s3_copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mtime_ns,
+		const struct ol_obj_info *di, const struct ol_obj_info *si, const struct s3_sse *e,
+		const char *ck_elem, const char *ck_val)
 {
 	struct ol_buf x = {0};
-	struct ol_http_header h[3];
+	struct ol_http_header h[5];
 	size_t n = di ? s3_version_headers(r, di, h, 0) : 0;
+	n = s3_sse_headers(e, h, n);
 	char date[32], q[OL_STORE_ETAG_MAX + 4];
 	ol_s3_iso_date(mtime_ns / 1000000, date);
 	etag_quoted(etag, q, sizeof(q));
 	ol_s3_xml_open_root(&x, root);
 	ol_s3_xml_elem(&x, "LastModified", date);
 	ol_s3_xml_elem(&x, "ETag", q);
+	if (ck_elem)
+		ol_s3_xml_elem(&x, ck_elem, ck_val);
 	ol_buf_addf(&x, "</%s>", root);
 	if (si && strcmp(si->version_id, "null") != 0)
 		h[n++] = (struct ol_http_header){"x-amz-copy-source-version-id", si->version_id};
@@ -361,15 +393,17 @@ copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mtime
 	ol_buf_free(&x);
 }
 
-/* The entries of a source blob into meta, less its owner and ACL (the copy gets its own). */
+/* The entries of a source blob into meta, less its owner and ACL (the copy gets its own),
+ * and less its encryption entries unless keep_sse (the same ciphertext is written again). */
 static void
-meta_copy_unowned(const struct ol_obj_info *si, struct ol_buf *meta)
+meta_copy_unowned(const struct ol_obj_info *si, struct ol_buf *meta, bool keep_sse)
 {
 	size_t pos = 0;
 	struct ol_s3_meta_kv kv;
 	while (ol_s3_meta_next(si->meta, si->meta_len, &pos, &kv)) {
 		if ((kv.name_len == 8 && memcmp(kv.name, "ol-owner", 8) == 0) ||
-		    (kv.name_len == 6 && memcmp(kv.name, "ol-acl", 6) == 0))
+		    (kv.name_len == 6 && memcmp(kv.name, "ol-acl", 6) == 0) ||
+		    (!keep_sse && kv.name_len >= 6 && memcmp(kv.name, "ol-sse", 6) == 0))
 			continue;
 		ol_buf_add(meta, kv.name, kv.name_len);
 		ol_buf_add(meta, ": ", 2);
@@ -381,7 +415,7 @@ meta_copy_unowned(const struct ol_obj_info *si, struct ol_buf *meta)
 /* 1 REPLACE, 0 COPY, -1 (error sent): unknown directive or a copy onto itself without
  * REPLACE. */
 static int
-copy_directive(struct s3_req *r, const char *sb, const char *sk, size_t skl)
+copy_directive(struct s3_req *r, const char *sb, const char *sk, size_t skl, bool sse)
 {
 	const char *dir = ol_http_header(r->h, "x-amz-metadata-directive");
 	bool replace = dir && strcasecmp(dir, "REPLACE") == 0;
@@ -389,7 +423,7 @@ copy_directive(struct s3_req *r, const char *sb, const char *sk, size_t skl)
 		s3_error(r, OL_S3E_INVALID_ARGUMENT, "Unknown metadata directive.");
 		return -1;
 	}
-	if (!replace && strcmp(sb, r->rt.bucket) == 0 && skl == r->rt.key_len &&
+	if (!replace && !sse && strcmp(sb, r->rt.bucket) == 0 && skl == r->rt.key_len &&
 	    memcmp(sk, r->rt.key, skl) == 0) {
 		s3_error(r, OL_S3E_INVALID_REQUEST,
 			 "This copy request is illegal because it is trying to copy an object to "
@@ -412,16 +446,24 @@ s3_copy_object(struct s3_req *r)
 	struct ol_buf meta = {0};
 	struct ol_store_cond cond;
 	uint8_t md5[OL_CKSUM_MAX_RAW];
+	struct s3_sse_req q, sq;
+	struct s3_sse e = {0}, se = {0};
+	struct s3_sse_rd rd = {0};
+	struct s3_sse_w w = {0};
 	r->op = "CopyObject";
+	if (s3_sse_parse(r, false, &q) < 0)
+		return;
+	if (s3_sse_parse(r, true, &sq) < 0)
+		goto out0;
 	if (s3_copy_source(r, sb, sizeof(sb), sk, &skl) < 0 || !s3_bucket_exists(r) ||
 	    s3_lock_write_check(r, false) < 0 || s3_write_cond(r, &cond, if_etag) < 0)
-		return;
-	int replace = copy_directive(r, sb, sk, skl);
+		goto out0;
+	int replace = copy_directive(r, sb, sk, skl, q.mode != 0);
 	if (replace < 0 || (replace && s3_user_meta_check(r) < 0))
-		return;
+		goto out0;
 	si.delete_marker = 0;
 	if (!copy_source_open(r, sb, sk, skl, copy_source_version(r, sv), &g, &si))
-		return;
+		goto out0;
 	int rc;
 	if (!s3_source_access(r, sb, sk, skl, si.meta, si.meta_len))
 		goto out;
@@ -429,6 +471,10 @@ s3_copy_object(struct s3_req *r)
 		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
 		goto out;
 	}
+	if (s3_sse_open(r, si.meta, si.meta_len, &sq, &se) < 0)
+		goto out;
+	s3_sse_rd_init(&rd, &se, g, si.size);
+	si.size = rd.size;
 	if (si.size > r->srv->max_object_size) {
 		s3_error(r, OL_S3E_INVALID_REQUEST,
 			 "The specified copy source is larger than the "
@@ -439,7 +485,7 @@ s3_copy_object(struct s3_req *r)
 		s3_meta_from_headers(r, &meta);
 		meta_keep_checksums(&si, &meta);
 	} else {
-		meta_copy_unowned(&si, &meta);
+		meta_copy_unowned(&si, &meta, false);
 		s3_meta_add_owner(r, &meta);
 	}
 	const char *td = ol_http_header(r->h, "x-amz-tagging-directive");
@@ -453,16 +499,21 @@ s3_copy_object(struct s3_req *r)
 	} else if (replace) {
 		s3_tags_copy(si.meta, si.meta_len, &meta); /* tags follow their own directive */
 	}
-	s3_lock_write_meta(r, &meta); /* the destination's own lock, never the source's */
+	s3_lock_write_meta(r, &meta);	      /* the destination's own lock, never the source's */
+	if (s3_sse_new(r, &q, &e, &meta) < 0) /* the request's or the bucket's, not the source's */
+		goto out;
+	if (e.mode)
+		ol_buf_addf(&meta, "ol-sse-size: %llu\n", (unsigned long long)si.size);
 	rc = ol_store_put_begin(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len,
 				(int64_t)si.size, &p);
 	if (rc < 0) {
 		s3_store_error(r, rc == -ENOENT ? -ENXIO : rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
 	}
-	if (copy_stream(r, g, 0, si.size, p, md5) < 0)
+	s3_sse_w_init(&w, &e, p);
+	if (s3_copy_stream(r, &rd, 0, si.size, &w, md5, NULL) < 0)
 		goto out;
-	ol_hex_encode(md5, 16, etag);
+	s3_sse_etag(&e, md5, etag);
 	ol_store_put_set_cond(p, &cond);
 	ol_store_put_set_vmode(p, s3_vmode(r));
 	rc = ol_store_put_commit(p, etag, meta.p, meta.len, &di);
@@ -471,16 +522,24 @@ s3_copy_object(struct s3_req *r)
 		s3_write_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
 	}
-	copy_respond(r, "CopyObjectResult", etag, di.mtime_ns, &di, &si);
+	s3_copy_respond(r, "CopyObjectResult", etag, di.mtime_ns, &di, &si, &e, NULL, NULL);
 out:
 	ol_store_put_abort(p);
 	ol_store_get_close(g);
 	ol_buf_free(&meta);
+	s3_sse_w_fini(&w);
+	s3_sse_rd_fini(&rd);
+	s3_sse_fini(&e);
+	s3_sse_fini(&se);
+out0:
+	s3_sse_req_fini(&q);
+	s3_sse_req_fini(&sq);
 }
 
-/* UploadPartCopy: x-amz-copy-source (+ x-amz-copy-source-range) into a part. */
+/* UploadPartCopy: x-amz-copy-source (+ x-amz-copy-source-range) into a part, encrypted as
+ * the upload is (e). */
 void
-s3_mpu_part_copy(struct s3_req *r, struct ol_put *p)
+s3_mpu_part_copy(struct s3_req *r, struct ol_put *p, const struct s3_sse *e, enum ol_cksum_alg ca)
 {
 	char sb[256], sk[OL_S3_MAX_KEY + 1], etag[40], sv[OL_S3_MAX_VID + 1];
 	size_t skl;
@@ -488,15 +547,24 @@ s3_mpu_part_copy(struct s3_req *r, struct ol_put *p)
 	struct ol_obj_info si, di;
 	uint8_t md5[OL_CKSUM_MAX_RAW];
 	uint64_t off = 0, len;
+	struct s3_sse_req sq = {0};
+	struct s3_sse se = {0};
+	struct s3_sse_rd rd = {0};
+	struct s3_sse_w w = {0};
+	struct ol_cksum ck = {0};
+	char stored[OL_STORE_ETAG_MAX], ckb[OL_CKSUM_MAX_B64] = "", ckel[32] = "";
 	r->op = "UploadPartCopy";
-	if (s3_copy_source(r, sb, sizeof(sb), sk, &skl) < 0)
+	if (s3_copy_source(r, sb, sizeof(sb), sk, &skl) < 0 || s3_sse_parse(r, true, &sq) < 0)
 		goto out;
 	si.delete_marker = 0;
 	if (!copy_source_open(r, sb, sk, skl, copy_source_version(r, sv), &g, &si))
 		goto out;
 	int rc;
-	if (!s3_source_access(r, sb, sk, skl, si.meta, si.meta_len))
+	if (!s3_source_access(r, sb, sk, skl, si.meta, si.meta_len) ||
+	    s3_sse_open(r, si.meta, si.meta_len, &sq, &se) < 0)
 		goto out;
+	s3_sse_rd_init(&rd, &se, g, si.size);
+	si.size = rd.size;
 	len = si.size;
 	const char *range = ol_http_header(r->h, "x-amz-copy-source-range");
 	if (range && ol_s3_range_parse(range, si.size, &off, &len) != 1) {
@@ -509,19 +577,41 @@ s3_mpu_part_copy(struct s3_req *r, struct ol_put *p)
 		s3_error(r, OL_S3E_ENTITY_TOO_LARGE, NULL);
 		goto out;
 	}
-	if (copy_stream(r, g, off, len, p, md5) < 0)
+	s3_sse_w_init(&w, e, p);
+	if (ca != OL_CKSUM_NONE && ol_cksum_init(&ck, ca) < 0) {
+		s3_error(r, OL_S3E_INTERNAL, NULL);
 		goto out;
-	ol_hex_encode(md5, 16, etag);
-	rc = ol_store_put_commit(p, etag, NULL, 0, &di);
+	}
+	if (s3_copy_stream(r, &rd, off, len, &w, md5, ca != OL_CKSUM_NONE ? &ck : NULL) < 0)
+		goto out;
+	s3_sse_etag(e, md5, etag);
+	snprintf(stored, sizeof(stored), "%s", etag);
+	if (ca != OL_CKSUM_NONE) { /* the upload's checksum of the part, after its ETag */
+		uint8_t raw[OL_CKSUM_MAX_RAW];
+		int cl = ol_cksum_final(&ck, raw);
+		if (cl < 0 || ol_cksum_b64_encode(raw, (size_t)cl, ckb, sizeof(ckb)) < 0) {
+			s3_error(r, OL_S3E_INTERNAL, NULL);
+			goto out;
+		}
+		snprintf(stored, sizeof(stored), "%s %s", etag, ckb);
+		snprintf(ckel, sizeof(ckel), "Checksum%s", ol_cksum_alg_name(ca));
+	}
+	rc = ol_store_put_commit(p, stored, NULL, 0, &di);
 	p = NULL;
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		goto out;
 	}
-	copy_respond(r, "CopyPartResult", etag, di.mtime_ns, NULL, &si);
+	s3_copy_respond(r, "CopyPartResult", etag, di.mtime_ns, NULL, &si, e, ckel[0] ? ckel : NULL,
+			ckb);
 out:
+	ol_cksum_fini(&ck);
 	ol_store_put_abort(p);
 	ol_store_get_close(g);
+	s3_sse_w_fini(&w);
+	s3_sse_rd_fini(&rd);
+	s3_sse_fini(&se);
+	s3_sse_req_fini(&sq);
 }
 
 /* ---- GET / HEAD ---- */
@@ -656,7 +746,7 @@ send_range_error(struct s3_req *r, uint64_t size)
 }
 
 static int
-stream_body(struct s3_req *r, struct ol_get *g, uint64_t off, uint64_t len, uint8_t *buf,
+stream_body(struct s3_req *r, struct s3_sse_rd *g, uint64_t off, uint64_t len, uint8_t *buf,
 	    size_t first)
 {
 	int rc = ol_http_write(r->h, buf, first);
@@ -664,7 +754,7 @@ stream_body(struct s3_req *r, struct ol_get *g, uint64_t off, uint64_t len, uint
 	len -= first;
 	while (rc == 0 && len > 0) {
 		size_t want = len < S3_GET_BUF ? (size_t)len : S3_GET_BUF;
-		ssize_t n = ol_store_get_read(g, off, buf, want);
+		ssize_t n = s3_sse_read(g, off, buf, want);
 		if (n <= 0) {
 			ol_err("s3 %s: read of %s at %llu failed (%zd): closing", r->reqid,
 			       r->h->target, (unsigned long long)off, n);
@@ -680,7 +770,7 @@ stream_body(struct s3_req *r, struct ol_get *g, uint64_t off, uint64_t len, uint
 /* Read the first block before the head goes out, so a store failure is still an S3 error
  * (503) rather than a cut-off 200; then stream the rest. */
 static void
-get_send(struct s3_req *r, struct ol_get *g, const struct ol_obj_info *in, struct obj_headers *o,
+get_send(struct s3_req *r, struct s3_sse_rd *g, const struct ol_obj_info *in, struct obj_headers *o,
 	 bool partial, uint64_t off, uint64_t len, bool head)
 {
 	uint8_t *buf = NULL;
@@ -688,7 +778,7 @@ get_send(struct s3_req *r, struct ol_get *g, const struct ol_obj_info *in, struc
 	if (!head && len > 0) {
 		size_t bl = len < S3_GET_BUF ? (size_t)len : S3_GET_BUF;
 		buf = ol_xmalloc(bl);
-		ssize_t n = ol_store_get_read(g, off, buf, bl);
+		ssize_t n = s3_sse_read(g, off, buf, bl);
 		if (n <= 0) {
 			s3_store_error(r, n < 0 ? (int)n : -EIO, OL_S3E_NO_SUCH_KEY);
 			free(buf);
@@ -747,7 +837,7 @@ s3_open_object(struct s3_req *r, struct ol_get **g, struct ol_obj_info *in)
  * a bad number, InvalidRequest with a Range too, InvalidPart past the last part); -3 no
  * partNumber. */
 static int
-part_range(struct s3_req *r, struct ol_get *g, const struct ol_obj_info *in, uint64_t *off,
+part_range(struct s3_req *r, struct s3_sse_rd *g, const struct ol_obj_info *in, uint64_t *off,
 	   uint64_t *len)
 {
 	char v[16];
@@ -766,7 +856,7 @@ part_range(struct s3_req *r, struct ol_get *g, const struct ol_obj_info *in, uin
 		return -2;
 	}
 	sizes = ol_xmalloc(OL_S3_MAX_PARTS * sizeof(*sizes));
-	n = ol_store_get_part_sizes(g, sizes, OL_S3_MAX_PARTS);
+	n = s3_sse_rd_parts(g, sizes, OL_S3_MAX_PARTS);
 	if (pn > n || n > OL_S3_MAX_PARTS) {
 		free(sizes);
 		s3_error(r, OL_S3E_INVALID_PART, NULL);
@@ -787,15 +877,23 @@ get_object(struct s3_req *r, bool head)
 	struct ol_obj_info in;
 	struct obj_headers *o = NULL;
 	uint64_t off = 0, len;
+	struct s3_sse_req q;
+	struct s3_sse e = {0};
+	struct s3_sse_rd rd = {0};
 	r->op = head ? "HeadObject" : "GetObject";
-	if (!s3_open_object(r, &g, &in))
+	if (s3_sse_parse(r, false, &q) < 0)
 		return;
+	/* the key is checked first: an SSE-C object tells nothing (not even a 304) without it */
+	if (!s3_open_object(r, &g, &in) || s3_sse_open(r, in.meta, in.meta_len, &q, &e) < 0)
+		goto out;
 	int cond = conditionals(r, &in, "");
 	if (cond == 412) {
 		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
 		goto out;
 	}
-	int rr = part_range(r, g, &in, &off, &len);
+	s3_sse_rd_init(&rd, &e, g, in.size);
+	in.size = rd.size;
+	int rr = part_range(r, &rd, &in, &off, &len);
 	if (rr == -2)
 		goto out; /* answered */
 	if (rr == -3)
@@ -804,6 +902,9 @@ get_object(struct s3_req *r, bool head)
 		len = in.size;
 	o = ol_xmalloc(sizeof(*o));
 	obj_headers_build(r, &in, o, rr == 0);
+	struct ol_http_header sh[2];
+	for (size_t i = 0, sn = s3_sse_headers(&e, sh, 0); i < sn; i++)
+		oh_add(o, sh[i].name, sh[i].value, strlen(sh[i].value));
 	if (cond == 304) {
 		oh_fix(o);
 		s3_send(r, 304, o->h, o->n, NULL, 0);
@@ -813,12 +914,15 @@ get_object(struct s3_req *r, bool head)
 		send_range_error(r, in.size);
 		goto out;
 	}
-	get_send(r, g, &in, o, rr == 1, off, len, head);
+	get_send(r, &rd, &in, o, rr == 1, off, len, head);
 out:
 	if (o)
 		ol_buf_free(&o->vals);
 	free(o);
+	s3_sse_rd_fini(&rd);
 	ol_store_get_close(g);
+	s3_sse_fini(&e);
+	s3_sse_req_fini(&q);
 }
 
 void
@@ -902,7 +1006,7 @@ s3_put_object_acl(struct s3_req *r)
 	s3_object_acl(r, in.meta, in.meta_len, &old);
 	if (s3_acl_from_request(r, old.owner, &a) < 0)
 		goto out;
-	meta_copy_unowned(&in, &meta);
+	meta_copy_unowned(&in, &meta, true);
 	ol_s3_meta_add(&meta, "ol-owner", old.owner);
 	ol_acl_encode(&a, &enc);
 	ol_s3_meta_add(&meta, "ol-acl", ol_buf_cstr(&enc));
@@ -912,7 +1016,11 @@ s3_put_object_acl(struct s3_req *r)
 		s3_store_error(r, rc == -ENOENT ? -ENXIO : rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
 	}
-	if (copy_stream(r, g, 0, in.size, p, md5) < 0)
+	struct s3_sse_rd rd; /* raw: the same ciphertext, with the same key entries */
+	struct s3_sse_w w;
+	s3_sse_rd_init(&rd, NULL, g, in.size);
+	s3_sse_w_init(&w, NULL, p);
+	if (s3_copy_stream(r, &rd, 0, in.size, &w, md5, NULL) < 0)
 		goto out;
 	cond.if_match = in.etag;
 	ol_store_put_set_cond(p, &cond);

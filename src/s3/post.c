@@ -238,7 +238,7 @@ out:
 
 /* Stream the file part into w until the closing delimiter. Returns the size or -1 (sent). */
 static int64_t
-post_stream(struct post *p, struct ol_put *w, struct ol_cksum *md5, int64_t max_len)
+post_stream(struct post *p, struct s3_sse_w *w, struct ol_cksum *md5, int64_t max_len)
 {
 	int64_t total = 0;
 	for (;;) {
@@ -251,7 +251,7 @@ post_stream(struct post *p, struct ol_put *w, struct ol_cksum *md5, int64_t max_
 					 "Your proposed upload exceeds the maximum allowed size");
 				return -1;
 			}
-			int rc = ol_store_put_write(w, p->buf, take);
+			int rc = s3_sse_w_write(w, p->buf, take);
 			if (rc < 0) {
 				s3_store_error(p->r, rc, OL_S3E_NO_SUCH_BUCKET);
 				return -1;
@@ -296,7 +296,7 @@ post_meta(struct post *p, struct ol_buf *meta)
 }
 
 static void
-post_respond(struct post *p, const char *etag_hex)
+post_respond(struct post *p, const char *etag_hex, const struct s3_sse *e)
 {
 	struct s3_req *r = p->r;
 	char etag[48], loc[2300];
@@ -314,12 +314,13 @@ post_respond(struct post *p, const char *etag_hex)
 		ol_buf_adds(&u, "&etag=%22");
 		ol_buf_adds(&u, etag_hex);
 		ol_buf_adds(&u, "%22");
-		struct ol_http_header h[2] = {{"Location", ol_buf_cstr(&u)}, {"ETag", etag}};
-		s3_send(r, 303, h, 2, NULL, 0);
+		struct ol_http_header h[4] = {{"Location", ol_buf_cstr(&u)}, {"ETag", etag}};
+		s3_send(r, 303, h, s3_sse_headers(e, h, 2), NULL, 0);
 		ol_buf_free(&u);
 		return;
 	}
-	struct ol_http_header h[2] = {{"ETag", etag}, {"Location", loc}};
+	struct ol_http_header h[4] = {{"ETag", etag}, {"Location", loc}};
+	size_t nh = s3_sse_headers(e, h, 2);
 	if (status && strcmp(status, "201") == 0) {
 		struct ol_buf x = {0};
 		ol_s3_xml_open_root(&x, "PostResponse");
@@ -328,11 +329,41 @@ post_respond(struct post *p, const char *etag_hex)
 		ol_s3_xml_elemn(&x, "Key", r->rt.key, r->rt.key_len);
 		ol_s3_xml_elem(&x, "ETag", etag);
 		ol_buf_adds(&x, "</PostResponse>");
-		s3_send(r, 201, h, 2, x.p, x.len);
+		s3_send(r, 201, h, nh, x.p, x.len);
 		ol_buf_free(&x);
 		return;
 	}
-	s3_send(r, status && strcmp(status, "200") == 0 ? 200 : 204, h, 2, NULL, 0);
+	s3_send(r, status && strcmp(status, "200") == 0 ? 200 : 204, h, nh, NULL, 0);
+}
+
+/* The form's encryption fields: x-amz-server-side-encryption = AES256 (SSE-S3) into q; the
+ * SSE-C and KMS fields are 501 NotImplemented naming the field (never stored in plaintext as
+ * if encrypted). 0, or -1 with the error sent. */
+static int
+post_sse(struct post *p, struct s3_sse_req *q)
+{
+	struct s3_req *r = p->r;
+	memset(q, 0, sizeof(*q));
+	for (unsigned i = 0; i < p->form.n; i++) {
+		const struct ol_form_field *f = &p->form.f[i];
+		if (strncasecmp(f->name, "x-amz-server-side-encryption", 28) != 0)
+			continue;
+		if (f->name[28] == '\0' && strcmp(f->value, "AES256") == 0) {
+			q->mode = S3_SSE_S3;
+			continue;
+		}
+		char msg[200];
+		struct ol_buf x = {0};
+		snprintf(msg, sizeof(msg),
+			 "A browser POST upload takes only x-amz-server-side-encryption = AES256; "
+			 "the field %.60s cannot be honoured",
+			 f->name);
+		ol_s3_xml_elem(&x, "Header", f->name);
+		s3_error_code(r, "NotImplemented", 501, msg, x.p);
+		ol_buf_free(&x);
+		return -1;
+	}
+	return 0;
 }
 
 /* After the head: identity, key, policy, access; then the file; then the answer. */
@@ -342,7 +373,10 @@ post_body(struct post *p)
 	struct s3_req *r = p->r;
 	struct ol_put *w = NULL;
 	struct ol_cksum md5;
-	struct ol_buf meta = {0};
+	struct ol_buf meta = {0}, smeta = {0};
+	struct s3_sse_req q = {0};
+	struct s3_sse e = {0};
+	struct s3_sse_w sw = {0};
 	int64_t min_len = 0, max_len = INT64_MAX;
 	uint8_t raw[OL_CKSUM_MAX_RAW];
 	char etag[40];
@@ -350,7 +384,8 @@ post_body(struct post *p)
 	ol_cksum_init(&md5, OL_CKSUM_MD5);
 	if ((policy && post_auth(p, policy) < 0) || !post_key(p) ||
 	    (policy && post_policy(p, policy, &min_len, &max_len) < 0) ||
-	    !s3_access_post(r, ol_form_get(&p->form, "acl")))
+	    !s3_access_post(r, ol_form_get(&p->form, "acl")) || post_sse(p, &q) < 0 ||
+	    s3_sse_new(r, &q, &e, &smeta) < 0)
 		goto out;
 	int rc = ol_store_put_begin(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, -1, &w);
 	if (rc < 0) {
@@ -358,9 +393,14 @@ post_body(struct post *p)
 		goto out;
 	}
 	ol_store_put_set_vmode(w, s3_vmode(r));
-	int64_t size = post_stream(p, w, &md5, max_len);
+	s3_sse_w_init(&sw, &e, w);
+	int64_t size = post_stream(p, &sw, &md5, max_len);
 	if (size < 0)
 		goto out;
+	if ((rc = s3_sse_w_finish(&sw)) < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
+		goto out;
+	}
 	if (size < min_len) {
 		s3_error(r, OL_S3E_ENTITY_TOO_SMALL,
 			 "Your proposed upload is smaller than the minimum allowed size");
@@ -376,17 +416,24 @@ post_body(struct post *p)
 	ol_hex_encode(raw, 16, etag);
 	post_meta(p, &meta);
 	s3_lock_write_meta(r, &meta); /* the bucket's default retention, as for a PUT */
+	if (e.mode) {
+		ol_buf_add(&meta, smeta.p, smeta.len);
+		ol_buf_addf(&meta, "ol-sse-size: %llu\n", (unsigned long long)sw.plain);
+	}
 	rc = ol_store_put_commit(w, etag, meta.p, meta.len, NULL);
 	w = NULL;
 	if (rc < 0) {
 		s3_write_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		goto out;
 	}
-	post_respond(p, etag);
+	post_respond(p, etag, &e);
 out:
 	ol_store_put_abort(w);
 	ol_cksum_fini(&md5);
 	ol_buf_free(&meta);
+	ol_buf_free(&smeta);
+	s3_sse_w_fini(&sw);
+	s3_sse_fini(&e);
 }
 
 void

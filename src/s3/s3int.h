@@ -29,6 +29,9 @@ struct ol_s3_server {
 	char endpoint_host[OL_CFG_STR];
 	uint64_t max_object_size;
 	struct s3_lc_scanner *lc; /* lifecycle.c; NULL when not started */
+	bool sse_master_set;	  /* sse.c: [s3] sse_master_key_file loaded */
+	uint8_t sse_master[32];
+	char sse_kid[17]; /* id of the master key (kept with each SSE-S3 object) */
 };
 
 /* A bucket's access attributes, loaded from its record (access.c). */
@@ -307,8 +310,11 @@ bool s3_object_sub_unsupported(struct s3_req *r);
 int s3_write_cond(struct s3_req *r, struct ol_store_cond *c, char etag[OL_STORE_ETAG_MAX]);
 /* s3_store_error, plus -ECANCELED -> 412 PreconditionFailed, -ENODATA -> 404 NoSuchKey. */
 void s3_write_error(struct s3_req *r, int rc, enum ol_s3_err enoent);
-/* UploadPartCopy into the open part writer p (consumes p). */
-void s3_mpu_part_copy(struct s3_req *r, struct ol_put *p);
+/* UploadPartCopy into the open part writer p (consumes p), encrypted as e (the upload's), with
+ * the checksum of the upload's algorithm ca (OL_CKSUM_NONE: none) kept after its ETag. */
+struct s3_sse;
+void s3_mpu_part_copy(struct s3_req *r, struct ol_put *p, const struct s3_sse *e,
+		      enum ol_cksum_alg ca);
 /* bucket.c: the service and bucket operations (routed by dispatch.c) */
 void s3_service(struct s3_req *r);
 void s3_create_bucket(struct s3_req *r);
@@ -335,5 +341,99 @@ void s3_mpu_list_parts(struct s3_req *r);
 void s3_mpu_list(struct s3_req *r);
 /* copy source "/b/k" into bucket/key/len; 0 or -1 with the error sent. */
 int s3_copy_source(struct s3_req *r, char *bucket, size_t bcap, char *key, size_t *klen);
+
+/* object.c: copy len bytes at off of g into w (finished), the plaintext's MD5 into md5 (and
+ * into ck when not NULL). 0, or -1 with the error sent. */
+struct s3_sse_rd;
+struct s3_sse_w;
+int s3_copy_stream(struct s3_req *r, struct s3_sse_rd *g, uint64_t off, uint64_t len,
+		   struct s3_sse_w *w, uint8_t md5[OL_CKSUM_MAX_RAW], struct ol_cksum *ck);
+/* The CopyObjectResult / CopyPartResult answer; ck_elem (may be NULL): a checksum element
+ * (ChecksumSHA256) with value ck_val. */
+void s3_copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mtime_ns,
+		     const struct ol_obj_info *di, const struct ol_obj_info *si,
+		     const struct s3_sse *e, const char *ck_elem, const char *ck_val);
+
+/* sse.c: server-side encryption (SSE-S3, SSE-C); the layout is described there */
+#define S3_SSE_BLOCK (64u * 1024) /* plaintext bytes per AES-256-GCM block */
+#define S3_SSE_TAG   16u
+#define S3_SSE_HDR   8u /* random nonce prefix at the start of each segment (object or part) */
+enum { S3_SSE_NONE = 0, S3_SSE_S3 = 1, S3_SSE_C = 2 };
+/* What a request's headers ask for (or its copy source's). */
+struct s3_sse_req {
+	int mode;
+	uint8_t ckey[32];  /* SSE-C customer key */
+	char ckey_md5[32]; /* its MD5, base64 */
+};
+/* One object's encryption. */
+struct s3_sse {
+	int mode;
+	uint8_t dkey[32];
+	char ckey_md5[32];
+};
+/* Load [s3] sse_master_key_file (none: SSE-S3 refused). 0 or -EINVAL (logged). */
+int s3_sse_load_master(struct ol_s3_server *s);
+/* The SSE headers of the request (source: the x-amz-copy-source-...-customer-* ones): checked
+ * as AWS does (aws:kms: 501). 0, or -1 with the error sent. */
+int s3_sse_parse(struct s3_req *r, bool source, struct s3_sse_req *q);
+void s3_sse_req_fini(struct s3_sse_req *q);
+void s3_sse_fini(struct s3_sse *e);
+/* A new object (or upload): q's mode, else the bucket's default; a fresh data key whose
+ * wrapped form goes into meta. 0, or -1 with the error sent (no master key). */
+int s3_sse_new(struct s3_req *r, const struct s3_sse_req *q, struct s3_sse *e, struct ol_buf *meta);
+/* An existing object (or upload) with metadata blob meta, read with the keys of q: 0 with e
+ * set (mode 0: not encrypted), or -1 with the error sent (missing or wrong SSE-C key, SSE-C
+ * headers for an object that has none, master key not the one it was written with). */
+int s3_sse_open(struct s3_req *r, const void *meta, size_t len, const struct s3_sse_req *q,
+		struct s3_sse *e);
+int s3_sse_meta_mode(const void *meta, size_t len); /* S3_SSE_* of a blob */
+/* Append the response headers of e (up to 2) to h[n..]; the new n. */
+size_t s3_sse_headers(const struct s3_sse *e, struct ol_http_header *h, size_t n);
+/* The ETag of plaintext with MD5 md5 (SSE-C: keyed, not the MD5). */
+void s3_sse_etag(const struct s3_sse *e, const uint8_t md5[16], char etag[33]);
+/* Plaintext length of an encrypted segment of clen stored bytes. */
+uint64_t s3_sse_plain_len(uint64_t clen);
+/* An object's size as S3 shows it: ol-sse-size of an encrypted one, else in->size. */
+uint64_t s3_obj_size(const struct ol_obj_info *in);
+/* BucketEncryption: PUT/GET/DELETE ?encryption of the loaded bucket. */
+void s3_bucket_encryption(struct s3_req *r);
+/* Writer: plaintext in, (encrypted) bytes to p; e NULL or mode 0 passes through. */
+struct s3_sse_w {
+	struct ol_put *p;
+	const struct s3_sse *e;
+	uint8_t prefix[S3_SSE_HDR];
+	uint32_t blk;
+	void *ctx; /* EVP_CIPHER_CTX keyed once */
+	uint8_t *pbuf, *obuf;
+	size_t plen, olen;
+	uint64_t plain; /* plaintext bytes written */
+};
+int s3_sse_w_init(struct s3_sse_w *w, const struct s3_sse *e, struct ol_put *p);
+int s3_sse_w_write(struct s3_sse_w *w, const void *d, size_t n); /* 0 or the store's -errno */
+int s3_sse_w_finish(struct s3_sse_w *w);			 /* before put_commit */
+void s3_sse_w_fini(struct s3_sse_w *w);
+/* Reader: plaintext at plaintext offsets (decrypting only the blocks a read touches). */
+struct s3_sse_seg {
+	uint64_t cstart, clen, pstart, plen;
+	uint8_t prefix[S3_SSE_HDR];
+	bool have_prefix;
+};
+struct s3_sse_rd {
+	struct ol_get *g;
+	const struct s3_sse *e;
+	uint64_t size; /* plaintext size */
+	struct s3_sse_seg *seg;
+	unsigned nseg;
+	void *ctx; /* EVP_CIPHER_CTX keyed once */
+	uint8_t *cbuf, *pbuf;
+};
+/* size: the store's size (used when not encrypted). */
+int s3_sse_rd_init(struct s3_sse_rd *rd, const struct s3_sse *e, struct ol_get *g, uint64_t size);
+/* As ol_store_get_read (a count, short only at the end, or -errno; OL_STORE_ECORRUPT when a
+ * block fails its tag). */
+ssize_t s3_sse_read(struct s3_sse_rd *rd, uint64_t off, void *buf, size_t len);
+/* Plaintext part sizes, as ol_store_get_part_sizes. */
+unsigned s3_sse_rd_parts(struct s3_sse_rd *rd, uint64_t *sizes, unsigned cap);
+void s3_sse_rd_fini(struct s3_sse_rd *rd);
 
 #endif

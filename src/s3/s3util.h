@@ -85,7 +85,9 @@ int ol_s3_parse_http_date(const char *s, int64_t *secs);
 /* ---- XML request bodies (expat) ---- */
 struct ol_s3_part_ref {
 	unsigned number;
-	char etag[72]; /* without quotes, lowercase */
+	char etag[72];	   /* without quotes, lowercase */
+	char ck_name[16];  /* "SHA256" of a <ChecksumSHA256> given for the part, "" = none */
+	char checksum[64]; /* its value (base64) */
 };
 struct ol_s3_complete_req {
 	struct ol_s3_part_ref *parts; /* malloc'd */

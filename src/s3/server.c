@@ -9,6 +9,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include <openssl/crypto.h>
+
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/clock.h"
@@ -231,12 +233,17 @@ authenticate(struct s3_req *r)
 
 /* ---- dispatch ---- */
 
-/* Server-side encryption is not built: a request that asks for it (SSE-S3, SSE-KMS, SSE-C,
- * or the SSE-C key of a copy source) is refused, never served or stored in plaintext as if
- * it were encrypted. Returns true when the error was sent. */
+/* Server-side encryption headers are honoured by the object reads and writes (sse.c): PUT
+ * (object, part, copy), POST (multipart create and complete), GET and HEAD of an object. Any
+ * other request that carries them is refused, never served as if it were encrypted. Returns
+ * true when the error was sent. */
 static bool
 refuse_sse(struct s3_req *r)
 {
+	const char *m = r->h->method;
+	if (r->rt.key_len > 0 && (strcmp(m, "PUT") == 0 || strcmp(m, "GET") == 0 ||
+				  strcmp(m, "HEAD") == 0 || strcmp(m, "POST") == 0))
+		return false;
 	static const char *const prefixes[] = {"x-amz-server-side-encryption",
 					       "x-amz-copy-source-server-side-encryption"};
 	for (size_t i = 0; i < r->h->n_headers; i++) {
@@ -248,8 +255,8 @@ refuse_sse(struct s3_req *r)
 			struct ol_buf x = {0};
 			snprintf(
 			    msg, sizeof(msg),
-			    "Server-side encryption is not implemented: the header %.80s cannot "
-			    "be honoured; send the request without it",
+			    "Server-side encryption applies to object reads and writes only: the "
+			    "header %.80s cannot be honoured here; send the request without it",
 			    n);
 			ol_s3_xml_elem(&x, "Header", n);
 			s3_error_code(r, "NotImplemented", 501, msg, x.p);
@@ -344,6 +351,10 @@ ol_s3_new(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server 
 	if (ol_config_split_addr(cfg->s3_addr, s->endpoint_host, sizeof(s->endpoint_host), &port) <
 	    0)
 		s->endpoint_host[0] = '\0';
+	if (s3_sse_load_master(s) < 0) {
+		free(s);
+		return -EINVAL;
+	}
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	req_seed = ((uint64_t)ts.tv_sec << 24) ^ (uint64_t)ts.tv_nsec;
@@ -382,5 +393,6 @@ ol_s3_free(struct ol_s3_server *s)
 	s3_lc_stop(s);
 	ol_metrics_unregister(s3_metrics_render, s);
 	ol_metrics_unregister(s3_access_metrics_render, s);
+	OPENSSL_cleanse(s->sse_master, sizeof(s->sse_master));
 	free(s);
 }

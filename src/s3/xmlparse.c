@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <expat.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -174,6 +175,24 @@ complete_end(struct xp *x, const char *t, size_t n)
 	if (at(x, 3, "CompleteMultipartUpload", "Part", "ETag")) {
 		c->have_etag = true;
 		return etag_norm(t, n, c->cur.etag, sizeof(c->cur.etag));
+	}
+	static const char *const cks[] = {"CRC32", "CRC32C", "CRC64NVME", "SHA1", "SHA256"};
+	for (size_t i = 0; x->depth == 3 && i < sizeof(cks) / sizeof(cks[0]); i++) {
+		char el[24];
+		snprintf(el, sizeof(el), "Checksum%s", cks[i]);
+		if (!at(x, 3, "CompleteMultipartUpload", "Part", el))
+			continue;
+		while (n && (*t == ' ' || *t == '\n' || *t == '\t' || *t == '\r'))
+			t++, n--;
+		while (n && (t[n - 1] == ' ' || t[n - 1] == '\n' || t[n - 1] == '\t' ||
+			     t[n - 1] == '\r'))
+			n--;
+		if (n == 0 || n >= sizeof(c->cur.checksum))
+			return -1;
+		snprintf(c->cur.ck_name, sizeof(c->cur.ck_name), "%s", cks[i]);
+		memcpy(c->cur.checksum, t, n);
+		c->cur.checksum[n] = '\0';
+		return 0;
 	}
 	if (!at(x, 2, "CompleteMultipartUpload", "Part", NULL))
 		return 0;

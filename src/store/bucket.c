@@ -86,7 +86,7 @@ bucket_write(struct ol_store *st, const char *bucket, bool del, int64_t created,
 }
 
 int
-ol_store_bucket_create_attrs(struct ol_store *st, const char *bucket, const void *attrs, size_t len)
+ol_set_bucket_create_attrs(struct ol_store *st, const char *bucket, const void *attrs, size_t len)
 {
 	int rc;
 
@@ -99,9 +99,9 @@ ol_store_bucket_create_attrs(struct ol_store *st, const char *bucket, const void
 }
 
 int
-ol_store_bucket_create(struct ol_store *st, const char *bucket)
+ol_set_bucket_create(struct ol_store *st, const char *bucket)
 {
-	return ol_store_bucket_create_attrs(st, bucket, NULL, 0);
+	return ol_set_bucket_create_attrs(st, bucket, NULL, 0);
 }
 
 static int
@@ -135,35 +135,35 @@ versions_left(struct ol_store *st, const char *bucket)
 	return rc;
 }
 
-static int
-bucket_empty(struct ol_store *st, const char *bucket)
+int
+ol_set_bucket_empty(struct ol_store *st, const char *bucket)
 {
 	struct ol_iter *it;
 	const char *k;
 	size_t kl;
 	struct ol_obj_info info;
-	int rc = ol_store_iter_open(st, bucket, &it);
+	int rc = ol_set_iter_open(st, bucket, &it);
 
 	if (rc)
 		return rc;
-	rc = ol_store_iter_next(it, &k, &kl, &info);
-	ol_store_iter_close(it);
+	rc = ol_set_iter_next(it, &k, &kl, &info);
+	ol_set_iter_close(it);
 	if (rc)
 		return rc < 0 ? rc : -ENOTEMPTY;
 	rc = versions_left(st, bucket);
 	if (rc)
 		return rc;
-	rc = ol_store_mpu_list(st, bucket, has_upload, NULL);
+	rc = ol_set_mpu_list(st, bucket, has_upload, NULL);
 	return rc == 1 ? -ENOTEMPTY : rc;
 }
 
 int
-ol_store_bucket_delete(struct ol_store *st, const char *bucket)
+ol_set_bucket_delete(struct ol_store *st, const char *bucket)
 {
 	int rc;
 
 	pthread_rwlock_wrlock(&st->bucket_lock);
-	rc = ol_bucket_ok(st, bucket) ? bucket_empty(st, bucket) : -ENOENT;
+	rc = ol_bucket_ok(st, bucket) ? ol_set_bucket_empty(st, bucket) : -ENOENT;
 	if (!rc)
 		rc = bucket_write(st, bucket, true, 0, NULL, 0);
 	pthread_rwlock_unlock(&st->bucket_lock);
@@ -202,8 +202,8 @@ bucket_votes(struct ol_store *st, const void *const *vals, const size_t *lens, s
 }
 
 int
-ol_store_bucket_get(struct ol_store *st, const char *bucket, int64_t *created_ns, void *buf,
-		    size_t cap, size_t *len)
+ol_set_bucket_get(struct ol_store *st, const char *bucket, int64_t *created_ns, void *buf,
+		  size_t cap, size_t *len)
 {
 	struct ol_reads r;
 	struct bvote v = {0};
@@ -219,12 +219,14 @@ ol_store_bucket_get(struct ol_store *st, const char *bucket, int64_t *created_ns
 		if (len)
 			*len = v.alen;
 	}
+	if (!ok)
+		ok = ol_reads_absent(st, &r);
 	ol_reads_free(&r);
-	return ok ? 0 : -ENOENT;
+	return ok > 0 ? 0 : ok;
 }
 
 int
-ol_store_bucket_attrs(struct ol_store *st, const char *bucket, void **out, size_t *len)
+ol_set_bucket_attrs(struct ol_store *st, const char *bucket, void **out, size_t *len)
 {
 	struct ol_reads r;
 	struct bvote v = {0};
@@ -240,18 +242,20 @@ ol_store_bucket_attrs(struct ol_store *st, const char *bucket, void **out, size_
 		((char *)*out)[v.alen] = '\0';
 		*len = v.alen;
 	}
+	if (!ok)
+		ok = ol_reads_absent(st, &r);
 	ol_reads_free(&r);
-	return ok ? 0 : -ENOENT;
+	return ok > 0 ? 0 : ok;
 }
 
 int
-ol_store_bucket_stat(struct ol_store *st, const char *bucket, int64_t *created_ns)
+ol_set_bucket_stat(struct ol_store *st, const char *bucket, int64_t *created_ns)
 {
-	return ol_store_bucket_get(st, bucket, created_ns, NULL, 0, NULL);
+	return ol_set_bucket_get(st, bucket, created_ns, NULL, 0, NULL);
 }
 
 int
-ol_store_bucket_set_attrs(struct ol_store *st, const char *bucket, const void *attrs, size_t len)
+ol_set_bucket_set_attrs(struct ol_store *st, const char *bucket, const void *attrs, size_t len)
 {
 	int64_t created;
 	int rc;
@@ -259,7 +263,7 @@ ol_store_bucket_set_attrs(struct ol_store *st, const char *bucket, const void *a
 	if (len > OL_STORE_MAX_BATTRS)
 		return -EINVAL;
 	pthread_rwlock_wrlock(&st->bucket_lock);
-	rc = ol_store_bucket_get(st, bucket, &created, NULL, 0, NULL);
+	rc = ol_set_bucket_get(st, bucket, &created, NULL, 0, NULL);
 	if (!rc)
 		rc = bucket_write(st, bucket, false, created, attrs, len);
 	pthread_rwlock_unlock(&st->bucket_lock);
@@ -267,7 +271,7 @@ ol_store_bucket_set_attrs(struct ol_store *st, const char *bucket, const void *a
 }
 
 int
-ol_store_bucket_list_attrs(struct ol_store *st, ol_store_bucket_attrs_cb cb, void *arg)
+ol_set_bucket_list_attrs(struct ol_store *st, ol_store_bucket_attrs_cb cb, void *arg)
 {
 	struct ol_merge m;
 	const void *vals[OL_MAX_DRIVES], *k;
@@ -302,9 +306,9 @@ list_plain_cb(const char *bucket, int64_t created_ns, const void *attrs, size_t 
 }
 
 int
-ol_store_bucket_list(struct ol_store *st, ol_store_bucket_cb cb, void *arg)
+ol_set_bucket_list(struct ol_store *st, ol_store_bucket_cb cb, void *arg)
 {
 	struct list_plain lp = {cb, arg};
 
-	return ol_store_bucket_list_attrs(st, list_plain_cb, &lp);
+	return ol_set_bucket_list_attrs(st, list_plain_cb, &lp);
 }

@@ -43,7 +43,7 @@ ol_drive_offline(struct ol_store *st, int d, struct ol_meta *m, bool damaged, co
 	pthread_mutex_unlock(&st->drv_mu);
 	atomic_fetch_add(&dr->faults, 1);
 	ol_err("store: drive %s is offline: %s (%d of %d drives online)", dr->root, why,
-	       ol_store_drives_online(st), st->n);
+	       ol_set_drives_online(st), st->n);
 }
 
 void
@@ -203,7 +203,7 @@ relock(struct ol_store *st, int d)
 	return 0;
 }
 
-/* The drive's back online with m: on_return called (see ol_store_on_drive_return). */
+/* The drive's back online with m: on_return called (see ol_set_on_drive_return). */
 static void
 back_online(struct ol_store *st, int d, struct ol_meta *m)
 {
@@ -215,9 +215,9 @@ back_online(struct ol_store *st, int d, struct ol_meta *m)
 	dr->why[0] = 0;
 	pthread_mutex_unlock(&st->drv_mu);
 	atomic_store(&dr->meta, m);
-	pthread_mutex_lock(&st->drv_mu); /* cb runs under it: see ol_store_on_drive_return */
+	pthread_mutex_lock(&st->drv_mu); /* cb runs under it: see ol_set_on_drive_return */
 	ol_warn("store: drive %s is back online (%d of %d drives online)%s", dr->root,
-		ol_store_drives_online(st), st->n,
+		ol_set_drives_online(st), st->n,
 		st->on_return ? "" : "; run `openlake heal` to restore what it missed");
 	if (st->on_return)
 		st->on_return(st->on_return_arg, dr->root);
@@ -325,21 +325,42 @@ monitor(void *arg)
 	return NULL;
 }
 
+/* arg: a one-set store, or the shell of several (sets.c): one family per metric either way */
 static void
 render(struct ol_strbuf *b, void *arg)
 {
-	struct ol_store *st = arg;
+	struct ol_store *top = arg;
 
 	ol_strbuf_printf(b, "# HELP openlake_drive_online 1 when the drive serves reads and "
 			    "writes, 0 when it is offline\n# TYPE openlake_drive_online gauge\n");
-	for (int d = 0; d < st->n; d++)
-		ol_strbuf_printf(b, "openlake_drive_online{drive=\"%s\"} %d\n", st->d[d].root,
-				 atomic_load(&st->d[d].meta) != NULL);
+	for (int s = 0; s < top->n_sets; s++) {
+		struct ol_store *st = top->sets[s];
+
+		for (int d = 0; d < st->n; d++)
+			ol_strbuf_printf(b, "openlake_drive_online{drive=\"%s\"} %d\n",
+					 st->d[d].root, atomic_load(&st->d[d].meta) != NULL);
+	}
 	ol_strbuf_printf(b, "# HELP openlake_drive_faults_total times the drive was taken "
 			    "offline\n# TYPE openlake_drive_faults_total counter\n");
-	for (int d = 0; d < st->n; d++)
-		ol_strbuf_printf(b, "openlake_drive_faults_total{drive=\"%s\"} %llu\n",
-				 st->d[d].root, (unsigned long long)atomic_load(&st->d[d].faults));
+	for (int s = 0; s < top->n_sets; s++) {
+		struct ol_store *st = top->sets[s];
+
+		for (int d = 0; d < st->n; d++)
+			ol_strbuf_printf(b, "openlake_drive_faults_total{drive=\"%s\"} %llu\n",
+					 st->d[d].root,
+					 (unsigned long long)atomic_load(&st->d[d].faults));
+	}
+}
+
+void
+ol_drive_metrics_shell(struct ol_store *shell, bool on)
+{
+	for (int s = 0; on && s < shell->n_sets; s++)
+		ol_metrics_unregister(render, shell->sets[s]);
+	if (on)
+		ol_metrics_register(render, shell);
+	else
+		ol_metrics_unregister(render, shell);
 }
 
 void
@@ -404,7 +425,7 @@ ol_flight_has(struct ol_store *st, const uint8_t *uuid)
 }
 
 void
-ol_store_on_drive_return(struct ol_store *st, void (*cb)(void *arg, const char *drive), void *arg)
+ol_set_on_drive_return(struct ol_store *st, void (*cb)(void *arg, const char *drive), void *arg)
 {
 	pthread_mutex_lock(&st->drv_mu);
 	st->on_return = cb;

@@ -156,6 +156,8 @@ lookup_at(struct ol_store *st, const char *bucket, const char *key, size_t klen,
 		}
 		return ik == okey ? -ENOENT : OL_STORE_EDELMARK;
 	}
+	if (r->bucket_votes + st->n - r->answered >= st->k && r->bucket_votes < st->k)
+		return -EIO; /* too few drives answered to say the bucket or the key is absent */
 	return r->bucket_votes >= st->k ? -ENOENT : -ENXIO;
 }
 
@@ -219,8 +221,8 @@ out:
 }
 
 int
-ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
-		  struct ol_get **out, struct ol_obj_info *info)
+ol_set_get_open(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		struct ol_get **out, struct ol_obj_info *info)
 {
 	return open_at(st, bucket, key, key_len, NULL, 0, out, info);
 }
@@ -230,7 +232,7 @@ static int
 null_current(struct ol_store *st, const char *bucket, const char *key, size_t key_len)
 {
 	struct ol_obj_info cur;
-	int rc = ol_store_head(st, bucket, key, key_len, &cur, NULL, 0);
+	int rc = ol_set_head(st, bucket, key, key_len, &cur, NULL, 0);
 
 	if (rc == -ENOENT && cur.delete_marker)
 		rc = strcmp(cur.version_id, "null") ? -ENOENT : OL_STORE_EDELMARK;
@@ -240,22 +242,22 @@ null_current(struct ol_store *st, const char *bucket, const char *key, size_t ke
 }
 
 int
-ol_store_get_open_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
-		      const char *version_id, struct ol_get **out, struct ol_obj_info *info)
+ol_set_get_open_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		    const char *version_id, struct ol_get **out, struct ol_obj_info *info)
 {
 	char vk[OL_KEYBUF + OL_VSUFFIX];
 	size_t vkl;
 	int rc;
 
 	if (!version_id)
-		return ol_store_get_open(st, bucket, key, key_len, out, info);
+		return ol_set_get_open(st, bucket, key, key_len, out, info);
 	rc = ol_store_ver_locate(st, bucket, key, key_len, version_id, vk, &vkl);
 	if (rc == 1) {
 		rc = null_current(st, bucket, key, key_len);
 		if (rc == 0)
-			return ol_store_get_open(st, bucket, key, key_len, out, info);
+			return ol_set_get_open(st, bucket, key, key_len, out, info);
 		if (rc == OL_STORE_EDELMARK)
-			ol_store_head(st, bucket, key, key_len, info, NULL, 0);
+			ol_set_head(st, bucket, key, key_len, info, NULL, 0);
 		return rc;
 	}
 	return rc ? rc : open_at(st, bucket, key, key_len, vk, vkl, out, info);
@@ -556,36 +558,36 @@ head_at(struct ol_store *st, const char *bucket, const char *key, size_t key_len
 }
 
 int
-ol_store_head(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
-	      struct ol_obj_info *info, void *meta_buf, size_t meta_cap)
+ol_set_head(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+	    struct ol_obj_info *info, void *meta_buf, size_t meta_cap)
 {
 	return head_at(st, bucket, key, key_len, NULL, 0, info, meta_buf, meta_cap);
 }
 
 int
-ol_store_head_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
-		  const char *version_id, struct ol_obj_info *info, void *meta_buf, size_t meta_cap)
+ol_set_head_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		const char *version_id, struct ol_obj_info *info, void *meta_buf, size_t meta_cap)
 {
 	char vk[OL_KEYBUF + OL_VSUFFIX];
 	size_t vkl;
 	int rc;
 
 	if (!version_id)
-		return ol_store_head(st, bucket, key, key_len, info, meta_buf, meta_cap);
+		return ol_set_head(st, bucket, key, key_len, info, meta_buf, meta_cap);
 	memset(info, 0, sizeof(*info));
 	rc = ol_store_ver_locate(st, bucket, key, key_len, version_id, vk, &vkl);
 	if (rc == 1) {
 		rc = null_current(st, bucket, key, key_len);
 		if (rc == 0 || rc == OL_STORE_EDELMARK)
-			ol_store_head(st, bucket, key, key_len, info, meta_buf, meta_cap);
+			ol_set_head(st, bucket, key, key_len, info, meta_buf, meta_cap);
 		return rc;
 	}
 	return rc ? rc : head_at(st, bucket, key, key_len, vk, vkl, info, meta_buf, meta_cap);
 }
 
 int
-ol_store_shard_paths(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
-		     int (*cb)(int drive, unsigned part, const char *path, void *arg), void *arg)
+ol_set_shard_paths(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		   int (*cb)(int drive, unsigned part, const char *path, void *arg), void *arg)
 {
 	struct ol_reads r;
 	struct ol_rec win[OL_MAX_DRIVES];

@@ -309,7 +309,7 @@ scan_object(struct scan *s, const char *bucket, const struct ol_rec *w, const vo
 	t.li = ol_lock_idx(bucket, key, klen);
 	before = count_missing(st, &t);
 	if (before > 0 || (w->flags & OL_REC_INLINE)) {
-		if (ol_store_get_open(st, bucket, key, klen, &g, &info) == -EIO)
+		if (ol_set_get_open(st, bucket, key, klen, &g, &info) == -EIO)
 			atomic_fetch_add(&s->p->unrecoverable, 1);
 		ol_store_get_close(g);
 		after = count_missing(st, &t);
@@ -590,7 +590,7 @@ restore_version(struct scan *s, const char *bucket, const struct target *t, cons
 		ol_ver_id(w, vid);
 		/* inline_shard reads k whole shards: the body padded with zeros */
 		body = ol_xcalloc(1, (size_t)st->k * ((w->size + st->k - 1) / st->k) + 1);
-		if (ol_store_get_open_ver(st, bucket, key, klen, vid, &g, &info) ||
+		if (ol_set_get_open_ver(st, bucket, key, klen, vid, &g, &info) ||
 		    ol_store_get_read(g, 0, body, w->size) != (ssize_t)w->size) {
 			atomic_fetch_add(&s->p->unrecoverable, 1);
 			ol_store_get_close(g);
@@ -756,10 +756,11 @@ reset(struct ol_heal_progress *p)
 }
 
 int
-ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o, struct ol_heal_progress *p)
+ol_set_heal_all(struct ol_store *const *sets, int n, const struct ol_heal_opts *o,
+		struct ol_heal_progress *p)
 {
-	struct scan s = {.st = st, .p = p, .rate = o ? o->rate_bytes : 0};
-	int busy = 0, rc;
+	struct scan s = {.p = p, .rate = o ? o->rate_bytes : 0};
+	int busy = 0, rc = 0;
 
 	if (!atomic_compare_exchange_strong(&heal_busy, &busy, 1))
 		return -EBUSY;
@@ -767,13 +768,18 @@ ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o, struct ol_h
 	atomic_store(&p->running, 1);
 	ol_info("store: heal started%s", s.rate ? " (rate limited)" : "");
 	s.count = true;
-	rc = pass(&s);
+	for (int i = 0; !rc && i < n; i++) {
+		s.st = sets[i];
+		rc = pass(&s);
+	}
 	s.count = false;
 	s.t0 = (int64_t)ol_clock_ns();
-	if (!rc)
+	for (int i = 0; !rc && i < n; i++) {
+		s.st = sets[i];
 		rc = pass(&s);
-	if (!rc)
-		ol_sweep_orphans(st, 2);
+	}
+	for (int i = 0; !rc && i < n; i++)
+		ol_sweep_orphans(sets[i], 2);
 	ol_info("store: heal %s: %llu objects, %llu shards healed, %llu records restored, "
 		"%llu unrecoverable",
 		rc == -ECANCELED ? "cancelled"

@@ -157,6 +157,7 @@ struct grp_ent {
 };
 
 struct ol_iter {
+	struct ol_kmerge *km; /* an iterator over several sets (sets.c): only this is used */
 	struct ol_merge m;
 	char key[OL_STORE_MAX_KEY];
 	char from[OL_STORE_MAX_KEY]; /* seek target: skip keys below it */
@@ -169,6 +170,21 @@ struct ol_iter {
 	bool markers; /* return delete markers too (the version iterator) */
 };
 
+struct ol_iter *
+ol_iter_shell(struct ol_kmerge *km)
+{
+	struct ol_iter *it = ol_xcalloc(1, sizeof(*it));
+
+	it->km = km;
+	return it;
+}
+
+struct ol_kmerge *
+ol_iter_km(const struct ol_iter *it)
+{
+	return it->km;
+}
+
 void
 ol_iter_markers(struct ol_iter *it)
 {
@@ -176,7 +192,7 @@ ol_iter_markers(struct ol_iter *it)
 }
 
 int
-ol_store_iter_open(struct ol_store *st, const char *bucket, struct ol_iter **out)
+ol_set_iter_open(struct ol_store *st, const char *bucket, struct ol_iter **out)
 {
 	struct ol_iter *it;
 	char pre[OL_KEYBUF];
@@ -205,7 +221,7 @@ grp_clear(struct ol_iter *it)
 }
 
 int
-ol_store_iter_seek(struct ol_iter *it, const char *key, size_t key_len)
+ol_set_iter_seek(struct ol_iter *it, const char *key, size_t key_len)
 {
 	if (key_len > OL_STORE_MAX_KEY)
 		return -EINVAL;
@@ -311,7 +327,7 @@ below_from(const struct ol_iter *it, const char *k, size_t kl)
 }
 
 int
-ol_store_iter_next(struct ol_iter *it, const char **key, size_t *key_len, struct ol_obj_info *info)
+ol_set_iter_next(struct ol_iter *it, const char **key, size_t *key_len, struct ol_obj_info *info)
 {
 	const void *vals[OL_MAX_DRIVES], *k;
 	size_t lens[OL_MAX_DRIVES], kl;
@@ -344,7 +360,7 @@ ol_store_iter_next(struct ol_iter *it, const char **key, size_t *key_len, struct
 }
 
 void
-ol_store_iter_close(struct ol_iter *it)
+ol_set_iter_close(struct ol_iter *it)
 {
 	if (!it)
 		return;

@@ -65,8 +65,8 @@ upload_read(struct ol_store *st, const char *k, size_t kl, struct ol_reads *r, i
 }
 
 int
-ol_store_mpu_create(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
-		    const void *meta, size_t meta_len, char upload_id[64])
+ol_set_mpu_create(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		  const void *meta, size_t meta_len, char upload_id[64])
 {
 	uint8_t u[OL_UUID], *rec, *raw[OL_MAX_DRIVES];
 	size_t len, lens[OL_MAX_DRIVES];
@@ -79,6 +79,8 @@ ol_store_mpu_create(struct ol_store *st, const char *bucket, const char *key, si
 	if (!ol_bucket_ok(st, bucket))
 		return -ENOENT;
 	ol_uuid(u);
+	if (st->upl_tag >= 0) /* a set of several: the id names its set (sets.c) */
+		u[0] = (uint8_t)st->upl_tag;
 	for (int i = 0; i < OL_UUID; i++)
 		snprintf(upload_id + 2 * i, 3, "%02x", u[i]);
 	c.kl = (size_t)ukey(k, bucket, upload_id);
@@ -100,8 +102,8 @@ ol_store_mpu_create(struct ol_store *st, const char *bucket, const char *key, si
 }
 
 int
-ol_store_mpu_part_begin(struct ol_store *st, const char *bucket, const char *upload_id,
-			unsigned part_no, struct ol_put **out)
+ol_set_mpu_part_begin(struct ol_store *st, const char *bucket, const char *upload_id,
+		      unsigned part_no, struct ol_put **out)
 {
 	char k[OL_KEYBUF];
 	struct ol_reads r;
@@ -174,8 +176,8 @@ add_part(const struct ol_rec *r, void *arg)
 }
 
 int
-ol_store_mpu_list_parts(struct ol_store *st, const char *bucket, const char *upload_id,
-			struct ol_mpu_part **parts, size_t *n)
+ol_set_mpu_list_parts(struct ol_store *st, const char *bucket, const char *upload_id,
+		      struct ol_mpu_part **parts, size_t *n)
 {
 	char k[OL_KEYBUF];
 	struct ol_reads r;
@@ -310,27 +312,36 @@ out:
 }
 
 int
-ol_store_mpu_complete(struct ol_store *st, const char *bucket, const char *upload_id,
-		      const unsigned *part_nos, size_t n, const char *final_etag,
-		      struct ol_obj_info *out)
+ol_set_mpu_complete(struct ol_store *st, const char *bucket, const char *upload_id,
+		    const unsigned *part_nos, size_t n, const char *final_etag,
+		    struct ol_obj_info *out)
 {
-	return ol_store_mpu_complete_cond(st, bucket, upload_id, part_nos, n, final_etag, NULL,
-					  out);
+	return ol_set_mpu_complete_cond(st, bucket, upload_id, part_nos, n, final_etag, NULL, out);
 }
 
 int
-ol_store_mpu_complete_cond(struct ol_store *st, const char *bucket, const char *upload_id,
-			   const unsigned *part_nos, size_t n, const char *final_etag,
-			   const struct ol_store_cond *cond, struct ol_obj_info *out)
+ol_set_mpu_complete_cond(struct ol_store *st, const char *bucket, const char *upload_id,
+			 const unsigned *part_nos, size_t n, const char *final_etag,
+			 const struct ol_store_cond *cond, struct ol_obj_info *out)
 {
-	return ol_store_mpu_complete_ver(st, bucket, upload_id, part_nos, n, final_etag, cond,
-					 OL_STORE_VER_OFF, out);
+	return ol_set_mpu_complete_ver(st, bucket, upload_id, part_nos, n, final_etag, cond,
+				       OL_STORE_VER_OFF, out);
 }
 
 int
-ol_store_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *upload_id,
-			  const unsigned *part_nos, size_t n, const char *final_etag,
-			  const struct ol_store_cond *cond, int vmode, struct ol_obj_info *out)
+ol_set_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *upload_id,
+			const unsigned *part_nos, size_t n, const char *final_etag,
+			const struct ol_store_cond *cond, int vmode, struct ol_obj_info *out)
+{
+	return ol_set_mpu_complete_meta(st, bucket, upload_id, part_nos, n, final_etag, cond, vmode,
+					NULL, 0, out);
+}
+
+int
+ol_set_mpu_complete_meta(struct ol_store *st, const char *bucket, const char *upload_id,
+			 const unsigned *part_nos, size_t n, const char *final_etag,
+			 const struct ol_store_cond *cond, int vmode, const void *meta,
+			 size_t meta_len, struct ol_obj_info *out)
 {
 	char okey[OL_KEYBUF];
 	struct complete x = {.st = st, .vmode = vmode};
@@ -345,6 +356,14 @@ ol_store_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *u
 	if (upload_read(st, x.uk, (size_t)x.ul, &r, &d))
 		return -ENOENT;
 	ol_urec_decode(r.raw[d], r.len[d], &init, &x.key, &x.klen, &x.meta, &x.mlen);
+	if (meta) {
+		if (meta_len > OL_STORE_MAX_META) {
+			ol_reads_free(&r);
+			return -EINVAL;
+		}
+		x.meta = meta;
+		x.mlen = meta_len;
+	}
 	li = ol_lock_idx(bucket, x.key, x.klen);
 	ui = ol_lock_idx(bucket, x.uk, (size_t)x.ul);
 	pthread_rwlock_rdlock(&st->bucket_lock);
@@ -370,7 +389,7 @@ ol_store_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *u
 }
 
 int
-ol_store_mpu_abort(struct ol_store *st, const char *bucket, const char *upload_id)
+ol_set_mpu_abort(struct ol_store *st, const char *bucket, const char *upload_id)
 {
 	char k[OL_KEYBUF], pre[OL_KEYBUF];
 	struct ol_reads r;
@@ -455,7 +474,7 @@ collect_uploads(struct ol_store *st, const char *bucket, struct upl **out, size_
 }
 
 int
-ol_store_mpu_list(struct ol_store *st, const char *bucket, ol_store_mpu_cb cb, void *arg)
+ol_set_mpu_list(struct ol_store *st, const char *bucket, ol_store_mpu_cb cb, void *arg)
 {
 	struct upl *v;
 	size_t n;
@@ -476,8 +495,8 @@ ol_store_mpu_list(struct ol_store *st, const char *bucket, ol_store_mpu_cb cb, v
 }
 
 int
-ol_store_mpu_stat(struct ol_store *st, const char *bucket, const char *upload_id, char *key,
-		  size_t *key_len, void *meta_buf, size_t meta_cap, size_t *meta_len)
+ol_set_mpu_stat(struct ol_store *st, const char *bucket, const char *upload_id, char *key,
+		size_t *key_len, void *meta_buf, size_t meta_cap, size_t *meta_len)
 {
 	char k[OL_KEYBUF];
 	struct ol_reads r;

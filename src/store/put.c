@@ -63,13 +63,15 @@ ol_put_new(struct ol_store *st, const char *bucket, const void *key, size_t klen
 }
 
 int
-ol_store_put_begin(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
-		   int64_t size_hint, struct ol_put **out)
+ol_set_put_begin(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		 int64_t size_hint, struct ol_put **out)
 {
 	if (key_len == 0 || key_len > OL_STORE_MAX_KEY || strlen(bucket) > 63)
 		return -EINVAL;
-	if (!ol_bucket_ok(st, bucket))
-		return -ENOENT;
+	int rc = ol_bucket_check(st, bucket);
+
+	if (rc)
+		return rc;
 	*out = ol_put_new(st, bucket, key, key_len, false);
 	return 0;
 }
@@ -443,7 +445,7 @@ ol_put_set_part(struct ol_put *p, const char *upload_id, unsigned part_no)
 }
 
 int
-ol_store_delete(struct ol_store *st, const char *bucket, const char *key, size_t key_len)
+ol_set_delete(struct ol_store *st, const char *bucket, const char *key, size_t key_len)
 {
 	char okey[OL_KEYBUF];
 	struct ol_commit c = {.db = OL_META_OBJECTS, .k = okey};

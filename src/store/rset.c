@@ -23,8 +23,8 @@ check_opts(const struct ol_store_set_opts *o)
 }
 
 int
-ol_store_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
-		  struct ol_store **out)
+ol_set_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
+		struct ol_store **out)
 {
 	struct ol_config *c;
 	struct ol_store *st;
@@ -64,7 +64,7 @@ ol_store_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o
 	}
 	if (online < st->w) {
 		ol_err("store: only %d of %d remote drives answer, need %d", online, st->n, st->w);
-		ol_store_close(st);
+		ol_set_close(st);
 		return -EIO;
 	}
 	ol_info("store: remote set of %d drives (%d online), %d data + %d parity, write quorum "
@@ -76,7 +76,7 @@ ol_store_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o
 }
 
 void
-ol_store_set_epoch(struct ol_store *st, uint64_t epoch)
+ol_set_set_epoch(struct ol_store *st, uint64_t epoch)
 {
 	uint64_t cur = atomic_load(&st->epoch);
 

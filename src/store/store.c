@@ -74,8 +74,8 @@ ol_lock_idx(const char *bucket, const void *key, size_t klen)
 }
 
 /* mkdir -p; the error says which dir and why. */
-static int
-mkdir_p(const char *path)
+int
+ol_mkdir_p(const char *path)
 {
 	char buf[OL_PATH_MAX];
 	struct stat sb;
@@ -153,11 +153,11 @@ drive_open(struct ol_store *st, int i, const char *root)
 	snprintf(d->root, sizeof(d->root), "%s", root);
 	snprintf(d->data, sizeof(d->data), "%s/.openlake/data", root);
 	snprintf(p, sizeof(p), "%s/.openlake", root);
-	rc = mkdir_p(root);
+	rc = ol_mkdir_p(root);
 	if (!rc)
-		rc = mkdir_p(p);
+		rc = ol_mkdir_p(p);
 	if (!rc)
-		rc = mkdir_p(d->data);
+		rc = ol_mkdir_p(d->data);
 	if (rc)
 		return rc;
 	snprintf(p, sizeof(p), "%s/.openlake/lock", root);
@@ -238,6 +238,10 @@ ol_store_new(const struct ol_config *cfg, struct ol_store **out)
 	pthread_cond_init(&st->drv_cv, NULL);
 	pthread_mutex_init(&st->fl_mu, NULL);
 	st->cq_tail = &st->cq_head;
+	st->n_sets = 1;
+	st->sets[0] = st;
+	st->upl_tag = -1;
+	pthread_rwlock_init(&st->brw, NULL);
 	for (int i = 0; i < OL_NLOCKS; i++) {
 		pthread_mutex_init(&st->upl_locks[i], NULL);
 		pthread_rwlock_init(&st->obj_rw[i], NULL);
@@ -249,7 +253,7 @@ ol_store_new(const struct ol_config *cfg, struct ol_store **out)
 }
 
 int
-ol_store_open(const struct ol_config *cfg, struct ol_store **out)
+ol_set_open(const struct ol_config *cfg, struct ol_store **out)
 {
 	struct ol_store *st;
 	int online = 0, rc = ol_store_new(cfg, &st);
@@ -265,7 +269,7 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 	}
 	if (online < st->w) {
 		ol_err("store: only %d of %d drives usable, need %d", online, st->n, st->w);
-		ol_store_close(st);
+		ol_set_close(st);
 		return -EIO;
 	}
 	ol_sweep(st);
@@ -281,7 +285,7 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 }
 
 void
-ol_store_close(struct ol_store *st)
+ol_set_close(struct ol_store *st)
 {
 	if (!st)
 		return;
@@ -298,6 +302,7 @@ ol_store_close(struct ol_store *st)
 		pthread_rwlock_destroy(&st->obj_rw[i]);
 	}
 	pthread_rwlock_destroy(&st->bucket_lock);
+	pthread_rwlock_destroy(&st->brw);
 	pthread_mutex_destroy(&st->cq_mu);
 	pthread_cond_destroy(&st->cq_cv);
 	pthread_mutex_destroy(&st->drv_mu);
@@ -310,19 +315,19 @@ ol_store_close(struct ol_store *st)
 }
 
 int
-ol_store_drive_count(const struct ol_store *st)
+ol_set_drive_count(const struct ol_store *st)
 {
 	return st->n;
 }
 
 const char *
-ol_store_drive_path(const struct ol_store *st, int i)
+ol_set_drive_path(const struct ol_store *st, int i)
 {
 	return i >= 0 && i < st->n ? st->d[i].root : NULL;
 }
 
 int
-ol_store_drives_online(const struct ol_store *st)
+ol_set_drives_online(const struct ol_store *st)
 {
 	int n = 0;
 
@@ -337,7 +342,7 @@ struct rg {
 	size_t klen;
 	const char *bucket;
 	struct ol_reads *r;
-	bool bk[OL_MAX_DRIVES];
+	bool bk[OL_MAX_DRIVES], ans[OL_MAX_DRIVES];
 };
 
 static void
@@ -372,6 +377,7 @@ read_one(struct ol_store *st, int d, void *arg)
 		return;
 	}
 	a->bk[d] = bk;
+	a->ans[d] = true;
 	ol_meta_abort(t);
 }
 
@@ -383,8 +389,20 @@ ol_reads_get(struct ol_store *st, enum ol_meta_db db, const void *key, size_t kl
 
 	memset(r, 0, sizeof(*r));
 	ol_each_drive(st, read_one, &a); /* remote drives read at once */
-	for (int d = 0; d < st->n; d++)
+	for (int d = 0; d < st->n; d++) {
 		r->bucket_votes += a.bk[d];
+		r->answered += a.ans[d];
+	}
+}
+
+int
+ol_reads_absent(const struct ol_store *st, const struct ol_reads *r)
+{
+	int votes = 0;
+
+	for (int d = 0; d < st->n; d++)
+		votes += r->raw[d] != NULL;
+	return votes + st->n - r->answered >= st->k ? -EIO : -ENOENT;
 }
 
 void
@@ -396,12 +414,12 @@ ol_reads_free(struct ol_reads *r)
 
 /* Present on >= k drives. An online drive that lacks the record gets it back (heal). */
 int
-ol_bucket_ok(struct ol_store *st, const char *bucket)
+ol_bucket_check(struct ol_store *st, const char *bucket)
 {
 	struct ol_reads r;
 	uint8_t *raw[OL_MAX_DRIVES];
 	bool skip[OL_MAX_DRIVES];
-	int votes = 0, online = 0, first = -1;
+	int votes = 0, online = 0, first = -1, rc;
 
 	ol_reads_get(st, OL_META_BUCKETS, bucket, strlen(bucket), NULL, &r);
 	for (int d = 0; d < st->n; d++) {
@@ -428,8 +446,15 @@ ol_bucket_ok(struct ol_store *st, const char *bucket)
 			ol_info("store: healed bucket record %s", bucket);
 		ol_commit_free(&c);
 	}
+	rc = votes >= st->k ? 0 : ol_reads_absent(st, &r);
 	ol_reads_free(&r);
-	return votes >= st->k;
+	return rc;
+}
+
+int
+ol_bucket_ok(struct ol_store *st, const char *bucket)
+{
+	return ol_bucket_check(st, bucket) == 0;
 }
 
 static void

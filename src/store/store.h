@@ -49,7 +49,13 @@ struct ol_store;
  * a path that cannot be used (a file there, no permission) is an error logged with the dir
  * and the reason. Opens one LMDB environment per drive and sweeps leftovers of interrupted
  * writes. A drive that cannot be opened is logged and treated as offline, as long as a write
- * quorum of drives opens; otherwise the call fails. Only the first N dirs form the set. */
+ * quorum of drives opens in each set; otherwise the call fails.
+ * The data dirs are m erasure sets of N drives (dirs [0..N-1] set 0, [N..2N-1] set 1, ...;
+ * -EINVAL when their count is not a multiple of N). With m > 1 each object lives in one set
+ * (a keyed hash of bucket/key), each bucket on all; every drive gets a format record
+ * (.openlake/format: the store id, m, its set, N) and a store refuses to open with another m
+ * or another order of its dirs. A one-set store writes no format record (the bytes on disk
+ * of stores made before sets). See docs/ARCHITECTURE.md, "Erasure sets". */
 int ol_store_open(const struct ol_config *cfg, struct ol_store **out);
 /* No other call may be running. NULL is fine. */
 void ol_store_close(struct ol_store *st);
@@ -76,7 +82,12 @@ struct ol_store_set_opts {
  * it (-ESTALE, surfaced by put_commit & co as -ESTALE). */
 int ol_store_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
 		      struct ol_store **out);
-/* Raise the epoch (a leader re-elected); never lowers it. */
+/* Open m sets over node planes as one store: o[j] is set j (each with its epoch). Objects are
+ * placed over the sets by a hash keyed with placement_key (the cluster's deployment id: the
+ * same on every node, never changing). m == 1 is ol_store_open_set. */
+int ol_store_open_sets(const struct ol_config *cfg, const struct ol_store_set_opts *o, unsigned m,
+		       const char *placement_key, struct ol_store **out);
+/* Raise the epoch (a leader re-elected), of every set; never lowers it. */
 void ol_store_set_epoch(struct ol_store *st, uint64_t epoch);
 
 /* Buckets. */
@@ -123,7 +134,8 @@ struct ol_obj_info {
 	int is_latest;	   /* version iterator only: the key's current version */
 };
 
-/* Streaming writer. The object is visible only after put_commit. */
+/* Streaming writer. The object is visible only after put_commit. (It writes to the set of the
+ * key; a set that lacks the bucket set 0 has gets it first: see docs/ARCHITECTURE.md.) */
 struct ol_put;
 /* -ENOENT no bucket, -EINVAL key_len 0 or > OL_STORE_MAX_KEY. size_hint may be -1. */
 int ol_store_put_begin(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
@@ -270,6 +282,12 @@ int ol_store_set_meta(struct ol_store *st, const char *bucket, const char *key, 
 int ol_store_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *upload_id,
 			      const unsigned *part_nos, size_t n, const char *final_etag,
 			      const struct ol_store_cond *cond, int vmode, struct ol_obj_info *out);
+/* mpu_complete_ver with the object's meta replaced by meta (meta_len <= OL_STORE_MAX_META,
+ * else -EINVAL) instead of the one given at create; meta NULL: the create's. */
+int ol_store_mpu_complete_meta(struct ol_store *st, const char *bucket, const char *upload_id,
+			       const unsigned *part_nos, size_t n, const char *final_etag,
+			       const struct ol_store_cond *cond, int vmode, const void *meta,
+			       size_t meta_len, struct ol_obj_info *out);
 /* Version iterator (ListObjectVersions): every version and delete marker of the bucket, keys
  * in byte order, each key's versions newest first; info->is_latest marks the current one.
  * The same rules as ol_iter (one thread, read txns held while open, keep it short). */
@@ -284,7 +302,7 @@ void ol_store_viter_close(struct ol_viter *it);
 
 /* For fault tests and ops. */
 int ol_store_drive_count(const struct ol_store *st);
-/* Root directory of drive i (0..N-1) or NULL. */
+/* Root directory of drive i (0..count-1: the drives of set 0, then of set 1, ...) or NULL. */
 const char *ol_store_drive_path(const struct ol_store *st, int i);
 /* Number of drives online (their metadata opened). */
 int ol_store_drives_online(const struct ol_store *st);

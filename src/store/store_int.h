@@ -14,6 +14,7 @@
 #include "store/store.h"
 
 #define OL_MAX_DRIVES 32
+#define OL_MAX_SETS   64 /* erasure sets of one store (sets.c) */
 #define OL_NLOCKS     256
 #define OL_TRAILER    8 /* checksum after every shard block */
 #define OL_UUID	      16
@@ -85,6 +86,13 @@ struct ol_store {
 	char secret[256];
 	unsigned self_id;
 	int deadline_ms;
+	/* sets.c: a store of several erasure sets is a shell (n_sets > 1) whose sets[] are
+	 * one-set stores; a one-set store is its own only set (n_sets 1, sets[0] itself) */
+	int n_sets;
+	struct ol_store *sets[OL_MAX_SETS];
+	uint64_t place_seed;  /* keys the placement hash (the store id / deployment id) */
+	int upl_tag;	      /* >= 0: a set of a shell, its index is the upload ids' 1st byte */
+	pthread_rwlock_t brw; /* shell: bucket create/delete (w) vs bucket repair (r) */
 };
 
 /* One part's layout inside a version record. */
@@ -115,6 +123,93 @@ struct ol_rec {
 	const uint8_t *prev;
 	uint32_t prev_len;
 };
+
+/* The engine of one erasure set: the ol_store_* calls of store.h (sets.c dispatches them to
+ * the sets of a store), each over the one set st. */
+int ol_set_open(const struct ol_config *cfg, struct ol_store **out);
+void ol_set_close(struct ol_store *st);
+int ol_set_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
+		    struct ol_store **out);
+void ol_set_set_epoch(struct ol_store *st, uint64_t epoch);
+int ol_set_bucket_create(struct ol_store *st, const char *bucket);
+int ol_set_bucket_delete(struct ol_store *st, const char *bucket);
+/* 0: no object, version or upload in the bucket; -ENOTEMPTY, -ENOENT. No lock taken. */
+int ol_set_bucket_empty(struct ol_store *st, const char *bucket);
+int ol_set_bucket_stat(struct ol_store *st, const char *bucket, int64_t *created_ns);
+int ol_set_bucket_list(struct ol_store *st, ol_store_bucket_cb cb, void *arg);
+int ol_set_bucket_create_attrs(struct ol_store *st, const char *bucket, const void *attrs,
+			       size_t len);
+int ol_set_bucket_get(struct ol_store *st, const char *bucket, int64_t *created_ns, void *buf,
+		      size_t cap, size_t *len);
+int ol_set_bucket_attrs(struct ol_store *st, const char *bucket, void **out, size_t *len);
+int ol_set_bucket_set_attrs(struct ol_store *st, const char *bucket, const void *attrs, size_t len);
+int ol_set_bucket_list_attrs(struct ol_store *st, ol_store_bucket_attrs_cb cb, void *arg);
+int ol_set_put_begin(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		     int64_t size_hint, struct ol_put **out);
+int ol_set_get_open(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		    struct ol_get **out, struct ol_obj_info *info);
+int ol_set_head(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		struct ol_obj_info *info, void *meta_buf, size_t meta_cap);
+int ol_set_delete(struct ol_store *st, const char *bucket, const char *key, size_t key_len);
+int ol_set_iter_open(struct ol_store *st, const char *bucket, struct ol_iter **out);
+int ol_set_iter_seek(struct ol_iter *it, const char *key, size_t key_len);
+int ol_set_iter_next(struct ol_iter *it, const char **key, size_t *key_len,
+		     struct ol_obj_info *info);
+void ol_set_iter_close(struct ol_iter *it);
+int ol_set_mpu_create(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		      const void *meta, size_t meta_len, char upload_id[64]);
+int ol_set_mpu_part_begin(struct ol_store *st, const char *bucket, const char *upload_id,
+			  unsigned part_no, struct ol_put **out);
+int ol_set_mpu_list_parts(struct ol_store *st, const char *bucket, const char *upload_id,
+			  struct ol_mpu_part **parts, size_t *n);
+int ol_set_mpu_complete(struct ol_store *st, const char *bucket, const char *upload_id,
+			const unsigned *part_nos, size_t n, const char *final_etag,
+			struct ol_obj_info *out);
+int ol_set_mpu_complete_cond(struct ol_store *st, const char *bucket, const char *upload_id,
+			     const unsigned *part_nos, size_t n, const char *final_etag,
+			     const struct ol_store_cond *cond, struct ol_obj_info *out);
+int ol_set_mpu_abort(struct ol_store *st, const char *bucket, const char *upload_id);
+int ol_set_mpu_list(struct ol_store *st, const char *bucket, ol_store_mpu_cb cb, void *arg);
+int ol_set_mpu_stat(struct ol_store *st, const char *bucket, const char *upload_id, char *key,
+		    size_t *key_len, void *meta_buf, size_t meta_cap, size_t *meta_len);
+int ol_set_get_open_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+			const char *version_id, struct ol_get **out, struct ol_obj_info *info);
+int ol_set_head_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		    const char *version_id, struct ol_obj_info *info, void *meta_buf,
+		    size_t meta_cap);
+int ol_set_delete_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		      int vmode, const char *version_id, struct ol_obj_info *out);
+int ol_set_set_meta(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		    const char *version_id, const void *meta, size_t meta_len);
+int ol_set_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *upload_id,
+			    const unsigned *part_nos, size_t n, const char *final_etag,
+			    const struct ol_store_cond *cond, int vmode, struct ol_obj_info *out);
+int ol_set_mpu_complete_meta(struct ol_store *st, const char *bucket, const char *upload_id,
+			     const unsigned *part_nos, size_t n, const char *final_etag,
+			     const struct ol_store_cond *cond, int vmode, const void *meta,
+			     size_t meta_len, struct ol_obj_info *out);
+int ol_set_viter_open(struct ol_store *st, const char *bucket, struct ol_viter **out);
+int ol_set_viter_seek(struct ol_viter *it, const char *key, size_t key_len);
+int ol_set_viter_next(struct ol_viter *it, const char **key, size_t *key_len,
+		      struct ol_obj_info *info);
+void ol_set_viter_close(struct ol_viter *it);
+int ol_set_drive_count(const struct ol_store *st);
+const char *ol_set_drive_path(const struct ol_store *st, int i);
+int ol_set_drives_online(const struct ol_store *st);
+void ol_set_on_drive_return(struct ol_store *st, void (*cb)(void *arg, const char *drive),
+			    void *arg);
+int ol_set_shard_paths(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		       int (*cb)(int drive, unsigned part, const char *path, void *arg), void *arg);
+/* heal_scan.c: heal every set of sets[0..n-1] (one count pass over all, then one heal pass),
+ * with one progress. */
+int ol_set_heal_all(struct ol_store *const *sets, int n, const struct ol_heal_opts *o,
+		    struct ol_heal_progress *p);
+/* sets.c: the k-way merge state of an iterator over several sets (NULL: one set). */
+struct ol_kmerge;
+struct ol_iter *ol_iter_shell(struct ol_kmerge *km); /* list.c */
+struct ol_kmerge *ol_iter_km(const struct ol_iter *it);
+struct ol_viter *ol_viter_shell(struct ol_kmerge *km); /* version.c */
+struct ol_kmerge *ol_viter_km(const struct ol_viter *it);
 
 /* record.c */
 struct ol_rec_build {
@@ -224,6 +319,8 @@ int ol_sweep(struct ol_store *st);
 /* A store with its geometry from cfg, its locks made, no drive opened (rset.c, store.c). */
 int ol_store_new(const struct ol_config *cfg, struct ol_store **out);
 int64_t ol_now_ns(struct ol_store *st);
+/* mkdir -p (errors logged with the dir). 0 or -errno. */
+int ol_mkdir_p(const char *path);
 void ol_uuid(uint8_t out[OL_UUID]);
 /* The index key of an object: bucket '\0' key (long keys: head + hash, see OL_KEY_HEAD). */
 size_t ol_okey(char *buf, const char *bucket, const char *key, size_t klen);
@@ -235,11 +332,19 @@ struct ol_reads {
 	void *raw[OL_MAX_DRIVES];
 	size_t len[OL_MAX_DRIVES];
 	int bucket_votes;
+	int answered; /* drives whose read ran without a fault (a missing record counts) */
 };
 void ol_reads_get(struct ol_store *st, enum ol_meta_db db, const void *key, size_t klen,
 		  const char *bucket, struct ol_reads *r);
 void ol_reads_free(struct ol_reads *r);
+/* A record found on fewer than k drives: -ENOENT when enough drives answered to know it is
+ * absent, -EIO when the drives that did not answer could still hold it on k. */
+int ol_reads_absent(const struct ol_store *st, const struct ol_reads *r);
 int ol_bucket_ok(struct ol_store *st, const char *bucket);
+/* 0 when the bucket exists (on >= k drives), -ENOENT when enough drives answered to know it
+ * does not, -EIO when too few answered to tell (a leader cut off from its peers must not
+ * answer NoSuchBucket). ol_bucket_ok is this == 0. */
+int ol_bucket_check(struct ol_store *st, const char *bucket);
 
 #define OL_KEYBUF (64 + 1 + OL_STORE_MAX_KEY + 80)
 
@@ -324,6 +429,9 @@ void ol_drive_check(struct ol_store *st, int d, struct ol_meta *m);
 /* Open drive d's metadata: a damaged meta.mdb is renamed aside (meta.mdb.damaged-<time>,
  * with its lock file) and a fresh env created. 0 or -errno (logged). */
 int ol_drive_open_meta(struct ol_store *st, int d, struct ol_meta **out);
+/* A store of several sets: its sets' /metrics sources become one of the shell (on), or the
+ * shell's goes (off, before its sets close). */
+void ol_drive_metrics_shell(struct ol_store *shell, bool on);
 /* Start / stop the monitor thread and the /metrics source. */
 void ol_drive_monitor_start(struct ol_store *st);
 void ol_drive_monitor_stop(struct ol_store *st);

@@ -313,7 +313,7 @@ ol_sweep_orphans(struct ol_store *st, int min_age_s)
 	char path[OL_PATH_MAX + 80];
 	time_t before = time(NULL) - min_age_s;
 
-	if (ol_store_drives_online(st) < st->n)
+	if (ol_set_drives_online(st) < st->n)
 		return 0;
 	for (int d = 0; d < st->n; d++) {
 		if (ol_drive_remote(st, d))
@@ -321,7 +321,7 @@ ol_sweep_orphans(struct ol_store *st, int min_age_s)
 		else
 			list_drive(st, d, before, &c, &n, &cap);
 	}
-	if (n && collect_all(st, &s) == 0 && ol_store_drives_online(st) == st->n) {
+	if (n && collect_all(st, &s) == 0 && ol_set_drives_online(st) == st->n) {
 		for (size_t i = 0; i < n; i++) {
 			if (refs(&s, c[i].u) >= st->k || ol_flight_has(st, c[i].u) ||
 			    ol_inuse_has_shard(st, c[i].u))

@@ -389,8 +389,8 @@ drop_version(struct ol_store *st, const char *okey, size_t okl, const char *vk, 
 }
 
 int
-ol_store_delete_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
-		    int vmode, const char *version_id, struct ol_obj_info *out)
+ol_set_delete_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		  int vmode, const char *version_id, struct ol_obj_info *out)
 {
 	char okey[OL_KEYBUF], vk[OL_KEYBUF + OL_VSUFFIX];
 	size_t okl, vkl;
@@ -402,7 +402,7 @@ ol_store_delete_ver(struct ol_store *st, const char *bucket, const char *key, si
 	if (key_len == 0 || key_len > OL_STORE_MAX_KEY)
 		return -EINVAL;
 	if (!version_id && vmode == OL_STORE_VER_OFF)
-		return ol_store_delete(st, bucket, key, key_len);
+		return ol_set_delete(st, bucket, key, key_len);
 	okl = ol_okey(okey, bucket, key, key_len);
 	li = ol_lock_idx(bucket, key, key_len);
 	lock(st, li, true);
@@ -418,11 +418,11 @@ ol_store_delete_ver(struct ol_store *st, const char *bucket, const char *key, si
 	if (rc == 1) { /* "null": the current record, written before versioning, if null */
 		struct ol_obj_info cur;
 
-		rc = ol_store_head(st, bucket, key, key_len, &cur, NULL, 0);
+		rc = ol_set_head(st, bucket, key, key_len, &cur, NULL, 0);
 		if (rc == 0 && strcmp(cur.version_id, "null"))
 			rc = -ENOENT;
 		if (rc == 0)
-			rc = ol_store_delete(st, bucket, key, key_len);
+			rc = ol_set_delete(st, bucket, key, key_len);
 		if (rc == 0 && out)
 			memcpy(out->version_id, "null", 5);
 	}
@@ -481,8 +481,8 @@ resolve_at(struct ol_store *st, enum ol_meta_db db, const void *ik, size_t ikl, 
 }
 
 int
-ol_store_set_meta(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
-		  const char *version_id, const void *meta, size_t meta_len)
+ol_set_set_meta(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		const char *version_id, const void *meta, size_t meta_len)
 {
 	char okey[OL_KEYBUF], vk[OL_KEYBUF + OL_VSUFFIX];
 	struct ol_commit c = {.db = OL_META_OBJECTS, .k = okey, .set_meta = meta};
@@ -530,6 +530,7 @@ ol_store_set_meta(struct ol_store *st, const char *bucket, const char *key, size
  * versions newest first. A version written before versioning is only current. ---- */
 
 struct ol_viter {
+	struct ol_kmerge *km; /* a version iterator over several sets (sets.c): only this used */
 	struct ol_store *st;
 	struct ol_iter *cur;
 	struct ol_merge m;
@@ -548,6 +549,21 @@ struct ol_viter {
 	bool in_key, latest_given;
 	char latest_id[OL_STORE_VID_MAX];
 };
+
+struct ol_viter *
+ol_viter_shell(struct ol_kmerge *km)
+{
+	struct ol_viter *it = ol_xcalloc(1, sizeof(*it));
+
+	it->km = km;
+	return it;
+}
+
+struct ol_kmerge *
+ol_viter_km(const struct ol_viter *it)
+{
+	return it->km;
+}
 
 /* The next versions entry with a quorum: its full key and info. */
 static int
@@ -584,13 +600,13 @@ v_fetch(struct ol_viter *it)
 static int
 c_fetch(struct ol_viter *it)
 {
-	int rc = ol_store_iter_next(it->cur, &it->c_key, &it->c_kl, &it->c_info);
+	int rc = ol_set_iter_next(it->cur, &it->c_key, &it->c_kl, &it->c_info);
 
 	return rc == 1;
 }
 
 int
-ol_store_viter_open(struct ol_store *st, const char *bucket, struct ol_viter **out)
+ol_set_viter_open(struct ol_store *st, const char *bucket, struct ol_viter **out)
 {
 	struct ol_viter *it;
 	char pre[OL_KEYBUF];
@@ -598,7 +614,7 @@ ol_store_viter_open(struct ol_store *st, const char *bucket, struct ol_viter **o
 
 	it = ol_xcalloc(1, sizeof(*it));
 	it->st = st;
-	rc = ol_store_iter_open(st, bucket, &it->cur);
+	rc = ol_set_iter_open(st, bucket, &it->cur);
 	if (rc) {
 		free(it);
 		return rc;
@@ -607,7 +623,7 @@ ol_store_viter_open(struct ol_store *st, const char *bucket, struct ol_viter **o
 	it->plen = ol_okey(pre, bucket, "", 0);
 	rc = ol_merge_open(st, OL_META_VERSIONS, pre, it->plen, &it->m);
 	if (rc) {
-		ol_store_iter_close(it->cur);
+		ol_set_iter_close(it->cur);
 		free(it);
 		return rc;
 	}
@@ -618,9 +634,9 @@ ol_store_viter_open(struct ol_store *st, const char *bucket, struct ol_viter **o
 }
 
 int
-ol_store_viter_seek(struct ol_viter *it, const char *key, size_t key_len)
+ol_set_viter_seek(struct ol_viter *it, const char *key, size_t key_len)
 {
-	int rc = ol_store_iter_seek(it->cur, key, key_len);
+	int rc = ol_set_iter_seek(it->cur, key, key_len);
 
 	if (rc)
 		return rc;
@@ -648,8 +664,7 @@ kcmp(const char *a, size_t al, const char *b, size_t bl)
 }
 
 int
-ol_store_viter_next(struct ol_viter *it, const char **key, size_t *key_len,
-		    struct ol_obj_info *info)
+ol_set_viter_next(struct ol_viter *it, const char **key, size_t *key_len, struct ol_obj_info *info)
 {
 	for (;;) {
 		if (it->in_key && it->v_ok && !kcmp(it->v_key, it->v_kl, it->key, it->kl)) {
@@ -688,11 +703,11 @@ ol_store_viter_next(struct ol_viter *it, const char **key, size_t *key_len,
 }
 
 void
-ol_store_viter_close(struct ol_viter *it)
+ol_set_viter_close(struct ol_viter *it)
 {
 	if (!it)
 		return;
 	ol_merge_close(&it->m);
-	ol_store_iter_close(it->cur);
+	ol_set_iter_close(it->cur);
 	free(it);
 }

@@ -1,7 +1,8 @@
 """One object store over a cluster (issue 10): etcd + 4 openlaked nodes on loopback, one
 erasure set N=4 P=1 with one drive per node. The set's leader (elected in etcd under its member
 lease, epoch = the leader key's create_revision) serves S3 over the node planes; every other
-node forwards to it.
+node forwards to it. The two_sets tests lay 2 drives per node out as two sets of 4 (one drive
+of each set per node): the leader of set 0.0 serves both, objects placed over them by key.
 
 Real things only: one etcd member, real daemons, boto3 and raw sockets, kill -9 and SIGSTOP.
 Each test gets its own 4 nodes under its own etcd prefix (a killed node's drive would otherwise
@@ -11,11 +12,13 @@ miss objects the next test reads).
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.parse
 
@@ -43,17 +46,19 @@ def etcd():
 
 
 class Node:
-    def __init__(self, root, i, ports, eps, prefix):
+    def __init__(self, root, i, ports, eps, prefix, drives=1):
         self.i = i
         self.root = root / f"node-{i}"
         self.root.mkdir()
-        self.drive = self.root / "d0"
+        self.drives = [self.root / f"d{j}" for j in range(drives)]
+        self.drive = self.drives[0]
         self.s3_port, self.rpc_port, self.kv_port = ports[i]
         self.config = self.root / "openlake.toml"
-        nodes = "".join(f'\n[[nodes]]\nid = {j}\nrpc_addr = "127.0.0.1:{p[1]}"\ndisk_count = 1\n'
-                        for j, p in enumerate(ports))
+        nodes = "".join(f'\n[[nodes]]\nid = {j}\nrpc_addr = "127.0.0.1:{p[1]}"\n'
+                        f'disk_count = {drives}\n' for j, p in enumerate(ports))
+        dirs = ", ".join(f'"{d}"' for d in self.drives)
         self.config.write_text(f"""self_id = {i}
-data_dirs = ["{self.drive}"]
+data_dirs = [{dirs}]
 s3_addr = "127.0.0.1:{self.s3_port}"
 console_addr = ""
 rpc_addr = "127.0.0.1:{self.rpc_port}"
@@ -111,11 +116,12 @@ lease_ttl_s = {TTL}
 
 
 class Cluster:
-    def __init__(self, root, etcd):
+    def __init__(self, root, etcd, drives=1):
         self.eps = etcd.url(etcd.names[0])
         self.prefix = f"/cs{time.monotonic_ns()}/"
+        self.sets = drives  # N = 4 (one drive of each set per node)
         ports = [(free_port(), free_port(), free_port()) for _ in range(4)]
-        self.nodes = [Node(root, i, ports, self.eps, self.prefix) for i in range(4)]
+        self.nodes = [Node(root, i, ports, self.eps, self.prefix, drives) for i in range(4)]
         r = subprocess.run([str(OPENLAKE_CLI), "cluster", "init", "--config",
                             str(self.nodes[0].config)], capture_output=True, text=True,
                            timeout=60)
@@ -160,18 +166,17 @@ class Cluster:
 
 
 def all_drives_online(c):
-    """the leader's store has all 4 drives (a leader elected while another node's plane was
-    still starting opens with 3 and brings the 4th back within seconds)"""
+    """the leader's store has all 4 drives of each set (a leader elected while another node's
+    plane was still starting opens a set with 3 and brings the 4th back within seconds)"""
     lead = c.leader()
     if not lead:
         return False
     log = c.nodes[lead[0]].log()
-    return "(4 online)" in log or "(4 of 4 drives online)" in log
+    return log.count("(4 online)") + log.count("(4 of 4 drives online)") >= c.sets
 
 
-@pytest.fixture
-def cluster(tmp_path, etcd):
-    c = Cluster(tmp_path, etcd)
+def start_cluster(tmp_path, etcd, drives=1):
+    c = Cluster(tmp_path, etcd, drives)
     try:
         wait_for(c.leader, 30, "a leader of set 0.0")
         for i in range(4):
@@ -182,6 +187,16 @@ def cluster(tmp_path, etcd):
         yield c
     finally:
         c.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path, etcd):
+    yield from start_cluster(tmp_path, etcd)
+
+
+@pytest.fixture
+def two_sets(tmp_path, etcd):
+    yield from start_cluster(tmp_path, etcd, drives=2)
 
 
 def body(seed, size):
@@ -300,6 +315,58 @@ def test_kill9_of_the_leader_elects_a_newer_epoch(cluster):
             assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, (i, k)
 
 
+def test_sigstop_of_a_non_leader_during_concurrent_puts(cluster):
+    """A node frozen (SIGSTOP, not killed: its sockets stay open and silent) while three
+    clients PUT through the other nodes at once: its drive misses the plane's deadline and
+    goes offline, the writes go on with 3 of 4 drives. SIGCONT: the drive comes back into
+    the leader's store and is healed, `openlake heal` exits 0, and every acknowledged PUT
+    reads back whole through every node, the frozen one included."""
+    c = cluster
+    lid, _ = c.leader()
+    victim = others(c, lid)[1]
+    vias = [i for i in range(4) if i != victim]
+    c.client(vias[0], retries=8).create_bucket(Bucket="cst")
+    frozen = threading.Event()
+    acked = {}
+    leader = c.nodes[lid]
+    returns = leader.log().count("back online (4 of 4")  # at start-up too, maybe
+
+    def freeze(n):
+        if n == 3 and not frozen.is_set():
+            os.kill(c.nodes[victim].proc.pid, signal.SIGSTOP)
+            frozen.set()
+
+    def writer(via):
+        got = put_loop(c.client(via, retries=4), f"w{via}-", 90, 12,
+                       on_i=freeze if via == vias[0] else None)
+        acked.update(got)
+
+    threads = [threading.Thread(target=writer, args=(v,)) for v in vias]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+    finally:
+        os.kill(c.nodes[victim].proc.pid, signal.SIGCONT)
+    assert not any(t.is_alive() for t in threads)
+    assert frozen.is_set()
+    assert len(acked) >= 30, sorted(acked)  # the writes went on with 3 of 4 drives
+    assert c.leader()[0] == lid  # a frozen follower does not move leadership
+    assert re.search(rf"drive node {victim} \S+ drive 0 is offline: ", leader.log()), \
+        leader.log()[-3000:]
+    wait_for(lambda: leader.log().count("back online (4 of 4") > returns, 90,
+             "the frozen node's drive back in the leader's store")
+    h = subprocess.run([str(OPENLAKE_CLI), "heal", "--config", str(leader.config), "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert h.returncode == 0, h.stdout + h.stderr
+    assert json.loads(h.stdout)["unrecoverable"] == 0, h.stdout
+    for i in range(4):
+        r = c.client(i, retries=4)
+        for k, v in acked.items():
+            assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, (i, k)
+
+
 def raw_put_start(url, host_port, length, first):
     """A presigned PUT sent by hand: the head and the first part of the body"""
     parts = urllib.parse.urlsplit(url)
@@ -406,3 +473,86 @@ def test_a_node_refuses_to_start_without_etcd(tmp_path):
     assert rc == 1, log
     assert "waiting up to 10 s" in log and "did not answer within 10 s" in log, log
     assert "Start etcd" in log and "remove [cluster] etcd" in log, log
+
+
+def shard_files(drive):
+    return sum(len(fs) for _, _, fs in os.walk(os.path.join(drive, ".openlake", "data")))
+
+
+def list_all(s3, bucket, page=25):
+    keys, token = [], None
+    while True:
+        kw = {"ContinuationToken": token} if token else {}
+        r = s3.list_objects_v2(Bucket=bucket, MaxKeys=page, **kw)
+        keys += [o["Key"] for o in r.get("Contents", [])]
+        if not r.get("IsTruncated"):
+            return keys
+        token = r["NextContinuationToken"]
+
+
+def test_two_sets_serve_through_every_node_and_survive_a_non_leader_kill9(two_sets):
+    """2 sets of N=4 P=1 over 4 nodes: the pool's leader serves both, every node forwards;
+    objects land on both sets (shard files on both drives of every node), listings merge them
+    in order; kill -9 of a non-leader during PUTs loses no acknowledged PUT."""
+    c = two_sets
+    lid, epoch = c.leader()
+    assert "serving set 0.0 (and the pool's other 1 set(s))" in c.nodes[lid].log()
+    assert "2 erasure set(s) of 4 drives" in c.nodes[lid].log()
+    c.client(others(c, lid)[0]).create_bucket(Bucket="cst")
+    objs = {}
+    for n in range(24):
+        k = f"o{n:02d}"
+        objs[k] = body(k, 300 << 10 if n % 2 else 20 << 10)  # shard files / inline
+        c.client(n % 4).put_object(Bucket="cst", Key=k, Body=objs[k])
+    for i in range(4):
+        r = c.client(i)
+        for k, v in objs.items():
+            assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, (i, k)
+        assert list_all(r, "cst", page=7) == sorted(objs), i
+    for n in c.nodes:  # set 0 is drive 0 of each node, set 1 drive 1: both hold shards
+        assert shard_files(n.drives[0]) > 0 and shard_files(n.drives[1]) > 0, n.i
+    # a multipart upload through a non-leader (its id names its set)
+    s3 = c.client(others(c, lid)[1])
+    up = s3.create_multipart_upload(Bucket="cst", Key="mpu")["UploadId"]
+    parts = [body("p0", 5 << 20), body("p1", 1 << 20)]
+    etags = [s3.upload_part(Bucket="cst", Key="mpu", UploadId=up, PartNumber=i + 1,
+                            Body=p)["ETag"] for i, p in enumerate(parts)]
+    s3.complete_multipart_upload(Bucket="cst", Key="mpu", UploadId=up, MultipartUpload={
+        "Parts": [{"ETag": e, "PartNumber": i + 1} for i, e in enumerate(etags)]})
+    assert c.client(lid).get_object(Bucket="cst", Key="mpu")["Body"].read() == b"".join(parts)
+
+    via, victim = others(c, lid)[0], others(c, lid)[1]
+    acked = put_loop(c.client(via, retries=4), "nl", 60, 20,
+                     on_i=lambda n: n == 6 and c.nodes[victim].kill9())
+    assert not c.nodes[victim].alive()
+    assert len(acked) >= 16, len(acked)  # PUTs went on with 3 of 4 drives in each set
+    for i in others(c, victim):
+        r = c.client(i)
+        for k, v in acked.items():
+            assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, (i, k)
+        assert list_all(r, "cst") == sorted([*objs, *acked, "mpu"]), i
+
+
+def test_two_sets_kill9_of_the_leader(two_sets):
+    """kill -9 of the pool's leader: a new leader (newer epoch) opens both sets and serves
+    everything written before, and new writes to both sets."""
+    c = two_sets
+    lid, epoch = c.leader()
+    via = others(c, lid)[0]
+    s3 = c.client(via, retries=8)
+    s3.create_bucket(Bucket="cst")
+    before = put_loop(s3, "pre", 30, 12)
+    assert len(before) == 12
+    c.nodes[lid].kill9()
+    new = wait_for(lambda: (l := c.leader()) and l[0] != lid and l, TTL + 15,
+                   "a new leader after kill -9 of the leader")
+    assert new[1] > epoch, (new, epoch)
+    after = put_loop(s3, "post", 60, 12)
+    assert len(after) == 12
+    wait_for(lambda: "serving set 0.0 (and the pool's other 1 set(s))" in c.nodes[new[0]].log(),
+             30, "the new leader serving both sets")
+    for i in others(c, lid):
+        r = c.client(i)
+        for k, v in {**before, **after}.items():
+            assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, (i, k)
+        assert list_all(r, "cst") == sorted([*before, *after]), i

@@ -1,8 +1,9 @@
 """An erasure set over drives of real openlaked processes (store/rdrive.c, issue 10).
 
 Four openlaked nodes, each with [cluster] secret set (the node plane on rpc_addr, no etcd),
-each serving a second data dir that its own local store does not use (set_drive_count = 1:
-only the first dir forms its local set). build/src/store/rset_cli opens a set N=4 P=1 over
+each serving a second data dir that its own local store does not use ([cluster]
+plane_only_drives = 1: the last data dir is the node plane's alone; the first forms its local
+set). build/src/store/rset_cli opens a set N=4 P=1 over
 those four remote drives and PUTs objects (inline and multi-block) while one node is killed
 with kill -9 mid-PUT: every acknowledged object reads back bit-exact with that node dead; the
 node restarts, heal makes its drive whole, and with another node killed the objects the first
@@ -21,7 +22,7 @@ SECRET = "rdrive-integration-secret-0123"
 def node(root):
     root.mkdir()
     d = Daemon(root, drives=2, set_drive_count=1, parity=0, kv=False,
-               extra=f'\n[cluster]\nsecret = "{SECRET}"\n')
+               extra=f'\n[cluster]\nsecret = "{SECRET}"\nplane_only_drives = 1\n')
     d.start()
     assert wait_port(d.rpc_port, 30, d.proc), d.log()
     return d

@@ -40,9 +40,9 @@ def cfg(addr, layout="fa", chunk=16, model="standin/m1", tp=1, nb=NB, budget=256
                             max_num_batched_tokens=budget, prefix_caching=prefix_caching)
 
 
-def engine(c, layout="fa", nb=NB):
+def engine(c, layout="fa", nb=NB, api="newest"):
     return Engine(c, lambda r: (make_kv_caches(layout, L, nb, BS, H, D),
-                                FakeModel(L, H, D, layout, r)), nb)
+                                FakeModel(L, H, D, layout, r)), nb, api=api)
 
 
 def serve(e, rid, prompt, max_tokens=3):
@@ -190,6 +190,8 @@ from vllm.distributed.kv_transfer.kv_connector.v1.metrics import KVConnectorStat
 import openlake_client.openlake_connector as oc
 assert oc.HAVE_VLLM and issubclass(oc.OpenLakeConnector, KVConnectorBase_V1)
 assert issubclass(oc.OpenLakeStats, KVConnectorStats)
+from vllm.distributed.kv_transfer.kv_connector.v1.base import supports_hma
+assert supports_hma(oc.OpenLakeConnector)  # vLLM accepts it with the hybrid manager on
 from vllm_standin import Engine, FakeModel, Request, make_kv_caches, make_vllm_config
 import socket
 s = socket.socket(); s.bind(("127.0.0.1", 0)); dead = "127.0.0.1:%d" % s.getsockname()[1]
@@ -334,13 +336,15 @@ def test_request_aborted_mid_prefill(pool, async_save):
     assert e2.scheduler.finished["B"].output_token_ids == reference(B)
 
 
+@pytest.mark.parametrize("api", ["newest", "classic"])
 @pytest.mark.parametrize("async_save", [False, True])
-def test_preemption_and_resume(pool, async_save):
+def test_preemption_and_resume(pool, async_save, api):
     """12 blocks force a preemption; the preempted request resumes from the pool (local
     prefix caching off, so every resumed token comes from the pool or is recomputed)."""
     X = [(i * 13 + 5) % 500 for i in range(80)]
     Y = [(i * 17 + 9) % 500 for i in range(80)]
-    e = engine(cfg(pool.kv_addr, nb=12, prefix_caching=False, async_save=async_save), nb=12)
+    e = engine(cfg(pool.kv_addr, nb=12, prefix_caching=False, async_save=async_save), nb=12,
+               api=api)
     e.add(Request("X", X, max_tokens=40))
     e.add(Request("Y", Y, max_tokens=40))
     e.run()
@@ -375,10 +379,13 @@ def test_async_save_delays_free(pool):
     assert not e3.scheduler.delayed_ever
 
 
+@pytest.mark.parametrize("api", ["newest", "classic"])
 @pytest.mark.parametrize("corrupt", [False, True])
-def test_async_load(pool, corrupt):
+def test_async_load(pool, corrupt, api):
     """load_async: (n, True); the request waits in WAITING_FOR_REMOTE_KVS until every rank
-    reports it in finished_recving, then computes only the rest; a bad chunk caps it."""
+    reports it in finished_recving, then computes only the rest; a bad chunk caps it. Under
+    the newest call order (get_transfer_results) a bad chunk also reports the request in
+    failed_recving; under the classic one (get_finished) the invalid blocks alone do."""
     import openlake_client as ol
     from vllm_standin.scheduler import RequestStatus
 
@@ -394,7 +401,7 @@ def test_async_load(pool, corrupt):
         cl.delete([k])
         cl.put([k], [bytes(v)])
         cl.close()
-    e2 = engine(cfg(pool.kv_addr, tp=2, load_async=True))
+    e2 = engine(cfg(pool.kv_addr, tp=2, load_async=True), api=api)
     B = A[:96] + SUFFIX
     e2.add(Request("B", B, max_tokens=3))
     so = e2.step()
@@ -415,6 +422,7 @@ def test_async_load(pool, corrupt):
     e2.scheduler.assert_empty()
     assert e2.scheduler.finished["B"].output_token_ids == reference(B, tp=2)
     assert e2.merged_stats()["corrupt_blocks"] == (1 if corrupt else 0)
+    assert e2.scheduler.failed_recving == ({"B"} if corrupt and api == "newest" else set())
 
 
 def test_tp2_hit_needs_every_rank(pool):
@@ -817,3 +825,242 @@ def test_tls_from_extra_config(openlaked, tmp_path):
     assert e3.scheduler.finished["C"].output_token_ids == reference(B)
     for e in (e1, e2, e3):
         e.shutdown()
+
+
+def test_eviction_between_lookup_and_load_cannot_fail_a_request(openlaked):
+    """A pool with a small DRAM tier and no NVMe tier; engine 1 stores A's chunks. Engine 2's
+    scheduler reports a hit for B (it leases the chunks); before its worker loads them, another
+    client floods the pool with several times its DRAM. With the lease the load still gets every
+    chunk (no invalid block, nothing recomputed); with lease_ms=0 the same flood evicts them
+    and the load fails (recomputed under the stand-in's recompute policy; vLLM's default
+    policy would abort the request)."""
+    import hashlib
+
+    import openlake_client as ol
+    from test_kv_security import ready
+
+    from vllm_standin.pool import require_pool_binaries
+
+    require_pool_binaries()
+    d = ready(openlaked(mode="kv", drives=1, extra='dram_bytes = "16MiB"\nspill_bytes = 0\n'))
+    e1 = engine(cfg(d.kv_addr))
+    serve(e1, "A", A)
+    ident = e1.sched_conn.ol_identity
+    keys = [olkeys.rank_key(h, 0) for h in olkeys.chain_hashes(olkeys.seed_hash(ident, ""),
+                                                                A, 16)]
+    cl = ol.connect([d.kv_addr], namespace="vllm", timeout_ms=30000)
+    st, lens = cl.exists_len(keys)
+    assert all(s == ol.Status.OK for s in st)
+    size = lens[0]
+    for rnd, lease_ms in enumerate((30000, 0)):
+        B = A[:96] + [(i * 61 + 13 * rnd + 5) % 500 for i in range(34)]
+        def flood(so, rnd=rnd):
+            if not so.kv_connector_metadata.loads:
+                return
+            n = (64 << 20) // 4096  # blocks of the chunks' size class: 64 MiB of them
+            for i in range(0, n, 512):
+                cl.put([hashlib.sha256(b"flood %d %d" % (rnd, j)).digest()
+                        for j in range(i, i + 512)], [b"f" * size] * 512)
+
+        e2 = engine(cfg(d.kv_addr, lease_ms=lease_ms))
+        e2.add(Request("B%d" % rnd, B, max_tokens=3))
+        so = e2.step(before_execute=flood)
+        assert so.kv_connector_metadata.loads, "no hit reported"
+        assert e2.scheduler.requests["B%d" % rnd].num_external_computed_tokens == 96
+        first = e2.workers[0].model.positions_computed
+        e2.run()
+        st = e2.merged_stats()
+        if lease_ms:
+            assert not e2.invalid_seen and st["load_failures"] == 0
+            assert first == len(B) - 96
+            # the load ended the leases: the next flood may evict the chunks again
+            assert [int(s) for s in cl.lease(keys[:6], 0)] == [2] * 6
+            e2.shutdown()
+        else:
+            assert e2.invalid_seen and st["load_failures"] >= 1
+            assert e2.workers[0].model.positions_computed > len(B) - 96 + 2  # recomputed
+            e2.shutdown()
+        assert e2.scheduler.finished["B%d" % rnd].output_token_ids == reference(B)
+    cl.close()
+    e1.shutdown()
+
+
+@pytest.mark.parametrize("api", ["newest", "classic"])
+def test_kv_events_for_every_store_and_removal(pool, api):
+    """kv_events on: take_events gives a BlockStored for every chunk stored (hash, parent,
+    token ids), a BlockRemoved for a chunk a load found gone, AllBlocksCleared on reset_cache.
+    Events come from the workers (what the pool really holds) through the newest mixin's
+    get_kv_connector_kv_cache_events; the classic mixin does not carry them: none arrive."""
+    import openlake_client as ol
+
+    e1 = engine(cfg(pool.kv_addr, kv_events=True), api=api)
+    serve(e1, "A", A)
+    h = olkeys.chain_hashes(olkeys.seed_hash(e1.sched_conn.ol_identity, ""), A, 16)
+    stored = [ev for ev in e1.scheduler.events if _kind(ev) == "BlockStored"]
+    if api == "classic":
+        assert e1.scheduler.events == []
+        e1.shutdown()
+        return
+    assert len(stored) == 6 == len(h)
+    for c, ev in enumerate(stored):
+        assert ev.block_hashes == [h[c]]
+        assert ev.parent_block_hash == (h[c - 1] if c else None)
+        assert ev.token_ids == A[c * 16:(c + 1) * 16] and ev.block_size == 16
+        assert ev.medium == "STORAGE"
+    # a chunk the pool lost: the load misses it and says so
+    cl = ol.connect([pool.kv_addr], namespace="vllm")
+    assert cl.delete([olkeys.rank_key(h[3], 0)]) == [ol.Status.OK]
+    cl.close()
+    e2 = engine(cfg(pool.kv_addr, kv_events=True), api=api)
+    B = A[:96] + SUFFIX
+    e2.add(Request("B", B, max_tokens=2))
+    e2.step(before_execute=lambda so: _drop_chunk(pool, h[2]))
+    e2.run()
+    removed = [ev for ev in e2.scheduler.events if _kind(ev) == "BlockRemoved"]
+    assert [ev.block_hashes for ev in removed] == [[h[2]]]
+    # the chunks recomputed after the failed load are stored again (and announced); no
+    # BlockStored names a chunk the pool does not hold
+    stored2 = [ev.block_hashes[0] for ev in e2.scheduler.events
+               if _kind(ev) == "BlockStored"]
+    assert h[2] in stored2 and h[3] in stored2
+    cl = ol.connect([pool.kv_addr], namespace="vllm")
+    held = cl.exists([olkeys.rank_key(x, 0) for x in stored2 + h])
+    cl.close()
+    assert all(held)
+    assert e2.scheduler.finished["B"].output_token_ids == reference(B, max_tokens=2)
+    n = len(e2.scheduler.events)
+    assert e2.scheduler.reset_prefix_cache(reset_connector=True)
+    e2.step()
+    assert [_kind(ev) for ev in e2.scheduler.events[n:]] == ["AllBlocksCleared"]
+    e1.shutdown()
+    e2.shutdown()
+
+
+def _kind(ev):
+    """vLLM's event class name (ours, without vLLM, is _Local<name>)."""
+    return type(ev).__name__.replace("_Local", "")
+
+
+def _drop_chunk(pool, h):
+    import openlake_client as ol
+
+    cl = ol.connect([pool.kv_addr], namespace="vllm")
+    cl.lease([olkeys.rank_key(h, 0)], 0)  # the scheduler's lease would keep it
+    cl.delete([olkeys.rank_key(h, 0)])
+    cl.close()
+
+
+# ---------------------------------------------------------------- hybrid models (SupportsHMA)
+
+def _hybrid(addr, groups, **extra):
+    from vllm_standin.hybrid import HybridEngine
+
+    c = cfg(addr, prefix_caching=False, budget=4096, async_save=False, **extra)
+    return HybridEngine(c, groups, NB, H, D)
+
+
+def _hybrid_ref(groups, prompt, max_tokens=2):
+    e = _hybrid(dead_addr(), groups)
+    from vllm_standin.hybrid import make_request
+
+    e.add(make_request("ref", prompt, max_tokens))
+    e.run()
+    e.shutdown()
+    return e.finished["ref"].output_token_ids
+
+
+def _window_groups(w=48):
+    from vllm_standin.hybrid import FullAttentionSpec, SlidingWindowSpec
+
+    return [(FullAttentionSpec(BS), 1), (SlidingWindowSpec(BS, w), 1)]
+
+
+def test_hybrid_window_loads_exactly_the_window(pool):
+    """Full attention + a 48-token sliding window: the hit covers every full-attention chunk
+    of the prefix and only the window's chunks (3..5 of a 96-token prefix); the window's
+    older blocks stay null, nothing else is written; the output equals a recompute."""
+    from vllm_standin.hybrid import make_request
+    groups = _window_groups()
+    e1 = _hybrid(pool.kv_addr, groups)
+    e1.add(make_request("A", A))
+    e1.run()
+    e2 = _hybrid(pool.kv_addr, groups)
+    B = A[:96] + SUFFIX
+    e2.add(make_request("B", B))
+    so = e2.step()
+    assert so.scheduled_new_reqs[0].num_computed_tokens == 96
+    loads = so.kv_connector_metadata.loads
+    assert len(loads) == 1
+    got = [(g, ids) for _h, ids, _skip, g in loads[0].chunks]
+    tables = so.scheduled_new_reqs[0].block_ids
+    want = [(0, tuple(tables[0][c:c + 1])) for c in range(6)]
+    want += [(1, tuple(tables[1][c:c + 1])) for c in range(3, 6)]
+    assert sorted(got) == sorted(want)
+    assert tables[1][:3] == [0, 0, 0]  # out of the window: null blocks, never loaded
+    a_tab = e1.schedule_log[0].scheduled_new_reqs[0].block_ids
+    names = list(e1.kv)
+    for g, name in enumerate(names):
+        first = 0 if g == 0 else 3
+        for c in range(first, 6):
+            assert torch.equal(e1.kv[name][:, a_tab[g][c]], e2.kv[name][:, tables[g][c]])
+    assert torch.count_nonzero(e2.kv[names[1]][:, 0]) == 0  # the null block is untouched
+    e2.run()
+    assert e2.finished["B"].output_token_ids == _hybrid_ref(groups, B)
+    assert e2.model.positions_computed == len(B) - 96 + 1
+    e1.shutdown()
+    e2.shutdown()
+
+
+def test_hybrid_window_hit_needs_only_the_window(pool):
+    """A window chunk missing before the window does not shorten the hit; one missing inside
+    the window of the longest prefix shortens it to the longest prefix whose window is whole."""
+    import openlake_client as ol
+    from openlake_client.keys import group_hash
+    from vllm_standin.hybrid import make_request
+
+    groups = _window_groups()
+    cl = ol.connect([pool.kv_addr], namespace="vllm")
+    for r, (missing, hit) in enumerate(((1, 96), (4, 64))):
+        P = [(i * 37 + 11 + 101 * r) % 500 for i in range(100)]  # a prompt of its own
+        e1 = _hybrid(pool.kv_addr, groups)
+        e1.add(make_request("A", P))
+        e1.run()
+        e1.shutdown()
+        h = olkeys.chain_hashes(olkeys.seed_hash(e1.sched_conn.ol_identity, ""), P, 16)
+        assert cl.delete([olkeys.rank_key(group_hash(h[missing], 1), 0)]) == [ol.Status.OK]
+        e2 = _hybrid(pool.kv_addr, groups)
+        B = P[:96] + SUFFIX
+        e2.add(make_request("B", B))
+        so = e2.step()
+        assert so.scheduled_new_reqs[0].num_computed_tokens == hit, missing
+        e2.run()
+        assert e2.finished["B"].output_token_ids == _hybrid_ref(groups, B)
+        e2.shutdown()
+    cl.close()
+
+
+def test_hybrid_with_mamba_gets_no_hit(pool):
+    """A Mamba group's state cannot be rebuilt from stored blocks: no external hit, nothing
+    saved, the output equals a recompute."""
+    import openlake_client as ol
+    from openlake_client.keys import group_hash
+    from vllm_standin.hybrid import FullAttentionSpec, MambaSpec, make_request
+
+    groups = [(FullAttentionSpec(BS), 1), (MambaSpec(BS), 1)]
+    e1 = _hybrid(pool.kv_addr, groups)
+    e1.add(make_request("A", A))
+    e1.run()
+    h = olkeys.chain_hashes(olkeys.seed_hash(e1.sched_conn.ol_identity, ""), A, 16)
+    cl = ol.connect([pool.kv_addr], namespace="vllm")
+    assert not any(cl.exists([olkeys.rank_key(group_hash(x, g), 0) for x in h for g in (0, 1)]))
+    cl.close()
+    assert all(not so.kv_connector_metadata.saves for so in e1.schedule_log)
+    e2 = _hybrid(pool.kv_addr, groups)
+    B = A[:96] + SUFFIX
+    e2.add(make_request("B", B))
+    so = e2.step()
+    assert so.scheduled_new_reqs[0].num_computed_tokens == 0
+    e2.run()
+    assert e2.finished["B"].output_token_ids == _hybrid_ref(groups, B)
+    e1.shutdown()
+    e2.shutdown()

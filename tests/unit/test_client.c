@@ -358,6 +358,16 @@ test_statuses(struct child *s1)
 	       ops2[1].value_len == sizeof(v2),
 	   "TCP get into a small buffer: TRUNCATED with the real size");
 	op = (struct ol_kv_op){key, NULL, 0, 0, -1, 0};
+	ok(ol_kv_lease(b, &op, 1, 30000) == 0 && op.status == OL_KV_OK &&
+	       op.value_len == sizeof(v2),
+	   "lease: OK with value_len");
+	op = (struct ol_kv_op){key, NULL, 0, 0, -1, 0};
+	ok(ol_kv_lease(a, &op, 1, 0) == 0 && op.status == OL_KV_MISS,
+	   "ns A (local) holds no lease on its key: ending one is MISS");
+	op = (struct ol_kv_op){key, NULL, 0, 0, -1, 0};
+	ok(ol_kv_lease(b, &op, 1, 0) == 0 && op.status == OL_KV_OK, "ns B ends its lease");
+	ok(ol_kv_lease(b, NULL, 1, 10) == -EINVAL, "lease with NULL ops: -EINVAL");
+	op = (struct ol_kv_op){key, NULL, 0, 0, -1, 0};
 	ok(ol_kv_delete(b, &op, 1) == 0 && op.status == OL_KV_OK, "delete in ns B");
 	op.status = -1;
 	ok(ol_kv_exists(b, &op, 1) == 0 && op.status == OL_KV_MISS, "gone from ns B");

@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "kv/access.h"
 #include "kv/engine.h"
+#include "kv/lease.h"
 #include "kv/proto.h"
 #include "kv/spill.h"
 #include "kv_data.h"
@@ -170,6 +171,63 @@ test_slot_reuse_across_namespaces(void)
 	ol_kve_close(e);
 }
 
+/* Leases: a leased block survives the evictions that take an unleased one; ttl 0 and
+ * expiry end a lease; a namespace's cap answers FULL; another namespace has its own. */
+static void
+test_leases(void)
+{
+	/* 8 MiB = 8 slots of 1 MiB */
+	struct ol_kve *e = open_eng(8 * MiB, NULL, 0, 0);
+	struct kvl_leases ls;
+	kvl_leases_init(&ls, 5000, 2);
+	uint8_t key[32];
+	struct ol_kvk k0, k1, k2, kb;
+	uint64_t len = 0;
+	int good = 1;
+	for (uint64_t i = 0; i < 3; i++)
+		good &= put(e, NS_A, 300 + i, MiB, i) == OL_KV_OK;
+	ok(good, "3 blocks stored");
+	make_key(key, 300);
+	ol_kve_key(&k0, key, NS_A);
+	make_key(key, 301);
+	ol_kve_key(&k1, key, NS_A);
+	make_key(key, 302);
+	ol_kve_key(&k2, key, NS_A);
+	make_key(key, 399);
+	ol_kve_key(&kb, key, NS_A);
+	ok(kvl_lease(&ls, e, &k0, 60000, 1000, &len) == OL_KV_OK && len == MiB,
+	   "lease block 0 (ttl capped to 5 s)");
+	ok(kvl_lease(&ls, e, &k0, 60000, 1000, &len) == OL_KV_OK && ls.n == 1,
+	   "a second lease extends it: still one lease");
+	ok(kvl_lease(&ls, e, &kb, 60000, 1000, &len) == OL_KV_MISS, "a missing key: MISS");
+	ok(kvl_lease(&ls, e, &k2, 60000, 1000, &len) == OL_KV_OK, "lease block 2");
+	ok(kvl_lease(&ls, e, &k1, 60000, 1000, &len) == OL_KV_FULL, "third lease: FULL (cap 2)");
+	make_key(key, 300);
+	struct ol_kvk kB;
+	ol_kve_key(&kB, key, NS_B);
+	good = put(e, NS_B, 300, MiB, 9) == OL_KV_OK;
+	ok(good && kvl_lease(&ls, e, &kB, 60000, 1000, &len) == OL_KV_OK,
+	   "another namespace has a cap of its own");
+	good = 1;
+	for (uint64_t i = 0; i < 16; i++) /* twice the tier */
+		good &= put(e, NS_A, 400 + i, MiB, i) == OL_KV_OK;
+	ok(good, "a flood of 16 puts is stored");
+	ok(exists(e, NS_A, 300) && exists(e, NS_A, 302) && !exists(e, NS_A, 301),
+	   "the leased blocks stayed, the unleased one went");
+	ok(get(e, NS_A, 300, MiB, 0) == OL_KV_OK, "the leased block reads back intact");
+	ok(kvl_lease(&ls, e, &k0, 0, 1000, &len) == OL_KV_OK, "ttl 0 ends the lease");
+	ok(kvl_lease(&ls, e, &k0, 0, 1000, &len) == OL_KV_MISS, "ending it again: MISS");
+	ok(kvl_expire(&ls, e, 5999) == 0 && kvl_expire(&ls, e, 6000) == 2,
+	   "expiry at the capped ttl ends the other two");
+	good = 1;
+	for (uint64_t i = 0; i < 16; i++)
+		good &= put(e, NS_A, 500 + i, MiB, i) == OL_KV_OK;
+	ok(good && !exists(e, NS_A, 300) && !exists(e, NS_A, 302),
+	   "ended leases: the next flood evicts them");
+	kvl_leases_fini(&ls, e);
+	ol_kve_close(e);
+}
+
 static void
 test_eviction_order(void)
 {
@@ -185,15 +243,16 @@ test_eviction_order(void)
 	uint64_t len;
 	make_key(key, 103);
 	ol_kve_key(&k, key, NS_A);
-	ok(ol_kve_exists(e, &k, &len) == OL_KV_OK && len == MiB, "exists block 3 (no LRU touch)");
+	ok(ol_kve_exists(e, &k, &len) == OL_KV_OK && len == MiB,
+	   "exists block 3 (a lookup: refreshes its LRU age)");
 	ok(put(e, NS_A, 200, MiB, 50) == OL_KV_OK, "a 9th block fits by evicting");
 	ok(exists(e, NS_A, 100) && !exists(e, NS_A, 101),
 	   "LRU: block 1 went, touched block 0 stayed");
 	ok(put(e, NS_A, 201, MiB, 51) == OL_KV_OK && !exists(e, NS_A, 102),
 	   "next eviction takes block 2");
-	ok(put(e, NS_A, 202, MiB, 52) == OL_KV_OK && !exists(e, NS_A, 103),
-	   "exists did not refresh block 3: evicted next");
-	ok(exists(e, NS_A, 104) && exists(e, NS_A, 200), "younger blocks stay");
+	ok(put(e, NS_A, 202, MiB, 52) == OL_KV_OK && !exists(e, NS_A, 104) && exists(e, NS_A, 103),
+	   "exists refreshed block 3: block 4 went instead");
+	ok(exists(e, NS_A, 105) && exists(e, NS_A, 200), "younger blocks stay");
 	struct ol_kve_stats st;
 	ol_kve_get_stats(e, &st);
 	ok(st.evictions == 3 && st.dram_entries == 8,
@@ -751,6 +810,22 @@ test_proto(void)
 	h.count = 0;
 	ol_kvp_hdr_encode(buf, &h);
 	ok(ol_kvp_parse_request(buf, n, &lim) == -EINVAL, "unknown opcode rejected");
+	{
+		struct ol_kvp_hdr lh = {.magic = OL_KVP_MAGIC,
+					.version = OL_KVP_VERSION,
+					.op = OL_KVP_LEASE,
+					.count = 1,
+					.body_len = OL_KVP_REQ_ENT};
+		struct ol_kvp_req_ent le = {.len = 30000};
+		uint8_t lb[OL_KVP_HDR + OL_KVP_REQ_ENT];
+		ol_kvp_hdr_encode(lb, &lh);
+		ol_kvp_req_ent_encode(lb + OL_KVP_HDR, &le);
+		ok(ol_kvp_parse_request(lb, sizeof(lb), &lim) == (int)sizeof(lb),
+		   "a LEASE frame parses (entry len = ttl)");
+		lh.flags = OL_KVP_F_NOREPLY;
+		ol_kvp_hdr_encode(lb, &lh);
+		ok(ol_kvp_parse_request(lb, sizeof(lb), &lim) == -EINVAL, "LEASE has no NOREPLY");
+	}
 	struct ol_kvp_welcome w = {.flags = 1,
 				   .max_batch = 1024,
 				   .max_block = MiB,
@@ -869,6 +944,7 @@ main(void)
 	test_slot_reuse_across_namespaces();
 	test_access_tokens();
 	test_eviction_order();
+	test_leases();
 	test_pins_and_seq();
 	test_nvme_roundtrip_and_recovery();
 	test_pin_dram_never_reads_the_disk();

@@ -1,7 +1,8 @@
 /* test_node.c - the node plane (src/node/) over real loopback sockets and temp drives (TAP):
  * the frame codec and MACs, name rules, a real server on its loops with the real client
  * (HELLO, shard write / stat / read / rename / unlink, refusals), a wrong secret, a deadline
- * against a peer that never answers, and the credit window counted at a slow receiver. */
+ * against a peer that never answers, the credit window counted at a slow receiver, and the
+ * test-only fault hook. */
 #include "io/io.h"
 #include "node/node.h"
 #include "tap.h"
@@ -12,6 +13,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -540,6 +543,87 @@ test_credit(void)
 	close(sr.lfd);
 }
 
+/* ---- the test-only fault hook (OPENLAKE_FAULTS=1, OPENLAKE_FAULT_FILE) ---- */
+
+struct held_ping {
+	const char *addr;
+	int rc;
+	_Atomic int done;
+};
+
+static void *
+held_ping_main(void *arg)
+{
+	struct held_ping *h = arg;
+	struct ol_node_client *c;
+	h->rc = ol_node_client_new(h->addr, SECRET, 5, &c);
+	if (!h->rc) {
+		h->rc = ol_node_ping(c, 10000, NULL);
+		ol_node_client_free(c);
+	}
+	atomic_store(&h->done, 1);
+	return NULL;
+}
+
+static int
+file_has(const char *path, const char *what)
+{
+	char buf[4096] = "";
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return strstr(buf, what) != NULL;
+}
+
+static void
+put_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	ok(f && fputs(text, f) >= 0 && fclose(f) == 0, "rules: '%.*s'", (int)strcspn(text, "\n"),
+	   text);
+}
+
+/* main set OPENLAKE_FAULTS=1 and OPENLAKE_FAULT_FILE=rules before any client call */
+static void
+test_fault_hook(const char *rules)
+{
+	char addr[64], hits[600];
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", free_port());
+	snprintf(hits, sizeof(hits), "%s.hits", rules);
+	struct ol_node_server_opts o = {.addr = addr,
+					.secret = SECRET,
+					.self_id = 9,
+					.threads = 1,
+					.window = 1u << 20,
+					.max_payload = 64u << 10};
+	struct ol_node_server *s;
+	if (ol_node_server_start(&o, &s)) {
+		ok(0, "server for the fault hook");
+		return;
+	}
+	put_file(rules, "hold META_COMMIT 60000\nhold PING 60000\n");
+	struct held_ping h = {.addr = addr};
+	pthread_t th;
+	pthread_create(&th, NULL, held_ping_main, &h);
+	int held = 0;
+	for (int i = 0; i < 1500 && !held; i++, usleep(20000))
+		held = file_has(hits, "held PING");
+	ok(held && !atomic_load(&h.done), "a PING is held while its rule stands");
+	put_file(rules, "hold META_COMMIT 60000\n");
+	pthread_join(th, NULL);
+	ok(h.rc == 0 && file_has(hits, "released PING"),
+	   "the rule gone: it goes out and is answered within its own deadline (%d)", h.rc);
+	put_file(rules, "hold PING 50\n");
+	h = (struct held_ping){.addr = addr};
+	held_ping_main(&h);
+	ok(h.rc == 0, "a hold of 50 ms ends by itself (%d)", h.rc);
+	put_file(rules, "");
+	ol_node_server_stop(s);
+}
+
 int
 main(void)
 {
@@ -547,11 +631,16 @@ main(void)
 	char tmp[] = "/tmp/ol-test-node-XXXXXX";
 	if (!mkdtemp(tmp))
 		tap_skip_all("no temp dir");
+	char rules[600];
+	snprintf(rules, sizeof(rules), "%s/faults", tmp);
+	setenv("OPENLAKE_FAULTS", "1", 1); /* read once, at the first client call */
+	setenv("OPENLAKE_FAULT_FILE", rules, 1);
 	test_frames();
 	test_names();
 	test_deadline();
 	test_credit();
 	test_server(tmp);
+	test_fault_hook(rules);
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
 	if (system(cmd))

@@ -342,6 +342,28 @@ test_down_and_back(struct ol_store *st, uint8_t *big)
 	ok(srv_start(0) == 0 && wait_online(st, N), "node 1 back");
 }
 
+/* Three of four nodes gone (the leader's own drive is all it reaches, as across a partition):
+ * a bucket or an object that fewer than k drives answered for is unknown, -EIO (S3 503),
+ * never "no such bucket" or "no such key". */
+static void
+test_cut_off(struct ol_store *st, uint8_t *small)
+{
+	int64_t created;
+
+	for (int i = 0; i < 3; i++)
+		srv_stop(i);
+	ok(ol_store_bucket_stat(st, "b1", &created) == -EIO, "bucket stat with 1 of 4: -EIO");
+	ok(put(st, "b1", "cut", small, 100, 0, NULL) == -EIO, "a PUT with 1 of 4: -EIO");
+	ok(ol_store_head(st, "b1", "big", 3, &(struct ol_obj_info){0}, NULL, 0) == -EIO,
+	   "a HEAD of an existing object with 1 of 4: -EIO, not -ENOENT");
+	ok(ol_store_head(st, "nope", "x", 1, &(struct ol_obj_info){0}, NULL, 0) == -EIO,
+	   "a HEAD in a bucket that does not exist, 1 of 4: -EIO too (it cannot tell)");
+	for (int i = 0; i < 3; i++)
+		ok(srv_start(i) == 0, "node %d back", i + 1);
+	ok(wait_online(st, N), "all drives online again (%d)", ol_store_drives_online(st));
+	ok(ol_store_bucket_stat(st, "nope", &created) == -ENOENT, "with all 4: absent is -ENOENT");
+}
+
 static void
 test_fencing(struct ol_store *st, uint8_t *small)
 {
@@ -445,6 +467,7 @@ main(void)
 		test_mpu(st, big);
 		test_versions(st, big, small);
 		test_down_and_back(st, big);
+		test_cut_off(st, small);
 		test_fencing(st, small);
 		ol_store_close(st);
 		test_silent_peer(small);

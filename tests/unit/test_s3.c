@@ -214,15 +214,30 @@ test_parsers(void)
 	       c.parts[0].number == 1 && strcmp(c.parts[0].etag, "abcdef") == 0 &&
 	       c.parts[1].number == 3 && strcmp(c.parts[1].etag, "0a") == 0,
 	   "complete parsed, quotes stripped, lowercased");
+	ok(c.parts[0].ck_name[0] == '\0' && c.parts[1].checksum[0] == '\0', "no part checksums");
 	ol_s3_complete_free(&c);
-	const char *bad[] = {"",
-			     "<CompleteMultipartUpload/>",
-			     "<Foo><Part></Part></Foo>",
-			     "<CompleteMultipartUpload><Part><PartNumber>x</PartNumber><ETag>a"
-			     "</ETag></Part></CompleteMultipartUpload>",
-			     "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
-			     "</CompleteMultipartUpload>",
-			     "<CompleteMultipartUpload><Part>"};
+	const char *xc = "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>a</ETag>"
+			 "<ChecksumSHA256> Kq5sNclPz7QV2+lfQIuc6R7oRu0= </ChecksumSHA256></Part>"
+			 "<Part><PartNumber>2</PartNumber><ChecksumCRC32C>AAAAAA==</ChecksumCRC32C>"
+			 "<ETag>b</ETag></Part></CompleteMultipartUpload>";
+	ok(ol_s3_parse_complete(xc, strlen(xc), &c) == 0 && c.n_parts == 2 &&
+	       strcmp(c.parts[0].ck_name, "SHA256") == 0 &&
+	       strcmp(c.parts[0].checksum, "Kq5sNclPz7QV2+lfQIuc6R7oRu0=") == 0 &&
+	       strcmp(c.parts[1].ck_name, "CRC32C") == 0 &&
+	       strcmp(c.parts[1].checksum, "AAAAAA==") == 0,
+	   "complete: per-part checksums parsed (trimmed), with their algorithm");
+	ol_s3_complete_free(&c);
+	const char *bad[] = {
+	    "",
+	    "<CompleteMultipartUpload/>",
+	    "<Foo><Part></Part></Foo>",
+	    "<CompleteMultipartUpload><Part><PartNumber>x</PartNumber><ETag>a"
+	    "</ETag></Part></CompleteMultipartUpload>",
+	    "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber></Part>"
+	    "</CompleteMultipartUpload>",
+	    "<CompleteMultipartUpload><Part>",
+	    "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>a</ETag>"
+	    "<ChecksumSHA1></ChecksumSHA1></Part></CompleteMultipartUpload>"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ok(ol_s3_parse_complete(bad[i], strlen(bad[i]), &c) == -EBADMSG,
 		   "malformed complete %zu", i);

@@ -387,6 +387,20 @@ test_multipart(struct ol_store *st)
 	   "complete with part 1 only");
 	ol_store_shard_paths(st, "b", "mp2", 3, paths_cb, &ps);
 	ok(ps.n == 4 && stat(ps.p[0], &sb) == 0, "listed part's shards kept");
+	/* complete with the object's meta replaced (S3 adds what it learns at complete) */
+	char mb[64];
+	struct ol_obj_info hi;
+	ok(ol_store_mpu_create(st, "b", "mp3", 3, "create-meta", 11, uid2) == 0 &&
+	       put_part(st, uid2, 1, x, 100) == 0,
+	   "upload with meta");
+	ok(ol_store_mpu_complete_meta(st, "b", uid2, nos, 1, "m-1", NULL, OL_STORE_VER_OFF, mb,
+				      OL_STORE_MAX_META + 1, NULL) == -EINVAL,
+	   "complete_meta: meta too large is -EINVAL");
+	ok(ol_store_mpu_complete_meta(st, "b", uid2, nos, 1, "m-1", NULL, OL_STORE_VER_OFF,
+				      "complete-meta", 13, NULL) == 0 &&
+	       ol_store_head(st, "b", "mp3", 3, &hi, mb, sizeof(mb)) == 0 && hi.meta_len == 13 &&
+	       memcmp(mb, "complete-meta", 13) == 0 && get_eq(st, "b", "mp3", x, 100) == 1,
+	   "complete_meta: the object carries the meta given at complete");
 	nu = 0;
 	ol_store_mpu_list(st, "b", upl_count, &nu);
 	ok(nu == 0, "no uploads left");

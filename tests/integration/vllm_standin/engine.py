@@ -32,8 +32,10 @@ def _prom(cls, vllm_config):
 
 
 class Engine:
-    def __init__(self, vllm_config, make_worker_parts, num_blocks, connector_cls=None):
-        """make_worker_parts(rank) -> (kv_caches, model)."""
+    def __init__(self, vllm_config, make_worker_parts, num_blocks, connector_cls=None,
+                 api="newest"):
+        """make_worker_parts(rank) -> (kv_caches, model); api: the worker's call order
+        ("newest" or "classic", see Worker)."""
         from openlake_client.openlake_connector import KVConnectorRole
 
         cls = connector_cls or _connector_class()
@@ -46,7 +48,7 @@ class Engine:
             wcfg = with_rank(vllm_config, rank)
             conn = cls(wcfg, KVConnectorRole.WORKER, None)
             kv, model = make_worker_parts(rank)
-            self.workers.append(Worker(wcfg, conn, kv, model, self.bs))
+            self.workers.append(Worker(wcfg, conn, kv, model, self.bs, api))
         self.steps = 0
         self.stats = []
         self.prom, self.prom_registry = _prom(cls, vllm_config)
@@ -80,6 +82,10 @@ class Engine:
         """KVOutputAggregator: finished when every rank reported it; errors are unioned."""
         out = KVConnectorOutput(invalid_block_ids=set())
         n = len(kvos)
+        fails = set()
+        for k in kvos:  # a receive failed if it failed on any rank
+            fails |= set(k.failed_recving or ())
+        out.failed_recving = fails or None
         for field in ("finished_sending", "finished_recving"):
             counts = {}
             for k in kvos:
@@ -94,6 +100,11 @@ class Engine:
                     done.add(rid)
                     del self._pending[key]
             setattr(out, field, done or None)
+        evs = [k.kv_cache_events for k in kvos if k.kv_cache_events is not None]
+        if evs:  # KVOutputAggregator: one container for the step
+            out.kv_cache_events = evs[0]
+            for e in evs[1:]:
+                out.kv_cache_events.aggregate(e)
         step = []
         for k in kvos:
             out.invalid_block_ids |= set(k.invalid_block_ids or ())

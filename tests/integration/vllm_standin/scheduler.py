@@ -261,6 +261,7 @@ class SchedulerOutput:
     finished_req_ids: set
     preempted_req_ids: set
     kv_connector_metadata: object = None
+    has_sync_kv_loads: bool = False  # newest: a request loads synchronously in this step
     scheduled_spec_decode_tokens: dict = field(default_factory=dict)
 
 
@@ -270,6 +271,8 @@ class KVConnectorOutput:
     finished_recving: set = None
     invalid_block_ids: set = field(default_factory=set)
     kv_connector_stats: object = None
+    failed_recving: set = None  # newest: failed receives (also in finished_recving)
+    kv_cache_events: object = None  # newest: the workers' KV events, aggregated
 
 
 @dataclass
@@ -297,6 +300,9 @@ class Scheduler:
         self.finished = {}
         self.ext_tokens = {}  # req_id -> num_external_computed_tokens granted (last time)
         self.policy = vllm_config.kv_transfer_config.kv_load_failure_policy
+        self.events = []  # what connector.take_events() gave (published by vLLM)
+        self.failed_recving = set()  # every request reported in failed_recving
+        self._sync_loads = False
 
     def reset_prefix_cache(self, reset_connector=False):
         """vLLM's Scheduler.reset_prefix_cache (after a weight update): refused while blocks
@@ -356,6 +362,7 @@ class Scheduler:
             budget = self._schedule_waiting(budget, nst, new_reqs, cached)
         so = SchedulerOutput(new_reqs, cached, nst, sum(nst.values()),
                              set(self.finished_req_ids), preempted)
+        so.has_sync_kv_loads, self._sync_loads = self._sync_loads, False
         so.kv_connector_metadata = self.connector.build_connector_meta(so)
         for rid, n in nst.items():
             self.requests[rid].num_computed_tokens += n
@@ -406,6 +413,7 @@ class Scheduler:
                 skipped.append(req)
                 continue
             resumed = req.status == RequestStatus.PREEMPTED
+            self._sync_loads |= ext > 0
             req.status = RequestStatus.RUNNING
             req.num_computed_tokens = num_computed
             self.running.append(req)
@@ -452,12 +460,15 @@ class Scheduler:
                 req.append_output(out.sampled[rid])
                 if len(req.output_token_ids) >= req.max_tokens:
                     self._finish(req)
+        self.connector.update_connector_output(kvo)
         for rid in kvo.finished_recving or ():
             self.finished_recving.add(rid)
+        self.failed_recving |= set(kvo.failed_recving or ())
         for rid in kvo.finished_sending or ():
             req = self.delayed_free.pop(rid, None)
             if req is not None:
                 self.kv.free(req)
+        self.events.extend(self.connector.take_events() or ())
 
     def _handle_invalid(self, invalid, so):
         """kv_load_failure_policy=recompute: truncate to the first bad block, drop the token."""

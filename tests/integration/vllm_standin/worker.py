@@ -143,9 +143,15 @@ class _Hooks:
 
 
 class Worker:
-    def __init__(self, vllm_config, connector, kv_caches, model, block_size):
+    """api: "newest" = vLLM's newest mixin (handle_preemptions(metadata); start_load_kv before
+    the forward only with sync loads, else right after it is launched; get_transfer_results;
+    get_kv_connector_kv_cache_events); "classic" = the older one (handle_preemptions(set),
+    start_load_kv first, get_finished)."""
+
+    def __init__(self, vllm_config, connector, kv_caches, model, block_size, api="newest"):
         self.cfg, self.c, self.kv, self.model, self.bs = (vllm_config, connector, kv_caches,
                                                          model, block_size)
+        self.api = api
         self.reqs = {}
         self.logits = {}  # req_id -> [logits of each sampled step] (models that give them)
         connector.register_kv_caches(kv_caches)
@@ -176,15 +182,20 @@ class Worker:
         so = pickle.loads(so_bytes)  # nothing shared with the scheduler process
         self._update_state(so)
         c = self.c
-        if so.preempted_req_ids:
+        newest = self.api == "newest"
+        if newest:
+            c.handle_preemptions(so.kv_connector_metadata)
+        elif so.preempted_req_ids:
             c.handle_preemptions(set(so.preempted_req_ids))
         c.bind_connector_metadata(so.kv_connector_metadata)
         sampled = {}
+        load_first = not newest or so.has_sync_kv_loads
         try:
             if so.total_num_scheduled_tokens == 0:
                 c.start_load_kv(SimpleNamespace(attn_metadata=None))
             else:
-                c.start_load_kv(SimpleNamespace(attn_metadata={}))
+                if load_first:
+                    c.start_load_kv(SimpleNamespace(attn_metadata={}))
                 batch = []
                 for rid, n in so.num_scheduled_tokens.items():
                     st = self.reqs[rid]
@@ -192,16 +203,26 @@ class Worker:
                                                  start=st.num_computed, end=st.num_computed + n,
                                                  block_ids=st.block_ids, bs=self.bs))
                 res = self.model.forward(self.kv, batch, _Hooks(c, SimpleNamespace()))
+                if not load_first:  # async loads only: started once the forward is launched
+                    c.start_load_kv(SimpleNamespace(attn_metadata={}))
                 sampled = {rid: tok for rid, (tok, _) in res.items()}
                 for rid, (_, lg) in res.items():
                     if lg is not None:
                         self.logits.setdefault(rid, []).append(lg)
         finally:
             c.wait_for_save()
-        fs, fr = c.get_finished(so.finished_req_ids)
-        out = KVConnectorOutput(finished_sending=fs, finished_recving=fr,
+        failed = None
+        if newest:
+            tr = c.get_transfer_results(so.finished_req_ids)
+            fs, fr, failed = tr.finished_sending, tr.finished_recving, tr.failed_recving
+        else:
+            fs, fr = c.get_finished(so.finished_req_ids)
+        out = KVConnectorOutput(finished_sending=fs or None, finished_recving=fr or None,
+                                failed_recving=failed or None,
                                 invalid_block_ids=c.get_block_ids_with_load_errors(),
                                 kv_connector_stats=c.get_kv_connector_stats())
+        if newest:
+            out.kv_cache_events = c.get_kv_connector_kv_cache_events()
         c.clear_connector_metadata()
         return sampled, out
 

@@ -2,6 +2,7 @@
 required, abstract methods as in vLLM)."""
 import enum
 from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 
 
 class KVConnectorRole(enum.Enum):
@@ -11,6 +12,28 @@ class KVConnectorRole(enum.Enum):
 
 class KVConnectorMetadata(ABC):  # noqa: B024
     pass
+
+
+@dataclass
+class KVConnectorTransferResults:
+    """Newest mixin: get_transfer_results. A failed receive is also in finished_recving."""
+
+    finished_sending: set = field(default_factory=set)
+    finished_recving: set = field(default_factory=set)
+    failed_recving: set = field(default_factory=set)
+
+
+class SupportsHMA(ABC):
+    """The connector handles several KV cache groups (hybrid memory allocator)."""
+
+    @abstractmethod
+    def request_finished_all_groups(self, request, block_ids):
+        pass
+
+
+def supports_hma(connector):
+    cls = connector if isinstance(connector, type) else type(connector)
+    return issubclass(cls, SupportsHMA)
 
 
 class KVConnectorBase_V1(ABC):
@@ -65,6 +88,13 @@ class KVConnectorBase_V1(ABC):
 
     def get_finished(self, finished_req_ids):
         return None, None
+
+    def get_transfer_results(self, finished_req_ids):
+        sending, recving = self.get_finished(finished_req_ids)
+        return KVConnectorTransferResults(set(sending or ()), set(recving or ()), set())
+
+    def get_kv_connector_kv_cache_events(self):
+        return None
 
     def get_block_ids_with_load_errors(self):
         return set()

@@ -1,0 +1,124 @@
+/* node/fault.c - the test-only fault hook of the node plane's client (node.h,
+ * ol_node_fault_hold). Library grade: no logging; any failure to read the rules means "no
+ * fault". */
+#include "node/node.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FAULT_POLL_MS 20
+#define FAULT_MAX_MS  600000 /* a rule holds a frame 10 minutes at most */
+
+static const char *const op_names[OL_NODE_OP_MAX + 1] = {
+    [OL_NODE_HELLO] = "HELLO",
+    [OL_NODE_PING] = "PING",
+    [OL_NODE_CREDIT] = "CREDIT",
+    [OL_NODE_STAT] = "STAT",
+    [OL_NODE_SHARD_WRITE] = "SHARD_WRITE",
+    [OL_NODE_SHARD_READ] = "SHARD_READ",
+    [OL_NODE_SHARD_RENAME] = "SHARD_RENAME",
+    [OL_NODE_SHARD_UNLINK] = "SHARD_UNLINK",
+    [OL_NODE_SHARD_PWRITE] = "SHARD_PWRITE",
+    [OL_NODE_SHARD_FSYNC] = "SHARD_FSYNC",
+    [OL_NODE_META_GET] = "META_GET",
+    [OL_NODE_META_SCAN] = "META_SCAN",
+    [OL_NODE_META_COMMIT] = "META_COMMIT",
+    [OL_NODE_SHARD_LIST] = "SHARD_LIST",
+};
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static char rules_path[512]; /* "" = the hook is off */
+
+static void
+fault_init(void)
+{
+	const char *on = getenv("OPENLAKE_FAULTS");
+	const char *p = getenv("OPENLAKE_FAULT_FILE");
+
+	if (on && strcmp(on, "1") == 0 && p && p[0] && strlen(p) < sizeof(rules_path) - 8)
+		memcpy(rules_path, p, strlen(p) + 1);
+}
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The hold in ms the rules file sets for op now, 0 when none (or the file is unreadable). */
+static int64_t
+rule_ms(uint8_t op)
+{
+	char buf[4096], name[32];
+	int fd = open(rules_path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+	int64_t ms = 0;
+
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	for (char *line = buf, *next; line && *line; line = next) {
+		long long v;
+		int used = 0;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = 0;
+		if (sscanf(line, "hold %31s %lld%n", name, &v, &used) != 2 || v <= 0)
+			continue;
+		if (strcmp(name, op_names[op]) == 0)
+			ms = v > FAULT_MAX_MS ? FAULT_MAX_MS : v;
+	}
+	return ms;
+}
+
+/* One line to <rules>.hits, so a test can wait until a frame is being held. */
+static void
+note(const char *what, uint8_t op)
+{
+	char path[sizeof(rules_path) + 8], line[64];
+	int fd, len;
+
+	snprintf(path, sizeof(path), "%s.hits", rules_path);
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	len = snprintf(line, sizeof(line), "%s %s\n", what, op_names[op]);
+	if (write(fd, line, (size_t)len) < 0)
+		len = -1; /* a test waiting for the line times out and says so */
+	close(fd);
+}
+
+void
+ol_node_fault_hold(uint8_t op)
+{
+	int64_t ms, end;
+
+	pthread_once(&once, fault_init);
+	if (!rules_path[0] || op > OL_NODE_OP_MAX || !op_names[op])
+		return;
+	ms = rule_ms(op);
+	if (!ms)
+		return;
+	note("held", op);
+	end = now_ms() + ms;
+	while (now_ms() < end && rule_ms(op)) {
+		struct timespec ts = {0, FAULT_POLL_MS * 1000000L};
+
+		nanosleep(&ts, NULL);
+	}
+	note("released", op);
+}

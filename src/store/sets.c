@@ -1,0 +1,1116 @@
+/* store/sets.c - a store of several erasure sets behind the one API of store.h (issue 10).
+ *
+ * A store is m sets of N drives. A one-set store (m = 1, every store before issue 10) is its
+ * own only set: every call goes straight to the set's engine (ol_set_*), nothing allocated,
+ * the bytes on disk and the placement as they always were. A store of m > 1 sets is a shell
+ * whose sets[] are one-set stores:
+ *   - an object lives in one set: XXH3-64 of bucket '\0' key, seeded with the store's
+ *     placement seed (the store id of the drives' format records, or the cluster's deployment
+ *     id), modulo m. The choice never changes for a store (its set count cannot change);
+ *   - an upload lives in the set of its key; its id's first byte (2 hex chars) is that set,
+ *     so the calls that name only the upload id find it;
+ *   - a bucket is on every set. Set 0 is its home: exists, stat, attrs and the bucket list
+ *     read set 0. Create makes sets 1..m-1 then set 0; delete checks every set is empty and
+ *     deletes sets 1..m-1 then set 0; so a crash in between leaves a bucket that set 0 has and
+ *     another set lacks, which the first call that needs it there repairs (the set gets the
+ *     bucket with set 0's attrs). brw orders create/delete (writers) against repairs;
+ *   - listings (objects, versions, uploads) merge the sets' ordered streams by key.
+ * See docs/ARCHITECTURE.md (Erasure sets). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "base/config.h"
+#include "base/log.h"
+#include "store/store_int.h"
+
+#define FORMAT_NAME  ".openlake/format"
+#define FORMAT_MAGIC "openlake-format 1"
+
+static inline bool
+multi(const struct ol_store *st)
+{
+	return st->n_sets > 1;
+}
+
+static unsigned
+place(const struct ol_store *st, const char *bucket, const char *key, size_t klen)
+{
+	char buf[OL_KEYBUF];
+	size_t bl = strlen(bucket);
+
+	if (bl > 64 || klen > OL_STORE_MAX_KEY)
+		return 0; /* the set refuses the call anyway */
+	memcpy(buf, bucket, bl + 1);
+	memcpy(buf + bl + 1, key, klen);
+	return (unsigned)(XXH3_64bits_withSeed(buf, bl + 1 + klen, st->place_seed) %
+			  (uint64_t)st->n_sets);
+}
+
+/* The set of an upload id (its first byte), or -1. */
+static int
+upload_set(const struct ol_store *st, const char *id)
+{
+	int v = 0;
+
+	for (int i = 0; i < 2; i++) {
+		char c = id[i];
+		v <<= 4;
+		if (c >= '0' && c <= '9')
+			v |= c - '0';
+		else if (c >= 'a' && c <= 'f')
+			v |= c - 'a' + 10;
+		else
+			return -1;
+	}
+	return v < st->n_sets ? v : -1;
+}
+
+/* Set i lacks bucket (it answered "no bucket"): give it the bucket with set 0's attrs when set
+ * 0 has it. Caller holds brw (read or write). 0 repaired (or there already), -ENOENT. */
+static int
+repair_locked(struct ol_store *st, unsigned i, const char *bucket)
+{
+	void *attrs = NULL;
+	size_t len = 0;
+	int rc;
+
+	if (i == 0)
+		return -ENOENT;
+	rc = ol_set_bucket_attrs(st->sets[0], bucket, &attrs, &len);
+	if (rc)
+		return -ENOENT;
+	rc = ol_set_bucket_create_attrs(st->sets[i], bucket, attrs, len);
+	free(attrs);
+	if (rc == -EEXIST)
+		rc = 0;
+	if (rc)
+		ol_warn("store: set %u lacks bucket %s and it cannot be repaired: %s", i, bucket,
+			strerror(-rc));
+	else
+		ol_info("store: set %u lacked bucket %s: repaired from set 0", i, bucket);
+	return rc ? -ENOENT : 0;
+}
+
+/* true when the call that said "no bucket" on set i should be tried again */
+static bool
+repaired(struct ol_store *st, unsigned i, const char *bucket)
+{
+	int rc;
+
+	if (i == 0)
+		return false;
+	pthread_rwlock_rdlock(&st->brw);
+	rc = repair_locked(st, i, bucket);
+	pthread_rwlock_unlock(&st->brw);
+	return rc == 0;
+}
+
+/* ---- format records: what a local drive belongs to ---- */
+
+struct fmt {
+	char id[33];
+	unsigned sets, set, drives;
+};
+
+static void
+fmt_path(const char *root, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s/%s", root, FORMAT_NAME);
+}
+
+/* 0, -ENOENT (none), -EINVAL (garbled), -errno */
+static int
+fmt_read(const char *root, struct fmt *f)
+{
+	char p[OL_PATH_MAX + 32], magic[32];
+	FILE *fp;
+	int n;
+
+	fmt_path(root, p, sizeof(p));
+	fp = fopen(p, "re");
+	if (!fp)
+		return -errno;
+	n = fscanf(fp, "%31[^\n]\nstore %32s\nsets %u\nset %u\ndrives %u", magic, f->id, &f->sets,
+		   &f->set, &f->drives);
+	fclose(fp);
+	if (n != 5 || strcmp(magic, FORMAT_MAGIC) || strlen(f->id) != 32 || !f->sets ||
+	    f->set >= f->sets || !f->drives)
+		return -EINVAL;
+	return 0;
+}
+
+static int
+fmt_write(const char *root, const struct fmt *f)
+{
+	char p[OL_PATH_MAX + 32], tmp[OL_PATH_MAX + 48], body[160];
+	int fd, rc = 0, n;
+
+	snprintf(p, sizeof(p), "%s/.openlake", root);
+	if ((rc = ol_mkdir_p(p)))
+		return rc;
+	fmt_path(root, p, sizeof(p));
+	snprintf(tmp, sizeof(tmp), "%s.tmp", p);
+	n = snprintf(body, sizeof(body), "%s\nstore %s\nsets %u\nset %u\ndrives %u\n", FORMAT_MAGIC,
+		     f->id, f->sets, f->set, f->drives);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, body, (size_t)n) != n || fsync(fd))
+		rc = errno ? -errno : -EIO;
+	close(fd);
+	if (!rc && rename(tmp, p))
+		rc = -errno;
+	if (!rc) {
+		snprintf(p, sizeof(p), "%s/.openlake", root);
+		fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0) {
+			(void)fsync(fd);
+			close(fd);
+		}
+	}
+	return rc;
+}
+
+static bool
+drive_used(const char *root)
+{
+	char p[OL_PATH_MAX + 32];
+	struct stat sb;
+
+	snprintf(p, sizeof(p), "%s/.openlake/meta.mdb", root);
+	return stat(p, &sb) == 0;
+}
+
+/* Check the data dirs against their format records: m sets of n drives, in order, of one
+ * store. A store of several sets gets its records written on fresh drives (a one-set store
+ * keeps none: its bytes on disk stay as they were). *seed: the placement seed. */
+static int
+check_format(const struct ol_config *cfg, unsigned n, unsigned m, uint64_t *seed)
+{
+	char id[33] = "";
+	bool fresh[OL_CFG_MAX_DIRS] = {false};
+
+	for (unsigned i = 0; i < m * n; i++) {
+		const char *root = cfg->data_dirs[i];
+		struct fmt f;
+		int rc = fmt_read(root, &f);
+
+		if (rc == -EINVAL) {
+			ol_err("store: data dir %s: its format record %s is unreadable; restore it "
+			       "(or, for an empty drive, remove it)",
+			       root, FORMAT_NAME);
+			return -EINVAL;
+		}
+		if (rc == -ENOENT) {
+			if (!drive_used(root)) {
+				fresh[i] = true;
+			} else if (m > 1) {
+				ol_err(
+				    "store: data dir %s holds a store created as one erasure set "
+				    "(it has no format record), but this config lays %u data "
+				    "dirs out as %u sets of %u: a store's set count cannot change; "
+				    "open it with data_dirs = the drives it was created with and "
+				    "set_drive_count = their count",
+				    root, m * n, m, n);
+				return -EINVAL;
+			}
+			continue;
+		}
+		if (rc)
+			continue; /* unreadable now: the set opens it as offline */
+		if (f.sets != m || f.drives != n) {
+			ol_err(
+			    "store: data dir %s belongs to a store of %u erasure set(s) of %u "
+			    "drives, but this config lays %u data dirs out as %u set(s) of %u: a "
+			    "store's set count cannot change; set data_dirs to the store's %u "
+			    "dirs (in their order) and set_drive_count = %u",
+			    root, f.sets, f.drives, m * n, m, n, f.sets * f.drives, f.drives);
+			return -EINVAL;
+		}
+		if (f.set != i / n) {
+			ol_err("store: data dir %s is a drive of set %u but is listed as drive %u "
+			       "(set %u): keep data_dirs in the order the store was created with",
+			       root, f.set, i, i / n);
+			return -EINVAL;
+		}
+		if (id[0] && strcmp(id, f.id)) {
+			ol_err(
+			    "store: data dir %s belongs to store %s, the others to %s: data_dirs "
+			    "mixes the drives of two stores",
+			    root, f.id, id);
+			return -EINVAL;
+		}
+		memcpy(id, f.id, sizeof(id));
+	}
+	if (m == 1) {
+		*seed = 0;
+		return 0;
+	}
+	if (!id[0]) {
+		uint8_t u[16];
+
+		ol_uuid(u);
+		for (int i = 0; i < 16; i++)
+			snprintf(id + 2 * i, 3, "%02x", u[i]);
+		ol_info("store: new store %s of %u erasure sets of %u drives", id, m, n);
+	}
+	for (unsigned i = 0; i < m * n; i++) {
+		struct fmt f = {.sets = m, .set = i / n, .drives = n};
+		int rc;
+
+		if (!fresh[i])
+			continue;
+		memcpy(f.id, id, sizeof(id));
+		rc = fmt_write(cfg->data_dirs[i], &f);
+		if (rc)
+			ol_warn("store: data dir %s: cannot write its format record: %s",
+				cfg->data_dirs[i], strerror(-rc));
+	}
+	{
+		char head[17];
+
+		memcpy(head, id, 16);
+		head[16] = 0;
+		*seed = strtoull(head, NULL, 16);
+	}
+	return 0;
+}
+
+static struct ol_store *
+shell_new(unsigned m, uint64_t seed)
+{
+	struct ol_store *st = ol_xcalloc(1, sizeof(*st));
+
+	st->n_sets = (int)m;
+	st->place_seed = seed;
+	st->upl_tag = -1;
+	pthread_rwlock_init(&st->brw, NULL);
+	return st;
+}
+
+static void
+shell_free(struct ol_store *st)
+{
+	ol_drive_metrics_shell(st, false);
+	for (int i = 0; i < st->n_sets; i++)
+		ol_set_close(st->sets[i]);
+	pthread_rwlock_destroy(&st->brw);
+	free(st);
+}
+
+int
+ol_store_open(const struct ol_config *cfg, struct ol_store **out)
+{
+	unsigned n = cfg->set_drive_count ? cfg->set_drive_count : cfg->n_data_dirs, m;
+	struct ol_config *c;
+	struct ol_store *st;
+	uint64_t seed;
+	int rc;
+
+	if (!n || !cfg->n_data_dirs || cfg->n_data_dirs % n) {
+		ol_err("store: %u data dirs are not a whole number of erasure sets of "
+		       "set_drive_count = %u: list m x %u data dirs (m sets), or set "
+		       "set_drive_count to a divisor of %u",
+		       cfg->n_data_dirs, n, n, cfg->n_data_dirs);
+		return -EINVAL;
+	}
+	m = cfg->n_data_dirs / n;
+	if (m > OL_MAX_SETS) {
+		ol_err("store: %u erasure sets; at most %d", m, OL_MAX_SETS);
+		return -EINVAL;
+	}
+	rc = check_format(cfg, n, m, &seed);
+	if (rc)
+		return rc;
+	if (m == 1)
+		return ol_set_open(cfg, out);
+	st = shell_new(m, seed);
+	c = ol_xmalloc(sizeof(*c));
+	for (unsigned j = 0; j < m; j++) {
+		memcpy(c, cfg, sizeof(*c));
+		for (unsigned i = 0; i < n; i++)
+			memcpy(c->data_dirs[i], cfg->data_dirs[j * n + i], sizeof(c->data_dirs[i]));
+		c->n_data_dirs = n;
+		c->set_drive_count = n;
+		rc = ol_set_open(c, &st->sets[j]);
+		if (rc) {
+			ol_err("store: erasure set %u (data dirs %u..%u) does not open: %s", j,
+			       j * n, j * n + n - 1, strerror(-rc));
+			st->n_sets = (int)j;
+			shell_free(st);
+			free(c);
+			return rc;
+		}
+		st->sets[j]->upl_tag = (int)j;
+	}
+	free(c);
+	ol_drive_metrics_shell(st, true);
+	ol_info("store: %u erasure sets of %u drives; objects placed by key", m, n);
+	*out = st;
+	return 0;
+}
+
+int
+ol_store_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
+		  struct ol_store **out)
+{
+	return ol_set_open_set(cfg, o, out);
+}
+
+int
+ol_store_open_sets(const struct ol_config *cfg, const struct ol_store_set_opts *o, unsigned m,
+		   const char *placement_key, struct ol_store **out)
+{
+	struct ol_store *st;
+	int rc;
+
+	*out = NULL;
+	if (!m || m > OL_MAX_SETS || !placement_key)
+		return -EINVAL;
+	if (m == 1)
+		return ol_set_open_set(cfg, o, out);
+	st = shell_new(m, XXH3_64bits(placement_key, strlen(placement_key)));
+	for (unsigned j = 0; j < m; j++) {
+		rc = ol_set_open_set(cfg, &o[j], &st->sets[j]);
+		if (rc) {
+			ol_err("store: erasure set %u does not open: %s", j, strerror(-rc));
+			st->n_sets = (int)j;
+			shell_free(st);
+			return rc;
+		}
+		st->sets[j]->upl_tag = (int)j;
+	}
+	ol_drive_metrics_shell(st, true);
+	*out = st;
+	return 0;
+}
+
+void
+ol_store_close(struct ol_store *st)
+{
+	if (!st)
+		return;
+	if (multi(st))
+		shell_free(st);
+	else
+		ol_set_close(st);
+}
+
+void
+ol_store_set_epoch(struct ol_store *st, uint64_t epoch)
+{
+	for (int i = 0; i < st->n_sets; i++)
+		ol_set_set_epoch(st->sets[i], epoch);
+}
+
+/* ---- buckets ---- */
+
+int
+ol_store_bucket_create_attrs(struct ol_store *st, const char *bucket, const void *attrs, size_t len)
+{
+	int rc = 0;
+
+	if (!multi(st))
+		return ol_set_bucket_create_attrs(st, bucket, attrs, len);
+	pthread_rwlock_wrlock(&st->brw);
+	if (ol_set_bucket_stat(st->sets[0], bucket, NULL) == 0)
+		rc = -EEXIST;
+	for (int i = 1; !rc && i < st->n_sets; i++) {
+		rc = ol_set_bucket_create_attrs(st->sets[i], bucket, attrs, len);
+		if (rc == -EEXIST) /* left by a create that did not reach set 0 */
+			rc = ol_set_bucket_set_attrs(st->sets[i], bucket, attrs, len);
+	}
+	if (!rc)
+		rc = ol_set_bucket_create_attrs(st->sets[0], bucket, attrs, len);
+	pthread_rwlock_unlock(&st->brw);
+	return rc;
+}
+
+int
+ol_store_bucket_create(struct ol_store *st, const char *bucket)
+{
+	return ol_store_bucket_create_attrs(st, bucket, NULL, 0);
+}
+
+int
+ol_store_bucket_delete(struct ol_store *st, const char *bucket)
+{
+	int rc;
+
+	if (!multi(st))
+		return ol_set_bucket_delete(st, bucket);
+	pthread_rwlock_wrlock(&st->brw);
+	rc = ol_set_bucket_stat(st->sets[0], bucket, NULL);
+	for (int i = 0; !rc && i < st->n_sets; i++) {
+		rc = ol_set_bucket_empty(st->sets[i], bucket);
+		if (rc == -ENOENT && i > 0)
+			rc = 0; /* the set lacks it: nothing there */
+	}
+	for (int i = st->n_sets - 1; !rc && i > 0; i--) {
+		rc = ol_set_bucket_delete(st->sets[i], bucket);
+		if (rc == -ENOENT)
+			rc = 0;
+	}
+	if (!rc)
+		rc = ol_set_bucket_delete(st->sets[0], bucket);
+	pthread_rwlock_unlock(&st->brw);
+	return rc;
+}
+
+int
+ol_store_bucket_stat(struct ol_store *st, const char *bucket, int64_t *created_ns)
+{
+	return ol_set_bucket_stat(st->sets[0], bucket, created_ns);
+}
+
+int
+ol_store_bucket_list(struct ol_store *st, ol_store_bucket_cb cb, void *arg)
+{
+	return ol_set_bucket_list(st->sets[0], cb, arg);
+}
+
+int
+ol_store_bucket_get(struct ol_store *st, const char *bucket, int64_t *created_ns, void *buf,
+		    size_t cap, size_t *len)
+{
+	return ol_set_bucket_get(st->sets[0], bucket, created_ns, buf, cap, len);
+}
+
+int
+ol_store_bucket_attrs(struct ol_store *st, const char *bucket, void **out, size_t *len)
+{
+	return ol_set_bucket_attrs(st->sets[0], bucket, out, len);
+}
+
+int
+ol_store_bucket_set_attrs(struct ol_store *st, const char *bucket, const void *attrs, size_t len)
+{
+	int rc;
+
+	if (!multi(st))
+		return ol_set_bucket_set_attrs(st, bucket, attrs, len);
+	pthread_rwlock_rdlock(&st->brw);
+	rc = ol_set_bucket_set_attrs(st->sets[0], bucket, attrs, len);
+	for (int i = 1; !rc && i < st->n_sets; i++) {
+		int r = ol_set_bucket_set_attrs(st->sets[i], bucket, attrs, len);
+
+		if (r == -ENOENT)
+			r = repair_locked(st, (unsigned)i, bucket);
+		if (r) /* set 0's copy is the one read; a repair copies it */
+			ol_warn("store: bucket %s: attrs not written to set %d: %s", bucket, i,
+				strerror(-r));
+	}
+	pthread_rwlock_unlock(&st->brw);
+	return rc;
+}
+
+int
+ol_store_bucket_list_attrs(struct ol_store *st, ol_store_bucket_attrs_cb cb, void *arg)
+{
+	return ol_set_bucket_list_attrs(st->sets[0], cb, arg);
+}
+
+/* ---- objects: the set of the key ---- */
+
+int
+ol_store_put_begin(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		   int64_t size_hint, struct ol_put **out)
+{
+	unsigned i;
+	int rc;
+
+	if (!multi(st))
+		return ol_set_put_begin(st, bucket, key, key_len, size_hint, out);
+	i = place(st, bucket, key, key_len);
+	rc = ol_set_put_begin(st->sets[i], bucket, key, key_len, size_hint, out);
+	if (rc == -ENOENT && repaired(st, i, bucket))
+		rc = ol_set_put_begin(st->sets[i], bucket, key, key_len, size_hint, out);
+	return rc;
+}
+
+int
+ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		  struct ol_get **out, struct ol_obj_info *info)
+{
+	unsigned i;
+	int rc;
+
+	if (!multi(st))
+		return ol_set_get_open(st, bucket, key, key_len, out, info);
+	i = place(st, bucket, key, key_len);
+	rc = ol_set_get_open(st->sets[i], bucket, key, key_len, out, info);
+	if (rc == -ENXIO && repaired(st, i, bucket))
+		rc = ol_set_get_open(st->sets[i], bucket, key, key_len, out, info);
+	return rc;
+}
+
+int
+ol_store_get_open_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		      const char *version_id, struct ol_get **out, struct ol_obj_info *info)
+{
+	unsigned i;
+	int rc;
+
+	if (!multi(st))
+		return ol_set_get_open_ver(st, bucket, key, key_len, version_id, out, info);
+	i = place(st, bucket, key, key_len);
+	rc = ol_set_get_open_ver(st->sets[i], bucket, key, key_len, version_id, out, info);
+	if (rc == -ENXIO && repaired(st, i, bucket))
+		rc = ol_set_get_open_ver(st->sets[i], bucket, key, key_len, version_id, out, info);
+	return rc;
+}
+
+int
+ol_store_head(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+	      struct ol_obj_info *info, void *meta_buf, size_t meta_cap)
+{
+	unsigned i;
+	int rc;
+
+	if (!multi(st))
+		return ol_set_head(st, bucket, key, key_len, info, meta_buf, meta_cap);
+	i = place(st, bucket, key, key_len);
+	rc = ol_set_head(st->sets[i], bucket, key, key_len, info, meta_buf, meta_cap);
+	if (rc == -ENXIO && repaired(st, i, bucket))
+		rc = ol_set_head(st->sets[i], bucket, key, key_len, info, meta_buf, meta_cap);
+	return rc;
+}
+
+int
+ol_store_head_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		  const char *version_id, struct ol_obj_info *info, void *meta_buf, size_t meta_cap)
+{
+	unsigned i;
+	int rc;
+
+	if (!multi(st))
+		return ol_set_head_ver(st, bucket, key, key_len, version_id, info, meta_buf,
+				       meta_cap);
+	i = place(st, bucket, key, key_len);
+	rc = ol_set_head_ver(st->sets[i], bucket, key, key_len, version_id, info, meta_buf,
+			     meta_cap);
+	if (rc == -ENXIO && repaired(st, i, bucket))
+		rc = ol_set_head_ver(st->sets[i], bucket, key, key_len, version_id, info, meta_buf,
+				     meta_cap);
+	return rc;
+}
+
+int
+ol_store_delete(struct ol_store *st, const char *bucket, const char *key, size_t key_len)
+{
+	unsigned i;
+	int rc;
+
+	if (!multi(st))
+		return ol_set_delete(st, bucket, key, key_len);
+	i = place(st, bucket, key, key_len);
+	rc = ol_set_delete(st->sets[i], bucket, key, key_len);
+	if (rc == -ENXIO && repaired(st, i, bucket))
+		rc = ol_set_delete(st->sets[i], bucket, key, key_len);
+	return rc;
+}
+
+int
+ol_store_delete_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		    int vmode, const char *version_id, struct ol_obj_info *out)
+{
+	unsigned i;
+	int rc;
+
+	if (!multi(st))
+		return ol_set_delete_ver(st, bucket, key, key_len, vmode, version_id, out);
+	i = place(st, bucket, key, key_len);
+	rc = ol_set_delete_ver(st->sets[i], bucket, key, key_len, vmode, version_id, out);
+	if (rc == -ENXIO && repaired(st, i, bucket))
+		rc = ol_set_delete_ver(st->sets[i], bucket, key, key_len, vmode, version_id, out);
+	return rc;
+}
+
+int
+ol_store_set_meta(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		  const char *version_id, const void *meta, size_t meta_len)
+{
+	unsigned i;
+	int rc;
+
+	if (!multi(st))
+		return ol_set_set_meta(st, bucket, key, key_len, version_id, meta, meta_len);
+	i = place(st, bucket, key, key_len);
+	rc = ol_set_set_meta(st->sets[i], bucket, key, key_len, version_id, meta, meta_len);
+	if (rc == -ENXIO && repaired(st, i, bucket))
+		rc = ol_set_set_meta(st->sets[i], bucket, key, key_len, version_id, meta, meta_len);
+	return rc;
+}
+
+struct sp_arg {
+	int base;
+	int (*cb)(int drive, unsigned part, const char *path, void *arg);
+	void *arg;
+};
+
+static int
+sp_cb(int drive, unsigned part, const char *path, void *arg)
+{
+	struct sp_arg *a = arg;
+
+	return a->cb(a->base + drive, part, path, a->arg);
+}
+
+int
+ol_store_shard_paths(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		     int (*cb)(int drive, unsigned part, const char *path, void *arg), void *arg)
+{
+	unsigned i;
+	struct sp_arg a = {.cb = cb, .arg = arg};
+
+	if (!multi(st))
+		return ol_set_shard_paths(st, bucket, key, key_len, cb, arg);
+	i = place(st, bucket, key, key_len);
+	for (unsigned j = 0; j < i; j++)
+		a.base += st->sets[j]->n;
+	return ol_set_shard_paths(st->sets[i], bucket, key, key_len, sp_cb, &a);
+}
+
+/* ---- multipart: the set of the key, named by the upload id ---- */
+
+int
+ol_store_mpu_create(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		    const void *meta, size_t meta_len, char upload_id[64])
+{
+	unsigned i;
+	int rc;
+
+	if (!multi(st))
+		return ol_set_mpu_create(st, bucket, key, key_len, meta, meta_len, upload_id);
+	i = place(st, bucket, key, key_len);
+	rc = ol_set_mpu_create(st->sets[i], bucket, key, key_len, meta, meta_len, upload_id);
+	if (rc == -ENOENT && repaired(st, i, bucket))
+		rc =
+		    ol_set_mpu_create(st->sets[i], bucket, key, key_len, meta, meta_len, upload_id);
+	return rc;
+}
+
+/* The set of an upload: st itself for one set; NULL: no such upload. */
+static struct ol_store *
+upl_set(struct ol_store *st, const char *upload_id)
+{
+	int i;
+
+	if (!multi(st))
+		return st;
+	i = upload_set(st, upload_id);
+	return i < 0 ? NULL : st->sets[i];
+}
+
+int
+ol_store_mpu_part_begin(struct ol_store *st, const char *bucket, const char *upload_id,
+			unsigned part_no, struct ol_put **out)
+{
+	struct ol_store *s = upl_set(st, upload_id);
+
+	return s ? ol_set_mpu_part_begin(s, bucket, upload_id, part_no, out) : -ENOENT;
+}
+
+int
+ol_store_mpu_list_parts(struct ol_store *st, const char *bucket, const char *upload_id,
+			struct ol_mpu_part **parts, size_t *n)
+{
+	struct ol_store *s = upl_set(st, upload_id);
+
+	*parts = NULL;
+	*n = 0;
+	return s ? ol_set_mpu_list_parts(s, bucket, upload_id, parts, n) : -ENOENT;
+}
+
+int
+ol_store_mpu_complete(struct ol_store *st, const char *bucket, const char *upload_id,
+		      const unsigned *part_nos, size_t n, const char *final_etag,
+		      struct ol_obj_info *out)
+{
+	struct ol_store *s = upl_set(st, upload_id);
+
+	return s ? ol_set_mpu_complete(s, bucket, upload_id, part_nos, n, final_etag, out)
+		 : -ENOENT;
+}
+
+int
+ol_store_mpu_complete_cond(struct ol_store *st, const char *bucket, const char *upload_id,
+			   const unsigned *part_nos, size_t n, const char *final_etag,
+			   const struct ol_store_cond *cond, struct ol_obj_info *out)
+{
+	struct ol_store *s = upl_set(st, upload_id);
+
+	return s ? ol_set_mpu_complete_cond(s, bucket, upload_id, part_nos, n, final_etag, cond,
+					    out)
+		 : -ENOENT;
+}
+
+int
+ol_store_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *upload_id,
+			  const unsigned *part_nos, size_t n, const char *final_etag,
+			  const struct ol_store_cond *cond, int vmode, struct ol_obj_info *out)
+{
+	struct ol_store *s = upl_set(st, upload_id);
+
+	return s ? ol_set_mpu_complete_ver(s, bucket, upload_id, part_nos, n, final_etag, cond,
+					   vmode, out)
+		 : -ENOENT;
+}
+
+int
+ol_store_mpu_complete_meta(struct ol_store *st, const char *bucket, const char *upload_id,
+			   const unsigned *part_nos, size_t n, const char *final_etag,
+			   const struct ol_store_cond *cond, int vmode, const void *meta,
+			   size_t meta_len, struct ol_obj_info *out)
+{
+	struct ol_store *s = upl_set(st, upload_id);
+
+	return s ? ol_set_mpu_complete_meta(s, bucket, upload_id, part_nos, n, final_etag, cond,
+					    vmode, meta, meta_len, out)
+		 : -ENOENT;
+}
+
+int
+ol_store_mpu_abort(struct ol_store *st, const char *bucket, const char *upload_id)
+{
+	struct ol_store *s = upl_set(st, upload_id);
+
+	return s ? ol_set_mpu_abort(s, bucket, upload_id) : -ENOENT;
+}
+
+int
+ol_store_mpu_stat(struct ol_store *st, const char *bucket, const char *upload_id, char *key,
+		  size_t *key_len, void *meta_buf, size_t meta_cap, size_t *meta_len)
+{
+	struct ol_store *s = upl_set(st, upload_id);
+
+	return s ? ol_set_mpu_stat(s, bucket, upload_id, key, key_len, meta_buf, meta_cap, meta_len)
+		 : -ENOENT;
+}
+
+struct upl_ent {
+	char *key;
+	size_t kl;
+	char id[33];
+	int64_t init;
+};
+struct upl_all {
+	struct upl_ent *e;
+	size_t n, cap;
+};
+
+static int
+upl_collect(const char *key, size_t kl, const char *id, int64_t init, void *arg)
+{
+	struct upl_all *a = arg;
+
+	if (a->n == a->cap) {
+		a->cap = a->cap ? 2 * a->cap : 64;
+		a->e = ol_xrealloc(a->e, a->cap * sizeof(*a->e));
+	}
+	a->e[a->n].key = ol_xmalloc(kl ? kl : 1);
+	memcpy(a->e[a->n].key, key, kl);
+	a->e[a->n].kl = kl;
+	snprintf(a->e[a->n].id, sizeof(a->e[a->n].id), "%s", id);
+	a->e[a->n].init = init;
+	a->n++;
+	return 0;
+}
+
+static int
+keycmp(const char *a, size_t al, const char *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+
+	return c ? c : al < bl ? -1 : al > bl;
+}
+
+static int
+upl_cmp(const void *x, const void *y)
+{
+	const struct upl_ent *a = x, *b = y;
+	int c = keycmp(a->key, a->kl, b->key, b->kl);
+
+	return c ? c : strcmp(a->id, b->id);
+}
+
+int
+ol_store_mpu_list(struct ol_store *st, const char *bucket, ol_store_mpu_cb cb, void *arg)
+{
+	struct upl_all a = {0};
+	int rc = 0;
+
+	if (!multi(st))
+		return ol_set_mpu_list(st, bucket, cb, arg);
+	for (int i = 0; !rc && i < st->n_sets; i++) {
+		rc = ol_set_mpu_list(st->sets[i], bucket, upl_collect, &a);
+		if (rc == -ENOENT && i > 0)
+			rc = 0; /* a set that lacks the bucket has no upload in it */
+	}
+	if (!rc)
+		qsort(a.e, a.n, sizeof(*a.e), upl_cmp);
+	for (size_t i = 0; !rc && i < a.n; i++)
+		rc = cb(a.e[i].key, a.e[i].kl, a.e[i].id, a.e[i].init, arg);
+	for (size_t i = 0; i < a.n; i++)
+		free(a.e[i].key);
+	free(a.e);
+	return rc;
+}
+
+/* ---- listings: a k-way merge of the sets' ordered iterators ---- */
+
+#define UNREAD 2
+
+struct ol_kmerge {
+	int n;
+	bool ver; /* version iterators */
+	int last; /* the set whose entry was returned last, or -1 */
+	struct ol_iter *it[OL_MAX_SETS];
+	struct ol_viter *vit[OL_MAX_SETS];
+	int have[OL_MAX_SETS]; /* 1 an entry, 0 end, UNREAD, or -errno */
+	const char *key[OL_MAX_SETS];
+	size_t kl[OL_MAX_SETS];
+	struct ol_obj_info info[OL_MAX_SETS];
+};
+
+static void
+km_close(struct ol_kmerge *km)
+{
+	for (int i = 0; i < km->n; i++) {
+		if (km->it[i])
+			ol_set_iter_close(km->it[i]);
+		if (km->vit[i])
+			ol_set_viter_close(km->vit[i]);
+	}
+	free(km);
+}
+
+static int
+km_open_one(struct ol_store *st, struct ol_kmerge *km, int i, const char *bucket)
+{
+	return km->ver ? ol_set_viter_open(st->sets[i], bucket, &km->vit[i])
+		       : ol_set_iter_open(st->sets[i], bucket, &km->it[i]);
+}
+
+static int
+km_open(struct ol_store *st, const char *bucket, bool ver, struct ol_kmerge **out)
+{
+	struct ol_kmerge *km = ol_xcalloc(1, sizeof(*km));
+	int rc = 0;
+
+	km->ver = ver;
+	km->last = -1;
+	for (int i = 0; !rc && i < st->n_sets; i++) {
+		rc = km_open_one(st, km, i, bucket);
+		if (rc == -ENOENT && repaired(st, (unsigned)i, bucket))
+			rc = km_open_one(st, km, i, bucket);
+		km->have[i] = UNREAD;
+		km->n = i + 1;
+	}
+	if (rc) {
+		km_close(km);
+		return rc;
+	}
+	*out = km;
+	return 0;
+}
+
+static int
+km_read(struct ol_kmerge *km, int i)
+{
+	km->have[i] = km->ver ? ol_set_viter_next(km->vit[i], &km->key[i], &km->kl[i], &km->info[i])
+			      : ol_set_iter_next(km->it[i], &km->key[i], &km->kl[i], &km->info[i]);
+	return km->have[i];
+}
+
+static int
+km_seek(struct ol_kmerge *km, const char *key, size_t key_len)
+{
+	int rc = 0;
+
+	km->last = -1;
+	for (int i = 0; i < km->n; i++) {
+		int r = km->ver ? ol_set_viter_seek(km->vit[i], key, key_len)
+				: ol_set_iter_seek(km->it[i], key, key_len);
+		km->have[i] = UNREAD;
+		if (r < 0 && !rc)
+			rc = r;
+	}
+	return rc;
+}
+
+/* Entries of one set are in key order and a key lives in one set: the smallest head is next
+ * (a version iterator's entries of one key come from one set, newest first, in a row). */
+static int
+km_next(struct ol_kmerge *km, const char **key, size_t *key_len, struct ol_obj_info *info)
+{
+	int best = -1;
+
+	if (km->last >= 0) {
+		km->have[km->last] = UNREAD;
+		km->last = -1;
+	}
+	for (int i = 0; i < km->n; i++) {
+		if (km->have[i] == UNREAD && km_read(km, i) < 0)
+			return km->have[i];
+		if (km->have[i] != 1)
+			continue;
+		if (best < 0 || keycmp(km->key[i], km->kl[i], km->key[best], km->kl[best]) < 0)
+			best = i;
+	}
+	if (best < 0)
+		return 0;
+	*key = km->key[best];
+	*key_len = km->kl[best];
+	*info = km->info[best];
+	km->last = best;
+	return 1;
+}
+
+int
+ol_store_iter_open(struct ol_store *st, const char *bucket, struct ol_iter **out)
+{
+	struct ol_kmerge *km;
+	int rc;
+
+	if (!multi(st))
+		return ol_set_iter_open(st, bucket, out);
+	rc = km_open(st, bucket, false, &km);
+	if (!rc)
+		*out = ol_iter_shell(km);
+	return rc;
+}
+
+int
+ol_store_iter_seek(struct ol_iter *it, const char *key, size_t key_len)
+{
+	struct ol_kmerge *km = ol_iter_km(it);
+
+	return km ? km_seek(km, key, key_len) : ol_set_iter_seek(it, key, key_len);
+}
+
+int
+ol_store_iter_next(struct ol_iter *it, const char **key, size_t *key_len, struct ol_obj_info *info)
+{
+	struct ol_kmerge *km = ol_iter_km(it);
+
+	return km ? km_next(km, key, key_len, info) : ol_set_iter_next(it, key, key_len, info);
+}
+
+void
+ol_store_iter_close(struct ol_iter *it)
+{
+	struct ol_kmerge *km;
+
+	if (!it)
+		return;
+	km = ol_iter_km(it);
+	if (!km) {
+		ol_set_iter_close(it);
+		return;
+	}
+	km_close(km);
+	free(it);
+}
+
+int
+ol_store_viter_open(struct ol_store *st, const char *bucket, struct ol_viter **out)
+{
+	struct ol_kmerge *km;
+	int rc;
+
+	if (!multi(st))
+		return ol_set_viter_open(st, bucket, out);
+	rc = km_open(st, bucket, true, &km);
+	if (!rc)
+		*out = ol_viter_shell(km);
+	return rc;
+}
+
+int
+ol_store_viter_seek(struct ol_viter *it, const char *key, size_t key_len)
+{
+	struct ol_kmerge *km = ol_viter_km(it);
+
+	return km ? km_seek(km, key, key_len) : ol_set_viter_seek(it, key, key_len);
+}
+
+int
+ol_store_viter_next(struct ol_viter *it, const char **key, size_t *key_len,
+		    struct ol_obj_info *info)
+{
+	struct ol_kmerge *km = ol_viter_km(it);
+
+	return km ? km_next(km, key, key_len, info) : ol_set_viter_next(it, key, key_len, info);
+}
+
+void
+ol_store_viter_close(struct ol_viter *it)
+{
+	struct ol_kmerge *km;
+
+	if (!it)
+		return;
+	km = ol_viter_km(it);
+	if (!km) {
+		ol_set_viter_close(it);
+		return;
+	}
+	km_close(km);
+	free(it);
+}
+
+/* ---- drives and heal: every set's; drive i is drive i - (drives of sets before) of its set */
+
+int
+ol_store_drive_count(const struct ol_store *st)
+{
+	int n = 0;
+
+	for (int i = 0; i < st->n_sets; i++)
+		n += ol_set_drive_count(st->sets[i]);
+	return n;
+}
+
+const char *
+ol_store_drive_path(const struct ol_store *st, int i)
+{
+	for (int s = 0; i >= 0 && s < st->n_sets; s++) {
+		int n = ol_set_drive_count(st->sets[s]);
+
+		if (i < n)
+			return ol_set_drive_path(st->sets[s], i);
+		i -= n;
+	}
+	return NULL;
+}
+
+int
+ol_store_drives_online(const struct ol_store *st)
+{
+	int n = 0;
+
+	for (int i = 0; i < st->n_sets; i++)
+		n += ol_set_drives_online(st->sets[i]);
+	return n;
+}
+
+void
+ol_store_on_drive_return(struct ol_store *st, void (*cb)(void *arg, const char *drive), void *arg)
+{
+	for (int i = 0; i < st->n_sets; i++)
+		ol_set_on_drive_return(st->sets[i], cb, arg);
+}
+
+int
+ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o, struct ol_heal_progress *p)
+{
+	return ol_set_heal_all(st->sets, st->n_sets, o, p);
+}

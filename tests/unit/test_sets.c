@@ -1,0 +1,626 @@
+/* test_sets.c - a store of several erasure sets (store/sets.c) on real files in a temp dir:
+ * placement spread over the sets and stable across reopens, buckets on every set, listings
+ * merged in key order (seek, pages), versions, multipart across sets, a set missing a bucket
+ * repaired, bucket delete only when every set is empty, and a store refusing to open with
+ * another set count. TAP output. */
+#include "store/store.h"
+#include "store/store_int.h" /* to look at one set, and to take a bucket from one */
+
+#include <errno.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/config.h"
+#include "base/log.h"
+#include "tap.h"
+
+#define NKEYS 300
+
+static char root[256];
+static struct ol_config cfg;
+static char keys[NKEYS][32];
+
+static int
+rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+	(void)sb;
+	(void)flag;
+	(void)f;
+	return remove(p);
+}
+
+static void
+rm_rf(const char *p)
+{
+	nftw(p, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void
+setup(int dirs, int n, int p)
+{
+	ol_config_default(&cfg);
+	cfg.n_data_dirs = (unsigned)dirs;
+	for (int i = 0; i < dirs; i++)
+		snprintf(cfg.data_dirs[i], sizeof(cfg.data_dirs[i]), "%s/d%d", root, i);
+	cfg.set_drive_count = (unsigned)n;
+	cfg.default_parity_count = (unsigned)p;
+	cfg.fsync = false;
+	cfg.inline_threshold = 1024;
+	cfg.block_size = 4096;
+}
+
+static int
+put(struct ol_store *st, const char *b, const char *k, const void *d, size_t n, int vmode,
+    struct ol_obj_info *out)
+{
+	struct ol_put *p;
+	int rc = ol_store_put_begin(st, b, k, strlen(k), (int64_t)n, &p);
+
+	if (rc)
+		return rc;
+	ol_store_put_set_vmode(p, vmode);
+	rc = ol_store_put_write(p, d, n);
+	if (rc) {
+		ol_store_put_abort(p);
+		return rc;
+	}
+	return ol_store_put_commit(p, "etag", NULL, 0, out);
+}
+
+static int
+get(struct ol_store *st, const char *b, const char *k, char *buf, size_t cap)
+{
+	struct ol_get *g;
+	struct ol_obj_info info;
+	int rc = ol_store_get_open(st, b, k, strlen(k), &g, &info);
+	ssize_t n;
+
+	if (rc)
+		return rc;
+	n = ol_store_get_read(g, 0, buf, cap - 1);
+	ol_store_get_close(g);
+	if (n < 0)
+		return (int)n;
+	buf[n] = 0;
+	return 0;
+}
+
+/* the set holding key (by asking every set), or -1 (none) / -2 (several) */
+static int
+set_of(struct ol_store *st, const char *b, const char *k)
+{
+	int where = -1;
+
+	for (int i = 0; i < st->n_sets; i++) {
+		struct ol_obj_info info;
+
+		if (ol_set_head(st->sets[i], b, k, strlen(k), &info, NULL, 0) == 0)
+			where = where == -1 ? i : -2;
+	}
+	return where;
+}
+
+static int
+cmp_str(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* the keys of bucket b from key `from` on, pages of `page` (a fresh iterator per page, seeking
+ * past the last key, as S3 ListObjectsV2 does), into out; count or -1 when out of order */
+static int
+list_all(struct ol_store *st, const char *b, const char *from, int page, char (*out)[32], int cap)
+{
+	char last[64] = "";
+	int n = 0;
+	bool first = true;
+
+	for (;;) {
+		struct ol_iter *it;
+		const char *k;
+		size_t kl;
+		struct ol_obj_info info;
+		int got = 0, rc;
+
+		if (ol_store_iter_open(st, b, &it))
+			return -1;
+		if (first)
+			ol_store_iter_seek(it, from, strlen(from));
+		else {
+			char seek[64];
+
+			snprintf(seek, sizeof(seek), "%s", last);
+			ol_store_iter_seek(it, seek, strlen(seek) + 1); /* past last ('\0' after) */
+		}
+		first = false;
+		while (got < page && (rc = ol_store_iter_next(it, &k, &kl, &info)) == 1) {
+			size_t ll = strlen(last);
+			int c = memcmp(last, k, ll < kl ? ll : kl);
+
+			if (n && (c > 0 || (c == 0 && ll >= kl))) {
+				ol_store_iter_close(it);
+				return -1;
+			}
+			if (n < cap)
+				snprintf(out[n], 32, "%.*s", (int)kl, k);
+			snprintf(last, sizeof(last), "%.*s", (int)kl, k);
+			n++;
+			got++;
+		}
+		ol_store_iter_close(it);
+		if (got < page)
+			return n;
+	}
+}
+
+static void
+test_placement_and_listing(void)
+{
+	struct ol_store *st;
+	int per[2] = {0, 0}, where[NKEYS], bad = 0, rc;
+	char buf[256], (*lst)[32] = calloc(NKEYS + 8, 32), sorted[NKEYS][32];
+
+	setup(8, 4, 1);
+	rc = ol_store_open(&cfg, &st);
+	ok(rc == 0, "8 data dirs, set_drive_count 4: opens (%d)", rc);
+	if (rc)
+		exit(1);
+	ok(st->n_sets == 2 && ol_store_drive_count(st) == 8 && ol_store_drives_online(st) == 8,
+	   "two sets of 4, 8 drives online (%d sets, %d drives)", st->n_sets,
+	   ol_store_drive_count(st));
+	ok(!strcmp(ol_store_drive_path(st, 5), cfg.data_dirs[5]) && !ol_store_drive_path(st, 8),
+	   "drive 5 is the 6th data dir, drive 8 none");
+	ok(ol_store_bucket_create(st, "b") == 0, "bucket created");
+	ok(ol_set_bucket_stat(st->sets[0], "b", NULL) == 0 &&
+	       ol_set_bucket_stat(st->sets[1], "b", NULL) == 0,
+	   "the bucket is on both sets");
+	ok(ol_store_bucket_create(st, "b") == -EEXIST, "created again: -EEXIST");
+
+	for (int i = 0; i < NKEYS; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "k/%04d", (i * 7919) % NKEYS);
+		snprintf(buf, sizeof(buf), "value of %s %s", keys[i], i % 3 ? "" : "x");
+		if (i % 10 == 0) { /* some beyond the inline threshold: shard files */
+			memset(buf, 'a' + i % 26, 200);
+			snprintf(buf + 200, 50, "%s", keys[i]);
+		}
+		if (put(st, "b", keys[i], buf, strlen(buf), OL_STORE_VER_OFF, NULL))
+			bad++;
+	}
+	ok(bad == 0, "%d PUTs, %d failed", NKEYS, bad);
+	for (int i = 0; i < NKEYS; i++) {
+		where[i] = set_of(st, "b", keys[i]);
+		if (where[i] >= 0)
+			per[where[i]]++;
+	}
+	ok(per[0] + per[1] == NKEYS, "every key is in exactly one set (%d + %d)", per[0], per[1]);
+	ok(per[0] > NKEYS / 4 && per[1] > NKEYS / 4, "spread over both sets: %d / %d", per[0],
+	   per[1]);
+
+	memcpy(sorted, keys, sizeof(sorted));
+	qsort(sorted, NKEYS, 32, cmp_str);
+	rc = list_all(st, "b", "", 1000, lst, NKEYS + 8);
+	ok(rc == NKEYS, "one listing: %d keys in order (of %d)", rc, NKEYS);
+	ok(rc == NKEYS && !memcmp(lst, sorted, sizeof(sorted)), "the listing is the sorted keys");
+	rc = list_all(st, "b", "", 7, lst, NKEYS + 8);
+	ok(rc == NKEYS && !memcmp(lst, sorted, sizeof(sorted)),
+	   "pages of 7 resuming past the last key: all %d in order", rc);
+	rc = list_all(st, "b", "k/0150", 1000, lst, NKEYS + 8);
+	ok(rc == NKEYS - 150 && !strcmp(lst[0], "k/0150") &&
+	       !strcmp(lst[rc - 1], sorted[NKEYS - 1]),
+	   "seek to k/0150: the %d keys from there (%s..)", rc, rc > 0 ? lst[0] : "");
+
+	/* placement is stable: reopen, every key reads back from the same set */
+	ol_store_close(st);
+	rc = ol_store_open(&cfg, &st);
+	ok(rc == 0, "reopens");
+	bad = 0;
+	for (int i = 0; i < NKEYS; i++) {
+		char want[256];
+
+		snprintf(want, sizeof(want), "value of %s %s", keys[i], i % 3 ? "" : "x");
+		if (i % 10 == 0) {
+			memset(want, 'a' + i % 26, 200);
+			snprintf(want + 200, 50, "%s", keys[i]);
+		}
+		if (get(st, "b", keys[i], buf, sizeof(buf)) || strcmp(buf, want) ||
+		    set_of(st, "b", keys[i]) != where[i])
+			bad++;
+	}
+	ok(bad == 0, "after a reopen every key reads back, from the same set (%d bad)", bad);
+
+	/* delete: the bucket goes only when every set is empty */
+	ok(ol_store_bucket_delete(st, "b") == -ENOTEMPTY, "delete of a bucket with keys refused");
+	for (int i = 0; i < NKEYS; i++)
+		if (where[i] == 1 || i == 0 || ol_store_delete(st, "b", keys[i], strlen(keys[i])))
+			continue;
+	/* only keys[0] and set 1's keys left */
+	rc = ol_store_bucket_delete(st, "b");
+	ok(rc == -ENOTEMPTY, "keys left in set 1 only: delete refused (%d)", rc);
+	ok(ol_set_bucket_stat(st->sets[0], "b", NULL) == 0 &&
+	       ol_set_bucket_stat(st->sets[1], "b", NULL) == 0,
+	   "and the bucket is still on both sets");
+	for (int i = 0; i < NKEYS; i++)
+		ol_store_delete(st, "b", keys[i], strlen(keys[i]));
+	ok(ol_store_bucket_delete(st, "b") == 0, "every set empty: bucket deleted");
+	ok(ol_set_bucket_stat(st->sets[0], "b", NULL) == -ENOENT &&
+	       ol_set_bucket_stat(st->sets[1], "b", NULL) == -ENOENT,
+	   "gone from both sets");
+	ol_store_close(st);
+	free(lst);
+}
+
+/* a key of bucket b that lands in set s */
+static void
+key_in(struct ol_store *st, const char *b, int s, const char *pfx, char *out, size_t cap)
+{
+	for (int i = 0;; i++) {
+		struct ol_put *p;
+
+		snprintf(out, cap, "%s%d", pfx, i);
+		/* put_begin places it: abort, then look where the set count says */
+		if (ol_store_put_begin(st, b, out, strlen(out), 1, &p) == 0) {
+			ol_store_put_write(p, "x", 1);
+			ol_store_put_commit(p, "e", NULL, 0, NULL);
+		}
+		if (set_of(st, b, out) == s) {
+			ol_store_delete(st, b, out, strlen(out));
+			return;
+		}
+		ol_store_delete(st, b, out, strlen(out));
+	}
+}
+
+static int
+mpu_cb(const char *key, size_t kl, const char *id, int64_t init, void *arg)
+{
+	char(*got)[80] = arg;
+	int i = 0;
+
+	(void)init;
+	while (got[i][0])
+		i++;
+	snprintf(got[i], 80, "%.*s %s", (int)kl, key, id);
+	return 0;
+}
+
+static void
+test_mpu_versions_repair(void)
+{
+	struct ol_store *st;
+	char k[2][32], id[2][64], buf[64], got[8][80] = {{0}};
+	struct ol_obj_info info;
+	int rc;
+
+	setup(8, 4, 1);
+	ok(ol_store_open(&cfg, &st) == 0, "reopens after the bucket was deleted");
+	ok(ol_store_bucket_create_attrs(st, "m", "ATTRS", 5) == 0, "bucket with attrs created");
+	key_in(st, "m", 0, "a", k[0], sizeof(k[0]));
+	key_in(st, "m", 1, "b", k[1], sizeof(k[1]));
+	for (int s = 0; s < 2; s++) {
+		struct ol_put *p;
+
+		rc = ol_store_mpu_create(st, "m", k[s], strlen(k[s]), NULL, 0, id[s]);
+		ok(rc == 0 && id[s][0] == '0' && id[s][1] == '0' + s && strlen(id[s]) == 32,
+		   "upload of a set-%d key: id %s names its set", s, id[s]);
+		rc = ol_store_mpu_part_begin(st, "m", id[s], 1, &p);
+		if (!rc) {
+			ol_store_put_write(p, k[s], strlen(k[s]));
+			rc = ol_store_put_commit(p, "pe", NULL, 0, NULL);
+		}
+		ok(rc == 0, "part 1 of the set-%d upload written by id alone", s);
+	}
+	rc = ol_store_mpu_list(st, "m", mpu_cb, got);
+	snprintf(buf, sizeof(buf), "%s %s", k[0], id[0]);
+	ok(rc == 0 && !strcmp(got[0], buf) && !strncmp(got[1], k[1], strlen(k[1])) && !got[2][0],
+	   "uploads listed from both sets in key order: [%s] [%s]", got[0], got[1]);
+	for (int s = 0; s < 2; s++) {
+		unsigned part = 1;
+
+		rc = ol_store_mpu_complete(st, "m", id[s], &part, 1, "final", &info);
+		ok(rc == 0 && set_of(st, "m", k[s]) == s, "completed: the object is in set %d", s);
+		ok(get(st, "m", k[s], buf, sizeof(buf)) == 0 && !strcmp(buf, k[s]),
+		   "and reads back");
+	}
+	ok(ol_store_mpu_abort(st, "m", "ff000000000000000000000000000000") == -ENOENT &&
+	       ol_store_mpu_abort(st, "m", "zz") == -ENOENT,
+	   "an upload id naming no set: -ENOENT");
+
+	/* versions of keys in both sets, listed merged: keys in order, newest first */
+	{
+		struct ol_viter *vi;
+		const char *key;
+		size_t kl;
+		int n = 0, latest = 0, order_ok = 1;
+		char last[64] = "";
+
+		for (int v = 0; v < 3; v++)
+			for (int s = 0; s < 2; s++)
+				put(st, "m", k[s], "v", 1, OL_STORE_VER_ON, NULL);
+		rc = ol_store_viter_open(st, "m", &vi);
+		while (!rc && ol_store_viter_next(vi, &key, &kl, &info) == 1) {
+			char cur[64];
+
+			snprintf(cur, sizeof(cur), "%.*s", (int)kl, key);
+			if (strcmp(cur, last) < 0)
+				order_ok = 0;
+			snprintf(last, sizeof(last), "%s", cur);
+			latest += info.is_latest;
+			n++;
+		}
+		if (!rc)
+			ol_store_viter_close(vi);
+		ok(!rc && n == 8 && latest == 2 && order_ok,
+		   "version listing over both sets: %d versions (8), %d latest (2), in order", n,
+		   latest);
+	}
+
+	/* a set that lost the bucket (a crash between sets) gets it back on first use */
+	ok(ol_set_bucket_delete(st->sets[1], "m") == -ENOTEMPTY, "set 1 holds keys of m");
+	ok(ol_store_bucket_create(st, "r") == 0, "bucket r");
+	ok(ol_set_bucket_delete(st->sets[1], "r") == 0 &&
+	       ol_set_bucket_stat(st->sets[1], "r", NULL) == -ENOENT,
+	   "bucket r taken from set 1 alone");
+	{
+		void *a = NULL;
+		size_t al = 0;
+
+		ol_store_bucket_set_attrs(st, "r", "NEW", 3);
+		ok(ol_set_bucket_attrs(st->sets[1], "r", &a, &al) == 0 && al == 3 &&
+		       !memcmp(a, "NEW", 3),
+		   "set_attrs repairs set 1 with set 0's attrs");
+		free(a);
+	}
+	ol_set_bucket_delete(st->sets[1], "r");
+	{
+		char kr[32];
+		struct ol_iter *it;
+		const char *key;
+		size_t kl;
+
+		snprintf(kr, sizeof(kr), "%s", "x");
+		for (int i = 0; set_of(st, "r", kr) != 1; i++) {
+			snprintf(kr, sizeof(kr), "x%d", i);
+			rc = put(st, "r", kr, "y", 1, OL_STORE_VER_OFF, NULL);
+			if (rc)
+				break;
+			if (set_of(st, "r", kr) != 1)
+				ol_store_delete(st, "r", kr, strlen(kr));
+		}
+		ok(rc == 0 && set_of(st, "r", kr) == 1,
+		   "a PUT to set 1 after it lost the bucket succeeds (%d)", rc);
+		ok(ol_set_bucket_stat(st->sets[1], "r", NULL) == 0, "set 1 has bucket r again");
+		ol_set_bucket_delete(st->sets[1], "r"); /* fails: not empty */
+		rc = ol_store_iter_open(st, "r", &it);
+		ok(rc == 0 && ol_store_iter_next(it, &key, &kl, &info) == 1 && kl == strlen(kr) &&
+		       !memcmp(key, kr, kl) && ol_store_iter_next(it, &key, &kl, &info) == 0,
+		   "listing r shows the one key");
+		if (!rc)
+			ol_store_iter_close(it);
+	}
+	ol_store_close(st);
+}
+
+/* keys past the index's key head (400 bytes: stored as head + hash, their order restored by
+ * each set's iterator) merge in byte order over the sets too */
+static void
+test_long_keys(void)
+{
+	struct ol_store *st;
+	enum { NL = 40 };
+	static char lk[NL][520];
+	int bad = 0, n = 0, per[2] = {0, 0};
+	struct ol_iter *it;
+	const char *key;
+	size_t kl;
+	struct ol_obj_info info;
+
+	setup(8, 4, 1);
+	ok(ol_store_open(&cfg, &st) == 0, "reopens for long keys");
+	ol_store_bucket_create(st, "long");
+	for (int i = 0; i < NL; i++) {
+		memset(lk[i], 'p', 420);
+		/* the same 400-byte head for all; tails differ, some keys short of the head */
+		snprintf(lk[i] + (i % 5 ? 420 : 390), 40, "%03d", (i * 17) % NL);
+		if (put(st, "long", lk[i], "v", 1, OL_STORE_VER_OFF, NULL))
+			bad++;
+		per[set_of(st, "long", lk[i]) == 1]++;
+	}
+	ok(bad == 0 && per[0] && per[1], "%d long keys put, on both sets (%d / %d)", NL, per[0],
+	   per[1]);
+	qsort(lk, NL, sizeof(lk[0]), cmp_str);
+	if (ol_store_iter_open(st, "long", &it) == 0) {
+		while (ol_store_iter_next(it, &key, &kl, &info) == 1) {
+			if (n >= NL || kl != strlen(lk[n]) || memcmp(key, lk[n], kl))
+				bad++;
+			n++;
+		}
+		ol_store_iter_close(it);
+	}
+	ok(n == NL && bad == 0, "long keys listed in byte order over both sets (%d, %d bad)", n,
+	   bad);
+	ol_store_close(st);
+}
+
+struct racer {
+	struct ol_store *st;
+	int id;
+	atomic_int *stop;
+	atomic_int puts, gone; /* PUTs acknowledged; PUTs refused for no bucket */
+};
+
+static void *
+race_writer(void *arg)
+{
+	struct racer *r = arg;
+	char k[32];
+
+	for (int i = 0; !atomic_load(r->stop); i++) {
+		int rc;
+
+		snprintf(k, sizeof(k), "w%d-%d", r->id, i % 50);
+		rc = put(r->st, "race", k, "v", 1, OL_STORE_VER_OFF, NULL);
+		if (rc == 0) {
+			atomic_fetch_add(&r->puts, 1);
+			ol_store_delete(r->st, "race", k, strlen(k));
+		} else if (rc == -ENOENT) {
+			atomic_fetch_add(&r->gone, 1);
+		}
+	}
+	return NULL;
+}
+
+/* bucket delete racing writers on both sets: when it succeeds the bucket is gone from set 0
+ * and no set keeps it with objects (a repair never brings back a bucket being deleted) */
+static void
+test_delete_races_writers(void)
+{
+	struct ol_store *st;
+	pthread_t th[3];
+	struct racer r[3];
+	atomic_int stop = 0;
+	int tries = 0, rc = -1, left = 0;
+
+	setup(8, 4, 1);
+	ok(ol_store_open(&cfg, &st) == 0, "reopens for the race");
+	ol_store_bucket_create(st, "race");
+	for (int i = 0; i < 3; i++) {
+		r[i].st = st;
+		r[i].id = i;
+		r[i].stop = &stop;
+		atomic_init(&r[i].puts, 0);
+		atomic_init(&r[i].gone, 0);
+		pthread_create(&th[i], NULL, race_writer, &r[i]);
+	}
+	/* until the writers have written, then until a delete finds every set empty */
+	while (atomic_load(&r[0].puts) + atomic_load(&r[1].puts) + atomic_load(&r[2].puts) < 200)
+		usleep(1000);
+	while (rc && tries < 100000) {
+		rc = ol_store_bucket_delete(st, "race");
+		tries++;
+	}
+	while (atomic_load(&r[0].gone) + atomic_load(&r[1].gone) + atomic_load(&r[2].gone) < 30 &&
+	       rc == 0)
+		usleep(1000); /* the writers see the bucket gone */
+	atomic_store(&stop, 1);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	ok(rc == 0, "a delete went through after %d tries, while 3 writers ran", tries);
+	ok(ol_set_bucket_stat(st->sets[0], "race", NULL) == -ENOENT,
+	   "the bucket is gone from set 0");
+	for (int i = 1; i < st->n_sets; i++) {
+		int e = ol_set_bucket_empty(st->sets[i], "race");
+
+		left += e != 0 && e != -ENOENT;
+	}
+	ok(left == 0, "no other set keeps it with objects");
+	ok(ol_store_bucket_create(st, "race") == 0, "created again");
+	{
+		struct ol_iter *it;
+		const char *key;
+		size_t kl;
+		struct ol_obj_info info;
+
+		rc = ol_store_iter_open(st, "race", &it);
+		ok(rc == 0 && ol_store_iter_next(it, &key, &kl, &info) == 0,
+		   "and it is empty (nothing from its earlier life)");
+		if (!rc)
+			ol_store_iter_close(it);
+	}
+	ol_store_close(st);
+}
+
+static bool
+exists(const char *p)
+{
+	struct stat sb;
+
+	return stat(p, &sb) == 0;
+}
+
+static void
+test_set_count_fixed(void)
+{
+	struct ol_store *st;
+	char p[600];
+	int rc;
+
+	setup(8, 8, 2);
+	rc = ol_store_open(&cfg, &st);
+	ok(rc == -EINVAL, "the 2-set store opened as one set of 8: refused (%d)", rc);
+	setup(8, 2, 1);
+	rc = ol_store_open(&cfg, &st);
+	ok(rc == -EINVAL, "opened as 4 sets of 2: refused (%d)", rc);
+	setup(8, 4, 1);
+	{ /* swap the two sets' first dirs: refused, the order is part of the store */
+		char t[sizeof(cfg.data_dirs[0])];
+
+		memcpy(t, cfg.data_dirs[0], sizeof(t));
+		memcpy(cfg.data_dirs[0], cfg.data_dirs[4], sizeof(t));
+		memcpy(cfg.data_dirs[4], t, sizeof(t));
+	}
+	rc = ol_store_open(&cfg, &st);
+	ok(rc == -EINVAL, "opened with set 0 and set 1 dirs swapped: refused (%d)", rc);
+	setup(8, 4, 1);
+	rc = ol_store_open(&cfg, &st);
+	ok(rc == 0, "opened as created: fine");
+	if (!rc)
+		ol_store_close(st);
+	setup(6, 4, 1);
+	rc = ol_store_open(&cfg, &st);
+	ok(rc == -EINVAL, "6 dirs with set_drive_count 4: refused (%d)", rc);
+
+	/* a one-set store (as before sets): no format record, and it cannot grow into two */
+	rm_rf(root);
+	mkdir(root, 0700);
+	setup(4, 4, 1);
+	rc = ol_store_open(&cfg, &st);
+	ok(rc == 0 && st->n_sets == 1 && st->sets[0] == st, "a one-set store is its own set");
+	if (!rc) {
+		ok(ol_store_bucket_create(st, "one") == 0 &&
+		       put(st, "one", "k", "v", 1, OL_STORE_VER_OFF, NULL) == 0,
+		   "one-set store: bucket and object");
+		ol_store_close(st);
+	}
+	snprintf(p, sizeof(p), "%s/.openlake/format", cfg.data_dirs[0]);
+	ok(!exists(p), "a one-set store has no format record");
+	setup(8, 4, 1);
+	rc = ol_store_open(&cfg, &st);
+	ok(rc == -EINVAL, "the one-set store with 4 more dirs as 2 sets: refused (%d)", rc);
+	snprintf(p, sizeof(p), "%s/.openlake/format", cfg.data_dirs[4]);
+	ok(!exists(p), "and nothing written to the new dirs");
+	setup(4, 4, 1);
+	rc = ol_store_open(&cfg, &st);
+	if (!rc) {
+		char buf[8];
+
+		ok(get(st, "one", "k", buf, sizeof(buf)) == 0 && !strcmp(buf, "v"),
+		   "the one-set store opens as before, its object there");
+		ol_store_close(st);
+	} else {
+		ok(0, "the one-set store reopens (%d)", rc);
+	}
+}
+
+int
+main(void)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	ol_log_threshold = getenv("OL_TEST_VERBOSE") ? OL_LOG_DEBUG : OL_LOG_ERROR - 1;
+	snprintf(root, sizeof(root), "%s/ol_sets_XXXXXX", tmp ? tmp : "/tmp");
+	if (!mkdtemp(root))
+		tap_skip_all("no temp dir");
+	test_placement_and_listing();
+	test_mpu_versions_repair();
+	test_long_keys();
+	test_delete_races_writers();
+	test_set_count_fixed();
+	rm_rf(root);
+	tap_done();
+}
