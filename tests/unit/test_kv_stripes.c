@@ -4,7 +4,9 @@
  * Every block is self-describing (its key id and the seed of its put in a header, the rest a
  * pattern of that seed), so a get that returns a torn block, another key's block or a block
  * of a put never made is caught. Then every key reads back valid or misses, the counters
- * agree with the keys, and (NVMe) a reopen brings back exactly the keys that were there. */
+ * agree with the keys, and (NVMe) a reopen brings back exactly the keys that were there; the
+ * same in strict write-behind. Also: eviction across stripes keeps LRU order with mixed block
+ * sizes, and ol_kve_pin_many reads a batch of NVMe-only blocks exactly. */
 #include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
