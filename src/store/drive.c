@@ -103,6 +103,16 @@ ol_drive_open_meta(struct ol_store *st, int d, struct ol_meta **out)
 	return rc;
 }
 
+bool
+ol_is_mount_point(const char *path)
+{
+	char up[OL_PATH_MAX + 4];
+	struct stat a, b;
+
+	snprintf(up, sizeof(up), "%s/..", path);
+	return !stat(path, &a) && !stat(up, &b) && a.st_dev != b.st_dev;
+}
+
 /* Can the drive take writes? A small file created, written, removed. */
 static int
 probe(const struct ol_store *st, int d)
@@ -240,6 +250,34 @@ revive_remote(struct ol_store *st, int d, char *why, size_t cap)
 	return 0;
 }
 
+/* The drive's metadata opened from its file for a return, every record checked first as at
+ * start: a file system repaired after a failure (e2fsck) can hand back an index with pages
+ * from before and after the failure, records failing their checksums among them. Such a drive
+ * brought online would go offline again at the first read of one (ol_rec_resolve), in the
+ * middle of the heal its return started, which then skips its orphan sweep; so the damaged
+ * file is moved aside here and the drive returns with a fresh one, which that heal fills. */
+static int
+open_checked(struct ol_store *st, int d, struct ol_meta **out)
+{
+	int rc = ol_drive_open_meta(st, d, out);
+
+	if (rc)
+		return rc;
+	rc = ol_verify_records(*out);
+	if (!rc)
+		return 0;
+	ol_meta_close(*out);
+	*out = NULL;
+	if (rc != -EUCLEAN)
+		return rc; /* not readable now: the monitor tries again */
+	ol_warn("store: drive %s: a metadata record failed its checksum: its index is not "
+		"trusted again",
+		st->d[d].root);
+	if ((rc = move_aside(st, d)))
+		return rc;
+	return ol_drive_open_meta(st, d, out);
+}
+
 static int
 revive(struct ol_store *st, int d, char *why, size_t cap)
 {
@@ -254,6 +292,14 @@ revive(struct ol_store *st, int d, char *why, size_t cap)
 	if (stat(dr->root, &sb) || !S_ISDIR(sb.st_mode)) {
 		snprintf(why, cap, "data dir missing");
 		return -ENOENT;
+	}
+	/* Its file system unmounted (an operator's repair between `umount` and `mount`): the
+	 * directory beneath is not the drive. Brought back there, it would come online with an
+	 * empty index on the wrong file system, go offline again once the real one is mounted
+	 * over it, and the heal its return started would run without it. */
+	if (dr->mounted && !ol_is_mount_point(dr->root)) {
+		snprintf(why, cap, "its file system is not mounted");
+		return -ENODEV;
 	}
 	meta_path(st, d, "", p, sizeof(p));
 	rc = mkdir_in(p);
@@ -275,7 +321,7 @@ revive(struct ol_store *st, int d, char *why, size_t cap)
 		snprintf(why, cap, "cannot move damaged metadata aside: %s", strerror(-rc));
 		return rc;
 	}
-	if (!m && (rc = ol_drive_open_meta(st, d, &m))) {
+	if (!m && (rc = open_checked(st, d, &m))) {
 		snprintf(why, cap, "cannot open metadata: %s", strerror(-rc));
 		return rc;
 	}

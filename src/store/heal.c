@@ -41,6 +41,36 @@ inline_shard(struct ol_store *st, const struct ol_rec *w, const uint8_t *body, i
 	return buf;
 }
 
+/* Is w's prev (the version it replaced) garbage, not a version of a versioned key that
+ * lives on? Not when either is a version or any drive holding w lists versions of the key:
+ * when in doubt, the files are kept. */
+static bool
+prev_is_garbage(struct ol_store *st, const bool *valid, const char *okey, size_t kl,
+		const struct ol_rec *w)
+{
+	struct ol_rec pr;
+
+	if (!w->prev_len || (w->flags & OL_REC_VERSIONED) ||
+	    ol_rec_decode(w->prev, w->prev_len, &pr) || (pr.flags & OL_REC_VERSIONED) ||
+	    !memcmp(pr.vid, w->vid, OL_UUID))
+		return false;
+	for (int d = 0; d < st->n; d++) {
+		struct ol_meta *m = atomic_load(&st->d[d].meta);
+		struct ol_meta_txn *t = NULL;
+		bool has;
+
+		if (!valid[d] || !m)
+			continue;
+		if (ol_meta_begin(m, false, &t))
+			return false;
+		has = ol_ver_has(t, okey, kl);
+		ol_meta_abort(t);
+		if (has)
+			return false;
+	}
+	return true;
+}
+
 static void
 heal_drives(struct ol_store *st, enum ol_meta_db db, const char *okey, size_t kl,
 	    const struct ol_rec *w, const bool *valid, const uint8_t *body)
@@ -84,6 +114,15 @@ heal_drives(struct ol_store *st, enum ol_meta_db db, const char *okey, size_t kl
 		struct ol_rec keep = *w;
 
 		ol_commit_reclaim(st, &c, &keep);
+		/* The version w replaced (its prev) is garbage on a drive that gets w only now:
+		 * the others dropped its files when w was committed. A drive that kept its old
+		 * record has them reclaimed above; one whose index was lost (moved aside, a new
+		 * disk) has no record of them, and the sweep cannot tell them from the files of
+		 * a live version, since the prev of w names them on k drives. */
+		if (db == OL_META_OBJECTS && prev_is_garbage(st, valid, okey, kl, w))
+			for (int d = 0; d < st->n; d++)
+				if (c.done[d])
+					ol_reclaim(st, d, w->prev, w->prev_len, &keep);
 		ol_info("store: healed the metadata record of an object on %d drive(s)", n);
 	}
 	ol_commit_free(&c);

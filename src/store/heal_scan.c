@@ -780,6 +780,9 @@ ol_set_heal_all(struct ol_store *const *sets, int n, const struct ol_heal_opts *
 	}
 	for (int i = 0; !rc && i < n; i++)
 		ol_sweep_orphans(sets[i], 2);
+	if (rc)
+		ol_warn("store: heal: orphan sweep skipped: the heal did not finish (%s)",
+			strerror(-rc));
 	ol_info("store: heal %s: %llu objects, %llu shards healed, %llu records restored, "
 		"%llu unrecoverable",
 		rc == -ECANCELED ? "cancelled"

@@ -130,8 +130,8 @@ verify_db(struct ol_meta_txn *t, enum ol_meta_db db)
 	return bad ? -EUCLEAN : rc;
 }
 
-static int
-verify_records(struct ol_meta *m)
+int
+ol_verify_records(struct ol_meta *m)
 {
 	struct ol_meta_txn *t = NULL;
 	int rc = ol_meta_begin(m, false, &t);
@@ -177,7 +177,7 @@ drive_open(struct ol_store *st, int i, const char *root)
 		ol_err("store: data dir %s: cannot open metadata: %s", root, strerror(-rc));
 		return rc;
 	}
-	rc = verify_records(m);
+	rc = ol_verify_records(m);
 	if (rc == -EUCLEAN) {
 		/* a record failing its checksum: the index is damaged, not to be written to */
 		ol_meta_close(m);
@@ -190,6 +190,7 @@ drive_open(struct ol_store *st, int i, const char *root)
 		ol_err("store: data dir %s: cannot open metadata: %s", root, strerror(-rc));
 		return rc;
 	}
+	d->mounted = ol_is_mount_point(root);
 	atomic_store(&d->meta, m);
 	return 0;
 }

@@ -44,7 +44,8 @@ struct ol_drive {
 	int lock_fd;
 	_Atomic uint64_t faults; /* times taken offline */
 	bool damaged;		 /* its meta.mdb is not trusted: moved aside when it returns */
-	char why[160];		 /* why offline (monitor and ol_drive_offline, under drv_mu) */
+	bool mounted;  /* its root was a mount point when opened: not served from beneath */
+	char why[160]; /* why offline (monitor and ol_drive_offline, under drv_mu) */
 };
 
 struct ol_store {
@@ -429,6 +430,10 @@ void ol_drive_check(struct ol_store *st, int d, struct ol_meta *m);
 /* Open drive d's metadata: a damaged meta.mdb is renamed aside (meta.mdb.damaged-<time>,
  * with its lock file) and a fresh env created. 0 or -errno (logged). */
 int ol_drive_open_meta(struct ol_store *st, int d, struct ol_meta **out);
+/* Is path a mount point (on another device than its parent directory)? */
+bool ol_is_mount_point(const char *path);
+/* Every record of every database of m decodes (its checksum holds): 0, -EUCLEAN, -errno. */
+int ol_verify_records(struct ol_meta *m);
 /* A store of several sets: its sets' /metrics sources become one of the shell (on), or the
  * shell's goes (off, before its sets close). */
 void ol_drive_metrics_shell(struct ol_store *shell, bool on);

@@ -172,8 +172,11 @@ collect_all(struct ol_store *st, struct uuid_set *s)
 			rc = collect_db(t, OL_META_PARTS, &one);
 		if (!rc)
 			rc = collect_db(t, OL_META_VERSIONS, &one);
-		if (rc)
+		if (rc) {
+			ol_warn("store: drive %s: cannot read its records for the sweep: %s",
+				st->d[d].root, strerror(rc < 0 ? -rc : rc));
 			ol_drive_check(st, d, m);
+		}
 		ol_meta_abort(t); /* on a broken env: frees our wrapper only */
 		sort_unique(&one);
 		for (size_t i = 0; i < one.n; i++) {
@@ -229,7 +232,8 @@ struct cand {
 };
 
 static void
-list_drive(struct ol_store *st, int d, time_t before, struct cand **c, size_t *n, size_t *cap)
+list_drive(struct ol_store *st, int d, time_t before, struct cand **c, size_t *n, size_t *cap,
+	   size_t *young)
 {
 	DIR *dh = opendir(st->d[d].data), *sh;
 	struct dirent *e, *f;
@@ -245,9 +249,12 @@ list_drive(struct ol_store *st, int d, time_t before, struct cand **c, size_t *n
 			uint8_t u[OL_UUID];
 
 			snprintf(path, sizeof(path), "%s/%s", sub, f->d_name);
-			if (f->d_name[0] == '.' || unhex(f->d_name, u) || stat(path, &sb) ||
-			    sb.st_mtime > before)
+			if (f->d_name[0] == '.' || unhex(f->d_name, u) || stat(path, &sb))
 				continue;
+			if (sb.st_mtime > before) {
+				(*young)++;
+				continue;
+			}
 			if (*n == *cap) {
 				*cap = *cap ? 2 * *cap : 256;
 				*c = ol_xrealloc(*c, *cap * sizeof(**c));
@@ -266,7 +273,7 @@ struct rlist {
 	int d;
 	time_t before;
 	struct cand **c;
-	size_t *n, *cap;
+	size_t *n, *cap, *young;
 };
 
 static int
@@ -276,8 +283,12 @@ rlist_cb(void *arg, const char *dir, const char *name, uint64_t mtime)
 	uint8_t u[OL_UUID];
 
 	(void)dir;
-	if (unhex(name, u) || (time_t)mtime > l->before)
+	if (unhex(name, u))
 		return 0;
+	if ((time_t)mtime > l->before) {
+		(*l->young)++;
+		return 0;
+	}
 	if (*l->n == *l->cap) {
 		*l->cap = *l->cap ? 2 * *l->cap : 256;
 		*l->c = ol_xrealloc(*l->c, *l->cap * sizeof(**l->c));
@@ -289,9 +300,10 @@ rlist_cb(void *arg, const char *dir, const char *name, uint64_t mtime)
 
 /* A remote drive's shard files, listed over the plane (SHARD_LIST). */
 static void
-list_remote(struct ol_store *st, int d, time_t before, struct cand **c, size_t *n, size_t *cap)
+list_remote(struct ol_store *st, int d, time_t before, struct cand **c, size_t *n, size_t *cap,
+	    size_t *young)
 {
-	struct rlist l = {d, before, c, n, cap};
+	struct rlist l = {d, before, c, n, cap, young};
 	int rc = ol_rd_list(st, d, rlist_cb, &l);
 
 	if (rc)
@@ -309,38 +321,65 @@ ol_sweep_orphans(struct ol_store *st, int min_age_s)
 {
 	struct uuid_set s = {0};
 	struct cand *c = NULL;
-	size_t n = 0, cap = 0, removed = 0;
+	size_t n = 0, cap = 0, removed = 0, held = 0, young = 0;
 	char path[OL_PATH_MAX + 80];
 	time_t before = time(NULL) - min_age_s;
+	int online = ol_set_drives_online(st), rc;
 
-	if (ol_set_drives_online(st) < st->n)
+	if (online < st->n) {
+		ol_warn("store: orphan sweep skipped: %d of %d drives online (an offline drive's "
+			"records are not known)",
+			online, st->n);
 		return 0;
+	}
 	for (int d = 0; d < st->n; d++) {
 		if (ol_drive_remote(st, d))
-			list_remote(st, d, before, &c, &n, &cap);
+			list_remote(st, d, before, &c, &n, &cap, &young);
 		else
-			list_drive(st, d, before, &c, &n, &cap);
+			list_drive(st, d, before, &c, &n, &cap, &young);
 	}
-	if (n && collect_all(st, &s) == 0 && ol_set_drives_online(st) == st->n) {
-		for (size_t i = 0; i < n; i++) {
-			if (refs(&s, c[i].u) >= st->k || ol_flight_has(st, c[i].u) ||
-			    ol_inuse_has_shard(st, c[i].u))
-				continue;
-			ol_shard_path(st, c[i].d, c[i].u, path, sizeof(path));
-			if (ol_drive_remote(st, c[i].d)) {
-				ol_shard_unlink(st, c[i].d, c[i].u);
-				removed++;
-				ol_info("store: drive %s: removed orphan shard %s (no record "
-					"references it)",
-					st->d[c[i].d].root, path);
-			} else if (unlink(path) == 0) {
-				removed++;
-				ol_info("store: drive %s: removed orphan shard %s (no record "
-					"references it)",
-					st->d[c[i].d].root, path);
-			}
+	if (!n) {
+		if (young)
+			ol_info("store: orphan sweep left %zu shard file(s) younger than %d s "
+				"unchecked",
+				young, min_age_s);
+		return 0;
+	}
+	rc = collect_all(st, &s);
+	online = ol_set_drives_online(st);
+	if (rc || online < st->n) {
+		ol_warn("store: orphan sweep skipped: %s",
+			rc ? strerror(-rc) : "a drive went offline while its records were read");
+		n = 0;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (refs(&s, c[i].u) >= st->k)
+			continue;
+		if (ol_flight_has(st, c[i].u) || ol_inuse_has_shard(st, c[i].u)) {
+			held++;
+			continue;
 		}
+		ol_shard_path(st, c[i].d, c[i].u, path, sizeof(path));
+		if (ol_drive_remote(st, c[i].d)) {
+			ol_shard_unlink(st, c[i].d, c[i].u);
+			removed++;
+		} else if (unlink(path)) {
+			ol_warn("store: drive %s: cannot remove orphan shard %s: %s",
+				st->d[c[i].d].root, path, strerror(errno));
+			continue;
+		} else {
+			removed++;
+		}
+		ol_info("store: drive %s: removed orphan shard %s (no record references it)",
+			st->d[c[i].d].root, path);
 	}
+	if (held)
+		ol_info("store: orphan sweep kept %zu unreferenced shard file(s) of writes in "
+			"progress or versions being read",
+			held);
+	if (young)
+		ol_info("store: orphan sweep left %zu shard file(s) younger than %d s unchecked",
+			young, min_age_s);
 	free(c);
 	free(s.u);
 	return removed;

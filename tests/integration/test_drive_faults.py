@@ -126,10 +126,35 @@ def wipe_dir(path):
             os.unlink(p)
 
 
+def explain_mismatch(d, healed, extra, missing):
+    """What a failed shard-set comparison needs to be understood afterwards: the extra files'
+    mtimes (against now: the sweep leaves files younger than 2 s) and what the daemon said
+    about drives, heals and sweeps."""
+    now = time.time()
+    lines = ["healed drive %s: %d extra, %d missing shard file(s); now %.3f" %
+             (d.data_dirs[healed], len(extra), len(missing), now)]
+    for name in sorted(extra):
+        p = os.path.join(d.data_dirs[healed], ".openlake", "data", name[:2], name)
+        try:
+            st = os.stat(p)
+            lines.append("  extra %s mtime %.3f (%.1f s ago) size %d" %
+                         (name, st.st_mtime, now - st.st_mtime, st.st_size))
+        except OSError as e:
+            lines.append("  extra %s: %s" % (name, e))
+    for name in sorted(missing):
+        lines.append("  missing %s" % name)
+    lines.append("daemon log (drives, heals, sweeps):")
+    lines += [ln for ln in d.log().splitlines()
+              if any(w in ln for w in ("heal", "sweep", "orphan", "offline", "online",
+                                       "metadata"))]
+    return "\n".join(lines)
+
+
 def prove_restored(d, c, objs, healed, other):
     """The healed drive holds what it should: its shard files are the same set as a peer's,
     and with another drive wiped (P=1) every object still reads exactly."""
-    assert shard_names(d.data_dirs[healed]) == shard_names(d.data_dirs[other])
+    mine, peer = shard_names(d.data_dirs[healed]), shard_names(d.data_dirs[other])
+    assert mine == peer, explain_mismatch(d, healed, mine - peer, peer - mine)
     d.stop()
     wipe_dir(d.data_dirs[other])
     d.start()
@@ -332,6 +357,45 @@ def test_fs_fails_read_only_while_running(openlaked, tmp_path):
         j = json.loads(r.stdout)
         assert j["shards_healed"] == 0 and j["records_restored"] == 0, j
         assert j["unrecoverable"] == 0, j
+        check_all(c, objs)
+        prove_restored(d, c, objs, healed=1, other=3)
+    finally:
+        d.stop()
+        umount(drive)
+
+
+def test_unmounted_drive_stays_offline(openlaked):
+    """A drive's file system unmounted while the daemon runs (an operator's repair, between
+    `umount` and `mount`): the directory left is the mount point on the file system beneath,
+    not the drive. The monitor keeps the drive offline, saying why, and writes nothing there
+    (before, it brought the drive back on that directory with an empty index, the heal its
+    return started ran on the wrong file system, and once the real one was mounted over it
+    the drive went offline again and that heal's orphan sweep was skipped). Mounted again, it
+    comes back, a heal restores it and the drive holds exactly its peers' shards."""
+    d = openlaked(extra="[storage]\nheal_delay_secs = 1\n")
+    d.stop()
+    drive = d.data_dirs[1]
+    wipe_dir(drive)
+    mount_or_skip("-t", "tmpfs", "-o", "size=64m", "tmpfs", drive)
+    try:
+        d.start()
+        c, objs = populate(d)
+        assert run("umount", "-l", drive).returncode == 0
+        wait_until(lambda: online(d, 1) == 0, "drive 1 offline once its file system is gone")
+        wait_until(lambda: "its file system is not mounted" in d.log(),
+                   "the monitor to say why drive 1 stays offline")
+        put_more(c, objs, 5)
+        overwrite_and_delete(c, objs, seed=17, n_over=2, n_del=2)
+        assert online(d, 1) == 0
+        assert os.listdir(drive) == [], "the monitor wrote under the unmounted drive: %s" % (
+            os.listdir(drive),)
+        # a new, empty disk mounted in its place: back online, healed by its return
+        mount_or_skip("-t", "tmpfs", "-o", "size=64m", "tmpfs", drive)
+        wait_until(lambda: online(d, 1) == 1, "drive 1 back online once mounted")
+        wait_until(lambda: heal_gauge(d, "openlake_heal_on_return_total") >= 1 and
+                   heal_gauge(d, "openlake_heal_running") == 0,
+                   "the heal started by the drive's return to finish", timeout=120)
+        heal(d)
         check_all(c, objs)
         prove_restored(d, c, objs, healed=1, other=3)
     finally:
