@@ -48,18 +48,6 @@ static const char wrap_aad[] = "openlake-sse-v1";
 
 /* ---- the master key ---- */
 
-static int
-hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* The key from a file's bytes: 32 raw bytes, else (trailing whitespace trimmed) 64 hex digits
  * or the base64 of 32 bytes. 0 or -EINVAL. */
 static int
@@ -71,15 +59,8 @@ key_from_bytes(const uint8_t *b, size_t n, uint8_t key[32])
 	}
 	while (n > 0 && (b[n - 1] == '\n' || b[n - 1] == '\r' || b[n - 1] == ' '))
 		n--;
-	if (n == 64) {
-		for (size_t i = 0; i < 32; i++) {
-			int h = hexval(b[2 * i]), l = hexval(b[2 * i + 1]);
-			if (h < 0 || l < 0)
-				return -EINVAL;
-			key[i] = (uint8_t)(h << 4 | l);
-		}
-		return 0;
-	}
+	if (n == 64)
+		return ol_hex_decode((const char *)b, 32, key);
 	uint8_t raw[48];
 	if (n == 44 && ol_cksum_b64_decode((const char *)b, n, raw, sizeof(raw)) == 32) {
 		memcpy(key, raw, 32);
