@@ -173,16 +173,26 @@ def test_venv_package_finds_libopenlake(dest, venv_py, tmp_path):
 @needs_plain_lib
 def test_wheel_bundles_libopenlake(dest, venv_py, tmp_path):
     """OPENLAKE_BUNDLE_LIBRARY=... pip wheel: a platform wheel holding the library, which the
-    installed package then loads from its own directory with nothing set."""
+    installed package then loads from its own directory with nothing set; with
+    OPENLAKE_BUNDLE_BIN / OPENLAKE_BUNDLE_CONFIGS also the daemon, the CLI and the example
+    configs, run by the console scripts `openlaked` and `openlake` of the venv."""
     lib = libdir(dest) / "libopenlake.so.0"
+    bindir = dest / PREFIX / "bin"
     src = python_copy(tmp_path)
     run([venv_py, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-index", "--no-deps",
-         "-w", tmp_path / "wheels", src], env=dict(clean_env(), OPENLAKE_BUNDLE_LIBRARY=str(lib)))
+         "-w", tmp_path / "wheels", src],
+        env=dict(clean_env(), OPENLAKE_BUNDLE_LIBRARY=str(lib), OPENLAKE_BUNDLE_BIN=str(bindir),
+                 OPENLAKE_BUNDLE_CONFIGS=str(REPO / "configs")))
     wheels = list((tmp_path / "wheels").glob("openlake_vllm-*.whl"))
     assert len(wheels) == 1 and "linux" in wheels[0].name and "none-any" not in wheels[0].name
     import zipfile
 
-    assert "openlake_client/libopenlake.so.0" in zipfile.ZipFile(wheels[0]).namelist()
+    names = zipfile.ZipFile(wheels[0]).namelist()
+    assert "openlake_client/libopenlake.so.0" in names
+    for p in ("openlake_client/bin/openlaked", "openlake_client/bin/openlake",
+              "openlake_client/configs/kv_local.toml"):
+        assert p in names, names
+    assert not (REPO / "python" / "openlake_client" / "bin").exists()
     assert not (REPO / "python" / "openlake_client" / "libopenlake.so.0").exists()
     run([venv_py, "-m", "pip", "install", "-q", "--no-index", "--force-reinstall", "--no-deps",
          wheels[0]], env=clean_env())
@@ -191,3 +201,14 @@ def test_wheel_bundles_libopenlake(dest, venv_py, tmp_path):
                             env=clean_env(), cwd=tmp_path).stdout.strip())
     r = probe(venv_py, clean_env(), tmp_path)
     assert r.returncode == 0 and r.stdout.strip() == str(site / "libopenlake.so.0"), r.stderr
+    # the console scripts run the bundled programs: `pip install openlake-vllm` then `openlaked`
+    vbin = pathlib.Path(venv_py).parent
+    r = run([vbin / "openlaked", "--version"], env=clean_env(), cwd=tmp_path)
+    want = run([bindir / "openlaked", "--version"], env=clean_env()).stdout
+    assert r.stdout == want and want.startswith("openlaked "), (r.stdout, want)
+    r = run([vbin / "openlake", "--version"], env=clean_env(), cwd=tmp_path)
+    assert r.stdout.startswith("openlake ") and r.stdout.split()[1] == want.split()[1]
+    conf = site / "configs" / "kv_local.toml"
+    r = run([vbin / "openlaked", "--check-config", "--config", conf], env=clean_env(),
+            cwd=tmp_path)
+    assert "OK" in r.stdout + r.stderr
