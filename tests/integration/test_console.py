@@ -206,6 +206,44 @@ def run_console(d, drv, load, shots, downloads, tmp_path):
     assert shown() >= load.ops // 2
     drv.save_screenshot(str(shots / "4-figures.png"))
 
+    # the KV panel: a client's namespace with the figures of /metrics (a real client over TCP)
+    from vllm_standin.pool import require_pool_binaries
+    require_pool_binaries()
+    import openlake_client as ol
+    kv = ol.connect([d.kv_addr], device="tcp", namespace="console-ns", timeout_ms=10000)
+    try:
+        keys = [hashlib.sha256(b"console-kv-%d" % i).digest() for i in range(4)]
+        vals = [os.urandom(4096 * (i + 1)) for i in range(3)]
+        assert kv.put(keys[:3], vals) == [ol.Status.OK] * 3
+        assert kv.get(keys) == vals + [None]
+    finally:
+        kv.close()
+    # a local client (shm: ALLOC/COMMIT and LOOKUP over the socket, the bytes in shared memory)
+    # is counted under its own namespace the same way
+    loc = ol.connect([d.kv_addr], device="local", namespace="console-shm", timeout_ms=10000)
+    try:
+        assert loc.put(keys[:2], vals[:2]) == [ol.Status.OK] * 2
+        assert loc.get(keys[:3]) == vals[:2] + [None]  # keys[2] is console-ns's, not ours
+    finally:
+        loc.close()
+    shm = {f: metric(d.s3_url, "openlake_kv_ns_%s_total" % f, namespace="console-shm")
+           for f in ("puts", "put_bytes", "hits", "misses")}
+    assert shm == {"puts": 2, "put_bytes": len(vals[0]) + len(vals[1]), "hits": 2,
+                   "misses": 1}, shm
+    want = {f: metric(d.s3_url, "openlake_kv_ns_%s_total" % f, namespace="console-ns")
+            for f in ("puts", "put_bytes", "hits", "misses")}
+    assert want == {"puts": 3, "put_bytes": sum(map(len, vals)), "hits": 3, "misses": 1}, want
+
+    def kv_row():
+        return js(drv, "const r = document.querySelector('#kvnsrows tr[data-ns=\"console-ns\"]');"
+                       "return r ? [Number(r.querySelector('.puts').textContent),"
+                       " Number(r.querySelector('.bytes').dataset.v),"
+                       " Number(r.querySelector('.hits').textContent),"
+                       " Number(r.querySelector('.misses').textContent)] : null")
+    wait_for(lambda: kv_row() == [want["puts"], want["put_bytes"], want["hits"], want["misses"]],
+             30, "the KV panel's console-ns row to equal /metrics")
+    drv.save_screenshot(str(shots / "4b-kv-namespaces.png"))
+
     # a second user: sees none of the admin's buckets, is refused on them, is not an admin
     drv.find_element("id", "signout").click()
     sign_in(drv, "alicekey", "alicesecret")
