@@ -38,8 +38,9 @@ static pthread_mutex_t svc_lock = PTHREAD_MUTEX_INITIALIZER;
 static char svc_s3[OL_CFG_STR], svc_kv[OL_CFG_STR], svc_admin[OL_CFG_STR];
 static _Atomic bool admin_ready;
 /* ol_admin_set_cluster: the daemon's view of the etcd cluster for the status document. */
-static _Atomic(ol_admin_cluster_fn) cluster_fn;
-static void *_Atomic cluster_arg;
+static pthread_rwlock_t cluster_lock = PTHREAD_RWLOCK_INITIALIZER; /* held while fn runs */
+static ol_admin_cluster_fn cluster_fn;
+static void *cluster_arg;
 
 struct ol_admin_server {
 	struct ol_http_server *http;
@@ -65,8 +66,10 @@ ol_admin_set_services(const char *s3_addr, const char *kv_addr, const char *admi
 void
 ol_admin_set_cluster(ol_admin_cluster_fn fn, void *arg)
 {
-	atomic_store(&cluster_arg, arg);
-	atomic_store(&cluster_fn, fn);
+	pthread_rwlock_wrlock(&cluster_lock); /* waits out a status request inside the old fn */
+	cluster_arg = arg;
+	cluster_fn = fn;
+	pthread_rwlock_unlock(&cluster_lock);
 }
 
 void
@@ -190,12 +193,13 @@ ol_admin_status_json(void)
 		status_topology(&b, c);
 	}
 	status_services(&b);
-	ol_admin_cluster_fn fn = atomic_load(&cluster_fn);
 	ol_strbuf_printf(&b, ",\"cluster\":");
-	if (fn)
-		fn(atomic_load(&cluster_arg), &b);
+	pthread_rwlock_rdlock(&cluster_lock);
+	if (cluster_fn)
+		cluster_fn(cluster_arg, &b);
 	else
 		ol_strbuf_printf(&b, "null");
+	pthread_rwlock_unlock(&cluster_lock);
 	{
 		char *h = ol_admin_heal_json();
 		ol_strbuf_printf(&b, ",\"heal\":%s", h);

@@ -46,7 +46,8 @@ void ol_admin_set_services(const char *s3_addr, const char *kv_addr, const char 
 /* Cluster mode: fn appends this daemon's view of the etcd cluster to the status document as
  * one JSON value ("cluster"; null while none is set): the live members (leased keys) with
  * their addresses, and each erasure set's leader and epoch. The daemon sets it (admin/ does
- * not depend on cluster/); fn runs on a request thread and must not block on etcd. */
+ * not depend on cluster/); fn runs on a request thread and must not block on etcd. Setting
+ * NULL returns once no request runs the old fn (so its arg may be freed then). */
 struct ol_strbuf;
 typedef void (*ol_admin_cluster_fn)(void *arg, struct ol_strbuf *b);
 void ol_admin_set_cluster(ol_admin_cluster_fn fn, void *arg);

@@ -6,12 +6,13 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
 import pytest
 
-from conftest import BUILD, REPO
+from conftest import BUILD, REPO, free_port, wait_port
 
 pytestmark = pytest.mark.skipif(not (BUILD / "meson-private").is_dir(),
                                 reason=f"{BUILD} is not a meson build directory")
@@ -212,3 +213,29 @@ def test_wheel_bundles_libopenlake(dest, venv_py, tmp_path):
     r = run([vbin / "openlaked", "--check-config", "--config", conf], env=clean_env(),
             cwd=tmp_path)
     assert "OK" in r.stdout + r.stderr
+    # ... and serves: the KV quick-start config (free ports, a temp data dir, a small DRAM
+    # tier), a block put and got back by the wheel's own client library over TCP
+    rpc, s3p, admin = free_port(), free_port(), free_port()
+    logf = open(tmp_path / "openlaked.log", "wb")
+    daemon = subprocess.Popen(
+        [str(vbin / "openlaked"), "--config", str(conf), "--rpc-addr", "127.0.0.1:%d" % rpc,
+         "--s3-addr", "127.0.0.1:%d" % s3p, "--console-addr", "127.0.0.1:%d" % admin,
+         "--data-dirs", str(tmp_path / "kvdata"), "--kv.dram_bytes", "64MiB"],
+        env=clean_env(), cwd=tmp_path, stdout=logf, stderr=subprocess.STDOUT)
+    try:
+        assert wait_port(rpc, 60, daemon), (tmp_path / "openlaked.log").read_text()
+        code = ("import os, openlake_client as ol; c = ol.connect(['127.0.0.1:%d'], device='tcp',"
+                " timeout_ms=10000); k = bytes(range(32)); v = os.urandom(8192);"
+                " assert c.put([k], [v]) == [ol.Status.OK]; assert c.get([k]) == [v];"
+                " print('roundtrip ok', ol.__file__)" % rpc)
+        r = run([venv_py, "-c", code], env=clean_env(), cwd=tmp_path)
+        assert "roundtrip ok" in r.stdout and str(site) in r.stdout, r.stdout
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            assert daemon.wait(60) == 0, (tmp_path / "openlaked.log").read_text()
+        finally:
+            if daemon.poll() is None:
+                daemon.kill()
+                daemon.wait(10)
+            logf.close()
