@@ -14,6 +14,7 @@
 #endif
 #ifdef OL_HAVE_ADMIN
 #include "admin/admin.h"
+#include "base/metrics.h"
 #endif
 #ifdef OL_HAVE_KV
 #include "kv/kv.h"
@@ -728,6 +729,53 @@ kv_view_of_cluster(void *arg, struct ol_kvp_view *v)
 }
 #endif
 
+#if defined(OL_HAVE_CLUSTER) && defined(OL_HAVE_ADMIN)
+/* The status document's "cluster" (the console's cluster panel): the live members as the
+ * watch last saw them (a member is live while its leased key exists) and, for each set of
+ * pool 0 this node campaigns for, its leader and epoch as last read from etcd. */
+static void
+admin_cluster_json(void *arg, struct ol_strbuf *b)
+{
+	struct ol_cluster_view cv;
+	if (ol_cluster_members(arg, &cv) != 0) {
+		ol_strbuf_printf(b, "null");
+		return;
+	}
+	ol_strbuf_printf(b, "{\"epoch\":%lld,\"members\":[", (long long)cv.epoch);
+	for (unsigned i = 0; i < cv.n; i++) {
+		const struct ol_cluster_member *m = &cv.members[i];
+		ol_strbuf_printf(b, "%s{\"id\":%u,\"s3_addr\":", i ? "," : "", m->id);
+		ol_admin_json_str(b, m->s3_addr);
+		ol_strbuf_printf(b, ",\"kv_addr\":");
+		ol_admin_json_str(b, m->kv_addr);
+		ol_strbuf_printf(b, ",\"rpc_addr\":");
+		ol_admin_json_str(b, m->rpc_addr);
+		ol_strbuf_printf(b,
+				 ",\"capacity_bytes\":%llu,\"drives\":%u,\"start_time\":%lld,"
+				 "\"live\":true}",
+				 (unsigned long long)m->capacity, m->n_drives,
+				 (long long)m->start_time);
+	}
+	ol_cluster_view_fini(&cv);
+	ol_strbuf_printf(b, "],\"sets\":[");
+	for (unsigned set = 0; set < 1024; set++) {
+		struct ol_cluster_leader_info li;
+		if (ol_cluster_leader(arg, 0, set, &li) != 0)
+			break; /* -ENOENT: past the layout's sets, or no campaign on this node */
+		ol_strbuf_printf(b, "%s{\"pool\":0,\"set\":%u,\"epoch\":%llu,\"leader\":",
+				 set ? "," : "", set, (unsigned long long)li.epoch);
+		if (li.epoch)
+			ol_strbuf_printf(b, "%u", li.node);
+		else
+			ol_strbuf_printf(b, "null");
+		ol_strbuf_printf(b, ",\"leader_s3_addr\":");
+		ol_admin_json_str(b, li.epoch ? li.s3_addr : "");
+		ol_strbuf_printf(b, ",\"self\":%s}", li.is_self ? "true" : "false");
+	}
+	ol_strbuf_printf(b, "]}");
+}
+#endif
+
 static int
 start_cluster(const struct ol_config *cfg, struct daemon *d)
 {
@@ -751,6 +799,10 @@ join_cluster(struct daemon *d)
 #if defined(OL_HAVE_CLUSTER) && defined(OL_HAVE_KV)
 	if (d->cluster && d->kv)
 		ol_kv_server_set_view(d->kv, kv_view_of_cluster, d->cluster);
+#endif
+#if defined(OL_HAVE_CLUSTER) && defined(OL_HAVE_ADMIN)
+	if (d->cluster)
+		ol_admin_set_cluster(admin_cluster_json, d->cluster);
 #endif
 #ifdef OL_HAVE_CSTORE
 	if (d->cs) {
@@ -830,6 +882,9 @@ stop_all(struct daemon *d)
 #ifdef OL_HAVE_CLUSTER
 #ifdef OL_HAVE_KV
 	ol_kv_server_set_view(d->kv, NULL, NULL); /* before the members it reads go */
+#endif
+#ifdef OL_HAVE_ADMIN
+	ol_admin_set_cluster(NULL, NULL);
 #endif
 	ol_cluster_stop(d->cluster);
 	d->cluster = NULL;

@@ -37,6 +37,10 @@ static void *auto_main(void *arg);
 static pthread_mutex_t svc_lock = PTHREAD_MUTEX_INITIALIZER;
 static char svc_s3[OL_CFG_STR], svc_kv[OL_CFG_STR], svc_admin[OL_CFG_STR];
 static _Atomic bool admin_ready;
+/* ol_admin_set_cluster: the daemon's view of the etcd cluster for the status document. */
+static pthread_rwlock_t cluster_lock = PTHREAD_RWLOCK_INITIALIZER; /* held while fn runs */
+static ol_admin_cluster_fn cluster_fn;
+static void *cluster_arg;
 
 struct ol_admin_server {
 	struct ol_http_server *http;
@@ -60,13 +64,22 @@ ol_admin_set_services(const char *s3_addr, const char *kv_addr, const char *admi
 }
 
 void
+ol_admin_set_cluster(ol_admin_cluster_fn fn, void *arg)
+{
+	pthread_rwlock_wrlock(&cluster_lock); /* waits out a status request inside the old fn */
+	cluster_arg = arg;
+	cluster_fn = fn;
+	pthread_rwlock_unlock(&cluster_lock);
+}
+
+void
 ol_admin_set_ready(bool ready)
 {
 	atomic_store(&admin_ready, ready);
 }
 
-static void
-json_str(struct ol_strbuf *b, const char *s)
+void
+ol_admin_json_str(struct ol_strbuf *b, const char *s)
 {
 	ol_strbuf_printf(b, "\"");
 	for (; *s; s++) {
@@ -93,7 +106,7 @@ status_drives(struct ol_strbuf *b, const struct ol_config *c)
 		unsigned long long avail = ok ? (unsigned long long)vs.f_bavail * vs.f_frsize : 0;
 		unsigned long long fr = ok ? (unsigned long long)vs.f_bfree * vs.f_frsize : 0;
 		ol_strbuf_printf(b, "%s{\"index\":%u,\"path\":", i ? "," : "", i);
-		json_str(b, c->data_dirs[i]);
+		ol_admin_json_str(b, c->data_dirs[i]);
 		ol_strbuf_printf(b,
 				 ",\"online\":%s,\"writable\":%s,\"total_bytes\":%llu,"
 				 "\"used_bytes\":%llu,\"free_bytes\":%llu}",
@@ -114,7 +127,7 @@ status_topology(struct ol_strbuf *b, const struct ol_config *c)
 	ol_strbuf_printf(b, ",\"members\":[");
 	for (unsigned i = 0; i < c->n_nodes; i++) {
 		ol_strbuf_printf(b, "%s{\"id\":%u,\"rpc_addr\":", i ? "," : "", c->nodes[i].id);
-		json_str(b, c->nodes[i].rpc_addr);
+		ol_admin_json_str(b, c->nodes[i].rpc_addr);
 		ol_strbuf_printf(b, ",\"disk_count\":%u,\"self\":%s}", c->nodes[i].disk_count,
 				 c->nodes[i].id == c->self_id ? "true" : "false");
 	}
@@ -122,7 +135,7 @@ status_topology(struct ol_strbuf *b, const struct ol_config *c)
 			 c->cluster_etcd[0] ? "true" : "false");
 	for (unsigned i = 0; i < c->n_kv_tokens; i++) {
 		ol_strbuf_printf(b, "%s", i ? "," : "");
-		json_str(b, c->kv_tokens[i].namespaces);
+		ol_admin_json_str(b, c->kv_tokens[i].namespaces);
 	}
 	ol_strbuf_printf(b, "]");
 }
@@ -145,7 +158,7 @@ json_addr(struct ol_strbuf *b, const char *name, const char *addr, bool comma)
 {
 	ol_strbuf_printf(b, "%s\"%s\":", comma ? "," : "", name);
 	if (addr[0])
-		json_str(b, addr);
+		ol_admin_json_str(b, addr);
 	else
 		ol_strbuf_printf(b, "null");
 }
@@ -159,18 +172,18 @@ ol_admin_status_json(void)
 	gethostname(host, sizeof(host));
 	host[sizeof(host) - 1] = 0;
 	ol_strbuf_printf(&b, "{\"version\":\"%s\",\"host\":", OL_VERSION);
-	json_str(&b, host);
+	ol_admin_json_str(&b, host);
 	ol_strbuf_printf(&b, ",\"uptime_seconds\":%.3f",
 			 (double)(ol_now_us() - admin_start_us) / 1e6);
 	if (c) {
 		ol_strbuf_printf(&b, ",\"self_id\":%u,\"mode\":", c->self_id);
-		json_str(&b, c->mode);
+		ol_admin_json_str(&b, c->mode);
 		ol_strbuf_printf(&b, ",\"s3_addr\":");
-		json_str(&b, c->s3_addr);
+		ol_admin_json_str(&b, c->s3_addr);
 		ol_strbuf_printf(&b, ",\"kv_addr\":");
-		json_str(&b, ol_config_kv_listen(c));
+		ol_admin_json_str(&b, ol_config_kv_listen(c));
 		ol_strbuf_printf(&b, ",\"region\":");
-		json_str(&b, c->region);
+		ol_admin_json_str(&b, c->region);
 		ol_strbuf_printf(&b,
 				 ",\"erasure\":{\"set_drive_count\":%u,\"data\":%u,\"parity\":%u},"
 				 "\"nodes\":%u,",
@@ -180,6 +193,13 @@ ol_admin_status_json(void)
 		status_topology(&b, c);
 	}
 	status_services(&b);
+	ol_strbuf_printf(&b, ",\"cluster\":");
+	pthread_rwlock_rdlock(&cluster_lock);
+	if (cluster_fn)
+		cluster_fn(cluster_arg, &b);
+	else
+		ol_strbuf_printf(&b, "null");
+	pthread_rwlock_unlock(&cluster_lock);
 	{
 		char *h = ol_admin_heal_json();
 		ol_strbuf_printf(&b, ",\"heal\":%s", h);

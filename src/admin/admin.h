@@ -3,7 +3,8 @@
  *
  * The admin API, under /openlake/admin/ (signed or not; a bucket named "openlake" is therefore
  * not reachable path-style for keys under "admin/"):
- *   GET    /openlake/admin/v1/status              JSON: version, mode, uptime, addresses, drives
+ *   GET    /openlake/admin/v1/status              JSON: version, mode, uptime, addresses, drives,
+ *                                                 cluster (members, set leaders; etcd mode)
  *   POST   /openlake/admin/v1/heal[?rate=BYTES]   start a whole-store heal in the background
  *                                                 (202 + progress JSON; 409 if one runs)
  *   GET    /openlake/admin/v1/heal                heal progress JSON (also in the status JSON)
@@ -42,6 +43,17 @@ void ol_admin_init(const struct ol_config *cfg);
  * only what runs. Each address is copied; NULL or "" = that service is off. Any thread. */
 void ol_admin_set_services(const char *s3_addr, const char *kv_addr, const char *admin_addr);
 
+/* Cluster mode: fn appends this daemon's view of the etcd cluster to the status document as
+ * one JSON value ("cluster"; null while none is set): the live members (leased keys) with
+ * their addresses, and each erasure set's leader and epoch. The daemon sets it (admin/ does
+ * not depend on cluster/); fn runs on a request thread and must not block on etcd. Setting
+ * NULL returns once no request runs the old fn (so its arg may be freed then). */
+struct ol_strbuf;
+typedef void (*ol_admin_cluster_fn)(void *arg, struct ol_strbuf *b);
+void ol_admin_set_cluster(ol_admin_cluster_fn fn, void *arg);
+/* s as a JSON string (quoted, escaped), appended to b. */
+void ol_admin_json_str(struct ol_strbuf *b, const char *s);
+
 /* Readiness (/openlake/ready): false until the daemon has started every service. */
 void ol_admin_set_ready(bool ready);
 
@@ -69,7 +81,8 @@ int ol_admin_handle(struct ol_http_req *r);
 
 /* The status document as JSON (also used by `openlake node info` and the console): version,
  * mode, addresses, erasure, drives, members (the config's [[nodes]]), cluster_etcd,
- * kv_namespaces (the KV tokens' namespace patterns, never the tokens), services, ready, heal.
+ * kv_namespaces (the KV tokens' namespace patterns, never the tokens), services, ready,
+ * cluster (ol_admin_set_cluster; null outside cluster mode), heal.
  * Caller frees. */
 char *ol_admin_status_json(void);
 

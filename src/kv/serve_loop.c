@@ -498,6 +498,7 @@ static int
 put_done(struct conn *c)
 {
 	c->sl_held = false; /* committed, or freed by the engine */
+	kvs_ns_put(c, c->st, c->e.len);
 	kvs_rep_put(c, c->i++, c->st, c->e.len, 0, 0);
 	c->cst = C_PUT_ENT;
 	return 1;

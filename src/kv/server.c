@@ -249,6 +249,80 @@ refuse(struct conn *c, int err, const char *what)
 	return -ECANCELED; /* closes (after the reply) without another log line */
 }
 
+/* openlake_kv_ns_*{namespace="..."}: the per-namespace figures on /metrics. */
+static void
+ns_metrics_render(struct ol_strbuf *b, void *arg)
+{
+	struct ol_kv_server *s = arg;
+	static const char *const what[4][2] = {
+	    {"puts_total", "Blocks stored (put or COMMIT), by client namespace."},
+	    {"put_bytes_total", "Bytes of the blocks stored, by client namespace."},
+	    {"hits_total", "Gets and LOOKUPs answered with the block, by client namespace."},
+	    {"misses_total", "Gets and LOOKUPs of a block the pool does not hold, by client "
+			     "namespace."}};
+	unsigned n = atomic_load(&s->n_ns);
+	for (unsigned f = 0; f < 4; f++) {
+		ol_strbuf_printf(b,
+				 "# HELP openlake_kv_ns_%s %s\n# TYPE openlake_kv_ns_%s counter\n",
+				 what[f][0], what[f][1], what[f][0]);
+		for (unsigned i = 0; i < n; i++) {
+			const struct kvs_ns *x = &s->ns[i];
+			const atomic_uint_fast64_t *v[4] = {&x->puts, &x->put_bytes, &x->hits,
+							    &x->misses};
+			ol_strbuf_printf(b, "openlake_kv_ns_%s{namespace=\"", what[f][0]);
+			for (const char *p = x->name; *p; p++) {
+				if (*p == '\\' || *p == '"')
+					ol_strbuf_printf(b, "\\%c", *p);
+				else if (*p == '\n')
+					ol_strbuf_printf(b, "\\n");
+				else
+					ol_strbuf_printf(b, "%c", *p);
+			}
+			ol_strbuf_printf(b, "\"} %llu\n", (unsigned long long)atomic_load(v[f]));
+		}
+	}
+}
+
+/* The slot of namespace name (1-based), added on first sight while there is room. */
+static unsigned
+ns_slot(struct ol_kv_server *s, const char *name)
+{
+	pthread_mutex_lock(&s->ns_mu);
+	unsigned n = atomic_load(&s->n_ns), i;
+	for (i = 0; i < n; i++)
+		if (strcmp(s->ns[i].name, name) == 0)
+			break;
+	if (i == n) {
+		i = n < KVS_NS_MAX ? n : KVS_NS_MAX - 1;
+		if (n < KVS_NS_MAX) {
+			snprintf(s->ns[i].name, sizeof(s->ns[i].name), "%s",
+				 n == KVS_NS_MAX - 1 ? "(other)" : name);
+			atomic_store(&s->n_ns, n + 1);
+		}
+	}
+	pthread_mutex_unlock(&s->ns_mu);
+	return i + 1;
+}
+
+void
+kvs_ns_put(struct conn *c, int st, uint64_t len)
+{
+	if (!c->ns_slot || st != OL_KV_OK)
+		return;
+	struct kvs_ns *n = &c->s->ns[c->ns_slot - 1];
+	atomic_fetch_add_explicit(&n->puts, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&n->put_bytes, len, memory_order_relaxed);
+}
+
+void
+kvs_ns_get(struct conn *c, int st)
+{
+	if (!c->ns_slot || (st != OL_KV_OK && st != OL_KV_MISS))
+		return;
+	struct kvs_ns *n = &c->s->ns[c->ns_slot - 1];
+	atomic_fetch_add_explicit(st == OL_KV_OK ? &n->hits : &n->misses, 1, memory_order_relaxed);
+}
+
 /* HELLO: sets the namespace. The shm path is granted only on the Unix socket to a peer whose
  * credentials pass (never for a value a client sends); over TCP a local client on the same
  * host is told the socket's path. With access control on, a client must say it has a token
@@ -269,6 +343,7 @@ do_hello(struct conn *c, const struct ol_kvp_hdr *h, const uint8_t *body)
 	memcpy(c->ns_str, hi.ns, hi.ns_len);
 	c->ns_str[hi.ns_len] = '\0';
 	c->ns_len = hi.ns_len;
+	c->ns_slot = ns_slot(s, c->ns_str);
 	c->hello = true;
 	c->authed = !acl;
 	const char *name = ol_kve_shm_name(s->eng);
@@ -352,6 +427,7 @@ simple_one(struct conn *c, uint8_t op, uint32_t i, const struct ol_kvp_req_ent *
 		st = pin_room(c) ? ol_kve_pin(c->s->eng, &k, true, &sl) : OL_KV_FULL;
 		if (st == OL_KV_OK)
 			pin_add(c, sl.off, sl.seq);
+		kvs_ns_get(c, st);
 		len = sl.len;
 		break;
 	default: /* COMMIT */
@@ -359,6 +435,7 @@ simple_one(struct conn *c, uint8_t op, uint32_t i, const struct ol_kvp_req_ent *
 			 ? ol_kve_commit(c->s->eng, &k, e->off, e->seq, e->len)
 			 : OL_KV_ERROR;
 		len = e->len;
+		kvs_ns_put(c, st, len);
 		break;
 	}
 	kvs_rep_put(c, i, st, len, sl.off, sl.seq);
@@ -507,6 +584,7 @@ put_one(struct conn *c, const struct ol_kvp_req_ent *e, int32_t *status)
 		return r;
 	}
 	*status = ol_kve_commit(c->s->eng, &k, sl.off, sl.seq, e->len);
+	kvs_ns_put(c, *status, e->len);
 	return 0;
 }
 
@@ -542,6 +620,7 @@ void
 kvs_get_head(struct conn *c, const struct ol_kvp_req_ent *e, int st, const struct ol_kve_slot *sl,
 	     uint8_t rep[OL_KVP_REP_ENT])
 {
+	kvs_ns_get(c, st);
 	if (st == OL_KV_OK && sl->len > e->len)
 		st = OL_KV_TRUNCATED;
 	struct ol_kvp_rep_ent re = {st, atomic_load(&c->s->view.tag),
@@ -1208,6 +1287,8 @@ ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 		return -EINVAL;
 	struct ol_kv_server *s = ol_xcalloc(1, sizeof(*s));
 	s->lfd = s->ufd = -1;
+	s->ns = ol_xcalloc(KVS_NS_MAX, sizeof(*s->ns));
+	pthread_mutex_init(&s->ns_mu, NULL);
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	pthread_cond_init(&s->reap_cv, NULL);
@@ -1251,6 +1332,7 @@ ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 	ol_info("kv: access control %s; TLS %s; shm grant on %s", ol_kva_on(&s->acl) ? "on" : "off",
 		s->tls ? "on ([kv_tls])" : "off", s->upath[0] ? s->upath : "(none)");
 	ol_metrics_register(ol_kv_metrics_render, s->eng);
+	ol_metrics_register(ns_metrics_render, s);
 	*out = s;
 	return 0;
 fail:
@@ -1265,6 +1347,8 @@ fail:
 	ol_tls_free(s->tls);
 	if (s->view.view)
 		kvv_fini(&s->view);
+	pthread_mutex_destroy(&s->ns_mu);
+	free(s->ns);
 	free(s);
 	return r;
 }
@@ -1281,6 +1365,7 @@ ol_kv_server_stop(struct ol_kv_server *s)
 	if (!s)
 		return;
 	ol_metrics_unregister(ol_kv_metrics_render, s->eng);
+	ol_metrics_unregister(ns_metrics_render, s);
 	atomic_store(&s->stop, true);
 	pthread_mutex_lock(&s->mu);
 	pthread_cond_broadcast(&s->reap_cv);
@@ -1307,5 +1392,7 @@ ol_kv_server_stop(struct ol_kv_server *s)
 	pthread_cond_destroy(&s->cv);
 	pthread_cond_destroy(&s->reap_cv);
 	pthread_mutex_destroy(&s->mu);
+	pthread_mutex_destroy(&s->ns_mu);
+	free(s->ns);
 	free(s);
 }

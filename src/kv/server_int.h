@@ -35,8 +35,20 @@ struct conn;
 struct kvloop;
 struct kvhelp;
 
+/* Per-namespace figures (the console's KV panel): one slot per namespace a client said HELLO
+ * with, the first KVS_NS_MAX - 1 names; later ones share the last slot ("(other)"). Counted
+ * where the reply is formed, over every path (blocking, serve loop, shm LOOKUP/COMMIT). */
+#define KVS_NS_MAX 64
+struct kvs_ns {
+	char name[OL_KVP_MAX_NS + 1]; /* set once, before n_ns covers it */
+	atomic_uint_fast64_t puts, put_bytes, hits, misses;
+};
+
 struct ol_kv_server {
 	struct ol_kve *eng;
+	struct kvs_ns *ns;     /* KVS_NS_MAX slots */
+	pthread_mutex_t ns_mu; /* adding a slot */
+	atomic_uint n_ns;
 	int lfd, ufd; /* TCP listener, Unix (shm grant) listener */
 	unsigned port;
 	char upath[108];
@@ -91,10 +103,11 @@ struct conn {
 	uint8_t ns[16];
 	char ns_str[OL_KVP_MAX_NS + 1];
 	uint16_t ns_len;
-	bool local;   /* shm path granted */
-	bool is_unix; /* came over the Unix socket */
-	bool authed;  /* may run ops (AUTH done, or no access control) */
-	bool hello;   /* HELLO done */
+	unsigned ns_slot; /* 1 + index into s->ns after HELLO; 0 = none yet (not counted) */
+	bool local;	  /* shm path granted */
+	bool is_unix;	  /* came over the Unix socket */
+	bool authed;	  /* may run ops (AUTH done, or no access control) */
+	bool hello;	  /* HELLO done */
 	uint8_t nonce[OL_KVP_NONCE];
 	pthread_mutex_t pmu; /* pins: the connection's thread and the reaper */
 	struct pinref *pins; /* LOOKUP pins and ALLOC reservations held by this connection */
@@ -161,6 +174,9 @@ uint8_t *kvs_out_hdr(struct conn *c, const struct ol_kvp_hdr *rq, uint8_t hb[OL_
 void kvs_out_done(struct conn *c);
 void kvs_rep_put(struct conn *c, uint32_t i, int32_t status, uint64_t len, uint64_t off,
 		 uint64_t seq);
+/* Count a put (stored or not) / a get or LOOKUP answer for c's namespace (server.c). */
+void kvs_ns_put(struct conn *c, int st, uint64_t len);
+void kvs_ns_get(struct conn *c, int st);
 void kvs_get_head(struct conn *c, const struct ol_kvp_req_ent *e, int st,
 		  const struct ol_kve_slot *sl, uint8_t rep[OL_KVP_REP_ENT]);
 /* Admit an accepted fd (limits; a refused one is answered and parked): the new connection,

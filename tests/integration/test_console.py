@@ -6,6 +6,7 @@ sees none of the admin's buckets and is refused on them. Screenshots go to the t
 (the path is printed). Skips, saying why, only when Chromium cannot start at all."""
 
 import hashlib
+import json
 import os
 import pathlib
 import re
@@ -16,7 +17,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ACCESS_KEY, SECRET_KEY, boto3_client, wait_for
+from conftest import ACCESS_KEY, SECRET_KEY, admin_get, boto3_client, wait_for
 from s3_users import USERS
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -131,6 +132,10 @@ def run_console(d, drv, load, shots, downloads, tmp_path):
     assert js(drv, "return document.getElementById('sk').value") == ""
     assert js(drv, "return sessionStorage.length + localStorage.length") == 0
     wait_for(lambda: "node 0" in text(drv, "node"), 30, "the node's status in the page")
+    # no [cluster] etcd: the status says so and the page shows no etcd members or sets
+    st, body = admin_get(d, "/openlake/admin/v1/status")
+    assert st == 200 and json.loads(body)["cluster"] is None
+    assert js(drv, "return document.getElementById('etcdcluster').classList.contains('hidden')")
 
     # the charts move under the load
     def moved():
@@ -201,6 +206,44 @@ def run_console(d, drv, load, shots, downloads, tmp_path):
     assert shown() >= load.ops // 2
     drv.save_screenshot(str(shots / "4-figures.png"))
 
+    # the KV panel: a client's namespace with the figures of /metrics (a real client over TCP)
+    from vllm_standin.pool import require_pool_binaries
+    require_pool_binaries()
+    import openlake_client as ol
+    kv = ol.connect([d.kv_addr], device="tcp", namespace="console-ns", timeout_ms=10000)
+    try:
+        keys = [hashlib.sha256(b"console-kv-%d" % i).digest() for i in range(4)]
+        vals = [os.urandom(4096 * (i + 1)) for i in range(3)]
+        assert kv.put(keys[:3], vals) == [ol.Status.OK] * 3
+        assert kv.get(keys) == vals + [None]
+    finally:
+        kv.close()
+    # a local client (shm: ALLOC/COMMIT and LOOKUP over the socket, the bytes in shared memory)
+    # is counted under its own namespace the same way
+    loc = ol.connect([d.kv_addr], device="local", namespace="console-shm", timeout_ms=10000)
+    try:
+        assert loc.put(keys[:2], vals[:2]) == [ol.Status.OK] * 2
+        assert loc.get(keys[:3]) == vals[:2] + [None]  # keys[2] is console-ns's, not ours
+    finally:
+        loc.close()
+    shm = {f: metric(d.s3_url, "openlake_kv_ns_%s_total" % f, namespace="console-shm")
+           for f in ("puts", "put_bytes", "hits", "misses")}
+    assert shm == {"puts": 2, "put_bytes": len(vals[0]) + len(vals[1]), "hits": 2,
+                   "misses": 1}, shm
+    want = {f: metric(d.s3_url, "openlake_kv_ns_%s_total" % f, namespace="console-ns")
+            for f in ("puts", "put_bytes", "hits", "misses")}
+    assert want == {"puts": 3, "put_bytes": sum(map(len, vals)), "hits": 3, "misses": 1}, want
+
+    def kv_row():
+        return js(drv, "const r = document.querySelector('#kvnsrows tr[data-ns=\"console-ns\"]');"
+                       "return r ? [Number(r.querySelector('.puts').textContent),"
+                       " Number(r.querySelector('.bytes').dataset.v),"
+                       " Number(r.querySelector('.hits').textContent),"
+                       " Number(r.querySelector('.misses').textContent)] : null")
+    wait_for(lambda: kv_row() == [want["puts"], want["put_bytes"], want["hits"], want["misses"]],
+             30, "the KV panel's console-ns row to equal /metrics")
+    drv.save_screenshot(str(shots / "4b-kv-namespaces.png"))
+
     # a second user: sees none of the admin's buckets, is refused on them, is not an admin
     drv.find_element("id", "signout").click()
     sign_in(drv, "alicekey", "alicesecret")
@@ -223,3 +266,82 @@ def run_console(d, drv, load, shots, downloads, tmp_path):
     drv.save_screenshot(str(shots / "6-admin-listener.png"))
     for p in sorted(shots.iterdir()):
         assert p.stat().st_size > 1000, p
+
+
+# ---- the cluster panel: 4 daemons over a real etcd (test_cluster_store.py's helpers) ----
+
+def cluster_status(node):
+    st, body = admin_get(node, "/openlake/admin/v1/status")
+    assert st == 200, body
+    return json.loads(body)
+
+
+def test_console_cluster_panel(tmp_path):
+    """A 4-node cluster store over a real etcd; one non-leader is killed with -9. The status
+    document of a surviving node lists the 3 live members (leased keys in etcd) and the set's
+    leader and epoch as etcd holds them; the console shows the same: 3 live, the killed node
+    down (from [[nodes]]), the set's leader and epoch."""
+    import test_cluster_store as tcs
+    import test_etcd_cluster as tec
+    if not tec.ETCD or not tec.ETCDCTL:
+        pytest.skip("etcd-server / etcd-client not installed")
+    (tmp_path / "etcd").mkdir()
+    (tmp_path / "nodes").mkdir()
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    e = tcs.Etcd(tmp_path / "etcd", n=1)
+    try:
+        gen = tcs.start_cluster(tmp_path / "nodes", e)
+        c = next(gen)
+        try:
+            run_cluster_panel(c, downloads, tmp_path)
+        finally:
+            gen.close()  # stops every node it started
+    finally:
+        e.stop()
+
+
+def run_cluster_panel(c, downloads, tmp_path):
+    lead, epoch = c.leader()
+    victim = next(i for i in range(4) if i != lead)
+    alive = sorted(i for i in range(4) if i != victim)
+    c.nodes[victim].kill9()
+    node = c.nodes[lead]
+
+    def members():
+        cl = cluster_status(node)["cluster"]
+        return sorted(m["id"] for m in cl["members"])
+    wait_for(lambda: members() == alive, 120, "the killed node's lease to lapse in etcd")
+    cl = cluster_status(node)["cluster"]
+    for m in cl["members"]:
+        n = c.nodes[m["id"]]
+        assert m["live"] and m["s3_addr"] == "127.0.0.1:%d" % n.s3_port
+        assert m["rpc_addr"] == "127.0.0.1:%d" % n.rpc_port and m["drives"] == 1
+    assert cl["epoch"] > 0
+    s0 = [x for x in cl["sets"] if (x["pool"], x["set"]) == (0, 0)]
+    assert len(s0) == 1 and s0[0]["self"], cl
+    assert (s0[0]["leader"], s0[0]["epoch"]) == c.leader() == (lead, epoch)
+    assert s0[0]["leader_s3_addr"] == "127.0.0.1:%d" % node.s3_port
+
+    drv = browser(downloads)
+    try:
+        drv.get(node.url + "/openlake/console")
+        sign_in(drv, ACCESS_KEY, SECRET_KEY)
+        wait_for(lambda: "node %d" % lead in text(drv, "node"), 60, "the node's status")
+        wait_for(lambda: not js(drv, "return document.getElementById('etcdcluster')"
+                                     ".classList.contains('hidden')"), 60, "the cluster panel")
+
+        def rows():
+            return js(drv, "return [...document.querySelectorAll('#cmembers tr')].map((r) =>"
+                           " [Number(r.dataset.member), r.querySelector('td.live').textContent])")
+        want = sorted([[i, "live"] for i in alive] + [[victim, "down"]])
+        wait_for(lambda: sorted(rows()) == want, 60, "3 live members and the killed one down")
+        assert "127.0.0.1:%d" % node.s3_port in text(drv, "cmembers")
+        leader_cell = js(drv, "const r = document.querySelector('#csets tr[data-set=\"0.0\"]');"
+                              "return r ? [r.querySelector('td.leader').textContent,"
+                              " Number(r.querySelector('td.epoch').textContent)] : null")
+        assert leader_cell == ["node %d 127.0.0.1:%d" % (lead, node.s3_port), epoch]
+        drv.save_screenshot(str(tmp_path / "cluster-panel.png"))
+        print("cluster panel screenshot:", tmp_path / "cluster-panel.png")
+    finally:
+        drv.quit()

@@ -6,12 +6,13 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import subprocess
 import sys
 
 import pytest
 
-from conftest import BUILD, REPO
+from conftest import BUILD, REPO, free_port, wait_port
 
 pytestmark = pytest.mark.skipif(not (BUILD / "meson-private").is_dir(),
                                 reason=f"{BUILD} is not a meson build directory")
@@ -173,16 +174,26 @@ def test_venv_package_finds_libopenlake(dest, venv_py, tmp_path):
 @needs_plain_lib
 def test_wheel_bundles_libopenlake(dest, venv_py, tmp_path):
     """OPENLAKE_BUNDLE_LIBRARY=... pip wheel: a platform wheel holding the library, which the
-    installed package then loads from its own directory with nothing set."""
+    installed package then loads from its own directory with nothing set; with
+    OPENLAKE_BUNDLE_BIN / OPENLAKE_BUNDLE_CONFIGS also the daemon, the CLI and the example
+    configs, run by the console scripts `openlaked` and `openlake` of the venv."""
     lib = libdir(dest) / "libopenlake.so.0"
+    bindir = dest / PREFIX / "bin"
     src = python_copy(tmp_path)
     run([venv_py, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-index", "--no-deps",
-         "-w", tmp_path / "wheels", src], env=dict(clean_env(), OPENLAKE_BUNDLE_LIBRARY=str(lib)))
+         "-w", tmp_path / "wheels", src],
+        env=dict(clean_env(), OPENLAKE_BUNDLE_LIBRARY=str(lib), OPENLAKE_BUNDLE_BIN=str(bindir),
+                 OPENLAKE_BUNDLE_CONFIGS=str(REPO / "configs")))
     wheels = list((tmp_path / "wheels").glob("openlake_vllm-*.whl"))
     assert len(wheels) == 1 and "linux" in wheels[0].name and "none-any" not in wheels[0].name
     import zipfile
 
-    assert "openlake_client/libopenlake.so.0" in zipfile.ZipFile(wheels[0]).namelist()
+    names = zipfile.ZipFile(wheels[0]).namelist()
+    assert "openlake_client/libopenlake.so.0" in names
+    for p in ("openlake_client/bin/openlaked", "openlake_client/bin/openlake",
+              "openlake_client/configs/kv_local.toml"):
+        assert p in names, names
+    assert not (REPO / "python" / "openlake_client" / "bin").exists()
     assert not (REPO / "python" / "openlake_client" / "libopenlake.so.0").exists()
     run([venv_py, "-m", "pip", "install", "-q", "--no-index", "--force-reinstall", "--no-deps",
          wheels[0]], env=clean_env())
@@ -191,3 +202,40 @@ def test_wheel_bundles_libopenlake(dest, venv_py, tmp_path):
                             env=clean_env(), cwd=tmp_path).stdout.strip())
     r = probe(venv_py, clean_env(), tmp_path)
     assert r.returncode == 0 and r.stdout.strip() == str(site / "libopenlake.so.0"), r.stderr
+    # the console scripts run the bundled programs: `pip install openlake-vllm` then `openlaked`
+    vbin = pathlib.Path(venv_py).parent
+    r = run([vbin / "openlaked", "--version"], env=clean_env(), cwd=tmp_path)
+    want = run([bindir / "openlaked", "--version"], env=clean_env()).stdout
+    assert r.stdout == want and want.startswith("openlaked "), (r.stdout, want)
+    r = run([vbin / "openlake", "--version"], env=clean_env(), cwd=tmp_path)
+    assert r.stdout.startswith("openlake ") and r.stdout.split()[1] == want.split()[1]
+    conf = site / "configs" / "kv_local.toml"
+    r = run([vbin / "openlaked", "--check-config", "--config", conf], env=clean_env(),
+            cwd=tmp_path)
+    assert "OK" in r.stdout + r.stderr
+    # ... and serves: the KV quick-start config (free ports, a temp data dir, a small DRAM
+    # tier), a block put and got back by the wheel's own client library over TCP
+    rpc, s3p, admin = free_port(), free_port(), free_port()
+    logf = open(tmp_path / "openlaked.log", "wb")
+    daemon = subprocess.Popen(
+        [str(vbin / "openlaked"), "--config", str(conf), "--rpc-addr", "127.0.0.1:%d" % rpc,
+         "--s3-addr", "127.0.0.1:%d" % s3p, "--console-addr", "127.0.0.1:%d" % admin,
+         "--data-dirs", str(tmp_path / "kvdata"), "--kv.dram_bytes", "64MiB"],
+        env=clean_env(), cwd=tmp_path, stdout=logf, stderr=subprocess.STDOUT)
+    try:
+        assert wait_port(rpc, 60, daemon), (tmp_path / "openlaked.log").read_text()
+        code = ("import os, openlake_client as ol; c = ol.connect(['127.0.0.1:%d'], device='tcp',"
+                " timeout_ms=10000); k = bytes(range(32)); v = os.urandom(8192);"
+                " assert c.put([k], [v]) == [ol.Status.OK]; assert c.get([k]) == [v];"
+                " print('roundtrip ok', ol.__file__)" % rpc)
+        r = run([venv_py, "-c", code], env=clean_env(), cwd=tmp_path)
+        assert "roundtrip ok" in r.stdout and str(site) in r.stdout, r.stdout
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            assert daemon.wait(60) == 0, (tmp_path / "openlaked.log").read_text()
+        finally:
+            if daemon.poll() is None:
+                daemon.kill()
+                daemon.wait(10)
+            logf.close()
