@@ -854,7 +854,7 @@ ol_store_mpu_list(struct ol_store *st, const char *bucket, ol_store_mpu_cb cb, v
 		if (rc == -ENOENT && i > 0)
 			rc = 0; /* a set that lacks the bucket has no upload in it */
 	}
-	if (!rc)
+	if (!rc && a.n) /* qsort of NULL, 0 is undefined (UBSan stops the daemon) */
 		qsort(a.e, a.n, sizeof(*a.e), upl_cmp);
 	for (size_t i = 0; !rc && i < a.n; i++)
 		rc = cb(a.e[i].key, a.e[i].kl, a.e[i].id, a.e[i].init, arg);
