@@ -12,6 +12,7 @@
  * default 20000, not a multiple of 7919). Built as build/src/store/sets_bench. */
 #include "store/store.h"
 
+#include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,14 +147,26 @@ int
 main(int argc, char **argv)
 {
 	const char *base = argc > 1 ? argv[1] : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	int keys = argc > 2 ? atoi(argv[2]) : 20000;
-	char d1[512], d2[512];
+	int keys = 20000;
+	char d1[512], d2[512], *end;
 	struct res one, two;
 
+	if (argc > 2) {
+		errno = 0;
+		unsigned long long v = strtoull(argv[2], &end, 10);
+		if (errno || end == argv[2] || *end || v < 1 || v > 10000000) {
+			fprintf(stderr,
+				"sets_bench: KEYS must be a count from 1 to 10000000, not "
+				"'%s'\n",
+				argv[2]);
+			return 2;
+		}
+		keys = (int)v;
+	}
 	ol_log_threshold = OL_LOG_ERROR;
 	snprintf(d1, sizeof(d1), "%s/sets_bench_XXXXXX", base);
 	snprintf(d2, sizeof(d2), "%s/sets_bench_XXXXXX", base);
-	if (!mkdtemp(d1) || !mkdtemp(d2) || keys < 1) {
+	if (!mkdtemp(d1) || !mkdtemp(d2)) {
 		fprintf(stderr, "sets_bench: cannot make temp dirs under %s\n", base);
 		return 1;
 	}
