@@ -244,6 +244,15 @@ s3_bucket_owner(const struct s3_req *r)
 	return r->ba.acl.owner;
 }
 
+void
+s3_attr_stored(struct s3_req *r, int rc, int status)
+{
+	if (rc < 0)
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
+	else
+		s3_send(r, status, NULL, 0, NULL, 0);
+}
+
 int
 s3_bucket_attr_store(struct s3_req *r, const char *name, const char *val, long vl)
 {

@@ -68,11 +68,7 @@ put_lifecycle(struct s3_req *r)
 	if (rc < 0)
 		goto out;
 	ol_s3_lc_free(&lc);
-	rc = s3_bucket_attr_store(r, LC_ATTR, body, (long)len);
-	if (rc < 0)
-		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
-	else
-		s3_send(r, 200, NULL, 0, NULL, 0);
+	s3_attr_stored(r, s3_bucket_attr_store(r, LC_ATTR, body, (long)len), 200);
 out:
 	free(body);
 	s3_body_fini(&b);
@@ -83,7 +79,6 @@ s3_bucket_lifecycle(struct s3_req *r)
 {
 	struct ol_s3_lc lc;
 	struct ol_buf x = {0};
-	int rc;
 	switch (r->h->method[0]) {
 	case 'P':
 		r->op = "PutBucketLifecycleConfiguration";
@@ -91,11 +86,7 @@ s3_bucket_lifecycle(struct s3_req *r)
 		return;
 	case 'D':
 		r->op = "DeleteBucketLifecycle";
-		rc = s3_bucket_attr_store(r, LC_ATTR, NULL, -1);
-		if (rc < 0)
-			s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
-		else
-			s3_send(r, 204, NULL, 0, NULL, 0);
+		s3_attr_stored(r, s3_bucket_attr_store(r, LC_ATTR, NULL, -1), 204);
 		return;
 	default:
 		r->op = "GetBucketLifecycleConfiguration";

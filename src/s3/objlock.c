@@ -96,11 +96,8 @@ s3_put_object_lock(struct s3_req *r)
 			      NULL);
 	} else {
 		ol_s3_lock_cfg_encode(&c, &enc);
-		rc = s3_bucket_attr_store(r, "lock", enc.p ? enc.p : "", (long)enc.len);
-		if (rc < 0)
-			s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
-		else
-			s3_send(r, 200, NULL, 0, NULL, 0);
+		s3_attr_stored(
+		    r, s3_bucket_attr_store(r, "lock", enc.p ? enc.p : "", (long)enc.len), 200);
 	}
 	ol_buf_free(&enc);
 	free(body);

@@ -125,6 +125,9 @@ void s3_bucket_changed(void);
 const char *s3_bucket_owner(const struct s3_req *r);
 /* Store the loaded bucket's attrs with name set to val (vl < 0: removed). 0 or -errno. */
 int s3_bucket_attr_store(struct s3_req *r, const char *name, const char *val, long vl);
+/* Answer a bucket-setting write: status with no body when rc is 0, else the store error
+ * (NoSuchBucket for -ENOENT). */
+void s3_attr_stored(struct s3_req *r, int rc, int status);
 /* Two attrs in one record write (name2 may be NULL). */
 int s3_bucket_attr_store2(struct s3_req *r, const char *name, const char *val, long vl,
 			  const char *name2, const char *val2, long vl2);

@@ -27,15 +27,6 @@ small_body(struct s3_req *r, size_t *len)
 	return body;
 }
 
-static void
-stored(struct s3_req *r, int rc, int status)
-{
-	if (rc < 0)
-		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
-	else
-		s3_send(r, status, NULL, 0, NULL, 0);
-}
-
 /* ---- public access block ---- */
 
 void
@@ -52,7 +43,7 @@ s3_put_pab(struct s3_req *r)
 		s3_error(r, OL_S3E_MALFORMED_XML, NULL);
 	} else {
 		ol_pab_encode(&p, enc);
-		stored(r, s3_bucket_attr_store(r, "pab", enc, 4), 200);
+		s3_attr_stored(r, s3_bucket_attr_store(r, "pab", enc, 4), 200);
 	}
 	free(body);
 }
@@ -103,7 +94,7 @@ s3_put_ownership(struct s3_req *r)
 			      NULL);
 		return;
 	}
-	stored(r, s3_bucket_attr_store(r, "ownership", v, (long)strlen(v)), 200);
+	s3_attr_stored(r, s3_bucket_attr_store(r, "ownership", v, (long)strlen(v)), 200);
 }
 
 void
@@ -143,7 +134,7 @@ s3_put_cors(struct s3_req *r)
 	else if (rc < 0)
 		s3_error(r, OL_S3E_MALFORMED_XML, NULL);
 	else
-		stored(r, s3_bucket_attr_store(r, "cors", body, (long)len), 200);
+		s3_attr_stored(r, s3_bucket_attr_store(r, "cors", body, (long)len), 200);
 	free(body);
 }
 
@@ -275,7 +266,7 @@ static void
 delete_setting(struct s3_req *r, const char *attr)
 {
 	r->op = "DeleteBucketSetting";
-	stored(r, s3_bucket_attr_store(r, attr, NULL, -1), 204);
+	s3_attr_stored(r, s3_bucket_attr_store(r, attr, NULL, -1), 204);
 }
 
 void

@@ -751,11 +751,7 @@ s3_bucket_encryption(struct s3_req *r)
 	const char *m = r->h->method;
 	if (strcmp(m, "DELETE") == 0) {
 		r->op = "DeleteBucketEncryption";
-		int rc = s3_bucket_attr_store(r, "sse", NULL, -1);
-		if (rc < 0)
-			s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
-		else
-			s3_send(r, 204, NULL, 0, NULL, 0);
+		s3_attr_stored(r, s3_bucket_attr_store(r, "sse", NULL, -1), 204);
 		return;
 	}
 	if (strcmp(m, "GET") == 0) {
@@ -807,11 +803,7 @@ s3_bucket_encryption(struct s3_req *r)
 		no_master(r);
 		goto out;
 	}
-	int rc = s3_bucket_attr_store(r, "sse", "AES256", 6);
-	if (rc < 0)
-		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
-	else
-		s3_send(r, 200, NULL, 0, NULL, 0);
+	s3_attr_stored(r, s3_bucket_attr_store(r, "sse", "AES256", 6), 200);
 out:
 	free(body);
 	s3_body_fini(&b);

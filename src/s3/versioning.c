@@ -129,11 +129,7 @@ s3_put_versioning(struct s3_req *r)
 			      "versioning state cannot be changed.",
 			      NULL);
 	} else {
-		rc = s3_bucket_attr_store(r, "ver", status == 1 ? "E" : "S", 1);
-		if (rc < 0)
-			s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
-		else
-			s3_send(r, 200, NULL, 0, NULL, 0);
+		s3_attr_stored(r, s3_bucket_attr_store(r, "ver", status == 1 ? "E" : "S", 1), 200);
 	}
 out:
 	free(body);
