@@ -27,6 +27,7 @@
 #include <xxhash.h>
 
 #include "base/config.h"
+#include "base/hex.h"
 #include "base/log.h"
 #include "store/store_int.h"
 
@@ -53,22 +54,14 @@ place(const struct ol_store *st, const char *bucket, const char *key, size_t kle
 			  (uint64_t)st->n_sets);
 }
 
-/* The set of an upload id (its first byte), or -1. */
+/* The set of an upload id (its first byte, two hex digits), or -1. */
 static int
 upload_set(const struct ol_store *st, const char *id)
 {
-	int v = 0;
+	uint8_t v;
 
-	for (int i = 0; i < 2; i++) {
-		char c = id[i];
-		v <<= 4;
-		if (c >= '0' && c <= '9')
-			v |= c - '0';
-		else if (c >= 'a' && c <= 'f')
-			v |= c - 'a' + 10;
-		else
-			return -1;
-	}
+	if (strnlen(id, 2) < 2 || ol_hex_decode(id, 1, &v))
+		return -1;
 	return v < st->n_sets ? v : -1;
 }
 
