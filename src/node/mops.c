@@ -8,6 +8,13 @@
  * Fencing: META_COMMIT carries the epoch of the set leader that sends it. In the same LMDB
  * write txn as the batch, the drive's stored fence (OL_META_FENCE, key "epoch") is read: an
  * older epoch is refused with -ESTALE (nothing applied), a newer one is stored.
+ * Within an epoch, a frame may also carry the sender's generation of this drive (flag
+ * MC_GEN): the leader raises it each time it takes the drive back after counting it failed,
+ * and its first frame after that is an empty commit with the new generation. The drive keeps
+ * the highest generation of its epoch (key "gen"); a frame of the same epoch with a lower one
+ * (or none, once one is kept) is refused with -ESTALE: a commit that sat in this node's
+ * socket buffers while it was frozen, sent before the leader gave up on it, cannot land after
+ * (and so over) what the leader wrote to the drive since its return.
  *
  * Everything runs inline on the connection's loop thread (LMDB calls and fdatasync block it
  * for their time; the loop's other connections wait meanwhile). */
@@ -291,25 +298,41 @@ ol_node_op_meta_scan(struct nconn *c, const struct ol_node_hdr *h, struct ol_nod
 	return 0; /* answered, with rc as its status */
 }
 
-/* ---- META_COMMIT: drive u16, epoch u64, flags u8, n u32, entries ---- */
+/* ---- META_COMMIT: drive u16, epoch u64, flags u8, [gen u64 with MC_GEN,] n u32, entries ---- */
 
 static int
-fence(struct ol_meta_txn *t, uint64_t epoch)
+fence_get(struct ol_meta_txn *t, const char *name, uint64_t *out)
 {
 	const void *v;
 	size_t vl;
-	uint64_t cur = 0;
-	int rc = ol_meta_get(t, OL_META_FENCE, "epoch", 5, &v, &vl);
+	int rc = ol_meta_get(t, OL_META_FENCE, name, strlen(name), &v, &vl);
 
+	*out = 0;
 	if (rc && rc != -ENOENT)
 		return rc;
 	if (!rc && vl == 8)
-		memcpy(&cur, v, 8);
-	if (epoch < cur)
+		memcpy(out, v, 8);
+	return 0;
+}
+
+/* Refuse (epoch, gen) older than the drive's fence, else raise the fence to it. */
+static int
+fence(struct ol_meta_txn *t, uint64_t epoch, uint64_t gen)
+{
+	uint64_t cur, cur_gen;
+	int rc = fence_get(t, "epoch", &cur);
+
+	if (!rc)
+		rc = fence_get(t, "gen", &cur_gen);
+	if (rc)
+		return rc;
+	if (epoch < cur || (epoch == cur && gen < cur_gen))
 		return -ESTALE;
-	if (epoch == cur)
-		return 0;
-	return ol_meta_put(t, OL_META_FENCE, "epoch", 5, &epoch, 8);
+	if (epoch > cur && (rc = ol_meta_put(t, OL_META_FENCE, "epoch", 5, &epoch, 8)))
+		return rc;
+	if (epoch > cur || gen > cur_gen)
+		rc = ol_meta_put(t, OL_META_FENCE, "gen", 3, &gen, 8);
+	return rc;
 }
 
 static int
@@ -338,10 +361,13 @@ ol_node_op_meta_commit(struct nconn *c, const struct ol_node_hdr *h, struct ol_n
 	struct ol_meta *m = NULL;
 	struct ol_meta_txn *t = NULL;
 	int rc = meta_target(c, r, &m);
-	uint64_t epoch = ol_node_get64(r);
+	uint64_t epoch = ol_node_get64(r), gen = 0;
 	const uint8_t *fl = ol_node_getbytes(r, 1);
-	uint32_t n = ol_node_get32(r);
+	uint32_t n;
 
+	if (fl && (*fl & OL_NODE_MC_GEN))
+		gen = ol_node_get64(r);
+	n = ol_node_get32(r);
 	if (!rc && r->err)
 		rc = -EPROTO;
 	if (!rc && !epoch)
@@ -350,7 +376,7 @@ ol_node_op_meta_commit(struct nconn *c, const struct ol_node_hdr *h, struct ol_n
 		rc = ol_meta_begin(m, true, &t);
 	if (rc)
 		return rc;
-	rc = fence(t, epoch);
+	rc = fence(t, epoch, gen);
 	if (!rc)
 		rc = apply(t, r, n);
 	if (rc) {

@@ -61,8 +61,9 @@ enum ol_node_op {
 
 /* SHARD_PWRITE flags */
 enum { OL_NODE_PW_CREATE = 1, OL_NODE_PW_EXCL = 2, OL_NODE_PW_SYNC = 4 };
-/* META_COMMIT flags */
-enum { OL_NODE_MC_SYNC = 1 };
+/* META_COMMIT flags; with MC_GEN the flags byte is followed by the sender's generation u64
+ * (node/mops.c, fencing) */
+enum { OL_NODE_MC_SYNC = 1, OL_NODE_MC_GEN = 2 };
 /* META_COMMIT entry kinds */
 enum { OL_NODE_ME_PUT = 1, OL_NODE_ME_DEL = 2 };
 /* The metadata databases a drive serves (meta/meta.h's enum ol_meta_db, fence excluded). */

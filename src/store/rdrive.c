@@ -3,7 +3,11 @@
  * A remote drive has a small pool of node-plane clients (a client is one thread at a time;
  * the pool lets concurrent puts and gets each take their own connection). Over it run:
  * - its metadata: a remote ol_meta (meta/remote.c) whose callbacks are META_GET / META_SCAN /
- *   META_COMMIT; every commit carries the store's epoch (fencing, node/mops.c);
+ *   META_COMMIT; every commit carries the store's epoch and the drive's generation
+ *   (fencing, node/mops.c): each time the drive's env is opened (at start and at every
+ *   return after it was counted failed) the generation is raised and an empty commit fences
+ *   the drive with it before anything else is sent, so a commit still queued at a frozen
+ *   node from before its return is refused instead of landing over newer records;
  * - its shard files: the engine's code handles shards as file descriptors through
  *   ol_io_batch. A remote shard gets a *virtual* descriptor (>= OL_VFD_BASE, far above any
  *   real one) that names (drive, shard); ol_shard_batch runs the real ones on the ring and
@@ -15,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/hex.h"
@@ -31,6 +36,7 @@ struct ol_rdrive {
 	struct ol_store *st;
 	char peer[128];
 	unsigned pdrive, node_id;
+	_Atomic uint64_t gen; /* this drive's generation (above); 0 before the first open */
 	pthread_mutex_t mu;
 	struct ol_node_client *idle[POOL_MAX];
 	int n_idle;
@@ -244,7 +250,7 @@ static int
 m_commit(void *arg, const struct ol_meta_op *ops, size_t n, bool sync)
 {
 	struct ol_rdrive *rd = arg;
-	size_t need = 2 + 8 + 1 + 4;
+	size_t need = 2 + 8 + 1 + 8 + 4;
 	struct ol_node_wr w;
 	struct iovec iov;
 	int rc;
@@ -256,7 +262,8 @@ m_commit(void *arg, const struct ol_meta_op *ops, size_t n, bool sync)
 	w = (struct ol_node_wr){ol_xmalloc(need), 0, need, false};
 	put_drive(&w, rd);
 	ol_node_put64(&w, atomic_load(&rd->st->epoch));
-	ol_node_putbytes(&w, &(uint8_t){sync ? OL_NODE_MC_SYNC : 0}, 1);
+	ol_node_putbytes(&w, &(uint8_t){(sync ? OL_NODE_MC_SYNC : 0) | OL_NODE_MC_GEN}, 1);
+	ol_node_put64(&w, atomic_load(&rd->gen));
 	ol_node_put32(&w, (uint32_t)n);
 	for (size_t i = 0; i < n; i++) {
 		uint8_t kd[2] = {ops[i].put ? OL_NODE_ME_PUT : OL_NODE_ME_DEL, ops[i].db};
@@ -275,7 +282,24 @@ m_commit(void *arg, const struct ol_meta_op *ops, size_t n, bool sync)
 
 static const struct ol_meta_remote_ops rd_meta_ops = {m_get, m_scan, m_commit};
 
-/* Open drive d's remote env after the drive answered a ping and a metadata read. */
+/* A generation above every earlier one of this drive, also across a reopen of the store
+ * within one epoch: the wall clock in ns, or one more than the last when that is not higher. */
+static uint64_t
+next_gen(struct ol_rdrive *rd)
+{
+	struct timespec ts;
+	uint64_t now, cur = atomic_load(&rd->gen), next;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	do
+		next = now > cur ? now : cur + 1;
+	while (!atomic_compare_exchange_weak(&rd->gen, &cur, next));
+	return next;
+}
+
+/* Open drive d's remote env after the drive answered a ping and a metadata read, and took
+ * a new generation (an empty commit, synced) that fences every frame sent before. */
 int
 ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out)
 {
@@ -288,6 +312,9 @@ ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out)
 		rc = m_get(rd, OL_META_BUCKETS, "", 1, &v, &vl); /* "\0": never a bucket */
 	free(v);
 	if (rc && rc != -ENOENT)
+		return rc;
+	next_gen(rd);
+	if ((rc = m_commit(rd, NULL, 0, true)))
 		return rc;
 	return ol_meta_open_remote(&rd_meta_ops, rd, st->fsync, out);
 }

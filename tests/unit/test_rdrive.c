@@ -8,6 +8,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "io/io.h"
+#include "meta/meta.h"
 #include "node/node.h"
 #include "store/store.h"
 #include "tap.h"
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <utime.h>
 #include <unistd.h>
@@ -342,6 +344,57 @@ test_down_and_back(struct ol_store *st, uint8_t *big)
 	ok(srv_start(0) == 0 && wait_online(st, N), "node 1 back");
 }
 
+/* A META_COMMIT from before the drive's return (a frame that sat in a frozen node's socket
+ * buffers, sent with the generation the drive had then, or by a sender without one) lands
+ * after the drive came back: the drive refuses it, and what was written since stays. */
+static int
+late_commit(const char *key, bool with_gen)
+{
+	struct ol_node_client *c = NULL;
+	uint8_t buf[128];
+	struct ol_node_wr w = {buf, 0, sizeof(buf), false};
+	size_t kl = 3 + strlen(key); /* "b1\0" key */
+	char okey[64];
+	const uint8_t *reply;
+	size_t rlen;
+	int rc = ol_node_client_new(addrs[3], SECRET, 99, &c);
+
+	if (rc)
+		return rc;
+	snprintf(okey, sizeof(okey), "b1%c%s", 0, key);
+	ol_node_put16(&w, 0);
+	ol_node_put64(&w, 1); /* the set's epoch: the same */
+	ol_node_putbytes(&w, &(uint8_t){OL_NODE_MC_SYNC | (with_gen ? OL_NODE_MC_GEN : 0)}, 1);
+	if (with_gen)
+		ol_node_put64(&w, 1); /* the generation of an open long before the return */
+	ol_node_put32(&w, 1);
+	ol_node_putbytes(&w, (uint8_t[]){OL_NODE_ME_DEL, OL_META_OBJECTS}, 2);
+	ol_node_put16(&w, (uint16_t)kl);
+	ol_node_putbytes(&w, okey, kl);
+	ol_node_put32(&w, 0);
+	rc =
+	    ol_node_call(c, OL_NODE_META_COMMIT, &(struct iovec){buf, w.n}, 1, 5000, &reply, &rlen);
+	ol_node_client_free(c);
+	return rc;
+}
+
+static void
+test_late_frame(struct ol_store *st, uint8_t *big)
+{
+	int rc = late_commit("while-down2", true);
+
+	ok(rc == -ESTALE, "a commit with the generation before the return is refused (%d)", rc);
+	rc = late_commit("while-down2", false);
+	ok(rc == -ESTALE, "a commit of the same epoch without a generation is refused (%d)", rc);
+	ok(put(st, "b1", "after-late", big + 9, 100, 0, NULL) == 0,
+	   "the leader's own commits still land");
+	srv_stop(0);
+	ok(same(st, "b1", "while-down2", NULL, big + 5, 100) &&
+	       same(st, "b1", "after-late", NULL, big + 9, 100),
+	   "node 1 down: node 4 still holds the record the late frame would have deleted");
+	ok(srv_start(0) == 0 && wait_online(st, N), "node 1 back");
+}
+
 /* Three of four nodes gone (the leader's own drive is all it reaches, as across a partition):
  * a bucket or an object that fewer than k drives answered for is unknown, -EIO (S3 503),
  * never "no such bucket" or "no such key". */
@@ -467,6 +520,7 @@ main(void)
 		test_mpu(st, big);
 		test_versions(st, big, small);
 		test_down_and_back(st, big);
+		test_late_frame(st, big);
 		test_cut_off(st, small);
 		test_fencing(st, small);
 		ol_store_close(st);
