@@ -315,13 +315,15 @@ wait_change(struct cstore *cs, int ms)
 	pthread_mutex_unlock(&cs->mu);
 }
 
-void
-cstore_route(struct cstore *cs, struct ol_http_req *r)
+/* serve (when `here`: this node leads) or forward r to the leader; 503 when neither works in
+ * time */
+static void
+route(struct cstore *cs, struct ol_http_req *r, bool here)
 {
 	int64_t end = mono_ms() + cs->wait_ms;
 	const char *why = "No node leads this erasure set now; retry shortly.";
 	for (;;) {
-		if (serve_here(cs, r))
+		if (here && serve_here(cs, r))
 			return;
 		struct ol_cluster_leader_info li;
 		/* never to this node itself: it may still show as leader in etcd while its
@@ -350,6 +352,19 @@ cstore_route(struct cstore *cs, struct ol_http_req *r)
 		wait_change(cs, 200);
 	}
 	slow_down(r, why);
+}
+
+void
+cstore_route(struct cstore *cs, struct ol_http_req *r)
+{
+	route(cs, r, true);
+}
+
+int
+cstore_forward_admin(void *arg, struct ol_http_req *r)
+{
+	route(arg, r, false);
+	return 1;
 }
 
 void

@@ -32,6 +32,10 @@ int cstore_start(struct cstore *cs);
  * forward it to the leader, else (no leader, leader unreachable within the deadline) answer
  * 503 SlowDown. Always answers. */
 void cstore_route(struct cstore *cs, struct ol_http_req *r);
+/* The admin API's hook (ol_admin_set_forward, arg a struct cstore): a heal or keys request to
+ * a node that holds no store goes to the set's leader the same way, never served here.
+ * Always answers (1). */
+int cstore_forward_admin(void *arg, struct ol_http_req *r);
 
 /* Give the set up (in-flight requests finish, the store closes); then free. NULL: no-op. */
 void cstore_resign(struct cstore *cs);

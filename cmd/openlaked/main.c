@@ -566,6 +566,7 @@ start_cluster_storage(const struct ol_config *cfg, struct daemon *d, struct ol_l
 		return rc;
 	}
 	ol_admin_init(cfg);
+	ol_admin_set_forward(cstore_forward_admin, d->cs);
 	rc = start_http(cfg, d);
 	if (rc)
 		ol_err("cannot serve S3 on %s: %s", cfg->s3_addr, strerror(-rc));
@@ -913,6 +914,8 @@ stop_all(struct daemon *d)
 	d->admin = NULL;
 #endif
 #ifdef OL_HAVE_CSTORE
+	if (d->cs)
+		ol_admin_set_forward(NULL, NULL);
 	cstore_free(d->cs);
 	d->cs = NULL;
 #endif

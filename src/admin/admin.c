@@ -22,6 +22,8 @@ extern const char ol_console_html[]; /* console.c */
 
 /* Whole-store heal, run on one detached thread at a time. */
 static struct ol_store *admin_store;
+static ol_admin_forward_fn admin_forward; /* ol_admin_set_forward */
+static void *admin_forward_arg;
 static struct ol_heal_progress heal_prog;
 static struct ol_heal_opts heal_opts;
 static _Atomic int heal_thread; /* 1 from POST until the thread has finished */
@@ -449,6 +451,13 @@ auto_main(void *arg)
 	return NULL;
 }
 
+void
+ol_admin_set_forward(ol_admin_forward_fn fn, void *arg)
+{
+	admin_forward_arg = arg;
+	admin_forward = fn;
+}
+
 static void
 send_json_status(struct ol_http_req *r, int status, const char *body)
 {
@@ -561,6 +570,7 @@ struct admin_route {
 	bool writes; /* POST and DELETE are served (heal) */
 	void (*fn)(struct ol_http_req *r);
 	bool prefix; /* path is a prefix ("/.../keys/" + an access key) */
+	bool store;  /* acts on the store: forwarded when this daemon holds none */
 };
 
 static void
@@ -573,21 +583,21 @@ keys_handle(struct ol_http_req *r)
  * named "openlake" are therefore not reachable; virtual-host style they are). */
 #define ADMIN_PREFIX "/openlake/admin/"
 static const struct admin_route api_routes[] = {
-    {"/openlake/admin/v1/status", GATE_STATUS, false, status_handle, false},
-    {"/openlake/admin/v1/heal", GATE_STATUS, true, heal_handle, false},
-    {"/openlake/admin/v1/metrics", GATE_METRICS, false, metrics_handle, false},
-    {"/openlake/admin/v1/health", GATE_HEALTH, false, health_handle, false},
-    {"/openlake/admin/v1/keys", GATE_SELF, true, keys_handle, false},
-    {"/openlake/admin/v1/keys/", GATE_SELF, true, keys_handle, true},
+    {"/openlake/admin/v1/status", GATE_STATUS, false, status_handle, false, false},
+    {"/openlake/admin/v1/heal", GATE_STATUS, true, heal_handle, false, true},
+    {"/openlake/admin/v1/metrics", GATE_METRICS, false, metrics_handle, false, false},
+    {"/openlake/admin/v1/health", GATE_HEALTH, false, health_handle, false, false},
+    {"/openlake/admin/v1/keys", GATE_SELF, true, keys_handle, false, true},
+    {"/openlake/admin/v1/keys/", GATE_SELF, true, keys_handle, true, true},
 };
 
 /* Unsigned GETs only: a signed request for these paths is S3 (bucket "metrics", ...). */
 static const struct admin_route open_routes[] = {
-    {"/metrics", GATE_METRICS, false, metrics_handle, false},
-    {"/openlake/health", GATE_HEALTH, false, health_handle, false},
-    {"/openlake/ready", GATE_HEALTH, false, ready_handle, false},
-    {"/openlake/console", GATE_OPEN, false, console_handle, false},
-    {"/openlake/console/", GATE_OPEN, false, console_handle, false},
+    {"/metrics", GATE_METRICS, false, metrics_handle, false, false},
+    {"/openlake/health", GATE_HEALTH, false, health_handle, false, false},
+    {"/openlake/ready", GATE_HEALTH, false, ready_handle, false, false},
+    {"/openlake/console", GATE_OPEN, false, console_handle, false, false},
+    {"/openlake/console/", GATE_OPEN, false, console_handle, false, false},
 };
 
 static bool
@@ -628,6 +638,8 @@ api_handle(struct ol_http_req *r)
 	bool read = strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
 	bool write = strcmp(r->method, "POST") == 0 || strcmp(r->method, "DELETE") == 0;
 	bool required = !rt || !read || gate_required(rt->gate);
+	if (rt && rt->store && !admin_store && admin_forward && admin_forward(admin_forward_arg, r))
+		return;
 	if (rt && rt->gate == GATE_SELF) {
 		rt->fn(r);
 		return;

@@ -75,6 +75,14 @@ struct ol_store;
  * finish, so the store can be closed. */
 void ol_admin_set_store(struct ol_store *st);
 
+/* Where the heal and keys endpoints go while this daemon holds no store (cluster mode on a
+ * node that does not lead the set): fn takes r before anything of it is read or checked,
+ * forwards it whole to the node that holds the store (which checks the signature) or
+ * answers an error, and returns 1; 0 leaves r to the 503 answered without a hook. Set
+ * before serving, cleared (NULL) after the servers stopped. */
+typedef int (*ol_admin_forward_fn)(void *arg, struct ol_http_req *r);
+void ol_admin_set_forward(ol_admin_forward_fn fn, void *arg);
+
 /* Answer an admin request (access checked as above). Returns 1 when it answered, 0 when the
  * request is not for us (the caller routes it as S3). Call first for every request. */
 int ol_admin_handle(struct ol_http_req *r);

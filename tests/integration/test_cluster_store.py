@@ -257,6 +257,22 @@ def test_one_leader_serves_and_every_node_forwards(cluster):
         assert all(sz < (20 << 20) // 2 for sz in sizes), (n.i, sorted(sizes)[-5:])
     # the leader saw forwarded requests (X-Forwarded-For is set; SigV4 still verified)
     assert "no longer leading" not in c.nodes[lid].log()
+    # the admin API's store endpoints too: heal status through a non-leader is the leader's
+    h = subprocess.run([str(OPENLAKE_CLI), "heal", "--status", "--json", "--config",
+                        str(c.nodes[na].config)], capture_output=True, text=True, timeout=60)
+    assert h.returncode == 0 and "result" in json.loads(h.stdout), h.stdout + h.stderr
+    # and a run-time key added through a non-leader works through every node at once
+    k = subprocess.run([str(OPENLAKE_CLI), "keys", "add", "bob", "--json", "--config",
+                        str(c.nodes[na].config)], capture_output=True, text=True, timeout=60)
+    assert k.returncode == 0, k.stdout + k.stderr
+    k = json.loads(k.stdout)
+    import boto3
+    from botocore.config import Config
+    for i in range(4):
+        bob = boto3.client("s3", endpoint_url=c.nodes[i].url, aws_access_key_id=k["access_key"],
+                           aws_secret_access_key=k["secret_key"], region_name=REGION,
+                           config=Config(s3={"addressing_style": "path"}))
+        assert "cst" not in [b["Name"] for b in bob.list_buckets()["Buckets"]], i
 
 
 def put_loop(s3, prefix, stop_after_s, max_n, on_i=None):
@@ -357,8 +373,10 @@ def test_sigstop_of_a_non_leader_during_concurrent_puts(cluster):
         leader.log()[-3000:]
     wait_for(lambda: leader.log().count("back online (4 of 4") > returns, 90,
              "the frozen node's drive back in the leader's store")
-    h = subprocess.run([str(OPENLAKE_CLI), "heal", "--config", str(leader.config), "--json"],
-                       capture_output=True, text=True, timeout=300)
+    # heal through a node that does not lead: the admin API forwards it to the leader
+    via = [i for i in others(c, lid) if i != victim][0]
+    h = subprocess.run([str(OPENLAKE_CLI), "heal", "--config", str(c.nodes[via].config),
+                        "--json"], capture_output=True, text=True, timeout=300)
     assert h.returncode == 0, h.stdout + h.stderr
     assert json.loads(h.stdout)["unrecoverable"] == 0, h.stdout
     for i in range(4):
