@@ -106,8 +106,9 @@ void ol_cluster_resign(struct ol_cluster *c);
 int ol_cluster_leader(struct ol_cluster *c, unsigned pool, unsigned set,
 		      struct ol_cluster_leader_info *out);
 
-/* True while this node leads (pool, set) at epoch and its lease surely lives (no lock, no
- * syscall but a clock read: the request path calls it for every request). */
+/* True while this node leads (pool, set) at epoch, its lease surely lives and it is not
+ * stopping (ol_cluster_lead_stop begun). No lock, no syscall but a clock read: the request
+ * path calls it for every request. */
 bool ol_cluster_leads(struct ol_cluster *c, unsigned pool, unsigned set, uint64_t epoch);
 
 /* Pure: what this node does about one set, from the leader key as read (or its absence) and

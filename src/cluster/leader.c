@@ -106,7 +106,10 @@ bool
 ol_cluster_leads(struct ol_cluster *c, unsigned pool, unsigned set, uint64_t epoch)
 {
 	struct ol_cluster_set *s = c ? find_set(c, pool, set) : NULL;
-	if (!s || !epoch || atomic_load(&s->my_epoch) != epoch)
+	/* a node that is stopping leads nothing: its requests go to the next leader, and a
+	 * gain it is still acting on (a store that does not open while it holds the key, as
+	 * when the other nodes stop too) ends instead of retrying until its lease lapses */
+	if (!s || !epoch || atomic_load(&s->my_epoch) != epoch || atomic_load(&c->ldr_stop))
 		return false;
 	int64_t margin = ol_cluster_lead_margin_ms(c->cfg->cluster_lease_ttl_s);
 	return ol_cluster_now_ms() + margin < atomic_load(&c->lease_valid_until);
