@@ -205,17 +205,21 @@ lease_ttl_s = {TTL}
             return ""
 
     def stop(self):
+        hung = False
         if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGCONT)
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(30)
-            except subprocess.TimeoutExpired:
+            except subprocess.TimeoutExpired:  # a hang on SIGTERM is a bug: fail on it
                 self.proc.kill()
                 self.proc.wait(10)
+                hung = True
         if self.logf:
             self.logf.close()
             self.logf = None
+        if hung:
+            raise RuntimeError(f"node {self.i} did not stop on SIGTERM within 30 s")
 
 
 class PCluster:

@@ -102,17 +102,21 @@ lease_ttl_s = {TTL}
             self.proc.wait(30)
 
     def stop(self):
+        hung = False
         if self.alive():
             os.kill(self.proc.pid, signal.SIGCONT)  # a test may leave it stopped
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(30)
-            except subprocess.TimeoutExpired:
+            except subprocess.TimeoutExpired:  # a hang on SIGTERM is a bug: fail on it
                 self.proc.kill()
                 self.proc.wait(10)
+                hung = True
         if self.logf:
             self.logf.close()
             self.logf = None
+        if hung:
+            raise RuntimeError(f"node {self.i} did not stop on SIGTERM within 30 s")
 
 
 class Cluster:
