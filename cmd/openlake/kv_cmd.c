@@ -15,7 +15,7 @@
 int ol_cmd_kv(int argc, char **argv);
 
 #define KV_MAX_NODES 64
-#define KV_JSON_CAP  (256 * 1024)
+#define KV_JSON_CAP  (4u << 20) /* every node's stats, namespaces' rows included */
 
 static void
 usage(void)
