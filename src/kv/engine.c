@@ -25,6 +25,9 @@
 #include "openlake/openlake.h"
 
 #define WB_MAX_ITEMS 256 /* blocks per write-behind batch */
+/* Pinned blocks (reads, leases) passed over at the head of a namespace's LRU in a stripe when
+ * its quota needs a victim: past them the namespace's put is refused (full). */
+#define NS_WINDOW 256
 
 /* NVMe segments the tier dropped during a call made under a stripe's mutex: their entries
  * are forgotten after that mutex is released (drop_segments takes every stripe in turn). */
@@ -519,7 +522,7 @@ still_there(const struct ol_kve *e, struct kstripe *st, const struct ent *x)
 static bool
 ns_still_there(const struct ol_kve *e, struct kstripe *st, const struct ent *x, uint16_t ns)
 {
-	unsigned w = lru_window(e), skipped = 0;
+	unsigned w = NS_WINDOW, skipped = 0;
 	for (struct ent *y = st->nsl[2 * ns]; y && skipped < w; y = y->nnext, skipped++) {
 		if (y == x)
 			return !y->pins;
@@ -575,12 +578,12 @@ evict_one(struct ol_kve *e, int want, bool promote)
 }
 
 /* The oldest unpinned DRAM block of namespace slot ns across the stripes, from the heads of
- * its LRU lists (at most lru_window() pinned ones passed over in each): a hint, as in
+ * its LRU lists (at most NS_WINDOW pinned ones passed over in each): a hint, as in
  * victims(). *busy as there. */
 static void
 ns_victim(struct ol_kve *e, uint16_t ns, struct cand *c, bool *busy)
 {
-	unsigned w = lru_window(e);
+	unsigned w = NS_WINDOW;
 	for (unsigned sid = 0; sid < e->nstripe; sid++) {
 		struct kstripe *st = &e->stripes[sid];
 		unsigned skipped = 0;
