@@ -520,10 +520,10 @@ still_there(const struct ol_kve *e, struct kstripe *st, const struct ent *x)
 /* Whether x is still the first unpinned entry of namespace slot ns's LRU in st (st's mutex
  * held; x may be a stale pointer: compared, not read, until found). */
 static bool
-ns_still_there(const struct ol_kve *e, struct kstripe *st, const struct ent *x, uint16_t ns)
+ns_still_there(struct kstripe *st, const struct ent *x, uint16_t ns)
 {
-	unsigned w = NS_WINDOW, skipped = 0;
-	for (struct ent *y = st->nsl[2 * ns]; y && skipped < w; y = y->nnext, skipped++) {
+	unsigned skipped = 0;
+	for (struct ent *y = st->nsl[2 * ns]; y && skipped < NS_WINDOW; y = y->nnext, skipped++) {
 		if (y == x)
 			return !y->pins;
 		if (!y->pins)
@@ -539,7 +539,7 @@ evict_cand(struct ol_kve *e, const struct cand *c, bool promote, int ns)
 {
 	struct kstripe *st = &e->stripes[c->sid];
 	pthread_mutex_lock(&st->mu);
-	if (ns < 0 ? !still_there(e, st, c->x) : !ns_still_there(e, st, c->x, (uint16_t)ns)) {
+	if (ns < 0 ? !still_there(e, st, c->x) : !ns_still_there(st, c->x, (uint16_t)ns)) {
 		pthread_mutex_unlock(&st->mu);
 		return 0;
 	}
@@ -583,12 +583,12 @@ evict_one(struct ol_kve *e, int want, bool promote)
 static void
 ns_victim(struct ol_kve *e, uint16_t ns, struct cand *c, bool *busy)
 {
-	unsigned w = NS_WINDOW;
 	for (unsigned sid = 0; sid < e->nstripe; sid++) {
 		struct kstripe *st = &e->stripes[sid];
 		unsigned skipped = 0;
 		pthread_mutex_lock(&st->mu);
-		for (struct ent *x = st->nsl[2 * ns]; x && skipped < w; x = x->nnext, skipped++) {
+		for (struct ent *x = st->nsl[2 * ns]; x && skipped < NS_WINDOW;
+		     x = x->nnext, skipped++) {
 			*busy |= x->pins && x->wb;
 			if (!x->pins) {
 				cand_keep(c, x, sid, x->lru_t);
