@@ -9,6 +9,8 @@
 #include "kv/net.h"
 
 #define OL_API __attribute__((visibility("default")))
+/* One node's stats: what a server sends (its namespaces' rows up to 32 KiB), with room. */
+#define STATS_BUF (64u * 1024)
 
 static const char *const total_keys[] = {"dram_capacity",  "dram_used",
 					 "nvme_capacity",  "nvme_used",
@@ -74,7 +76,7 @@ ol_kv_stats(struct ol_client *c, char *json, size_t cap)
 {
 	if (!c || !json || cap == 0)
 		return -EINVAL;
-	char *buf = malloc(8192);
+	char *buf = malloc(STATS_BUF);
 	if (!buf)
 		return -ENOMEM;
 	olc_view_maybe_refresh(c); /* the members of a cluster, when it is one */
@@ -84,7 +86,7 @@ ol_kv_stats(struct ol_client *c, char *json, size_t cap)
 	emit(&o, "{\"nodes\":[");
 	for (size_t i = 0; i < c->n_nodes; i++) {
 		bool local = false;
-		int r = node_stats(c, &c->nodes[i], buf, 8192, &local);
+		int r = node_stats(c, &c->nodes[i], buf, STATS_BUF, &local);
 		emit(&o, "%s{\"addr\":\"%s\",\"up\":%s,\"local\":%s", i ? "," : "",
 		     c->nodes[i].addr, r == 0 ? "true" : "false", local ? "true" : "false");
 		if (r == 0) {
@@ -105,9 +107,9 @@ ol_kv_stats(struct ol_client *c, char *json, size_t cap)
 	for (size_t k = 0; k < N_TOTAL; k++)
 		emit(&o, ",\"%s\":%llu", total_keys[k], (unsigned long long)tot[k]);
 	emit(&o, "}");
-	if (olz_stats_json(c, buf, 8192) > 0)
+	if (olz_stats_json(c, buf, STATS_BUF) > 0)
 		emit(&o, ",\"client\":%s", buf);
-	if (olc_view_json(c, buf, 8192) > 0)
+	if (olc_view_json(c, buf, STATS_BUF) > 0)
 		emit(&o, ",\"view\":%s", buf);
 	emit(&o, "}");
 	free(buf);

@@ -15,7 +15,7 @@
 int ol_cmd_kv(int argc, char **argv);
 
 #define KV_MAX_NODES 64
-#define KV_JSON_CAP  (256 * 1024)
+#define KV_JSON_CAP  (4u << 20) /* every node's stats, namespaces' rows included */
 
 static void
 usage(void)
@@ -171,6 +171,57 @@ print_writeback(const char *json)
 		printf("  promise: %s\n", promise);
 }
 
+/* A JSON string's body at p (after its opening quote) into out, escapes undone (a control
+ * byte shows as '?'); returns the end of the string in p. */
+static const char *
+json_str(const char *p, char *out, size_t cap)
+{
+	size_t n = 0;
+	for (; *p && *p != '"'; p++) {
+		char ch = *p;
+		if (ch == '\\' && p[1] == 'u' && strlen(p) >= 6) {
+			ch = '?';
+			p += 5;
+		} else if (ch == '\\' && p[1]) {
+			ch = *++p;
+		}
+		if (n + 1 < cap)
+			out[n++] = ch;
+	}
+	out[n] = '\0';
+	return p;
+}
+
+/* What each client namespace holds on this node now, and its quota evictions. */
+static void
+print_namespaces(const char *json)
+{
+	const char *p = strstr(json, "\"namespaces\":[");
+	uint64_t quota = json_u64(json, "namespace_quota_bytes");
+	char q[32], db[32], nb[32], name[256];
+	if (quota) {
+		human(quota, q, sizeof(q));
+		printf("  namespace quota %s of DRAM each ([kv] namespace_quota_frac)\n", q);
+	}
+	if (!p || p[14] == ']')
+		return;
+	printf("  %-28s %11s %11s %11s %11s %9s\n", "namespace", "dram blocks", "dram bytes",
+	       "nvme blocks", "nvme bytes", "quota ev.");
+	for (p = strstr(p, "{\"namespace\":\""); p; p = strstr(p, "{\"namespace\":\"")) {
+		p = json_str(p + 14, name, sizeof(name));
+		human(json_u64(p, "dram_bytes"), db, sizeof(db));
+		human(json_u64(p, "nvme_bytes"), nb, sizeof(nb));
+		printf("  %-28s %11llu %11s %11llu %11s %9llu\n", name[0] ? name : "(default)",
+		       (unsigned long long)json_u64(p, "dram_blocks"), db,
+		       (unsigned long long)json_u64(p, "nvme_blocks"), nb,
+		       (unsigned long long)json_u64(p, "quota_evictions"));
+	}
+	if (json_u64(json, "namespaces_left_off"))
+		printf(
+		    "  (%llu more namespaces not shown: the node's reply holds 32 KiB of rows)\n",
+		    (unsigned long long)json_u64(json, "namespaces_left_off"));
+}
+
 static void
 print_node(const char *addr, const char *json)
 {
@@ -202,6 +253,7 @@ print_node(const char *addr, const char *json)
 	       (unsigned long long)json_u64(json, "writebacks"),
 	       (unsigned long long)json_u64(json, "corrupt"));
 	print_writeback(json);
+	print_namespaces(json);
 }
 
 /* The client's view of the pool: a cluster's members (id, address, weight) or the seeds. */

@@ -34,6 +34,8 @@ DEFAULTS = {
     "load_async": False,                   # loads in the background (WAITING_FOR_REMOTE_KVS)
     "async_save": True,                    # save after the step in a thread (delayed frees)
     "min_hit_tokens": 0,                   # smaller external hits are ignored
+    "adaptive_min_hit_tokens": False,      # also ignore hits below the measured break-even
+    "recompute_us_per_token": 0.0,         # its recompute cost (0: measured from steps)
     "lookup_async": True,                  # lookups in the background: "ask later" (None)
     "lookup_inline_ms": 2.0,               # scheduler waits at most this per step for them
     "lookup_wait_ms": 0,                   # a request waits this for its lookup (0: timeout_ms)
@@ -71,6 +73,8 @@ class ConnectorConfig:
     async_save: bool = False
     load_async: bool = False
     min_hit_tokens: int = 0
+    adaptive_min_hit_tokens: bool = False
+    recompute_us_per_token: float = 0.0
     lookup_async: bool = True
     lookup_inline_ms: float = 2.0
     lookup_wait_ms: int = 0
@@ -132,6 +136,8 @@ class ConnectorConfig:
                    async_save=_bool(g("async_save")),
                    load_async=_bool(g("load_async")),
                    min_hit_tokens=int(g("min_hit_tokens")),
+                   adaptive_min_hit_tokens=_bool(g("adaptive_min_hit_tokens")),
+                   recompute_us_per_token=max(0.0, float(g("recompute_us_per_token"))),
                    lookup_async=_bool(g("lookup_async")),
                    lookup_inline_ms=max(0.0, float(g("lookup_inline_ms"))),
                    lookup_wait_ms=int(g("lookup_wait_ms")) or int(g("timeout_ms")),

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 from .connector_config import key_ranks
+from .connector_cost import BreakEven
 from .connector_groups import FULL, WINDOW, unsupported, window_first_chunk
 from .keys import (ChainCache, Unkeyable, group_hash, lora_name, rank_key, request_extras,
                    seed_hash)
@@ -236,6 +237,9 @@ class SchedulerSide:
                  "%s", self.hma_off)
             self.save_enabled = False
         self._events = []  # for take_events: the workers' (update_connector_output) and ours
+        # adaptive_min_hit_tokens: the break-even hit, from the workers' loads and our steps
+        self.cost = BreakEven(cfg.recompute_us_per_token) if cfg.adaptive_min_hit_tokens else None
+        self._step_t0, self._step_tokens = None, 0
 
     def _lookup_thread(self):
         if self._lt is None:
@@ -390,6 +394,9 @@ class SchedulerSide:
         ext = max(0, c * self.cs - num_computed)
         if ext < max(self.cfg.min_hit_tokens, 1):
             ext = 0
+        elif self.cost is not None and not self.cost.keep(ext):
+            ext = 0  # loading it would cost more than computing it
+            self.rec.add(hits_ignored=1)
         self._lookups[r.req_id] = _Lookup(num_computed, n, ext, present)
         return ext, bool(ext and self.cfg.load_async)
 
@@ -528,6 +535,9 @@ class SchedulerSide:
             plan.flush = bool(plan.preempted) or WINDOW in self.kinds or any(
                 r.saved_any and not r.done and rid not in nst
                 for rid, r in self._reqs.items())
+        if self.cost is not None:  # time the step's compute: until connector_output
+            self._step_t0 = time.perf_counter()
+            self._step_tokens = 0 if plan.loads else sum(nst.values())
         return plan
 
     @staticmethod
@@ -589,6 +599,8 @@ class SchedulerSide:
 
     # -- update_connector_output / take_events
     def connector_output(self, out):
+        if self.cost is not None:
+            self._measure(out)
         bad = getattr(out, "invalid_block_ids", None)
         if bad:
             # a failed load: vLLM recomputes from the first bad block, and the workers did
@@ -606,4 +618,14 @@ class SchedulerSide:
     def take_events(self):
         out, self._events = self._events, []
         return out
+
+    def _measure(self, out):
+        """Feed the break-even estimate: the step just run (if it loaded nothing) and the
+        loads the workers completed (their stats, aggregated into out by vLLM)."""
+        if self._step_t0 is not None and self._step_tokens:
+            self.cost.add_step(self._step_tokens, (time.perf_counter() - self._step_t0) * 1e3)
+        self._step_t0 = None
+        data = getattr(getattr(out, "kv_connector_stats", None), "data", None) or {}
+        for tokens, ms in data.get("load_cost_obs", ()):
+            self.cost.add_load(tokens, ms)
 

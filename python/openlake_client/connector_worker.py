@@ -165,7 +165,10 @@ class WorkerSide:
             st, lens = self.store.call("get_iov", [j.key for j in jobs], [j.iovs() for j in jobs])
         except StoreDown:
             st, lens = [None] * len(jobs), [0] * len(jobs)
-        self.rec.observe("load_ms", (time.perf_counter() - t0) * 1e3)
+        ms = (time.perf_counter() - t0) * 1e3
+        self.rec.observe("load_ms", ms)
+        tokens = sum(len(j.ids) - j.skip for j in jobs) * self.geo.block_size
+        self.rec.sample("load_cost_obs", [tokens, ms])  # the scheduler's break-even hit
         self._finish_loads(loads, jobs, st, lens, invalid, failed)
         if self.cfg.lease_ms:
             with self._lock:

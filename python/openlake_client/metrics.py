@@ -13,7 +13,8 @@ import time
 BUCKETS_MS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000)
 COUNTERS = ("hit_tokens", "miss_tokens", "bytes_loaded", "bytes_saved", "blocks_loaded",
             "blocks_saved", "load_failures", "save_failures", "lookup_failures",
-            "corrupt_blocks", "loads", "saves", "lookups", "unkeyable", "resets")
+            "corrupt_blocks", "loads", "saves", "lookups", "unkeyable", "resets",
+            "hits_ignored")
 HISTOGRAMS = ("load_ms", "save_ms", "lookup_ms")
 
 
@@ -26,6 +27,7 @@ def empty_data():
         d[h] = [0] * (len(BUCKETS_MS) + 1)
         d[h + "_sum"] = 0.0
         d[h + "_obs"] = []  # this step's raw values (ms); Prometheus records each one
+    d["load_cost_obs"] = []  # this step's loads as [tokens, ms] (adaptive_min_hit_tokens)
     return d
 
 
@@ -102,6 +104,13 @@ class Recorder:
             obs = self._delta[hist + "_obs"]
             if len(obs) < OBS_CAP:
                 obs.append(ms)
+
+    def sample(self, name, value):
+        """Append value to this step's list name (an "_obs" list; not kept in total)."""
+        with self._lock:
+            obs = self._delta[name]
+            if len(obs) < OBS_CAP:
+                obs.append(value)
 
     def take(self):
         with self._lock:

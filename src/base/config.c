@@ -113,6 +113,9 @@ static const struct cfg_key keys[] = {
      "when evicted is dropped, counted); strict: a put returns once its block is on NVMe"},
     {"kv.writeback_bytes_per_sec", T_SIZE, F(kv_writeback_bps), "0", 0, BIG, 0, 0, 0,
      "cap on the write-behind's NVMe bandwidth, leaving the rest to gets (0 = none)"},
+    {"kv.namespace_quota_frac", T_F64, F(kv_ns_quota_frac), "0", 0, 1, 0, 0, 0,
+     "share of the DRAM tier one client namespace may hold: past it, its own least recently "
+     "used blocks leave DRAM for its new ones, not other namespaces' (0 = no quota)"},
     {"kv.prefault", T_ENUM, F(kv_prefault), "auto", 0, 0, "auto|on|off", 0, 0,
      "touch the DRAM tier's pages in a low-priority thread after start, so first puts do not "
      "pay for it (auto: on in mode = \"kv\", off beside S3)"},

@@ -25,6 +25,9 @@
 #include "openlake/openlake.h"
 
 #define WB_MAX_ITEMS 256 /* blocks per write-behind batch */
+/* Pinned blocks (reads, leases) passed over at the head of a namespace's LRU in a stripe when
+ * its quota needs a victim: past them the namespace's put is refused (full). */
+#define NS_WINDOW 256
 
 /* NVMe segments the tier dropped during a call made under a stripe's mutex: their entries
  * are forgotten after that mutex is released (drop_segments takes every stripe in turn). */
@@ -120,11 +123,55 @@ ht_remove(struct kstripe *st, struct ent *x)
 
 /* ---- intrusive lists (stripe mutex held) ---- */
 
+/* Residency of x in st (see Namespaces in engine_int.h): x entered (+1) or left (-1) a tier. */
+static void
+dram_count(struct ol_kve *e, struct kstripe *st, const struct ent *x, int sign)
+{
+	st->dram_entries += (uint64_t)(int64_t)sign;
+	ol_kve_res(e, x, false, sign);
+}
+
+static void
+nvme_count(struct ol_kve *e, struct kstripe *st, const struct ent *x, int sign)
+{
+	st->nvme_entries += (uint64_t)(int64_t)sign;
+	ol_kve_res(e, x, true, sign);
+}
+
+static void
+nlru_remove(struct kstripe *st, struct ent *x)
+{
+	struct ent **h = &st->nsl[2 * x->ns], **t = h + 1;
+	if (x->nprev)
+		x->nprev->nnext = x->nnext;
+	else
+		*h = x->nnext;
+	if (x->nnext)
+		x->nnext->nprev = x->nprev;
+	else
+		*t = x->nprev;
+	x->nprev = x->nnext = NULL;
+}
+
+static void
+nlru_append(struct kstripe *st, struct ent *x)
+{
+	struct ent **h = &st->nsl[2 * x->ns], **t = h + 1;
+	x->nprev = *t;
+	x->nnext = NULL;
+	if (*t)
+		(*t)->nnext = x;
+	else
+		*h = x;
+	*t = x;
+}
+
 static void
 lru_remove(struct kstripe *st, struct ent *x)
 {
 	if (!x->in_lru)
 		return;
+	nlru_remove(st, x);
 	if (x->lprev)
 		x->lprev->lnext = x->lnext;
 	else
@@ -149,6 +196,7 @@ lru_append(struct ol_kve *e, struct kstripe *st, struct ent *x)
 		st->lru_head = x;
 	st->lru_tail = x;
 	x->in_lru = true;
+	nlru_append(st, x);
 }
 
 static void
@@ -253,10 +301,10 @@ ent_free(struct ol_kve *e, struct kstripe *st, struct ent *x)
 		ent_slot(x, &s);
 		ol_kve_slot_free(e, &s);
 		if (x->state == ST_LIVE)
-			st->dram_entries--;
+			dram_count(e, st, x, -1);
 	}
 	if (x->loc.seg)
-		st->nvme_entries--;
+		nvme_count(e, st, x, -1);
 	lru_remove(st, x);
 	dirty_remove(e, st, x);
 	free(x);
@@ -281,7 +329,7 @@ drop_segments(struct ol_kve *e, const uint64_t *ids, unsigned n)
 				if (!hit || !x->loc.seg)
 					continue;
 				x->loc.seg = 0;
-				st->nvme_entries--;
+				nvme_count(e, st, x, -1);
 				if (x->off == OL_KVE_NOOFF) {
 					ht_remove(st, x);
 					st->st.evictions++;
@@ -297,7 +345,7 @@ static void
 ent_set_loc(struct ol_kve *e, struct kstripe *st, struct ent *x, const struct ol_kvs_loc *loc)
 {
 	if (!x->loc.seg)
-		st->nvme_entries++;
+		nvme_count(e, st, x, +1);
 	x->loc = *loc;
 	x->dirty = false;
 	dirty_remove(e, st, x);
@@ -377,7 +425,7 @@ ent_evict(struct ol_kve *e, struct kstripe *st, struct ent *x, struct drops *d)
 		ol_kve_slot_free(e, &s);
 		x->off = OL_KVE_NOOFF;
 		x->nv_hit = false; /* a demoted block again needs two NVMe hits */
-		st->dram_entries--;
+		dram_count(e, st, x, -1);
 		st->st.demotions++;
 		return;
 	}
@@ -469,6 +517,46 @@ still_there(const struct ol_kve *e, struct kstripe *st, const struct ent *x)
 	return false;
 }
 
+/* Whether x is still the first unpinned entry of namespace slot ns's LRU in st (st's mutex
+ * held; x may be a stale pointer: compared, not read, until found). */
+static bool
+ns_still_there(struct kstripe *st, const struct ent *x, uint16_t ns)
+{
+	unsigned skipped = 0;
+	for (struct ent *y = st->nsl[2 * ns]; y && skipped < NS_WINDOW; y = y->nnext, skipped++) {
+		if (y == x)
+			return !y->pins;
+		if (!y->pins)
+			return false;
+	}
+	return false;
+}
+
+/* Evict the candidate c if it is still one (no lock held): from the global LRU window (ns <
+ * 0), or the oldest of namespace slot ns (counted as a quota eviction). As evict_one. */
+static int
+evict_cand(struct ol_kve *e, const struct cand *c, bool promote, int ns)
+{
+	struct kstripe *st = &e->stripes[c->sid];
+	pthread_mutex_lock(&st->mu);
+	if (ns < 0 ? !still_there(e, st, c->x) : !ns_still_there(st, c->x, (uint16_t)ns)) {
+		pthread_mutex_unlock(&st->mu);
+		return 0;
+	}
+	struct ent *v = c->x;
+	if (v->dirty && v->in_dirty && (e->strict || promote) && wb_can_wait(e)) {
+		pthread_mutex_unlock(&st->mu);
+		return -EAGAIN;
+	}
+	struct drops d = {.n = 0};
+	ent_evict(e, st, v, &d); /* clean, or dirty and given up on by the writer */
+	if (ns >= 0)
+		atomic_fetch_add_explicit(&e->ns[ns].quota_ev, 1, memory_order_relaxed);
+	pthread_mutex_unlock(&st->mu);
+	drop_segments(e, d.ids, d.n);
+	return 0;
+}
+
 /* Evict one block for a slot of class want (no lock held). Eviction is global LRU across
  * stripes (victims above): a clean block of the wanted class among the oldest, else a dirty
  * one, else the oldest of all. For a put (promote false): async, a dirty victim is dropped
@@ -486,21 +574,56 @@ evict_one(struct ol_kve *e, int want, bool promote)
 	struct cand *c = fc.x ? &fc : fd.x ? &fd : &any;
 	if (!c->x)
 		return busy && wb_can_wait(e) ? -EAGAIN : -ENOSPC;
-	struct kstripe *st = &e->stripes[c->sid];
-	pthread_mutex_lock(&st->mu);
-	if (!still_there(e, st, c->x)) {
+	return evict_cand(e, c, promote, -1);
+}
+
+/* The oldest unpinned DRAM block of namespace slot ns across the stripes, from the heads of
+ * its LRU lists (at most NS_WINDOW pinned ones passed over in each): a hint, as in
+ * victims(). *busy as there. */
+static void
+ns_victim(struct ol_kve *e, uint16_t ns, struct cand *c, bool *busy)
+{
+	for (unsigned sid = 0; sid < e->nstripe; sid++) {
+		struct kstripe *st = &e->stripes[sid];
+		unsigned skipped = 0;
+		pthread_mutex_lock(&st->mu);
+		for (struct ent *x = st->nsl[2 * ns]; x && skipped < NS_WINDOW;
+		     x = x->nnext, skipped++) {
+			*busy |= x->pins && x->wb;
+			if (!x->pins) {
+				cand_keep(c, x, sid, x->lru_t);
+				break;
+			}
+		}
 		pthread_mutex_unlock(&st->mu);
+	}
+}
+
+/* Make room under namespace slot ns's quota for len more DRAM bytes by moving its own least
+ * recently used blocks out of DRAM, as evict_one does (no lock held). 0, -ENOSPC (larger
+ * than the quota, or nothing of the namespace left to move), -EAGAIN (promote only: a dirty
+ * victim must wait for the writer; a put waits for it here). */
+static int
+quota_room(struct ol_kve *e, uint16_t ns, uint64_t len, bool promote)
+{
+	if (!e->quota)
 		return 0;
+	if (len > e->quota)
+		return -ENOSPC;
+	_Atomic int64_t *held = &e->ns[ns].dram_b;
+	int64_t q = (int64_t)(e->quota - len);
+	while (atomic_load_explicit(held, memory_order_relaxed) > q) {
+		struct cand c = {0};
+		bool busy = false;
+		ns_victim(e, ns, &c, &busy);
+		int rc = c.x			  ? evict_cand(e, &c, promote, ns)
+			 : busy && wb_can_wait(e) ? -EAGAIN
+						  : -ENOSPC;
+		if (rc == -ENOSPC || (rc == -EAGAIN && promote))
+			return rc;
+		if (rc == -EAGAIN)
+			wb_wait(e);
 	}
-	struct ent *v = c->x;
-	if (v->dirty && v->in_dirty && (e->strict || promote) && wb_can_wait(e)) {
-		pthread_mutex_unlock(&st->mu);
-		return -EAGAIN;
-	}
-	struct drops d = {.n = 0};
-	ent_evict(e, st, v, &d); /* clean, or dirty and given up on by the writer */
-	pthread_mutex_unlock(&st->mu);
-	drop_segments(e, d.ids, d.n);
 	return 0;
 }
 
@@ -762,24 +885,24 @@ recover_one(void *arg, const struct ol_kvs_rec *r, const struct ol_kvs_loc *loc)
 		x->k = k;
 		x->h = h;
 		x->off = OL_KVE_NOOFF;
+		x->ns = ol_kve_ns_slot(e, k.b + 32);
 		ht_insert(st, x);
 	}
 	x->ver = r->ver;
+	if (x->loc.seg) /* an older version: the newer one counts instead */
+		nvme_count(e, st, x, -1);
+	x->loc.seg = 0;
 	if (r->flags & OL_KVS_TOMBSTONE) {
 		/* kept as a dead placeholder until the scan ends: the log is not in version order
 		 * (a tombstone may land before an older write of the same block) */
-		if (x->loc.seg)
-			st->nvme_entries--;
-		x->loc.seg = 0;
 		x->len = 0;
 		x->state = ST_DEAD;
 		return;
 	}
-	if (!x->loc.seg)
-		st->nvme_entries++;
 	x->state = ST_LIVE;
 	x->len = r->len;
 	x->loc = *loc;
+	nvme_count(e, st, x, +1);
 }
 
 /* Drop the placeholders of deleted blocks left by recovery. */
@@ -826,6 +949,7 @@ stripes_init(struct ol_kve *e)
 		pthread_cond_init(&st->clean_cv, NULL);
 		st->ht_mask = 255;
 		st->ht = ol_xcalloc(st->ht_mask + 1, sizeof(*st->ht));
+		st->nsl = ol_xcalloc(2 * OL_KVE_NS_SLOTS, sizeof(*st->nsl));
 		atomic_init(&st->dirty_old, UINT64_MAX);
 	}
 }
@@ -843,6 +967,7 @@ stripes_fini(struct ol_kve *e)
 			}
 		}
 		free(st->ht);
+		free(st->nsl);
 		pthread_mutex_destroy(&st->mu);
 		pthread_cond_destroy(&st->clean_cv);
 	}
@@ -862,6 +987,7 @@ ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out)
 	e->strict = o->strict;
 	e->wb_bps = o->writeback_bps;
 	ol_kve_slab_init(e);
+	ol_kve_ns_init(e);
 	stripes_init(e);
 	int rc = ol_kve_map_dram(e, o);
 	if (rc < 0) {
@@ -871,6 +997,9 @@ ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out)
 		ol_kve_close(e);
 		return rc;
 	}
+	if (o->ns_quota_frac > 0)
+		e->quota = (uint64_t)((double)e->n_pages * OL_KVE_PAGE *
+				      (o->ns_quota_frac < 1 ? o->ns_quota_frac : 1));
 	e->ent_at = ol_xcalloc(e->size / OL_KVE_UNIT, sizeof(*e->ent_at));
 	e->tag = ol_xcalloc(e->size / OL_KVE_UNIT, sizeof(*e->tag));
 	if (getrandom(&e->epoch, sizeof(e->epoch), 0) != sizeof(e->epoch))
@@ -961,6 +1090,7 @@ ol_kve_close(struct ol_kve *e)
 		close(e->shm_fd); /* drops the lock */
 	free(e->tag);
 	free(e->ent_at);
+	ol_kve_ns_fini(e);
 	ol_kve_slab_fini(e);
 	free(e->wb_items);
 	free(e->wb_ents);
@@ -991,13 +1121,16 @@ ol_kve_alloc(struct ol_kve *e, const struct ol_kvk *k, uint64_t len, struct ol_k
 	struct kstripe *st = &e->stripes[sid];
 	struct slot sl;
 	int rc = OL_KV_OK;
+	uint16_t ns = ol_kve_ns_slot(e, k->b + 32);
 	pthread_mutex_lock(&st->mu);
 	bool dup = ht_find(st, k, h) != NULL;
 	st->st.dup_puts += dup;
 	pthread_mutex_unlock(&st->mu);
 	if (dup)
 		return OL_KV_EXISTS;
-	int ar = slot_alloc(e, len ? len : 1, false, sid, &sl);
+	int ar = quota_room(e, ns, len, false);
+	if (ar == 0)
+		ar = slot_alloc(e, len ? len : 1, false, sid, &sl);
 	pthread_mutex_lock(&st->mu);
 	if (ar < 0) {
 		st->st.full++;
@@ -1014,6 +1147,7 @@ ol_kve_alloc(struct ol_kve *e, const struct ol_kvk *k, uint64_t len, struct ol_k
 	x->k = *k;
 	x->h = h;
 	x->len = len;
+	x->ns = ns;
 	x->pins = 1;
 	x->state = ST_PENDING;
 	s->foreign = ent_attach(e, x, &sl);
@@ -1070,7 +1204,7 @@ wait_written(struct ol_kve *e, struct kstripe *st, struct ent *x)
 	if (x->state == ST_LIVE && x->dirty) {
 		ht_remove(st, x);
 		lru_remove(st, x);
-		st->dram_entries--;
+		dram_count(e, st, x, -1);
 		x->state = ST_DEAD;
 		rc = OL_KV_ERROR;
 	}
@@ -1104,7 +1238,7 @@ ol_kve_commit(struct ol_kve *e, const struct ol_kvk *k, uint64_t off, uint64_t s
 	x->ver = atomic_fetch_add(&e->gver, 1) + 1;
 	ht_insert(st, x);
 	lru_append(e, st, x);
-	st->dram_entries++;
+	dram_count(e, st, x, +1);
 	st->st.puts++;
 	if (e->spill) {
 		x->dirty = true;
@@ -1148,6 +1282,7 @@ pin_dram(struct ol_kve *e, struct kstripe *st, struct ent *x, struct ol_kve_slot
 struct nvread {
 	struct ol_kvk k;
 	uint64_t h;
+	uint16_t ns;
 	bool promote;
 	struct ol_kvs_rd rd;
 };
@@ -1161,6 +1296,7 @@ nv_start(struct ent *x, bool need_dram, struct nvread *nr)
 {
 	nr->k = x->k;
 	nr->h = x->h;
+	nr->ns = x->ns;
 	nr->promote = need_dram || x->nv_hit;
 	rec_of(x, &nr->rd.rec);
 	nr->rd.loc = x->loc;
@@ -1177,7 +1313,8 @@ nv_finish(struct ol_kve *e, struct kstripe *st, struct nvread *nr, bool need_dra
 	int rc = nr->rd.rc;
 	const struct ol_kvs_rec *r = &nr->rd.rec;
 	struct slot sl;
-	int ar = rc == 0 && nr->promote
+	/* a promotion keeps to the namespace's quota, or is not made */
+	int ar = rc == 0 && nr->promote && quota_room(e, nr->ns, r->len, true) == 0
 		     ? slot_alloc(e, r->len ? r->len : 1, true, sid_of(e, nr->h), &sl)
 		     : -1;
 	if (ar == 0) {
@@ -1211,7 +1348,7 @@ nv_finish(struct ol_kve *e, struct kstripe *st, struct nvread *nr, bool need_dra
 		return OL_KV_OK;
 	}
 	(void)ent_attach(e, x, &sl);
-	st->dram_entries++;
+	dram_count(e, st, x, +1);
 	st->st.promotions++;
 	return pin_dram(e, st, x, s);
 }
@@ -1414,9 +1551,9 @@ ol_kve_delete(struct ol_kve *e, const struct ol_kvk *k)
 	lru_remove(st, x);
 	dirty_remove(e, st, x);
 	if (x->off != OL_KVE_NOOFF)
-		st->dram_entries--;
+		dram_count(e, st, x, -1);
 	if (x->loc.seg)
-		st->nvme_entries--;
+		nvme_count(e, st, x, -1);
 	x->loc.seg = 0;
 	x->state = ST_DEAD; /* freed by whoever drops the last pin */
 	x->pins++;

@@ -24,6 +24,16 @@
  * (no mutex held meanwhile). Deletes append a tombstone; recovery honours versions, not
  * log order.
  *
+ * Namespaces: the engine counts, per namespace (the 16-byte hash in a key), the blocks and
+ * value bytes it holds in each tier now (ol_kve_ns_each). With a quota (opts.ns_quota_frac),
+ * a put or promotion that would take its namespace's DRAM bytes past the quota first moves
+ * that namespace's own least recently used unpinned blocks out of DRAM (demoted to NVMe, or
+ * dropped): the blocks of other namespaces are not touched for it. A block larger than the
+ * quota, or one that does not fit when every block of its namespace left in DRAM is pinned,
+ * is refused (OL_KV_FULL), as when the whole pool is full. Puts of one namespace in flight
+ * together are each checked against what is committed, so together they may pass the quota
+ * by what they reserve; the next put of that namespace brings it back under.
+ *
  * Thread-safe: the index is striped by key hash, a mutex per stripe; the slab allocator and
  * the write-behind state have their own (see engine_int.h, "Locking"). Bulk copies of pinned
  * slots, disk writes, promotion copies and the waits above happen outside them. Eviction is
@@ -54,6 +64,7 @@ struct ol_kve_opts {
 	unsigned shm_gid;
 	bool strict;		/* writeback = "strict": a put returns once its block is on NVMe */
 	uint64_t writeback_bps; /* cap on write-behind bytes per second (0 = none) */
+	double ns_quota_frac;	/* share of the DRAM tier one namespace may hold (0 = no quota) */
 };
 
 /* key[32] + namespace hash[16] */
@@ -143,7 +154,32 @@ int ol_kve_exists(struct ol_kve *e, const struct ol_kvk *k, uint64_t *len);
 int ol_kve_delete(struct ol_kve *e, const struct ol_kvk *k);
 
 void ol_kve_get_stats(struct ol_kve *e, struct ol_kve_stats *st);
-/* Stats as one JSON object into buf; returns length or -ENOSPC. */
+
+/* What one namespace holds now (see Namespaces above). */
+struct ol_kve_ns {
+	const char *name; /* as a client said at HELLO; NULL = not said since start (blocks
+			     recovered from NVMe), or the shared slot */
+	bool other;	  /* the slot shared by namespaces past the first OL_KVE_NS_SLOTS - 1 */
+	uint8_t id[16];	  /* the namespace hash (zeros for the shared slot) */
+	uint64_t dram_blocks, dram_bytes, nvme_blocks, nvme_bytes;
+	uint64_t quota_evictions; /* own blocks moved out of DRAM to keep to the quota */
+};
+/* Give the namespace with hash ns its name (len bytes, any bytes), for the figures: called at
+ * HELLO. The first name given to a hash stays. Any thread. */
+void ol_kve_ns_name(struct ol_kve *e, const uint8_t ns[16], const char *name, size_t len);
+/* Call fn for every namespace the engine has met since open (the shared slot too when it
+ * holds or held anything), in the order met. fn runs under the engine's namespace mutex: it
+ * must not call the engine. n and n->name are valid during the call only. */
+void ol_kve_ns_each(struct ol_kve *e, void (*fn)(void *arg, const struct ol_kve_ns *n), void *arg);
+/* The label of a namespace for figures: its name, "(other)" for the shared slot, or
+ * "(unnamed <32 hex digits>)" (buf, at least 48 bytes) before its name is known. */
+const char *ol_kve_ns_label(const struct ol_kve_ns *n, char *buf, size_t cap);
+/* DRAM value bytes one namespace may hold (0 = no quota). */
+uint64_t ol_kve_ns_quota(const struct ol_kve *e);
+/* Stats as one JSON object into buf; returns length or -ENOSPC. The object ends with
+ * "namespaces": [{"namespace", "dram_blocks", "dram_bytes", "nvme_blocks", "nvme_bytes",
+ * "quota_evictions"}, ...] (ol_kve_ns_each); rows that do not fit in cap are left out and
+ * counted in "namespaces_left_off". */
 int ol_kve_stats_json(struct ol_kve *e, char *buf, size_t cap);
 
 /* The durability promise of this pool's writeback setting, one sentence (static string). */

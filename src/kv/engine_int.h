@@ -35,18 +35,40 @@
 #define OL_KVE_MAX_STRIPES 64
 #define SEQ_SID_BITS	   8
 
+/* Namespaces. Each namespace the engine meets (its 16-byte hash, from a key or a HELLO) gets
+ * a slot of ns[] on first sight, up to OL_KVE_NS_SLOTS - 1 of them; later ones share slot 0
+ * ("(other)"). A slot is never reused. Lookup is lock-free (a slot's id0 is published with
+ * release after id1); claiming a slot or naming one takes nsmu. The residency counters are
+ * atomics changed under the stripe mutex of the entry that moves (every tier move of an entry
+ * is under its stripe's mutex), read without a lock: each is exact once the moves in flight
+ * are done. An entry's slot (ent.ns) is fixed when the entry is made. Per stripe, the DRAM
+ * entries of each namespace slot also sit on their own LRU list (nsl[2 * slot]: head,
+ * nsl[2 * slot + 1]: tail), in the order of the stripe's LRU: the oldest block of a namespace
+ * over its quota is found at the heads of those lists. */
+#define OL_KVE_NS_SLOTS 256
+
+struct kns {
+	_Atomic uint64_t id0; /* bytes 0..7 of the namespace hash | 1; 0 = free slot */
+	uint64_t id1;	      /* bytes 8..15 */
+	_Atomic int64_t dram_n, dram_b, nvme_n, nvme_b; /* blocks and value bytes held */
+	_Atomic uint64_t quota_ev; /* own blocks moved out of DRAM to keep to the quota */
+	char *name;		   /* as a client said at HELLO (nsmu); NULL = not yet */
+} __attribute__((aligned(64)));
+
 struct ent {
 	struct ol_kvk k;
 	uint64_t h;
 	struct ent *hnext;
 	struct ent *lprev, *lnext; /* DRAM LRU: head = least recently used */
 	struct ent *dprev, *dnext; /* dirty FIFO */
+	struct ent *nprev, *nnext; /* its namespace's LRU in the stripe (with lprev/lnext) */
 	uint64_t len, ver;
 	uint64_t off, seq; /* DRAM slot, off = OL_KVE_NOOFF when not in DRAM */
 	uint64_t put_ms;   /* when it was committed (dirty since then): the backlog's age */
 	uint64_t lru_t;	   /* engine-wide LRU clock at its last touch */
 	int cls;
 	uint32_t npages, pins;
+	uint16_t ns; /* namespace slot (see Namespaces) */
 	uint8_t state;
 	bool dirty, in_lru, in_dirty;
 	bool wb;     /* in the write-behind batch being written (holds one pin) */
@@ -81,6 +103,7 @@ struct kstripe {
 	struct ent **ht;
 	uint64_t ht_mask, n_ent;
 	struct ent *lru_head, *lru_tail, *dirty_head, *dirty_tail;
+	struct ent **nsl;	    /* per namespace slot: head and tail of its DRAM LRU here */
 	_Atomic uint64_t dirty_old; /* put_ms of dirty_head; UINT64_MAX when none */
 	uint64_t dram_entries, nvme_entries;
 	struct ol_kve_stats st; /* the counters of this stripe's operations */
@@ -106,6 +129,9 @@ struct ol_kve {
 	struct ent **ent_at;   /* per unit: the entry whose slot starts there (owner stripe's mu) */
 	_Atomic uint64_t gver; /* versions of puts and tombstones */
 	_Atomic uint64_t lru_clock; /* LRU order across stripes */
+	struct kns *ns;		    /* OL_KVE_NS_SLOTS namespace slots (see Namespaces) */
+	pthread_mutex_t nsmu;	    /* claiming or naming a namespace slot */
+	uint64_t quota;		    /* DRAM value bytes one namespace may hold (0 = no quota) */
 	uint64_t epoch, max_block;
 	struct ol_kvs *spill;
 	/* write-behind: one thread (or the closer, after it stopped) writes the dirty FIFOs in
@@ -134,6 +160,26 @@ struct ol_kve {
 	bool pf_running;
 	_Atomic bool pf_stop;
 };
+
+/* engine_ns.c: namespace slots (see Namespaces). */
+void ol_kve_ns_init(struct ol_kve *e);
+void ol_kve_ns_fini(struct ol_kve *e);
+/* The slot of namespace hash id (claimed on first sight; 0 when the table is full). */
+uint16_t ol_kve_ns_slot(struct ol_kve *e, const uint8_t id[16]);
+/* Append the "namespaces" rows to a JSON object being written in buf (len bytes so far, cap
+ * in all, keeping room bytes free for the caller). Returns the new length. */
+size_t ol_kve_ns_json(struct ol_kve *e, char *buf, size_t len, size_t cap, size_t room);
+
+/* Residency of x in a tier changes by sign (x's stripe's mutex held; x->len is what counts).
+ */
+static inline void
+ol_kve_res(struct ol_kve *e, const struct ent *x, bool nvme, int sign)
+{
+	struct kns *n = &e->ns[x->ns];
+	int64_t b = sign * (int64_t)x->len;
+	atomic_fetch_add_explicit(nvme ? &n->nvme_n : &n->dram_n, sign, memory_order_relaxed);
+	atomic_fetch_add_explicit(nvme ? &n->nvme_b : &n->dram_b, b, memory_order_relaxed);
+}
 
 /* engine_slab.c: the DRAM tier (amu inside; see Locking). */
 void ol_kve_slab_init(struct ol_kve *e);

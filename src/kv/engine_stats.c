@@ -75,7 +75,7 @@ ol_kve_stats_json(struct ol_kve *e, char *buf, size_t cap)
 	    "\"dirty_bytes\":%llu,\"writeback_waits\":%llu,\"prefaulted_pages\":%llu,"
 	    "\"backlog_bytes\":%llu,\"backlog_blocks\":%llu,\"backlog_oldest_ms\":%llu,"
 	    "\"writeback_dropped\":%llu,\"writeback\":\"%s\",\"promise\":\"%s\","
-	    "\"nvme\":%s,\"shm\":%s}",
+	    "\"nvme\":%s,\"shm\":%s,\"namespace_quota_bytes\":%llu}",
 	    (unsigned long long)s.dram_cap, (unsigned long long)s.dram_used,
 	    (unsigned long long)s.dram_entries, (unsigned long long)s.nvme_cap,
 	    (unsigned long long)s.nvme_used, (unsigned long long)s.nvme_entries,
@@ -93,8 +93,13 @@ ol_kve_stats_json(struct ol_kve *e, char *buf, size_t cap)
 	    !e->spill	? "off"
 	    : e->strict ? "strict"
 			: "async",
-	    ol_kve_promise(e), e->spill ? "true" : "false", e->is_shm ? "true" : "false");
-	return n < 0 || (size_t)n >= cap ? -ENOSPC : n;
+	    ol_kve_promise(e), e->spill ? "true" : "false", e->is_shm ? "true" : "false",
+	    (unsigned long long)e->quota);
+	if (n < 0 || (size_t)n >= cap)
+		return -ENOSPC;
+	size_t len = ol_kve_ns_json(e, buf, (size_t)n - 1, cap, 2); /* inside the object */
+	int w = snprintf(buf + len, cap - len, "}");
+	return w < 0 || len + (size_t)w >= cap ? -ENOSPC : (int)(len + (size_t)w);
 }
 
 const char *

@@ -4,5 +4,9 @@
 
 struct ol_strbuf;
 void ol_kv_metrics_render(struct ol_strbuf *b, void *arg);
+/* What each namespace holds now, by tier (openlake_kv_ns_blocks, openlake_kv_ns_bytes), its
+ * quota evictions and the quota: appended to b. Any thread. */
+struct ol_kve;
+void ol_kv_ns_metrics_render(struct ol_strbuf *b, struct ol_kve *e);
 
 #endif

@@ -85,3 +85,68 @@ ol_kv_metrics_render(struct ol_strbuf *b, void *arg)
 	    (double)s.dirty_age_ms / 1000.0, (unsigned long long)s.wb_dropped,
 	    (unsigned long long)s.writeback_waits);
 }
+
+/* A Prometheus label value: backslash, quote and newline escaped. */
+static void
+label(struct ol_strbuf *b, const char *s)
+{
+	for (const char *p = s; *p; p++) {
+		if (*p == '\\' || *p == '"')
+			ol_strbuf_printf(b, "\\%c", *p);
+		else if (*p == '\n')
+			ol_strbuf_printf(b, "\\n");
+		else
+			ol_strbuf_printf(b, "%c", *p);
+	}
+}
+
+/* The figures of one namespace (ol_kve_ns_each), one family per pass (which). */
+struct nsm {
+	struct ol_strbuf *b;
+	int which; /* 0 blocks, 1 bytes, 2 quota evictions */
+};
+
+static void
+ns_row(void *arg, const struct ol_kve_ns *n)
+{
+	static const char *const fam[3] = {"openlake_kv_ns_blocks", "openlake_kv_ns_bytes",
+					   "openlake_kv_ns_quota_evictions_total"};
+	struct nsm *m = arg;
+	char lb[64];
+	const char *name = ol_kve_ns_label(n, lb, sizeof(lb));
+	uint64_t v[3][2] = {{n->dram_blocks, n->nvme_blocks},
+			    {n->dram_bytes, n->nvme_bytes},
+			    {n->quota_evictions, 0}};
+	for (int t = 0; t < (m->which == 2 ? 1 : 2); t++) {
+		ol_strbuf_printf(m->b, "%s{namespace=\"", fam[m->which]);
+		label(m->b, name);
+		if (m->which == 2)
+			ol_strbuf_printf(m->b, "\"} %llu\n", (unsigned long long)v[2][0]);
+		else
+			ol_strbuf_printf(m->b, "\",tier=\"%s\"} %llu\n", t ? "nvme" : "dram",
+					 (unsigned long long)v[m->which][t]);
+	}
+}
+
+void
+ol_kv_ns_metrics_render(struct ol_strbuf *b, struct ol_kve *e)
+{
+	static const char *const head[3] = {
+	    "# HELP openlake_kv_ns_blocks Blocks each client namespace holds now, by tier.\n"
+	    "# TYPE openlake_kv_ns_blocks gauge\n",
+	    "# HELP openlake_kv_ns_bytes Bytes of the blocks each client namespace holds now, by "
+	    "tier.\n# TYPE openlake_kv_ns_bytes gauge\n",
+	    "# HELP openlake_kv_ns_quota_evictions_total Blocks of a namespace moved out of DRAM "
+	    "to keep it within [kv] namespace_quota_frac.\n"
+	    "# TYPE openlake_kv_ns_quota_evictions_total counter\n"};
+	for (int w = 0; w < 3; w++) {
+		struct nsm m = {b, w};
+		ol_strbuf_printf(b, "%s", head[w]);
+		ol_kve_ns_each(e, ns_row, &m);
+	}
+	ol_strbuf_printf(b,
+			 "# HELP openlake_kv_namespace_quota_bytes DRAM bytes one namespace may "
+			 "hold (0 = no quota).\n# TYPE openlake_kv_namespace_quota_bytes gauge\n"
+			 "openlake_kv_namespace_quota_bytes %llu\n",
+			 (unsigned long long)ol_kve_ns_quota(e));
+}

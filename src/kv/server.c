@@ -281,6 +281,7 @@ ns_metrics_render(struct ol_strbuf *b, void *arg)
 			ol_strbuf_printf(b, "\"} %llu\n", (unsigned long long)atomic_load(v[f]));
 		}
 	}
+	ol_kv_ns_metrics_render(b, s->eng);
 }
 
 /* The slot of namespace name (1-based), added on first sight while there is room. */
@@ -344,6 +345,7 @@ do_hello(struct conn *c, const struct ol_kvp_hdr *h, const uint8_t *body)
 	c->ns_str[hi.ns_len] = '\0';
 	c->ns_len = hi.ns_len;
 	c->ns_slot = ns_slot(s, c->ns_str);
+	ol_kve_ns_name(s->eng, c->ns, c->ns_str, c->ns_len);
 	c->hello = true;
 	c->authed = !acl;
 	const char *name = ol_kve_shm_name(s->eng);
@@ -473,7 +475,7 @@ static int
 do_stats(struct conn *c)
 {
 	char *buf = (char *)c->reps;
-	size_t cap = 4096;
+	size_t cap = OL_KVS_REPS; /* the namespaces' rows that do not fit are left out */
 	int n = ol_kve_stats_json(c->s->eng, buf, cap - 64);
 	if (n < 0)
 		return n;
@@ -1122,6 +1124,7 @@ open_engine(struct ol_kv_server *s, const struct ol_config *cfg)
 				.writeback_ms = cfg->kv_writeback_ms,
 				.strict = strcmp(cfg->kv_writeback, "strict") == 0,
 				.writeback_bps = cfg->kv_writeback_bps,
+				.ns_quota_frac = cfg->kv_ns_quota_frac,
 				.prefault = ol_config_kv_prefault(cfg),
 				.shm_group = s->acl.has_gid,
 				.shm_gid = s->acl.gid};
@@ -1131,11 +1134,12 @@ open_engine(struct ol_kv_server *s, const struct ol_config *cfg)
 	if (r == 0)
 		ol_info(
 		    "kv: pool on port %u: DRAM %llu MiB in shm %s, NVMe %s (%llu MiB), max block "
-		    "%llu KiB, write-behind %s within %u ms",
+		    "%llu KiB, write-behind %s within %u ms, namespace quota %llu MiB (0 = none)",
 		    s->port, (unsigned long long)(o.dram_bytes >> 20), shm, spill ? dir : "off",
 		    (unsigned long long)(o.spill_bytes >> 20),
 		    (unsigned long long)(ol_kve_max_block(s->eng) >> 10),
-		    o.strict ? "strict" : "async", o.writeback_ms);
+		    o.strict ? "strict" : "async", o.writeback_ms,
+		    (unsigned long long)(ol_kve_ns_quota(s->eng) >> 20));
 	return r;
 }
 

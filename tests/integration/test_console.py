@@ -233,14 +233,21 @@ def run_console(d, drv, load, shots, downloads, tmp_path):
     want = {f: metric(d.s3_url, "openlake_kv_ns_%s_total" % f, namespace="console-ns")
             for f in ("puts", "put_bytes", "hits", "misses")}
     assert want == {"puts": 3, "put_bytes": sum(map(len, vals)), "hits": 3, "misses": 1}, want
+    # what the namespace holds now (gauges): its 3 blocks, in DRAM
+    now = [metric(d.s3_url, "openlake_kv_ns_%s" % f, namespace="console-ns", tier="dram")
+           for f in ("blocks", "bytes")]
+    assert now == [3, sum(map(len, vals))], now
 
     def kv_row():
         return js(drv, "const r = document.querySelector('#kvnsrows tr[data-ns=\"console-ns\"]');"
                        "return r ? [Number(r.querySelector('.puts').textContent),"
                        " Number(r.querySelector('.bytes').dataset.v),"
                        " Number(r.querySelector('.hits').textContent),"
-                       " Number(r.querySelector('.misses').textContent)] : null")
-    wait_for(lambda: kv_row() == [want["puts"], want["put_bytes"], want["hits"], want["misses"]],
+                       " Number(r.querySelector('.misses').textContent),"
+                       " Number(r.querySelector('.dram').dataset.blocks),"
+                       " Number(r.querySelector('.dram').dataset.v)] : null")
+    wait_for(lambda: kv_row() == [want["puts"], want["put_bytes"], want["hits"], want["misses"]]
+             + now,
              30, "the KV panel's console-ns row to equal /metrics")
     drv.save_screenshot(str(shots / "4b-kv-namespaces.png"))
 

@@ -110,6 +110,10 @@ class Engine:
             out.invalid_block_ids |= set(k.invalid_block_ids or ())
             if k.kv_connector_stats is not None:
                 step.append(k.kv_connector_stats)
+        if step:  # KVOutputAggregator: the workers' stats, aggregated, reach the scheduler
+            out.kv_connector_stats = type(step[0])(None)
+            for x in step:
+                out.kv_connector_stats.aggregate(x)
         s = self.sched_conn.get_kv_connector_stats()
         if s is not None:
             step.append(s)
