@@ -13,6 +13,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #define OPEN_RETRY_MS 500
 /* The leader of set 0.0 (the pool's leader) serves every set of pool 0: it opens them all
  * over the node planes, each fenced with its epoch (see docs/cluster.md). */
@@ -27,6 +30,9 @@ struct cstore {
 	struct ol_s3_server *s3;
 	struct ol_http_proxy *proxy;
 	int wait_ms; /* how long a request waits for a leader before its 503 */
+	/* the key a forwarding node vouches for its client with (X-OpenLake-Client, http.h):
+	 * HMAC-SHA256 of the cluster secret and a fixed label, the same on every node */
+	uint8_t client_key[OL_HTTP_CLIENT_KEY];
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	/* under mu */
@@ -235,7 +241,16 @@ cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 	cs->wait_ms = (int)cfg->cluster_lease_ttl_s * 1000 + 2000;
 	if (cs->wait_ms > 15000)
 		cs->wait_ms = 15000;
-	struct ol_http_proxy_opts po = {.connect_timeout_ms = 2000, .io_timeout_ms = 30000};
+	static const char label[] = "openlake forwarded client v1";
+	unsigned kl = 0;
+	if (!HMAC(EVP_sha256(), cfg->cluster_secret, (int)strlen(cfg->cluster_secret),
+		  (const uint8_t *)label, sizeof(label) - 1, cs->client_key, &kl) ||
+	    kl != sizeof(cs->client_key)) {
+		free(cs);
+		return -EIO;
+	}
+	struct ol_http_proxy_opts po = {
+	    .connect_timeout_ms = 2000, .io_timeout_ms = 30000, .client_key = cs->client_key};
 	int rc = ol_http_proxy_new(&po, &cs->proxy);
 	if (rc) {
 		free(cs);
@@ -268,7 +283,19 @@ serve_here(struct cstore *cs, struct ol_http_req *r)
 	pthread_mutex_unlock(&cs->mu);
 	if (!ok)
 		return false;
+	/* forwarded: policies (aws:SourceIp, aws:SecureTransport) and SSE-C's TLS rule see the
+	 * client the forwarding node vouched for, not that node */
+	const char *was_peer = r->peer;
+	bool was_tls = r->tls, tls;
+	char ip[64], peer[80];
+	if (ol_http_proxy_vouched(r, cs->client_key, ip, sizeof(ip), &tls) == 0) {
+		snprintf(peer, sizeof(peer), strchr(ip, ':') ? "[%s]:0" : "%s:0", ip);
+		r->peer = peer;
+		r->tls = tls;
+	}
 	ol_s3_handle(r, cs->s3);
+	r->peer = was_peer;
+	r->tls = was_tls;
 	pthread_mutex_lock(&cs->mu);
 	if (--cs->users == 0)
 		pthread_cond_broadcast(&cs->cv);

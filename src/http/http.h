@@ -242,7 +242,12 @@ uint64_t ol_http_chunked_data_left(const struct ol_http_chunked *c);
  * and every header as received (names as sent, values trimmed, which SigV4 canonicalizes the
  * same way), in order, Host and Expect included; only hop-by-hop headers (Connection,
  * Keep-Alive, Proxy-Connection, Proxy-Authorization, TE, Upgrade) are dropped, and
- * X-Forwarded-For: <client address> is added last. Bodies stream both ways through one
+ * X-Forwarded-For: <client address> is added last; with a client key (below) the proxy also
+ * vouches for the client: X-OpenLake-Client: <address> <tls 0|1> <hex HMAC-SHA256 under the key
+ * of method, target, address, tls and the request's X-Amz-Date (else Date)>, which a server
+ * holding the same key checks (ol_http_proxy_vouched) to apply its policies to the real client
+ * and not to the forwarding node; an X-OpenLake-Client a client sent is dropped. Bodies stream
+ * both ways through one
  * 256 KiB buffer (a chunked request is re-chunked as it arrives); nothing is held whole.
  * Upstream connections are kept alive in a small pool (64 idle at most, reused within 10 s,
  * a connection that became readable while idle is dropped). */
@@ -254,7 +259,9 @@ struct ol_http_proxy;
 struct ol_http_proxy_opts {
 	unsigned connect_timeout_ms; /* 0 = 2000 */
 	unsigned io_timeout_ms;	     /* per send / receive progress; 0 = 120000 */
+	const uint8_t *client_key;   /* OL_HTTP_CLIENT_KEY bytes, copied; NULL: no vouching */
 };
+#define OL_HTTP_CLIENT_KEY 32
 int ol_http_proxy_new(const struct ol_http_proxy_opts *o, struct ol_http_proxy **out);
 /* Closes the pooled connections; no forward may be running. NULL is a no-op. */
 void ol_http_proxy_free(struct ol_http_proxy *p);
@@ -272,9 +279,18 @@ int ol_http_proxy_forward(struct ol_http_proxy *p, struct ol_http_req *r, const 
 void ol_http_proxy_stats(const struct ol_http_proxy *p, uint64_t *forwarded, uint64_t *failed,
 			 uint64_t *reused);
 
-/* Pure: the forwarded head into buf (see above). Returns its length, -EMSGSIZE over cap. */
+/* Pure: the forwarded head into buf (see above); tls: the client's connection is TLS;
+ * client_key NULL: no X-OpenLake-Client. Returns its length, -EMSGSIZE over cap. */
 ssize_t ol_http_proxy_head(const char *method, const char *target, const struct ol_http_header *h,
-			   size_t n, const char *peer, char *buf, size_t cap);
+			   size_t n, const char *peer, bool tls, const uint8_t *client_key,
+			   char *buf, size_t cap);
+
+/* Pure: whether r carries an X-OpenLake-Client that a proxy holding key vouched for (see
+ * above). 0: the client's address ("1.2.3.4" or "::1") into ip and whether it came over TLS
+ * into *tls; -ENOENT: none; -EBADMSG: one that does not verify (or two: a client's own
+ * cannot pass a proxy); -EMSGSIZE: the address is over cap. */
+int ol_http_proxy_vouched(const struct ol_http_req *r, const uint8_t *key, char *ip, size_t cap,
+			  bool *tls);
 
 /* Pure: an upstream's response head. The head is copied into mem and the headers point into
  * the copy. Returns its length (through the blank line), 0 when more is needed, -EMSGSIZE

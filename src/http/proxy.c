@@ -18,6 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #define PROXY_BUF     (256u << 10) /* body bytes moved per read */
 #define POOL_MAX_AGE  10000	   /* ms an idle upstream connection is kept */
 #define POOL_MAX_IDLE 64
@@ -34,6 +38,7 @@ struct ol_http_proxy {
 	struct pooled idle[POOL_MAX_IDLE];
 	unsigned n_idle;
 	_Atomic uint64_t forwarded, failed, reused;
+	uint8_t key[OL_HTTP_CLIENT_KEY]; /* o.client_key points here when one was given */
 };
 
 static int64_t
@@ -46,11 +51,52 @@ now_ms(void)
 
 /* ---------------- pure: the forwarded head, the upstream's response head ---------------- */
 
+#define VOUCH "x-openlake-client"
+
+/* hex HMAC-SHA256 of what a vouch covers (see http.h) into out[65] */
+static void
+vouch_mac(const uint8_t *key, const char *method, const char *target, const char *ip, bool tls,
+	  const char *date, char out[65])
+{
+	uint8_t mac[32];
+	unsigned ml = 0;
+	size_t n = strlen(method) + strlen(target) + strlen(ip) + strlen(date) + 8;
+	char *msg = malloc(n);
+	if (!msg) {
+		out[0] = 0;
+		return;
+	}
+	int len = snprintf(msg, n, "%s\n%s\n%s\n%d\n%s", method, target, ip, tls ? 1 : 0, date);
+	HMAC(EVP_sha256(), key, OL_HTTP_CLIENT_KEY, (const uint8_t *)msg, (size_t)len, mac, &ml);
+	free(msg);
+	for (int i = 0; i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", mac[i]);
+}
+
+static const char *
+find_header(const struct ol_http_header *h, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcasecmp(h[i].name, name))
+			return h[i].value;
+	return NULL;
+}
+
+static const char *
+vouch_date(const struct ol_http_header *h, size_t n)
+{
+	const char *d = find_header(h, n, "x-amz-date");
+	if (!d)
+		d = find_header(h, n, "date");
+	return d ? d : "";
+}
+
 static bool
 hop_by_hop(const char *name)
 {
-	static const char *const hop[] = {"connection",		 "keep-alive", "proxy-connection",
-					  "proxy-authorization", "te",	       "upgrade"};
+	static const char *const hop[] = {
+	    "connection", "keep-alive", "proxy-connection", "proxy-authorization", "te",
+	    "upgrade",	  VOUCH};
 	for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
 		if (!strcasecmp(name, hop[i]))
 			return true;
@@ -59,7 +105,7 @@ hop_by_hop(const char *name)
 
 ssize_t
 ol_http_proxy_head(const char *method, const char *target, const struct ol_http_header *h, size_t n,
-		   const char *peer, char *buf, size_t cap)
+		   const char *peer, bool tls, const uint8_t *client_key, char *buf, size_t cap)
 {
 	size_t used = 0;
 	int k = snprintf(buf, cap, "%s %s HTTP/1.1\r\n", method, target);
@@ -82,10 +128,61 @@ ol_http_proxy_head(const char *method, const char *target, const struct ol_http_
 		ip++;
 		pl -= 2;
 	}
-	k = snprintf(buf + used, cap - used, "X-Forwarded-For: %.*s\r\n\r\n", (int)pl, ip);
+	k = snprintf(buf + used, cap - used, "X-Forwarded-For: %.*s\r\n", (int)pl, ip);
 	if (k < 0 || (size_t)k >= cap - used)
 		return -EMSGSIZE;
-	return (ssize_t)(used + (size_t)k);
+	used += (size_t)k;
+	if (client_key) {
+		char addr[64], mac[65];
+		if (pl >= sizeof(addr))
+			return -EMSGSIZE;
+		memcpy(addr, ip, pl);
+		addr[pl] = 0;
+		vouch_mac(client_key, method, target, addr, tls, vouch_date(h, n), mac);
+		if (!mac[0])
+			return -ENOMEM;
+		k = snprintf(buf + used, cap - used, "X-OpenLake-Client: %s %d %s\r\n", addr,
+			     tls ? 1 : 0, mac);
+		if (k < 0 || (size_t)k >= cap - used)
+			return -EMSGSIZE;
+		used += (size_t)k;
+	}
+	if (cap - used < 3)
+		return -EMSGSIZE;
+	memcpy(buf + used, "\r\n", 3);
+	return (ssize_t)(used + 2);
+}
+
+int
+ol_http_proxy_vouched(const struct ol_http_req *r, const uint8_t *key, char *ip, size_t cap,
+		      bool *tls)
+{
+	const char *v = NULL;
+	for (size_t i = 0; i < r->n_headers; i++) {
+		if (strcasecmp(r->headers[i].name, VOUCH))
+			continue;
+		if (v)
+			return -EBADMSG;
+		v = r->headers[i].value;
+	}
+	if (!v)
+		return -ENOENT;
+	const char *sp1 = strchr(v, ' '), *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+	if (!sp1 || !sp2 || sp2 - sp1 != 2 || (sp1[1] != '0' && sp1[1] != '1') ||
+	    strlen(sp2 + 1) != 64)
+		return -EBADMSG;
+	size_t al = (size_t)(sp1 - v);
+	if (al >= cap)
+		return -EMSGSIZE;
+	memcpy(ip, v, al);
+	ip[al] = 0;
+	char mac[65];
+	vouch_mac(key, r->method, r->target, ip, sp1[1] == '1',
+		  vouch_date(r->headers, r->n_headers), mac);
+	if (!mac[0] || CRYPTO_memcmp(mac, sp2 + 1, 64))
+		return -EBADMSG;
+	*tls = sp1[1] == '1';
+	return 0;
 }
 
 /* a header value that must be a decimal count */
@@ -357,6 +454,10 @@ ol_http_proxy_new(const struct ol_http_proxy_opts *o, struct ol_http_proxy **out
 	if (!p)
 		return -ENOMEM;
 	p->o = *o;
+	if (o->client_key) {
+		memcpy(p->key, o->client_key, sizeof(p->key));
+		p->o.client_key = p->key;
+	}
 	if (!p->o.connect_timeout_ms)
 		p->o.connect_timeout_ms = 2000;
 	if (!p->o.io_timeout_ms)
@@ -553,9 +654,10 @@ ol_http_proxy_forward(struct ol_http_proxy *p, struct ol_http_req *r, const char
 	f->r = r;
 	f->fd = -1;
 	f->buf = malloc(PROXY_BUF);
-	ssize_t hl = f->buf ? ol_http_proxy_head(r->method, r->target, r->headers, r->n_headers,
-						 r->peer, head, OL_HTTP_RESP_MAX_HEAD + 1024)
-			    : -ENOMEM;
+	ssize_t hl =
+	    f->buf ? ol_http_proxy_head(r->method, r->target, r->headers, r->n_headers, r->peer,
+					r->tls, p->o.client_key, head, OL_HTTP_RESP_MAX_HEAD + 1024)
+		   : -ENOMEM;
 	if (hl < 0) {
 		rc = (int)hl;
 		goto out;

@@ -10,6 +10,7 @@ miss objects the next test reads).
 """
 
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -272,11 +273,44 @@ def test_one_leader_serves_and_every_node_forwards(cluster):
     k = json.loads(k.stdout)
     import boto3
     from botocore.config import Config
+
+    def bob_at(i):
+        return boto3.client("s3", endpoint_url=c.nodes[i].url,
+                            aws_access_key_id=k["access_key"],
+                            aws_secret_access_key=k["secret_key"], region_name=REGION,
+                            config=Config(s3={"addressing_style": "path"},
+                                          signature_version="s3v4"))
     for i in range(4):
-        bob = boto3.client("s3", endpoint_url=c.nodes[i].url, aws_access_key_id=k["access_key"],
-                           aws_secret_access_key=k["secret_key"], region_name=REGION,
-                           config=Config(s3={"addressing_style": "path"}))
+        bob = bob_at(i)
         assert "cst" not in [b["Name"] for b in bob.list_buckets()["Buckets"]], i
+    # policies see the client, not the forwarding node: the forwarding node vouches for the
+    # client's address (X-OpenLake-Client, keyed by the cluster secret) and the leader
+    # believes only that; a client sending its own header is not believed
+    # (as bob: an admin is above bucket policies)
+    bob.create_bucket(Bucket="ipb")
+    bob.put_object(Bucket="ipb", Key="k", Body=b"ip")
+    bob.put_bucket_policy(Bucket="ipb", Policy=json.dumps({
+        "Version": "2012-10-17", "Statement": [{
+            "Effect": "Deny", "Principal": "*", "Action": "s3:GetObject",
+            "Resource": "arn:aws:s3:::ipb/*",
+            "Condition": {"IpAddress": {"aws:SourceIp": "127.0.0.2/32"}}}]}))
+
+    def get_from(node, src, extra=None):
+        url = bob_at(node).generate_presigned_url(
+            "get_object", Params={"Bucket": "ipb", "Key": "k"}, ExpiresIn=300)
+        u = urllib.parse.urlsplit(url)
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60,
+                                          source_address=(src, 0))
+        conn.request("GET", u.path + "?" + u.query, headers=extra or {})
+        st = conn.getresponse().status
+        conn.close()
+        return st
+    for node in (lid, na):
+        assert get_from(node, "127.0.0.1") == 200, node
+        assert get_from(node, "127.0.0.2") == 403, node
+    forged = {"X-OpenLake-Client": "127.0.0.1 0 " + "0" * 64}
+    assert get_from(lid, "127.0.0.2", forged) == 403
+    assert get_from(na, "127.0.0.2", forged) == 403
 
 
 def put_loop(s3, prefix, stop_after_s, max_n, on_i=None):

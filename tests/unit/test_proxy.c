@@ -27,7 +27,7 @@ test_head(void)
 				     {"x-amz-content-sha256", "UNSIGNED-PAYLOAD"}};
 	char buf[1024];
 	ssize_t n = ol_http_proxy_head("PUT", "/b/k%20x?partNumber=1&uploadId=u", h, 7,
-				       "10.1.2.3:5555", buf, sizeof(buf));
+				       "10.1.2.3:5555", false, NULL, buf, sizeof(buf));
 	const char *want = "PUT /b/k%20x?partNumber=1&uploadId=u HTTP/1.1\r\n"
 			   "Host: 127.0.0.1:9000\r\n"
 			   "X-Amz-Date: 20260101T000000Z\r\n"
@@ -37,10 +37,68 @@ test_head(void)
 			   "X-Forwarded-For: 10.1.2.3\r\n\r\n";
 	ok(n == (ssize_t)strlen(want) && memcmp(buf, want, (size_t)n) == 0,
 	   "forwarded head: target raw, headers in order as sent, hop-by-hop dropped, XFF last");
-	n = ol_http_proxy_head("GET", "/", h, 1, "[::1]:80", buf, sizeof(buf));
+	n = ol_http_proxy_head("GET", "/", h, 1, "[::1]:80", false, NULL, buf, sizeof(buf));
 	ok(n > 0 && strstr(buf, "X-Forwarded-For: ::1\r\n\r\n"), "XFF of an IPv6 peer");
-	ok(ol_http_proxy_head("GET", "/", h, 7, "1.2.3.4:5", buf, 60) == -EMSGSIZE,
+	ok(ol_http_proxy_head("GET", "/", h, 7, "1.2.3.4:5", false, NULL, buf, 60) == -EMSGSIZE,
 	   "a head over the buffer is -EMSGSIZE");
+}
+
+/* The proxy vouches for its client (X-OpenLake-Client, keyed); a server with the key believes
+ * exactly what the proxy sent, for that request, and nothing a client wrote itself. */
+static void
+test_vouch(void)
+{
+	uint8_t key[OL_HTTP_CLIENT_KEY], other[OL_HTTP_CLIENT_KEY];
+	struct ol_http_header in[] = {{"Host", "n1:9000"},
+				      {"X-Amz-Date", "20260101T000000Z"},
+				      {"x-openlake-client", "6.6.6.6 1 forged"}};
+	static char buf[2048];
+	char ip[64], *line, *v;
+	bool tls = false;
+
+	memset(key, 7, sizeof(key));
+	memset(other, 8, sizeof(other));
+	ssize_t n = ol_http_proxy_head("GET", "/b/k?x=1", in, 3, "[2001:db8::5]:4000", true, key,
+				       buf, sizeof(buf));
+	ok(n > 0 && !strstr(buf, "6.6.6.6") && (line = strstr(buf, "X-OpenLake-Client: ")),
+	   "the proxy drops a client's own X-OpenLake-Client and adds its vouch");
+	if (n <= 0 || !line)
+		return;
+	v = line + strlen("X-OpenLake-Client: ");
+	*strstr(v, "\r\n") = 0;
+	struct ol_http_header got[] = {
+	    {"Host", "n1:9000"}, {"X-Amz-Date", "20260101T000000Z"}, {"X-OpenLake-Client", v}};
+	struct ol_http_req r = {
+	    .method = "GET", .target = "/b/k?x=1", .headers = got, .n_headers = 3};
+	int rc = ol_http_proxy_vouched(&r, key, ip, sizeof(ip), &tls);
+	ok(rc == 0 && strcmp(ip, "2001:db8::5") == 0 && tls,
+	   "vouched: the client's v6 address and TLS (%d %s)", rc, rc ? "" : ip);
+	ok(ol_http_proxy_vouched(&r, other, ip, sizeof(ip), &tls) == -EBADMSG,
+	   "another cluster's key does not verify");
+	r.target = "/b/other";
+	ok(ol_http_proxy_vouched(&r, key, ip, sizeof(ip), &tls) == -EBADMSG,
+	   "a vouch replayed on another target does not verify");
+	r.target = "/b/k?x=1";
+	got[1].value = "20260101T000001Z";
+	ok(ol_http_proxy_vouched(&r, key, ip, sizeof(ip), &tls) == -EBADMSG,
+	   "nor with another date");
+	got[1].value = "20260101T000000Z";
+	char forged[160];
+	snprintf(forged, sizeof(forged), "6.6.6.6 1 %s", strrchr(v, ' ') + 1);
+	got[2].value = forged;
+	ok(ol_http_proxy_vouched(&r, key, ip, sizeof(ip), &tls) == -EBADMSG,
+	   "the proxy's MAC with another address does not verify");
+	r.n_headers = 2;
+	ok(ol_http_proxy_vouched(&r, key, ip, sizeof(ip), &tls) == -ENOENT, "no vouch: -ENOENT");
+	struct ol_http_header two[] = {{"X-OpenLake-Client", v}, {"x-openlake-client", v}};
+	r.headers = two;
+	r.n_headers = 2;
+	ok(ol_http_proxy_vouched(&r, key, ip, sizeof(ip), &tls) == -EBADMSG,
+	   "two vouches: refused");
+	struct ol_http_header bad[] = {{"X-OpenLake-Client", "1.2.3.4 2 00"}};
+	r.headers = bad;
+	r.n_headers = 1;
+	ok(ol_http_proxy_vouched(&r, key, ip, sizeof(ip), &tls) == -EBADMSG, "a malformed one too");
 }
 
 static void
@@ -337,6 +395,7 @@ int
 main(void)
 {
 	test_head();
+	test_vouch();
 	test_response();
 	test_live();
 	tap_done();
