@@ -1,56 +1,44 @@
 #!/usr/bin/env bash
-# Build openlake_<version>_<arch>.deb from this tree with dpkg-deb (no debhelper needed):
-# a release build with prefix /usr, `meson install` into a staging root, the host example
-# config as the conffile /etc/openlake/openlake.toml, Depends from dpkg-shlibdeps, and
-# deploy/deb/postinst (creates the openlake system user, runs ldconfig; the service is not
-# started until you enable it).
-#   scripts/deb.sh [OUT_DIR]      (default build-deb/; needs scripts/deps.sh build + dpkg-dev)
-# Then, as root: apt-get install ./build-deb/openlake_*.deb
+# Build the Debian packages from debian/ with dpkg-buildpackage -b -us -uc: openlake (daemon,
+# CLI, systemd unit, /etc/openlake/openlake.toml, the openlake user), libopenlake0,
+# libopenlake-dev and python3-openlake-client. It builds in a copy of the tree in a temp dir
+# (the files git tracks plus the untracked ones it does not ignore; all but build*/ without
+# git), since dpkg-buildpackage writes into the tree and puts the .debs beside it, then moves
+# the .debs, the .buildinfo/.changes and its log (build.log) into OUT_DIR and prints the .debs'
+# paths.
+#   scripts/deb.sh [OUT_DIR]      (default build-deb/; `scripts/deps.sh deb` installs what it
+#                                 needs: debhelper, dh-python and the build dependencies)
+# DEB_BUILD_OPTIONS passes through (nocheck skips the unit tests, parallel=N); then, as root:
+#   apt-get install ./build-deb/*.deb
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${1:-build-deb}
-bdir=build-deb/build
-stage=$PWD/build-deb/stage
-if [ -f "$bdir/build.ninja" ]; then
-	meson setup --reconfigure "$bdir" >/dev/null
-else
-	meson setup "$bdir" --prefix=/usr --buildtype=release \
-		-Dsystemdunitdir=/lib/systemd/system >/dev/null
-fi
-ninja -C "$bdir"
-rm -rf "$stage"
-meson install -C "$bdir" --destdir "$stage" --no-rebuild --quiet
-install -D -m 0640 "$stage/usr/share/openlake/examples/openlake.toml" \
-	"$stage/etc/openlake/openlake.toml"
-version=$(meson introspect --projectinfo "$bdir" |
-	python3 -c 'import json, sys; print(json.load(sys.stdin)["version"])')
-arch=$(dpkg --print-architecture)
-# shared-library dependencies of what we ship, as Debian package names
-tmp=$(mktemp -d)
+out=$(realpath -m "${1:-build-deb}")
+command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || {
+	echo "scripts/deb.sh: dpkg-buildpackage and debhelper are missing: run scripts/deps.sh deb" >&2
+	exit 1
+}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/openlake-deb.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-mkdir "$tmp/debian"
-printf 'Source: openlake\n\nPackage: openlake\nArchitecture: any\n' >"$tmp/debian/control"
-elfs=("$stage"/usr/bin/openlaked "$stage"/usr/bin/openlake "$stage"/usr/lib/*/libopenlake.so.*.*)
-deps=$(cd "$tmp" && dpkg-shlibdeps -O "${elfs[@]/#/-e}" 2>/dev/null | sed -n 's/^shlibs:Depends=//p')
-[ -n "$deps" ] || { echo "scripts/deb.sh: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
-mkdir -p "$stage/DEBIAN"
-cat >"$stage/DEBIAN/control" <<CONTROL
-Package: openlake
-Version: $version
-Architecture: $arch
-Maintainer: OpenLake developers <openlake@localhost>
-Section: net
-Priority: optional
-Depends: $deps, adduser
-Installed-Size: $(du -sk --exclude=DEBIAN "$stage" | cut -f1)
-Description: S3-compatible object store and KV-cache pool for LLM inference
- openlaked serves an S3 API erasure-coded over the drives of a node and a KV-cache pool
- (DRAM + NVMe tiers) that vLLM offloads attention KV blocks to; openlake is its CLI,
- libopenlake its C client library (header and pkg-config file included).
-CONTROL
-echo /etc/openlake/openlake.toml >"$stage/DEBIAN/conffiles"
-install -m 0755 deploy/deb/postinst deploy/deb/postrm "$stage/DEBIAN/"
+src=$tmp/openlake
+mkdir "$src"
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+	# tracked files that still exist, plus untracked ones git does not ignore
+	git ls-files -z --cached --others --exclude-standard |
+		while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+		tar --null -T - -cf - | tar -C "$src" -xf -
+else
+	tar --exclude='./build*' --exclude=./.git -cf - . | tar -C "$src" -xf -
+fi
+if [ -z "${DEB_BUILD_OPTIONS:-}" ] || [[ $DEB_BUILD_OPTIONS != *parallel=* ]]; then
+	export DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:+$DEB_BUILD_OPTIONS }parallel=$(nproc)"
+fi
 mkdir -p "$out"
-deb="$out/openlake_${version}_${arch}.deb"
-dpkg-deb --build --root-owner-group "$stage" "$deb" >/dev/null
-echo "$deb"
+(cd "$src" && dpkg-buildpackage -b -us -uc) >"$out/build.log" 2>&1 || {
+	tail -n 60 "$out/build.log" >&2
+	echo "scripts/deb.sh: dpkg-buildpackage failed (the lines above end $out/build.log)" >&2
+	exit 1
+}
+for f in "$tmp"/*.deb "$tmp"/*.buildinfo "$tmp"/*.changes; do
+	mv -f "$f" "$out/"
+	[[ $f != *.deb ]] || echo "$out/${f##*/}"
+done

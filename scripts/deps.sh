@@ -4,6 +4,8 @@
 #                           (what scripts/run.sh installs)
 #   scripts/deps.sh test    build + real S3 clients, Python test packages, etcd, clang for the
 #                           fuzz targets (what scripts/test.sh installs)
+#   scripts/deps.sh deb     build + what `dpkg-buildpackage` needs for debian/ (debhelper,
+#                           dh-python, ...) and lintian: scripts/deb.sh, test_deb.py
 #   scripts/deps.sh bench   test + the benchmarks' references (redis, memcached, nginx, fio,
 #                           wrk, zstd, lz4); their services are NOT started by the install
 #   scripts/deps.sh all     all of the above (the default, as before)
@@ -24,13 +26,16 @@ TEST=(
   etcd-server etcd-client
   chromium chromium-driver python3-selenium
 )
+# debian/control's Build-Depends beyond BUILD, plus lintian to check the result
+DEB=(debhelper dh-python python3-all python3-setuptools dpkg-dev fakeroot pkgconf lintian)
 BENCH=(redis-server memcached fio wrk nginx-light zstd lz4)
 case $what in
   build) PKGS=("${BUILD[@]}") ;;
   test) PKGS=("${BUILD[@]}" "${TEST[@]}") ;;
-  bench | all) PKGS=("${BUILD[@]}" "${TEST[@]}" "${BENCH[@]}") ;;
-  -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
-  *) echo "scripts/deps.sh: unknown set '$what': use build, test, bench or all" >&2; exit 2 ;;
+  deb) PKGS=("${BUILD[@]}" "${DEB[@]}") ;;
+  bench | all) PKGS=("${BUILD[@]}" "${TEST[@]}" "${DEB[@]}" "${BENCH[@]}") ;;
+  -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
+  *) echo "scripts/deps.sh: unknown set '$what': use build, test, deb, bench or all" >&2; exit 2 ;;
 esac
 missing=()
 for p in "${PKGS[@]}"; do

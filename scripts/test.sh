@@ -4,7 +4,8 @@
 # daemon, then all of it again on an AddressSanitizer + UndefinedBehaviorSanitizer build.
 #   scripts/test.sh            everything
 #   scripts/test.sh --quick    skip the sanitizer pass
-#   scripts/test.sh --long     also the slow ones: build the .deb and install it (test_deb.py)
+#   scripts/test.sh --long     also the slow ones: build the Debian packages (debian/) and
+#                              install them on this machine (test_deb.py, needs root)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -42,6 +43,10 @@ pytest_run() { # build dir, extra env...
 }
 
 scripts/deps.sh test || { echo "dependency install failed"; exit 1; }
+# --long builds the Debian packages (test_deb.py): debhelper, dh-python, lintian
+if [ "${OPENLAKE_LONG:-}" = 1 ]; then
+  scripts/deps.sh deb || { echo "dependency install failed"; exit 1; }
+fi
 stage "build" scripts/build.sh build
 # fast (seconds): include layering, duplicate global symbols in build/src/*.a, clang-format
 stage "source check" $PY scripts/check_source.py --build build
