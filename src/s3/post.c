@@ -105,19 +105,15 @@ static int
 post_auth_v2(struct post *p, const char *policy, const char *ak, const char *sig)
 {
 	struct s3_req *r = p->r;
-	uint8_t mac[20];
-	unsigned ml = 0;
 	char b64[40];
 	const char *secret = ol_keyring_secret_for(ak, (void *)r->srv->cfg);
 	if (!secret) {
 		s3_error(r, OL_S3E_INVALID_ACCESS_KEY, NULL);
 		return -1;
 	}
-	if (!HMAC(EVP_sha1(), secret, (int)strlen(secret), (const uint8_t *)policy, strlen(policy),
-		  mac, &ml))
+	if (ol_sigv2_sign(secret, policy, b64, sizeof(b64)))
 		ol_die("s3: HMAC failed");
-	if (ol_cksum_b64_encode(mac, sizeof(mac), b64, sizeof(b64)) < 0 ||
-	    strlen(sig) != strlen(b64) || CRYPTO_memcmp(b64, sig, strlen(b64)) != 0) {
+	if (strlen(sig) != strlen(b64) || CRYPTO_memcmp(b64, sig, strlen(b64)) != 0) {
 		ol_debug("s3 %s PostObject: SigV2 policy signature mismatch for key %s", r->reqid,
 			 ak);
 		s3_error(r, OL_S3E_SIGNATURE_MISMATCH, NULL);

@@ -198,21 +198,26 @@ authenticate(struct s3_req *r)
 		hs[i] = (struct ol_sigv4_header){
 		    r->h->headers[i].name, strlen(r->h->headers[i].name), r->h->headers[i].value,
 		    strlen(r->h->headers[i].value)};
+	struct ol_sigv4_request sr = {
+	    r->h->method, r->h->path, strlen(r->h->path), r->query, strlen(r->query), hs, n};
+	bool v2 = ol_sigv2_present(&sr);
 	/* curl --aws-sigv4 (7.88) signs the empty-payload hash without sending
 	 * x-amz-content-sha256: take that hash (unsigned header, so the signature is unchanged;
 	 * a non-empty body then fails the payload check, as it must). */
-	if (ol_http_header(r->h, "authorization") && !ol_http_header(r->h, "x-amz-content-sha256"))
-		hs[n++] = (struct ol_sigv4_header){"x-amz-content-sha256", 20, empty_sha, 64};
-	struct ol_sigv4_request sr = {
-	    r->h->method, r->h->path, strlen(r->h->path), r->query, strlen(r->query), hs, n};
-	int rc = ol_sigv4_verify(&sr, r->srv->cfg->region, time(NULL), ol_keyring_secret_for,
-				 (void *)r->srv->cfg, &r->auth);
-	if (rc == 0 || rc == OL_SIGV4_ERR_MISSING) {
+	if (!v2 && ol_http_header(r->h, "authorization") &&
+	    !ol_http_header(r->h, "x-amz-content-sha256"))
+		hs[sr.n_headers++] =
+		    (struct ol_sigv4_header){"x-amz-content-sha256", 20, empty_sha, 64};
+	int rc = v2 ? ol_sigv2_verify(&sr, time(NULL), ol_keyring_secret_for, (void *)r->srv->cfg,
+				      &r->auth)
+		    : ol_sigv4_verify(&sr, r->srv->cfg->region, time(NULL), ol_keyring_secret_for,
+				      (void *)r->srv->cfg, &r->auth);
+	if (rc == 0 || (!v2 && rc == OL_SIGV4_ERR_MISSING)) {
 		/* no signature at all: an anonymous request, which ACLs and policies judge */
 		s3_identity(r, rc != 0);
 		return 0;
 	}
-	bool pre = strstr(r->query, "X-Amz-Signature") != NULL;
+	bool pre = v2 ? r->auth.presigned : strstr(r->query, "X-Amz-Signature") != NULL;
 	enum ol_s3_err e = auth_err(rc, pre);
 	const char *msg = r->auth.message[0] ? r->auth.message : NULL;
 	if (e == OL_S3E_SIGNATURE_MISMATCH) {

@@ -1,6 +1,7 @@
 /* tests/fuzz/fuzz_sigv4.c - libFuzzer target for SigV4 parsing (Authorization header and
  * presigned query). Input: "METHOD PATH[?QUERY]\n" then "name:value\n" header lines.
- * Runs verify (at the vectors' time, with a known key), is_anonymous and sign. */
+ * Runs verify (at the vectors' time, with a known key), is_anonymous and sign, and the
+ * Signature Version 2 verifier on the same request. */
 #include "fuzz_scratch.h" /* libFuzzer writes to a scratch corpus, not ours */
 #include <stdint.h>
 #include <stdlib.h>
@@ -55,6 +56,14 @@ exercise(const struct ol_sigv4_request *req)
 		}
 		(void)ol_sigv4_s3_code(rc, res.presigned);
 		(void)ol_sigv4_http_status(rc);
+		ol_sigv4_result_fini(&res);
+	}
+	for (int i = 0; i < 3; i++) {
+		int present = ol_sigv2_present(req);
+		int rc = ol_sigv2_verify(req, nows[i], secret_for, NULL, &res);
+		if (rc > 0 || (present && rc < 0 && rc != OL_SIGV4_ERR_NOMEM && !res.message[0] &&
+			       rc != OL_SIGV4_ERR_SIGNATURE_MISMATCH))
+			abort();
 		ol_sigv4_result_fini(&res);
 	}
 	(void)ol_sigv4_is_anonymous(req);

@@ -151,6 +151,33 @@ int ol_sigv4_is_anonymous(const struct ol_sigv4_request *req);
 const char *ol_sigv4_s3_code(int err, int presigned);
 int ol_sigv4_http_status(int err);
 
+/* ---- Signature Version 2 (sigv2.c) ----
+ *
+ * The older scheme some SDKs and tools still use, and boto3's default for presigned URLs to a
+ * custom endpoint: "Authorization: AWS <access key>:<base64 HMAC-SHA1>" with a Date (or
+ * x-amz-date) header within OL_SIGV4_MAX_SKEW, or the query AWSAccessKeyId, Signature and
+ * Expires (epoch seconds, not passed). The string to sign is the method, Content-MD5,
+ * Content-Type, the date (Expires when presigned; empty when x-amz-date is sent), every
+ * x-amz-* header (lowercased, sorted, values trimmed, repeats joined with ','), and the path
+ * as sent with the sub-resources of the query (acl, uploadId, versionId, response-*, ...;
+ * sorted, values decoded). Path-style only: a virtual-host request signs "/bucket" + path,
+ * which this does not rebuild. The body is not signed (out->payload is UNSIGNED). */
+
+/* 1 when req carries a V2 signature (an "AWS " Authorization header, or AWSAccessKeyId and
+ * Signature in the query), 0 otherwise. */
+int ol_sigv2_present(const struct ol_sigv4_request *req);
+/* As ol_sigv4_verify for V2: 0, or _MALFORMED, _MISSING (no date), _SKEWED, _EXPIRED,
+ * _INVALID_ACCESS_KEY, _SIGNATURE_MISMATCH (string_to_sign set), _NOMEM. out->access_key and
+ * out->presigned are set; call ol_sigv4_result_fini(out) in every case. */
+int ol_sigv2_verify(const struct ol_sigv4_request *req, time_t now, ol_sigv4_secret_fn secret_for,
+		    void *arg, struct ol_sigv4_result *out);
+/* The string to sign of req with its date line `date`, malloc'd into *out. 0, _MALFORMED,
+ * _NOMEM. */
+int ol_sigv2_string_to_sign(const struct ol_sigv4_request *req, const char *date, char **out);
+/* base64 HMAC-SHA1 of string_to_sign under secret into out (29 bytes with the NUL).
+ * 0, -ENOSPC, _NOMEM. */
+int ol_sigv2_sign(const char *secret, const char *string_to_sign, char *out, size_t cap);
+
 /* ---- signing side (for the C client, bench and tests) ---- */
 
 /* key = HMAC chain over "AWS4"+secret, date8 ("20130524"), region, service, "aws4_request".
