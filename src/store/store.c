@@ -120,7 +120,7 @@ verify_db(struct ol_meta_txn *t, enum ol_meta_db db)
 	for (rc = ol_meta_cursor_seek(c, "", 0, &k, &kl, &v, &vl); rc == 1 && !bad;
 	     rc = ol_meta_cursor_next(c, &k, &kl, &v, &vl)) {
 		if (db == OL_META_BUCKETS)
-			bad = ol_brec_decode(v, vl, &x);
+			bad = ol_brec_check(v, vl);
 		else if (db == OL_META_UPLOADS)
 			bad = ol_urec_decode(v, vl, &x, &kp, &a, &mp, &b);
 		else

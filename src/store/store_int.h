@@ -253,6 +253,8 @@ uint64_t ol_get_u64(const uint8_t *p);
 /* Bucket record: created_ns + crc. Upload record: init, key, meta. */
 size_t ol_brec_encode(uint8_t out[16], int64_t created);
 int ol_brec_decode(const void *buf, size_t len, int64_t *created);
+/* bucket.c: a bucket record of either version (v1 or v2 with attrs) decodes: 0 or -EIO. */
+int ol_brec_check(const void *buf, size_t len);
 uint8_t *ol_urec_encode(int64_t init, const char *key, size_t klen, const void *meta, size_t mlen,
 			size_t *len);
 int ol_urec_decode(const void *buf, size_t len, int64_t *init, const char **key, size_t *klen,
