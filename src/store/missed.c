@@ -39,7 +39,7 @@ ol_missed_mask(struct ol_store *st, const struct ol_commit *c, uint32_t off)
 			m |= 1u << d;
 	if (!m)
 		return 0;
-	if (atomic_load(&st->missed_pending) >= OL_MISSED_CAP) {
+	if (atomic_load(&st->missed_pending) >= st->missed_cap) {
 		bool was = false;
 
 		if (atomic_compare_exchange_strong(&st->missed_full, &was, true))
@@ -132,11 +132,11 @@ ol_missed_count(struct ol_store *st)
 
 	if (ol_merge_open(st, OL_META_MISSED, "", 0, &m))
 		return;
-	while (n < OL_MISSED_CAP && ol_merge_next(&m, &k, &kl, vals, lens) == 1)
+	while (n < st->missed_cap && ol_merge_next(&m, &k, &kl, vals, lens) == 1)
 		n++;
 	ol_merge_close(&m);
 	atomic_store(&st->missed_pending, n);
-	if (n < OL_MISSED_CAP)
+	if (n < st->missed_cap)
 		atomic_store(&st->missed_full, false);
 }
 

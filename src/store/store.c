@@ -243,6 +243,7 @@ ol_store_new(const struct ol_config *cfg, struct ol_store **out)
 	st->n_sets = 1;
 	st->sets[0] = st;
 	st->upl_tag = -1;
+	st->missed_cap = OL_MISSED_CAP;
 	pthread_rwlock_init(&st->brw, NULL);
 	for (int i = 0; i < OL_NLOCKS; i++) {
 		pthread_mutex_init(&st->upl_locks[i], NULL);

@@ -97,6 +97,7 @@ struct ol_store {
 	/* missed.c: missed-write entries (record, drive) held by the drives: exact after open
 	 * and each heal pass, counted up by commits between; misses not recorded (cap) */
 	_Atomic uint64_t missed_pending, missed_dropped;
+	uint64_t missed_cap;	  /* OL_MISSED_CAP (tests lower it) */
 	_Atomic bool missed_full; /* the cap was reached (logged once until it is not) */
 };
 
