@@ -339,6 +339,22 @@ test_cap(void)
 		held += holds(st, 3, k);
 	}
 	ok(held == 5, "the scan restored the 3 unrecorded too: drive 3 holds all 5 (%d)", held);
+	{ /* a drive whose own commit failed: recorded after the batch on the drives that took it */
+		char okey[OL_KEYBUF];
+		struct ol_commit c = {.db = OL_META_OBJECTS, .k = okey};
+		bool on;
+		int n0, n2;
+
+		c.kl = ol_okey(okey, "b", "cap0", 4);
+		c.done[0] = c.done[1] = c.done[2] = true;
+		ol_missed_follow(st, &c, 1u << 3);
+		n0 = entries(st, 0, 3, &on);
+		n2 = entries(st, 2, 3, &on);
+		ok(n0 == 1 && n2 == 1 && entries(st, 3, 3, &on) == 0 && pending(st) == 1,
+		   "follow-up: the miss of drive 3 recorded on drives 0-2 (%d %d)", n0, n2);
+		ok(heal(st, true, &p) == 0 && p.missed_healed == 1 && pending(st) == 0,
+		   "drive 3 holds that key already: the heal removes the record");
+	}
 	ol_store_close(st);
 }
 
