@@ -353,7 +353,7 @@ struct ol_heal_progress {
  * cancel asked before the start is kept, and cleared when the call returns). */
 int ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o,
 		      struct ol_heal_progress *p);
-/* Missed-write records (missed.c, docs in README "Heal"): a metadata commit that misses a
+/* Missed-write records (missed.c; README "Healing"): a metadata commit that misses a
  * drive (offline when it began, its shards failed, or its txn failed) is recorded on the
  * drives that committed it, as (record, drive) entries: in the commit's own txn for a drive
  * known offline or skipped, in a follow-up txn for one that failed during the commit (a crash
