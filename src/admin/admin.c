@@ -366,8 +366,7 @@ heal_missed_at_start(struct ol_store *st)
 		return;
 	ol_info("admin: %llu missed writes pending: healing them ([storage] heal_on_return)",
 		(unsigned long long)pend);
-	if (heal_start_rate(admin_cfg->heal_bytes_per_sec, true, "the start (missed writes)") !=
-	    202)
+	if (heal_start_rate(admin_cfg->heal_bytes_per_sec, true, "the daemon's start") != 202)
 		ol_warn("admin: cannot start the heal of missed writes; run `openlake heal`");
 }
 
