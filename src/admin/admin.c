@@ -429,7 +429,9 @@ heal_start(const char *query, const char *peer)
 	return heal_start_rate(rate, false, who);
 }
 
-/* Start the whole-store heal thread: 202, or 409 when one runs, 500. */
+/* Start the whole-store heal thread: 202, or 409 when one runs, 500. A whole heal asked
+ * while the start's missed-writes-only heal runs replaces it (it begins with the same pass):
+ * that one is cancelled and waited for (it stops between two keys) for up to 10 s. */
 static int
 heal_start_rate(uint64_t rate, bool missed_only, const char *who)
 {
@@ -437,6 +439,12 @@ heal_start_rate(uint64_t rate, bool missed_only, const char *who)
 	pthread_t t;
 	pthread_attr_t a;
 
+	if (!missed_only && atomic_load(&heal_thread) && atomic_load(&heal_prog.missed_only)) {
+		ol_info("admin: the heal of missed writes gives way to a whole heal");
+		ol_store_heal_cancel(&heal_prog);
+		for (int i = 0; i < 1000 && atomic_load(&heal_thread); i++)
+			usleep(10000);
+	}
 	if (!atomic_compare_exchange_strong(&heal_thread, &idle, 1))
 		return 409;
 	heal_opts.rate_bytes = rate;

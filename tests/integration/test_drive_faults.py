@@ -292,7 +292,30 @@ def test_missed_writes_healed_first_after_crash(openlaked):
     assert heal_gauge(d, "openlake_heal_missed_pending") == 0
     assert "missed writes pending: healing them" in d.log()
     check_all(c, objs)
+    heal(d)  # a whole heal after it: the second finds nothing to restore
     prove_restored(d, c, objs, healed=1, other=0)
+
+
+def test_whole_heal_replaces_the_start_missed_heal(openlaked):
+    """The start's missed-writes heal, slowed by heal_bytes_per_sec, gives way to an
+    `openlake heal`, which heals the same missed writes first and then scans."""
+    d = openlaked(extra="[storage]\nheal_bytes_per_sec = 65536\n")
+    c, objs = populate(d, n=2)
+    os.rename(d.data_dirs[1], d.data_dirs[1] + ".away")
+    wait_until(lambda: online(d, 1) == 0, "drive 1 offline once its directory is gone")
+    objs.update(fill(c, n=10, seed=21, prefix="slow"))  # ~5 MiB of shards: 80 s at 64 KiB/s
+    d.kill9()
+    os.rename(d.data_dirs[1] + ".away", d.data_dirs[1])
+    d.start()
+    wait_until(lambda: heal_status(d)["missed_only"], "the start's heal of missed writes")
+    r = subprocess.run([str(OPENLAKE_CLI), "heal", "--endpoint", d.s3_url, "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr + r.stdout
+    j = json.loads(r.stdout)
+    assert j["missed_only"] is False and j["missed_pending"] == 0, j
+    assert j["objects_total"] == 12, j  # the scan ran too
+    assert "gives way to a whole heal" in d.log()
+    check_all(c, objs)
 
 
 # ---- read-only drive ----
