@@ -34,6 +34,7 @@ struct heal_cli {
 struct prog {
 	char state[32];
 	unsigned long long scanned, total, bytes, bytes_total, shards, blocks, records, unrec;
+	unsigned long long missed_pending, missed_healed;
 	long result; /* 0, or the -errno of the run (-EIO: objects unrecoverable) */
 	double elapsed, bps, eta;
 };
@@ -127,6 +128,8 @@ parse(const char *j, struct prog *p)
 	p->blocks = num(j, "blocks_healed");
 	p->records = num(j, "records_restored");
 	p->unrec = num(j, "unrecoverable");
+	p->missed_pending = num(j, "missed_pending");
+	p->missed_healed = num(j, "missed_healed");
 	p->result = strtol(field(j, "result", v, sizeof(v)) ? "0" : v, NULL, 10);
 	p->elapsed = dbl(j, "elapsed_seconds");
 	p->bps = dbl(j, "bytes_per_second");
@@ -138,10 +141,11 @@ progress_line(const struct prog *p)
 {
 	fprintf(stderr,
 		"heal: %s: objects %llu/%llu, %.1f/%.1f MB scanned, %llu shards healed, "
-		"%llu records restored, %llu unrecoverable, %.1f MB/s, ETA %.0fs\n",
+		"%llu records restored, %llu unrecoverable, %.1f MB/s, ETA %.0fs; missed writes: "
+		"%llu healed, %llu pending\n",
 		p->state, p->scanned, p->total, (double)p->bytes / 1e6,
-		(double)p->bytes_total / 1e6, p->shards, p->records, p->unrec, p->bps / 1e6,
-		p->eta);
+		(double)p->bytes_total / 1e6, p->shards, p->records, p->unrec, p->bps / 1e6, p->eta,
+		p->missed_healed, p->missed_pending);
 }
 
 static int
@@ -161,6 +165,9 @@ summary(struct heal_cli *c, const char *j, const struct prog *p)
 		    "(%llu blocks), %llu records restored, %llu unrecoverable\n",
 		    p->state, p->scanned, p->total, (double)p->bytes / 1e6, p->elapsed, p->shards,
 		    p->blocks, p->records, p->unrec);
+		printf("missed writes: %llu healed, %llu pending (a drive still offline keeps "
+		       "its)\n",
+		       p->missed_healed, p->missed_pending);
 		if (p->unrec)
 			printf("%llu objects have more than parity-count shards lost: their data "
 			       "cannot be rebuilt\n",
@@ -252,9 +259,9 @@ usage(FILE *f)
 	    "Usage: openlake heal [--endpoint http://127.0.0.1:9000] [--json] [--no-wait]\n"
 	    "                     [--rate BYTES_PER_SECOND] [--status] [--config FILE]\n"
 	    "                     [--access-key KEY --secret-key KEY] [--region NAME]\n\n"
-	    "Verify every block of every shard (data and parity) of every object and upload part\n"
-	    "on every drive, rebuild what is missing or corrupt, restore missing metadata "
-	    "records.\n"
+	    "Heal first the writes recorded as missed by a drive (missed writes), then verify\n"
+	    "every block of every shard (data and parity) of every object and upload part on\n"
+	    "every drive, rebuild what is missing or corrupt, restore missing metadata records.\n"
 	    "Progress goes to stderr once a second; the summary to stdout.\n"
 	    "  --status   only show the progress of the running (or last) heal\n"
 	    "  --no-wait  start it and return\n"

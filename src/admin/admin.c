@@ -32,7 +32,7 @@ static _Atomic int heal_thread; /* 1 from POST until the thread has finished */
 static _Atomic int64_t returned_ns; /* CLOCK_REALTIME of the latest return */
 static _Atomic int auto_thread, auto_stop;
 static _Atomic uint64_t auto_heals;
-static int heal_start_rate(uint64_t rate, const char *who);
+static int heal_start_rate(uint64_t rate, bool missed_only, const char *who);
 static void *auto_main(void *arg);
 
 /* What runs (ol_admin_set_services) and whether all of it is up (ol_admin_set_ready). */
@@ -265,13 +265,25 @@ ol_admin_heal_json(void)
 			 "\"shards_healed\":%llu,\"blocks_healed\":%llu,\"records_restored\":%llu,"
 			 "\"unrecoverable\":%llu,\"result\":%d,\"started_ns\":%lld,"
 			 "\"finished_ns\":%lld,\"elapsed_seconds\":%.3f,"
-			 "\"bytes_per_second\":%.0f,\"eta_seconds\":%.1f,\"rate_limit\":%llu}",
+			 "\"bytes_per_second\":%.0f,\"eta_seconds\":%.1f,\"rate_limit\":%llu,",
 			 (unsigned long long)atomic_load(&p->shards_healed),
 			 (unsigned long long)atomic_load(&p->blocks_healed),
 			 (unsigned long long)atomic_load(&p->records_restored),
 			 (unsigned long long)atomic_load(&p->unrecoverable), heal_result(p),
 			 (long long)t0, (long long)t1, el, rate, eta,
 			 (unsigned long long)heal_opts.rate_bytes);
+	{
+		uint64_t pend = 0, drop = 0;
+
+		if (admin_store)
+			ol_store_missed_stats(admin_store, &pend, &drop);
+		ol_strbuf_printf(
+		    &b,
+		    "\"missed_pending\":%llu,\"missed_healed\":%llu,"
+		    "\"missed_dropped\":%llu,\"missed_only\":%s}",
+		    (unsigned long long)pend, (unsigned long long)atomic_load(&p->missed_healed),
+		    (unsigned long long)drop, atomic_load(&p->missed_only) ? "true" : "false");
+	}
 	return b.p;
 }
 
@@ -305,6 +317,21 @@ heal_metrics(struct ol_strbuf *out, void *arg)
 			 "back online\n# TYPE openlake_heal_on_return_total counter\n"
 			 "openlake_heal_on_return_total %llu\n",
 			 (unsigned long long)atomic_load(&auto_heals));
+	if (admin_store) {
+		uint64_t pend, drop;
+
+		ol_store_missed_stats(admin_store, &pend, &drop);
+		ol_strbuf_printf(
+		    out,
+		    "# HELP openlake_heal_missed_pending Missed-write records (record, drive) a "
+		    "heal has not restored yet.\n"
+		    "# TYPE openlake_heal_missed_pending gauge\nopenlake_heal_missed_pending %llu\n"
+		    "# HELP openlake_heal_missed_dropped_total Missed writes not recorded because "
+		    "too many were pending (the whole-store heal finds them).\n"
+		    "# TYPE openlake_heal_missed_dropped_total counter\n"
+		    "openlake_heal_missed_dropped_total %llu\n",
+		    (unsigned long long)pend, (unsigned long long)drop);
+	}
 }
 
 static void
@@ -327,6 +354,22 @@ drive_returned(void *arg, const char *drive)
 		ol_warn("admin: cannot start the heal for drive %s; run `openlake heal`", drive);
 	}
 	pthread_attr_destroy(&a);
+}
+
+/* Missed writes recorded before this start (a crash, a restart while a drive was away):
+ * healed in the background, without the scan, at the return heal's rate. */
+static void
+heal_missed_at_start(struct ol_store *st)
+{
+	uint64_t pend, drop;
+
+	ol_store_missed_stats(st, &pend, &drop);
+	if (!pend)
+		return;
+	ol_info("admin: %llu missed writes pending: healing them ([storage] heal_on_return)",
+		(unsigned long long)pend);
+	if (heal_start_rate(admin_cfg->heal_bytes_per_sec, true, "the daemon's start") != 202)
+		ol_warn("admin: cannot start the heal of missed writes; run `openlake heal`");
 }
 
 void
@@ -354,6 +397,8 @@ ol_admin_set_store(struct ol_store *st)
 		ol_store_on_drive_return(st, drive_returned, NULL);
 	if (!registered++)
 		ol_metrics_register(heal_metrics, NULL);
+	if (st && admin_cfg && admin_cfg->heal_on_return)
+		heal_missed_at_start(st);
 }
 
 static void *
@@ -383,20 +428,30 @@ heal_start(const char *query, const char *peer)
 			return 400;
 	}
 	snprintf(who, sizeof(who), "an admin at %s", peer ? peer : "?");
-	return heal_start_rate(rate, who);
+	return heal_start_rate(rate, false, who);
 }
 
-/* Start the whole-store heal thread: 202, or 409 when one runs, 500. */
+/* Start the whole-store heal thread: 202, or 409 when one runs, 500. A whole heal asked
+ * while the start's missed-writes-only heal runs replaces it (it begins with the same pass):
+ * that one is cancelled and waited for (it stops between two keys) for up to 10 s. */
 static int
-heal_start_rate(uint64_t rate, const char *who)
+heal_start_rate(uint64_t rate, bool missed_only, const char *who)
 {
 	int idle = 0;
 	pthread_t t;
 	pthread_attr_t a;
 
+	if (!missed_only && atomic_load(&heal_thread) && atomic_load(&heal_prog.missed_only)) {
+		ol_info("admin: the heal of missed writes gives way to a whole heal");
+		ol_store_heal_cancel(&heal_prog);
+		for (int i = 0; i < 1000 && atomic_load(&heal_thread); i++)
+			usleep(10000);
+	}
 	if (!atomic_compare_exchange_strong(&heal_thread, &idle, 1))
 		return 409;
 	heal_opts.rate_bytes = rate;
+	heal_opts.missed_only = missed_only;
+	atomic_store(&heal_prog.missed_only, missed_only);
 	atomic_store(&heal_prog.cancel, 0);
 	atomic_store(&heal_prog.result, 0);
 	atomic_store(&heal_prog.finished_ns, 0);
@@ -409,7 +464,8 @@ heal_start_rate(uint64_t rate, const char *who)
 		return 500;
 	}
 	pthread_attr_destroy(&a);
-	ol_info("admin: heal started by %s%s", who, rate ? " (rate limited)" : "");
+	ol_info("admin: heal started by %s%s%s", who, missed_only ? " (missed writes only)" : "",
+		rate ? " (rate limited)" : "");
 	return 202;
 }
 
@@ -430,7 +486,7 @@ auto_main(void *arg)
 			continue;
 		}
 		if (atomic_load(&heal_prog.started_ns) < ret) {
-			int rc = heal_start_rate(admin_cfg->heal_bytes_per_sec,
+			int rc = heal_start_rate(admin_cfg->heal_bytes_per_sec, false,
 						 "a drive's return ([storage] heal_on_return)");
 			if (rc == 409)
 				continue; /* an admin's heal started this instant: look again */

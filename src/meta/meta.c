@@ -19,8 +19,8 @@
 
 #include "base/log.h"
 
-static const char *const db_names[OL_META_NDB + 1] = {"buckets", "objects",  "uploads",
-						      "parts",	 "versions", "fence"};
+static const char *const db_names[OL_META_NALL] = {"buckets",  "objects", "uploads", "parts",
+						   "versions", "fence",	  "missed"};
 
 /* Faults. LMDB reads its file through a read-only shared map: a truncated file makes a read
  * past its end SIGBUS, and damaged pages can make LMDB follow wild offsets (SIGSEGV) or fail
@@ -180,7 +180,7 @@ open_dbs(struct ol_meta *m)
 
 	if (rc)
 		return res(m, rc);
-	for (int i = 0; i <= OL_META_NDB && !rc; i++)
+	for (int i = 0; i < OL_META_NALL && !rc; i++)
 		rc = mdb_dbi_open(txn, db_names[i], MDB_CREATE, &m->dbi[i]);
 	if (rc) {
 		mdb_txn_abort(txn);
@@ -302,7 +302,7 @@ env_open(struct ol_meta *m, const char *path, uint64_t map_size, unsigned flags)
 	mdb_env_set_assert(m->env, on_assert);
 	rc = mdb_env_set_mapsize(m->env, map_size ? map_size : (64ULL << 30));
 	if (!rc)
-		rc = mdb_env_set_maxdbs(m->env, OL_META_NDB + 3);
+		rc = mdb_env_set_maxdbs(m->env, OL_META_NALL + 2);
 	if (!rc)
 		rc = mdb_env_set_maxreaders(m->env, 1024);
 	if (rc)
@@ -695,7 +695,7 @@ ol_meta_check(struct ol_meta *m)
 		return res(m, rc);
 	}
 	rc = walk(m, txn, 0, info.me_last_pgno, &n);
-	for (int i = 0; i <= OL_META_NDB && !rc; i++)
+	for (int i = 0; i < OL_META_NALL && !rc; i++)
 		rc = walk(m, txn, m->dbi[i], info.me_last_pgno, &n);
 	mdb_txn_abort(txn);
 	disarm();

@@ -27,6 +27,12 @@ enum ol_meta_db {
 	/* "epoch" -> u64 (host order): the newest set-leader epoch this drive committed for
 	 * (node/mops.c, fencing); not a record database, the store never reads it */
 	OL_META_FENCE = OL_META_NDB,
+	/* missed writes (store/missed.c): db id (u8) || index key || drive slot (u8) -> when
+	 * (u64 ns, CLOCK_REALTIME): the record of that key in that db was committed on this
+	 * drive while drive `slot` of its set missed it; heal removes the entry once that
+	 * drive holds the record. Not a record database. */
+	OL_META_MISSED,
+	OL_META_NALL, /* every database */
 };
 
 struct ol_meta;

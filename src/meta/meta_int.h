@@ -12,7 +12,7 @@ struct ol_rcur;
 
 struct ol_meta {
 	MDB_env *env;
-	MDB_dbi dbi[OL_META_NDB + 1];
+	MDB_dbi dbi[OL_META_NALL];
 	_Atomic int broken; /* a fault or corruption seen: the env is never touched again */
 	char *map;	    /* the env's map, for the fault handler */
 	bool listed;	    /* on the list of maps: never freed */

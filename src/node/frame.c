@@ -283,7 +283,7 @@ ol_node_mentry_get(struct ol_node_rd *r, bool page, struct ol_node_mentry *e)
 	e->key = ol_node_getbytes(r, e->klen);
 	e->vlen = ol_node_get32(r);
 	e->val = ol_node_getbytes(r, e->vlen);
-	if (r->err || e->klen == 0 || e->klen > OL_NODE_META_KEY || e->db >= OL_NODE_META_NDB ||
+	if (r->err || e->klen == 0 || e->klen > OL_NODE_META_KEY || !OL_NODE_META_DB_OK(e->db) ||
 	    (e->kind != OL_NODE_ME_PUT && e->kind != OL_NODE_ME_DEL) ||
 	    (e->kind == OL_NODE_ME_DEL && e->vlen)) {
 		r->err = true;

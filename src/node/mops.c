@@ -192,7 +192,7 @@ get_key(struct ol_node_rd *r, uint8_t *db, const uint8_t **key, uint16_t *klen, 
 	*key = ol_node_getbytes(r, *klen);
 	if (r->err)
 		return -EPROTO;
-	if (*db >= OL_NODE_META_NDB || *klen > OL_NODE_META_KEY || (!*klen && !empty_ok))
+	if (!OL_NODE_META_DB_OK(*db) || *klen > OL_NODE_META_KEY || (!*klen && !empty_ok))
 		return -EINVAL;
 	return 0;
 }

@@ -66,9 +66,13 @@ enum { OL_NODE_PW_CREATE = 1, OL_NODE_PW_EXCL = 2, OL_NODE_PW_SYNC = 4 };
 enum { OL_NODE_MC_SYNC = 1, OL_NODE_MC_GEN = 2 };
 /* META_COMMIT entry kinds */
 enum { OL_NODE_ME_PUT = 1, OL_NODE_ME_DEL = 2 };
-/* The metadata databases a drive serves (meta/meta.h's enum ol_meta_db, fence excluded). */
-#define OL_NODE_META_NDB 5
-#define OL_NODE_META_KEY 511 /* LMDB's key limit */
+/* The metadata databases a drive serves (meta/meta.h's enum ol_meta_db, fence excluded):
+ * the record databases 0..4 and the missed-write records (6). A node older than db 6
+ * refuses its ops (a protocol error). */
+#define OL_NODE_META_NDB       5
+#define OL_NODE_META_MISSED    6
+#define OL_NODE_META_DB_OK(db) ((db) < OL_NODE_META_NDB || (db) == OL_NODE_META_MISSED)
+#define OL_NODE_META_KEY       511 /* LMDB's key limit */
 
 enum ol_node_flag {
 	OL_NODE_F_REPLY = 1, /* server -> client */

@@ -58,6 +58,16 @@ brec_decode_any(const void *buf, size_t len, int64_t *created, int64_t *updated,
 	return 0;
 }
 
+int
+ol_brec_check(const void *buf, size_t len)
+{
+	int64_t c, u;
+	const uint8_t *a;
+	size_t al;
+
+	return brec_decode_any(buf, len, &c, &u, &a, &al);
+}
+
 static int
 bucket_write(struct ol_store *st, const char *bucket, bool del, int64_t created, const void *attrs,
 	     size_t alen)

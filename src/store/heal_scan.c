@@ -730,6 +730,111 @@ bucket_rec_fn(struct scan *s, const char *pre, size_t pl, const struct item *it,
 	*rc = bucket_fn(s, name);
 }
 
+/* ---- one key (missed-write records, missed.c) ---- */
+
+/* The item of index key k (its first pl bytes the prefix) as gather makes it, read from
+ * every drive. false: nothing resolves (raw: no drive holds it). */
+static bool
+key_item(struct ol_store *st, enum ol_meta_db db, const char *k, size_t kl, size_t pl, bool raw,
+	 struct item *it)
+{
+	struct ol_reads r;
+	bool ok;
+
+	memset(it, 0, sizeof(*it));
+	memcpy(it->k, k + pl, kl - pl);
+	it->kl = kl - pl;
+	ol_reads_get(st, db, k, kl, NULL, &r);
+	ok = take(st, it, (const void *const *)r.raw, r.len, raw);
+	ol_reads_free(&r);
+	return ok;
+}
+
+/* A version of one key, found by each_key under "bucket \0 key \0": version_fn wants the
+ * bucket prefix (its length in *arg) and the rest. */
+static void
+key_version_fn(struct scan *s, const char *pre, size_t pl, const struct item *it, void *arg)
+{
+	size_t bpl = *(const size_t *)arg;
+	struct item *v = ol_xmalloc(sizeof(*v));
+
+	*v = *it;
+	if (pl - bpl + it->kl <= sizeof(v->k)) {
+		memcpy(v->k, pre + bpl, pl - bpl);
+		memcpy(v->k + pl - bpl, it->k, it->kl);
+		v->kl = pl - bpl + it->kl;
+		version_fn(s, pre, bpl, v, NULL);
+	}
+	free(v);
+}
+
+/* Drives that hold the resolved record of k now (all when nothing resolves). */
+static uint32_t
+key_have(struct ol_store *st, enum ol_meta_db db, const char *k, size_t kl, size_t pl, bool raw,
+	 struct item *it)
+{
+	uint32_t have = 0;
+	int votes = 0;
+
+	if (!key_item(st, db, k, kl, pl, raw, it))
+		return ~0u;
+	for (int d = 0; d < st->n; d++) {
+		bool h = raw ? it->vals[d] != NULL : it->valid[d];
+
+		votes += h;
+		have |= h ? 1u << d : 0;
+	}
+	free(it->raw);
+	return raw && votes < st->k ? ~0u : have;
+}
+
+void
+ol_heal_key(struct ol_store *st, struct ol_heal_progress *p, struct ol_heal_pace *pc,
+	    enum ol_meta_db db, const char *k, size_t kl, uint32_t *have)
+{
+	struct scan s = {.st = st, .p = p, .rate = pc->rate, .paced = pc->paced, .t0 = pc->t0};
+	const char *z = memchr(k, 0, kl);
+	size_t pl = z ? (size_t)(z - k) + 1 : 0; /* bucket '\0' */
+	bool raw = db == OL_META_BUCKETS || db == OL_META_UPLOADS;
+	struct item *it = ol_xmalloc(sizeof(*it));
+	char vpre[OL_KEYBUF + 1];
+
+	*have = ~0u;
+	if (db == OL_META_BUCKETS)
+		pl = 0;
+	else if (!z || kl >= OL_KEYBUF || (db == OL_META_PARTS && kl < pl + 37))
+		goto out; /* not a key of ours: nothing to heal */
+	if (db == OL_META_PARTS)
+		pl = kl - 4;
+	if (key_item(st, db, k, kl, pl, raw, it)) {
+		if (db == OL_META_BUCKETS) {
+			pthread_rwlock_rdlock(&st->bucket_lock);
+			restore_raw(&s, db, k, kl, it->vals, it->lens);
+			pthread_rwlock_unlock(&st->bucket_lock);
+		} else if (db == OL_META_OBJECTS) {
+			object_fn(&s, k, pl, it, NULL);
+		} else if (db == OL_META_VERSIONS) {
+			version_fn(&s, k, pl, it, NULL);
+		} else if (db == OL_META_UPLOADS) {
+			upload_fn(&s, k, pl, it, NULL);
+		} else if (db == OL_META_PARTS) {
+			part_fn(&s, k, pl, it, NULL);
+		}
+		free(it->raw);
+	}
+	if (db == OL_META_OBJECTS) { /* its versions ("bucket \0 key \0 ...") */
+		size_t bpl = pl;
+
+		memcpy(vpre, k, kl);
+		vpre[kl] = 0;
+		each_key(&s, OL_META_VERSIONS, vpre, kl + 1, false, key_version_fn, &bpl);
+	}
+	*have = key_have(st, db, k, kl, pl, raw, it);
+out:
+	pc->paced = s.paced;
+	free(it);
+}
+
 static int
 pass(struct scan *s)
 {
@@ -750,9 +855,25 @@ reset(struct ol_heal_progress *p)
 	atomic_store(&p->blocks_healed, 0);
 	atomic_store(&p->records_restored, 0);
 	atomic_store(&p->unrecoverable, 0);
+	atomic_store(&p->missed_healed, 0);
 	atomic_store(&p->finished_ns, 0);
 	atomic_store(&p->started_ns, ol_clock_wall_ns());
 	atomic_store(&p->result, 0);
+}
+
+/* Missed writes first: what returning drives lack, without walking the store. */
+static int
+heal_missed(struct ol_store *const *sets, int n, struct scan *s)
+{
+	struct ol_heal_pace pc = {.rate = s->rate, .t0 = (int64_t)ol_clock_ns()};
+	int rc = 0;
+
+	for (int i = 0; !rc && i < n; i++)
+		rc = ol_missed_heal(sets[i], s->p, &pc);
+	if (atomic_load(&s->p->missed_healed))
+		ol_info("store: heal: %llu missed writes restored",
+			(unsigned long long)atomic_load(&s->p->missed_healed));
+	return rc;
 }
 
 int
@@ -765,20 +886,24 @@ ol_set_heal_all(struct ol_store *const *sets, int n, const struct ol_heal_opts *
 	if (!atomic_compare_exchange_strong(&heal_busy, &busy, 1))
 		return -EBUSY;
 	reset(p);
+	atomic_store(&p->missed_only, o && o->missed_only);
 	atomic_store(&p->running, 1);
-	ol_info("store: heal started%s", s.rate ? " (rate limited)" : "");
+	ol_info("store: heal started%s%s", o && o->missed_only ? " (missed writes only)" : "",
+		s.rate ? " (rate limited)" : "");
+	rc = heal_missed(sets, n, &s);
 	s.count = true;
-	for (int i = 0; !rc && i < n; i++) {
+	for (int i = 0; !rc && !(o && o->missed_only) && i < n; i++) {
 		s.st = sets[i];
 		rc = pass(&s);
 	}
 	s.count = false;
 	s.t0 = (int64_t)ol_clock_ns();
-	for (int i = 0; !rc && i < n; i++) {
+	s.paced = 0;
+	for (int i = 0; !rc && !(o && o->missed_only) && i < n; i++) {
 		s.st = sets[i];
 		rc = pass(&s);
 	}
-	for (int i = 0; !rc && i < n; i++)
+	for (int i = 0; !rc && !(o && o->missed_only) && i < n; i++)
 		ol_sweep_orphans(sets[i], 2);
 	if (rc)
 		ol_warn("store: heal: orphan sweep skipped: the heal did not finish (%s)",

@@ -322,8 +322,10 @@ publish(struct ol_put *p, struct ol_rec_build *b)
 {
 	struct ol_store *st = p->st;
 	char okey[OL_KEYBUF];
-	struct ol_commit c = {
-	    .db = p->part ? OL_META_PARTS : OL_META_OBJECTS, .b = b, .skip = p->bad};
+	struct ol_commit c = {.db = p->part ? OL_META_PARTS : OL_META_OBJECTS,
+			      .b = b,
+			      .skip = p->bad,
+			      .skip_missed = true};
 	uint8_t vis[OL_UUID];
 	int64_t now;
 	int rc, ok;

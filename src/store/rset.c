@@ -70,6 +70,7 @@ ol_set_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
 	ol_info("store: remote set of %d drives (%d online), %d data + %d parity, write quorum "
 		"%d, epoch %llu",
 		st->n, online, st->k, st->p, st->w, (unsigned long long)o->epoch);
+	ol_missed_count(st);
 	ol_drive_monitor_start(st);
 	*out = st;
 	return 0;

@@ -1102,6 +1102,17 @@ ol_store_on_drive_return(struct ol_store *st, void (*cb)(void *arg, const char *
 		ol_set_on_drive_return(st->sets[i], cb, arg);
 }
 
+void
+ol_store_missed_stats(struct ol_store *st, uint64_t *pending, uint64_t *dropped)
+{
+	*pending = 0;
+	*dropped = 0;
+	for (int i = 0; i < st->n_sets; i++) {
+		*pending += atomic_load(&st->sets[i]->missed_pending);
+		*dropped += atomic_load(&st->sets[i]->missed_dropped);
+	}
+}
+
 int
 ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o, struct ol_heal_progress *p)
 {

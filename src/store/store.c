@@ -13,6 +13,7 @@
 #include <xxhash.h>
 
 #include "base/config.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "store/store_int.h"
 
@@ -120,7 +121,7 @@ verify_db(struct ol_meta_txn *t, enum ol_meta_db db)
 	for (rc = ol_meta_cursor_seek(c, "", 0, &k, &kl, &v, &vl); rc == 1 && !bad;
 	     rc = ol_meta_cursor_next(c, &k, &kl, &v, &vl)) {
 		if (db == OL_META_BUCKETS)
-			bad = ol_brec_decode(v, vl, &x);
+			bad = ol_brec_check(v, vl);
 		else if (db == OL_META_UPLOADS)
 			bad = ol_urec_decode(v, vl, &x, &kp, &a, &mp, &b);
 		else
@@ -242,6 +243,7 @@ ol_store_new(const struct ol_config *cfg, struct ol_store **out)
 	st->n_sets = 1;
 	st->sets[0] = st;
 	st->upl_tag = -1;
+	st->missed_cap = OL_MISSED_CAP;
 	pthread_rwlock_init(&st->brw, NULL);
 	for (int i = 0; i < OL_NLOCKS; i++) {
 		pthread_mutex_init(&st->upl_locks[i], NULL);
@@ -274,6 +276,10 @@ ol_set_open(const struct ol_config *cfg, struct ol_store **out)
 		return -EIO;
 	}
 	ol_sweep(st);
+	ol_missed_count(st);
+	if (atomic_load(&st->missed_pending))
+		ol_info("store: %llu missed-write records pending (a heal restores them)",
+			(unsigned long long)atomic_load(&st->missed_pending));
 	ol_info("store: %d drives (%d online), %d data + %d parity, write quorum %d, block %u",
 		st->n, online, st->k, st->p, st->w, st->bs);
 	if (online < st->n)
@@ -665,6 +671,8 @@ one_txn(struct ol_store *st, struct ol_commit *c, int d)
 
 	if (!rc) {
 		rc = put_one(t, c, d);
+		if (!rc)
+			rc = ol_missed_put(st, t, c, d);
 		if (rc)
 			ol_meta_abort(t);
 		else
@@ -693,8 +701,11 @@ batch_drive(struct ol_store *st, struct ol_cq *b, int d)
 	int rc = ol_meta_begin(m, true, &t);
 
 	for (struct ol_cq *x = b; x && !rc; x = x->next)
-		if (!skipped(st, x->c, d))
+		if (!skipped(st, x->c, d)) {
 			rc = put_one(t, x->c, d);
+			if (!rc)
+				rc = ol_missed_put(st, t, x->c, d);
+		}
 	if (!rc) {
 		rc = ol_meta_commit(t);
 		t = NULL;
@@ -731,15 +742,43 @@ batch_one(struct ol_store *st, int d, void *arg)
 			x->c->done[d] = false;
 }
 
+/* After c's batch: count the new missed entries (those of the drive that made most), and
+ * record the drives that were online and meant to commit but failed (m: online at start). */
+static void
+missed_after(struct ol_store *st, struct ol_commit *c, struct ol_meta *const *m)
+{
+	uint32_t failed = 0;
+	int most = 0, ok = 0;
+
+	for (int d = 0; d < st->n; d++) {
+		ok += c->done[d];
+		if (c->done[d] && c->missed && c->missed_new[d] > most)
+			most = c->missed_new[d];
+		if (m[d] && !c->done[d] && !(c->skip && c->skip[d]))
+			failed |= 1u << d;
+	}
+	atomic_fetch_add(&st->missed_pending, (uint64_t)most);
+	if (failed && ok && ol_missed_mask(st, &(struct ol_commit){0}, failed))
+		ol_missed_follow(st, c, failed);
+}
+
 static void
 batch_run(struct ol_store *st, struct ol_cq *b)
 {
 	struct ol_io_op ops[OL_MAX_DRIVES];
 
 	struct ol_meta *m[OL_MAX_DRIVES];
+	uint32_t off = 0;
+	int64_t now = ol_clock_wall_ns();
 
-	for (int d = 0; d < st->n; d++)
+	for (int d = 0; d < st->n; d++) {
 		m[d] = atomic_load(&st->d[d].meta);
+		off |= m[d] ? 0 : 1u << d;
+	}
+	for (struct ol_cq *x = b; x; x = x->next) {
+		x->c->missed = ol_missed_mask(st, x->c, off);
+		x->c->missed_ns = now;
+	}
 	ol_each_drive(st, batch_one, b); /* remote drives commit at once */
 	if (st->fsync) { /* LMDB runs MDB_NOSYNC: one fdatasync per drive covers the batch */
 		for (int d = 0; d < st->n; d++)
@@ -755,6 +794,8 @@ batch_run(struct ol_store *st, struct ol_cq *b)
 				x->c->done[d] = false;
 		}
 	}
+	for (struct ol_cq *x = b; x; x = x->next)
+		missed_after(st, x->c, m);
 	for (struct ol_cq *x = b; x; x = x->next)
 		for (int d = 0; d < st->n; d++)
 			x->ok += x->c->done[d];

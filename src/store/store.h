@@ -26,6 +26,7 @@
 #define OL_STORE_STORE_H
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -330,6 +331,7 @@ int ol_store_shard_paths(struct ol_store *st, const char *bucket, const char *ke
  * P shards lost in some stripe, or whose record has no quorum, are counted, not healed). */
 struct ol_heal_opts {
 	uint64_t rate_bytes; /* bytes read per second, 0: unlimited */
+	bool missed_only;    /* only the missed-write records, no scan */
 };
 struct ol_heal_progress {
 	_Atomic uint64_t objects_total; /* objects + upload parts found by the count pass */
@@ -340,6 +342,8 @@ struct ol_heal_progress {
 	_Atomic uint64_t blocks_healed;	   /* shard blocks rewritten */
 	_Atomic uint64_t records_restored; /* metadata records written back to a drive */
 	_Atomic uint64_t unrecoverable;	   /* objects or parts that could not be rebuilt */
+	_Atomic uint64_t missed_healed;	   /* missed-write entries healed and removed */
+	_Atomic int missed_only;	   /* the run heals missed-write records only */
 	_Atomic int64_t started_ns, finished_ns; /* CLOCK_REALTIME; finished 0 while running */
 	_Atomic int running;
 	_Atomic int cancel; /* set by ol_store_heal_cancel */
@@ -349,6 +353,17 @@ struct ol_heal_progress {
  * cancel asked before the start is kept, and cleared when the call returns). */
 int ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o,
 		      struct ol_heal_progress *p);
+/* Missed-write records (missed.c; README "Healing"): a metadata commit that misses a
+ * drive (offline when it began, its shards failed, or its txn failed) is recorded on the
+ * drives that committed it, as (record, drive) entries: in the commit's own txn for a drive
+ * known offline or skipped, in a follow-up txn for one that failed during the commit (a crash
+ * in between leaves that one to the scan). A heal (ol_store_heal_all) first heals every key
+ * recorded and removes the entries of the drives that hold it now (a drive still offline
+ * keeps its entries), then scans, unless missed_only. Never fails a write: above
+ * OL_MISSED_CAP pending entries misses are counted in dropped, not recorded.
+ * pending: entries held now (exact after open and each heal; counted up by commits between);
+ * dropped: misses not recorded since open. Any thread. */
+void ol_store_missed_stats(struct ol_store *st, uint64_t *pending, uint64_t *dropped);
 /* Ask a running heal on p to stop at the next block (any thread). */
 void ol_store_heal_cancel(struct ol_heal_progress *p);
 

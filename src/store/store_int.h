@@ -94,6 +94,11 @@ struct ol_store {
 	uint64_t place_seed;  /* keys the placement hash (the store id / deployment id) */
 	int upl_tag;	      /* >= 0: a set of a shell, its index is the upload ids' 1st byte */
 	pthread_rwlock_t brw; /* shell: bucket create/delete (w) vs bucket repair (r) */
+	/* missed.c: missed-write entries (record, drive) held by the drives: exact after open
+	 * and each heal pass, counted up by commits between; misses not recorded (cap) */
+	_Atomic uint64_t missed_pending, missed_dropped;
+	uint64_t missed_cap;	  /* OL_MISSED_CAP (tests lower it) */
+	_Atomic bool missed_full; /* the cap was reached (logged once until it is not) */
 };
 
 /* One part's layout inside a version record. */
@@ -253,6 +258,8 @@ uint64_t ol_get_u64(const uint8_t *p);
 /* Bucket record: created_ns + crc. Upload record: init, key, meta. */
 size_t ol_brec_encode(uint8_t out[16], int64_t created);
 int ol_brec_decode(const void *buf, size_t len, int64_t *created);
+/* bucket.c: a bucket record of either version (v1 or v2 with attrs) decodes: 0 or -EIO. */
+int ol_brec_check(const void *buf, size_t len);
 uint8_t *ol_urec_encode(int64_t init, const char *key, size_t klen, const void *meta, size_t mlen,
 			size_t *len);
 int ol_urec_decode(const void *buf, size_t len, int64_t *init, const char **key, size_t *klen,
@@ -388,6 +395,13 @@ struct ol_commit {
 	size_t *gone_len[OL_MAX_DRIVES];
 	size_t n_gone[OL_MAX_DRIVES];
 	bool done[OL_MAX_DRIVES];
+	/* missed-write records (missed.c): skip_missed: the skipped drives missed the write
+	 * (their shards failed), record them; set by batch_run: the drives (bits) whose miss
+	 * each committing drive records in the same txn, when, and how many entries were new */
+	bool skip_missed;
+	uint32_t missed;
+	int64_t missed_ns;
+	int missed_new[OL_MAX_DRIVES];
 	_Atomic bool stale; /* a drive refused the commit: it has seen a newer epoch (-ESTALE) */
 };
 int ol_commit_all(struct ol_store *st, struct ol_commit *c);
@@ -447,6 +461,31 @@ bool ol_flight_has(struct ol_store *st, const uint8_t *uuid);
 /* Remove shard files on online drives that no record of any drive references, that belong
  * to no write in progress and are older than min_age_s. Returns the count removed. */
 size_t ol_sweep_orphans(struct ol_store *st, int min_age_s);
+
+/* missed.c: missed-write records (OL_META_MISSED, see meta.h and docs/storage-format.md). */
+#define OL_MISSED_CAP (1u << 20) /* pending entries above which misses are not recorded */
+/* The drives (bits) whose miss of c each committing drive records: off (offline when the
+ * batch began), plus c's skipped drives with skip_missed; 0 while the cap is reached. */
+uint32_t ol_missed_mask(struct ol_store *st, const struct ol_commit *c, uint32_t off);
+/* In drive d's write txn t of c, after its record: an entry per drive in c->missed. */
+int ol_missed_put(struct ol_store *st, struct ol_meta_txn *t, struct ol_commit *c, int d);
+/* After a batch: record on the drives that committed c those that failed it (failed, bits),
+ * each in its own txn (synced with fsync). A crash before leaves those misses to the scan. */
+void ol_missed_follow(struct ol_store *st, struct ol_commit *c, uint32_t failed);
+/* Count the entries held by the online drives (distinct keys, stops at the cap). */
+void ol_missed_count(struct ol_store *st);
+/* Heal every pending entry of set st (heal_scan.c's per-key heal), delete those whose drive
+ * now holds the record. 0 or -ECANCELED. */
+struct ol_heal_pace {
+	uint64_t rate, paced;
+	int64_t t0;
+};
+int ol_missed_heal(struct ol_store *st, struct ol_heal_progress *p, struct ol_heal_pace *pc);
+/* heal_scan.c: heal index key k of db as the whole-store heal does (objects: their versions
+ * too); *have: the drives (bits) that hold its resolved record now, all when none resolves
+ * (nothing to restore: a delete). */
+void ol_heal_key(struct ol_store *st, struct ol_heal_progress *p, struct ol_heal_pace *pc,
+		 enum ol_meta_db db, const char *k, size_t kl, uint32_t *have);
 
 /* heal.c: give the resolved version w back to online drives that lack it. */
 void ol_heal_record(struct ol_store *st, const char *bucket, const char *key, size_t klen,

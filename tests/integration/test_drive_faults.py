@@ -22,7 +22,7 @@ import urllib.request
 import pytest
 from botocore.exceptions import ClientError
 
-from conftest import OPENLAKE_CLI, boto3_client
+from conftest import OPENLAKE_CLI, admin_request, boto3_client
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -253,6 +253,69 @@ def test_vanished_drive(openlaked):
     heal(d)
     check_all(c, objs)
     prove_restored(d, c, objs, healed=1, other=0)
+
+
+# ---- writes missed by an absent drive, across a crash ----
+
+def heal_status(d):
+    status, _, body = admin_request(d, "GET", "/openlake/admin/v1/heal")
+    assert status == 200, body
+    return json.loads(body)
+
+
+def test_missed_writes_healed_first_after_crash(openlaked):
+    """Writes while drive 1 is away are recorded on the drives that took them (the metric
+    counts them); kill -9, drive 1 back, restart: the start heals exactly those (heal status:
+    missed_only, pending down to 0, no scan ran) and drive 1 holds every record and shard."""
+    d = openlaked()
+    c, objs = populate(d, n=10)
+    away = d.data_dirs[1] + ".away"
+    os.rename(d.data_dirs[1], away)
+    wait_until(lambda: online(d, 1) == 0, "drive 1 offline once its directory is gone")
+    overwrite_and_delete(c, objs, seed=11, n_over=2, n_del=1)
+    put_more(c, objs, 12)
+    up = c.create_multipart_upload(Bucket=BUCKET, Key="mp")["UploadId"]
+    body = random.Random(13).randbytes(300 * KiB)
+    etag = c.upload_part(Bucket=BUCKET, Key="mp", UploadId=up, PartNumber=1, Body=body)["ETag"]
+    c.complete_multipart_upload(Bucket=BUCKET, Key="mp", UploadId=up,
+                                MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+    objs["mp"] = body
+    # 2 overwritten + 1 deleted + 8 new + mp + its upload + its part
+    assert heal_gauge(d, "openlake_heal_missed_pending") == 14
+    d.kill9()
+    os.rename(away, d.data_dirs[1])
+    d.start()
+    j = wait_until(lambda: (lambda j: j["state"] == "done" and j)(heal_status(d)),
+                   "the start's heal of the missed writes to finish")
+    assert j["missed_only"] is True and j["missed_healed"] == 14, j
+    assert j["missed_pending"] == 0 and j["objects_total"] == 0, j  # no whole-store scan
+    assert heal_gauge(d, "openlake_heal_missed_pending") == 0
+    assert "missed writes pending: healing them" in d.log()
+    check_all(c, objs)
+    heal(d)  # a whole heal after it: the second finds nothing to restore
+    prove_restored(d, c, objs, healed=1, other=0)
+
+
+def test_whole_heal_replaces_the_start_missed_heal(openlaked):
+    """The start's missed-writes heal, slowed by heal_bytes_per_sec, gives way to an
+    `openlake heal`, which heals the same missed writes first and then scans."""
+    d = openlaked(extra="[storage]\nheal_bytes_per_sec = 65536\n")
+    c, objs = populate(d, n=2)
+    os.rename(d.data_dirs[1], d.data_dirs[1] + ".away")
+    wait_until(lambda: online(d, 1) == 0, "drive 1 offline once its directory is gone")
+    objs.update(fill(c, n=10, seed=21, prefix="slow"))  # ~5 MiB of shards: 80 s at 64 KiB/s
+    d.kill9()
+    os.rename(d.data_dirs[1] + ".away", d.data_dirs[1])
+    d.start()
+    wait_until(lambda: heal_status(d)["missed_only"], "the start's heal of missed writes")
+    r = subprocess.run([str(OPENLAKE_CLI), "heal", "--endpoint", d.s3_url, "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr + r.stdout
+    j = json.loads(r.stdout)
+    assert j["missed_only"] is False and j["missed_pending"] == 0, j
+    assert j["objects_total"] == 12, j  # the scan ran too
+    assert "gives way to a whole heal" in d.log()
+    check_all(c, objs)
 
 
 # ---- read-only drive ----

@@ -414,7 +414,9 @@ test_cancel(struct ol_store *st)
 	pthread_t t;
 
 	pthread_create(&t, NULL, heal_main, &h);
-	usleep(50000);
+	/* wait (not a fixed sleep: the machine may be loaded) until it counts objects */
+	for (int i = 0; i < 3000 && atomic_load(&h.p.objects_total) == 0; i++)
+		usleep(10000);
 	ok(atomic_load(&h.p.running) == 1, "a rate-limited heal is running");
 	ol_store_heal_cancel(&h.p);
 	pthread_join(t, NULL);

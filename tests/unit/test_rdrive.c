@@ -304,6 +304,7 @@ static void
 test_down_and_back(struct ol_store *st, uint8_t *big)
 {
 	struct ol_heal_progress p = {0};
+	uint64_t pend, drop;
 	int rc;
 
 	ol_store_on_drive_return(st, on_return, NULL);
@@ -313,6 +314,9 @@ test_down_and_back(struct ol_store *st, uint8_t *big)
 	ok(same(st, "b1", "big", NULL, big, BIG), "a GET with one node down (degraded)");
 	ok(wait_online(st, N - 1), "the drive is offline (%d online)", ol_store_drives_online(st));
 	ok(put(st, "b1", "while-down2", big + 5, 100, 0, NULL) == 0, "an inline PUT, still down");
+	ol_store_missed_stats(st, &pend, &drop);
+	ok(pend == 2 && drop == 0, "both misses recorded on the remote drives (%llu pending)",
+	   (unsigned long long)pend);
 	ok(srv_start(3) == 0, "node 4 serves again");
 	/* the monitor counts the drive online, then calls on_return: wait for both */
 	int back = wait_online(st, N);
@@ -334,6 +338,10 @@ test_down_and_back(struct ol_store *st, uint8_t *big)
 	   "heal: rc %d, %llu shards, %llu records restored, %llu unrecoverable", rc,
 	   (unsigned long long)p.shards_healed, (unsigned long long)p.records_restored,
 	   (unsigned long long)p.unrecoverable);
+	ol_store_missed_stats(st, &pend, &drop);
+	ok(p.missed_healed == 2 && pend == 0,
+	   "the heal began with the 2 missed writes (%llu, %llu)",
+	   (unsigned long long)p.missed_healed, (unsigned long long)pend);
 	ok(access(orphan, F_OK) != 0, "heal swept the orphan over the plane (SHARD_LIST)");
 	/* whole again: with another node down, what was written while node 4 was away reads
 	 * from node 4's healed shards and records */
