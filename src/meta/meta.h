@@ -24,8 +24,9 @@ enum ol_meta_db {
 	OL_META_PARTS,	     /* bucket '\0' upload id '\0' part_no (BE32) -> part record */
 	OL_META_VERSIONS,    /* bucket '\0' key '\0' ~mtime (BE64) vid -> version record */
 	OL_META_NDB,	     /* the record databases above */
-	/* "epoch" -> u64 (host order): the newest set-leader epoch this drive committed for
-	 * (node/mops.c, fencing); not a record database, the store never reads it */
+	/* "epoch" -> u64 (host order): the newest set-leader epoch this drive committed for,
+	 * "gen" -> u64: the highest generation of that epoch (node/mops.c, fencing); not a
+	 * record database, the store never reads it */
 	OL_META_FENCE = OL_META_NDB,
 	/* missed writes (store/missed.c): db id (u8) || index key || drive slot (u8) -> when
 	 * (u64 ns, CLOCK_REALTIME): the record of that key in that db was committed on this
