@@ -275,8 +275,11 @@ date_line(const struct ol_sigv4_request *req, int presigned, time_t now, struct 
 		char *end;
 		long n = sv4_query_get(req->query, req->query_len, "Expires", v, sizeof(v));
 		unsigned long long exp = n > 0 ? strtoull(v, &end, 10) : 0;
-		if (n <= 0 || *end)
+		if (n <= 0 || *end) {
+			snprintf(out->message, sizeof(out->message),
+				 "Expires must be a number of seconds since the epoch");
 			return OL_SIGV4_ERR_MALFORMED;
+		}
 		if ((time_t)exp < now) {
 			snprintf(out->message, sizeof(out->message), "Request has expired");
 			return OL_SIGV4_ERR_EXPIRED;
@@ -387,5 +390,10 @@ ol_sigv2_verify(const struct ol_sigv4_request *req, time_t now, ol_sigv4_secret_
 	free(s);
 out:
 	free(sts.p);
+	if (rc == OL_SIGV4_ERR_MALFORMED && !out->message[0])
+		snprintf(out->message, sizeof(out->message),
+			 "Too many or too long x-amz-* headers or sub-resources to sign");
+	else if (rc == OL_SIGV4_ERR_NOMEM && !out->message[0])
+		snprintf(out->message, sizeof(out->message), "Out of memory");
 	return rc;
 }
