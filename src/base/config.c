@@ -154,6 +154,10 @@ static const struct cfg_key keys[] = {
     {"cluster.etcd", T_LIST, F(cluster_etcd), "", 0, 0, 0, 0, 0,
      "etcd endpoints, e.g. [\"http://10.0.0.1:2379\", \"http://10.0.0.2:2379\"]: nodes register "
      "there and share the layout written by `openlake cluster init` ([] = single node)"},
+    {"cluster.advertise", T_STR, F(cluster_advertise), "", 0, 0, 0, 0, 0,
+     "the host or IP other nodes and clients reach this node at: replaces a wildcard "
+     "(0.0.0.0, ::) in the s3_addr, kv_addr and rpc_addr this node registers in etcd "
+     "(\"\" = as configured; a wildcard is then read as loopback)"},
     {"cluster.lease_ttl_s", T_U32, F(cluster_lease_ttl_s), "10", 2, 3600, 0, 0, 0,
      "membership lease: a node that stops renewing it leaves the member list after this long"},
     {"cluster.prefix", T_STR, F(cluster_prefix), "/openlake/", 0, 0, 0, 0, 0,
@@ -787,6 +791,38 @@ ol_config_kv_listen(const struct ol_config *cfg)
 	return cfg->kv_addr;
 }
 
+const char *
+ol_config_advertised(const struct ol_config *cfg, const char *addr, char *buf, size_t cap)
+{
+	char host[OL_CFG_STR];
+	unsigned port;
+	if (!cfg->cluster_advertise[0] || !ol_config_addr_wildcard(addr))
+		return addr;
+	if (addr[0] == ':') {
+		char tmp[16];
+		snprintf(tmp, sizeof(tmp), "*%s", addr);
+		if (ol_config_split_addr(tmp, host, sizeof(host), &port))
+			return addr;
+	} else if (ol_config_split_addr(addr, host, sizeof(host), &port)) {
+		return addr;
+	}
+	bool v6 = strchr(cfg->cluster_advertise, ':') != NULL;
+	int n = snprintf(buf, cap, v6 ? "[%s]:%u" : "%s:%u", cfg->cluster_advertise, port);
+	return n > 0 && (size_t)n < cap ? buf : addr;
+}
+
+bool
+ol_config_addr_wildcard(const char *addr)
+{
+	char host[OL_CFG_STR];
+	unsigned port;
+	if (addr[0] == ':') /* ":9000" */
+		return true;
+	if (ol_config_split_addr(addr, host, sizeof(host), &port))
+		return false;
+	return !strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*");
+}
+
 uint64_t
 ol_config_kv_dram_bytes(const struct ol_config *cfg, uint64_t mem_total, const char **key)
 {
@@ -850,6 +886,16 @@ validate_cluster(const struct ol_config *cfg, char *err, size_t errlen)
 		    "at least 128 bytes: a peer must be able to send one whole frame",
 		    (unsigned long long)cfg->cluster_plane_window,
 		    (unsigned long long)cfg->cluster_plane_max_frame);
+		return -EINVAL;
+	}
+	const char *adv = cfg->cluster_advertise;
+	if (adv[0] && (strchr(adv, '[') || strchr(adv, ' ') || strchr(adv, '/') ||
+		       (strchr(adv, ':') && strchr(adv, '.')))) {
+		snprintf(err, errlen,
+			 "cluster.advertise = \"%s\" must be a host name or an IP address alone "
+			 "(e.g. \"10.0.0.5\" or \"fd00::5\"): the ports come from s3_addr, "
+			 "kv_addr and rpc_addr",
+			 adv);
 		return -EINVAL;
 	}
 	size_t pl = strlen(cfg->cluster_prefix);

@@ -126,14 +126,15 @@ struct ol_config {
 	unsigned http_max_inflight_per_addr; /* 0 = http_max_inflight / 2 */
 	unsigned http_header_timeout_ms;     /* request line + headers */
 	/* [cluster]: etcd holds the cluster's shape; no etcd = one node, as before */
-	char cluster_etcd[1024];	  /* etcd endpoints, comma-separated ("" = no cluster) */
-	unsigned cluster_lease_ttl_s;	  /* membership lease */
-	char cluster_prefix[OL_CFG_STR];  /* key prefix in etcd, ends with '/' */
-	unsigned cluster_weight;	  /* this node's relative share for placement */
-	char cluster_secret[OL_CFG_STR];  /* node plane HMAC secret ("" = plane off) */
-	unsigned cluster_plane_threads;	  /* node plane loop threads */
-	uint64_t cluster_plane_window;	  /* credit window granted to each peer, bytes */
-	uint64_t cluster_plane_max_frame; /* largest frame payload accepted */
+	char cluster_etcd[1024];	    /* etcd endpoints, comma-separated ("" = no cluster) */
+	unsigned cluster_lease_ttl_s;	    /* membership lease */
+	char cluster_prefix[OL_CFG_STR];    /* key prefix in etcd, ends with '/' */
+	unsigned cluster_weight;	    /* this node's relative share for placement */
+	char cluster_secret[OL_CFG_STR];    /* node plane HMAC secret ("" = plane off) */
+	char cluster_advertise[OL_CFG_STR]; /* host registered in place of a wildcard bind */
+	unsigned cluster_plane_threads;	    /* node plane loop threads */
+	uint64_t cluster_plane_window;	    /* credit window granted to each peer, bytes */
+	uint64_t cluster_plane_max_frame;   /* largest frame payload accepted */
 	/* [cluster] plane_only_drives: the last this many data_dirs are the node plane's alone */
 	unsigned cluster_plane_only_drives;
 
@@ -209,5 +210,12 @@ const char *ol_config_secret_for(const char *ak, void *cfg);
 
 /* The KV listener address in effect: kv_addr; in mode="kv" with kv_addr unset, rpc_addr. */
 const char *ol_config_kv_listen(const struct ol_config *cfg);
+
+/* Whether addr ("host:port", "[v6]:port") binds every interface (0.0.0.0, ::, empty host). */
+bool ol_config_addr_wildcard(const char *addr);
+/* addr as other nodes reach it: with [cluster] advertise set and a wildcard host in addr,
+ * "advertise:port" written into buf (cap bytes) and returned; else addr itself. */
+const char *ol_config_advertised(const struct ol_config *cfg, const char *addr, char *buf,
+				 size_t cap);
 
 #endif

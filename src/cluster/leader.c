@@ -160,8 +160,11 @@ gain(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t epoch)
 		return;
 	lose(c, s, "a newer epoch of this node replaces it");
 	struct ol_cluster_leader_info me = {.node = c->cfg->self_id, .epoch = epoch};
-	snprintf(me.s3_addr, sizeof(me.s3_addr), "%s", c->cfg->s3_addr);
-	snprintf(me.rpc_addr, sizeof(me.rpc_addr), "%s", c->cfg->rpc_addr);
+	char a[OL_CFG_STR + 8];
+	snprintf(me.s3_addr, sizeof(me.s3_addr), "%s",
+		 ol_config_advertised(c->cfg, c->cfg->s3_addr, a, sizeof(a)));
+	snprintf(me.rpc_addr, sizeof(me.rpc_addr), "%s",
+		 ol_config_advertised(c->cfg, c->cfg->rpc_addr, a, sizeof(a)));
 	me.lease = atomic_load(&c->lease_id);
 	set_info(c, s, &me);
 	atomic_store(&s->my_epoch, epoch);
@@ -362,8 +365,10 @@ ol_cluster_lead_start(struct ol_cluster *c, const struct ol_layout *l, ol_cluste
 	__atomic_store_n(&c->sets, sets, __ATOMIC_RELEASE);
 	__atomic_store_n(&c->n_sets, k, __ATOMIC_RELEASE);
 	snprintf(c->sets_prefix, sizeof(c->sets_prefix), "%ssets/", c->cfg->cluster_prefix);
-	c->ldr_value =
-	    ol_cluster_leader_to_json(c->cfg->self_id, c->cfg->s3_addr, c->cfg->rpc_addr);
+	char s3[OL_CFG_STR + 8], rpc[OL_CFG_STR + 8];
+	c->ldr_value = ol_cluster_leader_to_json(
+	    c->cfg->self_id, ol_config_advertised(c->cfg, c->cfg->s3_addr, s3, sizeof(s3)),
+	    ol_config_advertised(c->cfg, c->cfg->rpc_addr, rpc, sizeof(rpc)));
 	if (!c->ldr_value)
 		ol_die("out of memory building the leader record");
 	c->lead_fn = fn;

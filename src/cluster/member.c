@@ -58,12 +58,15 @@ member_json(const struct ol_config *cfg)
 		json_array_append_new(drives, json_pack("{s:s, s:I}", "path", cfg->data_dirs[i],
 							"size", (json_int_t)size));
 	}
+	char s3[OL_CFG_STR + 8], kv[OL_CFG_STR + 8], rpc[OL_CFG_STR + 8];
 	json_t *o = json_pack(
 	    "{s:I, s:s, s:s, s:s, s:o, s:I, s:I, s:s, s:I}", "id", (json_int_t)cfg->self_id, "s3",
-	    strcmp(cfg->mode, "kv") == 0 ? "" : cfg->s3_addr, "kv", ol_config_kv_listen(cfg),
-	    "rpc_addr", cfg->rpc_addr, "drives", drives, "capacity", (json_int_t)total, "weight",
-	    (json_int_t)cfg->cluster_weight, "version", OL_VERSION, "start_time",
-	    (json_int_t)time(NULL));
+	    strcmp(cfg->mode, "kv") == 0 ? ""
+					 : ol_config_advertised(cfg, cfg->s3_addr, s3, sizeof(s3)),
+	    "kv", ol_config_advertised(cfg, ol_config_kv_listen(cfg), kv, sizeof(kv)), "rpc_addr",
+	    ol_config_advertised(cfg, cfg->rpc_addr, rpc, sizeof(rpc)), "drives", drives,
+	    "capacity", (json_int_t)total, "weight", (json_int_t)cfg->cluster_weight, "version",
+	    OL_VERSION, "start_time", (json_int_t)time(NULL));
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	if (!s)
@@ -344,6 +347,15 @@ ol_cluster_start(const struct ol_config *cfg, struct ol_cluster **out)
 	*out = NULL;
 	if (!cfg->cluster_etcd[0])
 		return 0;
+	const char *addrs[] = {cfg->s3_addr, ol_config_kv_listen(cfg), cfg->rpc_addr};
+	for (int i = 0; i < 3 && !cfg->cluster_advertise[0]; i++)
+		if (addrs[i][0] && ol_config_addr_wildcard(addrs[i])) {
+			ol_warn("cluster: %s binds every interface and [cluster] advertise is not "
+				"set: other nodes will be told to reach this node on loopback; set "
+				"[cluster] advertise to the address they reach it at",
+				addrs[i]);
+			break;
+		}
 	const char *eps[OL_ETCD_MAX_ENDPOINTS];
 	char buf[OL_ETCD_MAX_ENDPOINTS][OL_CFG_STR];
 	unsigned n = 0;

@@ -170,7 +170,7 @@ def wait_port_closed(port, timeout=30.0):
 
 class Daemon:
     def __init__(self, root, drives=4, parity=None, mode="storage", extra="", kv=True,
-                 set_drive_count=None, args=()):
+                 set_drive_count=None, args=(), bind="127.0.0.1"):
         self.root = pathlib.Path(root)
         self.mode = mode
         self.data_dirs = [str(self.root / f"d{i}") for i in range(drives)]
@@ -191,7 +191,7 @@ class Daemon:
             f"""self_id = 0
 mode = "{mode}"
 data_dirs = [{dirs}]
-s3_addr = "127.0.0.1:{self.s3_port}"
+s3_addr = "{bind}:{self.s3_port}"
 console_addr = "127.0.0.1:{self.admin_port}"
 rpc_addr = "127.0.0.1:{self.rpc_port}"
 {kv_line}

@@ -283,22 +283,26 @@ def member_keys(eps, prefix="/openlake/"):
     return {l.split()[0]: l for l in r.stdout.splitlines()[:-1]}
 
 
-def cluster_daemon(openlaked, eps, ttl=3, prefix=None):
+def cluster_daemon(openlaked, eps, ttl=3, prefix=None, advertise=None, **kw):
     extra = f'\n[cluster]\netcd = [{", ".join(json.dumps(e) for e in eps.split(","))}]\n' \
             f"lease_ttl_s = {ttl}\n"
     if prefix:
         extra += f'prefix = "{prefix}"\n'
-    return openlaked(drives=2, extra=extra)
+    if advertise:
+        extra += f'advertise = "{advertise}"\n'
+    return openlaked(drives=2, extra=extra, **kw)
 
 
 def test_member_registers_and_vanishes_after_kill9(etcd, openlaked):
     prefix = f"/ka{time.monotonic_ns()}/"
     ttl = 3
-    d = cluster_daemon(openlaked, etcd.endpoints, ttl, prefix)
+    # S3 on every interface: the record carries [cluster] advertise in place of 0.0.0.0
+    d = cluster_daemon(openlaked, etcd.endpoints, ttl, prefix, advertise="127.0.0.3",
+                       bind="0.0.0.0")
     key = prefix + "members/0"
     line = wait_for(lambda: member_keys(etcd.endpoints, prefix).get(key), 30, "registration")
     doc = json.loads(line.split(" ", 1)[1].rsplit(" ", 2)[0])
-    assert doc["id"] == 0 and doc["s3"] == f"127.0.0.1:{d.s3_port}"
+    assert doc["id"] == 0 and doc["s3"] == f"127.0.0.3:{d.s3_port}", doc
     assert doc["kv"] == d.kv_addr and len(doc["drives"]) == 2 and doc["capacity"] > 0
     held(key, etcd.endpoints, 2 * ttl, d, prefix)  # the keepalive holds it past the TTL
     d.kill9()
@@ -307,9 +311,11 @@ def test_member_registers_and_vanishes_after_kill9(etcd, openlaked):
 
 
 def test_member_registers_again_after_a_lapse(etcd, openlaked):
-    """Frozen past its TTL (SIGSTOP), the node loses its lease; thawed, it registers again."""
+    """Frozen past its TTL (SIGSTOP), the node loses its lease; thawed, it registers again.
+    (Bound to every interface without [cluster] advertise: it says so at start.)"""
     prefix = f"/lapse{time.monotonic_ns()}/"
-    d = cluster_daemon(openlaked, etcd.endpoints, 2, prefix)
+    d = cluster_daemon(openlaked, etcd.endpoints, 2, prefix, bind="0.0.0.0")
+    wait_for(lambda: "[cluster] advertise is not set" in d.log(), 30, "the advertise warning")
     key = prefix + "members/0"
     wait_for(lambda: key in member_keys(etcd.endpoints, prefix), 30, "registration")
     os.kill(d.proc.pid, signal.SIGSTOP)

@@ -165,6 +165,28 @@ test_overrides(void)
 	ok(ol_config_split_addr("host:99999", host, sizeof(host), &port) == -EINVAL, "bad port");
 	ol_config_default(&c);
 	ok(strcmp(ol_config_kv_listen(&c), "127.0.0.1:9400") == 0, "default KV address");
+	/* [cluster] advertise replaces a wildcard host in what a node registers */
+	char buf[96];
+	ok(strcmp(ol_config_advertised(&c, "0.0.0.0:9000", buf, sizeof(buf)), "0.0.0.0:9000") == 0,
+	   "no advertise: the address as configured");
+	ok(ol_config_set(&c, "cluster.advertise", "10.0.0.5", err, sizeof(err)) == 0,
+	   "--cluster.advertise");
+	ok(strcmp(ol_config_advertised(&c, "0.0.0.0:9000", buf, sizeof(buf)), "10.0.0.5:9000") ==
+		   0 &&
+	       strcmp(ol_config_advertised(&c, "[::]:9001", buf, sizeof(buf)), "10.0.0.5:9001") ==
+		   0 &&
+	       strcmp(ol_config_advertised(&c, ":9002", buf, sizeof(buf)), "10.0.0.5:9002") == 0,
+	   "wildcards (0.0.0.0, ::, none) become the advertised host");
+	ok(strcmp(ol_config_advertised(&c, "127.0.0.1:9000", buf, sizeof(buf)), "127.0.0.1:9000") ==
+	       0,
+	   "a specific address is kept");
+	ol_config_set(&c, "cluster.advertise", "fd00::5", err, sizeof(err));
+	ok(strcmp(ol_config_advertised(&c, "0.0.0.0:9000", buf, sizeof(buf)), "[fd00::5]:9000") ==
+	       0,
+	   "an IPv6 advertise is bracketed");
+	ol_config_set(&c, "cluster.advertise", "10.0.0.5:9000", err, sizeof(err));
+	ok(ol_config_validate(&c, err, sizeof(err)) == -EINVAL && strstr(err, "cluster.advertise"),
+	   "advertise with a port is refused: %s", err);
 }
 
 int
