@@ -8,5 +8,7 @@ void ol_kv_metrics_render(struct ol_strbuf *b, void *arg);
  * quota evictions and the quota: appended to b. Any thread. */
 struct ol_kve;
 void ol_kv_ns_metrics_render(struct ol_strbuf *b, struct ol_kve *e);
+/* s as a Prometheus label value (backslash, double quote and newline escaped) onto b. */
+void ol_kv_metrics_label(struct ol_strbuf *b, const char *s);
 
 #endif

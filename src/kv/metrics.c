@@ -87,8 +87,8 @@ ol_kv_metrics_render(struct ol_strbuf *b, void *arg)
 }
 
 /* A Prometheus label value: backslash, quote and newline escaped. */
-static void
-label(struct ol_strbuf *b, const char *s)
+void
+ol_kv_metrics_label(struct ol_strbuf *b, const char *s)
 {
 	for (const char *p = s; *p; p++) {
 		if (*p == '\\' || *p == '"')
@@ -119,7 +119,7 @@ ns_row(void *arg, const struct ol_kve_ns *n)
 			    {n->quota_evictions, 0}};
 	for (int t = 0; t < (m->which == 2 ? 1 : 2); t++) {
 		ol_strbuf_printf(m->b, "%s{namespace=\"", fam[m->which]);
-		label(m->b, name);
+		ol_kv_metrics_label(m->b, name);
 		if (m->which == 2)
 			ol_strbuf_printf(m->b, "\"} %llu\n", (unsigned long long)v[2][0]);
 		else

@@ -270,14 +270,7 @@ ns_metrics_render(struct ol_strbuf *b, void *arg)
 			const atomic_uint_fast64_t *v[4] = {&x->puts, &x->put_bytes, &x->hits,
 							    &x->misses};
 			ol_strbuf_printf(b, "openlake_kv_ns_%s{namespace=\"", what[f][0]);
-			for (const char *p = x->name; *p; p++) {
-				if (*p == '\\' || *p == '"')
-					ol_strbuf_printf(b, "\\%c", *p);
-				else if (*p == '\n')
-					ol_strbuf_printf(b, "\\n");
-				else
-					ol_strbuf_printf(b, "%c", *p);
-			}
+			ol_kv_metrics_label(b, x->name);
 			ol_strbuf_printf(b, "\"} %llu\n", (unsigned long long)atomic_load(v[f]));
 		}
 	}

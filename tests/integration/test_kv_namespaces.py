@@ -13,7 +13,7 @@ import subprocess
 import time
 import urllib.request
 
-from conftest import OPENLAKE_CLI
+from conftest import OPENLAKE_CLI, wait_for
 from vllm_standin.pool import require_pool_binaries
 
 KiB = 1024
@@ -62,16 +62,6 @@ def rows(d):
     st = json.loads(cli_stats(d, "--json"))["nodes"][0]["stats"]
     return {r["namespace"]: (r["dram_blocks"], r["dram_bytes"], r["nvme_blocks"],
                              r["nvme_bytes"], r["quota_evictions"]) for r in st["namespaces"]}, st
-
-
-def wait_for(what, cond, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def test_namespace_residency_and_quota(openlaked):
@@ -129,7 +119,7 @@ def test_namespace_residency_and_quota(openlaked):
     def reloaded():  # the pool's figures join /metrics a moment after its port listens
         m = metrics(d)
         return m if any(k[0] == "openlake_kv_ns_blocks" for k in m) else None
-    m = wait_for("the KV pool's figures on /metrics", reloaded)
+    m = wait_for(reloaded, 60, "the KV pool's figures on /metrics")
     unnamed = {dict(k[1]).get("namespace") for k in m if k[0] == "openlake_kv_ns_blocks"}
     assert len(unnamed) == 2 and all(n.startswith("(unnamed ") for n in unnamed), unnamed
     assert sorted(held(m, n)[2] for n in unnamed) == [8, 90]
@@ -137,9 +127,9 @@ def test_namespace_residency_and_quota(openlaked):
     b = ol.connect([d.kv_addr], device="tcp", namespace="tenant-b", timeout_ms=30000)
     try:
         assert a.exists([K("a", 50)]) == [True] and b.exists([K("b", 0)]) == [True]
-        m = wait_for("both namespaces named", lambda: (lambda m: m if held(
+        m = wait_for(lambda: (lambda m: m if held(
             m, "tenant-a")[0] is not None and held(m, "tenant-b")[0] is not None else None)(
-                metrics(d)))
+                metrics(d)), 60, "both namespaces named")
         assert held(m, "tenant-a") == (0, 0, 90, 90 * BLK), held(m, "tenant-a")
         assert held(m, "tenant-b") == (0, 0, 8, 8 * BLK), held(m, "tenant-b")
         r, _ = rows(d)
