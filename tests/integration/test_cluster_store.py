@@ -102,17 +102,21 @@ lease_ttl_s = {TTL}
             self.proc.wait(30)
 
     def stop(self):
+        """SIGTERM; False when it had to be killed (it did not stop within 30 s)"""
+        clean = True
         if self.alive():
             os.kill(self.proc.pid, signal.SIGCONT)  # a test may leave it stopped
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
+                clean = False
                 self.proc.kill()
                 self.proc.wait(10)
         if self.logf:
             self.logf.close()
             self.logf = None
+        return clean
 
 
 class Cluster:
@@ -161,8 +165,10 @@ class Cluster:
             return False
 
     def stop(self):
-        for n in self.nodes:
-            n.stop()
+        """stop every node; a node that ignores SIGTERM (e.g. one leading a set it cannot
+        open once the others are gone) fails the test"""
+        hung = [n.i for n in self.nodes if not n.stop()]
+        assert not hung, f"nodes {hung} did not stop within 30 s of SIGTERM"
 
 
 def all_drives_online(c):
