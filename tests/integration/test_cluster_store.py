@@ -542,7 +542,8 @@ def test_sigstop_of_a_non_leader_during_concurrent_puts(cluster):
     clients PUT through the other nodes at once: its drive misses the plane's deadline and
     goes offline, the writes go on with 3 of 4 drives. SIGCONT: the drive comes back into
     the leader's store and is healed, `openlake heal` exits 0, and every acknowledged PUT
-    reads back whole through every node, the frozen one included."""
+    reads back whole through every node, the frozen one included. Then a drive wiped while
+    its node runs is made again and healed (below)."""
     c = cluster
     lid, _ = c.leader()
     victim = others(c, lid)[1]
@@ -587,6 +588,23 @@ def test_sigstop_of_a_non_leader_during_concurrent_puts(cluster):
         r = c.client(i, retries=4)
         for k, v in acked.items():
             assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, (i, k)
+
+    # another follower's drive wiped while it runs (rm -rf of its contents): its node plane
+    # makes it again, empty, at the next request; writes go on, heal restores it, and with
+    # the frozen node then killed everything reads back (k = 3 needs the wiped drive)
+    w = next(i for i in others(c, lid) if i != victim)
+    wipe(c.nodes[w].drive)
+    more = put_loop(c.client(lid, retries=4), "wiped-", 60, 6)
+    assert len(more) == 6, sorted(more)
+    wait_for(lambda: "its data directory was removed" in c.nodes[w].log(), 30,
+             "the wiped drive made again")
+    heal_exits_0(leader)
+    c.nodes[victim].kill9()
+    for i in (lid, w):
+        r = c.client(i, retries=4)
+        for k, v in {**acked, **more}.items():
+            assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, (i, k)
+        assert list_all(r, "cst") == sorted([*acked, *more]), i
 
 
 def raw_put_start(url, host_port, length, first):
