@@ -165,6 +165,10 @@ summary(struct heal_cli *c, const char *j, const struct prog *p)
 			printf("%llu objects have more than parity-count shards lost: their data "
 			       "cannot be rebuilt\n",
 			       p->unrec);
+		else if (p->result == -EAGAIN)
+			printf("some shards could not be written on a drive that is online (the "
+			       "daemon's log names it): the store is not whole; fix the drive and "
+			       "run the heal again\n");
 	}
 	return exit_code(p);
 }
