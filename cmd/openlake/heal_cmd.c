@@ -172,13 +172,18 @@ summary(struct heal_cli *c, const char *j, const struct prog *p)
 			printf("%llu objects have more than parity-count shards lost: their data "
 			       "cannot be rebuilt\n",
 			       p->unrec);
+		else if (p->result == -EAGAIN)
+			printf("some shards could not be written on a drive that is online (the "
+			       "daemon's log names it): the store is not whole; fix the drive and "
+			       "run the heal again\n");
 	}
 	return exit_code(p);
 }
 
-/* Poll once a second until the heal is no longer running. */
+/* Poll once a second until the heal is no longer running; then the summary and the exit
+ * status when final, else 0 (1: the daemon could not be asked). */
 static int
-follow(struct heal_cli *c)
+follow(struct heal_cli *c, bool final)
 {
 	for (;;) {
 		char *j = NULL;
@@ -193,7 +198,7 @@ follow(struct heal_cli *c)
 		parse(j, &p);
 		progress_line(&p);
 		if (strcmp(p.state, "running")) {
-			rc = summary(c, j, &p);
+			rc = final ? summary(c, j, &p) : 0;
 			free(j);
 			return rc;
 		}
@@ -214,6 +219,17 @@ start(struct heal_cli *c)
 		snprintf(path, sizeof(path), "%s", HEAL_PATH);
 	st = http_call(c, "POST", path, &j);
 	free(j);
+	/* A heal already running (one started by a drive's return, say) may have passed a drive
+	 * before it came back: its "done" would not mean the store is whole now. Wait for it,
+	 * then run one that starts after this call. */
+	for (int i = 0; st == 409 && !c->no_wait && i < 5; i++) {
+		fprintf(stderr, "openlake heal: a heal is already running; waiting for it to end, "
+				"then starting a new one\n");
+		if (follow(c, false))
+			return 1;
+		st = http_call(c, "POST", path, &j);
+		free(j);
+	}
 	if (st == 409) {
 		fprintf(stderr, "openlake heal: a heal is already running; following it\n");
 	} else if (st != 202) {
@@ -225,7 +241,7 @@ start(struct heal_cli *c)
 			"openlake heal: started; `openlake heal --status` shows progress\n");
 		return 0;
 	}
-	return follow(c);
+	return follow(c, true);
 }
 
 static int
@@ -262,7 +278,8 @@ usage(FILE *f)
 	    "Heal first the writes recorded as missed by a drive (missed writes), then verify\n"
 	    "every block of every shard (data and parity) of every object and upload part on\n"
 	    "every drive, rebuild what is missing or corrupt, restore missing metadata records.\n"
-	    "Progress goes to stderr once a second; the summary to stdout.\n"
+	    "Progress goes to stderr once a second; the summary to stdout. A heal already\n"
+	    "running is waited for, then a new one runs.\n"
 	    "  --status   only show the progress of the running (or last) heal\n"
 	    "  --no-wait  start it and return\n"
 	    "  --rate N   read at most N bytes/s so that clients are not starved\n"

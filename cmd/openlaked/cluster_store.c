@@ -166,19 +166,44 @@ out:
 	return rc;
 }
 
+static bool
+is_stopping(struct cstore *cs)
+{
+	pthread_mutex_lock(&cs->mu);
+	bool stopping = cs->stopping;
+	pthread_mutex_unlock(&cs->mu);
+	return stopping;
+}
+
+/* until cv is signalled (a leadership change, a request done, the stop) or ms pass */
+static void
+wait_change(struct cstore *cs, int ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += (long)ms * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&cs->mu);
+	(void)pthread_cond_timedwait(&cs->cv, &cs->mu, &ts);
+	pthread_mutex_unlock(&cs->mu);
+}
+
+/* Runs on the leadership thread, which the daemon's stop joins (cstore_resign): the retries
+ * end when the daemon stops too, not only when leadership goes, or a node leading a set it
+ * cannot open (too few peers up) would never stop on SIGTERM. */
 static void
 gained(struct cstore *cs, uint64_t epoch)
 {
 	struct ol_store *st = NULL;
 	int rc, tries = 0;
 	while ((rc = open_set(cs, epoch, &st)) &&
-	       ol_cluster_leads(cs->c, SET_POOL, SET_INDEX, epoch)) {
+	       ol_cluster_leads(cs->c, SET_POOL, SET_INDEX, epoch) && !is_stopping(cs)) {
 		if (!tries++)
 			ol_warn("cluster: leading set %u.%u but its store does not open (%s): "
 				"retrying while this node leads",
 				SET_POOL, SET_INDEX, strerror(rc < 0 && rc > -4096 ? -rc : EIO));
-		struct timespec ts = {0, OPEN_RETRY_MS * 1000000L};
-		nanosleep(&ts, NULL);
+		wait_change(cs, OPEN_RETRY_MS); /* cstore_resign wakes it */
 	}
 	if (rc)
 		return;
@@ -329,19 +354,6 @@ mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void
-wait_change(struct cstore *cs, int ms)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_nsec += (long)ms * 1000000L;
-	ts.tv_sec += ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
-	pthread_mutex_lock(&cs->mu);
-	(void)pthread_cond_timedwait(&cs->cv, &cs->mu, &ts);
-	pthread_mutex_unlock(&cs->mu);
-}
-
 /* serve (when `here`: this node leads) or forward r to the leader; 503 when neither works in
  * time */
 static void
@@ -371,10 +383,7 @@ route(struct cstore *cs, struct ol_http_req *r, bool here)
 			if (rc == -EHOSTDOWN)
 				break; /* the body is spent: this request cannot go again */
 		}
-		pthread_mutex_lock(&cs->mu);
-		bool stopping = cs->stopping;
-		pthread_mutex_unlock(&cs->mu);
-		if (stopping || mono_ms() >= end)
+		if (is_stopping(cs) || mono_ms() >= end)
 			break;
 		wait_change(cs, 200);
 	}

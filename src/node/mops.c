@@ -54,6 +54,9 @@ ol_node_mops_fini(struct ol_node_server *s)
 			close(s->meta_lock[i]);
 		s->meta_lock[i] = -1;
 	}
+	for (unsigned i = 0; i < s->n_retired; i++)
+		ol_meta_close(s->retired[i]);
+	s->n_retired = 0;
 	pthread_mutex_destroy(&s->meta_mu);
 }
 
@@ -99,6 +102,66 @@ out:
 	return rc;
 }
 
+/* a removed directory has no links left */
+static bool
+removed(int fd)
+{
+	struct stat st;
+	return fd >= 0 && !fstat(fd, &st) && st.st_nlink == 0;
+}
+
+/* under meta_mu: make <drive>/.openlake/data again and put it at root_fd[d] (dup3: a request
+ * on another thread sees the old directory or the new one, never a closed fd) */
+static int
+renew_drive(struct ol_node_server *s, unsigned d)
+{
+	char p[OL_NODE_NAME_MAX + 64];
+	if (s->n_retired == OL_NODE_MAX_RETIRED && s->meta[d])
+		return -EMFILE;
+	static const char *const sub[] = {"", "/.openlake", "/.openlake/data"};
+	for (unsigned i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s%s", s->drives[d], sub[i]);
+		if (mkdir(p, 0700) && errno != EEXIST)
+			return -errno;
+	}
+	int fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = dup3(fd, s->root_fd[d], O_CLOEXEC) < 0 ? -errno : 0;
+	close(fd);
+	if (rc)
+		return rc;
+	if (s->meta[d])
+		s->retired[s->n_retired++] = s->meta[d];
+	s->meta[d] = NULL; /* drive_meta opens a fresh env */
+	if (s->meta_lock[d] >= 0)
+		close(s->meta_lock[d]);
+	s->meta_lock[d] = -1;
+	return 0;
+}
+
+int
+ol_node_drive_check(struct ol_node_server *s, unsigned d)
+{
+	int rc = 0;
+	if (!removed(s->root_fd[d]))
+		return 0;
+	pthread_mutex_lock(&s->meta_mu);
+	if (removed(s->root_fd[d])) { /* not renewed by another thread meanwhile */
+		rc = renew_drive(s, d);
+		if (rc)
+			ol_err("node plane: drive %s: its data directory was removed and cannot be "
+			       "made again (%s): restart the node",
+			       s->drives[d], strerror(-rc));
+		else
+			ol_warn("node plane: drive %s: its data directory was removed (the drive "
+				"wiped?): serving it again, empty; `openlake heal` restores it",
+				s->drives[d]);
+	}
+	pthread_mutex_unlock(&s->meta_mu);
+	return rc;
+}
+
 /* drive u16 (index), then for META ops the env */
 static int
 meta_target(struct nconn *c, struct ol_node_rd *r, struct ol_meta **m)
@@ -109,7 +172,8 @@ meta_target(struct nconn *c, struct ol_node_rd *r, struct ol_meta **m)
 		return -EPROTO;
 	if (d >= c->s->n_drives)
 		return -EINVAL;
-	return drive_meta(c->s, d, m);
+	int rc = ol_node_drive_check(c->s, d);
+	return rc ? rc : drive_meta(c->s, d, m);
 }
 
 /* ---- SHARD_PWRITE: drive, name, off u64, flags u32, data ---- */
@@ -450,6 +514,9 @@ ol_node_op_list(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd 
 		return -EPROTO;
 	if (d >= c->s->n_drives || c->s->root_fd[d] < 0 || (dl && !ol_node_name_ok(dir, dl)))
 		return -EINVAL;
+	int rc = ol_node_drive_check(c->s, d);
+	if (rc)
+		return rc;
 	if (!max || max > 1024)
 		max = 1024;
 	fd = dl ? openat(c->s->root_fd[d], dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)

@@ -46,6 +46,8 @@ struct nconn {
 	uint64_t rcall, roff, rleft, rdeadline_ns;
 };
 
+#define OL_NODE_MAX_RETIRED 8
+
 struct ol_node_server {
 	char secret[256];
 	unsigned self_id;
@@ -58,6 +60,10 @@ struct ol_node_server {
 	pthread_mutex_t meta_mu;
 	struct ol_meta *meta[OL_NODE_MAX_DRIVES];
 	int meta_lock[OL_NODE_MAX_DRIVES]; /* flock on <drive>/.openlake/lock, or -1 */
+	/* envs of drives wiped under the plane (ol_node_drive_check): requests may still hold
+	 * them, so they are closed at fini only */
+	struct ol_meta *retired[OL_NODE_MAX_RETIRED];
+	unsigned n_retired;
 	unsigned n_loops;
 	struct nloop *loops;
 	bool metrics; /* registered with base/metrics */
@@ -100,6 +106,11 @@ void ol_node_mops_init(struct ol_node_server *s);
 void ol_node_mops_fini(struct ol_node_server *s);
 /* ops.c helpers mops.c shares */
 int ol_node_target(struct nconn *c, struct ol_node_rd *r, char *name);
+/* Drive d's data directory still exists (0), or it was removed under the plane (the drive
+ * wiped while the node runs): then it is made again, empty, and served from now on (0), its
+ * old metadata env retired (closed at fini), its lock taken again; -errno when that fails
+ * (-EMFILE: wiped more than OL_NODE_MAX_RETIRED times: restart the node). Any thread. */
+int ol_node_drive_check(struct ol_node_server *s, unsigned d);
 int ol_node_make_parents(int root, const char *name);
 int ol_node_sync_parent(int root, const char *name);
 

@@ -59,7 +59,8 @@ ol_node_target(struct nconn *c, struct ol_node_rd *r, char *name)
 		return -EPROTO;
 	if (d >= c->s->n_drives || c->s->root_fd[d] < 0 || !ol_node_name_ok(name, n))
 		return -EINVAL;
-	return (int)d;
+	int rc = ol_node_drive_check(c->s, d);
+	return rc ? rc : (int)d;
 }
 
 /* create the directories above name (mkdir -p of its parent) */

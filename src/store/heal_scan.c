@@ -27,6 +27,9 @@ struct scan {
 	uint64_t rate, paced;
 	int64_t t0;
 	bool count; /* count pass: totals only */
+	/* shard files or blocks that could not be written on an online drive: the heal then
+	 * fails (-EAGAIN), the store is not whole */
+	uint64_t unwritten;
 };
 
 /* What a shard file belongs to, to re-check it under its lock. */
@@ -103,19 +106,24 @@ open_shard(struct ol_store *st, int d, const uint8_t *uuid)
 		return fd < 0 ? -1 : fd;
 	mkdir_data(st, d);
 	fd = ol_shard_create(st, d, uuid);
-	if (fd < 0)
+	if (fd < 0) {
+		ol_warn("store: heal: drive %s: shard %s is missing and cannot be made: %s",
+			st->d[d].root, path, strerror(fd > -4096 ? -fd : EIO));
 		return -1;
+	}
 	ol_shard_close(fd);
 	ol_warn("store: heal: drive %s: shard %s was missing, rebuilding", st->d[d].root, path);
 	fd = ol_shard_open(st, d, uuid);
 	return fd < 0 ? -1 : fd;
 }
 
-/* Open the part's shard files if vid is still the visible version. 0, or -ENOENT. */
+/* Open the part's shard files if vid is still the visible version. 0, or -ENOENT. A shard
+ * that cannot be opened nor made on an online drive counts in s->unwritten. */
 static int
-open_part(struct ol_store *st, const struct target *t, const uint8_t *vid,
-	  const struct ol_rpart *rp, int *fd)
+open_part(struct scan *s, const struct target *t, const uint8_t *vid, const struct ol_rpart *rp,
+	  int *fd)
 {
+	struct ol_store *st = s->st;
 	uint8_t cur[OL_UUID];
 	int rc = -ENOENT;
 
@@ -124,8 +132,8 @@ open_part(struct ol_store *st, const struct target *t, const uint8_t *vid,
 	lock_target(st, t, true);
 	if (ol_visible_vid(st, t->db, t->k, t->kl, cur) == 1 && !memcmp(cur, vid, OL_UUID)) {
 		for (int d = 0; d < st->n; d++)
-			if (st->d[d].meta)
-				fd[d] = open_shard(st, d, rp->uuid);
+			if (st->d[d].meta && (fd[d] = open_shard(st, d, rp->uuid)) < 0)
+				s->unwritten++;
 		rc = 0;
 	}
 	lock_target(st, t, false);
@@ -181,6 +189,7 @@ check_stripe(struct scan *s, const struct stripe *sp, int *fd, uint8_t **blk, bo
 		if (ol_shard_pwrite(fd[d], blk[d], sp->bl + OL_TRAILER, off) !=
 		    (ssize_t)(sp->bl + OL_TRAILER)) {
 			ol_warn("store: heal: drive %s: cannot rewrite a block", st->d[d].root);
+			s->unwritten++;
 			continue;
 		}
 		healed[d] = true;
@@ -218,7 +227,7 @@ check_part(struct scan *s, const struct target *t, const struct ol_rec *w, uint3
 	struct stripe sp = {.bs = w->bs, .ck = w->ck};
 
 	ol_rec_part(w, pi, &rp);
-	if (!rp.size || open_part(st, t, w->vid, &rp, fd))
+	if (!rp.size || open_part(s, t, w->vid, &rp, fd))
 		return 0; /* empty, or replaced meanwhile: nothing of it to heal */
 	for (int d = 0; d < st->n; d++)
 		blk[d] = ol_xmalloc((size_t)w->bs + OL_TRAILER);
@@ -902,6 +911,14 @@ ol_set_heal_all(struct ol_store *const *sets, int n, const struct ol_heal_opts *
 	for (int i = 0; !rc && !(o && o->missed_only) && i < n; i++) {
 		s.st = sets[i];
 		rc = pass(&s);
+	}
+	if (!rc && s.unwritten) {
+		ol_warn(
+		    "store: heal: %llu shard file(s) or block(s) could not be written on drives "
+		    "that are online (see the warnings above): the store is not whole; fix "
+		    "the drive and run the heal again",
+		    (unsigned long long)s.unwritten);
+		rc = -EAGAIN;
 	}
 	for (int i = 0; !rc && !(o && o->missed_only) && i < n; i++)
 		ol_sweep_orphans(sets[i], 2);

@@ -4,9 +4,10 @@ lease, epoch = the leader key's create_revision) serves S3 over the node planes;
 node forwards to it. The two_sets tests lay 2 drives per node out as two sets of 4 (one drive
 of each set per node): the leader of set 0.0 serves both, objects placed over them by key.
 
-Real things only: one etcd member, real daemons, boto3 and raw sockets, kill -9 and SIGSTOP.
-Each test gets its own 4 nodes under its own etcd prefix (a killed node's drive would otherwise
-miss objects the next test reads).
+Real things only: three etcd members (one of them killed and restarted by a test), real
+daemons, boto3 and raw sockets, kill -9, SIGSTOP, a drive wiped with rm -rf. Each test gets
+its own 4 nodes under its own etcd prefix (a killed node's drive would otherwise miss objects
+the next test reads).
 """
 
 import hashlib
@@ -40,7 +41,7 @@ pytestmark = pytest.mark.skipif(not shutil.which("etcd") or not shutil.which("et
 @pytest.fixture(scope="module")
 def etcd():
     root = tempfile.mkdtemp(prefix="openlake-cstore-etcd-")
-    e = Etcd(root, n=1)
+    e = Etcd(root, n=3)
     yield e
     e.stop()
     shutil.rmtree(root, ignore_errors=True)
@@ -55,6 +56,7 @@ class Node:
         self.drive = self.drives[0]
         self.s3_port, self.rpc_port, self.kv_port = ports[i]
         self.config = self.root / "openlake.toml"
+        eps = ", ".join(f'"{e}"' for e in eps.split(","))
         nodes = "".join(f'\n[[nodes]]\nid = {j}\nrpc_addr = "127.0.0.1:{p[1]}"\n'
                         f'disk_count = {drives}\n' for j, p in enumerate(ports))
         dirs = ", ".join(f'"{d}"' for d in self.drives)
@@ -73,7 +75,7 @@ access_key = "{ACCESS_KEY}"
 secret_key = "{SECRET_KEY}"
 {nodes}
 [cluster]
-etcd = ["{eps}"]
+etcd = [{eps}]
 prefix = "{prefix}"
 secret = "{SECRET}"
 lease_ttl_s = {TTL}
@@ -103,26 +105,27 @@ lease_ttl_s = {TTL}
             self.proc.wait(30)
 
     def stop(self):
-        hung = False
+        """SIGTERM; False when it had to be killed (it did not stop within 30 s)"""
+        clean = True
         if self.alive():
             os.kill(self.proc.pid, signal.SIGCONT)  # a test may leave it stopped
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(30)
-            except subprocess.TimeoutExpired:  # a hang on SIGTERM is a bug: fail on it
+            except subprocess.TimeoutExpired:
+                clean = False
                 self.proc.kill()
                 self.proc.wait(10)
-                hung = True
         if self.logf:
             self.logf.close()
             self.logf = None
-        if hung:
-            raise RuntimeError(f"node {self.i} did not stop on SIGTERM within 30 s")
+        return clean
 
 
 class Cluster:
     def __init__(self, root, etcd, drives=1):
-        self.eps = etcd.url(etcd.names[0])
+        self.etcd = etcd
+        self.eps = ",".join(etcd.url(m) for m in etcd.names)  # every member, live or not
         self.prefix = f"/cs{time.monotonic_ns()}/"
         self.sets = drives  # N = 4 (one drive of each set per node)
         ports = [(free_port(), free_port(), free_port()) for _ in range(4)]
@@ -166,8 +169,10 @@ class Cluster:
             return False
 
     def stop(self):
-        for n in self.nodes:
-            n.stop()
+        """stop every node; a node that ignores SIGTERM (e.g. one leading a set it cannot
+        open once the others are gone) fails the test"""
+        hung = [n.i for n in self.nodes if not n.stop()]
+        assert not hung, f"nodes {hung} did not stop within 30 s of SIGTERM"
 
 
 def all_drives_online(c):
@@ -312,6 +317,24 @@ def test_one_leader_serves_and_every_node_forwards(cluster):
     assert get_from(lid, "127.0.0.2", forged) == 403
     assert get_from(na, "127.0.0.2", forged) == 403
 
+    # the etcd leader killed (kill -9) while PUTs go on through a non-leader: every PUT is
+    # acknowledged within the client's retries (a 503 while etcd elects is retried), none is
+    # lost, and the set keeps (or regains) a leader
+    em = wait_for(c.etcd.leader, 30, "an etcd leader")
+    try:
+        acked = put_loop(c.client(na, retries=4), "e", 60, 12,
+                         on_i=lambda n: n == 3 and c.etcd.kill9(em))
+        assert c.etcd.procs[em].poll() is not None
+        assert len(acked) == 12, sorted(acked)
+        now = wait_for(c.leader, TTL + 15, "a leader of set 0.0 after the etcd leader's kill")
+        print(f"set 0.0 leader before: {lid}@{epoch}, after: {now[0]}@{now[1]}")
+        for i in range(4):
+            r = c.client(i, retries=4)
+            for k, v in acked.items():
+                assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, (i, k)
+    finally:
+        c.etcd.restart(em)  # the other tests of this file run with 3 members
+
 
 def put_loop(s3, prefix, stop_after_s, max_n, on_i=None):
     """PUT up to max_n objects (bounded in time too); the keys that were acknowledged"""
@@ -331,42 +354,237 @@ def put_loop(s3, prefix, stop_after_s, max_n, on_i=None):
     return acked
 
 
-def test_kill9_of_a_non_leader_during_puts(cluster):
+class MixedLoad:
+    """Concurrent writes of every kind through the given nodes while a test breaks the
+    cluster, each bounded in count and time, each outcome recorded as the client saw it
+    (acknowledged, or not: then the object may or may not have changed):
+
+    - overwrites: ROUNDS versions of each of OW keys (inline and sharded sizes), and in each
+      round one DELETE of a key written before the load;
+    - a reader GETting the overwritten keys all the while: each body must be one whole
+      version that was PUT, never a mix of two (self.mix lists any other);
+    - multipart uploads (a 5 MiB part and a small one) of MPU keys, one after the other.
+
+    check() then verifies through node i: what an acknowledged write or delete left is there
+    (or gone) whole, an unacknowledged one left the old or the new object, and the listing
+    holds exactly the keys that must exist, plus only keys whose last write was not
+    acknowledged."""
+
+    OW, ROUNDS, MPU = 2, 10, 3
+
+    def __init__(self, c, vias, retries=4, seconds=120):
+        self.c, self.vias, self.retries = c, vias, retries
+        self.end = time.monotonic() + seconds
+        self.lock = threading.Lock()
+        self.versions = {f"ow{k}": [] for k in range(self.OW)}  # [(sha, data, acked)]
+        self.rounds = 0
+        self.dels = {f"del{n}": body(f"del{n}", 20 << 10) for n in range(self.ROUNDS)}
+        self.deleted, self.del_unacked = set(), set()
+        self.mpu_acked, self.mpu_unacked = {}, {}
+        self.mix, self.gets = [], 0
+        self.done = threading.Event()
+        s3 = c.client(vias[0], retries=retries)
+        for k, v in self.dels.items():
+            s3.put_object(Bucket="cst", Key=k, Body=v)
+        self.threads = [threading.Thread(target=f) for f in (self._overwrite, self._read,
+                                                             self._mpu)]
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def join(self):
+        for t in self.threads:
+            t.join(300)
+        assert not any(t.is_alive() for t in self.threads)
+
+    def _overwrite(self):
+        s3 = self.c.client(self.vias[0], retries=self.retries)
+        try:
+            for v in range(self.ROUNDS):
+                if time.monotonic() > self.end:
+                    break
+                for k, seen in self.versions.items():
+                    data = body(f"{k}v{v}", 300 << 10 if v % 2 else 30 << 10)
+                    i = len(seen)
+                    with self.lock:  # known before it can be read
+                        seen.append((hashlib.sha256(data).digest(), data, False))
+                    try:
+                        s3.put_object(Bucket="cst", Key=k, Body=data)
+                        with self.lock:
+                            seen[i] = seen[i][:2] + (True,)
+                    except Exception as e:
+                        print(f"PUT {k} v{v}: {e}")
+                d = f"del{v}"
+                try:
+                    s3.delete_object(Bucket="cst", Key=d)
+                    self.deleted.add(d)
+                except Exception as e:
+                    print(f"DELETE {d}: {e}")
+                    self.del_unacked.add(d)
+                self.rounds = v + 1
+        finally:
+            self.done.set()
+
+    def _read(self):
+        s3 = self.c.client(self.vias[-1])
+        while not self.done.is_set() and self.gets < 2000:
+            for k, seen in self.versions.items():
+                try:
+                    got = s3.get_object(Bucket="cst", Key=k)["Body"].read()
+                except Exception:
+                    continue  # not there yet, or 503 while the leader changes
+                self.gets += 1
+                with self.lock:
+                    ok = any(hashlib.sha256(got).digest() == h for h, _, _ in seen)
+                if not ok:
+                    self.mix.append((k, len(got)))
+
+    def _mpu(self):
+        s3 = self.c.client(self.vias[1 % len(self.vias)], retries=self.retries)
+        for n in range(self.MPU):
+            if time.monotonic() > self.end:
+                break
+            k = f"mp{n}"
+            parts = [body(f"{k}p0", 5 << 20), body(f"{k}p1", 100 << 10)]
+            try:
+                up = s3.create_multipart_upload(Bucket="cst", Key=k)["UploadId"]
+                etags = [s3.upload_part(Bucket="cst", Key=k, UploadId=up, PartNumber=i + 1,
+                                        Body=p)["ETag"] for i, p in enumerate(parts)]
+                s3.complete_multipart_upload(Bucket="cst", Key=k, UploadId=up,
+                                             MultipartUpload={"Parts": [
+                                                 {"ETag": e, "PartNumber": i + 1}
+                                                 for i, e in enumerate(etags)]})
+                self.mpu_acked[k] = b"".join(parts)
+            except Exception as e:
+                print(f"multipart {k}: {e}")
+                self.mpu_unacked[k] = b"".join(parts)
+
+    def wrote_enough(self):
+        """the client saw most of the writes through: the test cannot pass on no load"""
+        acked = sum(a for seen in self.versions.values() for _, _, a in seen)
+        print(f"load: {self.rounds} rounds, {acked} overwrites acknowledged, "
+              f"{len(self.deleted)} deletes ({len(self.del_unacked)} not), "
+              f"{len(self.mpu_acked)} multipart ({len(self.mpu_unacked)} not), "
+              f"{self.gets} GETs")
+        assert acked >= self.OW * self.ROUNDS // 2, self.versions
+        assert len(self.deleted) >= self.ROUNDS // 2, (self.deleted, self.del_unacked)
+        assert self.mpu_acked, self.mpu_unacked
+        assert self.gets > 0 and not self.mix, (self.gets, self.mix)
+
+    def check(self, r, puts, tried=()):
+        """through client r: every outcome as above; puts: other acknowledged PUTs (key:
+        data) that must read back and be listed, tried: other keys PUT unacknowledged"""
+        assert not self.mix, self.mix
+        must, maybe = dict(puts), set(tried) - set(puts)
+        for k, seen in self.versions.items():
+            last = max([i for i, (_, _, a) in enumerate(seen) if a], default=-1)
+            allowed = {h for h, _, _ in seen[max(last, 0):]}
+            try:
+                got = r.get_object(Bucket="cst", Key=k)["Body"].read()
+            except r.exceptions.NoSuchKey:
+                assert last < 0, (k, "an acknowledged PUT lost")
+                continue
+            assert hashlib.sha256(got).digest() in allowed, (k, len(got), last)
+            must[k] = got
+        for k, v in self.dels.items():
+            if k in self.deleted:
+                with pytest.raises(r.exceptions.NoSuchKey):
+                    r.get_object(Bucket="cst", Key=k)
+            elif k in self.del_unacked:
+                maybe.add(k)
+            else:
+                must[k] = v
+        must.update(self.mpu_acked)
+        maybe |= set(self.mpu_unacked)
+        for k, v in must.items():
+            assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, k
+        listed = set(list_all(r, "cst"))
+        assert set(must) <= listed, sorted(set(must) - listed)
+        assert listed <= set(must) | maybe, sorted(listed - set(must) - maybe)
+        return listed
+
+
+def wipe(drive):
+    """rm -rf of everything in a drive's directory (the directory itself stays)"""
+    for e in os.scandir(drive):
+        if e.is_dir(follow_symlinks=False):
+            shutil.rmtree(e.path)
+        else:
+            os.unlink(e.path)
+
+
+def heal_exits_0(node):
+    h = subprocess.run([str(OPENLAKE_CLI), "heal", "--config", str(node.config), "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert h.returncode == 0, h.stdout + h.stderr
+    assert json.loads(h.stdout)["unrecoverable"] == 0, h.stdout
+    print("heal:", h.stdout.strip())
+
+
+def test_kill9_of_a_non_leader_during_mixed_writes_then_its_drive_wiped(cluster):
+    """kill -9 of a non-leader while PUTs, overwrites (read all the while), DELETEs and
+    multipart uploads go on through the other nodes: nothing acknowledged is lost, no GET
+    returns a mix, listings are complete. Then its drive is wiped while it is down and it is
+    restarted: the empty drive comes back into the leader's store, `openlake heal` exits 0,
+    and the store is whole: with another node killed, everything still reads back (k = 3, so
+    the wiped drive's shards were rebuilt)."""
     c = cluster
     lid, epoch = c.leader()
-    via, victim = others(c, lid)[0], others(c, lid)[1]
-    s3 = c.client(via, retries=4)
-    s3.create_bucket(Bucket="cst")
-    acked = put_loop(s3, "nl", 60, 20,
-                     on_i=lambda n: n == 6 and c.nodes[victim].kill9())
+    via, victim, last = others(c, lid)
+    c.client(via).create_bucket(Bucket="cst")
+    load = MixedLoad(c, [via, lid]).start()
+    at = []
+    acked = put_loop(c.client(via, retries=4), "nl", 60, 20,
+                     on_i=lambda n: n == 4 and not at.append(load.rounds)
+                     and c.nodes[victim].kill9())
+    load.join()
+    print(f"killed node {victim} at round {at}")
     assert not c.nodes[victim].alive()
     assert len(acked) >= 16, len(acked)  # PUTs went on with 3 of 4 drives
-    for i in range(4):
-        if i == victim:
-            continue
-        r = c.client(i)
-        for k, v in acked.items():
-            assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, (i, k)
+    load.wrote_enough()
+    tried = [f"nl{n}" for n in range(20)]
+    for i in others(c, victim):
+        load.check(c.client(i), acked, tried)
+
+    leader = c.nodes[lid]
+    returns = leader.log().count("back online (4 of 4")
+    wipe(c.nodes[victim].drive)
+    c.nodes[victim].start()
+    wait_for(lambda: leader.log().count("back online (4 of 4") > returns, 90,
+             "the wiped drive back in the leader's store")
+    heal_exits_0(leader)
+    c.nodes[last].kill9()
+    for i in (lid, via, victim):
+        load.check(c.client(i, retries=4), acked, tried)
+    assert c.leader()[0] == lid
 
 
-def test_kill9_of_the_leader_elects_a_newer_epoch(cluster):
+def test_kill9_of_the_leader_during_mixed_writes(cluster):
+    """kill -9 of the leader while PUTs, overwrites (read all the while), DELETEs and
+    multipart uploads go on through two other nodes: a newer epoch leads, no acknowledged
+    write is lost, no GET returns a mix, listings are complete."""
     c = cluster
     lid, epoch = c.leader()
-    via = others(c, lid)[0]
+    via, o2, _ = others(c, lid)
     s3 = c.client(via, retries=8)
     s3.create_bucket(Bucket="cst")
-    before = put_loop(s3, "pre", 30, 10)
-    assert len(before) == 10
+    before = put_loop(s3, "pre", 30, 6)
+    assert len(before) == 6
+    load = MixedLoad(c, [via, o2], retries=8).start()
+    wait_for(lambda: load.rounds >= 3 or load.done.is_set(), 120, "three rounds of writes")
     c.nodes[lid].kill9()
     new = wait_for(lambda: (l := c.leader()) and l[0] != lid and l, TTL + 15,
                    "a new leader after kill -9 of the leader")
     assert new[1] > epoch, (new, epoch)
-    after = put_loop(s3, "post", 60, 10)
-    assert len(after) == 10
+    after = put_loop(s3, "post", 60, 6)
+    assert len(after) == 6
+    load.join()
+    load.wrote_enough()
+    assert load.rounds == load.ROUNDS  # the writes went on through the new leader
     for i in others(c, lid):
-        r = c.client(i)
-        for k, v in {**before, **after}.items():
-            assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, (i, k)
+        load.check(c.client(i), {**before, **after})
 
 
 def test_sigstop_of_a_non_leader_during_concurrent_puts(cluster):
@@ -374,7 +592,8 @@ def test_sigstop_of_a_non_leader_during_concurrent_puts(cluster):
     clients PUT through the other nodes at once: its drive misses the plane's deadline and
     goes offline, the writes go on with 3 of 4 drives. SIGCONT: the drive comes back into
     the leader's store and is healed, `openlake heal` exits 0, and every acknowledged PUT
-    reads back whole through every node, the frozen one included."""
+    reads back whole through every node, the frozen one included. Then a drive wiped while
+    its node runs is made again and healed (below)."""
     c = cluster
     lid, _ = c.leader()
     victim = others(c, lid)[1]
@@ -421,6 +640,23 @@ def test_sigstop_of_a_non_leader_during_concurrent_puts(cluster):
         r = c.client(i, retries=4)
         for k, v in acked.items():
             assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, (i, k)
+
+    # another follower's drive wiped while it runs (rm -rf of its contents): its node plane
+    # makes it again, empty, at the next request; writes go on, heal restores it, and with
+    # the frozen node then killed everything reads back (k = 3 needs the wiped drive)
+    w = next(i for i in others(c, lid) if i != victim)
+    wipe(c.nodes[w].drive)
+    more = put_loop(c.client(lid, retries=4), "wiped-", 60, 6)
+    assert len(more) == 6, sorted(more)
+    wait_for(lambda: "its data directory was removed" in c.nodes[w].log(), 30,
+             "the wiped drive made again")
+    heal_exits_0(leader)
+    c.nodes[victim].kill9()
+    for i in (lid, w):
+        r = c.client(i, retries=4)
+        for k, v in {**acked, **more}.items():
+            assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, (i, k)
+        assert list_all(r, "cst") == sorted([*acked, *more]), i
 
 
 def raw_put_start(url, host_port, length, first):

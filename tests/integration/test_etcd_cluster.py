@@ -39,23 +39,34 @@ class Etcd:
         self.peer = {m: free_port() for m in self.names}
         self.procs = {}
         self.logs = {}
-        init = ",".join(f"{m}=http://127.0.0.1:{self.peer[m]}" for m in self.names)
         for m in self.names:
             self.logs[m] = open(self.root / f"{m}.log", "ab")
-            self.procs[m] = subprocess.Popen(
-                [ETCD, "--name", m, "--data-dir", str(self.root / m),
-                 "--listen-client-urls", self.url(m), "--advertise-client-urls", self.url(m),
-                 "--listen-peer-urls", f"http://127.0.0.1:{self.peer[m]}",
-                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer[m]}",
-                 "--initial-cluster", init, "--initial-cluster-state", "new",
-                 "--initial-cluster-token", f"t{os.getpid()}-{self.client[self.names[0]]}"],
-                stdout=self.logs[m], stderr=subprocess.STDOUT)
+            self._start(m)
         try:
             wait_for(lambda: self.ctl("endpoint", "health", check=False).returncode == 0, 60,
                      "etcd to become healthy")
         except BaseException:
             self.stop()
             raise
+
+    def _start(self, m):
+        init = ",".join(f"{n}=http://127.0.0.1:{self.peer[n]}" for n in self.names)
+        self.procs[m] = subprocess.Popen(
+            [ETCD, "--name", m, "--data-dir", str(self.root / m),
+             "--listen-client-urls", self.url(m), "--advertise-client-urls", self.url(m),
+             "--listen-peer-urls", f"http://127.0.0.1:{self.peer[m]}",
+             "--initial-advertise-peer-urls", f"http://127.0.0.1:{self.peer[m]}",
+             "--initial-cluster", init, "--initial-cluster-state", "new",
+             "--initial-cluster-token", f"t{os.getpid()}-{self.client[self.names[0]]}"],
+            stdout=self.logs[m], stderr=subprocess.STDOUT)
+
+    def restart(self, m):
+        """start member m again (after kill9) on its data dir: it rejoins the cluster"""
+        assert self.procs[m].poll() is not None
+        self._start(m)
+        wait_for(lambda: self.ctl("endpoint", "health", check=False,
+                                  endpoints=self.url(m)).returncode == 0, 60,
+                 f"etcd member {m} healthy again")
 
     def url(self, m):
         return f"http://127.0.0.1:{self.client[m]}"
