@@ -822,15 +822,18 @@ kvl_start(struct ol_kv_server *s)
 	return r;
 }
 
+/* Loops first (no new job reaches the helpers), then the helpers (a job in hand finishes
+ * and posts its result to its loop, whose eventfd must still be open: ThreadSanitizer saw
+ * a helper write to it while the loop was being freed), then the loops' memory. */
 void
 kvl_stop(struct ol_kv_server *s)
 {
-	for (unsigned i = 0; i < s->n_loops; i++) {
+	for (unsigned i = 0; i < s->n_loops; i++)
 		ol_loop_stop(s->loops[i].l);
+	help_stop(s);
+	for (unsigned i = 0; i < s->n_loops; i++)
 		ol_loop_free(s->loops[i].l);
-	}
 	free(s->loops);
 	s->loops = NULL;
 	s->n_loops = 0;
-	help_stop(s);
 }
