@@ -13,7 +13,7 @@ import time
 from .connector_config import worker_rank
 from .keys import rank_key
 from .layouts import PagedKV
-from .store import TRAILER_LEN, StoreDown, check_trailer, make_trailer
+from .store import TRAILER_LEN, IovArray, StoreDown, check_trailer, make_trailer
 
 
 class _Job:
@@ -215,11 +215,11 @@ class WorkerSide:
         st = [Status.of(v) for v in ops.view(torch.int32)[:, 8].tolist()]
         lens = ops[:, 3].tolist()
         raw = trailers.raw
-        ranges = tab.tolist() if self.cfg.verify else None
+        base, step = iov.data_ptr(), (n + 1) * 16
         for i, j in enumerate(jobs):
             j.trailer = raw[i * TRAILER_LEN:(i + 1) * TRAILER_LEN]
-            if ranges is not None:
-                j.ranges = ranges[i]
+            j.ranges = IovArray(base + i * step, n)  # hashed in one call (ol_iov_xxh3)
+            j.keep.append(iov)
         return st, lens
 
     def _finish_loads(self, loads, jobs, st, lens, invalid, failed):
