@@ -194,12 +194,14 @@ class WorkerSide:
         job's trailer and (when verifying) ranges are filled in."""
         import torch
 
+        from ._lib import Iov, Op
         from .client import Status
 
         nj = len(jobs)
         ids = torch.tensor([j.ids for j in jobs], dtype=torch.int64)
         tab = self.kvs[jobs[0].g].iov_table(ids)
         n = tab.shape[1]
+        assert ctypes.sizeof(Iov) == 16 and ctypes.sizeof(Op) % 8 == 0
         iov = torch.empty((nj, n + 1, 2), dtype=torch.int64)  # struct ol_iov, + the trailer
         iov[:, :n] = tab
         trailers = ctypes.create_string_buffer(nj * TRAILER_LEN)
@@ -207,13 +209,13 @@ class WorkerSide:
         iov[:, n, 0] = ctypes.addressof(trailers) + rows * TRAILER_LEN
         iov[:, n, 1] = TRAILER_LEN
         keys = ctypes.create_string_buffer(b"".join(j.key for j in jobs), nj * 32)
-        ops = torch.zeros((nj, 5), dtype=torch.int64)  # struct ol_kv_op: 40 bytes
-        ops[:, 0] = ctypes.addressof(keys) + rows * 32
-        ops[:, 1] = iov.data_ptr() + rows * ((n + 1) * 16)
-        ops[:, 2] = n + 1
+        ops = torch.zeros((nj, ctypes.sizeof(Op) // 8), dtype=torch.int64)  # struct ol_kv_op
+        ops[:, Op.key.offset // 8] = ctypes.addressof(keys) + rows * 32
+        ops[:, Op.iov.offset // 8] = iov.data_ptr() + rows * ((n + 1) * 16)
+        ops[:, Op.iovcnt.offset // 8] = n + 1
         self.store.call("get_ops", ops.data_ptr(), nj)
-        st = [Status.of(v) for v in ops.view(torch.int32)[:, 8].tolist()]
-        lens = ops[:, 3].tolist()
+        st = [Status.of(v) for v in ops.view(torch.int32)[:, Op.status.offset // 4].tolist()]
+        lens = ops[:, Op.value_len.offset // 8].tolist()
         raw = trailers.raw
         base, step = iov.data_ptr(), (n + 1) * 16
         for i, j in enumerate(jobs):
