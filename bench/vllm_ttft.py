@@ -10,6 +10,7 @@
    later by the worker) beside a plain `exists` of the same keys.
 
     /usr/bin/python3 bench/vllm_ttft.py [--nodes 127.0.0.1:9400] [--device local|tcp]
+        [--reps N] [--only-lookup | --only-overhead]
 
 Without --nodes it starts openlaked (mode kv) from $OPENLAKE_BUILD (default build/) on an
 ephemeral loopback port with a temp spill dir, and stops it at the end."""
@@ -230,6 +231,8 @@ def main():
     ap.add_argument("--blocks", type=int, default=32)
     ap.add_argument("--lookup-keys", type=int, default=64)
     ap.add_argument("--only-lookup", action="store_true")
+    ap.add_argument("--only-overhead", action="store_true",
+                    help="only the per-block load/save figures (2.), e.g. with many --reps")
     a = ap.parse_args()
     if a.nodes is None and not os.environ.get("OPENLAKE_LIBRARY"):
         os.environ["OPENLAKE_LIBRARY"] = str(build_dir() / "client" / "libopenlake.so")
@@ -238,10 +241,11 @@ def main():
     if addr is None:
         proc, root, addr = start_daemon()
     try:
-        lookup(addr, a.device, a.lookup_keys, a.reps)
-        if a.only_lookup:
-            return
-        ttft(addr, a.device, a.prefix, a.suffix, a.reps)
+        if not a.only_overhead:
+            lookup(addr, a.device, a.lookup_keys, a.reps)
+            if a.only_lookup:
+                return
+            ttft(addr, a.device, a.prefix, a.suffix, a.reps)
         for verify in (True, False):
             overhead(addr, a.device, a.layers, a.heads, a.head_dim, a.blocks, a.reps, verify)
     finally:

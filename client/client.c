@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack (ol_iov_xxh3) */
 #include <xxhash.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -897,6 +898,24 @@ ol_kv_status_str(int status)
 							      "too_large", "full",    "unreachable",
 							      "truncated", "corrupt", "error"};
 	return status >= 0 && status < OL_KV_STATUS_COUNT ? names[status] : "unknown";
+}
+
+OL_API int
+ol_iov_xxh3(const struct ol_iov *iov, size_t n, uint64_t *out)
+{
+	if ((!iov && n) || !out)
+		return -EINVAL;
+	XXH3_state_t st;
+	if (XXH3_64bits_reset(&st) != XXH_OK)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (!iov[i].len)
+			continue;
+		if (!iov[i].base || XXH3_64bits_update(&st, iov[i].base, iov[i].len) != XXH_OK)
+			return -EINVAL;
+	}
+	*out = XXH3_64bits_digest(&st);
+	return 0;
 }
 
 OL_API const char *

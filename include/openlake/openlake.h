@@ -150,6 +150,13 @@ int ol_kv_stats(struct ol_client *c, char *json, size_t cap);
 /* "ok", "exists", "miss", "too_large", "full", "unreachable", "truncated", "corrupt", "error";
  * "unknown" otherwise. Static strings. */
 const char *ol_kv_status_str(int status);
+/* XXH3-64 (xxHash, seed 0) of the concatenation of iov[0..n) into *out: the same value as
+ * XXH3_64bits over one buffer holding those bytes; zero-length entries are skipped. Reads the
+ * ranges only (no client, no I/O). One call for a scatter list, so a caller checksumming a
+ * block spread over many ranges (the vLLM connector's trailer: 64 per-layer ranges) does not
+ * pay a foreign call per range. 0, or -EINVAL (iov NULL with n > 0, a NULL base with a
+ * length, out NULL). Since OPENLAKE_0.3. */
+int ol_iov_xxh3(const struct ol_iov *iov, size_t n, uint64_t *out);
 /* Library version, e.g. "0.1.0". */
 const char *ol_version(void);
 

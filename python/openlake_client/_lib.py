@@ -116,6 +116,9 @@ def _declare(lib):
     if hasattr(lib, "ol_kv_lease"):  # absent from libraries older than the LEASE op
         lib.ol_kv_lease.argtypes = [c_void_p, POINTER(Op), c_size_t, c_uint]
         lib.ol_kv_lease.restype = c_int
+    if hasattr(lib, "ol_iov_xxh3"):  # absent from libraries older than OPENLAKE_0.3
+        lib.ol_iov_xxh3.argtypes = [c_void_p, c_size_t, POINTER(c_uint64)]
+        lib.ol_iov_xxh3.restype = c_int
     lib.ol_kv_stats.argtypes = [c_void_p, c_char_p, c_size_t]
     lib.ol_kv_stats.restype = c_int
     lib.ol_kv_status_str.argtypes = [c_int]

@@ -386,6 +386,19 @@ class Client:
         self._call(self._lib.ol_kv_put, b, "put")
         return b.statuses()
 
+    def get_ops(self, ops_addr, n):
+        """ol_kv_get on n struct ol_kv_op the caller laid out at ops_addr (keys, iovecs and
+        ops kept alive by the caller, which reads status and value_len back from them). For
+        callers that build their op and iovec arrays in bulk (the vLLM connector's loads):
+        no per-op Python work here."""
+        if not self._h:
+            raise OpenLakeError(9, "client is closed")
+        if n == 0:
+            return
+        rc = self._lib.ol_kv_get(self._h, ctypes.cast(ops_addr, ctypes.POINTER(Op)), n)
+        if rc < 0:
+            raise OpenLakeError(-rc, "get: %s" % _errname(-rc))
+
     def get_iov(self, keys, iovs):
         """Fill the ranges iovs[i] with keys[i]. Returns (statuses, value lengths)."""
         b = _Batch(list(keys), raw_iovs=iovs)

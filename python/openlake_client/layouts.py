@@ -94,6 +94,7 @@ class PagedKV:
             if self.zero_copy else None
         if self._geo is not None and None in self._geo:
             self.zero_copy, self._geo = False, None
+        self._tab = None  # iov_table's per-layer tensors, built on first use
 
     @staticmethod
     def _seg_geometry(t, lay):
@@ -130,6 +131,27 @@ class PagedKV:
                 a = base + b * bstride
                 out.extend((a + o, n) for o in offs)
         return out
+
+    def iov_table(self, ids):
+        """The iovecs of kv.iovs(row) for every row of ids (int64 tensor [J, k]) at once, as
+        an int64 tensor [J, n, 2] of (addr, len) rows (the layout of struct ol_iov), n =
+        iovecs per chunk; zero_copy only. Built with a few tensor ops instead of Python loops:
+        a 32-layer chunk has 64 iovecs per block."""
+        import torch
+
+        if self._tab is None:
+            base = torch.tensor([[g[0] + o for o in g[2]] for g in self._geo], dtype=torch.int64)
+            self._tab = (base, torch.tensor([g[1] for g in self._geo], dtype=torch.int64),
+                         torch.tensor([g[3] for g in self._geo], dtype=torch.int64))
+        base, stride, seglen = self._tab
+        nl, ns = base.shape
+        J, k = ids.shape
+        # [J, layer, block, segment], the order of iovs(): layer-major, then block, then segment
+        addr = base.view(1, nl, 1, ns) + ids.view(J, 1, k, 1) * stride.view(1, nl, 1, 1)
+        out = torch.empty((J, nl, k, ns, 2), dtype=torch.int64)
+        out[..., 0] = addr
+        out[..., 1] = seglen.view(1, nl, 1, 1)
+        return out.view(J, nl * k * ns, 2)
 
     def pack(self, block_ids, out=None):
         """The image of block_ids as a contiguous uint8 CPU tensor (a staging copy)."""

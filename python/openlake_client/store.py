@@ -123,6 +123,42 @@ class _Xxh3:
         return lib.XXH3_64bits_digest(st) & 0xFFFFFFFF
 
 
+class IovArray:
+    """n struct ol_iov at addr (the caller keeps them alive): a scatter list that
+    libopenlake's ol_iov_xxh3 hashes in one call; iterates as (addr, len) pairs otherwise."""
+
+    __slots__ = ("addr", "n")
+
+    def __init__(self, addr, n):
+        self.addr, self.n = addr, n
+
+    def __iter__(self):
+        a = (ctypes.c_uint64 * (2 * self.n)).from_address(self.addr)
+        return iter([(a[2 * i], a[2 * i + 1]) for i in range(self.n)])
+
+
+_iov_fn = None
+
+
+def _iov_xxh3(ranges):
+    """Low 32 bits of XXH3-64 of an IovArray in one libopenlake call, or None when the
+    library has no ol_iov_xxh3 (older than OPENLAKE_0.3)."""
+    global _iov_fn
+    if _iov_fn is None:
+        from . import _lib
+
+        try:
+            _iov_fn = getattr(_lib.load(), "ol_iov_xxh3", False)
+        except _lib.LibraryNotFound:
+            _iov_fn = False
+    if not _iov_fn:
+        return None
+    out = ctypes.c_uint64()
+    if _iov_fn(ranges.addr, ranges.n, ctypes.byref(out)) < 0:
+        return None
+    return out.value & 0xFFFFFFFF
+
+
 _xxh = None
 _xxh_tried = False
 
@@ -141,6 +177,10 @@ def xxh3():
 
 def _checksum(flags, ranges):
     if flags & FLAG_XXH3:
+        if isinstance(ranges, IovArray):
+            got = _iov_xxh3(ranges)
+            if got is not None:
+                return got
         h = xxh3()
         return None if h is None else h(ranges)
     if flags & FLAG_CRC:

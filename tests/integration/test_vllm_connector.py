@@ -220,6 +220,20 @@ print("ok")
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_iov_table_matches_iovs(layout):
+    """The bulk iovec builder of loads (tensor ops) gives the ranges of iovs() (Python)."""
+    from openlake_client.layouts import PagedKV
+
+    p = PagedKV(make_kv_caches(layout, 3, 10, BS, H, D), 10, BS)
+    if not p.zero_copy:  # staged layouts load through a staging buffer, not iovecs
+        return
+    ids = [[3, 0, 9], [9, 1, 2]]
+    tab = p.iov_table(torch.tensor(ids, dtype=torch.int64))
+    assert [[tuple(r) for r in t] for t in tab.tolist()] == [p.iovs(row) for row in ids]
+    assert sum(n for _, n in p.iovs(ids[0])) == 3 * p.block_bytes
+
+
 # ---------------------------------------------------------------- against the pool
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -229,9 +243,17 @@ def test_prefix_reuse_each_layout(pool, layout):
     a_ids = blocks_of(e1, e1.schedule_log[0], "A")
     assert e1.merged_stats()["blocks_saved"] == 6
     e2 = engine(cfg(pool.kv_addr, layout), layout)
+    w = e2.workers[0].c._worker
+    bulk = []
+    real = w._get_bulk
+    w._get_bulk = lambda jobs: bulk.append(len(jobs)) or real(jobs)  # counts, then the real one
     B = A[:96] + SUFFIX
     e2.add(Request("B", B, max_tokens=3))
     so = e2.step()
+    # zero-copy layouts load through the bulk op/iovec arrays (one batch: every 16-token
+    # chunk), staged ones (HND strides, bhnc) through a staging buffer
+    assert w.kv.zero_copy == (layout in ("fa", "flashinfer", "mla"))
+    assert bulk == ([96 // 16] if w.kv.zero_copy else [])
     req = e2.scheduler.requests["B"]
     assert req.num_external_computed_tokens == 96
     assert so.num_scheduled_tokens["B"] == len(B) - 96

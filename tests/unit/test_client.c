@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "base/config.h"
 #include "base/log.h"
@@ -759,6 +760,41 @@ test_stale_shm_gc(void)
 		close(fd);
 }
 
+/* ol_iov_xxh3 over a scatter list = XXH3_64bits of the same bytes in one buffer. */
+static void
+test_iov_xxh3(void)
+{
+	enum { N = 200000 };
+	uint8_t *buf = malloc(N);
+	ok(buf != NULL, "iov_xxh3: buffer");
+	if (!buf)
+		return;
+	for (size_t i = 0; i < N; i++)
+		buf[i] = (uint8_t)(i * 131u + (i >> 9));
+	/* 64 ranges of uneven sizes (the first 63 take 134002 bytes), one of them empty */
+	struct ol_iov v[64];
+	size_t off = 0;
+	for (int i = 0; i < 64; i++) {
+		size_t len = i == 63 ? N - off : (i == 7 ? 0 : (size_t)(1000 + 37 * i));
+		v[i] = (struct ol_iov){buf + off, len};
+		off += len;
+	}
+	uint64_t h = 0;
+	ok(ol_iov_xxh3(v, 64, &h) == 0 && h == XXH3_64bits(buf, N),
+	   "iov_xxh3: 64 ranges hash like one buffer");
+	ok(ol_iov_xxh3(v, 1, &h) == 0 && h == XXH3_64bits(buf, v[0].len), "iov_xxh3: one range");
+	ok(ol_iov_xxh3(NULL, 0, &h) == 0 && h == XXH3_64bits(buf, 0), "iov_xxh3: empty list");
+	buf[N / 2] ^= 1;
+	uint64_t h2 = 0;
+	ok(ol_iov_xxh3(v, 64, &h2) == 0 && h2 != h && h2 == XXH3_64bits(buf, N),
+	   "iov_xxh3: a flipped bit changes it");
+	ok(ol_iov_xxh3(NULL, 1, &h) == -EINVAL, "iov_xxh3: NULL list is -EINVAL");
+	ok(ol_iov_xxh3(v, 64, NULL) == -EINVAL, "iov_xxh3: NULL out is -EINVAL");
+	struct ol_iov bad = {NULL, 5};
+	ok(ol_iov_xxh3(&bad, 1, &h) == -EINVAL, "iov_xxh3: NULL base with a length is -EINVAL");
+	free(buf);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -766,6 +802,7 @@ main(int argc, char **argv)
 		return server_main(argv);
 	signal(SIGPIPE, SIG_IGN);
 	srand((unsigned)getpid());
+	test_iov_xxh3();
 	struct child s1;
 	char tpl[] = "/tmp/olkv-s1-XXXXXX";
 	char *dir = mkdtemp(tpl);
