@@ -2,6 +2,9 @@
 #ifndef OL_TEST_TAP_H
 #define OL_TEST_TAP_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -31,5 +34,19 @@ static int tap_n, tap_failed;
 		printf("1..0 # SKIP %s\n", why);                                                   \
 		return 77;                                                                         \
 	} while (0)
+
+/* Deterministic test bytes (xorshift64 from seed): the store tests' objects. */
+static inline void
+tap_fill(uint8_t *b, size_t n, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
+
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		b[i] = (uint8_t)(x >> 32);
+	}
+}
 
 #endif

@@ -30,19 +30,6 @@ struct snap {
 	int n;
 };
 
-static void
-fill(uint8_t *b, size_t n, uint64_t seed)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		b[i] = (uint8_t)(x >> 32);
-	}
-}
-
 static int
 rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
 {
@@ -290,10 +277,10 @@ setup(void)
 	cfg.fsync = false;
 	cfg.inline_threshold = 4096;
 	cfg.block_size = 64 * 1024;
-	fill(big1, BIG1, 1);
-	fill(big2, BIG2, 2);
-	fill(small, SMALL, 3);
-	fill(part, PART, 4);
+	tap_fill(big1, BIG1, 1);
+	tap_fill(big2, BIG2, 2);
+	tap_fill(small, SMALL, 3);
+	tap_fill(part, PART, 4);
 	if (ol_store_open(&cfg, &st))
 		return NULL;
 	if (ol_store_bucket_create(st, "b") || put_obj(st, "big1", big1, BIG1) ||

@@ -26,19 +26,6 @@ static char root[256];
 static struct ol_config cfg;
 static uint8_t big[BIG], small[SMALL], part[PART];
 
-static void
-fill(uint8_t *b, size_t n, uint64_t seed)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		b[i] = (uint8_t)(x >> 32);
-	}
-}
-
 static int
 rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
 {
@@ -414,9 +401,9 @@ main(void)
 	cfg.fsync = false;
 	cfg.inline_threshold = 4096;
 	cfg.block_size = 64 * 1024;
-	fill(big, BIG, 1);
-	fill(small, SMALL, 2);
-	fill(part, PART, 3);
+	tap_fill(big, BIG, 1);
+	tap_fill(small, SMALL, 2);
+	tap_fill(part, PART, 3);
 	test_one_set();
 	test_cap();
 	test_sets();

@@ -71,19 +71,6 @@ srv_stop(int i)
 	srv[i] = NULL;
 }
 
-static void
-fill(uint8_t *b, size_t n, uint64_t seed)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ULL + 1;
-
-	for (size_t i = 0; i < n; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		b[i] = (uint8_t)(x >> 32);
-	}
-}
-
 static int
 put(struct ol_store *st, const char *b, const char *k, const uint8_t *data, size_t n, int vmode,
     char *vid)
@@ -505,8 +492,8 @@ main(void)
 	snprintf(root, sizeof(root), "%s/ol-rdrive-XXXXXX", tmp ? tmp : "/tmp");
 	if (!mkdtemp(root))
 		tap_skip_all("no temp dir");
-	fill(big, BIG, 1);
-	fill(small, 4096, 2);
+	tap_fill(big, BIG, 1);
+	tap_fill(small, 4096, 2);
 	ol_config_default(&cfg);
 	cfg.set_drive_count = N;
 	cfg.default_parity_count = 1;
