@@ -1,6 +1,7 @@
 /* http/proxy.c - forward a request to another HTTP server and relay its answer, streaming both
  * bodies, over a small pool of keep-alive connections. See http.h ("reverse proxy"). */
 #include "http/http.h"
+#include "io/io.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -341,67 +342,40 @@ recv_some(int fd, void *buf, size_t len, int timeout_ms)
 	}
 }
 
-/* "host:port" or "[v6]:port", numeric */
-static int
-sockaddr_of(const char *addr, struct sockaddr_storage *ss, socklen_t *sl)
-{
-	char host[64];
-	const char *colon = strrchr(addr, ':');
-	if (!colon || (size_t)(colon - addr) >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, addr, (size_t)(colon - addr));
-	host[colon - addr] = 0;
-	char *end;
-	errno = 0;
-	unsigned long port = strtoul(colon + 1, &end, 10);
-	if (errno || *end || !port || port > 65535)
-		return -EINVAL;
-	memset(ss, 0, sizeof(*ss));
-	struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-	size_t hl = strlen(host);
-	if (hl > 2 && host[0] == '[' && host[hl - 1] == ']') {
-		host[hl - 1] = 0;
-		if (inet_pton(AF_INET6, host + 1, &a6->sin6_addr) != 1)
-			return -EINVAL;
-		a6->sin6_family = AF_INET6;
-		a6->sin6_port = htons((uint16_t)port);
-		*sl = sizeof(*a6);
-		return 0;
-	}
-	if (inet_pton(AF_INET, strcmp(host, "0.0.0.0") ? host : "127.0.0.1", &a4->sin_addr) != 1)
-		return -EINVAL;
-	a4->sin_family = AF_INET;
-	a4->sin_port = htons((uint16_t)port);
-	*sl = sizeof(*a4);
-	return 0;
-}
-
+/* addr: "host:port", "[v6]:port" or "name:port" (resolved, every address tried in turn) */
 static int
 connect_to(const char *addr, int timeout_ms)
 {
-	struct sockaddr_storage ss;
-	socklen_t sl;
-	int rc = sockaddr_of(addr, &ss, &sl);
-	if (rc)
-		return rc;
-	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	int one = 1;
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, (struct sockaddr *)&ss, sl) != 0) {
-		rc = errno == EINPROGRESS ? wait_fd(fd, POLLOUT, timeout_ms) : -errno;
-		int err = 0;
-		socklen_t el = sizeof(err);
-		if (!rc && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err)
-			rc = -err;
-		if (rc) {
-			close(fd);
-			return rc;
+	struct ol_io_addr a[8];
+	int n = ol_io_resolve(addr, a, 8), rc = -ECONNREFUSED;
+	if (n < 0)
+		return n;
+	for (int i = 0; i < n; i++) {
+		struct sockaddr_storage ss = a[i].ss;
+		if (ss.ss_family == AF_INET &&
+		    ((struct sockaddr_in *)&ss)->sin_addr.s_addr == htonl(INADDR_ANY))
+			((struct sockaddr_in *)&ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -errno;
+		int one = 1;
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (connect(fd, (struct sockaddr *)&ss, a[i].len) != 0) {
+			rc = errno == EINPROGRESS ? wait_fd(fd, POLLOUT, timeout_ms) : -errno;
+			int err = 0;
+			socklen_t el = sizeof(err);
+			if (!rc && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err)
+				rc = -err;
+			if (rc) {
+				close(fd);
+				if (rc == -ETIMEDOUT)
+					return rc;
+				continue;
+			}
 		}
+		return fd;
 	}
-	return fd;
+	return rc;
 }
 
 /* ---------------- the pool ---------------- */

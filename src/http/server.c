@@ -981,11 +981,12 @@ probe_port_free(const struct sockaddr *sa, socklen_t len)
 static int
 open_listeners(struct ol_http_server *s)
 {
-	struct sockaddr_storage ss;
-	socklen_t len;
-	int rc = ol_io_parse_addr(s->o.addr, &ss, &len);
-	if (rc)
+	struct ol_io_addr a;
+	int rc = ol_io_resolve(s->o.addr, &a, 1); /* a host name binds its first address */
+	if (rc < 0)
 		return rc;
+	struct sockaddr_storage ss = a.ss;
+	socklen_t len = a.len;
 	if ((rc = probe_port_free((struct sockaddr *)&ss, len)))
 		return rc;
 	for (unsigned i = 0; i < s->o.threads; i++) {

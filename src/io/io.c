@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
@@ -86,6 +87,40 @@ ol_io_parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len)
 }
 
 int
+ol_io_resolve(const char *addr, struct ol_io_addr *out, unsigned max)
+{
+	if (!addr || !out || !max)
+		return -EINVAL;
+	if (ol_io_parse_addr(addr, &out[0].ss, &out[0].len) == 0)
+		return 1;
+	/* a host name: "name:port", no brackets (those are numeric IPv6, parsed above) */
+	const char *colon = strrchr(addr, ':');
+	char host[256];
+	uint16_t port;
+	size_t hl = colon ? (size_t)(colon - addr) : 0;
+	if (!colon || hl == 0 || hl >= sizeof(host) || addr[0] == '[' || memchr(addr, ':', hl) ||
+	    parse_port(colon + 1, &port))
+		return -EINVAL;
+	memcpy(host, addr, hl);
+	host[hl] = '\0';
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+	int rc = getaddrinfo(host, colon + 1, &hints, &ai);
+	if (rc)
+		return rc == EAI_AGAIN ? -EAGAIN : rc == EAI_MEMORY ? -ENOMEM : -ENXIO;
+	unsigned n = 0;
+	for (struct addrinfo *p = ai; p && n < max; p = p->ai_next) {
+		if ((p->ai_family != AF_INET && p->ai_family != AF_INET6) ||
+		    p->ai_addrlen > sizeof(out[n].ss))
+			continue;
+		memcpy(&out[n].ss, p->ai_addr, p->ai_addrlen);
+		out[n].len = p->ai_addrlen;
+		n++;
+	}
+	freeaddrinfo(ai);
+	return n ? (int)n : -ENXIO;
+}
+
+int
 ol_io_addr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t cap)
 {
 	char host[INET6_ADDRSTRLEN];
@@ -149,12 +184,11 @@ fail:
 int
 ol_io_listen(const char *addr, bool reuseport, int backlog)
 {
-	struct sockaddr_storage ss;
-	socklen_t len;
-	int rc = ol_io_parse_addr(addr, &ss, &len);
-	if (rc)
+	struct ol_io_addr a;
+	int rc = ol_io_resolve(addr, &a, 1);
+	if (rc < 0)
 		return rc;
-	return ol_io_listen_sa((struct sockaddr *)&ss, len, reuseport, backlog);
+	return ol_io_listen_sa((struct sockaddr *)&a.ss, a.len, reuseport, backlog);
 }
 
 int
@@ -196,18 +230,15 @@ fcntl_clear_nonblock(int fd)
 	return 0;
 }
 
-int
-ol_io_connect(const char *addr, int timeout_ms)
+/* one address: a connected blocking fd with TCP_NODELAY, or -errno */
+static int
+connect_one(const struct ol_io_addr *a, int timeout_ms)
 {
-	struct sockaddr_storage ss;
-	socklen_t len;
-	int rc = ol_io_parse_addr(addr, &ss, &len), err = 0;
-	if (rc)
-		return rc;
-	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int rc = 0, err = 0;
+	int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	if (connect(fd, (struct sockaddr *)&ss, len) && errno != EINPROGRESS) {
+	if (connect(fd, (const struct sockaddr *)&a->ss, a->len) && errno != EINPROGRESS) {
 		rc = -errno;
 		goto fail;
 	}
@@ -219,15 +250,36 @@ ol_io_connect(const char *addr, int timeout_ms)
 		rc = -err;
 	if (rc)
 		goto fail;
-	int fl = fcntl_clear_nonblock(fd);
-	if (fl) {
-		rc = fl;
+	rc = fcntl_clear_nonblock(fd);
+	if (rc)
 		goto fail;
-	}
 	ol_io_set_nodelay(fd);
 	return fd;
 fail:
 	close(fd);
+	return rc;
+}
+
+int
+ol_io_connect(const char *addr, int timeout_ms)
+{
+	struct ol_io_addr a[8];
+	int n = ol_io_resolve(addr, a, 8), rc = -ECONNREFUSED;
+	if (n < 0)
+		return n;
+	uint64_t deadline = timeout_ms >= 0 ? ol_io_now_ms() + (uint64_t)timeout_ms : 0;
+	for (int i = 0; i < n; i++) {
+		int t = timeout_ms;
+		if (timeout_ms >= 0) {
+			uint64_t now = ol_io_now_ms();
+			if (now >= deadline && i > 0)
+				return -ETIMEDOUT;
+			t = now >= deadline ? 0 : (int)(deadline - now);
+		}
+		rc = connect_one(&a[i], t);
+		if (rc >= 0 || rc == -ETIMEDOUT)
+			return rc;
+	}
 	return rc;
 }
 

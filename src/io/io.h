@@ -22,6 +22,19 @@
  * IPv6 address or "localhost" (= 127.0.0.1). port 0..65535. No DNS. 0 or -EINVAL. */
 int ol_io_parse_addr(const char *s, struct sockaddr_storage *ss, socklen_t *len);
 
+/* One resolved address. */
+struct ol_io_addr {
+	struct sockaddr_storage ss;
+	socklen_t len;
+};
+
+/* Every address "host:port" names, in the resolver's order, up to max (>= 1): a numeric or
+ * "localhost" / wildcard address as ol_io_parse_addr takes it (one entry), else a host name
+ * looked up with getaddrinfo (blocking: /etc/hosts, DNS) for TCP, IPv4 and IPv6. Returns the
+ * count (>= 1), -EINVAL (malformed: no port, a bad port, an empty host), -ENXIO (the name does
+ * not resolve), -EAGAIN (the resolver failed for now: retry). */
+int ol_io_resolve(const char *addr, struct ol_io_addr *out, unsigned max);
+
 /* Format an address as "1.2.3.4:80" or "[::1]:80" into buf (always NUL-terminated).
  * Returns 0 or -ENOSPC. */
 int ol_io_addr_str(const struct sockaddr *sa, socklen_t len, char *buf, size_t cap);
@@ -31,7 +44,8 @@ unsigned ol_io_sock_port(int fd);
 
 /* ---- sockets ---- */
 
-/* Create a TCP listening socket bound to addr ("host:port" as above) with SO_REUSEADDR and,
+/* Create a TCP listening socket bound to addr ("host:port" as above, or a host name: its first
+ * address) with SO_REUSEADDR and,
  * when reuseport, SO_REUSEPORT; CLOEXEC, blocking. backlog <= 0 means SOMAXCONN.
  * Returns the fd (>= 0) or -errno (-EADDRINUSE, -EINVAL, ...). */
 int ol_io_listen(const char *addr, bool reuseport, int backlog);
@@ -41,7 +55,8 @@ int ol_io_listen_sa(const struct sockaddr *sa, socklen_t len, bool reuseport, in
 /* Set TCP_NODELAY. 0 or -errno. */
 int ol_io_set_nodelay(int fd);
 
-/* Connect a blocking TCP socket to addr ("host:port"), with TCP_NODELAY. fd or -errno. */
+/* Connect a blocking TCP socket to addr ("host:port", a host name tried address by address
+ * within the one timeout), with TCP_NODELAY. fd or -errno (ol_io_resolve's errors too). */
 int ol_io_connect(const char *addr, int timeout_ms);
 
 /* Wait until fd is ready for events (POLLIN / POLLOUT). timeout_ms < 0 waits forever.

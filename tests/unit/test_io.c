@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 static int n_test, n_fail;
@@ -53,6 +55,74 @@ test_addr(void)
 	ol_io_parse_addr("10.0.0.1:8080", &ss, &len);
 	OK(ol_io_addr_str((struct sockaddr *)&ss, len, buf, 6) == -ENOSPC && strlen(buf) == 5,
 	   "short buffer: -ENOSPC, truncated and terminated");
+}
+
+/* Host names: resolved with getaddrinfo, every address tried in turn. The names come from a
+ * hosts file bind-mounted over /etc/hosts in a private mount namespace (root only). */
+static void
+test_resolve(void)
+{
+	struct ol_io_addr a[8];
+	OK(ol_io_resolve("127.0.0.1:9", a, 8) == 1 && a[0].ss.ss_family == AF_INET,
+	   "resolve numeric: one address");
+	OK(ol_io_resolve("[::1]:9", a, 8) == 1 && a[0].ss.ss_family == AF_INET6, "resolve [v6]");
+	const char *bad[] = {"", "name", "name:", "name:65536", ":", "na:me:80", "[x:80"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		OK(ol_io_resolve(bad[i], a, 8) == -EINVAL, "resolve rejects '%s'", bad[i]);
+	int rc = ol_io_resolve("no-such-host.invalid:80", a, 8);
+	OK(rc == -ENXIO || rc == -EAGAIN, "an unknown name: -ENXIO (or -EAGAIN): %d", rc);
+	rc = ol_io_connect("no-such-host.invalid:80", 2000);
+	OK(rc == -ENXIO || rc == -EAGAIN, "connect to an unknown name fails cleanly: %d", rc);
+
+	char dir[] = "/tmp/ol_test_io_XXXXXX", hosts[64];
+	if (geteuid() != 0 || !mkdtemp(dir)) {
+		printf("ok %d - # SKIP names from a hosts file need root (a mount namespace)\n",
+		       ++n_test);
+		return;
+	}
+	snprintf(hosts, sizeof(hosts), "%s/hosts", dir);
+	FILE *f = fopen(hosts, "w");
+	/* ol-node-b: ::1 and 127.0.0.1; the listener below is IPv4 only, so a connect that took
+	 * only the first address would fail whenever the resolver puts ::1 first */
+	if (f) {
+		fputs("127.0.0.1 localhost\n127.0.0.1 ol-node-a\n::1 ol-node-b\n"
+		      "127.0.0.1 ol-node-b\n",
+		      f);
+		fclose(f);
+	}
+	bool ns = f && unshare(CLONE_NEWNS) == 0 &&
+		  mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+		  mount(hosts, "/etc/hosts", NULL, MS_BIND, NULL) == 0;
+	if (!ns) {
+		printf("ok %d - # SKIP no private mount namespace here (%s)\n", ++n_test,
+		       strerror(errno));
+	} else {
+		int n = ol_io_resolve("ol-node-a:1234", a, 8);
+		OK(n >= 1 && a[0].ss.ss_family == AF_INET &&
+		       ((struct sockaddr_in *)&a[0].ss)->sin_addr.s_addr ==
+			   htonl(INADDR_LOOPBACK) &&
+		       ntohs(((struct sockaddr_in *)&a[0].ss)->sin_port) == 1234,
+		   "a name from the hosts file resolves to its address and port (%d)", n);
+		int lfd = ol_io_listen("ol-node-a:0", false, 8);
+		unsigned port = lfd >= 0 ? ol_io_sock_port(lfd) : 0;
+		OK(lfd >= 0 && port, "listen on a host name: %d port %u", lfd, port);
+		char addr[64];
+		snprintf(addr, sizeof(addr), "ol-node-b:%u", port);
+		n = ol_io_resolve(addr, a, 8);
+		OK(n == 2, "a name with two addresses resolves to both: %d", n);
+		int fd = ol_io_connect(addr, 5000);
+		int sfd = fd >= 0 ? accept(lfd, NULL, NULL) : -1;
+		OK(fd >= 0 && sfd >= 0, "connect tries every address of a name: %d", fd);
+		if (fd >= 0)
+			close(fd);
+		if (sfd >= 0)
+			close(sfd);
+		if (lfd >= 0)
+			close(lfd);
+		umount2("/etc/hosts", MNT_DETACH);
+	}
+	unlink(hosts);
+	rmdir(dir);
 }
 
 static void
@@ -248,6 +318,7 @@ int
 main(void)
 {
 	test_addr();
+	test_resolve();
 	test_sockets();
 	test_misc();
 	test_batch();
