@@ -128,7 +128,8 @@ static const struct cfg_key keys[] = {
      "Unix socket that grants the shm tier to local clients by peer uid (\"\" = "
      "/run/openlake/kv-<port>.sock, \"off\" = no shm grant)"},
     {"kv.shm_group", T_STR, F(kv_shm_group), "", 0, 0, 0, 0, 0,
-     "group whose members are also granted the shm tier (\"\" = the daemon's uid only)"},
+     "group (name or numeric gid) whose members are also granted the shm tier (\"\" = the "
+     "daemon's uid only)"},
     {"kv.max_connections", T_U32, F(kv_max_conns), "4096", 1, 1048576, 0, 0, 0,
      "KV connections open at once; more are refused"},
     {"kv.max_connections_per_addr", T_U32, F(kv_max_conns_per_addr), "1024", 1, 1048576, 0, 0, 0,

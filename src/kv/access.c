@@ -35,9 +35,20 @@ ol_kva_init(struct ol_kva *a, const struct ol_config *cfg)
 	}
 	if (cfg->kv_shm_group[0]) {
 		struct group gr, *res = NULL;
-		char buf[4096];
+		char buf[4096], *end;
+		/* a number is a gid as it is (a container's image may not name the group) */
+		errno = 0;
+		unsigned long gid = strtoul(cfg->kv_shm_group, &end, 10);
+		if (cfg->kv_shm_group[0] >= '0' && cfg->kv_shm_group[0] <= '9' && !*end && !errno &&
+		    gid < (gid_t)-1) {
+			a->has_gid = true;
+			a->gid = (gid_t)gid;
+			return 0;
+		}
 		if (getgrnam_r(cfg->kv_shm_group, &gr, buf, sizeof(buf), &res) != 0 || !res) {
-			ol_err("kv: shm_group \"%s\": no such group", cfg->kv_shm_group);
+			ol_err("kv: shm_group \"%s\": no such group (give a group name or a "
+			       "numeric gid)",
+			       cfg->kv_shm_group);
 			return -EINVAL;
 		}
 		a->has_gid = true;

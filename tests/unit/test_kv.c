@@ -921,6 +921,11 @@ test_access_tokens(void)
 	cfg.kv_tokens[0].token[0] = 't';
 	snprintf(cfg.kv_shm_group, sizeof(cfg.kv_shm_group), "no-such-group-olkv");
 	ok(ol_kva_init(&a, &cfg) == -EINVAL, "an unknown shm_group is an error");
+	snprintf(cfg.kv_shm_group, sizeof(cfg.kv_shm_group), "4242");
+	ok(ol_kva_init(&a, &cfg) == 0 && a.has_gid && a.gid == 4242,
+	   "a numeric shm_group is a gid (a container image may not name it)");
+	snprintf(cfg.kv_shm_group, sizeof(cfg.kv_shm_group), "42x");
+	ok(ol_kva_init(&a, &cfg) == -EINVAL, "a shm_group of digits and letters is a name");
 	/* peer credentials: a socketpair's peer is this process (our uid) */
 	int sv[2];
 	cfg.kv_shm_group[0] = '\0';
