@@ -6,6 +6,8 @@
 #                           fuzz targets (what scripts/test.sh installs)
 #   scripts/deps.sh deb     build + what `dpkg-buildpackage` needs for debian/ (debhelper,
 #                           dh-python, ...) and lintian: scripts/deb.sh, test_deb.py
+#   scripts/deps.sh deploy  build + Go with sprig and yaml.v3: test_deploy.py renders the Helm
+#                           chart with them (tests/helm_render) where helm is not installed
 #   scripts/deps.sh bench   test + the benchmarks' references (redis, memcached, nginx, fio,
 #                           wrk, zstd, lz4); their services are NOT started by the install
 #   scripts/deps.sh all     all of the above (the default, as before)
@@ -28,14 +30,16 @@ TEST=(
 )
 # debian/control's Build-Depends beyond BUILD, plus lintian to check the result
 DEB=(debhelper dh-python python3-all python3-setuptools dpkg-dev fakeroot pkgconf lintian)
+DEPLOY=(golang-go golang-github-masterminds-sprig-dev golang-gopkg-yaml.v3-dev)
 BENCH=(redis-server memcached fio wrk nginx-light zstd lz4)
 case $what in
   build) PKGS=("${BUILD[@]}") ;;
   test) PKGS=("${BUILD[@]}" "${TEST[@]}") ;;
   deb) PKGS=("${BUILD[@]}" "${DEB[@]}") ;;
-  bench | all) PKGS=("${BUILD[@]}" "${TEST[@]}" "${DEB[@]}" "${BENCH[@]}") ;;
-  -h | --help) sed -n '2,14p' "$0"; exit 0 ;;
-  *) echo "scripts/deps.sh: unknown set '$what': use build, test, deb, bench or all" >&2; exit 2 ;;
+  deploy) PKGS=("${BUILD[@]}" "${DEPLOY[@]}") ;;
+  bench | all) PKGS=("${BUILD[@]}" "${TEST[@]}" "${DEB[@]}" "${DEPLOY[@]}" "${BENCH[@]}") ;;
+  -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
+  *) echo "scripts/deps.sh: unknown set '$what': use build, test, deb, deploy, bench or all" >&2; exit 2 ;;
 esac
 missing=()
 for p in "${PKGS[@]}"; do
