@@ -19,7 +19,6 @@ import yaml
 from conftest import BUILD, OPENLAKED, REPO
 
 CHART = REPO / "deploy" / "helm" / "openlake"
-DOCKERFILE = REPO / "deploy" / "docker" / "openlaked.Dockerfile"
 GOPATH = "/usr/share/gocode"
 
 
@@ -50,24 +49,29 @@ def _packages_of(binary):
     return pkgs
 
 
-def test_docker_image_installs_what_the_binaries_load():
+@pytest.mark.parametrize("image,programs", [
+    ("openlaked", ["cmd/openlaked/openlaked", "cmd/openlake/openlake", "client/libopenlake.so"]),
+    ("openlake", ["cmd/openlake/openlake", "client/libopenlake.so"]),
+])
+def test_docker_image_installs_what_the_binaries_load(image, programs):
     if not shutil.which("dpkg") or not shutil.which("ldd"):
         pytest.skip("needs dpkg and ldd (Debian)")
-    stages = _apt_stages(DOCKERFILE)
+    dockerfile = REPO / "deploy" / "docker" / (image + ".Dockerfile")
+    stages = _apt_stages(dockerfile)
     assert len(stages) == 2, "the Dockerfile has a build stage and a runtime stage"
     build, runtime = stages
     # the build stage has every -dev library scripts/deps.sh builds with
     deps = (REPO / "scripts" / "deps.sh").read_text()
     listed = re.search(r"BUILD=\(([^)]*)\)", deps).group(1).split()
     missing = sorted(p for p in listed if p.endswith("-dev") and p not in build)
-    assert not missing, "openlaked.Dockerfile's build stage lacks %s (scripts/deps.sh)" % missing
+    assert not missing, "%s's build stage lacks %s (scripts/deps.sh)" % (dockerfile.name, missing)
     # the runtime stage has every library the installed programs load
     need = set()
-    for b in (OPENLAKED, BUILD / "cmd" / "openlake" / "openlake", BUILD / "client" / "libopenlake.so"):
-        need |= _packages_of(b)
+    for b in programs:
+        need |= _packages_of(BUILD / b)
     need -= {"libc6", "libgcc-s1", "libstdc++6"}  # in debian:bookworm-slim itself
     missing = sorted(need - runtime)
-    assert not missing, "openlaked.Dockerfile's runtime stage lacks %s" % missing
+    assert not missing, "%s's runtime stage lacks %s" % (dockerfile.name, missing)
 
 
 def _renderer(tmp_path_factory):
