@@ -34,18 +34,23 @@ def _apt_stages(path):
     return stages
 
 
-def _packages_of(binary):
-    """Debian packages of the shared libraries a binary loads (ldd + dpkg -S)."""
-    out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=True).stdout
+def _packages_of(binaries):
+    """Debian packages of the shared libraries the binaries load (ldd, then one dpkg -S)."""
+    libs = set()
+    for b in binaries:
+        out = subprocess.run(["ldd", str(b)], capture_output=True, text=True, check=True).stdout
+        libs |= set(re.findall(r"=> (/\S+)", out))
+    paths = sorted(libs | {"/usr" + lib for lib in libs})  # usrmerge: either may be listed
+    out = subprocess.run(["dpkg", "-S"] + paths, capture_output=True, text=True).stdout
+    owner = {}
+    for line in out.splitlines():
+        pkg, _, path = line.partition(": ")
+        owner[path.strip()] = pkg.split(":")[0]
     pkgs = set()
-    for lib in re.findall(r"=> (/\S+)", out):
-        for p in (lib, "/usr" + lib):
-            r = subprocess.run(["dpkg", "-S", p], capture_output=True, text=True)
-            if r.returncode == 0:
-                pkgs.add(r.stdout.split(":")[0])
-                break
-        else:
-            pytest.fail("%s loads %s, which no Debian package owns" % (binary, lib))
+    for lib in libs:
+        pkg = owner.get(lib) or owner.get("/usr" + lib)
+        assert pkg, "%s loads %s, which no Debian package owns" % (binaries, lib)
+        pkgs.add(pkg)
     return pkgs
 
 
@@ -66,9 +71,7 @@ def test_docker_image_installs_what_the_binaries_load(image, programs):
     missing = sorted(p for p in listed if p.endswith("-dev") and p not in build)
     assert not missing, "%s's build stage lacks %s (scripts/deps.sh)" % (dockerfile.name, missing)
     # the runtime stage has every library the installed programs load
-    need = set()
-    for b in programs:
-        need |= _packages_of(BUILD / b)
+    need = _packages_of([BUILD / b for b in programs])
     need -= {"libc6", "libgcc-s1", "libstdc++6"}  # in debian:bookworm-slim itself
     missing = sorted(need - runtime)
     assert not missing, "%s's runtime stage lacks %s" % (dockerfile.name, missing)
