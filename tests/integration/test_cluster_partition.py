@@ -6,9 +6,11 @@ and its real clients (boto3, the openlake CLI) run in the root namespace, which 
 address on the bridge. A partition is an nftables table inside a node's namespace that drops
 its traffic on the bridge link: TCP sees silence, as with a cut cable.
 
-- the leader's node on the minority side (cut from the other nodes and from etcd): writes
-  through it are refused, never acknowledged, each answered within the client's bound; the
-  majority elects a newer leader and serves; when the partition ends the old leader follows,
+- the leader's node on the minority side with one etcd member (the two cut from the other
+  nodes and the other two members: the leader still reaches an etcd member, which has lost
+  its quorum, and the majority's nodes lose that member): writes through it are refused,
+  never acknowledged, each answered within the client's bound; the majority elects a newer
+  leader and serves; when the partition ends the old leader follows, the member rejoins,
   every acknowledged PUT is whole through every node, and `openlake heal` exits 0;
 - a stale leader's late commit: the node plane's fault hook (OPENLAKE_FAULTS=1) holds the
   leader's metadata commit while the leader is cut off from etcd and the others elect a
@@ -225,6 +227,7 @@ lease_ttl_s = {TTL}
 class PCluster:
     def __init__(self, world, root):
         self.w = world
+        self.etcd_cut = set()  # members on the minority side: leader() reads the majority
         _round[0] += 1
         s3_port, rpc_port = 9000 + 10 * _round[0], 9001 + 10 * _round[0]
         self.prefix = f"/part{os.getpid()}-{_round[0]}/"
@@ -239,9 +242,9 @@ class PCluster:
 
     def leader(self):
         """(node id, epoch) of the set's leader key in etcd (read from the root namespace,
-        through the majority of etcd), or None"""
-        r = subprocess.run([str(ETCD_CLI), self.w.endpoints, "get",
-                            self.prefix + "sets/0.0/leader"],
+        through the majority of etcd: the members not in etcd_cut), or None"""
+        eps = ",".join(self.w.etcd_url(h) for h in self.w.etcd_hosts if h not in self.etcd_cut)
+        r = subprocess.run([str(ETCD_CLI), eps, "get", self.prefix + "sets/0.0/leader"],
                            capture_output=True, text=True, timeout=60)
         lines = r.stdout.splitlines()[:-1] if r.returncode == 0 else []
         if not lines:
@@ -297,6 +300,7 @@ def pc(world, tmp_path):
     finally:
         for n in c.nodes:
             c.w.net.join(n.host)
+        c.w.net.join("e0")
         c.stop()
 
 
@@ -335,7 +339,20 @@ def test_a_minority_leader_refuses_writes_and_rejoins_as_follower(pc):
     acked = put_loop(s3, "part", "pre", 60, 8)
     assert len(acked) == 8
 
-    c.w.net.cut(c.nodes[lid].host)  # the leader keeps only the test's own address
+    # the minority: the leader and etcd member e0, cut from the other nodes and members
+    # (both keep the test's own address)
+    majority = [c.nodes[i].host for i in maj] + ["e1", "e2"]
+    c.etcd_cut = {"e0"}
+    c.w.net.cut(c.nodes[lid].host, only=majority)
+    c.w.net.cut("e0", only=majority)
+
+    def e0_healthy():
+        return subprocess.run(
+            [ETCDCTL, f"--endpoints={c.w.etcd_url('e0')}", "--command-timeout=5s", "endpoint",
+             "health"], capture_output=True, timeout=60,
+            env=dict(os.environ, ETCDCTL_API="3")).returncode == 0
+
+    wait_for(lambda: not e0_healthy(), 60, "etcd member e0 without its quorum")
     # Writes through the cut-off leader: none is acknowledged, each is answered within the
     # client's 60 s read timeout (a hang fails the test with ReadTimeoutError). While its lease
     # may still live it leads, and the write quorum refuses (503 ServiceUnavailable); once
@@ -373,6 +390,9 @@ def test_a_minority_leader_refuses_writes_and_rejoins_as_follower(pc):
     # the partition ends: the old leader follows (forwards to the new one), its drive
     # comes back into the new leader's store
     c.w.net.join(c.nodes[lid].host)
+    c.w.net.join("e0")
+    c.etcd_cut = set()
+    wait_for(e0_healthy, 90, "etcd member e0 healthy again (back in its cluster's quorum)")
     wait_for(lambda: c.serving(lid), 90, "S3 through the old leader again")
     assert c.leader()[0] == new[0]
     wait_for(lambda: c.nodes[new[0]].log().count(f"back online ({NODES} of {NODES}") >= 1,
