@@ -259,7 +259,11 @@ struct ol_http_proxy;
 struct ol_http_proxy_opts {
 	unsigned connect_timeout_ms; /* 0 = 2000 */
 	unsigned io_timeout_ms;	     /* per send / receive progress; 0 = 120000 */
-	const uint8_t *client_key;   /* OL_HTTP_CLIENT_KEY bytes, copied; NULL: no vouching */
+	/* TCP_USER_TIMEOUT of the upstream connections: a request whose bytes the upstream's
+	 * kernel has not acknowledged for this long fails (-ETIMEDOUT) instead of waiting out
+	 * io_timeout_ms on a pooled connection to a peer that became unreachable; 0 = 10000 */
+	unsigned user_timeout_ms;
+	const uint8_t *client_key; /* OL_HTTP_CLIENT_KEY bytes, copied; NULL: no vouching */
 };
 #define OL_HTTP_CLIENT_KEY 32
 int ol_http_proxy_new(const struct ol_http_proxy_opts *o, struct ol_http_proxy **out);

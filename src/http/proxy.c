@@ -344,7 +344,7 @@ recv_some(int fd, void *buf, size_t len, int timeout_ms)
 
 /* addr: "host:port", "[v6]:port" or "name:port" (resolved, every address tried in turn) */
 static int
-connect_to(const char *addr, int timeout_ms)
+connect_to(const char *addr, int timeout_ms, unsigned user_timeout_ms)
 {
 	struct ol_io_addr a[8];
 	int n = ol_io_resolve(addr, a, 8), rc = -ECONNREFUSED;
@@ -360,6 +360,8 @@ connect_to(const char *addr, int timeout_ms)
 			return -errno;
 		int one = 1;
 		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+				 sizeof(user_timeout_ms));
 		if (connect(fd, (struct sockaddr *)&ss, a[i].len) != 0) {
 			rc = errno == EINPROGRESS ? wait_fd(fd, POLLOUT, timeout_ms) : -errno;
 			int err = 0;
@@ -436,6 +438,8 @@ ol_http_proxy_new(const struct ol_http_proxy_opts *o, struct ol_http_proxy **out
 		p->o.connect_timeout_ms = 2000;
 	if (!p->o.io_timeout_ms)
 		p->o.io_timeout_ms = 120000;
+	if (!p->o.user_timeout_ms)
+		p->o.user_timeout_ms = 10000;
 	pthread_mutex_init(&p->mu, NULL);
 	*out = p;
 	return 0;
@@ -647,7 +651,8 @@ ol_http_proxy_forward(struct ol_http_proxy *p, struct ol_http_req *r, const char
 		if (pooled)
 			atomic_fetch_add(&p->reused, 1);
 		if (!pooled) {
-			f->fd = connect_to(upstream, (int)p->o.connect_timeout_ms);
+			f->fd = connect_to(upstream, (int)p->o.connect_timeout_ms,
+					   p->o.user_timeout_ms);
 			if (f->fd < 0) {
 				rc = f->fd;
 				goto out;

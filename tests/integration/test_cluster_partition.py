@@ -12,6 +12,10 @@ its traffic on the bridge link: TCP sees silence, as with a cut cable.
   never acknowledged, each answered within the client's bound; the majority elects a newer
   leader and serves; when the partition ends the old leader follows, the member rejoins,
   every acknowledged PUT is whole through every node, and `openlake heal` exits 0;
+- a follower cut from the leader only (its lease and everything else up): the leader takes
+  its drive offline and writes on with three, the cut-off node answers 503 promptly (its
+  pooled connection to the leader fails on TCP_USER_TIMEOUT, not after the 30 s I/O
+  timeout), nobody is deposed; after the cut its missed writes are healed and needed;
 - a stale leader's late commit: the node plane's fault hook (OPENLAKE_FAULTS=1) holds the
   leader's metadata commit while the leader is cut off from etcd and the others elect a
   newer leader that writes the same key; released, the late commit is refused by the drives
@@ -481,3 +485,48 @@ def test_a_deposed_leaders_late_commit_is_fenced(pc):
         Bucket="fence", Key="k")["Body"].read() == new_obj
     h = c.heal(new[0])
     assert h.returncode == 0, h.stdout + h.stderr
+
+
+def test_a_follower_cut_from_the_leader_only(pc):
+    """One follower's node cannot reach the leader (nor the leader it), while its lease and
+    everything else stay up: the leader takes its drive offline when its calls miss their
+    deadline and keeps writing with the other three (recording what the drive missed); the
+    cut-off node answers its own clients 503 rather than hang; nobody is deposed; when the
+    cut ends the drive comes back, its missed writes are healed, and it is needed: with
+    another follower killed, every acknowledged object still reads back."""
+    from botocore.exceptions import ClientError
+    c = pc
+    lid, epoch = c.leader()
+    f, g = others(lid)[:2]
+    s3 = c.client(g, retries=8)
+    s3.create_bucket(Bucket="half")
+    acked = put_loop(s3, "half", "pre", 60, 4)
+    assert len(acked) == 4
+
+    c.w.net.cut(c.nodes[f].host, only=[c.nodes[lid].host])
+    during = put_loop(s3, "half", "during", 120, 8)
+    assert len(during) == 8
+    acked.update(during)
+    wait_for(lambda: c.drives_online(lid, NODES - 1), 60,
+             "the leader's store to take the cut-off follower's drive offline")
+    try:  # through the cut-off node: a prompt 503, never an acknowledgement or a hang
+        c.client(f).put_object(Bucket="half", Key="via-f", Body=b"x" * 1000)
+        pytest.fail("a PUT through a node cut off from the leader was acknowledged")
+    except ClientError as e:
+        assert error_of(e)[0] == 503, e.response
+    assert c.leader() == (lid, epoch), "a cut between two nodes deposed the leader"
+
+    c.w.net.join(c.nodes[f].host)
+    wait_for(lambda: c.nodes[lid].log().count(f"back online ({NODES} of {NODES}") >= 1,
+             120, "the cut-off follower's drive back in the leader's store")
+    h = c.heal(lid)
+    assert h.returncode == 0, h.stdout + h.stderr
+    assert json.loads(h.stdout)["unrecoverable"] == 0, h.stdout
+    # f's drive is needed now (k = 3 of the 3 drives left): it holds what it missed
+    c.nodes[g].proc.send_signal(signal.SIGKILL)
+    c.nodes[g].proc.wait(30)
+    r = c.client(lid, retries=4)
+    for k, v in acked.items():
+        assert r.get_object(Bucket="half", Key=k)["Body"].read() == v, k
+    k = next(iter(during))
+    assert c.client(f, retries=8).get_object(Bucket="half", Key=k)["Body"].read() == acked[k]
