@@ -533,6 +533,10 @@ ol_store_pools(struct ol_store **pools, unsigned n, const char *placement_key,
 			ol_store_close(pools[i]);
 		return !n || !placement_key ? -EINVAL : -E2BIG;
 	}
+	if (ns == 1) { /* one pool of one set: the set itself, as ol_store_open_sets makes it */
+		*out = pools[0];
+		return 0;
+	}
 	st = shell_new(ns, XXH3_64bits(placement_key, strlen(placement_key)));
 	st->n_sets = 0;
 	st->n_pools = 0;
