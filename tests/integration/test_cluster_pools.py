@@ -4,7 +4,8 @@ restart. One bring-up checks it all: old objects read back bit-exact through eve
 and new; new objects land in both pools (shard files on the new nodes' drives and more on the
 old ones'); an overwrite of an old key stays in pool 0; listings hold every key of both pools;
 delete and multipart work through a new node; `cluster status --json` shows 2 pools; join
-refuses when nothing is new and when the new drives do not make whole sets.
+refuses when nothing is new and when the new drives do not make whole sets; after kill -9 of
+the leader the next one serves both pools.
 
 Real things only: Debian's etcd, real daemons, boto3.
 """
@@ -113,3 +114,17 @@ def test_join_a_pool_of_4_nodes_to_a_running_cluster(cluster, tmp_path):
     assert s.returncode == 0, s.stderr
     pools = json.loads(s.stdout)["pools"]
     assert [p["nodes"] for p in pools] == [[0, 1, 2, 3], [4, 5, 6, 7]], pools
+
+    # kill -9 of the leader: the next one (an old node, newer epoch) opens both pools
+    lid, epoch = c.leader()
+    c.nodes[lid].kill9()
+    nxt = wait_for(lambda: (lambda ld: ld if ld and ld[1] > epoch else None)(c.leader()), 60,
+                   "a newer leader of set 0.0")
+    wait_for(lambda: "of 2 pool(s) at epoch" in c.nodes[nxt[0]].log(), 60,
+             "the new leader serving both pools")
+    r = c.client(7, retries=6)
+    for k in ("old/00", "new/00", "new/02", "mpu"):
+        want_v = old.get(k) or fresh.get(k) or b"".join(parts)
+        assert r.get_object(Bucket="grow", Key=k)["Body"].read() == want_v, k
+    r.put_object(Bucket="grow", Key="after", Body=b"x" * 1000)
+    assert list_all(r, "grow") == sorted([*want, "after"])
