@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -117,6 +118,44 @@ holds(struct ol_store *st, unsigned s, const char *bucket, const char *key, size
 	return rc;
 }
 
+/* A key found in several pools: warn, at most once a minute (a hot key would flood the log). */
+static void
+warn_twice(const char *bucket, const char *key, size_t klen, int found, int best)
+{
+	static _Atomic int64_t last;
+	static _Atomic unsigned quiet;
+	int64_t now = (int64_t)time(NULL), was = atomic_load(&last);
+
+	if (now - was < 60 || !atomic_compare_exchange_strong(&last, &was, now)) {
+		atomic_fetch_add(&quiet, 1);
+		return;
+	}
+	ol_warn("store: %s/%.*s is in %d pools (two writers raced): the newest, in set %d, wins "
+		"(%u more such lookups since the last warning)",
+		bucket, (int)(klen > 200 ? 200 : klen), key, found, best,
+		atomic_exchange(&quiet, 0));
+}
+
+/* A plain delete removed the key from set `done`: remove the older copies a race left in the
+ * other pools too, or the next read would find one of them. */
+static void
+drop_older(struct ol_store *st, const char *bucket, const char *key, size_t klen, unsigned done)
+{
+	uint64_t h;
+	int64_t t;
+
+	if (!key_hash(st, bucket, key, klen, &h))
+		return;
+	for (int p = 0; p < st->n_pools; p++) {
+		unsigned s = in_pool(st, p, h);
+
+		if (s != done && holds(st, s, bucket, key, klen, NULL, &t) == 1 &&
+		    ol_set_delete(st->sets[s], bucket, key, klen) == 0)
+			ol_info("store: %s/%.*s: deleted its older copy in set %u too", bucket,
+				(int)(klen > 200 ? 200 : klen), key, s);
+	}
+}
+
 /* The set a call on key goes to (>= 0) or -errno (a pool that cannot say whether it holds
  * the key: a write there could leave it in two pools, a read could miss it). One pool: the
  * keyed hash, no lookup. Several: the pool that holds the key (vid: that version), the newest
@@ -145,9 +184,7 @@ locate(struct ol_store *st, const char *bucket, const char *key, size_t klen, co
 		}
 	}
 	if (found > 1)
-		ol_warn("store: %s/%.*s is in %d pools (a race of two writers): the newest, in set "
-			"%d, wins",
-			bucket, (int)(klen > 200 ? 200 : klen), key, found, best);
+		warn_twice(bucket, key, klen, found, best);
 	if (best >= 0)
 		return best;
 	if (err)
@@ -801,6 +838,8 @@ ol_store_delete(struct ol_store *st, const char *bucket, const char *key, size_t
 	rc = ol_set_delete(st->sets[i], bucket, key, key_len);
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_delete(st->sets[i], bucket, key, key_len);
+	if (rc == 0 && st->n_pools > 1)
+		drop_older(st, bucket, key, key_len, i);
 	return rc;
 }
 

@@ -757,6 +757,26 @@ test_pools(void)
 		       !strcmp(buf, "part"),
 		   "completed in pool 1 though pool 0 has the free space now (%d)", rc);
 	}
+	/* a plain delete of a key in two pools deletes both copies */
+	{
+		struct ol_put *pp;
+		int c;
+
+		ol_store_set_pool_free(st, (uint64_t[2]){1ull << 30, 0}, 2);
+		rc = put(st, "p", "dup/1", "old", 3, OL_STORE_VER_OFF, NULL);
+		c = set_of(st, "p", "dup/1");
+		if (!rc)
+			rc = ol_set_put_begin(st->sets[2], "p", "dup/1", 5, 3, &pp);
+		if (!rc && (rc = ol_store_put_write(pp, "new", 3)))
+			ol_store_put_abort(pp);
+		if (!rc)
+			rc = ol_store_put_commit(pp, "etag", NULL, 0, NULL);
+		ok(rc == 0 && (c == 0 || c == 1) && set_of(st, "p", "dup/1") == -2,
+		   "dup/1 in pool 0 (set %d) and pool 1", c);
+		ok(ol_store_delete(st, "p", "dup/1", 5) == 0 && set_of(st, "p", "dup/1") == -1 &&
+		       get(st, "p", "dup/1", buf, sizeof(buf)) == -ENOENT,
+		   "one delete removes both copies: no older one comes back");
+	}
 	ok(ol_store_bucket_delete(st, "p") == -ENOTEMPTY, "bucket delete refused with keys");
 	ol_store_close(st);
 }
