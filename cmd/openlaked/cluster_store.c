@@ -180,35 +180,28 @@ out:
 	return rc;
 }
 
-/* Pools from..to-1 opened, added to *st (NULL: none yet) as its next pools: 0 and *st the
- * store of them all; on error *st is as it was. */
+/* Pools from..to-1 opened as one store *st (a pool alone is its own store), or -errno */
 static int
 open_pools(struct cstore *cs, unsigned from, unsigned to, uint64_t epoch, struct ol_store **st)
 {
-	struct ol_store *parts[MAX_POOLS + 1];
+	struct ol_store *parts[MAX_POOLS];
 	unsigned n = 0;
 	int rc = 0;
-	for (unsigned p = from; !rc && p < to; p++)
+	*st = NULL;
+	for (unsigned p = from; !rc && p < to && n < MAX_POOLS; p++)
 		rc = open_pool(cs, p, epoch, &parts[n++]);
 	if (rc) {
 		for (unsigned i = 0; i + 1 < n; i++) /* parts[n - 1] is the one that failed */
 			ol_store_close(parts[i]);
 		return rc;
 	}
-	if (!*st && n == 1) {
+	if (n == 1) {
 		*st = parts[0];
 		return 0;
 	}
-	if (*st) {
-		memmove(parts + 1, parts, n * sizeof(*parts));
-		parts[0] = *st;
-		n++;
-	}
-	/* takes them all over, also on error (checked against MAX_POOLS / MAX_SETS before) */
-	rc = ol_store_pools(parts, n, cs->layout.deployment_id, st);
-	if (rc)
-		*st = NULL;
-	return rc;
+	/* takes them all over, also on error (the layout was checked against MAX_POOLS and
+	 * MAX_SETS when taken) */
+	return ol_store_pools(parts, n, cs->layout.deployment_id, st);
 }
 
 /* the pools' weights for new keys: the free bytes their nodes registered, per drive */
@@ -234,7 +227,6 @@ pool_weights(struct cstore *cs, struct ol_store *st)
 static int
 open_set(struct cstore *cs, uint64_t epoch, struct ol_store **st)
 {
-	*st = NULL;
 	int rc = open_pools(cs, 0, cs->layout.n_pools, epoch, st);
 	if (!rc)
 		pool_weights(cs, *st);
