@@ -235,6 +235,32 @@ print_pools(const struct ol_layout *l)
 	}
 }
 
+/* warn of the sets of pool p that one node's loss takes down (more than P drives on it) */
+static void
+warn_spread(const struct ol_layout *l, unsigned p)
+{
+	for (unsigned s = 0; s < l->pools[p].n_sets; s++) {
+		const struct ol_layout_slot *set = &l->pools[p].slots[(size_t)s * l->set_drives];
+		for (unsigned j = 0; j < l->set_drives; j++) {
+			unsigned on = 0, k = 0;
+			while (k < j && set[k].node != set[j].node)
+				k++;
+			if (k < j)
+				continue; /* this node counted already */
+			for (k = j; k < l->set_drives; k++)
+				on += set[k].node == set[j].node;
+			if (on > l->parity)
+				fprintf(stderr,
+					"openlake cluster join: warning: set %u of pool %u has %u "
+					"of its "
+					"%u drives on node %u, more than its parity %u: that "
+					"node's loss "
+					"stops the set (more new nodes spread it)\n",
+					s, p, on, l->set_drives, set[j].node, l->parity);
+		}
+	}
+}
+
 /* the layout as stored: 0 and *l, *mod_rev; 1 after printing why not */
 static int
 read_layout(struct copts *o, struct ol_layout *l, int64_t *mod_rev)
@@ -351,6 +377,7 @@ cluster_join(struct copts *o)
 		print_layout(&l);
 		print_pools(&l);
 	}
+	warn_spread(&l, l.n_pools - 1);
 out:
 	ol_etcd_txn_result_fini(&t);
 	free(js);
