@@ -10,6 +10,12 @@
 #       serves every set, the others forward to it), prints one line per node
 #           node ID s3=http://127.0.0.1:PORT kv=127.0.0.1:PORT pid=PID
 #       and returns, leaving them running (logs and pid files under DIR).
+#   scripts/cluster.sh add DIR K [--drives D]
+#       grows the cluster running under DIR by K new nodes of D drives each (default 1) as a
+#       new pool: writes their configs (listing every node), runs `openlake cluster join`
+#       (K x D must be a multiple of the cluster's set size N), starts them, waits until S3
+#       answers through each and the leader serves the new pool, and prints their lines as
+#       `up` does. Old objects stay where they are; new ones go to a pool by free space.
 #   scripts/cluster.sh down DIR
 #       stops every process it started under DIR (by the pid files), etcd last.
 #
@@ -101,9 +107,17 @@ start_etcd() { # start_etcd DIR MEMBERS -> sets ETCD_EPS
 	ETCD_EPS=$eps
 }
 
-node_config() { # node_config DIR ID N D S3 KV RPC_PORTS...
-	local dir=$1 id=$2 n=$3 d=$4 s3=$5 kv=$6; shift 6
-	local rpcs=("$@") nd="$dir/node-$id" dirs="" j eps=""
+nodes_text() { # nodes_text FIRST_ID D RPC_PORTS...: [[nodes]] entries, ids from FIRST_ID on
+	local id=$1 d=$2 p; shift 2
+	for p in "$@"; do
+		printf '\n[[nodes]]\nid = %d\nrpc_addr = "127.0.0.1:%d"\ndisk_count = %d\n' "$id" "$p" "$d"
+		id=$((id + 1))
+	done
+}
+
+node_config() { # node_config DIR ID D S3 KV RPC NODES: NODES is nodes_text's for every node
+	local dir=$1 id=$2 d=$3 s3=$4 kv=$5 rpc=$6 nodes=$7
+	local nd="$dir/node-$id" dirs="" j eps=""
 	for ((j = 0; j < d; j++)); do dirs+="${dirs:+, }\"$nd/d$j\""; done
 	IFS=, read -r -a list <<<"$ETCD_EPS"
 	for j in "${list[@]}"; do eps+="${eps:+, }\"$j\""; done
@@ -112,16 +126,13 @@ node_config() { # node_config DIR ID N D S3 KV RPC_PORTS...
 		echo "data_dirs = [$dirs]"
 		echo "s3_addr = \"127.0.0.1:$s3\""
 		echo 'console_addr = ""  # N nodes on one host: the admin plane stays on the S3 port'
-		echo "rpc_addr = \"127.0.0.1:${rpcs[$id]}\""
+		echo "rpc_addr = \"127.0.0.1:$rpc\""
 		echo "kv_addr = \"127.0.0.1:$kv\""
 		echo "set_drive_count = $SET_DRIVES"
 		echo "default_parity_count = $PARITY"
 		echo "log_level = \"info\""
 		printf '\n[[credentials]]\naccess_key = "openlakeadmin"\nsecret_key = "openlakeadmin"\n'
-		for ((j = 0; j < n; j++)); do
-			printf '\n[[nodes]]\nid = %d\nrpc_addr = "127.0.0.1:%d"\ndisk_count = %d\n' \
-				"$j" "${rpcs[$j]}" "$d"
-		done
+		printf '%s\n' "$nodes"
 		printf '\n[kv]\ndram_bytes = "64MiB"\nspill_dir = "%s/kv"\nspill_bytes = "256MiB"\n' "$nd"
 		printf '\n[cluster]\netcd = [%s]\nlease_ttl_s = 10\nsecret = "%s"\n' "$eps" \
 			"$CLUSTER_SECRET"
@@ -169,10 +180,12 @@ up() {
 	local ports rpcs=()
 	read -r -a ports <<<"$(free_ports $((3 * n)))"
 	for ((i = 0; i < n; i++)); do rpcs+=("${ports[$((3 * i + 2))]}"); done
+	local nodes
+	nodes=$(nodes_text 0 "$drives" "${rpcs[@]}")
 	for ((i = 0; i < n; i++)); do
 		mkdir -p "$dir/node-$i"
-		node_config "$dir" "$i" "$n" "$drives" "${ports[$((3 * i))]}" \
-			"${ports[$((3 * i + 1))]}" "${rpcs[@]}"
+		node_config "$dir" "$i" "$drives" "${ports[$((3 * i))]}" \
+			"${ports[$((3 * i + 1))]}" "${rpcs[$i]}" "$nodes"
 	done
 	# the layout first: a node reads it at start to know it serves the cluster's set
 	"$BUILD/cmd/openlake/openlake" cluster init --config "$dir/node-0/openlake.toml" \
@@ -193,6 +206,64 @@ up() {
 		echo "node $i s3=http://127.0.0.1:${ports[$((3 * i))]} kv=127.0.0.1:${ports[$((3 * i + 1))]} pid=$(cat "$dir/pids/node-$i.pid")"
 	done
 	UP_DIR=
+}
+
+conf_value() { # conf_value FILE NAME: a top-level `NAME = VALUE` of a config cluster.sh wrote
+	sed -n "s/^$2 = \"\{0,1\}\([^\"]*\)\"\{0,1\}\$/\1/p" "$1" | head -n 1
+}
+
+add() {
+	local dir=$1 k=$2 drives=1 i first ports rpcs=() nodes joined pools
+	shift 2
+	while [ $# -gt 0 ]; do
+		case "$1" in
+		--drives) drives=$2; shift 2 ;;
+		*) die "unknown option $1" ;;
+		esac
+	done
+	[[ "$k" =~ ^[0-9]+$ && $k -ge 1 && $k -le 60 ]] || die "K must be 1..60"
+	[[ "$drives" =~ ^[0-9]+$ && $drives -ge 1 && $drives -le 16 ]] || die "--drives: 1..16"
+	[ -f "$dir/node-0/openlake.toml" ] && [ -f "$dir/etcd/endpoints" ] ||
+		die "no cluster under $dir (cluster.sh up first)"
+	dir=$(cd "$dir" && pwd)
+	build
+	ETCD_EPS=$(cat "$dir/etcd/endpoints")
+	CLUSTER_SECRET=$(conf_value "$dir/node-0/openlake.toml" secret)
+	SET_DRIVES=$(conf_value "$dir/node-0/openlake.toml" set_drive_count)
+	PARITY=$(conf_value "$dir/node-0/openlake.toml" default_parity_count)
+	first=$(find "$dir" -maxdepth 1 -name 'node-*' -type d | wc -l)
+	[ $((k * drives % SET_DRIVES)) -eq 0 ] ||
+		die "$k nodes x $drives drives do not make whole sets of N = $SET_DRIVES"
+	read -r -a ports <<<"$(free_ports $((3 * k)))"
+	for ((i = 0; i < k; i++)); do rpcs+=("${ports[$((3 * i + 2))]}"); done
+	# every node so far (as the last node's config lists them), then the new ones
+	nodes=$(sed -n '/^\[\[nodes\]\]/,/^\[kv\]/p' "$dir/node-$((first - 1))/openlake.toml" |
+		sed '$d')$'\n'$(nodes_text "$first" "$drives" "${rpcs[@]}")
+	for ((i = 0; i < k; i++)); do
+		mkdir -p "$dir/node-$((first + i))"
+		node_config "$dir" $((first + i)) "$drives" "${ports[$((3 * i))]}" \
+			"${ports[$((3 * i + 1))]}" "${rpcs[$i]}" "$nodes"
+	done
+	"$BUILD/cmd/openlake/openlake" cluster join --config "$dir/node-$first/openlake.toml" \
+		>"$dir/join-$first.log" 2>&1 || die "cluster join failed: $(cat "$dir/join-$first.log")"
+	joined=$(sed -n 's/^pool \([0-9]*\) added.*/\1/p' "$dir/join-$first.log")
+	pools=$((joined + 1))
+	for ((i = 0; i < k; i++)); do
+		start_bg "$dir/pids/node-$((first + i)).pid" "$dir/node-$((first + i))/openlaked.log" \
+			"$BUILD/cmd/openlaked/openlaked" --config "$dir/node-$((first + i))/openlake.toml"
+	done
+	for ((i = 0; i < k; i++)); do
+		wait_until 60 port_open "${ports[$((3 * i))]}" ||
+			die "node $((first + i)) did not start (log: $dir/node-$((first + i))/openlaked.log)"
+		wait_until 90 s3_answers "${ports[$((3 * i))]}" ||
+			die "S3 does not answer through node $((first + i))"
+	done
+	# the leader of set 0.0 opens the new pool once its nodes' planes answer
+	wait_until 90 grep -qE "cluster: serving ($pools pools|set 0.0 and .* of $pools pool)" \
+		"$dir"/node-*/openlaked.log || die "the leader does not serve pool $joined (logs: $dir/node-*/openlaked.log)"
+	for ((i = 0; i < k; i++)); do
+		echo "node $((first + i)) s3=http://127.0.0.1:${ports[$((3 * i))]} kv=127.0.0.1:${ports[$((3 * i + 1))]} pid=$(cat "$dir/pids/node-$((first + i)).pid")"
+	done
 }
 
 gone() { # gone PID: exited (a zombie waiting for its reaper counts as exited)
@@ -221,6 +292,7 @@ down() {
 
 case "${1:-}" in
 up) [ $# -ge 2 ] || die "usage: cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--parity P]"; shift; up "$@" ;;
+add) [ $# -ge 3 ] || die "usage: cluster.sh add DIR K [--drives D]"; shift; add "$@" ;;
 down) [ $# -eq 2 ] || die "usage: cluster.sh down DIR"; down "$2" ;;
-*) die "usage: cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--parity P] | down DIR" ;;
+*) die "usage: cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--parity P] | add DIR K [--drives D] | down DIR" ;;
 esac

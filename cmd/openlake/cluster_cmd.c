@@ -1,6 +1,7 @@
-/* cmd/openlake/cluster_cmd.c - `openlake cluster init` and `openlake cluster status` over
- * etcd: the layout written once, the live members, the epoch. Without etcd (no [cluster] etcd
- * in the config and no --etcd), `cluster status` is node_cmd.c's static check of [[nodes]]. */
+/* cmd/openlake/cluster_cmd.c - `openlake cluster init`, `join` and `status` over etcd: the
+ * layout written once and grown by a pool per join, the live members, the epoch. Without etcd (no
+ * [cluster] etcd in the config and no --etcd), `cluster status` is node_cmd.c's static check of
+ * [[nodes]]. */
 #include "cmds.h"
 
 #include "base/config.h"
@@ -30,6 +31,7 @@ usage(FILE *f)
 	fprintf(
 	    f,
 	    "Usage: openlake cluster init   --config FILE [--etcd URL[,URL...]] [--json]\n"
+	    "       openlake cluster join   --config FILE [--etcd URL[,URL...]] [--json]\n"
 	    "       openlake cluster status [--config FILE] [--etcd URL[,URL...]] [--json]\n"
 	    "\n"
 	    "  init    write the cluster's layout to etcd, once: a new deployment id, N and P\n"
@@ -37,8 +39,17 @@ usage(FILE *f)
 	    "          [[nodes]] (disk_count each), every set spread over as many nodes as\n"
 	    "          there are. A second init changes nothing: it says the layout exists and\n"
 	    "          prints it (exit 0 when it matches this config, 1 when it does not).\n"
+	    "  join    grow the cluster: the config's [[nodes]] that the layout does not have\n"
+	    "          yet become a new pool (its own erasure sets of the layout's N and P).\n"
+	    "          Objects stay where they are; new ones go to a pool weighted by free\n"
+	    "          space. The running nodes take the new layout without a restart; start\n"
+	    "          the new nodes with a config listing every node. Refused when no node is\n"
+	    "          new or the new drives do not make whole sets of N; an etcd transaction\n"
+	    "          on the layout's revision keeps two joins from racing. (`leave`, moving a\n"
+	    "          pool's objects out, is not built yet.)\n"
 	    "  status  the live members (their leases), the layout with each set's health,\n"
-	    "          its leader and the leader's fencing epoch, and the epoch (etcd revision\n"
+	    "          its leader and the leader's fencing epoch, the pools, and the epoch (etcd "
+	    "revision\n"
 	    "          of the member list). With [cluster] secret\n"
 	    "          in the config, each member's node plane (rpc address) is pinged: plane=ok\n"
 	    "          with its round-trip time, or the reason it is not reachable.\n"
@@ -202,6 +213,178 @@ out:
 	return rc;
 }
 
+#define MAX_SETS 64 /* erasure sets a deployment serves (store/store_int.h's OL_MAX_SETS) */
+
+static void
+print_pools(const struct ol_layout *l)
+{
+	for (unsigned p = 0; p < l->n_pools; p++) {
+		unsigned seen[OL_CFG_MAX_NODES], n = 0;
+		size_t slots = (size_t)l->pools[p].n_sets * l->set_drives;
+		for (size_t i = 0; i < slots; i++) {
+			unsigned id = l->pools[p].slots[i].node, j = 0;
+			while (j < n && seen[j] != id)
+				j++;
+			if (j == n && n < OL_CFG_MAX_NODES)
+				seen[n++] = id;
+		}
+		printf("  pool %u: %u set(s), %zu drives, nodes", p, l->pools[p].n_sets, slots);
+		for (unsigned j = 0; j < n; j++)
+			printf("%s%u", j ? "," : " ", seen[j]);
+		printf("\n");
+	}
+}
+
+/* warn of the sets of pool p that one node's loss takes down (more than P drives on it) */
+static void
+warn_spread(const struct ol_layout *l, unsigned p)
+{
+	for (unsigned s = 0; s < l->pools[p].n_sets; s++) {
+		const struct ol_layout_slot *set = &l->pools[p].slots[(size_t)s * l->set_drives];
+		for (unsigned j = 0; j < l->set_drives; j++) {
+			unsigned on = 0, k = 0;
+			while (k < j && set[k].node != set[j].node)
+				k++;
+			if (k < j)
+				continue; /* this node counted already */
+			for (k = j; k < l->set_drives; k++)
+				on += set[k].node == set[j].node;
+			if (on > l->parity)
+				fprintf(stderr,
+					"openlake cluster join: warning: set %u of pool %u has %u "
+					"of its "
+					"%u drives on node %u, more than its parity %u: that "
+					"node's loss "
+					"stops the set (more new nodes spread it)\n",
+					s, p, on, l->set_drives, set[j].node, l->parity);
+		}
+	}
+}
+
+/* the layout as stored: 0 and *l, *mod_rev; 1 after printing why not */
+static int
+read_layout(struct copts *o, struct ol_layout *l, int64_t *mod_rev)
+{
+	struct ol_etcd_range_result r = {0};
+	int rc = ol_etcd_range(o->c, o->layout_key, 0, 0, 0, &r);
+	if (rc)
+		fprintf(stderr, "openlake cluster %s: etcd (%s): %s\n", o->verb,
+			o->etcd ? o->etcd : o->cfg->cluster_etcd,
+			rc == -ETIMEDOUT ? "no endpoint answered" : strerror(-rc));
+	else if (!r.n_kvs)
+		fprintf(stderr,
+			"openlake cluster %s: no layout at %s yet: run `openlake cluster init "
+			"--config FILE` first\n",
+			o->verb, o->layout_key);
+	else if (ol_layout_from_json(r.kvs[0].value, r.kvs[0].value_len, l))
+		fprintf(stderr, "openlake cluster %s: %s holds something that is not a layout\n",
+			o->verb, o->layout_key);
+	else
+		*mod_rev = r.kvs[0].mod_revision;
+	rc = rc || !r.n_kvs || !*mod_rev ? 1 : 0;
+	ol_etcd_range_result_fini(&r);
+	return rc;
+}
+
+/* the config's [[nodes]] the layout does not have: count, ids, drives, drive total */
+static unsigned
+new_nodes(const struct ol_config *cfg, const struct ol_layout *l, unsigned *ids, unsigned *disks,
+	  unsigned *total)
+{
+	unsigned n = 0;
+	*total = 0;
+	for (unsigned i = 0; i < cfg->n_nodes; i++) {
+		if (ol_layout_has_node(l, cfg->nodes[i].id))
+			continue;
+		ids[n] = cfg->nodes[i].id;
+		disks[n] = cfg->nodes[i].disk_count;
+		*total += disks[n++];
+	}
+	return n;
+}
+
+static int
+join_refused(const struct copts *o, const struct ol_layout *l, unsigned n, unsigned total)
+{
+	unsigned sets = 0;
+	for (unsigned p = 0; p < l->n_pools; p++)
+		sets += l->pools[p].n_sets;
+	if (!n)
+		fprintf(stderr,
+			"openlake cluster join: every [[nodes]] entry of %s is in the layout "
+			"already: nothing to join. Add the new nodes to [[nodes]] (id, rpc_addr, "
+			"disk_count) and run join again\n",
+			o->cfg->source);
+	else if (!total || total % l->set_drives)
+		fprintf(stderr,
+			"openlake cluster join: the %u new node(s) of %s hold %u drive(s), which "
+			"do not make whole erasure sets of N = %u (the layout's set_drive_count): "
+			"give the new nodes a multiple of %u drives in all (disk_count), or add "
+			"more nodes\n",
+			n, o->cfg->source, total, l->set_drives, l->set_drives);
+	else if (l->n_pools >= OL_CFG_MAX_NODES || sets + total / l->set_drives > MAX_SETS)
+		fprintf(stderr,
+			"openlake cluster join: the layout would have %u erasure sets in %u pools; "
+			"a deployment serves at most %d sets\n",
+			sets + total / l->set_drives, l->n_pools + 1, MAX_SETS);
+	else
+		return 0;
+	return 1;
+}
+
+static int
+cluster_join(struct copts *o)
+{
+	struct ol_layout l;
+	int64_t mod = 0;
+	unsigned ids[OL_CFG_MAX_NODES], disks[OL_CFG_MAX_NODES], total;
+	if (read_layout(o, &l, &mod))
+		return 1;
+	unsigned n = new_nodes(o->cfg, &l, ids, disks, &total);
+	char *js = NULL;
+	struct ol_etcd_txn_result t = {0};
+	int rc = join_refused(o, &l, n, total);
+	if (rc)
+		goto out;
+	rc = ol_layout_add_pool(&l, ids, disks, n);
+	js = rc ? NULL : ol_layout_to_json(&l);
+	struct ol_etcd_cmp cmp = {.key = o->layout_key,
+				  .target = OL_ETCD_CMP_MOD,
+				  .result = OL_ETCD_EQUAL,
+				  .number = mod};
+	struct ol_etcd_op put = {.type = OL_ETCD_OP_PUT,
+				 .key = o->layout_key,
+				 .value = js,
+				 .value_len = js ? strlen(js) : 0};
+	rc = rc ? rc : js ? ol_etcd_txn(o->c, &cmp, 1, &put, 1, NULL, 0, &t) : -ENOMEM;
+	if (rc || !t.succeeded) {
+		if (rc)
+			fprintf(stderr, "openlake cluster join: %s\n",
+				rc == -ETIMEDOUT ? "no etcd endpoint answered" : strerror(-rc));
+		else
+			fprintf(stderr, "openlake cluster join: the layout changed while joining "
+					"(another join?): run join again\n");
+		rc = 1;
+		goto out;
+	}
+	if (o->json) {
+		printf("{\"joined\":true,\"pool\":%u,\"revision\":%lld,\"layout\":%s}\n",
+		       l.n_pools - 1, (long long)t.revision, js);
+	} else {
+		printf("pool %u added to %s (revision %lld): the running nodes take it without a "
+		       "restart; start the new nodes now\n",
+		       l.n_pools - 1, o->layout_key, (long long)t.revision);
+		print_layout(&l);
+		print_pools(&l);
+	}
+	warn_spread(&l, l.n_pools - 1);
+out:
+	ol_etcd_txn_result_fini(&t);
+	free(js);
+	ol_layout_fini(&l);
+	return rc;
+}
+
 /* ---- status ---- */
 
 #define PLANE_DEADLINE_MS 2000
@@ -332,6 +515,7 @@ print_status(struct copts *o, const struct ol_etcd_range_result *r,
 	}
 	printf("layout: ");
 	print_layout(l);
+	print_pools(l);
 	size_t i;
 	json_t *v;
 	json_array_foreach(sets, i, v)
@@ -344,17 +528,42 @@ print_status(struct copts *o, const struct ol_etcd_range_result *r,
 				 (long long)json_integer_value(json_object_get(ld, "epoch")));
 		long long pool = (long long)json_integer_value(json_object_get(v, "pool")),
 			  set = (long long)json_integer_value(json_object_get(v, "set"));
-		/* the leader of set 0.0 serves every set of pool 0 (docs/cluster.md) */
+		/* the leader of set 0.0 serves every set of every pool (docs/cluster.md) */
 		printf("  pool %lld set %lld: %s (%lld of %lld nodes' drives live), %s%s\n", pool,
 		       set, json_string_value(json_object_get(v, "health")),
 		       (long long)json_integer_value(json_object_get(v, "live")),
 		       (long long)json_integer_value(json_object_get(v, "drives")), leader,
-		       pool == 0 && set > 0 ? "; served by the leader of set 0.0" : "");
+		       pool > 0 || set > 0 ? "; served by the leader of set 0.0" : "");
 	}
 }
 
+/* [{"pool", "sets", "drives", "nodes": [ids]}] */
+static json_t *
+pools_json(const struct ol_layout *l)
+{
+	json_t *a = json_array();
+	for (unsigned p = 0; l && p < l->n_pools; p++) {
+		json_t *nodes = json_array();
+		size_t slots = (size_t)l->pools[p].n_sets * l->set_drives;
+		for (size_t i = 0; i < slots; i++) {
+			json_int_t id = l->pools[p].slots[i].node;
+			size_t j;
+			json_t *v;
+			bool seen = false;
+			json_array_foreach(nodes, j, v) seen |= json_integer_value(v) == id;
+			if (!seen)
+				json_array_append_new(nodes, json_integer(id));
+		}
+		json_array_append_new(a, json_pack("{s:I, s:I, s:I, s:o}", "pool", (json_int_t)p,
+						   "sets", (json_int_t)l->pools[p].n_sets, "drives",
+						   (json_int_t)slots, "nodes", nodes));
+	}
+	return a;
+}
+
 static void
-json_status(struct copts *o, const struct ol_etcd_range_result *r, const char *layout, json_t *sets)
+json_status(struct copts *o, const struct ol_etcd_range_result *r, const char *layout,
+	    const struct ol_layout *l, json_t *sets)
 {
 	json_error_t e;
 	json_t *mem = json_array();
@@ -384,9 +593,10 @@ json_status(struct copts *o, const struct ol_etcd_range_result *r, const char *l
 		json_array_append_new(mem, m);
 	}
 	json_t *lay = layout ? json_loads(layout, 0, &e) : NULL;
-	json_t *doc = json_pack("{s:s, s:s, s:I, s:o, s:o, s:O}", "etcd", ol_etcd_endpoint(o->c),
-				"prefix", o->cfg->cluster_prefix, "epoch", (json_int_t)r->revision,
-				"members", mem, "layout", lay ? lay : json_null(), "sets", sets);
+	json_t *doc =
+	    json_pack("{s:s, s:s, s:I, s:o, s:o, s:o, s:O}", "etcd", ol_etcd_endpoint(o->c),
+		      "prefix", o->cfg->cluster_prefix, "epoch", (json_int_t)r->revision, "members",
+		      mem, "layout", lay ? lay : json_null(), "pools", pools_json(l), "sets", sets);
 	char *s = doc ? json_dumps(doc, JSON_INDENT(2)) : NULL;
 	if (s)
 		printf("%s\n", s);
@@ -417,7 +627,7 @@ cluster_status(struct copts *o)
 	have_layout = lj && ol_layout_from_json(lj, strlen(lj), &l) == 0;
 	json_t *sets = sets_health(o, have_layout ? &l : NULL, m, r.n_kvs, &sr);
 	if (o->json)
-		json_status(o, &r, have_layout ? lj : NULL, sets);
+		json_status(o, &r, have_layout ? lj : NULL, have_layout ? &l : NULL, sets);
 	else
 		print_status(o, &r, m, have_layout ? &l : NULL, sets);
 	json_decref(sets);
@@ -503,13 +713,13 @@ ol_cmd_cluster(int argc, char **argv)
 		return argc < 2 ? 2 : 0;
 	}
 	o.verb = argv[1];
-	bool init = strcmp(o.verb, "init") == 0;
+	bool init = strcmp(o.verb, "init") == 0, join = strcmp(o.verb, "join") == 0;
 #ifdef OL_HAVE_NODE
-	if (!init && status_without_etcd(argc, argv))
+	if (!init && !join && status_without_etcd(argc, argv))
 		return ol_cmd_node(argc, argv);
 #endif
-	if (!init && strcmp(o.verb, "status") != 0) {
-		fprintf(stderr, "openlake cluster: unknown sub-command '%s' (init, status)\n",
+	if (!init && !join && strcmp(o.verb, "status") != 0) {
+		fprintf(stderr, "openlake cluster: unknown sub-command '%s' (init, join, status)\n",
 			o.verb);
 		return 2;
 	}
@@ -524,6 +734,11 @@ ol_cmd_cluster(int argc, char **argv)
 				"set_drive_count and default_parity_count make the layout)\n");
 		return 2;
 	}
+	if (join && !o.config) {
+		fprintf(stderr, "openlake cluster join: --config FILE is needed (its [[nodes]] "
+				"that the layout lacks make the new pool)\n");
+		return 2;
+	}
 	rc = load_config(&o);
 	if (!rc && !o.etcd && !o.cfg->cluster_etcd[0]) {
 		free(o.cfg);
@@ -536,7 +751,7 @@ ol_cmd_cluster(int argc, char **argv)
 	if (!rc)
 		rc = connect_etcd(&o) ? 2 : 0;
 	if (!rc)
-		rc = init ? cluster_init(&o) : cluster_status(&o);
+		rc = init ? cluster_init(&o) : join ? cluster_join(&o) : cluster_status(&o);
 	ol_etcd_free(o.c);
 	free(o.cfg);
 	return rc;

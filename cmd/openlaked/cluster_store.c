@@ -16,9 +16,14 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#define OPEN_RETRY_MS 500
-/* The leader of set 0.0 (the pool's leader) serves every set of pool 0: it opens them all
- * over the node planes, each fenced with its epoch (see docs/cluster.md). */
+#define OPEN_RETRY_MS  500
+#define LAYOUT_POLL_MS 1000
+#define MAX_POOLS      16 /* OL_STORE_MAX_POOLS */
+#define MAX_SETS       64 /* erasure sets of one store */
+/* The leader of set 0.0 serves every set of every pool: it opens them all over the node
+ * planes, each fenced with its epoch (see docs/cluster.md). A pool added to the layout
+ * (`openlake cluster join`) is noticed by polling the layout key and added to the open store
+ * without a restart. */
 #define SET_POOL	 0u
 #define SET_INDEX	 0u
 #define RETRY_AFTER_SECS "1"
@@ -33,6 +38,13 @@ struct cstore {
 	/* the key a forwarding node vouches for its client with (X-OpenLake-Client, http.h):
 	 * HMAC-SHA256 of the cluster secret and a fixed label, the same on every node */
 	uint8_t client_key[OL_HTTP_CLIENT_KEY];
+	/* swap_mu: the layout and the store's opening, growing and closing (the leadership
+	 * thread's gained / lost, the layout poller); held across the plane calls, never by a
+	 * request */
+	pthread_mutex_t swap_mu;
+	pthread_t poller;
+	bool poller_started;
+	unsigned grow_failed; /* pools the last grow could not open (logged once per count) */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	/* under mu */
@@ -99,18 +111,20 @@ cstore_decide(const struct ol_config *cfg, struct ol_cluster *c, struct ol_layou
 		ol_layout_fini(l);
 		return 0;
 	}
-	if (l->n_pools != 1) {
-		ol_warn("cluster: the layout has %u pools: serving several pools is not built yet, "
-			"so this node serves its local drives alone; lay the cluster out as one "
-			"pool",
-			l->n_pools);
+	unsigned sets = 0;
+	for (unsigned p = 0; p < l->n_pools; p++)
+		sets += l->pools[p].n_sets;
+	if (l->n_pools > MAX_POOLS || sets > MAX_SETS) {
+		ol_err("cluster: the layout has %u erasure sets in %u pools; one store serves at "
+		       "most %d sets in %d pools, so this node serves its local drives alone",
+		       sets, l->n_pools, MAX_SETS, MAX_POOLS);
 		ol_layout_fini(l);
 		return 0;
 	}
-	ol_info("cluster: serving deployment %s as %u erasure set(s) of %u drives (parity %u) "
-		"over %u nodes; the leader of set 0.0 serves them all, the other nodes forward "
-		"to it",
-		l->deployment_id, l->pools[0].n_sets, l->set_drives, l->parity, layout_nodes(l));
+	ol_info("cluster: serving deployment %s as %u pool(s), %u erasure set(s) of %u drives "
+		"(parity %u) over %u nodes; the leader of set 0.0 serves them all, the other "
+		"nodes forward to it",
+		l->deployment_id, l->n_pools, sets, l->set_drives, l->parity, layout_nodes(l));
 	return 1;
 }
 
@@ -130,13 +144,13 @@ peer_addr(const struct cstore *cs, const struct ol_cluster_view *v, unsigned nod
 		snprintf(out, len, "%s", cs->cfg->rpc_addr);
 }
 
-/* every set of the pool, each over its drives' node planes, fenced with the epoch of the
- * pool's leader (set 0.0); objects placed by a hash keyed with the deployment id */
+/* every set of pool p, each over its drives' node planes, fenced with the epoch of the
+ * leader of set 0.0; objects placed by a hash keyed with the deployment id */
 static int
-open_set(struct cstore *cs, uint64_t epoch, struct ol_store **st)
+open_pool(struct cstore *cs, unsigned p, uint64_t epoch, struct ol_store **st)
 {
 	const struct ol_layout *l = &cs->layout;
-	unsigned n = l->set_drives, m = l->pools[SET_POOL].n_sets;
+	unsigned n = l->set_drives, m = l->pools[p].n_sets;
 	size_t all = (size_t)m * n;
 	struct ol_store_drive_spec *spec = ol_xcalloc(all, sizeof(*spec));
 	char(*addr)[OL_CFG_STR] = ol_xcalloc(all, sizeof(*addr));
@@ -146,7 +160,7 @@ open_set(struct cstore *cs, uint64_t epoch, struct ol_store **st)
 	if (rc)
 		goto out;
 	for (size_t j = 0; j < all; j++) {
-		const struct ol_layout_slot *s = &l->pools[SET_POOL].slots[j];
+		const struct ol_layout_slot *s = &l->pools[p].slots[j];
 		peer_addr(cs, &v, s->node, addr[j], sizeof(addr[j]));
 		spec[j] = (struct ol_store_drive_spec){addr[j], s->drive, s->node};
 	}
@@ -163,6 +177,59 @@ out:
 	free(o);
 	free(spec);
 	free(addr);
+	return rc;
+}
+
+/* Pools from..to-1 opened as one store *st (a pool alone is its own store), or -errno */
+static int
+open_pools(struct cstore *cs, unsigned from, unsigned to, uint64_t epoch, struct ol_store **st)
+{
+	struct ol_store *parts[MAX_POOLS];
+	unsigned n = 0;
+	int rc = 0;
+	*st = NULL;
+	for (unsigned p = from; !rc && p < to && n < MAX_POOLS; p++)
+		rc = open_pool(cs, p, epoch, &parts[n++]);
+	if (rc) {
+		for (unsigned i = 0; i + 1 < n; i++) /* parts[n - 1] is the one that failed */
+			ol_store_close(parts[i]);
+		return rc;
+	}
+	if (n == 1) {
+		*st = parts[0];
+		return 0;
+	}
+	/* takes them all over, also on error (the layout was checked against MAX_POOLS and
+	 * MAX_SETS when taken) */
+	return ol_store_pools(parts, n, cs->layout.deployment_id, st);
+}
+
+/* the pools' weights for new keys: the free bytes their nodes registered, per drive */
+static void
+pool_weights(struct cstore *cs, struct ol_store *st)
+{
+	const struct ol_layout *l = &cs->layout;
+	uint64_t w[MAX_POOLS] = {0};
+	struct ol_cluster_view v;
+	if (ol_store_pool_count(st) < 2 || ol_cluster_members(cs->c, &v))
+		return;
+	for (unsigned p = 0; p < l->n_pools && p < MAX_POOLS; p++)
+		for (size_t j = 0; j < (size_t)l->pools[p].n_sets * l->set_drives; j++)
+			for (unsigned i = 0; i < v.n; i++)
+				if (v.members[i].id == l->pools[p].slots[j].node &&
+				    v.members[i].n_drives)
+					w[p] += v.members[i].free / v.members[i].n_drives;
+	ol_cluster_view_fini(&v);
+	ol_store_set_pool_free(st, w, l->n_pools < MAX_POOLS ? l->n_pools : MAX_POOLS);
+}
+
+/* the whole store of the layout */
+static int
+open_set(struct cstore *cs, uint64_t epoch, struct ol_store **st)
+{
+	int rc = open_pools(cs, 0, cs->layout.n_pools, epoch, st);
+	if (!rc)
+		pool_weights(cs, *st);
 	return rc;
 }
 
@@ -191,7 +258,7 @@ wait_change(struct cstore *cs, int ms)
 
 /* Runs on the leadership thread, which the daemon's stop joins (cstore_resign): the retries
  * end when the daemon stops too, not only when leadership goes, or a node leading a set it
- * cannot open (too few peers up) would never stop on SIGTERM. */
+ * cannot open (too few peers up) would never stop on SIGTERM. Caller holds swap_mu. */
 static void
 gained(struct cstore *cs, uint64_t epoch)
 {
@@ -214,13 +281,16 @@ gained(struct cstore *cs, uint64_t epoch)
 	cs->epoch = epoch;
 	pthread_cond_broadcast(&cs->cv);
 	pthread_mutex_unlock(&cs->mu);
-	ol_info("cluster: serving set %u.%u (and the pool's other %u set(s)) at epoch %llu",
-		SET_POOL, SET_INDEX, cs->layout.pools[SET_POOL].n_sets - 1,
-		(unsigned long long)epoch);
+	unsigned sets = 0;
+	for (unsigned p = 0; p < cs->layout.n_pools; p++)
+		sets += cs->layout.pools[p].n_sets;
+	cs->grow_failed = 0;
+	ol_info("cluster: serving set %u.%u and the other %u set(s) of %u pool(s) at epoch %llu",
+		SET_POOL, SET_INDEX, sets - 1, cs->layout.n_pools, (unsigned long long)epoch);
 }
 
 /* new requests already go elsewhere (ol_cluster_leads is false): wait for the ones in flight,
- * then close */
+ * then close. Caller holds swap_mu. */
 static void
 lost(struct cstore *cs)
 {
@@ -239,16 +309,123 @@ lost(struct cstore *cs)
 	ol_info("cluster: closed the store of set %u.%u", SET_POOL, SET_INDEX);
 }
 
+/* The layout grew (caller holds swap_mu): open the new pools beside the store served, then
+ * swap in the store of them all; requests wait for the swap (as on a leadership change) only
+ * until the ones in flight end. Pools that do not open yet (their nodes not up) are tried
+ * again at the next poll while the pools open serve on. */
+static void
+grow(struct cstore *cs)
+{
+	pthread_mutex_lock(&cs->mu);
+	struct ol_store *old = cs->st, *add = NULL, *st = NULL;
+	uint64_t epoch = cs->epoch;
+	pthread_mutex_unlock(&cs->mu);
+	unsigned have = old ? ol_store_pool_count(old) : 0, want = cs->layout.n_pools;
+	if (!old || have >= want) {
+		if (old)
+			pool_weights(cs, old); /* members come and go: their free space too */
+		return;
+	}
+	int rc = open_pools(cs, have, want, epoch, &add);
+	if (rc) {
+		if (cs->grow_failed != want)
+			ol_warn(
+			    "cluster: pool(s) %u..%u of the layout do not open yet (%s): the %u "
+			    "pool(s) open serve on; retrying",
+			    have, want - 1, strerror(rc < 0 && rc > -4096 ? -rc : EIO), have);
+		cs->grow_failed = want;
+		return;
+	}
+	pthread_mutex_lock(&cs->mu);
+	cs->st = NULL; /* new requests wait (route) */
+	while (cs->users)
+		pthread_cond_wait(&cs->cv, &cs->mu);
+	pthread_mutex_unlock(&cs->mu);
+	ol_admin_set_store(NULL);
+	ol_s3_set_store(cs->s3, NULL);
+	struct ol_store *parts[2] = {old, add};
+	rc = ol_store_pools(parts, 2, cs->layout.deployment_id, &st);
+	if (rc) {
+		ol_err("cluster: cannot add the new pools to the store (%s): opening it again",
+		       strerror(-rc));
+		gained(cs, epoch);
+		return;
+	}
+	pool_weights(cs, st);
+	ol_s3_set_store(cs->s3, st);
+	ol_admin_set_store(st);
+	pthread_mutex_lock(&cs->mu);
+	cs->st = st;
+	pthread_cond_broadcast(&cs->cv);
+	pthread_mutex_unlock(&cs->mu);
+	cs->grow_failed = 0;
+	ol_info("cluster: serving %u pools (%u added) at epoch %llu", want, want - have,
+		(unsigned long long)epoch);
+}
+
+/* the layout read again: take it when it adds pools to ours (caller holds swap_mu) */
+static void
+take_layout(struct cstore *cs, struct ol_layout *nl, bool *warned)
+{
+	unsigned sets = 0;
+	for (unsigned p = 0; p < nl->n_pools; p++)
+		sets += nl->pools[p].n_sets;
+	if (nl->n_pools > cs->layout.n_pools && ol_layout_extends(&cs->layout, nl) &&
+	    nl->n_pools <= MAX_POOLS && sets <= MAX_SETS) {
+		ol_info("cluster: the layout grew from %u to %u pools (`openlake cluster join`)",
+			cs->layout.n_pools, nl->n_pools);
+		ol_layout_fini(&cs->layout);
+		cs->layout = *nl;
+		memset(nl, 0, sizeof(*nl));
+		return;
+	}
+	if (!ol_layout_extends(nl, &cs->layout) && !*warned) {
+		ol_warn("cluster: the layout in etcd changed in a way a running node does not take "
+			"(only pools added, at most %d sets in %d pools, are): serving the layout "
+			"it started with; restart the node to read it",
+			MAX_SETS, MAX_POOLS);
+		*warned = true;
+	}
+}
+
+static int64_t mono_ms(void);
+
+/* ol-cstore-layout: reads the layout key every LAYOUT_POLL_MS, takes pools added to it, and
+ * (when this node serves) adds them to the store and keeps the pools' weights current */
+static void *
+poll_main(void *arg)
+{
+	struct cstore *cs = arg;
+	bool warned = false;
+	while (!is_stopping(cs)) {
+		int64_t next = mono_ms() + LAYOUT_POLL_MS;
+		while (!is_stopping(cs) && mono_ms() < next)
+			wait_change(cs, (int)(next - mono_ms()) + 1);
+		struct ol_layout nl;
+		if (is_stopping(cs) || ol_cluster_read_layout(cs->c, 0, &nl))
+			continue;
+		pthread_mutex_lock(&cs->swap_mu);
+		take_layout(cs, &nl, &warned);
+		if (!is_stopping(cs))
+			grow(cs);
+		pthread_mutex_unlock(&cs->swap_mu);
+		ol_layout_fini(&nl);
+	}
+	return NULL;
+}
+
 static void
 on_lead(void *arg, unsigned pool, unsigned set, uint64_t epoch, bool gain)
 {
 	struct cstore *cs = arg;
 	if (pool != SET_POOL || set != SET_INDEX)
 		return;
+	pthread_mutex_lock(&cs->swap_mu);
 	if (gain)
 		gained(cs, epoch);
 	else
 		lost(cs);
+	pthread_mutex_unlock(&cs->swap_mu);
 	pthread_mutex_lock(&cs->mu);
 	pthread_cond_broadcast(&cs->cv); /* waiting requests look again */
 	pthread_mutex_unlock(&cs->mu);
@@ -282,6 +459,7 @@ cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 		return rc;
 	}
 	pthread_mutex_init(&cs->mu, NULL);
+	pthread_mutex_init(&cs->swap_mu, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -294,7 +472,17 @@ cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 int
 cstore_start(struct cstore *cs)
 {
-	return ol_cluster_lead_start(cs->c, &cs->layout, on_lead, cs);
+	int rc = ol_cluster_lead_start(cs->c, &cs->layout, on_lead, cs);
+	if (rc)
+		return rc;
+	if (pthread_create(&cs->poller, NULL, poll_main, cs) == 0) {
+		pthread_setname_np(cs->poller, "ol-cstore-lay");
+		cs->poller_started = true;
+	} else {
+		ol_warn("cluster: cannot start the layout poller: a pool added to the layout is "
+			"served after a restart");
+	}
+	return 0;
 }
 
 /* serve r on this node's store when it leads now; false when it does not */
@@ -412,6 +600,10 @@ cstore_resign(struct cstore *cs)
 	cs->stopping = true;
 	pthread_cond_broadcast(&cs->cv);
 	pthread_mutex_unlock(&cs->mu);
+	if (cs->poller_started) {
+		pthread_join(cs->poller, NULL);
+		cs->poller_started = false;
+	}
 	ol_cluster_resign(cs->c); /* runs lost(): drains and closes */
 }
 
@@ -423,6 +615,7 @@ cstore_free(struct cstore *cs)
 	ol_http_proxy_free(cs->proxy);
 	ol_layout_fini(&cs->layout);
 	pthread_mutex_destroy(&cs->mu);
+	pthread_mutex_destroy(&cs->swap_mu);
 	pthread_cond_destroy(&cs->cv);
 	free(cs);
 }

@@ -1,8 +1,12 @@
-/* cmd/openlaked/cluster_store.h - the daemon's cluster store mode (issue 10): one erasure set
- * spanning the nodes, served by the set's leader, every other node forwarding to it.
+/* cmd/openlaked/cluster_store.h - the daemon's cluster store mode (issue 10): the layout's
+ * pools of erasure sets spanning the nodes, all served by the leader of set 0.0, every other
+ * node forwarding to it. A pool appended to the layout (`openlake cluster join`) is taken
+ * without a restart: a thread reads the layout key every second and the leader adds the new
+ * pool to the store it serves.
  *
  * Wiring only: leadership comes from cluster/ (ol_cluster_lead_start), the store over the node
- * planes from store/ (ol_store_open_set), forwarding from http/ (ol_http_proxy_forward). */
+ * planes from store/ (ol_store_open_sets, ol_store_pools), forwarding from http/
+ * (ol_http_proxy_forward). */
 #ifndef OL_OPENLAKED_CLUSTER_STORE_H
 #define OL_OPENLAKED_CLUSTER_STORE_H
 
@@ -16,7 +20,7 @@ struct cstore;
 
 /* At start, with [cluster] etcd and secret set: wait (3 lease TTLs, 10 to 60 s, logging why)
  * for etcd and read
- * the layout. 1 and *l: serve the layout's set across the nodes; 0: run as a single node
+ * the layout. 1 and *l: serve the layout's sets across the nodes; 0: run as a single node
  * (no layout yet, or one node only; logged); -ETIMEDOUT: etcd did not answer (logged with the
  * fix; the daemon refuses to start). */
 int cstore_decide(const struct ol_config *cfg, struct ol_cluster *c, struct ol_layout *l);
@@ -25,7 +29,7 @@ int cstore_decide(const struct ol_config *cfg, struct ol_cluster *c, struct ol_l
 int cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_layout *l,
 	       struct ol_s3_server *s3, struct cstore **out);
 
-/* Start campaigning (after the node plane serves this node's drives). */
+/* Start campaigning and the layout poller (after the node plane serves this node's drives). */
 int cstore_start(struct cstore *cs);
 
 /* The S3 port's route: serve r here when this node leads the set (its store open), else
@@ -37,7 +41,8 @@ void cstore_route(struct cstore *cs, struct ol_http_req *r);
  * Always answers (1). */
 int cstore_forward_admin(void *arg, struct ol_http_req *r);
 
-/* Give the set up (in-flight requests finish, the store closes); then free. NULL: no-op. */
+/* Stop the layout poller, give the set up (in-flight requests finish, the store closes);
+ * then free. NULL: no-op. */
 void cstore_resign(struct cstore *cs);
 void cstore_free(struct cstore *cs);
 

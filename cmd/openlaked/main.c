@@ -733,7 +733,8 @@ kv_view_of_cluster(void *arg, struct ol_kvp_view *v)
 #if defined(OL_HAVE_CLUSTER) && defined(OL_HAVE_ADMIN)
 /* The status document's "cluster" (the console's cluster panel): the live members as the
  * watch last saw them (a member is live while its leased key exists) and, for each set of
- * pool 0 this node campaigns for, its leader and epoch as last read from etcd. */
+ * each pool of the layout this node started with, its leader and epoch as last read from
+ * etcd. */
 static void
 admin_cluster_json(void *arg, struct ol_strbuf *b)
 {
@@ -759,19 +760,27 @@ admin_cluster_json(void *arg, struct ol_strbuf *b)
 	}
 	ol_cluster_view_fini(&cv);
 	ol_strbuf_printf(b, "],\"sets\":[");
-	for (unsigned set = 0; set < 1024; set++) {
-		struct ol_cluster_leader_info li;
-		if (ol_cluster_leader(arg, 0, set, &li) != 0)
-			break; /* -ENOENT: past the layout's sets, or no campaign on this node */
-		ol_strbuf_printf(b, "%s{\"pool\":0,\"set\":%u,\"epoch\":%llu,\"leader\":",
-				 set ? "," : "", set, (unsigned long long)li.epoch);
-		if (li.epoch)
-			ol_strbuf_printf(b, "%u", li.node);
-		else
-			ol_strbuf_printf(b, "null");
-		ol_strbuf_printf(b, ",\"leader_s3_addr\":");
-		ol_admin_json_str(b, li.epoch ? li.s3_addr : "");
-		ol_strbuf_printf(b, ",\"self\":%s}", li.is_self ? "true" : "false");
+	bool first = true;
+	for (unsigned pool = 0; pool < 1024; pool++) {
+		unsigned set = 0;
+		for (; set < 1024; set++) {
+			struct ol_cluster_leader_info li;
+			if (ol_cluster_leader(arg, pool, set, &li) != 0)
+				break; /* -ENOENT: past the pool's sets, or not in this node's
+					  layout */
+			ol_strbuf_printf(b, "%s{\"pool\":%u,\"set\":%u,\"epoch\":%llu,\"leader\":",
+					 first ? "" : ",", pool, set, (unsigned long long)li.epoch);
+			first = false;
+			if (li.epoch)
+				ol_strbuf_printf(b, "%u", li.node);
+			else
+				ol_strbuf_printf(b, "null");
+			ol_strbuf_printf(b, ",\"leader_s3_addr\":");
+			ol_admin_json_str(b, li.epoch ? li.s3_addr : "");
+			ol_strbuf_printf(b, ",\"self\":%s}", li.is_self ? "true" : "false");
+		}
+		if (!set)
+			break;
 	}
 	ol_strbuf_printf(b, "]}");
 }

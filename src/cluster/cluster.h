@@ -1,7 +1,8 @@
 /* cluster/cluster.h - this daemon's membership in the cluster kept in etcd.
  *
  * With [cluster] etcd set, the daemon registers at <prefix>members/<self_id> under a lease
- * (JSON: id, s3, kv and rpc addresses, drives with paths and sizes, capacity, weight, version,
+ * (JSON: id, s3, kv and rpc addresses, drives with paths and sizes, capacity, free bytes (at
+ * registration), weight, version,
  * start time), keeps the lease alive from a helper thread ("ol-cluster-ka"), registers again
  * after a lapse (lease expired while the process was frozen, etcd restarted or lost it, key
  * deleted), and revokes the lease on a clean stop. A second thread ("ol-cluster-watch") reads
@@ -27,6 +28,7 @@ struct ol_cluster_member {
 	unsigned id;
 	char s3_addr[OL_CFG_STR], kv_addr[OL_CFG_STR], rpc_addr[OL_CFG_STR];
 	uint64_t capacity; /* bytes over all drives */
+	uint64_t free;	   /* bytes free over all drives when it registered (pool weights) */
 	unsigned weight;
 	unsigned n_drives;
 	int64_t lease;

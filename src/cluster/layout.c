@@ -84,6 +84,62 @@ ol_layout_build(const unsigned *ids, const unsigned *disks, unsigned n_nodes, un
 	return rc;
 }
 
+int
+ol_layout_add_pool(struct ol_layout *l, const unsigned *ids, const unsigned *disks,
+		   unsigned n_nodes)
+{
+	unsigned long total = 0, have = 0;
+	for (unsigned i = 0; i < n_nodes; i++)
+		total += disks[i];
+	for (unsigned p = 0; p < l->n_pools; p++)
+		have += (unsigned long)l->pools[p].n_sets * l->set_drives;
+	if (!total || !l->set_drives || total % l->set_drives ||
+	    have + total > OL_LAYOUT_MAX_SLOTS || l->n_pools >= 1024)
+		return -EINVAL;
+	for (unsigned i = 0; i < n_nodes; i++)
+		if (ol_layout_has_node(l, ids[i]))
+			return -EEXIST;
+	struct ol_layout_pool np = {.n_sets = (unsigned)(total / l->set_drives)};
+	np.slots = calloc(total, sizeof(*np.slots));
+	if (!np.slots)
+		return -ENOMEM;
+	int rc = fill_sets(ids, disks, n_nodes, l->set_drives, &np);
+	struct ol_layout_pool *pools =
+	    rc ? NULL : realloc(l->pools, (l->n_pools + 1) * sizeof(*l->pools));
+	if (!pools) {
+		free(np.slots);
+		return rc ? rc : -ENOMEM;
+	}
+	l->pools = pools;
+	l->pools[l->n_pools++] = np;
+	return 0;
+}
+
+bool
+ol_layout_has_node(const struct ol_layout *l, unsigned node)
+{
+	for (unsigned p = 0; p < l->n_pools; p++)
+		for (size_t i = 0; i < (size_t)l->pools[p].n_sets * l->set_drives; i++)
+			if (l->pools[p].slots[i].node == node)
+				return true;
+	return false;
+}
+
+bool
+ol_layout_extends(const struct ol_layout *old, const struct ol_layout *l)
+{
+	if (strcmp(old->deployment_id, l->deployment_id) || old->set_drives != l->set_drives ||
+	    old->parity != l->parity || l->n_pools < old->n_pools)
+		return false;
+	for (unsigned p = 0; p < old->n_pools; p++)
+		if (old->pools[p].n_sets != l->pools[p].n_sets ||
+		    memcmp(old->pools[p].slots, l->pools[p].slots,
+			   (size_t)old->pools[p].n_sets * old->set_drives *
+			       sizeof(*old->pools[p].slots)))
+			return false;
+	return true;
+}
+
 unsigned
 ol_layout_set_span(const struct ol_layout *l, unsigned p, unsigned s)
 {

@@ -7,6 +7,7 @@
 #ifndef OL_CLUSTER_LAYOUT_H
 #define OL_CLUSTER_LAYOUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define OL_LAYOUT_MAX_SLOTS 65536
@@ -37,6 +38,17 @@ int ol_layout_build(const unsigned *ids, const unsigned *disks, unsigned n_nodes
 		    unsigned set_drives, unsigned parity, const char *deployment_id,
 		    struct ol_layout *out);
 void ol_layout_fini(struct ol_layout *l);
+
+/* Grow: append one pool made of these nodes (as ol_layout_build lays a pool out, with l's N).
+ * The pools before stay as they are. -EINVAL: no drives, or a total not divisible by N;
+ * -EEXIST: a node is in l already; -ENOMEM (l unchanged on any error). */
+int ol_layout_add_pool(struct ol_layout *l, const unsigned *ids, const unsigned *disks,
+		       unsigned n_nodes);
+/* Whether node has a slot in any pool of l. */
+bool ol_layout_has_node(const struct ol_layout *l, unsigned node);
+/* Whether l is old with pools appended (same deployment, N, P and pools 0..old->n_pools-1):
+ * the only change a running cluster takes without a restart. */
+bool ol_layout_extends(const struct ol_layout *old, const struct ol_layout *l);
 
 /* Distinct nodes in set s of pool p. */
 unsigned ol_layout_set_span(const struct ol_layout *l, unsigned p, unsigned s);

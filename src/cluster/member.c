@@ -34,7 +34,9 @@ ol_cluster_member_parse(const char *buf, size_t len, struct ol_cluster_member *m
 	}
 	json_int_t cap = json_integer_value(json_object_get(o, "capacity"));
 	json_int_t w = json_integer_value(json_object_get(o, "weight"));
+	json_int_t fr = json_integer_value(json_object_get(o, "free"));
 	m->capacity = cap > 0 ? (uint64_t)cap : 0;
+	m->free = fr > 0 ? (uint64_t)fr : 0;
 	m->weight = w > 0 && w <= 1000000 ? (unsigned)w : 0;
 	m->n_drives = json_is_array(drives) ? (unsigned)json_array_size(drives) : 0;
 	m->start_time = json_integer_value(json_object_get(o, "start_time"));
@@ -48,25 +50,29 @@ static char *
 member_json(const struct ol_config *cfg)
 {
 	json_t *drives = json_array();
-	uint64_t total = 0;
+	uint64_t total = 0, free_total = 0;
 	for (unsigned i = 0; drives && i < cfg->n_data_dirs; i++) {
 		struct statvfs st;
 		uint64_t size = 0;
-		if (statvfs(cfg->data_dirs[i], &st) == 0)
+		if (statvfs(cfg->data_dirs[i], &st) == 0) {
 			size = (uint64_t)st.f_blocks * st.f_frsize;
+			free_total += (uint64_t)st.f_bavail * st.f_frsize;
+		}
 		total += size;
 		json_array_append_new(drives, json_pack("{s:s, s:I}", "path", cfg->data_dirs[i],
 							"size", (json_int_t)size));
 	}
 	char s3[OL_CFG_STR + 8], kv[OL_CFG_STR + 8], rpc[OL_CFG_STR + 8];
 	json_t *o = json_pack(
-	    "{s:I, s:s, s:s, s:s, s:o, s:I, s:I, s:s, s:I}", "id", (json_int_t)cfg->self_id, "s3",
+	    "{s:I, s:s, s:s, s:s, s:o, s:I, s:I, s:I, s:s, s:I}", "id", (json_int_t)cfg->self_id,
+	    "s3",
 	    strcmp(cfg->mode, "kv") == 0 ? ""
 					 : ol_config_advertised(cfg, cfg->s3_addr, s3, sizeof(s3)),
 	    "kv", ol_config_advertised(cfg, ol_config_kv_listen(cfg), kv, sizeof(kv)), "rpc_addr",
 	    ol_config_advertised(cfg, cfg->rpc_addr, rpc, sizeof(rpc)), "drives", drives,
-	    "capacity", (json_int_t)total, "weight", (json_int_t)cfg->cluster_weight, "version",
-	    OL_VERSION, "start_time", (json_int_t)time(NULL));
+	    "capacity", (json_int_t)total, "free", (json_int_t)free_total, "weight",
+	    (json_int_t)cfg->cluster_weight, "version", OL_VERSION, "start_time",
+	    (json_int_t)time(NULL));
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	if (!s)

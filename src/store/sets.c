@@ -15,7 +15,12 @@
  *     another set lacks, which the first call that needs it there repairs (the set gets the
  *     bucket with set 0's attrs). brw orders create/delete (writers) against repairs;
  *   - listings (objects, versions, uploads) merge the sets' ordered streams by key.
- * See docs/ARCHITECTURE.md (Erasure sets). */
+ * A shell may also hold several pools (ol_store_pools: a cluster grown by `openlake cluster
+ * join`), each its own run of sets[]: a key that exists stays in the pool that holds it
+ * (found by a head in each pool's set of the key), a new key goes to a pool picked by a second
+ * hash of the key weighted by the pools' free space, and inside a pool to the keyed hash
+ * modulo the pool's set count; one pool places exactly as above, with no lookup.
+ * See docs/ARCHITECTURE.md (Erasure sets) and docs/cluster.md (Pools). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -23,6 +28,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -40,18 +46,150 @@ multi(const struct ol_store *st)
 	return st->n_sets > 1;
 }
 
-static unsigned
-place(const struct ol_store *st, const char *bucket, const char *key, size_t klen)
+/* The keyed hash of bucket '\0' key; false (and 0) for names the sets refuse anyway. */
+static bool
+key_hash(const struct ol_store *st, const char *bucket, const char *key, size_t klen, uint64_t *h)
 {
 	char buf[OL_KEYBUF];
 	size_t bl = strlen(bucket);
 
+	*h = 0;
 	if (bl > 64 || klen > OL_STORE_MAX_KEY)
-		return 0; /* the set refuses the call anyway */
+		return false;
 	memcpy(buf, bucket, bl + 1);
 	memcpy(buf + bl + 1, key, klen);
-	return (unsigned)(XXH3_64bits_withSeed(buf, bl + 1 + klen, st->place_seed) %
-			  (uint64_t)st->n_sets);
+	*h = XXH3_64bits_withSeed(buf, bl + 1 + klen, st->place_seed);
+	return true;
+}
+
+/* the set of hash h inside pool p */
+static unsigned
+in_pool(const struct ol_store *st, int p, uint64_t h)
+{
+	int first = st->pool_first[p], m = st->pool_first[p + 1] - first;
+
+	return (unsigned)first + (unsigned)(h % (uint64_t)m);
+}
+
+/* The pool of a new key: a second hash of the key over the pools' free space (equal weights
+ * when none is known), so every call picks the same pool while the weights hold. */
+static int
+pick_pool(const struct ol_store *st, uint64_t h)
+{
+	uint64_t w[OL_MAX_POOLS], total = 0, r;
+
+	for (int p = 0; p < st->n_pools; p++)
+		total += w[p] = atomic_load(&((struct ol_store *)st)->pool_free[p]);
+	if (!total)
+		for (int p = 0; p < st->n_pools; p++)
+			total += w[p] = 1;
+	r = XXH3_64bits_withSeed(&h, sizeof(h), st->place_seed ^ 0x706f6f6cULL) % total;
+	for (int p = 0; p < st->n_pools; p++) {
+		if (r < w[p])
+			return p;
+		r -= w[p];
+	}
+	return st->n_pools - 1;
+}
+
+static bool repaired(struct ol_store *st, unsigned i, const char *bucket);
+
+/* Does set s hold key (a current version or a current delete marker)? 1 and its mtime, 0
+ * not there (or no bucket on set 0: the call itself answers that), -errno unknown. */
+static int
+holds(struct ol_store *st, unsigned s, const char *bucket, const char *key, size_t klen,
+      const char *vid, int64_t *mtime)
+{
+	struct ol_obj_info info;
+	int rc;
+
+	for (int tries = 0; tries < 2; tries++) {
+		memset(&info, 0, sizeof(info));
+		rc = vid ? ol_set_head_ver(st->sets[s], bucket, key, klen, vid, &info, NULL, 0)
+			 : ol_set_head(st->sets[s], bucket, key, klen, &info, NULL, 0);
+		if (rc != -ENXIO || !repaired(st, s, bucket))
+			break;
+	}
+	*mtime = info.mtime_ns;
+	if (rc == 0 || rc == OL_STORE_EDELMARK || (rc == -ENOENT && info.delete_marker))
+		return 1;
+	if (rc == -ENOENT || rc == -ENXIO || rc == -EINVAL)
+		return 0;
+	return rc;
+}
+
+/* A key found in several pools: warn, at most once a minute (a hot key would flood the log). */
+static void
+warn_twice(const char *bucket, const char *key, size_t klen, int found, int best)
+{
+	static _Atomic int64_t last;
+	static _Atomic unsigned quiet;
+	int64_t now = (int64_t)time(NULL), was = atomic_load(&last);
+
+	if (now - was < 60 || !atomic_compare_exchange_strong(&last, &was, now)) {
+		atomic_fetch_add(&quiet, 1);
+		return;
+	}
+	ol_warn("store: %s/%.*s is in %d pools (two writers raced): the newest, in set %d, wins "
+		"(%u more such lookups since the last warning)",
+		bucket, (int)(klen > 200 ? 200 : klen), key, found, best,
+		atomic_exchange(&quiet, 0));
+}
+
+/* A plain delete removed the key from set `done`: remove the older copies a race left in the
+ * other pools too, or the next read would find one of them. */
+static void
+drop_older(struct ol_store *st, const char *bucket, const char *key, size_t klen, unsigned done)
+{
+	uint64_t h;
+	int64_t t;
+
+	if (!key_hash(st, bucket, key, klen, &h))
+		return;
+	for (int p = 0; p < st->n_pools; p++) {
+		unsigned s = in_pool(st, p, h);
+
+		if (s != done && holds(st, s, bucket, key, klen, NULL, &t) == 1 &&
+		    ol_set_delete(st->sets[s], bucket, key, klen) == 0)
+			ol_info("store: %s/%.*s: deleted its older copy in set %u too", bucket,
+				(int)(klen > 200 ? 200 : klen), key, s);
+	}
+}
+
+/* The set a call on key goes to (>= 0) or -errno (a pool that cannot say whether it holds
+ * the key: a write there could leave it in two pools, a read could miss it). One pool: the
+ * keyed hash, no lookup. Several: the pool that holds the key (vid: that version), the newest
+ * when a race left it in several; none: a new key, pick_pool's. */
+static int
+locate(struct ol_store *st, const char *bucket, const char *key, size_t klen, const char *vid)
+{
+	int best = -1, found = 0, err = 0;
+	int64_t best_t = 0;
+	uint64_t h;
+
+	if (!key_hash(st, bucket, key, klen, &h))
+		return 0;
+	if (st->n_pools <= 1)
+		return (int)in_pool(st, 0, h);
+	for (int p = 0; p < st->n_pools; p++) {
+		unsigned s = in_pool(st, p, h);
+		int64_t t;
+		int rc = holds(st, s, bucket, key, klen, vid, &t);
+
+		if (rc < 0 && !err)
+			err = rc;
+		if (rc == 1 && (found++, best < 0 || t > best_t)) {
+			best = (int)s;
+			best_t = t;
+		}
+	}
+	if (found > 1)
+		warn_twice(bucket, key, klen, found, best);
+	if (best >= 0)
+		return best;
+	if (err)
+		return err;
+	return (int)in_pool(st, pick_pool(st, h), h);
 }
 
 /* The set of an upload id (its first byte, two hex digits), or -1. */
@@ -284,6 +422,8 @@ shell_new(unsigned m, uint64_t seed)
 	st->n_sets = (int)m;
 	st->place_seed = seed;
 	st->upl_tag = -1;
+	st->n_pools = 1;
+	st->pool_first[1] = (int)m;
 	pthread_rwlock_init(&st->brw, NULL);
 	return st;
 }
@@ -383,6 +523,79 @@ ol_store_open_sets(const struct ol_config *cfg, const struct ol_store_set_opts *
 	ol_drive_metrics_shell(st, true);
 	*out = st;
 	return 0;
+}
+
+/* Move the sets of src (a shell, or a one-set store: one pool of itself) to the end of st as
+ * its next pool(s); src's husk is freed. */
+static void
+take_pools(struct ol_store *st, struct ol_store *src)
+{
+	bool shell = multi(src);
+	int np = shell ? src->n_pools : 1;
+
+	if (shell)
+		ol_drive_metrics_shell(src, false);
+	for (int p = 0; p < np; p++) {
+		int from = shell ? src->pool_first[p] : 0;
+		int to = shell ? src->pool_first[p + 1] : 1;
+
+		for (int j = from; j < to; j++) {
+			struct ol_store *set = shell ? src->sets[j] : src;
+
+			set->upl_tag = st->n_sets;
+			st->sets[st->n_sets++] = set;
+		}
+		st->pool_first[++st->n_pools] = st->n_sets;
+	}
+	if (shell) {
+		pthread_rwlock_destroy(&src->brw);
+		free(src);
+	}
+}
+
+int
+ol_store_pools(struct ol_store **pools, unsigned n, const char *placement_key,
+	       struct ol_store **out)
+{
+	unsigned np = 0, ns = 0;
+	struct ol_store *st;
+
+	*out = NULL;
+	for (unsigned i = 0; i < n; i++) {
+		np += ol_store_pool_count(pools[i]);
+		ns += (unsigned)pools[i]->n_sets;
+	}
+	if (!n || !placement_key || np > OL_MAX_POOLS || ns > OL_MAX_SETS) {
+		for (unsigned i = 0; i < n; i++)
+			ol_store_close(pools[i]);
+		return !n || !placement_key ? -EINVAL : -E2BIG;
+	}
+	if (ns == 1) { /* one pool of one set: the set itself, as ol_store_open_sets makes it */
+		*out = pools[0];
+		return 0;
+	}
+	st = shell_new(ns, XXH3_64bits(placement_key, strlen(placement_key)));
+	st->n_sets = 0;
+	st->n_pools = 0;
+	for (unsigned i = 0; i < n; i++)
+		take_pools(st, pools[i]);
+	ol_drive_metrics_shell(st, true);
+	ol_info("store: %u pool(s), %u erasure sets in all; new keys placed by free space", np, ns);
+	*out = st;
+	return 0;
+}
+
+unsigned
+ol_store_pool_count(const struct ol_store *st)
+{
+	return multi(st) && st->n_pools > 1 ? (unsigned)st->n_pools : 1;
+}
+
+void
+ol_store_set_pool_free(struct ol_store *st, const uint64_t *free_bytes, unsigned n)
+{
+	for (unsigned p = 0; p < n && (int)p < st->n_pools && p < OL_MAX_POOLS; p++)
+		atomic_store(&st->pool_free[p], free_bytes[p] >> 20);
 }
 
 void
@@ -521,7 +734,10 @@ ol_store_put_begin(struct ol_store *st, const char *bucket, const char *key, siz
 
 	if (!multi(st))
 		return ol_set_put_begin(st, bucket, key, key_len, size_hint, out);
-	i = place(st, bucket, key, key_len);
+	rc = locate(st, bucket, key, key_len, NULL);
+	if (rc < 0)
+		return rc;
+	i = (unsigned)rc;
 	rc = ol_set_put_begin(st->sets[i], bucket, key, key_len, size_hint, out);
 	if (rc == -ENOENT && repaired(st, i, bucket))
 		rc = ol_set_put_begin(st->sets[i], bucket, key, key_len, size_hint, out);
@@ -537,7 +753,10 @@ ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, size
 
 	if (!multi(st))
 		return ol_set_get_open(st, bucket, key, key_len, out, info);
-	i = place(st, bucket, key, key_len);
+	rc = locate(st, bucket, key, key_len, NULL);
+	if (rc < 0)
+		return rc;
+	i = (unsigned)rc;
 	rc = ol_set_get_open(st->sets[i], bucket, key, key_len, out, info);
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_get_open(st->sets[i], bucket, key, key_len, out, info);
@@ -553,7 +772,10 @@ ol_store_get_open_ver(struct ol_store *st, const char *bucket, const char *key, 
 
 	if (!multi(st))
 		return ol_set_get_open_ver(st, bucket, key, key_len, version_id, out, info);
-	i = place(st, bucket, key, key_len);
+	rc = locate(st, bucket, key, key_len, version_id);
+	if (rc < 0)
+		return rc;
+	i = (unsigned)rc;
 	rc = ol_set_get_open_ver(st->sets[i], bucket, key, key_len, version_id, out, info);
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_get_open_ver(st->sets[i], bucket, key, key_len, version_id, out, info);
@@ -569,7 +791,10 @@ ol_store_head(struct ol_store *st, const char *bucket, const char *key, size_t k
 
 	if (!multi(st))
 		return ol_set_head(st, bucket, key, key_len, info, meta_buf, meta_cap);
-	i = place(st, bucket, key, key_len);
+	rc = locate(st, bucket, key, key_len, NULL);
+	if (rc < 0)
+		return rc;
+	i = (unsigned)rc;
 	rc = ol_set_head(st->sets[i], bucket, key, key_len, info, meta_buf, meta_cap);
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_head(st->sets[i], bucket, key, key_len, info, meta_buf, meta_cap);
@@ -586,7 +811,10 @@ ol_store_head_ver(struct ol_store *st, const char *bucket, const char *key, size
 	if (!multi(st))
 		return ol_set_head_ver(st, bucket, key, key_len, version_id, info, meta_buf,
 				       meta_cap);
-	i = place(st, bucket, key, key_len);
+	rc = locate(st, bucket, key, key_len, version_id);
+	if (rc < 0)
+		return rc;
+	i = (unsigned)rc;
 	rc = ol_set_head_ver(st->sets[i], bucket, key, key_len, version_id, info, meta_buf,
 			     meta_cap);
 	if (rc == -ENXIO && repaired(st, i, bucket))
@@ -603,10 +831,15 @@ ol_store_delete(struct ol_store *st, const char *bucket, const char *key, size_t
 
 	if (!multi(st))
 		return ol_set_delete(st, bucket, key, key_len);
-	i = place(st, bucket, key, key_len);
+	rc = locate(st, bucket, key, key_len, NULL);
+	if (rc < 0)
+		return rc;
+	i = (unsigned)rc;
 	rc = ol_set_delete(st->sets[i], bucket, key, key_len);
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_delete(st->sets[i], bucket, key, key_len);
+	if (rc == 0 && st->n_pools > 1)
+		drop_older(st, bucket, key, key_len, i);
 	return rc;
 }
 
@@ -619,7 +852,10 @@ ol_store_delete_ver(struct ol_store *st, const char *bucket, const char *key, si
 
 	if (!multi(st))
 		return ol_set_delete_ver(st, bucket, key, key_len, vmode, version_id, out);
-	i = place(st, bucket, key, key_len);
+	rc = locate(st, bucket, key, key_len, version_id);
+	if (rc < 0)
+		return rc;
+	i = (unsigned)rc;
 	rc = ol_set_delete_ver(st->sets[i], bucket, key, key_len, vmode, version_id, out);
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_delete_ver(st->sets[i], bucket, key, key_len, vmode, version_id, out);
@@ -635,7 +871,10 @@ ol_store_set_meta(struct ol_store *st, const char *bucket, const char *key, size
 
 	if (!multi(st))
 		return ol_set_set_meta(st, bucket, key, key_len, version_id, meta, meta_len);
-	i = place(st, bucket, key, key_len);
+	rc = locate(st, bucket, key, key_len, version_id);
+	if (rc < 0)
+		return rc;
+	i = (unsigned)rc;
 	rc = ol_set_set_meta(st->sets[i], bucket, key, key_len, version_id, meta, meta_len);
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_set_meta(st->sets[i], bucket, key, key_len, version_id, meta, meta_len);
@@ -660,13 +899,15 @@ int
 ol_store_shard_paths(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		     int (*cb)(int drive, unsigned part, const char *path, void *arg), void *arg)
 {
-	unsigned i;
+	int i;
 	struct sp_arg a = {.cb = cb, .arg = arg};
 
 	if (!multi(st))
 		return ol_set_shard_paths(st, bucket, key, key_len, cb, arg);
-	i = place(st, bucket, key, key_len);
-	for (unsigned j = 0; j < i; j++)
+	i = locate(st, bucket, key, key_len, NULL);
+	if (i < 0)
+		return i;
+	for (int j = 0; j < i; j++)
 		a.base += st->sets[j]->n;
 	return ol_set_shard_paths(st->sets[i], bucket, key, key_len, sp_cb, &a);
 }
@@ -682,7 +923,10 @@ ol_store_mpu_create(struct ol_store *st, const char *bucket, const char *key, si
 
 	if (!multi(st))
 		return ol_set_mpu_create(st, bucket, key, key_len, meta, meta_len, upload_id);
-	i = place(st, bucket, key, key_len);
+	rc = locate(st, bucket, key, key_len, NULL);
+	if (rc < 0)
+		return rc;
+	i = (unsigned)rc;
 	rc = ol_set_mpu_create(st->sets[i], bucket, key, key_len, meta, meta_len, upload_id);
 	if (rc == -ENOENT && repaired(st, i, bucket))
 		rc =
@@ -690,15 +934,30 @@ ol_store_mpu_create(struct ol_store *st, const char *bucket, const char *key, si
 	return rc;
 }
 
-/* The set of an upload: st itself for one set; NULL: no such upload. */
+/* The set of an upload: st itself for one set; NULL: no such upload. Its id names its set;
+ * with several pools an id that set does not know is looked for in every set (an upload
+ * begun in a one-set pool before the store grew has an id that names no set). */
 static struct ol_store *
-upl_set(struct ol_store *st, const char *upload_id)
+upl_set(struct ol_store *st, const char *bucket, const char *upload_id)
 {
+	char key[OL_KEYBUF];
+	size_t kl = sizeof(key), ml = 0;
 	int i;
 
 	if (!multi(st))
 		return st;
 	i = upload_set(st, upload_id);
+	if (st->n_pools <= 1)
+		return i < 0 ? NULL : st->sets[i];
+	if (i >= 0 &&
+	    ol_set_mpu_stat(st->sets[i], bucket, upload_id, key, &kl, NULL, 0, &ml) != -ENOENT)
+		return st->sets[i];
+	for (int j = 0; j < st->n_sets; j++) {
+		kl = sizeof(key);
+		if (j != i &&
+		    ol_set_mpu_stat(st->sets[j], bucket, upload_id, key, &kl, NULL, 0, &ml) == 0)
+			return st->sets[j];
+	}
 	return i < 0 ? NULL : st->sets[i];
 }
 
@@ -706,7 +965,7 @@ int
 ol_store_mpu_part_begin(struct ol_store *st, const char *bucket, const char *upload_id,
 			unsigned part_no, struct ol_put **out)
 {
-	struct ol_store *s = upl_set(st, upload_id);
+	struct ol_store *s = upl_set(st, bucket, upload_id);
 
 	return s ? ol_set_mpu_part_begin(s, bucket, upload_id, part_no, out) : -ENOENT;
 }
@@ -715,7 +974,7 @@ int
 ol_store_mpu_list_parts(struct ol_store *st, const char *bucket, const char *upload_id,
 			struct ol_mpu_part **parts, size_t *n)
 {
-	struct ol_store *s = upl_set(st, upload_id);
+	struct ol_store *s = upl_set(st, bucket, upload_id);
 
 	*parts = NULL;
 	*n = 0;
@@ -727,7 +986,7 @@ ol_store_mpu_complete(struct ol_store *st, const char *bucket, const char *uploa
 		      const unsigned *part_nos, size_t n, const char *final_etag,
 		      struct ol_obj_info *out)
 {
-	struct ol_store *s = upl_set(st, upload_id);
+	struct ol_store *s = upl_set(st, bucket, upload_id);
 
 	return s ? ol_set_mpu_complete(s, bucket, upload_id, part_nos, n, final_etag, out)
 		 : -ENOENT;
@@ -738,7 +997,7 @@ ol_store_mpu_complete_cond(struct ol_store *st, const char *bucket, const char *
 			   const unsigned *part_nos, size_t n, const char *final_etag,
 			   const struct ol_store_cond *cond, struct ol_obj_info *out)
 {
-	struct ol_store *s = upl_set(st, upload_id);
+	struct ol_store *s = upl_set(st, bucket, upload_id);
 
 	return s ? ol_set_mpu_complete_cond(s, bucket, upload_id, part_nos, n, final_etag, cond,
 					    out)
@@ -750,7 +1009,7 @@ ol_store_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *u
 			  const unsigned *part_nos, size_t n, const char *final_etag,
 			  const struct ol_store_cond *cond, int vmode, struct ol_obj_info *out)
 {
-	struct ol_store *s = upl_set(st, upload_id);
+	struct ol_store *s = upl_set(st, bucket, upload_id);
 
 	return s ? ol_set_mpu_complete_ver(s, bucket, upload_id, part_nos, n, final_etag, cond,
 					   vmode, out)
@@ -763,7 +1022,7 @@ ol_store_mpu_complete_meta(struct ol_store *st, const char *bucket, const char *
 			   const struct ol_store_cond *cond, int vmode, const void *meta,
 			   size_t meta_len, struct ol_obj_info *out)
 {
-	struct ol_store *s = upl_set(st, upload_id);
+	struct ol_store *s = upl_set(st, bucket, upload_id);
 
 	return s ? ol_set_mpu_complete_meta(s, bucket, upload_id, part_nos, n, final_etag, cond,
 					    vmode, meta, meta_len, out)
@@ -773,7 +1032,7 @@ ol_store_mpu_complete_meta(struct ol_store *st, const char *bucket, const char *
 int
 ol_store_mpu_abort(struct ol_store *st, const char *bucket, const char *upload_id)
 {
-	struct ol_store *s = upl_set(st, upload_id);
+	struct ol_store *s = upl_set(st, bucket, upload_id);
 
 	return s ? ol_set_mpu_abort(s, bucket, upload_id) : -ENOENT;
 }
@@ -782,7 +1041,7 @@ int
 ol_store_mpu_stat(struct ol_store *st, const char *bucket, const char *upload_id, char *key,
 		  size_t *key_len, void *meta_buf, size_t meta_cap, size_t *meta_len)
 {
-	struct ol_store *s = upl_set(st, upload_id);
+	struct ol_store *s = upl_set(st, bucket, upload_id);
 
 	return s ? ol_set_mpu_stat(s, bucket, upload_id, key, key_len, meta_buf, meta_cap, meta_len)
 		 : -ENOENT;
@@ -955,7 +1214,18 @@ km_next(struct ol_kmerge *km, const char **key, size_t *key_len, struct ol_obj_i
 			return km->have[i];
 		if (km->have[i] != 1)
 			continue;
-		if (best < 0 || keycmp(km->key[i], km->kl[i], km->key[best], km->kl[best]) < 0)
+		int c = best < 0 ? -1 : keycmp(km->key[i], km->kl[i], km->key[best], km->kl[best]);
+		if (c == 0 && !km->ver) {
+			/* a key a race left in two pools: the newest is listed, the other
+			 * dropped (ol_store_pools) */
+			bool newer = km->info[i].mtime_ns > km->info[best].mtime_ns;
+
+			km->have[newer ? best : i] = UNREAD;
+			if (newer)
+				best = i;
+			continue;
+		}
+		if (c < 0)
 			best = i;
 	}
 	if (best < 0)

@@ -88,6 +88,25 @@ int ol_store_open_set(const struct ol_config *cfg, const struct ol_store_set_opt
  * same on every node, never changing). m == 1 is ol_store_open_set. */
 int ol_store_open_sets(const struct ol_config *cfg, const struct ol_store_set_opts *o, unsigned m,
 		       const char *placement_key, struct ol_store **out);
+/* Several pools as one store (a cluster grown by `openlake cluster join`): pools[i] (each
+ * opened by ol_store_open, ol_store_open_sets or ol_store_pools) gives the next pool(s), in
+ * order; all are taken over (the sets move into *out; the stores given are freed, also on
+ * error). The placement seed is placement_key's, as ol_store_open_sets', so pool 0 of a
+ * cluster places keys exactly as it did alone. An existing key (any pool's set for it holds
+ * a version or a delete marker of it) stays in its pool; a new key goes to a pool picked by a
+ * hash of the key weighted by the pools' free space (ol_store_set_pool_free), inside the
+ * pool to the set of the keyed hash modulo the pool's set count. If a race ever left a key
+ * in two pools, the newest (mtime; equal: the lower pool) wins for reads, writes and
+ * listings, and a warning names the key. At most OL_STORE_MAX_POOLS pools and 64 sets in
+ * all: -E2BIG; -EINVAL n = 0. Not thread-safe against calls on the stores given. */
+#define OL_STORE_MAX_POOLS 16
+int ol_store_pools(struct ol_store **pools, unsigned n, const char *placement_key,
+		   struct ol_store **out);
+/* Pool count (1 for any store not made by ol_store_pools). */
+unsigned ol_store_pool_count(const struct ol_store *st);
+/* The pools' free bytes, the weights of new keys' pools (n = the pool count; others are
+ * ignored). All 0 (the default): equal weights. Any thread. */
+void ol_store_set_pool_free(struct ol_store *st, const uint64_t *free_bytes, unsigned n);
 /* Raise the epoch (a leader re-elected), of every set; never lowers it. */
 void ol_store_set_epoch(struct ol_store *st, uint64_t epoch);
 

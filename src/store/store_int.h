@@ -14,7 +14,8 @@
 #include "store/store.h"
 
 #define OL_MAX_DRIVES 32
-#define OL_MAX_SETS   64 /* erasure sets of one store (sets.c) */
+#define OL_MAX_SETS   64		 /* erasure sets of one store (sets.c) */
+#define OL_MAX_POOLS  OL_STORE_MAX_POOLS /* pools of one store (sets.c) */
 #define OL_NLOCKS     256
 #define OL_TRAILER    8 /* checksum after every shard block */
 #define OL_UUID	      16
@@ -94,6 +95,11 @@ struct ol_store {
 	uint64_t place_seed;  /* keys the placement hash (the store id / deployment id) */
 	int upl_tag;	      /* >= 0: a set of a shell, its index is the upload ids' 1st byte */
 	pthread_rwlock_t brw; /* shell: bucket create/delete (w) vs bucket repair (r) */
+	/* shell: pool p is sets[pool_first[p] .. pool_first[p + 1] - 1] (one pool unless
+	 * ol_store_pools made it); pool_free: new keys' weights (MiB free), all 0 = equal */
+	int n_pools;
+	int pool_first[OL_MAX_POOLS + 1];
+	_Atomic uint64_t pool_free[OL_MAX_POOLS];
 	/* missed.c: missed-write entries (record, drive) held by the drives: exact after open
 	 * and each heal pass, counted up by commits between; misses not recorded (cap) */
 	_Atomic uint64_t missed_pending, missed_dropped;

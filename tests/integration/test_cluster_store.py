@@ -788,7 +788,7 @@ def test_two_sets_serve_through_every_node_and_survive_a_non_leader_kill9(two_se
     in order; kill -9 of a non-leader during PUTs loses no acknowledged PUT."""
     c = two_sets
     lid, epoch = c.leader()
-    assert "serving set 0.0 (and the pool's other 1 set(s))" in c.nodes[lid].log()
+    assert "serving set 0.0 and the other 1 set(s) of 1 pool(s)" in c.nodes[lid].log()
     assert "2 erasure set(s) of 4 drives" in c.nodes[lid].log()
     c.client(others(c, lid)[0]).create_bucket(Bucket="cst")
     objs = {}
@@ -841,7 +841,7 @@ def test_two_sets_kill9_of_the_leader(two_sets):
     assert new[1] > epoch, (new, epoch)
     after = put_loop(s3, "post", 60, 12)
     assert len(after) == 12
-    wait_for(lambda: "serving set 0.0 (and the pool's other 1 set(s))" in c.nodes[new[0]].log(),
+    wait_for(lambda: "serving set 0.0 and the other 1 set(s) of 1 pool(s)" in c.nodes[new[0]].log(),
              30, "the new leader serving both sets")
     for i in others(c, lid):
         r = c.client(i)

@@ -348,6 +348,34 @@ test_layout(void)
 	for (size_t i = 0; i < 3; i++)
 		ok(ol_layout_from_json(bad[i], strlen(bad[i]), &l) == -EPROTO,
 		   "malformed layout %zu refused", i);
+
+	/* growing: a second pool of new nodes, the first untouched */
+	struct ol_layout old, g;
+	unsigned ids2[] = {4, 5, 6, 7}, d2[] = {1, 1, 1, 1}, bad2[] = {1, 1, 1, 2};
+	rc = ol_layout_build(ids, disks, 4, 4, 1, "dep", &old);
+	rc = rc ? rc : ol_layout_build(ids, disks, 4, 4, 1, "dep", &g);
+	ok(rc == 0 && ol_layout_add_pool(&g, ids2, d2, 4) == 0 && g.n_pools == 2 &&
+	       g.pools[1].n_sets == 1 && ol_layout_set_span(&g, 1, 0) == 4 &&
+	       ol_layout_has_node(&g, 7) && !ol_layout_has_node(&old, 7),
+	   "a pool of 4 new nodes x 1 drive added: 1 set over the 4");
+	ok(ol_layout_extends(&old, &g) && !ol_layout_extends(&g, &old) && ol_layout_extends(&g, &g),
+	   "the grown layout extends the old one, not the other way");
+	ok(ol_layout_add_pool(&g, ids2, d2, 4) == -EEXIST, "nodes already in it: -EEXIST");
+	unsigned ids3b[] = {8, 9, 10, 11};
+	ok(ol_layout_add_pool(&g, ids3b, bad2, 4) == -EINVAL && g.n_pools == 2,
+	   "5 new drives for N=4: -EINVAL, layout unchanged");
+	char *gj = ol_layout_to_json(&g);
+	struct ol_layout gb;
+	ok(gj && ol_layout_from_json(gj, strlen(gj), &gb) == 0 && ol_layout_extends(&g, &gb) &&
+	       ol_layout_extends(&gb, &g),
+	   "two pools round-trip through JSON");
+	if (gj)
+		ol_layout_fini(&gb);
+	free(gj);
+	old.pools[0].slots[0].drive ^= 1;
+	ok(!ol_layout_extends(&old, &g), "a changed pool 0 is not an extension");
+	ol_layout_fini(&old);
+	ol_layout_fini(&g);
 }
 
 static void

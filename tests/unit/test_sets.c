@@ -2,7 +2,8 @@
  * placement spread over the sets and stable across reopens, buckets on every set, listings
  * merged in key order (seek, pages), versions, multipart across sets, a set missing a bucket
  * repaired, bucket delete only when every set is empty, and a store refusing to open with
- * another set count. TAP output. */
+ * another set count; several pools (ol_store_pools): old keys stay, new ones go by free
+ * space, listings merge the pools, a key in two pools resolves to the newest. TAP output. */
 #include "store/store.h"
 #include "store/store_int.h" /* to look at one set, and to take a bucket from one */
 
@@ -607,6 +608,179 @@ test_set_count_fixed(void)
 	}
 }
 
+/* pool 0: 8 dirs as 2 sets of 4 (p0_*); pool 1: 4 dirs as 1 set (p1_*) */
+static int
+open_pools(int n, struct ol_store **out)
+{
+	struct ol_store *pools[2] = {NULL, NULL};
+	int rc = 0;
+
+	for (int i = 0; i < n && !rc; i++) {
+		setup(i ? 4 : 8, 4, 1);
+		for (unsigned d = 0; d < cfg.n_data_dirs; d++)
+			snprintf(cfg.data_dirs[d], sizeof(cfg.data_dirs[d]), "%s/p%d_%u", root, i,
+				 d);
+		rc = ol_store_open(&cfg, &pools[i]);
+	}
+	if (rc) {
+		ol_store_close(pools[0]);
+		return rc;
+	}
+	return ol_store_pools(pools, (unsigned)n, "deployment-x", out);
+}
+
+static void
+test_pools(void)
+{
+	struct ol_store *st;
+	char k[32], buf[64], want[64], lst[400][32];
+	int where[100], bad = 0, per[3] = {0}, rc;
+	struct ol_obj_info info;
+	uint64_t only1[2] = {0, 1ull << 30}, even[2] = {1ull << 30, 1ull << 30};
+
+	rm_rf(root);
+	mkdir(root, 0700);
+	rc = open_pools(1, &st);
+	ok(rc == 0 && st->n_sets == 2 && ol_store_pool_count(st) == 1, "one pool of 2 sets (%d)",
+	   rc);
+	if (rc)
+		return;
+	ok(ol_store_bucket_create_attrs(st, "p", "ATTRS", 5) == 0, "bucket p with attrs");
+	for (int i = 0; i < 100; i++) {
+		snprintf(k, sizeof(k), "old/%03d", i);
+		bad += put(st, "p", k, k, strlen(k), OL_STORE_VER_ON, NULL) != 0;
+		where[i] = set_of(st, "p", k);
+	}
+	ok(bad == 0, "100 keys in the one-pool store");
+	ol_store_close(st);
+
+	rc = open_pools(2, &st);
+	ok(rc == 0 && st->n_sets == 3 && ol_store_pool_count(st) == 2 && st->pool_first[1] == 2,
+	   "grown: pool 0 = sets 0-1, pool 1 = set 2 (%d)", rc);
+	if (rc)
+		return;
+	bad = 0;
+	for (int i = 0; i < 100; i++) {
+		snprintf(k, sizeof(k), "old/%03d", i);
+		bad += get(st, "p", k, buf, sizeof(buf)) != 0 || strcmp(buf, k) ||
+		       set_of(st, "p", k) != where[i];
+	}
+	ok(bad == 0, "every old key reads back from its set of pool 0 (%d bad)", bad);
+
+	ol_store_set_pool_free(st, only1, 2);
+	bad = 0;
+	for (int i = 0; i < 100; i++) {
+		snprintf(k, sizeof(k), "old/%03d", i);
+		snprintf(want, sizeof(want), "new %s", k);
+		bad += put(st, "p", k, want, strlen(want), OL_STORE_VER_ON, NULL) != 0 ||
+		       set_of(st, "p", k) != where[i] || get(st, "p", k, buf, sizeof(buf)) ||
+		       strcmp(buf, want);
+	}
+	ok(bad == 0, "overwrites of old keys stay in pool 0, all free space in pool 1 (%d bad)",
+	   bad);
+	ok(ol_set_bucket_stat(st->sets[2], "p", NULL) == 0, "pool 1 got bucket p on first use");
+	{
+		void *a = NULL;
+		size_t al = 0;
+
+		ok(ol_set_bucket_attrs(st->sets[2], "p", &a, &al) == 0 && al == 5 &&
+		       !memcmp(a, "ATTRS", 5),
+		   "with set 0's attrs");
+		free(a);
+	}
+	bad = 0;
+	for (int i = 0; i < 50; i++) {
+		snprintf(k, sizeof(k), "n1/%03d", i);
+		bad += put(st, "p", k, k, strlen(k), OL_STORE_VER_OFF, NULL) != 0 ||
+		       set_of(st, "p", k) != 2;
+	}
+	ok(bad == 0, "new keys go to the pool with all the free space (%d bad)", bad);
+	ol_store_set_pool_free(st, even, 2);
+	bad = 0;
+	for (int i = 0; i < 200; i++) {
+		int s;
+
+		snprintf(k, sizeof(k), "n2/%03d", i);
+		bad += put(st, "p", k, k, strlen(k), OL_STORE_VER_OFF, NULL) != 0;
+		s = set_of(st, "p", k);
+		if (s >= 0)
+			per[s]++;
+	}
+	ok(bad == 0 && per[0] + per[1] + per[2] == 200 && per[0] + per[1] > 50 && per[2] > 50,
+	   "equal free space: new keys over both pools (%d + %d / %d)", per[0], per[1], per[2]);
+
+	rc = list_all(st, "p", "", 37, lst, 400);
+	ok(rc == 350, "one listing over both pools: %d keys in order (of 350)", rc);
+
+	/* a delete marker keeps its key in its pool */
+	ol_store_set_pool_free(st, only1, 2);
+	ok(ol_store_delete_ver(st, "p", "old/000", 7, OL_STORE_VER_ON, NULL, &info) == 0 &&
+	       ol_store_head(st, "p", "old/000", 7, &info, NULL, 0) == -ENOENT,
+	   "old/000 deleted (a delete marker)");
+	ok(put(st, "p", "old/000", "again", 5, OL_STORE_VER_ON, NULL) == 0 &&
+	       set_of(st, "p", "old/000") == where[0],
+	   "PUT over a delete marker stays in pool 0");
+
+	/* a race left old/001 in both pools: the newest wins, listed once */
+	{
+		struct ol_put *pp;
+
+		rc = ol_set_put_begin(st->sets[2], "p", "old/001", 7, 4, &pp);
+		if (!rc && (rc = ol_store_put_write(pp, "dup!", 4)))
+			ol_store_put_abort(pp);
+		if (!rc)
+			rc = ol_store_put_commit(pp, "etag", NULL, 0, NULL);
+		ok(rc == 0 && set_of(st, "p", "old/001") == -2, "old/001 written into pool 1 too");
+		ok(get(st, "p", "old/001", buf, sizeof(buf)) == 0 && !strcmp(buf, "dup!"),
+		   "a read takes the newest: pool 1's");
+		rc = list_all(st, "p", "old/", 1000, lst, 400);
+		ok(rc == 350 - 250 && !strcmp(lst[1], "old/001") && !strcmp(lst[2], "old/002"),
+		   "listed once (%d)", rc);
+	}
+
+	/* multipart: in the set chosen at initiate */
+	{
+		char id[64];
+		struct ol_put *pp;
+
+		rc = ol_store_mpu_create(st, "p", "mp/1", 4, NULL, 0, id);
+		ok(rc == 0 && id[0] == '0' && id[1] == '2', "an upload of a new key in pool 1: %s",
+		   id);
+		ol_store_set_pool_free(st, (uint64_t[2]){1ull << 30, 0}, 2);
+		rc = ol_store_mpu_part_begin(st, "p", id, 1, &pp);
+		if (!rc && (rc = ol_store_put_write(pp, "part", 4)))
+			ol_store_put_abort(pp);
+		if (!rc)
+			rc = ol_store_put_commit(pp, "e1", NULL, 0, NULL);
+		rc = rc ? rc : ol_store_mpu_complete(st, "p", id, (unsigned[]){1}, 1, "e-1", &info);
+		ok(rc == 0 && set_of(st, "p", "mp/1") == 2 && get(st, "p", "mp/1", buf, 64) == 0 &&
+		       !strcmp(buf, "part"),
+		   "completed in pool 1 though pool 0 has the free space now (%d)", rc);
+	}
+	/* a plain delete of a key in two pools deletes both copies */
+	{
+		struct ol_put *pp;
+		int c;
+
+		ol_store_set_pool_free(st, (uint64_t[2]){1ull << 30, 0}, 2);
+		rc = put(st, "p", "dup/1", "old", 3, OL_STORE_VER_OFF, NULL);
+		c = set_of(st, "p", "dup/1");
+		if (!rc)
+			rc = ol_set_put_begin(st->sets[2], "p", "dup/1", 5, 3, &pp);
+		if (!rc && (rc = ol_store_put_write(pp, "new", 3)))
+			ol_store_put_abort(pp);
+		if (!rc)
+			rc = ol_store_put_commit(pp, "etag", NULL, 0, NULL);
+		ok(rc == 0 && (c == 0 || c == 1) && set_of(st, "p", "dup/1") == -2,
+		   "dup/1 in pool 0 (set %d) and pool 1", c);
+		ok(ol_store_delete(st, "p", "dup/1", 5) == 0 && set_of(st, "p", "dup/1") == -1 &&
+		       get(st, "p", "dup/1", buf, sizeof(buf)) == -ENOENT,
+		   "one delete removes both copies: no older one comes back");
+	}
+	ok(ol_store_bucket_delete(st, "p") == -ENOTEMPTY, "bucket delete refused with keys");
+	ol_store_close(st);
+}
+
 int
 main(void)
 {
@@ -621,6 +795,7 @@ main(void)
 	test_long_keys();
 	test_delete_races_writers();
 	test_set_count_fixed();
+	test_pools();
 	rm_rf(root);
 	tap_done();
 }

@@ -1,0 +1,130 @@
+"""Growing a cluster by a pool (issue 10): 4 nodes (one set N=4 P=1) with objects, then 4 new
+nodes joined with `openlake cluster join` as pool 1, taken by the running leader without a
+restart. One bring-up checks it all: old objects read back bit-exact through every node, old
+and new; new objects land in both pools (shard files on the new nodes' drives and more on the
+old ones'); an overwrite of an old key stays in pool 0; listings hold every key of both pools;
+delete and multipart work through a new node; `cluster status --json` shows 2 pools; join
+refuses when nothing is new and when the new drives do not make whole sets; after kill -9 of
+the leader the next one serves both pools.
+
+Real things only: Debian's etcd, real daemons, boto3.
+"""
+
+import json
+import subprocess
+
+from conftest import OPENLAKE_CLI, free_port, wait_for
+from test_cluster_store import (Node, body, etcd, list_all, pytestmark,  # noqa: F401
+                                shard_files, start_cluster)
+
+import pytest
+
+
+@pytest.fixture
+def cluster(tmp_path, etcd):  # noqa: F811
+    yield from start_cluster(tmp_path, etcd)
+
+
+def join(config):
+    return subprocess.run([str(OPENLAKE_CLI), "cluster", "join", "--config", str(config)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def new_files(nodes):
+    return sum(shard_files(n.drive) for n in nodes)
+
+
+def test_join_a_pool_of_4_nodes_to_a_running_cluster(cluster, tmp_path):
+    c = cluster
+    lid, _ = c.leader()
+    s3 = c.client(0)
+    s3.create_bucket(Bucket="grow")
+    old = {f"old/{n:02d}": body(f"old{n}", 300 << 10) for n in range(12)}  # shard files
+    for n, (k, v) in enumerate(old.items()):
+        c.client(n % 4).put_object(Bucket="grow", Key=k, Body=v)
+
+    # 4 new nodes, their configs listing all 8; join makes them pool 1
+    ports = [(n.s3_port, n.rpc_port, n.kv_port) for n in c.nodes]
+    ports += [(free_port(), free_port(), free_port()) for _ in range(4)]
+    new = [Node(tmp_path, i, ports, c.eps, c.prefix) for i in range(4, 8)]
+    for n in new:
+        n.config.write_text(n.config.read_text().replace("set_drive_count = 8",
+                                                         "set_drive_count = 4"))
+    bad = tmp_path / "bad.toml"  # one more node of 1 drive: not a whole set of 4
+    bad.write_text(new[0].config.read_text().replace(
+        "\n[cluster]", '\n[[nodes]]\nid = 8\nrpc_addr = "127.0.0.1:1"\ndisk_count = 1\n'
+        "\n[cluster]"))
+    r = join(bad)
+    assert r.returncode == 1 and "must divide the drives" in r.stderr, r.stderr
+    r = join(new[0].config)
+    assert r.returncode == 0 and "pool 1 added" in r.stdout, r.stdout + r.stderr
+    r = join(new[0].config)
+    assert r.returncode == 1 and "nothing to join" in r.stderr, r.stderr
+    c.nodes += new  # stopped with the cluster
+    for n in new:
+        n.start()
+    for i in range(4, 8):
+        wait_for(lambda: c.serving(i), 60, f"S3 through new node {i}")
+    wait_for(lambda: "cluster: serving 2 pools" in c.nodes[lid].log(), 60,
+             "the leader serving the new pool")
+
+    for i in range(8):  # every old object through every node, old and new
+        r = c.client(i)
+        for k, v in old.items():
+            assert r.get_object(Bucket="grow", Key=k)["Body"].read() == v, (i, k)
+
+    before_old, before_new = new_files(c.nodes[:4]), new_files(new)
+    assert before_new == 0
+    fresh = {f"new/{n:02d}": body(f"new{n}", 300 << 10) for n in range(24)}
+    for n, (k, v) in enumerate(fresh.items()):
+        c.client(n % 8).put_object(Bucket="grow", Key=k, Body=v)
+    mid_old, mid_new = new_files(c.nodes[:4]), new_files(new)
+    assert mid_new > 0 and mid_old > before_old, (before_old, mid_old, mid_new)
+
+    # an overwrite of an old key stays in pool 0: nothing new on the new nodes
+    old["old/00"] = body("again", 400 << 10)
+    c.client(5).put_object(Bucket="grow", Key="old/00", Body=old["old/00"])
+    assert new_files(new) == mid_new
+    assert c.client(2).get_object(Bucket="grow", Key="old/00")["Body"].read() == old["old/00"]
+
+    # delete (one of each pool's keys may be either: delete an old and a new one)
+    via = c.client(6)
+    via.delete_object(Bucket="grow", Key="old/01")
+    via.delete_object(Bucket="grow", Key="new/01")
+    del old["old/01"], fresh["new/01"]
+    # multipart through a new node
+    up = via.create_multipart_upload(Bucket="grow", Key="mpu")["UploadId"]
+    parts = [body("p0", 5 << 20), body("p1", 1 << 20)]
+    etags = [via.upload_part(Bucket="grow", Key="mpu", UploadId=up, PartNumber=i + 1,
+                             Body=p)["ETag"] for i, p in enumerate(parts)]
+    via.complete_multipart_upload(Bucket="grow", Key="mpu", UploadId=up, MultipartUpload={
+        "Parts": [{"ETag": e, "PartNumber": i + 1} for i, e in enumerate(etags)]})
+    assert c.client(1).get_object(Bucket="grow", Key="mpu")["Body"].read() == b"".join(parts)
+
+    want = sorted([*old, *fresh, "mpu"])
+    for i in (0, 3, 4, 7):
+        r = c.client(i)
+        assert list_all(r, "grow", page=9) == want, i
+        for k, v in fresh.items():
+            assert r.get_object(Bucket="grow", Key=k)["Body"].read() == v, (i, k)
+
+    s = subprocess.run([str(OPENLAKE_CLI), "cluster", "status", "--config",
+                        str(c.nodes[0].config), "--json"], capture_output=True, text=True,
+                       timeout=60)
+    assert s.returncode == 0, s.stderr
+    pools = json.loads(s.stdout)["pools"]
+    assert [p["nodes"] for p in pools] == [[0, 1, 2, 3], [4, 5, 6, 7]], pools
+
+    # kill -9 of the leader: the next one (an old node, newer epoch) opens both pools
+    lid, epoch = c.leader()
+    c.nodes[lid].kill9()
+    nxt = wait_for(lambda: (lambda ld: ld if ld and ld[1] > epoch else None)(c.leader()), 60,
+                   "a newer leader of set 0.0")
+    wait_for(lambda: "of 2 pool(s) at epoch" in c.nodes[nxt[0]].log(), 60,
+             "the new leader serving both pools")
+    r = c.client(7, retries=6)
+    for k in ("old/00", "new/00", "new/02", "mpu"):
+        want_v = old.get(k) or fresh.get(k) or b"".join(parts)
+        assert r.get_object(Bucket="grow", Key=k)["Body"].read() == want_v, k
+    r.put_object(Bucket="grow", Key="after", Body=b"x" * 1000)
+    assert list_all(r, "grow") == sorted([*want, "after"])
