@@ -1,17 +1,20 @@
 #!/usr/bin/python3
-"""S3 PUT and GET of large objects through a non-leader (forwarded by src/http/proxy.c) vs
-straight to the set's leader, in one run on one cluster, alternating, medians.
+"""S3 PUT and GET of large objects through a 4-node cluster: through a non-leader (forwarded by
+src/http/proxy.c) vs straight to the set's leader, and both vs the same number of drives
+behind one standalone node (the issue's reference), in one run, alternating, medians.
 
   OPENLAKE_BUILD=build /usr/bin/python3 bench/cluster_bench.py [--size-mib 64] [--rounds 5]
 
 Starts `scripts/cluster.sh up 4 DIR --etcd 1` (one set N=4 P=1, one drive per node), finds
-the leader in the nodes' logs, runs the rounds with boto3 (one client per node, objects
-streamed from memory), prints one line per figure with the reference beside it, and stops
-the cluster. Never a pass/fail test.
+the leader in the nodes' logs, and beside it one standalone openlaked with four drives
+(N=4 P=1, the same file system, its own temp dir); runs the rounds with boto3 (one client per
+endpoint, objects streamed from memory), prints one line per figure with the reference beside
+it, and stops everything. Never a pass/fail test.
 """
 import argparse
 import os
 import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -47,13 +50,35 @@ def main():
                          "1"], capture_output=True, text=True, timeout=600)
     if up.returncode:
         sys.exit(up.stdout + up.stderr)
+    solo = None
     try:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.close()
+        dirs = ", ".join(f'"{d}/solo/d{i}"' for i in range(4))
+        os.makedirs(f"{d}/solo")
+        with open(f"{d}/solo/openlake.toml", "w") as f:
+            f.write(f'data_dirs = [{dirs}]\ns3_addr = "127.0.0.1:{port}"\nconsole_addr = ""\n'
+                    f'kv_addr = ""\nset_drive_count = 4\ndefault_parity_count = 1\n')
+        build = os.environ.get("OPENLAKE_BUILD", "build")
+        solo = subprocess.Popen([os.path.join(REPO, build, "cmd/openlaked/openlaked"),
+                                 "--config", f"{d}/solo/openlake.toml"],
+                                stdout=open(f"{d}/solo/log", "w"), stderr=subprocess.STDOUT)
+        for _ in range(300):
+            try:
+                socket.create_connection(("127.0.0.1", port), 1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
         urls = re.findall(r"s3=(\S+)", up.stdout)
         leader = next(i for i in range(4)
                       if "serving set 0.0" in open(f"{d}/node-{i}/openlaked.log").read())
         other = (leader + 1) % 4
-        c = {"leader": client(urls[leader]), "non-leader": client(urls[other])}
+        c = {"leader": client(urls[leader]), "non-leader": client(urls[other]),
+             "single node": client(f"http://127.0.0.1:{port}")}
         c["leader"].create_bucket(Bucket="bench")
+        c["single node"].create_bucket(Bucket="bench")
         body = os.urandom(a.size_mib << 20)
         res = {(op, who): [] for op in ("PUT", "GET") for who in c}
         for r in range(a.rounds):
@@ -69,9 +94,20 @@ def main():
         for op in ("PUT", "GET"):
             nl = mib / statistics.median(res[(op, "non-leader")])
             ld = mib / statistics.median(res[(op, "leader")])
+            sn = mib / statistics.median(res[(op, "single node")])
             print(f"S3 {op} {mib} MiB through a non-leader: {nl:.0f} MiB/s   "
                   f"reference, straight to the leader: {ld:.0f} MiB/s   ratio {nl / ld:.2f}")
+            print(f"S3 {op} {mib} MiB through the cluster (a non-leader): {nl:.0f} MiB/s   "
+                  f"reference, the same 4 drives behind one node: {sn:.0f} MiB/s   "
+                  f"ratio {nl / sn:.2f}")
+            print(f"S3 {op} {mib} MiB through the cluster (the leader): {ld:.0f} MiB/s   "
+                  f"reference, the same 4 drives behind one node: {sn:.0f} MiB/s   "
+                  f"ratio {ld / sn:.2f}")
+        print("# load average", open("/proc/loadavg").read().split()[:3])
     finally:
+        if solo:
+            solo.terminate()
+            solo.wait(60)
         subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "down", d],
                        capture_output=True, timeout=300)
 
