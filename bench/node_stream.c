@@ -1,6 +1,6 @@
 /* node_stream - the node plane's one-connection stream, memory to memory (issue 10).
  *
- *   build/src/node/node_stream_bench [--mode plane|tcp] [--mib N] [--frame-kib K]
+ *   build/src/node/node_stream_bench [--mode plane|tcp|mac] [--mib N] [--frame-kib K]
  *                                    [--window-kib W]
  *
  * plane: one plane server (one loop, as a node's) on loopback in this process; one client
@@ -12,13 +12,20 @@
  *        of this process, written K KiB at a time and read into a K KiB buffer, one byte
  *        acknowledged at the end (a pure stream: no framing, no MAC, no round trips).
  *
- * Prints one line: the mode, MiB, seconds, MiB/s and this process's CPU seconds (user + sys,
- * both ends) per GiB streamed. bench/node_plane.sh alternates the modes and
- * `openlake bench tcp` and takes medians. No pass/fail. */
+ * mac:   the candidates for the frame MAC, one thread, one context reused as the plane does,
+ *        timed in the thread's CPU time (other work on a loaded machine left out),
+ *        over frames of 0 B, 4 KiB and K KiB (+ the 40-byte header): HMAC-SHA256 (version 1),
+ *        AES-256-GMAC and ChaCha20-Poly1305 (version 2), both over AAD only, payload first.
+ *
+ * plane and tcp print one line: the mode, MiB, seconds, MiB/s and this process's CPU seconds
+ * (user + sys, both ends) per GiB streamed; mac a line per frame size. bench/node_plane.sh
+ * alternates the modes and `openlake bench tcp` and takes medians. No pass/fail. */
 #include "io/io.h"
 #include "node/node.h"
 
 #include <errno.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +33,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SECRET	    "node-stream-bench-secret"
@@ -172,6 +180,71 @@ run_tcp(const struct opts *o, uint8_t *buf, double *secs, double *cpu)
 	return rc ? rc : s.rc;
 }
 
+/* ---- mac: the MAC candidates on one core ---- */
+
+/* this thread's CPU time: a loaded machine's other work does not count */
+static double
+thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* ns per frame of len payload bytes (+ header) for an AEAD over AAD only, or HMAC-SHA256
+ * (ci NULL) */
+static double
+mac_ns(const EVP_CIPHER *ci, const uint8_t *buf, size_t len, unsigned iters)
+{
+	uint8_t key[32] = {1}, iv[12] = {0}, tag[32], hdr[40] = {0};
+	EVP_CIPHER_CTX *c = ci ? EVP_CIPHER_CTX_new() : NULL;
+	EVP_MAC *alg = ci ? NULL : EVP_MAC_fetch(NULL, "HMAC", NULL);
+	EVP_MAC_CTX *h = alg ? EVP_MAC_CTX_new(alg) : NULL;
+	OSSL_PARAM pr[] = {OSSL_PARAM_construct_utf8_string("digest", "SHA256", 0),
+			   OSSL_PARAM_construct_end()};
+	int outl, ok = ci ? c && EVP_EncryptInit_ex(c, ci, NULL, key, NULL) : h != NULL;
+	size_t hl;
+	double t0 = thread_cpu_ns();
+	for (unsigned i = 0; ok && i < iters; i++) {
+		memcpy(iv, &i, sizeof(i));
+		if (ci)
+			ok = EVP_EncryptInit_ex(c, NULL, NULL, NULL, iv) &&
+			     (!len || EVP_EncryptUpdate(c, NULL, &outl, buf, (int)len)) &&
+			     EVP_EncryptUpdate(c, NULL, &outl, hdr, sizeof(hdr)) &&
+			     EVP_EncryptFinal_ex(c, tag, &outl) &&
+			     EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_GET_TAG, 16, tag);
+		else
+			ok = EVP_MAC_init(h, key, 32, pr) && EVP_MAC_update(h, hdr, sizeof(hdr)) &&
+			     (!len || EVP_MAC_update(h, buf, len)) &&
+			     EVP_MAC_final(h, tag, &hl, sizeof(tag));
+	}
+	double ns = (thread_cpu_ns() - t0) / iters;
+	EVP_CIPHER_CTX_free(c);
+	EVP_MAC_CTX_free(h);
+	EVP_MAC_free(alg);
+	return ok ? ns : -1;
+}
+
+static int
+run_mac(const struct opts *o, const uint8_t *buf)
+{
+	size_t sizes[] = {0, 4096, (size_t)o->frame_kib << 10};
+	for (unsigned i = 0; i < 3; i++) {
+		size_t n = sizes[i];
+		unsigned it = (unsigned)((((uint64_t)o->mib << 20) / (n + 4096)) + 1);
+		double v[3] = {mac_ns(NULL, buf, n, it), mac_ns(EVP_aes_256_gcm(), buf, n, it),
+			       mac_ns(EVP_chacha20_poly1305(), buf, n, it)};
+		if (v[0] < 0 || v[1] < 0 || v[2] < 0)
+			return -EIO;
+		printf("mac over %7zu + 40 B:", n);
+		static const char *name[] = {"HMAC-SHA256", "AES-256-GMAC", "ChaCha20-Poly1305"};
+		for (unsigned j = 0; j < 3; j++)
+			printf("  %s %8.0f ns %6.2f GB/s", name[j], v[j], (double)(n + 40) / v[j]);
+		printf("\n");
+	}
+	return 0;
+}
+
 static unsigned
 arg_num(const char *s, unsigned lo, unsigned hi)
 {
@@ -200,10 +273,11 @@ main(int argc, char **argv)
 		else
 			break;
 	}
-	if ((argc % 2) != 1 || (strcmp(o.mode, "plane") && strcmp(o.mode, "tcp")) ||
+	if ((argc % 2) != 1 ||
+	    (strcmp(o.mode, "plane") && strcmp(o.mode, "tcp") && strcmp(o.mode, "mac")) ||
 	    (uint64_t)o.window_kib << 10 < ((uint64_t)o.frame_kib << 10) + 128 ||
 	    ((uint64_t)o.mib << 10) % o.frame_kib) {
-		fprintf(stderr, "usage: node_stream_bench [--mode plane|tcp] [--mib N] "
+		fprintf(stderr, "usage: node_stream_bench [--mode plane|tcp|mac] [--mib N] "
 				"[--frame-kib K] [--window-kib W > K]\n"
 				"(N MiB a whole number of K KiB frames)\n");
 		return 2;
@@ -214,9 +288,12 @@ main(int argc, char **argv)
 	for (size_t i = 0; i < (size_t)o.frame_kib << 10; i++)
 		buf[i] = (uint8_t)(i * 131 + 7);
 	double secs = 0, cpu = 0;
-	int rc = strcmp(o.mode, "plane") ? run_tcp(&o, buf, &secs, &cpu)
-					 : run_plane(&o, buf, &secs, &cpu);
+	int rc = !strcmp(o.mode, "mac")	    ? run_mac(&o, buf)
+		 : !strcmp(o.mode, "plane") ? run_plane(&o, buf, &secs, &cpu)
+					    : run_tcp(&o, buf, &secs, &cpu);
 	free(buf);
+	if (!rc && !strcmp(o.mode, "mac"))
+		return 0;
 	if (rc) {
 		fprintf(stderr, "node_stream: %s: %s\n", o.mode, strerror(-rc));
 		return 1;
