@@ -1,6 +1,16 @@
 #!/usr/bin/env bash
-# bench/node_plane.sh [--mib N] [--rounds R] - node plane shard throughput on loopback.
+# bench/node_plane.sh [--mib N] [--rounds R] [--stream-mib S] - node plane throughput on
+# loopback.
 #
+# First the plane itself, memory to memory (build/src/node/node_stream_bench, bench/node_stream.c):
+# one connection streams S MiB (default 2048) as PING frames with a 1 MiB payload (the server
+# reads, authenticates and grants back every byte, no disk), next to, in the same run and in
+# alternating rounds: the same bytes over a plain loopback TCP stream between two threads
+# (node_stream_bench --mode tcp) and `openlake bench tcp --op put --size 1MiB
+# --concurrency 1` (send a 1 MiB block, read an 8-byte ack). MiB/s and CPU seconds (both ends,
+# user + sys, of the process: wait4) per GiB, median of R rounds, and the ratios.
+#
+# Then shards:
 # Starts one openlaked with [cluster] secret (the plane on rpc_addr, drives on tmpfs so the
 # fsync that ends a shard write costs nothing and the figure is the plane's), then streams an
 # N MiB shard to it and back with the plane's C client (build/src/node/node_cli: HMAC-SHA256
@@ -9,17 +19,56 @@
 # 1 MiB buffers). One line per figure, best of R; no pass/fail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mib=256 rounds=3
+mib=256 rounds=3 smib=2048
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--mib) mib=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
-	*) echo "usage: $0 [--mib N] [--rounds R]" >&2; exit 2 ;;
+	--stream-mib) smib=$2; shift 2 ;;
+	*) echo "usage: $0 [--mib N] [--rounds R] [--stream-mib S]" >&2; exit 2 ;;
 	esac
 done
 build=${OPENLAKE_BUILD:-build}
 cli=$build/src/node/node_cli
-[ -x "$cli" ] && [ -x "$build/cmd/openlaked/openlaked" ] || { echo "build first: ninja -C $build" >&2; exit 2; }
+[ -x "$cli" ] && [ -x "$build/cmd/openlaked/openlaked" ] && [ -x "$build/src/node/node_stream_bench" ] ||
+	{ echo "build first: ninja -C $build" >&2; exit 2; }
+echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (other work shares the cores)"
+python3 - "$build" "$smib" "$rounds" <<'EOF'
+import json, os, subprocess, sys
+build, smib, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def run(argv):
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    p.stdout.close()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode:
+        sys.exit(f"{argv[0]} failed ({p.returncode})")
+    return out, ru.ru_utime + ru.ru_stime
+def stream(mode):
+    out, cpu = run([f"{build}/src/node/node_stream_bench", "--mode", mode, "--mib", str(smib)])
+    secs = float(out.split(" s ")[0].split()[-1])
+    return smib / secs, cpu / (smib / 1024)
+def bench_tcp():
+    out, cpu = run([f"{build}/cmd/openlake/openlake", "bench", "tcp", "--op", "put", "--size",
+                    "1MiB", "--concurrency", "1", "--duration", "3s", "--json", "--quiet"])
+    j = json.loads(out)
+    mib = j["bytes"] / 2**20
+    return mib / j["elapsed_s"], cpu / (mib / 1024)
+figs = {"plane": [], "tcp": [], "bench": []}
+for _ in range(rounds):
+    figs["plane"].append(stream("plane"))
+    figs["tcp"].append(stream("tcp"))
+    figs["bench"].append(bench_tcp())
+med = lambda v: sorted(v)[len(v) // 2]
+m = {k: (med([a for a, _ in v]), med([c for _, c in v])) for k, v in figs.items()}
+print(f"node plane stream {smib} MiB, 1 MiB frames, one connection (median of {rounds}): "
+      f"{m['plane'][0]:.0f} MiB/s  {m['plane'][1]:.2f} CPU s/GiB")
+print(f"  reference plain loopback TCP stream (node_stream_bench --mode tcp): "
+      f"{m['tcp'][0]:.0f} MiB/s  {m['tcp'][1]:.2f} CPU s/GiB  ratio {m['plane'][0] / m['tcp'][0]:.2f}")
+print(f"  reference openlake bench tcp --op put --size 1MiB --concurrency 1: "
+      f"{m['bench'][0]:.0f} MiB/s  {m['bench'][1]:.2f} CPU s/GiB  ratio {m['plane'][0] / m['bench'][0]:.2f}")
+EOF
 work=$(mktemp -d /dev/shm/ol-plane-bench-XXXXXX)
 pid=
 cleanup() {
@@ -100,7 +149,6 @@ EOF
 )
 	refname="plain loopback TCP stream (Python, 1 MiB buffers)"
 fi
-echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (other work shares the cores)"
 printf 'node plane shard write %d MiB: %.0f MiB/s   reference %s: %.0f MiB/s   ratio %.2f\n' \
 	"$mib" "$best_w" "$refname" "$ref" "$(echo "$best_w / $ref" | bc -l)"
 printf 'node plane shard read  %d MiB: %.0f MiB/s   reference %s: %.0f MiB/s   ratio %.2f\n' \

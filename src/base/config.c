@@ -166,8 +166,8 @@ static const struct cfg_key keys[] = {
     {"cluster.weight", T_U32, F(cluster_weight), "1", 0, 1000000, 0, 0, 0,
      "this node's relative share when placing KV blocks (0 = none)"},
     {"cluster.secret", T_STR, F(cluster_secret), "", 0, 0, 0, 0, 1,
-     "shared secret of the node plane (every frame carries an HMAC-SHA256 keyed by it); the "
-     "plane serves rpc_addr only when it is set, and every node needs the same one"},
+     "shared secret of the node plane (every frame carries a MAC under keys derived from it); "
+     "the plane serves rpc_addr only when it is set, and every node needs the same one"},
     {"cluster.plane_only_drives", T_U32, F(cluster_plane_only_drives), "0", 0, 64, 0, 0, 0,
      "the last this many data_dirs are served only over the node plane (drives of a set led "
      "by another process), never opened by this node's own store"},

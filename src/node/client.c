@@ -5,6 +5,7 @@
 #include "io/io.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +17,11 @@ struct ol_node_client {
 	char secret[256];
 	unsigned self_id;
 	int fd;
-	uint8_t key[OL_NODE_KEY];
+	struct ol_node_mac *tx, *rx; /* our frames' MAC (client to server), the peer's */
 	uint64_t wseq, rseq, next_call, credit;
 	struct ol_node_peer_info info;
-	uint8_t *rbuf, *sbuf; /* one frame each: OL_NODE_HDR + max_payload + OL_NODE_MAC */
+	uint8_t *rbuf, *sbuf; /* one frame each: OL_NODE_HDR + max_payload + OL_NODE_MAC (a frame
+				 we build goes out from sbuf + OL_NODE_HDR, its header beside it) */
 	size_t cap;
 	uint64_t end_ms;  /* the current call's deadline */
 	unsigned pending; /* calls sent with ol_node_send and not yet answered */
@@ -34,8 +36,10 @@ ol_node_client_new(const char *addr, const char *secret, unsigned self_id,
 	if (!secret[0] || strlen(addr) >= 256 || strlen(secret) >= 256)
 		return -EINVAL;
 	struct ol_node_client *c = calloc(1, sizeof(*c));
-	if (!c)
+	if (!c || ol_node_mac_new(&c->tx) || ol_node_mac_new(&c->rx)) {
+		ol_node_client_free(c);
 		return -ENOMEM;
+	}
 	memcpy(c->addr, addr, strlen(addr) + 1);
 	memcpy(c->secret, secret, strlen(secret) + 1);
 	c->self_id = self_id;
@@ -62,6 +66,8 @@ ol_node_client_free(struct ol_node_client *c)
 	if (!c)
 		return;
 	drop(c);
+	ol_node_mac_free(c->tx);
+	ol_node_mac_free(c->rx);
 	free(c);
 }
 
@@ -96,20 +102,35 @@ read_exact(struct ol_node_client *c, uint8_t *p, size_t n)
 	return 0;
 }
 
-/* Send the frame whose payload (len bytes) is already at sbuf + OL_NODE_HDR. */
+/* Send one frame whose payload is the niov (at most SEND_IOV) buffers of iov, h->len bytes
+ * in all, read where they lie: header, payload and MAC go out in one writev. */
+#define SEND_IOV 14
 static int
-send_frame(struct ol_node_client *c, struct ol_node_hdr *h, const uint8_t *key)
+send_frame(struct ol_node_client *c, struct ol_node_hdr *h, const struct iovec *iov, int niov)
 {
 	int t = left_ms(c);
 	if (!t)
 		return -ETIMEDOUT;
+	uint8_t hdr[OL_NODE_HDR], tag[OL_NODE_MAC];
 	h->seq = c->wseq++;
 	h->deadline_ms = (uint32_t)t;
-	ol_node_hdr_encode(h, c->sbuf);
-	if (ol_node_mac(key, c->sbuf, c->sbuf + OL_NODE_HDR, h->len,
-			c->sbuf + OL_NODE_HDR + h->len))
+	ol_node_hdr_encode(h, hdr);
+	if (niov > SEND_IOV || ol_node_mac_seal(c->tx, hdr, iov, niov, tag))
 		return -EIO;
-	return ol_io_write_all(c->fd, c->sbuf, OL_NODE_HDR + h->len + OL_NODE_MAC, t);
+	struct iovec v[SEND_IOV + 2];
+	v[0] = (struct iovec){hdr, sizeof(hdr)};
+	for (int i = 0; i < niov; i++)
+		v[i + 1] = iov[i];
+	v[niov + 1] = (struct iovec){tag, sizeof(tag)};
+	return ol_io_writev_all(c->fd, v, niov + 2, t);
+}
+
+/* Send the frame whose payload (h->len bytes) was built at sbuf + OL_NODE_HDR. */
+static int
+send_built(struct ol_node_client *c, struct ol_node_hdr *h)
+{
+	struct iovec iov = {c->sbuf + OL_NODE_HDR, h->len};
+	return send_frame(c, h, &iov, 1);
 }
 
 /* Read the next frame from the peer into rbuf; check MAC and sequence; take its credit. */
@@ -119,14 +140,14 @@ recv_frame(struct ol_node_client *c, struct ol_node_hdr *h)
 	int rc = read_exact(c, c->rbuf, OL_NODE_HDR);
 	if (rc)
 		return rc;
-	if (ol_node_frame_parse(c->rbuf, OL_NODE_HDR,
-				(uint32_t)(c->cap - OL_NODE_HDR - OL_NODE_MAC), h) < 0 ||
-	    !(h->flags & OL_NODE_F_REPLY))
-		return -EPROTO;
+	ssize_t n = ol_node_frame_parse(c->rbuf, OL_NODE_HDR,
+					(uint32_t)(c->cap - OL_NODE_HDR - OL_NODE_MAC), h);
+	if (n < 0 || !(h->flags & OL_NODE_F_REPLY))
+		return n == -EPROTONOSUPPORT ? -EPROTONOSUPPORT : -EPROTO;
 	rc = read_exact(c, c->rbuf + OL_NODE_HDR, h->len + OL_NODE_MAC);
 	if (rc)
 		return rc;
-	if (ol_node_frame_verify(c->key, c->rbuf, h) || h->seq != c->rseq)
+	if (h->seq != c->rseq || ol_node_mac_check(c->rx, c->rbuf, h))
 		return -EBADMSG;
 	c->rseq++;
 	c->credit += h->credit;
@@ -152,9 +173,16 @@ parse_hello(struct ol_node_client *c, const struct ol_node_hdr *h, const uint8_t
 {
 	struct ol_node_rd r = {c->rbuf + OL_NODE_HDR, h->len, false};
 	const uint8_t *snonce = ol_node_getbytes(&r, OL_NODE_NONCE);
-	if (!snonce || ol_node_kdf(c->secret, cnonce, snonce, c->key))
-		return -EPROTO;
-	if (ol_node_frame_verify(c->key, c->rbuf, h))
+	uint8_t key[OL_NODE_KEY];
+	int rc = !snonce || ol_node_kdf(c->secret, cnonce, snonce, key) ||
+			 ol_node_mac_key(c->rx, key, OL_NODE_S2C) ||
+			 ol_node_mac_key(c->tx, key, OL_NODE_C2S)
+		     ? -EPROTO
+		     : 0;
+	OPENSSL_cleanse(key, sizeof(key));
+	if (rc)
+		return rc;
+	if (ol_node_mac_check(c->rx, c->rbuf, h))
 		return -EBADMSG;
 	struct ol_node_peer_info *in = &c->info;
 	in->node_id = ol_node_get32(&r);
@@ -177,21 +205,30 @@ static int
 do_hello(struct ol_node_client *c)
 {
 	uint8_t cnonce[OL_NODE_NONCE], zero[OL_NODE_NONCE] = {0}, hkey[OL_NODE_KEY];
-	if (RAND_bytes(cnonce, sizeof(cnonce)) != 1 || ol_node_kdf(c->secret, cnonce, zero, hkey))
-		return -EIO;
+	int rc = RAND_bytes(cnonce, sizeof(cnonce)) != 1 ||
+			 ol_node_kdf(c->secret, cnonce, zero, hkey) ||
+			 ol_node_mac_key(c->tx, hkey, OL_NODE_C2S)
+		     ? -EIO
+		     : 0;
+	OPENSSL_cleanse(hkey, sizeof(hkey));
+	if (rc)
+		return rc;
 	struct ol_node_wr w = {c->sbuf + OL_NODE_HDR, 0, 64, false};
 	ol_node_putbytes(&w, cnonce, sizeof(cnonce));
 	ol_node_put32(&w, c->self_id);
 	struct ol_node_hdr h = {.op = OL_NODE_HELLO, .call_id = 0, .len = (uint32_t)w.n};
-	int rc = send_frame(c, &h, hkey);
+	rc = send_built(c, &h);
 	if (rc)
 		return rc;
 	rc = read_exact(c, c->rbuf, OL_NODE_HDR);
 	if (rc)
 		return rc;
 	/* the reply may be large (drive list) but never over the 64 KiB this buffer has now */
-	if (ol_node_frame_parse(c->rbuf, OL_NODE_HDR, 65536 - OL_NODE_HDR - OL_NODE_MAC, &h) < 0 ||
-	    h.op != OL_NODE_HELLO || !(h.flags & OL_NODE_F_REPLY) || h.seq != 0)
+	ssize_t n =
+	    ol_node_frame_parse(c->rbuf, OL_NODE_HDR, 65536 - OL_NODE_HDR - OL_NODE_MAC, &h);
+	if (n == -EPROTONOSUPPORT)
+		return -EPROTONOSUPPORT;
+	if (n < 0 || h.op != OL_NODE_HELLO || !(h.flags & OL_NODE_F_REPLY) || h.seq != 0)
 		return -EPROTO;
 	rc = read_exact(c, c->rbuf + OL_NODE_HDR, h.len + OL_NODE_MAC);
 	if (rc)
@@ -294,9 +331,10 @@ take_credit(struct ol_node_client *c, size_t total, uint64_t call_id, bool *answ
 	return 0;
 }
 
-/* Send a small request (payload already built in sbuf) and wait for its one reply. */
+/* Send a request (payload: the iov buffers, len bytes) and wait for its one reply. */
 static int
-simple_call(struct ol_node_client *c, uint8_t op, size_t len, struct ol_node_hdr *rh)
+call_iov(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int niov, size_t len,
+	 struct ol_node_hdr *rh)
 {
 	struct ol_node_hdr h = {.op = op, .call_id = ++c->next_call, .len = (uint32_t)len};
 	bool answered = false;
@@ -304,7 +342,7 @@ simple_call(struct ol_node_client *c, uint8_t op, size_t len, struct ol_node_hdr
 	if (!rc && answered)
 		rc = -EPROTO;
 	if (!rc)
-		rc = send_frame(c, &h, c->key);
+		rc = send_frame(c, &h, iov, niov);
 	if (!rc)
 		rc = recv_reply(c, h.call_id, rh);
 	if (!rc && (rh->op != op || (rh->flags & OL_NODE_F_MORE)))
@@ -312,6 +350,41 @@ simple_call(struct ol_node_client *c, uint8_t op, size_t len, struct ol_node_hdr
 	if (!rc)
 		rc = rh->status;
 	return rc;
+}
+
+/* The same with the payload built in sbuf. */
+static int
+simple_call(struct ol_node_client *c, uint8_t op, size_t len, struct ol_node_hdr *rh)
+{
+	struct iovec iov = {c->sbuf + OL_NODE_HDR, len};
+	return call_iov(c, op, &iov, 1, len, rh);
+}
+
+/* The payload of ol_node_call / ol_node_send: the caller's buffers where they lie (copied
+ * into sbuf, *one, only when there are more than SEND_IOV of them). 0 or -EMSGSIZE (over the
+ * peer's max_payload). */
+static int
+req_payload(struct ol_node_client *c, const struct iovec *iov, int niov, struct iovec *one,
+	    const struct iovec **out, int *nout, size_t *len)
+{
+	size_t maxp = c->cap - OL_NODE_HDR - OL_NODE_MAC, n = 0;
+	for (int i = 0; i < niov; i++) {
+		if (iov[i].iov_len > maxp - n)
+			return -EMSGSIZE;
+		n += iov[i].iov_len;
+	}
+	*len = n;
+	*out = iov;
+	*nout = niov;
+	if (niov <= SEND_IOV)
+		return 0;
+	struct ol_node_wr w = {c->sbuf + OL_NODE_HDR, 0, maxp, false};
+	for (int i = 0; i < niov; i++)
+		ol_node_putbytes(&w, iov[i].iov_base, iov[i].iov_len);
+	*one = (struct iovec){c->sbuf + OL_NODE_HDR, n};
+	*out = one;
+	*nout = 1;
+	return 0;
 }
 
 int
@@ -421,7 +494,7 @@ write_one(struct ol_node_client *c, uint64_t call_id, unsigned drive, const char
 	h.len = (uint32_t)(w.n + (n > 0 ? (size_t)n : 0));
 	/* give back the credit a short frame did not use */
 	c->credit += c->cap - (OL_NODE_HDR + h.len + OL_NODE_MAC);
-	rc = send_frame(c, &h, c->key);
+	rc = send_built(c, &h);
 	if (rc)
 		return rc;
 	if (n > 0)
@@ -483,7 +556,7 @@ ol_node_shard_read(struct ol_node_client *c, unsigned drive, const char *name, u
 	if (!rc && answered)
 		rc = -EPROTO;
 	if (!rc)
-		rc = send_frame(c, &h, c->key);
+		rc = send_built(c, &h);
 	for (bool more = true; !rc && more;) {
 		rc = recv_reply(c, h.call_id, &rh);
 		if (!rc && rh.op != OL_NODE_SHARD_READ)
@@ -521,10 +594,13 @@ ol_node_call(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int 
 	struct ol_node_hdr rh;
 	if (rc)
 		return end_call(c, rc);
-	struct ol_node_wr w = {c->sbuf + OL_NODE_HDR, 0, c->cap - OL_NODE_HDR - OL_NODE_MAC, false};
-	for (int i = 0; i < niov; i++)
-		ol_node_putbytes(&w, iov[i].iov_base, iov[i].iov_len);
-	rc = w.err ? -EMSGSIZE : simple_call(c, op, w.n, &rh);
+	struct iovec one;
+	const struct iovec *pv;
+	int pn;
+	size_t len;
+	rc = req_payload(c, iov, niov, &one, &pv, &pn, &len);
+	if (!rc)
+		rc = call_iov(c, op, pv, pn, len, &rh);
 	if (!rc) {
 		*reply = c->rbuf + OL_NODE_HDR;
 		*rlen = rh.len;
@@ -543,21 +619,22 @@ ol_node_send(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int 
 	int rc = c->pending ? 0 : begin(c, deadline_ms);
 	if (rc)
 		return end_call(c, rc);
-	struct ol_node_wr w = {c->sbuf + OL_NODE_HDR, 0, c->cap - OL_NODE_HDR - OL_NODE_MAC, false};
-	for (int i = 0; i < niov; i++)
-		ol_node_putbytes(&w, iov[i].iov_base, iov[i].iov_len);
-	if (w.err)
+	struct iovec one;
+	const struct iovec *pv;
+	int pn;
+	size_t len;
+	if (req_payload(c, iov, niov, &one, &pv, &pn, &len))
 		return -EMSGSIZE; /* nothing sent: the stream is as it was */
-	size_t total = OL_NODE_HDR + w.n + OL_NODE_MAC;
+	size_t total = OL_NODE_HDR + len + OL_NODE_MAC;
 	if (c->credit < total && c->pending)
 		return -EAGAIN; /* reading grants now could read an answer: collect first */
-	struct ol_node_hdr h = {.op = op, .call_id = ++c->next_call, .len = (uint32_t)w.n}, rh;
+	struct ol_node_hdr h = {.op = op, .call_id = ++c->next_call, .len = (uint32_t)len}, rh;
 	bool answered = false;
 	rc = take_credit(c, total, h.call_id, &answered, &rh);
 	if (!rc && answered)
 		rc = -EPROTO;
 	if (!rc)
-		rc = send_frame(c, &h, c->key);
+		rc = send_frame(c, &h, pv, pn);
 	if (rc)
 		return end_call(c, rc == -EAGAIN ? -EPROTO : rc);
 	c->pending++;

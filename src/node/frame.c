@@ -5,8 +5,9 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 static void
 le16(uint8_t *p, uint16_t v)
@@ -70,6 +71,10 @@ ol_node_frame_parse(const uint8_t *buf, size_t len, uint32_t max_payload, struct
 	for (size_t i = 0; i < len && i < 4; i++)
 		if (buf[i] != magic[i])
 			return -EPROTO;
+	if (len > 4 && buf[4] != OL_NODE_VERSION) {
+		h->version = buf[4]; /* another version's frame: its layout is not ours to read */
+		return -EPROTONOSUPPORT;
+	}
 	if (len < OL_NODE_HDR)
 		return 0;
 	h->version = buf[4];
@@ -81,8 +86,7 @@ ol_node_frame_parse(const uint8_t *buf, size_t len, uint32_t max_payload, struct
 	h->status = (int32_t)rd32(buf + 28);
 	h->credit = rd32(buf + 32);
 	h->len = rd32(buf + 36);
-	if (h->version != OL_NODE_VERSION || h->op == 0 || h->op > OL_NODE_OP_MAX ||
-	    (h->flags & ~OL_NODE_F_ALL))
+	if (h->op == 0 || h->op > OL_NODE_OP_MAX || (h->flags & ~OL_NODE_F_ALL))
 		return -EPROTO;
 	if (h->len > max_payload)
 		return -EMSGSIZE;
@@ -105,41 +109,100 @@ ol_node_kdf(const char *secret, const uint8_t *cnonce, const uint8_t *snonce, ui
 	return 0;
 }
 
-static EVP_MAC *hmac_alg; /* fetched once, kept for the process's life */
-static pthread_once_t hmac_once = PTHREAD_ONCE_INIT;
+/* ---- frame MACs: ChaCha20-Poly1305 over AAD only, one context per direction of a connection.
+ * With no plaintext the AEAD is Poly1305 under a one-time key ChaCha20 makes of (key, nonce):
+ * the fastest MAC OpenSSL has here for big frames (docs/ARCHITECTURE.md, "Why Poly1305"). ---- */
 
-static void
-hmac_fetch(void)
+struct ol_node_mac {
+	EVP_CIPHER_CTX *ctx; /* ChaCha20-Poly1305 under the direction's key; only AAD is fed */
+	uint32_t dir;	     /* OL_NODE_C2S / OL_NODE_S2C: the nonce's first 4 bytes */
+	bool keyed;
+};
+
+int
+ol_node_mac_new(struct ol_node_mac **out)
 {
-	hmac_alg = EVP_MAC_fetch(NULL, "HMAC", NULL);
+	*out = NULL;
+	struct ol_node_mac *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->ctx = EVP_CIPHER_CTX_new();
+	if (!m->ctx || !EVP_EncryptInit_ex(m->ctx, EVP_chacha20_poly1305(), NULL, NULL, NULL)) {
+		ol_node_mac_free(m);
+		return -ENOMEM;
+	}
+	*out = m;
+	return 0;
+}
+
+void
+ol_node_mac_free(struct ol_node_mac *m)
+{
+	if (!m)
+		return;
+	EVP_CIPHER_CTX_free(m->ctx);
+	free(m);
 }
 
 int
-ol_node_mac(const uint8_t *key, const uint8_t *hdr, const void *payload, size_t len, uint8_t *mac)
+ol_node_mac_key(struct ol_node_mac *m, const uint8_t *key, uint32_t dir)
 {
-	pthread_once(&hmac_once, hmac_fetch); /* the provider lookup once, not per frame */
-	EVP_MAC_CTX *ctx = hmac_alg ? EVP_MAC_CTX_new(hmac_alg) : NULL;
-	OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", "SHA256", 0),
-			       OSSL_PARAM_construct_end()};
-	size_t outl = 0;
+	static const char label[] = "openlake-node-v2 frame mac";
+	uint8_t msg[sizeof(label) - 1 + 4], dk[OL_NODE_KEY];
+	memcpy(msg, label, sizeof(label) - 1);
+	le32(msg + sizeof(label) - 1, dir);
+	unsigned outl = 0;
+	m->keyed = false;
 	int rc = -EIO;
-	if (!ctx || !EVP_MAC_init(ctx, key, OL_NODE_KEY, params) ||
-	    !EVP_MAC_update(ctx, hdr, OL_NODE_HDR) || (len && !EVP_MAC_update(ctx, payload, len)) ||
-	    !EVP_MAC_final(ctx, mac, &outl, OL_NODE_MAC) || outl != OL_NODE_MAC)
-		goto out;
-	rc = 0;
-out:
-	EVP_MAC_CTX_free(ctx);
+	if ((dir == OL_NODE_C2S || dir == OL_NODE_S2C) &&
+	    HMAC(EVP_sha256(), key, OL_NODE_KEY, msg, sizeof(msg), dk, &outl) &&
+	    outl == OL_NODE_KEY && EVP_EncryptInit_ex(m->ctx, NULL, NULL, dk, NULL)) {
+		m->dir = dir;
+		m->keyed = true;
+		rc = 0;
+	}
+	OPENSSL_cleanse(dk, sizeof(dk));
 	return rc;
 }
 
 int
-ol_node_frame_verify(const uint8_t *key, const uint8_t *frame, const struct ol_node_hdr *h)
+ol_node_mac_seal(struct ol_node_mac *m, const uint8_t *hdr, const struct iovec *iov, int niov,
+		 uint8_t *tag)
 {
-	uint8_t mac[OL_NODE_MAC];
-	if (ol_node_mac(key, frame, frame + OL_NODE_HDR, h->len, mac))
+	uint8_t iv[OL_NODE_IV], fin[16];
+	int outl = 0;
+	le32(iv, m->dir);
+	memcpy(iv + 4, hdr + 16, 8); /* the header's seq, little-endian already */
+	if (!m->keyed || !EVP_EncryptInit_ex(m->ctx, NULL, NULL, NULL, iv))
+		return -EIO;
+	/* the payload first, then the header: measured here (OpenSSL 3.0), Poly1305 over a 1 MiB
+	 * payload fed after the 40 header bytes runs at half the speed of the same bytes fed
+	 * from a block boundary */
+	for (int i = 0; i < niov; i++) {
+		const uint8_t *p = iov[i].iov_base;
+		for (size_t left = iov[i].iov_len; left;) { /* EVP takes an int length */
+			int n = left > (1u << 30) ? 1 << 30 : (int)left;
+			if (!EVP_EncryptUpdate(m->ctx, NULL, &outl, p, n))
+				return -EIO;
+			p += n;
+			left -= (size_t)n;
+		}
+	}
+	if (!EVP_EncryptUpdate(m->ctx, NULL, &outl, hdr, OL_NODE_HDR) ||
+	    !EVP_EncryptFinal_ex(m->ctx, fin, &outl) ||
+	    !EVP_CIPHER_CTX_ctrl(m->ctx, EVP_CTRL_AEAD_GET_TAG, OL_NODE_MAC, tag))
+		return -EIO;
+	return 0;
+}
+
+int
+ol_node_mac_check(struct ol_node_mac *m, const uint8_t *frame, const struct ol_node_hdr *h)
+{
+	uint8_t tag[OL_NODE_MAC];
+	struct iovec iov = {(void *)(frame + OL_NODE_HDR), h->len};
+	if (ol_node_mac_seal(m, frame, &iov, 1, tag))
 		return -EBADMSG;
-	return CRYPTO_memcmp(mac, frame + OL_NODE_HDR + h->len, OL_NODE_MAC) ? -EBADMSG : 0;
+	return CRYPTO_memcmp(tag, frame + OL_NODE_HDR + h->len, OL_NODE_MAC) ? -EBADMSG : 0;
 }
 
 static bool

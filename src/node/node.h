@@ -2,20 +2,22 @@
  * (shard I/O on a peer's drives, ping, stat). Wire format: docs/node-protocol.md.
  *
  * Three parts:
- * - frame.c (pure, hostile-input safe, no allocation): header codec, frame parser, payload
- *   readers/writers, key derivation and the per-frame HMAC-SHA256, shard name rules.
+ * - frame.c (pure, hostile-input safe, no allocation but a MAC context per connection
+ *   direction): header codec, frame parser, payload readers/writers, key derivation and the
+ *   per-frame MAC (ChaCha20-Poly1305 over AAD only), shard name rules.
  * - server.c + ops.c (daemon): serves rpc_addr on `threads` io_uring loops (io/loop.h), one
  *   SO_REUSEPORT listener per loop; a connection lives on the loop that accepted it. Ops are a
  *   dispatch table (ops.c). Logs through base/log.
  * - client.c (library grade: no logging, no abort, -errno): one connection to one peer,
  *   blocking calls each with a deadline.
  *
- * Security: every frame carries HMAC-SHA256(session key, header || payload). The session key
- * is derived from the cluster secret and two 16-byte nonces exchanged at HELLO (the client's,
- * then the server's), and each direction numbers its frames 0, 1, 2, ...: a frame replayed
- * from another connection fails its MAC, one replayed or dropped within a connection fails its
- * sequence number. Frames are authenticated, not encrypted (keep the plane on a private
- * network, like the KV port; mTLS is not built).
+ * Security: every frame carries a Poly1305 tag (ChaCha20-Poly1305 over AAD only) over its
+ * payload and header, under a key of its direction derived from the session key. The session key is
+ * derived from the cluster secret and two 16-byte nonces exchanged at HELLO (the client's, then the
+ * server's), and each direction numbers its frames 0, 1, 2, ... (the MAC's nonce): a frame replayed
+ * from another connection or reflected back to its sender fails its MAC, one replayed or dropped
+ * within a connection fails its sequence number. Frames are authenticated, not encrypted (keep the
+ * plane on a private network, like the KV port; mTLS is not built).
  *
  * Flow control: the server grants each connection a credit window (bytes) at HELLO; a sender
  * never has more than that many frame bytes sent and not yet granted back. The server grants
@@ -33,9 +35,10 @@
 /* ---- wire format (frame.c, pure) ---- */
 
 #define OL_NODE_MAGIC	   0x504e4c4fu /* "OLNP" as little-endian bytes */
-#define OL_NODE_VERSION	   1
+#define OL_NODE_VERSION	   2 /* 1: HMAC-SHA256 (32 bytes); 2: ChaCha20-Poly1305 tags (16) */
 #define OL_NODE_HDR	   40
-#define OL_NODE_MAC	   32
+#define OL_NODE_MAC	   16 /* the tag at the end of every frame */
+#define OL_NODE_IV	   12 /* a frame's MAC nonce: direction u32 || seq u64 */
 #define OL_NODE_NONCE	   16
 #define OL_NODE_KEY	   32
 #define OL_NODE_NAME_MAX   255
@@ -95,20 +98,37 @@ struct ol_node_hdr {
 void ol_node_hdr_encode(const struct ol_node_hdr *h, uint8_t *out);
 
 /* Parse the frame at buf[0..len): 0 = need more bytes, > 0 = the whole frame's size (header,
- * payload, MAC) with *h filled, -EPROTO = not a frame of this protocol (magic, version, op,
- * flags), -EMSGSIZE = payload over max_payload. Pure; the MAC is not checked here. */
+ * payload, MAC) with *h filled, -EPROTO = not a frame of this protocol (magic, op, flags),
+ * -EPROTONOSUPPORT = a frame of another version of it (h->version says which; seen at the
+ * fifth byte), -EMSGSIZE = payload over max_payload. Pure; the MAC is not checked here. */
 ssize_t ol_node_frame_parse(const uint8_t *buf, size_t len, uint32_t max_payload,
 			    struct ol_node_hdr *h);
 
-/* key = HMAC-SHA256(secret, "openlake-node-v1" || cnonce || snonce); the HELLO request is
- * authenticated with snonce all zero. 0 or -EIO (OpenSSL). */
+/* key = HMAC-SHA256(secret, "openlake-node-v1" || cnonce || snonce): the session key; the HELLO
+ * request is authenticated under it with snonce all zero. 0 or -EIO (OpenSSL). */
 int ol_node_kdf(const char *secret, const uint8_t *cnonce, const uint8_t *snonce, uint8_t *key);
 
-/* mac = HMAC-SHA256(key, hdr[OL_NODE_HDR] || payload[0..len)). 0 or -EIO. */
-int ol_node_mac(const uint8_t *key, const uint8_t *hdr, const void *payload, size_t len,
-		uint8_t *mac);
-/* Check the MAC at the end of a parsed frame (constant time). 0 or -EBADMSG. */
-int ol_node_frame_verify(const uint8_t *key, const uint8_t *frame, const struct ol_node_hdr *h);
+/* Frame MACs: the 16-byte tag of ChaCha20-Poly1305 (RFC 8439) with payload || header as the
+ * AAD and no plaintext, i.e. Poly1305 under a one-time key ChaCha20 derives from (key, nonce).
+ * One struct ol_node_mac per direction of a connection: a sender seals with its direction's,
+ * a receiver checks with the peer's. Each direction has its own key,
+ *   HMAC-SHA256(session key, "openlake-node-v2 frame mac" || dir u32),
+ * and frame seq's nonce is dir u32 || seq u64 (little-endian): a sender never numbers two
+ * frames alike on one key, so no (key, nonce) pair is used twice. new allocates (once per
+ * connection; nothing per frame): 0 or -ENOMEM. One thread at a time per context. */
+enum { OL_NODE_C2S = 1, OL_NODE_S2C = 2 };
+struct ol_node_mac;
+int ol_node_mac_new(struct ol_node_mac **out);
+void ol_node_mac_free(struct ol_node_mac *m);
+/* Key m for direction dir from a session key (ol_node_kdf). 0 or -EIO (OpenSSL, bad dir). */
+int ol_node_mac_key(struct ol_node_mac *m, const uint8_t *key, uint32_t dir);
+/* tag[OL_NODE_MAC] = the MAC of (the iov bytes || hdr[OL_NODE_HDR]) with the nonce of the
+ * header's seq; the payload is read where it lies. 0 or -EIO (not keyed, OpenSSL). */
+struct iovec;
+int ol_node_mac_seal(struct ol_node_mac *m, const uint8_t *hdr, const struct iovec *iov, int niov,
+		     uint8_t *tag);
+/* Check the tag at the end of a parsed frame (constant time). 0 or -EBADMSG. */
+int ol_node_mac_check(struct ol_node_mac *m, const uint8_t *frame, const struct ol_node_hdr *h);
 
 /* A shard name: 1..4 components joined by '/', each 1..128 of [A-Za-z0-9._-] and not
  * starting with '.', OL_NODE_NAME_MAX bytes at most. So never "..", never absolute. */

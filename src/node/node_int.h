@@ -31,8 +31,9 @@ struct nconn {
 	bool rpending, wpending, fpending, dead, closing, authed, paused, in_process;
 	uint8_t *in;
 	size_t in_len, in_cap;
-	uint8_t key[OL_NODE_KEY];
+	struct ol_node_mac *tx, *rx; /* our frames' MAC (server to client), the peer's */
 	uint64_t rseq, wseq;
+	size_t need; /* bytes at c->in that end the big frame in progress (0: none known) */
 	uint64_t held, grant; /* frame bytes received and not granted back; to grant */
 	struct obuf *oq_head, *oq_tail;
 	unsigned oq_n;

@@ -8,10 +8,12 @@
 #include "io/io.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 struct nloop {
@@ -55,6 +57,8 @@ conn_free(struct nconn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	free(c->in);
+	ol_node_mac_free(c->tx);
+	ol_node_mac_free(c->rx);
 	free(c);
 }
 
@@ -137,10 +141,11 @@ seal(struct nconn *c, struct obuf *o, const struct ol_node_hdr *h, bool auth)
 {
 	ol_node_hdr_encode(h, o->data);
 	uint8_t *mac = o->data + OL_NODE_HDR + h->len;
+	struct iovec iov = {o->data + OL_NODE_HDR, h->len};
 	if (!auth)
 		memset(mac, 0, OL_NODE_MAC);
-	else if (ol_node_mac(c->key, o->data, o->data + OL_NODE_HDR, h->len, mac))
-		ol_die("node plane: HMAC failed (OpenSSL)");
+	else if (ol_node_mac_seal(c->tx, o->data, &iov, 1, mac))
+		ol_die("node plane: frame MAC failed (OpenSSL)");
 	o->len = OL_NODE_HDR + h->len + OL_NODE_MAC;
 }
 
@@ -178,11 +183,11 @@ hello(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame)
 	struct ol_node_rd r = {frame + OL_NODE_HDR, h->len, false};
 	const uint8_t *cnonce = ol_node_getbytes(&r, OL_NODE_NONCE);
 	unsigned peer_id = ol_node_get32(&r);
-	uint8_t zero[OL_NODE_NONCE] = {0}, snonce[OL_NODE_NONCE];
+	uint8_t zero[OL_NODE_NONCE] = {0}, snonce[OL_NODE_NONCE], key[OL_NODE_KEY];
 	if (h->op != OL_NODE_HELLO || h->seq != 0 || r.err)
 		return -EPROTO;
-	if (ol_node_kdf(s->secret, cnonce, zero, c->key) ||
-	    ol_node_frame_verify(c->key, frame, h)) {
+	if (ol_node_kdf(s->secret, cnonce, zero, key) || ol_node_mac_key(c->rx, key, OL_NODE_C2S) ||
+	    ol_node_mac_check(c->rx, frame, h)) {
 		atomic_fetch_add_explicit(&s->auth_failures, 1, memory_order_relaxed);
 		ol_warn("node plane: HELLO from %s (node %u) failed authentication: its [cluster] "
 			"secret differs from ours; connection refused",
@@ -191,9 +196,15 @@ hello(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame)
 		c->closing = true;
 		return 0;
 	}
-	if (RAND_bytes(snonce, sizeof(snonce)) != 1 ||
-	    ol_node_kdf(s->secret, cnonce, snonce, c->key))
-		return -EIO;
+	int rc = RAND_bytes(snonce, sizeof(snonce)) != 1 ||
+			 ol_node_kdf(s->secret, cnonce, snonce, key) ||
+			 ol_node_mac_key(c->tx, key, OL_NODE_S2C) ||
+			 ol_node_mac_key(c->rx, key, OL_NODE_C2S)
+		     ? -EIO
+		     : 0;
+	OPENSSL_cleanse(key, sizeof(key));
+	if (rc)
+		return rc;
 	c->authed = true;
 	c->rseq = 1;
 	ol_loop_timer_cancel(c->loop, &c->hello_timer);
@@ -233,7 +244,7 @@ one_frame(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame, si
 		return 0;
 	}
 	if (h->seq != c->rseq || (h->flags & OL_NODE_F_REPLY) ||
-	    ol_node_frame_verify(c->key, frame, h)) {
+	    ol_node_mac_check(c->rx, frame, h)) {
 		atomic_fetch_add_explicit(&s->auth_failures, 1, memory_order_relaxed);
 		ol_warn("node plane: frame from %s failed its MAC or sequence (seq %llu, expected "
 			"%llu); connection closed",
@@ -258,14 +269,38 @@ one_frame(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame, si
 	return 0;
 }
 
+/* Frames this big are read up to their end and no further (post_recv). */
+#define BIG_FRAME (64u * 1024)
+
+/* Bytes that are not a frame of ours: logged, the connection closed. */
+static void
+bad_input(struct nconn *c, ssize_t err, unsigned version)
+{
+	atomic_fetch_add_explicit(&c->s->protocol_errors, 1, memory_order_relaxed);
+	if (err == -EPROTONOSUPPORT)
+		ol_warn("node plane: %s speaks node protocol version %u, this node version %u "
+			"(run one version on every node of the cluster); connection closed",
+			c->peer, version, OL_NODE_VERSION);
+	else
+		ol_warn("node plane: %s sent %s; connection closed", c->peer,
+			err == -EMSGSIZE ? "a frame over plane_max_frame"
+					 : "bytes that are not a frame");
+	ol_node_kill(c);
+}
+
 static void
 post_recv(struct nconn *c)
 {
 	if (c->rpending || c->dead || c->closing || c->paused || c->in_len == c->in_cap)
 		return;
+	/* a big frame's recv ends where the frame does: the next one then starts at c->in and
+	 * nothing is moved after it */
+	size_t room = c->in_cap - c->in_len;
+	if (c->need > c->in_len && c->need - c->in_len < room)
+		room = c->need - c->in_len;
 	c->rop.cb = on_recv;
 	c->rop.arg = c;
-	if (ol_loop_recv(c->nl->l, &c->rop, c->fd, c->in + c->in_len, c->in_cap - c->in_len)) {
+	if (ol_loop_recv(c->nl->l, &c->rop, c->fd, c->in + c->in_len, room)) {
 		ol_node_kill(c);
 		return;
 	}
@@ -277,19 +312,19 @@ process_input(struct nconn *c)
 {
 	size_t used = 0;
 	c->in_process = true;
+	c->need = 0;
 	while (!c->dead && !c->closing && !c->paused) {
-		struct ol_node_hdr h;
+		struct ol_node_hdr h = {0};
 		ssize_t n =
 		    ol_node_frame_parse(c->in + used, c->in_len - used, c->s->max_payload, &h);
-		if (n == 0)
+		if (n == 0) {
+			size_t whole = OL_NODE_HDR + (size_t)h.len + OL_NODE_MAC;
+			if (c->in_len - used >= OL_NODE_HDR && whole >= BIG_FRAME)
+				c->need = whole; /* h is filled once a header is in */
 			break;
+		}
 		if (n < 0) {
-			atomic_fetch_add_explicit(&c->s->protocol_errors, 1, memory_order_relaxed);
-			ol_warn("node plane: %s sent %s; connection closed", c->peer,
-				n == -EMSGSIZE ? "a frame over plane_max_frame"
-					       : "bytes that are "
-						 "not a frame");
-			ol_node_kill(c);
+			bad_input(c, n, h.version);
 			break;
 		}
 		if (one_frame(c, &h, c->in + used, (size_t)n))
@@ -381,6 +416,8 @@ on_accept(struct ol_loop *l, void *arg, int res)
 	c->wfd = c->rfd = -1;
 	c->in_cap = OL_NODE_HDR + nl->s->max_payload + OL_NODE_MAC;
 	c->in = ol_xmalloc(c->in_cap);
+	if (ol_node_mac_new(&c->tx) || ol_node_mac_new(&c->rx))
+		ol_die("node plane: out of memory for a connection's MAC contexts");
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	if (getpeername(res, (struct sockaddr *)&ss, &sl) ||

@@ -9,6 +9,8 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <poll.h>
 #include <pthread.h>
@@ -19,9 +21,89 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define SECRET "node-plane-test-secret"
+
+/* a MAC context of one direction keyed from a session key; NULL when OpenSSL fails */
+static struct ol_node_mac *
+mac_for(const uint8_t *key, uint32_t dir)
+{
+	struct ol_node_mac *m;
+	if (ol_node_mac_new(&m))
+		return NULL;
+	if (ol_node_mac_key(m, key, dir)) {
+		ol_node_mac_free(m);
+		return NULL;
+	}
+	return m;
+}
+
+/* seal the frame at f (header encoded, len payload bytes after it): its tag after them */
+static int
+seal(struct ol_node_mac *m, uint8_t *f, size_t len)
+{
+	struct iovec iov = {f + OL_NODE_HDR, len};
+	return ol_node_mac_seal(m, f, &iov, 1, f + OL_NODE_HDR + len);
+}
+
+/* The tag as docs/node-protocol.md defines it, from scratch: the direction's key by HMAC, a
+ * fresh ChaCha20-Poly1305 context, the nonce, payload || header in one piece. */
+static int
+ref_tag(const uint8_t *skey, uint32_t dir, const uint8_t *f, size_t len, uint8_t *tag)
+{
+	uint8_t msg[64], dk[32], iv[12], *aad = malloc(len + OL_NODE_HDR);
+	size_t ln = strlen("openlake-node-v2 frame mac");
+	unsigned dl = 0;
+	int outl, rc = -1;
+	memcpy(msg, "openlake-node-v2 frame mac", ln);
+	for (int i = 0; i < 4; i++)
+		msg[ln + i] = iv[i] = (uint8_t)(dir >> (8 * i));
+	memcpy(iv + 4, f + 16, 8); /* seq, little-endian */
+	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+	if (aad && c && HMAC(EVP_sha256(), skey, 32, msg, ln + 4, dk, &dl) && dl == 32 &&
+	    EVP_EncryptInit_ex(c, EVP_chacha20_poly1305(), NULL, dk, iv) &&
+	    (memcpy(aad, f + OL_NODE_HDR, len), memcpy(aad + len, f, OL_NODE_HDR),
+	     EVP_EncryptUpdate(c, NULL, &outl, aad, (int)(len + OL_NODE_HDR))) &&
+	    EVP_EncryptFinal_ex(c, msg, &outl) &&
+	    EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_GET_TAG, 16, tag))
+		rc = 0;
+	EVP_CIPHER_CTX_free(c);
+	free(aad);
+	return rc;
+}
+
+/* One context seals frame after frame (sizes 0 to 300 KiB, payloads split over iovecs at
+ * odd places): each tag equals the reference's. */
+static void
+test_mac_reference(void)
+{
+	uint8_t skey[OL_NODE_KEY], cn[16] = {7}, sn[16] = {8}, tag[16], ref[16];
+	ol_node_kdf(SECRET, cn, sn, skey);
+	size_t cap = OL_NODE_HDR + (300u << 10) + OL_NODE_MAC;
+	uint8_t *f = malloc(cap);
+	struct ol_node_mac *m = mac_for(skey, OL_NODE_S2C);
+	static const size_t lens[] = {0, 1, 15, 16, 17, 40, 4096, 65537, 300u << 10};
+	int same = m && f ? 1 : 0;
+	for (unsigned i = 0; same && i < 3 * sizeof(lens) / sizeof(lens[0]); i++) {
+		size_t len = lens[i % (sizeof(lens) / sizeof(lens[0]))];
+		struct ol_node_hdr h = {
+		    .op = OL_NODE_PING, .call_id = i, .seq = 1000 + i, .len = (uint32_t)len};
+		ol_node_hdr_encode(&h, f);
+		for (size_t j = 0; j < len; j++)
+			f[OL_NODE_HDR + j] = (uint8_t)(j * 7 + i);
+		size_t cut = len / 3, cut2 = len - len / 5;
+		struct iovec iov[3] = {{f + OL_NODE_HDR, cut},
+				       {f + OL_NODE_HDR + cut, cut2 - cut},
+				       {f + OL_NODE_HDR + cut2, len - cut2}};
+		same &= ol_node_mac_seal(m, f, iov, 3, tag) == 0 &&
+			ref_tag(skey, OL_NODE_S2C, f, len, ref) == 0 && !memcmp(tag, ref, 16);
+	}
+	ok(same, "frame tags equal ChaCha20-Poly1305 of the documented key, nonce and AAD");
+	ol_node_mac_free(m);
+	free(f);
+}
 
 static void
 test_frames(void)
@@ -41,7 +123,9 @@ test_frames(void)
 				.len = 5};
 	ol_node_hdr_encode(&h, f);
 	memcpy(f + OL_NODE_HDR, "hello", 5);
-	ok(ol_node_mac(key, f, f + OL_NODE_HDR, 5, f + OL_NODE_HDR + 5) == 0, "mac");
+	struct ol_node_mac *tx = mac_for(key, OL_NODE_C2S), *rx = mac_for(key, OL_NODE_C2S),
+			   *other = mac_for(key2, OL_NODE_C2S), *back = mac_for(key, OL_NODE_S2C);
+	ok(tx && rx && other && back && seal(tx, f, 5) == 0, "mac");
 	struct ol_node_hdr g;
 	ok(ol_node_frame_parse(f, sizeof(f), 4096, &g) == (ssize_t)sizeof(f) &&
 	       g.call_id == h.call_id && g.seq == 9 && g.deadline_ms == 1234 && g.status == -5 &&
@@ -51,19 +135,47 @@ test_frames(void)
 	for (size_t i = 0; i < sizeof(f); i++)
 		short_ok &= ol_node_frame_parse(f, i, 4096, &g) == 0;
 	ok(short_ok, "every prefix of a frame: need more");
-	ok(ol_node_frame_verify(key, f, &g) == 0, "MAC verifies");
+	ok(ol_node_mac_check(rx, f, &g) == 0, "MAC verifies");
 	f[OL_NODE_HDR + 2] ^= 1;
-	ok(ol_node_frame_verify(key, f, &g) == -EBADMSG, "a flipped payload bit fails the MAC");
+	ok(ol_node_mac_check(rx, f, &g) == -EBADMSG, "a flipped payload bit fails the MAC");
 	f[OL_NODE_HDR + 2] ^= 1;
-	ok(ol_node_frame_verify(key2, f, &g) == -EBADMSG, "another key fails the MAC");
+	f[32] ^= 1;
+	ok(ol_node_mac_check(rx, f, &g) == -EBADMSG, "a flipped header bit fails the MAC");
+	f[32] ^= 1;
+	f[OL_NODE_HDR + 5] ^= 0x80;
+	ok(ol_node_mac_check(rx, f, &g) == -EBADMSG, "a flipped tag bit fails the MAC");
+	f[OL_NODE_HDR + 5] ^= 0x80;
+	ok(ol_node_mac_check(other, f, &g) == -EBADMSG, "another session key fails the MAC");
+	ok(ol_node_mac_check(back, f, &g) == -EBADMSG,
+	   "the other direction's key fails the MAC (a frame reflected to its sender)");
+	ok(ol_node_mac_check(rx, f, &g) == 0, "and the frame as sent still verifies");
+	ol_node_mac_free(tx);
+	ol_node_mac_free(rx);
+	ol_node_mac_free(other);
+	ol_node_mac_free(back);
+	struct ol_node_mac *bare;
+	uint8_t t16[OL_NODE_MAC];
+	struct iovec none = {NULL, 0};
+	ok(ol_node_mac_new(&bare) == 0 && ol_node_mac_seal(bare, f, &none, 1, t16) == -EIO &&
+	       ol_node_mac_key(bare, key, 3) == -EIO,
+	   "a context without a key or with an unknown direction refuses to seal");
+	ol_node_mac_free(bare);
 	ok(ol_node_frame_parse(f, sizeof(f), 4, &g) == -EMSGSIZE, "payload over the cap");
 	ok(ol_node_frame_parse((const uint8_t *)"GET / HTTP/1.1", 14, 4096, &g) == -EPROTO &&
 	       ol_node_frame_parse((const uint8_t *)"X", 1, 4096, &g) == -EPROTO,
 	   "not a frame: refused at the first byte");
 	uint8_t b[OL_NODE_HDR];
 	memcpy(b, f, sizeof(b));
-	b[4] = 2;
-	ok(ol_node_frame_parse(b, sizeof(b), 4096, &g) == -EPROTO, "unknown version");
+	b[4] = 1;
+	g.version = 0;
+	ok(ol_node_frame_parse(b, sizeof(b), 4096, &g) == -EPROTONOSUPPORT && g.version == 1,
+	   "a version 1 frame: -EPROTONOSUPPORT, naming its version");
+	ok(ol_node_frame_parse(b, 5, 4096, &g) == -EPROTONOSUPPORT &&
+	       ol_node_frame_parse(b, 4, 4096, &g) == 0,
+	   "seen at its fifth byte");
+	b[4] = 3;
+	ok(ol_node_frame_parse(b, sizeof(b), 4096, &g) == -EPROTONOSUPPORT && g.version == 3,
+	   "a later version too");
 	memcpy(b, f, sizeof(b));
 	b[5] = 0;
 	int bad_op = ol_node_frame_parse(b, sizeof(b), 4096, &g) == -EPROTO;
@@ -163,6 +275,8 @@ chk_sink(void *arg, const void *buf, size_t len)
 
 static void test_write_deadline(const char *addr, struct ol_node_server *s);
 static void test_replay(const char *addr, struct ol_node_server *s);
+static void test_old_version(const char *addr, struct ol_node_server *s);
+static void test_payload_iovs(const char *addr);
 
 static void
 test_server(const char *tmp)
@@ -258,6 +372,8 @@ test_server(const char *tmp)
 
 	test_write_deadline(addr, s);
 	test_replay(addr, s);
+	test_old_version(addr, s);
+	test_payload_iovs(addr);
 
 	/* a connection that never says HELLO is closed by the server's timer */
 	int fd = ol_io_connect(addr, 5000);
@@ -274,9 +390,18 @@ test_server(const char *tmp)
 /* A hand-made client: HELLO, then frames as the test wants them. */
 struct raw {
 	int fd;
-	uint8_t key[OL_NODE_KEY];
+	struct ol_node_mac *tx, *rx;
 	uint64_t seq;
 };
+
+static void
+raw_close(struct raw *r)
+{
+	if (r->fd >= 0)
+		close(r->fd);
+	ol_node_mac_free(r->tx);
+	ol_node_mac_free(r->rx);
+}
 
 static int
 raw_send(struct raw *r, uint8_t op, uint16_t flags, uint64_t call, uint32_t dl, const void *p,
@@ -292,7 +417,7 @@ raw_send(struct raw *r, uint8_t op, uint16_t flags, uint64_t call, uint32_t dl, 
 	ol_node_hdr_encode(&h, f);
 	if (len)
 		memcpy(f + OL_NODE_HDR, p, len);
-	ol_node_mac(r->key, f, f + OL_NODE_HDR, len, f + OL_NODE_HDR + len);
+	seal(r->tx, f, len);
 	return ol_io_write_all(r->fd, f, OL_NODE_HDR + len + OL_NODE_MAC, 10000);
 }
 
@@ -314,18 +439,21 @@ raw_recv(struct raw *r, struct ol_node_hdr *h, uint8_t *buf, size_t cap)
 static int
 raw_hello(struct raw *r, const char *addr)
 {
-	uint8_t cn[16], zero[16] = {0}, p[20], buf[4096];
+	uint8_t cn[16], zero[16] = {0}, p[20], buf[4096], key[OL_NODE_KEY];
 	struct ol_node_hdr h;
 	RAND_bytes(cn, sizeof(cn));
 	memcpy(p, cn, 16);
 	memset(p + 16, 0, 4);
 	r->fd = ol_io_connect(addr, 5000);
 	r->seq = 0;
-	if (r->fd < 0 || ol_node_kdf(SECRET, cn, zero, r->key) ||
-	    raw_send(r, OL_NODE_HELLO, 0, 0, 1000, p, sizeof(p)) ||
-	    raw_recv(r, &h, buf, sizeof(buf)) || h.status)
+	r->rx = NULL;
+	if (ol_node_kdf(SECRET, cn, zero, key) || !(r->tx = mac_for(key, OL_NODE_C2S)) ||
+	    r->fd < 0 || raw_send(r, OL_NODE_HELLO, 0, 0, 1000, p, sizeof(p)) ||
+	    raw_recv(r, &h, buf, sizeof(buf)) || h.status ||
+	    ol_node_kdf(SECRET, cn, buf + OL_NODE_HDR, key) ||
+	    ol_node_mac_key(r->tx, key, OL_NODE_C2S) || !(r->rx = mac_for(key, OL_NODE_S2C)))
 		return -1;
-	return ol_node_kdf(SECRET, cn, buf + OL_NODE_HDR, r->key);
+	return ol_node_mac_check(r->rx, buf, &h) ? -1 : 0;
 }
 
 /* a write stream left unfinished: the server's timer drops it at the call's deadline */
@@ -357,7 +485,7 @@ test_write_deadline(const char *addr, struct ol_node_server *s)
 	   "the late frame is dropped and the connection goes on (call %llu op %u)",
 	   (unsigned long long)h.call_id, h.op);
 	(void)s;
-	close(r.fd);
+	raw_close(&r);
 }
 
 /* Replays: a frame sent again on its connection fails its sequence number; a frame taken from
@@ -376,7 +504,7 @@ test_replay(const char *addr, struct ol_node_server *s)
 	struct ol_node_hdr ph = {
 	    .op = OL_NODE_PING, .call_id = 1, .seq = a.seq, .deadline_ms = 1000};
 	ol_node_hdr_encode(&ph, frame);
-	ol_node_mac(a.key, frame, NULL, 0, frame + OL_NODE_HDR);
+	seal(a.tx, frame, 0);
 	a.seq++;
 	ol_io_write_all(a.fd, frame, sizeof(frame), 10000);
 	ok(raw_recv(&a, &h, buf, sizeof(buf)) == 0 && h.call_id == 1 && h.status == 0,
@@ -388,8 +516,57 @@ test_replay(const char *addr, struct ol_node_server *s)
 	ol_node_server_stats(s, &after);
 	ok(after.auth_failures == before.auth_failures + 2, "both counted as failed frames (%llu)",
 	   (unsigned long long)(after.auth_failures - before.auth_failures));
-	close(a.fd);
-	close(b.fd);
+	raw_close(&a);
+	raw_close(&b);
+}
+
+/* A node of protocol version 1 (HMAC-SHA256, 32-byte MACs): its HELLO is refused as a
+ * protocol error (the log names the version), never read as a frame of ours. */
+static void
+test_old_version(const char *addr, struct ol_node_server *s)
+{
+	struct ol_node_server_stats before, after;
+	ol_node_server_stats(s, &before);
+	uint8_t f[OL_NODE_HDR + 20 + 32] = {0}, buf[64];
+	struct ol_node_hdr h = {.op = OL_NODE_HELLO, .len = 20};
+	ol_node_hdr_encode(&h, f);
+	f[4] = 1;
+	int fd = ol_io_connect(addr, 5000);
+	ok(fd >= 0 && ol_io_write_all(fd, f, sizeof(f), 10000) == 0 &&
+	       ol_io_read(fd, buf, sizeof(buf), 20000) <= 0,
+	   "a version 1 HELLO: the connection is closed without an answer");
+	ol_node_server_stats(s, &after);
+	ok(after.protocol_errors == before.protocol_errors + 1 &&
+	       after.auth_failures == before.auth_failures,
+	   "counted as a protocol error, not as an authentication failure");
+	if (fd >= 0)
+		close(fd);
+}
+
+/* ol_node_call's payload from many buffers: MACed where they lie (up to 14), copied beyond;
+ * one over the peer's max_payload is refused before anything is sent. */
+static void
+test_payload_iovs(const char *addr)
+{
+	struct ol_node_client *c;
+	static uint8_t big[200u << 10];
+	struct iovec iov[20];
+	const uint8_t *rep;
+	size_t rlen;
+	ol_node_client_new(addr, SECRET, 3, &c);
+	for (unsigned i = 0; i < 20; i++)
+		iov[i] = (struct iovec){big + i * 10000, 10000};
+	int a = ol_node_call(c, OL_NODE_PING, iov, 3, 10000, &rep, &rlen);
+	int b = ol_node_call(c, OL_NODE_PING, iov, 20, 10000, &rep, &rlen);
+	iov[0].iov_len = 100u << 10;
+	iov[1] = (struct iovec){big, 200u << 10};
+	int e = ol_node_call(c, OL_NODE_PING, iov, 2, 10000, &rep, &rlen);
+	int d = ol_node_ping(c, 10000, NULL);
+	ok(a == 0 && b == 0 && e == -EMSGSIZE && d == 0,
+	   "PING payloads of 3 and 20 buffers answered, one over max_payload refused (%d %d %d "
+	   "%d)",
+	   a, b, e, d);
+	ol_node_client_free(c);
 }
 
 /* a peer that accepts TCP (the kernel's backlog) but never answers */
@@ -429,6 +606,7 @@ slow_receiver(void *arg)
 	size_t cap = 8u << 20;
 	uint8_t *in = malloc(cap), out[OL_NODE_HDR + 128 + OL_NODE_MAC];
 	uint8_t key[OL_NODE_KEY], zero[16] = {0}, snonce[16];
+	struct ol_node_mac *tx = NULL, *rx = NULL;
 	struct ol_node_hdr h;
 	uint64_t wseq = 0, rseq = 1;
 	size_t have = 0;
@@ -436,12 +614,18 @@ slow_receiver(void *arg)
 	if (fd < 0 || xread(fd, in, OL_NODE_HDR) ||
 	    ol_node_frame_parse(in, OL_NODE_HDR, 4096, &h) != 0 ||
 	    xread(fd, in + OL_NODE_HDR, h.len + OL_NODE_MAC) ||
-	    ol_node_kdf(SECRET, in + OL_NODE_HDR, zero, key) || ol_node_frame_verify(key, in, &h)) {
+	    ol_node_kdf(SECRET, in + OL_NODE_HDR, zero, key) || !(rx = mac_for(key, OL_NODE_C2S)) ||
+	    ol_node_mac_check(rx, in, &h)) {
 		sr->err = 1;
 		goto out;
 	}
 	RAND_bytes(snonce, 16);
 	ol_node_kdf(SECRET, in + OL_NODE_HDR, snonce, key);
+	ol_node_mac_key(rx, key, OL_NODE_C2S);
+	if (!(tx = mac_for(key, OL_NODE_S2C))) {
+		sr->err = 1;
+		goto out;
+	}
 	struct ol_node_wr w = {out + OL_NODE_HDR, 0, 128, false};
 	ol_node_putbytes(&w, snonce, 16);
 	ol_node_put32(&w, 9);
@@ -451,7 +635,7 @@ slow_receiver(void *arg)
 	struct ol_node_hdr rh = {
 	    .op = OL_NODE_HELLO, .flags = OL_NODE_F_REPLY, .len = (uint32_t)w.n};
 	ol_node_hdr_encode(&rh, out);
-	ol_node_mac(key, out, out + OL_NODE_HDR, w.n, out + OL_NODE_HDR + w.n);
+	seal(tx, out, w.n);
 	ol_io_write_all(fd, out, OL_NODE_HDR + w.n + OL_NODE_MAC, 10000);
 	wseq = 1;
 	for (bool done = false; !done;) {
@@ -477,7 +661,7 @@ slow_receiver(void *arg)
 			}
 			continue;
 		}
-		if (h.seq != rseq++ || ol_node_frame_verify(key, in, &h)) {
+		if (h.seq != rseq++ || ol_node_mac_check(rx, in, &h)) {
 			sr->err = 4;
 			break;
 		}
@@ -499,7 +683,7 @@ slow_receiver(void *arg)
 			ol_node_put64(&rw, sr->bytes);
 		gh.len = (uint32_t)rw.n;
 		ol_node_hdr_encode(&gh, reply);
-		ol_node_mac(key, reply, reply + OL_NODE_HDR, rw.n, reply + OL_NODE_HDR + rw.n);
+		seal(tx, reply, rw.n);
 		sr->held -= (uint64_t)n;
 		if (ol_io_write_all(fd, reply, OL_NODE_HDR + rw.n + OL_NODE_MAC, 10000)) {
 			sr->err = 5;
@@ -508,6 +692,8 @@ slow_receiver(void *arg)
 		done = last;
 	}
 out:
+	ol_node_mac_free(tx);
+	ol_node_mac_free(rx);
 	free(in);
 	if (fd >= 0)
 		close(fd);
@@ -636,6 +822,7 @@ main(void)
 	setenv("OPENLAKE_FAULTS", "1", 1); /* read once, at the first client call */
 	setenv("OPENLAKE_FAULT_FILE", rules, 1);
 	test_frames();
+	test_mac_reference();
 	test_names();
 	test_deadline();
 	test_credit();
