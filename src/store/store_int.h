@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "base/driveid.h"
 #include "io/io.h"
 #include "meta/meta.h"
 #include "store/ec.h"
@@ -19,6 +20,7 @@
 #define OL_TRAILER    8 /* checksum after every shard block */
 #define OL_UUID	      16
 #define OL_PATH_MAX   512
+#define OL_WHY_MAX    256 /* why a drive is offline, one line */
 /* LMDB keys are at most 511 bytes: an object key longer than OL_KEY_HEAD is indexed as its
  * first OL_KEY_HEAD bytes + an 8-byte hash of the whole key, and its tail is kept in the
  * record (listing restores the order of such keys, see list.c). */
@@ -44,8 +46,11 @@ struct ol_drive {
 	int lock_fd;
 	_Atomic uint64_t faults; /* times taken offline */
 	bool damaged;		 /* its meta.mdb is not trusted: moved aside when it returns */
-	bool mounted;  /* its root was a mount point when opened: not served from beneath */
-	char why[160]; /* why offline (monitor and ol_drive_offline, under drv_mu) */
+	bool mounted;	      /* its root was a mount point when opened: not served from beneath */
+	char why[OL_WHY_MAX]; /* why offline (monitor and ol_drive_offline, under drv_mu) */
+	/* what its identity record must say (format.c); store "" = not checked. The drive
+	 * UUID is the one seen last ("" unknown); written by open and the monitor only */
+	struct ol_driveid id;
 };
 
 struct ol_store {
@@ -132,7 +137,8 @@ struct ol_rec {
 
 /* The engine of one erasure set: the ol_store_* calls of store.h (sets.c dispatches them to
  * the sets of a store), each over the one set st. */
-int ol_set_open(const struct ol_config *cfg, struct ol_store **out);
+/* ids: drive i's identity (ol_format_open), or NULL: not checked. */
+int ol_set_open(const struct ol_config *cfg, const struct ol_driveid *ids, struct ol_store **out);
 void ol_set_close(struct ol_store *st);
 int ol_set_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
 		    struct ol_store **out);
@@ -432,6 +438,25 @@ int ol_ver_del_one(struct ol_meta_txn *t, struct ol_commit *c, int d);
 int ol_ver_meta_one(struct ol_meta_txn *t, struct ol_commit *c, int d);
 /* Keep a malloc'd copy of v in gone[d] (reclaimed after a quorum commit). */
 void ol_commit_gone(struct ol_commit *c, int d, const void *v, size_t vl);
+
+/* format.c: drive identity records (base/driveid.h). */
+/* Check data dirs 0..m*n-1 of cfg (m sets of n) against their records and write the records
+ * the drives lack; ids[i] gets what drive i's record says (or must say). A drive that is
+ * another store's or another position's: -EINVAL, logged with the drive, where it belongs
+ * and the fix. *seed: the placement seed (0 for one set; else from the store id). */
+int ol_format_open(const struct ol_config *cfg, unsigned n, unsigned m, uint64_t *seed,
+		   struct ol_driveid *ids);
+/* Record f (found at where, e.g. "its identity record") against expected e: 0 the same
+ * position, else -EXDEV and why says whose drive it is and the fix. */
+int ol_format_match(const struct ol_driveid *e, const struct ol_driveid *f, const char *where,
+		    char *why, size_t cap);
+/* Local drive d against its identity record (monitor thread): 0 it is the drive, 1 it has no
+ * record and is blank (no metadata) or ours (its metadata is the env st holds): the caller
+ * writes one (ol_format_claim); -EXDEV another drive or a garbled record, -errno unreadable
+ * (why says which). Adopts a changed drive UUID of the right position (logged). */
+int ol_format_verify(struct ol_store *st, int d, bool ours, char *why, size_t cap);
+/* Write a fresh record (new drive UUID) for drive d. 0 or -errno (logged). */
+int ol_format_claim(struct ol_store *st, int d);
 
 /* drive.c */
 /* Take drive d offline if its env is still m (NULL: whatever it is): one log line with the
