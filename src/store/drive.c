@@ -160,10 +160,12 @@ check_online(struct ol_store *st, int d)
 	if (atomic_load(&st->d[d].meta) != m)
 		return;
 	if (ol_drive_remote(st, d)) {
-		if ((rc = ol_rd_ping(st->d[d].rd))) {
+		if ((rc = ol_rd_ping(st->d[d].rd)))
 			snprintf(why, sizeof(why), "node plane ping failed: %s", strerror(-rc));
+		else /* another disk at its node's path (swapped, moved): never written to */
+			rc = ol_rd_ident(st, d, why, sizeof(why));
+		if (rc)
 			ol_drive_offline(st, d, m, false, why);
-		}
 		return;
 	}
 	rc = same_file(st, d, m);
@@ -248,12 +250,10 @@ static int
 revive_remote(struct ol_store *st, int d, char *why, size_t cap)
 {
 	struct ol_meta *m = NULL;
-	int rc = ol_rd_open_meta(st, d, &m);
+	int rc = ol_rd_open_meta(st, d, &m, why, cap);
 
-	if (rc) {
-		snprintf(why, cap, "node plane: %s", strerror(-rc));
+	if (rc)
 		return rc;
-	}
 	ol_meta_close(st->d[d].parked);
 	back_online(st, d, m);
 	return 0;

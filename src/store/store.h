@@ -74,6 +74,12 @@ struct ol_store_set_opts {
 	unsigned self_id;   /* this node's id (HELLO) */
 	uint64_t epoch;	    /* fencing epoch of this set's leader (> 0) */
 	int deadline_ms;    /* per call on the plane; 0 = 5000 */
+	/* Drive identity (docs/storage-format.md): with store_id (the deployment id) every drive
+	 * must carry the record of (store_id, pool, set of sets, its index); a drive without one
+	 * gets it written, a drive whose record names another store or position is kept
+	 * offline (logged) and never written to. NULL: not checked. */
+	const char *store_id;
+	unsigned pool, set, sets; /* sets 0 = 1 */
 };
 /* Open the engine over drives served by node planes (this node's own drives too: in a cluster
  * the node plane server is the only owner of a node's local drives). cfg gives P, block size,

@@ -278,8 +278,13 @@ struct ol_store_drive_spec;
 struct ol_rdrive *ol_rd_new(struct ol_store *st, const struct ol_store_drive_spec *sp);
 void ol_rd_free(struct ol_rdrive *rd);
 int ol_rd_ping(struct ol_rdrive *rd);
-/* A remote env for drive d once it answers (ping and a metadata read). 0 or -errno. */
-int ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out);
+/* A remote env for drive d once it answers (ping, its identity, a metadata read). 0 or
+ * -errno; why (cap bytes) says what failed: -EXDEV, the drive is not the one its slot
+ * expects (its identity record names another store or position), nothing was written to it. */
+int ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out, char *why, size_t cap);
+/* Drive d's identity record (DRIVE_ID; a drive without one gets st->d[d].id written, with a
+ * fresh UUID) against st->d[d].id: 0, -EXDEV (another drive, why says whose), -errno. */
+int ol_rd_ident(struct ol_store *st, int d, char *why, size_t cap);
 /* how: 0 an existing shard (-ENOENT), 1 a new empty one (-EEXIST), 2 its directory handle. */
 int ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how);
 void ol_rd_shard_unlink(struct ol_store *st, int d, const uint8_t *uuid);
