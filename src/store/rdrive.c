@@ -324,7 +324,8 @@ ol_rd_ident(struct ol_store *st, int d, char *why, size_t cap)
 
 	if (!want.store[0])
 		return 0; /* a set opened without identity (tests) */
-	if (!want.drive[0] && (rc = ol_driveid_uuid(want.drive)))
+	/* a fresh UUID: the node writes the record only on a drive without one (blank) */
+	if ((rc = ol_driveid_uuid(want.drive)))
 		return rc;
 	if ((n = ol_driveid_format(&want, text, sizeof(text))) < 0)
 		return n;
