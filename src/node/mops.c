@@ -602,7 +602,9 @@ ol_node_op_drive_id(struct nconn *c, const struct ol_node_hdr *h, struct ol_node
 		return -EPROTO;
 	if (d >= c->s->n_drives || (*fl & ~OL_NODE_ID_CLAIM))
 		return -EINVAL;
-	if ((rc = ol_node_drive_check(c->s, d)))
+	/* only a claim makes a wiped drive's directories again: a plain read writes nothing (it
+	 * may run while an operator's rm -rf of the drive is under way) */
+	if ((*fl & OL_NODE_ID_CLAIM) && (rc = ol_node_drive_check(c->s, d)))
 		return rc;
 	rc = drive_id(c->s, d, *fl & OL_NODE_ID_CLAIM, text, n, &id);
 	if (rc)

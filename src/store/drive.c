@@ -147,6 +147,19 @@ same_file(const struct ol_store *st, int d, struct ol_meta *m)
 	return a.st_dev == b.st_dev && a.st_ino == b.st_ino ? 0 : -ESTALE;
 }
 
+/* An online remote drive's record, read only: one that vanished (a wipe, maybe still under
+ * way) is claimed again after three ticks in a row without one, so the claim (which makes
+ * the drive's directories again) does not race the operator's rm -rf. */
+static int
+remote_ident(struct ol_store *st, int d, char *why, size_t cap)
+{
+	struct ol_drive *dr = &st->d[d];
+	int rc = ol_rd_ident(st, d, dr->id_miss >= 2, why, cap);
+
+	dr->id_miss = rc == 1 ? dr->id_miss + 1 : 0;
+	return rc == 1 ? 0 : rc;
+}
+
 static void
 check_online(struct ol_store *st, int d)
 {
@@ -163,7 +176,7 @@ check_online(struct ol_store *st, int d)
 		if ((rc = ol_rd_ping(st->d[d].rd)))
 			snprintf(why, sizeof(why), "node plane ping failed: %s", strerror(-rc));
 		else /* another disk at its node's path (swapped, moved): never written to */
-			rc = ol_rd_ident(st, d, why, sizeof(why));
+			rc = remote_ident(st, d, why, sizeof(why));
 		if (rc)
 			ol_drive_offline(st, d, m, false, why);
 		return;

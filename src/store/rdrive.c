@@ -310,7 +310,7 @@ ident_parse(const void *buf, size_t len, struct ol_driveid *f)
 }
 
 int
-ol_rd_ident(struct ol_store *st, int d, char *why, size_t cap)
+ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap)
 {
 	struct ol_drive *dr = &st->d[d];
 	struct ol_driveid want = dr->id, got;
@@ -320,24 +320,30 @@ ol_rd_ident(struct ol_store *st, int d, char *why, size_t cap)
 	struct iovec iov;
 	void *v = NULL;
 	size_t vl = 0;
-	int rc, n;
+	int rc, n = 0;
 
 	if (!want.store[0])
 		return 0; /* a set opened without identity (tests) */
 	/* a fresh UUID: the node writes the record only on a drive without one (blank) */
-	if ((rc = ol_driveid_uuid(want.drive)))
-		return rc;
-	if ((n = ol_driveid_format(&want, text, sizeof(text))) < 0)
-		return n;
+	if (claim) {
+		if ((rc = ol_driveid_uuid(want.drive)))
+			return rc;
+		if ((n = ol_driveid_format(&want, text, sizeof(text))) < 0)
+			return n;
+	}
 	put_drive(&w, dr->rd);
-	ol_node_putbytes(&w, &(uint8_t){OL_NODE_ID_CLAIM}, 1);
-	ol_node_put16(&w, (uint16_t)n);
-	ol_node_putbytes(&w, text, (size_t)n);
+	ol_node_putbytes(&w, &(uint8_t){claim ? OL_NODE_ID_CLAIM : 0}, 1);
+	if (claim) {
+		ol_node_put16(&w, (uint16_t)n);
+		ol_node_putbytes(&w, text, (size_t)n);
+	}
 	iov = (struct iovec){req, w.n};
 	rc = rd_call(dr->rd, OL_NODE_DRIVE_ID, &iov, 1, &v, &vl);
 	if (!rc)
 		rc = ident_parse(v, vl, &got);
 	free(v);
+	if (rc == -ENOENT && !claim)
+		return 1;
 	if (rc == -EUCLEAN) {
 		snprintf(why, cap,
 			 "its identity record is garbled or a local store's: restore "
@@ -370,7 +376,7 @@ ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out, char *why, siz
 	int rc = ol_rd_ping(rd);
 
 	snprintf(why, cap, "node plane: %s", strerror(-rc));
-	if (!rc && (rc = ol_rd_ident(st, d, why, cap)))
+	if (!rc && (rc = ol_rd_ident(st, d, true, why, cap)))
 		return rc; /* a wrong drive: nothing written to it */
 	if (!rc)
 		rc = m_get(rd, OL_META_BUCKETS, "", 1, &v, &vl); /* "\0": never a bucket */

@@ -51,6 +51,7 @@ struct ol_drive {
 	/* what its identity record must say (format.c); store "" = not checked. The drive
 	 * UUID is the one seen last ("" unknown); written by open and the monitor only */
 	struct ol_driveid id;
+	unsigned id_miss; /* monitor ticks in a row a remote drive showed no record */
 };
 
 struct ol_store {
@@ -282,9 +283,10 @@ int ol_rd_ping(struct ol_rdrive *rd);
  * -errno; why (cap bytes) says what failed: -EXDEV, the drive is not the one its slot
  * expects (its identity record names another store or position), nothing was written to it. */
 int ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out, char *why, size_t cap);
-/* Drive d's identity record (DRIVE_ID; a drive without one gets st->d[d].id written, with a
- * fresh UUID) against st->d[d].id: 0, -EXDEV (another drive, why says whose), -errno. */
-int ol_rd_ident(struct ol_store *st, int d, char *why, size_t cap);
+/* Drive d's identity record (DRIVE_ID) against st->d[d].id: 0, 1 it has none (only without
+ * claim; nothing written), -EXDEV (another drive, why says whose), -errno. With claim a
+ * drive without one gets st->d[d].id written, with a fresh UUID. */
+int ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap);
 /* how: 0 an existing shard (-ENOENT), 1 a new empty one (-EEXIST), 2 its directory handle. */
 int ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how);
 void ol_rd_shard_unlink(struct ol_store *st, int d, const uint8_t *uuid);

@@ -528,6 +528,19 @@ test_identity(uint8_t *small)
 	   "the set writes and reads with it offline");
 	ok(st && ol_driveid_write(dirs[2], &f[2]) == 0 && wait_drive(st, 2, true),
 	   "its own record back: online again");
+	/* drive 1's record removed while it runs (as by a wipe): claimed again, a new UUID */
+	{
+		char p[400];
+		int back = 0;
+
+		snprintf(p, sizeof(p), "%s/%s", dirs[1], OL_DRIVEID_NAME);
+		unlink(p);
+		for (time_t end = time(NULL) + 30; time(NULL) < end && !back; usleep(50000))
+			back = ol_driveid_read(dirs[1], &g) == 0;
+		ok(back && g.index == 1 && strcmp(g.drive, f[1].drive) && st &&
+		       atomic_load(&st->d[1].meta) != NULL,
+		   "a record gone from an online drive is written again, with a fresh UUID");
+	}
 	ol_store_close(st);
 	st = NULL;
 	/* another store's drive in slot 3: kept offline at open, the set opens degraded */
