@@ -53,10 +53,12 @@ struct ol_store;
  * quorum of drives opens in each set; otherwise the call fails.
  * The data dirs are m erasure sets of N drives (dirs [0..N-1] set 0, [N..2N-1] set 1, ...;
  * -EINVAL when their count is not a multiple of N). With m > 1 each object lives in one set
- * (a keyed hash of bucket/key), each bucket on all; every drive gets a format record
- * (.openlake/format: the store id, m, its set, N) and a store refuses to open with another m
- * or another order of its dirs. A one-set store writes no format record (the bytes on disk
- * of stores made before sets). See docs/ARCHITECTURE.md, "Erasure sets". */
+ * (a keyed hash of bucket/key), each bucket on all. Every drive (m = 1 too) carries an
+ * identity record (.openlake/format: the store id, its UUID, m, its set, its index, N, P):
+ * -EINVAL (logged with the drive, where it belongs and the fix) when a drive is another
+ * store's, another position's (dirs reordered, another m or N) or a copy of another; blank
+ * drives get a fresh record, drives of an older build get theirs (store/format.c,
+ * docs/storage-format.md). See docs/ARCHITECTURE.md, "Erasure sets". */
 int ol_store_open(const struct ol_config *cfg, struct ol_store **out);
 /* No other call may be running. NULL is fine. */
 void ol_store_close(struct ol_store *st);
