@@ -237,8 +237,10 @@ ol_format_verify(struct ol_store *st, int d, bool ours, char *why, size_t cap)
 	if (!dr->id.store[0])
 		return 0; /* opened without identity (tests of the engine alone) */
 	rc = ol_driveid_read(dr->root, &f);
+	/* no record: blank, ours, or a drive of an older build never seen with one (unreadable
+	 * when the store opened: taken at its position, as the open takes such drives) */
 	if (rc == -ENOENT)
-		if (ours || !ol_driveid_used(dr->root))
+		if (ours || !dr->id.drive[0] || !ol_driveid_used(dr->root))
 			return 1;
 	if (rc == -ENOENT) {
 		snprintf(why, cap,

@@ -458,8 +458,9 @@ int ol_format_open(const struct ol_config *cfg, unsigned n, unsigned m, uint64_t
 int ol_format_match(const struct ol_driveid *e, const struct ol_driveid *f, const char *where,
 		    char *why, size_t cap);
 /* Local drive d against its identity record (monitor thread): 0 it is the drive, 1 it has no
- * record and is blank (no metadata) or ours (its metadata is the env st holds): the caller
- * writes one (ol_format_claim); -EXDEV another drive or a garbled record, -errno unreadable
+ * record and is blank (no metadata), ours (its metadata is the env st holds), or never seen
+ * with one (its UUID unknown: unreadable at open, an older build's): the caller writes one
+ * (ol_format_claim); -EXDEV another drive or a garbled record, -errno unreadable
  * (why says which). Adopts a changed drive UUID of the right position (logged). */
 int ol_format_verify(struct ol_store *st, int d, bool ours, char *why, size_t cap);
 /* Write a fresh record (new drive UUID) for drive d. 0 or -errno (logged). */
