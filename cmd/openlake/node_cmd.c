@@ -14,6 +14,7 @@
 #include "cmds.h"
 
 #include "base/config.h"
+#include "base/driveid.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +38,7 @@ struct drive {
 	unsigned long long dev; /* st_dev + 1 when measured here (0 = unknown) */
 	bool online, writable;
 	unsigned long long total, used, free;
+	char uuid[OL_DRIVEID_UUID]; /* its identity record's drive UUID ("" unknown) */
 };
 
 struct nodeinfo {
@@ -196,6 +198,9 @@ drives_from_config(struct nodeinfo *ni)
 		d->used = d->total - (unsigned long long)vs.f_bfree * vs.f_frsize;
 		d->free = (unsigned long long)vs.f_bavail * vs.f_frsize;
 		d->writable = dir_writable(d->path);
+		struct ol_driveid id;
+		if (ol_driveid_read(d->path, &id) == 0 && id.version == 2)
+			memcpy(d->uuid, id.drive, sizeof(d->uuid));
 		struct stat st;
 		if (stat(d->path, &st) == 0)
 			d->dev = (unsigned long long)st.st_dev + 1;
@@ -242,9 +247,9 @@ drives_json(const struct nodeinfo *ni)
 		printf("%s{\"index\":%u,\"path\":", i ? "," : "", i);
 		json_string(d->path);
 		printf(",\"online\":%s,\"writable\":%s,\"total_bytes\":%llu,\"used_bytes\":%llu,"
-		       "\"free_bytes\":%llu}",
+		       "\"free_bytes\":%llu,\"uuid\":\"%s\"}",
 		       d->online ? "true" : "false", d->writable ? "true" : "false", d->total,
-		       d->used, d->free);
+		       d->used, d->free, d->uuid);
 	}
 	printf("]");
 }
@@ -261,17 +266,18 @@ disk_info(const struct nodeinfo *ni)
 		printf(",\"source\":\"%s\"}\n", ni->cfg ? "config" : "daemon");
 		return bad;
 	}
-	printf("%-3s %-40s %-8s %-8s %10s %10s %10s %5s\n", "#", "PATH", "STATE", "WRITABLE",
-	       "TOTAL", "USED", "FREE", "USE%");
+	printf("%-3s %-40s %-8s %-8s %10s %10s %10s %5s  %s\n", "#", "PATH", "STATE", "WRITABLE",
+	       "TOTAL", "USED", "FREE", "USE%", "DRIVE UUID");
 	for (unsigned i = 0; i < ni->n_drives; i++) {
 		const struct drive *d = &ni->drives[i];
 		char t[32], u[32], f[32];
 		human(d->total, t, sizeof(t));
 		human(d->used, u, sizeof(u));
 		human(d->free, f, sizeof(f));
-		printf("%-3u %-40s %-8s %-8s %10s %10s %10s %4.0f%%\n", i, d->path,
+		printf("%-3u %-40s %-8s %-8s %10s %10s %10s %4.0f%%  %s\n", i, d->path,
 		       d->online ? "online" : "OFFLINE", d->writable ? "yes" : "NO", t, u, f,
-		       d->total ? 100.0 * (double)d->used / (double)d->total : 0.0);
+		       d->total ? 100.0 * (double)d->used / (double)d->total : 0.0,
+		       d->uuid[0] ? d->uuid : "-");
 	}
 	return bad;
 }

@@ -171,7 +171,11 @@ open_pool(struct cstore *cs, unsigned p, uint64_t epoch, struct ol_store **st)
 						  .secret = cs->cfg->cluster_secret,
 						  .self_id = cs->cfg->self_id,
 						  .epoch = epoch,
-						  .deadline_ms = 5000};
+						  .deadline_ms = 5000,
+						  .store_id = l->deployment_id,
+						  .pool = SET_POOL,
+						  .set = i,
+						  .sets = m};
 	rc = ol_store_open_sets(cs->cfg, o, m, l->deployment_id, st);
 out:
 	free(o);

@@ -30,6 +30,7 @@ static const char *const op_names[OL_NODE_OP_MAX + 1] = {
     [OL_NODE_META_SCAN] = "META_SCAN",
     [OL_NODE_META_COMMIT] = "META_COMMIT",
     [OL_NODE_SHARD_LIST] = "SHARD_LIST",
+    [OL_NODE_DRIVE_ID] = "DRIVE_ID",
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

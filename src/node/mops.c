@@ -20,6 +20,7 @@
  * for their time; the loop's other connections wait meanwhile). */
 #include "node/node_int.h"
 
+#include "base/driveid.h"
 #include "base/log.h"
 #include "meta/meta.h"
 
@@ -552,5 +553,70 @@ ol_node_op_list(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd 
 	free(names);
 	close(dfd);
 	ol_node_out_end(c, OL_NODE_SHARD_LIST, h->call_id, 0, 0, w.n);
+	return 0;
+}
+
+/* ---- DRIVE_ID: drive u16, flags u8, [record str with CLAIM] -> record str ---- */
+
+/* Drive d's record, or with CLAIM on a drive without one the caller's (written). 0, -ENOENT
+ * (none, no claim), -EUCLEAN (garbled, or a local store's version 1), -EINVAL, -errno. */
+static int
+drive_id(struct ol_node_server *s, unsigned d, bool claim, const char *text, size_t n,
+	 struct ol_driveid *id)
+{
+	int rc;
+
+	pthread_mutex_lock(&s->meta_mu); /* one claim at a time */
+	rc = ol_driveid_read(s->drives[d], id);
+	if (rc == -ENOENT && claim) {
+		rc = ol_driveid_parse(text, n, id);
+		if (!rc && id->version != 2)
+			rc = -EINVAL;
+		if (!rc)
+			rc = ol_driveid_write(s->drives[d], id);
+		if (!rc)
+			ol_info(
+			    "node plane: drive %s: identity record written (store %s, pool %u set "
+			    "%u drive %u, UUID %s)",
+			    s->drives[d], id->store, id->pool, id->set, id->index, id->drive);
+	} else if (rc == -EINVAL || (!rc && id->version != 2)) {
+		rc = -EUCLEAN;
+	}
+	pthread_mutex_unlock(&s->meta_mu);
+	return rc;
+}
+
+int
+ol_node_op_drive_id(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r)
+{
+	char text[OL_DRIVEID_TEXT];
+	unsigned d = ol_node_get16(r);
+	const uint8_t *fl = ol_node_getbytes(r, 1);
+	struct ol_driveid id;
+	size_t n = 0;
+	int rc;
+
+	if (fl && (*fl & OL_NODE_ID_CLAIM))
+		n = ol_node_getstr(r, text, sizeof(text));
+	if (r->err || !fl)
+		return -EPROTO;
+	if (d >= c->s->n_drives || (*fl & ~OL_NODE_ID_CLAIM))
+		return -EINVAL;
+	/* only a claim makes a wiped drive's directories again: a plain read writes nothing (it
+	 * may run while an operator's rm -rf of the drive is under way) */
+	if ((*fl & OL_NODE_ID_CLAIM) && (rc = ol_node_drive_check(c->s, d)))
+		return rc;
+	rc = drive_id(c->s, d, *fl & OL_NODE_ID_CLAIM, text, n, &id);
+	if (rc)
+		return rc;
+	int len = ol_driveid_format(&id, text, sizeof(text));
+	if (len < 0)
+		return -EUCLEAN;
+	uint8_t *p = ol_node_out_begin(c, (size_t)len + 2);
+	struct ol_node_wr w = {p, 0, (size_t)len + 2, false};
+
+	ol_node_put16(&w, (uint16_t)len);
+	ol_node_putbytes(&w, text, (size_t)len);
+	ol_node_out_end(c, OL_NODE_DRIVE_ID, h->call_id, 0, 0, w.n);
 	return 0;
 }

@@ -59,8 +59,13 @@ enum ol_node_op {
 	OL_NODE_META_SCAN = 12,	  /* a page of records from a key on */
 	OL_NODE_META_COMMIT = 13, /* a batch of puts / deletes in one txn, fenced by an epoch */
 	OL_NODE_SHARD_LIST = 14,  /* a page of the names in a shard directory */
-	OL_NODE_OP_MAX = 14,
+	OL_NODE_DRIVE_ID = 15,	  /* a drive's identity record (claimed when it has none) */
+	OL_NODE_OP_MAX = 15,
 };
+
+/* DRIVE_ID flags: CLAIM: the request carries the record the caller expects; a drive without
+ * one gets it written (base/driveid.h) */
+enum { OL_NODE_ID_CLAIM = 1 };
 
 /* SHARD_PWRITE flags */
 enum { OL_NODE_PW_CREATE = 1, OL_NODE_PW_EXCL = 2, OL_NODE_PW_SYNC = 4 };

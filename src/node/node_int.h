@@ -103,6 +103,7 @@ int ol_node_op_meta_get(struct nconn *c, const struct ol_node_hdr *h, struct ol_
 int ol_node_op_meta_scan(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r);
 int ol_node_op_meta_commit(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r);
 int ol_node_op_list(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r);
+int ol_node_op_drive_id(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r);
 void ol_node_mops_init(struct ol_node_server *s);
 void ol_node_mops_fini(struct ol_node_server *s);
 /* ops.c helpers mops.c shares */

@@ -3,6 +3,7 @@
  * but the read-only server config and the relaxed counters. */
 #include "node/node_int.h"
 
+#include "base/driveid.h"
 #include "base/log.h"
 #include "base/metrics.h"
 #include "io/io.h"
@@ -208,7 +209,7 @@ hello(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame)
 	c->authed = true;
 	c->rseq = 1;
 	ol_loop_timer_cancel(c->loop, &c->hello_timer);
-	size_t cap = 64 + s->n_drives * (OL_NODE_NAME_MAX + 8);
+	size_t cap = 64 + s->n_drives * (OL_NODE_NAME_MAX + 8 + OL_DRIVEID_UUID);
 	struct ol_node_wr w = {ol_node_out_begin(c, cap), 0, cap, false};
 	ol_node_putbytes(&w, snonce, sizeof(snonce));
 	ol_node_put32(&w, s->self_id);
@@ -216,8 +217,12 @@ hello(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame)
 	ol_node_put32(&w, s->max_payload);
 	ol_node_put16(&w, (uint16_t)s->n_drives);
 	for (unsigned i = 0; i < s->n_drives; i++) {
+		struct ol_driveid id;
+
 		ol_node_putstr(&w, s->drives[i]);
-		ol_node_putstr(&w, ""); /* drive identity records come with the store's wiring */
+		/* its identity record's drive UUID ("" when it has none yet) */
+		ol_node_putstr(
+		    &w, ol_driveid_read(s->drives[i], &id) == 0 && id.version == 2 ? id.drive : "");
 	}
 	ol_node_out_end(c, OL_NODE_HELLO, h->call_id, 0, 0, w.n);
 	ol_debug("node plane: node %u at %s authenticated", peer_id, c->peer);

@@ -147,11 +147,24 @@ same_file(const struct ol_store *st, int d, struct ol_meta *m)
 	return a.st_dev == b.st_dev && a.st_ino == b.st_ino ? 0 : -ESTALE;
 }
 
+/* An online remote drive's record, read only: one that vanished (a wipe, maybe still under
+ * way) is claimed again after three ticks in a row without one, so the claim (which makes
+ * the drive's directories again) does not race the operator's rm -rf. */
+static int
+remote_ident(struct ol_store *st, int d, char *why, size_t cap)
+{
+	struct ol_drive *dr = &st->d[d];
+	int rc = ol_rd_ident(st, d, dr->id_miss >= 2, why, cap);
+
+	dr->id_miss = rc == 1 ? dr->id_miss + 1 : 0;
+	return rc == 1 ? 0 : rc;
+}
+
 static void
 check_online(struct ol_store *st, int d)
 {
 	struct ol_meta *m = atomic_load(&st->d[d].meta);
-	char why[160];
+	char why[OL_WHY_MAX];
 	int rc;
 
 	if (!m)
@@ -160,16 +173,27 @@ check_online(struct ol_store *st, int d)
 	if (atomic_load(&st->d[d].meta) != m)
 		return;
 	if (ol_drive_remote(st, d)) {
-		if ((rc = ol_rd_ping(st->d[d].rd))) {
+		if ((rc = ol_rd_ping(st->d[d].rd)))
 			snprintf(why, sizeof(why), "node plane ping failed: %s", strerror(-rc));
+		else /* another disk at its node's path (swapped, moved): never written to */
+			rc = remote_ident(st, d, why, sizeof(why));
+		if (rc)
 			ol_drive_offline(st, d, m, false, why);
-		}
 		return;
 	}
 	rc = same_file(st, d, m);
 	if (rc) {
 		snprintf(why, sizeof(why), "metadata file %s (%s)",
 			 rc == -ESTALE ? "replaced" : "gone", strerror(-rc));
+		ol_drive_offline(st, d, m, false, why);
+		return;
+	}
+	/* another disk's record under its path (a disk swapped in, its metadata file kept):
+	 * never written to; a record removed from our own drive is written again */
+	rc = ol_format_verify(st, d, true, why, sizeof(why));
+	if (rc == 1) {
+		(void)ol_format_claim(st, d); /* logged; tried again at the next tick */
+	} else if (rc) {
 		ol_drive_offline(st, d, m, false, why);
 		return;
 	}
@@ -239,12 +263,10 @@ static int
 revive_remote(struct ol_store *st, int d, char *why, size_t cap)
 {
 	struct ol_meta *m = NULL;
-	int rc = ol_rd_open_meta(st, d, &m);
+	int rc = ol_rd_open_meta(st, d, &m, why, cap);
 
-	if (rc) {
-		snprintf(why, cap, "node plane: %s", strerror(-rc));
+	if (rc)
 		return rc;
-	}
 	ol_meta_close(st->d[d].parked);
 	back_online(st, d, m);
 	return 0;
@@ -285,7 +307,7 @@ revive(struct ol_store *st, int d, char *why, size_t cap)
 	struct ol_meta *m = dr->parked;
 	char p[OL_PATH_MAX + 64];
 	struct stat sb;
-	int rc;
+	int rc, blank;
 
 	if (ol_drive_remote(st, d))
 		return revive_remote(st, d, why, cap);
@@ -301,6 +323,11 @@ revive(struct ol_store *st, int d, char *why, size_t cap)
 		snprintf(why, cap, "its file system is not mounted");
 		return -ENODEV;
 	}
+	/* the disk there is this drive, or a blank one (which gets a record and is healed):
+	 * checked before anything is written to it */
+	blank = ol_format_verify(st, d, false, why, cap);
+	if (blank < 0)
+		return blank;
 	meta_path(st, d, "", p, sizeof(p));
 	rc = mkdir_in(p);
 	if (!rc)
@@ -309,6 +336,8 @@ revive(struct ol_store *st, int d, char *why, size_t cap)
 		rc = probe(st, d);
 	if (!rc)
 		rc = relock(st, d);
+	if (!rc && blank == 1)
+		rc = ol_format_claim(st, d);
 	if (rc) {
 		snprintf(why, cap, "%s", strerror(-rc));
 		return rc;
@@ -332,7 +361,7 @@ revive(struct ol_store *st, int d, char *why, size_t cap)
 static void
 check_offline(struct ol_store *st, int d, char *last, size_t cap)
 {
-	char why[160] = "";
+	char why[OL_WHY_MAX] = "";
 
 	if (atomic_load(&st->d[d].meta) || !revive(st, d, why, sizeof(why)))
 		return;
@@ -346,7 +375,7 @@ static void *
 monitor(void *arg)
 {
 	struct ol_store *st = arg;
-	char last[OL_MAX_DRIVES][160] = {{0}};
+	char last[OL_MAX_DRIVES][OL_WHY_MAX] = {{0}};
 	struct timespec ts;
 
 	pthread_mutex_lock(&st->drv_mu);

@@ -298,24 +298,98 @@ next_gen(struct ol_rdrive *rd)
 	return next;
 }
 
-/* Open drive d's remote env after the drive answered a ping and a metadata read, and took
- * a new generation (an empty commit, synced) that fences every frame sent before. */
+/* The DRIVE_ID reply (record str) into *f. */
+static int
+ident_parse(const void *buf, size_t len, struct ol_driveid *f)
+{
+	struct ol_node_rd r = {buf, len, false};
+	char text[OL_DRIVEID_TEXT];
+	size_t n = ol_node_getstr(&r, text, sizeof(text));
+
+	return r.err || ol_driveid_parse(text, n, f) ? -EPROTO : 0;
+}
+
 int
-ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out)
+ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap)
+{
+	struct ol_drive *dr = &st->d[d];
+	struct ol_driveid want = dr->id, got;
+	uint8_t req[4 + OL_DRIVEID_TEXT];
+	char text[OL_DRIVEID_TEXT];
+	struct ol_node_wr w = {req, 0, sizeof(req), false};
+	struct iovec iov;
+	void *v = NULL;
+	size_t vl = 0;
+	int rc, n = 0;
+
+	if (!want.store[0])
+		return 0; /* a set opened without identity (tests) */
+	/* a fresh UUID: the node writes the record only on a drive without one (blank) */
+	if (claim) {
+		if ((rc = ol_driveid_uuid(want.drive)))
+			return rc;
+		if ((n = ol_driveid_format(&want, text, sizeof(text))) < 0)
+			return n;
+	}
+	put_drive(&w, dr->rd);
+	ol_node_putbytes(&w, &(uint8_t){claim ? OL_NODE_ID_CLAIM : 0}, 1);
+	if (claim) {
+		ol_node_put16(&w, (uint16_t)n);
+		ol_node_putbytes(&w, text, (size_t)n);
+	}
+	iov = (struct iovec){req, w.n};
+	rc = rd_call(dr->rd, OL_NODE_DRIVE_ID, &iov, 1, &v, &vl);
+	if (!rc)
+		rc = ident_parse(v, vl, &got);
+	free(v);
+	if (rc == -ENOENT && !claim)
+		return 1;
+	if (rc == -EUCLEAN) {
+		snprintf(why, cap,
+			 "its identity record is garbled or a local store's: restore "
+			 "it, or wipe the drive to reuse it");
+		return -EXDEV;
+	}
+	if (rc) {
+		snprintf(why, cap, "node plane: identity check: %s%s", strerror(-rc),
+			 rc == -EPROTO || rc == -ECONNRESET ? " (a node older than this one? "
+							      "upgrade every node)"
+							    : "");
+		return rc;
+	}
+	if ((rc = ol_format_match(&dr->id, &got, "its identity record", why, cap)))
+		return rc;
+	if (strcmp(got.drive, dr->id.drive))
+		memcpy(dr->id.drive, got.drive, sizeof(got.drive));
+	return 0;
+}
+
+/* Open drive d's remote env after the drive answered a ping, proved its identity and a
+ * metadata read, and took a new generation (an empty commit, synced) that fences every frame
+ * sent before. */
+int
+ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out, char *why, size_t cap)
 {
 	struct ol_rdrive *rd = st->d[d].rd;
 	void *v = NULL;
 	size_t vl;
 	int rc = ol_rd_ping(rd);
 
+	snprintf(why, cap, "node plane: %s", strerror(-rc));
+	if (!rc && (rc = ol_rd_ident(st, d, true, why, cap)))
+		return rc; /* a wrong drive: nothing written to it */
 	if (!rc)
 		rc = m_get(rd, OL_META_BUCKETS, "", 1, &v, &vl); /* "\0": never a bucket */
 	free(v);
-	if (rc && rc != -ENOENT)
+	if (rc && rc != -ENOENT) {
+		snprintf(why, cap, "node plane: %s", strerror(-rc));
 		return rc;
+	}
 	next_gen(rd);
-	if ((rc = m_commit(rd, NULL, 0, true)))
+	if ((rc = m_commit(rd, NULL, 0, true))) {
+		snprintf(why, cap, "node plane: %s", strerror(-rc));
 		return rc;
+	}
 	return ol_meta_open_remote(&rd_meta_ops, rd, st->fsync, out);
 }
 

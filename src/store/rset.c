@@ -19,7 +19,24 @@ check_opts(const struct ol_store_set_opts *o)
 		if (!o->drives[i].peer || !o->drives[i].peer[0] ||
 		    strlen(o->drives[i].peer) >= 128 || o->drives[i].peer_drive > 0xffff)
 			return -EINVAL;
+	if (o->store_id && (!o->store_id[0] || strlen(o->store_id) >= OL_DRIVEID_STORE ||
+			    o->set >= (o->sets ? o->sets : 1) || o->pool > 0xffff))
+		return -EINVAL;
 	return 0;
+}
+
+/* What drive i's identity record must say (its UUID learnt from the drive). */
+static void
+ident(struct ol_driveid *e, const struct ol_store_set_opts *o, unsigned i, unsigned parity)
+{
+	*e = (struct ol_driveid){.version = 2,
+				 .pool = o->pool,
+				 .sets = o->sets ? o->sets : 1,
+				 .set = o->set,
+				 .index = i,
+				 .drives = o->n,
+				 .parity = parity};
+	snprintf(e->store, sizeof(e->store), "%s", o->store_id);
 }
 
 int
@@ -28,6 +45,7 @@ ol_set_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
 {
 	struct ol_config *c;
 	struct ol_store *st;
+	char why[OL_WHY_MAX];
 	int online = 0, rc = check_opts(o);
 
 	*out = NULL;
@@ -53,14 +71,20 @@ ol_set_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
 		snprintf(d->root, sizeof(d->root), "node %u %s drive %u", o->drives[i].node_id,
 			 o->drives[i].peer, o->drives[i].peer_drive);
 		d->rd = ol_rd_new(st, &o->drives[i]);
-		rc = ol_rd_open_meta(st, i, &m);
+		if (o->store_id)
+			ident(&d->id, o, (unsigned)i, cfg->default_parity_count);
+		rc = ol_rd_open_meta(st, i, &m, why, sizeof(why));
 		if (!rc) {
 			atomic_store(&d->meta, m);
 			online++;
 			continue;
 		}
-		snprintf(d->why, sizeof(d->why), "did not answer at start: %s", strerror(-rc));
-		ol_warn("store: drive %s: %s", d->root, d->why);
+		snprintf(d->why, sizeof(d->why), "%s at start: %s",
+			 rc == -EXDEV ? "refused" : "did not answer", why);
+		if (rc == -EXDEV)
+			ol_err("store: drive %s is kept offline: %s", d->root, why);
+		else
+			ol_warn("store: drive %s: %s", d->root, d->why);
 	}
 	if (online < st->w) {
 		ol_err("store: only %d of %d remote drives answer, need %d", online, st->n, st->w);

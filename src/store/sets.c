@@ -37,9 +37,6 @@
 #include "base/log.h"
 #include "store/store_int.h"
 
-#define FORMAT_NAME  ".openlake/format"
-#define FORMAT_MAGIC "openlake-format 1"
-
 static inline bool
 multi(const struct ol_store *st)
 {
@@ -243,177 +240,6 @@ repaired(struct ol_store *st, unsigned i, const char *bucket)
 	return rc == 0;
 }
 
-/* ---- format records: what a local drive belongs to ---- */
-
-struct fmt {
-	char id[33];
-	unsigned sets, set, drives;
-};
-
-static void
-fmt_path(const char *root, char *buf, size_t cap)
-{
-	snprintf(buf, cap, "%s/%s", root, FORMAT_NAME);
-}
-
-/* 0, -ENOENT (none), -EINVAL (garbled), -errno */
-static int
-fmt_read(const char *root, struct fmt *f)
-{
-	char p[OL_PATH_MAX + 32], magic[32];
-	FILE *fp;
-	int n;
-
-	fmt_path(root, p, sizeof(p));
-	fp = fopen(p, "re");
-	if (!fp)
-		return -errno;
-	n = fscanf(fp, "%31[^\n]\nstore %32s\nsets %u\nset %u\ndrives %u", magic, f->id, &f->sets,
-		   &f->set, &f->drives);
-	fclose(fp);
-	if (n != 5 || strcmp(magic, FORMAT_MAGIC) || strlen(f->id) != 32 || !f->sets ||
-	    f->set >= f->sets || !f->drives)
-		return -EINVAL;
-	return 0;
-}
-
-static int
-fmt_write(const char *root, const struct fmt *f)
-{
-	char p[OL_PATH_MAX + 32], tmp[OL_PATH_MAX + 48], body[160];
-	int fd, rc = 0, n;
-
-	snprintf(p, sizeof(p), "%s/.openlake", root);
-	if ((rc = ol_mkdir_p(p)))
-		return rc;
-	fmt_path(root, p, sizeof(p));
-	snprintf(tmp, sizeof(tmp), "%s.tmp", p);
-	n = snprintf(body, sizeof(body), "%s\nstore %s\nsets %u\nset %u\ndrives %u\n", FORMAT_MAGIC,
-		     f->id, f->sets, f->set, f->drives);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return -errno;
-	if (write(fd, body, (size_t)n) != n || fsync(fd))
-		rc = errno ? -errno : -EIO;
-	close(fd);
-	if (!rc && rename(tmp, p))
-		rc = -errno;
-	if (!rc) {
-		snprintf(p, sizeof(p), "%s/.openlake", root);
-		fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd >= 0) {
-			(void)fsync(fd);
-			close(fd);
-		}
-	}
-	return rc;
-}
-
-static bool
-drive_used(const char *root)
-{
-	char p[OL_PATH_MAX + 32];
-	struct stat sb;
-
-	snprintf(p, sizeof(p), "%s/.openlake/meta.mdb", root);
-	return stat(p, &sb) == 0;
-}
-
-/* Check the data dirs against their format records: m sets of n drives, in order, of one
- * store. A store of several sets gets its records written on fresh drives (a one-set store
- * keeps none: its bytes on disk stay as they were). *seed: the placement seed. */
-static int
-check_format(const struct ol_config *cfg, unsigned n, unsigned m, uint64_t *seed)
-{
-	char id[33] = "";
-	bool fresh[OL_CFG_MAX_DIRS] = {false};
-
-	for (unsigned i = 0; i < m * n; i++) {
-		const char *root = cfg->data_dirs[i];
-		struct fmt f;
-		int rc = fmt_read(root, &f);
-
-		if (rc == -EINVAL) {
-			ol_err("store: data dir %s: its format record %s is unreadable; restore it "
-			       "(or, for an empty drive, remove it)",
-			       root, FORMAT_NAME);
-			return -EINVAL;
-		}
-		if (rc == -ENOENT) {
-			if (!drive_used(root)) {
-				fresh[i] = true;
-			} else if (m > 1) {
-				ol_err(
-				    "store: data dir %s holds a store created as one erasure set "
-				    "(it has no format record), but this config lays %u data "
-				    "dirs out as %u sets of %u: a store's set count cannot change; "
-				    "open it with data_dirs = the drives it was created with and "
-				    "set_drive_count = their count",
-				    root, m * n, m, n);
-				return -EINVAL;
-			}
-			continue;
-		}
-		if (rc)
-			continue; /* unreadable now: the set opens it as offline */
-		if (f.sets != m || f.drives != n) {
-			ol_err(
-			    "store: data dir %s belongs to a store of %u erasure set(s) of %u "
-			    "drives, but this config lays %u data dirs out as %u set(s) of %u: a "
-			    "store's set count cannot change; set data_dirs to the store's %u "
-			    "dirs (in their order) and set_drive_count = %u",
-			    root, f.sets, f.drives, m * n, m, n, f.sets * f.drives, f.drives);
-			return -EINVAL;
-		}
-		if (f.set != i / n) {
-			ol_err("store: data dir %s is a drive of set %u but is listed as drive %u "
-			       "(set %u): keep data_dirs in the order the store was created with",
-			       root, f.set, i, i / n);
-			return -EINVAL;
-		}
-		if (id[0] && strcmp(id, f.id)) {
-			ol_err(
-			    "store: data dir %s belongs to store %s, the others to %s: data_dirs "
-			    "mixes the drives of two stores",
-			    root, f.id, id);
-			return -EINVAL;
-		}
-		memcpy(id, f.id, sizeof(id));
-	}
-	if (m == 1) {
-		*seed = 0;
-		return 0;
-	}
-	if (!id[0]) {
-		uint8_t u[16];
-
-		ol_uuid(u);
-		for (int i = 0; i < 16; i++)
-			snprintf(id + 2 * i, 3, "%02x", u[i]);
-		ol_info("store: new store %s of %u erasure sets of %u drives", id, m, n);
-	}
-	for (unsigned i = 0; i < m * n; i++) {
-		struct fmt f = {.sets = m, .set = i / n, .drives = n};
-		int rc;
-
-		if (!fresh[i])
-			continue;
-		memcpy(f.id, id, sizeof(id));
-		rc = fmt_write(cfg->data_dirs[i], &f);
-		if (rc)
-			ol_warn("store: data dir %s: cannot write its format record: %s",
-				cfg->data_dirs[i], strerror(-rc));
-	}
-	{
-		char head[17];
-
-		memcpy(head, id, 16);
-		head[16] = 0;
-		*seed = strtoull(head, NULL, 16);
-	}
-	return 0;
-}
-
 static struct ol_store *
 shell_new(unsigned m, uint64_t seed)
 {
@@ -444,6 +270,7 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 	unsigned n = cfg->set_drive_count ? cfg->set_drive_count : cfg->n_data_dirs, m;
 	struct ol_config *c;
 	struct ol_store *st;
+	struct ol_driveid *ids;
 	uint64_t seed;
 	int rc;
 
@@ -459,11 +286,14 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 		ol_err("store: %u erasure sets; at most %d", m, OL_MAX_SETS);
 		return -EINVAL;
 	}
-	rc = check_format(cfg, n, m, &seed);
-	if (rc)
+	ids = ol_xcalloc(m * n, sizeof(*ids));
+	rc = ol_format_open(cfg, n, m, &seed, ids); /* format.c: drive identity records */
+	if (rc || m == 1) {
+		if (!rc)
+			rc = ol_set_open(cfg, ids, out);
+		free(ids);
 		return rc;
-	if (m == 1)
-		return ol_set_open(cfg, out);
+	}
 	st = shell_new(m, seed);
 	c = ol_xmalloc(sizeof(*c));
 	for (unsigned j = 0; j < m; j++) {
@@ -472,18 +302,20 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 			memcpy(c->data_dirs[i], cfg->data_dirs[j * n + i], sizeof(c->data_dirs[i]));
 		c->n_data_dirs = n;
 		c->set_drive_count = n;
-		rc = ol_set_open(c, &st->sets[j]);
+		rc = ol_set_open(c, ids + (size_t)j * n, &st->sets[j]);
 		if (rc) {
 			ol_err("store: erasure set %u (data dirs %u..%u) does not open: %s", j,
 			       j * n, j * n + n - 1, strerror(-rc));
 			st->n_sets = (int)j;
 			shell_free(st);
 			free(c);
+			free(ids);
 			return rc;
 		}
 		st->sets[j]->upl_tag = (int)j;
 	}
 	free(c);
+	free(ids);
 	ol_drive_metrics_shell(st, true);
 	ol_info("store: %u erasure sets of %u drives; objects placed by key", m, n);
 	*out = st;

@@ -256,7 +256,7 @@ ol_store_new(const struct ol_config *cfg, struct ol_store **out)
 }
 
 int
-ol_set_open(const struct ol_config *cfg, struct ol_store **out)
+ol_set_open(const struct ol_config *cfg, const struct ol_driveid *ids, struct ol_store **out)
 {
 	struct ol_store *st;
 	int online = 0, rc = ol_store_new(cfg, &st);
@@ -264,6 +264,8 @@ ol_set_open(const struct ol_config *cfg, struct ol_store **out)
 	if (rc)
 		return rc;
 	for (int i = 0; i < st->n; i++) {
+		if (ids)
+			st->d[i].id = ids[i];
 		if (drive_open(st, i, cfg->data_dirs[i]) == 0)
 			online++;
 		else

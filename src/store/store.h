@@ -53,10 +53,12 @@ struct ol_store;
  * quorum of drives opens in each set; otherwise the call fails.
  * The data dirs are m erasure sets of N drives (dirs [0..N-1] set 0, [N..2N-1] set 1, ...;
  * -EINVAL when their count is not a multiple of N). With m > 1 each object lives in one set
- * (a keyed hash of bucket/key), each bucket on all; every drive gets a format record
- * (.openlake/format: the store id, m, its set, N) and a store refuses to open with another m
- * or another order of its dirs. A one-set store writes no format record (the bytes on disk
- * of stores made before sets). See docs/ARCHITECTURE.md, "Erasure sets". */
+ * (a keyed hash of bucket/key), each bucket on all. Every drive (m = 1 too) carries an
+ * identity record (.openlake/format: the store id, its UUID, m, its set, its index, N, P):
+ * -EINVAL (logged with the drive, where it belongs and the fix) when a drive is another
+ * store's, another position's (dirs reordered, another m or N) or a copy of another; blank
+ * drives get a fresh record, drives of an older build get theirs (store/format.c,
+ * docs/storage-format.md). See docs/ARCHITECTURE.md, "Erasure sets". */
 int ol_store_open(const struct ol_config *cfg, struct ol_store **out);
 /* No other call may be running. NULL is fine. */
 void ol_store_close(struct ol_store *st);
@@ -74,6 +76,12 @@ struct ol_store_set_opts {
 	unsigned self_id;   /* this node's id (HELLO) */
 	uint64_t epoch;	    /* fencing epoch of this set's leader (> 0) */
 	int deadline_ms;    /* per call on the plane; 0 = 5000 */
+	/* Drive identity (docs/storage-format.md): with store_id (the deployment id) every drive
+	 * must carry the record of (store_id, pool, set of sets, its index); a drive without one
+	 * gets it written, a drive whose record names another store or position is kept
+	 * offline (logged) and never written to. NULL: not checked. */
+	const char *store_id;
+	unsigned pool, set, sets; /* sets 0 = 1 */
 };
 /* Open the engine over drives served by node planes (this node's own drives too: in a cluster
  * the node plane server is the only owner of a node's local drives). cfg gives P, block size,

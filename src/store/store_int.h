@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "base/driveid.h"
 #include "io/io.h"
 #include "meta/meta.h"
 #include "store/ec.h"
@@ -20,6 +21,7 @@
 #define OL_TRAILER    8 /* checksum after every shard block */
 #define OL_UUID	      16
 #define OL_PATH_MAX   512
+#define OL_WHY_MAX    256 /* why a drive is offline, one line */
 /* LMDB keys are at most 511 bytes: an object key longer than OL_KEY_HEAD is indexed as its
  * first OL_KEY_HEAD bytes + an 8-byte hash of the whole key, and its tail is kept in the
  * record (listing restores the order of such keys, see list.c). */
@@ -45,8 +47,12 @@ struct ol_drive {
 	int lock_fd;
 	_Atomic uint64_t faults; /* times taken offline */
 	bool damaged;		 /* its meta.mdb is not trusted: moved aside when it returns */
-	bool mounted;  /* its root was a mount point when opened: not served from beneath */
-	char why[160]; /* why offline (monitor and ol_drive_offline, under drv_mu) */
+	bool mounted;	      /* its root was a mount point when opened: not served from beneath */
+	char why[OL_WHY_MAX]; /* why offline (monitor and ol_drive_offline, under drv_mu) */
+	/* what its identity record must say (format.c); store "" = not checked. The drive
+	 * UUID is the one seen last ("" unknown); written by open and the monitor only */
+	struct ol_driveid id;
+	unsigned id_miss; /* monitor ticks in a row a remote drive showed no record */
 };
 
 struct ol_store {
@@ -138,7 +144,8 @@ struct ol_rec {
 
 /* The engine of one erasure set: the ol_store_* calls of store.h (sets.c dispatches them to
  * the sets of a store), each over the one set st. */
-int ol_set_open(const struct ol_config *cfg, struct ol_store **out);
+/* ids: drive i's identity (ol_format_open), or NULL: not checked. */
+int ol_set_open(const struct ol_config *cfg, const struct ol_driveid *ids, struct ol_store **out);
 void ol_set_close(struct ol_store *st);
 int ol_set_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
 		    struct ol_store **out);
@@ -278,8 +285,14 @@ struct ol_store_drive_spec;
 struct ol_rdrive *ol_rd_new(struct ol_store *st, const struct ol_store_drive_spec *sp);
 void ol_rd_free(struct ol_rdrive *rd);
 int ol_rd_ping(struct ol_rdrive *rd);
-/* A remote env for drive d once it answers (ping and a metadata read). 0 or -errno. */
-int ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out);
+/* A remote env for drive d once it answers (ping, its identity, a metadata read). 0 or
+ * -errno; why (cap bytes) says what failed: -EXDEV, the drive is not the one its slot
+ * expects (its identity record names another store or position), nothing was written to it. */
+int ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out, char *why, size_t cap);
+/* Drive d's identity record (DRIVE_ID) against st->d[d].id: 0, 1 it has none (only without
+ * claim; nothing written), -EXDEV (another drive, why says whose), -errno. With claim a
+ * drive without one gets st->d[d].id written, with a fresh UUID. */
+int ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap);
 /* how: 0 an existing shard (-ENOENT), 1 a new empty one (-EEXIST), 2 its directory handle. */
 int ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how);
 void ol_rd_shard_unlink(struct ol_store *st, int d, const uint8_t *uuid);
@@ -438,6 +451,26 @@ int ol_ver_del_one(struct ol_meta_txn *t, struct ol_commit *c, int d);
 int ol_ver_meta_one(struct ol_meta_txn *t, struct ol_commit *c, int d);
 /* Keep a malloc'd copy of v in gone[d] (reclaimed after a quorum commit). */
 void ol_commit_gone(struct ol_commit *c, int d, const void *v, size_t vl);
+
+/* format.c: drive identity records (base/driveid.h). */
+/* Check data dirs 0..m*n-1 of cfg (m sets of n) against their records and write the records
+ * the drives lack; ids[i] gets what drive i's record says (or must say). A drive that is
+ * another store's or another position's: -EINVAL, logged with the drive, where it belongs
+ * and the fix. *seed: the placement seed (0 for one set; else from the store id). */
+int ol_format_open(const struct ol_config *cfg, unsigned n, unsigned m, uint64_t *seed,
+		   struct ol_driveid *ids);
+/* Record f (found at where, e.g. "its identity record") against expected e: 0 the same
+ * position, else -EXDEV and why says whose drive it is and the fix. */
+int ol_format_match(const struct ol_driveid *e, const struct ol_driveid *f, const char *where,
+		    char *why, size_t cap);
+/* Local drive d against its identity record (monitor thread): 0 it is the drive, 1 it has no
+ * record and is blank (no metadata), ours (its metadata is the env st holds), or never seen
+ * with one (its UUID unknown: unreadable at open, an older build's): the caller writes one
+ * (ol_format_claim); -EXDEV another drive or a garbled record, -errno unreadable
+ * (why says which). Adopts a changed drive UUID of the right position (logged). */
+int ol_format_verify(struct ol_store *st, int d, bool ours, char *why, size_t cap);
+/* Write a fresh record (new drive UUID) for drive d. 0 or -errno (logged). */
+int ol_format_claim(struct ol_store *st, int d);
 
 /* drive.c */
 /* Take drive d offline if its env is still m (NULL: whatever it is): one log line with the

@@ -237,6 +237,8 @@ def test_node_and_disk_info(s3_daemon):
     assert out["erasure"] == {"set_drive_count": 4, "data": 3, "parity": 1}
     assert [x["path"] for x in out["drives"]] == d.data_dirs
     assert all(x["online"] and x["writable"] and x["total_bytes"] > 0 for x in out["drives"])
+    uuids = [x["uuid"] for x in out["drives"]]  # from each drive's identity record
+    assert len(set(uuids)) == 4 and all(len(u) == 32 for u in uuids), uuids
 
     r = cli("node", "info", "--config", d.config)
     assert r.returncode == 0 and "3 data + 1 parity" in r.stdout

@@ -222,6 +222,19 @@ def others(c, node):
     return [i for i in range(4) if i != node]
 
 
+def drive_record(drive):
+    """a drive's identity record (.openlake/format) as a dict"""
+    lines = open(os.path.join(drive, ".openlake", "format")).read().splitlines()
+    assert lines[0] == "openlake-format 2", lines
+    return dict(ln.split(" ", 1) for ln in lines[1:])
+
+
+def write_atomically(path, text):
+    with open(path + ".t", "w") as f:
+        f.write(text)
+    os.rename(path + ".t", path)
+
+
 def test_one_leader_serves_and_every_node_forwards(cluster):
     c = cluster
     lid, epoch = c.leader()
@@ -316,6 +329,26 @@ def test_one_leader_serves_and_every_node_forwards(cluster):
     forged = {"X-OpenLake-Client": "127.0.0.1 0 " + "0" * 64}
     assert get_from(lid, "127.0.0.2", forged) == 403
     assert get_from(na, "127.0.0.2", forged) == 403
+
+    # drive identity records: every drive carries the deployment's record of its slot; a
+    # drive whose record names another slot (a disk swapped in under it) is kept offline by
+    # the leader and the set serves on; with its own record back it returns
+    recs = [drive_record(n.drive) for n in c.nodes]
+    assert len({r["store"] for r in recs}) == 1, recs
+    assert sorted(int(r["index"]) for r in recs) == [0, 1, 2, 3], recs
+    v = [i for i in others(c, lid) if i != na][0]
+    fmt = os.path.join(c.nodes[v].drive, ".openlake", "format")
+    own = open(fmt).read()
+    leader = c.nodes[lid]
+    returns = leader.log().count("back online (4 of 4")
+    write_atomically(fmt, open(os.path.join(c.nodes[na].drive, ".openlake", "format")).read())
+    wait_for(lambda: "another drive of this store is there" in leader.log(), 60,
+             "the leader taking the swapped drive offline")
+    s3.put_object(Bucket="cst", Key="while-swapped", Body=small)
+    assert c.client(lid).get_object(Bucket="cst", Key="while-swapped")["Body"].read() == small
+    write_atomically(fmt, own)
+    wait_for(lambda: leader.log().count("back online (4 of 4") > returns, 60,
+             "the drive back with its own record")
 
     # the etcd leader killed (kill -9) while PUTs go on through a non-leader: every PUT is
     # acknowledged within the client's retries (a 503 while etcd elects is retried), none is

@@ -255,6 +255,57 @@ def test_vanished_drive(openlaked):
     prove_restored(d, c, objs, healed=1, other=0)
 
 
+# ---- drive identity records (.openlake/format) ----
+
+def test_swapped_data_dirs_refused(openlaked):
+    """Two data_dirs lines swapped: the daemon refuses to start (before this, shards were read
+    at the wrong positions: GETs answered wrong bytes), naming the drive, where it belongs and
+    the fix; nothing is written to it; in the right order everything reads back."""
+    d = openlaked()
+    c, objs = populate(d, n=10)
+    d.stop()
+    cfg = d.config.read_text()
+    a, b = d.data_dirs[1], d.data_dirs[2]
+    swapped = cfg.replace('"%s", "%s"' % (a, b), '"%s", "%s"' % (b, a))
+    assert swapped != cfg
+    d.config.write_text(swapped)
+    before = open(os.path.join(b, ".openlake", "format")).read()
+    with pytest.raises(RuntimeError):
+        d.start(timeout=20)
+    log = d.log()
+    assert "data dir %s is drive 2 of erasure set 0" % b in log, log[-3000:]
+    assert "Restore that order" in log and "wipe it" in log, log[-3000:]
+    assert open(os.path.join(b, ".openlake", "format")).read() == before
+    d.config.write_text(cfg)
+    d.start()
+    check_all(c, objs)
+
+
+def test_drive_swapped_while_running(openlaked):
+    """Another drive's contents put under drive 3's path while the daemon runs (a disk
+    swapped): drive 3 goes offline, never written to, the store keeps serving reads and
+    writes; with the right disk back it returns and is healed."""
+    d = openlaked()
+    c, objs = populate(d, n=10)
+    d3 = d.data_dirs[3]
+    shutil.copytree(d.data_dirs[0], d3 + ".other", symlinks=True)
+    os.rename(d3, d3 + ".orig")
+    os.rename(d3 + ".other", d3)
+    wait_until(lambda: online(d, 3) == 0, "drive 3 offline after the swap")
+    wait_until(lambda: "another drive of this store is there" in d.log(),
+               "the monitor naming the wrong drive")
+    check_all(c, objs)
+    put_more(c, objs, 11)
+    assert online(d, 3) == 0, "the wrong disk stays offline"
+    assert not shard_names(d3) - shard_names(d.data_dirs[0]), "nothing written to it"
+    os.rename(d3, d3 + ".wrong")
+    os.rename(d3 + ".orig", d3)
+    wait_until(lambda: online(d, 3) == 1, "drive 3 back online with its own disk")
+    heal(d)
+    check_all(c, objs)
+    shutil.rmtree(d3 + ".wrong")
+
+
 # ---- writes missed by an absent drive, across a crash ----
 
 def heal_status(d):

@@ -11,6 +11,7 @@
 #include "meta/meta.h"
 #include "node/node.h"
 #include "store/store.h"
+#include "store/store_int.h" /* a drive's why and state */
 #include "tap.h"
 
 #include <errno.h>
@@ -471,6 +472,110 @@ test_silent_peer(uint8_t *small)
 	close(lfd);
 }
 
+/* Drive identity records over the plane: written on open, the uuid in HELLO; another store's
+ * drive kept offline (the set runs degraded), a drive whose record changes while it runs taken
+ * offline, both back once right; swapped drive specs refused. */
+static int
+open_ident(struct ol_store **out)
+{
+	struct ol_store_set_opts o = {.n = N,
+				      .drives = specs,
+				      .secret = SECRET,
+				      .self_id = 100,
+				      .epoch = 50,
+				      .deadline_ms = 5000,
+				      .store_id = "dep-1",
+				      .sets = 1};
+
+	return ol_store_open_set(&cfg, &o, out);
+}
+
+static int
+wait_drive(struct ol_store *st, int d, bool want)
+{
+	for (time_t end = time(NULL) + 30; time(NULL) < end; usleep(20000))
+		if ((atomic_load(&st->d[d].meta) != NULL) == want)
+			return 1;
+	return 0;
+}
+
+static void
+test_identity(uint8_t *small)
+{
+	struct ol_driveid f[N], g;
+	struct ol_node_client *c = NULL;
+	struct ol_node_peer_info pi;
+	struct ol_store *st = NULL;
+	int rc = open_ident(&st), all = 1;
+
+	for (int i = 0; i < N; i++)
+		all &= ol_driveid_read(dirs[i], &f[i]) == 0 && !strcmp(f[i].store, "dep-1") &&
+		       f[i].index == (unsigned)i && f[i].set == 0 && f[i].drives == N;
+	ok(rc == 0 && all, "a set opened with a store id: every drive got its record (%d)", rc);
+	ok(ol_node_client_new(addrs[2], SECRET, 100, &c) == 0 && ol_node_hello(c, 5000, &pi) == 0 &&
+	       pi.n_drives == 1 && !strcmp(pi.drives[0].uuid, f[2].drive),
+	   "HELLO carries the drive's UUID");
+	ol_node_client_free(c);
+	/* drive 2's record says drive 1 while it runs: offline, the set serves, back when right */
+	g = f[2];
+	g.index = 1;
+	ok(st && ol_driveid_write(dirs[2], &g) == 0 && wait_drive(st, 2, false),
+	   "a drive whose record changed under it goes offline");
+	ok(st && strstr(st->d[2].why, "another drive of this store") != NULL, "why: %s",
+	   st ? st->d[2].why : "");
+	ok(st && put(st, "b1", "ident1", small, 1000, 0, NULL) == 0 &&
+	       same(st, "b1", "ident1", NULL, small, 1000),
+	   "the set writes and reads with it offline");
+	ok(st && ol_driveid_write(dirs[2], &f[2]) == 0 && wait_drive(st, 2, true),
+	   "its own record back: online again");
+	/* drive 1's record removed while it runs (as by a wipe): claimed again, a new UUID */
+	{
+		char p[400];
+		int back = 0;
+
+		snprintf(p, sizeof(p), "%s/%s", dirs[1], OL_DRIVEID_NAME);
+		unlink(p);
+		for (time_t end = time(NULL) + 30; time(NULL) < end && !back; usleep(50000))
+			back = ol_driveid_read(dirs[1], &g) == 0;
+		ok(back && g.index == 1 && strcmp(g.drive, f[1].drive) && st &&
+		       atomic_load(&st->d[1].meta) != NULL,
+		   "a record gone from an online drive is written again, with a fresh UUID");
+	}
+	ol_store_close(st);
+	st = NULL;
+	/* another store's drive in slot 3: kept offline at open, the set opens degraded */
+	g = f[3];
+	snprintf(g.store, sizeof(g.store), "dep-other");
+	rc = ol_driveid_write(dirs[3], &g);
+	rc = rc ? rc : open_ident(&st);
+	ok(rc == 0 && ol_store_drives_online(st) == N - 1 &&
+	       strstr(st->d[3].why, "another store's disk") != NULL,
+	   "another store's drive kept offline at open, the set runs degraded (%d)", rc);
+	ok(st && put(st, "b1", "ident2", small, 2000, 0, NULL) == 0 &&
+	       same(st, "b1", "ident2", NULL, small, 2000),
+	   "and serves reads and writes");
+	ok(st && ol_driveid_read(dirs[3], &g) == 0 && !strcmp(g.store, "dep-other"),
+	   "the foreign drive's record is untouched");
+	ok(st && ol_driveid_write(dirs[3], &f[3]) == 0 && wait_drive(st, 3, true),
+	   "the right disk back: online");
+	ol_store_close(st);
+	st = NULL;
+	/* drive specs 0 and 1 swapped: both refused, too few drives for a quorum */
+	{
+		struct ol_store_drive_spec t = specs[0];
+
+		specs[0] = specs[1];
+		specs[1] = t;
+		rc = open_ident(&st);
+		ok(rc == -EIO && ol_driveid_read(dirs[0], &g) == 0 && g.index == 0,
+		   "swapped drive slots refused (%d), records untouched", rc);
+		if (!rc)
+			ol_store_close(st);
+		specs[1] = specs[0];
+		specs[0] = t;
+	}
+}
+
 static int
 rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
 {
@@ -520,6 +625,7 @@ main(void)
 		test_fencing(st, small);
 		ol_store_close(st);
 		test_silent_peer(small);
+		test_identity(small);
 	}
 	for (int i = 0; i < N; i++)
 		if (srv[i])

@@ -576,7 +576,8 @@ test_set_count_fixed(void)
 	rc = ol_store_open(&cfg, &st);
 	ok(rc == -EINVAL, "6 dirs with set_drive_count 4: refused (%d)", rc);
 
-	/* a one-set store (as before sets): no format record, and it cannot grow into two */
+	/* a one-set store: its drives' identity records say one set, and it cannot grow into
+	 * two */
 	rm_rf(root);
 	mkdir(root, 0700);
 	setup(4, 4, 1);
@@ -588,8 +589,13 @@ test_set_count_fixed(void)
 		   "one-set store: bucket and object");
 		ol_store_close(st);
 	}
-	snprintf(p, sizeof(p), "%s/.openlake/format", cfg.data_dirs[0]);
-	ok(!exists(p), "a one-set store has no format record");
+	{
+		struct ol_driveid f;
+
+		ok(ol_driveid_read(cfg.data_dirs[3], &f) == 0 && f.sets == 1 && f.set == 0 &&
+		       f.index == 3 && f.drives == 4,
+		   "a one-set store's drive has its identity record (set 0 of 1, drive 3 of 4)");
+	}
 	setup(8, 4, 1);
 	rc = ol_store_open(&cfg, &st);
 	ok(rc == -EINVAL, "the one-set store with 4 more dirs as 2 sets: refused (%d)", rc);
