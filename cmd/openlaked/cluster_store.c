@@ -173,7 +173,7 @@ open_pool(struct cstore *cs, unsigned p, uint64_t epoch, struct ol_store **st)
 						  .epoch = epoch,
 						  .deadline_ms = 5000,
 						  .store_id = l->deployment_id,
-						  .pool = SET_POOL,
+						  .pool = p,
 						  .set = i,
 						  .sets = m};
 	rc = ol_store_open_sets(cs->cfg, o, m, l->deployment_id, st);

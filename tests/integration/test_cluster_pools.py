@@ -14,8 +14,8 @@ import json
 import subprocess
 
 from conftest import OPENLAKE_CLI, free_port, wait_for
-from test_cluster_store import (Node, body, etcd, list_all, pytestmark,  # noqa: F401
-                                shard_files, start_cluster)
+from test_cluster_store import (Node, body, drive_record, etcd, list_all,  # noqa: F401
+                                pytestmark, shard_files, start_cluster)
 
 import pytest
 
@@ -80,6 +80,14 @@ def test_join_a_pool_of_4_nodes_to_a_running_cluster(cluster, tmp_path):
         c.client(n % 8).put_object(Bucket="grow", Key=k, Body=v)
     mid_old, mid_new = new_files(c.nodes[:4]), new_files(new)
     assert mid_new > 0 and mid_old > before_old, (before_old, mid_old, mid_new)
+    # each drive's identity record names the deployment and its own pool and slot
+    recs = {(p, n.i): drive_record(n.drive) for p, ns in ((0, c.nodes[:4]), (1, new)) for n in ns}
+    assert len({r["store"] for r in recs.values()}) == 1, recs
+    for (pool, i), r in recs.items():
+        assert r["pool"] == str(pool), (pool, i, r)
+    for pool in (0, 1):
+        assert sorted(int(r["index"]) for (p, _), r in recs.items() if p == pool) == \
+            [0, 1, 2, 3], recs
 
     # an overwrite of an old key stays in pool 0: nothing new on the new nodes
     old["old/00"] = body("again", 400 << 10)
