@@ -70,6 +70,16 @@ ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
 			return -EINVAL;
 		else
 			ucx_seed |= strncmp(o->nodes[i], "ucx://", 6) == 0;
+	if ((ucx || ucx_seed) && !olc_ucx_built()) { /* before the other checks: a probe */
+		if (o->size >= offsetof(struct ol_client_opts, log_arg) + sizeof(void *) && o->log)
+			o->log(
+			    OL_CLIENT_LOG_ERROR,
+			    "openlake: device ucx / rdma / an RDMA NIC, or ucx:// nodes, need UCX, "
+			    "and this libopenlake was built without it (libucx-dev): use device "
+			    "tcp or local",
+			    o->log_arg);
+		return -EPROTONOSUPPORT;
+	}
 	const char *ns = o->ns ? o->ns : "";
 	if (strlen(ns) > OL_KVP_MAX_NS)
 		return -EINVAL;
@@ -131,13 +141,6 @@ ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
 	if (r == 0 && tls)
 		r = olc_tls_init(c, ca, sni, cert, ckey);
 	c->ucx = ucx;
-	if (r == 0 && (ucx || ucx_seed) && !olc_ucx_built()) {
-		olc_log(c, OL_CLIENT_LOG_ERROR,
-			"openlake: device \"%s\" / ucx:// nodes need UCX, and this libopenlake was "
-			"built without it (libucx-dev): use device \"tcp\" or \"local\"",
-			dev);
-		r = -EPROTONOSUPPORT;
-	}
 	if (r == 0 && (ucx || ucx_seed))
 		r = olc_ucx_init(c, ucx && strcmp(dev, "ucx") && strcmp(dev, "rdma") ? dev : NULL);
 	if (r < 0) {
@@ -455,6 +458,8 @@ conn_ucx(struct ol_client *c, struct olc_node *nd, struct olc_conn *out)
 	int r = olc_ucx_connect(c, nd, out);
 	if (r == 0)
 		r = hello(c, nd, out);
+	if (r == 0 && out->max_batch > olc_ucx_max_batch(out)) /* sub-batches fit an AM header */
+		out->max_batch = olc_ucx_max_batch(out);
 	if (r < 0) {
 		olc_conn_close(out);
 		olc_node_down(c, nd, r);

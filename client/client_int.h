@@ -186,6 +186,8 @@ int olc_ucx_init(struct ol_client *c, const char *dev);
 void olc_ucx_fini(struct ol_client *c);
 int olc_ucx_connect(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn);
 void olc_ucx_close(struct olc_conn *cn);
+/* The most request entries whose AM header this connection can send (its worker's limit). */
+uint32_t olc_ucx_max_batch(const struct olc_conn *cn);
 int olc_ucx_send(struct ol_client *c, struct olc_conn *cn, struct ol_kvp_hdr *h, struct iovec *iov,
 		 int n);
 int olc_ucx_send_call(struct ol_client *c, struct olc_conn *cn, struct olc_call *call,

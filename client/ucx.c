@@ -28,6 +28,7 @@ olc_ucx_built(void)
 
 struct olc_ucx {
 	unsigned timeout_ms; /* the client's */
+	size_t max_hdr;	     /* the worker's largest AM header */
 	ucp_worker_h w;
 	ucp_ep_h ep;
 	int efd;
@@ -279,6 +280,9 @@ olc_ucx_connect(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 	ucs_status_t st = ucp_worker_create(c->ucx_ctx, &wp, &x->w);
 	if (st == UCS_OK)
 		st = ucp_worker_get_efd(x->w, &x->efd);
+	ucp_worker_attr_t wa = {.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER};
+	if (st == UCS_OK && (st = ucp_worker_query(x->w, &wa)) == UCS_OK)
+		x->max_hdr = wa.max_am_header;
 	if (st == UCS_OK)
 		st = ucp_worker_set_am_recv_handler(x->w, &hp);
 	if (st == UCS_OK)
@@ -291,6 +295,13 @@ olc_ucx_connect(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 		return errno_of(st);
 	}
 	return 0;
+}
+
+uint32_t
+olc_ucx_max_batch(const struct olc_conn *cn)
+{
+	size_t n = (cn->ucx->max_hdr - OL_KVP_HDR) / OL_KVP_REQ_ENT;
+	return n < 1 ? 1 : n > OL_KVP_MAX_BATCH ? OL_KVP_MAX_BATCH : (uint32_t)n;
 }
 
 void

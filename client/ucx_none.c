@@ -33,6 +33,13 @@ olc_ucx_connect(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 	return -EPROTONOSUPPORT;
 }
 
+uint32_t
+olc_ucx_max_batch(const struct olc_conn *cn)
+{
+	(void)cn;
+	return 1;
+}
+
 void
 olc_ucx_close(struct olc_conn *cn)
 {

@@ -149,25 +149,25 @@ closed_cb(void *req, ucs_status_t st, void *arg)
 }
 
 /* Close uc's endpoint (forced: its requests complete as cancelled, which drops their pins and
- * reservations); uc goes when the last of them has. */
+ * reservations); uc goes when the last of them has, maybe here: the caller must not touch uc
+ * after this. */
 static void
 conn_kill(struct kvu_conn *uc)
 {
-	if (uc->closing)
-		return;
-	uc->closing = true;
-	unhash(uc);
-	ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
-						 UCP_OP_ATTR_FIELD_USER_DATA |
-						 UCP_OP_ATTR_FIELD_FLAGS,
-				 .flags = UCP_EP_CLOSE_FLAG_FORCE,
-				 .cb.send = closed_cb,
-				 .user_data = uc};
-	void *req = ucp_ep_close_nbx(uc->ep, &p);
-	if (req == NULL || UCS_PTR_IS_ERR(req)) {
-		uc->closed = true;
-		maybe_free(uc);
+	if (!uc->closing) {
+		uc->closing = true;
+		unhash(uc);
+		ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+							 UCP_OP_ATTR_FIELD_USER_DATA |
+							 UCP_OP_ATTR_FIELD_FLAGS,
+					 .flags = UCP_EP_CLOSE_FLAG_FORCE,
+					 .cb.send = closed_cb,
+					 .user_data = uc};
+		void *req = ucp_ep_close_nbx(uc->ep, &p);
+		if (req == NULL || UCS_PTR_IS_ERR(req))
+			uc->closed = true;
 	}
+	maybe_free(uc);
 }
 
 static void
@@ -281,8 +281,9 @@ op_done(struct kvu_op *op, ucs_status_t st)
 	free(op);
 	uc->inflight--;
 	if (kill)
-		conn_kill(uc);
-	maybe_free(uc);
+		conn_kill(uc); /* may free uc */
+	else
+		maybe_free(uc);
 }
 
 static void
@@ -559,9 +560,11 @@ on_req(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
 	if (r == 0)
 		r = kvs_precheck(uc->c, &h);
 	const uint8_t *ents = (const uint8_t *)hdr + OL_KVP_HDR;
-	if (r == -ECANCELED) /* a refusal is set: send it, then close */
+	if (r == -ECANCELED) { /* a refusal is set: send it, then close (uc may be gone) */
 		send_out(uc, &h, true);
-	else if (r == 0 && h.op == OL_KVP_PUT)
+		return UCS_OK;
+	}
+	if (r == 0 && h.op == OL_KVP_PUT)
 		do_put(uc, &h, ents, data, len, rndv);
 	else if (r == 0 && h.op == OL_KVP_GET)
 		do_get(uc, &h, ents);
