@@ -275,3 +275,26 @@ def test_token_required_over_ucx(tmp_path, ucx_tcp):
         assert "kv: refused" in p.d.log() or "token" in p.d.log()
     finally:
         p.stop()
+
+
+def test_connector_device_passes_through():
+    """vLLM's openlake_device: ucx, rdma or a NIC name stays (UCX) when libopenlake has UCX;
+    without it the connector falls back to tcp with a warning (test_vllm_connector)."""
+    _lib()
+    from openlake_client.connector_config import ConnectorConfig
+
+    for dev in ("ucx", "rdma", "mlx5_ib0"):
+        c = ConnectorConfig.from_extra({"openlake_device": dev}, 16, library_has_ucx=True)
+        assert c.device == dev
+    c = ConnectorConfig.from_extra({"openlake_device": "mlx5_ib0"}, 16, library_has_ucx=False)
+    assert c.device == "tcp"
+
+
+def test_nic_name_device(pool, ucx_tcp):
+    """device = an RDMA NIC's name (the seeds' mlx5_ib0): UCX; absent here, UCX chooses."""
+    from openlake_client import connect as c
+
+    with c([pool.kv_addr], device="mlx5_ib0", timeout_ms=10000) as cl:
+        k = K("nic")
+        assert int(cl.put([k], [b"n" * 9000])[0]) == 0
+        assert cl.get([k]) == [b"n" * 9000]
