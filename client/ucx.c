@@ -88,7 +88,8 @@ on_rep(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
 		x->rbuf = nb;
 		x->rcap = len;
 	}
-	memcpy(x->rbuf, data, len);
+	if (len)
+		memcpy(x->rbuf, data, len);
 	return UCS_OK;
 }
 
@@ -371,7 +372,8 @@ send_req(struct ol_client *c, struct olc_conn *cn, struct ol_kvp_hdr *h, const u
 	if (grow((void **)&x->shdr, &x->shdr_cap, OL_KVP_HDR + ents_len) < 0)
 		return -ENOMEM;
 	ol_kvp_hdr_encode(x->shdr, h);
-	memcpy(x->shdr + OL_KVP_HDR, ents, ents_len);
+	if (ents_len)
+		memcpy(x->shdr + OL_KVP_HDR, ents, ents_len);
 	ucp_request_param_t p = {
 	    .op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_FLAGS,
 	    .datatype = iov && n ? ucp_dt_make_iov() : ucp_dt_make_contig(1),
@@ -460,7 +462,7 @@ olc_ucx_recv_hdr_ex(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_
 	int r = recv_reply(cn, rq, rp, timeout_ms ? timeout_ms : x->timeout_ms);
 	if (x->have && (x->rndv || x->hlen != OL_KVP_HDR || x->dlen != rp->body_len))
 		r = r < 0 ? r : -EPROTO; /* replies but GET's: header alone, body sent eagerly */
-	if (x->have && x->data && r == 0) {
+	if (x->have && x->data && x->dlen && r == 0) {
 		if (grow((void **)&x->rbuf, &x->rcap, x->dlen + 1) < 0)
 			r = -ENOMEM;
 		else
@@ -481,6 +483,8 @@ olc_ucx_read(struct olc_conn *cn, void *buf, size_t len)
 	struct olc_ucx *x = cn->ucx;
 	if (len > x->rlen - x->rpos)
 		return -EPROTO;
+	if (len == 0)
+		return 0;
 	memcpy(buf, x->rbuf + x->rpos, len);
 	x->rpos += len;
 	return 0;
@@ -499,6 +503,7 @@ get_values(struct olc_ucx *x, struct olc_call *call, const struct ol_kvp_rep_ent
 		return -ENOMEM;
 	n = 0;
 	const uint8_t *src = x->data ? x->data : x->rbuf; /* kept by UCX, or copied */
+	size_t at = 0;
 	for (size_t i = 0; i < call->m; i++) {
 		uint64_t len = re[i].status == OL_KV_OK ? re[i].len : 0;
 		const struct ol_kv_op *op = call->ops[i];
@@ -506,9 +511,9 @@ get_values(struct olc_ucx *x, struct olc_call *call, const struct ol_kvp_rep_ent
 			size_t l = op->iov[k].len < len ? op->iov[k].len : (size_t)len;
 			if (x->rndv)
 				v[n++] = (ucp_dt_iov_t){op->iov[k].base, l};
-			else
-				memcpy(op->iov[k].base, src, l);
-			src += l;
+			else if (l)
+				memcpy(op->iov[k].base, src + at, l);
+			at += l;
 			len -= l;
 		}
 	}

@@ -410,10 +410,11 @@ do_put(struct kvu_conn *uc, const struct ol_kvp_hdr *h, const uint8_t *ents, voi
 		any |= e->held;
 	}
 	if (!rndv || !any) { /* eager: the values are here; rendezvous: nothing to store */
-		const uint8_t *p = data;
-		for (uint32_t i = 0; !rndv && i < op->n; p += op->ent[i++].len)
-			if (op->ent[i].held)
-				memcpy(op->ent[i].sl.ptr, p, op->ent[i].len);
+		size_t at = 0;
+		for (uint32_t i = 0; !rndv && i < op->n; at += op->ent[i++].len)
+			if (op->ent[i].held && op->ent[i].len)
+				memcpy(op->ent[i].sl.ptr, (const uint8_t *)data + at,
+				       op->ent[i].len);
 		put_finish(op, true);
 		return;
 	}
@@ -511,7 +512,8 @@ send_out(struct kvu_conn *uc, const struct ol_kvp_hdr *h, bool close_after)
 	op->body_len = c->out_len;
 	if (!(op->body = malloc(c->out_len + 1)))
 		ol_die("kv: out of memory for a UCX reply");
-	memcpy(op->body, c->out_body, c->out_len);
+	if (c->out_len)
+		memcpy(op->body, c->out_body, c->out_len);
 	kvs_out_done(c);
 	op_send(op, op->body, op->body_len, ucp_dt_make_contig(1), NULL, true);
 }
@@ -527,8 +529,10 @@ do_other(struct kvu_conn *uc, const struct ol_kvp_hdr *h, const uint8_t *ents, c
 	if (!skip) {
 		if (el + len > OL_KVS_BODY)
 			return -EMSGSIZE;
-		memcpy(c->ents, ents, el);
-		memcpy(c->ents + el, data, len);
+		if (el)
+			memcpy(c->ents, ents, el);
+		if (len)
+			memcpy(c->ents + el, data, len);
 	}
 	int r = kvs_handle(c, h, skip ? NULL : c->ents);
 	if (r < 0 && r != -ECANCELED) {
