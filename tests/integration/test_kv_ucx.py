@@ -65,9 +65,11 @@ def _port_pair():
     raise AssertionError("no two free consecutive ports")
 
 
-def rdma_config(root, kv_port, extra_top="", extra=""):
+def rdma_config(root, kv_port, extra_top="", extra="", max_clients=512):
     """configs/kv_rdma.toml as shipped, its addresses, paths and DRAM size made local."""
     text = (REPO / "configs" / "kv_rdma.toml").read_text()
+    assert "max_clients = 512" in text
+    text = text.replace("max_clients = 512", "max_clients = %d" % max_clients)
     text = text.replace("0.0.0.0:9400", "127.0.0.1:%d" % kv_port)
     text = text.replace('s3_addr = "0.0.0.0:9000"', 's3_addr = "127.0.0.1:%d"' % free_port())
     text = text.replace('data_dirs = "data/kv"', 'data_dirs = "%s"\nconsole_addr = '
@@ -78,11 +80,12 @@ def rdma_config(root, kv_port, extra_top="", extra=""):
 
 
 class UcxPool:
-    def __init__(self, root, extra_top="", extra="", ucx_tls="tcp,sm"):
+    def __init__(self, root, extra_top="", extra="", ucx_tls="tcp,sm", max_clients=512):
         root.mkdir(parents=True, exist_ok=True)
         self.d = Daemon(root, drives=1, mode="kv")
         self.d.kv_port = _port_pair()
-        self.d.config.write_text(rdma_config(root, self.d.kv_port, extra_top, extra))
+        self.d.config.write_text(rdma_config(root, self.d.kv_port, extra_top, extra,
+                                             max_clients))
         old = os.environ.get("UCX_TLS")
         os.environ["UCX_TLS"] = ucx_tls  # the daemon's fabrics (the Popen inherits them)
         try:
@@ -299,3 +302,21 @@ def test_nic_name_device(pool, ucx_tcp):
         k = K("nic")
         assert int(cl.put([k], [b"n" * 9000])[0]) == 0
         assert cl.get([k]) == [b"n" * 9000]
+
+
+def test_max_clients_refuses_past_the_limit(tmp_path, ucx_tcp):
+    """[rdma] max_clients = 1: a second UCX client is refused (unreachable, logged) while the
+    first holds its connection; TCP clients are not counted."""
+    p = UcxPool(tmp_path / "cap", ucx_tls="tcp", max_clients=1)
+    try:
+        from openlake_client import connect as c
+
+        with c([p.kv_addr], device="ucx", timeout_ms=10000) as first:
+            assert int(first.put([K("cap1")], [b"1" * 100])[0]) == 0
+            with c([p.kv_addr], device="ucx", timeout_ms=5000) as second:
+                assert int(second.put([K("cap2")], [b"2"])[0]) == 5  # UNREACHABLE
+            with c([p.kv_addr], device="tcp", timeout_ms=5000) as tcp:
+                assert tcp.get([K("cap1")]) == [b"1" * 100]
+        wait_for(lambda: "too many UCX KV clients" in p.d.log(), 30, "the refusal logged")
+    finally:
+        p.stop()
