@@ -265,12 +265,13 @@ olc_ucx_connect(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 	x->timeout_ms = c->timeout_ms;
 	ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
 				  .thread_mode = UCS_THREAD_MODE_SINGLE};
-	ucp_am_handler_param_t hp = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
-						   UCP_AM_HANDLER_PARAM_FIELD_CB |
-						   UCP_AM_HANDLER_PARAM_FIELD_ARG,
-				     .id = OL_KVP_UCX_AM_REP,
-				     .cb = on_rep,
-				     .arg = x};
+	ucp_am_handler_param_t hp = {
+	    .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+			  UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+	    .flags = UCP_AM_FLAG_WHOLE_MSG,
+	    .id = OL_KVP_UCX_AM_REP,
+	    .cb = on_rep,
+	    .arg = x};
 	ucp_ep_params_t ep = {
 	    .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
 			  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,

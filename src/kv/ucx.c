@@ -669,12 +669,13 @@ ctx_init(struct kvu *u, const struct ol_config *cfg)
 	if (ucp_worker_query(u->w, &wa) != UCS_OK)
 		return -EIO;
 	u->max_hdr = wa.max_am_header;
-	ucp_am_handler_param_t hp = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
-						   UCP_AM_HANDLER_PARAM_FIELD_CB |
-						   UCP_AM_HANDLER_PARAM_FIELD_ARG,
-				     .id = OL_KVP_UCX_AM_REQ,
-				     .cb = on_req,
-				     .arg = u};
+	ucp_am_handler_param_t hp = {
+	    .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+			  UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+	    .flags = UCP_AM_FLAG_WHOLE_MSG,
+	    .id = OL_KVP_UCX_AM_REQ,
+	    .cb = on_req,
+	    .arg = u};
 	return ucp_worker_set_am_recv_handler(u->w, &hp) == UCS_OK ? 0 : -EIO;
 }
 

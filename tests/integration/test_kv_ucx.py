@@ -134,10 +134,14 @@ def test_rdma_toml_serves_over_ucx(pool):
     assert "built without UCX" not in log
 
 
-def test_round_trip_sizes(pool, ucx_tcp):
-    """put / get / exists / delete of real bytes, 1 KiB to 6 MiB (eager and rendezvous)."""
+@pytest.mark.parametrize("rndv", ["auto", "inf", "1k"])
+def test_round_trip_sizes(pool, ucx_tcp, monkeypatch, rndv):
+    """put / get / exists / delete of real bytes, 1 KiB to 6 MiB; the client's puts eager and
+    rendezvous as UCX chooses, all eager (threshold inf), or rendezvous from 1 KiB."""
+    monkeypatch.setenv("UCX_RNDV_THRESH", rndv)
     sizes = [1 << 10, 64 << 10, 256 << 10, 1 * MiB, 2 * MiB + 17, 6 * MiB]
     with connect(pool) as c:
+        c.delete([K("size", n) for n in sizes])
         keys = [K("size", n) for n in sizes]
         vals = [V(n, ("size", n)) for n in sizes]
         assert [int(s) for s in c.put(keys, vals)] == [0] * len(sizes)
