@@ -81,6 +81,7 @@ def rdma_config(root, kv_port, extra_top="", extra="", max_clients=512):
 
 class UcxPool:
     def __init__(self, root, extra_top="", extra="", ucx_tls="tcp,sm", max_clients=512):
+        _lib()  # skips without UCX
         root.mkdir(parents=True, exist_ok=True)
         self.d = Daemon(root, drives=1, mode="kv")
         self.d.kv_port = _port_pair()
