@@ -60,11 +60,26 @@ ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
 	    o->n_nodes == 0 || o->n_nodes > 64)
 		return -EINVAL;
 	const char *dev = o->device ? o->device : "local";
-	if (strcmp(dev, "local") != 0 && strcmp(dev, "tcp") != 0)
+	/* "ucx", "rdma", or the name of an RDMA NIC (the seeds' "mlx5_ib0"): every node over UCX */
+	bool ucx = strcmp(dev, "local") != 0 && strcmp(dev, "tcp") != 0;
+	if (ucx && (!dev[0] || strlen(dev) > 64))
 		return -EINVAL;
+	bool ucx_seed = false;
 	for (size_t i = 0; i < o->n_nodes; i++)
 		if (!o->nodes[i] || !strchr(o->nodes[i], ':') || strlen(o->nodes[i]) >= 256)
 			return -EINVAL;
+		else
+			ucx_seed |= strncmp(o->nodes[i], "ucx://", 6) == 0;
+	if ((ucx || ucx_seed) && !olc_ucx_built()) { /* before the other checks: a probe */
+		if (o->size >= offsetof(struct ol_client_opts, log_arg) + sizeof(void *) && o->log)
+			o->log(
+			    OL_CLIENT_LOG_ERROR,
+			    "openlake: device ucx / rdma / an RDMA NIC, or ucx:// nodes, need UCX, "
+			    "and this libopenlake was built without it (libucx-dev): use device "
+			    "tcp or local",
+			    o->log_arg);
+		return -EPROTONOSUPPORT;
+	}
 	const char *ns = o->ns ? o->ns : "";
 	if (strlen(ns) > OL_KVP_MAX_NS)
 		return -EINVAL;
@@ -125,7 +140,11 @@ ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
 		    : 0;
 	if (r == 0 && tls)
 		r = olc_tls_init(c, ca, sni, cert, ckey);
+	c->ucx = ucx;
+	if (r == 0 && (ucx || ucx_seed))
+		r = olc_ucx_init(c, ucx && strcmp(dev, "ucx") && strcmp(dev, "rdma") ? dev : NULL);
 	if (r < 0) {
+		olc_tls_fini(c);
 		free(c->token);
 		free(c->nodes);
 		free(c->ns);
@@ -164,6 +183,7 @@ ol_client_free(struct ol_client *c)
 	free(c->ns);
 	free(c->token);
 	olc_tls_fini(c);
+	olc_ucx_fini(c);
 	pthread_mutex_destroy(&c->vmu);
 	free(c);
 }
@@ -369,7 +389,7 @@ hello(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 	struct ol_kvp_welcome w;
 	if (rp.body_len > sizeof(rb))
 		return -EPROTO;
-	if ((r = kvnet_sread_full(cn->fd, cn->ssl, rb, rp.body_len)) < 0)
+	if ((r = olc_read(cn, rb, rp.body_len)) < 0)
 		return r;
 	if (ol_kvp_welcome_decode(rb, rp.body_len, &w) < 0)
 		return -EPROTO;
@@ -430,6 +450,28 @@ conn_unix(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 	return r;
 }
 
+/* A UCX connection (HELLO over it; never the shm path: UCX has its own for this host). */
+static int
+conn_ucx(struct ol_client *c, struct olc_node *nd, struct olc_conn *out)
+{
+	out->fd = -1;
+	int r = olc_ucx_connect(c, nd, out);
+	if (r == 0)
+		r = hello(c, nd, out);
+	if (r == 0 && out->max_batch > olc_ucx_max_batch(out)) /* sub-batches fit an AM header */
+		out->max_batch = olc_ucx_max_batch(out);
+	if (r < 0) {
+		olc_conn_close(out);
+		olc_node_down(c, nd, r);
+		return r;
+	}
+	pthread_mutex_lock(&nd->mu);
+	nd->backoff_ms = 0;
+	nd->down_until_ms = 0;
+	pthread_mutex_unlock(&nd->mu);
+	return 0;
+}
+
 int
 olc_conn_get(struct ol_client *c, struct olc_node *nd, struct olc_conn *out)
 {
@@ -448,6 +490,8 @@ olc_conn_get(struct ol_client *c, struct olc_node *nd, struct olc_conn *out)
 	if (c->want_local && conn_unix(c, nd, out) == 0)
 		return 0;
 	memset(out, 0, sizeof(*out));
+	if (c->ucx || strncmp(nd->addr, "ucx://", 6) == 0)
+		return conn_ucx(c, nd, out);
 	int fd = kvnet_connect(nd->addr, c->timeout_ms);
 	if (fd < 0) {
 		olc_node_down(c, nd, fd);
@@ -499,6 +543,8 @@ int
 olc_send(struct ol_client *c, struct olc_conn *cn, struct ol_kvp_hdr *h, struct iovec *iov, int n)
 {
 	uint8_t hb[OL_KVP_HDR];
+	if (cn->ucx)
+		return olc_ucx_send(c, cn, h, iov, n);
 	h->magic = OL_KVP_MAGIC;
 	h->version = OL_KVP_VERSION;
 	h->req_id = atomic_fetch_add(&c->req_id, 1) + 1;
@@ -518,6 +564,8 @@ olc_recv_hdr_ex(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp_
 		void *extra, size_t extra_len)
 {
 	uint8_t hb[OL_KVP_HDR];
+	if (cn->ucx)
+		return olc_ucx_recv_hdr_ex(cn, rq, rp, extra, extra_len, 0);
 	struct iovec v[2] = {{hb, sizeof(hb)}, {extra, extra_len}};
 	int r = kvnet_sreadv_full(cn->fd, cn->ssl, v, extra_len ? 2 : 1);
 	if (r < 0)
@@ -531,6 +579,12 @@ olc_recv_hdr_ex(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp_
 	if (rp->status < 0)
 		return rp->status;
 	return 0;
+}
+
+int
+olc_read(struct olc_conn *cn, void *buf, size_t len)
+{
+	return cn->ucx ? olc_ucx_read(cn, buf, len) : kvnet_sread_full(cn->fd, cn->ssl, buf, len);
 }
 
 int

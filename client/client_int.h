@@ -30,10 +30,13 @@ struct olc_map {
  * a page fault per 4 KiB). */
 void olc_map_prefault(struct olc_map *m, uint64_t off, uint64_t len);
 
+struct olc_ucx;
+
 struct olc_conn {
-	int fd;
-	void *ssl;  /* SSL * when the client speaks TLS (opts.tls, TCP only), else NULL */
-	bool local; /* shm path granted and mapped */
+	int fd;		     /* -1 on a UCX connection */
+	struct olc_ucx *ucx; /* ucx.c: a UCX connection, else NULL */
+	void *ssl;	     /* SSL * when the client speaks TLS (opts.tls, TCP only), else NULL */
+	bool local;	     /* shm path granted and mapped */
 	bool reused;
 	bool has_view;	/* the server answers VIEW (WELCOME flag) */
 	bool has_lease; /* the server answers LEASE (WELCOME flag; older servers close on it) */
@@ -101,6 +104,8 @@ struct ol_client {
 	struct olz_stats zst;
 	void *ssl_ctx;	/* SSL_CTX * (opts.tls), NULL = plaintext TCP */
 	char *tls_name; /* opts.server_name, NULL = each node's host */
+	void *ucx_ctx;	/* ucp_context_h: opts.device ucx / rdma / a NIC, or ucx:// seeds */
+	bool ucx;	/* every node over UCX (opts.device), not only ucx:// ones */
 };
 
 /* view.c */
@@ -169,6 +174,30 @@ int olc_tls_init(struct ol_client *c, const char *ca_file, const char *server_na
 void olc_tls_fini(struct ol_client *c);
 int olc_tls_connect(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn);
 void olc_conn_close(struct olc_conn *cn);
+
+/* ucx.c (built with UCX): frames as active messages (src/kv/proto.h). init: the client's UCP
+ * context (dev: an RDMA NIC to use, when it exists here; NULL = UCX chooses); 0 or -errno
+ * (logged). connect: a worker and endpoint for nd ("ucx://host:port", else host:port + 1);
+ * HELLO is the caller's. send / send_call: the request goes out (not waited for); recv_*:
+ * wait (timeout_ms, 0 = c->timeout_ms) for it and its reply, checked as on TCP; read: the next
+ * bytes of a reply body. close: all of cn's UCX resources; cn->ucx NULL after. */
+bool olc_ucx_built(void);
+int olc_ucx_init(struct ol_client *c, const char *dev);
+void olc_ucx_fini(struct ol_client *c);
+int olc_ucx_connect(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn);
+void olc_ucx_close(struct olc_conn *cn);
+/* The most request entries whose AM header this connection can send (its worker's limit). */
+uint32_t olc_ucx_max_batch(const struct olc_conn *cn);
+int olc_ucx_send(struct ol_client *c, struct olc_conn *cn, struct ol_kvp_hdr *h, struct iovec *iov,
+		 int n);
+int olc_ucx_send_call(struct ol_client *c, struct olc_conn *cn, struct olc_call *call,
+		      const uint8_t *ents, const size_t *idx);
+int olc_ucx_recv_hdr_ex(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp_hdr *rp,
+			void *extra, size_t extra_len, unsigned timeout_ms);
+int olc_ucx_recv_get(struct ol_client *c, struct olc_conn *cn, struct olc_call *call);
+int olc_ucx_read(struct olc_conn *cn, void *buf, size_t len);
+/* Read len bytes of a reply body: the socket, or the UCX reply. */
+int olc_read(struct olc_conn *cn, void *buf, size_t len);
 
 uint64_t olc_iov_len(const struct ol_kv_op *op);
 /* ol_kv_put (put) / ol_kv_get without compression: the stored bytes as they are. */

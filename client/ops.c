@@ -162,6 +162,8 @@ olc_tcp_send(struct ol_client *c, struct olc_conn *cn, struct olc_call *call)
 	call->h.op = call->op;
 	call->h.count = (uint32_t)call->m;
 	call->h.body_len = body;
+	if (cn->ucx)
+		return olc_ucx_send_call(c, cn, call, b->ents, b->idx);
 	b->iov[0].iov_base = NULL; /* reserved for the header */
 	b->iov[0].iov_len = 0;
 	return olc_send(c, cn, &call->h, b->iov, b->niov);
@@ -201,13 +203,18 @@ olc_tcp_recv(struct ol_client *c, struct olc_conn *cn, struct olc_call *call)
 	if (call->m == 0)
 		return 0;
 	bool short_wait = call->hdr_timeout_ms && call->hdr_timeout_ms < c->timeout_ms;
-	if (short_wait)
+	bool get = call->op == OL_KVP_GET;
+	if (cn->ucx && get)
+		return olc_ucx_recv_get(c, cn, call);
+	if (short_wait && !cn->ucx)
 		kvnet_set_timeout(cn->fd, call->hdr_timeout_ms);
 	/* the reply header and what always follows it (all reply entries, or a GET's first
 	 * one) in one read */
-	bool get = call->op == OL_KVP_GET;
-	int r = olc_recv_hdr_ex(cn, &call->h, &rp, b->reps, (get ? 1 : call->m) * OL_KVP_REP_ENT);
-	if (short_wait)
+	int r = cn->ucx ? olc_ucx_recv_hdr_ex(cn, &call->h, &rp, b->reps, call->m * OL_KVP_REP_ENT,
+					      short_wait ? call->hdr_timeout_ms : 0)
+			: olc_recv_hdr_ex(cn, &call->h, &rp, b->reps,
+					  (get ? 1 : call->m) * OL_KVP_REP_ENT);
+	if (short_wait && !cn->ucx)
 		kvnet_set_timeout(cn->fd, c->timeout_ms);
 	if (r < 0)
 		return r;

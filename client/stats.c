@@ -43,7 +43,7 @@ node_stats(struct ol_client *c, struct olc_node *nd, char *buf, size_t cap, bool
 	r = olc_send(c, &cn, &h, NULL, 0);
 	if (r == 0 && (r = olc_recv_hdr(&cn, &h, &rp)) == 0 && rp.body_len >= cap)
 		r = -EPROTO;
-	if (r == 0 && (r = kvnet_sread_full(cn.fd, cn.ssl, buf, rp.body_len)) == 0)
+	if (r == 0 && (r = olc_read(&cn, buf, rp.body_len)) == 0)
 		buf[rp.body_len] = '\0';
 	*local = cn.local;
 	olc_conn_put(c, nd, &cn, r == 0);

@@ -136,6 +136,7 @@ olc_tls_connect(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 void
 olc_conn_close(struct olc_conn *cn)
 {
+	olc_ucx_close(cn);
 	if (cn->ssl) {
 		SSL_free(cn->ssl); /* no close_notify: the server reads EOF as a close either way */
 		ERR_clear_error();

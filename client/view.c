@@ -127,7 +127,7 @@ ask_view_once(struct ol_client *c, struct olc_node *nd, struct ol_kvp_view *v, b
 	if (r == 0 && !(buf = malloc(rp.body_len ? rp.body_len : 1)))
 		r = -ENOMEM;
 	if (r == 0)
-		r = kvnet_sread_full(cn.fd, cn.ssl, buf, rp.body_len);
+		r = olc_read(&cn, buf, rp.body_len);
 	*stale = cn.reused && (r == -ECONNRESET || r == -EPIPE);
 	olc_conn_put(c, nd, &cn, r == 0);
 	if (*stale)

@@ -429,6 +429,10 @@ kv_setup(struct kvbench *b)
 	b->clients = calloc(b->conc, sizeof(void *));
 	for (unsigned i = 0; !rc && i < b->conc; i++)
 		rc = b->clients ? kv_setup_conn(b, i, nodes, n) : -ENOMEM;
+	if (rc == -EPROTONOSUPPORT)
+		fprintf(stderr,
+			"openlake bench kv: --device %s: libopenlake was built without UCX\n",
+			b->device);
 	if (rc == -EINVAL)
 		fprintf(stderr,
 			"openlake bench kv: --nodes '%s' or --device '%s' rejected by libopenlake "
@@ -495,16 +499,16 @@ kvb_usage(const char *what, FILE *f)
 	bool kv = strcmp(what, "kv") == 0;
 	fprintf(f, "Usage: openlake bench %s [FLAGS]\n\n", what);
 	if (kv)
-		fprintf(
-		    f,
-		    "Block put/get on the KV pool through libopenlake, one client (and so one\n"
-		    "connection per node) per thread. Each key is the SHA-256 of a name unique "
-		    "to the run.\n\n"
-		    "  --nodes LIST         HOST:PORT[,HOST:PORT...] (default 127.0.0.1:9400)\n"
-		    "  --device D           tcp (default) or local (shared memory when the node\n"
-		    "                       is on this host)\n"
-		    "  --namespace NS       default openlake-bench\n"
-		    "  -b, --batch N        entries per call (default 1, up to 1024)\n");
+		fprintf(f,
+			"Block put/get on the KV pool through libopenlake, one client (and so one\n"
+			"connection per node) per thread. Each key is the SHA-256 of a name unique "
+			"to the run.\n\n"
+			"  --nodes LIST         HOST:PORT[,HOST:PORT...] (default 127.0.0.1:9400)\n"
+			"  --device D           tcp (default), local (shared memory when the node\n"
+			"                       is on this host) or ucx (UCX, to a pool with\n"
+			"                       transport = \"rdma\"; $UCX_TLS picks the fabric)\n"
+			"  --namespace NS       default openlake-bench\n"
+			"  -b, --batch N        entries per call (default 1, up to 1024)\n");
 	else if (strcmp(what, "memcpy") == 0)
 		fprintf(f,
 			"Copies of one block between two buffers per thread: the ceiling of the\n"
@@ -589,11 +593,12 @@ kvb_flag(struct kvbench *b, int opt, const char *v)
 	case KVF_WARMUP:
 		return bflag_duration(w, "--warmup", v, &b->warmup);
 	case KVF_DEVICE:
-		if (strcmp(v, "tcp") == 0 || strcmp(v, "local") == 0) {
+		if (strcmp(v, "tcp") == 0 || strcmp(v, "local") == 0 || strcmp(v, "ucx") == 0 ||
+		    strcmp(v, "rdma") == 0) {
 			b->device = v;
 			return 0;
 		}
-		fprintf(stderr, "openlake bench %s: --device '%s': use tcp or local\n", w, v);
+		fprintf(stderr, "openlake bench %s: --device '%s': use tcp, local or ucx\n", w, v);
 		return -EINVAL;
 	case 'w':
 		if (strcmp(v, "put") == 0 || strcmp(v, "set") == 0 || strcmp(v, "get") == 0) {

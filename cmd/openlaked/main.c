@@ -296,9 +296,12 @@ banner(const struct ol_config *cfg)
 		ol_warn("%u [[nodes]] configured: this openlaked serves its own drives only; the "
 			"KV pool is sharded by the clients over the nodes they are given",
 			cfg->n_nodes);
-	if (strcmp(cfg->transport, "rdma") == 0)
-		ol_warn("transport = \"rdma\": RDMA is not built into this openlaked; serving over "
-			"TCP on the same addresses");
+#ifndef OL_HAVE_UCX
+	if (strcmp(cfg->transport, "rdma") == 0 || strcmp(cfg->transport, "ucx") == 0)
+		ol_warn("transport = \"%s\": this openlaked was built without UCX (libucx-dev); "
+			"serving over TCP on the same addresses",
+			cfg->transport);
+#endif
 }
 
 static uint64_t

@@ -38,7 +38,10 @@ struct ol_client_opts {
 	const char *const *nodes; /* n_nodes "host:port" strings (copied) */
 	size_t n_nodes;		  /* 1..64 */
 	const char *device;	  /* "local" (shared memory when the node is on this host, else
-				     TCP) or "tcp"; NULL = "local" */
+				     TCP), "tcp", or "ucx" / "rdma" / an RDMA NIC's name (UCX to
+				     each node's port + 1, a pool with transport = "rdma"; a
+				     library built without UCX: -EPROTONOSUPPORT); NULL = "local".
+				     A node written "ucx://host:port" is UCX at that port */
 	const char *ns;		  /* namespace: model id, dtype, layout, TP rank...: two namespaces
 				     never share an entry. NULL = "" */
 	unsigned timeout_ms;	  /* per call and node; 0 = 2000. A node that does not answer in

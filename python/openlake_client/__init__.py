@@ -1,7 +1,7 @@
 """openlake_client: Python client of the OpenLake KV-cache pool, and its vLLM connector.
 
     import openlake_client as ol
-    c = ol.connect(["127.0.0.1:9400"], device="local")   # or "tcp"; namespace=, timeout_ms=
+    c = ol.connect(["127.0.0.1:9400"], device="local")   # or "tcp", "ucx"; namespace=, timeout_ms=
     c.put(keys, values)        # keys: 32-byte bytes; values: bytes-like, numpy, torch, lists
     c.get(keys)                # list of bytes / None;  c.get(keys, out=[...]) -> hit flags
     c.exists(keys); c.delete(keys); c.stats()

@@ -87,7 +87,7 @@ def main(argv=None):
     sub = p.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("stats", help="print the pool's state and local connector metrics")
     s.add_argument("--nodes", default="127.0.0.1:9400", help="comma-separated host:port list")
-    s.add_argument("--device", default="tcp", choices=("local", "tcp"))
+    s.add_argument("--device", default="tcp", choices=("local", "tcp", "ucx"))
     s.add_argument("--timeout-ms", type=int, default=2000)
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--metrics-dir", default=None, help="where connectors publish metrics")

@@ -2,6 +2,7 @@
 
 import ctypes
 import ctypes.util
+import errno
 import glob
 import logging
 import os
@@ -152,6 +153,28 @@ def load():
 
 
 _codec = None
+_ucx = None
+
+
+def has_ucx():
+    """True when the loaded libopenlake was built with UCX (device "ucx", "rdma" or an RDMA
+    NIC's name). Probed without a server or a UCX context: a library without UCX refuses the
+    device before it looks at the other options (-EPROTONOSUPPORT), one with it refuses the
+    bad compress value (-EINVAL) first."""
+    global _ucx
+    if _ucx is None:
+        try:
+            lib = load()
+        except LibraryNotFound:
+            return False
+        nodes = (c_char_p * 1)(b"127.0.0.1:1")
+        o = Opts(size=ctypes.sizeof(Opts), nodes=nodes, n_nodes=1, device=b"ucx", compress=2)
+        h = c_void_p()
+        rc = lib.ol_client_new(ctypes.byref(o), ctypes.byref(h))
+        if rc == 0:
+            lib.ol_client_free(h)
+        _ucx = rc != -errno.EPROTONOSUPPORT
+    return _ucx
 
 
 def has_codec():

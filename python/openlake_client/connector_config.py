@@ -10,7 +10,7 @@ LOG = logging.getLogger("openlake_client.connector")
 
 DEFAULTS = {
     "openlake_nodes": ["127.0.0.1:9400"],  # same order on every host
-    "openlake_device": "local",            # local | tcp | <RDMA NIC name> (-> tcp for now)
+    "openlake_device": "local",            # local | tcp | ucx | rdma | <RDMA NIC name> (UCX)
     "openlake_namespace": "",              # "" = "vllm"
     "openlake_token": "",                  # KV pool token ("" = $OPENLAKE_KV_TOKEN or none)
     "openlake_tls": False,                 # TLS to the pool's KV port ([kv_tls])
@@ -85,7 +85,7 @@ class ConnectorConfig:
     unknown: tuple = ()
 
     @classmethod
-    def from_extra(cls, extra, block_size, library_has_codec=False):
+    def from_extra(cls, extra, block_size, library_has_codec=False, library_has_ucx=False):
         extra = dict(extra or {})
         unknown = sorted(k for k in extra if k not in DEFAULTS)
         if unknown:
@@ -95,10 +95,12 @@ class ConnectorConfig:
         nodes = g("openlake_nodes")
         if isinstance(nodes, str):
             nodes = [n.strip() for n in nodes.split(",") if n.strip()]
+        # ucx, rdma or an RDMA NIC's name (the seeds' "mlx5_ib0"): UCX to pools serving
+        # transport = "rdma" (their [rdma] port); a libopenlake without UCX: tcp
         device = str(g("openlake_device") or "local")
-        if device not in ("local", "tcp"):
-            LOG.warning("openlake: openlake_device %r: RDMA is not supported yet, using tcp",
-                        device)
+        if device not in ("local", "tcp") and not library_has_ucx:
+            LOG.warning("openlake: openlake_device %r (RDMA over UCX): this libopenlake was "
+                        "built without UCX (libucx-dev), using tcp", device)
             device = "tcp"
         chunk = int(g("chunk_size"))
         if chunk <= 0:

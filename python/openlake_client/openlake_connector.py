@@ -126,7 +126,8 @@ class OpenLakeConnector(_Base, _SupportsHMA):
         self._kv_cache_config_ol = kv_cache_config
         geo = geometry(vllm_config)
         cfg = ConnectorConfig.from_extra(_extra_config(vllm_config), geo.block_size,
-                                         library_has_codec=_lib.has_codec())
+                                         library_has_codec=_lib.has_codec(),
+                                         library_has_ucx=_lib.has_ucx())
         if _extra_config(vllm_config).get("kv_events") is None:  # follow vLLM's setting
             kec = getattr(vllm_config, "kv_events_config", None)
             cfg.kv_events = bool(getattr(kec, "enable_kv_cache_events", False))

@@ -47,8 +47,9 @@ struct ol_config_tls {
 struct ol_config {
 	/* upstream keys */
 	unsigned self_id;
-	char mode[16];	    /* "storage" (default) or "kv" */
-	char transport[16]; /* "h2" (default) or "rdma" */
+	char mode[16]; /* "storage" (default) or "kv" */
+	char
+	    transport[16]; /* "h2" (default), "tcp", or "rdma" / "ucx" (the KV pool over UCX too) */
 	char data_dirs[OL_CFG_MAX_DIRS][OL_CFG_STR];
 	unsigned n_data_dirs;
 	char s3_addr[OL_CFG_STR]; /* "host:port" */
@@ -67,7 +68,9 @@ struct ol_config {
 	bool mempool_enabled;
 	uint64_t mempool_size_bytes;
 	unsigned mempool_bucket_capacity;
-	/* [rdma]: accepted and validated, RDMA not built yet: falls back to TCP */
+	/* [rdma]: the KV pool's UCX listener (transport = "rdma"); the other keys of the public
+	 * kv_rdma.toml are accepted and validated (docs/kv-protocol.md, "UCX transport") */
+	unsigned rdma_port; /* 0 = the KV port + 1 */
 	char rdma_backend[16];
 	char rdma_dev_name[64];
 	unsigned rdma_self_node_id;

@@ -188,6 +188,9 @@ const char *ol_kve_promise(const struct ol_kve *e);
 /* Shm geometry for HELLO. */
 const char *ol_kve_shm_name(const struct ol_kve *e);
 uint64_t ol_kve_shm_size(const struct ol_kve *e);
+/* Where the DRAM tier is mapped in this process (ol_kve_shm_size bytes; the UCX transport
+ * registers it once). Valid until ol_kve_close. */
+uint8_t *ol_kve_shm_base(const struct ol_kve *e);
 uint64_t ol_kve_max_block(const struct ol_kve *e);
 uint64_t ol_kve_epoch(const struct ol_kve *e);
 

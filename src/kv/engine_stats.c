@@ -126,6 +126,12 @@ ol_kve_shm_size(const struct ol_kve *e)
 	return e->size;
 }
 
+uint8_t *
+ol_kve_shm_base(const struct ol_kve *e)
+{
+	return e->base;
+}
+
 uint64_t
 ol_kve_max_block(const struct ol_kve *e)
 {

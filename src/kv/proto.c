@@ -394,3 +394,48 @@ ol_kvp_view_tag(const struct ol_kvp_view *v)
 	uint32_t t = (uint32_t)sum;
 	return t ? t : 1;
 }
+
+int
+ol_kvp_ucx_req_check(const uint8_t *am_hdr, size_t hlen, uint64_t dlen,
+		     const struct ol_kvp_limits *lim, struct ol_kvp_hdr *h)
+{
+	int r = ol_kvp_hdr_decode(am_hdr, hlen, h);
+	if (r <= 0)
+		return r == 0 ? -EBADMSG : r;
+	if ((r = ol_kvp_check_req(h, lim)) < 0)
+		return r;
+	uint64_t ents = (uint64_t)h->count * OL_KVP_REQ_ENT;
+	if (hlen != OL_KVP_HDR + ents || h->body_len < ents || h->body_len - ents != dlen)
+		return -EMSGSIZE;
+	if (h->op != OL_KVP_PUT)
+		return 0;
+	uint64_t left = dlen;
+	for (uint32_t i = 0; i < h->count; i++) {
+		struct ol_kvp_req_ent e;
+		ol_kvp_req_ent_decode(am_hdr + OL_KVP_HDR + (size_t)i * OL_KVP_REQ_ENT, &e);
+		if (ol_kvp_check_put_ent(&e, left, lim) < 0)
+			return -EMSGSIZE;
+		left -= e.len;
+	}
+	return left == 0 ? 0 : -EMSGSIZE;
+}
+
+int
+ol_kvp_ucx_get_reply(const uint8_t *am_hdr, size_t hlen, uint64_t dlen, uint32_t count,
+		     const uint64_t *cap, struct ol_kvp_rep_ent *re)
+{
+	struct ol_kvp_hdr h;
+	if (ol_kvp_hdr_decode(am_hdr, hlen, &h) <= 0 || h.count != count || h.body_len != dlen ||
+	    hlen != OL_KVP_HDR + (size_t)count * OL_KVP_REP_ENT)
+		return -EPROTO;
+	uint64_t sum = 0;
+	for (uint32_t i = 0; i < count; i++) {
+		ol_kvp_rep_ent_decode(am_hdr + OL_KVP_HDR + (size_t)i * OL_KVP_REP_ENT, &re[i]);
+		if (re[i].status != 0)
+			continue;
+		if (re[i].len > cap[i] || re[i].len > dlen - sum)
+			return -EPROTO;
+		sum += re[i].len;
+	}
+	return sum == dlen ? 0 : -EPROTO;
+}

@@ -173,4 +173,25 @@ size_t ol_kvp_auth_msg(uint8_t out[OL_KVP_AUTH_MSG], const uint8_t nonce[OL_KVP_
  * entries, payload lengths. Returns bytes consumed, 0 = need more, -errno = malformed. */
 int ol_kvp_parse_request(const uint8_t *buf, size_t len, const struct ol_kvp_limits *lim);
 
+/* ---- the UCX transport (docs/kv-protocol.md, "UCX transport") ----
+ * A frame travels as one active message. Request (AM id OL_KVP_UCX_AM_REQ): the AM header is
+ * the 32-byte frame header followed by its count request entries; the AM data is the rest of
+ * the body (PUT: the values back to back in entry order; HELLO, AUTH: their body). Reply (AM id
+ * OL_KVP_UCX_AM_REP): the AM header is the reply header, followed for a GET by its count reply
+ * entries; the AM data is the reply body (GET: the values of the entries whose status is ok,
+ * back to back; the header's body_len is their total). Pure code, no UCX here. */
+#define OL_KVP_UCX_AM_REQ 1
+#define OL_KVP_UCX_AM_REP 2
+/* Check a request message (hlen header bytes, dlen data bytes) and decode its header into h:
+ * the header as ol_kvp_check_req checks it, hlen == 32 + count * 56, and dlen consistent with
+ * body_len (PUT: every entry's len within max_block and their sum == dlen). 0, -EBADMSG,
+ * -EPROTONOSUPPORT, -EINVAL or -EMSGSIZE (as the TCP checks answer). */
+int ol_kvp_ucx_req_check(const uint8_t *am_hdr, size_t hlen, uint64_t dlen,
+			 const struct ol_kvp_limits *lim, struct ol_kvp_hdr *h);
+/* Check a GET reply message against the request's count entries of capacities cap[i]: hlen ==
+ * 32 + count * 32, every ok entry's len <= cap[i], their sum == dlen == body_len. Reply entries
+ * decoded into re[count]. 0 or -EPROTO. */
+int ol_kvp_ucx_get_reply(const uint8_t *am_hdr, size_t hlen, uint64_t dlen, uint32_t count,
+			 const uint64_t *cap, struct ol_kvp_rep_ent *re);
+
 #endif

@@ -704,7 +704,8 @@ kvs_conn_close(struct conn *c)
 		SSL_free(c->ssl);
 		ERR_clear_error();
 	}
-	close(c->fd);
+	if (c->fd >= 0)
+		close(c->fd);
 	pthread_mutex_lock(&s->mu);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -916,25 +917,17 @@ refuse_conn(struct ol_kv_server *s, int fd, const char *peer, int err, const cha
 	pthread_mutex_unlock(&s->mu);
 }
 
-struct conn *
-kvs_admit(struct ol_kv_server *s, int fd, bool is_unix)
+/* Count and insert c in one hold of the lock: every loop accepts, and two loops that each
+ * counted max - 1 connections of an address would both let theirs in. NULL (inserted), "" (the
+ * server is stopping) or why a limit refuses it. */
+static const char *
+admit_insert(struct ol_kv_server *s, struct conn *c)
 {
-	uint8_t addr[16] = {0};
-	char peer[64];
-	peer_of(fd, is_unix, addr, peer, sizeof(peer));
-	int one = 1;
-	if (!is_unix)
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	struct conn *c = conn_new(s, fd, is_unix);
-	memcpy(c->addr, addr, 16);
-	memcpy(c->peer, peer, sizeof(c->peer));
-	/* count and insert in one hold of the lock: every loop accepts, and two loops that each
-	 * counted max - 1 connections of an address would both let theirs in */
 	const char *why = NULL;
 	unsigned same = 0;
 	pthread_mutex_lock(&s->mu);
-	for (struct conn *o = s->conns; !is_unix && o && same < s->max_per_addr; o = o->next)
-		same += !o->is_unix && memcmp(o->addr, addr, 16) == 0;
+	for (struct conn *o = s->conns; !c->is_unix && o && same < s->max_per_addr; o = o->next)
+		same += !o->is_unix && memcmp(o->addr, c->addr, 16) == 0;
 	if (atomic_load(&s->stop)) /* after stop's shutdown pass: it would not see c */
 		why = "";
 	else if (s->n_conns >= s->max_conns)
@@ -953,6 +946,24 @@ kvs_admit(struct ol_kv_server *s, int fd, bool is_unix)
 		kvs_out_done(c);
 		pthread_mutex_destroy(&c->pmu);
 		munmap(c, c->map_len);
+	}
+	return why;
+}
+
+struct conn *
+kvs_admit(struct ol_kv_server *s, int fd, bool is_unix)
+{
+	uint8_t addr[16] = {0};
+	char peer[64];
+	peer_of(fd, is_unix, addr, peer, sizeof(peer));
+	int one = 1;
+	if (!is_unix)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	struct conn *c = conn_new(s, fd, is_unix);
+	memcpy(c->addr, addr, 16);
+	memcpy(c->peer, peer, sizeof(c->peer));
+	const char *why = admit_insert(s, c);
+	if (why) {
 		if (*why)
 			refuse_conn(s, fd, peer, -EUSERS, why);
 		else
@@ -964,6 +975,16 @@ kvs_admit(struct ol_kv_server *s, int fd, bool is_unix)
 		return NULL;
 	}
 	return c;
+}
+
+struct conn *
+kvs_admit_nofd(struct ol_kv_server *s, const uint8_t addr[16], const char *peer, const char **why)
+{
+	struct conn *c = conn_new(s, -1, false);
+	memcpy(c->addr, addr, 16);
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	*why = admit_insert(s, c);
+	return *why ? NULL : c;
 }
 
 /* Every second: drop pins and reservations older than [kv_slab] reserve_ttl_secs (a client
@@ -1276,6 +1297,21 @@ ol_kv_server_set_view(struct ol_kv_server *s, ol_kv_view_fn fn, void *arg)
 		kvv_set_source(&s->view, fn, arg);
 }
 
+/* transport = "rdma" or "ucx": the KV protocol over UCX as well (ucx.c). 0 or -errno. */
+static int
+ucx_start(struct ol_kv_server *s, const struct ol_config *cfg, const char *addr)
+{
+	if (strcmp(cfg->transport, "rdma") != 0 && strcmp(cfg->transport, "ucx") != 0)
+		return 0;
+#ifdef OL_HAVE_UCX
+	return kvu_start(s, cfg, addr);
+#else
+	(void)s;
+	(void)addr;
+	return 0; /* openlaked warns: built without UCX */
+#endif
+}
+
 int
 ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 {
@@ -1324,6 +1360,8 @@ ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 		goto fail;
 	if ((r = kvl_start(s)) < 0)
 		goto fail;
+	if ((r = ucx_start(s, cfg, addr)) < 0)
+		goto fail_loops;
 	s->reaper_running = pthread_create(&s->reaper, NULL, reaper_main, s) == 0;
 	warn_open_pool(s, addr);
 	ol_info("kv: access control %s; TLS %s; shm grant on %s", ol_kva_on(&s->acl) ? "on" : "off",
@@ -1332,6 +1370,8 @@ ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 	ol_metrics_register(ns_metrics_render, s);
 	*out = s;
 	return 0;
+fail_loops:
+	kvl_stop(s);
 fail:
 	if (s->lfd >= 0)
 		close(s->lfd);
@@ -1369,9 +1409,11 @@ ol_kv_server_stop(struct ol_kv_server *s)
 	pthread_mutex_unlock(&s->mu);
 	if (s->reaper_running)
 		pthread_join(s->reaper, NULL);
+	kvu_stop(s); /* closes its connections: they have no socket to shut down */
 	pthread_mutex_lock(&s->mu);
 	for (struct conn *c = s->conns; c; c = c->next)
-		shutdown(c->fd, SHUT_RDWR);
+		if (c->fd >= 0)
+			shutdown(c->fd, SHUT_RDWR);
 	while (s->n_conns > 0)
 		pthread_cond_wait(&s->cv, &s->mu);
 	pthread_mutex_unlock(&s->mu);

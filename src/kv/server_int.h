@@ -77,6 +77,7 @@ struct ol_kv_server {
 	struct kvloop *loops; /* serve_loop.c: one per core */
 	unsigned n_loops;
 	struct kvhelp *help; /* serve_loop.c: the helper threads for blocking engine calls */
+	struct kvu *ucx;     /* ucx.c: the UCX listener and its thread; NULL = none */
 };
 
 struct pinref {
@@ -182,6 +183,10 @@ void kvs_get_head(struct conn *c, const struct ol_kvp_req_ent *e, int st,
 /* Admit an accepted fd (limits; a refused one is answered and parked): the new connection,
  * registered, or NULL. */
 struct conn *kvs_admit(struct ol_kv_server *s, int fd, bool is_unix);
+/* A connection without a socket (UCX endpoints): the limits of kvs_admit, then registered.
+ * NULL with *why set when refused ("" = the server is stopping). */
+struct conn *kvs_admit_nofd(struct ol_kv_server *s, const uint8_t addr[16], const char *peer,
+			    const char **why);
 /* Close c: its pins and reservations released, fd closed, unregistered, unmapped. */
 void kvs_conn_close(struct conn *c);
 /* Close the refused connections whose error frame had its time to arrive (all: force). */
@@ -196,5 +201,22 @@ void kvl_conn_start(struct kvloop *lp, struct conn *c);
 /* Stop the loops and helpers: every connection of theirs must be closed already (shut down
  * their sockets and wait for n_conns to reach 0 first). */
 void kvl_stop(struct ol_kv_server *s);
+
+/* ucx.c (built with UCX only): the KV protocol over UCX active messages, served by a thread of
+ * its own (docs/kv-protocol.md, "UCX transport"). start: listen on [rdma] port (0 = the KV
+ * port + 1; 0 when the KV port is ephemeral) of the KV address's host; 0 or -errno (logged).
+ * stop: close every UCX connection (pins and reservations released), then the listener, worker
+ * and context; a no-op when not started. Called once each, from the server's start/stop. */
+struct ol_config;
+#ifdef OL_HAVE_UCX
+int kvu_start(struct ol_kv_server *s, const struct ol_config *cfg, const char *addr);
+void kvu_stop(struct ol_kv_server *s);
+#else
+static inline void
+kvu_stop(struct ol_kv_server *s)
+{
+	(void)s;
+}
+#endif
 
 #endif

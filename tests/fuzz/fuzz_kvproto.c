@@ -1,5 +1,7 @@
 /* tests/fuzz/fuzz_kvproto.c - libFuzzer target for the KV wire protocol decoders
- * (src/kv/proto.c): request frames back to back, HELLO, WELCOME and VIEW bodies, entries. */
+ * (src/kv/proto.c): request frames back to back, HELLO, WELCOME and VIEW bodies, entries, the
+ * UCX transport's request and GET reply messages (the input as the AM header, its last 8 bytes
+ * as the data length). */
 #include "fuzz_scratch.h" /* libFuzzer writes to a scratch corpus, not ours */
 #include <stddef.h>
 #include <stdint.h>
@@ -44,6 +46,21 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size >= OL_KVP_REP_ENT) {
 		struct ol_kvp_rep_ent e;
 		ol_kvp_rep_ent_decode(data, &e);
+	}
+	if (size >= 8) {
+		uint64_t dlen = 0;
+		for (int i = 0; i < 8; i++)
+			dlen = dlen << 8 | data[size - 8 + i];
+		struct ol_kvp_hdr uh;
+		(void)ol_kvp_ucx_req_check(data, size - 8, dlen, &lims[0], &uh);
+		(void)ol_kvp_ucx_req_check(data, size - 8, dlen, &lims[1], &uh);
+		static uint64_t cap[OL_KVP_MAX_BATCH];
+		static struct ol_kvp_rep_ent re[OL_KVP_MAX_BATCH];
+		uint32_t n = (uint32_t)((size - 8) / OL_KVP_REP_ENT);
+		for (uint32_t i = 0; i < n && i < OL_KVP_MAX_BATCH; i++)
+			cap[i] = (uint64_t)1 << (i % 24);
+		if (n <= OL_KVP_MAX_BATCH)
+			(void)ol_kvp_ucx_get_reply(data, size - 8, dlen, n ? n - 1 : 0, cap, re);
 	}
 	return 0;
 }

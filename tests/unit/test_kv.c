@@ -938,6 +938,79 @@ test_access_tokens(void)
 	close(sv[1]);
 }
 
+/* The UCX transport's framing (proto.h): a request message is the header + its entries in
+ * the AM header and the rest of the body as data; a GET reply carries its reply entries in the
+ * AM header and the hits' values as data. Checked against frames built here by hand. */
+static uint8_t ucx_am[OL_KVP_HDR + 8 * OL_KVP_REQ_ENT];
+
+static size_t
+ucx_req(uint8_t op, uint32_t count, uint64_t body_len, const uint64_t *lens)
+{
+	struct ol_kvp_hdr h = {OL_KVP_MAGIC, OL_KVP_VERSION, op, 0, count, 0, 7, body_len};
+	ol_kvp_hdr_encode(ucx_am, &h);
+	for (uint32_t i = 0; i < count; i++) {
+		struct ol_kvp_req_ent e = {.len = lens ? lens[i] : 0};
+		memset(e.key, (int)i, sizeof(e.key));
+		ol_kvp_req_ent_encode(ucx_am + OL_KVP_HDR + (size_t)i * OL_KVP_REQ_ENT, &e);
+	}
+	return OL_KVP_HDR + (size_t)count * OL_KVP_REQ_ENT;
+}
+
+static void
+test_ucx_framing(void)
+{
+	struct ol_kvp_limits lim = {.max_batch = 1024, .max_block = 1 << 20};
+	struct ol_kvp_hdr h;
+	uint64_t lens[3] = {100, 0, 4096};
+	uint64_t vals = 100 + 0 + 4096, ents = 3 * OL_KVP_REQ_ENT;
+	size_t hl = ucx_req(OL_KVP_PUT, 3, ents + vals, lens);
+	ok(ol_kvp_ucx_req_check(ucx_am, hl, vals, &lim, &h) == 0 && h.count == 3 && h.req_id == 7,
+	   "ucx: a PUT of 3 entries (one empty) checks");
+	ok(ol_kvp_ucx_req_check(ucx_am, hl, vals - 1, &lim, &h) == -EMSGSIZE,
+	   "ucx: PUT data one byte short of the entries' lengths: refused");
+	ok(ol_kvp_ucx_req_check(ucx_am, hl - 1, vals, &lim, &h) == -EMSGSIZE,
+	   "ucx: PUT header cut inside an entry: refused");
+	lens[2] = (1 << 20) + 1;
+	hl = ucx_req(OL_KVP_PUT, 3, ents + 100 + lens[2], lens);
+	ok(ol_kvp_ucx_req_check(ucx_am, hl, 100 + lens[2], &lim, &h) == -EMSGSIZE,
+	   "ucx: a PUT value over max_block: refused");
+	hl = ucx_req(OL_KVP_GET, 2, 2 * OL_KVP_REQ_ENT, NULL);
+	ok(ol_kvp_ucx_req_check(ucx_am, hl, 0, &lim, &h) == 0, "ucx: a GET of 2 entries checks");
+	ok(ol_kvp_ucx_req_check(ucx_am, hl, 5, &lim, &h) == -EMSGSIZE,
+	   "ucx: a GET with data after its entries: refused");
+	hl = ucx_req(OL_KVP_HELLO, 0, 40, NULL);
+	ok(ol_kvp_ucx_req_check(ucx_am, hl, 40, &lim, &h) == 0,
+	   "ucx: HELLO: header alone, the body as data");
+	ok(ol_kvp_ucx_req_check(ucx_am, hl + OL_KVP_REQ_ENT, 40, &lim, &h) == -EMSGSIZE,
+	   "ucx: HELLO with stray entry bytes in the header: refused");
+	ucx_am[0] ^= 1;
+	ok(ol_kvp_ucx_req_check(ucx_am, hl, 40, &lim, &h) == -EBADMSG, "ucx: bad magic: refused");
+	ok(ol_kvp_ucx_req_check(ucx_am, 10, 0, &lim, &h) == -EBADMSG, "ucx: a short header");
+
+	/* GET reply: 3 entries, hit (10 bytes), miss, hit (0 bytes); capacities 16, 16, 0 */
+	uint8_t rep[OL_KVP_HDR + 3 * OL_KVP_REP_ENT];
+	struct ol_kvp_hdr rh = {
+	    OL_KVP_MAGIC, OL_KVP_VERSION, OL_KVP_GET, OL_KVP_F_REPLY, 3, 0, 7, 10};
+	ol_kvp_hdr_encode(rep, &rh);
+	struct ol_kvp_rep_ent re[3] = {{0, 9, 10, 0, 0}, {2, 9, 0, 0, 0}, {0, 9, 0, 0, 0}}, out[3];
+	for (int i = 0; i < 3; i++)
+		ol_kvp_rep_ent_encode(rep + OL_KVP_HDR + i * OL_KVP_REP_ENT, &re[i]);
+	uint64_t cap[3] = {16, 16, 0};
+	ok(ol_kvp_ucx_get_reply(rep, sizeof(rep), 10, 3, cap, out) == 0 && out[0].len == 10 &&
+	       out[1].status == 2 && out[2].rsv == 9,
+	   "ucx: a GET reply (hit, miss, empty hit) checks");
+	ok(ol_kvp_ucx_get_reply(rep, sizeof(rep), 11, 3, cap, out) == -EPROTO,
+	   "ucx: GET reply data longer than its hits: refused");
+	cap[0] = 9;
+	ok(ol_kvp_ucx_get_reply(rep, sizeof(rep), 10, 3, cap, out) == -EPROTO,
+	   "ucx: a hit larger than the receiver's capacity: refused");
+	cap[0] = 16;
+	ok(ol_kvp_ucx_get_reply(rep, sizeof(rep), 10, 2, cap, out) == -EPROTO,
+	   "ucx: a GET reply with another count than asked: refused");
+	ok(ol_kvp_ucx_get_reply(rep, sizeof(rep) - 1, 10, 3, cap, out) == -EPROTO,
+	   "ucx: a GET reply header cut short: refused");
+}
+
 int
 main(void)
 {
@@ -961,5 +1034,6 @@ main(void)
 	test_tombstone_out_of_order();
 	test_prefault();
 	test_proto();
+	test_ucx_framing();
 	tap_done();
 }
