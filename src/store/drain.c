@@ -22,8 +22,8 @@ _Thread_local const struct ol_import *ol_import_cur;
 
 #define GATE_WAIT_MS 10000 /* calls in flight on a key: wait this long, then skip the key */
 #define CHUNK	     (1u << 20)
-#define BATCH	     128 /* keys taken per iterator opening (iterators hold read txns) */
-#define MAX_VERS     100000
+#define BATCH	     128    /* keys taken per iterator opening (iterators hold read txns) */
+#define MAX_VERS     100000 /* versions of one key the drain moves (more: the key stays) */
 
 static void
 nap_ms(int ms)
@@ -116,6 +116,7 @@ struct ver {
 	char id[OL_STORE_VID_MAX];
 	int64_t mtime;
 	bool marker;
+	bool copied; /* written into the new pool by this move (undone if the move fails) */
 };
 
 struct vlist {
@@ -149,10 +150,14 @@ key_versions(struct ol_store *s, const char *bucket, const char *key, size_t kle
 	if (rc)
 		return rc;
 	rc = ol_set_viter_seek(it, key, klen);
-	while (!rc && l->n < MAX_VERS && (rc = ol_set_viter_next(it, &k, &kl, &info)) == 1) {
+	while (!rc && (rc = ol_set_viter_next(it, &k, &kl, &info)) == 1) {
 		rc = 0;
 		if (kl != klen || memcmp(k, key, klen))
 			break;
+		if (l->n == MAX_VERS) { /* moved whole or not at all: the oldest go first */
+			rc = -E2BIG;
+			break;
+		}
 		vpush(l, info.version_id, info.mtime_ns, info.delete_marker);
 	}
 	ol_set_viter_close(it);
@@ -189,6 +194,9 @@ copy_range(struct drain *d, struct ol_get *g, uint64_t off, uint64_t len, struct
 		ssize_t got = ol_store_get_read(g, off, d->buf, want);
 		int rc;
 
+		if (atomic_load(&d->p->cancel))
+			return -ECANCELED; /* the source is untouched until every version is copied
+					    */
 		if (got < 0)
 			return (int)got;
 		if ((size_t)got != want)
@@ -275,7 +283,7 @@ out:
  * drain interrupted and started again) */
 static int
 copy_version(struct drain *d, unsigned si, unsigned di, const char *bucket, const char *key,
-	     size_t klen, const struct vlist *l, const struct ver *v)
+	     size_t klen, const struct vlist *l, struct ver *v)
 {
 	struct ol_store *src = d->st->sets[si], *dst = d->st->sets[di];
 	struct ol_import imp = {.mtime = v->mtime};
@@ -301,6 +309,7 @@ copy_version(struct drain *d, unsigned si, unsigned di, const char *bucket, cons
 			rc = ol_set_delete_ver(dst, bucket, key, klen, vmode, NULL, NULL);
 			ol_import_cur = NULL;
 		}
+		v->copied = rc == 0;
 		return rc;
 	}
 	rc = l->indexed ? ol_set_get_open_ver(src, bucket, key, klen, v->id, &g, &info)
@@ -310,6 +319,7 @@ copy_version(struct drain *d, unsigned si, unsigned di, const char *bucket, cons
 	rc = info.n_parts > 1 ? copy_parts(d, di, g, &info, bucket, key, klen, vmode, &imp)
 			      : copy_plain(d, di, g, &info, bucket, key, klen, vmode, &imp);
 	if (!rc) {
+		v->copied = true;
 		atomic_fetch_add(&d->p->objects_moved, 1);
 		atomic_fetch_add(&d->p->bytes_moved, info.size);
 	}
@@ -330,6 +340,13 @@ move_locked(struct drain *d, unsigned si, unsigned di, const char *bucket, const
 		if (!rc && l.v[i].marker)
 			atomic_fetch_add(&d->p->objects_moved, 1);
 	}
+	/* a copy failed (or the drain was cancelled): take back what this move wrote, so the
+	 * key is in one pool when its gate opens (a crash here leaves older versions copied: the
+	 * next drain finds them there and copies only the rest) */
+	for (size_t i = 0; rc && i < l.n; i++)
+		if (l.v[i].copied && l.indexed)
+			(void)ol_set_delete_ver(d->st->sets[di], bucket, key, klen, OL_STORE_VER_ON,
+						l.v[i].id, NULL);
 	/* every version is in the new pool: only now leave the old one */
 	for (size_t i = 0; !rc && i < l.n; i++) {
 		rc = l.indexed ? ol_set_delete_ver(d->st->sets[si], bucket, key, klen,

@@ -930,6 +930,14 @@ test_drain(void)
 	ok(put(st, "dr", "new", "n", 1, OL_STORE_VER_OFF, NULL) == 0 &&
 	       (set_of(st, "dr", "new") == 0 || set_of(st, "dr", "new") == 1),
 	   "a new key goes to pool 0 though pool 1 has all the free space");
+	{
+		struct ol_drain_progress cancelled = {.cancel = 1};
+
+		ok(ol_store_drain(st, 0, NULL, &cancelled) == -EINVAL &&
+		       ol_store_drain(st, 1, NULL, &cancelled) == -ECANCELED &&
+		       set_of(st, "dr", "plain") == 2 && !cancelled.running,
+		   "a drain of a pool not draining: -EINVAL; cancelled: -ECANCELED, nothing moved");
+	}
 	w.st = st;
 	pthread_create(&th, NULL, drain_writer, &w);
 	rc = ol_store_drain(st, 1, &(struct ol_drain_opts){.rate_bytes = 0}, &pr);
