@@ -7,7 +7,8 @@ delete and multipart work through a new node; `cluster status --json` shows 2 po
 refuses when nothing is new and when the new drives do not make whole sets; after kill -9 of
 the leader the next one serves both pools. Then `openlake cluster leave --pool 1` (after its
 refusals): objects of every kind (versions and delete markers in a versioned bucket, tags,
-multipart) move to pool 0 while PUT/GET/DELETE go on, the pool is removed from the layout,
+multipart) move to pool 0 while PUT/GET/DELETE go on, the leader is killed while it drains and
+the next one finishes the drain, the pool is removed from the layout,
 its nodes are stopped, and every acknowledged object and version reads back through every
 remaining node.
 
