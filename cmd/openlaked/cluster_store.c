@@ -344,22 +344,13 @@ drain_sync(struct cstore *cs)
 	ol_info("cluster: draining pool %u: moving its objects to the other pools", want);
 }
 
-/* <prefix>leave: the drain's progress, every 2 s while it runs (now: at once) */
+/* the drain's progress record (<prefix>leave) */
 static void
-drain_report(struct cstore *cs, bool now)
+drain_json(struct cstore *cs, bool gone, char *js, size_t len)
 {
-	if (!cs->drain_started && !now)
-		return;
-	int64_t t = mono_ms();
-	if (!now && t < cs->drain_report_ms + 2000)
-		return;
-	cs->drain_report_ms = t;
 	int rc = atomic_load(&cs->drain_rc);
 	const struct ol_drain_progress *p = &cs->dp;
-	bool gone = (unsigned)cs->drain_pool < cs->layout.n_pools &&
-		    cs->layout.pools[cs->drain_pool].state == OL_POOL_REMOVED;
-	char js[640];
-	snprintf(js, sizeof(js),
+	snprintf(js, len,
 		 "{\"pool\":%d,\"state\":\"%s\",\"leader\":%u,\"objects_moved\":%llu,"
 		 "\"bytes_moved\":%llu,\"objects_left\":%llu,\"bytes_left\":%llu,"
 		 "\"failed\":%llu,\"uploads\":%llu,\"passes\":%llu,\"time\":%lld}",
@@ -375,6 +366,23 @@ drain_report(struct cstore *cs, bool now)
 		 (unsigned long long)atomic_load(&p->failed),
 		 (unsigned long long)atomic_load(&p->uploads),
 		 (unsigned long long)atomic_load(&p->passes), (long long)time(NULL));
+}
+
+/* <prefix>leave: the drain's progress, every 2 s while it runs (now: at once) */
+static void
+drain_report(struct cstore *cs, bool now)
+{
+	if (!cs->drain_started && !now)
+		return;
+	int64_t t = mono_ms();
+	if (!now && t < cs->drain_report_ms + 2000)
+		return;
+	cs->drain_report_ms = t;
+	char js[640];
+	drain_json(cs,
+		   (unsigned)cs->drain_pool < cs->layout.n_pools &&
+		       cs->layout.pools[cs->drain_pool].state == OL_POOL_REMOVED,
+		   js, sizeof(js));
 	(void)ol_cluster_put(cs->c, "leave", js);
 }
 
@@ -392,8 +400,10 @@ drain_finish(struct cstore *cs)
 		return;
 	unsigned p = (unsigned)cs->drain_pool;
 	if (p < l.n_pools && l.pools[p].state == OL_POOL_DRAINING) {
+		char js[640];
+		drain_json(cs, true, js, sizeof(js)); /* the record says removed with the layout */
 		l.pools[p].state = OL_POOL_REMOVED;
-		rc = ol_cluster_write_layout(cs->c, &l, rev);
+		rc = ol_cluster_write_layout(cs->c, &l, rev, "leave", js);
 		if (!rc)
 			ol_info("cluster: pool %u is empty: removed from the layout; its nodes "
 				"can be stopped",
