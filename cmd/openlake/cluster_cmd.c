@@ -564,9 +564,10 @@ sets_health(const struct copts *o, const struct ol_layout *l, const struct ol_cl
 			for (unsigned j = 0; j < l->set_drives; j++)
 				live += member_live(
 				    m, n, l->pools[p].slots[(size_t)s * l->set_drives + j].node);
-			const char *h = live == l->set_drives		    ? "ok"
-					: live >= l->set_drives - l->parity ? "degraded"
-									    : "unavailable";
+			const char *h = l->pools[p].state == OL_POOL_REMOVED ? "removed"
+					: live == l->set_drives		     ? "ok"
+					: live >= l->set_drives - l->parity  ? "degraded"
+									     : "unavailable";
 			json_array_append_new(a, json_pack("{s:I, s:I, s:I, s:I, s:s, s:o}", "pool",
 							   (json_int_t)p, "set", (json_int_t)s,
 							   "drives", (json_int_t)l->set_drives,

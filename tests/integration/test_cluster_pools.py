@@ -169,6 +169,7 @@ def leave_pool_1(c, new, old, fresh, mpu, lead):
     for n in new:  # the drained nodes go; the store stays whole
         assert n.stop()
     c.nodes = c.nodes[:4]
+    assert {s["health"] for s in status(cfg)["sets"] if s["pool"] == 1} == {"removed"}
     killed = next(i for i in range(4) if not c.nodes[i].alive())
     c.nodes[killed].start()
     wait_for(lambda: c.serving(killed), 60, f"S3 through node {killed} again")
