@@ -16,6 +16,11 @@
 #       (K x D must be a multiple of the cluster's set size N), starts them, waits until S3
 #       answers through each and the leader serves the new pool, and prints their lines as
 #       `up` does. Old objects stay where they are; new ones go to a pool by free space.
+#   scripts/cluster.sh leave DIR P [--timeout S]
+#       decommissions pool P of the cluster running under DIR: runs `openlake cluster leave
+#       --pool P`, waits (up to S seconds, default 600) until the leader has moved the pool's
+#       objects to the other pools and removed it from the layout, then stops the pool's
+#       nodes and prints `node ID stopped` for each.
 #   scripts/cluster.sh down DIR
 #       stops every process it started under DIR (by the pid files), etcd last.
 #
@@ -266,6 +271,34 @@ add() {
 	done
 }
 
+leave() {
+	local dir=$1 p=$2 timeout=600 nodes id
+	shift 2
+	while [ $# -gt 0 ]; do
+		case "$1" in
+		--timeout) timeout=$2; shift 2 ;;
+		*) die "unknown option $1" ;;
+		esac
+	done
+	[[ "$p" =~ ^[0-9]+$ ]] || die "P must be a pool number"
+	[[ "$timeout" =~ ^[0-9]+$ ]] || die "--timeout: seconds"
+	[ -f "$dir/node-0/openlake.toml" ] || die "no cluster under $dir (cluster.sh up first)"
+	dir=$(cd "$dir" && pwd)
+	build
+	"$BUILD/cmd/openlake/openlake" cluster leave --config "$dir/node-0/openlake.toml" \
+		--pool "$p" >"$dir/leave-$p.log" 2>&1 || die "cluster leave failed: $(cat "$dir/leave-$p.log")"
+	# the pool's nodes, as leave printed the pools: "  pool P: ... nodes 4,5,6,7, draining"
+	nodes=$(sed -n "s/^  pool $p: .* nodes \([0-9,]*\).*/\1/p" "$dir/leave-$p.log" | tr , ' ')
+	[ -n "$nodes" ] || die "cannot read pool $p's nodes from $dir/leave-$p.log"
+	wait_until "$timeout" grep -q "cluster: pool $p is empty: removed from the layout" \
+		"$dir"/node-*/openlaked.log ||
+		die "pool $p is not drained after $timeout s (openlake cluster status shows the progress)"
+	for id in $nodes; do
+		stop_pid "$dir/pids/node-$id.pid" "$dir"
+		echo "node $id stopped"
+	done
+}
+
 gone() { # gone PID: exited (a zombie waiting for its reaper counts as exited)
 	[ ! -e "/proc/$1" ] || grep -qE '^[0-9]+ \(.*\) [ZX]' "/proc/$1/stat" 2>/dev/null
 }
@@ -293,6 +326,7 @@ down() {
 case "${1:-}" in
 up) [ $# -ge 2 ] || die "usage: cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--parity P]"; shift; up "$@" ;;
 add) [ $# -ge 3 ] || die "usage: cluster.sh add DIR K [--drives D]"; shift; add "$@" ;;
+leave) [ $# -ge 3 ] || die "usage: cluster.sh leave DIR P [--timeout S]"; shift; leave "$@" ;;
 down) [ $# -eq 2 ] || die "usage: cluster.sh down DIR"; down "$2" ;;
-*) die "usage: cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--parity P] | add DIR K [--drives D] | down DIR" ;;
+*) die "usage: cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--parity P] | add DIR K [--drives D] | leave DIR P [--timeout S] | down DIR" ;;
 esac

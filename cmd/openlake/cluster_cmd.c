@@ -20,6 +20,7 @@
 struct copts {
 	const char *verb, *config, *etcd;
 	bool json;
+	long pool; /* leave --pool, -1 when not given */
 	struct ol_config *cfg;
 	struct ol_etcd *c;
 	char layout_key[OL_CFG_STR + 16], members_key[OL_CFG_STR + 16], sets_key[OL_CFG_STR + 16];
@@ -32,6 +33,7 @@ usage(FILE *f)
 	    f,
 	    "Usage: openlake cluster init   --config FILE [--etcd URL[,URL...]] [--json]\n"
 	    "       openlake cluster join   --config FILE [--etcd URL[,URL...]] [--json]\n"
+	    "       openlake cluster leave  --config FILE --pool P [--etcd URL[,URL...]] [--json]\n"
 	    "       openlake cluster status [--config FILE] [--etcd URL[,URL...]] [--json]\n"
 	    "\n"
 	    "  init    write the cluster's layout to etcd, once: a new deployment id, N and P\n"
@@ -45,11 +47,19 @@ usage(FILE *f)
 	    "          space. The running nodes take the new layout without a restart; start\n"
 	    "          the new nodes with a config listing every node. Refused when no node is\n"
 	    "          new or the new drives do not make whole sets of N; an etcd transaction\n"
-	    "          on the layout's revision keeps two joins from racing. (`leave`, moving a\n"
-	    "          pool's objects out, is not built yet.)\n"
+	    "          on the layout's revision keeps two joins from racing.\n"
+	    "  leave   decommission pool P: it is marked draining in the layout (no new object\n"
+	    "          goes there; what it holds is still read there), and the leader of set\n"
+	    "          0.0 moves every object version, delete marker and their metadata to the\n"
+	    "          other pools, one key at a time (rate: [storage] heal_bytes_per_sec),\n"
+	    "          waits for uploads in progress there to complete or be aborted, and when\n"
+	    "          the pool is empty marks it removed: its nodes can then be stopped.\n"
+	    "          `status` shows the progress. Refused for the only pool, pool 0 (its set\n"
+	    "          0.0 leads the cluster), an unknown or removed pool, and while another\n"
+	    "          pool drains.\n"
 	    "  status  the live members (their leases), the layout with each set's health,\n"
-	    "          its leader and the leader's fencing epoch, the pools, and the epoch (etcd "
-	    "revision\n"
+	    "          its leader and the leader's fencing epoch, the pools (and their state),\n"
+	    "          a leave's progress, and the epoch (etcd revision\n"
 	    "          of the member list). With [cluster] secret\n"
 	    "          in the config, each member's node plane (rpc address) is pinged: plane=ok\n"
 	    "          with its round-trip time, or the reason it is not reachable.\n"
@@ -231,7 +241,8 @@ print_pools(const struct ol_layout *l)
 		printf("  pool %u: %u set(s), %zu drives, nodes", p, l->pools[p].n_sets, slots);
 		for (unsigned j = 0; j < n; j++)
 			printf("%s%u", j ? "," : " ", seen[j]);
-		printf("\n");
+		printf("%s%s\n", l->pools[p].state ? ", " : "",
+		       l->pools[p].state ? ol_layout_state_name(l->pools[p].state) : "");
 	}
 }
 
@@ -385,6 +396,99 @@ out:
 	return rc;
 }
 
+/* ---- leave ---- */
+
+/* why pool P cannot leave l (printed), or 0 */
+static int
+leave_refused(const struct copts *o, const struct ol_layout *l)
+{
+	int d = ol_layout_draining(l);
+	unsigned p = (unsigned)o->pool;
+	if (o->pool >= (long)l->n_pools || l->pools[p].state == OL_POOL_REMOVED)
+		fprintf(stderr,
+			"openlake cluster leave: the layout has no pool %ld (pools 0..%u%s): see "
+			"`openlake cluster status`\n",
+			o->pool, l->n_pools - 1,
+			o->pool < (long)l->n_pools ? "; it was removed already" : "");
+	else if (d == (int)p)
+		fprintf(stderr,
+			"openlake cluster leave: pool %u is draining already: `openlake cluster "
+			"status` shows the progress\n",
+			p);
+	else if (d >= 0)
+		fprintf(stderr,
+			"openlake cluster leave: pool %d is draining: one leave at a time; run it "
+			"again once pool %d is removed (`openlake cluster status`)\n",
+			d, d);
+	else if (ol_layout_live_pools(l) < 2)
+		fprintf(stderr,
+			"openlake cluster leave: pool %u is the only pool: its objects "
+			"would have nowhere to go (join a pool first)\n",
+			p);
+	else if (p == 0)
+		fprintf(stderr,
+			"openlake cluster leave: pool 0 holds set 0.0, whose leader serves the "
+			"cluster: leaving pool 0 is not supported yet (leave the others)\n");
+	else
+		return 0;
+	return 1;
+}
+
+static int
+cluster_leave(struct copts *o)
+{
+	struct ol_layout l;
+	int64_t mod = 0;
+	char *js = NULL, leave[96], key[OL_CFG_STR + 16];
+	struct ol_etcd_txn_result t = {0};
+	if (read_layout(o, &l, &mod))
+		return 1;
+	int rc = leave_refused(o, &l);
+	if (rc)
+		goto out;
+	l.pools[o->pool].state = OL_POOL_DRAINING;
+	js = ol_layout_to_json(&l);
+	snprintf(key, sizeof(key), "%sleave", o->cfg->cluster_prefix);
+	snprintf(leave, sizeof(leave), "{\"pool\":%ld,\"state\":\"draining\"}", o->pool);
+	struct ol_etcd_cmp cmp = {.key = o->layout_key,
+				  .target = OL_ETCD_CMP_MOD,
+				  .result = OL_ETCD_EQUAL,
+				  .number = mod};
+	struct ol_etcd_op put[2] = {
+	    {.type = OL_ETCD_OP_PUT,
+	     .key = o->layout_key,
+	     .value = js,
+	     .value_len = js ? strlen(js) : 0},
+	    {.type = OL_ETCD_OP_PUT, .key = key, .value = leave, .value_len = strlen(leave)}};
+	rc = js ? ol_etcd_txn(o->c, &cmp, 1, put, 2, NULL, 0, &t) : -ENOMEM;
+	if (rc || !t.succeeded) {
+		if (rc)
+			fprintf(stderr, "openlake cluster leave: %s\n",
+				rc == -ETIMEDOUT ? "no etcd endpoint answered" : strerror(-rc));
+		else
+			fprintf(stderr, "openlake cluster leave: the layout changed meanwhile "
+					"(a join or another leave?): run leave again\n");
+		rc = 1;
+		goto out;
+	}
+	if (o->json)
+		printf("{\"leaving\":true,\"pool\":%ld,\"revision\":%lld,\"layout\":%s}\n", o->pool,
+		       (long long)t.revision, js);
+	else {
+		printf("pool %ld is draining (revision %lld): no new object goes there; the leader "
+		       "of set 0.0 moves its objects to the other pools and then removes it from "
+		       "the layout; `openlake cluster status` shows the progress. Stop its nodes "
+		       "once status shows it removed.\n",
+		       o->pool, (long long)t.revision);
+		print_pools(&l);
+	}
+out:
+	ol_etcd_txn_result_fini(&t);
+	free(js);
+	ol_layout_fini(&l);
+	return rc;
+}
+
 /* ---- status ---- */
 
 #define PLANE_DEADLINE_MS 2000
@@ -460,9 +564,10 @@ sets_health(const struct copts *o, const struct ol_layout *l, const struct ol_cl
 			for (unsigned j = 0; j < l->set_drives; j++)
 				live += member_live(
 				    m, n, l->pools[p].slots[(size_t)s * l->set_drives + j].node);
-			const char *h = live == l->set_drives		    ? "ok"
-					: live >= l->set_drives - l->parity ? "degraded"
-									    : "unavailable";
+			const char *h = l->pools[p].state == OL_POOL_REMOVED ? "removed"
+					: live == l->set_drives		     ? "ok"
+					: live >= l->set_drives - l->parity  ? "degraded"
+									     : "unavailable";
 			json_array_append_new(a, json_pack("{s:I, s:I, s:I, s:I, s:s, s:o}", "pool",
 							   (json_int_t)p, "set", (json_int_t)s,
 							   "drives", (json_int_t)l->set_drives,
@@ -490,6 +595,8 @@ read_members(struct copts *o, struct ol_etcd_range_result *r, struct ol_cluster_
 	return 0;
 }
 
+static void print_leave(struct copts *o);
+
 static void
 print_status(struct copts *o, const struct ol_etcd_range_result *r,
 	     const struct ol_cluster_member *m, const struct ol_layout *l, json_t *sets)
@@ -516,6 +623,7 @@ print_status(struct copts *o, const struct ol_etcd_range_result *r,
 	printf("layout: ");
 	print_layout(l);
 	print_pools(l);
+	print_leave(o);
 	size_t i;
 	json_t *v;
 	json_array_foreach(sets, i, v)
@@ -554,11 +662,53 @@ pools_json(const struct ol_layout *l)
 			if (!seen)
 				json_array_append_new(nodes, json_integer(id));
 		}
-		json_array_append_new(a, json_pack("{s:I, s:I, s:I, s:o}", "pool", (json_int_t)p,
-						   "sets", (json_int_t)l->pools[p].n_sets, "drives",
-						   (json_int_t)slots, "nodes", nodes));
+		json_array_append_new(
+		    a, json_pack("{s:I, s:I, s:I, s:o, s:s}", "pool", (json_int_t)p, "sets",
+				 (json_int_t)l->pools[p].n_sets, "drives", (json_int_t)slots,
+				 "nodes", nodes, "state", ol_layout_state_name(l->pools[p].state)));
 	}
 	return a;
+}
+
+/* <prefix>leave: the last drain's record (NULL: none) */
+static json_t *
+leave_record(struct copts *o)
+{
+	char key[OL_CFG_STR + 16];
+	struct ol_etcd_range_result r = {0};
+	json_error_t e;
+	json_t *v = NULL;
+	snprintf(key, sizeof(key), "%sleave", o->cfg->cluster_prefix);
+	if (ol_etcd_range(o->c, key, 0, 0, 0, &r) == 0 && r.n_kvs)
+		v = json_loadb(r.kvs[0].value, r.kvs[0].value_len, 0, &e);
+	ol_etcd_range_result_fini(&r);
+	if (v && !json_is_object(v)) {
+		json_decref(v);
+		v = NULL;
+	}
+	return v;
+}
+
+static long long
+jint(const json_t *o, const char *name)
+{
+	return (long long)json_integer_value(json_object_get(o, name));
+}
+
+static void
+print_leave(struct copts *o)
+{
+	json_t *v = leave_record(o);
+	if (!v)
+		return;
+	const char *state = json_string_value(json_object_get(v, "state"));
+	printf("leave: pool %lld %s: %lld versions (%lld bytes) moved, %lld (%lld bytes) left "
+	       "at the last pass, %lld failed moves, %lld uploads in progress there, pass %lld "
+	       "(leader node %lld)\n",
+	       jint(v, "pool"), state ? state : "?", jint(v, "objects_moved"),
+	       jint(v, "bytes_moved"), jint(v, "objects_left"), jint(v, "bytes_left"),
+	       jint(v, "failed"), jint(v, "uploads"), jint(v, "passes"), jint(v, "leader"));
+	json_decref(v);
 }
 
 static void
@@ -597,6 +747,11 @@ json_status(struct copts *o, const struct ol_etcd_range_result *r, const char *l
 	    json_pack("{s:s, s:s, s:I, s:o, s:o, s:o, s:O}", "etcd", ol_etcd_endpoint(o->c),
 		      "prefix", o->cfg->cluster_prefix, "epoch", (json_int_t)r->revision, "members",
 		      mem, "layout", lay ? lay : json_null(), "pools", pools_json(l), "sets", sets);
+	json_t *lv = leave_record(o);
+	if (doc)
+		json_object_set_new(doc, "leave", lv ? lv : json_null());
+	else
+		json_decref(lv);
 	char *s = doc ? json_dumps(doc, JSON_INDENT(2)) : NULL;
 	if (s)
 		printf("%s\n", s);
@@ -652,7 +807,16 @@ parse(struct copts *o, int argc, char **argv)
 			o->etcd = argv[++i];
 		else if (strcmp(a, "--json") == 0)
 			o->json = true;
-		else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+		else if (strcmp(a, "--pool") == 0 && i + 1 < argc) {
+			char *end = NULL;
+			unsigned long v = strtoul(argv[++i], &end, 10);
+			if (!*argv[i] || *end || v > 1024) {
+				fprintf(stderr, "openlake cluster %s: bad --pool '%s'\n", o->verb,
+					argv[i]);
+				return 2;
+			}
+			o->pool = (long)v;
+		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
 			return 1;
 		else {
 			fprintf(stderr, "openlake cluster %s: unexpected argument '%s'\n", o->verb,
@@ -707,19 +871,21 @@ status_without_etcd(int argc, char **argv)
 int
 ol_cmd_cluster(int argc, char **argv)
 {
-	struct copts o = {0};
+	struct copts o = {.pool = -1};
 	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
 	}
 	o.verb = argv[1];
 	bool init = strcmp(o.verb, "init") == 0, join = strcmp(o.verb, "join") == 0;
+	bool leave = strcmp(o.verb, "leave") == 0;
 #ifdef OL_HAVE_NODE
-	if (!init && !join && status_without_etcd(argc, argv))
+	if (!init && !join && !leave && status_without_etcd(argc, argv))
 		return ol_cmd_node(argc, argv);
 #endif
-	if (!init && !join && strcmp(o.verb, "status") != 0) {
-		fprintf(stderr, "openlake cluster: unknown sub-command '%s' (init, join, status)\n",
+	if (!init && !join && !leave && strcmp(o.verb, "status") != 0) {
+		fprintf(stderr,
+			"openlake cluster: unknown sub-command '%s' (init, join, leave, status)\n",
 			o.verb);
 		return 2;
 	}
@@ -739,6 +905,11 @@ ol_cmd_cluster(int argc, char **argv)
 				"that the layout lacks make the new pool)\n");
 		return 2;
 	}
+	if (leave && o.pool < 0) {
+		fprintf(stderr, "openlake cluster leave: --pool P is needed (the pool to drain and "
+				"remove: `openlake cluster status` lists them)\n");
+		return 2;
+	}
 	rc = load_config(&o);
 	if (!rc && !o.etcd && !o.cfg->cluster_etcd[0]) {
 		free(o.cfg);
@@ -751,7 +922,10 @@ ol_cmd_cluster(int argc, char **argv)
 	if (!rc)
 		rc = connect_etcd(&o) ? 2 : 0;
 	if (!rc)
-		rc = init ? cluster_init(&o) : join ? cluster_join(&o) : cluster_status(&o);
+		rc = init    ? cluster_init(&o)
+		     : join  ? cluster_join(&o)
+		     : leave ? cluster_leave(&o)
+			     : cluster_status(&o);
 	ol_etcd_free(o.c);
 	free(o.cfg);
 	return rc;

@@ -19,7 +19,8 @@ static const struct sub subs[] = {
 #endif
 #ifdef OL_HAVE_CLUSTER /* first: it hands `cluster status` without etcd to node_cmd.c */
     {"cluster", ol_cmd_cluster,
-     "cluster: init (write the layout to etcd), join (add a pool of new nodes), status (members, "
+     "cluster: init (write the layout to etcd), join (add a pool of new nodes), leave (drain and "
+     "remove a pool), status (members, "
      "pools, sets, epoch; without etcd: "
      "[[nodes]] reachability)"},
 #endif

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,15 @@ struct cstore {
 	pthread_t poller;
 	bool poller_started;
 	unsigned grow_failed; /* pools the last grow could not open (logged once per count) */
+	unsigned served_to;   /* the store served holds the layout's pools [0, served_to) */
+	/* the drain of a pool (`openlake cluster leave`), on its own thread; under swap_mu */
+	pthread_t drainer;
+	bool drain_started;
+	int drain_pool; /* layout index of the pool drained */
+	struct ol_store *drain_st;
+	struct ol_drain_progress dp;
+	_Atomic int drain_rc; /* 1 running, 0 done (the pool is empty), -errno */
+	int64_t drain_report_ms;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	/* under mu */
@@ -193,7 +203,10 @@ open_pools(struct cstore *cs, unsigned from, unsigned to, uint64_t epoch, struct
 	int rc = 0;
 	*st = NULL;
 	for (unsigned p = from; !rc && p < to && n < MAX_POOLS; p++)
-		rc = open_pool(cs, p, epoch, &parts[n++]);
+		if (cs->layout.pools[p].state != OL_POOL_REMOVED) /* drained: serves nothing */
+			rc = open_pool(cs, p, epoch, &parts[n++]);
+	if (!rc && n == 0)
+		return -ENOENT;
 	if (rc) {
 		for (unsigned i = 0; i + 1 < n; i++) /* parts[n - 1] is the one that failed */
 			ol_store_close(parts[i]);
@@ -217,14 +230,19 @@ pool_weights(struct cstore *cs, struct ol_store *st)
 	struct ol_cluster_view v;
 	if (ol_store_pool_count(st) < 2 || ol_cluster_members(cs->c, &v))
 		return;
-	for (unsigned p = 0; p < l->n_pools && p < MAX_POOLS; p++)
+	unsigned n = 0;
+	for (unsigned p = 0; p < l->n_pools && n < MAX_POOLS; p++) {
+		if (l->pools[p].state == OL_POOL_REMOVED)
+			continue;
 		for (size_t j = 0; j < (size_t)l->pools[p].n_sets * l->set_drives; j++)
 			for (unsigned i = 0; i < v.n; i++)
 				if (v.members[i].id == l->pools[p].slots[j].node &&
 				    v.members[i].n_drives)
-					w[p] += v.members[i].free / v.members[i].n_drives;
+					w[n] += v.members[i].free / v.members[i].n_drives;
+		n++;
+	}
 	ol_cluster_view_fini(&v);
-	ol_store_set_pool_free(st, w, l->n_pools < MAX_POOLS ? l->n_pools : MAX_POOLS);
+	ol_store_set_pool_free(st, w, n);
 }
 
 /* the whole store of the layout */
@@ -260,6 +278,148 @@ wait_change(struct cstore *cs, int ms)
 	pthread_mutex_unlock(&cs->mu);
 }
 
+/* ---- the drain of a pool (`openlake cluster leave`) ----
+ *
+ * The leader of set 0.0 runs it on the store it serves (ol_store_drain), on its own thread,
+ * for the pool the layout marks draining. Its progress goes to <prefix>leave every 2 s;
+ * when the pool is empty the layout marks it removed (a transaction on the layout's
+ * revision), and every leader's poller then reopens its store without it. A new leader, or
+ * this one after a swap of its store, starts the drain again from the start: the keys moved
+ * already are not in the pool any more, so it rescans only what is left. Caller holds
+ * swap_mu in all of these. */
+static int64_t mono_ms(void);
+static void drain_report(struct cstore *cs, bool now);
+
+static void *
+drain_main(void *arg)
+{
+	struct cstore *cs = arg;
+	struct ol_drain_opts o = {.rate_bytes = cs->cfg->heal_bytes_per_sec};
+	int rc = ol_store_drain(
+	    cs->drain_st, ol_layout_store_pool(&cs->layout, (unsigned)cs->drain_pool), &o, &cs->dp);
+	atomic_store(&cs->drain_rc, rc);
+	return NULL;
+}
+
+static void
+drain_stop(struct cstore *cs)
+{
+	if (!cs->drain_started)
+		return;
+	ol_store_drain_cancel(&cs->dp);
+	pthread_join(cs->drainer, NULL);
+	cs->drain_started = false;
+	drain_report(cs, true);
+}
+
+/* the store follows the layout's draining pool: weight 0 and the drain running */
+static void
+drain_sync(struct cstore *cs)
+{
+	int want = ol_layout_draining(&cs->layout);
+	pthread_mutex_lock(&cs->mu);
+	struct ol_store *st = cs->st;
+	pthread_mutex_unlock(&cs->mu);
+	if (cs->drain_started && (cs->drain_pool != want || cs->drain_st != st))
+		drain_stop(cs);
+	if (!st || cs->drain_started || want < 0 || (unsigned)want >= cs->served_to) {
+		if (st && want < 0)
+			(void)ol_store_pool_set_draining(st, -1);
+		return;
+	}
+	int rc =
+	    ol_store_pool_set_draining(st, (int)ol_layout_store_pool(&cs->layout, (unsigned)want));
+	if (rc) {
+		ol_warn("cluster: pool %u cannot be drained by this store (%s)", want,
+			strerror(-rc));
+		return;
+	}
+	memset(&cs->dp, 0, sizeof(cs->dp));
+	cs->drain_pool = want;
+	cs->drain_st = st;
+	atomic_store(&cs->drain_rc, 1);
+	if (pthread_create(&cs->drainer, NULL, drain_main, cs)) {
+		ol_warn("cluster: cannot start the drain of pool %u: retrying", want);
+		return;
+	}
+	pthread_setname_np(cs->drainer, "ol-drain");
+	cs->drain_started = true;
+	cs->drain_report_ms = 0;
+	ol_info("cluster: draining pool %u: moving its objects to the other pools", want);
+}
+
+/* the drain's progress record (<prefix>leave) */
+static void
+drain_json(struct cstore *cs, bool gone, char *js, size_t len)
+{
+	int rc = atomic_load(&cs->drain_rc);
+	const struct ol_drain_progress *p = &cs->dp;
+	snprintf(js, len,
+		 "{\"pool\":%d,\"state\":\"%s\",\"leader\":%u,\"objects_moved\":%llu,"
+		 "\"bytes_moved\":%llu,\"objects_left\":%llu,\"bytes_left\":%llu,"
+		 "\"failed\":%llu,\"uploads\":%llu,\"passes\":%llu,\"time\":%lld}",
+		 cs->drain_pool,
+		 gone	   ? "removed"
+		 : rc == 1 ? "draining"
+		 : rc == 0 ? "empty"
+			   : "interrupted",
+		 cs->cfg->self_id, (unsigned long long)atomic_load(&p->objects_moved),
+		 (unsigned long long)atomic_load(&p->bytes_moved),
+		 (unsigned long long)atomic_load(&p->objects_left),
+		 (unsigned long long)atomic_load(&p->bytes_left),
+		 (unsigned long long)atomic_load(&p->failed),
+		 (unsigned long long)atomic_load(&p->uploads),
+		 (unsigned long long)atomic_load(&p->passes), (long long)time(NULL));
+}
+
+/* <prefix>leave: the drain's progress, every 2 s while it runs (now: at once) */
+static void
+drain_report(struct cstore *cs, bool now)
+{
+	if (!cs->drain_started && !now)
+		return;
+	int64_t t = mono_ms();
+	if (!now && t < cs->drain_report_ms + 2000)
+		return;
+	cs->drain_report_ms = t;
+	char js[640];
+	drain_json(cs,
+		   (unsigned)cs->drain_pool < cs->layout.n_pools &&
+		       cs->layout.pools[cs->drain_pool].state == OL_POOL_REMOVED,
+		   js, sizeof(js));
+	(void)ol_cluster_put(cs->c, "leave", js);
+}
+
+/* the pool is empty: mark it removed in the layout (on its revision: a concurrent change
+ * makes it try again at the next poll) */
+static void
+drain_finish(struct cstore *cs)
+{
+	if (!cs->drain_started || atomic_load(&cs->drain_rc) != 0)
+		return;
+	struct ol_layout l;
+	int64_t rev = 0;
+	int rc = ol_cluster_read_layout_rev(cs->c, &l, &rev);
+	if (rc)
+		return;
+	unsigned p = (unsigned)cs->drain_pool;
+	if (p < l.n_pools && l.pools[p].state == OL_POOL_DRAINING) {
+		char js[640];
+		drain_json(cs, true, js, sizeof(js)); /* the record says removed with the layout */
+		l.pools[p].state = OL_POOL_REMOVED;
+		rc = ol_cluster_write_layout(cs->c, &l, rev, "leave", js);
+		if (!rc)
+			ol_info("cluster: pool %u is empty: removed from the layout; its nodes "
+				"can be stopped",
+				p);
+		else
+			ol_warn("cluster: pool %u is empty but the layout could not be changed "
+				"(%s): trying again",
+				p, rc == -ECANCELED ? "it changed meanwhile" : strerror(-rc));
+	}
+	ol_layout_fini(&l);
+}
+
 /* Runs on the leadership thread, which the daemon's stop joins (cstore_resign): the retries
  * end when the daemon stops too, not only when leadership goes, or a node leading a set it
  * cannot open (too few peers up) would never stop on SIGTERM. Caller holds swap_mu. */
@@ -287,10 +447,14 @@ gained(struct cstore *cs, uint64_t epoch)
 	pthread_mutex_unlock(&cs->mu);
 	unsigned sets = 0;
 	for (unsigned p = 0; p < cs->layout.n_pools; p++)
-		sets += cs->layout.pools[p].n_sets;
+		if (cs->layout.pools[p].state != OL_POOL_REMOVED)
+			sets += cs->layout.pools[p].n_sets;
 	cs->grow_failed = 0;
+	cs->served_to = cs->layout.n_pools;
 	ol_info("cluster: serving set %u.%u and the other %u set(s) of %u pool(s) at epoch %llu",
-		SET_POOL, SET_INDEX, sets - 1, cs->layout.n_pools, (unsigned long long)epoch);
+		SET_POOL, SET_INDEX, sets - 1, ol_layout_live_pools(&cs->layout),
+		(unsigned long long)epoch);
+	drain_sync(cs);
 }
 
 /* new requests already go elsewhere (ol_cluster_leads is false): wait for the ones in flight,
@@ -298,6 +462,7 @@ gained(struct cstore *cs, uint64_t epoch)
 static void
 lost(struct cstore *cs)
 {
+	drain_stop(cs);
 	pthread_mutex_lock(&cs->mu);
 	struct ol_store *st = cs->st;
 	cs->st = NULL;
@@ -324,7 +489,7 @@ grow(struct cstore *cs)
 	struct ol_store *old = cs->st, *add = NULL, *st = NULL;
 	uint64_t epoch = cs->epoch;
 	pthread_mutex_unlock(&cs->mu);
-	unsigned have = old ? ol_store_pool_count(old) : 0, want = cs->layout.n_pools;
+	unsigned have = cs->served_to, want = cs->layout.n_pools;
 	if (!old || have >= want) {
 		if (old)
 			pool_weights(cs, old); /* members come and go: their free space too */
@@ -340,6 +505,7 @@ grow(struct cstore *cs)
 		cs->grow_failed = want;
 		return;
 	}
+	drain_stop(cs); /* it runs on old, which the swap takes over */
 	pthread_mutex_lock(&cs->mu);
 	cs->st = NULL; /* new requests wait (route) */
 	while (cs->users)
@@ -363,36 +529,63 @@ grow(struct cstore *cs)
 	pthread_cond_broadcast(&cs->cv);
 	pthread_mutex_unlock(&cs->mu);
 	cs->grow_failed = 0;
-	ol_info("cluster: serving %u pools (%u added) at epoch %llu", want, want - have,
-		(unsigned long long)epoch);
+	cs->served_to = want;
+	ol_info("cluster: serving %u pools (%u added) at epoch %llu",
+		ol_layout_live_pools(&cs->layout), want - have, (unsigned long long)epoch);
+	drain_sync(cs);
 }
 
-/* the layout read again: take it when it adds pools to ours (caller holds swap_mu) */
+/* the layout read again: take it when it adds pools to ours or advances pools' states
+ * (draining, removed); *removed when a pool served was removed (caller holds swap_mu) */
 static void
-take_layout(struct cstore *cs, struct ol_layout *nl, bool *warned)
+take_layout(struct cstore *cs, struct ol_layout *nl, bool *warned, bool *removed)
 {
 	unsigned sets = 0;
 	for (unsigned p = 0; p < nl->n_pools; p++)
 		sets += nl->pools[p].n_sets;
-	if (nl->n_pools > cs->layout.n_pools && ol_layout_extends(&cs->layout, nl) &&
-	    nl->n_pools <= MAX_POOLS && sets <= MAX_SETS) {
-		ol_info("cluster: the layout grew from %u to %u pools (`openlake cluster join`)",
-			cs->layout.n_pools, nl->n_pools);
+	if (ol_layout_follows(&cs->layout, nl) && nl->n_pools <= MAX_POOLS && sets <= MAX_SETS) {
+		if (ol_layout_extends(&cs->layout, nl) && nl->n_pools == cs->layout.n_pools)
+			return; /* unchanged */
+		if (nl->n_pools > cs->layout.n_pools)
+			ol_info("cluster: the layout grew from %u to %u pools (`openlake cluster "
+				"join`)",
+				cs->layout.n_pools, nl->n_pools);
+		for (unsigned p = 0; p < cs->layout.n_pools; p++) {
+			unsigned a = cs->layout.pools[p].state, b = nl->pools[p].state;
+			if (a != b)
+				ol_info("cluster: pool %u of the layout is %s now (was %s)", p,
+					ol_layout_state_name(b), ol_layout_state_name(a));
+			if (b == OL_POOL_REMOVED && a != b && p < cs->served_to)
+				*removed = true;
+		}
 		ol_layout_fini(&cs->layout);
 		cs->layout = *nl;
 		memset(nl, 0, sizeof(*nl));
 		return;
 	}
-	if (!ol_layout_extends(nl, &cs->layout) && !*warned) {
+	if (!ol_layout_follows(nl, &cs->layout) && !*warned) {
 		ol_warn("cluster: the layout in etcd changed in a way a running node does not take "
-			"(only pools added, at most %d sets in %d pools, are): serving the layout "
-			"it started with; restart the node to read it",
+			"(only pools added or drained, at most %d sets in %d pools, are): serving "
+			"the layout it started with; restart the node to read it",
 			MAX_SETS, MAX_POOLS);
 		*warned = true;
 	}
 }
 
-static int64_t mono_ms(void);
+/* a pool of the store was removed from the layout: open the store again without it (requests
+ * wait for the swap as on a leadership change). Caller holds swap_mu. */
+static void
+reopen(struct cstore *cs)
+{
+	pthread_mutex_lock(&cs->mu);
+	uint64_t epoch = cs->epoch;
+	bool serving = cs->st != NULL;
+	pthread_mutex_unlock(&cs->mu);
+	if (!serving)
+		return;
+	lost(cs);
+	gained(cs, epoch);
+}
 
 /* ol-cstore-layout: reads the layout key every LAYOUT_POLL_MS, takes pools added to it, and
  * (when this node serves) adds them to the store and keeps the pools' weights current */
@@ -406,12 +599,20 @@ poll_main(void *arg)
 		while (!is_stopping(cs) && mono_ms() < next)
 			wait_change(cs, (int)(next - mono_ms()) + 1);
 		struct ol_layout nl;
+		bool removed = false;
 		if (is_stopping(cs) || ol_cluster_read_layout(cs->c, 0, &nl))
 			continue;
 		pthread_mutex_lock(&cs->swap_mu);
-		take_layout(cs, &nl, &warned);
+		take_layout(cs, &nl, &warned, &removed);
+		if (removed && !is_stopping(cs))
+			reopen(cs);
 		if (!is_stopping(cs))
 			grow(cs);
+		if (!is_stopping(cs))
+			drain_sync(cs);
+		drain_report(cs, false);
+		if (!is_stopping(cs))
+			drain_finish(cs);
 		pthread_mutex_unlock(&cs->swap_mu);
 		ol_layout_fini(&nl);
 	}

@@ -64,6 +64,16 @@ int ol_cluster_member_parse(const char *buf, size_t len, struct ol_cluster_membe
  * something else, -ETIMEDOUT when no etcd endpoint answered in time. Any thread. */
 int ol_cluster_read_layout(struct ol_cluster *c, int timeout_ms, struct ol_layout *out);
 
+/* The layout and its mod_revision (0 / -ENOENT / -EPROTO / -errno, one try). */
+int ol_cluster_read_layout_rev(struct ol_cluster *c, struct ol_layout *out, int64_t *mod_rev);
+/* Replace the layout with l if its mod_revision is still mod_rev, and (name not NULL) put
+ * <prefix><name> = value in the same transaction: 0, -ECANCELED (it changed meanwhile),
+ * -errno. Any thread. */
+int ol_cluster_write_layout(struct ol_cluster *c, const struct ol_layout *l, int64_t mod_rev,
+			    const char *name, const char *value);
+/* <prefix><name> = value, no lease (the drain's progress record, "leave"). 0 / -errno. */
+int ol_cluster_put(struct ol_cluster *c, const char *name, const char *value);
+
 /* ---- set leadership ----
  *
  * Every set of the layout has at most one leader, elected in etcd: a create-if-absent txn on

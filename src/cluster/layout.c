@@ -133,11 +133,68 @@ ol_layout_extends(const struct ol_layout *old, const struct ol_layout *l)
 		return false;
 	for (unsigned p = 0; p < old->n_pools; p++)
 		if (old->pools[p].n_sets != l->pools[p].n_sets ||
+		    old->pools[p].state != l->pools[p].state ||
 		    memcmp(old->pools[p].slots, l->pools[p].slots,
 			   (size_t)old->pools[p].n_sets * old->set_drives *
 			       sizeof(*old->pools[p].slots)))
 			return false;
 	return true;
+}
+
+bool
+ol_layout_follows(const struct ol_layout *old, const struct ol_layout *l)
+{
+	if (strcmp(old->deployment_id, l->deployment_id) || old->set_drives != l->set_drives ||
+	    old->parity != l->parity || l->n_pools < old->n_pools)
+		return false;
+	for (unsigned p = 0; p < old->n_pools; p++) {
+		unsigned a = old->pools[p].state, b = l->pools[p].state;
+
+		if (old->pools[p].n_sets != l->pools[p].n_sets ||
+		    memcmp(old->pools[p].slots, l->pools[p].slots,
+			   (size_t)old->pools[p].n_sets * old->set_drives *
+			       sizeof(*old->pools[p].slots)) ||
+		    (b < a && !(a == OL_POOL_DRAINING && b == OL_POOL_ACTIVE)))
+			return false;
+	}
+	return true;
+}
+
+unsigned
+ol_layout_live_pools(const struct ol_layout *l)
+{
+	unsigned n = 0;
+
+	for (unsigned p = 0; p < l->n_pools; p++)
+		n += l->pools[p].state != OL_POOL_REMOVED;
+	return n;
+}
+
+unsigned
+ol_layout_store_pool(const struct ol_layout *l, unsigned p)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < p && i < l->n_pools; i++)
+		n += l->pools[i].state != OL_POOL_REMOVED;
+	return n;
+}
+
+int
+ol_layout_draining(const struct ol_layout *l)
+{
+	for (unsigned p = 0; p < l->n_pools; p++)
+		if (l->pools[p].state == OL_POOL_DRAINING)
+			return (int)p;
+	return -1;
+}
+
+static const char *const state_names[] = {"active", "draining", "removed"};
+
+const char *
+ol_layout_state_name(unsigned state)
+{
+	return state < 3 ? state_names[state] : "?";
 }
 
 unsigned
@@ -165,7 +222,12 @@ ol_layout_to_json(const struct ol_layout *l)
 		goto bad;
 	for (unsigned p = 0; p < l->n_pools; p++) {
 		json_t *sets = json_array();
-		if (json_array_append_new(pools, json_pack("{s:o}", "sets", sets)))
+		json_t *jp = json_pack("{s:o}", "sets", sets);
+		if (jp && l->pools[p].state &&
+		    json_object_set_new(jp, "state",
+					json_string(ol_layout_state_name(l->pools[p].state))))
+			goto bad;
+		if (json_array_append_new(pools, jp))
 			goto bad;
 		for (unsigned s = 0; s < l->pools[p].n_sets; s++) {
 			json_t *set = json_array();
@@ -214,6 +276,16 @@ pool_from(const json_t *jp, unsigned n, struct ol_layout_pool *pool, size_t *tot
 	if (!pool->slots)
 		return -ENOMEM;
 	pool->n_sets = (unsigned)ns;
+	const json_t *st = json_object_get(jp, "state");
+	if (st) {
+		unsigned i = 0;
+		while (i < 3 &&
+		       (!json_is_string(st) || strcmp(json_string_value(st), state_names[i])))
+			i++;
+		if (i == 3)
+			return -EPROTO;
+		pool->state = i;
+	}
 	for (size_t s = 0; s < ns; s++) {
 		const json_t *set = json_array_get(sets, s);
 		if (!json_is_array(set) || json_array_size(set) != n)

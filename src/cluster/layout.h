@@ -17,7 +17,13 @@ struct ol_layout_slot {
 	unsigned drive; /* index into that node's data_dirs */
 };
 
+/* A pool's state: `openlake cluster leave` marks it draining (no new key goes there; the
+ * leader of set 0.0 moves its objects to the other pools), the drain marks it removed when it
+ * is empty (its nodes serve nothing any more; it keeps its place so pool numbers stay). */
+enum { OL_POOL_ACTIVE = 0, OL_POOL_DRAINING = 1, OL_POOL_REMOVED = 2 };
+
 struct ol_layout_pool {
+	unsigned state; /* OL_POOL_*; "state" in the JSON, absent when active */
 	unsigned n_sets;
 	struct ol_layout_slot *slots; /* n_sets * set_drives, set by set */
 };
@@ -46,9 +52,20 @@ int ol_layout_add_pool(struct ol_layout *l, const unsigned *ids, const unsigned 
 		       unsigned n_nodes);
 /* Whether node has a slot in any pool of l. */
 bool ol_layout_has_node(const struct ol_layout *l, unsigned node);
-/* Whether l is old with pools appended (same deployment, N, P and pools 0..old->n_pools-1):
+/* Whether l is old with pools appended (same deployment, N, P and pools 0..old->n_pools-1,
+ * their states too):
  * the only change a running cluster takes without a restart. */
 bool ol_layout_extends(const struct ol_layout *old, const struct ol_layout *l);
+
+/* Whether l is old with pools appended and/or pools' states advanced (active -> draining ->
+ * removed; a draining pool may also go back to active): what a running node takes. */
+bool ol_layout_follows(const struct ol_layout *old, const struct ol_layout *l);
+/* Pools not removed; the index among those of pool p (the store's pool number). */
+unsigned ol_layout_live_pools(const struct ol_layout *l);
+unsigned ol_layout_store_pool(const struct ol_layout *l, unsigned p);
+/* The draining pool, or -1. */
+int ol_layout_draining(const struct ol_layout *l);
+const char *ol_layout_state_name(unsigned state);
 
 /* Distinct nodes in set s of pool p. */
 unsigned ol_layout_set_span(const struct ol_layout *l, unsigned p, unsigned s);

@@ -89,6 +89,60 @@ ol_cluster_read_layout(struct ol_cluster *c, int timeout_ms, struct ol_layout *o
 	}
 }
 
+int
+ol_cluster_read_layout_rev(struct ol_cluster *c, struct ol_layout *out, int64_t *mod_rev)
+{
+	char key[OL_CFG_STR + 16];
+	struct ol_etcd_range_result r;
+	int rc;
+
+	snprintf(key, sizeof(key), "%slayout", c->cfg->cluster_prefix);
+	rc = ol_etcd_range(c->etcd, key, 0, 0, 0, &r);
+	if (rc)
+		return rc;
+	rc = r.n_kvs ? ol_layout_from_json(r.kvs[0].value, r.kvs[0].value_len, out) : -ENOENT;
+	if (!rc)
+		*mod_rev = r.kvs[0].mod_revision;
+	ol_etcd_range_result_fini(&r);
+	return rc;
+}
+
+int
+ol_cluster_write_layout(struct ol_cluster *c, const struct ol_layout *l, int64_t mod_rev,
+			const char *name, const char *value)
+{
+	char key[OL_CFG_STR + 16], key2[OL_CFG_STR + 64];
+	char *js = ol_layout_to_json(l);
+	struct ol_etcd_txn_result t = {0};
+	int rc;
+
+	snprintf(key, sizeof(key), "%slayout", c->cfg->cluster_prefix);
+	struct ol_etcd_cmp cmp = {
+	    .key = key, .target = OL_ETCD_CMP_MOD, .result = OL_ETCD_EQUAL, .number = mod_rev};
+	snprintf(key2, sizeof(key2), "%s%s", c->cfg->cluster_prefix, name ? name : "");
+	struct ol_etcd_op put[2] = {
+	    {.type = OL_ETCD_OP_PUT, .key = key, .value = js, .value_len = js ? strlen(js) : 0},
+	    {.type = OL_ETCD_OP_PUT,
+	     .key = key2,
+	     .value = value,
+	     .value_len = value ? strlen(value) : 0}};
+	rc = js ? ol_etcd_txn(c->etcd, &cmp, 1, put, name ? 2 : 1, NULL, 0, &t) : -ENOMEM;
+	if (!rc && !t.succeeded)
+		rc = -ECANCELED;
+	ol_etcd_txn_result_fini(&t);
+	free(js);
+	return rc;
+}
+
+int
+ol_cluster_put(struct ol_cluster *c, const char *name, const char *value)
+{
+	char key[OL_CFG_STR + 64];
+
+	snprintf(key, sizeof(key), "%s%s", c->cfg->cluster_prefix, name);
+	return ol_etcd_put(c->etcd, key, value, strlen(value), 0, NULL);
+}
+
 /* ---- the leadership thread ---- */
 
 static struct ol_cluster_set *

@@ -268,12 +268,16 @@ complete_locked(struct complete *x, const unsigned *nos, size_t n, const char *e
 	if (rc || n == 0)
 		goto out;
 	c.kl = ol_okey(okey, x->uk, x->key, x->klen);
-	ol_uuid(vid);
+	if (ol_import_cur)
+		memcpy(vid, ol_import_cur->vid, OL_UUID);
+	else
+		ol_uuid(vid);
 	for (int d = 0; d < st->n; d++)
 		b[d] = (struct ol_rec_build){.st = st,
 					     .flags = OL_REC_MULTIPART,
 					     .size = size,
-					     .mtime = ol_now_ns(st),
+					     .mtime = ol_import_cur ? ol_import_cur->mtime
+								    : ol_now_ns(st),
 					     .vid = vid,
 					     .parts = parts,
 					     .n_parts = (uint32_t)n,

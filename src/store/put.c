@@ -30,7 +30,9 @@ struct ol_put {
 	int err;
 	struct ol_store_cond cond; /* checked under the lock in publish() */
 	char cond_etag[OL_STORE_ETAG_MAX];
-	int vmode; /* OL_STORE_VER_* (objects only) */
+	int vmode;		  /* OL_STORE_VER_* (objects only) */
+	struct ol_store *gate_st; /* the shell whose key gate this writer holds (drain.c) */
+	unsigned gate;
 };
 
 static size_t
@@ -223,7 +225,16 @@ put_free(struct ol_put *p)
 	for (int i = 0; i < p->st->p; i++)
 		free(p->par[i]);
 	free(p->sbuf);
+	if (p->gate_st)
+		ol_gate_leave(p->gate_st, p->gate);
 	free(p);
+}
+
+void
+ol_put_set_gate(struct ol_put *p, struct ol_store *st, unsigned g)
+{
+	p->gate_st = g ? st : NULL;
+	p->gate = g;
 }
 
 void
@@ -338,8 +349,9 @@ publish(struct ol_put *p, struct ol_rec_build *b)
 		c.kl = ol_okey(okey, p->bucket, p->key, p->klen);
 	}
 	lock(p, true);
-	/* stamped under the lock: the order of mtimes is the order of commits */
-	now = ol_now_ns(st);
+	/* stamped under the lock: the order of mtimes is the order of commits (a version
+	 * the drain moves keeps its own) */
+	now = ol_import_cur ? ol_import_cur->mtime : ol_now_ns(st);
 	for (int d = 0; d < st->n; d++) {
 		b[d].mtime = now;
 		if (!p->part)
@@ -397,7 +409,7 @@ ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, size_t
 					     .flags = inl ? OL_REC_INLINE : 0,
 					     .size = p->size,
 					     .mtime = now,
-					     .vid = p->uuid,
+					     .vid = ol_import_cur ? ol_import_cur->vid : p->uuid,
 					     .parts = &part,
 					     .n_parts = inl ? 0 : 1,
 					     .etag = etag,
@@ -413,7 +425,7 @@ ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, size_t
 		out_info->size = p->size;
 		out_info->mtime_ns = b[0].mtime; /* set by publish */
 		snprintf(out_info->etag, sizeof(out_info->etag), "%s", etag ? etag : "");
-		ol_ver_id_raw(b[0].flags, b[0].mtime, p->uuid, out_info->version_id);
+		ol_ver_id_raw(b[0].flags, b[0].mtime, b[0].vid, out_info->version_id);
 	}
 	if (rc)
 		close_files(p, true);

@@ -69,17 +69,20 @@ in_pool(const struct ol_store *st, int p, uint64_t h)
 }
 
 /* The pool of a new key: a second hash of the key over the pools' free space (equal weights
- * when none is known), so every call picks the same pool while the weights hold. */
+ * when none is known), so every call picks the same pool while the weights hold; never a
+ * draining pool (its weight is 0). */
 static int
 pick_pool(const struct ol_store *st, uint64_t h)
 {
 	uint64_t w[OL_MAX_POOLS], total = 0, r;
+	int drain = atomic_load(&((struct ol_store *)st)->draining);
 
 	for (int p = 0; p < st->n_pools; p++)
-		total += w[p] = atomic_load(&((struct ol_store *)st)->pool_free[p]);
+		total += w[p] =
+		    p == drain ? 0 : atomic_load(&((struct ol_store *)st)->pool_free[p]);
 	if (!total)
 		for (int p = 0; p < st->n_pools; p++)
-			total += w[p] = 1;
+			total += w[p] = p != drain;
 	r = XXH3_64bits_withSeed(&h, sizeof(h), st->place_seed ^ 0x706f6f6cULL) % total;
 	for (int p = 0; p < st->n_pools; p++) {
 		if (r < w[p])
@@ -151,6 +154,18 @@ drop_older(struct ol_store *st, const char *bucket, const char *key, size_t klen
 			ol_info("store: %s/%.*s: deleted its older copy in set %u too", bucket,
 				(int)(klen > 200 ? 200 : klen), key, s);
 	}
+}
+
+/* Count a call on key in at its gate (a store of several pools; 0: none): a drain moving
+ * the key waits for it, and it waits for the move (drain.c). */
+static unsigned
+gate_key(struct ol_store *st, const char *bucket, const char *key, size_t klen)
+{
+	uint64_t h;
+
+	if (st->n_pools <= 1 || !key_hash(st, bucket, key, klen, &h))
+		return 0;
+	return ol_gate_enter(st, h);
 }
 
 /* The set a call on key goes to (>= 0) or -errno (a pool that cannot say whether it holds
@@ -240,6 +255,20 @@ repaired(struct ol_store *st, unsigned i, const char *bucket)
 	return rc == 0;
 }
 
+bool
+ol_sets_repaired(struct ol_store *st, unsigned i, const char *bucket)
+{
+	return repaired(st, i, bucket);
+}
+
+int
+ol_sets_key_dest(struct ol_store *st, const char *bucket, const char *key, size_t klen, uint64_t *h)
+{
+	if (!key_hash(st, bucket, key, klen, h))
+		return -EINVAL;
+	return (int)in_pool(st, pick_pool(st, *h), *h);
+}
+
 static struct ol_store *
 shell_new(unsigned m, uint64_t seed)
 {
@@ -250,6 +279,7 @@ shell_new(unsigned m, uint64_t seed)
 	st->upl_tag = -1;
 	st->n_pools = 1;
 	st->pool_first[1] = (int)m;
+	st->draining = -1;
 	pthread_rwlock_init(&st->brw, NULL);
 	return st;
 }
@@ -561,18 +591,24 @@ int
 ol_store_put_begin(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		   int64_t size_hint, struct ol_put **out)
 {
-	unsigned i;
+	unsigned i, g;
 	int rc;
 
 	if (!multi(st))
 		return ol_set_put_begin(st, bucket, key, key_len, size_hint, out);
+	g = gate_key(st, bucket, key, key_len);
 	rc = locate(st, bucket, key, key_len, NULL);
 	if (rc < 0)
-		return rc;
+		goto out;
 	i = (unsigned)rc;
 	rc = ol_set_put_begin(st->sets[i], bucket, key, key_len, size_hint, out);
 	if (rc == -ENOENT && repaired(st, i, bucket))
 		rc = ol_set_put_begin(st->sets[i], bucket, key, key_len, size_hint, out);
+	if (rc == 0)
+		ol_put_set_gate(*out, st, g);
+out:
+	if (rc)
+		ol_gate_leave(st, g);
 	return rc;
 }
 
@@ -580,18 +616,21 @@ int
 ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		  struct ol_get **out, struct ol_obj_info *info)
 {
-	unsigned i;
+	unsigned i, g;
 	int rc;
 
 	if (!multi(st))
 		return ol_set_get_open(st, bucket, key, key_len, out, info);
+	g = gate_key(st, bucket, key, key_len);
 	rc = locate(st, bucket, key, key_len, NULL);
 	if (rc < 0)
-		return rc;
+		goto out;
 	i = (unsigned)rc;
 	rc = ol_set_get_open(st->sets[i], bucket, key, key_len, out, info);
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_get_open(st->sets[i], bucket, key, key_len, out, info);
+out:
+	ol_gate_leave(st, g);
 	return rc;
 }
 
@@ -599,18 +638,21 @@ int
 ol_store_get_open_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		      const char *version_id, struct ol_get **out, struct ol_obj_info *info)
 {
-	unsigned i;
+	unsigned i, g;
 	int rc;
 
 	if (!multi(st))
 		return ol_set_get_open_ver(st, bucket, key, key_len, version_id, out, info);
+	g = gate_key(st, bucket, key, key_len);
 	rc = locate(st, bucket, key, key_len, version_id);
 	if (rc < 0)
-		return rc;
+		goto out;
 	i = (unsigned)rc;
 	rc = ol_set_get_open_ver(st->sets[i], bucket, key, key_len, version_id, out, info);
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_get_open_ver(st->sets[i], bucket, key, key_len, version_id, out, info);
+out:
+	ol_gate_leave(st, g);
 	return rc;
 }
 
@@ -618,18 +660,21 @@ int
 ol_store_head(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 	      struct ol_obj_info *info, void *meta_buf, size_t meta_cap)
 {
-	unsigned i;
+	unsigned i, g;
 	int rc;
 
 	if (!multi(st))
 		return ol_set_head(st, bucket, key, key_len, info, meta_buf, meta_cap);
+	g = gate_key(st, bucket, key, key_len);
 	rc = locate(st, bucket, key, key_len, NULL);
 	if (rc < 0)
-		return rc;
+		goto out;
 	i = (unsigned)rc;
 	rc = ol_set_head(st->sets[i], bucket, key, key_len, info, meta_buf, meta_cap);
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_head(st->sets[i], bucket, key, key_len, info, meta_buf, meta_cap);
+out:
+	ol_gate_leave(st, g);
 	return rc;
 }
 
@@ -637,41 +682,47 @@ int
 ol_store_head_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		  const char *version_id, struct ol_obj_info *info, void *meta_buf, size_t meta_cap)
 {
-	unsigned i;
+	unsigned i, g;
 	int rc;
 
 	if (!multi(st))
 		return ol_set_head_ver(st, bucket, key, key_len, version_id, info, meta_buf,
 				       meta_cap);
+	g = gate_key(st, bucket, key, key_len);
 	rc = locate(st, bucket, key, key_len, version_id);
 	if (rc < 0)
-		return rc;
+		goto out;
 	i = (unsigned)rc;
 	rc = ol_set_head_ver(st->sets[i], bucket, key, key_len, version_id, info, meta_buf,
 			     meta_cap);
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_head_ver(st->sets[i], bucket, key, key_len, version_id, info, meta_buf,
 				     meta_cap);
+out:
+	ol_gate_leave(st, g);
 	return rc;
 }
 
 int
 ol_store_delete(struct ol_store *st, const char *bucket, const char *key, size_t key_len)
 {
-	unsigned i;
+	unsigned i, g;
 	int rc;
 
 	if (!multi(st))
 		return ol_set_delete(st, bucket, key, key_len);
+	g = gate_key(st, bucket, key, key_len);
 	rc = locate(st, bucket, key, key_len, NULL);
 	if (rc < 0)
-		return rc;
+		goto out;
 	i = (unsigned)rc;
 	rc = ol_set_delete(st->sets[i], bucket, key, key_len);
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_delete(st->sets[i], bucket, key, key_len);
 	if (rc == 0 && st->n_pools > 1)
 		drop_older(st, bucket, key, key_len, i);
+out:
+	ol_gate_leave(st, g);
 	return rc;
 }
 
@@ -679,18 +730,21 @@ int
 ol_store_delete_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		    int vmode, const char *version_id, struct ol_obj_info *out)
 {
-	unsigned i;
+	unsigned i, g;
 	int rc;
 
 	if (!multi(st))
 		return ol_set_delete_ver(st, bucket, key, key_len, vmode, version_id, out);
+	g = gate_key(st, bucket, key, key_len);
 	rc = locate(st, bucket, key, key_len, version_id);
 	if (rc < 0)
-		return rc;
+		goto out;
 	i = (unsigned)rc;
 	rc = ol_set_delete_ver(st->sets[i], bucket, key, key_len, vmode, version_id, out);
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_delete_ver(st->sets[i], bucket, key, key_len, vmode, version_id, out);
+out:
+	ol_gate_leave(st, g);
 	return rc;
 }
 
@@ -698,18 +752,21 @@ int
 ol_store_set_meta(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		  const char *version_id, const void *meta, size_t meta_len)
 {
-	unsigned i;
+	unsigned i, g;
 	int rc;
 
 	if (!multi(st))
 		return ol_set_set_meta(st, bucket, key, key_len, version_id, meta, meta_len);
+	g = gate_key(st, bucket, key, key_len);
 	rc = locate(st, bucket, key, key_len, version_id);
 	if (rc < 0)
-		return rc;
+		goto out;
 	i = (unsigned)rc;
 	rc = ol_set_set_meta(st->sets[i], bucket, key, key_len, version_id, meta, meta_len);
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_set_meta(st->sets[i], bucket, key, key_len, version_id, meta, meta_len);
+out:
+	ol_gate_leave(st, g);
 	return rc;
 }
 
@@ -750,19 +807,22 @@ int
 ol_store_mpu_create(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		    const void *meta, size_t meta_len, char upload_id[64])
 {
-	unsigned i;
+	unsigned i, g;
 	int rc;
 
 	if (!multi(st))
 		return ol_set_mpu_create(st, bucket, key, key_len, meta, meta_len, upload_id);
+	g = gate_key(st, bucket, key, key_len);
 	rc = locate(st, bucket, key, key_len, NULL);
 	if (rc < 0)
-		return rc;
+		goto out;
 	i = (unsigned)rc;
 	rc = ol_set_mpu_create(st->sets[i], bucket, key, key_len, meta, meta_len, upload_id);
 	if (rc == -ENOENT && repaired(st, i, bucket))
 		rc =
 		    ol_set_mpu_create(st->sets[i], bucket, key, key_len, meta, meta_len, upload_id);
+out:
+	ol_gate_leave(st, g);
 	return rc;
 }
 
@@ -793,6 +853,18 @@ upl_set(struct ol_store *st, const char *bucket, const char *upload_id)
 	return i < 0 ? NULL : st->sets[i];
 }
 
+/* The gate of an upload's key (several pools; 0: none), held by its complete. */
+static unsigned
+upl_gate(struct ol_store *st, struct ol_store *s, const char *bucket, const char *upload_id)
+{
+	char key[OL_KEYBUF];
+	size_t kl = sizeof(key), ml = 0;
+
+	if (!s || st->n_pools <= 1 || ol_set_mpu_stat(s, bucket, upload_id, key, &kl, NULL, 0, &ml))
+		return 0;
+	return gate_key(st, bucket, key, kl);
+}
+
 int
 ol_store_mpu_part_begin(struct ol_store *st, const char *bucket, const char *upload_id,
 			unsigned part_no, struct ol_put **out)
@@ -819,9 +891,12 @@ ol_store_mpu_complete(struct ol_store *st, const char *bucket, const char *uploa
 		      struct ol_obj_info *out)
 {
 	struct ol_store *s = upl_set(st, bucket, upload_id);
+	unsigned g = upl_gate(st, s, bucket, upload_id);
+	int rc =
+	    s ? ol_set_mpu_complete(s, bucket, upload_id, part_nos, n, final_etag, out) : -ENOENT;
 
-	return s ? ol_set_mpu_complete(s, bucket, upload_id, part_nos, n, final_etag, out)
-		 : -ENOENT;
+	ol_gate_leave(st, g);
+	return rc;
 }
 
 int
@@ -830,10 +905,13 @@ ol_store_mpu_complete_cond(struct ol_store *st, const char *bucket, const char *
 			   const struct ol_store_cond *cond, struct ol_obj_info *out)
 {
 	struct ol_store *s = upl_set(st, bucket, upload_id);
+	unsigned g = upl_gate(st, s, bucket, upload_id);
+	int rc =
+	    s ? ol_set_mpu_complete_cond(s, bucket, upload_id, part_nos, n, final_etag, cond, out)
+	      : -ENOENT;
 
-	return s ? ol_set_mpu_complete_cond(s, bucket, upload_id, part_nos, n, final_etag, cond,
-					    out)
-		 : -ENOENT;
+	ol_gate_leave(st, g);
+	return rc;
 }
 
 int
@@ -842,10 +920,13 @@ ol_store_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *u
 			  const struct ol_store_cond *cond, int vmode, struct ol_obj_info *out)
 {
 	struct ol_store *s = upl_set(st, bucket, upload_id);
+	unsigned g = upl_gate(st, s, bucket, upload_id);
+	int rc = s ? ol_set_mpu_complete_ver(s, bucket, upload_id, part_nos, n, final_etag, cond,
+					     vmode, out)
+		   : -ENOENT;
 
-	return s ? ol_set_mpu_complete_ver(s, bucket, upload_id, part_nos, n, final_etag, cond,
-					   vmode, out)
-		 : -ENOENT;
+	ol_gate_leave(st, g);
+	return rc;
 }
 
 int
@@ -855,10 +936,13 @@ ol_store_mpu_complete_meta(struct ol_store *st, const char *bucket, const char *
 			   size_t meta_len, struct ol_obj_info *out)
 {
 	struct ol_store *s = upl_set(st, bucket, upload_id);
+	unsigned g = upl_gate(st, s, bucket, upload_id);
+	int rc = s ? ol_set_mpu_complete_meta(s, bucket, upload_id, part_nos, n, final_etag, cond,
+					      vmode, meta, meta_len, out)
+		   : -ENOENT;
 
-	return s ? ol_set_mpu_complete_meta(s, bucket, upload_id, part_nos, n, final_etag, cond,
-					    vmode, meta, meta_len, out)
-		 : -ENOENT;
+	ol_gate_leave(st, g);
+	return rc;
 }
 
 int

@@ -115,6 +115,39 @@ unsigned ol_store_pool_count(const struct ol_store *st);
 /* The pools' free bytes, the weights of new keys' pools (n = the pool count; others are
  * ignored). All 0 (the default): equal weights. Any thread. */
 void ol_store_set_pool_free(struct ol_store *st, const uint64_t *free_bytes, unsigned n);
+
+/* Draining a pool (`openlake cluster leave`; drain.c). set_draining(pool) gives the pool
+ * weight 0: no new key goes there, the keys it holds are still found there (-1: none; -EINVAL
+ * a store of one pool, or pool out of range). Any thread.
+ *
+ * ol_store_drain moves every key of the draining pool to the pool a new key would go to now,
+ * one key at a time: it closes the key's gate (a store of several pools counts every object
+ * call in by key: put_begin to put_commit / put_abort, get_open, head, delete, tagging,
+ * complete), waits for the calls in flight on it (10 s at most, else the key is left for the
+ * next pass), copies its versions oldest first with their version ids, mtimes, ETags,
+ * metadata blobs (user metadata, tags, checksums, SSE fields as stored) and part layout, and
+ * delete markers, into the new pool, removes them from the draining pool, and opens the gate:
+ * a call on the key waits for the move and then finds the key in one pool, whole. Objects
+ * committed into the pool meanwhile (an upload begun there completed) are moved by the next
+ * pass; passes repeat until a pass finds no key and no upload in progress in the pool (the
+ * drain waits for uploads to be completed or aborted). 0 when the pool is empty, -ECANCELED
+ * (ol_store_drain_cancel), -EINVAL (no draining pool, or not this one). Runs on the caller's
+ * thread; p (zeroed by the caller) is updated atomically as it goes; any thread reads it. */
+struct ol_drain_opts {
+	uint64_t rate_bytes; /* bytes copied per second, 0: unlimited */
+};
+struct ol_drain_progress {
+	_Atomic uint64_t objects_moved, bytes_moved; /* versions and markers moved, their bytes */
+	_Atomic uint64_t objects_left, bytes_left;   /* counted at each pass's start */
+	_Atomic uint64_t failed;		     /* key moves that failed (retried next pass) */
+	_Atomic uint64_t uploads; /* uploads in progress in the pool, last pass */
+	_Atomic uint64_t passes;
+	_Atomic int running, cancel, result;
+};
+int ol_store_pool_set_draining(struct ol_store *st, int pool);
+int ol_store_drain(struct ol_store *st, unsigned pool, const struct ol_drain_opts *o,
+		   struct ol_drain_progress *p);
+void ol_store_drain_cancel(struct ol_drain_progress *p);
 /* Raise the epoch (a leader re-elected), of every set; never lowers it. */
 void ol_store_set_epoch(struct ol_store *st, uint64_t epoch);
 

@@ -18,7 +18,8 @@
 #define OL_MAX_SETS   64		 /* erasure sets of one store (sets.c) */
 #define OL_MAX_POOLS  OL_STORE_MAX_POOLS /* pools of one store (sets.c) */
 #define OL_NLOCKS     256
-#define OL_TRAILER    8 /* checksum after every shard block */
+#define OL_GATES      1024 /* key gates of a store of several pools (drain.c) */
+#define OL_TRAILER    8	   /* checksum after every shard block */
 #define OL_UUID	      16
 #define OL_PATH_MAX   512
 #define OL_WHY_MAX    256 /* why a drive is offline, one line */
@@ -106,6 +107,12 @@ struct ol_store {
 	int n_pools;
 	int pool_first[OL_MAX_POOLS + 1];
 	_Atomic uint64_t pool_free[OL_MAX_POOLS];
+	/* drain.c: the pool being drained (-1 none: new keys never go there); object calls of a
+	 * store of several pools count themselves in by key (gate_busy), so the drain moves a
+	 * key with no call on it in flight (gate_closed: new calls on it wait) */
+	_Atomic int draining;
+	_Atomic unsigned gate_busy[OL_GATES];
+	_Atomic bool gate_closed[OL_GATES];
 	/* missed.c: missed-write entries (record, drive) held by the drives: exact after open
 	 * and each heal pass, counted up by commits between; misses not recorded (cap) */
 	_Atomic uint64_t missed_pending, missed_dropped;
@@ -349,6 +356,28 @@ int64_t ol_now_ns(struct ol_store *st);
 /* mkdir -p (errors logged with the dir). 0 or -errno. */
 int ol_mkdir_p(const char *path);
 void ol_uuid(uint8_t out[OL_UUID]);
+
+/* drain.c: a version copied into another pool keeps its mtime and id. While the drain's own
+ * thread sets ol_import_cur, the object, complete or delete marker it commits takes them
+ * instead of now and a fresh id (put.c, mpu.c, version.c); NULL (always, on other threads):
+ * as usual. */
+struct ol_import {
+	int64_t mtime;
+	uint8_t vid[OL_UUID];
+};
+extern _Thread_local const struct ol_import *ol_import_cur;
+/* 1 "null", 0 an id (*mtime, vid), -EINVAL (version.c) */
+int ol_ver_parse(const char *id, int64_t *mtime, uint8_t *vid);
+/* drain.c: key gates of a shell of several pools (0: not gated; else pass to leave) */
+unsigned ol_gate_enter(struct ol_store *st, uint64_t h);
+void ol_gate_leave(struct ol_store *st, unsigned g);
+/* sets.c: repair bucket on set i of shell st (true: retry the call); the set a new key
+ * goes to now (never the draining pool) and its placement hash, or -EINVAL */
+bool ol_sets_repaired(struct ol_store *st, unsigned i, const char *bucket);
+int ol_sets_key_dest(struct ol_store *st, const char *bucket, const char *key, size_t klen,
+		     uint64_t *h);
+/* put.c: put_commit / put_abort of p leave gate g of shell st */
+void ol_put_set_gate(struct ol_put *p, struct ol_store *st, unsigned g);
 /* The index key of an object: bucket '\0' key (long keys: head + hash, see OL_KEY_HEAD). */
 size_t ol_okey(char *buf, const char *bucket, const char *key, size_t klen);
 /* Set b->tail for a long key. */

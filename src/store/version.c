@@ -92,6 +92,12 @@ parse_id(const char *s, int64_t *mtime, uint8_t *vid)
 	return 0;
 }
 
+int
+ol_ver_parse(const char *id, int64_t *mtime, uint8_t *vid)
+{
+	return parse_id(id, mtime, vid);
+}
+
 /* An entry of the versions db belongs to object index key ok (not to a longer key). */
 static bool
 of_key(const void *k, size_t kl, const void *ok, size_t okl)
@@ -325,12 +331,15 @@ add_marker(struct ol_store *st, const char *bucket, const char *key, size_t klen
 	struct ol_commit c = {.db = OL_META_OBJECTS, .k = okey, .kl = okl, .b = b, .vmode = vmode};
 	uint8_t vid[OL_UUID], vis[OL_UUID];
 	uint16_t flags = OL_REC_INLINE | OL_REC_DELMARK;
-	int64_t now = ol_now_ns(st);
+	int64_t now = ol_import_cur ? ol_import_cur->mtime : ol_now_ns(st);
 	int rc = 0;
 
 	if (vmode == OL_STORE_VER_ON)
 		flags |= OL_REC_VERSIONED;
-	ol_uuid(vid);
+	if (ol_import_cur)
+		memcpy(vid, ol_import_cur->vid, OL_UUID);
+	else
+		ol_uuid(vid);
 	for (int d = 0; d < st->n; d++) {
 		b[d] = (struct ol_rec_build){
 		    .st = st, .flags = flags, .mtime = now, .vid = vid, .etag = "", .idx = d};

@@ -5,17 +5,24 @@ and new; new objects land in both pools (shard files on the new nodes' drives an
 old ones'); an overwrite of an old key stays in pool 0; listings hold every key of both pools;
 delete and multipart work through a new node; `cluster status --json` shows 2 pools; join
 refuses when nothing is new and when the new drives do not make whole sets; after kill -9 of
-the leader the next one serves both pools.
+the leader the next one serves both pools. Then `openlake cluster leave --pool 1` (after its
+refusals): objects of every kind (versions and delete markers in a versioned bucket, tags,
+multipart) move to pool 0 while PUT/GET/DELETE go on, the leader is killed while it drains and
+the next one finishes the drain, the pool is removed from the layout,
+its nodes are stopped, and every acknowledged object and version reads back through every
+remaining node.
 
 Real things only: Debian's etcd, real daemons, boto3.
 """
 
 import json
+import re
 import subprocess
+import threading
 
 from conftest import OPENLAKE_CLI, free_port, wait_for
-from test_cluster_store import (Node, body, drive_record, etcd, list_all,  # noqa: F401
-                                pytestmark, shard_files, start_cluster)
+from test_cluster_store import (Node, body, drive_record, etcd, heal_exits_0,  # noqa: F401
+                                list_all, pytestmark, shard_files, start_cluster)
 
 import pytest
 
@@ -28,6 +35,161 @@ def cluster(tmp_path, etcd):  # noqa: F811
 def join(config):
     return subprocess.run([str(OPENLAKE_CLI), "cluster", "join", "--config", str(config)],
                           capture_output=True, text=True, timeout=60)
+
+
+def leave(config, *args):
+    return subprocess.run([str(OPENLAKE_CLI), "cluster", "leave", "--config", str(config),
+                           *args], capture_output=True, text=True, timeout=60)
+
+
+def status(config):
+    s = subprocess.run([str(OPENLAKE_CLI), "cluster", "status", "--config", str(config),
+                        "--json"], capture_output=True, text=True, timeout=60)
+    assert s.returncode == 0, s.stderr
+    return json.loads(s.stdout)
+
+
+def versions(s3, bucket):
+    """every version and marker: (key, id) -> (etag, size, latest, marker)"""
+    out, kw = {}, {}
+    while True:
+        r = s3.list_object_versions(Bucket=bucket, **kw)
+        for v in r.get("Versions", []):
+            out[(v["Key"], v["VersionId"])] = (v["ETag"], v["Size"], v["IsLatest"], False,
+                                               v["LastModified"])
+        for m in r.get("DeleteMarkers", []):
+            out[(m["Key"], m["VersionId"])] = (None, 0, m["IsLatest"], True, m["LastModified"])
+        if not r.get("IsTruncated"):
+            return out
+        kw = {"KeyMarker": r["NextKeyMarker"], "VersionIdMarker": r["NextVersionIdMarker"]}
+
+
+class Churn:
+    """PUT / GET / DELETE of grow/new/* through one node while the drain runs: the last
+    acknowledged state of each key it touched (bytes, or None: deleted)"""
+
+    def __init__(self, s3, fresh, tag):
+        self.s3, self.fresh, self.done, self.tag = s3, fresh, {}, tag
+        self.stop, self.errors, self.n = threading.Event(), [], 0
+        self.t = threading.Thread(target=self.run)
+        self.t.start()
+
+    def run(self):
+        keys = sorted(k for k in self.fresh if k != "new/00")
+        while not self.stop.is_set() and self.n < 2000:
+            k = keys[self.n % len(keys)]
+            try:
+                if self.n % 7 == 3:
+                    self.s3.delete_object(Bucket="grow", Key=k)
+                    self.done[k] = None
+                else:
+                    want = self.done.get(k, self.fresh[k])
+                    got = self.s3.get_object(Bucket="grow", Key=k)["Body"].read() \
+                        if want is not None else None
+                    if got != want:
+                        self.errors.append((k, "read a wrong version"))
+                    v = body(f"churn{self.tag}.{self.n}", 70 << 10)
+                    self.s3.put_object(Bucket="grow", Key=k, Body=v)
+                    self.done[k] = v
+            except Exception as e:  # noqa: BLE001 - recorded, the test fails on it
+                self.errors.append((k, repr(e)))
+            self.n += 1
+
+    def finish(self):
+        self.stop.set()
+        self.t.join(120)
+        assert not self.errors, self.errors[:5]
+        for k, v in self.done.items():
+            if v is None:
+                del self.fresh[k]
+            else:
+                self.fresh[k] = v
+
+
+def leave_pool_1(c, new, old, fresh, mpu, lead):
+    cfg = c.nodes[0].config
+    s3 = c.client(1, retries=6)
+    s3.create_bucket(Bucket="ver")
+    s3.put_bucket_versioning(Bucket="ver", VersioningConfiguration={"Status": "Enabled"})
+    vdata, tagged = {}, {}
+    for n in range(10):
+        k = f"v/{n}"
+        for j in range(2):
+            v = body(f"v{n}.{j}", 1 << 20)
+            vid = s3.put_object(Bucket="ver", Key=k, Body=v)["VersionId"]
+            vdata[(k, vid)] = v
+        s3.put_object_tagging(Bucket="ver", Key=k, VersionId=vid,
+                              Tagging={"TagSet": [{"Key": "n", "Value": str(n)}]})
+        tagged[k] = vid
+        if n % 3 == 0:
+            s3.delete_object(Bucket="ver", Key=k)  # a delete marker on top
+    vers = versions(s3, "ver")
+    assert len(vers) == 24 and new_files(new) > 0
+
+    r = leave(cfg)
+    assert r.returncode == 2 and "--pool P is needed" in r.stderr, r.stderr
+    r = leave(cfg, "--pool", "0")
+    assert r.returncode == 1 and "pool 0 holds set 0.0" in r.stderr, r.stderr
+    r = leave(cfg, "--pool", "5")
+    assert r.returncode == 1 and "no pool 5" in r.stderr, r.stderr
+
+    via = next(i for i in range(4) if i != lead)
+    churn = Churn(c.client(via, retries=6), fresh, 1)
+    r = leave(cfg, "--pool", "1")
+    assert r.returncode == 0 and "pool 1 is draining" in r.stdout, r.stdout + r.stderr
+    r = leave(cfg, "--pool", "1")
+    assert r.returncode == 1 and "draining already" in r.stderr, r.stderr
+    wait_for(lambda: "cluster: draining pool 1" in c.nodes[lead].log(), 60,
+             "the leader draining pool 1")
+    # kill -9 of the leader while it drains (likely in the middle of a key's move): the next
+    # leader drains the rest from a rescan
+    churn.finish()
+    _, epoch = c.leader()
+    drained_first = status(cfg)["pools"][1]["state"] == "removed"
+    c.nodes[lead].kill9()
+    lead, _ = wait_for(lambda: (lambda ld: ld if ld and ld[1] > epoch else None)(c.leader()),
+                       60, "a newer leader of set 0.0")
+    churn = Churn(c.client(via, retries=6), fresh, 2)
+    log = c.nodes[lead].log
+    wait_for(lambda: status(cfg)["pools"][1]["state"] == "removed", 240,
+             "pool 1 drained and removed from the layout")
+    churn.finish()
+    wait_for(lambda: "of 1 pool(s) at epoch" in log(), 60, "the leader serving pool 0 alone")
+    if not drained_first:
+        assert "cluster: draining pool 1" in log(), "the new leader did not resume the drain"
+    st = status(cfg)
+    assert st["leave"]["pool"] == 1 and st["leave"]["state"] in ("empty", "removed"), st
+    assert st["leave"]["failed"] == 0, st["leave"]
+    assert [p["state"] for p in st["pools"]] == ["active", "removed"], st["pools"]
+    r = leave(cfg, "--pool", "1")
+    assert r.returncode == 1 and "removed already" in r.stderr, r.stderr
+    r = leave(cfg, "--pool", "0")
+    assert r.returncode == 1 and "the only pool" in r.stderr, r.stderr
+
+    for n in new:  # the drained nodes go; the store stays whole
+        assert n.stop()
+    c.nodes = c.nodes[:4]
+    assert {s["health"] for s in status(cfg)["sets"] if s["pool"] == 1} == {"removed"}
+    killed = next(i for i in range(4) if not c.nodes[i].alive())
+    c.nodes[killed].start()
+    wait_for(lambda: c.serving(killed), 60, f"S3 through node {killed} again")
+    old["after"] = b"x" * 1000  # written after the leader's kill
+    want = sorted([*old, *fresh, "mpu"])
+    for i in range(4):
+        s = c.client(i, retries=6)
+        got = list_all(s, "grow", page=13)
+        assert got == want, (i, sorted(set(got) - set(want)), sorted(set(want) - set(got)))
+        for k, v in [*old.items(), *fresh.items(), ("mpu", mpu)]:
+            assert s.get_object(Bucket="grow", Key=k)["Body"].read() == v, (i, k)
+        assert versions(s, "ver") == vers, i
+        for (k, vid), v in vdata.items():
+            assert s.get_object(Bucket="ver", Key=k, VersionId=vid)["Body"].read() == v
+        for k, vid in tagged.items():
+            assert s.get_object_tagging(Bucket="ver", Key=k, VersionId=vid)["TagSet"] == \
+                [{"Key": "n", "Value": k[2:]}], (i, k)
+    for k in ("new/00", "old/00"):  # writes after the leave land in pool 0
+        s3.put_object(Bucket="grow", Key=k + "x", Body=b"after")
+        assert c.client(3).get_object(Bucket="grow", Key=k + "x")["Body"].read() == b"after"
 
 
 def new_files(nodes):
@@ -136,3 +298,11 @@ def test_join_a_pool_of_4_nodes_to_a_running_cluster(cluster, tmp_path):
         assert r.get_object(Bucket="grow", Key=k)["Body"].read() == want_v, k
     r.put_object(Bucket="grow", Key="after", Body=b"x" * 1000)
     assert list_all(r, "grow") == sorted([*want, "after"])
+
+    # back, and healed: pool 0 whole again before the leave kills another node
+    c.nodes[lid].start()
+    wait_for(lambda: c.serving(lid), 60, f"S3 through node {lid} again")
+    wait_for(lambda: re.search(rf"drive node {lid} \S+ drive 0 is back online",
+                               c.nodes[nxt[0]].log()), 60, f"node {lid}'s drive back online")
+    heal_exits_0(c.nodes[lid])
+    leave_pool_1(c, new, old, fresh, b"".join(parts), nxt[0])

@@ -372,8 +372,43 @@ test_layout(void)
 	if (gj)
 		ol_layout_fini(&gb);
 	free(gj);
+	/* leaving: pool 1 draining, then removed; states round-trip and only advance */
+	struct ol_layout dr, rm;
+	ok(ol_layout_draining(&g) == -1 && ol_layout_live_pools(&g) == 2,
+	   "no pool draining, 2 live");
+	g.pools[1].state = OL_POOL_DRAINING;
+	gj = ol_layout_to_json(&g);
+	rc = gj ? ol_layout_from_json(gj, strlen(gj), &dr) : -ENOMEM;
+	ok(rc == 0 && dr.pools[1].state == OL_POOL_DRAINING && dr.pools[0].state == 0 &&
+	       strstr(gj, "\"state\":\"draining\"") && ol_layout_draining(&dr) == 1,
+	   "a draining pool round-trips through JSON");
+	free(gj);
+	g.pools[1].state = OL_POOL_REMOVED;
+	gj = ol_layout_to_json(&g);
+	rc = gj ? ol_layout_from_json(gj, strlen(gj), &rm) : -ENOMEM;
+	ok(rc == 0 && rm.pools[1].state == OL_POOL_REMOVED && ol_layout_live_pools(&rm) == 1 &&
+	       ol_layout_store_pool(&rm, 1) == 1 && ol_layout_draining(&rm) == -1,
+	   "a removed pool keeps its place: 1 live pool");
+	free(gj);
+	g.pools[1].state = OL_POOL_ACTIVE;
+	ok(ol_layout_follows(&g, &dr) && ol_layout_follows(&dr, &rm) &&
+	       ol_layout_follows(&g, &rm) && !ol_layout_follows(&rm, &dr) &&
+	       !ol_layout_follows(&rm, &g) && ol_layout_follows(&dr, &g) &&
+	       ol_layout_follows(&old, &dr),
+	   "states only advance (a draining pool may go back to active), with pools appended");
+	ok(!ol_layout_extends(&g, &dr) && !ol_layout_extends(&dr, &g),
+	   "a changed state is not an extension");
+	const char *badstate = "{\"deployment_id\":\"d\",\"set_drive_count\":1,\"parity\":0,"
+			       "\"pools\":[{\"state\":\"gone\",\"sets\":[[{\"node\":0,"
+			       "\"drive\":0}]]}]}";
+	struct ol_layout bs;
+	ok(ol_layout_from_json(badstate, strlen(badstate), &bs) == -EPROTO,
+	   "an unknown state refused");
+	ol_layout_fini(&dr);
+	ol_layout_fini(&rm);
 	old.pools[0].slots[0].drive ^= 1;
 	ok(!ol_layout_extends(&old, &g), "a changed pool 0 is not an extension");
+	ok(!ol_layout_follows(&old, &g), "nor does it follow");
 	ol_layout_fini(&old);
 	ol_layout_fini(&g);
 }

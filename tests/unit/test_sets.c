@@ -3,7 +3,8 @@
  * merged in key order (seek, pages), versions, multipart across sets, a set missing a bucket
  * repaired, bucket delete only when every set is empty, and a store refusing to open with
  * another set count; several pools (ol_store_pools): old keys stay, new ones go by free
- * space, listings merge the pools, a key in two pools resolves to the newest. TAP output. */
+ * space, listings merge the pools, a key in two pools resolves to the newest; a pool drained
+ * (ol_store_drain) into the other with its versions whole while writers go on. TAP output. */
 #include "store/store.h"
 #include "store/store_int.h" /* to look at one set, and to take a bucket from one */
 
@@ -787,6 +788,218 @@ test_pools(void)
 	ol_store_close(st);
 }
 
+/* every version of bucket b through the store, one line each: key, id, mtime, etag, size,
+ * marker, latest, meta, part count and sizes, a checksum of the bytes */
+static size_t
+dump(struct ol_store *st, const char *b, char *out, size_t cap)
+{
+	struct ol_viter *it;
+	const char *k;
+	size_t kl, n = 0;
+	struct ol_obj_info info;
+	char key[64][80], id[64][OL_STORE_VID_MAX];
+	int cnt = 0;
+
+	if (ol_store_viter_open(st, b, &it))
+		return 0;
+	while (cnt < 64 && ol_store_viter_next(it, &k, &kl, &info) == 1) {
+		if (kl >= 2 && !memcmp(k, "c/", 2))
+			continue; /* overwritten during the drain: checked apart */
+		snprintf(key[cnt], sizeof(key[cnt]), "%.*s", (int)kl, k);
+		snprintf(id[cnt++], sizeof(id[0]), "%s", info.version_id);
+	}
+	ol_store_viter_close(it);
+	for (int i = 0; i < cnt; i++) {
+		struct ol_get *g = NULL;
+		uint64_t sum = 0, sizes[8] = {0};
+		unsigned np = 0;
+		char data[9000];
+		int rc = ol_store_get_open_ver(st, b, key[i], strlen(key[i]), id[i], &g, &info);
+		ssize_t got = 0;
+
+		if (!rc) {
+			got = ol_store_get_read(g, 0, data, sizeof(data));
+			for (ssize_t j = 0; j < got; j++)
+				sum = sum * 131 + (uint8_t)data[j];
+			np = ol_store_get_part_sizes(g, sizes, 8);
+		}
+		n += (size_t)snprintf(out + n, cap - n,
+				      "%s %s %lld %s %llu %d %.*s %u %llu/%llu %llu rc=%d\n",
+				      key[i], id[i], (long long)info.mtime_ns, info.etag,
+				      (unsigned long long)info.size, info.delete_marker,
+				      (int)info.meta_len, rc ? "" : (const char *)info.meta, np,
+				      (unsigned long long)sizes[0], (unsigned long long)sizes[1],
+				      (unsigned long long)sum, rc == OL_STORE_EDELMARK ? 1 : rc);
+		if (g)
+			ol_store_get_close(g);
+	}
+	return n;
+}
+
+static int
+put_meta(struct ol_store *st, const char *k, size_t size, int vmode, const char *meta)
+{
+	static char data[9000];
+	struct ol_put *p;
+	int rc = ol_store_put_begin(st, "dr", k, strlen(k), (int64_t)size, &p);
+
+	for (size_t i = 0; i < size; i++)
+		data[i] = (char)(i * 7 + (size_t)vmode + strlen(k));
+	if (rc)
+		return rc;
+	ol_store_put_set_vmode(p, vmode);
+	rc = ol_store_put_write(p, data, size);
+	if (rc) {
+		ol_store_put_abort(p);
+		return rc;
+	}
+	return ol_store_put_commit(p, meta, meta, strlen(meta), NULL);
+}
+
+struct drain_writer {
+	struct ol_store *st;
+	atomic_int stop;
+	int last[8], bad;
+};
+
+/* overwrites of c/0..7 (in the draining pool at the start) while the drain runs */
+static void *
+drain_writer(void *arg)
+{
+	struct drain_writer *w = arg;
+	char k[16], v[32];
+
+	for (int r = 1; r < 400 && !atomic_load(&w->stop); r++) {
+		int i = r % 8;
+
+		snprintf(k, sizeof(k), "c/%d", i);
+		snprintf(v, sizeof(v), "round %d", r);
+		if (put(w->st, "dr", k, v, strlen(v), OL_STORE_VER_OFF, NULL) == 0)
+			w->last[i] = r;
+		else
+			w->bad++;
+	}
+	return NULL;
+}
+
+static void
+test_drain(void)
+{
+	static char before[16384], after[16384];
+	struct ol_store *st;
+	struct ol_drain_progress pr = {0};
+	struct drain_writer w = {0};
+	struct ol_obj_info info;
+	pthread_t th;
+	uint64_t only1[2] = {0, 1ull << 30};
+	char id[64], buf[64], k[16], want[32];
+	int rc, bad = 0;
+
+	rm_rf(root);
+	mkdir(root, 0700);
+	rc = open_pools(2, &st);
+	ok(rc == 0 && ol_store_pool_count(st) == 2, "drain: two pools (%d)", rc);
+	if (rc)
+		return;
+	ok(ol_store_pool_set_draining(st, 5) == -EINVAL, "draining an unknown pool: -EINVAL");
+	ol_store_bucket_create(st, "dr");
+	ol_store_set_pool_free(st, only1, 2);
+	/* in pool 1: versions and a marker, a null version among versions, a plain object with
+	 * metadata, a multipart object, keys overwritten during the drain */
+	bad += put_meta(st, "v/k", 5000, OL_STORE_VER_ON, "m1") != 0;
+	bad += put_meta(st, "v/k", 10, OL_STORE_VER_ON, "m2") != 0;
+	bad += ol_store_delete_ver(st, "dr", "v/k", 3, OL_STORE_VER_ON, NULL, &info) != 0;
+	bad += put_meta(st, "v/n", 100, OL_STORE_VER_ON, "n1") != 0;
+	bad += put_meta(st, "v/n", 200, OL_STORE_VER_SUSP, "n2") != 0;
+	bad += put_meta(st, "v/n", 300, OL_STORE_VER_ON, "n3") != 0;
+	bad += put_meta(st, "plain", 8500, OL_STORE_VER_OFF, "tags=a&b") != 0;
+	rc = ol_store_mpu_create(st, "dr", "mp", 2, "MPMETA", 6, id);
+	for (unsigned i = 1; !rc && i <= 2; i++) {
+		struct ol_put *pp;
+
+		rc = ol_store_mpu_part_begin(st, "dr", id, i, &pp);
+		if (!rc && (rc = ol_store_put_write(pp, i == 1 ? "aaaaaaa" : "bb", i == 1 ? 7 : 2)))
+			ol_store_put_abort(pp);
+		else if (!rc)
+			rc = ol_store_put_commit(pp, "pe", NULL, 0, NULL);
+	}
+	bad += rc || ol_store_mpu_complete(st, "dr", id, (unsigned[]){1, 2}, 2, "mpe-2", NULL);
+	for (int i = 0; i < 8; i++) {
+		snprintf(k, sizeof(k), "c/%d", i);
+		bad += put(st, "dr", k, "round 0", 7, OL_STORE_VER_OFF, NULL) != 0;
+	}
+	ok(bad == 0 && set_of(st, "dr", "plain") == 2 && set_of(st, "dr", "mp") == 2,
+	   "objects of every kind in pool 1 (%d bad)", bad);
+	dump(st, "dr", before, sizeof(before));
+
+	ok(ol_store_pool_set_draining(st, 1) == 0, "pool 1 draining");
+	ok(put(st, "dr", "new", "n", 1, OL_STORE_VER_OFF, NULL) == 0 &&
+	       (set_of(st, "dr", "new") == 0 || set_of(st, "dr", "new") == 1),
+	   "a new key goes to pool 0 though pool 1 has all the free space");
+	{
+		struct ol_drain_progress cancelled = {.cancel = 1};
+
+		ok(ol_store_drain(st, 0, NULL, &cancelled) == -EINVAL &&
+		       ol_store_drain(st, 1, NULL, &cancelled) == -ECANCELED &&
+		       set_of(st, "dr", "plain") == 2 && !cancelled.running,
+		   "a drain of a pool not draining: -EINVAL; cancelled: -ECANCELED, nothing moved");
+	}
+	w.st = st;
+	pthread_create(&th, NULL, drain_writer, &w);
+	rc = ol_store_drain(st, 1, &(struct ol_drain_opts){.rate_bytes = 0}, &pr);
+	atomic_store(&w.stop, 1);
+	pthread_join(th, NULL);
+	ok(rc == 0 && !pr.running && pr.objects_moved >= 7 && pr.bytes_moved > 13000,
+	   "drained: %llu versions, %llu bytes moved, %llu failed (%d)",
+	   (unsigned long long)pr.objects_moved, (unsigned long long)pr.bytes_moved,
+	   (unsigned long long)pr.failed, rc);
+	{
+		struct ol_iter *it;
+		struct ol_viter *vi;
+		const char *kk;
+		size_t kl;
+		int left = 0;
+
+		if (ol_set_iter_open(st->sets[2], "dr", &it) == 0) {
+			left += ol_set_iter_next(it, &kk, &kl, &info) != 0;
+			ol_set_iter_close(it);
+		}
+		if (ol_set_viter_open(st->sets[2], "dr", &vi) == 0) {
+			left += ol_set_viter_next(vi, &kk, &kl, &info) != 0;
+			ol_set_viter_close(vi);
+		}
+		ok(left == 0, "pool 1 holds nothing");
+	}
+	bad = 0;
+	for (int i = 0; i < 8; i++) {
+		snprintf(k, sizeof(k), "c/%d", i);
+		snprintf(want, sizeof(want), "round %d", w.last[i]);
+		bad += get(st, "dr", k, buf, sizeof(buf)) || strcmp(buf, want) ||
+		       set_of(st, "dr", k) < 0 || set_of(st, "dr", k) > 1;
+	}
+	ok(w.bad == 0 && bad == 0, "every overwrite acknowledged during the drain reads back");
+	/* the c/ keys changed: compare the others */
+	bad = 0;
+	for (int i = 0; i < 8; i++) {
+		snprintf(k, sizeof(k), "c/%d", i);
+		bad += ol_store_delete(st, "dr", k, strlen(k)) != 0 ||
+		       get(st, "dr", k, buf, sizeof(buf)) != -ENOENT;
+	}
+	ok(bad == 0 && ol_store_delete(st, "dr", "new", 3) == 0, "moved keys delete (%d bad)", bad);
+	dump(st, "dr", after, sizeof(after));
+	{
+		ok(strlen(before) > 100 && !strcmp(before, after),
+		   "every version whole: ids, mtimes, ETags, metadata, parts, bytes");
+		if (strcmp(before, after))
+			fprintf(stderr, "# before:\n%s\n# after:\n%s", before, after);
+	}
+	ok(get(st, "dr", "plain", buf, 2) == 0 &&
+	       ol_store_head(st, "dr", "plain", 5, &info, buf, sizeof(buf)) == 0 &&
+	       info.meta_len == 8 && !memcmp(buf, "tags=a&b", 8) && info.size == 8500,
+	   "the unversioned object whole with its metadata");
+	ol_store_close(st);
+}
+
 int
 main(void)
 {
@@ -802,6 +1015,7 @@ main(void)
 	test_delete_races_writers();
 	test_set_count_fixed();
 	test_pools();
+	test_drain();
 	rm_rf(root);
 	tap_done();
 }
