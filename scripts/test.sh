@@ -37,7 +37,9 @@ stage() { # name, command...
 pytest_run() { # build dir, extra env...
   local build=$1
   shift
-  env OPENLAKE_BUILD="$build" "$@" $PY -m pytest -q -p no:cacheprovider tests/integration
+  # the 20 slowest steps at the end of each pass: where the suite's time goes
+  env OPENLAKE_BUILD="$build" "$@" $PY -m pytest -q -p no:cacheprovider --durations=20 \
+    tests/integration
   local rc=$?
   [ $rc -eq 5 ] && { echo "pytest: no tests collected"; return 1; }
   return $rc
