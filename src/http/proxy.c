@@ -342,42 +342,23 @@ recv_some(int fd, void *buf, size_t len, int timeout_ms)
 	}
 }
 
-/* addr: "host:port", "[v6]:port" or "name:port" (resolved, every address tried in turn) */
+/* addr: "host:port", "[v6]:port" or "name:port" (ol_io_connect: every address tried in turn),
+ * made non-blocking, with TCP_USER_TIMEOUT: unacknowledged bytes fail the forward */
 static int
 connect_to(const char *addr, int timeout_ms, unsigned user_timeout_ms)
 {
-	struct ol_io_addr a[8];
-	int n = ol_io_resolve(addr, a, 8), rc = -ECONNREFUSED;
-	if (n < 0)
-		return n;
-	for (int i = 0; i < n; i++) {
-		struct sockaddr_storage ss = a[i].ss;
-		if (ss.ss_family == AF_INET &&
-		    ((struct sockaddr_in *)&ss)->sin_addr.s_addr == htonl(INADDR_ANY))
-			((struct sockaddr_in *)&ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return -errno;
-		int one = 1;
-		(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
-				 sizeof(user_timeout_ms));
-		if (connect(fd, (struct sockaddr *)&ss, a[i].len) != 0) {
-			rc = errno == EINPROGRESS ? wait_fd(fd, POLLOUT, timeout_ms) : -errno;
-			int err = 0;
-			socklen_t el = sizeof(err);
-			if (!rc && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err)
-				rc = -err;
-			if (rc) {
-				close(fd);
-				if (rc == -ETIMEDOUT)
-					return rc;
-				continue;
-			}
-		}
+	int fd = ol_io_connect(addr, timeout_ms);
+	if (fd < 0)
 		return fd;
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		int rc = -errno;
+		close(fd);
+		return rc;
 	}
-	return rc;
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+			 sizeof(user_timeout_ms));
+	return fd;
 }
 
 /* ---------------- the pool ---------------- */
