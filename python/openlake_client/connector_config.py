@@ -33,6 +33,7 @@ DEFAULTS = {
     "save_check_exists": True,             # skip puts of chunks already in the pool
     "load_async": False,                   # loads in the background (WAITING_FOR_REMOTE_KVS)
     "async_save": True,                    # save after the step in a thread (delayed frees)
+    "layerwise": False,                    # one object per (chunk, layer); loads pipelined
     "min_hit_tokens": 0,                   # smaller external hits are ignored
     "adaptive_min_hit_tokens": False,      # also ignore hits below the measured break-even
     "recompute_us_per_token": 0.0,         # its recompute cost (0: measured from steps)
@@ -71,6 +72,7 @@ class ConnectorConfig:
     save_decode: bool = False
     save_check_exists: bool = True
     async_save: bool = False
+    layerwise: bool = False
     load_async: bool = False
     min_hit_tokens: int = 0
     adaptive_min_hit_tokens: bool = False
@@ -136,6 +138,7 @@ class ConnectorConfig:
                    save_decode=_bool(g("save_decode")),
                    save_check_exists=_bool(g("save_check_exists")),
                    async_save=_bool(g("async_save")),
+                   layerwise=_bool(g("layerwise")),
                    load_async=_bool(g("load_async")),
                    min_hit_tokens=int(g("min_hit_tokens")),
                    adaptive_min_hit_tokens=_bool(g("adaptive_min_hit_tokens")),

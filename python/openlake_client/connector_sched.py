@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from .connector_config import key_ranks
 from .connector_cost import BreakEven
 from .connector_groups import FULL, WINDOW, unsupported, window_first_chunk
-from .keys import (ChainCache, Unkeyable, group_hash, lora_name, rank_key, request_extras,
-                   seed_hash)
+from .keys import (ChainCache, Unkeyable, group_hash, layer_hash, lora_name, rank_key,
+                   request_extras, seed_hash)
 from .store import StoreDown
 
 EPOCH_REFRESH_S = 1.0  # how often a scheduler looks for a reset made by another engine
@@ -214,6 +214,9 @@ class SchedulerSide:
         self.bs = geo.block_size
         self.k = self.cs // self.bs
         self.ranks = key_ranks(geo)
+        # layer-wise: one object per (chunk, layer, rank); a chunk is there when all are
+        self.nl = int(geo.num_layers) if cfg.layerwise else 0
+        self.kpc = len(self.ranks) * (self.nl or 1)  # keys per chunk (and group)
         self.save_enabled = save_enabled
         self._seeds = {}
         self._reqs = {}
@@ -368,9 +371,8 @@ class SchedulerSide:
             self._lookups[r.req_id] = _Lookup(num_computed, n, 0, [])
             return 0, False
         hashes = r.chains.upto(tokens, max_chunks)
-        keys = [rank_key(group_hash(h, g), rk) for h in hashes for g in range(self.ng)
-                for rk in self.ranks]
-        nr = len(self.ranks) * self.ng
+        keys = self._keys(hashes)
+        nr = self.kpc * self.ng
         c0 = num_computed // self.cs
         if self.cfg.lookup_async:
             st = self._async_exists(r.req_id, keys, nr, c0)
@@ -400,10 +402,18 @@ class SchedulerSide:
         self._lookups[r.req_id] = _Lookup(num_computed, n, ext, present)
         return ext, bool(ext and self.cfg.load_async)
 
+    def _keys(self, hashes):
+        """The keys a lookup asks for: per chunk, per group, (per layer,) per rank."""
+        if self.nl:
+            return [rank_key(layer_hash(h, i), rk) for h in hashes for i in range(self.nl)
+                    for rk in self.ranks]
+        return [rank_key(group_hash(h, g), rk) for h in hashes for g in range(self.ng)
+                for rk in self.ranks]
+
     def _best_prefix(self, st, c0, max_chunks):
         """The most chunks a prefix may load: every full-attention group's chunks from c0,
         and each sliding-window group's chunks of the window before the prefix's end."""
-        R, G = len(self.ranks), self.ng
+        R, G = self.kpc, self.ng
 
         def has(c, g):
             i = (c * G + g) * R

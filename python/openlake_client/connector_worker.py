@@ -1,9 +1,12 @@
 """Worker side of the OpenLake connector: moves whole chunks of paged KV blocks.
 
-One instance per TP/PP rank. Loads run in start_load_kv (all layers, before the forward),
-saves in wait_for_save (all layers, after it): nothing depends on per-layer hooks, so CUDA
-graphs and any attention backend work. Contiguous CPU blocks go straight from the paged
-tensors to the pool (one iovec per block half, no copy); other tensors are staged."""
+One instance per TP/PP rank. By default loads run in start_load_kv (all layers, before the
+forward), saves in wait_for_save (all layers, after it): nothing depends on per-layer hooks,
+so CUDA graphs and any attention backend work. With `layerwise`, each chunk is one pool
+object per layer: start_load_kv hands the step's loads to a thread that fetches layer 0, 1,
+... in order, wait_for_layer_load(i) waits for layer i only, and save_kv_layer(i) queues
+layer i's objects as soon as the layer is computed. Contiguous CPU blocks go straight from
+the paged tensors to the pool (one iovec per block half, no copy); other tensors are staged."""
 
 import ctypes
 import queue
@@ -11,7 +14,7 @@ import threading
 import time
 
 from .connector_config import worker_rank
-from .keys import rank_key
+from .keys import layer_hash, rank_key
 from .layouts import PagedKV
 from .store import TRAILER_LEN, IovArray, StoreDown, check_trailer, make_trailer
 
@@ -20,17 +23,33 @@ class _Job:
     """One chunk of one request: its key, memory ranges and what to do after."""
 
     __slots__ = ("req_id", "key", "ids", "skip", "ranges", "trailer", "keep", "stage", "h",
-                 "ev", "g")
+                 "ev", "g", "layer")
 
-    def __init__(self, req_id, key, ids, skip=0, h=None, ev=None, g=0):
+    def __init__(self, req_id, key, ids, skip=0, h=None, ev=None, g=0, layer=None):
         self.req_id, self.key, self.ids, self.skip = req_id, key, ids, skip
         self.g = g  # KV cache group (hybrid models): its layers and block ids
+        self.layer = layer  # layerwise: the one layer this object holds (None: all)
         self.h, self.ev = h, ev  # chain hash; KV event data (parent hash, token ids)
         self.ranges, self.keep, self.stage = [], [], None
         self.trailer = ctypes.create_string_buffer(TRAILER_LEN)
 
     def iovs(self):
         return self.ranges + [(ctypes.addressof(self.trailer), TRAILER_LEN)]
+
+
+class _Pipe:
+    """One step's synchronous loads, moved layer by layer on the layer thread. done[i] is set
+    once layer i is in the paged tensors (or failed); invalid / failed gather the failures
+    (under lock); waited holds the layers the forward waited for."""
+
+    def __init__(self, loads, nl):
+        self.loads, self.nl = loads, nl
+        self.done = [threading.Event() for _ in range(nl)]
+        self.done_t = [None] * nl  # perf_counter when each layer was done
+        self.t0 = time.perf_counter()
+        self.lock = threading.Lock()
+        self.invalid, self.failed = set(), set()
+        self.waited = set()
 
 
 class WorkerSide:
@@ -56,10 +75,16 @@ class WorkerSide:
         self._loader = None
         self._recv_done = {}
         self._loaded_keys = []  # their leases end after this step's forward
+        self.layerwise = cfg.layerwise  # (off for hybrid models: the connector decides)
+        self._pipe = None  # this step's layer-wise load
+        self.last_pipe = None  # the latest one (its per-layer times, for tests and benches)
+        self._lq = None  # the layer thread's queue
+        self._saved_layers = set()  # layers save_kv_layer queued in this step
+        self._layer_index = {}
         # KV events: one rank speaks for all (a chunk is there when every rank stored it)
         self.events_on = cfg.kv_events and self.tp_rank == 0
         self._events = []
-        if cfg.async_save:
+        if cfg.async_save or cfg.layerwise:  # layer saves overlap the forward
             self._saver = queue.Queue()
             self._thread = threading.Thread(target=self._save_loop, name="openlake-save",
                                             daemon=True)
@@ -94,6 +119,12 @@ class WorkerSide:
                                                                         self.geo.use_mla)
             self.warn("register", "openlake: connector disabled: %s", self.disabled)
             return
+        if self.layerwise and len(kv.tensors) != self.geo.num_layers:
+            self.disabled = "layerwise: %d KV caches registered, the model has %s layers" % (
+                len(kv.tensors), self.geo.num_layers)
+            self.warn("register", "openlake: connector disabled: %s", self.disabled)
+            return
+        self._layer_index = {n: i for i, n in enumerate(kv.names)}
         self.chunk_blocks = self.cfg.chunk_size // self.geo.block_size
         self.kv = kv
         self.kvs = kvs
@@ -102,17 +133,26 @@ class WorkerSide:
         self.disabled = ""
 
     # -- memory of one chunk
+    def _payload(self, job):
+        if job.layer is None:
+            return self.payloads[job.g]
+        return self.kvs[job.g].image_bytes(self.chunk_blocks, job.layer)
+
+    def _key(self, h, layer):
+        return rank_key(h if layer is None else layer_hash(h, layer), self.key_rank)
+
     def _ranges(self, job, for_load):
-        kv, payload = self.kvs[job.g], self.payloads[job.g]
+        kv, payload, lay = self.kvs[job.g], self._payload(job), job.layer
         if kv.zero_copy:
             if for_load and job.skip:
                 # blocks already local must not be written: send them to a scratch area
-                scratch = ctypes.create_string_buffer(job.skip * kv.block_bytes)
+                scratch = ctypes.create_string_buffer(kv.image_bytes(job.skip, lay))
                 job.keep.append(scratch)
                 base = ctypes.addressof(scratch)
                 per = {b: i for i, b in enumerate(job.ids[:job.skip])}
                 out = []
-                for (addr, n), b in zip(kv.iovs(job.ids), self._iov_blocks(kv, job.ids)):
+                for (addr, n), b in zip(kv.iovs(job.ids, lay),
+                                        self._iov_blocks(kv, job.ids, lay)):
                     if b in per:
                         out.append((base, n))
                         base += n
@@ -120,17 +160,18 @@ class WorkerSide:
                         out.append((addr, n))
                 job.ranges = out
             else:
-                job.ranges = kv.iovs(job.ids)
+                job.ranges = kv.iovs(job.ids, lay)
             return
-        stage = kv.pack(job.ids) if not for_load else kv.image_tensor(payload)
+        stage = kv.pack(job.ids, layer=lay) if not for_load else kv.image_tensor(payload)
         job.stage = stage
         job.ranges = [(stage.data_ptr(), payload)]
 
     @staticmethod
-    def _iov_blocks(kv, ids):
-        """The block id of each iovec kv.iovs(ids) returns, in order."""
+    def _iov_blocks(kv, ids, layer=None):
+        """The block id of each iovec kv.iovs(ids, layer) returns, in order."""
         out = []
-        for t, lay in zip(kv.tensors, kv.layouts):
+        for i in kv._sel(layer):
+            t, lay = kv.tensors[i], kv.layouts[i]
             segs = 1 if lay.block_dim == 0 else t.shape[0]
             for b in ids:
                 out.extend([b] * segs)
@@ -144,21 +185,25 @@ class WorkerSide:
         for ls in plan.loads:
             if ls.is_async:
                 self._start_async_load(ls)
-        if sync:
-            self._load(sync, self._invalid, self._failed_reqs)
+        if not sync:
+            return
+        if self.layerwise and not self.disabled:
+            self._start_pipe(sync)
+            return
+        self._load(sync, self._invalid, self._failed_reqs)
 
-    def _load(self, loads, invalid, failed):
-        """Load every chunk of loads in one batch; bad blocks go to invalid."""
+    def _load(self, loads, invalid, failed, layer=None, timed=True):
+        """Load every chunk of loads in one batch; bad blocks go to invalid. layerwise: the
+        objects of one layer (layer), or of every layer (None: async loads)."""
         if self.disabled:
             for ls in loads:
                 self._fail_request(ls.chunks, 0, invalid)
             return
-        jobs = []
-        for ls in loads:
-            for h, ids, skip, *g in ls.chunks:
-                jobs.append(_Job(ls.req_id, rank_key(h, self.key_rank), ids, skip, h, None,
-                                 g[0] if g else 0))
-        fast = self._bulk_ok(jobs)
+        lays = [None] if not self.layerwise else \
+            [layer] if layer is not None else list(range(len(self.kv.tensors)))
+        jobs = [_Job(ls.req_id, self._key(h, la), ids, skip, h, None, g[0] if g else 0, la)
+                for ls in loads for h, ids, skip, *g in ls.chunks for la in lays]
+        fast = len(lays) == 1 and self._bulk_ok(jobs)
         if not fast:
             for j in jobs:
                 self._ranges(j, True)
@@ -171,21 +216,87 @@ class WorkerSide:
                                            [j.iovs() for j in jobs])
         except StoreDown:
             st, lens = [None] * len(jobs), [0] * len(jobs)
-        ms = (time.perf_counter() - t0) * 1e3
-        self.rec.observe("load_ms", ms)
-        tokens = sum(len(j.ids) - j.skip for j in jobs) * self.geo.block_size
-        self.rec.sample("load_cost_obs", [tokens, ms])  # the scheduler's break-even hit
-        self._finish_loads(loads, jobs, st, lens, invalid, failed)
+        if timed:
+            ms = (time.perf_counter() - t0) * 1e3
+            self.rec.observe("load_ms", ms)
+            tokens = sum(len(j.ids) - j.skip for j in jobs) // len(lays) * self.geo.block_size
+            self.rec.sample("load_cost_obs", [tokens, ms])  # the scheduler's break-even hit
+        self._finish_loads(loads, jobs, st, lens, invalid, failed, len(lays))
         if self.cfg.lease_ms:
             with self._lock:
                 self._loaded_keys += [j.key for j in jobs]
 
     def _bulk_ok(self, jobs):
         """True when every chunk goes straight into its blocks (zero copy, nothing skipped)
-        and all have the same group and length: then one tensor op builds every iovec."""
-        if not jobs or len({(j.g, len(j.ids)) for j in jobs}) != 1:
+        and all have the same group, length and layer: then one tensor op builds every
+        iovec."""
+        if not jobs or len({(j.g, len(j.ids), j.layer) for j in jobs}) != 1:
             return False
         return self.kvs[jobs[0].g].zero_copy and not any(j.skip for j in jobs)
+
+    # -- layerwise loads: one thread moves layer 0, 1, ... of the step's loads in order
+    def _start_pipe(self, loads):
+        if self._lq is None:
+            self._lq = queue.Queue()
+            self._pthread = threading.Thread(target=self._pipe_loop, name="openlake-layers",
+                                             daemon=True)
+            self._pthread.start()
+        self._pipe = self.last_pipe = _Pipe(loads, len(self.kv.tensors))
+        self._lq.put(self._pipe)
+
+    def _pipe_loop(self):
+        while True:
+            p = self._lq.get()
+            if p is None:
+                return
+            for i in range(p.nl):
+                with p.lock:
+                    live = [ls for ls in p.loads if ls.req_id not in p.failed]
+                invalid, failed = set(), set()
+                try:
+                    if live:  # a request that failed a layer loads no more of them
+                        self._load(live, invalid, failed, i, timed=False)
+                except Exception as e:  # never let the thread die: the load failed
+                    self.warn("load-thread", "openlake: layer load failed: %s", e)
+                    for ls in live:
+                        self._fail_request(ls.chunks, 0, invalid)
+                        failed.add(ls.req_id)
+                with p.lock:
+                    p.invalid |= invalid
+                    p.failed |= failed
+                p.done_t[i] = time.perf_counter()
+                p.done[i].set()
+            ms = (p.done_t[-1] - p.t0) * 1e3
+            self.rec.observe("load_ms", ms)
+            tokens = sum(len(ids) - skip for ls in p.loads for _, ids, skip, *_ in ls.chunks)
+            self.rec.sample("load_cost_obs", [tokens * self.geo.block_size, ms])
+
+    def wait_layer(self, name):
+        """wait_for_layer_load: block until layer `name` of this step's loads is in place."""
+        p = self._pipe
+        i = self._layer_index.get(name)
+        if p is None or i is None:
+            return
+        p.waited.add(i)
+        p.done[i].wait()
+
+    def _end_pipe(self):
+        """Wait for every layer of this step's loads and take their failures. A layer the
+        forward never waited for (a CUDA graph replay skips the hooks) may have been read
+        before it was loaded: every block of the step's loads is then reported bad."""
+        p, self._pipe = self._pipe, None
+        if p is None:
+            return
+        for e in p.done:
+            e.wait()
+        self._invalid |= p.invalid
+        self._failed_reqs |= p.failed
+        if len(p.waited) < p.nl:
+            self.warn("layer-wait", "openlake: layerwise load of %d layer(s) not waited for "
+                      "(wait_for_layer_load not called): recomputing", p.nl - len(p.waited))
+            for ls in p.loads:
+                self._fail_request(ls.chunks, 0, self._invalid)
+                self._failed_reqs.add(ls.req_id)
 
     def _get_bulk(self, jobs):
         """get_iov of jobs with their op, iovec and trailer arrays built in bulk (tensor ops,
@@ -199,7 +310,7 @@ class WorkerSide:
 
         nj = len(jobs)
         ids = torch.tensor([j.ids for j in jobs], dtype=torch.int64)
-        tab = self.kvs[jobs[0].g].iov_table(ids)
+        tab = self.kvs[jobs[0].g].iov_table(ids, jobs[0].layer)
         n = tab.shape[1]
         assert ctypes.sizeof(Iov) == 16 and ctypes.sizeof(Op) % 8 == 0
         iov = torch.empty((nj, n + 1, 2), dtype=torch.int64)  # struct ol_iov, + the trailer
@@ -224,36 +335,44 @@ class WorkerSide:
             j.keep.append(iov)
         return st, lens
 
-    def _finish_loads(self, loads, jobs, st, lens, invalid, failed):
+    def _finish_loads(self, loads, jobs, st, lens, invalid, failed, nl=1):
+        """jobs: per request, per chunk, nl objects (its layers, or the whole chunk)."""
         i = 0
         for ls in loads:
             bad_from = None
             for c in range(len(ls.chunks)):
-                j = jobs[i]
-                i += 1
-                why = self._check_load(j, st[i - 1], lens[i - 1])
-                if why == "miss" and self.events_on and j.g == 0:  # the pool no longer has it
-                    self._event("BlockRemoved", block_hashes=[j.h])
-                if why and bad_from is None:
-                    bad_from = c
-                    self.warn("load", "openlake: load of request %s chunk failed (%s): "
-                              "recomputing", ls.req_id, why)
-                    bad = why.startswith(("bad", "corrupt"))  # ours or the pool's checksum
-                    self.rec.add(load_failures=1, corrupt_blocks=int(bad))
-                if bad_from is None:
-                    if j.stage is not None:
-                        self.kvs[j.g].unpack(j.ids[j.skip:], self._slice(j))
-                    n = len(j.ids) - j.skip
-                    self.rec.add(blocks_loaded=n, bytes_loaded=n * self.kvs[j.g].block_bytes)
+                for j in jobs[i:i + nl]:
+                    i += 1
+                    why = self._check_load(j, st[i - 1], lens[i - 1])
+                    if why == "miss" and self.events_on and j.g == 0:  # the pool lost it
+                        self._event("BlockRemoved", block_hashes=[j.h])
+                    if why and bad_from is None:
+                        bad_from = c
+                        self.warn("load", "openlake: load of request %s chunk failed (%s): "
+                                  "recomputing", ls.req_id, why)
+                        bad = why.startswith(("bad", "corrupt"))  # ours or the pool's sum
+                        self.rec.add(load_failures=1, corrupt_blocks=int(bad))
+                    if bad_from is None:
+                        self._loaded(j)
             if bad_from is not None:
                 self._fail_request(ls.chunks, bad_from, invalid)
                 failed.add(ls.req_id)
-        self.rec.add(loads=1)
+        if not jobs or jobs[0].layer in (None, 0):
+            self.rec.add(loads=1)
+
+    def _loaded(self, j):
+        kv = self.kvs[j.g]
+        if j.stage is not None:
+            kv.unpack(j.ids[j.skip:], self._slice(j), j.layer)
+        n = len(j.ids) - j.skip
+        if j.layer in (None, 0):
+            self.rec.add(blocks_loaded=n)
+        self.rec.add(bytes_loaded=kv.image_bytes(n, j.layer))
 
     def _slice(self, j):
         if not j.skip:
-            return j.stage[:self.payloads[j.g]]
-        return _skip_image(self.kvs[j.g], j.stage, j.skip, len(j.ids))
+            return j.stage[:self._payload(j)]
+        return _skip_image(self.kvs[j.g], j.stage, j.skip, len(j.ids), j.layer)
 
     def _check_load(self, j, status, n):
         from .client import Status
@@ -262,7 +381,7 @@ class WorkerSide:
             return "pool unreachable"
         if status != Status.OK:
             return str(status)
-        payload = self.payloads[j.g]
+        payload = self._payload(j)
         if n != payload + TRAILER_LEN:
             return "size %d, expected %d" % (n, payload + TRAILER_LEN)
         raw = j.trailer if isinstance(j.trailer, bytes) else j.trailer.raw
@@ -321,19 +440,57 @@ class WorkerSide:
                 pass
 
     def save(self, plan):
+        self._end_pipe()
         self.end_leases()
         failed, self._failed_reqs = self._failed_reqs, set()
+        done, self._saved_layers = self._saved_layers, set()
         for ss in plan.saves:
             self._seen_save.add(ss.req_id)
         if not plan.saves or self.disabled or not self.saves_enabled:
             return
         # K/V computed on top of a failed load is not saved (it is recomputed next step)
-        jobs = [_Job(ss.req_id, rank_key(h, self.key_rank), ids, 0, h,
-                     ss.events[i] if self.events_on and ss.events else None, g[0] if g else 0)
+        if not self.layerwise:
+            self._queue(self._save_jobs(plan, None, failed))
+            return
+        # layers save_kv_layer did not get (hooks skipped): saved now
+        for i in range(len(self.kv.tensors)):
+            if i not in done:
+                self._queue(self._save_jobs(plan, i, failed))
+        if not self.cfg.async_save:
+            self.flush()
+
+    def save_layer(self, plan, name):
+        """save_kv_layer (layerwise): queue layer `name`'s objects of the step's chunks. Its
+        K/V depends on the loads of the layers before it only, all waited for by now; a
+        request whose load failed so far saves no more layers."""
+        i = self._layer_index.get(name)
+        if (not self.layerwise or i is None or i in self._saved_layers or not plan.saves or
+                self.disabled or not self.saves_enabled):
+            return
+        self._saved_layers.add(i)
+        failed = set(self._failed_reqs)
+        p = self._pipe
+        if p is not None:
+            with p.lock:
+                failed |= p.failed
+        self._queue(self._save_jobs(plan, i, failed))
+
+    def _save_jobs(self, plan, layer, failed):
+        """Jobs of the plan's chunks (one layer, or whole chunks), their memory set up.
+        KV events ride on a chunk's last object."""
+        last = layer is None or layer == len(self.kv.tensors) - 1
+        jobs = [_Job(ss.req_id, self._key(h, layer), ids, 0, h,
+                     ss.events[i] if last and self.events_on and ss.events else None,
+                     g[0] if g else 0, layer)
                 for ss in plan.saves if ss.req_id not in failed
                 for i, (h, ids, *g) in enumerate(ss.chunks)]
         for j in jobs:  # staged tensors are copied out now; zero-copy ranges are addresses
             self._ranges(j, False)
+        return jobs
+
+    def _queue(self, jobs):
+        if not jobs:
+            return
         if self._saver is None:
             self._put(jobs)
             return
@@ -351,7 +508,7 @@ class WorkerSide:
                 self._stored_events([j for j, h in zip(jobs, have) if h])
                 jobs = [j for j, h in zip(jobs, have) if not h]
             for j in jobs:
-                j.trailer.raw = make_trailer(j.key, j.ranges, self.payloads[j.g],
+                j.trailer.raw = make_trailer(j.key, j.ranges, self._payload(j),
                                              self.cfg.verify)
             st = self.store.call("put_iov", [j.key for j in jobs], [j.iovs() for j in jobs]) \
                 if jobs else []
@@ -423,7 +580,7 @@ class WorkerSide:
     def finished(self, finished_req_ids):
         """(finished_sending, None): finished requests whose saves are all done."""
         recv = self._take_recv()
-        if self._saver is None:
+        if not self.cfg.async_save:  # saves are done when wait_for_save returns
             self._seen_save.difference_update(finished_req_ids or ())
             return None, recv
         for r in finished_req_ids or ():
@@ -436,6 +593,10 @@ class WorkerSide:
         return (done or None), recv
 
     def close(self):
+        if self._lq is not None:
+            self._lq.put(None)
+            self._pthread.join(10)
+            self._lq = None
         if self._loader is not None:
             self._loader.put(None)
             self._lthread.join(10)
@@ -450,22 +611,23 @@ class WorkerSide:
         from .client import Status
 
         okj = [j for j, s in zip(jobs, st) if s in (Status.OK, Status.EXISTS)]
-        ok = len(okj)
+        ok = sum(1 for j in okj if j.layer in (None, 0))  # a chunk's blocks count once
         bad = [s for s in st if s not in (Status.OK, Status.EXISTS)]
-        self.rec.add(saves=1, blocks_saved=ok * self.chunk_blocks,
-                     bytes_saved=sum(self.payloads[j.g] for j in okj), save_failures=len(bad))
+        self.rec.add(saves=int(not jobs or jobs[0].layer in (None, 0)),
+                     blocks_saved=ok * self.chunk_blocks,
+                     bytes_saved=sum(self._payload(j) for j in okj), save_failures=len(bad))
         if bad:
             self.warn("save", "openlake: %d chunk save(s) not stored (%s)", len(bad),
                       ", ".join(sorted({str(s) for s in bad})))
 
 
-def _skip_image(kv, stage, skip, k):
+def _skip_image(kv, stage, skip, k, layer=None):
     """A staged chunk image holds layer-major [k blocks]; keep blocks skip..k of each layer."""
     import torch
 
     parts, off = [], 0
-    for lay in kv.layouts:
-        n = lay.slab_bytes
+    for i in kv._sel(layer):
+        n = kv.layouts[i].slab_bytes
         parts.append(stage[off + skip * n:off + k * n])
         off += k * n
     return torch.cat(parts)

@@ -204,6 +204,13 @@ def group_hash(chain_hash, group):
                           struct.pack("<I", int(group))).digest()[:len(chain_hash)]
 
 
+def layer_hash(chain_hash, layer):
+    """The chain hash of one layer of a chunk: layer-wise saves store one pool object per
+    (chunk, layer), so that a load can hand layer i to the model before layer i+1 arrives."""
+    return hashlib.sha256(b"openlake-kv/1\0layer\0" + chain_hash +
+                          struct.pack("<I", int(layer))).digest()[:len(chain_hash)]
+
+
 class ChainCache:
     """Incremental chain hashes for one request (tokens only grow, chunks never change)."""
 

@@ -123,19 +123,30 @@ class PagedKV:
         shapes = ";".join("x".join(map(str, lay.slab_shape)) for lay in self.layouts)
         return "%s/%s/%d/%s" % (self.layout, self.dtype, len(self.layouts), shapes)
 
-    def iovs(self, block_ids):
-        """[(addr, len)] covering the image of block_ids, without copying (zero_copy only)."""
+    def _sel(self, layer):
+        """Indices of the layers an image holds: every layer, or the one layer-wise saves and
+        loads move (one pool object per chunk and layer)."""
+        return range(len(self.tensors)) if layer is None else (layer,)
+
+    def image_bytes(self, k, layer=None):
+        """Bytes of the image of k blocks (of every layer, or of one)."""
+        return k * sum(self.layouts[i].slab_bytes for i in self._sel(layer))
+
+    def iovs(self, block_ids, layer=None):
+        """[(addr, len)] covering the image of block_ids (every layer, or one), without
+        copying (zero_copy only)."""
         out = []
-        for base, bstride, offs, n in self._geo:
+        for i in self._sel(layer):
+            base, bstride, offs, n = self._geo[i]
             for b in block_ids:
                 a = base + b * bstride
                 out.extend((a + o, n) for o in offs)
         return out
 
-    def iov_table(self, ids):
-        """The iovecs of kv.iovs(row) for every row of ids (int64 tensor [J, k]) at once, as
-        an int64 tensor [J, n, 2] of (addr, len) rows (the layout of struct ol_iov), n =
-        iovecs per chunk; zero_copy only. Built with a few tensor ops instead of Python loops:
+    def iov_table(self, ids, layer=None):
+        """The iovecs of kv.iovs(row, layer) for every row of ids (int64 tensor [J, k]) at
+        once, as an int64 tensor [J, n, 2] of (addr, len) rows (the layout of struct ol_iov),
+        n = iovecs per chunk; zero_copy only. Built with a few tensor ops instead of Python loops:
         a 32-layer chunk has 64 iovecs per block."""
         import torch
 
@@ -144,6 +155,9 @@ class PagedKV:
             self._tab = (base, torch.tensor([g[1] for g in self._geo], dtype=torch.int64),
                          torch.tensor([g[3] for g in self._geo], dtype=torch.int64))
         base, stride, seglen = self._tab
+        if layer is not None:
+            base, stride, seglen = base[layer:layer + 1], stride[layer:layer + 1], \
+                seglen[layer:layer + 1]
         nl, ns = base.shape
         J, k = ids.shape
         # [J, layer, block, segment], the order of iovs(): layer-major, then block, then segment
@@ -153,14 +167,15 @@ class PagedKV:
         out[..., 1] = seglen.view(1, nl, 1, 1)
         return out.view(J, nl * k * ns, 2)
 
-    def pack(self, block_ids, out=None):
-        """The image of block_ids as a contiguous uint8 CPU tensor (a staging copy)."""
+    def pack(self, block_ids, out=None, layer=None):
+        """The image of block_ids (every layer, or one) as a contiguous uint8 CPU tensor (a
+        staging copy)."""
         import torch
 
         parts = []
         idx = torch.tensor(list(block_ids), dtype=torch.long, device=self.device)
-        for t in self.tensors:
-            lay = self.layouts[len(parts)]
+        for i in self._sel(layer):
+            t, lay = self.tensors[i], self.layouts[i]
             x = t.index_select(lay.block_dim, idx).movedim(lay.block_dim, 0)
             if lay.name == "bhnc":
                 h, bs, c2 = lay.slab_shape
@@ -172,14 +187,16 @@ class PagedKV:
             return out
         return img.cpu()
 
-    def unpack(self, block_ids, img):
-        """Scatter a staged image (uint8 CPU tensor) into block_ids of every layer."""
+    def unpack(self, block_ids, img, layer=None):
+        """Scatter a staged image (uint8 CPU tensor) into block_ids of every layer (or of
+        the one layer the image holds)."""
         import torch
 
         idx = torch.tensor(list(block_ids), dtype=torch.long, device=self.device)
         k = len(block_ids)
         off = 0
-        for t, lay in zip(self.tensors, self.layouts):
+        for i in self._sel(layer):
+            t, lay = self.tensors[i], self.layouts[i]
             n = lay.slab_bytes * k
             part = img[off:off + n].to(self.device)
             off += n

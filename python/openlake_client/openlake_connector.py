@@ -137,6 +137,10 @@ class OpenLakeConnector(_Base, _SupportsHMA):
         self._rec = Recorder()
         self._store = Store(cfg, self._warn)
         groups = kv_groups(kv_cache_config)  # hybrid models: several KV cache groups
+        if cfg.layerwise and (groups or not geo.num_layers):
+            LOG.warning("openlake: layerwise off: %s", "a hybrid model (several KV cache "
+                        "groups)" if groups else "the model config gives no layer count")
+            cfg.layerwise = False
         is_sched = _vllm_compat.is_scheduler(role)
         ktc = vllm_config.kv_transfer_config
         save = getattr(ktc, "kv_role", "kv_both") != "kv_consumer"
@@ -198,10 +202,16 @@ class OpenLakeConnector(_Base, _SupportsHMA):
             self._worker.load(self._get_connector_metadata())
 
     def wait_for_layer_load(self, layer_name):
-        return None
+        """layerwise: returns once this layer's blocks are loaded (the later layers are still
+        on their way); else a no-op (start_load_kv loaded every layer)."""
+        if self._worker is not None:
+            self._worker.wait_layer(layer_name)
 
     def save_kv_layer(self, layer_name, kv_layer, attn_metadata, **kwargs):
-        return None
+        """layerwise: start saving this layer's part of the step's chunks now (the model goes
+        on with the next layer); else a no-op (wait_for_save saves every layer)."""
+        if self._worker is not None and self.has_connector_metadata():
+            self._worker.save_layer(self._get_connector_metadata(), layer_name)
 
     def wait_for_save(self):
         if self.has_connector_metadata():
@@ -259,7 +269,12 @@ class OpenLakeConnector(_Base, _SupportsHMA):
 
     @classmethod
     def requires_piecewise_for_cudagraph(cls, extra_config):
-        return False
+        """layerwise needs wait_for_layer_load / save_kv_layer called for every layer of
+        every step, which full CUDA graphs skip."""
+        from .connector_config import DEFAULTS, _bool
+
+        v = (extra_config or {}).get("layerwise", DEFAULTS["layerwise"])
+        return _bool(v)
 
     def metrics_totals(self):
         return reduce_data(self._rec.total)

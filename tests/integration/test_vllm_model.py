@@ -24,14 +24,16 @@ def seq(i):
     return meta["sequences"][i]["tokens"]
 
 
-def model_engine(addr, layout="fa", model_id="karpathy/stories260K", kv_dtype=torch.bfloat16):
+def model_engine(addr, layout="fa", model_id="karpathy/stories260K", kv_dtype=torch.bfloat16,
+                 layerwise=False, cudagraph="none", **extra):
     m = tinymodel.load(layout, kv_dtype)
-    cfg = make_vllm_config(model=model_id, dtype=str(kv_dtype).replace("torch.", ""), block_size=BS, num_gpu_blocks=NB,
-                           num_layers=m.L, kv_heads=m.nkv, head_size=m.hd,
-                           extra={"openlake_nodes": [addr], "chunk_size": CHUNK,
-                                  "timeout_ms": 5000, "log_interval_s": 0.0},
-                           max_num_batched_tokens=512)
-    e = Engine(cfg, lambda r: (m.make_kv_caches(NB, BS, layout), m), NB)
+    ex = {"openlake_nodes": [addr], "chunk_size": CHUNK, "timeout_ms": 5000,
+          "log_interval_s": 0.0, "layerwise": layerwise}
+    ex.update(extra)
+    cfg = make_vllm_config(model=model_id, dtype=str(kv_dtype).replace("torch.", ""),
+                           block_size=BS, num_gpu_blocks=NB, num_layers=m.L, kv_heads=m.nkv,
+                           head_size=m.hd, extra=ex, max_num_batched_tokens=512)
+    e = Engine(cfg, lambda r: (m.make_kv_caches(NB, BS, layout), m), NB, cudagraph=cudagraph)
     e.model = m
     return e
 
@@ -50,17 +52,20 @@ def test_model_is_the_real_one():
     assert [1] + toks == seq(0)[:41]
 
 
-@pytest.mark.parametrize("layout", ["fa", "flashinfer"])
-def test_loaded_prefix_gives_identical_generation(pool, layout):
+@pytest.mark.parametrize("layerwise", [False, True], ids=["whole", "layerwise"])
+@pytest.mark.parametrize("layout", ["fa", "flashinfer", "bhnc"])
+def test_loaded_prefix_gives_identical_generation(pool, layout, layerwise):
+    """Bitwise equal with whole-chunk objects and with layer-wise ones (loads pipelined
+    under the forward, saves per layer); bhnc is a staged (copied) layout."""
     prompt = seq(1)[:180]
-    e1 = model_engine(pool.kv_addr, layout)
+    e1 = model_engine(pool.kv_addr, layout, layerwise=layerwise)
     generate(e1, prompt)
     assert e1.merged_stats()["blocks_saved"] == 128 // BS
 
     ref = model_engine(dead_addr(), layout)
     ref_toks, ref_logits = generate(ref, prompt)
 
-    e2 = model_engine(pool.kv_addr, layout)
+    e2 = model_engine(pool.kv_addr, layout, layerwise=layerwise)
     toks, logits = generate(e2, prompt)
     assert e2.scheduler.finished["R"].num_external_computed_tokens == 128
     assert toks == ref_toks

@@ -33,9 +33,9 @@ def _prom(cls, vllm_config):
 
 class Engine:
     def __init__(self, vllm_config, make_worker_parts, num_blocks, connector_cls=None,
-                 api="newest"):
+                 api="newest", cudagraph="none"):
         """make_worker_parts(rank) -> (kv_caches, model); api: the worker's call order
-        ("newest" or "classic", see Worker)."""
+        ("newest" or "classic"), cudagraph: "none" or "full" (see Worker)."""
         from openlake_client.openlake_connector import KVConnectorRole
 
         cls = connector_cls or _connector_class()
@@ -48,7 +48,7 @@ class Engine:
             wcfg = with_rank(vllm_config, rank)
             conn = cls(wcfg, KVConnectorRole.WORKER, None)
             kv, model = make_worker_parts(rank)
-            self.workers.append(Worker(wcfg, conn, kv, model, self.bs, api))
+            self.workers.append(Worker(wcfg, conn, kv, model, self.bs, api, cudagraph))
         self.steps = 0
         self.stats = []
         self.prom, self.prom_registry = _prom(cls, vllm_config)

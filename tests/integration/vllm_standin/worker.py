@@ -8,6 +8,7 @@ request's tokens and block ids, as vLLM's input batch does."""
 
 import hashlib
 import pickle
+import time
 from types import SimpleNamespace
 
 import torch
@@ -132,26 +133,54 @@ class FakeModel:
 
 
 class _Hooks:
-    def __init__(self, connector, attn_meta):
-        self.c, self.meta = connector, attn_meta
+    """The attention layer wrapper's connector calls (vLLM's unified attention): before each
+    layer wait_for_layer_load, after it wrote its K/V save_kv_layer. Each call is logged
+    with its perf_counter time in log: (step, event, layer name, time), events "wait" (the
+    call), "compute" (it returned: the layer's compute starts), "computed" (the layer wrote
+    its K/V), "saved" (save_kv_layer returned). on_compute(name), if set, runs as a layer's
+    compute starts. hooks=False: a full CUDA graph replay, which calls neither."""
+
+    def __init__(self, connector, attn_meta, log, step, hooks=True, on_compute=None):
+        self.c, self.meta, self.log, self.step = connector, attn_meta, log, step
+        self.hooks, self.on_compute = hooks, on_compute
 
     def before_layer(self, name):
-        self.c.wait_for_layer_load(name)
+        if self.hooks:
+            self.log.append((self.step, "wait", name, time.perf_counter()))
+            self.c.wait_for_layer_load(name)
+        self.log.append((self.step, "compute", name, time.perf_counter()))
+        if self.on_compute is not None:
+            self.on_compute(name)
 
     def after_layer(self, name, t):
-        self.c.save_kv_layer(name, t, self.meta)
+        self.log.append((self.step, "computed", name, time.perf_counter()))
+        if self.hooks:
+            self.c.save_kv_layer(name, t, self.meta)
+            self.log.append((self.step, "saved", name, time.perf_counter()))
 
 
 class Worker:
     """api: "newest" = vLLM's newest mixin (handle_preemptions(metadata); start_load_kv before
     the forward only with sync loads, else right after it is launched; get_transfer_results;
     get_kv_connector_kv_cache_events); "classic" = the older one (handle_preemptions(set),
-    start_load_kv first, get_finished)."""
+    start_load_kv first, get_finished).
 
-    def __init__(self, vllm_config, connector, kv_caches, model, block_size, api="newest"):
+    cudagraph: "none" (eager: every layer calls the connector's hooks) or "full" (vLLM's
+    FULL_AND_PIECEWISE mode: a batch of decode tokens only replays a full CUDA graph, which
+    calls no hook, unless the connector's requires_piecewise_for_cudagraph(extra config) is
+    true, as vLLM then captures piecewise graphs that keep the attention calls eager)."""
+
+    def __init__(self, vllm_config, connector, kv_caches, model, block_size, api="newest",
+                 cudagraph="none"):
         self.cfg, self.c, self.kv, self.model, self.bs = (vllm_config, connector, kv_caches,
                                                          model, block_size)
         self.api = api
+        extra = vllm_config.kv_transfer_config.kv_connector_extra_config
+        req = getattr(type(connector), "requires_piecewise_for_cudagraph", None)
+        self.piecewise = cudagraph == "none" or bool(req is not None and req(extra))
+        self.hook_log = []  # see _Hooks
+        self.on_compute = None
+        self.nsteps = 0
         self.reqs = {}
         self.logits = {}  # req_id -> [logits of each sampled step] (models that give them)
         connector.register_kv_caches(kv_caches)
@@ -202,7 +231,10 @@ class Worker:
                     batch.append(SimpleNamespace(req_id=rid, tokens=st.tokens,
                                                  start=st.num_computed, end=st.num_computed + n,
                                                  block_ids=st.block_ids, bs=self.bs))
-                res = self.model.forward(self.kv, batch, _Hooks(c, SimpleNamespace()))
+                decode = all(b.end - b.start == 1 and b.start > 0 for b in batch)
+                hooks = _Hooks(c, SimpleNamespace(), self.hook_log, self.nsteps,
+                               hooks=self.piecewise or not decode, on_compute=self.on_compute)
+                res = self.model.forward(self.kv, batch, hooks)
                 if not load_first:  # async loads only: started once the forward is launched
                     c.start_load_kv(SimpleNamespace(attn_metadata={}))
                 sampled = {rid: tok for rid, (tok, _) in res.items()}
@@ -224,6 +256,7 @@ class Worker:
         if newest:
             out.kv_cache_events = c.get_kv_connector_kv_cache_events()
         c.clear_connector_metadata()
+        self.nsteps += 1
         return sampled, out
 
     def note_sampled(self, rid, tok):
