@@ -251,10 +251,10 @@ class WorkerSide:
                 return
             for i in range(p.nl):
                 with p.lock:
-                    live = [ls for ls in p.loads if ls.req_id not in p.failed]
+                    live = [x for x in (_good_part(ls, p.invalid) for ls in p.loads) if x]
                 invalid, failed = set(), set()
                 try:
-                    if live:  # a request that failed a layer loads no more of them
+                    if live:  # after a failure, only the chunks before the bad one load
                         self._load(live, invalid, failed, i, timed=False)
                 except Exception as e:  # never let the thread die: the load failed
                     self.warn("load-thread", "openlake: layer load failed: %s", e)
@@ -619,6 +619,17 @@ class WorkerSide:
         if bad:
             self.warn("save", "openlake: %d chunk save(s) not stored (%s)", len(bad),
                       ", ".join(sorted({str(s) for s in bad})))
+
+
+def _good_part(ls, invalid):
+    """ls up to its first chunk with a block in invalid (None when that is the first): the
+    blocks a failed layer leaves good still need every other layer."""
+    from .connector_sched import LoadSpec
+
+    for c, (h, ids, skip, *g) in enumerate(ls.chunks):
+        if not invalid.isdisjoint(ids[skip:]):
+            return LoadSpec(ls.req_id, ls.chunks[:c]) if c else None
+    return ls
 
 
 def _skip_image(kv, stage, skip, k, layer=None):
