@@ -2,15 +2,16 @@
 """vLLM connector benchmarks (CPU, small model), each beside its reference in the same run.
 
 1. Time to first token for a long shared prefix with the stories260K model in the vLLM
-   stand-in: a fresh engine loading the prefix from the pool (hit) beside the same engine
-   recomputing it (pool down).
+   stand-in: a fresh engine loading the prefix from the pool (hit), with whole-chunk
+   objects and with `layerwise` (one object per chunk and layer, loads pipelined under the
+   forward), beside the same engine recomputing it (pool down).
 2. The connector's own overhead per block: its load/save path (keys, iovecs, trailer,
    CRC) beside a raw libopenlake get/put of the same bytes in the same batch.
 3. A lookup as the scheduler makes it (LEASE of a request's chunk keys, the lease ended
    later by the worker) beside a plain `exists` of the same keys.
 
     /usr/bin/python3 bench/vllm_ttft.py [--nodes 127.0.0.1:9400] [--device local|tcp]
-        [--reps N] [--only-lookup | --only-overhead]
+        [--reps N] [--only-lookup | --only-overhead | --only-ttft]
 
 Without --nodes it starts openlaked (mode kv) from $OPENLAKE_BUILD (default build/) on an
 ephemeral loopback port with a temp spill dir, and stops it at the end."""
@@ -86,13 +87,13 @@ def ttft(addr, device, prefix_len, suffix_len, reps):
     toks = meta["sequences"][5]["tokens"]
     prefix = toks[:prefix_len]
 
-    def engine(a, model_id):
+    def engine(a, model_id, layerwise=False):
         m = tinymodel.load("fa")
         c = make_vllm_config(model=model_id, block_size=16, num_gpu_blocks=64,
                              num_layers=m.L, kv_heads=m.nkv, head_size=m.hd,
                              extra={"openlake_nodes": [a], "openlake_device": device,
                                     "chunk_size": 64, "timeout_ms": 1000,
-                                    "log_interval_s": 3600},
+                                    "log_interval_s": 3600, "layerwise": layerwise},
                              max_num_batched_tokens=1024)
         return Engine(c, lambda r: (m.make_kv_caches(64, 16), m), 64), m
 
@@ -105,23 +106,123 @@ def ttft(addr, device, prefix_len, suffix_len, reps):
         e.run()
         return dt
 
-    hit, miss, skipped = [], [], []
-    for i in range(reps):
-        model_id = "bench/ttft-%d-%d" % (os.getpid(), i)
-        e1, _ = engine(addr, model_id)
-        first_token(e1, prefix + toks[400:400 + suffix_len])  # fills the pool
-        e2, m2 = engine(addr, model_id)
-        prompt = prefix + toks[prefix_len:prefix_len + suffix_len]
-        hit.append(first_token(e2, prompt))
-        skipped.append(e2.scheduler.finished["q"].num_external_computed_tokens)
-        e3, _ = engine(dead_addr(), model_id)
+    hit, lw, miss, skipped = [], [], [], []
+    prompt = prefix + toks[prefix_len:prefix_len + suffix_len]
+    for i in range(reps):  # the three kinds interleaved, each rep on fresh keys
+        for layerwise, out in ((False, hit), (True, lw)):
+            model_id = "bench/ttft-%d-%d-%d" % (os.getpid(), i, layerwise)
+            e1, _ = engine(addr, model_id, layerwise)
+            first_token(e1, prefix + toks[400:400 + suffix_len])  # fills the pool
+            e2, m2 = engine(addr, model_id, layerwise)
+            out.append(first_token(e2, prompt))
+            skipped.append(e2.scheduler.finished["q"].num_external_computed_tokens)
+            for e in (e1, e2):
+                e.shutdown()
+        e3, _ = engine(dead_addr(), "bench/ttft-miss")
         miss.append(first_token(e3, prompt))
-        for e in (e1, e2, e3):
-            e.shutdown()
-    h, r = statistics.median(hit), statistics.median(miss)
-    print("ttft prefix=%d suffix=%d tokens: hit %.1f ms (%d tokens loaded)  recompute %.1f ms"
-          "  ratio recompute/hit %.2fx" % (prefix_len, suffix_len, h * 1e3, skipped[0],
-                                           r * 1e3, r / h))
+        e3.shutdown()
+    h, w, r = statistics.median(hit), statistics.median(lw), statistics.median(miss)
+    print("ttft prefix=%d suffix=%d tokens: hit %.1f ms (%s tokens loaded)  hit layerwise %.1f"
+          " ms  recompute %.1f ms  ratio recompute/hit %.2fx  layerwise/whole %.2fx"
+          % (prefix_len, suffix_len, h * 1e3, "/".join(map(str, sorted(set(skipped)))),
+             w * 1e3, r * 1e3, r / h, w / h))
+
+
+class SynthModel:
+    """A stand-in model with a real KV size and a tunable compute: `layers` layers of
+    heads x head_dim KV (bf16, FlashAttention layout); each layer of each scheduled token
+    costs `mm` products of a [tokens, hidden] by [hidden, hidden] matrix, then reads back the
+    whole prefix's K/V of that layer from the paged cache (attention reads every loaded
+    block) and writes the new tokens' K/V. The sampled token is constant: only time counts."""
+
+    def __init__(self, layers, heads, head_dim, hidden, mm):
+        import torch
+
+        g = torch.Generator().manual_seed(1)
+        self.L, self.H, self.D, self.mm = layers, heads, head_dim, mm
+        self.hidden = max(hidden, heads * head_dim)
+        self.w = torch.randn(self.hidden, self.hidden, generator=g) / self.hidden ** 0.5
+
+    def make_kv_caches(self, nb, bs):
+        from vllm_standin import make_kv_caches
+
+        return make_kv_caches("fa", self.L, nb, bs, self.H, self.D)
+
+    def forward(self, kv_caches, reqs, hooks):
+        import torch
+
+        from vllm_standin.worker import read_kv, slots, write_kv
+
+        n_kv = self.H * self.D
+        for name in kv_caches:
+            hooks.before_layer(name)
+            t = kv_caches[name]
+            for r in reqs:
+                x = torch.ones(r.end - r.start, self.hidden)
+                for _ in range(self.mm):
+                    x = torch.tanh(x @ self.w)
+                k = x[:, :n_kv].reshape(-1, self.H, self.D).to(t.dtype)
+                b, o = slots(r.block_ids, r.start, r.end, r.bs)
+                write_kv(t, "fa", b, o, k, k)
+                b, o = slots(r.block_ids, 0, r.end, r.bs)
+                K, V = read_kv(t, "fa", b, o)
+                float(K.float().sum() + V.float().sum())
+            hooks.after_layer(name, t)
+        return {r.req_id: (0, None) for r in reqs if r.end == len(r.tokens)}
+
+
+def ttft_synthetic(addr, device, layers, heads, head_dim, prefix_len, suffix_len, hidden, mm,
+                   reps):
+    """TTFT of a prefix hit with a model of real KV size (see SynthModel), whole-chunk loads
+    beside layer-wise ones, and a load-only figure (mm = 0) to tell the load from compute."""
+    from vllm_standin import Engine, Request, make_vllm_config
+
+    bs, chunk = 16, 256
+    nb = (prefix_len + suffix_len) // bs + 2
+    prompt = [(i * 7919 + 13) % 32000 for i in range(prefix_len + suffix_len)]
+    other = prompt[:prefix_len] + [(i * 31 + 5) % 32000 for i in range(suffix_len)]
+
+    def engine(model_id, layerwise, m):
+        c = make_vllm_config(model=model_id, block_size=bs, num_gpu_blocks=nb,
+                             num_layers=layers, kv_heads=heads, head_size=head_dim,
+                             extra={"openlake_nodes": [addr], "openlake_device": device,
+                                    "chunk_size": chunk, "timeout_ms": 10000,
+                                    "log_interval_s": 3600, "layerwise": layerwise},
+                             max_num_batched_tokens=prefix_len + suffix_len + 16)
+        return Engine(c, lambda r: (m.make_kv_caches(nb, bs), m), nb)
+
+    def first_token(e, p):
+        e.add(Request("q", p, max_tokens=1))
+        t0 = time.perf_counter()
+        while not e.scheduler.requests["q"].output_token_ids:
+            e.step()
+        dt = time.perf_counter() - t0
+        e.run()
+        return dt
+
+    res = {}
+    for mmx in (0, mm):
+        m = SynthModel(layers, heads, head_dim, hidden, mmx)
+        t = {False: [], True: []}
+        loaded = set()
+        for i in range(reps):
+            for layerwise in (False, True):
+                model_id = "bench/synth-%d-%d-%d-%d" % (os.getpid(), mmx, i, layerwise)
+                e1 = engine(model_id, layerwise, m)
+                first_token(e1, other)  # fills the pool
+                e1.shutdown()
+                e2 = engine(model_id, layerwise, m)
+                t[layerwise].append(first_token(e2, prompt))
+                loaded.add(e2.scheduler.finished["q"].num_external_computed_tokens)
+                e2.shutdown()
+        res[mmx] = {k: statistics.median(v) * 1e3 for k, v in t.items()}
+        kv_mib = prefix_len * layers * 2 * heads * head_dim * 2 / 2 ** 20
+        print("ttft synthetic %d layers x %dx%d KV, prefix %d (%.0f MiB, %s loaded) + %d, "
+              "compute %d mm of %d/layer: whole %.1f ms  layerwise %.1f ms  "
+              "layerwise/whole %.2fx" % (layers, heads, head_dim, prefix_len, kv_mib,
+                                         "/".join(map(str, sorted(loaded))), suffix_len,
+                                         mmx, m.hidden, res[mmx][False], res[mmx][True],
+                                         res[mmx][True] / res[mmx][False]))
 
 
 # ---------------------------------------------------------------- 2. overhead per block
@@ -233,6 +334,14 @@ def main():
     ap.add_argument("--only-lookup", action="store_true")
     ap.add_argument("--only-overhead", action="store_true",
                     help="only the per-block load/save figures (2.), e.g. with many --reps")
+    ap.add_argument("--only-ttft", action="store_true",
+                    help="only the TTFT figures (1.): whole-chunk, layerwise, recompute")
+    ap.add_argument("--synthetic", action="store_true",
+                    help="with --only-ttft: also TTFT of a model with --layers x --heads x "
+                    "--head-dim KV and a tunable compute (--synth-*)")
+    ap.add_argument("--synth-prefix", type=int, default=1024)
+    ap.add_argument("--synth-hidden", type=int, default=1024)
+    ap.add_argument("--synth-mm", type=int, default=2, help="matrix products per layer")
     a = ap.parse_args()
     if a.nodes is None and not os.environ.get("OPENLAKE_LIBRARY"):
         os.environ["OPENLAKE_LIBRARY"] = str(build_dir() / "client" / "libopenlake.so")
@@ -241,6 +350,12 @@ def main():
     if addr is None:
         proc, root, addr = start_daemon()
     try:
+        if a.only_ttft:
+            ttft(addr, a.device, a.prefix, a.suffix, a.reps)
+            if a.synthetic:
+                ttft_synthetic(addr, a.device, a.layers, a.heads, a.head_dim, a.synth_prefix,
+                               a.suffix, a.synth_hidden, a.synth_mm, a.reps)
+            return
         if not a.only_overhead:
             lookup(addr, a.device, a.lookup_keys, a.reps)
             if a.only_lookup:
