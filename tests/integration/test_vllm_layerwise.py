@@ -28,17 +28,19 @@ SUFFIX = [(i * 53 + 7) % 500 for i in range(34)]
 B = A[:96] + SUFFIX
 
 
-def cfg(addr, layerwise=True, device="local", **extra):
-    ex = {"openlake_nodes": [addr], "openlake_device": device, "chunk_size": 16,
+def cfg(addr, layerwise=True, device="local", layout="fa", tp=1, chunk=16, **extra):
+    ex = {"openlake_nodes": [addr], "openlake_device": device, "chunk_size": chunk,
           "timeout_ms": 30000, "log_interval_s": 0.0, "lookup_inline_ms": 60000,
           "layerwise": layerwise}
     ex.update(extra)
     return make_vllm_config(model="standin/layerwise", block_size=BS, num_gpu_blocks=NB,
-                            num_layers=L, kv_heads=H, head_size=D, extra=ex)
+                            num_layers=L, kv_heads=H * tp, head_size=D, tp=tp,
+                            use_mla=(layout == "mla"), extra=ex)
 
 
-def engine(c, cudagraph="none", api="newest"):
-    return Engine(c, lambda r: (make_kv_caches("fa", L, NB, BS, H, D), FakeModel(L, H, D, "fa", r)),
+def engine(c, cudagraph="none", api="newest", layout="fa"):
+    return Engine(c, lambda r: (make_kv_caches(layout, L, NB, BS, H, D),
+                                FakeModel(L, H, D, layout, r)),
                   NB, api=api, cudagraph=cudagraph)
 
 
@@ -49,8 +51,8 @@ def serve(e, rid, prompt, max_tokens=3):
     return e.scheduler.finished[rid].output_token_ids
 
 
-def reference(prompt, max_tokens=3):
-    e = engine(cfg(dead_addr(), layerwise=False))
+def reference(prompt, max_tokens=3, layout="fa", tp=1):
+    e = engine(cfg(dead_addr(), layerwise=False, layout=layout, tp=tp), layout=layout)
     out = serve(e, "ref", prompt, max_tokens)
     e.shutdown()
     return out
@@ -76,8 +78,8 @@ def first_blocks(e, rid):
     raise KeyError(rid)
 
 
-def block_bytes(e, ids):
-    kv = e.workers[0].c._worker.kv
+def block_bytes(e, ids, rank=0):
+    kv = e.workers[rank].c._worker.kv
     return [t.select(lay.block_dim, b).contiguous().view(torch.uint8).clone()
             for t, lay in zip(kv.tensors, kv.layouts) for b in ids]
 
@@ -175,6 +177,56 @@ def test_hit_needs_every_layer(pool):
     e3.step()
     assert e3.scheduler.requests["C"].num_external_computed_tokens == 0
     for e in (e1, e2, e3):
+        e.shutdown()
+
+
+@pytest.mark.parametrize("layout,tp", [("fa_hnd", 1), ("bhnc", 1), ("mla", 1), ("fa", 2)])
+def test_prefix_reuse_layouts_and_ranks(pool, layout, tp):
+    """Staged layouts (HND strides, bhnc), MLA and two TP ranks: each layer's objects load
+    back bitwise, and a chunk is a hit only if every rank stored every layer."""
+    e1 = engine(cfg(pool.kv_addr, layout=layout, tp=tp), layout=layout)
+    serve(e1, "A", A)
+    a_ids = first_blocks(e1, "A")
+    e2 = engine(cfg(pool.kv_addr, layout=layout, tp=tp), layout=layout)
+    e2.add(Request("B", B, max_tokens=3))
+    e2.step()
+    assert e2.scheduler.requests["B"].num_external_computed_tokens == 96
+    assert not e2.invalid_seen
+    b_ids = first_blocks(e2, "B")
+    for rank in range(tp):
+        for x, y in zip(block_bytes(e1, a_ids[:6], rank), block_bytes(e2, b_ids[:6], rank)):
+            assert torch.equal(x, y)
+    e2.run()
+    assert e2.scheduler.finished["B"].output_token_ids == reference(B, layout=layout, tp=tp)
+    st = e2.merged_stats()
+    assert st["blocks_loaded"] == 6 * (1 if layout == "mla" else tp)
+    for e in (e1, e2):
+        e.shutdown()
+
+
+def test_local_prefix_blocks_are_never_written(pool):
+    """A chunk partly in the local prefix cache: every layer's object loads only the blocks
+    beyond the local hit (the local ones go to scratch memory)."""
+    long_a = [(i * 29 + 3) % 500 for i in range(200)]
+    e1 = engine(cfg(pool.kv_addr, chunk=64))
+    serve(e1, "A", long_a)
+    a_ids = first_blocks(e1, "A")
+    e2 = engine(cfg(pool.kv_addr, chunk=64))
+    serve(e2, "C", long_a[:48] + SUFFIX, max_tokens=1)
+    c_ids = first_blocks(e2, "C")[:3]
+    for t in e2.workers[0].kv.values():  # mark the local blocks: a write would show
+        t[:, c_ids] = 0
+    e2.add(Request("B", long_a[:192] + SUFFIX, max_tokens=1))
+    so = e2.step()
+    assert e2.scheduler.requests["B"].num_external_computed_tokens == 192 - 48
+    b_ids = [nr for nr in so.scheduled_new_reqs if nr.req_id == "B"][0].block_ids[0]
+    assert list(b_ids[:3]) == c_ids
+    for x in block_bytes(e2, c_ids):
+        assert not x.any()
+    for x, y in zip(block_bytes(e1, a_ids[3:12]), block_bytes(e2, b_ids[3:12])):
+        assert torch.equal(x, y)
+    e2.run()
+    for e in (e1, e2):
         e.shutdown()
 
 
