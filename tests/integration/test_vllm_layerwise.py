@@ -126,13 +126,16 @@ def test_hooks_in_vllm_order(pool, layerwise):
     e.shutdown()
 
 
-def test_one_object_per_chunk_and_layer(pool):
+@pytest.mark.parametrize("async_save", [True, False])
+def test_one_object_per_chunk_and_layer(pool, async_save):
     """Layer-wise saves write one object per (chunk, layer, rank), under keys of their own;
-    no whole-chunk object. The objects' bytes are the blocks' bytes of that layer."""
+    no whole-chunk object. The objects' bytes are the blocks' bytes of that layer. With
+    async_save off they are all stored when wait_for_save returns (no delayed free)."""
     import openlake_client as ol
 
-    e = engine(cfg(pool.kv_addr))
+    e = engine(cfg(pool.kv_addr, async_save=async_save))
     serve(e, "A", A)
+    assert ("A" in e.scheduler.delayed_ever) == async_save
     h = chain(e, A)
     assert len(h) == 6
     cl = ol.connect([pool.kv_addr], namespace="vllm")
@@ -346,6 +349,31 @@ def test_slow_pool_layer0_computes_before_last_layer_loads(pool):
 
 
 # ---------------------------------------------------------------- load errors
+
+def test_forward_that_never_waits_recomputes(pool):
+    """A deployment that replays full CUDA graphs whatever the connector asks calls no hook:
+    the forward may read layers before they arrive, so the step's loaded blocks are reported
+    bad and recomputed (never a wrong tensor); the whole-layer saves still happen in
+    wait_for_save."""
+    import openlake_client as ol
+
+    e1 = engine(cfg(pool.kv_addr))
+    serve(e1, "A", A)
+    e2 = engine(cfg(pool.kv_addr), cudagraph="forced_full")
+    e2.add(Request("B", B, max_tokens=3))
+    e2.step()
+    assert not [x for x in e2.workers[0].hook_log if x[1] == "wait"]
+    assert set(first_blocks(e2, "B")[:6]) <= e2.invalid_seen
+    assert e2.scheduler.requests["B"].num_computed_tokens == 0
+    e2.run()
+    assert e2.scheduler.finished["B"].output_token_ids == reference(B)
+    cl = ol.connect([pool.kv_addr], namespace="vllm")
+    h2 = chain(e2, B)
+    assert cl.exists([layer_key(h2[6], i) for i in range(L)]) == [True] * L
+    cl.close()
+    for e in (e1, e2):
+        e.shutdown()
+
 
 @pytest.mark.parametrize("layer", [0, L - 1])
 def test_corrupt_layer_is_recomputed(pool, layer):

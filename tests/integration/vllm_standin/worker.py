@@ -168,7 +168,9 @@ class Worker:
     cudagraph: "none" (eager: every layer calls the connector's hooks) or "full" (vLLM's
     FULL_AND_PIECEWISE mode: a batch of decode tokens only replays a full CUDA graph, which
     calls no hook, unless the connector's requires_piecewise_for_cudagraph(extra config) is
-    true, as vLLM then captures piecewise graphs that keep the attention calls eager)."""
+    true, as vLLM then captures piecewise graphs that keep the attention calls eager), or
+    "forced_full" (a deployment forcing full graphs for every batch whatever the connector
+    asks: no step calls the hooks)."""
 
     def __init__(self, vllm_config, connector, kv_caches, model, block_size, api="newest",
                  cudagraph="none"):
@@ -177,7 +179,9 @@ class Worker:
         self.api = api
         extra = vllm_config.kv_transfer_config.kv_connector_extra_config
         req = getattr(type(connector), "requires_piecewise_for_cudagraph", None)
-        self.piecewise = cudagraph == "none" or bool(req is not None and req(extra))
+        self.piecewise = cudagraph == "none" or (cudagraph == "full" and
+                                                 bool(req is not None and req(extra)))
+        self.full_always = cudagraph == "forced_full"
         self.hook_log = []  # see _Hooks
         self.on_compute = None
         self.nsteps = 0
@@ -233,7 +237,8 @@ class Worker:
                                                  block_ids=st.block_ids, bs=self.bs))
                 decode = all(b.end - b.start == 1 and b.start > 0 for b in batch)
                 hooks = _Hooks(c, SimpleNamespace(), self.hook_log, self.nsteps,
-                               hooks=self.piecewise or not decode, on_compute=self.on_compute)
+                               hooks=self.piecewise or not (decode or self.full_always),
+                               on_compute=self.on_compute)
                 res = self.model.forward(self.kv, batch, hooks)
                 if not load_first:  # async loads only: started once the forward is launched
                     c.start_load_kv(SimpleNamespace(attn_metadata={}))
