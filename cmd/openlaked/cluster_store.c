@@ -320,8 +320,13 @@ drain_sync(struct cstore *cs)
 	pthread_mutex_lock(&cs->mu);
 	struct ol_store *st = cs->st;
 	pthread_mutex_unlock(&cs->mu);
-	if (cs->drain_started && (cs->drain_pool != want || cs->drain_st != st))
+	if (cs->drain_started && (cs->drain_pool != want || cs->drain_st != st)) {
+		if (want < 0)
+			ol_info("cluster: the drain of pool %d stops: the layout has it active "
+				"again (`openlake cluster leave --cancel`)",
+				cs->drain_pool);
 		drain_stop(cs);
+	}
 	if (!st || cs->drain_started || want < 0 || (unsigned)want >= cs->served_to) {
 		if (st && want < 0)
 			(void)ol_store_pool_set_draining(st, -1);
@@ -354,15 +359,19 @@ drain_json(struct cstore *cs, bool gone, char *js, size_t len)
 {
 	int rc = atomic_load(&cs->drain_rc);
 	const struct ol_drain_progress *p = &cs->dp;
+	/* `cluster leave --cancel` made the pool active again: the drain stopped for that */
+	bool cancelled = (unsigned)cs->drain_pool < cs->layout.n_pools &&
+			 cs->layout.pools[cs->drain_pool].state == OL_POOL_ACTIVE;
 	snprintf(js, len,
 		 "{\"pool\":%d,\"state\":\"%s\",\"leader\":%u,\"objects_moved\":%llu,"
 		 "\"bytes_moved\":%llu,\"objects_left\":%llu,\"bytes_left\":%llu,"
 		 "\"failed\":%llu,\"uploads\":%llu,\"passes\":%llu,\"time\":%lld}",
 		 cs->drain_pool,
-		 gone	   ? "removed"
-		 : rc == 1 ? "draining"
-		 : rc == 0 ? "empty"
-			   : "interrupted",
+		 gone	     ? "removed"
+		 : cancelled ? "cancelled"
+		 : rc == 1   ? "draining"
+		 : rc == 0   ? "empty"
+			     : "interrupted",
 		 cs->cfg->self_id, (unsigned long long)atomic_load(&p->objects_moved),
 		 (unsigned long long)atomic_load(&p->bytes_moved),
 		 (unsigned long long)atomic_load(&p->objects_left),
