@@ -19,8 +19,9 @@
 
 #define OPEN_RETRY_MS  500
 #define LAYOUT_POLL_MS 1000
-#define MAX_POOLS      16 /* OL_STORE_MAX_POOLS */
-#define MAX_SETS       64 /* erasure sets of one store */
+#define MAX_POOLS      16  /* OL_STORE_MAX_POOLS */
+#define MAX_SETS       64  /* erasure sets of one store */
+#define MAX_NODES      256 /* members whose free space weighs the pools */
 /* The leader of set 0.0 serves every set of every pool: it opens them all over the node
  * planes, each fenced with its epoch (see docs/cluster.md). A pool added to the layout
  * (`openlake cluster join`) is noticed by polling the layout key and added to the open store
@@ -221,15 +222,25 @@ open_pools(struct cstore *cs, unsigned from, unsigned to, uint64_t epoch, struct
 	return ol_store_pools(parts, n, cs->layout.deployment_id, st);
 }
 
-/* the pools' weights for new keys: the free bytes their nodes registered, per drive */
+/* the pools' weights for new keys: the free bytes of their nodes' drives, per drive, as the
+ * nodes last measured them (<prefix>free/<id>, every 5 s while it changes; a node that has
+ * not written it yet: what it registered with) */
 static void
 pool_weights(struct cstore *cs, struct ol_store *st)
 {
 	const struct ol_layout *l = &cs->layout;
-	uint64_t w[MAX_POOLS] = {0};
+	uint64_t w[MAX_POOLS] = {0}, now_free[MAX_NODES];
+	unsigned ids[MAX_NODES];
+	size_t nf = 0;
 	struct ol_cluster_view v;
 	if (ol_store_pool_count(st) < 2 || ol_cluster_members(cs->c, &v))
 		return;
+	if (ol_cluster_free_space(cs->c, ids, now_free, MAX_NODES, &nf))
+		nf = 0;
+	for (unsigned i = 0; i < v.n; i++)
+		for (size_t j = 0; j < nf; j++)
+			if (ids[j] == v.members[i].id)
+				v.members[i].free = now_free[j];
 	unsigned n = 0;
 	for (unsigned p = 0; p < l->n_pools && n < MAX_POOLS; p++) {
 		if (l->pools[p].state == OL_POOL_REMOVED)

@@ -16,13 +16,14 @@ Real things only: Debian's etcd, real daemons, boto3.
 """
 
 import json
+import os
 import re
 import subprocess
 import threading
 
 from conftest import OPENLAKE_CLI, free_port, wait_for
-from test_cluster_store import (Node, body, drive_record, etcd, heal_exits_0,  # noqa: F401
-                                list_all, pytestmark, shard_files, start_cluster)
+from test_cluster_store import (ETCD_CLI, Node, body, drive_record, etcd,  # noqa: F401
+                                heal_exits_0, list_all, pytestmark, shard_files, start_cluster)
 
 import pytest
 
@@ -228,6 +229,36 @@ def cancel_a_leave(c, cfg, s3, lead, vers):
     assert versions(s3, "ver") == vers  # what moved before the cancel reads back from pool 0
 
 
+def free_records(c):
+    """<prefix>free/<id> of every node: id -> {"free", "capacity"}"""
+    r = subprocess.run([str(ETCD_CLI), c.eps, "get", c.prefix + "free/", "prefix"],
+                       capture_output=True, text=True, timeout=60)
+    out = {}
+    for line in r.stdout.splitlines() if r.returncode == 0 else []:
+        f = line.split(" ")
+        if len(f) == 4 and f[0].startswith(c.prefix + "free/"):
+            out[int(f[0].rsplit("/", 1)[1])] = json.loads(f[1])
+    return out
+
+
+def free_space_follows(c, new):
+    """each node keeps its drives' free space current in etcd (the pools' weights for new
+    keys): a 1 GiB file on the drives' file system shows in the record within seconds"""
+    recs = wait_for(lambda: (lambda f: f if len(f) == 8 else None)(free_records(c)), 60,
+                    "a free-space record from each of the 8 nodes")
+    st = os.statvfs(new[0].drive)
+    assert {f["capacity"] for f in recs.values()} == {st.f_blocks * st.f_frsize}, recs
+    before = recs[4]["free"]
+    junk = new[0].drive.parent / "junk"  # the same file system as every node's drive
+    with open(junk, "wb") as fh:
+        os.posix_fallocate(fh.fileno(), 0, 1 << 30)
+    try:
+        wait_for(lambda: free_records(c).get(4, {}).get("free", before) <= before - (768 << 20),
+                 60, "node 4's free-space record following a 1 GiB file")
+    finally:
+        junk.unlink()
+
+
 def new_files(nodes):
     return sum(shard_files(n.drive) for n in nodes)
 
@@ -265,6 +296,7 @@ def test_join_a_pool_of_4_nodes_to_a_running_cluster(cluster, tmp_path):
         wait_for(lambda: c.serving(i), 60, f"S3 through new node {i}")
     wait_for(lambda: "cluster: serving 2 pools" in c.nodes[lid].log(), 60,
              "the leader serving the new pool")
+    free_space_follows(c, new)
 
     for i in range(8):  # every old object through every node, old and new
         r = c.client(i)
