@@ -676,10 +676,27 @@ cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 		free(cs);
 		return -EIO;
 	}
+	/* with [s3_tls] every node's S3 port speaks TLS: so does the hop to the leader, which
+	 * checks the leader's certificate ([cluster] tls_ca, else this node's own certificate and
+	 * client CA) and shows this node's certificate when the leader asks for one */
+	const struct ol_config_tls *t = &cfg->s3_tls;
 	struct ol_http_proxy_opts po = {
-	    .connect_timeout_ms = 2000, .io_timeout_ms = 30000, .client_key = cs->client_key};
+	    .connect_timeout_ms = 2000,
+	    .io_timeout_ms = 30000,
+	    .client_key = cs->client_key,
+	    .tls = t->cert_path[0] != 0,
+	    .tls_ca = {cfg->cluster_tls_ca[0] ? cfg->cluster_tls_ca : NULL,
+		       cfg->cluster_tls_ca[0] ? NULL : t->cert_path,
+		       cfg->cluster_tls_ca[0] ? NULL : t->client_ca},
+	    .tls_cert = t->cert_path,
+	    .tls_key = t->key_path};
 	int rc = ol_http_proxy_new(&po, &cs->proxy);
 	if (rc) {
+		if (po.tls)
+			ol_err(
+			    "cluster: the TLS context for forwarding to the leader does not load "
+			    "(%s): check [s3_tls] cert_path / key_path and [cluster] tls_ca",
+			    strerror(-rc));
 		free(cs);
 		return rc;
 	}
@@ -767,6 +784,21 @@ mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* a configuration error waiting does not mend: said at most once a minute */
+static void
+bad_cert(unsigned node, const char *addr)
+{
+	static _Atomic int64_t last = -60000;
+	int64_t now = mono_ms(), was = atomic_load(&last);
+	if (now - was < 60000 || !atomic_compare_exchange_strong(&last, &was, now))
+		return;
+	ol_warn("cluster: the TLS certificate of the leader (node %u, %s) does not verify against "
+		"[cluster] tls_ca (or, without it, this node's own [s3_tls] cert_path and "
+		"client_ca), or does not name that address: requests through this node answer "
+		"503 until it does",
+		node, addr);
+}
+
 /* serve (when `here`: this node leads) or forward r to the leader; 503 when neither works in
  * time */
 static void
@@ -791,6 +823,8 @@ route(struct cstore *cs, struct ol_http_req *r, bool here)
 			}
 			ol_debug("cluster: forwarding %s %s to node %u (%s): %s", r->method,
 				 r->target, li.node, li.s3_addr, strerror(-rc));
+			if (rc == -EKEYREJECTED)
+				bad_cert(li.node, li.s3_addr);
 			why =
 			    "The leader of this erasure set cannot be reached now; retry shortly.";
 			if (rc == -EHOSTDOWN)

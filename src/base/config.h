@@ -135,6 +135,7 @@ struct ol_config {
 	unsigned cluster_weight;	    /* this node's relative share for placement */
 	char cluster_secret[OL_CFG_STR];    /* node plane HMAC secret ("" = plane off) */
 	char cluster_advertise[OL_CFG_STR]; /* host registered in place of a wildcard bind */
+	char cluster_tls_ca[OL_CFG_STR];    /* trust for the forwarding hop's TLS ("" = own) */
 	unsigned cluster_plane_threads;	    /* node plane loop threads */
 	uint64_t cluster_plane_window;	    /* credit window granted to each peer, bytes */
 	uint64_t cluster_plane_max_frame;   /* largest frame payload accepted */
