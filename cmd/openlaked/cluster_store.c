@@ -843,6 +843,21 @@ cstore_route(struct cstore *cs, struct ol_http_req *r)
 	route(cs, r, true);
 }
 
+void
+cstore_reload_tls(struct cstore *cs)
+{
+	if (!cs || !cs->cfg->s3_tls.cert_path[0])
+		return;
+	int rc = ol_http_proxy_reload_tls(cs->proxy);
+	if (rc)
+		ol_warn("cluster: the TLS files for forwarding to the leader do not load (%s): "
+			"forwarding keeps the old ones; check [s3_tls] cert_path / key_path and "
+			"[cluster] tls_ca",
+			strerror(-rc));
+	else
+		ol_info("cluster: forwarding to the leader uses the reloaded TLS files");
+}
+
 int
 cstore_forward_admin(void *arg, struct ol_http_req *r)
 {

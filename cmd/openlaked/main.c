@@ -1017,7 +1017,8 @@ main(int argc, char **argv)
 	int sig = 0;
 	while (sigwait(&stop_set, &sig) == 0 && sig == SIGHUP) {
 		ol_info("SIGHUP: reloading the TLS certificates");
-		ol_tls_reload_all(); /* [s3_tls] and [kv_tls] */
+		ol_tls_reload_all();	 /* [s3_tls] and [kv_tls] */
+		cstore_reload_tls(d.cs); /* the hop to the leader (cluster mode) */
 	}
 	ol_info("signal %d: stopping", sig);
 	stop_all(&d);

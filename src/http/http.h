@@ -269,7 +269,7 @@ struct ol_http_proxy_opts {
 	 * certificate in one of the tls_ca PEM files (NULL entries skipped; with none, the
 	 * system's CAs) and name the host connected to (IP or DNS name); with tls_cert and
 	 * tls_key the proxy shows that certificate when the upstream asks for one. The files are
-	 * read once, by ol_http_proxy_new. */
+	 * read by ol_http_proxy_new and again by ol_http_proxy_reload_tls. */
 	bool tls;
 	const char *tls_ca[3];
 	const char *tls_cert, *tls_key;
@@ -278,6 +278,10 @@ struct ol_http_proxy_opts {
 int ol_http_proxy_new(const struct ol_http_proxy_opts *o, struct ol_http_proxy **out);
 /* Closes the pooled connections; no forward may be running. NULL is a no-op. */
 void ol_http_proxy_free(struct ol_http_proxy *p);
+/* Read the TLS files again (SIGHUP: rotated certificates): connections made from now on use
+ * them, pooled ones keep theirs. 0 (also without TLS), or -errno from a file that does not
+ * load (the old context stays). Safe while forwards run. */
+int ol_http_proxy_reload_tls(struct ol_http_proxy *p);
 
 /* Forward r to upstream ("host:port", numeric; "[v6]:port") and relay the answer, from the
  * handler's thread. Returns 0 when the upstream's answer (any status) went to the client;

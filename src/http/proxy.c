@@ -44,7 +44,10 @@ struct pooled {
 
 struct ol_http_proxy {
 	struct ol_http_proxy_opts o;
-	SSL_CTX *ctx; /* o.tls */
+	/* o.tls: the context new connections are made from (under mu: a reload swaps it; each
+	 * SSL holds a reference on its own) and the files it is built from */
+	SSL_CTX *ctx;
+	char ca[3][512], cert[512], cert_key[512];
 	pthread_mutex_t mu;
 	struct pooled idle[POOL_MAX_IDLE];
 	unsigned n_idle;
@@ -422,7 +425,9 @@ tls_connect(struct ol_http_proxy *p, struct up *c, const char *addr, int timeout
 		return -EINVAL;
 	memcpy(host, h, hl);
 	host[hl] = 0;
+	pthread_mutex_lock(&p->mu);
 	c->ssl = SSL_new(p->ctx);
+	pthread_mutex_unlock(&p->mu);
 	if (!c->ssl || !SSL_set_fd(c->ssl, c->fd))
 		return -ENOMEM;
 	unsigned char ip[16];
@@ -536,12 +541,12 @@ pool_put(struct ol_http_proxy *p, const char *addr, struct up *c)
 	pthread_mutex_unlock(&p->mu);
 }
 
-/* the client context for TLS upstreams (o.tls): TLS >= 1.2, the peer verified against
- * o.tls_ca (a certificate there trusted on its own: one certificate shared by every node works
- * as well as a CA), o.tls_cert shown when asked. 0, -EINVAL (a file that does not load:
- * logged by the caller from the message), -ENOMEM */
+/* the client context for TLS upstreams (o.tls): TLS >= 1.2, the peer verified against the
+ * ca files (a certificate there trusted on its own: one certificate shared by every node works
+ * as well as a CA), the cert shown when asked. 0 and *out, -EINVAL (a file that does not
+ * load), -ENOMEM */
 static int
-tls_ctx(struct ol_http_proxy *p)
+tls_ctx(const struct ol_http_proxy *p, SSL_CTX **out)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	int n = 0, rc = -EINVAL;
@@ -551,28 +556,43 @@ tls_ctx(struct ol_http_proxy *p)
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_RELEASE_BUFFERS);
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 	for (int i = 0; i < 3; i++) {
-		const char *f = p->o.tls_ca[i];
-		if (!f || !*f)
+		if (!p->ca[i][0])
 			continue;
-		if (SSL_CTX_load_verify_locations(ctx, f, NULL) != 1)
+		if (SSL_CTX_load_verify_locations(ctx, p->ca[i], NULL) != 1)
 			goto out;
 		n++;
 	}
 	if (!n && SSL_CTX_set_default_verify_paths(ctx) != 1)
 		goto out;
 	X509_VERIFY_PARAM_set_flags(SSL_CTX_get0_param(ctx), X509_V_FLAG_PARTIAL_CHAIN);
-	if (p->o.tls_cert && *p->o.tls_cert &&
-	    (SSL_CTX_use_certificate_chain_file(ctx, p->o.tls_cert) != 1 ||
-	     SSL_CTX_use_PrivateKey_file(ctx, p->o.tls_key, SSL_FILETYPE_PEM) != 1 ||
-	     SSL_CTX_check_private_key(ctx) != 1))
+	if (p->cert[0] && (SSL_CTX_use_certificate_chain_file(ctx, p->cert) != 1 ||
+			   SSL_CTX_use_PrivateKey_file(ctx, p->cert_key, SSL_FILETYPE_PEM) != 1 ||
+			   SSL_CTX_check_private_key(ctx) != 1))
 		goto out;
-	p->ctx = ctx;
+	*out = ctx;
 	ctx = NULL;
 	rc = 0;
 out:
 	ERR_clear_error();
 	SSL_CTX_free(ctx);
 	return rc;
+}
+
+int
+ol_http_proxy_reload_tls(struct ol_http_proxy *p)
+{
+	SSL_CTX *ctx = NULL, *old;
+	if (!p || !p->o.tls)
+		return 0;
+	int rc = tls_ctx(p, &ctx);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&p->mu);
+	old = p->ctx;
+	p->ctx = ctx;
+	pthread_mutex_unlock(&p->mu);
+	SSL_CTX_free(old); /* connections made from it keep their reference */
+	return 0;
 }
 
 int
@@ -592,15 +612,23 @@ ol_http_proxy_new(const struct ol_http_proxy_opts *o, struct ol_http_proxy **out
 		p->o.io_timeout_ms = 120000;
 	if (!p->o.user_timeout_ms)
 		p->o.user_timeout_ms = 10000;
+	for (int i = 0; i < 3; i++)
+		if (o->tls_ca[i] && strlen(o->tls_ca[i]) < sizeof(p->ca[i]))
+			strcpy(p->ca[i], o->tls_ca[i]);
+	if (o->tls_cert && strlen(o->tls_cert) < sizeof(p->cert) && o->tls_key &&
+	    strlen(o->tls_key) < sizeof(p->cert_key)) {
+		strcpy(p->cert, o->tls_cert);
+		strcpy(p->cert_key, o->tls_key);
+	}
+	memset(p->o.tls_ca, 0, sizeof(p->o.tls_ca)); /* copied above */
+	p->o.tls_cert = p->o.tls_key = NULL;
 	if (o->tls) {
-		int rc = tls_ctx(p);
+		int rc = tls_ctx(p, &p->ctx);
 		if (rc) {
 			free(p);
 			return rc;
 		}
 	}
-	memset(p->o.tls_ca, 0, sizeof(p->o.tls_ca)); /* read: not kept */
-	p->o.tls_cert = p->o.tls_key = NULL;
 	pthread_mutex_init(&p->mu, NULL);
 	*out = p;
 	return 0;
