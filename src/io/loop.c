@@ -388,8 +388,7 @@ ol_loop_fsync(struct ol_loop *l, struct ol_loop_op *op, int fd, bool datasync)
 }
 
 int
-ol_loop_read(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf, size_t len,
-	     uint64_t off)
+ol_loop_read(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf, size_t len, uint64_t off)
 {
 	struct io_uring_sqe *sqe = get_sqe(l);
 	if (!sqe)

@@ -558,7 +558,9 @@ test_pin_split(const char *dir)
 		int st = split_case(&h, id, how, &exact, &dram);
 		if (st == OL_KVE_NVME)
 			continue;
-		cnt[how] += how == 1 ? st == OL_KV_CORRUPT : how == 4 ? st == OL_KV_OK : st == OL_KV_MISS;
+		cnt[how] += how == 1   ? st == OL_KV_CORRUPT
+			    : how == 4 ? st == OL_KV_OK
+				       : st == OL_KV_MISS;
 		cnt[0]++;
 	}
 	ol_kve_get_stats(h.e, &st1);
