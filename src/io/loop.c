@@ -388,6 +388,17 @@ ol_loop_fsync(struct ol_loop *l, struct ol_loop_op *op, int fd, bool datasync)
 }
 
 int
+ol_loop_read(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf, size_t len, uint64_t off)
+{
+	struct io_uring_sqe *sqe = get_sqe(l);
+	if (!sqe)
+		return -EBUSY;
+	op->all = false;
+	io_uring_prep_read(sqe, fd, buf, len > (1u << 30) ? (1u << 30) : (unsigned)len, off);
+	return queue_op(l, op, sqe);
+}
+
+int
 ol_loop_cancel(struct ol_loop *l, struct ol_loop_op *op)
 {
 	struct io_uring_sqe *sqe = get_sqe(l);

@@ -11,7 +11,7 @@
  * call. Callbacks run on the loop's thread, one at a time; a callback may start new ops, arm
  * timers and post messages.
  *
- * Ring ops (accept, connect, recv, send, sendmsg, fsync): the op struct must stay valid and
+ * Ring ops (accept, connect, recv, send, sendmsg, read, fsync): the op struct must stay valid and
  * untouched until its callback ran, which happens exactly once per started op, with the kernel's
  * result (bytes, a new fd, 0, or -errno; -ECANCELED after ol_loop_cancel). A send may be short, as
  * with send(2); ol_loop_send_all resubmits until all bytes went or an error.
@@ -114,6 +114,11 @@ int ol_loop_recv_all(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf
  * cancel after part went). msg and its iovecs must stay valid until the callback. */
 int ol_loop_sendmsg(struct ol_loop *l, struct ol_loop_op *op, int fd, const struct msghdr *msg);
 int ol_loop_fsync(struct ol_loop *l, struct ol_loop_op *op, int fd, bool datasync);
+/* pread(2) of up to len bytes at off of fd (a file: an O_DIRECT one needs buf, len and off
+ * aligned to its block size); res = bytes read (may be short; 0 at the end) or -errno. A read
+ * the device has started is not cancelled: its callback runs when it completes. */
+int ol_loop_read(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf, size_t len,
+		 uint64_t off);
 /* Cancel a started op: its callback still runs once, with -ECANCELED (or its result, if it
  * had completed). 0 or -EBUSY. */
 int ol_loop_cancel(struct ol_loop *l, struct ol_loop_op *op);

@@ -12,16 +12,18 @@
  *   C_PUT_ENT  the next PUT entry; alloc (a helper in strict mode); then
  *   C_PUT_DATA the value, recv'd straight into the reserved shm slot; commit; or
  *   C_PUT_SKIP a value not stored (exists, full, too large) read and dropped
- *   C_GET      the next GET entry: pinned in DRAM and sent from the slot (no copy), or
- *              read from the NVMe tier by a helper into a buffer, then sent; that helper
- *              also reads the NVMe-only entries right after it in one ring submission
- *              (c->pre), which are then sent in their turn without another helper trip
+ *   C_GET      the next GET entry: pinned in DRAM and sent from the slot (no copy); or on
+ *              the NVMe tier only: read on the loop's own ring into the connection's buffer
+ *              (ol_kve_pin_start holds the extent, ol_kve_pin_finish checks the record and
+ *              may promote it), then sent from there; or, when the entry after it is
+ *              NVMe-only too, read by a helper with the NVMe-only entries that follow in one
+ *              ring submission (c->pre), which are then sent in their turn
  *
  * Once a frame has started, each ring op must complete within the frame timeout (10 s, as the
  * blocking sockets' SO_RCVTIMEO gave every read, plus 1 s per MiB it moves: a value is one op,
  * MSG_WAITALL), else the op is cancelled and the connection closed.
- * Helpers: a few threads that run the engine calls that may wait for a disk (NVMe reads,
- * tombstones, strict write-behind) and post the connection back to its loop. */
+ * Helpers: a few threads that run the engine calls that may wait for a disk (batched NVMe
+ * reads, tombstones, strict write-behind) and post the connection back to its loop. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -40,6 +42,7 @@
 #define KVL_MAX_LOOPS	     64
 #define KVL_HELPERS	     2
 #define KVL_READ_AHEAD	     16 /* GET entries read from the NVMe tier in one ring submission */
+#define KVL_RDBUF_KEEP	     (1u << 20) /* a connection's NVMe read buffer kept up to this */
 
 enum { C_HDR, C_BODY, C_PUT_ENT, C_PUT_DATA, C_PUT_SKIP, C_GET };
 enum { J_HANDLE, J_PUT_ALLOC, J_PUT_COMMIT, J_GET_PIN };
@@ -111,6 +114,9 @@ conn_end(struct conn *c, int r)
 		ol_kve_release(c->s->eng, c->sl.off, c->sl.seq);
 	free(c->bounce);
 	c->bounce = NULL;
+	free(c->rdbuf);
+	c->rdbuf = NULL;
+	c->rdcap = 0;
 	pre_clear(c);
 	kvs_conn_close(c);
 }
@@ -243,6 +249,11 @@ on_sent(struct ol_loop *l, void *arg, int res)
 	c->sl_held = false;
 	free(c->bounce);
 	c->bounce = NULL;
+	if (c->rdcap > KVL_RDBUF_KEEP) { /* a large block's buffer goes with it */
+		free(c->rdbuf);
+		c->rdbuf = NULL;
+		c->rdcap = 0;
+	}
 	kvs_out_done(c);
 	if (c->close_after)
 		conn_end(c, -ECANCELED);
@@ -577,6 +588,83 @@ get_send(struct conn *c)
 	return send_start(c);
 }
 
+/* Whether the GET entry after i is on the NVMe tier only (then a helper reads them together). */
+static bool
+next_nvme_only(struct conn *c)
+{
+	if (c->i + 1 >= c->h.count)
+		return false;
+	struct ol_kvp_req_ent re;
+	struct ol_kvk k;
+	ol_kvp_req_ent_decode(c->ents + (size_t)(c->i + 1) * OL_KVP_REQ_ENT, &re);
+	ol_kve_key(&k, re.key, c->ns);
+	return ol_kve_nvme_only(c->s->eng, &k);
+}
+
+static void on_read(struct ol_loop *l, void *arg, int res);
+
+/* Read what is left of c->nvrd's extent (from c->rgot on) on the loop's ring. */
+static int
+nv_read_more(struct conn *c)
+{
+	const struct ol_kvs_ext *x = &c->nvrd.ext;
+	c->op.cb = on_read;
+	c->op.arg = c;
+	int r = tmo_arm(c, x->len - c->rgot);
+	if (r == 0)
+		r = ol_loop_read(c->lp->l, &c->op, x->fd, c->rdbuf + c->rgot, x->len - c->rgot,
+				 x->off + c->rgot);
+	if (r < 0)
+		ol_loop_timer_cancel(c->lp->l, &c->tmo);
+	return r;
+}
+
+/* Start the read of GET entry i's record (held in c->nvrd) into c->rdbuf. 0 or -errno (the
+ * hold is still the caller's). */
+static int
+nv_read(struct conn *c)
+{
+	size_t n = c->nvrd.ext.len;
+	if (c->rdcap < n) {
+		void *p = NULL;
+		free(c->rdbuf);
+		if (posix_memalign(&p, OL_KVS_ALIGN, n) != 0)
+			ol_die("kv: out of memory (%zu bytes for an NVMe read)", n);
+		c->rdbuf = p;
+		c->rdcap = n;
+	}
+	c->rgot = 0;
+	return nv_read_more(c);
+}
+
+static void
+on_read(struct ol_loop *l, void *arg, int res)
+{
+	struct conn *c = arg;
+	ol_loop_timer_cancel(l, &c->tmo);
+	if (res > 0 && c->rgot + (size_t)res < c->nvrd.ext.len) { /* short: read the rest */
+		c->rgot += (size_t)res;
+		c->timed_out = false;
+		if (nv_read_more(c) < 0)
+			res = -EIO;
+		else
+			return;
+	}
+	if (res < 0 && c->timed_out) {
+		ol_kve_pin_abandon(c->s->eng, &c->nvrd);
+		conn_end(c, res);
+		return;
+	}
+	c->timed_out = false;
+	res = res > 0 ? (int)(c->rgot + (size_t)res) : res == 0 ? -EIO : res;
+	c->st = ol_kve_pin_finish(c->s->eng, &c->nvrd, res, c->rdbuf, &c->sl);
+	int r = get_send(c);
+	if (r < 0)
+		conn_end(c, r);
+	else if (r > 0)
+		step(c);
+}
+
 static int
 st_get(struct conn *c)
 {
@@ -595,10 +683,14 @@ st_get(struct conn *c)
 		c->sl = (struct ol_kve_slot){.ptr = c->bounce, .off = OL_KVE_NOOFF, .len = p->len};
 		return get_send(c);
 	}
-	c->st = ol_kve_pin_dram(c->s->eng, &c->k, &c->sl);
-	if (c->st == OL_KVE_NVME)
-		return help(c, J_GET_PIN);
-	return get_send(c);
+	c->st = ol_kve_pin_start(c->s->eng, &c->k, &c->sl, &c->nvrd);
+	if (c->st != OL_KVE_NVME)
+		return get_send(c);
+	if (next_nvme_only(c) || nv_read(c) < 0) {
+		ol_kve_pin_abandon(c->s->eng, &c->nvrd);
+		return help(c, J_GET_PIN); /* read with the ones after it, or not on the ring */
+	}
+	return 0;
 }
 
 /* Run c's states until it waits for an op or a helper, or ends. */

@@ -150,6 +150,9 @@ struct conn {
 	uint8_t *bounce;   /* an NVMe-tier value being sent (malloc) */
 	struct kvpre *pre; /* NVMe-tier reads of the next GET entries, done with entry i's */
 	unsigned npre, pre_at;
+	struct ol_kve_nvrd nvrd; /* the NVMe-tier read of entry i on the loop's ring */
+	uint8_t *rdbuf;		 /* its buffer (OL_KVS_ALIGN-aligned, kept between gets) */
+	size_t rdcap, rgot;
 	uint8_t gh[OL_KVP_HDR + OL_KVP_REP_ENT];
 	struct iovec iov[3];
 	unsigned niov, iov_i;

@@ -388,12 +388,12 @@ test_conn_life(void)
 	free(s);
 }
 
-/* ---- a client on a loop: connect, send, recv, cancel, fsync as ring ops ---- */
+/* ---- a client on a loop: connect, send, recv, cancel, fsync, read as ring ops ---- */
 
 struct cli {
 	struct ol_loop_op op;
-	int step, fd, tfd, res[6];
-	char buf[64];
+	int step, fd, tfd, res[7];
+	char buf[64], rbuf[64];
 	struct sockaddr_in sa;
 };
 
@@ -416,6 +416,9 @@ cli_step(struct ol_loop *l, void *arg, int res)
 	case 4: /* cancelled: fsync a file */
 		ol_loop_fsync(l, &c->op, c->tfd, false);
 		break;
+	case 5: /* synced: read it back from offset 5 (a pread: the file offset is not used) */
+		ol_loop_read(l, &c->op, c->tfd, c->rbuf, sizeof(c->rbuf), 5);
+		break;
 	default:
 		ol_loop_quit(l);
 	}
@@ -436,18 +439,21 @@ test_client_ops(void)
 	char tmpl[] = "/tmp/ol-test-loop-XXXXXX";
 	c.tfd = mkstemp(tmpl);
 	unlink(tmpl);
+	ok(write(c.tfd, "ring read test", 14) == 14, "a file to fsync and read");
 	c.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	c.sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	c.sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	ok(ol_loop_connect(l, &c.op, c.fd, (struct sockaddr *)&c.sa, sizeof(c.sa)) == 0,
 	   "connect queued");
-	ok(ol_loop_run(l) == 0 && c.step == 5, "the client ran its five steps (%d)", c.step);
+	ok(ol_loop_run(l) == 0 && c.step == 6, "the client ran its six steps (%d)", c.step);
 	ok(c.res[0] == 0, "connect completed (%d)", c.res[0]);
 	ok(c.res[1] == 9, "send_all sent all 9 bytes (%d)", c.res[1]);
 	ok(c.res[2] == 9 && !memcmp(c.buf, "ring ping", 9), "recv got the echo (%d)", c.res[2]);
 	ok(c.res[3] == -ECANCELED, "a cancelled recv completes once with -ECANCELED (%d)",
 	   c.res[3]);
 	ok(c.res[4] == 0, "fsync as a ring op (%d)", c.res[4]);
+	ok(c.res[5] == 9 && !memcmp(c.rbuf, "read test", 9),
+	   "read at an offset as a ring op: the 9 bytes from there to the end (%d)", c.res[5]);
 	close(c.fd);
 	close(c.tfd);
 	ol_loop_free(l);
