@@ -275,6 +275,11 @@ test_handshake_and_values(struct ol_tls *t)
 			ok(full > 0, "the output buffer filled and was sent %u times, then resumed",
 			   full);
 	}
+	uint8_t *room;
+	const uint8_t *out;
+	ok(ol_tls_mem_in_room(&s, &room) == BUF && ol_tls_mem_out(&s, &out) == 0,
+	   "drained: the whole input buffer is room from its start again (idle connections touch "
+	   "no more of it than their largest burst)");
 	/* a frame header alone: the reader asks for exactly 32 bytes of a larger record */
 	tap_fill(src, 1000, 99);
 	step_bytes = 1 << 20;
