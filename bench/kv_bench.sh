@@ -12,8 +12,8 @@
 #     for ours, redis and memcached alike
 #   TLS: TCP get of 2 MiB blocks from a second openlaked whose KV port speaks TLS ([kv_tls],
 #     a self-signed P-256 certificate made here with the openssl CLI) beside the same gets in
-#     plaintext from the first, alternated: plain, TLS, plain, TLS; with each daemon's CPU per
-#     get over the measured phase (sampled from /proc/PID/stat)
+#     plaintext from the first, alternated: plain, TLS, plain, TLS; then 2 MiB puts the same
+#     way; with each daemon's CPU per op over the measured phase (from /proc/PID/stat)
 #   NVMe tier: 64 KiB random gets, 32 outstanding (32 connections x batch 1), from a second
 #     openlaked with a 64 MiB DRAM tier and a key set 16x larger (most gets come from the
 #     NVMe tier; the share is read from the daemon's stats), beside fio io_uring O_DIRECT
@@ -237,11 +237,19 @@ if want tls; then
 		"$TMP/tls.pem" "$TMP/tls.key")"
 	KVT=$POOL
 	KVT_PID=$POOL_PID
+	# puts into a tier not yet prefaulted measure this VM's first touch of fresh shm, not
+	# the put path (see wait_prefault): both pools first
+	if ! want tcp && ! want local; then wait_prefault "$KV"; fi
+	OPENLAKE_KV_TLS=1 OPENLAKE_KV_CA_FILE=$TMP/tls.pem wait_prefault "$KVT"
 	for i in 1 2; do
 		run_cpu "plain2m$i" "$KV_PID" kv --nodes "$KV" --device tcp -w get -s 2MiB -c $CONC
 		OPENLAKE_KV_TLS=1 OPENLAKE_KV_CA_FILE=$TMP/tls.pem \
 			run_cpu "tls2m$i" "$KVT_PID" kv --nodes "$KVT" --device tcp -w get -s 2MiB -c $CONC
 		line "KV TCP GET 2MiB c=$CONC TLS (run $i) | ours over TLS $(fig tls2m$i) GB/s $(lat tls2m$i) (errors $(errs tls2m$i)), $(cpu_op tls2m$i) | plaintext $(fig plain2m$i) GB/s $(lat plain2m$i), $(cpu_op plain2m$i) | ratio $(ratio "$(fig tls2m$i)" "$(fig plain2m$i)")"
+		run_cpu "plainput$i" "$KV_PID" kv --nodes "$KV" --device tcp -w put -s 2MiB -c $CONC
+		OPENLAKE_KV_TLS=1 OPENLAKE_KV_CA_FILE=$TMP/tls.pem \
+			run_cpu "tlsput$i" "$KVT_PID" kv --nodes "$KVT" --device tcp -w put -s 2MiB -c $CONC
+		line "KV TCP PUT 2MiB c=$CONC TLS (run $i) | ours over TLS $(fig tlsput$i) GB/s $(lat tlsput$i) (errors $(errs tlsput$i)), $(cpu_op tlsput$i) | plaintext $(fig plainput$i) GB/s $(lat plainput$i), $(cpu_op plainput$i) | ratio $(ratio "$(fig tlsput$i)" "$(fig plainput$i)")"
 	done
 fi
 if want local; then
