@@ -1,11 +1,13 @@
-/* kv/serve_loop.c - plaintext TCP and Unix KV connections as state machines on the per-core
- * io/ loops (docs/ARCHITECTURE.md, "Threads and I/O").
+/* kv/serve_loop.c - TCP (plaintext or [kv_tls]) and Unix KV connections as state machines on
+ * the per-core io/ loops (docs/ARCHITECTURE.md, "Threads and I/O").
  *
  * One loop per online CPU; every loop keeps an accept armed on the TCP listener and on the
  * Unix (shm grant) listener, so the kernel hands each connection to one loop, where it stays.
  * A connection has one ring op in flight at a time (a recv, a send, or none while a helper
  * runs for it), so its callbacks never race. States:
  *
+ *   C_TLS_HS   [kv_tls]: the first bytes (a plaintext frame is refused in plaintext), then
+ *              the TLS handshake, within one frame timeout from the accept
  *   C_HDR      a frame header (recv into rb; idle there without a timer)
  *   C_BODY     a whole small body (entries, HELLO, AUTH; STATS/VIEW bodies skipped), then
  *              kvs_handle on the loop, or on a helper when kvs_may_block says so
@@ -23,7 +25,16 @@
  * blocking sockets' SO_RCVTIMEO gave every read, plus 1 s per MiB it moves: a value is one op,
  * MSG_WAITALL), else the op is cancelled and the connection closed.
  * Helpers: a few threads that run the engine calls that may wait for a disk (batched NVMe
- * reads, tombstones, strict write-behind) and post the connection back to its loop. */
+ * reads, tombstones, strict write-behind) and post the connection back to its loop.
+ *
+ * TLS: the same states over a session on memory BIOs (tls/mem.c). The connection's one ring
+ * op then moves ciphertext: a recv straight into the session's input buffer, or a send from
+ * its output buffer. Where a plaintext state would recv, it decrypts what the session holds
+ * (a PUT value straight into its shm slot, exactly the bytes the state needs) and waits for
+ * ciphertext only when the session has none left; a reply is encrypted straight from where
+ * it lies (a GET value from its pinned slot) into the output buffer, which is sent each time
+ * it fills and at the end. Each ciphertext op runs under the frame timeout as a plaintext op
+ * would; idle between frames, a connection waits for ciphertext without a timer. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -44,7 +55,7 @@
 #define KVL_READ_AHEAD	     16 /* GET entries read from the NVMe tier in one ring submission */
 #define KVL_RDBUF_KEEP	     (1u << 20) /* a connection's NVMe read buffer kept up to this */
 
-enum { C_HDR, C_BODY, C_PUT_ENT, C_PUT_DATA, C_PUT_SKIP, C_GET };
+enum { C_TLS_HS, C_HDR, C_BODY, C_PUT_ENT, C_PUT_DATA, C_PUT_SKIP, C_GET };
 enum { J_HANDLE, J_PUT_ALLOC, J_PUT_COMMIT, J_GET_PIN };
 
 struct kvloop {
@@ -70,6 +81,9 @@ struct kvhelp {
 static void step(struct conn *c);
 static void on_recv(struct ol_loop *l, void *arg, int res);
 static void on_sent(struct ol_loop *l, void *arg, int res);
+static int tls_want(struct conn *c, size_t n);
+static int tls_fill(struct conn *c, uint8_t *dst, size_t n);
+static int tls_send_start(struct conn *c);
 
 static size_t
 avail(const struct conn *c)
@@ -150,6 +164,8 @@ want(struct conn *c, size_t n)
 	memmove(c->rb, c->rb + c->rb_off, avail(c));
 	c->rb_len -= c->rb_off;
 	c->rb_off = 0;
+	if (c->tls.ssl)
+		return tls_want(c, n);
 	bool idle = c->cst == C_HDR && c->rb_len == 0;
 	int r = idle ? 0 : tmo_arm(c, 0);
 	if (r == 0)
@@ -170,6 +186,8 @@ fill(struct conn *c, uint8_t *dst, size_t n)
 	if (c->got == n)
 		return 1;
 	c->rb_off = c->rb_len = 0;
+	if (c->tls.ssl)
+		return tls_fill(c, dst, n);
 	int r = tmo_arm(c, n - c->got);
 	if (r == 0 && dst)
 		r = arm_recv_all(c, dst + c->got, n - c->got);
@@ -210,13 +228,36 @@ send_next(struct conn *c)
 	return r < 0 ? r : ol_loop_sendmsg(c->lp->l, &c->op, c->fd, &c->mh);
 }
 
-/* Send c->iov[0..niov): 0 (on_sent continues with c->cst), -errno. */
+/* Send c->iov[0..niov): 0 (sent_done continues with c->cst), -errno. */
 static int
 send_start(struct conn *c)
 {
 	c->iov_i = 0;
+	if (c->tls.ssl)
+		return tls_send_start(c);
 	int r = send_next(c);
 	return r < 0 ? r : 0;
+}
+
+/* The reply in c->iov went out: release what it was sent from, then the next state. */
+static void
+sent_done(struct conn *c)
+{
+	if (c->sl_held)
+		ol_kve_release(c->s->eng, c->sl.off, c->sl.seq);
+	c->sl_held = false;
+	free(c->bounce);
+	c->bounce = NULL;
+	if (c->rdcap > KVL_RDBUF_KEEP) { /* a large block's buffer goes with it */
+		free(c->rdbuf);
+		c->rdbuf = NULL;
+		c->rdcap = 0;
+	}
+	kvs_out_done(c);
+	if (c->close_after)
+		conn_end(c, -ECANCELED);
+	else
+		step(c);
 }
 
 static void
@@ -244,21 +285,196 @@ on_sent(struct ol_loop *l, void *arg, int res)
 			conn_end(c, r);
 		return;
 	}
-	if (c->sl_held)
-		ol_kve_release(c->s->eng, c->sl.off, c->sl.seq);
-	c->sl_held = false;
-	free(c->bounce);
-	c->bounce = NULL;
-	if (c->rdcap > KVL_RDBUF_KEEP) { /* a large block's buffer goes with it */
-		free(c->rdbuf);
-		c->rdbuf = NULL;
-		c->rdcap = 0;
+	sent_done(c);
+}
+
+/* ---- TLS: ciphertext between the socket and the session ---- */
+
+static void on_tls_io(struct ol_loop *l, void *arg, int res);
+
+/* Wait for the session: send the ciphertext it has for the peer, else receive more into it.
+ * timed: under the frame timeout for an op moving n bytes (false: idle between frames, or the
+ * handshake's own deadline runs). 0 (on_tls_io continues), -errno. */
+static int
+tls_wait(struct conn *c, bool timed, size_t n)
+{
+	const uint8_t *out;
+	uint8_t *in;
+	size_t len = ol_tls_mem_out(&c->tls, &out);
+	int r = timed ? tmo_arm(c, n) : 0;
+	c->op.cb = on_tls_io;
+	c->op.arg = c;
+	c->tls_sending = len > 0;
+	if (r == 0 && len > 0)
+		r = ol_loop_send(c->lp->l, &c->op, c->fd, out, len);
+	else if (r == 0 && (len = ol_tls_mem_in_room(&c->tls, &in)) > 0)
+		r = ol_loop_recv(c->lp->l, &c->op, c->fd, in, len);
+	else if (r == 0)
+		r = -EPROTO; /* input full and unread: cannot happen while the session wants more */
+	return r < 0 ? r : 0;
+}
+
+/* n bytes (<= sizeof rb) in rb, decrypted: exactly the bytes missing, so what follows (a PUT
+ * value) stays in the session for its destination. 1, 0 (waiting), -errno. */
+static int
+tls_want(struct conn *c, size_t n)
+{
+	while (c->rb_len < n) {
+		long r = ol_tls_mem_read(&c->tls, c->rb + c->rb_len, n - c->rb_len);
+		if (r < 0)
+			return (int)r;
+		if (r == 0) {
+			bool idle = c->cst == C_HDR && c->rb_len == 0 && !ol_tls_mem_busy(&c->tls);
+			return tls_wait(c, !idle, 0);
+		}
+		c->rb_len += (size_t)r;
 	}
-	kvs_out_done(c);
-	if (c->close_after)
-		conn_end(c, -ECANCELED);
+	return 1;
+}
+
+/* dst[got..n) decrypted straight from the session (dst NULL: dropped through rb). 1, 0
+ * (waiting), -errno. */
+static int
+tls_fill(struct conn *c, uint8_t *dst, size_t n)
+{
+	while (c->got < n) {
+		size_t k = n - c->got;
+		if (!dst && k > sizeof(c->rb))
+			k = sizeof(c->rb);
+		long r = ol_tls_mem_read(&c->tls, dst ? dst + c->got : c->rb, k);
+		if (r < 0)
+			return (int)r;
+		if (r == 0)
+			return tls_wait(c, true, n - c->got);
+		c->got += (size_t)r;
+	}
+	return 1;
+}
+
+/* Encrypt what is left of c->iov into the session, sending its output each time it fills and
+ * at the end: 1 all sent, 0 (waiting), -errno. */
+static int
+tls_pump(struct conn *c)
+{
+	size_t left = 0;
+	for (unsigned i = c->iov_i; i < c->niov; i++)
+		left += c->iov[i].iov_len;
+	while (c->iov_i < c->niov) {
+		struct iovec *v = &c->iov[c->iov_i];
+		long w = v->iov_len ? ol_tls_mem_write(&c->tls, v->iov_base, v->iov_len) : 0;
+		if (w < 0)
+			return (int)w;
+		if (w == 0 && v->iov_len)
+			return tls_wait(c, true, left); /* the output is full: send it */
+		v->iov_base = (uint8_t *)v->iov_base + w;
+		v->iov_len -= (size_t)w;
+		left -= (size_t)w;
+		if (v->iov_len == 0)
+			c->iov_i++;
+	}
+	const uint8_t *out;
+	if (ol_tls_mem_out(&c->tls, &out) > 0)
+		return tls_wait(c, true, 0);
+	c->tls_pumping = false;
+	return 1;
+}
+
+static int
+tls_send_start(struct conn *c)
+{
+	c->tls_pumping = true;
+	int r = tls_pump(c);
+	return r == 1 ? -EIO : r; /* a reply always leaves ciphertext to send */
+}
+
+/* A plaintext KV client on the TLS port: answered in plaintext with a frame it understands
+ * (-EPROTONOSUPPORT, req_id 0, as a refusal at accept); the fd is parked with the refused
+ * ones, so our close a second later does not reset the answer away. */
+static int
+tls_refuse_plain(struct conn *c)
+{
+	kvs_refuse_fd(c->s, c->fd, c->peer, -EPROTONOSUPPORT,
+		      "a plaintext KV client on the TLS port ([kv_tls]): it must connect with TLS");
+	c->fd = -1;
+	return -ECANCELED;
+}
+
+/* The first bytes, then the handshake (its deadline was armed at the accept). */
+static int
+st_tls_hs(struct conn *c)
+{
+	char why[160], what[200];
+	if (!c->tls_seen) {
+		int b = ol_tls_mem_peek(&c->tls);
+		if (b < 0)
+			return tls_wait(c, false, 0);
+		if (b == (OL_KVP_MAGIC & 0xff))
+			return tls_refuse_plain(c);
+		c->tls_seen = true;
+	}
+	int r = ol_tls_mem_handshake(&c->tls, why, sizeof(why));
+	if (r == 0)
+		return tls_wait(c, false, 0);
+	if (r < 0) {
+		const uint8_t *alert; /* best effort: tell the peer why, without waiting */
+		size_t n = ol_tls_mem_out(&c->tls, &alert);
+		if (n > 0)
+			(void)!send(c->fd, alert, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+		snprintf(what, sizeof(what), "TLS handshake failed: %s", why);
+		kvs_refuse_log(c->s, c->peer, what);
+		return -ECANCELED;
+	}
+	ol_loop_timer_cancel(c->lp->l, &c->tmo);
+	c->cst = C_HDR;
+	return 1;
+}
+
+/* The handshake's ring op ended badly, or its deadline passed: say why (rate-limited). */
+static void
+tls_hs_end(struct conn *c, int res)
+{
+	const char *why = c->timed_out		    ? "not done within the frame timeout"
+			  : res == 0 && c->tls_seen ? "peer closed"
+						    : NULL; /* before a byte: a port probe */
+	if (why && !atomic_load(&c->s->stop)) {
+		char what[96];
+		snprintf(what, sizeof(what), "TLS handshake failed: %s", why);
+		kvs_refuse_log(c->s, c->peer, what);
+	}
+	c->timed_out = false;
+	conn_end(c, res < 0 && res != -ECANCELED ? res : -ECANCELED);
+}
+
+static void
+on_tls_io(struct ol_loop *l, void *arg, int res)
+{
+	struct conn *c = arg;
+	bool hs = c->cst == C_TLS_HS;
+	if (hs && (res <= 0 || c->timed_out)) {
+		tls_hs_end(c, res);
+		return;
+	}
+	if (!hs)
+		ol_loop_timer_cancel(l, &c->tmo);
+	if (res <= 0) {
+		conn_end(c, res == 0 ? -ECONNRESET : res);
+		return;
+	}
+	if (!hs)
+		c->timed_out = false;
+	if (c->tls_sending)
+		ol_tls_mem_out_done(&c->tls, (size_t)res);
 	else
+		ol_tls_mem_in_commit(&c->tls, (size_t)res);
+	if (!c->tls_pumping) {
 		step(c);
+		return;
+	}
+	int r = tls_pump(c);
+	if (r < 0)
+		conn_end(c, r);
+	else if (r == 1)
+		sent_done(c);
 }
 
 /* Send the reply kvs_handle (or PUT) left; 1 when there is none. */
@@ -700,6 +916,9 @@ step(struct conn *c)
 	for (;;) {
 		int r;
 		switch (c->cst) {
+		case C_TLS_HS:
+			r = st_tls_hs(c);
+			break;
 		case C_HDR:
 			r = st_hdr(c);
 			break;
@@ -760,6 +979,14 @@ kvl_conn_start(struct kvloop *lp, struct conn *c)
 	c->tmo.cb = on_tmo;
 	c->tmo.arg = c;
 	c->cst = C_HDR;
+	if (c->tls.ssl) { /* the handshake, bounded by one frame timeout from here */
+		c->cst = C_TLS_HS;
+		int r = tmo_arm(c, 0);
+		if (r < 0) {
+			conn_end(c, r);
+			return;
+		}
+	}
 	step(c);
 }
 
