@@ -376,6 +376,8 @@ locality_warning(const struct ol_topo *t, const struct ol_topo_report *r, const 
 		return 0;
 	snprintf(buf, cap, "%s is on NUMA node %d, but no %sloop runs on that node", what, node,
 		 only_accepting ? "accepting " : "");
+	if (r->warn)
+		r->warn(r->warn_arg, buf);
 	return 1;
 }
 
@@ -518,10 +520,13 @@ ol_topo_report_json(const struct ol_topo *t, const struct ol_topo_report *r, cha
 	unsigned nw = report_devices(t, r, f, warn);
 	report_gpus(t, f);
 	if (ol_topo_nodes(t) > 1 && r->pin_threads && strcmp(r->pin_threads, "off") == 0) {
+		const char *m =
+		    "threads are not pinned (pin_threads = \"off\") on a host of several "
+		    "NUMA nodes: a connection's work may run on any node";
 		fputs(nw ? "," : "", warn);
-		json_str(warn,
-			 "threads are not pinned (pin_threads = \"off\") on a host of several "
-			 "NUMA nodes: a connection's work may run on any node");
+		json_str(warn, m);
+		if (r->warn)
+			r->warn(r->warn_arg, m);
 	}
 	if (fflush(warn) != 0) {
 		rc = -ENOMEM;

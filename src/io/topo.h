@@ -95,6 +95,9 @@ struct ol_topo_report {
 	unsigned n_dirs;
 	const struct ol_topo_listener *listeners;
 	unsigned n_listeners;
+	/* optional: called with each warning as it is found (the daemon logs them) */
+	void (*warn)(void *arg, const char *msg);
+	void *warn_arg;
 };
 
 /* One JSON object (malloc'd, NUL-terminated, no newline, caller frees) describing r on this

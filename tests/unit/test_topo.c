@@ -197,7 +197,7 @@ test_real_report(const struct ol_topo *t)
 	const char *dirs[] = {"/tmp", "/proc"};
 	struct ol_topo_loop loops[] = {{"kv-loop-0", 0, true}, {"kv-loop-1", -1, true}};
 	struct ol_topo_listener ls[] = {{"kv", "127.0.0.1:9400"}, {"s3", "0.0.0.0:9000"}};
-	struct ol_topo_report r = {"auto", loops, 2, dirs, 2, ls, 2};
+	struct ol_topo_report r = {"auto", loops, 2, dirs, 2, ls, 2, NULL, NULL};
 	char *js = NULL;
 	ok(ol_topo_report_json(t, &r, &js) == 0, "report of this host: %s", js ? js : "");
 	json_error_t err;
@@ -218,6 +218,13 @@ test_real_report(const struct ol_topo *t)
 	   "one node: no warning");
 	json_decref(j);
 	free(js);
+}
+
+static void
+count_warn(void *arg, const char *msg)
+{
+	(void)msg;
+	(*(int *)arg)++;
 }
 
 /* ---- a synthetic 2-socket host: 8 CPUs, node 0 = 0-3, node 1 = 4-7 ---- */
@@ -273,7 +280,8 @@ test_placement(void)
 
 	/* warnings: loops pinned on node 0 only, the accepting ones too */
 	struct ol_topo_loop loops[] = {{"kv-loop-0", 0, true}, {"kv-loop-1", 1, true}};
-	struct ol_topo_report r = {"auto", loops, 2, NULL, 0, NULL, 0};
+	int warned = 0;
+	struct ol_topo_report r = {"auto", loops, 2, NULL, 0, NULL, 0, count_warn, &warned};
 	char w[512];
 	ok(locality_warning(t, &r, "drive /d1 (nvme1n1)", 1, false, w, sizeof(w)) == 1 &&
 	       strstr(w, "node 1"),
@@ -295,9 +303,11 @@ test_placement(void)
 
 	char *js = NULL;
 	r.pin_threads = "off";
+	warned = 0;
 	ok(ol_topo_report_json(t, &r, &js) == 0 &&
 	       strstr(js, "\"warnings\":[\"threads are not pinned"),
 	   "pin_threads = off on 2 nodes: one warning");
+	ok(warned == 1, "the warning also went to the callback");
 	json_t *j = json_loads(js, 0, NULL);
 	ok(j && json_array_size(json_object_get(j, "nodes")) == 2 &&
 	       strcmp(json_string_value(
