@@ -1,8 +1,10 @@
 /* kv/serve_loop.c - plaintext TCP and Unix KV connections as state machines on the per-core
  * io/ loops (docs/ARCHITECTURE.md, "Threads and I/O").
  *
- * One loop per online CPU; every loop keeps an accept armed on the TCP listener and on the
- * Unix (shm grant) listener, so the kernel hands each connection to one loop, where it stays.
+ * One loop per CPU of the process's affinity mask, pinned there with pin_threads = "auto";
+ * every loop keeps an accept armed on the Unix (shm grant) listener and, unless placement
+ * narrows it to the loops on the NUMA node of the address's NIC (io/topo.h), on the TCP
+ * listener, so the kernel hands each connection to one loop, where it stays.
  * A connection has one ring op in flight at a time (a recv, a send, or none while a helper
  * runs for it), so its callbacks never race. States:
  *
