@@ -193,26 +193,33 @@ block_name(dev_t dev, char *name, size_t cap)
 	return snprintf(name, cap, "%s", slash + 1) < (int)cap ? 0 : -ENOSPC;
 }
 
-/* For a file system without a block device (major 0): "TYPE" or "TYPE:SOURCE" of the mount
- * with that device number, from /proc/self/mountinfo. 0 or -ENOENT. */
+/* For a file system without a block device number of its own (major 0: tmpfs, overlay, and
+ * btrfs, whose st_dev is anonymous): "TYPE" or "TYPE:SOURCE" of the mount with that device
+ * number, from /proc/self/mountinfo, and in *blk the device its source names when that is a
+ * block device (btrfs on /dev/nvme0n1p2), else 0. 0 or -ENOENT. */
 static int
-mount_name(dev_t dev, char *name, size_t cap)
+mount_name(dev_t dev, char *name, size_t cap, dev_t *blk)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
 		return -errno;
-	char line[4096], want[32];
+	char line[4096];
 	int rc = -ENOENT;
-	snprintf(want, sizeof(want), " %u:%u ", major(dev), minor(dev));
+	*blk = 0;
 	while (rc && fgets(line, sizeof(line), f)) {
 		char *sep = strstr(line, " - ");
 		char type[64], src[256];
-		if (!strstr(line, want) || !sep || sscanf(sep + 3, "%63s %255s", type, src) != 2)
+		unsigned ma, mi;
+		struct stat st;
+		if (sscanf(line, "%*s %*s %u:%u", &ma, &mi) != 2 || ma != major(dev) ||
+		    mi != minor(dev) || !sep || sscanf(sep + 3, "%63s %255s", type, src) != 2)
 			continue;
 		bool same = strcmp(type, src) == 0 || strcmp(src, "none") == 0;
 		int n = same ? snprintf(name, cap, "%s", type)
 			     : snprintf(name, cap, "%s:%s", type, src);
 		rc = n < (int)cap ? 0 : -ENOSPC;
+		if (strncmp(src, "/dev/", 5) == 0 && stat(src, &st) == 0 && S_ISBLK(st.st_mode))
+			*blk = st.st_rdev;
 	}
 	fclose(f);
 	return rc;
@@ -242,18 +249,19 @@ int
 ol_topo_path_dev(const struct ol_topo *t, const char *path, char *dev, size_t cap, int *node)
 {
 	struct stat st;
+	dev_t blk = 0;
 	*node = -1;
 	if (stat(path, &st) < 0)
 		return -errno;
-	int rc =
-	    major(st.st_dev) ? block_name(st.st_dev, dev, cap) : mount_name(st.st_dev, dev, cap);
-	if (rc < 0) { /* a device number sysfs and mountinfo do not know (another namespace) */
+	if (major(st.st_dev))
+		blk = st.st_dev;
+	else if (mount_name(st.st_dev, dev, cap, &blk) < 0) /* a number from another namespace */
 		snprintf(dev, cap, "%u:%u", major(st.st_dev), minor(st.st_dev));
-		return 0;
-	}
-	if (major(st.st_dev)) {
+	if (blk && block_name(blk, dev, cap) == 0) {
 		int n = block_node(t, dev, 0);
 		*node = n < 0 ? -1 : n;
+	} else if (major(st.st_dev)) { /* sysfs does not know it */
+		snprintf(dev, cap, "%u:%u", major(st.st_dev), minor(st.st_dev));
 	}
 	return 0;
 }

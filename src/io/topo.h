@@ -48,9 +48,11 @@ int ol_topo_netdev_node(const struct ol_topo *t, const char *ifname);
 int ol_topo_addr_ifname(const char *host, char *ifname, size_t cap);
 
 /* The device under path (a data dir): dev[cap] gets its block device's name ("nvme0n1",
- * "vda": the whole disk, not the partition) or, for a file system without one, its type and
- * source ("overlay", "tmpfs"); *node its NUMA node, or -1 when it has none (see above) or it is
- * not known. 0, or -errno from stat. */
+ * "vda": the whole disk, not the partition; for a btrfs, whose device number is anonymous,
+ * the disk its mount's source names) or, for a file system without one, its type and source
+ * from mountinfo ("tmpfs", "overlay"), or "MAJ:MIN" when neither sysfs nor mountinfo knows
+ * the number; *node its NUMA node, or -1 when it has none (see above) or it is not known.
+ * 0, or -errno from stat. */
 int ol_topo_path_dev(const struct ol_topo *t, const char *path, char *dev, size_t cap, int *node);
 
 /* NVIDIA GPUs (PCI vendor 0x10de, display or 3D controller class). */
