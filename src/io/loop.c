@@ -126,32 +126,51 @@ fail_ring:
 	return rc;
 }
 
+/* ol_loop_new_on's maker: a short-lived thread pinned to the loop's CPU makes the loop, so
+ * the kernel allocates the ring there; the caller's own mask is never touched. */
+struct maker {
+	unsigned entries;
+	int rc;
+	struct ol_loop *l;
+};
+
+static void *
+maker_main(void *arg)
+{
+	struct maker *m = arg;
+	m->rc = ol_loop_new(m->entries, &m->l);
+	return NULL;
+}
+
 int
 ol_loop_new_on(unsigned entries, int cpu, struct ol_loop **out)
 {
 	cpu_set_t mine, one;
+	pthread_attr_t attr;
+	pthread_t t;
+	struct maker m = {entries, -EINVAL, NULL};
 	*out = NULL;
 	if (cpu < 0)
 		return ol_loop_new(entries, out);
-	if (cpu >= CPU_SETSIZE)
-		return -EINVAL;
-	if (pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine))
-		return -EINVAL;
-	if (!CPU_ISSET(cpu, &mine))
+	if (cpu >= CPU_SETSIZE || pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine) ||
+	    !CPU_ISSET(cpu, &mine))
 		return -EINVAL;
 	CPU_ZERO(&one);
 	CPU_SET(cpu, &one);
-	int rc = -pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+	int rc = -pthread_attr_init(&attr);
+	if (rc)
+		return rc;
+	rc = -pthread_attr_setaffinity_np(&attr, sizeof(one), &one);
 	if (rc == 0)
-		rc = ol_loop_new(entries, out);
-	if (pthread_setaffinity_np(pthread_self(), sizeof(mine), &mine) && rc == 0) {
-		ol_loop_free(*out); /* the caller would stay on one CPU: refuse instead */
-		*out = NULL;
-		rc = -EINVAL;
-	}
-	if (rc == 0)
-		(*out)->cpu = cpu;
-	return rc;
+		rc = -pthread_create(&t, &attr, maker_main, &m);
+	pthread_attr_destroy(&attr);
+	if (rc)
+		return rc;
+	pthread_join(t, NULL);
+	if (m.rc == 0)
+		m.l->cpu = cpu;
+	*out = m.l;
+	return m.rc;
 }
 
 int

@@ -589,7 +589,7 @@ on_pin_msg(struct ol_loop *l, void *arg, int res)
 }
 
 /* A loop made for the last CPU of our mask runs there and only there; the caller's own mask
- * is given back; a CPU outside the mask is refused. */
+ * is left as it was; a CPU outside the mask is refused. */
 static void
 test_pinned(void)
 {
@@ -602,7 +602,7 @@ test_pinned(void)
 	struct ol_loop *l = NULL;
 	ok(ol_loop_new_on(0, cpu, &l) == 0 && ol_loop_cpu(l) == cpu, "a loop for CPU %d", cpu);
 	pthread_getaffinity_np(pthread_self(), sizeof(after), &after);
-	ok(CPU_EQUAL(&before, &after), "the caller's affinity mask is back as it was");
+	ok(CPU_EQUAL(&before, &after), "the caller's affinity mask is as it was");
 	struct pinctx p = {.m = {.fn = on_pin_msg, .arg = &p}};
 	ok(l && ol_loop_post(l, &p.m) == 0 && ol_loop_start(l, "pinned") == 0, "started");
 	for (int i = 0; i < 10000 && !atomic_load(&p.done); i++)
