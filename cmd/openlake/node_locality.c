@@ -64,7 +64,8 @@ locality_text(json_t *loc)
 	json_array_foreach(json_object_get(loc, "drives"), i, v)
 	{
 		const char *dev = json_string_value(json_object_get(v, "device"));
-		printf("%-8s %-40s %-16s node %s\n", i ? "" : "devices",
+		printf("%-8s %-3s %-36s %-16s node %s\n", i ? "" : "devices",
+		       json_string_value(json_object_get(v, "service")),
 		       json_string_value(json_object_get(v, "path")), dev ? dev : "?",
 		       node_str(json_object_get(v, "node"), n, sizeof(n)));
 	}

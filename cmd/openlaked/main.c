@@ -701,20 +701,20 @@ announce_locality(const struct ol_config *cfg, const struct daemon *d, const cha
 #else
 	(void)d;
 #endif
-	const char *dirs[OL_CFG_MAX_DIRS + 1];
+	struct ol_topo_dir dirs[OL_CFG_MAX_DIRS + 1];
 	unsigned n_dirs = 0;
 	for (unsigned i = 0; strcmp(cfg->mode, "kv") && i < cfg->n_data_dirs; i++)
-		dirs[n_dirs++] = cfg->data_dirs[i];
+		dirs[n_dirs++] = (struct ol_topo_dir){"s3", cfg->data_dirs[i]};
 	if (*kv && cfg->kv_spill_dir[0])
-		dirs[n_dirs++] = cfg->kv_spill_dir;
+		dirs[n_dirs++] = (struct ol_topo_dir){"kv", cfg->kv_spill_dir};
 	struct ol_topo_listener ls[2];
 	unsigned n_ls = 0;
 	if (*s3)
 		ls[n_ls++] = (struct ol_topo_listener){"s3", s3};
 	if (*kv)
 		ls[n_ls++] = (struct ol_topo_listener){"kv", kv};
-	struct ol_topo_report r = {cfg->pin_threads, loops, n_loops, dirs, n_dirs, ls, n_ls,
-				   locality_warn,    NULL};
+	struct ol_topo_report r = {cfg->pin_threads, "kv", loops, n_loops,	 dirs,
+				   n_dirs,	     ls,   n_ls,  locality_warn, NULL};
 	char *js = NULL;
 	if (ol_topo_report_json(t, &r, &js) == 0)
 		ol_admin_set_locality(js);

@@ -434,20 +434,37 @@ report_loops(const struct ol_topo *t, const struct ol_topo_report *r, FILE *f)
 	fputs("]", f);
 }
 
-/* Drives and NICs; each warning found goes to warn (one JSON array body). Returns how many. */
-static unsigned
-report_devices(const struct ol_topo *t, const struct ol_topo_report *r, FILE *f, FILE *warn)
+/* Append warning w to the array body in warn (nw so far). */
+static void
+add_warning(FILE *warn, unsigned *nw, const char *w)
+{
+	fputs((*nw)++ ? "," : "", warn);
+	json_str(warn, w);
+}
+
+static bool
+of_loops(const struct ol_topo_report *r, const char *service)
+{
+	return r->loop_service && strcmp(r->loop_service, service) == 0;
+}
+
+/* Drives; their warnings go to warn (one JSON array body, nw entries so far). */
+static void
+report_drives(const struct ol_topo *t, const struct ol_topo_report *r, FILE *f, FILE *warn,
+	      unsigned *nw)
 {
 	char w[512], what[PATH_MAX + 128];
-	unsigned nw = 0;
 	fputs(",\"drives\":[", f);
 	for (unsigned i = 0; i < r->n_dirs; i++) {
+		const struct ol_topo_dir *d = &r->dirs[i];
 		char dev[256] = "";
 		int node = -1;
-		if (ol_topo_path_dev(t, r->dirs[i], dev, sizeof(dev), &node) < 0)
+		if (ol_topo_path_dev(t, d->path, dev, sizeof(dev), &node) < 0)
 			dev[0] = 0;
-		fprintf(f, "%s{\"path\":", i ? "," : "");
-		json_str(f, r->dirs[i]);
+		fprintf(f, "%s{\"service\":", i ? "," : "");
+		json_str(f, d->service);
+		fputs(",\"path\":", f);
+		json_str(f, d->path);
 		fputs(",\"device\":", f);
 		if (dev[0])
 			json_str(f, dev);
@@ -456,13 +473,21 @@ report_devices(const struct ol_topo *t, const struct ol_topo_report *r, FILE *f,
 		fputs(",\"node\":", f);
 		json_node(f, node);
 		fputc('}', f);
-		snprintf(what, sizeof(what), "drive %s (%s)", r->dirs[i], dev);
-		if (locality_warning(t, r, what, node, false, w, sizeof(w))) {
-			fputs(nw++ ? "," : "", warn);
-			json_str(warn, w);
-		}
+		snprintf(what, sizeof(what), "drive %s (%s) of %s", d->path, dev, d->service);
+		if (of_loops(r, d->service) &&
+		    locality_warning(t, r, what, node, false, w, sizeof(w)))
+			add_warning(warn, nw, w);
 	}
-	fputs("],\"nics\":[", f);
+	fputs("]", f);
+}
+
+/* The NICs of the listeners; warnings as above. */
+static void
+report_nics(const struct ol_topo *t, const struct ol_topo_report *r, FILE *f, FILE *warn,
+	    unsigned *nw)
+{
+	char w[512], what[PATH_MAX + 128];
+	fputs(",\"nics\":[", f);
 	for (unsigned i = 0; i < r->n_listeners; i++) {
 		const struct ol_topo_listener *l = &r->listeners[i];
 		char host[256], ifn[IF_NAMESIZE + 1] = "";
@@ -484,14 +509,11 @@ report_devices(const struct ol_topo *t, const struct ol_topo_report *r, FILE *f,
 		json_node(f, node);
 		fputc('}', f);
 		snprintf(what, sizeof(what), "NIC %s of %s %s", ifn, l->service, l->addr);
-		if (locality_warning(t, r, what, node, strcmp(l->service, "kv") == 0, w,
-				     sizeof(w))) {
-			fputs(nw++ ? "," : "", warn);
-			json_str(warn, w);
-		}
+		if (of_loops(r, l->service) &&
+		    locality_warning(t, r, what, node, true, w, sizeof(w)))
+			add_warning(warn, nw, w);
 	}
 	fputs("]", f);
-	return nw;
 }
 
 static void
@@ -525,14 +547,15 @@ ol_topo_report_json(const struct ol_topo *t, const struct ol_topo_report *r, cha
 	}
 	report_nodes(t, f);
 	report_loops(t, r, f);
-	unsigned nw = report_devices(t, r, f, warn);
+	unsigned nw = 0;
+	report_drives(t, r, f, warn, &nw);
+	report_nics(t, r, f, warn, &nw);
 	report_gpus(t, f);
 	if (ol_topo_nodes(t) > 1 && r->pin_threads && strcmp(r->pin_threads, "off") == 0) {
 		const char *m =
 		    "threads are not pinned (pin_threads = \"off\") on a host of several "
 		    "NUMA nodes: a connection's work may run on any node";
-		fputs(nw ? "," : "", warn);
-		json_str(warn, m);
+		add_warning(warn, &nw, m);
 		if (r->warn)
 			r->warn(r->warn_arg, m);
 	}

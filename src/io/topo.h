@@ -89,11 +89,17 @@ struct ol_topo_listener {
 	const char *service; /* "s3", "kv" */
 	const char *addr;    /* as configured, "10.0.0.5:9400" */
 };
+struct ol_topo_dir {
+	const char *service; /* "s3" (a data dir), "kv" (the KV pool's spill dir) */
+	const char *path;
+};
 struct ol_topo_report {
-	const char *pin_threads; /* the config's pin_threads */
+	const char *pin_threads;  /* the config's pin_threads */
+	const char *loop_service; /* what the loops serve ("kv"): only its drives and NICs can
+				     be on the wrong node (other services' threads are unpinned) */
 	const struct ol_topo_loop *loops;
 	unsigned n_loops;
-	const char *const *dirs; /* data dirs and the KV spill dir */
+	const struct ol_topo_dir *dirs;
 	unsigned n_dirs;
 	const struct ol_topo_listener *listeners;
 	unsigned n_listeners;
@@ -104,9 +110,10 @@ struct ol_topo_report {
 
 /* One JSON object (malloc'd, NUL-terminated, no newline, caller frees) describing r on this
  * topology: "nodes" [{node, cpus}], "pin_threads", "loops" [{name, cpu, node, accepts}],
- * "drives" [{path, device, node}], "nics" [{service, addr, ifname, node}], "gpus"
- * [{pci, node}], "warnings" [strings]: a drive or NIC whose node has no pinned loop serving
- * it, on a host of several nodes. 0 or -ENOMEM. */
+ * "drives" [{service, path, device, node}], "nics" [{service, addr, ifname, node}], "gpus"
+ * [{pci, node}], "warnings" [strings]: on a host of several nodes, a drive of loop_service on
+ * a node where no pinned loop runs, a NIC of loop_service on one where no accepting loop
+ * runs, and pin_threads "off". 0 or -ENOMEM. */
 int ol_topo_report_json(const struct ol_topo *t, const struct ol_topo_report *r, char **out);
 
 #endif

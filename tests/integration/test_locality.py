@@ -98,7 +98,8 @@ def test_pinned_loops_and_node_info(openlaked):
     assert all(l["node"] in nodes for l in loc["loops"])
 
     spill = str(d.root / "kv")
-    assert [x["path"] for x in loc["drives"]] == d.data_dirs + [spill]
+    assert [(x["service"], x["path"]) for x in loc["drives"]] == \
+        [("s3", p) for p in d.data_dirs] + [("kv", spill)]
     for x in loc["drives"]:
         assert x["device"] == kernel_device(x["path"]), x
         assert x["node"] is None or x["node"] in nodes

@@ -194,10 +194,10 @@ test_gpus(const struct ol_topo *t)
 static void
 test_real_report(const struct ol_topo *t)
 {
-	const char *dirs[] = {"/tmp", "/proc"};
+	struct ol_topo_dir dirs[] = {{"s3", "/tmp"}, {"kv", "/proc"}};
 	struct ol_topo_loop loops[] = {{"kv-loop-0", 0, true}, {"kv-loop-1", -1, true}};
 	struct ol_topo_listener ls[] = {{"kv", "127.0.0.1:9400"}, {"s3", "0.0.0.0:9000"}};
-	struct ol_topo_report r = {"auto", loops, 2, dirs, 2, ls, 2, NULL, NULL};
+	struct ol_topo_report r = {"auto", "kv", loops, 2, dirs, 2, ls, 2, NULL, NULL};
 	char *js = NULL;
 	ok(ol_topo_report_json(t, &r, &js) == 0, "report of this host: %s", js ? js : "");
 	json_error_t err;
@@ -281,8 +281,10 @@ test_placement(void)
 	/* warnings: loops pinned on node 0 only, the accepting ones too */
 	struct ol_topo_loop loops[] = {{"kv-loop-0", 0, true}, {"kv-loop-1", 1, true}};
 	int warned = 0;
-	struct ol_topo_report r = {"auto", loops, 2, NULL, 0, NULL, 0, count_warn, &warned};
+	struct ol_topo_report r = {"auto", "kv", loops, 2, NULL, 0, NULL, 0, count_warn, &warned};
 	char w[512];
+	ok(of_loops(&r, "kv") && !of_loops(&r, "s3"),
+	   "only the loops' own service (kv) is checked: S3's threads are not pinned");
 	ok(locality_warning(t, &r, "drive /d1 (nvme1n1)", 1, false, w, sizeof(w)) == 1 &&
 	       strstr(w, "node 1"),
 	   "a drive on node 1, loops on node 0: \"%s\"", w);
