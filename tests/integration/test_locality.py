@@ -4,10 +4,13 @@ one CPU only, the N-th of the daemon's affinity mask (taskset is respected); wit
 run anywhere the daemon may. `openlake node info --json` reports the data dirs' devices as
 the kernel names them, the loops' CPUs as /proc shows them, and the NICs of the bound
 addresses. The placement on a host of several NUMA nodes (accepts on the NIC's node) is
-tested on a synthetic 2-socket topology in tests/unit/test_topo.c: this machine has one."""
+tested on a synthetic 2-socket topology in tests/unit/test_topo.c, and here end to end on a
+2-socket host as hwloc's own XML input presents it (HWLOC_XMLFILE: this machine has one node):
+two NUMA nodes over two of our CPUs, the drive on node 0, the NIC and a GPU on node 1."""
 
 import json
 import os
+import socket
 import subprocess
 
 import pytest
@@ -143,4 +146,156 @@ def test_pin_threads_off_leaves_loops_unpinned(openlaked):
     assert all(l["cpu"] is None and l["node"] is None for l in loc["loops"]), loc
     r = cli("node", "info", "--config", d.config)
     assert "0 pinned (pin_threads = off)" in r.stdout, r.stdout
+    assert d.stop() == 0, d.log()
+
+
+# ---- a 2-socket host, as hwloc's own XML input presents one (HWLOC_XMLFILE) ----
+
+XML = """<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE topology SYSTEM "hwloc2.dtd">
+<topology version="2.0">
+  <object type="Machine" os_index="0" {all} gp_index="1">
+{packages}
+  </object>
+</topology>
+"""
+PACKAGE = """    <object type="Package" os_index="{n}" {sets} gp_index="{g0}">
+      <object type="NUMANode" os_index="{n}" {sets} gp_index="{g1}" local_memory="1073741824"/>
+      <object type="Core" os_index="{cpu}" {sets} gp_index="{g2}">
+        <object type="PU" os_index="{cpu}" {sets} gp_index="{g3}"/>
+      </object>
+      <object type="Bridge" gp_index="{g4}" bridge_type="0-1" depth="0"
+              bridge_pci="0000:[{bus:02x}-{bus:02x}]">
+{devices}
+      </object>
+    </object>"""
+PCIDEV = ("""        <object type="PCIDev" gp_index="{g}" pci_busid="0000:{bus:02x}:{dev:02x}.0" """
+          """pci_type="{cls} [{vendor}:0001] [{vendor}:0001] 01" pci_link_speed="0.000000">"""
+          """{osdev}</object>""")
+
+
+def sets(cpus, nodes, allowed=False):
+    cs, ns = "0x%08x" % sum(1 << c for c in cpus), "0x%08x" % sum(1 << n for n in nodes)
+    a = f' allowed_cpuset="{cs}" allowed_nodeset="{ns}"' if allowed else ""
+    return f'cpuset="{cs}" complete_cpuset="{cs}" nodeset="{ns}" complete_nodeset="{ns}"{a}'
+
+
+def two_socket_xml(cpus, disk, nic):
+    """Package n: NUMA node n, CPU cpus[n]; node 0 holds disk's PCI device, node 1 the NIC and
+    an NVIDIA GPU (0000:81:04.0)."""
+    devs = [[(0x0180, "1af4", disk, 0)], [(0x0200, "1af4", nic, 2), (0x0302, "10de", None, 0)]]
+    pk = []
+    for n in (0, 1):
+        g = 100 * (n + 1)
+        lines = []
+        for i, (cls, vendor, name, typ) in enumerate(devs[n]):
+            osdev = (f'<object type="OSDev" gp_index="{g + 10 + i}" name="{name}" '
+                     f'osdev_type="{typ}"/>' if name else "")
+            lines.append(PCIDEV.format(g=g + 20 + i, bus=0x80 * n + n, dev=3 + i,
+                                       cls="%04x" % cls, vendor=vendor, osdev=osdev))
+        pk.append(PACKAGE.format(n=n, cpu=cpus[n], sets=sets([cpus[n]], [n]), g0=g, g1=g + 1,
+                                 g2=g + 2, g3=g + 3, g4=g + 4, bus=0x80 * n + n,
+                                 devices="\n".join(lines)))
+    return XML.format(all=sets(cpus, [0, 1], allowed=True), packages="\n".join(pk))
+
+
+def pci_nic_with_ipv4():
+    """(interface, IPv4 address) of a PCI network interface of this host, or None."""
+    for name in sorted(os.listdir("/sys/class/net")):
+        if "/devices/pci" not in os.path.realpath(f"/sys/class/net/{name}"):
+            continue
+        r = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", name], capture_output=True,
+                           text=True)
+        for line in r.stdout.splitlines():
+            return name, line.split()[3].split("/")[0]
+    return None
+
+
+def start_on(openlaked, root_xml, cpus, kv_addr, extra_args=()):
+    """A KV pool with the daemon's affinity mask = cpus and hwloc reading root_xml."""
+    mask = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, set(cpus))
+    os.environ["HWLOC_XMLFILE"] = str(root_xml)
+    try:
+        return openlaked(mode="kv", kv=False, extra='dram_bytes = "64MiB"\nspill_bytes = 0\n',
+                         args=["--kv_addr", kv_addr, *extra_args])
+    finally:
+        del os.environ["HWLOC_XMLFILE"]
+        os.sched_setaffinity(0, mask)
+
+
+def loop_cpu_ticks(pid):
+    """{kv-loop-N: utime + stime in clock ticks}"""
+    out = {}
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/stat") as f:
+                st = f.read()
+        except FileNotFoundError:
+            continue
+        name = st[st.index("(") + 1:st.rindex(")")]
+        fields = st[st.rindex(")") + 2:].split()
+        if name.startswith("kv-loop-"):
+            out[name] = int(fields[11]) + int(fields[12])
+    return out
+
+
+def test_two_socket_host_accepts_on_the_nics_node(openlaked, tmp_path):
+    from conftest import free_port
+    from test_kv_loops import key, raw_get, raw_put, val
+    from test_kv_security import raw_hello
+
+    mask = sorted(os.sched_getaffinity(0))
+    nic = pci_nic_with_ipv4()
+    if len(mask) < 2 or nic is None:
+        pytest.skip("needs 2 CPUs and an IPv4 address on a PCI network interface")
+    ifname, ip = nic
+    cpus = mask[:2]
+    disk = kernel_device(str(tmp_path))
+    xml = tmp_path / "two-socket.xml"
+    xml.write_text(two_socket_xml(cpus, disk, ifname))
+    port = free_port()
+    d = start_on(openlaked, xml, cpus, f"{ip}:{port}")
+    loc = status_locality(d)
+    assert [(n["node"], cpu_list(n["cpus"])) for n in loc["nodes"]] == \
+        [(0, [cpus[0]]), (1, [cpus[1]])], loc
+    assert [(l["cpu"], l["node"], l["accepts"]) for l in loc["loops"]] == \
+        [(cpus[0], 0, False), (cpus[1], 1, True)], loc  # only the NIC's node accepts TCP
+    assert [(n["ifname"], n["node"]) for n in loc["nics"]] == [(ifname, 1)], loc
+    assert loc["gpus"] == [{"pci": "0000:81:04.0", "node": 1}], loc
+    assert loc["warnings"] == [], loc
+
+    # the work of TCP connections runs on the loop of the NIC's node only
+    before = loop_cpu_ticks(d.proc.pid)
+    conns = [socket.create_connection((ip, port), timeout=60) for _ in range(4)]
+    try:
+        for s in conns:
+            raw_hello(s, local=False)
+        for i in range(400):
+            s = conns[i % 4]
+            assert raw_put(s, key("numa", i), val(i, 64 * 1024)) == 0
+            assert raw_get(s, key("numa", i), 64 * 1024)[1] == val(i, 64 * 1024)
+    finally:
+        for s in conns:
+            s.close()
+    after = loop_cpu_ticks(d.proc.pid)
+    busy = {n: after[n] - before[n] for n in after}
+    assert busy["kv-loop-1"] > 0 and busy["kv-loop-0"] * 4 <= busy["kv-loop-1"], busy
+    assert d.stop() == 0, d.log()
+
+    # a mask without the NIC's node: every loop accepts, and node info says what is wrong
+    d = start_on(openlaked, xml, cpus[:1], f"{ip}:{free_port()}")
+    loc = status_locality(d)
+    assert [(l["cpu"], l["accepts"]) for l in loc["loops"]] == [(cpus[0], True)], loc
+    assert len(loc["warnings"]) == 1 and "NIC %s of kv" % ifname in loc["warnings"][0], loc
+    r = cli("node", "info", "--config", d.config)
+    assert "WARNING  NIC %s of kv" % ifname in r.stdout, r.stdout
+    assert "locality: NIC %s" % ifname in d.log()  # also logged at start
+    assert d.stop() == 0, d.log()
+
+    # unpinned on a host of two nodes: a warning of its own
+    d = start_on(openlaked, xml, cpus, f"{ip}:{free_port()}", ("--pin_threads", "off"))
+    loc = status_locality(d)
+    assert any("not pinned" in w for w in loc["warnings"]), loc
+    assert all(l["accepts"] for l in loc["loops"]), loc
     assert d.stop() == 0, d.log()
