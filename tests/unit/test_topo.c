@@ -71,7 +71,7 @@ sysfs_pci_node(const char *dev_dir, const struct ol_topo *t)
 		*s = 0;
 	snprintf(path, sizeof(path), "%s/numa_node", real);
 	read_line(path, v, sizeof(v));
-	int n = v[0] ? atoi(v) : -1;
+	int n = v[0] ? (int)strtol(v, NULL, 10) : -1; /* "-1" when the firmware gives none */
 	return n >= 0 ? n : ol_topo_nodes(t) == 1 ? 0 : -1;
 }
 
