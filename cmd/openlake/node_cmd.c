@@ -12,6 +12,7 @@
  * Output is a readable table, or one JSON object with --json. */
 #include "admin_client.h"
 #include "cmds.h"
+#include "node_locality.h"
 
 #include "base/config.h"
 #include "base/driveid.h"
@@ -367,6 +368,9 @@ node_info_json(const struct nodeinfo *ni, const struct nodesum *s)
 	       s->set_n, s->set_n - s->parity, s->parity, s->nodes, s->total, s->used, s->free,
 	       ni->n_drives, s->online, s->writable);
 	drives_json(ni);
+	char *lj = ni->status ? ol_node_locality_json(ni->status) : NULL;
+	printf(",\"locality\":%s", lj ? lj : "null");
+	free(lj);
 	printf(",\"source\":\"%s\"}\n", ni->cfg ? "config" : "daemon");
 }
 
@@ -411,6 +415,8 @@ node_info(const struct nodeinfo *ni)
 	       ni->n_drives, s.online, s.writable, t, u, f,
 	       ni->cfg ? "(each file system counted once)"
 		       : "(sum over the drives: give --config to count shared file systems once)");
+	if (ni->status)
+		ol_node_locality_text(ni->status);
 	return !ni->daemon_up;
 }
 
@@ -520,7 +526,10 @@ node_usage(const char *verb, FILE *f)
 	    "                [--access-key KEY --secret-key KEY] [--region NAME]\n"
 	    "\n"
 	    "  node info       the node: daemon version and uptime, addresses, erasure layout,\n"
-	    "                  drive count and capacity\n"
+	    "                  drive count and capacity; from the daemon: NUMA nodes and their\n"
+	    "                  CPUs, the KV loops' CPUs, each drive's device and NIC's interface\n"
+	    "                  with its NUMA node, NVIDIA GPUs, and a WARNING line for a drive or\n"
+	    "                  NIC on a node no loop serving it runs on\n"
 	    "  disk info       each drive: online, writable, total/used/free\n"
 	    "  cluster status  the S3 and KV listeners and every [[nodes]] entry, checked for\n"
 	    "                  reachability with a TCP connect\n"

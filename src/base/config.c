@@ -61,6 +61,8 @@ static const struct cfg_key keys[] = {
      "KV pool listen address (\"\" = off)"},
     {"threads", T_U32, F(threads), "0", 0, 1024, 0, 0, 0,
      "S3 listeners and pollers (0 = one per core)"},
+    {"pin_threads", T_ENUM, F(pin_threads), "auto", 0, 0, "auto|off", 0, 0,
+     "auto: KV loop N on the N-th CPU of the process's mask, accepts on the NIC's NUMA node"},
     {"log_level", T_ENUM, F(log_level), "info", 0, 0, "error|warn|info|debug", 0, 0,
      "log verbosity"},
     {"console_addr", T_STR, F(console_addr), OL_CONSOLE_ADDR_DEFAULT, 0, 0, 0, 0, 0,

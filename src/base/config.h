@@ -115,6 +115,7 @@ struct ol_config {
 	unsigned heal_delay_secs;      /* [storage] heal_delay_secs before that heal */
 	uint64_t heal_bytes_per_sec;   /* [storage] heal_bytes_per_sec of that heal (0: no cap) */
 	unsigned threads;	       /* worker threads (0 = one per core) */
+	char pin_threads[8];	       /* "auto": loops pinned to CPUs (io/topo.h); "off" */
 	char log_level[16];	       /* error|warn|info|debug */
 	char console_addr[OL_CFG_STR]; /* admin listener: /metrics, health, status, console, in
 					* every mode ("" = off; the S3 port serves them too) */

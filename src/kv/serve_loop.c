@@ -1,8 +1,10 @@
 /* kv/serve_loop.c - TCP (plaintext or [kv_tls]) and Unix KV connections as state machines on
  * the per-core io/ loops (docs/ARCHITECTURE.md, "Threads and I/O").
  *
- * One loop per online CPU; every loop keeps an accept armed on the TCP listener and on the
- * Unix (shm grant) listener, so the kernel hands each connection to one loop, where it stays.
+ * One loop per CPU of the process's affinity mask, pinned there with pin_threads = "auto";
+ * every loop keeps an accept armed on the Unix (shm grant) listener and, unless placement
+ * narrows it to the loops on the NUMA node of the address's NIC (io/topo.h), on the TCP
+ * listener, so the kernel hands each connection to one loop, where it stays.
  * A connection has one ring op in flight at a time (a recv, a send, or none while a helper
  * runs for it), so its callbacks never race. States:
  *
@@ -37,6 +39,7 @@
  * would; idle between frames, a connection waits for ciphertext without a timer. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +48,7 @@
 
 #include "base/log.h"
 #include "io/loop.h"
+#include "io/topo.h"
 #include "kv/server_int.h"
 #include "openlake/openlake.h"
 
@@ -62,6 +66,7 @@ struct kvloop {
 	struct ol_kv_server *s;
 	struct ol_loop *l;
 	unsigned idx;
+	int cpu;		  /* pinned CPU, -1 = none */
 	struct ol_loop_op acc[2]; /* TCP, Unix */
 	int afd[2];
 	bool rearm[2]; /* an accept failed (EMFILE...): the tick arms it again */
@@ -1107,11 +1112,68 @@ help_stop(struct ol_kv_server *s)
 	s->help = NULL;
 }
 
-int
-kvl_start(struct ol_kv_server *s)
+/* How many loops, and the CPU of each (-1 each when not pinned): one loop per CPU the
+ * process may run on (taskset, cgroups), at most KVL_MAX_LOOPS. */
+static unsigned
+loop_cpus(const struct ol_config *cfg, int *cpus)
 {
-	long nc = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned n = nc < 1 ? 1 : nc > KVL_MAX_LOOPS ? KVL_MAX_LOOPS : (unsigned)nc;
+	cpu_set_t mask;
+	unsigned n;
+	bool have = sched_getaffinity(0, sizeof(mask), &mask) == 0 && CPU_COUNT(&mask) > 0;
+	if (have) {
+		n = (unsigned)CPU_COUNT(&mask);
+	} else {
+		long nc = sysconf(_SC_NPROCESSORS_ONLN);
+		n = nc < 1 ? 1 : (unsigned)nc;
+	}
+	n = n > KVL_MAX_LOOPS ? KVL_MAX_LOOPS : n;
+	bool pin = have && strcmp(cfg->pin_threads, "off") != 0;
+	if (!pin || ol_topo_loop_cpus(&mask, n, cpus) < 0)
+		for (unsigned i = 0; i < n; i++)
+			cpus[i] = -1;
+	return n;
+}
+
+/* Which loops accept TCP connections: on a host of several NUMA nodes, those on the node of
+ * the listen address's NIC (io/topo.h); every loop otherwise. Logs the choice. */
+static void
+loop_accepts(const int *cpus, unsigned n, const char *addr, bool *accept)
+{
+	struct ol_topo *t = NULL;
+	char host[256], ifn[64] = "";
+	int node = -1;
+	const char *end = addr[0] == '[' ? strchr(addr, ']') : strrchr(addr, ':');
+	const char *start = addr[0] == '[' ? addr + 1 : addr;
+	snprintf(host, sizeof(host), "%.*s", end ? (int)(end - start) : (int)strlen(start), start);
+	int r = cpus[0] >= 0 ? ol_topo_open(&t) : 0;
+	if (r < 0)
+		ol_warn("kv: cannot read the host's topology (%s): every loop accepts",
+			strerror(-r));
+	if (t && ol_topo_addr_ifname(host, ifn, sizeof(ifn)) == 0)
+		node = ol_topo_netdev_node(t, ifn);
+	unsigned k = n;
+	if (t)
+		k = ol_topo_accept_loops(t, cpus, n, node, accept);
+	else
+		for (unsigned i = 0; i < n; i++)
+			accept[i] = true;
+	if (cpus[0] >= 0)
+		ol_info("kv: %u loops pinned to CPUs (pin_threads = \"auto\"); %s", n,
+			k < n ? "TCP accepts on the loops of the NIC's NUMA node"
+			      : "every loop accepts");
+	if (k < n)
+		ol_info("kv: %s is on %s, NUMA node %d: %u of %u loops accept its connections",
+			addr, ifn, node, k, n);
+	ol_topo_free(t);
+}
+
+int
+kvl_start(struct ol_kv_server *s, const struct ol_config *cfg, const char *addr)
+{
+	int cpus[KVL_MAX_LOOPS];
+	bool accept[KVL_MAX_LOOPS];
+	unsigned n = loop_cpus(cfg, cpus);
+	loop_accepts(cpus, n, addr, accept);
 	int r = help_start(s);
 	s->loops = ol_xcalloc(n, sizeof(*s->loops));
 	for (unsigned i = 0; r == 0 && i < n; i++) {
@@ -1119,9 +1181,10 @@ kvl_start(struct ol_kv_server *s)
 		char name[16];
 		lp->s = s;
 		lp->idx = i;
-		lp->afd[0] = s->lfd;
+		lp->cpu = cpus[i];
+		lp->afd[0] = accept[i] ? s->lfd : -1;
 		lp->afd[1] = s->ufd;
-		if ((r = ol_loop_new(0, &lp->l)) < 0)
+		if ((r = ol_loop_new_on(0, cpus[i], &lp->l)) < 0)
 			break;
 		lp->begin.fn = on_begin;
 		lp->begin.arg = lp;
@@ -1139,6 +1202,17 @@ kvl_start(struct ol_kv_server *s)
 		kvl_stop(s);
 	}
 	return r;
+}
+
+unsigned
+ol_kv_server_loops(const struct ol_kv_server *s, struct ol_kv_loop_info *out, unsigned cap)
+{
+	for (unsigned i = 0; i < s->n_loops && i < cap; i++) {
+		snprintf(out[i].name, sizeof(out[i].name), "kv-loop-%u", i);
+		out[i].cpu = s->loops[i].cpu;
+		out[i].accepts_tcp = s->loops[i].afd[0] >= 0;
+	}
+	return s->n_loops;
 }
 
 /* Loops first (no new job reaches the helpers), then the helpers (a job in hand finishes

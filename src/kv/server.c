@@ -1085,7 +1085,7 @@ ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 	}
 	if ((r = open_engine(s, cfg)) < 0 || (r = listen_unix(s, cfg)) < 0)
 		goto fail;
-	if ((r = kvl_start(s)) < 0)
+	if ((r = kvl_start(s, cfg, addr)) < 0)
 		goto fail;
 	if ((r = ucx_start(s, cfg, addr)) < 0)
 		goto fail_loops;

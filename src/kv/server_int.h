@@ -205,9 +205,11 @@ void kvs_refuse_fd(struct ol_kv_server *s, int fd, const char *peer, int err, co
 void kvs_refused_flush(struct ol_kv_server *s, bool force);
 
 /* serve_loop.c */
-/* Start one loop per core (each accepting on s->lfd and s->ufd) and the helper threads. 0 or
- * -errno. */
-int kvl_start(struct ol_kv_server *s);
+/* Start one loop per CPU of the process's affinity mask (each accepting on s->ufd, and on
+ * s->lfd unless placement narrows the TCP accepts to the NIC's NUMA node) and the helper
+ * threads. With cfg->pin_threads "auto", loop N runs on the N-th CPU of the mask
+ * (io/topo.h). addr: the TCP listen address. 0 or -errno. */
+int kvl_start(struct ol_kv_server *s, const struct ol_config *cfg, const char *addr);
 /* Serve c (admitted: plaintext, TLS or Unix) on the calling loop. */
 void kvl_conn_start(struct kvloop *lp, struct conn *c);
 /* Stop the loops and helpers: every connection of theirs must be closed already (shut down

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -572,6 +573,63 @@ test_buffers(void)
 	ol_loop_free(l);
 }
 
+/* ---- pinning: ol_loop_new_on ---- */
+
+struct pinctx {
+	struct ol_loop_msg m;
+	cpu_set_t seen;
+	int cpu_now;
+	atomic_int done;
+};
+
+static void
+on_pin_msg(struct ol_loop *l, void *arg, int res)
+{
+	struct pinctx *p = arg;
+	(void)l;
+	(void)res;
+	CPU_ZERO(&p->seen);
+	pthread_getaffinity_np(pthread_self(), sizeof(p->seen), &p->seen);
+	p->cpu_now = sched_getcpu();
+	atomic_store(&p->done, 1);
+}
+
+/* A loop made for the last CPU of our mask runs there and only there; the caller's own mask
+ * is left as it was; a CPU outside the mask is refused. */
+static void
+test_pinned(void)
+{
+	cpu_set_t before, after;
+	pthread_getaffinity_np(pthread_self(), sizeof(before), &before);
+	int cpu = -1;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &before))
+			cpu = c;
+	struct ol_loop *l = NULL;
+	ok(ol_loop_new_on(0, cpu, &l) == 0 && ol_loop_cpu(l) == cpu, "a loop for CPU %d", cpu);
+	pthread_getaffinity_np(pthread_self(), sizeof(after), &after);
+	ok(CPU_EQUAL(&before, &after), "the caller's affinity mask is as it was");
+	struct pinctx p = {.m = {.fn = on_pin_msg, .arg = &p}};
+	ok(l && ol_loop_post(l, &p.m) == 0 && ol_loop_start(l, "pinned") == 0, "started");
+	for (int i = 0; i < 10000 && !atomic_load(&p.done); i++)
+		usleep(1000);
+	ok(atomic_load(&p.done) && CPU_COUNT(&p.seen) == 1 && CPU_ISSET(cpu, &p.seen) &&
+	       p.cpu_now == cpu,
+	   "its thread may run on CPU %d only and runs there (%d)", cpu, p.cpu_now);
+	if (l) {
+		ol_loop_stop(l);
+		ol_loop_free(l);
+	}
+	int outside = -1;
+	for (int c = 0; c < CPU_SETSIZE && outside < 0; c++)
+		if (!CPU_ISSET(c, &before))
+			outside = c;
+	ok(ol_loop_new_on(0, outside, &l) == -EINVAL && !l, "CPU %d, outside the mask: -EINVAL",
+	   outside);
+	ok(ol_loop_new_on(0, -1, &l) == 0 && ol_loop_cpu(l) == -1, "cpu -1: an unpinned loop");
+	ol_loop_free(l);
+}
+
 /* ---- recv_all and sendmsg: a whole value per completion ---- */
 
 #define WA_LEN (1u << 20)
@@ -684,6 +742,7 @@ main(void)
 	test_timers();
 	test_messages();
 	test_buffers();
+	test_pinned();
 	test_waitall();
 	test_conn_life();
 	test_client_ops();
