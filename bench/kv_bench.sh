@@ -12,7 +12,8 @@
 #     for ours, redis and memcached alike
 #   TLS: TCP get of 2 MiB blocks from a second openlaked whose KV port speaks TLS ([kv_tls],
 #     a self-signed P-256 certificate made here with the openssl CLI) beside the same gets in
-#     plaintext from the first, alternated: plain, TLS, plain, TLS
+#     plaintext from the first, alternated: plain, TLS, plain, TLS; then 2 MiB puts the same
+#     way; with each daemon's CPU per op over the measured phase (from /proc/PID/stat)
 #   NVMe tier: 64 KiB random gets, 32 outstanding (32 connections x batch 1), from a second
 #     openlaked with a 64 MiB DRAM tier and a key set 16x larger (most gets come from the
 #     NVMe tier; the share is read from the daemon's stats), beside fio io_uring O_DIRECT
@@ -49,7 +50,7 @@ while [ $# -gt 0 ]; do
 	--markdown) MARKDOWN=1 ;;
 	--figures) FIGURES=$2; shift ;;
 	--nv-batch) NV_BATCH=$2; shift ;;
-	-h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "kv_bench.sh: unknown flag '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -62,7 +63,10 @@ for b in "$OPENLAKED" "$CLI"; do
 	[ -x "$b" ] || { echo "kv_bench.sh: $b is not built (meson setup build && ninja -C build)" >&2; exit 1; }
 done
 want() { case ",$FIGURES," in *",$1,"*) return 0 ;; esac; return 1; }
-for t in redis-server memcached $(want nvme && echo fio); do
+# redis and memcached are the references of the tcp and latency figures only
+REFS=0
+if want tcp || want latency; then REFS=1; fi
+for t in $([ $REFS = 1 ] && echo redis-server memcached) $(want nvme && echo fio); do
 	command -v $t >/dev/null || { echo "kv_bench.sh: $t is missing (scripts/deps.sh bench installs it)" >&2; exit 1; }
 done
 
@@ -118,12 +122,14 @@ spill_bytes = "$3"
 ${4:-}
 EOF
 	"$OPENLAKED" --config "$dir/openlake.toml" >"$dir/log" 2>&1 &
+	POOL_PID=$!
 	PIDS+=($!)
 	wait_port "$kv_port" || { echo "kv_bench.sh: openlaked (KV pool) did not start:" >&2; cat "$dir/log" >&2; exit 1; }
 	POOL=127.0.0.1:$kv_port
 }
 start_pool "$TMP/ol" 1GiB 2GiB
 KV=$POOL
+KV_PID=$POOL_PID
 # The DRAM tier is prefaulted by a nice-19 thread after start: fresh shared memory is slow to
 # first touch on some VMs (bench/first_touch.c: ~0.3 GB/s here), so puts into an untouched
 # tier measure the VM's page faults, not the put path (every daemon build alike). Wait for
@@ -144,15 +150,19 @@ print(s.get("prefaulted_pages", 0), s["dram_capacity"] // (2 << 20))' 2>/dev/nul
 }
 if want tcp || want local; then wait_prefault "$KV"; fi
 
-REDIS_PORT=$(free_port)
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
-	--protected-mode no --dir "$TMP" >"$TMP/redis.log" 2>&1 &
-PIDS+=($!)
-MEMC_PORT=$(free_port)
-memcached -u "$(id -un)" -l 127.0.0.1 -p "$MEMC_PORT" -U 0 -m 1024 -I 4m -t 4 >"$TMP/memc.log" 2>&1 &
-PIDS+=($!)
-wait_port "$REDIS_PORT" || { echo "kv_bench.sh: redis-server did not start" >&2; cat "$TMP/redis.log" >&2; exit 1; }
-wait_port "$MEMC_PORT" || { echo "kv_bench.sh: memcached did not start" >&2; cat "$TMP/memc.log" >&2; exit 1; }
+REDIS_PORT=0
+MEMC_PORT=0
+if [ $REFS = 1 ]; then
+	REDIS_PORT=$(free_port)
+	redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+		--protected-mode no --dir "$TMP" >"$TMP/redis.log" 2>&1 &
+	PIDS+=($!)
+	MEMC_PORT=$(free_port)
+	memcached -u "$(id -un)" -l 127.0.0.1 -p "$MEMC_PORT" -U 0 -m 1024 -I 4m -t 4 >"$TMP/memc.log" 2>&1 &
+	PIDS+=($!)
+	wait_port "$REDIS_PORT" || { echo "kv_bench.sh: redis-server did not start" >&2; cat "$TMP/redis.log" >&2; exit 1; }
+	wait_port "$MEMC_PORT" || { echo "kv_bench.sh: memcached did not start" >&2; cat "$TMP/memc.log" >&2; exit 1; }
+fi
 
 # run NAME ARGS...: one openlake bench run; JSON into $TMP/NAME.json
 run() {
@@ -161,6 +171,32 @@ run() {
 	echo "+ openlake bench $* -d $DUR --json" >&2
 	"$CLI" bench "$@" -d "$DUR" --json -q >"$TMP/$name.json" || true
 }
+# run_cpu NAME PID ARGS...: run, with the CPU of process PID sampled every 0.1 s meanwhile
+# (uptime seconds and utime + stime ticks into $TMP/NAME.cpu)
+run_cpu() {
+	local name=$1 pid=$2 w
+	shift 2
+	(while :; do
+		echo "$(cut -d" " -f1 /proc/uptime) $(awk '{print $14 + $15}' "/proc/$pid/stat")"
+		sleep 0.1
+	done) >"$TMP/$name.cpu" 2>/dev/null &
+	w=$!
+	run "$name" "$@"
+	kill "$w" 2>/dev/null || true
+	wait "$w" 2>/dev/null || true
+}
+# cpu_op NAME: the daemon's CPU per op of a run_cpu run, over its measured phase only (the
+# last elapsed_s seconds of the samples; a get's prefill before it is left out), and the
+# cores it used meanwhile
+cpu_op() { $PY -c "import json,os,sys
+try:
+    d = json.load(open(sys.argv[1])); hz = os.sysconf('SC_CLK_TCK')
+    s = [tuple(map(float, l.split())) for l in open(sys.argv[2]) if len(l.split()) == 2]
+    t1, c1 = s[-1]; t0 = t1 - d['elapsed_s']
+    c0 = next(c for t, c in s if t >= t0)
+    sec = (c1 - c0) / hz
+    print('daemon CPU %.0f µs per op (%.2f cores)' % (sec / (d['ops_per_s'] * d['elapsed_s']) * 1e6, sec / d['elapsed_s']))
+except Exception: print('daemon CPU ?')" "$TMP/$1.json" "$TMP/$1.cpu"; }
 fig() { jget "$TMP/$1.json" '"%.3f" % d["gb_per_s"]'; }
 lat() { jget "$TMP/$1.json" '"p50 %.2fms p99 %.2fms" % (d["latency_us"]["p50"]/1e3, d["latency_us"]["p99"]/1e3)'; }
 errs() { jget "$TMP/$1.json" 'd["errors"]'; }
@@ -200,11 +236,20 @@ if want tls; then
 	start_pool "$TMP/oltls" 1GiB 0 "$(printf '\n[kv_tls]\ncert_path = "%s"\nkey_path = "%s"' \
 		"$TMP/tls.pem" "$TMP/tls.key")"
 	KVT=$POOL
+	KVT_PID=$POOL_PID
+	# puts into a tier not yet prefaulted measure this VM's first touch of fresh shm, not
+	# the put path (see wait_prefault): both pools first
+	if ! want tcp && ! want local; then wait_prefault "$KV"; fi
+	OPENLAKE_KV_TLS=1 OPENLAKE_KV_CA_FILE=$TMP/tls.pem wait_prefault "$KVT"
 	for i in 1 2; do
-		run "plain2m$i" kv --nodes "$KV" --device tcp -w get -s 2MiB -c $CONC
+		run_cpu "plain2m$i" "$KV_PID" kv --nodes "$KV" --device tcp -w get -s 2MiB -c $CONC
 		OPENLAKE_KV_TLS=1 OPENLAKE_KV_CA_FILE=$TMP/tls.pem \
-			run "tls2m$i" kv --nodes "$KVT" --device tcp -w get -s 2MiB -c $CONC
-		line "KV TCP GET 2MiB c=$CONC TLS (run $i) | ours over TLS $(fig tls2m$i) GB/s $(lat tls2m$i) (errors $(errs tls2m$i)) | plaintext $(fig plain2m$i) GB/s $(lat plain2m$i) | ratio $(ratio "$(fig tls2m$i)" "$(fig plain2m$i)")"
+			run_cpu "tls2m$i" "$KVT_PID" kv --nodes "$KVT" --device tcp -w get -s 2MiB -c $CONC
+		line "KV TCP GET 2MiB c=$CONC TLS (run $i) | ours over TLS $(fig tls2m$i) GB/s $(lat tls2m$i) (errors $(errs tls2m$i)), $(cpu_op tls2m$i) | plaintext $(fig plain2m$i) GB/s $(lat plain2m$i), $(cpu_op plain2m$i) | ratio $(ratio "$(fig tls2m$i)" "$(fig plain2m$i)")"
+		run_cpu "plainput$i" "$KV_PID" kv --nodes "$KV" --device tcp -w put -s 2MiB -c $CONC
+		OPENLAKE_KV_TLS=1 OPENLAKE_KV_CA_FILE=$TMP/tls.pem \
+			run_cpu "tlsput$i" "$KVT_PID" kv --nodes "$KVT" --device tcp -w put -s 2MiB -c $CONC
+		line "KV TCP PUT 2MiB c=$CONC TLS (run $i) | ours over TLS $(fig tlsput$i) GB/s $(lat tlsput$i) (errors $(errs tlsput$i)), $(cpu_op tlsput$i) | plaintext $(fig plainput$i) GB/s $(lat plainput$i), $(cpu_op plainput$i) | ratio $(ratio "$(fig tlsput$i)" "$(fig plainput$i)")"
 	done
 fi
 if want local; then

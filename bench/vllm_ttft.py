@@ -7,11 +7,14 @@
    forward), beside the same engine recomputing it (pool down).
 2. The connector's own overhead per block: its load/save path (keys, iovecs, trailer,
    CRC) beside a raw libopenlake get/put of the same bytes in the same batch.
+   --verify-ab: the load alone, verify off / on with the hash taken during the copy
+   (ol_kv_get_xxh3) / on with the hash after it (two passes, as before OPENLAKE_0.4) / a raw
+   get, interleaved batch by batch in one process (a loaded machine moves all four alike).
 3. A lookup as the scheduler makes it (LEASE of a request's chunk keys, the lease ended
    later by the worker) beside a plain `exists` of the same keys.
 
     /usr/bin/python3 bench/vllm_ttft.py [--nodes 127.0.0.1:9400] [--device local|tcp]
-        [--reps N] [--only-lookup | --only-overhead | --only-ttft]
+        [--reps N] [--only-lookup | --only-overhead | --only-ttft | --verify-ab]
 
 Without --nodes it starts openlaked (mode kv) from $OPENLAKE_BUILD (default build/) on an
 ephemeral loopback port with a temp spill dir, and stops it at the end."""
@@ -292,6 +295,78 @@ def overhead(addr, device, layers, heads, head_dim, nblocks, reps, verify):
                                             gb(rawput_t), per(save_t) / per(rawput_t)))
 
 
+def verify_ab(addr, device, layers, heads, head_dim, nblocks, reps):
+    """Median us/block of a batch load of nblocks 2 MiB blocks for each way of verifying,
+    interleaved with a raw get of the same bytes, reps batches each."""
+    import torch
+
+    import openlake_client as ol
+    from openlake_client.client import Client
+    from openlake_client.connector_sched import LoadSpec, SaveSpec, StepPlan
+    from openlake_client.openlake_connector import KVConnectorRole, OpenLakeConnector
+    from vllm_standin import make_kv_caches, make_vllm_config
+
+    nb = nblocks + 1
+    c = make_vllm_config(model="bench/verify-ab-%d" % os.getpid(), block_size=16,
+                         num_gpu_blocks=nb, num_layers=layers, kv_heads=heads,
+                         head_size=head_dim,
+                         extra={"openlake_nodes": [addr], "openlake_device": device,
+                                "chunk_size": 16, "verify": True, "timeout_ms": 5000,
+                                "save_check_exists": False, "async_save": False,
+                                "log_interval_s": 3600})
+    conn = OpenLakeConnector(c, KVConnectorRole.WORKER, None)
+    kv = make_kv_caches("fa", layers, nb, 16, heads, head_dim)
+    for t in kv.values():
+        t.copy_(torch.randn(t.shape).to(t.dtype))
+    conn.register_kv_caches(kv)
+    w = conn._worker
+    ids = list(range(1, nb))
+    hs = [os.urandom(32) for _ in ids]
+    w.save(StepPlan(saves=[SaveSpec("r", [(h, (b,)) for h, b in zip(hs, ids)])]))
+    plan = StepPlan(loads=[LoadSpec("r", [(h, (b,), 0) for h, b in zip(hs, ids)])])
+    cl = ol.connect([addr], device=device, namespace="bench-raw")
+    bufs = [torch.empty(w.payload, dtype=torch.uint8) for _ in ids]
+    rk = [os.urandom(32) for _ in ids]
+    iovs = [[(b.data_ptr(), w.payload)] for b in bufs]
+    assert all(s == ol.Status.OK for s in cl.put_iov(rk, iovs))
+    # an older package (no ol_kv_get_xxh3 in it or its library): off and two passes only
+    fused = getattr(cl, "has_get_xxh3", lambda: False)()
+    has = getattr(Client, "has_get_xxh3", None)
+    modes = ["off", "fused", "two-pass"] if fused else ["off", "two-pass"]
+    t = {m: [] for m in modes + ["raw"]}
+    for _ in range(reps):
+        for m in modes:
+            w.cfg.verify = m != "off"
+            if fused:
+                Client.has_get_xxh3 = has if m != "two-pass" else (lambda self: False)
+            t0 = time.perf_counter()
+            w.load(plan)
+            t[m].append(time.perf_counter() - t0)
+            assert not w.take_invalid(), "connector load failed (%s)" % m
+        if fused:
+            Client.has_get_xxh3 = has
+        t0 = time.perf_counter()
+        st, _ = cl.get_iov(rk, iovs)
+        t["raw"].append(time.perf_counter() - t0)
+        assert all(s == ol.Status.OK for s in st)
+    cl.delete(rk)
+    cl.delete([rank_key_of(h) for h in hs])
+    cl.close()
+    conn.shutdown()
+    per = {m: statistics.median(v) / len(ids) * 1e6 for m, v in t.items()}
+    print("verified load A/B, %d x %d KiB blocks (%d iovecs each), %d interleaved batches, %s:"
+          % (len(ids), w.payload // 1024, 2 * layers, reps, device))
+    for m in modes:
+        print("  load verify=%-8s %7.1f us/block  raw get %7.1f us/block  speed vs raw %.2fx"
+              % (m, per[m], per["raw"], per["raw"] / per[m]))
+
+
+def rank_key_of(h):
+    from openlake_client.keys import rank_key
+
+    return rank_key(h, 0)
+
+
 def lookup(addr, device, nkeys, reps):
     """Median us of one batched lookup of nkeys present keys: LEASE (ttl 30 s), the LEASE
     that ends it (ttl 0), and EXISTS; each repeated reps*20 times, interleaved."""
@@ -342,6 +417,9 @@ def main():
     ap.add_argument("--synth-prefix", type=int, default=1024)
     ap.add_argument("--synth-hidden", type=int, default=1024)
     ap.add_argument("--synth-mm", type=int, default=2, help="matrix products per layer")
+    ap.add_argument("--verify-ab", action="store_true",
+                    help="only the load with verify off / fused / two passes / raw get, "
+                         "interleaved (2.)")
     a = ap.parse_args()
     if a.nodes is None and not os.environ.get("OPENLAKE_LIBRARY"):
         os.environ["OPENLAKE_LIBRARY"] = str(build_dir() / "client" / "libopenlake.so")
@@ -350,6 +428,9 @@ def main():
     if addr is None:
         proc, root, addr = start_daemon()
     try:
+        if a.verify_ab:
+            verify_ab(addr, a.device, a.layers, a.heads, a.head_dim, a.blocks, a.reps)
+            return
         if a.only_ttft:
             ttft(addr, a.device, a.prefix, a.suffix, a.reps)
             if a.synthetic:

@@ -8,7 +8,6 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
-#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack (ol_iov_xxh3) */
 #include <xxhash.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -628,6 +627,7 @@ struct nrun {
 	bool have, finished, retried, sent;
 	uint64_t deadline_ms; /* of the sub-batch in flight: nodes' timeouts run in parallel */
 	struct olc_call call;
+	const struct olc_hash *hx; /* a GET from ol_kv_get_xxh3, else NULL */
 };
 
 static void
@@ -672,16 +672,19 @@ nrun_send(struct ol_client *c, struct nrun *r, enum kind k)
 {
 	r->m = r->n - r->done < r->cn.max_batch ? r->n - r->done : r->cn.max_batch;
 	r->sent = false;
+	for (size_t i = 0; r->hx && i < r->m; i++) /* a new attempt: an old hash is stale */
+		olc_hash_begin(r->hx, r->ops[r->done + i]);
 	if (r->cn.local && (k == K_PUT || k == K_GET)) {
 		int e = k == K_PUT ? olc_shm_put(c, &r->cn, r->ops + r->done, r->m)
-				   : olc_shm_get(c, &r->cn, r->ops + r->done, r->m);
+				   : olc_shm_get(c, &r->cn, r->ops + r->done, r->m, r->hx);
 		if (e == 0)
 			r->done += r->m;
 		else
 			nrun_fail(c, r, e);
 		return;
 	}
-	r->call = (struct olc_call){.op = kind_op[k], .ops = r->ops + r->done, .n = r->m};
+	r->call =
+	    (struct olc_call){.op = kind_op[k], .ops = r->ops + r->done, .n = r->m, .hx = r->hx};
 	int e = olc_tcp_send(c, &r->cn, &r->call);
 	if (e < 0) {
 		olc_call_fini(&r->call);
@@ -736,9 +739,10 @@ run_nodes(struct ol_client *c, enum kind k, struct nrun *runs, size_t nr)
 }
 
 /* Run ops[i] on node[i] (UINT32_MAX: not this pass): every node's share in parallel. Statuses
- * of the ops not in this pass are left alone. */
+ * of the ops not in this pass are left alone. hx: a GET's hashes (ol_kv_get_xxh3), or NULL. */
 static int
-dispatch(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n, const uint32_t *node)
+dispatch(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n, const uint32_t *node,
+	 const struct olc_hash *hx)
 {
 	size_t nn = c->n_nodes;
 	struct ol_kv_op **byn = malloc((n ? n : 1) * sizeof(*byn));
@@ -755,8 +759,8 @@ dispatch(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n, const
 			if (node[i] == nd)
 				byn[m++] = &ops[i];
 		if (m > first)
-			runs[nr++] =
-			    (struct nrun){.nd = &c->nodes[nd], .ops = byn + first, .n = m - first};
+			runs[nr++] = (struct nrun){
+			    .nd = &c->nodes[nd], .ops = byn + first, .n = m - first, .hx = hx};
 	}
 	run_nodes(c, k, runs, nr);
 	free(runs);
@@ -781,7 +785,7 @@ extra_copy(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n, con
 		node[i] = np[i] > r ? pl[i * OLC_MAX_REPLICAS + r] : UINT32_MAX;
 		any += node[i] != UINT32_MAX;
 	}
-	int e = any ? dispatch(c, k, ops, n, node) : 0;
+	int e = any ? dispatch(c, k, ops, n, node, NULL) : 0;
 	for (size_t i = 0; i < n && any; i++)
 		if (node[i] != UINT32_MAX && stored(st0[i]) && !stored(ops[i].status))
 			ops[i].status = st0[i];
@@ -798,7 +802,8 @@ retry_miss(const struct ol_kv_op *op)
 
 static int
 read_more(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n, const uint32_t *pl,
-	  const unsigned *np, const struct olc_view *prev, bool has_prev, uint32_t *node)
+	  const unsigned *np, const struct olc_view *prev, bool has_prev, uint32_t *node,
+	  const struct olc_hash *hx)
 {
 	int e = 0;
 	for (unsigned r = 1; r < c->replicas && e == 0; r++) {
@@ -808,7 +813,7 @@ read_more(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n, cons
 								   : UINT32_MAX;
 			any += node[i] != UINT32_MAX;
 		}
-		e = any ? dispatch(c, k, ops, n, node) : 0;
+		e = any ? dispatch(c, k, ops, n, node, hx) : 0;
 	}
 	if (!has_prev || e)
 		return e;
@@ -826,7 +831,7 @@ read_more(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n, cons
 			any++;
 		}
 	}
-	e = any ? dispatch(c, k, ops, n, node) : 0;
+	e = any ? dispatch(c, k, ops, n, node, hx) : 0;
 	for (size_t i = 0; i < n && any; i++)
 		if (node[i] != UINT32_MAX && ops[i].status == OL_KV_OK)
 			atomic_fetch_add(&c->grace_hits, 1);
@@ -873,8 +878,9 @@ placed_fini(struct placed *p)
 	free(p);
 }
 
+/* hx: a GET's hashes (ol_kv_get_xxh3), else NULL. */
 static int
-run(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n)
+run(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n, const struct olc_hash *hx)
 {
 	if (!c || (!ops && n))
 		return -EINVAL;
@@ -886,12 +892,12 @@ run(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n)
 	struct placed *p = calloc(1, sizeof(*p)); /* two views: ~4 KiB, off the stack */
 	int e = p ? placed_init(c, p, ops, n) : -ENOMEM;
 	if (e == 0)
-		e = dispatch(c, k, ops, n, p->node);
+		e = dispatch(c, k, ops, n, p->node, hx);
 	if (e == 0 && (k == K_PUT || k == K_DELETE))
 		for (unsigned r = 1; r < c->replicas && e == 0; r++)
 			e = extra_copy(c, k, ops, n, p->pl, p->np, r, p->node, p->st0);
 	if (e == 0 && (k == K_GET || k == K_EXISTS))
-		e = read_more(c, k, ops, n, p->pl, p->np, &p->prev, p->has_prev, p->node);
+		e = read_more(c, k, ops, n, p->pl, p->np, &p->prev, p->has_prev, p->node, hx);
 	if (e == 0 && k == K_PUT) {
 		uint64_t failed = 0;
 		for (size_t i = 0; i < n; i++)
@@ -907,31 +913,53 @@ run(struct ol_client *c, enum kind k, struct ol_kv_op *ops, size_t n)
 int
 olc_run_plain(struct ol_client *c, bool put, struct ol_kv_op *ops, size_t n)
 {
-	return run(c, put ? K_PUT : K_GET, ops, n);
+	return run(c, put ? K_PUT : K_GET, ops, n, NULL);
 }
 
 OL_API int
 ol_kv_put(struct ol_client *c, struct ol_kv_op *ops, size_t n)
 {
-	return c && c->compress ? olz_put(c, ops, n) : run(c, K_PUT, ops, n);
+	return c && c->compress ? olz_put(c, ops, n) : run(c, K_PUT, ops, n, NULL);
 }
 
 OL_API int
 ol_kv_get(struct ol_client *c, struct ol_kv_op *ops, size_t n)
 {
-	return c && c->compress ? olz_get(c, ops, n) : run(c, K_GET, ops, n);
+	return c && c->compress ? olz_get(c, ops, n) : run(c, K_GET, ops, n, NULL);
+}
+
+OL_API int
+ol_kv_get_xxh3(struct ol_client *c, struct ol_kv_op *ops, size_t n, const size_t *hash_iovcnt,
+	       uint64_t *hash)
+{
+	if (!c || (!ops && n) || (!hash && n))
+		return -EINVAL;
+	bool *done = calloc(n ? n : 1, sizeof(*done));
+	if (!done)
+		return -ENOMEM;
+	struct olc_hash hx = {.base = ops, .iovcnt = hash_iovcnt, .out = hash, .done = done};
+	/* compressed values are decoded into the iovs: hashed after (olc_hash_after) */
+	int e = c->compress ? olz_get(c, ops, n) : run(c, K_GET, ops, n, &hx);
+	for (size_t i = 0; e == 0 && i < n; i++) {
+		if (ops[i].status != OL_KV_OK)
+			hash[i] = 0;
+		else if (!done[i]) /* UCX, compression, or a path that could not hash */
+			olc_hash_after(&hx, &ops[i]);
+	}
+	free(done);
+	return e;
 }
 
 OL_API int
 ol_kv_exists(struct ol_client *c, struct ol_kv_op *ops, size_t n)
 {
-	return run(c, K_EXISTS, ops, n);
+	return run(c, K_EXISTS, ops, n, NULL);
 }
 
 OL_API int
 ol_kv_delete(struct ol_client *c, struct ol_kv_op *ops, size_t n)
 {
-	return run(c, K_DELETE, ops, n);
+	return run(c, K_DELETE, ops, n, NULL);
 }
 
 /* The ttl rides in value_len to the entry encoder (tcp_build); the reply overwrites it. */
@@ -942,7 +970,7 @@ ol_kv_lease(struct ol_client *c, struct ol_kv_op *ops, size_t n, unsigned ttl_ms
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
 		ops[i].value_len = ttl_ms;
-	return run(c, K_LEASE, ops, n);
+	return run(c, K_LEASE, ops, n, NULL);
 }
 
 OL_API const char *
@@ -959,17 +987,7 @@ ol_iov_xxh3(const struct ol_iov *iov, size_t n, uint64_t *out)
 {
 	if ((!iov && n) || !out)
 		return -EINVAL;
-	XXH3_state_t st;
-	if (XXH3_64bits_reset(&st) != XXH_OK)
-		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		if (!iov[i].len)
-			continue;
-		if (!iov[i].base || XXH3_64bits_update(&st, iov[i].base, iov[i].len) != XXH_OK)
-			return -EINVAL;
-	}
-	*out = XXH3_64bits_digest(&st);
-	return 0;
+	return olc_xxh3_iov(iov, n, UINT64_MAX, out);
 }
 
 OL_API const char *

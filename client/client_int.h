@@ -146,6 +146,30 @@ int olc_recv_hdr(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp
 int olc_recv_hdr_ex(struct olc_conn *cn, const struct ol_kvp_hdr *rq, struct ol_kvp_hdr *rp,
 		    void *extra, size_t extra_len);
 
+/* hashcopy.c: ol_kv_get_xxh3. A get attempt at an op starts with olc_hash_begin; a path that
+ * copies or receives the value through olc_hash_copy / olc_hash_read hashes it on the way
+ * (each piece while still in cache) and marks it done; ol_kv_get_xxh3 hashes the OK ops no
+ * path marked (UCX, compression) with olc_hash_after. One thread per op at a time. */
+struct olc_hash {
+	const struct ol_kv_op *base; /* the caller's ops[]: op i is base + i */
+	const size_t *iovcnt; /* hash what lands in op i's first iovcnt[i] iovs; NULL = all */
+	uint64_t *out;	      /* [n]: the hashes */
+	bool *done;	      /* [n]: out[i] is the hash of what op i's iovs hold now */
+};
+void olc_hash_begin(const struct olc_hash *hx, const struct ol_kv_op *op);
+/* Copy len bytes from src into op's iovs (len <= their total), hashing; done. */
+void olc_hash_copy(const struct olc_hash *hx, struct ol_kv_op *op, const uint8_t *src,
+		   uint64_t len);
+/* Read len value bytes from cn's socket into op's iovs (len <= their total), hashing; done.
+ * 0 or -errno (then not done). */
+int olc_hash_read(const struct olc_hash *hx, struct olc_conn *cn, struct ol_kv_op *op,
+		  uint64_t len);
+/* Hash what op's iovs hold (op->value_len bytes); done. */
+void olc_hash_after(const struct olc_hash *hx, struct ol_kv_op *op);
+/* XXH3-64 (seed 0) of the first limit bytes of iov[0..n): ol_iov_xxh3 with a limit. 0 or
+ * -EINVAL (a NULL base with a length). */
+int olc_xxh3_iov(const struct ol_iov *iov, size_t n, uint64_t limit, uint64_t *out);
+
 /* One sub-batch (n <= max_batch ops of one node) on a TCP connection: send, then receive, so
  * the calls of several nodes overlap. op = OL_KVP_PUT/GET/EXISTS/DELETE. 0 or -errno
  * (connection broken: the caller marks the ops unreachable). olc_call_fini always. */
@@ -154,8 +178,9 @@ struct olc_call {
 	struct ol_kv_op **ops;
 	size_t n, m; /* m = entries sent */
 	struct ol_kvp_hdr h;
-	unsigned hdr_timeout_ms; /* recv: wait this long for the reply header (0 = timeout_ms);
-				    the bytes after it get timeout_ms per read again */
+	unsigned hdr_timeout_ms;   /* recv: wait this long for the reply header (0 = timeout_ms);
+				      the bytes after it get timeout_ms per read again */
+	const struct olc_hash *hx; /* GET from ol_kv_get_xxh3: values hashed as received */
 	void *priv;
 };
 int olc_tcp_send(struct ol_client *c, struct olc_conn *cn, struct olc_call *call);
@@ -164,7 +189,9 @@ void olc_call_fini(struct olc_call *call);
 
 /* The shared-memory path runs a sub-batch synchronously (several round trips). */
 int olc_shm_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n);
-int olc_shm_get(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n);
+/* hx: NULL, or ol_kv_get_xxh3's (values hashed as copied) */
+int olc_shm_get(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n,
+		const struct olc_hash *hx);
 
 /* tls.c: opts.tls. init: 0, -EINVAL (CA file unusable: logged), -ENOMEM. connect: the
  * handshake on cn->fd, cn->ssl set; 0, -EKEYREJECTED (certificate refused), -EPROTO, -errno

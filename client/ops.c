@@ -189,7 +189,8 @@ recv_stream(struct olc_conn *cn, struct olc_call *call, const uint8_t *first)
 			continue;
 		if (re.len > olc_iov_len(op))
 			return -EPROTO;
-		if ((r = read_value(cn, op, re.len)) < 0)
+		r = call->hx ? olc_hash_read(call->hx, cn, op, re.len) : read_value(cn, op, re.len);
+		if (r < 0)
 			return r;
 	}
 	return 0;
@@ -336,7 +337,7 @@ olc_shm_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, siz
  * (no reply: the server handles it before our next request). */
 static int
 shm_copy_release(struct ol_client *c, struct olc_conn *cn, struct batch *b, struct ol_kv_op **ops,
-		 size_t n)
+		 size_t n, const struct olc_hash *hx)
 {
 	size_t k = 0;
 	struct ol_kvp_rep_ent *res = malloc(n * sizeof(*res) + 1);
@@ -358,7 +359,10 @@ shm_copy_release(struct ol_client *c, struct olc_conn *cn, struct batch *b, stru
 			ops[i]->status = OL_KV_TRUNCATED;
 		} else {
 			olc_map_prefault(cn->map, re->off, re->len);
-			copy_out(ops[i], cn->map->base + re->off, re->len);
+			if (hx)
+				olc_hash_copy(hx, ops[i], cn->map->base + re->off, re->len);
+			else
+				copy_out(ops[i], cn->map->base + re->off, re->len);
 			if (slot_seq(cn->map, re->off) != re->seq)
 				ops[i]->status =
 				    OL_KV_MISS; /* recycled under us: never torn data */
@@ -377,7 +381,8 @@ shm_copy_release(struct ol_client *c, struct olc_conn *cn, struct batch *b, stru
 }
 
 int
-olc_shm_get(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n)
+olc_shm_get(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n,
+	    const struct olc_hash *hx)
 {
 	struct batch b;
 	if (batch_init(&b, ops, n, false) < 0)
@@ -386,7 +391,7 @@ olc_shm_get(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, siz
 		batch_ent(&b, i, ops[i]->key, olc_iov_len(ops[i]), 0, 0);
 	int r = batch_call(c, cn, &b, OL_KVP_LOOKUP, n, n * OL_KVP_REQ_ENT);
 	if (r == 0)
-		r = shm_copy_release(c, cn, &b, ops, n);
+		r = shm_copy_release(c, cn, &b, ops, n, hx);
 	batch_fini(&b);
 	return r;
 }

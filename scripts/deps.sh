@@ -18,7 +18,7 @@ what=${1:-all}
 BUILD=(
   build-essential pkg-config meson ninja-build python3
   liburing-dev libisal-dev liblmdb-dev libexpat1-dev libssl-dev libxxhash-dev libzstd-dev
-  liblz4-dev libjansson-dev libucx-dev
+  liblz4-dev libjansson-dev libucx-dev libhwloc-dev
 )
 TEST=(
   clang

@@ -3,15 +3,20 @@
 
 #include "openlake/openlake_s3.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <openssl/err.h>
 #include <openssl/sha.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -66,6 +71,141 @@ ol_cli_admin_keys(struct ol_cli_admin *a, const char *cmd, const char *ak, const
 }
 
 int
+ol_cli_admin_endpoint(struct ol_cli_admin *a, const char *url)
+{
+	bool tls = strncmp(url, "https://", 8) == 0;
+	const char *p = tls ? url + 8 : strncmp(url, "http://", 7) == 0 ? url + 7 : url;
+	char hp[300];
+	if (strstr(p, "://"))
+		return -EINVAL;
+	snprintf(hp, sizeof(hp), "%.*s", (int)strcspn(p, "/"), p);
+	bool v6 = hp[0] == '[';
+	const char *colon = v6 ? strstr(hp, "]:") : strrchr(hp, ':');
+	if (!colon || !colon[v6 ? 2 : 1])
+		return -EINVAL;
+	const char *port = colon + (v6 ? 2 : 1);
+	int hl = (int)(colon - hp - v6);
+	if (strspn(port, "0123456789") != strlen(port) || strlen(port) >= sizeof(a->port) ||
+	    hl < 0 || (size_t)hl >= sizeof(a->host))
+		return -EINVAL;
+	snprintf(a->port, sizeof(a->port), "%s", port);
+	snprintf(a->host, sizeof(a->host), "%.*s", hl, hp + v6);
+	if (!a->host[0] || strcmp(a->host, "0.0.0.0") == 0)
+		snprintf(a->host, sizeof(a->host), "127.0.0.1");
+	else if (strcmp(a->host, "::") == 0)
+		snprintf(a->host, sizeof(a->host), "::1");
+	a->tls = tls;
+	return 0;
+}
+
+bool
+ol_cli_admin_tls(struct ol_cli_admin *a, const struct ol_config *cfg)
+{
+	const char *bundle = env("AWS_CA_BUNDLE");
+	a->ca_file[0] = a->cert[0] = a->key[0] = 0;
+	if (bundle)
+		snprintf(a->ca_file, sizeof(a->ca_file), "%s", bundle);
+	if (!cfg || !cfg->s3_tls.cert_path[0])
+		return false;
+	if (!bundle)
+		snprintf(a->ca_file, sizeof(a->ca_file), "%s", cfg->s3_tls.cert_path);
+	if (cfg->s3_tls.client_ca[0]) {
+		snprintf(a->cert, sizeof(a->cert), "%s", cfg->s3_tls.cert_path);
+		snprintf(a->key, sizeof(a->key), "%s", cfg->s3_tls.key_path);
+	}
+	return true;
+}
+
+const char *
+ol_cli_admin_scheme(const struct ol_cli_admin *a)
+{
+	return a->tls ? "https" : "http";
+}
+
+/* ---- TLS over the call's blocking socket (its SO_RCVTIMEO / SO_SNDTIMEO bound each step) */
+
+struct conn {
+	int fd;
+	SSL_CTX *ctx;
+	SSL *ssl;
+};
+
+static void
+conn_close(struct conn *c)
+{
+	SSL_free(c->ssl);
+	SSL_CTX_free(c->ctx);
+	if (c->fd >= 0)
+		close(c->fd);
+}
+
+/* the handshake: 0, -EKEYREJECTED (the certificate did not verify), -EPROTO, -ENOMEM,
+ * -ENOENT (a CA or certificate file that does not load) */
+static int
+tls_open(struct ol_cli_admin *a, struct conn *c)
+{
+	c->ctx = SSL_CTX_new(TLS_client_method());
+	if (!c->ctx)
+		return -ENOMEM;
+	SSL_CTX_set_min_proto_version(c->ctx, TLS1_2_VERSION);
+	SSL_CTX_set_verify(c->ctx, SSL_VERIFY_PEER, NULL);
+	int rc = -ENOENT;
+	if (a->ca_file[0] ? SSL_CTX_load_verify_locations(c->ctx, a->ca_file, NULL) != 1
+			  : SSL_CTX_set_default_verify_paths(c->ctx) != 1)
+		goto out;
+	X509_VERIFY_PARAM_set_flags(SSL_CTX_get0_param(c->ctx), X509_V_FLAG_PARTIAL_CHAIN);
+	if (a->cert[0] && (SSL_CTX_use_certificate_chain_file(c->ctx, a->cert) != 1 ||
+			   SSL_CTX_use_PrivateKey_file(c->ctx, a->key, SSL_FILETYPE_PEM) != 1))
+		goto out;
+	rc = -ENOMEM;
+	c->ssl = SSL_new(c->ctx);
+	if (!c->ssl || !SSL_set_fd(c->ssl, c->fd))
+		goto out;
+	unsigned char ip[16];
+	X509_VERIFY_PARAM *vp = SSL_get0_param(c->ssl);
+	bool is_ip = inet_pton(AF_INET, a->host, ip) == 1 || inet_pton(AF_INET6, a->host, ip) == 1;
+	if (is_ip ? !X509_VERIFY_PARAM_set1_ip_asc(vp, a->host)
+		  : !X509_VERIFY_PARAM_set1_host(vp, a->host, 0) ||
+			!SSL_set_tlsext_host_name(c->ssl, a->host))
+		goto out;
+	rc = SSL_connect(c->ssl) == 1			  ? 0
+	     : SSL_get_verify_result(c->ssl) != X509_V_OK ? -EKEYREJECTED
+							  : -EPROTO;
+out:
+	ERR_clear_error();
+	return rc;
+}
+
+static int
+conn_send(struct conn *c, const void *buf, size_t len)
+{
+	if (c->ssl)
+		return len == 0 || SSL_write(c->ssl, buf, (int)len) == (int)len ? 0 : -EIO;
+	return send(c->fd, buf, len, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -EIO;
+}
+
+/* > 0 bytes, 0 at the end, -errno */
+static ssize_t
+conn_recv(struct conn *c, void *buf, size_t len)
+{
+	if (!c->ssl) {
+		struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+		if (poll(&pfd, 1, 10000) != 1)
+			return -ETIMEDOUT;
+		ssize_t n = read(c->fd, buf, len);
+		return n < 0 ? -errno : n;
+	}
+	int n = SSL_read(c->ssl, buf, (int)len);
+	if (n > 0)
+		return n;
+	int e = SSL_get_error(c->ssl, n);
+	ERR_clear_error();
+	if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno == 0))
+		return 0; /* close_notify, or the daemon closed the socket */
+	return e == SSL_ERROR_SYSCALL && errno ? -errno : -EPROTO;
+}
+
+int
 ol_cli_tcp_connect(const char *host, const char *port, int timeout_ms)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai, *p;
@@ -99,18 +239,15 @@ ol_cli_tcp_connect(const char *host, const char *port, int timeout_ms)
 
 /* Read until the peer closes (Connection: close). 0, -ETIMEDOUT, -EMSGSIZE or -errno. */
 static int
-read_all(int fd, char *buf, size_t cap, size_t *len)
+read_all(struct conn *c, char *buf, size_t cap, size_t *len)
 {
 	*len = 0;
 	for (;;) {
-		struct pollfd pfd = {.fd = fd, .events = POLLIN};
-		if (poll(&pfd, 1, 10000) != 1)
-			return -ETIMEDOUT;
-		ssize_t n = read(fd, buf + *len, cap - 1 - *len);
-		if (n < 0 && errno == EINTR)
+		ssize_t n = conn_recv(c, buf + *len, cap - 1 - *len);
+		if (n == -EINTR)
 			continue;
 		if (n < 0)
-			return -errno;
+			return (int)n;
 		if (n == 0)
 			break;
 		*len += (size_t)n;
@@ -138,7 +275,8 @@ ol_cli_admin_call_body(struct ol_cli_admin *a, const char *method, const char *p
 	char host[300], req[4096], hash[65] = OL_S3_EMPTY_SHA256, *buf = NULL;
 	unsigned char md[32];
 	size_t len = 0;
-	int fd = -1, n, rc;
+	int n, rc;
+	struct conn c = {.fd = -1};
 
 	*body = NULL;
 	if (send_len) {
@@ -161,15 +299,20 @@ ol_cli_admin_call_body(struct ol_cli_admin *a, const char *method, const char *p
 	if (m < 0 || (size_t)m >= sizeof(req) - (size_t)n - k)
 		return -ENAMETOOLONG;
 	n += (int)k + m;
-	fd = ol_cli_tcp_connect(a->host, a->port, 3000);
-	if (fd < 0)
-		return fd;
+	c.fd = ol_cli_tcp_connect(a->host, a->port, 3000);
+	if (c.fd < 0)
+		return c.fd;
+	struct timeval tv = {.tv_sec = 10};
+	(void)setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	(void)setsockopt(c.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	buf = malloc(cap);
-	rc = !buf ? -ENOMEM : send(fd, req, (size_t)n, MSG_NOSIGNAL) != n ? -EIO : 0;
-	if (!rc && send_len && send(fd, send_body, send_len, MSG_NOSIGNAL) != (ssize_t)send_len)
-		rc = -EIO;
+	rc = !buf ? -ENOMEM : a->tls ? tls_open(a, &c) : 0;
 	if (!rc)
-		rc = read_all(fd, buf, cap, &len);
+		rc = conn_send(&c, req, (size_t)n);
+	if (!rc && send_len)
+		rc = conn_send(&c, send_body, send_len);
+	if (!rc)
+		rc = read_all(&c, buf, cap, &len);
 	if (!rc && (len < 12 || strncmp(buf, "HTTP/1.", 7)))
 		rc = -EPROTO;
 	if (!rc) {
@@ -178,7 +321,7 @@ ol_cli_admin_call_body(struct ol_cli_admin *a, const char *method, const char *p
 		*body = b && b[4] ? strdup(b + 4) : NULL;
 	}
 	free(buf);
-	close(fd);
+	conn_close(&c);
 	return rc;
 }
 

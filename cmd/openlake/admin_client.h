@@ -10,6 +10,11 @@
 
 struct ol_cli_admin {
 	char host[256], port[16]; /* the daemon's S3 address (the admin plane shares it) */
+	/* HTTPS (a daemon with [s3_tls]): the daemon's certificate must chain to (or be) one in
+	 * ca_file ("" = the system's CAs) and name host; cert/key ("" = none) shown when the
+	 * daemon asks for a client certificate */
+	bool tls;
+	char ca_file[OL_CFG_STR], cert[OL_CFG_STR], key[OL_CFG_STR];
 	char access_key[OL_CFG_STR], secret_key[OL_CFG_STR], region[64];
 	char key_source[OL_CFG_STR + 32]; /* where the keys came from, for messages */
 };
@@ -22,13 +27,31 @@ struct ol_cli_admin {
 int ol_cli_admin_keys(struct ol_cli_admin *a, const char *cmd, const char *ak, const char *sk,
 		      const char *region, const struct ol_config *cfg, const char *cfg_path);
 
+/* url: http://HOST:PORT, https://HOST:PORT (a->tls) or HOST:PORT ("[v6]:PORT"; a path after
+ * it ignored; a wildcard host, 0.0.0.0 or ::, becomes loopback) into a->host, a->port, a->tls.
+ * 0, or -EINVAL (nothing printed). */
+int ol_cli_admin_endpoint(struct ol_cli_admin *a, const char *url);
+
+/* The TLS settings that reach the daemon of cfg (NULL: none) into a: its certificate is
+ * checked against $AWS_CA_BUNDLE when set, else cfg's own [s3_tls] cert_path (a certificate
+ * in it trusted on its own), else the system's CAs; with [s3_tls] client_ca the CLI shows
+ * cfg's certificate and key (readable where the CLI runs as the daemon's user or root).
+ * Returns whether cfg's S3 port speaks only HTTPS ([s3_tls]); a->tls is the caller's to set
+ * (an --endpoint's scheme says it; the admin listener, console_addr, is plain HTTP). */
+bool ol_cli_admin_tls(struct ol_cli_admin *a, const struct ol_config *cfg);
+
+/* "https" or "http", for messages */
+const char *ol_cli_admin_scheme(const struct ol_cli_admin *a);
+
 /* Connect to host:port within timeout_ms. A blocking socket, or -errno. */
 int ol_cli_tcp_connect(const char *host, const char *port, int timeout_ms);
 
 /* One SigV4-signed request (no body, Connection: close) to path?query (query canonical: "" or
- * "name=value&..." sorted, encoded). Returns the HTTP status with the reply body in *body
- * (malloc'd, NUL-terminated, NULL when none; the caller frees), or -errno when the daemon
- * cannot be reached or the reply is not HTTP (-EPROTO) or over cap bytes (-EMSGSIZE). */
+ * "name=value&..." sorted, encoded), over TLS with a->tls. Returns the HTTP status with the
+ * reply body in *body (malloc'd, NUL-terminated, NULL when none; the caller frees), or -errno
+ * when the daemon cannot be reached or the reply is not HTTP (-EPROTO: also a failed TLS
+ * handshake) or over cap bytes (-EMSGSIZE); -EKEYREJECTED: its TLS certificate did not
+ * verify. */
 int ol_cli_admin_call(struct ol_cli_admin *a, const char *method, const char *path,
 		      const char *query, size_t cap, char **body);
 

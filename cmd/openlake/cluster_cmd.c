@@ -20,7 +20,8 @@
 struct copts {
 	const char *verb, *config, *etcd;
 	bool json;
-	long pool; /* leave --pool, -1 when not given */
+	long pool;   /* leave --pool, -1 when not given */
+	bool cancel; /* leave --cancel */
 	struct ol_config *cfg;
 	struct ol_etcd *c;
 	char layout_key[OL_CFG_STR + 16], members_key[OL_CFG_STR + 16], sets_key[OL_CFG_STR + 16];
@@ -33,7 +34,9 @@ usage(FILE *f)
 	    f,
 	    "Usage: openlake cluster init   --config FILE [--etcd URL[,URL...]] [--json]\n"
 	    "       openlake cluster join   --config FILE [--etcd URL[,URL...]] [--json]\n"
-	    "       openlake cluster leave  --config FILE --pool P [--etcd URL[,URL...]] [--json]\n"
+	    "       openlake cluster leave  --config FILE --pool P [--cancel] [--etcd "
+	    "URL[,URL...]]\n"
+	    "                               [--json]\n"
 	    "       openlake cluster status [--config FILE] [--etcd URL[,URL...]] [--json]\n"
 	    "\n"
 	    "  init    write the cluster's layout to etcd, once: a new deployment id, N and P\n"
@@ -56,7 +59,9 @@ usage(FILE *f)
 	    "          the pool is empty marks it removed: its nodes can then be stopped.\n"
 	    "          `status` shows the progress. Refused for the only pool, pool 0 (its set\n"
 	    "          0.0 leads the cluster), an unknown or removed pool, and while another\n"
-	    "          pool drains.\n"
+	    "          pool drains. With --cancel: stop the drain of pool P and make it\n"
+	    "          active again (objects moved stay where they went; new ones may go to\n"
+	    "          P again).\n"
 	    "  status  the live members (their leases), the layout with each set's health,\n"
 	    "          its leader and the leader's fencing epoch, the pools (and their state),\n"
 	    "          a leave's progress, and the epoch (etcd revision\n"
@@ -413,7 +418,7 @@ leave_refused(const struct copts *o, const struct ol_layout *l)
 	else if (d == (int)p)
 		fprintf(stderr,
 			"openlake cluster leave: pool %u is draining already: `openlake cluster "
-			"status` shows the progress\n",
+			"status` shows the progress (`--cancel` stops it)\n",
 			p);
 	else if (d >= 0)
 		fprintf(stderr,
@@ -434,6 +439,76 @@ leave_refused(const struct copts *o, const struct ol_layout *l)
 	return 1;
 }
 
+/* leave --cancel: pool P draining -> active, in one transaction on the layout's revision with
+ * the leave record; the leader's poller stops the drain when it reads it (cluster_store.c) */
+static int
+leave_cancel(struct copts *o, struct ol_layout *l, int64_t mod)
+{
+	unsigned p = (unsigned)o->pool;
+	char *js = NULL, leave[96], key[OL_CFG_STR + 16];
+	struct ol_etcd_txn_result t = {0};
+	int rc = 1;
+	if (o->pool >= (long)l->n_pools) {
+		fprintf(stderr,
+			"openlake cluster leave: the layout has no pool %ld (pools 0..%u): see "
+			"`openlake cluster status`\n",
+			o->pool, l->n_pools - 1);
+		return 1;
+	}
+	if (l->pools[p].state != OL_POOL_DRAINING) {
+		fprintf(stderr,
+			"openlake cluster leave: pool %u is not draining (it is %s): nothing to "
+			"cancel%s\n",
+			p, ol_layout_state_name(l->pools[p].state),
+			l->pools[p].state == OL_POOL_REMOVED
+			    ? "; its objects moved already (`openlake cluster join` a pool to "
+			      "grow again)"
+			    : "");
+		return 1;
+	}
+	l->pools[p].state = OL_POOL_ACTIVE;
+	js = ol_layout_to_json(l);
+	snprintf(key, sizeof(key), "%sleave", o->cfg->cluster_prefix);
+	snprintf(leave, sizeof(leave), "{\"pool\":%u,\"state\":\"cancelled\"}", p);
+	struct ol_etcd_cmp cmp = {.key = o->layout_key,
+				  .target = OL_ETCD_CMP_MOD,
+				  .result = OL_ETCD_EQUAL,
+				  .number = mod};
+	struct ol_etcd_op put[2] = {
+	    {.type = OL_ETCD_OP_PUT,
+	     .key = o->layout_key,
+	     .value = js,
+	     .value_len = js ? strlen(js) : 0},
+	    {.type = OL_ETCD_OP_PUT, .key = key, .value = leave, .value_len = strlen(leave)}};
+	rc = js ? ol_etcd_txn(o->c, &cmp, 1, put, 2, NULL, 0, &t) : -ENOMEM;
+	if (rc || !t.succeeded) {
+		if (rc)
+			fprintf(stderr, "openlake cluster leave: %s\n",
+				rc == -ETIMEDOUT ? "no etcd endpoint answered" : strerror(-rc));
+		else
+			fprintf(stderr, "openlake cluster leave: the layout changed meanwhile (the "
+					"drain ended, or a join?): see `openlake cluster status` "
+					"and run it again\n");
+		rc = 1;
+		goto out;
+	}
+	if (o->json)
+		printf("{\"cancelled\":true,\"pool\":%u,\"revision\":%lld,\"layout\":%s}\n", p,
+		       (long long)t.revision, js);
+	else {
+		printf("the leave of pool %u is cancelled (revision %lld): the leader stops its "
+		       "drain; objects already moved stay in the pools they went to, and new "
+		       "objects may go to pool %u again.\n",
+		       p, (long long)t.revision, p);
+		print_pools(l);
+	}
+	rc = 0;
+out:
+	ol_etcd_txn_result_fini(&t);
+	free(js);
+	return rc;
+}
+
 static int
 cluster_leave(struct copts *o)
 {
@@ -443,6 +518,11 @@ cluster_leave(struct copts *o)
 	struct ol_etcd_txn_result t = {0};
 	if (read_layout(o, &l, &mod))
 		return 1;
+	if (o->cancel) {
+		int rc = leave_cancel(o, &l, mod);
+		ol_layout_fini(&l);
+		return rc;
+	}
 	int rc = leave_refused(o, &l);
 	if (rc)
 		goto out;
@@ -807,6 +887,8 @@ parse(struct copts *o, int argc, char **argv)
 			o->etcd = argv[++i];
 		else if (strcmp(a, "--json") == 0)
 			o->json = true;
+		else if (strcmp(a, "--cancel") == 0 && strcmp(o->verb, "leave") == 0)
+			o->cancel = true;
 		else if (strcmp(a, "--pool") == 0 && i + 1 < argc) {
 			char *end = NULL;
 			unsigned long v = strtoul(argv[++i], &end, 10);

@@ -63,10 +63,13 @@ call_failed(const struct heal_cli *c, const char *what, int st)
 	if (st < 0)
 		fprintf(
 		    stderr,
-		    "openlake heal: cannot %s: no daemon answers at %s:%s (%s). Is openlaked "
-		    "running? Start it, or name it with --endpoint http://HOST:PORT or --config "
-		    "FILE\n",
-		    what, c->host, c->port, strerror(-st));
+		    "openlake heal: cannot %s: no daemon answers at %s://%s:%s (%s). Is "
+		    "openlaked running? Start it, or name it with --endpoint http(s)://HOST:PORT "
+		    "or --config FILE%s\n",
+		    what, ol_cli_admin_scheme(&c->admin), c->host, c->port, strerror(-st),
+		    st == -EKEYREJECTED ? " (its TLS certificate does not verify: set "
+					  "AWS_CA_BUNDLE to the CA that signed it)"
+					: "");
 	else if (st == 503)
 		fprintf(stderr,
 			"openlake heal: cannot %s: the daemon at %s:%s runs no object store (a KV "
@@ -272,7 +275,7 @@ usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "Usage: openlake heal [--endpoint http://127.0.0.1:9000] [--json] [--no-wait]\n"
+	    "Usage: openlake heal [--endpoint http(s)://127.0.0.1:9000] [--json] [--no-wait]\n"
 	    "                     [--rate BYTES_PER_SECOND] [--status] [--config FILE]\n"
 	    "                     [--access-key KEY --secret-key KEY] [--region NAME]\n\n"
 	    "Heal first the writes recorded as missed by a drive (missed writes), then verify\n"
@@ -284,7 +287,9 @@ usage(FILE *f)
 	    "  --no-wait  start it and return\n"
 	    "  --rate N   read at most N bytes/s so that clients are not starved\n"
 	    "  --json     print the final progress document (\"result\" != 0 when exit is 1)\n"
-	    "  --config FILE  the daemon's config: its s3_addr and first admin key\n"
+	    "  --config FILE  the daemon's config: its s3_addr and first admin key (HTTPS when\n"
+	    "                 it has [s3_tls]; AWS_CA_BUNDLE names the CA to trust, else its\n"
+	    "                 own cert_path)\n"
 	    "The admin API needs a SigV4 signature by an admin user:\n" OL_CLI_ADMIN_KEY_HELP
 	    "\nExit status: 0 healthy or healed, 1 objects unrecoverable (or no daemon, keys\n"
 	    "refused, heal failed or cancelled), 2 bad usage.\n");
@@ -293,18 +298,12 @@ usage(FILE *f)
 static int
 endpoint(struct heal_cli *c, const char *url)
 {
-	const char *p = strncmp(url, "http://", 7) == 0 ? url + 7 : url, *colon;
-	size_t hl = strcspn(p, "/");
-	char hp[300];
-
-	snprintf(hp, sizeof(hp), "%.*s", (int)hl, p);
-	colon = hp[0] == '[' ? strstr(hp, "]:") : strrchr(hp, ':');
-	if (strstr(p, "://") || !colon || !colon[hp[0] == '[' ? 2 : 1])
-		return -EINVAL;
-	snprintf(c->port, sizeof(c->port), "%s", colon + (hp[0] == '[' ? 2 : 1));
-	snprintf(c->host, sizeof(c->host), "%.*s", (int)(colon - hp - (hp[0] == '[')),
-		 hp + (hp[0] == '['));
-	return strspn(c->port, "0123456789") == strlen(c->port) && c->host[0] ? 0 : -EINVAL;
+	int rc = ol_cli_admin_endpoint(&c->admin, url);
+	if (!rc) {
+		snprintf(c->host, sizeof(c->host), "%s", c->admin.host);
+		snprintf(c->port, sizeof(c->port), "%s", c->admin.port);
+	}
+	return rc;
 }
 
 /* Keys (and, without --endpoint, the address) from the flags, environment or --config. */
@@ -339,11 +338,11 @@ heal_keys(struct heal_cli *c, bool endpoint_given)
 			rc = 2;
 			goto out;
 		}
-		if (strcmp(c->host, "0.0.0.0") == 0 || !c->host[0])
-			snprintf(c->host, sizeof(c->host), "127.0.0.1");
-		else if (strcmp(c->host, "::") == 0)
-			snprintf(c->host, sizeof(c->host), "::1");
 	}
+	bool tls = c->admin.tls;
+	if (ol_cli_admin_tls(&c->admin, cfg) && !endpoint_given)
+		tls = true; /* [s3_tls]: the S3 port speaks only HTTPS */
+	c->admin.tls = tls;
 	if (ol_cli_admin_keys(&c->admin, "heal", c->ak, c->sk, c->region, cfg, c->config)) {
 		rc = 2;
 		goto out;

@@ -33,7 +33,7 @@ usage(FILE *f)
 	    "Usage: openlake keys add USER [--key ACCESS_KEY --secret-stdin] [--json]\n"
 	    "       openlake keys list [--json]\n"
 	    "       openlake keys rm ACCESS_KEY [--json]\n"
-	    "  common: [--endpoint http://127.0.0.1:9000] [--config FILE]\n"
+	    "  common: [--endpoint http(s)://127.0.0.1:9000] [--config FILE]\n"
 	    "          [--access-key KEY --secret-key KEY] [--region NAME]\n\n"
 	    "S3 keys added to a running daemon without a restart. They are kept in its object\n"
 	    "store (the secret wrapped with a key derived from the admin's secret) and work at\n"
@@ -46,31 +46,11 @@ usage(FILE *f)
 	    "  list            access keys, users and where each comes from (never secrets)\n"
 	    "  rm ACCESS_KEY   remove a run-time key\n"
 	    "  --json          print the daemon's JSON answer\n"
-	    "  --endpoint URL  the daemon's S3 address (default 127.0.0.1:9000, or --config's)\n"
+	    "  --endpoint URL  the daemon's S3 address (default 127.0.0.1:9000, or --config's:\n"
+	    "                  https when it has [s3_tls]; AWS_CA_BUNDLE names the CA to trust)\n"
 	    "  --config FILE   the daemon's config: its s3_addr and first admin key\n"
 	    "The admin API needs a SigV4 signature by an admin user:\n" OL_CLI_ADMIN_KEY_HELP
 	    "\nExit status: 0 done, 1 refused or failed, 2 bad usage.\n");
-}
-
-static int
-endpoint(struct ol_cli_admin *a, const char *url)
-{
-	const char *p = strncmp(url, "http://", 7) == 0 ? url + 7 : url, *colon;
-	char hp[300];
-	bool v6;
-
-	snprintf(hp, sizeof(hp), "%.*s", (int)strcspn(p, "/"), p);
-	v6 = hp[0] == '[';
-	colon = v6 ? strstr(hp, "]:") : strrchr(hp, ':');
-	if (strstr(p, "://") || !colon || !colon[v6 ? 2 : 1])
-		return -EINVAL;
-	snprintf(a->port, sizeof(a->port), "%s", colon + (v6 ? 2 : 1));
-	snprintf(a->host, sizeof(a->host), "%.*s", (int)(colon - hp - v6), hp + v6);
-	if (strcmp(a->host, "0.0.0.0") == 0)
-		snprintf(a->host, sizeof(a->host), "127.0.0.1");
-	else if (strcmp(a->host, "::") == 0)
-		snprintf(a->host, sizeof(a->host), "::1");
-	return strspn(a->port, "0123456789") == strlen(a->port) && a->host[0] ? 0 : -EINVAL;
 }
 
 /* Admin keys and, without --endpoint, the address from --config. 0, or an exit code. */
@@ -92,12 +72,14 @@ setup(struct keys_cli *c, const char *url)
 			goto out;
 		}
 	}
-	if (endpoint(&c->admin, url ? url : cfg ? cfg->s3_addr : "127.0.0.1:9000")) {
-		fprintf(stderr, "openlake keys: %s '%s' is not http://HOST:PORT\n",
+	if (ol_cli_admin_endpoint(&c->admin, url ? url : cfg ? cfg->s3_addr : "127.0.0.1:9000")) {
+		fprintf(stderr, "openlake keys: %s '%s' is not http(s)://HOST:PORT\n",
 			url ? "--endpoint" : "s3_addr", url ? url : cfg->s3_addr);
 		rc = 2;
 		goto out;
 	}
+	if (ol_cli_admin_tls(&c->admin, cfg) && !url)
+		c->admin.tls = true; /* [s3_tls]: the S3 port speaks only HTTPS */
 	if (ol_cli_admin_keys(&c->admin, "keys", c->ak, c->sk, c->region, cfg, c->config))
 		rc = 2;
 out:
@@ -113,9 +95,13 @@ print_error(const struct keys_cli *c, int st, const char *body)
 	const char *msg = json_string_value(json_object_get(j, "error"));
 	if (st < 0)
 		fprintf(stderr,
-			"openlake keys %s: no daemon answers at %s:%s (%s). Is openlaked running? "
-			"Name it with --endpoint http://HOST:PORT or --config FILE\n",
-			c->verb, c->admin.host, c->admin.port, strerror(-st));
+			"openlake keys %s: no daemon answers at %s://%s:%s (%s). Is openlaked "
+			"running? Name it with --endpoint http(s)://HOST:PORT or --config FILE%s\n",
+			c->verb, ol_cli_admin_scheme(&c->admin), c->admin.host, c->admin.port,
+			strerror(-st),
+			st == -EKEYREJECTED ? " (its TLS certificate does not verify: set "
+					      "AWS_CA_BUNDLE to the CA that signed it)"
+					    : "");
 	else if (st == 403 || (st == 400 && !j))
 		ol_cli_admin_refused(&c->admin, "keys", st, body);
 	else

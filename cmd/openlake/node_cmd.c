@@ -12,6 +12,7 @@
  * Output is a readable table, or one JSON object with --json. */
 #include "admin_client.h"
 #include "cmds.h"
+#include "node_locality.h"
 
 #include "base/config.h"
 #include "base/driveid.h"
@@ -348,8 +349,9 @@ node_summary(const struct nodeinfo *ni, struct nodesum *s)
 static void
 node_info_json(const struct nodeinfo *ni, const struct nodesum *s)
 {
-	printf("{\"daemon\":{\"endpoint\":\"http://%s:%s\",\"up\":%s,\"version\":", ni->host,
-	       ni->port, ni->daemon_up ? "true" : "false");
+	printf("{\"daemon\":{\"endpoint\":\"%s://%s:%s\",\"up\":%s,\"version\":",
+	       ol_cli_admin_scheme(&ni->admin), ni->host, ni->port,
+	       ni->daemon_up ? "true" : "false");
 	json_string(s->version);
 	printf(",\"uptime_seconds\":%s},\"self_id\":%u,\"mode\":", *s->uptime ? s->uptime : "null",
 	       s->self_id);
@@ -366,6 +368,9 @@ node_info_json(const struct nodeinfo *ni, const struct nodesum *s)
 	       s->set_n, s->set_n - s->parity, s->parity, s->nodes, s->total, s->used, s->free,
 	       ni->n_drives, s->online, s->writable);
 	drives_json(ni);
+	char *lj = ni->status ? ol_node_locality_json(ni->status) : NULL;
+	printf(",\"locality\":%s", lj ? lj : "null");
+	free(lj);
 	printf(",\"source\":\"%s\"}\n", ni->cfg ? "config" : "daemon");
 }
 
@@ -384,14 +389,15 @@ node_info(const struct nodeinfo *ni)
 	human(s.free, f, sizeof(f));
 	printf("node     %u\n", s.self_id);
 	if (ni->status)
-		printf("daemon   up at http://%s:%s, version %s, uptime %s s\n", ni->host, ni->port,
-		       s.version, s.uptime);
+		printf("daemon   up at %s://%s:%s, version %s, uptime %s s\n",
+		       ol_cli_admin_scheme(&ni->admin), ni->host, ni->port, s.version, s.uptime);
 	else if (ni->daemon_up)
-		printf("daemon   up, but no status at http://%s:%s (version and uptime unknown): "
+		printf("daemon   up, but no status at %s://%s:%s (version and uptime unknown): "
 		       "give --endpoint http://HOST:PORT of its admin listener (console_addr)\n",
-		       ni->host, ni->port);
+		       ol_cli_admin_scheme(&ni->admin), ni->host, ni->port);
 	else
-		printf("daemon   NOT REACHABLE at http://%s:%s\n", ni->host, ni->port);
+		printf("daemon   NOT REACHABLE at %s://%s:%s\n", ol_cli_admin_scheme(&ni->admin),
+		       ni->host, ni->port);
 	printf("mode     %s\ns3       %s\nkv       %s\n", s.mode,
 	       *s.s3			   ? s.s3
 	       : strcmp(s.mode, "kv") == 0 ? "(not served: a KV pool, mode = \"kv\")"
@@ -409,6 +415,8 @@ node_info(const struct nodeinfo *ni)
 	       ni->n_drives, s.online, s.writable, t, u, f,
 	       ni->cfg ? "(each file system counted once)"
 		       : "(sum over the drives: give --config to count shared file systems once)");
+	if (ni->status)
+		ol_node_locality_text(ni->status);
 	return !ni->daemon_up;
 }
 
@@ -518,16 +526,21 @@ node_usage(const char *verb, FILE *f)
 	    "                [--access-key KEY --secret-key KEY] [--region NAME]\n"
 	    "\n"
 	    "  node info       the node: daemon version and uptime, addresses, erasure layout,\n"
-	    "                  drive count and capacity\n"
+	    "                  drive count and capacity; from the daemon: NUMA nodes and their\n"
+	    "                  CPUs, the KV loops' CPUs, each drive's device and NIC's interface\n"
+	    "                  with its NUMA node, NVIDIA GPUs, and a WARNING line for a drive or\n"
+	    "                  NIC on a node no loop serving it runs on\n"
 	    "  disk info       each drive: online, writable, total/used/free\n"
 	    "  cluster status  the S3 and KV listeners and every [[nodes]] entry, checked for\n"
 	    "                  reachability with a TCP connect\n"
 	    "\n"
 	    "  --config FILE   the daemon's TOML config (drives are then measured here, on the\n"
 	    "                  node, with statvfs and a write probe)\n"
-	    "  --endpoint URL  the daemon's S3 or admin address, http://HOST:PORT (default:\n"
+	    "  --endpoint URL  the daemon's S3 or admin address, http(s)://HOST:PORT (default:\n"
 	    "                  from the config, s3_addr, or console_addr for a KV pool; else\n"
-	    "                  http://127.0.0.1:9000, then :9001); its status document\n"
+	    "                  http://127.0.0.1:9000, then :9001; HTTPS to an s3_addr with\n"
+	    "                  [s3_tls], trusting $AWS_CA_BUNDLE or its cert_path); its status\n"
+	    "                  document\n"
 	    "                  /openlake/admin/v1/status (signed with an admin key) says the\n"
 	    "                  mode and what runs, and supplies what the config does not\n"
 	    "  --json          one JSON object on stdout\n" OL_CLI_ADMIN_KEY_HELP "\n"
@@ -539,17 +552,15 @@ node_usage(const char *verb, FILE *f)
 static int
 node_endpoint(struct nodeinfo *ni, const char *url)
 {
-	const char *p = strncmp(url, "http://", 7) == 0 ? url + 7 : url;
-	char hp[300];
-	snprintf(hp, sizeof(hp), "%.*s", (int)strcspn(p, "/"), p);
-	if (strstr(p, "://") ||
-	    split_addr(hp, ni->host, sizeof(ni->host), ni->port, sizeof(ni->port))) {
+	if (ol_cli_admin_endpoint(&ni->admin, url)) {
 		fprintf(stderr,
-			"openlake %s: --endpoint '%s' is not http://HOST:PORT (e.g. "
+			"openlake %s: --endpoint '%s' is not http(s)://HOST:PORT (e.g. "
 			"http://127.0.0.1:9000)\n",
 			ni->verb, url);
 		return -EINVAL;
 	}
+	snprintf(ni->host, sizeof(ni->host), "%s", ni->admin.host);
+	snprintf(ni->port, sizeof(ni->port), "%s", ni->admin.port);
 	return 0;
 }
 
@@ -662,17 +673,24 @@ node_gather(struct nodeinfo *ni, const char *config, const char *url)
 		return 2;
 	if (ol_cli_admin_keys(&ni->admin, ni->verb, ni->ak, ni->sk, ni->region, ni->cfg, config))
 		return 2;
+	/* [s3_tls]: s3_addr speaks only HTTPS; the admin listener (console_addr) plain HTTP */
+	bool s3_tls = ol_cli_admin_tls(&ni->admin, ni->cfg);
+	if (!url)
+		ni->admin.tls = s3_tls && addr == ni->cfg->s3_addr;
+	bool first_tls = ni->admin.tls;
 	int st = status_fetch(ni);
 	const char *second = url ? "" : status_addr(ni->cfg, true);
 	if (st < 0 && *second) {
 		char host[256], port[16];
 		snprintf(host, sizeof(host), "%s", ni->host);
 		snprintf(port, sizeof(port), "%s", ni->port);
+		ni->admin.tls = false;
 		if (split_addr(second, ni->host, sizeof(ni->host), ni->port, sizeof(ni->port)) == 0)
 			st = status_fetch(ni);
 		if (st < 0) { /* report the first address, the one the config names */
 			snprintf(ni->host, sizeof(ni->host), "%s", host);
 			snprintf(ni->port, sizeof(ni->port), "%s", port);
+			ni->admin.tls = first_tls;
 		}
 	}
 	if (st == 400 || st == 403) {
@@ -695,9 +713,9 @@ node_gather(struct nodeinfo *ni, const char *config, const char *url)
 		drives_from_status(ni);
 	if (!ni->cfg && !ni->status) {
 		fprintf(stderr,
-			"openlake %s: no daemon answers at http://%s:%s - give --config FILE (the "
-			"daemon's config) or --endpoint http://HOST:PORT\n",
-			ni->verb, ni->host, ni->port);
+			"openlake %s: no daemon answers at %s://%s:%s - give --config FILE (the "
+			"daemon's config) or --endpoint http(s)://HOST:PORT\n",
+			ni->verb, ol_cli_admin_scheme(&ni->admin), ni->host, ni->port);
 		return 1;
 	}
 	return 0;

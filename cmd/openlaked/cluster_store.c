@@ -19,8 +19,9 @@
 
 #define OPEN_RETRY_MS  500
 #define LAYOUT_POLL_MS 1000
-#define MAX_POOLS      16 /* OL_STORE_MAX_POOLS */
-#define MAX_SETS       64 /* erasure sets of one store */
+#define MAX_POOLS      16  /* OL_STORE_MAX_POOLS */
+#define MAX_SETS       64  /* erasure sets of one store */
+#define MAX_NODES      256 /* members whose free space weighs the pools */
 /* The leader of set 0.0 serves every set of every pool: it opens them all over the node
  * planes, each fenced with its epoch (see docs/cluster.md). A pool added to the layout
  * (`openlake cluster join`) is noticed by polling the layout key and added to the open store
@@ -221,15 +222,25 @@ open_pools(struct cstore *cs, unsigned from, unsigned to, uint64_t epoch, struct
 	return ol_store_pools(parts, n, cs->layout.deployment_id, st);
 }
 
-/* the pools' weights for new keys: the free bytes their nodes registered, per drive */
+/* the pools' weights for new keys: the free bytes of their nodes' drives, per drive, as the
+ * nodes last measured them (<prefix>free/<id>, every 5 s while it changes; a node that has
+ * not written it yet: what it registered with) */
 static void
 pool_weights(struct cstore *cs, struct ol_store *st)
 {
 	const struct ol_layout *l = &cs->layout;
-	uint64_t w[MAX_POOLS] = {0};
+	uint64_t w[MAX_POOLS] = {0}, now_free[MAX_NODES];
+	unsigned ids[MAX_NODES];
+	size_t nf = 0;
 	struct ol_cluster_view v;
 	if (ol_store_pool_count(st) < 2 || ol_cluster_members(cs->c, &v))
 		return;
+	if (ol_cluster_free_space(cs->c, ids, now_free, MAX_NODES, &nf))
+		nf = 0;
+	for (unsigned i = 0; i < v.n; i++)
+		for (size_t j = 0; j < nf; j++)
+			if (ids[j] == v.members[i].id)
+				v.members[i].free = now_free[j];
 	unsigned n = 0;
 	for (unsigned p = 0; p < l->n_pools && n < MAX_POOLS; p++) {
 		if (l->pools[p].state == OL_POOL_REMOVED)
@@ -320,8 +331,13 @@ drain_sync(struct cstore *cs)
 	pthread_mutex_lock(&cs->mu);
 	struct ol_store *st = cs->st;
 	pthread_mutex_unlock(&cs->mu);
-	if (cs->drain_started && (cs->drain_pool != want || cs->drain_st != st))
+	if (cs->drain_started && (cs->drain_pool != want || cs->drain_st != st)) {
+		if (want < 0)
+			ol_info("cluster: the drain of pool %d stops: the layout has it active "
+				"again (`openlake cluster leave --cancel`)",
+				cs->drain_pool);
 		drain_stop(cs);
+	}
 	if (!st || cs->drain_started || want < 0 || (unsigned)want >= cs->served_to) {
 		if (st && want < 0)
 			(void)ol_store_pool_set_draining(st, -1);
@@ -354,15 +370,19 @@ drain_json(struct cstore *cs, bool gone, char *js, size_t len)
 {
 	int rc = atomic_load(&cs->drain_rc);
 	const struct ol_drain_progress *p = &cs->dp;
+	/* `cluster leave --cancel` made the pool active again: the drain stopped for that */
+	bool cancelled = (unsigned)cs->drain_pool < cs->layout.n_pools &&
+			 cs->layout.pools[cs->drain_pool].state == OL_POOL_ACTIVE;
 	snprintf(js, len,
 		 "{\"pool\":%d,\"state\":\"%s\",\"leader\":%u,\"objects_moved\":%llu,"
 		 "\"bytes_moved\":%llu,\"objects_left\":%llu,\"bytes_left\":%llu,"
 		 "\"failed\":%llu,\"uploads\":%llu,\"passes\":%llu,\"time\":%lld}",
 		 cs->drain_pool,
-		 gone	   ? "removed"
-		 : rc == 1 ? "draining"
-		 : rc == 0 ? "empty"
-			   : "interrupted",
+		 gone	     ? "removed"
+		 : cancelled ? "cancelled"
+		 : rc == 1   ? "draining"
+		 : rc == 0   ? "empty"
+			     : "interrupted",
 		 cs->cfg->self_id, (unsigned long long)atomic_load(&p->objects_moved),
 		 (unsigned long long)atomic_load(&p->bytes_moved),
 		 (unsigned long long)atomic_load(&p->objects_left),
@@ -656,10 +676,27 @@ cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 		free(cs);
 		return -EIO;
 	}
+	/* with [s3_tls] every node's S3 port speaks TLS: so does the hop to the leader, which
+	 * checks the leader's certificate ([cluster] tls_ca, else this node's own certificate and
+	 * client CA) and shows this node's certificate when the leader asks for one */
+	const struct ol_config_tls *t = &cfg->s3_tls;
 	struct ol_http_proxy_opts po = {
-	    .connect_timeout_ms = 2000, .io_timeout_ms = 30000, .client_key = cs->client_key};
+	    .connect_timeout_ms = 2000,
+	    .io_timeout_ms = 30000,
+	    .client_key = cs->client_key,
+	    .tls = t->cert_path[0] != 0,
+	    .tls_ca = {cfg->cluster_tls_ca[0] ? cfg->cluster_tls_ca : NULL,
+		       cfg->cluster_tls_ca[0] ? NULL : t->cert_path,
+		       cfg->cluster_tls_ca[0] ? NULL : t->client_ca},
+	    .tls_cert = t->cert_path,
+	    .tls_key = t->key_path};
 	int rc = ol_http_proxy_new(&po, &cs->proxy);
 	if (rc) {
+		if (po.tls)
+			ol_err(
+			    "cluster: the TLS context for forwarding to the leader does not load "
+			    "(%s): check [s3_tls] cert_path / key_path and [cluster] tls_ca",
+			    strerror(-rc));
 		free(cs);
 		return rc;
 	}
@@ -747,6 +784,21 @@ mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* a configuration error waiting does not mend: said at most once a minute */
+static void
+bad_cert(unsigned node, const char *addr)
+{
+	static _Atomic int64_t last = -60000;
+	int64_t now = mono_ms(), was = atomic_load(&last);
+	if (now - was < 60000 || !atomic_compare_exchange_strong(&last, &was, now))
+		return;
+	ol_warn("cluster: the TLS certificate of the leader (node %u, %s) does not verify against "
+		"[cluster] tls_ca (or, without it, this node's own [s3_tls] cert_path and "
+		"client_ca), or does not name that address: requests through this node answer "
+		"503 until it does",
+		node, addr);
+}
+
 /* serve (when `here`: this node leads) or forward r to the leader; 503 when neither works in
  * time */
 static void
@@ -771,6 +823,8 @@ route(struct cstore *cs, struct ol_http_req *r, bool here)
 			}
 			ol_debug("cluster: forwarding %s %s to node %u (%s): %s", r->method,
 				 r->target, li.node, li.s3_addr, strerror(-rc));
+			if (rc == -EKEYREJECTED)
+				bad_cert(li.node, li.s3_addr);
 			why =
 			    "The leader of this erasure set cannot be reached now; retry shortly.";
 			if (rc == -EHOSTDOWN)
@@ -787,6 +841,21 @@ void
 cstore_route(struct cstore *cs, struct ol_http_req *r)
 {
 	route(cs, r, true);
+}
+
+void
+cstore_reload_tls(struct cstore *cs)
+{
+	if (!cs || !cs->cfg->s3_tls.cert_path[0])
+		return;
+	int rc = ol_http_proxy_reload_tls(cs->proxy);
+	if (rc)
+		ol_warn("cluster: the TLS files for forwarding to the leader do not load (%s): "
+			"forwarding keeps the old ones; check [s3_tls] cert_path / key_path and "
+			"[cluster] tls_ca",
+			strerror(-rc));
+	else
+		ol_info("cluster: forwarding to the leader uses the reloaded TLS files");
 }
 
 int

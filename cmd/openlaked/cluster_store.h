@@ -43,6 +43,8 @@ int cstore_forward_admin(void *arg, struct ol_http_req *r);
 
 /* Stop the layout poller, give the set up (in-flight requests finish, the store closes);
  * then free. NULL: no-op. */
+/* SIGHUP: the forwarding hop's TLS files read again (rotated certificates); logs the result. */
+void cstore_reload_tls(struct cstore *cs);
 void cstore_resign(struct cstore *cs);
 void cstore_free(struct cstore *cs);
 

@@ -2,6 +2,7 @@
  * Flags, config and wiring only; everything else lives in src/. */
 #include "base/config.h"
 #include "base/log.h"
+#include "io/topo.h"
 #include "tls/tls.h"
 
 #ifdef OL_HAVE_STORE
@@ -666,6 +667,62 @@ start_admin(const struct ol_config *cfg, struct daemon *d)
 #endif
 }
 
+#ifdef OL_HAVE_ADMIN
+static void
+locality_warn(void *arg, const char *msg)
+{
+	(void)arg;
+	ol_warn("locality: %s", msg);
+}
+
+/* Where the daemon runs, for the status document ("locality", `openlake node info`): the
+ * host's NUMA nodes, the KV loops' CPUs, the nodes of the drives and of the listeners' NICs,
+ * the GPUs; each mismatch is logged once here. */
+static void
+announce_locality(const struct ol_config *cfg, const struct daemon *d, const char *s3,
+		  const char *kv)
+{
+	struct ol_topo *t = NULL;
+	int rc = ol_topo_open(&t);
+	if (rc < 0) {
+		ol_warn("cannot read the host's topology (hwloc): %s; `openlake node info` shows "
+			"no locality",
+			strerror(-rc));
+		return;
+	}
+	struct ol_topo_loop loops[64];
+	unsigned n_loops = 0;
+#ifdef OL_HAVE_KV
+	struct ol_kv_loop_info li[64];
+	n_loops = d->kv ? ol_kv_server_loops(d->kv, li, 64) : 0;
+	n_loops = n_loops > 64 ? 64 : n_loops;
+	for (unsigned i = 0; i < n_loops; i++)
+		loops[i] = (struct ol_topo_loop){li[i].name, li[i].cpu, li[i].accepts_tcp};
+#else
+	(void)d;
+#endif
+	struct ol_topo_dir dirs[OL_CFG_MAX_DIRS + 1];
+	unsigned n_dirs = 0;
+	for (unsigned i = 0; strcmp(cfg->mode, "kv") && i < cfg->n_data_dirs; i++)
+		dirs[n_dirs++] = (struct ol_topo_dir){"s3", cfg->data_dirs[i]};
+	if (*kv && cfg->kv_spill_dir[0])
+		dirs[n_dirs++] = (struct ol_topo_dir){"kv", cfg->kv_spill_dir};
+	struct ol_topo_listener ls[2];
+	unsigned n_ls = 0;
+	if (*s3)
+		ls[n_ls++] = (struct ol_topo_listener){"s3", s3};
+	if (*kv)
+		ls[n_ls++] = (struct ol_topo_listener){"kv", kv};
+	struct ol_topo_report r = {cfg->pin_threads, "kv", loops, n_loops,	 dirs,
+				   n_dirs,	     ls,   n_ls,  locality_warn, NULL};
+	char *js = NULL;
+	if (ol_topo_report_json(t, &r, &js) == 0)
+		ol_admin_set_locality(js);
+	free(js);
+	ol_topo_free(t);
+}
+#endif
+
 /* Tell the status document what runs, and that the daemon is ready. */
 static void
 announce_services(const struct ol_config *cfg, const struct daemon *d)
@@ -681,6 +738,7 @@ announce_services(const struct ol_config *cfg, const struct daemon *d)
 		kv = ol_config_kv_listen(cfg);
 #endif
 	ol_admin_set_services(s3, kv, d->admin_addr);
+	announce_locality(cfg, d, s3, kv);
 	ol_admin_set_ready(true);
 #else
 	(void)cfg;
@@ -877,6 +935,7 @@ stop_all(struct daemon *d)
 {
 #ifdef OL_HAVE_ADMIN
 	ol_admin_set_ready(false);
+	ol_admin_set_locality(NULL);
 #endif
 #ifdef OL_HAVE_CSTORE
 	if (d->cs) {
@@ -1017,7 +1076,8 @@ main(int argc, char **argv)
 	int sig = 0;
 	while (sigwait(&stop_set, &sig) == 0 && sig == SIGHUP) {
 		ol_info("SIGHUP: reloading the TLS certificates");
-		ol_tls_reload_all(); /* [s3_tls] and [kv_tls] */
+		ol_tls_reload_all();	 /* [s3_tls] and [kv_tls] */
+		cstore_reload_tls(d.cs); /* the hop to the leader (cluster mode) */
 	}
 	ol_info("signal %d: stopping", sig);
 	stop_all(&d);

@@ -4,7 +4,8 @@
 FROM debian:bookworm AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
       build-essential pkg-config meson ninja-build liburing-dev libisal-dev liblmdb-dev \
-      libexpat1-dev libssl-dev libxxhash-dev libzstd-dev liblz4-dev libjansson-dev libucx-dev && \
+      libexpat1-dev libssl-dev libxxhash-dev libzstd-dev liblz4-dev libjansson-dev libucx-dev \
+      libhwloc-dev && \
     rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

@@ -4,7 +4,8 @@
 FROM debian:bookworm AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
       build-essential pkg-config meson ninja-build liburing-dev libisal-dev liblmdb-dev \
-      libexpat1-dev libssl-dev libxxhash-dev libzstd-dev liblz4-dev libjansson-dev libucx-dev && \
+      libexpat1-dev libssl-dev libxxhash-dev libzstd-dev liblz4-dev libjansson-dev libucx-dev \
+      libhwloc-dev && \
     rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -13,7 +14,7 @@ RUN meson setup build --buildtype=release && ninja -C build && \
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends \
-      liburing2 libisal2 liblmdb0 libexpat1 libssl3 libxxhash0 libjansson4 libucx0 tini && rm -rf /var/lib/apt/lists/* && \
+      liburing2 libisal2 liblmdb0 libexpat1 libssl3 libxxhash0 libjansson4 libucx0 libhwloc15 tini && rm -rf /var/lib/apt/lists/* && \
     useradd --system --uid 10001 --home /var/lib/openlake openlake && \
     mkdir -p /var/lib/openlake /etc/openlake && chown openlake /var/lib/openlake
 COPY --from=build /out/usr/local/ /usr/local/

@@ -160,6 +160,18 @@ const char *ol_kv_status_str(int status);
  * pay a foreign call per range. 0, or -EINVAL (iov NULL with n > 0, a NULL base with a
  * length, out NULL). Since OPENLAKE_0.3. */
 int ol_iov_xxh3(const struct ol_iov *iov, size_t n, uint64_t *out);
+/* ol_kv_get, and for each op that comes back OL_KV_OK, hash[i] = XXH3-64 (xxHash, seed 0) of
+ * the value's bytes that landed in its first hash_iovcnt[i] iovs (hash_iovcnt NULL: in all of
+ * them): the same value as ol_iov_xxh3 over the first min(value_len, their total) bytes of
+ * those iovs after the call. hash[i] = 0 for any other status. The hash is taken while the
+ * bytes are copied out of the node's shared memory or received from its socket (TCP, TLS), one
+ * cache-sized piece at a time, so a caller that verifies a value (the vLLM connector's trailer
+ * over the payload ranges, the trailer's iov excluded) does not read it from memory a second
+ * time; values over UCX or through opts.compress are hashed after their copy (the same
+ * value). The op's iovs must not overlap. hash: n entries (caller's). Returns what ol_kv_get
+ * returns, and -EINVAL when hash is NULL with n > 0. Since OPENLAKE_0.4. */
+int ol_kv_get_xxh3(struct ol_client *c, struct ol_kv_op *ops, size_t n, const size_t *hash_iovcnt,
+		   uint64_t *hash);
 /* Library version, e.g. "0.1.0". */
 const char *ol_version(void);
 

@@ -386,18 +386,33 @@ class Client:
         self._call(self._lib.ol_kv_put, b, "put")
         return b.statuses()
 
-    def get_ops(self, ops_addr, n):
+    def get_ops(self, ops_addr, n, hash_iovcnt=None):
         """ol_kv_get on n struct ol_kv_op the caller laid out at ops_addr (keys, iovecs and
         ops kept alive by the caller, which reads status and value_len back from them). For
         callers that build their op and iovec arrays in bulk (the vLLM connector's loads):
-        no per-op Python work here."""
+        no per-op Python work here.
+        hash_iovcnt=k: also hash, while copying, what lands in each op's first k iovs
+        (ol_kv_get_xxh3): returns the n XXH3-64 values (0 where the status is not OK), or
+        None when this libopenlake is older than OPENLAKE_0.4 (the get is done, unhashed).
+        Without hash_iovcnt: None."""
         if not self._h:
             raise OpenLakeError(9, "client is closed")
         if n == 0:
-            return
-        rc = self._lib.ol_kv_get(self._h, ctypes.cast(ops_addr, ctypes.POINTER(Op)), n)
+            return [] if hash_iovcnt is not None and self.has_get_xxh3() else None
+        ops = ctypes.cast(ops_addr, ctypes.POINTER(Op))
+        if hash_iovcnt is None or not self.has_get_xxh3():
+            rc, out = self._lib.ol_kv_get(self._h, ops, n), None
+        else:
+            k = (ctypes.c_size_t * n)(*([int(hash_iovcnt)] * n))
+            out = (ctypes.c_uint64 * n)()
+            rc = self._lib.ol_kv_get_xxh3(self._h, ops, n, k, out)
         if rc < 0:
             raise OpenLakeError(-rc, "get: %s" % _errname(-rc))
+        return None if out is None else list(out)
+
+    def has_get_xxh3(self):
+        """True when the library hashes during a get (ol_kv_get_xxh3, OPENLAKE_0.4)."""
+        return hasattr(self._lib, "ol_kv_get_xxh3")
 
     def get_iov(self, keys, iovs):
         """Fill the ranges iovs[i] with keys[i]. Returns (statuses, value lengths)."""

@@ -324,14 +324,16 @@ class WorkerSide:
         ops[:, Op.key.offset // 8] = ctypes.addressof(keys) + rows * 32
         ops[:, Op.iov.offset // 8] = iov.data_ptr() + rows * ((n + 1) * 16)
         ops[:, Op.iovcnt.offset // 8] = n + 1
-        self.store.call("get_ops", ops.data_ptr(), nj)
+        # verifying: the get hashes each block's n payload ranges as it copies them (None
+        # from a library without ol_kv_get_xxh3: check_trailer hashes them again)
+        hashes = self.store.call("get_ops", ops.data_ptr(), nj, n if self.cfg.verify else None)
         st = [Status.of(v) for v in ops.view(torch.int32)[:, Op.status.offset // 4].tolist()]
         lens = ops[:, Op.value_len.offset // 8].tolist()
         raw = trailers.raw
         base, step = iov.data_ptr(), (n + 1) * 16
         for i, j in enumerate(jobs):
             j.trailer = raw[i * TRAILER_LEN:(i + 1) * TRAILER_LEN]
-            j.ranges = IovArray(base + i * step, n)  # hashed in one call (ol_iov_xxh3)
+            j.ranges = IovArray(base + i * step, n, hashes[i] if hashes else None)
             j.keep.append(iov)
         return st, lens
 

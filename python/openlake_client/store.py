@@ -125,12 +125,14 @@ class _Xxh3:
 
 class IovArray:
     """n struct ol_iov at addr (the caller keeps them alive): a scatter list that
-    libopenlake's ol_iov_xxh3 hashes in one call; iterates as (addr, len) pairs otherwise."""
+    libopenlake's ol_iov_xxh3 hashes in one call; iterates as (addr, len) pairs otherwise.
+    xxh3: the XXH3-64 of these ranges that the get which filled them computed on its way in
+    (Client.get_ops with hash_iovcnt=n: ol_kv_get_xxh3), or None (hashed again when checked)."""
 
-    __slots__ = ("addr", "n")
+    __slots__ = ("addr", "n", "xxh3")
 
-    def __init__(self, addr, n):
-        self.addr, self.n = addr, n
+    def __init__(self, addr, n, xxh3=None):
+        self.addr, self.n, self.xxh3 = addr, n, xxh3
 
     def __iter__(self):
         a = (ctypes.c_uint64 * (2 * self.n)).from_address(self.addr)
@@ -178,6 +180,8 @@ def xxh3():
 def _checksum(flags, ranges):
     if flags & FLAG_XXH3:
         if isinstance(ranges, IovArray):
+            if ranges.xxh3 is not None:  # hashed by the get, while the bytes were in cache
+                return ranges.xxh3 & 0xFFFFFFFF
             got = _iov_xxh3(ranges)
             if got is not None:
                 return got

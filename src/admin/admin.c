@@ -39,6 +39,7 @@ static void *auto_main(void *arg);
 static pthread_mutex_t svc_lock = PTHREAD_MUTEX_INITIALIZER;
 static char svc_s3[OL_CFG_STR], svc_kv[OL_CFG_STR], svc_admin[OL_CFG_STR];
 static _Atomic bool admin_ready;
+static char *locality_json; /* ol_admin_set_locality, under svc_lock */
 /* ol_admin_set_cluster: the daemon's view of the etcd cluster for the status document. */
 static pthread_rwlock_t cluster_lock = PTHREAD_RWLOCK_INITIALIZER; /* held while fn runs */
 static ol_admin_cluster_fn cluster_fn;
@@ -62,6 +63,16 @@ ol_admin_set_services(const char *s3_addr, const char *kv_addr, const char *admi
 	snprintf(svc_s3, sizeof(svc_s3), "%s", s3_addr ? s3_addr : "");
 	snprintf(svc_kv, sizeof(svc_kv), "%s", kv_addr ? kv_addr : "");
 	snprintf(svc_admin, sizeof(svc_admin), "%s", admin_addr ? admin_addr : "");
+	pthread_mutex_unlock(&svc_lock);
+}
+
+void
+ol_admin_set_locality(const char *json)
+{
+	char *copy = json ? ol_xstrdup(json) : NULL;
+	pthread_mutex_lock(&svc_lock);
+	free(locality_json);
+	locality_json = copy;
 	pthread_mutex_unlock(&svc_lock);
 }
 
@@ -202,6 +213,9 @@ ol_admin_status_json(void)
 	else
 		ol_strbuf_printf(&b, "null");
 	pthread_rwlock_unlock(&cluster_lock);
+	pthread_mutex_lock(&svc_lock);
+	ol_strbuf_printf(&b, ",\"locality\":%s", locality_json ? locality_json : "null");
+	pthread_mutex_unlock(&svc_lock);
 	{
 		char *h = ol_admin_heal_json();
 		ol_strbuf_printf(&b, ",\"heal\":%s", h);

@@ -54,6 +54,12 @@ void ol_admin_set_cluster(ol_admin_cluster_fn fn, void *arg);
 /* s as a JSON string (quoted, escaped), appended to b. */
 void ol_admin_json_str(struct ol_strbuf *b, const char *s);
 
+/* Where this daemon runs (io/topo.h's locality report: NUMA nodes, the loops' CPUs, the
+ * drives' and NICs' nodes, GPUs, warnings), one JSON object the daemon builds at start; the
+ * status document carries it as "locality" (null until set). json is copied; NULL clears.
+ * Any thread. */
+void ol_admin_set_locality(const char *json);
+
 /* Readiness (/openlake/ready): false until the daemon has started every service. */
 void ol_admin_set_ready(bool ready);
 
@@ -90,8 +96,8 @@ int ol_admin_handle(struct ol_http_req *r);
 /* The status document as JSON (also used by `openlake node info` and the console): version,
  * mode, addresses, erasure, drives, members (the config's [[nodes]]), cluster_etcd,
  * kv_namespaces (the KV tokens' namespace patterns, never the tokens), services, ready,
- * cluster (ol_admin_set_cluster; null outside cluster mode), heal.
- * Caller frees. */
+ * cluster (ol_admin_set_cluster; null outside cluster mode), locality (ol_admin_set_locality),
+ * heal. Caller frees. */
 char *ol_admin_status_json(void);
 
 /* The heal progress as one JSON object (no newline). Caller frees. "result": 0 when the last

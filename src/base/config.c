@@ -61,6 +61,8 @@ static const struct cfg_key keys[] = {
      "KV pool listen address (\"\" = off)"},
     {"threads", T_U32, F(threads), "0", 0, 1024, 0, 0, 0,
      "S3 listeners and pollers (0 = one per core)"},
+    {"pin_threads", T_ENUM, F(pin_threads), "auto", 0, 0, "auto|off", 0, 0,
+     "auto: KV loop N on the N-th CPU of the process's mask, accepts on the NIC's NUMA node"},
     {"log_level", T_ENUM, F(log_level), "info", 0, 0, "error|warn|info|debug", 0, 0,
      "log verbosity"},
     {"console_addr", T_STR, F(console_addr), OL_CONSOLE_ADDR_DEFAULT, 0, 0, 0, 0, 0,
@@ -160,6 +162,10 @@ static const struct cfg_key keys[] = {
      "the host or IP other nodes and clients reach this node at: replaces a wildcard "
      "(0.0.0.0, ::) in the s3_addr, kv_addr and rpc_addr this node registers in etcd "
      "(\"\" = as configured; a wildcard is then read as loopback)"},
+    {"cluster.tls_ca", T_STR, F(cluster_tls_ca), "", 0, 0, 0, 0, 0,
+     "with [s3_tls]: a PEM file of the CA (or certificates) the other nodes' S3 certificates "
+     "chain to, for the hop that forwards a request to the leader (\"\" = this node's own "
+     "[s3_tls] cert_path and client_ca, so one certificate shared by all nodes works)"},
     {"cluster.lease_ttl_s", T_U32, F(cluster_lease_ttl_s), "10", 2, 3600, 0, 0, 0,
      "membership lease: a node that stops renewing it leaves the member list after this long"},
     {"cluster.prefix", T_STR, F(cluster_prefix), "/openlake/", 0, 0, 0, 0, 0,

@@ -115,6 +115,7 @@ struct ol_config {
 	unsigned heal_delay_secs;      /* [storage] heal_delay_secs before that heal */
 	uint64_t heal_bytes_per_sec;   /* [storage] heal_bytes_per_sec of that heal (0: no cap) */
 	unsigned threads;	       /* worker threads (0 = one per core) */
+	char pin_threads[8];	       /* "auto": loops pinned to CPUs (io/topo.h); "off" */
 	char log_level[16];	       /* error|warn|info|debug */
 	char console_addr[OL_CFG_STR]; /* admin listener: /metrics, health, status, console, in
 					* every mode ("" = off; the S3 port serves them too) */
@@ -135,6 +136,7 @@ struct ol_config {
 	unsigned cluster_weight;	    /* this node's relative share for placement */
 	char cluster_secret[OL_CFG_STR];    /* node plane HMAC secret ("" = plane off) */
 	char cluster_advertise[OL_CFG_STR]; /* host registered in place of a wildcard bind */
+	char cluster_tls_ca[OL_CFG_STR];    /* trust for the forwarding hop's TLS ("" = own) */
 	unsigned cluster_plane_threads;	    /* node plane loop threads */
 	uint64_t cluster_plane_window;	    /* credit window granted to each peer, bytes */
 	uint64_t cluster_plane_max_frame;   /* largest frame payload accepted */

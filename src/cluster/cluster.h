@@ -2,7 +2,7 @@
  *
  * With [cluster] etcd set, the daemon registers at <prefix>members/<self_id> under a lease
  * (JSON: id, s3, kv and rpc addresses, drives with paths and sizes, capacity, free bytes (at
- * registration), weight, version,
+ * registration; <prefix>free/<id> keeps the figure current), weight, version,
  * start time), keeps the lease alive from a helper thread ("ol-cluster-ka"), registers again
  * after a lapse (lease expired while the process was frozen, etcd restarted or lost it, key
  * deleted), and revokes the lease on a clean stop. A second thread ("ol-cluster-watch") reads
@@ -55,6 +55,14 @@ void ol_cluster_stop(struct ol_cluster *c);
  * Any thread. Free with ol_cluster_view_fini. -ENOMEM. */
 int ol_cluster_members(struct ol_cluster *c, struct ol_cluster_view *out);
 void ol_cluster_view_fini(struct ol_cluster_view *v);
+
+/* The free bytes over each member's drives as it last measured them: a store-mode member
+ * writes <prefix>free/<id> (JSON {"free", "capacity"}, under its lease) every 5 s while the
+ * figure changes, so the pools' weights for new keys follow the drives as they fill (the
+ * member record's "free" is from its registration). ids[i] and free[i] for i < *n (at most
+ * cap members). 0, or -errno when etcd does not answer. Any thread; one etcd range. */
+int ol_cluster_free_space(struct ol_cluster *c, unsigned *ids, uint64_t *free, size_t cap,
+			  size_t *n);
 
 /* Member JSON -> struct (pure). -EPROTO when it is not one. */
 int ol_cluster_member_parse(const char *buf, size_t len, struct ol_cluster_member *m);

@@ -26,10 +26,15 @@ struct ol_cluster_set {
 struct ol_cluster {
 	const struct ol_config *cfg;
 	struct ol_etcd *etcd;
-	char key[OL_CFG_STR + 32];    /* <prefix>members/<id> */
-	char prefix[OL_CFG_STR + 16]; /* <prefix>members/ */
-	char *value;		      /* this member's JSON */
-	int64_t lease;		      /* the keepalive thread's own copy */
+	char key[OL_CFG_STR + 32];	   /* <prefix>members/<id> */
+	char prefix[OL_CFG_STR + 16];	   /* <prefix>members/ */
+	char *value;			   /* this member's JSON */
+	char free_key[OL_CFG_STR + 32];	   /* <prefix>free/<id> */
+	char free_prefix[OL_CFG_STR + 16]; /* <prefix>free/ */
+	/* the keepalive thread's: what it last wrote there, under which lease, and when next */
+	uint64_t free_last;
+	int64_t free_lease, free_next_ms;
+	int64_t lease; /* the keepalive thread's own copy */
 	/* the lease for the other threads: its id (0 = none) and the CLOCK_MONOTONIC ms until
 	 * which it surely lives on etcd's side (sent time of the last answered keepalive + TTL) */
 	_Atomic int64_t lease_id, lease_valid_until;

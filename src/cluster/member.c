@@ -14,6 +14,8 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
+#define FREE_PERIOD_MS 5000 /* <prefix>free/<id> at most this often */
+
 int
 ol_cluster_member_parse(const char *buf, size_t len, struct ol_cluster_member *m)
 {
@@ -46,19 +48,28 @@ out:
 	return rc;
 }
 
+/* size and free bytes of data dir i (0, 0 when statvfs fails) */
+static void
+dir_space(const struct ol_config *cfg, unsigned i, uint64_t *size, uint64_t *avail)
+{
+	struct statvfs st;
+	*size = *avail = 0;
+	if (statvfs(cfg->data_dirs[i], &st) == 0) {
+		*size = (uint64_t)st.f_blocks * st.f_frsize;
+		*avail = (uint64_t)st.f_bavail * st.f_frsize;
+	}
+}
+
 static char *
 member_json(const struct ol_config *cfg)
 {
 	json_t *drives = json_array();
 	uint64_t total = 0, free_total = 0;
 	for (unsigned i = 0; drives && i < cfg->n_data_dirs; i++) {
-		struct statvfs st;
-		uint64_t size = 0;
-		if (statvfs(cfg->data_dirs[i], &st) == 0) {
-			size = (uint64_t)st.f_blocks * st.f_frsize;
-			free_total += (uint64_t)st.f_bavail * st.f_frsize;
-		}
+		uint64_t size, avail;
+		dir_space(cfg, i, &size, &avail);
 		total += size;
+		free_total += avail;
 		json_array_append_new(drives, json_pack("{s:s, s:I}", "path", cfg->data_dirs[i],
 							"size", (json_int_t)size));
 	}
@@ -133,6 +144,62 @@ register_once(struct ol_cluster *c)
 	return 0;
 }
 
+/* <prefix>free/<id>: the drives' free bytes now, under the lease, every FREE_PERIOD_MS while
+ * they change (a store-mode member; a KV pool's weights are its config's) */
+static void
+put_free(struct ol_cluster *c)
+{
+	const struct ol_config *cfg = c->cfg;
+	int64_t now = ol_cluster_now_ms();
+	if (!c->lease || !cfg->n_data_dirs || strcmp(cfg->mode, "kv") == 0 || now < c->free_next_ms)
+		return;
+	c->free_next_ms = now + FREE_PERIOD_MS;
+	uint64_t total = 0, free_total = 0;
+	for (unsigned i = 0; i < cfg->n_data_dirs; i++) {
+		uint64_t size, avail;
+		dir_space(cfg, i, &size, &avail);
+		total += size;
+		free_total += avail;
+	}
+	if (c->free_lease == c->lease && c->free_last == free_total)
+		return;
+	char v[96];
+	snprintf(v, sizeof(v), "{\"free\":%llu,\"capacity\":%llu}", (unsigned long long)free_total,
+		 (unsigned long long)total);
+	if (ol_etcd_put(c->etcd, c->free_key, v, strlen(v), c->lease, NULL) == 0) {
+		c->free_last = free_total;
+		c->free_lease = c->lease;
+	}
+}
+
+int
+ol_cluster_free_space(struct ol_cluster *c, unsigned *ids, uint64_t *free_bytes, size_t cap,
+		      size_t *n)
+{
+	struct ol_etcd_range_result r;
+	*n = 0;
+	int rc = ol_etcd_range(c->etcd, c->free_prefix, OL_ETCD_PREFIX, 0, 0, &r);
+	if (rc)
+		return rc;
+	size_t pl = strlen(c->free_prefix);
+	for (size_t i = 0; i < r.n_kvs && *n < cap; i++) {
+		char *end;
+		errno = 0;
+		unsigned long id = strtoul(r.kvs[i].key + pl, &end, 10);
+		json_error_t e;
+		json_t *o = json_loadb(r.kvs[i].value, r.kvs[i].value_len, 0, &e);
+		json_int_t f = json_integer_value(json_object_get(o, "free"));
+		if (!errno && end != r.kvs[i].key + pl && !*end && id <= 65535 && f >= 0 &&
+		    json_is_integer(json_object_get(o, "free"))) {
+			ids[*n] = (unsigned)id;
+			free_bytes[(*n)++] = (uint64_t)f;
+		}
+		json_decref(o);
+	}
+	ol_etcd_range_result_fini(&r);
+	return 0;
+}
+
 static void *
 keepalive_main(void *arg)
 {
@@ -174,6 +241,8 @@ keepalive_main(void *arg)
 				down_logged = false;
 			}
 		}
+		if (!rc)
+			put_free(c);
 		if (rc && !down_logged) {
 			ol_warn("cluster: etcd (%s) unreachable: %s; serving the local store, "
 				"retrying in the background",
@@ -380,6 +449,8 @@ ol_cluster_start(const struct ol_config *cfg, struct ol_cluster **out)
 	}
 	snprintf(c->prefix, sizeof(c->prefix), "%smembers/", cfg->cluster_prefix);
 	snprintf(c->key, sizeof(c->key), "%s%u", c->prefix, cfg->self_id);
+	snprintf(c->free_prefix, sizeof(c->free_prefix), "%sfree/", cfg->cluster_prefix);
+	snprintf(c->free_key, sizeof(c->free_key), "%s%u", c->free_prefix, cfg->self_id);
 	c->value = member_json(cfg);
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_condattr_t ca;

@@ -250,7 +250,7 @@ uint64_t ol_http_chunked_data_left(const struct ol_http_chunked *c);
  * both ways through one
  * 256 KiB buffer (a chunked request is re-chunked as it arrives); nothing is held whole.
  * Upstream connections are kept alive in a small pool (64 idle at most, reused within 10 s,
- * a connection that became readable while idle is dropped). */
+ * a connection that became readable while idle is dropped), TLS sessions with them. */
 
 #define OL_HTTP_RESP_MAX_HEAD	 (64u << 10)
 #define OL_HTTP_RESP_MAX_HEADERS 128
@@ -264,19 +264,33 @@ struct ol_http_proxy_opts {
 	 * io_timeout_ms on a pooled connection to a peer that became unreachable; 0 = 10000 */
 	unsigned user_timeout_ms;
 	const uint8_t *client_key; /* OL_HTTP_CLIENT_KEY bytes, copied; NULL: no vouching */
+	/* TLS to the upstreams (their port speaks only TLS, as a cluster node's S3 port with
+	 * [s3_tls]); false: plain HTTP. The upstream's certificate must chain to (or be) a
+	 * certificate in one of the tls_ca PEM files (NULL entries skipped; with none, the
+	 * system's CAs) and name the host connected to (IP or DNS name); with tls_cert and
+	 * tls_key the proxy shows that certificate when the upstream asks for one. The files are
+	 * read by ol_http_proxy_new and again by ol_http_proxy_reload_tls. */
+	bool tls;
+	const char *tls_ca[3];
+	const char *tls_cert, *tls_key;
 };
 #define OL_HTTP_CLIENT_KEY 32
 int ol_http_proxy_new(const struct ol_http_proxy_opts *o, struct ol_http_proxy **out);
 /* Closes the pooled connections; no forward may be running. NULL is a no-op. */
 void ol_http_proxy_free(struct ol_http_proxy *p);
+/* Read the TLS files again (SIGHUP: rotated certificates): connections made from now on use
+ * them, pooled ones keep theirs. 0 (also without TLS), or -errno from a file that does not
+ * load (the old context stays). Safe while forwards run. */
+int ol_http_proxy_reload_tls(struct ol_http_proxy *p);
 
 /* Forward r to upstream ("host:port", numeric; "[v6]:port") and relay the answer, from the
  * handler's thread. Returns 0 when the upstream's answer (any status) went to the client;
  * -ECONNABORTED when the client's side broke or the relay broke after the answer started
  * (the caller only ends the request: ol_http_finish); any other -errno when nothing was
  * sent to the client and the upstream could not be reached or did not answer (-ECONNREFUSED,
- * -ETIMEDOUT, -ENODATA closed without answering, -EPROTO a malformed answer, -EINVAL a bad
- * upstream): the caller answers (a 503); -EHOSTDOWN is such a failure after the client's
+ * -ETIMEDOUT, -ENODATA closed without answering, -EPROTO a malformed answer or a failed TLS
+ * handshake, -EKEYREJECTED its TLS certificate did not verify, -EINVAL a bad upstream): the
+ * caller answers (a 503); -EHOSTDOWN is such a failure after the client's
  * body was (partly) consumed, so the request cannot be forwarded again. Safe from many
  * threads at once. */
 int ol_http_proxy_forward(struct ol_http_proxy *p, struct ol_http_req *r, const char *upstream);

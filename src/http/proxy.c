@@ -20,21 +20,34 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #define PROXY_BUF     (256u << 10) /* body bytes moved per read */
 #define POOL_MAX_AGE  10000	   /* ms an idle upstream connection is kept */
 #define POOL_MAX_IDLE 64
 
-struct pooled {
+/* a connection to an upstream: its socket and, with TLS, its session */
+struct up {
 	int fd;
+	SSL *ssl;
+};
+
+struct pooled {
+	struct up c;
 	char addr[64];
 	int64_t since_ms;
 };
 
 struct ol_http_proxy {
 	struct ol_http_proxy_opts o;
+	/* o.tls: the context new connections are made from (under mu: a reload swaps it; each
+	 * SSL holds a reference on its own) and the files it is built from */
+	SSL_CTX *ctx;
+	char ca[3][512], cert[512], cert_key[512];
 	pthread_mutex_t mu;
 	struct pooled idle[POOL_MAX_IDLE];
 	unsigned n_idle;
@@ -302,10 +315,50 @@ wait_fd(int fd, short ev, int timeout_ms)
 	return rc == 0 ? -ETIMEDOUT : 0;
 }
 
+static void
+up_close(struct up *c)
+{
+	if (c->ssl) {
+		SSL_free(c->ssl); /* no close_notify: the socket goes now either way */
+		c->ssl = NULL;
+	}
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
+/* after an SSL call returned k <= 0: 0 once what it wants (readable, writable) came (call it
+ * again), or -errno */
 static int
-send_all(int fd, const void *buf, size_t len, int timeout_ms)
+ssl_wait(const struct up *c, int k, int timeout_ms)
+{
+	int e = SSL_get_error(c->ssl, k);
+	ERR_clear_error();
+	if (e == SSL_ERROR_WANT_READ)
+		return wait_fd(c->fd, POLLIN, timeout_ms);
+	if (e == SSL_ERROR_WANT_WRITE)
+		return wait_fd(c->fd, POLLOUT, timeout_ms);
+	if (e == SSL_ERROR_SYSCALL && errno && errno != EAGAIN)
+		return -errno;
+	return -EPROTO;
+}
+
+static int
+send_all(struct up *c, const void *buf, size_t len, int timeout_ms)
 {
 	const char *p = buf;
+	while (c->ssl && len) {
+		int k = SSL_write(c->ssl, p, len > INT32_MAX ? INT32_MAX : (int)len);
+		if (k > 0) {
+			p += k;
+			len -= (size_t)k;
+			continue;
+		}
+		int rc = ssl_wait(c, k, timeout_ms);
+		if (rc)
+			return rc;
+	}
+	int fd = c->fd;
 	while (len) {
 		ssize_t k = send(fd, p, len, MSG_NOSIGNAL);
 		if (k < 0 && errno == EAGAIN) {
@@ -326,8 +379,22 @@ send_all(int fd, const void *buf, size_t len, int timeout_ms)
 
 /* > 0 bytes, 0 at the end of the stream, -errno */
 static ssize_t
-recv_some(int fd, void *buf, size_t len, int timeout_ms)
+recv_some(struct up *c, void *buf, size_t len, int timeout_ms)
 {
+	while (c->ssl) {
+		int k = SSL_read(c->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
+		if (k > 0)
+			return k;
+		int e = SSL_get_error(c->ssl, k);
+		if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno == 0)) {
+			ERR_clear_error(); /* close_notify, or the peer closed the socket */
+			return 0;
+		}
+		int rc = ssl_wait(c, k, timeout_ms);
+		if (rc)
+			return rc;
+	}
+	int fd = c->fd;
 	for (;;) {
 		ssize_t k = recv(fd, buf, len, 0);
 		if (k >= 0)
@@ -342,66 +409,190 @@ recv_some(int fd, void *buf, size_t len, int timeout_ms)
 	}
 }
 
-/* addr: "host:port", "[v6]:port" or "name:port" (ol_io_connect: every address tried in turn),
- * made non-blocking, with TCP_USER_TIMEOUT: unacknowledged bytes fail the forward */
+/* the TLS handshake with addr's host on c->fd: its certificate must name that host. 0 or
+ * -errno (-EKEYREJECTED: its certificate did not verify; -EPROTO: the handshake failed) */
 static int
-connect_to(const char *addr, int timeout_ms, unsigned user_timeout_ms)
+tls_connect(struct ol_http_proxy *p, struct up *c, const char *addr, int timeout_ms)
 {
-	int fd = ol_io_connect(addr, timeout_ms);
-	if (fd < 0)
-		return fd;
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+	char host[256];
+	const char *h = addr, *e = strrchr(addr, ':');
+	size_t hl = e ? (size_t)(e - addr) : strlen(addr);
+	if (hl >= 2 && addr[0] == '[' && addr[hl - 1] == ']') {
+		h++;
+		hl -= 2;
+	}
+	if (hl >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, h, hl);
+	host[hl] = 0;
+	pthread_mutex_lock(&p->mu);
+	c->ssl = SSL_new(p->ctx);
+	pthread_mutex_unlock(&p->mu);
+	if (!c->ssl || !SSL_set_fd(c->ssl, c->fd))
+		return -ENOMEM;
+	unsigned char ip[16];
+	bool is_ip = inet_pton(AF_INET, host, ip) == 1 || inet_pton(AF_INET6, host, ip) == 1;
+	X509_VERIFY_PARAM *vp = SSL_get0_param(c->ssl);
+	if (is_ip ? !X509_VERIFY_PARAM_set1_ip_asc(vp, host)
+		  : !X509_VERIFY_PARAM_set1_host(vp, host, 0) ||
+			!SSL_set_tlsext_host_name(c->ssl, host))
+		return -EINVAL;
+	int64_t end = now_ms() + timeout_ms;
+	for (;;) {
+		int k = SSL_connect(c->ssl);
+		if (k == 1)
+			return 0;
+		int left = (int)(end - now_ms());
+		int e2 = SSL_get_error(c->ssl, k);
+		if (left <= 0 || (e2 != SSL_ERROR_WANT_READ && e2 != SSL_ERROR_WANT_WRITE)) {
+			bool bad_cert = SSL_get_verify_result(c->ssl) != X509_V_OK;
+			ERR_clear_error();
+			return left <= 0 ? -ETIMEDOUT : bad_cert ? -EKEYREJECTED : -EPROTO;
+		}
+		int rc = ssl_wait(c, k, left);
+		if (rc)
+			return rc;
+	}
+}
+
+/* addr: "host:port", "[v6]:port" or "name:port" (ol_io_connect: every address tried in turn),
+ * made non-blocking, with TCP_USER_TIMEOUT: unacknowledged bytes fail the forward; with TLS,
+ * after the handshake. 0 or -errno */
+static int
+connect_to(struct ol_http_proxy *p, struct up *c, const char *addr)
+{
+	int timeout_ms = (int)p->o.connect_timeout_ms;
+	unsigned user_timeout_ms = p->o.user_timeout_ms;
+	c->ssl = NULL;
+	c->fd = ol_io_connect(addr, timeout_ms);
+	if (c->fd < 0)
+		return c->fd;
+	int fl = fcntl(c->fd, F_GETFL);
+	if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
 		int rc = -errno;
-		close(fd);
+		up_close(c);
 		return rc;
 	}
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+	(void)setsockopt(c->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
 			 sizeof(user_timeout_ms));
-	return fd;
+	int rc = p->ctx ? tls_connect(p, c, addr, timeout_ms) : 0;
+	if (rc)
+		up_close(c);
+	return rc;
 }
 
 /* ---------------- the pool ---------------- */
 
-/* an idle connection to addr that is still open, or -1 */
-static int
-pool_get(struct ol_http_proxy *p, const char *addr)
+/* A TLS connection readable while idle: only TLS records that carry no data (a TLS 1.3
+ * session ticket) keep it usable; SSL_peek consumes those and says whether data or the end
+ * came. */
+static bool
+tls_idle_ok(struct up *c)
+{
+	char b;
+	int k = SSL_peek(c->ssl, &b, 1);
+	bool ok = k <= 0 && SSL_get_error(c->ssl, k) == SSL_ERROR_WANT_READ;
+	ERR_clear_error();
+	return ok;
+}
+
+/* an idle connection to addr that is still open (true, *out), or false */
+static bool
+pool_get(struct ol_http_proxy *p, const char *addr, struct up *out)
 {
 	int64_t now = now_ms();
+	bool got = false;
 	pthread_mutex_lock(&p->mu);
-	int fd = -1;
-	for (unsigned i = p->n_idle; i-- > 0 && fd < 0;) {
+	for (unsigned i = p->n_idle; i-- > 0 && !got;) {
 		struct pooled *e = &p->idle[i];
 		if (strcmp(e->addr, addr))
 			continue;
-		int c = e->fd;
+		struct up c = e->c;
 		bool fresh = now - e->since_ms < POOL_MAX_AGE;
 		*e = p->idle[--p->n_idle];
-		struct pollfd pf = {c, POLLIN, 0};
+		struct pollfd pf = {c.fd, POLLIN, 0};
 		/* readable while idle = closed by the upstream (or garbage): never reused */
-		if (fresh && poll(&pf, 1, 0) == 0)
-			fd = c;
-		else
-			close(c);
+		if (fresh && (poll(&pf, 1, 0) == 0 || (c.ssl && tls_idle_ok(&c)))) {
+			*out = c;
+			got = true;
+		} else {
+			up_close(&c);
+		}
 	}
 	pthread_mutex_unlock(&p->mu);
-	return fd;
+	return got;
 }
 
 static void
-pool_put(struct ol_http_proxy *p, const char *addr, int fd)
+pool_put(struct ol_http_proxy *p, const char *addr, struct up *c)
 {
 	pthread_mutex_lock(&p->mu);
 	if (p->n_idle == POOL_MAX_IDLE || strlen(addr) >= sizeof(p->idle[0].addr)) {
 		pthread_mutex_unlock(&p->mu);
-		close(fd);
+		up_close(c);
 		return;
 	}
 	struct pooled *e = &p->idle[p->n_idle++];
-	e->fd = fd;
+	e->c = *c;
+	c->fd = -1;
+	c->ssl = NULL;
 	snprintf(e->addr, sizeof(e->addr), "%s", addr);
 	e->since_ms = now_ms();
 	pthread_mutex_unlock(&p->mu);
+}
+
+/* the client context for TLS upstreams (o.tls): TLS >= 1.2, the peer verified against the
+ * ca files (a certificate there trusted on its own: one certificate shared by every node works
+ * as well as a CA), the cert shown when asked. 0 and *out, -EINVAL (a file that does not
+ * load), -ENOMEM */
+static int
+tls_ctx(const struct ol_http_proxy *p, SSL_CTX **out)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	int n = 0, rc = -EINVAL;
+	if (!ctx)
+		return -ENOMEM;
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_RELEASE_BUFFERS);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	for (int i = 0; i < 3; i++) {
+		if (!p->ca[i][0])
+			continue;
+		if (SSL_CTX_load_verify_locations(ctx, p->ca[i], NULL) != 1)
+			goto out;
+		n++;
+	}
+	if (!n && SSL_CTX_set_default_verify_paths(ctx) != 1)
+		goto out;
+	X509_VERIFY_PARAM_set_flags(SSL_CTX_get0_param(ctx), X509_V_FLAG_PARTIAL_CHAIN);
+	if (p->cert[0] && (SSL_CTX_use_certificate_chain_file(ctx, p->cert) != 1 ||
+			   SSL_CTX_use_PrivateKey_file(ctx, p->cert_key, SSL_FILETYPE_PEM) != 1 ||
+			   SSL_CTX_check_private_key(ctx) != 1))
+		goto out;
+	*out = ctx;
+	ctx = NULL;
+	rc = 0;
+out:
+	ERR_clear_error();
+	SSL_CTX_free(ctx);
+	return rc;
+}
+
+int
+ol_http_proxy_reload_tls(struct ol_http_proxy *p)
+{
+	SSL_CTX *ctx = NULL, *old;
+	if (!p || !p->o.tls)
+		return 0;
+	int rc = tls_ctx(p, &ctx);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&p->mu);
+	old = p->ctx;
+	p->ctx = ctx;
+	pthread_mutex_unlock(&p->mu);
+	SSL_CTX_free(old); /* connections made from it keep their reference */
+	return 0;
 }
 
 int
@@ -421,6 +612,23 @@ ol_http_proxy_new(const struct ol_http_proxy_opts *o, struct ol_http_proxy **out
 		p->o.io_timeout_ms = 120000;
 	if (!p->o.user_timeout_ms)
 		p->o.user_timeout_ms = 10000;
+	for (int i = 0; i < 3; i++)
+		if (o->tls_ca[i] && strlen(o->tls_ca[i]) < sizeof(p->ca[i]))
+			strcpy(p->ca[i], o->tls_ca[i]);
+	if (o->tls_cert && strlen(o->tls_cert) < sizeof(p->cert) && o->tls_key &&
+	    strlen(o->tls_key) < sizeof(p->cert_key)) {
+		strcpy(p->cert, o->tls_cert);
+		strcpy(p->cert_key, o->tls_key);
+	}
+	memset(p->o.tls_ca, 0, sizeof(p->o.tls_ca)); /* copied above */
+	p->o.tls_cert = p->o.tls_key = NULL;
+	if (o->tls) {
+		int rc = tls_ctx(p, &p->ctx);
+		if (rc) {
+			free(p);
+			return rc;
+		}
+	}
 	pthread_mutex_init(&p->mu, NULL);
 	*out = p;
 	return 0;
@@ -432,7 +640,8 @@ ol_http_proxy_free(struct ol_http_proxy *p)
 	if (!p)
 		return;
 	for (unsigned i = 0; i < p->n_idle; i++)
-		close(p->idle[i].fd);
+		up_close(&p->idle[i].c);
+	SSL_CTX_free(p->ctx);
 	pthread_mutex_destroy(&p->mu);
 	free(p);
 }
@@ -451,7 +660,7 @@ ol_http_proxy_stats(const struct ol_http_proxy *p, uint64_t *forwarded, uint64_t
 struct fwd {
 	struct ol_http_proxy *p;
 	struct ol_http_req *r;
-	int fd;
+	struct up c;
 	char *buf;	   /* PROXY_BUF */
 	size_t len;	   /* response bytes read past the head */
 	bool body_started; /* a byte of the client's body may have been taken */
@@ -478,15 +687,15 @@ send_body(struct fwd *f)
 		if (r->chunked) {
 			char pre[24];
 			int pl = snprintf(pre, sizeof(pre), "%zx\r\n", (size_t)k);
-			rc = send_all(f->fd, pre, (size_t)pl, to);
+			rc = send_all(&f->c, pre, (size_t)pl, to);
 		}
-		rc = rc ? rc : send_all(f->fd, f->buf, (size_t)k, to);
+		rc = rc ? rc : send_all(&f->c, f->buf, (size_t)k, to);
 		if (!rc && r->chunked)
-			rc = send_all(f->fd, "\r\n", 2, to);
+			rc = send_all(&f->c, "\r\n", 2, to);
 		if (rc)
 			return rc;
 	}
-	return r->chunked ? send_all(f->fd, "0\r\n\r\n", 5, to) : 0;
+	return r->chunked ? send_all(&f->c, "0\r\n\r\n", 5, to) : 0;
 }
 
 /* read the response head (1xx answers skipped); 0, -ENODATA when the upstream closed before
@@ -513,7 +722,7 @@ read_head(struct fwd *f)
 		}
 		if (f->len == PROXY_BUF)
 			return -EMSGSIZE;
-		ssize_t k = recv_some(f->fd, f->buf + f->len, PROXY_BUF - f->len,
+		ssize_t k = recv_some(&f->c, f->buf + f->len, PROXY_BUF - f->len,
 				      (int)f->p->o.io_timeout_ms);
 		if (k == 0)
 			return f->len ? -EPROTO : -ENODATA;
@@ -578,7 +787,7 @@ relay_body(struct fwd *f, bool nobody)
 		f->len = 0;
 		if (left == 0 && !f->head.chunked)
 			return 0;
-		ssize_t k = recv_some(f->fd, f->buf, PROXY_BUF, to);
+		ssize_t k = recv_some(&f->c, f->buf, PROXY_BUF, to);
 		if (k == 0)
 			return until_close ? 1 : -EPROTO; /* 1: done, not reusable */
 		if (k < 0)
@@ -587,11 +796,11 @@ relay_body(struct fwd *f, bool nobody)
 	}
 }
 
-/* send the head (and the body) on f->fd; 0 or -errno */
+/* send the head (and the body) on f->c; 0 or -errno */
 static int
 send_request(struct fwd *f, const char *head, size_t hl, int *body_rc)
 {
-	int rc = send_all(f->fd, head, hl, (int)f->p->o.io_timeout_ms);
+	int rc = send_all(&f->c, head, hl, (int)f->p->o.io_timeout_ms);
 	*body_rc = 0;
 	if (!rc) {
 		*body_rc = send_body(f);
@@ -611,7 +820,7 @@ ol_http_proxy_forward(struct ol_http_proxy *p, struct ol_http_req *r, const char
 		goto out;
 	f->p = p;
 	f->r = r;
-	f->fd = -1;
+	f->c.fd = -1;
 	f->buf = malloc(PROXY_BUF);
 	ssize_t hl =
 	    f->buf ? ol_http_proxy_head(r->method, r->target, r->headers, r->n_headers, r->peer,
@@ -627,25 +836,17 @@ ol_http_proxy_forward(struct ol_http_proxy *p, struct ol_http_req *r, const char
 	/* a pooled connection the upstream closed in the meantime: once more on a fresh one,
 	 * which is safe while no body byte was taken from the client */
 	for (int attempt = 0; attempt < 2; attempt++) {
-		f->fd = attempt == 0 ? pool_get(p, upstream) : -1;
-		bool pooled = f->fd >= 0;
+		bool pooled = attempt == 0 && pool_get(p, upstream, &f->c);
 		if (pooled)
 			atomic_fetch_add(&p->reused, 1);
-		if (!pooled) {
-			f->fd = connect_to(upstream, (int)p->o.connect_timeout_ms,
-					   p->o.user_timeout_ms);
-			if (f->fd < 0) {
-				rc = f->fd;
-				goto out;
-			}
-		}
+		if (!pooled && (rc = connect_to(p, &f->c, upstream)))
+			goto out;
 		rc = send_request(f, head, (size_t)hl, &body_rc);
 		if (!rc)
 			rc = read_head(f);
 		if (!rc || !pooled || has_body || rc == -ECONNABORTED)
 			break;
-		close(f->fd);
-		f->fd = -1;
+		up_close(&f->c);
 	}
 	if (rc)
 		goto out;
@@ -660,18 +861,16 @@ ol_http_proxy_forward(struct ol_http_proxy *p, struct ol_http_req *r, const char
 	if (brc < 0)
 		f->head.close = true;
 	(void)ol_http_finish(r);
-	if (!brc && !f->head.close && !body_rc) {
-		pool_put(p, upstream, f->fd);
-		f->fd = -1;
-	}
+	if (!brc && !f->head.close && !body_rc)
+		pool_put(p, upstream, &f->c);
 	rc = 0;
 out:
 	if (rc && rc != -ECONNABORTED && f && f->body_started)
 		rc = -EHOSTDOWN;
 	if (rc && rc != -ECONNABORTED)
 		atomic_fetch_add(&p->failed, 1);
-	if (f && f->fd >= 0)
-		close(f->fd);
+	if (f)
+		up_close(&f->c);
 	if (f)
 		free(f->buf);
 	free(f);

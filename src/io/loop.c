@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <liburing.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@ struct ol_loop {
 	_Atomic(struct ol_loop_msg *) inbox;
 	struct ol_loop_msg stop_msg;
 	bool quit, have_thread, efd_armed;
+	int cpu; /* pinned CPU, -1 = none */
 	pthread_t thread;
 	uint64_t now_ns;
 	struct ol_loop_timer **heap;
@@ -113,6 +115,7 @@ ol_loop_new(unsigned entries, struct ol_loop **out)
 		goto fail_ring;
 	}
 	atomic_init(&l->inbox, NULL);
+	l->cpu = -1;
 	l->stop_msg.fn = on_stop_msg;
 	l->now_ns = mono_ns();
 	*out = l;
@@ -121,6 +124,59 @@ fail_ring:
 	io_uring_queue_exit(&l->ring);
 	free(l);
 	return rc;
+}
+
+/* ol_loop_new_on's maker: a short-lived thread pinned to the loop's CPU makes the loop, so
+ * the kernel allocates the ring there; the caller's own mask is never touched. */
+struct maker {
+	unsigned entries;
+	int rc;
+	struct ol_loop *l;
+};
+
+static void *
+maker_main(void *arg)
+{
+	struct maker *m = arg;
+	m->rc = ol_loop_new(m->entries, &m->l);
+	return NULL;
+}
+
+int
+ol_loop_new_on(unsigned entries, int cpu, struct ol_loop **out)
+{
+	cpu_set_t mine, one;
+	pthread_attr_t attr;
+	pthread_t t;
+	struct maker m = {entries, -EINVAL, NULL};
+	*out = NULL;
+	if (cpu < 0)
+		return ol_loop_new(entries, out);
+	if (cpu >= CPU_SETSIZE || pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine) ||
+	    !CPU_ISSET(cpu, &mine))
+		return -EINVAL;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	int rc = -pthread_attr_init(&attr);
+	if (rc)
+		return rc;
+	rc = -pthread_attr_setaffinity_np(&attr, sizeof(one), &one);
+	if (rc == 0)
+		rc = -pthread_create(&t, &attr, maker_main, &m);
+	pthread_attr_destroy(&attr);
+	if (rc)
+		return rc;
+	pthread_join(t, NULL);
+	if (m.rc == 0)
+		m.l->cpu = cpu;
+	*out = m.l;
+	return m.rc;
+}
+
+int
+ol_loop_cpu(const struct ol_loop *l)
+{
+	return l->cpu;
 }
 
 void
@@ -388,6 +444,17 @@ ol_loop_fsync(struct ol_loop *l, struct ol_loop_op *op, int fd, bool datasync)
 }
 
 int
+ol_loop_read(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf, size_t len, uint64_t off)
+{
+	struct io_uring_sqe *sqe = get_sqe(l);
+	if (!sqe)
+		return -EBUSY;
+	op->all = false;
+	io_uring_prep_read(sqe, fd, buf, len > (1u << 30) ? (1u << 30) : (unsigned)len, off);
+	return queue_op(l, op, sqe);
+}
+
+int
 ol_loop_cancel(struct ol_loop *l, struct ol_loop_op *op)
 {
 	struct io_uring_sqe *sqe = get_sqe(l);
@@ -510,7 +577,19 @@ loop_thread(void *arg)
 int
 ol_loop_start(struct ol_loop *l, const char *name)
 {
-	int rc = pthread_create(&l->thread, NULL, loop_thread, l);
+	pthread_attr_t attr;
+	int rc = pthread_attr_init(&attr);
+	if (rc)
+		return -rc;
+	if (l->cpu >= 0) {
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		CPU_SET(l->cpu, &one);
+		rc = pthread_attr_setaffinity_np(&attr, sizeof(one), &one);
+	}
+	if (rc == 0)
+		rc = pthread_create(&l->thread, &attr, loop_thread, l);
+	pthread_attr_destroy(&attr);
 	if (rc)
 		return -rc;
 	if (name) {

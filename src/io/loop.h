@@ -11,7 +11,7 @@
  * call. Callbacks run on the loop's thread, one at a time; a callback may start new ops, arm
  * timers and post messages.
  *
- * Ring ops (accept, connect, recv, send, sendmsg, fsync): the op struct must stay valid and
+ * Ring ops (accept, connect, recv, send, sendmsg, read, fsync): the op struct must stay valid and
  * untouched until its callback ran, which happens exactly once per started op, with the kernel's
  * result (bytes, a new fd, 0, or -errno; -ECANCELED after ol_loop_cancel). A send may be short, as
  * with send(2); ol_loop_send_all resubmits until all bytes went or an error.
@@ -67,13 +67,25 @@ struct ol_loop_msg {
  * -EPERM where io_uring is off, -ENOMEM. Any thread; the loop then belongs to whoever runs it. */
 int ol_loop_new(unsigned entries, struct ol_loop **out);
 
+/* ol_loop_new for a loop that will run pinned on CPU cpu (cpu < 0: as ol_loop_new): a
+ * short-lived thread pinned to cpu makes the ring and the loop, so the kernel allocates the
+ * ring on cpu's NUMA node (the caller's own affinity is not touched); ol_loop_start's thread
+ * then runs on cpu only, and what it allocates and touches first (the buffer pool, the
+ * caller's per-connection memory) lands on that node too (first touch, the kernel's default
+ * local policy). -EINVAL when cpu is outside the caller's affinity mask; else as ol_loop_new
+ * (or -errno from pthread_create). */
+int ol_loop_new_on(unsigned entries, int cpu, struct ol_loop **out);
+/* The CPU a loop was made for (ol_loop_new_on), or -1. Any thread. */
+int ol_loop_cpu(const struct ol_loop *l);
+
 /* Free a loop that is not running. Ops still in flight are dropped without their callbacks. */
 void ol_loop_free(struct ol_loop *l);
 
 /* Run on the calling thread until ol_loop_stop; returns 0, or -errno if the ring failed. */
 int ol_loop_run(struct ol_loop *l);
 
-/* Run the loop on a new thread named `name`. 0 or -errno. */
+/* Run the loop on a new thread named `name` (pinned to the loop's CPU, when it has one, from
+ * its first instruction). 0 or -errno. */
 int ol_loop_start(struct ol_loop *l, const char *name);
 
 /* Ask the loop to return from ol_loop_run after the current callbacks; with a thread from
@@ -114,6 +126,11 @@ int ol_loop_recv_all(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf
  * cancel after part went). msg and its iovecs must stay valid until the callback. */
 int ol_loop_sendmsg(struct ol_loop *l, struct ol_loop_op *op, int fd, const struct msghdr *msg);
 int ol_loop_fsync(struct ol_loop *l, struct ol_loop_op *op, int fd, bool datasync);
+/* pread(2) of up to len bytes at off of fd (a file: an O_DIRECT one needs buf, len and off
+ * aligned to its block size); res = bytes read (may be short; 0 at the end) or -errno. A read
+ * the device has started is not cancelled: its callback runs when it completes. */
+int ol_loop_read(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf, size_t len,
+		 uint64_t off);
 /* Cancel a started op: its callback still runs once, with -ECANCELED (or its result, if it
  * had completed). 0 or -EBUSY. */
 int ol_loop_cancel(struct ol_loop *l, struct ol_loop_op *op);

@@ -1471,6 +1471,66 @@ ol_kve_pin_many(struct ol_kve *e, const struct ol_kvk *k, unsigned n, struct ol_
 	return (int)hits;
 }
 
+int
+ol_kve_pin_start(struct ol_kve *e, const struct ol_kvk *k, struct ol_kve_slot *s,
+		 struct ol_kve_nvrd *rd)
+{
+	uint64_t h = khash(k);
+	struct kstripe *st = stripe_of(e, h);
+	int rc = OL_KV_MISS;
+	pthread_mutex_lock(&st->mu);
+	struct ent *x = ht_find(st, k, h);
+	if (x && x->off != OL_KVE_NOOFF) {
+		st->st.hits_dram++;
+		st->st.hits++;
+		rc = pin_dram(e, st, x, s);
+	} else if (x && ol_kvs_extent_get(e->spill, &x->loc, x->len, &rd->ext) == 0) {
+		struct nvread nr;
+		nv_start(x, false, &nr);
+		rd->k = nr.k;
+		rd->h = nr.h;
+		rd->ns = nr.ns;
+		rd->promote = nr.promote;
+		rd->rec = nr.rd.rec;
+		rd->loc = nr.rd.loc;
+		rc = OL_KVE_NVME; /* hits and misses counted at the finish */
+	} else if (x) {		  /* its segment was dropped: forget it, as a read would */
+		ht_remove(st, x);
+		ent_free(e, st, x);
+		st->st.misses++;
+	} else {
+		st->st.misses++;
+	}
+	pthread_mutex_unlock(&st->mu);
+	return rc;
+}
+
+int
+ol_kve_pin_finish(struct ol_kve *e, struct ol_kve_nvrd *rd, int res, const uint8_t *buf,
+		  struct ol_kve_slot *s)
+{
+	struct nvread nr = {.k = rd->k, .h = rd->h, .ns = rd->ns, .promote = rd->promote};
+	nr.rd.rec = rd->rec;
+	nr.rd.loc = rd->loc;
+	ol_kvs_extent_put(e->spill, &rd->ext);
+	nr.rd.rc = res < 0 ? res : (uint64_t)res != ol_kvs_rec_size(rd->rec.len) ? -EIO : 0;
+	if (nr.rd.rc == 0)
+		nr.rd.rc = ol_kvs_verify(e->spill, &nr.rd.rec, buf, &nr.rd.val);
+	struct kstripe *st = stripe_of(e, nr.h);
+	int rc = nv_finish(e, st, &nr, false, s);
+	st->st.hits_nvme += rc == OL_KV_OK;
+	st->st.hits += rc == OL_KV_OK;
+	st->st.misses += rc != OL_KV_OK;
+	pthread_mutex_unlock(&st->mu);
+	return rc;
+}
+
+void
+ol_kve_pin_abandon(struct ol_kve *e, struct ol_kve_nvrd *rd)
+{
+	ol_kvs_extent_put(e->spill, &rd->ext);
+}
+
 bool
 ol_kve_nvme_only(struct ol_kve *e, const struct ol_kvk *k)
 {

@@ -46,6 +46,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kv/spill.h"
+
 #define OL_KVE_UNIT  4096u
 #define OL_KVE_PAGE  (2u << 20)
 #define OL_KVE_NOOFF UINT64_MAX
@@ -140,6 +142,38 @@ int ol_kve_pin_dram(struct ol_kve *e, const struct ol_kvk *k, struct ol_kve_slot
  * block on a disk. */
 int ol_kve_pin_many(struct ol_kve *e, const struct ol_kvk *k, unsigned n, struct ol_kve_slot *s,
 		    int *st);
+/* A GET whose NVMe-tier read the caller does itself, on its own ring (an event loop's thread:
+ * neither call waits for a disk):
+ *
+ *   ol_kve_pin_start: OL_KV_OK (k is in DRAM: pinned in s, as ol_kve_pin_dram), OL_KV_MISS,
+ *     or OL_KVE_NVME: k is on the NVMe tier only; rd->ext says what to read (rd->ext.len bytes
+ *     at rd->ext.off of rd->ext.fd, into a buffer aligned to OL_KVS_ALIGN: the file may be
+ *     O_DIRECT) and holds that extent so it is not dropped or reused meanwhile. The caller
+ *     then ends rd exactly once: ol_kve_pin_finish after its read, or ol_kve_pin_abandon.
+ *   ol_kve_pin_finish: res = bytes read into buf (all of rd->ext.len; fewer or -errno is a
+ *     failed read), then as ol_kve_pin(need_dram false): the record is checked (header,
+ *     identity, value checksum: a torn or recycled record is never returned), the key must
+ *     still name that version, and the block is promoted to DRAM on its second NVMe hit (a
+ *     slot taken without waiting: no clean victim, no promotion). OL_KV_OK with s a DRAM pin
+ *     (s->off set) or s->ptr inside buf (s->off == OL_KVE_NOOFF, valid while buf is),
+ *     OL_KV_MISS (deleted, replaced or dropped meanwhile; a failed read), OL_KV_CORRUPT.
+ *   ol_kve_pin_abandon: drop rd's hold, nothing read or counted.
+ * Any thread; each takes the key's stripe mutex briefly. Counted as ol_kve_pin counts. */
+struct ol_kve_nvrd {
+	struct ol_kvs_ext ext;
+	/* private */
+	struct ol_kvk k;
+	uint64_t h;
+	uint16_t ns;
+	bool promote;
+	struct ol_kvs_rec rec;
+	struct ol_kvs_loc loc;
+};
+int ol_kve_pin_start(struct ol_kve *e, const struct ol_kvk *k, struct ol_kve_slot *s,
+		     struct ol_kve_nvrd *rd);
+int ol_kve_pin_finish(struct ol_kve *e, struct ol_kve_nvrd *rd, int res, const uint8_t *buf,
+		      struct ol_kve_slot *s);
+void ol_kve_pin_abandon(struct ol_kve *e, struct ol_kve_nvrd *rd);
 /* Whether k is stored on the NVMe tier only (a pin of it would read the disk). A hint: the
  * answer may change right after. */
 bool ol_kve_nvme_only(struct ol_kve *e, const struct ol_kvk *k);

@@ -1,7 +1,8 @@
 /* kv/kv.h - the KV-cache pool server: DRAM tier in POSIX shared memory, NVMe tier of
  * append-only segments, binary protocol (docs/kv-protocol.md) on a TCP listener.
  *
- * Threads: one io/ loop per online CPU serving the plaintext TCP and Unix connections as state
+ * Threads: one io/ loop per CPU of the process's affinity mask (pinned there with
+ * pin_threads = "auto") serving the plaintext TCP and Unix connections as state
  * machines, two helper threads for engine calls that may wait for a disk, a reaper (pin TTL,
  * VIEW refresh), a blocking thread per TLS connection, and the engine's write-behind threads.
  * All functions are called from the daemon's main thread. */
@@ -31,6 +32,18 @@ int ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out);
 
 /* The TCP port actually bound (useful with port 0). */
 unsigned ol_kv_server_port(const struct ol_kv_server *s);
+
+/* The per-core loops (for the status document's "locality"): fills up to cap entries, returns
+ * how many loops run. cpu: the CPU a loop is pinned to, -1 when not pinned ([pin_threads]);
+ * accepts_tcp: whether it takes TCP connections (all, unless only the loops on the NUMA node
+ * of the listen address's NIC do, io/topo.h). Any thread while the server runs. */
+struct ol_kv_loop_info {
+	char name[16];
+	int cpu;
+	bool accepts_tcp;
+};
+unsigned ol_kv_server_loops(const struct ol_kv_server *s, struct ol_kv_loop_info *out,
+			    unsigned cap);
 
 /* Stop accepting, close every connection, flush dirty blocks to the NVMe tier, unmap and
  * unlink the shm object, free everything. NULL is a no-op. */

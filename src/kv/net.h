@@ -26,10 +26,10 @@ int kvnet_write_full(int fd, const void *buf, size_t len);
 /* Read and throw away len bytes. */
 int kvnet_skip(int fd, size_t len);
 
-/* A connection that may speak TLS (kv/sock.c): ssl is an OpenSSL SSL * on fd after its
- * handshake, or NULL for plain TCP / Unix. Same contracts as the fd functions above; over TLS
- * a read or write that does not progress within the socket timeout is -ETIMEDOUT, a peer's
- * close_notify or EOF -ECONNRESET, a TLS error -EPROTO. */
+/* A connection that may speak TLS (kv/sock.c, linked into libopenlake only): ssl is an OpenSSL SSL
+ * * on fd after its handshake, or NULL for plain TCP / Unix. Same contracts as the fd functions
+ * above; over TLS a read or write that does not progress within the socket timeout is -ETIMEDOUT, a
+ * peer's close_notify or EOF -ECONNRESET, a TLS error -EPROTO. */
 int kvnet_sreadv_full(int fd, void *ssl, struct iovec *iov, int n);
 int kvnet_swritev_full(int fd, void *ssl, struct iovec *iov, int n);
 int kvnet_sread_full(int fd, void *ssl, void *buf, size_t len);

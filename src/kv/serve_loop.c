@@ -1,29 +1,45 @@
-/* kv/serve_loop.c - plaintext TCP and Unix KV connections as state machines on the per-core
- * io/ loops (docs/ARCHITECTURE.md, "Threads and I/O").
+/* kv/serve_loop.c - TCP (plaintext or [kv_tls]) and Unix KV connections as state machines on
+ * the per-core io/ loops (docs/ARCHITECTURE.md, "Threads and I/O").
  *
- * One loop per online CPU; every loop keeps an accept armed on the TCP listener and on the
- * Unix (shm grant) listener, so the kernel hands each connection to one loop, where it stays.
+ * One loop per CPU of the process's affinity mask, pinned there with pin_threads = "auto";
+ * every loop keeps an accept armed on the Unix (shm grant) listener and, unless placement
+ * narrows it to the loops on the NUMA node of the address's NIC (io/topo.h), on the TCP
+ * listener, so the kernel hands each connection to one loop, where it stays.
  * A connection has one ring op in flight at a time (a recv, a send, or none while a helper
  * runs for it), so its callbacks never race. States:
  *
+ *   C_TLS_HS   [kv_tls]: the first bytes (a plaintext frame is refused in plaintext), then
+ *              the TLS handshake, within one frame timeout from the accept
  *   C_HDR      a frame header (recv into rb; idle there without a timer)
  *   C_BODY     a whole small body (entries, HELLO, AUTH; STATS/VIEW bodies skipped), then
  *              kvs_handle on the loop, or on a helper when kvs_may_block says so
  *   C_PUT_ENT  the next PUT entry; alloc (a helper in strict mode); then
  *   C_PUT_DATA the value, recv'd straight into the reserved shm slot; commit; or
  *   C_PUT_SKIP a value not stored (exists, full, too large) read and dropped
- *   C_GET      the next GET entry: pinned in DRAM and sent from the slot (no copy), or
- *              read from the NVMe tier by a helper into a buffer, then sent; that helper
- *              also reads the NVMe-only entries right after it in one ring submission
- *              (c->pre), which are then sent in their turn without another helper trip
+ *   C_GET      the next GET entry: pinned in DRAM and sent from the slot (no copy); or on
+ *              the NVMe tier only: read on the loop's own ring into the connection's buffer
+ *              (ol_kve_pin_start holds the extent, ol_kve_pin_finish checks the record and
+ *              may promote it), then sent from there; or, when the entry after it is
+ *              NVMe-only too, read by a helper with the NVMe-only entries that follow in one
+ *              ring submission (c->pre), which are then sent in their turn
  *
  * Once a frame has started, each ring op must complete within the frame timeout (10 s, as the
  * blocking sockets' SO_RCVTIMEO gave every read, plus 1 s per MiB it moves: a value is one op,
  * MSG_WAITALL), else the op is cancelled and the connection closed.
- * Helpers: a few threads that run the engine calls that may wait for a disk (NVMe reads,
- * tombstones, strict write-behind) and post the connection back to its loop. */
+ * Helpers: a few threads that run the engine calls that may wait for a disk (batched NVMe
+ * reads, tombstones, strict write-behind) and post the connection back to its loop.
+ *
+ * TLS: the same states over a session on memory BIOs (tls/mem.c). The connection's one ring
+ * op then moves ciphertext: a recv straight into the session's input buffer, or a send from
+ * its output buffer. Where a plaintext state would recv, it decrypts what the session holds
+ * (a PUT value straight into its shm slot, exactly the bytes the state needs) and waits for
+ * ciphertext only when the session has none left; a reply is encrypted straight from where
+ * it lies (a GET value from its pinned slot) into the output buffer, which is sent each time
+ * it fills and at the end. Each ciphertext op runs under the frame timeout as a plaintext op
+ * would; idle between frames, a connection waits for ciphertext without a timer. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +48,7 @@
 
 #include "base/log.h"
 #include "io/loop.h"
+#include "io/topo.h"
 #include "kv/server_int.h"
 #include "openlake/openlake.h"
 
@@ -40,14 +57,16 @@
 #define KVL_MAX_LOOPS	     64
 #define KVL_HELPERS	     2
 #define KVL_READ_AHEAD	     16 /* GET entries read from the NVMe tier in one ring submission */
+#define KVL_RDBUF_KEEP	     (1u << 20) /* a connection's NVMe read buffer kept up to this */
 
-enum { C_HDR, C_BODY, C_PUT_ENT, C_PUT_DATA, C_PUT_SKIP, C_GET };
+enum { C_TLS_HS, C_HDR, C_BODY, C_PUT_ENT, C_PUT_DATA, C_PUT_SKIP, C_GET };
 enum { J_HANDLE, J_PUT_ALLOC, J_PUT_COMMIT, J_GET_PIN };
 
 struct kvloop {
 	struct ol_kv_server *s;
 	struct ol_loop *l;
 	unsigned idx;
+	int cpu;		  /* pinned CPU, -1 = none */
 	struct ol_loop_op acc[2]; /* TCP, Unix */
 	int afd[2];
 	bool rearm[2]; /* an accept failed (EMFILE...): the tick arms it again */
@@ -67,6 +86,9 @@ struct kvhelp {
 static void step(struct conn *c);
 static void on_recv(struct ol_loop *l, void *arg, int res);
 static void on_sent(struct ol_loop *l, void *arg, int res);
+static int tls_want(struct conn *c, size_t n);
+static int tls_fill(struct conn *c, uint8_t *dst, size_t n);
+static int tls_send_start(struct conn *c);
 
 static size_t
 avail(const struct conn *c)
@@ -111,6 +133,9 @@ conn_end(struct conn *c, int r)
 		ol_kve_release(c->s->eng, c->sl.off, c->sl.seq);
 	free(c->bounce);
 	c->bounce = NULL;
+	free(c->rdbuf);
+	c->rdbuf = NULL;
+	c->rdcap = 0;
 	pre_clear(c);
 	kvs_conn_close(c);
 }
@@ -144,6 +169,8 @@ want(struct conn *c, size_t n)
 	memmove(c->rb, c->rb + c->rb_off, avail(c));
 	c->rb_len -= c->rb_off;
 	c->rb_off = 0;
+	if (c->tls.ssl)
+		return tls_want(c, n);
 	bool idle = c->cst == C_HDR && c->rb_len == 0;
 	int r = idle ? 0 : tmo_arm(c, 0);
 	if (r == 0)
@@ -164,6 +191,8 @@ fill(struct conn *c, uint8_t *dst, size_t n)
 	if (c->got == n)
 		return 1;
 	c->rb_off = c->rb_len = 0;
+	if (c->tls.ssl)
+		return tls_fill(c, dst, n);
 	int r = tmo_arm(c, n - c->got);
 	if (r == 0 && dst)
 		r = arm_recv_all(c, dst + c->got, n - c->got);
@@ -204,13 +233,36 @@ send_next(struct conn *c)
 	return r < 0 ? r : ol_loop_sendmsg(c->lp->l, &c->op, c->fd, &c->mh);
 }
 
-/* Send c->iov[0..niov): 0 (on_sent continues with c->cst), -errno. */
+/* Send c->iov[0..niov): 0 (sent_done continues with c->cst), -errno. */
 static int
 send_start(struct conn *c)
 {
 	c->iov_i = 0;
+	if (c->tls.ssl)
+		return tls_send_start(c);
 	int r = send_next(c);
 	return r < 0 ? r : 0;
+}
+
+/* The reply in c->iov went out: release what it was sent from, then the next state. */
+static void
+sent_done(struct conn *c)
+{
+	if (c->sl_held)
+		ol_kve_release(c->s->eng, c->sl.off, c->sl.seq);
+	c->sl_held = false;
+	free(c->bounce);
+	c->bounce = NULL;
+	if (c->rdcap > KVL_RDBUF_KEEP) { /* a large block's buffer goes with it */
+		free(c->rdbuf);
+		c->rdbuf = NULL;
+		c->rdcap = 0;
+	}
+	kvs_out_done(c);
+	if (c->close_after)
+		conn_end(c, -ECANCELED);
+	else
+		step(c);
 }
 
 static void
@@ -238,16 +290,196 @@ on_sent(struct ol_loop *l, void *arg, int res)
 			conn_end(c, r);
 		return;
 	}
-	if (c->sl_held)
-		ol_kve_release(c->s->eng, c->sl.off, c->sl.seq);
-	c->sl_held = false;
-	free(c->bounce);
-	c->bounce = NULL;
-	kvs_out_done(c);
-	if (c->close_after)
-		conn_end(c, -ECANCELED);
+	sent_done(c);
+}
+
+/* ---- TLS: ciphertext between the socket and the session ---- */
+
+static void on_tls_io(struct ol_loop *l, void *arg, int res);
+
+/* Wait for the session: send the ciphertext it has for the peer, else receive more into it.
+ * timed: under the frame timeout for an op moving n bytes (false: idle between frames, or the
+ * handshake's own deadline runs). 0 (on_tls_io continues), -errno. */
+static int
+tls_wait(struct conn *c, bool timed, size_t n)
+{
+	const uint8_t *out;
+	uint8_t *in;
+	size_t len = ol_tls_mem_out(&c->tls, &out);
+	int r = timed ? tmo_arm(c, n) : 0;
+	c->op.cb = on_tls_io;
+	c->op.arg = c;
+	c->tls_sending = len > 0;
+	if (r == 0 && len > 0)
+		r = ol_loop_send(c->lp->l, &c->op, c->fd, out, len);
+	else if (r == 0 && (len = ol_tls_mem_in_room(&c->tls, &in)) > 0)
+		r = ol_loop_recv(c->lp->l, &c->op, c->fd, in, len);
+	else if (r == 0)
+		r = -EPROTO; /* input full and unread: cannot happen while the session wants more */
+	return r < 0 ? r : 0;
+}
+
+/* n bytes (<= sizeof rb) in rb, decrypted: exactly the bytes missing, so what follows (a PUT
+ * value) stays in the session for its destination. 1, 0 (waiting), -errno. */
+static int
+tls_want(struct conn *c, size_t n)
+{
+	while (c->rb_len < n) {
+		long r = ol_tls_mem_read(&c->tls, c->rb + c->rb_len, n - c->rb_len);
+		if (r < 0)
+			return (int)r;
+		if (r == 0) {
+			bool idle = c->cst == C_HDR && c->rb_len == 0 && !ol_tls_mem_busy(&c->tls);
+			return tls_wait(c, !idle, 0);
+		}
+		c->rb_len += (size_t)r;
+	}
+	return 1;
+}
+
+/* dst[got..n) decrypted straight from the session (dst NULL: dropped through rb). 1, 0
+ * (waiting), -errno. */
+static int
+tls_fill(struct conn *c, uint8_t *dst, size_t n)
+{
+	while (c->got < n) {
+		size_t k = n - c->got;
+		if (!dst && k > sizeof(c->rb))
+			k = sizeof(c->rb);
+		long r = ol_tls_mem_read(&c->tls, dst ? dst + c->got : c->rb, k);
+		if (r < 0)
+			return (int)r;
+		if (r == 0)
+			return tls_wait(c, true, n - c->got);
+		c->got += (size_t)r;
+	}
+	return 1;
+}
+
+/* Encrypt what is left of c->iov into the session, sending its output each time it fills and
+ * at the end: 1 all sent, 0 (waiting), -errno. */
+static int
+tls_pump(struct conn *c)
+{
+	size_t left = 0;
+	for (unsigned i = c->iov_i; i < c->niov; i++)
+		left += c->iov[i].iov_len;
+	while (c->iov_i < c->niov) {
+		struct iovec *v = &c->iov[c->iov_i];
+		long w = v->iov_len ? ol_tls_mem_write(&c->tls, v->iov_base, v->iov_len) : 0;
+		if (w < 0)
+			return (int)w;
+		if (w == 0 && v->iov_len)
+			return tls_wait(c, true, left); /* the output is full: send it */
+		v->iov_base = (uint8_t *)v->iov_base + w;
+		v->iov_len -= (size_t)w;
+		left -= (size_t)w;
+		if (v->iov_len == 0)
+			c->iov_i++;
+	}
+	const uint8_t *out;
+	if (ol_tls_mem_out(&c->tls, &out) > 0)
+		return tls_wait(c, true, 0);
+	c->tls_pumping = false;
+	return 1;
+}
+
+static int
+tls_send_start(struct conn *c)
+{
+	c->tls_pumping = true;
+	int r = tls_pump(c);
+	return r == 1 ? -EIO : r; /* a reply always leaves ciphertext to send */
+}
+
+/* A plaintext KV client on the TLS port: answered in plaintext with a frame it understands
+ * (-EPROTONOSUPPORT, req_id 0, as a refusal at accept); the fd is parked with the refused
+ * ones, so our close a second later does not reset the answer away. */
+static int
+tls_refuse_plain(struct conn *c)
+{
+	kvs_refuse_fd(c->s, c->fd, c->peer, -EPROTONOSUPPORT,
+		      "a plaintext KV client on the TLS port ([kv_tls]): it must connect with TLS");
+	c->fd = -1;
+	return -ECANCELED;
+}
+
+/* The first bytes, then the handshake (its deadline was armed at the accept). */
+static int
+st_tls_hs(struct conn *c)
+{
+	char why[160], what[200];
+	if (!c->tls_seen) {
+		int b = ol_tls_mem_peek(&c->tls);
+		if (b < 0)
+			return tls_wait(c, false, 0);
+		if (b == (OL_KVP_MAGIC & 0xff))
+			return tls_refuse_plain(c);
+		c->tls_seen = true;
+	}
+	int r = ol_tls_mem_handshake(&c->tls, why, sizeof(why));
+	if (r == 0)
+		return tls_wait(c, false, 0);
+	if (r < 0) {
+		const uint8_t *alert; /* best effort: tell the peer why, without waiting */
+		size_t n = ol_tls_mem_out(&c->tls, &alert);
+		if (n > 0)
+			(void)!send(c->fd, alert, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+		snprintf(what, sizeof(what), "TLS handshake failed: %s", why);
+		kvs_refuse_log(c->s, c->peer, what);
+		return -ECANCELED;
+	}
+	ol_loop_timer_cancel(c->lp->l, &c->tmo);
+	c->cst = C_HDR;
+	return 1;
+}
+
+/* The handshake's ring op ended badly, or its deadline passed: say why (rate-limited). */
+static void
+tls_hs_end(struct conn *c, int res)
+{
+	const char *why = c->timed_out		    ? "not done within the frame timeout"
+			  : res == 0 && c->tls_seen ? "peer closed"
+						    : NULL; /* before a byte: a port probe */
+	if (why && !atomic_load(&c->s->stop)) {
+		char what[96];
+		snprintf(what, sizeof(what), "TLS handshake failed: %s", why);
+		kvs_refuse_log(c->s, c->peer, what);
+	}
+	c->timed_out = false;
+	conn_end(c, res < 0 && res != -ECANCELED ? res : -ECANCELED);
+}
+
+static void
+on_tls_io(struct ol_loop *l, void *arg, int res)
+{
+	struct conn *c = arg;
+	bool hs = c->cst == C_TLS_HS;
+	if (hs && (res <= 0 || c->timed_out)) {
+		tls_hs_end(c, res);
+		return;
+	}
+	if (!hs)
+		ol_loop_timer_cancel(l, &c->tmo);
+	if (res <= 0) {
+		conn_end(c, res == 0 ? -ECONNRESET : res);
+		return;
+	}
+	if (!hs)
+		c->timed_out = false;
+	if (c->tls_sending)
+		ol_tls_mem_out_done(&c->tls, (size_t)res);
 	else
+		ol_tls_mem_in_commit(&c->tls, (size_t)res);
+	if (!c->tls_pumping) {
 		step(c);
+		return;
+	}
+	int r = tls_pump(c);
+	if (r < 0)
+		conn_end(c, r);
+	else if (r == 1)
+		sent_done(c);
 }
 
 /* Send the reply kvs_handle (or PUT) left; 1 when there is none. */
@@ -577,6 +809,83 @@ get_send(struct conn *c)
 	return send_start(c);
 }
 
+/* Whether the GET entry after i is on the NVMe tier only (then a helper reads them together). */
+static bool
+next_nvme_only(struct conn *c)
+{
+	if (c->i + 1 >= c->h.count)
+		return false;
+	struct ol_kvp_req_ent re;
+	struct ol_kvk k;
+	ol_kvp_req_ent_decode(c->ents + (size_t)(c->i + 1) * OL_KVP_REQ_ENT, &re);
+	ol_kve_key(&k, re.key, c->ns);
+	return ol_kve_nvme_only(c->s->eng, &k);
+}
+
+static void on_read(struct ol_loop *l, void *arg, int res);
+
+/* Read what is left of c->nvrd's extent (from c->rgot on) on the loop's ring. */
+static int
+nv_read_more(struct conn *c)
+{
+	const struct ol_kvs_ext *x = &c->nvrd.ext;
+	c->op.cb = on_read;
+	c->op.arg = c;
+	int r = tmo_arm(c, x->len - c->rgot);
+	if (r == 0)
+		r = ol_loop_read(c->lp->l, &c->op, x->fd, c->rdbuf + c->rgot, x->len - c->rgot,
+				 x->off + c->rgot);
+	if (r < 0)
+		ol_loop_timer_cancel(c->lp->l, &c->tmo);
+	return r;
+}
+
+/* Start the read of GET entry i's record (held in c->nvrd) into c->rdbuf. 0 or -errno (the
+ * hold is still the caller's). */
+static int
+nv_read(struct conn *c)
+{
+	size_t n = c->nvrd.ext.len;
+	if (c->rdcap < n) {
+		void *p = NULL;
+		free(c->rdbuf);
+		if (posix_memalign(&p, OL_KVS_ALIGN, n) != 0)
+			ol_die("kv: out of memory (%zu bytes for an NVMe read)", n);
+		c->rdbuf = p;
+		c->rdcap = n;
+	}
+	c->rgot = 0;
+	return nv_read_more(c);
+}
+
+static void
+on_read(struct ol_loop *l, void *arg, int res)
+{
+	struct conn *c = arg;
+	ol_loop_timer_cancel(l, &c->tmo);
+	if (res > 0 && c->rgot + (size_t)res < c->nvrd.ext.len) { /* short: read the rest */
+		c->rgot += (size_t)res;
+		c->timed_out = false;
+		if (nv_read_more(c) < 0)
+			res = -EIO;
+		else
+			return;
+	}
+	if (res < 0 && c->timed_out) {
+		ol_kve_pin_abandon(c->s->eng, &c->nvrd);
+		conn_end(c, res);
+		return;
+	}
+	c->timed_out = false;
+	res = res > 0 ? (int)(c->rgot + (size_t)res) : res == 0 ? -EIO : res;
+	c->st = ol_kve_pin_finish(c->s->eng, &c->nvrd, res, c->rdbuf, &c->sl);
+	int r = get_send(c);
+	if (r < 0)
+		conn_end(c, r);
+	else if (r > 0)
+		step(c);
+}
+
 static int
 st_get(struct conn *c)
 {
@@ -595,10 +904,14 @@ st_get(struct conn *c)
 		c->sl = (struct ol_kve_slot){.ptr = c->bounce, .off = OL_KVE_NOOFF, .len = p->len};
 		return get_send(c);
 	}
-	c->st = ol_kve_pin_dram(c->s->eng, &c->k, &c->sl);
-	if (c->st == OL_KVE_NVME)
-		return help(c, J_GET_PIN);
-	return get_send(c);
+	c->st = ol_kve_pin_start(c->s->eng, &c->k, &c->sl, &c->nvrd);
+	if (c->st != OL_KVE_NVME)
+		return get_send(c);
+	if (next_nvme_only(c) || nv_read(c) < 0) {
+		ol_kve_pin_abandon(c->s->eng, &c->nvrd);
+		return help(c, J_GET_PIN); /* read with the ones after it, or not on the ring */
+	}
+	return 0;
 }
 
 /* Run c's states until it waits for an op or a helper, or ends. */
@@ -608,6 +921,9 @@ step(struct conn *c)
 	for (;;) {
 		int r;
 		switch (c->cst) {
+		case C_TLS_HS:
+			r = st_tls_hs(c);
+			break;
 		case C_HDR:
 			r = st_hdr(c);
 			break;
@@ -668,6 +984,14 @@ kvl_conn_start(struct kvloop *lp, struct conn *c)
 	c->tmo.cb = on_tmo;
 	c->tmo.arg = c;
 	c->cst = C_HDR;
+	if (c->tls.ssl) { /* the handshake, bounded by one frame timeout from here */
+		c->cst = C_TLS_HS;
+		int r = tmo_arm(c, 0);
+		if (r < 0) {
+			conn_end(c, r);
+			return;
+		}
+	}
 	step(c);
 }
 
@@ -788,11 +1112,68 @@ help_stop(struct ol_kv_server *s)
 	s->help = NULL;
 }
 
-int
-kvl_start(struct ol_kv_server *s)
+/* How many loops, and the CPU of each (-1 each when not pinned): one loop per CPU the
+ * process may run on (taskset, cgroups), at most KVL_MAX_LOOPS. */
+static unsigned
+loop_cpus(const struct ol_config *cfg, int *cpus)
 {
-	long nc = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned n = nc < 1 ? 1 : nc > KVL_MAX_LOOPS ? KVL_MAX_LOOPS : (unsigned)nc;
+	cpu_set_t mask;
+	unsigned n;
+	bool have = sched_getaffinity(0, sizeof(mask), &mask) == 0 && CPU_COUNT(&mask) > 0;
+	if (have) {
+		n = (unsigned)CPU_COUNT(&mask);
+	} else {
+		long nc = sysconf(_SC_NPROCESSORS_ONLN);
+		n = nc < 1 ? 1 : (unsigned)nc;
+	}
+	n = n > KVL_MAX_LOOPS ? KVL_MAX_LOOPS : n;
+	bool pin = have && strcmp(cfg->pin_threads, "off") != 0;
+	if (!pin || ol_topo_loop_cpus(&mask, n, cpus) < 0)
+		for (unsigned i = 0; i < n; i++)
+			cpus[i] = -1;
+	return n;
+}
+
+/* Which loops accept TCP connections: on a host of several NUMA nodes, those on the node of
+ * the listen address's NIC (io/topo.h); every loop otherwise. Logs the choice. */
+static void
+loop_accepts(const int *cpus, unsigned n, const char *addr, bool *accept)
+{
+	struct ol_topo *t = NULL;
+	char host[256], ifn[64] = "";
+	int node = -1;
+	const char *end = addr[0] == '[' ? strchr(addr, ']') : strrchr(addr, ':');
+	const char *start = addr[0] == '[' ? addr + 1 : addr;
+	snprintf(host, sizeof(host), "%.*s", end ? (int)(end - start) : (int)strlen(start), start);
+	int r = cpus[0] >= 0 ? ol_topo_open(&t) : 0;
+	if (r < 0)
+		ol_warn("kv: cannot read the host's topology (%s): every loop accepts",
+			strerror(-r));
+	if (t && ol_topo_addr_ifname(host, ifn, sizeof(ifn)) == 0)
+		node = ol_topo_netdev_node(t, ifn);
+	unsigned k = n;
+	if (t)
+		k = ol_topo_accept_loops(t, cpus, n, node, accept);
+	else
+		for (unsigned i = 0; i < n; i++)
+			accept[i] = true;
+	if (cpus[0] >= 0)
+		ol_info("kv: %u loops pinned to CPUs (pin_threads = \"auto\"); %s", n,
+			k < n ? "TCP accepts on the loops of the NIC's NUMA node"
+			      : "every loop accepts");
+	if (k < n)
+		ol_info("kv: %s is on %s, NUMA node %d: %u of %u loops accept its connections",
+			addr, ifn, node, k, n);
+	ol_topo_free(t);
+}
+
+int
+kvl_start(struct ol_kv_server *s, const struct ol_config *cfg, const char *addr)
+{
+	int cpus[KVL_MAX_LOOPS];
+	bool accept[KVL_MAX_LOOPS];
+	unsigned n = loop_cpus(cfg, cpus);
+	loop_accepts(cpus, n, addr, accept);
 	int r = help_start(s);
 	s->loops = ol_xcalloc(n, sizeof(*s->loops));
 	for (unsigned i = 0; r == 0 && i < n; i++) {
@@ -800,9 +1181,10 @@ kvl_start(struct ol_kv_server *s)
 		char name[16];
 		lp->s = s;
 		lp->idx = i;
-		lp->afd[0] = s->lfd;
+		lp->cpu = cpus[i];
+		lp->afd[0] = accept[i] ? s->lfd : -1;
 		lp->afd[1] = s->ufd;
-		if ((r = ol_loop_new(0, &lp->l)) < 0)
+		if ((r = ol_loop_new_on(0, cpus[i], &lp->l)) < 0)
 			break;
 		lp->begin.fn = on_begin;
 		lp->begin.arg = lp;
@@ -820,6 +1202,17 @@ kvl_start(struct ol_kv_server *s)
 		kvl_stop(s);
 	}
 	return r;
+}
+
+unsigned
+ol_kv_server_loops(const struct ol_kv_server *s, struct ol_kv_loop_info *out, unsigned cap)
+{
+	for (unsigned i = 0; i < s->n_loops && i < cap; i++) {
+		snprintf(out[i].name, sizeof(out[i].name), "kv-loop-%u", i);
+		out[i].cpu = s->loops[i].cpu;
+		out[i].accepts_tcp = s->loops[i].afd[0] >= 0;
+	}
+	return s->n_loops;
 }
 
 /* Loops first (no new job reaches the helpers), then the helpers (a job in hand finishes

@@ -1,6 +1,6 @@
-/* kv/server.c - the KV protocol server: frames, handlers, limits, start and stop. Plaintext
- * TCP and Unix connections are served on the per-core loops of serve_loop.c; a TLS connection
- * ([kv_tls]) keeps a blocking thread of its own (conn_main below). */
+/* kv/server.c - the KV protocol server: frames, handlers, limits, start and stop. TCP
+ * connections (plaintext, or TLS with [kv_tls]) and Unix ones are served on the per-core loops
+ * of serve_loop.c. */
 #include "kv/kv.h"
 
 #include <dirent.h>
@@ -14,15 +14,12 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <openssl/ssl.h>
-#include <openssl/err.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,53 +35,8 @@
 #include "tls/tls.h"
 #include "openlake/openlake.h"
 
-/* Once a frame has started, each read or write must progress within this (slow or stuck
- * peers are closed; idle connections between frames are kept). */
-#define OL_KV_FRAME_TIMEOUT_MS 10000
-/* TLS connection threads need little stack: the largest frame is a 4 KiB STATS buffer. */
-#define OL_KV_STACK (256u << 10)
 /* The largest HELLO body. */
 #define OL_KV_HELLO_MAX (OL_KVP_MAX_NS + OL_KVP_MAX_HOST + 16)
-
-/* ---- buffered reads (blocking path) ---- */
-
-static int
-conn_read(struct conn *c, void *dst, size_t n)
-{
-	size_t take = c->rb_len - c->rb_off < n ? c->rb_len - c->rb_off : n;
-	memcpy(dst, c->rb + c->rb_off, take);
-	c->rb_off += take;
-	return take == n ? 0 : kvnet_sread_full(c->fd, c->ssl, (uint8_t *)dst + take, n - take);
-}
-
-static int
-conn_skip(struct conn *c, size_t n)
-{
-	size_t take = c->rb_len - c->rb_off < n ? c->rb_len - c->rb_off : n;
-	c->rb_off += take;
-	return take == n ? 0 : kvnet_sskip(c->fd, c->ssl, n - take);
-}
-
-/* The next frame header. Waits idle as long as the client likes (the frame timeout fires
- * only once a header has started). 0 or -errno (-ECONNRESET at EOF). */
-static int
-conn_read_hdr(struct conn *c, uint8_t hb[OL_KVP_HDR])
-{
-	memmove(c->rb, c->rb + c->rb_off, c->rb_len - c->rb_off);
-	c->rb_len -= c->rb_off;
-	c->rb_off = 0;
-	while (c->rb_len < OL_KVP_HDR) {
-		long r = kvnet_srecv(c->fd, c->ssl, c->rb + c->rb_len, sizeof(c->rb) - c->rb_len);
-		if (r == -EAGAIN && c->rb_len == 0)
-			continue; /* idle between frames */
-		if (r < 0)
-			return r == -EAGAIN ? -ETIMEDOUT : (int)r;
-		c->rb_len += (size_t)r;
-	}
-	memcpy(hb, c->rb, OL_KVP_HDR);
-	c->rb_off = OL_KVP_HDR;
-	return 0;
-}
 
 /* ---- per-connection pin list ---- */
 
@@ -192,22 +144,6 @@ kvs_out_done(struct conn *c)
 	free(c->out_buf);
 	c->out_buf = NULL;
 	c->out_reply = false;
-}
-
-/* Blocking path: send the reply kvs_handle left. */
-static int
-out_send(struct conn *c, const struct ol_kvp_hdr *rq)
-{
-	uint8_t hb[OL_KVP_HDR];
-	if (!c->out_reply)
-		return 0;
-	uint8_t *at = kvs_out_hdr(c, rq, hb);
-	bool joined = at + OL_KVP_HDR == c->out_body;
-	struct iovec v[2] = {{at, OL_KVP_HDR + (joined ? c->out_len : 0)},
-			     {(void *)c->out_body, c->out_len}};
-	int r = kvnet_swritev_full(c->fd, c->ssl, v, joined || !c->out_len ? 1 : 2);
-	kvs_out_done(c);
-	return r;
 }
 
 void
@@ -562,54 +498,6 @@ kvs_handle(struct conn *c, const struct ol_kvp_hdr *h, const uint8_t *body)
 	}
 }
 
-/* ---- the blocking path (TLS connections): PUT and GET stream ---- */
-
-static int
-put_one(struct conn *c, const struct ol_kvp_req_ent *e, int32_t *status)
-{
-	struct ol_kvk k;
-	struct ol_kve_slot sl;
-	ent_key(c, e, &k);
-	*status = ol_kve_alloc(c->s->eng, &k, e->len, &sl);
-	if (*status != OL_KV_OK)
-		return conn_skip(c, e->len);
-	int r = conn_read(c, sl.ptr, e->len);
-	if (r < 0) {
-		ol_kve_release(c->s->eng, sl.off, sl.seq);
-		return r;
-	}
-	*status = ol_kve_commit(c->s->eng, &k, sl.off, sl.seq, e->len);
-	kvs_ns_put(c, *status, e->len);
-	return 0;
-}
-
-static int
-do_put(struct conn *c, const struct ol_kvp_hdr *h)
-{
-	uint64_t left = h->body_len;
-	for (uint32_t i = 0; i < h->count; i++) {
-		struct ol_kvp_req_ent e;
-		int32_t st;
-		int r;
-		if (left < OL_KVP_REQ_ENT)
-			return -EMSGSIZE;
-		if ((r = conn_read(c, c->ents, OL_KVP_REQ_ENT)) < 0)
-			return r;
-		left -= OL_KVP_REQ_ENT;
-		ol_kvp_req_ent_decode(c->ents, &e);
-		if (ol_kvp_check_put_ent(&e, left, &c->s->lim) < 0)
-			return -EMSGSIZE;
-		left -= e.len;
-		if ((r = put_one(c, &e, &st)) < 0)
-			return r;
-		kvs_rep_put(c, i, st, e.len, 0, 0);
-	}
-	if (left != 0)
-		return -EMSGSIZE;
-	out_set(c, 0, h->count, c->reps, (size_t)h->count * OL_KVP_REP_ENT);
-	return out_send(c, h);
-}
-
 /* The reply entry of a GET (st as the engine answered; sl valid when OL_KV_OK). */
 void
 kvs_get_head(struct conn *c, const struct ol_kvp_req_ent *e, int st, const struct ol_kve_slot *sl,
@@ -621,70 +509,6 @@ kvs_get_head(struct conn *c, const struct ol_kvp_req_ent *e, int st, const struc
 	struct ol_kvp_rep_ent re = {st, atomic_load(&c->s->view.tag),
 				    st == OL_KV_MISS || st == OL_KV_CORRUPT ? 0 : sl->len, 0, 0};
 	ol_kvp_rep_ent_encode(rep, &re);
-}
-
-static int
-get_one(struct conn *c, const struct ol_kvp_req_ent *e)
-{
-	struct ol_kvk k;
-	struct ol_kve_slot sl;
-	uint8_t rb[OL_KVP_REP_ENT];
-	ent_key(c, e, &k);
-	int st = ol_kve_pin(c->s->eng, &k, false, &sl);
-	bool pinned = st == OL_KV_OK && sl.off != OL_KVE_NOOFF;
-	kvs_get_head(c, e, st, &sl, rb);
-	bool data = st == OL_KV_OK && sl.len <= e->len;
-	struct iovec v[3] = {
-	    {c->pend, c->has_pend ? OL_KVP_HDR : 0}, {rb, sizeof(rb)}, {sl.ptr, data ? sl.len : 0}};
-	int r = kvnet_swritev_full(c->fd, c->ssl, v, data ? 3 : 2);
-	c->has_pend = false;
-	if (pinned)
-		ol_kve_release(c->s->eng, sl.off, sl.seq);
-	return r;
-}
-
-static int
-do_get(struct conn *c, const struct ol_kvp_hdr *h)
-{
-	int r = conn_read(c, c->ents, (size_t)h->count * OL_KVP_REQ_ENT);
-	if (r < 0)
-		return r;
-	if (h->count == 0) {
-		out_set(c, 0, 0, NULL, 0);
-		return out_send(c, h);
-	}
-	struct ol_kvp_hdr rh = {
-	    OL_KVP_MAGIC, OL_KVP_VERSION, h->op, OL_KVP_F_REPLY, h->count, 0, h->req_id, 0};
-	ol_kvp_hdr_encode(c->pend, &rh); /* sent in one writev with the first entry */
-	c->has_pend = true;
-	for (uint32_t i = 0; i < h->count; i++) {
-		struct ol_kvp_req_ent e;
-		ol_kvp_req_ent_decode(c->ents + (size_t)i * OL_KVP_REQ_ENT, &e);
-		if ((r = get_one(c, &e)) < 0)
-			return r;
-	}
-	return 0;
-}
-
-static int
-dispatch(struct conn *c, const struct ol_kvp_hdr *h)
-{
-	int r = kvs_precheck(c, h);
-	if (r == 0 && h->op == OL_KVP_PUT)
-		return do_put(c, h);
-	if (r == 0 && h->op == OL_KVP_GET)
-		return do_get(c, h);
-	if (r == 0)
-		r = kvs_skips_body(h) ? conn_skip(c, h->body_len)
-				      : conn_read(c, c->ents, h->body_len);
-	if (r == 0)
-		r = kvs_handle(c, h, c->ents);
-	if (r == 0 || r == -ECANCELED) {
-		int w = out_send(c, h);
-		return w < 0 ? w : r;
-	}
-	kvs_out_done(c);
-	return r;
 }
 
 /* ---- connections ---- */
@@ -700,10 +524,7 @@ kvs_conn_close(struct conn *c)
 	c->n_pins = 0;
 	pthread_mutex_unlock(&c->pmu);
 	kvs_out_done(c);
-	if (c->ssl) {
-		SSL_free(c->ssl);
-		ERR_clear_error();
-	}
+	ol_tls_mem_free(&c->tls);
 	if (c->fd >= 0)
 		close(c->fd);
 	pthread_mutex_lock(&s->mu);
@@ -738,85 +559,6 @@ kvs_why(int r)
 	default:
 		return strerror(-r);
 	}
-}
-
-/* A plaintext KV client on the TLS port: answer in plaintext with a frame it understands
- * (-EPROTONOSUPPORT, req_id 0, as a refusal at accept), then read what it sent until it closes
- * (at most a second), so our close does not reset the answer away. */
-static int
-tls_refuse_plain(struct conn *c)
-{
-	struct ol_kvp_hdr h = {
-	    OL_KVP_MAGIC, OL_KVP_VERSION, OL_KVP_HELLO, OL_KVP_F_REPLY, 0, -EPROTONOSUPPORT, 0, 0};
-	uint8_t hb[OL_KVP_HDR], sink[4096];
-	ol_kvp_hdr_encode(hb, &h);
-	kvs_refuse_log(
-	    c->s, c->peer,
-	    "a plaintext KV client on the TLS port ([kv_tls]): it must connect with TLS");
-	(void)!kvnet_write_full(c->fd, hb, sizeof(hb));
-	shutdown(c->fd, SHUT_WR);
-	kvnet_set_timeout(c->fd, 1000);
-	while (recv(c->fd, sink, sizeof(sink), 0) > 0)
-		;
-	return -ECANCELED;
-}
-
-/* [kv_tls]: the handshake, bounded by the frame timeout. 0 or -errno (logged, rate-limited). */
-static int
-tls_accept(struct conn *c)
-{
-	uint8_t b;
-	ssize_t n = recv(c->fd, &b, 1, MSG_PEEK);
-	if (n <= 0)
-		return -ECONNRESET; /* closed, or nothing within the frame timeout */
-	if (b == (OL_KVP_MAGIC & 0xff))
-		return tls_refuse_plain(c);
-	c->ssl = ol_tls_ssl_new(c->s->tls, c->fd);
-	if (!c->ssl)
-		return -ENOMEM;
-	int r = SSL_accept(c->ssl);
-	if (r == 1)
-		return 0;
-	char e[160], what[256];
-	unsigned long code = ERR_get_error();
-	if (code)
-		ERR_error_string_n(code, e, sizeof(e));
-	else
-		snprintf(e, sizeof(e), "%s", n > 0 && errno ? strerror(errno) : "peer closed");
-	ERR_clear_error();
-	snprintf(what, sizeof(what), "TLS handshake failed: %s", e);
-	kvs_refuse_log(c->s, c->peer, what);
-	return -ECANCELED;
-}
-
-static void *
-conn_main(void *arg)
-{
-	struct conn *c = arg;
-	uint8_t hb[OL_KVP_HDR];
-	kvnet_set_timeout(c->fd, OL_KV_FRAME_TIMEOUT_MS);
-	if (tls_accept(c) < 0) {
-		kvs_conn_close(c);
-		return NULL;
-	}
-	for (;;) {
-		struct ol_kvp_hdr h;
-		int r = conn_read_hdr(c, hb);
-		if (r < 0)
-			break; /* peer closed or server stopping */
-		if ((r = ol_kvp_hdr_decode(hb, sizeof(hb), &h)) > 0)
-			r = ol_kvp_check_req(&h, &c->s->lim);
-		if (r == 0)
-			r = dispatch(c, &h);
-		if (r < 0) {
-			if (r != -ECONNRESET && r != -EPIPE && r != -ECANCELED &&
-			    !atomic_load(&c->s->stop))
-				ol_warn("kv: closing connection from %s: %s", c->peer, kvs_why(r));
-			break;
-		}
-	}
-	kvs_conn_close(c);
-	return NULL;
 }
 
 static struct conn *
@@ -860,22 +602,6 @@ peer_of(int fd, bool is_unix, uint8_t addr[16], char *buf, size_t cap)
 	}
 }
 
-/* A TLS connection: a blocking thread of its own. */
-static void
-conn_thread(struct ol_kv_server *s, struct conn *c)
-{
-	pthread_t t;
-	pthread_attr_t at;
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&at, OL_KV_STACK);
-	if (pthread_create(&t, &at, conn_main, c) != 0) {
-		kvs_refuse_log(s, c->peer, "cannot start a connection thread");
-		kvs_conn_close(c);
-	}
-	pthread_attr_destroy(&at);
-}
-
 void
 kvs_refused_flush(struct ol_kv_server *s, bool force)
 {
@@ -892,11 +618,11 @@ kvs_refused_flush(struct ol_kv_server *s, bool force)
 	pthread_mutex_unlock(&s->mu);
 }
 
-/* Answer a connection over a limit with an error frame (req_id 0, status -err), shut our
- * side and close it a little later (closing at once could reset it before the client read
- * the frame). */
-static void
-refuse_conn(struct ol_kv_server *s, int fd, const char *peer, int err, const char *what)
+/* Answer a refused connection (over a limit, a plaintext client on the TLS port) with an
+ * error frame (req_id 0, status -err), shut our side and close it a little later (closing at
+ * once could reset it before the client read the frame). */
+void
+kvs_refuse_fd(struct ol_kv_server *s, int fd, const char *peer, int err, const char *what)
 {
 	struct ol_kvp_hdr h = {
 	    OL_KVP_MAGIC, OL_KVP_VERSION, OL_KVP_HELLO, OL_KVP_F_REPLY, 0, err, 0, 0};
@@ -965,13 +691,14 @@ kvs_admit(struct ol_kv_server *s, int fd, bool is_unix)
 	const char *why = admit_insert(s, c);
 	if (why) {
 		if (*why)
-			refuse_conn(s, fd, peer, -EUSERS, why);
+			kvs_refuse_fd(s, fd, peer, -EUSERS, why);
 		else
 			close(fd);
 		return NULL;
 	}
-	if (s->tls && !is_unix) {
-		conn_thread(s, c);
+	if (s->tls && !is_unix && ol_tls_mem_new(s->tls, OL_KVS_TLS_BUF, OL_KVS_TLS_BUF, &c->tls)) {
+		kvs_refuse_log(s, peer, "out of memory for a TLS session");
+		kvs_conn_close(c);
 		return NULL;
 	}
 	return c;
@@ -1358,7 +1085,7 @@ ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 	}
 	if ((r = open_engine(s, cfg)) < 0 || (r = listen_unix(s, cfg)) < 0)
 		goto fail;
-	if ((r = kvl_start(s)) < 0)
+	if ((r = kvl_start(s, cfg, addr)) < 0)
 		goto fail;
 	if ((r = ucx_start(s, cfg, addr)) < 0)
 		goto fail_loops;

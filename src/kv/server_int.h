@@ -1,10 +1,10 @@
-/* kv/server_int.h - private to the KV server (server.c: frames, handlers, limits, the blocking
- * TLS path; serve_loop.c: plaintext TCP and Unix connections as state machines on io/ loops).
+/* kv/server_int.h - private to the KV server (server.c: frames, handlers, limits; serve_loop.c:
+ * TCP (plaintext or [kv_tls]) and Unix connections as state machines on io/ loops).
  *
- * A frame is handled in three parts that both paths share: kvs_precheck (may this connection
- * run this op at all), then either the streaming PUT / GET code of each path, or kvs_handle
- * over the whole body (every other op: its body is at most OL_KVS_BODY bytes, read first) that
- * leaves the reply in c->out*. */
+ * A frame is handled in three parts that every path shares: kvs_precheck (may this connection
+ * run this op at all), then either the streaming PUT / GET code of the loops (or of ucx.c), or
+ * kvs_handle over the whole body (every other op: its body is at most OL_KVS_BODY bytes, read
+ * first) that leaves the reply in c->out*. */
 #ifndef OL_KV_SERVER_INT_H
 #define OL_KV_SERVER_INT_H
 
@@ -21,11 +21,14 @@
 #include "kv/lease.h"
 #include "kv/proto.h"
 #include "kv/view.h"
+#include "tls/tls.h"
 
 /* Refused connections stay open (error frame sent, write side shut) this long, so the
  * client reads the error instead of a reset; at most this many at once. */
 #define OL_KV_REFUSED_MS  1000
 #define OL_KV_REFUSED_MAX 256
+/* [kv_tls]: ciphertext a connection's session buffers each way (allocated at first use). */
+#define OL_KVS_TLS_BUF (64u * 1024)
 /* The largest body kvs_handle reads first: a batch of request entries. */
 #define OL_KVS_BODY ((size_t)OL_KVP_MAX_BATCH * OL_KVP_REQ_ENT)
 /* Reply bodies built in c->reps: a batch of reply entries (a WELCOME or STATS fits too). */
@@ -98,7 +101,7 @@ struct conn {
 	struct ol_kv_server *s;
 	struct conn *prev, *next;
 	int fd;
-	void *ssl; /* SSL * ([kv_tls], TCP only, blocking path) after the handshake, else NULL */
+	struct ol_tls_mem tls; /* [kv_tls] (TCP only): the session; tls.ssl NULL = plaintext */
 	char peer[64];
 	uint8_t addr[16]; /* peer address (per-address limit); unix: zeros */
 	uint8_t ns[16];
@@ -128,7 +131,7 @@ struct conn {
 	size_t out_len;
 	uint8_t *out_buf;
 	/* serve_loop.c */
-	struct kvloop *lp; /* NULL: a blocking connection thread (TLS) */
+	struct kvloop *lp; /* the loop serving it (NULL: a UCX connection) */
 	struct ol_loop_op op;
 	struct ol_loop_timer tmo;
 	struct ol_loop_msg msg;
@@ -138,6 +141,9 @@ struct conn {
 	bool direct;	    /* the recv in flight fills a destination (not rb) */
 	bool close_after;   /* the reply is a refusal: close once it is sent */
 	bool timed_out;	    /* the frame timeout cancelled the op in flight */
+	bool tls_seen;	    /* TLS: the first byte was not a plaintext frame's */
+	bool tls_sending;   /* TLS: the ring op in flight sends ciphertext (else receives) */
+	bool tls_pumping;   /* TLS: c->iov is being encrypted and sent (else a read waits) */
 	struct ol_kvp_hdr h;
 	uint64_t left;
 	uint32_t i;
@@ -150,6 +156,9 @@ struct conn {
 	uint8_t *bounce;   /* an NVMe-tier value being sent (malloc) */
 	struct kvpre *pre; /* NVMe-tier reads of the next GET entries, done with entry i's */
 	unsigned npre, pre_at;
+	struct ol_kve_nvrd nvrd; /* the NVMe-tier read of entry i on the loop's ring */
+	uint8_t *rdbuf;		 /* its buffer (OL_KVS_ALIGN-aligned, kept between gets) */
+	size_t rdcap, rgot;
 	uint8_t gh[OL_KVP_HDR + OL_KVP_REP_ENT];
 	struct iovec iov[3];
 	unsigned niov, iov_i;
@@ -181,7 +190,7 @@ void kvs_ns_get(struct conn *c, int st);
 void kvs_get_head(struct conn *c, const struct ol_kvp_req_ent *e, int st,
 		  const struct ol_kve_slot *sl, uint8_t rep[OL_KVP_REP_ENT]);
 /* Admit an accepted fd (limits; a refused one is answered and parked): the new connection,
- * registered, or NULL. */
+ * registered (with its TLS session on the TCP port under [kv_tls]), or NULL. */
 struct conn *kvs_admit(struct ol_kv_server *s, int fd, bool is_unix);
 /* A connection without a socket (UCX endpoints): the limits of kvs_admit, then registered.
  * NULL with *why set when refused ("" = the server is stopping). */
@@ -189,14 +198,19 @@ struct conn *kvs_admit_nofd(struct ol_kv_server *s, const uint8_t addr[16], cons
 			    const char **why);
 /* Close c: its pins and reservations released, fd closed, unregistered, unmapped. */
 void kvs_conn_close(struct conn *c);
+/* Answer fd with an error frame (req_id 0, status err, in plaintext), shut our side and close
+ * it a second later (the fd is the server's then); what is logged, rate-limited. */
+void kvs_refuse_fd(struct ol_kv_server *s, int fd, const char *peer, int err, const char *what);
 /* Close the refused connections whose error frame had its time to arrive (all: force). */
 void kvs_refused_flush(struct ol_kv_server *s, bool force);
 
 /* serve_loop.c */
-/* Start one loop per core (each accepting on s->lfd and s->ufd; a TLS connection is handed to
- * a thread of its own by kvs_admit) and the helper threads. 0 or -errno. */
-int kvl_start(struct ol_kv_server *s);
-/* Serve c (admitted, plaintext or Unix) on the calling loop. */
+/* Start one loop per CPU of the process's affinity mask (each accepting on s->ufd, and on
+ * s->lfd unless placement narrows the TCP accepts to the NIC's NUMA node) and the helper
+ * threads. With cfg->pin_threads "auto", loop N runs on the N-th CPU of the mask
+ * (io/topo.h). addr: the TCP listen address. 0 or -errno. */
+int kvl_start(struct ol_kv_server *s, const struct ol_config *cfg, const char *addr);
+/* Serve c (admitted: plaintext, TLS or Unix) on the calling loop. */
 void kvl_conn_start(struct kvloop *lp, struct conn *c);
 /* Stop the loops and helpers: every connection of theirs must be closed already (shut down
  * their sockets and wait for n_conns to reach 0 first). */

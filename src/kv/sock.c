@@ -1,6 +1,7 @@
-/* kv/sock.c - reads and writes on a KV connection that may speak TLS (no logging: also linked
- * into libopenlake). Blocking sockets with SO_RCVTIMEO / SO_SNDTIMEO, as in net.c: OpenSSL
- * turns a timed-out read or write into SSL_ERROR_WANT_READ / WANT_WRITE. */
+/* kv/sock.c - reads and writes on a KV connection that may speak TLS, for libopenlake (no
+ * logging; client/meson.build builds it; the server's TLS runs over memory BIOs on its loops,
+ * tls/mem.c, and does not use it). Blocking sockets with SO_RCVTIMEO / SO_SNDTIMEO, as in net.c:
+ * OpenSSL turns a timed-out read or write into SSL_ERROR_WANT_READ / WANT_WRITE. */
 #include "kv/net.h"
 
 #include <errno.h>

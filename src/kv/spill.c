@@ -723,6 +723,44 @@ ol_kvs_read(struct ol_kvs *s, const struct ol_kvs_rec *r, const struct ol_kvs_lo
 	return rc;
 }
 
+int
+ol_kvs_extent_get(struct ol_kvs *s, const struct ol_kvs_loc *loc, uint64_t rec_len,
+		  struct ol_kvs_ext *x)
+{
+	struct seg *g = seg_find_ref(s, loc->seg);
+	if (!g)
+		return -ENOENT;
+	x->fd = g->fd;
+	x->off = loc->off;
+	x->len = ol_kvs_rec_size(rec_len);
+	x->seg = g;
+	return 0;
+}
+
+void
+ol_kvs_extent_put(struct ol_kvs *s, struct ol_kvs_ext *x)
+{
+	pthread_mutex_lock(&s->mu);
+	seg_unref(x->seg);
+	pthread_mutex_unlock(&s->mu);
+	x->seg = NULL;
+	x->fd = -1;
+}
+
+int
+ol_kvs_verify(struct ol_kvs *s, const struct ol_kvs_rec *r, const uint8_t *buf, const void **val)
+{
+	int rc = check_rec(buf, r);
+	if (rc < 0) {
+		pthread_mutex_lock(&s->mu);
+		s->corrupt++;
+		pthread_mutex_unlock(&s->mu);
+		return rc;
+	}
+	*val = buf + OL_KVS_HDR;
+	return 0;
+}
+
 /* Submit reads of rd[i] for i in [lo, hi) (their segments referenced in g[]), into buf at
  * at[i], then wait for them all; a short read is finished with rw_all. */
 static void

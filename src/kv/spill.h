@@ -96,6 +96,29 @@ struct ol_kvs_rd {
  * in this thread's read buffer. Returns how many have rc 0. */
 unsigned ol_kvs_read_many(struct ol_kvs *s, struct ol_kvs_rd *rd, unsigned n);
 
+/* An NVMe-tier read that the caller does on its own ring (an event loop): where the record
+ * lies, and a hold on its segment. Segments are append-only and never rewritten in place; the
+ * tier only drops whole segments (oldest first, to stay within cap, or at close), and a held
+ * segment keeps its descriptor open after it is dropped (unlinked), so the len bytes at off of
+ * fd stay the record that was appended there until ol_kvs_extent_put. */
+struct ol_kvs_ext {
+	int fd;
+	uint64_t off, len; /* len = ol_kvs_rec_size(rec.len): whole 4 KiB blocks (O_DIRECT) */
+	void *seg;	   /* private */
+};
+
+/* Hold the extent of the record of rec_len value bytes at loc. 0 (put it later exactly once)
+ * or -ENOENT (segment dropped). Any thread; takes the tier's mutex briefly, never a disk. */
+int ol_kvs_extent_get(struct ol_kvs *s, const struct ol_kvs_loc *loc, uint64_t rec_len,
+		      struct ol_kvs_ext *x);
+/* Drop the hold (the descriptor may be closed here). Any thread. */
+void ol_kvs_extent_put(struct ol_kvs *s, struct ol_kvs_ext *x);
+/* Check a record read into buf (x->len bytes) against r, as ol_kvs_read does: header, key,
+ * namespace, length, version and the value's checksum. 0 and *val = buf + OL_KVS_HDR, or
+ * -EBADMSG (counted as corrupt). Pure but for the count. */
+int ol_kvs_verify(struct ol_kvs *s, const struct ol_kvs_rec *r, const uint8_t *buf,
+		  const void **val);
+
 /* On-disk size of a record of len value bytes. */
 uint64_t ol_kvs_rec_size(uint64_t len);
 

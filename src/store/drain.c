@@ -134,6 +134,7 @@ vpush(struct vlist *l, const char *id, int64_t mtime, bool marker)
 	}
 	snprintf(l->v[l->n].id, sizeof(l->v[l->n].id), "%s", id);
 	l->v[l->n].mtime = mtime;
+	l->v[l->n].copied = false;
 	l->v[l->n++].marker = marker;
 }
 

@@ -156,6 +156,30 @@ drop_older(struct ol_store *st, const char *bucket, const char *key, size_t klen
 	}
 }
 
+/* A delete of one version (version_id) removed it from set `done`: remove the same version
+ * from the other pools too. A drain's leader killed in the middle of a key's move leaves
+ * copies of the key's older versions in the new pool (same ids, drain.c); without this the
+ * copy left there would be the version "deleted" and back in every listing. */
+static void
+drop_version(struct ol_store *st, const char *bucket, const char *key, size_t klen, const char *vid,
+	     unsigned done)
+{
+	uint64_t h;
+	int64_t t;
+
+	if (!key_hash(st, bucket, key, klen, &h))
+		return;
+	for (int p = 0; p < st->n_pools; p++) {
+		unsigned s = in_pool(st, p, h);
+
+		if (s != done && holds(st, s, bucket, key, klen, vid, &t) == 1 &&
+		    ol_set_delete_ver(st->sets[s], bucket, key, klen, OL_STORE_VER_ON, vid, NULL) ==
+			0)
+			ol_info("store: %s/%.*s: deleted its copy of version %s in set %u too",
+				bucket, (int)(klen > 200 ? 200 : klen), key, vid, s);
+	}
+}
+
 /* Count a call on key in at its gate (a store of several pools; 0: none): a drain moving
  * the key waits for it, and it waits for the move (drain.c). */
 static unsigned
@@ -743,6 +767,8 @@ ol_store_delete_ver(struct ol_store *st, const char *bucket, const char *key, si
 	rc = ol_set_delete_ver(st->sets[i], bucket, key, key_len, vmode, version_id, out);
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_delete_ver(st->sets[i], bucket, key, key_len, vmode, version_id, out);
+	if (rc == 0 && version_id && st->n_pools > 1)
+		drop_version(st, bucket, key, key_len, version_id, i);
 out:
 	ol_gate_leave(st, g);
 	return rc;

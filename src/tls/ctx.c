@@ -196,7 +196,7 @@ ol_tls_ssl_new(struct ol_tls *t, int fd)
 	pthread_mutex_unlock(&t->mu);
 	if (!ssl)
 		return NULL;
-	if (SSL_set_fd(ssl, fd) != 1) {
+	if (fd >= 0 && SSL_set_fd(ssl, fd) != 1) {
 		SSL_free(ssl);
 		return NULL;
 	}

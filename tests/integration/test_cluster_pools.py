@@ -6,7 +6,7 @@ old ones'); an overwrite of an old key stays in pool 0; listings hold every key 
 delete and multipart work through a new node; `cluster status --json` shows 2 pools; join
 refuses when nothing is new and when the new drives do not make whole sets; after kill -9 of
 the leader the next one serves both pools. Then `openlake cluster leave --pool 1` (after its
-refusals): objects of every kind (versions and delete markers in a versioned bucket, tags,
+refusals, and a leave cancelled while its drain runs): objects of every kind (versions and delete markers in a versioned bucket, tags,
 multipart) move to pool 0 while PUT/GET/DELETE go on, the leader is killed while it drains and
 the next one finishes the drain, the pool is removed from the layout,
 its nodes are stopped, and every acknowledged object and version reads back through every
@@ -16,13 +16,14 @@ Real things only: Debian's etcd, real daemons, boto3.
 """
 
 import json
+import os
 import re
 import subprocess
 import threading
 
 from conftest import OPENLAKE_CLI, free_port, wait_for
-from test_cluster_store import (Node, body, drive_record, etcd, heal_exits_0,  # noqa: F401
-                                list_all, pytestmark, shard_files, start_cluster)
+from test_cluster_store import (ETCD_CLI, Node, body, drive_record, etcd,  # noqa: F401
+                                heal_exits_0, list_all, pytestmark, shard_files, start_cluster)
 
 import pytest
 
@@ -133,6 +134,8 @@ def leave_pool_1(c, new, old, fresh, mpu, lead):
     r = leave(cfg, "--pool", "5")
     assert r.returncode == 1 and "no pool 5" in r.stderr, r.stderr
 
+    cancel_a_leave(c, cfg, s3, lead, vers)
+
     via = next(i for i in range(4) if i != lead)
     churn = Churn(c.client(via, retries=6), fresh, 1)
     r = leave(cfg, "--pool", "1")
@@ -192,6 +195,70 @@ def leave_pool_1(c, new, old, fresh, mpu, lead):
         assert c.client(3).get_object(Bucket="grow", Key=k + "x")["Body"].read() == b"after"
 
 
+def cancel_a_leave(c, cfg, s3, lead, vers):
+    """`leave --pool 1 --cancel` while the drain runs: an upload open in pool 1 keeps the drain
+    from ever ending, so the cancel always finds it running. The pool is active again, the
+    record says cancelled, every version still reads back."""
+    held, other = None, []
+    for i in range(64):  # an upload id names its set: "01..." is pool 1's (pool 0: set 0)
+        uid = s3.create_multipart_upload(Bucket="ver", Key=f"hold/{i}")["UploadId"]
+        if uid.startswith("01"):
+            held = (f"hold/{i}", uid)
+            break
+        other.append((f"hold/{i}", uid))
+    for k, uid in other:
+        s3.abort_multipart_upload(Bucket="ver", Key=k, UploadId=uid)
+    assert held, "no upload landed in pool 1 in 64 tries"
+    r = leave(cfg, "--pool", "1", "--cancel")
+    assert r.returncode == 1 and "not draining" in r.stderr, r.stderr
+    r = leave(cfg, "--pool", "1")
+    assert r.returncode == 0, r.stderr
+    log = c.nodes[lead].log
+    wait_for(lambda: "cluster: draining pool 1" in log(), 60, "the leader draining pool 1")
+    wait_for(lambda: (status(cfg).get("leave") or {}).get("uploads", 0) >= 1, 60,
+             "the drain waiting for the upload open in pool 1")
+    r = leave(cfg, "--pool", "1", "--cancel")
+    assert r.returncode == 0 and "cancelled" in r.stdout, r.stdout + r.stderr
+    wait_for(lambda: "the drain of pool 1 stops" in log(), 60, "the leader stopping the drain")
+    st = wait_for(lambda: (lambda s: s if s["leave"]["state"] == "cancelled" else None)(
+        status(cfg)), 60, "the leave record saying cancelled")
+    assert [p["state"] for p in st["pools"]] == ["active", "active"], st["pools"]
+    r = leave(cfg, "--pool", "1", "--cancel")
+    assert r.returncode == 1 and "not draining (it is active)" in r.stderr, r.stderr
+    s3.abort_multipart_upload(Bucket="ver", Key=held[0], UploadId=held[1])
+    assert versions(s3, "ver") == vers  # what moved before the cancel reads back from pool 0
+
+
+def free_records(c):
+    """<prefix>free/<id> of every node: id -> {"free", "capacity"}"""
+    r = subprocess.run([str(ETCD_CLI), c.eps, "get", c.prefix + "free/", "prefix"],
+                       capture_output=True, text=True, timeout=60)
+    out = {}
+    for line in r.stdout.splitlines() if r.returncode == 0 else []:
+        f = line.split(" ")
+        if len(f) == 4 and f[0].startswith(c.prefix + "free/"):
+            out[int(f[0].rsplit("/", 1)[1])] = json.loads(f[1])
+    return out
+
+
+def free_space_follows(c, new):
+    """each node keeps its drives' free space current in etcd (the pools' weights for new
+    keys): a 1 GiB file on the drives' file system shows in the record within seconds"""
+    recs = wait_for(lambda: (lambda f: f if len(f) == 8 else None)(free_records(c)), 60,
+                    "a free-space record from each of the 8 nodes")
+    st = os.statvfs(new[0].drive)
+    assert {f["capacity"] for f in recs.values()} == {st.f_blocks * st.f_frsize}, recs
+    before = recs[4]["free"]
+    junk = new[0].drive.parent / "junk"  # the same file system as every node's drive
+    with open(junk, "wb") as fh:
+        os.posix_fallocate(fh.fileno(), 0, 1 << 30)
+    try:
+        wait_for(lambda: free_records(c).get(4, {}).get("free", before) <= before - (768 << 20),
+                 60, "node 4's free-space record following a 1 GiB file")
+    finally:
+        junk.unlink()
+
+
 def new_files(nodes):
     return sum(shard_files(n.drive) for n in nodes)
 
@@ -229,6 +296,7 @@ def test_join_a_pool_of_4_nodes_to_a_running_cluster(cluster, tmp_path):
         wait_for(lambda: c.serving(i), 60, f"S3 through new node {i}")
     wait_for(lambda: "cluster: serving 2 pools" in c.nodes[lid].log(), 60,
              "the leader serving the new pool")
+    free_space_follows(c, new)
 
     for i in range(8):  # every old object through every node, old and new
         r = c.client(i)

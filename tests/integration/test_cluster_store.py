@@ -48,8 +48,9 @@ def etcd():
 
 
 class Node:
-    def __init__(self, root, i, ports, eps, prefix, drives=1):
+    def __init__(self, root, i, ports, eps, prefix, drives=1, extra="", scheme="http"):
         self.i = i
+        self.scheme = scheme
         self.root = root / f"node-{i}"
         self.root.mkdir()
         self.drives = [self.root / f"d{j}" for j in range(drives)]
@@ -79,13 +80,13 @@ etcd = [{eps}]
 prefix = "{prefix}"
 secret = "{SECRET}"
 lease_ttl_s = {TTL}
-""")
+{extra}""")
         self.proc = None
         self.logf = None
 
     @property
     def url(self):
-        return f"http://127.0.0.1:{self.s3_port}"
+        return f"{self.scheme}://127.0.0.1:{self.s3_port}"
 
     def start(self):
         self.logf = open(self.root / "openlaked.log", "ab")
@@ -123,13 +124,18 @@ lease_ttl_s = {TTL}
 
 
 class Cluster:
-    def __init__(self, root, etcd, drives=1):
+    def __init__(self, root, etcd, drives=1, extra="", ca=None, client_cert=None):
+        """extra: config lines every node gets; ca: the nodes serve S3 over TLS (extra has
+        their [s3_tls]) and clients verify them against this CA file; client_cert: the
+        (cert, key) files clients show"""
         self.etcd = etcd
+        self.ca, self.client_cert = ca, client_cert
         self.eps = ",".join(etcd.url(m) for m in etcd.names)  # every member, live or not
         self.prefix = f"/cs{time.monotonic_ns()}/"
         self.sets = drives  # N = 4 (one drive of each set per node)
         ports = [(free_port(), free_port(), free_port()) for _ in range(4)]
-        self.nodes = [Node(root, i, ports, self.eps, self.prefix, drives) for i in range(4)]
+        self.nodes = [Node(root, i, ports, self.eps, self.prefix, drives, extra,
+                           "https" if ca else "http") for i in range(4)]
         r = subprocess.run([str(OPENLAKE_CLI), "cluster", "init", "--config",
                             str(self.nodes[0].config)], capture_output=True, text=True,
                            timeout=60)
@@ -155,9 +161,10 @@ class Cluster:
         from botocore.config import Config
         return boto3.client(
             "s3", endpoint_url=self.nodes[i].url, aws_access_key_id=ACCESS_KEY,
+            verify=str(self.ca) if self.ca else None,
             aws_secret_access_key=SECRET_KEY, region_name=REGION,
             config=Config(s3={"addressing_style": "path"}, signature_version="s3v4",
-                          connect_timeout=5, read_timeout=60,
+                          connect_timeout=5, read_timeout=60, client_cert=self.client_cert,
                           retries={"max_attempts": retries, "mode": "standard"}))
 
     def serving(self, i):
@@ -185,8 +192,8 @@ def all_drives_online(c):
     return log.count("(4 online)") + log.count("(4 of 4 drives online)") >= c.sets
 
 
-def start_cluster(tmp_path, etcd, drives=1):
-    c = Cluster(tmp_path, etcd, drives)
+def start_cluster(tmp_path, etcd, drives=1, extra="", ca=None, client_cert=None):
+    c = Cluster(tmp_path, etcd, drives, extra, ca, client_cert)
     try:
         wait_for(c.leader, 30, "a leader of set 0.0")
         for i in range(4):

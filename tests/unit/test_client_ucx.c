@@ -1,9 +1,10 @@
 /* tests/unit/test_client_ucx.c - libopenlake over UCX against an in-process KV server with
  * transport = "ucx" (UCX_TLS=tcp): round trips of 0 B to 4 MiB checked byte for byte, a batch
- * larger than one AM header, statuses (exists, miss, truncated, delete), raw UCX peers that send
- * malformed requests, a shm op or unknown AM ids (closed, the pool serves on), then both sides shut
- * down, so an ASan build checks the UCX code of the server and the client for leaks. In a
- * build without UCX: the client refuses ucx:// (-EPROTONOSUPPORT), the server serves TCP. */
+ * larger than one AM header (also through ol_kv_get_xxh3), statuses (exists, miss, truncated,
+ * delete), raw UCX peers that send malformed requests, a shm op or unknown AM ids (closed, the pool
+ * serves on), then both sides shut down, so an ASan build checks the UCX code of the server and the
+ * client for leaks. In a build without UCX: the client refuses ucx:// (-EPROTONOSUPPORT), the
+ * server serves TCP. */
 #include <errno.h>
 #include <stdbool.h>
 #include <netinet/in.h>
@@ -133,6 +134,20 @@ test_batch(struct ol_client *c)
 	for (unsigned i = 0; i < N; i++)
 		n += get[i].status == OL_KV_OK && memcmp(got[i], val[i], LEN) == 0;
 	ok(r == 0 && n == N, "ucx: a batch of %u gets, every byte right", n);
+	static uint64_t h[N];
+	memset(got, 0, sizeof(got));
+	r = ol_kv_get_xxh3(c, get, N, NULL, h);
+	n = 0;
+	for (unsigned i = 0; i < N; i++) {
+		struct ol_iov v = {val[i], LEN};
+		uint64_t want = 0;
+		n += get[i].status == OL_KV_OK && memcmp(got[i], val[i], LEN) == 0 &&
+		     ol_iov_xxh3(&v, 1, &want) == 0 && h[i] == want;
+	}
+	ok(r == 0 && n == N,
+	   "ucx: ol_kv_get_xxh3 of the batch: %u hashes equal the values' (taken "
+	   "after the UCX copy)",
+	   n);
 }
 
 #ifdef OL_HAVE_UCX

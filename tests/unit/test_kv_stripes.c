@@ -6,15 +6,20 @@
  * of a put never made is caught. Then every key reads back valid or misses, the counters
  * agree with the keys, and (NVMe) a reopen brings back exactly the keys that were there; the
  * same in strict write-behind. Also: eviction across stripes keeps LRU order with mixed block
- * sizes, and ol_kve_pin_many reads a batch of NVMe-only blocks exactly. */
+ * sizes, and ol_kve_pin_many reads a batch of NVMe-only blocks exactly. Half the hammer's gets
+ * of TCP readers go through ol_kve_pin_start / pin_finish with the read done by the test (as
+ * the KV loops do it on their rings), racing the puts, deletes and evictions of their keys. */
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include "base/log.h"
 #include "kv/engine.h"
+#include "kv/spill.h"
 #include "kv_data.h"
 #include "openlake/openlake.h"
 
@@ -30,6 +35,7 @@ struct hammer {
 	struct ol_kve *e;
 	_Atomic uint64_t issued[H_THREADS]; /* seeds handed out per thread (counter part) */
 	_Atomic int bad, torn_seq, puts, hits, misses, dels, fulls, aborts;
+	_Atomic int split_nv; /* gets read by the caller (pin_start / pin_finish) from NVMe */
 };
 
 struct harg {
@@ -111,13 +117,40 @@ h_put(struct hammer *h, unsigned t, uint64_t id, bool abort_it)
 		atomic_fetch_add(&h->bad, 1);
 }
 
+/* ol_kve_pin(need_dram false) as an event loop does it: pin_start, the read of the held extent
+ * by the caller (pread here, the loop's ring in the server), then pin_finish. The buffer is
+ * the caller's: poisoned first, so a value not read from the record would be caught. */
+static struct hammer *g_h;
+
+static int
+pin_split(struct ol_kve *e, const struct ol_kvk *k, struct ol_kve_slot *s, uint8_t **buf)
+{
+	struct ol_kve_nvrd rd;
+	int st = ol_kve_pin_start(e, k, s, &rd);
+	if (st != OL_KVE_NVME)
+		return st;
+	void *p = NULL;
+	if (posix_memalign(&p, OL_KVS_ALIGN, rd.ext.len) != 0)
+		abort();
+	memset(p, 0x5a, rd.ext.len);
+	atomic_fetch_add(&g_h->split_nv, 1);
+	sched_yield(); /* let puts, deletes and evictions of the key run meanwhile */
+	ssize_t n = pread(rd.ext.fd, p, rd.ext.len, (off_t)rd.ext.off);
+	st = ol_kve_pin_finish(e, &rd, n < 0 ? -errno : (int)n, p, s);
+	*buf = p;
+	return st;
+}
+
 static void
-h_get(struct hammer *h, uint64_t id, bool need_dram)
+h_get(struct hammer *h, uint64_t id, bool need_dram, bool split)
 {
 	struct ol_kvk k;
 	struct ol_kve_slot s;
+	uint8_t *buf = NULL;
 	hkey(&k, id);
-	int st = ol_kve_pin(h->e, &k, need_dram, &s);
+	int st = split ? pin_split(h->e, &k, &s, &buf) : ol_kve_pin(h->e, &k, need_dram, &s);
+	if (st != OL_KV_OK)
+		free(buf);
 	if (st == OL_KV_MISS) {
 		atomic_fetch_add(&h->misses, 1);
 		return;
@@ -138,6 +171,7 @@ h_get(struct hammer *h, uint64_t id, bool need_dram)
 		atomic_fetch_add(&h->torn_seq, 1);
 	if (dram)
 		ol_kve_release(h->e, s.off, s.seq);
+	free(buf);
 }
 
 static void *
@@ -170,7 +204,7 @@ h_main(void *arg)
 			(void)ol_kve_exists(h->e, &k, &len);
 			break;
 		default:
-			h_get(h, id, (r >> 48) & 1);
+			h_get(h, id, ((r >> 48) & 3) == 1, ((r >> 48) & 3) >= 2);
 		}
 	}
 	return NULL;
@@ -234,6 +268,7 @@ test_hammer(const char *spill)
 	static struct hammer h;
 	memset(&h, 0, sizeof(h));
 	h.e = open_eng(spill);
+	g_h = &h;
 	ok(h.e != NULL, "%s: engine with 16 MiB of DRAM", mode);
 	if (!h.e)
 		return;
@@ -254,6 +289,10 @@ test_hammer(const char *spill)
 	   "%s: the mix ran: puts, hits, deletes, and %llu evictions + %llu demotions under the "
 	   "small DRAM",
 	   mode, (unsigned long long)st.evictions, (unsigned long long)st.demotions);
+	if (spill)
+		ok(h.split_nv > 0,
+		   "%s: %d gets read their NVMe record themselves (pin_start / pin_finish)", mode,
+		   h.split_nv);
 	bool present[H_KEYS + 1] = {false};
 	int n, bad = verify_all(&h, present, &n);
 	ol_kve_get_stats(h.e, &st);
@@ -412,6 +451,183 @@ test_pin_many(const char *dir)
 	ol_kve_close(h.e);
 }
 
+/* Put key id (a block of 128 KiB or more) into h and return its seed. */
+static uint64_t
+put_big(struct hammer *h, uint64_t id)
+{
+	uint64_t seed;
+	do {
+		seed = atomic_fetch_add(&h->issued[0], 1) + 1;
+	} while (hlen(seed) < 128 * KiB);
+	struct ol_kvk k;
+	struct ol_kve_slot s;
+	hkey(&k, id);
+	if (ol_kve_alloc(h->e, &k, hlen(seed), &s) != OL_KV_OK)
+		return 0;
+	hfill(s.ptr, id, seed);
+	return ol_kve_commit(h->e, &k, s.off, s.seq, hlen(seed)) == OL_KV_OK ? seed : 0;
+}
+
+/* One pin_start / read / pin_finish of key id, the read replaced by what `how` says:
+ * 0 the record as read, 1 one byte of the value flipped, 2 a short read, 3 the key deleted
+ * between start and finish, 4 abandoned. Returns the status (OL_KVE_NVME: not NVMe-only). */
+static int
+split_case(struct hammer *h, uint64_t id, int how, bool *exact, bool *in_dram)
+{
+	struct ol_kvk k;
+	struct ol_kve_slot s;
+	struct ol_kve_nvrd rd;
+	hkey(&k, id);
+	*exact = *in_dram = false;
+	int st = ol_kve_pin_start(h->e, &k, &s, &rd);
+	if (st != OL_KVE_NVME) {
+		if (st == OL_KV_OK)
+			ol_kve_release(h->e, s.off, s.seq);
+		return OL_KVE_NVME;
+	}
+	if (how == 4) {
+		ol_kve_pin_abandon(h->e, &rd);
+		return OL_KV_OK;
+	}
+	void *p = NULL;
+	if (posix_memalign(&p, OL_KVS_ALIGN, rd.ext.len) != 0)
+		abort();
+	ssize_t n = pread(rd.ext.fd, p, rd.ext.len, (off_t)rd.ext.off);
+	if (how == 1)
+		((uint8_t *)p)[OL_KVS_HDR + 100] ^= 1;
+	if (how == 2 && n > 0)
+		n -= OL_KVS_ALIGN;
+	if (how == 3)
+		(void)ol_kve_delete(h->e, &k);
+	st = ol_kve_pin_finish(h->e, &rd, n < 0 ? -errno : (int)n, p, &s);
+	if (st == OL_KV_OK) {
+		*exact = hcheck(h, s.ptr, s.len, id);
+		*in_dram = s.off != OL_KVE_NOOFF;
+		if (*in_dram)
+			ol_kve_release(h->e, s.off, s.seq);
+	}
+	free(p);
+	return st;
+}
+
+/* ol_kve_pin_start / pin_finish (the KV loops' NVMe reads on their own rings): the record is
+ * checked as ol_kve_pin checks it (a flipped byte is CORRUPT and the key is dropped, never
+ * served), a short read or a key deleted meanwhile is a miss, the second NVMe hit promotes,
+ * an abandoned read leaves nothing held, and a segment the tier drops while a read holds it
+ * is still read whole (the hold keeps its descriptor). */
+static void
+test_pin_split(const char *dir)
+{
+	static struct hammer h;
+	memset(&h, 0, sizeof(h));
+	g_h = &h;
+	struct ol_kve_opts o = {.dram_bytes = 4 * MiB,
+				.spill_dir = dir,
+				.spill_bytes = 16 * MiB,
+				.max_block = 64 * MiB,
+				.writeback_ms = 20};
+	ok(ol_kve_open(&o, &h.e) == 0, "split pin: engine with 4 MiB of DRAM and 16 MiB of NVMe");
+	if (!h.e)
+		return;
+	int bad = 0;
+	for (uint64_t id = 1; id <= 40; id++) { /* ~7 MiB: most demoted to NVMe only */
+		bad += put_big(&h, id) == 0;
+		if (id % 8 == 0)
+			bad += ol_kve_flush(h.e) != 0;
+	}
+	bad += ol_kve_flush(h.e) != 0;
+	int cnt[5] = {0}, nv = 0;
+	bool exact, dram, first_ok = true, promoted = false;
+	for (uint64_t id = 1; id <= 40; id++) {
+		int st = split_case(&h, id, 0, &exact, &dram);
+		if (st == OL_KVE_NVME)
+			continue;
+		nv++;
+		first_ok &= st == OL_KV_OK && exact && !dram;
+		st = split_case(&h, id, 0, &exact, &dram); /* the second hit promotes */
+		promoted |= st == OL_KVE_NVME || (st == OL_KV_OK && exact && dram);
+	}
+	ok(bad == 0 && nv >= 8 && first_ok && promoted,
+	   "split pin: %d NVMe-only blocks read by the caller come back exact, served from its "
+	   "buffer; a second hit promotes to DRAM",
+	   nv);
+	struct ol_kve_stats st0, st1;
+	ol_kve_get_stats(h.e, &st0);
+	for (uint64_t id = 1; id <= 40; id++) {
+		int how = 1 + (int)(id % 4);
+		int st = split_case(&h, id, how, &exact, &dram);
+		if (st == OL_KVE_NVME)
+			continue;
+		cnt[how] += how == 1   ? st == OL_KV_CORRUPT
+			    : how == 4 ? st == OL_KV_OK
+				       : st == OL_KV_MISS;
+		cnt[0]++;
+	}
+	ol_kve_get_stats(h.e, &st1);
+	ok(cnt[0] > 0 && cnt[1] + cnt[2] + cnt[3] + cnt[4] == cnt[0] && cnt[1] > 0 &&
+	       st1.corrupt - st0.corrupt == (uint64_t)cnt[1],
+	   "split pin: a flipped byte is CORRUPT (%d), a short read a miss (%d), a key deleted "
+	   "during its read a miss (%d), an abandoned read ends cleanly (%d), of %d",
+	   cnt[1], cnt[2], cnt[3], cnt[4], cnt[0]);
+	int after = 0, wrong = 0;
+	for (uint64_t id = 1; id <= 40; id++) { /* what is left reads back exact or misses */
+		struct ol_kvk k;
+		struct ol_kve_slot s;
+		hkey(&k, id);
+		int st = ol_kve_pin(h.e, &k, false, &s);
+		if (st != OL_KV_OK) {
+			wrong += st != OL_KV_MISS;
+			continue;
+		}
+		after++;
+		wrong += !hcheck(&h, s.ptr, s.len, id);
+		if (s.off != OL_KVE_NOOFF)
+			ol_kve_release(h.e, s.off, s.seq);
+	}
+	ok(after > 0 && wrong == 0, "split pin: %d keys read back exact afterwards", after);
+	/* a read holding a segment that the tier drops meanwhile (puts past the 16 MiB cap) */
+	uint64_t id0 = 0;
+	struct ol_kvk k;
+	struct ol_kve_slot s;
+	struct ol_kve_nvrd rd;
+	for (uint64_t id = 1; id <= 40 && !id0; id++) {
+		hkey(&k, id);
+		int st = ol_kve_pin_start(h.e, &k, &s, &rd);
+		if (st == OL_KV_OK)
+			ol_kve_release(h.e, s.off, s.seq);
+		if (st == OL_KVE_NVME)
+			id0 = id;
+	}
+	ol_kve_get_stats(h.e, &st0);
+	for (uint64_t id = 100; id < 300 && id0; id++) { /* ~35 MiB more through 16 MiB of NVMe */
+		bad += put_big(&h, id) == 0;
+		if (id % 8 == 0)
+			bad += ol_kve_flush(h.e) != 0;
+	}
+	bad += ol_kve_flush(h.e) != 0;
+	ol_kve_get_stats(h.e, &st1);
+	int st = OL_KV_ERROR;
+	bool whole = false;
+	if (id0) {
+		void *p = NULL;
+		if (posix_memalign(&p, OL_KVS_ALIGN, rd.ext.len) != 0)
+			abort();
+		ssize_t n = pread(rd.ext.fd, p, rd.ext.len, (off_t)rd.ext.off);
+		whole = n == (ssize_t)rd.ext.len;
+		st = ol_kve_pin_finish(h.e, &rd, n < 0 ? -errno : (int)n, p, &s);
+		if (st == OL_KV_OK && s.off != OL_KVE_NOOFF)
+			ol_kve_release(h.e, s.off, s.seq);
+		free(p);
+	}
+	ok(id0 && bad == 0 && whole && st == OL_KV_MISS && st1.nvme_used <= 16 * MiB,
+	   "split pin: a held extent whose segment was dropped meanwhile is still read whole, "
+	   "and the key (gone with its segment) is a miss (status %d)",
+	   st);
+	ol_kve_get_stats(h.e, &st1);
+	ok(st1.pinned == 0, "split pin: no pin left behind (%llu)", (unsigned long long)st1.pinned);
+	ol_kve_close(h.e);
+}
+
 static void
 rm_rf(const char *dir)
 {
@@ -447,6 +663,12 @@ main(void)
 	dir = mkdtemp(tpl3);
 	if (dir) {
 		test_pin_many(dir);
+		rm_rf(dir);
+	}
+	char tpl4[] = "/tmp/olkv-stripes-XXXXXX";
+	dir = mkdtemp(tpl4);
+	if (dir) {
+		test_pin_split(dir);
 		rm_rf(dir);
 	}
 	char tpl2[] = "/tmp/olkv-stripes-XXXXXX";

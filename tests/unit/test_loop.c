@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -388,12 +389,12 @@ test_conn_life(void)
 	free(s);
 }
 
-/* ---- a client on a loop: connect, send, recv, cancel, fsync as ring ops ---- */
+/* ---- a client on a loop: connect, send, recv, cancel, fsync, read as ring ops ---- */
 
 struct cli {
 	struct ol_loop_op op;
-	int step, fd, tfd, res[6];
-	char buf[64];
+	int step, fd, tfd, res[7];
+	char buf[64], rbuf[64];
 	struct sockaddr_in sa;
 };
 
@@ -416,6 +417,9 @@ cli_step(struct ol_loop *l, void *arg, int res)
 	case 4: /* cancelled: fsync a file */
 		ol_loop_fsync(l, &c->op, c->tfd, false);
 		break;
+	case 5: /* synced: read it back from offset 5 (a pread: the file offset is not used) */
+		ol_loop_read(l, &c->op, c->tfd, c->rbuf, sizeof(c->rbuf), 5);
+		break;
 	default:
 		ol_loop_quit(l);
 	}
@@ -436,18 +440,21 @@ test_client_ops(void)
 	char tmpl[] = "/tmp/ol-test-loop-XXXXXX";
 	c.tfd = mkstemp(tmpl);
 	unlink(tmpl);
+	ok(write(c.tfd, "ring read test", 14) == 14, "a file to fsync and read");
 	c.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	c.sa = (struct sockaddr_in){.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	c.sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	ok(ol_loop_connect(l, &c.op, c.fd, (struct sockaddr *)&c.sa, sizeof(c.sa)) == 0,
 	   "connect queued");
-	ok(ol_loop_run(l) == 0 && c.step == 5, "the client ran its five steps (%d)", c.step);
+	ok(ol_loop_run(l) == 0 && c.step == 6, "the client ran its six steps (%d)", c.step);
 	ok(c.res[0] == 0, "connect completed (%d)", c.res[0]);
 	ok(c.res[1] == 9, "send_all sent all 9 bytes (%d)", c.res[1]);
 	ok(c.res[2] == 9 && !memcmp(c.buf, "ring ping", 9), "recv got the echo (%d)", c.res[2]);
 	ok(c.res[3] == -ECANCELED, "a cancelled recv completes once with -ECANCELED (%d)",
 	   c.res[3]);
 	ok(c.res[4] == 0, "fsync as a ring op (%d)", c.res[4]);
+	ok(c.res[5] == 9 && !memcmp(c.rbuf, "read test", 9),
+	   "read at an offset as a ring op: the 9 bytes from there to the end (%d)", c.res[5]);
 	close(c.fd);
 	close(c.tfd);
 	ol_loop_free(l);
@@ -566,6 +573,63 @@ test_buffers(void)
 	ol_loop_free(l);
 }
 
+/* ---- pinning: ol_loop_new_on ---- */
+
+struct pinctx {
+	struct ol_loop_msg m;
+	cpu_set_t seen;
+	int cpu_now;
+	atomic_int done;
+};
+
+static void
+on_pin_msg(struct ol_loop *l, void *arg, int res)
+{
+	struct pinctx *p = arg;
+	(void)l;
+	(void)res;
+	CPU_ZERO(&p->seen);
+	pthread_getaffinity_np(pthread_self(), sizeof(p->seen), &p->seen);
+	p->cpu_now = sched_getcpu();
+	atomic_store(&p->done, 1);
+}
+
+/* A loop made for the last CPU of our mask runs there and only there; the caller's own mask
+ * is left as it was; a CPU outside the mask is refused. */
+static void
+test_pinned(void)
+{
+	cpu_set_t before, after;
+	pthread_getaffinity_np(pthread_self(), sizeof(before), &before);
+	int cpu = -1;
+	for (int c = 0; c < CPU_SETSIZE; c++)
+		if (CPU_ISSET(c, &before))
+			cpu = c;
+	struct ol_loop *l = NULL;
+	ok(ol_loop_new_on(0, cpu, &l) == 0 && ol_loop_cpu(l) == cpu, "a loop for CPU %d", cpu);
+	pthread_getaffinity_np(pthread_self(), sizeof(after), &after);
+	ok(CPU_EQUAL(&before, &after), "the caller's affinity mask is as it was");
+	struct pinctx p = {.m = {.fn = on_pin_msg, .arg = &p}};
+	ok(l && ol_loop_post(l, &p.m) == 0 && ol_loop_start(l, "pinned") == 0, "started");
+	for (int i = 0; i < 10000 && !atomic_load(&p.done); i++)
+		usleep(1000);
+	ok(atomic_load(&p.done) && CPU_COUNT(&p.seen) == 1 && CPU_ISSET(cpu, &p.seen) &&
+	       p.cpu_now == cpu,
+	   "its thread may run on CPU %d only and runs there (%d)", cpu, p.cpu_now);
+	if (l) {
+		ol_loop_stop(l);
+		ol_loop_free(l);
+	}
+	int outside = -1;
+	for (int c = 0; c < CPU_SETSIZE && outside < 0; c++)
+		if (!CPU_ISSET(c, &before))
+			outside = c;
+	ok(ol_loop_new_on(0, outside, &l) == -EINVAL && !l, "CPU %d, outside the mask: -EINVAL",
+	   outside);
+	ok(ol_loop_new_on(0, -1, &l) == 0 && ol_loop_cpu(l) == -1, "cpu -1: an unpinned loop");
+	ol_loop_free(l);
+}
+
 /* ---- recv_all and sendmsg: a whole value per completion ---- */
 
 #define WA_LEN (1u << 20)
@@ -678,6 +742,7 @@ main(void)
 	test_timers();
 	test_messages();
 	test_buffers();
+	test_pinned();
 	test_waitall();
 	test_conn_life();
 	test_client_ops();

@@ -1000,6 +1000,64 @@ test_drain(void)
 	ol_store_close(st);
 }
 
+/* A drain's leader killed in the middle of a key's move leaves copies of its older versions in
+ * the new pool (same ids and mtimes). A DELETE of one of those versions by id must remove
+ * every copy: one left behind would be the deleted version, back in listings and reads. */
+static void
+test_delete_version_in_two_pools(void)
+{
+	struct ol_store *st;
+	struct ol_obj_info v1 = {0}, v2 = {0}, info;
+	struct ol_import imp = {0};
+	struct ol_put *pp;
+	uint64_t h;
+	char buf[64];
+	int rc, d;
+
+	rm_rf(root);
+	mkdir(root, 0700);
+	rc = open_pools(2, &st);
+	ok(rc == 0 && ol_store_pool_count(st) == 2, "two pools (%d)", rc);
+	if (rc)
+		return;
+	ol_store_bucket_create(st, "cw");
+	ol_store_set_pool_free(st, (uint64_t[2]){0, 1ull << 30}, 2);
+	rc = put(st, "cw", "k", "one", 3, OL_STORE_VER_ON, &v1);
+	rc = rc ? rc : put(st, "cw", "k", "two", 3, OL_STORE_VER_ON, &v2);
+	ok(rc == 0 && set_of(st, "cw", "k") == 2 && strcmp(v1.version_id, v2.version_id),
+	   "two versions of k in pool 1 (%s, %s)", v1.version_id, v2.version_id);
+	/* what the interrupted move left: version one copied into k's set of pool 0 */
+	ol_store_set_pool_free(st, (uint64_t[2]){1ull << 30, 0}, 2);
+	d = ol_sets_key_dest(st, "cw", "k", 1, &h);
+	imp.mtime = v1.mtime_ns;
+	rc = d == 0 || d == 1 ? ol_ver_parse(v1.version_id, &imp.mtime, imp.vid) : -EINVAL;
+	imp.mtime = v1.mtime_ns;
+	if (!rc)
+		rc = ol_set_put_begin(st->sets[d], "cw", "k", 1, 3, &pp);
+	if (!rc) {
+		ol_store_put_set_vmode(pp, OL_STORE_VER_ON);
+		ol_import_cur = &imp;
+		if ((rc = ol_store_put_write(pp, "one", 3)))
+			ol_store_put_abort(pp);
+		else
+			rc = ol_store_put_commit(pp, "etag", NULL, 0, NULL);
+		ol_import_cur = NULL;
+	}
+	ok(rc == 0 &&
+	       ol_set_head_ver(st->sets[d], "cw", "k", 1, v1.version_id, &info, NULL, 0) == 0,
+	   "version one copied into set %d of pool 0 with its id (%d)", d, rc);
+	ok(ol_store_delete_ver(st, "cw", "k", 1, OL_STORE_VER_ON, v1.version_id, NULL) == 0,
+	   "DELETE of version one by id");
+	ok(ol_set_head_ver(st->sets[d], "cw", "k", 1, v1.version_id, &info, NULL, 0) == -ENOENT &&
+	       ol_set_head_ver(st->sets[2], "cw", "k", 1, v1.version_id, &info, NULL, 0) ==
+		   -ENOENT &&
+	       ol_store_head_ver(st, "cw", "k", 1, v1.version_id, &info, NULL, 0) == -ENOENT,
+	   "version one is gone from both pools (deleted from both pools)");
+	ok(get(st, "cw", "k", buf, sizeof(buf)) == 0 && !strcmp(buf, "two"),
+	   "version two is still the object");
+	ol_store_close(st);
+}
+
 int
 main(void)
 {
@@ -1016,6 +1074,7 @@ main(void)
 	test_set_count_fixed();
 	test_pools();
 	test_drain();
+	test_delete_version_in_two_pools();
 	rm_rf(root);
 	tap_done();
 }
