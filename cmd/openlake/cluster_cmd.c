@@ -439,13 +439,46 @@ leave_refused(const struct copts *o, const struct ol_layout *l)
 	return 1;
 }
 
+/* Write layout l (its pool P's state changed) and <prefix>leave = {"pool": P, "state": state}
+ * in one transaction on the layout's revision mod. 0 with *js (the layout's JSON, freed by
+ * the caller) and t->revision; else 1, the reason printed (raced: what may have changed). */
+static int
+put_leave(struct copts *o, const struct ol_layout *l, int64_t mod, const char *state,
+	  const char *raced, char **js, struct ol_etcd_txn_result *t)
+{
+	char leave[96], key[OL_CFG_STR + 16];
+	*js = ol_layout_to_json(l);
+	snprintf(key, sizeof(key), "%sleave", o->cfg->cluster_prefix);
+	snprintf(leave, sizeof(leave), "{\"pool\":%ld,\"state\":\"%s\"}", o->pool, state);
+	struct ol_etcd_cmp cmp = {.key = o->layout_key,
+				  .target = OL_ETCD_CMP_MOD,
+				  .result = OL_ETCD_EQUAL,
+				  .number = mod};
+	struct ol_etcd_op put[2] = {
+	    {.type = OL_ETCD_OP_PUT,
+	     .key = o->layout_key,
+	     .value = *js,
+	     .value_len = *js ? strlen(*js) : 0},
+	    {.type = OL_ETCD_OP_PUT, .key = key, .value = leave, .value_len = strlen(leave)}};
+	int rc = *js ? ol_etcd_txn(o->c, &cmp, 1, put, 2, NULL, 0, t) : -ENOMEM;
+	if (!rc && t->succeeded)
+		return 0;
+	if (rc)
+		fprintf(stderr, "openlake cluster leave: %s\n",
+			rc == -ETIMEDOUT ? "no etcd endpoint answered" : strerror(-rc));
+	else
+		fprintf(stderr, "openlake cluster leave: the layout changed meanwhile (%s): %s\n",
+			raced, "see `openlake cluster status` and run it again");
+	return 1;
+}
+
 /* leave --cancel: pool P draining -> active, in one transaction on the layout's revision with
  * the leave record; the leader's poller stops the drain when it reads it (cluster_store.c) */
 static int
 leave_cancel(struct copts *o, struct ol_layout *l, int64_t mod)
 {
 	unsigned p = (unsigned)o->pool;
-	char *js = NULL, leave[96], key[OL_CFG_STR + 16];
+	char *js = NULL;
 	struct ol_etcd_txn_result t = {0};
 	int rc = 1;
 	if (o->pool >= (long)l->n_pools) {
@@ -467,31 +500,9 @@ leave_cancel(struct copts *o, struct ol_layout *l, int64_t mod)
 		return 1;
 	}
 	l->pools[p].state = OL_POOL_ACTIVE;
-	js = ol_layout_to_json(l);
-	snprintf(key, sizeof(key), "%sleave", o->cfg->cluster_prefix);
-	snprintf(leave, sizeof(leave), "{\"pool\":%u,\"state\":\"cancelled\"}", p);
-	struct ol_etcd_cmp cmp = {.key = o->layout_key,
-				  .target = OL_ETCD_CMP_MOD,
-				  .result = OL_ETCD_EQUAL,
-				  .number = mod};
-	struct ol_etcd_op put[2] = {
-	    {.type = OL_ETCD_OP_PUT,
-	     .key = o->layout_key,
-	     .value = js,
-	     .value_len = js ? strlen(js) : 0},
-	    {.type = OL_ETCD_OP_PUT, .key = key, .value = leave, .value_len = strlen(leave)}};
-	rc = js ? ol_etcd_txn(o->c, &cmp, 1, put, 2, NULL, 0, &t) : -ENOMEM;
-	if (rc || !t.succeeded) {
-		if (rc)
-			fprintf(stderr, "openlake cluster leave: %s\n",
-				rc == -ETIMEDOUT ? "no etcd endpoint answered" : strerror(-rc));
-		else
-			fprintf(stderr, "openlake cluster leave: the layout changed meanwhile (the "
-					"drain ended, or a join?): see `openlake cluster status` "
-					"and run it again\n");
-		rc = 1;
+	rc = put_leave(o, l, mod, "cancelled", "the drain ended, or a join?", &js, &t);
+	if (rc)
 		goto out;
-	}
 	if (o->json)
 		printf("{\"cancelled\":true,\"pool\":%u,\"revision\":%lld,\"layout\":%s}\n", p,
 		       (long long)t.revision, js);
@@ -514,7 +525,7 @@ cluster_leave(struct copts *o)
 {
 	struct ol_layout l;
 	int64_t mod = 0;
-	char *js = NULL, leave[96], key[OL_CFG_STR + 16];
+	char *js = NULL;
 	struct ol_etcd_txn_result t = {0};
 	if (read_layout(o, &l, &mod))
 		return 1;
@@ -527,30 +538,9 @@ cluster_leave(struct copts *o)
 	if (rc)
 		goto out;
 	l.pools[o->pool].state = OL_POOL_DRAINING;
-	js = ol_layout_to_json(&l);
-	snprintf(key, sizeof(key), "%sleave", o->cfg->cluster_prefix);
-	snprintf(leave, sizeof(leave), "{\"pool\":%ld,\"state\":\"draining\"}", o->pool);
-	struct ol_etcd_cmp cmp = {.key = o->layout_key,
-				  .target = OL_ETCD_CMP_MOD,
-				  .result = OL_ETCD_EQUAL,
-				  .number = mod};
-	struct ol_etcd_op put[2] = {
-	    {.type = OL_ETCD_OP_PUT,
-	     .key = o->layout_key,
-	     .value = js,
-	     .value_len = js ? strlen(js) : 0},
-	    {.type = OL_ETCD_OP_PUT, .key = key, .value = leave, .value_len = strlen(leave)}};
-	rc = js ? ol_etcd_txn(o->c, &cmp, 1, put, 2, NULL, 0, &t) : -ENOMEM;
-	if (rc || !t.succeeded) {
-		if (rc)
-			fprintf(stderr, "openlake cluster leave: %s\n",
-				rc == -ETIMEDOUT ? "no etcd endpoint answered" : strerror(-rc));
-		else
-			fprintf(stderr, "openlake cluster leave: the layout changed meanwhile "
-					"(a join or another leave?): run leave again\n");
-		rc = 1;
+	rc = put_leave(o, &l, mod, "draining", "a join or another leave?", &js, &t);
+	if (rc)
 		goto out;
-	}
 	if (o->json)
 		printf("{\"leaving\":true,\"pool\":%ld,\"revision\":%lld,\"layout\":%s}\n", o->pool,
 		       (long long)t.revision, js);

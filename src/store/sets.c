@@ -136,10 +136,14 @@ warn_twice(const char *bucket, const char *key, size_t klen, int found, int best
 		atomic_exchange(&quiet, 0));
 }
 
-/* A plain delete removed the key from set `done`: remove the older copies a race left in the
- * other pools too, or the next read would find one of them. */
+/* A delete removed the key (vid NULL: a plain delete) or one version of it (vid) from set
+ * `done`: remove the same from the other pools too, or the next read would find it there. A
+ * race can leave older copies of a key in two pools; a drain's leader killed in the middle of
+ * a key's move leaves copies of its older versions in the new pool (same ids, drain.c), and
+ * without this the copy left there would be the version "deleted", back in every listing. */
 static void
-drop_older(struct ol_store *st, const char *bucket, const char *key, size_t klen, unsigned done)
+drop_copies(struct ol_store *st, const char *bucket, const char *key, size_t klen, const char *vid,
+	    unsigned done)
 {
 	uint64_t h;
 	int64_t t;
@@ -149,34 +153,14 @@ drop_older(struct ol_store *st, const char *bucket, const char *key, size_t klen
 	for (int p = 0; p < st->n_pools; p++) {
 		unsigned s = in_pool(st, p, h);
 
-		if (s != done && holds(st, s, bucket, key, klen, NULL, &t) == 1 &&
-		    ol_set_delete(st->sets[s], bucket, key, klen) == 0)
-			ol_info("store: %s/%.*s: deleted its older copy in set %u too", bucket,
-				(int)(klen > 200 ? 200 : klen), key, s);
-	}
-}
-
-/* A delete of one version (version_id) removed it from set `done`: remove the same version
- * from the other pools too. A drain's leader killed in the middle of a key's move leaves
- * copies of the key's older versions in the new pool (same ids, drain.c); without this the
- * copy left there would be the version "deleted" and back in every listing. */
-static void
-drop_version(struct ol_store *st, const char *bucket, const char *key, size_t klen, const char *vid,
-	     unsigned done)
-{
-	uint64_t h;
-	int64_t t;
-
-	if (!key_hash(st, bucket, key, klen, &h))
-		return;
-	for (int p = 0; p < st->n_pools; p++) {
-		unsigned s = in_pool(st, p, h);
-
-		if (s != done && holds(st, s, bucket, key, klen, vid, &t) == 1 &&
-		    ol_set_delete_ver(st->sets[s], bucket, key, klen, OL_STORE_VER_ON, vid, NULL) ==
-			0)
-			ol_info("store: %s/%.*s: deleted its copy of version %s in set %u too",
-				bucket, (int)(klen > 200 ? 200 : klen), key, vid, s);
+		if (s == done || holds(st, s, bucket, key, klen, vid, &t) != 1)
+			continue;
+		if ((vid ? ol_set_delete_ver(st->sets[s], bucket, key, klen, OL_STORE_VER_ON, vid,
+					     NULL)
+			 : ol_set_delete(st->sets[s], bucket, key, klen)) == 0)
+			ol_info("store: %s/%.*s: deleted its copy%s%s in set %u too", bucket,
+				(int)(klen > 200 ? 200 : klen), key, vid ? " of version " : "",
+				vid ? vid : "", s);
 	}
 }
 
@@ -744,7 +728,7 @@ ol_store_delete(struct ol_store *st, const char *bucket, const char *key, size_t
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_delete(st->sets[i], bucket, key, key_len);
 	if (rc == 0 && st->n_pools > 1)
-		drop_older(st, bucket, key, key_len, i);
+		drop_copies(st, bucket, key, key_len, NULL, i);
 out:
 	ol_gate_leave(st, g);
 	return rc;
@@ -768,7 +752,7 @@ ol_store_delete_ver(struct ol_store *st, const char *bucket, const char *key, si
 	if (rc == -ENXIO && repaired(st, i, bucket))
 		rc = ol_set_delete_ver(st->sets[i], bucket, key, key_len, vmode, version_id, out);
 	if (rc == 0 && version_id && st->n_pools > 1)
-		drop_version(st, bucket, key, key_len, version_id, i);
+		drop_copies(st, bucket, key, key_len, version_id, i);
 out:
 	ol_gate_leave(st, g);
 	return rc;
