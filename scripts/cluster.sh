@@ -263,8 +263,8 @@ add() {
 		wait_until 90 s3_answers "${ports[$((3 * i))]}" ||
 			die "S3 does not answer through node $((first + i))"
 	done
-	# the leader of set 0.0 opens the new pool once its nodes' planes answer
-	wait_until 90 grep -qE "cluster: serving ($pools pools|set 0.0 and .* of $pools pool)" \
+	# the serving leader (set 0 of the first active pool) opens the new pool once its nodes' planes answer
+	wait_until 90 grep -qE "cluster: serving ($pools pools|set [0-9]+\.0 and .* of $pools pool)" \
 		"$dir"/node-*/openlaked.log || die "the leader does not serve pool $joined (logs: $dir/node-*/openlaked.log)"
 	for ((i = 0; i < k; i++)); do
 		echo "node $((first + i)) s3=http://127.0.0.1:${ports[$((3 * i))]} kv=127.0.0.1:${ports[$((3 * i + 1))]} pid=$(cat "$dir/pids/node-$((first + i)).pid")"

@@ -52,14 +52,16 @@ usage(FILE *f)
 	    "          new or the new drives do not make whole sets of N; an etcd transaction\n"
 	    "          on the layout's revision keeps two joins from racing.\n"
 	    "  leave   decommission pool P: it is marked draining in the layout (no new object\n"
-	    "          goes there; what it holds is still read there), and the leader of set\n"
-	    "          0.0 moves every object version, delete marker and their metadata to the\n"
+	    "          goes there; what it holds is still read there), and the serving leader\n"
+	    "          (of set 0 of the first active pool: P = 0 moves it to the next pool)\n"
+	    "          moves every object version, delete marker and their metadata to the\n"
 	    "          other pools, one key at a time (rate: [storage] heal_bytes_per_sec),\n"
-	    "          waits for uploads in progress there to complete or be aborted, and when\n"
-	    "          the pool is empty marks it removed: its nodes can then be stopped.\n"
-	    "          `status` shows the progress. Refused for the only pool, pool 0 (its set\n"
-	    "          0.0 leads the cluster), an unknown or removed pool, and while another\n"
-	    "          pool drains. With --cancel: stop the drain of pool P and make it\n"
+	    "          waits for uploads in progress there to complete or be aborted, gives\n"
+	    "          every bucket to the other pools' sets (P = 0), and when the pool is\n"
+	    "          empty marks it removed: its nodes can then be stopped. `status` shows\n"
+	    "          the progress. Refused for the only pool left, an unknown or removed\n"
+	    "          pool, and while another pool drains. With --cancel: stop the drain of\n"
+	    "          pool P and make it\n"
 	    "          active again (objects moved stay where they went; new ones may go to\n"
 	    "          P again).\n"
 	    "  status  the live members (their leases), the layout with each set's health,\n"
@@ -430,10 +432,6 @@ leave_refused(const struct copts *o, const struct ol_layout *l)
 			"openlake cluster leave: pool %u is the only pool: its objects "
 			"would have nowhere to go (join a pool first)\n",
 			p);
-	else if (p == 0)
-		fprintf(stderr,
-			"openlake cluster leave: pool 0 holds set 0.0, whose leader serves the "
-			"cluster: leaving pool 0 is not supported yet (leave the others)\n");
 	else
 		return 0;
 	return 1;
@@ -546,10 +544,11 @@ cluster_leave(struct copts *o)
 		       (long long)t.revision, js);
 	else {
 		printf("pool %ld is draining (revision %lld): no new object goes there; the leader "
-		       "of set 0.0 moves its objects to the other pools and then removes it from "
+		       "of set %u.0 %s its objects to the other pools and then removes it from "
 		       "the layout; `openlake cluster status` shows the progress. Stop its nodes "
 		       "once status shows it removed.\n",
-		       o->pool, (long long)t.revision);
+		       o->pool, (long long)t.revision, ol_layout_serving_pool(&l),
+		       o->pool == 0 ? "serves the cluster from now on, moves" : "moves");
 		print_pools(&l);
 	}
 out:
@@ -638,11 +637,12 @@ sets_health(const struct copts *o, const struct ol_layout *l, const struct ol_cl
 					: live == l->set_drives		     ? "ok"
 					: live >= l->set_drives - l->parity  ? "degraded"
 									     : "unavailable";
-			json_array_append_new(a, json_pack("{s:I, s:I, s:I, s:I, s:s, s:o}", "pool",
-							   (json_int_t)p, "set", (json_int_t)s,
-							   "drives", (json_int_t)l->set_drives,
-							   "live", (json_int_t)live, "health", h,
-							   "leader", set_leader(o, leaders, p, s)));
+			json_array_append_new(
+			    a, json_pack("{s:I, s:I, s:I, s:I, s:s, s:o, s:b}", "pool",
+					 (json_int_t)p, "set", (json_int_t)s, "drives",
+					 (json_int_t)l->set_drives, "live", (json_int_t)live,
+					 "health", h, "leader", set_leader(o, leaders, p, s),
+					 "serves", p == ol_layout_serving_pool(l) && s == 0));
 		}
 	}
 	return a;
@@ -694,6 +694,7 @@ print_status(struct copts *o, const struct ol_etcd_range_result *r,
 	print_layout(l);
 	print_pools(l);
 	print_leave(o);
+	unsigned serving = ol_layout_serving_pool(l);
 	size_t i;
 	json_t *v;
 	json_array_foreach(sets, i, v)
@@ -706,12 +707,15 @@ print_status(struct copts *o, const struct ol_etcd_range_result *r,
 				 (long long)json_integer_value(json_object_get(ld, "epoch")));
 		long long pool = (long long)json_integer_value(json_object_get(v, "pool")),
 			  set = (long long)json_integer_value(json_object_get(v, "set"));
-		/* the leader of set 0.0 serves every set of every pool (docs/cluster.md) */
+		/* the leader of the serving set serves every set of every pool
+		 * (docs/cluster.md) */
+		char by[64];
+		snprintf(by, sizeof(by), "; served by the leader of set %u.0", serving);
 		printf("  pool %lld set %lld: %s (%lld of %lld nodes' drives live), %s%s\n", pool,
 		       set, json_string_value(json_object_get(v, "health")),
 		       (long long)json_integer_value(json_object_get(v, "live")),
 		       (long long)json_integer_value(json_object_get(v, "drives")), leader,
-		       pool > 0 || set > 0 ? "; served by the leader of set 0.0" : "");
+		       json_is_true(json_object_get(v, "serves")) ? "; serves the cluster" : by);
 	}
 }
 
@@ -818,6 +822,10 @@ json_status(struct copts *o, const struct ol_etcd_range_result *r, const char *l
 		      "prefix", o->cfg->cluster_prefix, "epoch", (json_int_t)r->revision, "members",
 		      mem, "layout", lay ? lay : json_null(), "pools", pools_json(l), "sets", sets);
 	json_t *lv = leave_record(o);
+	if (doc && l)
+		json_object_set_new(doc, "serving",
+				    json_pack("{s:I, s:I}", "pool",
+					      (json_int_t)ol_layout_serving_pool(l), "set", 0));
 	if (doc)
 		json_object_set_new(doc, "leave", lv ? lv : json_null());
 	else

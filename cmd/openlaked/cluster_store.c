@@ -22,11 +22,12 @@
 #define MAX_POOLS      16  /* OL_STORE_MAX_POOLS */
 #define MAX_SETS       64  /* erasure sets of one store */
 #define MAX_NODES      256 /* members whose free space weighs the pools */
-/* The leader of set 0.0 serves every set of every pool: it opens them all over the node
- * planes, each fenced with its epoch (see docs/cluster.md). A pool added to the layout
- * (`openlake cluster join`) is noticed by polling the layout key and added to the open store
- * without a restart. */
-#define SET_POOL	 0u
+/* The leader of the serving set serves every set of every pool: it opens them all over the
+ * node planes, each fenced with its epoch (see docs/cluster.md). The serving set is set 0 of
+ * the layout's first active pool (ol_layout_serving_pool): 0.0 until `openlake cluster leave
+ * --pool 0`, then the next pool's set 0, whose leader serves and runs the drain. A pool added
+ * to the layout (`openlake cluster join`) and a pool's new state are noticed by polling the
+ * layout key and taken without a restart. */
 #define SET_INDEX	 0u
 #define RETRY_AFTER_SECS "1"
 
@@ -48,6 +49,12 @@ struct cstore {
 	bool poller_started;
 	unsigned grow_failed; /* pools the last grow could not open (logged once per count) */
 	unsigned served_to;   /* the store served holds the layout's pools [0, served_to) */
+	/* the pool whose set 0 serves, as this node last read the layout (route reads it
+	 * lock-free); serve_rev: the layout's mod revision when this node saw it become that
+	 * pool (0: at start). Its leader serves only at an epoch above serve_rev, so above every
+	 * epoch the previous serving leader used (docs/cluster.md, "Fencing"). */
+	_Atomic unsigned serve_pool;
+	int64_t serve_rev;
 	/* the drain of a pool (`openlake cluster leave`), on its own thread; under swap_mu */
 	pthread_t drainer;
 	bool drain_started;
@@ -61,6 +68,7 @@ struct cstore {
 	/* under mu */
 	struct ol_store *st; /* open while this node leads and serves the set */
 	uint64_t epoch;
+	unsigned st_pool; /* st serves for the leader of set st_pool.0 */
 	unsigned users; /* requests being served on st */
 	bool stopping;	/* the daemon stops: no waiting for a leader */
 };
@@ -133,9 +141,10 @@ cstore_decide(const struct ol_config *cfg, struct ol_cluster *c, struct ol_layou
 		return 0;
 	}
 	ol_info("cluster: serving deployment %s as %u pool(s), %u erasure set(s) of %u drives "
-		"(parity %u) over %u nodes; the leader of set 0.0 serves them all, the other "
+		"(parity %u) over %u nodes; the leader of set %u.0 serves them all, the other "
 		"nodes forward to it",
-		l->deployment_id, l->n_pools, sets, l->set_drives, l->parity, layout_nodes(l));
+		l->deployment_id, l->n_pools, sets, l->set_drives, l->parity, layout_nodes(l),
+		ol_layout_serving_pool(l));
 	return 1;
 }
 
@@ -440,20 +449,48 @@ drain_finish(struct cstore *cs)
 	ol_layout_fini(&l);
 }
 
-/* Runs on the leadership thread, which the daemon's stop joins (cstore_resign): the retries
- * end when the daemon stops too, not only when leadership goes, or a node leading a set it
- * cannot open (too few peers up) would never stop on SIGTERM. Caller holds swap_mu. */
+static int read_layout_now(struct cstore *cs, bool *warned, bool *removed);
+static void lost(struct cstore *cs);
+
+/* This node leads set pool.0 at epoch: serve the store when that is the serving set. The
+ * layout is read first (a node elected in the second the serving set moved must not serve the
+ * set it is leaving). An epoch not above serve_rev was held before the serving set moved here:
+ * the key is renewed instead (the callback then brings the newer epoch, here or to another
+ * node of the set), so the drives' fence ends the previous server's late commits.
+ *
+ * Runs on the leadership thread (or the layout poller), which the daemon's stop joins
+ * (cstore_resign): the retries end when the daemon stops too, not only when leadership goes,
+ * or a node leading a set it cannot open (too few peers up) would never stop on SIGTERM.
+ * Caller holds swap_mu. */
 static void
-gained(struct cstore *cs, uint64_t epoch)
+gained(struct cstore *cs, unsigned pool, uint64_t epoch)
 {
 	struct ol_store *st = NULL;
+	bool warned = true, removed = false;
 	int rc, tries = 0;
+	(void)read_layout_now(cs, &warned, &removed); /* unreadable: the last one read */
+	if (pool != atomic_load(&cs->serve_pool))
+		return; /* the leader of another set serves */
+	pthread_mutex_lock(&cs->mu);
+	bool same = cs->st && cs->st_pool == pool && cs->epoch == epoch, other = cs->st && !same;
+	pthread_mutex_unlock(&cs->mu);
+	if (same)
+		return;
+	if (other)
+		lost(cs);
+	if (epoch <= (uint64_t)cs->serve_rev) {
+		ol_info("cluster: set %u.0 serves the cluster now; this node's key (epoch %llu) is "
+			"older than that change (revision %lld): renewing it for a newer epoch",
+			pool, (unsigned long long)epoch, (long long)cs->serve_rev);
+		(void)ol_cluster_lead_renew(cs->c, pool, SET_INDEX, epoch);
+		return;
+	}
 	while ((rc = open_set(cs, epoch, &st)) &&
-	       ol_cluster_leads(cs->c, SET_POOL, SET_INDEX, epoch) && !is_stopping(cs)) {
+	       ol_cluster_leads(cs->c, pool, SET_INDEX, epoch) && !is_stopping(cs)) {
 		if (!tries++)
 			ol_warn("cluster: leading set %u.%u but its store does not open (%s): "
 				"retrying while this node leads",
-				SET_POOL, SET_INDEX, strerror(rc < 0 && rc > -4096 ? -rc : EIO));
+				pool, SET_INDEX, strerror(rc < 0 && rc > -4096 ? -rc : EIO));
 		wait_change(cs, OPEN_RETRY_MS); /* cstore_resign wakes it */
 	}
 	if (rc)
@@ -463,6 +500,7 @@ gained(struct cstore *cs, uint64_t epoch)
 	pthread_mutex_lock(&cs->mu);
 	cs->st = st;
 	cs->epoch = epoch;
+	cs->st_pool = pool;
 	pthread_cond_broadcast(&cs->cv);
 	pthread_mutex_unlock(&cs->mu);
 	unsigned sets = 0;
@@ -472,7 +510,7 @@ gained(struct cstore *cs, uint64_t epoch)
 	cs->grow_failed = 0;
 	cs->served_to = cs->layout.n_pools;
 	ol_info("cluster: serving set %u.%u and the other %u set(s) of %u pool(s) at epoch %llu",
-		SET_POOL, SET_INDEX, sets - 1, ol_layout_live_pools(&cs->layout),
+		pool, SET_INDEX, sets - 1, ol_layout_live_pools(&cs->layout),
 		(unsigned long long)epoch);
 	drain_sync(cs);
 }
@@ -485,6 +523,7 @@ lost(struct cstore *cs)
 	drain_stop(cs);
 	pthread_mutex_lock(&cs->mu);
 	struct ol_store *st = cs->st;
+	unsigned pool = cs->st_pool;
 	cs->st = NULL;
 	while (cs->users)
 		pthread_cond_wait(&cs->cv, &cs->mu);
@@ -495,7 +534,7 @@ lost(struct cstore *cs)
 	ol_admin_set_store(NULL);
 	ol_s3_set_store(cs->s3, NULL);
 	ol_store_close(st);
-	ol_info("cluster: closed the store of set %u.%u", SET_POOL, SET_INDEX);
+	ol_info("cluster: closed the store of set %u.%u", pool, SET_INDEX);
 }
 
 /* The layout grew (caller holds swap_mu): open the new pools beside the store served, then
@@ -538,7 +577,7 @@ grow(struct cstore *cs)
 	if (rc) {
 		ol_err("cluster: cannot add the new pools to the store (%s): opening it again",
 		       strerror(-rc));
-		gained(cs, epoch);
+		gained(cs, cs->st_pool, epoch);
 		return;
 	}
 	pool_weights(cs, st);
@@ -599,12 +638,59 @@ reopen(struct cstore *cs)
 {
 	pthread_mutex_lock(&cs->mu);
 	uint64_t epoch = cs->epoch;
+	unsigned pool = cs->st_pool;
 	bool serving = cs->st != NULL;
 	pthread_mutex_unlock(&cs->mu);
 	if (!serving)
 		return;
 	lost(cs);
-	gained(cs, epoch);
+	gained(cs, pool, epoch);
+}
+
+/* The layout as etcd has it now, taken (caller holds swap_mu): pools added are followed by
+ * the leadership thread, and the serving pool follows the pools' states; *removed: a pool
+ * served was removed. 0, or -errno (the layout kept). */
+static int
+read_layout_now(struct cstore *cs, bool *warned, bool *removed)
+{
+	struct ol_layout nl;
+	int64_t rev = 0;
+	int rc = ol_cluster_read_layout_rev(cs->c, &nl, &rev);
+	if (rc)
+		return rc;
+	take_layout(cs, &nl, warned, removed);
+	ol_layout_fini(&nl);
+	(void)ol_cluster_lead_follow(cs->c, &cs->layout);
+	unsigned want = ol_layout_serving_pool(&cs->layout), was = atomic_load(&cs->serve_pool);
+	if (want != was) {
+		ol_info("cluster: the leader of set %u.0 serves the cluster from now on (was set "
+			"%u.0: pool %u is %s; layout revision %lld)",
+			want, was, was, ol_layout_state_name(cs->layout.pools[was].state),
+			(long long)rev);
+		cs->serve_rev = rev;
+		atomic_store(&cs->serve_pool, want);
+	}
+	return 0;
+}
+
+/* After a layout read: this node stops serving a set that no longer serves, and starts
+ * serving (or renews its key for) the serving set it leads. Caller holds swap_mu. */
+static void
+follow_serving(struct cstore *cs)
+{
+	unsigned want = atomic_load(&cs->serve_pool);
+	pthread_mutex_lock(&cs->mu);
+	bool serving = cs->st != NULL, moved = serving && cs->st_pool != want;
+	pthread_mutex_unlock(&cs->mu);
+	if (moved) {
+		ol_info("cluster: set %u.0 serves the cluster now: this node stops serving",
+			want);
+		lost(cs);
+		serving = false;
+	}
+	struct ol_cluster_leader_info li;
+	if (!serving && ol_cluster_leader(cs->c, want, SET_INDEX, &li) == 0 && li.is_self)
+		gained(cs, want, li.epoch);
 }
 
 /* ol-cstore-layout: reads the layout key every LAYOUT_POLL_MS, takes pools added to it, and
@@ -618,12 +704,16 @@ poll_main(void *arg)
 		int64_t next = mono_ms() + LAYOUT_POLL_MS;
 		while (!is_stopping(cs) && mono_ms() < next)
 			wait_change(cs, (int)(next - mono_ms()) + 1);
-		struct ol_layout nl;
 		bool removed = false;
-		if (is_stopping(cs) || ol_cluster_read_layout(cs->c, 0, &nl))
+		if (is_stopping(cs))
 			continue;
 		pthread_mutex_lock(&cs->swap_mu);
-		take_layout(cs, &nl, &warned, &removed);
+		if (read_layout_now(cs, &warned, &removed)) {
+			pthread_mutex_unlock(&cs->swap_mu);
+			continue;
+		}
+		if (!is_stopping(cs))
+			follow_serving(cs);
 		if (removed && !is_stopping(cs))
 			reopen(cs);
 		if (!is_stopping(cs))
@@ -634,7 +724,6 @@ poll_main(void *arg)
 		if (!is_stopping(cs))
 			drain_finish(cs);
 		pthread_mutex_unlock(&cs->swap_mu);
-		ol_layout_fini(&nl);
 	}
 	return NULL;
 }
@@ -643,12 +732,15 @@ static void
 on_lead(void *arg, unsigned pool, unsigned set, uint64_t epoch, bool gain)
 {
 	struct cstore *cs = arg;
-	if (pool != SET_POOL || set != SET_INDEX)
+	if (set != SET_INDEX)
 		return;
 	pthread_mutex_lock(&cs->swap_mu);
+	pthread_mutex_lock(&cs->mu);
+	bool mine = cs->st && cs->st_pool == pool && cs->epoch == epoch;
+	pthread_mutex_unlock(&cs->mu);
 	if (gain)
-		gained(cs, epoch);
-	else
+		gained(cs, pool, epoch);
+	else if (mine)
 		lost(cs);
 	pthread_mutex_unlock(&cs->swap_mu);
 	pthread_mutex_lock(&cs->mu);
@@ -665,6 +757,7 @@ cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 	cs->c = c;
 	cs->s3 = s3;
 	cs->layout = *l; /* taken over */
+	atomic_store(&cs->serve_pool, ol_layout_serving_pool(l));
 	cs->wait_ms = (int)cfg->cluster_lease_ttl_s * 1000 + 2000;
 	if (cs->wait_ms > 15000)
 		cs->wait_ms = 15000;
@@ -732,7 +825,8 @@ static bool
 serve_here(struct cstore *cs, struct ol_http_req *r)
 {
 	pthread_mutex_lock(&cs->mu);
-	bool ok = cs->st && ol_cluster_leads(cs->c, SET_POOL, SET_INDEX, cs->epoch);
+	bool ok = cs->st && cs->st_pool == atomic_load(&cs->serve_pool) &&
+		  ol_cluster_leads(cs->c, cs->st_pool, SET_INDEX, cs->epoch);
 	if (ok)
 		cs->users++;
 	pthread_mutex_unlock(&cs->mu);
@@ -812,7 +906,8 @@ route(struct cstore *cs, struct ol_http_req *r, bool here)
 		struct ol_cluster_leader_info li;
 		/* never to this node itself: it may still show as leader in etcd while its
 		 * lease is in doubt, and a request must not loop through our own port */
-		if (ol_cluster_leader(cs->c, SET_POOL, SET_INDEX, &li) == 0 && li.epoch &&
+		if (ol_cluster_leader(cs->c, atomic_load(&cs->serve_pool), SET_INDEX, &li) == 0 &&
+		    li.epoch &&
 		    li.node != cs->cfg->self_id && li.s3_addr[0]) {
 			int rc = ol_http_proxy_forward(cs->proxy, r, li.s3_addr);
 			if (rc == 0)

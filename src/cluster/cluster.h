@@ -116,6 +116,21 @@ typedef void (*ol_cluster_lead_fn)(void *arg, unsigned pool, unsigned set, uint6
 int ol_cluster_lead_start(struct ol_cluster *c, const struct ol_layout *l, ol_cluster_lead_fn fn,
 			  void *arg);
 
+/* Follow the leadership of the sets of pools that l has beyond those followed (a running
+ * node takes a layout grown by `openlake cluster join`): campaign for those it has a slot in,
+ * and answer ol_cluster_leader for them. Pools followed already are left as they are. The
+ * table of sets read lock-free by request threads is replaced, the old one kept until
+ * ol_cluster_stop. 0, -ENOENT before ol_cluster_lead_start, -ENOMEM. Any thread. */
+int ol_cluster_lead_follow(struct ol_cluster *c, const struct ol_layout *l);
+
+/* This node leads (pool, set) at epoch and needs a newer epoch (it starts serving what
+ * another leader served, whose epoch may be above this one): the leadership thread gives the
+ * key up (the callback reports the loss) and campaigns again at once, so whoever wins (this
+ * node, or another of the set's nodes) leads at a create revision above every earlier one.
+ * 0, or -ENOENT when this node does not lead (pool, set) at epoch. Any thread, also the
+ * callback. */
+int ol_cluster_lead_renew(struct ol_cluster *c, unsigned pool, unsigned set, uint64_t epoch);
+
 /* Give up every set this node leads and stop campaigning (a clean stop: call it before the
  * servers that use the sets stop; ol_cluster_leader keeps answering, is_self false).
  * ol_cluster_stop does it too. */

@@ -21,6 +21,17 @@ struct ol_cluster_set {
 	struct ol_cluster_leader_info info; /* info.epoch == 0: no leader known */
 	/* the epoch this node leads at (0 = it does not): read lock-free by the request path */
 	_Atomic uint64_t my_epoch;
+	/* ol_cluster_lead_renew asked to give up the key held at this epoch and campaign again */
+	_Atomic uint64_t renew;
+};
+
+/* The sets a node follows: published whole (one pointer), replaced when pools join; the
+ * entries live until ol_cluster_lead_free, and so does every table replaced (a request thread
+ * may still be reading one). */
+struct ol_cluster_sets {
+	struct ol_cluster_sets *older; /* the table this one replaced */
+	unsigned n;
+	struct ol_cluster_set *v[];
 };
 
 struct ol_cluster {
@@ -52,9 +63,8 @@ struct ol_cluster {
 	atomic_int ldr_stop;
 	pthread_mutex_t ldr_mu;
 	pthread_cond_t ldr_cv;
-	struct ol_layout layout;
-	struct ol_cluster_set *sets;
-	unsigned n_sets;
+	struct ol_layout layout;	      /* the pools followed (grown by ol_cluster_lead_follow) */
+	struct ol_cluster_sets *sets; /* read lock-free; replaced under ldr_mu */
 	char sets_prefix[OL_CFG_STR + 16]; /* <prefix>sets/ */
 	char *ldr_value;		   /* this node's leader record (JSON) */
 	ol_cluster_lead_fn lead_fn;

@@ -189,6 +189,18 @@ ol_layout_draining(const struct ol_layout *l)
 	return -1;
 }
 
+unsigned
+ol_layout_serving_pool(const struct ol_layout *l)
+{
+	for (unsigned p = 0; p < l->n_pools; p++)
+		if (l->pools[p].state == OL_POOL_ACTIVE)
+			return p;
+	for (unsigned p = 0; p < l->n_pools; p++)
+		if (l->pools[p].state != OL_POOL_REMOVED)
+			return p;
+	return 0;
+}
+
 static const char *const state_names[] = {"active", "draining", "removed"};
 
 const char *

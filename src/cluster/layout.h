@@ -18,7 +18,7 @@ struct ol_layout_slot {
 };
 
 /* A pool's state: `openlake cluster leave` marks it draining (no new key goes there; the
- * leader of set 0.0 moves its objects to the other pools), the drain marks it removed when it
+ * serving leader, of set 0 of the first active pool, moves its objects to the other pools), the drain marks it removed when it
  * is empty (its nodes serve nothing any more; it keeps its place so pool numbers stay). */
 enum { OL_POOL_ACTIVE = 0, OL_POOL_DRAINING = 1, OL_POOL_REMOVED = 2 };
 
@@ -66,6 +66,10 @@ unsigned ol_layout_store_pool(const struct ol_layout *l, unsigned p);
 /* The draining pool, or -1. */
 int ol_layout_draining(const struct ol_layout *l);
 const char *ol_layout_state_name(unsigned state);
+/* The pool whose set 0's leader serves the cluster: the first active pool (else the first
+ * not removed; 0 for a layout with neither). Its leader moves when `cluster leave` makes that
+ * pool draining, and back when the leave is cancelled. */
+unsigned ol_layout_serving_pool(const struct ol_layout *l);
 
 /* Distinct nodes in set s of pool p. */
 unsigned ol_layout_set_span(const struct ol_layout *l, unsigned p, unsigned s);

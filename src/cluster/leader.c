@@ -145,14 +145,19 @@ ol_cluster_put(struct ol_cluster *c, const char *name, const char *value)
 
 /* ---- the leadership thread ---- */
 
+static struct ol_cluster_sets *
+sets_now(struct ol_cluster *c)
+{
+	return __atomic_load_n(&c->sets, __ATOMIC_ACQUIRE);
+}
+
 static struct ol_cluster_set *
 find_set(struct ol_cluster *c, unsigned pool, unsigned set)
 {
-	unsigned n = __atomic_load_n(&c->n_sets, __ATOMIC_ACQUIRE);
-	struct ol_cluster_set *sets = __atomic_load_n(&c->sets, __ATOMIC_ACQUIRE);
-	for (unsigned i = 0; i < n; i++)
-		if (sets[i].pool == pool && sets[i].set == set)
-			return &sets[i];
+	struct ol_cluster_sets *t = sets_now(c);
+	for (unsigned i = 0; t && i < t->n; i++)
+		if (t->v[i]->pool == pool && t->v[i]->set == set)
+			return t->v[i];
 	return NULL;
 }
 
@@ -174,7 +179,7 @@ ol_cluster_leader(struct ol_cluster *c, unsigned pool, unsigned set,
 		  struct ol_cluster_leader_info *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (!c || !c->sets)
+	if (!c || !sets_now(c))
 		return -ENOENT;
 	struct ol_cluster_set *s = find_set(c, pool, set);
 	if (!s)
@@ -258,6 +263,29 @@ campaign(struct ol_cluster *c, struct ol_cluster_set *s, int64_t lease)
 	ol_etcd_txn_result_fini(&t);
 }
 
+/* delete s's key if it is still the one created at epoch e */
+static void
+drop_key(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t e)
+{
+	struct ol_etcd_cmp cmp = {
+	    .key = s->key, .target = OL_ETCD_CMP_CREATE, .result = OL_ETCD_EQUAL, .number = (int64_t)e};
+	struct ol_etcd_op del = {.type = OL_ETCD_OP_DELETE, .key = s->key};
+	struct ol_etcd_txn_result t = {0};
+	(void)ol_etcd_txn(c->etcd, &cmp, 1, &del, 1, NULL, 0, &t);
+	ol_etcd_txn_result_fini(&t);
+}
+
+/* ol_cluster_lead_renew: give the key up and campaign again at once (a new create revision) */
+static void
+renew(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t e, int64_t lease)
+{
+	atomic_store(&s->renew, 0);
+	lose(c, s, "renewing its key for a newer epoch (the set became the serving set)");
+	drop_key(c, s, e);
+	set_info(c, s, &(struct ol_cluster_leader_info){0});
+	campaign(c, s, lease);
+}
+
 /* one set, given its key as read (kv NULL: absent) */
 static void
 step_set(struct ol_cluster *c, struct ol_cluster_set *s, const struct ol_etcd_kv *kv)
@@ -278,7 +306,10 @@ step_set(struct ol_cluster *c, struct ol_cluster_set *s, const struct ol_etcd_kv
 	};
 	switch (ol_cluster_lead_decide(&in)) {
 	case OL_LEAD_LEAD:
-		gain(c, s, (uint64_t)kv->create_revision);
+		if (atomic_load(&s->renew) == (uint64_t)kv->create_revision)
+			renew(c, s, (uint64_t)kv->create_revision, in.lease);
+		else
+			gain(c, s, (uint64_t)kv->create_revision);
 		return;
 	case OL_LEAD_FOLLOW:
 		lose(c, s, "another leader holds the set (or this node's lease lapsed)");
@@ -302,23 +333,24 @@ static void
 step_all(struct ol_cluster *c)
 {
 	struct ol_etcd_range_result r;
+	struct ol_cluster_sets *tab = sets_now(c); /* the pools followed now */
 	int rc = ol_etcd_range(c->etcd, c->sets_prefix, OL_ETCD_PREFIX, 0, 0, &r);
 	if (rc) {
 		/* etcd unreachable: keep what we know, but a leader still checks its lease */
-		for (unsigned i = 0; i < c->n_sets; i++) {
-			struct ol_cluster_set *s = &c->sets[i];
+		for (unsigned i = 0; i < tab->n; i++) {
+			struct ol_cluster_set *s = tab->v[i];
 			uint64_t e = atomic_load(&s->my_epoch);
 			if (e && !ol_cluster_leads(c, s->pool, s->set, e))
 				lose(c, s, "etcd is unreachable and the lease may lapse");
 		}
 		return;
 	}
-	for (unsigned i = 0; i < c->n_sets && !atomic_load(&c->ldr_stop); i++) {
+	for (unsigned i = 0; i < tab->n && !atomic_load(&c->ldr_stop); i++) {
 		const struct ol_etcd_kv *kv = NULL;
 		for (size_t j = 0; j < r.n_kvs && !kv; j++)
-			if (strcmp(r.kvs[j].key, c->sets[i].key) == 0)
+			if (strcmp(r.kvs[j].key, tab->v[i]->key) == 0)
 				kv = &r.kvs[j];
-		step_set(c, &c->sets[i], kv);
+		step_set(c, tab->v[i], kv);
 	}
 	ol_etcd_range_result_fini(&r);
 }
@@ -343,20 +375,14 @@ ldr_nap(struct ol_cluster *c, int64_t ms)
 static void
 resign_all(struct ol_cluster *c)
 {
-	for (unsigned i = 0; i < c->n_sets; i++) {
-		struct ol_cluster_set *s = &c->sets[i];
+	struct ol_cluster_sets *tab = sets_now(c);
+	for (unsigned i = 0; i < tab->n; i++) {
+		struct ol_cluster_set *s = tab->v[i];
 		uint64_t e = atomic_load(&s->my_epoch);
 		if (!e)
 			continue;
 		lose(c, s, "stopping");
-		struct ol_etcd_cmp cmp = {.key = s->key,
-					  .target = OL_ETCD_CMP_CREATE,
-					  .result = OL_ETCD_EQUAL,
-					  .number = (int64_t)e};
-		struct ol_etcd_op del = {.type = OL_ETCD_OP_DELETE, .key = s->key};
-		struct ol_etcd_txn_result t = {0};
-		(void)ol_etcd_txn(c->etcd, &cmp, 1, &del, 1, NULL, 0, &t);
-		ol_etcd_txn_result_fini(&t);
+		drop_key(c, s, e);
 	}
 }
 
@@ -391,33 +417,75 @@ copy_layout(const struct ol_layout *l, struct ol_layout *out)
 	return rc;
 }
 
-int
-ol_cluster_lead_start(struct ol_cluster *c, const struct ol_layout *l, ol_cluster_lead_fn fn,
-		      void *arg)
+/* A table of old's sets and those of l's pools [from, l->n_pools), published: request
+ * threads and the leadership thread may look already. */
+static void
+publish_sets(struct ol_cluster *c, const struct ol_layout *l, unsigned from)
 {
-	if (c->sets)
-		return -EALREADY;
-	int rc = copy_layout(l, &c->layout);
-	if (rc)
-		return rc;
-	unsigned n = 0, k = 0;
-	for (unsigned p = 0; p < l->n_pools; p++)
+	struct ol_cluster_sets *old = sets_now(c);
+	unsigned n = old ? old->n : 0, k = n;
+	for (unsigned p = from; p < l->n_pools; p++)
 		n += l->pools[p].n_sets;
-	pthread_mutex_init(&c->ldr_mu, NULL);
-	/* filled, then published: request threads may look already (ol_cluster_leads) */
-	struct ol_cluster_set *sets = ol_xcalloc(n ? n : 1, sizeof(*sets));
-	for (unsigned p = 0; p < l->n_pools; p++) {
+	struct ol_cluster_sets *t = ol_xcalloc(1, sizeof(*t) + (n ? n : 1) * sizeof(t->v[0]));
+	for (unsigned i = 0; old && i < old->n; i++)
+		t->v[i] = old->v[i];
+	for (unsigned p = from; p < l->n_pools; p++) {
 		for (unsigned s = 0; s < l->pools[p].n_sets; s++) {
-			struct ol_cluster_set *st = &sets[k++];
+			struct ol_cluster_set *st = ol_xcalloc(1, sizeof(*st));
 			st->pool = p;
 			st->set = s;
 			st->has_slot = node_in_set(l, p, s, c->cfg->self_id);
 			snprintf(st->key, sizeof(st->key), "%ssets/%u.%u/leader",
 				 c->cfg->cluster_prefix, p, s);
+			t->v[k++] = st;
 		}
 	}
-	__atomic_store_n(&c->sets, sets, __ATOMIC_RELEASE);
-	__atomic_store_n(&c->n_sets, k, __ATOMIC_RELEASE);
+	t->n = k;
+	t->older = old;
+	__atomic_store_n(&c->sets, t, __ATOMIC_RELEASE);
+}
+
+int
+ol_cluster_lead_follow(struct ol_cluster *c, const struct ol_layout *l)
+{
+	struct ol_layout nl;
+	int rc = 0;
+	if (!sets_now(c))
+		return -ENOENT;
+	pthread_mutex_lock(&c->ldr_mu);
+	unsigned had = c->layout.n_pools;
+	if (l->n_pools > had && !(rc = copy_layout(l, &nl))) {
+		publish_sets(c, l, had);
+		ol_layout_fini(&c->layout);
+		c->layout = nl;
+		ol_info("cluster: following the leadership of pool(s) %u..%u of the layout", had,
+			l->n_pools - 1);
+	}
+	pthread_mutex_unlock(&c->ldr_mu);
+	return rc;
+}
+
+int
+ol_cluster_lead_renew(struct ol_cluster *c, unsigned pool, unsigned set, uint64_t epoch)
+{
+	struct ol_cluster_set *s = c ? find_set(c, pool, set) : NULL;
+	if (!s || !epoch || atomic_load(&s->my_epoch) != epoch)
+		return -ENOENT;
+	atomic_store(&s->renew, epoch);
+	return 0;
+}
+
+int
+ol_cluster_lead_start(struct ol_cluster *c, const struct ol_layout *l, ol_cluster_lead_fn fn,
+		      void *arg)
+{
+	if (sets_now(c))
+		return -EALREADY;
+	int rc = copy_layout(l, &c->layout);
+	if (rc)
+		return rc;
+	pthread_mutex_init(&c->ldr_mu, NULL);
+	publish_sets(c, l, 0);
 	snprintf(c->sets_prefix, sizeof(c->sets_prefix), "%ssets/", c->cfg->cluster_prefix);
 	char s3[OL_CFG_STR + 8], rpc[OL_CFG_STR + 8];
 	c->ldr_value = ol_cluster_leader_to_json(
@@ -464,15 +532,21 @@ ol_cluster_resign(struct ol_cluster *c)
 void
 ol_cluster_lead_free(struct ol_cluster *c)
 {
-	if (!c->sets)
+	struct ol_cluster_sets *t = sets_now(c);
+	if (!t)
 		return;
 	ol_cluster_lead_stop(c);
 	pthread_mutex_destroy(&c->ldr_mu);
 	pthread_cond_destroy(&c->ldr_cv);
 	ol_layout_fini(&c->layout);
-	free(c->sets);
+	for (unsigned i = 0; i < t->n; i++) /* the newest table holds every set */
+		free(t->v[i]);
+	while (t) {
+		struct ol_cluster_sets *older = t->older;
+		free(t);
+		t = older;
+	}
 	c->sets = NULL;
-	c->n_sets = 0;
 	free(c->ldr_value);
 	c->ldr_value = NULL;
 }

@@ -109,6 +109,20 @@ ol_set_bucket_create_attrs(struct ol_store *st, const char *bucket, const void *
 }
 
 int
+ol_set_bucket_copy(struct ol_store *st, const char *bucket, int64_t created, const void *attrs,
+		   size_t len)
+{
+	int rc;
+
+	if (!bucket[0] || strlen(bucket) > 63 || len > OL_STORE_MAX_BATTRS)
+		return -EINVAL;
+	pthread_rwlock_wrlock(&st->bucket_lock);
+	rc = bucket_write(st, bucket, false, created, attrs, len);
+	pthread_rwlock_unlock(&st->bucket_lock);
+	return rc;
+}
+
+int
 ol_set_bucket_create(struct ol_store *st, const char *bucket)
 {
 	return ol_set_bucket_create_attrs(st, bucket, NULL, 0);

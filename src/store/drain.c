@@ -522,6 +522,29 @@ pass(struct drain *d, bool count, uint64_t *uploads)
 	return rc;
 }
 
+/* The home pool (its first set is the store's set 0, where buckets live first) is empty:
+ * before it may be removed, every bucket goes with its attrs to every set of the other
+ * pools, so the next pool's set 0, the home once this pool is gone, has them all (also buckets
+ * never used there, and the daemon's own, e.g. the run-time S3 keys'). Not done: not empty. */
+static int
+give_buckets(struct drain *d, bool *empty)
+{
+	unsigned n = 0;
+	int rc = ol_sets_give_buckets(d->st, d->pool, &n);
+
+	if (rc) {
+		*empty = false;
+		ol_warn("store: drain of pool %u: the buckets cannot be given to the other pools "
+			"yet (%s): next pass",
+			d->pool, strerror(-rc));
+		return 0;
+	}
+	ol_info("store: drain of pool %u: its %u bucket(s), with their attrs, are on every set "
+		"of the other pools",
+		d->pool, n);
+	return 0;
+}
+
 /* one count pass and one move pass: 0 and *empty when the pool held nothing to move */
 static int
 round_once(struct drain *d, bool *empty)
@@ -541,6 +564,8 @@ round_once(struct drain *d, bool *empty)
 		(unsigned long long)atomic_load(&p->objects_left),
 		(unsigned long long)atomic_load(&p->bytes_left), (unsigned long long)uploads);
 	*empty = !rc && !d->found && !uploads;
+	if (*empty && d->st->pool_first[d->pool] == 0)
+		rc = give_buckets(d, empty);
 	if (rc || *empty)
 		return rc;
 	rc = pass(d, false, NULL);

@@ -269,6 +269,70 @@ ol_sets_repaired(struct ol_store *st, unsigned i, const char *bucket)
 	return repaired(st, i, bucket);
 }
 
+struct bucket_rec {
+	char name[64];
+	int64_t created;
+	void *attrs;
+	size_t len;
+};
+
+struct bucket_recs {
+	struct bucket_rec *v;
+	size_t n;
+};
+
+static int
+collect_bucket(const char *name, int64_t created, const void *attrs, size_t len, void *arg)
+{
+	struct bucket_recs *b = arg;
+	struct bucket_rec *r;
+
+	if (strlen(name) >= sizeof(r->name))
+		return 0;
+	b->v = ol_xrealloc(b->v, (b->n + 1) * sizeof(*b->v));
+	r = &b->v[b->n++];
+	snprintf(r->name, sizeof(r->name), "%s", name);
+	r->created = created;
+	r->len = len;
+	r->attrs = ol_xmalloc(len ? len : 1);
+	if (len)
+		memcpy(r->attrs, attrs, len);
+	return 0;
+}
+
+int
+ol_sets_give_buckets(struct ol_store *st, unsigned pool, unsigned *n)
+{
+	struct bucket_recs b = {0};
+	int first, end, rc;
+
+	*n = 0;
+	if (!multi(st) || (int)pool >= st->n_pools)
+		return -EINVAL;
+	first = st->pool_first[pool];
+	end = st->pool_first[pool + 1];
+	pthread_rwlock_wrlock(&st->brw);
+	rc = ol_set_bucket_list_attrs(st->sets[0], collect_bucket, &b);
+	for (size_t i = 0; !rc && i < b.n; i++) {
+		const struct bucket_rec *r = &b.v[i];
+
+		for (int s = 0; !rc && s < st->n_sets; s++)
+			if (s < first || s >= end)
+				rc = ol_set_bucket_copy(st->sets[s], r->name, r->created, r->attrs,
+							r->len);
+		if (rc)
+			ol_warn("store: bucket %s cannot be given to the other pools' sets: %s",
+				r->name, strerror(-rc));
+	}
+	pthread_rwlock_unlock(&st->brw);
+	for (size_t i = 0; i < b.n; i++)
+		free(b.v[i].attrs);
+	free(b.v);
+	if (!rc)
+		*n = (unsigned)b.n;
+	return rc;
+}
+
 int
 ol_sets_key_dest(struct ol_store *st, const char *bucket, const char *key, size_t klen, uint64_t *h)
 {

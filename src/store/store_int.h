@@ -158,6 +158,10 @@ int ol_set_open_set(const struct ol_config *cfg, const struct ol_store_set_opts 
 		    struct ol_store **out);
 void ol_set_set_epoch(struct ol_store *st, uint64_t epoch);
 int ol_set_bucket_create(struct ol_store *st, const char *bucket);
+/* Bucket with this creation time and attrs on st, made or replaced (the drain of the home
+ * pool gives every bucket to the other pools' sets). 0 / -errno. */
+int ol_set_bucket_copy(struct ol_store *st, const char *bucket, int64_t created, const void *attrs,
+		       size_t len);
 int ol_set_bucket_delete(struct ol_store *st, const char *bucket);
 /* 0: no object, version or upload in the bucket; -ENOTEMPTY, -ENOENT. No lock taken. */
 int ol_set_bucket_empty(struct ol_store *st, const char *bucket);
@@ -376,6 +380,10 @@ void ol_gate_leave(struct ol_store *st, unsigned g);
 bool ol_sets_repaired(struct ol_store *st, unsigned i, const char *bucket);
 int ol_sets_key_dest(struct ol_store *st, const char *bucket, const char *key, size_t klen,
 		     uint64_t *h);
+/* sets.c: every bucket of set 0 (with its creation time and attrs) made or replaced on every
+ * set outside pool (the home pool, draining: set 0 of the next pool becomes the home once it
+ * is removed); writers of buckets wait meanwhile. 0 and *n buckets, or -errno. */
+int ol_sets_give_buckets(struct ol_store *st, unsigned pool, unsigned *n);
 /* put.c: put_commit / put_abort of p leave gate g of shell st */
 void ol_put_set_gate(struct ol_put *p, struct ol_store *st, unsigned g);
 /* The index key of an object: bucket '\0' key (long keys: head + hash, see OL_KEY_HEAD). */

@@ -398,6 +398,17 @@ test_layout(void)
 	   "states only advance (a draining pool may go back to active), with pools appended");
 	ok(!ol_layout_extends(&g, &dr) && !ol_layout_extends(&dr, &g),
 	   "a changed state is not an extension");
+	/* the serving pool: the first active one; pool 0 draining moves it to pool 1 */
+	ok(ol_layout_serving_pool(&g) == 0 && ol_layout_serving_pool(&dr) == 0,
+	   "pool 0 active: its set 0 serves, also while pool 1 drains");
+	g.pools[0].state = OL_POOL_DRAINING;
+	ok(ol_layout_serving_pool(&g) == 1, "pool 0 draining: pool 1 serves");
+	g.pools[0].state = OL_POOL_REMOVED;
+	ok(ol_layout_serving_pool(&g) == 1, "pool 0 removed: pool 1 serves");
+	g.pools[1].state = OL_POOL_DRAINING;
+	ok(ol_layout_serving_pool(&g) == 1, "no pool active: the first not removed");
+	g.pools[0].state = OL_POOL_ACTIVE;
+	g.pools[1].state = OL_POOL_ACTIVE;
 	const char *badstate = "{\"deployment_id\":\"d\",\"set_drive_count\":1,\"parity\":0,"
 			       "\"pools\":[{\"state\":\"gone\",\"sets\":[[{\"node\":0,"
 			       "\"drive\":0}]]}]}";
