@@ -129,8 +129,6 @@ def leave_pool_1(c, new, old, fresh, mpu, lead):
 
     r = leave(cfg)
     assert r.returncode == 2 and "--pool P is needed" in r.stderr, r.stderr
-    r = leave(cfg, "--pool", "0")
-    assert r.returncode == 1 and "pool 0 holds set 0.0" in r.stderr, r.stderr
     r = leave(cfg, "--pool", "5")
     assert r.returncode == 1 and "no pool 5" in r.stderr, r.stderr
 
