@@ -69,8 +69,8 @@ struct cstore {
 	struct ol_store *st; /* open while this node leads and serves the set */
 	uint64_t epoch;
 	unsigned st_pool; /* st serves for the leader of set st_pool.0 */
-	unsigned users; /* requests being served on st */
-	bool stopping;	/* the daemon stops: no waiting for a leader */
+	unsigned users;	  /* requests being served on st */
+	bool stopping;	  /* the daemon stops: no waiting for a leader */
 };
 
 static unsigned
@@ -485,8 +485,8 @@ gained(struct cstore *cs, unsigned pool, uint64_t epoch)
 		(void)ol_cluster_lead_renew(cs->c, pool, SET_INDEX, epoch);
 		return;
 	}
-	while ((rc = open_set(cs, epoch, &st)) &&
-	       ol_cluster_leads(cs->c, pool, SET_INDEX, epoch) && !is_stopping(cs)) {
+	while ((rc = open_set(cs, epoch, &st)) && ol_cluster_leads(cs->c, pool, SET_INDEX, epoch) &&
+	       !is_stopping(cs)) {
 		if (!tries++)
 			ol_warn("cluster: leading set %u.%u but its store does not open (%s): "
 				"retrying while this node leads",
@@ -683,8 +683,7 @@ follow_serving(struct cstore *cs)
 	bool serving = cs->st != NULL, moved = serving && cs->st_pool != want;
 	pthread_mutex_unlock(&cs->mu);
 	if (moved) {
-		ol_info("cluster: set %u.0 serves the cluster now: this node stops serving",
-			want);
+		ol_info("cluster: set %u.0 serves the cluster now: this node stops serving", want);
 		lost(cs);
 		serving = false;
 	}
@@ -907,8 +906,7 @@ route(struct cstore *cs, struct ol_http_req *r, bool here)
 		/* never to this node itself: it may still show as leader in etcd while its
 		 * lease is in doubt, and a request must not loop through our own port */
 		if (ol_cluster_leader(cs->c, atomic_load(&cs->serve_pool), SET_INDEX, &li) == 0 &&
-		    li.epoch &&
-		    li.node != cs->cfg->self_id && li.s3_addr[0]) {
+		    li.epoch && li.node != cs->cfg->self_id && li.s3_addr[0]) {
 			int rc = ol_http_proxy_forward(cs->proxy, r, li.s3_addr);
 			if (rc == 0)
 				return;

@@ -63,7 +63,7 @@ struct ol_cluster {
 	atomic_int ldr_stop;
 	pthread_mutex_t ldr_mu;
 	pthread_cond_t ldr_cv;
-	struct ol_layout layout;	      /* the pools followed (grown by ol_cluster_lead_follow) */
+	struct ol_layout layout;      /* the pools followed (grown by ol_cluster_lead_follow) */
 	struct ol_cluster_sets *sets; /* read lock-free; replaced under ldr_mu */
 	char sets_prefix[OL_CFG_STR + 16]; /* <prefix>sets/ */
 	char *ldr_value;		   /* this node's leader record (JSON) */

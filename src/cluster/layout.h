@@ -18,8 +18,9 @@ struct ol_layout_slot {
 };
 
 /* A pool's state: `openlake cluster leave` marks it draining (no new key goes there; the
- * serving leader, of set 0 of the first active pool, moves its objects to the other pools), the drain marks it removed when it
- * is empty (its nodes serve nothing any more; it keeps its place so pool numbers stay). */
+ * serving leader, of set 0 of the first active pool, moves its objects to the other pools), the
+ * drain marks it removed when it is empty (its nodes serve nothing any more; it keeps its place so
+ * pool numbers stay). */
 enum { OL_POOL_ACTIVE = 0, OL_POOL_DRAINING = 1, OL_POOL_REMOVED = 2 };
 
 struct ol_layout_pool {

@@ -267,8 +267,10 @@ campaign(struct ol_cluster *c, struct ol_cluster_set *s, int64_t lease)
 static void
 drop_key(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t e)
 {
-	struct ol_etcd_cmp cmp = {
-	    .key = s->key, .target = OL_ETCD_CMP_CREATE, .result = OL_ETCD_EQUAL, .number = (int64_t)e};
+	struct ol_etcd_cmp cmp = {.key = s->key,
+				  .target = OL_ETCD_CMP_CREATE,
+				  .result = OL_ETCD_EQUAL,
+				  .number = (int64_t)e};
 	struct ol_etcd_op del = {.type = OL_ETCD_OP_DELETE, .key = s->key};
 	struct ol_etcd_txn_result t = {0};
 	(void)ol_etcd_txn(c->etcd, &cmp, 1, &del, 1, NULL, 0, &t);
