@@ -4,7 +4,8 @@
  * repaired, bucket delete only when every set is empty, and a store refusing to open with
  * another set count; several pools (ol_store_pools): old keys stay, new ones go by free
  * space, listings merge the pools, a key in two pools resolves to the newest; a pool drained
- * (ol_store_drain) into the other with its versions whole while writers go on. TAP output. */
+ * (ol_store_drain) into the other with its versions whole while writers go on; pool 0 drained
+ * gives its buckets to the other pool. TAP output. */
 #include "store/store.h"
 #include "store/store_int.h" /* to look at one set, and to take a bucket from one */
 
@@ -1000,6 +1001,52 @@ test_drain(void)
 	ol_store_close(st);
 }
 
+/* Pool 0 drained: its set 0 is the buckets' home, so before the pool is empty every bucket,
+ * with its creation time and attrs, is on every set of the other pools, also one never used
+ * there and one whose attrs there are stale. */
+static void
+test_drain_home_pool(void)
+{
+	struct ol_store *st;
+	struct ol_drain_progress pr = {0};
+	char buf[64], a0[16], a2[16];
+	int64_t c0 = 0, c2 = -1;
+	size_t l0 = 0, l2 = 0;
+	int rc, bad = 0;
+
+	rm_rf(root);
+	mkdir(root, 0700);
+	rc = open_pools(2, &st);
+	ok(rc == 0 && ol_store_pool_count(st) == 2, "home drain: two pools (%d)", rc);
+	if (rc)
+		return;
+	ol_store_set_pool_free(st, (uint64_t[2]){1ull << 30, 0}, 2);
+	bad += ol_store_bucket_create_attrs(st, "h1", "ATTR1", 5) != 0;
+	bad += ol_store_bucket_create_attrs(st, "h2", "X", 1) != 0;
+	bad += put(st, "h1", "k", "kept", 4, OL_STORE_VER_OFF, NULL) != 0;
+	/* pool 1's set lacks h2 (never used there) and has h1's attrs of before */
+	bad += ol_set_bucket_delete(st->sets[2], "h2") != 0;
+	bad += ol_set_bucket_set_attrs(st->sets[2], "h1", "OLD", 3) != 0;
+	ok(bad == 0 && set_of(st, "h1", "k") < 2 &&
+	       ol_set_bucket_stat(st->sets[2], "h2", NULL) == -ENOENT,
+	   "k in pool 0; pool 1 lacks h2 and has stale attrs of h1 (%d bad)", bad);
+	ok(ol_store_pool_set_draining(st, 0) == 0, "pool 0 draining");
+	rc = ol_store_drain(st, 0, NULL, &pr);
+	ok(rc == 0 && get(st, "h1", "k", buf, sizeof(buf)) == 0 && !strcmp(buf, "kept") &&
+	       set_of(st, "h1", "k") == 2,
+	   "drained: k in pool 1 (%d)", rc);
+	bad = 0;
+	for (int b = 0; b < 2; b++) {
+		const char *name = b ? "h2" : "h1";
+
+		bad += ol_set_bucket_get(st->sets[0], name, &c0, a0, sizeof(a0), &l0) != 0;
+		bad += ol_set_bucket_get(st->sets[2], name, &c2, a2, sizeof(a2), &l2) != 0;
+		bad += c0 != c2 || l0 != l2 || memcmp(a0, a2, l0);
+	}
+	ok(bad == 0, "every bucket on pool 1's set with set 0's creation time and attrs");
+	ol_store_close(st);
+}
+
 /* A drain's leader killed in the middle of a key's move leaves copies of its older versions in
  * the new pool (same ids and mtimes). A DELETE of one of those versions by id must remove
  * every copy: one left behind would be the deleted version, back in listings and reads. */
@@ -1073,6 +1120,7 @@ main(void)
 	test_delete_races_writers();
 	test_set_count_fixed();
 	test_pools();
+	test_drain_home_pool();
 	test_drain();
 	test_delete_version_in_two_pools();
 	rm_rf(root);
