@@ -113,6 +113,43 @@ def join_pool_1(c, tmp_path):
     return new
 
 
+def serving_at(c, ps, above, pools):
+    """(node, epoch) of set ps's leader once it serves the cluster at an epoch above `above`
+    (its log says so), else None"""
+    ld = leader_of(c, ps)
+    if not ld or ld[1] <= above:
+        return None
+    return ld if f"serving set {ps} and the other 1 set(s) of {pools} pool(s) at epoch " \
+        f"{ld[1]}" in c.nodes[ld[0]].log() else None
+
+
+def cancel_a_pool_0_leave(c, cfg, s3, epoch0):
+    """leave --pool 0, then --cancel while its drain waits for an upload open in pool 0: the
+    serving set goes to 1.0 and back to 0.0, each time at an epoch above the last server's"""
+    held, other = None, []
+    for i in range(64):  # an upload id names its set: "00..." is pool 0's
+        uid = s3.create_multipart_upload(Bucket="ver", Key=f"hold/{i}")["UploadId"]
+        if uid.startswith("00"):
+            held = (f"hold/{i}", uid)
+            break
+        other.append((f"hold/{i}", uid))
+    for k, uid in other:
+        s3.abort_multipart_upload(Bucket="ver", Key=k, UploadId=uid)
+    assert held, "no upload landed in pool 0 in 64 tries"
+    r = leave(cfg, "--pool", "0")
+    assert r.returncode == 0 and "pool 0 is draining" in r.stdout, r.stdout + r.stderr
+    _, epoch1 = wait_for(lambda: serving_at(c, "1.0", epoch0, 2), 90,
+                         "the leader of set 1.0 serving at a newer epoch")
+    wait_for(lambda: (status(cfg).get("leave") or {}).get("uploads", 0) >= 1, 60,
+             "the drain waiting for the upload open in pool 0")
+    r = leave(cfg, "--pool", "0", "--cancel")
+    assert r.returncode == 0 and "cancelled" in r.stdout, r.stdout + r.stderr
+    wait_for(lambda: serving_at(c, "0.0", epoch1, 2), 90,
+             "the leader of set 0.0 serving again at an epoch above set 1.0's")
+    assert status(cfg)["serving"] == {"pool": 0, "set": 0}
+    s3.abort_multipart_upload(Bucket="ver", Key=held[0], UploadId=held[1])
+
+
 def test_pool_0_leaves_and_pool_1_serves(cluster, tmp_path):
     c = cluster
     cfg = c.nodes[0].config
@@ -122,6 +159,9 @@ def test_pool_0_leaves_and_pool_1_serves(cluster, tmp_path):
     wait_for(lambda: "cluster: serving 2 pools" in c.nodes[lid].log(), 60,
              "the leader of set 0.0 serving the new pool")
     assert status(cfg)["serving"] == {"pool": 0, "set": 0}
+    cancel_a_pool_0_leave(c, cfg, c.client(2, retries=6), epoch0)
+    lid, epoch0 = c.leader()
+    assert vers == versions(c.client(4, retries=6), "ver")  # moved or not, all there
 
     # the old server has a PUT in flight (its first MiB in the handler) across the move
     late = body("late", 4 << 20)
@@ -145,13 +185,8 @@ def test_pool_0_leaves_and_pool_1_serves(cluster, tmp_path):
             "set 1.0 serves the cluster from now on" in r.stdout, r.stdout + r.stderr
 
         # the serving set moves to 1.0, at an epoch above the old server's
-        def new_server():
-            ld = leader_of(c, "1.0")
-            if not ld or ld[1] <= epoch0 or ld[0] < 4:
-                return None
-            return ld if f"serving set 1.0 and the other 1 set(s) of 2 pool(s) at epoch " \
-                f"{ld[1]}" in c.nodes[ld[0]].log() else None
-        srv, epoch1 = wait_for(new_server, 90, "the leader of set 1.0 serving at a newer epoch")
+        srv, epoch1 = wait_for(lambda: serving_at(c, "1.0", epoch0, 2), 90,
+                               "the leader of set 1.0 serving at a newer epoch")
         st = status(cfg)
         assert st["serving"] == {"pool": 1, "set": 0}, st["serving"]
         s10 = next(s for s in st["sets"] if s["pool"] == 1 and s["set"] == 0)
