@@ -711,11 +711,15 @@ print_status(struct copts *o, const struct ol_etcd_range_result *r,
 		 * (docs/cluster.md) */
 		char by[64];
 		snprintf(by, sizeof(by), "; served by the leader of set %u.0", serving);
+		const char *h = json_string_value(json_object_get(v, "health"));
+		bool removed = h && !strcmp(h, "removed"); /* serves nothing */
 		printf("  pool %lld set %lld: %s (%lld of %lld nodes' drives live), %s%s\n", pool,
 		       set, json_string_value(json_object_get(v, "health")),
 		       (long long)json_integer_value(json_object_get(v, "live")),
 		       (long long)json_integer_value(json_object_get(v, "drives")), leader,
-		       json_is_true(json_object_get(v, "serves")) ? "; serves the cluster" : by);
+		       json_is_true(json_object_get(v, "serves")) ? "; serves the cluster"
+		       : removed				  ? ""
+								  : by);
 	}
 }
 
