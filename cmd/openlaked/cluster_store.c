@@ -58,7 +58,8 @@ struct cstore {
 	/* the drain of a pool (`openlake cluster leave`), on its own thread; under swap_mu */
 	pthread_t drainer;
 	bool drain_started;
-	int drain_pool; /* layout index of the pool drained */
+	int drain_pool;		   /* layout index of the pool drained */
+	unsigned drain_store_pool; /* its index in drain_st (the drain thread reads this) */
 	struct ol_store *drain_st;
 	struct ol_drain_progress dp;
 	_Atomic int drain_rc; /* 1 running, 0 done (the pool is empty), -errno */
@@ -315,8 +316,8 @@ drain_main(void *arg)
 {
 	struct cstore *cs = arg;
 	struct ol_drain_opts o = {.rate_bytes = cs->cfg->heal_bytes_per_sec};
-	int rc = ol_store_drain(
-	    cs->drain_st, ol_layout_store_pool(&cs->layout, (unsigned)cs->drain_pool), &o, &cs->dp);
+	/* not cs->layout: the poller replaces it under swap_mu, which this thread does not hold */
+	int rc = ol_store_drain(cs->drain_st, cs->drain_store_pool, &o, &cs->dp);
 	atomic_store(&cs->drain_rc, rc);
 	return NULL;
 }
@@ -361,6 +362,7 @@ drain_sync(struct cstore *cs)
 	}
 	memset(&cs->dp, 0, sizeof(cs->dp));
 	cs->drain_pool = want;
+	cs->drain_store_pool = ol_layout_store_pool(&cs->layout, (unsigned)want);
 	cs->drain_st = st;
 	atomic_store(&cs->drain_rc, 1);
 	if (pthread_create(&cs->drainer, NULL, drain_main, cs)) {
