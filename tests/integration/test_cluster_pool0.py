@@ -2,10 +2,10 @@
 4 new nodes join as pool 1, then `openlake cluster leave --pool 0` while PUT/GET/DELETE go on
 through a node of each pool. The serving set moves from 0.0 to 1.0 (set 0 of the first active
 pool): its leader takes a fresh key (an epoch above the old server's), so a PUT the old server
-had in flight is refused at its commit; it serves and drains pool 0 (killed -9 meanwhile, the next
-leader of 1.0 resumes), gives every bucket to pool 1's set, the pool is removed, pool 0's nodes are stopped, and every object, version,
-delete marker, tag, multipart object, bucket setting and the run-time S3 key reads back and
-works through pool 1's nodes. Before that, a leave of pool 0 cancelled while its drain waits
+had in flight is refused at its commit; it serves and drains pool 0 (killed -9 meanwhile:
+the next leader of 1.0 resumes), gives every bucket to pool 1's set, the pool is removed,
+pool 0's nodes are stopped, and every object, version, delete marker, tag, multipart object,
+bucket setting and the run-time S3 key reads back and works through pool 1's nodes. Before that, a leave of pool 0 cancelled while its drain waits
 moves the serving set to 1.0 and back to 0.0, each at a renewed epoch.
 
 Real things only: Debian's etcd, real daemons, boto3, a hand-sent PUT over a raw socket.
