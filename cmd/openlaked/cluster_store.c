@@ -901,9 +901,26 @@ route(struct cstore *cs, struct ol_http_req *r, bool here)
 {
 	int64_t end = mono_ms() + cs->wait_ms;
 	const char *why = "No node leads this erasure set now; retry shortly.";
+	/* A request another node forwarded here (its vouch verifies) is served here or answered
+	 * 503, never forwarded again: while the nodes' views of the serving set differ (a move
+	 * of the serving set, a leader change not seen everywhere yet) two nodes could pass it
+	 * back and forth, each hop adding its headers, until the request is too large. */
+	char vip[64];
+	bool vtls,
+	    forwarded = ol_http_proxy_vouched(r, cs->client_key, vip, sizeof(vip), &vtls) == 0;
 	for (;;) {
 		if (here && serve_here(cs, r))
 			return;
+		if (forwarded) {
+			why =
+			    "The node this request was forwarded to does not serve the cluster now "
+			    "(the serving set is moving); retry shortly.";
+			/* a second for this node to take the serving set over, if it is about to */
+			if (is_stopping(cs) || mono_ms() >= end - cs->wait_ms + 1000)
+				break;
+			wait_change(cs, 200);
+			continue;
+		}
 		struct ol_cluster_leader_info li;
 		/* never to this node itself: it may still show as leader in etcd while its
 		 * lease is in doubt, and a request must not loop through our own port */

@@ -348,8 +348,11 @@ move_locked(struct drain *d, unsigned si, unsigned di, const char *bucket, const
 		if (l.v[i].copied && l.indexed)
 			(void)ol_set_delete_ver(d->st->sets[di], bucket, key, klen, OL_STORE_VER_ON,
 						l.v[i].id, NULL);
-	/* every version is in the new pool: only now leave the old one */
-	for (size_t i = 0; !rc && i < l.n; i++) {
+	/* every version is in the new pool: only now leave the old one, oldest version first, so
+	 * a move cut short here (a server deposed by a newer epoch, a crash) leaves the old pool
+	 * with the key's newest versions: both pools then agree on its current version and on
+	 * which version is latest, and a listing shows each version once (sets.c) */
+	for (size_t i = l.n; !rc && i-- > 0;) {
 		rc = l.indexed ? ol_set_delete_ver(d->st->sets[si], bucket, key, klen,
 						   OL_STORE_VER_ON, l.v[i].id, NULL)
 			       : ol_set_delete(d->st->sets[si], bucket, key, klen);

@@ -1205,6 +1205,17 @@ km_next(struct ol_kmerge *km, const char **key, size_t *key_len, struct ol_obj_i
 		if (km->have[i] != 1)
 			continue;
 		int c = best < 0 ? -1 : keycmp(km->key[i], km->kl[i], km->key[best], km->kl[best]);
+		if (c == 0 && km->ver) {
+			/* a key in two pools (a race, a move cut short): the same version (its
+			 * id) is listed once; the key's versions, newest first */
+			if (!strcmp(km->info[i].version_id, km->info[best].version_id)) {
+				km->have[i] = UNREAD;
+				continue;
+			}
+			if (km->info[i].mtime_ns > km->info[best].mtime_ns)
+				best = i;
+			continue;
+		}
 		if (c == 0 && !km->ver) {
 			/* a key a race left in two pools: the newest is listed, the other
 			 * dropped (ol_store_pools) */

@@ -149,6 +149,10 @@ def cancel_a_pool_0_leave(c, cfg, s3, epoch0):
     wait_for(lambda: serving_at(c, "0.0", epoch1), 90,
              "the leader of set 0.0 serving again at an epoch above set 1.0's")
     assert status(cfg)["serving"] == {"pool": 0, "set": 0}
+    # the drain stopped on the former server (its last record names it; the CLI's has no
+    # leader): a key it was moving is finished or taken back, so listings are settled
+    wait_for(lambda: (lambda lv: lv.get("state") == "cancelled" and "leader" in lv)(
+        status(cfg).get("leave") or {}), 60, "the former server's drain stopping")
     s3.abort_multipart_upload(Bucket="ver", Key=held[0], UploadId=held[1])
 
 

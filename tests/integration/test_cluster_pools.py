@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import threading
+import time
 
 from conftest import OPENLAKE_CLI, free_port, wait_for
 from test_cluster_store import (ETCD_CLI, Node, body, drive_record, etcd,  # noqa: F401
@@ -72,12 +73,15 @@ class Churn:
     def __init__(self, s3, fresh, tag):
         self.s3, self.fresh, self.done, self.tag = s3, fresh, {}, tag
         self.stop, self.errors, self.n = threading.Event(), [], 0
-        self.t = threading.Thread(target=self.run)
+        # bounded in count and time; a daemon, so a test that fails before finish() does
+        # not leave pytest waiting for it at exit
+        self.deadline = time.monotonic() + 600
+        self.t = threading.Thread(target=self.run, daemon=True)
         self.t.start()
 
     def run(self):
         keys = sorted(k for k in self.fresh if k != "new/00")
-        while not self.stop.is_set() and self.n < 2000:
+        while not self.stop.is_set() and self.n < 2000 and time.monotonic() < self.deadline:
             k = keys[self.n % len(keys)]
             try:
                 if self.n % 7 == 3:

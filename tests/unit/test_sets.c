@@ -1093,6 +1093,21 @@ test_delete_version_in_two_pools(void)
 	ok(rc == 0 &&
 	       ol_set_head_ver(st->sets[d], "cw", "k", 1, v1.version_id, &info, NULL, 0) == 0,
 	   "version one copied into set %d of pool 0 with its id (%d)", d, rc);
+	{
+		struct ol_viter *vi;
+		const char *kk;
+		size_t kl;
+		char got[4][OL_STORE_VID_MAX];
+		int n = 0;
+
+		if (ol_store_viter_open(st, "cw", &vi) == 0) {
+			while (n < 4 && ol_store_viter_next(vi, &kk, &kl, &info) == 1)
+				snprintf(got[n++], sizeof(got[0]), "%s", info.version_id);
+			ol_store_viter_close(vi);
+		}
+		ok(n == 2 && !strcmp(got[0], v2.version_id) && !strcmp(got[1], v1.version_id),
+		   "the version listing shows each version once, newest first (%d)", n);
+	}
 	ok(ol_store_delete_ver(st, "cw", "k", 1, OL_STORE_VER_ON, v1.version_id, NULL) == 0,
 	   "DELETE of version one by id");
 	ok(ol_set_head_ver(st->sets[d], "cw", "k", 1, v1.version_id, &info, NULL, 0) == -ENOENT &&
