@@ -40,6 +40,7 @@ struct olc_conn {
 	bool reused;
 	bool has_view;	/* the server answers VIEW (WELCOME flag) */
 	bool has_lease; /* the server answers LEASE (WELCOME flag; older servers close on it) */
+	bool has_events; /* the server answers EVENTS (WELCOME flag; older servers close on it) */
 	uint32_t max_batch;
 	uint64_t max_block;
 	struct olc_map *map;
