@@ -74,7 +74,7 @@ struct ol_kve_opts {
 	bool strict;		/* writeback = "strict": a put returns once its block is on NVMe */
 	uint64_t writeback_bps; /* cap on write-behind bytes per second (0 = none) */
 	double ns_quota_frac;	/* share of the DRAM tier one namespace may hold (0 = no quota) */
-	uint64_t events;	/* removal events kept (0 = OL_KVE_EVENTS_DEF; see Removal events) */
+	uint64_t events;	/* removal events kept (0 = none; see Removal events) */
 };
 
 /* key[32] + namespace hash[16] */
@@ -207,7 +207,7 @@ void ol_kve_get_stats(struct ol_kve *e, struct ol_kve_stats *st);
  * stripe's mutex in turn, briefly; mallocs. */
 unsigned ol_kve_events(struct ol_kve *e, const uint8_t ns[16], uint64_t from, uint8_t (*keys)[32],
 		       unsigned max, uint64_t *next, bool *lost);
-/* How many events the rings hold in all. */
+/* How many events the rings hold in all (0: opts.events was 0, no events kept). */
 uint64_t ol_kve_events_cap(const struct ol_kve *e);
 
 /* What one namespace holds now (see Namespaces above). */

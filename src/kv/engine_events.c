@@ -10,7 +10,9 @@
 void
 ol_kve_ev_init(struct ol_kve *e, uint64_t total)
 {
-	uint64_t per = (total ? total : OL_KVE_EVENTS_DEF) / e->nstripe, cap = 16;
+	if (total == 0)
+		return; /* off: no rings, no events */
+	uint64_t per = total / e->nstripe, cap = 16;
 	while (cap < per && cap < (1u << 24))
 		cap *= 2;
 	e->ev_mask = cap - 1;
@@ -28,7 +30,7 @@ ol_kve_ev_fini(struct ol_kve *e)
 uint64_t
 ol_kve_events_cap(const struct ol_kve *e)
 {
-	return (e->ev_mask + 1) * e->nstripe;
+	return e->stripes[0].ev ? (e->ev_mask + 1) * e->nstripe : 0;
 }
 
 static int
@@ -68,7 +70,7 @@ ol_kve_events(struct ol_kve *e, const uint8_t ns[16], uint64_t from, uint8_t (*k
 	uint64_t end = atomic_load(&e->ev_seq);
 	*lost = false;
 	*next = end;
-	if (from == OL_KVE_EV_NOW)
+	if (from == OL_KVE_EV_NOW || !e->stripes[0].ev)
 		return 0;
 	if (from > end) { /* a cursor of another server life: everything may be gone */
 		*lost = true;

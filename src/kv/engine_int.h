@@ -195,6 +195,8 @@ void ol_kve_ev_fini(struct ol_kve *e);
 static inline void
 ol_kve_ev_note(struct ol_kve *e, struct kstripe *st, const struct ol_kvk *k)
 {
+	if (!st->ev)
+		return; /* events off */
 	struct kev *v = &st->ev[st->ev_head++ & e->ev_mask];
 	if (st->ev_head > e->ev_mask + 1)
 		st->ev_gone = v->seq + 1;

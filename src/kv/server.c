@@ -286,7 +286,7 @@ do_hello(struct conn *c, const struct ol_kvp_hdr *h, const uint8_t *body)
 		return -EIO;
 	struct ol_kvp_welcome w = {.flags = (c->local ? OL_KVP_HELLO_LOCAL : 0) |
 					    OL_KVP_WELCOME_VIEW | OL_KVP_WELCOME_LEASE |
-					    OL_KVP_WELCOME_EVENTS,
+					    (ol_kve_events_cap(s->eng) ? OL_KVP_WELCOME_EVENTS : 0),
 				   .max_batch = s->lim.max_batch,
 				   .max_block = ol_kve_max_block(s->eng),
 				   .shm_size = ol_kve_shm_size(s->eng),
@@ -460,6 +460,8 @@ kvs_precheck(struct conn *c, const struct ol_kvp_hdr *h)
 	if ((h->op == OL_KVP_ALLOC || h->op == OL_KVP_COMMIT || h->op == OL_KVP_LOOKUP) &&
 	    !c->local)
 		return refuse(c, -EPERM, "shared-memory op without a shm grant");
+	if (h->op == OL_KVP_EVENTS && !ol_kve_events_cap(c->s->eng)) /* as an older server */
+		return refuse(c, -EOPNOTSUPP, "EVENTS with [kv] removal_events = 0");
 	if (h->op == OL_KVP_HELLO && h->body_len > OL_KV_HELLO_MAX)
 		return -EMSGSIZE;
 	if (h->op == OL_KVP_AUTH && h->body_len != OL_KVP_MAC)

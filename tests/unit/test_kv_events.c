@@ -32,7 +32,7 @@ open_eng(uint64_t dram, const char *spill, uint64_t spill_bytes, bool strict, do
 				.writeback_ms = 1000,
 				.strict = strict,
 				.ns_quota_frac = quota,
-				.events = events};
+				.events = events ? events : OL_KVE_EVENTS_DEF};
 	struct ol_kve *e = NULL;
 	return ol_kve_open(&o, &e) == 0 ? e : NULL;
 }
@@ -290,6 +290,21 @@ test_wrap(void)
 }
 
 static void
+test_off(void)
+{
+	struct ol_kve_opts o = {.dram_bytes = 8 * MiB, .max_block = 64 * MiB};
+	struct ol_kve *e = NULL;
+	uint64_t next = 1;
+	bool lost = true;
+	ok(ol_kve_open(&o, &e) == 0 && ol_kve_events_cap(e) == 0, "events = 0: no rings");
+	for (uint64_t i = 0; i < 20; i++)
+		put(e, NS_A, i, MiB);
+	ok(ol_kve_events(e, NS_A, 0, keys, MAXK, &next, &lost) == 0 && next == 0 && !lost,
+	   "evictions with events off: none kept, next stays 0");
+	ol_kve_close(e);
+}
+
+static void
 test_codec(void)
 {
 	uint8_t k[3][32], buf[OL_KVP_EVENTS_HDR + 3 * 32];
@@ -330,6 +345,7 @@ main(void)
 	test_quota_no_nvme();
 	test_nvme();
 	test_wrap();
+	test_off();
 	test_codec();
 	tap_done();
 }
