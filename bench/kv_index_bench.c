@@ -4,7 +4,9 @@
  * of the same key (4 KiB blocks, so the slab and the LRU churn too). The reference, measured
  * in the same run on the same engine: the same calls, each wrapped in one process-wide mutex,
  * which is what the engine's single index mutex did before the stripes. One line per thread
- * count; not a pass/fail test.
+ * count. Then the cost of the removal events (issue 13: every delete appends one): the same
+ * striped run on an engine keeping 65536 events against one keeping none ([kv]
+ * removal_events = 0). Not a pass/fail test.
  *   ninja -C build src/kv/kv_index_bench && build/src/kv/kv_index_bench [seconds-per-figure] */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -95,6 +97,21 @@ worker(void *arg)
 	return (void *)(uintptr_t)n;
 }
 
+static struct ol_kve *
+open_eng(uint64_t events)
+{
+	struct ol_kve_opts o = {.dram_bytes = 64u << 20, .max_block = 1u << 20, .events = events};
+	struct ol_kve *e = NULL;
+	if (ol_kve_open(&o, &e) != 0) {
+		fprintf(stderr, "kv_index_bench: cannot open an engine\n");
+		exit(1);
+	}
+	eng = e;
+	for (uint64_t i = 0; i < NKEYS; i++)
+		put(i);
+	return e;
+}
+
 static double
 run(unsigned threads, bool ref, double secs)
 {
@@ -120,13 +137,7 @@ main(int argc, char **argv)
 	double secs = argc > 1 ? atof(argv[1]) : 2.0;
 	ol_log_threshold = OL_LOG_ERROR;
 	ol_kve_ns_hash("bench", 5, ns);
-	struct ol_kve_opts o = {.dram_bytes = 64u << 20, .max_block = 1u << 20};
-	if (ol_kve_open(&o, &eng) != 0) {
-		fprintf(stderr, "kv_index_bench: cannot open an engine\n");
-		return 1;
-	}
-	for (uint64_t i = 0; i < NKEYS; i++)
-		put(i);
+	open_eng(65536);
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	printf("# kv_index_bench: %ld cpus, %u keys of %u B in DRAM, %.1f s per figure; Mops/s "
 	       "of pin+release (1 in 16: delete + put)\n",
@@ -139,5 +150,17 @@ main(int argc, char **argv)
 		    th, ours, ref, ours / ref);
 	}
 	ol_kve_close(eng);
+	for (unsigned th = 1; th <= 8; th *= 2) {
+		struct ol_kve *on = open_eng(65536);
+		double ours = run(th, false, secs);
+		ol_kve_close(on);
+		struct ol_kve *off = open_eng(0);
+		double ref = run(th, false, secs);
+		ol_kve_close(off);
+		printf(
+		    "KV index events threads=%u | ours (65536 removal events kept) %.2f Mops/s | "
+		    "no events %.2f Mops/s | ratio %.2f\n",
+		    th, ours, ref, ours / ref);
+	}
 	return 0;
 }

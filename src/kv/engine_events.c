@@ -42,8 +42,8 @@ by_seq(const void *a, const void *b)
 
 /* Append stripe st's events of namespace ns numbered in [from, end) to *out (grown). */
 static void
-ev_collect(struct ol_kve *e, struct kstripe *st, const uint8_t ns[16], uint64_t from,
-	   uint64_t end, struct kev **out, size_t *n, size_t *cap, bool *lost)
+ev_collect(struct ol_kve *e, struct kstripe *st, const uint8_t ns[16], uint64_t from, uint64_t end,
+	   struct kev **out, size_t *n, size_t *cap, bool *lost)
 {
 	pthread_mutex_lock(&st->mu);
 	uint64_t have = st->ev_head < e->ev_mask + 1 ? st->ev_head : e->ev_mask + 1;

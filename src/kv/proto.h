@@ -33,9 +33,9 @@ enum ol_kvp_op {
 	OL_KVP_COMMIT = 8,
 	OL_KVP_LOOKUP = 9,
 	OL_KVP_RELEASE = 10,
-	OL_KVP_AUTH = 11,  /* HELLO version 2: body = mac[32] (see ol_kvp_auth_msg) */
-	OL_KVP_VIEW = 12,  /* the pool's live members (WELCOME flag OL_KVP_WELCOME_VIEW) */
-	OL_KVP_LEASE = 13, /* entry len = ttl ms (0: end the lease); WELCOME flag LEASE */
+	OL_KVP_AUTH = 11,   /* HELLO version 2: body = mac[32] (see ol_kvp_auth_msg) */
+	OL_KVP_VIEW = 12,   /* the pool's live members (WELCOME flag OL_KVP_WELCOME_VIEW) */
+	OL_KVP_LEASE = 13,  /* entry len = ttl ms (0: end the lease); WELCOME flag LEASE */
 	OL_KVP_EVENTS = 14, /* the namespace's removed keys since a sequence; WELCOME flag EVENTS */
 	OL_KVP_OP_MAX = 14
 };
@@ -43,15 +43,15 @@ enum ol_kvp_op {
 #define OL_KVP_F_NOREPLY 0x01 /* request: send no reply (RELEASE only) */
 #define OL_KVP_F_REPLY	 0x80 /* set on every reply */
 
-#define OL_KVP_HELLO_LOCAL   0x1 /* request: wants the shm path; reply: granted */
-#define OL_KVP_HELLO_TOKEN   0x2 /* request: has a token and will AUTH */
-#define OL_KVP_HELLO_V2	     2	 /* HELLO body version with access control (WELCOME v2) */
-#define OL_KVP_WELCOME_VIEW  0x2 /* reply: the server answers VIEW and tags reply entries */
-#define OL_KVP_WELCOME_LEASE 0x4 /* reply: the server answers LEASE (older ones close on it) */
+#define OL_KVP_HELLO_LOCAL    0x1 /* request: wants the shm path; reply: granted */
+#define OL_KVP_HELLO_TOKEN    0x2 /* request: has a token and will AUTH */
+#define OL_KVP_HELLO_V2	      2	  /* HELLO body version with access control (WELCOME v2) */
+#define OL_KVP_WELCOME_VIEW   0x2 /* reply: the server answers VIEW and tags reply entries */
+#define OL_KVP_WELCOME_LEASE  0x4 /* reply: the server answers LEASE (older ones close on it) */
 #define OL_KVP_WELCOME_EVENTS 0x8 /* reply: the server answers EVENTS (older ones close on it) */
-#define OL_KVP_NONCE	     32
-#define OL_KVP_MAC	     32 /* HMAC-SHA256 */
-#define OL_KVP_AUTH_MSG	     (16 + OL_KVP_NONCE + OL_KVP_MAX_NS)
+#define OL_KVP_NONCE	      32
+#define OL_KVP_MAC	      32 /* HMAC-SHA256 */
+#define OL_KVP_AUTH_MSG	      (16 + OL_KVP_NONCE + OL_KVP_MAX_NS)
 
 struct ol_kvp_hdr {
 	uint32_t magic;
@@ -165,8 +165,8 @@ void ol_kvp_hdr_encode(uint8_t out[OL_KVP_HDR], const struct ol_kvp_hdr *h);
  * -EPROTONOSUPPORT (version). Fields are not range-checked: use ol_kvp_check_req. */
 int ol_kvp_hdr_decode(const uint8_t *buf, size_t len, struct ol_kvp_hdr *h);
 /* Check a request header: known op, no reply flag, count <= limits (EVENTS: exactly 1),
- * body_len consistent with count for ops without payload (PUT: within [entries, entries + count * max_block]).
- * 0 or -EINVAL / -EMSGSIZE. */
+ * body_len consistent with count for ops without payload (PUT: within
+ * [entries, entries + count * max_block]). 0 or -EINVAL / -EMSGSIZE. */
 int ol_kvp_check_req(const struct ol_kvp_hdr *h, const struct ol_kvp_limits *lim);
 /* PUT bodies interleave entries and values: ent, value, ent, value... Check one entry whose
  * value must fit in the left bytes of the body. 0 or -EMSGSIZE. */

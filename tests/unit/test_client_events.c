@@ -14,7 +14,7 @@
 #include "kv_data.h"
 #include "openlake/openlake.h"
 
-#define MiB (1024u * 1024u)
+#define MiB  (1024u * 1024u)
 #define NBLK 40
 
 static struct ol_client *

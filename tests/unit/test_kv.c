@@ -39,8 +39,8 @@ static uint64_t g_events; /* and their [kv] removal_events (0 = default) */
 static struct ol_kve *
 open_eng_pf(uint64_t dram, const char *spill, uint64_t spill_bytes, unsigned wb_ms, bool pf)
 {
-	struct ol_kve_opts o = {dram, NULL,  spill, spill_bytes, 64 * MiB, wb_ms,
-				pf,   false, 0,	    g_strict,	 g_wb_bps, g_quota, g_events};
+	struct ol_kve_opts o = {dram,  NULL, spill,    spill_bytes, 64 * MiB, wb_ms,   pf,
+				false, 0,    g_strict, g_wb_bps,    g_quota,  g_events};
 	struct ol_kve *e = NULL;
 	if (ol_kve_open(&o, &e) != 0)
 		return NULL;

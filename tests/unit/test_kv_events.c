@@ -15,8 +15,8 @@
 #include "kv_data.h"
 #include "openlake/openlake.h"
 
-#define MiB (1u << 20)
-#define KiB 1024u
+#define MiB  (1u << 20)
+#define KiB  1024u
 #define MAXK 4096
 
 static uint8_t NS_A[16], NS_B[16];
@@ -310,7 +310,9 @@ test_codec(void)
 	uint8_t k[3][32], buf[OL_KVP_EVENTS_HDR + 3 * 32];
 	for (int i = 0; i < 3; i++)
 		make_key(k[i], (uint64_t)i + 7);
-	struct ol_kvp_events ev = {.next = 1234, .flags = OL_KVP_EVENTS_LOST, .n = 3,
+	struct ol_kvp_events ev = {.next = 1234,
+				   .flags = OL_KVP_EVENTS_LOST,
+				   .n = 3,
 				   .keys = &k[0][0]},
 			     d;
 	int n = ol_kvp_events_encode(buf, sizeof(buf), &ev);
@@ -318,7 +320,8 @@ test_codec(void)
 	ok(ol_kvp_events_decode(buf, sizeof(buf), 3, &d) == 0 && d.next == 1234 &&
 	       d.flags == OL_KVP_EVENTS_LOST && d.n == 3 && memcmp(d.keys, k, sizeof(k)) == 0,
 	   "and decodes back");
-	ok(ol_kvp_events_decode(buf, sizeof(buf), 2, &d) == -EINVAL, "more keys than asked: refused");
+	ok(ol_kvp_events_decode(buf, sizeof(buf), 2, &d) == -EINVAL,
+	   "more keys than asked: refused");
 	ok(ol_kvp_events_decode(buf, sizeof(buf) - 1, 3, &d) == -EINVAL, "a short body: refused");
 	ok(ol_kvp_events_encode(buf, sizeof(buf) - 1, &ev) == -ENOSPC, "encode past cap: ENOSPC");
 	buf[8] = 0x7;
