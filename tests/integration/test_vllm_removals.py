@@ -187,3 +187,32 @@ def test_old_server_is_never_asked(pools):
     assert removed(e) == []
     assert "EVENTS with [kv] removal_events = 0" not in p.log()
     e.shutdown()
+
+
+def test_lost_events_publish_what_is_left(pools):
+    # a ring of 64 events in all (16 per stripe at least); the watch polls once at start, then
+    # the test polls it by hand after a burst of more removals than the ring holds
+    p = pools("removal_events = 64\n")
+    e = engine(p.kv_addr, events_poll_ms=3600000)
+    serve(e, "A", A)
+    ha = hashes(e, A)
+    w = watch(e)
+    step_until(e, lambda: w.polls >= 1, "first poll")
+    cl = client(p.kv_addr)
+    burst = [(b"burst-%08d" % i).ljust(32, b"\0") for i in range(4096)]
+    for i in range(0, len(burst), 512):
+        cl.put(burst[i:i + 512], [b"x" * 100] * 512)
+        cl.delete(burst[i:i + 512])
+    cl.delete([olkeys.rank_key(h, 0) for h in ha])  # the newest: kept by every ring
+    keys, nxt, lost = cl.events(0, 0)
+    assert lost and nxt >= 4096 + len(ha), "the pool's own answer says lost"
+    with pytest.raises(IndexError):
+        cl.events(1, 0)
+    assert cl.events(0, cl.EVENTS_NOW, 0) == ([], nxt, False)
+    cl.close()
+    assert sorted(w.poll()) == sorted(ha)
+    e.step()
+    assert sorted(removed(e)) == sorted(ha)
+    st = e.merged_stats()
+    assert st.get("events_lost", 0) == 1 and st.get("blocks_removed", 0) == len(ha)
+    e.shutdown()
