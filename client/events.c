@@ -27,11 +27,11 @@ events_once(struct ol_client *c, struct olc_node *nd, uint64_t from, uint8_t (*k
 	struct ol_kvp_req_ent e = {.len = max, .seq = from};
 	uint8_t ent[OL_KVP_REQ_ENT];
 	ol_kvp_req_ent_encode(ent, &e);
-	struct iovec iov = {ent, sizeof(ent)};
+	struct iovec iov[2] = {{NULL, 0}, {ent, sizeof(ent)}}; /* [0]: the header (one write) */
 	struct ol_kvp_hdr h = {.op = OL_KVP_EVENTS, .count = 1, .body_len = sizeof(ent)}, rp;
 	size_t cap = OL_KVP_EVENTS_HDR + (size_t)OL_KVP_MAX_EVENTS * OL_KVP_KEY;
 	uint8_t *buf = NULL;
-	r = olc_send(c, &cn, &h, &iov, 1);
+	r = olc_send(c, &cn, &h, iov, 2);
 	if (r == 0 && (r = olc_recv_hdr(&cn, &h, &rp)) == 0 && rp.body_len > cap)
 		r = -EPROTO;
 	if (r == 0 && !(buf = malloc(rp.body_len ? rp.body_len : 1)))
@@ -48,7 +48,8 @@ events_once(struct ol_client *c, struct olc_node *nd, uint64_t from, uint8_t (*k
 	if (r == 0 && ol_kvp_events_decode(buf, rp.body_len, max, &ev) < 0)
 		r = -EPROTO;
 	if (r == 0) {
-		memcpy(keys, ev.keys, (size_t)ev.n * OL_KVP_KEY);
+		if (ev.n) /* keys may be NULL with max 0 */
+			memcpy(keys, ev.keys, (size_t)ev.n * OL_KVP_KEY);
 		*next = ev.next;
 		*flags = ev.flags & OL_KVP_EVENTS_LOST ? OL_KV_EVENTS_LOST : 0;
 		r = (int)ev.n;

@@ -80,7 +80,8 @@ ol_kve_events(struct ol_kve *e, const uint8_t ns[16], uint64_t from, uint8_t (*k
 	size_t n = 0, cap = 0;
 	for (unsigned i = 0; i < e->nstripe; i++)
 		ev_collect(e, &e->stripes[i], ns, from, end, &v, &n, &cap, lost);
-	qsort(v, n, sizeof(*v), by_seq);
+	if (n > 1)
+		qsort(v, n, sizeof(*v), by_seq);
 	unsigned k = n < max ? (unsigned)n : max;
 	for (unsigned i = 0; i < k; i++)
 		memcpy(keys[i], v[i].k.b, 32);

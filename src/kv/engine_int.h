@@ -149,8 +149,12 @@ struct ol_kve {
 	pthread_mutex_t nsmu;	    /* claiming or naming a namespace slot */
 	uint64_t quota;		    /* DRAM value bytes one namespace may hold (0 = no quota) */
 	uint64_t epoch, max_block;
-	_Atomic uint64_t ev_seq; /* the next removal event's sequence */
-	uint64_t ev_mask;	 /* per stripe ring: ev_mask + 1 events (see Removal events) */
+	uint64_t ev_mask; /* per stripe ring: ev_mask + 1 events (see Removal events) */
+	/* the next removal event's sequence, bumped by every removal: padded so that it shares
+	 * no cache line with the fields every put reads (the struct is calloc'ed, not aligned) */
+	char ev_pad0[64];
+	_Atomic uint64_t ev_seq;
+	char ev_pad1[64];
 	struct ol_kvs *spill;
 	/* write-behind: one thread (or the closer, after it stopped) writes the dirty FIFOs in
 	 * batches, oldest first across stripes, and bumps wb_gen and broadcasts clean_cv after
