@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("torch")
 
 from vllm_standin import Engine, FakeModel, Request, make_kv_caches, make_vllm_config  # noqa
-from vllm_standin.pool import REPO, _cleanup, require_pool_binaries  # noqa: E402,F401
+from vllm_standin.pool import _cleanup, require_pool_binaries  # noqa: E402
 
 from openlake_client import keys as olkeys  # noqa: E402
 
