@@ -4,7 +4,10 @@
  * of the same key (4 KiB blocks, so the slab and the LRU churn too). The reference, measured
  * in the same run on the same engine: the same calls, each wrapped in one process-wide mutex,
  * which is what the engine's single index mutex did before the stripes. One line per thread
- * count; not a pass/fail test.
+ * count. Then the cost of the removal events (issue 13: every delete appends one): the same
+ * striped run on an engine keeping 65536 events against one keeping none ([kv]
+ * removal_events = 0), and one thread's puts into a full pool where every put evicts (an event
+ * each), alternated rounds, medians. Not a pass/fail test.
  *   ninja -C build src/kv/kv_index_bench && build/src/kv/kv_index_bench [seconds-per-figure] */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -95,6 +98,21 @@ worker(void *arg)
 	return (void *)(uintptr_t)n;
 }
 
+static struct ol_kve *
+open_eng(uint64_t events)
+{
+	struct ol_kve_opts o = {.dram_bytes = 64u << 20, .max_block = 1u << 20, .events = events};
+	struct ol_kve *e = NULL;
+	if (ol_kve_open(&o, &e) != 0) {
+		fprintf(stderr, "kv_index_bench: cannot open an engine\n");
+		exit(1);
+	}
+	eng = e;
+	for (uint64_t i = 0; i < NKEYS; i++)
+		put(i);
+	return e;
+}
+
 static double
 run(unsigned threads, bool ref, double secs)
 {
@@ -114,19 +132,42 @@ run(unsigned threads, bool ref, double secs)
 	return (double)ops / ((double)(ol_clock_us() - t0) / 1e6) / 1e6;
 }
 
+/* Puts of new keys into a full pool with no NVMe tier: every put evicts one block (one removal
+ * event when they are kept). Mputs/s over secs on one thread. */
+static double
+churn(uint64_t events, double secs)
+{
+	struct ol_kve_opts o = {.dram_bytes = 8u << 20, .max_block = 1u << 20, .events = events};
+	struct ol_kve *e = NULL;
+	if (ol_kve_open(&o, &e) != 0)
+		exit(1);
+	eng = e;
+	uint64_t id = 0;
+	while (id < 4096) /* fill: 2048 slots of 4 KiB, then every put evicts */
+		put(id++);
+	uint64_t t0 = ol_clock_us(), end = t0 + (uint64_t)(secs * 1e6), now, first = id;
+	do {
+		for (int i = 0; i < 256; i++)
+			put(id++);
+	} while ((now = ol_clock_us()) < end);
+	ol_kve_close(e);
+	return (double)(id - first) / ((double)(now - t0) / 1e6) / 1e6;
+}
+
+static int
+cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
 int
 main(int argc, char **argv)
 {
 	double secs = argc > 1 ? atof(argv[1]) : 2.0;
 	ol_log_threshold = OL_LOG_ERROR;
 	ol_kve_ns_hash("bench", 5, ns);
-	struct ol_kve_opts o = {.dram_bytes = 64u << 20, .max_block = 1u << 20};
-	if (ol_kve_open(&o, &eng) != 0) {
-		fprintf(stderr, "kv_index_bench: cannot open an engine\n");
-		return 1;
-	}
-	for (uint64_t i = 0; i < NKEYS; i++)
-		put(i);
+	open_eng(65536);
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	printf("# kv_index_bench: %ld cpus, %u keys of %u B in DRAM, %.1f s per figure; Mops/s "
 	       "of pin+release (1 in 16: delete + put)\n",
@@ -139,5 +180,28 @@ main(int argc, char **argv)
 		    th, ours, ref, ours / ref);
 	}
 	ol_kve_close(eng);
+	for (unsigned th = 1; th <= 8; th *= 2) {
+		struct ol_kve *on = open_eng(65536);
+		double ours = run(th, false, secs);
+		ol_kve_close(on);
+		struct ol_kve *off = open_eng(0);
+		double ref = run(th, false, secs);
+		ol_kve_close(off);
+		printf(
+		    "KV index events threads=%u | ours (65536 removal events kept) %.2f Mops/s | "
+		    "no events %.2f Mops/s | ratio %.2f\n",
+		    th, ours, ref, ours / ref);
+	}
+	double on[9], off[9];
+	for (int i = 0; i < 9; i++) { /* alternated short rounds: the median of each */
+		on[i] = churn(65536, secs / 4);
+		off[i] = churn(0, secs / 4);
+	}
+	qsort(on, 9, sizeof(double), cmp_d);
+	qsort(off, 9, sizeof(double), cmp_d);
+	printf(
+	    "KV evicting puts 1 thread (median of 9) | ours (an event per eviction) %.2f Mputs/s "
+	    "| no events %.2f Mputs/s | ratio %.2f\n",
+	    on[4], off[4], on[4] / off[4]);
 	return 0;
 }

@@ -395,6 +395,7 @@ hello(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 	cn->max_batch = w.max_batch;
 	cn->has_view = (w.flags & OL_KVP_WELCOME_VIEW) != 0;
 	cn->has_lease = (w.flags & OL_KVP_WELCOME_LEASE) != 0;
+	cn->has_events = (w.flags & OL_KVP_WELCOME_EVENTS) != 0;
 	cn->max_block = w.max_block;
 	cn->local = false;
 	if (w.auth && (r = auth(c, nd, cn, &w)) < 0)

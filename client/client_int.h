@@ -38,8 +38,9 @@ struct olc_conn {
 	void *ssl;	     /* SSL * when the client speaks TLS (opts.tls, TCP only), else NULL */
 	bool local;	     /* shm path granted and mapped */
 	bool reused;
-	bool has_view;	/* the server answers VIEW (WELCOME flag) */
-	bool has_lease; /* the server answers LEASE (WELCOME flag; older servers close on it) */
+	bool has_view;	 /* the server answers VIEW (WELCOME flag) */
+	bool has_lease;	 /* the server answers LEASE (WELCOME flag; older servers close on it) */
+	bool has_events; /* the server answers EVENTS (WELCOME flag; older servers close on it) */
 	uint32_t max_batch;
 	uint64_t max_block;
 	struct olc_map *map;

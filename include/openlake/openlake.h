@@ -172,6 +172,23 @@ int ol_iov_xxh3(const struct ol_iov *iov, size_t n, uint64_t *out);
  * returns, and -EINVAL when hash is NULL with n > 0. Since OPENLAKE_0.4. */
 int ol_kv_get_xxh3(struct ol_client *c, struct ol_kv_op *ops, size_t n, const size_t *hash_iovcnt,
 		   uint64_t *hash);
+/* The keys of this client's namespace that node node of the client's view removed from the pool
+ * (evicted with no NVMe copy, NVMe space reclaimed, deleted, namespace quota, found corrupt)
+ * with a sequence >= from, oldest first: at most max keys (32 bytes each) into keys; *next
+ * gets the sequence to ask from next time. OL_KV_EVENTS_NOW as from asks for no keys, only
+ * *next (where a new reader starts). *flags gets OL_KV_EVENTS_LOST when the node's bounded
+ * event ring (its [kv] removal_events) dropped events past from, or from predates the node's
+ * start: some removed keys are not in the answer. Nodes are numbered 0.. in the order the
+ * client met them (seeds first, then view members; a number keeps its node for the client's
+ * life); the view is refreshed as ol_kv_stats does. Returns the number of keys (>= 0),
+ * -ERANGE (no node numbered node: the caller has asked every node), -ENOTSUP (the node is
+ * too old to keep events: it is never sent the op), -EINVAL, or another -errno (the node is
+ * down or unreachable: ask again later). max is capped at 1023 per call. Any thread.
+ * Since OPENLAKE_0.5. */
+#define OL_KV_EVENTS_NOW  UINT64_MAX
+#define OL_KV_EVENTS_LOST 0x1u
+int ol_kv_events(struct ol_client *c, size_t node, uint64_t from, uint8_t (*keys)[32], size_t max,
+		 uint64_t *next, uint32_t *flags);
 /* Library version, e.g. "0.1.0". */
 const char *ol_version(void);
 

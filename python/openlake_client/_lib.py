@@ -123,6 +123,10 @@ def _declare(lib):
     if hasattr(lib, "ol_kv_get_xxh3"):  # absent from libraries older than OPENLAKE_0.4
         lib.ol_kv_get_xxh3.argtypes = [c_void_p, POINTER(Op), c_size_t, c_void_p, c_void_p]
         lib.ol_kv_get_xxh3.restype = c_int
+    if hasattr(lib, "ol_kv_events"):  # absent from libraries older than OPENLAKE_0.5
+        lib.ol_kv_events.argtypes = [c_void_p, c_size_t, c_uint64, c_void_p, c_size_t,
+                                     POINTER(c_uint64), POINTER(ctypes.c_uint32)]
+        lib.ol_kv_events.restype = c_int
     lib.ol_kv_stats.argtypes = [c_void_p, c_char_p, c_size_t]
     lib.ol_kv_stats.restype = c_int
     lib.ol_kv_status_str.argtypes = [c_int]

@@ -356,6 +356,37 @@ class Client:
                 raise OpenLakeError(-rc, "lease: %s" % _errname(-rc))
         return b.statuses()
 
+    EVENTS_NOW = 2**64 - 1  # events(since=EVENTS_NOW): no keys, only where to start
+    EVENTS_MAX = 1023  # keys in one answer
+
+    def has_events(self):
+        """True when the library can ask for removal events (ol_kv_events, OPENLAKE_0.5)."""
+        return hasattr(self._lib, "ol_kv_events")
+
+    def events(self, node, since, max_keys=EVENTS_MAX):
+        """The keys of this client's namespace that node number node (0.., in the order the
+        client met its nodes) removed from the pool with a sequence >= since, oldest first
+        (ol_kv_events). Returns (keys, next, lost): next is the since of the next call; lost
+        is True when the node dropped events past since (some removed keys are missing).
+        Raises IndexError past the last node, OpenLakeError(ENOTSUP) when the node or this
+        library is too old to keep events, OpenLakeError for a node down or unreachable."""
+        if not self.has_events():
+            raise OpenLakeError(95, "events: library older than OPENLAKE_0.5")
+        if not self._h:
+            raise OpenLakeError(9, "client is closed")
+        m = max(0, min(int(max_keys), self.EVENTS_MAX))
+        buf = ctypes.create_string_buffer(max(1, m * KEY_BYTES))
+        nxt, flags = ctypes.c_uint64(0), ctypes.c_uint32(0)
+        rc = self._lib.ol_kv_events(self._h, int(node), int(since), buf, m, ctypes.byref(nxt),
+                                    ctypes.byref(flags))
+        if rc == -34:  # ERANGE
+            raise IndexError("no node %d" % node)
+        if rc < 0:
+            raise OpenLakeError(-rc, "events: %s" % _errname(-rc))
+        raw = buf.raw
+        keys = [raw[i * KEY_BYTES:(i + 1) * KEY_BYTES] for i in range(rc)]
+        return keys, nxt.value, bool(flags.value & 1)
+
     def delete(self, keys):
         b = _Batch(list(keys))
         self._call(self._lib.ol_kv_delete, b, "delete")

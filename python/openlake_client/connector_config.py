@@ -42,6 +42,8 @@ DEFAULTS = {
     "lookup_wait_ms": 0,                   # a request waits this for its lookup (0: timeout_ms)
     "lease_ms": 30000,                     # a reported hit is leased until loaded (0: off)
     "kv_events": None,                     # BlockStored/Removed events (None: vLLM's setting)
+    "events_poll_ms": 1000,                # pool's removals polled this often (0: not reported)
+    "events_map_keys": 131072,             # keys remembered to map a removal to its block hash
     "metrics_interval_s": 1.0,             # publishing for `python3 -m openlake_client stats`
     "metrics_dir": "",                     # "" = $OPENLAKE_METRICS_DIR or a /tmp dir
 }
@@ -82,6 +84,8 @@ class ConnectorConfig:
     lookup_wait_ms: int = 0
     lease_ms: int = 30000
     kv_events: bool = False
+    events_poll_ms: int = 1000
+    events_map_keys: int = 131072
     metrics_interval_s: float = 1.0
     metrics_dir: str = ""
     unknown: tuple = ()
@@ -148,6 +152,8 @@ class ConnectorConfig:
                    lookup_wait_ms=int(g("lookup_wait_ms")) or int(g("timeout_ms")),
                    lease_ms=max(0, int(g("lease_ms"))),
                    kv_events=_bool(g("kv_events")) if g("kv_events") is not None else False,
+                   events_poll_ms=max(0, int(g("events_poll_ms"))),
+                   events_map_keys=max(1, int(g("events_map_keys"))),
                    metrics_interval_s=float(g("metrics_interval_s")),
                    metrics_dir=str(g("metrics_dir") or ""), unknown=tuple(unknown))
 

@@ -84,6 +84,13 @@ class WorkerSide:
         # KV events: one rank speaks for all (a chunk is there when every rank stored it)
         self.events_on = cfg.kv_events and self.tp_rank == 0
         self._events = []
+        # the pool's own removals of what we stored or loaded: BlockRemoved (polled)
+        self.removals = None
+        if self.events_on and cfg.events_poll_ms > 0:
+            from .connector_removals import RemovalWatch
+
+            self.removals = RemovalWatch(store, cfg.events_poll_ms, self._removed, rec, warn,
+                                         cfg.events_map_keys)
         if cfg.async_save or cfg.layerwise:  # layer saves overlap the forward
             self._saver = queue.Queue()
             self._thread = threading.Thread(target=self._save_loop, name="openlake-save",
@@ -363,6 +370,7 @@ class WorkerSide:
             self.rec.add(loads=1)
 
     def _loaded(self, j):
+        self._note([j])
         kv = self.kvs[j.g]
         if j.stage is not None:
             kv.unpack(j.ids[j.skip:], self._slice(j), j.layer)
@@ -508,6 +516,7 @@ class WorkerSide:
             if self.cfg.save_check_exists and jobs:
                 have = self.store.call("exists", [j.key for j in jobs])
                 self._stored_events([j for j, h in zip(jobs, have) if h])
+                self._note([j for j, h in zip(jobs, have) if h])
                 jobs = [j for j, h in zip(jobs, have) if not h]
             for j in jobs:
                 j.trailer.raw = make_trailer(j.key, j.ranges, self._payload(j),
@@ -522,6 +531,7 @@ class WorkerSide:
         from .client import Status
 
         self._stored_events([j for j, s in zip(jobs, st) if s in (Status.OK, Status.EXISTS)])
+        self._note([j for j, s in zip(jobs, st) if s in (Status.OK, Status.EXISTS)])
 
     # -- KV events (BlockStored for what the pool holds, BlockRemoved for what it lost)
     def _event(self, kind, **fields):
@@ -537,6 +547,18 @@ class WorkerSide:
                 parent, toks = j.ev
                 self._event("BlockStored", block_hashes=[j.h], parent_block_hash=parent,
                             token_ids=toks, block_size=len(toks), lora_id=None)
+
+    def _note(self, jobs):
+        """Remember which block hash each key of these jobs (group 0: the events' group)
+        holds, so a removal the pool reports maps back to it."""
+        if self.removals is not None:
+            for j in jobs:
+                if j.g == 0 and j.h is not None:
+                    self.removals.note(j.key, j.h)
+
+    def _removed(self, hashes):
+        """The pool removed these blocks (RemovalWatch's thread)."""
+        self._event("BlockRemoved", block_hashes=list(hashes))
 
     def take_events(self):
         """This step's events (get_kv_connector_kv_cache_events), or None."""
@@ -595,6 +617,9 @@ class WorkerSide:
         return (done or None), recv
 
     def close(self):
+        if self.removals is not None:
+            self.removals.close()
+            self.removals = None
         if self._lq is not None:
             self._lq.put(None)
             self._pthread.join(10)

@@ -14,7 +14,7 @@ BUCKETS_MS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 
 COUNTERS = ("hit_tokens", "miss_tokens", "bytes_loaded", "bytes_saved", "blocks_loaded",
             "blocks_saved", "load_failures", "save_failures", "lookup_failures",
             "corrupt_blocks", "loads", "saves", "lookups", "unkeyable", "resets",
-            "hits_ignored")
+            "hits_ignored", "blocks_removed", "events_lost")
 HISTOGRAMS = ("load_ms", "save_ms", "lookup_ms")
 
 

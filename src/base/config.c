@@ -119,6 +119,9 @@ static const struct cfg_key keys[] = {
     {"kv.namespace_quota_frac", T_F64, F(kv_ns_quota_frac), "0", 0, 1, 0, 0, 0,
      "share of the DRAM tier one client namespace may hold: past it, its own least recently "
      "used blocks leave DRAM for its new ones, not other namespaces' (0 = no quota)"},
+    {"kv.removal_events", T_U64, F(kv_removal_events), "65536", 0, 16777216, 0, 0, 0,
+     "blocks removed from the pool (evicted, dropped, deleted) the pool remembers for the EVENTS "
+     "op, so that a client can tell a KV-aware router they are gone (0: none, no EVENTS op)"},
     {"kv.prefault", T_ENUM, F(kv_prefault), "auto", 0, 0, "auto|on|off", 0, 0,
      "touch the DRAM tier's pages in a low-priority thread after start, so first puts do not "
      "pay for it (auto: on in mode = \"kv\", off beside S3)"},

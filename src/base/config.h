@@ -93,6 +93,7 @@ struct ol_config {
 	char kv_writeback[8];	       /* [kv] writeback: "async" (default) or "strict" */
 	uint64_t kv_writeback_bps;     /* [kv] writeback_bytes_per_sec: 0 = no cap */
 	double kv_ns_quota_frac;       /* [kv] namespace_quota_frac: 0 = no quota */
+	uint64_t kv_removal_events;    /* [kv] removal_events: the EVENTS ring's size */
 	char kv_shm_name[OL_CFG_STR];  /* [kv] shm_name: POSIX shm object of the DRAM tier */
 	char kv_prefault[8];	       /* [kv] prefault: "auto" (on in mode = "kv"), "on", "off" */
 

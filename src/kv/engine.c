@@ -332,6 +332,7 @@ drop_segments(struct ol_kve *e, const uint64_t *ids, unsigned n)
 				nvme_count(e, st, x, -1);
 				if (x->off == OL_KVE_NOOFF) {
 					ht_remove(st, x);
+					ol_kve_ev_note(e, st, &x->k);
 					st->st.evictions++;
 					free(x);
 				}
@@ -430,6 +431,7 @@ ent_evict(struct ol_kve *e, struct kstripe *st, struct ent *x, struct drops *d)
 		return;
 	}
 	ht_remove(st, x);
+	ol_kve_ev_note(e, st, &x->k);
 	st->st.evictions++;
 	ent_free(e, st, x);
 }
@@ -989,6 +991,7 @@ ol_kve_open(const struct ol_kve_opts *o, struct ol_kve **out)
 	ol_kve_slab_init(e);
 	ol_kve_ns_init(e);
 	stripes_init(e);
+	ol_kve_ev_init(e, o->events);
 	int rc = ol_kve_map_dram(e, o);
 	if (rc < 0) {
 		ol_err("kv: cannot map the DRAM tier (%llu bytes, shm %s): %s",
@@ -1080,6 +1083,7 @@ ol_kve_close(struct ol_kve *e)
 		writeback_here(e);
 		pthread_mutex_unlock(&e->wmu);
 	}
+	ol_kve_ev_fini(e);
 	stripes_fini(e);
 	ol_kvs_close(e->spill);
 	if (e->base)
@@ -1203,6 +1207,7 @@ wait_written(struct ol_kve *e, struct kstripe *st, struct ent *x)
 	int rc = OL_KV_OK;
 	if (x->state == ST_LIVE && x->dirty) {
 		ht_remove(st, x);
+		ol_kve_ev_note(e, st, &x->k);
 		lru_remove(st, x);
 		dram_count(e, st, x, -1);
 		x->state = ST_DEAD;
@@ -1332,6 +1337,7 @@ nv_finish(struct ol_kve *e, struct kstripe *st, struct nvread *nr, bool need_dra
 	if (rc < 0) {
 		if (rc == -EBADMSG || rc == -ENOENT) {
 			ht_remove(st, x);
+			ol_kve_ev_note(e, st, &x->k);
 			ent_free(e, st, x);
 		}
 		st->st.corrupt += rc == -EBADMSG;
@@ -1496,6 +1502,7 @@ ol_kve_pin_start(struct ol_kve *e, const struct ol_kvk *k, struct ol_kve_slot *s
 		rc = OL_KVE_NVME; /* hits and misses counted at the finish */
 	} else if (x) {		  /* its segment was dropped: forget it, as a read would */
 		ht_remove(st, x);
+		ol_kve_ev_note(e, st, &x->k);
 		ent_free(e, st, x);
 		st->st.misses++;
 	} else {
@@ -1605,6 +1612,7 @@ ol_kve_delete(struct ol_kve *e, const struct ol_kvk *k)
 		return OL_KV_MISS;
 	}
 	ht_remove(st, x);
+	ol_kve_ev_note(e, st, &x->k);
 	st->st.deletes++;
 	/* on NVMe, or maybe being written there (pinned): a restart must not bring it back */
 	bool tomb = e->spill && (x->loc.seg || x->pins > 0);

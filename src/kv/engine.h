@@ -34,6 +34,13 @@
  * together are each checked against what is committed, so together they may pass the quota
  * by what they reserve; the next put of that namespace brings it back under.
  *
+ * Removal events: every removal of a block from the whole pool (dropped from DRAM with no NVMe
+ * copy, its NVMe segment dropped, deleted, found corrupt or gone on a read, a strict put whose
+ * NVMe write failed) is numbered by a 64-bit sequence and kept, with its key, in a bounded
+ * ring (opts.events in all, spread over the stripes: a stripe's oldest are overwritten first).
+ * A demotion to NVMe keeps the block and is no event. ol_kve_events reads them back per
+ * namespace, so that a client can tell a router which blocks are gone.
+ *
  * Thread-safe: the index is striped by key hash, a mutex per stripe; the slab allocator and
  * the write-behind state have their own (see engine_int.h, "Locking"). Bulk copies of pinned
  * slots, disk writes, promotion copies and the waits above happen outside them. Eviction is
@@ -67,6 +74,7 @@ struct ol_kve_opts {
 	bool strict;		/* writeback = "strict": a put returns once its block is on NVMe */
 	uint64_t writeback_bps; /* cap on write-behind bytes per second (0 = none) */
 	double ns_quota_frac;	/* share of the DRAM tier one namespace may hold (0 = no quota) */
+	uint64_t events;	/* removal events kept (0 = none; see Removal events) */
 };
 
 /* key[32] + namespace hash[16] */
@@ -188,6 +196,19 @@ int ol_kve_exists(struct ol_kve *e, const struct ol_kvk *k, uint64_t *len);
 int ol_kve_delete(struct ol_kve *e, const struct ol_kvk *k);
 
 void ol_kve_get_stats(struct ol_kve *e, struct ol_kve_stats *st);
+
+#define OL_KVE_EVENTS_DEF 65536u
+#define OL_KVE_EV_NOW	  UINT64_MAX /* from: no events, only the sequence to start from */
+/* The keys of namespace hash ns removed with a sequence >= from (see Removal events), oldest
+ * first, at most max into keys. *next: the sequence to ask from next time (after the last key
+ * returned, or the next one to be given). *lost: the ring overwrote events numbered >= from
+ * (of any namespace), or from is past the sequence given so far (a cursor from an earlier
+ * start of the server): keys may be missing. Returns how many keys. Any thread; takes every
+ * stripe's mutex in turn, briefly; mallocs. */
+unsigned ol_kve_events(struct ol_kve *e, const uint8_t ns[16], uint64_t from, uint8_t (*keys)[32],
+		       unsigned max, uint64_t *next, bool *lost);
+/* How many events the rings hold in all (0: opts.events was 0, no events kept). */
+uint64_t ol_kve_events_cap(const struct ol_kve *e);
 
 /* What one namespace holds now (see Namespaces above). */
 struct ol_kve_ns {

@@ -96,6 +96,19 @@ struct sclass {
 	size_t nfree, cap;
 };
 
+/* Removal events. Every removal of a block from the whole pool (a drop from DRAM with no NVMe
+ * copy, an NVMe segment dropped, a delete, a corrupt or vanished record, a strict put whose
+ * write failed) takes the next number of e->ev_seq and appends (sequence, key) to the ring of
+ * the block's stripe, under that stripe's mutex (no lock shared by every core). A demotion to
+ * NVMe keeps the block: no event. Each ring holds ev_mask + 1 events, the oldest overwritten
+ * first (counted in ev_gone). A reader (ol_kve_events) takes the next sequence first, then each
+ * stripe's mutex in turn, and merges by sequence: an event numbered before that load was
+ * appended under a mutex the reader then waits for, so none is skipped. */
+struct kev {
+	uint64_t seq;
+	struct ol_kvk k;
+};
+
 /* One stripe of the index (see Locking above). */
 struct kstripe {
 	pthread_mutex_t mu;
@@ -107,6 +120,9 @@ struct kstripe {
 	_Atomic uint64_t dirty_old; /* put_ms of dirty_head; UINT64_MAX when none */
 	uint64_t dram_entries, nvme_entries;
 	struct ol_kve_stats st; /* the counters of this stripe's operations */
+	struct kev *ev;		/* its ring of removal events (see Removal events) */
+	uint64_t ev_head;	/* events appended to it since open */
+	uint64_t ev_gone;	/* 1 + the highest sequence it overwrote (0 = none) */
 } __attribute__((aligned(64)));
 
 struct ol_kve {
@@ -133,6 +149,12 @@ struct ol_kve {
 	pthread_mutex_t nsmu;	    /* claiming or naming a namespace slot */
 	uint64_t quota;		    /* DRAM value bytes one namespace may hold (0 = no quota) */
 	uint64_t epoch, max_block;
+	uint64_t ev_mask; /* per stripe ring: ev_mask + 1 events (see Removal events) */
+	/* the next removal event's sequence, bumped by every removal: padded so that it shares
+	 * no cache line with the fields every put reads (the struct is calloc'ed, not aligned) */
+	char ev_pad0[64];
+	_Atomic uint64_t ev_seq;
+	char ev_pad1[64];
 	struct ol_kvs *spill;
 	/* write-behind: one thread (or the closer, after it stopped) writes the dirty FIFOs in
 	 * batches, oldest first across stripes, and bumps wb_gen and broadcasts clean_cv after
@@ -169,6 +191,22 @@ uint16_t ol_kve_ns_slot(struct ol_kve *e, const uint8_t id[16]);
 /* Append the "namespaces" rows to a JSON object being written in buf (len bytes so far, cap
  * in all, keeping room bytes free for the caller). Returns the new length. */
 size_t ol_kve_ns_json(struct ol_kve *e, char *buf, size_t len, size_t cap, size_t room);
+
+/* engine_events.c: removal events (see Removal events). */
+void ol_kve_ev_init(struct ol_kve *e, uint64_t total);
+void ol_kve_ev_fini(struct ol_kve *e);
+/* Note that k left the pool (k's stripe st, its mutex held). */
+static inline void
+ol_kve_ev_note(struct ol_kve *e, struct kstripe *st, const struct ol_kvk *k)
+{
+	if (!st->ev)
+		return; /* events off */
+	struct kev *v = &st->ev[st->ev_head++ & e->ev_mask];
+	if (st->ev_head > e->ev_mask + 1)
+		st->ev_gone = v->seq + 1;
+	v->seq = atomic_fetch_add_explicit(&e->ev_seq, 1, memory_order_relaxed);
+	v->k = *k;
+}
 
 /* Residency of x in a tier changes by sign (x's stripe's mutex held; x->len is what counts).
  */

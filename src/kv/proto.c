@@ -102,6 +102,8 @@ ol_kvp_check_req(const struct ol_kvp_hdr *h, const struct ol_kvp_limits *lim)
 	}
 	if (h->count > lim->max_batch || h->count > OL_KVP_MAX_BATCH)
 		return -EMSGSIZE;
+	if (h->op == OL_KVP_EVENTS && h->count != 1)
+		return -EINVAL;
 	uint64_t ents = (uint64_t)h->count * OL_KVP_REQ_ENT;
 	if (h->op == OL_KVP_PUT) {
 		uint64_t max = ents + (uint64_t)h->count * lim->max_block;
@@ -438,4 +440,34 @@ ol_kvp_ucx_get_reply(const uint8_t *am_hdr, size_t hlen, uint64_t dlen, uint32_t
 		sum += re[i].len;
 	}
 	return sum == dlen ? 0 : -EPROTO;
+}
+
+int
+ol_kvp_events_encode(uint8_t *out, size_t cap, const struct ol_kvp_events *ev)
+{
+	if (ev->n > OL_KVP_MAX_EVENTS || (ev->n && !ev->keys))
+		return -EINVAL;
+	size_t need = OL_KVP_EVENTS_HDR + (size_t)ev->n * OL_KVP_KEY;
+	if (cap < need)
+		return -ENOSPC;
+	put64(out, ev->next);
+	put32(out + 8, ev->flags);
+	put32(out + 12, ev->n);
+	if (ev->n)
+		memmove(out + OL_KVP_EVENTS_HDR, ev->keys, (size_t)ev->n * OL_KVP_KEY);
+	return (int)need;
+}
+
+int
+ol_kvp_events_decode(const uint8_t *buf, size_t len, uint32_t max, struct ol_kvp_events *ev)
+{
+	if (len < OL_KVP_EVENTS_HDR)
+		return -EINVAL;
+	ev->next = get64(buf);
+	ev->flags = get32(buf + 8);
+	ev->n = get32(buf + 12);
+	ev->keys = buf + OL_KVP_EVENTS_HDR;
+	if (ev->n > max || ev->n > OL_KVP_MAX_EVENTS || (ev->flags & ~OL_KVP_EVENTS_LOST))
+		return -EINVAL;
+	return len == OL_KVP_EVENTS_HDR + (size_t)ev->n * OL_KVP_KEY ? 0 : -EINVAL;
 }

@@ -33,23 +33,25 @@ enum ol_kvp_op {
 	OL_KVP_COMMIT = 8,
 	OL_KVP_LOOKUP = 9,
 	OL_KVP_RELEASE = 10,
-	OL_KVP_AUTH = 11,  /* HELLO version 2: body = mac[32] (see ol_kvp_auth_msg) */
-	OL_KVP_VIEW = 12,  /* the pool's live members (WELCOME flag OL_KVP_WELCOME_VIEW) */
-	OL_KVP_LEASE = 13, /* entry len = ttl ms (0: end the lease); WELCOME flag LEASE */
-	OL_KVP_OP_MAX = 13
+	OL_KVP_AUTH = 11,   /* HELLO version 2: body = mac[32] (see ol_kvp_auth_msg) */
+	OL_KVP_VIEW = 12,   /* the pool's live members (WELCOME flag OL_KVP_WELCOME_VIEW) */
+	OL_KVP_LEASE = 13,  /* entry len = ttl ms (0: end the lease); WELCOME flag LEASE */
+	OL_KVP_EVENTS = 14, /* the namespace's removed keys since a sequence; WELCOME flag EVENTS */
+	OL_KVP_OP_MAX = 14
 };
 
 #define OL_KVP_F_NOREPLY 0x01 /* request: send no reply (RELEASE only) */
 #define OL_KVP_F_REPLY	 0x80 /* set on every reply */
 
-#define OL_KVP_HELLO_LOCAL   0x1 /* request: wants the shm path; reply: granted */
-#define OL_KVP_HELLO_TOKEN   0x2 /* request: has a token and will AUTH */
-#define OL_KVP_HELLO_V2	     2	 /* HELLO body version with access control (WELCOME v2) */
-#define OL_KVP_WELCOME_VIEW  0x2 /* reply: the server answers VIEW and tags reply entries */
-#define OL_KVP_WELCOME_LEASE 0x4 /* reply: the server answers LEASE (older ones close on it) */
-#define OL_KVP_NONCE	     32
-#define OL_KVP_MAC	     32 /* HMAC-SHA256 */
-#define OL_KVP_AUTH_MSG	     (16 + OL_KVP_NONCE + OL_KVP_MAX_NS)
+#define OL_KVP_HELLO_LOCAL    0x1 /* request: wants the shm path; reply: granted */
+#define OL_KVP_HELLO_TOKEN    0x2 /* request: has a token and will AUTH */
+#define OL_KVP_HELLO_V2	      2	  /* HELLO body version with access control (WELCOME v2) */
+#define OL_KVP_WELCOME_VIEW   0x2 /* reply: the server answers VIEW and tags reply entries */
+#define OL_KVP_WELCOME_LEASE  0x4 /* reply: the server answers LEASE (older ones close on it) */
+#define OL_KVP_WELCOME_EVENTS 0x8 /* reply: the server answers EVENTS (older ones close on it) */
+#define OL_KVP_NONCE	      32
+#define OL_KVP_MAC	      32 /* HMAC-SHA256 */
+#define OL_KVP_AUTH_MSG	      (16 + OL_KVP_NONCE + OL_KVP_MAX_NS)
 
 struct ol_kvp_hdr {
 	uint32_t magic;
@@ -65,9 +67,9 @@ struct ol_kvp_hdr {
 struct ol_kvp_req_ent {
 	uint8_t key[OL_KVP_KEY];
 	uint64_t len; /* PUT/ALLOC: value size; GET: receive capacity; COMMIT: value size;
-			 LEASE: the lease's ttl in ms (0 = end it) */
+			 LEASE: the lease's ttl in ms (0 = end it); EVENTS: max keys */
 	uint64_t off; /* COMMIT/RELEASE: slot offset in the shm */
-	uint64_t seq; /* COMMIT/RELEASE: slot sequence */
+	uint64_t seq; /* COMMIT/RELEASE: slot sequence; EVENTS: the sequence to start from */
 };
 
 struct ol_kvp_rep_ent {
@@ -133,6 +135,25 @@ int ol_kvp_view_decode(const uint8_t *buf, size_t len, struct ol_kvp_view *v);
 /* A 32-bit tag of the members (ids, weights, addresses; order-independent), never 0. */
 uint32_t ol_kvp_view_tag(const struct ol_kvp_view *v);
 
+/* EVENTS (request: exactly one entry, key unused, len = max keys, seq = the sequence to start
+ * from, OL_KVP_EVENTS_NOW = none, only the next sequence). Reply body: u64 next, u32 flags,
+ * u32 n, then n removed keys of 32 bytes, oldest first (the reply header's count is 0). */
+#define OL_KVP_MAX_EVENTS  1023 /* keys in one reply: the body stays within 32 KiB */
+#define OL_KVP_EVENTS_HDR  16
+#define OL_KVP_EVENTS_NOW  UINT64_MAX
+#define OL_KVP_EVENTS_LOST 0x1 /* flags: the server dropped events past the asked sequence */
+struct ol_kvp_events {
+	uint64_t next; /* ask from here next time */
+	uint32_t flags;
+	uint32_t n;
+	const uint8_t *keys; /* n * 32 bytes (decode: into the buffer) */
+};
+/* Encode the reply (n <= OL_KVP_MAX_EVENTS): bytes written or -ENOSPC / -EINVAL. */
+int ol_kvp_events_encode(uint8_t *out, size_t cap, const struct ol_kvp_events *ev);
+/* Decode a reply of len bytes: 0 or -EINVAL (n past max or OL_KVP_MAX_EVENTS, len != 16 +
+ * n * 32, unknown flags). */
+int ol_kvp_events_decode(const uint8_t *buf, size_t len, uint32_t max, struct ol_kvp_events *ev);
+
 /* Limits a receiver enforces on a request header. */
 struct ol_kvp_limits {
 	uint32_t max_batch;
@@ -143,9 +164,9 @@ void ol_kvp_hdr_encode(uint8_t out[OL_KVP_HDR], const struct ol_kvp_hdr *h);
 /* Decode a header: returns OL_KVP_HDR, 0 if len < OL_KVP_HDR, -EBADMSG (magic),
  * -EPROTONOSUPPORT (version). Fields are not range-checked: use ol_kvp_check_req. */
 int ol_kvp_hdr_decode(const uint8_t *buf, size_t len, struct ol_kvp_hdr *h);
-/* Check a request header: known op, no reply flag, count <= limits, body_len consistent with
- * count for ops without payload (PUT: within [entries, entries + count * max_block]).
- * 0 or -EINVAL / -EMSGSIZE. */
+/* Check a request header: known op, no reply flag, count <= limits (EVENTS: exactly 1),
+ * body_len consistent with count for ops without payload (PUT: within
+ * [entries, entries + count * max_block]). 0 or -EINVAL / -EMSGSIZE. */
 int ol_kvp_check_req(const struct ol_kvp_hdr *h, const struct ol_kvp_limits *lim);
 /* PUT bodies interleave entries and values: ent, value, ent, value... Check one entry whose
  * value must fit in the left bytes of the body. 0 or -EMSGSIZE. */

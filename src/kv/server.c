@@ -285,7 +285,8 @@ do_hello(struct conn *c, const struct ol_kvp_hdr *h, const uint8_t *body)
 	if (getrandom(c->nonce, sizeof(c->nonce), 0) != sizeof(c->nonce))
 		return -EIO;
 	struct ol_kvp_welcome w = {.flags = (c->local ? OL_KVP_HELLO_LOCAL : 0) |
-					    OL_KVP_WELCOME_VIEW | OL_KVP_WELCOME_LEASE,
+					    OL_KVP_WELCOME_VIEW | OL_KVP_WELCOME_LEASE |
+					    (ol_kve_events_cap(s->eng) ? OL_KVP_WELCOME_EVENTS : 0),
 				   .max_batch = s->lim.max_batch,
 				   .max_block = ol_kve_max_block(s->eng),
 				   .shm_size = ol_kve_shm_size(s->eng),
@@ -417,6 +418,26 @@ do_stats(struct conn *c)
 	return 0;
 }
 
+/* EVENTS: the keys of the connection's namespace removed from the pool since a sequence (the
+ * namespace is the one HELLO named and AUTH proved: a client reads no other's). */
+static int
+do_events(struct conn *c, const uint8_t *ents)
+{
+	struct ol_kvp_req_ent e;
+	ol_kvp_req_ent_decode(ents, &e);
+	unsigned max = e.len < OL_KVP_MAX_EVENTS ? (unsigned)e.len : OL_KVP_MAX_EVENTS;
+	struct ol_kvp_events ev = {.keys = c->reps + OL_KVP_EVENTS_HDR};
+	bool lost;
+	ev.n = ol_kve_events(c->s->eng, c->ns, e.seq, (uint8_t(*)[32])(c->reps + OL_KVP_EVENTS_HDR),
+			     max, &ev.next, &lost);
+	ev.flags = lost ? OL_KVP_EVENTS_LOST : 0;
+	int n = ol_kvp_events_encode(c->reps, OL_KVS_REPS, &ev);
+	if (n < 0)
+		return n;
+	out_set(c, 0, 0, c->reps, (size_t)n);
+	return 0;
+}
+
 /* VIEW: the pool's live members (any authenticated connection; the addresses are no secret
  * from a client that may use the pool). */
 static int
@@ -439,6 +460,8 @@ kvs_precheck(struct conn *c, const struct ol_kvp_hdr *h)
 	if ((h->op == OL_KVP_ALLOC || h->op == OL_KVP_COMMIT || h->op == OL_KVP_LOOKUP) &&
 	    !c->local)
 		return refuse(c, -EPERM, "shared-memory op without a shm grant");
+	if (h->op == OL_KVP_EVENTS && !ol_kve_events_cap(c->s->eng)) /* as an older server */
+		return refuse(c, -EOPNOTSUPP, "EVENTS with [kv] removal_events = 0");
 	if (h->op == OL_KVP_HELLO && h->body_len > OL_KV_HELLO_MAX)
 		return -EMSGSIZE;
 	if (h->op == OL_KVP_AUTH && h->body_len != OL_KVP_MAC)
@@ -491,6 +514,8 @@ kvs_handle(struct conn *c, const struct ol_kvp_hdr *h, const uint8_t *body)
 		return do_stats(c);
 	case OL_KVP_VIEW:
 		return do_view(c);
+	case OL_KVP_EVENTS:
+		return do_events(c, body);
 	case OL_KVP_RELEASE:
 		return do_release(c, h, body);
 	default:
@@ -866,6 +891,7 @@ open_engine(struct ol_kv_server *s, const struct ol_config *cfg)
 				.strict = strcmp(cfg->kv_writeback, "strict") == 0,
 				.writeback_bps = cfg->kv_writeback_bps,
 				.ns_quota_frac = cfg->kv_ns_quota_frac,
+				.events = cfg->kv_removal_events,
 				.prefault = ol_config_kv_prefault(cfg),
 				.shm_group = s->acl.has_gid,
 				.shm_gid = s->acl.gid};

@@ -1,7 +1,7 @@
 /* tests/fuzz/fuzz_kvproto.c - libFuzzer target for the KV wire protocol decoders
- * (src/kv/proto.c): request frames back to back, HELLO, WELCOME and VIEW bodies, entries, the
- * UCX transport's request and GET reply messages (the input as the AM header, its last 8 bytes
- * as the data length). */
+ * (src/kv/proto.c): request frames back to back, HELLO, WELCOME, VIEW and EVENTS bodies,
+ * entries, the UCX transport's request and GET reply messages (the input as the AM header, its
+ * last 8 bytes as the data length). */
 #include "fuzz_scratch.h" /* libFuzzer writes to a scratch corpus, not ours */
 #include <stddef.h>
 #include <stdint.h>
@@ -42,6 +42,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		static uint8_t out[OL_KVP_MAX_VIEW * (OL_KVP_VIEW_ENT + OL_KVP_MAX_VIEW_ADDR) + 16];
 		(void)ol_kvp_view_encode(out, sizeof(out), &v);
 		(void)ol_kvp_view_tag(&v);
+	}
+	struct ol_kvp_events ev;
+	for (uint32_t max = 0; max <= OL_KVP_MAX_EVENTS; max += OL_KVP_MAX_EVENTS / 3) {
+		if (ol_kvp_events_decode(data, size, max, &ev) == 0) {
+			static uint8_t out[OL_KVP_EVENTS_HDR + OL_KVP_MAX_EVENTS * OL_KVP_KEY];
+			(void)ol_kvp_events_encode(out, sizeof(out), &ev);
+		}
 	}
 	if (size >= OL_KVP_REP_ENT) {
 		struct ol_kvp_rep_ent e;

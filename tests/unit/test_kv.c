@@ -34,12 +34,13 @@ static uint8_t NS_A[16], NS_B[16];
 static bool g_strict;	  /* engines opened by open_eng*: [kv] writeback = "strict" */
 static uint64_t g_wb_bps; /* and their [kv] writeback_bytes_per_sec */
 static double g_quota;	  /* and their [kv] namespace_quota_frac */
+static uint64_t g_events; /* and their [kv] removal_events (0 = default) */
 
 static struct ol_kve *
 open_eng_pf(uint64_t dram, const char *spill, uint64_t spill_bytes, unsigned wb_ms, bool pf)
 {
-	struct ol_kve_opts o = {dram, NULL,  spill, spill_bytes, 64 * MiB, wb_ms,
-				pf,   false, 0,	    g_strict,	 g_wb_bps, g_quota};
+	struct ol_kve_opts o = {dram,  NULL, spill,    spill_bytes, 64 * MiB, wb_ms,   pf,
+				false, 0,    g_strict, g_wb_bps,    g_quota,  g_events};
 	struct ol_kve *e = NULL;
 	if (ol_kve_open(&o, &e) != 0)
 		return NULL;
