@@ -614,11 +614,11 @@ ol_http_proxy_new(const struct ol_http_proxy_opts *o, struct ol_http_proxy **out
 		p->o.user_timeout_ms = 10000;
 	for (int i = 0; i < 3; i++)
 		if (o->tls_ca[i] && strlen(o->tls_ca[i]) < sizeof(p->ca[i]))
-			strcpy(p->ca[i], o->tls_ca[i]);
+			snprintf(p->ca[i], sizeof(p->ca[i]), "%s", o->tls_ca[i]);
 	if (o->tls_cert && strlen(o->tls_cert) < sizeof(p->cert) && o->tls_key &&
 	    strlen(o->tls_key) < sizeof(p->cert_key)) {
-		strcpy(p->cert, o->tls_cert);
-		strcpy(p->cert_key, o->tls_key);
+		snprintf(p->cert, sizeof(p->cert), "%s", o->tls_cert);
+		snprintf(p->cert_key, sizeof(p->cert_key), "%s", o->tls_key);
 	}
 	memset(p->o.tls_ca, 0, sizeof(p->o.tls_ca)); /* copied above */
 	p->o.tls_cert = p->o.tls_key = NULL;

@@ -15,9 +15,10 @@ import json
 import re
 import subprocess
 
-from conftest import OPENLAKE_CLI, REGION, free_port, wait_for
-from test_cluster_pools import Churn, join, leave, status, versions
-from test_cluster_store import (ETCD_CLI, Node, body, etcd, in_handler,  # noqa: F401
+from conftest import OPENLAKE_CLI, REGION, wait_for
+from test_cluster_pools import (Churn, join, leave, pool_1_nodes, start_new_nodes, status,
+                                versions)
+from test_cluster_store import (ETCD_CLI, body, etcd, in_handler,  # noqa: F401
                                 list_all, pytestmark, raw_put_start, read_answer,
                                 start_cluster)
 
@@ -99,19 +100,10 @@ def fill_pool_0(c):
 
 
 def join_pool_1(c, tmp_path):
-    ports = [(n.s3_port, n.rpc_port, n.kv_port) for n in c.nodes]
-    ports += [(free_port(), free_port(), free_port()) for _ in range(4)]
-    new = [Node(tmp_path, i, ports, c.eps, c.prefix) for i in range(4, 8)]
-    for n in new:
-        n.config.write_text(n.config.read_text().replace("set_drive_count = 8",
-                                                         "set_drive_count = 4"))
+    new = pool_1_nodes(c, tmp_path)
     r = join(new[0].config)
     assert r.returncode == 0 and "pool 1 added" in r.stdout, r.stdout + r.stderr
-    c.nodes += new  # stopped with the cluster
-    for n in new:
-        n.start()
-    for i in range(4, 8):
-        wait_for(lambda: c.serving(i), 60, f"S3 through new node {i}")
+    start_new_nodes(c, new)
     return new
 
 

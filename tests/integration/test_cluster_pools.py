@@ -231,6 +231,27 @@ def cancel_a_leave(c, cfg, s3, lead, vers):
     assert versions(s3, "ver") == vers  # what moved before the cancel reads back from pool 0
 
 
+def pool_1_nodes(c, tmp_path):
+    """4 new nodes (ids 4-7), their configs listing all 8 with sets of 4: pool 1 once
+    `cluster join` takes one of their configs"""
+    ports = [(n.s3_port, n.rpc_port, n.kv_port) for n in c.nodes]
+    ports += [(free_port(), free_port(), free_port()) for _ in range(4)]
+    new = [Node(tmp_path, i, ports, c.eps, c.prefix) for i in range(4, 8)]
+    for n in new:
+        n.config.write_text(n.config.read_text().replace("set_drive_count = 8",
+                                                         "set_drive_count = 4"))
+    return new
+
+
+def start_new_nodes(c, new):
+    """start the joined nodes (stopped with the cluster) and wait for S3 through each"""
+    c.nodes += new
+    for n in new:
+        n.start()
+    for n in new:
+        wait_for(lambda: c.serving(n.i), 60, f"S3 through new node {n.i}")
+
+
 def free_records(c):
     """<prefix>free/<id> of every node: id -> {"free", "capacity"}"""
     r = subprocess.run([str(ETCD_CLI), c.eps, "get", c.prefix + "free/", "prefix"],
@@ -274,13 +295,7 @@ def test_join_a_pool_of_4_nodes_to_a_running_cluster(cluster, tmp_path):
     for n, (k, v) in enumerate(old.items()):
         c.client(n % 4).put_object(Bucket="grow", Key=k, Body=v)
 
-    # 4 new nodes, their configs listing all 8; join makes them pool 1
-    ports = [(n.s3_port, n.rpc_port, n.kv_port) for n in c.nodes]
-    ports += [(free_port(), free_port(), free_port()) for _ in range(4)]
-    new = [Node(tmp_path, i, ports, c.eps, c.prefix) for i in range(4, 8)]
-    for n in new:
-        n.config.write_text(n.config.read_text().replace("set_drive_count = 8",
-                                                         "set_drive_count = 4"))
+    new = pool_1_nodes(c, tmp_path)
     bad = tmp_path / "bad.toml"  # one more node of 1 drive: not a whole set of 4
     bad.write_text(new[0].config.read_text().replace(
         "\n[cluster]", '\n[[nodes]]\nid = 8\nrpc_addr = "127.0.0.1:1"\ndisk_count = 1\n'
@@ -291,11 +306,7 @@ def test_join_a_pool_of_4_nodes_to_a_running_cluster(cluster, tmp_path):
     assert r.returncode == 0 and "pool 1 added" in r.stdout, r.stdout + r.stderr
     r = join(new[0].config)
     assert r.returncode == 1 and "nothing to join" in r.stderr, r.stderr
-    c.nodes += new  # stopped with the cluster
-    for n in new:
-        n.start()
-    for i in range(4, 8):
-        wait_for(lambda: c.serving(i), 60, f"S3 through new node {i}")
+    start_new_nodes(c, new)
     wait_for(lambda: "cluster: serving 2 pools" in c.nodes[lid].log(), 60,
              "the leader serving the new pool")
     free_space_follows(c, new)

@@ -2,9 +2,12 @@
 #ifndef OL_TEST_KV_DATA_H
 #define OL_TEST_KV_DATA_H
 
+#include <dirent.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tap.h"
 
@@ -40,6 +43,34 @@ make_key(uint8_t key[32], uint64_t id)
 	memset(key, 0, 32);
 	memcpy(key, &id, 8);
 	key[31] = 0x5a;
+}
+
+/* A fresh directory under /tmp named after prefix (malloc'd; NULL on failure), and its removal
+ * with the files in it (the tests make no subdirectories). */
+static inline char *
+kv_tmpdir(const char *prefix)
+{
+	char tpl[128];
+	snprintf(tpl, sizeof(tpl), "/tmp/%s-XXXXXX", prefix);
+	char *d = mkdtemp(tpl);
+	return d ? strdup(d) : NULL;
+}
+
+static inline void
+kv_rm_rf(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char p[600];
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+		unlink(p);
+	}
+	if (d)
+		closedir(d);
+	rmdir(dir);
 }
 
 #endif

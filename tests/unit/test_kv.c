@@ -315,26 +315,7 @@ test_pins_and_seq(void)
 static char *
 tmpdir(void)
 {
-	char tpl[] = "/tmp/olkv-test-XXXXXX";
-	char *d = mkdtemp(tpl);
-	return d ? strdup(d) : NULL;
-}
-
-static void
-rm_rf(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[600];
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
+	return kv_tmpdir("olkv-test");
 }
 
 static size_t
@@ -442,7 +423,7 @@ test_nvme_roundtrip_and_recovery(void)
 	ok(corrupt >= 1 && fine + corrupt == 39, "checksum catches it: %d corrupt, %d fine",
 	   corrupt, fine);
 	ol_kve_close(e);
-	rm_rf(dir);
+	kv_rm_rf(dir);
 	free(dir);
 }
 
@@ -488,7 +469,7 @@ test_pin_dram_never_reads_the_disk(void)
 	ol_kve_key(&k, key, NS_A);
 	ok(ol_kve_pin_dram(e, &k, &s) == OL_KV_MISS, "an absent key is a miss");
 	ol_kve_close(e);
-	rm_rf(dir);
+	kv_rm_rf(dir);
 	free(dir);
 }
 
@@ -518,7 +499,7 @@ test_writeback_and_capacity(void)
 	ok(get(e, NS_A, 159, MiB, 59) == OL_KV_OK && get(e, NS_A, 100, MiB, 0) == OL_KV_MISS,
 	   "newest kept, oldest dropped");
 	ol_kve_close(e);
-	rm_rf(dir);
+	kv_rm_rf(dir);
 	free(dir);
 }
 
@@ -670,7 +651,7 @@ test_concurrent_dirty_evictions(bool strict)
 	ol_kve_close(c.e);
 	g_strict = false;
 	g_wb_bps = 0;
-	rm_rf(dir);
+	kv_rm_rf(dir);
 	free(dir);
 }
 
@@ -721,7 +702,7 @@ test_kill9_during_writeback(void)
 	ok(fine + miss == 60, "blocks in flight at the kill: %d exact, %d missing, none torn", fine,
 	   miss);
 	ol_kve_close(e);
-	rm_rf(dir);
+	kv_rm_rf(dir);
 	free(dir);
 }
 
@@ -756,7 +737,7 @@ test_tombstone_out_of_order(void)
 	ol_kve_get_stats(e, &st);
 	ok(st.entries == 0 && st.nvme_entries == 0, "no entry is left behind by the tombstone");
 	ol_kve_close(e);
-	rm_rf(dir);
+	kv_rm_rf(dir);
 	free(dir);
 }
 

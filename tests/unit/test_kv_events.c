@@ -198,26 +198,7 @@ test_quota_no_nvme(void)
 static char *
 tmpdir(void)
 {
-	char tpl[] = "/tmp/olkv-ev-XXXXXX";
-	char *d = mkdtemp(tpl);
-	return d ? strdup(d) : NULL;
-}
-
-static void
-rm_rf(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[600];
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
+	return kv_tmpdir("olkv-ev");
 }
 
 static void
@@ -239,7 +220,7 @@ test_nvme(void)
 	ok(st.demotions >= 8 && all, "12 MiB into 4 MiB DRAM + NVMe: demoted, all stored");
 	ok(drain(e, NS_A, &from, ids, NULL) == 0, "a demotion to NVMe is no event");
 	ol_kve_close(e);
-	rm_rf(dir);
+	kv_rm_rf(dir);
 	/* a small NVMe tier: the oldest segments are dropped, their blocks leave the pool */
 	e = open_eng(4 * MiB, dir, 16 * MiB, true, 0, 0);
 	from = 0;
@@ -251,7 +232,7 @@ test_nvme(void)
 	ok(n > 20 && same_set(ids, n, gone, 0, 60),
 	   "NVMe segments dropped: an event for exactly each block gone (%u)", n);
 	ol_kve_close(e);
-	rm_rf(dir);
+	kv_rm_rf(dir);
 	free(dir);
 }
 

@@ -218,26 +218,7 @@ test_dram_residency(void)
 static char *
 tmpdir(void)
 {
-	char tpl[] = "/tmp/olkvns-test-XXXXXX";
-	char *d = mkdtemp(tpl);
-	return d ? strdup(d) : NULL;
-}
-
-static void
-rm_rf(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[600];
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
+	return kv_tmpdir("olkvns-test");
 }
 
 static size_t
@@ -301,7 +282,7 @@ test_nvme_residency(void)
 	   "named again: 59 blocks, %llu bytes on NVMe, none in DRAM",
 	   (unsigned long long)(all - len_mid(7)));
 	ol_kve_close(e);
-	rm_rf(dir);
+	kv_rm_rf(dir);
 	free(dir);
 }
 
@@ -393,7 +374,7 @@ test_quota_nvme(void)
 	   (unsigned long long)st.promotions, (unsigned long long)ha.dn);
 	ok(scan(e, NS_B, 100, 132, len_64k).dn == 32, "model-b: still all 32 in DRAM");
 	ol_kve_close(e);
-	rm_rf(dir);
+	kv_rm_rf(dir);
 	free(dir);
 }
 
@@ -454,7 +435,7 @@ test_concurrent(void)
 	   "and add up to the pool's: %llu in DRAM, %llu on NVMe", (unsigned long long)dn,
 	   (unsigned long long)nn);
 	ol_kve_close(e);
-	rm_rf(dir);
+	kv_rm_rf(dir);
 	free(dir);
 }
 

@@ -628,23 +628,6 @@ test_pin_split(const char *dir)
 	ol_kve_close(h.e);
 }
 
-static void
-rm_rf(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[600];
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
-}
-
 int
 main(void)
 {
@@ -657,19 +640,19 @@ main(void)
 	ok(dir != NULL, "temp dir for the NVMe tier");
 	if (dir) {
 		test_hammer(dir);
-		rm_rf(dir);
+		kv_rm_rf(dir);
 	}
 	char tpl3[] = "/tmp/olkv-stripes-XXXXXX";
 	dir = mkdtemp(tpl3);
 	if (dir) {
 		test_pin_many(dir);
-		rm_rf(dir);
+		kv_rm_rf(dir);
 	}
 	char tpl4[] = "/tmp/olkv-stripes-XXXXXX";
 	dir = mkdtemp(tpl4);
 	if (dir) {
 		test_pin_split(dir);
-		rm_rf(dir);
+		kv_rm_rf(dir);
 	}
 	char tpl2[] = "/tmp/olkv-stripes-XXXXXX";
 	dir = mkdtemp(tpl2);
@@ -678,7 +661,7 @@ main(void)
 		g_strict = true; /* puts wait on their stripe for the write-behind */
 		test_hammer(dir);
 		g_strict = false;
-		rm_rf(dir);
+		kv_rm_rf(dir);
 	}
 	tap_done();
 }
