@@ -4,17 +4,22 @@
 # daemon, then all of it again on an AddressSanitizer + UndefinedBehaviorSanitizer build.
 #   scripts/test.sh            everything
 #   scripts/test.sh --quick    skip the sanitizer passes
+#   scripts/test.sh --serial   run the plain and the sanitized integration passes one after
+#                              the other (by default they run at the same time: most of
+#                              their time is spent waiting on daemons, leases and clients)
 #   scripts/test.sh --long     also the slow ones: build the Debian packages (debian/) and
 #                              install them on this machine (test_deb.py, needs root), and
 #                              the unit tests on a ThreadSanitizer build
 set -uo pipefail
 cd "$(dirname "$0")/.."
 quick=0
+serial=0
 for a in "$@"; do
   case $a in
   --quick) quick=1 ;;
+  --serial) serial=1 ;;
   --long) export OPENLAKE_LONG=1 ;;
-  *) echo "usage: scripts/test.sh [--quick] [--long]" >&2; exit 2 ;;
+  *) echo "usage: scripts/test.sh [--quick] [--serial] [--long]" >&2; exit 2 ;;
   esac
 done
 PY=/usr/bin/python3
@@ -45,6 +50,35 @@ pytest_run() { # build dir, extra env...
   return $rc
 }
 
+# A stage run in the background, its output kept in a log and shown when it ends (so the
+# log of the stages in the foreground stays readable).
+bg_pid=
+bg_start() { # name, log, command...
+  bg_name=$1 bg_log=$2
+  shift 2
+  bg_t=$(date +%s)
+  echo "=== $bg_name: started in the background (log $bg_log)"
+  set -m # its own process group, so that an interrupted run stops all of it
+  ("$@" >"$bg_log" 2>&1) &
+  bg_pid=$!
+  set +m
+}
+bg_wait() {
+  [ -n "$bg_pid" ] || return 0
+  wait "$bg_pid"
+  local rc=$?
+  bg_pid=
+  echo "=== $bg_name"
+  cat "$bg_log"
+  if [ $rc -eq 0 ]; then
+    echo "=== $bg_name: ok ($(($(date +%s) - bg_t)) s)"
+  else
+    echo "=== $bg_name: FAILED ($(($(date +%s) - bg_t)) s)"
+    failed+=("$bg_name")
+  fi
+}
+trap '[ -n "$bg_pid" ] && kill -- "-$bg_pid" 2>/dev/null' EXIT
+
 scripts/deps.sh test || { echo "dependency install failed"; exit 1; }
 # --long builds the Debian packages (test_deb.py): debhelper, dh-python, lintian
 if [ "${OPENLAKE_LONG:-}" = 1 ]; then
@@ -54,7 +88,14 @@ stage "build" scripts/build.sh build
 # fast (seconds): include layering, duplicate global symbols in build/src/*.a, clang-format
 stage "source check" $PY scripts/check_source.py --build build
 stage "unit tests" meson test -C build --print-errorlogs --num-processes 2
-stage "integration tests" pytest_run build
+# The plain and the sanitized integration passes at the same time, each choosing ports from
+# its own half of the range below the ephemeral ports (conftest.py's free_port).
+if [ $quick -eq 1 ] || [ $serial -eq 1 ]; then
+  stage "integration tests" pytest_run build
+else
+  bg_start "integration tests" build/integration-tests.log pytest_run build \
+    OPENLAKE_TEST_PORTS=10000-20999
+fi
 
 if [ $quick -eq 0 ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=0
@@ -65,8 +106,9 @@ if [ $quick -eq 0 ]; then
   # the daemon runs sanitized; Python loads the plain client library (an ASan .so cannot be
   # loaded into an uninstrumented interpreter)
   stage "integration tests (asan+ubsan daemon)" pytest_run build-asan \
-    OPENLAKE_LIBRARY="$PWD/build/client/libopenlake.so"
+    OPENLAKE_LIBRARY="$PWD/build/client/libopenlake.so" OPENLAKE_TEST_PORTS=21000-32767
 fi
+bg_wait
 
 if [ $quick -eq 0 ] && [ "${OPENLAKE_LONG:-}" = 1 ]; then
   # --long: the unit tests once more under ThreadSanitizer (the loops, the striped KV engine,

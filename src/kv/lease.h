@@ -10,6 +10,7 @@
 #define OL_KV_LEASE_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kv/engine.h"
@@ -37,5 +38,14 @@ int kvl_lease(struct kvl_leases *ls, struct ol_kve *e, const struct ol_kvk *k, u
 	      uint64_t now_ms, uint64_t *len);
 /* End the leases past their time. Returns how many. */
 unsigned kvl_expire(struct kvl_leases *ls, struct ol_kve *e, uint64_t now_ms);
+
+/* A pin or reservation taken at t_ms is due for the reaper at now_ms (both CLOCK_MONOTONIC
+ * ms) once ttl_ms have passed. One taken after the reaper read its clock (t_ms > now_ms) is
+ * not: the plain difference would wrap and drop it the moment it was made. */
+static inline bool
+kvl_aged(uint64_t t_ms, uint64_t now_ms, uint64_t ttl_ms)
+{
+	return t_ms <= now_ms && now_ms - t_ms >= ttl_ms;
+}
 
 #endif

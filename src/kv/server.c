@@ -105,7 +105,7 @@ pins_expire(struct conn *c, uint64_t now)
 	unsigned n = 0;
 	pthread_mutex_lock(&c->pmu);
 	for (size_t i = c->n_pins; i-- > 0;) {
-		if (now - c->pins[i].t_ms < c->s->ttl_ms)
+		if (!kvl_aged(c->pins[i].t_ms, now, c->s->ttl_ms))
 			continue;
 		ol_kve_release(c->s->eng, c->pins[i].off, c->pins[i].seq);
 		c->pins[i] = c->pins[--c->n_pins];

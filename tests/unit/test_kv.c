@@ -178,6 +178,13 @@ test_slot_reuse_across_namespaces(void)
 static void
 test_leases(void)
 {
+	/* the reaper's age test: a pin newer than the reaper's clock reading is young (it
+	 * wrapped and was dropped at once before, seen as "dropped 1 pins older than 60 s"
+	 * a second after a start under load) */
+	ok(!kvl_aged(1000, 1000, 60000) && !kvl_aged(1000, 60999, 60000) &&
+	       kvl_aged(1000, 61000, 60000) && !kvl_aged(1001, 1000, 60000) &&
+	       !kvl_aged(UINT64_MAX / 2, 5, 60000),
+	   "a pin is aged only ttl after it was taken, never when taken after now");
 	/* 8 MiB = 8 slots of 1 MiB */
 	struct ol_kve *e = open_eng(8 * MiB, NULL, 0, 0);
 	struct kvl_leases ls;
