@@ -33,9 +33,13 @@ ol_drive_offline(struct ol_store *st, int d, struct ol_meta *m, bool damaged, co
 
 	if (!cur || (m && cur != m))
 		return;
-	if (!atomic_compare_exchange_strong(&dr->meta, &cur, NULL))
-		return;
+	/* under drv_mu, so that who sees the drive offline and then takes drv_mu reads this
+	 * why, not the last one (ol_drive_why) */
 	pthread_mutex_lock(&st->drv_mu);
+	if (!atomic_compare_exchange_strong(&dr->meta, &cur, NULL)) {
+		pthread_mutex_unlock(&st->drv_mu);
+		return;
+	}
 	if (!damaged && !ol_meta_broken(cur, NULL))
 		dr->parked = cur;
 	dr->damaged |= damaged || ol_meta_broken(cur, NULL);
@@ -44,6 +48,14 @@ ol_drive_offline(struct ol_store *st, int d, struct ol_meta *m, bool damaged, co
 	atomic_fetch_add(&dr->faults, 1);
 	ol_err("store: drive %s is offline: %s (%d of %d drives online)", dr->root, why,
 	       ol_set_drives_online(st), st->n);
+}
+
+void
+ol_drive_why(struct ol_store *st, int d, char *out, size_t cap)
+{
+	pthread_mutex_lock(&st->drv_mu);
+	snprintf(out, cap, "%s", st->d[d].why);
+	pthread_mutex_unlock(&st->drv_mu);
 }
 
 void

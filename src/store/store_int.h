@@ -515,6 +515,9 @@ int ol_format_claim(struct ol_store *st, int d);
  * sound, abandoned when broken or damaged (its file is then moved aside when the drive comes
  * back). Any thread. */
 void ol_drive_offline(struct ol_store *st, int d, struct ol_meta *m, bool damaged, const char *why);
+/* A copy of why drive d went offline ("" while online): taken under drv_mu, so a caller
+ * that saw the drive offline reads the reason of that fall. */
+void ol_drive_why(struct ol_store *st, int d, char *out, size_t cap);
 /* After a failed meta call on drive d's env m: offline when m is broken. */
 void ol_drive_check(struct ol_store *st, int d, struct ol_meta *m);
 /* Open drive d's metadata: a damaged meta.mdb is renamed aside (meta.mdb.damaged-<time>,

@@ -302,7 +302,7 @@ test_running(void)
 {
 	struct ol_driveid f, g;
 	struct ol_store *st;
-	char p[600], t[620];
+	char p[600], t[620], why[OL_WHY_MAX];
 	int rc;
 
 	setup("d", 4, 4, 1);
@@ -320,7 +320,8 @@ test_running(void)
 	ok(rename(p, t) == 0 && ol_driveid_write(cfg.data_dirs[3], &g) == 0,
 	   "drive 3's record replaced by drive 1's");
 	ok(wait_online(st, 3, false), "drive 3 goes offline");
-	ok(strstr(st->d[3].why, "another drive of this store") != NULL, "why: %s", st->d[3].why);
+	ol_drive_why(st, 3, why, sizeof(why));
+	ok(strstr(why, "another drive of this store") != NULL, "why: %s", why);
 	rc = put_obj(st, "during", big, BIG);
 	ok(rc == 0 && get_eq(st, "during", big, BIG) == 1 && get_eq(st, "k", big, BIG) == 1,
 	   "the store writes and reads with it offline (%d)", rc);

@@ -689,7 +689,7 @@ test_live_basic(unsigned port)
 	struct resp r;
 	OK(cli_open(&c, port) >= 0, "connect");
 	cli_sends(&c, "POST /echo?a=b%20c HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello");
-	int rc = cli_response(&c, &r, false, 1024, 3000);
+	int rc = cli_response(&c, &r, false, 1024, 30000);
 	OK(rc == 0 && r.status == 200 && !strcmp(r.body, "hello"), "echo body (%d %d)", rc,
 	   r.status);
 	OK(resp_header(&r, "date") && hdr_is(&r, "server", "OpenLake") &&
@@ -706,7 +706,7 @@ test_live_basic(unsigned port)
 		cli_sends(&c, req);
 		char want[4];
 		snprintf(want, sizeof(want), "%02d", i);
-		good += cli_response(&c, &r, false, 64, 3000) == 0 && !strcmp(r.body, want);
+		good += cli_response(&c, &r, false, 64, 30000) == 0 && !strcmp(r.body, want);
 		resp_free(&r);
 	}
 	OK(good == 5, "keep-alive: 5 requests on one connection");
@@ -719,7 +719,7 @@ test_live_basic(unsigned port)
 	const char *q[] = {"1", "2", NULL, "4"};
 	good = 0;
 	for (int i = 0; i < 4; i++) {
-		rc = cli_response(&c, &r, i == 2, 64, 3000);
+		rc = cli_response(&c, &r, i == 2, 64, 30000);
 		if (i == 2)
 			good += !rc && r.status == 200 && hdr_is(&r, "content-length", "77");
 		else
@@ -731,11 +731,11 @@ test_live_basic(unsigned port)
 	OK(!cli_sees_eof(&c, 100), "connection still open after HEAD (no body bytes sent)");
 	/* handler without a response: 500, connection kept */
 	cli_sends(&c, "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n");
-	OK(cli_response(&c, &r, false, 64, 3000) == 0 && r.status == 500, "no response -> 500");
+	OK(cli_response(&c, &r, false, 64, 30000) == 0 && r.status == 500, "no response -> 500");
 	resp_free(&r);
 	/* handler without finish (streamed, Content-Length): server finishes */
 	cli_sends(&c, "GET /stream?n=1000 HTTP/1.1\r\nHost: x\r\n\r\n");
-	rc = cli_response(&c, &r, false, 2000, 3000);
+	rc = cli_response(&c, &r, false, 2000, 30000);
 	char want[1000];
 	fill_pattern(want, 0, 1000);
 	OK(rc == 0 && r.body_len == 1000 && !memcmp(r.body, want, 1000),
@@ -743,7 +743,7 @@ test_live_basic(unsigned port)
 	resp_free(&r);
 	/* chunked response */
 	cli_sends(&c, "GET /stream?n=300000&chunked HTTP/1.1\r\nHost: x\r\n\r\n");
-	rc = cli_response(&c, &r, false, 300000, 3000);
+	rc = cli_response(&c, &r, false, 300000, 30000);
 	char *w = malloc(300000);
 	fill_pattern(w, 0, 300000);
 	OK(rc == 0 && hdr_is(&r, "transfer-encoding", "chunked") && r.body_len == 300000 &&
@@ -756,16 +756,16 @@ test_live_basic(unsigned port)
 	char *junk = calloc(1, 20000);
 	cli_send(&c, junk, 20000);
 	free(junk);
-	rc = cli_response(&c, &r, false, 64, 3000);
+	rc = cli_response(&c, &r, false, 64, 30000);
 	OK(rc == 0 && r.status == 403, "early answer without reading the body");
 	resp_free(&r);
 	cli_sends(&c, "GET /echo?after HTTP/1.1\r\nHost: x\r\n\r\n");
-	rc = cli_response(&c, &r, false, 64, 3000);
+	rc = cli_response(&c, &r, false, 64, 30000);
 	OK(rc == 0 && hdr_is(&r, "x-query", "after"), "unread body drained, keep-alive works");
 	resp_free(&r);
 	/* API misuse codes */
 	cli_sends(&c, "GET /api HTTP/1.1\r\nHost: x\r\n\r\n");
-	rc = cli_response(&c, &r, false, 64, 3000);
+	rc = cli_response(&c, &r, false, 64, 30000);
 	OK(rc == 0 && hdr_is(&r, "x-results", "-22 -22 -22 -22") && !strcmp(r.body, "-114 -90") &&
 	       !resp_header(&r, "injected") && !resp_header(&r, "connection"),
 	   "write before respond, CR/LF in a value, bad name, bad status: -EINVAL; second respond: "
@@ -776,7 +776,7 @@ test_live_basic(unsigned port)
 	struct cli c3;
 	cli_open(&c3, port);
 	cli_sends(&c3, "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-	rc = cli_response(&c3, &r, false, 64, 3000);
+	rc = cli_response(&c3, &r, false, 64, 30000);
 	OK(rc == 0 && r.status == 200 && hdr_is(&r, "connection", "close") &&
 	       cli_sees_eof(&c3, 3000),
 	   "Connection: close from the client: answered, then closed");
@@ -801,17 +801,17 @@ test_live_continue(unsigned port)
 	cli_open(&c, port);
 	cli_sends(&c, "PUT /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n"
 		      "Expect: 100-continue\r\n\r\n");
-	int rc = cli_response(&c, &r, false, 64, 3000);
+	int rc = cli_response(&c, &r, false, 64, 30000);
 	OK(rc == 0 && r.status == 100, "100 Continue before the body");
 	resp_free(&r);
 	cli_sends(&c, "data");
-	rc = cli_response(&c, &r, false, 64, 3000);
+	rc = cli_response(&c, &r, false, 64, 30000);
 	OK(rc == 0 && r.status == 200 && !strcmp(r.body, "data"), "then the final response");
 	resp_free(&r);
 	/* early final answer: no 100, and the connection closes (the body never came) */
 	cli_sends(&c, "PUT /early HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n"
 		      "Expect: 100-continue\r\n\r\n");
-	rc = cli_response(&c, &r, false, 64, 3000);
+	rc = cli_response(&c, &r, false, 64, 30000);
 	OK(rc == 0 && r.status == 403 && hdr_is(&r, "connection", "close"),
 	   "early answer to Expect: final status, no 100, Connection: close");
 	resp_free(&r);
@@ -821,10 +821,10 @@ test_live_continue(unsigned port)
 	cli_open(&c, port);
 	cli_sends(&c, "PUT /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
 		      "Expect: 100-continue\r\n\r\n");
-	rc = cli_response(&c, &r, false, 64, 3000);
+	rc = cli_response(&c, &r, false, 64, 30000);
 	resp_free(&r);
 	cli_sends(&c, "4;chunk-signature=abc\r\nwiki\r\n5\r\npedia\r\n0\r\nX-Sum: 1\r\n\r\n");
-	rc = rc ? rc : cli_response(&c, &r, false, 64, 3000);
+	rc = rc ? rc : cli_response(&c, &r, false, 64, 30000);
 	OK(rc == 0 && !strcmp(r.body, "wikipedia"), "chunked upload with extensions and trailer");
 	resp_free(&r);
 	close(c.fd);
@@ -849,7 +849,7 @@ test_live_errors(unsigned port)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		cli_open(&c, port);
 		cli_sends(&c, cases[i].req);
-		int rc = cli_response(&c, &r, false, 256, 3000);
+		int rc = cli_response(&c, &r, false, 256, 30000);
 		OK(rc == 0 && r.status == cases[i].status && cli_sees_eof(&c, 3000),
 		   "bad request -> %d and close (got %d)", cases[i].status, r.status);
 		resp_free(&r);
@@ -861,7 +861,7 @@ test_live_errors(unsigned port)
 	memcpy(big, "GET / HTTP/1.1\r\nX: ", 19);
 	cli_send(&c, big, 70000);
 	free(big);
-	int rc = cli_response(&c, &r, false, 256, 3000);
+	int rc = cli_response(&c, &r, false, 256, 30000);
 	OK(rc == 0 && r.status == 431, "70000-byte header -> 431 (%d)", r.status);
 	resp_free(&r);
 	close(c.fd);
@@ -876,7 +876,7 @@ test_limits(unsigned port)
 	int rc;
 	cli_open(&c, port);
 	cli_sends(&c, "PUT /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n");
-	rc = cli_response(&c, &r, false, 256, 3000);
+	rc = cli_response(&c, &r, false, 256, 30000);
 	OK(rc == 0 && r.status == 413 && cli_sees_eof(&c, 3000),
 	   "Content-Length over max_body_bytes -> 413 and close (%d)", r.status);
 	resp_free(&r);
@@ -894,7 +894,7 @@ test_limits(unsigned port)
 		cli_sends(&c, "\r\n");
 	}
 	free(b);
-	rc = cli_response(&c, &r, false, 256, 3000);
+	rc = cli_response(&c, &r, false, 256, 30000);
 	OK(rc == 0 && r.status == 400 && strstr(r.body, "BAD -90"),
 	   "chunked body over max_body_bytes: -EMSGSIZE to the handler (%s)", r.body);
 	resp_free(&r);
@@ -908,17 +908,17 @@ test_live_http10(unsigned port)
 	struct resp r;
 	cli_open(&c, port);
 	cli_sends(&c, "GET /echo HTTP/1.0\r\n\r\n");
-	int rc = cli_response(&c, &r, false, 64, 3000);
+	int rc = cli_response(&c, &r, false, 64, 30000);
 	OK(rc == 0 && r.status == 200 && cli_sees_eof(&c, 3000), "HTTP/1.0: closes");
 	resp_free(&r);
 	close(c.fd);
 	cli_open(&c, port);
 	cli_sends(&c, "GET /echo?1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
-	rc = cli_response(&c, &r, false, 64, 3000);
+	rc = cli_response(&c, &r, false, 64, 30000);
 	OK(rc == 0 && hdr_is(&r, "connection", "keep-alive"), "HTTP/1.0 keep-alive answered");
 	resp_free(&r);
 	cli_sends(&c, "GET /stream?n=5000&chunked HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
-	rc = cli_response(&c, &r, false, 8000, 3000);
+	rc = cli_response(&c, &r, false, 8000, 30000);
 	OK(rc == 0 && r.closed && r.body_len == 5000 && !resp_header(&r, "transfer-encoding"),
 	   "HTTP/1.0 unknown length: body ends at close (%zu)", r.body_len);
 	resp_free(&r);
@@ -960,7 +960,7 @@ test_idle_conns_park(void)
 			cli_sends(&c[i], "GET /echo?n=1 HTTP/1.1\r\nHost: x\r\n\r\n");
 		for (unsigned i = 0; i < N; i++) {
 			struct resp r;
-			int ok_ = cli_response(&c[i], &r, false, 64, 5000) == 0 && r.status == 200;
+			int ok_ = cli_response(&c[i], &r, false, 64, 30000) == 0 && r.status == 200;
 			*(round ? &again : &served) += ok_;
 			resp_free(&r);
 		}
@@ -995,7 +995,7 @@ test_live_timeouts(void)
 	close(c.fd);
 	cli_open(&c, port);
 	cli_sends(&c, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
-	int rc = cli_response(&c, &r, false, 64, 3000);
+	int rc = cli_response(&c, &r, false, 64, 30000);
 	resp_free(&r);
 	t0 = ol_io_now_ms();
 	eof = cli_sees_eof(&c, 3000);
@@ -1005,7 +1005,7 @@ test_live_timeouts(void)
 	close(c.fd);
 	cli_open(&c, port);
 	cli_sends(&c, "GET /echo HTTP/1.1\r\nHo");
-	rc = cli_response(&c, &r, false, 64, 3000);
+	rc = cli_response(&c, &r, false, 64, 30000);
 	OK(rc == 0 && r.status == 408 && cli_sees_eof(&c, 3000), "header timeout -> 408 (%d)",
 	   r.status);
 	resp_free(&r);
@@ -1015,7 +1015,7 @@ test_live_timeouts(void)
 	t0 = ol_io_now_ms();
 	for (int i = 0; i < 10 && cli_sends(&c, "X") == 0; i++)
 		usleep(60000);
-	rc = cli_response(&c, &r, false, 64, 3000);
+	rc = cli_response(&c, &r, false, 64, 30000);
 	dt = ol_io_now_ms() - t0;
 	OK(rc == 0 && r.status == 408 && dt < 5000, "trickled head still times out (%llu ms)",
 	   (unsigned long long)dt);
@@ -1028,7 +1028,7 @@ test_live_timeouts(void)
 	fill_pattern(part, 0, 10);
 	cli_send(&c, part, 10);
 	t0 = ol_io_now_ms();
-	rc = cli_response(&c, &r, false, 64, 3000);
+	rc = cli_response(&c, &r, false, 64, 30000);
 	dt = ol_io_now_ms() - t0;
 	OK(rc == 0 && r.status == 400 && strstr(r.body, "10 BAD -110") && dt < 5000 &&
 	       hdr_is(&r, "connection", "close") && cli_sees_eof(&c, 2000),
@@ -1042,11 +1042,11 @@ test_live_timeouts(void)
 	for (int i = 0; i < 3; i++) { /* served once: surely accepted and counted */
 		cli_open(&m[i], port);
 		cli_sends(&m[i], "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
-		active += cli_response(&m[i], &r, false, 64, 5000) == 0;
+		active += cli_response(&m[i], &r, false, 64, 30000) == 0;
 		resp_free(&r);
 	}
 	cli_open(&m[3], port);
-	rc = cli_response(&m[3], &r, false, 64, 3000);
+	rc = cli_response(&m[3], &r, false, 64, 30000);
 	OK(active == 3 && rc == 0 && r.status == 503, "connection over max_conns -> 503 (%d)",
 	   r.status);
 	resp_free(&r);
@@ -1260,7 +1260,7 @@ test_server_api(unsigned port)
 		c.fd = ol_io_connect(a6, 2000);
 		struct resp r;
 		cli_sends(&c, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
-		rc = cli_response(&c, &r, false, 64, 3000);
+		rc = cli_response(&c, &r, false, 64, 30000);
 		OK(rc == 0 && r.status == 200, "IPv6 listener serves");
 		resp_free(&r);
 		close(c.fd);
@@ -1340,7 +1340,7 @@ test_live_garbage(unsigned port, const char *corpus)
 	struct resp r;
 	cli_open(&c, port);
 	cli_sends(&c, "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
-	int rc = cli_response(&c, &r, false, 64, 3000);
+	int rc = cli_response(&c, &r, false, 64, 30000);
 	OK(!bad && rc == 0 && r.status == 200,
 	   "200 random inputs answered or closed (%d stuck), server still serves", bad);
 	resp_free(&r);

@@ -506,6 +506,7 @@ test_identity(uint8_t *small)
 	struct ol_node_client *c = NULL;
 	struct ol_node_peer_info pi;
 	struct ol_store *st = NULL;
+	char why[OL_WHY_MAX];
 	int rc = open_ident(&st), all = 1;
 
 	for (int i = 0; i < N; i++)
@@ -521,8 +522,10 @@ test_identity(uint8_t *small)
 	g.index = 1;
 	ok(st && ol_driveid_write(dirs[2], &g) == 0 && wait_drive(st, 2, false),
 	   "a drive whose record changed under it goes offline");
-	ok(st && strstr(st->d[2].why, "another drive of this store") != NULL, "why: %s",
-	   st ? st->d[2].why : "");
+	why[0] = 0;
+	if (st)
+		ol_drive_why(st, 2, why, sizeof(why));
+	ok(strstr(why, "another drive of this store") != NULL, "why: %s", why);
 	ok(st && put(st, "b1", "ident1", small, 1000, 0, NULL) == 0 &&
 	       same(st, "b1", "ident1", NULL, small, 1000),
 	   "the set writes and reads with it offline");
@@ -548,8 +551,10 @@ test_identity(uint8_t *small)
 	snprintf(g.store, sizeof(g.store), "dep-other");
 	rc = ol_driveid_write(dirs[3], &g);
 	rc = rc ? rc : open_ident(&st);
+	if (rc == 0)
+		ol_drive_why(st, 3, why, sizeof(why));
 	ok(rc == 0 && ol_store_drives_online(st) == N - 1 &&
-	       strstr(st->d[3].why, "another store's disk") != NULL,
+	       strstr(why, "another store's disk") != NULL,
 	   "another store's drive kept offline at open, the set runs degraded (%d)", rc);
 	ok(st && put(st, "b1", "ident2", small, 2000, 0, NULL) == 0 &&
 	       same(st, "b1", "ident2", NULL, small, 2000),
