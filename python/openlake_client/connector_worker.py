@@ -95,7 +95,7 @@ class WorkerSide:
             from .connector_removals import RemovalWatch
 
             self.removals = RemovalWatch(store, cfg.events_poll_ms, self._removed, rec, warn,
-                                         cfg.events_map_keys)
+                                         cfg.events_map_keys, self._other_ranks_keys())
         if cfg.async_save or cfg.layerwise:  # layer saves overlap the forward
             self._saver = queue.Queue()
             self._thread = threading.Thread(target=self._save_loop, name="openlake-save",
@@ -580,14 +580,27 @@ class WorkerSide:
         """Remember which block hash each key of these jobs (group 0: the events' group)
         holds, so a removal the pool reports maps back to it."""
         if self.removals is not None:
-            for j in jobs:
-                if j.g == 0 and j.h is not None:
-                    self.removals.note(j.key, j.h)
+            js = [j for j in jobs if j.g == 0 and j.h is not None]
+            self.removals.note_many([j.key for j in js], [j.h for j in js],
+                                    [j.layer for j in js])
 
     def _note_keys(self, keys, hashes, layer):
         if self.removals is not None:
-            for k, h in zip(keys, hashes):
-                self.removals.note(k, h)
+            self.removals.note_many(keys, hashes, [layer] * len(keys))
+
+    def _other_ranks_keys(self):
+        """derive() for the removal watch: the keys the other TP ranks of this PP stage store
+        a block (or a layer of it) under; None with one key per stage (TP 1, MLA)."""
+        tp = 1 if self.geo.use_mla else self.geo.tp_size
+        others = [self.pp_rank * tp + t for t in range(tp) if t != self.tp_rank]
+        if not others:
+            return None
+
+        def derive(h, layer):
+            base = h if layer is None else layer_hash(h, layer)
+            return [rank_key(base, r) for r in others]
+
+        return derive
 
     def _removed(self, hashes):
         """The pool removed these blocks (RemovalWatch's thread)."""
