@@ -20,13 +20,12 @@ import numpy as np
 from ._lib import Iov, Op
 from .store import FLAG_CRC, FLAG_XXH3, MAGIC, TRAILER_LEN, IovArray, iov_xxh3
 
-# struct trailer (store.TRAILER): magic, flags, reserved, payload length, key prefix, sum
-TRAILER_DT = np.dtype([("magic", "<u4"), ("flags", "<u2"), ("rsv", "<u2"), ("plen", "<u8"),
-                       ("kp", "<u8"), ("crc", "<u4"), ("rsv2", "<u4")])
+# struct trailer (store.TRAILER) as four little-endian u64 words: magic | flags << 32 (|
+# reserved << 48), payload length, key prefix, checksum (| reserved << 32)
 _MAGIC = int.from_bytes(MAGIC, "little")
+_LOW32 = np.uint64(0xFFFFFFFF)
 _OPW = ctypes.sizeof(Op) // 8  # struct ol_kv_op as int64 words
-assert TRAILER_DT.itemsize == TRAILER_LEN and ctypes.sizeof(Op) % 8 == 0
-assert ctypes.sizeof(Iov) == 16
+assert TRAILER_LEN == 32 and ctypes.sizeof(Op) % 8 == 0 and ctypes.sizeof(Iov) == 16
 
 
 class BulkGet:
@@ -44,7 +43,7 @@ class BulkGet:
         iov = np.empty((nj, n + 1, 2), np.int64)
         iov[:, :n, 0] = addr
         iov[:, :n, 1] = lens
-        self.trailers = np.zeros(nj, TRAILER_DT)
+        self.trailers = np.zeros((nj, 4), np.uint64)
         rows = np.arange(nj, dtype=np.int64)
         iov[:, n, 0] = self.trailers.ctypes.data + rows * TRAILER_LEN
         iov[:, n, 1] = TRAILER_LEN
@@ -78,16 +77,16 @@ class BulkGet:
         """True when every chunk came back whole with a trailer that check_trailer passes."""
         tr = self.trailers
         ok = (self.status() == 0) & (self.value_len() == payload + TRAILER_LEN)
-        ok &= (tr["magic"] == _MAGIC) & (tr["plen"] == payload)
-        ok &= tr["kp"] == self.keys.view("<u8")[::4]
+        ok &= ((tr[:, 0] & _LOW32) == _MAGIC) & (tr[:, 1] == payload)
+        ok &= tr[:, 2] == self.keys.view("<u8")[::4]  # the key prefix
         if verify:
-            summed = (tr["flags"] & (FLAG_CRC | FLAG_XXH3)) != 0
+            flags = tr[:, 0] >> np.uint64(32)
             if self.hashes is None:  # nothing to compare with: the per-chunk check decides
-                ok &= ~summed
-            else:
-                xx = (tr["flags"] & FLAG_XXH3) != 0
-                match = tr["crc"] == (self.hashes & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-                ok &= ~summed | (xx & match)
+                ok &= (flags & np.uint64(FLAG_CRC | FLAG_XXH3)) == 0
+            else:  # unsummed, or XXH3 and the sum matches (CRC-32: the per-chunk check)
+                unsummed = (flags & np.uint64(FLAG_CRC | FLAG_XXH3)) == 0
+                xxh3 = (flags & np.uint64(FLAG_XXH3)) != 0
+                ok &= unsummed | (xxh3 & ((tr[:, 3] & _LOW32) == (self.hashes & _LOW32)))
         return bool(ok.all())
 
     def _range(self, i):
