@@ -14,7 +14,7 @@ import threading
 import time
 
 from .connector_config import worker_rank
-from .keys import layer_hash, rank_key
+from .keys import layer_hash, rank_key, rank_keys
 from .layouts import PagedKV
 from .store import TRAILER_LEN, StoreDown, check_trailer, make_trailer
 
@@ -265,7 +265,9 @@ class WorkerSide:
         _finish_loads decide, on the same bytes."""
         chunks = [(ls.req_id, c) for ls in loads for c in ls.chunks]
         g = chunks[0][1][3] if len(chunks[0][1]) > 3 else 0
-        keys = [self._key(c[0], layer) for _, c in chunks]
+        hs = [c[0] for _, c in chunks]
+        keys = rank_keys(hs if layer is None else [layer_hash(h, layer) for h in hs],
+                         self.key_rank)
         ids = _np.array([c[1] for _, c in chunks], dtype=_np.int64)
         t0 = time.perf_counter()
         b = self._get_bulk(self.kvs[g], ids, keys, layer)
