@@ -9,7 +9,9 @@
    CRC) beside a raw libopenlake get/put of the same bytes in the same batch.
    --verify-ab: the load alone, verify off / on with the hash taken during the copy
    (ol_kv_get_xxh3) / on with the hash after it (two passes, as before OPENLAKE_0.4) / a raw
-   get, interleaved batch by batch in one process (a loaded machine moves all four alike).
+   get, interleaved batch by batch in one process (a loaded machine moves all four alike);
+   wall time, and beside it the calling thread's CPU time (which the load of a shared machine
+   moves less: the wait for the CPU is not in it).
 3. A lookup as the scheduler makes it (LEASE of a request's chunk keys, the lease ended
    later by the worker) beside a plain `exists` of the same keys.
 
@@ -334,31 +336,38 @@ def verify_ab(addr, device, layers, heads, head_dim, nblocks, reps):
     has = getattr(Client, "has_get_xxh3", None)
     modes = ["off", "fused", "two-pass"] if fused else ["off", "two-pass"]
     t = {m: [] for m in modes + ["raw"]}
-    for _ in range(reps):
-        for m in modes:
+    cpu = {m: [] for m in modes + ["raw"]}  # this thread's CPU time: what load moves less
+    ways = modes + ["raw"]
+    for rep in range(reps):  # each way in each place of the order equally often (caches)
+        for m in ways[rep % len(ways):] + ways[:rep % len(ways)]:
             w.cfg.verify = m != "off"
             if fused:
                 Client.has_get_xxh3 = has if m != "two-pass" else (lambda self: False)
-            t0 = time.perf_counter()
-            w.load(plan)
+            c0, t0 = time.thread_time(), time.perf_counter()
+            if m == "raw":
+                st, _ = cl.get_iov(rk, iovs)
+                assert all(s == ol.Status.OK for s in st)
+            else:
+                w.load(plan)
             t[m].append(time.perf_counter() - t0)
+            cpu[m].append(time.thread_time() - c0)
             assert not w.take_invalid(), "connector load failed (%s)" % m
         if fused:
             Client.has_get_xxh3 = has
-        t0 = time.perf_counter()
-        st, _ = cl.get_iov(rk, iovs)
-        t["raw"].append(time.perf_counter() - t0)
-        assert all(s == ol.Status.OK for s in st)
     cl.delete(rk)
     cl.delete([rank_key_of(h) for h in hs])
     cl.close()
     conn.shutdown()
     per = {m: statistics.median(v) / len(ids) * 1e6 for m, v in t.items()}
-    print("verified load A/B, %d x %d KiB blocks (%d iovecs each), %d interleaved batches, %s:"
-          % (len(ids), w.payload // 1024, 2 * layers, reps, device))
+    pc = {m: statistics.median(v) / len(ids) * 1e6 for m, v in cpu.items()}
+    print("verified load A/B, %d x %d KiB blocks (%d iovecs each), %d interleaved batches, %s,"
+          " load average %.1f:" % (len(ids), w.payload // 1024, 2 * layers, reps, device,
+                                   os.getloadavg()[0]))
     for m in modes:
         print("  load verify=%-8s %7.1f us/block  raw get %7.1f us/block  speed vs raw %.2fx"
-              % (m, per[m], per["raw"], per["raw"] / per[m]))
+              "   (CPU time: %6.1f vs %6.1f us/block, %.2fx)"
+              % (m, per[m], per["raw"], per["raw"] / per[m], pc[m], pc["raw"],
+                 pc["raw"] / pc[m]))
 
 
 def rank_key_of(h):

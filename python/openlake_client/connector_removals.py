@@ -6,7 +6,15 @@ docs/kv-protocol.md "Removal events"); Client.events reads a node's removed keys
 namespace from a sequence on. A thread polls every node of the client's view at most every
 events_poll_ms, maps each removed key back to the block hash it was saved or loaded under (a
 bounded map: keys we never knew, or forgot, are skipped), drops the hashes whose block is
-stored again by now (one exists call per poll) and hands BlockRemoved events to publish. A
+stored again by now (one exists call per poll) and hands BlockRemoved events to publish.
+
+With tensor parallelism every rank stores its own shard of a block under its own key, and a
+block is loadable only while all of them are there: the removal of any rank's key removes
+the block. Only TP rank 0 publishes events (vLLM keeps one stream per engine), so its watch
+maps every rank's keys: keys are a pure function of the chain hash and the rank (keys.py), so
+for each block it notes, the watch derives the other ranks' keys itself (`derive`), on its
+own thread at the next poll, before it maps what it read. Each block is still reported once:
+its first removed key publishes it and forgets all of its keys. A
 "lost" answer (the node's ring dropped events we had not read) publishes what it can and is
 counted (events_lost) and logged. Nothing here raises into vLLM's step: errors are logged and
 the node is asked again at the next poll. A node or library too old for EVENTS is skipped.
@@ -18,13 +26,19 @@ import threading
 
 
 class RemovalWatch:
-    def __init__(self, store, interval_ms, publish, rec, warn, max_keys=131072):
+    """derive(h, layer): the other ranks' keys of block h (of one layer of it, layerwise), or
+    None when this rank's keys are all there are. max_keys bounds the map over every rank's
+    keys (TP ranks share it: with tp ranks it remembers max_keys / tp blocks)."""
+
+    def __init__(self, store, interval_ms, publish, rec, warn, max_keys=131072, derive=None):
         self.store, self.publish, self.rec, self.warn = store, publish, rec, warn
         self.interval = max(1, int(interval_ms)) / 1e3
         self.max_keys = max(1, int(max_keys))
+        self.derive = derive
         self._lock = threading.Lock()
         self._hash = collections.OrderedDict()  # key -> block hash, oldest first
         self._keys = {}  # block hash -> set of its keys in _hash
+        self._pending = []  # (block hash, layer) whose other ranks' keys are not derived yet
         self._cursor = {}  # node number -> the sequence to ask from
         self._stop = threading.Event()
         self.polls = 0  # completed polls (tests wait on it)
@@ -32,17 +46,40 @@ class RemovalWatch:
                                         daemon=True)
         self._thread.start()
 
-    def note(self, key, h):
-        """key holds (part of) block h in the pool now: its removal is h's."""
+    def note(self, key, h, layer=None):
+        """key holds (part of) block h in the pool now (layerwise: of its layer `layer`): its
+        removal, or that of another rank's key of the same part, is h's."""
+        self.note_many([key], [h], [layer])
+
+    def note_many(self, keys, hashes, layers):
         with self._lock:
-            old = self._hash.pop(key, None)
-            if old is not None and old != h:
-                self._forget(key, old)
-            self._hash[key] = h
-            self._keys.setdefault(h, set()).add(key)
-            while len(self._hash) > self.max_keys:
-                k, oh = self._hash.popitem(last=False)
-                self._forget(k, oh)
+            for key, h in zip(keys, hashes):
+                self._put(key, h)
+            if self.derive is not None:  # bounded as the map is (a poll far away)
+                self._pending.extend(zip(hashes, layers))
+                del self._pending[:-self.max_keys]
+
+    def _put(self, key, h):  # under _lock
+        old = self._hash.pop(key, None)
+        if old is not None and old != h:
+            self._forget(key, old)
+        self._hash[key] = h
+        self._keys.setdefault(h, set()).add(key)
+        while len(self._hash) > self.max_keys:
+            k, oh = self._hash.popitem(last=False)
+            self._forget(k, oh)
+
+    def _expand(self):
+        """Note the other ranks' keys of the blocks noted since the last poll (the hashing is
+        done here, on the watch's thread, not in vLLM's step)."""
+        with self._lock:
+            todo, self._pending = self._pending, []
+        if not todo:
+            return
+        derived = [(k, h) for h, layer in dict.fromkeys(todo) for k in self.derive(h, layer)]
+        with self._lock:
+            for k, h in derived:
+                self._put(k, h)
 
     def _forget(self, key, h):
         ks = self._keys.get(h)
@@ -101,6 +138,8 @@ class RemovalWatch:
                 if e.errno != errno.ENOTSUP:  # a node down: asked again next time
                     self.warn("events", "openlake: removal events of node %d: %s", node, e)
             node += 1
+        if self.derive is not None:  # after the read: a block noted meanwhile is mapped
+            self._expand()
         known = self._known(removed)
         if not known:
             return []

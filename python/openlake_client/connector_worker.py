@@ -14,9 +14,14 @@ import threading
 import time
 
 from .connector_config import worker_rank
-from .keys import layer_hash, rank_key
+from .keys import layer_hash, rank_key, rank_keys
 from .layouts import PagedKV
-from .store import TRAILER_LEN, IovArray, StoreDown, check_trailer, make_trailer
+from .store import TRAILER_LEN, StoreDown, check_trailer, make_trailer
+
+try:  # the fast load path's arrays (connector_bulk); vLLM always has numpy
+    import numpy as _np
+except ImportError:  # pragma: no cover - then every load takes the per-chunk path
+    _np = None
 
 
 class _Job:
@@ -90,7 +95,7 @@ class WorkerSide:
             from .connector_removals import RemovalWatch
 
             self.removals = RemovalWatch(store, cfg.events_poll_ms, self._removed, rec, warn,
-                                         cfg.events_map_keys)
+                                         cfg.events_map_keys, self._other_ranks_keys())
         if cfg.async_save or cfg.layerwise:  # layer saves overlap the forward
             self._saver = queue.Queue()
             self._thread = threading.Thread(target=self._save_loop, name="openlake-save",
@@ -141,9 +146,12 @@ class WorkerSide:
 
     # -- memory of one chunk
     def _payload(self, job):
-        if job.layer is None:
-            return self.payloads[job.g]
-        return self.kvs[job.g].image_bytes(self.chunk_blocks, job.layer)
+        return self._payload_of(job.g, job.layer)
+
+    def _payload_of(self, g, layer):
+        if layer is None:
+            return self.payloads[g]
+        return self.kvs[g].image_bytes(self.chunk_blocks, layer)
 
     def _key(self, h, layer):
         return rank_key(h if layer is None else layer_hash(h, layer), self.key_rank)
@@ -208,38 +216,99 @@ class WorkerSide:
             return
         lays = [None] if not self.layerwise else \
             [layer] if layer is not None else list(range(len(self.kv.tensors)))
+        if len(lays) == 1 and self._bulk_ok(loads):
+            self._load_bulk(loads, invalid, failed, lays[0], timed)
+            return
         jobs = [_Job(ls.req_id, self._key(h, la), ids, skip, h, None, g[0] if g else 0, la)
                 for ls in loads for h, ids, skip, *g in ls.chunks for la in lays]
-        fast = len(lays) == 1 and self._bulk_ok(jobs)
-        if not fast:
-            for j in jobs:
-                self._ranges(j, True)
+        for j in jobs:
+            self._ranges(j, True)
         t0 = time.perf_counter()
         try:
-            if fast:
-                st, lens = self._get_bulk(jobs)
-            else:
-                st, lens = self.store.call("get_iov", [j.key for j in jobs],
-                                           [j.iovs() for j in jobs])
+            st, lens = self.store.call("get_iov", [j.key for j in jobs],
+                                       [j.iovs() for j in jobs])
         except StoreDown:
             st, lens = [None] * len(jobs), [0] * len(jobs)
         if timed:
-            ms = (time.perf_counter() - t0) * 1e3
-            self.rec.observe("load_ms", ms)
-            tokens = sum(len(j.ids) - j.skip for j in jobs) // len(lays) * self.geo.block_size
-            self.rec.sample("load_cost_obs", [tokens, ms])  # the scheduler's break-even hit
+            self._timed(t0, sum(len(j.ids) - j.skip for j in jobs) // len(lays))
         self._finish_loads(loads, jobs, st, lens, invalid, failed, len(lays))
+        self._leased([j.key for j in jobs])
+
+    def _timed(self, t0, blocks):
+        ms = (time.perf_counter() - t0) * 1e3
+        self.rec.observe("load_ms", ms)
+        self.rec.sample("load_cost_obs", [blocks * self.geo.block_size, ms])  # break-even
+
+    def _leased(self, keys):
         if self.cfg.lease_ms:
             with self._lock:
-                self._loaded_keys += [j.key for j in jobs]
+                self._loaded_keys += keys
 
-    def _bulk_ok(self, jobs):
+    def _bulk_ok(self, loads):
         """True when every chunk goes straight into its blocks (zero copy, nothing skipped)
-        and all have the same group, length and layer: then one tensor op builds every
-        iovec."""
-        if not jobs or len({(j.g, len(j.ids), j.layer) for j in jobs}) != 1:
+        and all have the same group and length: then the batch is flat arrays
+        (connector_bulk: one numpy op builds every iovec, one checks every trailer)."""
+        if _np is None:
             return False
-        return self.kvs[jobs[0].g].zero_copy and not any(j.skip for j in jobs)
+        first = None
+        for ls in loads:
+            for h, ids, skip, *g in ls.chunks:
+                shape = (len(ids), g[0] if g else 0)
+                if skip or shape != (first or shape):
+                    return False
+                first = shape
+        return first is not None and self.kvs[first[1]].zero_copy
+
+    def _load_bulk(self, loads, invalid, failed, layer, timed):
+        """_load of a batch _bulk_ok accepts. When every chunk comes back good (the usual
+        case) nothing is done per chunk but its key; otherwise the per-chunk checks of
+        _finish_loads decide, on the same bytes."""
+        chunks = [(ls.req_id, c) for ls in loads for c in ls.chunks]
+        g = chunks[0][1][3] if len(chunks[0][1]) > 3 else 0
+        hs = [c[0] for _, c in chunks]
+        keys = rank_keys(hs if layer is None else [layer_hash(h, layer) for h in hs],
+                         self.key_rank)
+        ids = _np.array([c[1] for _, c in chunks], dtype=_np.int64)
+        t0 = time.perf_counter()
+        b = self._get_bulk(self.kvs[g], ids, keys, layer)
+        if timed:
+            self._timed(t0, ids.size)
+        payload = self._payload_of(g, layer)
+        if b.done and b.all_good(payload, self.cfg.verify):
+            self._loaded_bulk(chunks, keys, g, layer, ids.size)
+        else:
+            from .client import Status
+
+            jobs, st, lens = [], [], []
+            for (req, c), key, (status, n, trailer, ranges) in zip(chunks, keys, b.rows()):
+                j = _Job(req, key, c[1], 0, c[0], None, g, layer)
+                j.trailer, j.ranges = trailer, ranges
+                j.keep.append(b)  # ranges point into its arrays
+                jobs.append(j)
+                st.append(None if status is None else Status.of(status))
+                lens.append(n)
+            self._finish_loads(loads, jobs, st, lens, invalid, failed)
+        self._leased(keys)
+
+    def _get_bulk(self, kv, ids, keys, layer):
+        """The batch get of _load_bulk (its arrays, statuses, trailers and hashes in the
+        BulkGet returned; done is False when the pool was down)."""
+        from .connector_bulk import BulkGet
+
+        b = BulkGet(kv, ids, keys, layer)
+        try:
+            b.get(self.store.call, self.cfg.verify)
+        except StoreDown:
+            pass
+        return b
+
+    def _loaded_bulk(self, chunks, keys, g, layer, blocks):
+        """What _loaded does for each of a good batch's chunks, once for the batch."""
+        if g == 0:
+            self._note_keys(keys, [c[0] for _, c in chunks], layer)
+        first = layer in (None, 0)  # a chunk's blocks and a load count once, not per layer
+        self.rec.add(blocks_loaded=blocks if first else 0, loads=int(first),
+                     bytes_loaded=self.kvs[g].image_bytes(blocks, layer))
 
     # -- layerwise loads: one thread moves layer 0, 1, ... of the step's loads in order
     def _start_pipe(self, loads):
@@ -304,45 +373,6 @@ class WorkerSide:
             for ls in p.loads:
                 self._fail_request(ls.chunks, 0, self._invalid)
                 self._failed_reqs.add(ls.req_id)
-
-    def _get_bulk(self, jobs):
-        """get_iov of jobs with their op, iovec and trailer arrays built in bulk (tensor ops,
-        no per-iovec Python objects): a 32-layer block is 64 iovecs, and building them one
-        tuple at a time cost more than the copy. Returns (statuses, value lengths); each
-        job's trailer and (when verifying) ranges are filled in."""
-        import torch
-
-        from ._lib import Iov, Op
-        from .client import Status
-
-        nj = len(jobs)
-        ids = torch.tensor([j.ids for j in jobs], dtype=torch.int64)
-        tab = self.kvs[jobs[0].g].iov_table(ids, jobs[0].layer)
-        n = tab.shape[1]
-        assert ctypes.sizeof(Iov) == 16 and ctypes.sizeof(Op) % 8 == 0
-        iov = torch.empty((nj, n + 1, 2), dtype=torch.int64)  # struct ol_iov, + the trailer
-        iov[:, :n] = tab
-        trailers = ctypes.create_string_buffer(nj * TRAILER_LEN)
-        rows = torch.arange(nj, dtype=torch.int64)
-        iov[:, n, 0] = ctypes.addressof(trailers) + rows * TRAILER_LEN
-        iov[:, n, 1] = TRAILER_LEN
-        keys = ctypes.create_string_buffer(b"".join(j.key for j in jobs), nj * 32)
-        ops = torch.zeros((nj, ctypes.sizeof(Op) // 8), dtype=torch.int64)  # struct ol_kv_op
-        ops[:, Op.key.offset // 8] = ctypes.addressof(keys) + rows * 32
-        ops[:, Op.iov.offset // 8] = iov.data_ptr() + rows * ((n + 1) * 16)
-        ops[:, Op.iovcnt.offset // 8] = n + 1
-        # verifying: the get hashes each block's n payload ranges as it copies them (None
-        # from a library without ol_kv_get_xxh3: check_trailer hashes them again)
-        hashes = self.store.call("get_ops", ops.data_ptr(), nj, n if self.cfg.verify else None)
-        st = [Status.of(v) for v in ops.view(torch.int32)[:, Op.status.offset // 4].tolist()]
-        lens = ops[:, Op.value_len.offset // 8].tolist()
-        raw = trailers.raw
-        base, step = iov.data_ptr(), (n + 1) * 16
-        for i, j in enumerate(jobs):
-            j.trailer = raw[i * TRAILER_LEN:(i + 1) * TRAILER_LEN]
-            j.ranges = IovArray(base + i * step, n, hashes[i] if hashes else None)
-            j.keep.append(iov)
-        return st, lens
 
     def _finish_loads(self, loads, jobs, st, lens, invalid, failed, nl=1):
         """jobs: per request, per chunk, nl objects (its layers, or the whole chunk)."""
@@ -552,9 +582,27 @@ class WorkerSide:
         """Remember which block hash each key of these jobs (group 0: the events' group)
         holds, so a removal the pool reports maps back to it."""
         if self.removals is not None:
-            for j in jobs:
-                if j.g == 0 and j.h is not None:
-                    self.removals.note(j.key, j.h)
+            js = [j for j in jobs if j.g == 0 and j.h is not None]
+            self.removals.note_many([j.key for j in js], [j.h for j in js],
+                                    [j.layer for j in js])
+
+    def _note_keys(self, keys, hashes, layer):
+        if self.removals is not None:
+            self.removals.note_many(keys, hashes, [layer] * len(keys))
+
+    def _other_ranks_keys(self):
+        """derive() for the removal watch: the keys the other TP ranks of this PP stage store
+        a block (or a layer of it) under; None with one key per stage (TP 1, MLA)."""
+        tp = 1 if self.geo.use_mla else self.geo.tp_size
+        others = [self.pp_rank * tp + t for t in range(tp) if t != self.tp_rank]
+        if not others:
+            return None
+
+        def derive(h, layer):
+            base = h if layer is None else layer_hash(h, layer)
+            return [rank_key(base, r) for r in others]
+
+        return derive
 
     def _removed(self, hashes):
         """The pool removed these blocks (RemovalWatch's thread)."""

@@ -195,6 +195,12 @@ def rank_key(chain_hash, rank):
     return hashlib.sha256(chain_hash + b"rank" + struct.pack("<I", int(rank))).digest()
 
 
+def rank_keys(chain_hashes, rank):
+    """[rank_key(h, rank) for h in chain_hashes], for a batch (one suffix, no calls per key)."""
+    tail, sha = b"rank" + struct.pack("<I", int(rank)), hashlib.sha256
+    return [sha(h + tail).digest() for h in chain_hashes]
+
+
 def group_hash(chain_hash, group):
     """The chain hash of a chunk in KV cache group `group` (hybrid models keep one block
     image per group; group 0 keeps the plain hash, so single-group keys never change)."""

@@ -94,7 +94,7 @@ class PagedKV:
             if self.zero_copy else None
         if self._geo is not None and None in self._geo:
             self.zero_copy, self._geo = False, None
-        self._tab = None  # iov_table's per-layer tensors, built on first use
+        self._tab = None  # iov_arrays' per-layer arrays, built on first use
 
     @staticmethod
     def _seg_geometry(t, lay):
@@ -143,29 +143,28 @@ class PagedKV:
                 out.extend((a + o, n) for o in offs)
         return out
 
-    def iov_table(self, ids, layer=None):
-        """The iovecs of kv.iovs(row, layer) for every row of ids (int64 tensor [J, k]) at
-        once, as an int64 tensor [J, n, 2] of (addr, len) rows (the layout of struct ol_iov),
-        n = iovecs per chunk; zero_copy only. Built with a few tensor ops instead of Python loops:
-        a 32-layer chunk has 64 iovecs per block."""
-        import torch
+    def iov_arrays(self, ids, layer=None):
+        """The iovecs of kv.iovs(row, layer) for every row of ids (int64 array [J, k]) at
+        once: (addresses, int64 [J, n]; lengths, int64 [n], the same for every row), n =
+        iovecs per chunk; zero_copy only. A few numpy operations instead of Python loops: a
+        32-layer chunk has 64 iovecs per block."""
+        import numpy as np
 
         if self._tab is None:
-            base = torch.tensor([[g[0] + o for o in g[2]] for g in self._geo], dtype=torch.int64)
-            self._tab = (base, torch.tensor([g[1] for g in self._geo], dtype=torch.int64),
-                         torch.tensor([g[3] for g in self._geo], dtype=torch.int64))
+            self._tab = (np.array([[g[0] + o for o in g[2]] for g in self._geo], np.int64),
+                         np.array([g[1] for g in self._geo], np.int64),
+                         np.array([g[3] for g in self._geo], np.int64))
         base, stride, seglen = self._tab
         if layer is not None:
             base, stride, seglen = base[layer:layer + 1], stride[layer:layer + 1], \
                 seglen[layer:layer + 1]
         nl, ns = base.shape
+        ids = np.asarray(ids, np.int64)
         J, k = ids.shape
         # [J, layer, block, segment], the order of iovs(): layer-major, then block, then segment
-        addr = base.view(1, nl, 1, ns) + ids.view(J, 1, k, 1) * stride.view(1, nl, 1, 1)
-        out = torch.empty((J, nl, k, ns, 2), dtype=torch.int64)
-        out[..., 0] = addr
-        out[..., 1] = seglen.view(1, nl, 1, 1)
-        return out.view(J, nl * k * ns, 2)
+        addr = base[None, :, None, :] + ids[:, None, :, None] * stride[None, :, None, None]
+        lens = np.broadcast_to(seglen[:, None, None], (nl, k, ns))
+        return addr.reshape(J, nl * k * ns), lens.reshape(nl * k * ns)
 
     def pack(self, block_ids, out=None, layer=None):
         """The image of block_ids (every layer, or one) as a contiguous uint8 CPU tensor (a

@@ -188,7 +188,8 @@ class OpenLakeConnector(_Base, _SupportsHMA):
         for every chunk a load found gone and for every chunk the workers stored or loaded
         that the pool removed itself since (evicted with no NVMe copy, NVMe space reclaimed,
         the namespace quota, a DELETE: the pool's EVENTS op, polled every events_poll_ms by
-        the rank 0 worker, connector_removals), AllBlocksCleared after reset_cache. A pool too
+        the rank 0 worker, connector_removals; any TP rank's copy removed removes the chunk),
+        AllBlocksCleared after reset_cache. A pool too
         old for EVENTS is not polled (its removals go unreported), nor with events_poll_ms 0;
         removals the pool's ring dropped before they were read are counted (events_lost)."""
         return self._sched.take_events() if self._sched is not None else ()

@@ -142,7 +142,7 @@ class IovArray:
 _iov_fn = None
 
 
-def _iov_xxh3(ranges):
+def iov_xxh3(ranges):
     """Low 32 bits of XXH3-64 of an IovArray in one libopenlake call, or None when the
     library has no ol_iov_xxh3 (older than OPENLAKE_0.3)."""
     global _iov_fn
@@ -182,7 +182,7 @@ def _checksum(flags, ranges):
         if isinstance(ranges, IovArray):
             if ranges.xxh3 is not None:  # hashed by the get, while the bytes were in cache
                 return ranges.xxh3 & 0xFFFFFFFF
-            got = _iov_xxh3(ranges)
+            got = iov_xxh3(ranges)
             if got is not None:
                 return got
         h = xxh3()

@@ -332,7 +332,7 @@ drop_segments(struct ol_kve *e, const uint64_t *ids, unsigned n)
 				nvme_count(e, st, x, -1);
 				if (x->off == OL_KVE_NOOFF) {
 					ht_remove(st, x);
-					ol_kve_ev_note(e, st, &x->k);
+					ol_kve_ev_note(e, st, x);
 					st->st.evictions++;
 					free(x);
 				}
@@ -431,7 +431,7 @@ ent_evict(struct ol_kve *e, struct kstripe *st, struct ent *x, struct drops *d)
 		return;
 	}
 	ht_remove(st, x);
-	ol_kve_ev_note(e, st, &x->k);
+	ol_kve_ev_note(e, st, x);
 	st->st.evictions++;
 	ent_free(e, st, x);
 }
@@ -1207,7 +1207,7 @@ wait_written(struct ol_kve *e, struct kstripe *st, struct ent *x)
 	int rc = OL_KV_OK;
 	if (x->state == ST_LIVE && x->dirty) {
 		ht_remove(st, x);
-		ol_kve_ev_note(e, st, &x->k);
+		ol_kve_ev_note(e, st, x);
 		lru_remove(st, x);
 		dram_count(e, st, x, -1);
 		x->state = ST_DEAD;
@@ -1337,7 +1337,7 @@ nv_finish(struct ol_kve *e, struct kstripe *st, struct nvread *nr, bool need_dra
 	if (rc < 0) {
 		if (rc == -EBADMSG || rc == -ENOENT) {
 			ht_remove(st, x);
-			ol_kve_ev_note(e, st, &x->k);
+			ol_kve_ev_note(e, st, x);
 			ent_free(e, st, x);
 		}
 		st->st.corrupt += rc == -EBADMSG;
@@ -1502,7 +1502,7 @@ ol_kve_pin_start(struct ol_kve *e, const struct ol_kvk *k, struct ol_kve_slot *s
 		rc = OL_KVE_NVME; /* hits and misses counted at the finish */
 	} else if (x) {		  /* its segment was dropped: forget it, as a read would */
 		ht_remove(st, x);
-		ol_kve_ev_note(e, st, &x->k);
+		ol_kve_ev_note(e, st, x);
 		ent_free(e, st, x);
 		st->st.misses++;
 	} else {
@@ -1612,7 +1612,7 @@ ol_kve_delete(struct ol_kve *e, const struct ol_kvk *k)
 		return OL_KV_MISS;
 	}
 	ht_remove(st, x);
-	ol_kve_ev_note(e, st, &x->k);
+	ol_kve_ev_note(e, st, x);
 	st->st.deletes++;
 	/* on NVMe, or maybe being written there (pinned): a restart must not bring it back */
 	bool tomb = e->spill && (x->loc.seg || x->pins > 0);

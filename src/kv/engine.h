@@ -201,10 +201,11 @@ void ol_kve_get_stats(struct ol_kve *e, struct ol_kve_stats *st);
 #define OL_KVE_EV_NOW	  UINT64_MAX /* from: no events, only the sequence to start from */
 /* The keys of namespace hash ns removed with a sequence >= from (see Removal events), oldest
  * first, at most max into keys. *next: the sequence to ask from next time (after the last key
- * returned, or the next one to be given). *lost: the ring overwrote events numbered >= from
- * (of any namespace), or from is past the sequence given so far (a cursor from an earlier
- * start of the server): keys may be missing. Returns how many keys. Any thread; takes every
- * stripe's mutex in turn, briefly; mallocs. */
+ * returned, or the next one to be given). *lost: a ring overwrote events of ns numbered >=
+ * from (another namespace's overflow alone does not count; it may only while ns's own events
+ * are being overwritten during this read), or from is past the sequence given so far (a
+ * cursor from an earlier start of the server): keys may be missing. Returns how many keys.
+ * Any thread; takes every stripe's mutex in turn, briefly; mallocs. */
 unsigned ol_kve_events(struct ol_kve *e, const uint8_t ns[16], uint64_t from, uint8_t (*keys)[32],
 		       unsigned max, uint64_t *next, bool *lost);
 /* How many events the rings hold in all (0: opts.events was 0, no events kept). */

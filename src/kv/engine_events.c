@@ -33,6 +33,19 @@ ol_kve_events_cap(const struct ol_kve *e)
 	return e->stripes[0].ev ? (e->ev_mask + 1) * e->nstripe : 0;
 }
 
+/* v, about to be overwritten, is lost to readers behind it: in its stripe and namespace. */
+void
+ol_kve_ev_gone(struct ol_kve *e, struct kstripe *st, const struct kev *v)
+{
+	st->ev_gone = v->seq + 1;
+	_Atomic uint64_t *g = &e->ns[v->ns].ev_gone; /* stripes race: keep the highest */
+	uint64_t cur = atomic_load_explicit(g, memory_order_relaxed);
+	while (cur < v->seq + 1 &&
+	       !atomic_compare_exchange_weak_explicit(g, &cur, v->seq + 1, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
+
 static int
 by_seq(const void *a, const void *b)
 {
@@ -40,14 +53,17 @@ by_seq(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Append stripe st's events of namespace ns numbered in [from, end) to *out (grown). */
+/* Append stripe st's events of namespace ns (slot slot) numbered in [from, end) to *out
+ * (grown). Lost: this stripe overwrote an event numbered >= from, and so did some stripe for
+ * ns (read under this stripe's mutex: an overwrite here before this read is in it). */
 static void
-ev_collect(struct ol_kve *e, struct kstripe *st, const uint8_t ns[16], uint64_t from, uint64_t end,
-	   struct kev **out, size_t *n, size_t *cap, bool *lost)
+ev_collect(struct ol_kve *e, struct kstripe *st, const uint8_t ns[16], uint16_t slot, uint64_t from,
+	   uint64_t end, struct kev **out, size_t *n, size_t *cap, bool *lost)
 {
 	pthread_mutex_lock(&st->mu);
 	uint64_t have = st->ev_head < e->ev_mask + 1 ? st->ev_head : e->ev_mask + 1;
-	*lost |= st->ev_gone > from;
+	*lost |= st->ev_gone > from &&
+		 atomic_load_explicit(&e->ns[slot].ev_gone, memory_order_relaxed) > from;
 	for (uint64_t i = st->ev_head - have; i < st->ev_head; i++) {
 		const struct kev *v = &st->ev[i & e->ev_mask];
 		if (v->seq < from || v->seq >= end || memcmp(v->k.b + 32, ns, 16) != 0)
@@ -78,8 +94,9 @@ ol_kve_events(struct ol_kve *e, const uint8_t ns[16], uint64_t from, uint8_t (*k
 	}
 	struct kev *v = NULL;
 	size_t n = 0, cap = 0;
+	uint16_t slot = ol_kve_ns_slot(e, ns);
 	for (unsigned i = 0; i < e->nstripe; i++)
-		ev_collect(e, &e->stripes[i], ns, from, end, &v, &n, &cap, lost);
+		ev_collect(e, &e->stripes[i], ns, slot, from, end, &v, &n, &cap, lost);
 	if (n > 1)
 		qsort(v, n, sizeof(*v), by_seq);
 	unsigned k = n < max ? (unsigned)n : max;

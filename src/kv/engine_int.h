@@ -52,6 +52,7 @@ struct kns {
 	uint64_t id1;	      /* bytes 8..15 */
 	_Atomic int64_t dram_n, dram_b, nvme_n, nvme_b; /* blocks and value bytes held */
 	_Atomic uint64_t quota_ev; /* own blocks moved out of DRAM to keep to the quota */
+	_Atomic uint64_t ev_gone;  /* 1 + the highest sequence of its events a ring overwrote */
 	char *name;		   /* as a client said at HELLO (nsmu); NULL = not yet */
 } __attribute__((aligned(64)));
 
@@ -101,12 +102,15 @@ struct sclass {
  * write failed) takes the next number of e->ev_seq and appends (sequence, key) to the ring of
  * the block's stripe, under that stripe's mutex (no lock shared by every core). A demotion to
  * NVMe keeps the block: no event. Each ring holds ev_mask + 1 events, the oldest overwritten
- * first (counted in ev_gone). A reader (ol_kve_events) takes the next sequence first, then each
- * stripe's mutex in turn, and merges by sequence: an event numbered before that load was
- * appended under a mutex the reader then waits for, so none is skipped. */
+ * first (counted in the stripe's ev_gone, and in its namespace's: a reader is told `lost` only
+ * when both passed its cursor, so another namespace's overflow does not count against it). A
+ * reader (ol_kve_events) takes the next sequence first, then each stripe's mutex in turn, and
+ * merges by sequence: an event numbered before that load was appended under a mutex the
+ * reader then waits for, so none is skipped. */
 struct kev {
 	uint64_t seq;
 	struct ol_kvk k;
+	uint16_t ns; /* the block's namespace slot */
 };
 
 /* One stripe of the index (see Locking above). */
@@ -195,17 +199,19 @@ size_t ol_kve_ns_json(struct ol_kve *e, char *buf, size_t len, size_t cap, size_
 /* engine_events.c: removal events (see Removal events). */
 void ol_kve_ev_init(struct ol_kve *e, uint64_t total);
 void ol_kve_ev_fini(struct ol_kve *e);
-/* Note that k left the pool (k's stripe st, its mutex held). */
+void ol_kve_ev_gone(struct ol_kve *e, struct kstripe *st, const struct kev *v);
+/* Note that x left the pool (x's stripe st, its mutex held). */
 static inline void
-ol_kve_ev_note(struct ol_kve *e, struct kstripe *st, const struct ol_kvk *k)
+ol_kve_ev_note(struct ol_kve *e, struct kstripe *st, const struct ent *x)
 {
 	if (!st->ev)
 		return; /* events off */
 	struct kev *v = &st->ev[st->ev_head++ & e->ev_mask];
 	if (st->ev_head > e->ev_mask + 1)
-		st->ev_gone = v->seq + 1;
+		ol_kve_ev_gone(e, st, v);
 	v->seq = atomic_fetch_add_explicit(&e->ev_seq, 1, memory_order_relaxed);
-	v->k = *k;
+	v->k = x->k;
+	v->ns = x->ns;
 }
 
 /* Residency of x in a tier changes by sign (x's stripe's mutex held; x->len is what counts).

@@ -222,15 +222,17 @@ print("ok")
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_iov_table_matches_iovs(layout):
-    """The bulk iovec builder of loads (tensor ops) gives the ranges of iovs() (Python)."""
+    """The bulk iovec builder of loads (numpy) gives the ranges of iovs() (Python)."""
     from openlake_client.layouts import PagedKV
 
     p = PagedKV(make_kv_caches(layout, 3, 10, BS, H, D), 10, BS)
     if not p.zero_copy:  # staged layouts load through a staging buffer, not iovecs
         return
     ids = [[3, 0, 9], [9, 1, 2]]
-    tab = p.iov_table(torch.tensor(ids, dtype=torch.int64))
-    assert [[tuple(r) for r in t] for t in tab.tolist()] == [p.iovs(row) for row in ids]
+    for layer in (None, 1):
+        addr, lens = p.iov_arrays(ids, layer)
+        assert [list(zip(a, lens.tolist())) for a in addr.tolist()] == \
+            [p.iovs(row, layer) for row in ids]
     assert sum(n for _, n in p.iovs(ids[0])) == 3 * p.block_bytes
 
 
@@ -246,7 +248,7 @@ def test_prefix_reuse_each_layout(pool, layout):
     w = e2.workers[0].c._worker
     bulk = []
     real = w._get_bulk
-    w._get_bulk = lambda jobs: bulk.append(len(jobs)) or real(jobs)  # counts, then the real one
+    w._get_bulk = lambda kv, ids, keys, layer: bulk.append(len(keys)) or real(kv, ids, keys, layer)
     B = A[:96] + SUFFIX
     e2.add(Request("B", B, max_tokens=3))
     so = e2.step()

@@ -2,8 +2,10 @@
 the vLLM stand-in stores a prompt's chunks in a real openlaked, then the pool evicts them
 under a flood of other namespaces' puts (no NVMe tier: nothing to demote to), a client
 DELETEs some, or the namespace's DRAM quota drops them; the engine receives BlockRemoved for
-exactly those chunks' hashes and never for chunks still stored. A pool that does not keep
-removal events (no WELCOME flag, as an older server) is never sent the op."""
+exactly those chunks' hashes and never for chunks still stored. With TP 2 the removal of
+rank 1's copy alone (rank 0 publishes the events) is the block's removal, reported once. A
+pool that does not keep removal events (no WELCOME flag, as an older server) is never sent
+the op."""
 
 import os
 import time
@@ -42,12 +44,12 @@ def pools(openlaked):
         _cleanup(d)
 
 
-def engine(addr, **extra):
+def engine(addr, tp=1, **extra):
     ex = {"openlake_nodes": [addr], "openlake_device": "local", "chunk_size": 16,
           "timeout_ms": 5000, "log_interval_s": 0.0, "lookup_inline_ms": 60000,
           "kv_events": True, "events_poll_ms": 50}
     ex.update(extra)
-    c = make_vllm_config(model="standin/rm", block_size=BS, num_gpu_blocks=NB, tp=1,
+    c = make_vllm_config(model="standin/rm", block_size=BS, num_gpu_blocks=NB, tp=tp,
                          num_layers=L, kv_heads=H, head_size=D, use_mla=False, extra=ex,
                          max_num_batched_tokens=256, prefix_caching=True)
     return Engine(c, lambda r: (make_kv_caches("fa", L, NB, BS, H, D),
@@ -115,9 +117,9 @@ def flood(addr, ns, n, size=4096):
     cl.close()
 
 
-def held(addr, hs):
+def held(addr, hs, rank=0):
     cl = client(addr)
-    out = cl.exists([olkeys.rank_key(h, 0) for h in hs])
+    out = cl.exists([olkeys.rank_key(h, rank) for h in hs])
     cl.close()
     return out
 
@@ -215,4 +217,56 @@ def test_lost_events_publish_what_is_left(pools):
     assert sorted(removed(e)) == sorted(ha)
     st = e.merged_stats()
     assert st.get("events_lost", 0) == 1 and st.get("blocks_removed", 0) == len(ha)
+    e.shutdown()
+
+
+@pytest.mark.parametrize("layerwise", [False, True])
+def test_another_ranks_copy_removed(pools, layerwise):
+    """TP 2: each rank stores its shard of a chunk under its own key (per layer, layerwise);
+    only rank 0's worker publishes events. Rank 1's copy evicted (its keys pushed out of
+    DRAM by the pool, rank 0's kept recent by reads) or deleted, rank 0's still there: the
+    chunk cannot be loaded, BlockRemoved for it, once; its rank 0 copy going later adds none."""
+    p = pools()
+    e = engine(p.kv_addr, tp=2, layerwise=layerwise)
+    serve(e, "A", A)
+    ha = hashes(e, A)
+    assert sorted(set(stored(e))) == sorted(ha)
+
+    def keys(h, rank):  # the pool objects of chunk h of one rank
+        if not layerwise:
+            return [olkeys.rank_key(h, rank)]
+        return [olkeys.rank_key(olkeys.layer_hash(h, la), rank) for la in range(L)]
+
+    cl = client(p.kv_addr)
+    assert all(cl.exists([k for h in ha for r in (0, 1) for k in keys(h, r)]))
+    step_until(e, lambda: watch(e).polls >= 1, "first poll")
+    # chunk 1: rank 1's copy deleted; chunk 3: one of rank 1's objects deleted
+    cl.delete(keys(ha[1], 1) + keys(ha[3], 1)[-1:])
+    step_until(e, lambda: ha[1] in removed(e) and ha[3] in removed(e), "BlockRemoved (rank 1)")
+    wait_polls(e, 3)
+    assert sorted(removed(e)) == sorted([ha[1], ha[3]]), "once each, no other chunk"
+    assert all(cl.exists(keys(ha[1], 0) + keys(ha[3], 0))), "rank 0's copies are still there"
+    # rank 0's copy of a chunk already reported: nothing more
+    cl.delete(keys(ha[1], 0))
+    wait_polls(e, 3)
+    assert sorted(removed(e)) == sorted([ha[1], ha[3]])
+    # the rest of rank 1's objects evicted by a flood of another namespace while rank 0's
+    # are read all along (a get refreshes recency): every chunk left is reported, once
+    left = [h for h in ha if h not in (ha[1], ha[3])]
+    r0 = [k for h in left for k in keys(h, 0)]
+    other = client(p.kv_addr, "other-tenant")
+    val = b"\x5a" * 4096
+    for base in range(0, 6144, 256):
+        other.put([(b"flood-%08d" % i).ljust(32, b"\0") for i in range(base, base + 256)],
+                  [val] * 256)
+        assert None not in cl.get(r0), "rank 0's copies are read"
+    other.close()
+    r1 = [k for h in left for k in keys(h, 1)]
+    assert not any(cl.exists(r1)), "the flood evicted rank 1's copies"
+    assert all(cl.exists(r0)), "rank 0's copies stayed (recently read)"
+    cl.close()
+    step_until(e, lambda: set(left) <= set(removed(e)), "BlockRemoved (rank 1 evicted)")
+    wait_polls(e, 3)
+    assert sorted(removed(e)) == sorted(ha), "every chunk once"
+    assert e.merged_stats().get("blocks_removed", 0) == len(ha)
     e.shutdown()

@@ -126,8 +126,8 @@ def test_get_ops_hash_is_iov_xxh3_of_the_ranges(pool, device):
     assert [ops[i].status for i in range(6)] == [0] * 5 + [int(ol.Status.MISS)]
     for i in range(5):
         assert bufs[i].raw == vals[i]
-        # the trailer keeps the low 32 bits: what store._iov_xxh3 gives
-        assert hashes[i] & 0xFFFFFFFF == store._iov_xxh3(
+        # the trailer keeps the low 32 bits: what store.iov_xxh3 gives
+        assert hashes[i] & 0xFFFFFFFF == store.iov_xxh3(
             store.IovArray(ctypes.addressof(iovs[i]), 2))
         want = ctypes.c_uint64()
         assert _lib.load().ol_iov_xxh3(ctypes.addressof(iovs[i]), 2, ctypes.byref(want)) == 0
@@ -139,4 +139,73 @@ def test_get_ops_hash_is_iov_xxh3_of_the_ranges(pool, device):
             ctypes.memset(b, 0, len(b.raw))
         assert cl.get_ops(ctypes.addressof(ops), 6, 2) is None
         assert all(bufs[i].raw == vals[i] for i in range(5))
+    cl.close()
+
+
+def _stored_value(kv, b, key, how):
+    """The pool value of block b of kv under key (payload + trailer), spoilt as `how` says."""
+    ranges = kv.iovs([b])
+    payload = bytearray(b"".join(ctypes.string_at(a, n) for a, n in ranges))
+    plen, flags, sum_ = len(payload), store.FLAG_XXH3, store.xxh3()(ranges)
+    kp = key[:8]
+    if how == "crc":  # a trailer written with CRC-32 (no libxxhash where it was saved)
+        flags, sum_ = store.FLAG_CRC, store.crc_ranges(ranges)
+    elif how == "unsummed":  # saved with verify off: nothing to compare
+        flags, sum_ = 0, 0
+    elif how == "payload":
+        payload[len(payload) // 2] ^= 1
+    elif how == "sum":
+        sum_ ^= 1 << 31
+    elif how == "length":
+        plen += 1
+    elif how == "key":
+        kp = bytes([kp[0] ^ 1]) + kp[1:]
+    tr = bytearray(store.TRAILER.pack(store.MAGIC, flags, 0, plen, kp, sum_, 0))
+    if how == "magic":
+        tr[0] ^= 1
+    return bytes(payload) + bytes(tr) + (b"x" if how == "size" else b"")
+
+
+@pytest.mark.parametrize("device", ["local", "tcp"])
+def test_batch_check_is_the_per_chunk_check(pool, device):
+    """The fast load path checks a batch's trailers with array operations (connector_bulk);
+    a batch it passes must be one every chunk of which store.check_trailer passes, and every
+    chunk the per-chunk check rejects must fail the batch (which then goes to that check).
+    Each way a stored value can be wrong, in one chunk of four, against the real pool."""
+    from openlake_client.connector_bulk import BulkGet
+    from openlake_client.layouts import PagedKV
+    from vllm_standin import make_kv_caches
+
+    np = pytest.importorskip("numpy")
+    kv = PagedKV(make_kv_caches("fa", 3, 8, 16, 2, 8), 8, 16)
+    for t in kv.tensors:
+        t.copy_(torch.randn(t.shape).to(t.dtype))
+    payload = kv.block_bytes
+    cl = ol.connect([pool.kv_addr], device=device, namespace="verify-batch")
+    # (how chunk 2 is stored, verify, whether the batch may pass)
+    cases = [("good", True, True), ("unsummed", True, True), ("crc", True, False),
+             ("payload", True, False), ("sum", True, False), ("length", True, False),
+             ("key", True, False), ("magic", True, False), ("size", True, False),
+             ("missing", True, False), ("payload", False, True), ("sum", False, True),
+             ("key", False, False)]
+    for n, (how, verify, passes) in enumerate(cases):
+        keys = [bytes([n, i]) * 16 for i in range(4)]
+        vals = [_stored_value(kv, 1 + i, k, how if i == 2 else "good")
+                for i, k in enumerate(keys)]
+        put = [(k, v) for i, (k, v) in enumerate(zip(keys, vals))
+               if not (i == 2 and how == "missing")]
+        assert cl.put([k for k, _ in put], [v for _, v in put]) == [ol.Status.OK] * len(put)
+        b = BulkGet(kv, np.array([[1], [2], [3], [4]], dtype=np.int64), keys)
+        b.get(lambda name, *a: getattr(cl, name)(*a), verify)
+        rows = [st == 0 and n_ == payload + store.TRAILER_LEN and
+                store.check_trailer(tr, k, r, payload, verify) == ""
+                for (st, n_, tr, r), k in zip(b.rows(), keys)]
+        assert b.all_good(payload, verify) == passes, (how, verify)
+        # the per-chunk check: only chunk 2 can differ; CRC-32 trailers are good, but checked
+        # there, not in the batch
+        assert rows == [True, True, how in ("good", "unsummed", "crc") or
+                        (not verify and how in ("payload", "sum")), True], (how, verify)
+        if passes:
+            assert all(rows)
+        cl.delete(keys)
     cl.close()

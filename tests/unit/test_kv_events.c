@@ -1,8 +1,8 @@
 /* tests/unit/test_kv_events.c - KV engine removal events: each kind of removal (eviction with no
  * NVMe copy, delete, namespace quota with no NVMe tier, NVMe segments dropped) appends exactly
  * the removed keys, a demotion to NVMe appends nothing; sequences grow, an answer is cut at max
- * and goes on from next, per namespace; a small ring wraps and says lost; EVENTS_NOW; the
- * EVENTS reply body's codec. */
+ * and goes on from next, per namespace; a small ring wraps and says lost, to the namespace whose
+ * events it overwrote only; EVENTS_NOW; the EVENTS reply body's codec. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -270,6 +270,43 @@ test_wrap(void)
 	ol_kve_close(e);
 }
 
+/* lost is per namespace: a burst of B's removals that wraps every ring says lost to B, not to
+ * A, whose events are older than its cursor; once A's own events are overwritten, A too. */
+static void
+test_wrap_other_namespace(void)
+{
+	static uint64_t ids[MAXK];
+	struct ol_kve *e = open_eng(8 * MiB, NULL, 0, false, 0, 64);
+	uint64_t cap = ol_kve_events_cap(e), from_a = 0, from_b = 0;
+	bool lost;
+	struct ol_kvk k;
+	put(e, NS_A, 1, 4096);
+	key_of(&k, NS_A, 1);
+	ol_kve_delete(e, &k);
+	unsigned n = drain(e, NS_A, &from_a, ids, &lost);
+	ok(n == 1 && ids[0] == 1 && !lost, "A reads its one removal");
+	for (uint64_t i = 0; i < 4 * cap; i++) {
+		put(e, NS_B, i, 4096);
+		key_of(&k, NS_B, i);
+		ol_kve_delete(e, &k);
+	}
+	n = drain(e, NS_B, &from_b, ids, &lost);
+	ok(lost && n > 0 && n <= cap, "B's burst wrapped the rings: lost to B (%u kept)", n);
+	n = drain(e, NS_A, &from_a, ids, &lost);
+	ok(n == 0 && !lost, "to A, which read its events before the burst: nothing lost");
+	uint64_t a0 = from_a;
+	for (uint64_t i = 100; i < 100 + 4 * cap; i++) { /* A's, then B's over them */
+		put(e, i % 2 ? NS_A : NS_B, i, 4096);
+		key_of(&k, i % 2 ? NS_A : NS_B, i);
+		ol_kve_delete(e, &k);
+	}
+	n = drain(e, NS_A, &from_a, ids, &lost);
+	ok(lost && n < 2 * cap, "A's own events overwritten: lost to A (%u kept)", n);
+	ok(drain(e, NS_A, &from_a, ids, &lost) == 0 && !lost && from_a > a0,
+	   "and from next on, nothing lost");
+	ol_kve_close(e);
+}
+
 static void
 test_off(void)
 {
@@ -329,6 +366,7 @@ main(void)
 	test_quota_no_nvme();
 	test_nvme();
 	test_wrap();
+	test_wrap_other_namespace();
 	test_off();
 	test_codec();
 	tap_done();
