@@ -18,10 +18,20 @@ from .keys import layer_hash, rank_key, rank_keys
 from .layouts import PagedKV
 from .store import TRAILER_LEN, StoreDown, check_trailer, make_trailer
 
-try:  # the fast load path's arrays (connector_bulk); vLLM always has numpy
-    import numpy as _np
-except ImportError:  # pragma: no cover - then every load takes the per-chunk path
-    _np = None
+_np = False  # numpy, imported at the first load: importing the connector imports none
+
+
+def _numpy():
+    """numpy for the fast load path's arrays (connector_bulk; vLLM always has numpy), or
+    None: then every load takes the per-chunk path."""
+    global _np
+    if _np is False:
+        try:
+            import numpy
+            _np = numpy
+        except ImportError:  # pragma: no cover
+            _np = None
+    return _np
 
 
 class _Job:
@@ -248,7 +258,7 @@ class WorkerSide:
         """True when every chunk goes straight into its blocks (zero copy, nothing skipped)
         and all have the same group and length: then the batch is flat arrays
         (connector_bulk: one numpy op builds every iovec, one checks every trailer)."""
-        if _np is None:
+        if _numpy() is None:
             return False
         first = None
         for ls in loads:

@@ -1111,6 +1111,9 @@ ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 	}
 	if ((r = open_engine(s, cfg)) < 0 || (r = listen_unix(s, cfg)) < 0)
 		goto fail;
+	/* before the loops accept: a scrape right after a client's first put shows it */
+	ol_metrics_register(ol_kv_metrics_render, s->eng);
+	ol_metrics_register(ns_metrics_render, s);
 	if ((r = kvl_start(s, cfg, addr)) < 0)
 		goto fail;
 	if ((r = ucx_start(s, cfg, addr)) < 0)
@@ -1119,13 +1122,13 @@ ol_kv_server_start(const struct ol_config *cfg, struct ol_kv_server **out)
 	warn_open_pool(s, addr);
 	ol_info("kv: access control %s; TLS %s; shm grant on %s", ol_kva_on(&s->acl) ? "on" : "off",
 		s->tls ? "on ([kv_tls])" : "off", s->upath[0] ? s->upath : "(none)");
-	ol_metrics_register(ol_kv_metrics_render, s->eng);
-	ol_metrics_register(ns_metrics_render, s);
 	*out = s;
 	return 0;
 fail_loops:
 	kvl_stop(s);
 fail:
+	ol_metrics_unregister(ol_kv_metrics_render, s->eng);
+	ol_metrics_unregister(ns_metrics_render, s);
 	if (s->lfd >= 0)
 		close(s->lfd);
 	if (s->ufd >= 0) {
