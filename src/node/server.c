@@ -119,7 +119,10 @@ on_sent(struct ol_loop *l, void *arg, int res)
 	c->oq_n--;
 	free(o);
 	if (c->closing && !c->oq_head) {
-		ol_node_kill(c);
+		if (c->ux)
+			ol_node_ucx_linger(c, 2000);
+		else
+			ol_node_kill(c);
 		goto out;
 	}
 	ol_node_read_pump(c);
@@ -400,7 +403,7 @@ on_hello_timeout(struct ol_loop *l, void *arg, int res)
 	(void)l;
 	(void)res;
 	struct nconn *c = arg;
-	if (c->authed || c->dead)
+	if (c->authed || c->dead || c->closing) /* closing: refused, its last frame going out */
 		return;
 	atomic_fetch_add_explicit(&c->s->hello_timeouts, 1, memory_order_relaxed);
 	ol_warn("node plane: %s sent no HELLO within %u ms; connection closed", c->peer,

@@ -150,6 +150,14 @@ ol_node_ucx_connect(const char *addr, struct ol_node_ucx **out)
 	return 0;
 }
 
+/* A failed endpoint: nobody listens there, or the connection broke (closed, reset, timed
+ * out by UCX's keepalive: the caller's deadline is the plane's only timeout). */
+static int
+ep_errno(ucs_status_t st)
+{
+	return st == UCS_ERR_UNREACHABLE || st == UCS_ERR_REJECTED ? -ECONNREFUSED : -ECONNRESET;
+}
+
 static bool
 req_done(void *arg)
 {
@@ -169,24 +177,26 @@ cl_wait(struct ol_node_ucx *x, void *req, int timeout_ms, size_t *len)
 	x->req = NULL;
 	if (st == UCS_INPROGRESS) {
 		x->stuck = req;
-		return rc ? rc : ol_ucx_errno(x->err);
+		return rc ? rc : ep_errno(x->err);
 	}
 	ucp_request_free(req);
 	if (st != UCS_OK) /* the endpoint's error says more than the request's cancel */
-		return ol_ucx_errno(x->err != UCS_OK ? x->err : st);
+		return x->err != UCS_OK ? ep_errno(x->err) : ol_ucx_errno(st);
 	return 0;
 }
 
 ssize_t
 ol_node_ucx_read(struct ol_node_ucx *x, void *buf, size_t len, int timeout_ms)
 {
-	if (x->err != UCS_OK || x->stuck)
-		return ol_ucx_errno(x->err != UCS_OK ? x->err : UCS_ERR_CANCELED);
-	size_t n = 0;
+	if (x->stuck)
+		return -ECONNRESET;
+	size_t n = 0; /* bytes that came before the endpoint failed are still read (a refusal) */
 	ucp_request_param_t p = {.op_attr_mask = 0};
 	void *req = ucp_stream_recv_nbx(x->ep, buf, len, &n, &p);
 	if (req == NULL)
 		return (ssize_t)n;
+	if (UCS_PTR_IS_ERR(req) && x->err != UCS_OK)
+		return ep_errno(x->err);
 	int rc = cl_wait(x, req, timeout_ms, &n);
 	return rc ? rc : (ssize_t)n;
 }
@@ -195,7 +205,7 @@ int
 ol_node_ucx_writev(struct ol_node_ucx *x, const struct iovec *iov, int n, int timeout_ms)
 {
 	if (x->err != UCS_OK || x->stuck)
-		return ol_ucx_errno(x->err != UCS_OK ? x->err : UCS_ERR_CANCELED);
+		return x->err != UCS_OK ? ep_errno(x->err) : -ECONNRESET;
 	if (n < 1 || n > 16)
 		return -EINVAL;
 	for (int i = 0; i < n; i++) /* kept in x: a send that times out may still read them */

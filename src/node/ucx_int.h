@@ -73,6 +73,10 @@ int ol_node_ucx_recv(struct nconn *c, void *buf, size_t len);
 int ol_node_ucx_send(struct nconn *c, const void *buf, size_t len);
 /* Close c's endpoint (forced): pending receives and sends complete with an error. */
 void ol_node_ucx_shut(struct nconn *c);
+/* c sent its last frame (a refused HELLO): its peer is left to close first, as a close of
+ * ours could overtake the frame (UCX's connection manager carries the disconnect apart from
+ * the data); after ms it is closed anyway. */
+void ol_node_ucx_linger(struct nconn *c, unsigned ms);
 /* The server stops: drop c's deferred completions (the loop is about to be freed). */
 void ol_node_ucx_quiet(struct nconn *c);
 /* Free c's endpoint state (conn_free). */

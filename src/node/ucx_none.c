@@ -80,6 +80,12 @@ ol_node_ucx_shut(struct nconn *c)
 }
 
 void
+ol_node_ucx_linger(struct nconn *c, unsigned ms)
+{
+	(void)c, (void)ms;
+}
+
+void
 ol_node_ucx_quiet(struct nconn *c)
 {
 	(void)c;

@@ -33,6 +33,7 @@ struct nux {
 	struct ol_node_ucx_srv *u;
 	ucp_ep_h ep;
 	struct ol_loop_timer t; /* completions that happened at once, delivered from the loop */
+	struct ol_loop_timer linger; /* a closing endpoint waits for its peer to close first */
 	size_t rlen, slen;
 	bool rnow, snow;
 };
@@ -268,10 +269,30 @@ ol_node_ucx_shut(struct nconn *c)
 	srv_kick(ux->u);
 }
 
+static void
+on_linger(struct ol_loop *l, void *arg, int res)
+{
+	(void)l;
+	(void)res;
+	struct nconn *c = arg;
+	c->depth++;
+	ol_node_kill(c);
+	c->depth--;
+	ol_node_release(c);
+}
+
+void
+ol_node_ucx_linger(struct nconn *c, unsigned ms)
+{
+	c->ux->linger = (struct ol_loop_timer){.cb = on_linger, .arg = c};
+	ol_loop_timer_arm(c->loop, &c->ux->linger, (uint64_t)ms * 1000000u);
+}
+
 void
 ol_node_ucx_quiet(struct nconn *c)
 {
 	ol_loop_timer_cancel(c->loop, &c->ux->t);
+	ol_loop_timer_cancel(c->loop, &c->ux->linger);
 }
 
 void
@@ -279,7 +300,7 @@ ol_node_ucx_conn_fini(struct nconn *c)
 {
 	if (!c->ux)
 		return;
-	ol_loop_timer_cancel(c->loop, &c->ux->t); /* not armed after ol_node_ucx_quiet */
+	ol_node_ucx_quiet(c); /* no-ops after the server's own */
 	free(c->ux);
 	c->ux = NULL;
 }
