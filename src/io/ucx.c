@@ -15,14 +15,13 @@ ol_ucx_errno(ucs_status_t st)
 	case UCS_ERR_ENDPOINT_TIMEOUT:
 		return -ETIMEDOUT;
 	case UCS_ERR_REJECTED:
-	case UCS_ERR_UNREACHABLE:
 		return -ECONNREFUSED;
+	case UCS_ERR_UNREACHABLE:
+		return -EHOSTUNREACH;
 	case UCS_ERR_NO_MEMORY:
 		return -ENOMEM;
 	case UCS_ERR_INVALID_PARAM:
 		return -EPROTO;
-	case UCS_ERR_CANCELED:
-		return -ECANCELED;
 	default:
 		return -ECONNRESET;
 	}

@@ -9,8 +9,9 @@
 #include <stdint.h>
 #include <ucp/api/ucp.h>
 
-/* A UCS status as -errno: 0, -ETIMEDOUT, -ECONNREFUSED (rejected, unreachable: nobody
- * listens there), -ENOMEM, -EPROTO (invalid parameter), -ECANCELED, else -ECONNRESET. */
+/* A UCS status as -errno: 0, -ETIMEDOUT (timed out, endpoint timeout), -ECONNREFUSED
+ * (rejected), -EHOSTUNREACH (unreachable), -ENOMEM, -EPROTO (invalid parameter), else
+ * -ECONNRESET. */
 int ol_ucx_errno(ucs_status_t st);
 
 /* Progress worker w (event fd efd, from ucp_worker_get_efd) until done(arg) is true (0), or
