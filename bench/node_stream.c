@@ -298,9 +298,9 @@ main(int argc, char **argv)
 	for (size_t i = 0; i < (size_t)o.frame_kib << 10; i++)
 		buf[i] = (uint8_t)(i * 131 + 7);
 	double secs = 0, cpu = 0;
-	int rc = !strcmp(o.mode, "mac")	    ? run_mac(&o, buf)
-		 : strcmp(o.mode, "tcp")    ? run_plane(&o, buf, &secs, &cpu)
-					    : run_tcp(&o, buf, &secs, &cpu);
+	int rc = !strcmp(o.mode, "mac")	 ? run_mac(&o, buf)
+		 : strcmp(o.mode, "tcp") ? run_plane(&o, buf, &secs, &cpu)
+					 : run_tcp(&o, buf, &secs, &cpu);
 	free(buf);
 	if (!rc && !strcmp(o.mode, "mac"))
 		return 0;

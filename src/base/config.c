@@ -183,8 +183,8 @@ static const struct cfg_key keys[] = {
      "by another process), never opened by this node's own store"},
     {"cluster.plane_threads", T_U32, F(cluster_plane_threads), "2", 1, 64, 0, 0, 0,
      "node plane: event-loop threads (one io_uring each) serving rpc_addr"},
-    {"cluster.plane_transport", T_ENUM, F(cluster_plane_transport), "tcp", 0, 0, "tcp|ucx|rdma",
-     0, 0,
+    {"cluster.plane_transport", T_ENUM, F(cluster_plane_transport), "tcp", 0, 0, "tcp|ucx|rdma", 0,
+     0,
      "node plane: tcp, or ucx (rdma: the same) for RDMA fabrics (UCX_TLS and UCX_NET_DEVICES "
      "pick the wire); every node of a cluster the same; ucx needs a build with libucx-dev"},
     {"cluster.plane_window", T_SIZE, F(cluster_plane_window), "8MiB", 65536, 1073741824, 0, 0, 0,

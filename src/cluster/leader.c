@@ -222,7 +222,8 @@ gain(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t epoch)
 	char a[OL_CFG_STR + 8];
 	snprintf(me.s3_addr, sizeof(me.s3_addr), "%s",
 		 ol_config_advertised(c->cfg, c->cfg->s3_addr, a, sizeof(a)));
-	snprintf(me.rpc_addr, sizeof(me.rpc_addr), "%s", ol_config_plane_addr(c->cfg, a, sizeof(a)));
+	snprintf(me.rpc_addr, sizeof(me.rpc_addr), "%s",
+		 ol_config_plane_addr(c->cfg, a, sizeof(a)));
 	me.lease = atomic_load(&c->lease_id);
 	set_info(c, s, &me);
 	atomic_store(&s->my_epoch, epoch);

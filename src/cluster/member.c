@@ -80,8 +80,8 @@ member_json(const struct ol_config *cfg)
 	    strcmp(cfg->mode, "kv") == 0 ? ""
 					 : ol_config_advertised(cfg, cfg->s3_addr, s3, sizeof(s3)),
 	    "kv", ol_config_advertised(cfg, ol_config_kv_listen(cfg), kv, sizeof(kv)), "rpc_addr",
-	    ol_config_plane_addr(cfg, rpc, sizeof(rpc)), "drives", drives,
-	    "capacity", (json_int_t)total, "free", (json_int_t)free_total, "weight",
+	    ol_config_plane_addr(cfg, rpc, sizeof(rpc)), "drives", drives, "capacity",
+	    (json_int_t)total, "free", (json_int_t)free_total, "weight",
 	    (json_int_t)cfg->cluster_weight, "version", OL_VERSION, "start_time",
 	    (json_int_t)time(NULL));
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;

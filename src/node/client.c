@@ -17,9 +17,9 @@ struct ol_node_client {
 	char addr[256];
 	char secret[256];
 	unsigned self_id;
-	bool ucx;		/* addr is "ucx://host:port": the peer's plane is on UCX */
-	int fd;			/* the TCP connection, or -1 */
-	struct ol_node_ucx *ux; /* the UCX one, or NULL */
+	bool ucx;		     /* addr is "ucx://host:port": the peer's plane is on UCX */
+	int fd;			     /* the TCP connection, or -1 */
+	struct ol_node_ucx *ux;	     /* the UCX one, or NULL */
 	struct ol_node_mac *tx, *rx; /* our frames' MAC (client to server), the peer's */
 	uint64_t wseq, rseq, next_call, credit;
 	struct ol_node_peer_info info;

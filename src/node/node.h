@@ -236,10 +236,10 @@ struct ol_node_peer_info {
 };
 
 /* A client for the peer at addr: "host:port" (TCP) or "ucx://host:port" (a peer serving
- * plane_transport = "ucx"; -EPROTONOSUPPORT in a build without UCX). No I/O here: each call connects when the
- * client has no live connection, and a call that fails in a way that leaves the stream in an
- * unknown state (deadline, broken socket, protocol error) closes it. One thread at a time per
- * client (a caller keeps one client per peer per thread, or locks). -ENOMEM, -EINVAL. */
+ * plane_transport = "ucx"; -EPROTONOSUPPORT in a build without UCX). No I/O here: each call
+ * connects when the client has no live connection, and a call that fails in a way that leaves the
+ * stream in an unknown state (deadline, broken socket, protocol error) closes it. One thread at a
+ * time per client (a caller keeps one client per peer per thread, or locks). -ENOMEM, -EINVAL. */
 int ol_node_client_new(const char *addr, const char *secret, unsigned self_id,
 		       struct ol_node_client **out);
 void ol_node_client_free(struct ol_node_client *c);

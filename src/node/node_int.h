@@ -31,7 +31,7 @@ struct nconn {
 	struct ol_loop_op rop, wop, fop;
 	struct ol_loop_timer hello_timer;
 	struct ol_loop_timer wtimer, rtimer; /* the deadlines of the open write / read stream */
-	bool xpending; /* the UCX endpoint's close is in flight */
+	bool xpending;			     /* the UCX endpoint's close is in flight */
 	bool rpending, wpending, fpending, dead, closing, authed, paused, in_process;
 	uint8_t *in;
 	size_t in_len, in_cap;

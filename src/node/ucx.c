@@ -173,7 +173,8 @@ cl_wait(struct ol_node_ucx *x, void *req, int timeout_ms, size_t *len)
 		return ol_ucx_errno(UCS_PTR_STATUS(req));
 	x->req = req;
 	int rc = ol_ucx_wait(x->w, x->efd, req_done, x, timeout_ms);
-	ucs_status_t st = len ? ucp_stream_recv_request_test(req, len) : ucp_request_check_status(req);
+	ucs_status_t st =
+	    len ? ucp_stream_recv_request_test(req, len) : ucp_request_check_status(req);
 	x->req = NULL;
 	if (st == UCS_INPROGRESS) {
 		x->stuck = req;
@@ -244,4 +245,3 @@ ol_node_ucx_close(struct ol_node_ucx *x)
 	ol_node_ucx_worker_free(x->w);
 	free(x);
 }
-

@@ -39,8 +39,8 @@ ol_node_ucx_close(struct ol_node_ucx *x)
 }
 
 int
-ol_node_ucx_listen(struct ol_node_server *s, struct nloop *nl, struct ol_loop *l,
-		   const char *addr, struct ol_node_ucx_srv **out, unsigned *port)
+ol_node_ucx_listen(struct ol_node_server *s, struct nloop *nl, struct ol_loop *l, const char *addr,
+		   struct ol_node_ucx_srv **out, unsigned *port)
 {
 	(void)s, (void)nl, (void)l, (void)addr, (void)port;
 	*out = NULL;

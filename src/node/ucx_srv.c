@@ -306,8 +306,8 @@ ol_node_ucx_conn_fini(struct nconn *c)
 }
 
 int
-ol_node_ucx_listen(struct ol_node_server *s, struct nloop *nl, struct ol_loop *l,
-		   const char *addr, struct ol_node_ucx_srv **out, unsigned *port)
+ol_node_ucx_listen(struct ol_node_server *s, struct nloop *nl, struct ol_loop *l, const char *addr,
+		   struct ol_node_ucx_srv **out, unsigned *port)
 {
 	*out = NULL;
 	struct ol_io_addr a;

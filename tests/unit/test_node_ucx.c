@@ -60,8 +60,7 @@ chk_sink(void *arg, const void *buf, size_t len)
 }
 
 static int
-start(const char *drive, uint32_t window, uint32_t maxp, unsigned *port,
-      struct ol_node_server **s)
+start(const char *drive, uint32_t window, uint32_t maxp, unsigned *port, struct ol_node_server **s)
 {
 	const char *drives[] = {drive};
 	*port = 0;
@@ -163,8 +162,8 @@ test_calls(const char *tmp)
 	ok(ss.max_held <= (1u << 20) && ss.window_violations == 0,
 	   "the server never held more than the window (%llu)", (unsigned long long)ss.max_held);
 	ok(ss.auth_failures == 1 && ss.hello_timeouts == 1,
-	   "one failed HELLO, one HELLO timeout (%llu, %llu)",
-	   (unsigned long long)ss.auth_failures, (unsigned long long)ss.hello_timeouts);
+	   "one failed HELLO, one HELLO timeout (%llu, %llu)", (unsigned long long)ss.auth_failures,
+	   (unsigned long long)ss.hello_timeouts);
 	ol_node_server_stop(s);
 }
 
