@@ -320,13 +320,14 @@ ol_node_ucx_listen(struct ol_node_server *s, struct nloop *nl, struct ol_loop *l
 	u->l = l;
 	u->pop = (struct ol_loop_op){.cb = on_poll, .arg = u};
 	u->run = (struct ol_loop_timer){.cb = on_run, .arg = u};
+	/* a restarted daemon binds its port again while the last one's connections linger (read
+	 * when the UCP context is made: before the worker) */
+	(void)!setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
 	rc = ol_node_ucx_worker_new(&u->w, &u->efd);
 	if (rc) {
 		free(u);
 		return rc;
 	}
-	/* a restarted daemon binds its port again while the last one's connections linger */
-	(void)!setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
 	ucp_listener_params_t lp = {.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
 						  UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
 				    .sockaddr = {(const struct sockaddr *)&a.ss, a.len},
