@@ -315,7 +315,9 @@ post_recv(struct nconn *c)
 		room = c->need - c->in_len;
 	c->rop.cb = on_recv;
 	c->rop.arg = c;
-	if (c->ux ? ol_node_ucx_recv(c, c->in + c->in_len, room)
+	/* UCX: the rest of a big frame in one completion, not a fragment at a time */
+	bool all = c->need > c->in_len && c->need - c->in_len == room;
+	if (c->ux ? ol_node_ucx_recv(c, c->in + c->in_len, room, all)
 		  : ol_loop_recv(c->nl->l, &c->rop, c->fd, c->in + c->in_len, room)) {
 		ol_node_kill(c);
 		return;

@@ -67,9 +67,10 @@ void ol_node_ucx_srv_start(struct ol_node_ucx_srv *u);
 /* After the loop stopped (its thread joined): progress until every endpoint's close is done,
  * then free the listener and the worker. The connections are freed after this. */
 void ol_node_ucx_srv_stop(struct ol_node_ucx_srv *u);
-/* Receive up to len bytes / send all len bytes on c's endpoint; the completion calls
+/* Receive up to len bytes (all of them with `all`: the rest of a big frame, one completion
+ * instead of one per fragment) / send all len bytes on c's endpoint; the completion calls
  * ol_node_on_recv / ol_node_on_sent later (never from inside these). 0 or -errno. */
-int ol_node_ucx_recv(struct nconn *c, void *buf, size_t len);
+int ol_node_ucx_recv(struct nconn *c, void *buf, size_t len, bool all);
 int ol_node_ucx_send(struct nconn *c, const void *buf, size_t len);
 /* Close c's endpoint (forced): pending receives and sends complete with an error. */
 void ol_node_ucx_shut(struct nconn *c);

@@ -60,9 +60,9 @@ ol_node_ucx_srv_stop(struct ol_node_ucx_srv *u)
 }
 
 int
-ol_node_ucx_recv(struct nconn *c, void *buf, size_t len)
+ol_node_ucx_recv(struct nconn *c, void *buf, size_t len, bool all)
 {
-	(void)c, (void)buf, (void)len;
+	(void)c, (void)buf, (void)len, (void)all;
 	return -EPROTONOSUPPORT;
 }
 

@@ -184,16 +184,18 @@ send_cb(void *req, ucs_status_t st, void *arg)
 }
 
 int
-ol_node_ucx_recv(struct nconn *c, void *buf, size_t len)
+ol_node_ucx_recv(struct nconn *c, void *buf, size_t len, bool all)
 {
 	struct nux *ux = c->ux;
 	if (!ux->ep)
 		return -ECONNRESET;
 	size_t n = 0;
-	ucp_request_param_t p = {.op_attr_mask =
-				     UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+	ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK |
+						 UCP_OP_ATTR_FIELD_USER_DATA |
+						 UCP_OP_ATTR_FIELD_FLAGS,
 				 .cb.recv_stream = recv_cb,
-				 .user_data = c};
+				 .user_data = c,
+				 .flags = all ? UCP_STREAM_RECV_FLAG_WAITALL : 0};
 	void *req = ucp_stream_recv_nbx(ux->ep, buf, len, &n, &p);
 	if (UCS_PTR_IS_ERR(req))
 		return ol_ucx_errno(UCS_PTR_STATUS(req));
