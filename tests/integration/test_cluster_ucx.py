@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import OPENLAKED, free_port, wait_for
+from conftest import OPENLAKE_CLI, OPENLAKED, free_port, wait_for
 from test_cluster_store import ETCD_CLI, body, etcd, others, start_cluster  # noqa: F401
 
 
@@ -40,6 +40,13 @@ def test_put_get_through_every_node_over_a_ucx_plane(ucx_cluster):
             for ln in r.stdout.splitlines()[:-1]]
     assert len(recs) == 4 and all(m["rpc_addr"].startswith("ucx://127.0.0.1:") for m in recs), \
         r.stdout
+    # `openlake cluster status` pings every member's plane at its registered ucx:// address
+    st = subprocess.run([str(OPENLAKE_CLI), "cluster", "status", "--config",
+                         str(c.nodes[0].config), "--json"], capture_output=True, text=True,
+                        timeout=120)
+    assert st.returncode == 0, st.stdout + st.stderr
+    planes = [m["plane"] for m in json.loads(st.stdout)["members"]]
+    assert len(planes) == 4 and all(p["ok"] for p in planes), planes
     lid, _ = c.leader()
     na = others(c, lid)[0]
     s3 = c.client(na)
