@@ -44,7 +44,7 @@ static const struct cfg_key keys[] = {
      "storage: S3 + KV pool; kv: KV pool only"},
     {"transport", T_ENUM, F(transport), "h2", 0, 0, "h2|rdma|tcp|ucx", 0, 0,
      "rdma or ucx: the KV pool also serves over UCX ([rdma] port; TCP alone when built "
-     "without UCX); the inter-node plane stays TCP"},
+     "without UCX); the inter-node plane has its own key, [cluster] plane_transport"},
     {"data_dirs", T_DIRS, F(data_dirs), "data/d0,data/d1,data/d2,data/d3", 0, 0, 0, 0, 0,
      "drives of this node, in order (created when missing)"},
     {"s3_addr", T_STR, F(s3_addr), "127.0.0.1:9000", 0, 0, 0, 0, 0, "S3 listen address"},

@@ -1,6 +1,6 @@
 /* io/ucx.h - what every UCX user here shares (the KV pool's transport in kv/ucx.c and
- * client/ucx.c, the node plane's in node/ucx.c): status to errno, and the wait that
- * progresses a worker and sleeps on its event fd. Library grade: no logging, no abort. Only
+ * client/ucx.c, the node plane's in node/ucx.c and node/ucx_srv.c): status to errno, the
+ * wait that progresses a worker and sleeps on its event fd, and a listener. Library grade: no logging, no abort. Only
  * built when meson found libucx-dev (OL_HAVE_UCX). */
 #ifndef OL_IO_UCX_H
 #define OL_IO_UCX_H
@@ -18,5 +18,12 @@ int ol_ucx_errno(ucs_status_t st);
  * timeout_ms passed (-ETIMEDOUT; done is checked once more first), sleeping on efd between
  * events. -errno when arming the worker fails. The calling thread owns w. */
 int ol_ucx_wait(ucp_worker_h w, int efd, bool (*done)(void *arg), void *arg, int timeout_ms);
+
+/* A listener of worker w on sa: a port still held by a daemon killed a moment ago (UCS_ERR_BUSY)
+ * is retried for 2 s, as the TCP listeners' bind is; *port = the port it listens on (sa's
+ * port 0 picks one). Returns UCX's status (the caller logs it). */
+ucs_status_t ol_ucx_listen(ucp_worker_h w, const struct sockaddr *sa, socklen_t len,
+			   ucp_listener_conn_callback_t cb, void *arg, ucp_listener_h *out,
+			   unsigned *port);
 
 #endif

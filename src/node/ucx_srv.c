@@ -7,7 +7,6 @@
 #include "io/io.h"
 #include "io/ucx.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -330,27 +329,15 @@ ol_node_ucx_listen(struct ol_node_server *s, struct nloop *nl, struct ol_loop *l
 		free(u);
 		return rc;
 	}
-	ucp_listener_params_t lp = {.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
-						  UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
-				    .sockaddr = {(const struct sockaddr *)&a.ss, a.len},
-				    .conn_handler = {on_conn, u}};
-	ucs_status_t st = ucp_listener_create(u->w, &lp, &u->lis);
-	for (int i = 0; st == UCS_ERR_BUSY && i < 40; i++) { /* as TCP's bind retries */
-		usleep(50 * 1000);
-		st = ucp_listener_create(u->w, &lp, &u->lis);
-	}
+	*port = 0;
+	ucs_status_t st =
+	    ol_ucx_listen(u->w, (const struct sockaddr *)&a.ss, a.len, on_conn, u, &u->lis, port);
 	if (st != UCS_OK) {
 		ol_err("node plane: UCX cannot listen on %s: %s", addr, ucs_status_string(st));
 		ol_node_ucx_worker_free(u->w);
 		free(u);
 		return st == UCS_ERR_BUSY ? -EADDRINUSE : -EIO;
 	}
-	ucp_listener_attr_t la = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
-	*port = 0;
-	if (ucp_listener_query(u->lis, &la) == UCS_OK)
-		*port = la.sockaddr.ss_family == AF_INET6
-			    ? ntohs(((struct sockaddr_in6 *)&la.sockaddr)->sin6_port)
-			    : ntohs(((struct sockaddr_in *)&la.sockaddr)->sin_port);
 	*out = u;
 	return 0;
 }
