@@ -10,9 +10,9 @@
 # --concurrency 1` (send a 1 MiB block, read an 8-byte ack). MiB/s and CPU seconds (both ends,
 # user + sys, of the process: wait4) per GiB, median of R rounds, and the ratios. With UCX in
 # the build, the same stream with the plane on UCX (node_stream_bench --mode ucx,
-# plane_transport = "ucx") in the same rounds, once with UCX_TLS=tcp and once with
-# UCX_TLS=shm,tcp (shared memory for the bytes; UCX's connection manager needs tcp); a row
-# says "failed" where that wire does not work here.
+# plane_transport = "ucx") in the same rounds, with UCX_TLS=tcp on lo (UCX_NET_DEVICES=lo:
+# the same loopback as the references). Not shm: UCX streams need a point-to-point
+# transport (tcp, rc, ud), and with UCX_TLS=shm,tcp UCX still picks tcp for them.
 #
 # Then shards:
 # Starts one openlaked with [cluster] secret (the plane on rpc_addr, drives on tmpfs so the
@@ -52,7 +52,7 @@ def run(argv, env=None):
     return out, ru.ru_utime + ru.ru_stime
 def stream(mode, tls=None):
     out, cpu = run([f"{build}/src/node/node_stream_bench", "--mode", mode, "--mib", str(smib)],
-                   {"UCX_TLS": tls} if tls else None)
+                   {"UCX_TLS": tls, "UCX_NET_DEVICES": "lo"} if tls else None)
     secs = float(out.split(" s ")[0].split()[-1])
     return smib / secs, cpu / (smib / 1024)
 def bench_tcp():
@@ -67,7 +67,7 @@ def try_stream(mode, tls):
     except SystemExit:
         return None
 # the plane on UCX: only when this build has it (the bench refuses with 1 otherwise)
-wires = ["tcp", "shm,tcp"] if try_stream("ucx", "tcp") else []
+wires = ["tcp"] if try_stream("ucx", "tcp") else []
 figs = {"plane": [], "tcp": [], "bench": [], **{"ucx " + w: [] for w in wires}}
 for _ in range(rounds):
     figs["plane"].append(stream("plane"))
@@ -84,11 +84,14 @@ print(f"node plane stream {smib} MiB, 1 MiB frames, one connection (median of {r
 for w in wires:
     k = "ucx " + w
     if k in m:
-        print(f"node plane on UCX (UCX_TLS={w}), same stream (median of {len(figs[k])}): "
+        print(f"node plane on UCX (UCX_TLS={w}, lo), same stream (median of {len(figs[k])}): "
               f"{m[k][0]:.0f} MiB/s  {m[k][1]:.2f} CPU s/GiB  ratio to the TCP plane "
               f"{m[k][0] / m['plane'][0]:.2f}, to plain TCP {m[k][0] / m['tcp'][0]:.2f}")
     else:
         print(f"node plane on UCX (UCX_TLS={w}): failed on this host")
+if wires:
+    print("  (no shm row: UCX streams need a point-to-point transport; UCX_TLS=shm,tcp runs "
+          "them on tcp)")
 if not wires:
     print("node plane on UCX: not in this build (no libucx-dev)")
 print(f"  reference plain loopback TCP stream (node_stream_bench --mode tcp): "

@@ -10,7 +10,7 @@
  *        disk, no file copies: the plane's own cost per byte.
  * ucx:   the same as plane with the plane on UCX (plane_transport = "ucx"): a UCX stream
  *        endpoint instead of the TCP socket under the same frames, MACs and window; UCX_TLS
- *        picks the wire (tcp, shm / sm: bench/node_plane.sh runs both where they work).
+ *        picks the wire among the point-to-point transports streams can use (tcp, rc, ud).
  * tcp:   the reference: the same N MiB over a plain loopback TCP stream between two threads
  *        of this process, written K KiB at a time and read into a K KiB buffer, one byte
  *        acknowledged at the end (a pure stream: no framing, no MAC, no round trips).

@@ -1,7 +1,8 @@
 """The object store over a cluster whose node planes run on UCX ([cluster] plane_transport =
 "ucx", issue 10): etcd + 4 openlaked nodes on loopback as in test_cluster_store.py, every
 node-to-node shard and metadata call on UCX stream endpoints with UCX_TLS=tcp (no RDMA NIC
-here: the verbs paths are not run). Each node registers its plane address as
+here: the verbs paths are not run; shared memory cannot carry UCX streams, see
+docs/node-protocol.md). Each node registers its plane address as
 "ucx://host:port" in etcd, which is how the others learn to reach it over UCX. Real daemons,
 boto3 through every node. A build without UCX refuses plane_transport = "ucx" at start."""
 
@@ -25,7 +26,10 @@ def built_with_ucx():
 def ucx_cluster(tmp_path, etcd, monkeypatch):  # noqa: F811
     if not built_with_ucx():
         pytest.skip("openlaked was built without UCX (libucx-dev)")
-    monkeypatch.setenv("UCX_TLS", "tcp")  # the daemons inherit it
+    # the daemons inherit these: tcp on loopback (UCX would also open lanes on every other
+    # interface, some of them other tests' network namespaces' and short-lived)
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    monkeypatch.setenv("UCX_NET_DEVICES", "lo")
     yield from start_cluster(tmp_path, etcd, extra='plane_transport = "ucx"\n')
 
 

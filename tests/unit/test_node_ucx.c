@@ -274,7 +274,10 @@ main(void)
 		   "no UCX in this build: a UCX server is refused");
 		tap_done();
 	}
-	setenv("UCX_TLS", "tcp", 0); /* a test runs on any host: tcp unless told otherwise */
+	/* a test runs on any host: tcp on loopback unless told otherwise (UCX would also open
+	 * lanes on every other interface, some of them other tests' and short-lived) */
+	setenv("UCX_TLS", "tcp", 0);
+	setenv("UCX_NET_DEVICES", "lo", 0);
 	char tmp[] = "/tmp/ol-node-ucx-XXXXXX", d1[300];
 	if (!mkdtemp(tmp))
 		tap_skip_all("mkdtemp");
