@@ -150,12 +150,15 @@ ol_node_ucx_connect(const char *addr, struct ol_node_ucx **out)
 	return 0;
 }
 
-/* A failed endpoint: nobody listens there, or the connection broke (closed, reset, timed
- * out by UCX's keepalive: the caller's deadline is the plane's only timeout). */
+/* A failed endpoint: nobody listens there (UCX's connection manager says "not connected"),
+ * or the connection broke (closed, reset, timed out by UCX's keepalive: the caller's
+ * deadline is the plane's only timeout). */
 static int
 ep_errno(ucs_status_t st)
 {
-	return st == UCS_ERR_UNREACHABLE || st == UCS_ERR_REJECTED ? -ECONNREFUSED : -ECONNRESET;
+	return st == UCS_ERR_NOT_CONNECTED || st == UCS_ERR_UNREACHABLE || st == UCS_ERR_REJECTED
+		   ? -ECONNREFUSED
+		   : -ECONNRESET;
 }
 
 static bool

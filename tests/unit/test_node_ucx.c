@@ -149,6 +149,18 @@ test_calls(const char *tmp)
 	ok(rc == -EACCES, "wrong secret: -EACCES (%d)", rc);
 	ol_node_client_free(c);
 
+	/* nobody listening: refused at once, as on TCP */
+	struct ol_node_client *nc;
+	int lfd = ol_io_listen("127.0.0.1:0", false, 1); /* a port nobody listens on, once closed */
+	snprintf(path, sizeof(path), "ucx://127.0.0.1:%u", ol_io_sock_port(lfd));
+	close(lfd);
+	ol_node_client_new(path, SECRET, 3, &nc);
+	uint64_t t0 = ol_io_now_ms();
+	rc = ol_node_ping(nc, 20000, NULL);
+	ok(rc == -ECONNREFUSED && ol_io_now_ms() - t0 < 15000,
+	   "no listener: -ECONNREFUSED before the deadline (%d)", rc);
+	ol_node_client_free(nc);
+
 	/* an endpoint that never says HELLO is closed by the server's timer */
 	struct ol_node_ucx *x;
 	uint8_t b;
