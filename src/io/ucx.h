@@ -1,7 +1,7 @@
 /* io/ucx.h - what every UCX user here shares (the KV pool's transport in kv/ucx.c and
  * client/ucx.c, the node plane's in node/ucx.c and node/ucx_srv.c): status to errno, the
- * wait that progresses a worker and sleeps on its event fd, and a listener. Library grade: no logging, no abort. Only
- * built when meson found libucx-dev (OL_HAVE_UCX). */
+ * wait that progresses a worker and sleeps on its event fd, and a listener. Library grade: no
+ * logging, no abort. Only built when meson found libucx-dev (OL_HAVE_UCX). */
 #ifndef OL_IO_UCX_H
 #define OL_IO_UCX_H
 
