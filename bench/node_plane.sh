@@ -8,7 +8,11 @@
 # alternating rounds: the same bytes over a plain loopback TCP stream between two threads
 # (node_stream_bench --mode tcp) and `openlake bench tcp --op put --size 1MiB
 # --concurrency 1` (send a 1 MiB block, read an 8-byte ack). MiB/s and CPU seconds (both ends,
-# user + sys, of the process: wait4) per GiB, median of R rounds, and the ratios.
+# user + sys, of the process: wait4) per GiB, median of R rounds, and the ratios. With UCX in
+# the build, the same stream with the plane on UCX (node_stream_bench --mode ucx,
+# plane_transport = "ucx") in the same rounds, with UCX_TLS=tcp on lo (UCX_NET_DEVICES=lo:
+# the same loopback as the references). Not shm: UCX streams need a point-to-point
+# transport (tcp, rc, ud), and with UCX_TLS=shm,tcp UCX still picks tcp for them.
 #
 # Then shards:
 # Starts one openlaked with [cluster] secret (the plane on rpc_addr, drives on tmpfs so the
@@ -36,8 +40,9 @@ echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (ot
 python3 - "$build" "$smib" "$rounds" <<'EOF'
 import json, os, subprocess, sys
 build, smib, rounds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-def run(argv):
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+def run(argv, env=None):
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         env=dict(os.environ, **(env or {})))
     out = p.stdout.read()
     _, status, ru = os.wait4(p.pid, 0)
     p.stdout.close()
@@ -45,8 +50,9 @@ def run(argv):
     if p.returncode:
         sys.exit(f"{argv[0]} failed ({p.returncode})")
     return out, ru.ru_utime + ru.ru_stime
-def stream(mode):
-    out, cpu = run([f"{build}/src/node/node_stream_bench", "--mode", mode, "--mib", str(smib)])
+def stream(mode, tls=None):
+    out, cpu = run([f"{build}/src/node/node_stream_bench", "--mode", mode, "--mib", str(smib)],
+                   {"UCX_TLS": tls, "UCX_NET_DEVICES": "lo"} if tls else None)
     secs = float(out.split(" s ")[0].split()[-1])
     return smib / secs, cpu / (smib / 1024)
 def bench_tcp():
@@ -55,15 +61,39 @@ def bench_tcp():
     j = json.loads(out)
     mib = j["bytes"] / 2**20
     return mib / j["elapsed_s"], cpu / (mib / 1024)
-figs = {"plane": [], "tcp": [], "bench": []}
+def try_stream(mode, tls):
+    try:
+        return stream(mode, tls)
+    except SystemExit:
+        return None
+# the plane on UCX: only when this build has it (the bench refuses with 1 otherwise)
+wires = ["tcp"] if try_stream("ucx", "tcp") else []
+figs = {"plane": [], "tcp": [], "bench": [], **{"ucx " + w: [] for w in wires}}
 for _ in range(rounds):
     figs["plane"].append(stream("plane"))
+    for w in wires:
+        f = try_stream("ucx", w)
+        if f:
+            figs["ucx " + w].append(f)
     figs["tcp"].append(stream("tcp"))
     figs["bench"].append(bench_tcp())
 med = lambda v: sorted(v)[len(v) // 2]
-m = {k: (med([a for a, _ in v]), med([c for _, c in v])) for k, v in figs.items()}
+m = {k: (med([a for a, _ in v]), med([c for _, c in v])) for k, v in figs.items() if v}
 print(f"node plane stream {smib} MiB, 1 MiB frames, one connection (median of {rounds}): "
       f"{m['plane'][0]:.0f} MiB/s  {m['plane'][1]:.2f} CPU s/GiB")
+for w in wires:
+    k = "ucx " + w
+    if k in m:
+        print(f"node plane on UCX (UCX_TLS={w}, lo), same stream (median of {len(figs[k])}): "
+              f"{m[k][0]:.0f} MiB/s  {m[k][1]:.2f} CPU s/GiB  ratio to the TCP plane "
+              f"{m[k][0] / m['plane'][0]:.2f}, to plain TCP {m[k][0] / m['tcp'][0]:.2f}")
+    else:
+        print(f"node plane on UCX (UCX_TLS={w}): failed on this host")
+if wires:
+    print("  (no shm row: UCX streams need a point-to-point transport; UCX_TLS=shm,tcp runs "
+          "them on tcp)")
+if not wires:
+    print("node plane on UCX: not in this build (no libucx-dev)")
 print(f"  reference plain loopback TCP stream (node_stream_bench --mode tcp): "
       f"{m['tcp'][0]:.0f} MiB/s  {m['tcp'][1]:.2f} CPU s/GiB  ratio {m['plane'][0] / m['tcp'][0]:.2f}")
 print(f"  reference openlake bench tcp --op put --size 1MiB --concurrency 1: "

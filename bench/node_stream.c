@@ -1,6 +1,6 @@
 /* node_stream - the node plane's one-connection stream, memory to memory (issue 10).
  *
- *   build/src/node/node_stream_bench [--mode plane|tcp|mac] [--mib N] [--frame-kib K]
+ *   build/src/node/node_stream_bench [--mode plane|ucx|tcp|mac] [--mib N] [--frame-kib K]
  *                                    [--window-kib W]
  *
  * plane: one plane server (one loop, as a node's) on loopback in this process; one client
@@ -8,6 +8,9 @@
  *        (W KiB, default 8 MiB = [cluster] plane_window): the server reads each frame,
  *        authenticates it, grants its bytes back and answers it with an empty PING reply. No
  *        disk, no file copies: the plane's own cost per byte.
+ * ucx:   the same as plane with the plane on UCX (plane_transport = "ucx"): a UCX stream
+ *        endpoint instead of the TCP socket under the same frames, MACs and window; UCX_TLS
+ *        picks the wire among the point-to-point transports streams can use (tcp, rc, ud).
  * tcp:   the reference: the same N MiB over a plain loopback TCP stream between two threads
  *        of this process, written K KiB at a time and read into a K KiB buffer, one byte
  *        acknowledged at the end (a pure stream: no framing, no MAC, no round trips).
@@ -89,22 +92,28 @@ plane_stream(struct ol_node_client *c, const uint8_t *buf, size_t frame, uint64_
 static int
 run_plane(const struct opts *o, uint8_t *buf, double *secs, double *cpu)
 {
-	char addr[64];
+	char addr[80];
+	bool ucx = !strcmp(o->mode, "ucx");
 	int rc = free_addr(addr, sizeof(addr));
 	if (rc)
 		return rc;
 	size_t frame = (size_t)o->frame_kib << 10;
-	struct ol_node_server_opts so = {.addr = addr,
+	unsigned port = 0;
+	struct ol_node_server_opts so = {.addr = ucx ? "127.0.0.1:0" : addr,
 					 .secret = SECRET,
 					 .self_id = 1,
 					 .threads = 1,
 					 .window = o->window_kib << 10,
-					 .max_payload = (uint32_t)frame};
+					 .max_payload = (uint32_t)frame,
+					 .transport = ucx ? OL_NODE_UCX : OL_NODE_TCP,
+					 .port = &port};
 	struct ol_node_server *srv;
 	struct ol_node_client *c = NULL;
 	rc = ol_node_server_start(&so, &srv);
 	if (rc)
 		return rc;
+	if (ucx)
+		snprintf(addr, sizeof(addr), "ucx://127.0.0.1:%u", port);
 	rc = ol_node_client_new(addr, SECRET, 2, &c);
 	if (!rc)
 		rc = ol_node_hello(c, DEADLINE_MS, NULL);
@@ -274,10 +283,11 @@ main(int argc, char **argv)
 			break;
 	}
 	if ((argc % 2) != 1 ||
-	    (strcmp(o.mode, "plane") && strcmp(o.mode, "tcp") && strcmp(o.mode, "mac")) ||
+	    (strcmp(o.mode, "plane") && strcmp(o.mode, "ucx") && strcmp(o.mode, "tcp") &&
+	     strcmp(o.mode, "mac")) ||
 	    (uint64_t)o.window_kib << 10 < ((uint64_t)o.frame_kib << 10) + 128 ||
 	    ((uint64_t)o.mib << 10) % o.frame_kib) {
-		fprintf(stderr, "usage: node_stream_bench [--mode plane|tcp|mac] [--mib N] "
+		fprintf(stderr, "usage: node_stream_bench [--mode plane|ucx|tcp|mac] [--mib N] "
 				"[--frame-kib K] [--window-kib W > K]\n"
 				"(N MiB a whole number of K KiB frames)\n");
 		return 2;
@@ -288,9 +298,9 @@ main(int argc, char **argv)
 	for (size_t i = 0; i < (size_t)o.frame_kib << 10; i++)
 		buf[i] = (uint8_t)(i * 131 + 7);
 	double secs = 0, cpu = 0;
-	int rc = !strcmp(o.mode, "mac")	    ? run_mac(&o, buf)
-		 : !strcmp(o.mode, "plane") ? run_plane(&o, buf, &secs, &cpu)
-					    : run_tcp(&o, buf, &secs, &cpu);
+	int rc = !strcmp(o.mode, "mac")	 ? run_mac(&o, buf)
+		 : strcmp(o.mode, "tcp") ? run_plane(&o, buf, &secs, &cpu)
+					 : run_tcp(&o, buf, &secs, &cpu);
 	free(buf);
 	if (!rc && !strcmp(o.mode, "mac"))
 		return 0;

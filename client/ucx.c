@@ -11,7 +11,6 @@
  * connection that olc_read serves. */
 #include <errno.h>
 #include <netdb.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include <ucp/api/ucp.h>
 
 #include "client_int.h"
+#include "io/ucx.h"
 
 bool
 olc_ucx_built(void)
@@ -33,6 +33,7 @@ struct olc_ucx {
 	ucp_ep_h ep;
 	int efd;
 	ucs_status_t err; /* the endpoint failed */
+	void *wreq;	  /* the request wait_until waits for */
 	void *sreq;	  /* the request being sent */
 	uint8_t *shdr;	  /* its AM header (valid until sent) */
 	size_t shdr_cap;
@@ -101,26 +102,14 @@ ep_err(void *arg, ucp_ep_h ep, ucs_status_t st)
 	x->err = st;
 }
 
-static int
-errno_of(ucs_status_t st)
+#define errno_of ol_ucx_errno /* io/ucx.c, shared with the node plane's UCX */
+
+static bool
+ucx_done(void *arg)
 {
-	switch (st) {
-	case UCS_OK:
-		return 0;
-	case UCS_ERR_TIMED_OUT:
-	case UCS_ERR_ENDPOINT_TIMEOUT:
-		return -ETIMEDOUT;
-	case UCS_ERR_REJECTED:
-		return -ECONNREFUSED;
-	case UCS_ERR_UNREACHABLE:
-		return -EHOSTUNREACH;
-	case UCS_ERR_NO_MEMORY:
-		return -ENOMEM;
-	case UCS_ERR_INVALID_PARAM:
-		return -EPROTO;
-	default:
-		return -ECONNRESET;
-	}
+	struct olc_ucx *x = arg;
+	return x->err != UCS_OK ||
+	       (x->wreq ? ucp_request_check_status(x->wreq) != UCS_INPROGRESS : x->have);
 }
 
 /* Progress until *done (a request complete, or a reply here), the endpoint fails, or the
@@ -128,24 +117,13 @@ errno_of(ucs_status_t st)
 static int
 wait_until(struct olc_ucx *x, void *req, uint64_t deadline)
 {
-	for (;;) {
-		while (ucp_worker_progress(x->w))
-			;
-		if (x->err != UCS_OK)
-			return errno_of(x->err);
-		if (req ? ucp_request_check_status(req) != UCS_INPROGRESS : x->have)
-			return 0;
-		ucs_status_t st = ucp_worker_arm(x->w);
-		if (st == UCS_ERR_BUSY)
-			continue;
-		if (st != UCS_OK)
-			return errno_of(st);
-		uint64_t now = olc_now_ms();
-		if (now >= deadline)
-			return -ETIMEDOUT;
-		struct pollfd pf = {x->efd, POLLIN, 0};
-		poll(&pf, 1, (int)(deadline - now));
-	}
+	uint64_t now = olc_now_ms();
+	x->wreq = req;
+	int r = ol_ucx_wait(x->w, x->efd, ucx_done, x, deadline > now ? (int)(deadline - now) : 0);
+	x->wreq = NULL;
+	if (x->err != UCS_OK)
+		return errno_of(x->err);
+	return r;
 }
 
 /* Wait for req (NULL: done at once) and free it. */

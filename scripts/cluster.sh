@@ -2,6 +2,7 @@
 # A local OpenLake cluster on loopback, for trying it out and for tests:
 #
 #   scripts/cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--sets S] [--parity P]
+#                         [--plane tcp|ucx]
 #       builds if needed, starts etcd (3 members by default), runs `openlake cluster init`
 #       (S erasure sets of N x D / S drives each, P parity, defaults N=4 D=1 S=1 P=1; a set
 #       takes one drive of each node while it can, so `up 4 DIR --drives 2 --sets 2` is two
@@ -9,7 +10,9 @@
 #       free loopback ports, waits until S3 answers through every node (the leader of set 0.0
 #       serves every set, the others forward to it), prints one line per node
 #           node ID s3=http://127.0.0.1:PORT kv=127.0.0.1:PORT pid=PID
-#       and returns, leaving them running (logs and pid files under DIR).
+#       and returns, leaving them running (logs and pid files under DIR). --plane ucx runs the
+#       node planes on UCX ([cluster] plane_transport; a build with libucx-dev; UCX_TLS and
+#       UCX_NET_DEVICES in the environment reach the nodes, e.g. UCX_TLS=tcp on one host).
 #   scripts/cluster.sh add DIR K [--drives D]
 #       grows the cluster running under DIR by K new nodes of D drives each (default 1) as a
 #       new pool: writes their configs (listing every node), runs `openlake cluster join`
@@ -141,6 +144,7 @@ node_config() { # node_config DIR ID D S3 KV RPC NODES: NODES is nodes_text's fo
 		printf '\n[kv]\ndram_bytes = "64MiB"\nspill_dir = "%s/kv"\nspill_bytes = "256MiB"\n' "$nd"
 		printf '\n[cluster]\netcd = [%s]\nlease_ttl_s = 10\nsecret = "%s"\n' "$eps" \
 			"$CLUSTER_SECRET"
+		echo "plane_transport = \"$PLANE\""
 	} >"$nd/openlake.toml"
 }
 
@@ -152,7 +156,7 @@ s3_answers() { # s3_answers PORT: an unsigned GET / gets S3's own answer (403), 
 
 up() {
 	local n=4 dir members=3 drives=1 sets=1 i
-	PARITY=1
+	PARITY=1 PLANE=tcp
 	if [[ "$1" =~ ^[0-9]+$ ]]; then n=$1; shift; fi
 	dir=$1
 	shift
@@ -162,11 +166,13 @@ up() {
 		--drives) drives=$2; shift 2 ;;
 		--parity) PARITY=$2; shift 2 ;;
 		--sets) sets=$2; shift 2 ;;
+		--plane) PLANE=$2; shift 2 ;;
 		*) die "unknown option $1" ;;
 		esac
 	done
 	[[ "$n" =~ ^[0-9]+$ && $n -ge 1 && $n -le 64 ]] || die "N must be 1..64"
 	[[ "$members" == 1 || "$members" == 3 ]] || die "--etcd takes 1 or 3"
+	[[ "$PLANE" == tcp || "$PLANE" == ucx ]] || die "--plane takes tcp or ucx"
 	[[ "$drives" =~ ^[0-9]+$ && $drives -ge 1 && $drives -le 16 ]] || die "--drives: 1..16"
 	[[ "$sets" =~ ^[0-9]+$ && $sets -ge 1 && $((n * drives % sets)) -eq 0 ]] ||
 		die "--sets must divide the $((n * drives)) drives"
@@ -236,6 +242,8 @@ add() {
 	CLUSTER_SECRET=$(conf_value "$dir/node-0/openlake.toml" secret)
 	SET_DRIVES=$(conf_value "$dir/node-0/openlake.toml" set_drive_count)
 	PARITY=$(conf_value "$dir/node-0/openlake.toml" default_parity_count)
+	PLANE=$(conf_value "$dir/node-0/openlake.toml" plane_transport)
+	PLANE=${PLANE:-tcp}
 	first=$(find "$dir" -maxdepth 1 -name 'node-*' -type d | wc -l)
 	[ $((k * drives % SET_DRIVES)) -eq 0 ] ||
 		die "$k nodes x $drives drives do not make whole sets of N = $SET_DRIVES"
@@ -324,9 +332,9 @@ down() {
 }
 
 case "${1:-}" in
-up) [ $# -ge 2 ] || die "usage: cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--parity P]"; shift; up "$@" ;;
+up) [ $# -ge 2 ] || die "usage: cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--parity P] [--plane tcp|ucx]"; shift; up "$@" ;;
 add) [ $# -ge 3 ] || die "usage: cluster.sh add DIR K [--drives D]"; shift; add "$@" ;;
 leave) [ $# -ge 3 ] || die "usage: cluster.sh leave DIR P [--timeout S]"; shift; leave "$@" ;;
 down) [ $# -eq 2 ] || die "usage: cluster.sh down DIR"; down "$2" ;;
-*) die "usage: cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--parity P] | add DIR K [--drives D] | leave DIR P [--timeout S] | down DIR" ;;
+*) die "usage: cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--parity P] [--plane tcp|ucx] | add DIR K [--drives D] | leave DIR P [--timeout S] | down DIR" ;;
 esac

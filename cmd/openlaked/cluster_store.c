@@ -149,7 +149,8 @@ cstore_decide(const struct ol_config *cfg, struct ol_cluster *c, struct ol_layou
 	return 1;
 }
 
-/* rpc_addr of a node: as it registered in etcd, else as the config lists it */
+/* rpc_addr of a node: as it registered in etcd ("ucx://" before it: its plane is on UCX),
+ * else as the config lists it */
 static void
 peer_addr(const struct cstore *cs, const struct ol_cluster_view *v, unsigned node, char *out,
 	  size_t len)
@@ -158,11 +159,13 @@ peer_addr(const struct cstore *cs, const struct ol_cluster_view *v, unsigned nod
 	for (unsigned i = 0; i < v->n; i++)
 		if (v->members[i].id == node && v->members[i].rpc_addr[0])
 			snprintf(out, len, "%s", v->members[i].rpc_addr);
+	/* [[nodes]] name no transport: the peer runs ours (plane_transport) */
+	const char *sch = ol_config_plane_scheme(cs->cfg);
 	for (unsigned i = 0; !out[0] && i < cs->cfg->n_nodes; i++)
 		if (cs->cfg->nodes[i].id == node)
-			snprintf(out, len, "%s", cs->cfg->nodes[i].rpc_addr);
+			snprintf(out, len, "%s%s", sch, cs->cfg->nodes[i].rpc_addr);
 	if (!out[0] && node == cs->cfg->self_id)
-		snprintf(out, len, "%s", cs->cfg->rpc_addr);
+		snprintf(out, len, "%s%s", sch, cs->cfg->rpc_addr);
 }
 
 /* every set of pool p, each over its drives' node planes, fenced with the epoch of the

@@ -904,6 +904,14 @@ start_plane(const struct ol_config *cfg, struct daemon *d)
 		return 0;
 	}
 #ifdef OL_HAVE_NODE
+	bool ucx = strcmp(cfg->cluster_plane_transport, "tcp") != 0;
+	if (ucx && !ol_node_ucx_available()) {
+		ol_err("[cluster] plane_transport = \"%s\": this openlaked was built without UCX "
+		       "(libucx-dev); install it and rebuild, or set plane_transport = \"tcp\" on "
+		       "every node",
+		       cfg->cluster_plane_transport);
+		return -EPROTONOSUPPORT;
+	}
 	const char *drives[OL_CFG_MAX_DIRS];
 	for (unsigned i = 0; i < cfg->n_data_dirs; i++)
 		drives[i] = cfg->data_dirs[i];
@@ -914,14 +922,20 @@ start_plane(const struct ol_config *cfg, struct daemon *d)
 					.window = (uint32_t)cfg->cluster_plane_window,
 					.max_payload = (uint32_t)cfg->cluster_plane_max_frame,
 					.n_drives = strcmp(cfg->mode, "kv") ? cfg->n_data_dirs : 0,
-					.drives = drives};
+					.drives = drives,
+					.transport = ucx ? OL_NODE_UCX : OL_NODE_TCP};
 	int rc = ol_node_server_start(&o, &d->plane);
 	if (rc) {
 		ol_err("cannot serve the node plane on %s: %s", cfg->rpc_addr, strerror(-rc));
 		return rc;
 	}
-	ol_info("node plane on %s (%u loops, window %llu bytes)", cfg->rpc_addr,
-		cfg->cluster_plane_threads, (unsigned long long)cfg->cluster_plane_window);
+	if (ucx)
+		ol_info("node plane on %s over UCX (one loop; UCX_TLS %s; window %llu bytes)",
+			cfg->rpc_addr, getenv("UCX_TLS") ? getenv("UCX_TLS") : "not set: UCX picks",
+			(unsigned long long)cfg->cluster_plane_window);
+	else
+		ol_info("node plane on %s (%u loops, window %llu bytes)", cfg->rpc_addr,
+			cfg->cluster_plane_threads, (unsigned long long)cfg->cluster_plane_window);
 	return 0;
 #else
 	(void)d;

@@ -44,7 +44,7 @@ static const struct cfg_key keys[] = {
      "storage: S3 + KV pool; kv: KV pool only"},
     {"transport", T_ENUM, F(transport), "h2", 0, 0, "h2|rdma|tcp|ucx", 0, 0,
      "rdma or ucx: the KV pool also serves over UCX ([rdma] port; TCP alone when built "
-     "without UCX); the inter-node plane stays TCP"},
+     "without UCX); the inter-node plane has its own key, [cluster] plane_transport"},
     {"data_dirs", T_DIRS, F(data_dirs), "data/d0,data/d1,data/d2,data/d3", 0, 0, 0, 0, 0,
      "drives of this node, in order (created when missing)"},
     {"s3_addr", T_STR, F(s3_addr), "127.0.0.1:9000", 0, 0, 0, 0, 0, "S3 listen address"},
@@ -183,6 +183,10 @@ static const struct cfg_key keys[] = {
      "by another process), never opened by this node's own store"},
     {"cluster.plane_threads", T_U32, F(cluster_plane_threads), "2", 1, 64, 0, 0, 0,
      "node plane: event-loop threads (one io_uring each) serving rpc_addr"},
+    {"cluster.plane_transport", T_ENUM, F(cluster_plane_transport), "tcp", 0, 0, "tcp|ucx|rdma", 0,
+     0,
+     "node plane: tcp, or ucx (rdma: the same) for RDMA fabrics (UCX_TLS and UCX_NET_DEVICES "
+     "pick the wire); every node of a cluster the same; ucx needs a build with libucx-dev"},
     {"cluster.plane_window", T_SIZE, F(cluster_plane_window), "8MiB", 65536, 1073741824, 0, 0, 0,
      "node plane: bytes a peer may have in flight towards this node (its credit window)"},
     {"cluster.plane_max_frame", T_SIZE, F(cluster_plane_max_frame), "1MiB", 4096, 16777216, 0, 0, 0,
@@ -822,6 +826,21 @@ ol_config_advertised(const struct ol_config *cfg, const char *addr, char *buf, s
 	bool v6 = strchr(cfg->cluster_advertise, ':') != NULL;
 	int n = snprintf(buf, cap, v6 ? "[%s]:%u" : "%s:%u", cfg->cluster_advertise, port);
 	return n > 0 && (size_t)n < cap ? buf : addr;
+}
+
+const char *
+ol_config_plane_scheme(const struct ol_config *cfg)
+{
+	return strcmp(cfg->cluster_plane_transport, "tcp") ? "ucx://" : "";
+}
+
+const char *
+ol_config_plane_addr(const struct ol_config *cfg, char *buf, size_t cap)
+{
+	char tmp[OL_CFG_STR + 8];
+	const char *a = ol_config_advertised(cfg, cfg->rpc_addr, tmp, sizeof(tmp));
+	snprintf(buf, cap, "%s%s", ol_config_plane_scheme(cfg), a);
+	return buf;
 }
 
 bool

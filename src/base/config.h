@@ -139,6 +139,7 @@ struct ol_config {
 	char cluster_advertise[OL_CFG_STR]; /* host registered in place of a wildcard bind */
 	char cluster_tls_ca[OL_CFG_STR];    /* trust for the forwarding hop's TLS ("" = own) */
 	unsigned cluster_plane_threads;	    /* node plane loop threads */
+	char cluster_plane_transport[8];    /* "tcp" (default), "ucx" or "rdma" (= ucx) */
 	uint64_t cluster_plane_window;	    /* credit window granted to each peer, bytes */
 	uint64_t cluster_plane_max_frame;   /* largest frame payload accepted */
 	/* [cluster] plane_only_drives: the last this many data_dirs are the node plane's alone */
@@ -221,6 +222,13 @@ const char *ol_config_kv_listen(const struct ol_config *cfg);
 bool ol_config_addr_wildcard(const char *addr);
 /* addr as other nodes reach it: with [cluster] advertise set and a wildcard host in addr,
  * "advertise:port" written into buf (cap bytes) and returned; else addr itself. */
+/* The node plane address this node registers (member record, leader record): rpc_addr as
+ * ol_config_advertised makes it, written "ucx://host:port" when [cluster] plane_transport is
+ * "ucx" or "rdma", so peers learn the transport with the address. Always buf. */
+const char *ol_config_plane_addr(const struct ol_config *cfg, char *buf, size_t cap);
+/* "ucx://" when this node's plane runs on UCX, else "": what a peer address from [[nodes]]
+ * (which names no transport) is given, every node of a cluster running one transport. */
+const char *ol_config_plane_scheme(const struct ol_config *cfg);
 const char *ol_config_advertised(const struct ol_config *cfg, const char *addr, char *buf,
 				 size_t cap);
 

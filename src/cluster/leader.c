@@ -223,7 +223,7 @@ gain(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t epoch)
 	snprintf(me.s3_addr, sizeof(me.s3_addr), "%s",
 		 ol_config_advertised(c->cfg, c->cfg->s3_addr, a, sizeof(a)));
 	snprintf(me.rpc_addr, sizeof(me.rpc_addr), "%s",
-		 ol_config_advertised(c->cfg, c->cfg->rpc_addr, a, sizeof(a)));
+		 ol_config_plane_addr(c->cfg, a, sizeof(a)));
 	me.lease = atomic_load(&c->lease_id);
 	set_info(c, s, &me);
 	atomic_store(&s->my_epoch, epoch);
@@ -489,10 +489,10 @@ ol_cluster_lead_start(struct ol_cluster *c, const struct ol_layout *l, ol_cluste
 	pthread_mutex_init(&c->ldr_mu, NULL);
 	publish_sets(c, l, 0);
 	snprintf(c->sets_prefix, sizeof(c->sets_prefix), "%ssets/", c->cfg->cluster_prefix);
-	char s3[OL_CFG_STR + 8], rpc[OL_CFG_STR + 8];
+	char s3[OL_CFG_STR + 8], rpc[OL_CFG_STR + 16];
 	c->ldr_value = ol_cluster_leader_to_json(
 	    c->cfg->self_id, ol_config_advertised(c->cfg, c->cfg->s3_addr, s3, sizeof(s3)),
-	    ol_config_advertised(c->cfg, c->cfg->rpc_addr, rpc, sizeof(rpc)));
+	    ol_config_plane_addr(c->cfg, rpc, sizeof(rpc)));
 	if (!c->ldr_value)
 		ol_die("out of memory building the leader record");
 	c->lead_fn = fn;

@@ -73,15 +73,15 @@ member_json(const struct ol_config *cfg)
 		json_array_append_new(drives, json_pack("{s:s, s:I}", "path", cfg->data_dirs[i],
 							"size", (json_int_t)size));
 	}
-	char s3[OL_CFG_STR + 8], kv[OL_CFG_STR + 8], rpc[OL_CFG_STR + 8];
+	char s3[OL_CFG_STR + 8], kv[OL_CFG_STR + 8], rpc[OL_CFG_STR + 16];
 	json_t *o = json_pack(
 	    "{s:I, s:s, s:s, s:s, s:o, s:I, s:I, s:I, s:s, s:I}", "id", (json_int_t)cfg->self_id,
 	    "s3",
 	    strcmp(cfg->mode, "kv") == 0 ? ""
 					 : ol_config_advertised(cfg, cfg->s3_addr, s3, sizeof(s3)),
 	    "kv", ol_config_advertised(cfg, ol_config_kv_listen(cfg), kv, sizeof(kv)), "rpc_addr",
-	    ol_config_advertised(cfg, cfg->rpc_addr, rpc, sizeof(rpc)), "drives", drives,
-	    "capacity", (json_int_t)total, "free", (json_int_t)free_total, "weight",
+	    ol_config_plane_addr(cfg, rpc, sizeof(rpc)), "drives", drives, "capacity",
+	    (json_int_t)total, "free", (json_int_t)free_total, "weight",
 	    (json_int_t)cfg->cluster_weight, "version", OL_VERSION, "start_time",
 	    (json_int_t)time(NULL));
 	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;

@@ -455,6 +455,17 @@ ol_loop_read(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf, size_t
 }
 
 int
+ol_loop_poll(struct ol_loop *l, struct ol_loop_op *op, int fd, unsigned events)
+{
+	struct io_uring_sqe *sqe = get_sqe(l);
+	if (!sqe)
+		return -EBUSY;
+	op->all = false;
+	io_uring_prep_poll_add(sqe, fd, events);
+	return queue_op(l, op, sqe);
+}
+
+int
 ol_loop_cancel(struct ol_loop *l, struct ol_loop_op *op)
 {
 	struct io_uring_sqe *sqe = get_sqe(l);

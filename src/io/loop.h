@@ -131,6 +131,10 @@ int ol_loop_fsync(struct ol_loop *l, struct ol_loop_op *op, int fd, bool datasyn
  * the device has started is not cancelled: its callback runs when it completes. */
 int ol_loop_read(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf, size_t len,
 		 uint64_t off);
+/* poll(2) of fd for events (POLLIN, ...), one shot: res = the events that are ready, or
+ * -errno. For a descriptor that is not a socket or a file, e.g. a library's wakeup fd (UCX's
+ * worker event fd: node/ucx.c progresses its worker on the loop this way). */
+int ol_loop_poll(struct ol_loop *l, struct ol_loop_op *op, int fd, unsigned events);
 /* Cancel a started op: its callback still runs once, with -ECANCELED (or its result, if it
  * had completed). 0 or -EBUSY. */
 int ol_loop_cancel(struct ol_loop *l, struct ol_loop_op *op);

@@ -32,6 +32,7 @@
 
 #include "base/config.h"
 #include "base/log.h"
+#include "io/ucx.h"
 #include "kv/server_int.h"
 #include "openlake/openlake.h"
 
@@ -723,26 +724,14 @@ listen_on(struct kvu *u, const struct ol_config *cfg, const char *addr)
 						    : "127.0.0.1",
 			ps, &hints, &ai) != 0)
 		return -EINVAL;
-	ucp_listener_params_t lp = {.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
-						  UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
-				    .sockaddr = {ai->ai_addr, ai->ai_addrlen},
-				    .conn_handler = {on_conn, u}};
-	/* a daemon killed a moment ago may still hold the port: retry for 2 s, as TCP does */
-	ucs_status_t st = ucp_listener_create(u->w, &lp, &u->lis);
-	for (int i = 0; st == UCS_ERR_BUSY && i < 40; i++) {
-		usleep(50 * 1000);
-		st = ucp_listener_create(u->w, &lp, &u->lis);
-	}
+	/* a daemon killed a moment ago may still hold the port: retried for 2 s, as TCP does */
+	ucs_status_t st =
+	    ol_ucx_listen(u->w, ai->ai_addr, ai->ai_addrlen, on_conn, u, &u->lis, &port);
 	freeaddrinfo(ai);
 	if (st != UCS_OK) {
 		ol_err("kv: UCX cannot listen on port %u: %s", port, ucs_status_string(st));
 		return -EADDRINUSE;
 	}
-	ucp_listener_attr_t la = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
-	if (ucp_listener_query(u->lis, &la) == UCS_OK)
-		port = ntohs(la.sockaddr.ss_family == AF_INET6
-				 ? ((struct sockaddr_in6 *)&la.sockaddr)->sin6_port
-				 : ((struct sockaddr_in *)&la.sockaddr)->sin_port);
 	ol_info("kv: UCX listening on port %u (transport = \"%s\", [rdma] backend = \"%s\": "
 		"UCX_TLS %s; AM header up to %zu bytes; DRAM tier %s)",
 		port, cfg->transport, cfg->rdma_backend,

@@ -1,6 +1,7 @@
 /* node/client.c - one blocking connection to one peer's node plane (node.h). Library grade:
  * no logging, no abort, -errno results. */
 #include "node/node.h"
+#include "node/ucx_int.h"
 
 #include "io/io.h"
 
@@ -16,7 +17,9 @@ struct ol_node_client {
 	char addr[256];
 	char secret[256];
 	unsigned self_id;
-	int fd;
+	bool ucx;		     /* addr is "ucx://host:port": the peer's plane is on UCX */
+	int fd;			     /* the TCP connection, or -1 */
+	struct ol_node_ucx *ux;	     /* the UCX one, or NULL */
 	struct ol_node_mac *tx, *rx; /* our frames' MAC (client to server), the peer's */
 	uint64_t wseq, rseq, next_call, credit;
 	struct ol_node_peer_info info;
@@ -35,6 +38,9 @@ ol_node_client_new(const char *addr, const char *secret, unsigned self_id,
 	*out = NULL;
 	if (!secret[0] || strlen(addr) >= 256 || strlen(secret) >= 256)
 		return -EINVAL;
+	bool ucx = strncmp(addr, OL_NODE_UCX_SCHEME, strlen(OL_NODE_UCX_SCHEME)) == 0;
+	if (ucx && !ol_node_ucx_built())
+		return -EPROTONOSUPPORT;
 	struct ol_node_client *c = calloc(1, sizeof(*c));
 	if (!c || ol_node_mac_new(&c->tx) || ol_node_mac_new(&c->rx)) {
 		ol_node_client_free(c);
@@ -43,6 +49,7 @@ ol_node_client_new(const char *addr, const char *secret, unsigned self_id,
 	memcpy(c->addr, addr, strlen(addr) + 1);
 	memcpy(c->secret, secret, strlen(secret) + 1);
 	c->self_id = self_id;
+	c->ucx = ucx;
 	c->fd = -1;
 	*out = c;
 	return 0;
@@ -54,6 +61,8 @@ drop(struct ol_node_client *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
+	ol_node_ucx_close(c->ux); /* before the buffers: a cancelled request may point there */
+	c->ux = NULL;
 	free(c->rbuf);
 	free(c->sbuf);
 	c->rbuf = c->sbuf = NULL;
@@ -91,7 +100,7 @@ read_exact(struct ol_node_client *c, uint8_t *p, size_t n)
 		int t = left_ms(c);
 		if (!t)
 			return -ETIMEDOUT;
-		ssize_t r = ol_io_read(c->fd, p, n, t);
+		ssize_t r = c->ux ? ol_node_ucx_read(c->ux, p, n, t) : ol_io_read(c->fd, p, n, t);
 		if (r == 0)
 			return -ECONNRESET;
 		if (r < 0)
@@ -122,7 +131,8 @@ send_frame(struct ol_node_client *c, struct ol_node_hdr *h, const struct iovec *
 	for (int i = 0; i < niov; i++)
 		v[i + 1] = iov[i];
 	v[niov + 1] = (struct iovec){tag, sizeof(tag)};
-	return ol_io_writev_all(c->fd, v, niov + 2, t);
+	return c->ux ? ol_node_ucx_writev(c->ux, v, niov + 2, t)
+		     : ol_io_writev_all(c->fd, v, niov + 2, t);
 }
 
 /* Send the frame whose payload (h->len bytes) was built at sbuf + OL_NODE_HDR. */
@@ -243,10 +253,30 @@ do_hello(struct ol_node_client *c)
 	return 0;
 }
 
+static bool
+live(const struct ol_node_client *c)
+{
+	return c->fd >= 0 || c->ux;
+}
+
+/* The byte stream to the peer: a TCP connection, or a UCX endpoint. */
+static int
+open_stream(struct ol_node_client *c, int t)
+{
+	if (c->ucx)
+		return ol_node_ucx_connect(c->addr + strlen(OL_NODE_UCX_SCHEME), &c->ux);
+	c->fd = ol_io_connect(c->addr, t);
+	if (c->fd >= 0)
+		return 0;
+	int rc = c->fd == -EINPROGRESS ? -ETIMEDOUT : c->fd;
+	c->fd = -1;
+	return rc;
+}
+
 static int
 ensure_conn(struct ol_node_client *c)
 {
-	if (c->fd >= 0)
+	if (live(c))
 		return 0;
 	int t = left_ms(c);
 	if (!t)
@@ -258,16 +288,14 @@ ensure_conn(struct ol_node_client *c)
 		drop(c);
 		return -ENOMEM;
 	}
-	c->fd = ol_io_connect(c->addr, t);
-	if (c->fd < 0) {
-		int rc = c->fd == -EINPROGRESS ? -ETIMEDOUT : c->fd;
-		c->fd = -1;
+	int rc = open_stream(c, t);
+	if (rc) {
 		drop(c);
 		return rc;
 	}
 	c->wseq = 0;
 	c->st.connects++;
-	int rc = do_hello(c);
+	rc = do_hello(c);
 	size_t cap = OL_NODE_HDR + (size_t)c->info.max_payload + OL_NODE_MAC;
 	uint8_t *r2 = rc ? NULL : realloc(c->rbuf, cap);
 	if (r2)
@@ -582,7 +610,7 @@ ol_node_shard_read(struct ol_node_client *c, unsigned drive, const char *name, u
 uint32_t
 ol_node_client_max_payload(const struct ol_node_client *c)
 {
-	return c->fd >= 0 ? c->info.max_payload : 0;
+	return live(c) ? c->info.max_payload : 0;
 }
 
 int
@@ -646,7 +674,7 @@ int
 ol_node_recv(struct ol_node_client *c, uint64_t call_id, const uint8_t **reply, size_t *rlen)
 {
 	struct ol_node_hdr rh;
-	if (!c->pending || c->fd < 0)
+	if (!c->pending || !live(c))
 		return -EINVAL;
 	int rc = recv_reply(c, call_id, &rh);
 	if (!rc && (rh.flags & OL_NODE_F_MORE))

@@ -196,7 +196,16 @@ struct ol_node_server_opts {
 	 * remote set only when no local store of this process holds them. */
 	unsigned hello_timeout_ms; /* a connection without a valid HELLO by then is closed
 				      (0 = 10 s) */
+	/* OL_NODE_TCP (0): TCP listeners on `threads` loops. OL_NODE_UCX: a UCX listener on
+	 * addr (UCX_TLS picks the wire: RDMA verbs, tcp, shm) on one loop, whatever threads
+	 * says; the same frames, MACs, deadlines and credit window (docs/node-protocol.md,
+	 * "UCX transport"). -EPROTONOSUPPORT when this build has no UCX. */
+	unsigned transport;
+	unsigned *port; /* where to store the port listened on (addr's port 0); may be NULL */
 };
+enum { OL_NODE_TCP = 0, OL_NODE_UCX = 1 };
+/* True when this build has the UCX transport (libucx-dev was found). */
+bool ol_node_ucx_available(void);
 
 /* Listen on o->addr and serve. Returns at once. -EADDRINUSE, -EINVAL, -ENOMEM, -EOPNOTSUPP
  * (no usable io_uring), or another -errno. */
@@ -226,10 +235,11 @@ struct ol_node_peer_info {
 	struct ol_node_drive drives[OL_NODE_MAX_DRIVES];
 };
 
-/* A client for the peer at addr ("host:port"). No I/O here: each call connects when the
- * client has no live connection, and a call that fails in a way that leaves the stream in an
- * unknown state (deadline, broken socket, protocol error) closes it. One thread at a time per
- * client (a caller keeps one client per peer per thread, or locks). -ENOMEM, -EINVAL. */
+/* A client for the peer at addr: "host:port" (TCP) or "ucx://host:port" (a peer serving
+ * plane_transport = "ucx"; -EPROTONOSUPPORT in a build without UCX). No I/O here: each call
+ * connects when the client has no live connection, and a call that fails in a way that leaves the
+ * stream in an unknown state (deadline, broken socket, protocol error) closes it. One thread at a
+ * time per client (a caller keeps one client per peer per thread, or locks). -ENOMEM, -EINVAL. */
 int ol_node_client_new(const char *addr, const char *secret, unsigned self_id,
 		       struct ol_node_client **out);
 void ol_node_client_free(struct ol_node_client *c);

@@ -17,17 +17,21 @@ struct obuf {
 	uint8_t data[]; /* header, payload, MAC */
 };
 
+struct nux;
+
 struct nconn {
 	struct nloop *nl;
 	struct ol_loop *loop; /* the loop this connection lives on */
 	struct ol_node_server *s;
 	struct nconn *prev, *next;
-	int fd;
+	int fd;		/* -1 on UCX */
+	struct nux *ux; /* the UCX endpoint (ucx_srv.c), NULL on TCP */
 	unsigned depth; /* callbacks of this connection on the stack: not freed meanwhile */
 	char peer[64];
 	struct ol_loop_op rop, wop, fop;
 	struct ol_loop_timer hello_timer;
 	struct ol_loop_timer wtimer, rtimer; /* the deadlines of the open write / read stream */
+	bool xpending;			     /* the UCX endpoint's close is in flight */
 	bool rpending, wpending, fpending, dead, closing, authed, paused, in_process;
 	uint8_t *in;
 	size_t in_len, in_cap;
@@ -81,6 +85,13 @@ void ol_node_out_end(struct nconn *c, uint8_t op, uint64_t call_id, uint16_t fla
 		     size_t len);
 /* Input processing paused by an op (fsync, read stream) goes on. */
 void ol_node_resume(struct nconn *c);
+/* A new connection of loop nl on l (fd -1 for a UCX endpoint: the caller sets c->ux), in
+ * the loop's list; conn_start arms its HELLO timer and starts reading. */
+struct nconn *ol_node_conn_new(struct nloop *nl, struct ol_loop *l, int fd, const char *peer);
+void ol_node_conn_start(struct nconn *c);
+/* The completions of a connection's receive (res: bytes, 0 or -errno) and send. */
+void ol_node_on_recv(struct ol_loop *l, void *arg, int res);
+void ol_node_on_sent(struct ol_loop *l, void *arg, int res);
 /* Free a dead connection once no ring op and no callback refers to it. */
 void ol_node_release(struct nconn *c);
 /* Cut the connection off (after a protocol error; logged by the caller). */

@@ -2,6 +2,7 @@
  * (node.h). Each loop owns its listener and its connections; nothing is shared between loops
  * but the read-only server config and the relaxed counters. */
 #include "node/node_int.h"
+#include "node/ucx_int.h"
 
 #include "base/driveid.h"
 #include "base/log.h"
@@ -24,11 +25,12 @@ struct nloop {
 	struct ol_loop_op aop;
 	struct ol_loop_msg start, shut;
 	struct nconn *conns;
+	struct ol_node_ucx_srv *ux; /* plane_transport = "ucx": the worker this loop progresses */
 	bool stopping;
 };
 
-static void on_recv(struct ol_loop *l, void *arg, int res);
-static void on_sent(struct ol_loop *l, void *arg, int res);
+#define on_recv ol_node_on_recv
+#define on_sent ol_node_on_sent
 
 static void
 stat_max(atomic_uint_fast64_t *a, uint64_t v)
@@ -44,6 +46,7 @@ conn_free(struct nconn *c)
 {
 	ol_loop_timer_cancel(c->loop, &c->hello_timer);
 	ol_node_ops_fini(c);
+	ol_node_ucx_conn_fini(c);
 	for (struct obuf *o = c->oq_head, *n; o; o = n) {
 		n = o->next;
 		free(o);
@@ -66,7 +69,7 @@ conn_free(struct nconn *c)
 void
 ol_node_release(struct nconn *c)
 {
-	if (c->dead && !c->depth && !c->rpending && !c->wpending && !c->fpending)
+	if (c->dead && !c->depth && !c->rpending && !c->wpending && !c->fpending && !c->xpending)
 		conn_free(c);
 }
 
@@ -76,7 +79,10 @@ ol_node_kill(struct nconn *c)
 	if (c->dead)
 		return;
 	c->dead = true;
-	shutdown(c->fd, SHUT_RDWR); /* a pending recv or send completes now */
+	if (c->ux)
+		ol_node_ucx_shut(c); /* forced close: pending receives and sends complete */
+	else
+		shutdown(c->fd, SHUT_RDWR); /* a pending recv or send completes now */
 	ol_node_release(c);
 }
 
@@ -87,14 +93,15 @@ kick_send(struct nconn *c)
 		return;
 	c->wop.cb = on_sent;
 	c->wop.arg = c;
-	if (ol_loop_send_all(c->nl->l, &c->wop, c->fd, c->oq_head->data, c->oq_head->len)) {
+	if (c->ux ? ol_node_ucx_send(c, c->oq_head->data, c->oq_head->len)
+		  : ol_loop_send_all(c->nl->l, &c->wop, c->fd, c->oq_head->data, c->oq_head->len)) {
 		ol_node_kill(c);
 		return;
 	}
 	c->wpending = true;
 }
 
-static void
+void
 on_sent(struct ol_loop *l, void *arg, int res)
 {
 	(void)l;
@@ -112,7 +119,10 @@ on_sent(struct ol_loop *l, void *arg, int res)
 	c->oq_n--;
 	free(o);
 	if (c->closing && !c->oq_head) {
-		ol_node_kill(c);
+		if (c->ux)
+			ol_node_ucx_linger(c, 2000);
+		else
+			ol_node_kill(c);
 		goto out;
 	}
 	ol_node_read_pump(c);
@@ -305,7 +315,10 @@ post_recv(struct nconn *c)
 		room = c->need - c->in_len;
 	c->rop.cb = on_recv;
 	c->rop.arg = c;
-	if (ol_loop_recv(c->nl->l, &c->rop, c->fd, c->in + c->in_len, room)) {
+	/* UCX: the rest of a big frame in one completion, not a fragment at a time */
+	bool all = c->need > c->in_len && c->need - c->in_len == room;
+	if (c->ux ? ol_node_ucx_recv(c, c->in + c->in_len, room, all)
+		  : ol_loop_recv(c->nl->l, &c->rop, c->fd, c->in + c->in_len, room)) {
 		ol_node_kill(c);
 		return;
 	}
@@ -356,7 +369,7 @@ ol_node_resume(struct nconn *c)
 		process_input(c);
 }
 
-static void
+void
 on_recv(struct ol_loop *l, void *arg, int res)
 {
 	(void)l;
@@ -392,12 +405,43 @@ on_hello_timeout(struct ol_loop *l, void *arg, int res)
 	(void)l;
 	(void)res;
 	struct nconn *c = arg;
-	if (c->authed || c->dead)
+	if (c->authed || c->dead || c->closing) /* closing: refused, its last frame going out */
 		return;
 	atomic_fetch_add_explicit(&c->s->hello_timeouts, 1, memory_order_relaxed);
 	ol_warn("node plane: %s sent no HELLO within %u ms; connection closed", c->peer,
 		c->s->hello_timeout_ms);
 	ol_node_kill(c);
+}
+
+struct nconn *
+ol_node_conn_new(struct nloop *nl, struct ol_loop *l, int fd, const char *peer)
+{
+	struct nconn *c = ol_xcalloc(1, sizeof(*c));
+	c->nl = nl;
+	c->loop = l;
+	c->s = nl->s;
+	c->fd = fd;
+	c->wfd = c->rfd = -1;
+	c->in_cap = OL_NODE_HDR + nl->s->max_payload + OL_NODE_MAC;
+	c->in = ol_xmalloc(c->in_cap);
+	if (ol_node_mac_new(&c->tx) || ol_node_mac_new(&c->rx))
+		ol_die("node plane: out of memory for a connection's MAC contexts");
+	snprintf(c->peer, sizeof(c->peer), "%s", peer);
+	c->next = nl->conns;
+	if (nl->conns)
+		nl->conns->prev = c;
+	nl->conns = c;
+	atomic_fetch_add_explicit(&nl->s->conns, 1, memory_order_relaxed);
+	return c;
+}
+
+void
+ol_node_conn_start(struct nconn *c)
+{
+	c->hello_timer.cb = on_hello_timeout;
+	c->hello_timer.arg = c;
+	ol_loop_timer_arm(c->loop, &c->hello_timer, (uint64_t)c->s->hello_timeout_ms * 1000000u);
+	post_recv(c);
 }
 
 static void
@@ -413,31 +457,14 @@ on_accept(struct ol_loop *l, void *arg, int res)
 			ol_loop_accept(l, &nl->aop, nl->lfd);
 		return;
 	}
-	struct nconn *c = ol_xcalloc(1, sizeof(*c));
-	c->nl = nl;
-	c->loop = l;
-	c->s = nl->s;
-	c->fd = res;
-	c->wfd = c->rfd = -1;
-	c->in_cap = OL_NODE_HDR + nl->s->max_payload + OL_NODE_MAC;
-	c->in = ol_xmalloc(c->in_cap);
-	if (ol_node_mac_new(&c->tx) || ol_node_mac_new(&c->rx))
-		ol_die("node plane: out of memory for a connection's MAC contexts");
+	char peer[64] = "?";
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	if (getpeername(res, (struct sockaddr *)&ss, &sl) ||
-	    ol_io_addr_str((struct sockaddr *)&ss, sl, c->peer, sizeof(c->peer)))
-		snprintf(c->peer, sizeof(c->peer), "?");
+	    ol_io_addr_str((struct sockaddr *)&ss, sl, peer, sizeof(peer)))
+		snprintf(peer, sizeof(peer), "?");
 	ol_io_set_nodelay(res);
-	c->next = nl->conns;
-	if (nl->conns)
-		nl->conns->prev = c;
-	nl->conns = c;
-	atomic_fetch_add_explicit(&nl->s->conns, 1, memory_order_relaxed);
-	c->hello_timer.cb = on_hello_timeout;
-	c->hello_timer.arg = c;
-	ol_loop_timer_arm(l, &c->hello_timer, (uint64_t)nl->s->hello_timeout_ms * 1000000u);
-	post_recv(c);
+	ol_node_conn_start(ol_node_conn_new(nl, l, res, peer));
 	if (!nl->stopping)
 		ol_loop_accept(l, &nl->aop, nl->lfd);
 }
@@ -447,6 +474,10 @@ on_start(struct ol_loop *l, void *arg, int res)
 {
 	(void)res;
 	struct nloop *nl = arg;
+	if (nl->ux) {
+		ol_node_ucx_srv_start(nl->ux);
+		return;
+	}
 	nl->aop.cb = on_accept;
 	nl->aop.arg = nl;
 	if (ol_loop_accept(l, &nl->aop, nl->lfd))
@@ -459,15 +490,21 @@ on_shut(struct ol_loop *l, void *arg, int res)
 	(void)res;
 	struct nloop *nl = arg;
 	nl->stopping = true;
-	ol_loop_cancel(l, &nl->aop);
+	if (nl->lfd >= 0)
+		ol_loop_cancel(l, &nl->aop);
 	for (struct nconn *c = nl->conns; c; c = c->next) {
 		/* the loop is freed before the conns: no timer may point into them */
 		ol_loop_timer_cancel(l, &c->hello_timer);
 		ol_loop_timer_cancel(l, &c->wtimer);
 		ol_loop_timer_cancel(l, &c->rtimer);
+		if (c->ux)
+			ol_node_ucx_quiet(c);
 		if (!c->dead) {
 			c->dead = true;
-			shutdown(c->fd, SHUT_RDWR);
+			if (c->ux)
+				ol_node_ucx_shut(c);
+			else
+				shutdown(c->fd, SHUT_RDWR);
 		}
 	}
 }
@@ -506,13 +543,51 @@ render_metrics(struct ol_strbuf *b, void *arg)
 			 (unsigned long long)st.max_held);
 }
 
+/* nl's loop and its listener: a TCP socket, or UCX's on the loop's worker */
+static int
+loop_listen(struct nloop *nl, const struct ol_node_server_opts *o)
+{
+	unsigned port = 0;
+	int rc;
+	nl->lfd = -1;
+	if (o->transport != OL_NODE_UCX) {
+		nl->lfd = ol_io_listen(o->addr, true, 0);
+		if (nl->lfd < 0)
+			return nl->lfd;
+		port = ol_io_sock_port(nl->lfd);
+	}
+	rc = ol_loop_new(0, &nl->l);
+	if (!rc && o->transport == OL_NODE_UCX) {
+		rc = ol_node_ucx_listen(nl->s, nl, nl->l, o->addr, &nl->ux, &port);
+		if (rc)
+			ol_loop_free(nl->l);
+	}
+	if (rc) {
+		if (nl->lfd >= 0)
+			close(nl->lfd);
+		return rc;
+	}
+	if (o->port && !*o->port)
+		*o->port = port;
+	return 0;
+}
+
+bool
+ol_node_ucx_available(void)
+{
+	return ol_node_ucx_built();
+}
+
 int
 ol_node_server_start(const struct ol_node_server_opts *o, struct ol_node_server **out)
 {
 	*out = NULL;
 	if (!o->secret[0] || strlen(o->secret) >= 256 || !o->threads ||
-	    o->n_drives > OL_NODE_MAX_DRIVES || o->window < o->max_payload + 128)
+	    o->n_drives > OL_NODE_MAX_DRIVES || o->window < o->max_payload + 128 ||
+	    o->transport > OL_NODE_UCX)
 		return -EINVAL;
+	if (o->transport == OL_NODE_UCX && !ol_node_ucx_built())
+		return -EPROTONOSUPPORT;
 	struct ol_node_server *s = ol_xcalloc(1, sizeof(*s));
 	memcpy(s->secret, o->secret, strlen(o->secret) + 1);
 	s->self_id = o->self_id;
@@ -525,19 +600,13 @@ ol_node_server_start(const struct ol_node_server_opts *o, struct ol_node_server 
 	ol_node_mops_init(s);
 	int rc = ol_node_ops_open_roots(s);
 	s->loops = ol_xcalloc(o->threads, sizeof(*s->loops));
-	for (unsigned i = 0; !rc && i < o->threads; i++) {
+	unsigned threads = o->transport == OL_NODE_UCX ? 1 : o->threads;
+	for (unsigned i = 0; !rc && i < threads; i++) {
 		struct nloop *nl = &s->loops[i];
 		nl->s = s;
-		nl->lfd = ol_io_listen(o->addr, true, 0);
-		if (nl->lfd < 0) {
-			rc = nl->lfd;
+		rc = loop_listen(nl, o);
+		if (rc)
 			break;
-		}
-		rc = ol_loop_new(0, &nl->l);
-		if (rc) {
-			close(nl->lfd);
-			break;
-		}
 		s->n_loops++;
 		nl->start = (struct ol_loop_msg){.fn = on_start, .arg = nl};
 		ol_loop_post(nl->l, &nl->start);
@@ -564,12 +633,16 @@ ol_node_server_stop(struct ol_node_server *s)
 		nl->shut = (struct ol_loop_msg){.fn = on_shut, .arg = nl};
 		ol_loop_post(nl->l, &nl->shut);
 		ol_loop_stop(nl->l);
+		/* the loop's thread is gone: this one finishes the UCX endpoints' closes */
+		ol_node_ucx_srv_stop(nl->ux);
 		ol_loop_free(nl->l); /* no callback runs any more: free what is left */
 		while (nl->conns) {
 			nl->conns->rpending = nl->conns->wpending = nl->conns->fpending = false;
+			nl->conns->xpending = false;
 			conn_free(nl->conns);
 		}
-		close(nl->lfd);
+		if (nl->lfd >= 0)
+			close(nl->lfd);
 	}
 	for (unsigned i = 0; i < s->n_drives; i++)
 		if (s->root_fd[i] >= 0)

@@ -189,6 +189,29 @@ test_overrides(void)
 	   "advertise with a port is refused: %s", err);
 }
 
+/* [cluster] plane_transport: the plane address a node registers names its transport */
+static void
+test_plane_transport(void)
+{
+	struct ol_config c;
+	char err[256], buf[300];
+	ol_config_default(&c);
+	ok(strcmp(c.cluster_plane_transport, "tcp") == 0 && !ol_config_plane_scheme(&c)[0] &&
+	       strcmp(ol_config_plane_addr(&c, buf, sizeof(buf)), "127.0.0.1:9100") == 0,
+	   "default: tcp, the plane address as rpc_addr");
+	ok(ol_config_set(&c, "cluster.plane_transport", "ucx", err, sizeof(err)) == 0 &&
+	       strcmp(ol_config_plane_addr(&c, buf, sizeof(buf)), "ucx://127.0.0.1:9100") == 0,
+	   "ucx: registered as ucx://%s", c.rpc_addr);
+	ol_config_set(&c, "rpc_addr", "0.0.0.0:9100", err, sizeof(err));
+	ol_config_set(&c, "cluster.advertise", "10.0.0.5", err, sizeof(err));
+	ok(ol_config_set(&c, "cluster.plane_transport", "rdma", err, sizeof(err)) == 0 &&
+	       strcmp(ol_config_plane_addr(&c, buf, sizeof(buf)), "ucx://10.0.0.5:9100") == 0 &&
+	       strcmp(ol_config_plane_scheme(&c), "ucx://") == 0,
+	   "rdma is ucx, with the advertised host (%s)", buf);
+	ok(ol_config_set(&c, "cluster.plane_transport", "verbs", err, sizeof(err)) == -EINVAL,
+	   "another transport is refused: %s", err);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -197,5 +220,6 @@ main(int argc, char **argv)
 	test_errors();
 	test_overrides();
 	test_kv_dram_and_console();
+	test_plane_transport();
 	tap_done();
 }

@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -728,6 +730,53 @@ test_waitall(void)
 	ol_loop_free(l);
 }
 
+/* ---- ol_loop_poll: a descriptor's readiness (node/ucx_srv.c polls UCX's event fd) ---- */
+
+struct pollctx {
+	int efd, res, calls;
+	bool written; /* the timer wrote the eventfd before the poll completed */
+	struct ol_loop_timer t;
+};
+
+static void
+on_poll_timer(struct ol_loop *l, void *arg, int res)
+{
+	(void)l;
+	(void)res;
+	struct pollctx *p = arg;
+	uint64_t one = 1;
+	p->written = write(p->efd, &one, sizeof(one)) == sizeof(one);
+}
+
+static void
+on_polled(struct ol_loop *l, void *arg, int res)
+{
+	struct pollctx *p = arg;
+	p->res = res;
+	p->calls++;
+	ol_loop_quit(l);
+}
+
+static void
+test_poll(void)
+{
+	struct ol_loop *l;
+	struct pollctx p = {.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+	if (p.efd < 0 || ol_loop_new(8, &l) != 0) {
+		ok(0, "eventfd and loop");
+		return;
+	}
+	struct ol_loop_op op = {.cb = on_polled, .arg = &p};
+	p.t = (struct ol_loop_timer){.cb = on_poll_timer, .arg = &p};
+	ok(ol_loop_poll(l, &op, p.efd, POLLIN) == 0 &&
+	       ol_loop_timer_arm(l, &p.t, 20u * 1000000u) == 0 && ol_loop_run(l) == 0,
+	   "poll of an idle eventfd armed, a timer writes it in 20 ms");
+	ok(p.calls == 1 && p.written && (p.res & POLLIN),
+	   "the poll completes once, after the write, with POLLIN (res %d)", p.res);
+	close(p.efd);
+	ol_loop_free(l);
+}
+
 int
 main(void)
 {
@@ -744,6 +793,7 @@ main(void)
 	test_buffers();
 	test_pinned();
 	test_waitall();
+	test_poll();
 	test_conn_life();
 	test_client_ops();
 	test_many();

@@ -1,0 +1,83 @@
+/* io/ucx.c - UCX helpers the KV pool's and the node plane's transports share (io/ucx.h). */
+#include "io/ucx.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <time.h>
+#include <unistd.h>
+
+int
+ol_ucx_errno(ucs_status_t st)
+{
+	switch (st) {
+	case UCS_OK:
+		return 0;
+	case UCS_ERR_TIMED_OUT:
+	case UCS_ERR_ENDPOINT_TIMEOUT:
+		return -ETIMEDOUT;
+	case UCS_ERR_REJECTED:
+		return -ECONNREFUSED;
+	case UCS_ERR_UNREACHABLE:
+		return -EHOSTUNREACH;
+	case UCS_ERR_NO_MEMORY:
+		return -ENOMEM;
+	case UCS_ERR_INVALID_PARAM:
+		return -EPROTO;
+	default:
+		return -ECONNRESET;
+	}
+}
+
+static uint64_t
+now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int
+ol_ucx_wait(ucp_worker_h w, int efd, bool (*done)(void *arg), void *arg, int timeout_ms)
+{
+	uint64_t end = now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+	for (;;) {
+		while (ucp_worker_progress(w))
+			;
+		if (done(arg))
+			return 0;
+		ucs_status_t st = ucp_worker_arm(w);
+		if (st == UCS_ERR_BUSY)
+			continue;
+		if (st != UCS_OK)
+			return ol_ucx_errno(st);
+		uint64_t now = now_ms();
+		if (now >= end)
+			return -ETIMEDOUT;
+		struct pollfd pf = {efd, POLLIN, 0};
+		poll(&pf, 1, (int)(end - now));
+	}
+}
+
+ucs_status_t
+ol_ucx_listen(ucp_worker_h w, const struct sockaddr *sa, socklen_t len,
+	      ucp_listener_conn_callback_t cb, void *arg, ucp_listener_h *out, unsigned *port)
+{
+	ucp_listener_params_t lp = {.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
+						  UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+				    .sockaddr = {sa, len},
+				    .conn_handler = {cb, arg}};
+	ucs_status_t st = ucp_listener_create(w, &lp, out);
+	for (int i = 0; st == UCS_ERR_BUSY && i < 40; i++) {
+		usleep(50 * 1000);
+		st = ucp_listener_create(w, &lp, out);
+	}
+	if (st != UCS_OK)
+		return st;
+	ucp_listener_attr_t la = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
+	if (ucp_listener_query(*out, &la) == UCS_OK)
+		*port = ntohs(la.sockaddr.ss_family == AF_INET6
+				  ? ((const struct sockaddr_in6 *)&la.sockaddr)->sin6_port
+				  : ((const struct sockaddr_in *)&la.sockaddr)->sin_port);
+	return UCS_OK;
+}

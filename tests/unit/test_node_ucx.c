@@ -1,0 +1,319 @@
+/* test_node_ucx.c - the node plane over UCX (plane_transport = "ucx") with UCX_TLS=tcp (TAP):
+ * a real server on its loop with the real client through "ucx://" addresses: HELLO, ping,
+ * shard write / stat / rename / read bit-exact, pipelined calls, refusals, a wrong secret, a
+ * silent endpoint closed by the HELLO timer; the credit window with a small window; a peer
+ * frozen with SIGSTOP (another process): the deadline, then a stream that waits on its credit
+ * while the receiver is frozen and finishes when it thaws, never beyond the window. Without
+ * UCX in the build: the refusals (-EPROTONOSUPPORT) only. */
+#include "io/io.h"
+#include "node/node.h"
+#include "node/ucx_int.h"
+#include "tap.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define SECRET "node-plane-ucx-secret"
+
+struct pat {
+	uint64_t pos, len;
+};
+
+static uint8_t
+pat_byte(uint64_t i)
+{
+	return (uint8_t)((i * 2654435761u) >> 13);
+}
+
+static ssize_t
+pat_src(void *arg, void *buf, size_t cap)
+{
+	struct pat *p = arg;
+	size_t n = p->len - p->pos < cap ? (size_t)(p->len - p->pos) : cap;
+	for (size_t i = 0; i < n; i++)
+		((uint8_t *)buf)[i] = pat_byte(p->pos + i);
+	p->pos += n;
+	return (ssize_t)n;
+}
+
+struct chk {
+	uint64_t pos;
+	int bad;
+};
+
+static int
+chk_sink(void *arg, const void *buf, size_t len)
+{
+	struct chk *k = arg;
+	for (size_t i = 0; i < len; i++)
+		k->bad += ((const uint8_t *)buf)[i] != pat_byte(k->pos + i);
+	k->pos += len;
+	return 0;
+}
+
+static int
+start(const char *drive, uint32_t window, uint32_t maxp, unsigned *port, struct ol_node_server **s)
+{
+	const char *drives[] = {drive};
+	*port = 0;
+	struct ol_node_server_opts o = {.addr = "127.0.0.1:0",
+					.secret = SECRET,
+					.self_id = 7,
+					.threads = 2,
+					.window = window,
+					.max_payload = maxp,
+					.n_drives = 1,
+					.drives = drives,
+					.hello_timeout_ms = 500,
+					.transport = OL_NODE_UCX,
+					.port = port};
+	return ol_node_server_start(&o, s);
+}
+
+static void
+test_calls(const char *tmp)
+{
+	char d0[256], addr[64], path[512];
+	snprintf(d0, sizeof(d0), "%s/d0", tmp);
+	struct ol_node_server *s;
+	unsigned port;
+	int rc = start(d0, 1u << 20, 256u << 10, &port, &s);
+	ok(rc == 0 && port > 0, "UCX server on 127.0.0.1:%u (%d)", port, rc);
+	if (rc)
+		return;
+	snprintf(addr, sizeof(addr), "ucx://127.0.0.1:%u", port);
+	struct ol_node_client *c;
+	ok(ol_node_client_new(addr, SECRET, 3, &c) == 0, "client of %s", addr);
+	struct ol_node_peer_info pi;
+	rc = ol_node_hello(c, 20000, &pi);
+	ok(rc == 0 && pi.node_id == 7 && pi.n_drives == 1 && !strcmp(pi.drives[0].path, d0) &&
+	       pi.window == 1u << 20 && pi.max_payload == 256u << 10,
+	   "HELLO over UCX: node 7, its drive, window and frame cap (%d)", rc);
+	uint64_t rtt = 0;
+	ok(ol_node_ping(c, 10000, &rtt) == 0 && rtt > 0, "ping (%llu ns)", (unsigned long long)rtt);
+
+	const uint64_t big = 5u * 1024 * 1024 + 12345;
+	struct pat p = {0, big};
+	uint64_t wrote = 0, size = 0, got = 0;
+	rc = ol_node_shard_write(c, 0, "ab/obj.tmp", pat_src, &p, 60000, &wrote);
+	ok(rc == 0 && wrote == big, "5 MiB shard streamed (%d, %llu)", rc,
+	   (unsigned long long)wrote);
+	snprintf(path, sizeof(path), "%s/.openlake/data/ab/obj.tmp", d0);
+	struct stat st;
+	ok(stat(path, &st) == 0 && (uint64_t)st.st_size == big, "the file is on the drive");
+	ok(ol_node_stat(c, 0, "ab/obj.tmp", 10000, &size) == 0 && size == big, "STAT size");
+	ok(ol_node_shard_rename(c, 0, "ab/obj.tmp", "ab/obj", 10000) == 0, "rename");
+	struct chk k = {0, 0};
+	rc = ol_node_shard_read(c, 0, "ab/obj", 0, big, chk_sink, &k, 60000, &got);
+	ok(rc == 0 && got == big && k.bad == 0, "read back bit-exact (%d, %llu bytes, %d bad)", rc,
+	   (unsigned long long)got, k.bad);
+	k = (struct chk){1000000, 0};
+	rc = ol_node_shard_read(c, 0, "ab/obj", 1000000, 300000, chk_sink, &k, 30000, &got);
+	ok(rc == 0 && got == 300000 && k.bad == 0, "ranged read");
+	ok(ol_node_shard_read(c, 0, "nope", 0, 10, chk_sink, &k, 10000, &got) == -ENOENT,
+	   "a missing shard: -ENOENT, the connection goes on");
+	p = (struct pat){0, 100};
+	ok(ol_node_shard_write(c, 0, "../x", pat_src, &p, 10000, NULL) == -EINVAL,
+	   "a bad name refused by the server");
+
+	/* pipelined: several calls on the wire at once, answered in order */
+	static uint8_t pay[100u << 10];
+	struct iovec iov = {pay, sizeof(pay)};
+	uint64_t ids[8];
+	int sent = 0, answered = 0;
+	for (int i = 0; i < 8; i++)
+		sent += ol_node_send(c, OL_NODE_PING, &iov, 1, 20000, &ids[i]) == 0;
+	for (int i = 0; i < sent; i++)
+		answered += ol_node_recv(c, ids[i], NULL, NULL) == 0;
+	ok(sent >= 1 && answered == sent && ol_node_client_pending(c) == 0,
+	   "%d pipelined calls of 100 KiB, all answered", sent);
+	ok(ol_node_shard_unlink(c, 0, "ab/obj", 10000) == 0 &&
+	       ol_node_stat(c, 0, "ab/obj", 10000, &size) == -ENOENT,
+	   "unlink");
+	struct ol_node_client_stats cs;
+	ol_node_client_stats(c, &cs);
+	ok(cs.connects == 1, "one connection for all those calls (%llu)",
+	   (unsigned long long)cs.connects);
+	ol_node_client_free(c);
+
+	ok(ol_node_client_new(addr, "not-the-secret", 3, &c) == 0, "client with a wrong secret");
+	rc = ol_node_ping(c, 10000, NULL);
+	ok(rc == -EACCES, "wrong secret: -EACCES (%d)", rc);
+	ol_node_client_free(c);
+
+	/* nobody listening: refused at once, as on TCP */
+	struct ol_node_client *nc;
+	int lfd = ol_io_listen("127.0.0.1:0", false, 1); /* a port nobody listens on, once closed */
+	snprintf(path, sizeof(path), "ucx://127.0.0.1:%u", ol_io_sock_port(lfd));
+	close(lfd);
+	ol_node_client_new(path, SECRET, 3, &nc);
+	uint64_t t0 = ol_io_now_ms();
+	rc = ol_node_ping(nc, 20000, NULL);
+	ok(rc == -ECONNREFUSED && ol_io_now_ms() - t0 < 15000,
+	   "no listener: -ECONNREFUSED before the deadline (%d)", rc);
+	ol_node_client_free(nc);
+
+	/* an endpoint that never says HELLO is closed by the server's timer */
+	struct ol_node_ucx *x;
+	uint8_t b;
+	rc = ol_node_ucx_connect(addr + strlen(OL_NODE_UCX_SCHEME), &x);
+	ssize_t r = rc ? rc : ol_node_ucx_read(x, &b, 1, 30000);
+	ok(r < 0 && r != -ETIMEDOUT, "silent endpoint closed by the server (%zd)", r);
+	ol_node_ucx_close(x);
+
+	struct ol_node_server_stats ss;
+	ol_node_server_stats(s, &ss);
+	ok(ss.max_held <= (1u << 20) && ss.window_violations == 0,
+	   "the server never held more than the window (%llu)", (unsigned long long)ss.max_held);
+	ok(ss.auth_failures == 1 && ss.hello_timeouts == 1,
+	   "one failed HELLO, one HELLO timeout (%llu, %llu)", (unsigned long long)ss.auth_failures,
+	   (unsigned long long)ss.hello_timeouts);
+	ol_node_server_stop(s);
+}
+
+/* ---- a peer in another process, frozen with SIGSTOP ---- */
+
+#define FROZEN_WINDOW (64u << 10)
+
+/* The child: a UCX server with a small window; its port goes up `up`; it serves until `down`
+ * closes, then sends its stats up and exits. */
+static void
+child(const char *drive, int up, int down)
+{
+	struct ol_node_server *s;
+	unsigned port = 0;
+	if (start(drive, FROZEN_WINDOW, 16u << 10, &port, &s))
+		port = 0;
+	(void)!write(up, &port, sizeof(port));
+	char b;
+	while (read(down, &b, 1) > 0)
+		;
+	struct ol_node_server_stats ss = {0};
+	if (port) {
+		ol_node_server_stats(s, &ss);
+		ol_node_server_stop(s);
+	}
+	(void)!write(up, &ss, sizeof(ss));
+	_exit(0);
+}
+
+struct writer {
+	struct ol_node_client *c;
+	int rc;
+	uint64_t wrote;
+};
+
+static void *
+write_2m(void *arg)
+{
+	struct writer *w = arg;
+	struct pat p = {0, 2u << 20};
+	w->rc = ol_node_shard_write(w->c, 0, "slow", pat_src, &p, 120000, &w->wrote);
+	return NULL;
+}
+
+static void
+test_frozen(pid_t pid, int up, int down)
+{
+	unsigned port = 0;
+	ok(read(up, &port, sizeof(port)) == sizeof(port) && port > 0,
+	   "a UCX server in another process (port %u)", port);
+	if (!port)
+		return;
+	char addr[64];
+	snprintf(addr, sizeof(addr), "ucx://127.0.0.1:%u", port);
+	struct ol_node_client *c;
+	ol_node_client_new(addr, SECRET, 1, &c);
+	ok(ol_node_ping(c, 20000, NULL) == 0, "ping the live peer");
+	kill(pid, SIGSTOP);
+	int wst = 0;
+	ok(waitpid(pid, &wst, WUNTRACED) == pid && WIFSTOPPED(wst), "the peer is frozen");
+	uint64_t t0 = ol_io_now_ms();
+	int rc = ol_node_ping(c, 300, NULL);
+	uint64_t took = ol_io_now_ms() - t0;
+	ok(rc == -ETIMEDOUT && took >= 300 && took < 30000,
+	   "a frozen peer: -ETIMEDOUT, not before the deadline (%d after %llu ms)", rc,
+	   (unsigned long long)took);
+	/* a 2 MiB stream to a receiver frozen for a while: it waits on its credit */
+	struct writer w = {c, -1, 0};
+	pthread_t th;
+	pthread_create(&th, NULL, write_2m, &w);
+	usleep(300 * 1000); /* the freeze, not a wait for something */
+	kill(pid, SIGCONT);
+	pthread_join(th, NULL);
+	struct ol_node_client_stats cs;
+	ol_node_client_stats(c, &cs);
+	ok(w.rc == 0 && w.wrote == 2u << 20, "2 MiB to the thawed receiver (%d)", w.rc);
+	ok(cs.credit_waits > 0 && cs.max_outstanding <= FROZEN_WINDOW,
+	   "the sender waited for credit (%llu times), at most %llu bytes out of %u",
+	   (unsigned long long)cs.credit_waits, (unsigned long long)cs.max_outstanding,
+	   FROZEN_WINDOW);
+	ol_node_client_free(c);
+	close(down);
+	struct ol_node_server_stats ss;
+	ok(read(up, &ss, sizeof(ss)) == sizeof(ss) && ss.window_violations == 0 &&
+	       ss.max_held <= FROZEN_WINDOW,
+	   "the receiver never held more than its window (%llu <= %u)",
+	   (unsigned long long)ss.max_held, FROZEN_WINDOW);
+}
+
+int
+main(void)
+{
+	if (!ol_node_ucx_available()) {
+		struct ol_node_client *c;
+		struct ol_node_server *s;
+		const char *d[] = {"/nonexistent"};
+		struct ol_node_server_opts o = {.addr = "127.0.0.1:0",
+						.secret = SECRET,
+						.threads = 1,
+						.window = 1u << 20,
+						.max_payload = 65536,
+						.n_drives = 1,
+						.drives = d,
+						.transport = OL_NODE_UCX};
+		ok(ol_node_client_new("ucx://127.0.0.1:1", SECRET, 1, &c) == -EPROTONOSUPPORT,
+		   "no UCX in this build: a ucx:// peer is refused");
+		ok(ol_node_server_start(&o, &s) == -EPROTONOSUPPORT,
+		   "no UCX in this build: a UCX server is refused");
+		tap_done();
+	}
+	/* a test runs on any host: tcp on loopback unless told otherwise (UCX would also open
+	 * lanes on every other interface, some of them other tests' and short-lived) */
+	setenv("UCX_TLS", "tcp", 0);
+	setenv("UCX_NET_DEVICES", "lo", 0);
+	char tmp[] = "/tmp/ol-node-ucx-XXXXXX", d1[300];
+	if (!mkdtemp(tmp))
+		tap_skip_all("mkdtemp");
+	snprintf(d1, sizeof(d1), "%s/frozen", tmp);
+	int up[2], down[2];
+	if (pipe(up) || pipe(down))
+		tap_skip_all("pipe");
+	/* the frozen peer's process first: no UCX state of ours is forked into it */
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(up[0]);
+		close(down[1]);
+		child(d1, up[1], down[0]);
+	}
+	close(up[1]);
+	close(down[0]);
+	test_calls(tmp);
+	test_frozen(pid, up[0], down[1]);
+	kill(pid, SIGCONT);
+	int wst = 0;
+	waitpid(pid, &wst, 0);
+	ok(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "the peer process stopped cleanly");
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
+	(void)!system(cmd);
+	tap_done();
+}
