@@ -5,6 +5,7 @@
  * test-only fault hook. */
 #include "io/io.h"
 #include "node/node.h"
+#include "node_pat.h"
 #include "tap.h"
 
 #include <errno.h>
@@ -232,45 +233,6 @@ free_port(void)
 	unsigned p = ol_io_sock_port(fd);
 	close(fd);
 	return p;
-}
-
-struct pat {
-	uint64_t pos, len;
-	int fail_at; /* fail the source once pos passes this (0 = never) */
-};
-
-static uint8_t
-pat_byte(uint64_t i)
-{
-	return (uint8_t)((i * 2654435761u) >> 13);
-}
-
-static ssize_t
-pat_src(void *arg, void *buf, size_t cap)
-{
-	struct pat *p = arg;
-	if (p->fail_at && p->pos >= (uint64_t)p->fail_at)
-		return -EIO;
-	size_t n = p->len - p->pos < cap ? (size_t)(p->len - p->pos) : cap;
-	for (size_t i = 0; i < n; i++)
-		((uint8_t *)buf)[i] = pat_byte(p->pos + i);
-	p->pos += n;
-	return (ssize_t)n;
-}
-
-struct chk {
-	uint64_t pos;
-	int bad;
-};
-
-static int
-chk_sink(void *arg, const void *buf, size_t len)
-{
-	struct chk *k = arg;
-	for (size_t i = 0; i < len; i++)
-		k->bad += ((const uint8_t *)buf)[i] != pat_byte(k->pos + i);
-	k->pos += len;
-	return 0;
 }
 
 static void test_write_deadline(const char *addr, struct ol_node_server *s);

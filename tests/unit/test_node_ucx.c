@@ -7,6 +7,7 @@
  * UCX in the build: the refusals (-EPROTONOSUPPORT) only. */
 #include "io/io.h"
 #include "node/node.h"
+#include "node_pat.h"
 #include "node/ucx_int.h"
 #include "tap.h"
 
@@ -22,42 +23,6 @@
 #include <unistd.h>
 
 #define SECRET "node-plane-ucx-secret"
-
-struct pat {
-	uint64_t pos, len;
-};
-
-static uint8_t
-pat_byte(uint64_t i)
-{
-	return (uint8_t)((i * 2654435761u) >> 13);
-}
-
-static ssize_t
-pat_src(void *arg, void *buf, size_t cap)
-{
-	struct pat *p = arg;
-	size_t n = p->len - p->pos < cap ? (size_t)(p->len - p->pos) : cap;
-	for (size_t i = 0; i < n; i++)
-		((uint8_t *)buf)[i] = pat_byte(p->pos + i);
-	p->pos += n;
-	return (ssize_t)n;
-}
-
-struct chk {
-	uint64_t pos;
-	int bad;
-};
-
-static int
-chk_sink(void *arg, const void *buf, size_t len)
-{
-	struct chk *k = arg;
-	for (size_t i = 0; i < len; i++)
-		k->bad += ((const uint8_t *)buf)[i] != pat_byte(k->pos + i);
-	k->pos += len;
-	return 0;
-}
 
 static int
 start(const char *drive, uint32_t window, uint32_t maxp, unsigned *port, struct ol_node_server **s)
@@ -101,7 +66,7 @@ test_calls(const char *tmp)
 	ok(ol_node_ping(c, 10000, &rtt) == 0 && rtt > 0, "ping (%llu ns)", (unsigned long long)rtt);
 
 	const uint64_t big = 5u * 1024 * 1024 + 12345;
-	struct pat p = {0, big};
+	struct pat p = {0, big, 0};
 	uint64_t wrote = 0, size = 0, got = 0;
 	rc = ol_node_shard_write(c, 0, "ab/obj.tmp", pat_src, &p, 60000, &wrote);
 	ok(rc == 0 && wrote == big, "5 MiB shard streamed (%d, %llu)", rc,
@@ -120,7 +85,7 @@ test_calls(const char *tmp)
 	ok(rc == 0 && got == 300000 && k.bad == 0, "ranged read");
 	ok(ol_node_shard_read(c, 0, "nope", 0, 10, chk_sink, &k, 10000, &got) == -ENOENT,
 	   "a missing shard: -ENOENT, the connection goes on");
-	p = (struct pat){0, 100};
+	p = (struct pat){0, 100, 0};
 	ok(ol_node_shard_write(c, 0, "../x", pat_src, &p, 10000, NULL) == -EINVAL,
 	   "a bad name refused by the server");
 
@@ -215,7 +180,7 @@ static void *
 write_2m(void *arg)
 {
 	struct writer *w = arg;
-	struct pat p = {0, 2u << 20};
+	struct pat p = {0, 2u << 20, 0};
 	w->rc = ol_node_shard_write(w->c, 0, "slow", pat_src, &p, 120000, &w->wrote);
 	return NULL;
 }
