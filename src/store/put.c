@@ -162,6 +162,11 @@ write_stripe(struct ol_put *p, const uint8_t *src, size_t dl)
 	for (int d = 0; d < st->n; d++)
 		if (!p->bad[d] && ops[d].res != (ssize_t)(bl + OL_TRAILER))
 			drive_failed(p, d, "shard write", ops[d].res < 0 ? (int)ops[d].res : -EIO);
+	/* with fsync: the stripe starts for the disk now, so commit's fdatasync of the file has
+	 * little left to write (measured: the part's sync otherwise halves PUT throughput) */
+	for (int d = 0; st->fsync && d < st->n; d++)
+		if (!p->bad[d])
+			ol_shard_writeback(p->fd[d], ops[d].off, bl + OL_TRAILER);
 	p->stripes++;
 	return good_drives(p) >= st->w ? 0 : -EIO;
 }
