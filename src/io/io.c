@@ -1,4 +1,4 @@
-/* io/io.c - addresses, sockets, timed reads/writes, threads, clock, buffer pool. */
+/* io/io.c - addresses, sockets, timed reads/writes, threads, clock, buffer pools. */
 #include "io/io.h"
 
 #include "base/log.h"
@@ -502,4 +502,59 @@ ol_bufpool_free(struct ol_bufpool *p)
 	free(p->cache);
 	pthread_mutex_destroy(&p->mu);
 	free(p);
+}
+
+static struct {
+	pthread_mutex_t mu;
+	unsigned n;
+	size_t size[OL_IOBUF_CLASSES];
+	struct ol_bufpool *pool[OL_IOBUF_CLASSES];
+} iobufs = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* The pool of this size, made on first use while a class is free; NULL: not cached. */
+static struct ol_bufpool *
+iobuf_pool(size_t size)
+{
+	struct ol_bufpool *p = NULL;
+	unsigned i;
+
+	if (size < OL_IOBUF_MIN)
+		return NULL;
+	pthread_mutex_lock(&iobufs.mu);
+	for (i = 0; i < iobufs.n && iobufs.size[i] != size; i++)
+		;
+	if (i < iobufs.n) {
+		p = iobufs.pool[i];
+	} else if (i < OL_IOBUF_CLASSES) {
+		unsigned max = (unsigned)(OL_IOBUF_CACHE_BYTES / size);
+
+		p = ol_bufpool_new(size, max < 4 ? 4 : max);
+		iobufs.size[i] = size;
+		iobufs.pool[i] = p;
+		iobufs.n++;
+	}
+	pthread_mutex_unlock(&iobufs.mu);
+	return p;
+}
+
+void *
+ol_iobuf_get(size_t size)
+{
+	struct ol_bufpool *p = iobuf_pool(size);
+
+	return p ? ol_bufpool_get(p) : ol_xmalloc(size);
+}
+
+void
+ol_iobuf_put(void *buf, size_t size)
+{
+	struct ol_bufpool *p;
+
+	if (!buf)
+		return;
+	p = iobuf_pool(size);
+	if (p)
+		ol_bufpool_put(p, buf);
+	else
+		free(buf);
 }

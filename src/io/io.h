@@ -138,4 +138,18 @@ void ol_bufpool_put(struct ol_bufpool *p, void *buf);
 size_t ol_bufpool_buf_size(const struct ol_bufpool *p);
 void ol_bufpool_free(struct ol_bufpool *p); /* all buffers must have been put back */
 
+/* Large I/O buffers by size (a PUT body of whole stripes, a stripe, a shard block), cached
+ * process-wide: a busy PUT or GET path takes back the same few megabytes instead of mapping,
+ * faulting in and unmapping them per request (in a VM the page faults cost more CPU than the
+ * bytes copied into the pages). Sizes under OL_IOBUF_MIN, and sizes beyond the first
+ * OL_IOBUF_CLASSES seen, are plain malloc/free. Each size keeps at most OL_IOBUF_CACHE_BYTES
+ * of idle buffers (at least 4); put() frees the rest. get() aborts via ol_die on
+ * out-of-memory. put(NULL, n) is a no-op; a buffer goes back with the size it was got with.
+ * Thread-safe; cached buffers live until the process ends. */
+#define OL_IOBUF_MIN	     (64u << 10)
+#define OL_IOBUF_CLASSES     8
+#define OL_IOBUF_CACHE_BYTES (256ull << 20)
+void *ol_iobuf_get(size_t size);
+void ol_iobuf_put(void *buf, size_t size);
+
 #endif

@@ -116,9 +116,13 @@ s3_body_init(struct s3_body *b, struct s3_req *r, uint64_t max)
 	b->expect = decoded_length(r);
 	/* small bodies get a small buffer (no 1 MiB mmap per 4 KiB PUT) */
 	b->cap = body_cap(r->srv->cfg);
-	if (b->expect >= 0 && (uint64_t)b->expect + 4096 < S3_IO_BUF)
+	b->pooled = true;
+	if (b->expect >= 0 && (uint64_t)b->expect + 4096 < S3_IO_BUF) {
 		b->cap = (size_t)b->expect + 4096 < 16384 ? 16384 : (size_t)b->expect + 4096;
-	b->buf = ol_xmalloc(b->cap);
+		b->pooled = false;
+	}
+	/* large: a cached buffer, not megabytes mapped and faulted in per request */
+	b->buf = b->pooled ? ol_store_buf_get(b->cap) : ol_xmalloc(b->cap);
 	if (ol_cksum_init(&b->md5, OL_CKSUM_MD5) < 0)
 		return body_fail(b, OL_S3E_INTERNAL, NULL);
 	if (r->auth.has_payload_sha256) {
@@ -143,7 +147,10 @@ s3_body_fini(struct s3_body *b)
 	ol_cksum_fini(&b->md5);
 	ol_cksum_fini(&b->sha256);
 	ol_cksum_fini(&b->ck);
-	free(b->buf);
+	if (b->pooled)
+		ol_store_buf_put(b->buf, b->cap);
+	else
+		free(b->buf);
 	b->buf = NULL;
 }
 

@@ -777,11 +777,11 @@ get_send(struct s3_req *r, struct s3_sse_rd *g, const struct ol_obj_info *in, st
 	size_t first = 0;
 	if (!head && len > 0) {
 		size_t bl = len < S3_GET_BUF ? (size_t)len : S3_GET_BUF;
-		buf = ol_xmalloc(bl);
+		buf = ol_store_buf_get(S3_GET_BUF);
 		ssize_t n = s3_sse_read(g, off, buf, bl);
 		if (n <= 0) {
 			s3_store_error(r, n < 0 ? (int)n : -EIO, OL_S3E_NO_SUCH_KEY);
-			free(buf);
+			ol_store_buf_put(buf, S3_GET_BUF);
 			return;
 		}
 		first = (size_t)n;
@@ -801,7 +801,7 @@ get_send(struct s3_req *r, struct s3_sse_rd *g, const struct ol_obj_info *in, st
 			stream_body(r, g, off, len, buf, first);
 		ol_http_finish(r->h);
 	}
-	free(buf);
+	ol_store_buf_put(buf, S3_GET_BUF);
 }
 
 bool

@@ -83,6 +83,7 @@ struct s3_body {
 	struct ol_awschunked *dec;
 	uint8_t *buf;
 	size_t cap, pos, len;
+	bool pooled; /* buf is the store's cached stripe buffer (ol_store_buf_get) */
 	bool eof, done;
 	uint64_t got, max;
 	int64_t expect; /* decoded length or -1 */

@@ -289,7 +289,7 @@ ol_store_get_close(struct ol_get *g)
 	if (g->held)
 		ol_inuse_release(g->st, g->rec.vid);
 	for (int d = 0; d < OL_MAX_DRIVES; d++)
-		free(g->blk[d]);
+		ol_iobuf_put(g->blk[d], (size_t)g->rec.bs + OL_TRAILER);
 	free(g->start);
 	free(g->body);
 	free(g->raw);
@@ -453,7 +453,7 @@ read_in_part(struct ol_get *g, uint32_t pi, uint64_t pos, uint8_t *out, size_t l
 		return 0;
 	for (int d = 0; d < g->st->n; d++) /* lazily: not for HEAD-only handles */
 		if (!g->blk[d])
-			g->blk[d] = ol_xmalloc((size_t)g->rec.bs + OL_TRAILER);
+			g->blk[d] = ol_iobuf_get((size_t)g->rec.bs + OL_TRAILER);
 	if ((int64_t)s.j != g->cur_stripe) {
 		memset(g->ok, 0, sizeof(g->ok));
 		memset(g->tried, 0, sizeof(g->tried));

@@ -134,6 +134,13 @@ ol_shard_datasync(int fd)
 	return rc ? rc : (int)(op.res < 0 ? op.res : 0);
 }
 
+void
+ol_shard_writeback(int fd, uint64_t off, uint64_t len)
+{
+	if (fd >= 0 && !ol_vfd(fd))
+		(void)sync_file_range(fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE);
+}
+
 static bool
 kept(const struct ol_rec *keep, const uint8_t *uuid)
 {

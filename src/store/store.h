@@ -212,6 +212,13 @@ int ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, si
 void ol_store_put_abort(struct ol_put *p);
 uint64_t ol_store_put_size(const struct ol_put *p);
 
+/* A buffer of size bytes for a request body read in whole stripes, or a GET's send buffer:
+ * io's process-wide cache of large buffers (ol_iobuf_get), so a busy server does not map,
+ * fault in and unmap megabytes per request. Aborts on out-of-memory. Give it back with
+ * ol_store_buf_put and the same size (NULL is fine). Any thread. */
+void *ol_store_buf_get(size_t size);
+void ol_store_buf_put(void *buf, size_t size);
+
 /* Conditional write (S3 If-Match / If-None-Match: *): checked by put_commit and
  * mpu_complete_cond under the key's write lock, in the same critical section as the commit,
  * so of two racing conditional writers at most one passes. */

@@ -333,6 +333,11 @@ int ol_shard_open(const struct ol_store *st, int d, const uint8_t *uuid);
 void ol_shard_close(int fd);
 ssize_t ol_shard_pwrite(int fd, const void *buf, size_t len, uint64_t off);
 int ol_shard_datasync(int fd);
+/* Start writing back [off, off + len) of a local shard now, without waiting (the fsync at
+ * commit then finds little left to write: the disk works while the body still arrives). A
+ * hint only: nothing for a virtual fd (the remote drive's plane syncs at commit), errors
+ * ignored; durability still comes from the fsync. */
+void ol_shard_writeback(int fd, uint64_t off, uint64_t len);
 static inline bool
 ol_drive_remote(const struct ol_store *st, int d)
 {
