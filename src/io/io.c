@@ -545,6 +545,21 @@ ol_iobuf_get(size_t size)
 	return p ? ol_bufpool_get(p) : ol_xmalloc(size);
 }
 
+size_t
+ol_iobuf_cached_bytes(void)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&iobufs.mu);
+	for (unsigned i = 0; i < iobufs.n; i++) {
+		pthread_mutex_lock(&iobufs.pool[i]->mu);
+		n += (size_t)iobufs.pool[i]->n_cached * iobufs.size[i];
+		pthread_mutex_unlock(&iobufs.pool[i]->mu);
+	}
+	pthread_mutex_unlock(&iobufs.mu);
+	return n;
+}
+
 void
 ol_iobuf_put(void *buf, size_t size)
 {

@@ -151,5 +151,8 @@ void ol_bufpool_free(struct ol_bufpool *p); /* all buffers must have been put ba
 #define OL_IOBUF_CACHE_BYTES (256ull << 20)
 void *ol_iobuf_get(size_t size);
 void ol_iobuf_put(void *buf, size_t size);
+/* Bytes of idle buffers the cache holds now (what a burst left behind; at most
+ * OL_IOBUF_CLASSES x OL_IOBUF_CACHE_BYTES). */
+size_t ol_iobuf_cached_bytes(void);
 
 #endif

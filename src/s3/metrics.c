@@ -187,11 +187,13 @@ s3_metrics_render(struct ol_strbuf *out, void *arg)
 	    "# TYPE openlake_http_inflight gauge\nopenlake_http_inflight %lu\n"
 	    "# HELP openlake_http_tls_handshake_failures_total Failed TLS handshakes.\n"
 	    "# TYPE openlake_http_tls_handshake_failures_total counter\n"
-	    "openlake_http_tls_handshake_failures_total %lu\n",
+	    "openlake_http_tls_handshake_failures_total %lu\n"
+	    "# HELP openlake_io_buffer_cache_bytes Idle large PUT/GET buffers kept for reuse.\n"
+	    "# TYPE openlake_io_buffer_cache_bytes gauge\nopenlake_io_buffer_cache_bytes %lu\n",
 	    (unsigned long)(hs.conns_rejected - hs.rejected_per_addr),
 	    (unsigned long)hs.rejected_per_addr, (unsigned long)hs.inflight_rejected,
 	    (unsigned long)hs.head_mem_rejected, (unsigned long)hs.inflight,
-	    (unsigned long)hs.tls_handshake_failures);
+	    (unsigned long)hs.tls_handshake_failures, (unsigned long)ol_store_buf_cached());
 	ol_strbuf_printf(out, "# HELP openlake_s3_requests_total S3 requests by operation.\n"
 			      "# TYPE openlake_s3_requests_total counter\n");
 	for (size_t i = 0; i < N_OPS; i++)

@@ -241,6 +241,12 @@ ol_store_buf_put(void *buf, size_t size)
 	ol_iobuf_put(buf, size);
 }
 
+size_t
+ol_store_buf_cached(void)
+{
+	return ol_iobuf_cached_bytes();
+}
+
 uint64_t
 ol_store_put_size(const struct ol_put *p)
 {

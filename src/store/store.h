@@ -218,6 +218,8 @@ uint64_t ol_store_put_size(const struct ol_put *p);
  * ol_store_buf_put and the same size (NULL is fine). Any thread. */
 void *ol_store_buf_get(size_t size);
 void ol_store_buf_put(void *buf, size_t size);
+/* Bytes of idle buffers that cache holds now (on /metrics). */
+size_t ol_store_buf_cached(void);
 
 /* Conditional write (S3 If-Match / If-None-Match: *): checked by put_commit and
  * mpu_complete_cond under the key's write lock, in the same critical section as the commit,

@@ -41,6 +41,23 @@ def test_metrics_count_s3_requests(daemon):
     assert b"openlake_s3_requests_total" in fetch(daemon.s3_url + "/openlake/admin/v1/metrics")[2]
 
 
+def test_metrics_show_the_io_buffer_cache(daemon):
+    """Large PUT/GET buffers are kept for reuse after a request; /metrics says how many bytes
+    sit idle (the memory a burst leaves behind), within the cache's bound."""
+    from conftest import wait_for
+    s3 = boto3_client(daemon.s3_url)
+    s3.create_bucket(Bucket="bufs")
+    body = os.urandom(9 << 20)
+    s3.put_object(Bucket="bufs", Key="big", Body=body)
+    assert s3.get_object(Bucket="bufs", Key="big")["Body"].read() == body
+
+    def cached():
+        text = fetch(daemon.s3_url + "/metrics")[2].decode()
+        return float(metric_lines(text, "openlake_io_buffer_cache_bytes")[0].split()[-1])
+    wait_for(lambda: cached() > 0, 30, "idle buffers in the cache after a 9 MiB PUT and GET")
+    assert cached() <= 8 * (256 << 20)
+
+
 def test_metrics_show_kv_pool(daemon):
     sys.path.insert(0, str(REPO / "python"))
     import openlake_client as ol

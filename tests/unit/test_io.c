@@ -252,8 +252,12 @@ test_iobuf(void)
 			hits += again[i] == many[j];
 	}
 	OK(hits >= max, "iobuf: %zu of the %zu cached buffers reused", hits, max);
+	OK(ol_iobuf_cached_bytes() == 0, "iobuf: none idle while all are out (%zu)",
+	   ol_iobuf_cached_bytes());
 	for (size_t i = 0; i < max + 3; i++)
 		ol_iobuf_put(again[i], big);
+	OK(ol_iobuf_cached_bytes() == max * big, "iobuf: %zu bytes idle after the burst, the cap",
+	   ol_iobuf_cached_bytes());
 	free(again);
 	free(many);
 	/* more sizes than classes: the last ones are malloc/free (ASan checks the frees) */
