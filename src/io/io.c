@@ -9,6 +9,7 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -504,34 +505,44 @@ ol_bufpool_free(struct ol_bufpool *p)
 	free(p);
 }
 
+/* Classes are only ever appended (size and pool written, then n published with release), so
+ * a get or put finds its class without a lock; mu serialises only the making of a class. */
 static struct {
 	pthread_mutex_t mu;
-	unsigned n;
+	_Atomic unsigned n;
 	size_t size[OL_IOBUF_CLASSES];
 	struct ol_bufpool *pool[OL_IOBUF_CLASSES];
 } iobufs = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static struct ol_bufpool *
+iobuf_find(size_t size, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (iobufs.size[i] == size)
+			return iobufs.pool[i];
+	return NULL;
+}
 
 /* The pool of this size, made on first use while a class is free; NULL: not cached. */
 static struct ol_bufpool *
 iobuf_pool(size_t size)
 {
-	struct ol_bufpool *p = NULL;
-	unsigned i;
-
 	if (size < OL_IOBUF_MIN)
 		return NULL;
+	unsigned n = atomic_load_explicit(&iobufs.n, memory_order_acquire);
+	struct ol_bufpool *p = iobuf_find(size, n);
+	if (p || n == OL_IOBUF_CLASSES)
+		return p;
 	pthread_mutex_lock(&iobufs.mu);
-	for (i = 0; i < iobufs.n && iobufs.size[i] != size; i++)
-		;
-	if (i < iobufs.n) {
-		p = iobufs.pool[i];
-	} else if (i < OL_IOBUF_CLASSES) {
+	n = atomic_load_explicit(&iobufs.n, memory_order_relaxed);
+	p = iobuf_find(size, n);
+	if (!p && n < OL_IOBUF_CLASSES) {
 		unsigned max = (unsigned)(OL_IOBUF_CACHE_BYTES / size);
 
 		p = ol_bufpool_new(size, max < 4 ? 4 : max);
-		iobufs.size[i] = size;
-		iobufs.pool[i] = p;
-		iobufs.n++;
+		iobufs.size[n] = size;
+		iobufs.pool[n] = p;
+		atomic_store_explicit(&iobufs.n, n + 1, memory_order_release);
 	}
 	pthread_mutex_unlock(&iobufs.mu);
 	return p;
@@ -550,13 +561,12 @@ ol_iobuf_cached_bytes(void)
 {
 	size_t n = 0;
 
-	pthread_mutex_lock(&iobufs.mu);
-	for (unsigned i = 0; i < iobufs.n; i++) {
+	unsigned k = atomic_load_explicit(&iobufs.n, memory_order_acquire);
+	for (unsigned i = 0; i < k; i++) {
 		pthread_mutex_lock(&iobufs.pool[i]->mu);
 		n += (size_t)iobufs.pool[i]->n_cached * iobufs.size[i];
 		pthread_mutex_unlock(&iobufs.pool[i]->mu);
 	}
-	pthread_mutex_unlock(&iobufs.mu);
 	return n;
 }
 
