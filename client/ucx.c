@@ -250,13 +250,6 @@ olc_ucx_connect(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 	    .id = OL_KVP_UCX_AM_REP,
 	    .cb = on_rep,
 	    .arg = x};
-	ucp_ep_params_t ep = {
-	    .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-			  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
-	    .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
-	    .sockaddr = {ai->ai_addr, ai->ai_addrlen},
-	    .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-	    .err_handler = {ep_err, x}};
 	ucs_status_t st = ucp_worker_create(c->ucx_ctx, &wp, &x->w);
 	if (st == UCS_OK)
 		st = ucp_worker_get_efd(x->w, &x->efd);
@@ -266,7 +259,7 @@ olc_ucx_connect(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 	if (st == UCS_OK)
 		st = ucp_worker_set_am_recv_handler(x->w, &hp);
 	if (st == UCS_OK)
-		st = ucp_ep_create(x->w, &ep, &x->ep);
+		st = ol_ucx_connect(x->w, ai->ai_addr, ai->ai_addrlen, ep_err, x, &x->ep);
 	freeaddrinfo(ai);
 	if (st != UCS_OK) {
 		olc_log(c, OL_CLIENT_LOG_WARN, "openlake: node %s: UCX: %s", nd->addr,

@@ -81,3 +81,33 @@ ol_ucx_listen(ucp_worker_h w, const struct sockaddr *sa, socklen_t len,
 				  : ((const struct sockaddr_in *)&la.sockaddr)->sin_port);
 	return UCS_OK;
 }
+
+static ucs_status_t
+ep_create(ucp_worker_h w, ucp_ep_params_t *ep, ucp_err_handler_cb_t err, void *arg, ucp_ep_h *out)
+{
+	ep->field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+	ep->err_mode = UCP_ERR_HANDLING_MODE_PEER;
+	ep->err_handler = (ucp_err_handler_t){err, arg};
+	ucs_status_t st = ucp_ep_create(w, ep, out);
+	if (st != UCS_OK)
+		*out = NULL;
+	return st;
+}
+
+ucs_status_t
+ol_ucx_connect(ucp_worker_h w, const struct sockaddr *sa, socklen_t len, ucp_err_handler_cb_t err,
+	       void *arg, ucp_ep_h *out)
+{
+	ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR,
+			      .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+			      .sockaddr = {sa, len}};
+	return ep_create(w, &ep, err, arg, out);
+}
+
+ucs_status_t
+ol_ucx_accept(ucp_worker_h w, ucp_conn_request_h req, ucp_err_handler_cb_t err, void *arg,
+	      ucp_ep_h *out)
+{
+	ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST, .conn_request = req};
+	return ep_create(w, &ep, err, arg, out);
+}

@@ -26,4 +26,13 @@ ucs_status_t ol_ucx_listen(ucp_worker_h w, const struct sockaddr *sa, socklen_t 
 			   ucp_listener_conn_callback_t cb, void *arg, ucp_listener_h *out,
 			   unsigned *port);
 
+/* An endpoint of worker w with peer error handling (err(arg, ep, status) runs when the peer
+ * fails or the connection breaks): ol_ucx_connect to a listener at sa (the client side of a
+ * client-server connection), ol_ucx_accept for a connection request a listener was handed.
+ * *out is NULL on failure. Returns UCX's status (the caller logs it). */
+ucs_status_t ol_ucx_connect(ucp_worker_h w, const struct sockaddr *sa, socklen_t len,
+			    ucp_err_handler_cb_t err, void *arg, ucp_ep_h *out);
+ucs_status_t ol_ucx_accept(ucp_worker_h w, ucp_conn_request_h req, ucp_err_handler_cb_t err,
+			   void *arg, ucp_ep_h *out);
+
 #endif

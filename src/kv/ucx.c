@@ -226,13 +226,7 @@ on_conn(ucp_conn_request_h req, void *arg)
 		ol_die("kv: out of memory for a UCX connection");
 	uc->u = u;
 	uc->c = c;
-	ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST |
-					    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-					    UCP_EP_PARAM_FIELD_ERR_HANDLER,
-			      .conn_request = req,
-			      .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-			      .err_handler = {ep_err, uc}};
-	ucs_status_t st = ucp_ep_create(u->w, &ep, &uc->ep);
+	ucs_status_t st = ol_ucx_accept(u->w, req, ep_err, uc, &uc->ep);
 	if (st != UCS_OK) {
 		kvs_refuse_log(u->s, peer, ucs_status_string(st));
 		kvs_conn_close(c);

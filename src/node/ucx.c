@@ -133,16 +133,9 @@ ol_node_ucx_connect(const char *addr, struct ol_node_ucx **out)
 		free(x);
 		return rc;
 	}
-	ucp_ep_params_t ep = {
-	    .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-			  UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
-	    .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
-	    .sockaddr = {(const struct sockaddr *)&a.ss, a.len},
-	    .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-	    .err_handler = {cl_ep_err, x}};
-	ucs_status_t st = ucp_ep_create(x->w, &ep, &x->ep);
+	ucs_status_t st =
+	    ol_ucx_connect(x->w, (const struct sockaddr *)&a.ss, a.len, cl_ep_err, x, &x->ep);
 	if (st != UCS_OK) {
-		x->ep = NULL;
 		ol_node_ucx_close(x);
 		return ol_ucx_errno(st);
 	}

@@ -138,16 +138,9 @@ on_conn(ucp_conn_request_h req, void *arg)
 	ux->u = u;
 	ux->t = (struct ol_loop_timer){.cb = ux_deliver, .arg = c};
 	c->ux = ux;
-	ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST |
-					    UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-					    UCP_EP_PARAM_FIELD_ERR_HANDLER,
-			      .conn_request = req,
-			      .err_mode = UCP_ERR_HANDLING_MODE_PEER,
-			      .err_handler = {srv_ep_err, c}};
-	ucs_status_t st = ucp_ep_create(u->w, &ep, &ux->ep);
+	ucs_status_t st = ol_ucx_accept(u->w, req, srv_ep_err, c, &ux->ep);
 	if (st != UCS_OK) {
 		ol_warn("node plane: UCX connection from %s: %s", peer, ucs_status_string(st));
-		ux->ep = NULL;
 		ol_node_kill(c);
 		return;
 	}
