@@ -243,7 +243,7 @@ static void test_payload_iovs(const char *addr);
 static void
 test_server(const char *tmp)
 {
-	char d0[256], d1[256], addr[64], path[512];
+	char d0[256], d1[256], addr[64];
 	snprintf(d0, sizeof(d0), "%s/d0", tmp);
 	snprintf(d1, sizeof(d1), "%s/d1", tmp);
 	const char *drives[] = {d0, d1};
@@ -272,36 +272,15 @@ test_server(const char *tmp)
 	uint64_t rtt = 0;
 	ok(ol_node_ping(c, 10000, &rtt) == 0 && rtt > 0, "ping (%llu ns)", (unsigned long long)rtt);
 
-	const uint64_t big = 5u * 1024 * 1024 + 12345;
-	struct pat p = {0, big, 0};
-	uint64_t wrote = 0, size = 0, got = 0;
-	rc = ol_node_shard_write(c, 1, "ab/obj.tmp", pat_src, &p, 30000, &wrote);
-	ok(rc == 0 && wrote == big, "5 MiB shard streamed to drive 1 (%d, %llu)", rc,
-	   (unsigned long long)wrote);
-	snprintf(path, sizeof(path), "%s/.openlake/data/ab/obj.tmp", d1);
-	struct stat st;
-	ok(stat(path, &st) == 0 && (uint64_t)st.st_size == big && (st.st_mode & 0777) == 0600,
-	   "the file is under the drive's data dir, 0600");
-	ok(ol_node_stat(c, 1, "ab/obj.tmp", 10000, &size) == 0 && size == big, "STAT size");
-	rc = ol_node_shard_rename(c, 1, "ab/obj.tmp", "ab/obj", 10000);
-	ok(rc == 0, "rename (%d)", rc);
-	struct chk k = {0, 0};
-	rc = ol_node_shard_read(c, 1, "ab/obj", 0, big, chk_sink, &k, 30000, &got);
-	ok(rc == 0 && got == big && k.bad == 0, "read back bit-exact (%d, %llu bytes, %d bad)", rc,
-	   (unsigned long long)got, k.bad);
-	k = (struct chk){1000000, 0};
-	rc = ol_node_shard_read(c, 1, "ab/obj", 1000000, 300000, chk_sink, &k, 30000, &got);
-	ok(rc == 0 && got == 300000 && k.bad == 0, "ranged read");
-	k = (struct chk){big - 10, 0};
-	rc = ol_node_shard_read(c, 1, "ab/obj", big - 10, 1000, chk_sink, &k, 30000, &got);
-	ok(rc == 0 && got == 10 && k.bad == 0, "a read past the end is short");
+	node_shard_round_trip(c, 1, d1);
 	struct ol_node_server_stats ss;
 	ol_node_server_stats(s, &ss);
 	ok(ss.max_held <= o.window, "receiver never held more than the window (%llu <= %u)",
 	   (unsigned long long)ss.max_held, o.window);
 
-	ok(ol_node_shard_read(c, 0, "ab/obj", 0, 10, chk_sink, &k, 10000, &got) == -ENOENT,
-	   "read of a missing shard: -ENOENT");
+	const uint64_t big = 5u * 1024 * 1024 + 12345;
+	uint64_t size = 0;
+	struct pat p;
 	const char *evil[] = {"../../../etc/passwd", "/etc/passwd", "..", "a/../../b", ".openlake"};
 	for (size_t i = 0; i < sizeof(evil) / sizeof(*evil); i++) {
 		p = (struct pat){0, 100, 0};
@@ -316,9 +295,6 @@ test_server(const char *tmp)
 	rc = ol_node_shard_write(c, 0, "gone.tmp", pat_src, &p, 30000, NULL);
 	ok(rc == -EIO && ol_node_stat(c, 0, "gone.tmp", 10000, &size) == -ENOENT,
 	   "a source that fails mid-stream: its error, and no file left (%d)", rc);
-	ok(ol_node_shard_unlink(c, 1, "ab/obj", 10000) == 0 &&
-	       ol_node_stat(c, 1, "ab/obj", 10000, &size) == -ENOENT,
-	   "unlink");
 	ok(ol_node_ping(c, 10000, NULL) == 0, "the connection still serves after the refusals");
 	struct ol_node_client_stats cs;
 	ol_node_client_stats(c, &cs);

@@ -65,27 +65,8 @@ test_calls(const char *tmp)
 	uint64_t rtt = 0;
 	ok(ol_node_ping(c, 10000, &rtt) == 0 && rtt > 0, "ping (%llu ns)", (unsigned long long)rtt);
 
-	const uint64_t big = 5u * 1024 * 1024 + 12345;
-	struct pat p = {0, big, 0};
-	uint64_t wrote = 0, size = 0, got = 0;
-	rc = ol_node_shard_write(c, 0, "ab/obj.tmp", pat_src, &p, 60000, &wrote);
-	ok(rc == 0 && wrote == big, "5 MiB shard streamed (%d, %llu)", rc,
-	   (unsigned long long)wrote);
-	snprintf(path, sizeof(path), "%s/.openlake/data/ab/obj.tmp", d0);
-	struct stat st;
-	ok(stat(path, &st) == 0 && (uint64_t)st.st_size == big, "the file is on the drive");
-	ok(ol_node_stat(c, 0, "ab/obj.tmp", 10000, &size) == 0 && size == big, "STAT size");
-	ok(ol_node_shard_rename(c, 0, "ab/obj.tmp", "ab/obj", 10000) == 0, "rename");
-	struct chk k = {0, 0};
-	rc = ol_node_shard_read(c, 0, "ab/obj", 0, big, chk_sink, &k, 60000, &got);
-	ok(rc == 0 && got == big && k.bad == 0, "read back bit-exact (%d, %llu bytes, %d bad)", rc,
-	   (unsigned long long)got, k.bad);
-	k = (struct chk){1000000, 0};
-	rc = ol_node_shard_read(c, 0, "ab/obj", 1000000, 300000, chk_sink, &k, 30000, &got);
-	ok(rc == 0 && got == 300000 && k.bad == 0, "ranged read");
-	ok(ol_node_shard_read(c, 0, "nope", 0, 10, chk_sink, &k, 10000, &got) == -ENOENT,
-	   "a missing shard: -ENOENT, the connection goes on");
-	p = (struct pat){0, 100, 0};
+	node_shard_round_trip(c, 0, d0);
+	struct pat p = {0, 100, 0};
 	ok(ol_node_shard_write(c, 0, "../x", pat_src, &p, 10000, NULL) == -EINVAL,
 	   "a bad name refused by the server");
 
@@ -100,9 +81,6 @@ test_calls(const char *tmp)
 		answered += ol_node_recv(c, ids[i], NULL, NULL) == 0;
 	ok(sent >= 1 && answered == sent && ol_node_client_pending(c) == 0,
 	   "%d pipelined calls of 100 KiB, all answered", sent);
-	ok(ol_node_shard_unlink(c, 0, "ab/obj", 10000) == 0 &&
-	       ol_node_stat(c, 0, "ab/obj", 10000, &size) == -ENOENT,
-	   "unlink");
 	struct ol_node_client_stats cs;
 	ol_node_client_stats(c, &cs);
 	ok(cs.connects == 1, "one connection for all those calls (%llu)",
