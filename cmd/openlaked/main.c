@@ -2,6 +2,7 @@
  * Flags, config and wiring only; everything else lives in src/. */
 #include "base/config.h"
 #include "base/log.h"
+#include "io/io.h"
 #include "io/topo.h"
 #include "tls/tls.h"
 
@@ -1052,6 +1053,8 @@ main(int argc, char **argv)
 		return rc;
 	}
 	ol_log_set_level(cfg->log_level);
+	ol_iobuf_limit(cfg->mempool_enabled ? cfg->mempool_size_bytes : 0,
+		       cfg->mempool_bucket_capacity);
 	banner(cfg);
 	kv_memory_notice(cfg);
 	/* block the stop signals before any thread starts, so threads inherit the mask and

@@ -153,11 +153,14 @@ static const struct cfg_key keys[] = {
      "DRAM tier as a fraction of RAM (upstream key; wins over capacity_gb)"},
     {"kv_slab.reserve_ttl_secs", T_U32, F(kv_reserve_ttl_secs), "60", 1, 86400, 0, 0, 0,
      "how long an unfinished local put keeps its slot"},
-    {"memory_pool.enabled", T_BOOL, F(mempool_enabled), "true", 0, 0, 0, 0, 0, "buffer pool"},
-    {"memory_pool.size_bytes", T_SIZE, F(mempool_size_bytes), "4GiB", 0, BIG, 0, 0, 0,
-     "buffer pool cap"},
+    {"memory_pool.enabled", T_BOOL, F(mempool_enabled), "true", 0, 0, 0, 0, 0,
+     "keep large S3 I/O buffers (64 KiB and more: PUT bodies, stripes, shard blocks) for the "
+     "next request instead of freeing them (false: malloc and free each time)"},
+    {"memory_pool.size_bytes", T_SIZE, F(mempool_size_bytes), "1GiB", 0, BIG, 0, 0, 0,
+     "the most memory those idle buffers keep after a burst, all sizes together "
+     "(openlake_io_buffer_cache_bytes on /metrics)"},
     {"memory_pool.bucket_capacity", T_U32, F(mempool_bucket_capacity), "8192", 0, 1 << 30, 0, 0, 0,
-     "buffers per size class"},
+     "idle buffers kept of one size"},
     {"cluster.etcd", T_LIST, F(cluster_etcd), "", 0, 0, 0, 0, 0,
      "etcd endpoints, e.g. [\"http://10.0.0.1:2379\", \"http://10.0.0.2:2379\"]: nodes register "
      "there and share the layout written by `openlake cluster init` ([] = single node)"},

@@ -506,13 +506,24 @@ ol_bufpool_free(struct ol_bufpool *p)
 }
 
 /* Classes are only ever appended (size and pool written, then n published with release), so
- * a get or put finds its class without a lock; mu serialises only the making of a class. */
+ * a get or put finds its class without a lock; mu serialises only the making of a class.
+ * cached counts the idle bytes of all classes (reserved before a buffer is kept, released
+ * when one is taken), so the total is kept without a lock shared by the classes. */
 static struct {
 	pthread_mutex_t mu;
 	_Atomic unsigned n;
 	size_t size[OL_IOBUF_CLASSES];
 	struct ol_bufpool *pool[OL_IOBUF_CLASSES];
-} iobufs = {.mu = PTHREAD_MUTEX_INITIALIZER};
+	_Atomic size_t cached, total;
+	_Atomic unsigned per_size;
+} iobufs = {.mu = PTHREAD_MUTEX_INITIALIZER, .total = OL_IOBUF_CACHE_BYTES, .per_size = 8192};
+
+void
+ol_iobuf_limit(size_t total_bytes, unsigned per_size)
+{
+	atomic_store(&iobufs.total, total_bytes);
+	atomic_store(&iobufs.per_size, per_size);
+}
 
 static struct ol_bufpool *
 iobuf_find(size_t size, unsigned n)
@@ -537,9 +548,10 @@ iobuf_pool(size_t size)
 	n = atomic_load_explicit(&iobufs.n, memory_order_relaxed);
 	p = iobuf_find(size, n);
 	if (!p && n < OL_IOBUF_CLASSES) {
-		unsigned max = (unsigned)(OL_IOBUF_CACHE_BYTES / size);
+		size_t max = atomic_load(&iobufs.total) / size;
+		unsigned per = atomic_load(&iobufs.per_size);
 
-		p = ol_bufpool_new(size, max < 4 ? 4 : max);
+		p = ol_bufpool_new(size, max < per ? (unsigned)max : per);
 		iobufs.size[n] = size;
 		iobufs.pool[n] = p;
 		atomic_store_explicit(&iobufs.n, n + 1, memory_order_release);
@@ -552,22 +564,23 @@ void *
 ol_iobuf_get(size_t size)
 {
 	struct ol_bufpool *p = iobuf_pool(size);
+	void *b = NULL;
 
-	return p ? ol_bufpool_get(p) : ol_xmalloc(size);
+	if (p) {
+		pthread_mutex_lock(&p->mu);
+		if (p->n_cached) {
+			b = p->cache[--p->n_cached];
+			atomic_fetch_sub(&iobufs.cached, size);
+		}
+		pthread_mutex_unlock(&p->mu);
+	}
+	return b ? b : ol_xmalloc(size);
 }
 
 size_t
 ol_iobuf_cached_bytes(void)
 {
-	size_t n = 0;
-
-	unsigned k = atomic_load_explicit(&iobufs.n, memory_order_acquire);
-	for (unsigned i = 0; i < k; i++) {
-		pthread_mutex_lock(&iobufs.pool[i]->mu);
-		n += (size_t)iobufs.pool[i]->n_cached * iobufs.size[i];
-		pthread_mutex_unlock(&iobufs.pool[i]->mu);
-	}
-	return n;
+	return atomic_load(&iobufs.cached);
 }
 
 void
@@ -578,8 +591,17 @@ ol_iobuf_put(void *buf, size_t size)
 	if (!buf)
 		return;
 	p = iobuf_pool(size);
+	if (p && atomic_fetch_add(&iobufs.cached, size) + size <= atomic_load(&iobufs.total)) {
+		pthread_mutex_lock(&p->mu);
+		if (p->n_cached < p->max_cached) {
+			p->cache[p->n_cached++] = buf;
+			buf = NULL;
+		}
+		pthread_mutex_unlock(&p->mu);
+		if (!buf)
+			return;
+	}
 	if (p)
-		ol_bufpool_put(p, buf);
-	else
-		free(buf);
+		atomic_fetch_sub(&iobufs.cached, size);
+	free(buf);
 }

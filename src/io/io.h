@@ -142,17 +142,22 @@ void ol_bufpool_free(struct ol_bufpool *p); /* all buffers must have been put ba
  * process-wide: a busy PUT or GET path takes back the same few megabytes instead of mapping,
  * faulting in and unmapping them per request (in a VM the page faults cost more CPU than the
  * bytes copied into the pages). Sizes under OL_IOBUF_MIN, and sizes beyond the first
- * OL_IOBUF_CLASSES seen, are plain malloc/free. Each size keeps at most OL_IOBUF_CACHE_BYTES
- * of idle buffers (at least 4); put() frees the rest. get() aborts via ol_die on
+ * OL_IOBUF_CLASSES seen, are plain malloc/free. The idle buffers of all sizes together are at
+ * most the limit's total bytes (OL_IOBUF_CACHE_BYTES unless ol_iobuf_limit said otherwise),
+ * and at most per_size of one size; put() frees what is beyond. get() aborts via ol_die on
  * out-of-memory. put(NULL, n) is a no-op; a buffer goes back with the size it was got with.
  * Thread-safe; cached buffers live until the process ends. */
 #define OL_IOBUF_MIN	     (64u << 10)
 #define OL_IOBUF_CLASSES     8
-#define OL_IOBUF_CACHE_BYTES (256ull << 20)
+#define OL_IOBUF_CACHE_BYTES (1ull << 30)
 void *ol_iobuf_get(size_t size);
 void ol_iobuf_put(void *buf, size_t size);
-/* Bytes of idle buffers the cache holds now (what a burst left behind; at most
- * OL_IOBUF_CLASSES x OL_IOBUF_CACHE_BYTES). */
+/* The cache's limits ([memory_pool] size_bytes and bucket_capacity in the daemon): total_bytes
+ * of idle buffers in all (0: cache nothing), per_size idle buffers of one size. Call it before
+ * the first get (a size's count cap is fixed when the size is first seen); the total applies
+ * to every later put. */
+void ol_iobuf_limit(size_t total_bytes, unsigned per_size);
+/* Bytes of idle buffers the cache holds now (what a burst left behind; at most the total). */
 size_t ol_iobuf_cached_bytes(void);
 
 #endif

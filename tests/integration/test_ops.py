@@ -55,7 +55,24 @@ def test_metrics_show_the_io_buffer_cache(daemon):
         text = fetch(daemon.s3_url + "/metrics")[2].decode()
         return float(metric_lines(text, "openlake_io_buffer_cache_bytes")[0].split()[-1])
     wait_for(lambda: cached() > 0, 30, "idle buffers in the cache after a 9 MiB PUT and GET")
-    assert cached() <= 8 * (256 << 20)
+    assert cached() <= 1 << 30  # [memory_pool] size_bytes' default
+
+
+@pytest.mark.parametrize("section, bound", [("enabled = false", 0),
+                                            ('size_bytes = "3MiB"', 3 << 20)])
+def test_memory_pool_bounds_the_io_buffer_cache(openlaked, section, bound):
+    """[memory_pool] (the upstream section) bounds what the buffer cache keeps idle: nothing
+    with enabled = false, at most size_bytes for all sizes together; the data is unchanged."""
+    d = openlaked(extra=f"[memory_pool]\n{section}\n")
+    s3 = boto3_client(d.s3_url)
+    s3.create_bucket(Bucket="bufs")
+    body = os.urandom(9 << 20)
+    for i in range(3):
+        s3.put_object(Bucket="bufs", Key=f"big{i}", Body=body)
+        assert s3.get_object(Bucket="bufs", Key=f"big{i}")["Body"].read() == body
+    text = fetch(d.s3_url + "/metrics")[2].decode()
+    idle = float(metric_lines(text, "openlake_io_buffer_cache_bytes")[0].split()[-1])
+    assert idle <= bound, (section, idle)
 
 
 def test_metrics_show_kv_pool(daemon):

@@ -222,12 +222,13 @@ test_misc(void)
 }
 
 /* io's cache of large buffers: a buffer given back is the one the next get of its size takes;
- * small sizes and sizes beyond the classes are plain malloc, and each size keeps at most
- * OL_IOBUF_CACHE_BYTES idle */
+ * small sizes and sizes beyond the classes are plain malloc; the idle buffers of all sizes
+ * together stay under the limit's total, and one size under its count */
 static void
 test_iobuf(void)
 {
-	size_t big = 3u << 20, max = OL_IOBUF_CACHE_BYTES / big;
+	size_t big = 3u << 20, max = 10;
+	ol_iobuf_limit(max * big + big / 2, 8192); /* before the first get, as the daemon does */
 	void *a = ol_iobuf_get(big), *b;
 	OK(a != NULL, "iobuf get");
 	memset(a, 7, big);
@@ -260,6 +261,39 @@ test_iobuf(void)
 	   ol_iobuf_cached_bytes());
 	free(again);
 	free(many);
+
+	/* the total is shared: another size finds no room until a big one is taken */
+	size_t other = 2u << 20;
+	void *o = ol_iobuf_get(other);
+	ol_iobuf_put(o, other);
+	OK(ol_iobuf_cached_bytes() == max * big, "iobuf: a 2 MiB buffer past the total is freed");
+	b = ol_iobuf_get(big);
+	o = ol_iobuf_get(other);
+	ol_iobuf_put(o, other);
+	OK(ol_iobuf_cached_bytes() == (max - 1) * big + other,
+	   "iobuf: kept once a big one is out (%zu)", ol_iobuf_cached_bytes());
+	ol_iobuf_put(b, big);
+	OK(ol_iobuf_cached_bytes() == (max - 1) * big + other,
+	   "iobuf: and the big one is freed for it (%zu)", ol_iobuf_cached_bytes());
+
+	/* a count per size (bucket_capacity): a new size keeps 2 */
+	size_t four = 4u << 20, before = ol_iobuf_cached_bytes();
+	ol_iobuf_limit(1ull << 30, 2);
+	void *f[4];
+	for (int i = 0; i < 4; i++)
+		f[i] = ol_iobuf_get(four);
+	for (int i = 0; i < 4; i++)
+		ol_iobuf_put(f[i], four);
+	OK(ol_iobuf_cached_bytes() == before + 2 * four, "iobuf: 2 of 4 MiB kept, the count (%zu)",
+	   ol_iobuf_cached_bytes() - before);
+	/* nothing cached ([memory_pool] enabled = false) */
+	ol_iobuf_limit(0, 0);
+	f[0] = ol_iobuf_get(four);
+	f[1] = ol_iobuf_get(four);
+	ol_iobuf_put(f[0], four);
+	ol_iobuf_put(f[1], four);
+	OK(ol_iobuf_cached_bytes() == before, "iobuf: a total of 0 keeps nothing more");
+	ol_iobuf_limit(OL_IOBUF_CACHE_BYTES, 8192);
 	/* more sizes than classes: the last ones are malloc/free (ASan checks the frees) */
 	for (size_t i = 0; i < OL_IOBUF_CLASSES + 2; i++) {
 		void *c = ol_iobuf_get(OL_IOBUF_MIN + 4096 * (i + 1));
