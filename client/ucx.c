@@ -163,19 +163,11 @@ int
 olc_ucx_init(struct ol_client *c, const char *dev)
 {
 	ucp_config_t *conf;
-	char path[160], v[96];
 	if (ucp_config_read(NULL, NULL, &conf) != UCS_OK)
 		return -ENOMEM;
-	if (dev && dev[0] && !getenv("UCX_NET_DEVICES")) {
-		struct stat st;
-		snprintf(path, sizeof(path), "/sys/class/infiniband/%.64s", dev);
-		snprintf(v, sizeof(v), strchr(dev, ':') ? "%.64s" : "%.64s:1", dev);
-		if (stat(path, &st) == 0)
-			(void)!ucp_config_modify(conf, "NET_DEVICES", v);
-		else
-			olc_log(c, OL_CLIENT_LOG_WARN,
-				"openlake: device %s: no such RDMA device here: UCX chooses", dev);
-	}
+	if (ol_ucx_config_device(conf, dev) == -ENODEV)
+		olc_log(c, OL_CLIENT_LOG_WARN,
+			"openlake: device %s: no such RDMA device here: UCX chooses", dev);
 	ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES |
 					 UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME,
 			   .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,

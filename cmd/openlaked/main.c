@@ -1056,6 +1056,14 @@ main(int argc, char **argv)
 	ol_iobuf_limit(cfg->mempool_enabled ? cfg->mempool_size_bytes : 0,
 		       cfg->mempool_bucket_capacity);
 	banner(cfg);
+#ifdef OL_HAVE_NODE
+	/* before anything connects over the plane (the store's sets open over it) */
+	if (strcmp(cfg->cluster_plane_transport, "tcp") && ol_node_ucx_available() &&
+	    ol_node_ucx_device(cfg->rdma_dev_name) == -ENODEV)
+		ol_warn("node plane: [rdma] dev_name %s: no such RDMA device here: UCX chooses the "
+			"devices",
+			cfg->rdma_dev_name);
+#endif
 	kv_memory_notice(cfg);
 	/* block the stop signals before any thread starts, so threads inherit the mask and
 	 * only the main thread's sigwait() sees them */

@@ -188,8 +188,9 @@ static const struct cfg_key keys[] = {
      "node plane: event-loop threads (one io_uring each) serving rpc_addr"},
     {"cluster.plane_transport", T_ENUM, F(cluster_plane_transport), "tcp", 0, 0, "tcp|ucx|rdma", 0,
      0,
-     "node plane: tcp, or ucx (rdma: the same) for RDMA fabrics (UCX_TLS and UCX_NET_DEVICES "
-     "pick the wire); every node of a cluster the same; ucx needs a build with libucx-dev"},
+     "node plane: tcp, or ucx (rdma: the same) for RDMA fabrics (UCX_TLS and UCX_NET_DEVICES, "
+     "or [rdma] dev_name, pick the wire); every node of a cluster the same; ucx needs a build "
+     "with libucx-dev"},
     {"cluster.plane_window", T_SIZE, F(cluster_plane_window), "8MiB", 65536, 1073741824, 0, 0, 0,
      "node plane: bytes a peer may have in flight towards this node (its credit window)"},
     {"cluster.plane_max_frame", T_SIZE, F(cluster_plane_max_frame), "1MiB", 4096, 16777216, 0, 0, 0,
@@ -221,7 +222,9 @@ static const struct cfg_key keys[] = {
     {"rdma.port", T_U32, F(rdma_port), "0", 0, 65535, 0, 0, 0,
      "UCX port of the KV pool (transport = rdma); 0 = the KV port + 1"},
     {"rdma.backend", T_ENUM, F(rdma_backend), "dct", 0, 0, "dct|ucx", 0, 0, "RDMA backend"},
-    {"rdma.dev_name", T_STR, F(rdma_dev_name), "", 0, 0, 0, 0, 0, "RDMA NIC"},
+    {"rdma.dev_name", T_STR, F(rdma_dev_name), "", 0, 0, 0, 0, 0,
+     "RDMA NIC (e.g. mlx5_0) the KV pool's and the node plane's UCX use when it is here "
+     "and UCX_NET_DEVICES is unset"},
     {"rdma.self_node_id", T_U32, F(rdma_self_node_id), "0", 0, 65535, 0, 0, 0, "DCT node id"},
     {"rdma.dc_key", T_U64, F(rdma_dc_key), "0", 0, BIG, 0, 0, 0, "DCT access key"},
     {"rdma.bulk_pool_cap", T_U32, F(rdma_bulk_pool_cap), "64", 0, 1 << 20, 0, 0, 0, "RDMA"},

@@ -4,6 +4,10 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -110,4 +114,22 @@ ol_ucx_accept(ucp_worker_h w, ucp_conn_request_h req, ucp_err_handler_cb_t err, 
 {
 	ucp_ep_params_t ep = {.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST, .conn_request = req};
 	return ep_create(w, &ep, err, arg, out);
+}
+
+int
+ol_ucx_config_device(ucp_config_t *conf, const char *dev)
+{
+	char path[160], v[96];
+	struct stat st;
+
+	if (!dev || !dev[0] || getenv("UCX_NET_DEVICES"))
+		return 0;
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%.64s", dev);
+	char *colon = strchr(path + strlen("/sys/class/infiniband/"), ':');
+	if (colon)
+		*colon = '\0'; /* "mlx5_0:1": the device is mlx5_0 */
+	if (stat(path, &st) != 0)
+		return -ENODEV;
+	snprintf(v, sizeof(v), strchr(dev, ':') ? "%.64s" : "%.64s:1", dev);
+	return ucp_config_modify(conf, "NET_DEVICES", v) == UCS_OK ? 0 : -EINVAL;
 }

@@ -26,6 +26,13 @@ ucs_status_t ol_ucx_listen(ucp_worker_h w, const struct sockaddr *sa, socklen_t 
 			   ucp_listener_conn_callback_t cb, void *arg, ucp_listener_h *out,
 			   unsigned *port);
 
+/* Restrict UCX config conf to RDMA device dev ("mlx5_0", or "mlx5_0:1" for a port) when dev
+ * is set, the device exists here (/sys/class/infiniband/DEV) and $UCX_NET_DEVICES does not
+ * say otherwise: a config copied from another host must not leave UCX without a device.
+ * 0 (applied, or nothing to apply), -ENODEV (no such device here: UCX chooses; the caller
+ * warns), -EINVAL (UCX refused the value). */
+int ol_ucx_config_device(ucp_config_t *conf, const char *dev);
+
 /* An endpoint of worker w with peer error handling (err(arg, ep, status) runs when the peer
  * fails or the connection breaks): ol_ucx_connect to a listener at sa (the client side of a
  * client-server connection), ol_ucx_accept for a connection request a listener was handed.

@@ -609,21 +609,14 @@ kvu_main(void *arg)
 static void
 tune(ucp_config_t *uc, const struct ol_config *cfg)
 {
-	char path[128], v[80];
-	const char *dev = cfg->rdma_dev_name;
-	snprintf(path, sizeof(path), "/sys/class/infiniband/%s", dev);
-	struct stat st;
-	if (dev[0] && !getenv("UCX_NET_DEVICES")) {
-		if (stat(path, &st) == 0) {
-			snprintf(v, sizeof(v), strchr(dev, ':') ? "%s" : "%s:1", dev);
-			if (ucp_config_modify(uc, "NET_DEVICES", v) != UCS_OK)
-				ol_warn("kv: UCX does not take NET_DEVICES=%s", v);
-		} else {
-			ol_warn("kv: [rdma] dev_name %s: no such RDMA device here: UCX chooses "
-				"the devices",
-				dev);
-		}
-	}
+	char v[80];
+	int rc = ol_ucx_config_device(uc, cfg->rdma_dev_name);
+	if (rc == -ENODEV)
+		ol_warn("kv: [rdma] dev_name %s: no such RDMA device here: UCX chooses the devices",
+			cfg->rdma_dev_name);
+	else if (rc)
+		ol_warn("kv: UCX does not take [rdma] dev_name %s as NET_DEVICES",
+			cfg->rdma_dev_name);
 	/* a restarted daemon binds its port again while connections of the last one linger in
 	 * TIME_WAIT (the TCP port's SO_REUSEADDR) */
 	(void)!setenv("UCX_TCP_CM_REUSEADDR", "y", 0); /* ucp_config_modify warns on a uct key */

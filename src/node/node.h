@@ -206,6 +206,11 @@ struct ol_node_server_opts {
 enum { OL_NODE_TCP = 0, OL_NODE_UCX = 1 };
 /* True when this build has the UCX transport (libucx-dev was found). */
 bool ol_node_ucx_available(void);
+/* The RDMA device ("mlx5_0", "mlx5_0:1") the plane's UCX connections use, as [rdma]
+ * dev_name says: set it before the first UCX server or client; "" or NULL lets UCX choose.
+ * $UCX_NET_DEVICES wins. 0, -ENODEV (no such device here: UCX will choose; the caller warns),
+ * -EPROTONOSUPPORT (no UCX in this build). */
+int ol_node_ucx_device(const char *dev);
 
 /* Listen on o->addr and serve. Returns at once. -EADDRINUSE, -EINVAL, -ENOMEM, -EOPNOTSUPP
  * (no usable io_uring), or another -errno. */

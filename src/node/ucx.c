@@ -29,6 +29,23 @@ ol_node_ucx_built(void)
 static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
 static ucp_context_h ctx;
 static unsigned ctx_refs;
+static char ctx_dev[72]; /* ol_node_ucx_device */
+
+int
+ol_node_ucx_device(const char *dev)
+{
+	ucp_config_t *conf;
+	int rc = 0;
+
+	pthread_mutex_lock(&ctx_mu);
+	snprintf(ctx_dev, sizeof(ctx_dev), "%s", dev ? dev : "");
+	if (ctx_dev[0] && ucp_config_read(NULL, NULL, &conf) == UCS_OK) {
+		rc = ol_ucx_config_device(conf, ctx_dev); /* only to say whether it is here */
+		ucp_config_release(conf);
+	}
+	pthread_mutex_unlock(&ctx_mu);
+	return rc;
+}
 
 static int
 ctx_get(ucp_context_h *out)
@@ -46,6 +63,7 @@ ctx_get(ucp_context_h *out)
 		if (ucp_config_read(NULL, NULL, &conf) != UCS_OK) {
 			rc = -ENOMEM;
 		} else {
+			(void)!ol_ucx_config_device(conf, ctx_dev); /* -ENODEV: UCX chooses */
 			rc = ucp_init(&pp, conf, &ctx) == UCS_OK ? 0 : -EIO;
 			ucp_config_release(conf);
 		}

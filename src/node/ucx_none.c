@@ -11,6 +11,13 @@ ol_node_ucx_built(void)
 }
 
 int
+ol_node_ucx_device(const char *dev)
+{
+	(void)dev;
+	return -EPROTONOSUPPORT;
+}
+
+int
 ol_node_ucx_connect(const char *addr, struct ol_node_ucx **out)
 {
 	(void)addr;

@@ -4,7 +4,8 @@
  * silent endpoint closed by the HELLO timer; the credit window with a small window; a peer
  * frozen with SIGSTOP (another process): the deadline, then a stream that waits on its credit
  * while the receiver is frozen and finishes when it thaws, never beyond the window. Without
- * UCX in the build: the refusals (-EPROTONOSUPPORT) only. */
+ * UCX in the build: the refusals (-EPROTONOSUPPORT) only. [rdma] dev_name: a device this
+ * host lacks is reported, $UCX_NET_DEVICES wins over it, and the calls run with it set. */
 #include "io/io.h"
 #include "node/node.h"
 #include "node_pat.h"
@@ -227,12 +228,22 @@ main(void)
 		   "no UCX in this build: a ucx:// peer is refused");
 		ok(ol_node_server_start(&o, &s) == -EPROTONOSUPPORT,
 		   "no UCX in this build: a UCX server is refused");
+		ok(ol_node_ucx_device("mlx5_0") == -EPROTONOSUPPORT,
+		   "no UCX in this build: no device to set");
 		tap_done();
 	}
 	/* a test runs on any host: tcp on loopback unless told otherwise (UCX would also open
 	 * lanes on every other interface, some of them other tests' and short-lived) */
 	setenv("UCX_TLS", "tcp", 0);
-	setenv("UCX_NET_DEVICES", "lo", 0);
+	/* [rdma] dev_name: a device this host lacks is said, and UCX then chooses;
+	 * $UCX_NET_DEVICES wins over it (as it does for the KV pool's UCX) */
+	char *nd = getenv("UCX_NET_DEVICES") ? strdup(getenv("UCX_NET_DEVICES")) : NULL;
+	unsetenv("UCX_NET_DEVICES");
+	ok(ol_node_ucx_device("mlx5_nosuch:1") == -ENODEV, "dev_name of no device here: -ENODEV");
+	ok(ol_node_ucx_device(NULL) == 0, "no dev_name: nothing to apply");
+	setenv("UCX_NET_DEVICES", nd ? nd : "lo", 1);
+	free(nd);
+	ok(ol_node_ucx_device("mlx5_nosuch") == 0, "$UCX_NET_DEVICES set: dev_name not applied");
 	char tmp[] = "/tmp/ol-node-ucx-XXXXXX", d1[300];
 	if (!mkdtemp(tmp))
 		tap_skip_all("mkdtemp");
