@@ -6,7 +6,8 @@
 # one connection streams S MiB (default 2048) as PING frames with a 1 MiB payload (the server
 # reads, authenticates and grants back every byte, no disk), next to, in the same run and in
 # alternating rounds: the same bytes over a plain loopback TCP stream between two threads
-# (node_stream_bench --mode tcp) and `openlake bench tcp --op put --size 1MiB
+# (node_stream_bench --mode tcp), the same stream with the frames encrypted (--mode plane-enc,
+# [cluster] plane_encrypt = true) and `openlake bench tcp --op put --size 1MiB
 # --concurrency 1` (send a 1 MiB block, read an 8-byte ack). MiB/s and CPU seconds (both ends,
 # user + sys, of the process: wait4) per GiB, median of R rounds, and the ratios. With UCX in
 # the build, the same stream with the plane on UCX (node_stream_bench --mode ucx,
@@ -68,9 +69,10 @@ def try_stream(mode, tls):
         return None
 # the plane on UCX: only when this build has it (the bench refuses with 1 otherwise)
 wires = ["tcp"] if try_stream("ucx", "tcp") else []
-figs = {"plane": [], "tcp": [], "bench": [], **{"ucx " + w: [] for w in wires}}
+figs = {"plane": [], "plane-enc": [], "tcp": [], "bench": [], **{"ucx " + w: [] for w in wires}}
 for _ in range(rounds):
     figs["plane"].append(stream("plane"))
+    figs["plane-enc"].append(stream("plane-enc"))
     for w in wires:
         f = try_stream("ucx", w)
         if f:
@@ -81,6 +83,10 @@ med = lambda v: sorted(v)[len(v) // 2]
 m = {k: (med([a for a, _ in v]), med([c for _, c in v])) for k, v in figs.items() if v}
 print(f"node plane stream {smib} MiB, 1 MiB frames, one connection (median of {rounds}): "
       f"{m['plane'][0]:.0f} MiB/s  {m['plane'][1]:.2f} CPU s/GiB")
+print(f"node plane stream, frames encrypted (plane_encrypt = true), same stream: "
+      f"{m['plane-enc'][0]:.0f} MiB/s  {m['plane-enc'][1]:.2f} CPU s/GiB  ratio to the "
+      f"authenticated plane {m['plane-enc'][0] / m['plane'][0]:.2f}, to plain TCP "
+      f"{m['plane-enc'][0] / m['tcp'][0]:.2f}")
 for w in wires:
     k = "ucx " + w
     if k in m:

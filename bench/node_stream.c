@@ -1,6 +1,7 @@
 /* node_stream - the node plane's one-connection stream, memory to memory (issue 10).
  *
- *   build/src/node/node_stream_bench [--mode plane|ucx|tcp|mac] [--mib N] [--frame-kib K]
+ *   build/src/node/node_stream_bench [--mode plane|plane-enc|ucx|tcp|mac] [--mib N]
+ *                                    [--frame-kib K]
  *                                    [--window-kib W]
  *
  * plane: one plane server (one loop, as a node's) on loopback in this process; one client
@@ -8,6 +9,9 @@
  *        (W KiB, default 8 MiB = [cluster] plane_window): the server reads each frame,
  *        authenticates it, grants its bytes back and answers it with an empty PING reply. No
  *        disk, no file copies: the plane's own cost per byte.
+ * plane-enc: the same as plane with the frames encrypted ([cluster] plane_encrypt = true:
+ *        ChaCha20-Poly1305 over the payload instead of Poly1305 alone; the client encrypts
+ *        into its own buffer, the server decrypts in place).
  * ucx:   the same as plane with the plane on UCX (plane_transport = "ucx"): a UCX stream
  *        endpoint instead of the TCP socket under the same frames, MACs and window; UCX_TLS
  *        picks the wire among the point-to-point transports streams can use (tcp, rc, ud).
@@ -283,11 +287,12 @@ main(int argc, char **argv)
 			break;
 	}
 	if ((argc % 2) != 1 ||
-	    (strcmp(o.mode, "plane") && strcmp(o.mode, "ucx") && strcmp(o.mode, "tcp") &&
-	     strcmp(o.mode, "mac")) ||
+	    (strcmp(o.mode, "plane") && strcmp(o.mode, "plane-enc") && strcmp(o.mode, "ucx") &&
+	     strcmp(o.mode, "tcp") && strcmp(o.mode, "mac")) ||
 	    (uint64_t)o.window_kib << 10 < ((uint64_t)o.frame_kib << 10) + 128 ||
 	    ((uint64_t)o.mib << 10) % o.frame_kib) {
-		fprintf(stderr, "usage: node_stream_bench [--mode plane|ucx|tcp|mac] [--mib N] "
+		fprintf(stderr, "usage: node_stream_bench [--mode plane|plane-enc|ucx|tcp|mac] "
+				"[--mib N] "
 				"[--frame-kib K] [--window-kib W > K]\n"
 				"(N MiB a whole number of K KiB frames)\n");
 		return 2;
@@ -298,6 +303,7 @@ main(int argc, char **argv)
 	for (size_t i = 0; i < (size_t)o.frame_kib << 10; i++)
 		buf[i] = (uint8_t)(i * 131 + 7);
 	double secs = 0, cpu = 0;
+	ol_node_encrypt(!strcmp(o.mode, "plane-enc"));
 	int rc = !strcmp(o.mode, "mac")	 ? run_mac(&o, buf)
 		 : strcmp(o.mode, "tcp") ? run_plane(&o, buf, &secs, &cpu)
 					 : run_tcp(&o, buf, &secs, &cpu);

@@ -569,6 +569,7 @@ plane_ping(const struct copts *o, const struct ol_cluster_member *m, uint64_t *r
 	struct ol_node_client *c;
 	if (!o->cfg->cluster_secret[0])
 		return -ENOKEY;
+	ol_node_encrypt(o->cfg->cluster_plane_encrypt);
 	int rc = ol_node_client_new(m->rpc_addr, o->cfg->cluster_secret, o->cfg->self_id, &c);
 	if (rc)
 		return rc;

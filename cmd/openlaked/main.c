@@ -930,13 +930,17 @@ start_plane(const struct ol_config *cfg, struct daemon *d)
 		ol_err("cannot serve the node plane on %s: %s", cfg->rpc_addr, strerror(-rc));
 		return rc;
 	}
+	const char *frames = cfg->cluster_plane_encrypt ? "encrypted" : "authenticated";
 	if (ucx)
-		ol_info("node plane on %s over UCX (one loop; UCX_TLS %s; window %llu bytes)",
-			cfg->rpc_addr, getenv("UCX_TLS") ? getenv("UCX_TLS") : "not set: UCX picks",
-			(unsigned long long)cfg->cluster_plane_window);
+		ol_info(
+		    "node plane on %s over UCX (one loop; UCX_TLS %s; window %llu bytes; frames "
+		    "%s)",
+		    cfg->rpc_addr, getenv("UCX_TLS") ? getenv("UCX_TLS") : "not set: UCX picks",
+		    (unsigned long long)cfg->cluster_plane_window, frames);
 	else
-		ol_info("node plane on %s (%u loops, window %llu bytes)", cfg->rpc_addr,
-			cfg->cluster_plane_threads, (unsigned long long)cfg->cluster_plane_window);
+		ol_info("node plane on %s (%u loops, window %llu bytes, frames %s)", cfg->rpc_addr,
+			cfg->cluster_plane_threads, (unsigned long long)cfg->cluster_plane_window,
+			frames);
 	return 0;
 #else
 	(void)d;
@@ -1058,6 +1062,7 @@ main(int argc, char **argv)
 	banner(cfg);
 #ifdef OL_HAVE_NODE
 	/* before anything connects over the plane (the store's sets open over it) */
+	ol_node_encrypt(cfg->cluster_plane_encrypt);
 	if (strcmp(cfg->cluster_plane_transport, "tcp") && ol_node_ucx_available() &&
 	    ol_node_ucx_device(cfg->rdma_dev_name) == -ENODEV)
 		ol_warn("node plane: [rdma] dev_name %s: no such RDMA device here: UCX chooses the "

@@ -191,6 +191,10 @@ static const struct cfg_key keys[] = {
      "node plane: tcp, or ucx (rdma: the same) for RDMA fabrics (UCX_TLS and UCX_NET_DEVICES, "
      "or [rdma] dev_name, pick the wire); every node of a cluster the same; ucx needs a build "
      "with libucx-dev"},
+    {"cluster.plane_encrypt", T_BOOL, F(cluster_plane_encrypt), "false", 0, 0, 0, 0, 0,
+     "node plane: encrypt every frame's payload (ChaCha20-Poly1305 under the per-connection "
+     "keys) instead of authenticating it only; every node of a cluster the same: a node with it "
+     "on refuses a peer that sends plain frames"},
     {"cluster.plane_window", T_SIZE, F(cluster_plane_window), "8MiB", 65536, 1073741824, 0, 0, 0,
      "node plane: bytes a peer may have in flight towards this node (its credit window)"},
     {"cluster.plane_max_frame", T_SIZE, F(cluster_plane_max_frame), "1MiB", 4096, 16777216, 0, 0, 0,

@@ -140,6 +140,7 @@ struct ol_config {
 	char cluster_tls_ca[OL_CFG_STR];    /* trust for the forwarding hop's TLS ("" = own) */
 	unsigned cluster_plane_threads;	    /* node plane loop threads */
 	char cluster_plane_transport[8];    /* "tcp" (default), "ucx" or "rdma" (= ucx) */
+	bool cluster_plane_encrypt;	    /* frames' payloads encrypted, not only authenticated */
 	uint64_t cluster_plane_window;	    /* credit window granted to each peer, bytes */
 	uint64_t cluster_plane_max_frame;   /* largest frame payload accepted */
 	/* [cluster] plane_only_drives: the last this many data_dirs are the node plane's alone */

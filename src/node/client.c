@@ -25,6 +25,7 @@ struct ol_node_client {
 	struct ol_node_peer_info info;
 	uint8_t *rbuf, *sbuf; /* one frame each: OL_NODE_HDR + max_payload + OL_NODE_MAC (a frame
 				 we build goes out from sbuf + OL_NODE_HDR, its header beside it) */
+	uint8_t *ebuf;	      /* an encrypted payload (ol_node_encrypt), max_payload; lazy */
 	size_t cap;
 	uint64_t end_ms;  /* the current call's deadline */
 	unsigned pending; /* calls sent with ol_node_send and not yet answered */
@@ -65,7 +66,8 @@ drop(struct ol_node_client *c)
 	c->ux = NULL;
 	free(c->rbuf);
 	free(c->sbuf);
-	c->rbuf = c->sbuf = NULL;
+	free(c->ebuf);
+	c->rbuf = c->sbuf = c->ebuf = NULL;
 	c->pending = 0;
 }
 
@@ -123,6 +125,17 @@ send_frame(struct ol_node_client *c, struct ol_node_hdr *h, const struct iovec *
 	uint8_t hdr[OL_NODE_HDR], tag[OL_NODE_MAC];
 	h->seq = c->wseq++;
 	h->deadline_ms = (uint32_t)t;
+	if (h->op != OL_NODE_HELLO && ol_node_encrypting()) {
+		h->flags |= OL_NODE_F_ENC;
+		ol_node_hdr_encode(h, hdr);
+		if (!c->ebuf && !(c->ebuf = malloc(c->cap - OL_NODE_HDR - OL_NODE_MAC)))
+			return -ENOMEM;
+		if (niov > SEND_IOV || ol_node_mac_seal_enc(c->tx, hdr, iov, niov, c->ebuf, tag))
+			return -EIO;
+		struct iovec v[3] = {{hdr, sizeof(hdr)}, {c->ebuf, h->len}, {tag, sizeof(tag)}};
+		return c->ux ? ol_node_ucx_writev(c->ux, v, 3, t)
+			     : ol_io_writev_all(c->fd, v, 3, t);
+	}
 	ol_node_hdr_encode(h, hdr);
 	if (niov > SEND_IOV || ol_node_mac_seal(c->tx, hdr, iov, niov, tag))
 		return -EIO;
@@ -157,7 +170,7 @@ recv_frame(struct ol_node_client *c, struct ol_node_hdr *h)
 	rc = read_exact(c, c->rbuf + OL_NODE_HDR, h->len + OL_NODE_MAC);
 	if (rc)
 		return rc;
-	if (h->seq != c->rseq || ol_node_mac_check(c->rx, c->rbuf, h))
+	if (h->seq != c->rseq || ol_node_frame_open(c->rx, c->rbuf, h))
 		return -EBADMSG;
 	c->rseq++;
 	c->credit += h->credit;

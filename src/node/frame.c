@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <openssl/crypto.h>
+#include <stdatomic.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <stdlib.h>
@@ -114,9 +115,11 @@ ol_node_kdf(const char *secret, const uint8_t *cnonce, const uint8_t *snonce, ui
  * the fastest MAC OpenSSL has here for big frames (docs/ARCHITECTURE.md, "Why Poly1305"). ---- */
 
 struct ol_node_mac {
-	EVP_CIPHER_CTX *ctx; /* ChaCha20-Poly1305 under the direction's key; only AAD is fed */
-	uint32_t dir;	     /* OL_NODE_C2S / OL_NODE_S2C: the nonce's first 4 bytes */
+	EVP_CIPHER_CTX *ctx;  /* ChaCha20-Poly1305 under the direction's key; only AAD is fed */
+	EVP_CIPHER_CTX *dctx; /* the same key decrypting (encrypted frames received); lazy */
+	uint32_t dir;	      /* OL_NODE_C2S / OL_NODE_S2C: the nonce's first 4 bytes */
 	bool keyed;
+	uint8_t key[OL_NODE_KEY]; /* the direction's key, for dctx */
 };
 
 int
@@ -141,6 +144,8 @@ ol_node_mac_free(struct ol_node_mac *m)
 	if (!m)
 		return;
 	EVP_CIPHER_CTX_free(m->ctx);
+	EVP_CIPHER_CTX_free(m->dctx);
+	OPENSSL_cleanse(m->key, sizeof(m->key));
 	free(m);
 }
 
@@ -156,9 +161,11 @@ ol_node_mac_key(struct ol_node_mac *m, const uint8_t *key, uint32_t dir)
 	int rc = -EIO;
 	if ((dir == OL_NODE_C2S || dir == OL_NODE_S2C) &&
 	    HMAC(EVP_sha256(), key, OL_NODE_KEY, msg, sizeof(msg), dk, &outl) &&
-	    outl == OL_NODE_KEY && EVP_EncryptInit_ex(m->ctx, NULL, NULL, dk, NULL)) {
+	    outl == OL_NODE_KEY && EVP_EncryptInit_ex(m->ctx, NULL, NULL, dk, NULL) &&
+	    (!m->dctx || EVP_DecryptInit_ex(m->dctx, NULL, NULL, dk, NULL))) {
 		m->dir = dir;
 		m->keyed = true;
+		memcpy(m->key, dk, sizeof(dk));
 		rc = 0;
 	}
 	OPENSSL_cleanse(dk, sizeof(dk));
@@ -203,6 +210,87 @@ ol_node_mac_check(struct ol_node_mac *m, const uint8_t *frame, const struct ol_n
 	if (ol_node_mac_seal(m, frame, &iov, 1, tag))
 		return -EBADMSG;
 	return CRYPTO_memcmp(tag, frame + OL_NODE_HDR + h->len, OL_NODE_MAC) ? -EBADMSG : 0;
+}
+
+/* encryption needs a cipher context in each direction of use: a sender's m->ctx encrypts,
+ * a receiver's m->dctx (made on first use) decrypts */
+static _Atomic bool encrypting;
+
+void
+ol_node_encrypt(bool on)
+{
+	atomic_store(&encrypting, on);
+}
+
+bool
+ol_node_encrypting(void)
+{
+	return atomic_load(&encrypting);
+}
+
+static int
+enc_iv(struct ol_node_mac *m, const uint8_t *hdr, uint8_t *iv)
+{
+	le32(iv, m->dir);
+	memcpy(iv + 4, hdr + 16, 8);
+	return m->keyed ? 0 : -EIO;
+}
+
+int
+ol_node_mac_seal_enc(struct ol_node_mac *m, const uint8_t *hdr, const struct iovec *iov, int niov,
+		     uint8_t *out, uint8_t *tag)
+{
+	uint8_t iv[OL_NODE_IV], fin[16];
+	int outl = 0;
+	if (enc_iv(m, hdr, iv) || !EVP_EncryptInit_ex(m->ctx, NULL, NULL, NULL, iv) ||
+	    !EVP_EncryptUpdate(m->ctx, NULL, &outl, hdr, OL_NODE_HDR))
+		return -EIO;
+	for (int i = 0; i < niov; i++) {
+		const uint8_t *p = iov[i].iov_base;
+		for (size_t left = iov[i].iov_len; left;) {
+			int n = left > (1u << 30) ? 1 << 30 : (int)left;
+			if (!EVP_EncryptUpdate(m->ctx, out, &outl, p, n))
+				return -EIO;
+			p += n;
+			out += outl;
+			left -= (size_t)n;
+		}
+	}
+	if (!EVP_EncryptFinal_ex(m->ctx, fin, &outl) ||
+	    !EVP_CIPHER_CTX_ctrl(m->ctx, EVP_CTRL_AEAD_GET_TAG, OL_NODE_MAC, tag))
+		return -EIO;
+	return 0;
+}
+
+int
+ol_node_mac_open(struct ol_node_mac *m, uint8_t *frame, const struct ol_node_hdr *h)
+{
+	uint8_t iv[OL_NODE_IV], fin[16], tag[OL_NODE_MAC];
+	int outl = 0;
+	if (!m->dctx) {
+		m->dctx = EVP_CIPHER_CTX_new();
+		if (!m->dctx ||
+		    !EVP_DecryptInit_ex(m->dctx, EVP_chacha20_poly1305(), NULL, m->key, NULL))
+			return -EIO;
+	}
+	uint8_t *p = frame + OL_NODE_HDR;
+	memcpy(tag, p + h->len, OL_NODE_MAC);
+	if (enc_iv(m, frame, iv) || !EVP_DecryptInit_ex(m->dctx, NULL, NULL, NULL, iv) ||
+	    !EVP_DecryptUpdate(m->dctx, NULL, &outl, frame, OL_NODE_HDR) ||
+	    (h->len && !EVP_DecryptUpdate(m->dctx, p, &outl, p, (int)h->len)) ||
+	    !EVP_CIPHER_CTX_ctrl(m->dctx, EVP_CTRL_AEAD_SET_TAG, OL_NODE_MAC, tag))
+		return -EIO;
+	return EVP_DecryptFinal_ex(m->dctx, fin, &outl) == 1 ? 0 : -EBADMSG;
+}
+
+int
+ol_node_frame_open(struct ol_node_mac *m, uint8_t *frame, const struct ol_node_hdr *h)
+{
+	if (h->flags & OL_NODE_F_ENC)
+		return ol_node_mac_open(m, frame, h) ? -EBADMSG : 0;
+	if (ol_node_mac_check(m, frame, h))
+		return -EBADMSG;
+	return atomic_load(&encrypting) && h->op != OL_NODE_HELLO ? -EPERM : 0;
 }
 
 static bool

@@ -86,7 +86,8 @@ enum ol_node_flag {
 	OL_NODE_F_REPLY = 1, /* server -> client */
 	OL_NODE_F_MORE = 2,  /* more frames of this call follow */
 	OL_NODE_F_FIRST = 4, /* first frame of a streamed request */
-	OL_NODE_F_ALL = 7,
+	OL_NODE_F_ENC = 8,   /* the payload is encrypted (ol_node_encrypt) */
+	OL_NODE_F_ALL = 15,
 };
 
 struct ol_node_hdr {
@@ -134,6 +135,27 @@ int ol_node_mac_seal(struct ol_node_mac *m, const uint8_t *hdr, const struct iov
 		     uint8_t *tag);
 /* Check the tag at the end of a parsed frame (constant time). 0 or -EBADMSG. */
 int ol_node_mac_check(struct ol_node_mac *m, const uint8_t *frame, const struct ol_node_hdr *h);
+/* Encrypted frames (OL_NODE_F_ENC set in hdr): the same AEAD under the same key and nonce,
+ * with the header as AAD and the payload as plaintext. seal_enc encrypts the iov bytes into
+ * out (their total length; out may be the one iov's own buffer) and makes the tag; open checks
+ * the tag of a parsed frame and decrypts its payload in place (left as it was on -EBADMSG is
+ * not promised: drop the frame). 0, -EIO (not keyed, OpenSSL), -EBADMSG. */
+int ol_node_mac_seal_enc(struct ol_node_mac *m, const uint8_t *hdr, const struct iovec *iov,
+			 int niov, uint8_t *out, uint8_t *tag);
+int ol_node_mac_open(struct ol_node_mac *m, uint8_t *frame, const struct ol_node_hdr *h);
+/* Checks a received frame as this process's setting says (ol_node_encrypt): an encrypted
+ * frame is opened, a plain one MAC-checked, and with encryption on a plain frame other than
+ * a HELLO (or its reply) is refused. 0, -EBADMSG (MAC), -EPERM (plain while encrypting). */
+int ol_node_frame_open(struct ol_node_mac *m, uint8_t *frame, const struct ol_node_hdr *h);
+
+/* Encryption of the node plane's frames ([cluster] plane_encrypt), for every client and
+ * server of this process: set it before the first plane connection. On: every frame after
+ * HELLO carries OL_NODE_F_ENC and an encrypted payload, and a plain one from a peer is
+ * refused. Off (default): frames are sent authenticated only; an encrypted one from a peer is
+ * still opened, and a server answers encrypted on a connection whose client encrypts.
+ * The HELLO exchange is never encrypted (nonces, node ids, drive paths and UUIDs). */
+void ol_node_encrypt(bool on);
+bool ol_node_encrypting(void);
 
 /* A shard name: 1..4 components joined by '/', each 1..128 of [A-Za-z0-9._-] and not
  * starting with '.', OL_NODE_NAME_MAX bytes at most. So never "..", never absolute. */

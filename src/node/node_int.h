@@ -33,6 +33,7 @@ struct nconn {
 	struct ol_loop_timer wtimer, rtimer; /* the deadlines of the open write / read stream */
 	bool xpending;			     /* the UCX endpoint's close is in flight */
 	bool rpending, wpending, fpending, dead, closing, authed, paused, in_process;
+	bool enc; /* replies encrypted: this process encrypts, or the client did */
 	uint8_t *in;
 	size_t in_len, in_cap;
 	struct ol_node_mac *tx, *rx; /* our frames' MAC (server to client), the peer's */

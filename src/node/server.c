@@ -148,14 +148,18 @@ ol_node_out_begin(struct nconn *c, size_t cap)
 }
 
 static void
-seal(struct nconn *c, struct obuf *o, const struct ol_node_hdr *h, bool auth)
+seal(struct nconn *c, struct obuf *o, struct ol_node_hdr *h, bool auth)
 {
+	bool enc = auth && c->enc && h->op != OL_NODE_HELLO;
+	if (enc)
+		h->flags |= OL_NODE_F_ENC;
 	ol_node_hdr_encode(h, o->data);
 	uint8_t *mac = o->data + OL_NODE_HDR + h->len;
 	struct iovec iov = {o->data + OL_NODE_HDR, h->len};
 	if (!auth)
 		memset(mac, 0, OL_NODE_MAC);
-	else if (ol_node_mac_seal(c->tx, o->data, &iov, 1, mac))
+	else if (enc ? ol_node_mac_seal_enc(c->tx, o->data, &iov, 1, iov.iov_base, mac)
+		     : ol_node_mac_seal(c->tx, o->data, &iov, 1, mac))
 		ol_die("node plane: frame MAC failed (OpenSSL)");
 	o->len = OL_NODE_HDR + h->len + OL_NODE_MAC;
 }
@@ -217,6 +221,7 @@ hello(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame)
 	if (rc)
 		return rc;
 	c->authed = true;
+	c->enc = ol_node_encrypting();
 	c->rseq = 1;
 	ol_loop_timer_cancel(c->loop, &c->hello_timer);
 	size_t cap = 64 + s->n_drives * (OL_NODE_NAME_MAX + 8 + OL_DRIVEID_UUID);
@@ -242,7 +247,7 @@ hello(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame)
 /* One whole frame at c->in: authenticate, account, dispatch. 0, or -1 when the connection
  * was cut off. */
 static int
-one_frame(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame, size_t n)
+one_frame(struct nconn *c, const struct ol_node_hdr *h, uint8_t *frame, size_t n)
 {
 	struct ol_node_server *s = c->s;
 	atomic_fetch_add_explicit(&s->frames, 1, memory_order_relaxed);
@@ -258,8 +263,18 @@ one_frame(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame, si
 		}
 		return 0;
 	}
-	if (h->seq != c->rseq || (h->flags & OL_NODE_F_REPLY) ||
-	    ol_node_mac_check(c->rx, frame, h)) {
+	int orc = h->seq != c->rseq || (h->flags & OL_NODE_F_REPLY)
+		      ? -EBADMSG
+		      : ol_node_frame_open(c->rx, frame, h);
+	if (orc == -EPERM) {
+		atomic_fetch_add_explicit(&s->protocol_errors, 1, memory_order_relaxed);
+		ol_warn("node plane: %s sends unencrypted frames while [cluster] plane_encrypt = "
+			"true here: set the same plane_encrypt on every node; connection closed",
+			c->peer);
+		ol_node_kill(c);
+		return -1;
+	}
+	if (orc) {
 		atomic_fetch_add_explicit(&s->auth_failures, 1, memory_order_relaxed);
 		ol_warn("node plane: frame from %s failed its MAC or sequence (seq %llu, expected "
 			"%llu); connection closed",
@@ -268,6 +283,7 @@ one_frame(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame, si
 		return -1;
 	}
 	c->rseq++;
+	c->enc |= (h->flags & OL_NODE_F_ENC) != 0;
 	/* served synchronously below (a chunk is in the file when dispatch returns), so the
 	 * frame's bytes go back with the answer it may send: one frame per small call, not two */
 	c->grant += n;

@@ -1,8 +1,10 @@
 /* tests/fuzz/fuzz_node.c - libFuzzer target for the node plane's wire format
- * (src/node/frame.c): frames back to back, their MACs, payload readers, shard names, and the
+ * (src/node/frame.c): frames back to back, their MACs (and, for encrypted frames, their
+ * decryption in place), payload readers, shard names, and the
  * metadata entries of META_COMMIT batches and META_SCAN pages (ol_node_mentry_get). */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "node/node.h"
@@ -57,6 +59,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ol_node_hdr h;
 	while (off < size && (n = ol_node_frame_parse(data + off, size - off, 1u << 20, &h)) > 0) {
 		(void)ol_node_mac_check(mac, data + off, &h);
+		if (h.flags & OL_NODE_F_ENC) { /* opened in place: on a copy */
+			uint8_t *cp = malloc((size_t)n);
+			if (!cp)
+				__builtin_trap();
+			memcpy(cp, data + off, (size_t)n);
+			(void)ol_node_frame_open(mac, cp, &h);
+			free(cp);
+		}
 		payload(data + off + OL_NODE_HDR, h.len);
 		mentries(data + off + OL_NODE_HDR, h.len);
 		uint8_t again[OL_NODE_HDR];

@@ -710,6 +710,242 @@ put_file(const char *path, const char *text)
 	   text);
 }
 
+/* ---- encrypted frames ---- */
+
+/* Frame f (header encoded with OL_NODE_F_ENC, len plaintext bytes after it) as the
+ * documentation defines an encrypted frame, from scratch: ciphertext into ct, tag into tag. */
+static int
+ref_enc(const uint8_t *skey, uint32_t dir, const uint8_t *f, size_t len, uint8_t *ct, uint8_t *tag)
+{
+	uint8_t msg[64], dk[32], iv[12];
+	size_t ln = strlen("openlake-node-v2 frame mac");
+	unsigned dl = 0;
+	int outl, rc = -1;
+	memcpy(msg, "openlake-node-v2 frame mac", ln);
+	for (int i = 0; i < 4; i++)
+		msg[ln + i] = iv[i] = (uint8_t)(dir >> (8 * i));
+	memcpy(iv + 4, f + 16, 8);
+	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+	if (c && HMAC(EVP_sha256(), skey, 32, msg, ln + 4, dk, &dl) && dl == 32 &&
+	    EVP_EncryptInit_ex(c, EVP_chacha20_poly1305(), NULL, dk, iv) &&
+	    EVP_EncryptUpdate(c, NULL, &outl, f, OL_NODE_HDR) &&
+	    (len == 0 || EVP_EncryptUpdate(c, ct, &outl, f + OL_NODE_HDR, (int)len)) &&
+	    EVP_EncryptFinal_ex(c, msg, &outl) &&
+	    EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_GET_TAG, 16, tag))
+		rc = 0;
+	EVP_CIPHER_CTX_free(c);
+	return rc;
+}
+
+static void
+test_encrypt_frames(void)
+{
+	uint8_t skey[OL_NODE_KEY], cn[16] = {3}, sn[16] = {4}, tag[16], rtag[16];
+	ol_node_kdf(SECRET, cn, sn, skey);
+	size_t cap = OL_NODE_HDR + (300u << 10) + OL_NODE_MAC;
+	uint8_t *f = malloc(cap), *ct = malloc(cap), *rct = malloc(cap);
+	struct ol_node_mac *tx = mac_for(skey, OL_NODE_C2S), *rx = mac_for(skey, OL_NODE_C2S);
+	static const size_t lens[] = {0, 1, 17, 4096, 65537, 300u << 10};
+	int same = tx && rx && f && ct && rct, opened = same, bad = same;
+	for (unsigned i = 0; same && i < sizeof(lens) / sizeof(lens[0]); i++) {
+		size_t len = lens[i];
+		struct ol_node_hdr h = {.op = OL_NODE_SHARD_READ,
+					.flags = OL_NODE_F_ENC,
+					.call_id = i,
+					.seq = 5 + i,
+					.len = (uint32_t)len};
+		ol_node_hdr_encode(&h, f);
+		for (size_t j = 0; j < len; j++)
+			f[OL_NODE_HDR + j] = pat_byte(j + i);
+		size_t cut = len / 3;
+		struct iovec iov[2] = {{f + OL_NODE_HDR, cut}, {f + OL_NODE_HDR + cut, len - cut}};
+		same &= ol_node_mac_seal_enc(tx, f, iov, 2, ct, tag) == 0 &&
+			ref_enc(skey, OL_NODE_C2S, f, len, rct, rtag) == 0 &&
+			!memcmp(ct, rct, len) && !memcmp(tag, rtag, 16) &&
+			(len < 64 || memcmp(ct, f + OL_NODE_HDR, 64));
+		/* the frame as it goes out: header, ciphertext, tag; the receiver opens it */
+		memcpy(f + OL_NODE_HDR, ct, len);
+		memcpy(f + OL_NODE_HDR + len, tag, 16);
+		struct ol_node_hdr g;
+		opened &= ol_node_frame_parse(f, OL_NODE_HDR + len + 16, 1u << 20, &g) > 0 &&
+			  ol_node_frame_open(rx, f, &g) == 0;
+		for (size_t j = 0; j < len && opened; j++)
+			opened &= f[OL_NODE_HDR + j] == pat_byte(j + i);
+		if (len) { /* a flipped ciphertext bit, then a flipped header bit: refused */
+			memcpy(f + OL_NODE_HDR, ct, len);
+			f[OL_NODE_HDR + len / 2] ^= 1;
+			bad &= ol_node_mac_open(rx, f, &g) == -EBADMSG;
+			memcpy(f + OL_NODE_HDR, ct, len);
+			f[24] ^= 1; /* the deadline */
+			bad &= ol_node_mac_open(rx, f, &g) == -EBADMSG;
+		}
+	}
+	ok(same, "encrypted frames: ChaCha20-Poly1305 of the documented key and nonce, header as "
+		 "AAD, the ciphertext unlike the payload");
+	ok(opened, "the receiver opens them back to the payload");
+	ok(bad, "a flipped bit of ciphertext or header: -EBADMSG");
+
+	/* a plain frame while this process encrypts: refused (-EPERM), HELLO excepted */
+	struct ol_node_hdr h = {.op = OL_NODE_PING, .seq = 9, .len = 10}, g;
+	ol_node_hdr_encode(&h, f);
+	memset(f + OL_NODE_HDR, 1, 10);
+	seal(tx, f, 10);
+	ol_node_frame_parse(f, cap, 1u << 20, &g);
+	ok(ol_node_frame_open(rx, f, &g) == 0, "encryption off: a plain frame passes");
+	ol_node_encrypt(true);
+	ok(ol_node_frame_open(rx, f, &g) == -EPERM, "encryption on: a plain frame is refused");
+	h.op = OL_NODE_HELLO;
+	ol_node_hdr_encode(&h, f);
+	seal(tx, f, 10);
+	ol_node_frame_parse(f, cap, 1u << 20, &g);
+	ok(ol_node_frame_open(rx, f, &g) == 0, "encryption on: a plain HELLO passes");
+	ol_node_encrypt(false);
+	ol_node_mac_free(tx);
+	ol_node_mac_free(rx);
+	free(f);
+	free(ct);
+	free(rct);
+}
+
+/* A relay between a client and the server that keeps what the client sent (the first cap
+ * bytes), so a test can look at the wire. */
+struct relay {
+	int lfd;
+	char up[64];
+	uint8_t *seen;
+	size_t cap, n;
+};
+
+static void *
+relay_main(void *arg)
+{
+	struct relay *r = arg;
+	int a = accept(r->lfd, NULL, NULL);
+	int b = ol_io_connect(r->up, 10000);
+	static uint8_t buf[65536];
+	struct pollfd pf[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+	while (a >= 0 && b >= 0 && poll(pf, 2, 30000) > 0) {
+		int from = (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) ? 0 : 1;
+		ssize_t n = read(pf[from].fd, buf, sizeof(buf));
+		if (n <= 0)
+			break;
+		if (from == 0) {
+			size_t k = r->cap - r->n < (size_t)n ? r->cap - r->n : (size_t)n;
+			memcpy(r->seen + r->n, buf, k);
+			r->n += k;
+		}
+		if (ol_io_write_all(pf[1 - from].fd, buf, (size_t)n, 20000))
+			break;
+	}
+	if (a >= 0)
+		close(a);
+	if (b >= 0)
+		close(b);
+	return NULL;
+}
+
+/* Through the relay: a 1 MiB shard written and read back with this process encrypting or
+ * not. *good: the round trip was right; returns whether a 64-byte run of the shard's bytes
+ * went over the wire as they are. */
+static bool
+relayed_round_trip(const char *addr, bool enc, int *good)
+{
+	struct relay r = {.cap = 4u << 20};
+	r.seen = malloc(r.cap);
+	snprintf(r.up, sizeof(r.up), "%s", addr);
+	r.lfd = ol_io_listen("127.0.0.1:0", false, 4);
+	char via[64];
+	snprintf(via, sizeof(via), "127.0.0.1:%u", ol_io_sock_port(r.lfd));
+	pthread_t t;
+	pthread_create(&t, NULL, relay_main, &r);
+	ol_node_encrypt(enc);
+	struct ol_node_client *c;
+	struct pat p = {0, 1u << 20, 0};
+	uint64_t wrote = 0, got = 0;
+	struct chk k = {0, 0};
+	*good = ol_node_client_new(via, SECRET, 3, &c) == 0 &&
+		ol_node_shard_write(c, 0, "enc/obj", pat_src, &p, 30000, &wrote) == 0 &&
+		wrote == 1u << 20 &&
+		ol_node_shard_read(c, 0, "enc/obj", 0, 1u << 20, chk_sink, &k, 30000, &got) == 0 &&
+		got == 1u << 20 && k.bad == 0 && ol_node_shard_unlink(c, 0, "enc/obj", 10000) == 0;
+	ol_node_client_free(c);
+	pthread_join(t, NULL);
+	close(r.lfd);
+	ol_node_encrypt(false);
+	uint8_t run[64];
+	for (size_t i = 0; i < sizeof(run); i++)
+		run[i] = pat_byte(100000 + i);
+	bool seen = memmem(r.seen, r.n, run, sizeof(run)) != NULL;
+	free(r.seen);
+	return seen;
+}
+
+static void
+test_encrypt_server(const char *tmp)
+{
+	char d0[256], addr[64];
+	snprintf(d0, sizeof(d0), "%s/enc", tmp);
+	const char *drives[] = {d0};
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", free_port());
+	struct ol_node_server_opts o = {.addr = addr,
+					.secret = SECRET,
+					.self_id = 9,
+					.threads = 2,
+					.window = 1u << 20,
+					.max_payload = 256u << 10,
+					.n_drives = 1,
+					.drives = drives,
+					.hello_timeout_ms = 2000};
+	struct ol_node_server *s;
+	int rc = ol_node_server_start(&o, &s);
+	ok(rc == 0, "server for the encryption tests (%d)", rc);
+	if (rc)
+		return;
+	int good;
+	bool seen = relayed_round_trip(addr, false, &good);
+	ok(good && seen, "plain: the shard round trip works and its bytes are on the wire");
+	seen = relayed_round_trip(addr, true, &good);
+	ok(good && !seen, "encrypted: the same round trip works and none of its bytes are on the "
+			  "wire");
+
+	/* a server that does not encrypt answers an encrypting client encrypted */
+	struct raw r;
+	uint8_t f[OL_NODE_HDR + 64 + OL_NODE_MAC], buf[4096];
+	ok(raw_hello(&r, addr) == 0, "a hand-made client's HELLO");
+	struct ol_node_hdr h = {.op = OL_NODE_PING,
+				.flags = OL_NODE_F_ENC,
+				.call_id = 1,
+				.seq = r.seq++,
+				.deadline_ms = 10000,
+				.len = 8},
+			   g;
+	ol_node_hdr_encode(&h, f);
+	memcpy(f + OL_NODE_HDR, "pingping", 8);
+	struct iovec iov = {f + OL_NODE_HDR, 8};
+	rc = ol_node_mac_seal_enc(r.tx, f, &iov, 1, f + OL_NODE_HDR, f + OL_NODE_HDR + 8);
+	ok(rc == 0 && ol_io_write_all(r.fd, f, OL_NODE_HDR + 8 + OL_NODE_MAC, 10000) == 0 &&
+	       raw_recv(&r, &g, buf, sizeof(buf)) == 0 && (g.flags & OL_NODE_F_ENC) &&
+	       ol_node_mac_open(r.rx, buf, &g) == 0 && g.status == 0,
+	   "encryption off here: an encrypted PING is answered, encrypted");
+	raw_close(&r);
+
+	/* a plain peer while this process encrypts: its first frame after HELLO closes it */
+	struct ol_node_server_stats before, after;
+	ol_node_encrypt(true);
+	ok(raw_hello(&r, addr) == 0, "encryption on: a plain HELLO is still answered");
+	ol_node_server_stats(s, &before);
+	ok(raw_send(&r, OL_NODE_PING, 0, 2, 10000, NULL, 0) == 0 &&
+	       ol_io_read(r.fd, buf, sizeof(buf), 20000) <= 0,
+	   "encryption on: a plain PING closes the connection unanswered");
+	ol_node_server_stats(s, &after);
+	ok(after.protocol_errors == before.protocol_errors + 1 &&
+	       after.auth_failures == before.auth_failures,
+	   "counted as a protocol error, not as an authentication failure");
+	raw_close(&r);
+	ol_node_encrypt(false);
+	ol_node_server_stop(s);
+}
+
 /* main set OPENLAKE_FAULTS=1 and OPENLAKE_FAULT_FILE=rules before any client call */
 static void
 test_fault_hook(const char *rules)
@@ -765,6 +1001,8 @@ main(void)
 	test_deadline();
 	test_credit();
 	test_server(tmp);
+	test_encrypt_frames();
+	test_encrypt_server(tmp);
 	test_fault_hook(rules);
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
