@@ -6,16 +6,22 @@ so CUDA graphs and any attention backend work. With `layerwise`, each chunk is o
 object per layer: start_load_kv hands the step's loads to a thread that fetches layer 0, 1,
 ... in order, wait_for_layer_load(i) waits for layer i only, and save_kv_layer(i) queues
 layer i's objects as soon as the layer is computed. Contiguous CPU blocks go straight from
-the paged tensors to the pool (one iovec per block half, no copy); other tensors are staged."""
+the paged tensors to the pool (one iovec per block half, no copy); other tensors (CUDA,
+strided, bhnc) are staged through the reusable slabs of a StagingPool, copied on the copy
+engine's own CUDA stream (staging.py): a load is done once its copy's event completed, a save
+reads its slab once its device-to-host copy's event completed. On CPU tensors the same code
+runs with the engine's CPU twin (staging = "always" forces it for zero-copy layouts)."""
 
 import ctypes
 import queue
+import re
 import threading
 import time
 
 from .connector_config import worker_rank
 from .keys import layer_hash, rank_key, rank_keys
 from .layouts import PagedKV
+from .staging import DONE, CopyEngine, StagingPool
 from .store import TRAILER_LEN, StoreDown, check_trailer, make_trailer
 
 _np = False  # numpy, imported at the first load: importing the connector imports none
@@ -38,7 +44,7 @@ class _Job:
     """One chunk of one request: its key, memory ranges and what to do after."""
 
     __slots__ = ("req_id", "key", "ids", "skip", "ranges", "trailer", "keep", "stage", "h",
-                 "ev", "g", "layer")
+                 "ev", "g", "layer", "slab", "copy_ev", "why")
 
     def __init__(self, req_id, key, ids, skip=0, h=None, ev=None, g=0, layer=None):
         self.req_id, self.key, self.ids, self.skip = req_id, key, ids, skip
@@ -46,6 +52,8 @@ class _Job:
         self.layer = layer  # layerwise: the one layer this object holds (None: all)
         self.h, self.ev = h, ev  # chain hash; KV event data (parent hash, token ids)
         self.ranges, self.keep, self.stage = [], [], None
+        self.slab, self.copy_ev = None, None  # staged: its StagingPool slab, D2H event
+        self.why = None  # staged loads: the check's verdict, taken before the slab went back
         self.trailer = ctypes.create_string_buffer(TRAILER_LEN)
 
     def iovs(self):
@@ -61,6 +69,7 @@ class _Pipe:
         self.loads, self.nl = loads, nl
         self.done = [threading.Event() for _ in range(nl)]
         self.done_t = [None] * nl  # perf_counter when each layer was done
+        self.ev = [None] * nl  # each layer's last copy event (staged loads)
         self.t0 = time.perf_counter()
         self.lock = threading.Lock()
         self.invalid, self.failed = set(), set()
@@ -96,6 +105,9 @@ class WorkerSide:
         self._lq = None  # the layer thread's queue
         self._saved_layers = set()  # layers save_kv_layer queued in this step
         self._layer_index = {}
+        self.engine = None  # CopyEngine and StagingPool of staged tensors (register)
+        self.staging = None
+        self.cross = False  # registered through register_cross_layers_kv_cache
         # KV events: one rank speaks for all (a chunk is there when every rank stored it)
         self.events_on = cfg.kv_events and self.tp_rank == 0
         self._events = []
@@ -123,18 +135,45 @@ class WorkerSide:
                 return
             try:
                 kvs = [PagedKV({n: kv_caches[n] for n in g.layer_names}, self.num_blocks,
-                               self.geo.block_size) for g in self.groups]
+                               self.geo.block_size, self._stage_all()) for g in self.groups]
             except (KeyError, ValueError) as e:
                 self.disabled = "KV cache groups do not match the KV caches: %s" % e
                 self.warn("register", "openlake: connector disabled: %s", self.disabled)
                 return
         else:
             try:
-                kvs = [PagedKV(kv_caches, self.num_blocks, self.geo.block_size)]
+                kvs = [PagedKV(kv_caches, self.num_blocks, self.geo.block_size,
+                               self._stage_all())]
             except ValueError as e:
                 self.disabled = "unsupported KV cache: %s" % e
                 self.warn("register", "openlake: connector disabled: %s", self.disabled)
                 return
+        self._use(kvs)
+
+    def _stage_all(self):
+        return self.cfg.staging == "always"
+
+    def register_cross(self, kv_cache, attn_backend=None):
+        """register_cross_layers_kv_cache: one tensor [num_blocks, layers, ...] for every
+        layer (vLLM allocates it when prefer_cross_layer_blocks is True). Layer i is
+        kv_cache[:, i]; a layer name maps to the first integer in it (vLLM's
+        extract_layer_index), so the per-layer hooks of layerwise still find their layer."""
+        if self.groups:
+            self.disabled = "cross-layer KV cache with several KV cache groups"
+            self.warn("register", "openlake: connector disabled: %s", self.disabled)
+            return
+        n = kv_cache.shape[1] if kv_cache.dim() > 1 else 0
+        try:
+            kv = PagedKV.cross_layer(kv_cache, ["layer.%d" % i for i in range(n)],
+                                     self.num_blocks, self.geo.block_size, self._stage_all())
+        except ValueError as e:
+            self.disabled = "unsupported cross-layer KV cache: %s" % e
+            self.warn("register", "openlake: connector disabled: %s", self.disabled)
+            return
+        self.cross = True
+        self._use([kv])
+
+    def _use(self, kvs):
         kv = kvs[0]
         if any((k.family == "mla") != self.geo.use_mla for k in kvs):
             self.disabled = "KV layout %s does not match use_mla=%s" % (kv.layout,
@@ -152,7 +191,19 @@ class WorkerSide:
         self.kvs = kvs
         self.payloads = [k.block_bytes * self.chunk_blocks for k in kvs]
         self.payload = self.payloads[0]
+        if not all(k.zero_copy for k in kvs):  # staged: slabs of one whole chunk each
+            self.engine = CopyEngine(kv.device)
+            self.staging = StagingPool(max(self.payloads), self.cfg.staging_mb << 20,
+                                       self.engine.cuda)
         self.disabled = ""
+
+    def _layer_of(self, name):
+        """Index of layer `name` (a cross-layer cache: the first integer in the name)."""
+        i = self._layer_index.get(name)
+        if i is None and self.cross:
+            m = re.search(r"\d+", name)
+            i = int(m.group()) if m and int(m.group()) < len(self.kv.tensors) else None
+        return i
 
     # -- memory of one chunk
     def _payload(self, job):
@@ -187,9 +238,38 @@ class WorkerSide:
             else:
                 job.ranges = kv.iovs(job.ids, lay)
             return
-        stage = kv.pack(job.ids, layer=lay) if not for_load else kv.image_tensor(payload)
-        job.stage = stage
-        job.ranges = [(stage.data_ptr(), payload)]
+        slab = job.slab
+        if slab is None:  # (a batch's slabs are taken at once: _take_slabs)
+            slab = job.slab = self.staging.acquire(payload)[0]
+        if not for_load:  # device -> slab on the copy stream; _put waits for its event
+            cuda = self.engine.cuda
+            job.copy_ev = self.engine.run(
+                lambda: kv.pack(job.ids, slab.buf, lay, non_blocking=cuda))[1]
+        job.stage = slab.buf
+        job.ranges = [(slab.buf.data_ptr(), payload)]
+
+    def _take_slabs(self, jobs):
+        """Give every staged job of a batch its slab, all at once (a thread holds a whole
+        batch's slabs or none: two threads never wait on each other's half)."""
+        staged = [j for j in jobs if not self.kvs[j.g].zero_copy]
+        if staged:
+            for j, s in zip(staged, self.staging.acquire(self.staging.slab_bytes,
+                                                         len(staged))):
+                j.slab = s
+
+    def _release(self, jobs, event=None):
+        """Slabs of jobs go back (event: a copy still reading them)."""
+        for j in jobs:
+            if j.slab is not None:
+                self.staging.release(j.slab, event)
+                j.slab, j.stage = None, None
+
+    def _batches(self, jobs):
+        """jobs cut so that one batch never needs more slabs than the pool has."""
+        if self.staging is None:
+            return [jobs] if jobs else []
+        n = self.staging.nmax
+        return [jobs[i:i + n] for i in range(0, len(jobs), n)]
 
     @staticmethod
     def _iov_blocks(kv, ids, layer=None):
@@ -215,11 +295,14 @@ class WorkerSide:
         if self.layerwise and not self.disabled:
             self._start_pipe(sync)
             return
-        self._load(sync, self._invalid, self._failed_reqs)
+        ev = self._load(sync, self._invalid, self._failed_reqs)
+        if self.engine is not None:  # the forward reads the blocks after their copies
+            self.engine.order_compute(ev)
 
     def _load(self, loads, invalid, failed, layer=None, timed=True):
         """Load every chunk of loads in one batch; bad blocks go to invalid. layerwise: the
-        objects of one layer (layer), or of every layer (None: async loads)."""
+        objects of one layer (layer), or of every layer (None: async loads). Returns the
+        event of the last staged copy into the paged tensors (None: nothing staged)."""
         if self.disabled:
             for ls in loads:
                 self._fail_request(ls.chunks, 0, invalid)
@@ -228,21 +311,48 @@ class WorkerSide:
             [layer] if layer is not None else list(range(len(self.kv.tensors)))
         if len(lays) == 1 and self._bulk_ok(loads):
             self._load_bulk(loads, invalid, failed, lays[0], timed)
-            return
+            return None
         jobs = [_Job(ls.req_id, self._key(h, la), ids, skip, h, None, g[0] if g else 0, la)
                 for ls in loads for h, ids, skip, *g in ls.chunks for la in lays]
-        for j in jobs:
-            self._ranges(j, True)
         t0 = time.perf_counter()
-        try:
-            st, lens = self.store.call("get_iov", [j.key for j in jobs],
-                                       [j.iovs() for j in jobs])
-        except StoreDown:
-            st, lens = [None] * len(jobs), [0] * len(jobs)
+        st, lens, ev = [], [], None
+        for b in self._batches(jobs):  # staged: no more slabs at once than the pool has
+            if self.staging is not None:
+                self._take_slabs(b)
+            for j in b:
+                self._ranges(j, True)
+            s, n = self._get_iov(b)
+            st += s
+            lens += n
+            if self.staging is not None:
+                ev = self._unpack_staged(b, s, n) or ev
         if timed:
             self._timed(t0, sum(len(j.ids) - j.skip for j in jobs) // len(lays))
         self._finish_loads(loads, jobs, st, lens, invalid, failed, len(lays))
         self._leased([j.key for j in jobs])
+        return ev
+
+    def _get_iov(self, jobs):
+        try:
+            return self.store.call("get_iov", [j.key for j in jobs], [j.iovs() for j in jobs])
+        except StoreDown:
+            return [None] * len(jobs), [0] * len(jobs)
+
+    def _unpack_staged(self, jobs, st, lens):
+        """Check each staged job of a batch and copy the good ones from their slabs into
+        the paged tensors on the copy stream; the slabs go back with the last copy's event
+        (one stream: it completes after every copy before it). Returns that event."""
+        ev = None
+        for j, status, n in zip(jobs, st, lens):
+            if j.slab is None:
+                continue
+            j.why = self._check_load(j, status, n)
+            if not j.why:
+                kv, img, ids = self.kvs[j.g], self._slice(j), j.ids[j.skip:]
+                ev = self.engine.run(lambda: kv.unpack(ids, img, j.layer,
+                                                       non_blocking=self.engine.cuda))[1]
+        self._release(jobs, ev)
+        return ev
 
     def _timed(self, t0, blocks):
         ms = (time.perf_counter() - t0) * 1e3
@@ -341,7 +451,7 @@ class WorkerSide:
                 invalid, failed = set(), set()
                 try:
                     if live:  # after a failure, only the chunks before the bad one load
-                        self._load(live, invalid, failed, i, timed=False)
+                        p.ev[i] = self._load(live, invalid, failed, i, timed=False)
                 except Exception as e:  # never let the thread die: the load failed
                     self.warn("load-thread", "openlake: layer load failed: %s", e)
                     for ls in live:
@@ -360,11 +470,13 @@ class WorkerSide:
     def wait_layer(self, name):
         """wait_for_layer_load: block until layer `name` of this step's loads is in place."""
         p = self._pipe
-        i = self._layer_index.get(name)
+        i = self._layer_of(name)
         if p is None or i is None:
             return
         p.waited.add(i)
-        p.done[i].wait()
+        p.done[i].wait()  # layer i's copies are queued (layer i+1's may still be fetched)
+        if self.engine is not None:  # the compute stream waits for them, the host does not
+            self.engine.order_compute(p.ev[i])
 
     def _end_pipe(self):
         """Wait for every layer of this step's loads and take their failures. A layer the
@@ -375,6 +487,8 @@ class WorkerSide:
             return
         for e in p.done:
             e.wait()
+        if self.engine is not None:
+            self.engine.order_compute(next((e for e in reversed(p.ev) if e), None))
         self._invalid |= p.invalid
         self._failed_reqs |= p.failed
         if len(p.waited) < p.nl:
@@ -392,7 +506,8 @@ class WorkerSide:
             for c in range(len(ls.chunks)):
                 for j in jobs[i:i + nl]:
                     i += 1
-                    why = self._check_load(j, st[i - 1], lens[i - 1])
+                    why = j.why if j.why is not None else \
+                        self._check_load(j, st[i - 1], lens[i - 1])
                     if why == "miss" and self.events_on and j.g == 0:  # the pool lost it
                         self._event("BlockRemoved", block_hashes=[j.h])
                     if why and bad_from is None:
@@ -457,19 +572,22 @@ class WorkerSide:
             ls = self._loader.get()
             if ls is None:
                 return
-            invalid = set()
+            invalid, ev = set(), None
             try:
-                self._load([ls], invalid, set())
+                ev = self._load([ls], invalid, set())
             except Exception as e:  # never let the thread die: the load failed
                 self.warn("load-thread", "openlake: async load failed: %s", e)
                 self._fail_request(ls.chunks, 0, invalid)
             with self._lock:
-                self._recv_done[ls.req_id] = invalid
+                self._recv_done[ls.req_id] = (invalid, ev)
 
     def _take_recv(self):
+        """Async loads that are done: fetched, and their last copy's event completed."""
         with self._lock:
-            done, self._recv_done = self._recv_done, {}
-        for bad in done.values():
+            done = {r: v for r, v in self._recv_done.items() if v[1] is None or v[1].query()}
+            for r in done:
+                del self._recv_done[r]
+        for bad, _ in done.values():
             self._invalid.update(bad)
         return set(done) or None
 
@@ -513,7 +631,7 @@ class WorkerSide:
         """save_kv_layer (layerwise): queue layer `name`'s objects of the step's chunks. Its
         K/V depends on the loads of the layers before it only, all waited for by now; a
         request whose load failed so far saves no more layers."""
-        i = self._layer_index.get(name)
+        i = self._layer_of(name)
         if (not self.layerwise or i is None or i in self._saved_layers or not plan.saves or
                 self.disabled or not self.saves_enabled):
             return
@@ -534,13 +652,23 @@ class WorkerSide:
                      g[0] if g else 0, layer)
                 for ss in plan.saves if ss.req_id not in failed
                 for i, (h, ids, *g) in enumerate(ss.chunks)]
-        for j in jobs:  # staged tensors are copied out now; zero-copy ranges are addresses
-            self._ranges(j, False)
         return jobs
 
     def _queue(self, jobs):
-        if not jobs:
-            return
+        """Save jobs, in batches no bigger than the staging pool: staged tensors are copied
+        out now (the next forward's kernels wait for those copies; the put waits for them
+        on the host), zero-copy ranges are addresses."""
+        for b in self._batches(jobs):
+            if self.staging is not None:
+                self._take_slabs(b)
+            for j in b:
+                self._ranges(j, False)
+            if self.engine is not None:
+                self.engine.order_compute(next((j.copy_ev for j in reversed(b)
+                                                if j.copy_ev is not None), None))
+            self._queue_batch(b)
+
+    def _queue_batch(self, jobs):
         if self._saver is None:
             self._put(jobs)
             return
@@ -551,6 +679,15 @@ class WorkerSide:
         self._saver.put((jobs, reqs))
 
     def _put(self, jobs):
+        try:
+            self._put_staged(jobs)
+        finally:
+            self._release(jobs)  # the D2H events completed: _put_staged waited for them
+
+    def _put_staged(self, jobs):
+        for j in jobs:  # the slab holds the image once its device-to-host copy completed
+            if j.copy_ev is not None:
+                j.copy_ev.synchronize()
         t0 = time.perf_counter()
         try:
             if self.cfg.save_check_exists and jobs:
@@ -655,7 +792,7 @@ class WorkerSide:
         both of the last two (the request leaves WAITING_FOR_REMOTE_KVS and recomputes from
         its first bad block, reported by get_block_ids_with_load_errors)."""
         with self._lock:
-            failed = {r for r, bad in self._recv_done.items() if bad}
+            failed = {r for r, (bad, _) in self._recv_done.items() if bad}
         send, recv = self.finished(finished_req_ids)
         return send, recv, failed & set(recv or ())
 

@@ -67,7 +67,12 @@ def _segments(t, lay, b):
 class PagedKV:
     """All layers of one worker's KV cache; block images are layer-major, then block."""
 
-    def __init__(self, kv_caches, num_blocks=None, block_size=None):
+    def __init__(self, kv_caches, num_blocks=None, block_size=None, stage_all=False,
+                 cross=None):
+        """kv_caches: layer name -> tensor; stage_all: stage even blocks that could move
+        without a copy (the GPU path's CPU twin); cross: the one tensor of every layer
+        [num_blocks, layers, ...] the per-layer views come from (see cross_layer())."""
+        self.cross = cross
         if not kv_caches:
             raise ValueError("no KV caches registered")
         self.names = list(kv_caches.keys())
@@ -87,7 +92,7 @@ class PagedKV:
         self.dtype = str(self.tensors[0].dtype).replace("torch.", "")
         self.block_bytes = sum(lay.slab_bytes for lay in self.layouts)
         self.device = self.tensors[0].device
-        self.zero_copy = self.layout != "bhnc" and all(
+        self.zero_copy = not stage_all and self.layout != "bhnc" and all(
             self._zc_ok(t, lay) for t, lay in zip(self.tensors, self.layouts))
         self.family = "mla" if self.layout == "mla" else "kv"
         self._geo = [self._seg_geometry(t, lay) for t, lay in zip(self.tensors, self.layouts)] \
@@ -95,6 +100,19 @@ class PagedKV:
         if self._geo is not None and None in self._geo:
             self.zero_copy, self._geo = False, None
         self._tab = None  # iov_arrays' per-layer arrays, built on first use
+
+    @classmethod
+    def cross_layer(cls, kv_cache, names, num_blocks=None, block_size=None, stage_all=False):
+        """A PagedKV over vLLM's cross-layer cache: one tensor [num_blocks, layers, slab...]
+        where a block of every layer is one contiguous range. Layer i is kv_cache[:, i] (block
+        dim 0), whose block images are those of a per-layer tensor of the same backend (an
+        FA [2, bs, heads, dim] slab is the same bytes in either), so both store the same
+        chunks under the same keys; staged copies move a chunk of every layer at once."""
+        if kv_cache.dim() < 3 or kv_cache.shape[1] != len(names):
+            raise ValueError("cross-layer KV shape %s does not hold %d layers"
+                             % (tuple(kv_cache.shape), len(names)))
+        views = {n: kv_cache[:, i] for i, n in enumerate(names)}
+        return cls(views, num_blocks, block_size, stage_all, cross=kv_cache)
 
     @staticmethod
     def _seg_geometry(t, lay):
@@ -166,38 +184,50 @@ class PagedKV:
         lens = np.broadcast_to(seglen[:, None, None], (nl, k, ns))
         return addr.reshape(J, nl * k * ns), lens.reshape(nl * k * ns)
 
-    def pack(self, block_ids, out=None, layer=None):
-        """The image of block_ids (every layer, or one) as a contiguous uint8 CPU tensor (a
-        staging copy)."""
+    def pack(self, block_ids, out=None, layer=None, non_blocking=False):
+        """The image of block_ids (every layer, or one) as a contiguous uint8 tensor: copied
+        into out (a host slab; non_blocking from a CUDA tensor into pinned memory), or a CPU
+        copy. A cross-layer cache gathers every layer of the blocks in one index_select."""
         import torch
 
-        parts = []
         idx = torch.tensor(list(block_ids), dtype=torch.long, device=self.device)
-        for i in self._sel(layer):
-            t, lay = self.tensors[i], self.layouts[i]
-            x = t.index_select(lay.block_dim, idx).movedim(lay.block_dim, 0)
-            if lay.name == "bhnc":
-                h, bs, c2 = lay.slab_shape
-                x = x.reshape(len(block_ids), h, bs, 2, c2 // 2).permute(0, 3, 2, 1, 4)
-            parts.append(_as_bytes(x.contiguous()))
-        img = torch.cat(parts) if len(parts) > 1 else parts[0]
+        if self.cross is not None and layer is None and self.layout != "bhnc":
+            x = self.cross.index_select(0, idx).movedim(1, 0)  # [layers, k, slab...]
+            img = _as_bytes(x.contiguous())
+        else:
+            parts = []
+            for i in self._sel(layer):
+                t, lay = self.tensors[i], self.layouts[i]
+                x = t.index_select(lay.block_dim, idx).movedim(lay.block_dim, 0)
+                if lay.name == "bhnc":
+                    h, bs, c2 = lay.slab_shape
+                    x = x.reshape(len(block_ids), h, bs, 2, c2 // 2).permute(0, 3, 2, 1, 4)
+                parts.append(_as_bytes(x.contiguous()))
+            img = torch.cat(parts) if len(parts) > 1 else parts[0]
         if out is not None:
-            out.copy_(img)
+            out[:img.numel()].copy_(img, non_blocking=non_blocking)
             return out
         return img.cpu()
 
-    def unpack(self, block_ids, img, layer=None):
-        """Scatter a staged image (uint8 CPU tensor) into block_ids of every layer (or of
-        the one layer the image holds)."""
+    def unpack(self, block_ids, img, layer=None, non_blocking=False):
+        """Scatter a staged image (uint8 CPU tensor; pinned when non_blocking) into block_ids
+        of every layer (or of the one layer the image holds): one host-to-device copy, then
+        the scatter on the device (one index_copy_ for a cross-layer cache)."""
         import torch
 
         idx = torch.tensor(list(block_ids), dtype=torch.long, device=self.device)
         k = len(block_ids)
+        dev = img[:self.image_bytes(k, layer)].to(self.device, non_blocking=non_blocking)
+        if self.cross is not None and layer is None and self.layout != "bhnc":
+            x = _from_bytes(dev, self.cross.dtype)
+            x = x.reshape((len(self.tensors), k) + self.layouts[0].slab_shape)
+            self.cross.index_copy_(0, idx, x.movedim(0, 1))
+            return
         off = 0
         for i in self._sel(layer):
             t, lay = self.tensors[i], self.layouts[i]
             n = lay.slab_bytes * k
-            part = img[off:off + n].to(self.device)
+            part = dev[off:off + n]
             off += n
             x = _from_bytes(part, t.dtype)
             if lay.name == "bhnc":
@@ -205,18 +235,6 @@ class PagedKV:
                 x = x.reshape(k, 2, bs, h, c2 // 2).permute(0, 3, 2, 1, 4)
             x = x.reshape((k,) + lay.slab_shape)
             t.index_copy_(lay.block_dim, idx, x.movedim(0, lay.block_dim))
-
-    def image_tensor(self, nbytes):
-        """A host staging buffer (pinned when CUDA is in use)."""
-        import torch
-
-        buf = torch.empty(nbytes, dtype=torch.uint8)
-        if self.device.type == "cuda" and torch.cuda.is_available():
-            try:
-                buf = buf.pin_memory()
-            except (RuntimeError, NotImplementedError):
-                pass
-        return buf
 
 
 def _as_bytes(x):

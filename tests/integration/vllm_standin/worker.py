@@ -40,6 +40,23 @@ def make_kv_caches(layout, num_layers, num_blocks, block_size, heads, head_size,
     return out
 
 
+def cross_layer_views(kv_caches):
+    """vLLM's cross-layer allocation (a connector with prefer_cross_layer_blocks): one tensor
+    [num_blocks, layers, block...] for every layer, each layer's tensor a view of it in the
+    backend's logical shape (block dim 1 for FA, 0 for the others). Returns (the one tensor,
+    {name: view}); the views start as copies of kv_caches' contents."""
+    names = list(kv_caches)
+    t0 = kv_caches[names[0]]
+    bd = 1 if t0.dim() == 5 and t0.shape[0] == 2 else 0
+    slab = tuple(t0.shape[:bd] + t0.shape[bd + 1:])
+    cross = torch.zeros((t0.shape[bd], len(names)) + slab, dtype=t0.dtype)
+    views = {}
+    for i, n in enumerate(names):
+        views[n] = cross[:, i].movedim(0, bd)
+        views[n].copy_(kv_caches[n])
+    return cross, views
+
+
 def write_kv(t, layout, blocks, offs, k, v=None):
     """k, v: [n, heads, head]; MLA: k = [n, latent]."""
     if layout in ("fa", "fa_hnd"):
@@ -173,7 +190,7 @@ class Worker:
     asks: no step calls the hooks)."""
 
     def __init__(self, vllm_config, connector, kv_caches, model, block_size, api="newest",
-                 cudagraph="none"):
+                 cudagraph="none", cross_layer=False):
         self.cfg, self.c, self.kv, self.model, self.bs = (vllm_config, connector, kv_caches,
                                                          model, block_size)
         self.api = api
@@ -187,7 +204,12 @@ class Worker:
         self.nsteps = 0
         self.reqs = {}
         self.logits = {}  # req_id -> [logits of each sampled step] (models that give them)
-        connector.register_kv_caches(kv_caches)
+        self.cross = None  # cross_layer: the one KV tensor of every layer
+        if cross_layer and getattr(connector, "prefer_cross_layer_blocks", False):
+            self.cross, self.kv = cross_layer_views(kv_caches)
+            connector.register_cross_layers_kv_cache(self.cross, None)
+        else:
+            connector.register_kv_caches(kv_caches)
 
     def _update_state(self, so):
         for rid in so.finished_req_ids:

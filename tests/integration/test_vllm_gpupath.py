@@ -1,0 +1,235 @@
+"""The connector's GPU data path, run through its CPU twin (this machine and CI have no GPU):
+the staging pool (slabs allocated once, bounded, a wait when exhausted), the copy engine's
+staged loads and saves (staging = "always" stages even zero-copy layouts, the path CUDA
+tensors take), layer-wise pipelining over it, and cross-layer KV caches
+(register_cross_layers_kv_cache) storing and loading the same bytes as per-layer tensors.
+The stand-in engine, the real connector and a real openlaked."""
+
+import threading
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import tinymodel  # noqa: E402
+from conftest import KV_DATA_MISSING  # noqa: E402
+from vllm_standin import Engine, FakeModel, Request, make_kv_caches, make_vllm_config  # noqa
+from vllm_standin.pool import dead_addr, kv_pools, pool  # noqa: E402,F401
+
+from openlake_client.staging import DONE, CopyEngine, StagingPool  # noqa: E402
+
+L, H, D, BS, NB = 4, 2, 8, 16, 64
+A = [(i * 37 + 11) % 500 for i in range(100)]
+
+
+def cfg(addr, layout="fa", chunk=16, prefix_caching=True, **extra):
+    ex = {"openlake_nodes": [addr], "chunk_size": chunk, "timeout_ms": 30000,
+          "log_interval_s": 0.0, "lookup_inline_ms": 60000}
+    ex.update(extra)
+    return make_vllm_config(model="standin/gpupath", block_size=BS, num_gpu_blocks=NB,
+                            num_layers=L, kv_heads=H, head_size=D, use_mla=(layout == "mla"),
+                            extra=ex, prefix_caching=prefix_caching)
+
+
+def engine(c, layout="fa", cross_layer=False):
+    return Engine(c, lambda r: (make_kv_caches(layout, L, NB, BS, H, D),
+                                FakeModel(L, H, D, layout, r)),
+                  NB, cross_layer=cross_layer)
+
+
+def serve(e, rid, prompt, max_tokens=3):
+    e.add(Request(rid, prompt, max_tokens=max_tokens))
+    e.run()
+    e.scheduler.assert_empty()
+    return e.scheduler.finished[rid].output_token_ids
+
+
+def wside(e):
+    return e.workers[0].c._worker
+
+
+def test_pool_waits_when_exhausted_and_never_grows():
+    p = StagingPool(4096, 3 * 4096, pinned=False)
+    assert p.nmax == 3
+    a = p.acquire(4096, 2)
+    b = p.acquire(100)[0]
+    assert p.allocations == 3 and p.outstanding() == 3
+    got, started = [], threading.Event()
+
+    def taker():
+        started.set()
+        got.append(p.acquire(4096, 2))
+
+    t = threading.Thread(target=taker)
+    t.start()
+    started.wait(30)
+    deadline = time.monotonic() + 60
+    while p.waits == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert p.waits == 1 and not got  # waiting, not allocating
+    p.release(b)
+    assert not got or len(got[0]) == 2
+    p.release(a[0], DONE)  # a completed event: reusable at once
+    t.join(60)
+    assert len(got) == 1 and len(got[0]) == 2
+    assert p.allocations == 3  # the slabs it got are ones given back
+    assert {s.index for s in got[0]} <= {a[0].index, b.index}
+    with pytest.raises(ValueError):
+        p.acquire(4097)
+    with pytest.raises(ValueError):
+        p.acquire(1, 4)
+    with pytest.raises(TimeoutError):
+        p.acquire(1, 2, timeout=0.05)
+
+
+def test_copy_engine_cpu_twin():
+    eng = CopyEngine(torch.device("cpu"))
+    assert not eng.cuda and eng.stream is None
+    src = torch.arange(64, dtype=torch.uint8)
+    dst = torch.zeros(64, dtype=torch.uint8)
+    ev = eng.copy(dst, src)
+    assert ev.query() and torch.equal(dst, src) and eng.copies == 1
+    eng.order_compute(ev)  # no stream to order: a no-op
+
+
+@pytest.mark.parametrize("layerwise", [False, True], ids=["whole", "layerwise"])
+@pytest.mark.parametrize("layout", ["fa", "bhnc"])
+def test_staged_loads_and_saves_allocate_nothing_after_warmup(pool, layout, layerwise):
+    """Many staged saves and loads (two per request, eight requests) take their slabs from
+    the pool: after the first request, no host buffer is allocated; answers are right."""
+    ref = serve(engine(cfg(dead_addr(), layout), layout), "ref", A)
+    c = cfg(pool.kv_addr, layout, staging="always", staging_mb=1, layerwise=layerwise,
+            async_save=False, prefix_caching=False)  # every prefix comes from the pool
+    e = engine(c, layout)
+    ws = wside(e)
+    assert ws.staging is not None and not ws.kv.zero_copy
+    assert serve(e, "warm", A) == ref
+    after_warmup = ws.staging.allocations
+    assert 0 < after_warmup <= ws.staging.nmax
+    for i in range(8):  # each: a hit on A's 96 tokens (loads) and its own suffix (saves)
+        p = A[:96] + [(i * 31 + k) % 500 for k in range(20)]
+        e.add(Request("R%d" % i, p, max_tokens=2))
+        e.run()
+        assert e.scheduler.finished["R%d" % i].num_external_computed_tokens == 96
+    st = e.merged_stats()
+    assert st["blocks_loaded"] >= 8 * 6 and st["blocks_saved"] >= 6 + 8
+    assert ws.staging.allocations == after_warmup  # no new host buffers
+    assert ws.staging.outstanding() == 0
+    assert ws.engine.copies > 0
+    e.shutdown()
+
+
+def test_exhausted_pool_waits_and_proceeds(pool):
+    """A pool of two slabs, loads of six chunks and async saves: batches wait for slabs
+    to come back (waits counted) and every block still loads and saves."""
+    c = cfg(pool.kv_addr, staging="always", staging_mb=1, chunk=16, async_save=True)
+    e = engine(c)
+    serve(e, "A", A)
+    ws = wside(e)
+    ws.staging.nmax = 2  # force exhaustion: six chunks per request through two slabs
+    e2 = engine(c)
+    ws2 = wside(e2)
+    ws2.staging.nmax = 2
+    e2.add(Request("B", A[:96] + [7] * 20, max_tokens=2))
+    e2.run()
+    assert e2.scheduler.finished["B"].num_external_computed_tokens == 96
+    assert ws2.staging.allocations <= 2 and ws2.staging.outstanding() == 0
+    assert e2.merged_stats()["blocks_loaded"] == 6
+    e.shutdown()
+    e2.shutdown()
+
+
+@pytest.mark.parametrize("staging", ["auto", "always"])
+@pytest.mark.parametrize("layout", ["fa", "flashinfer", "bhnc", "mla"])
+def test_cross_layer_loads_the_same_bytes_as_per_layer(pool, layout, staging):
+    """A cross-layer engine (one KV tensor for all layers) and a per-layer one load the same
+    tokens' KV from chunks the other saved: the same bytes land in their blocks."""
+    c = cfg(pool.kv_addr, layout, staging=staging, cross_layer_blocks=True,
+            prefix_caching=False)  # every prefix comes from the pool
+    per = engine(c, layout)
+    assert wside(per).cross is False
+    serve(per, "A", A)  # per-layer saves
+    cross = engine(c, layout, cross_layer=True)
+    ws = wside(cross)
+    assert ws.cross and ws.kv.cross is not None and not ws.disabled
+    a, na = loaded_image(cross, "X", A[:96] + [3] * 20)
+    b, nb = loaded_image(per, "Y", A[:96] + [4] * 20)
+    assert na == nb == 96
+    assert a.numel() == b.numel() and torch.equal(a, b)
+    assert a.any()  # real KV, not zeros
+    # and the other way round: what the cross-layer engine saves, a per-layer one loads
+    serve(cross, "Z", [5] * 64 + A[:40])
+    per2 = engine(c, layout)
+    per2.add(Request("W", [5] * 64 + A[:40], max_tokens=3))
+    per2.run()
+    assert per2.scheduler.finished["W"].num_external_computed_tokens == 96
+    assert per2.scheduler.finished["W"].output_token_ids == \
+        cross.scheduler.finished["Z"].output_token_ids
+    for x in (per, cross, per2):
+        x.shutdown()
+
+
+def loaded_image(e, rid, prompt):
+    """Step e until rid's first step ran (its external prefix loaded); the image of its
+    first six blocks then, and how many tokens were loaded. Runs rid to the end."""
+    e.add(Request(rid, prompt, max_tokens=2))
+    deadline = time.monotonic() + 120
+    while not e.scheduler.requests[rid].num_computed_tokens:
+        assert time.monotonic() < deadline
+        e.step()
+    img = wside(e).kv.pack(list(e.scheduler.kv.get_block_ids(rid))[:6])
+    n = e.scheduler.requests[rid].num_external_computed_tokens
+    e.run()
+    return img, n
+
+
+def test_cross_layer_preference_follows_config_and_groups():
+    from openlake_client.openlake_connector import KVConnectorRole, OpenLakeConnector
+
+    c = OpenLakeConnector(cfg(dead_addr()), KVConnectorRole.WORKER, None)
+    assert c.prefer_cross_layer_blocks is True
+    c.shutdown()
+    c = OpenLakeConnector(cfg(dead_addr(), cross_layer_blocks=False), KVConnectorRole.WORKER,
+                          None)
+    assert c.prefer_cross_layer_blocks is False
+    c.shutdown()
+
+
+@pytest.mark.skipif(tinymodel.data_dir() is None, reason=KV_DATA_MISSING)
+@pytest.mark.parametrize("mode", ["staged", "staged-layerwise", "cross", "cross-layerwise"])
+def test_model_bitwise_equal_through_the_device_path(pool, mode):
+    """stories260K: a prefix loaded through staging slabs and the copy engine (and from a
+    cross-layer cache) gives the same tokens and bitwise the same logits as recomputing."""
+    from test_vllm_model import model_engine
+
+    layerwise = mode.endswith("layerwise")
+    cross = mode.startswith("cross")
+    prompt = _seq(1)[:180]
+    e1 = model_engine(pool.kv_addr, "fa", layerwise=layerwise, staging="always")
+    _gen(e1, prompt)
+    ref = model_engine(dead_addr(), "fa")
+    ref_toks, ref_logits = _gen(ref, prompt)
+    e2 = model_engine(pool.kv_addr, "fa", layerwise=layerwise, staging="always",
+                      cross_layer=cross)
+    assert wside(e2).cross is cross
+    toks, logits = _gen(e2, prompt)
+    assert e2.scheduler.finished["R"].num_external_computed_tokens == 128
+    assert toks == ref_toks and len(logits) == len(ref_logits)
+    for a, b in zip(logits, ref_logits):
+        assert torch.equal(a, b)
+    assert wside(e2).staging.outstanding() == 0
+
+
+def _seq(i):
+    import json
+
+    meta = json.loads((tinymodel.data_dir() / "stories260K" / "meta.json").read_text())
+    return meta["sequences"][i]["tokens"]
+
+
+def _gen(e, prompt):
+    e.add(Request("R", prompt, max_tokens=8))
+    e.run()
+    e.scheduler.assert_empty()
+    return e.scheduler.finished["R"].output_token_ids, e.workers[0].logits["R"]
