@@ -233,3 +233,86 @@ def _gen(e, prompt):
     e.run()
     e.scheduler.assert_empty()
     return e.scheduler.finished["R"].output_token_ids, e.workers[0].logits["R"]
+
+
+def _values():
+    """Values of every kind the stored form distinguishes: empty, under the codec's minimum,
+    BF16 KV of several blocks (compressible, a partial last block), random bytes (stored
+    plain), a plain value starting with the magic (raw-wrapped)."""
+    g = torch.Generator().manual_seed(7)
+    kv = (torch.randn(5 * 32768 + 777, generator=g) * 0.05).to(torch.bfloat16)
+    out = [b"", b"x" * 10, b"OLZ1 short", bytes(kv.view(torch.uint8).numpy())]
+    out.append(bytes(torch.randint(0, 256, (200000,), generator=g, dtype=torch.uint8).numpy()))
+    out.append(b"OLZ1" + bytes(torch.randint(0, 256, (70000,), generator=g,
+                                             dtype=torch.uint8).numpy()))
+    data = tinymodel.data_dir()
+    if data is not None:  # real KV blocks of stories260K, when the dump is here
+        f = sorted((data / "stories260K").glob("*.bin"))
+        if f:
+            out.append(f[0].read_bytes()[:3 * 65536 + 4096])
+    return out
+
+
+def test_gpu_codec_twin_stores_what_libopenlake_stores(pool):
+    """The twin's stored form of each value is byte for byte what libopenlake with
+    compress=exans stores (read back raw by a client without compression), and decoding
+    either gives the value: a GPU-saved block loads on a CPU node and back."""
+    from openlake_client import connect
+    from openlake_client.gpu_codec import GpuCodec
+
+    codec = GpuCodec.open(torch.device("cpu"))
+    assert codec is not None and not codec.cuda
+    zc = connect([pool.kv_addr], namespace="gpucodec", compress="exans", timeout_ms=30000)
+    raw = connect([pool.kv_addr], namespace="gpucodec", timeout_ms=30000)
+    vals = _values()
+    keys = [bytes([i]) * 32 for i in range(len(vals))]
+    assert all(s.name in ("OK", "EXISTS") for s in zc.put(keys, vals))
+    stored = raw.get(keys, size_hint=1 << 20)
+    compressed = 0
+    for v, s in zip(vals, stored):
+        src = torch.frombuffer(bytearray(v), dtype=torch.uint8) if v else \
+            torch.empty(0, dtype=torch.uint8)
+        out = torch.empty(codec.bound(len(v)), dtype=torch.uint8)
+        n = codec.encode(src, out)
+        assert bytes(out[:n].numpy()) == s, len(v)
+        compressed += n < len(v)
+        dst = torch.empty(len(v), dtype=torch.uint8)
+        assert codec.decode(out, out, n, dst) == len(v)
+        assert bytes(dst.numpy()) == v
+    assert compressed >= 1  # the KV values really went through the codec
+    # what the twin stores, libopenlake reads
+    k2 = [b"\xee" * 31 + bytes([i]) for i in range(len(vals))]
+    forms = []
+    for v in vals:
+        src = torch.frombuffer(bytearray(v), dtype=torch.uint8) if v else \
+            torch.empty(0, dtype=torch.uint8)
+        out = torch.empty(codec.bound(len(v)), dtype=torch.uint8)
+        forms.append(bytes(out[:codec.encode(src, out)].numpy()))
+    raw.put(k2, forms)
+    assert zc.get(k2, size_hint=1 << 20) == vals
+    zc.close()
+    raw.close()
+
+
+def test_gpu_codec_rejects_corrupt_values():
+    from openlake_client.gpu_codec import GpuCodec
+
+    codec = GpuCodec.open(torch.device("cpu"))
+    v = (torch.randn(3 * 32768) * 0.1).to(torch.bfloat16).view(torch.uint8)
+    out = torch.empty(codec.bound(v.numel()), dtype=torch.uint8)
+    n = codec.encode(v, out)
+    assert n < v.numel()
+    dst = torch.empty(v.numel(), dtype=torch.uint8)
+    for pos in (2, 20, 16 + 20, 16 + 24 + 12, n - 5):  # magic, length, header CRC, index, data
+        bad = out[:n].clone()
+        bad[pos] ^= 0x40
+        with pytest.raises(OSError) as ei:
+            codec.decode(bad, bad, n, dst) if pos != 2 else _plain_mismatch(codec, bad, n, dst)
+        assert ei.value.errno in (74, 28)  # EBADMSG, or ENOSPC for a length now too big
+    with pytest.raises(OSError):
+        codec.decode(out, out, n, torch.empty(v.numel() - 1, dtype=torch.uint8))
+
+
+def _plain_mismatch(codec, bad, n, dst):
+    """A value whose magic was hit reads as plain: n bytes that do not fit dst."""
+    codec.decode(bad, bad, n, dst[:n - 1])
