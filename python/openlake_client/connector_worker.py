@@ -21,7 +21,7 @@ import time
 from .connector_config import worker_rank
 from .keys import layer_hash, rank_key, rank_keys
 from .layouts import PagedKV
-from .staging import DONE, CopyEngine, StagingPool
+from .staging import CopyEngine, StagingPool
 from .store import TRAILER_LEN, StoreDown, check_trailer, make_trailer
 
 _np = False  # numpy, imported at the first load: importing the connector imports none
@@ -44,7 +44,7 @@ class _Job:
     """One chunk of one request: its key, memory ranges and what to do after."""
 
     __slots__ = ("req_id", "key", "ids", "skip", "ranges", "trailer", "keep", "stage", "h",
-                 "ev", "g", "layer", "slab", "copy_ev", "why")
+                 "ev", "g", "layer", "slab", "copy_ev", "why", "dev")
 
     def __init__(self, req_id, key, ids, skip=0, h=None, ev=None, g=0, layer=None):
         self.req_id, self.key, self.ids, self.skip = req_id, key, ids, skip
@@ -54,9 +54,12 @@ class _Job:
         self.ranges, self.keep, self.stage = [], [], None
         self.slab, self.copy_ev = None, None  # staged: its StagingPool slab, D2H event
         self.why = None  # staged loads: the check's verdict, taken before the slab went back
+        self.dev = None  # GPU codec: the image + trailer on the device (the value's plain form)
         self.trailer = ctypes.create_string_buffer(TRAILER_LEN)
 
     def iovs(self):
+        if self.dev is not None:  # the GPU codec's stored form: trailer inside
+            return self.ranges
         return self.ranges + [(ctypes.addressof(self.trailer), TRAILER_LEN)]
 
 
@@ -108,6 +111,9 @@ class WorkerSide:
         self.engine = None  # CopyEngine and StagingPool of staged tensors (register)
         self.staging = None
         self.cross = False  # registered through register_cross_layers_kv_cache
+        self.codec = None  # GpuCodec: compress=exans on the KV device (staged tensors only)
+        self.raw_store = None  # its puts and gets: the stored form as is (compression off)
+        self.codec_bytes = [0, 0]  # GPU codec saves: plain bytes in, stored bytes out
         # KV events: one rank speaks for all (a chunk is there when every rank stored it)
         self.events_on = cfg.kv_events and self.tp_rank == 0
         self._events = []
@@ -193,9 +199,31 @@ class WorkerSide:
         self.payload = self.payloads[0]
         if not all(k.zero_copy for k in kvs):  # staged: slabs of one whole chunk each
             self.engine = CopyEngine(kv.device)
-            self.staging = StagingPool(max(self.payloads), self.cfg.staging_mb << 20,
-                                       self.engine.cuda)
+            self._open_codec(kv.device)
+            slab = max(self.payloads)
+            if self.codec is not None:  # a slab holds a chunk's stored form
+                slab = self.codec.bound(slab + TRAILER_LEN)
+            self.staging = StagingPool(slab, self.cfg.staging_mb << 20, self.engine.cuda)
         self.disabled = ""
+
+    def _open_codec(self, device):
+        """compress=exans with staged tensors: ExANS on their device (gpu_codec auto: CUDA
+        tensors and libol_exans_gpu found; always: the CPU twin on CPU tensors too)."""
+        mode = self.cfg.gpu_codec
+        if self.cfg.compress != "exans" or mode == "off" or \
+                (mode == "auto" and not self.engine.cuda):
+            return
+        import dataclasses
+
+        from .gpu_codec import GpuCodec
+        from .store import Store
+
+        self.codec = GpuCodec.open(device, self.engine.stream)
+        if self.codec is None:
+            self.warn("gpu-codec", "openlake: gpu_codec: libol_exans_%s not found: blocks are "
+                      "compressed on the host", "gpu" if self.engine.cuda else "twin")
+            return
+        self.raw_store = Store(dataclasses.replace(self.cfg, compress="off"), self.warn)
 
     def _layer_of(self, name):
         """Index of layer `name` (a cross-layer cache: the first integer in the name)."""
@@ -241,12 +269,74 @@ class WorkerSide:
         slab = job.slab
         if slab is None:  # (a batch's slabs are taken at once: _take_slabs)
             slab = job.slab = self.staging.acquire(payload)[0]
+        if self.codec is not None:
+            self._codec_ranges(job, kv, slab, payload, for_load)
+            return
         if not for_load:  # device -> slab on the copy stream; _put waits for its event
             cuda = self.engine.cuda
             job.copy_ev = self.engine.run(
                 lambda: kv.pack(job.ids, slab.buf, lay, non_blocking=cuda))[1]
         job.stage = slab.buf
         job.ranges = [(slab.buf.data_ptr(), payload)]
+
+    def _codec_ranges(self, job, kv, slab, payload, for_load):
+        """GPU codec: a load gets the stored form into the slab; a save packs image + an
+        unsummed trailer (the ExANS blocks carry CRC-32C of their bytes) on the device now,
+        and is encoded and copied out by _encode_out before its put."""
+        import torch
+
+        job.stage = slab.buf
+        job.dev = self.engine.empty(payload + TRAILER_LEN)
+        job.ranges = [(slab.buf.data_ptr(), self.staging.slab_bytes)]
+        if for_load:
+            return
+        tr = torch.frombuffer(bytearray(make_trailer(job.key, [], payload, False)),
+                              dtype=torch.uint8)
+        cuda = self.engine.cuda
+
+        def fn():
+            kv.pack(job.ids, job.dev, job.layer, non_blocking=cuda)
+            job.dev[payload:].copy_(tr)
+        job.copy_ev = self.engine.run(fn)[1]
+
+    def _encode_out(self, job):
+        """GPU codec save: encode the device image, copy the stored form to the slab."""
+        out = self.engine.empty(self.codec.bound(job.dev.numel()))
+        n = self.engine.run(lambda: self.codec.encode(job.dev, out))[0]
+        self.engine.copy(job.stage[:n], out[:n]).synchronize()
+        job.ranges = [(job.stage.data_ptr(), n)]
+        with self._lock:
+            self.codec_bytes[0] += job.dev.numel()
+            self.codec_bytes[1] += n
+
+    def _decode_in(self, job, status, n):
+        """GPU codec load: the stored form (n bytes in the slab) to the device, decoded into
+        job.dev, its trailer checked. '' or why the chunk is bad."""
+        from .client import Status
+
+        if status is None:
+            return "pool unreachable"
+        if status != Status.OK:
+            return str(status)
+        payload = self._payload(job)
+        d_val = self.engine.empty(n)
+        self.engine.copy(d_val, job.stage[:n]).synchronize()
+        try:
+            m = self.engine.run(lambda: self.codec.decode(job.stage, d_val, n, job.dev))[0]
+        except OSError as e:
+            return "corrupt: %s" % e.strerror
+        if m != payload + TRAILER_LEN:
+            return "size %d, expected %d" % (m, payload + TRAILER_LEN)
+        tr = job.dev[payload:].cpu()
+        compressed = bytes(job.stage[:5].numpy()) == b"OLZ1\x01"
+        verify = self.cfg.verify and not compressed  # ExANS blocks carry their own CRC
+        rng = []
+        if verify:  # a plain stored form: its sum is checked on a host copy
+            job.stage[:payload].copy_(job.dev[:payload])
+            rng = [(job.stage.data_ptr(), payload)]
+        why = check_trailer(bytes(tr.numpy()), job.key, rng, payload, verify)
+        job.stage = job.dev  # what _slice and unpack read from now
+        return ("bad block: " + why) if why else ""
 
     def _take_slabs(self, jobs):
         """Give every staged job of a batch its slab, all at once (a thread holds a whole
@@ -262,7 +352,7 @@ class WorkerSide:
         for j in jobs:
             if j.slab is not None:
                 self.staging.release(j.slab, event)
-                j.slab, j.stage = None, None
+                j.slab, j.stage, j.dev = None, None, None
 
     def _batches(self, jobs):
         """jobs cut so that one batch never needs more slabs than the pool has."""
@@ -333,8 +423,9 @@ class WorkerSide:
         return ev
 
     def _get_iov(self, jobs):
+        store = self.raw_store if self.codec is not None else self.store
         try:
-            return self.store.call("get_iov", [j.key for j in jobs], [j.iovs() for j in jobs])
+            return store.call("get_iov", [j.key for j in jobs], [j.iovs() for j in jobs])
         except StoreDown:
             return [None] * len(jobs), [0] * len(jobs)
 
@@ -346,10 +437,11 @@ class WorkerSide:
         for j, status, n in zip(jobs, st, lens):
             if j.slab is None:
                 continue
-            j.why = self._check_load(j, status, n)
+            j.why = self._check_load(j, status, n) if j.dev is None else \
+                self._decode_in(j, status, n)
             if not j.why:
-                kv, img, ids = self.kvs[j.g], self._slice(j), j.ids[j.skip:]
-                ev = self.engine.run(lambda: kv.unpack(ids, img, j.layer,
+                kv, ids = self.kvs[j.g], j.ids[j.skip:]
+                ev = self.engine.run(lambda: kv.unpack(ids, self._slice(j), j.layer,
                                                        non_blocking=self.engine.cuda))[1]
         self._release(jobs, ev)
         return ev
@@ -688,6 +780,8 @@ class WorkerSide:
         for j in jobs:  # the slab holds the image once its device-to-host copy completed
             if j.copy_ev is not None:
                 j.copy_ev.synchronize()
+            if j.dev is not None:
+                self._encode_out(j)
         t0 = time.perf_counter()
         try:
             if self.cfg.save_check_exists and jobs:
@@ -696,9 +790,11 @@ class WorkerSide:
                 self._note([j for j, h in zip(jobs, have) if h])
                 jobs = [j for j, h in zip(jobs, have) if not h]
             for j in jobs:
-                j.trailer.raw = make_trailer(j.key, j.ranges, self._payload(j),
-                                             self.cfg.verify)
-            st = self.store.call("put_iov", [j.key for j in jobs], [j.iovs() for j in jobs]) \
+                if j.dev is None:
+                    j.trailer.raw = make_trailer(j.key, j.ranges, self._payload(j),
+                                                 self.cfg.verify)
+            store = self.raw_store if self.codec is not None else self.store
+            st = store.call("put_iov", [j.key for j in jobs], [j.iovs() for j in jobs]) \
                 if jobs else []
         except StoreDown:
             self.rec.add(save_failures=len(jobs))
@@ -812,6 +908,8 @@ class WorkerSide:
         return (done or None), recv
 
     def close(self):
+        if self.raw_store is not None:
+            self.raw_store.close()
         if self.removals is not None:
             self.removals.close()
             self.removals = None

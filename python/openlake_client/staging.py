@@ -59,6 +59,16 @@ class CopyEngine:
             ev.record(self.stream)
         return out, ev
 
+    def empty(self, n):
+        """n bytes of device memory owned by the copy stream (the caching allocator reuses
+        them only after that stream's work on them: copies may still read them)."""
+        import torch
+
+        if not self.cuda:
+            return torch.empty(n, dtype=torch.uint8, device=self.device)
+        with torch.cuda.stream(self.stream):
+            return torch.empty(n, dtype=torch.uint8, device=self.device)
+
     def copy(self, dst, src):
         """dst.copy_(src) on the copy stream (non_blocking: a pinned side does not wait);
         returns its event."""

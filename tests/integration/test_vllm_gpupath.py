@@ -197,7 +197,8 @@ def test_cross_layer_preference_follows_config_and_groups():
 
 
 @pytest.mark.skipif(tinymodel.data_dir() is None, reason=KV_DATA_MISSING)
-@pytest.mark.parametrize("mode", ["staged", "staged-layerwise", "cross", "cross-layerwise"])
+@pytest.mark.parametrize("mode", ["staged", "staged-layerwise", "cross", "cross-layerwise",
+                                  "codec", "codec-layerwise"])
 def test_model_bitwise_equal_through_the_device_path(pool, mode):
     """stories260K: a prefix loaded through staging slabs and the copy engine (and from a
     cross-layer cache) gives the same tokens and bitwise the same logits as recomputing."""
@@ -205,14 +206,16 @@ def test_model_bitwise_equal_through_the_device_path(pool, mode):
 
     layerwise = mode.endswith("layerwise")
     cross = mode.startswith("cross")
+    extra = {"compress": "exans", "gpu_codec": "always"} if mode.startswith("codec") else {}
     prompt = _seq(1)[:180]
-    e1 = model_engine(pool.kv_addr, "fa", layerwise=layerwise, staging="always")
+    e1 = model_engine(pool.kv_addr, "fa", layerwise=layerwise, staging="always", **extra)
     _gen(e1, prompt)
     ref = model_engine(dead_addr(), "fa")
     ref_toks, ref_logits = _gen(ref, prompt)
     e2 = model_engine(pool.kv_addr, "fa", layerwise=layerwise, staging="always",
-                      cross_layer=cross)
+                      cross_layer=cross, **extra)
     assert wside(e2).cross is cross
+    assert (wside(e2).codec is not None) == bool(extra)
     toks, logits = _gen(e2, prompt)
     assert e2.scheduler.finished["R"].num_external_computed_tokens == 128
     assert toks == ref_toks and len(logits) == len(ref_logits)
@@ -247,7 +250,7 @@ def _values():
                                              dtype=torch.uint8).numpy()))
     data = tinymodel.data_dir()
     if data is not None:  # real KV blocks of stories260K, when the dump is here
-        f = sorted((data / "stories260K").glob("*.bin"))
+        f = sorted((data / "stories260K").glob("*.k.bf16"))
         if f:
             out.append(f[0].read_bytes()[:3 * 65536 + 4096])
     return out
@@ -316,3 +319,68 @@ def test_gpu_codec_rejects_corrupt_values():
 def _plain_mismatch(codec, bad, n, dst):
     """A value whose magic was hit reads as plain: n bytes that do not fit dst."""
     codec.decode(bad, bad, n, dst[:n - 1])
+
+
+@pytest.mark.parametrize("layerwise", [False, True], ids=["whole", "layerwise"])
+def test_codec_path_chunks_load_on_the_host_path_and_back(pool, layerwise):
+    """compress=exans: chunks a worker saves through the device codec (its CPU twin here)
+    load on a worker that compresses on the host (libopenlake), and the other way round,
+    with the same answers; the device path really compressed them."""
+    ref = serve(engine(cfg(dead_addr())), "ref", A)
+    dev = cfg(pool.kv_addr, compress="exans", staging="always", gpu_codec="always",
+              layerwise=layerwise, prefix_caching=False)
+    host = cfg(pool.kv_addr, compress="exans", layerwise=layerwise, prefix_caching=False)
+    e1 = engine(dev)
+    assert wside(e1).codec is not None and wside(e1).raw_store is not None
+    assert serve(e1, "A", A) == ref
+    plain, stored = wside(e1).codec_bytes
+    assert plain > 0 and stored < plain
+    e2 = engine(host)
+    assert wside(e2).codec is None
+    e2.add(Request("B", A[:96] + [9] * 4, max_tokens=3))
+    e2.run()
+    assert e2.scheduler.finished["B"].num_external_computed_tokens == 96
+    assert e2.merged_stats()["load_failures"] == 0
+    # host-saved (summed trailer, libopenlake's codec) chunks load on the device path
+    C = [(i * 13 + 5) % 500 for i in range(100)]
+    refc = serve(engine(cfg(dead_addr())), "refc", C)
+    assert serve(e2, "C", C) == refc
+    e3 = engine(dev)
+    e3.add(Request("D", C, max_tokens=3))
+    e3.run()
+    assert e3.scheduler.finished["D"].num_external_computed_tokens == 96
+    assert e3.scheduler.finished["D"].output_token_ids == refc
+    assert e3.merged_stats()["load_failures"] == 0
+    assert wside(e3).staging.outstanding() == 0
+    for x in (e1, e2, e3):
+        x.shutdown()
+
+
+def test_codec_path_detects_a_corrupt_stored_chunk(pool):
+    """A bit flipped in a stored (compressed) chunk is caught by the device decode (block
+    CRC-32C): that chunk and the ones after it are recomputed, with the right answer."""
+    import openlake_client as ol
+    from openlake_client import keys as olkeys
+
+    c = cfg(pool.kv_addr, compress="exans", staging="always", gpu_codec="always",
+            prefix_caching=False)
+    ref = serve(engine(cfg(dead_addr())), "ref", A)
+    e1 = engine(c)
+    serve(e1, "A", A)
+    h = olkeys.chain_hashes(olkeys.seed_hash(e1.sched_conn.ol_identity, ""), A, 16)
+    key = olkeys.rank_key(h[2], 0)
+    raw = ol.connect([pool.kv_addr], namespace="vllm", timeout_ms=30000)
+    v = bytearray(raw.get([key], size_hint=1 << 20)[0])
+    assert v[:5] == b"OLZ1\x01"  # stored compressed, by the device path
+    v[len(v) // 2] ^= 0x10
+    assert raw.delete([key]) == [ol.Status.OK]
+    assert raw.put([key], [bytes(v)]) == [ol.Status.OK]
+    raw.close()
+    e2 = engine(c)
+    e2.add(Request("B", A, max_tokens=3))
+    e2.run()
+    st = e2.merged_stats()
+    assert st["load_failures"] == 1 and st["corrupt_blocks"] == 1
+    assert e2.scheduler.finished["B"].output_token_ids == ref
+    for x in (e1, e2):
+        x.shutdown()
