@@ -185,29 +185,48 @@ class PagedKV:
         return addr.reshape(J, nl * k * ns), lens.reshape(nl * k * ns)
 
     def pack(self, block_ids, out=None, layer=None, non_blocking=False):
-        """The image of block_ids (every layer, or one) as a contiguous uint8 tensor: copied
-        into out (a host slab; non_blocking from a CUDA tensor into pinned memory), or a CPU
-        copy. A cross-layer cache gathers every layer of the blocks in one index_select."""
+        """The image of block_ids (every layer, or one) as a uint8 tensor: written into out
+        (a host slab, or a buffer on the tensors' device) or into a new CPU tensor. Each layer's
+        blocks are gathered straight into their place in the image on the tensors' device; a
+        CUDA image then goes to a host out in one copy (non_blocking into pinned memory)."""
         import torch
 
         idx = torch.tensor(list(block_ids), dtype=torch.long, device=self.device)
+        n = self.image_bytes(len(idx), layer)
+        if out is None:
+            out = torch.empty(n, dtype=torch.uint8)
+        if out.device == self.device:
+            self._gather(idx, out[:n], layer)
+            return out
+        img = torch.empty(n, dtype=torch.uint8, device=self.device)
+        self._gather(idx, img, layer)
+        out[:n].copy_(img, non_blocking=non_blocking)
+        return out
+
+    def _gather(self, idx, dst, layer):
+        """Write the image of blocks idx (every layer, or one) into the uint8 tensor dst."""
+        import torch
+
+        k = len(idx)
         if self.cross is not None and layer is None and self.layout != "bhnc":
             x = self.cross.index_select(0, idx).movedim(1, 0)  # [layers, k, slab...]
-            img = _as_bytes(x.contiguous())
-        else:
-            parts = []
-            for i in self._sel(layer):
-                t, lay = self.tensors[i], self.layouts[i]
-                x = t.index_select(lay.block_dim, idx).movedim(lay.block_dim, 0)
-                if lay.name == "bhnc":
-                    h, bs, c2 = lay.slab_shape
-                    x = x.reshape(len(block_ids), h, bs, 2, c2 // 2).permute(0, 3, 2, 1, 4)
-                parts.append(_as_bytes(x.contiguous()))
-            img = torch.cat(parts) if len(parts) > 1 else parts[0]
-        if out is not None:
-            out[:img.numel()].copy_(img, non_blocking=non_blocking)
-            return out
-        return img.cpu()
+            _from_bytes(dst, self.cross.dtype).view(x.shape).copy_(x)
+            return
+        off = 0
+        for i in self._sel(layer):
+            t, lay = self.tensors[i], self.layouts[i]
+            nb = lay.slab_bytes * k
+            d = _from_bytes(dst[off:off + nb], t.dtype)
+            off += nb
+            if lay.name == "bhnc":
+                h, bs, c2 = lay.slab_shape
+                x = t.index_select(0, idx).reshape(k, h, bs, 2, c2 // 2).permute(0, 3, 2, 1, 4)
+                d.view(k, 2, bs, h, c2 // 2).copy_(x)
+            elif lay.block_dim == 0:
+                torch.index_select(t, 0, idx, out=d.view((k,) + lay.slab_shape))
+            else:
+                d.view((k,) + lay.slab_shape).copy_(t.index_select(lay.block_dim, idx)
+                                                    .movedim(lay.block_dim, 0))
 
     def unpack(self, block_ids, img, layer=None, non_blocking=False):
         """Scatter a staged image (uint8 CPU tensor; pinned when non_blocking) into block_ids

@@ -384,3 +384,25 @@ def test_codec_path_detects_a_corrupt_stored_chunk(pool):
     assert e2.scheduler.finished["B"].output_token_ids == ref
     for x in (e1, e2):
         x.shutdown()
+
+
+def test_cuda_library_is_built_and_fails_cleanly_without_a_gpu():
+    """Where nvcc and cudart are (meson builds libol_exans_gpu from exans.cu): it loads, says
+    it is the CUDA one, and on a machine without a GPU its calls fail with -EIO, no crash.
+    Its kernels' logic is checked on the CPU by the codec_cuda_emu unit test."""
+    from openlake_client.gpu_codec import load_library
+
+    lib = load_library(True)
+    if lib is None:
+        pytest.skip("libol_exans_gpu not built here (no nvcc or cudart)")
+    assert lib.ol_exans_gpu_is_cuda() == 1
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: bench/gpu_check.sh checks it")
+    n = 100000
+    src = torch.zeros(n, dtype=torch.uint8)
+    out = torch.empty(lib.ol_exans_gpu_bound(n), dtype=torch.uint8)
+    work = torch.empty(lib.ol_exans_gpu_work_bytes(n), dtype=torch.uint8)
+    assert lib.ol_exans_gpu_encode(src.data_ptr(), n, out.data_ptr(), out.numel(),
+                                   work.data_ptr(), None) == -5
+    assert lib.ol_exans_gpu_decode(out.data_ptr(), out.data_ptr(), 10, src.data_ptr(), n,
+                                   work.data_ptr(), None) == -5
