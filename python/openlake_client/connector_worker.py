@@ -409,13 +409,17 @@ class WorkerSide:
         for b in self._batches(jobs):  # staged: no more slabs at once than the pool has
             if self.staging is not None:
                 self._take_slabs(b)
-            for j in b:
-                self._ranges(j, True)
-            s, n = self._get_iov(b)
-            st += s
-            lens += n
-            if self.staging is not None:
-                ev = self._unpack_staged(b, s, n) or ev
+            try:
+                for j in b:
+                    self._ranges(j, True)
+                s, n = self._get_iov(b)
+                st += s
+                lens += n
+                if self.staging is not None:
+                    ev = self._unpack_staged(b, s, n) or ev
+            finally:
+                if self.staging is not None:
+                    self._release(b, ev)  # (normally done by _unpack_staged)
         if timed:
             self._timed(t0, sum(len(j.ids) - j.skip for j in jobs) // len(lays))
         self._finish_loads(loads, jobs, st, lens, invalid, failed, len(lays))
@@ -753,8 +757,12 @@ class WorkerSide:
         for b in self._batches(jobs):
             if self.staging is not None:
                 self._take_slabs(b)
-            for j in b:
-                self._ranges(j, False)
+            try:
+                for j in b:
+                    self._ranges(j, False)
+            except BaseException:
+                self._release(b)
+                raise
             if self.engine is not None:
                 self.engine.order_compute(next((j.copy_ev for j in reversed(b)
                                                 if j.copy_ev is not None), None))

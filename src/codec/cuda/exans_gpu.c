@@ -40,8 +40,8 @@ be_copy(void *dst, const void *src, uint64_t n, void *stream)
 	if (!n)
 		return 0;
 	return cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, (cudaStream_t)stream) == cudaSuccess
-		       ? 0
-		       : -EIO;
+		   ? 0
+		   : -EIO;
 }
 
 static int
@@ -73,8 +73,8 @@ be_encode(const uint8_t *src, uint64_t n, uint8_t *slots, uint32_t *lens, void *
 }
 
 static int
-be_decode(const uint8_t *src, const uint64_t *off, const uint32_t *len, uint32_t nb,
-	  uint8_t *dst, int32_t *status, void *stream)
+be_decode(const uint8_t *src, const uint64_t *off, const uint32_t *len, uint32_t nb, uint8_t *dst,
+	  int32_t *status, void *stream)
 {
 	(void)stream;
 	for (uint32_t i = 0; i < nb; i++)
@@ -319,8 +319,8 @@ decode_exans(const uint8_t *h_c, const uint8_t *d_c, uint64_t n, uint64_t orig, 
 }
 
 int64_t
-ol_exans_gpu_decode(const void *h_val, const void *d_val, uint64_t len, void *d_dst,
-		    uint64_t cap, void *d_work, void *stream)
+ol_exans_gpu_decode(const void *h_val, const void *d_val, uint64_t len, void *d_dst, uint64_t cap,
+		    void *d_work, void *stream)
 {
 	const uint8_t *h = h_val, *d = d_val;
 	if (len && (!h || !d || !d_dst))

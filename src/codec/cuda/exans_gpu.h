@@ -32,8 +32,8 @@ uint64_t ol_exans_gpu_bound(uint64_t n);
 
 /* The stored form of the n plain bytes at d_src, written to d_out[0..cap). Returns its
  * length (> 0; n for a value stored plain, 0 for n = 0) or -errno. */
-int64_t ol_exans_gpu_encode(const void *d_src, uint64_t n, void *d_out, uint64_t cap,
-			    void *d_work, void *stream);
+int64_t ol_exans_gpu_encode(const void *d_src, uint64_t n, void *d_out, uint64_t cap, void *d_work,
+			    void *stream);
 
 /* Decode a stored value of len bytes, present both on the host (h_val: parsed there) and on
  * the device (d_val: the blocks are read there), into d_dst[0..cap). Returns the plain length
