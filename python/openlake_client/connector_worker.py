@@ -114,6 +114,8 @@ class WorkerSide:
         self.codec = None  # GpuCodec: compress=exans on the KV device (staged tensors only)
         self.raw_store = None  # its puts and gets: the stored form as is (compression off)
         self.codec_bytes = [0, 0]  # GPU codec saves: plain bytes in, stored bytes out
+        self._load_after = None  # staged loads' copies wait for this mark (start_load_kv)
+        self._save_gather = None  # the step's last save gather: the next forward waits for it
         # KV events: one rank speaks for all (a chunk is there when every rank stored it)
         self.events_on = cfg.kv_events and self.tp_rank == 0
         self._events = []
@@ -272,10 +274,14 @@ class WorkerSide:
         if self.codec is not None:
             self._codec_ranges(job, kv, slab, payload, for_load)
             return
-        if not for_load:  # device -> slab on the copy stream; _put waits for its event
-            cuda = self.engine.cuda
-            job.copy_ev = self.engine.run(
-                lambda: kv.pack(job.ids, slab.buf, lay, non_blocking=cuda))[1]
+        if not for_load:  # gather on the device, then D2H into the slab: _put waits for it
+            if not self.engine.cuda:
+                job.copy_ev = self.engine.run(lambda: kv.pack(job.ids, slab.buf, lay))[1]
+                self._save_gather = job.copy_ev
+            else:
+                img = self.engine.empty(payload)
+                self._save_gather = self.engine.run(lambda: kv.pack(job.ids, img, lay))[1]
+                job.copy_ev = self.engine.copy(slab.buf[:payload], img)
         job.stage = slab.buf
         job.ranges = [(slab.buf.data_ptr(), payload)]
 
@@ -297,12 +303,12 @@ class WorkerSide:
         def fn():
             kv.pack(job.ids, job.dev, job.layer, non_blocking=cuda)
             job.dev[payload:].copy_(tr)
-        job.copy_ev = self.engine.run(fn)[1]
+        job.copy_ev = self._save_gather = self.engine.run(fn)[1]
 
     def _encode_out(self, job):
         """GPU codec save: encode the device image, copy the stored form to the slab."""
         out = self.engine.empty(self.codec.bound(job.dev.numel()))
-        n = self.engine.run(lambda: self.codec.encode(job.dev, out))[0]
+        n = self.engine.run(lambda: self.codec.encode(job.dev, out), None)[0]
         self.engine.copy(job.stage[:n], out[:n]).synchronize()
         job.ranges = [(job.stage.data_ptr(), n)]
         with self._lock:
@@ -320,9 +326,10 @@ class WorkerSide:
             return str(status)
         payload = self._payload(job)
         d_val = self.engine.empty(n)
-        self.engine.copy(d_val, job.stage[:n]).synchronize()
+        self.engine.copy(d_val, job.stage[:n], self._load_after).synchronize()
         try:
-            m = self.engine.run(lambda: self.codec.decode(job.stage, d_val, n, job.dev))[0]
+            m = self.engine.run(lambda: self.codec.decode(job.stage, d_val, n, job.dev),
+                                None)[0]
         except OSError as e:
             return "corrupt: %s" % e.strerror
         if m != payload + TRAILER_LEN:
@@ -376,6 +383,8 @@ class WorkerSide:
     def load(self, plan):
         if getattr(plan, "flush", False):
             self.flush()
+        if self.engine is not None:  # loads write blocks only after what ran before them
+            self._load_after = self.engine.mark()
         sync = [ls for ls in plan.loads if not ls.is_async]
         for ls in plan.loads:
             if ls.is_async:
@@ -446,7 +455,8 @@ class WorkerSide:
             if not j.why:
                 kv, ids = self.kvs[j.g], j.ids[j.skip:]
                 ev = self.engine.run(lambda: kv.unpack(ids, self._slice(j), j.layer,
-                                                       non_blocking=self.engine.cuda))[1]
+                                                       non_blocking=self.engine.cuda),
+                                     self._load_after)[1]
         self._release(jobs, ev)
         return ev
 
@@ -704,6 +714,15 @@ class WorkerSide:
                 pass
 
     def save(self, plan):
+        """wait_for_save. Staged blocks are gathered on the copy stream by then; the next
+        forward's kernels wait for the last gather on the GPU (they may overwrite blocks),
+        not for the copies to the host."""
+        self._save(plan)
+        ev, self._save_gather = self._save_gather, None
+        if self.engine is not None:
+            self.engine.order_compute(ev)
+
+    def _save(self, plan):
         self._end_pipe()
         self.end_leases()
         failed, self._failed_reqs = self._failed_reqs, set()
@@ -763,9 +782,6 @@ class WorkerSide:
             except BaseException:
                 self._release(b)
                 raise
-            if self.engine is not None:
-                self.engine.order_compute(next((j.copy_ev for j in reversed(b)
-                                                if j.copy_ev is not None), None))
             self._queue_batch(b)
 
     def _queue_batch(self, jobs):

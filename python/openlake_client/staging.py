@@ -30,6 +30,7 @@ class DoneEvent:
 
 
 DONE = DoneEvent()
+CURRENT = object()  # run(after=CURRENT): after the calling thread's current stream
 
 
 class CopyEngine:
@@ -43,16 +44,21 @@ class CopyEngine:
         self.stream = torch.cuda.Stream(device=device) if self.cuda else None
         self.copies = 0  # copies issued (for tests and benches)
 
-    def run(self, fn):
-        """Run fn() (torch ops: packing, index_copy_, copy_) on the copy stream after what
-        the compute stream has queued so far; returns (fn's result, event recorded after)."""
+    def run(self, fn, after=CURRENT):
+        """Run fn() (torch ops: packing, index_copy_, copy_) on the copy stream; returns
+        (fn's result, event recorded after). after: CURRENT, after what the calling thread's
+        current stream has queued so far (a save's gather, on the thread that computed the
+        KV); an event (a mark()), after it; None, only after the copy stream's own work (a
+        loader thread must not wait for the forward it runs beside)."""
         self.copies += 1
         if not self.cuda:
             return fn(), DONE
         import torch
 
-        cur = torch.cuda.current_stream(self.device)
-        self.stream.wait_stream(cur)
+        if after is CURRENT:
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
+        elif after is not None and after is not DONE:
+            self.stream.wait_event(after)
         with torch.cuda.stream(self.stream):
             out = fn()
             ev = torch.cuda.Event()
@@ -69,10 +75,20 @@ class CopyEngine:
         with torch.cuda.stream(self.stream):
             return torch.empty(n, dtype=torch.uint8, device=self.device)
 
-    def copy(self, dst, src):
+    def copy(self, dst, src, after=None):
         """dst.copy_(src) on the copy stream (non_blocking: a pinned side does not wait);
         returns its event."""
-        return self.run(lambda: dst.copy_(src, non_blocking=self.cuda))[1]
+        return self.run(lambda: dst.copy_(src, non_blocking=self.cuda), after)[1]
+
+    def mark(self):
+        """An event after what the calling thread's current stream has queued so far."""
+        if not self.cuda:
+            return DONE
+        import torch
+
+        ev = torch.cuda.Event()
+        ev.record(torch.cuda.current_stream(self.device))
+        return ev
 
     def order_compute(self, ev):
         """Make the compute stream wait for ev (a load's last copy) without blocking the
