@@ -162,18 +162,17 @@ class WorkerSide:
         return self.cfg.staging == "always"
 
     def register_cross(self, kv_cache, attn_backend=None):
-        """register_cross_layers_kv_cache: one tensor [num_blocks, layers, ...] for every
-        layer (vLLM allocates it when prefer_cross_layer_blocks is True). Layer i is
-        kv_cache[:, i]; a layer name maps to the first integer in it (vLLM's
+        """register_cross_layers_kv_cache: one tensor for every layer (vLLM allocates it
+        when prefer_cross_layer_blocks is True), in the physical order attn_backend gives
+        (PagedKV.cross_layer). A layer name maps to the first integer in it (vLLM's
         extract_layer_index), so the per-layer hooks of layerwise still find their layer."""
         if self.groups:
             self.disabled = "cross-layer KV cache with several KV cache groups"
             self.warn("register", "openlake: connector disabled: %s", self.disabled)
             return
-        n = kv_cache.shape[1] if kv_cache.dim() > 1 else 0
         try:
-            kv = PagedKV.cross_layer(kv_cache, ["layer.%d" % i for i in range(n)],
-                                     self.num_blocks, self.geo.block_size, self._stage_all())
+            kv = PagedKV.cross_layer(kv_cache, attn_backend, self.num_blocks,
+                                     self.geo.block_size, self._stage_all())
         except ValueError as e:
             self.disabled = "unsupported cross-layer KV cache: %s" % e
             self.warn("register", "openlake: connector disabled: %s", self.disabled)

@@ -102,17 +102,33 @@ class PagedKV:
         self._tab = None  # iov_arrays' per-layer arrays, built on first use
 
     @classmethod
-    def cross_layer(cls, kv_cache, names, num_blocks=None, block_size=None, stage_all=False):
-        """A PagedKV over vLLM's cross-layer cache: one tensor [num_blocks, layers, slab...]
-        where a block of every layer is one contiguous range. Layer i is kv_cache[:, i] (block
-        dim 0), whose block images are those of a per-layer tensor of the same backend (an
-        FA [2, bs, heads, dim] slab is the same bytes in either), so both store the same
-        chunks under the same keys; staged copies move a chunk of every layer at once."""
-        if kv_cache.dim() < 3 or kv_cache.shape[1] != len(names):
-            raise ValueError("cross-layer KV shape %s does not hold %d layers"
-                             % (tuple(kv_cache.shape), len(names)))
-        views = {n: kv_cache[:, i] for i, n in enumerate(names)}
-        return cls(views, num_blocks, block_size, stage_all, cross=kv_cache)
+    def cross_layer(cls, kv_cache, attn_backend=None, num_blocks=None, block_size=None,
+                    stage_all=False):
+        """A PagedKV over vLLM's cross-layer cache: one tensor for every layer, allocated in
+        the physical order the backend's get_kv_cache_stride_order(include_num_layers_
+        dimension=True) gives for the logical shape (layers, *per-layer shape) (identity, or a
+        backend without it: layers first). Layer i is that permuted back, [i]: the same view
+        vLLM hands the attention layers, so blocks have the same images (same stored bytes and
+        keys) as with per-layer tensors. When the physical order is [num_blocks, layers,
+        per-layer block in logical order] (FA and FlashInfer NHD, MLA), staged copies gather
+        every layer of a chunk in one index_select; other orders go layer by layer."""
+        order = None
+        fn = getattr(attn_backend, "get_kv_cache_stride_order", None)
+        if fn is not None:
+            try:
+                order = tuple(fn(include_num_layers_dimension=True))
+            except (NotImplementedError, TypeError):
+                order = None
+        if order is None or len(order) != kv_cache.dim() or sorted(order) != \
+                list(range(kv_cache.dim())):
+            order = tuple(range(kv_cache.dim()))
+        logical = kv_cache.permute(*[order.index(i) for i in range(len(order))])
+        n = logical.shape[0]
+        views = {"layer.%d" % i: logical[i] for i in range(n)}
+        kv = cls(views, num_blocks, block_size, stage_all)
+        if kv.layout != "bhnc" and _block_major(kv_cache, kv):
+            kv.cross = kv_cache
+        return kv
 
     @staticmethod
     def _seg_geometry(t, lay):
@@ -254,6 +270,21 @@ class PagedKV:
                 x = x.reshape(k, 2, bs, h, c2 // 2).permute(0, 3, 2, 1, 4)
             x = x.reshape((k,) + lay.slab_shape)
             t.index_copy_(lay.block_dim, idx, x.movedim(0, lay.block_dim))
+
+
+def _block_major(phys, kv):
+    """True when phys[b, i] is exactly block b of layer i (same elements, same order): the
+    physical tensor is [num_blocks, layers, block in logical order]."""
+    if phys.dim() < 3 or phys.shape[0] != kv.num_blocks or phys.shape[1] != len(kv.tensors):
+        return False
+    for i in (0, len(kv.tensors) - 1):
+        t, lay = kv.tensors[i], kv.layouts[i]
+        v = t.movedim(lay.block_dim, 0)
+        p = phys[:, i]
+        if tuple(v.shape) != tuple(p.shape) or v.stride() != p.stride() or \
+                v.data_ptr() != p.data_ptr():
+            return False
+    return True
 
 
 def _as_bytes(x):

@@ -40,21 +40,40 @@ def make_kv_caches(layout, num_layers, num_blocks, block_size, heads, head_size,
     return out
 
 
-def cross_layer_views(kv_caches):
+# get_kv_cache_stride_order(include_num_layers_dimension=True) of vLLM's backends for each
+# stand-in layout: the physical order of (layers, *per-layer logical shape)
+CROSS_ORDER = {"fa": (2, 0, 1, 3, 4, 5), "fa_hnd": (2, 4, 0, 1, 3, 5),
+               "flashinfer": (1, 0, 2, 3, 4, 5), "bhnc": (1, 0, 3, 2, 4), "mla": (1, 0, 2, 3)}
+
+
+class CrossBackend:
+    """The attention backend vLLM passes with a cross-layer cache (its stride order)."""
+
+    def __init__(self, layout):
+        self.layout = layout
+
+    def get_kv_cache_stride_order(self, include_num_layers_dimension=False):
+        if not include_num_layers_dimension:
+            raise NotImplementedError
+        return CROSS_ORDER[self.layout]
+
+
+def cross_layer_views(kv_caches, layout):
     """vLLM's cross-layer allocation (a connector with prefer_cross_layer_blocks): one tensor
-    [num_blocks, layers, block...] for every layer, each layer's tensor a view of it in the
-    backend's logical shape (block dim 1 for FA, 0 for the others). Returns (the one tensor,
-    {name: view}); the views start as copies of kv_caches' contents."""
+    for every layer in the backend's physical order, each layer's tensor a view of it in the
+    backend's logical shape (the permutation undone, then [i]). Returns (the one tensor, its
+    backend, {name: view}); the views start as copies of kv_caches' contents."""
     names = list(kv_caches)
     t0 = kv_caches[names[0]]
-    bd = 1 if t0.dim() == 5 and t0.shape[0] == 2 else 0
-    slab = tuple(t0.shape[:bd] + t0.shape[bd + 1:])
-    cross = torch.zeros((t0.shape[bd], len(names)) + slab, dtype=t0.dtype)
+    logical = (len(names),) + tuple(t0.shape)
+    order = CROSS_ORDER[layout]
+    cross = torch.zeros(tuple(logical[i] for i in order), dtype=t0.dtype)
+    perm = cross.permute(*[order.index(i) for i in range(len(order))])
     views = {}
     for i, n in enumerate(names):
-        views[n] = cross[:, i].movedim(0, bd)
+        views[n] = perm[i]
         views[n].copy_(kv_caches[n])
-    return cross, views
+    return cross, CrossBackend(layout), views
 
 
 def write_kv(t, layout, blocks, offs, k, v=None):
@@ -206,8 +225,9 @@ class Worker:
         self.logits = {}  # req_id -> [logits of each sampled step] (models that give them)
         self.cross = None  # cross_layer: the one KV tensor of every layer
         if cross_layer and getattr(connector, "prefer_cross_layer_blocks", False):
-            self.cross, self.kv = cross_layer_views(kv_caches)
-            connector.register_cross_layers_kv_cache(self.cross, None)
+            layout = getattr(model, "layout", None) or cross_layer
+            self.cross, backend, self.kv = cross_layer_views(kv_caches, layout)
+            connector.register_cross_layers_kv_cache(self.cross, backend)
         else:
             connector.register_kv_caches(kv_caches)
 
