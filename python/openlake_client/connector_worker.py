@@ -161,11 +161,13 @@ class WorkerSide:
     def _stage_all(self):
         return self.cfg.staging == "always"
 
-    def register_cross(self, kv_cache, attn_backend=None):
+    def register_cross(self, kv_cache, attn_backend=None, shared_by=None):
         """register_cross_layers_kv_cache: one tensor for every layer (vLLM allocates it
         when prefer_cross_layer_blocks is True), in the physical order attn_backend gives
-        (PagedKV.cross_layer). A layer name maps to the first integer in it (vLLM's
-        extract_layer_index), so the per-layer hooks of layerwise still find their layer."""
+        (PagedKV.cross_layer). shared_by: kv_cache_config's layer names of each index (vLLM
+        fills index i from kv_cache_tensors[i]); without it a layer name maps to the first
+        integer in it (vLLM's extract_layer_index), so the hooks of layerwise find their
+        layer either way."""
         if self.groups:
             self.disabled = "cross-layer KV cache with several KV cache groups"
             self.warn("register", "openlake: connector disabled: %s", self.disabled)
@@ -179,6 +181,9 @@ class WorkerSide:
             return
         self.cross = True
         self._use([kv])
+        if shared_by and len(shared_by) == len(kv.tensors):
+            for i, names in enumerate(shared_by):
+                self._layer_index.update((n, i) for n in names)
 
     def _use(self, kvs):
         kv = kvs[0]

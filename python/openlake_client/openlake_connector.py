@@ -214,7 +214,9 @@ class OpenLakeConnector(_Base, _SupportsHMA):
         """vLLM's cross-layer cache (prefer_cross_layer_blocks): one tensor
         [num_blocks, layers, ...]; stored chunks are the same bytes under the same keys as
         with per-layer tensors."""
-        self._worker.register_cross(kv_cache, attn_backend)
+        tensors = getattr(self._kv_cache_config_ol, "kv_cache_tensors", None) or ()
+        shared = [list(getattr(t, "shared_by", ()) or ()) for t in tensors]
+        self._worker.register_cross(kv_cache, attn_backend, shared if all(shared) else None)
 
     def start_load_kv(self, forward_context, **kwargs):
         if self.has_connector_metadata():

@@ -409,3 +409,25 @@ def test_cuda_library_is_built_and_fails_cleanly_without_a_gpu():
                                    work.data_ptr(), None) == -5
     assert lib.ol_exans_gpu_decode(out.data_ptr(), out.data_ptr(), 10, src.data_ptr(), n,
                                    work.data_ptr(), None) == -5
+
+
+def test_cross_layer_names_follow_kv_cache_config():
+    """vLLM fills index i of the cross-layer tensor from kv_cache_config.kv_cache_tensors[i]:
+    the layer-wise hooks' names map to that index, whatever integer the name holds."""
+    from types import SimpleNamespace
+
+    from openlake_client.openlake_connector import KVConnectorRole, OpenLakeConnector
+    from vllm_standin.worker import cross_layer_views
+
+    names = ["model.layers.%d.self_attn.attn" % i for i in (2, 0, 3, 1)]
+    kcc = SimpleNamespace(num_blocks=NB, kv_cache_groups=[], kv_cache_tensors=[
+        SimpleNamespace(shared_by=[n]) for n in names])
+    c = OpenLakeConnector(cfg(dead_addr(), layerwise=True), KVConnectorRole.WORKER, kcc)
+    kv = make_kv_caches("fa", L, NB, BS, H, D)
+    cross, backend, _ = cross_layer_views(kv, "fa")
+    c.register_cross_layers_kv_cache(cross, backend)
+    w = c._worker
+    assert not w.disabled and w.cross
+    assert [w._layer_of(n) for n in names] == [0, 1, 2, 3]
+    assert w._layer_of("model.layers.9.self_attn.attn") is None
+    c.shutdown()
