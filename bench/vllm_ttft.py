@@ -12,11 +12,15 @@
    get, interleaved batch by batch in one process (a loaded machine moves all four alike);
    wall time, and beside it the calling thread's CPU time (which the load of a shared machine
    moves less: the wait for the CPU is not in it).
+   --staging-ab: the same load and save through the staged path (staging = "always", what
+   CUDA tensors take; here its CPU twin): slabs from the StagingPool beside a slab allocated
+   per chunk (the connector before the pool), and the zero-copy path, interleaved rep by rep.
 3. A lookup as the scheduler makes it (LEASE of a request's chunk keys, the lease ended
    later by the worker) beside a plain `exists` of the same keys.
 
     /usr/bin/python3 bench/vllm_ttft.py [--nodes 127.0.0.1:9400] [--device local|tcp]
-        [--reps N] [--only-lookup | --only-overhead | --only-ttft | --verify-ab]
+        [--reps N] [--only-lookup | --only-overhead | --only-ttft | --verify-ab |
+         --staging-ab]
 
 Without --nodes it starts openlaked (mode kv) from $OPENLAKE_BUILD (default build/) on an
 ephemeral loopback port with a temp spill dir, and stops it at the end."""
@@ -297,6 +301,93 @@ def overhead(addr, device, layers, heads, head_dim, nblocks, reps, verify):
                                             gb(rawput_t), per(save_t) / per(rawput_t)))
 
 
+class _FreshPool:
+    """The staging before StagingPool: a new host buffer per chunk, dropped after it."""
+
+    def __init__(self, slab_bytes, nmax):
+        self.slab_bytes, self.nmax, self.allocations = slab_bytes, nmax, 0
+
+    def acquire(self, nbytes, count=1, timeout=None):
+        import torch
+
+        from openlake_client.staging import Slab
+
+        self.allocations += count
+        return [Slab(torch.empty(self.slab_bytes, dtype=torch.uint8), 0) for _ in range(count)]
+
+    def release(self, slab, event=None):
+        pass
+
+    def outstanding(self):
+        return 0
+
+
+def staging_ab(addr, device, layers, heads, head_dim, nblocks, reps):
+    """Staged load / save with the pool, with a buffer per chunk, and zero copy; verify on and
+    off; interleaved rep by rep, medians per block."""
+    import torch
+
+    from openlake_client.connector_sched import LoadSpec, SaveSpec, StepPlan
+    from openlake_client.keys import rank_key
+    from openlake_client.openlake_connector import KVConnectorRole, OpenLakeConnector
+    from vllm_standin import make_kv_caches, make_vllm_config
+
+    import openlake_client as ol
+
+    nb = nblocks + 1
+    ids = list(range(1, nb))
+    kinds = [(v, m) for v in (True, False) for m in ("pool", "fresh", "zero-copy")]
+    conns = {}
+    for v, m in kinds:
+        c = make_vllm_config(model="bench/staging-%d-%s-%s" % (os.getpid(), v, m),
+                             block_size=16, num_gpu_blocks=nb, num_layers=layers,
+                             kv_heads=heads, head_size=head_dim,
+                             extra={"openlake_nodes": [addr], "openlake_device": device,
+                                    "chunk_size": 16, "verify": v, "timeout_ms": 5000,
+                                    "save_check_exists": False, "async_save": False,
+                                    "log_interval_s": 3600,
+                                    "staging": "auto" if m == "zero-copy" else "always"})
+        conn = OpenLakeConnector(c, KVConnectorRole.WORKER, None)
+        kv = make_kv_caches("fa", layers, nb, 16, heads, head_dim)
+        for t in kv.values():
+            t.copy_(torch.randn(t.shape).to(t.dtype))
+        conn.register_kv_caches(kv)
+        if m == "fresh":
+            conn._worker.staging = _FreshPool(conn._worker.staging.slab_bytes,
+                                              conn._worker.staging.nmax)
+        conns[(v, m)] = conn
+    times = {k: ([], []) for k in kinds}
+    cl = ol.connect([addr], device=device, namespace="vllm")
+    for rep in range(reps + 1):  # the first rep warms up (slabs, pool slots)
+        for k in kinds:
+            w = conns[k]._worker
+            hs = [os.urandom(32) for _ in ids]
+            plan = StepPlan(saves=[SaveSpec("r", [(h, (b,)) for h, b in zip(hs, ids)])])
+            t0 = time.perf_counter()
+            w.save(plan)
+            t1 = time.perf_counter()
+            w.load(StepPlan(loads=[LoadSpec("r", [(h, (b,), 0) for h, b in zip(hs, ids)])]))
+            t2 = time.perf_counter()
+            assert not w.take_invalid(), "connector load failed"
+            if rep:
+                times[k][0].append(t1 - t0)
+                times[k][1].append(t2 - t1)
+            cl.delete([rank_key(h, 0) for h in hs])
+    cl.close()
+    block = conns[kinds[0]]._worker.payload
+    per = lambda ts: statistics.median(ts) / len(ids) * 1e6  # noqa: E731
+    print("staging A/B, block=%d KiB (%d layers) x %d per batch, %s, reps %d, load avg %s:"
+          % (block // 1024, layers, len(ids), device, reps,
+             " ".join("%.2f" % x for x in os.getloadavg())))
+    for v, m in kinds:
+        st = conns[(v, m)]._worker.staging
+        print("  verify=%-5s %-9s load %7.1f us/block  save %7.1f us/block  host buffers "
+              "allocated %s" % (v, m, per(times[(v, m)][1]), per(times[(v, m)][0]),
+                                "-" if st is None else st.allocations))
+    for c in conns.values():
+        c.shutdown()
+
+
 def verify_ab(addr, device, layers, heads, head_dim, nblocks, reps):
     """Median us/block of a batch load of nblocks 2 MiB blocks for each way of verifying,
     interleaved with a raw get of the same bytes, reps batches each."""
@@ -429,6 +520,8 @@ def main():
     ap.add_argument("--verify-ab", action="store_true",
                     help="only the load with verify off / fused / two passes / raw get, "
                          "interleaved (2.)")
+    ap.add_argument("--staging-ab", action="store_true",
+                    help="only staged load/save: pool vs a buffer per chunk vs zero copy")
     a = ap.parse_args()
     if a.nodes is None and not os.environ.get("OPENLAKE_LIBRARY"):
         os.environ["OPENLAKE_LIBRARY"] = str(build_dir() / "client" / "libopenlake.so")
@@ -439,6 +532,9 @@ def main():
     try:
         if a.verify_ab:
             verify_ab(addr, a.device, a.layers, a.heads, a.head_dim, a.blocks, a.reps)
+            return
+        if a.staging_ab:
+            staging_ab(addr, a.device, a.layers, a.heads, a.head_dim, a.blocks, a.reps)
             return
         if a.only_ttft:
             ttft(addr, a.device, a.prefix, a.suffix, a.reps)

@@ -34,6 +34,10 @@ DEFAULTS = {
     "load_async": False,                   # loads in the background (WAITING_FOR_REMOTE_KVS)
     "async_save": True,                    # save after the step in a thread (delayed frees)
     "layerwise": False,                    # one object per (chunk, layer); loads pipelined
+    "staging": "auto",                     # auto: stage what cannot move in place | always
+    "staging_mb": 256,                     # host staging slabs (pinned with CUDA), in total
+    "cross_layer_blocks": True,            # prefer_cross_layer_blocks (not for hybrid models)
+    "gpu_codec": "auto",                   # compress=exans on the KV device: auto | always | off
     "min_hit_tokens": 0,                   # smaller external hits are ignored
     "adaptive_min_hit_tokens": False,      # also ignore hits below the measured break-even
     "recompute_us_per_token": 0.0,         # its recompute cost (0: measured from steps)
@@ -75,6 +79,10 @@ class ConnectorConfig:
     save_check_exists: bool = True
     async_save: bool = False
     layerwise: bool = False
+    staging: str = "auto"
+    staging_mb: int = 256
+    cross_layer_blocks: bool = True
+    gpu_codec: str = "auto"
     load_async: bool = False
     min_hit_tokens: int = 0
     adaptive_min_hit_tokens: bool = False
@@ -143,6 +151,9 @@ class ConnectorConfig:
                    save_check_exists=_bool(g("save_check_exists")),
                    async_save=_bool(g("async_save")),
                    layerwise=_bool(g("layerwise")),
+                   staging=_staging(g("staging")), staging_mb=max(1, int(g("staging_mb"))),
+                   cross_layer_blocks=_bool(g("cross_layer_blocks")),
+                   gpu_codec=_choice("gpu_codec", g("gpu_codec"), ("auto", "always", "off")),
                    load_async=_bool(g("load_async")),
                    min_hit_tokens=int(g("min_hit_tokens")),
                    adaptive_min_hit_tokens=_bool(g("adaptive_min_hit_tokens")),
@@ -156,6 +167,22 @@ class ConnectorConfig:
                    events_map_keys=max(1, int(g("events_map_keys"))),
                    metrics_interval_s=float(g("metrics_interval_s")),
                    metrics_dir=str(g("metrics_dir") or ""), unknown=tuple(unknown))
+
+
+def _choice(name, v, allowed):
+    v = str(v or allowed[0]).lower()
+    if v in ("false", "0", "no"):
+        v = "off"
+    if v not in allowed:
+        raise ValueError("%s must be one of %s, not %r" % (name, " | ".join(allowed), v))
+    return v
+
+
+def _staging(v):
+    v = str(v or "auto").lower()
+    if v not in ("auto", "always"):
+        raise ValueError("staging must be auto or always, not %r" % v)
+    return v
 
 
 def _bool(v):

@@ -6,16 +6,22 @@ so CUDA graphs and any attention backend work. With `layerwise`, each chunk is o
 object per layer: start_load_kv hands the step's loads to a thread that fetches layer 0, 1,
 ... in order, wait_for_layer_load(i) waits for layer i only, and save_kv_layer(i) queues
 layer i's objects as soon as the layer is computed. Contiguous CPU blocks go straight from
-the paged tensors to the pool (one iovec per block half, no copy); other tensors are staged."""
+the paged tensors to the pool (one iovec per block half, no copy); other tensors (CUDA,
+strided, bhnc) are staged through the reusable slabs of a StagingPool, copied on the copy
+engine's own CUDA stream (staging.py): a load is done once its copy's event completed, a save
+reads its slab once its device-to-host copy's event completed. On CPU tensors the same code
+runs with the engine's CPU twin (staging = "always" forces it for zero-copy layouts)."""
 
 import ctypes
 import queue
+import re
 import threading
 import time
 
 from .connector_config import worker_rank
 from .keys import layer_hash, rank_key, rank_keys
 from .layouts import PagedKV
+from .staging import CopyEngine, StagingPool
 from .store import TRAILER_LEN, StoreDown, check_trailer, make_trailer
 
 _np = False  # numpy, imported at the first load: importing the connector imports none
@@ -38,7 +44,7 @@ class _Job:
     """One chunk of one request: its key, memory ranges and what to do after."""
 
     __slots__ = ("req_id", "key", "ids", "skip", "ranges", "trailer", "keep", "stage", "h",
-                 "ev", "g", "layer")
+                 "ev", "g", "layer", "slab", "copy_ev", "why", "dev")
 
     def __init__(self, req_id, key, ids, skip=0, h=None, ev=None, g=0, layer=None):
         self.req_id, self.key, self.ids, self.skip = req_id, key, ids, skip
@@ -46,9 +52,14 @@ class _Job:
         self.layer = layer  # layerwise: the one layer this object holds (None: all)
         self.h, self.ev = h, ev  # chain hash; KV event data (parent hash, token ids)
         self.ranges, self.keep, self.stage = [], [], None
+        self.slab, self.copy_ev = None, None  # staged: its StagingPool slab, D2H event
+        self.why = None  # staged loads: the check's verdict, taken before the slab went back
+        self.dev = None  # GPU codec: the image + trailer on the device (the value's plain form)
         self.trailer = ctypes.create_string_buffer(TRAILER_LEN)
 
     def iovs(self):
+        if self.dev is not None:  # the GPU codec's stored form: trailer inside
+            return self.ranges
         return self.ranges + [(ctypes.addressof(self.trailer), TRAILER_LEN)]
 
 
@@ -61,6 +72,7 @@ class _Pipe:
         self.loads, self.nl = loads, nl
         self.done = [threading.Event() for _ in range(nl)]
         self.done_t = [None] * nl  # perf_counter when each layer was done
+        self.ev = [None] * nl  # each layer's last copy event (staged loads)
         self.t0 = time.perf_counter()
         self.lock = threading.Lock()
         self.invalid, self.failed = set(), set()
@@ -96,6 +108,14 @@ class WorkerSide:
         self._lq = None  # the layer thread's queue
         self._saved_layers = set()  # layers save_kv_layer queued in this step
         self._layer_index = {}
+        self.engine = None  # CopyEngine and StagingPool of staged tensors (register)
+        self.staging = None
+        self.cross = False  # registered through register_cross_layers_kv_cache
+        self.codec = None  # GpuCodec: compress=exans on the KV device (staged tensors only)
+        self.raw_store = None  # its puts and gets: the stored form as is (compression off)
+        self.codec_bytes = [0, 0]  # GPU codec saves: plain bytes in, stored bytes out
+        self._load_after = None  # staged loads' copies wait for this mark (start_load_kv)
+        self._save_gather = None  # the step's last save gather: the next forward waits for it
         # KV events: one rank speaks for all (a chunk is there when every rank stored it)
         self.events_on = cfg.kv_events and self.tp_rank == 0
         self._events = []
@@ -123,18 +143,49 @@ class WorkerSide:
                 return
             try:
                 kvs = [PagedKV({n: kv_caches[n] for n in g.layer_names}, self.num_blocks,
-                               self.geo.block_size) for g in self.groups]
+                               self.geo.block_size, self._stage_all()) for g in self.groups]
             except (KeyError, ValueError) as e:
                 self.disabled = "KV cache groups do not match the KV caches: %s" % e
                 self.warn("register", "openlake: connector disabled: %s", self.disabled)
                 return
         else:
             try:
-                kvs = [PagedKV(kv_caches, self.num_blocks, self.geo.block_size)]
+                kvs = [PagedKV(kv_caches, self.num_blocks, self.geo.block_size,
+                               self._stage_all())]
             except ValueError as e:
                 self.disabled = "unsupported KV cache: %s" % e
                 self.warn("register", "openlake: connector disabled: %s", self.disabled)
                 return
+        self._use(kvs)
+
+    def _stage_all(self):
+        return self.cfg.staging == "always"
+
+    def register_cross(self, kv_cache, attn_backend=None, shared_by=None):
+        """register_cross_layers_kv_cache: one tensor for every layer (vLLM allocates it
+        when prefer_cross_layer_blocks is True), in the physical order attn_backend gives
+        (PagedKV.cross_layer). shared_by: kv_cache_config's layer names of each index (vLLM
+        fills index i from kv_cache_tensors[i]); without it a layer name maps to the first
+        integer in it (vLLM's extract_layer_index), so the hooks of layerwise find their
+        layer either way."""
+        if self.groups:
+            self.disabled = "cross-layer KV cache with several KV cache groups"
+            self.warn("register", "openlake: connector disabled: %s", self.disabled)
+            return
+        try:
+            kv = PagedKV.cross_layer(kv_cache, attn_backend, self.num_blocks,
+                                     self.geo.block_size, self._stage_all())
+        except ValueError as e:
+            self.disabled = "unsupported cross-layer KV cache: %s" % e
+            self.warn("register", "openlake: connector disabled: %s", self.disabled)
+            return
+        self.cross = True
+        self._use([kv])
+        if shared_by and len(shared_by) == len(kv.tensors):
+            for i, names in enumerate(shared_by):
+                self._layer_index.update((n, i) for n in names)
+
+    def _use(self, kvs):
         kv = kvs[0]
         if any((k.family == "mla") != self.geo.use_mla for k in kvs):
             self.disabled = "KV layout %s does not match use_mla=%s" % (kv.layout,
@@ -152,7 +203,41 @@ class WorkerSide:
         self.kvs = kvs
         self.payloads = [k.block_bytes * self.chunk_blocks for k in kvs]
         self.payload = self.payloads[0]
+        if not all(k.zero_copy for k in kvs):  # staged: slabs of one whole chunk each
+            self.engine = CopyEngine(kv.device)
+            self._open_codec(kv.device)
+            slab = max(self.payloads)
+            if self.codec is not None:  # a slab holds a chunk's stored form
+                slab = self.codec.bound(slab + TRAILER_LEN)
+            self.staging = StagingPool(slab, self.cfg.staging_mb << 20, self.engine.cuda)
         self.disabled = ""
+
+    def _open_codec(self, device):
+        """compress=exans with staged tensors: ExANS on their device (gpu_codec auto: CUDA
+        tensors and libol_exans_gpu found; always: the CPU twin on CPU tensors too)."""
+        mode = self.cfg.gpu_codec
+        if self.cfg.compress != "exans" or mode == "off" or \
+                (mode == "auto" and not self.engine.cuda):
+            return
+        import dataclasses
+
+        from .gpu_codec import GpuCodec
+        from .store import Store
+
+        self.codec = GpuCodec.open(device, self.engine.stream)
+        if self.codec is None:
+            self.warn("gpu-codec", "openlake: gpu_codec: libol_exans_%s not found: blocks are "
+                      "compressed on the host", "gpu" if self.engine.cuda else "twin")
+            return
+        self.raw_store = Store(dataclasses.replace(self.cfg, compress="off"), self.warn)
+
+    def _layer_of(self, name):
+        """Index of layer `name` (a cross-layer cache: the first integer in the name)."""
+        i = self._layer_index.get(name)
+        if i is None and self.cross:
+            m = re.search(r"\d+", name)
+            i = int(m.group()) if m and int(m.group()) < len(self.kv.tensors) else None
+        return i
 
     # -- memory of one chunk
     def _payload(self, job):
@@ -187,9 +272,105 @@ class WorkerSide:
             else:
                 job.ranges = kv.iovs(job.ids, lay)
             return
-        stage = kv.pack(job.ids, layer=lay) if not for_load else kv.image_tensor(payload)
-        job.stage = stage
-        job.ranges = [(stage.data_ptr(), payload)]
+        slab = job.slab
+        if slab is None:  # (a batch's slabs are taken at once: _take_slabs)
+            slab = job.slab = self.staging.acquire(payload)[0]
+        if self.codec is not None:
+            self._codec_ranges(job, kv, slab, payload, for_load)
+            return
+        if not for_load:  # gather on the device, then D2H into the slab: _put waits for it
+            if not self.engine.cuda:
+                job.copy_ev = self.engine.run(lambda: kv.pack(job.ids, slab.buf, lay))[1]
+                self._save_gather = job.copy_ev
+            else:
+                img = self.engine.empty(payload)
+                self._save_gather = self.engine.run(lambda: kv.pack(job.ids, img, lay))[1]
+                job.copy_ev = self.engine.copy(slab.buf[:payload], img)
+        job.stage = slab.buf
+        job.ranges = [(slab.buf.data_ptr(), payload)]
+
+    def _codec_ranges(self, job, kv, slab, payload, for_load):
+        """GPU codec: a load gets the stored form into the slab; a save packs image + an
+        unsummed trailer (the ExANS blocks carry CRC-32C of their bytes) on the device now,
+        and is encoded and copied out by _encode_out before its put."""
+        import torch
+
+        job.stage = slab.buf
+        job.dev = self.engine.empty(payload + TRAILER_LEN)
+        job.ranges = [(slab.buf.data_ptr(), self.staging.slab_bytes)]
+        if for_load:
+            return
+        tr = torch.frombuffer(bytearray(make_trailer(job.key, [], payload, False)),
+                              dtype=torch.uint8)
+        cuda = self.engine.cuda
+
+        def fn():
+            kv.pack(job.ids, job.dev, job.layer, non_blocking=cuda)
+            job.dev[payload:].copy_(tr)
+        job.copy_ev = self._save_gather = self.engine.run(fn)[1]
+
+    def _encode_out(self, job):
+        """GPU codec save: encode the device image, copy the stored form to the slab."""
+        out = self.engine.empty(self.codec.bound(job.dev.numel()))
+        n = self.engine.run(lambda: self.codec.encode(job.dev, out), None)[0]
+        self.engine.copy(job.stage[:n], out[:n]).synchronize()
+        job.ranges = [(job.stage.data_ptr(), n)]
+        with self._lock:
+            self.codec_bytes[0] += job.dev.numel()
+            self.codec_bytes[1] += n
+
+    def _decode_in(self, job, status, n):
+        """GPU codec load: the stored form (n bytes in the slab) to the device, decoded into
+        job.dev, its trailer checked. '' or why the chunk is bad."""
+        from .client import Status
+
+        if status is None:
+            return "pool unreachable"
+        if status != Status.OK:
+            return str(status)
+        payload = self._payload(job)
+        d_val = self.engine.empty(n)
+        self.engine.copy(d_val, job.stage[:n], self._load_after).synchronize()
+        try:
+            m = self.engine.run(lambda: self.codec.decode(job.stage, d_val, n, job.dev),
+                                None)[0]
+        except OSError as e:
+            return "corrupt: %s" % e.strerror
+        if m != payload + TRAILER_LEN:
+            return "size %d, expected %d" % (m, payload + TRAILER_LEN)
+        tr = job.dev[payload:].cpu()
+        compressed = bytes(job.stage[:5].numpy()) == b"OLZ1\x01"
+        verify = self.cfg.verify and not compressed  # ExANS blocks carry their own CRC
+        rng = []
+        if verify:  # a plain stored form: its sum is checked on a host copy
+            job.stage[:payload].copy_(job.dev[:payload])
+            rng = [(job.stage.data_ptr(), payload)]
+        why = check_trailer(bytes(tr.numpy()), job.key, rng, payload, verify)
+        job.stage = job.dev  # what _slice and unpack read from now
+        return ("bad block: " + why) if why else ""
+
+    def _take_slabs(self, jobs):
+        """Give every staged job of a batch its slab, all at once (a thread holds a whole
+        batch's slabs or none: two threads never wait on each other's half)."""
+        staged = [j for j in jobs if not self.kvs[j.g].zero_copy]
+        if staged:
+            for j, s in zip(staged, self.staging.acquire(self.staging.slab_bytes,
+                                                         len(staged))):
+                j.slab = s
+
+    def _release(self, jobs, event=None):
+        """Slabs of jobs go back (event: a copy still reading them)."""
+        for j in jobs:
+            if j.slab is not None:
+                self.staging.release(j.slab, event)
+                j.slab, j.stage, j.dev = None, None, None
+
+    def _batches(self, jobs):
+        """jobs cut so that one batch never needs more slabs than the pool has."""
+        if self.staging is None:
+            return [jobs] if jobs else []
+        n = self.staging.nmax
+        return [jobs[i:i + n] for i in range(0, len(jobs), n)]
 
     @staticmethod
     def _iov_blocks(kv, ids, layer=None):
@@ -206,6 +387,8 @@ class WorkerSide:
     def load(self, plan):
         if getattr(plan, "flush", False):
             self.flush()
+        if self.engine is not None:  # loads write blocks only after what ran before them
+            self._load_after = self.engine.mark()
         sync = [ls for ls in plan.loads if not ls.is_async]
         for ls in plan.loads:
             if ls.is_async:
@@ -215,11 +398,14 @@ class WorkerSide:
         if self.layerwise and not self.disabled:
             self._start_pipe(sync)
             return
-        self._load(sync, self._invalid, self._failed_reqs)
+        ev = self._load(sync, self._invalid, self._failed_reqs)
+        if self.engine is not None:  # the forward reads the blocks after their copies
+            self.engine.order_compute(ev)
 
     def _load(self, loads, invalid, failed, layer=None, timed=True):
         """Load every chunk of loads in one batch; bad blocks go to invalid. layerwise: the
-        objects of one layer (layer), or of every layer (None: async loads)."""
+        objects of one layer (layer), or of every layer (None: async loads). Returns the
+        event of the last staged copy into the paged tensors (None: nothing staged)."""
         if self.disabled:
             for ls in loads:
                 self._fail_request(ls.chunks, 0, invalid)
@@ -228,21 +414,55 @@ class WorkerSide:
             [layer] if layer is not None else list(range(len(self.kv.tensors)))
         if len(lays) == 1 and self._bulk_ok(loads):
             self._load_bulk(loads, invalid, failed, lays[0], timed)
-            return
+            return None
         jobs = [_Job(ls.req_id, self._key(h, la), ids, skip, h, None, g[0] if g else 0, la)
                 for ls in loads for h, ids, skip, *g in ls.chunks for la in lays]
-        for j in jobs:
-            self._ranges(j, True)
         t0 = time.perf_counter()
-        try:
-            st, lens = self.store.call("get_iov", [j.key for j in jobs],
-                                       [j.iovs() for j in jobs])
-        except StoreDown:
-            st, lens = [None] * len(jobs), [0] * len(jobs)
+        st, lens, ev = [], [], None
+        for b in self._batches(jobs):  # staged: no more slabs at once than the pool has
+            if self.staging is not None:
+                self._take_slabs(b)
+            try:
+                for j in b:
+                    self._ranges(j, True)
+                s, n = self._get_iov(b)
+                st += s
+                lens += n
+                if self.staging is not None:
+                    ev = self._unpack_staged(b, s, n) or ev
+            finally:
+                if self.staging is not None:
+                    self._release(b, ev)  # (normally done by _unpack_staged)
         if timed:
             self._timed(t0, sum(len(j.ids) - j.skip for j in jobs) // len(lays))
         self._finish_loads(loads, jobs, st, lens, invalid, failed, len(lays))
         self._leased([j.key for j in jobs])
+        return ev
+
+    def _get_iov(self, jobs):
+        store = self.raw_store if self.codec is not None else self.store
+        try:
+            return store.call("get_iov", [j.key for j in jobs], [j.iovs() for j in jobs])
+        except StoreDown:
+            return [None] * len(jobs), [0] * len(jobs)
+
+    def _unpack_staged(self, jobs, st, lens):
+        """Check each staged job of a batch and copy the good ones from their slabs into
+        the paged tensors on the copy stream; the slabs go back with the last copy's event
+        (one stream: it completes after every copy before it). Returns that event."""
+        ev = None
+        for j, status, n in zip(jobs, st, lens):
+            if j.slab is None:
+                continue
+            j.why = self._check_load(j, status, n) if j.dev is None else \
+                self._decode_in(j, status, n)
+            if not j.why:
+                kv, ids = self.kvs[j.g], j.ids[j.skip:]
+                ev = self.engine.run(lambda: kv.unpack(ids, self._slice(j), j.layer,
+                                                       non_blocking=self.engine.cuda),
+                                     self._load_after)[1]
+        self._release(jobs, ev)
+        return ev
 
     def _timed(self, t0, blocks):
         ms = (time.perf_counter() - t0) * 1e3
@@ -341,7 +561,7 @@ class WorkerSide:
                 invalid, failed = set(), set()
                 try:
                     if live:  # after a failure, only the chunks before the bad one load
-                        self._load(live, invalid, failed, i, timed=False)
+                        p.ev[i] = self._load(live, invalid, failed, i, timed=False)
                 except Exception as e:  # never let the thread die: the load failed
                     self.warn("load-thread", "openlake: layer load failed: %s", e)
                     for ls in live:
@@ -360,11 +580,13 @@ class WorkerSide:
     def wait_layer(self, name):
         """wait_for_layer_load: block until layer `name` of this step's loads is in place."""
         p = self._pipe
-        i = self._layer_index.get(name)
+        i = self._layer_of(name)
         if p is None or i is None:
             return
         p.waited.add(i)
-        p.done[i].wait()
+        p.done[i].wait()  # layer i's copies are queued (layer i+1's may still be fetched)
+        if self.engine is not None:  # the compute stream waits for them, the host does not
+            self.engine.order_compute(p.ev[i])
 
     def _end_pipe(self):
         """Wait for every layer of this step's loads and take their failures. A layer the
@@ -375,6 +597,8 @@ class WorkerSide:
             return
         for e in p.done:
             e.wait()
+        if self.engine is not None:
+            self.engine.order_compute(next((e for e in reversed(p.ev) if e), None))
         self._invalid |= p.invalid
         self._failed_reqs |= p.failed
         if len(p.waited) < p.nl:
@@ -392,7 +616,8 @@ class WorkerSide:
             for c in range(len(ls.chunks)):
                 for j in jobs[i:i + nl]:
                     i += 1
-                    why = self._check_load(j, st[i - 1], lens[i - 1])
+                    why = j.why if j.why is not None else \
+                        self._check_load(j, st[i - 1], lens[i - 1])
                     if why == "miss" and self.events_on and j.g == 0:  # the pool lost it
                         self._event("BlockRemoved", block_hashes=[j.h])
                     if why and bad_from is None:
@@ -457,19 +682,22 @@ class WorkerSide:
             ls = self._loader.get()
             if ls is None:
                 return
-            invalid = set()
+            invalid, ev = set(), None
             try:
-                self._load([ls], invalid, set())
+                ev = self._load([ls], invalid, set())
             except Exception as e:  # never let the thread die: the load failed
                 self.warn("load-thread", "openlake: async load failed: %s", e)
                 self._fail_request(ls.chunks, 0, invalid)
             with self._lock:
-                self._recv_done[ls.req_id] = invalid
+                self._recv_done[ls.req_id] = (invalid, ev)
 
     def _take_recv(self):
+        """Async loads that are done: fetched, and their last copy's event completed."""
         with self._lock:
-            done, self._recv_done = self._recv_done, {}
-        for bad in done.values():
+            done = {r: v for r, v in self._recv_done.items() if v[1] is None or v[1].query()}
+            for r in done:
+                del self._recv_done[r]
+        for bad, _ in done.values():
             self._invalid.update(bad)
         return set(done) or None
 
@@ -490,6 +718,15 @@ class WorkerSide:
                 pass
 
     def save(self, plan):
+        """wait_for_save. Staged blocks are gathered on the copy stream by then; the next
+        forward's kernels wait for the last gather on the GPU (they may overwrite blocks),
+        not for the copies to the host."""
+        self._save(plan)
+        ev, self._save_gather = self._save_gather, None
+        if self.engine is not None:
+            self.engine.order_compute(ev)
+
+    def _save(self, plan):
         self._end_pipe()
         self.end_leases()
         failed, self._failed_reqs = self._failed_reqs, set()
@@ -513,7 +750,7 @@ class WorkerSide:
         """save_kv_layer (layerwise): queue layer `name`'s objects of the step's chunks. Its
         K/V depends on the loads of the layers before it only, all waited for by now; a
         request whose load failed so far saves no more layers."""
-        i = self._layer_index.get(name)
+        i = self._layer_of(name)
         if (not self.layerwise or i is None or i in self._saved_layers or not plan.saves or
                 self.disabled or not self.saves_enabled):
             return
@@ -534,13 +771,24 @@ class WorkerSide:
                      g[0] if g else 0, layer)
                 for ss in plan.saves if ss.req_id not in failed
                 for i, (h, ids, *g) in enumerate(ss.chunks)]
-        for j in jobs:  # staged tensors are copied out now; zero-copy ranges are addresses
-            self._ranges(j, False)
         return jobs
 
     def _queue(self, jobs):
-        if not jobs:
-            return
+        """Save jobs, in batches no bigger than the staging pool: staged tensors are copied
+        out now (the next forward's kernels wait for those copies; the put waits for them
+        on the host), zero-copy ranges are addresses."""
+        for b in self._batches(jobs):
+            if self.staging is not None:
+                self._take_slabs(b)
+            try:
+                for j in b:
+                    self._ranges(j, False)
+            except BaseException:
+                self._release(b)
+                raise
+            self._queue_batch(b)
+
+    def _queue_batch(self, jobs):
         if self._saver is None:
             self._put(jobs)
             return
@@ -551,6 +799,17 @@ class WorkerSide:
         self._saver.put((jobs, reqs))
 
     def _put(self, jobs):
+        try:
+            self._put_staged(jobs)
+        finally:
+            self._release(jobs)  # the D2H events completed: _put_staged waited for them
+
+    def _put_staged(self, jobs):
+        for j in jobs:  # the slab holds the image once its device-to-host copy completed
+            if j.copy_ev is not None:
+                j.copy_ev.synchronize()
+            if j.dev is not None:
+                self._encode_out(j)
         t0 = time.perf_counter()
         try:
             if self.cfg.save_check_exists and jobs:
@@ -559,9 +818,11 @@ class WorkerSide:
                 self._note([j for j, h in zip(jobs, have) if h])
                 jobs = [j for j, h in zip(jobs, have) if not h]
             for j in jobs:
-                j.trailer.raw = make_trailer(j.key, j.ranges, self._payload(j),
-                                             self.cfg.verify)
-            st = self.store.call("put_iov", [j.key for j in jobs], [j.iovs() for j in jobs]) \
+                if j.dev is None:
+                    j.trailer.raw = make_trailer(j.key, j.ranges, self._payload(j),
+                                                 self.cfg.verify)
+            store = self.raw_store if self.codec is not None else self.store
+            st = store.call("put_iov", [j.key for j in jobs], [j.iovs() for j in jobs]) \
                 if jobs else []
         except StoreDown:
             self.rec.add(save_failures=len(jobs))
@@ -655,7 +916,7 @@ class WorkerSide:
         both of the last two (the request leaves WAITING_FOR_REMOTE_KVS and recomputes from
         its first bad block, reported by get_block_ids_with_load_errors)."""
         with self._lock:
-            failed = {r for r, bad in self._recv_done.items() if bad}
+            failed = {r for r, (bad, _) in self._recv_done.items() if bad}
         send, recv = self.finished(finished_req_ids)
         return send, recv, failed & set(recv or ())
 
@@ -675,6 +936,8 @@ class WorkerSide:
         return (done or None), recv
 
     def close(self):
+        if self.raw_store is not None:
+            self.raw_store.close()
         if self.removals is not None:
             self.removals.close()
             self.removals = None

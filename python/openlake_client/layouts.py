@@ -67,7 +67,12 @@ def _segments(t, lay, b):
 class PagedKV:
     """All layers of one worker's KV cache; block images are layer-major, then block."""
 
-    def __init__(self, kv_caches, num_blocks=None, block_size=None):
+    def __init__(self, kv_caches, num_blocks=None, block_size=None, stage_all=False,
+                 cross=None):
+        """kv_caches: layer name -> tensor; stage_all: stage even blocks that could move
+        without a copy (the GPU path's CPU twin); cross: the one tensor of every layer
+        [num_blocks, layers, ...] the per-layer views come from (see cross_layer())."""
+        self.cross = cross
         if not kv_caches:
             raise ValueError("no KV caches registered")
         self.names = list(kv_caches.keys())
@@ -87,7 +92,7 @@ class PagedKV:
         self.dtype = str(self.tensors[0].dtype).replace("torch.", "")
         self.block_bytes = sum(lay.slab_bytes for lay in self.layouts)
         self.device = self.tensors[0].device
-        self.zero_copy = self.layout != "bhnc" and all(
+        self.zero_copy = not stage_all and self.layout != "bhnc" and all(
             self._zc_ok(t, lay) for t, lay in zip(self.tensors, self.layouts))
         self.family = "mla" if self.layout == "mla" else "kv"
         self._geo = [self._seg_geometry(t, lay) for t, lay in zip(self.tensors, self.layouts)] \
@@ -95,6 +100,35 @@ class PagedKV:
         if self._geo is not None and None in self._geo:
             self.zero_copy, self._geo = False, None
         self._tab = None  # iov_arrays' per-layer arrays, built on first use
+
+    @classmethod
+    def cross_layer(cls, kv_cache, attn_backend=None, num_blocks=None, block_size=None,
+                    stage_all=False):
+        """A PagedKV over vLLM's cross-layer cache: one tensor for every layer, allocated in
+        the physical order the backend's get_kv_cache_stride_order(include_num_layers_
+        dimension=True) gives for the logical shape (layers, *per-layer shape) (identity, or a
+        backend without it: layers first). Layer i is that permuted back, [i]: the same view
+        vLLM hands the attention layers, so blocks have the same images (same stored bytes and
+        keys) as with per-layer tensors. When the physical order is [num_blocks, layers,
+        per-layer block in logical order] (FA and FlashInfer NHD, MLA), staged copies gather
+        every layer of a chunk in one index_select; other orders go layer by layer."""
+        order = None
+        fn = getattr(attn_backend, "get_kv_cache_stride_order", None)
+        if fn is not None:
+            try:
+                order = tuple(fn(include_num_layers_dimension=True))
+            except (NotImplementedError, TypeError):
+                order = None
+        if order is None or len(order) != kv_cache.dim() or sorted(order) != \
+                list(range(kv_cache.dim())):
+            order = tuple(range(kv_cache.dim()))
+        logical = kv_cache.permute(*[order.index(i) for i in range(len(order))])
+        n = logical.shape[0]
+        views = {"layer.%d" % i: logical[i] for i in range(n)}
+        kv = cls(views, num_blocks, block_size, stage_all)
+        if kv.layout != "bhnc" and _block_major(kv_cache, kv):
+            kv.cross = kv_cache
+        return kv
 
     @staticmethod
     def _seg_geometry(t, lay):
@@ -166,38 +200,69 @@ class PagedKV:
         lens = np.broadcast_to(seglen[:, None, None], (nl, k, ns))
         return addr.reshape(J, nl * k * ns), lens.reshape(nl * k * ns)
 
-    def pack(self, block_ids, out=None, layer=None):
-        """The image of block_ids (every layer, or one) as a contiguous uint8 CPU tensor (a
-        staging copy)."""
+    def pack(self, block_ids, out=None, layer=None, non_blocking=False):
+        """The image of block_ids (every layer, or one) as a uint8 tensor: written into out
+        (a host slab, or a buffer on the tensors' device) or into a new CPU tensor. Each layer's
+        blocks are gathered straight into their place in the image on the tensors' device; a
+        CUDA image then goes to a host out in one copy (non_blocking into pinned memory)."""
         import torch
 
-        parts = []
         idx = torch.tensor(list(block_ids), dtype=torch.long, device=self.device)
+        n = self.image_bytes(len(idx), layer)
+        if out is None:
+            out = torch.empty(n, dtype=torch.uint8)
+        if out.device == self.device:
+            self._gather(idx, out[:n], layer)
+            return out
+        img = torch.empty(n, dtype=torch.uint8, device=self.device)
+        self._gather(idx, img, layer)
+        out[:n].copy_(img, non_blocking=non_blocking)
+        return out
+
+    def _gather(self, idx, dst, layer):
+        """Write the image of blocks idx (every layer, or one) into the uint8 tensor dst."""
+        import torch
+
+        k = len(idx)
+        if self.cross is not None and layer is None and self.layout != "bhnc":
+            x = self.cross.index_select(0, idx).movedim(1, 0)  # [layers, k, slab...]
+            _from_bytes(dst, self.cross.dtype).view(x.shape).copy_(x)
+            return
+        off = 0
         for i in self._sel(layer):
             t, lay = self.tensors[i], self.layouts[i]
-            x = t.index_select(lay.block_dim, idx).movedim(lay.block_dim, 0)
+            nb = lay.slab_bytes * k
+            d = _from_bytes(dst[off:off + nb], t.dtype)
+            off += nb
             if lay.name == "bhnc":
                 h, bs, c2 = lay.slab_shape
-                x = x.reshape(len(block_ids), h, bs, 2, c2 // 2).permute(0, 3, 2, 1, 4)
-            parts.append(_as_bytes(x.contiguous()))
-        img = torch.cat(parts) if len(parts) > 1 else parts[0]
-        if out is not None:
-            out.copy_(img)
-            return out
-        return img.cpu()
+                x = t.index_select(0, idx).reshape(k, h, bs, 2, c2 // 2).permute(0, 3, 2, 1, 4)
+                d.view(k, 2, bs, h, c2 // 2).copy_(x)
+            elif lay.block_dim == 0:
+                torch.index_select(t, 0, idx, out=d.view((k,) + lay.slab_shape))
+            else:
+                d.view((k,) + lay.slab_shape).copy_(t.index_select(lay.block_dim, idx)
+                                                    .movedim(lay.block_dim, 0))
 
-    def unpack(self, block_ids, img, layer=None):
-        """Scatter a staged image (uint8 CPU tensor) into block_ids of every layer (or of
-        the one layer the image holds)."""
+    def unpack(self, block_ids, img, layer=None, non_blocking=False):
+        """Scatter a staged image (uint8 CPU tensor; pinned when non_blocking) into block_ids
+        of every layer (or of the one layer the image holds): one host-to-device copy, then
+        the scatter on the device (one index_copy_ for a cross-layer cache)."""
         import torch
 
         idx = torch.tensor(list(block_ids), dtype=torch.long, device=self.device)
         k = len(block_ids)
+        dev = img[:self.image_bytes(k, layer)].to(self.device, non_blocking=non_blocking)
+        if self.cross is not None and layer is None and self.layout != "bhnc":
+            x = _from_bytes(dev, self.cross.dtype)
+            x = x.reshape((len(self.tensors), k) + self.layouts[0].slab_shape)
+            self.cross.index_copy_(0, idx, x.movedim(0, 1))
+            return
         off = 0
         for i in self._sel(layer):
             t, lay = self.tensors[i], self.layouts[i]
             n = lay.slab_bytes * k
-            part = img[off:off + n].to(self.device)
+            part = dev[off:off + n]
             off += n
             x = _from_bytes(part, t.dtype)
             if lay.name == "bhnc":
@@ -206,17 +271,20 @@ class PagedKV:
             x = x.reshape((k,) + lay.slab_shape)
             t.index_copy_(lay.block_dim, idx, x.movedim(0, lay.block_dim))
 
-    def image_tensor(self, nbytes):
-        """A host staging buffer (pinned when CUDA is in use)."""
-        import torch
 
-        buf = torch.empty(nbytes, dtype=torch.uint8)
-        if self.device.type == "cuda" and torch.cuda.is_available():
-            try:
-                buf = buf.pin_memory()
-            except (RuntimeError, NotImplementedError):
-                pass
-        return buf
+def _block_major(phys, kv):
+    """True when phys[b, i] is exactly block b of layer i (same elements, same order): the
+    physical tensor is [num_blocks, layers, block in logical order]."""
+    if phys.dim() < 3 or phys.shape[0] != kv.num_blocks or phys.shape[1] != len(kv.tensors):
+        return False
+    for i in (0, len(kv.tensors) - 1):
+        t, lay = kv.tensors[i], kv.layouts[i]
+        v = t.movedim(lay.block_dim, 0)
+        p = phys[:, i]
+        if tuple(v.shape) != tuple(p.shape) or v.stride() != p.stride() or \
+                v.data_ptr() != p.data_ptr():
+            return False
+    return True
 
 
 def _as_bytes(x):

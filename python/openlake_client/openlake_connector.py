@@ -137,6 +137,7 @@ class OpenLakeConnector(_Base, _SupportsHMA):
         self._rec = Recorder()
         self._store = Store(cfg, self._warn)
         groups = kv_groups(kv_cache_config)  # hybrid models: several KV cache groups
+        self._groups_ol = groups
         if cfg.layerwise and (groups or not geo.num_layers):
             LOG.warning("openlake: layerwise off: %s", "a hybrid model (several KV cache "
                         "groups)" if groups else "the model config gives no layer count")
@@ -156,6 +157,13 @@ class OpenLakeConnector(_Base, _SupportsHMA):
                                       self._rec, self._warn, groups)
             tag = "worker%d" % self._worker.tp_rank
         self._pub = Publisher(tag, cfg.metrics_interval_s, cfg.metrics_dir or None)
+
+    @property
+    def prefer_cross_layer_blocks(self):
+        """One KV tensor for all layers (register_cross_layers_kv_cache): a staged chunk is
+        then one gather and one copy for every layer. Not for hybrid models (KV cache groups
+        of different shapes); cross_layer_blocks = false turns it off."""
+        return bool(self.ol_config.cross_layer_blocks and not self._groups_ol)
 
     @property
     def requires_kv_delivery(self):
@@ -201,6 +209,14 @@ class OpenLakeConnector(_Base, _SupportsHMA):
     # ------------------------------------------------------------ worker side
     def register_kv_caches(self, kv_caches):
         self._worker.register(kv_caches)
+
+    def register_cross_layers_kv_cache(self, kv_cache, attn_backend=None):
+        """vLLM's cross-layer cache (prefer_cross_layer_blocks): one tensor
+        [num_blocks, layers, ...]; stored chunks are the same bytes under the same keys as
+        with per-layer tensors."""
+        tensors = getattr(self._kv_cache_config_ol, "kv_cache_tensors", None) or ()
+        shared = [list(getattr(t, "shared_by", ()) or ()) for t in tensors]
+        self._worker.register_cross(kv_cache, attn_backend, shared if all(shared) else None)
 
     def start_load_kv(self, forward_context, **kwargs):
         if self.has_connector_metadata():

@@ -310,17 +310,20 @@ class GetGate:
             pass
 
 
-def test_slow_pool_layer0_computes_before_last_layer_loads(pool):
+@pytest.mark.parametrize("staging", ["auto", "always"])
+def test_slow_pool_layer0_computes_before_last_layer_loads(pool, staging):
     """The pool answers the last layer's load only once layer 0's compute has started (a
     proxy holds that GET): the step finishes with every layer loaded and correct, so the
     model's layer 0 ran while the last layer was still on its way. A connector that waited
-    for every layer before the first (or in start_load_kv) would time out here instead."""
+    for every layer before the first (or in start_load_kv) would time out here instead.
+    staging = always: the same through staging slabs and the copy engine (the GPU path)."""
     e1 = engine(cfg(pool.kv_addr))
     serve(e1, "A", A)
     a_ids = first_blocks(e1, "A")
     gate = GetGate(pool.kv_addr, [layer_key(chain(e1, A)[0], L - 1)])
     try:
-        e2 = engine(cfg(gate.addr, device="tcp"))
+        e2 = engine(cfg(gate.addr, device="tcp", staging=staging))
+        assert (e2.workers[0].c._worker.staging is not None) == (staging == "always")
         first = names(e2)[0]
         w = e2.workers[0]
 

@@ -25,7 +25,7 @@ def seq(i):
 
 
 def model_engine(addr, layout="fa", model_id="karpathy/stories260K", kv_dtype=torch.bfloat16,
-                 layerwise=False, cudagraph="none", **extra):
+                 layerwise=False, cudagraph="none", cross_layer=False, **extra):
     m = tinymodel.load(layout, kv_dtype)
     ex = {"openlake_nodes": [addr], "chunk_size": CHUNK, "timeout_ms": 5000,
           "log_interval_s": 0.0, "layerwise": layerwise}
@@ -33,7 +33,8 @@ def model_engine(addr, layout="fa", model_id="karpathy/stories260K", kv_dtype=to
     cfg = make_vllm_config(model=model_id, dtype=str(kv_dtype).replace("torch.", ""),
                            block_size=BS, num_gpu_blocks=NB, num_layers=m.L, kv_heads=m.nkv,
                            head_size=m.hd, extra=ex, max_num_batched_tokens=512)
-    e = Engine(cfg, lambda r: (m.make_kv_caches(NB, BS, layout), m), NB, cudagraph=cudagraph)
+    e = Engine(cfg, lambda r: (m.make_kv_caches(NB, BS, layout), m), NB, cudagraph=cudagraph,
+               cross_layer=cross_layer)
     e.model = m
     return e
 

@@ -33,9 +33,10 @@ def _prom(cls, vllm_config):
 
 class Engine:
     def __init__(self, vllm_config, make_worker_parts, num_blocks, connector_cls=None,
-                 api="newest", cudagraph="none"):
+                 api="newest", cudagraph="none", cross_layer=False):
         """make_worker_parts(rank) -> (kv_caches, model); api: the worker's call order
-        ("newest" or "classic"), cudagraph: "none" or "full" (see Worker)."""
+        ("newest" or "classic"), cudagraph: "none" or "full" (see Worker); cross_layer:
+        one KV tensor for every layer when the connector prefers it."""
         from openlake_client.openlake_connector import KVConnectorRole
 
         cls = connector_cls or _connector_class()
@@ -48,7 +49,8 @@ class Engine:
             wcfg = with_rank(vllm_config, rank)
             conn = cls(wcfg, KVConnectorRole.WORKER, None)
             kv, model = make_worker_parts(rank)
-            self.workers.append(Worker(wcfg, conn, kv, model, self.bs, api, cudagraph))
+            self.workers.append(Worker(wcfg, conn, kv, model, self.bs, api, cudagraph,
+                                       cross_layer))
         self.steps = 0
         self.stats = []
         self.prom, self.prom_registry = _prom(cls, vllm_config)

@@ -40,6 +40,42 @@ def make_kv_caches(layout, num_layers, num_blocks, block_size, heads, head_size,
     return out
 
 
+# get_kv_cache_stride_order(include_num_layers_dimension=True) of vLLM's backends for each
+# stand-in layout: the physical order of (layers, *per-layer logical shape)
+CROSS_ORDER = {"fa": (2, 0, 1, 3, 4, 5), "fa_hnd": (2, 4, 0, 1, 3, 5),
+               "flashinfer": (1, 0, 2, 3, 4, 5), "bhnc": (1, 0, 3, 2, 4), "mla": (1, 0, 2, 3)}
+
+
+class CrossBackend:
+    """The attention backend vLLM passes with a cross-layer cache (its stride order)."""
+
+    def __init__(self, layout):
+        self.layout = layout
+
+    def get_kv_cache_stride_order(self, include_num_layers_dimension=False):
+        if not include_num_layers_dimension:
+            raise NotImplementedError
+        return CROSS_ORDER[self.layout]
+
+
+def cross_layer_views(kv_caches, layout):
+    """vLLM's cross-layer allocation (a connector with prefer_cross_layer_blocks): one tensor
+    for every layer in the backend's physical order, each layer's tensor a view of it in the
+    backend's logical shape (the permutation undone, then [i]). Returns (the one tensor, its
+    backend, {name: view}); the views start as copies of kv_caches' contents."""
+    names = list(kv_caches)
+    t0 = kv_caches[names[0]]
+    logical = (len(names),) + tuple(t0.shape)
+    order = CROSS_ORDER[layout]
+    cross = torch.zeros(tuple(logical[i] for i in order), dtype=t0.dtype)
+    perm = cross.permute(*[order.index(i) for i in range(len(order))])
+    views = {}
+    for i, n in enumerate(names):
+        views[n] = perm[i]
+        views[n].copy_(kv_caches[n])
+    return cross, CrossBackend(layout), views
+
+
 def write_kv(t, layout, blocks, offs, k, v=None):
     """k, v: [n, heads, head]; MLA: k = [n, latent]."""
     if layout in ("fa", "fa_hnd"):
@@ -173,7 +209,7 @@ class Worker:
     asks: no step calls the hooks)."""
 
     def __init__(self, vllm_config, connector, kv_caches, model, block_size, api="newest",
-                 cudagraph="none"):
+                 cudagraph="none", cross_layer=False):
         self.cfg, self.c, self.kv, self.model, self.bs = (vllm_config, connector, kv_caches,
                                                          model, block_size)
         self.api = api
@@ -187,7 +223,13 @@ class Worker:
         self.nsteps = 0
         self.reqs = {}
         self.logits = {}  # req_id -> [logits of each sampled step] (models that give them)
-        connector.register_kv_caches(kv_caches)
+        self.cross = None  # cross_layer: the one KV tensor of every layer
+        if cross_layer and getattr(connector, "prefer_cross_layer_blocks", False):
+            layout = getattr(model, "layout", None) or cross_layer
+            self.cross, backend, self.kv = cross_layer_views(kv_caches, layout)
+            connector.register_cross_layers_kv_cache(self.cross, backend)
+        else:
+            connector.register_kv_caches(kv_caches)
 
     def _update_state(self, so):
         for rid in so.finished_req_ids:

@@ -1,0 +1,164 @@
+#!/usr/bin/python3
+"""The vLLM connector's device path, each figure beside its reference in the same run:
+
+1. load (H2D) and save (D2H) GB/s of the connector's staged path: PagedKV.pack / unpack of
+   chunks of paged KV blocks through StagingPool slabs on the CopyEngine stream (events,
+   non_blocking from pinned slabs), beside a plain torch copy of a pinned tensor of the same
+   bytes (cudaMemcpy of pinned memory). The pool itself is not in it (no daemon).
+2. ExANS encode and decode GB/s of libol_exans_gpu (GpuCodec: whole stored values, framing
+   included) on real BF16 KV, beside a device-to-device copy of the same bytes.
+
+    /usr/bin/python3 bench/gpu_connector.py [--twin] [--layers 32 --heads 8 --head-dim 128]
+        [--blocks 16 --chunks 32 --reps 5]
+
+Exits 77 without a CUDA device, unless --twin: then the same code runs on CPU tensors with
+the CPU twins (CopyEngine's twin, libol_exans_twin), which checks the bench runs; its figures
+are host memcpy and host codec speeds, not GPU ones."""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "python"), str(REPO / "tests" / "integration")]
+
+
+def timed(fn, sync, reps):
+    ts = []
+    for _ in range(reps):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def kv_bytes(n, device):
+    """n bytes of BF16 KV: the stories260K dump repeated when it is here, else N(0, 0.05)."""
+    import torch
+
+    try:
+        import tinymodel
+
+        d = tinymodel.data_dir()
+        f = sorted((d / "stories260K").glob("*.bf16")) if d else []
+    except Exception:
+        f = []
+    if f:
+        raw = b"".join(p.read_bytes() for p in f[:8])
+        src = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+        src = src.repeat(n // src.numel() + 1)[:n]
+    else:
+        src = (torch.randn(n // 2) * 0.05).to(torch.bfloat16).view(torch.uint8)
+    return src.to(device)
+
+
+def copy_path(a, dev, sync):
+    import torch
+
+    from openlake_client.layouts import PagedKV
+    from openlake_client.staging import CopyEngine, StagingPool
+
+    nb = a.blocks * a.chunks + 1
+    kv = {"l%d" % i: torch.zeros(2, nb, 16, a.heads, a.head_dim, dtype=torch.bfloat16,
+                                 device=dev) for i in range(a.layers)}
+    for t in kv.values():
+        t.normal_()
+    p = PagedKV(kv, nb, 16, stage_all=True)
+    eng = CopyEngine(dev)
+    chunk = p.image_bytes(a.blocks)
+    pool = StagingPool(chunk, chunk * a.chunks, eng.cuda)
+    ids = [list(range(1 + c * a.blocks, 1 + (c + 1) * a.blocks)) for c in range(a.chunks)]
+    slabs = pool.acquire(chunk, a.chunks)
+
+    def save():
+        evs = [eng.run(lambda: p.pack(b, s.buf, non_blocking=eng.cuda))[1]
+               for b, s in zip(ids, slabs)]
+        for e in evs:
+            e.synchronize()
+
+    def load():
+        ev = None
+        for b, s in zip(ids, slabs):
+            ev = eng.run(lambda: p.unpack(b, s.buf, non_blocking=eng.cuda))[1]
+        ev.synchronize()
+
+    total = chunk * a.chunks
+    host = torch.empty(total, dtype=torch.uint8)
+    if eng.cuda:
+        host = host.pin_memory()
+    devbuf = torch.empty(total, dtype=torch.uint8, device=dev)
+    t_save = timed(save, sync, a.reps)
+    t_load = timed(load, sync, a.reps)
+    t_d2h = timed(lambda: host.copy_(devbuf, non_blocking=True), sync, a.reps)
+    t_h2d = timed(lambda: devbuf.copy_(host, non_blocking=True), sync, a.reps)
+    gb = lambda t: total / t / 1e9  # noqa: E731
+    print("connector staged path, %d chunks x %d blocks x %d KiB (%d layers), %s:"
+          % (a.chunks, a.blocks, p.block_bytes // 1024, a.layers, dev))
+    print("  save (pack + D2H): %.2f GB/s   pinned D2H copy %.2f GB/s   ratio %.2fx"
+          % (gb(t_save), gb(t_d2h), t_d2h / t_save))
+    print("  load (H2D + scatter): %.2f GB/s   pinned H2D copy %.2f GB/s   ratio %.2fx"
+          % (gb(t_load), gb(t_h2d), t_h2d / t_load))
+    for s in slabs:
+        pool.release(s)
+
+
+def codec(a, dev, sync):
+    import torch
+
+    from openlake_client.gpu_codec import GpuCodec
+
+    c = GpuCodec.open(dev)
+    if c is None:
+        print("ExANS: libol_exans_%s not found (OPENLAKE_EXANS_GPU_LIBRARY)"
+              % ("gpu" if dev.type == "cuda" else "twin"))
+        return
+    n = a.codec_mib << 20
+    src = kv_bytes(n, dev)
+    out = torch.empty(c.bound(n), dtype=torch.uint8, device=dev)
+    dst = torch.empty(n, dtype=torch.uint8, device=dev)
+    m = c.encode(src, out)
+    host = out[:m].cpu()
+    t_enc = timed(lambda: c.encode(src, out), sync, a.reps)
+    t_dec = timed(lambda: c.decode(host, out, m, dst), sync, a.reps)
+    assert torch.equal(dst, src), "decode != input"
+    t_cp = timed(lambda: dst.copy_(src), sync, a.reps)
+    gb = lambda t: n / t / 1e9  # noqa: E731
+    print("ExANS %s, %d MiB of BF16 KV (ratio %.3f), %s:"
+          % ("libol_exans_gpu" if c.cuda else "CPU twin", a.codec_mib, n / m, dev))
+    print("  encode %.2f GB/s   decode %.2f GB/s   D2D copy %.2f GB/s"
+          % (gb(t_enc), gb(t_dec), gb(t_cp)))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--twin", action="store_true", help="CPU tensors, CPU twins")
+    ap.add_argument("--layers", type=int, default=32)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--blocks", type=int, default=16, help="blocks per chunk")
+    ap.add_argument("--chunks", type=int, default=32)
+    ap.add_argument("--codec-mib", type=int, default=1024)
+    ap.add_argument("--reps", type=int, default=5)
+    a = ap.parse_args()
+    import torch
+
+    if a.twin:
+        dev, sync = torch.device("cpu"), (lambda: None)
+    elif torch.cuda.is_available():
+        dev, sync = torch.device("cuda"), torch.cuda.synchronize
+        print("GPU: %s" % torch.cuda.get_device_name(0))
+    else:
+        print("bench/gpu_connector.py: no CUDA device (--twin runs the CPU twin)")
+        sys.exit(77)
+    print("load avg: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
+    copy_path(a, dev, sync)
+    codec(a, dev, sync)
+
+
+if __name__ == "__main__":
+    main()

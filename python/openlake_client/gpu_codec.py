@@ -1,0 +1,114 @@
+"""ExANS on the KV tensors' device: the connector's ctypes binding of libol_exans_gpu
+(src/codec/cuda/exans_gpu.h, built when nvcc and cudart are found) and of its CPU twin
+libol_exans_twin (always built; host memory, the CPU's block coders).
+
+Both produce and read exactly the values libopenlake stores with compress = "exans" (an
+"OLZ1" header and an ExANS container of 64 KiB blocks, or the plain value when that does not
+shrink), so a chunk saved compressed on a GPU loads on a CPU node and back. Calls run on the
+copy engine's stream and return with it synchronised (the host needs the encoded length)."""
+
+import ctypes
+import glob
+import os
+import threading
+from pathlib import Path
+
+from . import _lib
+
+_c_u64, _c_i64, _vp = ctypes.c_uint64, ctypes.c_int64, ctypes.c_void_p
+
+
+def candidates(cuda):
+    """Where the library is looked for: $OPENLAKE_EXANS_GPU_LIBRARY; beside the loaded
+    libopenlake's build tree or install; a source checkout's build directories."""
+    name = "libol_exans_gpu.so" if cuda else "libol_exans_twin.so"
+    out = []
+    env = os.environ.get("OPENLAKE_EXANS_GPU_LIBRARY" if cuda else "OPENLAKE_EXANS_TWIN_LIBRARY")
+    if env:
+        out.append(env)
+    for lib in [p for p in _lib.candidates() if os.path.isabs(p)]:
+        d = Path(lib).parent
+        out += [str(d.parent / "src" / "codec" / "cuda" / name), str(d / name)]
+    if _lib._in_checkout():
+        root = _lib.repo_root()
+        b = os.environ.get("OPENLAKE_BUILD", "build")
+        out.append(str((Path(b) if os.path.isabs(b) else root / b) / "src/codec/cuda" / name))
+        out += sorted(glob.glob(str(root / "build*" / "src/codec/cuda" / name)))
+    out += ["/usr/local/lib/" + name, "/usr/lib/" + name, name]
+    seen = set()
+    return [c for c in out if not (c in seen or seen.add(c))]
+
+
+def load_library(cuda):
+    """The CUDA library (cuda) or the twin, or None when not found."""
+    for c in candidates(cuda):
+        if os.path.isabs(c) and not os.path.exists(c):
+            continue
+        try:
+            lib = ctypes.CDLL(c)
+        except OSError:
+            continue
+        lib.ol_exans_gpu_work_bytes.restype = _c_u64
+        lib.ol_exans_gpu_work_bytes.argtypes = [_c_u64]
+        lib.ol_exans_gpu_bound.restype = _c_u64
+        lib.ol_exans_gpu_bound.argtypes = [_c_u64]
+        lib.ol_exans_gpu_encode.restype = _c_i64
+        lib.ol_exans_gpu_encode.argtypes = [_vp, _c_u64, _vp, _c_u64, _vp, _vp]
+        lib.ol_exans_gpu_decode.restype = _c_i64
+        lib.ol_exans_gpu_decode.argtypes = [_vp, _vp, _c_u64, _vp, _c_u64, _vp, _vp]
+        if bool(lib.ol_exans_gpu_is_cuda()) == cuda:
+            lib._path = c
+            return lib
+    return None
+
+
+class GpuCodec:
+    """Encode / decode whole values in the memory of `device` (torch). Work memory is per
+    thread (the save thread and the load threads call it at once)."""
+
+    def __init__(self, lib, device, stream=None):
+        self.lib, self.device, self.stream = lib, device, stream
+        self.cuda = bool(lib.ol_exans_gpu_is_cuda())
+        self._tls = threading.local()
+
+    @classmethod
+    def open(cls, device, stream=None):
+        """A codec for tensors on device (CUDA: libol_exans_gpu; CPU: the twin), or None."""
+        lib = load_library(device.type == "cuda")
+        return cls(lib, device, stream) if lib is not None else None
+
+    def bound(self, n):
+        return int(self.lib.ol_exans_gpu_bound(n))
+
+    def _work(self, n):
+        import torch
+
+        need = int(self.lib.ol_exans_gpu_work_bytes(n))
+        w = getattr(self._tls, "work", None)
+        if w is None or w.numel() < need:
+            w = self._tls.work = torch.empty(need, dtype=torch.uint8, device=self.device)
+        return w
+
+    def _stream(self):
+        return None if self.stream is None else self.stream.cuda_stream
+
+    def encode(self, src, out):
+        """The stored form of src (a contiguous uint8 tensor on the device) into out (uint8,
+        on the device, >= bound(src.numel()) bytes). Returns its length."""
+        n = src.numel()
+        r = self.lib.ol_exans_gpu_encode(src.data_ptr(), n, out.data_ptr(), out.numel(),
+                                         self._work(n).data_ptr(), self._stream())
+        if r < 0:
+            raise OSError(-r, "ol_exans_gpu_encode: %s" % os.strerror(-r))
+        return r
+
+    def decode(self, h_val, d_val, n, dst):
+        """Decode the stored value of n bytes (h_val: on the host, d_val: its copy on the
+        device) into dst (uint8 on the device). Returns the plain length; raises OSError
+        (EBADMSG: corrupt)."""
+        r = self.lib.ol_exans_gpu_decode(h_val.data_ptr(), d_val.data_ptr(), n,
+                                         dst.data_ptr(), dst.numel(),
+                                         self._work(dst.numel()).data_ptr(), self._stream())
+        if r < 0:
+            raise OSError(-r, "ol_exans_gpu_decode: %s" % os.strerror(-r))
+        return r

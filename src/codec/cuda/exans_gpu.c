@@ -1,0 +1,353 @@
+/* codec/cuda/exans_gpu.c - whole stored values on the GPU (exans_gpu.h). Built twice: with
+ * OL_EXANS_GPU_CUDA over the kernels of exans.cu and the CUDA runtime, and without it as the
+ * CPU twin, whose block coders are the CPU's (same bytes: docs/exans-format.md). Everything
+ * above the four backend calls (framing, header CRC, raw-wrap, checks) is the same code. */
+#include <errno.h>
+#include <string.h>
+
+#include "codec/cuda/exans_gpu.h"
+#include "codec/exans.h"
+#include "codec/exans_fmt.h"
+
+#define OLZ_HDR 16
+#define SLOT	(OL_EXANS_GPU_BLOCK + OL_EXANS_BHDR_BYTES)
+#define NB_MAX	OL_EXANS_GPU_MAX_BLOCKS
+
+static const uint8_t olz_magic[4] = {'O', 'L', 'Z', '1'};
+
+#ifdef OL_EXANS_GPU_CUDA
+#include <cuda_runtime.h>
+
+#include "codec/cuda/exans_cuda.h"
+
+static int
+be_encode(const uint8_t *d_src, uint64_t n, uint8_t *d_slots, uint32_t *d_lens, void *stream)
+{
+	return ol_exans_cuda_encode(d_src, n, OL_EXANS_GPU_BLOCK, d_slots, d_lens, stream);
+}
+
+static int
+be_decode(const uint8_t *d_src, const uint64_t *d_off, const uint32_t *d_len, uint32_t nb,
+	  uint8_t *d_dst, int32_t *d_status, void *stream)
+{
+	return ol_exans_cuda_decode(d_src, d_off, d_len, nb, d_dst, OL_EXANS_GPU_BLOCK, d_status,
+				    stream);
+}
+
+static int
+be_copy(void *dst, const void *src, uint64_t n, void *stream)
+{
+	if (!n)
+		return 0;
+	return cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, (cudaStream_t)stream) == cudaSuccess
+		   ? 0
+		   : -EIO;
+}
+
+static int
+be_sync(void *stream)
+{
+	return cudaStreamSynchronize((cudaStream_t)stream) == cudaSuccess ? 0 : -EIO;
+}
+
+int
+ol_exans_gpu_is_cuda(void)
+{
+	return 1;
+}
+#else
+static int
+be_encode(const uint8_t *src, uint64_t n, uint8_t *slots, uint32_t *lens, void *stream)
+{
+	(void)stream;
+	for (uint64_t i = 0; i * OL_EXANS_GPU_BLOCK < n; i++) {
+		uint64_t off = i * OL_EXANS_GPU_BLOCK, len = n - off;
+		if (len > OL_EXANS_GPU_BLOCK)
+			len = OL_EXANS_GPU_BLOCK;
+		ssize_t r = ol_exans_block_encode(src + off, (size_t)len, slots + i * SLOT, SLOT);
+		if (r < 0)
+			return -EIO;
+		lens[i] = (uint32_t)r;
+	}
+	return 0;
+}
+
+static int
+be_decode(const uint8_t *src, const uint64_t *off, const uint32_t *len, uint32_t nb, uint8_t *dst,
+	  int32_t *status, void *stream)
+{
+	(void)stream;
+	for (uint32_t i = 0; i < nb; i++)
+		status[i] = (int32_t)ol_exans_block_decode(src + off[i], len[i],
+							   dst + (uint64_t)i * OL_EXANS_GPU_BLOCK,
+							   OL_EXANS_GPU_BLOCK, OL_EXANS_AUTO);
+	return 0;
+}
+
+static int
+be_copy(void *dst, const void *src, uint64_t n, void *stream)
+{
+	(void)stream;
+	if (n)
+		memmove(dst, src, (size_t)n);
+	return 0;
+}
+
+static int
+be_sync(void *stream)
+{
+	(void)stream;
+	return 0;
+}
+
+int
+ol_exans_gpu_is_cuda(void)
+{
+	return 0;
+}
+#endif
+
+/* Host-side tables of one call (per thread: no allocation, no big stack frame). */
+static _Thread_local struct {
+	uint8_t hdr[OLZ_HDR + OL_EXANS_HDR_BYTES + 4 * NB_MAX];
+	uint64_t off[NB_MAX];
+	uint32_t len[NB_MAX];
+	int32_t status[NB_MAX];
+} g_h;
+
+static uint64_t
+nblocks(uint64_t n)
+{
+	return (n + OL_EXANS_GPU_BLOCK - 1) / OL_EXANS_GPU_BLOCK;
+}
+
+/* Work layout: block slots (encode) / the last block's decode area, then the tables. */
+struct work {
+	uint8_t *slots;
+	uint32_t *lens;
+	uint64_t *off;
+	int32_t *status;
+};
+
+static struct work
+work_of(void *d_work, uint64_t nb)
+{
+	uint8_t *p = d_work;
+	struct work w = {.slots = p};
+	p += (nb ? nb : 1) * SLOT;
+	w.off = (uint64_t *)p;
+	p += nb * 8;
+	w.lens = (uint32_t *)p;
+	p += nb * 4;
+	w.status = (int32_t *)p;
+	return w;
+}
+
+uint64_t
+ol_exans_gpu_work_bytes(uint64_t n)
+{
+	uint64_t nb = nblocks(n);
+	return (nb ? nb : 1) * SLOT + nb * 16 + 16;
+}
+
+uint64_t
+ol_exans_gpu_bound(uint64_t n)
+{
+	uint64_t nb = nblocks(n);
+	uint64_t c = OLZ_HDR + OL_EXANS_HDR_BYTES + nb * (4 + OL_EXANS_BHDR_BYTES) + n;
+	return c > n + OLZ_HDR ? c : n + OLZ_HDR;
+}
+
+static void
+st64(uint8_t *p, uint64_t v)
+{
+	ol_exans_st32(p, (uint32_t)v);
+	ol_exans_st32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* OLZ1 header, container header and index of nb blocks of lens[] into g_h.hdr; its size. */
+static uint64_t
+frame(uint64_t n, uint32_t nb, const uint32_t *lens)
+{
+	uint8_t *h = g_h.hdr, *c = h + OLZ_HDR;
+	uint32_t tab[256];
+	memcpy(h, olz_magic, 4);
+	h[4] = 1; /* codec ExANS */
+	h[5] = h[6] = h[7] = 0;
+	st64(h + 8, n);
+	ol_exans_st32(c, OL_EXANS_MAGIC);
+	c[4] = OL_EXANS_VERSION;
+	c[5] = 0;
+	c[6] = 16; /* log2 of 64 KiB */
+	c[7] = 0;
+	st64(c + 8, n);
+	ol_exans_st32(c + 16, nb);
+	for (uint32_t i = 0; i < nb; i++)
+		ol_exans_st32(c + OL_EXANS_HDR_BYTES + 4 * i, lens[i]);
+	ol_exans_crc_table(tab);
+	uint32_t t = ol_exans_crc_sw(0, c, 20, tab);
+	uint32_t x = ol_exans_crc_sw(0, c + OL_EXANS_HDR_BYTES, (size_t)nb * 4, tab);
+	ol_exans_st32(c + 20, ol_exans_crc_combine(t, x, (uint64_t)nb * 4));
+	return OLZ_HDR + OL_EXANS_HDR_BYTES + 4 * (uint64_t)nb;
+}
+
+/* The plain form: as is, or raw-wrapped when it starts with the magic. */
+static int64_t
+store_plain(const uint8_t *d_src, uint64_t n, uint8_t *d_out, uint64_t cap, void *stream)
+{
+	uint8_t head[4] = {0};
+	int r = n >= 4 ? be_copy(head, d_src, 4, stream) : 0;
+	if (r == 0)
+		r = be_sync(stream);
+	if (r < 0)
+		return r;
+	uint64_t pre = n >= 4 && memcmp(head, olz_magic, 4) == 0 ? OLZ_HDR : 0;
+	if (cap < n + pre)
+		return -ENOSPC;
+	if (pre) {
+		memcpy(g_h.hdr, olz_magic, 4);
+		memset(g_h.hdr + 4, 0, 4); /* codec raw */
+		st64(g_h.hdr + 8, n);
+		r = be_copy(d_out, g_h.hdr, OLZ_HDR, stream);
+	}
+	if (r == 0)
+		r = be_copy(d_out + pre, d_src, n, stream);
+	if (r == 0)
+		r = be_sync(stream);
+	return r < 0 ? r : (int64_t)(n + pre);
+}
+
+int64_t
+ol_exans_gpu_encode(const void *d_src, uint64_t n, void *d_out, uint64_t cap, void *d_work,
+		    void *stream)
+{
+	uint64_t nb = nblocks(n);
+	if ((n && (!d_src || !d_out || !d_work)) || nb > NB_MAX)
+		return nb > NB_MAX ? -E2BIG : -EINVAL;
+	if (n < 4 * OLZ_HDR)
+		return store_plain(d_src, n, d_out, cap, stream);
+	struct work w = work_of(d_work, nb);
+	int r = be_encode(d_src, n, w.slots, w.lens, stream);
+	if (r == 0)
+		r = be_copy(g_h.len, w.lens, nb * 4, stream);
+	if (r == 0)
+		r = be_sync(stream);
+	if (r < 0)
+		return r;
+	uint64_t total = 0;
+	for (uint64_t i = 0; i < nb; i++)
+		total += g_h.len[i];
+	uint64_t hdr = OLZ_HDR + OL_EXANS_HDR_BYTES + 4 * nb;
+	if (total + hdr >= n) /* does not shrink: stored plain, as libopenlake does */
+		return store_plain(d_src, n, d_out, cap, stream);
+	if (cap < total + hdr)
+		return -ENOSPC;
+	frame(n, (uint32_t)nb, g_h.len);
+	r = be_copy(d_out, g_h.hdr, hdr, stream);
+	uint64_t off = hdr;
+	for (uint64_t i = 0; r == 0 && i < nb; i++) {
+		r = be_copy((uint8_t *)d_out + off, w.slots + i * SLOT, g_h.len[i], stream);
+		off += g_h.len[i];
+	}
+	if (r == 0)
+		r = be_sync(stream);
+	return r < 0 ? r : (int64_t)off;
+}
+
+/* Parse the container at c[0..n) (host) into g_h.off / g_h.len; its decoded size. */
+static int64_t
+parse(const uint8_t *c, uint64_t n, uint32_t *nb_out)
+{
+	uint32_t nb;
+	if (ol_exans_block_count(c, (size_t)n, &nb) < 0)
+		return -EBADMSG; /* validates the header, its CRC and the index */
+	if (nb > NB_MAX)
+		return -E2BIG;
+	uint64_t dec = 0;
+	for (uint32_t i = 0; i < nb; i++) {
+		struct ol_exans_block_ref ref;
+		if (ol_exans_block_locate(c, (size_t)n, i, &ref) < 0)
+			return -EBADMSG;
+		if (ref.len > SLOT || (i + 1 < nb && ref.dec_len != OL_EXANS_GPU_BLOCK))
+			return -EBADMSG; /* not libopenlake's 64 KiB blocks */
+		g_h.off[i] = ref.off;
+		g_h.len[i] = (uint32_t)ref.len;
+		dec += ref.dec_len;
+	}
+	*nb_out = nb;
+	return (int64_t)dec;
+}
+
+static int64_t
+decode_exans(const uint8_t *h_c, const uint8_t *d_c, uint64_t n, uint64_t orig, uint8_t *d_dst,
+	     uint64_t cap, void *d_work, void *stream)
+{
+	uint32_t nb;
+	int64_t dec = parse(h_c, n, &nb);
+	if (dec < 0)
+		return dec;
+	if ((uint64_t)dec != orig)
+		return -EBADMSG;
+	if (cap < orig)
+		return -ENOSPC;
+	if (!nb)
+		return 0;
+	struct work w = work_of(d_work, nb);
+	/* every block but the last decodes in place; the last into the work area, then is
+	 * copied (a hostile block cannot write past d_dst + orig) */
+	uint64_t last = (uint64_t)(nb - 1) * OL_EXANS_GPU_BLOCK;
+	int r = be_copy(w.off, g_h.off, (uint64_t)nb * 8, stream);
+	if (r == 0)
+		r = be_copy(w.lens, g_h.len, (uint64_t)nb * 4, stream);
+	if (r == 0 && nb > 1)
+		r = be_decode(d_c, w.off, w.lens, nb - 1, d_dst, w.status, stream);
+	if (r == 0)
+		r = be_decode(d_c, w.off + nb - 1, w.lens + nb - 1, 1, w.slots, w.status + nb - 1,
+			      stream);
+	if (r == 0)
+		r = be_copy(g_h.status, w.status, (uint64_t)nb * 4, stream);
+	if (r == 0)
+		r = be_sync(stream);
+	for (uint32_t i = 0; r == 0 && i < nb; i++)
+		if (g_h.status[i] != (int32_t)(i + 1 < nb ? OL_EXANS_GPU_BLOCK : orig - last))
+			r = -EBADMSG;
+	if (r == 0)
+		r = be_copy(d_dst + last, w.slots, orig - last, stream);
+	if (r == 0)
+		r = be_sync(stream);
+	return r < 0 ? r : (int64_t)orig;
+}
+
+int64_t
+ol_exans_gpu_decode(const void *h_val, const void *d_val, uint64_t len, void *d_dst, uint64_t cap,
+		    void *d_work, void *stream)
+{
+	const uint8_t *h = h_val, *d = d_val;
+	if (len && (!h || !d || !d_dst))
+		return -EINVAL;
+	if (len < 4 || memcmp(h, olz_magic, 4) != 0) { /* plain */
+		if (cap < len)
+			return -ENOSPC;
+		int r = be_copy(d_dst, d, len, stream);
+		if (r == 0)
+			r = be_sync(stream);
+		return r < 0 ? r : (int64_t)len;
+	}
+	if (len < OLZ_HDR || h[4] > 1 || h[5] || h[6] || h[7])
+		return -EBADMSG;
+	uint64_t orig = ol_exans_ld32(h + 8) | (uint64_t)ol_exans_ld32(h + 12) << 32;
+	if (h[4] == 0) { /* raw-wrapped */
+		if (orig != len - OLZ_HDR)
+			return -EBADMSG;
+		if (cap < orig)
+			return -ENOSPC;
+		int r = be_copy(d_dst, d + OLZ_HDR, orig, stream);
+		if (r == 0)
+			r = be_sync(stream);
+		return r < 0 ? r : (int64_t)orig;
+	}
+	if (!d_work)
+		return -EINVAL;
+	return decode_exans(h + OLZ_HDR, d + OLZ_HDR, len - OLZ_HDR, orig, d_dst, cap, d_work,
+			    stream);
+}

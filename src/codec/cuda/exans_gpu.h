@@ -1,0 +1,51 @@
+/* codec/cuda/exans_gpu.h - whole values on the GPU: the host API the vLLM connector loads with
+ * ctypes (libol_exans_gpu.so, built when nvcc and cudart are found), and its CPU twin
+ * (libol_exans_twin.so, always built) where "device" pointers are host memory and the
+ * kernels' block coders are the CPU's. Both write and read exactly the values libopenlake
+ * stores with opts.compress = 1 (client/compress.h): a 16-byte "OLZ1" header and an ExANS
+ * container of 64 KiB blocks, or the plain value when that does not shrink it (a plain value
+ * starting with the magic raw-wrapped). So a block saved on a GPU loads on a CPU node and
+ * back.
+ *
+ * Pointers named d_* are device memory (twin: host memory); h_* host memory. `stream` is a
+ * cudaStream_t (NULL: the default stream; the twin ignores it). Every call returns with its
+ * work finished on the stream (it synchronises it: the host needs the encoded lengths and
+ * the decode statuses). No allocation: d_work is the caller's, of
+ * ol_exans_gpu_work_bytes(n) bytes, 16-byte aligned. Any thread; calls on one d_work must not
+ * overlap. Errors: -EINVAL (bad argument), -E2BIG (more than OL_EXANS_GPU_MAX_BLOCKS blocks),
+ * -ENOSPC (cap too small), -EBADMSG (corrupt value), -EIO (a CUDA call failed, e.g. no GPU). */
+#ifndef OL_CODEC_EXANS_GPU_H
+#define OL_CODEC_EXANS_GPU_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OL_EXANS_GPU_BLOCK	(64u << 10) /* libopenlake's container block size */
+#define OL_EXANS_GPU_MAX_BLOCKS 4096	    /* values up to 256 MiB */
+
+/* Work memory for a value of n plain bytes, and the largest stored form of one. */
+uint64_t ol_exans_gpu_work_bytes(uint64_t n);
+uint64_t ol_exans_gpu_bound(uint64_t n);
+
+/* The stored form of the n plain bytes at d_src, written to d_out[0..cap). Returns its
+ * length (> 0; n for a value stored plain, 0 for n = 0) or -errno. */
+int64_t ol_exans_gpu_encode(const void *d_src, uint64_t n, void *d_out, uint64_t cap, void *d_work,
+			    void *stream);
+
+/* Decode a stored value of len bytes, present both on the host (h_val: parsed there) and on
+ * the device (d_val: the blocks are read there), into d_dst[0..cap). Returns the plain length
+ * or -errno (-EBADMSG: a bad header, index or block CRC). */
+int64_t ol_exans_gpu_decode(const void *h_val, const void *d_val, uint64_t len, void *d_dst,
+			    uint64_t cap, void *d_work, void *stream);
+
+/* 1 for the CUDA library, 0 for the CPU twin. */
+int ol_exans_gpu_is_cuda(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,103 @@
+/* tests/unit/test_exans_gpu.c - the CPU twin of libol_exans_gpu (src/codec/cuda/exans_gpu.c):
+ * the stored form of every kind of value against the one built from ol_exans_compress with
+ * libopenlake's rules (client/compress.h), decode round trips, corruption, bad arguments.
+ * (test_vllm_gpupath.py also checks it against what libopenlake really stores.) */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "codec/cuda/exans_gpu.h"
+#include "codec/exans.h"
+#include "tap.h"
+
+static uint8_t src[5 * 65536 + 777], out[sizeof(src) * 2], ref[sizeof(src) * 2];
+static uint8_t dec[sizeof(src)], work[(6 + 1) * (65536 + 12) + 6 * 16 + 16];
+
+/* BF16 with a peaked exponent distribution: compresses. */
+static void
+fill_kv(uint8_t *p, size_t n, uint64_t seed)
+{
+	tap_fill(p, n, seed);
+	for (size_t i = 1; i < n; i += 2)
+		p[i] = (uint8_t)((p[i] & 0x80) | 0x3c | (p[i] & 1));
+}
+
+/* libopenlake's stored form of src[0..n) (compress.c pack_one, default options). */
+static size_t
+reference(const uint8_t *s, size_t n, uint8_t *r)
+{
+	if (n >= 64) {
+		ssize_t c = ol_exans_compress(s, n, r + 16, sizeof(ref) - 16, NULL);
+		if (c > 0 && (size_t)c + 16 < n) {
+			memcpy(r, "OLZ1\1\0\0\0", 8);
+			for (int i = 0; i < 8; i++)
+				r[8 + i] = (uint8_t)((uint64_t)n >> (8 * i));
+			return (size_t)c + 16;
+		}
+	}
+	if (n >= 4 && memcmp(s, "OLZ1", 4) == 0) {
+		memcpy(r, "OLZ1\0\0\0\0", 8);
+		for (int i = 0; i < 8; i++)
+			r[8 + i] = (uint8_t)((uint64_t)n >> (8 * i));
+		memcpy(r + 16, s, n);
+		return n + 16;
+	}
+	memcpy(r, s, n);
+	return n;
+}
+
+static void
+check(const char *what, size_t n)
+{
+	size_t rn = reference(src, n, ref);
+	int64_t r = ol_exans_gpu_encode(src, n, out, sizeof(out), work, NULL);
+	ok(r == (int64_t)rn && memcmp(out, ref, rn) == 0,
+	   "%s (%zu bytes): stored form = "
+	   "libopenlake's (%lld vs %zu)",
+	   what, n, (long long)r, rn);
+	ok(ol_exans_gpu_work_bytes(n) <= sizeof(work) && ol_exans_gpu_bound(n) >= rn,
+	   "%s: work and bound", what);
+	memset(dec, 0xaa, sizeof(dec));
+	int64_t d = ol_exans_gpu_decode(out, out, (uint64_t)(r < 0 ? 0 : r), dec, n, work, NULL);
+	ok(d == (int64_t)n && memcmp(dec, src, n) == 0, "%s: decodes", what);
+}
+
+int
+main(void)
+{
+	ok(ol_exans_gpu_is_cuda() == 0, "the CPU twin");
+	check("empty", 0);
+	memcpy(src, "OLZ1", 4);
+	check("short with the magic", 10);
+	fill_kv(src, sizeof(src), 1);
+	check("KV, 5 blocks and a part", sizeof(src));
+	check("KV, one block", 65536);
+	check("KV, 100 bytes", 100);
+	tap_fill(src, sizeof(src), 2);
+	check("random", 200000);
+	memcpy(src, "OLZ1", 4);
+	check("random with the magic", 70000);
+
+	fill_kv(src, sizeof(src), 3);
+	int64_t n = ol_exans_gpu_encode(src, sizeof(src), out, sizeof(out), work, NULL);
+	ok(n > 0 && (size_t)n < sizeof(src) && memcmp(out, "OLZ1\1", 5) == 0, "compressed");
+	size_t pos[] = {17, 16 + 9, 16 + 20, 16 + 24 + 2, (size_t)n / 2, (size_t)n - 3};
+	for (size_t i = 0; i < sizeof(pos) / sizeof(pos[0]); i++) {
+		memcpy(ref, out, (size_t)n);
+		ref[pos[i]] ^= 0x20;
+		int64_t d =
+		    ol_exans_gpu_decode(ref, ref, (uint64_t)n, dec, sizeof(src), work, NULL);
+		ok(d == -EBADMSG, "a flipped bit at %zu: %lld", pos[i], (long long)d);
+	}
+	ok(ol_exans_gpu_decode(out, out, (uint64_t)n, dec, sizeof(src) - 1, work, NULL) == -ENOSPC,
+	   "decode into too small a buffer");
+	ok(ol_exans_gpu_decode(out, out, (uint64_t)n - 1, dec, sizeof(src), work, NULL) == -EBADMSG,
+	   "a truncated value");
+	ok(ol_exans_gpu_encode(src, sizeof(src), out, 1000, work, NULL) == -ENOSPC,
+	   "encode into too small a buffer");
+	ok(ol_exans_gpu_encode(NULL, 10, out, sizeof(out), work, NULL) == -EINVAL, "NULL source");
+	ok(ol_exans_gpu_encode(src, (uint64_t)OL_EXANS_GPU_MAX_BLOCKS * 65536 + 1, out, 1, work,
+			       NULL) == -E2BIG,
+	   "too many blocks");
+	tap_done();
+}
