@@ -21,6 +21,9 @@ struct ol_cluster_set {
 	struct ol_cluster_leader_info info; /* info.epoch == 0: no leader known */
 	/* the epoch this node leads at (0 = it does not): read lock-free by the request path */
 	_Atomic uint64_t my_epoch;
+	/* the lease the key of my_epoch is under: leading ends with it, also when the node
+	 * registered again under a new lease before this thread saw the key go */
+	_Atomic int64_t my_lease;
 	/* ol_cluster_lead_renew asked to give up the key held at this epoch and campaign again */
 	_Atomic uint64_t renew;
 };

@@ -170,6 +170,10 @@ ol_cluster_leads(struct ol_cluster *c, unsigned pool, unsigned set, uint64_t epo
 	 * when the other nodes stop too) ends instead of retrying until its lease lapses */
 	if (!s || !epoch || atomic_load(&s->my_epoch) != epoch || atomic_load(&c->ldr_stop))
 		return false;
+	/* the lease now is the one the key is under (a node that registered again after a lapse
+	 * holds a new lease, and its old key is gone or going), and it surely lives */
+	if (atomic_load(&c->lease_id) != atomic_load(&s->my_lease))
+		return false;
 	int64_t margin = ol_cluster_lead_margin_ms(c->cfg->cluster_lease_ttl_s);
 	return ol_cluster_now_ms() + margin < atomic_load(&c->lease_valid_until);
 }
@@ -213,7 +217,7 @@ lose(struct ol_cluster *c, struct ol_cluster_set *s, const char *why)
 }
 
 static void
-gain(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t epoch)
+gain(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t epoch, int64_t lease)
 {
 	if (atomic_load(&s->my_epoch) == epoch)
 		return;
@@ -224,8 +228,9 @@ gain(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t epoch)
 		 ol_config_advertised(c->cfg, c->cfg->s3_addr, a, sizeof(a)));
 	snprintf(me.rpc_addr, sizeof(me.rpc_addr), "%s",
 		 ol_config_plane_addr(c->cfg, a, sizeof(a)));
-	me.lease = atomic_load(&c->lease_id);
+	me.lease = lease;
 	set_info(c, s, &me);
+	atomic_store(&s->my_lease, lease);
 	atomic_store(&s->my_epoch, epoch);
 	ol_info("cluster: leading set %u.%u at epoch %llu", s->pool, s->set,
 		(unsigned long long)epoch);
@@ -250,7 +255,7 @@ campaign(struct ol_cluster *c, struct ol_cluster_set *s, int64_t lease)
 	if (rc) {
 		ol_debug("cluster: campaign for set %u.%u: %s", s->pool, s->set, strerror(-rc));
 	} else if (t.succeeded) {
-		gain(c, s, (uint64_t)t.revision);
+		gain(c, s, (uint64_t)t.revision, lease);
 	} else if (t.n_ranges && t.ranges[0].n_kvs) {
 		struct ol_cluster_leader_info o;
 		const struct ol_etcd_kv *kv = &t.ranges[0].kvs[0];
@@ -311,7 +316,7 @@ step_set(struct ol_cluster *c, struct ol_cluster_set *s, const struct ol_etcd_kv
 		if (atomic_load(&s->renew) == (uint64_t)kv->create_revision)
 			renew(c, s, (uint64_t)kv->create_revision, in.lease);
 		else
-			gain(c, s, (uint64_t)kv->create_revision);
+			gain(c, s, (uint64_t)kv->create_revision, kv->lease);
 		return;
 	case OL_LEAD_FOLLOW:
 		lose(c, s, "another leader holds the set (or this node's lease lapsed)");
