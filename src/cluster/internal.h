@@ -72,9 +72,24 @@ struct ol_cluster {
 	char *ldr_value;		   /* this node's leader record (JSON) */
 	ol_cluster_lead_fn lead_fn;
 	void *lead_arg;
+
+	/* the serving key (serve.c): <prefix>serving, and the create revision of the one this
+	 * node holds (0: none), under serve_mu */
+	char serve_key[OL_CFG_STR + 16];
+	char layout_key[OL_CFG_STR + 16];
+	pthread_mutex_t serve_mu;
+	int64_t serve_rev;
 };
 
 int64_t ol_cluster_now_ms(void);
+
+/* the serving key's names and lock (serve.c): made by ol_cluster_start, freed by
+ * ol_cluster_stop */
+void ol_cluster_serve_init(struct ol_cluster *c);
+void ol_cluster_serve_fini(struct ol_cluster *c);
+
+/* the set (pool, set) of the table followed now, NULL when not followed (leader.c) */
+struct ol_cluster_set *ol_cluster_find_set(struct ol_cluster *c, unsigned pool, unsigned set);
 
 /* Stop the leadership thread (each set this node led is given up first: the callback runs
  * with gained = false, the keys are deleted); no-op when it never started. */

@@ -161,6 +161,12 @@ find_set(struct ol_cluster *c, unsigned pool, unsigned set)
 	return NULL;
 }
 
+struct ol_cluster_set *
+ol_cluster_find_set(struct ol_cluster *c, unsigned pool, unsigned set)
+{
+	return c ? find_set(c, pool, set) : NULL;
+}
+
 bool
 ol_cluster_leads(struct ol_cluster *c, unsigned pool, unsigned set, uint64_t epoch)
 {
