@@ -11,7 +11,8 @@
  * threads log once and retry with backoff.
  *
  * Keys under the prefix: members/<id> (leased), layout (written once by `openlake cluster
- * init`), sets/<pool>.<set>/leader (leased by the leader's member lease; see below). */
+ * init`), sets/<pool>.<set>/leader (leased by the leader's member lease; see below), serving
+ * (leased: the node that serves S3 now; "the serving key" below). */
 #ifndef OL_CLUSTER_CLUSTER_H
 #define OL_CLUSTER_CLUSTER_H
 
