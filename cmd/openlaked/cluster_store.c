@@ -20,10 +20,11 @@
 #define OPEN_RETRY_MS  500
 #define SERVE_TRY_MS   50   /* a node about to serve asks for the serving key this often */
 #define LOST_GRACE_MS  2000 /* a server that stops waits this long for its requests in flight */
-#define LAYOUT_POLL_MS 1000
-#define MAX_POOLS      16  /* OL_STORE_MAX_POOLS */
-#define MAX_SETS       64  /* erasure sets of one store */
-#define MAX_NODES      256 /* members whose free space weighs the pools */
+#define LAYOUT_POLL_MS 1000 /* the poller's steps (grow, weights, drain) */
+#define LAYOUT_READ_MS 5000 /* the layout read without a watch event */
+#define MAX_POOLS      16   /* OL_STORE_MAX_POOLS */
+#define MAX_SETS       64   /* erasure sets of one store */
+#define MAX_NODES      256  /* members whose free space weighs the pools */
 /* The leader of the serving set serves every set of every pool: it opens them all over the
  * node planes, each fenced with its epoch (see docs/cluster.md). The serving set is set 0 of
  * the layout's first active pool (ol_layout_serving_pool): 0.0 until `openlake cluster leave
@@ -821,18 +822,26 @@ static void *
 poll_main(void *arg)
 {
 	struct cstore *cs = arg;
-	bool warned = false;
+	bool warned = false, woken = false;
+	int64_t next_read = 0;
 	while (!is_stopping(cs)) {
 		int64_t next = mono_ms() + LAYOUT_POLL_MS;
-		while (!is_stopping(cs) && mono_ms() < next && !atomic_exchange(&cs->poll_now, 0))
+		while (!is_stopping(cs) && mono_ms() < next &&
+		       !(woken = atomic_exchange(&cs->poll_now, 0)))
 			wait_change(cs, (int)(next - mono_ms()) + 1);
 		bool removed = false;
 		if (is_stopping(cs))
 			continue;
 		pthread_mutex_lock(&cs->swap_mu);
-		if (read_layout_now(cs, &warned, &removed)) {
-			pthread_mutex_unlock(&cs->swap_mu);
-			continue;
+		/* the watch wakes this thread on every change; the read every LAYOUT_READ_MS is
+		 * for a change a broken watch stream missed */
+		if (woken || !cs->watcher_started || mono_ms() >= next_read) {
+			if (read_layout_now(cs, &warned, &removed)) {
+				next_read = 0;
+				pthread_mutex_unlock(&cs->swap_mu);
+				continue;
+			}
+			next_read = mono_ms() + LAYOUT_READ_MS;
 		}
 		if (!is_stopping(cs))
 			follow_serving(cs);

@@ -61,9 +61,12 @@ struct ol_cluster {
 	struct ol_cluster_view view;
 
 	/* set leadership (leader.c), started by ol_cluster_lead_start */
-	pthread_t ldr;
-	bool ldr_started;
+	pthread_t ldr, ldr_watch;
+	bool ldr_started, ldr_watch_started;
 	atomic_int ldr_stop;
+	/* the leader keys changed (the watch of <prefix>sets/), or a renew / new pools ask for a
+	 * step: the leadership thread reads the keys now rather than at its next periodic read */
+	atomic_int ldr_dirty;
 	pthread_mutex_t ldr_mu;
 	pthread_cond_t ldr_cv;
 	struct ol_layout layout;      /* the pools followed (grown by ol_cluster_lead_follow) */
