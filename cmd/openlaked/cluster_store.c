@@ -112,6 +112,57 @@ etcd_wait_ms(const struct ol_config *cfg)
 	return (int)(s < 10 ? 10 : s > 60 ? 60 : s) * 1000;
 }
 
+static int64_t mono_ms(void);
+
+static bool
+in_layout(const struct ol_layout *l, unsigned node)
+{
+	for (unsigned p = 0; p < l->n_pools; p++)
+		for (size_t i = 0; i < (size_t)l->pools[p].n_sets * l->set_drives; i++)
+			if (l->pools[p].slots[i].node == node)
+				return true;
+	return false;
+}
+
+/* Every node of a cluster store runs its node plane on one transport: a node dials a peer at
+ * the address the peer registered, but a store keeps the addresses it opened its drives with,
+ * so a node that came back on the other transport would stay offline to the leader (seen:
+ * "Connection refused" for every call). 0, or -EPROTOTYPE (logged with the fix) when a member
+ * of the layout registered the other transport. Waits for the first read of the members. */
+static int
+same_plane_transport(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_layout *l,
+		     int wait_ms)
+{
+	struct ol_cluster_view v = {0};
+	int64_t end = mono_ms() + wait_ms;
+	while (ol_cluster_members(c, &v) == 0 && v.epoch == 0 && mono_ms() < end) {
+		ol_cluster_view_fini(&v);
+		struct timespec ts = {0, 100 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	bool ucx = ol_config_plane_scheme(cfg)[0] != 0;
+	char other[256] = "";
+	size_t len = 0;
+	for (unsigned i = 0; i < v.n; i++) {
+		const struct ol_cluster_member *m = &v.members[i];
+		if (m->id == cfg->self_id || !m->rpc_addr[0] || !in_layout(l, m->id) ||
+		    (strncmp(m->rpc_addr, "ucx://", 6) == 0) == ucx || len + 16 >= sizeof(other))
+			continue;
+		len += (size_t)snprintf(other + len, sizeof(other) - len, "%s%u", len ? ", " : "",
+					m->id);
+	}
+	ol_cluster_view_fini(&v);
+	if (!other[0])
+		return 0;
+	ol_err("cluster: node(s) %s run their node plane on %s, this node on %s ([cluster] "
+	       "plane_transport): every node of a cluster must use the same transport (UCX also "
+	       "runs over TCP where a node has no RDMA NIC): set plane_transport the same on every "
+	       "node and restart them (a node stopped within the lease TTL still counts until "
+	       "its lease lapses)",
+	       other, ucx ? "TCP" : "UCX", ucx ? "UCX" : "TCP");
+	return -EPROTOTYPE;
+}
+
 int
 cstore_decide(const struct ol_config *cfg, struct ol_cluster *c, struct ol_layout *l)
 {
@@ -153,6 +204,11 @@ cstore_decide(const struct ol_config *cfg, struct ol_cluster *c, struct ol_layou
 		       sets, l->n_pools, MAX_SETS, MAX_POOLS);
 		ol_layout_fini(l);
 		return 0;
+	}
+	rc = same_plane_transport(cfg, c, l, ETCD_WAIT_MS);
+	if (rc) {
+		ol_layout_fini(l);
+		return rc;
 	}
 	ol_info("cluster: serving deployment %s as %u pool(s), %u erasure set(s) of %u drives "
 		"(parity %u) over %u nodes; the leader of set %u.0 serves them all, the other "
@@ -324,7 +380,6 @@ wait_change(struct cstore *cs, int ms)
  * this one after a swap of its store, starts the drain again from the start: the keys moved
  * already are not in the pool any more, so it rescans only what is left. Caller holds
  * swap_mu in all of these. */
-static int64_t mono_ms(void);
 static void drain_report(struct cstore *cs, bool now);
 
 static void *
