@@ -49,6 +49,19 @@ drop_serving(struct ol_cluster *c, int64_t rev)
 	return rc;
 }
 
+/* the key this node took (serve_rev) is still there, under lease; an unanswered read counts
+ * as not held (the caller then asks for it again) */
+static bool
+still_held(struct ol_cluster *c, int64_t lease)
+{
+	struct ol_etcd_range_result r;
+	if (ol_etcd_range(c->etcd, c->serve_key, 0, 0, 0, &r))
+		return false;
+	bool held = r.n_kvs && r.kvs[0].create_revision == c->serve_rev && r.kvs[0].lease == lease;
+	ol_etcd_range_result_fini(&r);
+	return held;
+}
+
 /* one try: 0 taken, 1 a leftover of this node's under the same lease was deleted (try again),
  * or -EBUSY / -ESTALE / -errno */
 static int
@@ -111,6 +124,8 @@ ol_cluster_serve_acquire(struct ol_cluster *c, unsigned pool, unsigned set, uint
 	snprintf(v, sizeof(v), "{\"node\":%u,\"pool\":%u,\"set\":%u,\"epoch\":%llu}",
 		 c->cfg->self_id, pool, set, (unsigned long long)epoch);
 	pthread_mutex_lock(&c->serve_mu);
+	if (c->serve_rev && !still_held(c, lease))
+		c->serve_rev = 0; /* it went with a lease that lapsed */
 	int rc = c->serve_rev ? -EALREADY : 1;
 	for (int tries = 0; rc == 1 && tries < 3; tries++)
 		rc = take(c, v, lease, layout_rev, holder);
