@@ -90,7 +90,8 @@ int ol_cluster_put(struct ol_cluster *c, const char *name, const char *value);
  * <prefix>sets/<pool>.<set>/leader, attached to the node's member lease, value the leader's
  * record (node id, s3 and rpc addresses). The leader's *epoch* is that key's create_revision:
  * unique, and larger for every new leader. Nodes with a slot in the set campaign when the key
- * is absent; every node reads the keys (every 200 ms) so it knows where to forward.
+ * is absent; every node watches the keys (and reads them at least every second) so it knows
+ * where to forward.
  *
  * A node leads only while its lease surely lives on etcd's side: until the time it *sent* the
  * last answered keepalive plus the TTL, less a margin (a quarter of the TTL, at least 500 ms).
