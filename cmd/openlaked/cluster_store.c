@@ -881,9 +881,11 @@ poll_main(void *arg)
 	int64_t next_read = 0;
 	while (!is_stopping(cs)) {
 		int64_t next = mono_ms() + LAYOUT_POLL_MS;
+		woken = false;
 		while (!is_stopping(cs) && mono_ms() < next &&
 		       !(woken = atomic_exchange(&cs->poll_now, 0)))
 			wait_change(cs, (int)(next - mono_ms()) + 1);
+		woken = woken || atomic_exchange(&cs->poll_now, 0);
 		bool removed = false;
 		if (is_stopping(cs))
 			continue;
