@@ -18,10 +18,13 @@
 #include <openssl/hmac.h>
 
 #define OPEN_RETRY_MS  500
-#define LAYOUT_POLL_MS 1000
-#define MAX_POOLS      16  /* OL_STORE_MAX_POOLS */
-#define MAX_SETS       64  /* erasure sets of one store */
-#define MAX_NODES      256 /* members whose free space weighs the pools */
+#define SERVE_TRY_MS   50   /* a node about to serve asks for the serving key this often */
+#define LOST_GRACE_MS  2000 /* a server that stops waits this long for its requests in flight */
+#define LAYOUT_POLL_MS 1000 /* the poller's steps (grow, weights, drain) */
+#define LAYOUT_READ_MS 5000 /* the layout read without a watch event */
+#define MAX_POOLS      16   /* OL_STORE_MAX_POOLS */
+#define MAX_SETS       64   /* erasure sets of one store */
+#define MAX_NODES      256  /* members whose free space weighs the pools */
 /* The leader of the serving set serves every set of every pool: it opens them all over the
  * node planes, each fenced with its epoch (see docs/cluster.md). The serving set is set 0 of
  * the layout's first active pool (ol_layout_serving_pool): 0.0 until `openlake cluster leave
@@ -55,6 +58,16 @@ struct cstore {
 	 * epoch the previous serving leader used (docs/cluster.md, "Fencing"). */
 	_Atomic unsigned serve_pool;
 	int64_t serve_rev;
+	_Atomic int64_t layout_rev; /* the mod revision of the layout last read */
+	/* The watch of the layout key (ol-cstore-watch): a change that moves the serving set
+	 * away from the set this node serves sets halt_rev to its revision, and this node admits
+	 * no request from then on (serve_here), at once rather than at the next poll; the poller
+	 * is woken (poll_now) and stops serving (lost), which releases the serving key the next
+	 * server waits for. A layout read at or after halt_rev clears it. */
+	_Atomic int64_t halt_rev;
+	atomic_int poll_now, watch_stop;
+	pthread_t watcher;
+	bool watcher_started;
 	/* the drain of a pool (`openlake cluster leave`), on its own thread; under swap_mu */
 	pthread_t drainer;
 	bool drain_started;
@@ -99,6 +112,57 @@ etcd_wait_ms(const struct ol_config *cfg)
 	return (int)(s < 10 ? 10 : s > 60 ? 60 : s) * 1000;
 }
 
+static int64_t mono_ms(void);
+
+static bool
+in_layout(const struct ol_layout *l, unsigned node)
+{
+	for (unsigned p = 0; p < l->n_pools; p++)
+		for (size_t i = 0; i < (size_t)l->pools[p].n_sets * l->set_drives; i++)
+			if (l->pools[p].slots[i].node == node)
+				return true;
+	return false;
+}
+
+/* Every node of a cluster store runs its node plane on one transport: a node dials a peer at
+ * the address the peer registered, but a store keeps the addresses it opened its drives with,
+ * so a node that came back on the other transport would stay offline to the leader (seen:
+ * "Connection refused" for every call). 0, or -EPROTOTYPE (logged with the fix) when a member
+ * of the layout registered the other transport. Waits for the first read of the members. */
+static int
+same_plane_transport(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_layout *l,
+		     int wait_ms)
+{
+	struct ol_cluster_view v = {0};
+	int64_t end = mono_ms() + wait_ms;
+	while (ol_cluster_members(c, &v) == 0 && v.epoch == 0 && mono_ms() < end) {
+		ol_cluster_view_fini(&v);
+		struct timespec ts = {0, 100 * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	bool ucx = ol_config_plane_scheme(cfg)[0] != 0;
+	char other[256] = "";
+	size_t len = 0;
+	for (unsigned i = 0; i < v.n; i++) {
+		const struct ol_cluster_member *m = &v.members[i];
+		if (m->id == cfg->self_id || !m->rpc_addr[0] || !in_layout(l, m->id) ||
+		    (strncmp(m->rpc_addr, "ucx://", 6) == 0) == ucx || len + 16 >= sizeof(other))
+			continue;
+		len += (size_t)snprintf(other + len, sizeof(other) - len, "%s%u", len ? ", " : "",
+					m->id);
+	}
+	ol_cluster_view_fini(&v);
+	if (!other[0])
+		return 0;
+	ol_err("cluster: node(s) %s run their node plane on %s, this node on %s ([cluster] "
+	       "plane_transport): every node of a cluster must use the same transport (UCX also "
+	       "runs over TCP where a node has no RDMA NIC): set plane_transport the same on every "
+	       "node and restart them (a node stopped within the lease TTL still counts until "
+	       "its lease lapses)",
+	       other, ucx ? "TCP" : "UCX", ucx ? "UCX" : "TCP");
+	return -EPROTOTYPE;
+}
+
 int
 cstore_decide(const struct ol_config *cfg, struct ol_cluster *c, struct ol_layout *l)
 {
@@ -140,6 +204,11 @@ cstore_decide(const struct ol_config *cfg, struct ol_cluster *c, struct ol_layou
 		       sets, l->n_pools, MAX_SETS, MAX_POOLS);
 		ol_layout_fini(l);
 		return 0;
+	}
+	rc = same_plane_transport(cfg, c, l, ETCD_WAIT_MS);
+	if (rc) {
+		ol_layout_fini(l);
+		return rc;
 	}
 	ol_info("cluster: serving deployment %s as %u pool(s), %u erasure set(s) of %u drives "
 		"(parity %u) over %u nodes; the leader of set %u.0 serves them all, the other "
@@ -311,7 +380,6 @@ wait_change(struct cstore *cs, int ms)
  * this one after a swap of its store, starts the drain again from the start: the keys moved
  * already are not in the pool any more, so it rescans only what is left. Caller holds
  * swap_mu in all of these. */
-static int64_t mono_ms(void);
 static void drain_report(struct cstore *cs, bool now);
 
 static void *
@@ -457,6 +525,66 @@ drain_finish(struct cstore *cs)
 static int read_layout_now(struct cstore *cs, bool *warned, bool *removed);
 static void lost(struct cstore *cs);
 
+/* the serving key goes (this node serves nothing now); a failure is retried by the poller */
+static void
+release_serving(struct cstore *cs)
+{
+	int rc = ol_cluster_serve_release(cs->c);
+	if (rc)
+		ol_warn("cluster: the serving key could not be deleted (%s): retrying; the next "
+			"server waits for it (at most the lease TTL)",
+			strerror(rc < 0 && rc > -4096 ? -rc : EIO));
+}
+
+/* Before this node serves set pool.0 at epoch: take the serving key, once the previous
+ * server stopped serving and deleted it (or its lease lapsed: killed, frozen, cut off from
+ * etcd), and only while the layout is the one read (a move read meanwhile is decided again).
+ * Requests wait meanwhile (route). 0: serve; -errno: do not (the leadership went, the serving
+ * set moved, the daemon stops). Caller holds swap_mu. */
+static int
+take_serving(struct cstore *cs, unsigned pool, uint64_t epoch)
+{
+	int64_t t0 = mono_ms();
+	unsigned holder = 0;
+	bool said = false;
+	for (;;) {
+		int rc = ol_cluster_serve_acquire(cs->c, pool, SET_INDEX, epoch, cs->layout_rev,
+						  &holder);
+		if (!rc) {
+			if (said)
+				ol_info("cluster: node %u stopped serving after %lld ms: this node "
+					"serves now",
+					holder, (long long)(mono_ms() - t0));
+			return 0;
+		}
+		if (rc == -ENOENT || is_stopping(cs))
+			return -ENOENT;
+		if (rc == -ESTALE) {
+			bool warned = true, removed = false;
+			if (read_layout_now(cs, &warned, &removed) == 0) {
+				if (pool != atomic_load(&cs->serve_pool))
+					return -ESTALE;
+				if (epoch <= (uint64_t)cs->serve_rev) { /* moved away and back */
+					(void)ol_cluster_lead_renew(cs->c, pool, SET_INDEX, epoch);
+					return -ESTALE;
+				}
+				continue;
+			}
+		}
+		if (rc == -EBUSY && !said) {
+			ol_info(
+			    "cluster: waiting for node %u to stop serving before this node serves "
+			    "(it stops when it reads the layout; a node killed, frozen or cut off "
+			    "stops with its lease, within %u s)",
+			    holder, cs->cfg->cluster_lease_ttl_s);
+			said = true;
+		}
+		int64_t next = mono_ms() + SERVE_TRY_MS;
+		while (!is_stopping(cs) && mono_ms() < next)
+			wait_change(cs, (int)(next - mono_ms()) + 1);
+	}
+}
+
 /* This node leads set pool.0 at epoch: serve the store when that is the serving set. The
  * layout is read first (a node elected in the second the serving set moved must not serve the
  * set it is leaving). An epoch not above serve_rev was held before the serving set moved here:
@@ -490,6 +618,8 @@ gained(struct cstore *cs, unsigned pool, uint64_t epoch)
 		(void)ol_cluster_lead_renew(cs->c, pool, SET_INDEX, epoch);
 		return;
 	}
+	if (take_serving(cs, pool, epoch))
+		return;
 	while ((rc = open_set(cs, epoch, &st)) && ol_cluster_leads(cs->c, pool, SET_INDEX, epoch) &&
 	       !is_stopping(cs)) {
 		if (!tries++)
@@ -498,8 +628,10 @@ gained(struct cstore *cs, unsigned pool, uint64_t epoch)
 				pool, SET_INDEX, strerror(rc < 0 && rc > -4096 ? -rc : EIO));
 		wait_change(cs, OPEN_RETRY_MS); /* cstore_resign wakes it */
 	}
-	if (rc)
+	if (rc) {
+		release_serving(cs);
 		return;
+	}
 	ol_s3_set_store(cs->s3, st);
 	ol_admin_set_store(st);
 	pthread_mutex_lock(&cs->mu);
@@ -520,26 +652,62 @@ gained(struct cstore *cs, unsigned pool, uint64_t epoch)
 	drain_sync(cs);
 }
 
-/* new requests already go elsewhere (ol_cluster_leads is false): wait for the ones in flight,
- * then close. Caller holds swap_mu. */
+/* requests in flight, after new ones stopped: wait until they end or ms pass (true: none) */
+static bool
+wait_users(struct cstore *cs, int ms)
+{
+	int64_t end = mono_ms() + ms;
+	pthread_mutex_lock(&cs->mu);
+	while (cs->users && (ms < 0 || mono_ms() < end)) {
+		pthread_mutex_unlock(&cs->mu);
+		wait_change(cs, ms < 0 ? 1000 : (int)(end - mono_ms()) + 1);
+		pthread_mutex_lock(&cs->mu);
+	}
+	bool none = cs->users == 0;
+	pthread_cond_broadcast(&cs->cv);
+	pthread_mutex_unlock(&cs->mu);
+	return none;
+}
+
+/* Stop serving: new requests go elsewhere at once (st gone; ol_cluster_leads may be false
+ * already), the drain stops, the requests in flight end, the store closes, and the serving key
+ * is released so the next server starts. A request in flight longer than LOST_GRACE_MS (a
+ * slow upload) does not hold the next server back: the key is released then, and such a
+ * request's commit is refused by the drives the next server fences (503, retried); a read
+ * still in flight began before the next server served, so it may return what it read.
+ * Caller holds swap_mu. */
 static void
 lost(struct cstore *cs)
 {
-	drain_stop(cs);
 	pthread_mutex_lock(&cs->mu);
 	struct ol_store *st = cs->st;
 	unsigned pool = cs->st_pool;
+	unsigned long long epoch = (unsigned long long)cs->epoch;
 	cs->st = NULL;
-	while (cs->users)
-		pthread_cond_wait(&cs->cv, &cs->mu);
-	pthread_cond_broadcast(&cs->cv);
 	pthread_mutex_unlock(&cs->mu);
-	if (!st)
-		return;
-	ol_admin_set_store(NULL);
-	ol_s3_set_store(cs->s3, NULL);
-	ol_store_close(st);
-	ol_info("cluster: closed the store of set %u.%u", pool, SET_INDEX);
+	int64_t t0 = mono_ms();
+	drain_stop(cs);
+	bool early = !wait_users(cs, (int)(LOST_GRACE_MS - (mono_ms() - t0)));
+	if (early) {
+		ol_warn("cluster: requests still in flight on set %u.%u %d ms after it stopped "
+			"serving here: the next server starts now (their commits are fenced)",
+			pool, SET_INDEX, LOST_GRACE_MS);
+		release_serving(cs);
+		(void)wait_users(cs, -1);
+	}
+	if (st) {
+		ol_admin_set_store(NULL);
+		ol_s3_set_store(cs->s3, NULL);
+		ol_store_close(st);
+		ol_info("cluster: closed the store of set %u.%u", pool, SET_INDEX);
+	}
+	/* nothing of it runs now (requests, drain, heal): the next server may start */
+	if (!early)
+		release_serving(cs);
+	if (st)
+		ol_info("cluster: set %u.%u at epoch %llu is served no more here: the serving key "
+			"is released (%lld ms after new requests stopped)",
+			pool, SET_INDEX, epoch, (long long)(mono_ms() - t0));
 }
 
 /* The layout grew (caller holds swap_mu): open the new pools beside the store served, then
@@ -665,6 +833,7 @@ read_layout_now(struct cstore *cs, bool *warned, bool *removed)
 		return rc;
 	take_layout(cs, &nl, warned, removed);
 	ol_layout_fini(&nl);
+	cs->layout_rev = rev;
 	(void)ol_cluster_lead_follow(cs->c, &cs->layout);
 	unsigned want = ol_layout_serving_pool(&cs->layout), was = atomic_load(&cs->serve_pool);
 	if (want != was) {
@@ -675,6 +844,11 @@ read_layout_now(struct cstore *cs, bool *warned, bool *removed)
 		cs->serve_rev = rev;
 		atomic_store(&cs->serve_pool, want);
 	}
+	/* serve_pool is this read's now: serve_here compares it with the set served, so the
+	 * watch's halt is not needed any more (a layout the node did not take serves on) */
+	int64_t h = atomic_load(&cs->halt_rev);
+	if (h && rev >= h)
+		atomic_compare_exchange_strong(&cs->halt_rev, &h, 0);
 	return 0;
 }
 
@@ -703,21 +877,36 @@ static void *
 poll_main(void *arg)
 {
 	struct cstore *cs = arg;
-	bool warned = false;
+	bool warned = false, woken = false;
+	int64_t next_read = 0;
 	while (!is_stopping(cs)) {
 		int64_t next = mono_ms() + LAYOUT_POLL_MS;
-		while (!is_stopping(cs) && mono_ms() < next)
+		woken = false;
+		while (!is_stopping(cs) && mono_ms() < next &&
+		       !(woken = atomic_exchange(&cs->poll_now, 0)))
 			wait_change(cs, (int)(next - mono_ms()) + 1);
+		woken = woken || atomic_exchange(&cs->poll_now, 0);
 		bool removed = false;
 		if (is_stopping(cs))
 			continue;
 		pthread_mutex_lock(&cs->swap_mu);
-		if (read_layout_now(cs, &warned, &removed)) {
-			pthread_mutex_unlock(&cs->swap_mu);
-			continue;
+		/* the watch wakes this thread on every change; the read every LAYOUT_READ_MS is
+		 * for a change a broken watch stream missed */
+		if (woken || !cs->watcher_started || mono_ms() >= next_read) {
+			if (read_layout_now(cs, &warned, &removed)) {
+				next_read = 0;
+				pthread_mutex_unlock(&cs->swap_mu);
+				continue;
+			}
+			next_read = mono_ms() + LAYOUT_READ_MS;
 		}
 		if (!is_stopping(cs))
 			follow_serving(cs);
+		pthread_mutex_lock(&cs->mu);
+		bool serving = cs->st != NULL;
+		pthread_mutex_unlock(&cs->mu);
+		if (!serving)
+			(void)ol_cluster_serve_release(cs->c); /* one that failed before */
 		if (removed && !is_stopping(cs))
 			reopen(cs);
 		if (!is_stopping(cs))
@@ -729,6 +918,38 @@ poll_main(void *arg)
 			drain_finish(cs);
 		pthread_mutex_unlock(&cs->swap_mu);
 	}
+	return NULL;
+}
+
+/* the layout key changed: a change that moves the serving set away from the set this node
+ * serves halts its serving now; the poller is woken to act on any change */
+static int
+on_layout(void *arg, const char *v, size_t len, int64_t rev)
+{
+	struct cstore *cs = arg;
+	struct ol_layout l;
+	if (!v || ol_layout_from_json(v, len, &l))
+		return 0;
+	unsigned want = ol_layout_serving_pool(&l);
+	ol_layout_fini(&l);
+	pthread_mutex_lock(&cs->mu);
+	if (cs->st && cs->st_pool != want && rev > cs->layout_rev && !atomic_load(&cs->halt_rev)) {
+		atomic_store(&cs->halt_rev, rev);
+		ol_info("cluster: the layout (revision %lld) moves the serving set to %u.0: this "
+			"node admits no more requests",
+			(long long)rev, want);
+	}
+	atomic_store(&cs->poll_now, 1);
+	pthread_cond_broadcast(&cs->cv);
+	pthread_mutex_unlock(&cs->mu);
+	return 0;
+}
+
+static void *
+watch_main(void *arg)
+{
+	struct cstore *cs = arg;
+	(void)ol_cluster_watch(cs->c, "layout", on_layout, cs, &cs->watch_stop);
 	return NULL;
 }
 
@@ -814,6 +1035,13 @@ cstore_start(struct cstore *cs)
 	int rc = ol_cluster_lead_start(cs->c, &cs->layout, on_lead, cs);
 	if (rc)
 		return rc;
+	if (pthread_create(&cs->watcher, NULL, watch_main, cs) == 0) {
+		pthread_setname_np(cs->watcher, "ol-cstore-watch");
+		cs->watcher_started = true;
+	} else {
+		ol_warn("cluster: cannot start the layout watch: a move of the serving set is "
+			"seen at the next layout read (each second)");
+	}
 	if (pthread_create(&cs->poller, NULL, poll_main, cs) == 0) {
 		pthread_setname_np(cs->poller, "ol-cstore-lay");
 		cs->poller_started = true;
@@ -829,7 +1057,8 @@ static bool
 serve_here(struct cstore *cs, struct ol_http_req *r)
 {
 	pthread_mutex_lock(&cs->mu);
-	bool ok = cs->st && cs->st_pool == atomic_load(&cs->serve_pool) &&
+	bool ok = cs->st && !atomic_load(&cs->halt_rev) &&
+		  cs->st_pool == atomic_load(&cs->serve_pool) &&
 		  ol_cluster_leads(cs->c, cs->st_pool, SET_INDEX, cs->epoch);
 	if (ok)
 		cs->users++;
@@ -918,8 +1147,15 @@ route(struct cstore *cs, struct ol_http_req *r, bool here)
 			why =
 			    "The node this request was forwarded to does not serve the cluster now "
 			    "(the serving set is moving); retry shortly.";
-			/* a second for this node to take the serving set over, if it is about to */
-			if (is_stopping(cs) || mono_ms() >= end - cs->wait_ms + 1000)
+			/* while this node leads the serving set it is about to serve (it waits for
+			 * the previous server to stop): the request waits as for a leader; else a
+			 * second for this node to take the serving set over, if it is about to */
+			struct ol_cluster_leader_info me;
+			bool about = ol_cluster_leader(cs->c, atomic_load(&cs->serve_pool),
+						       SET_INDEX, &me) == 0 &&
+				     me.is_self;
+			if (is_stopping(cs) ||
+			    mono_ms() >= (about ? end : end - cs->wait_ms + 1000))
 				break;
 			wait_change(cs, 200);
 			continue;
@@ -989,6 +1225,11 @@ cstore_resign(struct cstore *cs)
 	cs->stopping = true;
 	pthread_cond_broadcast(&cs->cv);
 	pthread_mutex_unlock(&cs->mu);
+	atomic_store(&cs->watch_stop, 1);
+	if (cs->watcher_started) {
+		pthread_join(cs->watcher, NULL);
+		cs->watcher_started = false;
+	}
 	if (cs->poller_started) {
 		pthread_join(cs->poller, NULL);
 		cs->poller_started = false;

@@ -1,8 +1,9 @@
 /* cmd/openlaked/cluster_store.h - the daemon's cluster store mode (issue 10): the layout's
- * pools of erasure sets spanning the nodes, all served by the leader of set 0.0, every other
- * node forwarding to it. A pool appended to the layout (`openlake cluster join`) is taken
- * without a restart: a thread reads the layout key every second and the leader adds the new
- * pool to the store it serves.
+ * pools of erasure sets spanning the nodes, all served by the leader of the serving set (one
+ * node at a time: the serving key, docs/cluster.md), every other node forwarding to it. A
+ * pool appended to the layout (`openlake cluster join`) is taken without a restart: a thread
+ * watches the layout key (and reads it every 5 s) and the leader adds the new pool to the
+ * store it serves.
  *
  * Wiring only: leadership comes from cluster/ (ol_cluster_lead_start), the store over the node
  * planes from store/ (ol_store_open_sets, ol_store_pools), forwarding from http/

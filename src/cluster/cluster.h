@@ -11,13 +11,15 @@
  * threads log once and retry with backoff.
  *
  * Keys under the prefix: members/<id> (leased), layout (written once by `openlake cluster
- * init`), sets/<pool>.<set>/leader (leased by the leader's member lease; see below). */
+ * init`), sets/<pool>.<set>/leader (leased by the leader's member lease; see below), serving
+ * (leased: the node that serves S3 now; "the serving key" below). */
 #ifndef OL_CLUSTER_CLUSTER_H
 #define OL_CLUSTER_CLUSTER_H
 
 #include "base/config.h"
 #include "cluster/layout.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -88,7 +90,8 @@ int ol_cluster_put(struct ol_cluster *c, const char *name, const char *value);
  * <prefix>sets/<pool>.<set>/leader, attached to the node's member lease, value the leader's
  * record (node id, s3 and rpc addresses). The leader's *epoch* is that key's create_revision:
  * unique, and larger for every new leader. Nodes with a slot in the set campaign when the key
- * is absent; every node reads the keys (every 200 ms) so it knows where to forward.
+ * is absent; every node watches the keys (and reads them at least every second) so it knows
+ * where to forward.
  *
  * A node leads only while its lease surely lives on etcd's side: until the time it *sent* the
  * last answered keepalive plus the TTL, less a margin (a quarter of the TTL, at least 500 ms).
@@ -145,6 +148,39 @@ int ol_cluster_leader(struct ol_cluster *c, unsigned pool, unsigned set,
  * stopping (ol_cluster_lead_stop begun). No lock, no syscall but a clock read: the request
  * path calls it for every request. */
 bool ol_cluster_leads(struct ol_cluster *c, unsigned pool, unsigned set, uint64_t epoch);
+
+/* ---- the serving key ----
+ *
+ * One node at a time serves the cluster's S3: the leader of the serving set (docs/cluster.md,
+ * "Leaving pool 0: the serving set moves"). While it serves it holds <prefix>serving =
+ * {"node", "pool", "set", "epoch"}, under the lease of its leader key for that set. It takes
+ * the key with a transaction that succeeds only while the key is absent and the layout is
+ * still at the mod revision the node decided from, and deletes it once it stopped serving
+ * (new requests go elsewhere, those in flight ended); else etcd deletes it with the lease. So
+ * a node about to serve waits until the previous server stopped, or (killed, frozen, cut off)
+ * until its lease lapsed: at most the TTL. The lease bound of ol_cluster_leads() ends a frozen
+ * or cut-off server's serving before etcd can let the key go. */
+
+/* Take the serving key for (pool, set) led at epoch, the layout read at layout_rev. 0: this
+ * node holds it (also when it held it already). -EBUSY: another node (*holder, may be NULL)
+ * holds it: wait and try again. -ESTALE: the layout changed since layout_rev: read it and
+ * decide again. -ENOENT: this node does not lead (pool, set) at epoch now. -errno: etcd.
+ * Any thread. */
+int ol_cluster_serve_acquire(struct ol_cluster *c, unsigned pool, unsigned set, uint64_t epoch,
+			     int64_t layout_rev, unsigned *holder);
+
+/* Delete the serving key this node holds (if it still is the one it created): call once it
+ * serves nothing any more. 0 (also when it holds none), -errno: it is kept, call again. */
+int ol_cluster_serve_release(struct ol_cluster *c);
+
+/* A watch of <prefix><name>: fn gets the value now (NULL, 0, 0 when absent), then every
+ * change (a deletion as NULL, 0 and its revision), on the calling thread, each once, in
+ * order; a broken stream or a compacted revision reads the key again (fn may then see a
+ * value twice). Blocks until *stop (checked every 250 ms) or fn returns a positive value
+ * (returned; fn returns 0 to go on). Any thread, one call per thread. */
+typedef int (*ol_cluster_watch_fn)(void *arg, const char *value, size_t len, int64_t mod_rev);
+int ol_cluster_watch(struct ol_cluster *c, const char *name, ol_cluster_watch_fn fn, void *arg,
+		     const atomic_int *stop);
 
 /* Pure: what this node does about one set, from the leader key as read (or its absence) and
  * its own lease. */

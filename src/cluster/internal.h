@@ -21,6 +21,9 @@ struct ol_cluster_set {
 	struct ol_cluster_leader_info info; /* info.epoch == 0: no leader known */
 	/* the epoch this node leads at (0 = it does not): read lock-free by the request path */
 	_Atomic uint64_t my_epoch;
+	/* the lease the key of my_epoch is under: leading ends with it, also when the node
+	 * registered again under a new lease before this thread saw the key go */
+	_Atomic int64_t my_lease;
 	/* ol_cluster_lead_renew asked to give up the key held at this epoch and campaign again */
 	_Atomic uint64_t renew;
 };
@@ -58,9 +61,12 @@ struct ol_cluster {
 	struct ol_cluster_view view;
 
 	/* set leadership (leader.c), started by ol_cluster_lead_start */
-	pthread_t ldr;
-	bool ldr_started;
+	pthread_t ldr, ldr_watch;
+	bool ldr_started, ldr_watch_started;
 	atomic_int ldr_stop;
+	/* the leader keys changed (the watch of <prefix>sets/), or a renew / new pools ask for a
+	 * step: the leadership thread reads the keys now rather than at its next periodic read */
+	atomic_int ldr_dirty;
 	pthread_mutex_t ldr_mu;
 	pthread_cond_t ldr_cv;
 	struct ol_layout layout;      /* the pools followed (grown by ol_cluster_lead_follow) */
@@ -69,9 +75,24 @@ struct ol_cluster {
 	char *ldr_value;		   /* this node's leader record (JSON) */
 	ol_cluster_lead_fn lead_fn;
 	void *lead_arg;
+
+	/* the serving key (serve.c): <prefix>serving, and the create revision of the one this
+	 * node holds (0: none), under serve_mu */
+	char serve_key[OL_CFG_STR + 16];
+	char layout_key[OL_CFG_STR + 16];
+	pthread_mutex_t serve_mu;
+	int64_t serve_rev;
 };
 
 int64_t ol_cluster_now_ms(void);
+
+/* the serving key's names and lock (serve.c): made by ol_cluster_start, freed by
+ * ol_cluster_stop */
+void ol_cluster_serve_init(struct ol_cluster *c);
+void ol_cluster_serve_fini(struct ol_cluster *c);
+
+/* the set (pool, set) of the table followed now, NULL when not followed (leader.c) */
+struct ol_cluster_set *ol_cluster_find_set(struct ol_cluster *c, unsigned pool, unsigned set);
 
 /* Stop the leadership thread (each set this node led is given up first: the callback runs
  * with gained = false, the keys are deleted); no-op when it never started. */

@@ -452,6 +452,7 @@ ol_cluster_start(const struct ol_config *cfg, struct ol_cluster **out)
 	snprintf(c->free_prefix, sizeof(c->free_prefix), "%sfree/", cfg->cluster_prefix);
 	snprintf(c->free_key, sizeof(c->free_key), "%s%u", c->free_prefix, cfg->self_id);
 	c->value = member_json(cfg);
+	ol_cluster_serve_init(c);
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -496,6 +497,7 @@ ol_cluster_stop(struct ol_cluster *c)
 	ol_etcd_free(c->etcd);
 	free(c->value);
 	free(c->view.members);
+	ol_cluster_serve_fini(c);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
 	free(c);

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from conftest import OPENLAKE_CLI, OPENLAKED, free_port, wait_for
-from test_cluster_store import ETCD_CLI, body, etcd, others, start_cluster  # noqa: F401
+from test_cluster_store import ETCD_CLI, body, cluster, etcd, others, start_cluster  # noqa: F401
 from test_cluster_store import \
     test_sigstop_of_a_non_leader_during_concurrent_puts as sigstop_during_puts
 
@@ -108,3 +108,31 @@ plane_transport = "ucx"
     r = subprocess.run([str(OPENLAKED), "--config", str(cfg)], capture_output=True, text=True,
                        timeout=60, cwd=tmp_path)
     assert r.returncode != 0 and "built without UCX" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+
+def test_a_node_on_the_other_plane_transport_refuses_to_start(cluster):
+    """a node of a TCP-plane cluster restarted with plane_transport = "ucx" refuses to start,
+    naming the nodes on the other transport and the fix; back on TCP it rejoins"""
+    if not built_with_ucx():
+        pytest.skip("openlaked was built without UCX (libucx-dev)")
+    c = cluster
+    n = c.nodes[1]
+    assert n.stop()
+    tcp = n.config.read_text()
+    n.config.write_text(tcp + 'plane_transport = "ucx"\n')
+    env = dict(os.environ, UCX_TLS="tcp", UCX_NET_DEVICES="lo")
+    r = subprocess.run([str(OPENLAKED), "--config", str(n.config)], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert r.returncode != 0, r.stdout + r.stderr
+    out = r.stdout + r.stderr
+    assert "node(s) 0, 2, 3 run their node plane on TCP, this node on UCX" in out, out
+    assert "set plane_transport the same on every node" in out, out
+    n.config.write_text(tcp)
+    n.start()
+    wait_for(lambda: c.serving(1), 60, "S3 through node 1 back on TCP")
+    s3 = c.client(1, retries=6)
+    s3.create_bucket(Bucket="back")
+    s3.put_object(Bucket="back", Key="k", Body=b"tcp again")
+    assert c.client(3, retries=6).get_object(Bucket="back", Key="k")["Body"].read() == \
+        b"tcp again"
