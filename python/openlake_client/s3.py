@@ -518,6 +518,8 @@ def _snapshot(tensors):
         pin = t.device.type == "cuda"
         cuda |= pin
         dst = torch.empty(t.shape, dtype=t.dtype, device="cpu", pin_memory=pin)
+        if not pin:
+            _advise_huge(dst)  # faulted in 512x fewer times, and sent from as cheaply
         dst.copy_(t, non_blocking=pin)
         out.append((name, dst))
     if cuda:
