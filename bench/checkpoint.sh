@@ -6,7 +6,8 @@
 #   W writer processes each save their shard (SIZE bytes of tensors) with openlake_client.s3
 #   at once (durable: the daemon runs with fsync on), then W readers load them all back:
 #     save GB/s   vs fio writing the same bytes (W jobs, end_fsync) x k/(k+P)
-#     load GB/s   vs fio reading them (W jobs)
+#     load GB/s   vs fio reading them (W jobs): into fresh tensors, and in place into the
+#                 readers' own tensors (load(out=state_dict), as a resuming job does)
 #     save/load   vs boto3's TransferManager (W processes, same bytes, same daemon)
 #     save/load   vs `aws s3 cp` (W processes, files of SIZE bytes, same daemon)
 #   model load: one safetensors file into memory (load_safetensors) vs fio read of SIZE, 1 job
@@ -137,7 +138,8 @@ def work(r, bar, q):
         cfg = TransferConfig(multipart_threshold=8 << 20, multipart_chunksize=8 << 20,
                              max_concurrency=10)
         data = b"".join(bytes(t.numpy().data) for t in shard(r).values())
-    sd = shard(r) if mode == "ol-save" else None
+    # the job's own tensors: saved from, or (in place) loaded into, as a resuming job does
+    sd = shard(r) if mode in ("ol-save", "ol-inplace") else None
     bar.wait()
     t0 = time.time()
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -146,6 +148,9 @@ def work(r, bar, q):
     elif mode == "ol-load":
         out = s3.load("s3://ckpt/step/rank-%d/" % r, client=c)
         assert sum(t.numel() * 4 for t in out.values()) == size
+    elif mode == "ol-inplace":
+        out = s3.load("s3://ckpt/step/rank-%d/" % r, client=c, out=sd)
+        assert all(out[k] is sd[k] for k in sd)
     elif mode == "ol-model":
         idx = s3._read_index(c, "ckpt", "step/rank-%d/" % r)
         f = sorted(set(idx["weight_map"].values()))[0]
@@ -193,6 +198,7 @@ FIO_R1=$(fio_bw read 1)
 rm -rf "$TMP/fio"
 read -r OL_SAVE OL_SAVE_CPU <<<"$(drive ol-save)"
 read -r OL_LOAD OL_LOAD_CPU <<<"$(drive ol-load)"
+read -r OL_INPLACE OL_INPLACE_CPU <<<"$(drive ol-inplace)"
 read -r OL_MODEL _ <<<"$($PY "$TMP/drive.py" ol-model 1 "$SIZE_MIB")"
 read -r B3_SAVE B3_SAVE_CPU <<<"$(drive b3-save)"
 read -r B3_LOAD B3_LOAD_CPU <<<"$(drive b3-load)"
@@ -238,6 +244,7 @@ row "checkpoint save" "$OL_SAVE" "aws s3 cp, $W procs" "$AWS_UP"
 row "checkpoint load, $W readers" "$OL_LOAD" "fio read, $W jobs" "$FIO_R"
 row "checkpoint load" "$OL_LOAD" "boto3 TransferManager, $W procs" "$B3_LOAD"
 row "checkpoint load" "$OL_LOAD" "aws s3 cp, $W procs" "$AWS_DOWN"
+row "checkpoint load in place (out=state_dict)" "$OL_INPLACE" "fio read, $W jobs" "$FIO_R"
 row "model load, 1 file of ${SIZE_MIB} MiB" "$OL_MODEL" "fio read, 1 job" "$FIO_R1"
 row "openlake cp up, $W procs" "$OLCP_UP" "aws s3 cp up" "$AWS_UP"
 row "openlake cp down, $W procs" "$OLCP_DOWN" "aws s3 cp down" "$AWS_DOWN"
@@ -249,7 +256,9 @@ if [ "$MARKDOWN" = 1 ]; then
 	echo "|---|---|---|---|"
 	echo "| save | $OL_SAVE_CPU | $B3_SAVE_CPU | $(ratio "$B3_SAVE_CPU" "$OL_SAVE_CPU") |"
 	echo "| load | $OL_LOAD_CPU | $B3_LOAD_CPU | $(ratio "$B3_LOAD_CPU" "$OL_LOAD_CPU") |"
+	echo "| load in place | $OL_INPLACE_CPU | $B3_LOAD_CPU | $(ratio "$B3_LOAD_CPU" "$OL_INPLACE_CPU") |"
 else
 	printf 'client CPU s/GB save: ours %s, boto3 %s (boto3/ours %s)\n' "$OL_SAVE_CPU" "$B3_SAVE_CPU" "$(ratio "$B3_SAVE_CPU" "$OL_SAVE_CPU")"
 	printf 'client CPU s/GB load: ours %s, boto3 %s (boto3/ours %s)\n' "$OL_LOAD_CPU" "$B3_LOAD_CPU" "$(ratio "$B3_LOAD_CPU" "$OL_LOAD_CPU")"
+	printf 'client CPU s/GB load in place: ours %s\n' "$OL_INPLACE_CPU"
 fi

@@ -732,14 +732,22 @@ struct get_ctx {
 	const struct ol_iov *iov;
 	size_t n;
 	uint64_t off, len, psize;
+	uint64_t first; /* bytes of range 0: up to the object's next multiple of psize */
 	int whole;
 };
 
+/* Range i of a parallel GET. Ranges end on multiples of psize in the object, not in the
+ * caller's window, so a read from an offset (a safetensors file's data after its header)
+ * asks for the same aligned ranges a multipart PUT wrote as parts: servers that store
+ * parts, or stripes within parts, then read each stripe for one request only. */
 static int
 get_range(struct job *j, size_t i)
 {
 	struct get_ctx *g = j->ctx;
-	uint64_t o = (uint64_t)i * g->psize, l = g->len - o < g->psize ? g->len - o : g->psize;
+	uint64_t o = i ? g->first + (uint64_t)(i - 1) * g->psize : 0;
+	uint64_t l = i ? g->psize : g->first;
+	if (l > g->len - o)
+		l = g->len - o;
 	char range[64];
 	snprintf(range, sizeof(range), "bytes=%llu-%llu", (unsigned long long)(g->off + o),
 		 (unsigned long long)(g->off + o + l - 1));
@@ -863,7 +871,11 @@ ol_s3_get(struct ol_s3 *s, const char *bucket, const char *key, uint64_t off,
 				(unsigned long long)(off + g.len));
 		rc = -ERANGE;
 	}
-	j.n_items = (size_t)((g.len + g.psize - 1) / g.psize);
+	if (!rc)
+		g.psize = ol_s3_part_size(s, h.clen); /* the parts our PUT of it would make */
+	g.first = g.psize - off % g.psize;
+	j.n_items =
+	    1 + (size_t)((g.len - (g.len < g.first ? g.len : g.first) + g.psize - 1) / g.psize);
 	rc = rc ? rc : job_run(&j);
 	if (!rc && !off && h.clen == g.len)
 		rc = check_crc(&g, &h);

@@ -112,7 +112,9 @@ enum ol_s3_get_flags {
 };
 
 /* Read bytes [off, off + sum(iov.len)) of bucket/key into iov[0..n) with parallel ranged GETs
- * (one Range GET when they fit in one part). When the read covers the whole object and the
+ * (one Range GET when they fit in one part; else ranges that end on multiples of the part
+ * size ol_s3_part_size gives for the object's size, so reads from an offset ask for the parts
+ * a PUT of it wrote). When the read covers the whole object and the
  * server keeps a full-object CRC32C for it (a single PUT with a checksum), the data is checked
  * against it (OL_S3_ECHECKSUM). -ERANGE when the object is shorter than the range. */
 int ol_s3_get(struct ol_s3 *s, const char *bucket, const char *key, uint64_t off,

@@ -518,6 +518,8 @@ def _snapshot(tensors):
         pin = t.device.type == "cuda"
         cuda |= pin
         dst = torch.empty(t.shape, dtype=t.dtype, device="cpu", pin_memory=pin)
+        if not pin:
+            _advise_huge(dst)  # faulted in 512x fewer times, and sent from as cheaply
         dst.copy_(t, non_blocking=pin)
         out.append((name, dst))
     if cuda:
@@ -621,11 +623,27 @@ def _parse_header(raw, size, uri):
     return out, 8 + n
 
 
-def load_safetensors(uri, device="cpu", client=None, pin_memory=None):
+def _into(name, dt, shape, out, uri):
+    """out[name] when it can take the tensor's bytes in place (same dtype and shape), else
+    None (not in out) or ValueError (there, but another dtype or shape)."""
+    t = out.get(name) if out is not None else None
+    if t is None:
+        return None
+    if t.dtype != dt or list(t.shape) != list(shape):
+        raise ValueError("%s: tensor %r is %s %s in the file, %s %s in out" %
+                         (uri, name, dt, list(shape), t.dtype, list(t.shape)))
+    return t
+
+
+def load_safetensors(uri, device="cpu", client=None, pin_memory=None, out=None):
     """Read one safetensors file into a dict name -> tensor, in one pass of parallel ranged
     GETs straight into the tensors' memory (no temporary file, no intermediate buffer; large
     tensors are advised transparent huge pages first, so filling them costs few page faults).
-    device != "cpu": tensors are read into (pinned) host memory, then moved."""
+    device != "cpu": tensors are read into (pinned) host memory, then moved.
+    out: a dict name -> tensor (a model's state_dict()) whose tensors of the same names are
+    filled in place, as torch.distributed.checkpoint loads: no new memory for them (contiguous
+    CPU tensors take the GETs directly; others are filled with copy_). Their dtype and shape
+    must match the file's; the returned dict holds them."""
     import torch
 
     client = client or default_client()
@@ -639,48 +657,59 @@ def load_safetensors(uri, device="cpu", client=None, pin_memory=None):
     table, data_off = _parse_header(raw, size, uri)
     dev = torch.device(device)
     pin = (dev.type == "cuda") if pin_memory is None else pin_memory
-    tensors = {}
-    bufs = []
+    tensors, bufs, later = {}, [], []
     for name, dt, shape, b, en in table:
-        t = torch.empty(shape, dtype=dt, device="cpu", pin_memory=pin)
-        tensors[name] = t
+        dst = _into(name, dt, shape, out, uri)
+        if dst is not None and dst.device.type == "cpu" and dst.is_contiguous():
+            t = dst  # the GETs land in it
+        else:
+            t = torch.empty(shape, dtype=dt, device="cpu", pin_memory=pin)
+            if not pin and en > b:
+                _advise_huge(t)
+            if dst is not None:
+                later.append((dst, t))  # read beside it, then copied in
+        tensors[name] = t if dst is None else dst
         if en > b:
             bufs.append(t)
-            if not pin:
-                _advise_huge(t)
     if bufs:
         client.get_into(bucket, key, bufs, offset=data_off)
+    for dst, t in later:
+        dst.copy_(t)
     if dev.type != "cpu":
-        tensors = {k: v.to(dev, non_blocking=pin) for k, v in tensors.items()}
+        mine = {id(v) for v in (out or {}).values()}
+        tensors = {k: v if id(v) in mine else v.to(dev, non_blocking=pin)
+                   for k, v in tensors.items()}
     return tensors
 
 
-def load(uri, device="cpu", client=None):
+def load(uri, device="cpu", client=None, out=None):
     """The checkpoint under the prefix uri (as written by save: the index names its files),
     a prefix holding a single model.safetensors, or one *.safetensors object. Raises
-    FileNotFoundError when no complete checkpoint is there."""
+    FileNotFoundError when no complete checkpoint is there. out: a dict name -> tensor (the
+    job's model.state_dict()) filled in place, as load_safetensors says: resuming a job this
+    way takes no new memory for its tensors."""
     client = client or default_client()
     if uri.endswith(".safetensors"):
-        return load_safetensors(uri, device, client)
+        return load_safetensors(uri, device, client, out=out)
     bucket, prefix = _prefix(uri)
     index = _read_index(client, bucket, prefix)
     if index is None:
         if client.exists(bucket, prefix + "model.safetensors"):
             return load_safetensors("s3://%s/%smodel.safetensors" % (bucket, prefix), device,
-                                    client)
+                                    client, out=out)
         raise FileNotFoundError("no complete checkpoint at %s: %s is missing (a save that "
                                 "did not finish, or a wrong prefix)" % (uri, INDEX_NAME))
     files = sorted(set(index.get("weight_map", {}).values()))
-    out = {}
+    got = {}
     with ThreadPoolExecutor(max_workers=max(1, min(4, len(files)))) as ex:
         for part in ex.map(lambda f: load_safetensors("s3://%s/%s%s" % (bucket, prefix, f),
-                                                      device, client), files):
-            out.update(part)
-    missing = set(index.get("weight_map", {})) - set(out)
+                                                      device, client, out=out), files):
+            got.update(part)
+    missing = set(index.get("weight_map", {})) - set(got)
     if missing:
         raise ValueError("%s: tensors named in the index are missing from its files: %s" %
                          (uri, sorted(missing)[:5]))
-    return {k: out[k] for k in index["weight_map"]}
+    return {k: got[k] for k in index["weight_map"]}
 
 
 # ---- datasets ---------------------------------------------------------------------------

@@ -745,6 +745,16 @@ send_range_error(struct s3_req *r, uint64_t size)
 	ol_buf_free(&b);
 }
 
+/* The next read of a GET body: at most S3_GET_BUF, ending on a shard block boundary when
+ * one is in reach (the store then reads whole blocks straight into buf). SSE objects read
+ * through their cipher blocks: as many bytes as fit. */
+static size_t
+get_step(const struct s3_sse_rd *g, uint64_t off, uint64_t len)
+{
+	size_t max = len < S3_GET_BUF ? (size_t)len : S3_GET_BUF;
+	return g->e ? max : ol_store_get_step(g->g, off, max);
+}
+
 static int
 stream_body(struct s3_req *r, struct s3_sse_rd *g, uint64_t off, uint64_t len, uint8_t *buf,
 	    size_t first)
@@ -753,7 +763,7 @@ stream_body(struct s3_req *r, struct s3_sse_rd *g, uint64_t off, uint64_t len, u
 	off += first;
 	len -= first;
 	while (rc == 0 && len > 0) {
-		size_t want = len < S3_GET_BUF ? (size_t)len : S3_GET_BUF;
+		size_t want = get_step(g, off, len);
 		ssize_t n = s3_sse_read(g, off, buf, want);
 		if (n <= 0) {
 			ol_err("s3 %s: read of %s at %llu failed (%zd): closing", r->reqid,
@@ -776,7 +786,7 @@ get_send(struct s3_req *r, struct s3_sse_rd *g, const struct ol_obj_info *in, st
 	uint8_t *buf = NULL;
 	size_t first = 0;
 	if (!head && len > 0) {
-		size_t bl = len < S3_GET_BUF ? (size_t)len : S3_GET_BUF;
+		size_t bl = get_step(g, off, len);
 		buf = ol_store_buf_get(S3_GET_BUF);
 		ssize_t n = s3_sse_read(g, off, buf, bl);
 		if (n <= 0) {

@@ -495,6 +495,26 @@ find_part(const struct ol_get *g, uint64_t off)
 	return lo;
 }
 
+size_t
+ol_store_get_step(const struct ol_get *g, uint64_t offset, size_t max)
+{
+	uint64_t sd = (uint64_t)g->st->k * g->rec.bs, pos, psize, dl, bl, in, end;
+	uint32_t pi;
+
+	if (g->body || !max || offset >= g->rec.size || !g->rec.n_parts)
+		return max;
+	pi = find_part(g, offset);
+	pos = offset - g->start[pi];
+	psize = g->start[pi + 1] - g->start[pi];
+	dl = psize - pos / sd * sd < sd ? psize - pos / sd * sd : sd; /* data in this stripe */
+	bl = (dl + g->st->k - 1) / g->st->k;
+	in = pos % sd;
+	end = (in + max) / bl * bl; /* the last block boundary within reach */
+	if (end > dl)
+		end = dl;
+	return end > in ? (size_t)(end - in) : max;
+}
+
 ssize_t
 ol_store_get_read(struct ol_get *g, uint64_t offset, void *buf, size_t len)
 {

@@ -242,6 +242,12 @@ int ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, 
  * or -EIO when the bytes cannot be rebuilt (more than P shards lost or corrupt): never wrong
  * bytes. Missing, short or corrupt shard blocks are rebuilt from parity on the fly. */
 ssize_t ol_store_get_read(struct ol_get *g, uint64_t offset, void *buf, size_t len);
+/* How many bytes (1..max) a streaming reader should ask get_read for at offset: up to the
+ * last shard block boundary within max (to the first one when max does not reach further),
+ * so reads that start on a boundary go from the shard files straight into the caller's
+ * buffer (no stripe buffers, no copy, no block read twice). max when no boundary is within
+ * it, for inline objects, or at/after EOF. Same thread rules as get_read. */
+size_t ol_store_get_step(const struct ol_get *g, uint64_t offset, size_t max);
 void ol_store_get_close(struct ol_get *g);
 /* The part sizes of the open object, in part order (S3 ?partNumber, GetObjectAttributes): a
  * multipart object's info->n_parts of them, else one (the whole size). Copies up to cap into

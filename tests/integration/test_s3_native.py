@@ -187,6 +187,7 @@ class Hostile(http.server.ThreadingHTTPServer):
         self.fail_parts = False  # answer every UploadPart with 503
         self.stall = 0  # the next `stall` requests get no answer until the client gives up
         self.aborted = []
+        self.ranges = []  # the Range of every ranged GET answered
 
     def url(self):
         return "http://127.0.0.1:%d" % self.server_address[1]
@@ -291,6 +292,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         rng = self.headers.get("Range")
         if rng:
             a, b = (int(x) for x in rng[6:].split("-"))
+            with self.server.lock:
+                self.server.ranges.append((a, b))
             b = min(b, len(data) - 1)
             return self._send(206, data[a:b + 1], [("Content-Range",
                                                     "bytes %d-%d/%d" % (a, b, len(data)))])
@@ -344,6 +347,27 @@ def test_retries_through_drops_and_503(hostile):
     srv.fail = srv.requests + 3
     assert c.get("bkt", "big") == data  # HEAD and ranges retried
     assert srv.failed == 13 and srv.crc_checked >= 4
+
+
+def test_ranges_from_an_offset_end_on_part_boundaries(hostile):
+    """A GET from an offset (a safetensors file's data after its header) asks for the ranges
+    a multipart PUT of the object wrote as parts: the first up to the next part boundary,
+    then whole parts, so a server storing parts (or stripes within them) reads each once."""
+    srv = hostile(fail=0)
+    c = s3.Client(endpoint=srv.url(), access_key="a", secret_key="b", conns=4)
+    data = os.urandom(37 * MiB + 5)
+    c.put("bkt", "big", data)
+    ps = c.part_size(len(data))
+    assert ps == 8 * MiB
+    buf = bytearray(len(data) - 12345)
+    c.get_into("bkt", "big", buf, offset=12345)
+    assert buf == data[12345:]
+    assert sorted(srv.ranges) == [(12345, ps - 1)] + [
+        (a, min(a + ps, len(data)) - 1) for a in range(ps, len(data), ps)]
+    srv.ranges.clear()  # from 0: whole parts, as before
+    assert c.get("bkt", "big") == data
+    assert sorted(srv.ranges) == [(a, min(a + ps, len(data)) - 1)
+                                  for a in range(0, len(data), ps)]
 
 
 def test_a_silent_server_times_out_and_is_retried(hostile):

@@ -76,6 +76,35 @@ def test_state_dict_saved_and_loaded_bit_exact(c, s3_client):
     assert torch.equal(raw(m2.big(x)), raw(m.big(x)))
 
 
+def test_loaded_in_place_into_the_jobs_tensors(c):
+    """Resuming a job: load(out=model.state_dict()) fills the model's own tensors (no new
+    memory for them, as torch.distributed.checkpoint loads), bit-exact; a tensor that is not
+    contiguous takes its bytes through a copy; a shape that differs is an error naming it."""
+    torch.manual_seed(3)
+    m = Net()
+    sd = m.state_dict()
+    uri = "s3://%s/run1/inplace/" % BUCKET
+    s3.save(sd, uri, client=c, max_shard_bytes=4 << 20)
+    torch.manual_seed(4)
+    job = Net()  # another init: every tensor differs
+    mine = job.state_dict()
+    strided = torch.empty(1536, 10, dtype=torch.bfloat16).t()  # head.weight, not contiguous
+    mine["head.weight"] = strided
+    ptrs = {k: v.data_ptr() for k, v in mine.items()}
+    got = s3.load(uri, client=c, out=mine)
+    assert_bit_exact(got, sd)
+    assert all(got[k] is mine[k] and got[k].data_ptr() == ptrs[k] for k in mine)
+    assert torch.equal(raw(job.big.weight), raw(sd["big.weight"]))  # the module's own
+    assert torch.equal(strided, sd["head.weight"])
+    # tensors absent from out come back fresh
+    part = {"big.weight": torch.empty(1536, 2048)}
+    got = s3.load(uri, client=c, out=part)
+    assert got["big.weight"] is part["big.weight"] and len(got) == len(sd)
+    assert_bit_exact(got, sd)
+    with pytest.raises(ValueError, match="big.weight"):
+        s3.load(uri, client=c, out={"big.weight": torch.empty(1536, 2047)})
+
+
 def independent_read(body):
     """A reader written from the safetensors format description: u64 little-endian header
     size N, N bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]}, __metadata__},

@@ -126,6 +126,42 @@ get_eq(struct ol_store *st, const char *b, const char *k, const uint8_t *d, size
 	return rc ? rc : same;
 }
 
+/* Stream [off, n) of key in ol_store_get_step steps of at most max: the bytes equal d, and
+ * after the first step every step starts on a shard block boundary, which for this layout
+ * (k = 3, 1 MiB blocks, parts restart their stripes) is checked with block_at(). 1 if so. */
+static int
+stream_steps(struct ol_store *st, const char *k, const uint8_t *d, size_t n, size_t off, size_t max,
+	     const size_t *part, int nparts)
+{
+	struct ol_get *g;
+	struct ol_obj_info info;
+	uint8_t *buf = malloc(max);
+	int good = ol_store_get_open(st, "b", k, strlen(k), &g, &info) == 0;
+
+	for (int first = 1; good && off < n; first = 0) {
+		size_t want = ol_store_get_step(g, off, max), po = off, dl;
+		int pi = 0;
+
+		while (pi + 1 < nparts && po >= part[pi]) /* position in its part and stripe */
+			po -= part[pi++];
+		dl = part[pi] - po / (3 << 20) * (3 << 20);
+		dl = dl < (3u << 20) ? dl : 3u << 20;
+		/* a step may stop short of max only on a block boundary */
+		good = want >= 1 && want <= max &&
+		       (want == max || want == n - off ||
+			((po % (3 << 20)) + want) % ((dl + 2) / 3) == 0 ||
+			(po % (3 << 20)) + want == dl);
+		good = good && (first || (po % (3 << 20)) % ((dl + 2) / 3) == 0);
+		good = good && ol_store_get_read(g, off, buf, want) == (ssize_t)want &&
+		       !memcmp(buf, d + off, want);
+		off += want;
+	}
+	if (good)
+		ol_store_get_close(g);
+	free(buf);
+	return good;
+}
+
 static void
 test_roundtrip(struct ol_store *st)
 {
@@ -165,6 +201,20 @@ test_roundtrip(struct ol_store *st)
 				bad++;
 		}
 		ok(bad == 0, "200 range reads at random offsets exact (%d bad)", bad);
+		fill(d, 20 << 20, 8);
+		{
+			size_t whole[1] = {20 << 20};
+
+			ok(stream_steps(st, "obj-20971520", d, 20 << 20, 0, 1 << 20, whole, 1) &&
+			       stream_steps(st, "obj-20971520", d, 20 << 20, 5, 1 << 20, whole,
+					    1) &&
+			       stream_steps(st, "obj-20971520", d, 20 << 20, (18 << 20) + 9,
+					    1 << 20, whole, 1) &&
+			       stream_steps(st, "obj-20971520", d, 20 << 20, 77, 3 << 20, whole, 1),
+			   "get_step: streams exact bytes, every step after the first from a "
+			   "block boundary");
+		}
+		fill(d, sz, 7);
 		/* info.meta lives as long as the handle */
 		ok(!strcmp(info.etag, "\"etag\"") && info.meta_len == 4 &&
 		       !memcmp(info.meta, "meta", 4) && info.n_parts == 0,
@@ -366,6 +416,14 @@ test_multipart(struct ol_store *st)
 		ol_store_get_open(st, "b", "mp", 2, &g, &info);
 		ok(ol_store_get_read(g, s1 - 10, buf, 64) == 64 && !memcmp(buf, d + s1 - 10, 64),
 		   "range across a part boundary");
+		{
+			size_t part[3] = {s1, s2, s3};
+
+			ok(stream_steps(st, "mp", d, tot, 0, 1 << 20, part, 3) &&
+			       stream_steps(st, "mp", d, tot, s1 - 10, 1 << 20, part, 3) &&
+			       stream_steps(st, "mp", d, tot, 12345, 1 << 20, part, 3),
+			   "get_step over parts: exact bytes, steps on block boundaries");
+		}
 		ok(info.meta_len == 6 && !memcmp(info.meta, "mpmeta", 6) &&
 		       !strcmp(info.etag, "final-3"),
 		   "meta from create, final etag");
