@@ -278,10 +278,25 @@ class PCluster:
             n == NODES and f"({n} online)" in self.nodes[lid].log())
 
     def heal(self, lid):
-        """`openlake heal` on the leader (the admin plane acts on the leader's store)"""
-        r = subprocess.run([str(OPENLAKE_CLI), "heal", "--config", str(self.nodes[lid].config),
-                            "--json"], capture_output=True, text=True, timeout=300)
-        return r
+        """`openlake heal` on the leader (the admin plane acts on the leader's store). A heal
+        that the leader cancelled because it closed its store meanwhile (it stepped down for
+        a moment: etcd was slow to answer right after a partition, and a leader that cannot
+        tell whether its lease lives stops serving; its log says "stopping the running heal")
+        is run again, within a time bound; any other outcome is returned as it is."""
+        end = time.monotonic() + 240
+        while True:
+            stops = self.nodes[lid].log().count("admin: stopping the running heal")
+            r = subprocess.run([str(OPENLAKE_CLI), "heal", "--config",
+                                str(self.nodes[lid].config), "--json"], capture_output=True,
+                               text=True, timeout=300)
+            try:
+                cancelled = json.loads(r.stdout)["state"] == "cancelled"
+            except (ValueError, KeyError):
+                cancelled = False
+            swapped = self.nodes[lid].log().count("admin: stopping the running heal") > stops
+            if not (r.returncode != 0 and cancelled and swapped) or time.monotonic() > end:
+                return r
+            wait_for(lambda: self.serving(lid), 90, "the leader serving again after its blip")
 
     def stop(self):
         for n in self.nodes:
