@@ -134,7 +134,9 @@ work_of(void *d_work, uint64_t nb)
 {
 	uint8_t *p = d_work;
 	struct work w = {.slots = p};
-	p += (nb ? nb : 1) * SLOT;
+	/* SLOT is not a multiple of 8: the tables start on the next 16-byte boundary (a
+	 * misaligned 64-bit load faults on the GPU), within ol_exans_gpu_work_bytes' 16 spare */
+	p += ((nb ? nb : 1) * SLOT + 15) & ~(uint64_t)15;
 	w.off = (uint64_t *)p;
 	p += nb * 8;
 	w.lens = (uint32_t *)p;
@@ -147,7 +149,7 @@ uint64_t
 ol_exans_gpu_work_bytes(uint64_t n)
 {
 	uint64_t nb = nblocks(n);
-	return (nb ? nb : 1) * SLOT + nb * 16 + 16;
+	return (nb ? nb : 1) * SLOT + nb * 16 + 16; /* + 16: the tables' alignment */
 }
 
 uint64_t
