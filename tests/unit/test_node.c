@@ -239,6 +239,7 @@ static void test_write_deadline(const char *addr, struct ol_node_server *s);
 static void test_replay(const char *addr, struct ol_node_server *s);
 static void test_old_version(const char *addr, struct ol_node_server *s);
 static void test_payload_iovs(const char *addr);
+static void test_encrypt_server(const char *addr, struct ol_node_server *s);
 
 static void
 test_server(const char *tmp)
@@ -312,6 +313,7 @@ test_server(const char *tmp)
 	test_replay(addr, s);
 	test_old_version(addr, s);
 	test_payload_iovs(addr);
+	test_encrypt_server(addr, s);
 
 	/* a connection that never says HELLO is closed by the server's timer */
 	int fd = ol_io_connect(addr, 5000);
@@ -881,26 +883,9 @@ relayed_round_trip(const char *addr, bool enc, int *good)
 }
 
 static void
-test_encrypt_server(const char *tmp)
+test_encrypt_server(const char *addr, struct ol_node_server *s)
 {
-	char d0[256], addr[64];
-	snprintf(d0, sizeof(d0), "%s/enc", tmp);
-	const char *drives[] = {d0};
-	snprintf(addr, sizeof(addr), "127.0.0.1:%u", free_port());
-	struct ol_node_server_opts o = {.addr = addr,
-					.secret = SECRET,
-					.self_id = 9,
-					.threads = 2,
-					.window = 1u << 20,
-					.max_payload = 256u << 10,
-					.n_drives = 1,
-					.drives = drives,
-					.hello_timeout_ms = 2000};
-	struct ol_node_server *s;
-	int rc = ol_node_server_start(&o, &s);
-	ok(rc == 0, "server for the encryption tests (%d)", rc);
-	if (rc)
-		return;
+	int rc;
 	int good;
 	bool seen = relayed_round_trip(addr, false, &good);
 	ok(good && seen, "plain: the shard round trip works and its bytes are on the wire");
@@ -943,7 +928,6 @@ test_encrypt_server(const char *tmp)
 	   "counted as a protocol error, not as an authentication failure");
 	raw_close(&r);
 	ol_node_encrypt(false);
-	ol_node_server_stop(s);
 }
 
 /* main set OPENLAKE_FAULTS=1 and OPENLAKE_FAULT_FILE=rules before any client call */
@@ -1002,7 +986,6 @@ main(void)
 	test_credit();
 	test_server(tmp);
 	test_encrypt_frames();
-	test_encrypt_server(tmp);
 	test_fault_hook(rules);
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
