@@ -49,25 +49,38 @@ seal(struct ol_node_mac *m, uint8_t *f, size_t len)
 	return ol_node_mac_seal(m, f, &iov, 1, f + OL_NODE_HDR + len);
 }
 
-/* The tag as docs/node-protocol.md defines it, from scratch: the direction's key by HMAC, a
- * fresh ChaCha20-Poly1305 context, the nonce, payload || header in one piece. */
-static int
-ref_tag(const uint8_t *skey, uint32_t dir, const uint8_t *f, size_t len, uint8_t *tag)
+/* A fresh ChaCha20-Poly1305 context keyed as docs/node-protocol.md says, from scratch: the
+ * direction's key by HMAC of the session key, the nonce of frame f's seq. NULL on failure. */
+static EVP_CIPHER_CTX *
+ref_ctx(const uint8_t *skey, uint32_t dir, const uint8_t *f)
 {
-	uint8_t msg[64], dk[32], iv[12], *aad = malloc(len + OL_NODE_HDR);
+	uint8_t msg[64], dk[32], iv[12];
 	size_t ln = strlen("openlake-node-v2 frame mac");
 	unsigned dl = 0;
-	int outl, rc = -1;
 	memcpy(msg, "openlake-node-v2 frame mac", ln);
 	for (int i = 0; i < 4; i++)
 		msg[ln + i] = iv[i] = (uint8_t)(dir >> (8 * i));
 	memcpy(iv + 4, f + 16, 8); /* seq, little-endian */
 	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-	if (aad && c && HMAC(EVP_sha256(), skey, 32, msg, ln + 4, dk, &dl) && dl == 32 &&
-	    EVP_EncryptInit_ex(c, EVP_chacha20_poly1305(), NULL, dk, iv) &&
+	if (c && HMAC(EVP_sha256(), skey, 32, msg, ln + 4, dk, &dl) && dl == 32 &&
+	    EVP_EncryptInit_ex(c, EVP_chacha20_poly1305(), NULL, dk, iv))
+		return c;
+	EVP_CIPHER_CTX_free(c);
+	return NULL;
+}
+
+/* The tag as docs/node-protocol.md defines it, from scratch: the direction's key by HMAC, a
+ * fresh ChaCha20-Poly1305 context, the nonce, payload || header in one piece. */
+static int
+ref_tag(const uint8_t *skey, uint32_t dir, const uint8_t *f, size_t len, uint8_t *tag)
+{
+	uint8_t fin[16], *aad = malloc(len + OL_NODE_HDR);
+	int outl, rc = -1;
+	EVP_CIPHER_CTX *c = ref_ctx(skey, dir, f);
+	if (aad && c &&
 	    (memcpy(aad, f + OL_NODE_HDR, len), memcpy(aad + len, f, OL_NODE_HDR),
 	     EVP_EncryptUpdate(c, NULL, &outl, aad, (int)(len + OL_NODE_HDR))) &&
-	    EVP_EncryptFinal_ex(c, msg, &outl) &&
+	    EVP_EncryptFinal_ex(c, fin, &outl) &&
 	    EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_GET_TAG, 16, tag))
 		rc = 0;
 	EVP_CIPHER_CTX_free(c);
@@ -719,20 +732,12 @@ put_file(const char *path, const char *text)
 static int
 ref_enc(const uint8_t *skey, uint32_t dir, const uint8_t *f, size_t len, uint8_t *ct, uint8_t *tag)
 {
-	uint8_t msg[64], dk[32], iv[12];
-	size_t ln = strlen("openlake-node-v2 frame mac");
-	unsigned dl = 0;
+	uint8_t fin[16];
 	int outl, rc = -1;
-	memcpy(msg, "openlake-node-v2 frame mac", ln);
-	for (int i = 0; i < 4; i++)
-		msg[ln + i] = iv[i] = (uint8_t)(dir >> (8 * i));
-	memcpy(iv + 4, f + 16, 8);
-	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-	if (c && HMAC(EVP_sha256(), skey, 32, msg, ln + 4, dk, &dl) && dl == 32 &&
-	    EVP_EncryptInit_ex(c, EVP_chacha20_poly1305(), NULL, dk, iv) &&
-	    EVP_EncryptUpdate(c, NULL, &outl, f, OL_NODE_HDR) &&
+	EVP_CIPHER_CTX *c = ref_ctx(skey, dir, f);
+	if (c && EVP_EncryptUpdate(c, NULL, &outl, f, OL_NODE_HDR) &&
 	    (len == 0 || EVP_EncryptUpdate(c, ct, &outl, f + OL_NODE_HDR, (int)len)) &&
-	    EVP_EncryptFinal_ex(c, msg, &outl) &&
+	    EVP_EncryptFinal_ex(c, fin, &outl) &&
 	    EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_AEAD_GET_TAG, 16, tag))
 		rc = 0;
 	EVP_CIPHER_CTX_free(c);
