@@ -114,16 +114,6 @@ etcd_wait_ms(const struct ol_config *cfg)
 
 static int64_t mono_ms(void);
 
-static bool
-in_layout(const struct ol_layout *l, unsigned node)
-{
-	for (unsigned p = 0; p < l->n_pools; p++)
-		for (size_t i = 0; i < (size_t)l->pools[p].n_sets * l->set_drives; i++)
-			if (l->pools[p].slots[i].node == node)
-				return true;
-	return false;
-}
-
 /* Every node of a cluster store runs its node plane on one transport: a node dials a peer at
  * the address the peer registered, but a store keeps the addresses it opened its drives with,
  * so a node that came back on the other transport would stay offline to the leader (seen:
@@ -145,7 +135,7 @@ same_plane_transport(const struct ol_config *cfg, struct ol_cluster *c, const st
 	size_t len = 0;
 	for (unsigned i = 0; i < v.n; i++) {
 		const struct ol_cluster_member *m = &v.members[i];
-		if (m->id == cfg->self_id || !m->rpc_addr[0] || !in_layout(l, m->id) ||
+		if (m->id == cfg->self_id || !m->rpc_addr[0] || !ol_layout_has_node(l, m->id) ||
 		    (strncmp(m->rpc_addr, "ucx://", 6) == 0) == ucx || len + 16 >= sizeof(other))
 			continue;
 		len += (size_t)snprintf(other + len, sizeof(other) - len, "%s%u", len ? ", " : "",
