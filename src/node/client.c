@@ -125,7 +125,7 @@ send_frame(struct ol_node_client *c, struct ol_node_hdr *h, const struct iovec *
 	uint8_t hdr[OL_NODE_HDR], tag[OL_NODE_MAC];
 	h->seq = c->wseq++;
 	h->deadline_ms = (uint32_t)t;
-	if (h->op != OL_NODE_HELLO && ol_node_encrypting()) {
+	if (ol_node_encrypting()) { /* a HELLO too, but for its nonce (ol_node_mac_seal_enc) */
 		h->flags |= OL_NODE_F_ENC;
 		ol_node_hdr_encode(h, hdr);
 		if (!c->ebuf && !(c->ebuf = malloc(c->cap - OL_NODE_HDR - OL_NODE_MAC)))
@@ -192,7 +192,7 @@ recv_reply(struct ol_node_client *c, uint64_t call_id, struct ol_node_hdr *h)
 }
 
 static int
-parse_hello(struct ol_node_client *c, const struct ol_node_hdr *h, const uint8_t *cnonce)
+parse_hello(struct ol_node_client *c, const struct ol_node_hdr *h, const uint8_t *cnonce, bool enc)
 {
 	struct ol_node_rd r = {c->rbuf + OL_NODE_HDR, h->len, false};
 	const uint8_t *snonce = ol_node_getbytes(&r, OL_NODE_NONCE);
@@ -205,7 +205,9 @@ parse_hello(struct ol_node_client *c, const struct ol_node_hdr *h, const uint8_t
 	OPENSSL_cleanse(key, sizeof(key));
 	if (rc)
 		return rc;
-	if (ol_node_mac_check(c->rx, c->rbuf, h))
+	/* encrypted as our HELLO was: the flag is under the tag, so no one strips it */
+	if (((h->flags & OL_NODE_F_ENC) != 0) != enc ||
+	    (enc ? ol_node_mac_open(c->rx, c->rbuf, h) : ol_node_mac_check(c->rx, c->rbuf, h)))
 		return -EBADMSG;
 	struct ol_node_peer_info *in = &c->info;
 	in->node_id = ol_node_get32(&r);
@@ -239,8 +241,9 @@ do_hello(struct ol_node_client *c)
 	struct ol_node_wr w = {c->sbuf + OL_NODE_HDR, 0, 64, false};
 	ol_node_putbytes(&w, cnonce, sizeof(cnonce));
 	ol_node_put32(&w, c->self_id);
+	bool enc = ol_node_encrypting();
 	struct ol_node_hdr h = {.op = OL_NODE_HELLO, .call_id = 0, .len = (uint32_t)w.n};
-	rc = send_built(c, &h);
+	rc = send_built(c, &h); /* with OL_NODE_F_ENC when enc */
 	if (rc)
 		return rc;
 	rc = read_exact(c, c->rbuf, OL_NODE_HDR);
@@ -258,7 +261,7 @@ do_hello(struct ol_node_client *c)
 		return rc;
 	if (h.status < 0) /* a refusal cannot be authenticated: we share no key with the peer */
 		return h.status == -EACCES ? -EACCES : -EPROTO;
-	rc = parse_hello(c, &h, cnonce);
+	rc = parse_hello(c, &h, cnonce, enc);
 	if (rc)
 		return rc;
 	c->rseq = 1;
@@ -323,6 +326,8 @@ ensure_conn(struct ol_node_client *c)
 		return rc;
 	}
 	c->cap = cap;
+	free(c->ebuf); /* sized for the HELLO's 64 KiB: made again at the peer's frame size */
+	c->ebuf = NULL;
 	return 0;
 }
 

@@ -236,18 +236,38 @@ enc_iv(struct ol_node_mac *m, const uint8_t *hdr, uint8_t *iv)
 	return m->keyed ? 0 : -EIO;
 }
 
+/* The clear part of an encrypted payload: a HELLO's (and its reply's) leading nonce, which
+ * the receiver needs before it can derive the key; it is authenticated with the header. */
+static size_t
+clear_len(const uint8_t *hdr)
+{
+	return hdr[5] == OL_NODE_HELLO ? OL_NODE_NONCE : 0;
+}
+
 int
 ol_node_mac_seal_enc(struct ol_node_mac *m, const uint8_t *hdr, const struct iovec *iov, int niov,
 		     uint8_t *out, uint8_t *tag)
 {
 	uint8_t iv[OL_NODE_IV], fin[16];
 	int outl = 0;
+	size_t clear = clear_len(hdr);
 	if (enc_iv(m, hdr, iv) || !EVP_EncryptInit_ex(m->ctx, NULL, NULL, NULL, iv) ||
 	    !EVP_EncryptUpdate(m->ctx, NULL, &outl, hdr, OL_NODE_HDR))
 		return -EIO;
 	for (int i = 0; i < niov; i++) {
 		const uint8_t *p = iov[i].iov_base;
-		for (size_t left = iov[i].iov_len; left;) {
+		size_t left = iov[i].iov_len;
+		if (clear) { /* AAD, copied out as it is, before any plaintext */
+			size_t n = left < clear ? left : clear;
+			if (!EVP_EncryptUpdate(m->ctx, NULL, &outl, p, (int)n))
+				return -EIO;
+			memmove(out, p, n);
+			p += n;
+			out += n;
+			left -= n;
+			clear -= n;
+		}
+		while (left) {
 			int n = left > (1u << 30) ? 1 << 30 : (int)left;
 			if (!EVP_EncryptUpdate(m->ctx, out, &outl, p, n))
 				return -EIO;
@@ -256,7 +276,7 @@ ol_node_mac_seal_enc(struct ol_node_mac *m, const uint8_t *hdr, const struct iov
 			left -= (size_t)n;
 		}
 	}
-	if (!EVP_EncryptFinal_ex(m->ctx, fin, &outl) ||
+	if (clear || !EVP_EncryptFinal_ex(m->ctx, fin, &outl) ||
 	    !EVP_CIPHER_CTX_ctrl(m->ctx, EVP_CTRL_AEAD_GET_TAG, OL_NODE_MAC, tag))
 		return -EIO;
 	return 0;
@@ -267,6 +287,9 @@ ol_node_mac_open(struct ol_node_mac *m, uint8_t *frame, const struct ol_node_hdr
 {
 	uint8_t iv[OL_NODE_IV], fin[16], tag[OL_NODE_MAC];
 	int outl = 0;
+	size_t clear = clear_len(frame);
+	if (h->len < clear)
+		return -EBADMSG;
 	if (!m->dctx) {
 		m->dctx = EVP_CIPHER_CTX_new();
 		if (!m->dctx ||
@@ -274,10 +297,12 @@ ol_node_mac_open(struct ol_node_mac *m, uint8_t *frame, const struct ol_node_hdr
 			return -EIO;
 	}
 	uint8_t *p = frame + OL_NODE_HDR;
+	size_t n = h->len - clear;
 	memcpy(tag, p + h->len, OL_NODE_MAC);
 	if (enc_iv(m, frame, iv) || !EVP_DecryptInit_ex(m->dctx, NULL, NULL, NULL, iv) ||
 	    !EVP_DecryptUpdate(m->dctx, NULL, &outl, frame, OL_NODE_HDR) ||
-	    (h->len && !EVP_DecryptUpdate(m->dctx, p, &outl, p, (int)h->len)) ||
+	    (clear && !EVP_DecryptUpdate(m->dctx, NULL, &outl, p, (int)clear)) ||
+	    (n && !EVP_DecryptUpdate(m->dctx, p + clear, &outl, p + clear, (int)n)) ||
 	    !EVP_CIPHER_CTX_ctrl(m->dctx, EVP_CTRL_AEAD_SET_TAG, OL_NODE_MAC, tag))
 		return -EIO;
 	return EVP_DecryptFinal_ex(m->dctx, fin, &outl) == 1 ? 0 : -EBADMSG;

@@ -136,10 +136,11 @@ int ol_node_mac_seal(struct ol_node_mac *m, const uint8_t *hdr, const struct iov
 /* Check the tag at the end of a parsed frame (constant time). 0 or -EBADMSG. */
 int ol_node_mac_check(struct ol_node_mac *m, const uint8_t *frame, const struct ol_node_hdr *h);
 /* Encrypted frames (OL_NODE_F_ENC set in hdr): the same AEAD under the same key and nonce,
- * with the header as AAD and the payload as plaintext. seal_enc encrypts the iov bytes into
- * out (their total length; out may be the one iov's own buffer) and makes the tag; open checks
- * the tag of a parsed frame and decrypts its payload in place (left as it was on -EBADMSG is
- * not promised: drop the frame). 0, -EIO (not keyed, OpenSSL), -EBADMSG. */
+ * with the header as AAD and the payload as plaintext; a HELLO's (or reply's) first
+ * OL_NODE_NONCE payload bytes stay in the clear, in the AAD after the header. seal_enc encrypts the
+ * iov bytes into out (their total length; out may be the one iov's own buffer) and makes the tag;
+ * open checks the tag of a parsed frame and decrypts its payload in place (left as it was on
+ * -EBADMSG is not promised: drop the frame). 0, -EIO (not keyed, OpenSSL), -EBADMSG. */
 int ol_node_mac_seal_enc(struct ol_node_mac *m, const uint8_t *hdr, const struct iovec *iov,
 			 int niov, uint8_t *out, uint8_t *tag);
 int ol_node_mac_open(struct ol_node_mac *m, uint8_t *frame, const struct ol_node_hdr *h);
@@ -153,7 +154,8 @@ int ol_node_frame_open(struct ol_node_mac *m, uint8_t *frame, const struct ol_no
  * HELLO carries OL_NODE_F_ENC and an encrypted payload, and a plain one from a peer is
  * refused. Off (default): frames are sent authenticated only; an encrypted one from a peer is
  * still opened, and a server answers encrypted on a connection whose client encrypts.
- * The HELLO exchange is never encrypted (nonces, node ids, drive paths and UUIDs). */
+ * A client that encrypts sends its HELLO encrypted and the server answers it encrypted (all
+ * but the leading nonce, which is in the AAD: docs/node-protocol.md). */
 void ol_node_encrypt(bool on);
 bool ol_node_encrypting(void);
 

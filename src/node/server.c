@@ -150,7 +150,7 @@ ol_node_out_begin(struct nconn *c, size_t cap)
 static void
 seal(struct nconn *c, struct obuf *o, struct ol_node_hdr *h, bool auth)
 {
-	bool enc = auth && c->enc && h->op != OL_NODE_HELLO;
+	bool enc = auth && c->enc;
 	if (enc)
 		h->flags |= OL_NODE_F_ENC;
 	ol_node_hdr_encode(h, o->data);
@@ -192,25 +192,31 @@ ol_node_reply(struct nconn *c, const struct ol_node_hdr *req, uint16_t flags, in
 }
 
 static int
-hello(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame)
+hello(struct nconn *c, const struct ol_node_hdr *h, uint8_t *frame)
 {
 	struct ol_node_server *s = c->s;
 	struct ol_node_rd r = {frame + OL_NODE_HDR, h->len, false};
 	const uint8_t *cnonce = ol_node_getbytes(&r, OL_NODE_NONCE);
-	unsigned peer_id = ol_node_get32(&r);
 	uint8_t zero[OL_NODE_NONCE] = {0}, snonce[OL_NODE_NONCE], key[OL_NODE_KEY];
+	bool enc = (h->flags & OL_NODE_F_ENC) != 0; /* the client encrypts: its node id is */
 	if (h->op != OL_NODE_HELLO || h->seq != 0 || r.err)
 		return -EPROTO;
 	if (ol_node_kdf(s->secret, cnonce, zero, key) || ol_node_mac_key(c->rx, key, OL_NODE_C2S) ||
-	    ol_node_mac_check(c->rx, frame, h)) {
+	    (enc ? ol_node_mac_open(c->rx, frame, h) : ol_node_mac_check(c->rx, frame, h))) {
+		char who[32] = "";
+		if (!enc && h->len >= OL_NODE_NONCE + 4)
+			snprintf(who, sizeof(who), " (node %u)", ol_node_get32(&r));
 		atomic_fetch_add_explicit(&s->auth_failures, 1, memory_order_relaxed);
-		ol_warn("node plane: HELLO from %s (node %u) failed authentication: its [cluster] "
+		ol_warn("node plane: HELLO from %s%s failed authentication: its [cluster] "
 			"secret differs from ours; connection refused",
-			c->peer, peer_id);
+			c->peer, who);
 		ol_node_reply(c, h, 0, -EACCES, NULL, 0); /* not authenticated: no shared key */
 		c->closing = true;
 		return 0;
 	}
+	unsigned peer_id = ol_node_get32(&r);
+	if (r.err)
+		return -EPROTO;
 	int rc = RAND_bytes(snonce, sizeof(snonce)) != 1 ||
 			 ol_node_kdf(s->secret, cnonce, snonce, key) ||
 			 ol_node_mac_key(c->tx, key, OL_NODE_S2C) ||
@@ -221,7 +227,7 @@ hello(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame)
 	if (rc)
 		return rc;
 	c->authed = true;
-	c->enc = ol_node_encrypting();
+	c->enc = enc; /* the reply is encrypted as the HELLO was: the client can open it */
 	c->rseq = 1;
 	ol_loop_timer_cancel(c->loop, &c->hello_timer);
 	size_t cap = 64 + s->n_drives * (OL_NODE_NAME_MAX + 8 + OL_DRIVEID_UUID);
@@ -240,6 +246,7 @@ hello(struct nconn *c, const struct ol_node_hdr *h, const uint8_t *frame)
 		    &w, ol_driveid_read(s->drives[i], &id) == 0 && id.version == 2 ? id.drive : "");
 	}
 	ol_node_out_end(c, OL_NODE_HELLO, h->call_id, 0, 0, w.n);
+	c->enc |= ol_node_encrypting();
 	ol_debug("node plane: node %u at %s authenticated", peer_id, c->peer);
 	return 0;
 }

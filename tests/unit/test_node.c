@@ -252,7 +252,7 @@ static void test_write_deadline(const char *addr, struct ol_node_server *s);
 static void test_replay(const char *addr, struct ol_node_server *s);
 static void test_old_version(const char *addr, struct ol_node_server *s);
 static void test_payload_iovs(const char *addr);
-static void test_encrypt_server(const char *addr, struct ol_node_server *s);
+static void test_encrypt_server(const char *addr, const char *drive, struct ol_node_server *s);
 
 static void
 test_server(const char *tmp)
@@ -326,7 +326,7 @@ test_server(const char *tmp)
 	test_replay(addr, s);
 	test_old_version(addr, s);
 	test_payload_iovs(addr);
-	test_encrypt_server(addr, s);
+	test_encrypt_server(addr, d1, s);
 
 	/* a connection that never says HELLO is closed by the server's timer */
 	int fd = ol_io_connect(addr, 5000);
@@ -792,6 +792,44 @@ test_encrypt_frames(void)
 	ok(opened, "the receiver opens them back to the payload");
 	ok(bad, "a flipped bit of ciphertext or header: -EBADMSG");
 
+	/* an encrypted HELLO keeps its leading nonce in the clear, authenticated with the
+	 * header: AAD = header || nonce, plaintext = the rest */
+	{
+		struct ol_node_hdr hh = {.op = OL_NODE_HELLO,
+					 .flags = OL_NODE_F_ENC,
+					 .seq = 0,
+					 .len = 20},
+				   hg;
+		uint8_t hf[OL_NODE_HDR + 20 + OL_NODE_MAC], hct[20], htag[16], rtag2[16], fin[16];
+		int outl = 0;
+		ol_node_hdr_encode(&hh, hf);
+		for (int j = 0; j < 20; j++)
+			hf[OL_NODE_HDR + j] = (uint8_t)(0x40 + j);
+		struct iovec hv[2] = {{hf + OL_NODE_HDR, 9}, {hf + OL_NODE_HDR + 9, 11}};
+		EVP_CIPHER_CTX *rc2 = ref_ctx(skey, OL_NODE_C2S, hf);
+		uint8_t rct2[4];
+		int hsame = ol_node_mac_seal_enc(tx, hf, hv, 2, hct, htag) == 0 && rc2 &&
+			    EVP_EncryptUpdate(rc2, NULL, &outl, hf, OL_NODE_HDR) &&
+			    EVP_EncryptUpdate(rc2, NULL, &outl, hf + OL_NODE_HDR, 16) &&
+			    EVP_EncryptUpdate(rc2, rct2, &outl, hf + OL_NODE_HDR + 16, 4) &&
+			    EVP_EncryptFinal_ex(rc2, fin, &outl) &&
+			    EVP_CIPHER_CTX_ctrl(rc2, EVP_CTRL_AEAD_GET_TAG, 16, rtag2) &&
+			    !memcmp(hct, hf + OL_NODE_HDR, 16) && !memcmp(hct + 16, rct2, 4) &&
+			    memcmp(hct + 16, hf + OL_NODE_HDR + 16, 4) && !memcmp(htag, rtag2, 16);
+		EVP_CIPHER_CTX_free(rc2);
+		ok(hsame, "an encrypted HELLO: its nonce in the clear and in the AAD, the rest "
+			  "encrypted, as documented");
+		memcpy(hf + OL_NODE_HDR, hct, 20);
+		memcpy(hf + OL_NODE_HDR + 20, htag, 16);
+		ol_node_frame_parse(hf, sizeof(hf), 1u << 20, &hg);
+		hf[OL_NODE_HDR + 3] ^= 1; /* the clear nonce is authenticated */
+		int hbad = ol_node_mac_open(rx, hf, &hg) == -EBADMSG;
+		memcpy(hf + OL_NODE_HDR, hct,
+		       20); /* as sent (a failed open may leave it changed) */
+		ok(hbad && ol_node_mac_open(rx, hf, &hg) == 0 && hf[OL_NODE_HDR + 19] == 0x40 + 19,
+		   "its receiver opens it; a flipped bit of its clear nonce: -EBADMSG");
+	}
+
 	/* a plain frame while this process encrypts: refused (-EPERM), HELLO excepted */
 	struct ol_node_hdr h = {.op = OL_NODE_PING, .seq = 9, .len = 10}, g;
 	ol_node_hdr_encode(&h, f);
@@ -819,8 +857,8 @@ test_encrypt_frames(void)
 struct relay {
 	int lfd;
 	char up[64];
-	uint8_t *seen;
-	size_t cap, n;
+	uint8_t *seen, *back; /* client -> server, server -> client */
+	size_t cap, n, nb;
 };
 
 static void *
@@ -836,11 +874,11 @@ relay_main(void *arg)
 		ssize_t n = read(pf[from].fd, buf, sizeof(buf));
 		if (n <= 0)
 			break;
-		if (from == 0) {
-			size_t k = r->cap - r->n < (size_t)n ? r->cap - r->n : (size_t)n;
-			memcpy(r->seen + r->n, buf, k);
-			r->n += k;
-		}
+		uint8_t *keep = from == 0 ? r->seen : r->back;
+		size_t *kept = from == 0 ? &r->n : &r->nb;
+		size_t k = r->cap - *kept < (size_t)n ? r->cap - *kept : (size_t)n;
+		memcpy(keep + *kept, buf, k);
+		*kept += k;
 		if (ol_io_write_all(pf[1 - from].fd, buf, (size_t)n, 20000))
 			break;
 	}
@@ -852,13 +890,16 @@ relay_main(void *arg)
 }
 
 /* Through the relay: a 1 MiB shard written and read back with this process encrypting or
- * not. *good: the round trip was right; returns whether a 64-byte run of the shard's bytes
- * went over the wire as they are. */
+ * not. *good: the round trip was right; *hello_enc: both HELLOs carried OL_NODE_F_ENC;
+ * *path_seen: the server's drive path (in its HELLO reply) went over the wire as it is.
+ * Returns whether a 64-byte run of the shard's bytes went over the wire as they are. */
 static bool
-relayed_round_trip(const char *addr, bool enc, int *good)
+relayed_round_trip(const char *addr, const char *drive, bool enc, int *good, bool *hello_enc,
+		   bool *path_seen)
 {
 	struct relay r = {.cap = 4u << 20};
 	r.seen = malloc(r.cap);
+	r.back = malloc(r.cap);
 	snprintf(r.up, sizeof(r.up), "%s", addr);
 	r.lfd = ol_io_listen("127.0.0.1:0", false, 4);
 	char via[64];
@@ -883,20 +924,69 @@ relayed_round_trip(const char *addr, bool enc, int *good)
 	for (size_t i = 0; i < sizeof(run); i++)
 		run[i] = pat_byte(100000 + i);
 	bool seen = memmem(r.seen, r.n, run, sizeof(run)) != NULL;
+	struct ol_node_hdr hq, hr;
+	*hello_enc = r.n >= OL_NODE_HDR && r.nb >= OL_NODE_HDR &&
+		     ol_node_frame_parse(r.seen, r.n, 1u << 20, &hq) > 0 &&
+		     ol_node_frame_parse(r.back, r.nb, 1u << 20, &hr) > 0 &&
+		     hq.op == OL_NODE_HELLO && hr.op == OL_NODE_HELLO &&
+		     (hq.flags & OL_NODE_F_ENC) && (hr.flags & OL_NODE_F_ENC);
+	*path_seen = memmem(r.back, r.nb, drive, strlen(drive)) != NULL;
 	free(r.seen);
+	free(r.back);
 	return seen;
 }
 
 static void
-test_encrypt_server(const char *addr, struct ol_node_server *s)
+test_encrypt_server(const char *addr, const char *drive, struct ol_node_server *s)
 {
 	int rc;
 	int good;
-	bool seen = relayed_round_trip(addr, false, &good);
-	ok(good && seen, "plain: the shard round trip works and its bytes are on the wire");
-	seen = relayed_round_trip(addr, true, &good);
+	bool henc, path;
+	bool seen = relayed_round_trip(addr, drive, false, &good, &henc, &path);
+	ok(good && seen && path && !henc,
+	   "plain: the shard round trip works, its bytes and the drive paths are on the wire");
+	seen = relayed_round_trip(addr, drive, true, &good, &henc, &path);
 	ok(good && !seen, "encrypted: the same round trip works and none of its bytes are on the "
 			  "wire");
+	ok(henc && !path, "encrypted: both HELLOs are encrypted, no drive path is on the wire");
+
+	/* a server that does not encrypt answers an encrypted HELLO encrypted */
+	{
+		uint8_t cn[16], zero[16] = {0}, key[OL_NODE_KEY],
+				hf[OL_NODE_HDR + 20 + OL_NODE_MAC], rb[4096];
+		struct ol_node_hdr hh = {.op = OL_NODE_HELLO,
+					 .flags = OL_NODE_F_ENC,
+					 .deadline_ms = 10000,
+					 .len = 20},
+				   hg;
+		RAND_bytes(cn, sizeof(cn));
+		ol_node_hdr_encode(&hh, hf);
+		memcpy(hf + OL_NODE_HDR, cn, 16);
+		memset(hf + OL_NODE_HDR + 16, 0, 4);
+		struct iovec hv = {hf + OL_NODE_HDR, 20};
+		struct ol_node_mac *htx = NULL, *hrx = NULL;
+		int fd = ol_io_connect(addr, 5000);
+		int hok = fd >= 0 && ol_node_kdf(SECRET, cn, zero, key) == 0 &&
+			  (htx = mac_for(key, OL_NODE_C2S)) &&
+			  ol_node_mac_seal_enc(htx, hf, &hv, 1, hf + OL_NODE_HDR,
+					       hf + OL_NODE_HDR + 20) == 0 &&
+			  ol_io_write_all(fd, hf, sizeof(hf), 10000) == 0 &&
+			  xread(fd, rb, OL_NODE_HDR) == 0 &&
+			  ol_node_frame_parse(rb, OL_NODE_HDR, 4000, &hg) == 0 &&
+			  xread(fd, rb + OL_NODE_HDR, hg.len + OL_NODE_MAC) == 0 &&
+			  hg.status == 0 && (hg.flags & OL_NODE_F_ENC) && hg.len >= 30 &&
+			  ol_node_kdf(SECRET, cn, rb + OL_NODE_HDR, key) == 0 &&
+			  !memmem(rb, OL_NODE_HDR + hg.len, "/d0", 3) &&
+			  (hrx = mac_for(key, OL_NODE_S2C)) &&
+			  ol_node_mac_open(hrx, rb, &hg) == 0 && rb[OL_NODE_HDR + 16] == 7 &&
+			  memmem(rb, OL_NODE_HDR + hg.len, "/d0", 3);
+		ok(hok, "encryption off here: an encrypted HELLO is answered encrypted (node 7 and "
+			"the drive paths inside, not on the wire)");
+		if (fd >= 0)
+			close(fd);
+		ol_node_mac_free(htx);
+		ol_node_mac_free(hrx);
+	}
 
 	/* a server that does not encrypt answers an encrypting client encrypted */
 	struct raw r;
