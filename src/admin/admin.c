@@ -289,7 +289,10 @@ cursor_json(struct ol_strbuf *b)
 	free(hex);
 }
 
-/* The heal document (state: this daemon's view, or the record's with rec) */
+/* The heal document (state: this daemon's view, or the record's with rec). Counters count
+ * the job's earlier runs too. "result": the store answers 0 for a finished heal that counted
+ * unrecoverable objects; the document says -EIO then, so that a client that only reads it (or
+ * `openlake heal --json`) does not take it for a success; a record still running says 0. */
 static char *
 heal_doc(const char *state, bool rec, unsigned node, unsigned long long epoch)
 {
@@ -444,7 +447,7 @@ heal_metrics(struct ol_strbuf *out, void *arg)
 	    "# HELP openlake_heal_unrecoverable Objects the running or last heal found with more "
 	    "than parity-count shards lost.\n"
 	    "# TYPE openlake_heal_unrecoverable gauge\nopenlake_heal_unrecoverable %llu\n",
-	    atomic_load(&heal_thread), (unsigned long long)atomic_load(&p->objects_scanned),
+	    atomic_load(&heal_thread) == 1, (unsigned long long)atomic_load(&p->objects_scanned),
 	    (unsigned long long)atomic_load(&p->shards_healed),
 	    (unsigned long long)atomic_load(&p->records_restored),
 	    (unsigned long long)atomic_load(&p->unrecoverable));
