@@ -98,7 +98,8 @@ cursor_at(struct scan *s, const char *bucket, unsigned phase, const void *k, siz
 		snprintf(p->cursor.bucket, sizeof(p->cursor.bucket), "%s", bucket);
 		p->cursor.phase = phase;
 	}
-	memcpy(p->cursor.key, k, kl);
+	if (kl)
+		memcpy(p->cursor.key, k, kl);
 	p->cursor.key_len = kl;
 	p->cursor_set = true;
 	cursor_lock(p, false);
