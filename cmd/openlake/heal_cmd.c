@@ -3,7 +3,12 @@
  * admin_client.h) and follow it: one progress line a second on stderr, a summary on stdout (or
  * the final progress JSON with --json, whose "result" is non-zero when it exits 1).
  * Exit status: 0 everything healthy or healed, 1 objects unrecoverable (or the heal failed, was
- * cancelled, or the daemon cannot be reached or refused the keys), 2 bad usage. */
+ * cancelled, or the daemon cannot be reached or refused the keys), 2 bad usage.
+ *
+ * A heal is a job with an id ("job" in the progress document). In a cluster the job outlives
+ * the node running it (docs/cluster.md "Heal jobs"): while following, a node that does not
+ * answer for a while (503 while the serving node changes, or no connection) is asked again
+ * for up to FOLLOW_GRACE_S, and the job is followed by its id to its end on the next node. */
 #include "admin_client.h"
 #include "cmds.h"
 
@@ -22,6 +27,7 @@
 
 #define HEAL_REPLY_CAP (64 * 1024)
 #define HEAL_PATH      "/openlake/admin/v1/heal"
+#define FOLLOW_GRACE_S 120
 
 struct heal_cli {
 	char host[256], port[16];
@@ -183,22 +189,70 @@ summary(struct heal_cli *c, const char *j, const struct prog *p)
 	return exit_code(p);
 }
 
-/* Poll once a second until the heal is no longer running; then the summary and the exit
- * status when final, else 0 (1: the daemon could not be asked). */
-static int
-follow(struct heal_cli *c, bool final)
+/* An answer worth waiting out while following: no connection, or 502/503/504 (in a cluster the
+ * node that serves may be changing) */
+static bool
+transient(int st)
 {
+	return st < 0 || st == 502 || st == 503 || st == 504;
+}
+
+/* Poll once a second until the heal job (id job, "" = the one running now) is no longer
+ * running; then the summary and the exit status when final, else 0 (1: the daemon could not
+ * be asked, or the job was lost). */
+static int
+follow(struct heal_cli *c, bool final, const char *job)
+{
+	char want[40];
+	time_t failing = 0;
+
+	snprintf(want, sizeof(want), "%s", job ? job : "");
 	for (;;) {
-		char *j = NULL;
+		char *j = NULL, id[40] = "";
 		struct prog p = {0};
 		int st = http_call(c, "GET", HEAL_PATH, &j), rc;
 
+		if (st != 200 && transient(st) &&
+		    (!failing || time(NULL) - failing < FOLLOW_GRACE_S)) {
+			char why[64];
+
+			snprintf(why, sizeof(why), "%s", st < 0 ? strerror(-st) : "HTTP ");
+			if (st > 0)
+				snprintf(why, sizeof(why), "HTTP %d", st);
+			if (!failing)
+				fprintf(
+				    stderr,
+				    "openlake heal: the daemon at %s:%s does not answer now (%s): "
+				    "asking again for up to %d s (in a cluster the node serving "
+				    "the store may be changing)\n",
+				    c->host, c->port, why, FOLLOW_GRACE_S);
+			failing = failing ? failing : time(NULL);
+			free(j);
+			sleep(1);
+			continue;
+		}
 		if (st != 200) {
 			call_failed(c, "follow the heal's progress", st);
 			free(j);
 			return 1;
 		}
+		failing = 0;
 		parse(j, &p);
+		(void)field(j, "job", id, sizeof(id));
+		if (!want[0])
+			snprintf(want, sizeof(want), "%s", id);
+		if (id[0] && strcmp(id, want)) {
+			/* another job is the cluster's now: the one followed ended unseen */
+			if (final)
+				fprintf(
+				    stderr,
+				    "openlake heal: heal job %s is not known any more (the "
+				    "daemon's last job is %s): its outcome was lost; run `openlake "
+				    "heal` again\n",
+				    want, id);
+			free(j);
+			return final ? 1 : 0;
+		}
 		progress_line(&p);
 		if (strcmp(p.state, "running")) {
 			rc = final ? summary(c, j, &p) : 0;
@@ -213,7 +267,7 @@ follow(struct heal_cli *c, bool final)
 static int
 start(struct heal_cli *c)
 {
-	char path[128], *j = NULL;
+	char path[128], *j = NULL, job[40] = "";
 	int st;
 
 	if (c->rate)
@@ -221,6 +275,8 @@ start(struct heal_cli *c)
 	else
 		snprintf(path, sizeof(path), "%s", HEAL_PATH);
 	st = http_call(c, "POST", path, &j);
+	if (st == 202)
+		(void)field(j, "job", job, sizeof(job));
 	free(j);
 	/* A heal already running (one started by a drive's return, say) may have passed a drive
 	 * before it came back: its "done" would not mean the store is whole now. Wait for it,
@@ -228,9 +284,11 @@ start(struct heal_cli *c)
 	for (int i = 0; st == 409 && !c->no_wait && i < 5; i++) {
 		fprintf(stderr, "openlake heal: a heal is already running; waiting for it to end, "
 				"then starting a new one\n");
-		if (follow(c, false))
+		if (follow(c, false, NULL))
 			return 1;
 		st = http_call(c, "POST", path, &j);
+		if (st == 202)
+			(void)field(j, "job", job, sizeof(job));
 		free(j);
 	}
 	if (st == 409) {
@@ -244,7 +302,7 @@ start(struct heal_cli *c)
 			"openlake heal: started; `openlake heal --status` shows progress\n");
 		return 0;
 	}
-	return follow(c, true);
+	return follow(c, true, job);
 }
 
 static int
@@ -282,7 +340,10 @@ usage(FILE *f)
 	    "every block of every shard (data and parity) of every object and upload part on\n"
 	    "every drive, rebuild what is missing or corrupt, restore missing metadata records.\n"
 	    "Progress goes to stderr once a second; the summary to stdout. A heal already\n"
-	    "running is waited for, then a new one runs.\n"
+	    "running is waited for, then a new one runs. In a cluster the heal is a job that\n"
+	    "the next leader resumes where it stood when the node running it stops: the\n"
+	    "progress follows it there (a node that does not answer is asked again for up\n"
+	    "to 120 s).\n"
 	    "  --status   only show the progress of the running (or last) heal\n"
 	    "  --no-wait  start it and return\n"
 	    "  --rate N   read at most N bytes/s so that clients are not starved\n"

@@ -1,5 +1,6 @@
 /* cmd/openlaked/cluster_store.c - the cluster store mode: see cluster_store.h. */
 #include "cluster_store.h"
+#include "heal_job.h"
 
 #include "admin/admin.h"
 #include "base/log.h"
@@ -75,6 +76,7 @@ struct cstore {
 	unsigned drain_store_pool; /* its index in drain_st (the drain thread reads this) */
 	struct ol_store *drain_st;
 	struct ol_drain_progress dp;
+	struct heal_job *hj;  /* the heal job's record in etcd (heal_job.h) */
 	_Atomic int drain_rc; /* 1 running, 0 done (the pool is empty), -errno */
 	int64_t drain_report_ms;
 	pthread_mutex_t mu;
@@ -623,6 +625,7 @@ gained(struct cstore *cs, unsigned pool, uint64_t epoch)
 		return;
 	}
 	ol_s3_set_store(cs->s3, st);
+	heal_job_serving(cs->hj, pool, epoch); /* before the store: it may start a heal */
 	ol_admin_set_store(st);
 	pthread_mutex_lock(&cs->mu);
 	cs->st = st;
@@ -691,6 +694,7 @@ lost(struct cstore *cs)
 		ol_store_close(st);
 		ol_info("cluster: closed the store of set %u.%u", pool, SET_INDEX);
 	}
+	heal_job_stopped(cs->hj); /* the end of its heal run is recorded */
 	/* nothing of it runs now (requests, drain, heal): the next server may start */
 	if (!early)
 		release_serving(cs);
@@ -745,6 +749,8 @@ grow(struct cstore *cs)
 	}
 	pool_weights(cs, st);
 	ol_s3_set_store(cs->s3, st);
+	/* a heal the swap stopped was recorded running: the record is read again and it resumes */
+	heal_job_serving(cs->hj, cs->st_pool, epoch);
 	ol_admin_set_store(st);
 	pthread_mutex_lock(&cs->mu);
 	cs->st = st;
@@ -906,6 +912,8 @@ poll_main(void *arg)
 		drain_report(cs, false);
 		if (!is_stopping(cs))
 			drain_finish(cs);
+		if (!is_stopping(cs))
+			heal_job_tick(cs->hj); /* under swap_mu: the store does not go meanwhile */
 		pthread_mutex_unlock(&cs->swap_mu);
 	}
 	return NULL;
@@ -1010,6 +1018,7 @@ cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 	}
 	pthread_mutex_init(&cs->mu, NULL);
 	pthread_mutex_init(&cs->swap_mu, NULL);
+	cs->hj = heal_job_new(cfg, c);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1232,6 +1241,7 @@ cstore_free(struct cstore *cs)
 {
 	if (!cs)
 		return;
+	heal_job_free(cs->hj);
 	ol_http_proxy_free(cs->proxy);
 	ol_layout_fini(&cs->layout);
 	pthread_mutex_destroy(&cs->mu);

@@ -1,5 +1,6 @@
 #include "adminint.h"
 
+#include "base/hex.h"
 #include "base/log.h"
 #include "base/metrics.h"
 #include "store/store.h"
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,13 +28,26 @@ static ol_admin_forward_fn admin_forward; /* ol_admin_set_forward */
 static void *admin_forward_arg;
 static struct ol_heal_progress heal_prog;
 static struct ol_heal_opts heal_opts;
-static _Atomic int heal_thread; /* 1 from POST until the thread has finished */
+/* 1 from POST until the run has finished, 2 while its end is reported (OL_ADMIN_HEAL_ENDED),
+ * 0 idle */
+static _Atomic int heal_thread;
+/* The heal job (admin.h "heal jobs"): id, by, resumed, job start, the counters of its earlier
+ * runs (counts: added to heal_prog's) and the cursor it resumed after (heal_opts.from points
+ * at heal_from); written while no heal runs, under job_mu. */
+static pthread_mutex_t job_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct ol_admin_heal_rec heal_job;
+static struct ol_heal_cursor heal_from;
+static _Atomic int heal_admin_cancel; /* an admin cancelled the job (DELETE) */
+static pthread_rwlock_t hooks_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct ol_admin_heal_hooks heal_hooks;
 /* Heal on a drive's return ([storage] heal_on_return): the store's monitor calls
  * drive_returned(), a detached thread (auto_main) waits and starts the heal. */
 static _Atomic int64_t returned_ns; /* CLOCK_REALTIME of the latest return */
 static _Atomic int auto_thread, auto_stop;
 static _Atomic uint64_t auto_heals;
 static int heal_start_rate(uint64_t rate, bool missed_only, const char *who);
+static int heal_start_job(const struct ol_admin_heal_rec *resume, uint64_t rate, bool missed_only,
+			  const char *who);
 static void *auto_main(void *arg);
 
 /* What runs (ol_admin_set_services) and whether all of it is up (ol_admin_set_ready). */
@@ -237,54 +252,87 @@ static const char *
 heal_state(const struct ol_heal_progress *p)
 {
 	int rc = atomic_load(&p->result);
-	if (atomic_load(&p->running) || atomic_load(&heal_thread))
+	if (atomic_load(&p->running) || atomic_load(&heal_thread) == 1)
 		return "running";
 	if (!atomic_load(&p->started_ns))
 		return "idle";
 	return rc == -ECANCELED ? "cancelled" : rc ? "failed" : "done";
 }
 
-/* The store answers 0 for a finished heal that counted unrecoverable objects (they are in
- * p->unrecoverable); the document's "result" says it too: -EIO then, so that a client that
- * only reads "result" (or `openlake heal --json`) does not take it for a success. */
-static int
-heal_result(const struct ol_heal_progress *p)
+/* The job's state as its record says it: a run stopped by anything but an admin's cancel is
+ * still to be done ("running"); NULL: no job ran here. */
+static const char *
+record_state(const struct ol_heal_progress *p)
 {
-	int rc = atomic_load(&p->result);
-	if (rc == 0 && atomic_load(&p->finished_ns) && atomic_load(&p->unrecoverable))
-		return -EIO;
-	return rc;
+	const char *st = heal_state(p);
+
+	if (strcmp(st, "idle") == 0)
+		return NULL;
+	if (atomic_load(&heal_admin_cancel) && strcmp(st, "done") && strcmp(st, "failed"))
+		return "cancelled";
+	return strcmp(st, "cancelled") == 0 ? "running" : st;
 }
 
-char *
-ol_admin_heal_json(void)
+static void
+cursor_json(struct ol_strbuf *b)
+{
+	struct ol_heal_cursor c;
+	char *hex;
+
+	if (ol_store_heal_cursor(&heal_prog, &c))
+		return;
+	hex = ol_xmalloc(2 * c.key_len + 1);
+	ol_hex_encode(c.key, c.key_len, hex);
+	ol_strbuf_printf(b, ",\"cursor\":{\"set\":%u,\"bucket\":", c.set);
+	ol_admin_json_str(b, c.bucket);
+	ol_strbuf_printf(b, ",\"phase\":%u,\"key\":\"%s\"}", c.phase, hex);
+	free(hex);
+}
+
+/* The heal document (state: this daemon's view, or the record's with rec). Counters count
+ * the job's earlier runs too. "result": the store answers 0 for a finished heal that counted
+ * unrecoverable objects; the document says -EIO then, so that a client that only reads it (or
+ * `openlake heal --json`) does not take it for a success; a record still running says 0. */
+static char *
+heal_doc(const char *state, bool rec, unsigned node, unsigned long long epoch)
 {
 	struct ol_strbuf b = {0};
 	const struct ol_heal_progress *p = &heal_prog;
-	const char *state = heal_state(p);
 	int64_t t0 = atomic_load(&p->started_ns), t1 = atomic_load(&p->finished_ns);
 	double el = t0 ? (double)((t1 ? t1 : real_ns()) - t0) / 1e9 : 0;
 	uint64_t bs = atomic_load(&p->bytes_scanned), bt = atomic_load(&p->bytes_total);
 	double rate = el > 0 ? (double)bs / el : 0;
-	double eta =
-	    strcmp(state, "running") == 0 && rate > 0 && bt > bs ? (double)(bt - bs) / rate : 0;
+	bool running = strcmp(state, "running") == 0;
+	struct ol_admin_heal_rec job;
+
+	pthread_mutex_lock(&job_mu);
+	job = heal_job;
+	pthread_mutex_unlock(&job_mu);
+	uint64_t c[OL_ADMIN_HEAL_NCOUNTS] = {
+	    atomic_load(&p->objects_scanned),  bs,
+	    atomic_load(&p->shards_healed),    atomic_load(&p->blocks_healed),
+	    atomic_load(&p->records_restored), atomic_load(&p->unrecoverable),
+	    atomic_load(&p->missed_healed)};
+	for (int i = 0; i < OL_ADMIN_HEAL_NCOUNTS; i++)
+		c[i] += job.counts[i];
+	double eta = running && rate > 0 && bt > c[1] ? (double)(bt - c[1]) / rate : 0;
 	ol_strbuf_printf(&b,
 			 "{\"state\":\"%s\",\"running\":%s,\"objects_scanned\":%llu,"
 			 "\"objects_total\":%llu,\"bytes_scanned\":%llu,\"bytes_total\":%llu,",
-			 state, strcmp(state, "running") ? "false" : "true",
-			 (unsigned long long)atomic_load(&p->objects_scanned),
-			 (unsigned long long)atomic_load(&p->objects_total), (unsigned long long)bs,
-			 (unsigned long long)bt);
+			 state, running ? "true" : "false", (unsigned long long)c[0],
+			 (unsigned long long)atomic_load(&p->objects_total),
+			 (unsigned long long)c[1], (unsigned long long)bt);
 	ol_strbuf_printf(&b,
 			 "\"shards_healed\":%llu,\"blocks_healed\":%llu,\"records_restored\":%llu,"
 			 "\"unrecoverable\":%llu,\"result\":%d,\"started_ns\":%lld,"
 			 "\"finished_ns\":%lld,\"elapsed_seconds\":%.3f,"
 			 "\"bytes_per_second\":%.0f,\"eta_seconds\":%.1f,\"rate_limit\":%llu,",
-			 (unsigned long long)atomic_load(&p->shards_healed),
-			 (unsigned long long)atomic_load(&p->blocks_healed),
-			 (unsigned long long)atomic_load(&p->records_restored),
-			 (unsigned long long)atomic_load(&p->unrecoverable), heal_result(p),
-			 (long long)t0, (long long)t1, el, rate, eta,
+			 (unsigned long long)c[2], (unsigned long long)c[3],
+			 (unsigned long long)c[4], (unsigned long long)c[5],
+			 rec && running				  ? 0
+			 : c[5] && t1 && !atomic_load(&p->result) ? -EIO
+								  : atomic_load(&p->result),
+			 (long long)t0, (long long)(rec && running ? 0 : t1), el, rate, eta,
 			 (unsigned long long)heal_opts.rate_bytes);
 	{
 		uint64_t pend = 0, drop = 0;
@@ -294,11 +342,88 @@ ol_admin_heal_json(void)
 		ol_strbuf_printf(
 		    &b,
 		    "\"missed_pending\":%llu,\"missed_healed\":%llu,"
-		    "\"missed_dropped\":%llu,\"missed_only\":%s}",
-		    (unsigned long long)pend, (unsigned long long)atomic_load(&p->missed_healed),
-		    (unsigned long long)drop, atomic_load(&p->missed_only) ? "true" : "false");
+		    "\"missed_dropped\":%llu,\"missed_only\":%s,\"job\":\"%s\",\"by\":",
+		    (unsigned long long)pend, (unsigned long long)c[6], (unsigned long long)drop,
+		    atomic_load(&p->missed_only) ? "true" : "false", job.job);
+		ol_admin_json_str(&b, job.by);
+		ol_strbuf_printf(&b, ",\"resumed\":%u,\"job_started_ns\":%lld", job.resumed,
+				 (long long)job.started_ns);
 	}
+	if (rec) {
+		ol_strbuf_printf(&b, ",\"node\":%u,\"epoch\":%llu,\"updated_ns\":%lld", node, epoch,
+				 (long long)real_ns());
+		cursor_json(&b);
+	}
+	ol_strbuf_printf(&b, "}");
 	return b.p;
+}
+
+char *
+ol_admin_heal_json(void)
+{
+	const struct ol_heal_progress *p = &heal_prog;
+	char *d = NULL;
+
+	if (!atomic_load(&p->running) && atomic_load(&heal_thread) != 1) {
+		char job[33];
+
+		pthread_mutex_lock(&job_mu);
+		memcpy(job, heal_job.job, sizeof(job));
+		pthread_mutex_unlock(&job_mu);
+		pthread_rwlock_rdlock(&hooks_lock);
+		if (heal_hooks.doc)
+			d = heal_hooks.doc(heal_hooks.arg, job, record_state(p));
+		pthread_rwlock_unlock(&hooks_lock);
+	}
+	return d ? d : heal_doc(heal_state(p), false, 0, 0);
+}
+
+char *
+ol_admin_heal_record(unsigned node, unsigned long long epoch, char job[33], bool *final)
+{
+	const char *st = record_state(&heal_prog);
+
+	if (!st)
+		return NULL;
+	pthread_mutex_lock(&job_mu);
+	memcpy(job, heal_job.job, 33);
+	pthread_mutex_unlock(&job_mu);
+	*final = strcmp(st, "running") != 0;
+	return heal_doc(st, true, node, epoch);
+}
+
+void
+ol_admin_set_heal_hooks(const struct ol_admin_heal_hooks *h)
+{
+	pthread_rwlock_wrlock(&hooks_lock);
+	if (h)
+		heal_hooks = *h;
+	else
+		memset(&heal_hooks, 0, sizeof(heal_hooks));
+	pthread_rwlock_unlock(&hooks_lock);
+}
+
+static void
+heal_event(enum ol_admin_heal_event ev)
+{
+	pthread_rwlock_rdlock(&hooks_lock);
+	if (heal_hooks.event)
+		heal_hooks.event(heal_hooks.arg, ev);
+	pthread_rwlock_unlock(&hooks_lock);
+}
+
+int
+ol_admin_heal_resume(const char *rec, size_t len)
+{
+	struct ol_admin_heal_rec r;
+
+	if (!admin_store)
+		return 503;
+	if (ol_admin_heal_rec_parse(rec, len, &r))
+		return -EPROTO;
+	if (strcmp(r.state, "running"))
+		return 0;
+	return heal_start_job(&r, r.rate, r.missed_only, NULL);
 }
 
 static void
@@ -322,7 +447,7 @@ heal_metrics(struct ol_strbuf *out, void *arg)
 	    "# HELP openlake_heal_unrecoverable Objects the running or last heal found with more "
 	    "than parity-count shards lost.\n"
 	    "# TYPE openlake_heal_unrecoverable gauge\nopenlake_heal_unrecoverable %llu\n",
-	    atomic_load(&heal_thread), (unsigned long long)atomic_load(&p->objects_scanned),
+	    atomic_load(&heal_thread) == 1, (unsigned long long)atomic_load(&p->objects_scanned),
 	    (unsigned long long)atomic_load(&p->shards_healed),
 	    (unsigned long long)atomic_load(&p->records_restored),
 	    (unsigned long long)atomic_load(&p->unrecoverable));
@@ -424,6 +549,8 @@ heal_main(void *arg)
 		atomic_store(&heal_prog.result, rc);
 		atomic_store(&heal_prog.finished_ns, real_ns());
 	}
+	atomic_store(&heal_thread, 2);
+	heal_event(OL_ADMIN_HEAL_ENDED);
 	atomic_store(&heal_thread, 0);
 	return NULL;
 }
@@ -451,6 +578,39 @@ heal_start(const char *query, const char *peer)
 static int
 heal_start_rate(uint64_t rate, bool missed_only, const char *who)
 {
+	return heal_start_job(NULL, rate, missed_only, who);
+}
+
+/* The job of a new heal (by who), or the resumed one */
+static void
+job_begin(const struct ol_admin_heal_rec *resume, bool missed_only, const char *who)
+{
+	uint8_t id[8] = {0};
+
+	pthread_mutex_lock(&job_mu);
+	if (resume) {
+		heal_job = *resume;
+		heal_job.resumed++;
+	} else {
+		memset(&heal_job, 0, sizeof(heal_job));
+		if (getrandom(id, sizeof(id), 0) != (ssize_t)sizeof(id)) {
+			uint64_t t = (uint64_t)real_ns();
+			memcpy(id, &t, sizeof(id));
+		}
+		ol_hex_encode(id, sizeof(id), heal_job.job);
+		snprintf(heal_job.by, sizeof(heal_job.by), "%s", who);
+		heal_job.started_ns = real_ns();
+		heal_job.missed_only = missed_only;
+	}
+	heal_from = heal_job.cursor;
+	heal_opts.from = heal_job.has_cursor ? &heal_from : NULL;
+	pthread_mutex_unlock(&job_mu);
+}
+
+static int
+heal_start_job(const struct ol_admin_heal_rec *resume, uint64_t rate, bool missed_only,
+	       const char *who)
+{
 	int idle = 0;
 	pthread_t t;
 	pthread_attr_t a;
@@ -463,6 +623,8 @@ heal_start_rate(uint64_t rate, bool missed_only, const char *who)
 	}
 	if (!atomic_compare_exchange_strong(&heal_thread, &idle, 1))
 		return 409;
+	job_begin(resume, missed_only, who);
+	atomic_store(&heal_admin_cancel, 0);
 	heal_opts.rate_bytes = rate;
 	heal_opts.missed_only = missed_only;
 	atomic_store(&heal_prog.missed_only, missed_only);
@@ -478,8 +640,15 @@ heal_start_rate(uint64_t rate, bool missed_only, const char *who)
 		return 500;
 	}
 	pthread_attr_destroy(&a);
-	ol_info("admin: heal started by %s%s%s", who, missed_only ? " (missed writes only)" : "",
-		rate ? " (rate limited)" : "");
+	if (resume)
+		ol_info("admin: heal job %s (started by %s) resumed here, run %u%s%s", heal_job.job,
+			heal_job.by, heal_job.resumed + 1,
+			heal_job.has_cursor ? ", its scan after the cursor recorded" : "",
+			rate ? " (rate limited)" : "");
+	else
+		ol_info("admin: heal job %s started by %s%s%s", heal_job.job, who,
+			missed_only ? " (missed writes only)" : "", rate ? " (rate limited)" : "");
+	heal_event(OL_ADMIN_HEAL_STARTED);
 	return 202;
 }
 
@@ -552,8 +721,11 @@ heal_handle(struct ol_http_req *r)
 		status = heal_start(r->query, r->peer);
 	} else if (strcmp(r->method, "DELETE") == 0) {
 		status = atomic_load(&heal_thread) ? 202 : 404;
-		if (status == 202)
+		if (status == 202) {
+			atomic_store(&heal_admin_cancel, 1);
 			ol_store_heal_cancel(&heal_prog);
+			heal_event(OL_ADMIN_HEAL_CANCELLED); /* nobody resumes it */
+		}
 	} else if (strcmp(r->method, "GET") && strcmp(r->method, "HEAD")) {
 		send_json_status(r, 405, "{\"error\":\"use GET, POST or DELETE\"}\n");
 		return;

@@ -89,6 +89,47 @@ void ol_admin_set_store(struct ol_store *st);
 typedef int (*ol_admin_forward_fn)(void *arg, struct ol_http_req *r);
 void ol_admin_set_forward(ol_admin_forward_fn fn, void *arg);
 
+/* ---- heal jobs (cluster mode: docs/cluster.md "Heal jobs") ----
+ *
+ * Every heal this daemon starts is a job with an id (16 hex digits), who started it ("by"),
+ * the counters of its runs and its scan's cursor. The daemon keeps its record in etcd through
+ * these hooks; admin/ knows nothing of etcd. */
+enum ol_admin_heal_event {
+	OL_ADMIN_HEAL_STARTED,	 /* a job started or resumed here */
+	OL_ADMIN_HEAL_CANCELLED, /* an admin cancelled it (DELETE), before the answer */
+	OL_ADMIN_HEAL_ENDED,	 /* its run here ended: done, failed, cancelled, or stopped
+				  * because the store went (ol_admin_set_store(NULL)) */
+};
+struct ol_admin_heal_hooks {
+	/* on the thread that saw the event, before the request that caused it is answered; it
+	 * may block briefly (a record write). It must not call ol_admin_set_store. */
+	void (*event)(void *arg, enum ol_admin_heal_event ev);
+	/* The heal document to show in place of this daemon's own while it runs no heal: a
+	 * malloc'd JSON object, or NULL to show its own. local_job: the id of its last job (""
+	 * none), local_state: that job's state as its record says it (see
+	 * ol_admin_heal_record; NULL none). Any request thread; must not block. */
+	char *(*doc)(void *arg, const char *local_job, const char *local_state);
+	void *arg;
+};
+/* Copied; NULL clears (returns once no call of the old hooks runs). Any thread. */
+void ol_admin_set_heal_hooks(const struct ol_admin_heal_hooks *h);
+
+/* The record of this daemon's current (or last) heal job: the heal document with the job's
+ * state as others must see it ("running" also for a run stopped because the store went: it is
+ * to be resumed; "cancelled" only for an admin's cancel; "done", "failed"), "job", "by",
+ * "resumed", "job_started_ns", "node" and "epoch" (given: the node running it and its leader
+ * epoch), "updated_ns" and "cursor" ({"set","bucket","phase","key" (hex)}, absent before the
+ * scan began). NULL when no job ran here. *job gets its id, *final whether its state is
+ * done, failed or cancelled. Malloc'd. Any thread. */
+char *ol_admin_heal_record(unsigned node, unsigned long long epoch, char job[33], bool *final);
+
+/* Resume the job of a record (JSON as above) whose state is "running": the heal starts with
+ * the missed writes, then scans after the record's cursor, its counters counting on from the
+ * record's, under the same id and rate. 202 started; 0 the record is not running (nothing to
+ * resume); 409 a heal runs here (not a missed-writes-only one, which gives way); 503 no store;
+ * -EPROTO not a record. Any thread. */
+int ol_admin_heal_resume(const char *rec, size_t len);
+
 /* Answer an admin request (access checked as above). Returns 1 when it answered, 0 when the
  * request is not for us (the caller routes it as S3). Call first for every request. */
 int ol_admin_handle(struct ol_http_req *r);

@@ -4,8 +4,10 @@
 
 #include "admin.h"
 #include "base/buf.h"
+#include "store/store.h"
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* 1 when r carries SigV4 (an Authorization header or X-Amz-Credential / X-Amz-Signature in the
  * query), else 0. */
@@ -36,5 +38,24 @@ void ol_admin_keys_handle(struct ol_http_req *r, const struct ol_config *cfg, st
 /* Fill base/keyring.h's table from the store's records (st NULL: empty it). Start-up only,
  * before S3 serves. Logs keys it cannot load (never their secrets). */
 void ol_admin_keys_load(struct ol_store *st, const struct ol_config *cfg);
+
+/* healrec.c: a heal job record (docs/cluster.md "Heal jobs") as read back from etcd. counts[]
+ * are the job's counters (ol_admin_heal_counts names them, in the record and the heal
+ * document), cursor its scan's position (has_cursor: one was recorded). */
+#define OL_ADMIN_HEAL_NCOUNTS 7
+extern const char *const ol_admin_heal_counts[OL_ADMIN_HEAL_NCOUNTS];
+struct ol_admin_heal_rec {
+	char job[33], by[128], state[16];
+	unsigned resumed;
+	uint64_t rate;
+	bool missed_only;
+	int64_t started_ns; /* CLOCK_REALTIME of the job's first start */
+	uint64_t counts[OL_ADMIN_HEAL_NCOUNTS];
+	bool has_cursor;
+	struct ol_heal_cursor cursor;
+};
+/* Pure: 0 and *out, -EPROTO for text that is not a record (job: 1..32 hex digits; the cursor's
+ * key in hex, its phase 0..2). */
+int ol_admin_heal_rec_parse(const char *buf, size_t len, struct ol_admin_heal_rec *out);
 
 #endif

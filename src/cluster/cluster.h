@@ -12,7 +12,8 @@
  *
  * Keys under the prefix: members/<id> (leased), layout (written once by `openlake cluster
  * init`), sets/<pool>.<set>/leader (leased by the leader's member lease; see below), serving
- * (leased: the node that serves S3 now; "the serving key" below). */
+ * (leased: the node that serves S3 now; "the serving key" below), jobs/<name> (long-running
+ * jobs' records, "job records" below). */
 #ifndef OL_CLUSTER_CLUSTER_H
 #define OL_CLUSTER_CLUSTER_H
 
@@ -181,6 +182,37 @@ int ol_cluster_serve_release(struct ol_cluster *c);
 typedef int (*ol_cluster_watch_fn)(void *arg, const char *value, size_t len, int64_t mod_rev);
 int ol_cluster_watch(struct ol_cluster *c, const char *name, ol_cluster_watch_fn fn, void *arg,
 		     const atomic_int *stop);
+
+/* ---- job records ----
+ *
+ * A long-running job (the heal: name "heal") keeps its record at <prefix>jobs/<name>, a JSON
+ * object with at least "job" (its id), "state" ("running" while someone is to run it, or
+ * "done", "failed", "cancelled"), "node" and "epoch" (the node running it and its leader
+ * epoch). Only the leader of a set writes it, and only over the record it last saw: a leader
+ * that was replaced (frozen, cut off, stepped down) cannot overwrite what its successor wrote,
+ * and the successor resumes a "running" record from what it says (docs/cluster.md, "Heal
+ * jobs"). */
+struct ol_cluster_job_head {
+	char job[40], state[16];
+	unsigned node;
+	uint64_t epoch;
+};
+
+/* The record <prefix>jobs/<name>: 0 with *value (malloc'd, NUL-terminated, *len bytes) and
+ * its mod revision; -ENOENT (none; *mod_rev 0); -errno (etcd). Any thread; one range. */
+int ol_cluster_job_get(struct ol_cluster *c, const char *name, char **value, size_t *len,
+		       int64_t *mod_rev);
+
+/* Write value to <prefix>jobs/<name> if it is still at mod_rev (0: absent) and this node's
+ * key of set (pool, set) is still the one of epoch, in one transaction. 0 and *new_rev (may be
+ * NULL: the record's new mod revision); -ECANCELED: the record changed since mod_rev (read it
+ * again); -ESTALE: this node does not lead (pool, set) at epoch any more (or does not follow
+ * it); -errno (etcd: the write may have happened). Any thread. */
+int ol_cluster_job_put(struct ol_cluster *c, const char *name, const char *value, unsigned pool,
+		       unsigned set, uint64_t epoch, int64_t mod_rev, int64_t *new_rev);
+
+/* Pure: the fields of a record every reader needs. -EPROTO when it is not one. */
+int ol_cluster_job_head_parse(const char *buf, size_t len, struct ol_cluster_job_head *out);
 
 /* Pure: what this node does about one set, from the leader key as read (or its absence) and
  * its own lease. */

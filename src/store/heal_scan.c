@@ -27,6 +27,11 @@ struct scan {
 	uint64_t rate, paced;
 	int64_t t0;
 	bool count; /* count pass: totals only */
+	/* the scan's place, published in p->cursor as it goes (ol_store_heal_cursor) */
+	unsigned set_idx;
+	/* resume: the cursor to start after (set by the scan of its set, cleared once the scan
+	 * reaches it) */
+	const struct ol_heal_cursor *from;
 	/* shard files or blocks that could not be written on an online drive: the heal then
 	 * fails (-EAGAIN), the store is not whole */
 	uint64_t unwritten;
@@ -63,6 +68,55 @@ pace(struct scan *s, uint64_t bytes)
 		nanosleep(&ts, NULL);
 		now = (int64_t)ol_clock_ns() - s->t0;
 	}
+}
+
+_Static_assert(OL_KEYBUF <= OL_HEAL_CURSOR_KEY, "a heal cursor holds any index key");
+
+static void
+cursor_lock(struct ol_heal_progress *p, bool on)
+{
+	if (!on) {
+		atomic_store_explicit(&p->cursor_lock, 0, memory_order_release);
+		return;
+	}
+	while (atomic_exchange_explicit(&p->cursor_lock, 1, memory_order_acquire))
+		;
+}
+
+/* The scan is at (bucket, phase) of the current set, key k (kl bytes) done; bucket NULL:
+ * the same bucket and phase as before. */
+static void
+cursor_at(struct scan *s, const char *bucket, unsigned phase, const void *k, size_t kl)
+{
+	struct ol_heal_progress *p = s->p;
+
+	if (kl > sizeof(p->cursor.key))
+		return;
+	cursor_lock(p, true);
+	p->cursor.set = s->set_idx;
+	if (bucket) {
+		snprintf(p->cursor.bucket, sizeof(p->cursor.bucket), "%s", bucket);
+		p->cursor.phase = phase;
+	}
+	if (kl)
+		memcpy(p->cursor.key, k, kl);
+	p->cursor.key_len = kl;
+	p->cursor_set = true;
+	cursor_lock(p, false);
+}
+
+int
+ol_store_heal_cursor(struct ol_heal_progress *p, struct ol_heal_cursor *out)
+{
+	int rc = -ENOENT;
+
+	cursor_lock(p, true);
+	if (p->cursor_set) {
+		*out = p->cursor;
+		rc = 0;
+	}
+	cursor_lock(p, false);
+	return rc;
 }
 
 static void
@@ -526,10 +580,11 @@ item_rec(const struct item *it, struct ol_rec *w)
 typedef void (*item_fn)(struct scan *s, const char *pre, size_t pl, const struct item *it,
 			void *arg);
 
-/* Call fn for every key of db under prefix, BATCH keys per merge (no txn held while fn runs). */
+/* Call fn for every key of db under prefix after the key `after` (NULL: from the first), BATCH
+ * keys per merge (no txn held while fn runs). track: each key done moves the cursor. */
 static int
-each_key(struct scan *s, enum ol_meta_db db, const char *pre, size_t pl, bool raw, item_fn fn,
-	 void *arg)
+each_key_from(struct scan *s, enum ol_meta_db db, const char *pre, size_t pl, bool raw, item_fn fn,
+	      void *arg, const void *after, size_t al, bool track)
 {
 	struct batch b = {.v = ol_xmalloc(BATCH * sizeof(struct item))};
 	char last[OL_KEYBUF];
@@ -537,6 +592,11 @@ each_key(struct scan *s, enum ol_meta_db db, const char *pre, size_t pl, bool ra
 	bool first = true;
 	int rc;
 
+	if (after && al && al <= sizeof(last)) {
+		memcpy(last, after, al);
+		ll = al;
+		first = false;
+	}
 	do {
 		rc = gather(s->st, db, pre, pl, first ? NULL : last, ll, &b, raw);
 		first = false;
@@ -545,6 +605,9 @@ each_key(struct scan *s, enum ol_meta_db db, const char *pre, size_t pl, bool ra
 				rc = -ECANCELED;
 			else
 				fn(s, pre, pl, &b.v[i], arg);
+			/* a key cut short by a cancel is not done: a resume does it again */
+			if (!rc && track && !cancelled(s))
+				cursor_at(s, NULL, 0, b.v[i].k, b.v[i].kl);
 		}
 		if (b.n) {
 			ll = b.v[b.n - 1].kl;
@@ -554,6 +617,13 @@ each_key(struct scan *s, enum ol_meta_db db, const char *pre, size_t pl, bool ra
 	} while (!rc && b.more);
 	free(b.v);
 	return rc;
+}
+
+static int
+each_key(struct scan *s, enum ol_meta_db db, const char *pre, size_t pl, bool raw, item_fn fn,
+	 void *arg)
+{
+	return each_key_from(s, db, pre, pl, raw, fn, arg, NULL, 0, false);
 }
 
 static void
@@ -701,21 +771,37 @@ upload_fn(struct scan *s, const char *pre, size_t pl, const struct item *it, voi
 	each_key(s, OL_META_PARTS, k, pl + 33, false, part_fn, NULL);
 }
 
+/* A bucket's objects, versions and uploads (phases 0, 1, 2 of the cursor); resumed (s->from
+ * names this bucket) from the cursor's phase and key. */
 static int
 bucket_fn(struct scan *s, const char *bucket)
 {
+	static const struct {
+		enum ol_meta_db db;
+		bool raw;
+		item_fn fn;
+	} phases[] = {{OL_META_OBJECTS, false, object_fn},
+		      {OL_META_VERSIONS, false, version_fn},
+		      {OL_META_UPLOADS, true, upload_fn}};
 	char pre[80];
 	size_t pl = strlen(bucket) + 1;
-	int rc;
+	const struct ol_heal_cursor *from = s->count ? NULL : s->from;
+	unsigned ph = from ? from->phase : 0;
+	int rc = 0;
 
 	if (pl > sizeof(pre))
 		return 0;
 	memcpy(pre, bucket, pl);
-	rc = each_key(s, OL_META_OBJECTS, pre, pl, false, object_fn, NULL);
-	if (!rc)
-		rc = each_key(s, OL_META_VERSIONS, pre, pl, false, version_fn, NULL);
-	if (!rc)
-		rc = each_key(s, OL_META_UPLOADS, pre, pl, true, upload_fn, NULL);
+	s->from = NULL;
+	for (; !rc && ph < sizeof(phases) / sizeof(phases[0]); ph++) {
+		const void *after = from && ph == from->phase ? from->key : NULL;
+		size_t al = after ? from->key_len : 0;
+
+		if (!s->count)
+			cursor_at(s, bucket, ph, after, al);
+		rc = each_key_from(s, phases[ph].db, pre, pl, phases[ph].raw, phases[ph].fn, NULL,
+				   after, al, !s->count);
+	}
 	return rc;
 }
 
@@ -731,6 +817,14 @@ bucket_rec_fn(struct scan *s, const char *pre, size_t pl, const struct item *it,
 		return;
 	memcpy(name, it->k, it->kl);
 	name[it->kl] = 0;
+	if (!s->count && s->from) { /* resuming: buckets before the cursor's are done */
+		int c = strcmp(name, s->from->bucket);
+
+		if (c < 0)
+			return;
+		if (c > 0)
+			s->from = NULL; /* the cursor's bucket is gone: this one from its start */
+	}
 	if (!s->count) {
 		pthread_rwlock_rdlock(&s->st->bucket_lock);
 		restore_raw(s, OL_META_BUCKETS, it->k, it->kl, it->vals, it->lens);
@@ -890,15 +984,29 @@ ol_set_heal_all(struct ol_store *const *sets, int n, const struct ol_heal_opts *
 		struct ol_heal_progress *p)
 {
 	struct scan s = {.p = p, .rate = o ? o->rate_bytes : 0};
+	const struct ol_heal_cursor *from =
+	    o && o->from && o->from->set < (unsigned)n ? o->from : NULL;
 	int busy = 0, rc = 0;
 
 	if (!atomic_compare_exchange_strong(&heal_busy, &busy, 1))
 		return -EBUSY;
 	reset(p);
+	cursor_lock(p, true);
+	p->cursor_set = from != NULL;
+	if (from)
+		p->cursor = *from;
+	cursor_lock(p, false);
 	atomic_store(&p->missed_only, o && o->missed_only);
 	atomic_store(&p->running, 1);
 	ol_info("store: heal started%s%s", o && o->missed_only ? " (missed writes only)" : "",
 		s.rate ? " (rate limited)" : "");
+	if (from)
+		ol_info("store: heal resumes its scan after set %u, bucket '%s', %s, %zu-byte key",
+			from->set, from->bucket,
+			from->phase == 0   ? "objects"
+			: from->phase == 1 ? "versions"
+					   : "uploads",
+			from->key_len);
 	rc = heal_missed(sets, n, &s);
 	s.count = true;
 	for (int i = 0; !rc && !(o && o->missed_only) && i < n; i++) {
@@ -908,8 +1016,12 @@ ol_set_heal_all(struct ol_store *const *sets, int n, const struct ol_heal_opts *
 	s.count = false;
 	s.t0 = (int64_t)ol_clock_ns();
 	s.paced = 0;
-	for (int i = 0; !rc && !(o && o->missed_only) && i < n; i++) {
+	for (int i = from ? (int)from->set : 0; !rc && !(o && o->missed_only) && i < n; i++) {
 		s.st = sets[i];
+		s.set_idx = (unsigned)i;
+		s.from = from && i == (int)from->set ? from : NULL;
+		if (!s.from)
+			cursor_at(&s, "", 0, NULL, 0);
 		rc = pass(&s);
 	}
 	if (!rc && s.unwritten) {

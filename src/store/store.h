@@ -404,9 +404,24 @@ int ol_store_shard_paths(struct ol_store *st, const char *bucket, const char *ke
  * One heal per process at a time: -EBUSY when another runs. -ECANCELED when cancelled
  * (ol_store_heal_cancel); 0 otherwise (check p->unrecoverable: objects or parts with more than
  * P shards lost in some stripe, or whose record has no quorum, are counted, not healed). */
+/* Where a heal's scan stands (to resume it from there, on this node or another serving the
+ * same layout): everything before (set, bucket, phase, key) is done. set: index among the
+ * store's sets (pools in layout order, then sets); bucket: "" = nothing of the set done yet;
+ * phase: what of the bucket is walked (0 objects, 1 versions, 2 uploads); key: the last index
+ * key done in that phase, below the bucket's prefix (key_len 0: none yet). */
+#define OL_HEAL_CURSOR_KEY 1200
+struct ol_heal_cursor {
+	unsigned set, phase;
+	char bucket[64];
+	size_t key_len;
+	uint8_t key[OL_HEAL_CURSOR_KEY];
+};
 struct ol_heal_opts {
 	uint64_t rate_bytes; /* bytes read per second, 0: unlimited */
 	bool missed_only;    /* only the missed-write records, no scan */
+	/* resume: scan only what comes after this cursor (the missed writes are healed first,
+	 * as always; the count pass still counts the whole store). NULL: the whole scan. */
+	const struct ol_heal_cursor *from;
 };
 struct ol_heal_progress {
 	_Atomic uint64_t objects_total; /* objects + upload parts found by the count pass */
@@ -423,6 +438,10 @@ struct ol_heal_progress {
 	_Atomic int running;
 	_Atomic int cancel; /* set by ol_store_heal_cancel */
 	_Atomic int result; /* return code of the last run */
+	/* the scan's position (ol_store_heal_cursor), guarded by cursor_lock (a spin flag) */
+	_Atomic int cursor_lock;
+	bool cursor_set;
+	struct ol_heal_cursor cursor;
 };
 /* p must be zeroed by the caller before the first use (its counters are reset at start; a
  * cancel asked before the start is kept, and cleared when the call returns). */
@@ -439,6 +458,9 @@ int ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o,
  * pending: entries held now (exact after open and each heal; counted up by commits between);
  * dropped: misses not recorded since open. Any thread. */
 void ol_store_missed_stats(struct ol_store *st, uint64_t *pending, uint64_t *dropped);
+/* Where the running (or last) heal on p has come to: 0 and *out, -ENOENT before its scan
+ * began (a heal that ends cancelled keeps the last cursor: resume from it). Any thread. */
+int ol_store_heal_cursor(struct ol_heal_progress *p, struct ol_heal_cursor *out);
 /* Ask a running heal on p to stop at the next block (any thread). */
 void ol_store_heal_cancel(struct ol_heal_progress *p);
 

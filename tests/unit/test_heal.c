@@ -1,7 +1,8 @@
 /* tests/unit/test_heal.c - whole-store heal (store/heal_scan.c) on real drives in a temp dir:
  * a wiped drive, a corrupt parity block and a record deleted from one drive's LMDB are all
  * restored to the exact bytes; a reader running meanwhile never sees wrong bytes; more than P
- * lost shards count as unrecoverable; cancel and one-at-a-time. */
+ * lost shards count as unrecoverable; cancel and one-at-a-time; a heal resumed from a cursor
+ * scans only what comes after it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -334,6 +335,43 @@ test_heal(struct ol_store **stp)
 	snap_free(&s);
 }
 
+/* The cursor of a whole run ends at the last key walked; a heal resumed after "big2" (a
+ * cluster's next leader resuming a job, cmd/openlaked/heal_job.c) restores only what follows. */
+static void
+test_resume(struct ol_store **stp)
+{
+	struct ol_heal_progress p = {0};
+	struct ol_heal_cursor c, from = {.set = 0, .phase = 0, .bucket = "b", .key_len = 4};
+	struct ol_heal_opts o = {.from = &from};
+	struct snap s;
+	char d0[300];
+
+	ok(ol_store_heal_cursor(&p, &c) == -ENOENT, "no cursor before a heal");
+	ok(ol_store_heal_all(*stp, NULL, &p) == 0 && ol_store_heal_cursor(&p, &c) == 0,
+	   "a whole heal leaves its cursor");
+	ok(c.set == 0 && strcmp(c.bucket, "b") == 0 && c.phase == 2 && c.key_len == 32,
+	   "it ends at the last upload of bucket b (set %u, '%s', phase %u, %zu bytes)", c.set,
+	   c.bucket, c.phase, c.key_len);
+	snap_take(&s);
+	ol_store_close(*stp);
+	snprintf(d0, sizeof(d0), "%s/d0", root);
+	rm_rf(d0);
+	ok(ol_store_open(&cfg, stp) == 0, "reopen with drive 0 wiped");
+	memcpy(from.key, "big2", 4);
+	memset(&p, 0, sizeof(p));
+	ok(ol_store_heal_all(*stp, &o, &p) == 0, "a heal resumed after big2");
+	ok(p.objects_scanned == 2, "it scans small and the upload part only (%llu)",
+	   (unsigned long long)p.objects_scanned);
+	ok(rec_drives(*stp, "big1") == 3 && rec_drives(*stp, "big2") == 3 &&
+	       rec_drives(*stp, "small") == 4,
+	   "big1 and big2 (before the cursor) are left to a whole heal, small is restored");
+	memset(&p, 0, sizeof(p));
+	ok(ol_store_heal_all(*stp, NULL, &p) == 0 && snap_same(&s) &&
+	       rec_drives(*stp, "big1") == 4 && rec_drives(*stp, "big2") == 4,
+	   "a whole heal then restores the rest to the exact bytes");
+	snap_free(&s);
+}
+
 static void
 test_unrecoverable(struct ol_store *st)
 {
@@ -392,6 +430,7 @@ main(void)
 	ok(st != NULL, "store with 3 objects and an upload part");
 	if (st) {
 		test_heal(&st);
+		test_resume(&st);
 		test_unrecoverable(st);
 		test_cancel(st);
 	}

@@ -103,10 +103,37 @@ test_record(void)
 	   "an address longer than the config allows is refused");
 }
 
+/* The head of a job record (job.c): what every reader of <prefix>jobs/<name> needs */
+static void
+test_job_head(void)
+{
+	static const char rec[] = "{\"state\":\"running\",\"job\":\"e36e\",\"node\":3,"
+				  "\"epoch\":12345678901,\"cursor\":{\"key\":\"6b\"}}";
+	static const char *const bad[] = {"",
+					  "[]",
+					  "{\"job\":\"a\"}",
+					  "{\"state\":\"done\"}",
+					  "{\"job\":1,\"state\":\"done\"}",
+					  "{\"job\":\"a\",\"state\":\"done\",\"node\":-1}",
+					  "{\"job\":\"a\",\"state\":\"done\",\"epoch\":\"5\"}",
+					  "{\"job\":\"a\",\"state\":\"a-state-far-too-long\"}",
+					  NULL};
+	struct ol_cluster_job_head h;
+	bool good = true;
+
+	ok(ol_cluster_job_head_parse(rec, strlen(rec), &h) == 0 && strcmp(h.job, "e36e") == 0 &&
+	       strcmp(h.state, "running") == 0 && h.node == 3 && h.epoch == 12345678901ULL,
+	   "a job record's head: job, state, node, epoch");
+	for (int i = 0; bad[i]; i++)
+		good &= ol_cluster_job_head_parse(bad[i], strlen(bad[i]), &h) == -EPROTO;
+	ok(good, "malformed job records are -EPROTO");
+}
+
 int
 main(void)
 {
 	test_decide();
 	test_record();
+	test_job_head();
 	tap_done();
 }

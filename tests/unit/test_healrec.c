@@ -1,0 +1,94 @@
+/* tests/unit/test_healrec.c - the heal job record read back (admin/healrec.c): a record as the
+ * daemon writes it parses to its fields and cursor; hostile records are -EPROTO. */
+#include "admin/adminint.h"
+#include "tap.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static void
+test_good(void)
+{
+	static const char rec[] =
+	    "{\"state\":\"running\",\"running\":true,\"objects_scanned\":7,\"objects_total\":24,"
+	    "\"bytes_scanned\":7340032,\"bytes_total\":25165824,\"shards_healed\":1,"
+	    "\"blocks_healed\":2,\"records_restored\":3,\"unrecoverable\":0,\"result\":0,"
+	    "\"rate_limit\":3145728,\"missed_healed\":4,\"missed_only\":false,"
+	    "\"job\":\"e36ec512548677fd\",\"by\":\"an admin at 127.0.0.1:1\",\"resumed\":1,"
+	    "\"job_started_ns\":1700000000000000000,\"node\":0,\"epoch\":5,"
+	    "\"cursor\":{\"set\":1,\"bucket\":\"hjob\",\"phase\":2,\"key\":\"6b3036\"}}";
+	struct ol_admin_heal_rec r;
+
+	ok(ol_admin_heal_rec_parse(rec, strlen(rec), &r) == 0, "a record parses");
+	ok(strcmp(r.job, "e36ec512548677fd") == 0 && strcmp(r.state, "running") == 0 &&
+	       strcmp(r.by, "an admin at 127.0.0.1:1") == 0 && r.resumed == 1 &&
+	       r.rate == 3145728 && !r.missed_only && r.started_ns == 1700000000000000000LL,
+	   "its job, state, by, resumed, rate and start");
+	ok(r.counts[0] == 7 && r.counts[1] == 7340032 && r.counts[2] == 1 && r.counts[3] == 2 &&
+	       r.counts[4] == 3 && r.counts[5] == 0 && r.counts[6] == 4,
+	   "its counters");
+	ok(r.has_cursor && r.cursor.set == 1 && r.cursor.phase == 2 &&
+	       strcmp(r.cursor.bucket, "hjob") == 0 && r.cursor.key_len == 3 &&
+	       memcmp(r.cursor.key, "k06", 3) == 0,
+	   "its cursor, the key decoded from hex");
+	static const char bare[] = "{\"job\":\"ab\",\"state\":\"done\"}";
+	ok(ol_admin_heal_rec_parse(bare, strlen(bare), &r) == 0 && !r.has_cursor &&
+	       r.counts[0] == 0 && strcmp(r.state, "done") == 0,
+	   "a record without cursor nor counters");
+}
+
+static void
+test_bad(void)
+{
+	static const char *const bad[] = {
+	    "",
+	    "[]",
+	    "{\"state\":\"running\"}",
+	    "{\"job\":\"\",\"state\":\"running\"}",
+	    "{\"job\":\"xyz\",\"state\":\"running\"}",
+	    "{\"job\":\"ab\"}",
+	    "{\"job\":\"ab\",\"state\":7}",
+	    "{\"job\":\"ab\",\"state\":\"running\",\"objects_scanned\":-1}",
+	    "{\"job\":\"ab\",\"state\":\"running\",\"rate_limit\":\"5\"}",
+	    "{\"job\":\"ab\",\"state\":\"running\",\"missed_only\":1}",
+	    "{\"job\":\"ab\",\"state\":\"running\",\"cursor\":7}",
+	    "{\"job\":\"ab\",\"state\":\"running\",\"cursor\":{\"set\":0,\"bucket\":\"b\","
+	    "\"phase\":3,\"key\":\"\"}}",
+	    "{\"job\":\"ab\",\"state\":\"running\",\"cursor\":{\"set\":0,\"bucket\":\"b\","
+	    "\"phase\":0,\"key\":\"abc\"}}",
+	    "{\"job\":\"ab\",\"state\":\"running\",\"cursor\":{\"set\":0,\"bucket\":\"b\","
+	    "\"phase\":0,\"key\":\"zz\"}}",
+	    "{\"job\":\"ab\",\"state\":\"running\",\"cursor\":{\"set\":0,\"phase\":0,\"key\":\"\"}"
+	    "}",
+	    "{\"job\":\"ab\\u0000cd\",\"state\":\"running\"}",
+	    NULL};
+	struct ol_admin_heal_rec r;
+	bool all = true;
+
+	for (int i = 0; bad[i]; i++) {
+		int rc = ol_admin_heal_rec_parse(bad[i], strlen(bad[i]), &r);
+
+		if (rc != -EPROTO)
+			printf("# %s: %d\n", bad[i], rc);
+		all &= rc == -EPROTO;
+	}
+	ok(all, "malformed records are -EPROTO");
+	static char big[2 * OL_HEAL_CURSOR_KEY + 200];
+	int n = snprintf(big, sizeof(big),
+			 "{\"job\":\"ab\",\"state\":\"running\",\"cursor\":{\"set\":0,\"bucket\":"
+			 "\"b\",\"phase\":0,\"key\":\"");
+	for (int i = 0; i < 2 * OL_HEAL_CURSOR_KEY + 2; i++)
+		big[n++] = 'a';
+	snprintf(big + n, sizeof(big) - (size_t)n, "\"}}");
+	ok(ol_admin_heal_rec_parse(big, strlen(big), &r) == -EPROTO,
+	   "a cursor key longer than any index key is refused");
+}
+
+int
+main(void)
+{
+	test_good();
+	test_bad();
+	tap_done();
+}
