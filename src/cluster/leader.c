@@ -338,7 +338,7 @@ try_campaign(struct ol_cluster *c, struct ol_cluster_set *s, int64_t lease)
 		s->gated = !may;
 		if (s->gated)
 			ol_info("cluster: not campaigning for set %u.%u: this node does not reach "
-				"a write quorum of the set's drives",
+				"a write quorum of the set's drives (or has not probed them yet)",
 				s->pool, s->set);
 		else
 			ol_info("cluster: campaigning for set %u.%u again: this node reaches a "
