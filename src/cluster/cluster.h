@@ -147,7 +147,8 @@ void ol_cluster_lead_gate(struct ol_cluster *c, ol_cluster_gate_fn fn, void *arg
 /* This node leads (pool, set) at epoch but should not (it cannot reach a write quorum of the
  * set's drives while other nodes may): the leadership thread stops leading at once
  * (ol_cluster_leads false), deletes the key if it is still the one of epoch (so the next
- * leader's epoch is above it), then reports the loss to the callback; it campaigns again only
+ * leader's epoch is above it; tried again at each step while etcd does not answer, never led
+ * under again), then reports the loss to the callback; it campaigns again only
  * when the key is absent and the gate says yes. 0, or -ENOENT when this node does not lead
  * (pool, set) at epoch. Any thread. */
 int ol_cluster_lead_step_down(struct ol_cluster *c, unsigned pool, unsigned set, uint64_t epoch);

@@ -296,8 +296,9 @@ campaign(struct ol_cluster *c, struct ol_cluster_set *s, int64_t lease)
 	ol_etcd_txn_result_fini(&t);
 }
 
-/* delete s's key if it is still the one created at epoch e */
-static void
+/* delete s's key if it is still the one created at epoch e: 0 (deleted, or not that key any
+ * more), -errno when etcd did not answer */
+static int
 drop_key(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t e)
 {
 	struct ol_etcd_cmp cmp = {.key = s->key,
@@ -306,8 +307,9 @@ drop_key(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t e)
 				  .number = (int64_t)e};
 	struct ol_etcd_op del = {.type = OL_ETCD_OP_DELETE, .key = s->key};
 	struct ol_etcd_txn_result t = {0};
-	(void)ol_etcd_txn(c->etcd, &cmp, 1, &del, 1, NULL, 0, &t);
+	int rc = ol_etcd_txn(c->etcd, &cmp, 1, &del, 1, NULL, 0, &t);
 	ol_etcd_txn_result_fini(&t);
+	return rc;
 }
 
 /* ol_cluster_lead_step_down: stop leading now, delete the key, then tell the daemon (whose
@@ -316,16 +318,19 @@ drop_key(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t e)
 static void
 step_down(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t e)
 {
-	atomic_store(&s->step_down, 0);
-	if (atomic_exchange(&s->my_epoch, 0) != e)
-		return;
-	ol_warn("cluster: no longer leading set %u.%u (epoch %llu): this node has not reached a "
-		"write quorum of the set's drives for [cluster] quorum_loss_s (%u s) while other "
-		"nodes may: the key is given up for a node that reaches one",
-		s->pool, s->set, (unsigned long long)e, c->cfg->cluster_quorum_loss_s);
-	drop_key(c, s, e);
+	bool led = atomic_exchange(&s->my_epoch, 0) == e;
+	if (led)
+		ol_warn("cluster: no longer leading set %u.%u (epoch %llu): this node has not "
+			"reached a write quorum of the set's drives for [cluster] quorum_loss_s "
+			"(%u s) while other nodes may: the key is given up for a node that reaches "
+			"one",
+			s->pool, s->set, (unsigned long long)e, c->cfg->cluster_quorum_loss_s);
+	/* not deleted (etcd did not answer): the next step finds the key still ours and deletes
+	 * it then, instead of leading under it again */
+	if (drop_key(c, s, e) == 0)
+		atomic_store(&s->step_down, 0);
 	set_info(c, s, &(struct ol_cluster_leader_info){0});
-	if (c->lead_fn)
+	if (led && c->lead_fn)
 		c->lead_fn(c->lead_arg, s->pool, s->set, e, false);
 }
 
@@ -355,7 +360,7 @@ renew(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t e, int64_t lease)
 {
 	atomic_store(&s->renew, 0);
 	lose(c, s, "renewing its key for a newer epoch (the set became the serving set)");
-	drop_key(c, s, e);
+	(void)drop_key(c, s, e);
 	set_info(c, s, &(struct ol_cluster_leader_info){0});
 	try_campaign(c, s, lease);
 }
@@ -380,8 +385,7 @@ step_set(struct ol_cluster *c, struct ol_cluster_set *s, const struct ol_etcd_kv
 	};
 	switch (ol_cluster_lead_decide(&in)) {
 	case OL_LEAD_LEAD:
-		if (atomic_load(&s->step_down) == (uint64_t)kv->create_revision &&
-		    atomic_load(&s->my_epoch) == (uint64_t)kv->create_revision)
+		if (atomic_load(&s->step_down) == (uint64_t)kv->create_revision)
 			step_down(c, s, (uint64_t)kv->create_revision);
 		else if (atomic_load(&s->renew) == (uint64_t)kv->create_revision)
 			renew(c, s, (uint64_t)kv->create_revision, in.lease);
@@ -508,7 +512,7 @@ resign_all(struct ol_cluster *c)
 		if (!e)
 			continue;
 		lose(c, s, "stopping");
-		drop_key(c, s, e);
+		(void)drop_key(c, s, e);
 	}
 }
 
