@@ -1,5 +1,6 @@
 /* cmd/openlaked/cluster_store.c - the cluster store mode: see cluster_store.h. */
 #include "cluster_store.h"
+#include "cluster_quorum.h"
 #include "heal_job.h"
 
 #include "admin/admin.h"
@@ -41,7 +42,8 @@ struct cstore {
 	struct ol_layout layout;
 	struct ol_s3_server *s3;
 	struct ol_http_proxy *proxy;
-	int wait_ms; /* how long a request waits for a leader before its 503 */
+	struct cquorum *q; /* the serving set's write quorum as this node reaches it (or NULL) */
+	int wait_ms;	   /* how long a request waits for a leader before its 503 */
 	/* the key a forwarding node vouches for its client with (X-OpenLake-Client, http.h):
 	 * HMAC-SHA256 of the cluster secret and a fixed label, the same on every node */
 	uint8_t client_key[OL_HTTP_CLIENT_KEY];
@@ -210,23 +212,21 @@ cstore_decide(const struct ol_config *cfg, struct ol_cluster *c, struct ol_layou
 	return 1;
 }
 
-/* rpc_addr of a node: as it registered in etcd ("ucx://" before it: its plane is on UCX),
- * else as the config lists it */
-static void
-peer_addr(const struct cstore *cs, const struct ol_cluster_view *v, unsigned node, char *out,
-	  size_t len)
+void
+cstore_peer_addr(const struct ol_config *cfg, const struct ol_cluster_view *v, unsigned node,
+		 char *out, size_t len)
 {
 	out[0] = 0;
-	for (unsigned i = 0; i < v->n; i++)
+	for (unsigned i = 0; v && i < v->n; i++)
 		if (v->members[i].id == node && v->members[i].rpc_addr[0])
 			snprintf(out, len, "%s", v->members[i].rpc_addr);
 	/* [[nodes]] name no transport: the peer runs ours (plane_transport) */
-	const char *sch = ol_config_plane_scheme(cs->cfg);
-	for (unsigned i = 0; !out[0] && i < cs->cfg->n_nodes; i++)
-		if (cs->cfg->nodes[i].id == node)
-			snprintf(out, len, "%s%s", sch, cs->cfg->nodes[i].rpc_addr);
-	if (!out[0] && node == cs->cfg->self_id)
-		snprintf(out, len, "%s%s", sch, cs->cfg->rpc_addr);
+	const char *sch = ol_config_plane_scheme(cfg);
+	for (unsigned i = 0; !out[0] && i < cfg->n_nodes; i++)
+		if (cfg->nodes[i].id == node)
+			snprintf(out, len, "%s%s", sch, cfg->nodes[i].rpc_addr);
+	if (!out[0] && node == cfg->self_id)
+		snprintf(out, len, "%s%s", sch, cfg->rpc_addr);
 }
 
 /* every set of pool p, each over its drives' node planes, fenced with the epoch of the
@@ -246,7 +246,7 @@ open_pool(struct cstore *cs, unsigned p, uint64_t epoch, struct ol_store **st)
 		goto out;
 	for (size_t j = 0; j < all; j++) {
 		const struct ol_layout_slot *s = &l->pools[p].slots[j];
-		peer_addr(cs, &v, s->node, addr[j], sizeof(addr[j]));
+		cstore_peer_addr(cs->cfg, &v, s->node, addr[j], sizeof(addr[j]));
 		spec[j] = (struct ol_store_drive_spec){addr[j], s->drive, s->node};
 	}
 	ol_cluster_view_fini(&v);
@@ -829,6 +829,7 @@ read_layout_now(struct cstore *cs, bool *warned, bool *removed)
 		return rc;
 	take_layout(cs, &nl, warned, removed);
 	ol_layout_fini(&nl);
+	cquorum_layout(cs->q, &cs->layout); /* the serving set may have moved */
 	cs->layout_rev = rev;
 	(void)ol_cluster_lead_follow(cs->c, &cs->layout);
 	unsigned want = ol_layout_serving_pool(&cs->layout), was = atomic_load(&cs->serve_pool);
@@ -1031,6 +1032,15 @@ cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 int
 cstore_start(struct cstore *cs)
 {
+	/* a node campaigns for the serving set only while it reaches a write quorum of its
+	 * drives, and its leader gives it up after [cluster] quorum_loss_s without one */
+	if (cquorum_start(cs->cfg, cs->c, &cs->q) == 0) {
+		cquorum_layout(cs->q, &cs->layout);
+		ol_cluster_lead_gate(cs->c, cquorum_may_lead, cs->q);
+	} else {
+		ol_warn("cluster: cannot start the write quorum probe: this node campaigns and "
+			"leads without it");
+	}
 	int rc = ol_cluster_lead_start(cs->c, &cs->layout, on_lead, cs);
 	if (rc)
 		return rc;
@@ -1233,6 +1243,7 @@ cstore_resign(struct cstore *cs)
 		pthread_join(cs->poller, NULL);
 		cs->poller_started = false;
 	}
+	cquorum_stop(cs->q);	  /* no step-down from now: the stop gives every set up */
 	ol_cluster_resign(cs->c); /* runs lost(): drains and closes */
 }
 
@@ -1243,6 +1254,7 @@ cstore_free(struct cstore *cs)
 		return;
 	heal_job_free(cs->hj);
 	ol_http_proxy_free(cs->proxy);
+	cquorum_free(cs->q); /* the leadership thread, its gate's caller, is stopped */
 	ol_layout_fini(&cs->layout);
 	pthread_mutex_destroy(&cs->mu);
 	pthread_mutex_destroy(&cs->swap_mu);

@@ -42,6 +42,12 @@ void cstore_route(struct cstore *cs, struct ol_http_req *r);
  * Always answers (1). */
 int cstore_forward_admin(void *arg, struct ol_http_req *r);
 
+/* The node plane address of node: as it registered in etcd (v; "ucx://" before it: its plane
+ * is on UCX), else as cfg's [[nodes]] list it (with this node's transport), else "" (v may be
+ * NULL: the config only). */
+void cstore_peer_addr(const struct ol_config *cfg, const struct ol_cluster_view *v, unsigned node,
+		      char *out, size_t len);
+
 /* Stop the layout poller, give the set up (in-flight requests finish, the store closes);
  * then free. NULL: no-op. */
 /* SIGHUP: the forwarding hop's TLS files read again (rotated certificates); logs the result. */

@@ -174,6 +174,10 @@ static const struct cfg_key keys[] = {
      "[s3_tls] cert_path and client_ca, so one certificate shared by all nodes works)"},
     {"cluster.lease_ttl_s", T_U32, F(cluster_lease_ttl_s), "10", 2, 3600, 0, 0, 0,
      "membership lease: a node that stops renewing it leaves the member list after this long"},
+    {"cluster.quorum_loss_s", T_U32, F(cluster_quorum_loss_s), "15", 1, 3600, 0, 0, 0,
+     "a set leader that cannot reach a write quorum of its set's drives' nodes for this long "
+     "gives the set up (while another node may reach one), and a node campaigns only while it "
+     "reaches one"},
     {"cluster.prefix", T_STR, F(cluster_prefix), "/openlake/", 0, 0, 0, 0, 0,
      "prefix of every key OpenLake writes to etcd"},
     {"cluster.weight", T_U32, F(cluster_weight), "1", 0, 1000000, 0, 0, 0,

@@ -133,6 +133,7 @@ struct ol_config {
 	/* [cluster]: etcd holds the cluster's shape; no etcd = one node, as before */
 	char cluster_etcd[1024];	    /* etcd endpoints, comma-separated ("" = no cluster) */
 	unsigned cluster_lease_ttl_s;	    /* membership lease */
+	unsigned cluster_quorum_loss_s;	    /* a set leader without a write quorum resigns */
 	char cluster_prefix[OL_CFG_STR];    /* key prefix in etcd, ends with '/' */
 	unsigned cluster_weight;	    /* this node's relative share for placement */
 	char cluster_secret[OL_CFG_STR];    /* node plane HMAC secret ("" = plane off) */

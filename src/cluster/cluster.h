@@ -135,6 +135,25 @@ int ol_cluster_lead_follow(struct ol_cluster *c, const struct ol_layout *l);
  * callback. */
 int ol_cluster_lead_renew(struct ol_cluster *c, unsigned pool, unsigned set, uint64_t epoch);
 
+/* Whether this node may campaign for (pool, set) now: the daemon says no while the node cannot
+ * reach a write quorum of the set's drives (docs/cluster.md, "Write quorum and leadership").
+ * Called on the leadership thread before each campaign; it must not block (read what another
+ * thread measured). */
+typedef bool (*ol_cluster_gate_fn)(void *arg, unsigned pool, unsigned set);
+
+/* Install the campaign gate (NULL: campaign whenever the key is absent, the default). Call
+ * before ol_cluster_lead_start; fn and arg outlive ol_cluster_stop. */
+void ol_cluster_lead_gate(struct ol_cluster *c, ol_cluster_gate_fn fn, void *arg);
+
+/* This node leads (pool, set) at epoch but should not (it cannot reach a write quorum of the
+ * set's drives while other nodes may): the leadership thread stops leading at once
+ * (ol_cluster_leads false), deletes the key if it is still the one of epoch (so the next
+ * leader's epoch is above it; tried again at each step while etcd does not answer, never led
+ * under again), then reports the loss to the callback; it campaigns again only
+ * when the key is absent and the gate says yes. 0, or -ENOENT when this node does not lead
+ * (pool, set) at epoch. Any thread. */
+int ol_cluster_lead_step_down(struct ol_cluster *c, unsigned pool, unsigned set, uint64_t epoch);
+
 /* Give up every set this node leads and stop campaigning (a clean stop: call it before the
  * servers that use the sets stop; ol_cluster_leader keeps answering, is_self false).
  * ol_cluster_stop does it too. */
@@ -232,6 +251,16 @@ enum ol_cluster_lead_act {
 	OL_LEAD_LEAD,	  /* this node leads at key_create_rev */
 };
 enum ol_cluster_lead_act ol_cluster_lead_decide(const struct ol_cluster_lead_in *in);
+
+/* The write quorum of a set of n drives with p parity: max(n - p, n / 2 + 1, p + 1) (pure;
+ * store.h's rule). */
+unsigned ol_cluster_write_quorum(unsigned n, unsigned p);
+
+/* Whether a node may lead a set of n drives with p parity (pure; docs/cluster.md, "Write quorum
+ * and leadership"): it reaches `reach` of its drives over the node plane (its own included),
+ * and `live` of them are on nodes with a live member key. Yes while reach >= the write quorum,
+ * or while live < it (no node can reach one now: any leader serves reads). */
+bool ol_cluster_may_lead(unsigned n, unsigned p, unsigned reach, unsigned live);
 
 /* The margin a leader keeps before its lease's end (pure). */
 int64_t ol_cluster_lead_margin_ms(unsigned ttl_s);

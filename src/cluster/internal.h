@@ -26,6 +26,10 @@ struct ol_cluster_set {
 	_Atomic int64_t my_lease;
 	/* ol_cluster_lead_renew asked to give up the key held at this epoch and campaign again */
 	_Atomic uint64_t renew;
+	/* ol_cluster_lead_step_down asked to give up the key held at this epoch, and not to
+	 * campaign again while the gate says no */
+	_Atomic uint64_t step_down;
+	bool gated; /* the gate said no at the last campaign (the leadership thread's: logs) */
 };
 
 /* The sets a node follows: published whole (one pointer), replaced when pools join; the
@@ -75,6 +79,8 @@ struct ol_cluster {
 	char *ldr_value;		   /* this node's leader record (JSON) */
 	ol_cluster_lead_fn lead_fn;
 	void *lead_arg;
+	ol_cluster_gate_fn gate_fn; /* may this node campaign for a set (NULL: yes) */
+	void *gate_arg;
 
 	/* the serving key (serve.c): <prefix>serving, and the create revision of the one this
 	 * node holds (0: none), under serve_mu */

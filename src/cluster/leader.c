@@ -20,6 +20,22 @@
 #define LEAD_TICK_MS 200
 #define LEAD_READ_MS 1000
 
+unsigned
+ol_cluster_write_quorum(unsigned n, unsigned p)
+{
+	unsigned k = n > p ? n - p : 0, w = n / 2 + 1;
+	if (k > w)
+		w = k;
+	return p + 1 > w ? p + 1 : w;
+}
+
+bool
+ol_cluster_may_lead(unsigned n, unsigned p, unsigned reach, unsigned live)
+{
+	unsigned w = ol_cluster_write_quorum(n, p);
+	return reach >= w || live < w;
+}
+
 int64_t
 ol_cluster_lead_margin_ms(unsigned ttl_s)
 {
@@ -280,8 +296,9 @@ campaign(struct ol_cluster *c, struct ol_cluster_set *s, int64_t lease)
 	ol_etcd_txn_result_fini(&t);
 }
 
-/* delete s's key if it is still the one created at epoch e */
-static void
+/* delete s's key if it is still the one created at epoch e: 0 (deleted, or not that key any
+ * more), -errno when etcd did not answer */
+static int
 drop_key(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t e)
 {
 	struct ol_etcd_cmp cmp = {.key = s->key,
@@ -290,8 +307,51 @@ drop_key(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t e)
 				  .number = (int64_t)e};
 	struct ol_etcd_op del = {.type = OL_ETCD_OP_DELETE, .key = s->key};
 	struct ol_etcd_txn_result t = {0};
-	(void)ol_etcd_txn(c->etcd, &cmp, 1, &del, 1, NULL, 0, &t);
+	int rc = ol_etcd_txn(c->etcd, &cmp, 1, &del, 1, NULL, 0, &t);
 	ol_etcd_txn_result_fini(&t);
+	return rc;
+}
+
+/* ol_cluster_lead_step_down: stop leading now, delete the key, then tell the daemon (whose
+ * loss may wait for requests in flight: the key must not wait for them, or no other node could
+ * take the set meanwhile) */
+static void
+step_down(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t e)
+{
+	bool led = atomic_exchange(&s->my_epoch, 0) == e;
+	if (led)
+		ol_warn("cluster: no longer leading set %u.%u (epoch %llu): this node has not "
+			"reached a write quorum of the set's drives for [cluster] quorum_loss_s "
+			"(%u s) while other nodes may: the key is given up for a node that reaches "
+			"one",
+			s->pool, s->set, (unsigned long long)e, c->cfg->cluster_quorum_loss_s);
+	/* not deleted (etcd did not answer): the next step finds the key still ours and deletes
+	 * it then, instead of leading under it again */
+	if (drop_key(c, s, e) == 0)
+		atomic_store(&s->step_down, 0);
+	set_info(c, s, &(struct ol_cluster_leader_info){0});
+	if (led && c->lead_fn)
+		c->lead_fn(c->lead_arg, s->pool, s->set, e, false);
+}
+
+/* the key is absent: campaign unless the gate says this node should not lead the set now */
+static void
+try_campaign(struct ol_cluster *c, struct ol_cluster_set *s, int64_t lease)
+{
+	bool may = !c->gate_fn || c->gate_fn(c->gate_arg, s->pool, s->set);
+	if (may != !s->gated) {
+		s->gated = !may;
+		if (s->gated)
+			ol_info("cluster: not campaigning for set %u.%u: this node does not reach "
+				"a write quorum of the set's drives (or has not probed them yet)",
+				s->pool, s->set);
+		else
+			ol_info("cluster: campaigning for set %u.%u again: this node reaches a "
+				"write quorum of its drives",
+				s->pool, s->set);
+	}
+	if (may)
+		campaign(c, s, lease);
 }
 
 /* ol_cluster_lead_renew: give the key up and campaign again at once (a new create revision) */
@@ -300,9 +360,9 @@ renew(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t e, int64_t lease)
 {
 	atomic_store(&s->renew, 0);
 	lose(c, s, "renewing its key for a newer epoch (the set became the serving set)");
-	drop_key(c, s, e);
+	(void)drop_key(c, s, e);
 	set_info(c, s, &(struct ol_cluster_leader_info){0});
-	campaign(c, s, lease);
+	try_campaign(c, s, lease);
 }
 
 /* one set, given its key as read (kv NULL: absent) */
@@ -325,7 +385,9 @@ step_set(struct ol_cluster *c, struct ol_cluster_set *s, const struct ol_etcd_kv
 	};
 	switch (ol_cluster_lead_decide(&in)) {
 	case OL_LEAD_LEAD:
-		if (atomic_load(&s->renew) == (uint64_t)kv->create_revision)
+		if (atomic_load(&s->step_down) == (uint64_t)kv->create_revision)
+			step_down(c, s, (uint64_t)kv->create_revision);
+		else if (atomic_load(&s->renew) == (uint64_t)kv->create_revision)
 			renew(c, s, (uint64_t)kv->create_revision, in.lease);
 		else
 			gain(c, s, (uint64_t)kv->create_revision, kv->lease);
@@ -339,7 +401,7 @@ step_set(struct ol_cluster *c, struct ol_cluster_set *s, const struct ol_etcd_kv
 	case OL_LEAD_CAMPAIGN:
 		lose(c, s, "the leader key is gone");
 		set_info(c, s, &(struct ol_cluster_leader_info){0});
-		campaign(c, s, in.lease);
+		try_campaign(c, s, in.lease);
 		return;
 	case OL_LEAD_NONE:
 		lose(c, s, "this node's lease is not surely alive");
@@ -450,7 +512,7 @@ resign_all(struct ol_cluster *c)
 		if (!e)
 			continue;
 		lose(c, s, "stopping");
-		drop_key(c, s, e);
+		(void)drop_key(c, s, e);
 	}
 }
 
@@ -551,6 +613,24 @@ ol_cluster_lead_renew(struct ol_cluster *c, unsigned pool, unsigned set, uint64_
 	atomic_store(&s->renew, epoch);
 	wake(c);
 	return 0;
+}
+
+int
+ol_cluster_lead_step_down(struct ol_cluster *c, unsigned pool, unsigned set, uint64_t epoch)
+{
+	struct ol_cluster_set *s = c ? find_set(c, pool, set) : NULL;
+	if (!s || !epoch || atomic_load(&s->my_epoch) != epoch)
+		return -ENOENT;
+	atomic_store(&s->step_down, epoch);
+	wake(c);
+	return 0;
+}
+
+void
+ol_cluster_lead_gate(struct ol_cluster *c, ol_cluster_gate_fn fn, void *arg)
+{
+	c->gate_fn = fn;
+	c->gate_arg = arg;
 }
 
 int

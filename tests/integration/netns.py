@@ -6,6 +6,7 @@
         p = net.popen("n0", [cmd...], stdout=f)   # a process inside n0's namespace
         net.cut("n0")                   # n0 reaches only the test (root namespace)
         net.cut("n0", only=["e0", "e1", "e2"])    # n0 loses just these hosts
+        net.cut("n0", only=["n1"], direction="out")  # n0's packets to n1 vanish, n1's arrive
         net.join("n0")                  # the partition ends
     finally:
         net.close()                     # every process by pid, then namespaces by name
@@ -15,7 +16,8 @@ other end is a port of the bridge; the root namespace (the test and its clients:
 CLI) gets an address on the bridge through one more veth pair. Addresses come from a private
 10.X.Y.0/24 that no route of the root namespace uses. A partition is an nftables table in the
 host's namespace that drops what goes out of or comes in on its bridge link (never loopback),
-so TCP sees silence, not resets, like a real cut cable. Names carry the test process's pid,
+or only one of the two (a one-way cut), so TCP sees silence, not resets, like a real cut
+cable. Names carry the test process's pid,
 so concurrent runs do not meet; close() removes everything this Net made, and only that.
 """
 
@@ -127,10 +129,16 @@ class Net:
         if r.returncode != 0:
             raise RuntimeError(f"nft in {host}: {r.stderr.strip()}\n{script}")
 
-    def cut(self, host, only=None):
+    def cut(self, host, only=None, direction="both"):
         """Drop host's traffic on its bridge link: with every other host (the root namespace,
         where the test and its clients are, still reaches it), or with just the hosts in
-        only."""
+        only. direction: "both", "out" (only what host sends is dropped: its packets to them
+        vanish, theirs still arrive) or "in" (only what host receives from them). Over TCP a
+        one-way drop stalls a connection in both directions (the ACKs of one side are lost)
+        rather than refusing it: a new connection's SYN or SYN-ACK is lost, and data sent on
+        an open one may arrive while its acknowledgement does not."""
+        if direction not in ("both", "out", "in"):
+            raise ValueError(f"direction {direction!r}: both, out or in")
         if only is None:
             out = f"ip daddr != {self.root_ip} drop"
             inn = f"ip saddr != {self.root_ip} drop"
@@ -138,10 +146,12 @@ class Net:
             peers = ", ".join(self.addr[h] for h in only)
             out = f"ip daddr {{ {peers} }} drop"
             inn = f"ip saddr {{ {peers} }} drop"
+        out = f'oifname "eth0" {out}; ' if direction in ("both", "out") else ""
+        inn = f'iifname "eth0" {inn}; ' if direction in ("both", "in") else ""
         self.join(host)
         self.nft(host, f"""table inet olpart {{
-  chain out {{ type filter hook output priority 0; policy accept; oifname "eth0" {out}; }}
-  chain in {{ type filter hook input priority 0; policy accept; iifname "eth0" {inn}; }}
+  chain out {{ type filter hook output priority 0; policy accept; {out}}}
+  chain in {{ type filter hook input priority 0; policy accept; {inn}}}
 }}
 """)
 

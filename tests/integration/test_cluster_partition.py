@@ -148,7 +148,7 @@ _round = [0]
 
 
 class PNode:
-    def __init__(self, world, root, i, s3_port, rpc_port, prefix):
+    def __init__(self, world, root, i, s3_port, rpc_port, prefix, extra=""):
         self.w = world
         self.i = i
         self.host = world.node_hosts[i]
@@ -182,7 +182,7 @@ etcd = [{eps}]
 prefix = "{prefix}"
 secret = "{SECRET}"
 lease_ttl_s = {TTL}
-""")
+{extra}""")
         self.proc = None
         self.logf = None
 
@@ -226,13 +226,14 @@ lease_ttl_s = {TTL}
 
 
 class PCluster:
-    def __init__(self, world, root):
+    def __init__(self, world, root, extra=""):
+        """extra: more lines of every node's [cluster] section"""
         self.w = world
         self.etcd_cut = set()  # members on the minority side: leader() reads the majority
         _round[0] += 1
         s3_port, rpc_port = 9000 + 10 * _round[0], 9001 + 10 * _round[0]
         self.prefix = f"/part{os.getpid()}-{_round[0]}/"
-        self.nodes = [PNode(world, root, i, s3_port, rpc_port, self.prefix)
+        self.nodes = [PNode(world, root, i, s3_port, rpc_port, self.prefix, extra)
                       for i in range(NODES)]
         r = subprocess.run([str(OPENLAKE_CLI), "cluster", "init", "--config",
                             str(self.nodes[0].config)], capture_output=True, text=True,

@@ -72,6 +72,36 @@ test_decide(void)
 	ok(1, "margin shorter than every TTL from 2 to 60 s");
 }
 
+/* the rule of "Write quorum and leadership": who may campaign, and when a leader resigns */
+static void
+test_quorum(void)
+{
+	ok(ol_cluster_write_quorum(4, 1) == 3 && ol_cluster_write_quorum(4, 2) == 3 &&
+	       ol_cluster_write_quorum(6, 2) == 4 && ol_cluster_write_quorum(12, 4) == 8 &&
+	       ol_cluster_write_quorum(2, 1) == 2 && ol_cluster_write_quorum(1, 0) == 1,
+	   "write quorum: max(k, N/2 + 1, P + 1)");
+	ok(ol_cluster_may_lead(4, 1, 3, 4), "reaches 3 of 4 (quorum 3): may lead");
+	ok(!ol_cluster_may_lead(4, 1, 1, 4),
+	   "a leader cut from the other nodes, all of them live: may not lead");
+	ok(!ol_cluster_may_lead(4, 1, 2, 4), "two half-connected nodes: neither may lead");
+	ok(!ol_cluster_may_lead(4, 1, 2, 3), "reaches 2 of the 3 live: another node may reach 3");
+	ok(ol_cluster_may_lead(4, 1, 2, 2),
+	   "two nodes dead (their leases lapsed): nobody reaches a quorum, any may lead (reads)");
+	ok(ol_cluster_may_lead(4, 2, 2, 2), "P = 2, two nodes live: lead for reads (k = 2)");
+	/* whoever may lead while all are live reaches a quorum, and two quorums of one set
+	 * overlap: for every (N, P) two nodes that both may lead share a reachable drive */
+	for (unsigned n = 1; n <= 16; n++)
+		for (unsigned p = 0; p < n; p++) {
+			unsigned w = ol_cluster_write_quorum(n, p);
+			if (w > n || 2 * w <= n) {
+				ok(0, "quorum %u of N=%u P=%u: out of range or no overlap", w, n,
+				   p);
+				return;
+			}
+		}
+	ok(1, "every write quorum (N <= 16) is a majority of the set's drives");
+}
+
 static void
 test_record(void)
 {
@@ -133,6 +163,7 @@ int
 main(void)
 {
 	test_decide();
+	test_quorum();
 	test_record();
 	test_job_head();
 	tap_done();
