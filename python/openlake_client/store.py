@@ -200,6 +200,15 @@ def make_trailer(key, ranges, payload_len, verify):
     return TRAILER.pack(MAGIC, flags, 0, payload_len, key[:8], crc, 0)
 
 
+CHECKSUM_AT = 24  # offset of the checksum in a trailer
+
+
+def device_trailer(key, payload_len, verify):
+    """The trailer make_trailer writes, its checksum (XXH3 when verify) left 0 for the device
+    to fill in at CHECKSUM_AT (GpuCodec.xxh3): the same bytes once it has."""
+    return TRAILER.pack(MAGIC, FLAG_XXH3 if verify else 0, 0, payload_len, key[:8], 0, 0)
+
+
 def check_trailer(raw, key, ranges, payload_len, verify=True):
     """'' if the value is the one put under key, else the reason."""
     try:
