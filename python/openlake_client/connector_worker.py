@@ -22,7 +22,7 @@ from .connector_config import worker_rank
 from .keys import layer_hash, rank_key, rank_keys
 from .layouts import PagedKV
 from .staging import CopyEngine, StagingPool
-from .store import (CHECKSUM_AT, FLAG_CRC, TRAILER, TRAILER_LEN, IovArray, StoreDown,
+from .store import (CHECKSUM_AT, FLAG_CRC, TRAILER, TRAILER_LEN, Hashed, StoreDown,
                     check_trailer, device_trailer, make_trailer)
 
 _np = False  # numpy, imported at the first load: importing the connector imports none
@@ -353,7 +353,7 @@ class WorkerSide:
                 self.codec.xxh3(job.dev, payload, job.dev.data_ptr() + payload + TRAILER_LEN)
             return bytes(job.slab.dev[tail:tail + TRAILER_LEN + 4].cpu().numpy())
         got = self.engine.run(check, None)[0]
-        tr, rng = got[:TRAILER_LEN], IovArray(0, 0, int.from_bytes(got[TRAILER_LEN:], "little"))
+        tr, rng = got[:TRAILER_LEN], Hashed([], int.from_bytes(got[TRAILER_LEN:], "little"))
         if verify and TRAILER.unpack(tr)[1] & FLAG_CRC:  # CRC-32 (no libxxhash where saved)
             self.engine.run(lambda: job.stage[:payload].copy_(job.dev[:payload]), None)
             rng = [(job.stage.data_ptr(), payload)]
@@ -452,11 +452,22 @@ class WorkerSide:
         return ev
 
     def _get_iov(self, jobs):
+        """The batch get. Staged chunks (one slab range, then the trailer) checked on the
+        host have their image hashed by the get while it copies (no second pass over the
+        slab): their ranges carry that XXH3."""
         store = self.raw_store if self.codec is not None else self.store
+        keys, iovs = [j.key for j in jobs], [j.iovs() for j in jobs]
+        hashed = self.cfg.verify and self.codec is None and jobs and \
+            all(j.slab is not None for j in jobs)
         try:
-            return store.call("get_iov", [j.key for j in jobs], [j.iovs() for j in jobs])
+            if not hashed:
+                return store.call("get_iov", keys, iovs)
+            st, lens, hs = store.call("get_iov", keys, iovs, 1)
         except StoreDown:
             return [None] * len(jobs), [0] * len(jobs)
+        for j, h in zip(jobs, hs or ()):
+            j.ranges = Hashed(j.ranges, h)
+        return st, lens
 
     def _unpack_staged(self, jobs, st, lens):
         """Check each staged job of a batch and copy the good ones from their slabs into

@@ -177,11 +177,23 @@ def xxh3():
     return _xxh
 
 
+class Hashed(list):
+    """[(addr, len)] ranges with their XXH3-64 already taken (by the get that filled them,
+    or on the device), or None: then they are hashed when checked."""
+
+    __slots__ = ("xxh3",)
+
+    def __init__(self, ranges, xxh3=None):
+        super().__init__(ranges)
+        self.xxh3 = xxh3
+
+
 def _checksum(flags, ranges):
     if flags & FLAG_XXH3:
+        pre = getattr(ranges, "xxh3", None)
+        if pre is not None:  # hashed by the get, while the bytes were in cache
+            return pre & 0xFFFFFFFF
         if isinstance(ranges, IovArray):
-            if ranges.xxh3 is not None:  # hashed by the get, while the bytes were in cache
-                return ranges.xxh3 & 0xFFFFFFFF
             got = iov_xxh3(ranges)
             if got is not None:
                 return got

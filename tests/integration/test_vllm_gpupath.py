@@ -493,6 +493,37 @@ def test_codec_path_device_buffers_are_reused(pool):
     e.shutdown()
 
 
+@pytest.mark.parametrize("layout", ["fa", "fa_hnd", "flashinfer", "bhnc", "mla"])
+def test_block_runs_pack_and_unpack_what_index_ops_do(monkeypatch, layout):
+    """pack / unpack move runs of consecutive blocks with strided copies (all layers at once
+    where the layers are alike) and other ids with index ops: the same images and the same
+    tensors afterwards, for every layout, whole chunks and one layer."""
+    from openlake_client import layouts
+    from openlake_client.layouts import PagedKV
+
+    kv = make_kv_caches(layout, 3, 40, BS, H, D)
+    for t in kv.values():
+        t.copy_(torch.randn(t.shape).to(t.dtype))
+    img, tensors = {}, {}
+    for runs_max in (layouts._RUNS_MAX, 0):  # 0: index ops for every id list
+        monkeypatch.setattr(layouts, "_RUNS_MAX", runs_max)
+        for ids in ([5], [3, 4, 5, 6], [9, 10, 2, 3], [1, 3, 5, 7, 9, 11], [7, 6, 5]):
+            for layer in (None, 1):
+                p = PagedKV(kv, 40, BS, stage_all=True)
+                img[runs_max, tuple(ids), layer] = p.pack(ids, layer=layer)
+                kv2 = {k: v.clone() for k, v in kv.items()}
+                src = torch.arange(p.image_bytes(len(ids), layer), dtype=torch.int64) % 251
+                PagedKV(kv2, 40, BS, stage_all=True).unpack(ids, src.to(torch.uint8), layer)
+                tensors[runs_max, tuple(ids), layer] = kv2
+    for (r, ids, layer), v in img.items():
+        if r:
+            assert torch.equal(v, img[0, ids, layer]), (ids, layer)
+            a, b = tensors[r, ids, layer], tensors[0, ids, layer]
+            assert all(torch.equal(a[k], b[k]) for k in a), (ids, layer)
+            if layer is None:  # really moved: the unpacked blocks hold the image
+                assert not all(torch.equal(a[k], kv[k]) for k in a)
+
+
 def test_cuda_library_is_built_and_fails_cleanly_without_a_gpu():
     """Where nvcc and cudart are (meson builds libol_exans_gpu from exans.cu): it loads, says
     it is the CUDA one, and on a machine without a GPU its calls fail with -EIO, no crash.
