@@ -18,13 +18,14 @@
    --staged-cuts: the staged load as it is (strided copies for runs of consecutive blocks,
    the image hashed by the get while it copies) beside the same with both undone (an
    index_copy_ per layer, the slab hashed after the get) and the zero-copy load; wall and
-   thread CPU time, interleaved batch by batch.
+   thread CPU time, interleaved batch by batch (--profile: where the staged loads' time
+   went, cProfile).
 3. A lookup as the scheduler makes it (LEASE of a request's chunk keys, the lease ended
    later by the worker) beside a plain `exists` of the same keys.
 
     /usr/bin/python3 bench/vllm_ttft.py [--nodes 127.0.0.1:9400] [--device local|tcp]
         [--reps N] [--only-lookup | --only-overhead | --only-ttft | --verify-ab |
-         --staging-ab | --staged-cuts]
+         --staging-ab | --staged-cuts [--profile]]
 
 Without --nodes it starts openlaked (mode kv) from $OPENLAKE_BUILD (default build/) on an
 ephemeral loopback port with a temp spill dir, and stops it at the end."""
@@ -392,8 +393,12 @@ def staging_ab(addr, device, layers, heads, head_dim, nblocks, reps):
         c.shutdown()
 
 
-def staged_cuts(addr, device, layers, heads, head_dim, nblocks, reps):
-    """Median us/block of a batch load: staged now, staged with its cuts undone, zero copy."""
+def staged_cuts(addr, device, layers, heads, head_dim, nblocks, reps, profile=False):
+    """Median us/block of a batch load: staged now, staged with its cuts undone, zero copy.
+    profile: cProfile the staged loads (as they are) and print where their time went."""
+    import cProfile
+    import pstats
+
     import torch
 
     from openlake_client import layouts
@@ -428,14 +433,20 @@ def staged_cuts(addr, device, layers, heads, head_dim, nblocks, reps):
     wall = {k: [] for k in kinds}
     cpu = {k: [] for k in kinds}
     runs_max, has = layouts._RUNS_MAX, Client.has_get_xxh3
+    prof = cProfile.Profile() if profile else None
     for rep in range(reps + 1):
         for k in kinds:
             undo = k == "staged, cuts undone"
             layouts._RUNS_MAX = 0 if undo else runs_max  # 0: index ops for every layer
             Client.has_get_xxh3 = (lambda self: False) if undo else has
+            on = prof is not None and k == "staged" and rep
+            if on:
+                prof.enable()
             t0, c0 = time.perf_counter(), time.thread_time()
             ws[k].load(plans[k])
             t1, c1 = time.perf_counter(), time.thread_time()
+            if on:
+                prof.disable()
             layouts._RUNS_MAX, Client.has_get_xxh3 = runs_max, has
             assert not ws[k].take_invalid(), "connector load failed"
             if rep:
@@ -448,6 +459,8 @@ def staged_cuts(addr, device, layers, heads, head_dim, nblocks, reps):
     for k in kinds:
         print("  %-20s load %7.1f us/block wall  %7.1f us/block thread CPU  (%.2fx zero copy)"
               % (k, per(wall[k]), per(cpu[k]), per(wall[k]) / per(wall["zero-copy"])))
+    if prof is not None:
+        pstats.Stats(prof).sort_stats("tottime").print_stats(12)
     for c in conns:
         c.shutdown()
 
@@ -586,6 +599,8 @@ def main():
                          "interleaved (2.)")
     ap.add_argument("--staged-cuts", action="store_true",
                     help="only the staged load: now vs its cuts undone vs zero copy")
+    ap.add_argument("--profile", action="store_true",
+                    help="with --staged-cuts: cProfile the staged loads")
     ap.add_argument("--staging-ab", action="store_true",
                     help="only staged load/save: pool vs a buffer per chunk vs zero copy")
     a = ap.parse_args()
@@ -603,7 +618,8 @@ def main():
             staging_ab(addr, a.device, a.layers, a.heads, a.head_dim, a.blocks, a.reps)
             return
         if a.staged_cuts:
-            staged_cuts(addr, a.device, a.layers, a.heads, a.head_dim, a.blocks, a.reps)
+            staged_cuts(addr, a.device, a.layers, a.heads, a.head_dim, a.blocks, a.reps,
+                        a.profile)
             return
         if a.only_ttft:
             ttft(addr, a.device, a.prefix, a.suffix, a.reps)
