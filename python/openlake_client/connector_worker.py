@@ -304,13 +304,16 @@ class WorkerSide:
         job.ranges = [(slab.buf.data_ptr(), self.staging.slab_bytes)]
         if for_load:
             return
-        tr = torch.frombuffer(bytearray(device_trailer(job.key, payload, self.cfg.verify)),
-                              dtype=torch.uint8)
+        # the trailer goes up from the (pinned) slab's last bytes: no pageable copy, no wait;
+        # the stored form copied down later lands there only after (one stream)
+        tr = slab.buf[self.staging.slab_bytes - TRAILER_LEN:]
+        tr.copy_(torch.frombuffer(bytearray(device_trailer(job.key, payload, self.cfg.verify)),
+                                  dtype=torch.uint8))
         cuda, verify = self.engine.cuda, self.cfg.verify
 
         def fn():
             kv.pack(job.ids, job.dev, job.layer, non_blocking=cuda)
-            job.dev[payload:].copy_(tr)
+            job.dev[payload:].copy_(tr, non_blocking=cuda)
             if verify:
                 self.codec.xxh3(job.dev, payload, job.dev.data_ptr() + payload + CHECKSUM_AT)
         job.copy_ev = self._save_gather = self.engine.run(fn)[1]
