@@ -32,13 +32,22 @@ done
 	$LIB -lm -o "$OUT/exans_gpucheck"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total --format=csv || true
 CUDA_INC=$(dirname "$(dirname "$NVCC")")/include
-cc -std=c17 -O2 -fPIC -D_GNU_SOURCE -DOL_EXANS_GPU_CUDA -isystem "$CUDA_INC" -Isrc \
+XXH="-lxxhash" # the trailer checksum (ol_exans_gpu_xxh3); without libxxhash-dev it says ENOTSUP
+if [ ! -f /usr/include/xxhash.h ]; then
+	DEF="$DEF -DOL_EXANS_NO_XXHASH"
+	XXH=""
+	echo "gpu_check: no xxhash.h: the library's XXH3 (trailer checksums) is left out"
+fi
+cc -std=c17 -O2 -fPIC -D_GNU_SOURCE -DOL_EXANS_GPU_CUDA $DEF -isystem "$CUDA_INC" -Isrc \
 	-c src/codec/cuda/exans_gpu.c -o "$OUT/exans_gpu.o"
-"$NVCC" -O3 -std=c++17 -arch="$ARCH" -Xcompiler -fPIC -Isrc -c src/codec/cuda/exans.cu \
-	-o "$OUT/exans_cu_pic.o"
+for k in exans chunk; do
+	"$NVCC" -O3 -std=c++17 -arch="$ARCH" -Xcompiler -fPIC -Isrc -c src/codec/cuda/$k.cu \
+		-o "$OUT/${k}_cu_pic.o"
+done
 "$NVCC" -shared -arch="$ARCH" -Xlinker --version-script=src/codec/cuda/exans_gpu.map \
-	"$OUT/exans_gpu.o" "$OUT/exans_cu_pic.o" "$OUT"/exans.o "$OUT"/exans_scalar.o \
-	"$OUT"/exans_simd.o "$OUT"/exans_rows.o $LIB -o "$OUT/libol_exans_gpu.so"
+	"$OUT/exans_gpu.o" "$OUT/exans_cu_pic.o" "$OUT/chunk_cu_pic.o" "$OUT"/exans.o \
+	"$OUT"/exans_scalar.o "$OUT"/exans_simd.o "$OUT"/exans_rows.o $LIB $XXH \
+	-o "$OUT/libol_exans_gpu.so"
 set +e
 "$OUT/exans_gpucheck" "$DATA" "${2:-1024}"
 rc=$?

@@ -6,7 +6,12 @@
    non_blocking from pinned slabs), beside a plain torch copy of a pinned tensor of the same
    bytes (cudaMemcpy of pinned memory). The pool itself is not in it (no daemon).
 2. ExANS encode and decode GB/s of libol_exans_gpu (GpuCodec: whole stored values, framing
-   included) on real BF16 KV, beside a device-to-device copy of the same bytes.
+   included) on real BF16 KV, and its XXH3 (the trailer checksum), beside a device-to-device
+   copy of the same bytes, with their ratios.
+3. The connector's GPU codec path (compress = "exans" on the device), per chunk as the worker
+   runs it: save = pack + trailer + XXH3 + encode + D2H of the stored form, load = H2D of the
+   stored form + decode + XXH3 check + scatter, in GB/s of KV moved, beside pinned cudaMemcpy
+   of the same (uncompressed) bytes.
 
     /usr/bin/python3 bench/gpu_connector.py [--twin] [--layers 32 --heads 8 --head-dim 128]
         [--blocks 16 --chunks 32 --reps 5]
@@ -128,10 +133,100 @@ def codec(a, dev, sync):
     assert torch.equal(dst, src), "decode != input"
     t_cp = timed(lambda: dst.copy_(src), sync, a.reps)
     gb = lambda t: n / t / 1e9  # noqa: E731
+    sums = torch.zeros(8, dtype=torch.uint8, device=dev)
+    t_sum = timed(lambda: c.xxh3(src, n, sums.data_ptr()), sync, a.reps)
     print("ExANS %s, %d MiB of BF16 KV (ratio %.3f), %s:"
           % ("libol_exans_gpu" if c.cuda else "CPU twin", a.codec_mib, n / m, dev))
-    print("  encode %.2f GB/s   decode %.2f GB/s   D2D copy %.2f GB/s"
-          % (gb(t_enc), gb(t_dec), gb(t_cp)))
+    print("  encode %.2f GB/s   decode %.2f GB/s   D2D copy %.2f GB/s   "
+          "encode/copy %.2fx   decode/copy %.2fx"
+          % (gb(t_enc), gb(t_dec), gb(t_cp), t_cp / t_enc, t_cp / t_dec))
+    print("  xxh3 (one value) %.2f GB/s   xxh3/copy %.2fx" % (gb(t_sum), t_cp / t_sum))
+
+
+def codec_path(a, dev, sync):
+    """The worker's GPU codec sequence per chunk (connector_worker._codec_ranges /
+    _encode_out / _decode_in), slabs and device buffers reused as the worker reuses them."""
+    import torch
+
+    from openlake_client.gpu_codec import GpuCodec
+    from openlake_client.layouts import PagedKV
+    from openlake_client.staging import CopyEngine, StagingPool
+    from openlake_client.store import CHECKSUM_AT, TRAILER_LEN, device_trailer
+
+    nb = a.blocks * a.chunks + 1
+    kv = {"l%d" % i: torch.zeros(2, nb, 16, a.heads, a.head_dim, dtype=torch.bfloat16,
+                                 device=dev) for i in range(a.layers)}
+    data = kv_bytes(2 * nb * 16 * a.heads * a.head_dim * 2, dev).view(torch.bfloat16)
+    for t in kv.values():
+        t.view(-1).copy_(data)  # real KV bytes, so the codec compresses as it would
+    p = PagedKV(kv, nb, 16, stage_all=True)
+    eng = CopyEngine(dev)
+    c = GpuCodec.open(dev, eng.stream, eng.empty)
+    if c is None:
+        return
+    chunk = p.image_bytes(a.blocks)
+    pool = StagingPool(c.bound(chunk + TRAILER_LEN), c.bound(chunk + TRAILER_LEN) * a.chunks,
+                       eng.cuda)
+    ids = [list(range(1 + i * a.blocks, 1 + (i + 1) * a.blocks)) for i in range(a.chunks)]
+    slabs = pool.acquire(chunk, a.chunks)
+    for s_ in slabs:
+        s_.dev = eng.empty(chunk + TRAILER_LEN + 8)
+    trs = [torch.frombuffer(bytearray(device_trailer(bytes([i]) * 32, chunk, True)),
+                            dtype=torch.uint8) for i in range(a.chunks)]
+    lens = [0] * a.chunks
+
+    def save():
+        evs = []
+        for i, (b, s_) in enumerate(zip(ids, slabs)):
+            d = s_.dev[:chunk + TRAILER_LEN]
+
+            def fn():
+                p.pack(b, d, non_blocking=eng.cuda)
+                d[chunk:].copy_(trs[i])
+                c.xxh3(d, chunk, d.data_ptr() + chunk + CHECKSUM_AT)
+            eng.run(fn)
+            out = c.buffer("out", c.bound(d.numel()))
+            n = eng.run(lambda: c.encode(d, out), None)[0]
+            lens[i] = n
+            evs.append(eng.copy(s_.buf[:n], out[:n]))
+        for e in evs:
+            e.synchronize()
+
+    def load():
+        ev = None
+        for i, (b, s_) in enumerate(zip(ids, slabs)):
+            n, d = lens[i], s_.dev[:chunk + TRAILER_LEN]
+            val = c.buffer("val", n)[:n]
+            eng.copy(val, s_.buf[:n])
+            eng.run(lambda: c.decode(s_.buf, val, n, d), None)
+
+            def check():
+                c.xxh3(d, chunk, d.data_ptr() + chunk + TRAILER_LEN)
+                return bytes(s_.dev[chunk:chunk + TRAILER_LEN + 4].cpu().numpy())
+            got = eng.run(check, None)[0]
+            assert got[24:28] == got[32:36], "checksum mismatch"
+            ev = eng.run(lambda: p.unpack(b, d[:chunk], non_blocking=eng.cuda), None)[1]
+        ev.synchronize()
+
+    save()
+    total = chunk * a.chunks
+    host = torch.empty(total, dtype=torch.uint8)
+    if eng.cuda:
+        host = host.pin_memory()
+    devbuf = torch.empty(total, dtype=torch.uint8, device=dev)
+    t_save = timed(save, sync, a.reps)
+    t_load = timed(load, sync, a.reps)
+    t_d2h = timed(lambda: host.copy_(devbuf, non_blocking=True), sync, a.reps)
+    t_h2d = timed(lambda: devbuf.copy_(host, non_blocking=True), sync, a.reps)
+    gb = lambda t: total / t / 1e9  # noqa: E731
+    print("connector GPU codec path, %d chunks x %d blocks (stored %.3f of plain), %s:"
+          % (a.chunks, a.blocks, sum(lens) / total, dev))
+    print("  save (pack + xxh3 + encode + D2H): %.2f GB/s   pinned D2H copy %.2f GB/s   "
+          "ratio %.2fx" % (gb(t_save), gb(t_d2h), t_d2h / t_save))
+    print("  load (H2D + decode + xxh3 + scatter): %.2f GB/s   pinned H2D copy %.2f GB/s   "
+          "ratio %.2fx" % (gb(t_load), gb(t_h2d), t_h2d / t_load))
+    for s_ in slabs:
+        pool.release(s_)
 
 
 def main():
@@ -158,6 +253,7 @@ def main():
     print("load avg: %s" % " ".join("%.2f" % x for x in os.getloadavg()))
     copy_path(a, dev, sync)
     codec(a, dev, sync)
+    codec_path(a, dev, sync)
 
 
 if __name__ == "__main__":

@@ -15,12 +15,17 @@
    --staging-ab: the same load and save through the staged path (staging = "always", what
    CUDA tensors take; here its CPU twin): slabs from the StagingPool beside a slab allocated
    per chunk (the connector before the pool), and the zero-copy path, interleaved rep by rep.
+   --staged-cuts: the staged load as it is (strided copies for runs of consecutive blocks,
+   the image hashed by the get while it copies) beside the same with both undone (an
+   index_copy_ per layer, the slab hashed after the get) and the zero-copy load; wall and
+   thread CPU time, interleaved batch by batch (--profile: where the staged loads' time
+   went, cProfile).
 3. A lookup as the scheduler makes it (LEASE of a request's chunk keys, the lease ended
    later by the worker) beside a plain `exists` of the same keys.
 
     /usr/bin/python3 bench/vllm_ttft.py [--nodes 127.0.0.1:9400] [--device local|tcp]
         [--reps N] [--only-lookup | --only-overhead | --only-ttft | --verify-ab |
-         --staging-ab]
+         --staging-ab | --staged-cuts [--profile]]
 
 Without --nodes it starts openlaked (mode kv) from $OPENLAKE_BUILD (default build/) on an
 ephemeral loopback port with a temp spill dir, and stops it at the end."""
@@ -388,6 +393,78 @@ def staging_ab(addr, device, layers, heads, head_dim, nblocks, reps):
         c.shutdown()
 
 
+def staged_cuts(addr, device, layers, heads, head_dim, nblocks, reps, profile=False):
+    """Median us/block of a batch load: staged now, staged with its cuts undone, zero copy.
+    profile: cProfile the staged loads (as they are) and print where their time went."""
+    import cProfile
+    import pstats
+
+    import torch
+
+    from openlake_client import layouts
+    from openlake_client.client import Client
+    from openlake_client.connector_sched import LoadSpec, SaveSpec, StepPlan
+    from openlake_client.openlake_connector import KVConnectorRole, OpenLakeConnector
+    from vllm_standin import make_kv_caches, make_vllm_config
+
+    nb = nblocks + 1
+    ids = list(range(1, nb))
+    kinds = ("staged", "staged, cuts undone", "zero-copy")
+    ws, plans, conns = {}, {}, []
+    for k in kinds:
+        c = make_vllm_config(model="bench/cuts-%d-%s" % (os.getpid(), k[:9]), block_size=16,
+                             num_gpu_blocks=nb, num_layers=layers, kv_heads=heads,
+                             head_size=head_dim,
+                             extra={"openlake_nodes": [addr], "openlake_device": device,
+                                    "chunk_size": 16, "verify": True, "timeout_ms": 5000,
+                                    "save_check_exists": False, "async_save": False,
+                                    "log_interval_s": 3600,
+                                    "staging": "auto" if k == "zero-copy" else "always"})
+        conn = OpenLakeConnector(c, KVConnectorRole.WORKER, None)
+        kv = make_kv_caches("fa", layers, nb, 16, heads, head_dim)
+        for t in kv.values():
+            t.copy_(torch.randn(t.shape).to(t.dtype))
+        conn.register_kv_caches(kv)
+        hs = [os.urandom(32) for _ in ids]
+        conn._worker.save(StepPlan(saves=[SaveSpec("r", [(h, (b,)) for h, b in zip(hs, ids)])]))
+        plans[k] = StepPlan(loads=[LoadSpec("r", [(h, (b,), 0) for h, b in zip(hs, ids)])])
+        ws[k] = conn._worker
+        conns.append(conn)
+    wall = {k: [] for k in kinds}
+    cpu = {k: [] for k in kinds}
+    runs_max, has = layouts._RUNS_MAX, Client.has_get_xxh3
+    prof = cProfile.Profile() if profile else None
+    for rep in range(reps + 1):
+        for k in kinds:
+            undo = k == "staged, cuts undone"
+            layouts._RUNS_MAX = 0 if undo else runs_max  # 0: index ops for every layer
+            Client.has_get_xxh3 = (lambda self: False) if undo else has
+            on = prof is not None and k == "staged" and rep
+            if on:
+                prof.enable()
+            t0, c0 = time.perf_counter(), time.thread_time()
+            ws[k].load(plans[k])
+            t1, c1 = time.perf_counter(), time.thread_time()
+            if on:
+                prof.disable()
+            layouts._RUNS_MAX, Client.has_get_xxh3 = runs_max, has
+            assert not ws[k].take_invalid(), "connector load failed"
+            if rep:
+                wall[k].append(t1 - t0)
+                cpu[k].append(c1 - c0)
+    per = lambda ts: statistics.median(ts) / len(ids) * 1e6  # noqa: E731
+    print("staged load cuts, block=%d KiB (%d layers) x %d per batch, verify on, %s, reps %d, "
+          "load avg %s:" % (ws[kinds[0]].payload // 1024, layers, len(ids), device, reps,
+                            " ".join("%.2f" % x for x in os.getloadavg())))
+    for k in kinds:
+        print("  %-20s load %7.1f us/block wall  %7.1f us/block thread CPU  (%.2fx zero copy)"
+              % (k, per(wall[k]), per(cpu[k]), per(wall[k]) / per(wall["zero-copy"])))
+    if prof is not None:
+        pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+    for c in conns:
+        c.shutdown()
+
+
 def verify_ab(addr, device, layers, heads, head_dim, nblocks, reps):
     """Median us/block of a batch load of nblocks 2 MiB blocks for each way of verifying,
     interleaved with a raw get of the same bytes, reps batches each."""
@@ -520,6 +597,10 @@ def main():
     ap.add_argument("--verify-ab", action="store_true",
                     help="only the load with verify off / fused / two passes / raw get, "
                          "interleaved (2.)")
+    ap.add_argument("--staged-cuts", action="store_true",
+                    help="only the staged load: now vs its cuts undone vs zero copy")
+    ap.add_argument("--profile", action="store_true",
+                    help="with --staged-cuts: cProfile the staged loads")
     ap.add_argument("--staging-ab", action="store_true",
                     help="only staged load/save: pool vs a buffer per chunk vs zero copy")
     a = ap.parse_args()
@@ -535,6 +616,10 @@ def main():
             return
         if a.staging_ab:
             staging_ab(addr, a.device, a.layers, a.heads, a.head_dim, a.blocks, a.reps)
+            return
+        if a.staged_cuts:
+            staged_cuts(addr, a.device, a.layers, a.heads, a.head_dim, a.blocks, a.reps,
+                        a.profile)
             return
         if a.only_ttft:
             ttft(addr, a.device, a.prefix, a.suffix, a.reps)

@@ -445,11 +445,16 @@ class Client:
         """True when the library hashes during a get (ol_kv_get_xxh3, OPENLAKE_0.4)."""
         return hasattr(self._lib, "ol_kv_get_xxh3")
 
-    def get_iov(self, keys, iovs):
-        """Fill the ranges iovs[i] with keys[i]. Returns (statuses, value lengths)."""
+    def get_iov(self, keys, iovs, hash_iovcnt=None):
+        """Fill the ranges iovs[i] with keys[i]. Returns (statuses, value lengths).
+        hash_iovcnt=k: also the XXH3-64 of what lands in each one's first k ranges, taken
+        while copying (ol_kv_get_xxh3; get_ops): (statuses, lengths, hashes or None)."""
         b = _Batch(list(keys), raw_iovs=iovs)
-        self._call(self._lib.ol_kv_get, b, "get")
-        return b.statuses(), b.lengths()
+        if hash_iovcnt is None:
+            self._call(self._lib.ol_kv_get, b, "get")
+            return b.statuses(), b.lengths()
+        h = self.get_ops(ctypes.addressof(b.ops), b.n, hash_iovcnt)
+        return b.statuses(), b.lengths(), h
 
 
 def _buf_range(ba):

@@ -22,7 +22,8 @@ from .connector_config import worker_rank
 from .keys import layer_hash, rank_key, rank_keys
 from .layouts import PagedKV
 from .staging import CopyEngine, StagingPool
-from .store import TRAILER_LEN, StoreDown, check_trailer, make_trailer
+from .store import (CHECKSUM_AT, FLAG_CRC, TRAILER, TRAILER_LEN, Hashed, StoreDown,
+                    check_trailer, device_trailer, make_trailer)
 
 _np = False  # numpy, imported at the first load: importing the connector imports none
 
@@ -224,7 +225,7 @@ class WorkerSide:
         from .gpu_codec import GpuCodec
         from .store import Store
 
-        self.codec = GpuCodec.open(device, self.engine.stream)
+        self.codec = GpuCodec.open(device, self.engine.stream, self.engine.empty)
         if self.codec is None:
             self.warn("gpu-codec", "openlake: gpu_codec: libol_exans_%s not found: blocks are "
                       "compressed on the host", "gpu" if self.engine.cuda else "twin")
@@ -290,30 +291,39 @@ class WorkerSide:
         job.ranges = [(slab.buf.data_ptr(), payload)]
 
     def _codec_ranges(self, job, kv, slab, payload, for_load):
-        """GPU codec: a load gets the stored form into the slab; a save packs image + an
-        unsummed trailer (the ExANS blocks carry CRC-32C of their bytes) on the device now,
-        and is encoded and copied out by _encode_out before its put."""
+        """GPU codec: a load gets the stored form into the slab; a save packs the image and
+        its trailer on the device now (the trailer's XXH3 taken there: the sum a host save
+        writes), encoded and copied out by _encode_out before its put. The device image
+        lives in the slab's device buffer (one per slab, made once)."""
         import torch
 
+        if slab.dev is None:  # image + trailer + the sum a load computes
+            slab.dev = self.engine.empty(max(self.payloads) + TRAILER_LEN + 8)
         job.stage = slab.buf
-        job.dev = self.engine.empty(payload + TRAILER_LEN)
+        job.dev = slab.dev[:payload + TRAILER_LEN]
         job.ranges = [(slab.buf.data_ptr(), self.staging.slab_bytes)]
         if for_load:
             return
-        tr = torch.frombuffer(bytearray(make_trailer(job.key, [], payload, False)),
-                              dtype=torch.uint8)
-        cuda = self.engine.cuda
+        # the trailer goes up from the (pinned) slab's last bytes: no pageable copy, no wait;
+        # the stored form copied down later lands there only after (one stream)
+        tr = slab.buf[self.staging.slab_bytes - TRAILER_LEN:]
+        tr.copy_(torch.frombuffer(bytearray(device_trailer(job.key, payload, self.cfg.verify)),
+                                  dtype=torch.uint8))
+        cuda, verify = self.engine.cuda, self.cfg.verify
 
         def fn():
             kv.pack(job.ids, job.dev, job.layer, non_blocking=cuda)
-            job.dev[payload:].copy_(tr)
+            job.dev[payload:].copy_(tr, non_blocking=cuda)
+            if verify:
+                self.codec.xxh3(job.dev, payload, job.dev.data_ptr() + payload + CHECKSUM_AT)
         job.copy_ev = self._save_gather = self.engine.run(fn)[1]
 
     def _encode_out(self, job):
-        """GPU codec save: encode the device image, copy the stored form to the slab."""
-        out = self.engine.empty(self.codec.bound(job.dev.numel()))
+        """GPU codec save: encode the device image (after its gather: same stream), queue the
+        copy of the stored form to the slab; job.copy_ev is that copy."""
+        out = self.codec.buffer("out", self.codec.bound(job.dev.numel()))
         n = self.engine.run(lambda: self.codec.encode(job.dev, out), None)[0]
-        self.engine.copy(job.stage[:n], out[:n]).synchronize()
+        job.copy_ev = self.engine.copy(job.stage[:n], out[:n])
         job.ranges = [(job.stage.data_ptr(), n)]
         with self._lock:
             self.codec_bytes[0] += job.dev.numel()
@@ -321,16 +331,17 @@ class WorkerSide:
 
     def _decode_in(self, job, status, n):
         """GPU codec load: the stored form (n bytes in the slab) to the device, decoded into
-        job.dev, its trailer checked. '' or why the chunk is bad."""
+        job.dev, its trailer checked against the XXH3 of the decoded image taken there, as a
+        host load checks it. '' or why the chunk is bad."""
         from .client import Status
 
         if status is None:
             return "pool unreachable"
         if status != Status.OK:
             return str(status)
-        payload = self._payload(job)
-        d_val = self.engine.empty(n)
-        self.engine.copy(d_val, job.stage[:n], self._load_after).synchronize()
+        payload, verify = self._payload(job), self.cfg.verify
+        d_val = self.codec.buffer("val", n)[:n]
+        self.engine.copy(d_val, job.stage[:n], self._load_after)  # decode: same stream
         try:
             m = self.engine.run(lambda: self.codec.decode(job.stage, d_val, n, job.dev),
                                 None)[0]
@@ -338,14 +349,18 @@ class WorkerSide:
             return "corrupt: %s" % e.strerror
         if m != payload + TRAILER_LEN:
             return "size %d, expected %d" % (m, payload + TRAILER_LEN)
-        tr = job.dev[payload:].cpu()
-        compressed = bytes(job.stage[:5].numpy()) == b"OLZ1\x01"
-        verify = self.cfg.verify and not compressed  # ExANS blocks carry their own CRC
-        rng = []
-        if verify:  # a plain stored form: its sum is checked on a host copy
-            job.stage[:payload].copy_(job.dev[:payload])
+        tail = job.dev.data_ptr() - job.slab.dev.data_ptr() + payload
+
+        def check():  # the trailer and the sum taken on the device, in one copy
+            if verify:
+                self.codec.xxh3(job.dev, payload, job.dev.data_ptr() + payload + TRAILER_LEN)
+            return bytes(job.slab.dev[tail:tail + TRAILER_LEN + 4].cpu().numpy())
+        got = self.engine.run(check, None)[0]
+        tr, rng = got[:TRAILER_LEN], Hashed([], int.from_bytes(got[TRAILER_LEN:], "little"))
+        if verify and TRAILER.unpack(tr)[1] & FLAG_CRC:  # CRC-32 (no libxxhash where saved)
+            self.engine.run(lambda: job.stage[:payload].copy_(job.dev[:payload]), None)
             rng = [(job.stage.data_ptr(), payload)]
-        why = check_trailer(bytes(tr.numpy()), job.key, rng, payload, verify)
+        why = check_trailer(tr, job.key, rng, payload, verify)
         job.stage = job.dev  # what _slice and unpack read from now
         return ("bad block: " + why) if why else ""
 
@@ -440,11 +455,22 @@ class WorkerSide:
         return ev
 
     def _get_iov(self, jobs):
+        """The batch get. Staged chunks (one slab range, then the trailer) checked on the
+        host have their image hashed by the get while it copies (no second pass over the
+        slab): their ranges carry that XXH3."""
         store = self.raw_store if self.codec is not None else self.store
+        keys, iovs = [j.key for j in jobs], [j.iovs() for j in jobs]
+        hashed = self.cfg.verify and self.codec is None and jobs and \
+            all(j.slab is not None for j in jobs)
         try:
-            return store.call("get_iov", [j.key for j in jobs], [j.iovs() for j in jobs])
+            if not hashed:
+                return store.call("get_iov", keys, iovs)
+            st, lens, hs = store.call("get_iov", keys, iovs, 1)
         except StoreDown:
             return [None] * len(jobs), [0] * len(jobs)
+        for j, h in zip(jobs, hs or ()):
+            j.ranges = Hashed(j.ranges, h)
+        return st, lens
 
     def _unpack_staged(self, jobs, st, lens):
         """Check each staged job of a batch and copy the good ones from their slabs into
@@ -805,11 +831,12 @@ class WorkerSide:
             self._release(jobs)  # the D2H events completed: _put_staged waited for them
 
     def _put_staged(self, jobs):
+        for j in jobs:  # GPU codec: encodes queued one after the other on the copy stream
+            if j.dev is not None:
+                self._encode_out(j)
         for j in jobs:  # the slab holds the image once its device-to-host copy completed
             if j.copy_ev is not None:
                 j.copy_ev.synchronize()
-            if j.dev is not None:
-                self._encode_out(j)
         t0 = time.perf_counter()
         try:
             if self.cfg.save_check_exists and jobs:

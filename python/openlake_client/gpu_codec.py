@@ -4,8 +4,12 @@ libol_exans_twin (always built; host memory, the CPU's block coders).
 
 Both produce and read exactly the values libopenlake stores with compress = "exans" (an
 "OLZ1" header and an ExANS container of 64 KiB blocks, or the plain value when that does not
-shrink), so a chunk saved compressed on a GPU loads on a CPU node and back. Calls run on the
-copy engine's stream and return with it synchronised (the host needs the encoded length)."""
+shrink), so a chunk saved compressed on a GPU loads on a CPU node and back. Calls are queued
+on the copy engine's stream; encode and decode synchronise it once inside (the host needs the
+encoded length, the blocks' statuses), so the host reads what they wrote only after an event
+recorded after them. xxh3() puts the trailer's checksum (libopenlake's XXH3) in place on the
+device. Device buffers (work memory, the stored form, a loaded value) are per thread, kept and
+grown only when a larger value comes (allocated on the copy stream)."""
 
 import ctypes
 import glob
@@ -56,6 +60,8 @@ def load_library(cuda):
         lib.ol_exans_gpu_encode.argtypes = [_vp, _c_u64, _vp, _c_u64, _vp, _vp]
         lib.ol_exans_gpu_decode.restype = _c_i64
         lib.ol_exans_gpu_decode.argtypes = [_vp, _vp, _c_u64, _vp, _c_u64, _vp, _vp]
+        lib.ol_exans_gpu_xxh3.restype = ctypes.c_int
+        lib.ol_exans_gpu_xxh3.argtypes = [_vp, _c_u64, _vp, _vp]
         if bool(lib.ol_exans_gpu_is_cuda()) == cuda:
             lib._path = c
             return lib
@@ -63,31 +69,44 @@ def load_library(cuda):
 
 
 class GpuCodec:
-    """Encode / decode whole values in the memory of `device` (torch). Work memory is per
-    thread (the save thread and the load threads call it at once)."""
+    """Encode / decode whole values in the memory of `device` (torch). Device buffers are per
+    thread (the save thread and the load threads call it at once); `alloc(n)` makes one (the
+    copy engine's empty(): owned by its stream), torch.empty on the device by default."""
 
-    def __init__(self, lib, device, stream=None):
+    def __init__(self, lib, device, stream=None, alloc=None):
         self.lib, self.device, self.stream = lib, device, stream
         self.cuda = bool(lib.ol_exans_gpu_is_cuda())
+        self.alloc = alloc or self._empty
+        self.allocations = 0  # device buffers ever made (tests: none after warm-up)
         self._tls = threading.local()
 
     @classmethod
-    def open(cls, device, stream=None):
+    def open(cls, device, stream=None, alloc=None):
         """A codec for tensors on device (CUDA: libol_exans_gpu; CPU: the twin), or None."""
         lib = load_library(device.type == "cuda")
-        return cls(lib, device, stream) if lib is not None else None
+        return cls(lib, device, stream, alloc) if lib is not None else None
 
     def bound(self, n):
         return int(self.lib.ol_exans_gpu_bound(n))
 
-    def _work(self, n):
+    def _empty(self, n):
         import torch
 
-        need = int(self.lib.ol_exans_gpu_work_bytes(n))
-        w = getattr(self._tls, "work", None)
-        if w is None or w.numel() < need:
-            w = self._tls.work = torch.empty(need, dtype=torch.uint8, device=self.device)
-        return w
+        return torch.empty(n, dtype=torch.uint8, device=self.device)
+
+    def buffer(self, name, n):
+        """This thread's device buffer `name` of at least n bytes (kept, grown by half again
+        when too small: a few sizes over a run, then none)."""
+        b = getattr(self._tls, name, None)
+        if b is None or b.numel() < n:
+            size = n if b is None else max(n, b.numel() + b.numel() // 2)
+            b = self.alloc(size)
+            setattr(self._tls, name, b)
+            self.allocations += 1
+        return b
+
+    def _work(self, n):
+        return self.buffer("work", int(self.lib.ol_exans_gpu_work_bytes(n)))
 
     def _stream(self):
         return None if self.stream is None else self.stream.cuda_stream
@@ -112,3 +131,10 @@ class GpuCodec:
         if r < 0:
             raise OSError(-r, "ol_exans_gpu_decode: %s" % os.strerror(-r))
         return r
+
+    def xxh3(self, src, n, out_addr):
+        """The low 32 bits of XXH3-64 of src[:n] (on the device), little-endian at the device
+        address out_addr (a trailer's checksum field). Queued on the stream."""
+        r = self.lib.ol_exans_gpu_xxh3(src.data_ptr(), n, out_addr, self._stream())
+        if r < 0:
+            raise OSError(-r, "ol_exans_gpu_xxh3: %s" % os.strerror(-r))

@@ -95,6 +95,12 @@ class PagedKV:
         self.zero_copy = not stage_all and self.layout != "bhnc" and all(
             self._zc_ok(t, lay) for t, lay in zip(self.tensors, self.layouts))
         self.family = "mla" if self.layout == "mla" else "kv"
+        # every layer the same dtype, block shape and block dimension (and not bhnc, whose
+        # image order is not the tensor's): pack / unpack view a chunk's image as
+        # [layers, blocks, block...] at once instead of layer by layer
+        self._uniform = self.layout != "bhnc" and len(
+            {(t.dtype, lay.slab_shape, lay.block_dim)
+             for t, lay in zip(self.tensors, self.layouts)}) == 1
         self._geo = [self._seg_geometry(t, lay) for t, lay in zip(self.tensors, self.layouts)] \
             if self.zero_copy else None
         if self._geo is not None and None in self._geo:
@@ -164,7 +170,9 @@ class PagedKV:
 
     def image_bytes(self, k, layer=None):
         """Bytes of the image of k blocks (of every layer, or of one)."""
-        return k * sum(self.layouts[i].slab_bytes for i in self._sel(layer))
+        if layer is None:
+            return k * self.block_bytes
+        return k * self.layouts[layer].slab_bytes
 
     def iovs(self, block_ids, layer=None):
         """[(addr, len)] covering the image of block_ids (every layer, or one), without
@@ -207,26 +215,30 @@ class PagedKV:
         CUDA image then goes to a host out in one copy (non_blocking into pinned memory)."""
         import torch
 
-        idx = torch.tensor(list(block_ids), dtype=torch.long, device=self.device)
-        n = self.image_bytes(len(idx), layer)
+        sel = _Sel(block_ids, self.device)
+        n = self.image_bytes(sel.k, layer)
         if out is None:
             out = torch.empty(n, dtype=torch.uint8)
         if out.device == self.device:
-            self._gather(idx, out[:n], layer)
+            self._gather(sel, out[:n], layer)
             return out
         img = torch.empty(n, dtype=torch.uint8, device=self.device)
-        self._gather(idx, img, layer)
+        self._gather(sel, img, layer)
         out[:n].copy_(img, non_blocking=non_blocking)
         return out
 
-    def _gather(self, idx, dst, layer):
-        """Write the image of blocks idx (every layer, or one) into the uint8 tensor dst."""
-        import torch
-
-        k = len(idx)
+    def _gather(self, sel, dst, layer):
+        """Write the image of the blocks of sel (every layer, or one) into the uint8 tensor
+        dst. Runs of consecutive blocks are plain strided copies (a few times cheaper than
+        index_select on a CPU; no index tensor to move to a GPU); scattered ids index."""
+        k = sel.k
         if self.cross is not None and layer is None and self.layout != "bhnc":
-            x = self.cross.index_select(0, idx).movedim(1, 0)  # [layers, k, slab...]
-            _from_bytes(dst, self.cross.dtype).view(x.shape).copy_(x)
+            d = _from_bytes(dst, self.cross.dtype).view(
+                (len(self.tensors), k) + tuple(self.cross.shape[2:]))
+            sel.take(self.cross, 0, d.movedim(1, 0))
+            return
+        if self._uniform and sel.runs is not None:
+            sel.take_layers(self._layers(layer), self.layouts[0], self._image(dst, k, layer))
             return
         off = 0
         for i in self._sel(layer):
@@ -236,27 +248,26 @@ class PagedKV:
             off += nb
             if lay.name == "bhnc":
                 h, bs, c2 = lay.slab_shape
-                x = t.index_select(0, idx).reshape(k, h, bs, 2, c2 // 2).permute(0, 3, 2, 1, 4)
-                d.view(k, 2, bs, h, c2 // 2).copy_(x)
-            elif lay.block_dim == 0:
-                torch.index_select(t, 0, idx, out=d.view((k,) + lay.slab_shape))
+                sel.take(t, 0, d.view(k, 2, bs, h, c2 // 2),
+                         lambda x: x.reshape(-1, h, bs, 2, c2 // 2).permute(0, 3, 2, 1, 4))
             else:
-                d.view((k,) + lay.slab_shape).copy_(t.index_select(lay.block_dim, idx)
-                                                    .movedim(lay.block_dim, 0))
+                sel.take(t, lay.block_dim, d.view((k,) + lay.slab_shape))
 
     def unpack(self, block_ids, img, layer=None, non_blocking=False):
         """Scatter a staged image (uint8 CPU tensor; pinned when non_blocking) into block_ids
         of every layer (or of the one layer the image holds): one host-to-device copy, then
-        the scatter on the device (one index_copy_ for a cross-layer cache)."""
-        import torch
-
-        idx = torch.tensor(list(block_ids), dtype=torch.long, device=self.device)
-        k = len(block_ids)
+        the scatter on the device (one copy per run of consecutive blocks per layer, or one
+        index_copy_; one for all layers of a cross-layer cache)."""
+        sel = _Sel(block_ids, self.device)
+        k = sel.k
         dev = img[:self.image_bytes(k, layer)].to(self.device, non_blocking=non_blocking)
         if self.cross is not None and layer is None and self.layout != "bhnc":
             x = _from_bytes(dev, self.cross.dtype)
             x = x.reshape((len(self.tensors), k) + self.layouts[0].slab_shape)
-            self.cross.index_copy_(0, idx, x.movedim(0, 1))
+            sel.put(self.cross, 0, x.movedim(0, 1))
+            return
+        if self._uniform and sel.runs is not None:
+            sel.put_layers(self._layers(layer), self.layouts[0], self._image(dev, k, layer))
             return
         off = 0
         for i in self._sel(layer):
@@ -268,8 +279,85 @@ class PagedKV:
             if lay.name == "bhnc":
                 h, bs, c2 = lay.slab_shape
                 x = x.reshape(k, 2, bs, h, c2 // 2).permute(0, 3, 2, 1, 4)
-            x = x.reshape((k,) + lay.slab_shape)
-            t.index_copy_(lay.block_dim, idx, x.movedim(0, lay.block_dim))
+            sel.put(t, lay.block_dim, x.reshape((k,) + lay.slab_shape))
+
+
+    def _layers(self, layer):
+        return self.tensors if layer is None else [self.tensors[layer]]
+
+    def _image(self, img, k, layer):
+        """A uniform cache's image of k blocks as [layers, k, block...] (a view of img)."""
+        lay, n = self.layouts[0], len(self._sel(layer))
+        return _from_bytes(img[:lay.slab_bytes * k * n], self.tensors[0].dtype).view(
+            (n, k) + lay.slab_shape)
+
+
+_RUNS_MAX = 4  # more runs of consecutive block ids than this: one indexed op instead
+
+
+class _Sel:
+    """Block ids of one pack / unpack: as up to _RUNS_MAX runs of consecutive ids (strided
+    copies), else as an index tensor on the device (made once for every layer)."""
+
+    __slots__ = ("ids", "k", "runs", "_idx", "device")
+
+    def __init__(self, block_ids, device):
+        self.ids, self.device, self._idx = list(block_ids), device, None
+        self.k = len(self.ids)
+        runs = []
+        for pos, b in enumerate(self.ids):
+            if runs and b == runs[-1][0] + runs[-1][1]:
+                runs[-1][1] += 1
+            elif len(runs) == _RUNS_MAX:
+                runs = None
+                break
+            else:
+                runs.append([b, 1, pos])
+        self.runs = runs
+
+    def idx(self):
+        if self._idx is None:
+            import torch
+
+            self._idx = torch.tensor(self.ids, dtype=torch.long, device=self.device)
+        return self._idx
+
+    def take(self, t, dim, out, shape=None):
+        """out[j] = block ids[j] of t along dim (out: [k, ...], block-major); shape: what to
+        apply to the blocks (block-major) before they land in out."""
+        if self.runs is None and dim == 0 and shape is None:
+            import torch
+
+            torch.index_select(t, 0, self.idx(), out=out)
+            return
+        shape = shape or (lambda x: x)
+        if self.runs is None:
+            out.copy_(shape(t.index_select(dim, self.idx()).movedim(dim, 0)))
+            return
+        for first, cnt, pos in self.runs:
+            out[pos:pos + cnt].copy_(shape(t.narrow(dim, first, cnt).movedim(dim, 0)))
+
+    def take_layers(self, tensors, lay, img):
+        """img[i, j] = block ids[j] of tensors[i] (runs only; img: [layers, k, block...])."""
+        d = lay.block_dim
+        for first, cnt, pos in self.runs:
+            for t, o in zip(tensors, img[:, pos:pos + cnt].unbind(0)):
+                o.copy_(t.narrow(d, first, cnt).movedim(d, 0))
+
+    def put_layers(self, tensors, lay, img):
+        """Block ids[j] of tensors[i] = img[i, j] (runs only; img: [layers, k, block...])."""
+        d = lay.block_dim
+        for first, cnt, pos in self.runs:
+            for t, x in zip(tensors, img[:, pos:pos + cnt].movedim(1, 1 + d).unbind(0)):
+                t.narrow(d, first, cnt).copy_(x)
+
+    def put(self, t, dim, x):
+        """Block ids[j] of t along dim = x[j] (x: [k, ...], block-major)."""
+        if self.runs is None:
+            t.index_copy_(dim, self.idx(), x.movedim(0, dim))
+            return
+        for first, cnt, pos in self.runs:
+            t.narrow(dim, first, cnt).copy_(x[pos:pos + cnt].movedim(0, dim))
 
 
 def _block_major(phys, kv):

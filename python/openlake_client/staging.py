@@ -100,10 +100,13 @@ class CopyEngine:
 
 
 class Slab:
-    __slots__ = ("buf", "event", "index")
+    """buf: the host memory; dev: a device buffer its user may keep with it (the GPU codec's
+    plain image: allocated once per slab, reused as the slab is)."""
+
+    __slots__ = ("buf", "event", "index", "dev")
 
     def __init__(self, buf, index):
-        self.buf, self.index, self.event = buf, index, None
+        self.buf, self.index, self.event, self.dev = buf, index, None, None
 
 
 class StagingPool:

@@ -177,11 +177,23 @@ def xxh3():
     return _xxh
 
 
+class Hashed(list):
+    """[(addr, len)] ranges with their XXH3-64 already taken (by the get that filled them,
+    or on the device), or None: then they are hashed when checked."""
+
+    __slots__ = ("xxh3",)
+
+    def __init__(self, ranges, xxh3=None):
+        super().__init__(ranges)
+        self.xxh3 = xxh3
+
+
 def _checksum(flags, ranges):
     if flags & FLAG_XXH3:
+        pre = getattr(ranges, "xxh3", None)
+        if pre is not None:  # hashed by the get, while the bytes were in cache
+            return pre & 0xFFFFFFFF
         if isinstance(ranges, IovArray):
-            if ranges.xxh3 is not None:  # hashed by the get, while the bytes were in cache
-                return ranges.xxh3 & 0xFFFFFFFF
             got = iov_xxh3(ranges)
             if got is not None:
                 return got
@@ -198,6 +210,15 @@ def make_trailer(key, ranges, payload_len, verify):
         flags = FLAG_XXH3 if xxh3() is not None else FLAG_CRC
     crc = _checksum(flags, ranges)
     return TRAILER.pack(MAGIC, flags, 0, payload_len, key[:8], crc, 0)
+
+
+CHECKSUM_AT = 24  # offset of the checksum in a trailer
+
+
+def device_trailer(key, payload_len, verify):
+    """The trailer make_trailer writes, its checksum (XXH3 when verify) left 0 for the device
+    to fill in at CHECKSUM_AT (GpuCodec.xxh3): the same bytes once it has."""
+    return TRAILER.pack(MAGIC, FLAG_XXH3 if verify else 0, 0, payload_len, key[:8], 0, 0)
 
 
 def check_trailer(raw, key, ranges, payload_len, verify=True):

@@ -389,6 +389,141 @@ def test_codec_path_detects_a_corrupt_stored_chunk(pool):
         x.shutdown()
 
 
+def _stored(addr, ns, keys, compress="off"):
+    import openlake_client as ol
+
+    c = ol.connect([addr], namespace=ns, compress=compress, timeout_ms=30000)
+    try:
+        return c.get(keys, size_hint=1 << 20)
+    finally:
+        c.close()
+
+
+def _chunk_keys(e, prompt):
+    from openlake_client import keys as olkeys
+
+    h = olkeys.chain_hashes(olkeys.seed_hash(e.sched_conn.ol_identity, ""), prompt, 16)
+    return [olkeys.rank_key(x, 0) for x in h]
+
+
+def test_codec_path_stores_the_host_paths_bytes_and_checksum(pool):
+    """A chunk saved through the device codec (CPU twin) is byte for byte what a host save
+    (libopenlake's codec) stores: the same ExANS container around the same plain value,
+    whose trailer carries the XXH3 of the KV image, as every host-saved chunk's does."""
+    from openlake_client.store import FLAG_XXH3, TRAILER, xxh3
+
+    dev = cfg(pool.kv_addr, compress="exans", staging="always", gpu_codec="always",
+              prefix_caching=False, openlake_namespace="gpu-saved")
+    host = cfg(pool.kv_addr, compress="exans", prefix_caching=False,
+               openlake_namespace="host-saved")
+    e1, e2 = engine(dev), engine(host)
+    assert wside(e1).codec is not None and wside(e2).codec is None
+    assert serve(e1, "A", A) == serve(e2, "A", A)
+    keys = _chunk_keys(e1, A)[:6]
+    gpu, cpu = _stored(pool.kv_addr, "gpu-saved", keys), _stored(pool.kv_addr, "host-saved", keys)
+    assert all(v is not None for v in gpu) and gpu == cpu
+    assert sum(v[:5] == b"OLZ1\x01" for v in gpu) >= 1  # compressed ones among them
+    payload = wside(e1).payload
+    for k, v in zip(keys, _stored(pool.kv_addr, "gpu-saved", keys, "exans")):
+        magic, flags, _, plen, kp, crc, _ = TRAILER.unpack(v[payload:])
+        img = bytearray(v[:payload])
+        assert (magic, plen, kp) == (b"OLK1", payload, k[:8])
+        assert flags == FLAG_XXH3 and crc == xxh3()([(_addr(img), payload)])
+    for x in (e1, e2):
+        x.shutdown()
+
+
+def _addr(buf):
+    import ctypes
+
+    return ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf))
+
+
+@pytest.mark.parametrize("saved_by", ["device", "host"])
+def test_codec_path_catches_a_corrupt_plain_stored_chunk(pool, saved_by):
+    """A chunk whose stored form is plain (no ExANS blocks, so no block CRC) with one KV bit
+    flipped: the device path's load checks the trailer's XXH3 on the device and recomputes
+    that chunk and the ones after it, the right answer; so does a host load of it (the
+    device path's sum is the host's). Before, a device-saved chunk had no sum: wrong KV."""
+    import openlake_client as ol
+
+    dev = cfg(pool.kv_addr, compress="exans", staging="always", gpu_codec="always",
+              prefix_caching=False, openlake_namespace="plain-" + saved_by)
+    host = cfg(pool.kv_addr, compress="exans", prefix_caching=False,
+               openlake_namespace="plain-" + saved_by)
+    ref = serve(engine(cfg(dead_addr())), "ref", A)
+    e1 = engine(dev if saved_by == "device" else host)
+    serve(e1, "A", A)
+    key = _chunk_keys(e1, A)[2]
+    v = bytearray(_stored(pool.kv_addr, "plain-" + saved_by, [key], "exans")[0])
+    v[100] ^= 0x10  # in the KV image
+    raw = ol.connect([pool.kv_addr], namespace="plain-" + saved_by, timeout_ms=30000)
+    assert raw.delete([key]) == [ol.Status.OK]
+    assert raw.put([key], [bytes(v)]) == [ol.Status.OK]  # stored plain: no ExANS CRC
+    raw.close()
+    for c in (dev, host):
+        e2 = engine(c)
+        e2.add(Request("B", A, max_tokens=3))
+        e2.run()
+        st = e2.merged_stats()
+        assert st["load_failures"] == 1 and st["corrupt_blocks"] == 1, st
+        assert e2.scheduler.finished["B"].output_token_ids == ref
+        e2.shutdown()
+    e1.shutdown()
+
+
+def test_codec_path_device_buffers_are_reused(pool):
+    """The GPU codec's device buffers (work, stored form, loaded value, and one image per
+    slab) are made during the first requests and reused after: none per chunk."""
+    c = cfg(pool.kv_addr, compress="exans", staging="always", gpu_codec="always",
+            staging_mb=1, async_save=False, prefix_caching=False)
+    e = engine(c)
+    ws = wside(e)
+    serve(e, "warm", A)
+    serve(e, "warm2", A)
+    made = ws.codec.allocations
+    assert 0 < made
+    for i in range(6):
+        p = A[:96] + [(i * 31 + k) % 500 for k in range(20)]
+        e.add(Request("R%d" % i, p, max_tokens=2))
+        e.run()
+        assert e.scheduler.finished["R%d" % i].num_external_computed_tokens == 96
+    assert ws.codec.allocations == made
+    assert 0 < sum(s.dev is not None for s in ws.staging._free) <= ws.staging.nmax
+    e.shutdown()
+
+
+@pytest.mark.parametrize("layout", ["fa", "fa_hnd", "flashinfer", "bhnc", "mla"])
+def test_block_runs_pack_and_unpack_what_index_ops_do(monkeypatch, layout):
+    """pack / unpack move runs of consecutive blocks with strided copies (all layers at once
+    where the layers are alike) and other ids with index ops: the same images and the same
+    tensors afterwards, for every layout, whole chunks and one layer."""
+    from openlake_client import layouts
+    from openlake_client.layouts import PagedKV
+
+    kv = make_kv_caches(layout, 3, 40, BS, H, D)
+    for t in kv.values():
+        t.copy_(torch.randn(t.shape).to(t.dtype))
+    img, tensors = {}, {}
+    for runs_max in (layouts._RUNS_MAX, 0):  # 0: index ops for every id list
+        monkeypatch.setattr(layouts, "_RUNS_MAX", runs_max)
+        for ids in ([5], [3, 4, 5, 6], [9, 10, 2, 3], [1, 3, 5, 7, 9, 11], [7, 6, 5]):
+            for layer in (None, 1):
+                p = PagedKV(kv, 40, BS, stage_all=True)
+                img[runs_max, tuple(ids), layer] = p.pack(ids, layer=layer)
+                kv2 = {k: v.clone() for k, v in kv.items()}
+                src = torch.arange(p.image_bytes(len(ids), layer), dtype=torch.int64) % 251
+                PagedKV(kv2, 40, BS, stage_all=True).unpack(ids, src.to(torch.uint8), layer)
+                tensors[runs_max, tuple(ids), layer] = kv2
+    for (r, ids, layer), v in img.items():
+        if r:
+            assert torch.equal(v, img[0, ids, layer]), (ids, layer)
+            a, b = tensors[r, ids, layer], tensors[0, ids, layer]
+            assert all(torch.equal(a[k], b[k]) for k in a), (ids, layer)
+            if layer is None:  # really moved: the unpacked blocks hold the image
+                assert not all(torch.equal(a[k], kv[k]) for k in a)
+
+
 def test_cuda_library_is_built_and_fails_cleanly_without_a_gpu():
     """Where nvcc and cudart are (meson builds libol_exans_gpu from exans.cu): it loads, says
     it is the CUDA one, and on a machine without a GPU its calls fail with -EIO, no crash.
@@ -409,6 +544,8 @@ def test_cuda_library_is_built_and_fails_cleanly_without_a_gpu():
                                    work.data_ptr(), None) == -5
     assert lib.ol_exans_gpu_decode(out.data_ptr(), out.data_ptr(), 10, src.data_ptr(), n,
                                    work.data_ptr(), None) == -5
+    for m in (n, 100):  # the kernel; a short value hashed through the host
+        assert lib.ol_exans_gpu_xxh3(src.data_ptr(), m, out.data_ptr(), None) == -5
 
 
 def test_cross_layer_names_follow_kv_cache_config():

@@ -49,10 +49,10 @@ def _corrupt(cl, key, where):
     assert cl.put([key], [bytes(v)]) == [ol.Status.OK]
 
 
-def _load_once(addr, device, model, where, mode, caplog):
+def _load_once(addr, device, model, where, mode, caplog, **extra):
     """Engine 1 saves A under model; chunk 2's block is corrupted at where (None: left
     good); engine 2 loads A[:96] + SUFFIX with the hash taken by mode. What it saw."""
-    c = cfg(addr, model=model, openlake_device=device, verify=True)
+    c = cfg(addr, model=model, openlake_device=device, verify=True, **extra)
     e1 = engine(c)
     e1.add(Request("A", A, max_tokens=3))
     e1.run()
@@ -62,7 +62,7 @@ def _load_once(addr, device, model, where, mode, caplog):
         cl = ol.connect([addr], namespace="vllm")
         _corrupt(cl, olkeys.rank_key(h[2], 0), where)
         cl.close()
-    e2 = engine(cfg(addr, model=model, openlake_device=device, verify=True))
+    e2 = engine(cfg(addr, model=model, openlake_device=device, verify=True, **extra))
     B = A[:96] + SUFFIX
     caplog.clear()
     with pytest.MonkeyPatch.context() as m:
@@ -99,6 +99,25 @@ def test_fused_check_rejects_what_two_passes_reject(pool, caplog, device, where)
         assert g["load_failures"] == 1 and g["corrupt_blocks"] == 1
         assert g["why"] == ["(bad block: checksum mismatch): recomputing"], g["why"]
         assert g["invalid"] and min(g["invalid"]) == 2  # chunk 2 on: recomputed
+
+
+@pytest.mark.parametrize("where", [None, "first", "last", "checksum"])
+def test_staged_loads_check_the_hash_the_get_took(pool, caplog, where):
+    """Staged loads (staging = "always": the path CUDA tensors take, CPU twin) hash each
+    slab's image during the get (ol_kv_get_xxh3 over the slab range): the same verdicts as
+    hashing the slab after the get."""
+    caplog.set_level(logging.WARNING, "openlake_client.connector")
+    got = {mode: _load_once(pool.kv_addr, "local", "verify/staged/%s/%s" % (where, mode),
+                            where, mode, caplog, staging="always")
+           for mode in ("fused", "two-pass")}
+    assert got["fused"] == got["two-pass"], got
+    g = got["fused"]
+    assert g["tokens"] == reference(A[:96] + SUFFIX)
+    if where is None:
+        assert g["load_failures"] == 0 and not g["why"] and not g["invalid"]
+    else:
+        assert g["load_failures"] == 1 and g["corrupt_blocks"] == 1
+        assert g["why"] == ["(bad block: checksum mismatch): recomputing"], g["why"]
 
 
 @pytest.mark.parametrize("device", ["local", "tcp"])

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "codec/cuda/exans_gpu.h"
 #include "codec/exans.h"
 #include "tap.h"
@@ -62,6 +64,26 @@ check(const char *what, size_t n)
 	ok(d == (int64_t)n && memcmp(dec, src, n) == 0, "%s: decodes", what);
 }
 
+/* The trailer checksum: XXH3-64's low 32 bits, little-endian, at any address. */
+static void
+check_xxh3(void)
+{
+	static const uint64_t lens[] = {0, 10, 240, 241, 1025, 100000};
+	int same = 1;
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		uint8_t at[7] = {0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a};
+		uint32_t want = (uint32_t)XXH3_64bits(src + 1, (size_t)lens[i]);
+		same &= ol_exans_gpu_xxh3(src + 1, lens[i], at + 1, NULL) == 0;
+		same &= at[0] == 0x5a && at[5] == 0x5a && at[1] == (uint8_t)want &&
+			at[2] == (uint8_t)(want >> 8) && at[3] == (uint8_t)(want >> 16) &&
+			at[4] == (uint8_t)(want >> 24);
+	}
+	ok(same, "xxh3: libxxhash's XXH3_64bits, low 32 bits little-endian, unaligned");
+	ok(ol_exans_gpu_xxh3(NULL, 10, out, NULL) == -EINVAL &&
+	       ol_exans_gpu_xxh3(src, 10, NULL, NULL) == -EINVAL,
+	   "xxh3: NULL pointers");
+}
+
 int
 main(void)
 {
@@ -78,6 +100,7 @@ main(void)
 	memcpy(src, "OLZ1", 4);
 	check("random with the magic", 70000);
 
+	check_xxh3();
 	fill_kv(src, sizeof(src), 3);
 	int64_t n = ol_exans_gpu_encode(src, sizeof(src), out, sizeof(out), work, NULL);
 	ok(n > 0 && (size_t)n < sizeof(src) && memcmp(out, "OLZ1\1", 5) == 0, "compressed");

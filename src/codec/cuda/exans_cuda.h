@@ -26,6 +26,24 @@ int ol_exans_cuda_decode(const uint8_t *d_src, const uint64_t *d_off, const uint
 int ol_exans_cuda_encode(const uint8_t *d_src, uint64_t n, uint32_t blk_bytes, uint8_t *d_out,
 			 uint32_t *d_len, void *stream);
 
+/* Move the nblk encoded blocks of ol_exans_cuda_encode (block i: d_len[i] bytes in its slot
+ * at d_slots + i * (blk_bytes + 12)) end to end to d_out + base: block i lands at base + the
+ * sum of d_len[0..i). One launch for a whole value. */
+int ol_exans_cuda_gather(const uint8_t *d_slots, const uint32_t *d_len, uint32_t nblk,
+			 uint32_t blk_bytes, uint8_t *d_out, uint64_t base, void *stream);
+
+/* XXH3-64 with seed 0 of the n bytes at d_src, for n > OL_EXANS_CUDA_XXH3_MIN (shorter inputs
+ * take other formulas: hash them on the host); its low 32 bits are stored little-endian at
+ * d_out (device, any alignment). secret: XXH3's default secret, as
+ * XXH3_generateSecret_fromSeed(secret, 0) writes it (passed by value to the kernel). One warp
+ * per value (the algorithm is sequential over the input: 8 lanes of accumulators). */
+#define OL_EXANS_CUDA_XXH3_MIN 240
+struct ol_exans_cuda_secret {
+	uint8_t b[192];
+};
+int ol_exans_cuda_xxh3(const uint8_t *d_src, uint64_t n, const struct ol_exans_cuda_secret *secret,
+		       uint8_t *d_out, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

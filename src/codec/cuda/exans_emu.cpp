@@ -20,6 +20,7 @@ struct emu_dim {
 	unsigned x;
 };
 static thread_local emu_dim threadIdx, blockIdx;
+static const emu_dim blockDim = {32}; /* every kernel runs as one warp here */
 static pthread_barrier_t emu_bar;
 static uint32_t emu_slot[32];
 
@@ -37,6 +38,12 @@ min(uint64_t a, uint64_t b)
 
 static void
 __syncwarp(unsigned = 0xffffffffu)
+{
+	pthread_barrier_wait(&emu_bar);
+}
+
+static void
+__syncthreads(void)
 {
 	pthread_barrier_wait(&emu_bar);
 }
@@ -82,9 +89,12 @@ atomicAdd(uint32_t *p, uint32_t v)
 }
 
 #include "codec/cuda/exans.cu"
+#include "codec/cuda/chunk.cu"
 
 extern "C" {
 #include "codec/exans.h"
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
 }
 
 template <typename F>
@@ -151,6 +161,49 @@ check(const char *name, const uint8_t *in, size_t n, uint32_t blk)
 	ok(same, "GPU kernel encode == CPU encode, every block", name);
 	ok(dec, "GPU kernel decode of CPU blocks == input", name);
 	ok(bad, "GPU kernel decode of a corrupted block == -EBADMSG", name);
+}
+
+/* The gather kernel puts every encoded block end to end behind a header of base bytes. */
+static void
+check_gather(const uint8_t *in, size_t n, uint32_t blk)
+{
+	uint32_t nb = (uint32_t)((n + blk - 1) / blk), slot = blk + OL_EXANS_BHDR_BYTES;
+	std::vector<uint8_t> c((size_t)nb * slot), want(100), got(100 + (size_t)nb * slot, 0xa5);
+	std::vector<uint32_t> len(nb);
+	for (uint32_t b = 0; b < nb; b++) {
+		size_t l = n - (size_t)b * blk < blk ? n - (size_t)b * blk : blk;
+		len[b] = (uint32_t)ol_exans_block_encode(in + (size_t)b * blk, l,
+							 c.data() + (size_t)b * slot, slot);
+		want.insert(want.end(), c.begin() + (size_t)b * slot,
+			    c.begin() + (size_t)b * slot + len[b]);
+	}
+	memset(want.data(), 0xa5, 100);
+	for (uint32_t b = 0; b < nb; b++)
+		run_warp(b, [&] { gather_kernel(c.data(), len.data(), blk, got.data(), 100); });
+	ok(memcmp(got.data(), want.data(), want.size()) == 0 && got[want.size()] == 0xa5,
+	   "gather kernel: blocks end to end behind the header, nothing past them", "gather");
+}
+
+/* The XXH3 kernel against libxxhash: lengths around every boundary of the long path (a
+ * stripe, a 1 KiB block, the last stripe overlapping), at an odd address too. */
+static void
+check_xxh3(const uint8_t *in, size_t n)
+{
+	static const size_t lens[] = {241, 255, 256, 257, 1023, 1024, 1025, 1087, 1088, 2048,
+				      4096 + 63, 65536, 200001};
+	struct ol_exans_cuda_secret sec;
+	XXH3_generateSecret_fromSeed(sec.b, 0);
+	int same = 1, cases = 0;
+	for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++)
+		for (size_t at = 0; at < 2 && lens[k] + at <= n; at++) {
+			uint8_t out[5] = {0, 0, 0, 0, 0x5a};
+			run_warp(0, [&] { xxh3_kernel(in + at, lens[k], sec, out); });
+			uint32_t want = (uint32_t)XXH3_64bits(in + at, lens[k]);
+			same &= ol_exans_ld32(out) == want && out[4] == 0x5a;
+			cases++;
+		}
+	printf("# xxh3: %d lengths and offsets\n", cases);
+	ok(same && cases > 20, "XXH3 kernel == libxxhash's XXH3_64bits, low 32 bits", "xxh3");
 }
 
 /* Rows blocks (mode 2) are written by the CPU only; the GPU decoder must read them. */
@@ -235,6 +288,10 @@ main(int argc, char **argv)
 	}
 	check("all exponents then a constant", buf.data(), 4096, 1024);
 	check("tiny blocks (raw, n < 64)", buf.data(), 63, 1024);
+	synth(buf.data(), 200001);
+	check_gather(buf.data(), 200001, 65536);
+	check_gather(buf.data(), 5000, 1024);
+	check_xxh3(buf.data(), 200002);
 	synth(buf.data(), 140001); /* rows of 64 bytes, most repeating an earlier one */
 	for (size_t r = 1; r < 140001 / 64; r++)
 		if (rnd() % 4)

@@ -5,6 +5,11 @@
 #include <errno.h>
 #include <string.h>
 
+#ifndef OL_EXANS_NO_XXHASH	/* (bench/gpu_check.sh on a machine without libxxhash-dev) */
+#define XXH_STATIC_LINKING_ONLY /* XXH3_generateSecret_fromSeed */
+#include <xxhash.h>
+#endif
+
 #include "codec/cuda/exans_gpu.h"
 #include "codec/exans.h"
 #include "codec/exans_fmt.h"
@@ -49,6 +54,41 @@ be_sync(void *stream)
 {
 	return cudaStreamSynchronize((cudaStream_t)stream) == cudaSuccess ? 0 : -EIO;
 }
+
+static int
+be_gather(const uint8_t *d_slots, const uint32_t *d_lens, uint32_t nb, uint8_t *d_out,
+	  uint64_t base, void *stream)
+{
+	return ol_exans_cuda_gather(d_slots, d_lens, nb, OL_EXANS_GPU_BLOCK, d_out, base, stream);
+}
+
+/* Short inputs take XXH3's other formulas: hashed on the host (through a copy, synchronous). */
+#ifdef OL_EXANS_NO_XXHASH
+static int
+be_xxh3(const uint8_t *d_src, uint64_t n, uint8_t *d_out, void *stream)
+{
+	(void)d_src, (void)n, (void)d_out, (void)stream;
+	return -ENOTSUP;
+}
+#else
+static int
+be_xxh3(const uint8_t *d_src, uint64_t n, uint8_t *d_out, void *stream)
+{
+	static _Thread_local uint8_t sh[OL_EXANS_CUDA_XXH3_MIN], h[4];
+	if (n > OL_EXANS_CUDA_XXH3_MIN) {
+		struct ol_exans_cuda_secret sec;
+		XXH3_generateSecret_fromSeed(sec.b, 0); /* seed 0: the default secret */
+		return ol_exans_cuda_xxh3(d_src, n, &sec, d_out, stream);
+	}
+	int r = be_copy(sh, d_src, n, stream);
+	if (r == 0)
+		r = be_sync(stream);
+	if (r < 0)
+		return r;
+	ol_exans_st32(h, (uint32_t)XXH3_64bits(sh, (size_t)n));
+	return be_copy(d_out, h, 4, stream); /* from pageable memory: staged before it returns */
+}
+#endif
 
 int
 ol_exans_gpu_is_cuda(void)
@@ -100,6 +140,26 @@ be_sync(void *stream)
 	return 0;
 }
 
+static int
+be_gather(const uint8_t *slots, const uint32_t *lens, uint32_t nb, uint8_t *out, uint64_t base,
+	  void *stream)
+{
+	(void)stream;
+	for (uint32_t i = 0; i < nb; i++) {
+		memmove(out + base, slots + (uint64_t)i * SLOT, lens[i]);
+		base += lens[i];
+	}
+	return 0;
+}
+
+static int
+be_xxh3(const uint8_t *src, uint64_t n, uint8_t *out, void *stream)
+{
+	(void)stream;
+	ol_exans_st32(out, (uint32_t)XXH3_64bits(src, (size_t)n));
+	return 0;
+}
+
 int
 ol_exans_gpu_is_cuda(void)
 {
@@ -113,6 +173,7 @@ static _Thread_local struct {
 	uint64_t off[NB_MAX];
 	uint32_t len[NB_MAX];
 	int32_t status[NB_MAX];
+	uint8_t head[4];
 } g_h;
 
 static uint64_t
@@ -193,17 +254,21 @@ frame(uint64_t n, uint32_t nb, const uint32_t *lens)
 	return OLZ_HDR + OL_EXANS_HDR_BYTES + 4 * (uint64_t)nb;
 }
 
-/* The plain form: as is, or raw-wrapped when it starts with the magic. */
+/* The first (up to) 4 bytes of d_src into g_h.head, for store_plain. */
+static int
+fetch_head(const uint8_t *d_src, uint64_t n, void *stream)
+{
+	memset(g_h.head, 0, 4);
+	return n >= 4 ? be_copy(g_h.head, d_src, 4, stream) : 0;
+}
+
+/* The plain form: as is, or raw-wrapped when it starts with the magic (g_h.head: its first
+ * bytes, on the host once the stream was synchronised). Queued, not synchronised. */
 static int64_t
 store_plain(const uint8_t *d_src, uint64_t n, uint8_t *d_out, uint64_t cap, void *stream)
 {
-	uint8_t head[4] = {0};
-	int r = n >= 4 ? be_copy(head, d_src, 4, stream) : 0;
-	if (r == 0)
-		r = be_sync(stream);
-	if (r < 0)
-		return r;
-	uint64_t pre = n >= 4 && memcmp(head, olz_magic, 4) == 0 ? OLZ_HDR : 0;
+	uint64_t pre = n >= 4 && memcmp(g_h.head, olz_magic, 4) == 0 ? OLZ_HDR : 0;
+	int r = 0;
 	if (cap < n + pre)
 		return -ENOSPC;
 	if (pre) {
@@ -214,8 +279,6 @@ store_plain(const uint8_t *d_src, uint64_t n, uint8_t *d_out, uint64_t cap, void
 	}
 	if (r == 0)
 		r = be_copy(d_out + pre, d_src, n, stream);
-	if (r == 0)
-		r = be_sync(stream);
 	return r < 0 ? r : (int64_t)(n + pre);
 }
 
@@ -226,34 +289,39 @@ ol_exans_gpu_encode(const void *d_src, uint64_t n, void *d_out, uint64_t cap, vo
 	uint64_t nb = nblocks(n);
 	if ((n && (!d_src || !d_out || !d_work)) || nb > NB_MAX)
 		return nb > NB_MAX ? -E2BIG : -EINVAL;
-	if (n < 4 * OLZ_HDR)
-		return store_plain(d_src, n, d_out, cap, stream);
-	struct work w = work_of(d_work, nb);
-	int r = be_encode(d_src, n, w.slots, w.lens, stream);
-	if (r == 0)
+	struct work w = {0};
+	if (n >= 4 * OLZ_HDR)
+		w = work_of(d_work, nb);
+	int r = fetch_head(d_src, n, stream);
+	if (r == 0 && n >= 4 * OLZ_HDR)
+		r = be_encode(d_src, n, w.slots, w.lens, stream);
+	if (r == 0 && n >= 4 * OLZ_HDR)
 		r = be_copy(g_h.len, w.lens, nb * 4, stream);
 	if (r == 0)
-		r = be_sync(stream);
+		r = be_sync(stream); /* the host needs the lengths (and the head) */
 	if (r < 0)
 		return r;
 	uint64_t total = 0;
-	for (uint64_t i = 0; i < nb; i++)
+	for (uint64_t i = 0; n >= 4 * OLZ_HDR && i < nb; i++)
 		total += g_h.len[i];
 	uint64_t hdr = OLZ_HDR + OL_EXANS_HDR_BYTES + 4 * nb;
-	if (total + hdr >= n) /* does not shrink: stored plain, as libopenlake does */
+	if (n < 4 * OLZ_HDR || total + hdr >= n) /* does not shrink: plain, as libopenlake */
 		return store_plain(d_src, n, d_out, cap, stream);
 	if (cap < total + hdr)
 		return -ENOSPC;
 	frame(n, (uint32_t)nb, g_h.len);
 	r = be_copy(d_out, g_h.hdr, hdr, stream);
-	uint64_t off = hdr;
-	for (uint64_t i = 0; r == 0 && i < nb; i++) {
-		r = be_copy((uint8_t *)d_out + off, w.slots + i * SLOT, g_h.len[i], stream);
-		off += g_h.len[i];
-	}
-	if (r == 0)
-		r = be_sync(stream);
-	return r < 0 ? r : (int64_t)off;
+	if (r == 0) /* every block's bytes in one launch, not one copy per block */
+		r = be_gather(w.slots, w.lens, (uint32_t)nb, d_out, hdr, stream);
+	return r < 0 ? r : (int64_t)(hdr + total);
+}
+
+int
+ol_exans_gpu_xxh3(const void *d_src, uint64_t n, void *d_out, void *stream)
+{
+	if ((n && !d_src) || !d_out)
+		return -EINVAL;
+	return be_xxh3(d_src, n, d_out, stream);
 }
 
 /* Parse the container at c[0..n) (host) into g_h.off / g_h.len; its decoded size. */
@@ -296,7 +364,8 @@ decode_exans(const uint8_t *h_c, const uint8_t *d_c, uint64_t n, uint64_t orig, 
 		return 0;
 	struct work w = work_of(d_work, nb);
 	/* every block but the last decodes in place; the last into the work area, then is
-	 * copied (a hostile block cannot write past d_dst + orig) */
+	 * copied (a hostile block cannot write past d_dst + orig). Everything is queued before
+	 * the one synchronisation the statuses need. */
 	uint64_t last = (uint64_t)(nb - 1) * OL_EXANS_GPU_BLOCK;
 	int r = be_copy(w.off, g_h.off, (uint64_t)nb * 8, stream);
 	if (r == 0)
@@ -307,16 +376,14 @@ decode_exans(const uint8_t *h_c, const uint8_t *d_c, uint64_t n, uint64_t orig, 
 		r = be_decode(d_c, w.off + nb - 1, w.lens + nb - 1, 1, w.slots, w.status + nb - 1,
 			      stream);
 	if (r == 0)
+		r = be_copy(d_dst + last, w.slots, orig - last, stream);
+	if (r == 0)
 		r = be_copy(g_h.status, w.status, (uint64_t)nb * 4, stream);
 	if (r == 0)
 		r = be_sync(stream);
 	for (uint32_t i = 0; r == 0 && i < nb; i++)
 		if (g_h.status[i] != (int32_t)(i + 1 < nb ? OL_EXANS_GPU_BLOCK : orig - last))
 			r = -EBADMSG;
-	if (r == 0)
-		r = be_copy(d_dst + last, w.slots, orig - last, stream);
-	if (r == 0)
-		r = be_sync(stream);
 	return r < 0 ? r : (int64_t)orig;
 }
 
@@ -331,8 +398,6 @@ ol_exans_gpu_decode(const void *h_val, const void *d_val, uint64_t len, void *d_
 		if (cap < len)
 			return -ENOSPC;
 		int r = be_copy(d_dst, d, len, stream);
-		if (r == 0)
-			r = be_sync(stream);
 		return r < 0 ? r : (int64_t)len;
 	}
 	if (len < OLZ_HDR || h[4] > 1 || h[5] || h[6] || h[7])
@@ -344,8 +409,6 @@ ol_exans_gpu_decode(const void *h_val, const void *d_val, uint64_t len, void *d_
 		if (cap < orig)
 			return -ENOSPC;
 		int r = be_copy(d_dst, d + OLZ_HDR, orig, stream);
-		if (r == 0)
-			r = be_sync(stream);
 		return r < 0 ? r : (int64_t)orig;
 	}
 	if (!d_work)

@@ -8,12 +8,16 @@
  * back.
  *
  * Pointers named d_* are device memory (twin: host memory); h_* host memory. `stream` is a
- * cudaStream_t (NULL: the default stream; the twin ignores it). Every call returns with its
- * work finished on the stream (it synchronises it: the host needs the encoded lengths and
- * the decode statuses). No allocation: d_work is the caller's, of
- * ol_exans_gpu_work_bytes(n) bytes, 16-byte aligned. Any thread; calls on one d_work must not
- * overlap. Errors: -EINVAL (bad argument), -E2BIG (more than OL_EXANS_GPU_MAX_BLOCKS blocks),
- * -ENOSPC (cap too small), -EBADMSG (corrupt value), -EIO (a CUDA call failed, e.g. no GPU). */
+ * cudaStream_t (NULL: the default stream; the twin ignores it). Calls return with their work
+ * queued on the stream: later work on that stream sees their results, and the host must
+ * synchronise the stream (or an event recorded after the call) before it reads d_out /
+ * d_dst itself. Encode and decode synchronise the stream once inside, where the host needs a
+ * result (the encoded lengths; the blocks' statuses); nothing else waits. No allocation:
+ * d_work is the caller's, of ol_exans_gpu_work_bytes(n) bytes, 16-byte aligned, reusable by
+ * the next call on the same stream at once (the stream orders them). Any thread; calls on
+ * one d_work from different streams must not overlap. Errors: -EINVAL (bad argument), -E2BIG
+ * (more than OL_EXANS_GPU_MAX_BLOCKS blocks), -ENOSPC (cap too small), -EBADMSG (corrupt
+ * value), -EIO (a CUDA call failed, e.g. no GPU). */
 #ifndef OL_CODEC_EXANS_GPU_H
 #define OL_CODEC_EXANS_GPU_H
 
@@ -40,6 +44,13 @@ int64_t ol_exans_gpu_encode(const void *d_src, uint64_t n, void *d_out, uint64_t
  * or -errno (-EBADMSG: a bad header, index or block CRC). */
 int64_t ol_exans_gpu_decode(const void *h_val, const void *d_val, uint64_t len, void *d_dst,
 			    uint64_t cap, void *d_work, void *stream);
+
+/* The checksum libopenlake and the connector put in a value's trailer: the low 32 bits of
+ * XXH3-64 (seed 0) of the n bytes at d_src, stored little-endian at d_out (device memory,
+ * any alignment: e.g. the checksum field of a trailer packed behind the bytes on the
+ * device). Queued on the stream (n <= 240, XXH3's short formulas: hashed on the host through
+ * a copy, which synchronises). Returns 0 or -errno. */
+int ol_exans_gpu_xxh3(const void *d_src, uint64_t n, void *d_out, void *stream);
 
 /* 1 for the CUDA library, 0 for the CPU twin. */
 int ol_exans_gpu_is_cuda(void);
