@@ -213,19 +213,13 @@ olc_node_down(struct ol_client *c, struct olc_node *nd, int err)
 
 #define OLC_CHUNK (2u << 20)
 
-bool
-olc_map_warm(struct olc_map *m, uint64_t off, uint64_t len)
+void
+olc_map_prefault(struct olc_map *m, uint64_t off, uint64_t len)
 {
-	bool warm = true;
 	for (uint64_t ch = off / OLC_CHUNK; len && ch <= (off + len - 1) / OLC_CHUNK; ch++) {
 		uint64_t bit = 1ull << (ch % 64);
 		if (atomic_load_explicit(&m->faulted[ch / 64], memory_order_relaxed) & bit)
 			continue;
-		if (m->fd >= 0 && atomic_fetch_add_explicit(&m->uses[ch], 1, memory_order_relaxed) <
-				      OLC_WARM_AFTER - 1) {
-			warm = false; /* still cold: count its uses, leave it alone */
-			continue;
-		}
 		uint64_t start = ch * OLC_CHUNK;
 		uint64_t n = m->size - start < OLC_CHUNK ? m->size - start : OLC_CHUNK;
 		if (madvise(m->base + start, n, MADV_POPULATE_WRITE) != 0) {
@@ -234,7 +228,6 @@ olc_map_warm(struct olc_map *m, uint64_t off, uint64_t len)
 		}
 		atomic_fetch_or(&m->faulted[ch / 64], bit);
 	}
-	return warm;
 }
 
 static pthread_mutex_t g_maps_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -255,28 +248,21 @@ map_new(const struct ol_kvp_welcome *w, const char *name)
 	int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
 	void *p = fd >= 0 ? mmap(NULL, w->shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
 			  : MAP_FAILED;
-	if (p == MAP_FAILED) {
-		if (fd >= 0)
-			close(fd);
+	if (fd >= 0)
+		close(fd);
+	if (p == MAP_FAILED)
 		return NULL;
-	}
 	struct olc_map *m = calloc(1, sizeof(*m));
-	if (m) {
+	if (m)
 		m->faulted = calloc((w->shm_size / OLC_CHUNK + 64) / 64, sizeof(uint64_t));
-		m->uses = calloc(w->shm_size / OLC_CHUNK + 1, 1);
-	}
 	/* same name but another server's object (its epoch is in the first u64): not ours */
-	if (!m || !m->faulted || !m->uses || atomic_load((_Atomic uint64_t *)p) != w->epoch) {
-		if (m) {
+	if (!m || !m->faulted || atomic_load((_Atomic uint64_t *)p) != w->epoch) {
+		if (m)
 			free((void *)m->faulted);
-			free((void *)m->uses);
-		}
 		free(m);
 		munmap(p, w->shm_size);
-		close(fd);
 		return NULL;
 	}
-	m->fd = fd; /* kept: cold chunks are copied through it (olc_map_warm) */
 	m->base = p;
 	m->size = w->shm_size;
 	m->epoch = w->epoch;
@@ -313,9 +299,7 @@ map_release(struct olc_map *m)
 			pp = &(*pp)->next;
 		*pp = m->next;
 		munmap(m->base, m->size);
-		close(m->fd);
 		free((void *)m->faulted);
-		free((void *)m->uses);
 		free(m);
 	}
 	pthread_mutex_unlock(&g_maps_mu);

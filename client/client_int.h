@@ -21,24 +21,14 @@
 struct olc_map {
 	uint8_t *base;
 	uint64_t size, epoch, seq_off, unit;
-	int fd;			   /* the shm object, open while mapped (-1: none) */
 	_Atomic uint64_t *faulted; /* one bit per 2 MiB chunk already prefaulted here */
-	_Atomic uint8_t *uses;	   /* per chunk: values copied through fd while it was cold */
 	unsigned refs;		   /* under the process-wide map lock */
 	struct olc_map *next;
 };
 
-/* Whether the values in [off, off + len) should be copied through the mapping (true: each of
- * its 2 MiB chunks is prefaulted here, once per mapping, one madvise per chunk instead of a
- * fault per 4 KiB page) or through the shm file with pwritev/preadv (false). A chunk starts
- * cold and is prefaulted at its OLC_WARM_AFTER-th use: the first access of each page through a
- * new mapping costs a fault, and on a guest whose hypervisor shadows page tables a trap to
- * the host (~10-35 us per 4 KiB page on this VM: 0.1-0.4 GB/s), while the kernel's copy
- * through the file reaches the pages by its own (warm) mapping: 2-5 GB/s there, where a copy
- * through a warm mapping does ~10. So a process that maps the tier for a few puts does not pay
- * for touching it, and one that lives on does, once. Any thread. */
-#define OLC_WARM_AFTER 16
-bool olc_map_warm(struct olc_map *m, uint64_t off, uint64_t len);
+/* Prefault the chunks of [off, off + len) once per mapping (one madvise per 2 MiB instead of
+ * a page fault per 4 KiB). */
+void olc_map_prefault(struct olc_map *m, uint64_t off, uint64_t len);
 
 struct olc_ucx;
 

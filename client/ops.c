@@ -277,41 +277,6 @@ copy_out(struct ol_kv_op *op, const uint8_t *src, uint64_t len)
 	}
 }
 
-/* Move len bytes between op's iovs and the shm file at off (wr: iovs -> file), up to 64 iovs
- * per call: the path of a chunk olc_map_warm calls cold. 0 or -errno (-EIO: the file ended
- * early, which a live tier's never does). */
-static int
-shm_fileio(int fd, const struct ol_kv_op *op, uint64_t off, uint64_t len, bool wr)
-{
-	struct iovec v[64];
-	size_t k = 0;
-	while (len > 0 && k < op->iovcnt) {
-		int n = 0;
-		for (; n < 64 && k < op->iovcnt && len > 0; k++) {
-			size_t l = op->iov[k].len < len ? op->iov[k].len : (size_t)len;
-			if (l > 0)
-				v[n++] = (struct iovec){op->iov[k].base, l};
-			len -= l;
-		}
-		for (int i = 0; i < n;) {
-			ssize_t r = wr ? pwritev(fd, v + i, n - i, (off_t)off)
-				       : preadv(fd, v + i, n - i, (off_t)off);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				return r < 0 ? -errno : -EIO;
-			off += (uint64_t)r;
-			for (; i < n && (size_t)r >= v[i].iov_len; i++)
-				r -= (ssize_t)v[i].iov_len;
-			if (i < n) { /* a short transfer ended inside v[i] */
-				v[i].iov_base = (uint8_t *)v[i].iov_base + r;
-				v[i].iov_len -= (size_t)r;
-			}
-		}
-	}
-	return 0;
-}
-
 static uint64_t
 slot_seq(const struct olc_map *m, uint64_t off)
 {
@@ -351,11 +316,8 @@ olc_shm_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, siz
 			r = -EPROTO;
 			break;
 		}
-		if (olc_map_warm(cn->map, granted[j].off, granted[j].len))
-			copy_in(cn->map->base + granted[j].off, op);
-		else if ((r = shm_fileio(cn->map->fd, op, granted[j].off, olc_iov_len(op), true)) <
-			 0)
-			break; /* the connection goes; the server frees its reservations */
+		olc_map_prefault(cn->map, granted[j].off, granted[j].len);
+		copy_in(cn->map->base + granted[j].off, op);
 		batch_ent(&b, k, op->key, granted[j].len, granted[j].off, granted[j].seq);
 		b.idx[k++] = b.idx[j];
 	}
@@ -396,17 +358,12 @@ shm_copy_release(struct ol_client *c, struct olc_conn *cn, struct batch *b, stru
 		} else if (re->len > olc_iov_len(ops[i])) {
 			ops[i]->status = OL_KV_TRUNCATED;
 		} else {
-			if (!olc_map_warm(cn->map, re->off, re->len)) {
-				if (shm_fileio(cn->map->fd, ops[i], re->off, re->len, false) < 0)
-					ops[i]->status = OL_KV_ERROR;
-				else if (hx)
-					olc_hash_after(hx, ops[i]);
-			} else if (hx) {
+			olc_map_prefault(cn->map, re->off, re->len);
+			if (hx)
 				olc_hash_copy(hx, ops[i], cn->map->base + re->off, re->len);
-			} else {
+			else
 				copy_out(ops[i], cn->map->base + re->off, re->len);
-			}
-			if (ops[i]->status == OL_KV_OK && slot_seq(cn->map, re->off) != re->seq)
+			if (slot_seq(cn->map, re->off) != re->seq)
 				ops[i]->status =
 				    OL_KV_MISS; /* recycled under us: never torn data */
 		}
