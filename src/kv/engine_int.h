@@ -185,6 +185,7 @@ struct ol_kve {
 	pthread_t pf;
 	bool pf_running;
 	_Atomic bool pf_stop;
+	int warm_fd; /* a 2 MiB memfd the prefault copies pages into (see engine_slab.c); -1 */
 };
 
 /* engine_ns.c: namespace slots (see Namespaces). */

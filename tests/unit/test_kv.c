@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/evp.h>
@@ -770,6 +771,40 @@ test_prefault(void)
 	ok(1, "close stops its prefault early");
 }
 
+/* The prefault touches each page it takes (an atomic add of 0 from user mode, a write(2) of the
+ * page into a scratch memfd from kernel mode) while puts may already be writing slots there:
+ * none of their bytes may change. Puts of 64 KiB go on beside the prefault of a 128 MiB tier
+ * until every page is either prefaulted or taken by a put; then every block must read back
+ * exactly. */
+static void
+test_prefault_beside_puts(void)
+{
+	struct ol_kve *e = open_eng_pf(128 * MiB, NULL, 0, 0, true);
+	struct ol_kve_stats st = {0};
+	uint64_t n = 0, pages = 0;
+	bool good = e != NULL;
+	time_t end = time(NULL) + 120;
+	while (good && n < 1800 && time(NULL) < end) {
+		good = put(e, NS_A, 50000 + n, 64 * KiB, 7000 + n) == OL_KV_OK;
+		n++;
+		ol_kve_get_stats(e, &st);
+		pages = st.prefaulted + (st.dram_used + 2 * MiB - 1) / (2 * MiB);
+		if (pages >= 64)
+			break;
+	}
+	while (good && pages < 64 && time(NULL) < end) { /* the rest of the prefault */
+		usleep(10 * 1000);
+		ol_kve_get_stats(e, &st);
+		pages = st.prefaulted + (st.dram_used + 2 * MiB - 1) / (2 * MiB);
+	}
+	ok(good && pages >= 64, "%llu puts beside the prefault (%llu pages prefaulted)",
+	   (unsigned long long)n, (unsigned long long)st.prefaulted);
+	for (uint64_t i = 0; i < n && good; i++)
+		good = get(e, NS_A, 50000 + i, 64 * KiB, 7000 + i) == OL_KV_OK;
+	ok(good, "every block put beside the prefault reads back exactly");
+	ol_kve_close(e);
+}
+
 static void
 test_proto(void)
 {
@@ -1022,6 +1057,7 @@ main(void)
 	test_kill9_during_writeback();
 	test_tombstone_out_of_order();
 	test_prefault();
+	test_prefault_beside_puts();
 	test_proto();
 	test_ucx_framing();
 	tap_done();
