@@ -10,6 +10,7 @@ built without UCX. No RDMA NIC here: the verbs / DC / GPUDirect paths are not ru
 import hashlib
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -111,6 +112,17 @@ def pool(tmp_path_factory):
     p = UcxPool(tmp_path_factory.mktemp("ucx"))
     yield p
     p.stop()
+
+
+@pytest.fixture(autouse=True)
+def ucx_on_lo(monkeypatch):
+    """This process's UCX contexts (created by connect) and the clients it starts use the
+    loopback device only: the network-namespace tests (run beside this module by
+    scripts/test.sh) add and delete veth and bridge interfaces, and a tcp interface of the
+    pool's that vanished or changed hands under UCX refuses connections (seen: a client
+    retrying a 10.x address of another test's bridge). The daemon keeps its environment: its
+    start checks the shipped config's dev_name against the devices here."""
+    monkeypatch.setenv("UCX_NET_DEVICES", "lo")
 
 
 @pytest.fixture
@@ -244,13 +256,23 @@ def test_client_killed_mid_transfer(pool, tls):
                OPENLAKE_LIBRARY=os.environ.get("OPENLAKE_LIBRARY") or str(library_path()))
     p = subprocess.Popen([PY, "-c", CLIENT, str(REPO / "python"), pool.kv_addr], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out = b""
     try:
-        line = p.stdout.readline()
-        assert line.strip() == b"running", p.stderr.read().decode(errors="replace")
-        time.sleep(0.3)
+        # its stdout carries UCX's own log lines too: wait for "running" among them, bounded
+        deadline = time.monotonic() + 120
+        while b"running\n" not in out and time.monotonic() < deadline:
+            if select.select([p.stdout], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                chunk = os.read(p.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                out += chunk
+        running = b"running\n" in out
+        if running:
+            time.sleep(0.3)
     finally:
         p.send_signal(signal.SIGKILL)
         p.wait(30)
+    assert running, (out + p.stderr.read()).decode(errors="replace")  # read once it is dead
     assert pool.d.proc.poll() is None
     os.environ["UCX_TLS"] = tls
     try:

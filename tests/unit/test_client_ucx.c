@@ -269,6 +269,8 @@ main(void)
 	ol_config_default(&cfg);
 	ol_log_threshold = OL_LOG_WARN;
 	setenv("UCX_TLS", "tcp", 1);
+	/* loopback only: the integration tests beside this one add and delete interfaces */
+	setenv("UCX_NET_DEVICES", "lo", 0);
 	char dir[] = "/tmp/olkv-ucx-XXXXXX";
 	unsigned up = free_port();
 	if (!mkdtemp(dir) || !up) {
