@@ -187,6 +187,12 @@ int
 cquorum_start(const struct ol_config *cfg, struct ol_cluster *c, struct cquorum **out)
 {
 	struct cquorum *q = ol_xcalloc(1, sizeof(*q));
+	if (cfg->cluster_quorum_loss_s <= cfg->cluster_lease_ttl_s)
+		ol_warn("cluster: [cluster] quorum_loss_s = %u is not above lease_ttl_s = %u: a "
+			"leader whose peers were killed may give its set up before their leases "
+			"lapse and take it back after (docs/cluster.md, \"Write quorum and "
+			"leadership\"); set quorum_loss_s above lease_ttl_s",
+			cfg->cluster_quorum_loss_s, cfg->cluster_lease_ttl_s);
 	q->cfg = cfg;
 	q->c = c;
 	atomic_store(&q->probed_pool, -1);
