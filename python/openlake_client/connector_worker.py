@@ -292,13 +292,14 @@ class WorkerSide:
 
     def _codec_ranges(self, job, kv, slab, payload, for_load):
         """GPU codec: a load gets the stored form into the slab; a save packs the image and
-        its trailer on the device now (the trailer's XXH3 taken there: the sum a host save
-        writes), encoded and copied out by _encode_out before its put. The device image
+        its trailer on the device now (the trailer's XXH3 taken there for the whole batch by
+        _codec_sums: the sum a host save writes), encoded and copied out by _encode_out
+        before its put. The device image
         lives in the slab's device buffer (one per slab, made once)."""
         import torch
 
-        if slab.dev is None:  # image + trailer + the sum a load computes
-            slab.dev = self.engine.empty(max(self.payloads) + TRAILER_LEN + 8)
+        if slab.dev is None:  # image + trailer
+            slab.dev = self.engine.empty(max(self.payloads) + TRAILER_LEN)
         job.stage = slab.buf
         job.dev = slab.dev[:payload + TRAILER_LEN]
         job.ranges = [(slab.buf.data_ptr(), self.staging.slab_bytes)]
@@ -309,14 +310,28 @@ class WorkerSide:
         tr = slab.buf[self.staging.slab_bytes - TRAILER_LEN:]
         tr.copy_(torch.frombuffer(bytearray(device_trailer(job.key, payload, self.cfg.verify)),
                                   dtype=torch.uint8))
-        cuda, verify = self.engine.cuda, self.cfg.verify
+        cuda = self.engine.cuda
 
         def fn():
             kv.pack(job.ids, job.dev, job.layer, non_blocking=cuda)
             job.dev[payload:].copy_(tr, non_blocking=cuda)
-            if verify:
-                self.codec.xxh3(job.dev, payload, job.dev.data_ptr() + payload + CHECKSUM_AT)
         job.copy_ev = self._save_gather = self.engine.run(fn)[1]
+
+    def _codec_sums(self, jobs):
+        """GPU codec save of a batch: every image's XXH3 into its trailer's checksum field,
+        all in one launch queued after their gathers (same stream); the jobs' events become
+        the one recorded after it."""
+        jobs = [j for j in jobs if j.dev is not None]
+        if not jobs or not self.cfg.verify:
+            return
+        sums = []
+        for j in jobs:
+            payload = self._payload(j)
+            sums.append((j.dev.data_ptr(), payload, j.dev.data_ptr() + payload + CHECKSUM_AT))
+        ev = self.engine.run(lambda: self.codec.xxh3_batch(sums), None)[1]
+        self._save_gather = ev
+        for j in jobs:
+            j.copy_ev = ev
 
     def _encode_out(self, job):
         """GPU codec save: encode the device image (after its gather: same stream), queue the
@@ -331,15 +346,15 @@ class WorkerSide:
 
     def _decode_in(self, job, status, n):
         """GPU codec load: the stored form (n bytes in the slab) to the device, decoded into
-        job.dev, its trailer checked against the XXH3 of the decoded image taken there, as a
-        host load checks it. '' or why the chunk is bad."""
+        job.dev (image + trailer), queued on the copy stream. '' or why the chunk is bad; its
+        trailer is checked with the batch's by _check_decoded."""
         from .client import Status
 
         if status is None:
             return "pool unreachable"
         if status != Status.OK:
             return str(status)
-        payload, verify = self._payload(job), self.cfg.verify
+        payload = self._payload(job)
         d_val = self.codec.buffer("val", n)[:n]
         self.engine.copy(d_val, job.stage[:n], self._load_after)  # decode: same stream
         try:
@@ -349,20 +364,35 @@ class WorkerSide:
             return "corrupt: %s" % e.strerror
         if m != payload + TRAILER_LEN:
             return "size %d, expected %d" % (m, payload + TRAILER_LEN)
-        tail = job.dev.data_ptr() - job.slab.dev.data_ptr() + payload
+        return ""
 
-        def check():  # the trailer and the sum taken on the device, in one copy
+    def _check_decoded(self, jobs):
+        """The trailers of a batch's decoded chunks checked against the XXH3 of their images
+        taken on the device, as a host load checks them: every sum in one launch, then every
+        trailer and sum to the host in one copy. Sets each job's why."""
+        verify, row = self.cfg.verify, TRAILER_LEN + 4
+        tab = self.codec.buffer("checks", len(jobs) * row)
+
+        def fn():
+            sums = []
+            for i, j in enumerate(jobs):
+                payload = self._payload(j)
+                tab[i * row:i * row + TRAILER_LEN].copy_(j.dev[payload:payload + TRAILER_LEN])
+                sums.append((j.dev.data_ptr(), payload, tab.data_ptr() + i * row + TRAILER_LEN))
             if verify:
-                self.codec.xxh3(job.dev, payload, job.dev.data_ptr() + payload + TRAILER_LEN)
-            return bytes(job.slab.dev[tail:tail + TRAILER_LEN + 4].cpu().numpy())
-        got = self.engine.run(check, None)[0]
-        tr, rng = got[:TRAILER_LEN], Hashed([], int.from_bytes(got[TRAILER_LEN:], "little"))
-        if verify and TRAILER.unpack(tr)[1] & FLAG_CRC:  # CRC-32 (no libxxhash where saved)
-            self.engine.run(lambda: job.stage[:payload].copy_(job.dev[:payload]), None)
-            rng = [(job.stage.data_ptr(), payload)]
-        why = check_trailer(tr, job.key, rng, payload, verify)
-        job.stage = job.dev  # what _slice and unpack read from now
-        return ("bad block: " + why) if why else ""
+                self.codec.xxh3_batch(sums)
+            return bytes(tab[:len(jobs) * row].cpu().numpy())
+        got = self.engine.run(fn, None)[0]
+        for i, j in enumerate(jobs):
+            payload, g = self._payload(j), got[i * row:(i + 1) * row]
+            tr, rng = g[:TRAILER_LEN], Hashed([], int.from_bytes(g[TRAILER_LEN:], "little"))
+            if verify and TRAILER.unpack(tr)[1] & FLAG_CRC:  # CRC-32 (no libxxhash where saved)
+                self.engine.run(lambda: j.stage[:payload].copy_(j.dev[:payload]), None)
+                rng = [(j.stage.data_ptr(), payload)]
+            why = check_trailer(tr, j.key, rng, payload, verify)
+            j.why = ("bad block: " + why) if why else ""
+            if not why:
+                j.stage = j.dev  # what _slice and unpack read from now
 
     def _take_slabs(self, jobs):
         """Give every staged job of a batch its slab, all at once (a thread holds a whole
@@ -476,12 +506,19 @@ class WorkerSide:
         """Check each staged job of a batch and copy the good ones from their slabs into
         the paged tensors on the copy stream; the slabs go back with the last copy's event
         (one stream: it completes after every copy before it). Returns that event."""
-        ev = None
+        ev, decoded = None, []
+        for j, status, n in zip(jobs, st, lens):  # GPU codec: decodes queued, then checked
+            if j.slab is not None and j.dev is not None:
+                j.why = self._decode_in(j, status, n)
+                if not j.why:
+                    decoded.append(j)
+        if decoded:
+            self._check_decoded(decoded)
         for j, status, n in zip(jobs, st, lens):
             if j.slab is None:
                 continue
-            j.why = self._check_load(j, status, n) if j.dev is None else \
-                self._decode_in(j, status, n)
+            if j.dev is None:
+                j.why = self._check_load(j, status, n)
             if not j.why:
                 kv, ids = self.kvs[j.g], j.ids[j.skip:]
                 ev = self.engine.run(lambda: kv.unpack(ids, self._slice(j), j.layer,
@@ -809,6 +846,8 @@ class WorkerSide:
             try:
                 for j in b:
                     self._ranges(j, False)
+                if self.codec is not None:
+                    self._codec_sums(b)
             except BaseException:
                 self._release(b)
                 raise

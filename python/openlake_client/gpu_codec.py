@@ -7,8 +7,9 @@ Both produce and read exactly the values libopenlake stores with compress = "exa
 shrink), so a chunk saved compressed on a GPU loads on a CPU node and back. Calls are queued
 on the copy engine's stream; encode and decode synchronise it once inside (the host needs the
 encoded length, the blocks' statuses), so the host reads what they wrote only after an event
-recorded after them. xxh3() puts the trailer's checksum (libopenlake's XXH3) in place on the
-device. Device buffers (work memory, the stored form, a loaded value) are per thread, kept and
+recorded after them. xxh3_batch() puts the trailers' checksums (libopenlake's XXH3) of a
+whole batch of chunks in place on the device in one launch (one warp per chunk, no wait);
+xxh3() does one value. Device buffers (work memory, the stored form, a loaded value) are per thread, kept and
 grown only when a larger value comes (allocated on the copy stream)."""
 
 import ctypes
@@ -62,6 +63,10 @@ def load_library(cuda):
         lib.ol_exans_gpu_decode.argtypes = [_vp, _vp, _c_u64, _vp, _c_u64, _vp, _vp]
         lib.ol_exans_gpu_xxh3.restype = ctypes.c_int
         lib.ol_exans_gpu_xxh3.argtypes = [_vp, _c_u64, _vp, _vp]
+        lib.ol_exans_gpu_xxh3_batch.restype = ctypes.c_int
+        lib.ol_exans_gpu_xxh3_batch.argtypes = [_vp, ctypes.c_uint32, _vp, _vp]
+        lib.ol_exans_gpu_xxh3_work_bytes.restype = _c_u64
+        lib.ol_exans_gpu_xxh3_work_bytes.argtypes = [ctypes.c_uint32]
         if bool(lib.ol_exans_gpu_is_cuda()) == cuda:
             lib._path = c
             return lib
@@ -138,3 +143,18 @@ class GpuCodec:
         r = self.lib.ol_exans_gpu_xxh3(src.data_ptr(), n, out_addr, self._stream())
         if r < 0:
             raise OSError(-r, "ol_exans_gpu_xxh3: %s" % os.strerror(-r))
+
+    def xxh3_batch(self, sums):
+        """For each (src address, n, out address) of sums (device addresses): the low 32 bits
+        of XXH3-64 of the n bytes, little-endian at out. One launch for the batch, queued on
+        the stream (the table goes up from host memory before the call returns)."""
+        import numpy as np
+
+        if not sums:
+            return
+        tab = np.array(sums, dtype=np.uint64).reshape(len(sums), 3)
+        work = self.buffer("sums", int(self.lib.ol_exans_gpu_xxh3_work_bytes(len(sums))))
+        r = self.lib.ol_exans_gpu_xxh3_batch(tab.ctypes.data, len(sums), work.data_ptr(),
+                                             self._stream())
+        if r < 0:
+            raise OSError(-r, "ol_exans_gpu_xxh3_batch: %s" % os.strerror(-r))

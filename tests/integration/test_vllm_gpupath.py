@@ -433,6 +433,53 @@ def test_codec_path_stores_the_host_paths_bytes_and_checksum(pool):
         x.shutdown()
 
 
+def test_codec_path_sums_a_batch_in_one_call(pool):
+    """The device path takes the trailers' XXH3 of a whole batch of chunks in one call (one
+    launch on a GPU): a save batch of six chunks is one call of six sums, their load one
+    call again, never a call per chunk; what the call wrote is each image's XXH3."""
+    from openlake_client.store import xxh3
+
+    c = cfg(pool.kv_addr, compress="exans", staging="always", gpu_codec="always",
+            prefix_caching=False, async_save=False, openlake_namespace="batched-sums")
+    calls = []
+
+    def spy(e):
+        codec = wside(e).codec
+        real_batch, real_one = codec.xxh3_batch, codec.xxh3
+
+        def batch(sums):
+            real_batch(sums)
+            calls.append([(n, xxh3()([(src, n)]) & 0xffffffff,
+                           int.from_bytes(ctypes_at(out, 4), "little")) for src, n, out in sums])
+
+        def one(*a):
+            calls.append(None)
+            real_one(*a)
+        codec.xxh3_batch, codec.xxh3 = batch, one
+
+    e1 = engine(c)
+    spy(e1)
+    serve(e1, "A", A)
+    assert [len(x) for x in calls] == [6], calls
+    assert all(want == got for _, want, got in calls[0])
+    calls.clear()
+    e2 = engine(c)
+    spy(e2)
+    e2.add(Request("B", A, max_tokens=3))
+    e2.run()
+    assert e2.scheduler.finished["B"].num_external_computed_tokens == 96
+    assert [len(x) for x in calls] == [6], calls
+    assert all(want == got for _, want, got in calls[0])
+    for x in (e1, e2):
+        x.shutdown()
+
+
+def ctypes_at(addr, n):
+    import ctypes
+
+    return ctypes.string_at(addr, n)
+
+
 def _addr(buf):
     import ctypes
 
@@ -546,6 +593,10 @@ def test_cuda_library_is_built_and_fails_cleanly_without_a_gpu():
                                    work.data_ptr(), None) == -5
     for m in (n, 100):  # the kernel; a short value hashed through the host
         assert lib.ol_exans_gpu_xxh3(src.data_ptr(), m, out.data_ptr(), None) == -5
+    import numpy as np
+
+    tab = np.array([[src.data_ptr(), m, out.data_ptr()] for m in (n, 100, 0)], np.uint64)
+    assert lib.ol_exans_gpu_xxh3_batch(tab.ctypes.data, 3, work.data_ptr(), None) == -5
 
 
 def test_cross_layer_names_follow_kv_cache_config():

@@ -10,6 +10,7 @@
 
 #include "codec/cuda/exans_gpu.h"
 #include "codec/exans.h"
+#include "codec/exans_fmt.h"
 #include "tap.h"
 
 static uint8_t src[5 * 65536 + 777], out[sizeof(src) * 2], ref[sizeof(src) * 2];
@@ -84,6 +85,39 @@ check_xxh3(void)
 	   "xxh3: NULL pointers");
 }
 
+/* The batched checksum: every value its own sum, lengths 0..260 and long ones, odd
+ * addresses; a guard byte around each sum untouched; the argument checks. */
+static void
+check_xxh3_batch(void)
+{
+	static struct ol_exans_gpu_sum tab[270];
+	static uint8_t sums[5 * 270 + 1];
+	uint8_t tw[8];
+	uint32_t k = 0;
+	memset(sums, 0x5a, sizeof(sums));
+	for (uint64_t len = 0; len <= 260; len++, k++)
+		tab[k] = (struct ol_exans_gpu_sum){(uintptr_t)(src + len % 5), len,
+						   (uintptr_t)(sums + 5 * k + 1)};
+	for (uint64_t len = 1023; len < 1023 + 9 * 4099; len += 4099, k++)
+		tab[k] = (struct ol_exans_gpu_sum){(uintptr_t)(src + 3), len,
+						   (uintptr_t)(sums + 5 * k + 1)};
+	int same = ol_exans_gpu_xxh3_batch(tab, k, work, NULL) == 0;
+	for (uint32_t i = 0; i < k; i++) {
+		const uint8_t *at = sums + 5 * i + 1;
+		uint32_t want =
+		    (uint32_t)XXH3_64bits((const void *)(uintptr_t)tab[i].src, (size_t)tab[i].n);
+		same &= ol_exans_ld32(at) == want && at[-1] == 0x5a;
+	}
+	ok(same && k == 270, "xxh3 batch: %u values, each libxxhash's sum", k);
+	ok(ol_exans_gpu_xxh3_work_bytes(k) == 24 * (uint64_t)k, "xxh3 batch: work bytes");
+	ok(ol_exans_gpu_xxh3_batch(NULL, 0, NULL, NULL) == 0, "xxh3 batch: empty");
+	tab[0] = (struct ol_exans_gpu_sum){(uintptr_t)src, 10, 0};
+	ok(ol_exans_gpu_xxh3_batch(tab, 1, work, NULL) == -EINVAL &&
+	       ol_exans_gpu_xxh3_batch(tab, 1, NULL, NULL) == -EINVAL &&
+	       ol_exans_gpu_xxh3_batch(tab, OL_EXANS_GPU_MAX_SUMS + 1, tw, NULL) == -E2BIG,
+	   "xxh3 batch: bad arguments");
+}
+
 int
 main(void)
 {
@@ -101,6 +135,7 @@ main(void)
 	check("random with the magic", 70000);
 
 	check_xxh3();
+	check_xxh3_batch();
 	fill_kv(src, sizeof(src), 3);
 	int64_t n = ol_exans_gpu_encode(src, sizeof(src), out, sizeof(out), work, NULL);
 	ok(n > 0 && (size_t)n < sizeof(src) && memcmp(out, "OLZ1\1", 5) == 0, "compressed");

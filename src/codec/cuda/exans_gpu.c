@@ -90,6 +90,25 @@ be_xxh3(const uint8_t *d_src, uint64_t n, uint8_t *d_out, void *stream)
 }
 #endif
 
+_Static_assert(sizeof(struct ol_exans_cuda_sum) == sizeof(struct ol_exans_gpu_sum),
+	       "the kernel reads the caller's table as is");
+
+/* The table goes up from pageable memory (staged before cudaMemcpyAsync returns), then one
+ * launch. */
+static int
+be_xxh3_batch(const struct ol_exans_gpu_sum *tab, uint32_t count, void *d_work, void *stream)
+{
+#ifdef OL_EXANS_NO_XXHASH
+	(void)tab, (void)count, (void)d_work, (void)stream;
+	return -ENOTSUP;
+#else
+	struct ol_exans_cuda_secret sec;
+	XXH3_generateSecret_fromSeed(sec.b, 0);
+	int r = be_copy(d_work, tab, (uint64_t)count * sizeof(*tab), stream);
+	return r < 0 ? r : ol_exans_cuda_xxh3_batch(d_work, count, &sec, stream);
+#endif
+}
+
 int
 ol_exans_gpu_is_cuda(void)
 {
@@ -157,6 +176,17 @@ be_xxh3(const uint8_t *src, uint64_t n, uint8_t *out, void *stream)
 {
 	(void)stream;
 	ol_exans_st32(out, (uint32_t)XXH3_64bits(src, (size_t)n));
+	return 0;
+}
+
+static int
+be_xxh3_batch(const struct ol_exans_gpu_sum *tab, uint32_t count, void *d_work, void *stream)
+{
+	(void)d_work, (void)stream;
+	for (uint32_t i = 0; i < count; i++)
+		ol_exans_st32(
+		    (uint8_t *)(uintptr_t)tab[i].out,
+		    (uint32_t)XXH3_64bits((const void *)(uintptr_t)tab[i].src, (size_t)tab[i].n));
 	return 0;
 }
 
@@ -322,6 +352,26 @@ ol_exans_gpu_xxh3(const void *d_src, uint64_t n, void *d_out, void *stream)
 	if ((n && !d_src) || !d_out)
 		return -EINVAL;
 	return be_xxh3(d_src, n, d_out, stream);
+}
+
+uint64_t
+ol_exans_gpu_xxh3_work_bytes(uint32_t count)
+{
+	return (uint64_t)count * sizeof(struct ol_exans_gpu_sum);
+}
+
+int
+ol_exans_gpu_xxh3_batch(const struct ol_exans_gpu_sum *h_tab, uint32_t count, void *d_work,
+			void *stream)
+{
+	if (count > OL_EXANS_GPU_MAX_SUMS)
+		return -E2BIG;
+	if (count && (!h_tab || !d_work))
+		return -EINVAL;
+	for (uint32_t i = 0; i < count; i++)
+		if ((h_tab[i].n && !h_tab[i].src) || !h_tab[i].out)
+			return -EINVAL;
+	return count ? be_xxh3_batch(h_tab, count, d_work, stream) : 0;
 }
 
 /* Parse the container at c[0..n) (host) into g_h.off / g_h.len; its decoded size. */

@@ -52,6 +52,23 @@ int64_t ol_exans_gpu_decode(const void *h_val, const void *d_val, uint64_t len, 
  * a copy, which synchronises). Returns 0 or -errno. */
 int ol_exans_gpu_xxh3(const void *d_src, uint64_t n, void *d_out, void *stream);
 
+/* The same checksum for a batch of values in one launch (one warp per value) and nothing
+ * else: no synchronisation, no host hashing (short values, n <= 240 included, are hashed on
+ * the device). h_tab[i] (host memory, read before the call returns) names value i by device
+ * addresses; d_work (ol_exans_gpu_xxh3_work_bytes(count) bytes, 8-byte aligned, reusable by
+ * the next call on the same stream at once) receives the table for the kernel. count may be
+ * 0 (nothing queued). Returns 0 or -EINVAL / -E2BIG (count > OL_EXANS_GPU_MAX_SUMS) / -EIO;
+ * the sums are at their out addresses once the stream is synchronised. */
+#define OL_EXANS_GPU_MAX_SUMS 65536
+struct ol_exans_gpu_sum {
+	uint64_t src; /* device address of the value's n bytes */
+	uint64_t n;
+	uint64_t out; /* device address of its sum's 4 bytes (any alignment) */
+};
+uint64_t ol_exans_gpu_xxh3_work_bytes(uint32_t count);
+int ol_exans_gpu_xxh3_batch(const struct ol_exans_gpu_sum *h_tab, uint32_t count, void *d_work,
+			    void *stream);
+
 /* 1 for the CUDA library, 0 for the CPU twin. */
 int ol_exans_gpu_is_cuda(void);
 
