@@ -333,16 +333,18 @@ class WorkerSide:
         for j in jobs:
             j.copy_ev = ev
 
-    def _encode_out(self, job):
-        """GPU codec save: encode the device image (after its gather: same stream), queue the
-        copy of the stored form to the slab; job.copy_ev is that copy."""
-        out = self.codec.buffer("out", self.codec.bound(job.dev.numel()))
-        n = self.engine.run(lambda: self.codec.encode(job.dev, out), None)[0]
-        job.copy_ev = self.engine.copy(job.stage[:n], out[:n])
-        job.ranges = [(job.stage.data_ptr(), n)]
-        with self._lock:
-            self.codec_bytes[0] += job.dev.numel()
-            self.codec_bytes[1] += n
+    def _encode_out(self, jobs):
+        """GPU codec save of a batch: encode the device images (after their gathers: same
+        stream) with one wait for all their lengths, and queue each stored form's copy to
+        its slab; job.copy_ev is that copy."""
+        def emit(i, stored):
+            j, n = jobs[i], stored.numel()
+            j.copy_ev = self.engine.copy(j.stage[:n], stored)
+            j.ranges = [(j.stage.data_ptr(), n)]
+            with self._lock:
+                self.codec_bytes[0] += j.dev.numel()
+                self.codec_bytes[1] += n
+        self.engine.run(lambda: self.codec.encode_batch([j.dev for j in jobs], emit), None)
 
     def _decode_in(self, job, status, n):
         """GPU codec load: the stored form (n bytes in the slab) to the device, decoded into
@@ -870,9 +872,9 @@ class WorkerSide:
             self._release(jobs)  # the D2H events completed: _put_staged waited for them
 
     def _put_staged(self, jobs):
-        for j in jobs:  # GPU codec: encodes queued one after the other on the copy stream
-            if j.dev is not None:
-                self._encode_out(j)
+        coded = [j for j in jobs if j.dev is not None]
+        if coded:  # GPU codec: the batch's encodes queued, one wait for their lengths
+            self._encode_out(coded)
         for j in jobs:  # the slab holds the image once its device-to-host copy completed
             if j.copy_ev is not None:
                 j.copy_ev.synchronize()

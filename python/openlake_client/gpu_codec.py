@@ -63,6 +63,12 @@ def load_library(cuda):
         lib.ol_exans_gpu_decode.argtypes = [_vp, _vp, _c_u64, _vp, _c_u64, _vp, _vp]
         lib.ol_exans_gpu_xxh3.restype = ctypes.c_int
         lib.ol_exans_gpu_xxh3.argtypes = [_vp, _c_u64, _vp, _vp]
+        lib.ol_exans_gpu_state_bytes.restype = _c_u64
+        lib.ol_exans_gpu_state_bytes.argtypes = [_c_u64]
+        lib.ol_exans_gpu_encode_start.restype = ctypes.c_int
+        lib.ol_exans_gpu_encode_start.argtypes = [_vp, _c_u64, _vp, _vp, _vp]
+        lib.ol_exans_gpu_encode_finish.restype = _c_i64
+        lib.ol_exans_gpu_encode_finish.argtypes = [_vp, _c_u64, _vp, _c_u64, _vp, _vp, _vp]
         lib.ol_exans_gpu_xxh3_batch.restype = ctypes.c_int
         lib.ol_exans_gpu_xxh3_batch.argtypes = [_vp, ctypes.c_uint32, _vp, _vp]
         lib.ol_exans_gpu_xxh3_work_bytes.restype = _c_u64
@@ -110,6 +116,19 @@ class GpuCodec:
             self.allocations += 1
         return b
 
+    def host_buffer(self, name, n):
+        """This thread's host buffer `name` of at least n bytes (pinned with CUDA, so the
+        device's copies into it do not synchronise), kept and grown as buffer()."""
+        import torch
+
+        b = getattr(self._tls, "h_" + name, None)
+        if b is None or b.numel() < n:
+            size = n if b is None else max(n, b.numel() + b.numel() // 2)
+            b = torch.empty(size, dtype=torch.uint8, pin_memory=self.cuda)
+            setattr(self._tls, "h_" + name, b)
+            self.allocations += 1
+        return b
+
     def _work(self, n):
         return self.buffer("work", int(self.lib.ol_exans_gpu_work_bytes(n)))
 
@@ -125,6 +144,36 @@ class GpuCodec:
         if r < 0:
             raise OSError(-r, "ol_exans_gpu_encode: %s" % os.strerror(-r))
         return r
+
+    def encode_batch(self, srcs, emit):
+        """The stored form of every tensor of srcs (contiguous uint8 on the device) with one
+        wait for all their encoded lengths: every block encode queued, the stream
+        synchronised once, then each stored form written to one device buffer in turn and
+        emit(i, stored) called, which must queue its copy out on the stream (the next one
+        overwrites the buffer after it). Call it on the stream's thread of work (the copy
+        engine's run): the wait is the stream's."""
+        work_n = -(-int(self.lib.ol_exans_gpu_work_bytes(max(s.numel() for s in srcs))) // 256)
+        state_n = -(-int(self.lib.ol_exans_gpu_state_bytes(max(s.numel() for s in srcs))) // 16)
+        work_n, state_n = work_n * 256, state_n * 16
+        work = self.buffer("enc_work", work_n * len(srcs))
+        state = self.host_buffer("enc_state", state_n * len(srcs))
+        st = self._stream()
+        for i, s in enumerate(srcs):
+            r = self.lib.ol_exans_gpu_encode_start(s.data_ptr(), s.numel(),
+                                                   work.data_ptr() + i * work_n,
+                                                   state.data_ptr() + i * state_n, st)
+            if r < 0:
+                raise OSError(-r, "ol_exans_gpu_encode_start: %s" % os.strerror(-r))
+        if self.stream is not None:
+            self.stream.synchronize()  # the one wait: every value's lengths
+        out = self.buffer("out", self.bound(max(s.numel() for s in srcs)))
+        for i, s in enumerate(srcs):
+            r = self.lib.ol_exans_gpu_encode_finish(s.data_ptr(), s.numel(), out.data_ptr(),
+                                                    out.numel(), work.data_ptr() + i * work_n,
+                                                    state.data_ptr() + i * state_n, st)
+            if r < 0:
+                raise OSError(-r, "ol_exans_gpu_encode_finish: %s" % os.strerror(-r))
+            emit(i, out[:r])
 
     def decode(self, h_val, d_val, n, dst):
         """Decode the stored value of n bytes (h_val: on the host, d_val: its copy on the

@@ -4,6 +4,7 @@
  * (test_vllm_gpupath.py also checks it against what libopenlake really stores.) */
 #include <errno.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <xxhash.h>
@@ -85,6 +86,42 @@ check_xxh3(void)
 	   "xxh3: NULL pointers");
 }
 
+/* A batch encoded in halves: every value started (each its own work and state), then each
+ * finished in turn into one output: each the stored form libopenlake writes. */
+static void
+check_encode_batch(void)
+{
+	static const struct {
+		size_t at, n;
+	} v[] = {{0, 200000}, {1, 65536}, {7, 100}, {3, 10}, {0, 0}, {5, 65536 * 3 + 1}};
+	enum { NV = sizeof(v) / sizeof(v[0]) };
+	uint8_t *w[NV];
+	uint32_t *st[NV];
+	int good = 1;
+	for (size_t i = 0; i < NV; i++) {
+		w[i] = malloc(ol_exans_gpu_work_bytes(v[i].n));
+		st[i] = malloc(ol_exans_gpu_state_bytes(v[i].n));
+		good &= w[i] && st[i] &&
+			ol_exans_gpu_encode_start(src + v[i].at, v[i].n, w[i], st[i], NULL) == 0;
+	}
+	for (size_t i = 0; i < NV; i++) {
+		int64_t r = ol_exans_gpu_encode_finish(src + v[i].at, v[i].n, out, sizeof(out),
+						       w[i], st[i], NULL);
+		size_t rn = reference(src + v[i].at, v[i].n, ref);
+		good &= r == (int64_t)rn && memcmp(out, ref, rn) == 0;
+		good &= ol_exans_gpu_state_bytes(v[i].n) == 4 + 4 * ((v[i].n + 65535) / 65536);
+	}
+	ok(good, "encode in halves: %d values started, then finished: libopenlake's bytes", NV);
+	ok(ol_exans_gpu_encode_start(src, 100, w[0], (uint8_t *)st[0] + 1, NULL) == -EINVAL &&
+	       ol_exans_gpu_encode_start(src, 100, w[0], NULL, NULL) == -EINVAL &&
+	       ol_exans_gpu_encode_finish(src, 100, NULL, 1000, w[0], st[0], NULL) == -EINVAL,
+	   "encode in halves: bad arguments");
+	for (size_t i = 0; i < NV; i++) {
+		free(w[i]);
+		free(st[i]);
+	}
+}
+
 /* The batched checksum: every value its own sum, lengths 0..260 and long ones, odd
  * addresses; a guard byte around each sum untouched; the argument checks. */
 static void
@@ -136,6 +173,8 @@ main(void)
 
 	check_xxh3();
 	check_xxh3_batch();
+	fill_kv(src, sizeof(src), 3);
+	check_encode_batch();
 	fill_kv(src, sizeof(src), 3);
 	int64_t n = ol_exans_gpu_encode(src, sizeof(src), out, sizeof(out), work, NULL);
 	ok(n > 0 && (size_t)n < sizeof(src) && memcmp(out, "OLZ1\1", 5) == 0, "compressed");

@@ -203,7 +203,7 @@ static _Thread_local struct {
 	uint64_t off[NB_MAX];
 	uint32_t len[NB_MAX];
 	int32_t status[NB_MAX];
-	uint8_t head[4];
+	uint32_t state[1 + NB_MAX]; /* ol_exans_gpu_encode's: head, then the lengths */
 } g_h;
 
 static uint64_t
@@ -284,20 +284,13 @@ frame(uint64_t n, uint32_t nb, const uint32_t *lens)
 	return OLZ_HDR + OL_EXANS_HDR_BYTES + 4 * (uint64_t)nb;
 }
 
-/* The first (up to) 4 bytes of d_src into g_h.head, for store_plain. */
-static int
-fetch_head(const uint8_t *d_src, uint64_t n, void *stream)
-{
-	memset(g_h.head, 0, 4);
-	return n >= 4 ? be_copy(g_h.head, d_src, 4, stream) : 0;
-}
-
-/* The plain form: as is, or raw-wrapped when it starts with the magic (g_h.head: its first
- * bytes, on the host once the stream was synchronised). Queued, not synchronised. */
+/* The plain form: as is, or raw-wrapped when it starts with the magic (head: its first
+ * bytes, on the host). Queued, not synchronised. */
 static int64_t
-store_plain(const uint8_t *d_src, uint64_t n, uint8_t *d_out, uint64_t cap, void *stream)
+store_plain(const uint8_t *d_src, uint64_t n, const uint8_t *head, uint8_t *d_out, uint64_t cap,
+	    void *stream)
 {
-	uint64_t pre = n >= 4 && memcmp(g_h.head, olz_magic, 4) == 0 ? OLZ_HDR : 0;
+	uint64_t pre = n >= 4 && memcmp(head, olz_magic, 4) == 0 ? OLZ_HDR : 0;
 	int r = 0;
 	if (cap < n + pre)
 		return -ENOSPC;
@@ -312,38 +305,71 @@ store_plain(const uint8_t *d_src, uint64_t n, uint8_t *d_out, uint64_t cap, void
 	return r < 0 ? r : (int64_t)(n + pre);
 }
 
+uint64_t
+ol_exans_gpu_state_bytes(uint64_t n)
+{
+	return 4 + 4 * nblocks(n);
+}
+
+/* Host state of an encode: the value's first 4 bytes, then the blocks' encoded lengths. */
+int
+ol_exans_gpu_encode_start(const void *d_src, uint64_t n, void *d_work, void *h_state, void *stream)
+{
+	uint64_t nb = nblocks(n);
+	uint8_t *st = h_state;
+	if (nb > NB_MAX)
+		return -E2BIG;
+	if ((n && (!d_src || !d_work)) || !st || ((uintptr_t)st & 3))
+		return -EINVAL;
+	memset(st, 0, 4);
+	int r = n >= 4 ? be_copy(st, d_src, 4, stream) : 0;
+	if (r == 0 && n >= 4 * OLZ_HDR) {
+		struct work w = work_of(d_work, nb);
+		r = be_encode(d_src, n, w.slots, w.lens, stream);
+		if (r == 0)
+			r = be_copy(st + 4, w.lens, nb * 4, stream);
+	}
+	return r;
+}
+
+int64_t
+ol_exans_gpu_encode_finish(const void *d_src, uint64_t n, void *d_out, uint64_t cap, void *d_work,
+			   const void *h_state, void *stream)
+{
+	uint64_t nb = nblocks(n), total = 0;
+	const uint8_t *st = h_state;
+	if (nb > NB_MAX)
+		return -E2BIG;
+	if ((n && (!d_src || !d_out || !d_work)) || !st || ((uintptr_t)st & 3))
+		return -EINVAL;
+	const uint32_t *lens = (const uint32_t *)(st + 4);
+	for (uint64_t i = 0; n >= 4 * OLZ_HDR && i < nb; i++)
+		total += lens[i];
+	uint64_t hdr = OLZ_HDR + OL_EXANS_HDR_BYTES + 4 * nb;
+	if (n < 4 * OLZ_HDR || total + hdr >= n) /* does not shrink: plain, as libopenlake */
+		return store_plain(d_src, n, st, d_out, cap, stream);
+	if (cap < total + hdr)
+		return -ENOSPC;
+	struct work w = work_of(d_work, nb);
+	frame(n, (uint32_t)nb, lens);
+	int r = be_copy(d_out, g_h.hdr, hdr, stream);
+	if (r == 0) /* every block's bytes in one launch, not one copy per block */
+		r = be_gather(w.slots, w.lens, (uint32_t)nb, d_out, hdr, stream);
+	return r < 0 ? r : (int64_t)(hdr + total);
+}
+
 int64_t
 ol_exans_gpu_encode(const void *d_src, uint64_t n, void *d_out, uint64_t cap, void *d_work,
 		    void *stream)
 {
-	uint64_t nb = nblocks(n);
-	if ((n && (!d_src || !d_out || !d_work)) || nb > NB_MAX)
-		return nb > NB_MAX ? -E2BIG : -EINVAL;
-	struct work w = {0};
-	if (n >= 4 * OLZ_HDR)
-		w = work_of(d_work, nb);
-	int r = fetch_head(d_src, n, stream);
-	if (r == 0 && n >= 4 * OLZ_HDR)
-		r = be_encode(d_src, n, w.slots, w.lens, stream);
-	if (r == 0 && n >= 4 * OLZ_HDR)
-		r = be_copy(g_h.len, w.lens, nb * 4, stream);
+	if (n && !d_out)
+		return -EINVAL;
+	int r = ol_exans_gpu_encode_start(d_src, n, d_work, g_h.state, stream);
 	if (r == 0)
 		r = be_sync(stream); /* the host needs the lengths (and the head) */
 	if (r < 0)
 		return r;
-	uint64_t total = 0;
-	for (uint64_t i = 0; n >= 4 * OLZ_HDR && i < nb; i++)
-		total += g_h.len[i];
-	uint64_t hdr = OLZ_HDR + OL_EXANS_HDR_BYTES + 4 * nb;
-	if (n < 4 * OLZ_HDR || total + hdr >= n) /* does not shrink: plain, as libopenlake */
-		return store_plain(d_src, n, d_out, cap, stream);
-	if (cap < total + hdr)
-		return -ENOSPC;
-	frame(n, (uint32_t)nb, g_h.len);
-	r = be_copy(d_out, g_h.hdr, hdr, stream);
-	if (r == 0) /* every block's bytes in one launch, not one copy per block */
-		r = be_gather(w.slots, w.lens, (uint32_t)nb, d_out, hdr, stream);
-	return r < 0 ? r : (int64_t)(hdr + total);
+	return ol_exans_gpu_encode_finish(d_src, n, d_out, cap, d_work, g_h.state, stream);
 }
 
 int

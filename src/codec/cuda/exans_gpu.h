@@ -39,6 +39,21 @@ uint64_t ol_exans_gpu_bound(uint64_t n);
 int64_t ol_exans_gpu_encode(const void *d_src, uint64_t n, void *d_out, uint64_t cap, void *d_work,
 			    void *stream);
 
+/* The same encode in two halves, so that a batch of values waits once for all their
+ * encoded lengths: _start queues the value's block encode into d_work and the copies of
+ * what the host needs (its first bytes and the blocks' lengths) into h_state (host memory
+ * of ol_exans_gpu_state_bytes(n) bytes, 4-byte aligned; pinned, or the copies synchronise),
+ * and waits for nothing. Once the stream is synchronised (one wait after the _start of every
+ * value of a batch), _finish with the same d_src, n, d_work and h_state queues the stored
+ * form into d_out[0..cap) and returns its length (as ol_exans_gpu_encode). Each value of a
+ * batch has its own d_work and h_state until its _finish; one d_out may serve them in turn
+ * (the stream orders a copy of one value's stored form before the next _finish). */
+uint64_t ol_exans_gpu_state_bytes(uint64_t n);
+int ol_exans_gpu_encode_start(const void *d_src, uint64_t n, void *d_work, void *h_state,
+			      void *stream);
+int64_t ol_exans_gpu_encode_finish(const void *d_src, uint64_t n, void *d_out, uint64_t cap,
+				   void *d_work, const void *h_state, void *stream);
+
 /* Decode a stored value of len bytes, present both on the host (h_val: parsed there) and on
  * the device (d_val: the blocks are read there), into d_dst[0..cap). Returns the plain length
  * or -errno (-EBADMSG: a bad header, index or block CRC). */
