@@ -12,9 +12,9 @@
 3. The connector's GPU codec path (compress = "exans" on the device), per batch as the worker
    runs it: save = pack + trailer + one XXH3 launch + encodes with one wait for their lengths
    + D2H of the stored forms, load = H2D of the stored forms + decodes + one XXH3 launch and
-   one copy of the checks + scatter, in GB/s of KV moved, beside the per-chunk sequence it
-   replaced (a launch, an encode wait and a check copy per chunk) and pinned cudaMemcpy of
-   the same (uncompressed) bytes.
+   one copy of the checks (the load's one wait) + scatter, in GB/s of KV moved, beside the
+   per-chunk sequence it replaced (a launch, an encode or decode wait and a check copy per
+   chunk) and pinned cudaMemcpy of the same (uncompressed) bytes.
 
     /usr/bin/python3 bench/gpu_connector.py [--twin] [--layers 32 --heads 8 --head-dim 128]
         [--blocks 16 --chunks 32 --reps 5]
@@ -161,8 +161,9 @@ def codec(a, dev, sync):
 def codec_path(a, dev, sync):
     """The worker's GPU codec sequence for a batch of chunks (connector_worker._codec_ranges,
     _codec_sums, _encode_out, _decode_in, _check_decoded: one XXH3 launch per batch, encodes
-    with one wait for all lengths, the load's checks in one launch and one copy back), beside
-    the per-chunk sequence it replaced (a launch, an encode wait and a check copy per chunk),
+    with one wait for all lengths, decodes and the load's checks with one launch and one copy
+    back, the batch's one wait), beside the per-chunk sequence it replaced (a launch, an
+    encode wait, a decode wait and a check copy per chunk),
     slabs and device buffers reused as the worker reuses them."""
     import torch
 
@@ -214,11 +215,12 @@ def codec_path(a, dev, sync):
 
     def load_batched():
         devs = [s_.dev[:chunk + TRAILER_LEN] for s_ in slabs]
+        states = c.decode_states(len(devs), chunk + TRAILER_LEN)
         for i, (s_, d) in enumerate(zip(slabs, devs)):
             n = lens[i]
             val = c.buffer("val", n)[:n]
             eng.copy(val, s_.buf[:n])
-            eng.run(lambda: c.decode(s_.buf, val, n, d), None)
+            eng.run(lambda: c.decode_start(s_.buf, val, n, d, states[i]), None)
         row = TRAILER_LEN + 4
         tab = c.buffer("checks", row * len(devs))
 
@@ -228,8 +230,9 @@ def codec_path(a, dev, sync):
             c.xxh3_batch([(d.data_ptr(), chunk, tab.data_ptr() + i * row + TRAILER_LEN)
                           for i, d in enumerate(devs)])
             return bytes(tab[:row * len(devs)].cpu().numpy())
-        got = eng.run(check, None)[0]
+        got = eng.run(check, None)[0]  # the one wait: the decodes' statuses too
         for i in range(len(devs)):
+            c.decode_finish(states[i])
             g = got[i * row:(i + 1) * row]
             assert g[24:28] == g[32:36], "checksum mismatch"
         ev = None

@@ -45,7 +45,7 @@ class _Job:
     """One chunk of one request: its key, memory ranges and what to do after."""
 
     __slots__ = ("req_id", "key", "ids", "skip", "ranges", "trailer", "keep", "stage", "h",
-                 "ev", "g", "layer", "slab", "copy_ev", "why", "dev")
+                 "ev", "g", "layer", "slab", "copy_ev", "why", "dev", "state")
 
     def __init__(self, req_id, key, ids, skip=0, h=None, ev=None, g=0, layer=None):
         self.req_id, self.key, self.ids, self.skip = req_id, key, ids, skip
@@ -56,6 +56,7 @@ class _Job:
         self.slab, self.copy_ev = None, None  # staged: its StagingPool slab, D2H event
         self.why = None  # staged loads: the check's verdict, taken before the slab went back
         self.dev = None  # GPU codec: the image + trailer on the device (the value's plain form)
+        self.state = None  # GPU codec load: the decode's host state (its blocks' statuses)
         self.trailer = ctypes.create_string_buffer(TRAILER_LEN)
 
     def iovs(self):
@@ -346,10 +347,11 @@ class WorkerSide:
                 self.codec_bytes[1] += n
         self.engine.run(lambda: self.codec.encode_batch([j.dev for j in jobs], emit), None)
 
-    def _decode_in(self, job, status, n):
-        """GPU codec load: the stored form (n bytes in the slab) to the device, decoded into
-        job.dev (image + trailer), queued on the copy stream. '' or why the chunk is bad; its
-        trailer is checked with the batch's by _check_decoded."""
+    def _decode_in(self, job, status, n, state):
+        """GPU codec load: the stored form (n bytes in the slab) to the device, its decode
+        into job.dev (image + trailer) queued on the copy stream, the blocks' statuses to
+        state. '' or why the chunk is bad; its blocks' statuses and its trailer are checked
+        with the batch's by _check_decoded (one wait)."""
         from .client import Status
 
         if status is None:
@@ -360,18 +362,20 @@ class WorkerSide:
         d_val = self.codec.buffer("val", n)[:n]
         self.engine.copy(d_val, job.stage[:n], self._load_after)  # decode: same stream
         try:
-            m = self.engine.run(lambda: self.codec.decode(job.stage, d_val, n, job.dev),
-                                None)[0]
+            m = self.engine.run(
+                lambda: self.codec.decode_start(job.stage, d_val, n, job.dev, state), None)[0]
         except OSError as e:
             return "corrupt: %s" % e.strerror
         if m != payload + TRAILER_LEN:
             return "size %d, expected %d" % (m, payload + TRAILER_LEN)
+        job.state = state
         return ""
 
     def _check_decoded(self, jobs):
-        """The trailers of a batch's decoded chunks checked against the XXH3 of their images
-        taken on the device, as a host load checks them: every sum in one launch, then every
-        trailer and sum to the host in one copy. Sets each job's why."""
+        """The blocks' statuses and the trailers of a batch's decoded chunks, checked against
+        the XXH3 of their images taken on the device, as a host load checks them: every sum in
+        one launch, then every trailer and sum to the host in one copy, which is the batch's
+        one wait (the statuses have come by then). Sets each job's why."""
         verify, row = self.cfg.verify, TRAILER_LEN + 4
         tab = self.codec.buffer("checks", len(jobs) * row)
 
@@ -384,9 +388,14 @@ class WorkerSide:
             if verify:
                 self.codec.xxh3_batch(sums)
             return bytes(tab[:len(jobs) * row].cpu().numpy())
-        got = self.engine.run(fn, None)[0]
+        got = self.engine.run(fn, None)[0]  # the one wait: the decodes' statuses too
         for i, j in enumerate(jobs):
             payload, g = self._payload(j), got[i * row:(i + 1) * row]
+            try:
+                self.codec.decode_finish(j.state)
+            except OSError as e:
+                j.why = "corrupt: %s" % e.strerror
+                continue
             tr, rng = g[:TRAILER_LEN], Hashed([], int.from_bytes(g[TRAILER_LEN:], "little"))
             if verify and TRAILER.unpack(tr)[1] & FLAG_CRC:  # CRC-32 (no libxxhash where saved)
                 self.engine.run(lambda: j.stage[:payload].copy_(j.dev[:payload]), None)
@@ -509,11 +518,14 @@ class WorkerSide:
         the paged tensors on the copy stream; the slabs go back with the last copy's event
         (one stream: it completes after every copy before it). Returns that event."""
         ev, decoded = None, []
-        for j, status, n in zip(jobs, st, lens):  # GPU codec: decodes queued, then checked
-            if j.slab is not None and j.dev is not None:
-                j.why = self._decode_in(j, status, n)
-                if not j.why:
-                    decoded.append(j)
+        coded = [k for k, j in enumerate(jobs) if j.slab is not None and j.dev is not None]
+        states = self.codec.decode_states(len(coded), max(jobs[k].dev.numel() for k in coded)) \
+            if coded else []
+        for k, state in zip(coded, states):  # GPU codec: decodes queued, then checked
+            j = jobs[k]
+            j.why = self._decode_in(j, st[k], lens[k], state)
+            if not j.why:
+                decoded.append(j)
         if decoded:
             self._check_decoded(decoded)
         for j, status, n in zip(jobs, st, lens):

@@ -69,6 +69,10 @@ def load_library(cuda):
         lib.ol_exans_gpu_encode_start.argtypes = [_vp, _c_u64, _vp, _vp, _vp]
         lib.ol_exans_gpu_encode_finish.restype = _c_i64
         lib.ol_exans_gpu_encode_finish.argtypes = [_vp, _c_u64, _vp, _c_u64, _vp, _vp, _vp]
+        lib.ol_exans_gpu_decode_start.restype = _c_i64
+        lib.ol_exans_gpu_decode_start.argtypes = [_vp, _vp, _c_u64, _vp, _c_u64, _vp, _vp, _vp]
+        lib.ol_exans_gpu_decode_finish.restype = ctypes.c_int
+        lib.ol_exans_gpu_decode_finish.argtypes = [_vp]
         lib.ol_exans_gpu_xxh3_batch.restype = ctypes.c_int
         lib.ol_exans_gpu_xxh3_batch.argtypes = [_vp, ctypes.c_uint32, _vp, _vp]
         lib.ol_exans_gpu_xxh3_work_bytes.restype = _c_u64
@@ -185,6 +189,33 @@ class GpuCodec:
         if r < 0:
             raise OSError(-r, "ol_exans_gpu_decode: %s" % os.strerror(-r))
         return r
+
+    def decode_states(self, count, cap):
+        """count host state buffers (this thread's, pinned with CUDA) for decode_start of
+        values of up to cap plain bytes."""
+        per = -(-int(self.lib.ol_exans_gpu_state_bytes(cap)) // 16) * 16
+        h = self.host_buffer("dec_state", per * count)
+        return [h[i * per:(i + 1) * per] for i in range(count)]
+
+    def decode_start(self, h_val, d_val, n, dst, state):
+        """decode() without its wait: the blocks' decode queued, their statuses copied to
+        state (decode_states) when the stream gets there. Returns the plain length; raises
+        OSError (a bad header or index). decode_finish(state) after the stream is
+        synchronised says whether every block decoded; values of a batch share the work
+        buffer (the stream orders them)."""
+        r = self.lib.ol_exans_gpu_decode_start(h_val.data_ptr(), d_val.data_ptr(), n,
+                                               dst.data_ptr(), dst.numel(),
+                                               self._work(dst.numel()).data_ptr(),
+                                               state.data_ptr(), self._stream())
+        if r < 0:
+            raise OSError(-r, "ol_exans_gpu_decode_start: %s" % os.strerror(-r))
+        return r
+
+    def decode_finish(self, state):
+        """Raises OSError (EBADMSG) when a block of the value decode_start queued failed."""
+        r = self.lib.ol_exans_gpu_decode_finish(state.data_ptr())
+        if r < 0:
+            raise OSError(-r, "ol_exans_gpu_decode: %s" % os.strerror(-r))
 
     def xxh3(self, src, n, out_addr):
         """The low 32 bits of XXH3-64 of src[:n] (on the device), little-endian at the device

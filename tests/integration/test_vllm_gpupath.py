@@ -443,12 +443,13 @@ def test_codec_path_sums_and_encodes_a_batch_in_one_call(pool):
     """The device path takes the trailers' XXH3 of a whole batch of chunks in one call (one
     launch on a GPU): a save batch of six chunks is one call of six sums, their load one
     call again, never a call per chunk; what the call wrote is each image's XXH3. The save
-    batch's encodes are one call too (one wait for all six chunks' encoded lengths)."""
+    batch's encodes are one call too (one wait for all six chunks' encoded lengths), and the
+    load's decodes are only queued (their statuses come with the checks' one copy)."""
     from openlake_client.store import xxh3
 
     c = cfg(pool.kv_addr, compress="exans", staging="always", gpu_codec="always",
             prefix_caching=False, async_save=False, openlake_namespace="batched-sums")
-    calls, encodes = [], []
+    calls, encodes, decodes = [], [], []
 
     def spy(e):
         codec = wside(e).codec
@@ -470,8 +471,16 @@ def test_codec_path_sums_and_encodes_a_batch_in_one_call(pool):
         def encode(*a):
             encodes.append(None)
             return codec.__class__.encode(codec, *a)
+        def decode(*a):
+            decodes.append("wait")
+            return codec.__class__.decode(codec, *a)
+
+        def decode_start(*a):
+            decodes.append("start")
+            return codec.__class__.decode_start(codec, *a)
         codec.xxh3_batch, codec.xxh3 = batch, one
         codec.encode_batch, codec.encode = encode_batch, encode
+        codec.decode, codec.decode_start = decode, decode_start
 
     e1 = engine(c)
     spy(e1)
@@ -486,6 +495,7 @@ def test_codec_path_sums_and_encodes_a_batch_in_one_call(pool):
     e2.run()
     assert e2.scheduler.finished["B"].num_external_computed_tokens == 96
     assert [len(x) for x in calls] == [6], calls
+    assert decodes == ["start"] * 6  # queued, no wait each: the check's copy is the one
     assert all(want == got for _, want, got in calls[0])
     for x in (e1, e2):
         x.shutdown()
@@ -617,6 +627,8 @@ def test_cuda_library_is_built_and_fails_cleanly_without_a_gpu():
     state = torch.empty(lib.ol_exans_gpu_state_bytes(n), dtype=torch.uint8)
     assert lib.ol_exans_gpu_encode_start(src.data_ptr(), n, work.data_ptr(), state.data_ptr(),
                                          None) == -5
+    assert lib.ol_exans_gpu_decode_start(out.data_ptr(), out.data_ptr(), 10, src.data_ptr(),
+                                         n, work.data_ptr(), state.data_ptr(), None) == -5
 
 
 def test_cross_layer_names_follow_kv_cache_config():

@@ -109,7 +109,7 @@ check_encode_batch(void)
 						       w[i], st[i], NULL);
 		size_t rn = reference(src + v[i].at, v[i].n, ref);
 		good &= r == (int64_t)rn && memcmp(out, ref, rn) == 0;
-		good &= ol_exans_gpu_state_bytes(v[i].n) == 4 + 4 * ((v[i].n + 65535) / 65536);
+		good &= ol_exans_gpu_state_bytes(v[i].n) == 8 + 4 * ((v[i].n + 65535) / 65536);
 	}
 	ok(good, "encode in halves: %d values started, then finished: libopenlake's bytes", NV);
 	ok(ol_exans_gpu_encode_start(src, 100, w[0], (uint8_t *)st[0] + 1, NULL) == -EINVAL &&
@@ -120,6 +120,36 @@ check_encode_batch(void)
 		free(w[i]);
 		free(st[i]);
 	}
+}
+
+/* A batch decoded in halves: every value started (one work area, its own state), then each
+ * finished: the values back; a corrupt block caught by its value's finish only. */
+static void
+check_decode_batch(void)
+{
+	static uint8_t stored[3][sizeof(src) + 64], plain[3][sizeof(src)];
+	static uint32_t st[3][(8 + 4 * 8) / 4];
+	static const size_t n[3] = {200000, 100, 65536 * 2 + 5};
+	int64_t len[3], got[3];
+	int good = 1;
+	for (int i = 0; i < 3; i++)
+		len[i] =
+		    ol_exans_gpu_encode(src + i, n[i], stored[i], sizeof(stored[i]), work, NULL);
+	good &= len[0] > 0 && len[1] > 0 && len[2] > 0 && memcmp(stored[2], "OLZ1\1", 5) == 0;
+	stored[2][len[2] - 5] ^= 0x20; /* in the last block of the third value */
+	for (int i = 0; i < 3; i++)
+		got[i] = ol_exans_gpu_decode_start(stored[i], stored[i], (uint64_t)len[i], plain[i],
+						   n[i], work, st[i], NULL);
+	for (int i = 0; i < 3; i++)
+		good &= got[i] == (int64_t)n[i];
+	good &= ol_exans_gpu_decode_finish(st[0]) == 0 && memcmp(plain[0], src, n[0]) == 0;
+	good &= ol_exans_gpu_decode_finish(st[1]) == 0 && memcmp(plain[1], src + 1, n[1]) == 0;
+	ok(good && ol_exans_gpu_decode_finish(st[2]) == -EBADMSG,
+	   "decode in halves: 3 values started, then finished; the corrupt one alone fails");
+	ok(ol_exans_gpu_decode_start(stored[0], stored[0], (uint64_t)len[0], plain[0], n[0], work,
+				     NULL, NULL) == -EINVAL &&
+	       ol_exans_gpu_decode_finish((uint8_t *)st[0] + 2) == -EINVAL,
+	   "decode in halves: bad arguments");
 }
 
 /* The batched checksum: every value its own sum, lengths 0..260 and long ones, odd
@@ -175,6 +205,7 @@ main(void)
 	check_xxh3_batch();
 	fill_kv(src, sizeof(src), 3);
 	check_encode_batch();
+	check_decode_batch();
 	fill_kv(src, sizeof(src), 3);
 	int64_t n = ol_exans_gpu_encode(src, sizeof(src), out, sizeof(out), work, NULL);
 	ok(n > 0 && (size_t)n < sizeof(src) && memcmp(out, "OLZ1\1", 5) == 0, "compressed");

@@ -202,8 +202,7 @@ static _Thread_local struct {
 	uint8_t hdr[OLZ_HDR + OL_EXANS_HDR_BYTES + 4 * NB_MAX];
 	uint64_t off[NB_MAX];
 	uint32_t len[NB_MAX];
-	int32_t status[NB_MAX];
-	uint32_t state[1 + NB_MAX]; /* ol_exans_gpu_encode's: head, then the lengths */
+	uint32_t state[2 + NB_MAX]; /* ol_exans_gpu_encode's and _decode's */
 } g_h;
 
 static uint64_t
@@ -308,7 +307,7 @@ store_plain(const uint8_t *d_src, uint64_t n, const uint8_t *head, uint8_t *d_ou
 uint64_t
 ol_exans_gpu_state_bytes(uint64_t n)
 {
-	return 4 + 4 * nblocks(n);
+	return 8 + 4 * nblocks(n);
 }
 
 /* Host state of an encode: the value's first 4 bytes, then the blocks' encoded lengths. */
@@ -424,15 +423,17 @@ parse(const uint8_t *c, uint64_t n, uint32_t *nb_out)
 	return (int64_t)dec;
 }
 
+/* Queues the blocks' decode; st: the block count, the last block's length, then (copied
+ * there once the stream gets to it) the blocks' statuses. */
 static int64_t
 decode_exans(const uint8_t *h_c, const uint8_t *d_c, uint64_t n, uint64_t orig, uint8_t *d_dst,
-	     uint64_t cap, void *d_work, void *stream)
+	     uint64_t cap, void *d_work, uint32_t *st, void *stream)
 {
 	uint32_t nb;
 	int64_t dec = parse(h_c, n, &nb);
 	if (dec < 0)
 		return dec;
-	if ((uint64_t)dec != orig)
+	if ((uint64_t)dec != orig || 8 + 4 * (uint64_t)nb > ol_exans_gpu_state_bytes(orig))
 		return -EBADMSG;
 	if (cap < orig)
 		return -ENOSPC;
@@ -440,9 +441,11 @@ decode_exans(const uint8_t *h_c, const uint8_t *d_c, uint64_t n, uint64_t orig, 
 		return 0;
 	struct work w = work_of(d_work, nb);
 	/* every block but the last decodes in place; the last into the work area, then is
-	 * copied (a hostile block cannot write past d_dst + orig). Everything is queued before
-	 * the one synchronisation the statuses need. */
+	 * copied (a hostile block cannot write past d_dst + orig). Nothing waits: the next
+	 * value's tables and blocks come after these on the stream. */
 	uint64_t last = (uint64_t)(nb - 1) * OL_EXANS_GPU_BLOCK;
+	st[0] = nb;
+	st[1] = (uint32_t)(orig - last);
 	int r = be_copy(w.off, g_h.off, (uint64_t)nb * 8, stream);
 	if (r == 0)
 		r = be_copy(w.lens, g_h.len, (uint64_t)nb * 4, stream);
@@ -454,22 +457,19 @@ decode_exans(const uint8_t *h_c, const uint8_t *d_c, uint64_t n, uint64_t orig, 
 	if (r == 0)
 		r = be_copy(d_dst + last, w.slots, orig - last, stream);
 	if (r == 0)
-		r = be_copy(g_h.status, w.status, (uint64_t)nb * 4, stream);
-	if (r == 0)
-		r = be_sync(stream);
-	for (uint32_t i = 0; r == 0 && i < nb; i++)
-		if (g_h.status[i] != (int32_t)(i + 1 < nb ? OL_EXANS_GPU_BLOCK : orig - last))
-			r = -EBADMSG;
+		r = be_copy(st + 2, w.status, (uint64_t)nb * 4, stream);
 	return r < 0 ? r : (int64_t)orig;
 }
 
 int64_t
-ol_exans_gpu_decode(const void *h_val, const void *d_val, uint64_t len, void *d_dst, uint64_t cap,
-		    void *d_work, void *stream)
+ol_exans_gpu_decode_start(const void *h_val, const void *d_val, uint64_t len, void *d_dst,
+			  uint64_t cap, void *d_work, void *h_state, void *stream)
 {
 	const uint8_t *h = h_val, *d = d_val;
-	if (len && (!h || !d || !d_dst))
+	uint32_t *st = h_state;
+	if ((len && (!h || !d || !d_dst)) || !st || ((uintptr_t)st & 3))
 		return -EINVAL;
+	st[0] = 0;				       /* no blocks: nothing for _finish to check */
 	if (len < 4 || memcmp(h, olz_magic, 4) != 0) { /* plain */
 		if (cap < len)
 			return -ENOSPC;
@@ -489,6 +489,30 @@ ol_exans_gpu_decode(const void *h_val, const void *d_val, uint64_t len, void *d_
 	}
 	if (!d_work)
 		return -EINVAL;
-	return decode_exans(h + OLZ_HDR, d + OLZ_HDR, len - OLZ_HDR, orig, d_dst, cap, d_work,
+	return decode_exans(h + OLZ_HDR, d + OLZ_HDR, len - OLZ_HDR, orig, d_dst, cap, d_work, st,
 			    stream);
+}
+
+int
+ol_exans_gpu_decode_finish(const void *h_state)
+{
+	const uint32_t *st = h_state;
+	if (!st || ((uintptr_t)st & 3))
+		return -EINVAL;
+	for (uint32_t i = 0; i < st[0]; i++)
+		if ((int32_t)st[2 + i] != (int32_t)(i + 1 < st[0] ? OL_EXANS_GPU_BLOCK : st[1]))
+			return -EBADMSG;
+	return 0;
+}
+
+int64_t
+ol_exans_gpu_decode(const void *h_val, const void *d_val, uint64_t len, void *d_dst, uint64_t cap,
+		    void *d_work, void *stream)
+{
+	int64_t n =
+	    ol_exans_gpu_decode_start(h_val, d_val, len, d_dst, cap, d_work, g_h.state, stream);
+	int r = n < 0 ? (int)n : be_sync(stream); /* the host needs the blocks' statuses */
+	if (r == 0)
+		r = ol_exans_gpu_decode_finish(g_h.state);
+	return r < 0 ? r : n;
 }

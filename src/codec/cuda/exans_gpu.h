@@ -12,7 +12,8 @@
  * queued on the stream: later work on that stream sees their results, and the host must
  * synchronise the stream (or an event recorded after the call) before it reads d_out /
  * d_dst itself. Encode and decode synchronise the stream once inside, where the host needs a
- * result (the encoded lengths; the blocks' statuses); nothing else waits. No allocation:
+ * result (the encoded lengths; the blocks' statuses); their _start / _finish halves leave
+ * that one wait to the caller, once for a whole batch; nothing else waits. No allocation:
  * d_work is the caller's, of ol_exans_gpu_work_bytes(n) bytes, 16-byte aligned, reusable by
  * the next call on the same stream at once (the stream orders them). Any thread; calls on
  * one d_work from different streams must not overlap. Errors: -EINVAL (bad argument), -E2BIG
@@ -59,6 +60,18 @@ int64_t ol_exans_gpu_encode_finish(const void *d_src, uint64_t n, void *d_out, u
  * or -errno (-EBADMSG: a bad header, index or block CRC). */
 int64_t ol_exans_gpu_decode(const void *h_val, const void *d_val, uint64_t len, void *d_dst,
 			    uint64_t cap, void *d_work, void *stream);
+
+/* The same decode in two halves, so that a batch of values waits once for all their blocks'
+ * statuses: _start queues the copy or the blocks' decode into d_dst and the copy of their
+ * statuses into h_state (host memory of ol_exans_gpu_state_bytes(cap) bytes, 4-byte
+ * aligned; pinned, or the copy synchronises) and returns the plain length or -errno (a bad
+ * header or index: -EBADMSG now); nothing waits. Values of a batch may share d_work and
+ * d_val's buffer (the stream orders the next value's copies after this one's decode), each
+ * has its own h_state. Once the stream is synchronised, _finish(h_state) returns 0, or
+ * -EBADMSG when a block failed its CRC or length (d_dst then holds garbage). */
+int64_t ol_exans_gpu_decode_start(const void *h_val, const void *d_val, uint64_t len, void *d_dst,
+				  uint64_t cap, void *d_work, void *h_state, void *stream);
+int ol_exans_gpu_decode_finish(const void *h_state);
 
 /* The checksum libopenlake and the connector put in a value's trailer: the low 32 bits of
  * XXH3-64 (seed 0) of the n bytes at d_src, stored little-endian at d_out (device memory,
