@@ -295,8 +295,8 @@ class WorkerSide:
         """GPU codec: a load gets the stored form into the slab; a save packs the image and
         its trailer on the device now (the trailer's XXH3 taken there for the whole batch by
         _codec_sums: the sum a host save writes), encoded and copied out by _encode_out
-        before its put. The device image
-        lives in the slab's device buffer (one per slab, made once)."""
+        before its put. The device image lives in the slab's device buffer (one per slab,
+        made once)."""
         import torch
 
         if slab.dev is None:  # image + trailer

@@ -9,8 +9,11 @@ on the copy engine's stream; encode and decode synchronise it once inside (the h
 encoded length, the blocks' statuses), so the host reads what they wrote only after an event
 recorded after them. xxh3_batch() puts the trailers' checksums (libopenlake's XXH3) of a
 whole batch of chunks in place on the device in one launch (one warp per chunk, no wait);
-xxh3() does one value. Device buffers (work memory, the stored form, a loaded value) are per thread, kept and
-grown only when a larger value comes (allocated on the copy stream)."""
+xxh3() does one value. encode_batch() and decode_start() / decode_finish() let a batch wait
+once (for every encoded length; for every block status, with the checks' copy). Device
+buffers (work memory, the stored form, a loaded value) are per thread, kept and grown only
+when a larger value comes (allocated on the copy stream); the host state buffers too (pinned
+with CUDA)."""
 
 import ctypes
 import glob
