@@ -7,11 +7,14 @@
    bytes (cudaMemcpy of pinned memory). The pool itself is not in it (no daemon).
 2. ExANS encode and decode GB/s of libol_exans_gpu (GpuCodec: whole stored values, framing
    included) on real BF16 KV, and its XXH3 (the trailer checksum), beside a device-to-device
-   copy of the same bytes, with their ratios.
-3. The connector's GPU codec path (compress = "exans" on the device), per chunk as the worker
-   runs it: save = pack + trailer + XXH3 + encode + D2H of the stored form, load = H2D of the
-   stored form + decode + XXH3 check + scatter, in GB/s of KV moved, beside pinned cudaMemcpy
-   of the same (uncompressed) bytes.
+   copy of the same bytes, with their ratios; the XXH3 of --sum-values values one launch
+   each beside all of them in one batched launch (ol_exans_gpu_xxh3_batch).
+3. The connector's GPU codec path (compress = "exans" on the device), per batch as the worker
+   runs it: save = pack + trailer + one XXH3 launch + encodes with one wait for their lengths
+   + D2H of the stored forms, load = H2D of the stored forms + decodes + one XXH3 launch and
+   one copy of the checks (the load's one wait) + scatter, in GB/s of KV moved, beside the
+   per-chunk sequence it replaced (a launch, an encode or decode wait and a check copy per
+   chunk) and pinned cudaMemcpy of the same (uncompressed) bytes.
 
     /usr/bin/python3 bench/gpu_connector.py [--twin] [--layers 32 --heads 8 --head-dim 128]
         [--blocks 16 --chunks 32 --reps 5]
@@ -135,17 +138,33 @@ def codec(a, dev, sync):
     gb = lambda t: n / t / 1e9  # noqa: E731
     sums = torch.zeros(8, dtype=torch.uint8, device=dev)
     t_sum = timed(lambda: c.xxh3(src, n, sums.data_ptr()), sync, a.reps)
+    k = a.sum_values  # the same bytes as k values: one launch each, then all in one launch
+    part = n // k
+    sums = torch.zeros(4 * k, dtype=torch.uint8, device=dev)
+    tab = [(src.data_ptr() + i * part, part, sums.data_ptr() + 4 * i) for i in range(k)]
+    vals = [src[i * part:(i + 1) * part] for i in range(k)]
+    t_each = timed(lambda: [c.xxh3(v, part, o) for v, (_, _, o) in zip(vals, tab)], sync,
+                   a.reps)
+    t_batch = timed(lambda: c.xxh3_batch(tab), sync, a.reps)
     print("ExANS %s, %d MiB of BF16 KV (ratio %.3f), %s:"
           % ("libol_exans_gpu" if c.cuda else "CPU twin", a.codec_mib, n / m, dev))
     print("  encode %.2f GB/s   decode %.2f GB/s   D2D copy %.2f GB/s   "
           "encode/copy %.2fx   decode/copy %.2fx"
           % (gb(t_enc), gb(t_dec), gb(t_cp), t_cp / t_enc, t_cp / t_dec))
     print("  xxh3 (one value) %.2f GB/s   xxh3/copy %.2fx" % (gb(t_sum), t_cp / t_sum))
+    gbk = lambda t: part * k / t / 1e9  # noqa: E731
+    print("  xxh3 of %d values of %d KiB: one launch per value %.2f GB/s   batch (one launch) "
+          "%.2f GB/s   batch/per-value %.2fx" % (k, part >> 10, gbk(t_each), gbk(t_batch),
+                                                t_each / t_batch))
 
 
 def codec_path(a, dev, sync):
-    """The worker's GPU codec sequence per chunk (connector_worker._codec_ranges /
-    _encode_out / _decode_in), slabs and device buffers reused as the worker reuses them."""
+    """The worker's GPU codec sequence for a batch of chunks (connector_worker._codec_ranges,
+    _codec_sums, _encode_out, _decode_in, _check_decoded: one XXH3 launch per batch, encodes
+    with one wait for all lengths, decodes and the load's checks with one launch and one copy
+    back, the batch's one wait), beside the per-chunk sequence it replaced (a launch, an
+    encode wait, a decode wait and a check copy per chunk),
+    slabs and device buffers reused as the worker reuses them."""
     import torch
 
     from openlake_client.gpu_codec import GpuCodec
@@ -170,10 +189,56 @@ def codec_path(a, dev, sync):
     ids = [list(range(1 + i * a.blocks, 1 + (i + 1) * a.blocks)) for i in range(a.chunks)]
     slabs = pool.acquire(chunk, a.chunks)
     for s_ in slabs:
-        s_.dev = eng.empty(chunk + TRAILER_LEN + 8)
+        s_.dev = eng.empty(chunk + TRAILER_LEN + 8)  # (+ 8: the per-chunk check's sum)
     trs = [torch.frombuffer(bytearray(device_trailer(bytes([i]) * 32, chunk, True)),
                             dtype=torch.uint8) for i in range(a.chunks)]
     lens = [0] * a.chunks
+
+    def save_batched():
+        devs = [s_.dev[:chunk + TRAILER_LEN] for s_ in slabs]
+
+        def fn():
+            for b, d, tr in zip(ids, devs, trs):
+                p.pack(b, d, non_blocking=eng.cuda)
+                d[chunk:].copy_(tr)
+            c.xxh3_batch([(d.data_ptr(), chunk, d.data_ptr() + chunk + CHECKSUM_AT)
+                          for d in devs])
+        eng.run(fn)
+        evs = []
+
+        def emit(i, stored):
+            lens[i] = stored.numel()
+            evs.append(eng.copy(slabs[i].buf[:lens[i]], stored))
+        eng.run(lambda: c.encode_batch(devs, emit), None)
+        for e in evs:
+            e.synchronize()
+
+    def load_batched():
+        devs = [s_.dev[:chunk + TRAILER_LEN] for s_ in slabs]
+        states = c.decode_states(len(devs), chunk + TRAILER_LEN)
+        for i, (s_, d) in enumerate(zip(slabs, devs)):
+            n = lens[i]
+            val = c.buffer("val", n)[:n]
+            eng.copy(val, s_.buf[:n])
+            eng.run(lambda: c.decode_start(s_.buf, val, n, d, states[i]), None)
+        row = TRAILER_LEN + 4
+        tab = c.buffer("checks", row * len(devs))
+
+        def check():
+            for i, d in enumerate(devs):
+                tab[i * row:i * row + TRAILER_LEN].copy_(d[chunk:])
+            c.xxh3_batch([(d.data_ptr(), chunk, tab.data_ptr() + i * row + TRAILER_LEN)
+                          for i, d in enumerate(devs)])
+            return bytes(tab[:row * len(devs)].cpu().numpy())
+        got = eng.run(check, None)[0]  # the one wait: the decodes' statuses too
+        for i in range(len(devs)):
+            c.decode_finish(states[i])
+            g = got[i * row:(i + 1) * row]
+            assert g[24:28] == g[32:36], "checksum mismatch"
+        ev = None
+        for b, d in zip(ids, devs):
+            ev = eng.run(lambda: p.unpack(b, d[:chunk], non_blocking=eng.cuda), None)[1]
+        ev.synchronize()
 
     def save():
         evs = []
@@ -209,22 +274,30 @@ def codec_path(a, dev, sync):
         ev.synchronize()
 
     save()
+    per_chunk = lens[:]
+    save_batched()
+    assert lens == per_chunk, "batched encode stored other lengths"
     total = chunk * a.chunks
     host = torch.empty(total, dtype=torch.uint8)
     if eng.cuda:
         host = host.pin_memory()
     devbuf = torch.empty(total, dtype=torch.uint8, device=dev)
-    t_save = timed(save, sync, a.reps)
-    t_load = timed(load, sync, a.reps)
+    ts = {f: [] for f in (save, save_batched, load, load_batched)}
+    for _ in range(2):  # per chunk and batched alternated twice; the better median of each
+        for f in ts:
+            ts[f].append(timed(f, sync, a.reps))
+    t_save, t_bsave, t_load, t_bload = (min(ts[f]) for f in ts)
     t_d2h = timed(lambda: host.copy_(devbuf, non_blocking=True), sync, a.reps)
     t_h2d = timed(lambda: devbuf.copy_(host, non_blocking=True), sync, a.reps)
     gb = lambda t: total / t / 1e9  # noqa: E731
     print("connector GPU codec path, %d chunks x %d blocks (stored %.3f of plain), %s:"
           % (a.chunks, a.blocks, sum(lens) / total, dev))
-    print("  save (pack + xxh3 + encode + D2H): %.2f GB/s   pinned D2H copy %.2f GB/s   "
-          "ratio %.2fx" % (gb(t_save), gb(t_d2h), t_d2h / t_save))
-    print("  load (H2D + decode + xxh3 + scatter): %.2f GB/s   pinned H2D copy %.2f GB/s   "
-          "ratio %.2fx" % (gb(t_load), gb(t_h2d), t_h2d / t_load))
+    print("  save (pack + xxh3 + encode + D2H), batched: %.2f GB/s   per chunk: %.2f GB/s   "
+          "pinned D2H copy %.2f GB/s   ratio %.2fx"
+          % (gb(t_bsave), gb(t_save), gb(t_d2h), t_d2h / t_bsave))
+    print("  load (H2D + decode + xxh3 + scatter), batched: %.2f GB/s   per chunk: %.2f GB/s   "
+          "pinned H2D copy %.2f GB/s   ratio %.2fx"
+          % (gb(t_bload), gb(t_load), gb(t_h2d), t_h2d / t_bload))
     for s_ in slabs:
         pool.release(s_)
 
@@ -238,6 +311,8 @@ def main():
     ap.add_argument("--blocks", type=int, default=16, help="blocks per chunk")
     ap.add_argument("--chunks", type=int, default=32)
     ap.add_argument("--codec-mib", type=int, default=1024)
+    ap.add_argument("--sum-values", type=int, default=256,
+                    help="values the batched XXH3 figure splits --codec-mib into")
     ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
     import torch

@@ -45,7 +45,7 @@ class _Job:
     """One chunk of one request: its key, memory ranges and what to do after."""
 
     __slots__ = ("req_id", "key", "ids", "skip", "ranges", "trailer", "keep", "stage", "h",
-                 "ev", "g", "layer", "slab", "copy_ev", "why", "dev")
+                 "ev", "g", "layer", "slab", "copy_ev", "why", "dev", "state")
 
     def __init__(self, req_id, key, ids, skip=0, h=None, ev=None, g=0, layer=None):
         self.req_id, self.key, self.ids, self.skip = req_id, key, ids, skip
@@ -56,6 +56,7 @@ class _Job:
         self.slab, self.copy_ev = None, None  # staged: its StagingPool slab, D2H event
         self.why = None  # staged loads: the check's verdict, taken before the slab went back
         self.dev = None  # GPU codec: the image + trailer on the device (the value's plain form)
+        self.state = None  # GPU codec load: the decode's host state (its blocks' statuses)
         self.trailer = ctypes.create_string_buffer(TRAILER_LEN)
 
     def iovs(self):
@@ -292,13 +293,14 @@ class WorkerSide:
 
     def _codec_ranges(self, job, kv, slab, payload, for_load):
         """GPU codec: a load gets the stored form into the slab; a save packs the image and
-        its trailer on the device now (the trailer's XXH3 taken there: the sum a host save
-        writes), encoded and copied out by _encode_out before its put. The device image
-        lives in the slab's device buffer (one per slab, made once)."""
+        its trailer on the device now (the trailer's XXH3 taken there for the whole batch by
+        _codec_sums: the sum a host save writes), encoded and copied out by _encode_out
+        before its put. The device image lives in the slab's device buffer (one per slab,
+        made once)."""
         import torch
 
-        if slab.dev is None:  # image + trailer + the sum a load computes
-            slab.dev = self.engine.empty(max(self.payloads) + TRAILER_LEN + 8)
+        if slab.dev is None:  # image + trailer
+            slab.dev = self.engine.empty(max(self.payloads) + TRAILER_LEN)
         job.stage = slab.buf
         job.dev = slab.dev[:payload + TRAILER_LEN]
         job.ranges = [(slab.buf.data_ptr(), self.staging.slab_bytes)]
@@ -309,60 +311,99 @@ class WorkerSide:
         tr = slab.buf[self.staging.slab_bytes - TRAILER_LEN:]
         tr.copy_(torch.frombuffer(bytearray(device_trailer(job.key, payload, self.cfg.verify)),
                                   dtype=torch.uint8))
-        cuda, verify = self.engine.cuda, self.cfg.verify
+        cuda = self.engine.cuda
 
         def fn():
             kv.pack(job.ids, job.dev, job.layer, non_blocking=cuda)
             job.dev[payload:].copy_(tr, non_blocking=cuda)
-            if verify:
-                self.codec.xxh3(job.dev, payload, job.dev.data_ptr() + payload + CHECKSUM_AT)
         job.copy_ev = self._save_gather = self.engine.run(fn)[1]
 
-    def _encode_out(self, job):
-        """GPU codec save: encode the device image (after its gather: same stream), queue the
-        copy of the stored form to the slab; job.copy_ev is that copy."""
-        out = self.codec.buffer("out", self.codec.bound(job.dev.numel()))
-        n = self.engine.run(lambda: self.codec.encode(job.dev, out), None)[0]
-        job.copy_ev = self.engine.copy(job.stage[:n], out[:n])
-        job.ranges = [(job.stage.data_ptr(), n)]
-        with self._lock:
-            self.codec_bytes[0] += job.dev.numel()
-            self.codec_bytes[1] += n
+    def _codec_sums(self, jobs):
+        """GPU codec save of a batch: every image's XXH3 into its trailer's checksum field,
+        all in one launch queued after their gathers (same stream); the jobs' events become
+        the one recorded after it."""
+        jobs = [j for j in jobs if j.dev is not None]
+        if not jobs or not self.cfg.verify:
+            return
+        sums = []
+        for j in jobs:
+            payload = self._payload(j)
+            sums.append((j.dev.data_ptr(), payload, j.dev.data_ptr() + payload + CHECKSUM_AT))
+        ev = self.engine.run(lambda: self.codec.xxh3_batch(sums), None)[1]
+        self._save_gather = ev
+        for j in jobs:
+            j.copy_ev = ev
 
-    def _decode_in(self, job, status, n):
-        """GPU codec load: the stored form (n bytes in the slab) to the device, decoded into
-        job.dev, its trailer checked against the XXH3 of the decoded image taken there, as a
-        host load checks it. '' or why the chunk is bad."""
+    def _encode_out(self, jobs):
+        """GPU codec save of a batch: encode the device images (after their gathers: same
+        stream) with one wait for all their lengths, and queue each stored form's copy to
+        its slab; job.copy_ev is that copy."""
+        def emit(i, stored):
+            j, n = jobs[i], stored.numel()
+            j.copy_ev = self.engine.copy(j.stage[:n], stored)
+            j.ranges = [(j.stage.data_ptr(), n)]
+            with self._lock:
+                self.codec_bytes[0] += j.dev.numel()
+                self.codec_bytes[1] += n
+        self.engine.run(lambda: self.codec.encode_batch([j.dev for j in jobs], emit), None)
+
+    def _decode_in(self, job, status, n, state):
+        """GPU codec load: the stored form (n bytes in the slab) to the device, its decode
+        into job.dev (image + trailer) queued on the copy stream, the blocks' statuses to
+        state. '' or why the chunk is bad; its blocks' statuses and its trailer are checked
+        with the batch's by _check_decoded (one wait)."""
         from .client import Status
 
         if status is None:
             return "pool unreachable"
         if status != Status.OK:
             return str(status)
-        payload, verify = self._payload(job), self.cfg.verify
+        payload = self._payload(job)
         d_val = self.codec.buffer("val", n)[:n]
         self.engine.copy(d_val, job.stage[:n], self._load_after)  # decode: same stream
         try:
-            m = self.engine.run(lambda: self.codec.decode(job.stage, d_val, n, job.dev),
-                                None)[0]
+            m = self.engine.run(
+                lambda: self.codec.decode_start(job.stage, d_val, n, job.dev, state), None)[0]
         except OSError as e:
             return "corrupt: %s" % e.strerror
         if m != payload + TRAILER_LEN:
             return "size %d, expected %d" % (m, payload + TRAILER_LEN)
-        tail = job.dev.data_ptr() - job.slab.dev.data_ptr() + payload
+        job.state = state
+        return ""
 
-        def check():  # the trailer and the sum taken on the device, in one copy
+    def _check_decoded(self, jobs):
+        """The blocks' statuses and the trailers of a batch's decoded chunks, checked against
+        the XXH3 of their images taken on the device, as a host load checks them: every sum in
+        one launch, then every trailer and sum to the host in one copy, which is the batch's
+        one wait (the statuses have come by then). Sets each job's why."""
+        verify, row = self.cfg.verify, TRAILER_LEN + 4
+        tab = self.codec.buffer("checks", len(jobs) * row)
+
+        def fn():
+            sums = []
+            for i, j in enumerate(jobs):
+                payload = self._payload(j)
+                tab[i * row:i * row + TRAILER_LEN].copy_(j.dev[payload:payload + TRAILER_LEN])
+                sums.append((j.dev.data_ptr(), payload, tab.data_ptr() + i * row + TRAILER_LEN))
             if verify:
-                self.codec.xxh3(job.dev, payload, job.dev.data_ptr() + payload + TRAILER_LEN)
-            return bytes(job.slab.dev[tail:tail + TRAILER_LEN + 4].cpu().numpy())
-        got = self.engine.run(check, None)[0]
-        tr, rng = got[:TRAILER_LEN], Hashed([], int.from_bytes(got[TRAILER_LEN:], "little"))
-        if verify and TRAILER.unpack(tr)[1] & FLAG_CRC:  # CRC-32 (no libxxhash where saved)
-            self.engine.run(lambda: job.stage[:payload].copy_(job.dev[:payload]), None)
-            rng = [(job.stage.data_ptr(), payload)]
-        why = check_trailer(tr, job.key, rng, payload, verify)
-        job.stage = job.dev  # what _slice and unpack read from now
-        return ("bad block: " + why) if why else ""
+                self.codec.xxh3_batch(sums)
+            return bytes(tab[:len(jobs) * row].cpu().numpy())
+        got = self.engine.run(fn, None)[0]  # the one wait: the decodes' statuses too
+        for i, j in enumerate(jobs):
+            payload, g = self._payload(j), got[i * row:(i + 1) * row]
+            try:
+                self.codec.decode_finish(j.state)
+            except OSError as e:
+                j.why = "corrupt: %s" % e.strerror
+                continue
+            tr, rng = g[:TRAILER_LEN], Hashed([], int.from_bytes(g[TRAILER_LEN:], "little"))
+            if verify and TRAILER.unpack(tr)[1] & FLAG_CRC:  # CRC-32 (no libxxhash where saved)
+                self.engine.run(lambda: j.stage[:payload].copy_(j.dev[:payload]), None)
+                rng = [(j.stage.data_ptr(), payload)]
+            why = check_trailer(tr, j.key, rng, payload, verify)
+            j.why = ("bad block: " + why) if why else ""
+            if not why:
+                j.stage = j.dev  # what _slice and unpack read from now
 
     def _take_slabs(self, jobs):
         """Give every staged job of a batch its slab, all at once (a thread holds a whole
@@ -476,12 +517,22 @@ class WorkerSide:
         """Check each staged job of a batch and copy the good ones from their slabs into
         the paged tensors on the copy stream; the slabs go back with the last copy's event
         (one stream: it completes after every copy before it). Returns that event."""
-        ev = None
+        ev, decoded = None, []
+        coded = [k for k, j in enumerate(jobs) if j.slab is not None and j.dev is not None]
+        states = self.codec.decode_states(len(coded), max(jobs[k].dev.numel() for k in coded)) \
+            if coded else []
+        for k, state in zip(coded, states):  # GPU codec: decodes queued, then checked
+            j = jobs[k]
+            j.why = self._decode_in(j, st[k], lens[k], state)
+            if not j.why:
+                decoded.append(j)
+        if decoded:
+            self._check_decoded(decoded)
         for j, status, n in zip(jobs, st, lens):
             if j.slab is None:
                 continue
-            j.why = self._check_load(j, status, n) if j.dev is None else \
-                self._decode_in(j, status, n)
+            if j.dev is None:
+                j.why = self._check_load(j, status, n)
             if not j.why:
                 kv, ids = self.kvs[j.g], j.ids[j.skip:]
                 ev = self.engine.run(lambda: kv.unpack(ids, self._slice(j), j.layer,
@@ -809,6 +860,8 @@ class WorkerSide:
             try:
                 for j in b:
                     self._ranges(j, False)
+                if self.codec is not None:
+                    self._codec_sums(b)
             except BaseException:
                 self._release(b)
                 raise
@@ -831,9 +884,9 @@ class WorkerSide:
             self._release(jobs)  # the D2H events completed: _put_staged waited for them
 
     def _put_staged(self, jobs):
-        for j in jobs:  # GPU codec: encodes queued one after the other on the copy stream
-            if j.dev is not None:
-                self._encode_out(j)
+        coded = [j for j in jobs if j.dev is not None]
+        if coded:  # GPU codec: the batch's encodes queued, one wait for their lengths
+            self._encode_out(coded)
         for j in jobs:  # the slab holds the image once its device-to-host copy completed
             if j.copy_ev is not None:
                 j.copy_ev.synchronize()

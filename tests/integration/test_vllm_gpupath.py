@@ -296,6 +296,12 @@ def test_gpu_codec_twin_stores_what_libopenlake_stores(pool):
         forms.append(bytes(out[:codec.encode(src, out)].numpy()))
     raw.put(k2, forms)
     assert zc.get(k2, size_hint=1 << 20) == vals
+    # the whole list as one batch (one wait for every encoded length): the same forms
+    got = {}
+    codec.encode_batch([torch.frombuffer(bytearray(v), dtype=torch.uint8) if v else
+                        torch.empty(0, dtype=torch.uint8) for v in vals],
+                       lambda i, out: got.__setitem__(i, bytes(out.numpy())))
+    assert [got.get(i) for i in range(len(vals))] == stored
     zc.close()
     raw.close()
 
@@ -433,6 +439,74 @@ def test_codec_path_stores_the_host_paths_bytes_and_checksum(pool):
         x.shutdown()
 
 
+def test_codec_path_sums_and_encodes_a_batch_in_one_call(pool):
+    """The device path takes the trailers' XXH3 of a whole batch of chunks in one call (one
+    launch on a GPU): a save batch of six chunks is one call of six sums, their load one
+    call again, never a call per chunk; what the call wrote is each image's XXH3. The save
+    batch's encodes are one call too (one wait for all six chunks' encoded lengths), and the
+    load's decodes are only queued (their statuses come with the checks' one copy)."""
+    from openlake_client.store import xxh3
+
+    c = cfg(pool.kv_addr, compress="exans", staging="always", gpu_codec="always",
+            prefix_caching=False, async_save=False, openlake_namespace="batched-sums")
+    calls, encodes, decodes = [], [], []
+
+    def spy(e):
+        codec = wside(e).codec
+        real_batch, real_one = codec.xxh3_batch, codec.xxh3
+
+        def batch(sums):
+            real_batch(sums)
+            calls.append([(n, xxh3()([(src, n)]) & 0xffffffff,
+                           int.from_bytes(ctypes_at(out, 4), "little")) for src, n, out in sums])
+
+        def one(*a):
+            calls.append(None)
+            real_one(*a)
+
+        def encode_batch(srcs, emit):
+            encodes.append(len(srcs))
+            codec.__class__.encode_batch(codec, srcs, emit)
+
+        def encode(*a):
+            encodes.append(None)
+            return codec.__class__.encode(codec, *a)
+        def decode(*a):
+            decodes.append("wait")
+            return codec.__class__.decode(codec, *a)
+
+        def decode_start(*a):
+            decodes.append("start")
+            return codec.__class__.decode_start(codec, *a)
+        codec.xxh3_batch, codec.xxh3 = batch, one
+        codec.encode_batch, codec.encode = encode_batch, encode
+        codec.decode, codec.decode_start = decode, decode_start
+
+    e1 = engine(c)
+    spy(e1)
+    serve(e1, "A", A)
+    assert [len(x) for x in calls] == [6], calls
+    assert all(want == got for _, want, got in calls[0])
+    assert encodes == [6]  # the save batch encoded with one wait for its lengths
+    calls.clear()
+    e2 = engine(c)
+    spy(e2)
+    e2.add(Request("B", A, max_tokens=3))
+    e2.run()
+    assert e2.scheduler.finished["B"].num_external_computed_tokens == 96
+    assert [len(x) for x in calls] == [6], calls
+    assert decodes == ["start"] * 6  # queued, no wait each: the check's copy is the one
+    assert all(want == got for _, want, got in calls[0])
+    for x in (e1, e2):
+        x.shutdown()
+
+
+def ctypes_at(addr, n):
+    import ctypes
+
+    return ctypes.string_at(addr, n)
+
+
 def _addr(buf):
     import ctypes
 
@@ -546,6 +620,15 @@ def test_cuda_library_is_built_and_fails_cleanly_without_a_gpu():
                                    work.data_ptr(), None) == -5
     for m in (n, 100):  # the kernel; a short value hashed through the host
         assert lib.ol_exans_gpu_xxh3(src.data_ptr(), m, out.data_ptr(), None) == -5
+    import numpy as np
+
+    tab = np.array([[src.data_ptr(), m, out.data_ptr()] for m in (n, 100, 0)], np.uint64)
+    assert lib.ol_exans_gpu_xxh3_batch(tab.ctypes.data, 3, work.data_ptr(), None) == -5
+    state = torch.empty(lib.ol_exans_gpu_state_bytes(n), dtype=torch.uint8)
+    assert lib.ol_exans_gpu_encode_start(src.data_ptr(), n, work.data_ptr(), state.data_ptr(),
+                                         None) == -5
+    assert lib.ol_exans_gpu_decode_start(out.data_ptr(), out.data_ptr(), 10, src.data_ptr(),
+                                         n, work.data_ptr(), state.data_ptr(), None) == -5
 
 
 def test_cross_layer_names_follow_kv_cache_config():

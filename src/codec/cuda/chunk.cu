@@ -2,7 +2,8 @@
  * the gather of a container's encoded blocks out of their slots (one launch per value instead
  * of one copy per block), and XXH3-64 of a chunk's plain bytes (the checksum libopenlake and
  * the connector put in a chunk's trailer), so a chunk saved on the GPU carries the same
- * checksum as one saved on a CPU. exans_emu.cpp runs both on CPU threads as a test. */
+ * checksum as one saved on a CPU: one value per launch, or a whole batch of values (one warp
+ * each, any length) in one launch. exans_emu.cpp runs both on CPU threads as a test. */
 #include <errno.h>
 
 #ifndef OL_EXANS_CUDA_EMU
@@ -93,18 +94,100 @@ xxh_merge(const uint64_t *acc, const uint8_t *secret, uint64_t n)
 	return h ^ h >> 32;
 }
 
-__global__ static void
-xxh3_kernel(const uint8_t *src, uint64_t n, struct ol_exans_cuda_secret sec, uint8_t *out)
+/* XXH3's formulas for n <= 240 (one lane: a few multiplies), seed 0. */
+__device__ static uint64_t
+xxh_avalanche(uint64_t h)
+{
+	h ^= h >> 37;
+	h *= 0x165667919E3779F9ull;
+	return h ^ h >> 32;
+}
+
+__device__ static uint64_t
+xxh_mix16(const uint8_t *p, const uint8_t *s)
+{
+	return xxh_mul_fold(ld64(p) ^ ld64(s), ld64(p + 8) ^ ld64(s + 8));
+}
+
+__device__ static uint64_t
+bswap64(uint64_t v)
+{
+	uint64_t r = 0;
+	for (int i = 0; i < 8; i++, v >>= 8)
+		r = r << 8 | (v & 0xff);
+	return r;
+}
+
+__device__ static uint64_t
+xxh_upto16(const uint8_t *p, uint64_t n, const uint8_t *s)
+{
+	uint64_t h;
+	if (n > 8) {
+		uint64_t lo = ld64(p) ^ (ld64(s + 24) ^ ld64(s + 32));
+		uint64_t hi = ld64(p + n - 8) ^ (ld64(s + 40) ^ ld64(s + 48));
+		return xxh_avalanche(n + bswap64(lo) + hi + xxh_mul_fold(lo, hi));
+	}
+	if (n >= 4) { /* rrmxmx */
+		h = (ol_exans_ld32(p + n - 4) + ((uint64_t)ol_exans_ld32(p) << 32)) ^
+		    (ld64(s + 8) ^ ld64(s + 16));
+		h ^= (h << 49 | h >> 15) ^ (h << 24 | h >> 40);
+		h *= 0x9FB21C651E98DF25ull;
+		h ^= (h >> 35) + n;
+		h *= 0x9FB21C651E98DF25ull;
+		return h ^ h >> 28;
+	}
+	if (n)
+		h = ((uint32_t)p[0] << 16 | (uint32_t)p[n >> 1] << 24 | (uint32_t)p[n - 1] |
+		     (uint32_t)n << 8) ^
+		    (uint64_t)(ol_exans_ld32(s) ^ ol_exans_ld32(s + 4));
+	else
+		h = ld64(s + 56) ^ ld64(s + 64);
+	h ^= h >> 33; /* XXH64's avalanche */
+	h *= XXH_P64_2;
+	h ^= h >> 29;
+	h *= XXH_P64_3;
+	return h ^ h >> 32;
+}
+
+__device__ static uint64_t
+xxh_short(const uint8_t *p, uint64_t n, const uint8_t *s)
+{
+	if (n <= 16)
+		return xxh_upto16(p, n, s);
+	uint64_t h = n * XXH_P64_1;
+	if (n <= 128) {
+		for (uint64_t i = 0; i < 4 && (i == 0 || n > 32 * i); i++) /* ends inwards */
+			h += xxh_mix16(p + 16 * i, s + 32 * i) +
+			     xxh_mix16(p + n - 16 * (i + 1), s + 32 * i + 16);
+		return xxh_avalanche(h);
+	}
+	for (int i = 0; i < 8; i++)
+		h += xxh_mix16(p + 16 * i, s + 16 * i);
+	h = xxh_avalanche(h);
+	for (uint64_t i = 8; i < n / 16; i++)
+		h += xxh_mix16(p + 16 * i, s + 16 * (i - 8) + 3);
+	h += xxh_mix16(p + n - 16, s + 136 - 17);
+	return xxh_avalanche(h);
+}
+
+/* XXH3-64 of src[0..n) by one warp (every lane calls it), its low 32 bits to out by lane 0. */
+__device__ static void
+xxh3_warp(const uint8_t *src, uint64_t n, const uint8_t *secret, uint8_t *out)
 {
 	__shared__ uint64_t acc8[8];
 	unsigned lane = threadIdx.x;
+	if (n <= OL_EXANS_CUDA_XXH3_MIN) {
+		if (lane == 0)
+			ol_exans_st32(out, (uint32_t)xxh_short(src, n, secret));
+		return;
+	}
 	if (lane < 8) {
 		const uint64_t init[8] = {XXH_P32_3, XXH_P64_1, XXH_P64_2, XXH_P64_3,
 					  XXH_P64_4, XXH_P32_2, XXH_P64_5, XXH_P32_1};
 		uint64_t key[16], acc = init[lane];
 		for (int s = 0; s < 16; s++)
-			key[s] = ld64(sec.b + 8 * s + 8 * lane);
-		uint64_t scr = ld64(sec.b + 192 - 64 + 8 * lane);
+			key[s] = ld64(secret + 8 * s + 8 * lane);
+		uint64_t scr = ld64(secret + 192 - 64 + 8 * lane);
 		uint64_t nb = (n - 1) / XXH_BLOCK;
 		for (uint64_t b = 0; b < nb; b++) {
 			const uint8_t *p = src + b * XXH_BLOCK;
@@ -120,13 +203,28 @@ xxh3_kernel(const uint8_t *src, uint64_t n, struct ol_exans_cuda_secret sec, uin
 		uint64_t ns = (n - 1 - nb * XXH_BLOCK) / XXH_STRIPE;
 		for (uint64_t s = 0; s < ns; s++)
 			acc = xxh_stripe(acc, src + nb * XXH_BLOCK + s * XXH_STRIPE, key[s], lane);
-		acc = xxh_stripe(acc, src + n - XXH_STRIPE, ld64(sec.b + 192 - 64 - 7 + 8 * lane),
+		acc = xxh_stripe(acc, src + n - XXH_STRIPE, ld64(secret + 192 - 64 - 7 + 8 * lane),
 				 lane);
 		acc8[lane] = acc;
 	}
 	__syncwarp();
 	if (lane == 0)
-		ol_exans_st32(out, (uint32_t)xxh_merge(acc8, sec.b, n));
+		ol_exans_st32(out, (uint32_t)xxh_merge(acc8, secret, n));
+}
+
+__global__ static void
+xxh3_kernel(const uint8_t *src, uint64_t n, struct ol_exans_cuda_secret sec, uint8_t *out)
+{
+	xxh3_warp(src, n, sec.b, out);
+}
+
+/* One warp (one CUDA block) per value of the table: a batch of chunks in one launch. */
+__global__ static void
+xxh3_batch_kernel(const struct ol_exans_cuda_sum *tab, uint32_t count,
+		  struct ol_exans_cuda_secret sec)
+{
+	if (blockIdx.x < count)
+		xxh3_warp(tab[blockIdx.x].src, tab[blockIdx.x].n, sec.b, tab[blockIdx.x].out);
 }
 
 #ifndef OL_EXANS_CUDA_EMU
@@ -148,6 +246,16 @@ ol_exans_cuda_xxh3(const uint8_t *d_src, uint64_t n, const struct ol_exans_cuda_
 	if (n <= OL_EXANS_CUDA_XXH3_MIN)
 		return -EINVAL;
 	xxh3_kernel<<<1, 32, 0, (cudaStream_t)stream>>>(d_src, n, *secret, d_out);
+	return cudaGetLastError() == cudaSuccess ? 0 : -EIO;
+}
+
+extern "C" int
+ol_exans_cuda_xxh3_batch(const struct ol_exans_cuda_sum *d_tab, uint32_t count,
+			 const struct ol_exans_cuda_secret *secret, void *stream)
+{
+	if (count == 0)
+		return 0;
+	xxh3_batch_kernel<<<count, 32, 0, (cudaStream_t)stream>>>(d_tab, count, *secret);
 	return cudaGetLastError() == cudaSuccess ? 0 : -EIO;
 }
 #endif

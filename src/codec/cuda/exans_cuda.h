@@ -44,6 +44,18 @@ struct ol_exans_cuda_secret {
 int ol_exans_cuda_xxh3(const uint8_t *d_src, uint64_t n, const struct ol_exans_cuda_secret *secret,
 		       uint8_t *d_out, void *stream);
 
+/* The same sum for count values in one launch (one warp per value, CUDA block i: value i):
+ * value i is d_tab[i].n bytes at d_tab[i].src, any length (0 and the short formulas of
+ * n <= 240 included, taken by one lane), its low 32 bits stored little-endian at
+ * d_tab[i].out. d_tab (device memory, 8-byte aligned) is read by the kernel. */
+struct ol_exans_cuda_sum {
+	const uint8_t *src;
+	uint64_t n;
+	uint8_t *out;
+};
+int ol_exans_cuda_xxh3_batch(const struct ol_exans_cuda_sum *d_tab, uint32_t count,
+			     const struct ol_exans_cuda_secret *secret, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

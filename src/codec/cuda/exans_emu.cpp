@@ -206,6 +206,32 @@ check_xxh3(const uint8_t *in, size_t n)
 	ok(same && cases > 20, "XXH3 kernel == libxxhash's XXH3_64bits, low 32 bits", "xxh3");
 }
 
+/* The batched XXH3 kernel against libxxhash: every length 0..300 (XXH3's short formulas on
+ * one lane, their boundaries at 3, 8, 16, 128, 240, then the long path) and a few long ones,
+ * at odd addresses, each value run as its CUDA block of the one launch. */
+static void
+check_xxh3_batch(const uint8_t *in, size_t n)
+{
+	std::vector<ol_exans_cuda_sum> tab;
+	std::vector<uint8_t> out(4 * 400 + 1, 0x5a);
+	static const size_t longer[] = {1024, 1025, 65536 + 7, 100003};
+	for (size_t len = 0; len <= 300; len++)
+		tab.push_back({in + len % 7, len, nullptr});
+	for (size_t len : longer)
+		tab.push_back({in + 3, len, nullptr});
+	for (size_t i = 0; i < tab.size(); i++)
+		tab[i].out = out.data() + 4 * i + 1; /* unaligned */
+	struct ol_exans_cuda_secret sec;
+	XXH3_generateSecret_fromSeed(sec.b, 0);
+	for (unsigned b = 0; b < tab.size(); b++)
+		run_warp(b, [&] { xxh3_batch_kernel(tab.data(), (uint32_t)tab.size(), sec); });
+	int same = out[0] == 0x5a && tab.back().src + tab.back().n <= in + n; /* out[0]: a guard */
+	for (size_t i = 0; i < tab.size(); i++)
+		same &= ol_exans_ld32(tab[i].out) == (uint32_t)XXH3_64bits(tab[i].src, tab[i].n);
+	printf("# xxh3 batch: %zu values in one launch\n", tab.size());
+	ok(same, "batched XXH3 kernel == libxxhash per value, lengths 0..300 and long", "xxh3");
+}
+
 /* Rows blocks (mode 2) are written by the CPU only; the GPU decoder must read them. */
 static void
 check_rows(const uint8_t *in, size_t n, uint32_t row)
@@ -292,6 +318,7 @@ main(int argc, char **argv)
 	check_gather(buf.data(), 200001, 65536);
 	check_gather(buf.data(), 5000, 1024);
 	check_xxh3(buf.data(), 200002);
+	check_xxh3_batch(buf.data(), 200002);
 	synth(buf.data(), 140001); /* rows of 64 bytes, most repeating an earlier one */
 	for (size_t r = 1; r < 140001 / 64; r++)
 		if (rnd() % 4)

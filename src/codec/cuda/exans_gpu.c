@@ -90,6 +90,25 @@ be_xxh3(const uint8_t *d_src, uint64_t n, uint8_t *d_out, void *stream)
 }
 #endif
 
+_Static_assert(sizeof(struct ol_exans_cuda_sum) == sizeof(struct ol_exans_gpu_sum),
+	       "the kernel reads the caller's table as is");
+
+/* The table goes up from pageable memory (staged before cudaMemcpyAsync returns), then one
+ * launch. */
+static int
+be_xxh3_batch(const struct ol_exans_gpu_sum *tab, uint32_t count, void *d_work, void *stream)
+{
+#ifdef OL_EXANS_NO_XXHASH
+	(void)tab, (void)count, (void)d_work, (void)stream;
+	return -ENOTSUP;
+#else
+	struct ol_exans_cuda_secret sec;
+	XXH3_generateSecret_fromSeed(sec.b, 0);
+	int r = be_copy(d_work, tab, (uint64_t)count * sizeof(*tab), stream);
+	return r < 0 ? r : ol_exans_cuda_xxh3_batch(d_work, count, &sec, stream);
+#endif
+}
+
 int
 ol_exans_gpu_is_cuda(void)
 {
@@ -160,6 +179,17 @@ be_xxh3(const uint8_t *src, uint64_t n, uint8_t *out, void *stream)
 	return 0;
 }
 
+static int
+be_xxh3_batch(const struct ol_exans_gpu_sum *tab, uint32_t count, void *d_work, void *stream)
+{
+	(void)d_work, (void)stream;
+	for (uint32_t i = 0; i < count; i++)
+		ol_exans_st32(
+		    (uint8_t *)(uintptr_t)tab[i].out,
+		    (uint32_t)XXH3_64bits((const void *)(uintptr_t)tab[i].src, (size_t)tab[i].n));
+	return 0;
+}
+
 int
 ol_exans_gpu_is_cuda(void)
 {
@@ -172,8 +202,7 @@ static _Thread_local struct {
 	uint8_t hdr[OLZ_HDR + OL_EXANS_HDR_BYTES + 4 * NB_MAX];
 	uint64_t off[NB_MAX];
 	uint32_t len[NB_MAX];
-	int32_t status[NB_MAX];
-	uint8_t head[4];
+	uint32_t state[2 + NB_MAX]; /* ol_exans_gpu_encode's and _decode's */
 } g_h;
 
 static uint64_t
@@ -254,20 +283,13 @@ frame(uint64_t n, uint32_t nb, const uint32_t *lens)
 	return OLZ_HDR + OL_EXANS_HDR_BYTES + 4 * (uint64_t)nb;
 }
 
-/* The first (up to) 4 bytes of d_src into g_h.head, for store_plain. */
-static int
-fetch_head(const uint8_t *d_src, uint64_t n, void *stream)
-{
-	memset(g_h.head, 0, 4);
-	return n >= 4 ? be_copy(g_h.head, d_src, 4, stream) : 0;
-}
-
-/* The plain form: as is, or raw-wrapped when it starts with the magic (g_h.head: its first
- * bytes, on the host once the stream was synchronised). Queued, not synchronised. */
+/* The plain form: as is, or raw-wrapped when it starts with the magic (head: its first
+ * bytes, on the host). Queued, not synchronised. */
 static int64_t
-store_plain(const uint8_t *d_src, uint64_t n, uint8_t *d_out, uint64_t cap, void *stream)
+store_plain(const uint8_t *d_src, uint64_t n, const uint8_t *head, uint8_t *d_out, uint64_t cap,
+	    void *stream)
 {
-	uint64_t pre = n >= 4 && memcmp(g_h.head, olz_magic, 4) == 0 ? OLZ_HDR : 0;
+	uint64_t pre = n >= 4 && memcmp(head, olz_magic, 4) == 0 ? OLZ_HDR : 0;
 	int r = 0;
 	if (cap < n + pre)
 		return -ENOSPC;
@@ -282,38 +304,71 @@ store_plain(const uint8_t *d_src, uint64_t n, uint8_t *d_out, uint64_t cap, void
 	return r < 0 ? r : (int64_t)(n + pre);
 }
 
+uint64_t
+ol_exans_gpu_state_bytes(uint64_t n)
+{
+	return 8 + 4 * nblocks(n);
+}
+
+/* Host state of an encode: the value's first 4 bytes, then the blocks' encoded lengths. */
+int
+ol_exans_gpu_encode_start(const void *d_src, uint64_t n, void *d_work, void *h_state, void *stream)
+{
+	uint64_t nb = nblocks(n);
+	uint8_t *st = h_state;
+	if (nb > NB_MAX)
+		return -E2BIG;
+	if ((n && (!d_src || !d_work)) || !st || ((uintptr_t)st & 3))
+		return -EINVAL;
+	memset(st, 0, 4);
+	int r = n >= 4 ? be_copy(st, d_src, 4, stream) : 0;
+	if (r == 0 && n >= 4 * OLZ_HDR) {
+		struct work w = work_of(d_work, nb);
+		r = be_encode(d_src, n, w.slots, w.lens, stream);
+		if (r == 0)
+			r = be_copy(st + 4, w.lens, nb * 4, stream);
+	}
+	return r;
+}
+
+int64_t
+ol_exans_gpu_encode_finish(const void *d_src, uint64_t n, void *d_out, uint64_t cap, void *d_work,
+			   const void *h_state, void *stream)
+{
+	uint64_t nb = nblocks(n), total = 0;
+	const uint8_t *st = h_state;
+	if (nb > NB_MAX)
+		return -E2BIG;
+	if ((n && (!d_src || !d_out || !d_work)) || !st || ((uintptr_t)st & 3))
+		return -EINVAL;
+	const uint32_t *lens = (const uint32_t *)(st + 4);
+	for (uint64_t i = 0; n >= 4 * OLZ_HDR && i < nb; i++)
+		total += lens[i];
+	uint64_t hdr = OLZ_HDR + OL_EXANS_HDR_BYTES + 4 * nb;
+	if (n < 4 * OLZ_HDR || total + hdr >= n) /* does not shrink: plain, as libopenlake */
+		return store_plain(d_src, n, st, d_out, cap, stream);
+	if (cap < total + hdr)
+		return -ENOSPC;
+	struct work w = work_of(d_work, nb);
+	frame(n, (uint32_t)nb, lens);
+	int r = be_copy(d_out, g_h.hdr, hdr, stream);
+	if (r == 0) /* every block's bytes in one launch, not one copy per block */
+		r = be_gather(w.slots, w.lens, (uint32_t)nb, d_out, hdr, stream);
+	return r < 0 ? r : (int64_t)(hdr + total);
+}
+
 int64_t
 ol_exans_gpu_encode(const void *d_src, uint64_t n, void *d_out, uint64_t cap, void *d_work,
 		    void *stream)
 {
-	uint64_t nb = nblocks(n);
-	if ((n && (!d_src || !d_out || !d_work)) || nb > NB_MAX)
-		return nb > NB_MAX ? -E2BIG : -EINVAL;
-	struct work w = {0};
-	if (n >= 4 * OLZ_HDR)
-		w = work_of(d_work, nb);
-	int r = fetch_head(d_src, n, stream);
-	if (r == 0 && n >= 4 * OLZ_HDR)
-		r = be_encode(d_src, n, w.slots, w.lens, stream);
-	if (r == 0 && n >= 4 * OLZ_HDR)
-		r = be_copy(g_h.len, w.lens, nb * 4, stream);
+	if (n && !d_out)
+		return -EINVAL;
+	int r = ol_exans_gpu_encode_start(d_src, n, d_work, g_h.state, stream);
 	if (r == 0)
 		r = be_sync(stream); /* the host needs the lengths (and the head) */
 	if (r < 0)
 		return r;
-	uint64_t total = 0;
-	for (uint64_t i = 0; n >= 4 * OLZ_HDR && i < nb; i++)
-		total += g_h.len[i];
-	uint64_t hdr = OLZ_HDR + OL_EXANS_HDR_BYTES + 4 * nb;
-	if (n < 4 * OLZ_HDR || total + hdr >= n) /* does not shrink: plain, as libopenlake */
-		return store_plain(d_src, n, d_out, cap, stream);
-	if (cap < total + hdr)
-		return -ENOSPC;
-	frame(n, (uint32_t)nb, g_h.len);
-	r = be_copy(d_out, g_h.hdr, hdr, stream);
-	if (r == 0) /* every block's bytes in one launch, not one copy per block */
-		r = be_gather(w.slots, w.lens, (uint32_t)nb, d_out, hdr, stream);
-	return r < 0 ? r : (int64_t)(hdr + total);
+	return ol_exans_gpu_encode_finish(d_src, n, d_out, cap, d_work, g_h.state, stream);
 }
 
 int
@@ -322,6 +377,26 @@ ol_exans_gpu_xxh3(const void *d_src, uint64_t n, void *d_out, void *stream)
 	if ((n && !d_src) || !d_out)
 		return -EINVAL;
 	return be_xxh3(d_src, n, d_out, stream);
+}
+
+uint64_t
+ol_exans_gpu_xxh3_work_bytes(uint32_t count)
+{
+	return (uint64_t)count * sizeof(struct ol_exans_gpu_sum);
+}
+
+int
+ol_exans_gpu_xxh3_batch(const struct ol_exans_gpu_sum *h_tab, uint32_t count, void *d_work,
+			void *stream)
+{
+	if (count > OL_EXANS_GPU_MAX_SUMS)
+		return -E2BIG;
+	if (count && (!h_tab || !d_work))
+		return -EINVAL;
+	for (uint32_t i = 0; i < count; i++)
+		if ((h_tab[i].n && !h_tab[i].src) || !h_tab[i].out)
+			return -EINVAL;
+	return count ? be_xxh3_batch(h_tab, count, d_work, stream) : 0;
 }
 
 /* Parse the container at c[0..n) (host) into g_h.off / g_h.len; its decoded size. */
@@ -348,15 +423,17 @@ parse(const uint8_t *c, uint64_t n, uint32_t *nb_out)
 	return (int64_t)dec;
 }
 
+/* Queues the blocks' decode; st: the block count, the last block's length, then (copied
+ * there once the stream gets to it) the blocks' statuses. */
 static int64_t
 decode_exans(const uint8_t *h_c, const uint8_t *d_c, uint64_t n, uint64_t orig, uint8_t *d_dst,
-	     uint64_t cap, void *d_work, void *stream)
+	     uint64_t cap, void *d_work, uint32_t *st, void *stream)
 {
 	uint32_t nb;
 	int64_t dec = parse(h_c, n, &nb);
 	if (dec < 0)
 		return dec;
-	if ((uint64_t)dec != orig)
+	if ((uint64_t)dec != orig || 8 + 4 * (uint64_t)nb > ol_exans_gpu_state_bytes(orig))
 		return -EBADMSG;
 	if (cap < orig)
 		return -ENOSPC;
@@ -364,9 +441,11 @@ decode_exans(const uint8_t *h_c, const uint8_t *d_c, uint64_t n, uint64_t orig, 
 		return 0;
 	struct work w = work_of(d_work, nb);
 	/* every block but the last decodes in place; the last into the work area, then is
-	 * copied (a hostile block cannot write past d_dst + orig). Everything is queued before
-	 * the one synchronisation the statuses need. */
+	 * copied (a hostile block cannot write past d_dst + orig). Nothing waits: the next
+	 * value's tables and blocks come after these on the stream. */
 	uint64_t last = (uint64_t)(nb - 1) * OL_EXANS_GPU_BLOCK;
+	st[0] = nb;
+	st[1] = (uint32_t)(orig - last);
 	int r = be_copy(w.off, g_h.off, (uint64_t)nb * 8, stream);
 	if (r == 0)
 		r = be_copy(w.lens, g_h.len, (uint64_t)nb * 4, stream);
@@ -378,22 +457,19 @@ decode_exans(const uint8_t *h_c, const uint8_t *d_c, uint64_t n, uint64_t orig, 
 	if (r == 0)
 		r = be_copy(d_dst + last, w.slots, orig - last, stream);
 	if (r == 0)
-		r = be_copy(g_h.status, w.status, (uint64_t)nb * 4, stream);
-	if (r == 0)
-		r = be_sync(stream);
-	for (uint32_t i = 0; r == 0 && i < nb; i++)
-		if (g_h.status[i] != (int32_t)(i + 1 < nb ? OL_EXANS_GPU_BLOCK : orig - last))
-			r = -EBADMSG;
+		r = be_copy(st + 2, w.status, (uint64_t)nb * 4, stream);
 	return r < 0 ? r : (int64_t)orig;
 }
 
 int64_t
-ol_exans_gpu_decode(const void *h_val, const void *d_val, uint64_t len, void *d_dst, uint64_t cap,
-		    void *d_work, void *stream)
+ol_exans_gpu_decode_start(const void *h_val, const void *d_val, uint64_t len, void *d_dst,
+			  uint64_t cap, void *d_work, void *h_state, void *stream)
 {
 	const uint8_t *h = h_val, *d = d_val;
-	if (len && (!h || !d || !d_dst))
+	uint32_t *st = h_state;
+	if ((len && (!h || !d || !d_dst)) || !st || ((uintptr_t)st & 3))
 		return -EINVAL;
+	st[0] = 0;				       /* no blocks: nothing for _finish to check */
 	if (len < 4 || memcmp(h, olz_magic, 4) != 0) { /* plain */
 		if (cap < len)
 			return -ENOSPC;
@@ -413,6 +489,30 @@ ol_exans_gpu_decode(const void *h_val, const void *d_val, uint64_t len, void *d_
 	}
 	if (!d_work)
 		return -EINVAL;
-	return decode_exans(h + OLZ_HDR, d + OLZ_HDR, len - OLZ_HDR, orig, d_dst, cap, d_work,
+	return decode_exans(h + OLZ_HDR, d + OLZ_HDR, len - OLZ_HDR, orig, d_dst, cap, d_work, st,
 			    stream);
+}
+
+int
+ol_exans_gpu_decode_finish(const void *h_state)
+{
+	const uint32_t *st = h_state;
+	if (!st || ((uintptr_t)st & 3))
+		return -EINVAL;
+	for (uint32_t i = 0; i < st[0]; i++)
+		if ((int32_t)st[2 + i] != (int32_t)(i + 1 < st[0] ? OL_EXANS_GPU_BLOCK : st[1]))
+			return -EBADMSG;
+	return 0;
+}
+
+int64_t
+ol_exans_gpu_decode(const void *h_val, const void *d_val, uint64_t len, void *d_dst, uint64_t cap,
+		    void *d_work, void *stream)
+{
+	int64_t n =
+	    ol_exans_gpu_decode_start(h_val, d_val, len, d_dst, cap, d_work, g_h.state, stream);
+	int r = n < 0 ? (int)n : be_sync(stream); /* the host needs the blocks' statuses */
+	if (r == 0)
+		r = ol_exans_gpu_decode_finish(g_h.state);
+	return r < 0 ? r : n;
 }
