@@ -12,7 +12,11 @@
 #            reference, the client's path with no cluster in it.
 # The keys fit in DRAM either way (128 MiB of them). Median GB/s of each and the ratio
 # cluster/direct, with the machine's load. On one machine the four nodes share the cores the
-# standalone node has to itself. Stops everything it started on exit.
+# standalone node has to itself, so beside GB/s it prints, per side, where the CPU went (from
+# /proc and the client's rusage, less sensitive to other load than GB/s): the daemons' CPU
+# seconds per GB served (the four nodes and etcd together vs the one node), the client's,
+# and the daemons' context switches per get.
+# Stops everything it started on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=3 size=256KiB conc=8 duration=5s
@@ -22,7 +26,7 @@ while [ $# -gt 0 ]; do
 	--size) size=$2; shift 2 ;;
 	--conc) conc=$2; shift 2 ;;
 	--duration) duration=$2; shift 2 ;;
-	-h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,21p' "$0"; exit 0 ;;
 	*) echo "kv_cluster_bench.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
@@ -39,6 +43,7 @@ trap cleanup EXIT
 echo "starting 4 nodes and etcd under $dir" >&2
 scripts/cluster.sh up 4 "$dir" --etcd 1 >"$dir/nodes"
 seed=$(sed -n 's/.* kv=\([^ ]*\).*/\1/p' "$dir/nodes" | head -1)
+cpids=$(cat "$dir"/pids/*.pid) # the four nodes and etcd
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 mkdir -p "$dir/solo"
 cat >"$dir/solo/openlake.toml" <<TOML
@@ -67,35 +72,74 @@ print(int(m.group(1)) * {None: 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30
 keys=$(((128 << 20) / bytes))
 [ "$keys" -ge 1 ] || keys=1
 
-gbps() { # gbps NODE: one bench run's GB/s (a run with errors fails the bench)
-	"$CLI" bench kv --nodes "$1" -w get -s "$size" -c "$conc" -n "$keys" -d "$duration" \
-		--device tcp --json -q | /usr/bin/python3 -c '
-import json, sys
-r = json.loads(sys.stdin.read())
+# measure NODE PID...: one bench run against NODE, printed as "GB/s daemon-CPU-s/GB
+# client-CPU-s/GB daemon-switches/get" with PID... the daemons serving it (a run with errors
+# fails the bench). The daemons' figures are /proc deltas over the whole run (its prefill of
+# keys already stored included: those are EXISTS answers, a few hundred small requests).
+measure() {
+	/usr/bin/python3 - "$@" -- "$CLI" bench kv --nodes "$1" -w get -s "$size" -c "$conc" \
+		-n "$keys" -d "$duration" --device tcp --json -q <<'PY'
+import glob, json, resource, subprocess, sys
+args = sys.argv[1:]
+pids, cmd = args[1:args.index("--")], args[args.index("--") + 1:]
+tick = 100.0  # USER_HZ
+
+def daemons():
+    cpu = cs = 0
+    for p in pids:
+        with open(f"/proc/{p}/stat") as f:
+            st = f.read().rsplit(")", 1)[1].split()
+        cpu += int(st[11]) + int(st[12])  # utime, stime
+        for t in glob.glob(f"/proc/{p}/task/*/status"):
+            try:
+                with open(t) as f:
+                    cs += sum(int(l.split()[1]) for l in f if "ctxt_switches" in l)
+            except FileNotFoundError:  # a thread that ended meanwhile
+                pass
+    return cpu / tick, cs
+
+u0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+d0 = daemons()
+out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+d1 = daemons()
+u1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+r = json.loads(out)
 if r["errors"]:
     sys.exit("bench kv: %d errors: %s" % (r["errors"], r["error_codes"]))
-print("%.4f" % r["gb_per_s"])'
+gb = r["bytes"] / 1e9
+client = (u1.ru_utime - u0.ru_utime) + (u1.ru_stime - u0.ru_stime)
+gets = r["ops"] + r["prefill"]["ops"]
+print("%.4f %.4f %.4f %.3f" % (r["gb_per_s"], (d1[0] - d0[0]) / gb, client / gb,
+                               (d1[1] - d0[1]) / gets))
+PY
 }
 
 c=() d=()
 for r in $(seq 1 "$rounds"); do
 	if [ $((r % 2)) -eq 1 ]; then
-		c+=("$(gbps "$seed")")
-		d+=("$(gbps "127.0.0.1:$port")")
+		c+=("$(measure "$seed" $cpids)")
+		d+=("$(measure "127.0.0.1:$port" "$solo")")
 	else
-		d+=("$(gbps "127.0.0.1:$port")")
-		c+=("$(gbps "$seed")")
+		d+=("$(measure "127.0.0.1:$port" "$solo")")
+		c+=("$(measure "$seed" $cpids)")
 	fi
-	echo "round $r: cluster ${c[-1]} GB/s, direct ${d[-1]} GB/s" >&2
+	echo "round $r: cluster ${c[-1]%% *} GB/s, direct ${d[-1]%% *} GB/s" >&2
 done
-/usr/bin/python3 - "$size" "$conc" "$keys" "${c[*]}" "${d[*]}" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+/usr/bin/python3 - "$size" "$conc" "$keys" "$(cut -d' ' -f1-3 /proc/loadavg)" "${c[@]}" -- "${d[@]}" <<'PY'
 import statistics, sys
-size, conc, keys, c, d, load = sys.argv[1:]
-c = [float(x) for x in c.split()]
-d = [float(x) for x in d.split()]
-mc, md = statistics.median(c), statistics.median(d)
+size, conc, keys, load = sys.argv[1:5]
+rest = sys.argv[5:]
+c = [[float(x) for x in v.split()] for v in rest[:rest.index("--")]]
+d = [[float(x) for x in v.split()] for v in rest[rest.index("--") + 1:]]
+mc = [statistics.median(v[i] for v in c) for i in range(4)]
+md = [statistics.median(v[i] for v in d) for i in range(4)]
 print(f"# KV get {size} over TCP, {conc} threads, {keys} keys, median of {len(c)} rounds; "
       f"load average {load}")
-print(f"KV get through the cluster (4 nodes, client-side placement): {mc:.3f} GB/s   "
-      f"reference straight to one node: {md:.3f} GB/s   ratio {mc / md:.2f}")
+print(f"KV get through the cluster (4 nodes, client-side placement): {mc[0]:.3f} GB/s   "
+      f"reference straight to one node: {md[0]:.3f} GB/s   ratio {mc[0] / md[0]:.2f}")
+print(f"  daemons' CPU per GB: cluster (4 nodes + etcd) {mc[1]:.3f} s   one node {md[1]:.3f} s   "
+      f"ratio {mc[1] / md[1]:.2f}")
+print(f"  client's CPU per GB: cluster {mc[2]:.3f} s   one node {md[2]:.3f} s   "
+      f"ratio {mc[2] / md[2]:.2f}")
+print(f"  daemons' context switches per get: cluster {mc[3]:.2f}   one node {md[3]:.2f}")
 PY
