@@ -51,7 +51,9 @@ seed=$(sed -n 's/.* kv=\([^ ]*\).*/\1/p' "$dir/nodes" | head -1)
 cpids=$(cat "$dir"/pids/*.pid) # the four nodes and etcd
 
 # start_kv NAME DRAM: a standalone kv-mode openlaked under $dir/NAME; sets $port, adds its pid
-# to solos
+# to solos. In its own session, as scripts/cluster.sh starts the cluster's nodes (and a service
+# manager any daemon): with the kernel's autogroup scheduling a daemon left in the bench's
+# session would share one scheduling group with the client, which the cluster's nodes do not.
 start_kv() {
 	port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 	mkdir -p "$dir/$1"
@@ -67,7 +69,7 @@ dram_bytes = "$2"
 spill_dir = "$dir/$1/kv"
 spill_bytes = "1GiB"
 TOML
-	"$BUILD/cmd/openlaked/openlaked" --config "$dir/$1/openlake.toml" >"$dir/$1/log" 2>&1 &
+	setsid "$BUILD/cmd/openlaked/openlaked" --config "$dir/$1/openlake.toml" >"$dir/$1/log" 2>&1 </dev/null &
 	solos+=($!)
 	for _ in $(seq 1 300); do
 		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
