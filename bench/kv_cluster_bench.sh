@@ -48,7 +48,8 @@ trap cleanup EXIT
 echo "starting 4 nodes and etcd under $dir" >&2
 scripts/cluster.sh up 4 "$dir" --etcd 1 >"$dir/nodes"
 seed=$(sed -n 's/.* kv=\([^ ]*\).*/\1/p' "$dir/nodes" | head -1)
-cpids=$(cat "$dir"/pids/*.pid) # the four nodes and etcd
+cat "$dir"/pids/*.pid >"$dir/cpids"
+mapfile -t cpids <"$dir/cpids" # the four nodes and etcd
 
 # start_kv NAME DRAM: a standalone kv-mode openlaked under $dir/NAME; sets $port, adds its pid
 # to solos. In its own session, as scripts/cluster.sh starts the cluster's nodes (and a service
@@ -85,7 +86,7 @@ for i in 0 1 2 3; do
 	start_kv "loose-$i" 64MiB
 	loose=${loose:+$loose,}127.0.0.1:$port
 done
-lpids=${solos[*]:1}
+lpids=("${solos[@]:1}")
 
 bytes=$(/usr/bin/python3 -c '
 import re, sys
@@ -139,13 +140,13 @@ PY
 c=() d=() l=()
 for r in $(seq 1 "$rounds"); do
 	if [ $((r % 2)) -eq 1 ]; then
-		c+=("$(measure "$seed" $cpids)")
-		l+=("$(measure "$loose" $lpids)")
+		c+=("$(measure "$seed" "${cpids[@]}")")
+		l+=("$(measure "$loose" "${lpids[@]}")")
 		d+=("$(measure "$direct" "$solo")")
 	else
 		d+=("$(measure "$direct" "$solo")")
-		l+=("$(measure "$loose" $lpids)")
-		c+=("$(measure "$seed" $cpids)")
+		l+=("$(measure "$loose" "${lpids[@]}")")
+		c+=("$(measure "$seed" "${cpids[@]}")")
 	fi
 	echo "round $r: cluster ${c[-1]%% *} GB/s, four nodes without a cluster ${l[-1]%% *} GB/s," \
 		"direct ${d[-1]%% *} GB/s" >&2
