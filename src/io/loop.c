@@ -498,16 +498,42 @@ complete(struct ol_loop *l, struct ol_loop_op *op, int res)
 
 /* ---- the loop ---- */
 
+/* the time to the first timer (has: there is one) */
+static struct __kernel_timespec
+until_timer(struct ol_loop *l)
+{
+	uint64_t when = l->heap[0]->when_ns, now = mono_ns();
+	uint64_t d = when > now ? when - now : 0;
+	return (struct __kernel_timespec){.tv_sec = (long long)(d / 1000000000u),
+					  .tv_nsec = (long long)(d % 1000000000u)};
+}
+
+/* Submit what is queued and wait for a completion or the first timer. With requests queued
+ * and nothing to reap, one io_uring_enter does both (a loop turn that queued a send and a
+ * receive cost two: on this VM every syscall pays the hypervisor's interrupt enabling); with
+ * nothing queued the wait looks at the completion ring first and enters only to sleep. */
 static int
-wait_one(struct ol_loop *l)
+submit_wait(struct ol_loop *l)
 {
 	struct io_uring_cqe *cqe;
 	int rc;
+	if (io_uring_sq_ready(&l->ring) && !io_uring_cq_ready(&l->ring)) {
+		if (l->n_heap) {
+			struct __kernel_timespec ts = until_timer(l);
+			rc = io_uring_submit_and_wait_timeout(&l->ring, &cqe, 1, &ts, NULL);
+		} else {
+			rc = io_uring_submit_and_wait(&l->ring, 1);
+		}
+		/* -EBUSY / -EAGAIN: the completion ring is full: reap, then submit again */
+		return rc >= 0 || rc == -ETIME || rc == -EINTR || rc == -EBUSY || rc == -EAGAIN
+			   ? 0
+			   : rc;
+	}
+	rc = io_uring_submit(&l->ring);
+	if (rc < 0 && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)
+		return rc;
 	if (l->n_heap) {
-		uint64_t when = l->heap[0]->when_ns, now = mono_ns();
-		uint64_t d = when > now ? when - now : 0;
-		struct __kernel_timespec ts = {.tv_sec = (long long)(d / 1000000000u),
-					       .tv_nsec = (long long)(d % 1000000000u)};
+		struct __kernel_timespec ts = until_timer(l);
 		rc = io_uring_wait_cqe_timeout(&l->ring, &cqe, &ts);
 	} else {
 		rc = io_uring_wait_cqe(&l->ring, &cqe);
@@ -555,10 +581,7 @@ ol_loop_run(struct ol_loop *l)
 		goto out;
 	run_inbox(l); /* messages posted before the loop ran */
 	while (!l->quit) {
-		rc = io_uring_submit(&l->ring);
-		if (rc < 0 && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN)
-			goto out;
-		rc = wait_one(l);
+		rc = submit_wait(l);
 		if (rc)
 			goto out;
 		l->st.wakeups++;
