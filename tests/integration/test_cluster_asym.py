@@ -29,8 +29,8 @@ import time
 
 import pytest
 
-from test_cluster_partition import (ETCD_CLI, NODES, TTL, PCluster, World, _why, body,
-                                    error_of, others, put_loop)
+from test_cluster_partition import (ETCD_CLI, NODES, TTL, World, _why, body, error_of, others,
+                                    put_loop, started)
 
 pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
 
@@ -58,19 +58,8 @@ def world(tmp_path_factory):
 
 @pytest.fixture
 def pc(world, tmp_path):
-    c = PCluster(world, tmp_path, extra=f"quorum_loss_s = {QUORUM_LOSS_S}\n")
-    try:
-        from conftest import wait_for
-        wait_for(c.leader, 60, "a leader of set 0.0")
-        for i in range(NODES):
-            wait_for(lambda: c.serving(i), 90, f"S3 through node {i}")
-        wait_for(lambda: (l := c.leader()) and c.drives_online(l[0], NODES), 90,
-                 "the leader's store with all 4 drives")
+    with started(world, tmp_path, extra=f"quorum_loss_s = {QUORUM_LOSS_S}\n") as c:
         yield c
-    finally:
-        for h in world.node_hosts + world.etcd_hosts:
-            world.net.join(h)
-        c.stop()
 
 
 def timed_put(s3, bucket, key, data):

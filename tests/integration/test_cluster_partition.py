@@ -25,6 +25,7 @@ Runs as root only (skips with the reason otherwise). Everything it starts it sto
 every namespace it made it deletes by name, also on failure.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -304,9 +305,11 @@ class PCluster:
             n.stop()
 
 
-@pytest.fixture
-def pc(world, tmp_path):
-    c = PCluster(world, tmp_path)
+@contextlib.contextmanager
+def started(world, tmp_path, extra=""):
+    """A PCluster up (a leader, S3 through every node, the leader's store whole); at the
+    end every partition is lifted and the nodes stopped."""
+    c = PCluster(world, tmp_path, extra=extra)
     try:
         wait_for(c.leader, 60, "a leader of set 0.0")
         for i in range(NODES):
@@ -315,10 +318,15 @@ def pc(world, tmp_path):
                  "the leader's store with all 4 drives")
         yield c
     finally:
-        for n in c.nodes:
-            c.w.net.join(n.host)
-        c.w.net.join("e0")
+        for h in world.node_hosts + world.etcd_hosts:
+            world.net.join(h)
         c.stop()
+
+
+@pytest.fixture
+def pc(world, tmp_path):
+    with started(world, tmp_path) as c:
+        yield c
 
 
 def others(lid):
