@@ -3,6 +3,7 @@
 #include "cluster_quorum.h"
 #include "cluster_store.h"
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "node/node.h"
 
@@ -44,14 +45,6 @@ struct cquorum {
 	unsigned n_peers;
 	int64_t lost_since; /* CLOCK_MONOTONIC ms since this node may not lead (0: it may) */
 };
-
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* the client for node at addr (made, or made again when the address changed); NULL: none */
 static struct ol_node_client *
@@ -134,7 +127,7 @@ decide(struct cquorum *q, unsigned pool, unsigned n, unsigned parity, unsigned r
 		q->lost_since = 0;
 		return;
 	}
-	int64_t now = now_ms();
+	int64_t now = (int64_t)ol_clock_ms();
 	if (!q->lost_since) {
 		q->lost_since = now;
 		ol_warn("cluster: this node reaches %u of the %u drives of set %u.0 over the node "
@@ -160,7 +153,7 @@ quorum_main(void *arg)
 		uint64_t gen = q->gen;
 		memcpy(node, q->node, n * sizeof(node[0]));
 		pthread_mutex_unlock(&q->mu);
-		int64_t next = now_ms() + PROBE_MS;
+		int64_t next = (int64_t)ol_clock_ms() + PROBE_MS;
 		if (gen != gen_seen) /* another serving set: its loss counts from now */
 			q->lost_since = 0;
 		gen_seen = gen;

@@ -2,6 +2,7 @@
 #include "heal_job.h"
 
 #include "admin/admin.h"
+#include "base/clock.h"
 #include "base/log.h"
 
 #include <errno.h>
@@ -10,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define JOB_NAME "heal"
 
@@ -31,14 +31,6 @@ struct heal_job {
 	pthread_mutex_t cache_mu; /* under it: the record as last read or written */
 	char *cache;
 };
-
-static int64_t
-now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void
 cache_set(struct heal_job *hj, const char *js)
@@ -93,7 +85,7 @@ write_locked(struct heal_job *hj)
 			id, strerror(rc < 0 && rc > -4096 ? -rc : EIO));
 		hj->warned = true;
 	}
-	hj->next_write = now_ms() + HEAL_JOB_WRITE_MS;
+	hj->next_write = (int64_t)ol_clock_ms() + HEAL_JOB_WRITE_MS;
 	free(js);
 }
 
@@ -234,7 +226,7 @@ resume_check(struct heal_job *hj)
 void
 heal_job_tick(struct heal_job *hj)
 {
-	int64_t t = now_ms();
+	int64_t t = (int64_t)ol_clock_ms();
 
 	pthread_mutex_lock(&hj->mu);
 	bool check = hj->serving && hj->check_due;

@@ -30,7 +30,7 @@ import time
 import pytest
 
 from test_cluster_partition import (ETCD_CLI, NODES, TTL, World, _why, body, error_of, others,
-                                    put_loop, started)
+                                    put_loop, started, store_whole)
 
 pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
 
@@ -165,15 +165,7 @@ def test_a_leader_cut_from_every_node_but_not_etcd(pc):
     for i in range(NODES):
         r = c.client(i, retries=4)
         assert r.get_object(Bucket="asym", Key="k")["Body"].read() == new_k, i
-        for k, v in acked.items():
-            assert r.get_object(Bucket="asym", Key=k)["Body"].read() == v, (i, k)
-    keys = {o["Key"] for o in c.client(lid, retries=4).list_objects_v2(
-        Bucket="asym", MaxKeys=1000).get("Contents", [])}
-    assert set(acked) <= keys, set(acked) - keys
-    assert not any(k.startswith("minority") for k in keys), keys
-    h = c.heal(new[0])
-    assert h.returncode == 0, h.stdout + h.stderr
-    assert json.loads(h.stdout)["unrecoverable"] == 0, h.stdout
+    store_whole(c, "asym", acked, lid, new[0])
 
 
 def version_body(i):

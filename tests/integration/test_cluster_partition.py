@@ -333,6 +333,23 @@ def others(lid):
     return [i for i in range(NODES) if i != lid]
 
 
+def store_whole(c, bucket, acked, list_via, heal_via):
+    """After a partition: every acknowledged object reads back through every node, the
+    listing (through node list_via) holds them all and nothing the minority was refused,
+    and a heal through node heal_via exits 0 with nothing unrecoverable."""
+    for i in range(NODES):
+        r = c.client(i, retries=4)
+        for k, v in acked.items():
+            assert r.get_object(Bucket=bucket, Key=k)["Body"].read() == v, (i, k)
+    keys = {o["Key"] for o in c.client(list_via, retries=4).list_objects_v2(
+        Bucket=bucket, MaxKeys=1000).get("Contents", [])}
+    assert set(acked) <= keys, set(acked) - keys
+    assert not any(k.startswith("minority") for k in keys), keys
+    h = c.heal(heal_via)
+    assert h.returncode == 0, h.stdout + h.stderr
+    assert json.loads(h.stdout)["unrecoverable"] == 0, h.stdout
+
+
 def put_loop(s3, bucket, prefix, stop_after_s, max_n):
     """PUT up to max_n objects, bounded in time too; {key: data} of the acknowledged ones"""
     acked = {}
@@ -430,18 +447,7 @@ def test_a_minority_leader_refuses_writes_and_rejoins_as_follower(pc):
     post = put_loop(c.client(lid, retries=8), "part", "post", 60, 4)
     assert len(post) == 4
     acked.update(post)
-    for i in range(NODES):
-        r = c.client(i, retries=4)
-        for k, v in acked.items():
-            assert r.get_object(Bucket="part", Key=k)["Body"].read() == v, (i, k)
-    keys = {o["Key"] for o in c.client(lid, retries=4).list_objects_v2(
-        Bucket="part", MaxKeys=1000).get("Contents", [])}
-    assert set(acked) <= keys, set(acked) - keys
-    assert not any(k.startswith("minority") for k in keys), keys
-
-    h = c.heal(new[0])
-    assert h.returncode == 0, h.stdout + h.stderr
-    assert json.loads(h.stdout)["unrecoverable"] == 0, h.stdout
+    store_whole(c, "part", acked, lid, new[0])
     # (the drive's return already started a heal, [storage] heal_on_return; this one follows
     # it or scans again.) The old leader's drive now holds what it missed: with another node
     # gone, every acknowledged object still reads back through the new leader (k = 3 of the 3
