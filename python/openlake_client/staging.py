@@ -118,6 +118,8 @@ class StagingPool:
         self.pinned = pinned
         self.allocations = 0  # host buffers ever allocated (stays <= nmax)
         self.waits = 0  # acquires that found every slab out and waited
+        self.acquired = 0  # slabs handed out, in all
+        self.peak = 0  # most slabs out at once (allocations never exceed it: reuse first)
         self._free = []  # slabs given back (maybe with a pending event)
         self._out = 0
         self._cv = threading.Condition()
@@ -152,6 +154,8 @@ class StagingPool:
                     raise TimeoutError("staging pool: no slab came back in %ss" % timeout)
             out = [self._take() if self._free else self._alloc() for _ in range(count)]
             self._out += count
+            self.acquired += count
+            self.peak = max(self.peak, self._out)
         for s in out:
             if s.event is not None:  # a copy may still read it (non_blocking H2D)
                 s.event.synchronize()

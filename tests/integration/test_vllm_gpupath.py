@@ -97,7 +97,9 @@ def test_copy_engine_cpu_twin():
 @pytest.mark.parametrize("layout", ["fa", "bhnc"])
 def test_staged_loads_and_saves_allocate_nothing_after_warmup(pool, layout, layerwise):
     """Many staged saves and loads (two per request, eight requests) take their slabs from
-    the pool: after the first request, no host buffer is allocated; answers are right."""
+    the pool: a host buffer is allocated only while every slab is out (whole chunks: none
+    after the first request; layer-wise, the save thread may lag the forward by any number
+    of layers, so the most slabs out at once varies from run to run); answers are right."""
     ref = serve(engine(cfg(dead_addr(), layout), layout), "ref", A)
     c = cfg(pool.kv_addr, layout, staging="always", staging_mb=1, layerwise=layerwise,
             async_save=False, prefix_caching=False)  # every prefix comes from the pool
@@ -105,7 +107,7 @@ def test_staged_loads_and_saves_allocate_nothing_after_warmup(pool, layout, laye
     ws = wside(e)
     assert ws.staging is not None and not ws.kv.zero_copy
     assert serve(e, "warm", A) == ref
-    after_warmup = ws.staging.allocations
+    after_warmup, acquired = ws.staging.allocations, ws.staging.acquired
     assert 0 < after_warmup <= ws.staging.nmax
     for i in range(8):  # each: a hit on A's 96 tokens (loads) and its own suffix (saves)
         p = A[:96] + [(i * 31 + k) % 500 for k in range(20)]
@@ -114,7 +116,12 @@ def test_staged_loads_and_saves_allocate_nothing_after_warmup(pool, layout, laye
         assert e.scheduler.finished["R%d" % i].num_external_computed_tokens == 96
     st = e.merged_stats()
     assert st["blocks_loaded"] >= 8 * 6 and st["blocks_saved"] >= 6 + 8
-    assert ws.staging.allocations == after_warmup  # no new host buffers
+    staged = 8 * (6 + 1) * (L if layerwise else 1)  # 6 loaded chunks, 1 saved, per request
+    assert ws.staging.acquired - acquired >= staged
+    # reuse first: a slab is allocated only when none is free, so never more than were out
+    assert ws.staging.allocations == ws.staging.peak <= ws.staging.nmax
+    if not layerwise:  # loads, then saves, on the forward's thread: the first request's peak
+        assert ws.staging.allocations == after_warmup  # no new host buffers
     assert ws.staging.outstanding() == 0
     assert ws.engine.copies > 0
     e.shutdown()
