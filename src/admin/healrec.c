@@ -102,3 +102,29 @@ out:
 	json_decref(j);
 	return rc;
 }
+
+char *
+ol_admin_heal_rec_end(const char *rec, size_t len, const char *state, int result, const char *why,
+		      int64_t now_ns)
+{
+	json_error_t e;
+	json_t *j = json_loadb(rec, len, 0, &e), *st = json_object_get(j, "state");
+	char *out = NULL;
+
+	if (!json_is_object(j) || !json_is_string(json_object_get(j, "job")) ||
+	    !json_is_string(st) || strcmp(json_string_value(st), "running") ||
+	    (strcmp(state, "cancelled") && strcmp(state, "failed")))
+		goto out;
+	if (json_object_set_new(j, "state", json_string(state)) ||
+	    json_object_set_new(j, "running", json_false()) ||
+	    json_object_set_new(j, "result", json_integer(result)) ||
+	    json_object_set_new(j, "eta_seconds", json_real(0)) ||
+	    json_object_set_new(j, "finished_ns", json_integer(now_ns)) ||
+	    json_object_set_new(j, "updated_ns", json_integer(now_ns)) ||
+	    (why && json_object_set_new(j, "reason", json_string(why))))
+		goto out;
+	out = json_dumps(j, JSON_COMPACT);
+out:
+	json_decref(j);
+	return out;
+}
