@@ -5,7 +5,10 @@ the cursor in its record (its log says where, and its run scans only what was le
 `openlake heal` that waits through another node follows the job to "done" and exits 0, `heal
 --status` shows it running then done, and with the killed node back the store is whole (`openlake
 heal` exits 0); (b) a heal cancelled by an admin is recorded cancelled and not resumed by the
-next leader.
+next leader; (c) a cancel sent through another node while the job is between two leaders (the
+leader killed, the next not serving yet) is recorded by that node and never resumed; (d) a leader
+whose record was cancelled under its run stops it, and a record that cannot be resumed is
+recorded failed with its reason.
 
 Real things only: Debian's etcd, real daemons, boto3, the CLI, kill -9.
 """
