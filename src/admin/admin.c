@@ -283,7 +283,10 @@ cursor_json(struct ol_strbuf *b)
 		return;
 	hex = ol_xmalloc(2 * c.key_len + 1);
 	ol_hex_encode(c.key, c.key_len, hex);
-	ol_strbuf_printf(b, ",\"cursor\":{\"set\":%u,\"bucket\":", c.set);
+	ol_strbuf_printf(b, ",\"cursor\":{\"set\":%u,", c.set);
+	if (c.pool != OL_HEAL_SET_UNKNOWN) /* the set's own position: checked at the resume */
+		ol_strbuf_printf(b, "\"pool\":%u,\"pset\":%u,", c.pool, c.pset);
+	ol_strbuf_printf(b, "\"bucket\":");
 	ol_admin_json_str(b, c.bucket);
 	ol_strbuf_printf(b, ",\"phase\":%u,\"key\":\"%s\"}", c.phase, hex);
 	free(hex);

@@ -18,10 +18,12 @@ test_good(void)
 	    "\"rate_limit\":3145728,\"missed_healed\":4,\"missed_only\":false,"
 	    "\"job\":\"e36ec512548677fd\",\"by\":\"an admin at 127.0.0.1:1\",\"resumed\":1,"
 	    "\"job_started_ns\":1700000000000000000,\"node\":0,\"epoch\":5,"
-	    "\"cursor\":{\"set\":1,\"bucket\":\"hjob\",\"phase\":2,\"key\":\"6b3036\"}}";
+	    "\"cursor\":{\"set\":1,\"pool\":1,\"pset\":0,\"bucket\":\"hjob\",\"phase\":2,"
+	    "\"key\":\"6b3036\"}}";
 	struct ol_admin_heal_rec r;
 
 	ok(ol_admin_heal_rec_parse(rec, strlen(rec), &r) == 0, "a record parses");
+	ok(r.cursor.pool == 1 && r.cursor.pset == 0, "its cursor's set position");
 	ok(strcmp(r.job, "e36ec512548677fd") == 0 && strcmp(r.state, "running") == 0 &&
 	       strcmp(r.by, "an admin at 127.0.0.1:1") == 0 && r.resumed == 1 &&
 	       r.rate == 3145728 && !r.missed_only && r.started_ns == 1700000000000000000LL,
@@ -63,6 +65,12 @@ test_bad(void)
 	    "{\"job\":\"ab\",\"state\":\"running\",\"cursor\":{\"set\":0,\"phase\":0,\"key\":\"\"}"
 	    "}",
 	    "{\"job\":\"ab\\u0000cd\",\"state\":\"running\"}",
+	    "{\"job\":\"ab\",\"state\":\"running\",\"cursor\":{\"set\":0,\"pool\":1,"
+	    "\"bucket\":\"b\",\"phase\":0,\"key\":\"\"}}",
+	    "{\"job\":\"ab\",\"state\":\"running\",\"cursor\":{\"set\":0,\"pool\":70000,"
+	    "\"pset\":0,\"bucket\":\"b\",\"phase\":0,\"key\":\"\"}}",
+	    "{\"job\":\"ab\",\"state\":\"running\",\"cursor\":{\"set\":0,\"pool\":0,"
+	    "\"pset\":-1,\"bucket\":\"b\",\"phase\":0,\"key\":\"\"}}",
 	    NULL};
 	struct ol_admin_heal_rec r;
 	bool all = true;
@@ -101,7 +109,7 @@ test_end(void)
 					"an admin at 127.0.0.1:1 cancelled it, \"through\" node 3", 42);
 
 	ok(c && ol_admin_heal_rec_parse(c, strlen(c), &r) == 0 &&
-	       strcmp(r.state, "cancelled") == 0 && strcmp(r.job, "e36ec512548677fd") == 0 &&
+	       r.cursor.pool == OL_HEAL_SET_UNKNOWN && strcmp(r.state, "cancelled") == 0 && strcmp(r.job, "e36ec512548677fd") == 0 &&
 	       r.counts[0] == 7 && r.resumed == 1 && r.has_cursor && r.cursor.key_len == 3,
 	   "a running record cancelled keeps its id, counters and cursor");
 	ok(c && strstr(c, "\"running\":false") && strstr(c, "\"result\":-125") &&
