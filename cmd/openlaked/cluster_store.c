@@ -1232,8 +1232,8 @@ heal_cancel_forwarded(struct cstore *cs, struct ol_http_req *r)
 	int rc;
 
 	if (ol_http_proxy_vouched(r, cs->client_key, vip, sizeof(vip), &vtls) == 0 ||
-	    ol_cluster_leader(cs->c, atomic_load(&cs->serve_pool), SET_INDEX, &li) ||
-	    !li.epoch || li.node == cs->cfg->self_id || !li.s3_addr[0])
+	    ol_cluster_leader(cs->c, atomic_load(&cs->serve_pool), SET_INDEX, &li) || !li.epoch ||
+	    li.node == cs->cfg->self_id || !li.s3_addr[0])
 		return false;
 	rc = ol_http_proxy_forward(cs->proxy, r, li.s3_addr);
 	if (rc == -ECONNABORTED)

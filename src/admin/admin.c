@@ -731,8 +731,9 @@ heal_cancel_recorded(struct ol_http_req *r)
 		send_json_status(r, 202, b.p);
 		ol_strbuf_free(&b);
 	} else if (st == 503) {
-		send_json_status(r, 503, "{\"error\":\"the heal job's record in etcd cannot be "
-					 "read or written now; retry shortly\"}\n");
+		send_json_status(r, 503,
+				 "{\"error\":\"the heal job's record in etcd cannot be "
+				 "read or written now; retry shortly\"}\n");
 	} else if (st == 0) {
 		send_json_status(r, 503, "{\"error\":\"no object store in this daemon\"}\n");
 	} else {

@@ -104,9 +104,10 @@ resume_from(struct ol_store *const *sets, int n, const struct ol_heal_cursor *c)
 	if (!c)
 		return NULL;
 	if (c->set >= (unsigned)n) {
-		ol_info("store: heal: the cursor's set %u is past the store's %d set(s) (the layout "
-			"changed): the scan starts from the beginning",
-			c->set, n);
+		ol_info(
+		    "store: heal: the cursor's set %u is past the store's %d set(s) (the layout "
+		    "changed): the scan starts from the beginning",
+		    c->set, n);
 		return NULL;
 	}
 	set_position(sets[c->set], &pool, &pset);

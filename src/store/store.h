@@ -412,7 +412,7 @@ int ol_store_shard_paths(struct ol_store *st, const char *bucket, const char *ke
  * nothing of the set done yet; phase: what of the bucket is walked (0 objects, 1 versions, 2
  * uploads); key: the last index key done in that phase, below the bucket's prefix (key_len 0:
  * none yet). */
-#define OL_HEAL_CURSOR_KEY 1200
+#define OL_HEAL_CURSOR_KEY  1200
 #define OL_HEAL_SET_UNKNOWN 0xffffffffu
 struct ol_heal_cursor {
 	unsigned set, phase;

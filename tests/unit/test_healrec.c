@@ -105,17 +105,21 @@ test_end(void)
 	    "\"node\":2,\"epoch\":5,\"updated_ns\":1,"
 	    "\"cursor\":{\"set\":0,\"bucket\":\"hjob\",\"phase\":0,\"key\":\"6b3036\"}}";
 	struct ol_admin_heal_rec r;
-	char *c = ol_admin_heal_rec_end(rec, strlen(rec), "cancelled", -ECANCELED,
-					"an admin at 127.0.0.1:1 cancelled it, \"through\" node 3", 42);
+	char *c =
+	    ol_admin_heal_rec_end(rec, strlen(rec), "cancelled", -ECANCELED,
+				  "an admin at 127.0.0.1:1 cancelled it, \"through\" node 3", 42);
 
 	ok(c && ol_admin_heal_rec_parse(c, strlen(c), &r) == 0 &&
-	       r.cursor.pool == OL_HEAL_SET_UNKNOWN && strcmp(r.state, "cancelled") == 0 && strcmp(r.job, "e36ec512548677fd") == 0 &&
-	       r.counts[0] == 7 && r.resumed == 1 && r.has_cursor && r.cursor.key_len == 3,
+	       r.cursor.pool == OL_HEAL_SET_UNKNOWN && strcmp(r.state, "cancelled") == 0 &&
+	       strcmp(r.job, "e36ec512548677fd") == 0 && r.counts[0] == 7 && r.resumed == 1 &&
+	       r.has_cursor && r.cursor.key_len == 3,
 	   "a running record cancelled keeps its id, counters and cursor");
 	ok(c && strstr(c, "\"running\":false") && strstr(c, "\"result\":-125") &&
 	       strstr(c, "\"finished_ns\":42") && strstr(c, "\"updated_ns\":42") &&
 	       strstr(c, "\"node\":2") &&
-	       strstr(c, "\"reason\":\"an admin at 127.0.0.1:1 cancelled it, \\\"through\\\" node 3\""),
+	       strstr(
+		   c,
+		   "\"reason\":\"an admin at 127.0.0.1:1 cancelled it, \\\"through\\\" node 3\""),
 	   "... and says it ended, when, and why (escaped)");
 	char *f = ol_admin_heal_rec_end(rec, strlen(rec), "failed", -EPROTO, NULL, 7);
 	ok(f && ol_admin_heal_rec_parse(f, strlen(f), &r) == 0 && strcmp(r.state, "failed") == 0 &&
@@ -123,9 +127,12 @@ test_end(void)
 	   "a running record failed, without a reason");
 	ok(c && !ol_admin_heal_rec_end(c, strlen(c), "failed", -EPROTO, "x", 1),
 	   "an ended record is not ended again (a cancel is final)");
-	static const char *const no[] = {"", "[]", "{\"state\":\"running\"}",
+	static const char *const no[] = {"",
+					 "[]",
+					 "{\"state\":\"running\"}",
 					 "{\"job\":\"ab\",\"state\":\"done\"}",
-					 "{\"job\":7,\"state\":\"running\"}", NULL};
+					 "{\"job\":7,\"state\":\"running\"}",
+					 NULL};
 	bool none = true;
 	for (int i = 0; no[i]; i++)
 		none &= ol_admin_heal_rec_end(no[i], strlen(no[i]), "cancelled", -ECANCELED, NULL,
