@@ -191,7 +191,7 @@ def test_c_a_cancel_between_two_leaders_is_never_resumed(cluster):
     # cancelled where it stood: no node had resumed it
     assert rec["node"] == lid and rec["resumed"] == before["resumed"], rec
     assert f"cancelled it through node {via}, which did not run it" in rec["reason"], rec
-    new = wait_for(lambda: (l := c.leader()) and l[0] != lid and l[0], 120, "a new leader")
+    new = wait_for(lambda: (l := c.leader()) and l[0] != lid and l, 120, "a new leader")[0]
     wait_for(lambda: f"heal job {job} is cancelled: nothing to resume" in c.nodes[new].log(),
              120, "the new leader's look at the heal record")
     for n in others(c, lid):
@@ -253,7 +253,7 @@ def test_d_a_run_finds_its_job_cancelled_and_an_unresumable_job_fails(cluster):
     del bad["reason"]
     put_record(c, bad)
     c.nodes[lid].kill9()
-    new = wait_for(lambda: (l := c.leader()) and l[0] != lid and l[0], 120, "a new leader")
+    new = wait_for(lambda: (l := c.leader()) and l[0] != lid and l, 120, "a new leader")[0]
 
     def failed():
         r = record(c)
