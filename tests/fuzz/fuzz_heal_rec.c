@@ -27,8 +27,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ol_admin_heal_rec e;
 	if (end && (strstr(end, "\"state\":\"cancelled\"") == NULL ||
 		    (ol_admin_heal_rec_parse((const char *)data, size, &r) == 0 &&
-		     (ol_admin_heal_rec_parse(end, strlen(end), &e) ||
-		      strcmp(e.job, r.job) || strcmp(e.state, "cancelled")))))
+		     (ol_admin_heal_rec_parse(end, strlen(end), &e) || strcmp(e.job, r.job) ||
+		      strcmp(e.state, "cancelled")))))
 		abort();
 	free(end);
 	return 0;
