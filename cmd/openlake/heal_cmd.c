@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -43,6 +44,7 @@ struct prog {
 	unsigned long long missed_pending, missed_healed;
 	long result; /* 0, or the -errno of the run (-EIO: objects unrecoverable) */
 	double elapsed, bps, eta;
+	char reason[256]; /* why a job ended failed or cancelled where no node ran it ("" none) */
 };
 
 /* One signed request. Returns the HTTP status (body in *body, malloc'd) or -errno when the
@@ -143,6 +145,10 @@ parse(const char *j, struct prog *p)
 	p->elapsed = dbl(j, "elapsed_seconds");
 	p->bps = dbl(j, "bytes_per_second");
 	p->eta = dbl(j, "eta_seconds");
+	/* a sentence (commas, quotes): read as JSON, not by field() */
+	json_t *d = json_loads(j, 0, NULL), *r = json_object_get(d, "reason");
+	snprintf(p->reason, sizeof(p->reason), "%s", json_is_string(r) ? json_string_value(r) : "");
+	json_decref(d);
 }
 
 static void
@@ -155,6 +161,8 @@ progress_line(const struct prog *p)
 		p->state, p->scanned, p->total, (double)p->bytes / 1e6,
 		(double)p->bytes_total / 1e6, p->shards, p->records, p->unrec, p->bps / 1e6, p->eta,
 		p->missed_healed, p->missed_pending);
+	if (p->reason[0])
+		fprintf(stderr, "heal: %s: %s\n", p->state, p->reason);
 }
 
 static int
@@ -177,6 +185,8 @@ summary(struct heal_cli *c, const char *j, const struct prog *p)
 		printf("missed writes: %llu healed, %llu pending (a drive still offline keeps "
 		       "its)\n",
 		       p->missed_healed, p->missed_pending);
+		if (p->reason[0])
+			printf("heal %s: %s\n", p->state, p->reason);
 		if (p->unrec)
 			printf("%llu objects have more than parity-count shards lost: their data "
 			       "cannot be rebuilt\n",

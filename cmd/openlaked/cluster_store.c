@@ -1218,9 +1218,39 @@ cstore_reload_tls(struct cstore *cs)
 		ol_info("cluster: forwarding to the leader uses the reloaded TLS files");
 }
 
+/* An admin's DELETE of the heal on a node that holds no store: to the leader when one answers
+ * at once (it runs the job: it cancels it there, or in the record when it runs none). When none
+ * does (no leader; its key still held after a kill -9; cut off), or when the request was
+ * forwarded here, false: this node cancels the job in its record (heal_job.c), since the job
+ * is between two leaders exactly while none answers. One try, no wait. */
+static bool
+heal_cancel_forwarded(struct cstore *cs, struct ol_http_req *r)
+{
+	struct ol_cluster_leader_info li;
+	char vip[64];
+	bool vtls;
+	int rc;
+
+	if (ol_http_proxy_vouched(r, cs->client_key, vip, sizeof(vip), &vtls) == 0 ||
+	    ol_cluster_leader(cs->c, atomic_load(&cs->serve_pool), SET_INDEX, &li) || !li.epoch ||
+	    li.node == cs->cfg->self_id || !li.s3_addr[0])
+		return false;
+	rc = ol_http_proxy_forward(cs->proxy, r, li.s3_addr);
+	if (rc == -ECONNABORTED)
+		(void)ol_http_finish(r);
+	if (rc == 0 || rc == -ECONNABORTED)
+		return true;
+	ol_info("cluster: an admin's cancel of the heal does not reach the leader, node %u (%s): "
+		"cancelling the job in its record here",
+		li.node, strerror(-rc));
+	return false;
+}
+
 int
 cstore_forward_admin(void *arg, struct ol_http_req *r)
 {
+	if (strcmp(r->method, "DELETE") == 0 && strcmp(r->path, "/openlake/admin/v1/heal") == 0)
+		return heal_cancel_forwarded(arg, r) ? 1 : 0;
 	route(arg, r, false);
 	return 1;
 }

@@ -38,8 +38,10 @@ int cstore_start(struct cstore *cs);
  * 503 SlowDown. Always answers. */
 void cstore_route(struct cstore *cs, struct ol_http_req *r);
 /* The admin API's hook (ol_admin_set_forward, arg a struct cstore): a heal or keys request to
- * a node that holds no store goes to the set's leader the same way, never served here.
- * Always answers (1). */
+ * a node that holds no store goes to the set's leader the same way, never served here, and
+ * it answers (1); except an admin's DELETE of the heal that no leader answers at once (or that
+ * was forwarded here): 0, and the admin module cancels the job in its record (docs/cluster.md
+ * "Heal jobs"). */
 int cstore_forward_admin(void *arg, struct ol_http_req *r);
 
 /* The node plane address of node: as it registered in etcd (v; "ucx://" before it: its plane

@@ -4,7 +4,10 @@
  * HEAL_JOB_WRITE_MS while it runs, when an admin cancels it and when its run ends (also when
  * the store goes under it: then still "running", with the cursor it reached), each write
  * fenced by the serving leader's key (ol_cluster_job_put). A node that starts serving reads
- * the record first and resumes a "running" job from its cursor. Every node keeps a copy of the
+ * the record first and resumes a "running" job from its cursor (or records it "failed", with
+ * the reason, when it cannot). An admin's cancel on a node that runs no heal writes a
+ * "running" record "cancelled" (the admin hooks' cancel; a leader that resumed the job
+ * meanwhile finds it so at its next write and stops its run). Every node keeps a copy of the
  * record (read every HEAL_JOB_READ_MS) that the heal document shows while the node runs no
  * heal itself, so `openlake heal`, the status JSON and the console follow the job through a
  * change of leader.

@@ -283,7 +283,10 @@ cursor_json(struct ol_strbuf *b)
 		return;
 	hex = ol_xmalloc(2 * c.key_len + 1);
 	ol_hex_encode(c.key, c.key_len, hex);
-	ol_strbuf_printf(b, ",\"cursor\":{\"set\":%u,\"bucket\":", c.set);
+	ol_strbuf_printf(b, ",\"cursor\":{\"set\":%u,", c.set);
+	if (c.pool != OL_HEAL_SET_UNKNOWN) /* the set's own position: checked at the resume */
+		ol_strbuf_printf(b, "\"pool\":%u,\"pset\":%u,", c.pool, c.pset);
+	ol_strbuf_printf(b, "\"bucket\":");
 	ol_admin_json_str(b, c.bucket);
 	ol_strbuf_printf(b, ",\"phase\":%u,\"key\":\"%s\"}", c.phase, hex);
 	free(hex);
@@ -708,18 +711,76 @@ send_json_status(struct ol_http_req *r, int status, const char *body)
 	ol_http_finish(r);
 }
 
+/* DELETE while no heal runs here: the job recorded running that no node runs now is cancelled
+ * in its record (heal hooks' cancel); 202 with it as the body, 404, 503 */
+static void
+heal_cancel_recorded(struct ol_http_req *r)
+{
+	char who[96], *doc = NULL;
+	int st = admin_store ? 404 : 0; /* 0: no store and no record to ask */
+
+	snprintf(who, sizeof(who), "an admin at %s", r->peer ? r->peer : "?");
+	pthread_rwlock_rdlock(&hooks_lock);
+	if (heal_hooks.cancel)
+		st = heal_hooks.cancel(heal_hooks.arg, who, &doc);
+	pthread_rwlock_unlock(&hooks_lock);
+	if (st == 202 && doc) {
+		struct ol_strbuf b = {0};
+
+		ol_strbuf_printf(&b, "%s\n", doc);
+		send_json_status(r, 202, b.p);
+		ol_strbuf_free(&b);
+	} else if (st == 503) {
+		send_json_status(r, 503,
+				 "{\"error\":\"the heal job's record in etcd cannot be "
+				 "read or written now; retry shortly\"}\n");
+	} else if (st == 0) {
+		send_json_status(r, 503, "{\"error\":\"no object store in this daemon\"}\n");
+	} else {
+		char *j = ol_admin_heal_json();
+		struct ol_strbuf b = {0};
+
+		ol_strbuf_printf(&b, "%s\n", j);
+		send_json_status(r, 404, b.p);
+		ol_strbuf_free(&b);
+		free(j);
+	}
+	free(doc);
+}
+
+bool
+ol_admin_heal_cancel_job(const char *job)
+{
+	bool hit;
+
+	pthread_mutex_lock(&job_mu);
+	hit = atomic_load(&heal_thread) == 1 && strcmp(heal_job.job, job) == 0;
+	pthread_mutex_unlock(&job_mu);
+	if (hit) {
+		atomic_store(&heal_admin_cancel, 1);
+		ol_store_heal_cancel(&heal_prog);
+	}
+	return hit;
+}
+
 static void
 heal_handle(struct ol_http_req *r)
 {
 	int status = 200;
 	char err[160];
+	bool del = strcmp(r->method, "DELETE") == 0;
+
+	if (del && !atomic_load(&heal_thread)) {
+		heal_cancel_recorded(r);
+		return;
+	}
 	if (!admin_store) {
 		send_json_status(r, 503, "{\"error\":\"no object store in this daemon\"}\n");
 		return;
 	}
 	if (strcmp(r->method, "POST") == 0) {
 		status = heal_start(r->query, r->peer);
-	} else if (strcmp(r->method, "DELETE") == 0) {
+	} else if (del) {
 		status = atomic_load(&heal_thread) ? 202 : 404;
 		if (status == 202) {
 			atomic_store(&heal_admin_cancel, 1);

@@ -8,7 +8,8 @@
  *   POST   /openlake/admin/v1/heal[?rate=BYTES]   start a whole-store heal in the background
  *                                                 (202 + progress JSON; 409 if one runs)
  *   GET    /openlake/admin/v1/heal                heal progress JSON (also in the status JSON)
- *   DELETE /openlake/admin/v1/heal                cancel a running heal (202; 404 when none)
+ *   DELETE /openlake/admin/v1/heal                cancel a running heal (202; 404 when none;
+ *                                                 cluster: also a job no node runs now)
  *   GET    /openlake/admin/v1/metrics, .../health the signed forms of /metrics and health
  *   GET    /openlake/admin/v1/keys                S3 keys: config and run-time, never secrets
  *   POST   /openlake/admin/v1/keys                add a run-time key (JSON body; 201 with the
@@ -35,6 +36,8 @@
 #include "http/http.h"
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /* Remember cfg (must outlive the server) for the status page. Call once at start-up. */
 void ol_admin_init(const struct ol_config *cfg);
@@ -84,8 +87,9 @@ void ol_admin_set_store(struct ol_store *st);
 /* Where the heal and keys endpoints go while this daemon holds no store (cluster mode on a
  * node that does not lead the set): fn takes r before anything of it is read or checked,
  * forwards it whole to the node that holds the store (which checks the signature) or
- * answers an error, and returns 1; 0 leaves r to the 503 answered without a hook. Set
- * before serving, cleared (NULL) after the servers stopped. */
+ * answers an error, and returns 1; 0 leaves r to this module as without a hook (503, but a
+ * DELETE of the heal goes to the heal hooks' cancel after the access check). Set before
+ * serving, cleared (NULL) after the servers stopped. */
 typedef int (*ol_admin_forward_fn)(void *arg, struct ol_http_req *r);
 void ol_admin_set_forward(ol_admin_forward_fn fn, void *arg);
 
@@ -109,6 +113,12 @@ struct ol_admin_heal_hooks {
 	 * none), local_state: that job's state as its record says it (see
 	 * ol_admin_heal_record; NULL none). Any request thread; must not block. */
 	char *(*doc)(void *arg, const char *local_job, const char *local_state);
+	/* An admin's DELETE while no heal runs here: the job recorded "running" that no node
+	 * runs now (its leader died, the next has not resumed it) is cancelled in its record.
+	 * who: "an admin at ADDR". 202 and *doc (malloc'd: the cancelled record, the answer's
+	 * body); 404 no job is recorded running; 503 the record cannot be read or written now.
+	 * NULL hook: 404. Request thread; blocks on etcd (bounded by its timeouts). */
+	int (*cancel)(void *arg, const char *who, char **doc);
 	void *arg;
 };
 /* Copied; NULL clears (returns once no call of the old hooks runs). Any thread. */
@@ -129,6 +139,21 @@ char *ol_admin_heal_record(unsigned node, unsigned long long epoch, char job[33]
  * resume); 409 a heal runs here (not a missed-writes-only one, which gives way); 503 no store;
  * -EPROTO not a record. Any thread. */
 int ol_admin_heal_resume(const char *rec, size_t len);
+
+/* The record says job was cancelled while it ran here (an admin's DELETE through a node that
+ * does not run it): stop its run here as an admin's cancel would (its state becomes
+ * "cancelled"; the run stops between two keys). true when a run of job was cancelled here.
+ * Any thread, also from the event hook. */
+bool ol_admin_heal_cancel_job(const char *job);
+
+/* Pure: the record rec (JSON, len bytes) of a job no node runs now, ended: "state" becomes
+ * state ("cancelled" or "failed"), "running" false, "result" result (-errno: -ECANCELED for a
+ * cancel), "eta_seconds" 0, "finished_ns" and "updated_ns" now_ns (CLOCK_REALTIME), "reason"
+ * why (a sentence for the user; NULL: none); every other member is kept. The new record
+ * (malloc'd), or NULL when rec is not an object with a "job" and "state" "running" (nothing
+ * to end), state is another, or out of memory. */
+char *ol_admin_heal_rec_end(const char *rec, size_t len, const char *state, int result,
+			    const char *why, int64_t now_ns);
 
 /* Answer an admin request (access checked as above). Returns 1 when it answered, 0 when the
  * request is not for us (the caller routes it as S3). Call first for every request. */

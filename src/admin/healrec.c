@@ -45,13 +45,20 @@ u64(json_t *j, const char *name, uint64_t *out)
 static int
 cursor(json_t *c, struct ol_heal_cursor *out)
 {
-	uint64_t set, phase;
+	uint64_t set, phase, pool, pset;
 	json_t *k = json_object_get(c, "key");
 	size_t kl;
 
 	if (!json_is_object(c) || u64(c, "set", &set) || u64(c, "phase", &phase) || set > 4096 ||
 	    phase > 2 || str(c, "bucket", out->bucket, sizeof(out->bucket)) || !json_is_string(k))
 		return -EPROTO;
+	/* the set's position: both or neither (a record of an older build has neither) */
+	bool has_pool = json_object_get(c, "pool") != NULL;
+	if (has_pool != (json_object_get(c, "pset") != NULL) || u64(c, "pool", &pool) ||
+	    u64(c, "pset", &pset) || pool > 0xffff || pset > 4096)
+		return -EPROTO;
+	out->pool = has_pool ? (unsigned)pool : OL_HEAL_SET_UNKNOWN;
+	out->pset = has_pool ? (unsigned)pset : OL_HEAL_SET_UNKNOWN;
 	kl = json_string_length(k);
 	if (kl % 2 || kl / 2 > sizeof(out->key) ||
 	    ol_hex_decode(json_string_value(k), kl / 2, out->key))
@@ -101,4 +108,30 @@ ol_admin_heal_rec_parse(const char *buf, size_t len, struct ol_admin_heal_rec *o
 out:
 	json_decref(j);
 	return rc;
+}
+
+char *
+ol_admin_heal_rec_end(const char *rec, size_t len, const char *state, int result, const char *why,
+		      int64_t now_ns)
+{
+	json_error_t e;
+	json_t *j = json_loadb(rec, len, 0, &e), *st = json_object_get(j, "state");
+	char *out = NULL;
+
+	if (!json_is_object(j) || !json_is_string(json_object_get(j, "job")) ||
+	    !json_is_string(st) || strcmp(json_string_value(st), "running") ||
+	    (strcmp(state, "cancelled") && strcmp(state, "failed")))
+		goto out;
+	if (json_object_set_new(j, "state", json_string(state)) ||
+	    json_object_set_new(j, "running", json_false()) ||
+	    json_object_set_new(j, "result", json_integer(result)) ||
+	    json_object_set_new(j, "eta_seconds", json_real(0)) ||
+	    json_object_set_new(j, "finished_ns", json_integer(now_ns)) ||
+	    json_object_set_new(j, "updated_ns", json_integer(now_ns)) ||
+	    (why && json_object_set_new(j, "reason", json_string(why))))
+		goto out;
+	out = json_dumps(j, JSON_COMPACT);
+out:
+	json_decref(j);
+	return out;
 }

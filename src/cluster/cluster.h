@@ -230,6 +230,14 @@ int ol_cluster_job_get(struct ol_cluster *c, const char *name, char **value, siz
 int ol_cluster_job_put(struct ol_cluster *c, const char *name, const char *value, unsigned pool,
 		       unsigned set, uint64_t epoch, int64_t mod_rev, int64_t *new_rev);
 
+/* Write value to <prefix>jobs/<name> if it is still at mod_rev (> 0: the record exists), with
+ * no leader's fence: the one write a node that leads nothing makes (an admin's cancel of a job
+ * that no node runs now, docs/cluster.md "Heal jobs"). 0 and *new_rev (may be NULL);
+ * -ECANCELED: the record changed since mod_rev (read it again); -EINVAL: mod_rev <= 0;
+ * -errno (etcd: the write may have happened). Any thread; one transaction. */
+int ol_cluster_job_swap(struct ol_cluster *c, const char *name, const char *value, int64_t mod_rev,
+			int64_t *new_rev);
+
 /* Pure: the fields of a record every reader needs. -EPROTO when it is not one. */
 int ol_cluster_job_head_parse(const char *buf, size_t len, struct ol_cluster_job_head *out);
 

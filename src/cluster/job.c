@@ -81,6 +81,30 @@ ol_cluster_job_put(struct ol_cluster *c, const char *name, const char *value, un
 }
 
 int
+ol_cluster_job_swap(struct ol_cluster *c, const char *name, const char *value, int64_t mod_rev,
+		    int64_t *new_rev)
+{
+	char key[OL_CFG_STR + 80];
+	struct ol_etcd_txn_result t = {0};
+	int rc;
+
+	if (mod_rev <= 0)
+		return -EINVAL;
+	job_key(c, name, key, sizeof(key));
+	struct ol_etcd_cmp cmp = {
+	    .key = key, .target = OL_ETCD_CMP_MOD, .result = OL_ETCD_EQUAL, .number = mod_rev};
+	struct ol_etcd_op put = {
+	    .type = OL_ETCD_OP_PUT, .key = key, .value = value, .value_len = strlen(value)};
+	rc = ol_etcd_txn(c->etcd, &cmp, 1, &put, 1, NULL, 0, &t);
+	if (!rc && t.succeeded && new_rev)
+		*new_rev = t.revision;
+	if (!rc && !t.succeeded)
+		rc = -ECANCELED;
+	ol_etcd_txn_result_fini(&t);
+	return rc;
+}
+
+int
 ol_cluster_job_head_parse(const char *buf, size_t len, struct ol_cluster_job_head *out)
 {
 	json_error_t e;

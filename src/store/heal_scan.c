@@ -83,6 +83,43 @@ cursor_lock(struct ol_heal_progress *p, bool on)
 		;
 }
 
+/* The position of one set as its drives' identity records name it (what every drive of it
+ * must say: ol_format_open, ol_store_open_set), or OL_HEAL_SET_UNKNOWN when not checked */
+static void
+set_position(const struct ol_store *set, unsigned *pool, unsigned *pset)
+{
+	const struct ol_driveid *id = &set->d[0].id;
+	bool known = id->store[0] && id->pool != OL_DRIVEID_NONE && id->set != OL_DRIVEID_NONE;
+
+	*pool = known ? id->pool : OL_HEAL_SET_UNKNOWN;
+	*pset = known ? id->set : OL_HEAL_SET_UNKNOWN;
+}
+
+/* The cursor to resume after, if the store's set at its index is the one it names */
+static const struct ol_heal_cursor *
+resume_from(struct ol_store *const *sets, int n, const struct ol_heal_cursor *c)
+{
+	unsigned pool, pset;
+
+	if (!c)
+		return NULL;
+	if (c->set >= (unsigned)n) {
+		ol_info(
+		    "store: heal: the cursor's set %u is past the store's %d set(s) (the layout "
+		    "changed): the scan starts from the beginning",
+		    c->set, n);
+		return NULL;
+	}
+	set_position(sets[c->set], &pool, &pset);
+	if (c->pool == OL_HEAL_SET_UNKNOWN || pool == OL_HEAL_SET_UNKNOWN ||
+	    (c->pool == pool && c->pset == pset))
+		return c;
+	ol_info("store: heal: the cursor's set %u was pool %u set %u, and is pool %u set %u now "
+		"(the layout changed): the scan starts from the beginning",
+		c->set, c->pool, c->pset, pool, pset);
+	return NULL;
+}
+
 /* The scan is at (bucket, phase) of the current set, key k (kl bytes) done; bucket NULL:
  * the same bucket and phase as before. */
 static void
@@ -94,6 +131,7 @@ cursor_at(struct scan *s, const char *bucket, unsigned phase, const void *k, siz
 		return;
 	cursor_lock(p, true);
 	p->cursor.set = s->set_idx;
+	set_position(s->st, &p->cursor.pool, &p->cursor.pset);
 	if (bucket) {
 		snprintf(p->cursor.bucket, sizeof(p->cursor.bucket), "%s", bucket);
 		p->cursor.phase = phase;
@@ -984,8 +1022,7 @@ ol_set_heal_all(struct ol_store *const *sets, int n, const struct ol_heal_opts *
 		struct ol_heal_progress *p)
 {
 	struct scan s = {.p = p, .rate = o ? o->rate_bytes : 0};
-	const struct ol_heal_cursor *from =
-	    o && o->from && o->from->set < (unsigned)n ? o->from : NULL;
+	const struct ol_heal_cursor *from = resume_from(sets, n, o ? o->from : NULL);
 	int busy = 0, rc = 0;
 
 	if (!atomic_compare_exchange_strong(&heal_busy, &busy, 1))

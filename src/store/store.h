@@ -406,12 +406,17 @@ int ol_store_shard_paths(struct ol_store *st, const char *bucket, const char *ke
  * P shards lost in some stripe, or whose record has no quorum, are counted, not healed). */
 /* Where a heal's scan stands (to resume it from there, on this node or another serving the
  * same layout): everything before (set, bucket, phase, key) is done. set: index among the
- * store's sets (pools in layout order, then sets); bucket: "" = nothing of the set done yet;
- * phase: what of the bucket is walked (0 objects, 1 versions, 2 uploads); key: the last index
- * key done in that phase, below the bucket's prefix (key_len 0: none yet). */
-#define OL_HEAL_CURSOR_KEY 1200
+ * store's sets (pools in layout order, then sets); pool, pset: that set's position as its
+ * drives' identity records name it (its pool, its index in the pool), OL_HEAL_SET_UNKNOWN
+ * for a store whose drives are not checked (a resume then trusts the index); bucket: "" =
+ * nothing of the set done yet; phase: what of the bucket is walked (0 objects, 1 versions, 2
+ * uploads); key: the last index key done in that phase, below the bucket's prefix (key_len 0:
+ * none yet). */
+#define OL_HEAL_CURSOR_KEY  1200
+#define OL_HEAL_SET_UNKNOWN 0xffffffffu
 struct ol_heal_cursor {
 	unsigned set, phase;
+	unsigned pool, pset;
 	char bucket[64];
 	size_t key_len;
 	uint8_t key[OL_HEAL_CURSOR_KEY];
@@ -420,7 +425,10 @@ struct ol_heal_opts {
 	uint64_t rate_bytes; /* bytes read per second, 0: unlimited */
 	bool missed_only;    /* only the missed-write records, no scan */
 	/* resume: scan only what comes after this cursor (the missed writes are healed first,
-	 * as always; the count pass still counts the whole store). NULL: the whole scan. */
+	 * as always; the count pass still counts the whole store). NULL: the whole scan. A
+	 * cursor whose set is not in the store now at its index (pool, pset differ: the layout
+	 * changed between the runs; or the index is past the last set) is not used: the scan
+	 * starts from the beginning (logged). */
 	const struct ol_heal_cursor *from;
 };
 struct ol_heal_progress {

@@ -5,7 +5,10 @@ the cursor in its record (its log says where, and its run scans only what was le
 `openlake heal` that waits through another node follows the job to "done" and exits 0, `heal
 --status` shows it running then done, and with the killed node back the store is whole (`openlake
 heal` exits 0); (b) a heal cancelled by an admin is recorded cancelled and not resumed by the
-next leader.
+next leader; (c) a cancel sent through another node while the job is between two leaders (the
+leader killed, the next not serving yet) is recorded by that node and never resumed; (d) a leader
+whose record was cancelled under its run stops it, and a record that cannot be resumed is
+recorded failed with its reason.
 
 Real things only: Debian's etcd, real daemons, boto3, the CLI, kill -9.
 """
@@ -22,6 +25,7 @@ from test_cluster_store import (ETCD_CLI, body, etcd, heal_exits_0, others,  # n
 
 N_OBJ = 24
 MiB = 1 << 20
+RETURNED = "returned: a heal starts in"  # the leader's log once it took a drive's return
 
 
 @pytest.fixture(scope="module")
@@ -149,3 +153,117 @@ def test_b_an_admin_cancel_is_not_resumed(cluster):
     assert rec["job"] == job and rec["state"] == "cancelled", rec
     d = status(c.nodes[via])
     assert d["job"] == job and d["state"] == "cancelled", d
+
+
+def test_c_a_cancel_between_two_leaders_is_never_resumed(cluster):
+    """kill -9 of the leader mid-heal, then an admin's DELETE through another node before the
+    next leader serves: that node (it runs no heal, the leader does not answer) writes the
+    record cancelled (202); the next leader leaves it so, and every node shows it cancelled"""
+    c = cluster
+    lid, _ = c.leader()
+    # the node test b killed back first: with it the store still serves after this kill (its
+    # return is recorded before this line: a heal started after it is the only one, no heal on
+    # return starts beside it)
+    returns = c.nodes[lid].log().count(RETURNED)
+    dead = [n for n in c.nodes if not n.alive()]
+    for n in dead:
+        n.start()
+    wait_for(lambda: c.nodes[lid].log().count(RETURNED) >= returns + len(dead), 90,
+             "test b's killed node's drive back in the leader's store")
+    via = others(c, lid)[0]
+    r = subprocess.run([str(OPENLAKE_CLI), "heal", "--config", str(c.nodes[via].config),
+                        "--rate", str(MiB), "--no-wait"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    def scanning():
+        r = record(c)
+        return (r and r["state"] == "running" and r["node"] == lid and r["bytes_scanned"] > 0
+                and r)
+    before = wait_for(scanning, 120, "the heal's progress recorded by the leader")
+    job = before["job"]
+    c.nodes[lid].kill9()
+    # its leader key lives on for the lease's TTL: nobody serves, nobody resumes the job
+    st, _, reply = admin_request(c.nodes[via], "DELETE", "/openlake/admin/v1/heal")
+    assert st == 202, reply
+    doc = json.loads(reply)
+    assert doc["job"] == job and doc["state"] == "cancelled" and not doc["running"], doc
+    rec = record(c)
+    assert rec["job"] == job and rec["state"] == "cancelled", rec
+    # cancelled where it stood: no node had resumed it
+    assert rec["node"] == lid and rec["resumed"] == before["resumed"], rec
+    assert f"cancelled it through node {via}, which did not run it" in rec["reason"], rec
+    new = wait_for(lambda: (l := c.leader()) and l[0] != lid and l, 120, "a new leader")[0]
+    wait_for(lambda: f"heal job {job} is cancelled: nothing to resume" in c.nodes[new].log(),
+             120, "the new leader's look at the heal record")
+    for n in others(c, lid):
+        assert f"heal job {job} was left running" not in c.nodes[n].log(), n
+    assert record(c) == rec
+    watcher = [i for i in others(c, lid) if i != new][0]
+    d = wait_for(lambda: (d := status(c.nodes[watcher])) and d["job"] == job and d, 60,
+                 "the record's copy on a node that does not serve")
+    assert d["state"] == "cancelled" and "which did not run it" in d["reason"], d
+    r = subprocess.run([str(OPENLAKE_CLI), "heal", "--status", "--config",
+                        str(c.nodes[new].config)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "heal: cancelled:" in r.stderr, r.stdout + r.stderr
+    assert f"cancelled it through node {via}" in r.stderr, r.stderr
+    returns = c.nodes[new].log().count(RETURNED)
+    c.nodes[lid].start()
+    wait_for(lambda: c.nodes[new].log().count(RETURNED) > returns, 90,
+             "the killed node's drive back in the leader's store")
+
+
+def put_record(c, rec):
+    r = subprocess.run([str(ETCD_CLI), c.eps, "put", c.prefix + "jobs/heal", json.dumps(rec)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_d_a_run_finds_its_job_cancelled_and_an_unresumable_job_fails(cluster):
+    """(1) the other order of test c: the record is cancelled while a leader runs the job (its
+    resume won the race with a cancel through a node that did not run it): the record is
+    written as that node writes it, the leader's next progress write fails on the revision, it
+    reads the record, stops its run and writes nothing more; (2) a job left running whose
+    record is not understood is recorded failed, with the reason, by the next leader"""
+    c = cluster
+    lid, _ = c.leader()
+    via = others(c, lid)[0]
+    # started after test c's killed node came back: no heal on return starts beside it
+    st, _, reply = admin_request(c.nodes[via], "POST", f"/openlake/admin/v1/heal?rate={MiB}")
+    assert st == 202, reply
+    job = json.loads(reply)["job"]
+
+    def scanning():
+        r = record(c)
+        return (r and r["job"] == job and r["state"] == "running" and r["bytes_scanned"] > 0
+                and r)
+    rec = wait_for(scanning, 120, "the heal's progress recorded by the leader")
+    rec.update(state="cancelled", running=False, result=-125,
+               reason="an admin at 127.0.0.1:1 cancelled it through node 9, which did not run it")
+    put_record(c, rec)
+    wait_for(lambda: f"heal job {job} was cancelled in its record (an admin's cancel through "
+             "another node): stopping its run here" in c.nodes[lid].log(), 60,
+             "the leader's next progress write to find the job cancelled")
+    d = wait_for(lambda: (d := status(c.nodes[lid])) and not d["running"] and d, 60,
+                 "the leader's run to stop")
+    assert d["job"] == job and d["state"] == "cancelled", d
+    assert record(c) == rec  # nothing more written over the cancel
+
+    # (2): a record left running that no leader can take up (a cursor's phase out of range)
+    bad = dict(rec, job="00000000000000b2", state="running", running=True, node=lid,
+               cursor={"set": 0, "bucket": "hjob", "phase": 9, "key": ""})
+    del bad["reason"]
+    put_record(c, bad)
+    c.nodes[lid].kill9()
+    new = wait_for(lambda: (l := c.leader()) and l[0] != lid and l, 120, "a new leader")[0]
+
+    def failed():
+        r = record(c)
+        return r and r["job"] == bad["job"] and r["state"] != "running" and r
+    out = wait_for(failed, 120, "the unresumable job recorded by the next leader")
+    assert out["state"] == "failed" and "not understood" in out["reason"], out
+    assert "heal job 00000000000000b2 cannot be resumed" in c.nodes[new].log()
+    r = subprocess.run([str(OPENLAKE_CLI), "heal", "--status", "--config",
+                        str(c.nodes[new].config)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "heal: failed: its record in etcd is not understood" in r.stderr, \
+        r.stdout + r.stderr

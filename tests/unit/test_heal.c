@@ -352,12 +352,16 @@ test_resume(struct ol_store **stp)
 	ok(c.set == 0 && strcmp(c.bucket, "b") == 0 && c.phase == 2 && c.key_len == 32,
 	   "it ends at the last upload of bucket b (set %u, '%s', phase %u, %zu bytes)", c.set,
 	   c.bucket, c.phase, c.key_len);
+	ok(c.pool == 0 && c.pset == 0, "its set is named by its position too (pool %u set %u)",
+	   c.pool, c.pset);
 	snap_take(&s);
 	ol_store_close(*stp);
 	snprintf(d0, sizeof(d0), "%s/d0", root);
 	rm_rf(d0);
 	ok(ol_store_open(&cfg, stp) == 0, "reopen with drive 0 wiped");
 	memcpy(from.key, "big2", 4);
+	from.pool = c.pool;
+	from.pset = c.pset;
 	memset(&p, 0, sizeof(p));
 	ok(ol_store_heal_all(*stp, &o, &p) == 0, "a heal resumed after big2");
 	ok(p.objects_scanned == 2, "it scans small and the upload part only (%llu)",
@@ -370,6 +374,24 @@ test_resume(struct ol_store **stp)
 	       rec_drives(*stp, "big1") == 4 && rec_drives(*stp, "big2") == 4,
 	   "a whole heal then restores the rest to the exact bytes");
 	snap_free(&s);
+	/* the layout changed between the runs: set 0 is another set now, or there is no set 1 */
+	from.pool = 1;
+	memset(&p, 0, sizeof(p));
+	ok(ol_store_heal_all(*stp, &o, &p) == 0 && p.objects_scanned == 4,
+	   "a cursor naming another set at its index scans from the start (%llu)",
+	   (unsigned long long)p.objects_scanned);
+	from.pool = c.pool;
+	from.set = 1;
+	memset(&p, 0, sizeof(p));
+	ok(ol_store_heal_all(*stp, &o, &p) == 0 && p.objects_scanned == 4,
+	   "a cursor past the last set scans from the start (%llu)",
+	   (unsigned long long)p.objects_scanned);
+	from.set = 0;
+	from.pool = from.pset = OL_HEAL_SET_UNKNOWN;
+	memset(&p, 0, sizeof(p));
+	ok(ol_store_heal_all(*stp, &o, &p) == 0 && p.objects_scanned == 2,
+	   "a cursor without the set's position (an older record) resumes by its index (%llu)",
+	   (unsigned long long)p.objects_scanned);
 }
 
 static void
