@@ -80,8 +80,35 @@ retryable(int rc)
 	       rc == -ECONNABORTED;
 }
 
-/* POST body to path on the endpoints until one answers or the deadline passes. *resp gets
- * the answer of a 200, or the error of an etcd error object (mapped to -errno). */
+/* etcd's JSON gateway hands Grpc-Metadata-* headers on as gRPC metadata, and "hasleader" is
+ * what etcd's own client sends (WithRequireLeader): a member without a raft leader (one cut
+ * off in a minority) then refuses at once ("no leader", Unavailable: the call moves to the
+ * next endpoint) rather than holding a linearizable call until its own request timeout (7 s),
+ * and it cancels a watch stream when it loses its leader rather than keeping it open, silent. */
+#define REQUIRE_LEADER "Grpc-Metadata-Hasleader: true\r\n"
+
+int64_t
+ol_etcd_try_ms(int64_t left_ms, unsigned untried)
+{
+	int64_t per = untried > 1 ? left_ms / untried : left_ms;
+	if (per < OL_ETCD_MIN_TRY_MS)
+		per = OL_ETCD_MIN_TRY_MS;
+	return per < left_ms ? per : left_ms;
+}
+
+/* endpoint i failed: the next call starts at the one after it, unless another call moved the
+ * start meanwhile (to one that answered) */
+static void
+pass_over(struct ol_etcd *c, unsigned i)
+{
+	unsigned expect = i;
+	atomic_compare_exchange_strong(&c->cur, &expect, (i + 1) % c->n_ep);
+}
+
+/* POST body to path on the endpoints until one answers or the deadline passes: each endpoint
+ * in turn, from the one that answered last, each try with its share of the time left
+ * (ol_etcd_try_ms), a short backoff after every round. *resp gets the answer of a 200, or the
+ * error of an etcd error object (mapped to -errno). */
 static int
 call(struct ol_etcd *c, const char *path, const char *body, int64_t deadline, char **resp,
      size_t *resp_len)
@@ -89,44 +116,40 @@ call(struct ol_etcd *c, const char *path, const char *body, int64_t deadline, ch
 	if (!body)
 		return -ENOMEM;
 	int rc = -ETIMEDOUT;
-	unsigned start = atomic_load(&c->cur), round = 0;
-	while (ol_httpc_now_ms() < deadline) {
-		for (unsigned k = 0; k < c->n_ep; k++) {
-			unsigned i = (start + k) % c->n_ep;
-			int64_t now = ol_httpc_now_ms(), left = deadline - now;
-			if (left <= 0)
-				break;
-			/* a hung member gets part of the time, so the others get theirs */
-			int64_t per = c->n_ep > 1 ? left / 2 : left;
-			if (per < 500)
-				per = left;
-			int status = 0;
-			char *r = NULL;
-			size_t rl = 0;
-			rc = ol_httpc_post(c->ep[i].host, c->ep[i].port, path, body, now + per,
-					   &status, &r, &rl);
-			if (!rc && status != 200) {
-				rc = ol_etcd_json_error(r, rl, NULL, NULL, 0);
-				if (!rc)
-					rc = status >= 500 ? -EAGAIN : -EPROTO;
-			}
-			if (!rc || !retryable(rc)) {
-				if (!rc) {
-					atomic_store(&c->cur, i);
-					*resp = r;
-					*resp_len = rl;
-				} else {
-					free(r);
-				}
-				return rc;
-			}
-			free(r);
+	unsigned start = atomic_load(&c->cur);
+	for (unsigned t = 0;; t++) {
+		unsigned i = (start + t) % c->n_ep;
+		int64_t now = ol_httpc_now_ms(), left = deadline - now;
+		if (left <= 0)
+			break;
+		int status = 0;
+		char *r = NULL;
+		size_t rl = 0;
+		rc = ol_httpc_post(c->ep[i].host, c->ep[i].port, path, REQUIRE_LEADER, body,
+				   now + ol_etcd_try_ms(left, c->n_ep - t % c->n_ep), &status, &r,
+				   &rl);
+		if (!rc && status != 200) {
+			rc = ol_etcd_json_error(r, rl, NULL, NULL, 0);
+			if (!rc)
+				rc = status >= 500 ? -EAGAIN : -EPROTO;
 		}
-		/* every endpoint failed: back off a little before the next round */
-		int64_t back = 50 << (round < 4 ? round : 4);
-		round++;
-		int64_t left = deadline - ol_httpc_now_ms();
-		sleep_ms(back < left ? back : left);
+		if (!rc) {
+			atomic_store(&c->cur, i);
+			*resp = r;
+			*resp_len = rl;
+			return 0;
+		}
+		free(r);
+		if (!retryable(rc))
+			return rc;
+		pass_over(c, i);
+		if ((t + 1) % c->n_ep == 0) {
+			/* every endpoint failed: back off a little before the next round */
+			unsigned round = (t + 1) / c->n_ep - 1;
+			int64_t back = 50 << (round < 4 ? round : 4);
+			left = deadline - ol_httpc_now_ms();
+			sleep_ms(back < left ? back : left);
+		}
 	}
 	return rc;
 }
@@ -296,7 +319,9 @@ deliver(struct watch *w, int *result)
 		if (n == 0)
 			break;
 		if (n < 0) {
-			*result = (int)n;
+			/* -EAGAIN: the member lost its leader ("no leader"), or is stopping: open
+			 * the stream again on another member, from the next revision */
+			*result = n == -EAGAIN ? W_AGAIN : (int)n;
 			rc = 0;
 			break;
 		}
@@ -335,7 +360,7 @@ watch_once(struct watch *w, unsigned i)
 	if (!body)
 		return -ENOMEM;
 	struct ol_httpc_conn conn;
-	int rc = ol_httpc_open(&conn, e->host, e->port, "/v3/watch", body,
+	int rc = ol_httpc_open(&conn, e->host, e->port, "/v3/watch", REQUIRE_LEADER, body,
 			       ol_httpc_now_ms() + w->c->timeout_ms);
 	free(body);
 	if (rc)

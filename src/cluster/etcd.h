@@ -4,8 +4,13 @@
  * below -4096), and the caller owns what it gets back (free it with the matching _fini).
  *
  * Every call has a deadline (the client's timeout_ms, over all endpoints together) and fails
- * over across the endpoints it was given: a refused or broken connection, or etcd's
+ * over across the endpoints it was given: a refused, broken or silent connection, or etcd's
  * "unavailable" (no leader, leader changed), moves to the next endpoint until the deadline.
+ * Each try gets its share of the time left (ol_etcd_try_ms), so members that are cut off
+ * (silent) or hung leave the last endpoint its time; a call starts at the endpoint that
+ * answered last, and after a failure the next call starts past the endpoint that failed.
+ * Every request asks etcd to require a leader: a member cut off in a minority refuses at once
+ * ("no leader") instead of holding the call, and ends its watch streams.
  * A handle may be used by several threads at once (each call opens its own connection).
  *
  * Error results: -ETIMEDOUT (deadline passed, no endpoint answered), -ENOENT (lease not found),
@@ -26,7 +31,8 @@
 #define OL_ETCD_ECOMPACTED    (-4201) /* the start revision of a watch or range was compacted */
 #define OL_ETCD_MAX_ENDPOINTS 16
 
-#define OL_ETCD_PREFIX 1u /* range/delete/watch every key that starts with key */
+#define OL_ETCD_PREFIX	   1u  /* range/delete/watch every key that starts with key */
+#define OL_ETCD_MIN_TRY_MS 250 /* a try on one endpoint gets at least this (or what is left) */
 
 struct ol_etcd;
 
@@ -99,6 +105,11 @@ typedef int (*ol_etcd_watch_cb)(void *arg, const struct ol_etcd_event *ev, size_
 int ol_etcd_new(const char *const *endpoints, unsigned n, unsigned timeout_ms,
 		struct ol_etcd **out);
 void ol_etcd_free(struct ol_etcd *c);
+
+/* Pure: how long one try of a call may take, with left_ms of its deadline left and untried
+ * (>= 1) endpoints of the round still to try, this one included: an equal share, at least
+ * OL_ETCD_MIN_TRY_MS, never more than left_ms. */
+int64_t ol_etcd_try_ms(int64_t left_ms, unsigned untried);
 
 /* Endpoint last answered (for messages); valid while c lives. */
 const char *ol_etcd_endpoint(struct ol_etcd *c);

@@ -268,7 +268,7 @@ ol_httpc_close(struct ol_httpc_conn *c)
 
 int
 ol_httpc_open(struct ol_httpc_conn *c, const char *host, const char *port, const char *path,
-	      const char *body, int64_t deadline)
+	      const char *headers, const char *body, int64_t deadline)
 {
 	memset(c, 0, sizeof(*c));
 	c->fd = connect_to(host, port, deadline);
@@ -278,11 +278,11 @@ ol_httpc_open(struct ol_httpc_conn *c, const char *host, const char *port, const
 		return rc;
 	}
 	size_t bl = strlen(body);
-	char head[512];
+	char head[1024];
 	int hl = snprintf(head, sizeof(head),
 			  "POST %s HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/json\r\n"
-			  "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-			  path, host, port, bl);
+			  "%sContent-Length: %zu\r\nConnection: close\r\n\r\n",
+			  path, host, port, headers ? headers : "", bl);
 	int rc = (hl < 0 || (size_t)hl >= sizeof(head)) ? -ENAMETOOLONG : 0;
 	if (!rc)
 		rc = send_all(c->fd, head, (size_t)hl, deadline);
@@ -421,11 +421,11 @@ ol_httpc_read_stream(struct ol_httpc_conn *c, int wait_ms, char **out, size_t *o
 }
 
 int
-ol_httpc_post(const char *host, const char *port, const char *path, const char *body,
-	      int64_t deadline, int *status, char **resp, size_t *resp_len)
+ol_httpc_post(const char *host, const char *port, const char *path, const char *headers,
+	      const char *body, int64_t deadline, int *status, char **resp, size_t *resp_len)
 {
 	struct ol_httpc_conn c;
-	int rc = ol_httpc_open(&c, host, port, path, body, deadline);
+	int rc = ol_httpc_open(&c, host, port, path, headers, body, deadline);
 	if (rc)
 		return rc;
 	*status = c.status;

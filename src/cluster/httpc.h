@@ -43,9 +43,10 @@ struct ol_httpc_conn {
 };
 
 /* Connect to host:port, send POST path with body, read the head; all before deadline.
- * Returns 0 (conn filled), or -errno (-ETIMEDOUT, -ECONNREFUSED, -EPROTO, ...). */
+ * headers: more request header lines, each ending in "\r\n" (NULL: none; the whole head must fit in
+ * 1 KiB). Returns 0 (conn filled), or -errno (-ETIMEDOUT, -ECONNREFUSED, -EPROTO, ...). */
 int ol_httpc_open(struct ol_httpc_conn *c, const char *host, const char *port, const char *path,
-		  const char *body, int64_t deadline);
+		  const char *headers, const char *body, int64_t deadline);
 void ol_httpc_close(struct ol_httpc_conn *c);
 
 /* Read the whole body (de-chunked) before deadline into *body (malloc'd, NUL-terminated). */
@@ -58,7 +59,7 @@ int ol_httpc_read_stream(struct ol_httpc_conn *c, int wait_ms, char **out, size_
 			 size_t *out_cap);
 
 /* POST and read the answer: open + read_body + close. */
-int ol_httpc_post(const char *host, const char *port, const char *path, const char *body,
-		  int64_t deadline, int *status, char **resp, size_t *resp_len);
+int ol_httpc_post(const char *host, const char *port, const char *path, const char *headers,
+		  const char *body, int64_t deadline, int *status, char **resp, size_t *resp_len);
 
 #endif

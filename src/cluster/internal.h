@@ -57,6 +57,9 @@ struct ol_cluster {
 	 * which it surely lives on etcd's side (sent time of the last answered keepalive + TTL) */
 	_Atomic int64_t lease_id, lease_valid_until;
 	atomic_int stop, reregister;
+	/* the revision of this member's last write of its key: a delete of the key at or before
+	 * it (a watch that resumed late delivers the old lease's expiry) is not a loss */
+	_Atomic int64_t key_rev;
 	pthread_t ka, watch;
 	bool ka_started, watch_started;
 	pthread_mutex_t mu;

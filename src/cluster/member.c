@@ -135,11 +135,13 @@ register_once(struct ol_cluster *c)
 	int rc = ol_etcd_lease_grant(c->etcd, c->cfg->cluster_lease_ttl_s, &id, &ttl);
 	if (rc)
 		return rc;
-	rc = ol_etcd_put(c->etcd, c->key, c->value, strlen(c->value), id, NULL);
+	int64_t rev = 0;
+	rc = ol_etcd_put(c->etcd, c->key, c->value, strlen(c->value), id, &rev);
 	if (rc) {
 		(void)ol_etcd_lease_revoke(c->etcd, id);
 		return rc;
 	}
+	atomic_store(&c->key_rev, rev);
 	lease_set(c, id, sent, ttl);
 	return 0;
 }
@@ -212,10 +214,13 @@ keepalive_main(void *arg)
 			ol_warn("cluster: member key %s is gone while its lease lives: writing it "
 				"again",
 				c->key);
+			int64_t rev = 0;
 			rc = ol_etcd_put(c->etcd, c->key, c->value, strlen(c->value), c->lease,
-					 NULL);
+					 &rev);
 			if (rc)
 				lease_set(c, 0, 0, 0);
+			else
+				atomic_store(&c->key_rev, rev);
 		}
 		if (!c->lease) {
 			rc = register_once(c);
@@ -316,7 +321,8 @@ apply_kv(struct ol_cluster *c, const struct ol_etcd_kv *kv, bool deleted)
 	} else {
 		view_apply(&c->view, (unsigned)id, NULL);
 	}
-	if (deleted && (unsigned)id == c->cfg->self_id && !atomic_load(&c->stop)) {
+	if (deleted && (unsigned)id == c->cfg->self_id && !atomic_load(&c->stop) &&
+	    kv->mod_revision > atomic_load(&c->key_rev)) {
 		atomic_store(&c->reregister, 1);
 		pthread_cond_broadcast(&c->cv);
 	}

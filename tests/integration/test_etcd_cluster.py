@@ -314,6 +314,12 @@ def test_member_registers_and_vanishes_after_kill9(etcd, openlaked):
     assert doc["id"] == 0 and doc["s3"] == f"127.0.0.3:{d.s3_port}", doc
     assert doc["kv"] == d.kv_addr and len(doc["drives"]) == 2 and doc["capacity"] > 0
     held(key, etcd.endpoints, 2 * ttl, d, prefix)  # the keepalive holds it past the TTL
+    # deleted by someone else while its lease lives: the node's watch sees it and writes it
+    # again (a delete at or before the node's own last write of the key would not count)
+    assert d.log().count("is gone while its lease lives") == 0, d.log()
+    assert cli(etcd.endpoints, "del", key).stdout.strip() == "1"
+    wait_for(lambda: key in member_keys(etcd.endpoints, prefix), 30, "the key written again")
+    assert d.log().count("is gone while its lease lives") == 1, d.log()
     d.kill9()
     wait_for(lambda: key not in member_keys(etcd.endpoints, prefix), 3 * ttl + 20,
              "the member key to vanish after kill -9")

@@ -1,15 +1,25 @@
 /* Unit tests of the etcd gateway codec (pure JSON encode/decode, answers captured from etcd
- * 3.4.23), the HTTP head and chunk parsers, the layout builder and its JSON, and the
- * [cluster] config keys. No etcd is needed: tests/integration/test_etcd_cluster.py runs one. */
+ * 3.4.23), the HTTP head and chunk parsers, the client's endpoint failover (each try's share
+ * of the deadline; real loopback sockets: members that hang, one that answers as a member in
+ * a minority does, one that answers), the layout builder and its JSON, and the [cluster]
+ * config keys. No etcd is needed: tests/integration/test_etcd_cluster.py runs one. */
 #include "base/config.h"
+#include "cluster/etcd.h"
 #include "cluster/etcd_json.h"
 #include "cluster/httpc.h"
 #include "cluster/layout.h"
 #include "tap.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define HDR                                                                                        \
 	"{\"cluster_id\":\"3249\",\"member_id\":\"3319\",\"revision\":\"%s\",\"raft_term\":\"2\"}"
@@ -291,6 +301,154 @@ test_http(void)
 }
 
 static void
+test_try_share(void)
+{
+	/* TTL 5 s: a call has 1666 ms over 3 members */
+	ok(ol_etcd_try_ms(1666, 3) == 555 && ol_etcd_try_ms(1111, 2) == 555 &&
+	       ol_etcd_try_ms(556, 1) == 556,
+	   "3 members share a call's deadline equally: two hung ones leave the third its share");
+	ok(ol_etcd_try_ms(600, 3) == OL_ETCD_MIN_TRY_MS && ol_etcd_try_ms(100, 3) == 100 &&
+	       ol_etcd_try_ms(0, 1) == 0,
+	   "a try gets at least OL_ETCD_MIN_TRY_MS, never more than is left");
+}
+
+/* A loopback listener; serve: answer every request with status and body (body NULL: accept
+ * nothing, so connections sit in the backlog with their requests unread, as on a member that
+ * hangs). */
+struct fake {
+	int fd;
+	char url[64];
+	const char *status, *body;
+	atomic_int hits, require_leader;
+	pthread_t t;
+};
+
+/* read one request (head and Content-Length body) from c into req; its length */
+static size_t
+read_request(int c, char *req, size_t cap)
+{
+	size_t n = 0, want = 0;
+	ssize_t r;
+	while (n < cap - 1 && (!want || n < want) && (r = read(c, req + n, cap - 1 - n)) > 0) {
+		n += (size_t)r;
+		req[n] = 0;
+		const char *end = strstr(req, "\r\n\r\n"), *cl = strstr(req, "Content-Length: ");
+		if (end && !want)
+			want = (size_t)(end + 4 - req) + (cl ? strtoul(cl + 16, NULL, 10) : 0);
+	}
+	req[n] = 0;
+	return n;
+}
+
+static void *
+fake_main(void *arg)
+{
+	struct fake *f = arg;
+	for (;;) {
+		int c = accept(f->fd, NULL, NULL);
+		if (c < 0)
+			return NULL;
+		char req[4096], resp[1024];
+		read_request(c, req, sizeof(req));
+		atomic_fetch_add(&f->hits, 1);
+		if (strstr(req, "\r\nGrpc-Metadata-Hasleader: true\r\n"))
+			atomic_fetch_add(&f->require_leader, 1);
+		int n = snprintf(resp, sizeof(resp),
+				 "HTTP/1.1 %s\r\nContent-Type: application/json\r\n"
+				 "Content-Length: %zu\r\n\r\n%s",
+				 f->status, strlen(f->body), f->body);
+		if (n <= 0 || write(c, resp, (size_t)n) != n)
+			printf("# fake member: write failed\n");
+		close(c);
+	}
+}
+
+static int
+fake_start(struct fake *f, const char *status, const char *body)
+{
+	memset(f, 0, sizeof(*f));
+	f->status = status;
+	f->body = body;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	f->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (f->fd < 0 || bind(f->fd, (struct sockaddr *)&a, sizeof(a)) || listen(f->fd, 16) ||
+	    getsockname(f->fd, (struct sockaddr *)&a, &al))
+		return -1;
+	snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%u", ntohs(a.sin_port));
+	return body ? pthread_create(&f->t, NULL, fake_main, f) : 0;
+}
+
+static void
+fake_stop(struct fake *f)
+{
+	shutdown(f->fd, SHUT_RDWR); /* accept() fails: the thread ends */
+	if (f->body)
+		pthread_join(f->t, NULL);
+	close(f->fd);
+}
+
+/* answers of etcd 3.4.23's gateway: a range, and a member without a raft leader */
+#define OK_RANGE "{\"header\":{\"revision\":\"7\"},\"count\":\"0\",\"kvs\":[],\"more\":false}"
+#define NO_LEADER                                                                                  \
+	"{\"error\":\"etcdserver: no leader\",\"message\":\"etcdserver: no leader\",\"code\":14}"
+
+static void
+test_failover(void)
+{
+	struct fake hung1, hung2, minority, live;
+	int rc = fake_start(&hung1, NULL, NULL);
+	rc = rc ? rc : fake_start(&hung2, NULL, NULL);
+	rc = rc ? rc : fake_start(&minority, "503 Service Unavailable", NO_LEADER);
+	rc = rc ? rc : fake_start(&live, "200 OK", OK_RANGE);
+	ok(rc == 0, "four loopback listeners");
+	if (rc)
+		return;
+	/* the order every node lists them in: the first two hang (a member cut off, or
+	 * stopped, with its connections open), the third answers */
+	const char *eps[] = {hung1.url, hung2.url, live.url};
+	struct ol_etcd *c;
+	struct ol_etcd_range_result r;
+	rc = ol_etcd_new(eps, 3, 1666, &c);
+	int64_t t0 = ol_httpc_now_ms();
+	rc = rc ? rc : ol_etcd_range(c, "k", 0, 0, 0, &r);
+	int64_t took = ol_httpc_now_ms() - t0;
+	ok(rc == 0 && r.revision == 7 && took >= 2 * 555 - 10 && took < 1666 + 200,
+	   "a call whose first two members hang reaches the third within its deadline (%d, "
+	   "%lld ms)",
+	   rc, (long long)took);
+	if (rc == 0)
+		ol_etcd_range_result_fini(&r);
+	t0 = ol_httpc_now_ms();
+	rc = ol_etcd_range(c, "k", 0, 0, 0, &r);
+	took = ol_httpc_now_ms() - t0;
+	ok(rc == 0 && took < 400 && strcmp(ol_etcd_endpoint(c), live.url) == 0,
+	   "the next call starts at the member that answered (%lld ms)", (long long)took);
+	if (rc == 0)
+		ol_etcd_range_result_fini(&r);
+	ol_etcd_free(c);
+
+	/* a member in a minority answers "no leader" at once: the call moves on without waiting */
+	const char *eps2[] = {minority.url, live.url};
+	rc = ol_etcd_new(eps2, 2, 1666, &c);
+	t0 = ol_httpc_now_ms();
+	rc = rc ? rc : ol_etcd_range(c, "k", 0, 0, 0, &r);
+	took = ol_httpc_now_ms() - t0;
+	ok(rc == 0 && took < 400 && atomic_load(&minority.hits) == 1 &&
+	       atomic_load(&minority.require_leader) == 1 && atomic_load(&live.require_leader) >= 3,
+	   "every request requires a leader; \"no leader\" moves to the next member at once "
+	   "(%d, %lld ms)",
+	   rc, (long long)took);
+	if (rc == 0)
+		ol_etcd_range_result_fini(&r);
+	ol_etcd_free(c);
+	fake_stop(&hung1);
+	fake_stop(&hung2);
+	fake_stop(&minority);
+	fake_stop(&live);
+}
+
+static void
 test_layout(void)
 {
 	unsigned ids[] = {0, 1, 2, 3}, disks[] = {2, 2, 2, 2};
@@ -477,6 +635,8 @@ main(void)
 	test_decode();
 	test_watch();
 	test_http();
+	test_try_share();
+	test_failover();
 	test_layout();
 	test_config();
 	tap_done();
