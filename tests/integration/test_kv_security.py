@@ -334,8 +334,10 @@ def test_token_limited_to_its_namespaces(openlaked, ol):
 
 def test_reserve_ttl_reclaims_uncommitted_allocs(openlaked, ol):
     """ALLOCs that are never committed (the connection stays open) fill the DRAM tier for
-    reserve_ttl_secs only; then puts fit again."""
-    d = start(openlaked, '[kv_slab]\nreserve_ttl_secs = 1\n')
+    reserve_ttl_secs only; then puts fit again. (The TTL is long enough that the 40 ALLOCs of
+    one frame are all answered before the first of them can expire, also at load 12: with 1 s,
+    a slow frame had its first reservations reaped before its last, and all 40 fitted.)"""
+    d = start(openlaked, '[kv_slab]\nreserve_ttl_secs = 5\n')
     s = shm_conn(d)
     mib2 = 2 << 20
     h, reps = raw_frame(s, ALLOC, [ent(key("r", i), mib2) for i in range(40)])
