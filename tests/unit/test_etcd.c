@@ -413,7 +413,8 @@ test_failover(void)
 	int64_t t0 = ol_httpc_now_ms();
 	rc = rc ? rc : ol_etcd_range(c, "k", 0, 0, 0, &r);
 	int64_t took = ol_httpc_now_ms() - t0;
-	ok(rc == 0 && r.revision == 7 && took >= 2 * 555 - 10 && took < 1666 + 200,
+	/* rc 0: within the deadline (the last try's own deadline is the call's) */
+	ok(rc == 0 && r.revision == 7 && took >= 2 * 555 - 10,
 	   "a call whose first two members hang reaches the third within its deadline (%d, "
 	   "%lld ms)",
 	   rc, (long long)took);
@@ -422,7 +423,9 @@ test_failover(void)
 	t0 = ol_httpc_now_ms();
 	rc = ol_etcd_range(c, "k", 0, 0, 0, &r);
 	took = ol_httpc_now_ms() - t0;
-	ok(rc == 0 && took < 400 && strcmp(ol_etcd_endpoint(c), live.url) == 0,
+	/* (a try of a hung member would last its share, 555 ms: the bound tells the two apart
+	 * without asking a loaded machine for speed) */
+	ok(rc == 0 && took < 555 && strcmp(ol_etcd_endpoint(c), live.url) == 0,
 	   "the next call starts at the member that answered (%lld ms)", (long long)took);
 	if (rc == 0)
 		ol_etcd_range_result_fini(&r);
@@ -434,8 +437,9 @@ test_failover(void)
 	t0 = ol_httpc_now_ms();
 	rc = rc ? rc : ol_etcd_range(c, "k", 0, 0, 0, &r);
 	took = ol_httpc_now_ms() - t0;
-	ok(rc == 0 && took < 400 && atomic_load(&minority.hits) == 1 &&
-	       atomic_load(&minority.require_leader) == 1 && atomic_load(&live.require_leader) >= 3,
+	ok(rc == 0 && took < 833 /* waiting on it would take its share: 1666 / 2 */ &&
+	       atomic_load(&minority.hits) == 1 && atomic_load(&minority.require_leader) == 1 &&
+	       atomic_load(&live.require_leader) >= 3,
 	   "every request requires a leader; \"no leader\" moves to the next member at once "
 	   "(%d, %lld ms)",
 	   rc, (long long)took);
