@@ -36,7 +36,8 @@ pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
 
 QUORUM_LOSS_S = 6  # [cluster] quorum_loss_s for these tests (15 by default): above the TTL
 # A request through any node ends within this: the wait for a leader (TTL + 2 s), a forward
-# on a pooled connection that fails on TCP_USER_TIMEOUT (10 s) begun at the end of that wait,
+# on a pooled connection that fails on TCP_USER_TIMEOUT ([cluster] forward_stall_ms: 4 s here,
+# test_cluster_partition.FORWARD_STALL_MS; 10 s by default) begun at the end of that wait,
 # a connect that times out (2 s), the plane's deadline on a drive that went silent (5 s), and a
 # margin for a loaded 2-core machine (under ASan too; 12.5 s was the slowest seen). A hang
 # fails the test.
@@ -129,9 +130,27 @@ def test_a_leader_cut_from_every_node_but_not_etcd(pc):
         assert re.search(r"no longer leading set 0\.0 .*write quorum", old.log()), \
             old.log()[-3000:]
 
-        # through the cut-off node: 503, each within the bound, never acknowledged
-        for i in range(3):
-            ok, err, took = timed_put(c.client(lid), "asym", f"minority{i}", b"m" * 5000)
+        # through the cut-off node: 503, each within the bound, never acknowledged. The three
+        # are sent at once, each on its own connection: each waits out the node's wait for a
+        # leader (TTL + 2 s), and one after the other they spent 3 x 7 s of the module
+        outs = [None] * 3
+
+        def minority_put(i):
+            try:
+                outs[i] = timed_put(c.client(lid), "asym", f"minority{i}", b"m" * 5000)
+            except Exception as e:  # noqa: BLE001 - raised below, in the test's thread
+                outs[i] = e
+
+        ts = [threading.Thread(target=minority_put, args=(i,)) for i in range(3)]
+        for x in ts:
+            x.start()
+        for x in ts:
+            x.join(2 * REQ_BOUND_S)
+        assert not any(x.is_alive() for x in ts), "a PUT through the cut-off node hangs"
+        for o in outs:
+            if isinstance(o, Exception):
+                raise o
+            ok, err, took = o
             assert not ok, "a PUT through the cut-off old leader was acknowledged"
             assert err[0] == 503 and took < REQ_BOUND_S, (err, took)
         # it does not campaign while it cannot reach a write quorum: the leader stays
