@@ -36,8 +36,7 @@ pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
 
 QUORUM_LOSS_S = 6  # [cluster] quorum_loss_s for these tests (15 by default): above the TTL
 # A request through any node ends within this: the wait for a leader (TTL + 2 s), a forward
-# on a pooled connection that fails on TCP_USER_TIMEOUT ([cluster] forward_stall_ms: 4 s here,
-# test_cluster_partition.FORWARD_STALL_MS; 10 s by default) begun at the end of that wait,
+# on a pooled connection that fails on TCP_USER_TIMEOUT (10 s) begun at the end of that wait,
 # a connect that times out (2 s), the plane's deadline on a drive that went silent (5 s), and a
 # margin for a loaded 2-core machine (under ASan too; 12.5 s was the slowest seen). A hang
 # fails the test.
