@@ -55,6 +55,14 @@ def status(node):
         return None
 
 
+def start_heal(c, via):
+    """`openlake heal --rate 1MiB --no-wait` through node via: exits 0"""
+    r = subprocess.run([str(OPENLAKE_CLI), "heal", "--config", str(c.nodes[via].config),
+                        "--rate", str(MiB), "--no-wait"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def fill(c, via):
     s3 = c.client(via, retries=4)
     s3.create_bucket(Bucket="hjob")
@@ -130,10 +138,7 @@ def test_b_an_admin_cancel_is_not_resumed(cluster):
     c = cluster
     lid, _ = c.leader()
     via = others(c, lid)[0]
-    r = subprocess.run([str(OPENLAKE_CLI), "heal", "--config", str(c.nodes[via].config),
-                        "--rate", str(MiB), "--no-wait"], capture_output=True, text=True,
-                       timeout=60)
-    assert r.returncode == 0, r.stdout + r.stderr
+    start_heal(c, via)
 
     def started():
         d = status(c.nodes[via])
@@ -171,10 +176,7 @@ def test_c_a_cancel_between_two_leaders_is_never_resumed(cluster):
     wait_for(lambda: c.nodes[lid].log().count(RETURNED) >= returns + len(dead), 90,
              "test b's killed node's drive back in the leader's store")
     via = others(c, lid)[0]
-    r = subprocess.run([str(OPENLAKE_CLI), "heal", "--config", str(c.nodes[via].config),
-                        "--rate", str(MiB), "--no-wait"], capture_output=True, text=True,
-                       timeout=60)
-    assert r.returncode == 0, r.stdout + r.stderr
+    start_heal(c, via)
 
     def scanning():
         r = record(c)
