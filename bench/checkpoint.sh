@@ -61,14 +61,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-	for _ in $(seq 1 200); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
+. "$(dirname "$0")/lib.sh" # free_port, wait_port, kv_pool_config
 ratio() { $PY -c "import sys
 try: a,b=float(sys.argv[1]),float(sys.argv[2]); print('%.2f' % (a/b))
 except Exception: print('n/a')" "$1" "$2"; }

@@ -82,14 +82,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-	for _ in $(seq 1 200); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
+. "$(dirname "$0")/lib.sh" # free_port, wait_port, kv_pool_config
 jget() { $PY -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1" 2>/dev/null || echo "?"; }
 ratio() { $PY -c "import sys
 try: a,b=float(sys.argv[1]),float(sys.argv[2]); print('%.2f' % (a/b))
@@ -102,28 +95,7 @@ start_pool() {
 	local dir=$1 kv_port rpc_port
 	kv_port=$(free_port)
 	rpc_port=$(free_port)
-	mkdir -p "$dir/d0" "$dir/kv"
-	cat >"$dir/openlake.toml" <<EOF
-self_id = 0
-mode = "kv"
-data_dirs = ["$dir/d0"]
-rpc_addr = "127.0.0.1:$rpc_port"
-kv_addr = "127.0.0.1:$kv_port"
-set_drive_count = 1
-default_parity_count = 0
-log_level = "warn"
-
-[[nodes]]
-id = 0
-rpc_addr = "127.0.0.1:$rpc_port"
-disk_count = 1
-
-[kv]
-dram_bytes = "$2"
-spill_dir = "$dir/kv"
-spill_bytes = "$3"
-${4:-}
-EOF
+	kv_pool_config "$dir" "$kv_port" "$rpc_port" "$2" "$3" "${4:-}"
 	"$OPENLAKED" --config "$dir/openlake.toml" >"$dir/log" 2>&1 &
 	POOL_PID=$!
 	PIDS+=($!)

@@ -16,34 +16,12 @@ cleanup() {
 	rm -rf "$D"
 }
 trap cleanup EXIT
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. "$(dirname "$0")/lib.sh" # free_port, wait_port, kv_pool_config
 P=$(free_port)
-R=$(free_port)
-mkdir -p "$D/d0" "$D/kv"
-cat >"$D/o.toml" <<EOF
-self_id = 0
-mode = "kv"
-data_dirs = ["$D/d0"]
-rpc_addr = "127.0.0.1:$R"
-kv_addr = "127.0.0.1:$P"
-set_drive_count = 1
-default_parity_count = 0
-log_level = "warn"
-[[nodes]]
-id = 0
-rpc_addr = "127.0.0.1:$R"
-disk_count = 1
-[kv]
-dram_bytes = "64MiB"
-spill_dir = "$D/kv"
-spill_bytes = "128MiB"
-EOF
-"$B/cmd/openlaked/openlaked" --config "$D/o.toml" >"$D/log" 2>&1 &
+kv_pool_config "$D" "$P" "$(free_port)" 64MiB 128MiB
+"$B/cmd/openlaked/openlaked" --config "$D/openlake.toml" >"$D/log" 2>&1 &
 PID=$!
-for _ in $(seq 300); do
-	(exec 3<>"/dev/tcp/127.0.0.1/$P") 2>/dev/null && break
-	sleep 0.1
-done
+wait_port "$P" || { echo "loop_syscalls.sh: openlaked did not start:" >&2; cat "$D/log" >&2; exit 1; }
 "$B/cmd/openlake/openlake" bench kv --nodes "127.0.0.1:$P" --device tcp -w put -s 4KiB -c 1 -d 2 \
 	--json >/dev/null 2>&1
 (sleep 1 && perf stat -e syscalls:sys_enter_io_uring_enter -p "$PID" -x, -o "$D/st" sleep 3) &

@@ -63,14 +63,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-	for _ in $(seq 1 200); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
+. "$(dirname "$0")/lib.sh" # free_port, wait_port, kv_pool_config
 # jget FILE EXPR: a value out of a JSON document (EXPR in Python, the document is d)
 jget() { $PY -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 ratio() { $PY -c "import sys
