@@ -29,8 +29,8 @@ import time
 
 import pytest
 
-from test_cluster_partition import (ETCD_CLI, NODES, TTL, World, _why, body, error_of, others,
-                                    put_loop, started, store_whole)
+from test_cluster_partition import (ETCD_CLI, NODES, TTL, _why, body, error_of,  # noqa: F401
+                                    others, put_loop, started, store_whole, world)
 
 pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
 
@@ -47,17 +47,8 @@ REQ_BOUND_S = 30
 RECOVER_BOUND_S = QUORUM_LOSS_S + TTL + 60
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    w = World(tmp_path_factory.mktemp("asym-world"))
-    try:
-        yield w
-    finally:
-        w.close()
-
-
 @pytest.fixture
-def pc(world, tmp_path):
+def pc(world, tmp_path):  # noqa: F811 (test_cluster_partition.world)
     with started(world, tmp_path, extra=f"quorum_loss_s = {QUORUM_LOSS_S}\n") as c:
         yield c
 

@@ -33,8 +33,8 @@ import time
 
 import pytest
 
-from test_cluster_partition import (ETCD_CLI, ETCDCTL, NODES, TTL, World, _why, body, error_of,
-                                    others, started, store_whole)
+from test_cluster_partition import (ETCD_CLI, ETCDCTL, NODES, TTL, _why, body,  # noqa: F401
+                                    error_of, others, started, store_whole, world)
 
 pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
 
@@ -48,15 +48,6 @@ STOP_BOUND_S = 10
 # The majority writes again within this of the cut: the old lease's TTL, the campaign, the
 # new leader's store opening and the serving key its predecessor releases, plus the margin.
 RECOVER_BOUND_S = TTL + 60
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    w = World(tmp_path_factory.mktemp("etcdsplit-world"))
-    try:
-        yield w
-    finally:
-        w.close()
 
 
 def version_body(i):
@@ -132,7 +123,8 @@ def e0_healthy(c):
          "health"], capture_output=True, timeout=60).returncode == 0
 
 
-def test_an_etcd_split_deposes_the_leader_and_keeps_a_follower_on_the_majority(world, tmp_path):
+def test_an_etcd_split_deposes_the_leader_and_keeps_a_follower_on_the_majority(world,  # noqa: F811
+                                                                             tmp_path):
     from conftest import wait_for
     with started(world, tmp_path) as c:
         lid, epoch = c.leader()
