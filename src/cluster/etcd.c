@@ -107,7 +107,7 @@ pass_over(struct ol_etcd *c, unsigned i)
 
 /* POST body to path on the endpoints until one answers or the deadline passes: each endpoint
  * in turn, from the one that answered last, each try with its share of the time left
- * (ol_etcd_try_ms), a short backoff after every round. *resp gets the answer of a 200, or the
+ * (ol_etcd_try_ms), a short backoff after every round. *resp receives the answer of a 200, or the
  * error of an etcd error object (mapped to -errno). */
 static int
 call(struct ol_etcd *c, const char *path, const char *body, int64_t deadline, char **resp,

@@ -6,7 +6,7 @@
  * Every call has a deadline (the client's timeout_ms, over all endpoints together) and fails
  * over across the endpoints it was given: a refused, broken or silent connection, or etcd's
  * "unavailable" (no leader, leader changed), moves to the next endpoint until the deadline.
- * Each try gets its share of the time left (ol_etcd_try_ms), so members that are cut off
+ * Each try has its share of the time left (ol_etcd_try_ms), so members that are cut off
  * (silent) or hung leave the last endpoint its time; a call starts at the endpoint that
  * answered last, and after a failure the next call starts past the endpoint that failed.
  * Every request asks etcd to require a leader: a member cut off in a minority refuses at once
@@ -32,7 +32,7 @@
 #define OL_ETCD_MAX_ENDPOINTS 16
 
 #define OL_ETCD_PREFIX	   1u  /* range/delete/watch every key that starts with key */
-#define OL_ETCD_MIN_TRY_MS 250 /* a try on one endpoint gets at least this (or what is left) */
+#define OL_ETCD_MIN_TRY_MS 250 /* a try on one endpoint has at least this (or what is left) */
 
 struct ol_etcd;
 

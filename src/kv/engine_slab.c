@@ -127,17 +127,6 @@ claim_fresh(struct ol_kve *e, uint64_t off, uint32_t np)
 	return fresh;
 }
 
-/* Populate [p, p + len) (page-aligned) and access each 4 KiB page of it once from this process,
- * from user mode and from kernel mode. MADV_POPULATE_WRITE allocates the pages and fills our
- * page table, but on a guest whose hypervisor shadows page tables (this VM: PVM) the first
- * access of each page through our mapping still traps to the host, ~10-35 us per 4 KiB page,
- * and it does so separately for user-mode accesses (the write-behind's copy out of a slot)
- * and for kernel-mode ones (a TCP put's recv into the slot, a TCP get's send from it):
- * bench/first_touch.c. That was most of a put's cost on a fresh tier. The user-mode touch is
- * an atomic add of 0 (a write that changes nothing: safe on a page a client may be writing
- * meanwhile); the kernel-mode one is a write(2) of the range into a scratch memfd (the kernel
- * reads every page; the scratch's contents do not matter). Elsewhere each is cheap: one op
- * per 4 KiB page and one copy of the range. */
 /* An atomic add of 0 at p. On x86-64 the locked instruction itself, which ThreadSanitizer does
  * not see: it races on purpose with a client (another thread, in the unit tests) writing its
  * slot in the same page, and changes nothing that write could lose. */
@@ -151,6 +140,17 @@ touch_word(uint8_t *p)
 #endif
 }
 
+/* Populate [p, p + len) (page-aligned) and access each 4 KiB page of it once from this process,
+ * from user mode and from kernel mode. MADV_POPULATE_WRITE allocates the pages and fills our
+ * page table, but on a guest whose hypervisor shadows page tables (this VM: PVM) the first
+ * access of each page through our mapping still traps to the host, ~10-35 us per 4 KiB page,
+ * and it does so separately for user-mode accesses (the write-behind's copy out of a slot)
+ * and for kernel-mode ones (a TCP put's recv into the slot, a TCP get's send from it):
+ * bench/first_touch.c. That was most of a put's cost on a fresh tier. The user-mode touch is
+ * an atomic add of 0 (a write that changes nothing: safe on a page a client may be writing
+ * meanwhile); the kernel-mode one is a write(2) of the range into a scratch memfd (the kernel
+ * reads every page; the scratch's contents do not matter). Elsewhere each is cheap: one op
+ * per 4 KiB page and one copy of the range. */
 static int
 touch_range(struct ol_kve *e, uint8_t *p, uint64_t len)
 {
