@@ -112,29 +112,28 @@ class GpuCodec:
 
         return torch.empty(n, dtype=torch.uint8, device=self.device)
 
-    def buffer(self, name, n):
-        """This thread's device buffer `name` of at least n bytes (kept, grown by half again
-        when too small: a few sizes over a run, then none)."""
-        b = getattr(self._tls, name, None)
+    def _kept(self, attr, n, alloc):
+        """This thread's buffer kept under attr, of at least n bytes: made by alloc(size), grown
+        by half again when too small (a few sizes over a run, then none)."""
+        b = getattr(self._tls, attr, None)
         if b is None or b.numel() < n:
             size = n if b is None else max(n, b.numel() + b.numel() // 2)
-            b = self.alloc(size)
-            setattr(self._tls, name, b)
+            b = alloc(size)
+            setattr(self._tls, attr, b)
             self.allocations += 1
         return b
+
+    def buffer(self, name, n):
+        """This thread's device buffer `name` of at least n bytes (kept and grown, _kept)."""
+        return self._kept(name, n, self.alloc)
 
     def host_buffer(self, name, n):
         """This thread's host buffer `name` of at least n bytes (pinned with CUDA, so the
         device's copies into it do not synchronise), kept and grown as buffer()."""
         import torch
 
-        b = getattr(self._tls, "h_" + name, None)
-        if b is None or b.numel() < n:
-            size = n if b is None else max(n, b.numel() + b.numel() // 2)
-            b = torch.empty(size, dtype=torch.uint8, pin_memory=self.cuda)
-            setattr(self._tls, "h_" + name, b)
-            self.allocations += 1
-        return b
+        return self._kept("h_" + name, n,
+                          lambda size: torch.empty(size, dtype=torch.uint8, pin_memory=self.cuda))
 
     def _work(self, n):
         return self.buffer("work", int(self.lib.ol_exans_gpu_work_bytes(n)))
