@@ -100,8 +100,11 @@ plain_chain() {
   # UCX's memory hooks (libucm, loaded with libopenlake) crash under TSan's interceptors
   stage "build (tsan)" scripts/build.sh build-tsan -Db_sanitize=thread -Db_lundef=false \
     -Dbuildtype=debug
+  # TSan runs the tests 5-15x slower than the build their meson timeouts are set for (the HTTP
+  # test's 2 x 256 MiB streams took 38 s here alone, over 120 s beside a loaded suite)
   stage "unit tests (tsan)" env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    UCX_MEM_EVENTS=no meson test -C build-tsan --print-errorlogs --num-processes 2 --suite unit
+    UCX_MEM_EVENTS=no meson test -C build-tsan --print-errorlogs --num-processes 2 --suite unit \
+    --timeout-multiplier 3
 }
 if [ $quick -eq 1 ] || [ $serial -eq 1 ]; then
   plain_chain
