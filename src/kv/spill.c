@@ -644,7 +644,7 @@ static uint64_t
 rec_bounce(const struct ol_kvs_item *it)
 {
 	uint64_t len = it->val ? it->rec.len : 0;
-	if (!rec_v2(len) || (uintptr_t)it->val % OL_KVS_ALIGN)
+	if (!rec_v2(len) || it->rec.flags || (uintptr_t)it->val % OL_KVS_ALIGN)
 		return ol_kvs_rec_size(len);
 	return OL_KVS_ALIGN + (len % OL_KVS_ALIGN ? OL_KVS_ALIGN : 0);
 }
@@ -663,7 +663,7 @@ rec_add(struct wr_pipe *p, uint8_t **bb, const struct ol_kvs_item *it)
 		rr.len = 0;
 	uint64_t rs = ol_kvs_rec_size(rr.len), vh = val ? XXH3_64bits(val, rr.len) : 0;
 	uint8_t *b = *bb;
-	if (!rec_v2(rr.len)) {
+	if (!rec_v2(rr.len) || rr.flags) { /* a version 2 header never carries flags */
 		hdr_encode(b, &rr, REC_V1, vh);
 		if (val)
 			memcpy(b + OL_KVS_HDR, val, rr.len);
