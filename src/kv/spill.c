@@ -12,13 +12,15 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include "base/log.h"
 
 #define REC_MAGIC 0x524b4c4fu /* "OLKR" */
-#define REC_VER	  1
+#define REC_V1	  1	      /* value at OL_KVS_HDR */
+#define REC_V2	  2	      /* value at OL_KVS_ALIGN: written straight from its DRAM slot */
 #define MAX_SEGS  4096
 #define WR_CHUNK  (4u << 20) /* an append batch goes to the device in writes of about this */
 #define WR_DEPTH  8	     /* ... with up to this many in flight */
@@ -50,8 +52,10 @@ struct ol_kvs {
 struct tls {
 	struct io_uring ring;
 	bool ring_ok;
-	void *buf[2]; /* 0 = reads, 1 = appends */
+	void *buf[2]; /* 0 = reads, 1 = appends (bounce blocks) */
 	size_t cap[2];
+	struct iovec *iov; /* an append batch's iovecs */
+	size_t iov_cap;
 };
 
 static pthread_key_t tls_key;
@@ -65,6 +69,7 @@ tls_free(void *p)
 		io_uring_queue_exit(&t->ring);
 	free(t->buf[0]);
 	free(t->buf[1]);
+	free(t->iov);
 	free(t);
 }
 
@@ -101,6 +106,17 @@ tls_buf(struct tls *t, int which, size_t need)
 	t->buf[which] = p;
 	t->cap[which] = cap;
 	return p;
+}
+
+static struct iovec *
+tls_iov(struct tls *t, size_t need)
+{
+	if (t->iov_cap < need) {
+		free(t->iov);
+		t->iov = ol_xcalloc(need, sizeof(*t->iov));
+		t->iov_cap = need;
+	}
+	return t->iov;
 }
 
 static int
@@ -148,18 +164,71 @@ rw_all(struct tls *t, int fd, uint8_t *buf, size_t len, uint64_t off, bool wr)
 	return 0;
 }
 
-/* ---- pipelined writes: chunks of a buffer go to the device while the rest is filled ---- */
+/* ---- pipelined writes: chunks of a batch go to the device while the rest is encoded ---- */
+
+/* A batch is a list of iovecs in file order: bounce blocks (headers, small records, a value's
+ * partial last block) and the DRAM slots' own bytes (whole 4 KiB blocks of a version 2
+ * record's value). Chunks of it go out as writev requests of about WR_CHUNK bytes (at most
+ * WR_IOV iovecs, one iovec at most a whole value: kv.max_block_bytes caps it at 1 GiB, so a
+ * request stays under 2 GiB) while the next records are checksummed. */
+#define WR_IOV 1024 /* UIO_MAXIOV */
 
 struct wr_pipe {
 	struct tls *t;
 	int fd;
-	uint8_t *buf;
-	uint64_t base, sent; /* file offset of buf[0]; bytes of buf handed to the device */
-	uint64_t at[WR_DEPTH], len[WR_DEPTH];
+	struct iovec *iov;
+	unsigned niov, sent_iov; /* iovecs filled; handed to the device */
+	uint64_t base;		 /* file offset of the batch */
+	uint64_t filled, sent;	 /* bytes filled; handed to the device */
+	uint64_t at[WR_DEPTH];	 /* per request in flight: batch offset, first iovec, count */
+	unsigned iv0[WR_DEPTH], ivn[WR_DEPTH];
 	bool busy[WR_DEPTH];
 	unsigned inflight;
 	int rc;
 };
+
+/* Append [b, b + len) to the batch, merged with the last iovec when it continues it. */
+static void
+pipe_add(struct wr_pipe *p, const void *b, uint64_t len)
+{
+	struct iovec *l = p->niov > p->sent_iov ? &p->iov[p->niov - 1] : NULL;
+	if (len == 0)
+		return;
+	if (l && (const uint8_t *)l->iov_base + l->iov_len == (const uint8_t *)b)
+		l->iov_len += len;
+	else
+		p->iov[p->niov++] = (struct iovec){(void *)b, len};
+	p->filled += len;
+}
+
+/* Write iov[0..n) at off with pwritev until done, skipping the first skip bytes (a short
+ * write's rest). The iovecs are the caller's to change. 0 or -errno. */
+static int
+pwritev_all(int fd, struct iovec *iov, unsigned n, uint64_t off, uint64_t skip)
+{
+	off += skip;
+	while (n > 0) {
+		while (n > 0 && skip >= iov->iov_len) {
+			skip -= iov->iov_len;
+			iov++;
+			n--;
+		}
+		if (n == 0)
+			break;
+		iov->iov_base = (uint8_t *)iov->iov_base + skip;
+		iov->iov_len -= skip;
+		ssize_t w = pwritev(fd, iov, (int)n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			w = 0;
+		else if (w < 0)
+			return -errno;
+		else if (w == 0)
+			return -EIO;
+		skip = (uint64_t)w;
+		off += (uint64_t)w;
+	}
+	return 0;
+}
 
 /* Wait for one write of p to complete. A short write is finished synchronously. */
 static void
@@ -169,7 +238,7 @@ pipe_reap(struct wr_pipe *p)
 	int r;
 	while ((r = io_uring_wait_cqe(&p->t->ring, &cqe)) == -EINTR || r == -EAGAIN)
 		;
-	if (r < 0) /* writes still read buf: going on could corrupt memory */
+	if (r < 0) /* writes still read the slots and buffers: going on could corrupt memory */
 		ol_die("kv spill: io_uring wait failed with writes in flight: %s", strerror(-r));
 	unsigned i = (unsigned)cqe->user_data;
 	int res = cqe->res;
@@ -178,57 +247,53 @@ pipe_reap(struct wr_pipe *p)
 	p->inflight--;
 	if (res < 0) {
 		p->rc = p->rc ? p->rc : res;
-	} else if ((uint64_t)res < p->len[i]) {
-		uint64_t done = p->at[i] + (uint64_t)res, end = p->at[i] + p->len[i];
-		while (done < end && p->rc == 0) {
-			ssize_t w =
-			    pwrite(p->fd, p->buf + done, end - done, (off_t)(p->base + done));
-			if (w < 0 && errno != EINTR)
-				p->rc = -errno;
-			else if (w == 0)
-				p->rc = -EIO;
-			else if (w > 0)
-				done += (uint64_t)w;
-		}
+	} else if (p->rc == 0) {
+		uint64_t want = 0;
+		for (unsigned k = 0; k < p->ivn[i]; k++)
+			want += p->iov[p->iv0[i] + k].iov_len;
+		if ((uint64_t)res < want)
+			p->rc = pwritev_all(p->fd, p->iov + p->iv0[i], p->ivn[i],
+					    p->base + p->at[i], (uint64_t)res);
 	}
 }
 
-/* Hand buf[sent..upto) to the device (without waiting, when the ring allows). */
+/* Hand what was filled and not yet sent to the device (without waiting, when the ring
+ * allows). */
 static void
-pipe_send(struct wr_pipe *p, uint64_t upto)
+pipe_send(struct wr_pipe *p)
 {
-	while (p->sent < upto && p->rc == 0) {
-		uint64_t len = upto - p->sent;
-		if (len > (1u << 30))
-			len = 1u << 30;
-		if (!p->t->ring_ok) {
-			p->rc = rw_all(p->t, p->fd, p->buf + p->sent, len, p->base + p->sent, true);
-			p->sent += len;
-			continue;
-		}
-		while (p->inflight == WR_DEPTH)
-			pipe_reap(p);
-		unsigned i = 0;
-		while (p->busy[i])
-			i++;
-		struct io_uring_sqe *sqe = io_uring_get_sqe(&p->t->ring);
-		if (!sqe) { /* cannot happen: the ring has twice WR_DEPTH entries */
-			p->rc = -EBUSY;
-			break;
-		}
-		io_uring_prep_write(sqe, p->fd, p->buf + p->sent, (unsigned)len, p->base + p->sent);
-		io_uring_sqe_set_data64(sqe, i);
-		int r = io_uring_submit(&p->t->ring);
-		if (r < 0) {
-			p->rc = r;
-			break;
-		}
-		p->at[i] = p->sent;
-		p->len[i] = len;
-		p->busy[i] = true;
-		p->inflight++;
-		p->sent += len;
+	if (p->sent_iov == p->niov || p->rc)
+		return;
+	unsigned n = p->niov - p->sent_iov;
+	if (!p->t->ring_ok) {
+		p->rc = pwritev_all(p->fd, p->iov + p->sent_iov, n, p->base + p->sent, 0);
+		goto sent;
 	}
+	while (p->inflight == WR_DEPTH)
+		pipe_reap(p);
+	unsigned i = 0;
+	while (p->busy[i])
+		i++;
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&p->t->ring);
+	if (!sqe) { /* cannot happen: the ring has twice WR_DEPTH entries */
+		p->rc = -EBUSY;
+		return;
+	}
+	io_uring_prep_writev(sqe, p->fd, p->iov + p->sent_iov, n, p->base + p->sent);
+	io_uring_sqe_set_data64(sqe, i);
+	int r = io_uring_submit(&p->t->ring);
+	if (r < 0) {
+		p->rc = r;
+		return;
+	}
+	p->at[i] = p->sent;
+	p->iv0[i] = p->sent_iov;
+	p->ivn[i] = n;
+	p->busy[i] = true;
+	p->inflight++;
+sent:
+	p->sent_iov = p->niov;
+	p->sent = p->filled;
 }
 
 /* Wait for every write of p. 0 or the first error. */
@@ -270,11 +335,20 @@ now_wall_ms(void)
 	return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
 }
 
+/* Version 2 for a value whose record has the same size either way (its last 4 KiB block is
+ * full or has no room for the header): whole blocks of it go to the device from the slot. */
+static bool
+rec_v2(uint64_t len)
+{
+	uint64_t r = len % OL_KVS_ALIGN;
+	return len >= OL_KVS_ALIGN && (r == 0 || r > OL_KVS_ALIGN - OL_KVS_HDR);
+}
+
+/* Header of r at h (OL_KVS_HDR bytes) with value checksum vh (0: tombstone). */
 static void
-hdr_encode(uint8_t *h, const struct ol_kvs_rec *r, const void *val)
+hdr_encode(uint8_t *h, const struct ol_kvs_rec *r, uint16_t ver, uint64_t vh)
 {
 	uint32_t magic = REC_MAGIC;
-	uint16_t ver = REC_VER;
 	memset(h, 0, OL_KVS_HDR);
 	memcpy(h, &magic, 4);
 	memcpy(h + 4, &ver, 2);
@@ -282,26 +356,31 @@ hdr_encode(uint8_t *h, const struct ol_kvs_rec *r, const void *val)
 	memcpy(h + 8, r->kk, 48);
 	put64(h + 56, r->len);
 	put64(h + 64, r->ver);
-	put64(h + 72, val ? XXH3_64bits(val, r->len) : 0);
+	put64(h + 72, vh);
 	put64(h + 80, now_wall_ms());
 	put64(h + 120, XXH3_64bits(h, 120));
 }
 
-/* 0 and r filled, or -EBADMSG */
+/* 0 and r, the value checksum and the value's offset in the record filled, or -EBADMSG.
+ * Pure. */
 static int
-hdr_decode(const uint8_t *h, struct ol_kvs_rec *r, uint64_t *val_hash)
+hdr_decode(const uint8_t *h, struct ol_kvs_rec *r, uint64_t *val_hash, uint64_t *val_off)
 {
 	uint32_t magic;
 	uint16_t ver;
 	memcpy(&magic, h, 4);
 	memcpy(&ver, h + 4, 2);
-	if (magic != REC_MAGIC || ver != REC_VER || get64(h + 120) != XXH3_64bits(h, 120))
+	if (magic != REC_MAGIC || (ver != REC_V1 && ver != REC_V2) ||
+	    get64(h + 120) != XXH3_64bits(h, 120))
 		return -EBADMSG;
 	memcpy(&r->flags, h + 6, 2);
 	memcpy(r->kk, h + 8, 48);
 	r->len = get64(h + 56);
 	r->ver = get64(h + 64);
 	*val_hash = get64(h + 72);
+	*val_off = ver == REC_V2 ? OL_KVS_ALIGN : OL_KVS_HDR;
+	if (ver == REC_V2 && (!rec_v2(r->len) || r->flags != 0))
+		return -EBADMSG; /* no writer makes that: do not trust its length */
 	return 0;
 }
 
@@ -385,10 +464,10 @@ seg_scan(struct ol_kvs *s, struct seg *g, uint8_t *buf, ol_kvs_recover_fn fn, vo
 	uint64_t off = 0, size = fstat(g->fd, &st) == 0 ? (uint64_t)st.st_size : 0;
 	while (off + OL_KVS_ALIGN <= size) {
 		struct ol_kvs_rec r;
-		uint64_t vh;
+		uint64_t vh, voff;
 		if (pread(g->fd, buf, OL_KVS_ALIGN, (off_t)off) != OL_KVS_ALIGN)
 			break;
-		if (hdr_decode(buf, &r, &vh) < 0)
+		if (hdr_decode(buf, &r, &vh, &voff) < 0)
 			break;
 		uint64_t rs = ol_kvs_rec_size(r.len);
 		if (off + rs > size)
@@ -559,19 +638,59 @@ make_room(struct ol_kvs *s, uint64_t rs, uint64_t *dropped, unsigned *n_dropped)
 	}
 }
 
-/* Encode record r (value copied from val; NULL = tombstone) at p; returns its size. The value
- * checksum is taken over the copy, so it covers exactly the bytes written. */
+/* Bounce bytes the record of it needs: the whole record (version 1, or a value not 4 KiB
+ * aligned in memory), else the header block and the value's partial last block. */
 static uint64_t
-rec_encode(uint8_t *p, const struct ol_kvs_rec *r, const void *val)
+rec_bounce(const struct ol_kvs_item *it)
 {
-	struct ol_kvs_rec rr = *r;
+	uint64_t len = it->val ? it->rec.len : 0;
+	if (!rec_v2(len) || it->rec.flags || (uintptr_t)it->val % OL_KVS_ALIGN)
+		return ol_kvs_rec_size(len);
+	return OL_KVS_ALIGN + (len % OL_KVS_ALIGN ? OL_KVS_ALIGN : 0);
+}
+
+/* Add the record of it to p: the header (and a version 1 record whole) encoded at *bb in the
+ * bounce buffer, a version 2 value's whole blocks straight from val (read by the device, not
+ * copied), its partial last block copied and zero-padded. The checksum is taken over val;
+ * the caller keeps val unchanged until the write completed (the engine pins the slot). A
+ * value changed anyway is caught by the checksum at every read. Returns the record's size. */
+static uint64_t
+rec_add(struct wr_pipe *p, uint8_t **bb, const struct ol_kvs_item *it)
+{
+	struct ol_kvs_rec rr = it->rec;
+	const uint8_t *val = it->val;
 	if (!val)
 		rr.len = 0;
-	uint64_t rs = ol_kvs_rec_size(rr.len);
-	if (val)
-		memcpy(p + OL_KVS_HDR, val, rr.len);
-	memset(p + OL_KVS_HDR + rr.len, 0, rs - OL_KVS_HDR - rr.len);
-	hdr_encode(p, &rr, val ? p + OL_KVS_HDR : NULL);
+	uint64_t rs = ol_kvs_rec_size(rr.len), vh = val ? XXH3_64bits(val, rr.len) : 0;
+	uint8_t *b = *bb;
+	if (!rec_v2(rr.len) || rr.flags) { /* a version 2 header never carries flags */
+		hdr_encode(b, &rr, REC_V1, vh);
+		if (val)
+			memcpy(b + OL_KVS_HDR, val, rr.len);
+		memset(b + OL_KVS_HDR + rr.len, 0, rs - OL_KVS_HDR - rr.len);
+		pipe_add(p, b, rs);
+		*bb = b + rs;
+		return rs;
+	}
+	hdr_encode(b, &rr, REC_V2, vh);
+	memset(b + OL_KVS_HDR, 0, OL_KVS_ALIGN - OL_KVS_HDR);
+	pipe_add(p, b, OL_KVS_ALIGN);
+	b += OL_KVS_ALIGN;
+	uint64_t whole = rr.len / OL_KVS_ALIGN * OL_KVS_ALIGN, part = rr.len - whole;
+	if ((uintptr_t)val % OL_KVS_ALIGN) { /* O_DIRECT needs aligned memory: copy */
+		memcpy(b, val, whole);
+		pipe_add(p, b, whole);
+		b += whole;
+	} else {
+		pipe_add(p, val, whole);
+	}
+	if (part) {
+		memcpy(b, val + whole, part);
+		memset(b + part, 0, OL_KVS_ALIGN - part);
+		pipe_add(p, b, OL_KVS_ALIGN);
+		b += OL_KVS_ALIGN;
+	}
+	*bb = b;
 	return rs;
 }
 
@@ -597,10 +716,13 @@ ol_kvs_append_batch(struct ol_kvs *s, struct ol_kvs_item *it, unsigned n, uint64
 		    unsigned *n_dropped)
 {
 	struct tls *t = tls_get();
-	uint64_t total = 0;
-	for (unsigned i = 0; i < n; i++)
+	uint64_t total = 0, bounce = 0;
+	for (unsigned i = 0; i < n; i++) {
 		total += ol_kvs_rec_size(it[i].val ? it[i].rec.len : 0);
-	uint8_t *buf = tls_buf(t, 1, total);
+		bounce += rec_bounce(&it[i]);
+	}
+	uint8_t *bb = tls_buf(t, 1, bounce);
+	struct iovec *iov = tls_iov(t, 3 * (size_t)n);
 	*n_dropped = 0;
 	pthread_mutex_lock(&s->mu);
 	struct seg *g = s->segs[s->n_segs - 1];
@@ -613,16 +735,16 @@ ol_kvs_append_batch(struct ol_kvs *s, struct ol_kvs_item *it, unsigned n, uint64
 	}
 	make_room(s, total, dropped, n_dropped);
 	/* encode record by record; every WR_CHUNK bytes go to the device while the next are
-	 * encoded (the lock is held throughout: appends stay in order, and a failed batch is
-	 * cut off before anything lands after it) */
-	struct wr_pipe p = {.t = t, .fd = g->fd, .buf = buf, .base = g->size};
-	for (uint64_t i = 0, at = 0; i < n; i++) {
-		it[i].loc.off = at;
-		at += rec_encode(buf + at, &it[i].rec, it[i].val);
-		if (at - p.sent >= WR_CHUNK)
-			pipe_send(&p, at);
+	 * checksummed (the lock is held throughout: appends stay in order, and a failed batch
+	 * is cut off before anything lands after it) */
+	struct wr_pipe p = {.t = t, .fd = g->fd, .iov = iov, .base = g->size};
+	for (unsigned i = 0; i < n; i++) {
+		it[i].loc.off = p.filled;
+		rec_add(&p, &bb, &it[i]);
+		if (p.filled - p.sent >= WR_CHUNK || p.niov - p.sent_iov + 3 > WR_IOV)
+			pipe_send(&p);
 	}
-	pipe_send(&p, total);
+	pipe_send(&p);
 	rc = pipe_finish(&p);
 	if (rc < 0) {
 		ol_err("kv spill: write segment %llu: %s", (unsigned long long)g->id,
@@ -688,15 +810,17 @@ seg_find_ref(struct ol_kvs *s, uint64_t id)
 	return g;
 }
 
-static int
+/* Check the record at buf against want; its value's offset in buf (the record's version
+ * says) or -EBADMSG. */
+static int64_t
 check_rec(const uint8_t *buf, const struct ol_kvs_rec *want)
 {
 	struct ol_kvs_rec r;
-	uint64_t vh;
-	if (hdr_decode(buf, &r, &vh) < 0 || memcmp(r.kk, want->kk, 48) != 0 || r.len != want->len ||
-	    r.ver != want->ver || r.flags != 0)
+	uint64_t vh, voff;
+	if (hdr_decode(buf, &r, &vh, &voff) < 0 || memcmp(r.kk, want->kk, 48) != 0 ||
+	    r.len != want->len || r.ver != want->ver || r.flags != 0)
 		return -EBADMSG;
-	return XXH3_64bits(buf + OL_KVS_HDR, r.len) == vh ? 0 : -EBADMSG;
+	return XXH3_64bits(buf + voff, r.len) == vh ? (int64_t)voff : -EBADMSG;
 }
 
 int
@@ -713,14 +837,7 @@ ol_kvs_read(struct ol_kvs *s, const struct ol_kvs_rec *r, const struct ol_kvs_lo
 	pthread_mutex_lock(&s->mu);
 	seg_unref(g);
 	pthread_mutex_unlock(&s->mu);
-	if (rc == 0 && (rc = check_rec(buf, r)) < 0) {
-		pthread_mutex_lock(&s->mu);
-		s->corrupt++;
-		pthread_mutex_unlock(&s->mu);
-	}
-	if (rc == 0)
-		*val = buf + OL_KVS_HDR;
-	return rc;
+	return rc < 0 ? rc : ol_kvs_verify(s, r, buf, val);
 }
 
 int
@@ -750,14 +867,14 @@ ol_kvs_extent_put(struct ol_kvs *s, struct ol_kvs_ext *x)
 int
 ol_kvs_verify(struct ol_kvs *s, const struct ol_kvs_rec *r, const uint8_t *buf, const void **val)
 {
-	int rc = check_rec(buf, r);
-	if (rc < 0) {
+	int64_t voff = check_rec(buf, r);
+	if (voff < 0) {
 		pthread_mutex_lock(&s->mu);
 		s->corrupt++;
 		pthread_mutex_unlock(&s->mu);
-		return rc;
+		return (int)voff;
 	}
-	*val = buf + OL_KVS_HDR;
+	*val = buf + voff;
 	return 0;
 }
 
@@ -839,10 +956,12 @@ ol_kvs_read_many(struct ol_kvs *s, struct ol_kvs_rd *rd, unsigned n)
 	pthread_mutex_unlock(&s->mu);
 	unsigned bad = 0;
 	for (unsigned i = 0; i < n; i++) {
-		if (rd[i].rc == 0 && (rd[i].rc = check_rec(buf + at[i], &rd[i].rec)) < 0)
+		int64_t voff = rd[i].rc == 0 ? check_rec(buf + at[i], &rd[i].rec) : rd[i].rc;
+		if (rd[i].rc == 0 && voff < 0)
 			bad++;
-		if (rd[i].rc == 0) {
-			rd[i].val = buf + at[i] + OL_KVS_HDR;
+		rd[i].rc = voff < 0 ? (int)voff : 0;
+		if (voff >= 0) {
+			rd[i].val = buf + at[i] + voff;
 			ok++;
 		}
 	}

@@ -1,13 +1,19 @@
 /* kv/spill.h - the NVMe tier: append-only segment files "seg-NNNNNNNNNN.olkv" in one
  * directory, written and read with io_uring (O_DIRECT when the file system allows it).
  *
- * Record = 128-byte header + value, padded to 4 KiB:
+ * Record = 128-byte header, then the value, padded to whole 4 KiB blocks:
  *   u32 magic "OLKR", u16 version, u16 flags (1 = tombstone), key[32], ns[16], u64 len,
  *   u64 ver, u64 xxh3(value), u64 time_ms, ..., u64 xxh3(header bytes 0..120) at 120.
+ * Version 1: the value at byte 128. Version 2: the header alone in the first 4 KiB block, the
+ * value at 4096, so the write-behind writes its whole blocks straight from the DRAM slot
+ * (O_DIRECT, no copy). Both take ol_kvs_rec_size(len) bytes: version 2 is written only for
+ * lengths where that holds (len >= 4096 and len % 4096 == 0 or > 3968: every power-of-two
+ * block), version 1 for the rest and for tombstones; recovery and reads take both (a tier an
+ * older build wrote comes back as it was). docs/storage-format.md, "KV pool NVMe tier".
  * Recovery scans every segment in id order and stops a segment at the first bad header or
  * short record (a torn tail); reads check header, key and value checksum, so a torn or
  * overwritten record is never returned. Thread-safe (one mutex for appends and the segment
- * table); each calling thread gets its own io_uring and bounce buffer; a syncer thread runs
+ * table); each calling thread has its own io_uring and bounce buffer; a syncer thread runs
  * the fdatasyncs asked for with ol_kvs_sync_async. */
 #ifndef OL_KV_SPILL_H
 #define OL_KV_SPILL_H
@@ -59,13 +65,18 @@ uint64_t ol_kvs_batch_bytes(const struct ol_kvs *s);
 
 struct ol_kvs_item {
 	struct ol_kvs_rec rec;
-	const void *val;       /* rec.len bytes, read during the call; NULL = tombstone */
+	/* rec.len bytes, read during the call and unchanged until it returns (the device may
+	 * read them: a 4 KiB-aligned value of a version 2 record is written from here, not
+	 * copied); NULL = tombstone */
+	const void *val;
 	struct ol_kvs_loc loc; /* out */
 };
 
-/* Append it[0..n) (n >= 1) as one contiguous write into one segment: the records are encoded
- * (value copied, checksummed) outside the lock, then written with one request (the kernel
- * splits it over the device queue), instead of one round trip each. All or nothing: 0 and
+/* Append it[0..n) (n >= 1) contiguously into one segment: each value is checksummed, and
+ * written from val (version 2, whole blocks of a 4 KiB-aligned value) or copied with its
+ * header into this thread's bounce buffer (version 1, the partial last block of a version 2
+ * value, an unaligned value); the pieces go to the device as writev requests of ~4 MiB, up
+ * to 8 in flight, sent while the next records are checksummed. All or nothing: 0 and
  * every it[i].loc set, or -errno and none of them recoverable (what landed is cut off; the
  * next append starts a new segment). dropped as for ol_kvs_append. */
 int ol_kvs_append_batch(struct ol_kvs *s, struct ol_kvs_item *it, unsigned n, uint64_t *dropped,
@@ -114,8 +125,9 @@ int ol_kvs_extent_get(struct ol_kvs *s, const struct ol_kvs_loc *loc, uint64_t r
 /* Drop the hold (the descriptor may be closed here). Any thread. */
 void ol_kvs_extent_put(struct ol_kvs *s, struct ol_kvs_ext *x);
 /* Check a record read into buf (x->len bytes) against r, as ol_kvs_read does: header, key,
- * namespace, length, version and the value's checksum. 0 and *val = buf + OL_KVS_HDR, or
- * -EBADMSG (counted as corrupt). Pure but for the count. */
+ * namespace, length, version and the value's checksum. 0 and *val = the value in buf (at
+ * OL_KVS_HDR or OL_KVS_ALIGN, as the record's version says), or -EBADMSG (counted as
+ * corrupt). Pure but for the count. */
 int ol_kvs_verify(struct ol_kvs *s, const struct ol_kvs_rec *r, const uint8_t *buf,
 		  const void **val);
 

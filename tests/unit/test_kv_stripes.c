@@ -494,7 +494,7 @@ split_case(struct hammer *h, uint64_t id, int how, bool *exact, bool *in_dram)
 		abort();
 	ssize_t n = pread(rd.ext.fd, p, rd.ext.len, (off_t)rd.ext.off);
 	if (how == 1)
-		((uint8_t *)p)[OL_KVS_HDR + 100] ^= 1;
+		((uint8_t *)p)[OL_KVS_ALIGN + 100] ^= 1; /* a value byte in either version */
 	if (how == 2 && n > 0)
 		n -= OL_KVS_ALIGN;
 	if (how == 3)
