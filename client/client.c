@@ -100,6 +100,9 @@ ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
 	 * COMMIT), to compare the two or to rule the look-ahead reservations out */
 	const char *cav = getenv("OPENLAKE_KV_COMMIT_ALLOC");
 	c->no_ahead = cav && strcmp(cav, "0") == 0;
+	/* $OPENLAKE_KV_NT_COPY=0: large local put values copied with memcpy, not streamed */
+	const char *ntv = getenv("OPENLAKE_KV_NT_COPY");
+	c->no_nt = ntv && strcmp(ntv, "0") == 0;
 	c->timeout_ms = o->timeout_ms ? o->timeout_ms : 2000;
 	if (o->size >= offsetof(struct ol_client_opts, log_arg) + sizeof(void *)) {
 		c->log = o->log;

@@ -106,6 +106,7 @@ struct ol_client {
 	uint64_t ns_seed;
 	bool want_local;
 	bool no_ahead; /* $OPENLAKE_KV_COMMIT_ALLOC=0: local puts never use COMMIT_ALLOC */
+	bool no_nt;    /* $OPENLAKE_KV_NT_COPY=0: local puts copy with memcpy only */
 	unsigned timeout_ms;
 	void (*log)(int level, const char *msg, void *arg);
 	void *log_arg;

@@ -3,6 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 #include "client_int.h"
 #include "kv/barrier.h"
 #include "kv/net.h"
@@ -265,11 +269,50 @@ slot_ok(const struct olc_map *m, uint64_t off, uint64_t len)
 	return off >= m->unit && off % m->unit == 0 && off < m->size && len <= m->size - off;
 }
 
+/* Values from this size on are copied into their slot with non-temporal stores: the slot is
+ * cold (a tier far larger than the caches), and the client does not read it again; plain
+ * stores would first read each line of it (read for ownership). */
+#define OLC_NT_MIN (256u << 10)
+
+#if defined(__x86_64__)
 static void
-copy_in(uint8_t *dst, const struct ol_kv_op *op)
+copy_nt(uint8_t *dst, const uint8_t *src, size_t len)
+{
+	size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+	if (head > len)
+		head = len;
+	memcpy(dst, src, head);
+	dst += head;
+	src += head;
+	len -= head;
+	for (; len >= 64; dst += 64, src += 64, len -= 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)src);
+		__m128i b = _mm_loadu_si128((const __m128i *)(src + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(src + 32));
+		__m128i d = _mm_loadu_si128((const __m128i *)(src + 48));
+		_mm_stream_si128((__m128i *)dst, a);
+		_mm_stream_si128((__m128i *)(dst + 16), b);
+		_mm_stream_si128((__m128i *)(dst + 32), c);
+		_mm_stream_si128((__m128i *)(dst + 48), d);
+	}
+	memcpy(dst, src, len);
+}
+#define copy_fence() _mm_sfence()
+#else
+#define copy_nt(d, s, n) memcpy(d, s, n)
+#define copy_fence()	 ((void)0)
+#endif
+
+/* Copy op's value into its slot (nt: pieces from OLC_NT_MIN on with non-temporal stores). The
+ * caller runs copy_fence() before it commits the slot, so that the server sees the bytes. */
+static void
+copy_in(uint8_t *dst, const struct ol_kv_op *op, bool nt)
 {
 	for (size_t k = 0; k < op->iovcnt; k++) {
-		memcpy(dst, op->iov[k].base, op->iov[k].len);
+		if (nt && op->iov[k].len >= OLC_NT_MIN)
+			copy_nt(dst, op->iov[k].base, op->iov[k].len);
+		else
+			memcpy(dst, op->iov[k].base, op->iov[k].len);
 		dst += op->iov[k].len;
 	}
 }
@@ -316,7 +359,7 @@ shm_alloc_copy(struct ol_client *c, struct olc_conn *cn, struct batch *b, struct
 			break;
 		}
 		olc_map_prefault(cn->map, granted[j].off, granted[j].len);
-		copy_in(cn->map->base + granted[j].off, op);
+		copy_in(cn->map->base + granted[j].off, op, !c->no_nt);
 		batch_ent(b, *k, op->key, granted[j].len, granted[j].off, granted[j].seq);
 		b->idx[(*k)++] = b->idx[j];
 	}
@@ -434,10 +477,11 @@ shm_put_ahead(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, s
 	for (size_t j = 0; r == 0 && j < nh; j++) {
 		struct ol_kv_op *op = ops[use[j]];
 		olc_map_prefault(cn->map, held[j].off, held[j].len);
-		copy_in(cn->map->base + held[j].off, op);
+		copy_in(cn->map->base + held[j].off, op, !c->no_nt);
 		batch_ent(&b, k, op->key, held[j].len, held[j].off, held[j].seq);
 		b.idx[k++] = use[j];
 	}
+	copy_fence();
 	if (r == 0 && k)
 		r = shm_commit_ahead(c, cn, &b, ops, k);
 	free(held);
@@ -465,6 +509,7 @@ olc_shm_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, siz
 		b.idx[m++] = i;
 	}
 	int r = shm_alloc_copy(c, cn, &b, ops, m, &k);
+	copy_fence();
 	if (r == 0 && k)
 		r = batch_call(c, cn, &b, OL_KVP_COMMIT, k, k * OL_KVP_REQ_ENT);
 	for (size_t j = 0; r == 0 && j < k; j++) {

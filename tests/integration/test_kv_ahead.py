@@ -5,6 +5,7 @@ reservations a client holds are bounded and the daemon takes them back when the 
 kill -9'd; a raw client bounded by max_pins_per_connection; old-style clients (raw ALLOC then
 COMMIT, and libopenlake told not to use the op) still work."""
 
+import ctypes
 import hashlib
 import os
 import random
@@ -70,6 +71,14 @@ def test_local_puts_read_back_and_hold_bounded_reservations(openlaked, ol):
     bvals = [os.urandom(1 + (i * 7919) % 300000) for i in range(30)]
     for i in range(0, 30, 6):
         assert c.put(bkeys[i:i + 6], bvals[i:i + 6]) == [ol.Status.OK] * 6
+    # values in several pieces of odd sizes (pieces from 256 KiB on are streamed into the slot
+    # with non-temporal stores, here from unaligned slot offsets), and the same without them
+    pieces = [os.urandom(n) for n in (3, 300001, 17, 400000, 1)]
+    bufs = [ctypes.create_string_buffer(p, len(p)) for p in pieces]
+    iovs = [(ctypes.addressof(b), len(p)) for b, p in zip(bufs, pieces)]
+    assert c.put_iov([K("iov", 0)], [iovs]) == [ol.Status.OK]
+    assert c.put_iov([K("iov", 1)], [iovs]) == [ol.Status.OK]  # into a held slot
+    assert tcp.get([K("iov", 0), K("iov", 1)], size_hint=1 << 20) == [b"".join(pieces)] * 2
     assert c.get(keys, size_hint=MIB2) == vals, "local reader"
     assert tcp.get(keys, size_hint=MIB2) == vals, "TCP reader"
     assert c.get(bkeys, size_hint=300000) == bvals
@@ -135,7 +144,7 @@ def test_kill9_client_leaks_no_reservation(openlaked, ol):
 def test_raw_commit_alloc_bounded_and_old_style_alloc_commit(openlaked, ol):
     d = start(openlaked, "max_pins_per_connection = 20\n")
     s = shm_conn(d)
-    # a hostile client asking for 100 reservations ahead gets at most its pin cap
+    # a hostile client asking for 100 reservations ahead is given at most its pin cap
     _, reps = raw_frame(s, COMMIT_ALLOC, [ent(b"\0" * 32, 4096) for _ in range(100)])
     assert [r[0] for r in reps] == [OK] * 20 + [FULL] * 80
     assert all(r[2] > 0 for r in reps[:20]), "a reservation's reply carries the TTL"
