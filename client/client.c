@@ -405,6 +405,7 @@ hello(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 	cn->has_events = (w.flags & OL_KVP_WELCOME_EVENTS) != 0;
 	cn->has_calloc = (w.flags & OL_KVP_WELCOME_COMMIT_ALLOC) != 0 && !c->no_ahead;
 	cn->n_ahead = 0;
+	cn->last_len = UINT64_MAX;
 	cn->max_block = w.max_block;
 	cn->local = false;
 	if (w.auth && (r = auth(c, nd, cn, &w)) < 0)

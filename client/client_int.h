@@ -51,6 +51,7 @@ struct olc_conn {
 	bool has_calloc; /* the server answers COMMIT_ALLOC (WELCOME flag; older ones close) */
 	unsigned n_ahead;
 	struct olc_ahead ahead[OLC_AHEAD_MAX]; /* reservations held for the next puts (local) */
+	uint64_t last_len; /* the size of the last value put here (local; reservations repeat it) */
 	uint32_t max_batch;
 	uint64_t max_block;
 	struct olc_map *map;

@@ -382,16 +382,28 @@ ahead_take(struct olc_conn *cn, uint64_t len, uint64_t now, struct olc_ahead *ou
 	return -1;
 }
 
-/* Release (no reply) the held reservations past their time: the node would keep them until its
- * TTL, out of everyone's use. */
+/* Whether one of the n ops has a value of len bytes. */
+static bool
+some_len(struct ol_kv_op **ops, size_t n, uint64_t len)
+{
+	for (size_t i = 0; i < n; i++)
+		if (olc_iov_len(ops[i]) == len)
+			return true;
+	return false;
+}
+
+/* Release (no reply) the held reservations past their time, and those of a size none of this
+ * call's values has (sizes change: a slot held for a size no longer put is tier taken out of
+ * everyone's use until the node's TTL). The node handles it before this connection's next
+ * request. */
 static int
-ahead_expire(struct ol_client *c, struct olc_conn *cn, uint64_t now)
+ahead_drop(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n, uint64_t now)
 {
 	uint8_t ents[OLC_AHEAD_MAX * OL_KVP_REQ_ENT];
 	static const uint8_t nokey[OL_KVP_KEY];
 	unsigned k = 0;
 	for (unsigned a = 0; a < cn->n_ahead;) {
-		if (cn->ahead[a].until_ms > now) {
+		if (cn->ahead[a].until_ms > now && some_len(ops, n, cn->ahead[a].len)) {
 			a++;
 			continue;
 		}
@@ -410,8 +422,10 @@ ahead_expire(struct ol_client *c, struct olc_conn *cn, uint64_t now)
 	return olc_send(c, cn, &h, v, 2);
 }
 
-/* COMMIT_ALLOC: the k commits in b, and reservations for the next call (one per committed
- * value, of its length, up to OLC_AHEAD_MAX held), in one round trip. */
+/* COMMIT_ALLOC: the k commits in b, and reservations for the next call, in one round trip:
+ * one per committed value whose size repeats (the size of the last value this connection put
+ * before this call: values of one size are the steady state worth a held slot; a size seen
+ * once is not), up to OLC_AHEAD_MAX held. */
 static int
 shm_commit_ahead(struct ol_client *c, struct olc_conn *cn, struct batch *b, struct ol_kv_op **ops,
 		 size_t k)
@@ -422,10 +436,14 @@ shm_commit_ahead(struct ol_client *c, struct olc_conn *cn, struct batch *b, stru
 	/* a frame holds at most max_batch entries (more closes the connection) */
 	for (size_t j = 0; j < k && cn->n_ahead + want < OLC_AHEAD_MAX && k + want < cn->max_batch;
 	     j++) {
-		lens[want] = olc_iov_len(ops[b->idx[j]]);
-		batch_ent(b, k + want, nokey, lens[want], 0, 0);
+		uint64_t len = olc_iov_len(ops[b->idx[j]]);
+		if (len != cn->last_len)
+			continue;
+		lens[want] = len;
+		batch_ent(b, k + want, nokey, len, 0, 0);
 		want++;
 	}
+	cn->last_len = olc_iov_len(ops[b->idx[k - 1]]);
 	uint64_t t0 = olc_now_ms();
 	int r = batch_call(c, cn, b, OL_KVP_COMMIT_ALLOC, k + want, (k + want) * OL_KVP_REQ_ENT);
 	for (size_t j = 0; r == 0 && j < k + want; j++) {
@@ -459,7 +477,7 @@ shm_put_ahead(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, s
 	uint64_t now = olc_now_ms();
 	struct olc_ahead *held = malloc(n * sizeof(*held) + 1);
 	size_t *use = malloc(n * sizeof(*use) + 1);
-	int r = held && use ? ahead_expire(c, cn, now) : -ENOMEM;
+	int r = held && use ? ahead_drop(c, cn, ops, n, now) : -ENOMEM;
 	size_t nh = 0;
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		uint64_t len = olc_iov_len(ops[i]);
