@@ -192,3 +192,26 @@ def test_library_without_commit_alloc_still_puts(openlaked, ol, monkeypatch):
     assert tcp.get([K("o", i) for i in range(10)], size_hint=MIB2) == vals
     old.close()
     tcp.close()
+
+
+def test_held_slot_past_its_time_is_not_written(openlaked, ol):
+    """A slot held ahead is used only within half the TTL the node answered: once the node's
+    reaper took it back (reserve_ttl_secs = 2), the next put releases it unused, ALLOCs a fresh
+    slot, and reads back exactly; other clients' blocks put meanwhile stay intact."""
+    d = start(openlaked, 'dram_bytes = "64MiB"\n[kv_slab]\nreserve_ttl_secs = 2\n')
+    c = ol.connect([d.kv_addr], device="local", timeout_ms=30000)
+    tcp = ol.connect([d.kv_addr], device="tcp", timeout_ms=30000)
+    vals = values(4, 1 << 20, 5)
+    for i in range(2):
+        assert c.put([K("t", i)], [vals[i]]) == [ol.Status.OK]
+    assert node_stats(tcp)["conn_pins"] == 1, "no slot held ahead"
+    wait_for(lambda: node_stats(tcp)["conn_pins"] == 0, "the reaper kept the held slot")
+    # the reaped slot goes to another client's put of the same size
+    other = ol.connect([d.kv_addr], device="local", timeout_ms=30000)
+    assert other.put([K("x", 0)], [vals[3]]) == [ol.Status.OK]
+    assert c.put([K("t", 2)], [vals[2]]) == [ol.Status.OK]
+    assert tcp.get([K("t", i) for i in range(3)] + [K("x", 0)], size_hint=1 << 20) == \
+        vals[:3] + [vals[3]]
+    other.close()
+    c.close()
+    tcp.close()
