@@ -96,6 +96,13 @@ ol_client_new(const struct ol_client_opts *o, struct ol_client **out)
 	c->n_seeds = o->n_nodes;
 	c->ns_seed = XXH3_64bits(ns, strlen(ns));
 	c->want_local = strcmp(dev, "local") == 0;
+	/* $OPENLAKE_KV_COMMIT_ALLOC=0: local puts as an older client makes them (ALLOC, then
+	 * COMMIT), to compare the two or to rule the look-ahead reservations out */
+	const char *cav = getenv("OPENLAKE_KV_COMMIT_ALLOC");
+	c->no_ahead = cav && strcmp(cav, "0") == 0;
+	/* $OPENLAKE_KV_NT_COPY=0: large local put values copied with memcpy, not streamed */
+	const char *ntv = getenv("OPENLAKE_KV_NT_COPY");
+	c->no_nt = ntv && strcmp(ntv, "0") == 0;
 	c->timeout_ms = o->timeout_ms ? o->timeout_ms : 2000;
 	if (o->size >= offsetof(struct ol_client_opts, log_arg) + sizeof(void *)) {
 		c->log = o->log;
@@ -396,6 +403,9 @@ hello(struct ol_client *c, struct olc_node *nd, struct olc_conn *cn)
 	cn->has_view = (w.flags & OL_KVP_WELCOME_VIEW) != 0;
 	cn->has_lease = (w.flags & OL_KVP_WELCOME_LEASE) != 0;
 	cn->has_events = (w.flags & OL_KVP_WELCOME_EVENTS) != 0;
+	cn->has_calloc = (w.flags & OL_KVP_WELCOME_COMMIT_ALLOC) != 0 && !c->no_ahead;
+	cn->n_ahead = 0;
+	cn->last_len = UINT64_MAX;
 	cn->max_block = w.max_block;
 	cn->local = false;
 	if (w.auth && (r = auth(c, nd, cn, &w)) < 0)

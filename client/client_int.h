@@ -32,6 +32,13 @@ void olc_map_prefault(struct olc_map *m, uint64_t off, uint64_t len);
 
 struct olc_ucx;
 
+/* A slot the node reserved for this connection's next put of len bytes (COMMIT_ALLOC): usable
+ * until until_ms (half the node's reservation TTL after the request left), then released. */
+#define OLC_AHEAD_MAX 8
+struct olc_ahead {
+	uint64_t off, seq, len, until_ms;
+};
+
 struct olc_conn {
 	int fd;		     /* -1 on a UCX connection */
 	struct olc_ucx *ucx; /* ucx.c: a UCX connection, else NULL */
@@ -41,6 +48,10 @@ struct olc_conn {
 	bool has_view;	 /* the server answers VIEW (WELCOME flag) */
 	bool has_lease;	 /* the server answers LEASE (WELCOME flag; older servers close on it) */
 	bool has_events; /* the server answers EVENTS (WELCOME flag; older servers close on it) */
+	bool has_calloc; /* the server answers COMMIT_ALLOC (WELCOME flag; older ones close) */
+	unsigned n_ahead;
+	struct olc_ahead ahead[OLC_AHEAD_MAX]; /* reservations held for the next puts (local) */
+	uint64_t last_len; /* the size of the last value put here (local; reservations repeat it) */
 	uint32_t max_batch;
 	uint64_t max_block;
 	struct olc_map *map;
@@ -95,6 +106,8 @@ struct ol_client {
 	uint8_t ns_hash16[16];
 	uint64_t ns_seed;
 	bool want_local;
+	bool no_ahead; /* $OPENLAKE_KV_COMMIT_ALLOC=0: local puts never use COMMIT_ALLOC */
+	bool no_nt;    /* $OPENLAKE_KV_NT_COPY=0: local puts copy with memcpy only */
 	unsigned timeout_ms;
 	void (*log)(int level, const char *msg, void *arg);
 	void *log_arg;

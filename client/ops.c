@@ -3,6 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 #include "client_int.h"
 #include "kv/barrier.h"
 #include "kv/net.h"
@@ -15,13 +19,15 @@ struct batch {
 	int niov;
 };
 
+/* Room for n ops' entries (and their values' iovs when with_values) plus extra entries. */
 static int
-batch_init(struct batch *b, struct ol_kv_op **ops, size_t n, bool with_values)
+batch_init_ex(struct batch *b, struct ol_kv_op **ops, size_t n, bool with_values, size_t extra)
 {
-	size_t niov = 2 + n;
+	size_t niov = 2 + n + extra;
 	if (with_values)
 		for (size_t i = 0; i < n; i++)
 			niov += ops[i]->iovcnt;
+	n += extra;
 	b->ents = malloc(n * OL_KVP_REQ_ENT + 1);
 	b->reps = malloc(n * OL_KVP_REP_ENT + 1);
 	b->iov = malloc(niov * sizeof(*b->iov));
@@ -37,6 +43,12 @@ batch_init(struct batch *b, struct ol_kv_op **ops, size_t n, bool with_values)
 	b->iov[0].iov_base = NULL;
 	b->iov[0].iov_len = 0;
 	return 0;
+}
+
+static int
+batch_init(struct batch *b, struct ol_kv_op **ops, size_t n, bool with_values)
+{
+	return batch_init_ex(b, ops, n, with_values, 0);
 }
 
 static void
@@ -257,11 +269,50 @@ slot_ok(const struct olc_map *m, uint64_t off, uint64_t len)
 	return off >= m->unit && off % m->unit == 0 && off < m->size && len <= m->size - off;
 }
 
+/* Values from this size on are copied into their slot with non-temporal stores: the slot is
+ * cold (a tier far larger than the caches), and the client does not read it again; plain
+ * stores would first read each line of it (read for ownership). */
+#define OLC_NT_MIN (256u << 10)
+
+#if defined(__x86_64__)
 static void
-copy_in(uint8_t *dst, const struct ol_kv_op *op)
+copy_nt(uint8_t *dst, const uint8_t *src, size_t len)
+{
+	size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
+	if (head > len)
+		head = len;
+	memcpy(dst, src, head);
+	dst += head;
+	src += head;
+	len -= head;
+	for (; len >= 64; dst += 64, src += 64, len -= 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)src);
+		__m128i b = _mm_loadu_si128((const __m128i *)(src + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(src + 32));
+		__m128i d = _mm_loadu_si128((const __m128i *)(src + 48));
+		_mm_stream_si128((__m128i *)dst, a);
+		_mm_stream_si128((__m128i *)(dst + 16), b);
+		_mm_stream_si128((__m128i *)(dst + 32), c);
+		_mm_stream_si128((__m128i *)(dst + 48), d);
+	}
+	memcpy(dst, src, len);
+}
+#define copy_fence() _mm_sfence()
+#else
+#define copy_nt(d, s, n) memcpy(d, s, n)
+#define copy_fence()	 ((void)0)
+#endif
+
+/* Copy op's value into its slot (nt: pieces from OLC_NT_MIN on with non-temporal stores). The
+ * caller runs copy_fence() before it commits the slot, so that the server sees the bytes. */
+static void
+copy_in(uint8_t *dst, const struct ol_kv_op *op, bool nt)
 {
 	for (size_t k = 0; k < op->iovcnt; k++) {
-		memcpy(dst, op->iov[k].base, op->iov[k].len);
+		if (nt && op->iov[k].len >= OLC_NT_MIN)
+			copy_nt(dst, op->iov[k].base, op->iov[k].len);
+		else
+			memcpy(dst, op->iov[k].base, op->iov[k].len);
 		dst += op->iov[k].len;
 	}
 }
@@ -285,11 +336,185 @@ slot_seq(const struct olc_map *m, uint64_t off)
 	return atomic_load_explicit(&t[off / m->unit], memory_order_acquire);
 }
 
+/* ALLOC slots for the first m entries of b (ops[b->idx[j]]); the granted ones are copied in
+ * and appended to b as COMMIT entries from *k on (b->idx: their ops). */
+static int
+shm_alloc_copy(struct ol_client *c, struct olc_conn *cn, struct batch *b, struct ol_kv_op **ops,
+	       size_t m, size_t *k)
+{
+	int r = m ? batch_call(c, cn, b, OL_KVP_ALLOC, m, m * OL_KVP_REQ_ENT) : 0;
+	struct ol_kvp_rep_ent *granted = r == 0 && m ? malloc(m * sizeof(*granted)) : NULL;
+	if (r == 0 && m && !granted)
+		r = -ENOMEM;
+	for (size_t j = 0; r == 0 && j < m; j++)
+		rep_at(b, j, &granted[j]);
+	b->niov = 1 + *k;
+	for (size_t j = 0; r == 0 && j < m; j++) {
+		struct ol_kv_op *op = ops[b->idx[j]];
+		op->status = status_ok(granted[j].status);
+		if (granted[j].status != OL_KV_OK)
+			continue;
+		if (!slot_ok(cn->map, granted[j].off, granted[j].len)) {
+			r = -EPROTO;
+			break;
+		}
+		olc_map_prefault(cn->map, granted[j].off, granted[j].len);
+		copy_in(cn->map->base + granted[j].off, op, !c->no_nt);
+		batch_ent(b, *k, op->key, granted[j].len, granted[j].off, granted[j].seq);
+		b->idx[(*k)++] = b->idx[j];
+	}
+	free(granted);
+	return r;
+}
+
+/* The held reservation for a value of len bytes (exactly: a slot of another size would waste
+ * the tier or not fit), taken out of cn's set; -1 = none. */
+static int
+ahead_take(struct olc_conn *cn, uint64_t len, uint64_t now, struct olc_ahead *out)
+{
+	for (unsigned a = 0; a < cn->n_ahead; a++) {
+		if (cn->ahead[a].len != len || cn->ahead[a].until_ms <= now)
+			continue;
+		*out = cn->ahead[a];
+		cn->ahead[a] = cn->ahead[--cn->n_ahead];
+		return 0;
+	}
+	return -1;
+}
+
+/* Whether one of the n ops has a value of len bytes. */
+static bool
+some_len(struct ol_kv_op **ops, size_t n, uint64_t len)
+{
+	for (size_t i = 0; i < n; i++)
+		if (olc_iov_len(ops[i]) == len)
+			return true;
+	return false;
+}
+
+/* Release (no reply) the held reservations past their time, and those of a size none of this
+ * call's values has (sizes change: a slot held for a size no longer put is tier taken out of
+ * everyone's use until the node's TTL). The node handles it before this connection's next
+ * request. */
+static int
+ahead_drop(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n, uint64_t now)
+{
+	uint8_t ents[OLC_AHEAD_MAX * OL_KVP_REQ_ENT];
+	static const uint8_t nokey[OL_KVP_KEY];
+	unsigned k = 0;
+	for (unsigned a = 0; a < cn->n_ahead;) {
+		if (cn->ahead[a].until_ms > now && some_len(ops, n, cn->ahead[a].len)) {
+			a++;
+			continue;
+		}
+		struct ol_kvp_req_ent e = {.off = cn->ahead[a].off, .seq = cn->ahead[a].seq};
+		memcpy(e.key, nokey, OL_KVP_KEY);
+		ol_kvp_req_ent_encode(ents + k++ * OL_KVP_REQ_ENT, &e);
+		cn->ahead[a] = cn->ahead[--cn->n_ahead];
+	}
+	if (k == 0)
+		return 0;
+	struct ol_kvp_hdr h = {.op = OL_KVP_RELEASE,
+			       .flags = OL_KVP_F_NOREPLY,
+			       .count = k,
+			       .body_len = (uint64_t)k * OL_KVP_REQ_ENT};
+	struct iovec v[2] = {{NULL, 0}, {ents, (size_t)k * OL_KVP_REQ_ENT}};
+	return olc_send(c, cn, &h, v, 2);
+}
+
+/* COMMIT_ALLOC: the k commits in b, and reservations for the next call, in one round trip:
+ * one per committed value whose size repeats (the size of the last value this connection put
+ * before this call: values of one size are the steady state worth a held slot; a size seen
+ * once is not), up to OLC_AHEAD_MAX held. */
+static int
+shm_commit_ahead(struct ol_client *c, struct olc_conn *cn, struct batch *b, struct ol_kv_op **ops,
+		 size_t k)
+{
+	static const uint8_t nokey[OL_KVP_KEY];
+	size_t want = 0;
+	uint64_t lens[OLC_AHEAD_MAX];
+	/* a frame holds at most max_batch entries (more closes the connection) */
+	for (size_t j = 0; j < k && cn->n_ahead + want < OLC_AHEAD_MAX && k + want < cn->max_batch;
+	     j++) {
+		uint64_t len = olc_iov_len(ops[b->idx[j]]);
+		if (len != cn->last_len)
+			continue;
+		lens[want] = len;
+		batch_ent(b, k + want, nokey, len, 0, 0);
+		want++;
+	}
+	cn->last_len = olc_iov_len(ops[b->idx[k - 1]]);
+	uint64_t t0 = olc_now_ms();
+	int r = batch_call(c, cn, b, OL_KVP_COMMIT_ALLOC, k + want, (k + want) * OL_KVP_REQ_ENT);
+	for (size_t j = 0; r == 0 && j < k + want; j++) {
+		struct ol_kvp_rep_ent re;
+		rep_at(b, j, &re);
+		if (j < k) {
+			ops[b->idx[j]]->status = status_ok(re.status);
+			continue;
+		}
+		if (re.status != OL_KV_OK)
+			continue;
+		if (!slot_ok(cn->map, re.off, lens[j - k]))
+			return -EPROTO;
+		cn->ahead[cn->n_ahead++] =
+		    (struct olc_ahead){re.off, re.seq, lens[j - k], t0 + re.len / 2};
+	}
+	return r;
+}
+
+/* A put over shared memory with a node that answers COMMIT_ALLOC: values whose length matches a
+ * held reservation are copied straight into it; the others ALLOC first (the first put of a
+ * connection, a new size); then one COMMIT_ALLOC commits them all and reserves for the next
+ * call. In steady state (values of one size) a put is one round trip instead of two. */
+static int
+shm_put_ahead(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n)
+{
+	struct batch b;
+	size_t m = 0, k = 0;
+	if (batch_init_ex(&b, ops, n, false, OLC_AHEAD_MAX) < 0)
+		return -ENOMEM;
+	uint64_t now = olc_now_ms();
+	struct olc_ahead *held = malloc(n * sizeof(*held) + 1);
+	size_t *use = malloc(n * sizeof(*use) + 1);
+	int r = held && use ? ahead_drop(c, cn, ops, n, now) : -ENOMEM;
+	size_t nh = 0;
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		uint64_t len = olc_iov_len(ops[i]);
+		if (len > cn->max_block)
+			ops[i]->status = OL_KV_TOO_LARGE;
+		else if (ahead_take(cn, len, now, &held[nh]) == 0)
+			use[nh++] = i;
+		else {
+			batch_ent(&b, m, ops[i]->key, len, 0, 0);
+			b.idx[m++] = i;
+		}
+	}
+	if (r == 0)
+		r = shm_alloc_copy(c, cn, &b, ops, m, &k);
+	for (size_t j = 0; r == 0 && j < nh; j++) {
+		struct ol_kv_op *op = ops[use[j]];
+		olc_map_prefault(cn->map, held[j].off, held[j].len);
+		copy_in(cn->map->base + held[j].off, op, !c->no_nt);
+		batch_ent(&b, k, op->key, held[j].len, held[j].off, held[j].seq);
+		b.idx[k++] = use[j];
+	}
+	copy_fence();
+	if (r == 0 && k)
+		r = shm_commit_ahead(c, cn, &b, ops, k);
+	free(held);
+	free(use);
+	batch_fini(&b);
+	return r;
+}
+
 int
 olc_shm_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, size_t n)
 {
 	struct batch b;
 	size_t m = 0, k = 0;
+	if (cn->has_calloc)
+		return shm_put_ahead(c, cn, ops, n);
 	if (batch_init(&b, ops, n, false) < 0)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
@@ -301,26 +526,8 @@ olc_shm_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, siz
 		batch_ent(&b, m, ops[i]->key, len, 0, 0);
 		b.idx[m++] = i;
 	}
-	int r = m ? batch_call(c, cn, &b, OL_KVP_ALLOC, m, m * OL_KVP_REQ_ENT) : 0;
-	struct ol_kvp_rep_ent *granted = r == 0 && m ? malloc(m * sizeof(*granted)) : NULL;
-	if (r == 0 && m && !granted)
-		r = -ENOMEM;
-	b.niov = 1;
-	for (size_t j = 0; r == 0 && j < m; j++) {
-		struct ol_kv_op *op = ops[b.idx[j]];
-		rep_at(&b, j, &granted[j]);
-		op->status = status_ok(granted[j].status);
-		if (granted[j].status != OL_KV_OK)
-			continue;
-		if (!slot_ok(cn->map, granted[j].off, granted[j].len)) {
-			r = -EPROTO;
-			break;
-		}
-		olc_map_prefault(cn->map, granted[j].off, granted[j].len);
-		copy_in(cn->map->base + granted[j].off, op);
-		batch_ent(&b, k, op->key, granted[j].len, granted[j].off, granted[j].seq);
-		b.idx[k++] = b.idx[j];
-	}
+	int r = shm_alloc_copy(c, cn, &b, ops, m, &k);
+	copy_fence();
 	if (r == 0 && k)
 		r = batch_call(c, cn, &b, OL_KVP_COMMIT, k, k * OL_KVP_REQ_ENT);
 	for (size_t j = 0; r == 0 && j < k; j++) {
@@ -328,7 +535,6 @@ olc_shm_put(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, siz
 		rep_at(&b, j, &re);
 		ops[b.idx[j]]->status = status_ok(re.status);
 	}
-	free(granted);
 	batch_fini(&b);
 	return r;
 }

@@ -1218,24 +1218,16 @@ wait_written(struct ol_kve *e, struct kstripe *st, struct ent *x)
 	return rc;
 }
 
-int
-ol_kve_commit(struct ol_kve *e, const struct ol_kvk *k, uint64_t off, uint64_t seq, uint64_t len)
+/* Publish the pending entry x under k (x's stripe st, its mutex held; x->k == *k). */
+static int
+commit_locked(struct ol_kve *e, struct kstripe *st, struct ent *x, const struct ol_kvk *k,
+	      uint64_t len)
 {
 	int rc = OL_KV_OK;
-	struct kstripe *st = stripe_of_seq(e, seq);
-	if (!st)
-		return OL_KV_ERROR;
-	pthread_mutex_lock(&st->mu);
-	struct ent *x = ent_by_slot(e, off, seq);
-	if (!x || x->state != ST_PENDING || memcmp(x->k.b, k->b, 48) != 0 || len > x->len) {
-		rc = OL_KV_ERROR;
-		goto out;
-	}
 	if (ht_find(st, k, x->h)) {
 		st->st.dup_puts++;
 		ent_free(e, st, x);
-		rc = OL_KV_EXISTS;
-		goto out;
+		return OL_KV_EXISTS;
 	}
 	x->len = len;
 	x->state = ST_LIVE;
@@ -1255,8 +1247,65 @@ ol_kve_commit(struct ol_kve *e, const struct ol_kvk *k, uint64_t off, uint64_t s
 			 (e->wb_ms == 0 || atomic_load(&e->dirty_q_bytes) >= wb_batch_cap(e)))
 			wb_kick(e); /* a batch is ready: no need to wait for the tick */
 	}
-out:
+	return rc;
+}
+
+int
+ol_kve_commit(struct ol_kve *e, const struct ol_kvk *k, uint64_t off, uint64_t seq, uint64_t len)
+{
+	int rc;
+	struct kstripe *st = stripe_of_seq(e, seq);
+	if (!st)
+		return OL_KV_ERROR;
+	pthread_mutex_lock(&st->mu);
+	struct ent *x = ent_by_slot(e, off, seq);
+	if (!x || x->state != ST_PENDING || memcmp(x->k.b, k->b, 48) != 0 || len > x->len)
+		rc = OL_KV_ERROR;
+	else
+		rc = commit_locked(e, st, x, k, len);
 	pthread_mutex_unlock(&st->mu);
+	return rc;
+}
+
+int
+ol_kve_commit_as(struct ol_kve *e, const struct ol_kvk *k, uint64_t off, uint64_t seq, uint64_t len)
+{
+	struct kstripe *from = stripe_of_seq(e, seq);
+	if (!from)
+		return OL_KV_ERROR;
+	uint64_t h = khash(k);
+	unsigned sid = sid_of(e, h);
+	struct kstripe *to = &e->stripes[sid];
+	pthread_mutex_lock(&from->mu);
+	struct ent *x = ent_by_slot(e, off, seq);
+	if (!x || x->state != ST_PENDING || len > x->len ||
+	    memcmp(x->k.b + 32, k->b + 32, 16) != 0) {
+		pthread_mutex_unlock(&from->mu);
+		return OL_KV_ERROR;
+	}
+	if (to == from) { /* the same stripe: the entry takes the key where it is */
+		x->k = *k;
+		x->h = h;
+		int rc = commit_locked(e, from, x, k, len);
+		pthread_mutex_unlock(&from->mu);
+		return rc;
+	}
+	/* Another stripe: the slot leaves its owner (ent_at cleared under its mutex, so a
+	 * release or commit naming the old seq finds nothing), takes a sequence naming the new
+	 * stripe, and is attached there. In between no stripe owns it: it is in no list, pinned
+	 * for nobody but this call, and nothing can free it. */
+	struct slot sl;
+	ent_slot(x, &sl);
+	e->ent_at[off / OL_KVE_UNIT] = NULL;
+	pthread_mutex_unlock(&from->mu);
+	ol_kve_slot_reseq(e, &sl, sid);
+	x->k = *k;
+	x->h = h;
+	x->seq = sl.seq;
+	pthread_mutex_lock(&to->mu);
+	e->ent_at[off / OL_KVE_UNIT] = x;
+	int rc = commit_locked(e, to, x, k, len);
+	pthread_mutex_unlock(&to->mu);
 	return rc;
 }
 

@@ -129,6 +129,12 @@ int ol_kve_alloc(struct ol_kve *e, const struct ol_kvk *k, uint64_t len, struct 
  * block is not stored). strict: blocks until the block is on NVMe. */
 int ol_kve_commit(struct ol_kve *e, const struct ol_kvk *k, uint64_t off, uint64_t seq,
 		  uint64_t len);
+/* ol_kve_commit of a slot reserved under any key of k's namespace (a reservation made before
+ * the key was known): the slot is published under k, moved to k's stripe when the reserved key
+ * hashed elsewhere (it then takes a new sequence). Same results; OL_KV_ERROR also when the
+ * reservation belongs to another namespace. */
+int ol_kve_commit_as(struct ol_kve *e, const struct ol_kvk *k, uint64_t off, uint64_t seq,
+		     uint64_t len);
 /* Drop a reservation or a pin (matched by off+seq; stale pairs are ignored). */
 void ol_kve_release(struct ol_kve *e, uint64_t off, uint64_t seq);
 

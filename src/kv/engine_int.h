@@ -235,6 +235,9 @@ int ol_kve_map_dram(struct ol_kve *e, const struct ol_kve_opts *o);
  * 0 (s filled, its seq in the table, ent_at cleared), -EAGAIN (none free: evict and retry),
  * -ENOSPC (larger than the tier). */
 int ol_kve_slot_take(struct ol_kve *e, uint64_t len, unsigned sid, struct slot *s);
+/* Give a slot that no stripe owns (detached from its entry) a fresh sequence naming stripe sid,
+ * stored in the table. */
+void ol_kve_slot_reseq(struct ol_kve *e, struct slot *s, unsigned sid);
 /* Free a slot (its owner stripe's mutex held, or the slot never published). */
 void ol_kve_slot_free(struct ol_kve *e, const struct slot *s);
 /* Populate a fresh slot's pages (no lock: the slot is the caller's). */

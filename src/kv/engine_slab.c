@@ -211,6 +211,15 @@ ol_kve_slot_take(struct ol_kve *e, uint64_t len, unsigned sid, struct slot *s)
 	return 0;
 }
 
+void
+ol_kve_slot_reseq(struct ol_kve *e, struct slot *s, unsigned sid)
+{
+	pthread_mutex_lock(&e->amu);
+	s->seq = (++e->gseq << SEQ_SID_BITS) | sid;
+	atomic_store_explicit(&e->seqtab[s->off / OL_KVE_UNIT], s->seq, memory_order_release);
+	pthread_mutex_unlock(&e->amu);
+}
+
 static void
 page_reclaim(struct ol_kve *e, uint32_t p)
 {

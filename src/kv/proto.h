@@ -37,7 +37,10 @@ enum ol_kvp_op {
 	OL_KVP_VIEW = 12,   /* the pool's live members (WELCOME flag OL_KVP_WELCOME_VIEW) */
 	OL_KVP_LEASE = 13,  /* entry len = ttl ms (0: end the lease); WELCOME flag LEASE */
 	OL_KVP_EVENTS = 14, /* the namespace's removed keys since a sequence; WELCOME flag EVENTS */
-	OL_KVP_OP_MAX = 14
+	OL_KVP_COMMIT_ALLOC = 15, /* COMMIT entries (off != 0, under any key) and reservations of
+				     the next slots (off = seq = 0), in one frame; WELCOME flag
+				     COMMIT_ALLOC */
+	OL_KVP_OP_MAX = 15
 };
 
 #define OL_KVP_F_NOREPLY 0x01 /* request: send no reply (RELEASE only) */
@@ -49,9 +52,11 @@ enum ol_kvp_op {
 #define OL_KVP_WELCOME_VIEW   0x2 /* reply: the server answers VIEW and tags reply entries */
 #define OL_KVP_WELCOME_LEASE  0x4 /* reply: the server answers LEASE (older ones close on it) */
 #define OL_KVP_WELCOME_EVENTS 0x8 /* reply: the server answers EVENTS (older ones close on it) */
-#define OL_KVP_NONCE	      32
-#define OL_KVP_MAC	      32 /* HMAC-SHA256 */
-#define OL_KVP_AUTH_MSG	      (16 + OL_KVP_NONCE + OL_KVP_MAX_NS)
+#define OL_KVP_WELCOME_COMMIT_ALLOC                                                                \
+	0x10 /* reply: the server answers COMMIT_ALLOC (older ones close on it) */
+#define OL_KVP_NONCE	32
+#define OL_KVP_MAC	32 /* HMAC-SHA256 */
+#define OL_KVP_AUTH_MSG (16 + OL_KVP_NONCE + OL_KVP_MAX_NS)
 
 struct ol_kvp_hdr {
 	uint32_t magic;
@@ -68,14 +73,14 @@ struct ol_kvp_req_ent {
 	uint8_t key[OL_KVP_KEY];
 	uint64_t len; /* PUT/ALLOC: value size; GET: receive capacity; COMMIT: value size;
 			 LEASE: the lease's ttl in ms (0 = end it); EVENTS: max keys */
-	uint64_t off; /* COMMIT/RELEASE: slot offset in the shm */
+	uint64_t off; /* COMMIT/RELEASE: slot offset in the shm; COMMIT_ALLOC: 0 = reserve */
 	uint64_t seq; /* COMMIT/RELEASE: slot sequence; EVENTS: the sequence to start from */
 };
 
 struct ol_kvp_rep_ent {
 	int32_t status; /* enum ol_kv_status */
 	uint32_t rsv;
-	uint64_t len; /* value size */
+	uint64_t len; /* value size; COMMIT_ALLOC reservation: how long (ms) it is kept */
 	uint64_t off; /* ALLOC/LOOKUP: slot offset in the shm */
 	uint64_t seq; /* ALLOC/LOOKUP: slot sequence to check after the copy */
 };

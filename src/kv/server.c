@@ -286,6 +286,7 @@ do_hello(struct conn *c, const struct ol_kvp_hdr *h, const uint8_t *body)
 		return -EIO;
 	struct ol_kvp_welcome w = {.flags = (c->local ? OL_KVP_HELLO_LOCAL : 0) |
 					    OL_KVP_WELCOME_VIEW | OL_KVP_WELCOME_LEASE |
+					    OL_KVP_WELCOME_COMMIT_ALLOC |
 					    (ol_kve_events_cap(s->eng) ? OL_KVP_WELCOME_EVENTS : 0),
 				   .max_batch = s->lim.max_batch,
 				   .max_block = ol_kve_max_block(s->eng),
@@ -328,7 +329,55 @@ do_auth(struct conn *c, const uint8_t *mac)
 	return 0;
 }
 
-/* One entry of EXISTS, DELETE, ALLOC, LOOKUP, LEASE or COMMIT. */
+/* ALLOC: reserve a slot of len bytes under k, pinned for c (another namespace's old bytes in it
+ * zeroed: the client may read the slot before it writes it). */
+static int32_t
+reserve(struct conn *c, const struct ol_kvk *k, uint64_t len, struct ol_kve_slot *sl)
+{
+	int32_t st = pin_room(c) ? ol_kve_alloc(c->s->eng, k, len, sl) : OL_KV_FULL;
+	if (st == OL_KV_OK && sl->foreign < len) /* another namespace's bytes */
+		memset(sl->ptr + sl->foreign, 0, len - sl->foreign);
+	if (st == OL_KV_OK)
+		pin_add(c, sl->off, sl->seq);
+	return st;
+}
+
+/* COMMIT_ALLOC's reservation of a slot for a put whose key is not known yet: reserved under a
+ * key of the connection's own (its nonce with a count mixed in; a client's stored key does not
+ * collide with it), published under the real key by the COMMIT_ALLOC that fills it. */
+static int32_t
+reserve_ahead(struct conn *c, uint64_t len, struct ol_kve_slot *sl)
+{
+	uint8_t raw[OL_KVP_KEY];
+	struct ol_kvk k;
+	uint64_t n = ++c->n_ahead, x;
+	memcpy(raw, c->nonce, sizeof(raw));
+	memcpy(&x, raw, sizeof(x));
+	x ^= n;
+	memcpy(raw, &x, sizeof(x));
+	ol_kve_key(&k, raw, c->ns);
+	return reserve(c, &k, len, sl);
+}
+
+/* One entry of COMMIT_ALLOC: a commit of a slot c reserved (under any key), or (off and seq
+ * 0) a reservation for a later put; its reply's len is then how long the server keeps it. */
+static int32_t
+commit_alloc_one(struct conn *c, const struct ol_kvp_req_ent *e, const struct ol_kvk *k,
+		 struct ol_kve_slot *sl, uint64_t *len)
+{
+	int32_t st;
+	if (e->off == 0 && e->seq == 0) {
+		*len = c->s->ttl_ms;
+		return reserve_ahead(c, e->len, sl);
+	}
+	st = pin_take(c, e->off, e->seq) ? ol_kve_commit_as(c->s->eng, k, e->off, e->seq, e->len)
+					 : OL_KV_ERROR;
+	*len = e->len;
+	kvs_ns_put(c, st, e->len);
+	return st;
+}
+
+/* One entry of EXISTS, DELETE, ALLOC, LOOKUP, LEASE, COMMIT or COMMIT_ALLOC. */
 static void
 simple_one(struct conn *c, uint8_t op, uint32_t i, const struct ol_kvp_req_ent *e)
 {
@@ -348,11 +397,7 @@ simple_one(struct conn *c, uint8_t op, uint32_t i, const struct ol_kvp_req_ent *
 		st = kvl_lease(&c->s->leases, c->s->eng, &k, e->len, now_ms(), &len);
 		break;
 	case OL_KVP_ALLOC:
-		st = pin_room(c) ? ol_kve_alloc(c->s->eng, &k, e->len, &sl) : OL_KV_FULL;
-		if (st == OL_KV_OK && sl.foreign < e->len) /* another namespace's bytes */
-			memset(sl.ptr + sl.foreign, 0, e->len - sl.foreign);
-		if (st == OL_KV_OK)
-			pin_add(c, sl.off, sl.seq);
+		st = reserve(c, &k, e->len, &sl);
 		len = e->len;
 		break;
 	case OL_KVP_LOOKUP:
@@ -361,6 +406,9 @@ simple_one(struct conn *c, uint8_t op, uint32_t i, const struct ol_kvp_req_ent *
 			pin_add(c, sl.off, sl.seq);
 		kvs_ns_get(c, st);
 		len = sl.len;
+		break;
+	case OL_KVP_COMMIT_ALLOC:
+		st = commit_alloc_one(c, e, &k, &sl, &len);
 		break;
 	default: /* COMMIT */
 		st = pin_take(c, e->off, e->seq)
@@ -406,14 +454,16 @@ do_stats(struct conn *c)
 {
 	char *buf = (char *)c->reps;
 	size_t cap = OL_KVS_REPS; /* the namespaces' rows that do not fit are left out */
-	int n = ol_kve_stats_json(c->s->eng, buf, cap - 64);
+	int n = ol_kve_stats_json(c->s->eng, buf, cap - 96);
 	if (n < 0)
 		return n;
 	pthread_mutex_lock(&c->s->mu);
 	unsigned nc = c->s->n_conns;
 	pthread_mutex_unlock(&c->s->mu);
 	n--; /* reopen the object to add server fields */
-	n += snprintf(buf + n, cap - (size_t)n, ",\"connections\":%u,\"port\":%u}", nc, c->s->port);
+	n += snprintf(buf + n, cap - (size_t)n,
+		      ",\"connections\":%u,\"conn_pins\":%llu,\"port\":%u}", nc,
+		      (unsigned long long)atomic_load(&c->s->n_pins), c->s->port);
 	out_set(c, 0, 0, c->reps, (size_t)n);
 	return 0;
 }
@@ -457,7 +507,8 @@ kvs_precheck(struct conn *c, const struct ol_kvp_hdr *h)
 {
 	if (!c->authed && h->op != OL_KVP_HELLO && h->op != OL_KVP_AUTH)
 		return refuse(c, -EACCES, "an op before a successful HELLO/AUTH");
-	if ((h->op == OL_KVP_ALLOC || h->op == OL_KVP_COMMIT || h->op == OL_KVP_LOOKUP) &&
+	if ((h->op == OL_KVP_ALLOC || h->op == OL_KVP_COMMIT || h->op == OL_KVP_LOOKUP ||
+	     h->op == OL_KVP_COMMIT_ALLOC) &&
 	    !c->local)
 		return refuse(c, -EPERM, "shared-memory op without a shm grant");
 	if (h->op == OL_KVP_EVENTS && !ol_kve_events_cap(c->s->eng)) /* as an older server */
@@ -484,6 +535,7 @@ kvs_may_block(struct conn *c, const struct ol_kvp_hdr *h, const uint8_t *body)
 		return ol_kve_has_spill(e); /* a tombstone append */
 	case OL_KVP_ALLOC:
 	case OL_KVP_COMMIT:
+	case OL_KVP_COMMIT_ALLOC:
 		return ol_kve_strict(e); /* waits for the write-behind */
 	case OL_KVP_LOOKUP:
 	case OL_KVP_LEASE:

@@ -113,6 +113,7 @@ struct conn {
 	bool authed;	  /* may run ops (AUTH done, or no access control) */
 	bool hello;	  /* HELLO done */
 	uint8_t nonce[OL_KVP_NONCE];
+	uint64_t n_ahead;    /* COMMIT_ALLOC reservations made (their keys: nonce ^ count) */
 	pthread_mutex_t pmu; /* pins: the connection's thread and the reaper */
 	struct pinref *pins; /* LOOKUP pins and ALLOC reservations held by this connection */
 	size_t n_pins, cap_pins;

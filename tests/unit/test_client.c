@@ -702,6 +702,11 @@ test_hostile(struct child *s1)
 	e = (struct ol_kvp_req_ent){{9}, 10, 4096, 1};
 	ol_kvp_req_ent_encode(f + n, &e);
 	ok(closed_after(s1->addr, f, n + OL_KVP_REQ_ENT), "COMMIT without a local HELLO: closed");
+	n = frame(f, OL_KVP_COMMIT_ALLOC, 0, 1, OL_KVP_REQ_ENT);
+	e = (struct ol_kvp_req_ent){{9}, 4096, 0, 0};
+	ol_kvp_req_ent_encode(f + n, &e);
+	ok(closed_after(s1->addr, f, n + OL_KVP_REQ_ENT),
+	   "COMMIT_ALLOC (a reservation ahead) without a local HELLO: closed");
 	n = frame(f, 77, 0, 0, 0);
 	ok(closed_after(s1->addr, f, n), "unknown opcode: closed");
 	n = frame(f, OL_KVP_PUT, 0, 2, 2 * OL_KVP_REQ_ENT + 8);
