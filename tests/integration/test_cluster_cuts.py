@@ -277,7 +277,7 @@ def test_one_way_etcd_cuts_and_a_slow_link(world, tmp_path):  # noqa: F811
         figures.append(delay_phase(c, vs, [g], range(NODES), lid2, f2, 300, lambda: True))
         print(figures[-1])
         figures.append(delay_phase(c, vs, [g], range(NODES), lid2, f2, 8000,
-                                   lambda: c.drives_online(lid2, NODES - 1)))
+                                   lambda: c.online_now(lid2) == NODES - 1))
         print(figures[-1])
         wait_for(lambda: len(re.findall(back, c.nodes[lid2].log())) > returns, 60,
                  "the slow drive back in the leader's store")

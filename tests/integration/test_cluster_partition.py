@@ -281,6 +281,12 @@ class PCluster:
         return f"({n} of {all_} drives online)" in self.nodes[lid].log() or (
             n == all_ and f"({n} online)" in self.nodes[lid].log())
 
+    def online_now(self, i):
+        """the drives online in node i's store as its log last said (its opening line or a
+        drive's change; drives_online finds a count said at any time), 0 before either"""
+        got = re.findall(r"\((\d+)(?: of \d+ drives)? online\)", self.nodes[i].log())
+        return int(got[-1]) if got else 0
+
     def heal(self, lid):
         """`openlake heal` on the leader (the admin plane acts on the leader's store). A heal
         that the leader cancelled because it closed its store meanwhile (it stepped down for

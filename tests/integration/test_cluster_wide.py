@@ -23,7 +23,6 @@ a minute), and skips with the reason otherwise. Everything it starts it stops by
 """
 
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -96,13 +95,6 @@ class Loop:
             raise self.failed[0]
 
 
-def online_now(c, i):
-    """the drives online in node i's store as its log last said (its opening line or a
-    drive's change)"""
-    got = re.findall(r"\((\d+)(?: of \d+ drives)? online\)", c.nodes[i].log())
-    return int(got[-1]) if got else 0
-
-
 def refused(c, nodes, key):
     """one PUT through each of nodes, at once (each waits out its node's wait for a leader):
     each refused with 503 within the bound, never acknowledged"""
@@ -152,7 +144,7 @@ def test_several_cuts_on_a_set_of_six(world6, tmp_path):
         net.cut(host[f2])
         loop = Loop(vs, w, [lid, w, f3, f4])
         try:
-            wait_for(lambda: loop.failed or online_now(c, lid) == 4, 60,
+            wait_for(lambda: loop.failed or c.online_now(lid) == 4, 60,
                      "the leader's store with the two cut drives offline")
             t_off = time.monotonic()
             refused(c, [f1, f2], "cutoff")
@@ -167,7 +159,7 @@ def test_several_cuts_on_a_set_of_six(world6, tmp_path):
         # 2. a third follower cut too: three drives, below W and k: refused, never older
         net.cut(host[f3])
         floor = vs.floor
-        wait_for(lambda: online_now(c, lid) == 3, 60, "the third drive offline")
+        wait_for(lambda: c.online_now(lid) == 3, 60, "the third drive offline")
         for _ in range(3):
             assert not vs.put(w), "a write with three drives of six (W = 4) was acknowledged"
             vs.read([lid, w, f4])
@@ -175,7 +167,7 @@ def test_several_cuts_on_a_set_of_six(world6, tmp_path):
         for h in (f1, f2, f3):
             net.join(host[h])
         t0 = time.monotonic()
-        wait_for(lambda: online_now(c, lid) == NODES6 and vs.put(w), RECOVER_BOUND_S,
+        wait_for(lambda: c.online_now(lid) == NODES6 and vs.put(w), RECOVER_BOUND_S,
                  "the three drives back and a write acknowledged")
         figures["three back: writes after s"] = round(time.monotonic() - t0, 1)
         vs.read(range(NODES6))
@@ -205,7 +197,7 @@ def test_several_cuts_on_a_set_of_six(world6, tmp_path):
         net.join(host[lid])
         net.join(host[f1])
         wait_for(lambda: c.serving(lid), 90, "S3 through the old leader again")
-        wait_for(lambda: online_now(c, new[0]) == NODES6, 90, "every drive in the new store")
+        wait_for(lambda: c.online_now(new[0]) == NODES6, 90, "every drive in the new store")
         wait_for(lambda: vs.put(lid), RECOVER_BOUND_S, "a write through the old leader")
         vs.show()
         print(figures)
