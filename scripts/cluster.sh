@@ -107,7 +107,7 @@ start_etcd() { # start_etcd DIR MEMBERS -> sets ETCD_EPS
 			--listen-peer-urls "http://127.0.0.1:$p" \
 			--initial-advertise-peer-urls "http://127.0.0.1:$p" \
 			--initial-cluster "$init" --initial-cluster-state new \
-			--initial-cluster-token "openlake-$$"
+			--initial-cluster-token "openlake-$$" --pre-vote
 	done
 	echo "$eps" >"$dir/etcd/endpoints"
 	wait_until 60 env ETCDCTL_API=3 etcdctl --endpoints="$eps" endpoint health ||

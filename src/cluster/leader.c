@@ -393,7 +393,14 @@ step_set(struct ol_cluster *c, struct ol_cluster_set *s, const struct ol_etcd_kv
 			gain(c, s, (uint64_t)kv->create_revision, kv->lease);
 		return;
 	case OL_LEAD_FOLLOW:
-		lose(c, s, "another leader holds the set (or this node's lease lapsed)");
+		/* the key may still be this node's, under its lease: only the lease's bound
+		 * passed (etcd slow to answer its keepalives), and it leads again at the same
+		 * epoch once one is answered; say so rather than name another leader */
+		lose(c, s,
+		     parsed && o.node == in.self_id && in.key_lease == in.lease
+			 ? "this node's lease is not surely alive (its leader key stands: it leads "
+			   "again at this epoch once etcd answers its keepalive)"
+			 : "another leader holds the set (or this node's lease lapsed)");
 		o.epoch = parsed ? (uint64_t)kv->create_revision : 0;
 		o.lease = kv->lease;
 		set_info(c, s, &o);

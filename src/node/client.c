@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 struct ol_node_client {
@@ -341,6 +342,26 @@ begin(struct ol_node_client *c, int deadline_ms)
 	return ensure_conn(c);
 }
 
+/* Start a call of op: the fault hook's hold (before the deadline runs), the deadline and the
+ * connection, then the hook's delay (within the deadline: a delay past it times the call out). */
+static int
+start(struct ol_node_client *c, uint8_t op, int deadline_ms)
+{
+	ol_node_fault_hold(op);
+	int rc = begin(c, deadline_ms);
+	int64_t ms = rc ? 0 : ol_node_fault_delay(c->addr, op);
+	if (ms > 0) {
+		uint64_t now = ol_io_now_ms();
+		int64_t left = c->end_ms > now ? (int64_t)(c->end_ms - now) : 0;
+		int64_t nap = ms < left ? ms : left;
+		struct timespec ts = {nap / 1000, (nap % 1000) * 1000000L};
+		nanosleep(&ts, NULL);
+		if (ms >= left)
+			rc = -ETIMEDOUT;
+	}
+	return rc;
+}
+
 /* A failure that leaves the stream in an unknown state closes the connection. */
 static int
 end_call(struct ol_node_client *c, int rc)
@@ -445,8 +466,7 @@ ol_node_hello(struct ol_node_client *c, int deadline_ms, struct ol_node_peer_inf
 int
 ol_node_ping(struct ol_node_client *c, int deadline_ms, uint64_t *rtt_ns)
 {
-	ol_node_fault_hold(OL_NODE_PING);
-	int rc = begin(c, deadline_ms);
+	int rc = start(c, OL_NODE_PING, deadline_ms);
 	uint64_t t0 = ol_io_now_ns();
 	struct ol_node_hdr rh;
 	if (!rc)
@@ -471,8 +491,7 @@ int
 ol_node_stat(struct ol_node_client *c, unsigned drive, const char *name, int deadline_ms,
 	     uint64_t *size)
 {
-	ol_node_fault_hold(OL_NODE_STAT);
-	int rc = begin(c, deadline_ms);
+	int rc = start(c, OL_NODE_STAT, deadline_ms);
 	struct ol_node_hdr rh;
 	if (rc)
 		return end_call(c, rc);
@@ -492,8 +511,7 @@ int
 ol_node_shard_rename(struct ol_node_client *c, unsigned drive, const char *from, const char *to,
 		     int deadline_ms)
 {
-	ol_node_fault_hold(OL_NODE_SHARD_RENAME);
-	int rc = begin(c, deadline_ms);
+	int rc = start(c, OL_NODE_SHARD_RENAME, deadline_ms);
 	struct ol_node_hdr rh;
 	if (rc)
 		return end_call(c, rc);
@@ -506,8 +524,7 @@ ol_node_shard_rename(struct ol_node_client *c, unsigned drive, const char *from,
 int
 ol_node_shard_unlink(struct ol_node_client *c, unsigned drive, const char *name, int deadline_ms)
 {
-	ol_node_fault_hold(OL_NODE_SHARD_UNLINK);
-	int rc = begin(c, deadline_ms);
+	int rc = start(c, OL_NODE_SHARD_UNLINK, deadline_ms);
 	struct ol_node_hdr rh;
 	if (rc)
 		return end_call(c, rc);
@@ -552,8 +569,7 @@ int
 ol_node_shard_write(struct ol_node_client *c, unsigned drive, const char *name, ol_node_src_fn src,
 		    void *arg, int deadline_ms, uint64_t *written)
 {
-	ol_node_fault_hold(OL_NODE_SHARD_WRITE);
-	int rc = begin(c, deadline_ms);
+	int rc = start(c, OL_NODE_SHARD_WRITE, deadline_ms);
 	if (rc)
 		return end_call(c, rc);
 	uint64_t call_id = ++c->next_call, sent = 0;
@@ -585,8 +601,7 @@ ol_node_shard_read(struct ol_node_client *c, unsigned drive, const char *name, u
 		   uint64_t len, ol_node_sink_fn sink, void *arg, int deadline_ms, uint64_t *got)
 {
 	uint64_t total = 0;
-	ol_node_fault_hold(OL_NODE_SHARD_READ);
-	int rc = begin(c, deadline_ms);
+	int rc = start(c, OL_NODE_SHARD_READ, deadline_ms);
 	if (rc)
 		return end_call(c, rc);
 	struct ol_node_wr w = req_wr(c, drive, name);
@@ -635,8 +650,7 @@ int
 ol_node_call(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int niov,
 	     int deadline_ms, const uint8_t **reply, size_t *rlen)
 {
-	ol_node_fault_hold(op);
-	int rc = begin(c, deadline_ms);
+	int rc = start(c, op, deadline_ms);
 	struct ol_node_hdr rh;
 	if (rc)
 		return end_call(c, rc);
@@ -660,9 +674,7 @@ ol_node_send(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int 
 {
 	/* the first call of a pipeline sets the deadline of all of them (and only it may be held
 	 * by the fault hook: the others' deadline already runs) */
-	if (!c->pending)
-		ol_node_fault_hold(op);
-	int rc = c->pending ? 0 : begin(c, deadline_ms);
+	int rc = c->pending ? 0 : start(c, op, deadline_ms);
 	if (rc)
 		return end_call(c, rc);
 	struct iovec one;

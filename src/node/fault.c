@@ -55,14 +55,44 @@ now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The hold in ms the rules file sets for op now, 0 when none (or the file is unreadable). */
-static int64_t
-rule_ms(uint8_t op)
+int64_t
+ol_node_fault_rule_ms(const char *rules, const char *kind, uint8_t op, const char *peer)
 {
-	char buf[4096], name[32];
+	int64_t ms = 0;
+	size_t kl = strlen(kind);
+
+	if (op > OL_NODE_OP_MAX || !op_names[op])
+		return 0;
+	for (const char *line = rules; line && *line;) {
+		const char *eol = strchr(line, '\n');
+		size_t len = eol ? (size_t)(eol - line) : strlen(line);
+		char buf[384], name[32], addr[272] = "*";
+		long long v;
+		int n;
+
+		if (len < sizeof(buf) && len > kl && strncmp(line, kind, kl) == 0 &&
+		    line[kl] == ' ') {
+			memcpy(buf, line, len);
+			buf[len] = 0;
+			n = sscanf(buf + kl, " %31s %lld %271s", name, &v, addr);
+			if (n >= 2 && v > 0 && (n == 3 || !peer) &&
+			    (strcmp(name, "*") == 0 || strcmp(name, op_names[op]) == 0) &&
+			    (strcmp(addr, "*") == 0 || (peer && strcmp(addr, peer) == 0)))
+				ms = v > FAULT_MAX_MS ? FAULT_MAX_MS : v;
+		}
+		line = eol ? eol + 1 : NULL;
+	}
+	return ms;
+}
+
+/* The ms the rules file sets now for op (and peer, for kind "delay"): 0 when none, or the
+ * file is unreadable. */
+static int64_t
+rule_ms(const char *kind, uint8_t op, const char *peer)
+{
+	char buf[4096];
 	int fd = open(rules_path, O_RDONLY | O_CLOEXEC);
 	ssize_t n;
-	int64_t ms = 0;
 
 	if (fd < 0)
 		return 0;
@@ -71,19 +101,7 @@ rule_ms(uint8_t op)
 	if (n <= 0)
 		return 0;
 	buf[n] = 0;
-	for (char *line = buf, *next; line && *line; line = next) {
-		long long v;
-		int used = 0;
-
-		next = strchr(line, '\n');
-		if (next)
-			*next++ = 0;
-		if (sscanf(line, "hold %31s %lld%n", name, &v, &used) != 2 || v <= 0)
-			continue;
-		if (strcmp(name, op_names[op]) == 0)
-			ms = v > FAULT_MAX_MS ? FAULT_MAX_MS : v;
-	}
-	return ms;
+	return ol_node_fault_rule_ms(buf, kind, op, peer);
 }
 
 /* One line to <rules>.hits, so a test can wait until a frame is being held. */
@@ -111,15 +129,24 @@ ol_node_fault_hold(uint8_t op)
 	pthread_once(&once, fault_init);
 	if (!rules_path[0] || op > OL_NODE_OP_MAX || !op_names[op])
 		return;
-	ms = rule_ms(op);
+	ms = rule_ms("hold", op, NULL);
 	if (!ms)
 		return;
 	note("held", op);
 	end = now_ms() + ms;
-	while (now_ms() < end && rule_ms(op)) {
+	while (now_ms() < end && rule_ms("hold", op, NULL)) {
 		struct timespec ts = {0, FAULT_POLL_MS * 1000000L};
 
 		nanosleep(&ts, NULL);
 	}
 	note("released", op);
+}
+
+int64_t
+ol_node_fault_delay(const char *peer, uint8_t op)
+{
+	pthread_once(&once, fault_init);
+	if (!rules_path[0] || op > OL_NODE_OP_MAX || !op_names[op])
+		return 0;
+	return rule_ms("delay", op, peer);
 }

@@ -350,4 +350,17 @@ void ol_node_client_stats(const struct ol_node_client *c, struct ol_node_client_
  * starts and `released OP` when it ends. Costs one getenv per process when off. */
 void ol_node_fault_hold(uint8_t op);
 
+/* The same file's `delay OP MS PEER` lines (OP a name or `*` for every op; PEER the peer's
+ * plane address as the client dials it, "host:port", or `*`): a call of that op to that peer
+ * waits MS ms once its deadline runs and before it sends, as if the network took that much
+ * longer; a delay that reaches the call's deadline fails the call with -ETIMEDOUT (the
+ * connection is dropped, as on any timeout). Unlike a hold, it stands for a slow link, not a
+ * stalled sender. Returns the delay in ms for op to peer now, 0 when none or when off. */
+int64_t ol_node_fault_delay(const char *peer, uint8_t op);
+
+/* Pure: the ms the rules text (NUL-terminated, lines as above) sets for a rule of kind
+ * ("hold" or "delay") on op and peer (NULL: only rules without a peer or with `*` match); the
+ * last matching line wins, capped at 10 minutes; 0 when none matches. */
+int64_t ol_node_fault_rule_ms(const char *rules, const char *kind, uint8_t op, const char *peer);
+
 #endif

@@ -62,7 +62,7 @@ class Versions:
 
     def __init__(self, c, bucket, key, t0):
         self.c, self.bucket, self.key, self.t0 = c, bucket, key, t0
-        self.clients = {i: c.client(i) for i in range(NODES)}  # no retries: every answer
+        self.clients = {i: c.client(i) for i in range(len(c.nodes))}  # no retries: each answer
         self.n = 0
         self.floor = 0  # the newest acknowledged version (0: none yet)
         self.acked = {}  # version id: body, of every acknowledged PUT

@@ -80,10 +80,10 @@ def wait_tcp(ip, port, timeout, proc=None):
 class World:
     """The namespaces and the three etcd members, shared by the tests of this file."""
 
-    def __init__(self, root):
+    def __init__(self, root, nodes=NODES):
         self.root = pathlib.Path(root)
         self.etcd_hosts = ["e0", "e1", "e2"]
-        self.node_hosts = [f"n{i}" for i in range(NODES)]
+        self.node_hosts = [f"n{i}" for i in range(nodes)]
         self.net = netns.Net(self.etcd_hosts + self.node_hosts)
         self.logs = []
         self.etcd = {}
@@ -149,7 +149,7 @@ _round = [0]
 
 
 class PNode:
-    def __init__(self, world, root, i, s3_port, rpc_port, prefix, extra=""):
+    def __init__(self, world, root, i, s3_port, rpc_port, prefix, extra="", parity=1):
         self.w = world
         self.i = i
         self.host = world.node_hosts[i]
@@ -170,8 +170,8 @@ s3_addr = "{self.ip}:{s3_port}"
 console_addr = ""
 rpc_addr = "{self.ip}:{rpc_port}"
 kv_addr = ""
-set_drive_count = {NODES}
-default_parity_count = 1
+set_drive_count = {len(world.node_hosts)}
+default_parity_count = {parity}
 region = "{REGION}"
 
 [[credentials]]
@@ -227,15 +227,16 @@ lease_ttl_s = {TTL}
 
 
 class PCluster:
-    def __init__(self, world, root, extra=""):
-        """extra: more lines of every node's [cluster] section"""
+    def __init__(self, world, root, extra="", parity=1):
+        """extra: more lines of every node's [cluster] section; one set of a drive on each
+        of the world's nodes, with parity P"""
         self.w = world
         self.etcd_cut = set()  # members on the minority side: leader() reads the majority
         _round[0] += 1
         s3_port, rpc_port = 9000 + 10 * _round[0], 9001 + 10 * _round[0]
         self.prefix = f"/part{os.getpid()}-{_round[0]}/"
-        self.nodes = [PNode(world, root, i, s3_port, rpc_port, self.prefix, extra)
-                      for i in range(NODES)]
+        self.nodes = [PNode(world, root, i, s3_port, rpc_port, self.prefix, extra, parity)
+                      for i in range(len(world.node_hosts))]
         r = subprocess.run([str(OPENLAKE_CLI), "cluster", "init", "--config",
                             str(self.nodes[0].config)], capture_output=True, text=True,
                            timeout=60)
@@ -276,8 +277,15 @@ class PCluster:
             return False
 
     def drives_online(self, lid, n):
-        return f"({n} of {NODES} drives online)" in self.nodes[lid].log() or (
-            n == NODES and f"({n} online)" in self.nodes[lid].log())
+        all_ = len(self.nodes)
+        return f"({n} of {all_} drives online)" in self.nodes[lid].log() or (
+            n == all_ and f"({n} online)" in self.nodes[lid].log())
+
+    def online_now(self, i):
+        """the drives online in node i's store as its log last said (its opening line or a
+        drive's change; drives_online finds a count said at any time), 0 before either"""
+        got = re.findall(r"\((\d+)(?: of \d+ drives)? online\)", self.nodes[i].log())
+        return int(got[-1]) if got else 0
 
     def heal(self, lid):
         """`openlake heal` on the leader (the admin plane acts on the leader's store). A heal
@@ -306,16 +314,16 @@ class PCluster:
 
 
 @contextlib.contextmanager
-def started(world, tmp_path, extra=""):
+def started(world, tmp_path, extra="", parity=1):
     """A PCluster up (a leader, S3 through every node, the leader's store whole); at the
     end every partition is lifted and the nodes stopped."""
-    c = PCluster(world, tmp_path, extra=extra)
+    c = PCluster(world, tmp_path, extra=extra, parity=parity)
     try:
         wait_for(c.leader, 60, "a leader of set 0.0")
-        for i in range(NODES):
+        for i in range(len(c.nodes)):
             wait_for(lambda: c.serving(i), 90, f"S3 through node {i}")
-        wait_for(lambda: (l := c.leader()) and c.drives_online(l[0], NODES), 90,
-                 "the leader's store with all 4 drives")
+        wait_for(lambda: (l := c.leader()) and c.drives_online(l[0], len(c.nodes)), 90,
+                 f"the leader's store with all {len(c.nodes)} drives")
         yield c
     finally:
         for h in world.node_hosts + world.etcd_hosts:
@@ -337,7 +345,7 @@ def store_whole(c, bucket, acked, list_via, heal_via):
     """After a partition: every acknowledged object reads back through every node, the
     listing (through node list_via) holds them all and nothing the minority was refused,
     and a heal through node heal_via exits 0 with nothing unrecoverable."""
-    for i in range(NODES):
+    for i in range(len(c.nodes)):
         r = c.client(i, retries=4)
         for k, v in acked.items():
             assert r.get_object(Bucket=bucket, Key=k)["Body"].read() == v, (i, k)

@@ -1063,6 +1063,99 @@ test_fault_hook(const char *rules)
 	ol_node_server_stop(s);
 }
 
+/* the rules' grammar, pure: kinds, ops, peers, the last match, the cap */
+static void
+test_fault_rules(void)
+{
+	const char *r = "hold META_COMMIT 100\n"
+			"delay SHARD_WRITE 200 10.0.0.2:9001\n"
+			"delay * 300 10.0.0.3:9001\n"
+			"delay PING 50 *\n"
+			"delay STAT 70\n"
+			"delayPING 999 *\n"
+			"hold PING 0\n"
+			"delay META_GET 900000 10.0.0.2:9001";
+	ok(ol_node_fault_rule_ms(r, "hold", OL_NODE_META_COMMIT, NULL) == 100, "a hold by op");
+	ok(ol_node_fault_rule_ms(r, "hold", OL_NODE_PING, NULL) == 0, "a hold of 0 ms is none");
+	ok(ol_node_fault_rule_ms(r, "delay", OL_NODE_META_COMMIT, NULL) == 0 &&
+	       ol_node_fault_rule_ms(r, "delay", OL_NODE_META_COMMIT, "10.0.0.2:9001") == 0,
+	   "a hold is not a delay");
+	ok(ol_node_fault_rule_ms(r, "delay", OL_NODE_SHARD_WRITE, "10.0.0.2:9001") == 200 &&
+	       ol_node_fault_rule_ms(r, "delay", OL_NODE_SHARD_WRITE, "10.0.0.4:9001") == 0,
+	   "a delay by op and peer, only to that peer");
+	ok(ol_node_fault_rule_ms(r, "delay", OL_NODE_SHARD_READ, "10.0.0.3:9001") == 300 &&
+	       ol_node_fault_rule_ms(r, "delay", OL_NODE_DRIVE_ID, "10.0.0.3:9001") == 300,
+	   "op * is every op to its peer");
+	ok(ol_node_fault_rule_ms(r, "delay", OL_NODE_PING, "10.0.0.3:9001") == 50 &&
+	       ol_node_fault_rule_ms(r, "delay", OL_NODE_PING, "10.9.9.9:1") == 50,
+	   "peer * is every peer; the last matching line wins");
+	ok(ol_node_fault_rule_ms(r, "delay", OL_NODE_STAT, "10.0.0.5:9001") == 0,
+	   "a delay without a peer is not a rule (nor a kind glued to its op)");
+	ok(ol_node_fault_rule_ms(r, "delay", OL_NODE_META_GET, "10.0.0.2:9001") == 600000,
+	   "capped at 10 minutes");
+	ok(ol_node_fault_rule_ms("", "delay", OL_NODE_PING, "x") == 0 &&
+	       ol_node_fault_rule_ms(r, "delay", 200, "x") == 0,
+	   "no rules, or no such op: none");
+}
+
+/* a delay to one peer: within the deadline the call waits and succeeds; past it, it times out
+ * at its deadline; another peer is not delayed */
+static void
+test_fault_delay(const char *rules)
+{
+	char a1[64], a2[64], text[256];
+	snprintf(a1, sizeof(a1), "127.0.0.1:%u", free_port());
+	snprintf(a2, sizeof(a2), "127.0.0.1:%u", free_port());
+	struct ol_node_server_opts o = {.secret = SECRET,
+					.self_id = 9,
+					.threads = 1,
+					.window = 1u << 20,
+					.max_payload = 64u << 10};
+	struct ol_node_server *s1 = NULL, *s2 = NULL;
+	struct ol_node_client *c1 = NULL, *c2 = NULL;
+	o.addr = a1;
+	int rc = ol_node_server_start(&o, &s1);
+	o.addr = a2;
+	if (!rc)
+		rc = ol_node_server_start(&o, &s2);
+	if (!rc)
+		rc = ol_node_client_new(a1, SECRET, 5, &c1);
+	if (!rc)
+		rc = ol_node_client_new(a2, SECRET, 5, &c2);
+	ok(rc == 0, "two servers and their clients (%d)", rc);
+	if (rc)
+		goto out;
+	ok(ol_node_ping(c1, 2000, NULL) == 0 && ol_node_ping(c2, 2000, NULL) == 0, "connected");
+	snprintf(text, sizeof(text), "delay PING 300 %s\n", a1);
+	put_file(rules, text);
+	uint64_t t = ol_io_now_ms();
+	rc = ol_node_ping(c1, 2000, NULL);
+	uint64_t took = ol_io_now_ms() - t;
+	ok(rc == 0 && took >= 300, "delayed 300 ms within a 2 s deadline: answered in %llu ms (%d)",
+	   (unsigned long long)took, rc);
+	t = ol_io_now_ms();
+	rc = ol_node_ping(c2, 2000, NULL);
+	ok(rc == 0, "the other peer is not delayed (%llu ms)",
+	   (unsigned long long)(ol_io_now_ms() - t));
+	snprintf(text, sizeof(text), "delay * 5000 %s\n", a1);
+	put_file(rules, text);
+	t = ol_io_now_ms();
+	rc = ol_node_ping(c1, 400, NULL);
+	took = ol_io_now_ms() - t;
+	ok(rc == -ETIMEDOUT && took >= 400 && took < 4000,
+	   "a delay past the deadline times out at the deadline (%d, %llu ms)", rc,
+	   (unsigned long long)took);
+	put_file(rules, "");
+	ok(ol_node_ping(c1, 2000, NULL) == 0, "the rule gone: the peer answers again");
+out:
+	ol_node_client_free(c1);
+	ol_node_client_free(c2);
+	if (s1)
+		ol_node_server_stop(s1);
+	if (s2)
+		ol_node_server_stop(s2);
+}
+
 int
 main(void)
 {
@@ -1082,6 +1175,8 @@ main(void)
 	test_server(tmp);
 	test_encrypt_frames();
 	test_fault_hook(rules);
+	test_fault_rules();
+	test_fault_delay(rules);
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
 	if (system(cmd))
