@@ -4,6 +4,9 @@
 # the ratio) and, with --markdown, the same as a table for bench/RESULTS.md.
 #
 #   GET 4 KiB, 64 connections (ops/s, p50/p99)   vs nginx (static files, same bytes) driven by wrk
+#     (with the CPU per request of each server: user + system time from /proc/PID/stat over
+#     the measured run, divided by its requests; the objects are PUT in a run before); and
+#     the same GETs driven by wrk too (anonymous: a bucket policy opens the bench bucket)
 #   GET 64 MiB (GB/s)                            vs fio sequential read on the same disk
 #     (the 64 MiB rows also give the daemon's CPU seconds per GB moved: on a shared machine
 #     it moves much less with the load than GB/s does)
@@ -116,6 +119,48 @@ stop_daemon() {
 # daemon_ticks: user + system CPU clock ticks of the daemon so far
 daemon_ticks() { awk '{print $14 + $15}' "/proc/$DPID/stat" 2>/dev/null || echo 0; }
 
+# nginx_ticks: user + system CPU clock ticks of nginx (master and workers) so far
+nginx_ticks() {
+	local p t=0
+	for p in "$NPID" $(cat "/proc/$NPID/task/$NPID/children" 2>/dev/null); do
+		t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+	done
+	echo $t
+}
+
+# per_req_us WRK_OUTPUT TICKS: microseconds of CPU per request of a wrk run
+per_req_us() {
+	$PY -c "import sys,re
+n=re.search(r'([0-9]+) requests in', open(sys.argv[1]).read()); t=int(sys.argv[2])/int(sys.argv[3])
+print('%.1f' % (t * 1e6 / int(n.group(1))) if n and int(n.group(1)) else 'n/a')" "$1" "$2" \
+		"$(getconf CLK_TCK)" 2>/dev/null || echo n/a
+}
+
+# paths_lua: the wrk script that GETs the 1000 objects, /openlake-bench/bench/00000000..999
+paths_lua() {
+	cat >"$TMP/paths.lua" <<'EOF'
+local i = 0
+request = function()
+	i = (i + 7919) % 1000
+	return wrk.format("GET", string.format("/openlake-bench/bench/%08d", i))
+end
+EOF
+}
+
+# public_bucket NAME: a bucket policy on the daemon that lets anyone GetObject (boto3)
+public_bucket() {
+	$PY - "http://127.0.0.1:$S3_PORT" "$1" <<'EOF' || echo "s3_bench.sh: the bucket policy was refused" >&2
+import json, sys, boto3
+from botocore.config import Config
+s3 = boto3.client("s3", endpoint_url=sys.argv[1], aws_access_key_id="openlakeadmin",
+                  aws_secret_access_key="openlakeadmin", region_name="us-east-1",
+                  config=Config(s3={"addressing_style": "path"}))
+s3.put_bucket_policy(Bucket=sys.argv[2], Policy=json.dumps({"Version": "2012-10-17",
+    "Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
+                   "Resource": "arn:aws:s3:::%s/*" % sys.argv[2]}]}))
+EOF
+}
+
 # ours NAME ARGS...: openlake bench s3 against the daemon; JSON into $TMP/NAME.json, the
 # daemon's CPU seconds during the run into $TMP/NAME.cpu
 ours() {
@@ -145,10 +190,20 @@ line() { LINES+=("$1"); printf '%s\n' "$1"; }
 # ---- GET 4 KiB x 64 connections, beside nginx + wrk ----
 bench_get_small() {
 	start_daemon false
-	ours get4k -w get -s 4KiB -c $CONC -n 1000
+	# the objects first, in a run of their own, so that the GET run's daemon CPU is the GETs'
+	ours get4k_fill -w put -s 4KiB -c $CONC -n 1000 --ops 1000
+	ours get4k -w get -s 4KiB -c $CONC -n 1000 --no-prefill
+	# the same GETs from wrk (the same load generator as nginx's row): wrk cannot sign, so
+	# the bucket is opened to anonymous GetObject by a bucket policy for this row only
+	local ow0 ow1 www=$TMP/www port=$(free_port)
+	public_bucket openlake-bench
+	paths_lua
+	echo "+ wrk -t 2 -c $CONC -d ${DUR}s --latency -s paths.lua http://127.0.0.1:S3_PORT/ (anonymous)" >&2
+	ow0=$(daemon_ticks)
+	wrk -t 2 -c $CONC -d "${DUR}s" --latency -s "$TMP/paths.lua" "http://127.0.0.1:$S3_PORT/" >"$TMP/wrk-ours.txt" 2>&1 || true
+	ow1=$(daemon_ticks)
 	stop_daemon
 	# nginx serves the same bytes as static files
-	local www=$TMP/www port=$(free_port)
 	# the same paths as the S3 keys: /openlake-bench/bench/00000000..00000999
 	mkdir -p "$www/openlake-bench/bench" "$TMP/nginx"
 	head -c 4096 /dev/urandom >"$www/obj"
@@ -174,15 +229,11 @@ EOF
 	"$NGINX" -c "$TMP/nginx/nginx.conf" -p "$TMP/nginx" >/dev/null 2>&1 &
 	NPID=$!
 	wait_port "$port" || { echo "s3_bench.sh: nginx did not start" >&2; cat "$TMP/nginx/error.log" >&2; exit 1; }
-	cat >"$TMP/paths.lua" <<'EOF'
-local i = 0
-request = function()
-	i = (i + 7919) % 1000
-	return wrk.format("GET", string.format("/openlake-bench/bench/%08d", i))
-end
-EOF
 	echo "+ wrk -t 2 -c $CONC -d ${DUR}s --latency -s paths.lua http://127.0.0.1:PORT/" >&2
+	local n0 n1
+	n0=$(nginx_ticks)
 	wrk -t 2 -c $CONC -d "${DUR}s" --latency -s "$TMP/paths.lua" "http://127.0.0.1:$port/" >"$TMP/wrk.txt" 2>&1 || true
+	n1=$(nginx_ticks)
 	# driver check: our load generator on the same nginx (its signatures are ignored there;
 	# the bucket PUT gets a 405), to show what the client side itself costs beside wrk
 	echo "+ openlake bench s3 --endpoint http://127.0.0.1:NGINX_PORT -w get -s 4KiB -c $CONC -n 1000 --no-prefill -d $DUR" >&2
@@ -200,7 +251,18 @@ EOF
 	o_p50=$(jget "$TMP/get4k.json" '"%.2fms" % (d["latency_us"]["p50"]/1e3)' 2>/dev/null || echo "?")
 	o_p99=$(jget "$TMP/get4k.json" '"%.2fms" % (d["latency_us"]["p99"]/1e3)' 2>/dev/null || echo "?")
 	o_err=$(jget "$TMP/get4k.json" 'd["errors"]' 2>/dev/null || echo "?")
-	line "GET 4KiB c=$CONC | ours ${o_ops} ops/s p50 ${o_p50} p99 ${o_p99} (errors ${o_err}) | nginx+wrk ${w_ops:-0} ops/s p50 ${w_p50:-?} p99 ${w_p99:-?} | ratio $(ratio "${o_ops}" "${w_ops:-0}")"
+	# CPU per request: the server's user + system time over the measured run / its requests
+	local o_us w_us
+	o_us=$($PY -c "import json,sys
+d=json.load(open(sys.argv[1])); c=float(open(sys.argv[2]).read())
+print('%.1f' % (c * 1e6 / d['ops']) if d.get('ops') else 'n/a')" "$TMP/get4k.json" "$TMP/get4k.cpu" 2>/dev/null || echo n/a)
+	w_us=$(per_req_us "$TMP/wrk.txt" "$((n1 - n0))")
+	line "GET 4KiB c=$CONC | ours ${o_ops} ops/s p50 ${o_p50} p99 ${o_p99} (errors ${o_err}) | nginx+wrk ${w_ops:-0} ops/s p50 ${w_p50:-?} p99 ${w_p99:-?} | ratio $(ratio "${o_ops}" "${w_ops:-0}") | daemon ${o_us} us CPU/GET, nginx ${w_us} us CPU/GET"
+	local r_ops r_err r_us
+	r_ops=$(awk '/^Requests\/sec/ {print $2}' "$TMP/wrk-ours.txt")
+	r_err=$(awk '/Non-2xx/ {print $NF}' "$TMP/wrk-ours.txt")
+	r_us=$(per_req_us "$TMP/wrk-ours.txt" "$((ow1 - ow0))")
+	line "GET 4KiB c=$CONC, both driven by wrk (ours: anonymous GETs, no SigV4) | ours ${r_ops:-0} ops/s p50 $(awk '$1=="50%" {print $2}' "$TMP/wrk-ours.txt") (non-2xx ${r_err:-0}) | nginx+wrk ${w_ops:-0} ops/s | ratio $(ratio "${r_ops:-0}" "${w_ops:-0}") | daemon ${r_us} us CPU/GET, nginx ${w_us} us CPU/GET"
 	local n_ops
 	n_ops=$(jget "$TMP/nginx-ours.json" 'round(d["ops_per_s"])' 2>/dev/null || echo 0)
 	line "driver check: nginx GET 4KiB c=$CONC | openlake bench s3 ${n_ops} ops/s (errors $(jget "$TMP/nginx-ours.json" 'd["errors"]' 2>/dev/null || echo ?)) | wrk ${w_ops:-0} ops/s | ratio $(ratio "$n_ops" "${w_ops:-0}")"

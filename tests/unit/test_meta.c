@@ -244,6 +244,15 @@ test_damage(void)
 	ok(rc == -EUCLEAN && ol_meta_broken(m, NULL), "reads fail with -EUCLEAN (%d)", rc);
 	ok(read_all(m) == -EUCLEAN, "and keep failing: the env is not touched again");
 	ol_meta_close(m);
+	/* a second fault in the same thread is caught too: the first jump left the signal
+	 * unblocked (a blocked SIGBUS would kill the process here) */
+	unlink(p);
+	make_env(p);
+	ok(ol_meta_open(p, 1 << 26, true, &m) == 0 && read_all(m) == 0, "a second env reads");
+	ok(truncate(p, 3 * 4096) == 0, "truncated under the open env");
+	rc = read_all(m);
+	ok(rc == -EUCLEAN && ol_meta_broken(m, NULL), "a second fault: -EUCLEAN again (%d)", rc);
+	ol_meta_close(m);
 	unlink(p);
 	snprintf(p, sizeof(p), "%s/dmg.mdb-lock", dir);
 	unlink(p);

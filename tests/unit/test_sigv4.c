@@ -10,6 +10,10 @@
 #include "s3/auth/awschunked.h"
 #include "s3/auth/checksum.h"
 #include "s3/auth/sigv4.h"
+#include "s3/auth/sigv4int.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 static int n_test, n_fail;
 
@@ -756,6 +760,34 @@ run_v2(void)
 	ok(ol_sigv2_present(&bad) == 0, "V2: a V4 header is not V2%s", "");
 }
 
+/* sv4_hmac (its own RFC 2104 construction on a digest fetched once) against OpenSSL's
+ * HMAC(): every key length across the 64-byte block boundary, short and long messages, and
+ * RFC 4231 test case 2. */
+static void
+run_hmac(void)
+{
+	uint8_t key[200], msg[300], a[32], b[32];
+	unsigned int bl = 32;
+	int bad = 0;
+	for (size_t i = 0; i < sizeof(key); i++)
+		key[i] = (uint8_t)(i * 7 + 1);
+	for (size_t i = 0; i < sizeof(msg); i++)
+		msg[i] = (uint8_t)(i * 13 + 5);
+	for (size_t kl = 0; kl <= sizeof(key); kl++)
+		for (size_t ml = 0; ml <= sizeof(msg); ml += kl % 3 ? 149 : 37)
+			if (sv4_hmac(key, kl, msg, ml, a) ||
+			    !HMAC(EVP_sha256(), key, (int)kl, msg, ml, b, &bl) || memcmp(a, b, 32))
+				bad++;
+	ok(bad == 0, "sv4_hmac == OpenSSL HMAC() for keys of 0..200 bytes%s", "");
+	static const uint8_t want[32] = {0x5b, 0xdc, 0xc1, 0x46, 0xbf, 0x60, 0x75, 0x4e,
+					 0x6a, 0x04, 0x24, 0x26, 0x08, 0x95, 0x75, 0xc7,
+					 0x5a, 0x00, 0x3f, 0x08, 0x9d, 0x27, 0x39, 0x83,
+					 0x9d, 0xec, 0x58, 0xb9, 0x64, 0xec, 0x38, 0x43};
+	ok(sv4_hmac((const uint8_t *)"Jefe", 4, "what do ya want for nothing?", 28, a) == 0 &&
+	       memcmp(a, want, 32) == 0,
+	   "sv4_hmac: RFC 4231 test case 2%s", "");
+}
+
 int
 main(int argc, char **argv)
 {
@@ -767,6 +799,7 @@ main(int argc, char **argv)
 	run_aws_example();
 	run_hostile();
 	run_v2();
+	run_hmac();
 	printf("1..%d\n", n_test);
 	return n_fail ? 1 : 0;
 }

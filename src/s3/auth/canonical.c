@@ -10,8 +10,8 @@
 #include <strings.h>
 
 #include <openssl/crypto.h>
-#include <openssl/hmac.h>
-#include <openssl/sha.h>
+#include <openssl/evp.h>
+#include <pthread.h>
 #include "base/hex.h"
 
 /* ---- growable buffer (malloc: the code also serves the client side) ---- */
@@ -352,7 +352,10 @@ sv4_string_to_sign(const char *amz_date, const char *scope, const struct sbuf *c
 {
 	uint8_t h[32];
 	char hx[65];
-	SHA256((const unsigned char *)creq->p, creq->len, h);
+	if (EVP_Digest(creq->p, creq->len, h, NULL, sv4_sha256(), NULL) != 1) {
+		out->oom = 1; /* the caller reports -ENOMEM */
+		return;
+	}
 	ol_hex_encode(h, 32, hx);
 	sv4_sb_adds(out, ALG "\n");
 	sv4_sb_adds(out, amz_date);
@@ -362,13 +365,64 @@ sv4_string_to_sign(const char *amz_date, const char *scope, const struct sbuf *c
 	sv4_sb_adds(out, hx);
 }
 
+/* SHA-256 fetched once. OpenSSL 3 looks an algorithm up by name on every SHA256(), HMAC()
+ * and EVP_DigestInit with EVP_sha256(): those look-ups (locks, a hash table, reference
+ * counts) cost more than hashing the few hundred bytes of a string to sign. */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void
+sha256_fetch(void)
+{
+	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
+const EVP_MD *
+sv4_sha256(void)
+{
+	pthread_once(&sha256_once, sha256_fetch);
+	return sha256_md ? sha256_md : EVP_sha256();
+}
+
+/* One pass of HMAC (RFC 2104): SHA-256 over (64-byte key block XOR pad) || m. */
+static int
+hmac_pass(EVP_MD_CTX *ctx, const uint8_t kb[64], uint8_t pad, const void *m, size_t len,
+	  uint8_t out[32])
+{
+	uint8_t x[64];
+	int ok;
+	for (int i = 0; i < 64; i++)
+		x[i] = kb[i] ^ pad;
+	ok = EVP_DigestInit_ex2(ctx, sv4_sha256(), NULL) == 1 &&
+	     EVP_DigestUpdate(ctx, x, 64) == 1 && EVP_DigestUpdate(ctx, m, len) == 1 &&
+	     EVP_DigestFinal_ex(ctx, out, NULL) == 1;
+	OPENSSL_cleanse(x, sizeof(x));
+	return ok ? 0 : OL_SIGV4_ERR_NOMEM;
+}
+
+/* HMAC-SHA256 on the fetched digest (HMAC() would fetch both the MAC and the digest). */
 int
 sv4_hmac(const uint8_t *key, size_t klen, const void *msg, size_t mlen, uint8_t out[32])
 {
-	unsigned int len = 32;
-	if (!HMAC(EVP_sha256(), key, (int)klen, msg, mlen, out, &len))
-		return OL_SIGV4_ERR_NOMEM;
-	return 0;
+	uint8_t kb[64] = {0}, inner[32];
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int rc = OL_SIGV4_ERR_NOMEM;
+	if (!ctx)
+		return rc;
+	if (klen > sizeof(kb)) { /* a long key is hashed first */
+		if (EVP_Digest(key, klen, kb, NULL, sv4_sha256(), NULL) != 1)
+			goto out;
+	} else if (klen) {
+		memcpy(kb, key, klen);
+	}
+	rc = hmac_pass(ctx, kb, 0x36, msg, mlen, inner);
+	if (!rc)
+		rc = hmac_pass(ctx, kb, 0x5c, inner, sizeof(inner), out);
+out:
+	OPENSSL_cleanse(kb, sizeof(kb));
+	OPENSSL_cleanse(inner, sizeof(inner));
+	EVP_MD_CTX_free(ctx);
+	return rc;
 }
 
 int

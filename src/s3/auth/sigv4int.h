@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <openssl/types.h>
+
 #include "s3/auth/sigv4.h"
 
 #define ALG	     "AWS4-HMAC-SHA256"
@@ -50,7 +52,9 @@ int sv4_canonical_request(const struct ol_sigv4_request *req, const char *signed
 			  const char *payload_hash, int flags, struct sbuf *out);
 void sv4_string_to_sign(const char *amz_date, const char *scope, const struct sbuf *creq,
 			struct sbuf *out);
-/* HMAC-SHA256. Returns 0 or OL_SIGV4_ERR_NOMEM. */
+/* SHA-256, fetched once per process (any thread; never freed). */
+const EVP_MD *sv4_sha256(void);
+/* HMAC-SHA256 (any key length). Returns 0 or OL_SIGV4_ERR_NOMEM. */
 int sv4_hmac(const uint8_t *key, size_t klen, const void *msg, size_t mlen, uint8_t out[32]);
 /* ol_sigv4_signing_key for service s3 with a per-thread one-entry cache. */
 int sv4_cached_signing_key(const char *secret, const char *date8, const char *region,
