@@ -10,8 +10,8 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include "base/hex.h"
+#include "s3/auth/sigv4int.h"
 
 #define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 #define TNAME_MAX    64
@@ -61,7 +61,7 @@ ol_awschunked_new(const struct ol_sigv4_result *auth, int64_t decoded_length,
 	snprintf(d->prev_sig, sizeof(d->prev_sig), "%s", auth->seed_signature);
 	d->sha = EVP_MD_CTX_new();
 	d->tsha = EVP_MD_CTX_new();
-	if (!d->sha || !d->tsha || EVP_DigestInit_ex(d->tsha, EVP_sha256(), NULL) != 1) {
+	if (!d->sha || !d->tsha || EVP_DigestInit_ex(d->tsha, sv4_sha256(), NULL) != 1) {
 		ol_awschunked_free(d);
 		return OL_AWSCHUNKED_ERR_NOMEM;
 	}
@@ -99,9 +99,8 @@ check_sig(struct ol_awschunked *d, const char *kind, const char *tail, const cha
 	if (n < 0 || (size_t)n >= sizeof(sts))
 		return fail(d, OL_AWSCHUNKED_ERR_NOMEM, "string to sign too long");
 	uint8_t mac[32];
-	unsigned int len = 32;
 	char got[65];
-	if (!HMAC(EVP_sha256(), d->key, 32, (const unsigned char *)sts, (size_t)n, mac, &len))
+	if (sv4_hmac(d->key, 32, sts, (size_t)n, mac)) /* the digest fetched once, per chunk */
 		return fail(d, OL_AWSCHUNKED_ERR_NOMEM, "HMAC failed");
 	ol_hex_encode(mac, 32, got);
 	if (strlen(want) != 64 || CRYPTO_memcmp(got, want, 64) != 0)
@@ -187,7 +186,7 @@ on_header(struct ol_awschunked *d)
 		d->st = ST_TRAILER;
 		return 0;
 	}
-	if (d->is_signed && EVP_DigestInit_ex(d->sha, EVP_sha256(), NULL) != 1)
+	if (d->is_signed && EVP_DigestInit_ex(d->sha, sv4_sha256(), NULL) != 1)
 		return fail(d, OL_AWSCHUNKED_ERR_NOMEM, "SHA256 failed");
 	d->left = size;
 	d->st = ST_DATA;
