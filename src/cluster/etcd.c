@@ -22,6 +22,9 @@ struct ol_etcd {
 	unsigned n_ep;
 	unsigned timeout_ms;
 	atomic_uint cur; /* endpoint that answered last: tried first */
+	/* until when endpoint i is suspect: a try of it ran out of its time (hung or cut off);
+	 * calls try it after the others (ol_etcd_order) */
+	_Atomic int64_t hung_until[OL_ETCD_MAX_ENDPOINTS];
 };
 
 int
@@ -105,10 +108,28 @@ pass_over(struct ol_etcd *c, unsigned i)
 	atomic_compare_exchange_strong(&c->cur, &expect, (i + 1) % c->n_ep);
 }
 
+unsigned
+ol_etcd_order(unsigned n, unsigned start, const bool *suspect, unsigned *order)
+{
+	unsigned m = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (unsigned k = 0; k < n; k++) {
+			unsigned i = (start + k) % n;
+			if (suspect[i] == (pass == 1))
+				order[m++] = i;
+		}
+	unsigned ok = 0;
+	while (ok < n && !suspect[order[ok]])
+		ok++;
+	return ok;
+}
+
 /* POST body to path on the endpoints until one answers or the deadline passes: each endpoint
- * in turn, from the one that answered last, each try with its share of the time left
- * (ol_etcd_try_ms), a short backoff after every round. *resp receives the answer of a 200, or the
- * error of an etcd error object (mapped to -errno). */
+ * in turn, from the one that answered last, those whose try ran out of time lately after the
+ * others (ol_etcd_order), each try with its share of the time left (ol_etcd_try_ms: while a
+ * member not suspect is still to try, the suspect ones count as one, so members known to hang
+ * do not take the time of one known to answer), a short backoff after every round. *resp receives
+ * the answer of a 200, or the error of an etcd error object (mapped to -errno). */
 static int
 call(struct ol_etcd *c, const char *path, const char *body, int64_t deadline, char **resp,
      size_t *resp_len)
@@ -116,18 +137,27 @@ call(struct ol_etcd *c, const char *path, const char *body, int64_t deadline, ch
 	if (!body)
 		return -ENOMEM;
 	int rc = -ETIMEDOUT;
-	unsigned start = atomic_load(&c->cur);
+	unsigned order[OL_ETCD_MAX_ENDPOINTS];
+	bool suspect[OL_ETCD_MAX_ENDPOINTS];
+	int64_t t0 = ol_httpc_now_ms();
+	for (unsigned i = 0; i < c->n_ep; i++)
+		suspect[i] = atomic_load(&c->hung_until[i]) > t0;
+	unsigned n_ok = ol_etcd_order(c->n_ep, atomic_load(&c->cur), suspect, order);
 	for (unsigned t = 0;; t++) {
-		unsigned i = (start + t) % c->n_ep;
+		unsigned k = t % c->n_ep, i = order[k];
 		int64_t now = ol_httpc_now_ms(), left = deadline - now;
 		if (left <= 0)
 			break;
 		int status = 0;
 		char *r = NULL;
 		size_t rl = 0;
+		/* the members not suspect share the time, less one share kept for the suspect
+		 * ones (one that hangs now costs half the call, not all of it) */
+		unsigned untried = k < n_ok ? n_ok - k + (n_ok < c->n_ep) : c->n_ep - k;
 		rc = ol_httpc_post(c->ep[i].host, c->ep[i].port, path, REQUIRE_LEADER, body,
-				   now + ol_etcd_try_ms(left, c->n_ep - t % c->n_ep), &status, &r,
-				   &rl);
+				   now + ol_etcd_try_ms(left, untried), &status, &r, &rl);
+		if (rc != -ETIMEDOUT) /* it answered (or refused at once): not hung */
+			atomic_store(&c->hung_until[i], 0);
 		if (!rc && status != 200) {
 			rc = ol_etcd_json_error(r, rl, NULL, NULL, 0);
 			if (!rc)
@@ -140,6 +170,8 @@ call(struct ol_etcd *c, const char *path, const char *body, int64_t deadline, ch
 			return 0;
 		}
 		free(r);
+		if (rc == -ETIMEDOUT)
+			atomic_store(&c->hung_until[i], ol_httpc_now_ms() + OL_ETCD_SUSPECT_MS);
 		if (!retryable(rc))
 			return rc;
 		pass_over(c, i);

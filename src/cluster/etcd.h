@@ -8,7 +8,10 @@
  * "unavailable" (no leader, leader changed), moves to the next endpoint until the deadline.
  * Each try has its share of the time left (ol_etcd_try_ms), so members that are cut off
  * (silent) or hung leave the last endpoint its time; a call starts at the endpoint that
- * answered last, and after a failure the next call starts past the endpoint that failed.
+ * answered last, and after a failure the next call starts past the endpoint that failed; an
+ * endpoint whose try ran out of time is tried after the others for OL_ETCD_SUSPECT_MS, and
+ * the suspect ones count as one in the others' shares (a member that answers, slowly, behind
+ * two that hang is given half the deadline, not a third).
  * Every request asks etcd to require a leader: a member cut off in a minority refuses at once
  * ("no leader") instead of holding the call, and ends its watch streams.
  * A handle may be used by several threads at once (each call opens its own connection).
@@ -31,8 +34,9 @@
 #define OL_ETCD_ECOMPACTED    (-4201) /* the start revision of a watch or range was compacted */
 #define OL_ETCD_MAX_ENDPOINTS 16
 
-#define OL_ETCD_PREFIX	   1u  /* range/delete/watch every key that starts with key */
-#define OL_ETCD_MIN_TRY_MS 250 /* a try on one endpoint has at least this (or what is left) */
+#define OL_ETCD_PREFIX	   1u	 /* range/delete/watch every key that starts with key */
+#define OL_ETCD_MIN_TRY_MS 250	 /* a try on one endpoint has at least this (or what is left) */
+#define OL_ETCD_SUSPECT_MS 10000 /* an endpoint whose try ran out of time is tried last so long */
 
 struct ol_etcd;
 
@@ -110,6 +114,12 @@ void ol_etcd_free(struct ol_etcd *c);
  * (>= 1) endpoints of the round still to try, this one included: an equal share, at least
  * OL_ETCD_MIN_TRY_MS, never more than left_ms. */
 int64_t ol_etcd_try_ms(int64_t left_ms, unsigned untried);
+
+/* Pure: the order a call tries n endpoints in: from start on, those not suspect first (suspect
+ * [i]: a try of endpoint i ran out of its time within OL_ETCD_SUSPECT_MS), then the suspect
+ * ones, each group from start on. Fills order[0..n) and returns how many are not suspect;
+ * while one of those is still to try, the suspect ones count as one in the share. */
+unsigned ol_etcd_order(unsigned n, unsigned start, const bool *suspect, unsigned *order);
 
 /* Endpoint last answered (for messages); valid while c lives. */
 const char *ol_etcd_endpoint(struct ol_etcd *c);

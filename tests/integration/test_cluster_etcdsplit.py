@@ -182,7 +182,10 @@ def test_an_etcd_split_deposes_the_leader_and_keeps_a_follower_on_the_majority(w
                     first_ok = start
                 for vs in (k, o):
                     vs.read([f, g, h])
-                assert member_rev(c, f) == f_rev, "f's member key was dropped (or anew)"
+                assert member_rev(c, f) == f_rev, (
+                    "f's member key was dropped (or anew); its log's cluster lines:\n" +
+                    "\n".join(ln for ln in c.nodes[f].log().splitlines()[-400:]
+                              if "cluster" in ln or "etcd" in ln)[-6000:])
                 if first_ok is not None and any(e[4] for e in o.log):
                     break
                 time.sleep(0.2)

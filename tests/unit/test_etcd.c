@@ -310,6 +310,12 @@ test_try_share(void)
 	ok(ol_etcd_try_ms(600, 3) == OL_ETCD_MIN_TRY_MS && ol_etcd_try_ms(100, 3) == 100 &&
 	       ol_etcd_try_ms(0, 1) == 0,
 	   "a try gets at least OL_ETCD_MIN_TRY_MS, never more than is left");
+	unsigned o[4];
+	bool none[4] = {false, false, false, false}, two[3] = {true, true, false};
+	ok(ol_etcd_order(3, 1, none, o) == 3 && o[0] == 1 && o[1] == 2 && o[2] == 0,
+	   "no suspect member: the order starts where the last answer came from");
+	ok(ol_etcd_order(3, 0, two, o) == 1 && o[0] == 2 && o[1] == 0 && o[2] == 1,
+	   "members whose tries ran out of time go after the one that did not");
 }
 
 /* A loopback listener; serve: answer every request with status and body (body NULL: accept
@@ -319,6 +325,7 @@ struct fake {
 	int fd;
 	char url[64];
 	const char *status, *body;
+	int delay_ms; /* before each answer: a member slow to answer */
 	atomic_int hits, require_leader;
 	pthread_t t;
 };
@@ -351,6 +358,8 @@ fake_main(void *arg)
 		char req[4096], resp[1024];
 		read_request(c, req, sizeof(req));
 		atomic_fetch_add(&f->hits, 1);
+		if (f->delay_ms)
+			usleep((useconds_t)f->delay_ms * 1000);
 		if (strstr(req, "\r\nGrpc-Metadata-Hasleader: true\r\n"))
 			atomic_fetch_add(&f->require_leader, 1);
 		int n = snprintf(resp, sizeof(resp),
@@ -450,10 +459,34 @@ test_failover(void)
 	if (rc == 0)
 		ol_etcd_range_result_fini(&r);
 	ol_etcd_free(c);
-	fake_stop(&hung1);
-	fake_stop(&hung2);
 	fake_stop(&minority);
 	fake_stop(&live);
+
+	/* a member that answers behind two that hang (a majority member reached through a cut),
+	 * then more slowly than a third of the deadline (a loaded machine): the hung two are
+	 * suspect after the first call, so it is given half of the deadline (before: a third in
+	 * every call, so it was never reached again) */
+	struct fake slow;
+	rc = fake_start(&slow, "200 OK", OK_RANGE);
+	const char *eps3[] = {hung1.url, hung2.url, slow.url};
+	rc = rc ? rc : ol_etcd_new(eps3, 3, dl, &c);
+	rc = rc ? rc : ol_etcd_range(c, "k", 0, 0, 0, &r);
+	ok(rc == 0, "a call whose first two members hang reaches the third (%d)", rc);
+	if (rc == 0)
+		ol_etcd_range_result_fini(&r);
+	slow.delay_ms = dl / 3 + 300;
+	int rc2 = -1;
+	for (int i = 0; i < 2 && rc2; i++) { /* twice: one more try of the hung members, if any */
+		rc2 = ol_etcd_range(c, "k", 0, 0, 0, &r);
+		if (rc2 == 0)
+			ol_etcd_range_result_fini(&r);
+	}
+	ok(rc2 == 0 && strcmp(ol_etcd_endpoint(c), slow.url) == 0,
+	   "the hung members count as one: the slow member answers in its half (%d)", rc2);
+	ol_etcd_free(c);
+	fake_stop(&hung1);
+	fake_stop(&hung2);
+	fake_stop(&slow);
 }
 
 static void
