@@ -101,6 +101,15 @@ class Versions:
             took = time.monotonic() - start
             assert took < REQ_BOUND_S, (i, took)
 
+    def all_read_back(self, nodes):
+        """no acknowledged write lost: every acknowledged version reads back by its id through
+        each of nodes (the bucket is versioned)"""
+        for i in nodes:
+            s3 = self.c.client(i, retries=4)
+            for vid, data in self.acked.items():
+                got = s3.get_object(Bucket=self.bucket, Key=self.key, VersionId=vid)["Body"]
+                assert got.read() == data, (i, self.key, vid)
+
     def show(self):
         for start, end, i, v, err in self.log:
             print(f"{start:6.1f} .. {end:6.1f} s  PUT {self.key} via node {i} version {v}: "
@@ -232,14 +241,9 @@ def test_an_etcd_split_deposes_the_leader_and_keeps_a_follower_on_the_majority(w
             got = c.client(lid, retries=4).get_object(Bucket="split", Key=vs.key)["Body"]
             assert got.read() == version_body(vs.floor), (vs.key, vs.floor)
         assert member_rev(c, f) == f_rev
-        # no acknowledged write is lost: every acknowledged version (the bucket is
-        # versioned) reads back by its id, through the old leader (forwarded) and f
-        for i in (lid, f):
-            s3 = c.client(i, retries=4)
-            for vs in (k, o):
-                for vid, data in vs.acked.items():
-                    got = s3.get_object(Bucket="split", Key=vs.key, VersionId=vid)["Body"]
-                    assert got.read() == data, (i, vs.key, vid)
+        # no acknowledged write is lost: through the old leader (forwarded) and f
+        for vs in (k, o):
+            vs.all_read_back((lid, f))
         print(f"{time.monotonic() - t0:.1f} s: every acknowledged version read back")
         store_whole(c, "split", {vs.key: version_body(vs.floor) for vs in (k, o)}, lid, new[0])
         print(f"{time.monotonic() - t0:.1f} s: heal done")

@@ -202,9 +202,5 @@ def test_several_cuts_on_a_set_of_six(world6, tmp_path):
         vs.show()
         print(figures)
 
-        for i in range(NODES6):
-            r = c.client(i, retries=4)
-            for vid, data in vs.acked.items():
-                got = r.get_object(Bucket="wide", Key="k", VersionId=vid)["Body"].read()
-                assert got == data, (i, vid)
+        vs.all_read_back(range(NODES6))
         store_whole(c, "wide", {"k": version_body(vs.floor)}, w, new[0])
