@@ -82,7 +82,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-. "$(dirname "$0")/lib.sh" # free_port, wait_port, kv_pool_config
+. "$(dirname "$0")/lib.sh" # free_port, wait_port, start_kv_pool
 jget() { $PY -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1" 2>/dev/null || echo "?"; }
 ratio() { $PY -c "import sys
 try: a,b=float(sys.argv[1]),float(sys.argv[2]); print('%.2f' % (a/b))
@@ -92,15 +92,9 @@ except Exception: print('n/a')" "$1" "$2"; }
 # start_pool DIR DRAM SPILL [KVLINE]: openlaked with mode = "kv" on fresh ports, data in DIR,
 # KVLINE added to [kv]; sets POOL
 start_pool() {
-	local dir=$1 kv_port rpc_port
-	kv_port=$(free_port)
-	rpc_port=$(free_port)
-	kv_pool_config "$dir" "$kv_port" "$rpc_port" "$2" "$3" "${4:-}"
-	"$OPENLAKED" --config "$dir/openlake.toml" >"$dir/log" 2>&1 &
-	POOL_PID=$!
-	PIDS+=($!)
-	wait_port "$kv_port" || { echo "kv_bench.sh: openlaked (KV pool) did not start:" >&2; cat "$dir/log" >&2; exit 1; }
-	POOL=127.0.0.1:$kv_port
+	start_kv_pool "$OPENLAKED" "$1" "$2" "$3" "${4:-}"
+	PIDS+=("$POOL_PID")
+	POOL=127.0.0.1:$POOL_PORT
 }
 start_pool "$TMP/ol" 1GiB 2GiB
 KV=$POOL

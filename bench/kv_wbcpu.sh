@@ -11,11 +11,9 @@ cd "$(dirname "$0")/.."
 B=$1; S=$2; DEV=${3:-tcp}; C=16; [ "$DEV" = local ] && C=4; D=$(mktemp -d /tmp/kv_wbcpu.XXXXXX)
 PY=/usr/bin/python3
 . bench/lib.sh
-kp=$(free_port); rp=$(free_port)
-kv_pool_config $D $kp $rp 1GiB 2GiB
-$B/cmd/openlaked/openlaked --config $D/openlake.toml > $D/log 2>&1 & PID=$!
+start_kv_pool $B/cmd/openlaked/openlaked $D 1GiB 2GiB
+PID=$POOL_PID; kp=$POOL_PORT
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$D"' EXIT
-wait_port $kp
 st() { $B/cmd/openlake/openlake kv stats --nodes 127.0.0.1:$kp --json 2>/dev/null | $PY -c 'import json,sys
 s=json.load(sys.stdin)["nodes"][0]["stats"]; print(s.get("prefaulted_pages",0) >= s["dram_capacity"]//(2<<20), s["writebacks"], s["writeback_dropped"])' 2>/dev/null || echo "False x x"; }
 for i in $(seq 1 240); do set -- $(st); [ "$1" = True ] && break; sleep 0.5; done

@@ -21,12 +21,10 @@ cleanup() {
 	rm -rf "$D"
 }
 trap cleanup EXIT
-. "$(dirname "$0")/lib.sh" # free_port, wait_port, kv_pool_config
-P=$(free_port)
-kv_pool_config "$D" "$P" "$(free_port)" 512MiB 1GiB
-"$B/cmd/openlaked/openlaked" --config "$D/openlake.toml" >"$D/log" 2>&1 &
-PID=$!
-wait_port "$P" || { echo "local_put_syscalls.sh: openlaked did not start:" >&2; cat "$D/log" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh" # start_kv_pool
+start_kv_pool "$B/cmd/openlaked/openlaked" "$D" 512MiB 1GiB
+PID=$POOL_PID
+P=$POOL_PORT
 "$B/cmd/openlake/openlake" bench kv --nodes "127.0.0.1:$P" --device local -w put -s 2MiB \
 	-c "$C" --warmup 2 -d 6 --json >"$D/out" 2>/dev/null &
 CL=$!

@@ -16,12 +16,10 @@ cleanup() {
 	rm -rf "$D"
 }
 trap cleanup EXIT
-. "$(dirname "$0")/lib.sh" # free_port, wait_port, kv_pool_config
-P=$(free_port)
-kv_pool_config "$D" "$P" "$(free_port)" 64MiB 128MiB
-"$B/cmd/openlaked/openlaked" --config "$D/openlake.toml" >"$D/log" 2>&1 &
-PID=$!
-wait_port "$P" || { echo "loop_syscalls.sh: openlaked did not start:" >&2; cat "$D/log" >&2; exit 1; }
+. "$(dirname "$0")/lib.sh" # start_kv_pool
+start_kv_pool "$B/cmd/openlaked/openlaked" "$D" 64MiB 128MiB
+PID=$POOL_PID
+P=$POOL_PORT
 "$B/cmd/openlake/openlake" bench kv --nodes "127.0.0.1:$P" --device tcp -w put -s 4KiB -c 1 -d 2 \
 	--json >/dev/null 2>&1
 (sleep 1 && perf stat -e syscalls:sys_enter_io_uring_enter -p "$PID" -x, -o "$D/st" sleep 3) &
