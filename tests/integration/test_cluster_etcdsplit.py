@@ -159,22 +159,34 @@ def test_an_etcd_split_deposes_the_leader_and_keeps_a_follower_on_the_majority(w
         stop, failed = threading.Event(), []
 
         def old_writer():
-            """writes, and reads of both keys, through the old leader's node until it
-            refuses a write; then one more read of the key the majority writes (it waits
-            for a leader it cannot learn: 503, never what its closed store held)"""
+            """writes through the old leader's node until it refuses one (its own thread:
+            reads through that node may each wait the TTL for a leader, and would put off
+            the write that shows the refusal)"""
             try:
                 while not stop.is_set():
-                    acked = o.put(lid)
-                    for vs in (o, k) if acked else (k,):
-                        vs.read([lid])
-                    if not acked:
+                    if not o.put(lid):
                         return
                     time.sleep(0.2)
             except BaseException as e:  # noqa: BLE001 - re-raised by the test's thread
                 failed.append(e)
 
+        def old_reader():
+            """reads of both keys through the old leader's node while its writer runs, then
+            one more of the key the majority writes (a read that waits for a leader it
+            cannot learn answers 503, never what its closed store held)"""
+            try:
+                while not stop.is_set() and t.is_alive():
+                    for vs in (o, k):
+                        vs.read([lid])
+                    time.sleep(0.2)
+                k.read([lid])
+            except BaseException as e:  # noqa: BLE001 - re-raised by the test's thread
+                failed.append(e)
+
         t = threading.Thread(target=old_writer)
         t.start()
+        tr = threading.Thread(target=old_reader)
+        tr.start()
         new, first_ok = None, None
         try:
             # writes through g and reads of both keys through the other nodes, until the
@@ -199,7 +211,7 @@ def test_an_etcd_split_deposes_the_leader_and_keeps_a_follower_on_the_majority(w
                     break
                 time.sleep(0.2)
             # f, on e2 only, serves: its writes are acknowledged, its member key is the one
-            # it registered before the cut (the old leader's thread makes its last read)
+            # it registered before the cut (the old leader's reader makes its last read)
             wait_for(lambda: k.put(f), 60, "a write through f")
             k.read([f, g, h])
             assert member_rev(c, f) == f_rev
@@ -207,7 +219,8 @@ def test_an_etcd_split_deposes_the_leader_and_keeps_a_follower_on_the_majority(w
         finally:
             stop.set()
             t.join(REQ_BOUND_S + 30)
-        assert not t.is_alive()
+            tr.join(2 * REQ_BOUND_S + 30)
+        assert not t.is_alive() and not tr.is_alive()
         if failed:
             raise failed[0]
         k.show()

@@ -513,7 +513,11 @@ def test_a_deposed_leaders_late_commit_is_fenced(pc):
     assert "released META_COMMIT" in old_leader.hits()
     wait_for(lambda: "the drive has seen a newer set-leader epoch" in old_leader.log(), 60,
              "the drives' refusal of the stale commit in the old leader's log")
-    assert "no longer leading set 0.0" in old_leader.log()
+    # requests stopped at its lease bound (ol_cluster_leads on each one); the step-down's log
+    # line is written by its leadership thread, which may still be in an etcd call that runs
+    # to its deadline (1.67 s) when the new leader's commit is refused
+    wait_for(lambda: "no longer leading set 0.0" in old_leader.log(), 60,
+             "the old leader's step-down in its log")
     for i in others(lid):
         got = c.client(i, retries=4).get_object(Bucket="fence", Key="k")["Body"].read()
         assert got == new_obj, (i, len(got))
