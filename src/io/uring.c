@@ -22,13 +22,41 @@ static pthread_key_t ring_key;
 static pthread_once_t ring_once = PTHREAD_ONCE_INIT;
 static _Atomic bool ring_disabled; /* set once setup failed: do not retry on every call */
 
+/* Rings are unmapped and mapped with liburing's own syscalls, which ThreadSanitizer does not
+ * see: a new thread's ring mapped where an exited thread's was looked like a race with the old
+ * thread's accesses. Under TSan, a ring's exit releases and a ring's setup acquires one address:
+ * the order the kernel gives. Nothing in other builds (no lock: a forked child sets up a ring). */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+static char ring_map_order;
+#define RING_MAPPING()	__tsan_acquire(&ring_map_order)
+#define RING_UNMAPPED() __tsan_release(&ring_map_order)
+#else
+#define RING_MAPPING()	((void)0)
+#define RING_UNMAPPED() ((void)0)
+#endif
+
+static int
+ring_init(struct io_uring *ring)
+{
+	RING_MAPPING();
+	return io_uring_queue_init(RING_DEPTH, ring, 0);
+}
+
+static void
+ring_exit(struct io_uring *ring)
+{
+	io_uring_queue_exit(ring);
+	RING_UNMAPPED();
+}
+
 /* Threads come and go (one per HTTP connection): a thread's ring goes with it. */
 static void
 ring_free(void *p)
 {
 	struct thread_ring *r = p;
 	if (r->ok && r->pid == getpid())
-		io_uring_queue_exit(&r->ring);
+		ring_exit(&r->ring);
 	free(r);
 }
 
@@ -46,15 +74,15 @@ thread_ring(void)
 	pthread_once(&ring_once, ring_key_init);
 	struct thread_ring *r = pthread_getspecific(ring_key);
 	if (r && r->ok && r->pid != getpid()) {
-		io_uring_queue_exit(&r->ring); /* the child's mapping and fd only */
+		ring_exit(&r->ring); /* the child's mapping and fd only */
 		r->ok = false;
 		r->pid = getpid();
-		r->ok = io_uring_queue_init(RING_DEPTH, &r->ring, 0) == 0;
+		r->ok = ring_init(&r->ring) == 0;
 	}
 	if (r || ring_disabled)
 		return r && r->ok ? r : NULL;
 	r = ol_xcalloc(1, sizeof(*r));
-	int rc = io_uring_queue_init(RING_DEPTH, &r->ring, 0);
+	int rc = ring_init(&r->ring);
 	r->ok = rc == 0;
 	r->pid = getpid();
 	if (rc) {
