@@ -343,27 +343,25 @@ shm_alloc_copy(struct ol_client *c, struct olc_conn *cn, struct batch *b, struct
 	       size_t m, size_t *k)
 {
 	int r = m ? batch_call(c, cn, b, OL_KVP_ALLOC, m, m * OL_KVP_REQ_ENT) : 0;
-	struct ol_kvp_rep_ent *granted = r == 0 && m ? malloc(m * sizeof(*granted)) : NULL;
-	if (r == 0 && m && !granted)
-		r = -ENOMEM;
-	for (size_t j = 0; r == 0 && j < m; j++)
-		rep_at(b, j, &granted[j]);
 	b->niov = 1 + *k;
+	/* each reply entry is read where it is used: the COMMIT entries go to b->ents, the
+	 * replies stay in b->reps */
 	for (size_t j = 0; r == 0 && j < m; j++) {
 		struct ol_kv_op *op = ops[b->idx[j]];
-		op->status = status_ok(granted[j].status);
-		if (granted[j].status != OL_KV_OK)
+		struct ol_kvp_rep_ent g;
+		rep_at(b, j, &g);
+		op->status = status_ok(g.status);
+		if (g.status != OL_KV_OK)
 			continue;
-		if (!slot_ok(cn->map, granted[j].off, granted[j].len)) {
+		if (!slot_ok(cn->map, g.off, g.len)) {
 			r = -EPROTO;
 			break;
 		}
-		olc_map_prefault(cn->map, granted[j].off, granted[j].len);
-		copy_in(cn->map->base + granted[j].off, op, !c->no_nt);
-		batch_ent(b, *k, op->key, granted[j].len, granted[j].off, granted[j].seq);
+		olc_map_prefault(cn->map, g.off, g.len);
+		copy_in(cn->map->base + g.off, op, !c->no_nt);
+		batch_ent(b, *k, op->key, g.len, g.off, g.seq);
 		b->idx[(*k)++] = b->idx[j];
 	}
-	free(granted);
 	return r;
 }
 
@@ -475,15 +473,16 @@ shm_put_ahead(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, s
 	if (batch_init_ex(&b, ops, n, false, OLC_AHEAD_MAX) < 0)
 		return -ENOMEM;
 	uint64_t now = olc_now_ms();
-	struct olc_ahead *held = malloc(n * sizeof(*held) + 1);
-	size_t *use = malloc(n * sizeof(*use) + 1);
-	int r = held && use ? ahead_drop(c, cn, ops, n, now) : -ENOMEM;
+	/* a connection holds at most OLC_AHEAD_MAX slots: so many puts of a call can use one */
+	struct olc_ahead held[OLC_AHEAD_MAX];
+	size_t use[OLC_AHEAD_MAX];
+	int r = ahead_drop(c, cn, ops, n, now);
 	size_t nh = 0;
 	for (size_t i = 0; r == 0 && i < n; i++) {
 		uint64_t len = olc_iov_len(ops[i]);
 		if (len > cn->max_block)
 			ops[i]->status = OL_KV_TOO_LARGE;
-		else if (ahead_take(cn, len, now, &held[nh]) == 0)
+		else if (nh < OLC_AHEAD_MAX && ahead_take(cn, len, now, &held[nh]) == 0)
 			use[nh++] = i;
 		else {
 			batch_ent(&b, m, ops[i]->key, len, 0, 0);
@@ -502,8 +501,6 @@ shm_put_ahead(struct ol_client *c, struct olc_conn *cn, struct ol_kv_op **ops, s
 	copy_fence();
 	if (r == 0 && k)
 		r = shm_commit_ahead(c, cn, &b, ops, k);
-	free(held);
-	free(use);
 	batch_fini(&b);
 	return r;
 }

@@ -111,16 +111,16 @@ pass_over(struct ol_etcd *c, unsigned i)
 unsigned
 ol_etcd_order(unsigned n, unsigned start, const bool *suspect, unsigned *order)
 {
-	unsigned m = 0;
-	for (int pass = 0; pass < 2; pass++)
+	unsigned m = 0, ok = 0;
+	for (int pass = 0; pass < 2; pass++) {
 		for (unsigned k = 0; k < n; k++) {
 			unsigned i = (start + k) % n;
 			if (suspect[i] == (pass == 1))
 				order[m++] = i;
 		}
-	unsigned ok = 0;
-	while (ok < n && !suspect[order[ok]])
-		ok++;
+		if (pass == 0)
+			ok = m; /* the first pass placed the members not suspect */
+	}
 	return ok;
 }
 

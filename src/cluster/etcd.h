@@ -1,7 +1,7 @@
 /* cluster/etcd.h - a small client of etcd's v3 JSON gateway (etcd 3.4, HTTP/1.1).
  *
  * Library grade: never logs, never aborts; every function returns 0 or -errno (project codes
- * below -4096), and the caller owns what it gets back (free it with the matching _fini).
+ * below -4096), and the caller owns what it receives (free it with the matching _fini).
  *
  * Every call has a deadline (the client's timeout_ms, over all endpoints together) and fails
  * over across the endpoints it was given: a refused, broken or silent connection, or etcd's
@@ -132,11 +132,11 @@ void ol_etcd_range_result_fini(struct ol_etcd_range_result *r);
 
 /* Write key = value, attached to lease (0 = none). "lease not found" right after a grant
  * (a member that has not applied it yet) is retried within the deadline. *revision (may be
- * NULL) gets the revision of the write. */
+ * NULL) receives the revision of the write. */
 int ol_etcd_put(struct ol_etcd *c, const char *key, const void *value, size_t value_len,
 		int64_t lease, int64_t *revision);
 
-/* Delete key (or the prefix). *deleted (may be NULL) gets the number of keys removed. */
+/* Delete key (or the prefix). *deleted (may be NULL) receives the number of keys removed. */
 int ol_etcd_delete(struct ol_etcd *c, const char *key, unsigned flags, int64_t *deleted);
 
 /* If every compare holds, run success ops, else failure ops; atomically. */

@@ -1409,7 +1409,7 @@ nv_finish(struct ol_kve *e, struct kstripe *st, struct nvread *nr, bool need_dra
 }
 
 /* x is NVMe only: read it, then promote it or not (x's stripe's mutex held on entry and exit,
- * free during the read, the eviction and the copy into DRAM: gets of other blocks go on). */
+ * free during the read, the eviction and the copy into DRAM: reads of other blocks go on). */
 static int
 pin_nvme(struct ol_kve *e, struct kstripe *st, struct ent *x, bool need_dram, struct ol_kve_slot *s)
 {

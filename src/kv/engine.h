@@ -5,7 +5,7 @@
  * than a page takes a run of contiguous pages. Entries live in a hash table keyed by
  * (32-byte key, 128-bit namespace hash); DRAM-resident entries sit on one LRU list.
  *
- * Sequence rule (what makes local readers safe): every slot handed out gets a fresh seq,
+ * Sequence rule (what makes local readers safe): every slot handed out is given a fresh seq,
  * stored in the table at seq[off / 4096] before anyone writes the slot. A reader that copied
  * a slot re-reads that seq after its copy; a mismatch means the slot was recycled: a miss.
  * Pinned slots (readers in flight, writes in flight) are never evicted or recycled.
@@ -147,7 +147,7 @@ int ol_kve_pin(struct ol_kve *e, const struct ol_kvk *k, bool need_dram, struct 
 #define OL_KVE_NVME 1000
 int ol_kve_pin_dram(struct ol_kve *e, const struct ol_kvk *k, struct ol_kve_slot *s);
 /* ol_kve_pin(e, k[i], false, s + i) for i in [0, n), with the NVMe-tier reads among them
- * submitted together on the calling thread's ring instead of one after another. st[i] gets
+ * submitted together on the calling thread's ring instead of one after another. st[i] receives
  * each status. A value served from the read buffer (s[i].off == OL_KVE_NOOFF) is valid until
  * this thread's next NVMe read (the next call here or to ol_kve_pin): copy it out first.
  * The reads of one call share that buffer: from the NVMe-only key that would take them past

@@ -35,7 +35,7 @@
 #define OL_KVE_MAX_STRIPES 64
 #define SEQ_SID_BITS	   8
 
-/* Namespaces. Each namespace the engine meets (its 16-byte hash, from a key or a HELLO) gets
+/* Namespaces. Each namespace the engine meets (its 16-byte hash, from a key or a HELLO) is given
  * a slot of ns[] on first sight, up to OL_KVE_NS_SLOTS - 1 of them; later ones share slot 0
  * ("(other)"). A slot is never reused. Lookup is lock-free (a slot's id0 is published with
  * release after id1); claiming a slot or naming one takes nsmu. The residency counters are

@@ -273,7 +273,7 @@ ol_kve_map_dram(struct ol_kve *e, const struct ol_kve_opts *o)
 		if (fd < 0)
 			return -errno;
 		/* held while the tier lives: the mark of a live object, in any PID namespace;
-		 * taken before the object gets its size (a cleaner that holds the lock of an
+		 * taken before the object has its size (a cleaner that holds the lock of an
 		 * empty object for a moment leaves it alone: then we wait) */
 		if (flock(fd, LOCK_EX) != 0 || ftruncate(fd, (off_t)e->size) != 0 ||
 		    (o->shm_group &&

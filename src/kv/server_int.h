@@ -158,7 +158,7 @@ struct conn {
 	struct kvpre *pre; /* NVMe-tier reads of the next GET entries, done with entry i's */
 	unsigned npre, pre_at;
 	struct ol_kve_nvrd nvrd; /* the NVMe-tier read of entry i on the loop's ring */
-	uint8_t *rdbuf;		 /* its buffer (OL_KVS_ALIGN-aligned, kept between gets) */
+	uint8_t *rdbuf;		 /* its buffer (OL_KVS_ALIGN-aligned, kept between reads) */
 	size_t rdcap, rgot;
 	uint8_t gh[OL_KVP_HDR + OL_KVP_REP_ENT];
 	struct iovec iov[3];

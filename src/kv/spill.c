@@ -344,6 +344,14 @@ rec_v2(uint64_t len)
 	return len >= OL_KVS_ALIGN && (r == 0 || r > OL_KVS_ALIGN - OL_KVS_HDR);
 }
 
+/* The version a record of a len-byte value with flags is written as (a version 2 header never
+ * carries flags: recovery refuses one that does). */
+static uint16_t
+rec_ver(uint64_t len, uint16_t flags)
+{
+	return rec_v2(len) && !flags ? REC_V2 : REC_V1;
+}
+
 /* Header of r at h (OL_KVS_HDR bytes) with value checksum vh (0: tombstone). */
 static void
 hdr_encode(uint8_t *h, const struct ol_kvs_rec *r, uint16_t ver, uint64_t vh)
@@ -580,7 +588,7 @@ ol_kvs_open(const char *dir, uint64_t cap, uint64_t max_value, ol_kvs_recover_fn
 		nominal = 4u << 20;
 	if (nominal > (256u << 20))
 		nominal = 256u << 20;
-	(void)max_value; /* a record larger than a segment gets a segment of its own */
+	(void)max_value; /* a record larger than a segment has a segment of its own */
 	s->seg_nominal = nominal;
 	int r = recover(s, fn, arg);
 	if (r == 0)
@@ -644,7 +652,7 @@ static uint64_t
 rec_bounce(const struct ol_kvs_item *it)
 {
 	uint64_t len = it->val ? it->rec.len : 0;
-	if (!rec_v2(len) || it->rec.flags || (uintptr_t)it->val % OL_KVS_ALIGN)
+	if (rec_ver(len, it->rec.flags) == REC_V1 || (uintptr_t)it->val % OL_KVS_ALIGN)
 		return ol_kvs_rec_size(len);
 	return OL_KVS_ALIGN + (len % OL_KVS_ALIGN ? OL_KVS_ALIGN : 0);
 }
@@ -663,7 +671,7 @@ rec_add(struct wr_pipe *p, uint8_t **bb, const struct ol_kvs_item *it)
 		rr.len = 0;
 	uint64_t rs = ol_kvs_rec_size(rr.len), vh = val ? XXH3_64bits(val, rr.len) : 0;
 	uint8_t *b = *bb;
-	if (!rec_v2(rr.len) || rr.flags) { /* a version 2 header never carries flags */
+	if (rec_ver(rr.len, rr.flags) == REC_V1) {
 		hdr_encode(b, &rr, REC_V1, vh);
 		if (val)
 			memcpy(b + OL_KVS_HDR, val, rr.len);

@@ -6,50 +6,26 @@ kill -9'd; a raw client bounded by max_pins_per_connection; old-style clients (r
 COMMIT, and libopenlake told not to use the op) still work."""
 
 import ctypes
-import hashlib
 import os
 import random
 import signal
 import subprocess
 import sys
-import time
 
-import pytest
-
-from conftest import OPENLAKED  # noqa: F401
-from vllm_standin.pool import REPO, library_path, require_pool_binaries
+from conftest import OPENLAKED, wait_for  # noqa: F401
+from vllm_standin.pool import REPO, library_path
 
 sys.path.insert(0, os.path.dirname(__file__))
-from test_kv_security import ALLOC, COMMIT, FULL, OK, ent, raw_frame, shm_conn, start  # noqa: E402,E501
+from test_kv_security import (ALLOC, COMMIT, FULL, OK, ent, ol, raw_frame, shm_conn,  # noqa: E402,F401
+                               start)
+from test_kv_security import key as K  # noqa: E402
 
 COMMIT_ALLOC = 15
 MIB2 = 2 << 20
 
 
-def K(*parts):
-    return hashlib.sha256(repr(parts).encode()).digest()
-
-
-@pytest.fixture
-def ol():
-    require_pool_binaries()
-    import openlake_client
-
-    return openlake_client
-
-
 def node_stats(c):
     return c.stats()["nodes"][0]["stats"]
-
-
-def wait_for(fn, what, deadline_s=60):
-    end = time.monotonic() + deadline_s
-    v = fn()
-    while not v and time.monotonic() < end:
-        time.sleep(0.05)
-        v = fn()
-    assert v, what
-    return v
 
 
 def values(n, size, seed):
@@ -85,7 +61,7 @@ def test_local_puts_read_back_and_hold_bounded_reservations(openlaked, ol):
     assert tcp.get(bkeys, size_hint=300000) == bvals
     # the client holds slots for its next puts of a repeated size (the new path ran), at most 8
     # (the gets' pins go with their RELEASE, which sends no reply: wait for it to be handled)
-    wait_for(lambda: 1 <= node_stats(tcp)["conn_pins"] <= 8,
+    wait_for(lambda: 1 <= node_stats(tcp)["conn_pins"] <= 8, 60,
              "held reservations: %s" % node_stats(tcp)["conn_pins"])
     # a put of a stored key into a held slot: exists, the old value stays
     other = [(ctypes.addressof(b), len(p)) for b, p in zip(bufs[::-1], pieces[::-1])]
@@ -93,10 +69,10 @@ def test_local_puts_read_back_and_hold_bounded_reservations(openlaked, ol):
     assert tcp.get([K("iov", 0)], size_hint=1 << 20) == [b"".join(pieces)]
     # held slots of a size no longer put are released at the next put (of another size)
     assert c.put([K("c", 0)], [b"c" * 1000]) == [ol.Status.OK]
-    wait_for(lambda: node_stats(tcp)["conn_pins"] == 0,
+    wait_for(lambda: node_stats(tcp)["conn_pins"] == 0, 60,
              "a slot held for a size no longer put: %s" % node_stats(tcp)["conn_pins"])
     c.close()
-    wait_for(lambda: node_stats(tcp)["conn_pins"] == 0,
+    wait_for(lambda: node_stats(tcp)["conn_pins"] == 0, 60,
              "the reservations of a closed client were not released")
     assert tcp.get(keys, size_hint=MIB2) == vals
     tcp.close()
@@ -137,7 +113,7 @@ def test_kill9_client_leaks_no_reservation(openlaked, ol):
         if p.poll() is None:
             p.kill()
             p.wait()
-    wait_for(lambda: node_stats(tcp)["conn_pins"] == 0,
+    wait_for(lambda: node_stats(tcp)["conn_pins"] == 0, 60,
              "a kill -9'd client's reservations were not released")
     st = node_stats(tcp)
     assert st["dram_used"] - used0 == 40 * MIB2, "slots leaked: %d" % (st["dram_used"] - used0)
@@ -172,7 +148,7 @@ def test_raw_commit_alloc_bounded_and_old_style_alloc_commit(openlaked, ol):
     assert tcp.get([K("old", 0)], size_hint=64) == [b"\0" * 5]
     s2.close()
     s.close()
-    wait_for(lambda: node_stats(tcp)["conn_pins"] == 0, "closed connections keep pins")
+    wait_for(lambda: node_stats(tcp)["conn_pins"] == 0, 60, "closed connections keep pins")
     tcp.close()
 
 
@@ -206,7 +182,7 @@ def test_held_slot_past_its_time_is_not_written(openlaked, ol):
         assert c.put([K("t", i)], [vals[i]]) == [ol.Status.OK]
     # one slot held ahead (0 when this machine stalled us past the TTL: the reaper was first)
     assert node_stats(tcp)["conn_pins"] <= 1
-    wait_for(lambda: node_stats(tcp)["conn_pins"] == 0, "the reaper kept the held slot")
+    wait_for(lambda: node_stats(tcp)["conn_pins"] == 0, 60, "the reaper kept the held slot")
     # the reaped slot goes to another client's put of the same size
     other = ol.connect([d.kv_addr], device="local", timeout_ms=30000)
     assert other.put([K("x", 0)], [vals[3]]) == [ol.Status.OK]
