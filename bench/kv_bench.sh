@@ -22,12 +22,15 @@
 #     random reads of 64 KiB at iodepth 32 on a file in the same directory
 #
 # Usage: bench/kv_bench.sh [--quick] [--duration S] [--build DIR] [--markdown] [--figures LIST]
-#                          [--nv-batch B]
+#                          [--nv-batch B] [--perf-record FILE]
 #   --quick         3 s per figure instead of 10
 #   --build DIR     build directory with cmd/openlaked/openlaked and cmd/openlake/openlake
 #                   (default $OPENLAKE_BUILD or build)
 #   --nv-batch B    NVMe figure: 32 / B connections sending B gets per frame (default 1); the
 #                   32 outstanding gets and fio's iodepth 32 stay
+#   --perf-record FILE  NVMe figure: perf record -g the daemon over the measured window into
+#                   FILE (for perf report); the daemon's and fio's syscalls per get / per read
+#                   are counted with perf stat whenever perf may trace
 #   --figures LIST  comma-separated subset of tcp,local,latency,nvme,tls (default all; latency
 #                   measures the peaks itself when tcp is not run)
 # Everything listens on 127.0.0.1 ephemeral ports and is stopped at the end.
@@ -45,6 +48,7 @@ NV_DRAM=64MiB   # DRAM tier of the NVMe-tier daemon
 NV_KEYS=16384   # x 64 KiB = 1 GiB of keys, 16x the DRAM tier
 NV_CONC=32      # outstanding gets (one thread and connection each, batch 1)
 NV_BATCH=1      # --nv-batch B: 32 / B connections with B gets per frame (the read-ahead path)
+PERF_RECORD=    # --perf-record FILE: perf record -g of the NVMe-tier daemon over the measured window
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) DUR=3 ;;
@@ -53,7 +57,8 @@ while [ $# -gt 0 ]; do
 	--markdown) MARKDOWN=1 ;;
 	--figures) FIGURES=$2; shift ;;
 	--nv-batch) NV_BATCH=$2; shift ;;
-	-h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--perf-record) PERF_RECORD=$2; shift ;;
+	-h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "kv_bench.sh: unknown flag '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -65,6 +70,9 @@ PY=/usr/bin/python3
 for b in "$OPENLAKED" "$CLI"; do
 	[ -x "$b" ] || { echo "kv_bench.sh: $b is not built (meson setup build && ninja -C build)" >&2; exit 1; }
 done
+# syscalls per get / per read come from perf stat (a tracepoint count) where perf may trace
+PERF=0
+perf stat -e raw_syscalls:sys_enter -- true >/dev/null 2>&1 && PERF=1
 want() { case ",$FIGURES," in *",$1,"*) return 0 ;; esac; return 1; }
 # redis and memcached are the references of the tcp and latency figures only
 REFS=0
@@ -281,7 +289,7 @@ fi
 nv_share() {
 	"$CLI" kv stats --nodes "$1" --json 2>/dev/null | $PY -c 'import json,sys
 s=json.load(sys.stdin)["nodes"][0]["stats"]
-print("%.2f of %d gets from NVMe (%d from DRAM, %d misses)" % (s["hits_nvme"]/max(1,s["hits"]), s["hits"], s["hits_dram"], s["misses"]))' 2>/dev/null || echo "?"
+print("%.2f of %d gets from NVMe (%d from DRAM, %d misses, %d promotions)" % (s["hits_nvme"]/max(1,s["hits"]), s["hits"], s["hits_dram"], s["misses"], s.get("promotions", -1)))' 2>/dev/null || echo "?"
 }
 # disk_qd FILE SECONDS: average requests in flight on the disk under $TMP over the next SECONDS
 # (weighted I/O time / wall time, from /proc/diskstats; everything on that disk counts)
@@ -306,11 +314,28 @@ qd_during() {
 		grep -q "^\[.*\] kv get" "$log" 2>/dev/null && break
 		sleep 0.1
 	done
+	local win=$(( DUR > 2 ? DUR - 2 : 1 )) sc=() rec=()
+	if [ $PERF = 1 ]; then
+		perf stat -x, -e raw_syscalls:sys_enter -p "$pid" -o "$out.sc" -- sleep "$win" &
+		sc=($!)
+	fi
+	if [ -n "$PERF_RECORD" ]; then
+		perf record -q -g -p "$pid" -o "$PERF_RECORD" -- sleep "$win" >/dev/null 2>&1 &
+		rec=($!)
+	fi
 	c0=$(cpu_ticks "$pid")
-	disk_qd "$out" "$(( DUR > 2 ? DUR - 2 : 1 ))"
+	disk_qd "$out" "$win"
 	c1=$(cpu_ticks "$pid")
+	for p in "${sc[@]}" "${rec[@]}"; do wait "$p" || true; done
 	echo "$(( c1 - c0 )) $(getconf CLK_TCK) $(( DUR > 2 ? DUR - 2 : 1 ))" >"$out.cpu"
 }
+# sc_per_op SCFILE OPS_PER_S: system calls per operation over the sampled window (perf stat's
+# count of raw_syscalls:sys_enter on the process; "?" without perf)
+sc_per_op() { $PY -c "import sys
+try:
+    n = float(open(sys.argv[1]).read().strip().splitlines()[-1].split(',')[0])
+    print('%.1f' % (n / (float(sys.argv[2]) * float(sys.argv[3]))))
+except Exception: print('?')" "$1" "$2" "$(( DUR > 2 ? DUR - 2 : 1 ))"; }
 # us_per_op CPUFILE OPS_PER_S: CPU microseconds per operation over the sampled window (at the
 # run's mean rate, so approximate)
 us_per_op() { $PY -c "import sys
@@ -322,12 +347,21 @@ fio_cpu() { jget "$TMP/$1.json" '"%.0f" % ((d["jobs"][0]["usr_cpu"] + d["jobs"][
 # fio_run NAME: the reference, with the disk's queue depth sampled meanwhile
 fio_run() {
 	echo "+ fio ${fio_args[*]}" >&2
-	fio "${fio_args[@]}" --output-format=json >"$TMP/$1.json" 2>"$TMP/$1.err" &
+	local pre=()
+	[ $PERF = 1 ] && pre=(perf stat -x, -e raw_syscalls:sys_enter -o "$TMP/$1.sc" --)
+	"${pre[@]}" fio "${fio_args[@]}" --output-format=json >"$TMP/$1.json" 2>"$TMP/$1.err" &
 	local pid=$!
 	sleep 1
 	disk_qd "$TMP/$1.qd" "$(( DUR > 2 ? DUR - 2 : 1 ))"
 	wait $pid || cat "$TMP/$1.err" >&2
 }
+# fio_sc NAME: fio's system calls per read (the whole process under perf stat: its setup too)
+fio_sc() { $PY -c "import json,sys
+try:
+    d = json.load(open(sys.argv[1]))
+    n = float(open(sys.argv[2]).read().strip().splitlines()[-1].split(',')[0])
+    print('%.2f' % (n / max(1, d['jobs'][0]['read']['total_ios'])))
+except Exception: print('?')" "$TMP/$1.json" "$TMP/$1.sc"; }
 iops() { jget "$TMP/$1.json" '"%.0f" % d["jobs"][0]["read"]["iops"]'; }
 mean2() { $PY -c "import sys
 try: print('%.0f' % ((float(sys.argv[1]) + float(sys.argv[2])) / 2))
@@ -365,7 +399,7 @@ if want nvme; then
 	nvgets=$($PY -c "import sys
 try: print('%.0f' % (float(sys.argv[1]) * int(sys.argv[2])))
 except Exception: print('?')" "$(ops nvget)" "$NV_BATCH")
-	line "KV NVMe tier GET 64KiB random, 32 outstanding (c=$nvc b=$NV_BATCH), DRAM $NV_DRAM, $NV_KEYS keys | ours $nvgets gets/s $(lat nvget) per frame (errors $(errs nvget)); $share; disk queue depth $(cat "$TMP/nvget.qd"), daemon CPU $(us_per_op "$TMP/nvget.qd.cpu" "$nvgets") µs per get | fio randread 64k io_uring direct iodepth=32 $(iops fio1) / $(iops fio2) IOPS before / after ours, disk queue depth $(cat "$TMP/fio1.qd") / $(cat "$TMP/fio2.qd"), fio CPU $(fio_cpu fio1) / $(fio_cpu fio2) µs per read | ratio $(ratio "$nvgets" "$fio_iops") of their mean (target 0.8)"
+	line "KV NVMe tier GET 64KiB random, 32 outstanding (c=$nvc b=$NV_BATCH), DRAM $NV_DRAM, $NV_KEYS keys | ours $nvgets gets/s $(lat nvget) per frame (errors $(errs nvget)); $share; disk queue depth $(cat "$TMP/nvget.qd"), daemon CPU $(us_per_op "$TMP/nvget.qd.cpu" "$nvgets") µs and $(sc_per_op "$TMP/nvget.qd.sc" "$nvgets") syscalls per get | fio randread 64k io_uring direct iodepth=32 $(iops fio1) / $(iops fio2) IOPS before / after ours, disk queue depth $(cat "$TMP/fio1.qd") / $(cat "$TMP/fio2.qd"), fio CPU $(fio_cpu fio1) / $(fio_cpu fio2) µs and $(fio_sc fio1) / $(fio_sc fio2) syscalls per read | ratio $(ratio "$nvgets" "$fio_iops") of their mean (target 0.8)"
 fi
 
 if [ $MARKDOWN = 1 ]; then
