@@ -1341,17 +1341,36 @@ struct nvread {
 	struct ol_kvs_rd rd;
 };
 
+/* Whether a TCP reader's NVMe hit on x (NVMe only; its stripe's mutex held) promotes it: only
+ * a second hit that came while a promotion at the first would still be in DRAM. x->lru_t is
+ * the LRU clock at that first hit; the clock ticks once per block appended to the LRU, and a
+ * block appended then is not evicted before about as many others as DRAM holds were appended
+ * after it (estimated as this stripe's DRAM entries times the stripes: keys spread evenly).
+ * A block whose reuse is farther apart than that (a random working set larger than DRAM)
+ * would be evicted again before its next hit: its promotion would only cost an eviction and
+ * a 64 KiB-class copy per get. */
+static bool
+nv_promote(struct ol_kve *e, const struct kstripe *st, const struct ent *x)
+{
+	if (!x->nv_hit)
+		return false;
+	uint64_t now = atomic_load_explicit(&e->lru_clock, memory_order_relaxed);
+	uint64_t reach = (st->dram_entries + 1) * e->nstripe;
+	return now - x->lru_t < reach;
+}
+
 /* Note what to read of x (NVMe only; its stripe's mutex held). A TCP reader (!need_dram) is
- * served from the read buffer on the entry's first NVMe hit and promotes only on the second:
- * a block read once from a random working set gains nothing from a DRAM slot, which costs an
- * eviction and a copy. */
+ * served from the read buffer on the entry's first NVMe hit and promotes only on a second one
+ * soon enough after it (nv_promote): a block read once from a random working set gains
+ * nothing from a DRAM slot, which costs an eviction and a copy. */
 static void
-nv_start(struct ent *x, bool need_dram, struct nvread *nr)
+nv_start(struct ol_kve *e, const struct kstripe *st, struct ent *x, bool need_dram,
+	 struct nvread *nr)
 {
 	nr->k = x->k;
 	nr->h = x->h;
 	nr->ns = x->ns;
-	nr->promote = need_dram || x->nv_hit;
+	nr->promote = need_dram || nv_promote(e, st, x);
 	rec_of(x, &nr->rd.rec);
 	nr->rd.loc = x->loc;
 }
@@ -1395,7 +1414,8 @@ nv_finish(struct ol_kve *e, struct kstripe *st, struct nvread *nr, bool need_dra
 	if (ar < 0) {
 		if (need_dram)
 			return OL_KV_MISS;
-		x->nv_hit = true;
+		x->nv_hit = true; /* the next hit promotes if it comes soon enough */
+		x->lru_t = atomic_load_explicit(&e->lru_clock, memory_order_relaxed);
 		s->ptr = (uint8_t *)nr->rd.val;
 		s->off = OL_KVE_NOOFF;
 		s->seq = 0;
@@ -1414,7 +1434,7 @@ static int
 pin_nvme(struct ol_kve *e, struct kstripe *st, struct ent *x, bool need_dram, struct ol_kve_slot *s)
 {
 	struct nvread nr;
-	nv_start(x, need_dram, &nr);
+	nv_start(e, st, x, need_dram, &nr);
 	pthread_mutex_unlock(&st->mu);
 	nr.rd.rc = ol_kvs_read(e->spill, &nr.rd.rec, &nr.rd.loc, &nr.rd.val);
 	return nv_finish(e, st, &nr, need_dram, s);
@@ -1492,7 +1512,7 @@ ol_kve_pin_many(struct ol_kve *e, const struct ol_kvk *k, unsigned n, struct ol_
 			sp->st.hits++;
 		} else if (nn == 0 || budget >= ol_kvs_rec_size(x->len)) {
 			st[i] = OL_KVE_NVME;
-			nv_start(x, false, &nr[nn]);
+			nv_start(e, sp, x, false, &nr[nn]);
 			at[nn++] = i;
 			budget -=
 			    budget < ol_kvs_rec_size(x->len) ? budget : ol_kvs_rec_size(x->len);
@@ -1541,7 +1561,7 @@ ol_kve_pin_start(struct ol_kve *e, const struct ol_kvk *k, struct ol_kve_slot *s
 		rc = pin_dram(e, st, x, s);
 	} else if (x && ol_kvs_extent_get(e->spill, &x->loc, x->len, &rd->ext) == 0) {
 		struct nvread nr;
-		nv_start(x, false, &nr);
+		nv_start(e, st, x, false, &nr);
 		rd->k = nr.k;
 		rd->h = nr.h;
 		rd->ns = nr.ns;

@@ -66,14 +66,15 @@ struct ent {
 	uint64_t len, ver;
 	uint64_t off, seq; /* DRAM slot, off = OL_KVE_NOOFF when not in DRAM */
 	uint64_t put_ms;   /* when it was committed (dirty since then): the backlog's age */
-	uint64_t lru_t;	   /* engine-wide LRU clock at its last touch */
+	uint64_t lru_t;	   /* engine-wide LRU clock at its last touch (NVMe only: last hit) */
 	int cls;
 	uint32_t npages, pins;
 	uint16_t ns; /* namespace slot (see Namespaces) */
 	uint8_t state;
 	bool dirty, in_lru, in_dirty;
 	bool wb;     /* in the write-behind batch being written (holds one pin) */
-	bool nv_hit; /* NVMe only, served once to TCP without promotion: the next hit promotes */
+	bool nv_hit; /* NVMe only, served to TCP without promotion at lru_t: a next hit soon
+		      * enough after promotes (nv_promote) */
 	struct ol_kvs_loc loc; /* NVMe copy; seg 0 = none */
 };
 

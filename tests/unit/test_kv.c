@@ -435,6 +435,59 @@ test_nvme_roundtrip_and_recovery(void)
 	free(dir);
 }
 
+/* A TCP reader's second NVMe hit promotes only when it comes while a promotion at the first
+ * would still be in DRAM: with more blocks appended to the LRU between the two hits than DRAM
+ * holds (here 20000 DRAM hits of one small block), the block is served from the read buffer
+ * again, exact, not promoted; a hit right after that one promotes. */
+static void
+test_nvme_promotion_reach(void)
+{
+	char *dir = tmpdir();
+	g_strict = true;
+	struct ol_kve *e = open_eng(8 * MiB, dir, 256 * MiB, 1000);
+	int good = e != NULL && put(e, NS_A, 7000, 64 * KiB, 70) == OL_KV_OK;
+	for (uint64_t i = 0; i < 200; i++) /* 12.5 MiB into 8 MiB: the first ones demoted */
+		good &= put(e, NS_A, 7001 + i, 64 * KiB, i) == OL_KV_OK;
+	good &= put(e, NS_B, 1, 16, 1) == OL_KV_OK;
+	struct ol_kve_stats st;
+	ol_kve_get_stats(e, &st);
+	ok(good && st.demotions > 0, "201 blocks of 64 KiB into 8 MiB of DRAM (strict NVMe tier)");
+	ok(get(e, NS_A, 7000, 64 * KiB, 70) == OL_KV_OK, "first NVMe hit: exact");
+	ol_kve_get_stats(e, &st);
+	uint64_t nv0 = st.hits_nvme, pr0 = st.promotions;
+	uint8_t key[32];
+	struct ol_kvk k;
+	struct ol_kve_slot s;
+	make_key(key, 1);
+	ol_kve_key(&k, key, NS_B);
+	for (int i = 0; i < 20000; i++) { /* each DRAM hit appends to the LRU again */
+		good &= ol_kve_pin_dram(e, &k, &s) == OL_KV_OK;
+		if (good)
+			ol_kve_release(e, s.off, s.seq);
+	}
+	ok(good && get(e, NS_A, 7000, 64 * KiB, 70) == OL_KV_OK,
+	   "second NVMe hit after 20000 DRAM hits of another block: exact");
+	ol_kve_get_stats(e, &st);
+	ok(st.hits_nvme == nv0 + 1 && st.promotions == pr0,
+	   "... served from the read buffer, not promoted (%llu promotions)",
+	   (unsigned long long)(st.promotions - pr0));
+	ok(get(e, NS_A, 7000, 64 * KiB, 70) == OL_KV_OK, "a third hit right after: exact");
+	ol_kve_get_stats(e, &st);
+	ok(st.promotions == pr0 + 1, "... and promoted (%llu promotions)",
+	   (unsigned long long)(st.promotions - pr0));
+	make_key(key, 7000);
+	ol_kve_key(&k, key, NS_A);
+	ok(ol_kve_pin_dram(e, &k, &s) == OL_KV_OK, "it is in DRAM now");
+	ol_kve_release(e, s.off, s.seq);
+	ol_kve_get_stats(e, &st);
+	ok(st.hits_nvme == nv0 + 2, "NVMe hits: %llu after the first",
+	   (unsigned long long)(st.hits_nvme - nv0));
+	g_strict = false;
+	ol_kve_close(e);
+	kv_rm_rf(dir);
+	free(dir);
+}
+
 /* What an event loop may call: ol_kve_pin_dram pins a DRAM block, misses an absent one, and
  * for a block on the NVMe tier only answers OL_KVE_NVME without reading, pinning or counting
  * (the KV server then hands the get to a helper thread, whose ol_kve_pin reads it). */
@@ -1060,6 +1113,7 @@ main(void)
 	test_pins_and_seq();
 	test_nvme_roundtrip_and_recovery();
 	test_pin_dram_never_reads_the_disk();
+	test_nvme_promotion_reach();
 	test_writeback_and_capacity();
 	test_concurrent_dirty_evictions(true);
 	test_concurrent_dirty_evictions(false);
