@@ -101,7 +101,14 @@ ol_loop_new(unsigned entries, struct ol_loop **out)
 	struct ol_loop *l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
-	int rc = io_uring_queue_init(entries ? entries : 256, &l->ring, 0);
+	/* Completions run their kernel task work at the loop's next io_uring_enter, instead of
+	 * interrupting the loop thread wherever it is (an IPI and a trip through the kernel per
+	 * completion batch); the loop enters at the end of every turn anyway. Kernels before
+	 * 5.19 lack the flags: then without. */
+	int rc = io_uring_queue_init(entries ? entries : 256, &l->ring,
+				     IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG);
+	if (rc == -EINVAL)
+		rc = io_uring_queue_init(entries ? entries : 256, &l->ring, 0);
 	if (rc) {
 		free(l);
 		return rc;

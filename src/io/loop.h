@@ -16,6 +16,10 @@
  * result (bytes, a new fd, 0, or -errno; -ECANCELED after ol_loop_cancel). A send may be short, as
  * with send(2); ol_loop_send_all resubmits until all bytes went or an error.
  *
+ * The ring is made with IORING_SETUP_COOP_TASKRUN (where the kernel has it): the kernel's
+ * share of a completion runs when the loop thread next enters the ring, never by interrupting
+ * it.
+ *
  * Timers: a min-heap of deadlines on the monotonic clock; the loop waits on its ring with the
  * earliest deadline as the timeout (io_uring_wait_cqe_timeout: EXT_ARG when the kernel has it,
  * else liburing's timeout SQE). A timer never fires before its deadline.
