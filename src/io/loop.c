@@ -13,7 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define POOL_MAX 64
+#define POOL_MAX  64
+#define FIXED_MAX 256 /* fixed-buffer slots of a ring's table */
 
 struct ol_loop {
 	struct io_uring ring;
@@ -30,6 +31,9 @@ struct ol_loop {
 	unsigned n_heap, cap_heap;
 	void *pool[POOL_MAX];
 	unsigned n_pool;
+	int fixed; /* the ring's fixed-buffer table: 0 not made yet, 1 made, -errno unavailable */
+	uint16_t fixed_free[FIXED_MAX]; /* its free slots (a stack) */
+	unsigned n_fixed_free;
 	struct ol_loop_stats st;
 };
 
@@ -459,6 +463,60 @@ ol_loop_read(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf, size_t
 	op->all = false;
 	io_uring_prep_read(sqe, fd, buf, len > (1u << 30) ? (1u << 30) : (unsigned)len, off);
 	return queue_op(l, op, sqe);
+}
+
+int
+ol_loop_read_fixed(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf, size_t len,
+		   uint64_t off, int idx)
+{
+	struct io_uring_sqe *sqe = get_sqe(l);
+	if (!sqe)
+		return -EBUSY;
+	op->all = false;
+	io_uring_prep_read_fixed(sqe, fd, buf, len > (1u << 30) ? (1u << 30) : (unsigned)len, off,
+				 idx);
+	return queue_op(l, op, sqe);
+}
+
+/* Make the ring's (sparse) fixed-buffer table at the first registration. */
+static int
+fixed_init(struct ol_loop *l)
+{
+	if (l->fixed == 0) {
+		int rc = io_uring_register_buffers_sparse(&l->ring, FIXED_MAX);
+		l->fixed = rc < 0 ? rc : 1;
+		for (unsigned i = 0; rc == 0 && i < FIXED_MAX; i++)
+			l->fixed_free[i] = (uint16_t)(FIXED_MAX - 1 - i);
+		l->n_fixed_free = rc == 0 ? FIXED_MAX : 0;
+	}
+	return l->fixed < 0 ? l->fixed : 0;
+}
+
+int
+ol_loop_buf_register(struct ol_loop *l, void *buf, size_t len)
+{
+	int rc = fixed_init(l);
+	if (rc)
+		return rc;
+	if (l->n_fixed_free == 0)
+		return -ENOSPC;
+	unsigned idx = l->fixed_free[--l->n_fixed_free];
+	struct iovec iov = {buf, len};
+	rc = io_uring_register_buffers_update_tag(&l->ring, idx, &iov, NULL, 1);
+	if (rc == 1)
+		return (int)idx;
+	l->fixed_free[l->n_fixed_free++] = (uint16_t)idx;
+	return rc < 0 ? rc : -EIO;
+}
+
+void
+ol_loop_buf_unregister(struct ol_loop *l, int idx)
+{
+	if (idx < 0 || idx >= FIXED_MAX || l->fixed != 1)
+		return;
+	struct iovec iov = {NULL, 0}; /* an empty slot */
+	(void)io_uring_register_buffers_update_tag(&l->ring, (unsigned)idx, &iov, NULL, 1);
+	l->fixed_free[l->n_fixed_free++] = (uint16_t)idx;
 }
 
 int

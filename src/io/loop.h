@@ -135,6 +135,19 @@ int ol_loop_fsync(struct ol_loop *l, struct ol_loop_op *op, int fd, bool datasyn
  * the device has started is not cancelled: its callback runs when it completes. */
 int ol_loop_read(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf, size_t len,
 		 uint64_t off);
+/* Fixed buffers (loop thread): a buffer registered with the loop's ring is pinned once, so a
+ * read into it (ol_loop_read_fixed) skips the kernel's per-I/O page lookup and pinning, which
+ * an O_DIRECT ol_loop_read pays every time. register returns the buffer's slot (>= 0), or
+ * -ENOSPC (the ring's 256 slots are taken), -ENOMEM (e.g. past RLIMIT_MEMLOCK, where the
+ * kernel counts pinned pages against it) or another -errno (a kernel without sparse buffer
+ * tables, before 5.19): then read with ol_loop_read. unregister frees the slot (idx < 0 is a
+ * no-op); the caller must have no read into it in flight, and unregisters before it frees
+ * or reuses the memory. read_fixed: as ol_loop_read, with [buf, buf + len) inside the buffer
+ * registered at idx. */
+int ol_loop_buf_register(struct ol_loop *l, void *buf, size_t len);
+void ol_loop_buf_unregister(struct ol_loop *l, int idx);
+int ol_loop_read_fixed(struct ol_loop *l, struct ol_loop_op *op, int fd, void *buf, size_t len,
+		       uint64_t off, int idx);
 /* poll(2) of fd for events (POLLIN, ...), one shot: res = the events that are ready, or
  * -errno. For a descriptor that is not a socket or a file, e.g. a library's wakeup fd (UCX's
  * worker event fd: node/ucx.c progresses its worker on the loop this way). */

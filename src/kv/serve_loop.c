@@ -119,6 +119,17 @@ tmo_arm(struct conn *c, size_t n)
 
 static void pre_clear(struct conn *c);
 
+/* Free c's NVMe read buffer (no read into it in flight), its ring registration first. */
+static void
+rdbuf_free(struct conn *c)
+{
+	ol_loop_buf_unregister(c->lp->l, c->rdfix - 1);
+	c->rdfix = 0;
+	free(c->rdbuf);
+	c->rdbuf = NULL;
+	c->rdcap = 0;
+}
+
 /* Close c; no op of its is in flight. */
 static void
 conn_end(struct conn *c, int r)
@@ -133,9 +144,7 @@ conn_end(struct conn *c, int r)
 		ol_kve_release(c->s->eng, c->sl.off, c->sl.seq);
 	free(c->bounce);
 	c->bounce = NULL;
-	free(c->rdbuf);
-	c->rdbuf = NULL;
-	c->rdcap = 0;
+	rdbuf_free(c);
 	pre_clear(c);
 	kvs_conn_close(c);
 }
@@ -253,11 +262,8 @@ sent_done(struct conn *c)
 	c->sl_held = false;
 	free(c->bounce);
 	c->bounce = NULL;
-	if (c->rdcap > KVL_RDBUF_KEEP) { /* a large block's buffer goes with it */
-		free(c->rdbuf);
-		c->rdbuf = NULL;
-		c->rdcap = 0;
-	}
+	if (c->rdcap > KVL_RDBUF_KEEP) /* a large block's buffer goes with it */
+		rdbuf_free(c);
 	kvs_out_done(c);
 	if (c->close_after)
 		conn_end(c, -ECANCELED);
@@ -832,7 +838,10 @@ nv_read_more(struct conn *c)
 	c->op.cb = on_read;
 	c->op.arg = c;
 	int r = tmo_arm(c, x->len - c->rgot);
-	if (r == 0)
+	if (r == 0 && c->rdfix)
+		r = ol_loop_read_fixed(c->lp->l, &c->op, x->fd, c->rdbuf + c->rgot,
+				       x->len - c->rgot, x->off + c->rgot, c->rdfix - 1);
+	else if (r == 0)
 		r = ol_loop_read(c->lp->l, &c->op, x->fd, c->rdbuf + c->rgot, x->len - c->rgot,
 				 x->off + c->rgot);
 	if (r < 0)
@@ -848,11 +857,15 @@ nv_read(struct conn *c)
 	size_t n = c->nvrd.ext.len;
 	if (c->rdcap < n) {
 		void *p = NULL;
-		free(c->rdbuf);
+		rdbuf_free(c);
 		if (posix_memalign(&p, OL_KVS_ALIGN, n) != 0)
 			ol_die("kv: out of memory (%zu bytes for an NVMe read)", n);
 		c->rdbuf = p;
 		c->rdcap = n;
+		/* a buffer kept between reads is registered with the ring (its pages pinned
+		 * once, not at every read); without a slot, plain reads */
+		int idx = n <= KVL_RDBUF_KEEP ? ol_loop_buf_register(c->lp->l, p, n) : -1;
+		c->rdfix = idx >= 0 ? idx + 1 : 0;
 	}
 	c->rgot = 0;
 	return nv_read_more(c);

@@ -160,6 +160,7 @@ struct conn {
 	struct ol_kve_nvrd nvrd; /* the NVMe-tier read of entry i on the loop's ring */
 	uint8_t *rdbuf;		 /* its buffer (OL_KVS_ALIGN-aligned, kept between reads) */
 	size_t rdcap, rgot;
+	int rdfix; /* rdbuf's fixed-buffer slot on the loop's ring + 1; 0 = not registered */
 	uint8_t gh[OL_KVP_HDR + OL_KVP_REP_ENT];
 	struct iovec iov[3];
 	unsigned niov, iov_i;

@@ -9,6 +9,7 @@ per frame (the path that used to go to the two helper threads one read at a time
 over TLS ([kv_tls]: the same loop states over a memory-BIO session)."""
 
 import hashlib
+import os
 import random
 import shutil
 import socket
@@ -237,3 +238,51 @@ def test_many_nvme_gets_outstanding_with_churn_are_exact(openlaked, tmp_path, tl
     assert after["backlog_blocks"] == 0, after
     assert after["corrupt"] == 0 and after["pinned"] == 0, after
     assert after["nvme_used"] <= 32 << 20, after
+
+
+CORRUPT = 7
+
+
+def test_corrupt_record_read_on_the_loop_ring_is_corrupt(openlaked):
+    """A lone GET of an NVMe-only block is read on the KV loop's ring (into the connection's
+    buffer, registered with the ring as a fixed buffer): a record with one flipped value byte
+    on disk must answer CORRUPT (never bytes), be dropped (a miss next), and the other NVMe-only
+    blocks read the same way stay exact."""
+    extra = 'dram_bytes = "8MiB"\nwriteback = "strict"\nwriteback_ms = 200\n'
+    d = ready(openlaked(drives=1, mode="kv", extra=extra))
+    n = 200  # x 64 KiB = 12.5 MiB into 8 MiB of DRAM: the first ones are on NVMe only
+    vals = [value(i, 1)[:16] + hashlib.sha256(b"c-%d" % i).digest() * 2048 for i in range(n)]
+    vals = [v[:64 * KiB] for v in vals]
+    s = connect(d)
+    try:
+        for i in range(n):
+            assert put(s, key(i), vals[i]) == OK
+        # flip one byte in the middle of key 0's value where the tier holds it
+        needle = vals[0][32 * KiB:32 * KiB + 64]
+        hit = None
+        for seg in sorted((d.root / "kv").rglob("seg-*.olkv")):
+            at = seg.read_bytes().find(needle)
+            if at >= 0:
+                hit = (seg, at)
+                break
+        assert hit, "key 0's record is not in any segment file"
+        with open(hit[0], "r+b") as f:
+            f.seek(hit[1])
+            b = f.read(1)
+            f.seek(hit[1])
+            f.write(bytes([b[0] ^ 0x40]))
+            f.flush()
+            os.fsync(f.fileno())
+        before = stats(d)
+        st, data = get(s, key(0))
+        assert st == CORRUPT and data is None, (st, None if data is None else len(data))
+        assert get(s, key(0))[0] == MISS  # dropped from the index
+        for i in range(1, 9):  # NVMe-only too, read on the ring: exact
+            st, data = get(s, key(i))
+            assert st == OK and data == vals[i], (i, st, None if data is None else len(data))
+        after = stats(d)
+        assert after["corrupt"] - before["corrupt"] == 1, (before, after)
+        assert after["hits_nvme"] - before["hits_nvme"] >= 8, (before, after)
+        assert after["pinned"] == 0, after
+    finally:
+        s.close()
