@@ -56,8 +56,8 @@
 #define KVL_TICK_NS	     (250ull * 1000000)
 #define KVL_MAX_LOOPS	     64
 #define KVL_HELPERS	     2
-#define KVL_READ_AHEAD	     16 /* GET entries read from the NVMe tier in one ring submission */
-#define KVL_RDBUF_KEEP	     (1u << 20) /* a connection's NVMe read buffer kept up to this */
+#define KVL_READ_AHEAD	     OL_KVS_GATHER /* GET entries read from NVMe in one submission */
+#define KVL_RDBUF_KEEP	     (1u << 20)	   /* a connection's NVMe read buffer kept up to this */
 
 enum { C_TLS_HS, C_HDR, C_BODY, C_PUT_ENT, C_PUT_DATA, C_PUT_SKIP, C_GET };
 enum { J_HANDLE, J_PUT_ALLOC, J_PUT_COMMIT, J_GET_PIN };
@@ -119,6 +119,15 @@ tmo_arm(struct conn *c, size_t n)
 
 static void pre_clear(struct conn *c);
 
+/* Free the values of the read-ahead replies gathered into c's send (sent, or never will be). */
+static void
+more_free(struct conn *c)
+{
+	for (unsigned j = 0; j < c->n_more; j++)
+		free(c->buf_more[j]);
+	c->n_more = 0;
+}
+
 /* Free c's NVMe read buffer (no read into it in flight), its ring registration first. */
 static void
 rdbuf_free(struct conn *c)
@@ -144,6 +153,7 @@ conn_end(struct conn *c, int r)
 		ol_kve_release(c->s->eng, c->sl.off, c->sl.seq);
 	free(c->bounce);
 	c->bounce = NULL;
+	more_free(c);
 	rdbuf_free(c);
 	pre_clear(c);
 	kvs_conn_close(c);
@@ -262,6 +272,7 @@ sent_done(struct conn *c)
 	c->sl_held = false;
 	free(c->bounce);
 	c->bounce = NULL;
+	more_free(c);
 	if (c->rdcap > KVL_RDBUF_KEEP) /* a large block's buffer goes with it */
 		rdbuf_free(c);
 	kvs_out_done(c);
@@ -793,8 +804,32 @@ st_put_skip(struct conn *c)
 	return 1;
 }
 
+/* Add the replies of the entries from i on that a helper already read ahead (c->pre, in
+ * entry order) to c->iov, each head and value, up to OL_KVS_GATHER: they go out in the same
+ * sendmsg as the reply before them, not one loop turn and one ring op each. Their values are
+ * freed once sent (c->buf_more). */
+static void
+gather_pre(struct conn *c)
+{
+	while (c->n_more < OL_KVS_GATHER && c->pre_at < c->npre && c->pre[c->pre_at].idx == c->i) {
+		struct kvpre *p = &c->pre[c->pre_at++];
+		struct ol_kvp_req_ent re;
+		ol_kvp_req_ent_decode(c->ents + (size_t)c->i * OL_KVP_REQ_ENT, &re);
+		struct ol_kve_slot sl = {.ptr = p->buf, .off = OL_KVE_NOOFF, .len = p->len};
+		uint8_t *h = c->gh_more[c->n_more];
+		kvs_get_head(c, &re, p->st, &sl, h);
+		c->buf_more[c->n_more++] = p->buf;
+		p->buf = NULL;
+		c->iov[c->niov++] = (struct iovec){h, OL_KVP_REP_ENT};
+		if (p->st == OL_KV_OK && sl.len <= re.len && sl.len > 0)
+			c->iov[c->niov++] = (struct iovec){sl.ptr, sl.len};
+		c->i++;
+	}
+}
+
 /* Send entry i's reply (and the frame's header before the first) and its value, straight
- * from the pinned slot (or the helper's copy of an NVMe read). */
+ * from the pinned slot (or the helper's copy of an NVMe read), with the read-ahead replies
+ * after it (gather_pre). */
 static int
 get_send(struct conn *c)
 {
@@ -812,6 +847,7 @@ get_send(struct conn *c)
 	if (c->st == OL_KV_OK && c->sl.len <= c->e.len && c->sl.len > 0)
 		c->iov[c->niov++] = (struct iovec){c->sl.ptr, c->sl.len};
 	c->i++;
+	gather_pre(c);
 	return send_start(c);
 }
 

@@ -31,6 +31,9 @@
 #define OL_KVS_TLS_BUF (64u * 1024)
 /* The largest body kvs_handle reads first: a batch of request entries. */
 #define OL_KVS_BODY ((size_t)OL_KVP_MAX_BATCH * OL_KVP_REQ_ENT)
+/* GET replies of NVMe-tier entries read ahead together (the loops' KVL_READ_AHEAD) sent with
+ * one sendmsg. */
+#define OL_KVS_GATHER 16
 /* Reply bodies built in c->reps: a batch of reply entries (a WELCOME or STATS fits too). */
 #define OL_KVS_REPS ((size_t)OL_KVP_MAX_BATCH * OL_KVP_REP_ENT)
 
@@ -162,7 +165,12 @@ struct conn {
 	size_t rdcap, rgot;
 	int rdfix; /* rdbuf's fixed-buffer slot on the loop's ring + 1; 0 = not registered */
 	uint8_t gh[OL_KVP_HDR + OL_KVP_REP_ENT];
-	struct iovec iov[3];
+	/* the next read-ahead entries' replies, sent in the same sendmsg as entry i's: their
+	 * heads and their values (malloc, freed once sent) */
+	uint8_t gh_more[OL_KVS_GATHER][OL_KVP_REP_ENT];
+	uint8_t *buf_more[OL_KVS_GATHER];
+	unsigned n_more;
+	struct iovec iov[2 + 2 * OL_KVS_GATHER];
 	unsigned niov, iov_i;
 	struct msghdr mh; /* the sendmsg in flight: iov[iov_i..niov) */
 };

@@ -3,14 +3,20 @@ the helper that reads the first such entry reads the NVMe-only entries after it 
 ring submission (ol_kve_pin_many) and the loop sends them in their turn. Every reply must
 come in entry order with exactly its block's bytes, a miss in the middle stays a miss, a
 reply never longer than the entry's capacity, and the second frame (which promotes what the
-first read) must return the same bytes. Raw protocol (docs/kv-protocol.md) over TCP."""
+first read) must return the same bytes. The replies of the entries read ahead go out
+gathered into one send with the reply before them. Raw protocol (docs/kv-protocol.md) over
+TCP, and over TLS ([kv_tls]: the same gathered replies encrypted from where they lie)."""
 
 import hashlib
+import shutil
 import socket
+import ssl
 import struct
 import time
 
+import pytest
 from test_kv_security import ENT, GET, PUT, REP, hdr, ent, raw_hello, read_hdr, recv_exact, ready
+from test_tls import make_ca, make_cert
 
 OK, MISS = 0, 2
 KiB = 1024
@@ -49,7 +55,8 @@ def get_frame(s, keys, cap):
 def stats(d):
     import openlake_client as ol
 
-    c = ol.connect([d.kv_addr], device="tcp", timeout_ms=30000)
+    tls = {"tls": True, "ca_file": str(d.ca)} if getattr(d, "ca", None) else {}
+    c = ol.connect([d.kv_addr], device="tcp", timeout_ms=30000, **tls)
     try:
         st = c.stats()
         assert st["nodes"][0]["up"], st
@@ -58,11 +65,24 @@ def stats(d):
         c.close()
 
 
-def test_get_frame_of_nvme_only_blocks_is_read_ahead_and_exact(openlaked):
+@pytest.mark.parametrize("tls", [False, True], ids=["tcp", "tls"])
+def test_get_frame_of_nvme_only_blocks_is_read_ahead_and_exact(openlaked, tmp_path, tls):
     # strict: every put is on NVMe when it returns, so DRAM evictions demote, never drop
-    d = ready(openlaked(drives=1, mode="kv",
-                        extra='dram_bytes = "8MiB"\nwriteback = "strict"\nwriteback_ms = 200\n'))
+    extra = 'dram_bytes = "8MiB"\nwriteback = "strict"\nwriteback_ms = 200\n'
+    ca = None
+    if tls:
+        if not shutil.which("openssl"):
+            pytest.skip("no openssl CLI")
+        (tmp_path / "certs").mkdir()
+        ca = make_ca(tmp_path / "certs")
+        pem, key_path = make_cert(tmp_path / "certs", "kv", 0x7002)
+        extra += f'\n[kv_tls]\ncert_path = "{pem}"\nkey_path = "{key_path}"\n'
+    d = openlaked(drives=1, mode="kv", extra=extra)
+    d.ca = ca
+    d = ready(d)
     s = socket.create_connection(("127.0.0.1", int(d.kv_addr.rsplit(":", 1)[1])), timeout=60)
+    if ca:
+        s = ssl.create_default_context(cafile=str(ca)).wrap_socket(s, server_hostname="127.0.0.1")
     try:
         h, _ = raw_hello(s, local=False)
         assert h["status"] >= 0, h
