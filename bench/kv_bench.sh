@@ -343,7 +343,7 @@ try:
     t, hz, s = map(float, open(sys.argv[1]).read().split()); print('%.0f' % (t / hz / (float(sys.argv[2]) * s) * 1e6))
 except Exception: print('?')" "$1" "$2"; }
 # fio's own CPU (usr + sys) per read
-fio_cpu() { jget "$TMP/$1.json" '"%.0f" % ((d["jobs"][0]["usr_cpu"] + d["jobs"][0]["sys_cpu"]) / 100 * d["jobs"][0]["job_runtime"] / 1e3 / max(1, d["jobs"][0]["read"]["total_ios"]) * 1e6)'; }
+fio_cpu() { jget "$TMP/$1.json" '"%.1f" % ((d["jobs"][0]["usr_cpu"] + d["jobs"][0]["sys_cpu"]) / 100 * d["jobs"][0]["job_runtime"] / 1e3 / max(1, d["jobs"][0]["read"]["total_ios"]) * 1e6)'; }
 # fio_run NAME: the reference, with the disk's queue depth sampled meanwhile
 fio_run() {
 	echo "+ fio ${fio_args[*]}" >&2
@@ -399,7 +399,9 @@ if want nvme; then
 	nvgets=$($PY -c "import sys
 try: print('%.0f' % (float(sys.argv[1]) * int(sys.argv[2])))
 except Exception: print('?')" "$(ops nvget)" "$NV_BATCH")
-	line "KV NVMe tier GET 64KiB random, 32 outstanding (c=$nvc b=$NV_BATCH), DRAM $NV_DRAM, $NV_KEYS keys | ours $nvgets gets/s $(lat nvget) per frame (errors $(errs nvget)); $share; disk queue depth $(cat "$TMP/nvget.qd"), daemon CPU $(us_per_op "$TMP/nvget.qd.cpu" "$nvgets") µs and $(sc_per_op "$TMP/nvget.qd.sc" "$nvgets") syscalls per get | fio randread 64k io_uring direct iodepth=32 $(iops fio1) / $(iops fio2) IOPS before / after ours, disk queue depth $(cat "$TMP/fio1.qd") / $(cat "$TMP/fio2.qd"), fio CPU $(fio_cpu fio1) / $(fio_cpu fio2) µs and $(fio_sc fio1) / $(fio_sc fio2) syscalls per read | ratio $(ratio "$nvgets" "$fio_iops") of their mean (target 0.8)"
+	nvus=$(us_per_op "$TMP/nvget.qd.cpu" "$nvgets")
+	fio_us=$(mean2 "$(fio_cpu fio1)" "$(fio_cpu fio2)")
+	line "KV NVMe tier GET 64KiB random, 32 outstanding (c=$nvc b=$NV_BATCH), DRAM $NV_DRAM, $NV_KEYS keys | ours $nvgets gets/s $(lat nvget) per frame (errors $(errs nvget)); $share; disk queue depth $(cat "$TMP/nvget.qd"), daemon CPU $nvus µs and $(sc_per_op "$TMP/nvget.qd.sc" "$nvgets") syscalls per get | fio randread 64k io_uring direct iodepth=32 $(iops fio1) / $(iops fio2) IOPS before / after ours, disk queue depth $(cat "$TMP/fio1.qd") / $(cat "$TMP/fio2.qd"), fio CPU $(fio_cpu fio1) / $(fio_cpu fio2) µs and $(fio_sc fio1) / $(fio_sc fio2) syscalls per read | ratio $(ratio "$nvgets" "$fio_iops") of their mean (target 0.8); CPU per get $(ratio "$nvus" "$fio_us")x fio's mean per read (target <= 3)"
 fi
 
 if [ $MARKDOWN = 1 ]; then
