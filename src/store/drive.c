@@ -60,6 +60,37 @@ ol_drive_why(struct ol_store *st, int d, char *out, size_t cap)
 	pthread_mutex_unlock(&st->drv_mu);
 }
 
+int
+ol_store_drive_state(struct ol_store *st, int i, struct ol_store_drive_state *out)
+{
+	for (int s = 0; i >= 0 && s < st->n_sets; s++) {
+		struct ol_store *set = st->sets[s];
+		struct ol_drive *dr;
+
+		if (i >= set->n) {
+			i -= set->n;
+			continue;
+		}
+		dr = &set->d[i];
+		*out = (struct ol_store_drive_state){0};
+		snprintf(out->path, sizeof(out->path), "%s", dr->root);
+		pthread_mutex_lock(&set->drv_mu);
+		out->online = atomic_load(&dr->meta) != NULL;
+		if (!out->online)
+			snprintf(out->why, sizeof(out->why), "%s", dr->why);
+		pthread_mutex_unlock(&set->drv_mu);
+		out->remote = dr->rd != NULL;
+		out->slow = atomic_load(&dr->slow);
+		out->faults = atomic_load(&dr->faults);
+		out->slow_ejections = atomic_load(&dr->slow_ejections);
+		if (dr->rd)
+			out->latency_us = out->slow ? atomic_load(&dr->slow_probe_us)
+						    : ol_rd_latency(dr->rd, NULL);
+		return 0;
+	}
+	return -ENOENT;
+}
+
 void
 ol_drive_check(struct ol_store *st, int d, struct ol_meta *m)
 {

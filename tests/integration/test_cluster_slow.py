@@ -53,6 +53,34 @@ def delay(c, lid, fs):
         f"delay * {DELAY_MS} {c.nodes[f].ip}:{c.nodes[f].rpc_port}\n" for f in fs))
 
 
+def drive_state(c, lid, f):
+    """node f's drive in the leader's status JSON (`store_drives`, signed as an admin)"""
+    import http.client
+    import json
+
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    from conftest import ACCESS_KEY, REGION, SECRET_KEY
+    n = c.nodes[lid]
+    path = "/openlake/admin/v1/status"
+    req = AWSRequest(method="GET", url=n.url + path, data=b"")
+    SigV4Auth(Credentials(ACCESS_KEY, SECRET_KEY), "s3", REGION).add_auth(req)
+    h = http.client.HTTPConnection(n.ip, n.s3_port, timeout=30)
+    try:
+        h.request("GET", path, headers=dict(req.headers.items()))
+        r = h.getresponse()
+        body = r.read()
+        assert r.status == 200, body
+    finally:
+        h.close()
+    drives = [d for d in json.loads(body)["store_drives"]
+              if d["drive"].startswith(f"node {f} ")]
+    assert len(drives) == 1, body
+    return drives[0]
+
+
 def metric(c, lid, name, f):
     """the value of metric name for node f's drive on the leader's /metrics (S3 port)"""
     with urllib.request.urlopen(c.nodes[lid].url + "/metrics", timeout=30) as r:
@@ -110,6 +138,10 @@ def test_a_slow_drive_is_taken_offline_and_returns_when_fast(world, tmp_path):  
         assert c.online_now(lid) == NODES - 1
         assert metric(c, lid, "openlake_drive_slow_ejections_total", f) == 1
         assert metric(c, lid, "openlake_drive_slow", f) == 1
+        st = drive_state(c, lid, f)
+        print(st)
+        assert not st["online"] and st["slow"] and st["why"].startswith("slow: "), st
+        assert st["slow_ejections"] == 1, st
         # while the delay lasts: writes and reads go on without it, and it stays out (its
         # probes are slow: the hold never starts), for twice its hold and more
         w.until(lambda: metric(c, lid, "openlake_drive_call_latency_us", f) >= DELAY_MS * 900,
@@ -123,6 +155,8 @@ def test_a_slow_drive_is_taken_offline_and_returns_when_fast(world, tmp_path):  
         c.nodes[lid].faults.write_text("")
         w.until(lambda: returns(c, lid, f) > back, f"node {f}'s drive back once fast")
         assert metric(c, lid, "openlake_drive_slow", f) == 0
+        st = drive_state(c, lid, f)
+        assert st["online"] and not st["slow"] and st["why"] == "", st
         for _ in range(3):
             w.step()
         print(f"{w.n} PUTs, {len(w.acked)} keys, {len(slow_lines(c, lid))} ejection(s)")
