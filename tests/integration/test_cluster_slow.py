@@ -18,11 +18,13 @@ Runs as root only (skips with the reason otherwise). Everything it starts it sto
 """
 
 import re
+import subprocess
 import time
 import urllib.request
 
 import pytest
 
+from conftest import OPENLAKE_CLI
 from test_cluster_partition import (NODES, _why, body, others,  # noqa: F401
                                     started, store_whole, world)
 
@@ -142,10 +144,17 @@ def test_a_slow_drive_is_taken_offline_and_returns_when_fast(world, tmp_path):  
         print(st)
         assert not st["online"] and st["slow"] and st["why"].startswith("slow: "), st
         assert st["slow_ejections"] == 1, st
+        r = subprocess.run([str(OPENLAKE_CLI), "cluster", "status", "--config",
+                            str(c.nodes[g].config)], capture_output=True, text=True,
+                           timeout=120)
+        print(r.stdout)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert re.search(rf"^  node {f} \S+ drive 0: OFFLINE: slow: ", r.stdout, re.M) \
+            and "drives (the serving leader's view): 3 of 4 online" in r.stdout, r.stdout
         # while the delay lasts: writes and reads go on without it, and it stays out (its
         # probes are slow: the hold never starts), for twice its hold and more
         w.until(lambda: metric(c, lid, "openlake_drive_call_latency_us", f) >= DELAY_MS * 900,
-                "a probe of the slow drive (its time on /metrics)")
+                "a probe of the slow drive (its time on /metrics)", keys=20)
         t = time.monotonic()
         w.until(lambda: time.monotonic() - t > 2 * HOLD_S + 2, "writes while it is slow",
                 max_n=5000, keys=20)
