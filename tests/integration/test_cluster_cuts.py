@@ -26,9 +26,10 @@ the cut and again once etcd is whole.
    leader's rules file): the leader's calls to one follower's drive wait 8 s (past the calls'
    5 s deadline: the drive goes offline and the set writes on with three), then the rule
    goes and the drive returns; then 300 ms (inside every deadline, but many times its peers'
-   call times: the leader takes the drive offline as slow, test_cluster_slow.py checks that
-   closely), then the rule goes and the drive returns after its hold. Writes are
-   acknowledged under each, every request ends within the bound.
+   call times: the leader takes the drive offline as slow unless the machine's load slows
+   its peers too, test_cluster_slow.py checks that closely), then the rule goes and the
+   drive returns after its hold. Writes are acknowledged under each, every request ends
+   within the bound.
 
 After: every acknowledged version reads back by its id through every node, the newest through
 every node, the listing holds it, `openlake heal` exits 0 with nothing unrecoverable.
@@ -286,10 +287,12 @@ def test_one_way_etcd_cuts_and_a_slow_link(world, tmp_path):  # noqa: F811
         print(figures[-1])
         wait_for(lambda: returns() > n, 60, "the drive back in the leader's store")
         n = returns()
-        figures.append(delay_phase(c, vs, [g], range(NODES), lid2, f2, 300,
-                                   lambda: re.search(slow, c.nodes[lid2].log())))
+        figures.append(delay_phase(c, vs, [g], range(NODES), lid2, f2, 300, lambda: True))
         print(figures[-1])
-        wait_for(lambda: returns() > n, 60, "the slow drive back in the leader's store")
+        # taken out as slow unless its peers' calls were slow too (a loaded machine: 300 ms
+        # is not 8x them); test_cluster_slow.py requires it
+        if re.search(slow, c.nodes[lid2].log()):
+            wait_for(lambda: returns() > n, 60, "the slow drive back in the leader's store")
         ld = c.leader()
         print(f"set leader before {lid} at epoch {epoch}, after {ld}")
         vs.show()
