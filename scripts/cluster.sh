@@ -28,7 +28,8 @@
 #       stops every process it started under DIR (by the pid files), etcd last.
 #
 # The nodes serve one object store (docs/cluster.md): any node takes any S3 request.
-# OPENLAKE_BUILD names the build directory (default build).
+# OPENLAKE_BUILD names the build directory (default build); OPENLAKE_CLUSTER_CONF, when set,
+# is added to every node's [cluster] section by `up` (lines of TOML, e.g. "slow_drive_ms = 0").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -145,6 +146,7 @@ node_config() { # node_config DIR ID D S3 KV RPC NODES: NODES is nodes_text's fo
 		printf '\n[cluster]\netcd = [%s]\nlease_ttl_s = 10\nsecret = "%s"\n' "$eps" \
 			"$CLUSTER_SECRET"
 		echo "plane_transport = \"$PLANE\""
+		if [ -n "${OPENLAKE_CLUSTER_CONF:-}" ]; then printf '%s\n' "$OPENLAKE_CLUSTER_CONF"; fi
 	} >"$nd/openlake.toml"
 }
 

@@ -2,6 +2,7 @@
  * layout written once and grown by a pool per join, the live members, the epoch. Without etcd (no
  * [cluster] etcd in the config and no --etcd), `cluster status` is node_cmd.c's static check of
  * [[nodes]]. */
+#include "admin_client.h"
 #include "cmds.h"
 
 #include "base/config.h"
@@ -69,7 +70,9 @@ usage(FILE *f)
 	    "          a leave's progress, and the epoch (etcd revision\n"
 	    "          of the member list). With [cluster] secret\n"
 	    "          in the config, each member's node plane (rpc address) is pinged: plane=ok\n"
-	    "          with its round-trip time, or the reason it is not reachable.\n"
+	    "          with its round-trip time, or the reason it is not reachable. Then the\n"
+	    "          serving leader's view of its drives (its status, asked with the admin\n"
+	    "          keys): how many are online, and why each offline one is (e.g. slow).\n"
 	    "\n"
 	    "etcd endpoints come from --etcd or the config's [cluster] etcd; keys live under\n"
 	    "[cluster] prefix (default /openlake/). Without either, `cluster status` checks the\n"
@@ -790,6 +793,66 @@ print_leave(struct copts *o)
 	json_decref(v);
 }
 
+/* The serving set's leader's view of its drives: its status JSON's "store_drives" (each drive
+ * online or not and why: docs/cluster.md "A slow drive"), signed with the admin keys as `node
+ * info` signs; NULL with *why set when it cannot be asked. */
+static json_t *
+leader_drives(struct copts *o, json_t *sets, char *why, size_t cap)
+{
+	struct ol_cli_admin a = {0};
+	const char *s3 = NULL;
+	char *body = NULL;
+	json_t *doc, *d = NULL, *v;
+	json_error_t e;
+	size_t i;
+	int st;
+
+	json_array_foreach(sets, i, v) if (json_is_true(json_object_get(v, "serves"))) s3 =
+	    json_string_value(json_object_get(json_object_get(v, "leader"), "s3"));
+	snprintf(why, cap, "no leader serves the cluster");
+	if (!s3 || ol_cli_admin_keys(&a, "cluster status", NULL, NULL, NULL, o->cfg, o->config) ||
+	    ol_cli_admin_endpoint(&a, s3))
+		return NULL;
+	a.tls = ol_cli_admin_tls(&a, o->cfg);
+	st = ol_cli_admin_call(&a, "GET", "/openlake/admin/v1/status", "", 4 << 20, &body);
+	doc = st == 200 && body ? json_loads(body, 0, &e) : NULL;
+	if (doc)
+		d = json_incref(json_object_get(doc, "store_drives"));
+	if (!json_is_array(d)) {
+		snprintf(why, cap, "its status at %s: %s", s3,
+			 st < 0	     ? strerror(-st)
+			 : st != 200 ? "refused (the admin keys: --config's admin [[credentials]] "
+				       "or AWS_ACCESS_KEY_ID)"
+				     : "no drives listed (a leader older than this CLI)");
+		json_decref(d);
+		d = NULL;
+	}
+	json_decref(doc);
+	free(body);
+	return d;
+}
+
+static void
+print_drives(const json_t *d, const char *why)
+{
+	size_t i, on = 0;
+	json_t *v;
+
+	if (!d) {
+		printf("drives: unknown (%s)\n", why);
+		return;
+	}
+	json_array_foreach(d, i, v) on += json_is_true(json_object_get(v, "online"));
+	printf("drives (the serving leader's view): %zu of %zu online\n", on, json_array_size(d));
+	json_array_foreach(d, i, v)
+	{
+		if (json_is_true(json_object_get(v, "online")))
+			continue;
+		printf("  %s: OFFLINE: %s\n", json_string_value(json_object_get(v, "drive")),
+		       json_string_value(json_object_get(v, "why")));
+	}
+}
+
 static void
 json_status(struct copts *o, const struct ol_etcd_range_result *r, const char *layout,
 	    const struct ol_layout *l, json_t *sets)
@@ -835,6 +898,12 @@ json_status(struct copts *o, const struct ol_etcd_range_result *r, const char *l
 		json_object_set_new(doc, "leave", lv ? lv : json_null());
 	else
 		json_decref(lv);
+	char why[160];
+	json_t *dr = leader_drives(o, sets, why, sizeof(why));
+	if (doc)
+		json_object_set_new(doc, "store_drives", dr ? dr : json_null());
+	else
+		json_decref(dr);
 	char *s = doc ? json_dumps(doc, JSON_INDENT(2)) : NULL;
 	if (s)
 		printf("%s\n", s);
@@ -868,6 +937,13 @@ cluster_status(struct copts *o)
 		json_status(o, &r, have_layout ? lj : NULL, have_layout ? &l : NULL, sets);
 	else
 		print_status(o, &r, m, have_layout ? &l : NULL, sets);
+	if (!o->json && have_layout) {
+		char why[160];
+		json_t *d = leader_drives(o, sets, why, sizeof(why));
+
+		print_drives(d, why);
+		json_decref(d);
+	}
 	json_decref(sets);
 out:
 	if (have_layout)

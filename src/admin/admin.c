@@ -144,6 +144,33 @@ status_drives(struct ol_strbuf *b, const struct ol_config *c)
 	ol_strbuf_printf(b, "]");
 }
 
+/* "store_drives": the drives of the store this node serves (in a cluster: the set leader's
+ * view of every drive of its sets; none on a node that does not lead), each online or not
+ * and why, and a remote drive's call time and slow ejections (docs/cluster.md, "A slow
+ * drive"). The store is read as the heal's missed counts are (ol_admin_set_store). */
+static void
+status_store_drives(struct ol_strbuf *b)
+{
+	struct ol_store *st = admin_store;
+	struct ol_store_drive_state ds;
+
+	ol_strbuf_printf(b, ",\"store_drives\":[");
+	for (int i = 0; st && !ol_store_drive_state(st, i, &ds); i++) {
+		ol_strbuf_printf(b, "%s{\"drive\":", i ? "," : "");
+		ol_admin_json_str(b, ds.path);
+		ol_strbuf_printf(b, ",\"online\":%s,\"why\":", ds.online ? "true" : "false");
+		ol_admin_json_str(b, ds.why);
+		ol_strbuf_printf(b, ",\"slow\":%s,\"faults\":%llu,\"slow_ejections\":%llu",
+				 ds.slow ? "true" : "false", (unsigned long long)ds.faults,
+				 (unsigned long long)ds.slow_ejections);
+		if (ds.remote)
+			ol_strbuf_printf(b, ",\"call_latency_us\":%llu",
+					 (unsigned long long)ds.latency_us);
+		ol_strbuf_printf(b, "}");
+	}
+	ol_strbuf_printf(b, "]");
+}
+
 static void json_addr(struct ol_strbuf *b, const char *name, const char *addr, bool comma);
 
 /* "members": the [[nodes]] of the config (the console's topology; live members of an etcd
@@ -220,6 +247,7 @@ ol_admin_status_json(void)
 		status_drives(&b, c);
 		status_topology(&b, c);
 	}
+	status_store_drives(&b);
 	status_services(&b);
 	ol_strbuf_printf(&b, ",\"cluster\":");
 	pthread_rwlock_rdlock(&cluster_lock);

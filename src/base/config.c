@@ -178,6 +178,19 @@ static const struct cfg_key keys[] = {
      "a set leader that cannot reach a write quorum of its set's drives' nodes for this long "
      "gives the set up (while another node may reach one), and a node campaigns only while it "
      "reaches one"},
+    {"cluster.slow_drive_ms", T_U32, F(cluster_slow_drive_ms), "200", 0, 60000, 0, 0, 0,
+     "a set leader takes a drive offline as slow when its node-plane calls average at least "
+     "this many ms and slow_drive_ratio times its set's other drives' median, while the set "
+     "keeps its write quorum without it (0 = never)"},
+    {"cluster.slow_drive_ratio", T_U32, F(cluster_slow_drive_ratio), "8", 2, 1000, 0, 0, 0,
+     "how many times its peers' median call time makes a drive slow (with slow_drive_ms)"},
+    {"cluster.slow_drive_hold_s", T_U32, F(cluster_slow_drive_hold_s), "10", 1, 3600, 0, 0, 0,
+     "a drive taken offline as slow returns once its probes have been fast this long; the "
+     "hold doubles on each relapse, up to slow_drive_hold_max_s"},
+    {"cluster.slow_drive_hold_max_s", T_U32, F(cluster_slow_drive_hold_max_s), "160", 1, 86400, 0,
+     0, 0,
+     "the longest hold of a drive that keeps turning slow; online twice this long without a "
+     "relapse, its hold is back to slow_drive_hold_s"},
     {"cluster.prefix", T_STR, F(cluster_prefix), "/openlake/", 0, 0, 0, 0, 0,
      "prefix of every key OpenLake writes to etcd"},
     {"cluster.weight", T_U32, F(cluster_weight), "1", 0, 1000000, 0, 0, 0,

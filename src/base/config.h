@@ -146,6 +146,11 @@ struct ol_config {
 	uint64_t cluster_plane_max_frame;   /* largest frame payload accepted */
 	/* [cluster] plane_only_drives: the last this many data_dirs are the node plane's alone */
 	unsigned cluster_plane_only_drives;
+	/* [cluster] slow_drive_*: a slow drive taken offline (docs/cluster.md, "A slow drive") */
+	unsigned cluster_slow_drive_ms;	   /* the floor (0 = never) */
+	unsigned cluster_slow_drive_ratio; /* times the peers' median */
+	unsigned cluster_slow_drive_hold_s;
+	unsigned cluster_slow_drive_hold_max_s;
 
 	/* [s3] lifecycle scanner */
 	unsigned s3_lc_day_secs;      /* [s3] lifecycle_day_secs: a lifecycle "day" (tests: 1) */

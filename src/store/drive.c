@@ -2,7 +2,9 @@
  * reason, a fault counter, /metrics), opening its metadata (a damaged meta.mdb is moved aside
  * and a fresh env created), and the monitor thread that probes drives while the node runs:
  * online ones for a broken env, a metadata file removed or replaced, a read-only or full
- * file system; offline ones until they are usable again, when they come back online. */
+ * file system; offline ones until they are usable again, when they come back online. A remote
+ * drive whose calls are many times slower than its peers' is taken offline as slow, and comes
+ * back only once its probes have been fast for a hold-down time (slow.c holds the rules). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -56,6 +58,37 @@ ol_drive_why(struct ol_store *st, int d, char *out, size_t cap)
 	pthread_mutex_lock(&st->drv_mu);
 	snprintf(out, cap, "%s", st->d[d].why);
 	pthread_mutex_unlock(&st->drv_mu);
+}
+
+int
+ol_store_drive_state(struct ol_store *st, int i, struct ol_store_drive_state *out)
+{
+	for (int s = 0; i >= 0 && s < st->n_sets; s++) {
+		struct ol_store *set = st->sets[s];
+		struct ol_drive *dr;
+
+		if (i >= set->n) {
+			i -= set->n;
+			continue;
+		}
+		dr = &set->d[i];
+		*out = (struct ol_store_drive_state){0};
+		snprintf(out->path, sizeof(out->path), "%s", dr->root);
+		pthread_mutex_lock(&set->drv_mu);
+		out->online = atomic_load(&dr->meta) != NULL;
+		if (!out->online)
+			snprintf(out->why, sizeof(out->why), "%s", dr->why);
+		pthread_mutex_unlock(&set->drv_mu);
+		out->remote = dr->rd != NULL;
+		out->slow = atomic_load(&dr->slow);
+		out->faults = atomic_load(&dr->faults);
+		out->slow_ejections = atomic_load(&dr->slow_ejections);
+		if (dr->rd)
+			out->latency_us = out->slow ? atomic_load(&dr->slow_probe_us)
+						    : ol_rd_latency(dr->rd, NULL);
+		return 0;
+	}
+	return -ENOENT;
 }
 
 void
@@ -260,6 +293,10 @@ back_online(struct ol_store *st, int d, struct ol_meta *m)
 	dr->damaged = false;
 	dr->why[0] = 0;
 	pthread_mutex_unlock(&st->drv_mu);
+	if (dr->rd) /* judged afresh: the calls of before its return say nothing now */
+		ol_rd_latency_reset(dr->rd);
+	if (atomic_exchange(&dr->slow, false))
+		dr->slow_back_ms = ol_io_now_ms();
 	atomic_store(&dr->meta, m);
 	pthread_mutex_lock(&st->drv_mu); /* cb runs under it: see ol_set_on_drive_return */
 	ol_warn("store: drive %s is back online (%d of %d drives online)%s", dr->root,
@@ -370,12 +407,133 @@ revive(struct ol_store *st, int d, char *why, size_t cap)
 	return 0;
 }
 
+/* ---- slow drives ---- */
+
+/* The median call time (us) of drive d's online peers whose time is judged (enough calls);
+ * *np: how many there are. */
+static uint64_t
+peers_us(struct ol_store *st, int d, int *np)
+{
+	uint64_t v[OL_MAX_DRIVES], calls, lat;
+	int n = 0;
+
+	for (int i = 0; i < st->n; i++) {
+		if (i == d || !st->d[i].rd || !atomic_load(&st->d[i].meta))
+			continue;
+		lat = ol_rd_latency(st->d[i].rd, &calls);
+		if (calls >= OL_SLOW_MIN_CALLS)
+			v[n++] = lat;
+	}
+	*np = n;
+	return ol_slow_median(v, n);
+}
+
+/* us as milliseconds for a log line: "312", or "0.4" under 10 ms */
+static void
+ms_text(uint64_t us, char *out, size_t cap)
+{
+	if (us < 10000)
+		snprintf(out, cap, "%.1f", (double)us / 1000.0);
+	else
+		snprintf(out, cap, "%llu", (unsigned long long)(us / 1000));
+}
+
+static void
+eject_slow(struct ol_store *st, int d, uint64_t lat, uint64_t peers)
+{
+	struct ol_drive *dr = &st->d[d];
+	struct ol_meta *m = atomic_load(&dr->meta);
+	char why[OL_WHY_MAX], a[24], b[24];
+
+	dr->slow_hold_ms =
+	    ol_slow_next_hold(&st->slow, dr->slow_hold_ms, dr->slow_back_ms, ol_io_now_ms());
+	dr->slow_good_ms = 0;
+	dr->slow_kept = false;
+	ms_text(lat, a, sizeof(a));
+	ms_text(peers, b, sizeof(b));
+	snprintf(why, sizeof(why),
+		 "slow: %s ms per call, peers %s ms (back once its probes are fast for %llu s)", a,
+		 b, (unsigned long long)(dr->slow_hold_ms / 1000));
+	atomic_store(&dr->slow_probe_us, lat); /* what it was ejected for, until a probe */
+	atomic_store(&dr->slow, true);
+	atomic_fetch_add(&dr->slow_ejections, 1);
+	ol_drive_offline(st, d, m, false, why);
+}
+
+/* Once a tick: the slowest online remote drive that is slow beside its peers goes offline,
+ * when the set can spare it (never below its write quorum, nor k); at most one a tick. */
+static void
+slow_check(struct ol_store *st)
+{
+	uint64_t calls, lat, peers, worst_lat = 0, worst_peers = 0;
+	int worst = -1, np;
+
+	if (!st->slow.floor_ms)
+		return;
+	for (int d = 0; d < st->n; d++) {
+		if (!st->d[d].rd || !atomic_load(&st->d[d].meta))
+			continue;
+		lat = ol_rd_latency(st->d[d].rd, &calls);
+		if (calls < OL_SLOW_MIN_CALLS)
+			continue;
+		peers = peers_us(st, d, &np);
+		if (np && ol_slow_is(&st->slow, lat, peers) && lat > worst_lat)
+			worst = d, worst_lat = lat, worst_peers = peers;
+		else if (np && !ol_slow_is(&st->slow, lat, peers))
+			st->d[d].slow_kept = false;
+	}
+	if (worst < 0)
+		return;
+	if (ol_slow_may_eject(ol_set_drives_online(st), st->w, st->k)) {
+		eject_slow(st, worst, worst_lat, worst_peers);
+	} else if (!st->d[worst].slow_kept) { /* one line per slow spell, not one a tick */
+		char a[24], b[24];
+
+		ms_text(worst_lat, a, sizeof(a));
+		ms_text(worst_peers, b, sizeof(b));
+		ol_warn("store: drive %s is slow (%s ms per call, peers %s ms) but stays online: "
+			"the set has no drive to spare above its write quorum of %d",
+			st->d[worst].root, a, b, st->w);
+		st->d[worst].slow_kept = true;
+	}
+}
+
+/* A drive offline as slow: may it return now? One timed probe a tick; fast ones in a row
+ * for its hold (a slow or failed probe starts the count again). */
+static bool
+slow_over(struct ol_store *st, int d)
+{
+	struct ol_drive *dr = &st->d[d];
+	uint64_t us = 0, now, peers;
+	int np, rc = ol_rd_probe(dr->rd, &us);
+
+	now = ol_io_now_ms();
+	peers = peers_us(st, d, &np);
+	atomic_store(&dr->slow_probe_us, us);
+	if (rc || ol_slow_is(&st->slow, us, peers)) {
+		dr->slow_good_ms = 0;
+		return false;
+	}
+	if (!dr->slow_good_ms)
+		dr->slow_good_ms = now;
+	if (!ol_slow_may_return(dr->slow_good_ms, now, dr->slow_hold_ms))
+		return false;
+	ol_info("store: drive %s answers fast again (probe %llu us, peers %llu us, for %llu s)",
+		dr->root, (unsigned long long)us, (unsigned long long)peers,
+		(unsigned long long)((now - dr->slow_good_ms) / 1000));
+	return true;
+}
+
 static void
 check_offline(struct ol_store *st, int d, char *last, size_t cap)
 {
 	char why[OL_WHY_MAX] = "";
 
-	if (atomic_load(&st->d[d].meta) || !revive(st, d, why, sizeof(why)))
+	if (atomic_load(&st->d[d].meta))
+		return;
+	if (atomic_load(&st->d[d].slow) && st->d[d].rd && !slow_over(st, d))
+		return;
+	if (!revive(st, d, why, sizeof(why)))
 		return;
 	if (strcmp(why, last)) { /* one line per new reason, not one per second */
 		ol_info("store: drive %s still offline: %s", st->d[d].root, why);
@@ -406,10 +564,55 @@ monitor(void *arg)
 			else
 				check_offline(st, d, last[d], sizeof(last[d]));
 		}
+		slow_check(st);
 		pthread_mutex_lock(&st->drv_mu);
 	}
 	pthread_mutex_unlock(&st->drv_mu);
 	return NULL;
+}
+
+/* the slow-drive figures of remote drives (a store of local drives has none) */
+static void
+render_slow(struct ol_strbuf *b, struct ol_store *top)
+{
+	static const char *const fam[] = {
+	    "openlake_drive_slow_ejections_total",
+	    "counter",
+	    "times the drive was taken offline as slow beside its set's other drives",
+	    "openlake_drive_slow",
+	    "gauge",
+	    "1 while the drive is kept offline as slow (until its probes are fast for the hold)",
+	    "openlake_drive_call_latency_us",
+	    "gauge",
+	    "moving average of the drive's node-plane call times, microseconds (while slow: "
+	    "its last probe)"};
+
+	for (int f = 0; f < 3; f++) {
+		bool any = false;
+
+		for (int s = 0; s < top->n_sets; s++) {
+			struct ol_store *st = top->sets[s];
+
+			for (int d = 0; d < st->n; d++) {
+				struct ol_drive *dr = &st->d[d];
+				unsigned long long v;
+
+				if (!dr->rd)
+					continue;
+				v = f == 0		     ? atomic_load(&dr->slow_ejections)
+				    : f == 1		     ? atomic_load(&dr->slow)
+				    : atomic_load(&dr->slow) ? atomic_load(&dr->slow_probe_us)
+							     : ol_rd_latency(dr->rd, NULL);
+				if (!any)
+					ol_strbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n",
+							 fam[3 * f], fam[3 * f + 2], fam[3 * f],
+							 fam[3 * f + 1]);
+				any = true;
+				ol_strbuf_printf(b, "%s{drive=\"%s\"} %llu\n", fam[3 * f], dr->root,
+						 v);
+			}
+		}
+	}
 }
 
 /* arg: a one-set store, or the shell of several (sets.c): one family per metric either way */
@@ -437,6 +640,7 @@ render(struct ol_strbuf *b, void *arg)
 					 st->d[d].root,
 					 (unsigned long long)atomic_load(&st->d[d].faults));
 	}
+	render_slow(b, top);
 }
 
 void

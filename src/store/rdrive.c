@@ -40,7 +40,43 @@ struct ol_rdrive {
 	pthread_mutex_t mu;
 	struct ol_node_client *idle[POOL_MAX];
 	int n_idle;
+	/* call times (slow.c): an EWMA in us and the calls since the last reset */
+	_Atomic uint64_t lat_us, lat_n;
 };
+
+/* ---- call times ---- */
+
+/* One call of us into the drive's EWMA, lock-free. */
+static void
+rd_note_us(struct ol_rdrive *rd, uint64_t us)
+{
+	uint64_t n = atomic_fetch_add(&rd->lat_n, 1), cur = atomic_load(&rd->lat_us);
+
+	while (!atomic_compare_exchange_weak(&rd->lat_us, &cur, ol_slow_ewma(cur, us, n)))
+		;
+}
+
+/* One call that started at t0 (ns) ended now. */
+static void
+rd_note(struct ol_rdrive *rd, uint64_t t0)
+{
+	rd_note_us(rd, (ol_io_now_ns() - t0) / 1000);
+}
+
+uint64_t
+ol_rd_latency(struct ol_rdrive *rd, uint64_t *calls)
+{
+	if (calls)
+		*calls = atomic_load(&rd->lat_n);
+	return atomic_load(&rd->lat_us);
+}
+
+void
+ol_rd_latency_reset(struct ol_rdrive *rd)
+{
+	atomic_store(&rd->lat_n, 0);
+	atomic_store(&rd->lat_us, 0);
+}
 
 /* ---- the client pool ---- */
 
@@ -111,11 +147,12 @@ rd_call(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, voi
 	struct ol_node_client *c;
 	const uint8_t *rp;
 	size_t rl;
+	uint64_t t0 = ol_io_now_ns();
 	int rc, tries = 0;
 
 	do {
 		if ((rc = rd_take(rd, &c)))
-			return rc;
+			break;
 		rc = ol_node_call(c, op, iov, niov, dl(rd), &rp, &rl);
 		if (!rc && out) {
 			*out = ol_xmalloc(rl ? rl : 1);
@@ -124,6 +161,7 @@ rd_call(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, voi
 		}
 		rd_give(rd, c, rc);
 	} while (again(rc, &tries));
+	rd_note(rd, t0);
 	return rc;
 }
 
@@ -151,19 +189,37 @@ ol_rd_free(struct ol_rdrive *rd)
 	free(rd);
 }
 
-int
-ol_rd_ping(struct ol_rdrive *rd)
+static int
+ping_timed(struct ol_rdrive *rd, uint64_t *us)
 {
 	struct ol_node_client *c;
+	uint64_t t0 = ol_io_now_ns();
 	int rc, tries = 0;
 
 	do {
 		if ((rc = rd_take(rd, &c)))
-			return rc;
+			break;
 		rc = ol_node_ping(c, PING_MS < dl(rd) ? PING_MS : dl(rd), NULL);
 		rd_give(rd, c, rc);
 	} while (again(rc, &tries));
+	*us = (ol_io_now_ns() - t0) / 1000;
 	return rc;
+}
+
+int
+ol_rd_ping(struct ol_rdrive *rd)
+{
+	uint64_t us;
+	int rc = ping_timed(rd, &us);
+
+	rd_note_us(rd, us);
+	return rc;
+}
+
+int
+ol_rd_probe(struct ol_rdrive *rd, uint64_t *us)
+{
+	return ping_timed(rd, us);
 }
 
 /* ---- metadata over the plane ---- */
@@ -553,11 +609,12 @@ rd_pwrite(struct ol_rdrive *rd, const char *name, const struct iovec *data, int 
 {
 	struct ol_node_client *c;
 	bool any = false;
+	uint64_t t0 = ol_io_now_ns();
 	int rc, tries = 0;
 
 	do { /* again only when the peer took none of it (an exclusive create must not repeat) */
 		if ((rc = rd_take(rd, &c)))
-			return rc;
+			break;
 		rc = pwrite_frames(rd, c, name, data, nd, off, flags, &any);
 		if (ol_node_client_pending(c)) { /* answers still on their way: not reusable */
 			ol_node_client_free(c);
@@ -566,6 +623,7 @@ rd_pwrite(struct ol_rdrive *rd, const char *name, const struct iovec *data, int 
 		if (c)
 			rd_give(rd, c, rc);
 	} while (!any && again(rc, &tries));
+	rd_note(rd, t0);
 	return rc;
 }
 
@@ -662,7 +720,7 @@ run_remote(struct ol_io_op *op)
 	case OL_IO_READ: {
 		struct ol_node_client *c;
 		struct sink s;
-		uint64_t got = 0;
+		uint64_t got = 0, t0 = ol_io_now_ns();
 		int tries = 0;
 
 		do {
@@ -673,6 +731,7 @@ run_remote(struct ol_io_op *op)
 						&s, dl(f->rd), &got);
 			rd_give(f->rd, c, rc);
 		} while (!got && again(rc, &tries));
+		rd_note(f->rd, t0);
 		op->res = rc ? rc : (ssize_t)got;
 		return;
 	}

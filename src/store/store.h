@@ -382,6 +382,19 @@ int ol_store_drive_count(const struct ol_store *st);
 const char *ol_store_drive_path(const struct ol_store *st, int i);
 /* Number of drives online (their metadata opened). */
 int ol_store_drives_online(const struct ol_store *st);
+/* What the store knows of drive i (numbered as ol_store_drive_path) now. */
+struct ol_store_drive_state {
+	char path[512]; /* its root; a remote drive: "node N host:port drive D" */
+	char why[256];	/* why it is offline ("" while online) */
+	bool online;
+	bool remote;		 /* served by a node plane: its call times are measured */
+	bool slow;		 /* offline as slow, until its probes are fast for its hold */
+	uint64_t faults;	 /* times taken offline */
+	uint64_t slow_ejections; /* of those, as slow */
+	uint64_t latency_us;	 /* moving average of its call times; while slow, its last probe */
+};
+/* 0 and *out, or -ENOENT past the last drive. Any thread. */
+int ol_store_drive_state(struct ol_store *st, int i, struct ol_store_drive_state *out);
 /* cb(arg, drive root) runs on the drive monitor's thread each time an offline drive comes
  * back online (after it serves again), under the store's drive lock: it must return quickly
  * and call nothing of the store. NULL removes it; once this returns, the old cb is not

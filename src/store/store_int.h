@@ -37,6 +37,34 @@ struct ol_cq;
 
 struct ol_rdrive;
 
+/* slow.c: when a remote drive is slow enough to take offline (docs/cluster.md, "A slow
+ * drive"). All pure: no clock, no lock. */
+#define OL_SLOW_EWMA_DIV   8 /* each call moves a drive's latency EWMA 1/8 of the way */
+#define OL_SLOW_MIN_CALLS  8 /* calls since (re)open before a drive's EWMA is judged */
+#define OL_SLOW_CALM_HOLDS 2 /* online this many caps without a relapse: hold back to base */
+struct ol_slow_cfg {
+	unsigned floor_ms;   /* below this a drive is never slow; 0 = ejection off */
+	unsigned ratio;	     /* slow: at least this many times its peers' median */
+	unsigned hold_s;     /* an ejected drive's probes fast this long before it returns */
+	unsigned hold_max_s; /* the hold doubles on each relapse up to this */
+};
+/* The EWMA after one more call of sample us (n calls before it; n 0: the sample itself). */
+uint64_t ol_slow_ewma(uint64_t cur, uint64_t sample, uint64_t n);
+/* The median of v[0..n-1] (the upper of the two middles for even n), 0 for n 0; sorts v. */
+uint64_t ol_slow_median(uint64_t *v, int n);
+/* Is a drive whose calls take lat_us slow beside peers whose median is peers_us: at least
+ * floor_ms and at least ratio times peers_us (false when c->floor_ms is 0). */
+bool ol_slow_is(const struct ol_slow_cfg *c, uint64_t lat_us, uint64_t peers_us);
+/* May a set with `online` drives online, write quorum w and k data shards spare one more? */
+bool ol_slow_may_eject(int online, int w, int k);
+/* The hold of an ejection at now_ms of a drive whose last hold was prev_ms (0: none yet) and
+ * which last returned from a slow spell at back_ms: the base hold for a first ejection or
+ * one after OL_SLOW_CALM_HOLDS caps online, else the last one doubled, at most the cap. */
+uint64_t ol_slow_next_hold(const struct ol_slow_cfg *c, uint64_t prev_ms, uint64_t back_ms,
+			   uint64_t now_ms);
+/* May a drive whose probes have been fast since good_since_ms (0: not fast now) return? */
+bool ol_slow_may_return(uint64_t good_since_ms, uint64_t now_ms, uint64_t hold_ms);
+
 struct ol_drive {
 	char root[OL_PATH_MAX]; /* data dir; a remote drive: "node N host:port drive D" */
 	struct ol_rdrive *rd;	/* NULL: a local drive; else served by a node plane (rdrive.c) */
@@ -54,6 +82,15 @@ struct ol_drive {
 	 * UUID is the one seen last ("" unknown); written by open and the monitor only */
 	struct ol_driveid id;
 	unsigned id_miss; /* monitor ticks in a row a remote drive showed no record */
+	/* slow-drive ejection (slow.c, drive.c's monitor): times taken offline as slow (any
+	 * thread reads it); the rest is the monitor's own. slow: offline as slow, back only
+	 * once its probes are fast for hold_ms (from good_ms, 0 = not yet); back_ms: its last
+	 * return from a slow spell (a relapse soon after doubles the hold) */
+	_Atomic uint64_t slow_ejections;
+	_Atomic bool slow;
+	uint64_t slow_hold_ms, slow_good_ms, slow_back_ms;
+	_Atomic uint64_t slow_probe_us; /* the last probe's time while slow (metrics) */
+	bool slow_kept; /* slow, kept online (the set cannot spare it): logged once */
 };
 
 struct ol_store {
@@ -95,6 +132,7 @@ struct ol_store {
 	char secret[256];
 	unsigned self_id;
 	int deadline_ms;
+	struct ol_slow_cfg slow; /* slow-drive ejection of remote drives (floor_ms 0 = off) */
 	/* sets.c: a store of several erasure sets is a shell (n_sets > 1) whose sets[] are
 	 * one-set stores; a one-set store is its own only set (n_sets 1, sets[0] itself) */
 	int n_sets;
@@ -296,6 +334,14 @@ struct ol_store_drive_spec;
 struct ol_rdrive *ol_rd_new(struct ol_store *st, const struct ol_store_drive_spec *sp);
 void ol_rd_free(struct ol_rdrive *rd);
 int ol_rd_ping(struct ol_rdrive *rd);
+/* The EWMA of the drive's call times in us (every plane call, the wait for a pooled
+ * connection and the fault hook's delay included) and how many calls it has seen since its
+ * last reset. Lock-free; any thread. */
+uint64_t ol_rd_latency(struct ol_rdrive *rd, uint64_t *calls);
+/* Forget the drive's call times (a drive that returns starts afresh). */
+void ol_rd_latency_reset(struct ol_rdrive *rd);
+/* One ping timed by the wall clock, the way calls are timed: 0 and *us, or -errno. */
+int ol_rd_probe(struct ol_rdrive *rd, uint64_t *us);
 /* A remote env for drive d once it answers (ping, its identity, a metadata read). 0 or
  * -errno; why (cap bytes) says what failed: -EXDEV, the drive is not the one its slot
  * expects (its identity record names another store or position), nothing was written to it. */

@@ -23,10 +23,13 @@ member key is dropped (an etcd majority answered throughout), writes are acknowl
 the cut and again once etcd is whole.
 
 3. Delays (there is no netem here: the node plane's fault hook, `delay * MS PEER` in the set
-   leader's rules file): the leader's calls to one follower's drive wait 300 ms (below every
-   deadline: the set works at that drive's pace), then 8 s (past the calls' 5 s deadline: the
-   drive goes offline and the set writes on with three), then the rule goes and the drive
-   returns. Writes are acknowledged under each, every request ends within the bound.
+   leader's rules file): the leader's calls to one follower's drive wait 8 s (past the calls'
+   5 s deadline: the drive goes offline and the set writes on with three), then the rule
+   goes and the drive returns; then 300 ms (inside every deadline, but many times its peers'
+   call times: the leader takes the drive offline as slow unless the machine's load slows
+   its peers too, test_cluster_slow.py checks that closely), then the rule goes and the
+   drive returns after its hold. Writes are acknowledged under each, every request ends
+   within the bound.
 
 After: every acknowledged version reads back by its id through every node, the newest through
 every node, the listing holds it, `openlake heal` exits 0 with nothing unrecoverable.
@@ -246,7 +249,7 @@ def delay_phase(c, vs, writers, readers, lid, f, ms, until):
 
 def test_one_way_etcd_cuts_and_a_slow_link(world, tmp_path):  # noqa: F811
     from conftest import wait_for
-    with started(world, tmp_path) as c:
+    with started(world, tmp_path, extra="slow_drive_hold_s = 2\n") as c:
         lid, epoch = c.leader()
         f, g, h = others(lid)
         s3 = c.client(g, retries=8)
@@ -267,20 +270,29 @@ def test_one_way_etcd_cuts_and_a_slow_link(world, tmp_path):  # noqa: F811
             move_etcd_leader(c.w, "e0")
             figures.append(cut_phase(c, vs, [h, lid], range(NODES), "e0", "e1"))
             print(figures[-1])
-        # a slow link from the set leader to one follower's drive: below every deadline of
-        # the plane (writes wait for it), then past the calls' 5 s deadline (the drive goes
-        # offline and the set writes on with three), then gone (the drive returns)
+        # a slow link from the set leader to one follower's drive: past the calls' 5 s
+        # deadline (the drive goes offline and the set writes on with three), then gone (the
+        # drive returns); then inside every deadline but many times its peers' call times
+        # (taken offline as slow), then gone (the drive returns after its hold)
         lid2 = c.leader()[0]
         f2 = next(i for i in others(lid2) if i != g)
         back = rf"drive node {f2} \S+ drive 0 is back online"
-        returns = len(re.findall(back, c.nodes[lid2].log()))
-        figures.append(delay_phase(c, vs, [g], range(NODES), lid2, f2, 300, lambda: True))
-        print(figures[-1])
+        slow = rf"drive node {f2} \S+ drive 0 is offline: slow: "
+
+        def returns():
+            return len(re.findall(back, c.nodes[lid2].log()))
+        n = returns()
         figures.append(delay_phase(c, vs, [g], range(NODES), lid2, f2, 8000,
                                    lambda: c.online_now(lid2) == NODES - 1))
         print(figures[-1])
-        wait_for(lambda: len(re.findall(back, c.nodes[lid2].log())) > returns, 60,
-                 "the slow drive back in the leader's store")
+        wait_for(lambda: returns() > n, 60, "the drive back in the leader's store")
+        n = returns()
+        figures.append(delay_phase(c, vs, [g], range(NODES), lid2, f2, 300, lambda: True))
+        print(figures[-1])
+        # taken out as slow unless its peers' calls were slow too (a loaded machine: 300 ms
+        # is not 8x them); test_cluster_slow.py requires it
+        if re.search(slow, c.nodes[lid2].log()):
+            wait_for(lambda: returns() > n, 60, "the slow drive back in the leader's store")
         ld = c.leader()
         print(f"set leader before {lid} at epoch {epoch}, after {ld}")
         vs.show()

@@ -1,0 +1,118 @@
+/* tests/unit/test_slow.c - the pure rules of slow-drive ejection (store/slow.c): the call-time
+ * EWMA, the median of the peers, when a drive is slow, when a set can spare one, and the
+ * hold-down arithmetic (base, doubling on relapses, the cap, back to base after a calm). */
+#include <stdint.h>
+
+#include "store/store_int.h"
+#include "tap.h"
+
+static const struct ol_slow_cfg cfg = {
+    .floor_ms = 200, .ratio = 8, .hold_s = 10, .hold_max_s = 160};
+
+static void
+ewma(void)
+{
+	uint64_t v = ol_slow_ewma(12345, 300000, 0);
+	int n;
+
+	ok(v == 300000, "the first call is the average (%llu)", (unsigned long long)v);
+	v = 4000;
+	for (n = 1; n <= 40 && v < 200000; n++)
+		v = ol_slow_ewma(v, 300000, (uint64_t)n);
+	ok(n > 5 && n < 12, "4 ms to 300 ms calls: above 200 ms after %d calls", n);
+	for (int i = 0; i < 200; i++)
+		v = ol_slow_ewma(v, 300000, 100);
+	ok(v > 299000 && v <= 300000, "steady 300 ms calls: the average settles there (%llu)",
+	   (unsigned long long)v);
+	for (int i = 0; i < 200; i++)
+		v = ol_slow_ewma(v, 3000, 100);
+	ok(v >= 3000 && v < 4000, "and falls back to 3 ms calls (%llu)", (unsigned long long)v);
+	ok(ol_slow_ewma(0, 0, 5) == 0 && ol_slow_ewma(UINT64_MAX / 2, 0, 5) < UINT64_MAX / 2,
+	   "no wrap at the edges");
+}
+
+static void
+median(void)
+{
+	uint64_t none[1] = {0}, one[] = {7}, two[] = {9, 3}, three[] = {500, 4, 6},
+		 four[] = {5, 1000, 4, 3};
+
+	ok(ol_slow_median(none, 0) == 0, "no peers: 0");
+	ok(ol_slow_median(one, 1) == 7, "one peer: its time");
+	ok(ol_slow_median(two, 2) == 9, "two peers: the higher (a higher bar for slow)");
+	ok(ol_slow_median(three, 3) == 6, "three: the middle one, one slow peer ignored");
+	ok(ol_slow_median(four, 4) == 5, "four: the upper middle");
+}
+
+static void
+slow(void)
+{
+	struct ol_slow_cfg off = cfg;
+
+	off.floor_ms = 0;
+	ok(ol_slow_is(&cfg, 312000, 4000), "312 ms beside 4 ms peers: slow");
+	ok(!ol_slow_is(&cfg, 150000, 1000), "150 ms: under the 200 ms floor, never slow");
+	ok(!ol_slow_is(&cfg, 300000, 40000), "300 ms beside 40 ms peers: under 8x, not slow");
+	ok(ol_slow_is(&cfg, 320000, 40000), "320 ms beside 40 ms peers: 8x, slow");
+	ok(ol_slow_is(&cfg, 200000, 0), "peers of 0 us: the floor decides");
+	ok(!ol_slow_is(&cfg, 199999, 0), "just under the floor: not slow");
+	ok(!ol_slow_is(&off, 5000000, 1000), "floor 0: ejection off");
+	ok(!ol_slow_is(&cfg, 900000, 900000),
+	   "every drive as slow: none is slow beside the others");
+}
+
+static void
+spare(void)
+{
+	/* N=4 P=1: k 3, write quorum 3 */
+	ok(ol_slow_may_eject(4, 3, 3), "4 of 4 online, quorum 3: one may go");
+	ok(!ol_slow_may_eject(3, 3, 3), "3 of 4 online, quorum 3: none may go");
+	/* N=6 P=2: k 4, write quorum 4 */
+	ok(ol_slow_may_eject(5, 4, 4), "N=6 P=2, 5 online: one more may go");
+	ok(!ol_slow_may_eject(4, 4, 4), "N=6 P=2, 4 online: none");
+	/* N=4 P=2: k 2, write quorum 3 (w > k) */
+	ok(!ol_slow_may_eject(3, 3, 2), "w above k: w decides");
+	ok(!ol_slow_may_eject(2, 1, 2), "k above w: k decides");
+}
+
+static void
+hold(void)
+{
+	uint64_t h, t = 1000000;
+
+	h = ol_slow_next_hold(&cfg, 0, 0, t);
+	ok(h == 10000, "first ejection: the base hold, 10 s (%llu)", (unsigned long long)h);
+	h = ol_slow_next_hold(&cfg, h, t + 15000, t + 20000);
+	ok(h == 20000, "a relapse 5 s after its return: doubled (%llu)", (unsigned long long)h);
+	h = ol_slow_next_hold(&cfg, h, t + 50000, t + 60000);
+	ok(h == 40000, "again: 40 s");
+	h = ol_slow_next_hold(&cfg, 80000, t, t + 1000);
+	ok(h == 160000, "80 s doubled: 160 s");
+	h = ol_slow_next_hold(&cfg, h, t, t + 1000);
+	ok(h == 160000, "at the cap it stays (%llu)", (unsigned long long)h);
+	h = ol_slow_next_hold(&cfg, 160000, t, t + 319999);
+	ok(h == 160000, "online just under twice the cap: still a relapse");
+	h = ol_slow_next_hold(&cfg, 160000, t, t + 320000);
+	ok(h == 10000, "online twice the cap without a relapse: back to the base");
+	struct ol_slow_cfg small = cfg;
+	small.hold_max_s = 5;
+	ok(ol_slow_next_hold(&small, 0, 0, t) == 10000 &&
+	       ol_slow_next_hold(&small, 10000, t, t + 1) == 10000,
+	   "a cap under the base: the base");
+
+	ok(!ol_slow_may_return(0, t, 10000), "no fast probe yet: stays out");
+	ok(!ol_slow_may_return(t, t + 9999, 10000), "fast for 9.999 s of 10: stays out");
+	ok(ol_slow_may_return(t, t + 10000, 10000), "fast for the hold: returns");
+	ok(!ol_slow_may_return(t + 5, t, 10000), "a clock behind the start: stays out");
+}
+
+int
+main(void)
+{
+	ewma();
+	median();
+	slow();
+	spare();
+	hold();
+	tap_done();
+}
