@@ -1281,14 +1281,13 @@ cstore_resign(struct cstore *cs)
 	pthread_cond_broadcast(&cs->cv);
 	pthread_mutex_unlock(&cs->mu);
 	atomic_store(&cs->watch_stop, 1);
-	if (cs->watcher_started) {
+	if (cs->watcher_started) /* the flag stays until the poller, which reads it, ends */
 		pthread_join(cs->watcher, NULL);
-		cs->watcher_started = false;
-	}
 	if (cs->poller_started) {
 		pthread_join(cs->poller, NULL);
 		cs->poller_started = false;
 	}
+	cs->watcher_started = false;
 	cquorum_stop(cs->q);	  /* no step-down from now: the stop gives every set up */
 	ol_cluster_resign(cs->c); /* runs lost(): drains and closes */
 }
