@@ -32,7 +32,9 @@ from test_etcd_cluster import Etcd
 
 ETCD_CLI = BUILD / "src" / "cluster" / "etcd_cli"
 TTL = 5  # seconds; 3 made leadership flap on this loaded 2-core machine
-SLOW_ETCD_MS = 60000  # cluster_slow_etcd's etcd call deadline
+# cluster_slow_etcd's etcd call deadline: far past the lease bound, and below the 30 s a node
+# has to stop in (a member key's put under a lease that lapsed while etcd hung retries to it)
+SLOW_ETCD_MS = 20000
 SECRET = "cluster-store-test-secret-0123"
 
 pytestmark = pytest.mark.skipif(not shutil.which("etcd") or not shutil.which("etcdctl"),
@@ -214,7 +216,7 @@ def cluster(tmp_path, etcd):
 
 @pytest.fixture
 def cluster_slow_etcd(tmp_path, etcd):
-    """as cluster, with each etcd call's deadline ([cluster] etcd_timeout_ms) 60 s instead of
+    """as cluster, with each etcd call's deadline ([cluster] etcd_timeout_ms) 20 s instead of
     a third of the TTL: a call to a hung etcd hangs far past a lease bound"""
     yield from start_cluster(tmp_path, etcd, extra=f"etcd_timeout_ms = {SLOW_ETCD_MS}\n")
 
@@ -795,11 +797,11 @@ def test_a_stalled_leader_is_fenced(cluster_slow_etcd, etcd):
 
 def steps_down_while_etcd_hangs(c, etcd):
     """Every etcd member frozen (SIGSTOP: its sockets accept and stay silent), the nodes' etcd
-    calls hang to their deadline (60 s here). The leader's lease bound passes TTL less the
+    calls hang to their deadline (20 s here). The leader's lease bound passes TTL less the
     margin (3.75 s) after its last answered keepalive at most, and the leader steps down
-    then: its log says "no longer leading" and its store closes within 25 s of the freeze.
+    then: its log says "no longer leading" and its store closes within 12 s of the freeze.
     A step-down that waits for the leadership thread's etcd call to fail comes at the
-    earliest 60 s after the freeze. Thawed, etcd elects, and S3 serves again."""
+    earliest 20 s after the freeze. Thawed, etcd elects, and S3 serves again."""
     lid, _epoch = c.leader()
     node = c.nodes[lid]
     log = node.log()
@@ -810,7 +812,7 @@ def steps_down_while_etcd_hangs(c, etcd):
         os.kill(p.pid, signal.SIGSTOP)
     try:
         wait_for(lambda: node.log().count("no longer leading set 0.0") > lost and
-                 node.log().count("closed the store of set 0.0") > closed, 25,
+                 node.log().count("closed the store of set 0.0") > closed, 12,
                  "the leader to step down and close its store while etcd hangs")
     finally:
         for p in frozen:
