@@ -816,19 +816,18 @@ reopen(struct cstore *cs)
 	gained(cs, pool, epoch);
 }
 
-/* The layout as etcd has it now, taken (caller holds swap_mu): pools added are followed by
- * the leadership thread, and the serving pool follows the pools' states; *removed: a pool
- * served was removed. 0, or -errno (the layout kept). */
-static int
-read_layout_now(struct cstore *cs, bool *warned, bool *removed)
+/* The layout nl read at rev, taken (caller holds swap_mu; nl is finished here): pools added are
+ * followed by the leadership thread, and the serving pool follows the pools' states; *removed:
+ * a pool served was removed. A read older than the one taken last is dropped. */
+static void
+apply_layout(struct cstore *cs, struct ol_layout *nl, int64_t rev, bool *warned, bool *removed)
 {
-	struct ol_layout nl;
-	int64_t rev = 0;
-	int rc = ol_cluster_read_layout_rev(cs->c, &nl, &rev);
-	if (rc)
-		return rc;
-	take_layout(cs, &nl, warned, removed);
-	ol_layout_fini(&nl);
+	if (rev < cs->layout_rev) { /* read before another thread's read taken meanwhile */
+		ol_layout_fini(nl);
+		return;
+	}
+	take_layout(cs, nl, warned, removed);
+	ol_layout_fini(nl);
 	cquorum_layout(cs->q, &cs->layout); /* the serving set may have moved */
 	cs->layout_rev = rev;
 	(void)ol_cluster_lead_follow(cs->c, &cs->layout);
@@ -846,7 +845,19 @@ read_layout_now(struct cstore *cs, bool *warned, bool *removed)
 	int64_t h = atomic_load(&cs->halt_rev);
 	if (h && rev >= h)
 		atomic_compare_exchange_strong(&cs->halt_rev, &h, 0);
-	return 0;
+}
+
+/* The layout as etcd has it now, taken (caller holds swap_mu; see apply_layout). 0, or -errno
+ * (the layout kept). */
+static int
+read_layout_now(struct cstore *cs, bool *warned, bool *removed)
+{
+	struct ol_layout nl;
+	int64_t rev = 0;
+	int rc = ol_cluster_read_layout_rev(cs->c, &nl, &rev);
+	if (!rc)
+		apply_layout(cs, &nl, rev, warned, removed);
+	return rc;
 }
 
 /* After a layout read: this node stops serving a set that no longer serves, and starts
@@ -886,15 +897,20 @@ poll_main(void *arg)
 		bool removed = false;
 		if (is_stopping(cs))
 			continue;
-		pthread_mutex_lock(&cs->swap_mu);
 		/* the watch wakes this thread on every change; the read every LAYOUT_READ_MS is
-		 * for a change a broken watch stream missed */
-		if (woken || !cs->watcher_started || mono_ms() >= next_read) {
-			if (read_layout_now(cs, &warned, &removed)) {
-				next_read = 0;
-				pthread_mutex_unlock(&cs->swap_mu);
-				continue;
-			}
+		 * for a change a broken watch stream missed. Read before swap_mu is taken: a loss
+		 * of the set (on_lead, at the lease bound) must not wait for an etcd call that
+		 * runs to its deadline while etcd hangs */
+		struct ol_layout nl;
+		int64_t rev = 0;
+		bool read = woken || !cs->watcher_started || mono_ms() >= next_read;
+		if (read && ol_cluster_read_layout_rev(cs->c, &nl, &rev)) {
+			next_read = 0;
+			continue;
+		}
+		pthread_mutex_lock(&cs->swap_mu);
+		if (read) {
+			apply_layout(cs, &nl, rev, &warned, &removed);
 			next_read = mono_ms() + LAYOUT_READ_MS;
 		}
 		if (!is_stopping(cs))
@@ -1265,14 +1281,13 @@ cstore_resign(struct cstore *cs)
 	pthread_cond_broadcast(&cs->cv);
 	pthread_mutex_unlock(&cs->mu);
 	atomic_store(&cs->watch_stop, 1);
-	if (cs->watcher_started) {
+	if (cs->watcher_started) /* the flag stays until the poller, which reads it, ends */
 		pthread_join(cs->watcher, NULL);
-		cs->watcher_started = false;
-	}
 	if (cs->poller_started) {
 		pthread_join(cs->poller, NULL);
 		cs->poller_started = false;
 	}
+	cs->watcher_started = false;
 	cquorum_stop(cs->q);	  /* no step-down from now: the stop gives every set up */
 	ol_cluster_resign(cs->c); /* runs lost(): drains and closes */
 }

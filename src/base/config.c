@@ -191,6 +191,10 @@ static const struct cfg_key keys[] = {
      0, 0,
      "the longest hold of a drive that keeps turning slow; online twice this long without a "
      "relapse, its hold is back to slow_drive_hold_s"},
+    {"cluster.etcd_timeout_ms", T_U32, F(cluster_etcd_timeout_ms), "0", 0, 600000, 0, 0, 0,
+     "deadline of each etcd call, over all the endpoints it tries (0 = a third of lease_ttl_s: "
+     "a keepalive to a hung member fails over in time to keep the lease); a longer one only "
+     "makes this node wait longer on a hung etcd, e.g. to test that leadership does not"},
     {"cluster.prefix", T_STR, F(cluster_prefix), "/openlake/", 0, 0, 0, 0, 0,
      "prefix of every key OpenLake writes to etcd"},
     {"cluster.weight", T_U32, F(cluster_weight), "1", 0, 1000000, 0, 0, 0,

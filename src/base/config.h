@@ -134,6 +134,7 @@ struct ol_config {
 	char cluster_etcd[1024];	    /* etcd endpoints, comma-separated ("" = no cluster) */
 	unsigned cluster_lease_ttl_s;	    /* membership lease */
 	unsigned cluster_quorum_loss_s;	    /* a set leader without a write quorum resigns */
+	unsigned cluster_etcd_timeout_ms;   /* each etcd call's deadline (0 = lease_ttl_s / 3) */
 	char cluster_prefix[OL_CFG_STR];    /* key prefix in etcd, ends with '/' */
 	unsigned cluster_weight;	    /* this node's relative share for placement */
 	char cluster_secret[OL_CFG_STR];    /* node plane HMAC secret ("" = plane off) */

@@ -108,9 +108,11 @@ struct ol_cluster_leader_info {
 	bool is_self; /* this node leads the set at epoch, now */
 };
 
-/* Called on the leadership thread when this node gains (gained, with its epoch) or loses a
- * set (gained false, the epoch it held). It may block: leadership waits for it. A loss is
- * reported after ol_cluster_leads() stopped answering true for that epoch. */
+/* Called when this node gains (gained, with its epoch) or loses a set (gained false, the epoch
+ * it held): on the leadership thread, or for a loss at the lease bound on the lease guard
+ * thread ("ol-cluster-lg", which never waits on etcd), one call at a time. It may block:
+ * leadership waits for it. A loss is reported after ol_cluster_leads() stopped answering true
+ * for that epoch; a gain only while the lease is surely alive as it is reported. */
 typedef void (*ol_cluster_lead_fn)(void *arg, unsigned pool, unsigned set, uint64_t epoch,
 				   bool gained);
 
@@ -272,6 +274,12 @@ bool ol_cluster_may_lead(unsigned n, unsigned p, unsigned reach, unsigned live);
 
 /* The margin a leader keeps before its lease's end (pure). */
 int64_t ol_cluster_lead_margin_ms(unsigned ttl_s);
+
+/* Whether a set led under key_lease may be led now (pure): this node holds a lease (lease !=
+ * 0), it is the one the leader key is under, and now is more than margin_ms before the time
+ * until which it surely lives. The rule of ol_cluster_leads(), the lease guard and a gain. */
+bool ol_cluster_lease_sure(int64_t lease, int64_t key_lease, int64_t now_ms, int64_t valid_until_ms,
+			   int64_t margin_ms);
 
 /* Leader record JSON <-> struct (pure). parse: -EPROTO when it is not one (epoch, lease and
  * is_self are left 0). to_json: malloc'd, NULL on out of memory. */

@@ -67,10 +67,18 @@ struct ol_cluster {
 	/* the view, under mu */
 	struct ol_cluster_view view;
 
-	/* set leadership (leader.c), started by ol_cluster_lead_start */
-	pthread_t ldr, ldr_watch;
-	bool ldr_started, ldr_watch_started;
+	/* set leadership (leader.c), started by ol_cluster_lead_start: the leadership thread
+	 * (etcd reads, campaigns), the watch of the leader keys, and the lease guard (the local
+	 * lease check every tick, no etcd call: a set is given up at the lease bound also while
+	 * the leadership thread waits on etcd) */
+	pthread_t ldr, ldr_watch, ldr_guard;
+	bool ldr_started, ldr_watch_started, ldr_guard_started;
 	atomic_int ldr_stop;
+	/* every change of a set's my_epoch and every lead_fn call, so the guard and the
+	 * leadership thread act one at a time: a gain that a slow etcd read decided is acted on
+	 * only if the lease is still surely alive under it. Taken before ldr_mu, never held
+	 * across an etcd call of leader.c (lead_fn may make its own). */
+	pthread_mutex_t ldr_act_mu;
 	/* the leader keys changed (the watch of <prefix>sets/), or a renew / new pools ask for a
 	 * step: the leadership thread reads the keys now rather than at its next periodic read */
 	atomic_int ldr_dirty;

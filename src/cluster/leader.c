@@ -12,11 +12,12 @@
 #include <string.h>
 #include <time.h>
 
-/* The leadership thread checks this node's lease bound every LEAD_TICK_MS (no etcd call) and
- * reads the leader keys when the watch of <prefix>sets/ reports a change, and at least every
- * LEAD_READ_MS (a change the watch missed, a campaign that failed, a lease that came back):
- * 5 reads a second per node loaded etcd (3-4% of a core for 4 idle nodes, as much as all the
- * nodes' own idle work), and a leader's death is seen sooner through the watch. */
+/* The lease guard checks this node's lease bound every LEAD_TICK_MS (no etcd call, its own
+ * thread: the leadership thread may wait on an etcd call up to its deadline). The leadership
+ * thread reads the leader keys when the watch of <prefix>sets/ reports a change, and at least
+ * every LEAD_READ_MS (a change the watch missed, a campaign that failed, a lease that came
+ * back): 5 reads a second per node loaded etcd (3-4% of a core for 4 idle nodes, as much as
+ * all the nodes' own idle work), and a leader's death is seen sooner through the watch. */
 #define LEAD_TICK_MS 200
 #define LEAD_READ_MS 1000
 
@@ -43,10 +44,18 @@ ol_cluster_lead_margin_ms(unsigned ttl_s)
 	return m < 500 ? 500 : m;
 }
 
+bool
+ol_cluster_lease_sure(int64_t lease, int64_t key_lease, int64_t now_ms, int64_t valid_until_ms,
+		      int64_t margin_ms)
+{
+	return lease != 0 && lease == key_lease && now_ms + margin_ms < valid_until_ms;
+}
+
 enum ol_cluster_lead_act
 ol_cluster_lead_decide(const struct ol_cluster_lead_in *in)
 {
-	bool lease_ok = in->lease && in->now_ms + in->margin_ms < in->lease_valid_until_ms;
+	bool lease_ok = ol_cluster_lease_sure(in->lease, in->lease, in->now_ms,
+					      in->lease_valid_until_ms, in->margin_ms);
 	if (in->key_present) {
 		if (in->key_node == in->self_id && in->key_lease == in->lease && lease_ok &&
 		    in->key_create_rev > 0)
@@ -189,6 +198,16 @@ ol_cluster_find_set(struct ol_cluster *c, unsigned pool, unsigned set)
 	return c ? find_set(c, pool, set) : NULL;
 }
 
+/* this node's lease now is key_lease (a node that registered again after a lapse holds a new
+ * lease, and its old key is gone or going), and it surely lives */
+static bool
+lease_sure(struct ol_cluster *c, int64_t key_lease)
+{
+	return ol_cluster_lease_sure(atomic_load(&c->lease_id), key_lease, ol_cluster_now_ms(),
+				     atomic_load(&c->lease_valid_until),
+				     ol_cluster_lead_margin_ms(c->cfg->cluster_lease_ttl_s));
+}
+
 bool
 ol_cluster_leads(struct ol_cluster *c, unsigned pool, unsigned set, uint64_t epoch)
 {
@@ -198,12 +217,7 @@ ol_cluster_leads(struct ol_cluster *c, unsigned pool, unsigned set, uint64_t epo
 	 * when the other nodes stop too) ends instead of retrying until its lease lapses */
 	if (!s || !epoch || atomic_load(&s->my_epoch) != epoch || atomic_load(&c->ldr_stop))
 		return false;
-	/* the lease now is the one the key is under (a node that registered again after a lapse
-	 * holds a new lease, and its old key is gone or going), and it surely lives */
-	if (atomic_load(&c->lease_id) != atomic_load(&s->my_lease))
-		return false;
-	int64_t margin = ol_cluster_lead_margin_ms(c->cfg->cluster_lease_ttl_s);
-	return ol_cluster_now_ms() + margin < atomic_load(&c->lease_valid_until);
+	return lease_sure(c, atomic_load(&s->my_lease));
 }
 
 int
@@ -231,9 +245,24 @@ set_info(struct ol_cluster *c, struct ol_cluster_set *s, const struct ol_cluster
 	pthread_mutex_unlock(&c->ldr_mu);
 }
 
-/* this node stops leading s: the request path sees it before the callback runs */
+/* ldr_act_mu: the guard and the leadership thread change my_epoch and call lead_fn one at a
+ * time */
 static void
-lose(struct ol_cluster *c, struct ol_cluster_set *s, const char *why)
+act_lock(struct ol_cluster *c)
+{
+	pthread_mutex_lock(&c->ldr_act_mu);
+}
+
+static void
+act_unlock(struct ol_cluster *c)
+{
+	pthread_mutex_unlock(&c->ldr_act_mu);
+}
+
+/* this node stops leading s: the request path sees it before the callback runs (caller holds
+ * ldr_act_mu) */
+static void
+lose_locked(struct ol_cluster *c, struct ol_cluster_set *s, const char *why)
 {
 	uint64_t e = atomic_exchange(&s->my_epoch, 0);
 	if (!e)
@@ -245,11 +274,30 @@ lose(struct ol_cluster *c, struct ol_cluster_set *s, const char *why)
 }
 
 static void
+lose(struct ol_cluster *c, struct ol_cluster_set *s, const char *why)
+{
+	act_lock(c);
+	lose_locked(c, s, why);
+	act_unlock(c);
+}
+
+/* This node leads s at epoch under lease, as an etcd answer said: acted on only if the lease is
+ * still surely alive now, under ldr_act_mu (the answer may have taken up to the call's deadline,
+ * and the guard may have given the set up meanwhile): else the next read decides again. */
+static void
 gain(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t epoch, int64_t lease)
 {
+	act_lock(c);
 	if (atomic_load(&s->my_epoch) == epoch)
-		return;
-	lose(c, s, "a newer epoch of this node replaces it");
+		goto out;
+	if (!lease_sure(c, lease)) {
+		ol_debug("cluster: not leading set %u.%u at epoch %llu: this node's lease is not "
+			 "surely alive any more",
+			 s->pool, s->set, (unsigned long long)epoch);
+		lose_locked(c, s, "this node's lease is not surely alive");
+		goto out;
+	}
+	lose_locked(c, s, "a newer epoch of this node replaces it");
 	struct ol_cluster_leader_info me = {.node = c->cfg->self_id, .epoch = epoch};
 	char a[OL_CFG_STR + 8];
 	snprintf(me.s3_addr, sizeof(me.s3_addr), "%s",
@@ -264,6 +312,8 @@ gain(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t epoch, int64_t lea
 		(unsigned long long)epoch);
 	if (c->lead_fn)
 		c->lead_fn(c->lead_arg, s->pool, s->set, epoch, true);
+out:
+	act_unlock(c);
 }
 
 /* create-if-absent under our lease; on success we lead at the txn's revision */
@@ -318,6 +368,7 @@ drop_key(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t e)
 static void
 step_down(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t e)
 {
+	act_lock(c);
 	bool led = atomic_exchange(&s->my_epoch, 0) == e;
 	if (led)
 		ol_warn("cluster: no longer leading set %u.%u (epoch %llu): this node has not "
@@ -325,13 +376,17 @@ step_down(struct ol_cluster *c, struct ol_cluster_set *s, uint64_t e)
 			"(%u s) while other nodes may: the key is given up for a node that reaches "
 			"one",
 			s->pool, s->set, (unsigned long long)e, c->cfg->cluster_quorum_loss_s);
+	act_unlock(c); /* not across the etcd call: the guard acts meanwhile */
 	/* not deleted (etcd did not answer): the next step finds the key still ours and deletes
 	 * it then, instead of leading under it again */
 	if (drop_key(c, s, e) == 0)
 		atomic_store(&s->step_down, 0);
 	set_info(c, s, &(struct ol_cluster_leader_info){0});
-	if (led && c->lead_fn)
+	if (led && c->lead_fn) { /* the epoch is taken: nothing else reports its loss */
+		act_lock(c);
 		c->lead_fn(c->lead_arg, s->pool, s->set, e, false);
+		act_unlock(c);
+	}
 }
 
 /* the key is absent: campaign unless the gate says this node should not lead the set now */
@@ -417,6 +472,21 @@ step_set(struct ol_cluster *c, struct ol_cluster_set *s, const struct ol_etcd_kv
 	}
 }
 
+/* the local half of leadership: a set led without a surely live lease is given up now. No
+ * etcd call. Not for stopping (resign_all gives the sets up and deletes their keys). */
+static void
+check_leases(struct ol_cluster *c)
+{
+	struct ol_cluster_sets *tab = sets_now(c);
+	act_lock(c);
+	for (unsigned i = 0; i < tab->n; i++) {
+		struct ol_cluster_set *s = tab->v[i];
+		if (atomic_load(&s->my_epoch) && !lease_sure(c, atomic_load(&s->my_lease)))
+			lose_locked(c, s, "this node's lease is not surely alive");
+	}
+	act_unlock(c);
+}
+
 static void
 step_all(struct ol_cluster *c)
 {
@@ -424,13 +494,10 @@ step_all(struct ol_cluster *c)
 	struct ol_cluster_sets *tab = sets_now(c); /* the pools followed now */
 	int rc = ol_etcd_range(c->etcd, c->sets_prefix, OL_ETCD_PREFIX, 0, 0, &r);
 	if (rc) {
-		/* etcd unreachable: keep what we know, but a leader still checks its lease */
-		for (unsigned i = 0; i < tab->n; i++) {
-			struct ol_cluster_set *s = tab->v[i];
-			uint64_t e = atomic_load(&s->my_epoch);
-			if (e && !ol_cluster_leads(c, s->pool, s->set, e))
-				lose(c, s, "etcd is unreachable and the lease may lapse");
-		}
+		/* etcd unreachable: keep what we know (the guard gives up what the lease no
+		 * longer covers) */
+		if (!c->ldr_guard_started)
+			check_leases(c);
 		return;
 	}
 	for (unsigned i = 0; i < tab->n && !atomic_load(&c->ldr_stop); i++) {
@@ -441,19 +508,6 @@ step_all(struct ol_cluster *c)
 		step_set(c, tab->v[i], kv);
 	}
 	ol_etcd_range_result_fini(&r);
-}
-
-/* the local half of a step: a set led without a surely live lease is given up now */
-static void
-check_leases(struct ol_cluster *c)
-{
-	struct ol_cluster_sets *tab = sets_now(c);
-	for (unsigned i = 0; i < tab->n; i++) {
-		struct ol_cluster_set *s = tab->v[i];
-		uint64_t e = atomic_load(&s->my_epoch);
-		if (e && !ol_cluster_leads(c, s->pool, s->set, e))
-			lose(c, s, "this node's lease is not surely alive");
-	}
 }
 
 static void
@@ -492,8 +546,9 @@ leader_watch_main(void *arg)
 	return NULL;
 }
 
+/* sleep ms, or until a stop (or, with dirty, a request for a read) */
 static void
-ldr_nap(struct ol_cluster *c, int64_t ms)
+ldr_nap(struct ol_cluster *c, int64_t ms, bool dirty)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -501,10 +556,24 @@ ldr_nap(struct ol_cluster *c, int64_t ms)
 	ts.tv_sec += ts.tv_nsec / 1000000000;
 	ts.tv_nsec %= 1000000000;
 	pthread_mutex_lock(&c->ldr_mu);
-	while (!atomic_load(&c->ldr_stop) && !atomic_load(&c->ldr_dirty) &&
+	while (!atomic_load(&c->ldr_stop) && !(dirty && atomic_load(&c->ldr_dirty)) &&
 	       pthread_cond_timedwait(&c->ldr_cv, &c->ldr_mu, &ts) == 0)
 		;
 	pthread_mutex_unlock(&c->ldr_mu);
+}
+
+/* ol-cluster-lg: the lease guard. A leader's step-down (the log line, the callback that closes
+ * its store) comes at its lease bound, within a tick, also while the leadership thread waits on
+ * an etcd call that runs to its deadline. */
+static void *
+guard_main(void *arg)
+{
+	struct ol_cluster *c = arg;
+	while (!atomic_load(&c->ldr_stop)) {
+		check_leases(c);
+		ldr_nap(c, LEAD_TICK_MS, false);
+	}
+	return NULL;
 }
 
 /* On a clean stop: give each set up and delete its key (only if it is still ours), so the
@@ -518,8 +587,12 @@ resign_all(struct ol_cluster *c)
 		uint64_t e = atomic_load(&s->my_epoch);
 		if (!e)
 			continue;
-		lose(c, s, "stopping");
-		(void)drop_key(c, s, e);
+		act_lock(c);
+		e = atomic_load(&s->my_epoch); /* the guard may have given it up meanwhile */
+		lose_locked(c, s, "stopping");
+		act_unlock(c);
+		if (e)
+			(void)drop_key(c, s, e);
 	}
 }
 
@@ -533,10 +606,10 @@ leader_main(void *arg)
 		if (atomic_exchange(&c->ldr_dirty, 0) || now >= next_read) {
 			step_all(c);
 			next_read = now + LEAD_READ_MS;
-		} else {
-			check_leases(c);
+		} else if (!c->ldr_guard_started) {
+			check_leases(c); /* no guard thread: between reads at least */
 		}
-		ldr_nap(c, LEAD_TICK_MS);
+		ldr_nap(c, LEAD_TICK_MS, true);
 	}
 	resign_all(c);
 	return NULL;
@@ -650,6 +723,7 @@ ol_cluster_lead_start(struct ol_cluster *c, const struct ol_layout *l, ol_cluste
 	if (rc)
 		return rc;
 	pthread_mutex_init(&c->ldr_mu, NULL);
+	pthread_mutex_init(&c->ldr_act_mu, NULL);
 	publish_sets(c, l, 0);
 	snprintf(c->sets_prefix, sizeof(c->sets_prefix), "%ssets/", c->cfg->cluster_prefix);
 	char s3[OL_CFG_STR + 8], rpc[OL_CFG_STR + 16];
@@ -665,6 +739,13 @@ ol_cluster_lead_start(struct ol_cluster *c, const struct ol_layout *l, ol_cluste
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&c->ldr_cv, &ca);
 	pthread_condattr_destroy(&ca);
+	if (pthread_create(&c->ldr_guard, NULL, guard_main, c) == 0) {
+		pthread_setname_np(c->ldr_guard, "ol-cluster-lg");
+		c->ldr_guard_started = true;
+	} else {
+		ol_warn("cluster: cannot start the lease guard: a set is given up at the lease "
+			"bound only between etcd calls");
+	}
 	if (pthread_create(&c->ldr, NULL, leader_main, c) != 0) {
 		ol_cluster_lead_free(c);
 		return -EAGAIN;
@@ -684,14 +765,19 @@ ol_cluster_lead_start(struct ol_cluster *c, const struct ol_layout *l, ol_cluste
 void
 ol_cluster_lead_stop(struct ol_cluster *c)
 {
-	if (!c->ldr_started)
+	if (!c->ldr_started && !c->ldr_guard_started)
 		return;
 	pthread_mutex_lock(&c->ldr_mu);
 	atomic_store(&c->ldr_stop, 1);
 	pthread_cond_broadcast(&c->ldr_cv);
 	pthread_mutex_unlock(&c->ldr_mu);
-	pthread_join(c->ldr, NULL);
+	if (c->ldr_started) /* it resigns the sets first */
+		pthread_join(c->ldr, NULL);
 	c->ldr_started = false;
+	if (c->ldr_guard_started) {
+		pthread_join(c->ldr_guard, NULL);
+		c->ldr_guard_started = false;
+	}
 	if (c->ldr_watch_started) {
 		pthread_join(c->ldr_watch, NULL);
 		c->ldr_watch_started = false;
@@ -713,6 +799,7 @@ ol_cluster_lead_free(struct ol_cluster *c)
 		return;
 	ol_cluster_lead_stop(c);
 	pthread_mutex_destroy(&c->ldr_mu);
+	pthread_mutex_destroy(&c->ldr_act_mu);
 	pthread_cond_destroy(&c->ldr_cv);
 	ol_layout_fini(&c->layout);
 	for (unsigned i = 0; i < t->n; i++) /* the newest table holds every set */

@@ -447,8 +447,11 @@ ol_cluster_start(const struct ol_config *cfg, struct ol_cluster **out)
 	}
 	struct ol_cluster *c = ol_xcalloc(1, sizeof(*c));
 	c->cfg = cfg;
-	/* each call gets a third of the lease: a keepalive always has time for a retry */
-	int rc = ol_etcd_new(eps, n, cfg->cluster_lease_ttl_s * 1000 / 3, &c->etcd);
+	/* each call is given a third of the lease by default: a keepalive always has time for a
+	 * retry ([cluster] etcd_timeout_ms replaces it, for tests of a hung etcd) */
+	unsigned timeout_ms = cfg->cluster_etcd_timeout_ms ? cfg->cluster_etcd_timeout_ms
+							   : cfg->cluster_lease_ttl_s * 1000 / 3;
+	int rc = ol_etcd_new(eps, n, timeout_ms, &c->etcd);
 	if (rc) {
 		free(c);
 		return rc;

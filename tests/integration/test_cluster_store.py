@@ -32,6 +32,9 @@ from test_etcd_cluster import Etcd
 
 ETCD_CLI = BUILD / "src" / "cluster" / "etcd_cli"
 TTL = 5  # seconds; 3 made leadership flap on this loaded 2-core machine
+# cluster_slow_etcd's etcd call deadline: far past the lease bound, and below the 30 s a node
+# has to stop in (a member key's put under a lease that lapsed while etcd hung retries to it)
+SLOW_ETCD_MS = 20000
 SECRET = "cluster-store-test-secret-0123"
 
 pytestmark = pytest.mark.skipif(not shutil.which("etcd") or not shutil.which("etcdctl"),
@@ -209,6 +212,13 @@ def start_cluster(tmp_path, etcd, drives=1, extra="", ca=None, client_cert=None)
 @pytest.fixture
 def cluster(tmp_path, etcd):
     yield from start_cluster(tmp_path, etcd)
+
+
+@pytest.fixture
+def cluster_slow_etcd(tmp_path, etcd):
+    """as cluster, with each etcd call's deadline ([cluster] etcd_timeout_ms) 20 s instead of
+    a third of the TTL: a call to a hung etcd hangs far past a lease bound"""
+    yield from start_cluster(tmp_path, etcd, extra=f"etcd_timeout_ms = {SLOW_ETCD_MS}\n")
 
 
 @pytest.fixture
@@ -740,11 +750,13 @@ def read_answer(s):
     return (int(buf.split(b" ", 2)[1]) if buf.startswith(b"HTTP/1.1 ") else 0), buf
 
 
-def test_a_stalled_leader_is_fenced(cluster):
+def test_a_stalled_leader_is_fenced(cluster_slow_etcd, etcd):
     """SIGSTOP the leader with a PUT half sent to it, until its lease lapses and another node
     leads and commits the same key; SIGCONT: the old leader's commit is refused (its epoch is
-    older than the drives saw), it steps down, and every node reads the new object whole."""
-    c = cluster
+    older than the drives saw), it steps down, and every node reads the new object whole.
+    Then every etcd member is frozen: the new leader steps down at its lease bound although
+    its etcd calls hang (steps_down_while_etcd_hangs)."""
+    c = cluster_slow_etcd
     lid, epoch = c.leader()
     via = others(c, lid)[0]
     s3 = c.client(via, retries=8)
@@ -780,6 +792,36 @@ def test_a_stalled_leader_is_fenced(cluster):
     c.client(lid, retries=8).put_object(
         Bucket="cst", Key="k2", Body=b"after")
     assert c.client(via).get_object(Bucket="cst", Key="k2")["Body"].read() == b"after"
+    steps_down_while_etcd_hangs(c, etcd)
+
+
+def steps_down_while_etcd_hangs(c, etcd):
+    """Every etcd member frozen (SIGSTOP: its sockets accept and stay silent), the nodes' etcd
+    calls hang to their deadline (20 s here). The leader's lease bound passes TTL less the
+    margin (3.75 s) after its last answered keepalive at most, and the leader steps down
+    then: its log says "no longer leading" and its store closes within 12 s of the freeze.
+    A step-down that waits for the leadership thread's etcd call to fail comes at the
+    earliest 20 s after the freeze. Thawed, etcd elects, and S3 serves again."""
+    lid, _epoch = c.leader()
+    node = c.nodes[lid]
+    log = node.log()
+    lost = log.count("no longer leading set 0.0")
+    closed = log.count("closed the store of set 0.0")
+    frozen = [p for p in etcd.procs.values() if p.poll() is None]
+    for p in frozen:
+        os.kill(p.pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: node.log().count("no longer leading set 0.0") > lost and
+                 node.log().count("closed the store of set 0.0") > closed, 12,
+                 "the leader to step down and close its store while etcd hangs")
+    finally:
+        for p in frozen:
+            os.kill(p.pid, signal.SIGCONT)
+    wait_for(lambda: etcd.ctl("endpoint", "health", check=False).returncode == 0, 60,
+             "etcd healthy again")
+    wait_for(c.leader, 60, "a leader of set 0.0 again")
+    for i in range(4):
+        wait_for(lambda: c.serving(i), 2 * SLOW_ETCD_MS // 1000 + 60, f"S3 through node {i}")
 
 
 def test_a_node_refuses_to_start_without_etcd(tmp_path):

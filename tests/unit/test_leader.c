@@ -72,6 +72,22 @@ test_decide(void)
 	ok(1, "margin shorter than every TTL from 2 to 60 s");
 }
 
+/* the rule the request path, the lease guard and a gain share: lead under the key's lease only
+ * while it is this node's lease now and surely lives */
+static void
+test_lease_sure(void)
+{
+	ok(ol_cluster_lease_sure(77, 77, 100000, 104000, 1000), "our lease, 3 s before the bound");
+	ok(ol_cluster_lease_sure(77, 77, 102999, 104000, 1000), "one ms before the margin: sure");
+	ok(!ol_cluster_lease_sure(77, 77, 103000, 104000, 1000),
+	   "at the margin: not sure (the guard gives the set up)");
+	ok(!ol_cluster_lease_sure(77, 77, 200000, 104000, 1000), "long past the bound: not sure");
+	ok(!ol_cluster_lease_sure(78, 77, 100000, 104000, 1000),
+	   "registered again under a new lease: the key's lease is not ours now");
+	ok(!ol_cluster_lease_sure(0, 0, 100000, 104000, 1000), "no lease: never sure");
+	ok(!ol_cluster_lease_sure(77, 77, 100000, 0, 1000), "no bound known (0): not sure");
+}
+
 /* the rule of "Write quorum and leadership": who may campaign, and when a leader resigns */
 static void
 test_quorum(void)
@@ -163,6 +179,7 @@ int
 main(void)
 {
 	test_decide();
+	test_lease_sure();
 	test_quorum();
 	test_record();
 	test_job_head();
