@@ -41,6 +41,22 @@ def value(i, gen):
     return struct.pack("<QQ", i, gen) + (seed * (n // len(seed) + 1))[: n - 16]
 
 
+def kv_daemon(openlaked, tmp_path, extra, tls, serial):
+    """A KV-only daemon on one drive with extra config, over TLS (its certificate's serial,
+    d.ca the CA a client trusts) when tls, ready for connect() and stats()."""
+    ca = None
+    if tls:
+        if not shutil.which("openssl"):
+            pytest.skip("no openssl CLI")
+        (tmp_path / "certs").mkdir()
+        ca = make_ca(tmp_path / "certs")
+        pem, key_path = make_cert(tmp_path / "certs", "kv", serial)
+        extra += f'\n[kv_tls]\ncert_path = "{pem}"\nkey_path = "{key_path}"\n'
+    d = openlaked(drives=1, mode="kv", extra=extra)
+    d.ca = ca
+    return ready(d)
+
+
 def connect(d):
     s = socket.create_connection(("127.0.0.1", int(d.kv_addr.rsplit(":", 1)[1])), timeout=120)
     if getattr(d, "ca", None):
@@ -184,17 +200,7 @@ def test_many_nvme_gets_outstanding_with_churn_are_exact(openlaked, tmp_path, tl
     # 8 MiB of DRAM, 32 MiB of NVMe in 4 MiB segments, write-behind within 50 ms: the reader
     # keys live mostly on NVMe only, and the filler puts make the tier drop segments
     extra = 'dram_bytes = "8MiB"\nspill_bytes = "32MiB"\nwriteback_ms = 50\n'
-    ca = None
-    if tls:
-        if not shutil.which("openssl"):
-            pytest.skip("no openssl CLI")
-        (tmp_path / "certs").mkdir()
-        ca = make_ca(tmp_path / "certs")
-        pem, key_path = make_cert(tmp_path / "certs", "kv", 0x7001)
-        extra += f'\n[kv_tls]\ncert_path = "{pem}"\nkey_path = "{key_path}"\n'
-    d = openlaked(drives=1, mode="kv", extra=extra)
-    d.ca = ca
-    d = ready(d)
+    d = kv_daemon(openlaked, tmp_path, extra, tls, 0x7001)
     sh = Shared()
     s = connect(d)
     try:

@@ -8,15 +8,11 @@ gathered into one send with the reply before them. Raw protocol (docs/kv-protoco
 TCP, and over TLS ([kv_tls]: the same gathered replies encrypted from where they lie)."""
 
 import hashlib
-import shutil
-import socket
-import ssl
 import struct
-import time
 
 import pytest
-from test_kv_security import ENT, GET, PUT, REP, hdr, ent, raw_hello, read_hdr, recv_exact, ready
-from test_tls import make_ca, make_cert
+from test_kv_nvme_gets import connect, kv_daemon, stats
+from test_kv_security import ENT, GET, PUT, REP, hdr, ent, read_hdr, recv_exact
 
 OK, MISS = 0, 2
 KiB = 1024
@@ -52,40 +48,13 @@ def get_frame(s, keys, cap):
     return out
 
 
-def stats(d):
-    import openlake_client as ol
-
-    tls = {"tls": True, "ca_file": str(d.ca)} if getattr(d, "ca", None) else {}
-    c = ol.connect([d.kv_addr], device="tcp", timeout_ms=30000, **tls)
-    try:
-        st = c.stats()
-        assert st["nodes"][0]["up"], st
-        return st["nodes"][0]["stats"]
-    finally:
-        c.close()
-
-
 @pytest.mark.parametrize("tls", [False, True], ids=["tcp", "tls"])
 def test_get_frame_of_nvme_only_blocks_is_read_ahead_and_exact(openlaked, tmp_path, tls):
     # strict: every put is on NVMe when it returns, so DRAM evictions demote, never drop
     extra = 'dram_bytes = "8MiB"\nwriteback = "strict"\nwriteback_ms = 200\n'
-    ca = None
-    if tls:
-        if not shutil.which("openssl"):
-            pytest.skip("no openssl CLI")
-        (tmp_path / "certs").mkdir()
-        ca = make_ca(tmp_path / "certs")
-        pem, key_path = make_cert(tmp_path / "certs", "kv", 0x7002)
-        extra += f'\n[kv_tls]\ncert_path = "{pem}"\nkey_path = "{key_path}"\n'
-    d = openlaked(drives=1, mode="kv", extra=extra)
-    d.ca = ca
-    d = ready(d)
-    s = socket.create_connection(("127.0.0.1", int(d.kv_addr.rsplit(":", 1)[1])), timeout=60)
-    if ca:
-        s = ssl.create_default_context(cafile=str(ca)).wrap_socket(s, server_hostname="127.0.0.1")
+    d = kv_daemon(openlaked, tmp_path, extra, tls, 0x7002)
+    s = connect(d)
     try:
-        h, _ = raw_hello(s, local=False)
-        assert h["status"] >= 0, h
         for i in range(N):  # ~18 MiB into 8 MiB of DRAM
             assert put(s, key("ra", i), val(i)) == OK
         before = stats(d)
