@@ -126,6 +126,7 @@ ol_cli_admin_scheme(const struct ol_cli_admin *a)
 
 struct conn {
 	int fd;
+	int wait_ms; /* for each read or write */
 	SSL_CTX *ctx;
 	SSL *ssl;
 };
@@ -190,7 +191,7 @@ conn_recv(struct conn *c, void *buf, size_t len)
 {
 	if (!c->ssl) {
 		struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
-		if (poll(&pfd, 1, 10000) != 1)
+		if (poll(&pfd, 1, c->wait_ms) != 1)
 			return -ETIMEDOUT;
 		ssize_t n = read(c->fd, buf, len);
 		return n < 0 ? -errno : n;
@@ -302,7 +303,8 @@ ol_cli_admin_call_body(struct ol_cli_admin *a, const char *method, const char *p
 	c.fd = ol_cli_tcp_connect(a->host, a->port, 3000);
 	if (c.fd < 0)
 		return c.fd;
-	struct timeval tv = {.tv_sec = 10};
+	c.wait_ms = a->wait_ms > 0 ? a->wait_ms : 10000;
+	struct timeval tv = {.tv_sec = c.wait_ms / 1000, .tv_usec = (c.wait_ms % 1000) * 1000};
 	(void)setsockopt(c.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	(void)setsockopt(c.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	buf = malloc(cap);

@@ -17,6 +17,7 @@ struct ol_cli_admin {
 	char ca_file[OL_CFG_STR], cert[OL_CFG_STR], key[OL_CFG_STR];
 	char access_key[OL_CFG_STR], secret_key[OL_CFG_STR], region[64];
 	char key_source[OL_CFG_STR + 32]; /* where the keys came from, for messages */
+	int wait_ms; /* how long a call waits for each read or write of its answer (0 = 10 s) */
 };
 
 /* Pick the keys and region into a: the flags (ak/sk/region, NULL when not given); else

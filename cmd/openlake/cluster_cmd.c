@@ -814,6 +814,7 @@ leader_drives(struct copts *o, json_t *sets, char *why, size_t cap)
 	    ol_cli_admin_endpoint(&a, s3))
 		return NULL;
 	a.tls = ol_cli_admin_tls(&a, o->cfg);
+	a.wait_ms = 3000; /* a status asked of a hung leader: say so soon, the rest is printed */
 	st = ol_cli_admin_call(&a, "GET", "/openlake/admin/v1/status", "", 4 << 20, &body);
 	doc = st == 200 && body ? json_loads(body, 0, &e) : NULL;
 	if (doc)
