@@ -115,7 +115,7 @@ static const struct cfg_key keys[] = {
      "async: a put returns at DRAM speed, write-behind is best effort (a block not yet written "
      "when evicted is dropped, counted); strict: a put returns once its block is on NVMe"},
     {"kv.writeback_bytes_per_sec", T_SIZE, F(kv_writeback_bps), "0", 0, BIG, 0, 0, 0,
-     "cap on the write-behind's NVMe bandwidth, leaving the rest to gets (0 = none)"},
+     "cap on the write-behind's NVMe bandwidth, leaving the rest to reads (0 = none)"},
     {"kv.namespace_quota_frac", T_F64, F(kv_ns_quota_frac), "0", 0, 1, 0, 0, 0,
      "share of the DRAM tier one client namespace may hold: past it, its own least recently "
      "used blocks leave DRAM for its new ones, not other namespaces' (0 = no quota)"},

@@ -208,7 +208,7 @@ bool ol_config_kv_prefault(const struct ol_config *cfg);
 
 /* The KV DRAM tier's size for a host with mem_total bytes of RAM: [kv] dram_bytes, else
  * [kv_slab] cpu_ram_frac of mem_total floored to whole GiB (at least 1 GiB, as upstream), else
- * [kv_slab] capacity_gb, else 1 GiB. *key (may be NULL) gets the key that decided it, for
+ * [kv_slab] capacity_gb, else 1 GiB. *key (may be NULL) is set to the key that decided it, for
  * messages ("[kv] dram_bytes", "[kv_slab] cpu_ram_frac", ...). Pure. */
 uint64_t ol_config_kv_dram_bytes(const struct ol_config *cfg, uint64_t mem_total, const char **key);
 

@@ -195,7 +195,7 @@ int ol_cluster_serve_acquire(struct ol_cluster *c, unsigned pool, unsigned set, 
  * serves nothing any more. 0 (also when it holds none), -errno: it is kept, call again. */
 int ol_cluster_serve_release(struct ol_cluster *c);
 
-/* A watch of <prefix><name>: fn gets the value now (NULL, 0, 0 when absent), then every
+/* A watch of <prefix><name>: fn is given the value now (NULL, 0, 0 when absent), then every
  * change (a deletion as NULL, 0 and its revision), on the calling thread, each once, in
  * order; a broken stream or a compacted revision reads the key again (fn may then see a
  * value twice). Blocks until *stop (checked every 250 ms) or fn returns a positive value

@@ -47,7 +47,7 @@ mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* the ops a loop needs; a kernel without one gets -EOPNOTSUPP at ol_loop_new */
+/* the ops a loop needs; on a kernel without one, ol_loop_new answers -EOPNOTSUPP */
 static int
 probe_ops(struct io_uring *ring)
 {

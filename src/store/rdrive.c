@@ -1,7 +1,7 @@
 /* store/rdrive.c - drives served by other nodes' node planes (issue 10).
  *
  * A remote drive has a small pool of node-plane clients (a client is one thread at a time;
- * the pool lets concurrent puts and gets each take their own connection). Over it run:
+ * the pool lets concurrent puts and reads each take their own connection). Over it run:
  * - its metadata: a remote ol_meta (meta/remote.c) whose callbacks are META_GET / META_SCAN /
  *   META_COMMIT; every commit carries the store's epoch and the drive's generation
  *   (fencing, node/mops.c): each time the drive's env is opened (at start and at every
@@ -9,7 +9,7 @@
  *   the drive with it before anything else is sent, so a commit still queued at a frozen
  *   node from before its return is refused instead of landing over newer records;
  * - its shard files: the engine's code handles shards as file descriptors through
- *   ol_io_batch. A remote shard gets a *virtual* descriptor (>= OL_VFD_BASE, far above any
+ *   ol_io_batch. A remote shard is given a *virtual* descriptor (>= OL_VFD_BASE, far above any
  *   real one) that names (drive, shard); ol_shard_batch runs the real ones on the ring and
  *   the virtual ones over the plane (SHARD_READ, SHARD_PWRITE, SHARD_FSYNC), all drives of a
  *   stripe in parallel: one helper thread per remote op beyond the first, the calling thread
@@ -859,7 +859,7 @@ ol_each_drive(struct ol_store *st, void (*fn)(struct ol_store *st, int d, void *
 	}
 }
 
-/* One SHARD_LIST page of dir after `after`: cb(arg, name, mtime_s) for each; *last gets the
+/* One SHARD_LIST page of dir after `after`: cb(arg, name, mtime_s) for each; *last is set to the
  * last name (empty when the page was empty). */
 static int
 list_page(struct ol_rdrive *rd, const char *dir, const char *after, char *last,

@@ -78,7 +78,7 @@ struct ol_store_set_opts {
 	int deadline_ms;    /* per call on the plane; 0 = 5000 */
 	/* Drive identity (docs/storage-format.md): with store_id (the deployment id) every drive
 	 * must carry the record of (store_id, pool, set of sets, its index); a drive without one
-	 * gets it written, a drive whose record names another store or position is kept
+	 * has it written, a drive whose record names another store or position is kept
 	 * offline (logged) and never written to. NULL: not checked. */
 	const char *store_id;
 	unsigned pool, set, sets; /* sets 0 = 1 */
@@ -196,7 +196,7 @@ struct ol_obj_info {
 };
 
 /* Streaming writer. The object is visible only after put_commit. (It writes to the set of the
- * key; a set that lacks the bucket set 0 has gets it first: see docs/ARCHITECTURE.md.) */
+ * key; a set that lacks the bucket set 0 has is given it first: see docs/ARCHITECTURE.md.) */
 struct ol_put;
 /* -ENOENT no bucket, -EINVAL key_len 0 or > OL_STORE_MAX_KEY. size_hint may be -1. */
 int ol_store_put_begin(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
@@ -317,7 +317,7 @@ int ol_store_mpu_stat(struct ol_store *st, const char *bucket, const char *uploa
 /* Versioning (S3). The caller keeps each bucket's mode (it is not in the store) and passes
  * it to every write of that bucket:
  *   OL_STORE_VER_OFF  never versioned: writes replace and reclaim, as without versioning;
- *   OL_STORE_VER_ON   every PUT, complete and marker gets a fresh version id and the versions
+ *   OL_STORE_VER_ON   every PUT, complete and marker is given a fresh version id and the versions
  *                     it replaces are kept;
  *   OL_STORE_VER_SUSP writes get the "null" version id and replace the key's null version
  *                     (if any); other versions are kept.
@@ -341,9 +341,9 @@ int ol_store_head_ver(struct ol_store *st, const char *bucket, const char *key, 
 		      size_t meta_cap);
 /* Delete in mode vmode. version_id NULL: OFF deletes the object (as ol_store_delete); ON and
  * SUSP add a delete marker as the current version (SUSP: the null one, replacing the null
- * version) and out (may be NULL) gets its id with delete_marker = 1. version_id set: removes
+ * version) and out (may be NULL) is given its id with delete_marker = 1. version_id set: removes
  * that version for good (its data reclaimed); when it was the current one the next newest
- * becomes current; out gets the id, and delete_marker when the version was a marker.
+ * becomes current; out is given the id, and delete_marker when the version was a marker.
  * 0, -ENOENT (no such key or version: idempotent for S3), -EINVAL bad id, -ENXIO no bucket,
  * -EIO. */
 int ol_store_delete_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
