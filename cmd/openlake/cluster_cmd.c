@@ -807,8 +807,11 @@ leader_drives(struct copts *o, json_t *sets, char *why, size_t cap)
 	size_t i;
 	int st;
 
-	json_array_foreach(sets, i, v) if (json_is_true(json_object_get(v, "serves"))) s3 =
-	    json_string_value(json_object_get(json_object_get(v, "leader"), "s3"));
+	json_array_foreach(sets, i, v)
+	{
+		if (json_is_true(json_object_get(v, "serves")))
+			s3 = json_string_value(json_object_get(json_object_get(v, "leader"), "s3"));
+	}
 	snprintf(why, cap, "no leader serves the cluster");
 	if (!s3 || ol_cli_admin_keys(&a, "cluster status", NULL, NULL, NULL, o->cfg, o->config) ||
 	    ol_cli_admin_endpoint(&a, s3))

@@ -804,6 +804,16 @@ st_put_skip(struct conn *c)
 	return 1;
 }
 
+/* Append a GET reply to c->iov: its head (hl bytes at h), then its value when there is one
+ * that fits the entry's capacity cap (else the head says its length alone). */
+static void
+iov_reply(struct conn *c, uint8_t *h, size_t hl, int st, const struct ol_kve_slot *sl, uint64_t cap)
+{
+	c->iov[c->niov++] = (struct iovec){h, hl};
+	if (st == OL_KV_OK && sl->len <= cap && sl->len > 0)
+		c->iov[c->niov++] = (struct iovec){sl->ptr, sl->len};
+}
+
 /* Add the replies of the entries from i on that a helper already read ahead (c->pre, in
  * entry order) to c->iov, each head and value, up to OL_KVS_GATHER: they go out in the same
  * sendmsg as the reply before them, not one loop turn and one ring op each. Their values are
@@ -820,9 +830,7 @@ gather_pre(struct conn *c)
 		kvs_get_head(c, &re, p->st, &sl, h);
 		c->buf_more[c->n_more++] = p->buf;
 		p->buf = NULL;
-		c->iov[c->niov++] = (struct iovec){h, OL_KVP_REP_ENT};
-		if (p->st == OL_KV_OK && sl.len <= re.len && sl.len > 0)
-			c->iov[c->niov++] = (struct iovec){sl.ptr, sl.len};
+		iov_reply(c, h, OL_KVP_REP_ENT, p->st, &sl, re.len);
 		c->i++;
 	}
 }
@@ -843,9 +851,7 @@ get_send(struct conn *c)
 	kvs_get_head(c, &c->e, c->st, &c->sl, c->gh + hl);
 	hl += OL_KVP_REP_ENT;
 	c->niov = 0;
-	c->iov[c->niov++] = (struct iovec){c->gh, hl};
-	if (c->st == OL_KV_OK && c->sl.len <= c->e.len && c->sl.len > 0)
-		c->iov[c->niov++] = (struct iovec){c->sl.ptr, c->sl.len};
+	iov_reply(c, c->gh, hl, c->st, &c->sl, c->e.len);
 	c->i++;
 	gather_pre(c);
 	return send_start(c);

@@ -372,7 +372,7 @@ revive(struct ol_store *st, int d, char *why, size_t cap)
 		snprintf(why, cap, "its file system is not mounted");
 		return -ENODEV;
 	}
-	/* the disk there is this drive, or a blank one (which gets a record and is healed):
+	/* the disk there is this drive, or a blank one (which is given a record and healed):
 	 * checked before anything is written to it */
 	blank = ol_format_verify(st, d, false, why, cap);
 	if (blank < 0)
@@ -571,46 +571,36 @@ monitor(void *arg)
 	return NULL;
 }
 
-/* the slow-drive figures of remote drives (a store of local drives has none) */
+/* the slow-drive figures of remote drives (a store of local drives has none), as
+ * ol_store_drive_state reports them */
 static void
 render_slow(struct ol_strbuf *b, struct ol_store *top)
 {
-	static const char *const fam[] = {
-	    "openlake_drive_slow_ejections_total",
-	    "counter",
-	    "times the drive was taken offline as slow beside its set's other drives",
-	    "openlake_drive_slow",
-	    "gauge",
-	    "1 while the drive is kept offline as slow (until its probes are fast for the hold)",
-	    "openlake_drive_call_latency_us",
-	    "gauge",
-	    "moving average of the drive's node-plane call times, microseconds (while slow: "
-	    "its last probe)"};
+	static const char *const fam[3][3] = {
+	    {"openlake_drive_slow_ejections_total", "counter",
+	     "times the drive was taken offline as slow beside its set's other drives"},
+	    {"openlake_drive_slow", "gauge",
+	     "1 while the drive is kept offline as slow (until its probes are fast for the hold)"},
+	    {"openlake_drive_call_latency_us", "gauge",
+	     "moving average of the drive's node-plane call times, microseconds (while slow: "
+	     "its last probe)"}};
+	struct ol_store_drive_state ds;
 
 	for (int f = 0; f < 3; f++) {
 		bool any = false;
 
-		for (int s = 0; s < top->n_sets; s++) {
-			struct ol_store *st = top->sets[s];
+		for (int i = 0; !ol_store_drive_state(top, i, &ds); i++) {
+			unsigned long long v = f == 0	? ds.slow_ejections
+					       : f == 1 ? ds.slow
+							: ds.latency_us;
 
-			for (int d = 0; d < st->n; d++) {
-				struct ol_drive *dr = &st->d[d];
-				unsigned long long v;
-
-				if (!dr->rd)
-					continue;
-				v = f == 0		     ? atomic_load(&dr->slow_ejections)
-				    : f == 1		     ? atomic_load(&dr->slow)
-				    : atomic_load(&dr->slow) ? atomic_load(&dr->slow_probe_us)
-							     : ol_rd_latency(dr->rd, NULL);
-				if (!any)
-					ol_strbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n",
-							 fam[3 * f], fam[3 * f + 2], fam[3 * f],
-							 fam[3 * f + 1]);
-				any = true;
-				ol_strbuf_printf(b, "%s{drive=\"%s\"} %llu\n", fam[3 * f], dr->root,
-						 v);
-			}
+			if (!ds.remote)
+				continue;
+			if (!any)
+				ol_strbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", fam[f][0],
+						 fam[f][2], fam[f][0], fam[f][1]);
+			any = true;
+			ol_strbuf_printf(b, "%s{drive=\"%s\"} %llu\n", fam[f][0], ds.path, v);
 		}
 	}
 }
