@@ -42,7 +42,51 @@ struct ol_rdrive {
 	int n_idle;
 	/* call times (slow.c): an EWMA in us and the calls since the last reset */
 	_Atomic uint64_t lat_us, lat_n;
+	_Atomic uint64_t hedged;    /* its ops abandoned by hedged batches */
+	_Atomic uint64_t hedged_ns; /* when the last one was (ol_io_now_ns), 0: never */
 };
+
+/* ---- hedging: an op of a batch that may be abandoned ----
+ * The thread running an op of a hedged batch points `my_slot` at the op's slot. Every client it
+ * takes from the pool is registered there while in use, so that the batch's thread can
+ * abort it (ol_node_client_abort); an aborted slot takes no more clients, and its client is
+ * freed, not pooled (its connection is cut; the pool's others are fine). */
+struct hslot {
+	pthread_mutex_t *mu; /* the batch's */
+	struct ol_node_client *c;
+	bool aborted, done;
+	uint64_t us; /* the op's time, once done */
+};
+
+static _Thread_local struct hslot *my_slot;
+
+static bool
+aborted_now(void)
+{
+	bool a = false;
+
+	if (my_slot) {
+		pthread_mutex_lock(my_slot->mu);
+		a = my_slot->aborted;
+		pthread_mutex_unlock(my_slot->mu);
+	}
+	return a;
+}
+
+/* c in use by this thread's op (or NULL: no longer): false when the op is abandoned. */
+static bool
+slot_set(struct ol_node_client *c)
+{
+	bool a = false;
+
+	if (my_slot) {
+		pthread_mutex_lock(my_slot->mu);
+		a = my_slot->aborted;
+		my_slot->c = a ? NULL : c;
+		pthread_mutex_unlock(my_slot->mu);
+	}
+	return !a;
+}
 
 /* ---- call times ---- */
 
@@ -80,17 +124,39 @@ ol_rd_latency_reset(struct ol_rdrive *rd)
 
 /* ---- the client pool ---- */
 
+/* An unused client back to the pool (freed when the pool is full). */
+static void
+rd_give_idle(struct ol_rdrive *rd, struct ol_node_client *c)
+{
+	pthread_mutex_lock(&rd->mu);
+	if (rd->n_idle < POOL_MAX) {
+		rd->idle[rd->n_idle++] = c;
+		c = NULL;
+	}
+	pthread_mutex_unlock(&rd->mu);
+	ol_node_client_free(c);
+}
+
 static int
 rd_take(struct ol_rdrive *rd, struct ol_node_client **out)
 {
+	int rc = 0;
+
+	*out = NULL;
+	if (aborted_now())
+		return -ECANCELED;
 	pthread_mutex_lock(&rd->mu);
-	if (rd->n_idle) {
+	if (rd->n_idle)
 		*out = rd->idle[--rd->n_idle];
-		pthread_mutex_unlock(&rd->mu);
-		return 0;
-	}
 	pthread_mutex_unlock(&rd->mu);
-	return ol_node_client_new(rd->peer, rd->st->secret, rd->st->self_id, out);
+	if (!*out)
+		rc = ol_node_client_new(rd->peer, rd->st->secret, rd->st->self_id, out);
+	if (!rc && !slot_set(*out)) { /* abandoned meanwhile: back unused */
+		rd_give_idle(rd, *out);
+		*out = NULL;
+		rc = -ECANCELED;
+	}
+	return rc;
 }
 
 /* A failure that says the peer or its connection is gone. */
@@ -102,13 +168,18 @@ conn_err(int rc)
 }
 
 /* Back to the pool after a call that returned rc. A connection error drops the client and
- * every idle one: after a peer restarts, all pooled connections to it are dead. */
+ * every idle one: after a peer restarts, all pooled connections to it are dead. A client
+ * whose op was abandoned is dropped alone (its connection was cut here, not by the peer). */
 static void
 rd_give(struct ol_rdrive *rd, struct ol_node_client *c, int rc)
 {
 	struct ol_node_client *drop[POOL_MAX];
 	int nd = 0;
 
+	if (!slot_set(NULL)) {
+		ol_node_client_free(c);
+		return;
+	}
 	pthread_mutex_lock(&rd->mu);
 	if (conn_err(rc)) {
 		nd = rd->n_idle;
@@ -130,7 +201,7 @@ rd_give(struct ol_rdrive *rd, struct ol_node_client *c, int rc)
 static bool
 again(int rc, int *tries)
 {
-	return (rc == -ECONNRESET || rc == -EPIPE) && (*tries)++ == 0;
+	return (rc == -ECONNRESET || rc == -EPIPE) && (*tries)++ == 0 && !aborted_now();
 }
 
 static int
@@ -617,6 +688,7 @@ rd_pwrite(struct ol_rdrive *rd, const char *name, const struct iovec *data, int 
 			break;
 		rc = pwrite_frames(rd, c, name, data, nd, off, flags, &any);
 		if (ol_node_client_pending(c)) { /* answers still on their way: not reusable */
+			slot_set(NULL);
 			ol_node_client_free(c);
 			c = NULL;
 		}
@@ -787,21 +859,151 @@ run_remotes(struct ol_io_op **r, unsigned n)
 	}
 }
 
+/* A hedged batch: every remote op on its own thread, this one watching. */
+struct hedge {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct ol_io_op **r;
+	struct hslot s[OL_MAX_DRIVES * 2];
+	uint64_t t0; /* ns */
+	unsigned ndone;
+};
+
+struct hedge_arg {
+	struct hedge *h;
+	unsigned i;
+};
+
+static void *
+hedge_thread(void *arg)
+{
+	struct hedge_arg *a = arg;
+	struct hedge *h = a->h;
+
+	my_slot = &h->s[a->i];
+	run_remote(h->r[a->i]);
+	my_slot = NULL;
+	pthread_mutex_lock(&h->mu);
+	h->s[a->i].done = true;
+	h->s[a->i].us = (ol_io_now_ns() - h->t0) / 1000;
+	h->ndone++;
+	pthread_cond_signal(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+/* The store of a remote op (every op of a batch is of one store). */
+static const struct ol_hedge_cfg *
+hedge_cfg(struct ol_io_op *op)
+{
+	struct vfile *f = vf_get(op->fd);
+
+	return f ? &f->rd->st->hedge : NULL;
+}
+
+/* Wait (h->mu held) until every op is done, or until the rule lets the rest go: then they
+ * are abandoned. */
+static void
+hedge_wait(struct hedge *h, unsigned n, int spare, const struct ol_hedge_cfg *cfg)
+{
+	while (h->ndone < n) {
+		uint64_t us[OL_MAX_DRIVES * 2], after, now;
+		int nd = 0;
+		struct timespec ts;
+
+		for (unsigned i = 0; i < n; i++)
+			if (h->s[i].done)
+				us[nd++] = h->s[i].us;
+		after = ol_hedge_after_us(cfg, us, nd, (int)n, spare);
+		now = (ol_io_now_ns() - h->t0) / 1000;
+		if (after != UINT64_MAX && now >= after)
+			break;
+		if (after == UINT64_MAX) {
+			pthread_cond_wait(&h->cv, &h->mu);
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += (time_t)((after - now) / 1000000);
+		ts.tv_nsec += (long)((after - now) % 1000000) * 1000;
+		if (ts.tv_nsec >= 1000000000L)
+			ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+		pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (h->s[i].done)
+			continue;
+		h->s[i].aborted = true;
+		if (h->s[i].c)
+			ol_node_client_abort(h->s[i].c);
+	}
+}
+
+/* Remote ops in parallel, giving up on up to spare stragglers; *mask: the abandoned ones. */
+static void
+run_hedged(struct ol_io_op **r, unsigned n, int spare, uint64_t *mask)
+{
+	struct hedge h = {.r = r};
+	struct hedge_arg a[OL_MAX_DRIVES * 2];
+	pthread_t th[OL_MAX_DRIVES * 2];
+	bool started[OL_MAX_DRIVES * 2] = {false};
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&h.mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h.cv, &ca);
+	pthread_condattr_destroy(&ca);
+	h.t0 = ol_io_now_ns();
+	for (unsigned i = 0; i < n; i++) {
+		h.s[i].mu = &h.mu;
+		a[i] = (struct hedge_arg){&h, i};
+		started[i] = pthread_create(&th[i], NULL, hedge_thread, &a[i]) == 0;
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (!started[i])
+			hedge_thread(&a[i]); /* no thread: it runs here, and is waited for */
+	pthread_mutex_lock(&h.mu);
+	hedge_wait(&h, n, spare, hedge_cfg(r[0]));
+	pthread_mutex_unlock(&h.mu);
+	for (unsigned i = 0; i < n; i++) {
+		struct vfile *f;
+
+		if (started[i])
+			pthread_join(th[i], NULL);
+		if (!h.s[i].aborted)
+			continue;
+		r[i]->res = -ETIMEDOUT;
+		*mask |= 1ull << i;
+		if ((f = vf_get(r[i]->fd))) {
+			atomic_fetch_add(&f->rd->hedged, 1);
+			atomic_store(&f->rd->hedged_ns, ol_io_now_ns());
+		}
+	}
+	pthread_cond_destroy(&h.cv);
+	pthread_mutex_destroy(&h.mu);
+}
+
 int
-ol_shard_batch(struct ol_io_op *ops, unsigned n)
+ol_shard_batch_spare(struct ol_io_op *ops, unsigned n, int spare, uint64_t *hedged)
 {
 	struct ol_io_op *loc[OL_MAX_DRIVES * 2], *rem[OL_MAX_DRIVES * 2];
 	struct ol_io_op tmp[OL_MAX_DRIVES * 2];
-	unsigned nl = 0, nr = 0;
+	unsigned nl = 0, nr = 0, ri[OL_MAX_DRIVES * 2];
+	const struct ol_hedge_cfg *cfg;
+	uint64_t mask = 0;
 	int rc = 0;
 
+	if (hedged)
+		*hedged = 0;
 	if (n > OL_MAX_DRIVES * 2)
 		return -EINVAL;
 	for (unsigned i = 0; i < n; i++) {
-		if (ol_vfd(ops[i].fd))
+		if (ol_vfd(ops[i].fd)) {
+			ri[nr] = i;
 			rem[nr++] = &ops[i];
-		else
+		} else {
 			loc[nl++] = &ops[i];
+		}
 	}
 	if (!nr)
 		return ol_io_batch(ops, n);
@@ -811,8 +1013,51 @@ ol_shard_batch(struct ol_io_op *ops, unsigned n)
 		rc = ol_io_batch(tmp, nl);
 	for (unsigned i = 0; i < nl; i++)
 		loc[i]->res = tmp[i].res;
-	run_remotes(rem, nr);
+	cfg = hedge_cfg(rem[0]);
+	if (spare > 0 && nr > 1 && cfg && cfg->floor_ms)
+		run_hedged(rem, nr, spare, &mask);
+	else
+		run_remotes(rem, nr);
+	for (unsigned i = 0; hedged && i < nr; i++)
+		if (mask & (1ull << i))
+			*hedged |= 1ull << ri[i];
 	return rc;
+}
+
+int
+ol_shard_batch(struct ol_io_op *ops, unsigned n)
+{
+	return ol_shard_batch_spare(ops, n, 0, NULL);
+}
+
+uint64_t
+ol_rd_hedged(struct ol_rdrive *rd)
+{
+	return atomic_load(&rd->hedged);
+}
+
+bool
+ol_drive_lagging(struct ol_store *st, int d)
+{
+	uint64_t v[OL_MAX_DRIVES], calls, at;
+	int n = 0;
+
+	if (!st->d[d].rd || !st->hedge.floor_ms)
+		return false;
+	/* left behind just now: its average may not show it (an abandoned call counts only the
+	 * time it was given, and its other calls may be fast) */
+	at = atomic_load(&st->d[d].rd->hedged_ns);
+	if (at && ol_io_now_ns() - at < (uint64_t)OL_HEDGE_RECENT_MS * 1000000)
+		return true;
+	for (int i = 0; i < st->n; i++) {
+		if (i == d || !st->d[i].rd || !atomic_load(&st->d[i].meta))
+			continue;
+		v[n] = ol_rd_latency(st->d[i].rd, &calls);
+		n += calls > 0;
+	}
+	if (!n || !ol_rd_latency(st->d[d].rd, &calls) || !calls)
+		return false;
+	return ol_hedge_lagging(&st->hedge, ol_rd_latency(st->d[d].rd, NULL), ol_slow_median(v, n));
 }
 
 struct each {
