@@ -287,10 +287,33 @@ ol_rd_ping(struct ol_rdrive *rd)
 	return rc;
 }
 
+/* The probe of a drive held out as slow: a read of its identity record (DRIVE_ID, no claim),
+ * which the peer serves from the drive itself, so a drive whose link is fast but whose disk
+ * is slow shows it (a ping would not). A drive without a record (-ENOENT) answered too. */
 int
 ol_rd_probe(struct ol_rdrive *rd, uint64_t *us)
 {
-	return ping_timed(rd, us);
+	uint8_t req[4];
+	struct ol_node_wr w = {req, 0, sizeof(req), false};
+	struct iovec iov;
+	struct ol_node_client *c;
+	const uint8_t *rp;
+	size_t rl;
+	uint64_t t0 = ol_io_now_ns();
+	int rc, tries = 0;
+
+	ol_node_put16(&w, (uint16_t)rd->pdrive);
+	ol_node_putbytes(&w, &(uint8_t){0}, 1);
+	iov = (struct iovec){req, w.n};
+	do {
+		if ((rc = rd_take(rd, &c)))
+			break;
+		rc = ol_node_call(c, OL_NODE_DRIVE_ID, &iov, 1, PING_MS < dl(rd) ? PING_MS : dl(rd),
+				  &rp, &rl);
+		rd_give(rd, c, rc);
+	} while (again(rc, &tries));
+	*us = (ol_io_now_ns() - t0) / 1000;
+	return rc == -ENOENT ? 0 : rc;
 }
 
 /* ---- metadata over the plane ---- */

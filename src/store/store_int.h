@@ -358,7 +358,8 @@ int ol_rd_ping(struct ol_rdrive *rd);
 uint64_t ol_rd_latency(struct ol_rdrive *rd, uint64_t *calls);
 /* Forget the drive's call times (a drive that returns starts afresh). */
 void ol_rd_latency_reset(struct ol_rdrive *rd);
-/* One ping timed by the wall clock, the way calls are timed: 0 and *us, or -errno. */
+/* One small read of the drive (its identity record, served from the drive itself, not a
+ * ping) timed by the wall clock, the way calls are timed: 0 and *us, or -errno. */
 int ol_rd_probe(struct ol_rdrive *rd, uint64_t *us);
 /* A remote env for drive d once it answers (ping, its identity, a metadata read). 0 or
  * -errno; why (cap bytes) says what failed: -EXDEV, the drive is not the one its slot

@@ -201,6 +201,32 @@ def test_only_one_of_two_slow_drives_leaves_a_set_of_quorum_three(world, tmp_pat
         store_whole(c, "slow2", w.acked, g, lid)
 
 
+def test_a_drive_slow_on_disk_but_fast_to_ping_stays_out(world, tmp_path):  # noqa: F811
+    """the return probe reads the drive (its identity record), not a ping: a drive whose
+    every drive call is slow but whose pings are fast stays out while that lasts"""
+    ops = ("STAT", "SHARD_READ", "SHARD_PWRITE", "SHARD_FSYNC", "SHARD_UNLINK", "SHARD_LIST",
+           "META_GET", "META_SCAN", "META_COMMIT", "DRIVE_ID")
+    with started(world, tmp_path, extra=EXTRA) as c:
+        lid, _ = c.leader()
+        f, g, h = others(lid)
+        c.client(g, retries=4).create_bucket(Bucket="disk")
+        w = Writer(c, "disk", g, h)
+        for _ in range(3):
+            w.step()
+        back = returns(c, lid, f)
+        c.nodes[lid].faults.write_text("".join(
+            f"delay {op} {DELAY_MS} {c.nodes[f].ip}:{c.nodes[f].rpc_port}\n" for op in ops))
+        w.until(lambda: slow_lines(c, lid), f"node {f}'s drive taken offline as slow")
+        t = time.monotonic()
+        w.until(lambda: time.monotonic() - t > 2 * HOLD_S + 2, "writes while its disk is slow",
+                max_n=5000, keys=20)
+        assert returns(c, lid, f) == back, "returned on fast pings while its calls were slow"
+        assert len(slow_lines(c, lid)) == 1, slow_lines(c, lid)
+        c.nodes[lid].faults.write_text("")
+        w.until(lambda: returns(c, lid, f) > back, f"node {f}'s drive back once fast")
+        store_whole(c, "disk", w.acked, g, lid)
+
+
 # Hedging (docs/cluster.md, "A slow drive"): with ejection off, a drive whose shard calls
 # take HEDGE_DELAY_MS each is left behind by stripes that can spare it instead of pacing them.
 HEDGE_DELAY_MS = 2000
