@@ -115,13 +115,16 @@ drive_failed(struct ol_put *p, int d, const char *what, int err)
 	ol_warn("store: drive %s: %s failed: %s", p->st->d[d].root, what, strerror(-err));
 }
 
+/* The shard files; with stripes to write, a remote drive's is created by its first stripe's
+ * write (a batch that need not wait for a slow drive) instead of by a call of its own. */
 static void
-open_files(struct ol_put *p)
+open_files(struct ol_put *p, bool stripes)
 {
 	for (int d = 0; d < p->st->n; d++) {
 		if (p->bad[d])
 			continue;
-		p->fd[d] = ol_shard_create(p->st, d, p->uuid);
+		p->fd[d] = stripes ? ol_shard_create_deferred(p->st, d, p->uuid)
+				   : ol_shard_create(p->st, d, p->uuid);
 		if (p->fd[d] < 0)
 			drive_failed(p, d, "shard create", p->fd[d]);
 	}
@@ -140,7 +143,7 @@ write_stripe(struct ol_put *p, const uint8_t *src, size_t dl)
 	uint64_t hedged;
 
 	if (!p->files)
-		open_files(p);
+		open_files(p, true);
 	for (int i = 0; i < st->p; i++)
 		if (!p->par[i])
 			p->par[i] = buf_get(st, st->bs);
@@ -455,7 +458,7 @@ ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, size_t
 	/* a zero-byte part has no stripe: its (empty) shard files still exist, so fsync and
 	 * heal find them like any other part's */
 	if (!rc && !inl && !p->files)
-		open_files(p);
+		open_files(p, false);
 	if (!rc && !inl)
 		rc = sync_files(p);
 	close_files(p, false);

@@ -549,6 +549,10 @@ struct vfile {
 	struct ol_rdrive *rd;
 	char name[MAX_NAME];
 	bool dir; /* a directory handle: its fsync is part of SHARD_FSYNC of the file */
+	/* a new shard not yet created: its first write (or sync) creates it, exclusively, so
+	 * that a PUT's creates ride on its first stripe's batch (hedged) instead of one call
+	 * per drive in turn; only the thread running the file's ops touches it */
+	bool create;
 };
 
 static pthread_mutex_t vf_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -562,7 +566,7 @@ ol_vfd(int fd)
 }
 
 static int
-vf_new(struct ol_rdrive *rd, const uint8_t *uuid, bool dir)
+vf_new(struct ol_rdrive *rd, const uint8_t *uuid, bool dir, bool create)
 {
 	struct vfile *f = ol_xcalloc(1, sizeof(*f));
 	char h[2 * OL_UUID + 1];
@@ -572,6 +576,7 @@ vf_new(struct ol_rdrive *rd, const uint8_t *uuid, bool dir)
 	snprintf(f->name, sizeof(f->name), "%.2s/%s", h, h);
 	f->rd = rd;
 	f->dir = dir;
+	f->create = create;
 	pthread_mutex_lock(&vf_mu);
 	for (i = 0; i < vf_cap && vf[(vf_hint + i) % vf_cap]; i++)
 		;
@@ -745,7 +750,7 @@ ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how)
 			rd_give(rd, c, rc);
 		} while (again(rc, &tries));
 	}
-	return rc ? rc : vf_new(rd, uuid, how == 2);
+	return rc ? rc : vf_new(rd, uuid, how == 2, how == 3);
 }
 
 void
@@ -831,7 +836,9 @@ run_remote(struct ol_io_op *op)
 		return;
 	}
 	case OL_IO_WRITE:
-		rc = rd_pwrite(f->rd, f->name, iov, niov, op->off, 0);
+		rc = rd_pwrite(f->rd, f->name, iov, niov, op->off,
+			       f->create ? OL_NODE_PW_CREATE | OL_NODE_PW_EXCL : 0);
+		f->create &= rc != 0; /* failed: the put counts the drive failed, no retry */
 		op->res = rc ? rc : (ssize_t)total;
 		return;
 	case OL_IO_FSYNC:
@@ -842,6 +849,12 @@ run_remote(struct ol_io_op *op)
 
 		if (f->dir) { /* the file's SHARD_FSYNC made its directory entry durable */
 			rc = 0;
+			break;
+		}
+		if (f->create) { /* never written: created empty, synced with its entry */
+			rc = rd_pwrite(f->rd, f->name, NULL, 0, 0,
+				       OL_NODE_PW_CREATE | OL_NODE_PW_EXCL | OL_NODE_PW_SYNC);
+			f->create &= rc != 0;
 			break;
 		}
 		ol_node_put16(&w, (uint16_t)f->rd->pdrive);
