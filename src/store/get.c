@@ -51,6 +51,11 @@ open_part(struct ol_get *g, uint32_t pi)
 	for (int d = 0; d < g->st->n; d++) {
 		if (!g->st->d[d].meta)
 			continue;
+		/* a drive far behind its peers is not asked whether its shard is there (a call of
+		 * its delay, drive after drive): reads leave it out, or learn it when they ask */
+		if (ol_drive_lagging(g->st, d) &&
+		    (g->fd[d] = ol_shard_handle(g->st, d, p.uuid)) >= 0)
+			continue;
 		ol_shard_path(g->st, d, p.uuid, path, sizeof(path));
 		g->fd[d] = ol_shard_open(g->st, d, p.uuid);
 		if (g->fd[d] >= 0 || !p.size)

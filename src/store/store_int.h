@@ -370,7 +370,8 @@ int ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out, char *why,
  * drive without one gets st->d[d].id written, with a fresh UUID. */
 int ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap);
 /* how: 0 an existing shard (-ENOENT), 1 a new empty one (-EEXIST), 2 its directory handle,
- * 3 a new one created (exclusively) by its first write or sync, no call now. */
+ * 3 a new one created (exclusively) by its first write or sync, no call now, 4 an existing
+ * one unchecked (no call now: a read of a missing one fails then). */
 int ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how);
 void ol_rd_shard_unlink(struct ol_store *st, int d, const uint8_t *uuid);
 /* Every file in the shard directories of remote drive d: cb(arg, dir, name, mtime in s);
@@ -409,6 +410,9 @@ int ol_shard_create(const struct ol_store *st, int d, const uint8_t *uuid);
  * batch with the other drives', where a slow drive may be left behind) instead of now: that
  * write or fsync fails -EEXIST where ol_shard_create would have. */
 int ol_shard_create_deferred(const struct ol_store *st, int d, const uint8_t *uuid);
+/* ol_shard_open, but a remote drive's shard is not checked now (no call): a read of a
+ * missing one fails when it is made. */
+int ol_shard_handle(const struct ol_store *st, int d, const uint8_t *uuid);
 /* An fd on the directory holding the shard file (to fsync its entry), or -errno. */
 int ol_open_shard_dir(const struct ol_store *st, int d, const uint8_t *uuid);
 void ol_shard_unlink(const struct ol_store *st, int d, const uint8_t *uuid);

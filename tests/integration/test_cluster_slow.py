@@ -231,9 +231,9 @@ def test_a_drive_slow_on_disk_but_fast_to_ping_stays_out(world, tmp_path):  # no
 # take HEDGE_DELAY_MS each is left behind by stripes that can spare it instead of pacing them.
 HEDGE_DELAY_MS = 2000
 HEDGE_SIZE = 24 << 20  # 8 stripes of 3 x 1 MiB: 8 waits of the delay, or more, without hedging
-# A whole request's bound: generous for a hedged one (one delay for the shard creates, which
-# are not hedged, and a hedge delay), far under what waiting for every call costs (16 s and
-# more for each of these PUTs and GETs).
+# A whole request's bound: generous for a hedged one (a hedge delay or two: only shard calls
+# are delayed here, and those are hedged), far under what waiting for every call costs (16 s
+# and more for each of these PUTs and GETs).
 REQUEST_S = 12
 
 
