@@ -35,7 +35,10 @@
 struct ol_rdrive {
 	struct ol_store *st;
 	char peer[128];
-	unsigned pdrive, node_id;
+	unsigned node_id;
+	/* the drive's index on its node: the slot's data_dirs index, or where its disk was found
+	 * (rd_find); changed only while the drive is offline */
+	_Atomic unsigned pdrive;
 	_Atomic uint64_t gen; /* this drive's generation (above); 0 before the first open */
 	pthread_mutex_t mu;
 	struct ol_node_client *idle[POOL_MAX];
@@ -365,17 +368,38 @@ ident_parse(const void *buf, size_t len, struct ol_driveid *f)
 	return r.err || ol_driveid_parse(text, n, f) ? -EPROTO : 0;
 }
 
+/* DRIVE_ID of the node's drive pd: *got its record (0), 1 when it has none, or -errno; with
+ * claim_text the node first writes that record on a drive without one. */
+static int
+ident_at(struct ol_rdrive *rd, unsigned pd, const char *claim_text, int n, struct ol_driveid *got)
+{
+	uint8_t req[4 + OL_DRIVEID_TEXT];
+	struct ol_node_wr w = {req, 0, sizeof(req), false};
+	struct iovec iov;
+	void *v = NULL;
+	size_t vl = 0;
+	int rc;
+
+	ol_node_put16(&w, (uint16_t)pd);
+	ol_node_putbytes(&w, &(uint8_t){claim_text ? OL_NODE_ID_CLAIM : 0}, 1);
+	if (claim_text) {
+		ol_node_put16(&w, (uint16_t)n);
+		ol_node_putbytes(&w, claim_text, (size_t)n);
+	}
+	iov = (struct iovec){req, w.n};
+	rc = rd_call(rd, OL_NODE_DRIVE_ID, &iov, 1, &v, &vl);
+	if (!rc)
+		rc = ident_parse(v, vl, got);
+	free(v);
+	return rc == -ENOENT && !claim_text ? 1 : rc;
+}
+
 int
 ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap)
 {
 	struct ol_drive *dr = &st->d[d];
 	struct ol_driveid want = dr->id, got;
-	uint8_t req[4 + OL_DRIVEID_TEXT];
 	char text[OL_DRIVEID_TEXT];
-	struct ol_node_wr w = {req, 0, sizeof(req), false};
-	struct iovec iov;
-	void *v = NULL;
-	size_t vl = 0;
 	int rc, n = 0;
 
 	if (!want.store[0])
@@ -387,18 +411,8 @@ ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap)
 		if ((n = ol_driveid_format(&want, text, sizeof(text))) < 0)
 			return n;
 	}
-	put_drive(&w, dr->rd);
-	ol_node_putbytes(&w, &(uint8_t){claim ? OL_NODE_ID_CLAIM : 0}, 1);
-	if (claim) {
-		ol_node_put16(&w, (uint16_t)n);
-		ol_node_putbytes(&w, text, (size_t)n);
-	}
-	iov = (struct iovec){req, w.n};
-	rc = rd_call(dr->rd, OL_NODE_DRIVE_ID, &iov, 1, &v, &vl);
-	if (!rc)
-		rc = ident_parse(v, vl, &got);
-	free(v);
-	if (rc == -ENOENT && !claim)
+	rc = ident_at(dr->rd, atomic_load(&dr->rd->pdrive), claim ? text : NULL, n, &got);
+	if (rc == 1)
 		return 1;
 	if (rc == -EUCLEAN) {
 		snprintf(why, cap,
@@ -420,6 +434,57 @@ ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap)
 	return 0;
 }
 
+/* Drive d is offline and its node answers. When the disk at the slot's index is not the
+ * slot's (another slot's record, or none) while another drive of that node holds the slot's
+ * record, the node's data_dirs lines were reordered or its disks mounted in another order:
+ * the drive is addressed at that index from now on. Never two: disks that both claim the
+ * slot (a cloned disk) leave it where it was, for the identity check to refuse. */
+static void
+rd_find(struct ol_store *st, int d)
+{
+	struct ol_drive *dr = &st->d[d];
+	struct ol_rdrive *rd = dr->rd;
+	struct ol_node_peer_info *in;
+	struct ol_node_client *c;
+	struct ol_driveid got;
+	unsigned pd = atomic_load(&rd->pdrive), n;
+	char why[OL_WHY_MAX];
+	int rc, found = -1;
+
+	if (!dr->id.store[0])
+		return;
+	rc = ident_at(rd, pd, NULL, 0, &got);
+	if (rc < 0 || (!rc && !ol_format_match(&dr->id, &got, "", why, sizeof(why))))
+		return; /* its own disk is there, or the identity check says why not */
+	if (rd_take(rd, &c))
+		return;
+	in = ol_xmalloc(sizeof(*in));
+	rc = ol_node_hello(c, dl(rd), in);
+	rd_give(rd, c, rc);
+	n = rc ? 0 : in->n_drives;
+	free(in);
+	for (unsigned j = 0; j < n; j++) {
+		if (j == pd || ident_at(rd, j, NULL, 0, &got) ||
+		    ol_format_match(&dr->id, &got, "", why, sizeof(why)))
+			continue;
+		if (found >= 0) {
+			ol_err(
+			    "store: drive %s: the disks at data_dirs index %d and %u of its node "
+			    "both hold its identity record (a cloned disk?): wipe the one that is "
+			    "not this slot's",
+			    dr->root, found, j);
+			return;
+		}
+		found = (int)j;
+	}
+	if (found < 0)
+		return;
+	ol_warn("store: drive %s: its disk is found at data_dirs index %d of the node (its "
+		"identity record names this slot: pool %u set %u drive %u); using it there",
+		dr->root, found, dr->id.pool, dr->id.set, dr->id.index);
+	atomic_store(&rd->pdrive, (unsigned)found);
+}
+
 /* Open drive d's remote env after the drive answered a ping, proved its identity and a
  * metadata read, and took a new generation (an empty commit, synced) that fences every frame
  * sent before. */
@@ -432,6 +497,8 @@ ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out, char *why, siz
 	int rc = ol_rd_ping(rd);
 
 	snprintf(why, cap, "node plane: %s", strerror(-rc));
+	if (!rc)
+		rd_find(st, d);
 	if (!rc && (rc = ol_rd_ident(st, d, true, why, cap)))
 		return rc; /* a wrong drive: nothing written to it */
 	if (!rc)

@@ -542,10 +542,12 @@ void ol_commit_gone(struct ol_commit *c, int d, const void *v, size_t vl);
 
 /* format.c: drive identity records (base/driveid.h). */
 /* Check data dirs 0..m*n-1 of cfg (m sets of n) against their records and write the records
- * the drives lack; ids[i] gets what drive i's record says (or must say). A drive that is
- * another store's or another position's: -EINVAL, logged with the drive, where it belongs
- * and the fix. *seed: the placement seed (0 for one set; else from the store id). */
-int ol_format_open(const struct ol_config *cfg, unsigned n, unsigned m, uint64_t *seed,
+ * the drives lack; ids[i] is given what drive i's record says (or must say). Dirs listed in
+ * another order than their records say are put in the records' order in cfg->data_dirs
+ * (logged). A drive that is another store's or another position's: -EINVAL, logged with the
+ * drive, where it belongs and the fix. *seed: the placement seed (0 for one set; else from
+ * the store id). */
+int ol_format_open(struct ol_config *cfg, unsigned n, unsigned m, uint64_t *seed,
 		   struct ol_driveid *ids);
 /* Record f (found at where, e.g. "its identity record") against expected e: 0 the same
  * position, else -EXDEV and why says whose drive it is and the fix. */
