@@ -41,8 +41,9 @@ struct ol_rdrive {
 	_Atomic unsigned pdrive;
 	_Atomic uint64_t gen; /* this drive's generation (above); 0 before the first open */
 	pthread_mutex_t mu;
-	struct ol_node_client *idle[POOL_MAX];
+	struct ol_node_client *idle[POOL_MAX]; /* each checked against uuid when it connected */
 	int n_idle;
+	char uuid[40]; /* the UUID the identity check last found on the drive; "" unknown */
 	/* call times (slow.c): an EWMA in us and the calls since the last reset */
 	_Atomic uint64_t lat_us, lat_n;
 };
@@ -83,17 +84,59 @@ ol_rd_latency_reset(struct ol_rdrive *rd)
 
 /* ---- the client pool ---- */
 
+/* A pooled client, or a new one (*fresh). A new one connects at once and, when the identity
+ * check knows the drive's UUID, the node's disk at the drive's index must carry it (HELLO
+ * lists them), else -EXDEV: after a node restarted with its disks in another order, no call
+ * lands on another slot's disk in the second before the monitor sees it. With check false
+ * (the monitor's ping, identity check and search for the disk) a new client is not checked,
+ * and the caller must not pool it (rd_give's fresh). */
 static int
-rd_take(struct ol_rdrive *rd, struct ol_node_client **out)
+rd_take_as(struct ol_rdrive *rd, struct ol_node_client **out, bool check, bool *fresh)
 {
+	struct ol_node_peer_info *in;
+	char want[sizeof(rd->uuid)];
+	unsigned pd;
+	int rc;
+
+	*fresh = false;
 	pthread_mutex_lock(&rd->mu);
 	if (rd->n_idle) {
 		*out = rd->idle[--rd->n_idle];
 		pthread_mutex_unlock(&rd->mu);
 		return 0;
 	}
+	memcpy(want, rd->uuid, sizeof(want));
 	pthread_mutex_unlock(&rd->mu);
-	return ol_node_client_new(rd->peer, rd->st->secret, rd->st->self_id, out);
+	*fresh = !check;
+	if ((rc = ol_node_client_new(rd->peer, rd->st->secret, rd->st->self_id, out)) || !check)
+		return rc;
+	in = ol_xmalloc(sizeof(*in));
+	rc = ol_node_hello(*out, rd->st->deadline_ms, in);
+	pd = atomic_load(&rd->pdrive);
+	if (!rc && want[0] && (pd >= in->n_drives || strcmp(in->drives[pd].uuid, want))) {
+		ol_warn(
+		    "store: node %u %s: the disk at data_dirs index %u is %s, not drive UUID %s "
+		    "found there before: no call goes to it until its identity is checked",
+		    rd->node_id, rd->peer, pd,
+		    pd >= in->n_drives || !in->drives[pd].uuid[0] ? "one without an identity record"
+								  : in->drives[pd].uuid,
+		    want);
+		rc = -EXDEV;
+	}
+	free(in);
+	if (rc) {
+		ol_node_client_free(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+static int
+rd_take(struct ol_rdrive *rd, struct ol_node_client **out)
+{
+	bool fresh;
+
+	return rd_take_as(rd, out, true, &fresh);
 }
 
 /* A failure that says the peer or its connection is gone. */
@@ -107,7 +150,7 @@ conn_err(int rc)
 /* Back to the pool after a call that returned rc. A connection error drops the client and
  * every idle one: after a peer restarts, all pooled connections to it are dead. */
 static void
-rd_give(struct ol_rdrive *rd, struct ol_node_client *c, int rc)
+rd_give_as(struct ol_rdrive *rd, struct ol_node_client *c, int rc, bool fresh)
 {
 	struct ol_node_client *drop[POOL_MAX];
 	int nd = 0;
@@ -117,7 +160,7 @@ rd_give(struct ol_rdrive *rd, struct ol_node_client *c, int rc)
 		nd = rd->n_idle;
 		memcpy(drop, rd->idle, (size_t)nd * sizeof(*drop));
 		rd->n_idle = 0;
-	} else if (rd->n_idle < POOL_MAX) {
+	} else if (rd->n_idle < POOL_MAX && !fresh) {
 		rd->idle[rd->n_idle++] = c;
 		c = NULL;
 	}
@@ -125,6 +168,12 @@ rd_give(struct ol_rdrive *rd, struct ol_node_client *c, int rc)
 	ol_node_client_free(c);
 	for (int i = 0; i < nd; i++)
 		ol_node_client_free(drop[i]);
+}
+
+static void
+rd_give(struct ol_rdrive *rd, struct ol_node_client *c, int rc)
+{
+	rd_give_as(rd, c, rc, false);
 }
 
 /* Once more after a connection that broke under a call: it may have been a pooled one the
@@ -142,19 +191,21 @@ dl(const struct ol_rdrive *rd)
 	return rd->st->deadline_ms;
 }
 
-/* One simple call on a pooled client; the reply copied into *out (malloc'd) when asked. */
+/* One simple call on a pooled client; the reply copied into *out (malloc'd) when asked.
+ * check: as rd_take_as. */
 static int
-rd_call(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, void **out,
-	size_t *olen)
+rd_call_as(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, void **out,
+	   size_t *olen, bool check)
 {
 	struct ol_node_client *c;
 	const uint8_t *rp;
 	size_t rl;
 	uint64_t t0 = ol_io_now_ns();
+	bool fresh;
 	int rc, tries = 0;
 
 	do {
-		if ((rc = rd_take(rd, &c)))
+		if ((rc = rd_take_as(rd, &c, check, &fresh)))
 			break;
 		rc = ol_node_call(c, op, iov, niov, dl(rd), &rp, &rl);
 		if (!rc && out) {
@@ -162,10 +213,17 @@ rd_call(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, voi
 			memcpy(*out, rp, rl);
 			*olen = rl;
 		}
-		rd_give(rd, c, rc);
+		rd_give_as(rd, c, rc, fresh);
 	} while (again(rc, &tries));
 	rd_note(rd, t0);
 	return rc;
+}
+
+static int
+rd_call(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, void **out,
+	size_t *olen)
+{
+	return rd_call_as(rd, op, iov, niov, out, olen, true);
 }
 
 struct ol_rdrive *
@@ -197,13 +255,14 @@ ping_timed(struct ol_rdrive *rd, uint64_t *us)
 {
 	struct ol_node_client *c;
 	uint64_t t0 = ol_io_now_ns();
+	bool fresh;
 	int rc, tries = 0;
 
 	do {
-		if ((rc = rd_take(rd, &c)))
+		if ((rc = rd_take_as(rd, &c, false, &fresh)))
 			break;
 		rc = ol_node_ping(c, PING_MS < dl(rd) ? PING_MS : dl(rd), NULL);
-		rd_give(rd, c, rc);
+		rd_give_as(rd, c, rc, fresh);
 	} while (again(rc, &tries));
 	*us = (ol_io_now_ns() - t0) / 1000;
 	return rc;
@@ -387,7 +446,7 @@ ident_at(struct ol_rdrive *rd, unsigned pd, const char *claim_text, int n, struc
 		ol_node_putbytes(&w, claim_text, (size_t)n);
 	}
 	iov = (struct iovec){req, w.n};
-	rc = rd_call(rd, OL_NODE_DRIVE_ID, &iov, 1, &v, &vl);
+	rc = rd_call_as(rd, OL_NODE_DRIVE_ID, &iov, 1, &v, &vl, false);
 	if (!rc)
 		rc = ident_parse(v, vl, got);
 	free(v);
@@ -431,6 +490,9 @@ ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap)
 		return rc;
 	if (strcmp(got.drive, dr->id.drive))
 		memcpy(dr->id.drive, got.drive, sizeof(got.drive));
+	pthread_mutex_lock(&dr->rd->mu);
+	snprintf(dr->rd->uuid, sizeof(dr->rd->uuid), "%s", got.drive);
+	pthread_mutex_unlock(&dr->rd->mu);
 	return 0;
 }
 
@@ -449,6 +511,7 @@ rd_find(struct ol_store *st, int d)
 	struct ol_driveid got;
 	unsigned pd = atomic_load(&rd->pdrive), n;
 	char why[OL_WHY_MAX];
+	bool fresh;
 	int rc, found = -1;
 
 	if (!dr->id.store[0])
@@ -456,11 +519,11 @@ rd_find(struct ol_store *st, int d)
 	rc = ident_at(rd, pd, NULL, 0, &got);
 	if (rc < 0 || (!rc && !ol_format_match(&dr->id, &got, "", why, sizeof(why))))
 		return; /* its own disk is there, or the identity check says why not */
-	if (rd_take(rd, &c))
+	if (rd_take_as(rd, &c, false, &fresh))
 		return;
 	in = ol_xmalloc(sizeof(*in));
 	rc = ol_node_hello(c, dl(rd), in);
-	rd_give(rd, c, rc);
+	rd_give_as(rd, c, rc, fresh);
 	n = rc ? 0 : in->n_drives;
 	free(in);
 	for (unsigned j = 0; j < n; j++) {

@@ -544,6 +544,34 @@ test_identity(uint8_t *small)
 		       atomic_load(&st->d[1].meta) != NULL,
 		   "a record gone from an online drive is written again, with a fresh UUID");
 	}
+	/* nodes 2 and 3 restarted with their disks exchanged (as a node restarted with its
+	 * disks in another order): a new connection finds another disk at the drive's index
+	 * (HELLO's UUID) and no call goes to it, before the monitor has looked */
+	{
+		uint8_t u[16] = {7};
+		char t[sizeof(dirs[0])];
+		int a, b;
+
+		srv_stop(2);
+		srv_stop(3);
+		memcpy(t, dirs[2], sizeof(t));
+		memcpy(dirs[2], dirs[3], sizeof(t));
+		memcpy(dirs[3], t, sizeof(t));
+		rc = srv_start(2) || srv_start(3);
+		a = st ? ol_rd_shard_open(st, 2, u, 0) : 0;
+		b = st ? ol_rd_shard_open(st, 3, u, 0) : 0;
+		ok(rc == 0 && a == -EXDEV && b == -EXDEV,
+		   "disks exchanged under a restart: no call reaches them (%d, %d)", a, b);
+		srv_stop(2);
+		srv_stop(3);
+		memcpy(t, dirs[2], sizeof(t));
+		memcpy(dirs[2], dirs[3], sizeof(t));
+		memcpy(dirs[3], t, sizeof(t));
+		rc = srv_start(2) || srv_start(3);
+		ok(rc == 0 && st && wait_drive(st, 2, true) && wait_drive(st, 3, true) &&
+		       ol_rd_shard_open(st, 2, u, 0) == -ENOENT,
+		   "the disks back in place: calls reach them again");
+	}
 	ol_store_close(st);
 	st = NULL;
 	/* another store's drive in slot 3: kept offline at open, the set opens degraded */
