@@ -37,7 +37,7 @@ struct ol_rdrive {
 	char peer[128];
 	unsigned node_id;
 	/* the drive's index on its node: the slot's data_dirs index, or where its disk was found
-	 * (rd_find); changed only while the drive is offline */
+	 * (ol_rd_find); changed only while the drive is offline */
 	_Atomic unsigned pdrive;
 	_Atomic uint64_t gen; /* this drive's generation (above); 0 before the first open */
 	pthread_mutex_t mu;
@@ -496,13 +496,8 @@ ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap)
 	return 0;
 }
 
-/* Drive d is offline and its node answers. When the disk at the slot's index is not the
- * slot's (another slot's record, or none) while another drive of that node holds the slot's
- * record, the node's data_dirs lines were reordered or its disks mounted in another order:
- * the drive is addressed at that index from now on. Never two: disks that both claim the
- * slot (a cloned disk) leave it where it was, for the identity check to refuse. */
-static void
-rd_find(struct ol_store *st, int d)
+int
+ol_rd_find(struct ol_store *st, int d, bool move)
 {
 	struct ol_drive *dr = &st->d[d];
 	struct ol_rdrive *rd = dr->rd;
@@ -515,12 +510,12 @@ rd_find(struct ol_store *st, int d)
 	int rc, found = -1;
 
 	if (!dr->id.store[0])
-		return;
+		return -1;
 	rc = ident_at(rd, pd, NULL, 0, &got);
 	if (rc < 0 || (!rc && !ol_format_match(&dr->id, &got, "", why, sizeof(why))))
-		return; /* its own disk is there, or the identity check says why not */
+		return -1; /* its own disk is there, or the identity check says why not */
 	if (rd_take_as(rd, &c, false, &fresh))
-		return;
+		return -1;
 	in = ol_xmalloc(sizeof(*in));
 	rc = ol_node_hello(c, dl(rd), in);
 	rd_give_as(rd, c, rc, fresh);
@@ -536,16 +531,17 @@ rd_find(struct ol_store *st, int d)
 			    "both hold its identity record (a cloned disk?): wipe the one that is "
 			    "not this slot's",
 			    dr->root, found, j);
-			return;
+			return -1;
 		}
 		found = (int)j;
 	}
-	if (found < 0)
-		return;
+	if (found < 0 || !move)
+		return found;
 	ol_warn("store: drive %s: its disk is found at data_dirs index %d of the node (its "
 		"identity record names this slot: pool %u set %u drive %u); using it there",
 		dr->root, found, dr->id.pool, dr->id.set, dr->id.index);
 	atomic_store(&rd->pdrive, (unsigned)found);
+	return found;
 }
 
 /* Open drive d's remote env after the drive answered a ping, proved its identity and a
@@ -561,7 +557,7 @@ ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out, char *why, siz
 
 	snprintf(why, cap, "node plane: %s", strerror(-rc));
 	if (!rc)
-		rd_find(st, d);
+		ol_rd_find(st, d, true);
 	if (!rc && (rc = ol_rd_ident(st, d, true, why, cap)))
 		return rc; /* a wrong drive: nothing written to it */
 	if (!rc)

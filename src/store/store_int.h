@@ -350,6 +350,12 @@ int ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out, char *why,
  * claim; nothing written), -EXDEV (another drive, why says whose), -errno. With claim a
  * drive without one gets st->d[d].id written, with a fresh UUID. */
 int ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap);
+/* Drive d's node answers and the disk at the slot's index is not the slot's (another slot's
+ * record, or none): the index of the node's one other disk that holds the slot's record (the
+ * node's data_dirs lines reordered, or its disks mounted in another order), else -1 (also
+ * when two do: a cloned disk, logged). move (the drive offline: no call in flight): the drive
+ * is addressed there from now on, logged. */
+int ol_rd_find(struct ol_store *st, int d, bool move);
 /* how: 0 an existing shard (-ENOENT), 1 a new empty one (-EEXIST), 2 its directory handle. */
 int ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how);
 void ol_rd_shard_unlink(struct ol_store *st, int d, const uint8_t *uuid);
