@@ -25,6 +25,8 @@ while [ $# -gt 0 ]; do
 	shift
 done
 case "$BUILD" in /*) ;; *) BUILD=$REPO/$BUILD ;; esac
+PY=/usr/bin/python3
+. "$REPO/bench/lib.sh"
 OPENLAKED=$BUILD/cmd/openlaked/openlaked
 CLI=$BUILD/cmd/openlake/openlake
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/openlake-keysbench.XXXXXX")
@@ -34,29 +36,7 @@ cleanup() {
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
-PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat >"$TMP/cfg.toml" <<CFG
-data_dirs = ["$TMP/d0", "$TMP/d1", "$TMP/d2", "$TMP/d3"]
-s3_addr = "127.0.0.1:$PORT"
-console_addr = ""
-kv_addr = ""
-set_drive_count = 4
-default_parity_count = 1
-[[credentials]]
-access_key = "openlakeadmin"
-secret_key = "openlakeadmin"
-[[credentials]]
-user = "alice"
-access_key = "alicekey"
-secret_key = "alicesecret"
-CFG
-"$OPENLAKED" --config "$TMP/cfg.toml" >"$TMP/log" 2>&1 &
-DPID=$!
-for _ in $(seq 100); do
-	(exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break
-	sleep 0.1
-done
-EP=http://127.0.0.1:$PORT
+start_s3_alice "$OPENLAKED" "$TMP"
 keys() { "$CLI" keys --endpoint "$EP" --access-key openlakeadmin --secret-key openlakeadmin "$@"; }
 for i in $(seq 1000); do
 	echo "filler-secret-$i" | keys add "filler$((i % 50))" --key "FILLER$i" --secret-stdin >/dev/null
@@ -69,26 +49,6 @@ run() { # bucket access_key secret [--no-prefill]
 }
 run bench-config alicekey alicesecret >/dev/null
 run bench-runtime BOBRUNTIME bob-runtime-secret >/dev/null
-cfg=()
-rt=()
-for i in $(seq "$ROUNDS"); do
-	if [ $((i % 2)) -eq 1 ]; then
-		a=$(run bench-config alicekey alicesecret --no-prefill)
-		b=$(run bench-runtime BOBRUNTIME bob-runtime-secret --no-prefill)
-	else
-		b=$(run bench-runtime BOBRUNTIME bob-runtime-secret --no-prefill)
-		a=$(run bench-config alicekey alicesecret --no-prefill)
-	fi
-	echo "round $i: GET 4KiB c=$CONC  config key $a ops/s   run-time key $b ops/s"
-	cfg+=("$a")
-	rt+=("$b")
-done
-/usr/bin/python3 - "${cfg[*]}" "${rt[*]}" <<'PY'
-import statistics, sys
-cfg = [float(x) for x in sys.argv[1].split()]
-rt = [float(x) for x in sys.argv[2].split()]
-a, b = statistics.median(cfg), statistics.median(rt)
-r = statistics.median(y / n for n, y in zip(cfg, rt))
-print(f"GET 4KiB median: run-time key {b:.0f} ops/s, config key {a:.0f} ops/s; "
-      f"median of the rounds' ratios {r:.3f} ({(1 - r) * 100:+.1f}% cost)")
-PY
+side_a() { run bench-config alicekey alicesecret --no-prefill; }
+side_b() { run bench-runtime BOBRUNTIME bob-runtime-secret --no-prefill; }
+abba "$ROUNDS" "GET 4KiB c=$CONC" "config key" "run-time key"

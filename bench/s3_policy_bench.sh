@@ -24,6 +24,8 @@ while [ $# -gt 0 ]; do
 	shift
 done
 case "$BUILD" in /*) ;; *) BUILD=$REPO/$BUILD ;; esac
+PY=/usr/bin/python3
+. "$REPO/bench/lib.sh"
 OPENLAKED=$BUILD/cmd/openlaked/openlaked
 CLI=$BUILD/cmd/openlake/openlake
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/openlake-polbench.XXXXXX")
@@ -33,29 +35,8 @@ cleanup() {
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
-PORT=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat >"$TMP/cfg.toml" <<CFG
-data_dirs = ["$TMP/d0", "$TMP/d1", "$TMP/d2", "$TMP/d3"]
-s3_addr = "127.0.0.1:$PORT"
-kv_addr = ""
-set_drive_count = 4
-default_parity_count = 1
-[[credentials]]
-access_key = "openlakeadmin"
-secret_key = "openlakeadmin"
-[[credentials]]
-user = "alice"
-access_key = "alicekey"
-secret_key = "alicesecret"
-CFG
-"$OPENLAKED" --config "$TMP/cfg.toml" >"$TMP/log" 2>&1 &
-DPID=$!
-for _ in $(seq 100); do
-	(exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break
-	sleep 0.1
-done
+start_s3_alice "$OPENLAKED" "$TMP"
 export AWS_ACCESS_KEY_ID=alicekey AWS_SECRET_ACCESS_KEY=alicesecret
-EP=http://127.0.0.1:$PORT
 /usr/bin/python3 - "$EP" <<'PY'
 import json, sys, boto3
 s3 = boto3.client("s3", endpoint_url=sys.argv[1], aws_access_key_id="alicekey",
@@ -83,27 +64,6 @@ run() {
 # prefill once per bucket, then measure without prefill
 run bench-nopolicy >/dev/null
 run bench-policy >/dev/null
-no=()
-yes=()
-for i in $(seq "$ROUNDS"); do
-	# ABBA order: a load that drifts during the run weighs on both sides alike
-	if [ $((i % 2)) -eq 1 ]; then
-		a=$(run bench-nopolicy --no-prefill)
-		b=$(run bench-policy --no-prefill)
-	else
-		b=$(run bench-policy --no-prefill)
-		a=$(run bench-nopolicy --no-prefill)
-	fi
-	echo "round $i: GET 4KiB c=$CONC  no policy $a ops/s   with policy $b ops/s"
-	no+=("$a")
-	yes+=("$b")
-done
-/usr/bin/python3 - "${no[*]}" "${yes[*]}" <<'PY'
-import statistics, sys
-no = [float(x) for x in sys.argv[1].split()]
-yes = [float(x) for x in sys.argv[2].split()]
-a, b = statistics.median(no), statistics.median(yes)
-r = statistics.median(y / n for n, y in zip(no, yes))
-print(f"GET 4KiB median: with policy {b:.0f} ops/s, no policy {a:.0f} ops/s; "
-      f"median of the rounds' ratios {r:.3f} ({(1 - r) * 100:+.1f}% cost)")
-PY
+side_a() { run bench-nopolicy --no-prefill; }
+side_b() { run bench-policy --no-prefill; }
+abba "$ROUNDS" "GET 4KiB c=$CONC" "no policy" "with policy"

@@ -212,7 +212,7 @@ check_online(struct ol_store *st, int d)
 {
 	struct ol_meta *m = atomic_load(&st->d[d].meta);
 	char why[OL_WHY_MAX];
-	int rc;
+	int rc, j;
 
 	if (!m)
 		return;
@@ -224,6 +224,11 @@ check_online(struct ol_store *st, int d)
 			snprintf(why, sizeof(why), "node plane ping failed: %s", strerror(-rc));
 		else /* another disk at its node's path (swapped, moved): never written to */
 			rc = remote_ident(st, d, why, sizeof(why));
+		if (rc == -EXDEV && (j = ol_rd_find(st, d, false)) >= 0)
+			snprintf(why, sizeof(why),
+				 "its disk is now at data_dirs index %d of its node (the node's "
+				 "disks were reordered): it returns there at the next check",
+				 j);
 		if (rc)
 			ol_drive_offline(st, d, m, false, why);
 		return;

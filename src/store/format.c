@@ -95,6 +95,66 @@ duplicate(const struct ol_config *cfg, const struct ol_driveid *rec, const int *
 	return 0;
 }
 
+/* Data dirs reordered (data_dirs lines moved, disks mounted in another order): each dir whose
+ * record is this store's (version 2: it names its set and index) is put at the position its
+ * record names, in cfg->data_dirs and in rec/rc alike; the dirs without such a record keep
+ * their order in the positions left. Nothing moves when two records name one position (a
+ * copied disk: check_all refuses it). */
+static void
+reorder(struct ol_config *cfg, unsigned n, unsigned m, struct ol_driveid *rec, int *rc,
+	const char *id)
+{
+	unsigned all = m * n, to[OL_CFG_MAX_DIRS], next = 0;
+	bool used[OL_CFG_MAX_DIRS] = {false}, mine[OL_CFG_MAX_DIRS], moved = false;
+	struct ol_driveid *r2;
+	char(*d2)[OL_CFG_STR];
+	int rc2[OL_CFG_MAX_DIRS];
+
+	for (unsigned i = 0; i < all; i++) {
+		const struct ol_driveid *f = &rec[i];
+		unsigned at = f->set * n + f->index;
+
+		mine[i] = !rc[i] && f->version == 2 && !strcmp(f->store, id) && f->sets == m &&
+			  f->drives == n && f->pool == 0 && f->set < m && f->index < n;
+		if (!mine[i])
+			continue;
+		if (used[at])
+			return;
+		used[at] = true;
+		to[i] = at;
+		moved |= at != i;
+	}
+	if (!moved)
+		return;
+	for (unsigned i = 0; i < all; i++) {
+		if (mine[i])
+			continue;
+		while (used[next])
+			next++;
+		used[next] = true;
+		to[i] = next;
+	}
+	r2 = ol_xcalloc(all, sizeof(*r2));
+	d2 = ol_xcalloc(all, sizeof(*d2));
+	for (unsigned i = 0; i < all; i++) {
+		if (to[i] != i)
+			ol_warn(
+			    "store: data dir %s is drive %u of erasure set %u (its identity record "
+			    "%s) but data_dirs lists it as entry %u: it is used as its record says "
+			    "(list it as entry %u to silence this)",
+			    cfg->data_dirs[i], to[i] % n, to[i] / n, OL_DRIVEID_NAME, i + 1,
+			    to[i] + 1);
+		memcpy(d2[to[i]], cfg->data_dirs[i], OL_CFG_STR);
+		r2[to[i]] = rec[i];
+		rc2[to[i]] = rc[i];
+	}
+	memcpy(cfg->data_dirs, d2, all * sizeof(*d2));
+	memcpy(rec, r2, all * sizeof(*r2));
+	memcpy(rc, rc2, all * sizeof(*rc));
+	free(r2);
+	free(d2);
+}
+
 /* Check every data dir's record: rc[i] what reading it answered. */
 static int
 check_all(const struct ol_config *cfg, unsigned n, unsigned m, const struct ol_driveid *rec,
@@ -167,7 +227,7 @@ write_all(const struct ol_config *cfg, unsigned n, unsigned m, const struct ol_d
 }
 
 int
-ol_format_open(const struct ol_config *cfg, unsigned n, unsigned m, uint64_t *seed,
+ol_format_open(struct ol_config *cfg, unsigned n, unsigned m, uint64_t *seed,
 	       struct ol_driveid *ids)
 {
 	struct ol_driveid *rec = ol_xcalloc(m * n, sizeof(*rec));
@@ -180,6 +240,7 @@ ol_format_open(const struct ol_config *cfg, unsigned n, unsigned m, uint64_t *se
 	v = vote(rec, rc, m * n);
 	if (v)
 		snprintf(id, sizeof(id), "%s", v);
+	reorder(cfg, n, m, rec, rc, id);
 	err = check_all(cfg, n, m, rec, rc, id);
 	if (err)
 		goto out;

@@ -35,11 +35,15 @@
 struct ol_rdrive {
 	struct ol_store *st;
 	char peer[128];
-	unsigned pdrive, node_id;
+	unsigned node_id;
+	/* the drive's index on its node: the slot's data_dirs index, or where its disk was found
+	 * (ol_rd_find); changed only while the drive is offline */
+	_Atomic unsigned pdrive;
 	_Atomic uint64_t gen; /* this drive's generation (above); 0 before the first open */
 	pthread_mutex_t mu;
-	struct ol_node_client *idle[POOL_MAX];
+	struct ol_node_client *idle[POOL_MAX]; /* each checked against uuid when it connected */
 	int n_idle;
+	char uuid[40]; /* the UUID the identity check last found on the drive; "" unknown */
 	/* call times (slow.c): an EWMA in us and the calls since the last reset */
 	_Atomic uint64_t lat_us, lat_n;
 	_Atomic uint64_t hedged;    /* its ops abandoned by hedged batches */
@@ -124,7 +128,7 @@ ol_rd_latency_reset(struct ol_rdrive *rd)
 
 /* ---- the client pool ---- */
 
-/* An unused client back to the pool (freed when the pool is full). */
+/* An unused pooled client back to the pool (freed when the pool is full). */
 static void
 rd_give_idle(struct ol_rdrive *rd, struct ol_node_client *c)
 {
@@ -137,26 +141,76 @@ rd_give_idle(struct ol_rdrive *rd, struct ol_node_client *c)
 	ol_node_client_free(c);
 }
 
+/* A pooled client, or a new one (*fresh). A new one connects at once and, when the identity
+ * check knows the drive's UUID, the node's disk at the drive's index must carry it (HELLO
+ * lists them), else -EXDEV: after a node restarted with its disks in another order, no call
+ * lands on another slot's disk in the second before the monitor sees it. With check false
+ * (the monitor's ping, identity check and search for the disk) a new client is not checked,
+ * and the caller must not pool it (rd_give's fresh). In an op of a hedged batch the client
+ * is registered in the op's slot before any call (its HELLO too), and an op already
+ * abandoned takes none (-ECANCELED). */
 static int
-rd_take(struct ol_rdrive *rd, struct ol_node_client **out)
+rd_take_as(struct ol_rdrive *rd, struct ol_node_client **out, bool check, bool *fresh)
 {
-	int rc = 0;
+	struct ol_node_peer_info *in;
+	char want[sizeof(rd->uuid)];
+	unsigned pd;
+	int rc;
 
+	*fresh = false;
 	*out = NULL;
 	if (aborted_now())
 		return -ECANCELED;
 	pthread_mutex_lock(&rd->mu);
-	if (rd->n_idle)
+	if (rd->n_idle) {
 		*out = rd->idle[--rd->n_idle];
-	pthread_mutex_unlock(&rd->mu);
-	if (!*out)
-		rc = ol_node_client_new(rd->peer, rd->st->secret, rd->st->self_id, out);
-	if (!rc && !slot_set(*out)) { /* abandoned meanwhile: back unused */
-		rd_give_idle(rd, *out);
+		pthread_mutex_unlock(&rd->mu);
+		if (slot_set(*out))
+			return 0;
+		rd_give_idle(rd, *out); /* abandoned meanwhile: back unused */
 		*out = NULL;
-		rc = -ECANCELED;
+		return -ECANCELED;
+	}
+	memcpy(want, rd->uuid, sizeof(want));
+	pthread_mutex_unlock(&rd->mu);
+	*fresh = !check;
+	if ((rc = ol_node_client_new(rd->peer, rd->st->secret, rd->st->self_id, out)))
+		return rc;
+	if (!slot_set(*out)) {
+		ol_node_client_free(*out);
+		*out = NULL;
+		return -ECANCELED;
+	}
+	if (!check)
+		return 0;
+	in = ol_xmalloc(sizeof(*in));
+	rc = ol_node_hello(*out, rd->st->deadline_ms, in);
+	pd = atomic_load(&rd->pdrive);
+	if (!rc && want[0] && (pd >= in->n_drives || strcmp(in->drives[pd].uuid, want))) {
+		ol_warn(
+		    "store: node %u %s: the disk at data_dirs index %u is %s, not drive UUID %s "
+		    "found there before: no call goes to it until its identity is checked",
+		    rd->node_id, rd->peer, pd,
+		    pd >= in->n_drives || !in->drives[pd].uuid[0] ? "one without an identity record"
+								  : in->drives[pd].uuid,
+		    want);
+		rc = -EXDEV;
+	}
+	free(in);
+	if (rc) {
+		slot_set(NULL);
+		ol_node_client_free(*out);
+		*out = NULL;
 	}
 	return rc;
+}
+
+static int
+rd_take(struct ol_rdrive *rd, struct ol_node_client **out)
+{
+	bool fresh;
+
+	return rd_take_as(rd, out, true, &fresh);
 }
 
 /* A failure that says the peer or its connection is gone. */
@@ -171,7 +225,7 @@ conn_err(int rc)
  * every idle one: after a peer restarts, all pooled connections to it are dead. A client
  * whose op was abandoned is dropped alone (its connection was cut here, not by the peer). */
 static void
-rd_give(struct ol_rdrive *rd, struct ol_node_client *c, int rc)
+rd_give_as(struct ol_rdrive *rd, struct ol_node_client *c, int rc, bool fresh)
 {
 	struct ol_node_client *drop[POOL_MAX];
 	int nd = 0;
@@ -185,7 +239,7 @@ rd_give(struct ol_rdrive *rd, struct ol_node_client *c, int rc)
 		nd = rd->n_idle;
 		memcpy(drop, rd->idle, (size_t)nd * sizeof(*drop));
 		rd->n_idle = 0;
-	} else if (rd->n_idle < POOL_MAX) {
+	} else if (rd->n_idle < POOL_MAX && !fresh) {
 		rd->idle[rd->n_idle++] = c;
 		c = NULL;
 	}
@@ -193,6 +247,12 @@ rd_give(struct ol_rdrive *rd, struct ol_node_client *c, int rc)
 	ol_node_client_free(c);
 	for (int i = 0; i < nd; i++)
 		ol_node_client_free(drop[i]);
+}
+
+static void
+rd_give(struct ol_rdrive *rd, struct ol_node_client *c, int rc)
+{
+	rd_give_as(rd, c, rc, false);
 }
 
 /* Once more after a connection that broke under a call: it may have been a pooled one the
@@ -210,19 +270,21 @@ dl(const struct ol_rdrive *rd)
 	return rd->st->deadline_ms;
 }
 
-/* One simple call on a pooled client; the reply copied into *out (malloc'd) when asked. */
+/* One simple call on a pooled client; the reply copied into *out (malloc'd) when asked.
+ * check: as rd_take_as. */
 static int
-rd_call(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, void **out,
-	size_t *olen)
+rd_call_as(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, void **out,
+	   size_t *olen, bool check)
 {
 	struct ol_node_client *c;
 	const uint8_t *rp;
 	size_t rl;
 	uint64_t t0 = ol_io_now_ns();
+	bool fresh;
 	int rc, tries = 0;
 
 	do {
-		if ((rc = rd_take(rd, &c)))
+		if ((rc = rd_take_as(rd, &c, check, &fresh)))
 			break;
 		rc = ol_node_call(c, op, iov, niov, dl(rd), &rp, &rl);
 		if (!rc && out) {
@@ -230,10 +292,17 @@ rd_call(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, voi
 			memcpy(*out, rp, rl);
 			*olen = rl;
 		}
-		rd_give(rd, c, rc);
+		rd_give_as(rd, c, rc, fresh);
 	} while (again(rc, &tries));
 	rd_note(rd, t0);
 	return rc;
+}
+
+static int
+rd_call(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, void **out,
+	size_t *olen)
+{
+	return rd_call_as(rd, op, iov, niov, out, olen, true);
 }
 
 struct ol_rdrive *
@@ -265,13 +334,14 @@ ping_timed(struct ol_rdrive *rd, uint64_t *us)
 {
 	struct ol_node_client *c;
 	uint64_t t0 = ol_io_now_ns();
+	bool fresh;
 	int rc, tries = 0;
 
 	do {
-		if ((rc = rd_take(rd, &c)))
+		if ((rc = rd_take_as(rd, &c, false, &fresh)))
 			break;
 		rc = ol_node_ping(c, PING_MS < dl(rd) ? PING_MS : dl(rd), NULL);
-		rd_give(rd, c, rc);
+		rd_give_as(rd, c, rc, fresh);
 	} while (again(rc, &tries));
 	*us = (ol_io_now_ns() - t0) / 1000;
 	return rc;
@@ -287,6 +357,8 @@ ol_rd_ping(struct ol_rdrive *rd)
 	return rc;
 }
 
+static void put_drive(struct ol_node_wr *w, const struct ol_rdrive *rd);
+
 /* The probe of a drive held out as slow: a read of its identity record (DRIVE_ID, no claim),
  * which the peer serves from the drive itself, so a drive whose link is fast but whose disk
  * is slow shows it (a ping would not). A drive without a record (-ENOENT) answered too. */
@@ -300,17 +372,18 @@ ol_rd_probe(struct ol_rdrive *rd, uint64_t *us)
 	const uint8_t *rp;
 	size_t rl;
 	uint64_t t0 = ol_io_now_ns();
+	bool fresh;
 	int rc, tries = 0;
 
-	ol_node_put16(&w, (uint16_t)rd->pdrive);
+	put_drive(&w, rd);
 	ol_node_putbytes(&w, &(uint8_t){0}, 1);
 	iov = (struct iovec){req, w.n};
-	do {
-		if ((rc = rd_take(rd, &c)))
+	do { /* unchecked, as the monitor's pings and identity reads */
+		if ((rc = rd_take_as(rd, &c, false, &fresh)))
 			break;
 		rc = ol_node_call(c, OL_NODE_DRIVE_ID, &iov, 1, PING_MS < dl(rd) ? PING_MS : dl(rd),
 				  &rp, &rl);
-		rd_give(rd, c, rc);
+		rd_give_as(rd, c, rc, fresh);
 	} while (again(rc, &tries));
 	*us = (ol_io_now_ns() - t0) / 1000;
 	return rc == -ENOENT ? 0 : rc;
@@ -459,17 +532,38 @@ ident_parse(const void *buf, size_t len, struct ol_driveid *f)
 	return r.err || ol_driveid_parse(text, n, f) ? -EPROTO : 0;
 }
 
+/* DRIVE_ID of the node's drive pd: *got its record (0), 1 when it has none, or -errno; with
+ * claim_text the node first writes that record on a drive without one. */
+static int
+ident_at(struct ol_rdrive *rd, unsigned pd, const char *claim_text, int n, struct ol_driveid *got)
+{
+	uint8_t req[4 + OL_DRIVEID_TEXT];
+	struct ol_node_wr w = {req, 0, sizeof(req), false};
+	struct iovec iov;
+	void *v = NULL;
+	size_t vl = 0;
+	int rc;
+
+	ol_node_put16(&w, (uint16_t)pd);
+	ol_node_putbytes(&w, &(uint8_t){claim_text ? OL_NODE_ID_CLAIM : 0}, 1);
+	if (claim_text) {
+		ol_node_put16(&w, (uint16_t)n);
+		ol_node_putbytes(&w, claim_text, (size_t)n);
+	}
+	iov = (struct iovec){req, w.n};
+	rc = rd_call_as(rd, OL_NODE_DRIVE_ID, &iov, 1, &v, &vl, false);
+	if (!rc)
+		rc = ident_parse(v, vl, got);
+	free(v);
+	return rc == -ENOENT && !claim_text ? 1 : rc;
+}
+
 int
 ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap)
 {
 	struct ol_drive *dr = &st->d[d];
 	struct ol_driveid want = dr->id, got;
-	uint8_t req[4 + OL_DRIVEID_TEXT];
 	char text[OL_DRIVEID_TEXT];
-	struct ol_node_wr w = {req, 0, sizeof(req), false};
-	struct iovec iov;
-	void *v = NULL;
-	size_t vl = 0;
 	int rc, n = 0;
 
 	if (!want.store[0])
@@ -481,18 +575,8 @@ ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap)
 		if ((n = ol_driveid_format(&want, text, sizeof(text))) < 0)
 			return n;
 	}
-	put_drive(&w, dr->rd);
-	ol_node_putbytes(&w, &(uint8_t){claim ? OL_NODE_ID_CLAIM : 0}, 1);
-	if (claim) {
-		ol_node_put16(&w, (uint16_t)n);
-		ol_node_putbytes(&w, text, (size_t)n);
-	}
-	iov = (struct iovec){req, w.n};
-	rc = rd_call(dr->rd, OL_NODE_DRIVE_ID, &iov, 1, &v, &vl);
-	if (!rc)
-		rc = ident_parse(v, vl, &got);
-	free(v);
-	if (rc == -ENOENT && !claim)
+	rc = ident_at(dr->rd, atomic_load(&dr->rd->pdrive), claim ? text : NULL, n, &got);
+	if (rc == 1)
 		return 1;
 	if (rc == -EUCLEAN) {
 		snprintf(why, cap,
@@ -511,7 +595,58 @@ ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap)
 		return rc;
 	if (strcmp(got.drive, dr->id.drive))
 		memcpy(dr->id.drive, got.drive, sizeof(got.drive));
+	pthread_mutex_lock(&dr->rd->mu);
+	snprintf(dr->rd->uuid, sizeof(dr->rd->uuid), "%s", got.drive);
+	pthread_mutex_unlock(&dr->rd->mu);
 	return 0;
+}
+
+int
+ol_rd_find(struct ol_store *st, int d, bool move)
+{
+	struct ol_drive *dr = &st->d[d];
+	struct ol_rdrive *rd = dr->rd;
+	struct ol_node_peer_info *in;
+	struct ol_node_client *c;
+	struct ol_driveid got;
+	unsigned pd = atomic_load(&rd->pdrive), n;
+	char why[OL_WHY_MAX];
+	bool fresh;
+	int rc, found = -1;
+
+	if (!dr->id.store[0])
+		return -1;
+	rc = ident_at(rd, pd, NULL, 0, &got);
+	if (rc < 0 || (!rc && !ol_format_match(&dr->id, &got, "", why, sizeof(why))))
+		return -1; /* its own disk is there, or the identity check says why not */
+	if (rd_take_as(rd, &c, false, &fresh))
+		return -1;
+	in = ol_xmalloc(sizeof(*in));
+	rc = ol_node_hello(c, dl(rd), in);
+	rd_give_as(rd, c, rc, fresh);
+	n = rc ? 0 : in->n_drives;
+	free(in);
+	for (unsigned j = 0; j < n; j++) {
+		if (j == pd || ident_at(rd, j, NULL, 0, &got) ||
+		    ol_format_match(&dr->id, &got, "", why, sizeof(why)))
+			continue;
+		if (found >= 0) {
+			ol_err(
+			    "store: drive %s: the disks at data_dirs index %d and %u of its node "
+			    "both hold its identity record (a cloned disk?): wipe the one that is "
+			    "not this slot's",
+			    dr->root, found, j);
+			return -1;
+		}
+		found = (int)j;
+	}
+	if (found < 0 || !move)
+		return found;
+	ol_warn("store: drive %s: its disk is found at data_dirs index %d of the node (its "
+		"identity record names this slot: pool %u set %u drive %u); using it there",
+		dr->root, found, dr->id.pool, dr->id.set, dr->id.index);
+	atomic_store(&rd->pdrive, (unsigned)found);
+	return found;
 }
 
 /* Open drive d's remote env after the drive answered a ping, proved its identity and a
@@ -526,6 +661,8 @@ ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out, char *why, siz
 	int rc = ol_rd_ping(rd);
 
 	snprintf(why, cap, "node plane: %s", strerror(-rc));
+	if (!rc)
+		ol_rd_find(st, d, true);
 	if (!rc && (rc = ol_rd_ident(st, d, true, why, cap)))
 		return rc; /* a wrong drive: nothing written to it */
 	if (!rc)

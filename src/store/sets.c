@@ -370,7 +370,7 @@ int
 ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 {
 	unsigned n = cfg->set_drive_count ? cfg->set_drive_count : cfg->n_data_dirs, m;
-	struct ol_config *c;
+	struct ol_config *c, *ord;
 	struct ol_store *st;
 	struct ol_driveid *ids;
 	uint64_t seed;
@@ -389,10 +389,13 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 		return -EINVAL;
 	}
 	ids = ol_xcalloc(m * n, sizeof(*ids));
-	rc = ol_format_open(cfg, n, m, &seed, ids); /* format.c: drive identity records */
+	ord = ol_xmalloc(sizeof(*ord)); /* cfg with data_dirs in their records' order */
+	memcpy(ord, cfg, sizeof(*ord));
+	rc = ol_format_open(ord, n, m, &seed, ids); /* format.c: drive identity records */
 	if (rc || m == 1) {
 		if (!rc)
-			rc = ol_set_open(cfg, ids, out);
+			rc = ol_set_open(ord, ids, out);
+		free(ord);
 		free(ids);
 		return rc;
 	}
@@ -401,7 +404,7 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 	for (unsigned j = 0; j < m; j++) {
 		memcpy(c, cfg, sizeof(*c));
 		for (unsigned i = 0; i < n; i++)
-			memcpy(c->data_dirs[i], cfg->data_dirs[j * n + i], sizeof(c->data_dirs[i]));
+			memcpy(c->data_dirs[i], ord->data_dirs[j * n + i], sizeof(c->data_dirs[i]));
 		c->n_data_dirs = n;
 		c->set_drive_count = n;
 		rc = ol_set_open(c, ids + (size_t)j * n, &st->sets[j]);
@@ -411,12 +414,14 @@ ol_store_open(const struct ol_config *cfg, struct ol_store **out)
 			st->n_sets = (int)j;
 			shell_free(st);
 			free(c);
+			free(ord);
 			free(ids);
 			return rc;
 		}
 		st->sets[j]->upl_tag = (int)j;
 	}
 	free(c);
+	free(ord);
 	free(ids);
 	ol_drive_metrics_shell(st, true);
 	ol_info("store: %u erasure sets of %u drives; objects placed by key", m, n);

@@ -369,6 +369,12 @@ int ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out, char *why,
  * claim; nothing written), -EXDEV (another drive, why says whose), -errno. With claim a
  * drive without one gets st->d[d].id written, with a fresh UUID. */
 int ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap);
+/* Drive d's node answers and the disk at the slot's index is not the slot's (another slot's
+ * record, or none): the index of the node's one other disk that holds the slot's record (the
+ * node's data_dirs lines reordered, or its disks mounted in another order), else -1 (also
+ * when two do: a cloned disk, logged). move (the drive offline: no call in flight): the drive
+ * is addressed there from now on, logged. */
+int ol_rd_find(struct ol_store *st, int d, bool move);
 /* how: 0 an existing shard (-ENOENT), 1 a new empty one (-EEXIST), 2 its directory handle,
  * 3 a new one created (exclusively) by its first write or sync, no call now, 4 an existing
  * one unchecked (no call now: a read of a missing one fails then). */
@@ -585,10 +591,12 @@ void ol_commit_gone(struct ol_commit *c, int d, const void *v, size_t vl);
 
 /* format.c: drive identity records (base/driveid.h). */
 /* Check data dirs 0..m*n-1 of cfg (m sets of n) against their records and write the records
- * the drives lack; ids[i] gets what drive i's record says (or must say). A drive that is
- * another store's or another position's: -EINVAL, logged with the drive, where it belongs
- * and the fix. *seed: the placement seed (0 for one set; else from the store id). */
-int ol_format_open(const struct ol_config *cfg, unsigned n, unsigned m, uint64_t *seed,
+ * the drives lack; ids[i] is given what drive i's record says (or must say). Dirs listed in
+ * another order than their records say are put in the records' order in cfg->data_dirs
+ * (logged). A drive that is another store's or another position's: -EINVAL, logged with the
+ * drive, where it belongs and the fix. *seed: the placement seed (0 for one set; else from
+ * the store id). */
+int ol_format_open(struct ol_config *cfg, unsigned n, unsigned m, uint64_t *seed,
 		   struct ol_driveid *ids);
 /* Record f (found at where, e.g. "its identity record") against expected e: 0 the same
  * position, else -EXDEV and why says whose drive it is and the fix. */

@@ -930,3 +930,54 @@ def test_two_sets_kill9_of_the_leader(two_sets):
         for k, v in {**before, **after}.items():
             assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, (i, k)
         assert list_all(r, "cst") == sorted([*before, *after]), i
+
+
+def test_two_sets_a_nodes_data_dirs_swapped(two_sets):
+    """A node restarted with its data_dirs lines in another order (a config edited, disks
+    mounted in another order): the leader finds each slot's disk by its identity record at
+    its new index and both sets keep all 4 drives: nothing is kept offline or healed. Proved
+    by the reads with another node killed (k = 3 of each set's 4: the swapped node's disks
+    serve the right set's shards), by heal, and by new PUTs whose shards land on the disks
+    that hold their set."""
+    c = two_sets
+    lid, _ = c.leader()
+    via, moved, victim = others(c, lid)
+    s3 = c.client(via, retries=4)
+    s3.create_bucket(Bucket="cst")
+    objs = {}
+    for n in range(16):
+        k = f"s{n:02d}"
+        objs[k] = body(k, 300 << 10)
+        s3.put_object(Bucket="cst", Key=k, Body=objs[k])
+    node = c.nodes[moved]
+    recs = [drive_record(d) for d in node.drives]
+    assert [r["set"] for r in recs] == ["0", "1"], recs
+    online = c.nodes[lid].log().count("back online (4 of 4")
+    assert node.stop()
+    d0, d1 = (f'"{d}"' for d in node.drives)
+    cfg = node.config.read_text()
+    assert f"data_dirs = [{d0}, {d1}]" in cfg
+    node.config.write_text(cfg.replace(f"data_dirs = [{d0}, {d1}]", f"data_dirs = [{d1}, {d0}]"))
+    node.start()
+    leader = c.nodes[lid]
+    wait_for(lambda: leader.log().count("back online (4 of 4") >= online + 2, 90,
+             "both of the restarted node's drives back in the leader's store")
+    assert "is kept offline" not in leader.log()
+    assert leader.log().count("found at data_dirs index") >= 2
+    before = [shard_files(d) for d in node.drives]
+    for n in range(16, 24):
+        k = f"s{n:02d}"
+        objs[k] = body(k, 300 << 10)
+        s3.put_object(Bucket="cst", Key=k, Body=objs[k])
+    after = [shard_files(d) for d in node.drives]
+    # each new object has one shard file on the disk of its set on this node: 8 in all
+    assert sum(after) - sum(before) == 8, (before, after)
+    # no record was written again: each disk is still its own slot's, UUID and all
+    assert [drive_record(d) for d in node.drives] == recs
+    heal_exits_0(leader)
+    c.nodes[victim].kill9()
+    for i in (lid, via, moved):
+        r = c.client(i, retries=4)
+        for k, v in objs.items():
+            assert r.get_object(Bucket="cst", Key=k)["Body"].read() == v, (i, k)
+        assert list_all(r, "cst") == sorted(objs), i

@@ -257,10 +257,13 @@ def test_vanished_drive(openlaked):
 
 # ---- drive identity records (.openlake/format) ----
 
-def test_swapped_data_dirs_refused(openlaked):
-    """Two data_dirs lines swapped: the daemon refuses to start (before this, shards were read
-    at the wrong positions: GETs answered wrong bytes), naming the drive, where it belongs and
-    the fix; nothing is written to it; in the right order everything reads back."""
+def test_swapped_data_dirs_are_taken_by_their_records(openlaked):
+    """Two data_dirs lines swapped (a config edited, disks mounted in another order): each
+    dir is used at the position its identity record names (before records, shards were
+    read at the wrong positions: GETs answered wrong bytes; then the daemon refused to
+    start), with a warning naming the dir, its position and the entry to list it at; no
+    record is written again, nothing is healed, and everything reads back, also with the
+    other dirs of the set down to k (so the swapped ones serve their own shards)."""
     d = openlaked()
     c, objs = populate(d, n=10)
     d.stop()
@@ -269,15 +272,27 @@ def test_swapped_data_dirs_refused(openlaked):
     swapped = cfg.replace('"%s", "%s"' % (a, b), '"%s", "%s"' % (b, a))
     assert swapped != cfg
     d.config.write_text(swapped)
-    before = open(os.path.join(b, ".openlake", "format")).read()
-    with pytest.raises(RuntimeError):
-        d.start(timeout=20)
+    recs = [open(os.path.join(x, ".openlake", "format")).read() for x in (a, b)]
+    d.start()
     log = d.log()
     assert "data dir %s is drive 2 of erasure set 0" % b in log, log[-3000:]
-    assert "Restore that order" in log and "wipe it" in log, log[-3000:]
-    assert open(os.path.join(b, ".openlake", "format")).read() == before
+    assert "data dir %s is drive 1 of erasure set 0" % a in log, log[-3000:]
+    assert "list it as entry 2" in log and "list it as entry 3" in log, log[-3000:]
+    check_all(c, objs)
+    put_more(c, objs, 4)
+    assert [open(os.path.join(x, ".openlake", "format")).read() for x in (a, b)] == recs
+    # k = 3 of 4: with drive 0 gone, drives 1 and 2 (the swapped lines) must serve their own
+    shutil.rmtree(d.data_dirs[0])
+    wait_until(lambda: online(d, 0) == 0, "drive 0 offline after rm -rf")
+    check_all(c, objs)
+    # the lines back in their first order, drive 0 (emptied) back: healed, all whole
+    d.stop()
+    os.mkdir(d.data_dirs[0])
     d.config.write_text(cfg)
     d.start()
+    r = subprocess.run([str(OPENLAKE_CLI), "heal", "--endpoint", d.s3_url, "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and json.loads(r.stdout)["unrecoverable"] == 0, r.stdout + r.stderr
     check_all(c, objs)
 
 

@@ -499,6 +499,20 @@ wait_drive(struct ol_store *st, int d, bool want)
 	return 0;
 }
 
+/* Nodes i and j restarted with their disks exchanged. */
+static int
+exchange_disks(int i, int j)
+{
+	char t[sizeof(dirs[0])];
+
+	srv_stop(i);
+	srv_stop(j);
+	memcpy(t, dirs[i], sizeof(t));
+	memcpy(dirs[i], dirs[j], sizeof(t));
+	memcpy(dirs[j], t, sizeof(t));
+	return srv_start(i) || srv_start(j);
+}
+
 static void
 test_identity(uint8_t *small)
 {
@@ -543,6 +557,23 @@ test_identity(uint8_t *small)
 		ok(back && g.index == 1 && strcmp(g.drive, f[1].drive) && st &&
 		       atomic_load(&st->d[1].meta) != NULL,
 		   "a record gone from an online drive is written again, with a fresh UUID");
+	}
+	/* nodes 2 and 3 restarted with their disks exchanged (as a node restarted with its
+	 * disks in another order): a new connection finds another disk at the drive's index
+	 * (HELLO's UUID) and no call goes to it, before the monitor has looked */
+	{
+		uint8_t u[16] = {7};
+		int a, b;
+
+		rc = exchange_disks(2, 3);
+		a = st ? ol_rd_shard_open(st, 2, u, 0) : 0;
+		b = st ? ol_rd_shard_open(st, 3, u, 0) : 0;
+		ok(rc == 0 && a == -EXDEV && b == -EXDEV,
+		   "disks exchanged under a restart: no call reaches them (%d, %d)", a, b);
+		rc = exchange_disks(2, 3);
+		ok(rc == 0 && st && wait_drive(st, 2, true) && wait_drive(st, 3, true) &&
+		       ol_rd_shard_open(st, 2, u, 0) == -ENOENT,
+		   "the disks back in place: calls reach them again");
 	}
 	ol_store_close(st);
 	st = NULL;
