@@ -6,6 +6,13 @@ the slow drive, as before it was built) and on (the defaults: the leader takes t
 offline as slow, writes go on with three, reads decode from the others).
 
   OPENLAKE_BUILD=build /usr/bin/python3 bench/slow_drive_bench.py [--rounds 3] [--delays 300,900]
+  OPENLAKE_BUILD=build /usr/bin/python3 bench/slow_drive_bench.py --hedge [--delays 300,900]
+
+--hedge compares instead, ejection off on both (a drive before it is judged, or one its set
+cannot spare): hedging off (`[cluster] hedge_ms = 0`: every stripe waits for the slow drive,
+as before it was built) and on (the defaults: a stripe leaves it behind after 200 ms and 4x
+the others' median; reads take parity instead of it); each PUT's object is left with a miss
+for heal, so no warm-up or hold applies.
 
 Starts two `scripts/cluster.sh up 4 DIR --etcd 1` (one set N=4 P=1, one drive per node) with
 the node plane's test fault hook on (OPENLAKE_FAULTS=1, a rules file per cluster: the way the
@@ -41,7 +48,7 @@ def client(url):
 
 
 class Cluster:
-    def __init__(self, name, conf):
+    def __init__(self, name, conf, data_drive=False):
         self.name = name
         self.dir = tempfile.mkdtemp(prefix=f"openlake-slowbench-{name}-")
         self.faults = os.path.join(self.dir, "faults")
@@ -57,7 +64,11 @@ class Cluster:
         urls = re.findall(r"s3=(\S+)", up.stdout)
         self.leader = next(i for i in range(4) if "serving set 0.0" in self.log(i))
         self.slow = (self.leader + 1) % 4  # its drive is delayed
-        self.via = (self.leader + 2) % 4  # requests go through this follower
+        if data_drive:  # one that holds data shards (drive i is node i's; k = 3)
+            self.slow = next(i for i in ((self.leader + j) % 4 for j in (1, 2, 3)) if i < 3)
+        # requests go through another follower
+        self.via = next(i for i in ((self.leader + j) % 4 for j in (2, 1, 3))
+                        if i != self.slow)
         rpc = re.search(r'rpc_addr = "([^"]+)"', open(self.conf(self.slow)).read()).group(1)
         self.peer = rpc
         self.s3 = client(urls[self.via])
@@ -128,8 +139,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--delays", default="300,900")
+    ap.add_argument("--hedge", action="store_true",
+                    help="hedging off and on, ejection off on both")
     a = ap.parse_args()
     delays = [int(x) for x in a.delays.split(",") if x]
+    if a.hedge:
+        return hedge(a.rounds, delays)
     cs = []
     try:
         cs.append(Cluster("off", "slow_drive_ms = 0"))
@@ -155,6 +170,30 @@ def main():
             t = time.monotonic()
             print(f"# delay lifted: the drive back after {time.monotonic() - t:.1f} s"
                   if until_back(on, back) else "# delay lifted: the drive NOT back")
+        print("# load average", " ".join(open("/proc/loadavg").read().split()[:3]))
+    finally:
+        for c in cs:
+            c.down()
+
+
+def hedge(rounds, delays):
+    cs = []
+    try:
+        cs.append(Cluster("off", "slow_drive_ms = 0\nhedge_ms = 0", data_drive=True))
+        cs.append(Cluster("on", "slow_drive_ms = 0", data_drive=True))
+        base = measure(cs, rounds, "base")
+        for ms in delays:
+            for c in cs:
+                c.delay(ms)
+            got = measure(cs, rounds, f"d{ms}")
+            for c in cs:
+                c.delay(0)
+            for w, m in OPS:
+                for c in cs:
+                    v, b = got[(c.name, w, m)], base[(c.name, w, m)]
+                    print(f"{w} {m} MiB through a follower, one drive of 4 delayed {ms} ms, "
+                          f"ejection off, hedging {c.name}: {v:.2f} s   reference, no delay: "
+                          f"{b:.2f} s   ratio {v / b:.1f}")
         print("# load average", " ".join(open("/proc/loadavg").read().split()[:3]))
     finally:
         for c in cs:

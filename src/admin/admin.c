@@ -164,8 +164,9 @@ status_store_drives(struct ol_strbuf *b)
 				 ds.slow ? "true" : "false", (unsigned long long)ds.faults,
 				 (unsigned long long)ds.slow_ejections);
 		if (ds.remote)
-			ol_strbuf_printf(b, ",\"call_latency_us\":%llu",
-					 (unsigned long long)ds.latency_us);
+			ol_strbuf_printf(b, ",\"call_latency_us\":%llu,\"hedged\":%llu",
+					 (unsigned long long)ds.latency_us,
+					 (unsigned long long)ds.hedged);
 		ol_strbuf_printf(b, "}");
 	}
 	ol_strbuf_printf(b, "]");

@@ -191,6 +191,15 @@ static const struct cfg_key keys[] = {
      0, 0,
      "the longest hold of a drive that keeps turning slow; online twice this long without a "
      "relapse, its hold is back to slow_drive_hold_s"},
+    {"cluster.hedge_ms", T_U32, F(cluster_hedge_ms), "200", 0, 60000, 0, 0, 0,
+     "a set leader stops waiting for the slowest drives of a stripe's writes or reads once "
+     "the others are done, the set can spare them (above its write quorum or k) and they "
+     "have taken this many ms and hedge_ratio times the others' median; a write so given up "
+     "is recorded as missed and healed (0 = always wait)"},
+    {"cluster.hedge_ratio", T_U32, F(cluster_hedge_ratio), "4", 1, 1000, 0, 0, 0,
+     "how many times the finished drives' median time a straggler is given (with hedge_ms); "
+     "also how far a drive's average call time must be above its peers' (and hedge_ms) for "
+     "reads to take a parity shard instead of its data shard"},
     {"cluster.etcd_timeout_ms", T_U32, F(cluster_etcd_timeout_ms), "0", 0, 600000, 0, 0, 0,
      "deadline of each etcd call, over all the endpoints it tries (0 = a third of lease_ttl_s: "
      "a keepalive to a hung member fails over in time to keep the lease); a longer one only "

@@ -152,6 +152,9 @@ struct ol_config {
 	unsigned cluster_slow_drive_ratio; /* times the peers' median */
 	unsigned cluster_slow_drive_hold_s;
 	unsigned cluster_slow_drive_hold_max_s;
+	/* [cluster] hedge_*: stragglers of a stripe abandoned (docs/cluster.md, "A slow drive") */
+	unsigned cluster_hedge_ms;    /* the floor (0 = never) */
+	unsigned cluster_hedge_ratio; /* times the finished ops' median */
 
 	/* [s3] lifecycle scanner */
 	unsigned s3_lc_day_secs;      /* [s3] lifecycle_day_secs: a lifecycle "day" (tests: 1) */

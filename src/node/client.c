@@ -8,8 +8,11 @@
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +34,10 @@ struct ol_node_client {
 	uint64_t end_ms;  /* the current call's deadline */
 	unsigned pending; /* calls sent with ol_node_send and not yet answered */
 	struct ol_node_client_stats st;
+	/* ol_node_client_abort: set once from any thread; fd_mu orders its shutdown of fd
+	 * against this client's own close of it (a closed number may be reused at once) */
+	_Atomic bool aborted;
+	pthread_mutex_t fd_mu;
 };
 
 int
@@ -44,7 +51,10 @@ ol_node_client_new(const char *addr, const char *secret, unsigned self_id,
 	if (ucx && !ol_node_ucx_built())
 		return -EPROTONOSUPPORT;
 	struct ol_node_client *c = calloc(1, sizeof(*c));
-	if (!c || ol_node_mac_new(&c->tx) || ol_node_mac_new(&c->rx)) {
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->fd_mu, NULL);
+	if (ol_node_mac_new(&c->tx) || ol_node_mac_new(&c->rx)) {
 		ol_node_client_free(c);
 		return -ENOMEM;
 	}
@@ -60,9 +70,11 @@ ol_node_client_new(const char *addr, const char *secret, unsigned self_id,
 static void
 drop(struct ol_node_client *c)
 {
+	pthread_mutex_lock(&c->fd_mu);
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
+	pthread_mutex_unlock(&c->fd_mu);
 	ol_node_ucx_close(c->ux); /* before the buffers: a cancelled request may point there */
 	c->ux = NULL;
 	free(c->rbuf);
@@ -80,7 +92,18 @@ ol_node_client_free(struct ol_node_client *c)
 	drop(c);
 	ol_node_mac_free(c->tx);
 	ol_node_mac_free(c->rx);
+	pthread_mutex_destroy(&c->fd_mu);
 	free(c);
+}
+
+void
+ol_node_client_abort(struct ol_node_client *c)
+{
+	atomic_store(&c->aborted, true);
+	pthread_mutex_lock(&c->fd_mu);
+	if (c->fd >= 0)
+		shutdown(c->fd, SHUT_RDWR); /* a blocked send or recv of the call returns now */
+	pthread_mutex_unlock(&c->fd_mu);
 }
 
 void
@@ -282,11 +305,17 @@ open_stream(struct ol_node_client *c, int t)
 {
 	if (c->ucx)
 		return ol_node_ucx_connect(c->addr + strlen(OL_NODE_UCX_SCHEME), &c->ux);
-	c->fd = ol_io_connect(c->addr, t);
-	if (c->fd >= 0)
-		return 0;
-	int rc = c->fd == -EINPROGRESS ? -ETIMEDOUT : c->fd;
-	c->fd = -1;
+	int fd = ol_io_connect(c->addr, t), rc = 0;
+	if (fd < 0)
+		return fd == -EINPROGRESS ? -ETIMEDOUT : fd;
+	pthread_mutex_lock(&c->fd_mu);
+	if (atomic_load(&c->aborted)) { /* too late to shut down by the abort: not used */
+		close(fd);
+		rc = -ECANCELED;
+	} else {
+		c->fd = fd;
+	}
+	pthread_mutex_unlock(&c->fd_mu);
 	return rc;
 }
 
@@ -338,6 +367,8 @@ begin(struct ol_node_client *c, int deadline_ms)
 {
 	if (deadline_ms <= 0)
 		return -EINVAL;
+	if (atomic_load(&c->aborted))
+		return -ECANCELED;
 	c->end_ms = ol_io_now_ms() + (uint64_t)deadline_ms;
 	return ensure_conn(c);
 }
@@ -353,10 +384,15 @@ start(struct ol_node_client *c, uint8_t op, int deadline_ms)
 	if (ms > 0) {
 		uint64_t now = ol_io_now_ms();
 		int64_t left = c->end_ms > now ? (int64_t)(c->end_ms - now) : 0;
-		int64_t nap = ms < left ? ms : left;
-		struct timespec ts = {nap / 1000, (nap % 1000) * 1000000L};
-		nanosleep(&ts, NULL);
-		if (ms >= left)
+		int64_t nap = ms < left ? ms : left, end = (int64_t)now + nap;
+		/* in slices, so that an abort ends the delay as it ends a blocked recv */
+		while (!atomic_load(&c->aborted) && (int64_t)ol_io_now_ms() < end) {
+			struct timespec ts = {0, 10 * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+		if (atomic_load(&c->aborted))
+			rc = -ECANCELED;
+		else if (ms >= left)
 			rc = -ETIMEDOUT;
 	}
 	return rc;

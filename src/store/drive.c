@@ -83,9 +83,11 @@ ol_store_drive_state(struct ol_store *st, int i, struct ol_store_drive_state *ou
 		out->slow = atomic_load(&dr->slow);
 		out->faults = atomic_load(&dr->faults);
 		out->slow_ejections = atomic_load(&dr->slow_ejections);
-		if (dr->rd)
+		if (dr->rd) {
 			out->latency_us = out->slow ? atomic_load(&dr->slow_probe_us)
 						    : ol_rd_latency(dr->rd, NULL);
+			out->hedged = ol_rd_hedged(dr->rd);
+		}
 		return 0;
 	}
 	return -ENOENT;
@@ -581,23 +583,27 @@ monitor(void *arg)
 static void
 render_slow(struct ol_strbuf *b, struct ol_store *top)
 {
-	static const char *const fam[3][3] = {
+	static const char *const fam[4][3] = {
 	    {"openlake_drive_slow_ejections_total", "counter",
 	     "times the drive was taken offline as slow beside its set's other drives"},
 	    {"openlake_drive_slow", "gauge",
 	     "1 while the drive is kept offline as slow (until its probes are fast for the hold)"},
 	    {"openlake_drive_call_latency_us", "gauge",
 	     "moving average of the drive's node-plane call times, microseconds (while slow: "
-	     "its last probe)"}};
+	     "its last probe)"},
+	    {"openlake_drive_hedged_total", "counter",
+	     "shard reads and writes of the drive abandoned because the rest of their stripe was "
+	     "done long before (the set could spare it)"}};
 	struct ol_store_drive_state ds;
 
-	for (int f = 0; f < 3; f++) {
+	for (int f = 0; f < 4; f++) {
 		bool any = false;
 
 		for (int i = 0; !ol_store_drive_state(top, i, &ds); i++) {
 			unsigned long long v = f == 0	? ds.slow_ejections
 					       : f == 1 ? ds.slow
-							: ds.latency_us;
+					       : f == 2 ? ds.latency_us
+							: ds.hedged;
 
 			if (!ds.remote)
 				continue;

@@ -24,7 +24,10 @@ struct ol_get {
 	bool ok[OL_MAX_DRIVES], tried[OL_MAX_DRIVES];
 	bool full[OL_MAX_DRIVES];   /* the last block read from drive d was whole (maybe corrupt) */
 	bool warned[OL_MAX_DRIVES]; /* one warning per drive and part */
-	bool held;		    /* rec.vid held in st->inuse (large objects) */
+	/* drive d's block of this stripe was left to its slow drive (abandoned, or not asked
+	 * for: docs/cluster.md, "A slow drive"): rebuilt when needed, never written back */
+	bool lag[OL_MAX_DRIVES];
+	bool held; /* rec.vid held in st->inuse (large objects) */
 };
 
 static void
@@ -47,6 +50,11 @@ open_part(struct ol_get *g, uint32_t pi)
 	ol_rec_part(&g->rec, pi, &p);
 	for (int d = 0; d < g->st->n; d++) {
 		if (!g->st->d[d].meta)
+			continue;
+		/* a drive far behind its peers is not asked whether its shard is there (a call of
+		 * its delay, drive after drive): reads leave it out, or learn it when they ask */
+		if (ol_drive_lagging(g->st, d) &&
+		    (g->fd[d] = ol_shard_handle(g->st, d, p.uuid)) >= 0)
 			continue;
 		ol_shard_path(g->st, d, p.uuid, path, sizeof(path));
 		g->fd[d] = ol_shard_open(g->st, d, p.uuid);
@@ -302,11 +310,14 @@ struct stripe {
 	size_t bl;  /* block bytes per shard */
 };
 
+/* Read the blocks of the drives in which not yet tried; up to spare of them may be left to a
+ * slow drive (ol_shard_batch_spare). */
 static void
-read_blocks(struct ol_get *g, const struct stripe *s, const bool *which)
+read_blocks(struct ol_get *g, const struct stripe *s, const bool *which, int spare)
 {
 	struct ol_io_op ops[OL_MAX_DRIVES];
 	int n = 0, map[OL_MAX_DRIVES];
+	uint64_t hedged;
 
 	for (int d = 0; d < g->st->n; d++) {
 		if (!which[d] || g->tried[d])
@@ -319,7 +330,7 @@ read_blocks(struct ol_get *g, const struct stripe *s, const bool *which)
 		ops[n].iov[0] = (struct iovec){g->blk[d], s->bl + OL_TRAILER};
 		map[n++] = d;
 	}
-	ol_shard_batch(ops, (unsigned)n);
+	ol_shard_batch_spare(ops, (unsigned)n, spare, &hedged);
 	for (int i = 0; i < n; i++) {
 		int d = map[i];
 		uint64_t sum = ol_block_sum(g->rec.ck, g->blk[d], s->bl, s->j);
@@ -328,7 +339,8 @@ read_blocks(struct ol_get *g, const struct stripe *s, const bool *which)
 
 		g->full[d] = full;
 		g->ok[d] = full && ol_get_u64(g->blk[d] + s->bl) == sum;
-		if (g->ok[d] || g->fd[d] < 0 || (g->warned[d] && !full))
+		g->lag[d] = hedged >> i & 1;
+		if (g->ok[d] || g->lag[d] || g->fd[d] < 0 || (g->warned[d] && !full))
 			continue;
 		g->warned[d] = true;
 		ol_warn("store: drive %s: shard block %llu of part %u %s (rebuilding)",
@@ -344,7 +356,7 @@ heal_blocks(struct ol_get *g, const struct stripe *s, const bool *rebuilt)
 	for (int d = 0; d < g->st->n; d++) {
 		ssize_t w;
 
-		if (!rebuilt[d] || g->fd[d] < 0)
+		if (!rebuilt[d] || g->fd[d] < 0 || g->lag[d])
 			continue;
 		ol_put_u64(g->blk[d] + s->bl, ol_block_sum(g->rec.ck, g->blk[d], s->bl, s->j));
 		w = ol_shard_pwrite(g->fd[d], g->blk[d], s->bl + OL_TRAILER,
@@ -355,24 +367,62 @@ heal_blocks(struct ol_get *g, const struct stripe *s, const bool *rebuilt)
 	}
 }
 
+/* A drive whose block may be read: open and not yet tried for this stripe. */
+static bool
+readable(const struct ol_get *g, int d)
+{
+	return g->fd[d] >= 0 && !g->tried[d];
+}
+
+/* For each wanted data shard on a drive far slower than its peers, ask a parity shard of a
+ * drive that is not instead (the data block is rebuilt from it); the slow one is left out of
+ * this stripe. Returns how many readable drives the wanted ones leave spare. */
+static int
+swap_lagging(struct ol_get *g, bool *want)
+{
+	struct ol_store *st = g->st;
+	int spare = 0;
+
+	for (int d = 0; d < st->k; d++) {
+		if (!want[d] || !readable(g, d) || !ol_drive_lagging(st, d))
+			continue;
+		for (int q = st->k; q < st->n; q++) {
+			if (want[q] || !readable(g, q) || ol_drive_lagging(st, q))
+				continue;
+			want[q] = true;
+			g->tried[d] = g->lag[d] = true;
+			break;
+		}
+	}
+	for (int d = 0; d < st->n; d++)
+		spare += !want[d] && readable(g, d);
+	return spare;
+}
+
 /* Make data shards [lo, hi] of the stripe valid in blk[]. */
 static int
 load(struct ol_get *g, const struct stripe *s, int lo, int hi)
 {
 	struct ol_store *st = g->st;
 	bool want[OL_MAX_DRIVES] = {false}, all[OL_MAX_DRIVES], rebuilt[OL_MAX_DRIVES] = {false};
-	int good = 0, missing = 0;
+	int good = 0, missing = 0, spare;
 
 	for (int i = lo; i <= hi; i++)
 		want[i] = true;
-	read_blocks(g, s, want);
+	/* a shard left behind here is one the second read below replaces: never more than
+	 * there are other drives to read */
+	spare = swap_lagging(g, want);
+	read_blocks(g, s, want, spare);
 	for (int i = lo; i <= hi; i++)
 		missing += !g->ok[i];
 	if (!missing)
 		return 0;
-	for (int d = 0; d < st->n; d++)
+	spare = -st->k;
+	for (int d = 0; d < st->n; d++) {
 		all[d] = true;
-	read_blocks(g, s, all);
+		spare += g->ok[d] || readable(g, d);
+	}
+	read_blocks(g, s, all, spare);
 	for (int d = 0; d < st->n; d++)
 		good += g->ok[d];
 	if (good < st->k) {
@@ -386,8 +436,8 @@ load(struct ol_get *g, const struct stripe *s, int lo, int hi)
 		 * problem the client could wait out */
 		return there >= st->k ? OL_STORE_ECORRUPT : -EIO;
 	}
-	for (int d = 0; d < st->n; d++)
-		rebuilt[d] = !g->ok[d] && (want[d] || g->fd[d] >= 0); /* heal parity too */
+	for (int d = 0; d < st->n; d++) /* heal parity too, but for a slow drive's */
+		rebuilt[d] = !g->ok[d] && (want[d] || (g->fd[d] >= 0 && !g->lag[d]));
 	if (ol_ec_decode(&st->ec, s->bl, g->blk, g->ok, rebuilt))
 		return -EIO;
 	heal_blocks(g, s, rebuilt);
@@ -414,8 +464,8 @@ read_direct(struct ol_get *g, const struct stripe *s, size_t in, uint8_t *out, s
 	if (g->st->remote && in + len < (size_t)g->st->k * s->bl)
 		return 0;
 	for (int sh = first; sh < g->st->k && (size_t)(n + 1) * s->bl <= len; sh++, n++) {
-		if (g->fd[sh] < 0)
-			return 0;
+		if (g->fd[sh] < 0 || ol_drive_lagging(g->st, sh))
+			return 0; /* the stripe path rebuilds it from parity instead */
 		ops[n] = (struct ol_io_op){.fd = g->fd[sh],
 					   .opcode = OL_IO_READ,
 					   .niov = 2,
@@ -458,6 +508,7 @@ read_in_part(struct ol_get *g, uint32_t pi, uint64_t pos, uint8_t *out, size_t l
 		memset(g->ok, 0, sizeof(g->ok));
 		memset(g->tried, 0, sizeof(g->tried));
 		memset(g->full, 0, sizeof(g->full));
+		memset(g->lag, 0, sizeof(g->lag));
 		g->cur_stripe = (int64_t)s.j;
 	}
 	/* from a stripe's start (streaming), fetch all its data blocks in one parallel batch;

@@ -115,13 +115,16 @@ drive_failed(struct ol_put *p, int d, const char *what, int err)
 	ol_warn("store: drive %s: %s failed: %s", p->st->d[d].root, what, strerror(-err));
 }
 
+/* The shard files; with stripes to write, a remote drive's is created by its first stripe's
+ * write (a batch that need not wait for a slow drive) instead of by a call of its own. */
 static void
-open_files(struct ol_put *p)
+open_files(struct ol_put *p, bool stripes)
 {
 	for (int d = 0; d < p->st->n; d++) {
 		if (p->bad[d])
 			continue;
-		p->fd[d] = ol_shard_create(p->st, d, p->uuid);
+		p->fd[d] = stripes ? ol_shard_create_deferred(p->st, d, p->uuid)
+				   : ol_shard_create(p->st, d, p->uuid);
 		if (p->fd[d] < 0)
 			drive_failed(p, d, "shard create", p->fd[d]);
 	}
@@ -137,9 +140,10 @@ write_stripe(struct ol_put *p, const uint8_t *src, size_t dl)
 	size_t bl = (dl + st->k - 1) / st->k;
 	uint8_t *data[OL_EC_MAX_SHARDS], trailer[OL_MAX_DRIVES][OL_TRAILER];
 	struct ol_io_op ops[OL_MAX_DRIVES];
+	uint64_t hedged;
 
 	if (!p->files)
-		open_files(p);
+		open_files(p, true);
 	for (int i = 0; i < st->p; i++)
 		if (!p->par[i])
 			p->par[i] = buf_get(st, st->bs);
@@ -158,10 +162,15 @@ write_stripe(struct ol_put *p, const uint8_t *src, size_t dl)
 		ops[d].iov[0] = (struct iovec){data[d], bl};
 		ops[d].iov[1] = (struct iovec){trailer[d], OL_TRAILER};
 	}
-	ol_shard_batch(ops, (unsigned)st->n);
+	/* a drive slower than the rest is left behind while the others make the quorum: it
+	 * misses this object (recorded at commit, healed), not every stripe's wait */
+	ol_shard_batch_spare(ops, (unsigned)st->n, good_drives(p) - st->w, &hedged);
 	for (int d = 0; d < st->n; d++)
 		if (!p->bad[d] && ops[d].res != (ssize_t)(bl + OL_TRAILER))
-			drive_failed(p, d, "shard write", ops[d].res < 0 ? (int)ops[d].res : -EIO);
+			drive_failed(p, d,
+				     hedged >> d & 1 ? "shard write (left behind: slow)"
+						     : "shard write",
+				     ops[d].res < 0 ? (int)ops[d].res : -EIO);
 	/* with fsync: the stripe starts for the disk now, so commit's fdatasync of the file has
 	 * little left to write (measured: the part's sync otherwise halves PUT throughput) */
 	for (int d = 0; st->fsync && d < st->n; d++)
@@ -298,6 +307,7 @@ sync_files(struct ol_put *p)
 {
 	struct ol_io_op ops[2 * OL_MAX_DRIVES];
 	struct ol_store *st = p->st;
+	uint64_t hedged;
 	int n = st->n;
 
 	if (!st->fsync)
@@ -309,13 +319,17 @@ sync_files(struct ol_put *p)
 		    (struct ol_io_op){.fd = p->bad[d] ? -1 : ol_open_shard_dir(st, d, p->uuid),
 				      .opcode = OL_IO_FSYNC};
 	}
-	ol_shard_batch(ops, (unsigned)(2 * n));
+	ol_shard_batch_spare(ops, (unsigned)(2 * n), good_drives(p) - st->w, &hedged);
 	for (int d = 0; d < n; d++) {
 		int rc = ops[d].res < 0 ? (int)ops[d].res : (int)ops[n + d].res;
 
 		ol_shard_close(ops[n + d].fd);
 		if (!p->bad[d] && rc < 0)
-			drive_failed(p, d, "fsync", rc);
+			drive_failed(p, d,
+				     (hedged >> d | hedged >> (n + d)) & 1
+					 ? "fsync (left behind: slow)"
+					 : "fsync",
+				     rc);
 	}
 	return good_drives(p) >= st->w ? 0 : -EIO;
 }
@@ -444,7 +458,7 @@ ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, size_t
 	/* a zero-byte part has no stripe: its (empty) shard files still exist, so fsync and
 	 * heal find them like any other part's */
 	if (!rc && !inl && !p->files)
-		open_files(p);
+		open_files(p, false);
 	if (!rc && !inl)
 		rc = sync_files(p);
 	close_files(p, false);

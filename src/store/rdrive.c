@@ -46,7 +46,51 @@ struct ol_rdrive {
 	char uuid[40]; /* the UUID the identity check last found on the drive; "" unknown */
 	/* call times (slow.c): an EWMA in us and the calls since the last reset */
 	_Atomic uint64_t lat_us, lat_n;
+	_Atomic uint64_t hedged;    /* its ops abandoned by hedged batches */
+	_Atomic uint64_t hedged_ns; /* when the last one was (ol_io_now_ns), 0: never */
 };
+
+/* ---- hedging: an op of a batch that may be abandoned ----
+ * The thread running an op of a hedged batch points `my_slot` at the op's slot. Every client it
+ * takes from the pool is registered there while in use, so that the batch's thread can
+ * abort it (ol_node_client_abort); an aborted slot takes no more clients, and its client is
+ * freed, not pooled (its connection is cut; the pool's others are fine). */
+struct hslot {
+	pthread_mutex_t *mu; /* the batch's */
+	struct ol_node_client *c;
+	bool aborted, done;
+	uint64_t us; /* the op's time, once done */
+};
+
+static _Thread_local struct hslot *my_slot;
+
+static bool
+aborted_now(void)
+{
+	bool a = false;
+
+	if (my_slot) {
+		pthread_mutex_lock(my_slot->mu);
+		a = my_slot->aborted;
+		pthread_mutex_unlock(my_slot->mu);
+	}
+	return a;
+}
+
+/* c in use by this thread's op (or NULL: no longer): false when the op is abandoned. */
+static bool
+slot_set(struct ol_node_client *c)
+{
+	bool a = false;
+
+	if (my_slot) {
+		pthread_mutex_lock(my_slot->mu);
+		a = my_slot->aborted;
+		my_slot->c = a ? NULL : c;
+		pthread_mutex_unlock(my_slot->mu);
+	}
+	return !a;
+}
 
 /* ---- call times ---- */
 
@@ -84,12 +128,27 @@ ol_rd_latency_reset(struct ol_rdrive *rd)
 
 /* ---- the client pool ---- */
 
+/* An unused pooled client back to the pool (freed when the pool is full). */
+static void
+rd_give_idle(struct ol_rdrive *rd, struct ol_node_client *c)
+{
+	pthread_mutex_lock(&rd->mu);
+	if (rd->n_idle < POOL_MAX) {
+		rd->idle[rd->n_idle++] = c;
+		c = NULL;
+	}
+	pthread_mutex_unlock(&rd->mu);
+	ol_node_client_free(c);
+}
+
 /* A pooled client, or a new one (*fresh). A new one connects at once and, when the identity
  * check knows the drive's UUID, the node's disk at the drive's index must carry it (HELLO
  * lists them), else -EXDEV: after a node restarted with its disks in another order, no call
  * lands on another slot's disk in the second before the monitor sees it. With check false
  * (the monitor's ping, identity check and search for the disk) a new client is not checked,
- * and the caller must not pool it (rd_give's fresh). */
+ * and the caller must not pool it (rd_give's fresh). In an op of a hedged batch the client
+ * is registered in the op's slot before any call (its HELLO too), and an op already
+ * abandoned takes none (-ECANCELED). */
 static int
 rd_take_as(struct ol_rdrive *rd, struct ol_node_client **out, bool check, bool *fresh)
 {
@@ -99,17 +158,31 @@ rd_take_as(struct ol_rdrive *rd, struct ol_node_client **out, bool check, bool *
 	int rc;
 
 	*fresh = false;
+	*out = NULL;
+	if (aborted_now())
+		return -ECANCELED;
 	pthread_mutex_lock(&rd->mu);
 	if (rd->n_idle) {
 		*out = rd->idle[--rd->n_idle];
 		pthread_mutex_unlock(&rd->mu);
-		return 0;
+		if (slot_set(*out))
+			return 0;
+		rd_give_idle(rd, *out); /* abandoned meanwhile: back unused */
+		*out = NULL;
+		return -ECANCELED;
 	}
 	memcpy(want, rd->uuid, sizeof(want));
 	pthread_mutex_unlock(&rd->mu);
 	*fresh = !check;
-	if ((rc = ol_node_client_new(rd->peer, rd->st->secret, rd->st->self_id, out)) || !check)
+	if ((rc = ol_node_client_new(rd->peer, rd->st->secret, rd->st->self_id, out)))
 		return rc;
+	if (!slot_set(*out)) {
+		ol_node_client_free(*out);
+		*out = NULL;
+		return -ECANCELED;
+	}
+	if (!check)
+		return 0;
 	in = ol_xmalloc(sizeof(*in));
 	rc = ol_node_hello(*out, rd->st->deadline_ms, in);
 	pd = atomic_load(&rd->pdrive);
@@ -125,6 +198,7 @@ rd_take_as(struct ol_rdrive *rd, struct ol_node_client **out, bool check, bool *
 	}
 	free(in);
 	if (rc) {
+		slot_set(NULL);
 		ol_node_client_free(*out);
 		*out = NULL;
 	}
@@ -148,13 +222,18 @@ conn_err(int rc)
 }
 
 /* Back to the pool after a call that returned rc. A connection error drops the client and
- * every idle one: after a peer restarts, all pooled connections to it are dead. */
+ * every idle one: after a peer restarts, all pooled connections to it are dead. A client
+ * whose op was abandoned is dropped alone (its connection was cut here, not by the peer). */
 static void
 rd_give_as(struct ol_rdrive *rd, struct ol_node_client *c, int rc, bool fresh)
 {
 	struct ol_node_client *drop[POOL_MAX];
 	int nd = 0;
 
+	if (!slot_set(NULL)) {
+		ol_node_client_free(c);
+		return;
+	}
 	pthread_mutex_lock(&rd->mu);
 	if (conn_err(rc)) {
 		nd = rd->n_idle;
@@ -182,7 +261,7 @@ rd_give(struct ol_rdrive *rd, struct ol_node_client *c, int rc)
 static bool
 again(int rc, int *tries)
 {
-	return (rc == -ECONNRESET || rc == -EPIPE) && (*tries)++ == 0;
+	return (rc == -ECONNRESET || rc == -EPIPE) && (*tries)++ == 0 && !aborted_now();
 }
 
 static int
@@ -278,10 +357,36 @@ ol_rd_ping(struct ol_rdrive *rd)
 	return rc;
 }
 
+static void put_drive(struct ol_node_wr *w, const struct ol_rdrive *rd);
+
+/* The probe of a drive held out as slow: a read of its identity record (DRIVE_ID, no claim),
+ * which the peer serves from the drive itself, so a drive whose link is fast but whose disk
+ * is slow shows it (a ping would not). A drive without a record (-ENOENT) answered too. */
 int
 ol_rd_probe(struct ol_rdrive *rd, uint64_t *us)
 {
-	return ping_timed(rd, us);
+	uint8_t req[4];
+	struct ol_node_wr w = {req, 0, sizeof(req), false};
+	struct iovec iov;
+	struct ol_node_client *c;
+	const uint8_t *rp;
+	size_t rl;
+	uint64_t t0 = ol_io_now_ns();
+	bool fresh;
+	int rc, tries = 0;
+
+	put_drive(&w, rd);
+	ol_node_putbytes(&w, &(uint8_t){0}, 1);
+	iov = (struct iovec){req, w.n};
+	do { /* unchecked, as the monitor's pings and identity reads */
+		if ((rc = rd_take_as(rd, &c, false, &fresh)))
+			break;
+		rc = ol_node_call(c, OL_NODE_DRIVE_ID, &iov, 1, PING_MS < dl(rd) ? PING_MS : dl(rd),
+				  &rp, &rl);
+		rd_give_as(rd, c, rc, fresh);
+	} while (again(rc, &tries));
+	*us = (ol_io_now_ns() - t0) / 1000;
+	return rc == -ENOENT ? 0 : rc;
 }
 
 /* ---- metadata over the plane ---- */
@@ -581,6 +686,10 @@ struct vfile {
 	struct ol_rdrive *rd;
 	char name[MAX_NAME];
 	bool dir; /* a directory handle: its fsync is part of SHARD_FSYNC of the file */
+	/* a new shard not yet created: its first write (or sync) creates it, exclusively, so
+	 * that a PUT's creates ride on its first stripe's batch (hedged) instead of one call
+	 * per drive in turn; only the thread running the file's ops touches it */
+	bool create;
 };
 
 static pthread_mutex_t vf_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -594,7 +703,7 @@ ol_vfd(int fd)
 }
 
 static int
-vf_new(struct ol_rdrive *rd, const uint8_t *uuid, bool dir)
+vf_new(struct ol_rdrive *rd, const uint8_t *uuid, bool dir, bool create)
 {
 	struct vfile *f = ol_xcalloc(1, sizeof(*f));
 	char h[2 * OL_UUID + 1];
@@ -604,6 +713,7 @@ vf_new(struct ol_rdrive *rd, const uint8_t *uuid, bool dir)
 	snprintf(f->name, sizeof(f->name), "%.2s/%s", h, h);
 	f->rd = rd;
 	f->dir = dir;
+	f->create = create;
 	pthread_mutex_lock(&vf_mu);
 	for (i = 0; i < vf_cap && vf[(vf_hint + i) % vf_cap]; i++)
 		;
@@ -743,6 +853,7 @@ rd_pwrite(struct ol_rdrive *rd, const char *name, const struct iovec *data, int 
 			break;
 		rc = pwrite_frames(rd, c, name, data, nd, off, flags, &any);
 		if (ol_node_client_pending(c)) { /* answers still on their way: not reusable */
+			slot_set(NULL);
 			ol_node_client_free(c);
 			c = NULL;
 		}
@@ -776,7 +887,7 @@ ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how)
 			rd_give(rd, c, rc);
 		} while (again(rc, &tries));
 	}
-	return rc ? rc : vf_new(rd, uuid, how == 2);
+	return rc ? rc : vf_new(rd, uuid, how == 2, how == 3);
 }
 
 void
@@ -862,7 +973,9 @@ run_remote(struct ol_io_op *op)
 		return;
 	}
 	case OL_IO_WRITE:
-		rc = rd_pwrite(f->rd, f->name, iov, niov, op->off, 0);
+		rc = rd_pwrite(f->rd, f->name, iov, niov, op->off,
+			       f->create ? OL_NODE_PW_CREATE | OL_NODE_PW_EXCL : 0);
+		f->create &= rc != 0; /* failed: the put counts the drive failed, no retry */
 		op->res = rc ? rc : (ssize_t)total;
 		return;
 	case OL_IO_FSYNC:
@@ -873,6 +986,12 @@ run_remote(struct ol_io_op *op)
 
 		if (f->dir) { /* the file's SHARD_FSYNC made its directory entry durable */
 			rc = 0;
+			break;
+		}
+		if (f->create) { /* never written: created empty, synced with its entry */
+			rc = rd_pwrite(f->rd, f->name, NULL, 0, 0,
+				       OL_NODE_PW_CREATE | OL_NODE_PW_EXCL | OL_NODE_PW_SYNC);
+			f->create &= rc != 0;
 			break;
 		}
 		ol_node_put16(&w, (uint16_t)f->rd->pdrive);
@@ -913,21 +1032,151 @@ run_remotes(struct ol_io_op **r, unsigned n)
 	}
 }
 
+/* A hedged batch: every remote op on its own thread, this one watching. */
+struct hedge {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct ol_io_op **r;
+	struct hslot s[OL_MAX_DRIVES * 2];
+	uint64_t t0; /* ns */
+	unsigned ndone;
+};
+
+struct hedge_arg {
+	struct hedge *h;
+	unsigned i;
+};
+
+static void *
+hedge_thread(void *arg)
+{
+	struct hedge_arg *a = arg;
+	struct hedge *h = a->h;
+
+	my_slot = &h->s[a->i];
+	run_remote(h->r[a->i]);
+	my_slot = NULL;
+	pthread_mutex_lock(&h->mu);
+	h->s[a->i].done = true;
+	h->s[a->i].us = (ol_io_now_ns() - h->t0) / 1000;
+	h->ndone++;
+	pthread_cond_signal(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+/* The store of a remote op (every op of a batch is of one store). */
+static const struct ol_hedge_cfg *
+hedge_cfg(struct ol_io_op *op)
+{
+	struct vfile *f = vf_get(op->fd);
+
+	return f ? &f->rd->st->hedge : NULL;
+}
+
+/* Wait (h->mu held) until every op is done, or until the rule lets the rest go: then they
+ * are abandoned. */
+static void
+hedge_wait(struct hedge *h, unsigned n, int spare, const struct ol_hedge_cfg *cfg)
+{
+	while (h->ndone < n) {
+		uint64_t us[OL_MAX_DRIVES * 2], after, now;
+		int nd = 0;
+		struct timespec ts;
+
+		for (unsigned i = 0; i < n; i++)
+			if (h->s[i].done)
+				us[nd++] = h->s[i].us;
+		after = ol_hedge_after_us(cfg, us, nd, (int)n, spare);
+		now = (ol_io_now_ns() - h->t0) / 1000;
+		if (after != UINT64_MAX && now >= after)
+			break;
+		if (after == UINT64_MAX) {
+			pthread_cond_wait(&h->cv, &h->mu);
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += (time_t)((after - now) / 1000000);
+		ts.tv_nsec += (long)((after - now) % 1000000) * 1000;
+		if (ts.tv_nsec >= 1000000000L)
+			ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+		pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (h->s[i].done)
+			continue;
+		h->s[i].aborted = true;
+		if (h->s[i].c)
+			ol_node_client_abort(h->s[i].c);
+	}
+}
+
+/* Remote ops in parallel, giving up on up to spare stragglers; *mask: the abandoned ones. */
+static void
+run_hedged(struct ol_io_op **r, unsigned n, int spare, uint64_t *mask)
+{
+	struct hedge h = {.r = r};
+	struct hedge_arg a[OL_MAX_DRIVES * 2];
+	pthread_t th[OL_MAX_DRIVES * 2];
+	bool started[OL_MAX_DRIVES * 2] = {false};
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&h.mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h.cv, &ca);
+	pthread_condattr_destroy(&ca);
+	h.t0 = ol_io_now_ns();
+	for (unsigned i = 0; i < n; i++) {
+		h.s[i].mu = &h.mu;
+		a[i] = (struct hedge_arg){&h, i};
+		started[i] = pthread_create(&th[i], NULL, hedge_thread, &a[i]) == 0;
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (!started[i])
+			hedge_thread(&a[i]); /* no thread: it runs here, and is waited for */
+	pthread_mutex_lock(&h.mu);
+	hedge_wait(&h, n, spare, hedge_cfg(r[0]));
+	pthread_mutex_unlock(&h.mu);
+	for (unsigned i = 0; i < n; i++) {
+		struct vfile *f;
+
+		if (started[i])
+			pthread_join(th[i], NULL);
+		if (!h.s[i].aborted)
+			continue;
+		r[i]->res = -ETIMEDOUT;
+		*mask |= 1ull << i;
+		if ((f = vf_get(r[i]->fd))) {
+			atomic_fetch_add(&f->rd->hedged, 1);
+			atomic_store(&f->rd->hedged_ns, ol_io_now_ns());
+		}
+	}
+	pthread_cond_destroy(&h.cv);
+	pthread_mutex_destroy(&h.mu);
+}
+
 int
-ol_shard_batch(struct ol_io_op *ops, unsigned n)
+ol_shard_batch_spare(struct ol_io_op *ops, unsigned n, int spare, uint64_t *hedged)
 {
 	struct ol_io_op *loc[OL_MAX_DRIVES * 2], *rem[OL_MAX_DRIVES * 2];
 	struct ol_io_op tmp[OL_MAX_DRIVES * 2];
-	unsigned nl = 0, nr = 0;
+	unsigned nl = 0, nr = 0, ri[OL_MAX_DRIVES * 2];
+	const struct ol_hedge_cfg *cfg;
+	uint64_t mask = 0;
 	int rc = 0;
 
+	if (hedged)
+		*hedged = 0;
 	if (n > OL_MAX_DRIVES * 2)
 		return -EINVAL;
 	for (unsigned i = 0; i < n; i++) {
-		if (ol_vfd(ops[i].fd))
+		if (ol_vfd(ops[i].fd)) {
+			ri[nr] = i;
 			rem[nr++] = &ops[i];
-		else
+		} else {
 			loc[nl++] = &ops[i];
+		}
 	}
 	if (!nr)
 		return ol_io_batch(ops, n);
@@ -937,8 +1186,51 @@ ol_shard_batch(struct ol_io_op *ops, unsigned n)
 		rc = ol_io_batch(tmp, nl);
 	for (unsigned i = 0; i < nl; i++)
 		loc[i]->res = tmp[i].res;
-	run_remotes(rem, nr);
+	cfg = hedge_cfg(rem[0]);
+	if (spare > 0 && nr > 1 && cfg && cfg->floor_ms)
+		run_hedged(rem, nr, spare, &mask);
+	else
+		run_remotes(rem, nr);
+	for (unsigned i = 0; hedged && i < nr; i++)
+		if (mask & (1ull << i))
+			*hedged |= 1ull << ri[i];
 	return rc;
+}
+
+int
+ol_shard_batch(struct ol_io_op *ops, unsigned n)
+{
+	return ol_shard_batch_spare(ops, n, 0, NULL);
+}
+
+uint64_t
+ol_rd_hedged(struct ol_rdrive *rd)
+{
+	return atomic_load(&rd->hedged);
+}
+
+bool
+ol_drive_lagging(struct ol_store *st, int d)
+{
+	uint64_t v[OL_MAX_DRIVES], calls, at;
+	int n = 0;
+
+	if (!st->d[d].rd || !st->hedge.floor_ms)
+		return false;
+	/* left behind just now: its average may not show it (an abandoned call counts only the
+	 * time it was given, and its other calls may be fast) */
+	at = atomic_load(&st->d[d].rd->hedged_ns);
+	if (at && ol_io_now_ns() - at < (uint64_t)OL_HEDGE_RECENT_MS * 1000000)
+		return true;
+	for (int i = 0; i < st->n; i++) {
+		if (i == d || !st->d[i].rd || !atomic_load(&st->d[i].meta))
+			continue;
+		v[n] = ol_rd_latency(st->d[i].rd, &calls);
+		n += calls > 0;
+	}
+	if (!n || !ol_rd_latency(st->d[d].rd, &calls) || !calls)
+		return false;
+	return ol_hedge_lagging(&st->hedge, ol_rd_latency(st->d[d].rd, NULL), ol_slow_median(v, n));
 }
 
 struct each {

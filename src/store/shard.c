@@ -56,6 +56,22 @@ ol_shard_create(const struct ol_store *st, int d, const uint8_t *uuid)
 }
 
 int
+ol_shard_create_deferred(const struct ol_store *st, int d, const uint8_t *uuid)
+{
+	if (ol_drive_remote(st, d))
+		return ol_rd_shard_open((struct ol_store *)st, d, uuid, 3);
+	return ol_shard_create(st, d, uuid);
+}
+
+int
+ol_shard_handle(const struct ol_store *st, int d, const uint8_t *uuid)
+{
+	if (ol_drive_remote(st, d))
+		return ol_rd_shard_open((struct ol_store *)st, d, uuid, 4);
+	return ol_shard_open(st, d, uuid);
+}
+
+int
 ol_open_shard_dir(const struct ol_store *st, int d, const uint8_t *uuid)
 {
 	char dir[OL_PATH_MAX + 8];

@@ -2,6 +2,7 @@
  * latency as an EWMA, whether it is slow against its peers, whether the set can spare it, and
  * the hold-down that keeps an ejected drive out until its probes have been fast for a while.
  * No clock, no lock, no I/O here: drive.c's monitor calls these with its figures. */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "store/store_int.h"
@@ -66,4 +67,24 @@ bool
 ol_slow_may_return(uint64_t good_since_ms, uint64_t now_ms, uint64_t hold_ms)
 {
 	return good_since_ms && now_ms >= good_since_ms && now_ms - good_since_ms >= hold_ms;
+}
+
+uint64_t
+ol_hedge_after_us(const struct ol_hedge_cfg *c, uint64_t *done_us, int ndone, int n, int spare)
+{
+	uint64_t floor_us, m;
+
+	if (!c->floor_ms || spare <= 0 || ndone <= 0 || ndone >= n || n - ndone > spare)
+		return UINT64_MAX;
+	floor_us = (uint64_t)c->floor_ms * 1000;
+	m = ol_slow_median(done_us, ndone) * c->ratio;
+	return m > floor_us ? m : floor_us;
+}
+
+bool
+ol_hedge_lagging(const struct ol_hedge_cfg *c, uint64_t lat_us, uint64_t peers_us)
+{
+	struct ol_slow_cfg s = {.floor_ms = c->floor_ms, .ratio = c->ratio};
+
+	return ol_slow_is(&s, lat_us, peers_us);
 }

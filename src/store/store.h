@@ -392,6 +392,7 @@ struct ol_store_drive_state {
 	uint64_t faults;	 /* times taken offline */
 	uint64_t slow_ejections; /* of those, as slow */
 	uint64_t latency_us;	 /* moving average of its call times; while slow, its last probe */
+	uint64_t hedged;	 /* its shard reads and writes abandoned as slower than the rest */
 };
 /* 0 and *out, or -ENOENT past the last drive. Any thread. */
 int ol_store_drive_state(struct ol_store *st, int i, struct ol_store_drive_state *out);

@@ -65,6 +65,23 @@ uint64_t ol_slow_next_hold(const struct ol_slow_cfg *c, uint64_t prev_ms, uint64
 /* May a drive whose probes have been fast since good_since_ms (0: not fast now) return? */
 bool ol_slow_may_return(uint64_t good_since_ms, uint64_t now_ms, uint64_t hold_ms);
 
+/* Hedging (docs/cluster.md, "A slow drive"): a batch of remote shard ops that may spare some
+ * of its ops abandons the stragglers instead of waiting for them. Pure, as above. */
+#define OL_HEDGE_RECENT_MS 2000 /* a drive left behind this recently is lagging for reads */
+struct ol_hedge_cfg {
+	unsigned floor_ms; /* never abandon an op before this; 0 = hedging off */
+	unsigned ratio;	   /* nor before this many times the finished ops' median time */
+};
+/* The time since a batch of n remote ops started (us) from which its unfinished ops may be
+ * abandoned, given the times of the ndone that finished (done_us; sorted here) and how many
+ * it may spare: UINT64_MAX while none may be (hedging off, none finished, or more than spare
+ * unfinished), else the larger of floor_ms and ratio times their median. */
+uint64_t ol_hedge_after_us(const struct ol_hedge_cfg *c, uint64_t *done_us, int ndone, int n,
+			   int spare);
+/* Does a drive whose calls average lat_us lag so far behind peers at peers_us that a read
+ * goes to another shard instead: at least floor_ms and ratio times peers_us (false when off). */
+bool ol_hedge_lagging(const struct ol_hedge_cfg *c, uint64_t lat_us, uint64_t peers_us);
+
 struct ol_drive {
 	char root[OL_PATH_MAX]; /* data dir; a remote drive: "node N host:port drive D" */
 	struct ol_rdrive *rd;	/* NULL: a local drive; else served by a node plane (rdrive.c) */
@@ -132,7 +149,8 @@ struct ol_store {
 	char secret[256];
 	unsigned self_id;
 	int deadline_ms;
-	struct ol_slow_cfg slow; /* slow-drive ejection of remote drives (floor_ms 0 = off) */
+	struct ol_slow_cfg slow;   /* slow-drive ejection of remote drives (floor_ms 0 = off) */
+	struct ol_hedge_cfg hedge; /* abandoning stragglers of remote batches (floor_ms 0 = off) */
 	/* sets.c: a store of several erasure sets is a shell (n_sets > 1) whose sets[] are
 	 * one-set stores; a one-set store is its own only set (n_sets 1, sets[0] itself) */
 	int n_sets;
@@ -340,7 +358,8 @@ int ol_rd_ping(struct ol_rdrive *rd);
 uint64_t ol_rd_latency(struct ol_rdrive *rd, uint64_t *calls);
 /* Forget the drive's call times (a drive that returns starts afresh). */
 void ol_rd_latency_reset(struct ol_rdrive *rd);
-/* One ping timed by the wall clock, the way calls are timed: 0 and *us, or -errno. */
+/* One small read of the drive (its identity record, served from the drive itself, not a
+ * ping) timed by the wall clock, the way calls are timed: 0 and *us, or -errno. */
 int ol_rd_probe(struct ol_rdrive *rd, uint64_t *us);
 /* A remote env for drive d once it answers (ping, its identity, a metadata read). 0 or
  * -errno; why (cap bytes) says what failed: -EXDEV, the drive is not the one its slot
@@ -356,7 +375,9 @@ int ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap);
  * when two do: a cloned disk, logged). move (the drive offline: no call in flight): the drive
  * is addressed there from now on, logged. */
 int ol_rd_find(struct ol_store *st, int d, bool move);
-/* how: 0 an existing shard (-ENOENT), 1 a new empty one (-EEXIST), 2 its directory handle. */
+/* how: 0 an existing shard (-ENOENT), 1 a new empty one (-EEXIST), 2 its directory handle,
+ * 3 a new one created (exclusively) by its first write or sync, no call now, 4 an existing
+ * one unchecked (no call now: a read of a missing one fails then). */
 int ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how);
 void ol_rd_shard_unlink(struct ol_store *st, int d, const uint8_t *uuid);
 /* Every file in the shard directories of remote drive d: cb(arg, dir, name, mtime in s);
@@ -368,6 +389,21 @@ void ol_vfd_close(int fd);
 /* ol_io_batch for ops on real and virtual descriptors (the remote ones over the plane, in
  * parallel). Same contract; n <= 2 * OL_MAX_DRIVES. */
 int ol_shard_batch(struct ol_io_op *ops, unsigned n);
+/* ol_shard_batch that may give up on `spare` of its remote ops (0: as ol_shard_batch): once
+ * all but at most spare of them have finished and the rest have run past the store's hedge
+ * delay (ol_hedge_after_us), the rest are abandoned: their connections are shut down and
+ * dropped, each such op ends with res -ETIMEDOUT (none of its buffers is touched after this
+ * returns; a write may still land on the drive later, with the same bytes), its time counts
+ * in the drive's EWMA and in its hedged counter. *hedged (when given) is set to the mask of
+ * abandoned op indexes. Local ops are never abandoned. */
+int ol_shard_batch_spare(struct ol_io_op *ops, unsigned n, int spare, uint64_t *hedged);
+/* Ops of drive d's remote calls that hedged batches abandoned (any thread). */
+uint64_t ol_rd_hedged(struct ol_rdrive *rd);
+/* Is remote drive d of st so far behind its set's other online remote drives (EWMAs,
+ * ol_hedge_lagging), or was an op of it left behind in the last OL_HEDGE_RECENT_MS, so that a
+ * read should take another shard instead? False for a local drive or with hedging off. After
+ * that time a read asks it again (and leaves it behind again while it is slow): the probe. */
+bool ol_drive_lagging(struct ol_store *st, int d);
 /* fn(st, d, arg) for every drive: local ones in this thread in order, remote ones at once
  * (their calls overlap on the wire). fn must only touch drive d's part of shared state. */
 void ol_each_drive(struct ol_store *st, void (*fn)(struct ol_store *st, int d, void *arg),
@@ -376,6 +412,13 @@ void ol_each_drive(struct ol_store *st, void (*fn)(struct ol_store *st, int d, v
 /* shard.c: shard files (their I/O goes through io/'s ol_io_batch, one ring per thread) */
 void ol_shard_path(const struct ol_store *st, int d, const uint8_t *uuid, char *buf, size_t cap);
 int ol_shard_create(const struct ol_store *st, int d, const uint8_t *uuid);
+/* ol_shard_create, but a remote drive's shard is created by its first write or fsync (in a
+ * batch with the other drives', where a slow drive may be left behind) instead of now: that
+ * write or fsync fails -EEXIST where ol_shard_create would have. */
+int ol_shard_create_deferred(const struct ol_store *st, int d, const uint8_t *uuid);
+/* ol_shard_open, but a remote drive's shard is not checked now (no call): a read of a
+ * missing one fails when it is made. */
+int ol_shard_handle(const struct ol_store *st, int d, const uint8_t *uuid);
 /* An fd on the directory holding the shard file (to fsync its entry), or -errno. */
 int ol_open_shard_dir(const struct ol_store *st, int d, const uint8_t *uuid);
 void ol_shard_unlink(const struct ol_store *st, int d, const uint8_t *uuid);

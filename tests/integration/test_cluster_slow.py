@@ -199,3 +199,88 @@ def test_only_one_of_two_slow_drives_leaves_a_set_of_quorum_three(world, tmp_pat
         c.nodes[lid].faults.write_text("")
         w.until(lambda: c.online_now(lid) == NODES, "the slow drive back once fast")
         store_whole(c, "slow2", w.acked, g, lid)
+
+
+def test_a_drive_slow_on_disk_but_fast_to_ping_stays_out(world, tmp_path):  # noqa: F811
+    """the return probe reads the drive (its identity record), not a ping: a drive whose
+    every drive call is slow but whose pings are fast stays out while that lasts"""
+    ops = ("STAT", "SHARD_READ", "SHARD_PWRITE", "SHARD_FSYNC", "SHARD_UNLINK", "SHARD_LIST",
+           "META_GET", "META_SCAN", "META_COMMIT", "DRIVE_ID")
+    with started(world, tmp_path, extra=EXTRA) as c:
+        lid, _ = c.leader()
+        f, g, h = others(lid)
+        c.client(g, retries=4).create_bucket(Bucket="disk")
+        w = Writer(c, "disk", g, h)
+        for _ in range(3):
+            w.step()
+        back = returns(c, lid, f)
+        c.nodes[lid].faults.write_text("".join(
+            f"delay {op} {DELAY_MS} {c.nodes[f].ip}:{c.nodes[f].rpc_port}\n" for op in ops))
+        w.until(lambda: slow_lines(c, lid), f"node {f}'s drive taken offline as slow")
+        t = time.monotonic()
+        w.until(lambda: time.monotonic() - t > 2 * HOLD_S + 2, "writes while its disk is slow",
+                max_n=5000, keys=20)
+        assert returns(c, lid, f) == back, "returned on fast pings while its calls were slow"
+        assert len(slow_lines(c, lid)) == 1, slow_lines(c, lid)
+        c.nodes[lid].faults.write_text("")
+        w.until(lambda: returns(c, lid, f) > back, f"node {f}'s drive back once fast")
+        store_whole(c, "disk", w.acked, g, lid)
+
+
+# Hedging (docs/cluster.md, "A slow drive"): with ejection off, a drive whose shard calls
+# take HEDGE_DELAY_MS each is left behind by stripes that can spare it instead of pacing them.
+HEDGE_DELAY_MS = 2000
+HEDGE_SIZE = 24 << 20  # 8 stripes of 3 x 1 MiB: 8 waits of the delay, or more, without hedging
+# A whole request's bound: generous for a hedged one (a hedge delay or two: only shard calls
+# are delayed here, and those are hedged), far under what waiting for every call costs (16 s
+# and more for each of these PUTs and GETs).
+REQUEST_S = 12
+
+
+def shard_delay(c, lid, f, ms):
+    c.nodes[lid].faults.write_text("".join(
+        f"delay {op} {ms} {c.nodes[f].ip}:{c.nodes[f].rpc_port}\n"
+        for op in ("SHARD_PWRITE", "SHARD_READ", "SHARD_FSYNC")))
+
+
+def bounded(what, fn):
+    """fn() in a thread, given REQUEST_S in all (a client's whole-request timeout)"""
+    import concurrent.futures
+    ex = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        return ex.submit(fn).result(timeout=REQUEST_S)
+    except concurrent.futures.TimeoutError:
+        raise AssertionError(f"{what}: not within {REQUEST_S} s") from None
+    finally:
+        ex.shutdown(wait=False)
+
+
+def test_a_slow_drive_is_left_behind_when_it_cannot_be_taken_out(world, tmp_path):  # noqa: F811
+    with started(world, tmp_path, extra="slow_drive_ms = 0\n") as c:
+        lid, _ = c.leader()
+        # a drive that holds data shards (drive i of the set is node i's; k = 3): reads
+        # would wait for it
+        f = next(i for i in others(lid) if i < NODES - 1)
+        g, h = [i for i in others(lid) if i != f][:2]
+        s3 = c.client(g, retries=0)
+        s3.create_bucket(Bucket="hedge")
+        acked = {}
+        shard_delay(c, lid, f, HEDGE_DELAY_MS)
+        for n in range(3):
+            key, data = f"h{n}", body(f"h{n}", HEDGE_SIZE + n * 4099)
+            bounded(f"PUT {key}", lambda: s3.put_object(Bucket="hedge", Key=key, Body=data))
+            acked[key] = data
+            got = bounded(f"GET {key}", lambda: c.client(h, retries=0).get_object(
+                Bucket="hedge", Key=key)["Body"].read())
+            assert got == data, key
+        hedged = metric(c, lid, "openlake_drive_hedged_total", f)
+        print(f"node {f}'s drive: {hedged} shard calls left behind")
+        assert hedged > 0
+        assert drive_state(c, lid, f)["hedged"] == hedged
+        assert "left behind: slow" in c.nodes[lid].log()
+        assert c.online_now(lid) == NODES, "ejection is off: the slow drive stays online"
+        # every object (each missed by the slow drive) healed and whole through every node
+        c.nodes[lid].faults.write_text("")
+        r = c.heal(lid)
+        assert r.returncode == 0, r.stdout + r.stderr
+        store_whole(c, "hedge", acked, g, lid)

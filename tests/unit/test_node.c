@@ -542,6 +542,50 @@ test_deadline(void)
 	close(lfd);
 }
 
+/* ---- ol_node_client_abort: a call blocked on a silent peer, cut from another thread ---- */
+
+struct abort_call {
+	struct ol_node_client *c;
+	int rc;
+};
+
+static void *
+abort_caller(void *arg)
+{
+	struct abort_call *a = arg;
+
+	a->rc = ol_node_ping(a->c, 100000, NULL); /* far past the test's own timeout */
+	return NULL;
+}
+
+static void
+test_abort(void)
+{
+	int lfd = ol_io_listen("127.0.0.1:0", false, 16), fd;
+	char addr[64], b[64];
+	struct abort_call a = {0};
+	pthread_t th;
+	struct pollfd p;
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", ol_io_sock_port(lfd));
+	ol_node_client_new(addr, SECRET, 1, &a.c);
+	pthread_create(&th, NULL, abort_caller, &a);
+	/* the call is under way once its HELLO arrives; the peer never answers */
+	fd = accept(lfd, NULL, NULL);
+	p = (struct pollfd){fd, POLLIN, 0};
+	ok(fd >= 0 && poll(&p, 1, 60000) == 1 && recv(fd, b, sizeof(b), 0) > 0,
+	   "abort: the call reached the silent peer");
+	ol_node_client_abort(a.c);
+	pthread_join(th, NULL); /* without the abort: 100 s, past the test's timeout */
+	ok(a.rc == -ECONNRESET || a.rc == -EPIPE || a.rc == -ECANCELED,
+	   "abort: the blocked call returns at once with a broken connection (%d)", a.rc);
+	ok(ol_node_ping(a.c, 100000, NULL) == -ECANCELED,
+	   "abort: a later call fails at once, without connecting again");
+	ol_node_client_free(a.c);
+	close(fd);
+	close(lfd);
+}
+
 /* ---- the credit window, counted at a slow receiver ---- */
 
 struct slow {
@@ -1171,6 +1215,7 @@ main(void)
 	test_mac_reference();
 	test_names();
 	test_deadline();
+	test_abort();
 	test_credit();
 	test_server(tmp);
 	test_encrypt_frames();

@@ -1,6 +1,7 @@
 /* tests/unit/test_slow.c - the pure rules of slow-drive ejection (store/slow.c): the call-time
  * EWMA, the median of the peers, when a drive is slow, when a set can spare one, and the
- * hold-down arithmetic (base, doubling on relapses, the cap, back to base after a calm). */
+ * hold-down arithmetic (base, doubling on relapses, the cap, back to base after a calm); and
+ * hedging's: when a batch may abandon its stragglers, when a read skips a lagging drive. */
 #include <stdint.h>
 
 #include "store/store_int.h"
@@ -106,6 +107,36 @@ hold(void)
 	ok(!ol_slow_may_return(t + 5, t, 10000), "a clock behind the start: stays out");
 }
 
+static void
+hedge(void)
+{
+	const struct ol_hedge_cfg h = {.floor_ms = 200, .ratio = 4}, off = {0, 4};
+	uint64_t d3[] = {5000, 7000, 6000}, d2[] = {5000, 7000}, slow3[] = {90000, 80000, 100000},
+		 d1[] = {1000};
+
+	ok(ol_hedge_after_us(&h, d3, 3, 4, 1) == 200000,
+	   "3 of 4 done in ~6 ms, one spare: the rest may go after the 200 ms floor");
+	ok(ol_hedge_after_us(&h, slow3, 3, 4, 1) == 360000,
+	   "3 of 4 done in ~90 ms: after 4x their median (%llu)",
+	   (unsigned long long)ol_hedge_after_us(&h, slow3, 3, 4, 1));
+	ok(ol_hedge_after_us(&h, d2, 2, 4, 1) == UINT64_MAX,
+	   "2 of 4 done, one spare: two unfinished is one too many, wait");
+	ok(ol_hedge_after_us(&h, d2, 2, 4, 2) == 200000, "2 of 4 done, two spare: may go");
+	ok(ol_hedge_after_us(&h, d3, 3, 4, 0) == UINT64_MAX, "nothing spare: always wait");
+	ok(ol_hedge_after_us(&h, d3, 3, 4, -1) == UINT64_MAX, "below the quorum already: wait");
+	ok(ol_hedge_after_us(&h, d3, 0, 4, 9) == UINT64_MAX,
+	   "none done: no time to compare with, wait (even with all spare)");
+	ok(ol_hedge_after_us(&h, d3, 3, 3, 1) == UINT64_MAX, "all done: nothing to abandon");
+	ok(ol_hedge_after_us(&h, d1, 1, 2, 1) == 200000, "1 of 2 done, one spare: may go");
+	ok(ol_hedge_after_us(&off, d3, 3, 4, 1) == UINT64_MAX, "hedge_ms 0: off");
+
+	ok(ol_hedge_lagging(&h, 1000000, 5000), "1 s beside peers at 5 ms: lagging");
+	ok(!ol_hedge_lagging(&h, 150000, 5000), "150 ms: under the 200 ms floor");
+	ok(!ol_hedge_lagging(&h, 300000, 100000), "300 ms beside 100 ms: under 4x");
+	ok(ol_hedge_lagging(&h, 400000, 100000), "400 ms beside 100 ms: 4x");
+	ok(!ol_hedge_lagging(&off, 1000000, 5000), "off: never");
+}
+
 int
 main(void)
 {
@@ -114,5 +145,6 @@ main(void)
 	slow();
 	spare();
 	hold();
+	hedge();
 	tap_done();
 }
