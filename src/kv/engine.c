@@ -1487,66 +1487,6 @@ ol_kve_pin_dram(struct ol_kve *e, const struct ol_kvk *k, struct ol_kve_slot *s)
 }
 
 int
-ol_kve_pin_many(struct ol_kve *e, const struct ol_kvk *k, unsigned n, struct ol_kve_slot *s,
-		int *st)
-{
-	struct nvread *nr = ol_xcalloc(n ? n : 1, sizeof(*nr));
-	unsigned *at = ol_xcalloc(n ? n : 1, sizeof(*at)), nn = 0;
-	uint64_t budget = OL_KVS_BATCH; /* the values share this thread's read buffer */
-	bool full = false;
-	for (unsigned i = 0; i < n; i++) { /* DRAM hits and misses now; NVMe reads noted */
-		if (full) {
-			st[i] = OL_KVE_NVME; /* past the read budget: left to the caller */
-			continue;
-		}
-		uint64_t h = khash(&k[i]);
-		struct kstripe *sp = stripe_of(e, h);
-		pthread_mutex_lock(&sp->mu);
-		struct ent *x = ht_find(sp, &k[i], h);
-		if (!x) {
-			st[i] = OL_KV_MISS;
-			sp->st.misses++;
-		} else if (x->off != OL_KVE_NOOFF) {
-			st[i] = pin_dram(e, sp, x, &s[i]);
-			sp->st.hits_dram++;
-			sp->st.hits++;
-		} else if (nn == 0 || budget >= ol_kvs_rec_size(x->len)) {
-			st[i] = OL_KVE_NVME;
-			nv_start(e, sp, x, false, &nr[nn]);
-			at[nn++] = i;
-			budget -=
-			    budget < ol_kvs_rec_size(x->len) ? budget : ol_kvs_rec_size(x->len);
-		} else {
-			st[i] = OL_KVE_NVME; /* over the read budget: the caller pins it itself */
-			full = true;
-		}
-		pthread_mutex_unlock(&sp->mu);
-	}
-	struct ol_kvs_rd *rd = ol_xcalloc(nn ? nn : 1, sizeof(*rd));
-	for (unsigned j = 0; j < nn; j++)
-		rd[j] = nr[j].rd;
-	if (nn)
-		(void)ol_kvs_read_many(e->spill, rd, nn); /* one ring submission per group */
-	unsigned hits = 0;
-	for (unsigned j = 0; j < nn; j++) {
-		unsigned i = at[j];
-		struct kstripe *sp = stripe_of(e, nr[j].h);
-		nr[j].rd = rd[j];
-		st[i] = nv_finish(e, sp, &nr[j], false, &s[i]);
-		sp->st.hits_nvme += st[i] == OL_KV_OK;
-		sp->st.hits += st[i] == OL_KV_OK;
-		sp->st.misses += st[i] != OL_KV_OK;
-		pthread_mutex_unlock(&sp->mu);
-	}
-	for (unsigned i = 0; i < n; i++)
-		hits += st[i] == OL_KV_OK;
-	free(rd);
-	free(at);
-	free(nr);
-	return (int)hits;
-}
-
-int
 ol_kve_pin_start(struct ol_kve *e, const struct ol_kvk *k, struct ol_kve_slot *s,
 		 struct ol_kve_nvrd *rd)
 {

@@ -146,16 +146,6 @@ int ol_kve_pin(struct ol_kve *e, const struct ol_kvk *k, bool need_dram, struct 
  * or counted, and the caller runs ol_kve_pin where a blocking read is allowed. */
 #define OL_KVE_NVME 1000
 int ol_kve_pin_dram(struct ol_kve *e, const struct ol_kvk *k, struct ol_kve_slot *s);
-/* ol_kve_pin(e, k[i], false, s + i) for i in [0, n), with the NVMe-tier reads among them
- * submitted together on the calling thread's ring instead of one after another. st[i] receives
- * each status. A value served from the read buffer (s[i].off == OL_KVE_NOOFF) is valid until
- * this thread's next NVMe read (the next call here or to ol_kve_pin): copy it out first.
- * The reads of one call share that buffer: from the NVMe-only key that would take them past
- * 16 MiB on (the first is always read), every key is left alone with st[i] = OL_KVE_NVME
- * (nothing pinned or counted: the caller pins it itself). Returns how many are OL_KV_OK. May
- * block on a disk. */
-int ol_kve_pin_many(struct ol_kve *e, const struct ol_kvk *k, unsigned n, struct ol_kve_slot *s,
-		    int *st);
 /* A GET whose NVMe-tier read the caller does itself, on its own ring (an event loop's thread:
  * neither call waits for a disk):
  *

@@ -6,7 +6,7 @@
  * narrows it to the loops on the NUMA node of the address's NIC (io/topo.h), on the TCP
  * listener, so the kernel hands each connection to one loop, where it stays.
  * A connection has one ring op in flight at a time (a recv, a send, or none while a helper
- * runs for it), so its callbacks never race. States:
+ * runs for it), or the reads of one GET batch, so its callbacks never race. States:
  *
  *   C_TLS_HS   [kv_tls]: the first bytes (a plaintext frame is refused in plaintext), then
  *              the TLS handshake, within one frame timeout from the accept
@@ -17,26 +17,33 @@
  *   C_PUT_DATA the value, recv'd straight into the reserved shm slot; commit; or
  *   C_PUT_SKIP a value not stored (exists, full, too large) read and dropped
  *   C_GET      the next GET entry: pinned in DRAM and sent from the slot (no copy); or on
- *              the NVMe tier only: read on the loop's own ring into the connection's buffer
- *              (ol_kve_pin_start holds the extent, ol_kve_pin_finish checks the record and
- *              may promote it), then sent from there; or, when the entry after it is
- *              NVMe-only too, read by a helper with the NVMe-only entries that follow in one
- *              ring submission (c->pre), which are then sent in their turn
+ *              the NVMe tier only: a batch of it and the NVMe-only entries after it (up to
+ *              KVL_READ_AHEAD, their records within KVL_RDBUF_KEEP; a DRAM hit or a miss
+ *              that follows joins it answered and ends it), each extent held by
+ *              ol_kve_pin_start, all read at once on the loop's own ring into slices of the
+ *              connection's buffer (a fixed buffer of the ring where it has a slot), each
+ *              record checked by ol_kve_pin_finish (which may promote it) once all are in,
+ *              and every reply sent from where it lies in one gathered sendmsg (no copy)
  *
  * Once a frame has started, each ring op must complete within the frame timeout (10 s, as the
  * blocking sockets' SO_RCVTIMEO gave every read, plus 1 s per MiB it moves: a value is one op,
  * MSG_WAITALL), else the op is cancelled and the connection closed.
- * Helpers: a few threads that run the engine calls that may wait for a disk (batched NVMe
- * reads, tombstones, strict write-behind) and post the connection back to its loop.
+ * The reads of a batch run under one frame timeout for all their bytes; at the timeout each
+ * read still in flight is cancelled, and once every one has completed the connection closes
+ * (unless none was cut short: then the batch is answered).
+ * Helpers: a few threads that run the engine calls that may wait for a disk (a GET entry whose
+ * read cannot be queued on the ring, tombstones, strict write-behind, LOOKUP promotions) and
+ * post the connection back to its loop.
  *
  * TLS: the same states over a session on memory BIOs (tls/mem.c). The connection's one ring
  * op then moves ciphertext: a recv straight into the session's input buffer, or a send from
  * its output buffer. Where a plaintext state would recv, it decrypts what the session holds
  * (a PUT value straight into its shm slot, exactly the bytes the state needs) and waits for
  * ciphertext only when the session has none left; a reply is encrypted straight from where
- * it lies (a GET value from its pinned slot) into the output buffer, which is sent each time
- * it fills and at the end. Each ciphertext op runs under the frame timeout as a plaintext op
- * would; idle between frames, a connection waits for ciphertext without a timer. */
+ * it lies (a GET value from its pinned slot or its slice of the read buffer) into the output
+ * buffer, which is sent each time it fills and at the end. Each ciphertext op runs under the
+ * frame timeout as a plaintext op would; idle between frames, a connection waits for
+ * ciphertext without a timer. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -57,7 +64,8 @@
 #define KVL_MAX_LOOPS	     64
 #define KVL_HELPERS	     2
 #define KVL_READ_AHEAD	     OL_KVS_GATHER /* GET entries read from NVMe in one submission */
-#define KVL_RDBUF_KEEP	     (1u << 20)	   /* a connection's NVMe read buffer kept up to this */
+#define KVL_RDBUF_KEEP	     (2u << 20)	   /* a connection's NVMe read buffer kept up to this */
+#define KVL_RDBUF_MIN	     (64u << 10)   /* and allocated at least this large */
 
 enum { C_TLS_HS, C_HDR, C_BODY, C_PUT_ENT, C_PUT_DATA, C_PUT_SKIP, C_GET };
 enum { J_HANDLE, J_PUT_ALLOC, J_PUT_COMMIT, J_GET_PIN };
@@ -102,9 +110,15 @@ static void
 on_tmo(struct ol_loop *l, void *arg, int res)
 {
 	struct conn *c = arg;
+	bool again = false;
 	(void)res;
 	c->timed_out = true;
-	if (ol_loop_cancel(l, &c->op) < 0) /* no SQE free now: try again soon */
+	if (c->nv_wait == 0)
+		again = ol_loop_cancel(l, &c->op) < 0;
+	for (unsigned j = 0; c->nv_wait > 0 && j < c->nnv; j++) /* a GET batch's reads */
+		if (c->nv[j].busy && ol_loop_cancel(l, &c->nv[j].op) < 0)
+			again = true;
+	if (again) /* no SQE free now: try again soon */
 		(void)!ol_loop_timer_arm(l, &c->tmo, 10 * 1000000);
 }
 
@@ -117,15 +131,19 @@ tmo_arm(struct conn *c, size_t n)
 				 KVL_FRAME_TIMEOUT_NS + (uint64_t)(n >> 20) * 1000000000u);
 }
 
-static void pre_clear(struct conn *c);
-
-/* Free the values of the read-ahead replies gathered into c's send (sent, or never will be). */
+/* End c's GET batch (no read of it in flight): the holds of the entries not finished are
+ * dropped, the DRAM pins of the others released (their reply sent, or never will be). */
 static void
-more_free(struct conn *c)
+nv_drop(struct conn *c)
 {
-	for (unsigned j = 0; j < c->n_more; j++)
-		free(c->buf_more[j]);
-	c->n_more = 0;
+	for (unsigned j = 0; j < c->nnv; j++) {
+		struct kvnv *v = &c->nv[j];
+		if (v->st == OL_KVE_NVME)
+			ol_kve_pin_abandon(c->s->eng, &v->rd);
+		else if (v->st == OL_KV_OK && v->sl.off != OL_KVE_NOOFF)
+			ol_kve_release(c->s->eng, v->sl.off, v->sl.seq);
+	}
+	c->nnv = 0;
 }
 
 /* Free c's NVMe read buffer (no read into it in flight), its ring registration first. */
@@ -153,9 +171,8 @@ conn_end(struct conn *c, int r)
 		ol_kve_release(c->s->eng, c->sl.off, c->sl.seq);
 	free(c->bounce);
 	c->bounce = NULL;
-	more_free(c);
+	nv_drop(c);
 	rdbuf_free(c);
-	pre_clear(c);
 	kvs_conn_close(c);
 }
 
@@ -272,7 +289,7 @@ sent_done(struct conn *c)
 	c->sl_held = false;
 	free(c->bounce);
 	c->bounce = NULL;
-	more_free(c);
+	nv_drop(c);
 	if (c->rdcap > KVL_RDBUF_KEEP) /* a large block's buffer goes with it */
 		rdbuf_free(c);
 	kvs_out_done(c);
@@ -543,66 +560,6 @@ help(struct conn *c, int job)
 	return 0;
 }
 
-/* A copy of a pinned or read-buffer value (the pin is dropped): what a helper hands back. */
-static uint8_t *
-copy_out(struct conn *c, const struct ol_kve_slot *sl)
-{
-	uint8_t *b = ol_xmalloc(sl->len ? sl->len : 1);
-	memcpy(b, sl->ptr, sl->len);
-	if (sl->off != OL_KVE_NOOFF)
-		ol_kve_release(c->s->eng, sl->off, sl->seq);
-	return b;
-}
-
-static void
-pre_clear(struct conn *c)
-{
-	for (unsigned j = c->pre_at; j < c->npre; j++)
-		free(c->pre[j].buf);
-	free(c->pre);
-	c->pre = NULL;
-	c->npre = c->pre_at = 0;
-}
-
-/* Helper: GET entry i is on the NVMe tier only. When the entries after it are too, read them
- * all with one ring submission (ol_kve_pin_many) and keep the next ones' values for their
- * turn (c->pre). 0: entry i is served (c->st, c->sl, c->bounce); -1: i alone, as before. */
-static int
-get_pin_ahead(struct conn *c)
-{
-	struct ol_kvk ks[KVL_READ_AHEAD];
-	struct ol_kve_slot ss[KVL_READ_AHEAD];
-	int sts[KVL_READ_AHEAD];
-	unsigned n = 0;
-	ks[n++] = c->k;
-	for (uint32_t j = c->i + 1; j < c->h.count && n < KVL_READ_AHEAD; j++) {
-		struct ol_kvp_req_ent re;
-		ol_kvp_req_ent_decode(c->ents + (size_t)j * OL_KVP_REQ_ENT, &re);
-		ol_kve_key(&ks[n], re.key, c->ns);
-		if (!ol_kve_nvme_only(c->s->eng, &ks[n]))
-			break;
-		n++;
-	}
-	if (n == 1)
-		return -1;
-	ol_kve_pin_many(c->s->eng, ks, n, ss, sts);
-	if (sts[0] == OL_KVE_NVME)
-		return -1; /* not read (cannot happen: the first is always read) */
-	c->st = sts[0];
-	c->bounce = c->st == OL_KV_OK ? copy_out(c, &ss[0]) : NULL;
-	c->sl = (struct ol_kve_slot){.ptr = c->bounce, .off = OL_KVE_NOOFF, .len = ss[0].len};
-	pre_clear(c);
-	c->pre = ol_xcalloc(n - 1, sizeof(*c->pre));
-	for (unsigned m = 1; m < n && sts[m] != OL_KVE_NVME; m++) {
-		struct kvpre *p = &c->pre[c->npre++];
-		p->idx = c->i + m;
-		p->st = sts[m];
-		p->len = sts[m] == OL_KV_OK ? ss[m].len : 0;
-		p->buf = sts[m] == OL_KV_OK ? copy_out(c, &ss[m]) : NULL;
-	}
-	return 0; /* past the read budget nothing was pinned: those entries come in their turn */
-}
-
 static void
 help_run(struct conn *c)
 {
@@ -617,9 +574,7 @@ help_run(struct conn *c)
 	case J_PUT_COMMIT:
 		c->st = ol_kve_commit(e, &c->k, c->sl.off, c->sl.seq, c->e.len);
 		break;
-	default: /* J_GET_PIN */
-		if (get_pin_ahead(c) == 0)
-			break;
+	default: /* J_GET_PIN: entry i's read could not be queued on the loop's ring */
 		c->st = ol_kve_pin(e, &c->k, false, &c->sl);
 		if (c->st == OL_KV_OK && c->sl.off == OL_KVE_NOOFF) {
 			/* the tier's read buffer is this thread's: keep a copy to send */
@@ -814,30 +769,8 @@ iov_reply(struct conn *c, uint8_t *h, size_t hl, int st, const struct ol_kve_slo
 		c->iov[c->niov++] = (struct iovec){sl->ptr, sl->len};
 }
 
-/* Add the replies of the entries from i on that a helper already read ahead (c->pre, in
- * entry order) to c->iov, each head and value, up to OL_KVS_GATHER: they go out in the same
- * sendmsg as the reply before them, not one loop turn and one ring op each. Their values are
- * freed once sent (c->buf_more). */
-static void
-gather_pre(struct conn *c)
-{
-	while (c->n_more < OL_KVS_GATHER && c->pre_at < c->npre && c->pre[c->pre_at].idx == c->i) {
-		struct kvpre *p = &c->pre[c->pre_at++];
-		struct ol_kvp_req_ent re;
-		ol_kvp_req_ent_decode(c->ents + (size_t)c->i * OL_KVP_REQ_ENT, &re);
-		struct ol_kve_slot sl = {.ptr = p->buf, .off = OL_KVE_NOOFF, .len = p->len};
-		uint8_t *h = c->gh_more[c->n_more];
-		kvs_get_head(c, &re, p->st, &sl, h);
-		c->buf_more[c->n_more++] = p->buf;
-		p->buf = NULL;
-		iov_reply(c, h, OL_KVP_REP_ENT, p->st, &sl, re.len);
-		c->i++;
-	}
-}
-
 /* Send entry i's reply (and the frame's header before the first) and its value, straight
- * from the pinned slot (or the helper's copy of an NVMe read), with the read-ahead replies
- * after it (gather_pre). */
+ * from the pinned slot (or a helper's copy of an NVMe read). */
 static int
 get_send(struct conn *c)
 {
@@ -853,120 +786,215 @@ get_send(struct conn *c)
 	c->niov = 0;
 	iov_reply(c, c->gh, hl, c->st, &c->sl, c->e.len);
 	c->i++;
-	gather_pre(c);
 	return send_start(c);
 }
 
-/* Whether the GET entry after i is on the NVMe tier only (then a helper reads them together). */
-static bool
-next_nvme_only(struct conn *c)
+/* ---- a GET batch: entry i and the NVMe-only entries after it, read on the loop's ring ---- */
+
+/* Send the batch's replies (entries i..i+nnv) in one gathered send, each value from where it
+ * lies: its slice of c->rdbuf, or its DRAM pin (released in sent_done, by nv_drop). */
+static int
+nv_send(struct conn *c)
 {
-	if (c->i + 1 >= c->h.count)
-		return false;
-	struct ol_kvp_req_ent re;
-	struct ol_kvk k;
-	ol_kvp_req_ent_decode(c->ents + (size_t)(c->i + 1) * OL_KVP_REQ_ENT, &re);
-	ol_kve_key(&k, re.key, c->ns);
-	return ol_kve_nvme_only(c->s->eng, &k);
+	c->niov = 0;
+	for (unsigned j = 0; j < c->nnv; j++) {
+		struct kvnv *v = &c->nv[j];
+		struct ol_kvp_req_ent re;
+		uint8_t *h = j ? c->gh_more[j - 1] : c->gh;
+		size_t hl = 0;
+		if (j == 0 && c->has_pend) {
+			memcpy(c->gh, c->pend, OL_KVP_HDR);
+			hl = OL_KVP_HDR;
+			c->has_pend = false;
+		}
+		ol_kvp_req_ent_decode(c->ents + (size_t)c->i * OL_KVP_REQ_ENT, &re);
+		kvs_get_head(c, &re, v->st, &v->sl, h + hl);
+		iov_reply(c, h, hl + OL_KVP_REP_ENT, v->st, &v->sl, re.len);
+		c->i++;
+	}
+	return send_start(c);
 }
 
-static void on_read(struct ol_loop *l, void *arg, int res);
+static void on_nv_read(struct ol_loop *l, void *arg, int res);
 
-/* Read what is left of c->nvrd's extent (from c->rgot on) on the loop's ring. */
+/* Queue the read of what is left of v's record into its slice of c->rdbuf: 0 or -errno. */
 static int
-nv_read_more(struct conn *c)
+nv_submit(struct conn *c, struct kvnv *v)
 {
-	const struct ol_kvs_ext *x = &c->nvrd.ext;
-	c->op.cb = on_read;
-	c->op.arg = c;
-	int r = tmo_arm(c, x->len - c->rgot);
-	if (r == 0 && c->rdfix)
-		r = ol_loop_read_fixed(c->lp->l, &c->op, x->fd, c->rdbuf + c->rgot,
-				       x->len - c->rgot, x->off + c->rgot, c->rdfix - 1);
-	else if (r == 0)
-		r = ol_loop_read(c->lp->l, &c->op, x->fd, c->rdbuf + c->rgot, x->len - c->rgot,
-				 x->off + c->rgot);
-	if (r < 0)
-		ol_loop_timer_cancel(c->lp->l, &c->tmo);
+	const struct ol_kvs_ext *x = &v->rd.ext;
+	uint8_t *dst = c->rdbuf + v->at + v->got;
+	size_t n = x->len - v->got;
+	int r;
+	v->op.cb = on_nv_read;
+	v->op.arg = v;
+	if (c->rdfix)
+		r = ol_loop_read_fixed(c->lp->l, &v->op, x->fd, dst, n, x->off + v->got,
+				       c->rdfix - 1);
+	else
+		r = ol_loop_read(c->lp->l, &v->op, x->fd, dst, n, x->off + v->got);
+	v->busy = r == 0;
 	return r;
 }
 
-/* Start the read of GET entry i's record (held in c->nvrd) into c->rdbuf. 0 or -errno (the
- * hold is still the caller's). */
-static int
-nv_read(struct conn *c)
+/* c->rdbuf of at least n bytes (no read into it in flight): kept when large enough, else a
+ * new one, at least twice the old up to KVL_RDBUF_KEEP. One kept between batches is
+ * registered with the ring (its pages pinned once, not at every read); without a slot (an
+ * old kernel, a small RLIMIT_MEMLOCK, the ring's slots taken), plain reads. */
+static void
+nv_buf(struct conn *c, size_t n)
 {
-	size_t n = c->nvrd.ext.len;
-	if (c->rdcap < n) {
-		void *p = NULL;
-		rdbuf_free(c);
-		if (posix_memalign(&p, OL_KVS_ALIGN, n) != 0)
-			ol_die("kv: out of memory (%zu bytes for an NVMe read)", n);
-		c->rdbuf = p;
-		c->rdcap = n;
-		/* a buffer kept between reads is registered with the ring (its pages pinned
-		 * once, not at every read); without a slot, plain reads */
-		int idx = n <= KVL_RDBUF_KEEP ? ol_loop_buf_register(c->lp->l, p, n) : -1;
-		c->rdfix = idx >= 0 ? idx + 1 : 0;
-	}
-	c->rgot = 0;
-	return nv_read_more(c);
+	if (c->rdcap >= n)
+		return;
+	size_t cap = c->rdcap * 2 > KVL_RDBUF_MIN ? c->rdcap * 2 : KVL_RDBUF_MIN;
+	cap = cap > KVL_RDBUF_KEEP ? KVL_RDBUF_KEEP : cap;
+	cap = cap < n ? n : cap;
+	void *p = NULL;
+	rdbuf_free(c);
+	if (posix_memalign(&p, OL_KVS_ALIGN, cap) != 0)
+		ol_die("kv: out of memory (%zu bytes for NVMe reads)", cap);
+	c->rdbuf = p;
+	c->rdcap = cap;
+	int idx = cap <= KVL_RDBUF_KEEP ? ol_loop_buf_register(c->lp->l, p, cap) : -1;
+	c->rdfix = idx >= 0 ? idx + 1 : 0;
 }
 
-static void
-on_read(struct ol_loop *l, void *arg, int res)
+/* Add the entries after i to c's batch (entry i is c->nv[0], held): each NVMe-only one whose
+ * record still fits KVL_RDBUF_KEEP, up to KVL_READ_AHEAD; the first that is not NVMe-only (a
+ * DRAM hit, pinned, or a miss) joins the batch answered and ends it. Returns the bytes of
+ * c->rdbuf the batch needs. */
+static size_t
+nv_gather(struct conn *c)
 {
-	struct conn *c = arg;
-	ol_loop_timer_cancel(l, &c->tmo);
-	if (res > 0 && c->rgot + (size_t)res < c->nvrd.ext.len) { /* short: read the rest */
-		c->rgot += (size_t)res;
-		c->timed_out = false;
-		if (nv_read_more(c) < 0)
-			res = -EIO;
-		else
-			return;
+	size_t need = c->nv[0].rd.ext.len;
+	while (c->nnv < KVL_READ_AHEAD && c->i + c->nnv < c->h.count) {
+		struct kvnv *v = &c->nv[c->nnv];
+		struct ol_kvp_req_ent re;
+		struct ol_kvk k;
+		ol_kvp_req_ent_decode(c->ents + (size_t)(c->i + c->nnv) * OL_KVP_REQ_ENT, &re);
+		ol_kve_key(&k, re.key, c->ns);
+		v->st = ol_kve_pin_start(c->s->eng, &k, &v->sl, &v->rd);
+		if (v->st != OL_KVE_NVME) {
+			c->nnv++;
+			break;
+		}
+		size_t at = (need + OL_KVS_ALIGN - 1) / OL_KVS_ALIGN * OL_KVS_ALIGN;
+		if (at + v->rd.ext.len > KVL_RDBUF_KEEP) { /* read in its turn */
+			ol_kve_pin_abandon(c->s->eng, &v->rd);
+			break;
+		}
+		v->at = at;
+		need = at + v->rd.ext.len;
+		c->nnv++;
 	}
-	if (res < 0 && c->timed_out) {
-		ol_kve_pin_abandon(c->s->eng, &c->nvrd);
-		conn_end(c, res);
+	return need;
+}
+
+/* Drop c's batch entries from m on, not read (each comes again in its turn). */
+static void
+nv_cut(struct conn *c, unsigned m)
+{
+	unsigned n = c->nnv;
+	c->nnv = m;
+	for (unsigned j = m; j < n; j++) {
+		struct kvnv *v = &c->nv[j];
+		if (v->st == OL_KVE_NVME)
+			ol_kve_pin_abandon(c->s->eng, &v->rd);
+		else if (v->st == OL_KV_OK && v->sl.off != OL_KVE_NOOFF)
+			ol_kve_release(c->s->eng, v->sl.off, v->sl.seq);
+	}
+}
+
+/* Entry i is on the NVMe tier only (held in c->nv[0].rd): read it and the NVMe-only entries
+ * after it on the loop's ring, all queued at once (one submission), under one frame timeout
+ * for their bytes. 0 (on_nv_read or a helper continues), -errno. */
+static int
+nv_batch(struct conn *c)
+{
+	struct kvnv *v0 = &c->nv[0];
+	v0->st = OL_KVE_NVME;
+	v0->at = 0;
+	c->nnv = 1;
+	size_t need = nv_gather(c);
+	nv_buf(c, need);
+	int r = tmo_arm(c, need);
+	unsigned m = 0;
+	for (; r == 0 && m < c->nnv; m++) {
+		struct kvnv *v = &c->nv[m];
+		v->c = c;
+		v->got = 0;
+		v->res = 0;
+		if (v->st == OL_KVE_NVME && nv_submit(c, v) < 0)
+			break; /* no SQE free: the batch ends before it */
+		c->nv_wait += v->st == OL_KVE_NVME;
+	}
+	nv_cut(c, m);
+	if (c->nv_wait > 0)
+		return 0;
+	ol_loop_timer_cancel(c->lp->l, &c->tmo);
+	if (r < 0)
+		return r;
+	return help(c, J_GET_PIN); /* not even entry i could be queued: a helper reads it */
+}
+
+/* Every read of c's batch completed: a batch cut by the frame timeout closes c; otherwise
+ * each record is checked (ol_kve_pin_finish: a corrupt one answers CORRUPT, one changed or
+ * dropped meanwhile is a miss; it may be promoted) and the replies are sent. */
+static void
+nv_done(struct conn *c)
+{
+	bool failed = false;
+	ol_loop_timer_cancel(c->lp->l, &c->tmo);
+	for (unsigned j = 0; j < c->nnv; j++)
+		failed |= c->nv[j].st == OL_KVE_NVME && c->nv[j].res < 0;
+	if (c->timed_out && failed) {
+		conn_end(c, -ECANCELED); /* reported as the timeout; nv_drop ends the holds */
 		return;
 	}
 	c->timed_out = false;
-	res = res > 0 ? (int)(c->rgot + (size_t)res) : res == 0 ? -EIO : res;
-	c->st = ol_kve_pin_finish(c->s->eng, &c->nvrd, res, c->rdbuf, &c->sl);
-	int r = get_send(c);
+	for (unsigned j = 0; j < c->nnv; j++) {
+		struct kvnv *v = &c->nv[j];
+		if (v->st == OL_KVE_NVME)
+			v->st =
+			    ol_kve_pin_finish(c->s->eng, &v->rd, v->res, c->rdbuf + v->at, &v->sl);
+	}
+	int r = nv_send(c);
 	if (r < 0)
 		conn_end(c, r);
 	else if (r > 0)
 		step(c);
 }
 
+static void
+on_nv_read(struct ol_loop *l, void *arg, int res)
+{
+	struct kvnv *v = arg;
+	struct conn *c = v->c;
+	(void)l;
+	v->busy = false;
+	if (res > 0 && v->got + (size_t)res < v->rd.ext.len && !c->timed_out) {
+		v->got += (size_t)res; /* short: read the rest */
+		if (nv_submit(c, v) == 0)
+			return;
+		res = -EIO;
+	}
+	v->res = res > 0 ? (int)(v->got + (size_t)res) : res == 0 ? -EIO : res;
+	if (--c->nv_wait == 0)
+		nv_done(c);
+}
+
 static int
 st_get(struct conn *c)
 {
 	if (c->i == c->h.count) {
-		pre_clear(c);
 		c->cst = C_HDR;
 		return 1;
 	}
 	ol_kvp_req_ent_decode(c->ents + (size_t)c->i * OL_KVP_REQ_ENT, &c->e);
 	ol_kve_key(&c->k, c->e.key, c->ns);
-	if (c->pre_at < c->npre && c->pre[c->pre_at].idx == c->i) {
-		struct kvpre *p = &c->pre[c->pre_at++]; /* read ahead with an earlier entry */
-		c->st = p->st;
-		c->bounce = p->buf;
-		p->buf = NULL;
-		c->sl = (struct ol_kve_slot){.ptr = c->bounce, .off = OL_KVE_NOOFF, .len = p->len};
-		return get_send(c);
-	}
-	c->st = ol_kve_pin_start(c->s->eng, &c->k, &c->sl, &c->nvrd);
+	c->st = ol_kve_pin_start(c->s->eng, &c->k, &c->sl, &c->nv[0].rd);
 	if (c->st != OL_KVE_NVME)
 		return get_send(c);
-	if (next_nvme_only(c) || nv_read(c) < 0) {
-		ol_kve_pin_abandon(c->s->eng, &c->nvrd);
-		return help(c, J_GET_PIN); /* read with the ones after it, or not on the ring */
-	}
-	return 0;
+	return nv_batch(c);
 }
 
 /* Run c's states until it waits for an op or a helper, or ends. */

@@ -90,16 +90,20 @@ struct pinref {
 	uint64_t off, seq, t_ms;
 };
 
-/* Allocated with mmap (with its entry buffers) and unmapped at close: the memory of idle
- * connections returns to the system when they go, not to a malloc arena. */
-/* A GET entry read from the NVMe tier ahead of its turn (serve_loop.c). */
-struct kvpre {
-	uint32_t idx; /* the entry of the frame */
-	int32_t st;   /* its engine status */
-	uint8_t *buf; /* its value (malloc), OL_KV_OK only */
-	uint64_t len;
+/* A GET entry of a batch read from the NVMe tier on its connection's loop (serve_loop.c). */
+struct kvnv {
+	struct conn *c;
+	struct ol_loop_op op;  /* its read */
+	struct ol_kve_nvrd rd; /* the held extent (st OL_KVE_NVME until ol_kve_pin_finish) */
+	struct ol_kve_slot sl; /* its value: a DRAM pin (off set) or inside c->rdbuf */
+	size_t at, got;	       /* its record's place in c->rdbuf, the bytes read so far */
+	int32_t st;	       /* its engine status; OL_KVE_NVME: not finished */
+	int res;	       /* its read's result (bytes or -errno) */
+	bool busy;	       /* its read is in flight */
 };
 
+/* Allocated with mmap (with its entry buffers) and unmapped at close: the memory of idle
+ * connections returns to the system when they go, not to a malloc arena. */
 struct conn {
 	struct ol_kv_server *s;
 	struct conn *prev, *next;
@@ -155,21 +159,18 @@ struct conn {
 	struct ol_kvp_req_ent e;
 	struct ol_kvk k;
 	struct ol_kve_slot sl;
-	bool sl_held;	   /* sl is a reservation (PUT) or pin (GET) of ours */
-	int32_t st;	   /* a helper's engine status */
-	uint8_t *bounce;   /* an NVMe-tier value being sent (malloc) */
-	struct kvpre *pre; /* NVMe-tier reads of the next GET entries, done with entry i's */
-	unsigned npre, pre_at;
-	struct ol_kve_nvrd nvrd; /* the NVMe-tier read of entry i on the loop's ring */
-	uint8_t *rdbuf;		 /* its buffer (OL_KVS_ALIGN-aligned, kept between reads) */
-	size_t rdcap, rgot;
+	bool sl_held;	 /* sl is a reservation (PUT) or pin (GET) of ours */
+	int32_t st;	 /* a helper's engine status */
+	uint8_t *bounce; /* a helper's NVMe-tier value being sent (malloc) */
+	/* a GET batch: entry i and the NVMe-only entries after it, read on the loop's ring into
+	 * slices of rdbuf and sent in one gathered reply (the last may be a DRAM hit or a miss) */
+	struct kvnv nv[OL_KVS_GATHER];
+	unsigned nnv, nv_wait; /* entries in the batch, reads in flight */
+	uint8_t *rdbuf;	       /* their buffer (OL_KVS_ALIGN-aligned, kept between batches) */
+	size_t rdcap;
 	int rdfix; /* rdbuf's fixed-buffer slot on the loop's ring + 1; 0 = not registered */
 	uint8_t gh[OL_KVP_HDR + OL_KVP_REP_ENT];
-	/* the next read-ahead entries' replies, sent in the same sendmsg as entry i's: their
-	 * heads and their values (malloc, freed once sent) */
-	uint8_t gh_more[OL_KVS_GATHER][OL_KVP_REP_ENT];
-	uint8_t *buf_more[OL_KVS_GATHER];
-	unsigned n_more;
+	uint8_t gh_more[OL_KVS_GATHER][OL_KVP_REP_ENT]; /* the batch's later reply heads */
 	struct iovec iov[2 + 2 * OL_KVS_GATHER];
 	unsigned niov, iov_i;
 	struct msghdr mh; /* the sendmsg in flight: iov[iov_i..niov) */

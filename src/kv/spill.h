@@ -94,18 +94,13 @@ void ol_kvs_sync_async(struct ol_kvs *s);
 int ol_kvs_read(struct ol_kvs *s, const struct ol_kvs_rec *r, const struct ol_kvs_loc *loc,
 		const void **val);
 
-/* One record of ol_kvs_read_many: rec and loc as for ol_kvs_read; val and rc are set. */
+/* One record read: rec and loc as for ol_kvs_read; val and rc, its results. */
 struct ol_kvs_rd {
 	struct ol_kvs_rec rec;
 	struct ol_kvs_loc loc;
 	const void *val; /* out: rec.len bytes, valid until this thread's next read */
 	int rc;		 /* out: as ol_kvs_read returns */
 };
-
-/* ol_kvs_read of rd[0..n) with the reads submitted together on this thread's io_uring (up to
- * its depth at a time; one syscall per group, not per record): the values land side by side
- * in this thread's read buffer. Returns how many have rc 0. */
-unsigned ol_kvs_read_many(struct ol_kvs *s, struct ol_kvs_rd *rd, unsigned n);
 
 /* An NVMe-tier read that the caller does on its own ring (an event loop): where the record
  * lies, and a hold on its segment. Segments are append-only and never rewritten in place; the

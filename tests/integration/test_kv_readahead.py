@@ -1,10 +1,10 @@
 """GET frames of blocks on the NVMe tier only, against a real openlaked on the per-core loops:
-the helper that reads the first such entry reads the NVMe-only entries after it in the same
-ring submission (ol_kve_pin_many) and the loop sends them in their turn. Every reply must
+the loop that reads the first such entry reads the NVMe-only entries after it in the same
+submission on its own ring and sends their replies together. Every reply must
 come in entry order with exactly its block's bytes, a miss in the middle stays a miss, a
 reply never longer than the entry's capacity, and the second frame (which promotes what the
-first read) must return the same bytes. The replies of the entries read ahead go out
-gathered into one send with the reply before them. Raw protocol (docs/kv-protocol.md) over
+first read) must return the same bytes. The replies of a batch go out gathered into one
+send. Raw protocol (docs/kv-protocol.md) over
 TCP, and over TLS ([kv_tls]: the same gathered replies encrypted from where they lie)."""
 
 import hashlib

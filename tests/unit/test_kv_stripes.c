@@ -6,7 +6,7 @@
  * of a put never made is caught. Then every key reads back valid or misses, the counters
  * agree with the keys, and (NVMe) a reopen brings back exactly the keys that were there; the
  * same in strict write-behind. Also: eviction across stripes keeps LRU order with mixed block
- * sizes, and ol_kve_pin_many reads a batch of NVMe-only blocks exactly. Half the hammer's gets
+ * sizes. Half the hammer's gets
  * of TCP readers go through ol_kve_pin_start / pin_finish with the read done by the test (as
  * the KV loops do it on their rings), racing the puts, deletes and evictions of their keys. */
 #include <dirent.h>
@@ -364,93 +364,6 @@ test_lru_mixed_sizes(void)
 	ol_kve_close(e);
 }
 
-/* ol_kve_pin_many: NVMe-only blocks of one batch read with one ring submission (per ring
- * depth), beside DRAM hits and misses; past the 16 MiB read budget the rest is left to the
- * caller, who pins it one by one. Every value exact. */
-static void
-test_pin_many(const char *dir)
-{
-	static struct hammer h;
-	memset(&h, 0, sizeof(h));
-	struct ol_kve_opts o = {.dram_bytes = 4 * MiB,
-				.spill_dir = dir,
-				.spill_bytes = 256 * MiB,
-				.max_block = 64 * MiB,
-				.writeback_ms = 20};
-	ok(ol_kve_open(&o, &h.e) == 0, "pin_many: engine with 4 MiB of DRAM and an NVMe tier");
-	if (!h.e)
-		return;
-	enum { N = 120 };
-	struct ol_kvk k[N + 1];
-	struct ol_kve_slot s[N + 1];
-	int st[N + 1], bad = 0;
-	uint64_t seeds[N];
-	for (unsigned i = 0; i < N; i++) { /* ~23 MiB of blocks of 128-256 KiB: most demoted */
-		uint64_t seed = (atomic_load(&h.issued[0]) + 1);
-		atomic_fetch_add(&h.issued[0], 1);
-		while (hlen(seed) < 128 * KiB) { /* hlen is below 256 KiB + 16 */
-			seed = atomic_load(&h.issued[0]) + 1;
-			atomic_fetch_add(&h.issued[0], 1);
-		}
-		seeds[i] = seed;
-		hkey(&k[i], 5000 + i);
-		bad += ol_kve_alloc(h.e, &k[i], hlen(seed), &s[i]) != OL_KV_OK;
-		hfill(s[i].ptr, 5000 + i, seed);
-		bad += ol_kve_commit(h.e, &k[i], s[i].off, s[i].seq, hlen(seed)) != OL_KV_OK;
-		if (i % 8 == 7)
-			bad += ol_kve_flush(h.e) != 0; /* on NVMe before DRAM needs their slots */
-	}
-	hkey(&k[N], 9999); /* never put */
-	struct ol_kve_stats st0, st1;
-	ol_kve_get_stats(h.e, &st0);
-	int hits = ol_kve_pin_many(h.e, k, N + 1, s, st);
-	unsigned nv = 0, dram = 0, left = 0, first_left = N + 1;
-	for (unsigned i = 0; i < N; i++) {
-		if (st[i] == OL_KVE_NVME) {
-			left++;
-			first_left = first_left < i ? first_left : i;
-			continue;
-		}
-		if (st[i] != OL_KV_OK || !hcheck(&h, s[i].ptr, s[i].len, 5000 + i)) {
-			bad++;
-			continue;
-		}
-		if (s[i].off == OL_KVE_NOOFF) {
-			nv++;
-		} else {
-			dram++;
-			ol_kve_release(h.e, s[i].off, s[i].seq);
-		}
-	}
-	bool tail_left = true; /* from the first left-alone key on, all are */
-	for (unsigned i = first_left; i <= N; i++)
-		tail_left &= st[i] == OL_KVE_NVME;
-	ol_kve_get_stats(h.e, &st1);
-	ok(bad == 0 && nv >= 8 && left > 0 && tail_left && (left > 0 || st[N] == OL_KV_MISS) &&
-	       hits == (int)(nv + dram) && st1.hits_nvme - st0.hits_nvme == nv,
-	   "pin_many: %u blocks from NVMe in one call, %u from DRAM, %u left past the 16 MiB read "
-	   "budget (all after the first), every value exact (%d bad, %d hits)",
-	   nv, dram, left, bad, hits);
-	int bad2 = 0;
-	for (unsigned i = first_left; i < N; i++) { /* the rest one by one, as a caller would */
-		struct ol_kve_slot one;
-		if (ol_kve_pin(h.e, &k[i], false, &one) != OL_KV_OK ||
-		    !hcheck(&h, one.ptr, one.len, 5000 + i))
-			bad2++;
-		else if (one.off != OL_KVE_NOOFF)
-			ol_kve_release(h.e, one.off, one.seq);
-	}
-	int st_last;
-	struct ol_kve_slot sl_last;
-	ok(bad2 == 0 && ol_kve_pin_many(h.e, &k[N], 1, &sl_last, &st_last) == 0 &&
-	       st_last == OL_KV_MISS,
-	   "pin_many: the keys left alone read back exactly one by one; an unknown key is a miss");
-	ol_kve_get_stats(h.e, &st1);
-	ok(st1.pinned == 0, "pin_many: no pin left behind (%llu)", (unsigned long long)st1.pinned);
-	(void)seeds;
-	ol_kve_close(h.e);
-}
-
 /* Put key id (a block of 128 KiB or more) into h and return its seed. */
 static uint64_t
 put_big(struct hammer *h, uint64_t id)
@@ -640,12 +553,6 @@ main(void)
 	ok(dir != NULL, "temp dir for the NVMe tier");
 	if (dir) {
 		test_hammer(dir);
-		kv_rm_rf(dir);
-	}
-	char tpl3[] = "/tmp/olkv-stripes-XXXXXX";
-	dir = mkdtemp(tpl3);
-	if (dir) {
-		test_pin_many(dir);
 		kv_rm_rf(dir);
 	}
 	char tpl4[] = "/tmp/olkv-stripes-XXXXXX";
