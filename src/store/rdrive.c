@@ -270,23 +270,22 @@ dl(const struct ol_rdrive *rd)
 	return rd->st->deadline_ms;
 }
 
-/* One simple call on a pooled client; the reply copied into *out (malloc'd) when asked.
- * check: as rd_take_as. */
+/* One simple call on a pooled client within deadline_ms; the reply copied into *out
+ * (malloc'd) when asked. check: as rd_take_as. Its time is not noted (rd_call_as does). */
 static int
-rd_call_as(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, void **out,
-	   size_t *olen, bool check)
+rd_call_in(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, void **out,
+	   size_t *olen, bool check, int deadline_ms)
 {
 	struct ol_node_client *c;
 	const uint8_t *rp;
 	size_t rl;
-	uint64_t t0 = ol_io_now_ns();
 	bool fresh;
 	int rc, tries = 0;
 
 	do {
 		if ((rc = rd_take_as(rd, &c, check, &fresh)))
 			break;
-		rc = ol_node_call(c, op, iov, niov, dl(rd), &rp, &rl);
+		rc = ol_node_call(c, op, iov, niov, deadline_ms, &rp, &rl);
 		if (!rc && out) {
 			*out = ol_xmalloc(rl ? rl : 1);
 			memcpy(*out, rp, rl);
@@ -294,6 +293,17 @@ rd_call_as(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, 
 		}
 		rd_give_as(rd, c, rc, fresh);
 	} while (again(rc, &tries));
+	return rc;
+}
+
+/* rd_call_in within the plane's deadline, its time noted in the drive's average. */
+static int
+rd_call_as(struct ol_rdrive *rd, uint8_t op, const struct iovec *iov, int niov, void **out,
+	   size_t *olen, bool check)
+{
+	uint64_t t0 = ol_io_now_ns();
+	int rc = rd_call_in(rd, op, iov, niov, out, olen, check, dl(rd));
+
 	rd_note(rd, t0);
 	return rc;
 }
@@ -368,23 +378,15 @@ ol_rd_probe(struct ol_rdrive *rd, uint64_t *us)
 	uint8_t req[4];
 	struct ol_node_wr w = {req, 0, sizeof(req), false};
 	struct iovec iov;
-	struct ol_node_client *c;
-	const uint8_t *rp;
-	size_t rl;
 	uint64_t t0 = ol_io_now_ns();
-	bool fresh;
-	int rc, tries = 0;
+	int rc;
 
 	put_drive(&w, rd);
 	ol_node_putbytes(&w, &(uint8_t){0}, 1);
 	iov = (struct iovec){req, w.n};
-	do { /* unchecked, as the monitor's pings and identity reads */
-		if ((rc = rd_take_as(rd, &c, false, &fresh)))
-			break;
-		rc = ol_node_call(c, OL_NODE_DRIVE_ID, &iov, 1, PING_MS < dl(rd) ? PING_MS : dl(rd),
-				  &rp, &rl);
-		rd_give_as(rd, c, rc, fresh);
-	} while (again(rc, &tries));
+	/* unchecked, as the monitor's pings and identity reads */
+	rc = rd_call_in(rd, OL_NODE_DRIVE_ID, &iov, 1, NULL, NULL, false,
+			PING_MS < dl(rd) ? PING_MS : dl(rd));
 	*us = (ol_io_now_ns() - t0) / 1000;
 	return rc == -ENOENT ? 0 : rc;
 }

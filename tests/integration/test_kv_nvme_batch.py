@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 from test_kv_nvme_gets import connect, kv_daemon, put, stats
-from test_kv_security import ENT, GET, REP, ent, hdr, read_hdr
+from test_kv_readahead import get_frame
+from test_kv_security import ENT, GET, REP, ent, hdr, read_hdr, recv_exact
 
 OK, MISS, CORRUPT = 0, 2, 7
 KiB, MiB = 1024, 1024 * 1024
@@ -42,29 +43,6 @@ def value(i):
 
 N = 40
 VALS = [value(i) for i in range(N)]
-
-
-def recv_into(s, n):
-    buf = bytearray(n)
-    view, got = memoryview(buf), 0
-    while got < n:
-        k = s.recv_into(view[got:], n - got)
-        if k == 0:
-            raise ConnectionError("closed after %d of %d bytes" % (got, n))
-        got += k
-    return bytes(buf)
-
-
-def get_frame(s, keys, cap=4 * MiB):
-    """One GET frame of all keys; the replies in order as (status, bytes or None)."""
-    s.sendall(hdr(GET, len(keys), ENT * len(keys)) + b"".join(ent(k, cap) for k in keys))
-    h = read_hdr(s)
-    assert h["status"] == 0 and h["count"] == len(keys), h
-    out = []
-    for _ in keys:
-        st, _, n, _, _ = struct.unpack("<iIQQQ", recv_into(s, REP))
-        out.append((st, recv_into(s, n) if st == OK else None))
-    return out
 
 
 def helper_switches(d):
@@ -118,7 +96,7 @@ def close_mid_batch(d, keys, how):
     if how >= 1:
         read_hdr(s)
     if how >= 2:
-        recv_into(s, REP + 1000)
+        recv_exact(s, REP + 1000)
     if hasattr(s, "unwrap"):  # TLS: reset the socket under the session
         raw = socket.socket(fileno=s.detach())
     raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -145,14 +123,14 @@ def test_nvme_batch_on_the_loop_ring(openlaked, tmp_path, tls):
         want[BAD] = CORRUPT
         want.insert(BAD + 1, None)
         before, helped = stats(d), helper_switches(d)
-        check(get_frame(s, keys), want, "first frame")
+        check(get_frame(s, keys, 4 * MiB), want, "first frame")
         assert helper_switches(d) - helped <= 2, "the helper threads read the batches"
         after = stats(d)
         assert after["corrupt"] - before["corrupt"] == 1, (before, after)
         assert after["hits_nvme"] - before["hits_nvme"] >= N * 3 // 4, (before, after)
         # the corrupt record was dropped: a miss now; the rest again, exact
         want[BAD] = None
-        check(get_frame(s, keys), want, "second frame")
+        check(get_frame(s, keys, 4 * MiB), want, "second frame")
 
         # clients that go away while their batch is read or sent
         for r in range(12):
@@ -160,7 +138,7 @@ def test_nvme_batch_on_the_loop_ring(openlaked, tmp_path, tls):
         assert d.proc.poll() is None, d.log()[-2000:]
         s2 = connect(d)
         try:
-            check(get_frame(s2, keys), want, "after the closed clients")
+            check(get_frame(s2, keys, 4 * MiB), want, "after the closed clients")
         finally:
             s2.close()
         deadline = time.monotonic() + 60  # the closed connections' ends run on their loops

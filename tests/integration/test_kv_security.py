@@ -39,13 +39,14 @@ def ent(key, length=0, off=0, seq=0):
 
 
 def recv_exact(s, n):
-    b = b""
-    while len(b) < n:
-        c = s.recv(n - len(b))
-        if not c:
-            raise ConnectionError("closed after %d of %d bytes" % (len(b), n))
-        b += c
-    return b
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = s.recv_into(view[got:], n - got)
+        if k == 0:
+            raise ConnectionError("closed after %d of %d bytes" % (got, n))
+        got += k
+    return bytes(buf)
 
 
 def read_hdr(s):
