@@ -158,12 +158,7 @@ def main():
             print(f"# delay {ms} ms, ejection on: drive offline as slow after {s:.1f} s "
                   f"({n} PUTs of 4 MiB)" if ok else f"# delay {ms} ms: NOT ejected in {s:.0f} s")
             got = measure(cs, a.rounds, f"d{ms}")
-            for w, m in OPS:
-                for c in cs:
-                    v, b = got[(c.name, w, m)], base[(c.name, w, m)]
-                    print(f"{w} {m} MiB through a follower, one drive of 4 delayed {ms} ms, "
-                          f"slow-drive ejection {c.name}: {v:.2f} s   reference, no delay: "
-                          f"{b:.2f} s   ratio {v / b:.1f}")
+            report(cs, got, base, ms, "slow-drive ejection {}")
             back = on.returns()
             for c in cs:
                 c.delay(0)
@@ -174,6 +169,17 @@ def main():
     finally:
         for c in cs:
             c.down()
+
+
+def report(cs, got, base, ms, what):
+    """one line per request and cluster: its time with the delay against the no-delay
+    reference of the same cluster; what names the cluster, its "{}" filled with c.name"""
+    for w, m in OPS:
+        for c in cs:
+            v, b = got[(c.name, w, m)], base[(c.name, w, m)]
+            print(f"{w} {m} MiB through a follower, one drive of 4 delayed {ms} ms, "
+                  f"{what.format(c.name)}: {v:.2f} s   reference, no delay: "
+                  f"{b:.2f} s   ratio {v / b:.1f}")
 
 
 def hedge(rounds, delays):
@@ -188,12 +194,7 @@ def hedge(rounds, delays):
             got = measure(cs, rounds, f"d{ms}")
             for c in cs:
                 c.delay(0)
-            for w, m in OPS:
-                for c in cs:
-                    v, b = got[(c.name, w, m)], base[(c.name, w, m)]
-                    print(f"{w} {m} MiB through a follower, one drive of 4 delayed {ms} ms, "
-                          f"ejection off, hedging {c.name}: {v:.2f} s   reference, no delay: "
-                          f"{b:.2f} s   ratio {v / b:.1f}")
+            report(cs, got, base, ms, "ejection off, hedging {}")
         print("# load average", " ".join(open("/proc/loadavg").read().split()[:3]))
     finally:
         for c in cs:

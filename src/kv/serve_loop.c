@@ -131,19 +131,21 @@ tmo_arm(struct conn *c, size_t n)
 				 KVL_FRAME_TIMEOUT_NS + (uint64_t)(n >> 20) * 1000000000u);
 }
 
-/* End c's GET batch (no read of it in flight): the holds of the entries not finished are
- * dropped, the DRAM pins of the others released (their reply sent, or never will be). */
+/* Drop c's GET batch entries from m on (no read of theirs in flight): the holds of those not
+ * finished are dropped, the DRAM pins of the others released (their reply sent, or never
+ * will be). From 0: the batch ends; from m > 0: the entries cut come again in their turn. */
 static void
-nv_drop(struct conn *c)
+nv_cut(struct conn *c, unsigned m)
 {
-	for (unsigned j = 0; j < c->nnv; j++) {
+	unsigned n = c->nnv;
+	c->nnv = m;
+	for (unsigned j = m; j < n; j++) {
 		struct kvnv *v = &c->nv[j];
 		if (v->st == OL_KVE_NVME)
 			ol_kve_pin_abandon(c->s->eng, &v->rd);
 		else if (v->st == OL_KV_OK && v->sl.off != OL_KVE_NOOFF)
 			ol_kve_release(c->s->eng, v->sl.off, v->sl.seq);
 	}
-	c->nnv = 0;
 }
 
 /* Free c's NVMe read buffer (no read into it in flight), its ring registration first. */
@@ -171,7 +173,7 @@ conn_end(struct conn *c, int r)
 		ol_kve_release(c->s->eng, c->sl.off, c->sl.seq);
 	free(c->bounce);
 	c->bounce = NULL;
-	nv_drop(c);
+	nv_cut(c, 0);
 	rdbuf_free(c);
 	kvs_conn_close(c);
 }
@@ -289,7 +291,7 @@ sent_done(struct conn *c)
 	c->sl_held = false;
 	free(c->bounce);
 	c->bounce = NULL;
-	nv_drop(c);
+	nv_cut(c, 0);
 	if (c->rdcap > KVL_RDBUF_KEEP) /* a large block's buffer goes with it */
 		rdbuf_free(c);
 	kvs_out_done(c);
@@ -792,7 +794,7 @@ get_send(struct conn *c)
 /* ---- a GET batch: entry i and the NVMe-only entries after it, read on the loop's ring ---- */
 
 /* Send the batch's replies (entries i..i+nnv) in one gathered send, each value from where it
- * lies: its slice of c->rdbuf, or its DRAM pin (released in sent_done, by nv_drop). */
+ * lies: its slice of c->rdbuf, or its DRAM pin (released in sent_done, by nv_cut). */
 static int
 nv_send(struct conn *c)
 {
@@ -889,21 +891,6 @@ nv_gather(struct conn *c)
 	return need;
 }
 
-/* Drop c's batch entries from m on, not read (each comes again in its turn). */
-static void
-nv_cut(struct conn *c, unsigned m)
-{
-	unsigned n = c->nnv;
-	c->nnv = m;
-	for (unsigned j = m; j < n; j++) {
-		struct kvnv *v = &c->nv[j];
-		if (v->st == OL_KVE_NVME)
-			ol_kve_pin_abandon(c->s->eng, &v->rd);
-		else if (v->st == OL_KV_OK && v->sl.off != OL_KVE_NOOFF)
-			ol_kve_release(c->s->eng, v->sl.off, v->sl.seq);
-	}
-}
-
 /* Entry i is on the NVMe tier only (held in c->nv[0].rd): read it and the NVMe-only entries
  * after it on the loop's ring, all queued at once (one submission), under one frame timeout
  * for their bytes. 0 (on_nv_read or a helper continues), -errno. */
@@ -947,7 +934,7 @@ nv_done(struct conn *c)
 	for (unsigned j = 0; j < c->nnv; j++)
 		failed |= c->nv[j].st == OL_KVE_NVME && c->nv[j].res < 0;
 	if (c->timed_out && failed) {
-		conn_end(c, -ECANCELED); /* reported as the timeout; nv_drop ends the holds */
+		conn_end(c, -ECANCELED); /* reported as the timeout; nv_cut ends the holds */
 		return;
 	}
 	c->timed_out = false;

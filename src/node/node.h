@@ -64,7 +64,7 @@ enum ol_node_op {
 };
 
 /* DRIVE_ID flags: CLAIM: the request carries the record the caller expects; a drive without
- * one gets it written (base/driveid.h) */
+ * one has it written (base/driveid.h) */
 enum { OL_NODE_ID_CLAIM = 1 };
 
 /* SHARD_PWRITE flags */
@@ -300,7 +300,7 @@ typedef ssize_t (*ol_node_src_fn)(void *arg, void *buf, size_t cap);
 int ol_node_shard_write(struct ol_node_client *c, unsigned drive, const char *name,
 			ol_node_src_fn src, void *arg, int deadline_ms, uint64_t *written);
 
-/* Read len bytes at off of the shard (short at its end): sink gets them chunk by chunk as
+/* Read len bytes at off of the shard (short at its end): sink is given them chunk by chunk as
  * they arrive (a sink error ends the call with it and closes the connection). *got = bytes
  * delivered (may be NULL). */
 typedef int (*ol_node_sink_fn)(void *arg, const void *buf, size_t len);

@@ -416,10 +416,8 @@ revive(struct ol_store *st, int d, char *why, size_t cap)
 
 /* ---- slow drives ---- */
 
-/* The median call time (us) of drive d's online peers whose time is judged (enough calls);
- * *np: how many there are. */
-static uint64_t
-peers_us(struct ol_store *st, int d, int *np)
+uint64_t
+ol_drive_peers_us(struct ol_store *st, int d, uint64_t min_calls, int *np)
 {
 	uint64_t v[OL_MAX_DRIVES], calls, lat;
 	int n = 0;
@@ -428,11 +426,18 @@ peers_us(struct ol_store *st, int d, int *np)
 		if (i == d || !st->d[i].rd || !atomic_load(&st->d[i].meta))
 			continue;
 		lat = ol_rd_latency(st->d[i].rd, &calls);
-		if (calls >= OL_SLOW_MIN_CALLS)
+		if (calls >= min_calls)
 			v[n++] = lat;
 	}
 	*np = n;
 	return ol_slow_median(v, n);
+}
+
+/* The median of drive d's peers whose time is judged (OL_SLOW_MIN_CALLS calls). */
+static uint64_t
+peers_us(struct ol_store *st, int d, int *np)
+{
+	return ol_drive_peers_us(st, d, OL_SLOW_MIN_CALLS, np);
 }
 
 /* us as milliseconds for a log line: "312", or "0.4" under 10 ms */

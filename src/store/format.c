@@ -4,7 +4,7 @@
  * that is another store's, or another position's (data_dirs lines swapped, a disk moved
  * between sets or nodes), stops the store from opening with a message that names the drive,
  * where its record says it belongs, and the fix. Blank drives (new or wiped) get a fresh
- * record; a store written by an older build gets its records on its first open from what its
+ * record; a store written by an older build is given its records on its first open from what its
  * drives hold (a multi-set record of version 1 is upgraded in place). While running, the
  * drive monitor (drive.c) checks an online drive's record every tick and a returning drive's
  * before anything is written to it (ol_format_verify). docs/storage-format.md. */

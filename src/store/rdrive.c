@@ -339,31 +339,20 @@ ol_rd_free(struct ol_rdrive *rd)
 	free(rd);
 }
 
+/* The monitor's deadline for a ping or a probe: short, so a tick is not held long. */
 static int
-ping_timed(struct ol_rdrive *rd, uint64_t *us)
+ping_dl(const struct ol_rdrive *rd)
 {
-	struct ol_node_client *c;
-	uint64_t t0 = ol_io_now_ns();
-	bool fresh;
-	int rc, tries = 0;
-
-	do {
-		if ((rc = rd_take_as(rd, &c, false, &fresh)))
-			break;
-		rc = ol_node_ping(c, PING_MS < dl(rd) ? PING_MS : dl(rd), NULL);
-		rd_give_as(rd, c, rc, fresh);
-	} while (again(rc, &tries));
-	*us = (ol_io_now_ns() - t0) / 1000;
-	return rc;
+	return PING_MS < dl(rd) ? PING_MS : dl(rd);
 }
 
 int
 ol_rd_ping(struct ol_rdrive *rd)
 {
-	uint64_t us;
-	int rc = ping_timed(rd, &us);
+	uint64_t t0 = ol_io_now_ns();
+	int rc = rd_call_in(rd, OL_NODE_PING, NULL, 0, NULL, NULL, false, ping_dl(rd));
 
-	rd_note_us(rd, us);
+	rd_note(rd, t0);
 	return rc;
 }
 
@@ -385,8 +374,7 @@ ol_rd_probe(struct ol_rdrive *rd, uint64_t *us)
 	ol_node_putbytes(&w, &(uint8_t){0}, 1);
 	iov = (struct iovec){req, w.n};
 	/* unchecked, as the monitor's pings and identity reads */
-	rc = rd_call_in(rd, OL_NODE_DRIVE_ID, &iov, 1, NULL, NULL, false,
-			PING_MS < dl(rd) ? PING_MS : dl(rd));
+	rc = rd_call_in(rd, OL_NODE_DRIVE_ID, &iov, 1, NULL, NULL, false, ping_dl(rd));
 	*us = (ol_io_now_ns() - t0) / 1000;
 	return rc == -ENOENT ? 0 : rc;
 }
@@ -866,10 +854,9 @@ rd_pwrite(struct ol_rdrive *rd, const char *name, const struct iovec *data, int 
 	return rc;
 }
 
-/* The shard of drive d: an existing one (how 0, -ENOENT when missing), a new empty one
- * (how 1, -EEXIST), or a handle for its directory (how 2). A virtual fd or -errno. */
+/* The shard of drive d as how says (store_int.h): a virtual fd or -errno. */
 int
-ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how)
+ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, enum ol_rd_open how)
 {
 	struct ol_rdrive *rd = st->d[d].rd;
 	char name[MAX_NAME];
@@ -877,9 +864,9 @@ ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how)
 	int rc = 0;
 
 	name_of(uuid, name);
-	if (how == 1) {
+	if (how == OL_RD_CREATE) {
 		rc = rd_pwrite(rd, name, NULL, 0, 0, OL_NODE_PW_CREATE | OL_NODE_PW_EXCL);
-	} else if (how == 0) {
+	} else if (how == OL_RD_EXISTING) {
 		int tries = 0;
 
 		do {
@@ -889,7 +876,7 @@ ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how)
 			rd_give(rd, c, rc);
 		} while (again(rc, &tries));
 	}
-	return rc ? rc : vf_new(rd, uuid, how == 2, how == 3);
+	return rc ? rc : vf_new(rd, uuid, how == OL_RD_DIR, how == OL_RD_CREATE_LATER);
 }
 
 void
@@ -1214,8 +1201,8 @@ ol_rd_hedged(struct ol_rdrive *rd)
 bool
 ol_drive_lagging(struct ol_store *st, int d)
 {
-	uint64_t v[OL_MAX_DRIVES], calls, at;
-	int n = 0;
+	uint64_t calls, at, lat, peers;
+	int n;
 
 	if (!st->d[d].rd || !st->hedge.floor_ms)
 		return false;
@@ -1224,15 +1211,9 @@ ol_drive_lagging(struct ol_store *st, int d)
 	at = atomic_load(&st->d[d].rd->hedged_ns);
 	if (at && ol_io_now_ns() - at < (uint64_t)OL_HEDGE_RECENT_MS * 1000000)
 		return true;
-	for (int i = 0; i < st->n; i++) {
-		if (i == d || !st->d[i].rd || !atomic_load(&st->d[i].meta))
-			continue;
-		v[n] = ol_rd_latency(st->d[i].rd, &calls);
-		n += calls > 0;
-	}
-	if (!n || !ol_rd_latency(st->d[d].rd, &calls) || !calls)
-		return false;
-	return ol_hedge_lagging(&st->hedge, ol_rd_latency(st->d[d].rd, NULL), ol_slow_median(v, n));
+	peers = ol_drive_peers_us(st, d, 1, &n);
+	lat = ol_rd_latency(st->d[d].rd, &calls);
+	return n && lat && calls && ol_hedge_lagging(&st->hedge, lat, peers);
 }
 
 struct each {

@@ -12,7 +12,7 @@
  *   - a bucket is on every set. Set 0 is its home: exists, stat, attrs and the bucket list
  *     read set 0. Create makes sets 1..m-1 then set 0; delete checks every set is empty and
  *     deletes sets 1..m-1 then set 0; so a crash in between leaves a bucket that set 0 has and
- *     another set lacks, which the first call that needs it there repairs (the set gets the
+ *     another set lacks, which the first call that needs it there repairs (the set is given the
  *     bucket with set 0's attrs). brw orders create/delete (writers) against repairs;
  *   - listings (objects, versions, uploads) merge the sets' ordered streams by key.
  * A shell may also hold several pools (ol_store_pools: a cluster grown by `openlake cluster

@@ -43,7 +43,7 @@ ol_shard_create(const struct ol_store *st, int d, const uint8_t *uuid)
 	int fd;
 
 	if (ol_drive_remote(st, d))
-		return ol_rd_shard_open((struct ol_store *)st, d, uuid, 1);
+		return ol_rd_shard_open((struct ol_store *)st, d, uuid, OL_RD_CREATE);
 	ol_shard_path(st, d, uuid, path, sizeof(path));
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0 && errno == ENOENT) {
@@ -59,7 +59,7 @@ int
 ol_shard_create_deferred(const struct ol_store *st, int d, const uint8_t *uuid)
 {
 	if (ol_drive_remote(st, d))
-		return ol_rd_shard_open((struct ol_store *)st, d, uuid, 3);
+		return ol_rd_shard_open((struct ol_store *)st, d, uuid, OL_RD_CREATE_LATER);
 	return ol_shard_create(st, d, uuid);
 }
 
@@ -67,7 +67,7 @@ int
 ol_shard_handle(const struct ol_store *st, int d, const uint8_t *uuid)
 {
 	if (ol_drive_remote(st, d))
-		return ol_rd_shard_open((struct ol_store *)st, d, uuid, 4);
+		return ol_rd_shard_open((struct ol_store *)st, d, uuid, OL_RD_UNCHECKED);
 	return ol_shard_open(st, d, uuid);
 }
 
@@ -78,7 +78,7 @@ ol_open_shard_dir(const struct ol_store *st, int d, const uint8_t *uuid)
 	int fd;
 
 	if (ol_drive_remote(st, d))
-		return ol_rd_shard_open((struct ol_store *)st, d, uuid, 2);
+		return ol_rd_shard_open((struct ol_store *)st, d, uuid, OL_RD_DIR);
 	shard_dir(st, d, uuid, dir, sizeof(dir));
 	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	return fd < 0 ? -errno : fd;
@@ -105,7 +105,7 @@ ol_shard_open(const struct ol_store *st, int d, const uint8_t *uuid)
 	int fd;
 
 	if (ol_drive_remote(st, d))
-		return ol_rd_shard_open((struct ol_store *)st, d, uuid, 0);
+		return ol_rd_shard_open((struct ol_store *)st, d, uuid, OL_RD_EXISTING);
 	ol_shard_path(st, d, uuid, path, sizeof(path));
 	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0 && errno != ENOENT)

@@ -325,7 +325,7 @@ uint8_t *ol_rec_with_meta(const void *buf, size_t len, const void *meta, uint32_
 			  size_t *out_len);
 /* The record without its prev (malloc'd). */
 uint8_t *ol_rec_strip(const void *buf, size_t len, size_t *out_len);
-/* Resolve the per-drive raw records: newest version present on >= k drives. win[d] gets the
+/* Resolve the per-drive raw records: newest version present on >= k drives. win[d] is set to the
  * decoded record of that version on drive d (valid[d] says which). Returns 1 found, 0 none. */
 int ol_rec_resolve(const struct ol_store *st, const void *const *raw, const size_t *lens,
 		   struct ol_rec *win, bool *valid);
@@ -367,7 +367,7 @@ int ol_rd_probe(struct ol_rdrive *rd, uint64_t *us);
 int ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out, char *why, size_t cap);
 /* Drive d's identity record (DRIVE_ID) against st->d[d].id: 0, 1 it has none (only without
  * claim; nothing written), -EXDEV (another drive, why says whose), -errno. With claim a
- * drive without one gets st->d[d].id written, with a fresh UUID. */
+ * drive without one has st->d[d].id written, with a fresh UUID. */
 int ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap);
 /* Drive d's node answers and the disk at the slot's index is not the slot's (another slot's
  * record, or none): the index of the node's one other disk that holds the slot's record (the
@@ -375,10 +375,15 @@ int ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap);
  * when two do: a cloned disk, logged). move (the drive offline: no call in flight): the drive
  * is addressed there from now on, logged. */
 int ol_rd_find(struct ol_store *st, int d, bool move);
-/* how: 0 an existing shard (-ENOENT), 1 a new empty one (-EEXIST), 2 its directory handle,
- * 3 a new one created (exclusively) by its first write or sync, no call now, 4 an existing
- * one unchecked (no call now: a read of a missing one fails then). */
-int ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, int how);
+/* What ol_rd_shard_open opens of a remote shard. */
+enum ol_rd_open {
+	OL_RD_EXISTING,	    /* an existing shard (-ENOENT when missing) */
+	OL_RD_CREATE,	    /* a new empty one, created now (-EEXIST) */
+	OL_RD_DIR,	    /* a handle for its directory */
+	OL_RD_CREATE_LATER, /* a new one created (exclusively) by its first write or sync */
+	OL_RD_UNCHECKED,    /* an existing one, no call now: a read of a missing one fails then */
+};
+int ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, enum ol_rd_open how);
 void ol_rd_shard_unlink(struct ol_store *st, int d, const uint8_t *uuid);
 /* Every file in the shard directories of remote drive d: cb(arg, dir, name, mtime in s);
  * a non-zero cb return stops the walk and is returned. 0 or -errno (SHARD_LIST pages). */
@@ -404,6 +409,9 @@ uint64_t ol_rd_hedged(struct ol_rdrive *rd);
  * read should take another shard instead? False for a local drive or with hedging off. After
  * that time a read asks it again (and leaves it behind again while it is slow): the probe. */
 bool ol_drive_lagging(struct ol_store *st, int d);
+/* The median call time (us) of remote drive d's online remote peers with at least min_calls
+ * calls in their average; *np: how many there are (0: the median is 0). */
+uint64_t ol_drive_peers_us(struct ol_store *st, int d, uint64_t min_calls, int *np);
 /* fn(st, d, arg) for every drive: local ones in this thread in order, remote ones at once
  * (their calls overlap on the wire). fn must only touch drive d's part of shared state. */
 void ol_each_drive(struct ol_store *st, void (*fn)(struct ol_store *st, int d, void *arg),

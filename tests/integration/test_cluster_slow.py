@@ -122,15 +122,22 @@ class Writer:
             self.step(keys)
         raise AssertionError(f"{what}: not within {max_n} PUTs")
 
+    @classmethod
+    def started(cls, c, bucket, read_same=False):
+        """(leader, f, g, h, writer): a bucket made through g and 3 objects written through g,
+        read through h (or g), before anything is slowed"""
+        lid, _ = c.leader()
+        f, g, h = others(lid)
+        c.client(g, retries=4).create_bucket(Bucket=bucket)
+        w = cls(c, bucket, g, g if read_same else h)
+        for _ in range(3):
+            w.step()
+        return lid, f, g, h, w
+
 
 def test_a_slow_drive_is_taken_offline_and_returns_when_fast(world, tmp_path):  # noqa: F811
     with started(world, tmp_path, extra=EXTRA) as c:
-        lid, _ = c.leader()
-        f, g, h = others(lid)
-        c.client(g, retries=4).create_bucket(Bucket="slow")
-        w = Writer(c, "slow", g, h)
-        for _ in range(3):
-            w.step()
+        lid, f, g, h, w = Writer.started(c, "slow")
         assert slow_lines(c, lid) == []
         back = returns(c, lid, f)
 
@@ -177,12 +184,7 @@ def test_a_slow_drive_is_taken_offline_and_returns_when_fast(world, tmp_path):  
 
 def test_only_one_of_two_slow_drives_leaves_a_set_of_quorum_three(world, tmp_path):  # noqa: F811
     with started(world, tmp_path, extra=EXTRA) as c:
-        lid, _ = c.leader()
-        f, g, h = others(lid)
-        c.client(g, retries=4).create_bucket(Bucket="slow2")
-        w = Writer(c, "slow2", g, g)
-        for _ in range(3):
-            w.step()
+        lid, f, g, h, w = Writer.started(c, "slow2", read_same=True)
         delay(c, lid, [f, h])
         w.until(lambda: slow_lines(c, lid), "one slow drive taken offline")
         w.until(lambda: "but stays online" in c.nodes[lid].log(),
@@ -207,12 +209,7 @@ def test_a_drive_slow_on_disk_but_fast_to_ping_stays_out(world, tmp_path):  # no
     ops = ("STAT", "SHARD_READ", "SHARD_PWRITE", "SHARD_FSYNC", "SHARD_UNLINK", "SHARD_LIST",
            "META_GET", "META_SCAN", "META_COMMIT", "DRIVE_ID")
     with started(world, tmp_path, extra=EXTRA) as c:
-        lid, _ = c.leader()
-        f, g, h = others(lid)
-        c.client(g, retries=4).create_bucket(Bucket="disk")
-        w = Writer(c, "disk", g, h)
-        for _ in range(3):
-            w.step()
+        lid, f, g, h, w = Writer.started(c, "disk")
         back = returns(c, lid, f)
         c.nodes[lid].faults.write_text("".join(
             f"delay {op} {DELAY_MS} {c.nodes[f].ip}:{c.nodes[f].rpc_port}\n" for op in ops))

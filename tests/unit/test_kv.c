@@ -1,7 +1,7 @@
 /* tests/unit/test_kv.c - KV engine: index, slots, LRU eviction order, pins and sequence
  * numbers, NVMe segments (round trip, demotion/promotion, recovery with a torn tail, corrupt
  * records, tombstones, write-behind), namespaces; concurrent puts that must wait for the
- * write-behind of dirty victims while gets run, kill -9 during write-behind, tombstones
+ * write-behind of dirty victims while reads run, kill -9 during write-behind, tombstones
  * recovered out of order, the background prefault; wire protocol decoding. */
 #include <dirent.h>
 #include <errno.h>
@@ -169,7 +169,7 @@ test_slot_reuse_across_namespaces(void)
 	ol_kve_release(e, sl.off, sl.seq);
 	rc = ol_kve_alloc(e, &kb, MiB, &sl);
 	ok(rc == OL_KV_OK && sl.foreign == 0 && sl.ptr[0] == 0xAA,
-	   "ns B gets the slot: its old bytes are reported foreign");
+	   "ns B is given the slot: its old bytes are reported foreign");
 	ol_kve_release(e, sl.off, sl.seq);
 	ol_kve_close(e);
 }
@@ -573,7 +573,7 @@ test_writeback_and_capacity(void)
 	free(dir);
 }
 
-/* ---- concurrency: puts that need dirty victims, gets beside them ---- */
+/* ---- concurrency: puts that need dirty victims, reads beside them ---- */
 
 #define CC_PUTTERS 4
 #define CC_PER	   48
@@ -581,7 +581,7 @@ test_writeback_and_capacity(void)
 struct cc {
 	struct ol_kve *e;
 	_Atomic uint64_t done[CC_PUTTERS]; /* blocks of each putter whose put returned */
-	_Atomic int stop, put_bad, get_bad, gets, pinned_reads;
+	_Atomic int stop, put_bad, get_bad, reads, pinned_reads;
 };
 
 static size_t
@@ -643,7 +643,7 @@ cc_get_main(void *arg)
 			atomic_fetch_add(&c->pinned_reads, 1);
 			ol_kve_release(c->e, s.off, s.seq);
 		}
-		atomic_fetch_add(&c->gets, 1);
+		atomic_fetch_add(&c->reads, 1);
 	}
 	return NULL;
 }
@@ -693,8 +693,8 @@ test_concurrent_dirty_evictions(bool strict)
 	ol_kve_get_stats(c.e, &st);
 	ok(c.put_bad == 0, "%s: %d putters x %d blocks of 64..764 KiB: every put OK", mode,
 	   CC_PUTTERS, CC_PER);
-	ok(c.get_bad == 0 && c.gets > 0,
-	   "%s: %d concurrent gets (%d pinned DRAM reads): none wrong%s", mode, c.gets,
+	ok(c.get_bad == 0 && c.reads > 0,
+	   "%s: %d concurrent reads (%d pinned DRAM reads): none wrong%s", mode, c.reads,
 	   c.pinned_reads, strict ? ", none missing" : "");
 	if (strict)
 		ok(st.demotions > 0 && st.evictions == 0 && st.wb_dropped == 0,
@@ -706,7 +706,7 @@ test_concurrent_dirty_evictions(bool strict)
 		   "dropped (%llu evicted, %llu demoted)",
 		   (unsigned long long)st.writeback_waits, (unsigned long long)st.wb_dropped,
 		   (unsigned long long)st.evictions, (unsigned long long)st.demotions);
-	if (!strict) { /* what was not dropped goes to NVMe: gets that promote then drop none */
+	if (!strict) { /* what was not dropped goes to NVMe: reads that promote then drop none */
 		ok(ol_kve_flush(c.e) == 0, "async: flush the backlog");
 		ol_kve_get_stats(c.e, &st);
 	}
@@ -816,7 +816,7 @@ test_prefault(void)
 {
 	struct ol_kve *e = open_eng_pf(32 * MiB, NULL, 0, 0, true);
 	ok(e && put(e, NS_A, 1, MiB, 1) == OL_KV_OK && get(e, NS_A, 1, MiB, 1) == OL_KV_OK,
-	   "puts and gets while the DRAM tier is prefaulted");
+	   "puts and reads while the DRAM tier is prefaulted");
 	struct ol_kve_stats st;
 	for (int i = 0; i < 2000; i++) {
 		ol_kve_get_stats(e, &st);

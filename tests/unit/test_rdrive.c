@@ -566,13 +566,13 @@ test_identity(uint8_t *small)
 		int a, b;
 
 		rc = exchange_disks(2, 3);
-		a = st ? ol_rd_shard_open(st, 2, u, 0) : 0;
-		b = st ? ol_rd_shard_open(st, 3, u, 0) : 0;
+		a = st ? ol_rd_shard_open(st, 2, u, OL_RD_EXISTING) : 0;
+		b = st ? ol_rd_shard_open(st, 3, u, OL_RD_EXISTING) : 0;
 		ok(rc == 0 && a == -EXDEV && b == -EXDEV,
 		   "disks exchanged under a restart: no call reaches them (%d, %d)", a, b);
 		rc = exchange_disks(2, 3);
 		ok(rc == 0 && st && wait_drive(st, 2, true) && wait_drive(st, 3, true) &&
-		       ol_rd_shard_open(st, 2, u, 0) == -ENOENT,
+		       ol_rd_shard_open(st, 2, u, OL_RD_EXISTING) == -ENOENT,
 		   "the disks back in place: calls reach them again");
 	}
 	ol_store_close(st);
