@@ -399,6 +399,34 @@ swap_lagging(struct ol_get *g, bool *want)
 	return spare;
 }
 
+static int
+count_ok(const struct ol_get *g)
+{
+	int n = 0;
+
+	for (int d = 0; d < g->st->n; d++)
+		n += g->ok[d];
+	return n;
+}
+
+/* Read once more, without leaving any behind, the blocks of this stripe that were left to a
+ * slow drive (abandoned, or swapped for parity): whether there were any. */
+static bool
+wait_lagging(struct ol_get *g, const struct stripe *s)
+{
+	bool again[OL_MAX_DRIVES] = {false}, any = false;
+
+	for (int d = 0; d < g->st->n; d++) {
+		if (!g->lag[d] || g->ok[d] || g->fd[d] < 0)
+			continue;
+		again[d] = any = true;
+		g->tried[d] = g->lag[d] = false;
+	}
+	if (any)
+		read_blocks(g, s, again, 0);
+	return any;
+}
+
 /* Make data shards [lo, hi] of the stripe valid in blk[]. */
 static int
 load(struct ol_get *g, const struct stripe *s, int lo, int hi)
@@ -423,8 +451,12 @@ load(struct ol_get *g, const struct stripe *s, int lo, int hi)
 		spare += g->ok[d] || readable(g, d);
 	}
 	read_blocks(g, s, all, spare);
-	for (int d = 0; d < st->n; d++)
-		good += g->ok[d];
+	good = count_ok(g);
+	/* the drives counted on in place of the ones left behind did not all have their shard
+	 * (one missed the object's write, say): wait for the slow ones after all, never fail
+	 * where waiting succeeds */
+	if (good < st->k && wait_lagging(g, s))
+		good = count_ok(g);
 	if (good < st->k) {
 		int there = 0;
 
