@@ -808,6 +808,10 @@ ol_commit_all(struct ol_store *st, struct ol_commit *c)
 {
 	struct ol_cq me = {.c = c};
 
+	if (st->readonly) { /* the last guard: no drive of a read-only view is written */
+		c->rofs = true;
+		return 0;
+	}
 	pthread_mutex_lock(&st->cq_mu);
 	*st->cq_tail = &me;
 	st->cq_tail = &me.next;
@@ -851,7 +855,7 @@ ol_commit_reclaim(struct ol_store *st, struct ol_commit *c, const struct ol_rec 
 int
 ol_commit_err(const struct ol_commit *c)
 {
-	return c->stale ? -ESTALE : -EIO;
+	return c->rofs ? -EROFS : c->stale ? -ESTALE : -EIO;
 }
 
 void

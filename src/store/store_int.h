@@ -144,7 +144,10 @@ struct ol_store {
 	size_t n_flight, cap_flight;
 	struct ol_inuse_tab *inuse; /* versions being read (inuse.c) */
 	/* a set of remote drives (ol_store_open_set) */
-	bool remote;		/* its drives are remote (ol_store_open_set) */
+	bool remote; /* its drives are remote (ol_store_open_set) */
+	/* a read-only view (ol_store_set_opts.readonly; a shell: every set is): nothing is
+	 * written to a drive, every write returns -EROFS (store.h) */
+	bool readonly;
 	_Atomic uint64_t epoch; /* sent with every metadata commit (fencing) */
 	char secret[256];
 	unsigned self_id;
@@ -567,6 +570,7 @@ struct ol_commit {
 	int64_t missed_ns;
 	int missed_new[OL_MAX_DRIVES];
 	_Atomic bool stale; /* a drive refused the commit: it has seen a newer epoch (-ESTALE) */
+	bool rofs;	    /* refused whole: the store is a read-only view (-EROFS) */
 };
 int ol_commit_all(struct ol_store *st, struct ol_commit *c);
 /* The version id readers see now for key k in db, into vid; 0 none, 1 found. */
@@ -578,7 +582,8 @@ int ol_cond_check(struct ol_store *st, const void *k, size_t kl, const struct ol
 /* Unlink the data of replaced records on the drives that committed (keep: files still used). */
 void ol_commit_reclaim(struct ol_store *st, struct ol_commit *c, const struct ol_rec *keep);
 void ol_commit_free(struct ol_commit *c);
-/* The error of a commit that missed its quorum: -ESTALE when fenced, else -EIO. */
+/* The error of a commit that missed its quorum: -EROFS on a read-only view, -ESTALE when
+ * fenced, else -EIO. */
 int ol_commit_err(const struct ol_commit *c);
 
 /* version.c */

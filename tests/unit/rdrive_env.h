@@ -2,7 +2,7 @@
  * test_rostore.c): N real node-plane servers in the test's process on loopback ports, each
  * with its own temp drive (real LMDB, real shard files), the set's config and drive specs,
  * and helpers to write and byte-check objects through a store opened over them. Include it
- * once, after tap.h. */
+ * once, after tap.h (its helpers are static inline: a test uses the ones it needs). */
 #ifndef OL_TEST_RDRIVE_ENV_H
 #define OL_TEST_RDRIVE_ENV_H
 
@@ -30,7 +30,7 @@ static struct ol_node_server *srv[N];
 static struct ol_config cfg;
 static struct ol_store_drive_spec specs[N];
 
-static unsigned
+static inline unsigned
 free_port(void)
 {
 	int fd = ol_io_listen("127.0.0.1:0", false, 1);
@@ -40,7 +40,7 @@ free_port(void)
 	return p;
 }
 
-static int
+static inline int
 srv_start(int i)
 {
 	const char *drives[1] = {dirs[i]};
@@ -59,14 +59,14 @@ srv_start(int i)
 	return ol_node_server_start(&o, &srv[i]);
 }
 
-static void
+static inline void
 srv_stop(int i)
 {
 	ol_node_server_stop(srv[i]);
 	srv[i] = NULL;
 }
 
-static int
+static inline int
 put(struct ol_store *st, const char *b, const char *k, const uint8_t *data, size_t n, int vmode,
     char *vid)
 {
@@ -91,7 +91,7 @@ put(struct ol_store *st, const char *b, const char *k, const uint8_t *data, size
 }
 
 /* 1: the object reads back exactly data; 0 otherwise. */
-static int
+static inline int
 same(struct ol_store *st, const char *b, const char *k, const char *vid, const uint8_t *data,
      size_t n)
 {
@@ -118,7 +118,7 @@ same(struct ol_store *st, const char *b, const char *k, const char *vid, const u
 }
 
 /* Wait up to 30 s for the store to have want drives online. */
-static int
+static inline int
 wait_online(struct ol_store *st, int want)
 {
 	for (time_t end = time(NULL) + 30; time(NULL) < end; usleep(20000))
@@ -127,7 +127,7 @@ wait_online(struct ol_store *st, int want)
 	return 0;
 }
 
-static int
+static inline int
 open_set(uint64_t epoch, struct ol_store **out)
 {
 	struct ol_store_set_opts o = {.n = N,
@@ -140,7 +140,7 @@ open_set(uint64_t epoch, struct ol_store **out)
 	return ol_store_open_set(&cfg, &o, out);
 }
 
-static int
+static inline int
 rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
 {
 	(void)sb;
@@ -152,7 +152,7 @@ rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
 /* The temp root (under $TMPDIR, named after the test), the config (N=4 P=1, fsync, 128 KiB
  * inline, 1 MiB blocks) and N servers started (one TAP line each). 0, or -1 without a temp
  * dir (skip). */
-static int
+static inline int
 env_start(const char *name)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -179,7 +179,7 @@ env_start(const char *name)
 }
 
 /* Every server still running stopped, the temp root removed. */
-static void
+static inline void
 env_stop(void)
 {
 	for (int i = 0; i < N; i++)

@@ -1,0 +1,417 @@
+/* test_rostore.c - a read-only view of a set over remote drives beside its writer (TAP), and
+ * the writer's delayed reclaim: four real node-plane servers in this process (rdrive_env.h),
+ * a writable store (the leader) and a read-only store (a follower) opened over the same
+ * drives. Objects written through the writer read back bit-exact through the view (inline,
+ * multi-stripe, multipart; overwrite and delete seen); the view writes nothing (every
+ * mutating call -EROFS; every file of every drive unchanged by its opens and reads, also
+ * with a shard file lost and with a drive without its identity record; the writer's commits
+ * not fenced by its open); a version reclaimed under the view: its read says -EAGAIN (before a
+ * byte) or -EIO (mid-stream), never wrong bytes. */
+#include "base/driveid.h"
+#include "store/store_int.h" /* ol_shard_create, ol_rd_shard_open, ol_commit_all */
+#include "tap.h"
+#include "rdrive_env.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <utime.h>
+
+#define STORE_ID "dep-ro"
+#define EPOCH	 7
+#define SMALL	 1000
+
+/* The writer (the leader, epoch EPOCH) or a read-only view (epoch 0 or the leader's). */
+static int
+open_store(bool readonly, uint64_t epoch, struct ol_store **out)
+{
+	struct ol_store_set_opts o = {.n = N,
+				      .drives = specs,
+				      .secret = SECRET,
+				      .self_id = readonly ? 200 : 100,
+				      .epoch = epoch,
+				      .deadline_ms = 5000,
+				      .store_id = STORE_ID,
+				      .sets = 1,
+				      .readonly = readonly};
+
+	return ol_store_open_set(&cfg, &o, out);
+}
+
+/* ---- every file of every drive: path, size and a hash of its bytes ---- */
+
+struct file_sum {
+	char path[400];
+	uint64_t size, hash;
+};
+static struct file_sum *snap_v;
+static size_t snap_n, snap_cap;
+
+static uint64_t
+file_hash(const char *path)
+{
+	uint64_t h = 1469598103934665603ULL;
+	uint8_t buf[65536];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < n; i++)
+			h = (h ^ buf[i]) * 1099511628211ULL;
+	close(fd);
+	return h;
+}
+
+static int
+snap_cb(const char *p, const struct stat *sb, int flag, struct FTW *f)
+{
+	(void)f;
+	/* LMDB's lock file holds its reader table: every read (the writer's too) touches it */
+	if (flag != FTW_F || strstr(p, "lock.mdb"))
+		return 0;
+	if (snap_n == snap_cap) {
+		snap_cap = snap_cap ? 2 * snap_cap : 64;
+		snap_v = realloc(snap_v, snap_cap * sizeof(*snap_v));
+	}
+	snprintf(snap_v[snap_n].path, sizeof(snap_v[snap_n].path), "%s", p);
+	snap_v[snap_n].size = (uint64_t)sb->st_size;
+	snap_v[snap_n].hash = file_hash(p);
+	snap_n++;
+	return 0;
+}
+
+static int
+sum_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct file_sum *)a)->path, ((const struct file_sum *)b)->path);
+}
+
+/* The drives' files now (sorted; *n of them, malloc'd). */
+static struct file_sum *
+snapshot(size_t *n)
+{
+	snap_v = NULL;
+	snap_n = snap_cap = 0;
+	nftw(root, snap_cb, 16, FTW_PHYS);
+	qsort(snap_v, snap_n, sizeof(*snap_v), sum_cmp);
+	*n = snap_n;
+	return snap_v;
+}
+
+/* 1 when a and b list the same files with the same bytes (the first difference printed). */
+static int
+same_files(const struct file_sum *a, size_t na, const struct file_sum *b, size_t nb)
+{
+	for (size_t i = 0; i < na || i < nb; i++) {
+		if (i >= na || i >= nb || strcmp(a[i].path, b[i].path)) {
+			printf("# file list differs at %s\n", i < na ? a[i].path : b[i].path);
+			return 0;
+		}
+		if (a[i].size != b[i].size || a[i].hash != b[i].hash) {
+			printf("# %s changed\n", a[i].path);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* ---- shard files of an object, by the writer's record ---- */
+
+struct shards {
+	char path[N][8][400]; /* [drive][part] on the drive's disk */
+	unsigned parts;
+};
+
+static int
+shard_cb(int d, unsigned part, const char *path, void *arg)
+{
+	struct shards *s = arg;
+	const char *rel = strrchr(path, ' '); /* "node N host:port drive D: xx/xxxx..." */
+
+	if (d >= N || part >= 8 || !rel)
+		return -EINVAL;
+	snprintf(s->path[d][part], sizeof(s->path[d][part]), "%s/.openlake/data/%s", dirs[d],
+		 rel + 1);
+	if (part + 1 > s->parts)
+		s->parts = part + 1;
+	return 0;
+}
+
+static int
+shards_of(struct ol_store *w, const char *key, struct shards *s)
+{
+	memset(s, 0, sizeof(*s));
+	return ol_store_shard_paths(w, "b", key, strlen(key), shard_cb, s);
+}
+
+/* How many of the object's shard files are on the disks now. */
+static int
+shards_there(const struct shards *s)
+{
+	int n = 0;
+
+	for (int d = 0; d < N; d++)
+		for (unsigned p = 0; p < s->parts; p++)
+			n += access(s->path[d][p], F_OK) == 0;
+	return n;
+}
+
+static int
+mpu(struct ol_store *st, const char *key, const uint8_t *data, size_t n, size_t first)
+{
+	unsigned parts[2] = {1, 2};
+	struct ol_put *p;
+	char uid[64];
+	int rc = ol_store_mpu_create(st, "b", key, strlen(key), NULL, 0, uid);
+
+	if (!rc)
+		rc = ol_store_mpu_part_begin(st, "b", uid, 1, &p);
+	if (!rc && !(rc = ol_store_put_write(p, data, first)))
+		rc = ol_store_put_commit(p, "e1", NULL, 0, NULL);
+	if (!rc)
+		rc = ol_store_mpu_part_begin(st, "b", uid, 2, &p);
+	if (!rc && !(rc = ol_store_put_write(p, data + first, n - first)))
+		rc = ol_store_put_commit(p, "e2", NULL, 0, NULL);
+	return rc ? rc : ol_store_mpu_complete(st, "b", uid, parts, 2, "final", NULL);
+}
+
+/* (a) what the writer writes, the view reads. */
+static void
+test_reads(struct ol_store *w, struct ol_store *r, const uint8_t *big, const uint8_t *big2)
+{
+	struct ol_obj_info info;
+	struct ol_iter *it;
+	struct ol_get *g;
+	const char *k;
+	size_t kl;
+	int rc, keys = 0;
+
+	ok(ol_store_readonly(r) && !ol_store_readonly(w), "the view is read-only, the writer not");
+	ok(put(w, "b", "small", big, SMALL, 0, NULL) == 0 &&
+	       same(r, "b", "small", NULL, big, SMALL),
+	   "an inline object written by the writer reads back through the view");
+	ok(put(w, "b", "big", big, BIG, 0, NULL) == 0 && same(r, "b", "big", NULL, big, BIG),
+	   "a %u-byte object (two stripes) reads back bit-exact through the view", BIG);
+	rc = mpu(w, "mp", big, BIG, BIG - 1000);
+	ok(rc == 0 && same(r, "b", "mp", NULL, big, BIG),
+	   "a multipart object reads back through the view (%d)", rc);
+	ok(put(w, "b", "big", big2, BIG - 7, 0, NULL) == 0 &&
+	       same(r, "b", "big", NULL, big2, BIG - 7),
+	   "an overwrite is seen by the view's next read");
+	ok(put(w, "b", "small", big2, SMALL, 0, NULL) == 0 &&
+	       same(r, "b", "small", NULL, big2, SMALL),
+	   "an inline overwrite too");
+	rc = ol_store_head(r, "b", "mp", 2, &info, NULL, 0);
+	ok(rc == 0 && info.size == BIG && info.n_parts == 2, "HEAD through the view (%d)", rc);
+	ok(put(w, "b", "gone", big, SMALL, 0, NULL) == 0 && ol_store_delete(w, "b", "gone", 4) == 0,
+	   "written and deleted through the writer");
+	rc = ol_store_get_open(r, "b", "gone", 4, &g, &info);
+	ok(rc == -ENOENT, "the view answers not found after the delete (%d)", rc);
+	rc = ol_store_iter_open(r, "b", &it);
+	while (!rc && ol_store_iter_next(it, &k, &kl, &info) == 1)
+		keys++;
+	if (!rc)
+		ol_store_iter_close(it);
+	ok(rc == 0 && keys == 3, "the view lists the bucket: %d keys", keys);
+}
+
+/* (b) every mutating call of the view says -EROFS, and the lowest layers refuse too. */
+static void
+test_refusals(struct ol_store *r)
+{
+	struct ol_heal_progress hp = {0};
+	struct ol_drain_progress dp = {0};
+	unsigned parts[1] = {1};
+	struct ol_put *p = NULL;
+	struct ol_commit c = {.db = OL_META_BUCKETS, .k = "zz", .kl = 3};
+	uint8_t u[16] = {9};
+	char uid[64] = "00000000000000000000000000000000";
+	int rc[20], i = 0, all = 1;
+
+	rc[i++] = ol_store_bucket_create(r, "nb");
+	rc[i++] = ol_store_bucket_create_attrs(r, "nb", "x", 1);
+	rc[i++] = ol_store_bucket_delete(r, "b");
+	rc[i++] = ol_store_bucket_set_attrs(r, "b", "x", 1);
+	rc[i++] = ol_store_put_begin(r, "b", "k", 1, 10, &p);
+	rc[i++] = ol_store_delete(r, "b", "big", 3);
+	rc[i++] = ol_store_delete_ver(r, "b", "big", 3, OL_STORE_VER_ON, NULL, NULL);
+	rc[i++] = ol_store_set_meta(r, "b", "big", 3, NULL, "m", 1);
+	rc[i++] = ol_store_mpu_create(r, "b", "k", 1, NULL, 0, uid);
+	rc[i++] = ol_store_mpu_part_begin(r, "b", uid, 1, &p);
+	rc[i++] = ol_store_mpu_complete(r, "b", uid, parts, 1, "e", NULL);
+	rc[i++] = ol_store_mpu_complete_cond(r, "b", uid, parts, 1, "e", NULL, NULL);
+	rc[i++] = ol_store_mpu_complete_ver(r, "b", uid, parts, 1, "e", NULL, 0, NULL);
+	rc[i++] = ol_store_mpu_complete_meta(r, "b", uid, parts, 1, "e", NULL, 0, "m", 1, NULL);
+	rc[i++] = ol_store_mpu_abort(r, "b", uid);
+	rc[i++] = ol_store_heal_all(r, NULL, &hp);
+	rc[i++] = ol_store_drain(r, 0, NULL, &dp);
+	rc[i++] = ol_store_pool_set_draining(r, 0);
+	for (int j = 0; j < i; j++) {
+		if (rc[j] != -EROFS)
+			printf("# call %d: %d\n", j, rc[j]);
+		all &= rc[j] == -EROFS;
+	}
+	ok(all && p == NULL, "every one of %d mutating calls of the view: -EROFS", i);
+	ok(ol_shard_create(r, 0, u) == -EROFS &&
+	       ol_rd_shard_open(r, 1, u, OL_RD_CREATE) == -EROFS &&
+	       ol_rd_shard_open(r, 2, u, OL_RD_CREATE_LATER) == -EROFS,
+	   "below them: a shard is never created on a view's drive");
+	ok(ol_commit_all(r, &c) == 0 && ol_commit_err(&c) == -EROFS,
+	   "and a metadata commit reaches no drive (-EROFS)");
+	ol_commit_free(&c);
+}
+
+/* (b) the view's opens and reads leave every file of every drive as it was: with a shard file
+ * lost (decoded from parity, never recreated) and with a drive without its identity record
+ * (offline for the view, never claimed). The writer is closed meanwhile (its monitor would
+ * claim that drive again). */
+static void
+test_no_writes(const uint8_t *big, const uint8_t *big2)
+{
+	struct ol_store *r = NULL;
+	struct file_sum *before, *after;
+	struct shards sh;
+	struct ol_store *w = NULL;
+	char idp[400];
+	size_t nb, na;
+	int rc;
+
+	rc = open_store(false, EPOCH, &w);
+	ok(rc == 0 && put(w, "b", "lost", big, BIG, 0, NULL) == 0 &&
+	       shards_of(w, "lost", &sh) == 0 && sh.parts == 1 && unlink(sh.path[1][0]) == 0,
+	   "an object written and its shard file on drive 1 lost (%d)", rc);
+	ol_store_close(w);
+	before = snapshot(&nb);
+	rc = open_store(true, 0, &r);
+	ok(rc == 0 && same(r, "b", "lost", NULL, big, BIG) && same(r, "b", "mp", NULL, big, BIG) &&
+	       same(r, "b", "big", NULL, big2, BIG - 7),
+	   "a view (epoch 0) reads it from parity, and the rest (%d)", rc);
+	if (r)
+		test_refusals(r);
+	ol_store_close(r);
+	after = snapshot(&na);
+	ok(nb > 10 && same_files(before, nb, after, na) && access(sh.path[1][0], F_OK) != 0,
+	   "no file of any drive changed (%zu files): the lost shard is not recreated", na);
+	free(after);
+	free(before);
+	/* drive 2 without its identity record: offline for a view, which opens with k drives */
+	snprintf(idp, sizeof(idp), "%s/%s", dirs[2], OL_DRIVEID_NAME);
+	ok(unlink(idp) == 0, "drive 2's identity record removed");
+	before = snapshot(&nb);
+	rc = open_store(true, 0, &r);
+	ok(rc == 0 && ol_store_drives_online(r) == N - 1 && same(r, "b", "mp", NULL, big, BIG) &&
+	       same(r, "b", "small", NULL, big2, SMALL),
+	   "a view opens with the other three and reads (%d, %d online)", rc,
+	   r ? ol_store_drives_online(r) : -1);
+	ol_store_close(r);
+	after = snapshot(&nb);
+	ok(same_files(before, nb, after, nb) && access(idp, F_OK) != 0,
+	   "the record is not written again, no file changed");
+	free(after);
+	free(before);
+	/* the writer claims it back (and heals the lost shard) for what follows */
+	rc = open_store(false, EPOCH, &w);
+	ok(rc == 0 && access(idp, F_OK) == 0, "the writer gives drive 2 its record again (%d)", rc);
+	if (w) {
+		struct ol_heal_progress hp = {0};
+
+		rc = ol_store_heal_all(w, NULL, &hp);
+		ok(rc == 0 && shards_there(&sh) == N, "its heal restores the lost shard");
+	}
+	ol_store_close(w);
+}
+
+/* (b) a view opened with the leader's own epoch takes no generation and sends no commit: the
+ * leader's next commit is not fenced. */
+static void
+test_not_fenced(struct ol_store *w, const uint8_t *big)
+{
+	struct ol_store *r = NULL;
+	int rc = open_store(true, EPOCH, &r);
+
+	ok(rc == 0, "a view opened with the leader's epoch (%d)", rc);
+	rc = put(w, "b", "after", big, 300 * 1024, 0, NULL);
+	ok(rc == 0, "the leader's put after the view opened commits (%d)", rc);
+	ok(r && same(r, "b", "after", NULL, big, 300 * 1024), "and the view reads it");
+	ol_store_close(r);
+}
+
+/* (c) a version reclaimed by the writer under a view: the view's read fails cleanly. */
+static void
+test_reclaim(struct ol_store *w, struct ol_store *r, const uint8_t *big, const uint8_t *big2)
+{
+	uint8_t *buf = malloc(BIG);
+	struct ol_obj_info info;
+	struct ol_get *g = NULL;
+	ssize_t k;
+	int rc;
+
+	/* without a delay: the view that resolved the old version says -EAGAIN, then -EIO */
+	rc = put(w, "b", "rc4", big, BIG, 0, NULL);
+	rc = rc ? rc : ol_store_get_open(r, "b", "rc4", 3, &g, &info);
+	rc = rc ? rc : put(w, "b", "rc4", big2, BIG - 7, 0, NULL);
+	k = rc ? rc : ol_store_get_read(g, 0, buf, 1u << 20);
+	ok(k == -EAGAIN,
+	   "no delay: a view's first read of a version reclaimed since its open: "
+	   "-EAGAIN (%zd)",
+	   k);
+	ol_store_get_close(g);
+	g = NULL;
+	ok(same(r, "b", "rc4", NULL, big2, BIG - 7), "opened again: the new version");
+	rc = put(w, "b", "rc5", big, BIG, 0, NULL);
+	rc = rc ? rc : ol_store_get_open(r, "b", "rc5", 3, &g, &info);
+	k = rc ? rc : ol_store_get_read(g, 0, buf, 1u << 20);
+	rc = k == 1 << 20 ? put(w, "b", "rc5", big2, BIG - 7, 0, NULL) : -1;
+	memset(buf + (1u << 20), 0, BIG - (1u << 20));
+	{
+		size_t got = 1u << 20;
+
+		while (!rc && got < BIG &&
+		       (k = ol_store_get_read(g, got, buf + got, BIG - got)) > 0)
+			got += (size_t)k;
+		ok(!rc && k == -EIO && !memcmp(buf, big, got),
+		   "mid-stream: -EIO after %zu bytes, every byte read right (%zd)", got, k);
+	}
+	ol_store_get_close(g);
+	free(buf);
+}
+
+int
+main(void)
+{
+	struct ol_store *w = NULL, *r = NULL;
+	uint8_t *big = malloc(BIG), *big2 = malloc(BIG);
+	int rc;
+
+	ol_log_set_level("error");
+	if (env_start("rostore"))
+		tap_skip_all("no temp dir");
+	tap_fill(big, BIG, 11);
+	tap_fill(big2, BIG, 12);
+	rc = open_store(false, EPOCH, &w);
+	ok(rc == 0 && ol_store_bucket_create(w, "b") == 0, "the writer opens, bucket made (%d)",
+	   rc);
+	rc = rc ? rc : open_store(true, 0, &r);
+	ok(rc == 0 && ol_store_drives_online(r) == N, "a read-only view opens beside it (%d)", rc);
+	if (!rc) {
+		test_reads(w, r, big, big2);
+		ol_store_close(r);
+		ol_store_close(w);
+		w = r = NULL;
+		test_no_writes(big, big2);
+		rc = open_store(false, EPOCH, &w);
+		rc = rc ? rc : open_store(true, 0, &r);
+		ok(rc == 0, "writer and view open again (%d)", rc);
+	}
+	if (!rc) {
+		test_not_fenced(w, big);
+		test_reclaim(w, r, big, big2);
+	}
+	ol_store_close(r);
+	ol_store_close(w);
+	env_stop();
+	free(big);
+	free(big2);
+	tap_done();
+}
