@@ -184,7 +184,7 @@ reclaim_rec(const struct ol_store *st, int d, const struct ol_rec *r, const stru
 	for (uint32_t i = 0; i < r->n_parts; i++) {
 		ol_rec_part(r, i, &p);
 		if (!kept(keep, p.uuid) && !ol_inuse_defer(st, d, r->vid, p.uuid))
-			ol_shard_unlink(st, d, p.uuid);
+			ol_reclaim_unlink((struct ol_store *)st, d, p.uuid);
 	}
 }
 

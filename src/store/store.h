@@ -171,6 +171,19 @@ int ol_store_pool_set_draining(struct ol_store *st, int pool);
 int ol_store_drain(struct ol_store *st, unsigned pool, const struct ol_drain_opts *o,
 		   struct ol_drain_progress *p);
 void ol_store_drain_cancel(struct ol_drain_progress *p);
+/* Delayed reclaim (a writer serving read-only views elsewhere; docs/cluster.md "Read-only
+ * views"). With ms > 0, the shard files of versions replaced or deleted by a commit (an
+ * overwrite, a delete, a multipart complete's unlisted parts, a version removed, and those a
+ * local reader held past the commit) are unlinked no earlier than ms after that commit (after
+ * the last local reader's release for those), by each set's reclaim thread; 0 (the default):
+ * at once, as always. Each waiting file costs one 32-byte entry; above 2^20 per set the
+ * oldest go early (logged once). ol_store_close unlinks what still waits. A crash loses the
+ * queue: the files are then unreferenced and the heal's orphan sweep removes them (the sweep
+ * skips files still queued). A changed delay applies to unlinks queued from then on. Ignored
+ * by a read-only view. Any thread. */
+void ol_store_set_reclaim_delay(struct ol_store *st, unsigned ms);
+/* Shard-file unlinks waiting for the delay now, over every set (metrics, tests). Any thread. */
+size_t ol_store_reclaim_pending(struct ol_store *st);
 /* Raise the epoch (a leader re-elected), of every set; never lowers it. */
 void ol_store_set_epoch(struct ol_store *st, uint64_t epoch);
 
@@ -268,7 +281,7 @@ int ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, 
  *
  * A read-only view (ol_store_readonly) and a version reclaimed under it: the record it
  * resolved can be replaced or deleted by its writer right after, and the writer unlinks the
- * old version's shard files.
+ * old version's shard files (at once, or after its reclaim delay: ol_store_set_reclaim_delay).
  * A view finds that out when more than P drives answer that a part's shard file is not there
  * (fewer than k can hold it):
  *   - ol_store_get_open / get_open_ver return -EAGAIN when the first part is gone already;

@@ -5,8 +5,9 @@
  * multi-stripe, multipart; overwrite and delete seen); the view writes nothing (every
  * mutating call -EROFS; every file of every drive unchanged by its opens and reads, also
  * with a shard file lost and with a drive without its identity record; the writer's commits
- * not fenced by its open); a version reclaimed under the view: its read says -EAGAIN (before a
- * byte) or -EIO (mid-stream), never wrong bytes. */
+ * not fenced by its open); with a reclaim delay an overwritten version's files outlive the
+ * commit by the delay and a view streaming it finishes bit-exact; without one the view's
+ * read says -EAGAIN (before a byte) or -EIO (mid-stream), never wrong bytes. */
 #include "base/driveid.h"
 #include "store/store_int.h" /* ol_shard_create, ol_rd_shard_open, ol_commit_all */
 #include "tap.h"
@@ -155,6 +156,16 @@ shards_there(const struct shards *s)
 		for (unsigned p = 0; p < s->parts; p++)
 			n += access(s->path[d][p], F_OK) == 0;
 	return n;
+}
+
+/* Wait up to 60 s for none of them to be there. */
+static int
+wait_shards_gone(const struct shards *s)
+{
+	for (time_t end = time(NULL) + 60; time(NULL) < end; usleep(20000))
+		if (shards_there(s) == 0)
+			return 1;
+	return 0;
 }
 
 static int
@@ -337,16 +348,70 @@ test_not_fenced(struct ol_store *w, const uint8_t *big)
 	ol_store_close(r);
 }
 
-/* (c) a version reclaimed by the writer under a view: the view's read fails cleanly. */
+/* Read the whole of g into out (n bytes at most) in 1 MiB steps: the bytes read, or the first
+ * error. */
+static ssize_t
+read_all(struct ol_get *g, uint8_t *out, size_t n, size_t from)
+{
+	size_t got = from;
+	ssize_t k = 1;
+
+	while (got < n && (k = ol_store_get_read(g, got, out + got,
+						 (n - got) < (1u << 20) ? n - got : 1u << 20)) > 0)
+		got += (size_t)k;
+	return k < 0 ? k : (ssize_t)got;
+}
+
+/* (c) the writer's reclaim delay: an overwritten version's files outlive the commit by it, a
+ * view streams the old version to its end; without it the view's read fails cleanly. */
 static void
 test_reclaim(struct ol_store *w, struct ol_store *r, const uint8_t *big, const uint8_t *big2)
 {
 	uint8_t *buf = malloc(BIG);
 	struct ol_obj_info info;
 	struct ol_get *g = NULL;
+	struct shards sh;
 	ssize_t k;
 	int rc;
 
+	ol_store_set_reclaim_delay(w, 5000);
+	rc = put(w, "b", "rc1", big, BIG, 0, NULL);
+	ok(rc == 0 && shards_of(w, "rc1", &sh) == 0 && shards_there(&sh) == N,
+	   "delay 5 s: an object with its %d shard files", shards_there(&sh));
+	rc = put(w, "b", "rc1", big2, BIG - 7, 0, NULL);
+	ok(rc == 0 && shards_there(&sh) == N && ol_store_reclaim_pending(w) == N,
+	   "overwritten: the old version's files are still there, %zu unlinks wait",
+	   ol_store_reclaim_pending(w));
+	ok(wait_shards_gone(&sh) && ol_store_reclaim_pending(w) == 0,
+	   "and are gone once the delay has passed");
+	/* a view streaming the old version while it is overwritten */
+	rc = put(w, "b", "rc2", big, BIG, 0, NULL);
+	rc = rc ? rc : ol_store_get_open(r, "b", "rc2", 3, &g, &info);
+	k = rc ? rc : ol_store_get_read(g, 0, buf, 1u << 20);
+	ok(k == 1 << 20 && put(w, "b", "rc2", big2, BIG - 7, 0, NULL) == 0,
+	   "a view has read the first MiB of a version, then the writer overwrote it (%zd)", k);
+	k = g ? read_all(g, buf, BIG, 1u << 20) : -1;
+	ok(k == BIG && !memcmp(buf, big, BIG), "the view streams the old version to its end (%zd)",
+	   k);
+	ol_store_get_close(g);
+	g = NULL;
+	ok(same(r, "b", "rc2", NULL, big2, BIG - 7), "its next open reads the new one");
+	/* the sweep keeps a queued file even past its grace (the heal's orphan sweep) */
+	rc = put(w, "b", "rc3", big, BIG, 0, NULL);
+	ol_store_set_reclaim_delay(w, 600000);
+	if (!rc && !(rc = shards_of(w, "rc3", &sh)))
+		for (int d = 0; d < N; d++)
+			utime(sh.path[d][0],
+			      &(struct utimbuf){time(NULL) - 3600, time(NULL) - 3600});
+	rc = rc ? rc : put(w, "b", "rc3", big2, 1000 * 1000, 0, NULL);
+	{
+		struct ol_heal_progress hp = {0};
+
+		rc = rc ? rc : ol_store_heal_all(w, NULL, &hp);
+	}
+	ok(rc == 0 && shards_there(&sh) == N,
+	   "a heal's orphan sweep leaves queued files of an hour ago alone (%d)", rc);
+	ol_store_set_reclaim_delay(w, 0);
 	/* without a delay: the view that resolved the old version says -EAGAIN, then -EIO */
 	rc = put(w, "b", "rc4", big, BIG, 0, NULL);
 	rc = rc ? rc : ol_store_get_open(r, "b", "rc4", 3, &g, &info);
