@@ -200,6 +200,13 @@ static const struct cfg_key keys[] = {
      "how many times the finished drives' median time a straggler is given (with hedge_ms); "
      "also how far a drive's average call time must be above its peers' (and hedge_ms) for "
      "reads to take a parity shard instead of its data shard"},
+    {"cluster.read_any", T_BOOL, F(cluster_read_any), "true", 0, 0, 0, 0, 0,
+     "every node that does not serve the cluster store serves S3 GET and HEAD requests itself "
+     "over a read-only view of the store (docs/cluster.md, \"Serving and forwarding\"); "
+     "false: it forwards them to the serving leader like every other request"},
+    {"cluster.reclaim_delay_ms", T_U32, F(cluster_reclaim_delay_ms), "30000", 0, 3600000, 0, 0, 0,
+     "with read_any: the serving leader unlinks the shard files of an overwritten or deleted "
+     "version only this long after the commit, so other nodes' reads of it can finish"},
     {"cluster.etcd_timeout_ms", T_U32, F(cluster_etcd_timeout_ms), "0", 0, 600000, 0, 0, 0,
      "deadline of each etcd call, over all the endpoints it tries (0 = a third of lease_ttl_s: "
      "a keepalive to a hung member fails over in time to keep the lease); a longer one only "

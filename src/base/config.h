@@ -156,6 +156,11 @@ struct ol_config {
 	unsigned cluster_hedge_ms;    /* the floor (0 = never) */
 	unsigned cluster_hedge_ratio; /* times the finished ops' median */
 
+	/* [cluster] read_any: followers serve GET/HEAD over a read-only store; reclaim_delay_ms:
+	 * how long the leader keeps the shard files of a replaced version */
+	bool cluster_read_any;
+	unsigned cluster_reclaim_delay_ms;
+
 	/* [s3] lifecycle scanner */
 	unsigned s3_lc_day_secs;      /* [s3] lifecycle_day_secs: a lifecycle "day" (tests: 1) */
 	unsigned s3_lc_interval_secs; /* [s3] lifecycle_interval_secs between scans */
