@@ -118,9 +118,11 @@ attrs_parse(struct s3_req *r)
 /* ---- per-thread cache of bucket attrs ----
  * A GET needs its bucket's attrs (owner, ACL, policy): a quorum read of N records each time
  * cost ~10% of a 4 KiB GET. Each request thread keeps the attrs of a few buckets, valid while
- * the generation below is unchanged; this process is the only writer of bucket records (in a
- * cluster only the set's leader serves S3, and ol_s3_set_store bumps the generation when the
- * leadership comes back), and bumps it after each bucket write. */
+ * the generation below is unchanged. The process that writes a bucket record bumps it after
+ * each write (and tells the server's bucket hook: in a cluster the serving leader then tells
+ * the other nodes through etcd); a node that reads a store another process writes (a cluster
+ * node serving reads, docs/cluster.md "Serving and forwarding") bumps it when told of a change
+ * (ol_s3_buckets_changed), and ol_s3_set_store bumps it when the leadership comes back. */
 
 #define BCACHE 8
 
@@ -174,6 +176,27 @@ void
 s3_bucket_changed(void)
 {
 	atomic_fetch_add(&bucket_gen, 1);
+}
+
+void
+ol_s3_buckets_changed(void)
+{
+	s3_bucket_changed();
+}
+
+void
+s3_bucket_written(struct ol_s3_server *s)
+{
+	s3_bucket_changed();
+	if (s->bucket_hook)
+		s->bucket_hook(s->bucket_hook_arg);
+}
+
+void
+ol_s3_set_bucket_hook(struct ol_s3_server *s, void (*fn)(void *arg), void *arg)
+{
+	s->bucket_hook_arg = arg;
+	s->bucket_hook = fn;
 }
 
 /* A copy of the cached attrs of bucket at generation gen into r->ba; false on a miss. */
@@ -271,7 +294,7 @@ s3_bucket_attr_store2(struct s3_req *r, const char *name, const char *val, long 
 		b = t, t = (struct ol_buf){0};
 	ol_buf_free(&t);
 	int rc = ol_store_bucket_set_attrs(r->srv->st, r->rt.bucket, b.p ? b.p : "", b.len);
-	s3_bucket_changed();
+	s3_bucket_written(r->srv);
 	if (rc == 0) {
 		free(r->ba.blob);
 		r->ba.blob = b.p ? b.p : ol_xmalloc(1);

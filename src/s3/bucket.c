@@ -148,7 +148,7 @@ s3_create_bucket(struct s3_req *r)
 		attrs = t;
 	}
 	int rc = ol_store_bucket_create_attrs(r->srv->st, r->rt.bucket, attrs.p, attrs.len);
-	s3_bucket_changed();
+	s3_bucket_written(r->srv);
 	ol_buf_free(&attrs);
 	if (rc == -EEXIST)
 		rc = bucket_exists_answer(r, &acl);
@@ -173,7 +173,7 @@ s3_delete_bucket(struct s3_req *r)
 {
 	r->op = "DeleteBucket";
 	int rc = ol_store_bucket_delete(r->srv->st, r->rt.bucket);
-	s3_bucket_changed();
+	s3_bucket_written(r->srv);
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		return;

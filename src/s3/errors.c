@@ -105,6 +105,16 @@ static const struct {
     {-ESTALE, false, OL_S3E_SERVICE_UNAVAILABLE,
      "The erasure set got a newer leader while this request was served, and the drives "
      "refused its commit. Retry."},
+    /* a read-only view of the store (a cluster node serving reads) was asked to write:
+     * routing sends writes to the serving leader, so only a race with a leadership change
+     * reaches this */
+    {-EROFS, false, OL_S3E_SERVICE_UNAVAILABLE,
+     "This node serves reads only and cannot write now; retry (writes go to the serving "
+     "leader)."},
+    /* a read-only view found the version it resolved reclaimed by the writer (overwritten
+     * or deleted meanwhile), again after resolving the key once more */
+    {-EAGAIN, false, OL_S3E_SERVICE_UNAVAILABLE,
+     "The object was replaced while this node read it; retry."},
     {OL_STORE_ECORRUPT, false, OL_S3E_INTERNAL,
      "The stored data failed its checksums on too many drives to be rebuilt."},
     {-ENOSPC, false, OL_S3E_STORAGE_FULL, NULL},

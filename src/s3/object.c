@@ -778,10 +778,12 @@ stream_body(struct s3_req *r, struct s3_sse_rd *g, uint64_t off, uint64_t len, u
 }
 
 /* Read the first block before the head goes out, so a store failure is still an S3 error
- * (503) rather than a cut-off 200; then stream the rest. */
-static void
+ * (503) rather than a cut-off 200; then stream the rest. 0 answered; -EAGAIN (retry) nothing
+ * sent: a read-only store found the version reclaimed (overwritten or deleted meanwhile), and
+ * the caller resolves the key again. */
+static int
 get_send(struct s3_req *r, struct s3_sse_rd *g, const struct ol_obj_info *in, struct obj_headers *o,
-	 bool partial, uint64_t off, uint64_t len, bool head)
+	 bool partial, uint64_t off, uint64_t len, bool head, bool retry)
 {
 	uint8_t *buf = NULL;
 	size_t first = 0;
@@ -790,9 +792,11 @@ get_send(struct s3_req *r, struct s3_sse_rd *g, const struct ol_obj_info *in, st
 		buf = ol_store_buf_get(S3_GET_BUF);
 		ssize_t n = s3_sse_read(g, off, buf, bl);
 		if (n <= 0) {
-			s3_store_error(r, n < 0 ? (int)n : -EIO, OL_S3E_NO_SUCH_KEY);
 			ol_store_buf_put(buf, S3_GET_BUF);
-			return;
+			if (n == -EAGAIN && retry)
+				return -EAGAIN;
+			s3_store_error(r, n < 0 ? (int)n : -EIO, OL_S3E_NO_SUCH_KEY);
+			return 0;
 		}
 		first = (size_t)n;
 	}
@@ -812,34 +816,45 @@ get_send(struct s3_req *r, struct s3_sse_rd *g, const struct ol_obj_info *in, st
 		ol_http_finish(r->h);
 	}
 	ol_store_buf_put(buf, S3_GET_BUF);
+	return 0;
+}
+
+/* s3_open_object; with retry, -EAGAIN (nothing sent) when the store found the version it
+ * resolved reclaimed (a read-only store: overwritten or deleted meanwhile) */
+static int
+open_object(struct s3_req *r, struct ol_get **g, struct ol_obj_info *in, bool retry)
+{
+	char vb[OL_S3_MAX_VID + 1];
+	const char *vid;
+	if (s3_version_param(r, vb, &vid) < 0)
+		return 0;
+	in->delete_marker = 0;
+	int rc =
+	    ol_store_get_open_ver(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, vid, g, in);
+	if (rc == -EAGAIN && retry)
+		return -EAGAIN;
+	if (rc < 0 && s3_version_error(r, rc, in, vid != NULL))
+		return false;
+	if (rc == -ENOENT) {
+		s3_missing_key(r, OL_S3E_NO_SUCH_KEY);
+		return 0;
+	}
+	if (rc < 0) {
+		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
+		return 0;
+	}
+	if (!s3_object_access(r, in->meta, in->meta_len)) {
+		ol_store_get_close(*g);
+		*g = NULL;
+		return 0;
+	}
+	return 1;
 }
 
 bool
 s3_open_object(struct s3_req *r, struct ol_get **g, struct ol_obj_info *in)
 {
-	char vb[OL_S3_MAX_VID + 1];
-	const char *vid;
-	if (s3_version_param(r, vb, &vid) < 0)
-		return false;
-	in->delete_marker = 0;
-	int rc =
-	    ol_store_get_open_ver(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, vid, g, in);
-	if (rc < 0 && s3_version_error(r, rc, in, vid != NULL))
-		return false;
-	if (rc == -ENOENT) {
-		s3_missing_key(r, OL_S3E_NO_SUCH_KEY);
-		return false;
-	}
-	if (rc < 0) {
-		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
-		return false;
-	}
-	if (!s3_object_access(r, in->meta, in->meta_len)) {
-		ol_store_get_close(*g);
-		*g = NULL;
-		return false;
-	}
-	return true;
+	return open_object(r, g, in, false) == 1;
 }
 
 /* ?partNumber=N of a GET/HEAD: that part as a range (a plain object has one part, the whole
@@ -880,9 +895,11 @@ part_range(struct s3_req *r, struct s3_sse_rd *g, const struct ol_obj_info *in, 
 	return *len > 0 ? 1 : 0;
 }
 
-static void
-get_object(struct s3_req *r, bool head)
+/* One try of a GET or HEAD: 0 answered, -EAGAIN (retry) nothing sent (see get_send). */
+static int
+get_object_try(struct s3_req *r, bool head, bool retry)
 {
+	int ret = 0;
 	struct ol_get *g = NULL;
 	struct ol_obj_info in;
 	struct obj_headers *o = NULL;
@@ -892,10 +909,12 @@ get_object(struct s3_req *r, bool head)
 	struct s3_sse_rd rd = {0};
 	r->op = head ? "HeadObject" : "GetObject";
 	if (s3_sse_parse(r, false, &q) < 0)
-		return;
+		return 0;
 	/* the key is checked first: an SSE-C object tells nothing (not even a 304) without it */
-	if (!s3_open_object(r, &g, &in) || s3_sse_open(r, in.meta, in.meta_len, &q, &e) < 0)
+	ret = open_object(r, &g, &in, retry);
+	if (ret != 1 || s3_sse_open(r, in.meta, in.meta_len, &q, &e) < 0)
 		goto out;
+	ret = 0;
 	int cond = conditionals(r, &in, "");
 	if (cond == 412) {
 		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
@@ -924,7 +943,7 @@ get_object(struct s3_req *r, bool head)
 		send_range_error(r, in.size);
 		goto out;
 	}
-	get_send(r, &rd, &in, o, rr == 1, off, len, head);
+	ret = get_send(r, &rd, &in, o, rr == 1, off, len, head, retry);
 out:
 	if (o)
 		ol_buf_free(&o->vals);
@@ -933,6 +952,16 @@ out:
 	ol_store_get_close(g);
 	s3_sse_fini(&e);
 	s3_sse_req_fini(&q);
+	return ret == -EAGAIN ? -EAGAIN : 0;
+}
+
+/* A read-only store's version reclaimed before the first byte went out: the key is resolved
+ * once more (its new version, or its absence); a second miss answers 503. */
+static void
+get_object(struct s3_req *r, bool head)
+{
+	if (get_object_try(r, head, true) == -EAGAIN)
+		(void)get_object_try(r, head, false);
 }
 
 void

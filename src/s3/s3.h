@@ -16,17 +16,33 @@ struct ol_http_server;
 /* The S3 front end over st. It does not listen: cmd/openlaked starts the HTTP server and routes
  * to ol_s3_handle what admin/ does not take (s3/ knows nothing of admin/). cfg and st must
  * outlive s. st may be NULL (a cluster node that leads no set yet): then nothing may be handed
- * to ol_s3_handle before ol_s3_set_store gave s a store. Returns 0 and *out, or -EINVAL (no
- * credentials). */
+ * to ol_s3_handle before ol_s3_set_store gave s a store. st may be read-only
+ * (ol_store_readonly: a cluster node serving reads): the lifecycle scanner, which deletes,
+ * never runs over it, and a write that reaches it answers 503. Several servers may live in one
+ * process: the S3 counters are the process's, rendered on /metrics once (by the first server
+ * made, whose ol_s3_set_http names the HTTP server counted). Returns 0 and *out, or -EINVAL
+ * (no credentials). */
 int ol_s3_new(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server **out);
 
 /* Hand s another store (or NULL) - a cluster node that gained or lost the leadership of its
  * set. The caller guarantees that no request is being served by s meanwhile (it drains them
  * first) and that st outlives its use. Every cached bucket attribute is dropped: another node
  * may have changed the buckets while this one did not serve them. The lifecycle scanner runs
- * only while s has a store: it is stopped (joined) before the store changes and started again
- * with the new one (its metrics start from zero on each node that gains the set). */
+ * only while s has a writable store: it is stopped (joined) before the store changes and started
+ * again with the new one (its metrics start from zero on each node that gains the set). */
 void ol_s3_set_store(struct ol_s3_server *s, struct ol_store *st);
+
+/* Call fn(arg) after every bucket record write s makes (CreateBucket, DeleteBucket, and every
+ * bucket setting: policy, ACL, versioning, public access block, ...), on the request's thread,
+ * before the answer goes out, whether or not the write succeeded (a failed write may still
+ * have reached some drives). The cluster's serving leader tells the other nodes through it.
+ * Set before serving (NULL: none). */
+void ol_s3_set_bucket_hook(struct ol_s3_server *s, void (*fn)(void *arg), void *arg);
+
+/* Every bucket attribute any server of this process cached is read again at its next use: a
+ * node serving reads of a store another node writes calls it when told that the buckets
+ * changed. Any thread. */
+void ol_s3_buckets_changed(void);
 
 /* Serve one request as S3 (an ol_http_handler_fn; arg is the server). Always answers, on the
  * calling HTTP worker thread (blocking store calls). */

@@ -32,6 +32,9 @@ struct ol_s3_server {
 	bool sse_master_set;	  /* sse.c: [s3] sse_master_key_file loaded */
 	uint8_t sse_master[32];
 	char sse_kid[17]; /* id of the master key (kept with each SSE-S3 object) */
+	bool metrics;	  /* its renderers are registered (the process's first server only) */
+	void (*bucket_hook)(void *arg); /* ol_s3_set_bucket_hook */
+	void *bucket_hook_arg;
 };
 
 /* A bucket's access attributes, loaded from its record (access.c). */
@@ -122,6 +125,9 @@ void s3_bucket_load(struct s3_req *r);
 /* Call after every write of a bucket record (create, delete, attrs): the per-thread caches of
  * bucket attrs that s3_bucket_load keeps are then reread. */
 void s3_bucket_changed(void);
+/* The same after a bucket record write of server s (create, delete, attrs): also calls its
+ * bucket hook (ol_s3_set_bucket_hook), on the request's thread. */
+void s3_bucket_written(struct ol_s3_server *s);
 /* Owner of the loaded bucket ("admin" for buckets without one). */
 const char *s3_bucket_owner(const struct s3_req *r);
 /* Store the loaded bucket's attrs with name set to val (vl < 0: removed). 0 or -errno. */

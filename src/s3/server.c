@@ -17,6 +17,7 @@
 #include "base/keyring.h"
 
 static _Atomic uint64_t req_counter;
+static atomic_flag metrics_registered = ATOMIC_FLAG_INIT; /* a server renders the counters */
 static uint64_t req_seed;
 
 static void
@@ -363,9 +364,15 @@ ol_s3_new(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server 
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	req_seed = ((uint64_t)ts.tv_sec << 24) ^ (uint64_t)ts.tv_nsec;
-	ol_metrics_register(s3_metrics_render, s);
-	ol_metrics_register(s3_access_metrics_render, s);
-	if (st) /* a cluster node without the set's leadership has no store to scan */
+	/* the counters are the process's: one renderer, whichever server counted */
+	s->metrics = !atomic_flag_test_and_set(&metrics_registered);
+	if (s->metrics) {
+		ol_metrics_register(s3_metrics_render, s);
+		ol_metrics_register(s3_access_metrics_render, s);
+	}
+	/* a cluster node without the set's leadership has no store to scan; a read-only store
+	 * is never scanned (the scanner deletes) */
+	if (st && !ol_store_readonly(st))
 		s3_lc_start(s);
 	*out = s;
 	return 0;
@@ -380,7 +387,7 @@ ol_s3_set_store(struct ol_s3_server *s, struct ol_store *st)
 	s->st = st;
 	/* the bucket records may have changed while another node served them */
 	s3_bucket_changed();
-	if (st)
+	if (st && !ol_store_readonly(st))
 		s3_lc_start(s);
 }
 
@@ -396,8 +403,11 @@ ol_s3_free(struct ol_s3_server *s)
 	if (!s)
 		return;
 	s3_lc_stop(s);
-	ol_metrics_unregister(s3_metrics_render, s);
-	ol_metrics_unregister(s3_access_metrics_render, s);
+	if (s->metrics) {
+		ol_metrics_unregister(s3_metrics_render, s);
+		ol_metrics_unregister(s3_access_metrics_render, s);
+		atomic_flag_clear(&metrics_registered);
+	}
 	OPENSSL_cleanse(s->sse_master, sizeof(s->sse_master));
 	free(s);
 }
