@@ -84,6 +84,21 @@ struct ol_store;
  * finish, so the store can be closed. */
 void ol_admin_set_store(struct ol_store *st);
 
+/* The run-time S3 keys read again from st (a cluster node serving reads of a store the serving
+ * leader writes, docs/cluster.md "Serving and forwarding"): keys recorded there and not held
+ * are added, keys held and no longer recorded are removed (only once the whole list was read),
+ * a key whose record names another secret is replaced; a key that stays is never missing in
+ * between. quiet: records that do not load are not logged (a periodic reload). 0, or -errno
+ * (the store did not answer: the keys held are kept). Any thread but not concurrently with
+ * itself or ol_admin_set_store; it takes the keys' lock against the API's create and delete. */
+int ol_admin_keys_reload(struct ol_store *st, const struct ol_config *cfg, bool quiet);
+
+/* Call fn(arg) after every run-time key created or removed through this daemon's admin API
+ * (also when the store write failed: it may have reached some drives), on the request's thread
+ * before the answer. The cluster's serving leader tells the other nodes through it. NULL: none.
+ * Any thread. */
+void ol_admin_set_keys_hook(void (*fn)(void *arg), void *arg);
+
 /* Where the heal and keys endpoints go while this daemon holds no store (cluster mode on a
  * node that does not lead the set): fn takes r before anything of it is read or checked,
  * forwards it whole to the node that holds the store (which checks the signature) or

@@ -37,6 +37,8 @@
 #define WRAP_SALT  "openlake run-time S3 keys v1"
 
 static pthread_mutex_t keys_lock = PTHREAD_MUTEX_INITIALIZER; /* create/delete, one at a time */
+static void (*keys_hook)(void *arg); /* ol_admin_set_keys_hook, under keys_lock */
+static void *keys_hook_arg;
 
 /* ---- wrapping: AES-256-GCM, key = HKDF-SHA256(admin secret, salt, info = admin access key) */
 
@@ -146,9 +148,26 @@ record_make(const struct ol_config *cfg, const char *ak, const char *sk, const c
 }
 
 /* Parse a stored record and unwrap its secret into the keyring. 0, or -errno with a log line
- * naming the key and what to do. */
+ * naming the key and what to do. With seen (a reload), the access key is noted there, a key
+ * the keyring holds with the same secret is left as it is (no moment without it), one with
+ * another secret (removed and added again under the same access key) replaced, and a record
+ * that does not load is logged once per reload pass at most (quiet). */
+struct seen {
+	char (*ak)[OL_KEYRING_AK_MAX + 1];
+	size_t n, cap;
+	bool quiet;
+};
+
+static bool
+keyring_has_same(const char *ak, const char *secret)
+{
+	static struct ol_config none; /* no config keys: the run-time table only */
+	const char *have = ol_keyring_secret_for(ak, &none);
+	return have && strcmp(have, secret) == 0;
+}
+
 static int
-record_load(const struct ol_config *cfg, const void *meta, size_t len)
+record_load(const struct ol_config *cfg, const void *meta, size_t len, struct seen *seen)
 {
 	json_error_t e;
 	const char *ak = NULL, *user = NULL, *by = NULL, *nhex = NULL, *chex = NULL;
@@ -160,12 +179,18 @@ record_load(const struct ol_config *cfg, const void *meta, size_t len)
 	if (!j ||
 	    json_unpack(j, "{s:s,s:s,s:I,s:s,s:s,s:s}", "access_key", &ak, "user", &user, "created",
 			&created, "wrapped_by", &by, "nonce", &nhex, "secret", &chex)) {
-		ol_warn("admin: a run-time key record in bucket %s is unreadable; it is skipped",
-			SYS_BUCKET);
+		if (!seen || !seen->quiet)
+			ol_warn("admin: a run-time key record in bucket %s is unreadable; it is "
+				"skipped",
+				SYS_BUCKET);
 		goto out;
 	}
+	if (seen && seen->n < seen->cap && strlen(ak) <= OL_KEYRING_AK_MAX)
+		memcpy(seen->ak[seen->n++], ak, strlen(ak) + 1);
 	const struct ol_config_cred *c = wrap_cred(cfg, by);
 	size_t cl = strlen(chex) / 2;
+	if (!c && seen && seen->quiet)
+		goto out;
 	if (!c) {
 		ol_warn("admin: run-time key %s (user %s) was wrapped with the secret of admin key "
 			"%s, which the config no longer has: the key is not loaded (put that "
@@ -179,6 +204,8 @@ record_load(const struct ol_config *cfg, const void *meta, size_t len)
 	wrap_aad(ak, user, aad, sizeof(aad));
 	rc = open_sealed(key, aad, nonce, ct, cl, secret, sizeof(secret));
 	OPENSSL_cleanse(key, sizeof(key));
+	if (rc && seen && seen->quiet)
+		goto out;
 	if (rc) {
 		ol_warn("admin: run-time key %s (user %s) cannot be unwrapped: the secret of admin "
 			"key %s has changed since it was created, or the record was altered; the "
@@ -187,13 +214,22 @@ record_load(const struct ol_config *cfg, const void *meta, size_t len)
 			ak, user, by, ak);
 		goto out;
 	}
-	rc = ol_keyring_add(ak, secret, user, (int64_t)created);
+	if (seen && keyring_has_same(ak, secret)) {
+		rc = 0;
+	} else {
+		if (seen)
+			(void)ol_keyring_remove(
+			    ak); /* its secret changed: a new key of that name */
+		rc = ol_keyring_add(ak, secret, user, (int64_t)created);
+		if (rc == -EEXIST)
+			ol_warn("admin: run-time key %s is loaded twice; the first record is kept",
+				ak);
+	}
 	OPENSSL_cleanse(secret, sizeof(secret));
-	if (rc == -EEXIST)
-		ol_warn("admin: run-time key %s is loaded twice; the first record is kept", ak);
 	goto out;
 bad:
-	ol_warn("admin: run-time key %s has a damaged record; it is not loaded", ak);
+	if (!seen || !seen->quiet)
+		ol_warn("admin: run-time key %s has a damaged record; it is not loaded", ak);
 out:
 	json_decref(j);
 	return rc;
@@ -220,14 +256,75 @@ ol_admin_keys_load(struct ol_store *st, const struct ol_config *cfg)
 		       SYS_BUCKET, strerror(-rc));
 		return;
 	}
+	pthread_mutex_lock(&keys_lock); /* against a reload (ol_admin_keys_reload) */
 	while ((rc = ol_store_iter_next(it, &k, &kl, &info)) == 1)
 		if (kl > strlen(KEY_PREFIX) && memcmp(k, KEY_PREFIX, strlen(KEY_PREFIX)) == 0 &&
-		    record_load(cfg, info.meta, info.meta_len) == 0)
+		    record_load(cfg, info.meta, info.meta_len, NULL) == 0)
 			loaded++;
+	pthread_mutex_unlock(&keys_lock);
 	if (rc < 0)
 		ol_err("admin: reading the run-time S3 keys stopped early: %s", strerror(-rc));
 	ol_store_iter_close(it);
 	ol_info("admin: %u run-time S3 key%s loaded", loaded, loaded == 1 ? "" : "s");
+}
+
+int
+ol_admin_keys_reload(struct ol_store *st, const struct ol_config *cfg, bool quiet)
+{
+	struct ol_iter *it = NULL;
+	struct ol_obj_info info;
+	const char *k;
+	size_t kl;
+	struct seen seen = {.cap = OL_KEYRING_MAX, .quiet = quiet};
+	int rc = ol_store_iter_open(st, SYS_BUCKET, &it);
+	if (rc && rc != -ENOENT && rc != -ENXIO)
+		return rc; /* the keys held are kept: a key is dropped only when read gone */
+	seen.ak = ol_xcalloc(seen.cap, sizeof(*seen.ak));
+	pthread_mutex_lock(&keys_lock);
+	while (it && (rc = ol_store_iter_next(it, &k, &kl, &info)) == 1)
+		if (kl > strlen(KEY_PREFIX) && memcmp(k, KEY_PREFIX, strlen(KEY_PREFIX)) == 0)
+			(void)record_load(cfg, info.meta, info.meta_len, &seen);
+	if (!it) /* no bucket: no key was ever added */
+		rc = 0;
+	if (rc == 0) { /* the whole list was read: keys no record names any more go */
+		size_t cap = ol_keyring_count() + 16, n;
+		struct ol_keyring_info *v = ol_xcalloc(cap, sizeof(*v));
+		n = ol_keyring_list(v, cap);
+		for (size_t i = 0; i < n && i < cap; i++) {
+			size_t j = 0;
+			while (j < seen.n && strcmp(seen.ak[j], v[i].access_key) != 0)
+				j++;
+			if (j == seen.n)
+				(void)ol_keyring_remove(v[i].access_key);
+		}
+		free(v);
+	}
+	pthread_mutex_unlock(&keys_lock);
+	if (it)
+		ol_store_iter_close(it);
+	free(seen.ak);
+	return rc;
+}
+
+void
+ol_admin_set_keys_hook(void (*fn)(void *arg), void *arg)
+{
+	pthread_mutex_lock(&keys_lock);
+	keys_hook_arg = arg;
+	keys_hook = fn;
+	pthread_mutex_unlock(&keys_lock);
+}
+
+/* a key was created or removed here: the hook tells the other nodes (before the answer) */
+static void
+keys_changed(void)
+{
+	pthread_mutex_lock(&keys_lock);
+	void (*fn)(void *) = keys_hook;
+	void *arg = keys_hook_arg;
+	pthread_mutex_unlock(&keys_lock);
+	if (fn)
+		fn(arg);
 }
 
 static int
@@ -377,6 +474,7 @@ keys_create(struct ol_http_req *r, const struct ol_config *cfg, struct ol_store 
 	if (rc == 0)
 		rc = ol_keyring_add(q.access_key, q.secret_key, q.user, now);
 	pthread_mutex_unlock(&keys_lock);
+	keys_changed(); /* also after a failure: the record may be on some drives */
 	if (rc) {
 		snprintf(err, sizeof(err), "the key could not be stored: %s", strerror(-rc));
 		reply_error(r, rc == -ENOSPC ? 507 : 503, "KeyNotStored", err);
@@ -413,6 +511,7 @@ keys_delete(struct ol_http_req *r, const struct ol_config *cfg, struct ol_store 
 	int rc = record_delete(st, ak); /* the record first: a key that works is a stored one */
 	int rm = rc == 0 || rc == -ENOENT ? ol_keyring_remove(ak) : rc;
 	pthread_mutex_unlock(&keys_lock);
+	keys_changed();
 	if (rc && rc != -ENOENT) {
 		snprintf(err, sizeof(err), "the key could not be removed from the store: %s",
 			 strerror(-rc));
