@@ -1,6 +1,7 @@
 /* cmd/openlaked/cluster_store.c - the cluster store mode: see cluster_store.h. */
 #include "cluster_store.h"
 #include "cluster_quorum.h"
+#include "cluster_reads.h"
 #include "heal_job.h"
 
 #include "admin/admin.h"
@@ -79,6 +80,7 @@ struct cstore {
 	struct ol_store *drain_st;
 	struct ol_drain_progress dp;
 	struct heal_job *hj;  /* the heal job's record in etcd (heal_job.h) */
+	struct creads *rd;    /* GET and HEAD served here while another node serves */
 	_Atomic int drain_rc; /* 1 running, 0 done (the pool is empty), -errno */
 	int64_t drain_report_ms;
 	pthread_mutex_t mu;
@@ -206,9 +208,12 @@ cstore_decide(const struct ol_config *cfg, struct ol_cluster *c, struct ol_layou
 	}
 	ol_info("cluster: serving deployment %s as %u pool(s), %u erasure set(s) of %u drives "
 		"(parity %u) over %u nodes; the leader of set %u.0 serves them all, the other "
-		"nodes forward to it",
+		"nodes forward to it%s",
 		l->deployment_id, l->n_pools, sets, l->set_drives, l->parity, layout_nodes(l),
-		ol_layout_serving_pool(l));
+		ol_layout_serving_pool(l),
+		cfg->cluster_read_any ? " all but GET and HEAD, which they serve themselves "
+					"([cluster] read_any)"
+				      : "");
 	return 1;
 }
 
@@ -229,39 +234,41 @@ cstore_peer_addr(const struct ol_config *cfg, const struct ol_cluster_view *v, u
 		snprintf(out, len, "%s%s", sch, cfg->rpc_addr);
 }
 
-/* every set of pool p, each over its drives' node planes, fenced with the epoch of the
- * leader of set 0.0; objects placed by a hash keyed with the deployment id */
+/* every set of pool p of l, each over its drives' node planes, fenced with the epoch of the
+ * leader of the serving set (readonly: a read-only view, epoch 0); objects placed by a hash
+ * keyed with the deployment id */
 static int
-open_pool(struct cstore *cs, unsigned p, uint64_t epoch, struct ol_store **st)
+open_pool(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_layout *l, unsigned p,
+	  uint64_t epoch, bool readonly, struct ol_store **st)
 {
-	const struct ol_layout *l = &cs->layout;
 	unsigned n = l->set_drives, m = l->pools[p].n_sets;
 	size_t all = (size_t)m * n;
 	struct ol_store_drive_spec *spec = ol_xcalloc(all, sizeof(*spec));
 	char(*addr)[OL_CFG_STR] = ol_xcalloc(all, sizeof(*addr));
 	struct ol_store_set_opts *o = ol_xcalloc(m, sizeof(*o));
 	struct ol_cluster_view v;
-	int rc = ol_cluster_members(cs->c, &v);
+	int rc = ol_cluster_members(c, &v);
 	if (rc)
 		goto out;
 	for (size_t j = 0; j < all; j++) {
 		const struct ol_layout_slot *s = &l->pools[p].slots[j];
-		cstore_peer_addr(cs->cfg, &v, s->node, addr[j], sizeof(addr[j]));
+		cstore_peer_addr(cfg, &v, s->node, addr[j], sizeof(addr[j]));
 		spec[j] = (struct ol_store_drive_spec){addr[j], s->drive, s->node};
 	}
 	ol_cluster_view_fini(&v);
 	for (unsigned i = 0; i < m; i++)
 		o[i] = (struct ol_store_set_opts){.n = n,
 						  .drives = spec + (size_t)i * n,
-						  .secret = cs->cfg->cluster_secret,
-						  .self_id = cs->cfg->self_id,
+						  .secret = cfg->cluster_secret,
+						  .self_id = cfg->self_id,
 						  .epoch = epoch,
+						  .readonly = readonly,
 						  .deadline_ms = 5000,
 						  .store_id = l->deployment_id,
 						  .pool = p,
 						  .set = i,
 						  .sets = m};
-	rc = ol_store_open_sets(cs->cfg, o, m, l->deployment_id, st);
+	rc = ol_store_open_sets(cfg, o, m, l->deployment_id, st);
 out:
 	free(o);
 	free(spec);
@@ -269,17 +276,17 @@ out:
 	return rc;
 }
 
-/* Pools from..to-1 opened as one store *st (a pool alone is its own store), or -errno */
-static int
-open_pools(struct cstore *cs, unsigned from, unsigned to, uint64_t epoch, struct ol_store **st)
+int
+cstore_open_pools(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_layout *l,
+		  unsigned from, unsigned to, uint64_t epoch, bool readonly, struct ol_store **st)
 {
 	struct ol_store *parts[MAX_POOLS];
 	unsigned n = 0;
 	int rc = 0;
 	*st = NULL;
 	for (unsigned p = from; !rc && p < to && n < MAX_POOLS; p++)
-		if (cs->layout.pools[p].state != OL_POOL_REMOVED) /* drained: serves nothing */
-			rc = open_pool(cs, p, epoch, &parts[n++]);
+		if (l->pools[p].state != OL_POOL_REMOVED) /* drained: serves nothing */
+			rc = open_pool(cfg, c, l, p, epoch, readonly, &parts[n++]);
 	if (!rc && n == 0)
 		return -ENOENT;
 	if (rc) {
@@ -293,7 +300,14 @@ open_pools(struct cstore *cs, unsigned from, unsigned to, uint64_t epoch, struct
 	}
 	/* takes them all over, also on error (the layout was checked against MAX_POOLS and
 	 * MAX_SETS when taken) */
-	return ol_store_pools(parts, n, cs->layout.deployment_id, st);
+	return ol_store_pools(parts, n, l->deployment_id, st);
+}
+
+/* Pools from..to-1 of the layout served, opened as one writable store at epoch */
+static int
+open_pools(struct cstore *cs, unsigned from, unsigned to, uint64_t epoch, struct ol_store **st)
+{
+	return cstore_open_pools(cs->cfg, cs->c, &cs->layout, from, to, epoch, false, st);
 }
 
 /* the pools' weights for new keys: the free bytes of their nodes' drives, per drive, as the
@@ -577,6 +591,15 @@ take_serving(struct cstore *cs, unsigned pool, uint64_t epoch)
 	}
 }
 
+/* Other nodes read the store the leader writes (read_any): a version it replaces keeps its
+ * shard files for [cluster] reclaim_delay_ms, so their reads of it can finish. */
+static void
+reclaim_delay(struct cstore *cs, struct ol_store *st)
+{
+	if (cs->cfg->cluster_read_any)
+		ol_store_set_reclaim_delay(st, cs->cfg->cluster_reclaim_delay_ms);
+}
+
 /* This node leads set pool.0 at epoch: serve the store when that is the serving set. The
  * layout is read first (a node elected in the second the serving set moved must not serve the
  * set it is leaving). An epoch not above serve_rev was held before the serving set moved here:
@@ -624,6 +647,7 @@ gained(struct cstore *cs, unsigned pool, uint64_t epoch)
 		release_serving(cs);
 		return;
 	}
+	reclaim_delay(cs, st);
 	ol_s3_set_store(cs->s3, st);
 	heal_job_serving(cs->hj, pool, epoch); /* before the store: it may start a heal */
 	ol_admin_set_store(st);
@@ -633,6 +657,7 @@ gained(struct cstore *cs, unsigned pool, uint64_t epoch)
 	cs->st_pool = pool;
 	pthread_cond_broadcast(&cs->cv);
 	pthread_mutex_unlock(&cs->mu);
+	creads_leading(cs->rd, true); /* this node serves every request: its view closes */
 	unsigned sets = 0;
 	for (unsigned p = 0; p < cs->layout.n_pools; p++)
 		if (cs->layout.pools[p].state != OL_POOL_REMOVED)
@@ -699,6 +724,8 @@ lost(struct cstore *cs)
 	if (!early)
 		release_serving(cs);
 	if (st)
+		creads_leading(cs->rd, false); /* GET and HEAD served here again, from a view */
+	if (st)
 		ol_info("cluster: set %u.%u at epoch %llu is served no more here: the serving key "
 			"is released (%lld ms after new requests stopped)",
 			pool, SET_INDEX, epoch, (long long)(mono_ms() - t0));
@@ -748,6 +775,7 @@ grow(struct cstore *cs)
 		return;
 	}
 	pool_weights(cs, st);
+	reclaim_delay(cs, st);
 	ol_s3_set_store(cs->s3, st);
 	/* a heal the swap stopped was recorded running: the record is read again and it resumes */
 	heal_job_serving(cs->hj, cs->st_pool, epoch);
@@ -789,6 +817,7 @@ take_layout(struct cstore *cs, struct ol_layout *nl, bool *warned, bool *removed
 		ol_layout_fini(&cs->layout);
 		cs->layout = *nl;
 		memset(nl, 0, sizeof(*nl));
+		creads_layout(cs->rd, &cs->layout); /* the read-only view opens its pools again */
 		return;
 	}
 	if (!ol_layout_follows(nl, &cs->layout) && !*warned) {
@@ -988,6 +1017,16 @@ on_lead(void *arg, unsigned pool, unsigned set, uint64_t epoch, bool gain)
 	pthread_mutex_unlock(&cs->mu);
 }
 
+/* another node leads the serving set (as etcd last said): creads opens its first view then */
+static bool
+other_serves(void *arg)
+{
+	struct cstore *cs = arg;
+	struct ol_cluster_leader_info li;
+	return ol_cluster_leader(cs->c, atomic_load(&cs->serve_pool), SET_INDEX, &li) == 0 &&
+	       li.epoch && li.node != cs->cfg->self_id;
+}
+
 int
 cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_layout *l,
 	   struct ol_s3_server *s3, struct cstore **out)
@@ -1036,6 +1075,7 @@ cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 	pthread_mutex_init(&cs->mu, NULL);
 	pthread_mutex_init(&cs->swap_mu, NULL);
 	cs->hj = heal_job_new(cfg, c);
+	cs->rd = creads_new(cfg, c, &cs->layout, other_serves, cs);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1060,6 +1100,7 @@ cstore_start(struct cstore *cs)
 	int rc = ol_cluster_lead_start(cs->c, &cs->layout, on_lead, cs);
 	if (rc)
 		return rc;
+	creads_start(cs->rd, cs->s3);
 	if (pthread_create(&cs->watcher, NULL, watch_main, cs) == 0) {
 		pthread_setname_np(cs->watcher, "ol-cstore-watch");
 		cs->watcher_started = true;
@@ -1151,6 +1192,22 @@ bad_cert(unsigned node, const char *addr)
 		node, addr);
 }
 
+static bool
+is_read(const struct ol_http_req *r)
+{
+	return strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
+}
+
+/* this node serves the writable store now (serve_here would take the request) */
+static bool
+leads_now(struct cstore *cs)
+{
+	pthread_mutex_lock(&cs->mu);
+	bool st = cs->st != NULL;
+	pthread_mutex_unlock(&cs->mu);
+	return st;
+}
+
 /* serve (when `here`: this node leads) or forward r to the leader; 503 when neither works in
  * time */
 static void
@@ -1165,6 +1222,10 @@ route(struct cstore *cs, struct ol_http_req *r, bool here)
 	char vip[64];
 	bool vtls,
 	    forwarded = ol_http_proxy_vouched(r, cs->client_key, vip, sizeof(vip), &vtls) == 0;
+	/* read_any: a GET or HEAD from a client is served here on the read-only view while
+	 * another node serves (or none does yet); never a forwarded one, never a write */
+	if (here && !forwarded && is_read(r) && !leads_now(cs) && creads_serve(cs->rd, r))
+		return;
 	for (;;) {
 		if (here && serve_here(cs, r))
 			return;
@@ -1217,6 +1278,12 @@ void
 cstore_route(struct cstore *cs, struct ol_http_req *r)
 {
 	route(cs, r, true);
+}
+
+void
+cstore_status_json(struct cstore *cs, struct ol_strbuf *b)
+{
+	creads_status_json(cs->rd, b);
 }
 
 void
@@ -1288,6 +1355,7 @@ cstore_resign(struct cstore *cs)
 		cs->poller_started = false;
 	}
 	cs->watcher_started = false;
+	creads_stop(cs->rd);	  /* its view closes once the reads on it ended */
 	cquorum_stop(cs->q);	  /* no step-down from now: the stop gives every set up */
 	ol_cluster_resign(cs->c); /* runs lost(): drains and closes */
 }
@@ -1298,6 +1366,7 @@ cstore_free(struct cstore *cs)
 	if (!cs)
 		return;
 	heal_job_free(cs->hj);
+	creads_free(cs->rd);
 	ol_http_proxy_free(cs->proxy);
 	cquorum_free(cs->q); /* the leadership thread, its gate's caller, is stopped */
 	ol_layout_fini(&cs->layout);

@@ -1,6 +1,7 @@
 /* cmd/openlaked/cluster_store.h - the daemon's cluster store mode (issue 10): the layout's
  * pools of erasure sets spanning the nodes, all served by the leader of the serving set (one
- * node at a time: the serving key, docs/cluster.md), every other node forwarding to it. A
+ * node at a time: the serving key, docs/cluster.md), every other node forwarding to it all but
+ * the GETs and HEADs it serves itself from a read-only view (cluster_reads.h). A
  * pool appended to the layout (`openlake cluster join`) is taken without a restart: a thread
  * watches the layout key (and reads it every 5 s) and the leader adds the new pool to the
  * store it serves.
@@ -33,9 +34,10 @@ int cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct o
 /* Start campaigning and the layout poller (after the node plane serves this node's drives). */
 int cstore_start(struct cstore *cs);
 
-/* The S3 port's route: serve r here when this node leads the set (its store open), else
- * forward it to the leader, else (no leader, leader unreachable within the deadline) answer
- * 503 SlowDown. Always answers. */
+/* The S3 port's route: serve r here when this node leads the set (its store open), else serve a
+ * client's GET or HEAD on the read-only view when one is open (read_any; never a request
+ * another node forwarded), else forward it to the leader, else (no leader, leader
+ * unreachable within the deadline) answer 503 SlowDown. Always answers. */
 void cstore_route(struct cstore *cs, struct ol_http_req *r);
 /* The admin API's hook (ol_admin_set_forward, arg a struct cstore): a heal or keys request to
  * a node that holds no store goes to the set's leader the same way, never served here, and
@@ -50,8 +52,22 @@ int cstore_forward_admin(void *arg, struct ol_http_req *r);
 void cstore_peer_addr(const struct ol_config *cfg, const struct ol_cluster_view *v, unsigned node,
 		      char *out, size_t len);
 
+/* Pools from..to-1 of l (those not removed), each set over its drives' node planes, as one
+ * store *st: writable and fenced at epoch (the serving leader), or readonly (epoch 0: a node
+ * serving reads, cluster_reads.h). 0, -ENOENT (no pool to open), or the store's -errno. Blocks
+ * on the planes (up to their deadlines); any thread. */
+struct ol_store;
+int cstore_open_pools(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_layout *l,
+		      unsigned from, unsigned to, uint64_t epoch, bool readonly,
+		      struct ol_store **st);
+
 /* Stop the layout poller, give the set up (in-flight requests finish, the store closes);
  * then free. NULL: no-op. */
+/* The read-only view's state for the status document's "cluster" object, as one member
+ * ("read_store":{...}, cluster_reads.h). Any thread, no blocking. */
+struct ol_strbuf;
+void cstore_status_json(struct cstore *cs, struct ol_strbuf *b);
+
 /* SIGHUP: the forwarding hop's TLS files read again (rotated certificates); logs the result. */
 void cstore_reload_tls(struct cstore *cs);
 void cstore_resign(struct cstore *cs);

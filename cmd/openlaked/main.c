@@ -796,10 +796,13 @@ kv_view_of_cluster(void *arg, struct ol_kvp_view *v)
 /* The status document's "cluster" (the console's cluster panel): the live members as the
  * watch last saw them (a member is live while its leased key exists) and, for each set of
  * each pool of the layout this node started with, its leader and epoch as last read from
- * etcd. */
+ * etcd; in cluster store mode, "read_store": this node's read-only view (cluster_reads.h).
+ * arg: the daemon. */
 static void
-admin_cluster_json(void *arg, struct ol_strbuf *b)
+admin_cluster_json(void *argd, struct ol_strbuf *b)
 {
+	struct daemon *d = argd;
+	struct ol_cluster *arg = d->cluster;
 	struct ol_cluster_view cv;
 	if (ol_cluster_members(arg, &cv) != 0) {
 		ol_strbuf_printf(b, "null");
@@ -844,7 +847,14 @@ admin_cluster_json(void *arg, struct ol_strbuf *b)
 		if (!set)
 			break;
 	}
-	ol_strbuf_printf(b, "]}");
+	ol_strbuf_printf(b, "]");
+#ifdef OL_HAVE_CSTORE
+	if (d->cs) { /* GET and HEAD served here from a read-only view (read_any) */
+		ol_strbuf_printf(b, ",");
+		cstore_status_json(d->cs, b);
+	}
+#endif
+	ol_strbuf_printf(b, "}");
 }
 #endif
 
@@ -874,7 +884,7 @@ join_cluster(struct daemon *d)
 #endif
 #if defined(OL_HAVE_CLUSTER) && defined(OL_HAVE_ADMIN)
 	if (d->cluster)
-		ol_admin_set_cluster(admin_cluster_json, d->cluster);
+		ol_admin_set_cluster(admin_cluster_json, d);
 #endif
 #ifdef OL_HAVE_CSTORE
 	if (d->cs) {

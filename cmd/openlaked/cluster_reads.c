@@ -1,0 +1,424 @@
+/* cmd/openlaked/cluster_reads.c - GET and HEAD served by every node: see cluster_reads.h. */
+#include "cluster_reads.h"
+#include "cluster_store.h"
+
+#include "admin/admin.h"
+#include "base/log.h"
+#include "base/metrics.h"
+#include "s3/s3.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define VIEW_RETRY_MS 1000 /* a view that does not open is tried again this often */
+
+/* A read-only store and the S3 server over it; requests count themselves in (users). */
+struct view {
+	struct ol_store *st;
+	struct ol_s3_server *s3;
+	unsigned users; /* under creads.mu */
+	unsigned pools;
+};
+
+enum { ST_OFF, ST_OPENING, ST_OPEN, ST_LEADING };
+
+struct creads {
+	const struct ol_config *cfg;
+	struct ol_cluster *c;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	/* under mu */
+	struct view *v;	      /* what requests take (NULL: forward them) */
+	struct ol_layout lay; /* the layout this node took last */
+	unsigned lay_gen;     /* bumped with each layout taken */
+	bool leading, stopping;
+	bool (*other_serves)(void *arg); /* creads_new */
+	void *other_arg;
+	/* the threads */
+	pthread_t reader, watcher;
+	bool reader_started, watcher_started;
+	atomic_int stop, dirty; /* dirty: <prefix>gen changed since the last reload */
+	_Atomic int state;
+	_Atomic uint64_t local_reads;
+};
+
+static int64_t
+now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* until cv is signalled or ms pass (caller holds mu) */
+static void
+wait_locked(struct creads *rd, int ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += (long)ms * 1000000L;
+	ts.tv_sec += ts.tv_nsec / 1000000000L;
+	ts.tv_nsec %= 1000000000L;
+	(void)pthread_cond_timedwait(&rd->cv, &rd->mu, &ts);
+}
+
+static void
+layout_copy(const struct ol_layout *from, struct ol_layout *to)
+{
+	char *js = ol_layout_to_json(from);
+	if (!js || ol_layout_from_json(js, strlen(js), to))
+		ol_die("cluster: cannot copy the layout");
+	free(js);
+}
+
+struct creads *
+creads_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_layout *l,
+	   bool (*other_serves)(void *arg), void *arg)
+{
+	struct creads *rd = ol_xcalloc(1, sizeof(*rd));
+	rd->cfg = cfg;
+	rd->c = c;
+	rd->other_serves = other_serves;
+	rd->other_arg = arg;
+	layout_copy(l, &rd->lay);
+	rd->lay_gen = 1;
+	pthread_mutex_init(&rd->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&rd->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	return rd;
+}
+
+/* ---- the view ---- */
+
+/* A read-only store of l's pools and its S3 server, with the run-time keys read from it and
+ * the cached bucket attributes dropped, before any request takes it. 0 or -errno. */
+static int
+view_open(struct creads *rd, const struct ol_layout *l, struct view **out)
+{
+	struct ol_store *st = NULL;
+	struct ol_s3_server *s3 = NULL;
+	int rc = cstore_open_pools(rd->cfg, rd->c, l, 0, l->n_pools, 0, true, &st);
+	if (rc)
+		return rc;
+	rc = ol_s3_new(rd->cfg, st, &s3);
+	if (rc) {
+		ol_store_close(st);
+		return rc;
+	}
+	rc = ol_admin_keys_reload(st, rd->cfg, false);
+	if (rc)
+		ol_warn("cluster: the run-time S3 keys do not read from the read-only view (%s): "
+			"reading them again in %d s",
+			strerror(-rc), CREADS_REFRESH_MS / 1000);
+	ol_s3_buckets_changed();
+	struct view *v = ol_xcalloc(1, sizeof(*v));
+	v->st = st;
+	v->s3 = s3;
+	v->pools = ol_layout_live_pools(l);
+	*out = v;
+	return 0;
+}
+
+/* v no longer taken by new requests: wait for those on it, then close it */
+static void
+view_close(struct creads *rd, struct view *v)
+{
+	if (!v)
+		return;
+	pthread_mutex_lock(&rd->mu);
+	while (v->users)
+		wait_locked(rd, 1000);
+	pthread_mutex_unlock(&rd->mu);
+	ol_s3_free(v->s3);
+	ol_store_close(v->st);
+	free(v);
+}
+
+/* v (may be NULL) replaces the view requests take; the old one closes after its requests */
+static void
+view_swap(struct creads *rd, struct view *v)
+{
+	pthread_mutex_lock(&rd->mu);
+	struct view *old = rd->v;
+	rd->v = v;
+	pthread_mutex_unlock(&rd->mu);
+	view_close(rd, old);
+}
+
+bool
+creads_serve(struct creads *rd, struct ol_http_req *r)
+{
+	pthread_mutex_lock(&rd->mu);
+	struct view *v = rd->leading ? NULL : rd->v;
+	if (v)
+		v->users++;
+	pthread_mutex_unlock(&rd->mu);
+	if (!v)
+		return false;
+	ol_s3_handle(r, v->s3);
+	atomic_fetch_add(&rd->local_reads, 1);
+	pthread_mutex_lock(&rd->mu);
+	if (--v->users == 0)
+		pthread_cond_broadcast(&rd->cv);
+	pthread_mutex_unlock(&rd->mu);
+	return true;
+}
+
+/* ---- ol-cstore-read ---- */
+
+/* One step: the view follows read_any, the leadership and the layout; the keys and bucket
+ * attributes follow <prefix>gen. *have: the layout generation of the view; *said: a failed
+ * open was logged; *next_refresh: when the keys are read again regardless. */
+static void
+read_step(struct creads *rd, unsigned *have, bool *said, int64_t *next_refresh)
+{
+	struct ol_layout l = {0};
+	pthread_mutex_lock(&rd->mu);
+	bool want = rd->cfg->cluster_read_any && !rd->leading && !rd->stopping;
+	bool open = rd->v != NULL, reopen = want && (!open || rd->lay_gen != *have);
+	unsigned gen = rd->lay_gen;
+	if (reopen)
+		layout_copy(&rd->lay, &l);
+	pthread_mutex_unlock(&rd->mu);
+	if (!want) {
+		atomic_store(&rd->state, rd->leading ? ST_LEADING : ST_OFF);
+		if (open) {
+			view_swap(rd, NULL);
+			ol_info("cluster: closed the read-only view of the store (this node %s)",
+				rd->leading ? "serves the store now" : "stops");
+		}
+		return;
+	}
+	/* the first view waits for another node to serve: before, the drives of a new cluster
+	 * may have no identity record yet (its leader writes them), and this node may be about
+	 * to serve itself */
+	if (reopen && !open && !rd->other_serves(rd->other_arg)) {
+		atomic_store(&rd->state, ST_OPENING);
+		return;
+	}
+	if (reopen) {
+		struct view *v = NULL;
+		if (!open)
+			atomic_store(&rd->state, ST_OPENING);
+		int rc = view_open(rd, &l, &v);
+		ol_layout_fini(&l);
+		if (rc) {
+			if (!*said)
+				ol_warn(
+				    "cluster: the read-only view of the store does not open yet "
+				    "(%s): GET and HEAD are forwarded to the serving leader "
+				    "meanwhile; retrying every %d ms",
+				    strerror(rc < 0 && rc > -4096 ? -rc : EIO), VIEW_RETRY_MS);
+			*said = true;
+			return;
+		}
+		*said = false;
+		*have = gen;
+		*next_refresh = now_ms() + CREADS_REFRESH_MS;
+		atomic_store(&rd->dirty, 0);
+		unsigned pools = v->pools;
+		view_swap(rd, v);
+		atomic_store(&rd->state, ST_OPEN);
+		ol_info("cluster: serving GET and HEAD from a read-only view of the store (%u "
+			"pool(s)); other requests go to the serving leader",
+			pools);
+		return;
+	}
+	if (!atomic_load(&rd->dirty) && now_ms() < *next_refresh)
+		return;
+	/* only this thread swaps the view: it stays open while it is read here */
+	atomic_store(&rd->dirty, 0);
+	ol_s3_buckets_changed();
+	int rc = ol_admin_keys_reload(rd->v->st, rd->cfg, true);
+	/* a reload the store did not answer is tried again soon */
+	*next_refresh = now_ms() + (rc ? VIEW_RETRY_MS : CREADS_REFRESH_MS);
+}
+
+static void *
+read_main(void *arg)
+{
+	struct creads *rd = arg;
+	unsigned have = 0;
+	bool said = false;
+	int64_t next_refresh = 0;
+	for (;;) {
+		pthread_mutex_lock(&rd->mu);
+		bool stop = rd->stopping;
+		pthread_mutex_unlock(&rd->mu);
+		if (stop)
+			break;
+		read_step(rd, &have, &said, &next_refresh);
+		pthread_mutex_lock(&rd->mu);
+		if (!rd->stopping && !atomic_load(&rd->dirty))
+			wait_locked(rd, said ? VIEW_RETRY_MS : 200);
+		pthread_mutex_unlock(&rd->mu);
+	}
+	view_swap(rd, NULL);
+	return NULL;
+}
+
+/* ---- <prefix>gen: the leader's changes ---- */
+
+static int
+on_gen(void *arg, const char *v, size_t len, int64_t rev)
+{
+	struct creads *rd = arg;
+	(void)v;
+	(void)len;
+	(void)rev;
+	atomic_store(&rd->dirty, 1);
+	pthread_mutex_lock(&rd->mu);
+	pthread_cond_broadcast(&rd->cv);
+	pthread_mutex_unlock(&rd->mu);
+	return 0;
+}
+
+static void *
+watch_main(void *arg)
+{
+	struct creads *rd = arg;
+	(void)ol_cluster_watch(rd->c, "gen", on_gen, rd, &rd->stop);
+	return NULL;
+}
+
+/* a key or bucket changed through this node (it serves the store): the others read again */
+static void
+note_change(struct creads *rd, const char *what)
+{
+	char v[64];
+	snprintf(v, sizeof(v), "{\"node\":%u,\"changed\":\"%s\"}", rd->cfg->self_id, what);
+	int rc = ol_cluster_put(rd->c, "gen", v);
+	if (rc)
+		ol_warn("cluster: the change of %s could not be told to the other nodes through "
+			"etcd (%s): they read it within %d s",
+			what, strerror(rc < 0 && rc > -4096 ? -rc : EIO), CREADS_REFRESH_MS / 1000);
+}
+
+static void
+keys_changed(void *arg)
+{
+	note_change(arg, "keys");
+}
+
+static void
+buckets_changed(void *arg)
+{
+	note_change(arg, "buckets");
+}
+
+static void
+metrics(struct ol_strbuf *b, void *arg)
+{
+	struct creads *rd = arg;
+	ol_strbuf_printf(
+	    b,
+	    "# HELP openlake_cluster_local_reads_total S3 GET and HEAD requests this "
+	    "node served from its read-only view of the cluster store.\n"
+	    "# TYPE openlake_cluster_local_reads_total counter\n"
+	    "openlake_cluster_local_reads_total %llu\n"
+	    "# HELP openlake_cluster_read_view_open Whether this node's read-only view "
+	    "of the cluster store is open (1) and serves GET and HEAD.\n"
+	    "# TYPE openlake_cluster_read_view_open gauge\n"
+	    "openlake_cluster_read_view_open %d\n",
+	    (unsigned long long)atomic_load(&rd->local_reads), atomic_load(&rd->state) == ST_OPEN);
+}
+
+void
+creads_start(struct creads *rd, struct ol_s3_server *leader_s3)
+{
+	ol_s3_set_bucket_hook(leader_s3, buckets_changed, rd);
+	ol_admin_set_keys_hook(keys_changed, rd);
+	ol_metrics_register(metrics, rd);
+	if (pthread_create(&rd->watcher, NULL, watch_main, rd) == 0) {
+		pthread_setname_np(rd->watcher, "ol-cstore-gen");
+		rd->watcher_started = true;
+	} else {
+		ol_warn("cluster: cannot watch the leader's key and bucket changes: they are read "
+			"every %d s",
+			CREADS_REFRESH_MS / 1000);
+	}
+	if (pthread_create(&rd->reader, NULL, read_main, rd) == 0) {
+		pthread_setname_np(rd->reader, "ol-cstore-read");
+		rd->reader_started = true;
+	} else {
+		ol_warn("cluster: cannot start the read-only view: GET and HEAD are forwarded to "
+			"the serving leader");
+	}
+}
+
+void
+creads_layout(struct creads *rd, const struct ol_layout *l)
+{
+	struct ol_layout n;
+	layout_copy(l, &n);
+	pthread_mutex_lock(&rd->mu);
+	ol_layout_fini(&rd->lay);
+	rd->lay = n;
+	rd->lay_gen++;
+	pthread_cond_broadcast(&rd->cv);
+	pthread_mutex_unlock(&rd->mu);
+}
+
+void
+creads_leading(struct creads *rd, bool leading)
+{
+	pthread_mutex_lock(&rd->mu);
+	rd->leading = leading;
+	pthread_cond_broadcast(&rd->cv);
+	pthread_mutex_unlock(&rd->mu);
+}
+
+void
+creads_status_json(struct creads *rd, struct ol_strbuf *b)
+{
+	static const char *const names[] = {"off", "opening", "open", "leading"};
+	pthread_mutex_lock(&rd->mu);
+	unsigned pools = rd->v ? rd->v->pools : 0;
+	pthread_mutex_unlock(&rd->mu);
+	int s = atomic_load(&rd->state);
+	ol_strbuf_printf(b,
+			 "\"read_store\":{\"read_any\":%s,\"state\":\"%s\",\"pools\":%u,"
+			 "\"local_reads\":%llu}",
+			 rd->cfg->cluster_read_any ? "true" : "false", names[s], pools,
+			 (unsigned long long)atomic_load(&rd->local_reads));
+}
+
+void
+creads_stop(struct creads *rd)
+{
+	if (!rd)
+		return;
+	pthread_mutex_lock(&rd->mu);
+	rd->stopping = true;
+	pthread_cond_broadcast(&rd->cv);
+	pthread_mutex_unlock(&rd->mu);
+	atomic_store(&rd->stop, 1);
+	if (rd->reader_started)
+		pthread_join(rd->reader, NULL);
+	if (rd->watcher_started)
+		pthread_join(rd->watcher, NULL);
+	rd->reader_started = rd->watcher_started = false;
+}
+
+void
+creads_free(struct creads *rd)
+{
+	if (!rd)
+		return;
+	creads_stop(rd);
+	ol_metrics_unregister(metrics, rd);
+	ol_admin_set_keys_hook(NULL, NULL);
+	ol_layout_fini(&rd->lay);
+	pthread_mutex_destroy(&rd->mu);
+	pthread_cond_destroy(&rd->cv);
+	free(rd);
+}

@@ -1,0 +1,62 @@
+/* cmd/openlaked/cluster_reads.h - reads served by every node of a cluster store (issue 10,
+ * `[cluster] read_any`): a node that does not serve the store (the serving leader does) opens a
+ * read-only view of the layout's pools over the node planes in the background and serves S3
+ * GET and HEAD requests on it with an S3 server of its own; everything else is forwarded to
+ * the leader (cluster_store.c). docs/cluster.md, "Serving and forwarding".
+ *
+ * What a node keeps in memory follows the leader's writes: the leader puts <prefix>gen after
+ * each run-time key created or removed and each bucket record written; every node watches it
+ * and, on a change (and every CREADS_REFRESH_MS regardless), reads the run-time keys again from
+ * its view and drops the S3 layer's cached bucket attributes.
+ *
+ * Threads: "ol-cstore-read" opens, reopens (the layout's pools changed) and closes the view and
+ * reloads the keys; "ol-cstore-gen" watches <prefix>gen. Requests take the view with a count
+ * of users, so a view closes only after the requests on it ended. */
+#ifndef OL_OPENLAKED_CLUSTER_READS_H
+#define OL_OPENLAKED_CLUSTER_READS_H
+
+#include "base/config.h"
+#include "cluster/cluster.h"
+#include "cluster/layout.h"
+#include "http/http.h"
+
+#include <stdbool.h>
+
+#define CREADS_REFRESH_MS 5000 /* keys and bucket attributes read again at least this often */
+
+struct creads;
+struct ol_s3_server;
+struct ol_strbuf;
+
+/* The reads' state for layout l (copied); cfg and c outlive it. other_serves(arg): whether
+ * another node serves the store now (a view first opens only then: before, a new cluster's
+ * drives may have no identity record yet, and this node may be about to serve); any thread,
+ * must not block. Nothing runs before creads_start. */
+struct creads *creads_new(const struct ol_config *cfg, struct ol_cluster *c,
+			  const struct ol_layout *l, bool (*other_serves)(void *arg), void *arg);
+
+/* Start the threads (a view opens when read_any is on and this node does not serve), and tell
+ * the other nodes of every key and bucket change made through this node's admin API and
+ * leader_s3 (the S3 server that serves the writable store when this node leads). */
+void creads_start(struct creads *rd, struct ol_s3_server *leader_s3);
+
+/* The layout this node took (copied): the view is opened again over its pools. Any thread. */
+void creads_layout(struct creads *rd, const struct ol_layout *l);
+
+/* This node serves the writable store (true) or stopped serving it (false): the view is
+ * closed while it serves, opened again after. Any thread; does not wait. */
+void creads_leading(struct creads *rd, bool leading);
+
+/* Serve r (a GET or HEAD that was not forwarded to this node) on the view: true when served,
+ * false when no view is open (the caller forwards it). Request thread. */
+bool creads_serve(struct creads *rd, struct ol_http_req *r);
+
+/* "read_store":{...} for the status document's "cluster" object: "state" ("off", "opening",
+ * "open", "leading"), "pools", "local_reads". Any thread, no blocking. */
+void creads_status_json(struct creads *rd, struct ol_strbuf *b);
+
+/* Stop the threads and close the view (waits for the requests on it); then free. NULL: no-op. */
+void creads_stop(struct creads *rd);
+void creads_free(struct creads *rd);
+
+#endif
