@@ -203,6 +203,7 @@ read_step(struct creads *rd, unsigned *have, bool *said, int64_t *next_refresh)
 	 * to serve itself */
 	if (reopen && !open && !rd->other_serves(rd->other_arg)) {
 		atomic_store(&rd->state, ST_OPENING);
+		ol_layout_fini(&l);
 		return;
 	}
 	if (reopen) {
@@ -257,8 +258,10 @@ read_main(void *arg)
 		if (stop)
 			break;
 		read_step(rd, &have, &said, &next_refresh);
+		/* a change of <prefix>gen is acted on at once, but only by an open view (the
+		 * next view reads the keys anyway) */
 		pthread_mutex_lock(&rd->mu);
-		if (!rd->stopping && !atomic_load(&rd->dirty))
+		if (!rd->stopping && (!atomic_load(&rd->dirty) || !rd->v))
 			wait_locked(rd, said ? VIEW_RETRY_MS : 200);
 		pthread_mutex_unlock(&rd->mu);
 	}
