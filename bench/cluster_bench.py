@@ -4,6 +4,14 @@ src/http/proxy.c) vs straight to the set's leader, and both vs the same number o
 behind one standalone node (the issue's reference), in one run, alternating, medians.
 
   OPENLAKE_BUILD=build /usr/bin/python3 bench/cluster_bench.py [--size-mib 64] [--rounds 5]
+  OPENLAKE_BUILD=build /usr/bin/python3 bench/cluster_bench.py --reads [--size-mib 64] \
+      [--rounds 5] [--agg-gets 4]
+
+--reads: GETs through a non-leader with `[cluster] read_any` on (the node serves them from its
+read-only view) vs off (forwarded to the leader), and the aggregate GET rate with one client
+per node (all four at once, --agg-gets GETs each), on two 4-node clusters up side by side
+(`scripts/cluster.sh up` with OPENLAKE_CLUSTER_CONF="read_any = false" for the reference),
+alternating in each round.
 
 Starts `scripts/cluster.sh up 4 DIR --etcd 1` (one set N=4 P=1, one drive per node), finds
 the leader in the nodes' logs, and beside it one standalone openlaked with four drives
@@ -40,11 +48,99 @@ def timed(fn):
     return time.monotonic() - t
 
 
+def cluster_up(d, conf):
+    env = dict(os.environ, OPENLAKE_CLUSTER_CONF=conf)
+    up = subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "up", "4", d, "--etcd",
+                         "1"], capture_output=True, text=True, timeout=600, env=env)
+    if up.returncode:
+        sys.exit(up.stdout + up.stderr)
+    urls = re.findall(r"s3=(\S+)", up.stdout)
+    leader = next(i for i in range(4)
+                  if "serving set 0.0" in open(f"{d}/node-{i}/openlaked.log").read())
+    return urls, leader
+
+
+def views_open(urls, leader):
+    """every non-leader's read-only view serves (its /metrics gauge)"""
+    import urllib.request
+    for i, u in enumerate(urls):
+        if i == leader:
+            continue
+        with urllib.request.urlopen(u + "/metrics", timeout=30) as r:
+            if "openlake_cluster_read_view_open 1" not in r.read().decode():
+                return False
+    return True
+
+
+def aggregate(urls, key, n):
+    """MiB/s of one client per node, each GETting key n times, all at once"""
+    import threading
+    got = [0] * len(urls)
+
+    def run(i):
+        s3 = client(urls[i])
+        for _ in range(n):
+            got[i] += len(s3.get_object(Bucket="bench", Key=key)["Body"].read())
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(len(urls))]
+    t = time.monotonic()
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join()
+    return sum(got) / (1 << 20) / (time.monotonic() - t)
+
+
+def reads(a):
+    on_d, off_d = tempfile.mkdtemp(prefix="openlake-rbench-on-"), tempfile.mkdtemp(
+        prefix="openlake-rbench-off-")
+    try:
+        cl = {"on": cluster_up(on_d, ""), "off": cluster_up(off_d, "read_any = false")}
+        for _ in range(600):
+            if views_open(*cl["on"]):
+                break
+            time.sleep(0.1)
+        else:
+            sys.exit("the non-leaders' read-only views did not open")
+        body = os.urandom(a.size_mib << 20)
+        for urls, leader in cl.values():
+            s3 = client(urls[leader])
+            s3.create_bucket(Bucket="bench")
+            s3.put_object(Bucket="bench", Key="o", Body=body)
+        one = {k: [] for k in cl}
+        agg = {k: [] for k in cl}
+        for r in range(a.rounds):
+            for k in (["on", "off"] if r % 2 == 0 else ["off", "on"]):
+                urls, leader = cl[k]
+                s3 = client(urls[(leader + 1) % 4])
+                one[k].append(timed(lambda: s3.get_object(Bucket="bench", Key="o")["Body"]
+                                    .read()))
+                agg[k].append(aggregate(urls, "o", a.agg_gets))
+        mib = a.size_mib
+        on, off = (mib / statistics.median(one[k]) for k in ("on", "off"))
+        print(f"S3 GET {mib} MiB through a non-leader, read_any on (served there): {on:.0f} "
+              f"MiB/s   reference, read_any off (forwarded to the leader): {off:.0f} MiB/s   "
+              f"ratio {on / off:.2f}")
+        on, off = (statistics.median(agg[k]) for k in ("on", "off"))
+        print(f"S3 GET {mib} MiB aggregate, one client per node (4 at once, {a.agg_gets} GETs "
+              f"each), read_any on: {on:.0f} MiB/s   reference, read_any off: {off:.0f} MiB/s"
+              f"   ratio {on / off:.2f}")
+        print("# load average", open("/proc/loadavg").read().split()[:3])
+    finally:
+        for d in (on_d, off_d):
+            subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "down", d],
+                           capture_output=True, timeout=300)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--size-mib", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--reads", action="store_true")
+    ap.add_argument("--agg-gets", type=int, default=4)
     a = ap.parse_args()
+    if a.reads:
+        reads(a)
+        return
     d = tempfile.mkdtemp(prefix="openlake-cbench-")
     up = subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "up", "4", d, "--etcd",
                          "1"], capture_output=True, text=True, timeout=600)
