@@ -206,10 +206,17 @@ read_step(struct creads *rd, unsigned *have, bool *said, int64_t *next_refresh)
 		ol_layout_fini(&l);
 		return;
 	}
+	if (reopen && open) {
+		/* the layout's pools changed: a view without a pool the leader writes now would
+		 * answer 404 for its keys, so reads are forwarded until the new view opens */
+		view_swap(rd, NULL);
+		open = false;
+		ol_info("cluster: the layout's pools changed: GET and HEAD are forwarded to the "
+			"serving leader until the read-only view of them opens");
+	}
 	if (reopen) {
 		struct view *v = NULL;
-		if (!open)
-			atomic_store(&rd->state, ST_OPENING);
+		atomic_store(&rd->state, ST_OPENING);
 		int rc = view_open(rd, &l, &v);
 		ol_layout_fini(&l);
 		if (rc) {
@@ -358,15 +365,29 @@ creads_start(struct creads *rd, struct ol_s3_server *leader_s3)
 	}
 }
 
+/* the pools a view opens: those not removed (a pool's draining changes no view) */
+static bool
+same_pools(const struct ol_layout *a, const struct ol_layout *b)
+{
+	if (a->n_pools != b->n_pools)
+		return false;
+	for (unsigned p = 0; p < a->n_pools; p++)
+		if ((a->pools[p].state == OL_POOL_REMOVED) !=
+		    (b->pools[p].state == OL_POOL_REMOVED))
+			return false;
+	return true;
+}
+
 void
 creads_layout(struct creads *rd, const struct ol_layout *l)
 {
 	struct ol_layout n;
 	layout_copy(l, &n);
 	pthread_mutex_lock(&rd->mu);
+	if (!same_pools(&rd->lay, &n))
+		rd->lay_gen++;
 	ol_layout_fini(&rd->lay);
 	rd->lay = n;
-	rd->lay_gen++;
 	pthread_cond_broadcast(&rd->cv);
 	pthread_mutex_unlock(&rd->mu);
 }

@@ -40,7 +40,9 @@ struct creads *creads_new(const struct ol_config *cfg, struct ol_cluster *c,
  * leader_s3 (the S3 server that serves the writable store when this node leads). */
 void creads_start(struct creads *rd, struct ol_s3_server *leader_s3);
 
-/* The layout this node took (copied): the view is opened again over its pools. Any thread. */
+/* The layout this node took (copied): when its pools not removed differ from the view's (a
+ * pool joined or removed; a drain alone changes nothing), the view closes at once (GET and
+ * HEAD are forwarded) and one of the new pools opens. Any thread. */
 void creads_layout(struct creads *rd, const struct ol_layout *l);
 
 /* This node serves the writable store (true) or stopped serving it (false): the view is
