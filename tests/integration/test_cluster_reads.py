@@ -7,12 +7,14 @@ test_cluster_store.py (its cluster fixture, reused).
   (GET, ranged GET, partNumber, versionId, HEAD, SSE-S3, SSE-C, listings), counted by the
   follower's openlake_cluster_local_reads_total and not by the leader's S3 counters;
 - what a follower keeps in memory follows the leader: a run-time key added through one node
-  works on a follower, and removed is refused there; a bucket policy and a bucket's deletion
+  works on a follower, removed is refused there, added again with another secret takes the new
+  one there; a bucket policy and a bucket's deletion
   are obeyed there; each within the bound docs/cluster.md states (CHANGE_BOUND_S below is that
   bound with room for a loaded machine; the times seen are printed);
 - overwrites of one key through the leader while a follower streams it: every body is the old
   or the new object whole (or a cut connection, counted and bounded), never a mix;
-- the leader killed (-9): GETs through the followers answer before a new leader serves.
+- the leader killed (-9): GETs through the followers answer before a new leader serves;
+- with read_any = false a follower forwards its reads, as before.
 """
 
 import hashlib
@@ -50,6 +52,11 @@ def s3_extra(tmp_path, more=""):
 @pytest.fixture
 def cluster(tmp_path, etcd):
     yield from start_cluster(tmp_path, etcd, extra=s3_extra(tmp_path))
+
+
+@pytest.fixture
+def cluster_read_any_off(tmp_path, etcd):
+    yield from start_cluster(tmp_path, etcd, extra=s3_extra(tmp_path, "read_any = false"))
 
 
 @pytest.fixture
@@ -186,9 +193,9 @@ def test_every_follower_reads_every_shape_bit_exact(cluster):
     assert status(c.nodes[lid])["cluster"]["read_store"]["state"] == "leading"
 
 
-def keys_cli(node, *args):
+def keys_cli(node, *args, stdin=None):
     r = subprocess.run([str(OPENLAKE_CLI), "keys", *args, "--config", str(node.config)],
-                       capture_output=True, text=True, timeout=60, env=ENV)
+                       capture_output=True, text=True, timeout=60, env=ENV, input=stdin)
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout
 
@@ -224,6 +231,14 @@ def test_keys_policies_and_buckets_follow_the_leader(cluster):
     keys_cli(c.nodes[a], "rm", k["access_key"])
     waited(lambda: status_code(bob.get_object, Bucket="bobb", Key="o")
            == (403, "InvalidAccessKeyId"), "a removed key is refused on a follower")
+
+    # the same access key added again with another secret: node b takes the new secret
+    keys_cli(c.nodes[a], "add", "bob", "--key", k["access_key"], "--secret-stdin",
+             stdin="bob-second-secret\n")
+    bob2 = user_client(c.nodes[b].url, k["access_key"], "bob-second-secret")
+    waited(lambda: status_code(bob2.get_object, Bucket="bobb", Key="o")[0] == 200,
+           "a key added again with another secret works on a follower")
+    assert status_code(bob.get_object, Bucket="bobb", Key="o") == (403, "SignatureDoesNotMatch")
 
     # a bucket deleted through node a is NoSuchBucket on node b
     admin_b = c.client(b)
@@ -308,3 +323,18 @@ def test_reads_go_on_through_followers_when_the_leader_is_killed(cluster):
         s3 = c.client(f, retries=4)
         assert s3.get_object(Bucket="kills", Key="o")["Body"].read() == data
         assert s3.get_object(Bucket="kills", Key="after")["Body"].read() == b"after the kill"
+
+
+def test_read_any_off_forwards_reads_to_the_leader(cluster_read_any_off):
+    c = cluster_read_any_off
+    lid = c.leader()[0]
+    f = others(c, lid)[0]
+    w = c.client(f, retries=4)
+    w.create_bucket(Bucket="offb")
+    w.put_object(Bucket="offb", Key="o", Body=b"forwarded")
+    lead0 = leader_reads(c.nodes[lid])
+    assert c.client(f).get_object(Bucket="offb", Key="o")["Body"].read() == b"forwarded"
+    assert leader_reads(c.nodes[lid]) == lead0 + 1
+    assert local_reads(c.nodes[f]) == 0
+    rs = status(c.nodes[f])["cluster"]["read_store"]
+    assert rs["state"] == "off" and not rs["read_any"], rs
