@@ -282,7 +282,9 @@ test_no_writes(const uint8_t *big, const uint8_t *big2)
 {
 	struct ol_store *r = NULL;
 	struct file_sum *before, *after;
-	struct shards sh;
+	struct shards sh, sh2;
+	struct ol_obj_info info;
+	struct ol_get *g = NULL;
 	struct ol_store *w = NULL;
 	char idp[400];
 	size_t nb, na;
@@ -306,6 +308,20 @@ test_no_writes(const uint8_t *big, const uint8_t *big2)
 	   "no file of any drive changed (%zu files): the lost shard is not recreated", na);
 	free(after);
 	free(before);
+	/* the files of a version gone from two drives (more than P: as after a reclaim) */
+	rc = open_store(false, EPOCH, &w);
+	ok(rc == 0 && put(w, "b", "lost2", big, BIG, 0, NULL) == 0 &&
+	       shards_of(w, "lost2", &sh2) == 0 && unlink(sh2.path[0][0]) == 0 &&
+	       unlink(sh2.path[3][0]) == 0,
+	   "another object written, its shard files on drives 0 and 3 removed");
+	rc = rc ? rc : open_store(true, 0, &r);
+	rc = rc ? rc : ol_store_get_open(r, "b", "lost2", 5, &g, &info);
+	ok(rc == -EAGAIN && shards_there(&sh2) == N - 2,
+	   "a view's get_open of it: -EAGAIN, nothing recreated (%d)", rc);
+	ol_store_close(r);
+	ok(w && ol_store_delete(w, "b", "lost2", 5) == 0, "deleted through the writer");
+	ol_store_close(w);
+	w = NULL;
 	/* drive 2 without its identity record: offline for a view, which opens with k drives */
 	snprintf(idp, sizeof(idp), "%s/%s", dirs[2], OL_DRIVEID_NAME);
 	ok(unlink(idp) == 0, "drive 2's identity record removed");
@@ -331,6 +347,49 @@ test_no_writes(const uint8_t *big, const uint8_t *big2)
 		ok(rc == 0 && shards_there(&sh) == N, "its heal restores the lost shard");
 	}
 	ol_store_close(w);
+}
+
+/* Views of several sets and pools are views; views and writers do not mix. */
+static void
+test_shells(const uint8_t *big)
+{
+	struct ol_store_set_opts o[2] = {{.n = N,
+					  .drives = specs,
+					  .secret = SECRET,
+					  .self_id = 200,
+					  .deadline_ms = 5000,
+					  .readonly = true}};
+	struct ol_store *v = NULL, *pools[2] = {NULL, NULL};
+	struct ol_put *p = NULL;
+	int rc;
+
+	o[1] = o[0]; /* two sets over the same drives, unchecked: enough to read through */
+	rc = ol_store_open_sets(&cfg, o, 2, "pk", &v);
+	ok(rc == 0 && ol_store_readonly(v), "two read-only sets: a read-only store (%d)", rc);
+	ok(v && ol_store_put_begin(v, "b", "k", 1, 1, &p) == -EROFS &&
+	       ol_store_bucket_create(v, "nb") == -EROFS &&
+	       ol_store_delete(v, "b", "mp", 2) == -EROFS,
+	   "its writes say -EROFS");
+	ok(v && same(v, "b", "mp", NULL, big, BIG), "its reads work");
+	ol_store_close(v);
+	o[1].readonly = false;
+	o[1].epoch = EPOCH;
+	v = NULL;
+	rc = ol_store_open_sets(&cfg, o, 2, "pk", &v);
+	ok(rc == -EINVAL && v == NULL, "a read-only set beside a writable one: -EINVAL (%d)", rc);
+	rc = open_store(true, 0, &pools[0]);
+	rc = rc ? rc : open_store(true, 0, &pools[1]);
+	rc = rc ? rc : ol_store_pools(pools, 2, "pk", &v);
+	ok(rc == 0 && ol_store_readonly(v) && ol_store_pool_count(v) == 2 &&
+	       ol_store_heal_all(v, NULL, &(struct ol_heal_progress){0}) == -EROFS &&
+	       ol_store_pool_set_draining(v, 1) == -EROFS,
+	   "two read-only pools: a read-only store (%d)", rc);
+	ol_store_close(v);
+	v = NULL;
+	rc = open_store(true, 0, &pools[0]);
+	rc = rc ? rc : open_store(false, EPOCH, &pools[1]);
+	rc = rc ? rc : ol_store_pools(pools, 2, "pk", &v);
+	ok(rc == -EINVAL && v == NULL, "a read-only pool beside a writable one: -EINVAL (%d)", rc);
 }
 
 /* (b) a view opened with the leader's own epoch takes no generation and sends no commit: the
@@ -464,6 +523,7 @@ main(void)
 		ol_store_close(r);
 		ol_store_close(w);
 		w = r = NULL;
+		test_shells(big);
 		test_no_writes(big, big2);
 		rc = open_store(false, EPOCH, &w);
 		rc = rc ? rc : open_store(true, 0, &r);
