@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <utime.h>
 
 #define STORE_ID "dep-ro"
@@ -273,6 +274,32 @@ test_refusals(struct ol_store *r)
 	ol_commit_free(&c);
 }
 
+static _Atomic int returned;
+
+static void
+on_return(void *arg, const char *drive)
+{
+	(void)arg;
+	(void)drive;
+	atomic_fetch_add(&returned, 1);
+}
+
+/* Wait up to 30 s for st's monitor to have made times more calls to offline drive d (a ping
+ * and an identity check each time it tries to bring it back). */
+static int
+monitor_asked(struct ol_store *st, int d, int times)
+{
+	uint64_t c0, c;
+
+	ol_rd_latency(st->d[d].rd, &c0);
+	for (time_t end = time(NULL) + 30; time(NULL) < end; usleep(20000)) {
+		ol_rd_latency(st->d[d].rd, &c);
+		if (c >= c0 + 2 * (uint64_t)times)
+			return 1;
+	}
+	return 0;
+}
+
 /* (b) the view's opens and reads leave every file of every drive as it was: with a shard file
  * lost (decoded from parity, never recreated) and with a drive without its identity record
  * (offline for the view, never claimed). The writer is closed meanwhile (its monitor would
@@ -322,7 +349,8 @@ test_no_writes(const uint8_t *big, const uint8_t *big2)
 	ok(w && ol_store_delete(w, "b", "lost2", 5) == 0, "deleted through the writer");
 	ol_store_close(w);
 	w = NULL;
-	/* drive 2 without its identity record: offline for a view, which opens with k drives */
+	/* drive 2 without its identity record: offline for a view, which opens with k drives
+	 * and whose monitor asks the drive again and again (calls counted) without claiming it */
 	snprintf(idp, sizeof(idp), "%s/%s", dirs[2], OL_DRIVEID_NAME);
 	ok(unlink(idp) == 0, "drive 2's identity record removed");
 	before = snapshot(&nb);
@@ -331,21 +359,30 @@ test_no_writes(const uint8_t *big, const uint8_t *big2)
 	       same(r, "b", "small", NULL, big2, SMALL),
 	   "a view opens with the other three and reads (%d, %d online)", rc,
 	   r ? ol_store_drives_online(r) : -1);
-	ol_store_close(r);
-	after = snapshot(&nb);
-	ok(same_files(before, nb, after, nb) && access(idp, F_OK) != 0,
+	if (r)
+		ol_store_on_drive_return(r, on_return, NULL);
+	ok(r && monitor_asked(r, 2, 3), "its monitor has asked drive 2 three times more");
+	after = snapshot(&na);
+	ok(same_files(before, nb, after, na) && access(idp, F_OK) != 0,
 	   "the record is not written again, no file changed");
 	free(after);
 	free(before);
-	/* the writer claims it back (and heals the lost shard) for what follows */
+	/* the writer claims it back (and heals the lost shard); the view's monitor brings the
+	 * drive back (no generation taken: the writer's next commit goes through) */
 	rc = open_store(false, EPOCH, &w);
 	ok(rc == 0 && access(idp, F_OK) == 0, "the writer gives drive 2 its record again (%d)", rc);
+	ok(r && wait_online(r, N) && atomic_load(&returned) == 0,
+	   "the view's monitor brings drive 2 back, no on_return called");
 	if (w) {
 		struct ol_heal_progress hp = {0};
 
 		rc = ol_store_heal_all(w, NULL, &hp);
 		ok(rc == 0 && shards_there(&sh) == N, "its heal restores the lost shard");
+		ok(put(w, "b", "back", big, 200 * 1024, 0, NULL) == 0 &&
+		       same(r, "b", "back", NULL, big, 200 * 1024),
+		   "the writer's next put commits, the view reads it");
 	}
+	ol_store_close(r);
 	ol_store_close(w);
 }
 
