@@ -90,6 +90,8 @@ gate_open(struct ol_store *st, uint64_t h)
 int
 ol_store_pool_set_draining(struct ol_store *st, int pool)
 {
+	if (st->readonly)
+		return -EROFS;
 	if (st->n_sets < 2 || st->n_pools < 2 || pool < -1 || pool >= st->n_pools)
 		return -EINVAL;
 	atomic_store(&st->draining, pool);
@@ -590,6 +592,8 @@ ol_store_drain(struct ol_store *st, unsigned pool, const struct ol_drain_opts *o
 	bool empty = false;
 	int rc = 0;
 
+	if (st->readonly)
+		return -EROFS;
 	if (st->n_sets < 2 || st->n_pools < 2 || atomic_load(&st->draining) != (int)pool)
 		return -EINVAL;
 	d.buf = ol_xmalloc(CHUNK);

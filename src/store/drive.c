@@ -203,6 +203,12 @@ remote_ident(struct ol_store *st, int d, char *why, size_t cap)
 	struct ol_drive *dr = &st->d[d];
 	int rc = ol_rd_ident(st, d, dr->id_miss >= 2, why, cap);
 
+	if (rc == 1 && st->readonly) { /* never claimed by a view: offline until it is back */
+		snprintf(why, cap,
+			 "its identity record is gone (a read-only view never writes "
+			 "one: its leader does)");
+		return -EXDEV;
+	}
 	dr->id_miss = rc == 1 ? dr->id_miss + 1 : 0;
 	return rc == 1 ? 0 : rc;
 }
@@ -308,8 +314,9 @@ back_online(struct ol_store *st, int d, struct ol_meta *m)
 	pthread_mutex_lock(&st->drv_mu); /* cb runs under it: see ol_set_on_drive_return */
 	ol_warn("store: drive %s is back online (%d of %d drives online)%s", dr->root,
 		ol_set_drives_online(st), st->n,
-		st->on_return ? "" : "; run `openlake heal` to restore what it missed");
-	if (st->on_return)
+		st->on_return || st->readonly ? ""
+					      : "; run `openlake heal` to restore what it missed");
+	if (st->on_return && !st->readonly) /* a read-only view heals nothing */
 		st->on_return(st->on_return_arg, dr->root);
 	pthread_mutex_unlock(&st->drv_mu);
 }

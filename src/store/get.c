@@ -28,6 +28,11 @@ struct ol_get {
 	 * for: docs/cluster.md, "A slow drive"): rebuilt when needed, never written back */
 	bool lag[OL_MAX_DRIVES];
 	bool held; /* rec.vid held in st->inuse (large objects) */
+	/* read-only views: drive d answered that its shard of the current part is not there
+	 * (open or read: the writer may have reclaimed the version); served: get_read has
+	 * returned bytes on this handle (a reclaimed version is then -EIO, not -EAGAIN) */
+	bool gone[OL_MAX_DRIVES];
+	bool served;
 };
 
 static void
@@ -39,7 +44,20 @@ close_fds(struct ol_get *g)
 	}
 }
 
-static void
+/* More drives answered that their shard is not there than the set can spare: the version was
+ * reclaimed by its writer after this handle resolved it (or lost beyond repair). */
+static bool
+reclaimed(const struct ol_get *g)
+{
+	int n = 0;
+
+	for (int d = 0; d < g->st->n; d++)
+		n += g->gone[d];
+	return n > g->st->n - g->st->k;
+}
+
+/* Open part pi's shard files. 0, or -EAGAIN on a read-only view whose part is gone. */
+static int
 open_part(struct ol_get *g, uint32_t pi)
 {
 	struct ol_rpart p;
@@ -47,6 +65,7 @@ open_part(struct ol_get *g, uint32_t pi)
 
 	close_fds(g);
 	memset(g->warned, 0, sizeof(g->warned));
+	memset(g->gone, 0, sizeof(g->gone));
 	ol_rec_part(&g->rec, pi, &p);
 	for (int d = 0; d < g->st->n; d++) {
 		if (!g->st->d[d].meta)
@@ -60,6 +79,10 @@ open_part(struct ol_get *g, uint32_t pi)
 		g->fd[d] = ol_shard_open(g->st, d, p.uuid);
 		if (g->fd[d] >= 0 || !p.size)
 			continue;
+		if (g->st->readonly) { /* a view recreates nothing: parity covers it, or not */
+			g->gone[d] = g->fd[d] == -ENOENT;
+			continue;
+		}
 		/* gone: recreate it empty; reads that rebuild its blocks write them back */
 		g->fd[d] = ol_shard_create(g->st, d, p.uuid);
 		if (g->fd[d] >= 0) {
@@ -72,6 +95,7 @@ open_part(struct ol_get *g, uint32_t pi)
 	}
 	g->cur_part = pi;
 	g->cur_stripe = -1;
+	return g->st->readonly && reclaimed(g) ? -EAGAIN : 0;
 }
 
 /* Inline: shard d is in drive d's record. */
@@ -119,9 +143,7 @@ setup_large(struct ol_get *g)
 	g->start[g->rec.n_parts] = off;
 	if (off != g->rec.size || g->rec.k != g->st->k || g->rec.bs == 0)
 		return -EIO;
-	if (g->rec.n_parts)
-		open_part(g, 0);
-	return 0;
+	return g->rec.n_parts ? open_part(g, 0) : 0;
 }
 
 static int
@@ -217,7 +239,7 @@ open_at(struct ol_store *st, const char *bucket, const char *key, size_t key_len
 	ol_rec_info(&g->rec, &g->info);
 	*info = g->info;
 	*out = g;
-	for (int i = 0; i < st->n && !vk; i++) /* heal writes object index records */
+	for (int i = 0; i < st->n && !vk && !st->readonly; i++) /* heal writes index records */
 		heal |= st->d[i].meta && !valid[i];
 out:
 	pthread_rwlock_unlock(&st->obj_rw[li]);
@@ -338,9 +360,12 @@ read_blocks(struct ol_get *g, const struct stripe *s, const bool *which, int spa
 		bool full = ops[i].res == (ssize_t)(s->bl + OL_TRAILER);
 
 		g->full[d] = full;
+		g->gone[d] |= ops[i].res == -ENOENT; /* unlinked since the part was opened */
 		g->ok[d] = full && ol_get_u64(g->blk[d] + s->bl) == sum;
 		g->lag[d] = hedged >> i & 1;
-		if (g->ok[d] || g->lag[d] || g->fd[d] < 0 || (g->warned[d] && !full))
+		/* a view's file gone since the open: the writer reclaimed it (load says) */
+		if (g->ok[d] || g->lag[d] || g->fd[d] < 0 || (g->warned[d] && !full) ||
+		    (g->st->readonly && ops[i].res == -ENOENT))
 			continue;
 		g->warned[d] = true;
 		ol_warn("store: drive %s: shard block %llu of part %u %s (rebuilding)",
@@ -356,7 +381,7 @@ heal_blocks(struct ol_get *g, const struct stripe *s, const bool *rebuilt)
 	for (int d = 0; d < g->st->n; d++) {
 		ssize_t w;
 
-		if (!rebuilt[d] || g->fd[d] < 0 || g->lag[d])
+		if (!rebuilt[d] || g->fd[d] < 0 || g->lag[d] || g->st->readonly)
 			continue;
 		ol_put_u64(g->blk[d] + s->bl, ol_block_sum(g->rec.ck, g->blk[d], s->bl, s->j));
 		w = ol_shard_pwrite(g->fd[d], g->blk[d], s->bl + OL_TRAILER,
@@ -457,6 +482,8 @@ load(struct ol_get *g, const struct stripe *s, int lo, int hi)
 	 * where waiting succeeds */
 	if (good < st->k && wait_lagging(g, s))
 		good = count_ok(g);
+	if (good < st->k && st->readonly && reclaimed(g))
+		return -EAGAIN; /* get_read says whether a byte went out before */
 	if (good < st->k) {
 		int there = 0;
 
@@ -525,8 +552,8 @@ read_in_part(struct ol_get *g, uint32_t pi, uint64_t pos, uint8_t *out, size_t l
 
 	s.dl = (size_t)(psize - s.j * sd < sd ? psize - s.j * sd : sd);
 	s.bl = (s.dl + g->st->k - 1) / g->st->k;
-	if (pi != g->cur_part)
-		open_part(g, pi);
+	if (pi != g->cur_part && (rc = open_part(g, pi)))
+		return rc;
 	direct = read_direct(g, &s, in, out, len);
 	out += direct;
 	in += direct;
@@ -626,10 +653,13 @@ ol_store_get_read(struct ol_get *g, uint64_t offset, void *buf, size_t len)
 		if (n > plen)
 			n = (size_t)plen;
 		rc = read_in_part(g, pi, pos, out + done, n);
+		if (rc == -EAGAIN && g->served)
+			rc = -EIO; /* mid-stream: the caller cuts the body short */
 		if (rc)
 			return rc;
 		done += n;
 	}
+	g->served |= done > 0;
 	return (ssize_t)done;
 }
 

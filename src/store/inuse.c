@@ -115,7 +115,7 @@ ol_inuse_release(struct ol_store *st, const uint8_t *vid)
 	if (!e)
 		return;
 	for (size_t i = 0; i < e->n_def; i++)
-		ol_shard_unlink(st, e->def[i].d, e->def[i].uuid);
+		ol_reclaim_unlink(st, e->def[i].d, e->def[i].uuid); /* its delay from now */
 	free(e->def);
 	free(e);
 }

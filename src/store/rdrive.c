@@ -468,6 +468,8 @@ m_commit(void *arg, const struct ol_meta_op *ops, size_t n, bool sync)
 	struct iovec iov;
 	int rc;
 
+	if (rd->st->readonly) /* a read-only view never commits (nor fences its leader) */
+		return -EROFS;
 	for (size_t i = 0; i < n; i++)
 		need += 2 + 2 + ops[i].kl + 4 + ops[i].vl;
 	if (n > UINT32_MAX)
@@ -557,7 +559,8 @@ ol_rd_ident(struct ol_store *st, int d, bool claim, char *why, size_t cap)
 	int rc, n = 0;
 
 	if (!want.store[0])
-		return 0; /* a set opened without identity (tests) */
+		return 0;	/* a set opened without identity (tests) */
+	claim &= !st->readonly; /* a read-only view never writes a record */
 	/* a fresh UUID: the node writes the record only on a drive without one (blank) */
 	if (claim) {
 		if ((rc = ol_driveid_uuid(want.drive)))
@@ -653,8 +656,15 @@ ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out, char *why, siz
 	snprintf(why, cap, "node plane: %s", strerror(-rc));
 	if (!rc)
 		ol_rd_find(st, d, true);
-	if (!rc && (rc = ol_rd_ident(st, d, true, why, cap)))
+	if (!rc && (rc = ol_rd_ident(st, d, true, why, cap))) {
+		if (rc == 1) { /* only a read-only view leaves a drive without its record */
+			snprintf(why, cap,
+				 "it has no identity record (a read-only view never "
+				 "writes one: its leader does)");
+			return -EXDEV;
+		}
 		return rc; /* a wrong drive: nothing written to it */
+	}
 	if (!rc)
 		rc = m_get(rd, OL_META_BUCKETS, "", 1, &v, &vl); /* "\0": never a bucket */
 	free(v);
@@ -662,6 +672,8 @@ ol_rd_open_meta(struct ol_store *st, int d, struct ol_meta **out, char *why, siz
 		snprintf(why, cap, "node plane: %s", strerror(-rc));
 		return rc;
 	}
+	if (st->readonly) /* no generation, no fencing commit: the leader's frames stay good */
+		return ol_meta_open_remote(&rd_meta_ops, rd, st->fsync, out);
 	next_gen(rd);
 	if ((rc = m_commit(rd, NULL, 0, true))) {
 		snprintf(why, cap, "node plane: %s", strerror(-rc));
@@ -838,6 +850,8 @@ rd_pwrite(struct ol_rdrive *rd, const char *name, const struct iovec *data, int 
 	uint64_t t0 = ol_io_now_ns();
 	int rc, tries = 0;
 
+	if (rd->st->readonly)
+		return -EROFS;
 	do { /* again only when the peer took none of it (an exclusive create must not repeat) */
 		if ((rc = rd_take(rd, &c)))
 			break;
@@ -863,6 +877,8 @@ ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, enum ol_rd_ope
 	struct ol_node_client *c;
 	int rc = 0;
 
+	if (st->readonly && (how == OL_RD_CREATE || how == OL_RD_CREATE_LATER))
+		return -EROFS;
 	name_of(uuid, name);
 	if (how == OL_RD_CREATE) {
 		rc = rd_pwrite(rd, name, NULL, 0, 0, OL_NODE_PW_CREATE | OL_NODE_PW_EXCL);
@@ -887,6 +903,8 @@ ol_rd_shard_unlink(struct ol_store *st, int d, const uint8_t *uuid)
 	char name[MAX_NAME];
 	int rc, tries = 0;
 
+	if (st->readonly)
+		return;
 	name_of(uuid, name);
 	do {
 		if ((rc = rd_take(rd, &c)))
@@ -973,6 +991,10 @@ run_remote(struct ol_io_op *op)
 		struct ol_node_wr w = {b, 0, sizeof(b), false};
 		struct iovec i1;
 
+		if (f->rd->st->readonly) {
+			rc = -EROFS;
+			break;
+		}
 		if (f->dir) { /* the file's SHARD_FSYNC made its directory entry durable */
 			rc = 0;
 			break;

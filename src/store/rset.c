@@ -13,7 +13,7 @@ static int
 check_opts(const struct ol_store_set_opts *o)
 {
 	if (!o || !o->n || o->n > OL_MAX_DRIVES || !o->drives || !o->secret || !o->secret[0] ||
-	    strlen(o->secret) >= 256 || !o->epoch || o->deadline_ms < 0)
+	    strlen(o->secret) >= 256 || (!o->epoch && !o->readonly) || o->deadline_ms < 0)
 		return -EINVAL;
 	for (unsigned i = 0; i < o->n; i++)
 		if (!o->drives[i].peer || !o->drives[i].peer[0] ||
@@ -60,6 +60,7 @@ ol_set_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
 	if (rc)
 		return rc;
 	st->remote = true;
+	st->readonly = o->readonly;
 	atomic_store(&st->epoch, o->epoch);
 	memcpy(st->secret, o->secret, strlen(o->secret) + 1);
 	st->self_id = o->self_id;
@@ -90,15 +91,23 @@ ol_set_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
 		else
 			ol_warn("store: drive %s: %s", d->root, d->why);
 	}
-	if (online < st->w) {
-		ol_err("store: only %d of %d remote drives answer, need %d", online, st->n, st->w);
+	/* a read-only view reads with a read quorum: k drives that answer */
+	if (online < (st->readonly ? st->k : st->w)) {
+		ol_err("store: only %d of %d remote drives answer, need %d", online, st->n,
+		       st->readonly ? st->k : st->w);
 		ol_set_close(st);
 		return -EIO;
 	}
-	ol_info("store: remote set of %d drives (%d online), %d data + %d parity, write quorum "
-		"%d, epoch %llu",
-		st->n, online, st->k, st->p, st->w, (unsigned long long)o->epoch);
-	ol_missed_count(st);
+	if (st->readonly) {
+		ol_info("store: read-only view of a remote set of %d drives (%d online), %d data + "
+			"%d parity",
+			st->n, online, st->k, st->p);
+	} else {
+		ol_info("store: remote set of %d drives (%d online), %d data + %d parity, write "
+			"quorum %d, epoch %llu",
+			st->n, online, st->k, st->p, st->w, (unsigned long long)o->epoch);
+		ol_missed_count(st);
+	}
 	ol_drive_monitor_start(st);
 	*out = st;
 	return 0;

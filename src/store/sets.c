@@ -255,7 +255,7 @@ repaired(struct ol_store *st, unsigned i, const char *bucket)
 {
 	int rc;
 
-	if (i == 0)
+	if (i == 0 || st->readonly) /* a read-only view gives no bucket to a set */
 		return false;
 	pthread_rwlock_rdlock(&st->brw);
 	rc = repair_locked(st, i, bucket);
@@ -446,9 +446,13 @@ ol_store_open_sets(const struct ol_config *cfg, const struct ol_store_set_opts *
 	*out = NULL;
 	if (!m || m > OL_MAX_SETS || !placement_key)
 		return -EINVAL;
+	for (unsigned j = 1; j < m; j++)
+		if (o[j].readonly != o[0].readonly)
+			return -EINVAL; /* a store reads and writes, or only reads */
 	if (m == 1)
 		return ol_set_open_set(cfg, o, out);
 	st = shell_new(m, XXH3_64bits(placement_key, strlen(placement_key)));
+	st->readonly = o[0].readonly;
 	for (unsigned j = 0; j < m; j++) {
 		rc = ol_set_open_set(cfg, &o[j], &st->sets[j]);
 		if (rc) {
@@ -504,6 +508,9 @@ ol_store_pools(struct ol_store **pools, unsigned n, const char *placement_key,
 		np += ol_store_pool_count(pools[i]);
 		ns += (unsigned)pools[i]->n_sets;
 	}
+	for (unsigned i = 1; i < n && placement_key; i++)
+		if (pools[i]->readonly != pools[0]->readonly)
+			placement_key = NULL; /* read-only and writable mixed: -EINVAL */
 	if (!n || !placement_key || np > OL_MAX_POOLS || ns > OL_MAX_SETS) {
 		for (unsigned i = 0; i < n; i++)
 			ol_store_close(pools[i]);
@@ -516,12 +523,19 @@ ol_store_pools(struct ol_store **pools, unsigned n, const char *placement_key,
 	st = shell_new(ns, XXH3_64bits(placement_key, strlen(placement_key)));
 	st->n_sets = 0;
 	st->n_pools = 0;
+	st->readonly = pools[0]->readonly;
 	for (unsigned i = 0; i < n; i++)
 		take_pools(st, pools[i]);
 	ol_drive_metrics_shell(st, true);
 	ol_info("store: %u pool(s), %u erasure sets in all; new keys placed by free space", np, ns);
 	*out = st;
 	return 0;
+}
+
+bool
+ol_store_readonly(const struct ol_store *st)
+{
+	return st->readonly;
 }
 
 unsigned
@@ -560,6 +574,8 @@ ol_store_set_epoch(struct ol_store *st, uint64_t epoch)
 int
 ol_store_bucket_create_attrs(struct ol_store *st, const char *bucket, const void *attrs, size_t len)
 {
+	if (st->readonly)
+		return -EROFS;
 	int rc = 0;
 
 	if (!multi(st))
@@ -587,6 +603,8 @@ ol_store_bucket_create(struct ol_store *st, const char *bucket)
 int
 ol_store_bucket_delete(struct ol_store *st, const char *bucket)
 {
+	if (st->readonly)
+		return -EROFS;
 	int rc;
 
 	if (!multi(st))
@@ -637,6 +655,8 @@ ol_store_bucket_attrs(struct ol_store *st, const char *bucket, void **out, size_
 int
 ol_store_bucket_set_attrs(struct ol_store *st, const char *bucket, const void *attrs, size_t len)
 {
+	if (st->readonly)
+		return -EROFS;
 	int rc;
 
 	if (!multi(st))
@@ -668,6 +688,8 @@ int
 ol_store_put_begin(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		   int64_t size_hint, struct ol_put **out)
 {
+	if (st->readonly)
+		return -EROFS;
 	unsigned i, g;
 	int rc;
 
@@ -783,6 +805,8 @@ out:
 int
 ol_store_delete(struct ol_store *st, const char *bucket, const char *key, size_t key_len)
 {
+	if (st->readonly)
+		return -EROFS;
 	unsigned i, g;
 	int rc;
 
@@ -807,6 +831,8 @@ int
 ol_store_delete_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		    int vmode, const char *version_id, struct ol_obj_info *out)
 {
+	if (st->readonly)
+		return -EROFS;
 	unsigned i, g;
 	int rc;
 
@@ -831,6 +857,8 @@ int
 ol_store_set_meta(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		  const char *version_id, const void *meta, size_t meta_len)
 {
+	if (st->readonly)
+		return -EROFS;
 	unsigned i, g;
 	int rc;
 
@@ -886,6 +914,8 @@ int
 ol_store_mpu_create(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		    const void *meta, size_t meta_len, char upload_id[64])
 {
+	if (st->readonly)
+		return -EROFS;
 	unsigned i, g;
 	int rc;
 
@@ -948,6 +978,8 @@ int
 ol_store_mpu_part_begin(struct ol_store *st, const char *bucket, const char *upload_id,
 			unsigned part_no, struct ol_put **out)
 {
+	if (st->readonly)
+		return -EROFS;
 	struct ol_store *s = upl_set(st, bucket, upload_id);
 
 	return s ? ol_set_mpu_part_begin(s, bucket, upload_id, part_no, out) : -ENOENT;
@@ -969,6 +1001,8 @@ ol_store_mpu_complete(struct ol_store *st, const char *bucket, const char *uploa
 		      const unsigned *part_nos, size_t n, const char *final_etag,
 		      struct ol_obj_info *out)
 {
+	if (st->readonly)
+		return -EROFS;
 	struct ol_store *s = upl_set(st, bucket, upload_id);
 	unsigned g = upl_gate(st, s, bucket, upload_id);
 	int rc =
@@ -983,6 +1017,8 @@ ol_store_mpu_complete_cond(struct ol_store *st, const char *bucket, const char *
 			   const unsigned *part_nos, size_t n, const char *final_etag,
 			   const struct ol_store_cond *cond, struct ol_obj_info *out)
 {
+	if (st->readonly)
+		return -EROFS;
 	struct ol_store *s = upl_set(st, bucket, upload_id);
 	unsigned g = upl_gate(st, s, bucket, upload_id);
 	int rc =
@@ -998,6 +1034,8 @@ ol_store_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *u
 			  const unsigned *part_nos, size_t n, const char *final_etag,
 			  const struct ol_store_cond *cond, int vmode, struct ol_obj_info *out)
 {
+	if (st->readonly)
+		return -EROFS;
 	struct ol_store *s = upl_set(st, bucket, upload_id);
 	unsigned g = upl_gate(st, s, bucket, upload_id);
 	int rc = s ? ol_set_mpu_complete_ver(s, bucket, upload_id, part_nos, n, final_etag, cond,
@@ -1014,6 +1052,8 @@ ol_store_mpu_complete_meta(struct ol_store *st, const char *bucket, const char *
 			   const struct ol_store_cond *cond, int vmode, const void *meta,
 			   size_t meta_len, struct ol_obj_info *out)
 {
+	if (st->readonly)
+		return -EROFS;
 	struct ol_store *s = upl_set(st, bucket, upload_id);
 	unsigned g = upl_gate(st, s, bucket, upload_id);
 	int rc = s ? ol_set_mpu_complete_meta(s, bucket, upload_id, part_nos, n, final_etag, cond,
@@ -1027,6 +1067,8 @@ ol_store_mpu_complete_meta(struct ol_store *st, const char *bucket, const char *
 int
 ol_store_mpu_abort(struct ol_store *st, const char *bucket, const char *upload_id)
 {
+	if (st->readonly)
+		return -EROFS;
 	struct ol_store *s = upl_set(st, bucket, upload_id);
 
 	return s ? ol_set_mpu_abort(s, bucket, upload_id) : -ENOENT;
@@ -1392,5 +1434,7 @@ ol_store_missed_stats(struct ol_store *st, uint64_t *pending, uint64_t *dropped)
 int
 ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o, struct ol_heal_progress *p)
 {
+	if (st->readonly)
+		return -EROFS;
 	return ol_set_heal_all(st->sets, st->n_sets, o, p);
 }

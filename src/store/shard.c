@@ -42,6 +42,8 @@ ol_shard_create(const struct ol_store *st, int d, const uint8_t *uuid)
 	char path[OL_PATH_MAX + 80], dir[OL_PATH_MAX + 8];
 	int fd;
 
+	if (st->readonly)
+		return -EROFS;
 	if (ol_drive_remote(st, d))
 		return ol_rd_shard_open((struct ol_store *)st, d, uuid, OL_RD_CREATE);
 	ol_shard_path(st, d, uuid, path, sizeof(path));
@@ -89,6 +91,8 @@ ol_shard_unlink(const struct ol_store *st, int d, const uint8_t *uuid)
 {
 	char path[OL_PATH_MAX + 80];
 
+	if (st->readonly)
+		return;
 	if (ol_drive_remote(st, d)) {
 		ol_rd_shard_unlink((struct ol_store *)st, d, uuid);
 		return;
@@ -180,7 +184,7 @@ reclaim_rec(const struct ol_store *st, int d, const struct ol_rec *r, const stru
 	for (uint32_t i = 0; i < r->n_parts; i++) {
 		ol_rec_part(r, i, &p);
 		if (!kept(keep, p.uuid) && !ol_inuse_defer(st, d, r->vid, p.uuid))
-			ol_shard_unlink(st, d, p.uuid);
+			ol_reclaim_unlink((struct ol_store *)st, d, p.uuid);
 	}
 }
 

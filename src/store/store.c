@@ -234,6 +234,7 @@ ol_store_new(const struct ol_config *cfg, struct ol_store **out)
 	}
 	pthread_rwlock_init(&st->bucket_lock, NULL);
 	st->inuse = ol_inuse_new();
+	ol_reclaim_init(st);
 	pthread_mutex_init(&st->cq_mu, NULL);
 	pthread_cond_init(&st->cq_cv, NULL);
 	pthread_mutex_init(&st->drv_mu, NULL);
@@ -299,6 +300,7 @@ ol_set_close(struct ol_store *st)
 	if (!st)
 		return;
 	ol_drive_monitor_stop(st);
+	ol_reclaim_fini(st); /* what waits for its delay is unlinked while the drives serve */
 	for (int i = 0; i < st->n; i++) {
 		ol_meta_close(st->d[i].meta);
 		ol_meta_close(st->d[i].parked);
@@ -808,6 +810,10 @@ ol_commit_all(struct ol_store *st, struct ol_commit *c)
 {
 	struct ol_cq me = {.c = c};
 
+	if (st->readonly) { /* the last guard: no drive of a read-only view is written */
+		c->rofs = true;
+		return 0;
+	}
 	pthread_mutex_lock(&st->cq_mu);
 	*st->cq_tail = &me;
 	st->cq_tail = &me.next;
@@ -851,7 +857,7 @@ ol_commit_reclaim(struct ol_store *st, struct ol_commit *c, const struct ol_rec 
 int
 ol_commit_err(const struct ol_commit *c)
 {
-	return c->stale ? -ESTALE : -EIO;
+	return c->rofs ? -EROFS : c->stale ? -ESTALE : -EIO;
 }
 
 void

@@ -82,6 +82,11 @@ struct ol_store_set_opts {
 	 * offline (logged) and never written to. NULL: not checked. */
 	const char *store_id;
 	unsigned pool, set, sets; /* sets 0 = 1 */
+	/* A read-only view of the set (a follower serving GET and HEAD; docs/cluster.md
+	 * "Read-only views"): epoch may be 0; nothing is ever written to a drive (no identity
+	 * claim, no generation taken, no commit, no shard created, written or unlinked, no heal,
+	 * no missed-write record); it opens once k drives answer. */
+	bool readonly;
 };
 /* Open the engine over drives served by node planes (this node's own drives too: in a cluster
  * the node plane server is the only owner of a node's local drives). cfg gives P, block size,
@@ -91,9 +96,22 @@ struct ol_store_set_opts {
  * it (-ESTALE, surfaced by put_commit & co as -ESTALE). */
 int ol_store_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
 		      struct ol_store **out);
+/* With o->readonly the set opens as a read-only view over the same drives: once at least k
+ * drives answer and show their identity record (with store_id; a drive without one, or with
+ * another's, is offline for this view and never claimed); no generation is taken and no empty
+ * commit sent (a view never fences its leader), nothing is swept. The monitor brings drives
+ * back with a ping and an identity check only; slow-drive judging and hedged reads work as
+ * for a writer (they change this view only). Every call that would write (put_begin, delete,
+ * delete_ver, set_meta, bucket create / delete / set_attrs, mpu_*, heal_all, drain,
+ * pool_set_draining) returns -EROFS without touching a drive, and so do the lower layers
+ * (commit, shard create / write / sync / unlink) as a second guard. Reads resolve records as
+ * always (newest version on >= k drives), decode around a missing or corrupt shard from
+ * parity without recreating or rewriting it, and give back no record to a drive that lacks
+ * it. on_drive_return callbacks are never called on a read-only store. */
 /* Open m sets over node planes as one store: o[j] is set j (each with its epoch). Objects are
  * placed over the sets by a hash keyed with placement_key (the cluster's deployment id: the
- * same on every node, never changing). m == 1 is ol_store_open_set. */
+ * same on every node, never changing). m == 1 is ol_store_open_set. Every o[j].readonly set: a
+ * read-only store; some set and some not: -EINVAL. */
 int ol_store_open_sets(const struct ol_config *cfg, const struct ol_store_set_opts *o, unsigned m,
 		       const char *placement_key, struct ol_store **out);
 /* Several pools as one store (a cluster grown by `openlake cluster join`): pools[i] (each
@@ -108,8 +126,13 @@ int ol_store_open_sets(const struct ol_config *cfg, const struct ol_store_set_op
  * listings, and a warning names the key. At most OL_STORE_MAX_POOLS pools and 64 sets in
  * all: -E2BIG; -EINVAL n = 0. Not thread-safe against calls on the stores given. */
 #define OL_STORE_MAX_POOLS 16
+/* Pools all read-only give a read-only store (pools are weighed by free space only to place
+ * new keys; a read asks every pool as always); read-only and writable mixed: -EINVAL (the
+ * stores given are freed, as on any error). */
 int ol_store_pools(struct ol_store **pools, unsigned n, const char *placement_key,
 		   struct ol_store **out);
+/* Is st a read-only view (ol_store_set_opts.readonly)? Any thread. */
+bool ol_store_readonly(const struct ol_store *st);
 /* Pool count (1 for any store not made by ol_store_pools). */
 unsigned ol_store_pool_count(const struct ol_store *st);
 /* The pools' free bytes, the weights of new keys' pools (n = the pool count; others are
@@ -148,6 +171,19 @@ int ol_store_pool_set_draining(struct ol_store *st, int pool);
 int ol_store_drain(struct ol_store *st, unsigned pool, const struct ol_drain_opts *o,
 		   struct ol_drain_progress *p);
 void ol_store_drain_cancel(struct ol_drain_progress *p);
+/* Delayed reclaim (a writer serving read-only views elsewhere; docs/cluster.md "Read-only
+ * views"). With ms > 0, the shard files of versions replaced or deleted by a commit (an
+ * overwrite, a delete, a multipart complete's unlisted parts, a version removed, and those a
+ * local reader held past the commit) are unlinked no earlier than ms after that commit (after
+ * the last local reader's release for those), by each set's reclaim thread; 0 (the default):
+ * at once, as always. Each waiting file costs one 32-byte entry; above 2^20 per set the
+ * oldest go early (logged once). ol_store_close unlinks what still waits. A crash loses the
+ * queue: the files are then unreferenced and the heal's orphan sweep removes them (the sweep
+ * skips files still queued). A changed delay applies to unlinks queued from then on. Ignored
+ * by a read-only view. Any thread. */
+void ol_store_set_reclaim_delay(struct ol_store *st, unsigned ms);
+/* Shard-file unlinks waiting for the delay now, over every set (metrics, tests). Any thread. */
+size_t ol_store_reclaim_pending(struct ol_store *st);
 /* Raise the epoch (a leader re-elected), of every set; never lowers it. */
 void ol_store_set_epoch(struct ol_store *st, uint64_t epoch);
 
@@ -234,13 +270,29 @@ struct ol_store_cond {
  * or -ENODATA when if_match is set and no object is visible; p is freed as on any failure. */
 void ol_store_put_set_cond(struct ol_put *p, const struct ol_store_cond *cond);
 
-/* Reader. info->meta stays valid until get_close. -ENOENT no key, -ENXIO no bucket. */
+/* Reader. info->meta stays valid until get_close. -ENOENT no key, -ENXIO no bucket, -EAGAIN
+ * (read-only views only: the version resolved was reclaimed, see get_read). */
 struct ol_get;
 int ol_store_get_open(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		      struct ol_get **out, struct ol_obj_info *info);
 /* Read up to len bytes at offset: returns the byte count (short only at EOF, 0 at/after EOF),
  * or -EIO when the bytes cannot be rebuilt (more than P shards lost or corrupt): never wrong
- * bytes. Missing, short or corrupt shard blocks are rebuilt from parity on the fly. */
+ * bytes. Missing, short or corrupt shard blocks are rebuilt from parity on the fly.
+ *
+ * A read-only view (ol_store_readonly) and a version reclaimed under it: the record it
+ * resolved can be replaced or deleted by its writer right after, and the writer unlinks the
+ * old version's shard files (at once, or after its reclaim delay: ol_store_set_reclaim_delay).
+ * A view finds that out when more than P drives answer that a part's shard file is not there
+ * (fewer than k can hold it):
+ *   - ol_store_get_open / get_open_ver return -EAGAIN when the first part is gone already;
+ *   - ol_store_get_read returns -EAGAIN when it finds a part gone and has not yet returned a
+ *     byte on this handle (a positive count): close it, resolve the key again with a new
+ *     get_open (the newer version, or -ENOENT after a delete), and read that; do so once: a
+ *     second -EAGAIN is a version lost, answer an error;
+ *   - after a positive count on the handle, the same finding is -EIO (mid-stream: cut the
+ *     connection, as for any error after the headers went out).
+ * No byte of a reclaimed version is ever wrong: blocks are verified as always. A writable
+ * store never returns -EAGAIN from these (it recreates a missing shard and rebuilds it). */
 ssize_t ol_store_get_read(struct ol_get *g, uint64_t offset, void *buf, size_t len);
 /* How many bytes (1..max) a streaming reader should ask get_read for at offset: up to the
  * last shard block boundary within max (to the first one when max does not reach further),

@@ -143,8 +143,21 @@ struct ol_store {
 	uint8_t (*flight)[OL_UUID];
 	size_t n_flight, cap_flight;
 	struct ol_inuse_tab *inuse; /* versions being read (inuse.c) */
+	/* reclaim.c: unlinks of replaced versions' shard files waiting for reclaim_ms (0: none
+	 * wait), a ring of rq_n entries from rq_head, in the order queued; the reclaim thread
+	 * does them when due */
+	_Atomic unsigned reclaim_ms;
+	pthread_mutex_t rq_mu;
+	pthread_cond_t rq_cv;
+	pthread_t rq_thr;
+	bool rq_started, rq_stop, rq_full_logged;
+	struct ol_rq_ent *rq;
+	size_t rq_head, rq_n, rq_cap;
 	/* a set of remote drives (ol_store_open_set) */
-	bool remote;		/* its drives are remote (ol_store_open_set) */
+	bool remote; /* its drives are remote (ol_store_open_set) */
+	/* a read-only view (ol_store_set_opts.readonly; a shell: every set is): nothing is
+	 * written to a drive, every write returns -EROFS (store.h) */
+	bool readonly;
 	_Atomic uint64_t epoch; /* sent with every metadata commit (fencing) */
 	char secret[256];
 	unsigned self_id;
@@ -456,6 +469,19 @@ void ol_inuse_hold(struct ol_store *st, const uint8_t *vid);
 void ol_inuse_release(struct ol_store *st, const uint8_t *vid);
 bool ol_inuse_defer(const struct ol_store *st, int d, const uint8_t *vid, const uint8_t *uuid);
 bool ol_inuse_has_shard(const struct ol_store *st, const uint8_t *uuid);
+/* reclaim.c: the delayed reclaim (ol_store_set_reclaim_delay). */
+#define OL_RECLAIM_CAP (1u << 20) /* queued unlinks per set (32 bytes each) */
+void ol_reclaim_init(struct ol_store *st);
+/* Stop the reclaim thread, unlink what is queued, free the queue (before the drives close). */
+void ol_reclaim_fini(struct ol_store *st);
+/* Unlink shard uuid of drive d now (no delay set, or a read-only view: then nothing), or queue
+ * it for the delay (at the cap the oldest queued one is unlinked early, logged once). Any
+ * thread. */
+void ol_reclaim_unlink(struct ol_store *st, int d, const uint8_t *uuid);
+/* The uuids queued now, sorted (*out malloc'd, the caller frees; NULL when 0): the count. */
+size_t ol_reclaim_queued(struct ol_store *st, uint8_t (**out)[OL_UUID]);
+/* Is uuid among v[0..n-1] (sorted by ol_reclaim_queued)? */
+bool ol_reclaim_has(uint8_t (*const v)[OL_UUID], size_t n, const uint8_t *uuid);
 /* Unlink every part file of a raw record (and its prev) on drive d, except those in keep. */
 void ol_reclaim(const struct ol_store *st, int d, const void *raw, size_t len,
 		const struct ol_rec *keep);
@@ -567,6 +593,7 @@ struct ol_commit {
 	int64_t missed_ns;
 	int missed_new[OL_MAX_DRIVES];
 	_Atomic bool stale; /* a drive refused the commit: it has seen a newer epoch (-ESTALE) */
+	bool rofs;	    /* refused whole: the store is a read-only view (-EROFS) */
 };
 int ol_commit_all(struct ol_store *st, struct ol_commit *c);
 /* The version id readers see now for key k in db, into vid; 0 none, 1 found. */
@@ -578,7 +605,8 @@ int ol_cond_check(struct ol_store *st, const void *k, size_t kl, const struct ol
 /* Unlink the data of replaced records on the drives that committed (keep: files still used). */
 void ol_commit_reclaim(struct ol_store *st, struct ol_commit *c, const struct ol_rec *keep);
 void ol_commit_free(struct ol_commit *c);
-/* The error of a commit that missed its quorum: -ESTALE when fenced, else -EIO. */
+/* The error of a commit that missed its quorum: -EROFS on a read-only view, -ESTALE when
+ * fenced, else -EIO. */
 int ol_commit_err(const struct ol_commit *c);
 
 /* version.c */

@@ -321,7 +321,8 @@ ol_sweep_orphans(struct ol_store *st, int min_age_s)
 {
 	struct uuid_set s = {0};
 	struct cand *c = NULL;
-	size_t n = 0, cap = 0, removed = 0, held = 0, young = 0;
+	uint8_t(*q)[OL_UUID] = NULL;
+	size_t n = 0, cap = 0, removed = 0, held = 0, young = 0, nq;
 	char path[OL_PATH_MAX + 80];
 	time_t before = time(NULL) - min_age_s;
 	int online = ol_set_drives_online(st), rc;
@@ -352,10 +353,14 @@ ol_sweep_orphans(struct ol_store *st, int min_age_s)
 			rc ? strerror(-rc) : "a drive went offline while its records were read");
 		n = 0;
 	}
+	/* taken after the records: a version replaced before they were read is queued by now
+	 * (unless its commit has not yet queued it: then it goes here, as without a delay) */
+	nq = n ? ol_reclaim_queued(st, &q) : 0;
 	for (size_t i = 0; i < n; i++) {
 		if (refs(&s, c[i].u) >= st->k)
 			continue;
-		if (ol_flight_has(st, c[i].u) || ol_inuse_has_shard(st, c[i].u)) {
+		if (ol_flight_has(st, c[i].u) || ol_inuse_has_shard(st, c[i].u) ||
+		    ol_reclaim_has(q, nq, c[i].u)) {
 			held++;
 			continue;
 		}
@@ -375,12 +380,13 @@ ol_sweep_orphans(struct ol_store *st, int min_age_s)
 	}
 	if (held)
 		ol_info("store: orphan sweep kept %zu unreferenced shard file(s) of writes in "
-			"progress or versions being read",
+			"progress, versions being read or waiting for the reclaim delay",
 			held);
 	if (young)
 		ol_info("store: orphan sweep left %zu shard file(s) younger than %d s unchecked",
 			young, min_age_s);
 	free(c);
+	free(q);
 	free(s.u);
 	return removed;
 }
