@@ -274,16 +274,6 @@ test_refusals(struct ol_store *r)
 	ol_commit_free(&c);
 }
 
-static _Atomic int returned;
-
-static void
-on_return(void *arg, const char *drive)
-{
-	(void)arg;
-	(void)drive;
-	atomic_fetch_add(&returned, 1);
-}
-
 /* Wait up to 30 s for st's monitor to have made times more calls to offline drive d (a ping
  * and an identity check each time it tries to bring it back). */
 static int
