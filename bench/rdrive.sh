@@ -5,18 +5,24 @@
 # test: one line per round, then the medians and their ratio (remote / local).
 # Both sets: N=4 P=1, 1 MiB blocks, fsync on; the client is build/src/store/rset_cli.
 #
-# Usage: bench/rdrive.sh [--rounds N] [--mib M] [--build DIR]
+# With --view: instead, one PUT of M MiB, then GETs of it through the writer's store and
+# through a read-only view opened beside it (ol_store_set_opts.readonly) over the same
+# planes, alternating, N rounds each (rset_cli ... -- view): their medians and the ratio.
+#
+# Usage: bench/rdrive.sh [--rounds N] [--mib M] [--build DIR] [--view]
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${OPENLAKE_BUILD:-build}
 ROUNDS=4
 MIB=64
+VIEW=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--rounds) ROUNDS=$2; shift ;;
 	--mib) MIB=$2; shift ;;
 	--build) BUILD=$2; shift ;;
+	--view) VIEW=1 ;;
 	-h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
 	*) echo "rdrive.sh: unknown flag '$1' (see --help)" >&2; exit 2 ;;
 	esac
@@ -51,6 +57,7 @@ set_drive_count = 1
 default_parity_count = 0
 [cluster]
 secret = "$SECRET"
+plane_only_drives = 1
 ${PLANE_EXTRA:-}
 CFG
 	"$OPENLAKED" --config "$TMP/n$i/cfg.toml" >"$TMP/n$i/log" 2>&1 &
@@ -82,6 +89,12 @@ run() { # kind -> "put_mibs X get_mibs Y put_cpu_s A get_cpu_s B daemons_cpu_s C
 	fi
 }
 
+if [ "$VIEW" = 1 ]; then
+	echo "# $MIB MiB GET through the writer and through a read-only view, N=4 P=1;" \
+		"$(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
+	"$RSET" "$SECRET" 1 1 "${PEERS[@]}" -- view "$MIB" "$ROUNDS"
+	exit
+fi
 echo "# $MIB MiB PUT and GET, N=4 P=1, fsync on; $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
 RES=()
 for r in $(seq "$ROUNDS"); do

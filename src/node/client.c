@@ -34,8 +34,9 @@ struct ol_node_client {
 	uint64_t end_ms;  /* the current call's deadline */
 	unsigned pending; /* calls sent with ol_node_send and not yet answered */
 	struct ol_node_client_stats st;
-	/* ol_node_client_abort: set once from any thread; fd_mu orders its shutdown of fd
-	 * against this client's own close of it (a closed number may be reused at once) */
+	/* ol_node_client_abort: set once from any thread; fd_mu orders its shutdown of fd (or
+	 * abort of ux) against this client's own close of it (a closed number may be reused at
+	 * once; a closed endpoint is freed) */
 	_Atomic bool aborted;
 	pthread_mutex_t fd_mu;
 };
@@ -74,9 +75,10 @@ drop(struct ol_node_client *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
-	pthread_mutex_unlock(&c->fd_mu);
-	ol_node_ucx_close(c->ux); /* before the buffers: a cancelled request may point there */
+	struct ol_node_ucx *ux = c->ux; /* out of the abort's reach before it is closed */
 	c->ux = NULL;
+	pthread_mutex_unlock(&c->fd_mu);
+	ol_node_ucx_close(ux); /* before the buffers: a cancelled request may point there */
 	free(c->rbuf);
 	free(c->sbuf);
 	free(c->ebuf);
@@ -103,6 +105,8 @@ ol_node_client_abort(struct ol_node_client *c)
 	pthread_mutex_lock(&c->fd_mu);
 	if (c->fd >= 0)
 		shutdown(c->fd, SHUT_RDWR); /* a blocked send or recv of the call returns now */
+	if (c->ux)
+		ol_node_ucx_abort(c->ux); /* the same for a UCX endpoint */
 	pthread_mutex_unlock(&c->fd_mu);
 }
 
@@ -303,8 +307,20 @@ live(const struct ol_node_client *c)
 static int
 open_stream(struct ol_node_client *c, int t)
 {
-	if (c->ucx)
-		return ol_node_ucx_connect(c->addr + strlen(OL_NODE_UCX_SCHEME), &c->ux);
+	if (c->ucx) {
+		struct ol_node_ucx *ux;
+		int rc = ol_node_ucx_connect(c->addr + strlen(OL_NODE_UCX_SCHEME), &ux);
+		if (rc)
+			return rc;
+		pthread_mutex_lock(&c->fd_mu);
+		if (!atomic_load(&c->aborted))
+			c->ux = ux;
+		pthread_mutex_unlock(&c->fd_mu);
+		if (c->ux)
+			return 0;
+		ol_node_ucx_close(ux); /* aborted while it connected */
+		return -ECANCELED;
+	}
 	int fd = ol_io_connect(c->addr, t), rc = 0;
 	if (fd < 0)
 		return fd == -EINPROGRESS ? -ETIMEDOUT : fd;

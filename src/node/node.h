@@ -273,10 +273,9 @@ int ol_node_client_new(const char *addr, const char *secret, unsigned self_id,
 		       struct ol_node_client **out);
 void ol_node_client_free(struct ol_node_client *c);
 /* Abandon c's call in progress, from any thread (the one running the call keeps c): its
- * TCP connection is shut down, so a blocked send or recv returns at once, and that call and
- * every later one on c fail with -ECANCELED or a broken-connection error; the owner then
- * frees c (it never connects again). A UCX connection is not cut: its call runs to its end
- * or its deadline (the fault hook's delay is cut on either). */
+ * TCP connection is shut down (a UCX endpoint's wait is woken and cancelled), so a blocked
+ * send or recv returns at once, and that call and every later one on c fail with -ECANCELED
+ * or a broken-connection error; the owner then frees c (it never connects again). */
 void ol_node_client_abort(struct ol_node_client *c);
 
 /* Every call takes deadline_ms > 0: the whole call (connect and HELLO included) ends by then,

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -121,9 +122,10 @@ struct ol_node_ucx {
 	ucp_worker_h w;
 	ucp_ep_h ep;
 	int efd;
-	ucs_status_t err; /* the endpoint failed */
-	void *req;	  /* the request being waited for */
-	void *stuck;	  /* one that timed out: cancelled by the close */
+	ucs_status_t err;     /* the endpoint failed */
+	void *req;	      /* the request being waited for */
+	void *stuck;	      /* one that timed out: cancelled by the close */
+	_Atomic bool aborted; /* ol_node_ucx_abort (any thread) */
 	ucp_dt_iov_t iov[16];
 };
 
@@ -176,7 +178,8 @@ static bool
 req_done(void *arg)
 {
 	struct ol_node_ucx *x = arg;
-	return x->err != UCS_OK || ucp_request_check_status(x->req) != UCS_INPROGRESS;
+	return x->err != UCS_OK || atomic_load(&x->aborted) ||
+	       ucp_request_check_status(x->req) != UCS_INPROGRESS;
 }
 
 /* Wait for x->req; on a timeout or a failed endpoint it is left for the close to cancel. */
@@ -192,7 +195,7 @@ cl_wait(struct ol_node_ucx *x, void *req, int timeout_ms, size_t *len)
 	x->req = NULL;
 	if (st == UCS_INPROGRESS) {
 		x->stuck = req;
-		return rc ? rc : ep_errno(x->err);
+		return atomic_load(&x->aborted) ? -ECANCELED : rc ? rc : ep_errno(x->err);
 	}
 	ucp_request_free(req);
 	if (st != UCS_OK) /* the endpoint's error says more than the request's cancel */
@@ -203,6 +206,8 @@ cl_wait(struct ol_node_ucx *x, void *req, int timeout_ms, size_t *len)
 ssize_t
 ol_node_ucx_read(struct ol_node_ucx *x, void *buf, size_t len, int timeout_ms)
 {
+	if (atomic_load(&x->aborted))
+		return -ECANCELED;
 	if (x->stuck)
 		return -ECONNRESET;
 	size_t n = 0; /* bytes that came before the endpoint failed are still read (a refusal) */
@@ -219,6 +224,8 @@ ol_node_ucx_read(struct ol_node_ucx *x, void *buf, size_t len, int timeout_ms)
 int
 ol_node_ucx_writev(struct ol_node_ucx *x, const struct iovec *iov, int n, int timeout_ms)
 {
+	if (atomic_load(&x->aborted))
+		return -ECANCELED;
 	if (x->err != UCS_OK || x->stuck)
 		return x->err != UCS_OK ? ep_errno(x->err) : -ECONNRESET;
 	if (n < 1 || n > 16)
@@ -229,6 +236,13 @@ ol_node_ucx_writev(struct ol_node_ucx *x, const struct iovec *iov, int n, int ti
 				 .datatype = ucp_dt_make_iov()};
 	void *req = ucp_stream_send_nbx(x->ep, x->iov, (size_t)n, &p);
 	return req == NULL ? 0 : cl_wait(x, req, timeout_ms, NULL);
+}
+
+void
+ol_node_ucx_abort(struct ol_node_ucx *x)
+{
+	atomic_store(&x->aborted, true);
+	(void)ucp_worker_signal(x->w); /* any thread: the wait on the worker's fd returns */
 }
 
 static bool

@@ -45,6 +45,10 @@ ssize_t ol_node_ucx_read(struct ol_node_ucx *x, void *buf, size_t len, int timeo
 int ol_node_ucx_writev(struct ol_node_ucx *x, const struct iovec *iov, int n, int timeout_ms);
 /* Close the endpoint (forced: what is in flight is cancelled) and free x. NULL is a no-op. */
 void ol_node_ucx_close(struct ol_node_ucx *x);
+/* From any thread, while x is not being closed: the read or write blocked on x returns now with
+ * -ECANCELED, and so does every later one (what it waited for is cancelled by the close). The
+ * UCX twin of a shutdown(2) of the TCP connection (ol_node_client_abort). */
+void ol_node_ucx_abort(struct ol_node_ucx *x);
 
 /* ---- server side (server.c; daemon, loop thread unless said) ----
  * One UCP worker and its listener on rpc_addr, progressed on the server's first loop: the

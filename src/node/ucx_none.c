@@ -45,6 +45,12 @@ ol_node_ucx_close(struct ol_node_ucx *x)
 	(void)x;
 }
 
+void
+ol_node_ucx_abort(struct ol_node_ucx *x)
+{
+	(void)x;
+}
+
 int
 ol_node_ucx_listen(struct ol_node_server *s, struct nloop *nl, struct ol_loop *l, const char *addr,
 		   struct ol_node_ucx_srv **out, unsigned *port)

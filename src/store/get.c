@@ -363,7 +363,9 @@ read_blocks(struct ol_get *g, const struct stripe *s, const bool *which, int spa
 		g->gone[d] |= ops[i].res == -ENOENT; /* unlinked since the part was opened */
 		g->ok[d] = full && ol_get_u64(g->blk[d] + s->bl) == sum;
 		g->lag[d] = hedged >> i & 1;
-		if (g->ok[d] || g->lag[d] || g->fd[d] < 0 || (g->warned[d] && !full))
+		/* a view's file gone since the open: the writer reclaimed it (load says) */
+		if (g->ok[d] || g->lag[d] || g->fd[d] < 0 || (g->warned[d] && !full) ||
+		    (g->st->readonly && ops[i].res == -ENOENT))
 			continue;
 		g->warned[d] = true;
 		ol_warn("store: drive %s: shard block %llu of part %u %s (rebuilding)",

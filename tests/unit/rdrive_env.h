@@ -13,6 +13,7 @@
 #include "store/store.h"
 
 #include <ftw.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,6 +177,17 @@ env_start(const char *name)
 		ok(rc == 0, "node %d serves %s on %s (%d)", i + 1, dirs[i], addrs[i], rc);
 	}
 	return 0;
+}
+
+/* An ol_store_on_drive_return callback: counts the returns in `returned`. */
+static _Atomic int returned;
+
+static void
+on_return(void *arg, const char *drive)
+{
+	(void)arg;
+	(void)drive;
+	atomic_fetch_add(&returned, 1);
 }
 
 /* Every server still running stopped, the temp root removed. */

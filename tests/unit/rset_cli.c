@@ -8,6 +8,10 @@
  *   ... -- verify            keys on stdin: "OK key" or "BAD key why"; exit 1 if any BAD
  *   ... -- heal              ol_store_heal_all; prints its counters; exit 1 unless whole
  *   ... -- bench SIZE_MIB    one PUT and one GET of SIZE_MIB MiB: "put_mibs X get_mibs Y"
+ *   ... -- view SIZE_MIB ROUNDS   one PUT of SIZE_MIB MiB, then GETs of it through this store
+ *       (the writer) and through a read-only view opened beside it over the same drives,
+ *       alternating, ROUNDS each: "round R writer|view get_mibs X cpu_s C" lines, then the
+ *       medians and their ratio (view / writer)
  *
  * A local set (the reference for bench) when PEER#DRIVE is replaced by "local DIR...". */
 #include "base/config.h"
@@ -210,6 +214,81 @@ cmd_bench(struct ol_store *st, unsigned mib)
 	return 0;
 }
 
+/* One GET of the whole bench object through st in 1 MiB reads: MiB/s, or -1. */
+static double
+get_mibs(struct ol_store *st, uint8_t *b, size_t n, double *cpu)
+{
+	double c0 = cpu_s();
+	uint64_t t0 = ol_io_now_ns();
+	struct ol_obj_info info;
+	struct ol_get *g = NULL;
+	int rc = ol_store_get_open(st, "bench", "obj", 3, &g, &info);
+
+	for (size_t off = 0; !rc && off < n; off += 1 << 20)
+		rc = ol_store_get_read(g, off, b, 1 << 20) == 1 << 20 ? 0 : -EIO;
+	if (!rc)
+		ol_store_get_close(g);
+	*cpu = cpu_s() - c0;
+	return rc ? -1 : (double)(n >> 20) * 1e9 / (double)(ol_io_now_ns() - t0);
+}
+
+static int
+dbl_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static int
+cmd_view(struct ol_store *st, const struct ol_store_set_opts *o, const struct ol_config *cfg,
+	 unsigned mib, unsigned rounds)
+{
+	struct ol_store_set_opts vo = *o;
+	struct ol_store *v = NULL;
+	size_t n = (size_t)mib << 20;
+	uint8_t *b = malloc(1 << 20);
+	double w[64], r[64], cpu[2] = {0, 0};
+	struct ol_put *p;
+	int rc = ol_store_bucket_create(st, "bench");
+
+	if (rounds > 64)
+		rounds = 64;
+	fill(b, 1 << 20, 7);
+	rc = rc && rc != -EEXIST ? rc : ol_store_put_begin(st, "bench", "obj", 3, (int64_t)n, &p);
+	for (size_t off = 0; !rc && off < n; off += 1 << 20)
+		rc = ol_store_put_write(p, b, 1 << 20);
+	rc = rc ? rc : ol_store_put_commit(p, "e", NULL, 0, NULL);
+	vo.readonly = true;
+	vo.epoch = 0;
+	vo.self_id = o->self_id + 1;
+	rc = rc ? rc : ol_store_open_set(cfg, &vo, &v);
+	for (unsigned i = 0; !rc && i < rounds; i++) { /* alternate which goes first */
+		for (int k = 0; k < 2 && !rc; k++) {
+			bool view = (k == 0) == (i % 2 == 1);
+			double c, m = get_mibs(view ? v : st, b, n, &c);
+
+			(view ? r : w)[i] = m;
+			cpu[view] += c;
+			printf("round %u %s get_mibs %.1f cpu_s %.3f\n", i + 1,
+			       view ? "view" : "writer", m, c);
+			rc = m < 0 ? -EIO : 0;
+		}
+	}
+	ol_store_close(v);
+	free(b);
+	if (rc) {
+		printf("view bench failed: %d\n", rc);
+		return 1;
+	}
+	qsort(w, rounds, sizeof(*w), dbl_cmp);
+	qsort(r, rounds, sizeof(*r), dbl_cmp);
+	printf("median GET MiB/s: writer %.1f view %.1f ratio %.2f; CPU s: writer %.2f view "
+	       "%.2f\n",
+	       w[rounds / 2], r[rounds / 2], r[rounds / 2] / w[rounds / 2], cpu[0], cpu[1]);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -217,6 +296,7 @@ main(int argc, char **argv)
 	char peers[MAXD][128];
 	struct ol_config *cfg = calloc(1, sizeof(*cfg));
 	struct ol_store *st = NULL;
+	struct ol_store_set_opts o = {0};
 	int sep = 0, n = 0, rc;
 
 	for (int i = 1; i < argc; i++)
@@ -244,12 +324,12 @@ main(int argc, char **argv)
 			sp[n] = (struct ol_store_drive_spec){
 			    peers[n], h ? (unsigned)atoi(h + 1) : 0, (unsigned)n + 1};
 		}
-		struct ol_store_set_opts o = {.n = (unsigned)n,
-					      .drives = sp,
-					      .secret = argv[1],
-					      .self_id = 1000,
-					      .epoch = strtoull(argv[2], NULL, 10),
-					      .deadline_ms = 5000};
+		o = (struct ol_store_set_opts){.n = (unsigned)n,
+					       .drives = sp,
+					       .secret = argv[1],
+					       .self_id = 1000,
+					       .epoch = strtoull(argv[2], NULL, 10),
+					       .deadline_ms = 5000};
 		rc = ol_store_open_set(cfg, &o, &st);
 	}
 	if (rc) {
@@ -266,6 +346,9 @@ main(int argc, char **argv)
 		rc = cmd_heal(st);
 	else if (!strcmp(cmd, "bench") && argc > sep + 2)
 		rc = cmd_bench(st, (unsigned)atoi(argv[sep + 2]));
+	else if (!strcmp(cmd, "view") && argc > sep + 3 && o.n)
+		rc = cmd_view(st, &o, cfg, (unsigned)atoi(argv[sep + 2]),
+			      (unsigned)atoi(argv[sep + 3]));
 	else
 		rc = 2;
 	ol_store_close(st);

@@ -2,7 +2,8 @@
  * a real server on its loop with the real client through "ucx://" addresses: HELLO, ping,
  * shard write / stat / rename / read bit-exact, pipelined calls, refusals, a wrong secret, a
  * silent endpoint closed by the HELLO timer; the credit window with a small window; a peer
- * frozen with SIGSTOP (another process): the deadline, then a stream that waits on its credit
+ * frozen with SIGSTOP (another process): the deadline, a call blocked on it cut by
+ * ol_node_client_abort from another thread, then a stream that waits on its credit
  * while the receiver is frozen and finishes when it thaws, never beyond the window. Without
  * UCX in the build: the refusals (-EPROTONOSUPPORT) only. [rdma] dev_name: a device this
  * host lacks is reported, $UCX_NET_DEVICES wins over it, and the calls run with it set. */
@@ -15,6 +16,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +166,40 @@ write_2m(void *arg)
 	return NULL;
 }
 
+struct pinger {
+	struct ol_node_client *c;
+	_Atomic int rc;
+};
+
+static void *
+ping_long(void *arg)
+{
+	struct pinger *p = arg;
+	atomic_store(&p->rc, ol_node_ping(p->c, 100000, NULL));
+	return NULL;
+}
+
+/* A call blocked on a frozen peer is cut by ol_node_client_abort from another thread (the
+ * hedge's abandon, docs/cluster.md "A slow drive"), as it is over TCP. */
+static void
+test_abort_frozen(struct ol_node_client *c)
+{
+	struct pinger p = {c, 1};
+	pthread_t th;
+	pthread_create(&th, NULL, ping_long, &p);
+	usleep(300 * 1000); /* for the call to block (an abort before that fails it the same way) */
+	uint64_t t0 = ol_io_now_ms();
+	ol_node_client_abort(c);
+	pthread_join(th, NULL); /* without the abort: its 100 s deadline */
+	uint64_t took = ol_io_now_ms() - t0;
+	ok(atomic_load(&p.rc) == -ECANCELED && took < 60000,
+	   "abort: a call blocked on the frozen peer over UCX returns -ECANCELED (%d after %llu "
+	   "ms)",
+	   atomic_load(&p.rc), (unsigned long long)took);
+	ok(ol_node_ping(c, 100000, NULL) == -ECANCELED,
+	   "abort: a later call fails at once, without connecting again");
+}
+
 static void
 test_frozen(pid_t pid, int up, int down)
 {
@@ -177,6 +213,9 @@ test_frozen(pid_t pid, int up, int down)
 	struct ol_node_client *c;
 	ol_node_client_new(addr, SECRET, 1, &c);
 	ok(ol_node_ping(c, 20000, NULL) == 0, "ping the live peer");
+	struct ol_node_client *ca;
+	ol_node_client_new(addr, SECRET, 1, &ca);
+	ok(ol_node_ping(ca, 20000, NULL) == 0, "a second client pings the live peer");
 	kill(pid, SIGSTOP);
 	int wst = 0;
 	ok(waitpid(pid, &wst, WUNTRACED) == pid && WIFSTOPPED(wst), "the peer is frozen");
@@ -186,6 +225,8 @@ test_frozen(pid_t pid, int up, int down)
 	ok(rc == -ETIMEDOUT && took >= 300 && took < 30000,
 	   "a frozen peer: -ETIMEDOUT, not before the deadline (%d after %llu ms)", rc,
 	   (unsigned long long)took);
+	test_abort_frozen(ca);
+	ol_node_client_free(ca);
 	/* a 2 MiB stream to a receiver frozen for a while: it waits on its credit */
 	struct writer w = {c, -1, 0};
 	pthread_t th;

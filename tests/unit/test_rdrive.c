@@ -28,16 +28,6 @@
 #include <utime.h>
 #include <unistd.h>
 
-static _Atomic int returned;
-
-static void
-on_return(void *arg, const char *drive)
-{
-	(void)arg;
-	(void)drive;
-	atomic_fetch_add(&returned, 1);
-}
-
 static void
 test_basic(struct ol_store *st, uint8_t *big, uint8_t *small)
 {

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <utime.h>
 
 #define STORE_ID "dep-ro"
@@ -273,6 +274,22 @@ test_refusals(struct ol_store *r)
 	ol_commit_free(&c);
 }
 
+/* Wait up to 30 s for st's monitor to have made times more calls to offline drive d (a ping
+ * and an identity check each time it tries to bring it back). */
+static int
+monitor_asked(struct ol_store *st, int d, int times)
+{
+	uint64_t c0, c;
+
+	ol_rd_latency(st->d[d].rd, &c0);
+	for (time_t end = time(NULL) + 30; time(NULL) < end; usleep(20000)) {
+		ol_rd_latency(st->d[d].rd, &c);
+		if (c >= c0 + 2 * (uint64_t)times)
+			return 1;
+	}
+	return 0;
+}
+
 /* (b) the view's opens and reads leave every file of every drive as it was: with a shard file
  * lost (decoded from parity, never recreated) and with a drive without its identity record
  * (offline for the view, never claimed). The writer is closed meanwhile (its monitor would
@@ -282,7 +299,9 @@ test_no_writes(const uint8_t *big, const uint8_t *big2)
 {
 	struct ol_store *r = NULL;
 	struct file_sum *before, *after;
-	struct shards sh;
+	struct shards sh, sh2;
+	struct ol_obj_info info;
+	struct ol_get *g = NULL;
 	struct ol_store *w = NULL;
 	char idp[400];
 	size_t nb, na;
@@ -306,7 +325,22 @@ test_no_writes(const uint8_t *big, const uint8_t *big2)
 	   "no file of any drive changed (%zu files): the lost shard is not recreated", na);
 	free(after);
 	free(before);
-	/* drive 2 without its identity record: offline for a view, which opens with k drives */
+	/* the files of a version gone from two drives (more than P: as after a reclaim) */
+	rc = open_store(false, EPOCH, &w);
+	ok(rc == 0 && put(w, "b", "lost2", big, BIG, 0, NULL) == 0 &&
+	       shards_of(w, "lost2", &sh2) == 0 && unlink(sh2.path[0][0]) == 0 &&
+	       unlink(sh2.path[3][0]) == 0,
+	   "another object written, its shard files on drives 0 and 3 removed");
+	rc = rc ? rc : open_store(true, 0, &r);
+	rc = rc ? rc : ol_store_get_open(r, "b", "lost2", 5, &g, &info);
+	ok(rc == -EAGAIN && shards_there(&sh2) == N - 2,
+	   "a view's get_open of it: -EAGAIN, nothing recreated (%d)", rc);
+	ol_store_close(r);
+	ok(w && ol_store_delete(w, "b", "lost2", 5) == 0, "deleted through the writer");
+	ol_store_close(w);
+	w = NULL;
+	/* drive 2 without its identity record: offline for a view, which opens with k drives
+	 * and whose monitor asks the drive again and again (calls counted) without claiming it */
 	snprintf(idp, sizeof(idp), "%s/%s", dirs[2], OL_DRIVEID_NAME);
 	ok(unlink(idp) == 0, "drive 2's identity record removed");
 	before = snapshot(&nb);
@@ -315,22 +349,74 @@ test_no_writes(const uint8_t *big, const uint8_t *big2)
 	       same(r, "b", "small", NULL, big2, SMALL),
 	   "a view opens with the other three and reads (%d, %d online)", rc,
 	   r ? ol_store_drives_online(r) : -1);
-	ol_store_close(r);
-	after = snapshot(&nb);
-	ok(same_files(before, nb, after, nb) && access(idp, F_OK) != 0,
+	if (r)
+		ol_store_on_drive_return(r, on_return, NULL);
+	ok(r && monitor_asked(r, 2, 3), "its monitor has asked drive 2 three times more");
+	after = snapshot(&na);
+	ok(same_files(before, nb, after, na) && access(idp, F_OK) != 0,
 	   "the record is not written again, no file changed");
 	free(after);
 	free(before);
-	/* the writer claims it back (and heals the lost shard) for what follows */
+	/* the writer claims it back (and heals the lost shard); the view's monitor brings the
+	 * drive back (no generation taken: the writer's next commit goes through) */
 	rc = open_store(false, EPOCH, &w);
 	ok(rc == 0 && access(idp, F_OK) == 0, "the writer gives drive 2 its record again (%d)", rc);
+	ok(r && wait_online(r, N) && atomic_load(&returned) == 0,
+	   "the view's monitor brings drive 2 back, no on_return called");
 	if (w) {
 		struct ol_heal_progress hp = {0};
 
 		rc = ol_store_heal_all(w, NULL, &hp);
 		ok(rc == 0 && shards_there(&sh) == N, "its heal restores the lost shard");
+		ok(put(w, "b", "back", big, 200 * 1024, 0, NULL) == 0 &&
+		       same(r, "b", "back", NULL, big, 200 * 1024),
+		   "the writer's next put commits, the view reads it");
 	}
+	ol_store_close(r);
 	ol_store_close(w);
+}
+
+/* Views of several sets and pools are views; views and writers do not mix. */
+static void
+test_shells(const uint8_t *big)
+{
+	struct ol_store_set_opts o[2] = {{.n = N,
+					  .drives = specs,
+					  .secret = SECRET,
+					  .self_id = 200,
+					  .deadline_ms = 5000,
+					  .readonly = true}};
+	struct ol_store *v = NULL, *pools[2] = {NULL, NULL};
+	struct ol_put *p = NULL;
+	int rc;
+
+	o[1] = o[0]; /* two sets over the same drives, unchecked: enough to read through */
+	rc = ol_store_open_sets(&cfg, o, 2, "pk", &v);
+	ok(rc == 0 && ol_store_readonly(v), "two read-only sets: a read-only store (%d)", rc);
+	ok(v && ol_store_put_begin(v, "b", "k", 1, 1, &p) == -EROFS &&
+	       ol_store_bucket_create(v, "nb") == -EROFS &&
+	       ol_store_delete(v, "b", "mp", 2) == -EROFS,
+	   "its writes say -EROFS");
+	ok(v && same(v, "b", "mp", NULL, big, BIG), "its reads work");
+	ol_store_close(v);
+	o[1].readonly = false;
+	o[1].epoch = EPOCH;
+	v = NULL;
+	rc = ol_store_open_sets(&cfg, o, 2, "pk", &v);
+	ok(rc == -EINVAL && v == NULL, "a read-only set beside a writable one: -EINVAL (%d)", rc);
+	rc = open_store(true, 0, &pools[0]);
+	rc = rc ? rc : open_store(true, 0, &pools[1]);
+	rc = rc ? rc : ol_store_pools(pools, 2, "pk", &v);
+	ok(rc == 0 && ol_store_readonly(v) && ol_store_pool_count(v) == 2 &&
+	       ol_store_heal_all(v, NULL, &(struct ol_heal_progress){0}) == -EROFS &&
+	       ol_store_pool_set_draining(v, 1) == -EROFS,
+	   "two read-only pools: a read-only store (%d)", rc);
+	ol_store_close(v);
+	v = NULL;
+	rc = open_store(true, 0, &pools[0]);
+	rc = rc ? rc : open_store(false, EPOCH, &pools[1]);
+	rc = rc ? rc : ol_store_pools(pools, 2, "pk", &v);
+	ok(rc == -EINVAL && v == NULL, "a read-only pool beside a writable one: -EINVAL (%d)", rc);
 }
 
 /* (b) a view opened with the leader's own epoch takes no generation and sends no commit: the
@@ -365,7 +451,8 @@ read_all(struct ol_get *g, uint8_t *out, size_t n, size_t from)
 /* (c) the writer's reclaim delay: an overwritten version's files outlive the commit by it, a
  * view streams the old version to its end; without it the view's read fails cleanly. */
 static void
-test_reclaim(struct ol_store *w, struct ol_store *r, const uint8_t *big, const uint8_t *big2)
+test_reclaim(struct ol_store *w, struct ol_store *r, const uint8_t *big, const uint8_t *big2,
+	     struct shards *queued)
 {
 	uint8_t *buf = malloc(BIG);
 	struct ol_obj_info info;
@@ -384,7 +471,9 @@ test_reclaim(struct ol_store *w, struct ol_store *r, const uint8_t *big, const u
 	   ol_store_reclaim_pending(w));
 	ok(wait_shards_gone(&sh) && ol_store_reclaim_pending(w) == 0,
 	   "and are gone once the delay has passed");
-	/* a view streaming the old version while it is overwritten */
+	/* a view streaming the old version while it is overwritten (a minute's delay: ample
+	 * for the rest of its read on a loaded machine; close unlinks what waits) */
+	ol_store_set_reclaim_delay(w, 60000);
 	rc = put(w, "b", "rc2", big, BIG, 0, NULL);
 	rc = rc ? rc : ol_store_get_open(r, "b", "rc2", 3, &g, &info);
 	k = rc ? rc : ol_store_get_read(g, 0, buf, 1u << 20);
@@ -411,6 +500,7 @@ test_reclaim(struct ol_store *w, struct ol_store *r, const uint8_t *big, const u
 	}
 	ok(rc == 0 && shards_there(&sh) == N,
 	   "a heal's orphan sweep leaves queued files of an hour ago alone (%d)", rc);
+	*queued = sh; /* still waiting when the writer closes */
 	ol_store_set_reclaim_delay(w, 0);
 	/* without a delay: the view that resolved the old version says -EAGAIN, then -EIO */
 	rc = put(w, "b", "rc4", big, BIG, 0, NULL);
@@ -446,6 +536,7 @@ int
 main(void)
 {
 	struct ol_store *w = NULL, *r = NULL;
+	struct shards queued = {.parts = 0};
 	uint8_t *big = malloc(BIG), *big2 = malloc(BIG);
 	int rc;
 
@@ -464,6 +555,7 @@ main(void)
 		ol_store_close(r);
 		ol_store_close(w);
 		w = r = NULL;
+		test_shells(big);
 		test_no_writes(big, big2);
 		rc = open_store(false, EPOCH, &w);
 		rc = rc ? rc : open_store(true, 0, &r);
@@ -471,10 +563,12 @@ main(void)
 	}
 	if (!rc) {
 		test_not_fenced(w, big);
-		test_reclaim(w, r, big, big2);
+		test_reclaim(w, r, big, big2, &queued);
 	}
 	ol_store_close(r);
 	ol_store_close(w);
+	ok(rc || (queued.parts == 1 && shards_there(&queued) == 0),
+	   "the writer's close unlinks what still waited for its delay");
 	env_stop();
 	free(big);
 	free(big2);
