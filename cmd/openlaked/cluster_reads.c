@@ -46,6 +46,7 @@ struct creads {
 	atomic_int stop, dirty; /* dirty: <prefix>gen changed since the last reload */
 	_Atomic int state;
 	_Atomic uint64_t local_reads;
+	_Atomic uint64_t declined; /* a 404 or 5xx of the view: forwarded to the leader */
 };
 
 static int64_t
@@ -164,13 +165,13 @@ creads_serve(struct creads *rd, struct ol_http_req *r)
 	pthread_mutex_unlock(&rd->mu);
 	if (!v)
 		return false;
-	ol_s3_handle(r, v->s3);
-	atomic_fetch_add(&rd->local_reads, 1);
+	bool served = ol_s3_handle_read(r, v->s3);
+	atomic_fetch_add(served ? &rd->local_reads : &rd->declined, 1);
 	pthread_mutex_lock(&rd->mu);
 	if (--v->users == 0)
 		pthread_cond_broadcast(&rd->cv);
 	pthread_mutex_unlock(&rd->mu);
-	return true;
+	return served;
 }
 
 /* ---- ol-cstore-read ---- */
@@ -335,11 +336,17 @@ metrics(struct ol_strbuf *b, void *arg)
 	    "node served from its read-only view of the cluster store.\n"
 	    "# TYPE openlake_cluster_local_reads_total counter\n"
 	    "openlake_cluster_local_reads_total %llu\n"
+	    "# HELP openlake_cluster_local_reads_declined_total GET and HEAD requests whose "
+	    "answer from the read-only view would have been a 404 or 5xx, forwarded to the "
+	    "serving leader instead.\n"
+	    "# TYPE openlake_cluster_local_reads_declined_total counter\n"
+	    "openlake_cluster_local_reads_declined_total %llu\n"
 	    "# HELP openlake_cluster_read_view_open Whether this node's read-only view "
 	    "of the cluster store is open (1) and serves GET and HEAD.\n"
 	    "# TYPE openlake_cluster_read_view_open gauge\n"
 	    "openlake_cluster_read_view_open %d\n",
-	    (unsigned long long)atomic_load(&rd->local_reads), atomic_load(&rd->state) == ST_OPEN);
+	    (unsigned long long)atomic_load(&rd->local_reads),
+	    (unsigned long long)atomic_load(&rd->declined), atomic_load(&rd->state) == ST_OPEN);
 }
 
 void

@@ -50,7 +50,9 @@ void creads_layout(struct creads *rd, const struct ol_layout *l);
 void creads_leading(struct creads *rd, bool leading);
 
 /* Serve r (a GET or HEAD that was not forwarded to this node) on the view: true when served,
- * false when no view is open (the caller forwards it). Request thread. */
+ * false when no view is open or the view's answer would have been a 404 or 5xx (it may be
+ * behind the leader, or reach too few drives: ol_s3_handle_read); nothing was sent then, and
+ * the caller forwards r. Request thread. */
 bool creads_serve(struct creads *rd, struct ol_http_req *r);
 
 /* "read_store":{...} for the status document's "cluster" object: "state" ("off", "opening",

@@ -48,6 +48,15 @@ void ol_s3_buckets_changed(void);
  * calling HTTP worker thread (blocking store calls). */
 void ol_s3_handle(struct ol_http_req *h, void *arg);
 
+/* As ol_s3_handle for a GET or HEAD served on a read-only view of a store another node writes
+ * (a cluster follower, docs/cluster.md "Reads on every node"): true when it answered; false
+ * when the answer would have been a 404 (NoSuchKey, NoSuchVersion, NoSuchBucket...) or a 5xx,
+ * which the view may give only because it is behind its writer or reaches too few of its
+ * drives: nothing was sent, nothing of h was read (a GET or HEAD has no body), and the caller
+ * answers h (it forwards it to the writer). Such a request is not counted in the S3 metrics
+ * here. An error after the answer's head went out still cuts the connection. */
+bool ol_s3_handle_read(struct ol_http_req *h, struct ol_s3_server *s);
+
 /* Format the HTTP server's own errors (bad head, timeout, over a limit) as S3 XML error
  * documents (an ol_http_error_fn; arg unused). */
 void ol_s3_http_error(struct ol_http_error *e, void *arg);

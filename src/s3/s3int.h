@@ -77,6 +77,8 @@ struct s3_req {
 	const char *op;
 	int status;
 	bool responded;
+	bool may_decline; /* ol_s3_handle_read: a 404 or 5xx is not sent ... */
+	bool declined;	  /* ... and was not: the caller answers the request */
 };
 
 /* Body reader: de-frames aws-chunked, feeds MD5 / SHA-256 / x-amz-checksum-* and checks them

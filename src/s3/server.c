@@ -43,6 +43,13 @@ s3_send(struct s3_req *r, int status, const struct ol_http_header *hin, size_t n
 	size_t n = 0;
 	for (size_t i = 0; i < nin && n < 40; i++)
 		h[n++] = hin[i];
+	if (r->may_decline && (status == 404 || status >= 500)) {
+		/* a read-only view that did not find the object (or could not read it) may be
+		 * behind its writer: the caller asks the writer instead (ol_s3_handle_read) */
+		r->declined = r->responded = true;
+		r->status = status;
+		return;
+	}
 	n = s3_common_headers(r, h, n);
 	bool typed = false;
 	for (size_t i = 0; i < nin; i++)
@@ -284,10 +291,12 @@ dispatch(struct s3_req *r)
 	s3_dispatch(r);
 }
 
-void
-ol_s3_handle(struct ol_http_req *h, void *arg)
+/* one request; may_decline: a 404 or 5xx answer is not sent (returns true) */
+static bool
+handle(struct ol_http_req *h, struct ol_s3_server *s, bool may_decline)
 {
-	struct s3_req r = {.srv = arg, .h = h, .query = h->query ? h->query : ""};
+	struct s3_req r = {
+	    .srv = s, .h = h, .query = h->query ? h->query : "", .may_decline = may_decline};
 	uint64_t t0 = ol_clock_ns();
 	make_reqid(&r);
 	int rc = ol_s3_route(ol_http_header(h, "host"), r.srv->endpoint_host, h->path, &r.rt);
@@ -305,9 +314,23 @@ ol_s3_handle(struct ol_http_req *h, void *arg)
 	if (!r.op) /* refused before its handler named it (no such bucket, access denied...) */
 		r.op = s3_metrics_op(h->method, r.query, r.rt.bucket[0], r.rt.key_len,
 				     ol_http_header(h, "x-amz-copy-source"));
-	s3_metrics_record(r.op, r.status, ns / 1000);
-	ol_debug("s3 %s %s %s %s -> %d %.3fms", r.reqid, r.op ? r.op : "-", h->method, h->target,
-		 r.status, (double)ns / 1e6);
+	if (!r.declined) /* a declined one is counted where it is answered */
+		s3_metrics_record(r.op, r.status, ns / 1000);
+	ol_debug("s3 %s %s %s %s -> %d%s %.3fms", r.reqid, r.op ? r.op : "-", h->method, h->target,
+		 r.status, r.declined ? " (declined)" : "", (double)ns / 1e6);
+	return r.declined;
+}
+
+void
+ol_s3_handle(struct ol_http_req *h, void *arg)
+{
+	(void)handle(h, arg, false);
+}
+
+bool
+ol_s3_handle_read(struct ol_http_req *h, struct ol_s3_server *s)
+{
+	return !handle(h, s, true);
 }
 
 /* The HTTP server's own errors (bad head, timeout, over a limit) as S3 error documents. */
