@@ -177,6 +177,11 @@ lookup_at(struct ol_store *st, const char *bucket, const char *key, size_t klen,
 		if (klen > OL_KEY_HEAD && (w->tail_len != klen - OL_KEY_HEAD ||
 					   memcmp(w->tail, key + OL_KEY_HEAD, w->tail_len)))
 			return -ENOENT;
+		/* a view that may miss an acknowledged newer version says it cannot tell (the
+		 * follower then asks the leader) rather than serve the older one as current */
+		if (st->readonly &&
+		    ol_rec_doubt(st, (const void *const *)r->raw, r->len, w, st->n - r->answered))
+			return -EIO;
 		if (!(w->flags & OL_REC_DELMARK))
 			return 0;
 		if (info) {

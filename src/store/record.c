@@ -224,6 +224,42 @@ newer(const struct ol_rec *a, const struct ol_rec *b)
 	return memcmp(a->vid, b->vid, OL_UUID) > 0;
 }
 
+/* Is a version newer than best (a current record or a prev) held by so many drives, counting
+ * the unanswered ones as holding it, that it may have reached the write quorum: see
+ * store_int.h. */
+bool
+ol_rec_doubt(const struct ol_store *st, const void *const *raw, const size_t *lens,
+	     const struct ol_rec *best, int unanswered)
+{
+	struct ol_rec cand[OL_MAX_DRIVES][2];
+	bool have[OL_MAX_DRIVES][2] = {{false}};
+
+	for (int d = 0; d < st->n; d++) {
+		if (!raw[d] || ol_rec_decode(raw[d], lens[d], &cand[d][0]))
+			continue;
+		have[d][0] = true;
+		have[d][1] = cand[d][0].prev_len &&
+			     !ol_rec_decode(cand[d][0].prev, cand[d][0].prev_len, &cand[d][1]);
+	}
+	for (int d = 0; d < st->n; d++)
+		for (int j = 0; j < 2; j++) {
+			int votes = 0;
+
+			if (!have[d][j] || !newer(&cand[d][j], best))
+				continue;
+			for (int e = 0; e < st->n; e++)
+				for (int i = 0; i < 2; i++)
+					if (have[e][i] &&
+					    !memcmp(cand[e][i].vid, cand[d][j].vid, OL_UUID)) {
+						votes++;
+						break;
+					}
+			if (votes + unanswered >= st->w)
+				return true;
+		}
+	return false;
+}
+
 /* cand[d][0] = drive d's current version, cand[d][1] = its prev. */
 int
 ol_rec_resolve(const struct ol_store *st, const void *const *raw, const size_t *lens,

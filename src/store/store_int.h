@@ -338,6 +338,15 @@ uint8_t *ol_rec_with_meta(const void *buf, size_t len, const void *meta, uint32_
 			  size_t *out_len);
 /* The record without its prev (malloc'd). */
 uint8_t *ol_rec_strip(const void *buf, size_t len, size_t *out_len);
+/* A read-only view's doubt about best, the version ol_rec_resolve chose (issue 10, docs/cluster.md
+ * "Read-only views"): true when some newer version is on so many of the answering drives that,
+ * with the unanswered ones counted as holding it, it may be on a write quorum: acknowledged,
+ * while the drives this view reads show it on fewer than k (a drive it cannot reach holds it
+ * and another missed it). The writer never has this doubt about its own commits (a reader waits
+ * for the key's commit under its lock); a view reads beside commits in flight and must not
+ * answer the older version as current. */
+bool ol_rec_doubt(const struct ol_store *st, const void *const *raw, const size_t *lens,
+		  const struct ol_rec *best, int unanswered);
 /* Resolve the per-drive raw records: newest version present on >= k drives. win[d] is set to the
  * decoded record of that version on drive d (valid[d] says which). Returns 1 found, 0 none. */
 int ol_rec_resolve(const struct ol_store *st, const void *const *raw, const size_t *lens,

@@ -434,6 +434,40 @@ test_not_fenced(struct ol_store *w, const uint8_t *big)
 	ol_store_close(r);
 }
 
+/* A view that cannot reach a drive holding the newest version, while a drive it reads missed
+ * that version's commit, sees the newer version on fewer than k drives and the older one on k
+ * (as current and as prev): it says it cannot tell (-EIO) instead of serving the older one as
+ * current, and reads the newer once the drive answers again. */
+static void
+test_doubt(struct ol_store *w, const uint8_t *big, const uint8_t *big2)
+{
+	struct ol_store *r = NULL;
+	struct ol_get *g = NULL;
+	struct ol_obj_info info;
+	int rc = put(w, "b", "doubt", big, SMALL, 0, NULL);
+
+	ok(rc == 0, "doubt: the first version on every drive (%d)", rc);
+	srv_stop(3);
+	rc = put(w, "b", "doubt", big2, SMALL, 0, NULL);
+	ok(rc == 0, "doubt: the second version while drive 3 is down (a write quorum of 3) (%d)",
+	   rc);
+	ok(srv_start(3) == 0, "doubt: drive 3 back, the second version's miss not healed");
+	srv_stop(2);
+	rc = open_store(true, 0, &r);
+	ok(rc == 0 && ol_store_drives_online(r) == N - 1,
+	   "doubt: a view opens over drives 0, 1 and 3 (%d)", rc);
+	rc = r ? ol_store_get_open(r, "b", "doubt", 5, &g, &info) : -1;
+	if (!rc)
+		ol_store_get_close(g);
+	ok(rc == -EIO, "doubt: the view cannot tell the current version: -EIO, not the first (%d)",
+	   rc);
+	ok(srv_start(2) == 0 && r && wait_online(r, N), "doubt: drive 2 back in the view");
+	ok(r && same(r, "b", "doubt", NULL, big2, SMALL),
+	   "doubt: the view reads the second version");
+	ol_store_close(r);
+	ok(wait_online(w, N), "doubt: the writer has every drive again");
+}
+
 /* Read the whole of g into out (n bytes at most) in 1 MiB steps: the bytes read, or the first
  * error. */
 static ssize_t
@@ -563,6 +597,7 @@ main(void)
 	}
 	if (!rc) {
 		test_not_fenced(w, big);
+		test_doubt(w, big, big2);
 		test_reclaim(w, r, big, big2, &queued);
 	}
 	ol_store_close(r);
