@@ -353,6 +353,8 @@ struct rg {
 	size_t klen;
 	const char *bucket;
 	struct ol_reads *r;
+	struct ol_store *st;
+	enum ol_reads_how how;
 	bool bk[OL_MAX_DRIVES], ans[OL_MAX_DRIVES];
 };
 
@@ -365,7 +367,7 @@ read_one(struct ol_store *st, int d, void *arg)
 	struct ol_meta_txn *t;
 	const void *v;
 	size_t vl;
-	bool bk;
+	int rb = -ENOENT, rk = -ENOENT;
 
 	if (!m)
 		return;
@@ -373,12 +375,19 @@ read_one(struct ol_store *st, int d, void *arg)
 		ol_drive_check(st, d, m);
 		return;
 	}
-	bk = a->bucket &&
-	     ol_meta_get(t, OL_META_BUCKETS, a->bucket, strlen(a->bucket), &v, &vl) == 0;
-	if (a->key && ol_meta_get(t, a->db, a->key, a->klen, &v, &vl) == 0) {
+	if (a->bucket)
+		rb = ol_meta_get(t, OL_META_BUCKETS, a->bucket, strlen(a->bucket), &v, &vl);
+	if (a->key && rb != -ECANCELED &&
+	    (rk = ol_meta_get(t, a->db, a->key, a->klen, &v, &vl)) == 0) {
 		r->raw[d] = ol_xmalloc(vl ? vl : 1);
 		memcpy(r->raw[d], v, vl);
 		r->len[d] = vl;
+	}
+	if (rb == -ECANCELED || rk == -ECANCELED) { /* left behind: no answer, no fault */
+		free(r->raw[d]);
+		r->raw[d] = NULL;
+		ol_meta_abort(t);
+		return;
 	}
 	if (ol_meta_broken(m, NULL)) { /* a fault: what it read does not count */
 		free(r->raw[d]);
@@ -387,23 +396,71 @@ read_one(struct ol_store *st, int d, void *arg)
 		ol_drive_check(st, d, m);
 		return;
 	}
-	a->bk[d] = bk;
+	a->bk[d] = rb == 0;
 	a->ans[d] = true;
 	ol_meta_abort(t);
+}
+
+/* Do the answers of the drives done[] decide what the caller concludes (see ol_reads_how)? */
+static bool
+read_decided(void *arg, const bool *done)
+{
+	struct rg *a = arg;
+	struct ol_store *st = a->st;
+	const void *raw[OL_MAX_DRIVES];
+	size_t len[OL_MAX_DRIVES];
+	int pending = 0, answered = 0, bk = 0, held = 0, key;
+
+	for (int d = 0; d < st->n; d++) {
+		bool in = done[d] && a->ans[d];
+
+		pending += !done[d];
+		answered += in;
+		bk += in && a->bk[d];
+		raw[d] = in ? a->r->raw[d] : NULL;
+		len[d] = in ? a->r->len[d] : 0;
+		held += raw[d] != NULL;
+	}
+	if (a->how == OL_READS_REC)
+		key = ol_rec_decide(st->n, st->k, raw, len, pending, st->n - answered);
+	else
+		key = ol_presence_decide(held, st->n - answered, st->k);
+	/* attrs: the newest update among the answers; an acknowledged one is on >= w drives, so
+	 * on one of the answers when fewer than w are pending */
+	if (a->how == OL_READS_ATTRS && key == OL_DECIDE_FOUND && pending >= st->w)
+		return false;
+	if (key != OL_DECIDE_ABSENT)
+		return key == OL_DECIDE_FOUND;
+	/* the key absent: a lookup's answer is then the bucket's (NoSuchKey or NoSuchBucket) */
+	return !a->bucket || ol_presence_decide(bk, st->n - answered, st->k) != OL_DECIDE_WAIT;
+}
+
+void
+ol_reads_get_as(struct ol_store *st, enum ol_meta_db db, const void *key, size_t klen,
+		const char *bucket, struct ol_reads *r, enum ol_reads_how how)
+{
+	struct rg a = {
+	    .db = db, .key = key, .klen = klen, .bucket = bucket, .r = r, .st = st, .how = how};
+	uint32_t left = 0;
+
+	memset(r, 0, sizeof(*r));
+	if (how == OL_READS_ALL)
+		ol_each_drive(st, read_one, &a); /* remote drives read at once */
+	else
+		left = ol_each_drive_hedged(st, read_one, read_decided, &a);
+	for (int d = 0; d < st->n; d++) {
+		r->bucket_votes += a.bk[d];
+		r->answered += a.ans[d];
+		if (!a.ans[d] && (left & (1u << d)))
+			r->left |= 1u << d;
+	}
 }
 
 void
 ol_reads_get(struct ol_store *st, enum ol_meta_db db, const void *key, size_t klen,
 	     const char *bucket, struct ol_reads *r)
 {
-	struct rg a = {.db = db, .key = key, .klen = klen, .bucket = bucket, .r = r};
-
-	memset(r, 0, sizeof(*r));
-	ol_each_drive(st, read_one, &a); /* remote drives read at once */
-	for (int d = 0; d < st->n; d++) {
-		r->bucket_votes += a.bk[d];
-		r->answered += a.ans[d];
-	}
+	ol_reads_get_as(st, db, key, klen, bucket, r, OL_READS_ALL);
 }
 
 int
@@ -432,9 +489,10 @@ ol_bucket_check(struct ol_store *st, const char *bucket)
 	bool skip[OL_MAX_DRIVES];
 	int votes = 0, online = 0, first = -1, rc;
 
-	ol_reads_get(st, OL_META_BUCKETS, bucket, strlen(bucket), NULL, &r);
+	ol_reads_get_as(st, OL_META_BUCKETS, bucket, strlen(bucket), NULL, &r, OL_READS_PRESENT);
 	for (int d = 0; d < st->n; d++) {
-		online += st->d[d].meta != NULL;
+		/* a drive left behind is not known to lack it: no heal of it here */
+		online += st->d[d].meta != NULL && !(r.left & (1u << d));
 		if (r.raw[d]) {
 			votes++;
 			first = first < 0 ? d : first;
@@ -451,7 +509,7 @@ ol_bucket_check(struct ol_store *st, const char *bucket)
 		for (int d = 0; d < st->n; d++) {
 			raw[d] = r.raw[first];
 			r.len[d] = r.len[first];
-			skip[d] = r.raw[d] != NULL;
+			skip[d] = r.raw[d] != NULL || (r.left & (1u << d));
 		}
 		if (ol_commit_all(st, &c) > 0)
 			ol_info("store: healed bucket record %s", bucket);
@@ -542,7 +600,7 @@ ol_visible_vid(struct ol_store *st, enum ol_meta_db db, const void *k, size_t kl
 	bool valid[OL_MAX_DRIVES];
 	int found, d;
 
-	ol_reads_get(st, db, k, kl, NULL, &r);
+	ol_reads_get_as(st, db, k, kl, NULL, &r, OL_READS_REC);
 	found = ol_rec_resolve(st, (const void *const *)r.raw, r.len, win, valid);
 	for (d = 0; found && !valid[d]; d++)
 		;
@@ -562,7 +620,7 @@ ol_cond_check(struct ol_store *st, const void *k, size_t kl, const struct ol_sto
 
 	if (!cond || (!cond->if_match && !cond->if_none_match))
 		return 0;
-	ol_reads_get(st, OL_META_OBJECTS, k, kl, NULL, &r);
+	ol_reads_get_as(st, OL_META_OBJECTS, k, kl, NULL, &r, OL_READS_REC);
 	found = ol_rec_resolve(st, (const void *const *)r.raw, r.len, win, valid);
 	for (d = 0; found && !valid[d]; d++)
 		;

@@ -240,14 +240,14 @@ def shard_delay(c, lid, f, ms):
         for op in ("SHARD_PWRITE", "SHARD_READ", "SHARD_FSYNC")))
 
 
-def bounded(what, fn):
-    """fn() in a thread, given REQUEST_S in all (a client's whole-request timeout)"""
+def bounded(what, fn, limit_s=REQUEST_S):
+    """fn() in a thread, given limit_s in all (a client's whole-request timeout)"""
     import concurrent.futures
     ex = concurrent.futures.ThreadPoolExecutor(1)
     try:
-        return ex.submit(fn).result(timeout=REQUEST_S)
+        return ex.submit(fn).result(timeout=limit_s)
     except concurrent.futures.TimeoutError:
-        raise AssertionError(f"{what}: not within {REQUEST_S} s") from None
+        raise AssertionError(f"{what}: not within {limit_s} s") from None
     finally:
         ex.shutdown(wait=False)
 
@@ -281,3 +281,57 @@ def test_a_slow_drive_is_left_behind_when_it_cannot_be_taken_out(world, tmp_path
         r = c.heal(lid)
         assert r.returncode == 0, r.stdout + r.stderr
         store_whole(c, "hedge", acked, g, lid)
+
+
+# Hedged metadata reads (docs/cluster.md, "A slow drive"): ejection off, one drive whose
+# META_GETs alone take META_DELAY_MS each (inside the plane's 5 s deadline).
+META_DELAY_MS = 3000
+META_N = 3
+# Bounds on META_N requests in a row, each far under what waiting for every read costs and
+# well over what a hedged one takes. A PUT still waits once for the slow drive (its commit
+# reads the record it replaces on each drive; commits are not hedged): 3 s; without hedged
+# reads it also waits for its bucket check and its visible-version read, 9 s and more. A GET
+# waits for none (its lookup reads the bucket's and the key's record: 6 s without hedging).
+PUTS_S = 3 * META_N * META_DELAY_MS / 1000 * 2 / 3  # 18 s: 9-11 s hedged, >= 27 s not
+GETS_S = 2 * META_N * META_DELAY_MS / 1000 / 2  # 9 s: about 1 s hedged, >= 18 s not
+
+
+def test_metadata_reads_leave_a_slow_drive_behind(world, tmp_path):  # noqa: F811
+    with started(world, tmp_path, extra="slow_drive_ms = 0\n") as c:
+        lid, _ = c.leader()
+        f = others(lid)[0]
+        g, h = [i for i in others(lid) if i != f][:2]
+        s3, rd = c.client(g, retries=0), c.client(h, retries=0)
+        s3.create_bucket(Bucket="hmeta")
+        acked = {}
+        before = metric(c, lid, "openlake_drive_hedged_total", f)
+        c.nodes[lid].faults.write_text(
+            f"delay META_GET {META_DELAY_MS} {c.nodes[f].ip}:{c.nodes[f].rpc_port}\n")
+        for rnd in range(2):  # new keys, then each overwritten
+            batch = {f"m{n}": body(f"m{n}.{rnd}", (64 << 10) if n % 2 else (1 << 20) + 4099)
+                     for n in range(META_N)}
+
+            def puts():
+                for key, data in batch.items():
+                    t = time.monotonic()
+                    s3.put_object(Bucket="hmeta", Key=key, Body=data)
+                    print(f"PUT {key} ({len(data)} bytes): {time.monotonic() - t:.2f} s")
+
+            def gets():
+                for key, data in batch.items():
+                    t = time.monotonic()
+                    assert rd.get_object(Bucket="hmeta", Key=key)["Body"].read() == data, key
+                    print(f"GET {key}: {time.monotonic() - t:.2f} s")
+
+            bounded(f"{META_N} PUTs through node {g}", puts, PUTS_S)
+            acked.update(batch)
+            bounded(f"{META_N} GETs through node {h}", gets, GETS_S)
+        hedged = metric(c, lid, "openlake_drive_hedged_total", f) - before
+        print(f"node {f}'s drive: {hedged} calls left behind")
+        assert hedged >= 2 * META_N, hedged
+        assert c.online_now(lid) == NODES, "ejection is off: the slow drive stays online"
+        # nothing the drive missed (its reads were only left behind), and all whole
+        c.nodes[lid].faults.write_text("")
+        r = c.heal(lid)
+        assert r.returncode == 0, r.stdout + r.stderr
+        store_whole(c, "hmeta", acked, g, lid)
