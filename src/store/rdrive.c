@@ -495,7 +495,8 @@ m_commit(void *arg, const struct ol_meta_op *ops, size_t n, bool sync)
 	iov = (struct iovec){w.p, w.n};
 	rc = w.err ? -EMSGSIZE : rd_call(rd, OL_NODE_META_COMMIT, &iov, 1, NULL, NULL);
 	free(w.p);
-	return rc;
+	/* left behind by a hedged commit: not a fault (the caller fences the drive instead) */
+	return rc && rc != -ESTALE && aborted_now() ? -ECANCELED : rc;
 }
 
 static const struct ol_meta_remote_ops rd_meta_ops = {m_get, m_scan, m_commit};
@@ -514,6 +515,18 @@ next_gen(struct ol_rdrive *rd)
 		next = now > cur ? now : cur + 1;
 	while (!atomic_compare_exchange_weak(&rd->gen, &cur, next));
 	return next;
+}
+
+uint64_t
+ol_rd_fence_next(struct ol_rdrive *rd)
+{
+	return next_gen(rd);
+}
+
+uint64_t
+ol_rd_gen(struct ol_rdrive *rd)
+{
+	return atomic_load(&rd->gen);
 }
 
 /* The DRIVE_ID reply (record str) into *f. */

@@ -744,6 +744,10 @@ one_txn(struct ol_store *st, struct ol_commit *c, int d)
 		ol_drive_check(st, d, m);
 	if (rc == -ESTALE)
 		c->stale = true;
+	if (rc == -ECANCELED) { /* left behind (slow): batch_run says so, once */
+		undo_drive(c, d);
+		return;
+	}
 	if (rc) {
 		undo_drive(c, d);
 		ol_warn("store: drive %s: metadata commit failed: %s", st->d[d].root,
@@ -772,6 +776,12 @@ batch_drive(struct ol_store *st, struct ol_cq *b, int d)
 		rc = ol_meta_commit(t);
 		t = NULL;
 	}
+	if (rc == -ECANCELED) { /* left behind (slow): no fault, no retries on it */
+		ol_meta_abort(t);
+		for (struct ol_cq *x = b; x; x = x->next)
+			undo_drive(x->c, d);
+		return;
+	}
 	if (rc && ol_meta_broken(m, NULL)) { /* faulted: the drive goes, no retries on it */
 		ol_meta_abort(t);
 		ol_drive_check(st, d, m);
@@ -792,10 +802,15 @@ batch_drive(struct ol_store *st, struct ol_cq *b, int d)
 		x->c->done[d] = !skipped(st, x->c, d);
 }
 
+struct cq_ctx {
+	struct ol_store *st;
+	struct ol_cq *b;
+};
+
 static void
 batch_one(struct ol_store *st, int d, void *arg)
 {
-	struct ol_cq *b = arg;
+	struct ol_cq *b = ((struct cq_ctx *)arg)->b;
 
 	if (atomic_load(&st->d[d].meta))
 		batch_drive(st, b, d);
@@ -824,9 +839,48 @@ missed_after(struct ol_store *st, struct ol_commit *c, struct ol_meta *const *m)
 		ol_missed_follow(st, c, failed);
 }
 
+/* Has every commit of the batch landed on a write quorum of the drives done[]? */
+static bool
+commit_decided(void *arg, const bool *done)
+{
+	struct cq_ctx *q = arg;
+
+	for (struct ol_cq *x = q->b; x; x = x->next) {
+		int ok = 0;
+
+		for (int d = 0; d < q->st->n; d++)
+			ok += done[d] && x->c->done[d];
+		if (ok < q->st->w)
+			return false;
+	}
+	return true;
+}
+
+/* The drives a batch left behind (left): each counts as failed for every commit of the batch
+ * that it did not answer (missed_after records the miss on the drives that took it; one that
+ * answered as it was cut holds it) and takes a new generation before its next commit, so that
+ * the abandoned commit, if it still arrives, is refused there once a newer one landed instead
+ * of landing over it (landing before, it is an older record, and heal rewrites it). Batches
+ * run one at a time, so no other commit of this batch queue is on its way to the drive; a
+ * heal's own commit of a missed entry's removal that is (missed.c) and is refused fails as
+ * any failed commit does (the entry stays). */
+static void
+left_behind(struct ol_store *st, uint32_t left)
+{
+	for (int d = 0; d < st->n; d++) {
+		if (!(left & (1u << d)))
+			continue;
+		ol_rd_fence_next(st->d[d].rd);
+		ol_warn("store: drive %s: metadata commit (left behind: slow) failed: its writes "
+			"count as missed there, for heal",
+			st->d[d].root);
+	}
+}
+
 static void
 batch_run(struct ol_store *st, struct ol_cq *b)
 {
+	struct cq_ctx q = {st, b};
 	struct ol_io_op ops[OL_MAX_DRIVES];
 
 	struct ol_meta *m[OL_MAX_DRIVES];
@@ -841,7 +895,8 @@ batch_run(struct ol_store *st, struct ol_cq *b)
 		x->c->missed = ol_missed_mask(st, x->c, off);
 		x->c->missed_ns = now;
 	}
-	ol_each_drive(st, batch_one, b); /* remote drives commit at once */
+	/* remote drives commit at once; those above the write quorum may be left behind */
+	left_behind(st, ol_each_drive_hedged(st, batch_one, commit_decided, &q));
 	if (st->fsync) { /* LMDB runs MDB_NOSYNC: one fdatasync per drive covers the batch */
 		for (int d = 0; d < st->n; d++)
 			ops[d] = (struct ol_io_op){.fd = m[d] ? ol_meta_fd(m[d]) : -1,

@@ -432,6 +432,11 @@ int ol_shard_batch(struct ol_io_op *ops, unsigned n);
  * in the drive's EWMA and in its hedged counter. *hedged (when given) is set to the mask of
  * abandoned op indexes. Local ops are never abandoned. */
 int ol_shard_batch_spare(struct ol_io_op *ops, unsigned n, int spare, uint64_t *hedged);
+/* A new generation for the drive (above every earlier one), carried by its next commit: a
+ * commit of an older one, still on its way, is then refused there once a newer one landed
+ * (-ESTALE at the drive). ol_rd_gen: the current one. Any thread. */
+uint64_t ol_rd_fence_next(struct ol_rdrive *rd);
+uint64_t ol_rd_gen(struct ol_rdrive *rd);
 /* Ops of drive d's remote calls that hedged batches abandoned (any thread). */
 uint64_t ol_rd_hedged(struct ol_rdrive *rd);
 /* Is remote drive d of st so far behind its set's other online remote drives (EWMAs,
