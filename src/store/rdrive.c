@@ -458,7 +458,7 @@ m_scan(void *arg, enum ol_meta_db db, const void *k, size_t kl, bool after, stru
 	iov[2] = (struct iovec){tail, t.n};
 	rc = rd_call(rd, OL_NODE_META_SCAN, iov, 3, &buf, &len);
 	if (rc)
-		return rc;
+		return rc != -ENOENT && aborted_now() ? -ECANCELED : rc; /* left behind, as m_get */
 	return page_parse(buf, len, pg);
 }
 
