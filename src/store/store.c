@@ -429,6 +429,11 @@ read_decided(void *arg, const bool *done)
 	 * on one of the answers when fewer than w are pending */
 	if (a->how == OL_READS_ATTRS && key == OL_DECIDE_FOUND && pending >= st->w)
 		return false;
+	/* a read-only view must not serve a version older than one a write quorum may hold (it
+	 * may lag its writer): decided only while the drives it has not heard from are fewer than
+	 * w, so that a version only they hold cannot be on w */
+	if (st->readonly && key == OL_DECIDE_FOUND && st->n - answered >= st->w)
+		return false;
 	if (key != OL_DECIDE_ABSENT)
 		return key == OL_DECIDE_FOUND;
 	/* the key absent: a lookup's answer is then the bucket's (NoSuchKey or NoSuchBucket) */
