@@ -195,7 +195,8 @@ static const struct cfg_key keys[] = {
      "a set leader stops waiting for the slowest drives of a stripe's writes or reads once "
      "the others are done, the set can spare them (above its write quorum or k) and they "
      "have taken this many ms and hedge_ratio times the others' median; a write so given up "
-     "is recorded as missed and healed (0 = always wait)"},
+     "is recorded as missed and healed; the same for a metadata commit on a write quorum and "
+     "a metadata read whose answers decide it (0 = always wait)"},
     {"cluster.hedge_ratio", T_U32, F(cluster_hedge_ratio), "4", 1, 1000, 0, 0, 0,
      "how many times the finished drives' median time a straggler is given (with hedge_ms); "
      "also how far a drive's average call time must be above its peers' (and hedge_ms) for "

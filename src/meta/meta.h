@@ -109,9 +109,10 @@ struct ol_meta_remote_ops {
 	/* apply ops atomically (durable when sync); -ESTALE: fenced (the env stays sound) */
 	int (*commit)(void *arg, const struct ol_meta_op *ops, size_t n, bool sync);
 };
-/* Results of the callbacks that do not mean "the drive is unreachable". */
+/* Results of the callbacks that do not mean "the drive is unreachable"; -ECANCELED: a call
+ * this node abandoned itself (a hedged read left a slow drive behind, store/rdrive.c). */
 #define OL_META_REMOTE_SOUND(rc)                                                                   \
-	((rc) == 0 || (rc) == -ENOENT || (rc) == -ESTALE || (rc) == -EMSGSIZE)
+	((rc) == 0 || (rc) == -ENOENT || (rc) == -ESTALE || (rc) == -EMSGSIZE || (rc) == -ECANCELED)
 /* A remote env calling ops with arg (both outlive it). 0 or -ENOMEM. */
 int ol_meta_open_remote(const struct ol_meta_remote_ops *ops, void *arg, bool sync,
 			struct ol_meta **out);

@@ -233,7 +233,7 @@ ol_set_bucket_get(struct ol_store *st, const char *bucket, int64_t *created_ns, 
 	struct bvote v = {0};
 	int ok;
 
-	ol_reads_get(st, OL_META_BUCKETS, bucket, strlen(bucket), NULL, &r);
+	ol_reads_get_as(st, OL_META_BUCKETS, bucket, strlen(bucket), NULL, &r, OL_READS_ATTRS);
 	ok = bucket_votes(st, (const void *const *)r.raw, r.len, &v);
 	if (ok) {
 		if (created_ns)
@@ -258,7 +258,7 @@ ol_set_bucket_attrs(struct ol_store *st, const char *bucket, void **out, size_t 
 
 	*out = NULL;
 	*len = 0;
-	ol_reads_get(st, OL_META_BUCKETS, bucket, strlen(bucket), NULL, &r);
+	ol_reads_get_as(st, OL_META_BUCKETS, bucket, strlen(bucket), NULL, &r, OL_READS_ATTRS);
 	ok = bucket_votes(st, (const void *const *)r.raw, r.len, &v);
 	if (ok) {
 		*out = ol_xmalloc(v.alen + 1);

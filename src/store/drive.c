@@ -604,8 +604,9 @@ render_slow(struct ol_strbuf *b, struct ol_store *top)
 	     "moving average of the drive's node-plane call times, microseconds (while slow: "
 	     "its last probe)"},
 	    {"openlake_drive_hedged_total", "counter",
-	     "shard reads and writes of the drive abandoned because the rest of their stripe was "
-	     "done long before (the set could spare it)"}};
+	     "calls of the drive abandoned because the rest were done long before (a stripe's "
+	     "shard reads and writes, a metadata read already decided, a commit already on its "
+	     "write quorum)"}};
 	struct ol_store_drive_state ds;
 
 	for (int f = 0; f < 4; f++) {

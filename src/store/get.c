@@ -169,7 +169,8 @@ lookup_at(struct ol_store *st, const char *bucket, const char *key, size_t klen,
 		ikl = ol_okey(okey, bucket, key, klen);
 		ik = okey;
 	}
-	ol_reads_get(st, ik == okey ? OL_META_OBJECTS : OL_META_VERSIONS, ik, ikl, bucket, r);
+	ol_reads_get_as(st, ik == okey ? OL_META_OBJECTS : OL_META_VERSIONS, ik, ikl, bucket, r,
+			OL_READS_REC);
 	if (ol_rec_resolve(st, (const void *const *)r->raw, r->len, win, valid)) {
 		const struct ol_rec *w = &win[first_valid(st, valid)];
 
@@ -245,7 +246,7 @@ open_at(struct ol_store *st, const char *bucket, const char *key, size_t key_len
 	*info = g->info;
 	*out = g;
 	for (int i = 0; i < st->n && !vk && !st->readonly; i++) /* heal writes index records */
-		heal |= st->d[i].meta && !valid[i];
+		heal |= st->d[i].meta && !valid[i] && !(r.left & (1u << i)); /* not left behind */
 out:
 	pthread_rwlock_unlock(&st->obj_rw[li]);
 	if (rc != -EINVAL)

@@ -394,6 +394,7 @@ m_get(void *arg, enum ol_meta_db db, const void *k, size_t kl, void **v, size_t 
 	uint8_t hdr[8];
 	struct ol_node_wr w = {hdr, 0, sizeof(hdr), false};
 	struct iovec iov[2];
+	int rc;
 
 	if (kl == 0 || kl > OL_NODE_META_KEY)
 		return -EINVAL;
@@ -402,7 +403,9 @@ m_get(void *arg, enum ol_meta_db db, const void *k, size_t kl, void **v, size_t 
 	ol_node_put16(&w, (uint16_t)kl);
 	iov[0] = (struct iovec){hdr, w.n};
 	iov[1] = (struct iovec){(void *)k, kl};
-	return rd_call(rd, OL_NODE_META_GET, iov, 2, v, vl);
+	rc = rd_call(rd, OL_NODE_META_GET, iov, 2, v, vl);
+	/* left behind by a hedged read: not a fault of the drive (the env stays sound) */
+	return rc && rc != -ENOENT && aborted_now() ? -ECANCELED : rc;
 }
 
 /* Decode a META_SCAN reply (n u32, n entries) into pg; buf is taken over. */
@@ -455,7 +458,7 @@ m_scan(void *arg, enum ol_meta_db db, const void *k, size_t kl, bool after, stru
 	iov[2] = (struct iovec){tail, t.n};
 	rc = rd_call(rd, OL_NODE_META_SCAN, iov, 3, &buf, &len);
 	if (rc)
-		return rc;
+		return rc != -ENOENT && aborted_now() ? -ECANCELED : rc; /* left behind, as m_get */
 	return page_parse(buf, len, pg);
 }
 
@@ -492,7 +495,8 @@ m_commit(void *arg, const struct ol_meta_op *ops, size_t n, bool sync)
 	iov = (struct iovec){w.p, w.n};
 	rc = w.err ? -EMSGSIZE : rd_call(rd, OL_NODE_META_COMMIT, &iov, 1, NULL, NULL);
 	free(w.p);
-	return rc;
+	/* left behind by a hedged commit: not a fault (the caller fences the drive instead) */
+	return rc && rc != -ESTALE && aborted_now() ? -ECANCELED : rc;
 }
 
 static const struct ol_meta_remote_ops rd_meta_ops = {m_get, m_scan, m_commit};
@@ -511,6 +515,18 @@ next_gen(struct ol_rdrive *rd)
 		next = now > cur ? now : cur + 1;
 	while (!atomic_compare_exchange_weak(&rd->gen, &cur, next));
 	return next;
+}
+
+uint64_t
+ol_rd_fence_next(struct ol_rdrive *rd)
+{
+	return next_gen(rd);
+}
+
+uint64_t
+ol_rd_gen(struct ol_rdrive *rd)
+{
+	return atomic_load(&rd->gen);
 }
 
 /* The DRIVE_ID reply (record str) into *f. */
@@ -1085,6 +1101,25 @@ hedge_cfg(struct ol_io_op *op)
 	return f ? &f->rd->st->hedge : NULL;
 }
 
+/* Wait on cv (mu held) for a signal, or (after: not UINT64_MAX) until after us from a batch's
+ * start, now us into it: cv runs on CLOCK_MONOTONIC. */
+static void
+wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t after, uint64_t now)
+{
+	struct timespec ts;
+
+	if (after == UINT64_MAX) {
+		pthread_cond_wait(cv, mu);
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)((after - now) / 1000000);
+	ts.tv_nsec += (long)((after - now) % 1000000) * 1000;
+	if (ts.tv_nsec >= 1000000000L)
+		ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+	pthread_cond_timedwait(cv, mu, &ts);
+}
+
 /* Wait (h->mu held) until every op is done, or until the rule lets the rest go: then they
  * are abandoned. */
 static void
@@ -1093,7 +1128,6 @@ hedge_wait(struct hedge *h, unsigned n, int spare, const struct ol_hedge_cfg *cf
 	while (h->ndone < n) {
 		uint64_t us[OL_MAX_DRIVES * 2], after, now;
 		int nd = 0;
-		struct timespec ts;
 
 		for (unsigned i = 0; i < n; i++)
 			if (h->s[i].done)
@@ -1102,16 +1136,7 @@ hedge_wait(struct hedge *h, unsigned n, int spare, const struct ol_hedge_cfg *cf
 		now = (ol_io_now_ns() - h->t0) / 1000;
 		if (after != UINT64_MAX && now >= after)
 			break;
-		if (after == UINT64_MAX) {
-			pthread_cond_wait(&h->cv, &h->mu);
-			continue;
-		}
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (time_t)((after - now) / 1000000);
-		ts.tv_nsec += (long)((after - now) % 1000000) * 1000;
-		if (ts.tv_nsec >= 1000000000L)
-			ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-		pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+		wait_until(&h->cv, &h->mu, after, now);
 	}
 	for (unsigned i = 0; i < n; i++) {
 		if (h->s[i].done)
@@ -1280,6 +1305,128 @@ ol_each_drive(struct ol_store *st, void (*fn)(struct ol_store *st, int d, void *
 		else if (ol_drive_remote(st, d) && d != first)
 			fn(st, d, arg);
 	}
+}
+
+/* ol_each_drive_hedged: every remote drive's fn on its own thread, this one watching. */
+struct ehedge {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct ol_store *st;
+	void (*fn)(struct ol_store *st, int d, void *arg);
+	void *arg;
+	struct hslot s[OL_MAX_DRIVES];
+	bool done[OL_MAX_DRIVES];
+	uint64_t t0; /* ns */
+};
+
+struct ehedge_arg {
+	struct ehedge *h;
+	int d;
+};
+
+static void *
+ehedge_thread(void *arg)
+{
+	struct ehedge_arg *a = arg;
+	struct ehedge *h = a->h;
+
+	my_slot = &h->s[a->d];
+	h->fn(h->st, a->d, h->arg);
+	my_slot = NULL;
+	pthread_mutex_lock(&h->mu);
+	h->s[a->d].done = true;
+	h->s[a->d].us = (ol_io_now_ns() - h->t0) / 1000;
+	h->done[a->d] = true;
+	pthread_cond_signal(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+/* Wait (h->mu held) until every remote drive's fn ended, or until decided() holds and the
+ * rest ran past the hedge delay: then they are abandoned. */
+static void
+ehedge_wait(struct ehedge *h, const bool *remote, bool (*decided)(void *arg, const bool *done))
+{
+	struct ol_store *st = h->st;
+
+	for (;;) {
+		uint64_t us[OL_MAX_DRIVES], after = UINT64_MAX, now;
+		int nd = 0, nr = 0;
+
+		for (int d = 0; d < st->n; d++) {
+			nr += remote[d];
+			if (remote[d] && h->done[d])
+				us[nd++] = h->s[d].us;
+		}
+		if (nd == nr)
+			return;
+		if (nd && decided(h->arg, h->done)) /* all the rest may go: the answer is in */
+			after = ol_hedge_after_us(&st->hedge, us, nd, nr, nr - nd);
+		now = (ol_io_now_ns() - h->t0) / 1000;
+		if (after != UINT64_MAX && now >= after)
+			break;
+		wait_until(&h->cv, &h->mu, after, now);
+	}
+	for (int d = 0; d < st->n; d++) {
+		if (!remote[d] || h->done[d])
+			continue;
+		h->s[d].aborted = true;
+		if (h->s[d].c)
+			ol_node_client_abort(h->s[d].c);
+	}
+}
+
+uint32_t
+ol_each_drive_hedged(struct ol_store *st, void (*fn)(struct ol_store *st, int d, void *arg),
+		     bool (*decided)(void *arg, const bool *done), void *arg)
+{
+	struct ehedge h = {.st = st, .fn = fn, .arg = arg};
+	struct ehedge_arg a[OL_MAX_DRIVES];
+	pthread_t th[OL_MAX_DRIVES];
+	bool started[OL_MAX_DRIVES] = {false}, remote[OL_MAX_DRIVES] = {false};
+	pthread_condattr_t ca;
+	uint32_t left = 0;
+
+	if (!st->hedge.floor_ms) {
+		ol_each_drive(st, fn, arg);
+		return 0;
+	}
+	pthread_mutex_init(&h.mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h.cv, &ca);
+	pthread_condattr_destroy(&ca);
+	h.t0 = ol_io_now_ns();
+	for (int d = 0; d < st->n; d++) {
+		h.s[d].mu = &h.mu;
+		a[d] = (struct ehedge_arg){&h, d};
+		remote[d] = ol_drive_remote(st, d);
+		if (remote[d])
+			started[d] = pthread_create(&th[d], NULL, ehedge_thread, &a[d]) == 0;
+	}
+	for (int d = 0; d < st->n; d++) {
+		if (remote[d] && !started[d])
+			ehedge_thread(&a[d]); /* no thread: it runs here, and is waited for */
+		else if (!remote[d])
+			fn(st, d, arg);
+		if (!remote[d])
+			h.done[d] = true; /* no thread writes a local drive's entry */
+	}
+	pthread_mutex_lock(&h.mu);
+	ehedge_wait(&h, remote, decided);
+	pthread_mutex_unlock(&h.mu);
+	for (int d = 0; d < st->n; d++) {
+		if (started[d])
+			pthread_join(th[d], NULL);
+		if (!h.s[d].aborted)
+			continue;
+		left |= 1u << d;
+		atomic_fetch_add(&st->d[d].rd->hedged, 1);
+		atomic_store(&st->d[d].rd->hedged_ns, ol_io_now_ns());
+	}
+	pthread_cond_destroy(&h.cv);
+	pthread_mutex_destroy(&h.mu);
+	return left;
 }
 
 /* One SHARD_LIST page of dir after `after`: cb(arg, name, mtime_s) for each; *last is set to the

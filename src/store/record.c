@@ -313,6 +313,43 @@ ol_rec_resolve(const struct ol_store *st, const void *const *raw, const size_t *
 	return 1;
 }
 
+/* The newest version among the answers so far, when it wins: see store_int.h. */
+int
+ol_rec_decide(int n, int k, const void *const *raw, const size_t *lens, int pending, int unanswered)
+{
+	struct ol_rec cand[OL_MAX_DRIVES][2], best;
+	bool have[OL_MAX_DRIVES][2] = {{false}}, any = false;
+	int votes = 0, held = 0;
+
+	for (int d = 0; d < n; d++) {
+		if (!raw[d])
+			continue;
+		held++;
+		if (ol_rec_decode(raw[d], lens[d], &cand[d][0]))
+			return OL_DECIDE_WAIT; /* the full read takes that drive out: wait for it */
+		have[d][0] = true;
+		have[d][1] = cand[d][0].prev_len &&
+			     !ol_rec_decode(cand[d][0].prev, cand[d][0].prev_len, &cand[d][1]);
+	}
+	if (ol_presence_decide(held, unanswered, k) == OL_DECIDE_ABSENT)
+		return OL_DECIDE_ABSENT;
+	if (pending >= k)
+		return OL_DECIDE_WAIT; /* a version only the unanswered hold could still win */
+	for (int d = 0; d < n; d++)
+		for (int j = 0; j < 2; j++)
+			if (have[d][j] && (!any || newer(&cand[d][j], &best))) {
+				best = cand[d][j];
+				any = true;
+			}
+	for (int d = 0; any && d < n; d++)
+		for (int j = 0; j < 2; j++)
+			if (have[d][j] && !memcmp(cand[d][j].vid, best.vid, OL_UUID)) {
+				votes++;
+				break;
+			}
+	return any && votes >= k && votes >= best.k ? OL_DECIDE_FOUND : OL_DECIDE_WAIT;
+}
+
 size_t
 ol_brec_encode(uint8_t out[16], int64_t created)
 {

@@ -88,3 +88,11 @@ ol_hedge_lagging(const struct ol_hedge_cfg *c, uint64_t lat_us, uint64_t peers_u
 
 	return ol_slow_is(&s, lat_us, peers_us);
 }
+
+int
+ol_presence_decide(int votes, int unanswered, int k)
+{
+	if (votes >= k)
+		return OL_DECIDE_FOUND;
+	return votes + unanswered < k ? OL_DECIDE_ABSENT : OL_DECIDE_WAIT;
+}

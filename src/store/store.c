@@ -353,6 +353,8 @@ struct rg {
 	size_t klen;
 	const char *bucket;
 	struct ol_reads *r;
+	struct ol_store *st;
+	enum ol_reads_how how;
 	bool bk[OL_MAX_DRIVES], ans[OL_MAX_DRIVES];
 };
 
@@ -365,7 +367,7 @@ read_one(struct ol_store *st, int d, void *arg)
 	struct ol_meta_txn *t;
 	const void *v;
 	size_t vl;
-	bool bk;
+	int rb = -ENOENT, rk = -ENOENT;
 
 	if (!m)
 		return;
@@ -373,12 +375,19 @@ read_one(struct ol_store *st, int d, void *arg)
 		ol_drive_check(st, d, m);
 		return;
 	}
-	bk = a->bucket &&
-	     ol_meta_get(t, OL_META_BUCKETS, a->bucket, strlen(a->bucket), &v, &vl) == 0;
-	if (a->key && ol_meta_get(t, a->db, a->key, a->klen, &v, &vl) == 0) {
+	if (a->bucket)
+		rb = ol_meta_get(t, OL_META_BUCKETS, a->bucket, strlen(a->bucket), &v, &vl);
+	if (a->key && rb != -ECANCELED &&
+	    (rk = ol_meta_get(t, a->db, a->key, a->klen, &v, &vl)) == 0) {
 		r->raw[d] = ol_xmalloc(vl ? vl : 1);
 		memcpy(r->raw[d], v, vl);
 		r->len[d] = vl;
+	}
+	if (rb == -ECANCELED || rk == -ECANCELED) { /* left behind: no answer, no fault */
+		free(r->raw[d]);
+		r->raw[d] = NULL;
+		ol_meta_abort(t);
+		return;
 	}
 	if (ol_meta_broken(m, NULL)) { /* a fault: what it read does not count */
 		free(r->raw[d]);
@@ -387,23 +396,76 @@ read_one(struct ol_store *st, int d, void *arg)
 		ol_drive_check(st, d, m);
 		return;
 	}
-	a->bk[d] = bk;
+	a->bk[d] = rb == 0;
 	a->ans[d] = true;
 	ol_meta_abort(t);
+}
+
+/* Do the answers of the drives done[] decide what the caller concludes (see ol_reads_how)? */
+static bool
+read_decided(void *arg, const bool *done)
+{
+	struct rg *a = arg;
+	struct ol_store *st = a->st;
+	const void *raw[OL_MAX_DRIVES];
+	size_t len[OL_MAX_DRIVES];
+	int pending = 0, answered = 0, bk = 0, held = 0, key;
+
+	for (int d = 0; d < st->n; d++) {
+		bool in = done[d] && a->ans[d];
+
+		pending += !done[d];
+		answered += in;
+		bk += in && a->bk[d];
+		raw[d] = in ? a->r->raw[d] : NULL;
+		len[d] = in ? a->r->len[d] : 0;
+		held += raw[d] != NULL;
+	}
+	if (a->how == OL_READS_REC)
+		key = ol_rec_decide(st->n, st->k, raw, len, pending, st->n - answered);
+	else
+		key = ol_presence_decide(held, st->n - answered, st->k);
+	/* attrs: the newest update among the answers; an acknowledged one is on >= w drives, so
+	 * on one of the answers when fewer than w are pending */
+	if (a->how == OL_READS_ATTRS && key == OL_DECIDE_FOUND && pending >= st->w)
+		return false;
+	/* a read-only view must not serve a version older than one a write quorum may hold (it
+	 * may lag its writer): decided only while the drives it has not heard from are fewer than
+	 * w, so that a version only they hold cannot be on w */
+	if (st->readonly && key == OL_DECIDE_FOUND && st->n - answered >= st->w)
+		return false;
+	if (key != OL_DECIDE_ABSENT)
+		return key == OL_DECIDE_FOUND;
+	/* the key absent: a lookup's answer is then the bucket's (NoSuchKey or NoSuchBucket) */
+	return !a->bucket || ol_presence_decide(bk, st->n - answered, st->k) != OL_DECIDE_WAIT;
+}
+
+void
+ol_reads_get_as(struct ol_store *st, enum ol_meta_db db, const void *key, size_t klen,
+		const char *bucket, struct ol_reads *r, enum ol_reads_how how)
+{
+	struct rg a = {
+	    .db = db, .key = key, .klen = klen, .bucket = bucket, .r = r, .st = st, .how = how};
+	uint32_t left = 0;
+
+	memset(r, 0, sizeof(*r));
+	if (how == OL_READS_ALL)
+		ol_each_drive(st, read_one, &a); /* remote drives read at once */
+	else
+		left = ol_each_drive_hedged(st, read_one, read_decided, &a);
+	for (int d = 0; d < st->n; d++) {
+		r->bucket_votes += a.bk[d];
+		r->answered += a.ans[d];
+		if (!a.ans[d] && (left & (1u << d)))
+			r->left |= 1u << d;
+	}
 }
 
 void
 ol_reads_get(struct ol_store *st, enum ol_meta_db db, const void *key, size_t klen,
 	     const char *bucket, struct ol_reads *r)
 {
-	struct rg a = {.db = db, .key = key, .klen = klen, .bucket = bucket, .r = r};
-
-	memset(r, 0, sizeof(*r));
-	ol_each_drive(st, read_one, &a); /* remote drives read at once */
-	for (int d = 0; d < st->n; d++) {
-		r->bucket_votes += a.bk[d];
-		r->answered += a.ans[d];
-	}
+	ol_reads_get_as(st, db, key, klen, bucket, r, OL_READS_ALL);
 }
 
 int
@@ -432,9 +494,10 @@ ol_bucket_check(struct ol_store *st, const char *bucket)
 	bool skip[OL_MAX_DRIVES];
 	int votes = 0, online = 0, first = -1, rc;
 
-	ol_reads_get(st, OL_META_BUCKETS, bucket, strlen(bucket), NULL, &r);
+	ol_reads_get_as(st, OL_META_BUCKETS, bucket, strlen(bucket), NULL, &r, OL_READS_PRESENT);
 	for (int d = 0; d < st->n; d++) {
-		online += st->d[d].meta != NULL;
+		/* a drive left behind is not known to lack it: no heal of it here */
+		online += st->d[d].meta != NULL && !(r.left & (1u << d));
 		if (r.raw[d]) {
 			votes++;
 			first = first < 0 ? d : first;
@@ -451,7 +514,7 @@ ol_bucket_check(struct ol_store *st, const char *bucket)
 		for (int d = 0; d < st->n; d++) {
 			raw[d] = r.raw[first];
 			r.len[d] = r.len[first];
-			skip[d] = r.raw[d] != NULL;
+			skip[d] = r.raw[d] != NULL || (r.left & (1u << d));
 		}
 		if (ol_commit_all(st, &c) > 0)
 			ol_info("store: healed bucket record %s", bucket);
@@ -542,7 +605,7 @@ ol_visible_vid(struct ol_store *st, enum ol_meta_db db, const void *k, size_t kl
 	bool valid[OL_MAX_DRIVES];
 	int found, d;
 
-	ol_reads_get(st, db, k, kl, NULL, &r);
+	ol_reads_get_as(st, db, k, kl, NULL, &r, OL_READS_REC);
 	found = ol_rec_resolve(st, (const void *const *)r.raw, r.len, win, valid);
 	for (d = 0; found && !valid[d]; d++)
 		;
@@ -562,7 +625,7 @@ ol_cond_check(struct ol_store *st, const void *k, size_t kl, const struct ol_sto
 
 	if (!cond || (!cond->if_match && !cond->if_none_match))
 		return 0;
-	ol_reads_get(st, OL_META_OBJECTS, k, kl, NULL, &r);
+	ol_reads_get_as(st, OL_META_OBJECTS, k, kl, NULL, &r, OL_READS_REC);
 	found = ol_rec_resolve(st, (const void *const *)r.raw, r.len, win, valid);
 	for (d = 0; found && !valid[d]; d++)
 		;
@@ -686,6 +749,10 @@ one_txn(struct ol_store *st, struct ol_commit *c, int d)
 		ol_drive_check(st, d, m);
 	if (rc == -ESTALE)
 		c->stale = true;
+	if (rc == -ECANCELED) { /* left behind (slow): batch_run says so, once */
+		undo_drive(c, d);
+		return;
+	}
 	if (rc) {
 		undo_drive(c, d);
 		ol_warn("store: drive %s: metadata commit failed: %s", st->d[d].root,
@@ -714,6 +781,12 @@ batch_drive(struct ol_store *st, struct ol_cq *b, int d)
 		rc = ol_meta_commit(t);
 		t = NULL;
 	}
+	if (rc == -ECANCELED) { /* left behind (slow): no fault, no retries on it */
+		ol_meta_abort(t);
+		for (struct ol_cq *x = b; x; x = x->next)
+			undo_drive(x->c, d);
+		return;
+	}
 	if (rc && ol_meta_broken(m, NULL)) { /* faulted: the drive goes, no retries on it */
 		ol_meta_abort(t);
 		ol_drive_check(st, d, m);
@@ -734,10 +807,15 @@ batch_drive(struct ol_store *st, struct ol_cq *b, int d)
 		x->c->done[d] = !skipped(st, x->c, d);
 }
 
+struct cq_ctx {
+	struct ol_store *st;
+	struct ol_cq *b;
+};
+
 static void
 batch_one(struct ol_store *st, int d, void *arg)
 {
-	struct ol_cq *b = arg;
+	struct ol_cq *b = ((struct cq_ctx *)arg)->b;
 
 	if (atomic_load(&st->d[d].meta))
 		batch_drive(st, b, d);
@@ -766,9 +844,48 @@ missed_after(struct ol_store *st, struct ol_commit *c, struct ol_meta *const *m)
 		ol_missed_follow(st, c, failed);
 }
 
+/* Has every commit of the batch landed on a write quorum of the drives done[]? */
+static bool
+commit_decided(void *arg, const bool *done)
+{
+	struct cq_ctx *q = arg;
+
+	for (struct ol_cq *x = q->b; x; x = x->next) {
+		int ok = 0;
+
+		for (int d = 0; d < q->st->n; d++)
+			ok += done[d] && x->c->done[d];
+		if (ok < q->st->w)
+			return false;
+	}
+	return true;
+}
+
+/* The drives a batch left behind (left): each counts as failed for every commit of the batch
+ * that it did not answer (missed_after records the miss on the drives that took it; one that
+ * answered as it was cut holds it) and takes a new generation before its next commit, so that
+ * the abandoned commit, if it still arrives, is refused there once a newer one landed instead
+ * of landing over it (landing before, it is an older record, and heal rewrites it). Batches
+ * run one at a time, so no other commit of this batch queue is on its way to the drive; a
+ * heal's own commit of a missed entry's removal that is (missed.c) and is refused fails as
+ * any failed commit does (the entry stays). */
+static void
+left_behind(struct ol_store *st, uint32_t left)
+{
+	for (int d = 0; d < st->n; d++) {
+		if (!(left & (1u << d)))
+			continue;
+		ol_rd_fence_next(st->d[d].rd);
+		ol_warn("store: drive %s: metadata commit (left behind: slow) failed: its writes "
+			"count as missed there, for heal",
+			st->d[d].root);
+	}
+}
+
 static void
 batch_run(struct ol_store *st, struct ol_cq *b)
 {
+	struct cq_ctx q = {st, b};
 	struct ol_io_op ops[OL_MAX_DRIVES];
 
 	struct ol_meta *m[OL_MAX_DRIVES];
@@ -783,7 +900,8 @@ batch_run(struct ol_store *st, struct ol_cq *b)
 		x->c->missed = ol_missed_mask(st, x->c, off);
 		x->c->missed_ns = now;
 	}
-	ol_each_drive(st, batch_one, b); /* remote drives commit at once */
+	/* remote drives commit at once; those above the write quorum may be left behind */
+	left_behind(st, ol_each_drive_hedged(st, batch_one, commit_decided, &q));
 	if (st->fsync) { /* LMDB runs MDB_NOSYNC: one fdatasync per drive covers the batch */
 		for (int d = 0; d < st->n; d++)
 			ops[d] = (struct ol_io_op){.fd = m[d] ? ol_meta_fd(m[d]) : -1,

@@ -82,6 +82,14 @@ uint64_t ol_hedge_after_us(const struct ol_hedge_cfg *c, uint64_t *done_us, int 
  * goes to another shard instead: at least floor_ms and ratio times peers_us (false when off). */
 bool ol_hedge_lagging(const struct ol_hedge_cfg *c, uint64_t lat_us, uint64_t peers_us);
 
+/* What a metadata read's answers so far decide (issue 10): the answer that waiting for every
+ * drive would give (FOUND, ABSENT), or WAIT. Pure, as above. */
+enum { OL_DECIDE_WAIT, OL_DECIDE_FOUND, OL_DECIDE_ABSENT };
+/* A record asked for by presence (a bucket's): FOUND on >= k answering drives (more answers
+ * only add votes), ABSENT when votes + unanswered < k (every drive not answered, still running
+ * or failed, counted as holding it, as ol_reads_absent does), else WAIT. */
+int ol_presence_decide(int votes, int unanswered, int k);
+
 struct ol_drive {
 	char root[OL_PATH_MAX]; /* data dir; a remote drive: "node N host:port drive D" */
 	struct ol_rdrive *rd;	/* NULL: a local drive; else served by a node plane (rdrive.c) */
@@ -352,6 +360,15 @@ bool ol_rec_doubt(const struct ol_store *st, const void *const *raw, const size_
 int ol_rec_resolve(const struct ol_store *st, const void *const *raw, const size_t *lens,
 		   struct ol_rec *win, bool *valid);
 uint32_t ol_crc32c(const void *buf, size_t len, uint32_t seed);
+/* ol_rec_resolve's answer decided before every drive answered, for the n drives' records
+ * raw[] (NULL: none, or not answered yet), pending of them still running and unanswered not
+ * answered in all (pending included): ABSENT when ol_presence_decide says so (no version can
+ * reach k votes); FOUND when pending < k and the newest version among the answers (a current
+ * record or a prev) holds >= k votes there (and >= its own k): a newer version could then
+ * be only on pending drives, on fewer than k, and never wins; else WAIT (a record that does
+ * not decode too: the full read takes its drive out). Pure: decodes only. */
+int ol_rec_decide(int n, int k, const void *const *raw, const size_t *lens, int pending,
+		  int unanswered);
 uint64_t ol_block_sum(int ck, const void *buf, size_t len, uint64_t block);
 void ol_put_u32(uint8_t *p, uint32_t v);
 void ol_put_u64(uint8_t *p, uint64_t v);
@@ -424,6 +441,11 @@ int ol_shard_batch(struct ol_io_op *ops, unsigned n);
  * in the drive's EWMA and in its hedged counter. *hedged (when given) is set to the mask of
  * abandoned op indexes. Local ops are never abandoned. */
 int ol_shard_batch_spare(struct ol_io_op *ops, unsigned n, int spare, uint64_t *hedged);
+/* A new generation for the drive (above every earlier one), carried by its next commit: a
+ * commit of an older one, still on its way, is then refused there once a newer one landed
+ * (-ESTALE at the drive). ol_rd_gen: the current one. Any thread. */
+uint64_t ol_rd_fence_next(struct ol_rdrive *rd);
+uint64_t ol_rd_gen(struct ol_rdrive *rd);
 /* Ops of drive d's remote calls that hedged batches abandoned (any thread). */
 uint64_t ol_rd_hedged(struct ol_rdrive *rd);
 /* Is remote drive d of st so far behind its set's other online remote drives (EWMAs,
@@ -438,6 +460,19 @@ uint64_t ol_drive_peers_us(struct ol_store *st, int d, uint64_t min_calls, int *
  * (their calls overlap on the wire). fn must only touch drive d's part of shared state. */
 void ol_each_drive(struct ol_store *st, void (*fn)(struct ol_store *st, int d, void *arg),
 		   void *arg);
+/* ol_each_drive whose remote drives may be left behind (issue 10): each remote drive's fn runs
+ * on its own thread (local ones on this one, first); after each one ends, decided(arg, done)
+ * (called under a lock; done[d]: drive d's fn ended, every local one's has) says whether the
+ * ends in hand settle what the caller will conclude. Once it does and the rest have run past
+ * the store's hedge delay (ol_hedge_after_us, all of them spare), the rest are abandoned as
+ * ol_shard_batch_spare's are: their connections cut (their calls return -ECANCELED at once),
+ * each call noted in the drive's EWMA with the time it was given, each drive counted in its
+ * hedged counter. Every fn has ended when this returns. Returns the mask of drives abandoned
+ * (0 with hedging off: then it is ol_each_drive). decided must read only what the fns of
+ * drives done[] wrote. */
+uint32_t ol_each_drive_hedged(struct ol_store *st,
+			      void (*fn)(struct ol_store *st, int d, void *arg),
+			      bool (*decided)(void *arg, const bool *done), void *arg);
 
 /* shard.c: shard files (their I/O goes through io/'s ol_io_batch, one ring per thread) */
 void ol_shard_path(const struct ol_store *st, int d, const uint8_t *uuid, char *buf, size_t cap);
@@ -539,8 +574,19 @@ struct ol_reads {
 	void *raw[OL_MAX_DRIVES];
 	size_t len[OL_MAX_DRIVES];
 	int bucket_votes;
-	int answered; /* drives whose read ran without a fault (a missing record counts) */
+	int answered;  /* drives whose read ran without a fault (a missing record counts) */
+	uint32_t left; /* drives left behind (slow; not a fault): they did not answer */
 };
+/* How a read may end before every drive answered (issue 10): never (ALL), or once the answers
+ * in hand decide what waiting would (ol_rec_decide for REC, ol_presence_decide for PRESENT, the
+ * bucket's presence too when a bucket is asked for and the key is absent) and the rest ran
+ * past the hedge delay: they are then left behind (ol_each_drive_hedged), in r->left. ATTRS:
+ * a bucket's record read for its attrs (the newest update among the answers wins): as
+ * PRESENT, and present only with fewer than w drives pending, so that the newest acknowledged
+ * update (on >= w drives) is among the answers. */
+enum ol_reads_how { OL_READS_ALL, OL_READS_REC, OL_READS_PRESENT, OL_READS_ATTRS };
+void ol_reads_get_as(struct ol_store *st, enum ol_meta_db db, const void *key, size_t klen,
+		     const char *bucket, struct ol_reads *r, enum ol_reads_how how);
 void ol_reads_get(struct ol_store *st, enum ol_meta_db db, const void *key, size_t klen,
 		  const char *bucket, struct ol_reads *r);
 void ol_reads_free(struct ol_reads *r);

@@ -240,14 +240,14 @@ def shard_delay(c, lid, f, ms):
         for op in ("SHARD_PWRITE", "SHARD_READ", "SHARD_FSYNC")))
 
 
-def bounded(what, fn):
-    """fn() in a thread, given REQUEST_S in all (a client's whole-request timeout)"""
+def bounded(what, fn, limit_s=REQUEST_S):
+    """fn() in a thread, given limit_s in all (a client's whole-request timeout)"""
     import concurrent.futures
     ex = concurrent.futures.ThreadPoolExecutor(1)
     try:
-        return ex.submit(fn).result(timeout=REQUEST_S)
+        return ex.submit(fn).result(timeout=limit_s)
     except concurrent.futures.TimeoutError:
-        raise AssertionError(f"{what}: not within {REQUEST_S} s") from None
+        raise AssertionError(f"{what}: not within {limit_s} s") from None
     finally:
         ex.shutdown(wait=False)
 
@@ -281,3 +281,108 @@ def test_a_slow_drive_is_left_behind_when_it_cannot_be_taken_out(world, tmp_path
         r = c.heal(lid)
         assert r.returncode == 0, r.stdout + r.stderr
         store_whole(c, "hedge", acked, g, lid)
+
+
+# Hedged metadata reads (docs/cluster.md, "A slow drive"): ejection off, one drive whose
+# META_GETs alone take META_DELAY_MS each (inside the plane's 5 s deadline).
+META_DELAY_MS = 3000
+META_N = 3
+# Bounds on META_N requests in a row, each far under what waiting for every read costs and
+# well over what a hedged one takes. A PUT's bucket check, visible-version read and its
+# commit's read of the record it replaces each wait META_DELAY_MS for the slow drive without
+# hedging (12-15.6 s a PUT measured); hedged, each takes the hedge delay (0.8-1 s a PUT). A
+# GET's lookup reads the bucket's and the key's record (6 s without hedging, 0.2-0.4 s with).
+PUTS_S = 15  # 3 PUTs
+GETS_S = 9  # 3 GETs
+
+def test_metadata_reads_leave_a_slow_drive_behind(world, tmp_path):  # noqa: F811
+    with started(world, tmp_path, extra="slow_drive_ms = 0\n") as c:
+        lid, _ = c.leader()
+        f = others(lid)[0]
+        g, h = [i for i in others(lid) if i != f][:2]
+        s3, rd = c.client(g, retries=0), c.client(h, retries=0)
+        s3.create_bucket(Bucket="hmeta")
+        acked = {}
+        before = metric(c, lid, "openlake_drive_hedged_total", f)
+        c.nodes[lid].faults.write_text(
+            f"delay META_GET {META_DELAY_MS} {c.nodes[f].ip}:{c.nodes[f].rpc_port}\n")
+        for rnd in range(2):  # new keys, then each overwritten
+            batch = {f"m{n}": body(f"m{n}.{rnd}", (64 << 10) if n % 2 else (1 << 20) + 4099)
+                     for n in range(META_N)}
+
+            def puts():
+                for key, data in batch.items():
+                    t = time.monotonic()
+                    s3.put_object(Bucket="hmeta", Key=key, Body=data)
+                    print(f"PUT {key} ({len(data)} bytes): {time.monotonic() - t:.2f} s")
+
+            def gets():
+                for key, data in batch.items():
+                    t = time.monotonic()
+                    assert rd.get_object(Bucket="hmeta", Key=key)["Body"].read() == data, key
+                    print(f"GET {key}: {time.monotonic() - t:.2f} s")
+
+            bounded(f"{META_N} PUTs through node {g}", puts, PUTS_S)
+            acked.update(batch)
+            bounded(f"{META_N} GETs through node {h}", gets, GETS_S)
+        hedged = metric(c, lid, "openlake_drive_hedged_total", f) - before
+        print(f"node {f}'s drive: {hedged} calls left behind")
+        assert hedged >= 2 * META_N, hedged
+        assert c.online_now(lid) == NODES, "ejection is off: the slow drive stays online"
+        # nothing the drive missed (its reads were only left behind), and all whole
+        c.nodes[lid].faults.write_text("")
+        r = c.heal(lid)
+        assert r.returncode == 0, r.stdout + r.stderr
+        store_whole(c, "hmeta", acked, g, lid)
+
+
+# Hedged commits: one drive whose META_COMMITs alone take COMMIT_DELAY_MS each.
+COMMIT_DELAY_MS = 3500
+COMMIT_PUTS = 6  # 4 overwrites of one key, 2 new keys
+# Without hedged commits each PUT waits for the slow commit (21 s and more in all); hedged,
+# a PUT takes about what it takes with no delay (a hedge delay more).
+COMMITS_S = 12
+
+
+def test_commits_leave_a_slow_drive_behind_and_fence_it(world, tmp_path):  # noqa: F811
+    with started(world, tmp_path, extra="slow_drive_ms = 0\n") as c:
+        lid, _ = c.leader()
+        f = others(lid)[0]
+        g, h = [i for i in others(lid) if i != f][:2]
+        s3 = c.client(g, retries=0)
+        s3.create_bucket(Bucket="hcommit")
+        acked = {}
+        before = metric(c, lid, "openlake_drive_hedged_total", f)
+        c.nodes[lid].faults.write_text(
+            f"delay META_COMMIT {COMMIT_DELAY_MS} {c.nodes[f].ip}:{c.nodes[f].rpc_port}\n")
+        batch = [("over", body(f"over.{n}", (64 << 10) if n % 2 else (1 << 20) + 4099))
+                 for n in range(COMMIT_PUTS - 2)]
+        batch += [(f"new{n}", body(f"new{n}", 70000 + n)) for n in range(2)]
+
+        def puts():
+            for key, data in batch:
+                t = time.monotonic()
+                s3.put_object(Bucket="hcommit", Key=key, Body=data)
+                acked[key] = data
+                print(f"PUT {key} ({len(data)} bytes): {time.monotonic() - t:.2f} s")
+
+        bounded(f"{COMMIT_PUTS} PUTs through node {g}", puts, COMMITS_S)
+        for key, data in acked.items():
+            assert c.client(h, retries=4).get_object(
+                Bucket="hcommit", Key=key)["Body"].read() == data, key
+        hedged = metric(c, lid, "openlake_drive_hedged_total", f) - before
+        print(f"node {f}'s drive: {hedged} calls left behind")
+        assert hedged >= COMMIT_PUTS, hedged
+        assert "metadata commit (left behind: slow) failed" in c.nodes[lid].log()
+        assert c.online_now(lid) == NODES, "ejection is off: the slow drive stays online"
+        # heal rewrites what the drive missed; then every object is whole everywhere
+        c.nodes[lid].faults.write_text("")
+        r = c.heal(lid)
+        assert r.returncode == 0, r.stdout + r.stderr
+        store_whole(c, "hcommit", acked, g, lid)
+        # node h stopped: a read needs node f's records (k = 3 of 4): each is the newest
+        # version (an older one there would win: the others hold it as their prev)
+        c.nodes[h].stop()
+        rd = c.client(g, retries=4)
+        for key, data in acked.items():
+            assert rd.get_object(Bucket="hcommit", Key=key)["Body"].read() == data, key

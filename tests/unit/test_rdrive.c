@@ -215,8 +215,16 @@ test_down_and_back(struct ol_store *st, uint8_t *big)
 /* A META_COMMIT from before the drive's return (a frame that sat in a frozen node's socket
  * buffers, sent with the generation the drive had then, or by a sender without one) lands
  * after the drive came back: the drive refuses it, and what was written since stays. */
+static int late_commit_gen(const char *key, bool with_gen, uint64_t gen);
+
 static int
 late_commit(const char *key, bool with_gen)
+{
+	return late_commit_gen(key, with_gen, 1); /* the generation of an open long before */
+}
+
+static int
+late_commit_gen(const char *key, bool with_gen, uint64_t gen)
 {
 	struct ol_node_client *c = NULL;
 	uint8_t buf[128];
@@ -234,7 +242,7 @@ late_commit(const char *key, bool with_gen)
 	ol_node_put64(&w, 1); /* the set's epoch: the same */
 	ol_node_putbytes(&w, &(uint8_t){OL_NODE_MC_SYNC | (with_gen ? OL_NODE_MC_GEN : 0)}, 1);
 	if (with_gen)
-		ol_node_put64(&w, 1); /* the generation of an open long before the return */
+		ol_node_put64(&w, gen);
 	ol_node_put32(&w, 1);
 	ol_node_putbytes(&w, (uint8_t[]){OL_NODE_ME_DEL, OL_META_OBJECTS}, 2);
 	ol_node_put16(&w, (uint16_t)kl);
@@ -261,6 +269,48 @@ test_late_frame(struct ol_store *st, uint8_t *big)
 	       same(st, "b1", "after-late", NULL, big + 9, 100),
 	   "node 1 down: node 4 still holds the record the late frame would have deleted");
 	ok(srv_start(0) == 0 && wait_online(st, N), "node 1 back");
+}
+
+/* The fault hook's rules file (OPENLAKE_FAULT_FILE, set before any call). */
+static char faults[512];
+
+/* A commit to a drive whose META_COMMITs are slow is left behind once the other three took it
+ * (the write quorum) and the hedge delay passed: the PUT succeeds, the drive stays online with
+ * the miss recorded, and takes a new generation; the abandoned commit, arriving after a newer
+ * one landed, is refused (-ESTALE), and the drive keeps the newer record. */
+static void
+test_hedged_commit(struct ol_store *st, uint8_t *small)
+{
+	struct ol_rdrive *rd = st->d[3].rd;
+	uint64_t g0 = ol_rd_gen(rd), h0 = ol_rd_hedged(rd), pend = 0, drop = 0;
+	struct ol_heal_progress p = {0};
+	FILE *f = fopen(faults, "w");
+	int rc;
+
+	/* under the plane's 5 s deadline (a call past it fails and takes the drive out) */
+	ok(f && fprintf(f, "delay META_COMMIT 4000 %s\n", addrs[3]) > 0 && fclose(f) == 0,
+	   "node 4's META_COMMITs 4 s slow");
+	rc = put(st, "b1", "hc", small, 100, 0, NULL);
+	ok(rc == 0, "a PUT commits on the other three (%d)", rc);
+	ok(ol_rd_hedged(rd) > h0, "its commit to node 4 was left behind");
+	ok(ol_store_drives_online(st) == N, "node 4 stays online");
+	ok(ol_rd_gen(rd) > g0, "node 4 took a new generation before its next commit");
+	ol_store_missed_stats(st, &pend, &drop);
+	ok(pend >= 1, "the miss is recorded (%llu pending)", (unsigned long long)pend);
+	unlink(faults);
+	ok(put(st, "b1", "hc", small + 7, 100, 0, NULL) == 0, "the key overwritten, node 4 fast");
+	rc = late_commit_gen("hc", true, g0);
+	ok(rc == -ESTALE, "the abandoned commit (its generation) arriving late is refused (%d)",
+	   rc);
+	srv_stop(0);
+	ok(same(st, "b1", "hc", NULL, small + 7, 100),
+	   "node 1 down: node 4 holds the newer record");
+	ok(srv_start(0) == 0 && wait_online(st, N), "node 1 back");
+	rc = ol_store_heal_all(st, NULL, &p);
+	ok(rc == 0 && p.unrecoverable == 0, "heal: rc %d, %llu unrecoverable", rc,
+	   (unsigned long long)p.unrecoverable);
+	ol_store_missed_stats(st, &pend, &drop);
+	ok(pend == 0, "no miss pending after the heal (%llu)", (unsigned long long)pend);
 }
 
 /* Three of four nodes gone (the leader's own drive is all it reaches, as across a partition):
@@ -492,6 +542,10 @@ main(void)
 	int rc;
 
 	ol_log_set_level("warn");
+	snprintf(faults, sizeof(faults), "%s/ol-rdrive-faults-%d",
+		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+	setenv("OPENLAKE_FAULTS", "1", 1);
+	setenv("OPENLAKE_FAULT_FILE", faults, 1);
 	if (env_start("rdrive"))
 		tap_skip_all("no temp dir");
 	tap_fill(big, BIG, 1);
@@ -505,6 +559,7 @@ main(void)
 		test_versions(st, big, small);
 		test_down_and_back(st, big);
 		test_late_frame(st, big);
+		test_hedged_commit(st, small);
 		test_cut_off(st, small);
 		test_fencing(st, small);
 		ol_store_close(st);

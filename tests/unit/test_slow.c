@@ -1,8 +1,11 @@
 /* tests/unit/test_slow.c - the pure rules of slow-drive ejection (store/slow.c): the call-time
  * EWMA, the median of the peers, when a drive is slow, when a set can spare one, and the
  * hold-down arithmetic (base, doubling on relapses, the cap, back to base after a calm); and
- * hedging's: when a batch may abandon its stragglers, when a read skips a lagging drive. */
+ * hedging's: when a batch may abandon its stragglers, when a read skips a lagging drive, and
+ * when a metadata read's answers so far decide what waiting for every drive would. */
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "store/store_int.h"
 #include "tap.h"
@@ -137,6 +140,130 @@ hedge(void)
 	ok(!ol_hedge_lagging(&off, 1000000, 5000), "off: never");
 }
 
+static void
+presence(void)
+{
+	ok(ol_presence_decide(2, 2, 2) == OL_DECIDE_FOUND, "on k of the answers: found");
+	ok(ol_presence_decide(1, 1, 2) == OL_DECIDE_WAIT, "on 1, one unanswered: wait");
+	ok(ol_presence_decide(1, 0, 2) == OL_DECIDE_ABSENT, "on 1, all answered: absent");
+	ok(ol_presence_decide(0, 1, 2) == OL_DECIDE_ABSENT,
+	   "on none, one unanswered: it could hold it on 1 < k at most: absent");
+	ok(ol_presence_decide(0, 2, 2) == OL_DECIDE_WAIT, "on none, k unanswered: wait");
+}
+
+/* Records of a key for a set of 4 drives with k = 2: version v (1..4) at mtime v, its prev
+ * version v - 1 (none for 1). */
+static struct ol_store rst = {.n = 4, .k = 2, .p = 2, .bs = 1 << 20};
+
+static uint8_t *
+rec(int v, size_t *len)
+{
+	uint8_t vid[OL_UUID] = {0}, *prev = NULL, *o;
+	size_t pl = 0;
+	struct ol_rec_build b = {.st = &rst, .mtime = v, .vid = vid, .etag = "e"};
+
+	vid[0] = (uint8_t)v;
+	if (v > 1)
+		prev = rec(v - 1, &pl);
+	b.prev = prev;
+	b.prev_len = (uint32_t)pl;
+	o = ol_rec_encode(&b, len);
+	free(prev);
+	return o;
+}
+
+/* The winning version of ol_rec_resolve over raw[] (0: none). */
+static int
+resolved(void *const *raw, const size_t *len)
+{
+	struct ol_rec win[OL_MAX_DRIVES];
+	bool valid[OL_MAX_DRIVES];
+
+	if (!ol_rec_resolve(&rst, (const void *const *)raw, len, win, valid))
+		return 0;
+	for (int d = 0; d < rst.n; d++)
+		if (valid[d])
+			return win[d].vid[0];
+	return -1;
+}
+
+/* Every state of 3 answering drives (no record, or version 1..3) with the 4th pending: when
+ * ol_rec_decide says FOUND or ABSENT, the full read resolves the same for whatever the 4th
+ * holds (nothing, an older, the same or a newer version). */
+static void
+decide_matches_resolve(void)
+{
+	int found = 0, absent = 0, wait = 0, wrong = 0;
+
+	for (int s = 0; s < 4 * 4 * 4; s++) {
+		void *raw[OL_MAX_DRIVES] = {NULL};
+		size_t len[OL_MAX_DRIVES] = {0};
+		int st[3] = {s % 4, s / 4 % 4, s / 16}, dec, part;
+
+		for (int d = 0; d < 3; d++)
+			raw[d] = st[d] ? rec(st[d], &len[d]) : NULL;
+		dec = ol_rec_decide(4, 2, (const void *const *)raw, len, 1, 1);
+		part = resolved(raw, len);
+		found += dec == OL_DECIDE_FOUND;
+		absent += dec == OL_DECIDE_ABSENT;
+		wait += dec == OL_DECIDE_WAIT;
+		for (int v = 0; v <= 4 && dec != OL_DECIDE_WAIT; v++) {
+			int full;
+
+			raw[3] = v ? rec(v, &len[3]) : NULL;
+			full = resolved(raw, len);
+			if (full != (dec == OL_DECIDE_FOUND ? part : 0) ||
+			    (dec == OL_DECIDE_FOUND && !part))
+				wrong++;
+			free(raw[3]);
+			raw[3] = NULL;
+		}
+		for (int d = 0; d < 3; d++)
+			free(raw[d]);
+	}
+	ok(wrong == 0 && found && absent && wait,
+	   "decided early (%d found, %d absent; %d wait) = what the full read resolves (%d wrong)",
+	   found, absent, wait, wrong);
+}
+
+static void
+decide(void)
+{
+	void *raw[OL_MAX_DRIVES] = {NULL};
+	size_t len[OL_MAX_DRIVES] = {0};
+	const void *const *r = (const void *const *)raw;
+
+	raw[0] = rec(2, &len[0]);
+	raw[1] = rec(2, &len[1]);
+	ok(ol_rec_decide(4, 2, r, len, 1, 1) == OL_DECIDE_FOUND,
+	   "the newest on 2 answers (k), one answered without, one pending: found");
+	ok(ol_rec_decide(4, 2, r, len, 2, 2) == OL_DECIDE_WAIT,
+	   "the same with 2 (k) pending: they could hold a newer one on k: wait");
+	free(raw[1]);
+	raw[1] = rec(1, &len[1]);
+	ok(ol_rec_decide(4, 2, r, len, 1, 1) == OL_DECIDE_WAIT,
+	   "the newest on 1 answer (the other holds its prev): wait");
+	raw[2] = rec(3, &len[2]);
+	ok(ol_rec_decide(4, 2, r, len, 1, 1) == OL_DECIDE_WAIT,
+	   "a newer one on 1 answer only: wait (the pending drive may hold it too)");
+	free(raw[2]);
+	raw[2] = rec(2, &len[2]);
+	ok(ol_rec_decide(4, 2, r, len, 1, 1) == OL_DECIDE_FOUND,
+	   "version 2 on 2 drives, version 1 (its prev) on the third: found");
+	memset(raw[0], 0, 8); /* garbled */
+	ok(ol_rec_decide(4, 2, r, len, 1, 1) == OL_DECIDE_WAIT,
+	   "a record that does not decode: wait (the full read takes its drive out)");
+	for (int d = 0; d < 3; d++) {
+		free(raw[d]);
+		raw[d] = NULL;
+	}
+	ok(ol_rec_decide(4, 2, r, len, 1, 1) == OL_DECIDE_ABSENT,
+	   "3 answered without it, one pending: absent");
+	ok(ol_rec_decide(4, 2, r, len, 1, 2) == OL_DECIDE_WAIT,
+	   "2 answered without it, one failed, one pending: could be on 2: wait");
+	decide_matches_resolve();
+}
+
 int
 main(void)
 {
@@ -146,5 +273,7 @@ main(void)
 	spare();
 	hold();
 	hedge();
+	presence();
+	decide();
 	tap_done();
 }
