@@ -1059,37 +1059,98 @@ run_remotes(struct ol_io_op **r, unsigned n)
 	}
 }
 
-/* A hedged batch: every remote op on its own thread, this one watching. */
-struct hedge {
+/* A hedged fan-out (a batch of shard ops, or a call on every drive): item i runs run(arg, i)
+ * on a thread of its own while the caller watches; s[i] is its slot (the node client the
+ * abandon cuts), done[i] and ndone say which ended. */
+struct hfan {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct ol_io_op **r;
 	struct hslot s[OL_MAX_DRIVES * 2];
-	uint64_t t0; /* ns */
+	bool done[OL_MAX_DRIVES * 2];
 	unsigned ndone;
+	uint64_t t0; /* ns */
+	void (*run)(void *arg, unsigned i);
+	void *arg;
 };
 
-struct hedge_arg {
-	struct hedge *h;
+struct hfan_arg {
+	struct hfan *h;
 	unsigned i;
 };
 
 static void *
-hedge_thread(void *arg)
+hfan_thread(void *arg)
 {
-	struct hedge_arg *a = arg;
-	struct hedge *h = a->h;
+	struct hfan_arg *a = arg;
+	struct hfan *h = a->h;
 
 	my_slot = &h->s[a->i];
-	run_remote(h->r[a->i]);
+	h->run(h->arg, a->i);
 	my_slot = NULL;
 	pthread_mutex_lock(&h->mu);
 	h->s[a->i].done = true;
 	h->s[a->i].us = (ol_io_now_ns() - h->t0) / 1000;
+	h->done[a->i] = true;
 	h->ndone++;
 	pthread_cond_signal(&h->cv);
 	pthread_mutex_unlock(&h->mu);
 	return NULL;
+}
+
+/* Start items [0, n) that `which` names (all without it) on threads of their own; an item no
+ * thread could take runs here, and is waited for. */
+static void
+hfan_start(struct hfan *h, struct hfan_arg *a, pthread_t *th, bool *started, unsigned n,
+	   const bool *which)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	h->t0 = ol_io_now_ns();
+	for (unsigned i = 0; i < n; i++) {
+		h->s[i].mu = &h->mu;
+		a[i] = (struct hfan_arg){h, i};
+		started[i] =
+		    (!which || which[i]) && pthread_create(&th[i], NULL, hfan_thread, &a[i]) == 0;
+	}
+	for (unsigned i = 0; i < n; i++)
+		if ((!which || which[i]) && !started[i])
+			hfan_thread(&a[i]);
+}
+
+/* The items of [0, n) (`which`, all without it) still running are abandoned (h->mu held):
+ * their connections cut, so their calls return at once. */
+static void
+hfan_abandon(struct hfan *h, unsigned n, const bool *which)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if ((which && !which[i]) || h->s[i].done)
+			continue;
+		h->s[i].aborted = true;
+		if (h->s[i].c)
+			ol_node_client_abort(h->s[i].c);
+	}
+}
+
+/* Join the threads; every item has ended. */
+static void
+hfan_join(struct hfan *h, pthread_t *th, const bool *started, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (started[i])
+			pthread_join(th[i], NULL);
+	pthread_cond_destroy(&h->cv);
+	pthread_mutex_destroy(&h->mu);
+}
+
+static void
+run_item(void *arg, unsigned i)
+{
+	run_remote(((struct ol_io_op **)arg)[i]);
 }
 
 /* The store of a remote op (every op of a batch is of one store). */
@@ -1123,7 +1184,7 @@ wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t after, uint64_t now
 /* Wait (h->mu held) until every op is done, or until the rule lets the rest go: then they
  * are abandoned. */
 static void
-hedge_wait(struct hedge *h, unsigned n, int spare, const struct ol_hedge_cfg *cfg)
+hedge_wait(struct hfan *h, unsigned n, int spare, const struct ol_hedge_cfg *cfg)
 {
 	while (h->ndone < n) {
 		uint64_t us[OL_MAX_DRIVES * 2], after, now;
@@ -1138,47 +1199,26 @@ hedge_wait(struct hedge *h, unsigned n, int spare, const struct ol_hedge_cfg *cf
 			break;
 		wait_until(&h->cv, &h->mu, after, now);
 	}
-	for (unsigned i = 0; i < n; i++) {
-		if (h->s[i].done)
-			continue;
-		h->s[i].aborted = true;
-		if (h->s[i].c)
-			ol_node_client_abort(h->s[i].c);
-	}
+	hfan_abandon(h, n, NULL);
 }
 
 /* Remote ops in parallel, giving up on up to spare stragglers; *mask: the abandoned ones. */
 static void
 run_hedged(struct ol_io_op **r, unsigned n, int spare, uint64_t *mask)
 {
-	struct hedge h = {.r = r};
-	struct hedge_arg a[OL_MAX_DRIVES * 2];
+	struct hfan h = {.run = run_item, .arg = r};
+	struct hfan_arg a[OL_MAX_DRIVES * 2];
 	pthread_t th[OL_MAX_DRIVES * 2];
 	bool started[OL_MAX_DRIVES * 2] = {false};
-	pthread_condattr_t ca;
 
-	pthread_mutex_init(&h.mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&h.cv, &ca);
-	pthread_condattr_destroy(&ca);
-	h.t0 = ol_io_now_ns();
-	for (unsigned i = 0; i < n; i++) {
-		h.s[i].mu = &h.mu;
-		a[i] = (struct hedge_arg){&h, i};
-		started[i] = pthread_create(&th[i], NULL, hedge_thread, &a[i]) == 0;
-	}
-	for (unsigned i = 0; i < n; i++)
-		if (!started[i])
-			hedge_thread(&a[i]); /* no thread: it runs here, and is waited for */
+	hfan_start(&h, a, th, started, n, NULL);
 	pthread_mutex_lock(&h.mu);
 	hedge_wait(&h, n, spare, hedge_cfg(r[0]));
 	pthread_mutex_unlock(&h.mu);
+	hfan_join(&h, th, started, n);
 	for (unsigned i = 0; i < n; i++) {
 		struct vfile *f;
 
-		if (started[i])
-			pthread_join(th[i], NULL);
 		if (!h.s[i].aborted)
 			continue;
 		r[i]->res = -ETIMEDOUT;
@@ -1188,8 +1228,6 @@ run_hedged(struct ol_io_op **r, unsigned n, int spare, uint64_t *mask)
 			atomic_store(&f->rd->hedged_ns, ol_io_now_ns());
 		}
 	}
-	pthread_cond_destroy(&h.cv);
-	pthread_mutex_destroy(&h.mu);
 }
 
 int
@@ -1307,48 +1345,27 @@ ol_each_drive(struct ol_store *st, void (*fn)(struct ol_store *st, int d, void *
 	}
 }
 
-/* ol_each_drive_hedged: every remote drive's fn on its own thread, this one watching. */
-struct ehedge {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
+/* ol_each_drive_hedged's fan: drive d's fn. */
+struct each_fan {
 	struct ol_store *st;
 	void (*fn)(struct ol_store *st, int d, void *arg);
 	void *arg;
-	struct hslot s[OL_MAX_DRIVES];
-	bool done[OL_MAX_DRIVES];
-	uint64_t t0; /* ns */
 };
 
-struct ehedge_arg {
-	struct ehedge *h;
-	int d;
-};
-
-static void *
-ehedge_thread(void *arg)
+static void
+each_item(void *arg, unsigned i)
 {
-	struct ehedge_arg *a = arg;
-	struct ehedge *h = a->h;
+	struct each_fan *e = arg;
 
-	my_slot = &h->s[a->d];
-	h->fn(h->st, a->d, h->arg);
-	my_slot = NULL;
-	pthread_mutex_lock(&h->mu);
-	h->s[a->d].done = true;
-	h->s[a->d].us = (ol_io_now_ns() - h->t0) / 1000;
-	h->done[a->d] = true;
-	pthread_cond_signal(&h->cv);
-	pthread_mutex_unlock(&h->mu);
-	return NULL;
+	e->fn(e->st, (int)i, e->arg);
 }
 
 /* Wait (h->mu held) until every remote drive's fn ended, or until decided() holds and the
  * rest ran past the hedge delay: then they are abandoned. */
 static void
-ehedge_wait(struct ehedge *h, const bool *remote, bool (*decided)(void *arg, const bool *done))
+ehedge_wait(struct hfan *h, struct ol_store *st, const bool *remote,
+	    bool (*decided)(void *arg, const bool *done), void *arg)
 {
-	struct ol_store *st = h->st;
-
 	for (;;) {
 		uint64_t us[OL_MAX_DRIVES], after = UINT64_MAX, now;
 		int nd = 0, nr = 0;
@@ -1360,72 +1377,50 @@ ehedge_wait(struct ehedge *h, const bool *remote, bool (*decided)(void *arg, con
 		}
 		if (nd == nr)
 			return;
-		if (nd && decided(h->arg, h->done)) /* all the rest may go: the answer is in */
+		if (nd && decided(arg, h->done)) /* all the rest may go: the answer is in */
 			after = ol_hedge_after_us(&st->hedge, us, nd, nr, nr - nd);
 		now = (ol_io_now_ns() - h->t0) / 1000;
 		if (after != UINT64_MAX && now >= after)
 			break;
 		wait_until(&h->cv, &h->mu, after, now);
 	}
-	for (int d = 0; d < st->n; d++) {
-		if (!remote[d] || h->done[d])
-			continue;
-		h->s[d].aborted = true;
-		if (h->s[d].c)
-			ol_node_client_abort(h->s[d].c);
-	}
+	hfan_abandon(h, (unsigned)st->n, remote);
 }
 
 uint32_t
 ol_each_drive_hedged(struct ol_store *st, void (*fn)(struct ol_store *st, int d, void *arg),
 		     bool (*decided)(void *arg, const bool *done), void *arg)
 {
-	struct ehedge h = {.st = st, .fn = fn, .arg = arg};
-	struct ehedge_arg a[OL_MAX_DRIVES];
+	struct each_fan e = {st, fn, arg};
+	struct hfan h = {.run = each_item, .arg = &e};
+	struct hfan_arg a[OL_MAX_DRIVES];
 	pthread_t th[OL_MAX_DRIVES];
 	bool started[OL_MAX_DRIVES] = {false}, remote[OL_MAX_DRIVES] = {false};
-	pthread_condattr_t ca;
 	uint32_t left = 0;
 
 	if (!st->hedge.floor_ms) {
 		ol_each_drive(st, fn, arg);
 		return 0;
 	}
-	pthread_mutex_init(&h.mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&h.cv, &ca);
-	pthread_condattr_destroy(&ca);
-	h.t0 = ol_io_now_ns();
-	for (int d = 0; d < st->n; d++) {
-		h.s[d].mu = &h.mu;
-		a[d] = (struct ehedge_arg){&h, d};
+	for (int d = 0; d < st->n; d++)
 		remote[d] = ol_drive_remote(st, d);
-		if (remote[d])
-			started[d] = pthread_create(&th[d], NULL, ehedge_thread, &a[d]) == 0;
-	}
-	for (int d = 0; d < st->n; d++) {
-		if (remote[d] && !started[d])
-			ehedge_thread(&a[d]); /* no thread: it runs here, and is waited for */
-		else if (!remote[d])
+	hfan_start(&h, a, th, started, (unsigned)st->n, remote);
+	for (int d = 0; d < st->n; d++)
+		if (!remote[d]) {
 			fn(st, d, arg);
-		if (!remote[d])
 			h.done[d] = true; /* no thread writes a local drive's entry */
-	}
+		}
 	pthread_mutex_lock(&h.mu);
-	ehedge_wait(&h, remote, decided);
+	ehedge_wait(&h, st, remote, decided, arg);
 	pthread_mutex_unlock(&h.mu);
+	hfan_join(&h, th, started, (unsigned)st->n);
 	for (int d = 0; d < st->n; d++) {
-		if (started[d])
-			pthread_join(th[d], NULL);
 		if (!h.s[d].aborted)
 			continue;
 		left |= 1u << d;
 		atomic_fetch_add(&st->d[d].rd->hedged, 1);
 		atomic_store(&st->d[d].rd->hedged_ns, ol_io_now_ns());
 	}
-	pthread_cond_destroy(&h.cv);
-	pthread_mutex_destroy(&h.mu);
 	return left;
 }
 

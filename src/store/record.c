@@ -224,6 +224,55 @@ newer(const struct ol_rec *a, const struct ol_rec *b)
 	return memcmp(a->vid, b->vid, OL_UUID) > 0;
 }
 
+/* The records of a set's drives as candidates: c[d][0] drive d's current version, c[d][1] its
+ * prev (have[][] says which decoded). */
+struct cands {
+	struct ol_rec c[OL_MAX_DRIVES][2];
+	bool have[OL_MAX_DRIVES][2];
+};
+
+/* Decode raw[d] of the n drives into cs; bad[d] (when given) marks a record that did not
+ * decode (left out). The count of records present (raw[d] set). */
+static int
+cands_decode(int n, const void *const *raw, const size_t *lens, struct cands *cs, bool *bad)
+{
+	int held = 0;
+
+	memset(cs->have, 0, sizeof(cs->have));
+	for (int d = 0; d < n; d++) {
+		if (bad)
+			bad[d] = false;
+		if (!raw[d])
+			continue;
+		held++;
+		if (ol_rec_decode(raw[d], lens[d], &cs->c[d][0])) {
+			if (bad)
+				bad[d] = true;
+			continue;
+		}
+		cs->have[d][0] = true;
+		cs->have[d][1] =
+		    cs->c[d][0].prev_len &&
+		    !ol_rec_decode(cs->c[d][0].prev, cs->c[d][0].prev_len, &cs->c[d][1]);
+	}
+	return held;
+}
+
+/* Drives holding version vid (as current or prev). */
+static int
+cands_votes(int n, const struct cands *cs, const uint8_t *vid)
+{
+	int votes = 0;
+
+	for (int e = 0; e < n; e++)
+		for (int i = 0; i < 2; i++)
+			if (cs->have[e][i] && !memcmp(cs->c[e][i].vid, vid, OL_UUID)) {
+				votes++;
+				break;
+			}
+	return votes;
+}
+
 /* Is a version newer than best (a current record or a prev) held by so many drives, counting
  * the unanswered ones as holding it, that it may have reached the write quorum: see
  * store_int.h. */
@@ -231,72 +280,41 @@ bool
 ol_rec_doubt(const struct ol_store *st, const void *const *raw, const size_t *lens,
 	     const struct ol_rec *best, int unanswered)
 {
-	struct ol_rec cand[OL_MAX_DRIVES][2];
-	bool have[OL_MAX_DRIVES][2] = {{false}};
+	struct cands cs;
 
-	for (int d = 0; d < st->n; d++) {
-		if (!raw[d] || ol_rec_decode(raw[d], lens[d], &cand[d][0]))
-			continue;
-		have[d][0] = true;
-		have[d][1] = cand[d][0].prev_len &&
-			     !ol_rec_decode(cand[d][0].prev, cand[d][0].prev_len, &cand[d][1]);
-	}
+	cands_decode(st->n, raw, lens, &cs, NULL);
 	for (int d = 0; d < st->n; d++)
-		for (int j = 0; j < 2; j++) {
-			int votes = 0;
-
-			if (!have[d][j] || !newer(&cand[d][j], best))
-				continue;
-			for (int e = 0; e < st->n; e++)
-				for (int i = 0; i < 2; i++)
-					if (have[e][i] &&
-					    !memcmp(cand[e][i].vid, cand[d][j].vid, OL_UUID)) {
-						votes++;
-						break;
-					}
-			if (votes + unanswered >= st->w)
+		for (int j = 0; j < 2; j++)
+			if (cs.have[d][j] && newer(&cs.c[d][j], best) &&
+			    cands_votes(st->n, &cs, cs.c[d][j].vid) + unanswered >= st->w)
 				return true;
-		}
 	return false;
 }
 
-/* cand[d][0] = drive d's current version, cand[d][1] = its prev. */
 int
 ol_rec_resolve(const struct ol_store *st, const void *const *raw, const size_t *lens,
 	       struct ol_rec *win, bool *valid)
 {
-	struct ol_rec cand[OL_MAX_DRIVES][2], best;
-	bool have[OL_MAX_DRIVES][2] = {{false}}, found = false;
+	struct cands cs;
+	struct ol_rec best;
+	bool bad[OL_MAX_DRIVES], found = false;
 
-	for (int d = 0; d < st->n; d++) {
-		if (!raw[d])
-			continue;
-		if (ol_rec_decode(raw[d], lens[d], &cand[d][0])) {
-			/* LMDB writes a value whole: a record failing its checksum means the
-			 * drive's index is damaged */
+	cands_decode(st->n, raw, lens, &cs, bad);
+	for (int d = 0; d < st->n; d++)
+		if (bad[d]) /* LMDB writes a value whole: a record failing its checksum means the
+			     * drive's index is damaged */
 			ol_drive_offline((struct ol_store *)st, d, NULL, true,
 					 "a metadata record failed its checksum");
-			continue;
-		}
-		have[d][0] = true;
-		have[d][1] = cand[d][0].prev_len &&
-			     !ol_rec_decode(cand[d][0].prev, cand[d][0].prev_len, &cand[d][1]);
-	}
 	for (int d = 0; d < st->n; d++)
 		for (int j = 0; j < 2; j++) {
-			int votes = 0;
+			const struct ol_rec *c = &cs.c[d][j];
+			int votes;
 
-			if (!have[d][j] || (found && !newer(&cand[d][j], &best)))
+			if (!cs.have[d][j] || (found && !newer(c, &best)))
 				continue;
-			for (int e = 0; e < st->n; e++)
-				for (int i = 0; i < 2; i++)
-					if (have[e][i] &&
-					    !memcmp(cand[e][i].vid, cand[d][j].vid, OL_UUID)) {
-						votes++;
-						break;
-					}
-			if (votes >= st->k && votes >= cand[d][j].k) {
-				best = cand[d][j];
+			votes = cands_votes(st->n, &cs, c->vid);
+			if (votes >= st->k && votes >= c->k) {
+				best = *c;
 				found = true;
 			}
 		}
@@ -305,8 +323,8 @@ ol_rec_resolve(const struct ol_store *st, const void *const *raw, const size_t *
 	for (int d = 0; d < st->n; d++) {
 		valid[d] = false;
 		for (int i = 0; i < 2 && !valid[d]; i++)
-			if (have[d][i] && !memcmp(cand[d][i].vid, best.vid, OL_UUID)) {
-				win[d] = cand[d][i];
+			if (cs.have[d][i] && !memcmp(cs.c[d][i].vid, best.vid, OL_UUID)) {
+				win[d] = cs.c[d][i];
 				valid[d] = true;
 			}
 	}
@@ -317,36 +335,25 @@ ol_rec_resolve(const struct ol_store *st, const void *const *raw, const size_t *
 int
 ol_rec_decide(int n, int k, const void *const *raw, const size_t *lens, int pending, int unanswered)
 {
-	struct ol_rec cand[OL_MAX_DRIVES][2], best;
-	bool have[OL_MAX_DRIVES][2] = {{false}}, any = false;
-	int votes = 0, held = 0;
+	struct cands cs;
+	struct ol_rec best;
+	bool bad[OL_MAX_DRIVES], any = false;
+	int votes, held = cands_decode(n, raw, lens, &cs, bad);
 
-	for (int d = 0; d < n; d++) {
-		if (!raw[d])
-			continue;
-		held++;
-		if (ol_rec_decode(raw[d], lens[d], &cand[d][0]))
+	for (int d = 0; d < n; d++)
+		if (bad[d])
 			return OL_DECIDE_WAIT; /* the full read takes that drive out: wait for it */
-		have[d][0] = true;
-		have[d][1] = cand[d][0].prev_len &&
-			     !ol_rec_decode(cand[d][0].prev, cand[d][0].prev_len, &cand[d][1]);
-	}
 	if (ol_presence_decide(held, unanswered, k) == OL_DECIDE_ABSENT)
 		return OL_DECIDE_ABSENT;
 	if (pending >= k)
 		return OL_DECIDE_WAIT; /* a version only the unanswered hold could still win */
 	for (int d = 0; d < n; d++)
 		for (int j = 0; j < 2; j++)
-			if (have[d][j] && (!any || newer(&cand[d][j], &best))) {
-				best = cand[d][j];
+			if (cs.have[d][j] && (!any || newer(&cs.c[d][j], &best))) {
+				best = cs.c[d][j];
 				any = true;
 			}
-	for (int d = 0; any && d < n; d++)
-		for (int j = 0; j < 2; j++)
-			if (have[d][j] && !memcmp(cand[d][j].vid, best.vid, OL_UUID)) {
-				votes++;
-				break;
-			}
+	votes = any ? cands_votes(n, &cs, best.vid) : 0;
 	return any && votes >= k && votes >= best.k ? OL_DECIDE_FOUND : OL_DECIDE_WAIT;
 }
 
