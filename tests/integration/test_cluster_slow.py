@@ -234,10 +234,13 @@ HEDGE_SIZE = 24 << 20  # 8 stripes of 3 x 1 MiB: 8 waits of the delay, or more, 
 REQUEST_S = 12
 
 
-def shard_delay(c, lid, f, ms):
-    c.nodes[lid].faults.write_text("".join(
-        f"delay {op} {ms} {c.nodes[f].ip}:{c.nodes[f].rpc_port}\n"
-        for op in ("SHARD_PWRITE", "SHARD_READ", "SHARD_FSYNC")))
+def shard_delay(c, ids, f, ms):
+    """node f's shard calls slowed by ms as made by each node of ids (the leader's writes, a
+    follower's reads on its read-only view: docs/cluster.md, "Reads on every node")"""
+    for i in ids:
+        c.nodes[i].faults.write_text("".join(
+            f"delay {op} {ms} {c.nodes[f].ip}:{c.nodes[f].rpc_port}\n"
+            for op in ("SHARD_PWRITE", "SHARD_READ", "SHARD_FSYNC")))
 
 
 def bounded(what, fn, limit_s=REQUEST_S):
@@ -261,8 +264,18 @@ def test_a_slow_drive_is_left_behind_when_it_cannot_be_taken_out(world, tmp_path
         g, h = [i for i in others(lid) if i != f][:2]
         s3 = c.client(g, retries=0)
         s3.create_bucket(Bucket="hedge")
-        acked = {}
-        shard_delay(c, lid, f, HEDGE_DELAY_MS)
+        # one object written whole before the drive slows: its GET through node h, served on
+        # h's read-only view, reads the slow drive's data shards unless it leaves them behind
+        pre = body("pre", HEDGE_SIZE)
+        s3.put_object(Bucket="hedge", Key="pre", Body=pre)
+        acked = {"pre": pre}
+        shard_delay(c, (lid, h), f, HEDGE_DELAY_MS)
+        got = bounded("GET pre", lambda: c.client(h, retries=0).get_object(
+            Bucket="hedge", Key="pre")["Body"].read())
+        assert got == pre
+        viewed = metric(c, h, "openlake_drive_hedged_total", f)
+        print(f"node {f}'s drive: {viewed} shard calls left behind by node {h}'s view")
+        assert viewed > 0
         for n in range(3):
             key, data = f"h{n}", body(f"h{n}", HEDGE_SIZE + n * 4099)
             bounded(f"PUT {key}", lambda: s3.put_object(Bucket="hedge", Key=key, Body=data))
@@ -277,7 +290,8 @@ def test_a_slow_drive_is_left_behind_when_it_cannot_be_taken_out(world, tmp_path
         assert "left behind: slow" in c.nodes[lid].log()
         assert c.online_now(lid) == NODES, "ejection is off: the slow drive stays online"
         # every object (each missed by the slow drive) healed and whole through every node
-        c.nodes[lid].faults.write_text("")
+        for i in (lid, h):
+            c.nodes[i].faults.write_text("")
         r = c.heal(lid)
         assert r.returncode == 0, r.stdout + r.stderr
         store_whole(c, "hedge", acked, g, lid)
@@ -304,8 +318,12 @@ def test_metadata_reads_leave_a_slow_drive_behind(world, tmp_path):  # noqa: F81
         s3.create_bucket(Bucket="hmeta")
         acked = {}
         before = metric(c, lid, "openlake_drive_hedged_total", f)
-        c.nodes[lid].faults.write_text(
-            f"delay META_GET {META_DELAY_MS} {c.nodes[f].ip}:{c.nodes[f].rpc_port}\n")
+        viewed = metric(c, h, "openlake_drive_hedged_total", f)
+        # the leader's calls (PUTs through g) and node h's view's (GETs through h, served
+        # there: docs/cluster.md, "Reads on every node")
+        for i in (lid, h):
+            c.nodes[i].faults.write_text(
+                f"delay META_GET {META_DELAY_MS} {c.nodes[f].ip}:{c.nodes[f].rpc_port}\n")
         for rnd in range(2):  # new keys, then each overwritten
             batch = {f"m{n}": body(f"m{n}.{rnd}", (64 << 10) if n % 2 else (1 << 20) + 4099)
                      for n in range(META_N)}
@@ -328,9 +346,13 @@ def test_metadata_reads_leave_a_slow_drive_behind(world, tmp_path):  # noqa: F81
         hedged = metric(c, lid, "openlake_drive_hedged_total", f) - before
         print(f"node {f}'s drive: {hedged} calls left behind")
         assert hedged >= 2 * META_N, hedged
+        viewed = metric(c, h, "openlake_drive_hedged_total", f) - viewed
+        print(f"node {f}'s drive: {viewed} calls left behind by node {h}'s view")
+        assert viewed > 0
         assert c.online_now(lid) == NODES, "ejection is off: the slow drive stays online"
         # nothing the drive missed (its reads were only left behind), and all whole
-        c.nodes[lid].faults.write_text("")
+        for i in (lid, h):
+            c.nodes[i].faults.write_text("")
         r = c.heal(lid)
         assert r.returncode == 0, r.stdout + r.stderr
         store_whole(c, "hmeta", acked, g, lid)
