@@ -267,6 +267,21 @@ ol_http_body_read(struct ol_http_req *r, void *buf, size_t len)
 	return n;
 }
 
+/* The client asked for 100 Continue, was not given it, and has not started its body: it may
+ * never send it. Clients wait about a second for the 100 and then send the body anyway (an
+ * answer that took longer, such as a 503 after waiting for a cluster leader, finds the body
+ * coming): that body is drained like any other, not left unread for the close to answer with
+ * a reset that destroys the response. */
+static bool
+waits_continue(const struct ol_http_conn *c)
+{
+	struct pollfd p = {c->fd, POLLIN, 0};
+
+	if (!c->head.expect_continue || c->continue_sent)
+		return false;
+	return c->rlen == c->rpos && !(poll(&p, 1, 0) == 1 && (p.revents & POLLIN));
+}
+
 /* Discard the unread body so the next request can be read; else mark the conn to close. */
 static void
 drain_body(struct ol_http_conn *c)
@@ -275,8 +290,7 @@ drain_body(struct ol_http_conn *c)
 	uint64_t budget = OL_HTTP_DRAIN_MAX;
 	if (c->body_done || c->close_after)
 		return;
-	if ((c->head.expect_continue && !c->continue_sent) ||
-	    (!c->head.chunked && (uint64_t)c->body_left > budget)) {
+	if (waits_continue(c) || (!c->head.chunked && (uint64_t)c->body_left > budget)) {
 		c->close_after = true; /* the client may never send it, or it is too big */
 		return;
 	}
@@ -462,8 +476,8 @@ build_head(struct ol_http_conn *c, int status, const struct ol_http_header *h, s
 	if (__atomic_load_n(&c->srv->stopping, __ATOMIC_RELAXED) || c->body_err || c->io_err)
 		c->close_after = true;
 	/* answering before the body: it may never come (Expect), or be too big to drain */
-	if (!c->body_done && ((c->head.expect_continue && !c->continue_sent) ||
-			      (!c->head.chunked && (uint64_t)c->body_left > OL_HTTP_DRAIN_MAX)))
+	if (!c->body_done &&
+	    (waits_continue(c) || (!c->head.chunked && (uint64_t)c->body_left > OL_HTTP_DRAIN_MAX)))
 		c->close_after = true;
 	if (c->close_after)
 		rc = wappend(c, "Connection: close\r\n");

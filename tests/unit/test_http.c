@@ -817,6 +817,25 @@ test_live_continue(unsigned port)
 	resp_free(&r);
 	OK(cli_sees_eof(&c, 3000), "and the server closes");
 	close(c.fd);
+	/* early final answer to a client that did not wait for the 100 (clients wait a second
+	 * for it, then send anyway): the body is coming, so it is drained and the connection
+	 * kept, where a close would have met unread bytes and reset the answer away */
+	static char req[512 + 200000];
+	int hl = snprintf(req, 512,
+			  "PUT /early HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n"
+			  "Expect: 100-continue\r\n\r\n");
+	memset(req + hl, 'b', 200000);
+	cli_open(&c, port);
+	cli_send(&c, req, (size_t)hl + 200000); /* head and body at once */
+	rc = cli_response(&c, &r, false, 64, 30000);
+	OK(rc == 0 && r.status == 403 && !resp_header(&r, "connection"),
+	   "early answer to Expect with the body sent anyway: no Connection: close");
+	resp_free(&r);
+	cli_sends(&c, "GET /echo?after HTTP/1.1\r\nHost: x\r\n\r\n");
+	rc = cli_response(&c, &r, false, 64, 30000);
+	OK(rc == 0 && hdr_is(&r, "x-query", "after"), "its body drained, keep-alive works");
+	resp_free(&r);
+	close(c.fd);
 	/* chunked upload with 100-continue, extensions and trailers */
 	cli_open(&c, port);
 	cli_sends(&c, "PUT /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
