@@ -312,13 +312,19 @@ def test_reads_go_on_through_followers_when_the_leader_is_killed(cluster):
     w.create_bucket(Bucket="kills")
     data = body("kill", 3 * 2**20 + 5)
     w.put_object(Bucket="kills", Key="o", Body=data)
+    n0 = {f: local_reads(c.nodes[f]) for f in fs}
     c.nodes[lid].kill9()
-    # reads do not wait for the next leader: each answers while no other node leads yet (the
-    # dead leader's key stays until its lease lapses, TTL s)
+    # reads do not wait for the next leader (the dead leader's key stays until its lease
+    # lapses, TTL s): each is served by its node's own read-only view, counted there, which
+    # no leadership change holds up; a node that won the leadership meanwhile serves it as
+    # the leader instead. (Whether the reads ended before a new leader is only printed: on a
+    # loaded sanitizer run they may outlast the election.)
     for f in fs:
         assert c.client(f).get_object(Bucket="kills", Key="o")["Body"].read() == data, f
-    now = c.leader()
-    assert now is None or now[0] == lid, f"a new leader before the reads ended: {now}"
+        now = c.leader()
+        if not (now and now[0] == f):
+            assert local_reads(c.nodes[f]) == n0[f] + 1, f"node {f}'s GET was not its view's"
+    print(f"leader when the reads ended: {c.leader()} (killed: {lid})")
     # writes wait for the next leader; once it serves they work, and reads go on
     new = wait_for(lambda: (x := c.leader()) and x[0] != lid and x, TTL + 30, "a new leader")
     assert new[1] > epoch

@@ -24,7 +24,7 @@ import urllib.request
 
 import pytest
 
-from conftest import OPENLAKE_CLI
+from conftest import OPENLAKE_CLI, wait_for
 from test_cluster_partition import (NODES, _why, body, others,  # noqa: F401
                                     started, store_whole, world)
 
@@ -85,13 +85,26 @@ def drive_state(c, lid, f):
     return drives[0]
 
 
-def metric(c, lid, name, f):
-    """the value of metric name for node f's drive on the leader's /metrics (S3 port)"""
-    with urllib.request.urlopen(c.nodes[lid].url + "/metrics", timeout=30) as r:
+def drive_metric(c, i, name, f):
+    """the value of metric name for node f's drive on node i's /metrics (S3 port), or None"""
+    with urllib.request.urlopen(c.nodes[i].url + "/metrics", timeout=30) as r:
         text = r.read().decode()
     m = re.search(rf'^{name}{{drive="node {f} [^"]*"}} (\d+)$', text, re.M)
-    assert m, f"{name} of node {f}'s drive not on /metrics"
-    return int(m.group(1))
+    return int(m.group(1)) if m else None
+
+
+def wait_view(c, i, f):
+    """node i's read-only view open (it opens in the background; its drives' metrics with
+    it): GETs through node i are served there (docs/cluster.md, "Reads on every node")"""
+    wait_for(lambda: drive_metric(c, i, "openlake_drive_hedged_total", f) is not None, 60,
+             f"node {i}'s read-only view")
+
+
+def metric(c, i, name, f):
+    """the value of metric name for node f's drive on node i's /metrics, which has it"""
+    v = drive_metric(c, i, name, f)
+    assert v is not None, f"{name} of node {f}'s drive not on /metrics"
+    return v
 
 
 class Writer:
@@ -269,6 +282,7 @@ def test_a_slow_drive_is_left_behind_when_it_cannot_be_taken_out(world, tmp_path
         pre = body("pre", HEDGE_SIZE)
         s3.put_object(Bucket="hedge", Key="pre", Body=pre)
         acked = {"pre": pre}
+        wait_view(c, h, f)
         shard_delay(c, (lid, h), f, HEDGE_DELAY_MS)
         got = bounded("GET pre", lambda: c.client(h, retries=0).get_object(
             Bucket="hedge", Key="pre")["Body"].read())
@@ -318,6 +332,7 @@ def test_metadata_reads_leave_a_slow_drive_behind(world, tmp_path):  # noqa: F81
         s3.create_bucket(Bucket="hmeta")
         acked = {}
         before = metric(c, lid, "openlake_drive_hedged_total", f)
+        wait_view(c, h, f)
         viewed = metric(c, h, "openlake_drive_hedged_total", f)
         # the leader's calls (PUTs through g) and node h's view's (GETs through h, served
         # there: docs/cluster.md, "Reads on every node")
