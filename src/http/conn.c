@@ -104,6 +104,10 @@ ol_http_conn_writev(struct ol_http_conn *c, struct iovec *iov, int n, int timeou
 		}
 		return ol_io_writev_all(c->fd, iov, n, timeout_ms);
 	}
+	if (!c->tickets) { /* with the first bytes of the first answer, not before */
+		ol_http_tls_tickets(c->ssl);
+		c->tickets = true;
+	}
 	for (int i = 0; i < n; i++) {
 		int rc =
 		    ol_http_tls_write(c->ssl, c->fd, iov[i].iov_base, iov[i].iov_len, timeout_ms);

@@ -43,6 +43,8 @@ int ol_http_tls_handshake(void *ssl);
  * ready. */
 ssize_t ol_http_tls_read(void *ssl, int fd, void *buf, size_t len, int timeout_ms);
 int ol_http_tls_write(void *ssl, int fd, const void *buf, size_t len, int timeout_ms);
+/* Have TLS 1.3 session tickets sent with the next write (none go out after the handshake). */
+void ol_http_tls_tickets(void *ssl);
 
 /* A poller: one per core, an epoll set of the server's connections that no thread serves
  * ("parked") in two deadline FIFOs (one timeout each, so arrival order is deadline order):
@@ -124,6 +126,7 @@ struct ol_http_conn {
 	uint64_t body_total;
 	struct ol_http_chunked ck;
 	bool body_done, continue_sent;
+	bool tickets; /* TLS: the session tickets were asked for (ol_http_tls_tickets) */
 	int body_err;
 	/* response */
 	bool resp_started, resp_finished, resp_chunked, resp_nobody, close_after;

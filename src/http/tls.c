@@ -37,6 +37,20 @@ static void
 http_setup(void *ctx)
 {
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+	/* TLS 1.3 session tickets go out with the connection's first response
+	 * (ol_http_tls_tickets), not right after the handshake: bytes the client did not ask
+	 * for make its socket readable while it waits for an answer, and botocore, waiting a
+	 * second for 100 Continue, then reads a status line that is not there, times out inside
+	 * the TLS layer and drops the connection when the answer takes longer (a cluster node
+	 * waiting for its leader) */
+	SSL_CTX_set_num_tickets(ctx, 0);
+}
+
+void
+ol_http_tls_tickets(void *ssl)
+{
+	if (SSL_version(ssl) == TLS1_3_VERSION)
+		(void)SSL_new_session_ticket(ssl); /* sent with the next write */
 }
 
 int

@@ -280,3 +280,33 @@ def test_cli_admin_calls_over_https(openlaked, certs):
     other.mkdir()
     r = cli("heal", "--config", str(d.config), AWS_CA_BUNDLE=str(make_ca(other)))
     assert r.returncode == 1 and "AWS_CA_BUNDLE" in r.stderr, r.stdout + r.stderr
+
+
+def test_session_tickets_come_with_the_first_answer(openlaked, certs):
+    """TLS 1.3 session tickets go out with the first response, not right after the handshake:
+    bytes the client did not ask for make its socket readable while it waits, and botocore,
+    waiting a second for 100 Continue, then reads a status line that is not there and drops
+    the connection when the answer takes longer (a cluster node waiting for its leader).
+    Resumption still works with the tickets sent later."""
+    import select
+    d_certs, ca, pem, key = certs
+    d = openlaked(kv=False, extra=tls_conf(pem, key))
+    ctx = ssl.create_default_context(cafile=str(ca))
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    with socket.create_connection(("127.0.0.1", d.s3_port), timeout=30) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            assert s.version() == "TLSv1.3"
+            readable, _, _ = select.select([s], [], [], 1.5)
+            assert not readable, "bytes came after the handshake, before any request"
+            s.sendall(b"GET /openlake/health HTTP/1.1\r\nHost: x\r\n\r\n")
+            got = b""
+            while b"\r\n\r\n" not in got:
+                chunk = s.recv(4096)
+                assert chunk, got
+                got += chunk
+            assert got.startswith(b"HTTP/1.1 200"), got
+            sess = s.session
+    assert sess is not None and sess.has_ticket
+    with socket.create_connection(("127.0.0.1", d.s3_port), timeout=30) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1", session=sess) as s:
+            assert s.session_reused, "the ticket of the first connection resumes a session"
