@@ -144,7 +144,7 @@ void ol_admin_set_heal_hooks(const struct ol_admin_heal_hooks *h);
  * to be resumed; "cancelled" only for an admin's cancel; "done", "failed"), "job", "by",
  * "resumed", "job_started_ns", "node" and "epoch" (given: the node running it and its leader
  * epoch), "updated_ns" and "cursor" ({"set","bucket","phase","key" (hex)}, absent before the
- * scan began). NULL when no job ran here. *job gets its id, *final whether its state is
+ * scan began). NULL when no job ran here. *job is set to its id, *final whether its state is
  * done, failed or cancelled. Malloc'd. Any thread. */
 char *ol_admin_heal_record(unsigned node, unsigned long long epoch, char job[33], bool *final);
 

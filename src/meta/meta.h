@@ -74,9 +74,9 @@ int ol_meta_fd(struct ol_meta *m);
 /* ---- remote environments ----
  * An env whose records live on another node (store/rdrive.c implements the callbacks over the
  * node plane). The calls below work on it as on a local one, with these differences:
- * - no snapshot across calls: a read txn's gets and cursor pages each see the drive as it is
+ * - no snapshot across calls: a read txn's point reads and cursor pages each see the drive as it is
  *   when they reach it;
- * - a write txn buffers its puts and dels (its own gets and cursors see them, as an overlay)
+ * - a write txn buffers its puts and dels (its own point reads and cursors see them, as an overlay)
  *   and ol_meta_commit ships them as one batch the drive applies in one LMDB txn, durable
  *   before the answer when the env was opened with sync (ol_meta_sync is then a no-op and
  *   ol_meta_fd is -1);

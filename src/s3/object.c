@@ -393,7 +393,7 @@ s3_copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mt
 	ol_buf_free(&x);
 }
 
-/* The entries of a source blob into meta, less its owner and ACL (the copy gets its own),
+/* The entries of a source blob into meta, less its owner and ACL (the copy is given its own),
  * and less its encryption entries unless keep_sse (the same ciphertext is written again). */
 static void
 meta_copy_unowned(const struct ol_obj_info *si, struct ol_buf *meta, bool keep_sse)

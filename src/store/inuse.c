@@ -2,7 +2,7 @@
  *
  * An overwrite or delete commits the new record and then unlinks the old version's shard
  * files. A GET that resolved the old version before that commit streams it part by part and
- * opens each part's files when it gets there, so an unlink in between cut the body short.
+ * opens each part's files when it reaches it, so an unlink in between cut the body short.
  * A GET of a large object holds its version here (taken under the key's read lock, which the
  * commit's write lock excludes, so a reclaim after that commit always sees the hold); a
  * reclaim of a held version defers its unlinks to the last reader's release. A crash loses

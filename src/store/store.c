@@ -485,7 +485,7 @@ ol_reads_free(struct ol_reads *r)
 		free(r->raw[d]);
 }
 
-/* Present on >= k drives. An online drive that lacks the record gets it back (heal). */
+/* Present on >= k drives. An online drive that lacks the record is given it back (heal). */
 int
 ol_bucket_check(struct ol_store *st, const char *bucket)
 {

@@ -308,7 +308,7 @@ main(int argc, char **argv)
 	}
 	ol_log_set_level(getenv("RSET_LOG") ? getenv("RSET_LOG") : "error");
 	ol_config_default(cfg);
-	cfg->default_parity_count = (unsigned)atoi(argv[3]);
+	cfg->default_parity_count = (unsigned)strtoul(argv[3], NULL, 10);
 	cfg->fsync = true;
 	if (!strcmp(argv[4], "local")) {
 		for (int i = 5; i < sep && n < MAXD; i++, n++)
@@ -322,7 +322,7 @@ main(int argc, char **argv)
 			snprintf(peers[n], sizeof(peers[n]), "%.*s", h ? (int)(h - argv[i]) : 0,
 				 argv[i]);
 			sp[n] = (struct ol_store_drive_spec){
-			    peers[n], h ? (unsigned)atoi(h + 1) : 0, (unsigned)n + 1};
+			    peers[n], h ? (unsigned)strtoul(h + 1, NULL, 10) : 0, (unsigned)n + 1};
 		}
 		o = (struct ol_store_set_opts){.n = (unsigned)n,
 					       .drives = sp,
@@ -338,17 +338,17 @@ main(int argc, char **argv)
 	}
 	const char *cmd = argv[sep + 1];
 	if (!strcmp(cmd, "put") && argc > sep + 4)
-		rc = cmd_put(st, argv[sep + 2], (unsigned)atoi(argv[sep + 3]),
-			     (unsigned)atoi(argv[sep + 4]));
+		rc = cmd_put(st, argv[sep + 2], (unsigned)strtoul(argv[sep + 3], NULL, 10),
+			     (unsigned)strtoul(argv[sep + 4], NULL, 10));
 	else if (!strcmp(cmd, "verify"))
 		rc = cmd_verify(st);
 	else if (!strcmp(cmd, "heal"))
 		rc = cmd_heal(st);
 	else if (!strcmp(cmd, "bench") && argc > sep + 2)
-		rc = cmd_bench(st, (unsigned)atoi(argv[sep + 2]));
+		rc = cmd_bench(st, (unsigned)strtoul(argv[sep + 2], NULL, 10));
 	else if (!strcmp(cmd, "view") && argc > sep + 3 && o.n)
-		rc = cmd_view(st, &o, cfg, (unsigned)atoi(argv[sep + 2]),
-			      (unsigned)atoi(argv[sep + 3]));
+		rc = cmd_view(st, &o, cfg, (unsigned)strtoul(argv[sep + 2], NULL, 10),
+			      (unsigned)strtoul(argv[sep + 3], NULL, 10));
 	else
 		rc = 2;
 	ol_store_close(st);
