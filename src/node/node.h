@@ -60,7 +60,8 @@ enum ol_node_op {
 	OL_NODE_META_COMMIT = 13, /* a batch of puts / deletes in one txn, fenced by an epoch */
 	OL_NODE_SHARD_LIST = 14,  /* a page of the names in a shard directory */
 	OL_NODE_DRIVE_ID = 15,	  /* a drive's identity record (claimed when it has none) */
-	OL_NODE_OP_MAX = 15,
+	OL_NODE_COMMIT = 16,	  /* a shard writer's commit, run by the leader's store */
+	OL_NODE_OP_MAX = 16,
 };
 
 /* DRIVE_ID flags: CLAIM: the request carries the record the caller expects; a drive without
@@ -239,6 +240,19 @@ int ol_node_ucx_device(const char *dev);
 /* Listen on o->addr and serve. Returns at once. -EADDRINUSE, -EINVAL, -ENOMEM, -EOPNOTSUPP
  * (no usable io_uring), or another -errno. */
 int ol_node_server_start(const struct ol_node_server_opts *o, struct ol_node_server **out);
+/* The handler of OL_NODE_COMMIT calls (a follower's shard writer sends its commit to the
+ * leader: docs/cluster.md "Writes on every node"): fn runs on a helper thread of the server
+ * (never on a loop: it may call planes, this node's own included, and block for seconds), one
+ * call per connection at a time (the connection reads nothing more meanwhile), at most
+ * OL_NODE_COMMIT_THREADS at once across the server (more wait in order). It is given the
+ * request payload and answers a status (0 or -errno, sent as the reply's status) and up to
+ * cap bytes of reply payload in reply (*rlen). NULL fn (the default): such calls are answered
+ * -EOPNOTSUPP. Any thread, any time after start; a call running keeps the fn it started with,
+ * and stop waits for the calls running. */
+#define OL_NODE_COMMIT_THREADS 8
+typedef int (*ol_node_commit_fn)(void *arg, const uint8_t *req, size_t len, uint8_t *reply,
+				 size_t cap, size_t *rlen);
+void ol_node_server_set_commit(struct ol_node_server *s, ol_node_commit_fn fn, void *arg);
 /* Close the listeners and every connection, stop and join the loops, free s. */
 void ol_node_server_stop(struct ol_node_server *s);
 

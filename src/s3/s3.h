@@ -56,6 +56,13 @@ void ol_s3_handle(struct ol_http_req *h, void *arg);
  * answers h (it forwards it to the writer). Such a request is not counted in the S3 metrics
  * here. An error after the answer's head went out still cuts the connection. */
 bool ol_s3_handle_read(struct ol_http_req *h, struct ol_s3_server *s);
+/* On the cluster's serving leader: commit what a follower's shard writer sent
+ * (ol_store_commit_remote on s's store), with the versioning mode of the bucket as s knows it
+ * (the follower's copy of the bucket attributes may be behind). 0 with *out filled, or
+ * ol_store_commit_remote's -errno. Any thread. */
+struct ol_obj_info;
+int ol_s3_commit_remote(struct ol_s3_server *s, const void *req, size_t len,
+			struct ol_obj_info *out);
 
 /* Format the HTTP server's own errors (bad head, timeout, over a limit) as S3 XML error
  * documents (an ol_http_error_fn; arg unused). */

@@ -87,6 +87,13 @@ struct ol_store_set_opts {
 	 * claim, no generation taken, no commit, no shard created, written or unlinked, no heal,
 	 * no missed-write record); it opens once k drives answer. */
 	bool readonly;
+	/* With readonly: a *shard writer* (a follower serving PUT and UploadPart; docs/cluster.md
+	 * "Writes on every node"): the view above, except that put_begin and mpu_part_begin work
+	 * and write their shard files over the planes as a leader does (under a fresh uuid,
+	 * unreferenced until committed); put_commit sends the commit to the committer hook
+	 * (ol_store_set_committer) instead of committing, and unlinks the files when it fails.
+	 * Every other write stays -EROFS. */
+	bool shards;
 };
 /* Open the engine over drives served by node planes (this node's own drives too: in a cluster
  * the node plane server is the only owner of a node's local drives). cfg gives P, block size,
@@ -246,6 +253,34 @@ int ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, si
 			struct ol_obj_info *out_info);
 /* Drop everything written; frees p. NULL is fine. */
 void ol_store_put_abort(struct ol_put *p);
+
+/* ---- commits sent to the leader (shard writers, ol_store_set_opts.shards) ----
+ * A shard writer's put_commit, its shards durable on a write quorum, encodes what the leader
+ * needs to commit (the set by its first drive's id, bucket, key or upload id and part number,
+ * the version's uuid, size, etag, metadata, inline shards, condition, versioning mode and
+ * the drives the writer failed) and calls the committer with it; the committer delivers it to
+ * the leader, whose ol_store_commit_remote runs the commit as its own put_commit does, and
+ * returns what that returned (0 with *out filled: size, mtime_ns, etag, version_id; or
+ * -errno). Without a committer: -EROFS. fn runs on the put_commit caller's thread. */
+typedef int (*ol_store_commit_fn)(void *arg, const void *req, size_t len,
+				  struct ol_obj_info *out);
+void ol_store_set_committer(struct ol_store *st, ol_store_commit_fn fn, void *arg);
+/* On the leader (a writable store): commit the request a shard writer's committer received.
+ * vmode (OL_STORE_VER_*) replaces the writer's for an object (the leader's view of the bucket's
+ * versioning is the one that holds). -EBADMSG a request that does not decode, -ESTALE its set
+ * is not one of this store's or not where the key goes now (the key is in another pool, the
+ * pool drains: the writer's client retries), -EROFS on a read-only store; else put_commit's
+ * results (-ENOENT no bucket or upload, -ECANCELED / -ENODATA a condition, -EIO no quorum). */
+int ol_store_commit_remote(struct ol_store *st, const void *req, size_t len, int vmode,
+			   struct ol_obj_info *out);
+/* The bucket a commit request names (NUL-terminated, < 64 bytes) and whether it commits a
+ * part (*part may be NULL): 0, or -EBADMSG. */
+int ol_store_commit_req_bucket(const void *req, size_t len, char bucket[64], bool *part);
+/* The answer to a commit as bytes for the wire and back: size, mtime_ns, etag, version_id.
+ * encode returns its length (at most OL_STORE_INFO_WIRE); decode 0 or -EBADMSG. */
+#define OL_STORE_INFO_WIRE (16 + 2 * 256)
+size_t ol_store_info_encode(const struct ol_obj_info *in, uint8_t *buf);
+int ol_store_info_decode(const uint8_t *buf, size_t len, struct ol_obj_info *out);
 uint64_t ol_store_put_size(const struct ol_put *p);
 
 /* A buffer of size bytes for a request body read in whole stripes, or a GET's send buffer:
