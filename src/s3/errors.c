@@ -87,12 +87,13 @@ static const struct ol_s3_errinfo table[OL_S3E__COUNT] = {
     [OL_S3E_INVALID_STORAGE_CLASS] = {"InvalidStorageClass", 400,
 				      "The storage class you specified is not valid"},
     [OL_S3E_STORAGE_FULL] = {"XOpenLakeStorageFull", 507, "Storage is full"},
+    [OL_S3E_SLOW_DOWN] = {"SlowDown", 503, "Please reduce your request rate."},
 };
 
 /* Object-store results as S3 errors; -ENOENT is the caller's (ol_s3_errno_err). */
 static const struct {
 	int rc;
-	bool write; /* conditional writes only */
+	bool write; /* writes only (s3_write_error) */
 	enum ol_s3_err err;
 	const char *message; /* NULL: the error's own */
 } errno_table[] = {
@@ -111,6 +112,15 @@ static const struct {
     {-EROFS, false, OL_S3E_SERVICE_UNAVAILABLE,
      "This node serves reads only and cannot write now; retry (writes go to the serving "
      "leader)."},
+    /* a write whose data a cluster node wrote itself and whose commit did not reach the
+     * serving leader (none known, not serving, not reachable: surely not applied), or whose
+     * answer did not come back in time (it may have been applied: the client's retry writes
+     * the same bytes again); SDKs retry SlowDown */
+    {-EAGAIN, true, OL_S3E_SLOW_DOWN,
+     "No node serves this cluster's store now, or its leader cannot be reached to commit this "
+     "write; retry shortly."},
+    {-ETIMEDOUT, true, OL_S3E_SLOW_DOWN,
+     "The serving leader did not answer this write's commit in time; retry."},
     /* a read-only view found the version it resolved reclaimed by the writer (overwritten
      * or deleted meanwhile), again after resolving the key once more */
     {-EAGAIN, false, OL_S3E_SERVICE_UNAVAILABLE,

@@ -206,8 +206,8 @@ part_upload(struct s3_req *r, struct ol_put *p, const struct s3_sse *e, enum ol_
 		 ca != OL_CKSUM_NONE ? b.ck_b64 : "");
 	rc = ol_store_put_commit(p, stored, NULL, 0, NULL);
 	p = NULL;
-	if (rc < 0) {
-		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
+	if (rc < 0) { /* a write: a commit the cluster's leader did not take is SlowDown */
+		s3_write_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		goto out;
 	}
 	snprintf(q, sizeof(q), "\"%s\"", etag);

@@ -186,6 +186,7 @@ enum ol_s3_err {
 	OL_S3E_MISSING_SECURITY_HEADER,
 	OL_S3E_INVALID_STORAGE_CLASS,
 	OL_S3E_STORAGE_FULL,
+	OL_S3E_SLOW_DOWN,
 	OL_S3E__COUNT
 };
 struct ol_s3_errinfo {
@@ -196,7 +197,8 @@ struct ol_s3_errinfo {
 const struct ol_s3_errinfo *ol_s3_errinfo(enum ol_s3_err e);
 /* The S3 error for an object-store result rc (< 0), from one table (errors.c). -ENOENT is
  * enoent (what is missing depends on the call: NoSuchKey, NoSuchBucket, NoSuchUpload); write
- * adds the results of conditional writes (-ECANCELED: PreconditionFailed, -ENODATA: NoSuchKey).
+ * adds the results of conditional writes (-ECANCELED: PreconditionFailed, -ENODATA: NoSuchKey)
+ * and of commits sent to a cluster's leader (-EAGAIN, -ETIMEDOUT: SlowDown, 503).
  * *msg is the message to send (NULL: the error's own). An rc the table does not know is
  * OL_S3E_INTERNAL with *msg NULL (the caller names the errno). Pure. */
 enum ol_s3_err ol_s3_errno_err(int rc, bool write, enum ol_s3_err enoent, const char **msg);

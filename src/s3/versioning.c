@@ -149,3 +149,24 @@ s3_get_versioning(struct s3_req *r)
 	ol_buf_adds(&x, "</VersioningConfiguration>");
 	s3_send_xml(r, 200, &x);
 }
+
+int
+ol_s3_commit_remote(struct ol_s3_server *s, const void *req, size_t len, struct ol_obj_info *out)
+{
+	struct s3_req r = {.srv = s};
+	bool part = false;
+	int rc = ol_store_commit_req_bucket(req, len, r.rt.bucket, &part);
+	if (rc)
+		return rc;
+	if (!s->st)
+		return -ESTALE; /* serves no store now: the writer's client retries */
+	/* a part's commit takes no versioning mode; an object's takes the bucket's as this
+	 * server knows it (the attrs it wrote itself, read through its per-thread cache) */
+	int vmode = OL_STORE_VER_OFF;
+	if (!part) {
+		s3_bucket_load(&r);
+		vmode = s3_vmode(&r);
+		s3_access_fini(&r);
+	}
+	return ol_store_commit_remote(s->st, req, len, vmode, out);
+}
