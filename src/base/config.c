@@ -205,6 +205,11 @@ static const struct cfg_key keys[] = {
      "every node that does not serve the cluster store serves S3 GET and HEAD requests itself "
      "over a read-only view of the store (docs/cluster.md, \"Serving and forwarding\"); "
      "false: it forwards them to the serving leader like every other request"},
+    {"cluster.write_any", T_BOOL, F(cluster_write_any), "true", 0, 0, 0, 0, 0,
+     "every node that does not serve the cluster store writes the data of a client's plain "
+     "PutObject and UploadPart itself (erasure coding, checksums, shard files over the node "
+     "planes) and sends only the commit to the serving leader (docs/cluster.md, \"Writes on "
+     "every node\"); false: such writes are forwarded to the leader whole"},
     {"cluster.reclaim_delay_ms", T_U32, F(cluster_reclaim_delay_ms), "30000", 0, 3600000, 0, 0, 0,
      "with read_any: the serving leader unlinks the shard files of an overwritten or deleted "
      "version only this long after the commit, so other nodes' reads of it can finish"},

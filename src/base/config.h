@@ -159,6 +159,7 @@ struct ol_config {
 	/* [cluster] read_any: followers serve GET/HEAD over a read-only store; reclaim_delay_ms:
 	 * how long the leader keeps the shard files of a replaced version */
 	bool cluster_read_any;
+	bool cluster_write_any; /* [cluster] write_any: followers write PUT / part data */
 	unsigned cluster_reclaim_delay_ms;
 
 	/* [s3] lifecycle scanner */
