@@ -604,6 +604,10 @@ test_errno_map(void)
 	    {-ECANCELED, true, "PreconditionFailed", 412},
 	    {-ENODATA, true, "NoSuchKey", 404},
 	    {-ECANCELED, false, "InternalError", 500}, /* a read is not conditional */
+	    /* a commit a cluster's leader did not take, or did not answer: retried by SDKs */
+	    {-EAGAIN, true, "SlowDown", 503},
+	    {-ETIMEDOUT, true, "SlowDown", 503},
+	    {-EAGAIN, false, "ServiceUnavailable", 503}, /* a read meeting a reclaim */
 	    {-EPERM, false, "InternalError", 500},
 	};
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
