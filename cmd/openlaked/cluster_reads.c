@@ -1,4 +1,5 @@
-/* cmd/openlaked/cluster_reads.c - GET and HEAD served by every node: see cluster_reads.h. */
+/* cmd/openlaked/cluster_reads.c - GET and HEAD (and the data of PUTs) served by every node: see
+ * cluster_reads.h. */
 #include "cluster_reads.h"
 #include "cluster_store.h"
 
@@ -24,6 +25,7 @@ struct view {
 	struct ol_s3_server *s3;
 	unsigned users; /* under creads.mu */
 	unsigned pools;
+	bool shards; /* a shard writer (write_any): PUT and UploadPart data written here */
 };
 
 enum { ST_OFF, ST_OPENING, ST_OPEN, ST_LEADING };
@@ -40,13 +42,16 @@ struct creads {
 	bool leading, stopping;
 	bool (*other_serves)(void *arg); /* creads_new */
 	void *other_arg;
+	ol_store_commit_fn commit; /* creads_new: a shard writer's commits go to the leader */
+	void *commit_arg;
 	/* the threads */
 	pthread_t reader, watcher;
 	bool reader_started, watcher_started;
 	atomic_int stop, dirty; /* dirty: <prefix>gen changed since the last reload */
 	_Atomic int state;
 	_Atomic uint64_t local_reads;
-	_Atomic uint64_t declined; /* a 404 or 5xx of the view: forwarded to the leader */
+	_Atomic uint64_t local_writes; /* PUTs and parts whose data this node wrote */
+	_Atomic uint64_t declined;     /* a 404 or 5xx of the view: forwarded to the leader */
 };
 
 static int64_t
@@ -80,13 +85,15 @@ layout_copy(const struct ol_layout *from, struct ol_layout *to)
 
 struct creads *
 creads_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_layout *l,
-	   bool (*other_serves)(void *arg), void *arg)
+	   bool (*other_serves)(void *arg), void *arg, ol_store_commit_fn commit, void *commit_arg)
 {
 	struct creads *rd = ol_xcalloc(1, sizeof(*rd));
 	rd->cfg = cfg;
 	rd->c = c;
 	rd->other_serves = other_serves;
 	rd->other_arg = arg;
+	rd->commit = commit;
+	rd->commit_arg = commit_arg;
 	layout_copy(l, &rd->lay);
 	rd->lay_gen = 1;
 	pthread_mutex_init(&rd->mu, NULL);
@@ -100,16 +107,20 @@ creads_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 
 /* ---- the view ---- */
 
-/* A read-only store of l's pools and its S3 server, with the run-time keys read from it and
- * the cached bucket attributes dropped, before any request takes it. 0 or -errno. */
+/* A read-only store of l's pools (a shard writer with write_any: its commits go to the leader
+ * through rd->commit) and its S3 server, with the run-time keys read from it and the cached
+ * bucket attributes dropped, before any request takes it. 0 or -errno. */
 static int
 view_open(struct creads *rd, const struct ol_layout *l, struct view **out)
 {
 	struct ol_store *st = NULL;
 	struct ol_s3_server *s3 = NULL;
-	int rc = cstore_open_pools(rd->cfg, rd->c, l, 0, l->n_pools, 0, true, &st);
+	bool shards = rd->cfg->cluster_write_any && rd->commit;
+	int rc = cstore_open_pools(rd->cfg, rd->c, l, 0, l->n_pools, 0, true, shards, &st);
 	if (rc)
 		return rc;
+	if (shards)
+		ol_store_set_committer(st, rd->commit, rd->commit_arg);
 	rc = ol_s3_new(rd->cfg, st, &s3);
 	if (rc) {
 		ol_store_close(st);
@@ -125,6 +136,7 @@ view_open(struct creads *rd, const struct ol_layout *l, struct view **out)
 	v->st = st;
 	v->s3 = s3;
 	v->pools = ol_layout_live_pools(l);
+	v->shards = shards;
 	*out = v;
 	return 0;
 }
@@ -155,22 +167,52 @@ view_swap(struct creads *rd, struct view *v)
 	view_close(rd, old);
 }
 
-bool
-creads_serve(struct creads *rd, struct ol_http_req *r)
+/* the open view (NULL: none, or this node serves the store), counted in as used; with
+ * write: only a shard writer */
+static struct view *
+view_take(struct creads *rd, bool write)
 {
 	pthread_mutex_lock(&rd->mu);
 	struct view *v = rd->leading ? NULL : rd->v;
+	if (v && write && !v->shards)
+		v = NULL;
 	if (v)
 		v->users++;
 	pthread_mutex_unlock(&rd->mu);
-	if (!v)
-		return false;
-	bool served = ol_s3_handle_read(r, v->s3);
-	atomic_fetch_add(served ? &rd->local_reads : &rd->declined, 1);
+	return v;
+}
+
+static void
+view_put(struct creads *rd, struct view *v)
+{
 	pthread_mutex_lock(&rd->mu);
 	if (--v->users == 0)
 		pthread_cond_broadcast(&rd->cv);
 	pthread_mutex_unlock(&rd->mu);
+}
+
+bool
+creads_write(struct creads *rd, struct ol_http_req *r)
+{
+	struct view *v = view_take(rd, true);
+	if (!v)
+		return false;
+	/* never declined: the body is read by now, whatever the answer */
+	ol_s3_handle(r, v->s3);
+	atomic_fetch_add(&rd->local_writes, 1);
+	view_put(rd, v);
+	return true;
+}
+
+bool
+creads_serve(struct creads *rd, struct ol_http_req *r)
+{
+	struct view *v = rd->cfg->cluster_read_any ? view_take(rd, false) : NULL;
+	if (!v)
+		return false;
+	bool served = ol_s3_handle_read(r, v->s3);
+	atomic_fetch_add(served ? &rd->local_reads : &rd->declined, 1);
+	view_put(rd, v);
 	return served;
 }
 
@@ -184,7 +226,8 @@ read_step(struct creads *rd, unsigned *have, bool *said, int64_t *next_refresh)
 {
 	struct ol_layout l = {0};
 	pthread_mutex_lock(&rd->mu);
-	bool want = rd->cfg->cluster_read_any && !rd->leading && !rd->stopping;
+	bool want = (rd->cfg->cluster_read_any || rd->cfg->cluster_write_any) && !rd->leading &&
+		    !rd->stopping;
 	bool open = rd->v != NULL, reopen = want && (!open || rd->lay_gen != *have);
 	unsigned gen = rd->lay_gen;
 	if (reopen)
@@ -235,11 +278,15 @@ read_step(struct creads *rd, unsigned *have, bool *said, int64_t *next_refresh)
 		*next_refresh = now_ms() + CREADS_REFRESH_MS;
 		atomic_store(&rd->dirty, 0);
 		unsigned pools = v->pools;
+		bool shards = v->shards;
 		view_swap(rd, v);
 		atomic_store(&rd->state, ST_OPEN);
-		ol_info("cluster: serving GET and HEAD from a read-only view of the store (%u "
-			"pool(s)); other requests go to the serving leader",
-			pools);
+		ol_info("cluster: serving %s from a %s view of the store (%u pool(s)); other "
+			"requests go to the serving leader",
+			!rd->cfg->cluster_read_any ? "the data of PUTs and parts"
+			: shards		   ? "GET, HEAD and the data of PUTs and parts"
+						   : "GET and HEAD",
+			shards ? "shard-writing" : "read-only", pools);
 		return;
 	}
 	if (!atomic_load(&rd->dirty) && now_ms() < *next_refresh)
@@ -344,9 +391,15 @@ metrics(struct ol_strbuf *b, void *arg)
 	    "# HELP openlake_cluster_read_view_open Whether this node's read-only view "
 	    "of the cluster store is open (1) and serves GET and HEAD.\n"
 	    "# TYPE openlake_cluster_read_view_open gauge\n"
-	    "openlake_cluster_read_view_open %d\n",
+	    "openlake_cluster_read_view_open %d\n"
+	    "# HELP openlake_cluster_local_writes_total S3 PutObject and UploadPart requests "
+	    "whose data this node wrote itself (write_any), their commits sent to the serving "
+	    "leader.\n"
+	    "# TYPE openlake_cluster_local_writes_total counter\n"
+	    "openlake_cluster_local_writes_total %llu\n",
 	    (unsigned long long)atomic_load(&rd->local_reads),
-	    (unsigned long long)atomic_load(&rd->declined), atomic_load(&rd->state) == ST_OPEN);
+	    (unsigned long long)atomic_load(&rd->declined), atomic_load(&rd->state) == ST_OPEN,
+	    (unsigned long long)atomic_load(&rd->local_writes));
 }
 
 void
@@ -417,10 +470,12 @@ creads_status_json(struct creads *rd, struct ol_strbuf *b)
 	pthread_mutex_unlock(&rd->mu);
 	int s = atomic_load(&rd->state);
 	ol_strbuf_printf(b,
-			 "\"read_store\":{\"read_any\":%s,\"state\":\"%s\",\"pools\":%u,"
-			 "\"local_reads\":%llu}",
-			 rd->cfg->cluster_read_any ? "true" : "false", names[s], pools,
-			 (unsigned long long)atomic_load(&rd->local_reads));
+			 "\"read_store\":{\"read_any\":%s,\"write_any\":%s,\"state\":\"%s\","
+			 "\"pools\":%u,\"local_reads\":%llu,\"local_writes\":%llu}",
+			 rd->cfg->cluster_read_any ? "true" : "false",
+			 rd->cfg->cluster_write_any ? "true" : "false", names[s], pools,
+			 (unsigned long long)atomic_load(&rd->local_reads),
+			 (unsigned long long)atomic_load(&rd->local_writes));
 }
 
 void

@@ -1,8 +1,11 @@
 /* cmd/openlaked/cluster_reads.h - reads served by every node of a cluster store (issue 10,
  * `[cluster] read_any`): a node that does not serve the store (the serving leader does) opens a
  * read-only view of the layout's pools over the node planes in the background and serves S3
- * GET and HEAD requests on it with an S3 server of its own; everything else is forwarded to
- * the leader (cluster_store.c). docs/cluster.md, "Serving and forwarding".
+ * GET and HEAD requests on it with an S3 server of its own; with `[cluster] write_any` the view
+ * is a shard writer (ol_store_set_opts.shards) and the node writes the data of a client's plain
+ * PutObject and UploadPart itself, its commit sent to the leader (the committer given to
+ * creads_new); everything else is forwarded to the leader (cluster_store.c). docs/cluster.md,
+ * "Serving and forwarding" and "Writes on every node".
  *
  * What a node keeps in memory follows the leader's writes: the leader puts <prefix>gen after
  * each run-time key created or removed and each bucket record written; every node watches it
@@ -19,6 +22,7 @@
 #include "cluster/cluster.h"
 #include "cluster/layout.h"
 #include "http/http.h"
+#include "store/store.h"
 
 #include <stdbool.h>
 
@@ -31,11 +35,15 @@ struct ol_strbuf;
 /* The reads' state for layout l (copied); cfg and c outlive it. other_serves(arg): whether
  * another node serves the store now (a view first opens only then: before, a new cluster's
  * drives may have no identity record yet, and this node may be about to serve); any thread,
- * must not block. Nothing runs before creads_start. */
+ * must not block. commit(commit_arg, ...): a shard writer's committer (write_any; NULL: the view
+ * only reads), run on the request thread of the PUT it commits. Nothing runs before
+ * creads_start. */
 struct creads *creads_new(const struct ol_config *cfg, struct ol_cluster *c,
-			  const struct ol_layout *l, bool (*other_serves)(void *arg), void *arg);
+			  const struct ol_layout *l, bool (*other_serves)(void *arg), void *arg,
+			  ol_store_commit_fn commit, void *commit_arg);
 
-/* Start the threads (a view opens when read_any is on and this node does not serve), and tell
+/* Start the threads (a view opens when read_any or write_any is on and this node does not
+ * serve), and tell
  * the other nodes of every key and bucket change made through this node's admin API and
  * leader_s3 (the S3 server that serves the writable store when this node leads). */
 void creads_start(struct creads *rd, struct ol_s3_server *leader_s3);
@@ -55,8 +63,14 @@ void creads_leading(struct creads *rd, bool leading);
  * the caller forwards r. Request thread. */
 bool creads_serve(struct creads *rd, struct ol_http_req *r);
 
-/* "read_store":{...} for the status document's "cluster" object: "state" ("off", "opening",
- * "open", "leading"), "pools", "local_reads". Any thread, no blocking. */
+/* Serve r (a client's plain PutObject or UploadPart, chosen by the caller) on the view when it
+ * is a shard writer: true when served (always answered: the body is read, nothing is declined),
+ * false when no such view is open (nothing was read; the caller forwards r). Request thread. */
+bool creads_write(struct creads *rd, struct ol_http_req *r);
+
+/* "read_store":{...} for the status document's "cluster" object: "read_any", "write_any",
+ * "state" ("off", "opening", "open", "leading"), "pools", "local_reads", "local_writes". Any
+ * thread, no blocking. */
 void creads_status_json(struct creads *rd, struct ol_strbuf *b);
 
 /* Stop the threads and close the view (waits for the requests on it); then free. NULL: no-op. */

@@ -2,11 +2,14 @@
 #include "cluster_store.h"
 #include "cluster_quorum.h"
 #include "cluster_reads.h"
+#include "cluster_writes.h"
 #include "heal_job.h"
 
 #include "admin/admin.h"
 #include "base/log.h"
+#include "base/metrics.h"
 #include "s3/s3.h"
+#include "s3/s3util.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -79,8 +82,17 @@ struct cstore {
 	unsigned drain_store_pool; /* its index in drain_st (the drain thread reads this) */
 	struct ol_store *drain_st;
 	struct ol_drain_progress dp;
-	struct heal_job *hj;  /* the heal job's record in etcd (heal_job.h) */
-	struct creads *rd;    /* GET and HEAD served here while another node serves */
+	struct heal_job *hj; /* the heal job's record in etcd (heal_job.h) */
+	struct creads *rd;   /* GET and HEAD served here while another node serves */
+	struct cwrites *cw;  /* the commits of PUTs written here, sent to the leader */
+	/* write_any, and the layout this node took allows writes here: one pool not removed
+	 * (the view places a new key by the pools' free space only as the leader last did), none
+	 * draining (a drain moves keys between pools under the leader's gates) */
+	atomic_bool local_writes;
+	char endpoint_host[256]; /* the host of s3_addr (virtual-host-style buckets) */
+	/* other nodes' commits this node ran as the serving leader (cstore_commit_serve):
+	 * answered by the store (served), or not taken (refused: not serving) */
+	_Atomic uint64_t commits_served, commits_refused;
 	_Atomic int drain_rc; /* 1 running, 0 done (the pool is empty), -errno */
 	int64_t drain_report_ms;
 	pthread_mutex_t mu;
@@ -235,11 +247,11 @@ cstore_peer_addr(const struct ol_config *cfg, const struct ol_cluster_view *v, u
 }
 
 /* every set of pool p of l, each over its drives' node planes, fenced with the epoch of the
- * leader of the serving set (readonly: a read-only view, epoch 0); objects placed by a hash
- * keyed with the deployment id */
+ * leader of the serving set (readonly: a read-only view, epoch 0; shards: one that writes the
+ * shard files of PUTs too); objects placed by a hash keyed with the deployment id */
 static int
 open_pool(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_layout *l, unsigned p,
-	  uint64_t epoch, bool readonly, struct ol_store **st)
+	  uint64_t epoch, bool readonly, bool shards, struct ol_store **st)
 {
 	unsigned n = l->set_drives, m = l->pools[p].n_sets;
 	size_t all = (size_t)m * n;
@@ -263,6 +275,7 @@ open_pool(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_lay
 						  .self_id = cfg->self_id,
 						  .epoch = epoch,
 						  .readonly = readonly,
+						  .shards = readonly && shards,
 						  .deadline_ms = 5000,
 						  .store_id = l->deployment_id,
 						  .pool = p,
@@ -278,7 +291,8 @@ out:
 
 int
 cstore_open_pools(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_layout *l,
-		  unsigned from, unsigned to, uint64_t epoch, bool readonly, struct ol_store **st)
+		  unsigned from, unsigned to, uint64_t epoch, bool readonly, bool shards,
+		  struct ol_store **st)
 {
 	struct ol_store *parts[MAX_POOLS];
 	unsigned n = 0;
@@ -286,7 +300,7 @@ cstore_open_pools(const struct ol_config *cfg, struct ol_cluster *c, const struc
 	*st = NULL;
 	for (unsigned p = from; !rc && p < to && n < MAX_POOLS; p++)
 		if (l->pools[p].state != OL_POOL_REMOVED) /* drained: serves nothing */
-			rc = open_pool(cfg, c, l, p, epoch, readonly, &parts[n++]);
+			rc = open_pool(cfg, c, l, p, epoch, readonly, shards, &parts[n++]);
 	if (!rc && n == 0)
 		return -ENOENT;
 	if (rc) {
@@ -307,7 +321,7 @@ cstore_open_pools(const struct ol_config *cfg, struct ol_cluster *c, const struc
 static int
 open_pools(struct cstore *cs, unsigned from, unsigned to, uint64_t epoch, struct ol_store **st)
 {
-	return cstore_open_pools(cs->cfg, cs->c, &cs->layout, from, to, epoch, false, st);
+	return cstore_open_pools(cs->cfg, cs->c, &cs->layout, from, to, epoch, false, false, st);
 }
 
 /* the pools' weights for new keys: the free bytes of their nodes' drives, per drive, as the
@@ -845,6 +859,18 @@ reopen(struct cstore *cs)
 	gained(cs, pool, epoch);
 }
 
+/* whether layout l lets a node that does not serve write the data of PUTs (write_any) */
+static bool
+writes_here(const struct ol_config *cfg, const struct ol_layout *l)
+{
+	if (!cfg->cluster_write_any || ol_layout_live_pools(l) != 1)
+		return false;
+	for (unsigned p = 0; p < l->n_pools; p++)
+		if (l->pools[p].state == OL_POOL_DRAINING)
+			return false;
+	return true;
+}
+
 /* The layout nl read at rev, taken (caller holds swap_mu; nl is finished here): pools added are
  * followed by the leadership thread, and the serving pool follows the pools' states; *removed:
  * a pool served was removed. A read older than the one taken last is dropped. */
@@ -857,6 +883,7 @@ apply_layout(struct cstore *cs, struct ol_layout *nl, int64_t rev, bool *warned,
 	}
 	take_layout(cs, nl, warned, removed);
 	ol_layout_fini(nl);
+	atomic_store(&cs->local_writes, writes_here(cs->cfg, &cs->layout));
 	cquorum_layout(cs->q, &cs->layout); /* the serving set may have moved */
 	cs->layout_rev = rev;
 	(void)ol_cluster_lead_follow(cs->c, &cs->layout);
@@ -1037,9 +1064,14 @@ cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 	cs->s3 = s3;
 	cs->layout = *l; /* taken over */
 	atomic_store(&cs->serve_pool, ol_layout_serving_pool(l));
+	atomic_store(&cs->local_writes, writes_here(cfg, l));
 	cs->wait_ms = (int)cfg->cluster_lease_ttl_s * 1000 + 2000;
 	if (cs->wait_ms > 15000)
 		cs->wait_ms = 15000;
+	unsigned port;
+	if (ol_config_split_addr(cfg->s3_addr, cs->endpoint_host, sizeof(cs->endpoint_host),
+				 &port) < 0)
+		cs->endpoint_host[0] = 0;
 	static const char label[] = "openlake forwarded client v1";
 	unsigned kl = 0;
 	if (!HMAC(EVP_sha256(), cfg->cluster_secret, (int)strlen(cfg->cluster_secret),
@@ -1075,7 +1107,9 @@ cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 	pthread_mutex_init(&cs->mu, NULL);
 	pthread_mutex_init(&cs->swap_mu, NULL);
 	cs->hj = heal_job_new(cfg, c);
-	cs->rd = creads_new(cfg, c, &cs->layout, other_serves, cs);
+	cs->cw = cwrites_new(cfg, c, &cs->serve_pool, cs->wait_ms);
+	cs->rd = creads_new(cfg, c, &cs->layout, other_serves, cs,
+			    cfg->cluster_write_any ? cwrites_commit : NULL, cs->cw);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1085,9 +1119,28 @@ cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 	return 0;
 }
 
+static void
+commit_metrics(struct ol_strbuf *b, void *arg)
+{
+	struct cstore *cs = arg;
+	ol_strbuf_printf(
+	    b,
+	    "# HELP openlake_cluster_commits_served_total Commits of writes other nodes wrote "
+	    "(write_any) that this node ran as the serving leader.\n"
+	    "# TYPE openlake_cluster_commits_served_total counter\n"
+	    "openlake_cluster_commits_served_total %llu\n"
+	    "# HELP openlake_cluster_commits_refused_total Such commits refused because this "
+	    "node did not serve the store then (the writer sends them to the next leader).\n"
+	    "# TYPE openlake_cluster_commits_refused_total counter\n"
+	    "openlake_cluster_commits_refused_total %llu\n",
+	    (unsigned long long)atomic_load(&cs->commits_served),
+	    (unsigned long long)atomic_load(&cs->commits_refused));
+}
+
 int
 cstore_start(struct cstore *cs)
 {
+	ol_metrics_register(commit_metrics, cs);
 	/* a node campaigns for the serving set only while it reaches a write quorum of its
 	 * drives, and its leader gives it up after [cluster] quorum_loss_s without one */
 	if (cquorum_start(cs->cfg, cs->c, &cs->q) == 0) {
@@ -1118,9 +1171,10 @@ cstore_start(struct cstore *cs)
 	return 0;
 }
 
-/* serve r on this node's store when it leads now; false when it does not */
+/* this node serves the store now: true with the caller counted in as a user (the store is not
+ * closed under it until store_give) */
 static bool
-serve_here(struct cstore *cs, struct ol_http_req *r)
+store_take(struct cstore *cs)
 {
 	pthread_mutex_lock(&cs->mu);
 	bool ok = cs->st && !atomic_load(&cs->halt_rev) &&
@@ -1129,7 +1183,23 @@ serve_here(struct cstore *cs, struct ol_http_req *r)
 	if (ok)
 		cs->users++;
 	pthread_mutex_unlock(&cs->mu);
-	if (!ok)
+	return ok;
+}
+
+static void
+store_give(struct cstore *cs)
+{
+	pthread_mutex_lock(&cs->mu);
+	if (--cs->users == 0)
+		pthread_cond_broadcast(&cs->cv);
+	pthread_mutex_unlock(&cs->mu);
+}
+
+/* serve r on this node's store when it leads now; false when it does not */
+static bool
+serve_here(struct cstore *cs, struct ol_http_req *r)
+{
+	if (!store_take(cs))
 		return false;
 	/* forwarded: policies (aws:SourceIp, aws:SecureTransport) and SSE-C's TLS rule see the
 	 * client the forwarding node vouched for, not that node */
@@ -1144,11 +1214,34 @@ serve_here(struct cstore *cs, struct ol_http_req *r)
 	ol_s3_handle(r, cs->s3);
 	r->peer = was_peer;
 	r->tls = was_tls;
-	pthread_mutex_lock(&cs->mu);
-	if (--cs->users == 0)
-		pthread_cond_broadcast(&cs->cv);
-	pthread_mutex_unlock(&cs->mu);
+	store_give(cs);
 	return true;
+}
+
+int
+cstore_commit_serve(void *arg, const uint8_t *req, size_t len, uint8_t *reply, size_t cap,
+		    size_t *rlen)
+{
+	struct cstore *cs = arg;
+	struct ol_obj_info info;
+	uint8_t buf[OL_STORE_INFO_WIRE];
+	*rlen = 0;
+	if (!store_take(cs)) {
+		atomic_fetch_add(&cs->commits_refused, 1);
+		return -ESTALE; /* not serving (yet, or any more): the writer tries again */
+	}
+	memset(&info, 0, sizeof(info));
+	int rc = ol_s3_commit_remote(cs->s3, req, len, &info);
+	store_give(cs);
+	atomic_fetch_add(&cs->commits_served, 1);
+	if (rc)
+		return rc;
+	size_t n = ol_store_info_encode(&info, buf);
+	if (n > cap)
+		return -EMSGSIZE; /* a plane whose frames cannot carry 528 bytes: not ours */
+	memcpy(reply, buf, n);
+	*rlen = n;
+	return 0;
 }
 
 static void
@@ -1198,6 +1291,43 @@ is_read(const struct ol_http_req *r)
 	return strcmp(r->method, "GET") == 0 || strcmp(r->method, "HEAD") == 0;
 }
 
+/* a query a plain object PUT may carry: none, an UploadPart's partNumber and uploadId (both),
+ * a presigned URL's X-Amz-* parameters, an SDK's x-id; any other parameter is a sub-resource
+ * (?tagging, ?acl, ?retention, ...), which stays with the leader */
+static bool
+query_plain(const char *q)
+{
+	unsigned part = 0, upload = 0;
+	for (const char *p = q ? q : ""; *p;) {
+		size_t n = strcspn(p, "=&");
+		if (n == 10 && strncmp(p, "partNumber", n) == 0)
+			part++;
+		else if (n == 8 && strncmp(p, "uploadId", n) == 0)
+			upload++;
+		else if (n && !(n == 4 && strncmp(p, "x-id", n) == 0) &&
+			 !(n > 6 && strncmp(p, "X-Amz-", 6) == 0))
+			return false;
+		p += strcspn(p, "&");
+		if (*p)
+			p++;
+	}
+	return part == upload && part <= 1;
+}
+
+/* A client's plain PutObject or UploadPart (no copy source, no sub-resource but the part's):
+ * the writes whose data a node that does not serve writes itself (write_any). A PUT without
+ * a key (CreateBucket) is not one. */
+static bool
+is_object_put(struct cstore *cs, const struct ol_http_req *r)
+{
+	struct ol_s3_route rt;
+	if (strcmp(r->method, "PUT") != 0 || ol_http_header(r, "x-amz-copy-source") ||
+	    !query_plain(r->query))
+		return false;
+	return ol_s3_route(ol_http_header(r, "host"), cs->endpoint_host, r->path, &rt) == 0 &&
+	       rt.key_len > 0;
+}
+
 /* this node serves the writable store now (serve_here would take the request) */
 static bool
 leads_now(struct cstore *cs)
@@ -1225,6 +1355,11 @@ route(struct cstore *cs, struct ol_http_req *r, bool here)
 	/* read_any: a GET or HEAD from a client is served here on the read-only view while
 	 * another node serves (or none does yet); never a forwarded one, never a write */
 	if (here && !forwarded && is_read(r) && !leads_now(cs) && creads_serve(cs->rd, r))
+		return;
+	/* write_any: a client's plain PutObject or UploadPart is written here, on the view that
+	 * writes shard files, and only its commit goes to the leader (cluster_writes.h) */
+	if (here && !forwarded && atomic_load(&cs->local_writes) && is_object_put(cs, r) &&
+	    !leads_now(cs) && creads_write(cs->rd, r))
 		return;
 	for (;;) {
 		if (here && serve_here(cs, r))
@@ -1355,6 +1490,7 @@ cstore_resign(struct cstore *cs)
 		cs->poller_started = false;
 	}
 	cs->watcher_started = false;
+	cwrites_stop(cs->cw);	  /* commits waiting for a leader give up */
 	creads_stop(cs->rd);	  /* its view closes once the reads on it ended */
 	cquorum_stop(cs->q);	  /* no step-down from now: the stop gives every set up */
 	ol_cluster_resign(cs->c); /* runs lost(): drains and closes */
@@ -1366,7 +1502,9 @@ cstore_free(struct cstore *cs)
 	if (!cs)
 		return;
 	heal_job_free(cs->hj);
+	ol_metrics_unregister(commit_metrics, cs);
 	creads_free(cs->rd);
+	cwrites_free(cs->cw); /* after the view whose store commits through it */
 	ol_http_proxy_free(cs->proxy);
 	cquorum_free(cs->q); /* the leadership thread, its gate's caller, is stopped */
 	ol_layout_fini(&cs->layout);

@@ -54,12 +54,22 @@ void cstore_peer_addr(const struct ol_config *cfg, const struct ol_cluster_view 
 
 /* Pools from..to-1 of l (those not removed), each set over its drives' node planes, as one
  * store *st: writable and fenced at epoch (the serving leader), or readonly (epoch 0: a node
- * serving reads, cluster_reads.h). 0, -ENOENT (no pool to open), or the store's -errno. Blocks
- * on the planes (up to their deadlines); any thread. */
+ * serving reads, cluster_reads.h; with shards, a shard writer too: write_any). 0, -ENOENT (no
+ * pool to open), or the store's -errno. Blocks on the planes (up to their deadlines); any
+ * thread. */
 struct ol_store;
 int cstore_open_pools(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_layout *l,
-		      unsigned from, unsigned to, uint64_t epoch, bool readonly,
+		      unsigned from, unsigned to, uint64_t epoch, bool readonly, bool shards,
 		      struct ol_store **st);
+
+/* The node plane's OL_NODE_COMMIT handler (ol_node_server_set_commit, arg a struct cstore):
+ * another node's shard writer sends the commit of a write it wrote (cluster_writes.h). While
+ * this node serves the store (counted in as a request, so the store stays open meanwhile) it
+ * runs it with ol_s3_commit_remote and answers its status and, on success, the version's info
+ * (ol_store_info_encode); else -ESTALE (the writer sends it to the next leader). A plane
+ * helper thread; blocks on the drives. */
+int cstore_commit_serve(void *arg, const uint8_t *req, size_t len, uint8_t *reply, size_t cap,
+			size_t *rlen);
 
 /* Stop the layout poller, give the set up (in-flight requests finish, the store closes);
  * then free. NULL: no-op. */

@@ -888,6 +888,12 @@ join_cluster(struct daemon *d)
 #endif
 #ifdef OL_HAVE_CSTORE
 	if (d->cs) {
+#ifdef OL_HAVE_NODE
+		/* the commits of writes other nodes wrote (write_any) run here while this node
+		 * serves the store */
+		if (d->plane)
+			ol_node_server_set_commit(d->plane, cstore_commit_serve, d->cs);
+#endif
 		int rc = cstore_start(d->cs);
 		if (rc)
 			ol_err("cannot start the set leadership: %s", strerror(-rc));
