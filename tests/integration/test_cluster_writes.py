@@ -1,0 +1,258 @@
+"""Every node of a cluster writes the data of PUTs itself (issue 10, `[cluster] write_any`): a
+node that does not serve the store runs a plain PutObject's (and an UploadPart's) data path on
+its shard-writing view (erasure coding, checksums, shard files over the node planes) and sends
+only the commit to the serving leader, as one node-plane call; everything else stays forwarded.
+4 nodes, one set N=4 P=1, etcd as in test_cluster_store.py (its cluster fixture, reused).
+
+- PUTs of 0 B, an inline size, 1 MiB and 40 MiB (several stripes) through every follower read
+  back bit-exact through every node; the follower counts them as local writes and the leader's
+  S3 server counts no PutObject (it ran only their commits);
+- multipart: create and complete forwarded, the parts written on the follower, read back;
+- If-None-Match: * on one key through two followers at once: exactly one 200, one 412 (the
+  leader checks the condition under the key's lock at commit);
+- versioning enabled through the leader and a PUT through a follower at once: the leader's
+  versioning mode rules, both versions are kept;
+- the leader killed (-9) during a loop of PUTs through the followers: every PUT acknowledged
+  reads back with its bytes, every failure is a 503, and writes through followers work (and
+  are written there) once a new leader serves;
+- with write_any = false a follower forwards its PUTs, as before.
+"""
+
+import threading
+import time
+
+import pytest
+from botocore.exceptions import ClientError
+
+from conftest import wait_for
+from test_cluster_reads import metric, ready, s3_extra, status
+from test_cluster_store import TTL, body, etcd, others, pytestmark, start_cluster  # noqa: F401
+
+
+@pytest.fixture
+def cluster(tmp_path, etcd):
+    yield from start_cluster(tmp_path, etcd, extra=s3_extra(tmp_path))
+
+
+@pytest.fixture
+def cluster_write_any_off(tmp_path, etcd):
+    yield from start_cluster(tmp_path, etcd, extra=s3_extra(tmp_path, "write_any = false"))
+
+
+def local_writes(node):
+    return metric(node, "openlake_cluster_local_writes_total")
+
+
+def leader_puts(node):
+    """PutObject and UploadPart requests the node's own S3 server answered"""
+    return sum(metric(node, "openlake_s3_requests_total", f'op="{op}"')
+               for op in ("PutObject", "UploadPart"))
+
+
+def commits_served(node):
+    return metric(node, "openlake_cluster_commits_served_total")
+
+
+def code_of(fn, **kw):
+    try:
+        fn(**kw)
+        return 200, ""
+    except ClientError as e:
+        return e.response["ResponseMetadata"]["HTTPStatusCode"], e.response["Error"]["Code"]
+
+
+def with_header(s3, op, name, value):
+    """s3 sends the header name: value on every op request (botocore's PutObject of this
+    Debian version has no IfNoneMatch parameter)"""
+    def add(request, **_):
+        request.headers[name] = value
+    s3.meta.events.register(f"before-sign.s3.{op}", add)
+    return s3
+
+
+def test_puts_through_every_follower_read_back_through_every_node(cluster):
+    c = cluster
+    lid = ready(c)
+    c.client(lid, retries=4).create_bucket(Bucket="wany")
+    sizes = {"empty": 0, "inline": 3000, "mib": 2**20, "big": 40 * 2**20 + 17}
+    lead0, served0 = leader_puts(c.nodes[lid]), commits_served(c.nodes[lid])
+    written = {}
+    for f in others(c, lid):
+        n0 = local_writes(c.nodes[f])
+        s3 = c.client(f)
+        for name, size in sizes.items():
+            key = f"{name}-via-{f}"
+            written[key] = body(key, size)
+            etag = s3.put_object(Bucket="wany", Key=key, Body=written[key])["ETag"]
+            assert s3.head_object(Bucket="wany", Key=key)["ETag"] == etag, key
+        # written there: its counter counts them, and the leader's S3 server saw none
+        assert local_writes(c.nodes[f]) == n0 + len(sizes), f
+    assert leader_puts(c.nodes[lid]) == lead0
+    assert commits_served(c.nodes[lid]) == served0 + len(written)
+    for i in range(4):
+        s3 = c.client(i)
+        for key, data in written.items():
+            got = s3.get_object(Bucket="wany", Key=key)["Body"].read()
+            assert got == data, (i, key, len(got), len(data))
+    keys = [o["Key"] for o in c.client(lid).list_objects_v2(Bucket="wany")["Contents"]]
+    assert keys == sorted(written)
+    rs = status(c.nodes[others(c, lid)[0]])["cluster"]["read_store"]
+    assert rs["write_any"] and rs["local_writes"] >= len(sizes), rs
+
+
+def test_multipart_parts_are_written_on_the_follower(cluster):
+    c = cluster
+    lid = ready(c)
+    f = others(c, lid)[1]
+    s3 = c.client(f, retries=4)
+    s3.create_bucket(Bucket="wmpu")
+    parts = [body("wp1", 5 * 2**20), body("wp2", 5 * 2**20 + 3), body("wp3", 777)]
+    n0, lead0 = local_writes(c.nodes[f]), leader_puts(c.nodes[lid])
+    up = s3.create_multipart_upload(Bucket="wmpu", Key="m")["UploadId"]  # forwarded
+    done = [{"PartNumber": i + 1,
+             "ETag": s3.upload_part(Bucket="wmpu", Key="m", UploadId=up, PartNumber=i + 1,
+                                    Body=p)["ETag"]}
+            for i, p in enumerate(parts)]
+    assert local_writes(c.nodes[f]) == n0 + len(parts)
+    assert leader_puts(c.nodes[lid]) == lead0
+    s3.complete_multipart_upload(Bucket="wmpu", Key="m", UploadId=up,
+                                 MultipartUpload={"Parts": done})  # forwarded
+    whole = b"".join(parts)
+    for i in range(4):
+        g = c.client(i).get_object(Bucket="wmpu", Key="m")
+        assert g["Body"].read() == whole, i
+    assert c.client(f).get_object(Bucket="wmpu", Key="m", PartNumber=2)["Body"].read() == parts[1]
+    # a part of an upload completed meanwhile: NoSuchUpload
+    assert code_of(s3.upload_part, Bucket="wmpu", Key="m", UploadId=up, PartNumber=1,
+                   Body=b"late")[0] == 404
+
+
+def test_if_none_match_races_through_two_followers(cluster):
+    c = cluster
+    lid = ready(c)
+    a, b = others(c, lid)[:2]
+    c.client(lid, retries=4).create_bucket(Bucket="wcond")
+    n0 = {f: local_writes(c.nodes[f]) for f in (a, b)}
+    clients = {f: with_header(c.client(f), "PutObject", "If-None-Match", "*") for f in (a, b)}
+    for round_ in range(3):  # bounded
+        key = f"once-{round_}"
+        bodies = {f: body(f"{key}-{f}", 2**20 + f) for f in (a, b)}
+        go = threading.Barrier(2)
+        res = {}
+
+        def put(f):
+            go.wait(30)
+            res[f] = code_of(clients[f].put_object, Bucket="wcond", Key=key, Body=bodies[f])
+
+        ts = [threading.Thread(target=put, args=(f,)) for f in (a, b)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+        codes = sorted(r[0] for r in res.values())
+        assert codes == [200, 412], res
+        won = next(f for f, r in res.items() if r[0] == 200)
+        for i in range(4):
+            got = c.client(i).get_object(Bucket="wcond", Key=key)["Body"].read()
+            assert got == bodies[won], (round_, i)
+    # both followers wrote their data themselves (one commit refused by the condition, or
+    # the early check on the follower's own view)
+    assert all(local_writes(c.nodes[f]) >= n0[f] + 3 for f in (a, b)), n0
+
+
+def test_versioning_set_through_the_leader_rules_a_followers_put(cluster):
+    c = cluster
+    lid = ready(c)
+    f = others(c, lid)[2]
+    lead, s3 = c.client(lid, retries=4), c.client(f)
+    lead.create_bucket(Bucket="wver")
+    s3.put_object(Bucket="wver", Key="k", Body=b"before versioning")  # the follower reads
+    assert s3.get_object(Bucket="wver", Key="k")["Body"].read() == b"before versioning"
+    n0 = local_writes(c.nodes[f])
+    lead.put_bucket_versioning(Bucket="wver", VersioningConfiguration={"Status": "Enabled"})
+    # at once: the follower may still hold the bucket unversioned; the leader's mode rules
+    vid = s3.put_object(Bucket="wver", Key="k", Body=b"after versioning").get("VersionId")
+    assert vid and vid != "null", vid
+    assert local_writes(c.nodes[f]) == n0 + 1
+    vs = lead.list_object_versions(Bucket="wver")["Versions"]
+    assert sorted(v["VersionId"] for v in vs) == sorted(["null", vid]), vs
+    assert lead.get_object(Bucket="wver", Key="k", VersionId="null")["Body"].read() == \
+        b"before versioning"
+    assert c.client(f).get_object(Bucket="wver", Key="k")["Body"].read() == b"after versioning"
+
+
+def test_leader_killed_during_follower_puts(cluster):
+    c = cluster
+    lid, epoch = c.leader()
+    ready(c)
+    fs = others(c, lid)
+    c.client(fs[0], retries=4).create_bucket(Bucket="wkill")
+    acked, failed, lock = {}, [], threading.Lock()
+    killed = threading.Event()
+    after = {f: 0 for f in fs}  # PUTs acknowledged after a new leader served, per node
+    new_leader = []
+
+    def writer(f):
+        s3 = c.client(f)  # no retries: every answer is seen
+        for i in range(400):  # bounded
+            key = f"k{f}-{i}"
+            data = body(key, 200000 + 4096 * (i % 7))
+            r = code_of(s3.put_object, Bucket="wkill", Key=key, Body=data)
+            with lock:
+                if r[0] == 200:
+                    acked[key] = data
+                    if new_leader:
+                        after[f] += 1
+                else:
+                    failed.append((f, key, r))
+                if new_leader and after[f] >= 3:
+                    return
+            if i >= 5 and not killed.is_set():
+                killed.wait(30)  # the kill comes after each wrote a few
+
+    n0 = {f: local_writes(c.nodes[f]) for f in fs}
+    ts = [threading.Thread(target=writer, args=(f,)) for f in fs]
+    for t in ts:
+        t.start()
+    wait_for(lambda: len(acked) >= 6, 120, "PUTs through the followers before the kill")
+    c.nodes[lid].kill9()
+    killed.set()
+    t0 = time.monotonic()
+    new = wait_for(lambda: (x := c.leader()) and x[0] != lid and x, TTL + 60, "a new leader")
+    assert new[1] > epoch
+    with lock:
+        new_leader.append(new)
+    for t in ts:
+        t.join(300)
+    assert not any(t.is_alive() for t in ts)
+    print(f"{len(acked)} PUTs acknowledged, {len(failed)} refused, new leader {new} "
+          f"{time.monotonic() - t0:.1f} s after the kill: {failed[:3]}")
+    # every failure was a 503 (SlowDown: no leader took the commit in time, or its answer was
+    # lost; ServiceUnavailable: the drives fenced a commit of the old leader)
+    assert all(r[0] == 503 and r[1] in ("SlowDown", "ServiceUnavailable")
+               for _, _, r in failed), failed
+    # writes through the followers work again, written there (the new leader serves its own)
+    for f in fs:
+        if f != new[0]:
+            assert after[f] >= 3, (f, after)
+            assert local_writes(c.nodes[f]) > n0[f] + 3, f
+    # every acknowledged PUT is there, bit-exact, through every live node
+    for i in fs:
+        s3 = c.client(i, retries=4)
+        for key, data in acked.items():
+            assert s3.get_object(Bucket="wkill", Key=key)["Body"].read() == data, (i, key)
+
+
+def test_write_any_off_forwards_puts_to_the_leader(cluster_write_any_off):
+    c = cluster_write_any_off
+    lid = ready(c)
+    f = others(c, lid)[0]
+    s3 = c.client(f, retries=4)
+    s3.create_bucket(Bucket="woff")
+    lead0 = leader_puts(c.nodes[lid])
+    s3.put_object(Bucket="woff", Key="o", Body=body("off", 300000))
+    assert leader_puts(c.nodes[lid]) == lead0 + 1
+    assert local_writes(c.nodes[f]) == 0
+    assert s3.get_object(Bucket="woff", Key="o")["Body"].read() == body("off", 300000)
+    rs = status(c.nodes[f])["cluster"]["read_store"]
+    assert not rs["write_any"] and rs["local_writes"] == 0, rs
