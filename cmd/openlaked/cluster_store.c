@@ -1107,7 +1107,7 @@ cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 	pthread_mutex_init(&cs->mu, NULL);
 	pthread_mutex_init(&cs->swap_mu, NULL);
 	cs->hj = heal_job_new(cfg, c);
-	cs->cw = cwrites_new(cfg, c, &cs->serve_pool, cs->wait_ms);
+	cs->cw = cwrites_new(cfg, c, &cs->serve_pool, &cs->local_writes, cs->wait_ms);
 	cs->rd = creads_new(cfg, c, &cs->layout, other_serves, cs,
 			    cfg->cluster_write_any ? cwrites_commit : NULL, cs->cw);
 	pthread_condattr_t ca;

@@ -32,6 +32,7 @@ struct cwrites {
 	const struct ol_config *cfg;
 	struct ol_cluster *c;
 	const _Atomic unsigned *serve_pool;
+	const atomic_bool *allowed;
 	int wait_ms;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -75,12 +76,13 @@ metrics(struct ol_strbuf *b, void *arg)
 
 struct cwrites *
 cwrites_new(const struct ol_config *cfg, struct ol_cluster *c, const _Atomic unsigned *serve_pool,
-	    int wait_ms)
+	    const atomic_bool *allowed, int wait_ms)
 {
 	struct cwrites *w = ol_xcalloc(1, sizeof(*w));
 	w->cfg = cfg;
 	w->c = c;
 	w->serve_pool = serve_pool;
+	w->allowed = allowed;
 	w->wait_ms = wait_ms;
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_condattr_t ca;
@@ -238,7 +240,7 @@ cwrites_commit(void *arg, const void *req, size_t len, struct ol_obj_info *out)
 		if (rc != COMMIT_RETRY)
 			break;
 		pthread_mutex_lock(&w->mu);
-		bool stop = w->stopping || now_ms() >= end;
+		bool stop = w->stopping || now_ms() >= end || !atomic_load(w->allowed);
 		if (!stop) {
 			struct timespec ts;
 			clock_gettime(CLOCK_MONOTONIC, &ts);

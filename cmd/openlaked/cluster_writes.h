@@ -31,9 +31,12 @@ struct cwrites;
 struct ol_obj_info;
 
 /* The committer's state: commits go to the leader of set serve_pool.0 (read at each try;
- * cfg, c and serve_pool outlive it), waiting up to wait_ms for one. Registers its metrics. */
+ * cfg, c, serve_pool and allowed outlive it), waiting up to wait_ms for one while *allowed
+ * holds (the layout lets this node write: no drain; a commit refused after it changed fails
+ * at once, not applied). Registers its metrics. */
 struct cwrites *cwrites_new(const struct ol_config *cfg, struct ol_cluster *c,
-			    const _Atomic unsigned *serve_pool, int wait_ms);
+			    const _Atomic unsigned *serve_pool, const atomic_bool *allowed,
+			    int wait_ms);
 
 /* An ol_store_commit_fn (arg: a struct cwrites): send the shard writer's commit req to the
  * serving leader and return its result (0 with *out: the version's size, mtime, etag, id; the
