@@ -6,12 +6,20 @@ behind one standalone node (the issue's reference), in one run, alternating, med
   OPENLAKE_BUILD=build /usr/bin/python3 bench/cluster_bench.py [--size-mib 64] [--rounds 5]
   OPENLAKE_BUILD=build /usr/bin/python3 bench/cluster_bench.py --reads [--size-mib 64] \
       [--rounds 5] [--agg-gets 4]
+  OPENLAKE_BUILD=build /usr/bin/python3 bench/cluster_bench.py --writes [--size-mib 64] \
+      [--rounds 5] [--agg-puts 2]
 
 --reads: GETs through a non-leader with `[cluster] read_any` on (the node serves them from its
 read-only view) vs off (forwarded to the leader), and the aggregate GET rate with one client
 per node (all four at once, --agg-gets GETs each), on two 4-node clusters up side by side
 (`scripts/cluster.sh up` with OPENLAKE_CLUSTER_CONF="read_any = false" for the reference),
 alternating in each round.
+
+--writes: PUTs through a non-leader with `[cluster] write_any` on (the node writes the data
+itself and sends the commit to the leader) vs off (forwarded whole to the leader), and the
+aggregate PUT rate with one client per node (all four at once, --agg-puts PUTs each), on two
+4-node clusters up side by side (OPENLAKE_CLUSTER_CONF="write_any = false" for the
+reference), alternating in each round.
 
 Starts `scripts/cluster.sh up 4 DIR --etcd 1` (one set N=4 P=1, one drive per node), finds
 the leader in the nodes' logs, and beside it one standalone openlaked with four drives
@@ -90,6 +98,64 @@ def aggregate(urls, key, n):
     return sum(got) / (1 << 20) / (time.monotonic() - t)
 
 
+def aggregate_puts(urls, body, n, tag):
+    """MiB/s of one client per node, each PUTting body n times, all at once"""
+    import threading
+    put = [0] * len(urls)
+
+    def run(i):
+        s3 = client(urls[i])
+        for j in range(n):
+            s3.put_object(Bucket="bench", Key=f"agg-{tag}-{i}-{j}", Body=body)
+            put[i] += len(body)
+    ts = [threading.Thread(target=run, args=(i,)) for i in range(len(urls))]
+    t = time.monotonic()
+    for th in ts:
+        th.start()
+    for th in ts:
+        th.join()
+    return sum(put) / (1 << 20) / (time.monotonic() - t)
+
+
+def writes(a):
+    on_d, off_d = tempfile.mkdtemp(prefix="openlake-wbench-on-"), tempfile.mkdtemp(
+        prefix="openlake-wbench-off-")
+    try:
+        cl = {"on": cluster_up(on_d, ""), "off": cluster_up(off_d, "write_any = false")}
+        for _ in range(600):
+            if views_open(*cl["on"]):
+                break
+            time.sleep(0.1)
+        else:
+            sys.exit("the non-leaders' shard-writing views did not open")
+        body = os.urandom(a.size_mib << 20)
+        for urls, leader in cl.values():
+            client(urls[leader]).create_bucket(Bucket="bench")
+        one = {k: [] for k in cl}
+        agg = {k: [] for k in cl}
+        for r in range(a.rounds):
+            for k in (["on", "off"] if r % 2 == 0 else ["off", "on"]):
+                urls, leader = cl[k]
+                s3 = client(urls[(leader + 1) % 4])
+                one[k].append(timed(lambda: s3.put_object(Bucket="bench", Key=f"o{r}",
+                                                          Body=body)))
+                agg[k].append(aggregate_puts(urls, body, a.agg_puts, r))
+        mib = a.size_mib
+        on, off = (mib / statistics.median(one[k]) for k in ("on", "off"))
+        print(f"S3 PUT {mib} MiB through a non-leader, write_any on (written there): {on:.0f} "
+              f"MiB/s   reference, write_any off (forwarded to the leader): {off:.0f} MiB/s   "
+              f"ratio {on / off:.2f}")
+        on, off = (statistics.median(agg[k]) for k in ("on", "off"))
+        print(f"S3 PUT {mib} MiB aggregate, one client per node (4 at once, {a.agg_puts} PUTs "
+              f"each), write_any on: {on:.0f} MiB/s   reference, write_any off: {off:.0f} "
+              f"MiB/s   ratio {on / off:.2f}")
+        print("# load average", open("/proc/loadavg").read().split()[:3])
+    finally:
+        for d in (on_d, off_d):
+            subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "down", d],
+                           capture_output=True, timeout=300)
+
+
 def reads(a):
     on_d, off_d = tempfile.mkdtemp(prefix="openlake-rbench-on-"), tempfile.mkdtemp(
         prefix="openlake-rbench-off-")
@@ -137,9 +203,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reads", action="store_true")
     ap.add_argument("--agg-gets", type=int, default=4)
+    ap.add_argument("--writes", action="store_true")
+    ap.add_argument("--agg-puts", type=int, default=2)
     a = ap.parse_args()
     if a.reads:
         reads(a)
+        return
+    if a.writes:
+        writes(a)
         return
     d = tempfile.mkdtemp(prefix="openlake-cbench-")
     up = subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "up", "4", d, "--etcd",
