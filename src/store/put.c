@@ -438,6 +438,338 @@ publish(struct ol_put *p, struct ol_rec_build *b)
 	return rc;
 }
 
+/* ---- shard writers: the commit goes to the leader (store.h) ----
+ * The request (little-endian): magic "OLCQ", version 1, flags (OL_CREQ_*), vmode, n, k, the
+ * set's identity (store id, pool, set: its first drive's record), bucket, key, upload id, part
+ * number, the version's uuid, size, etag, metadata, If-Match etag, the mask of drives the
+ * writer failed, the inline shard length and, inline, the n shards. Variable fields are a
+ * 32-bit length and the bytes. */
+#define CREQ_MAGIC   0x51434c4fu /* "OLCQ" */
+#define CREQ_VERSION 1
+
+struct wr {
+	uint8_t *p;
+	size_t n;
+};
+
+static void
+w_u32(struct wr *w, uint32_t v)
+{
+	ol_put_u32(w->p + w->n, v);
+	w->n += 4;
+}
+
+static void
+w_bytes(struct wr *w, const void *b, size_t n)
+{
+	w_u32(w, (uint32_t)n);
+	if (n)
+		memcpy(w->p + w->n, b, n);
+	w->n += n;
+}
+
+/* a string of at most OL_STORE_ETAG_MAX - 1 bytes (longer: truncated, as put_commit's etag) */
+static void
+w_str(struct wr *w, const char *s)
+{
+	w_bytes(w, s, s ? strnlen(s, OL_STORE_ETAG_MAX - 1) : 0);
+}
+
+static int
+send_commit(struct ol_put *p, const char *etag, const void *meta, size_t meta_len, uint8_t **sh,
+	    uint32_t bl, struct ol_obj_info *out)
+{
+	struct ol_store *st = p->st;
+	const struct ol_driveid *id = &st->d[0].id;
+	size_t cap = 128 + strlen(id->store) + sizeof(p->bucket) + p->klen + sizeof(p->upload_id) +
+		     OL_STORE_ETAG_MAX * 2 + meta_len + (sh ? (size_t)st->n * bl : 0);
+	struct wr w = {ol_xmalloc(cap), 0};
+	uint64_t bad = 0;
+	unsigned flags = (p->part ? OL_CREQ_PART : 0) | (sh ? OL_CREQ_INLINE : 0) |
+			 (p->cond.if_none_match ? OL_CREQ_IF_NONE_MATCH : 0) |
+			 (p->cond.if_match ? OL_CREQ_IF_MATCH : 0);
+	int rc;
+
+	if (!st->committer) {
+		free(w.p);
+		return -EROFS;
+	}
+	for (int d = 0; d < st->n; d++)
+		bad |= (uint64_t)p->bad[d] << d;
+	w_u32(&w, CREQ_MAGIC);
+	w.p[w.n++] = CREQ_VERSION;
+	w.p[w.n++] = (uint8_t)flags;
+	w.p[w.n++] = (uint8_t)p->vmode;
+	w.p[w.n++] = (uint8_t)st->n;
+	w.p[w.n++] = (uint8_t)st->k;
+	w_str(&w, id->store);
+	w_u32(&w, id->pool);
+	w_u32(&w, id->set);
+	w_str(&w, p->bucket);
+	w_bytes(&w, p->key, p->klen);
+	w_str(&w, p->part ? p->upload_id : "");
+	w_u32(&w, p->part_no);
+	w_bytes(&w, p->uuid, OL_UUID);
+	ol_put_u64(w.p + w.n, p->size);
+	w.n += 8;
+	w_str(&w, etag);
+	w_bytes(&w, meta, p->part ? 0 : meta_len);
+	w_str(&w, p->cond.if_match);
+	ol_put_u64(w.p + w.n, bad);
+	w.n += 8;
+	w_u32(&w, sh ? bl : 0);
+	for (int d = 0; sh && d < st->n; d++) {
+		if (bl)
+			memcpy(w.p + w.n, sh[d], bl);
+		w.n += bl;
+	}
+	rc = st->committer(st->committer_arg, w.p, w.n, out);
+	free(w.p);
+	return rc;
+}
+
+struct rd {
+	const uint8_t *p;
+	size_t n, off;
+	bool bad;
+};
+
+static uint32_t
+r_u32(struct rd *r)
+{
+	if (r->bad || r->n - r->off < 4) {
+		r->bad = true;
+		return 0;
+	}
+	r->off += 4;
+	return ol_get_u32(r->p + r->off - 4);
+}
+
+static uint64_t
+r_u64(struct rd *r)
+{
+	if (r->bad || r->n - r->off < 8) {
+		r->bad = true;
+		return 0;
+	}
+	r->off += 8;
+	return ol_get_u64(r->p + r->off - 8);
+}
+
+static uint8_t
+r_u8(struct rd *r)
+{
+	if (r->bad || r->off >= r->n) {
+		r->bad = true;
+		return 0;
+	}
+	return r->p[r->off++];
+}
+
+/* n raw bytes (no length before them), or NULL */
+static const uint8_t *
+r_raw(struct rd *r, size_t n)
+{
+	if (r->bad || r->n - r->off < n) {
+		r->bad = true;
+		return NULL;
+	}
+	r->off += n;
+	return r->p + r->off - n;
+}
+
+/* a length-prefixed field of at most max bytes */
+static const uint8_t *
+r_bytes(struct rd *r, size_t max, size_t *len)
+{
+	uint32_t n = r_u32(r);
+
+	*len = 0;
+	if (n > max)
+		r->bad = true;
+	if (r->bad)
+		return NULL;
+	*len = n;
+	return r_raw(r, n);
+}
+
+/* a string field into buf (cap bytes with its NUL) */
+static void
+r_str(struct rd *r, char *buf, size_t cap)
+{
+	size_t n;
+	const uint8_t *b = r_bytes(r, cap - 1, &n);
+
+	buf[0] = 0;
+	if (!b)
+		return;
+	if (memchr(b, 0, n)) {
+		r->bad = true;
+		return;
+	}
+	memcpy(buf, b, n);
+	buf[n] = 0;
+}
+
+int
+ol_creq_decode(const void *req, size_t len, struct ol_creq *q)
+{
+	struct rd r = {req, len, 0, false};
+	size_t n;
+
+	memset(q, 0, sizeof(*q));
+	if (r_u32(&r) != CREQ_MAGIC || r_u8(&r) != CREQ_VERSION)
+		return -EBADMSG;
+	q->flags = r_u8(&r);
+	q->vmode = r_u8(&r);
+	q->n = r_u8(&r);
+	q->k = r_u8(&r);
+	q->store = r_bytes(&r, OL_DRIVEID_STORE - 1, &q->store_len);
+	q->pool = r_u32(&r);
+	q->set = r_u32(&r);
+	r_str(&r, q->bucket, sizeof(q->bucket));
+	q->key = r_bytes(&r, OL_KEYBUF, &q->klen);
+	r_str(&r, q->upload_id, sizeof(q->upload_id));
+	q->part_no = r_u32(&r);
+	q->uuid = r_bytes(&r, OL_UUID, &n);
+	if (n != OL_UUID)
+		r.bad = true;
+	q->size = r_u64(&r);
+	r_str(&r, q->etag, sizeof(q->etag));
+	q->meta = r_bytes(&r, OL_STORE_MAX_META, &q->meta_len);
+	r_str(&r, q->if_match, sizeof(q->if_match));
+	q->bad = r_u64(&r);
+	q->bl = r_u32(&r);
+	if ((q->flags & OL_CREQ_INLINE) && q->n && q->bl <= len)
+		q->inl = r_raw(&r, (size_t)q->n * q->bl);
+	else if (q->flags & OL_CREQ_INLINE)
+		r.bad = true;
+	if (r.bad || r.off != len || (q->flags & ~15u) || q->vmode > OL_STORE_VER_SUSP || !q->n ||
+	    q->n > OL_MAX_DRIVES || !q->k || q->k > q->n || !q->klen || !q->bucket[0] ||
+	    ((q->flags & OL_CREQ_PART) && (!q->upload_id[0] || !q->part_no)) ||
+	    ((q->flags & OL_CREQ_INLINE) && (q->flags & OL_CREQ_PART)))
+		return -EBADMSG;
+	return 0;
+}
+
+int
+ol_store_commit_req_bucket(const void *req, size_t len, char bucket[64], bool *part)
+{
+	struct ol_creq q;
+
+	if (ol_creq_decode(req, len, &q))
+		return -EBADMSG;
+	memcpy(bucket, q.bucket, sizeof(q.bucket));
+	if (part)
+		*part = q.flags & OL_CREQ_PART;
+	return 0;
+}
+
+size_t
+ol_store_info_encode(const struct ol_obj_info *in, uint8_t *buf)
+{
+	struct wr w = {buf, 0};
+
+	ol_put_u64(buf, in->size);
+	ol_put_u64(buf + 8, (uint64_t)in->mtime_ns);
+	w.n = 16;
+	w_str(&w, in->etag);
+	w_str(&w, in->version_id);
+	return w.n;
+}
+
+int
+ol_store_info_decode(const uint8_t *buf, size_t len, struct ol_obj_info *out)
+{
+	struct rd r = {buf, len, 0, false};
+
+	memset(out, 0, sizeof(*out));
+	out->size = r_u64(&r);
+	out->mtime_ns = (int64_t)r_u64(&r);
+	r_str(&r, out->etag, sizeof(out->etag));
+	r_str(&r, out->version_id, sizeof(out->version_id));
+	return r.bad || r.off != len ? -EBADMSG : 0;
+}
+
+/* The records of a put, one per drive: inline, sh[d] is drive d's shard of bl bytes. */
+static void
+build_recs(struct ol_store *st, struct ol_rec_build *b, struct ol_rpart *part, bool inl,
+	   const uint8_t *const *sh, uint32_t bl, uint64_t size, const uint8_t *vid,
+	   const char *etag, const void *meta, size_t meta_len)
+{
+	int64_t now = ol_now_ns(st);
+
+	for (int d = 0; d < st->n; d++)
+		b[d] = (struct ol_rec_build){.st = st,
+					     .flags = inl ? OL_REC_INLINE : 0,
+					     .size = size,
+					     .mtime = now,
+					     .vid = vid,
+					     .parts = part,
+					     .n_parts = inl ? 0 : 1,
+					     .etag = etag,
+					     .meta = meta,
+					     .meta_len = (uint32_t)meta_len,
+					     .idx = d,
+					     .inl = inl ? sh[d] : NULL,
+					     .inl_len = inl ? bl : 0};
+}
+
+static void
+info_out(struct ol_obj_info *out, uint64_t size, const char *etag, const struct ol_rec_build *b)
+{
+	memset(out, 0, sizeof(*out));
+	out->size = size;
+	out->mtime_ns = b->mtime; /* set by publish */
+	snprintf(out->etag, sizeof(out->etag), "%s", etag ? etag : "");
+	ol_ver_id_raw(b->flags, b->mtime, b->vid, out->version_id);
+}
+
+int
+ol_set_commit_remote(struct ol_store *st, const struct ol_creq *q, int vmode,
+		     struct ol_obj_info *out)
+{
+	struct ol_rec_build b[OL_MAX_DRIVES];
+	struct ol_rpart part = {.size = q->size, .part_no = q->part_no};
+	const uint8_t *sh[OL_MAX_DRIVES];
+	bool part_req = q->flags & OL_CREQ_PART, inl = q->flags & OL_CREQ_INLINE;
+	struct ol_put *p;
+	int rc;
+
+	if ((int)q->n != st->n || (int)q->k != st->k || q->klen > OL_KEYBUF ||
+	    (!part_req && q->klen > OL_STORE_MAX_KEY) || (inl && q->size > st->inline_max))
+		return -ESTALE;
+	p = ol_xcalloc(1, sizeof(*p));
+	p->st = st;
+	memcpy(p->bucket, q->bucket, sizeof(p->bucket));
+	memcpy(p->key, q->key, q->klen);
+	p->klen = q->klen;
+	p->part = part_req;
+	memcpy(p->upload_id, q->upload_id, sizeof(p->upload_id));
+	p->part_no = q->part_no;
+	memcpy(p->uuid, q->uuid, OL_UUID);
+	p->size = q->size;
+	p->cond.if_none_match = (q->flags & OL_CREQ_IF_NONE_MATCH) != 0;
+	if (q->flags & OL_CREQ_IF_MATCH) {
+		memcpy(p->cond_etag, q->if_match, sizeof(p->cond_etag));
+		p->cond.if_match = p->cond_etag;
+	}
+	p->vmode = part_req ? 0 : vmode;
+	for (int d = 0; d < st->n; d++) {
+		p->fd[d] = -1;
+		p->bad[d] = (q->bad >> d & 1) || st->d[d].meta == NULL;
+		sh[d] = inl ? q->inl + (size_t)d * q->bl : NULL;
+	}
+	memcpy(part.uuid, p->uuid, OL_UUID);
+	build_recs(st, b, &part, inl, sh, q->bl, q->size, p->uuid, q->etag,
+		   part_req ? NULL : q->meta, part_req ? 0 : q->meta_len);
+	rc = publish(p, b);
+	if (!rc && out)
+		info_out(out, q->size, q->etag, b);
+	free(p);
+	return rc;
+}
+
 int
 ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, size_t meta_len,
 		    struct ol_obj_info *out_info)
@@ -447,8 +779,7 @@ ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, size_t
 	struct ol_rpart part = {.size = p->size, .part_no = p->part ? p->part_no : 0};
 	uint8_t *sh[OL_EC_MAX_SHARDS];
 	uint32_t bl = 0;
-	bool inl = !p->part && !p->stripes && p->size <= st->inline_max;
-	int64_t now = ol_now_ns(st);
+	bool inl = !p->part && !p->stripes && p->size <= st->inline_max, keep = false;
 	int rc = p->err;
 
 	if (meta_len > OL_STORE_MAX_META)
@@ -465,30 +796,21 @@ ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, size_t
 	if (!rc && inl)
 		inline_shards(p, sh, &bl);
 	memcpy(part.uuid, p->uuid, OL_UUID);
-	for (int d = 0; !rc && d < st->n; d++)
-		b[d] = (struct ol_rec_build){.st = st,
-					     .flags = inl ? OL_REC_INLINE : 0,
-					     .size = p->size,
-					     .mtime = now,
-					     .vid = ol_import_cur ? ol_import_cur->vid : p->uuid,
-					     .parts = &part,
-					     .n_parts = inl ? 0 : 1,
-					     .etag = etag,
-					     .meta = p->part ? NULL : meta,
-					     .meta_len = p->part ? 0 : (uint32_t)meta_len,
-					     .idx = d,
-					     .inl = inl ? sh[d] : NULL,
-					     .inl_len = inl ? bl : 0};
-	if (!rc)
+	if (!rc && st->shards) {
+		struct ol_obj_info tmp;
+
+		rc = send_commit(p, etag, meta, meta_len, inl ? sh : NULL, bl,
+				 out_info ? out_info : &tmp);
+		keep = rc == -ETIMEDOUT; /* it may have landed: the leader's sweep decides */
+	} else if (!rc) {
+		build_recs(st, b, &part, inl, (const uint8_t *const *)sh, bl, p->size,
+			   ol_import_cur ? ol_import_cur->vid : p->uuid, etag,
+			   p->part ? NULL : meta, p->part ? 0 : meta_len);
 		rc = publish(p, b);
-	if (!rc && out_info) {
-		memset(out_info, 0, sizeof(*out_info));
-		out_info->size = p->size;
-		out_info->mtime_ns = b[0].mtime; /* set by publish */
-		snprintf(out_info->etag, sizeof(out_info->etag), "%s", etag ? etag : "");
-		ol_ver_id_raw(b[0].flags, b[0].mtime, b[0].vid, out_info->version_id);
+		if (!rc && out_info)
+			info_out(out_info, p->size, etag, &b[0]);
 	}
-	if (rc)
+	if (rc && !keep)
 		close_files(p, true);
 	put_free(p);
 	return rc;

@@ -866,7 +866,7 @@ rd_pwrite(struct ol_rdrive *rd, const char *name, const struct iovec *data, int 
 	uint64_t t0 = ol_io_now_ns();
 	int rc, tries = 0;
 
-	if (rd->st->readonly)
+	if (!ol_shards_ok(rd->st))
 		return -EROFS;
 	do { /* again only when the peer took none of it (an exclusive create must not repeat) */
 		if ((rc = rd_take(rd, &c)))
@@ -893,7 +893,7 @@ ol_rd_shard_open(struct ol_store *st, int d, const uint8_t *uuid, enum ol_rd_ope
 	struct ol_node_client *c;
 	int rc = 0;
 
-	if (st->readonly && (how == OL_RD_CREATE || how == OL_RD_CREATE_LATER))
+	if (!ol_shards_ok(st) && (how == OL_RD_CREATE || how == OL_RD_CREATE_LATER))
 		return -EROFS;
 	name_of(uuid, name);
 	if (how == OL_RD_CREATE) {
@@ -919,7 +919,7 @@ ol_rd_shard_unlink(struct ol_store *st, int d, const uint8_t *uuid)
 	char name[MAX_NAME];
 	int rc, tries = 0;
 
-	if (st->readonly)
+	if (!ol_shards_ok(st))
 		return;
 	name_of(uuid, name);
 	do {
@@ -1007,7 +1007,7 @@ run_remote(struct ol_io_op *op)
 		struct ol_node_wr w = {b, 0, sizeof(b), false};
 		struct iovec i1;
 
-		if (f->rd->st->readonly) {
+		if (!ol_shards_ok(f->rd->st)) {
 			rc = -EROFS;
 			break;
 		}

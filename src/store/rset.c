@@ -61,6 +61,7 @@ ol_set_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
 		return rc;
 	st->remote = true;
 	st->readonly = o->readonly;
+	st->shards = o->readonly && o->shards;
 	atomic_store(&st->epoch, o->epoch);
 	memcpy(st->secret, o->secret, strlen(o->secret) + 1);
 	st->self_id = o->self_id;
@@ -100,8 +101,9 @@ ol_set_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
 	}
 	if (st->readonly) {
 		ol_info("store: read-only view of a remote set of %d drives (%d online), %d data + "
-			"%d parity",
-			st->n, online, st->k, st->p);
+			"%d parity%s",
+			st->n, online, st->k, st->p,
+			st->shards ? "; writes shard files, its commits go to the leader" : "");
 	} else {
 		ol_info("store: remote set of %d drives (%d online), %d data + %d parity, write "
 			"quorum %d, epoch %llu",

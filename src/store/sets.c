@@ -447,12 +447,13 @@ ol_store_open_sets(const struct ol_config *cfg, const struct ol_store_set_opts *
 	if (!m || m > OL_MAX_SETS || !placement_key)
 		return -EINVAL;
 	for (unsigned j = 1; j < m; j++)
-		if (o[j].readonly != o[0].readonly)
+		if (o[j].readonly != o[0].readonly || o[j].shards != o[0].shards)
 			return -EINVAL; /* a store reads and writes, or only reads */
 	if (m == 1)
 		return ol_set_open_set(cfg, o, out);
 	st = shell_new(m, XXH3_64bits(placement_key, strlen(placement_key)));
 	st->readonly = o[0].readonly;
+	st->shards = o[0].readonly && o[0].shards;
 	for (unsigned j = 0; j < m; j++) {
 		rc = ol_set_open_set(cfg, &o[j], &st->sets[j]);
 		if (rc) {
@@ -509,7 +510,8 @@ ol_store_pools(struct ol_store **pools, unsigned n, const char *placement_key,
 		ns += (unsigned)pools[i]->n_sets;
 	}
 	for (unsigned i = 1; i < n && placement_key; i++)
-		if (pools[i]->readonly != pools[0]->readonly)
+		if (pools[i]->readonly != pools[0]->readonly ||
+		    pools[i]->shards != pools[0]->shards)
 			placement_key = NULL; /* read-only and writable mixed: -EINVAL */
 	if (!n || !placement_key || np > OL_MAX_POOLS || ns > OL_MAX_SETS) {
 		for (unsigned i = 0; i < n; i++)
@@ -524,6 +526,7 @@ ol_store_pools(struct ol_store **pools, unsigned n, const char *placement_key,
 	st->n_sets = 0;
 	st->n_pools = 0;
 	st->readonly = pools[0]->readonly;
+	st->shards = pools[0]->shards;
 	for (unsigned i = 0; i < n; i++)
 		take_pools(st, pools[i]);
 	ol_drive_metrics_shell(st, true);
@@ -688,7 +691,7 @@ int
 ol_store_put_begin(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		   int64_t size_hint, struct ol_put **out)
 {
-	if (st->readonly)
+	if (!ol_shards_ok(st))
 		return -EROFS;
 	unsigned i, g;
 	int rc;
@@ -978,7 +981,7 @@ int
 ol_store_mpu_part_begin(struct ol_store *st, const char *bucket, const char *upload_id,
 			unsigned part_no, struct ol_put **out)
 {
-	if (st->readonly)
+	if (!ol_shards_ok(st))
 		return -EROFS;
 	struct ol_store *s = upl_set(st, bucket, upload_id);
 
@@ -1437,4 +1440,91 @@ ol_store_heal_all(struct ol_store *st, const struct ol_heal_opts *o, struct ol_h
 	if (st->readonly)
 		return -EROFS;
 	return ol_set_heal_all(st->sets, st->n_sets, o, p);
+}
+
+/* ---- commits sent to the leader (store.h; the request's coding is put.c's) ---- */
+
+void
+ol_store_set_committer(struct ol_store *st, ol_store_commit_fn fn, void *arg)
+{
+	for (int i = 0; i < st->n_sets; i++) {
+		st->sets[i]->committer_arg = arg;
+		st->sets[i]->committer = fn;
+	}
+	st->committer_arg = arg;
+	st->committer = fn;
+}
+
+/* the index in st of the set q names (its first drive's identity), or -1 */
+static int
+creq_set(const struct ol_store *st, const struct ol_creq *q)
+{
+	for (int i = 0; i < st->n_sets; i++) {
+		const struct ol_driveid *id = &st->sets[i]->d[0].id;
+
+		if (id->pool == q->pool && id->set == q->set && q->store_len == strlen(id->store) &&
+		    !memcmp(id->store, q->store, q->store_len))
+			return i;
+	}
+	return -1;
+}
+
+/* Whether a new version of key may go to set i: the set of its hash in i's pool, a pool not
+ * draining, and no other pool holding the key (a writer's view may weigh the pools
+ * otherwise, which is fine for a new key). 0, -ESTALE, or a pool's read error. */
+static int
+placed(struct ol_store *st, int i, const char *bucket, const char *key, size_t klen)
+{
+	uint64_t h;
+	int pool = 0, rc;
+	int64_t t;
+
+	if (!key_hash(st, bucket, key, klen, &h))
+		return -EINVAL;
+	while (pool + 1 < st->n_pools && st->pool_first[pool + 1] <= i)
+		pool++;
+	if (in_pool(st, pool, h) != (unsigned)i || pool == atomic_load(&st->draining))
+		return -ESTALE;
+	for (int p = 0; p < st->n_pools; p++) {
+		if (p == pool)
+			continue;
+		rc = holds(st, in_pool(st, p, h), bucket, key, klen, NULL, &t);
+		if (rc)
+			return rc == 1 ? -ESTALE : rc;
+	}
+	return 0;
+}
+
+int
+ol_store_commit_remote(struct ol_store *st, const void *req, size_t len, int vmode,
+		       struct ol_obj_info *out)
+{
+	struct ol_creq q;
+	unsigned g = 0;
+	int i, rc;
+
+	if (st->readonly)
+		return -EROFS;
+	if (ol_creq_decode(req, len, &q))
+		return -EBADMSG;
+	if ((i = creq_set(st, &q)) < 0)
+		return -ESTALE;
+	if (q.flags & OL_CREQ_PART) {
+		if (upl_set(st, q.bucket, q.upload_id) != st->sets[i])
+			return -ESTALE;
+	} else if (multi(st)) {
+		g = gate_key(st, q.bucket, (const char *)q.key, q.klen);
+		rc = st->n_pools > 1 ? placed(st, i, q.bucket, (const char *)q.key, q.klen) : 0;
+		if (!rc && st->n_pools <= 1 &&
+		    (int)locate(st, q.bucket, (const char *)q.key, q.klen, NULL) != i)
+			rc = -ESTALE;
+		if (rc) {
+			ol_gate_leave(st, g);
+			return rc;
+		}
+	}
+	rc = ol_set_commit_remote(st->sets[i], &q, vmode, out);
+	if (g)
+		ol_gate_leave(st, g);
+	return rc;
 }

@@ -42,7 +42,7 @@ ol_shard_create(const struct ol_store *st, int d, const uint8_t *uuid)
 	char path[OL_PATH_MAX + 80], dir[OL_PATH_MAX + 8];
 	int fd;
 
-	if (st->readonly)
+	if (!ol_shards_ok(st))
 		return -EROFS;
 	if (ol_drive_remote(st, d))
 		return ol_rd_shard_open((struct ol_store *)st, d, uuid, OL_RD_CREATE);
@@ -91,7 +91,7 @@ ol_shard_unlink(const struct ol_store *st, int d, const uint8_t *uuid)
 {
 	char path[OL_PATH_MAX + 80];
 
-	if (st->readonly)
+	if (!ol_shards_ok(st))
 		return;
 	if (ol_drive_remote(st, d)) {
 		ol_rd_shard_unlink((struct ol_store *)st, d, uuid);

@@ -261,9 +261,17 @@ void ol_store_put_abort(struct ol_put *p);
  * the drives the writer failed) and calls the committer with it; the committer delivers it to
  * the leader, whose ol_store_commit_remote runs the commit as its own put_commit does, and
  * returns what that returned (0 with *out filled: size, mtime_ns, etag, version_id; or
- * -errno). Without a committer: -EROFS. fn runs on the put_commit caller's thread. */
-typedef int (*ol_store_commit_fn)(void *arg, const void *req, size_t len,
-				  struct ol_obj_info *out);
+ * -errno). Without a committer: -EROFS. fn runs on the put_commit caller's thread. fn returns
+ * -ETIMEDOUT exactly when the outcome is unknown (the request went out, no answer came): the
+ * shard files are kept then (the commit may have landed; if it did not, the leader's orphan
+ * sweep removes them, OL_STORE_SWEEP_GRACE_S after their last write) and put_commit returns
+ * -ETIMEDOUT; on any other error they are unlinked as a failed put's are. */
+/* How old a shard file of a set over node planes must be (since its last write) before a
+ * heal's orphan sweep may remove it unreferenced: a follower's shard writer may be writing it,
+ * or waiting for its commit's answer, that long (an HTTP body stalls for at most the server's
+ * idle timeout between writes). */
+#define OL_STORE_SWEEP_GRACE_S 900
+typedef int (*ol_store_commit_fn)(void *arg, const void *req, size_t len, struct ol_obj_info *out);
 void ol_store_set_committer(struct ol_store *st, ol_store_commit_fn fn, void *arg);
 /* On the leader (a writable store): commit the request a shard writer's committer received.
  * vmode (OL_STORE_VER_*) replaces the writer's for an object (the leader's view of the bucket's

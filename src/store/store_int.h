@@ -166,6 +166,11 @@ struct ol_store {
 	/* a read-only view (ol_store_set_opts.readonly; a shell: every set is): nothing is
 	 * written to a drive, every write returns -EROFS (store.h) */
 	bool readonly;
+	/* a shard writer (ol_store_set_opts.shards, with readonly): shard files of PUTs and
+	 * parts are written, their commits go to committer (put.c, "shard writers") */
+	bool shards;
+	ol_store_commit_fn committer;
+	void *committer_arg;
 	_Atomic uint64_t epoch; /* sent with every metadata commit (fencing) */
 	char secret[256];
 	unsigned self_id;
@@ -564,6 +569,38 @@ int ol_sets_key_dest(struct ol_store *st, const char *bucket, const char *key, s
 int ol_sets_give_buckets(struct ol_store *st, unsigned pool, unsigned *n);
 /* put.c: put_commit / put_abort of p leave gate g of shell st */
 void ol_put_set_gate(struct ol_put *p, struct ol_store *st, unsigned g);
+/* A shard writer's commit request, decoded (put.c): pointers into the request's bytes. */
+struct ol_creq {
+	unsigned flags, vmode, n, k;
+	const uint8_t *store;
+	size_t store_len;
+	unsigned pool, set;
+	char bucket[64];
+	const uint8_t *key; /* the object key, or the part's key (upload key, part number) */
+	size_t klen;
+	char upload_id[64];
+	unsigned part_no;
+	const uint8_t *uuid;
+	uint64_t size;
+	char etag[OL_STORE_ETAG_MAX];
+	const uint8_t *meta;
+	size_t meta_len;
+	char if_match[OL_STORE_ETAG_MAX];
+	uint64_t bad; /* drives the writer failed, bit d */
+	uint32_t bl;  /* inline: each drive's shard bytes, n of them at inl */
+	const uint8_t *inl;
+};
+enum { OL_CREQ_PART = 1, OL_CREQ_INLINE = 2, OL_CREQ_IF_NONE_MATCH = 4, OL_CREQ_IF_MATCH = 8 };
+int ol_creq_decode(const void *req, size_t len, struct ol_creq *q);
+/* Commit q on set st (the leader's, the set q names): as put_commit's publish. */
+int ol_set_commit_remote(struct ol_store *st, const struct ol_creq *q, int vmode,
+			 struct ol_obj_info *out);
+/* shards: may this store write shard files (a writer, or a shard writer) */
+static inline bool
+ol_shards_ok(const struct ol_store *st)
+{
+	return !st->readonly || st->shards;
+}
 /* The index key of an object: bucket '\0' key (long keys: head + hash, see OL_KEY_HEAD). */
 size_t ol_okey(char *buf, const char *bucket, const char *key, size_t klen);
 /* Set b->tail for a long key. */
