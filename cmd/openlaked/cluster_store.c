@@ -1237,8 +1237,8 @@ cstore_commit_serve(void *arg, const uint8_t *req, size_t len, uint8_t *reply, s
 	if (rc)
 		return rc;
 	size_t n = ol_store_info_encode(&info, buf);
-	if (n > cap)
-		return -EMSGSIZE; /* a plane whose frames cannot carry 528 bytes: not ours */
+	if (n > cap) /* applied, and no room for its answer: as a lost answer to the writer */
+		return -ETIMEDOUT;
 	memcpy(reply, buf, n);
 	*rlen = n;
 	return 0;

@@ -194,13 +194,18 @@ commit_try(struct cwrites *w, const void *req, size_t len, struct ol_obj_info *o
 	}
 	struct iovec iov = {(void *)req, len};
 	rc = ol_node_call(cl, OL_NODE_COMMIT, &iov, 1, COMMIT_MS, &reply, &rlen);
-	if (rc == 0)
-		rc = ol_store_info_decode(reply, rlen, out);
+	if (rc == 0 && ol_store_info_decode(reply, rlen, out)) {
+		/* applied, and its answer unreadable: as a lost answer (the files stay) */
+		ol_warn("cluster: the serving leader (node %u) answered a commit with a reply that "
+			"does not decode: the client is answered 503 SlowDown",
+			node);
+		rc = -ETIMEDOUT;
+	}
 	switch (rc) {
 	case -ESTALE: /* it does not serve (yet, or any more), or the drives fenced it */
 		client_give(w, addr, cl);
 		return COMMIT_RETRY;
-	case -ETIMEDOUT:
+	case -ETIMEDOUT: /* the leader's own -ETIMEDOUT too: it may have applied it */
 	case -ECONNRESET:
 	case -ECONNABORTED:
 	case -EPIPE:
