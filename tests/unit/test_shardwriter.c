@@ -340,6 +340,17 @@ test_pools(const uint8_t *big)
 			same(leader, "b", k, NULL, big + i, 200000);
 	}
 	ok(good == 12, "12 keys through the shard writer over two pools read back (%d)", good);
+	/* a bucket pool 1 lacks (made before the pool joined): the writer writes there anyway,
+	 * the leader gives the set the bucket at the commit */
+	uint64_t only1[2] = {0, 1u << 30};
+	ok(ol_set_bucket_create_attrs(leader->sets[0], "late", NULL, 0) == 0 &&
+	       ol_set_bucket_stat(leader->sets[1], "late", NULL) == -ENOENT,
+	   "bucket late on pool 0 only");
+	ol_store_set_pool_free(sw, only1, 2);
+	rc = put(sw, "late", "k1", big, 400000, 0, NULL);
+	ok(rc == 0 && same(leader, "late", "k1", NULL, big, 400000) &&
+	       ol_set_bucket_stat(leader->sets[1], "late", NULL) == 0,
+	   "a put into pool 1 of bucket late: committed, pool 1 given the bucket (%d)", rc);
 	/* the writer weighs pool 0 only, the leader pool 1 only: a new key is taken where the
 	 * writer put it, a key the leader holds elsewhere is not */
 	ol_store_set_pool_free(sw, sw_free, 2);
