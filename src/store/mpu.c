@@ -9,7 +9,6 @@
 #include "base/log.h"
 #include "store/store_int.h"
 
-
 /* bucket '\0' upload id; parts add '\0' part_no (big-endian, so they sort by number) */
 static int
 ukey(char *buf, const char *bucket, const char *upload_id)

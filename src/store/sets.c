@@ -1462,6 +1462,14 @@ ol_store_set_committer(struct ol_store *st, ol_store_commit_fn fn, void *arg)
 	st->committer = fn;
 }
 
+void
+ol_store_set_commit_max(struct ol_store *st, size_t bytes)
+{
+	for (int i = 0; i < st->n_sets; i++)
+		st->sets[i]->commit_max = bytes;
+	st->commit_max = bytes;
+}
+
 /* the index in st of the set q names (its first drive's identity), or -1 */
 static int
 creq_set(const struct ol_store *st, const struct ol_creq *q)

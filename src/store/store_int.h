@@ -171,6 +171,7 @@ struct ol_store {
 	bool shards;
 	ol_store_commit_fn committer;
 	void *committer_arg;
+	size_t commit_max;	/* the largest request it carries (0: any) */
 	_Atomic uint64_t epoch; /* sent with every metadata commit (fencing) */
 	char secret[256];
 	unsigned self_id;

@@ -113,6 +113,19 @@ test_shapes(struct ol_store *sw, const uint8_t *big)
 	ok(put(sw, "b", "shape-100", big + 7, 100, 0, NULL) == 0 &&
 	       same(leader, "b", "shape-100", NULL, big + 7, 100),
 	   "an overwrite through the shard writer replaces the version");
+	/* a commit that cannot carry the inline shards: the object goes to shard files */
+	int files = count_shards(), files2;
+	ol_store_set_commit_max(sw, 4096);
+	int rc = put(sw, "b", "no-room", big, 100000, 0, NULL);
+	files2 = count_shards();
+	ol_store_set_commit_max(sw, 0);
+	ok(rc == 0 && files2 == files + N && same(leader, "b", "no-room", NULL, big, 100000),
+	   "100000 bytes with a 4 KiB commit limit: in N shard files, not inline (%d, %d)", rc,
+	   files2 - files);
+	files = count_shards();
+	rc = put(sw, "b", "room", big, 100000, 0, NULL);
+	ok(rc == 0 && count_shards() == files && same(leader, "b", "room", NULL, big, 100000),
+	   "without the limit: inline, no file (%d)", rc);
 }
 
 static void
