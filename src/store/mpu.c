@@ -9,10 +9,6 @@
 #include "base/log.h"
 #include "store/store_int.h"
 
-struct ol_put *ol_put_new(struct ol_store *st, const char *bucket, const void *key, size_t klen,
-			  bool part);
-int ol_put_set_part(struct ol_put *p, const char *upload_id, unsigned part_no);
-
 /* bucket '\0' upload id; parts add '\0' part_no (big-endian, so they sort by number) */
 static int
 ukey(char *buf, const char *bucket, const char *upload_id)

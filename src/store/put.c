@@ -475,14 +475,24 @@ w_str(struct wr *w, const char *s)
 	w_bytes(w, s, s ? strnlen(s, OL_STORE_ETAG_MAX - 1) : 0);
 }
 
+/* the most bytes a request of p takes, with inline shards of bl bytes each (or none) */
+static size_t
+creq_cap(const struct ol_put *p, size_t meta_len, bool inl, uint32_t bl)
+{
+	const struct ol_store *st = p->st;
+
+	return 128 + strlen(st->d[0].id.store) + sizeof(p->bucket) + p->klen +
+	       sizeof(p->upload_id) + OL_STORE_ETAG_MAX * 2 + meta_len +
+	       (inl ? (size_t)st->n * bl : 0);
+}
+
 static int
 send_commit(struct ol_put *p, const char *etag, const void *meta, size_t meta_len, uint8_t **sh,
 	    uint32_t bl, struct ol_obj_info *out)
 {
 	struct ol_store *st = p->st;
 	const struct ol_driveid *id = &st->d[0].id;
-	size_t cap = 128 + strlen(id->store) + sizeof(p->bucket) + p->klen + sizeof(p->upload_id) +
-		     OL_STORE_ETAG_MAX * 2 + meta_len + (sh ? (size_t)st->n * bl : 0);
+	size_t cap = creq_cap(p, meta_len, sh != NULL, bl);
 	struct wr w = {ol_xmalloc(cap), 0};
 	uint64_t bad = 0;
 	unsigned flags = (p->part ? OL_CREQ_PART : 0) | (sh ? OL_CREQ_INLINE : 0) |
@@ -781,6 +791,11 @@ ol_store_put_commit(struct ol_put *p, const char *etag, const void *meta, size_t
 	uint32_t bl = 0;
 	bool inl = !p->part && !p->stripes && p->size <= st->inline_max, keep = false;
 	int rc = p->err;
+
+	/* a shard writer's inline shards travel in its commit: too many for it, shard files */
+	if (inl && st->shards && st->commit_max &&
+	    creq_cap(p, meta_len, true, (uint32_t)((p->size + st->k - 1) / st->k)) > st->commit_max)
+		inl = false;
 
 	if (meta_len > OL_STORE_MAX_META)
 		rc = -EINVAL;

@@ -706,6 +706,13 @@ ol_store_put_begin(struct ol_store *st, const char *bucket, const char *key, siz
 	rc = ol_set_put_begin(st->sets[i], bucket, key, key_len, size_hint, out);
 	if (rc == -ENOENT && repaired(st, i, bucket))
 		rc = ol_set_put_begin(st->sets[i], bucket, key, key_len, size_hint, out);
+	/* a shard writer repairs nothing: a set that lacks a bucket set 0 has (a pool joined
+	 * after it was made) is given it by the leader at the commit */
+	if (rc == -ENOENT && st->shards && i != 0 &&
+	    ol_set_bucket_stat(st->sets[0], bucket, NULL) == 0) {
+		*out = ol_put_new(st->sets[i], bucket, key, key_len, false);
+		rc = 0;
+	}
 	if (rc == 0)
 		ol_put_set_gate(*out, st, g);
 out:
@@ -1455,6 +1462,14 @@ ol_store_set_committer(struct ol_store *st, ol_store_commit_fn fn, void *arg)
 	st->committer = fn;
 }
 
+void
+ol_store_set_commit_max(struct ol_store *st, size_t bytes)
+{
+	for (int i = 0; i < st->n_sets; i++)
+		st->sets[i]->commit_max = bytes;
+	st->commit_max = bytes;
+}
+
 /* the index in st of the set q names (its first drive's identity), or -1 */
 static int
 creq_set(const struct ol_store *st, const struct ol_creq *q)
@@ -1523,6 +1538,9 @@ ol_store_commit_remote(struct ol_store *st, const void *req, size_t len, int vmo
 			return rc;
 		}
 	}
+	/* a writer's put into a set without the bucket (a pool joined after it was made) */
+	if (!(q.flags & OL_CREQ_PART) && ol_bucket_check(st->sets[i], q.bucket) == -ENOENT)
+		(void)repaired(st, (unsigned)i, q.bucket);
 	rc = ol_set_commit_remote(st->sets[i], &q, vmode, out);
 	if (g)
 		ol_gate_leave(st, g);

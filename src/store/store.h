@@ -273,6 +273,10 @@ void ol_store_put_abort(struct ol_put *p);
 #define OL_STORE_SWEEP_GRACE_S 900
 typedef int (*ol_store_commit_fn)(void *arg, const void *req, size_t len, struct ol_obj_info *out);
 void ol_store_set_committer(struct ol_store *st, ol_store_commit_fn fn, void *arg);
+/* The largest request the committer can carry (the node plane's frame; 0, the default: no
+ * limit). An object small enough to be inline whose request (its n inline shards, metadata and
+ * names) would be larger is written as shard files instead, as a larger object is. */
+void ol_store_set_commit_max(struct ol_store *st, size_t bytes);
 /* On the leader (a writable store): commit the request a shard writer's committer received.
  * vmode (OL_STORE_VER_*) replaces the writer's for an object (the leader's view of the bucket's
  * versioning is the one that holds). -EBADMSG a request that does not decode, -ESTALE its set

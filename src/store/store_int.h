@@ -171,6 +171,7 @@ struct ol_store {
 	bool shards;
 	ol_store_commit_fn committer;
 	void *committer_arg;
+	size_t commit_max;	/* the largest request it carries (0: any) */
 	_Atomic uint64_t epoch; /* sent with every metadata commit (fencing) */
 	char secret[256];
 	unsigned self_id;
@@ -568,6 +569,10 @@ int ol_sets_key_dest(struct ol_store *st, const char *bucket, const char *key, s
  * is removed); writers of buckets wait meanwhile. 0 and *n buckets, or -errno. */
 int ol_sets_give_buckets(struct ol_store *st, unsigned pool, unsigned *n);
 /* put.c: put_commit / put_abort of p leave gate g of shell st */
+/* A writer of set st with no bucket check (put.c; ol_set_put_begin checks first). */
+struct ol_put *ol_put_new(struct ol_store *st, const char *bucket, const void *key, size_t klen,
+			  bool part);
+int ol_put_set_part(struct ol_put *p, const char *upload_id, unsigned part_no);
 void ol_put_set_gate(struct ol_put *p, struct ol_store *st, unsigned g);
 /* A shard writer's commit request, decoded (put.c): pointers into the request's bytes. */
 struct ol_creq {

@@ -56,35 +56,37 @@ open_store(bool shards, struct ol_store **out)
 	return ol_store_open_set(&cfg, &o, out);
 }
 
-/* shard files on every drive */
+/* shard files on every drive: <root>/<drive>/.openlake/data/<xx>/<uuid> */
+static int
+count_in(const char *dir, int depth)
+{
+	DIR *dh = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	while (dh && (e = readdir(dh))) {
+		char sub[900];
+
+		if (e->d_name[0] == '.' && (depth != 1 || strcmp(e->d_name, ".openlake")))
+			continue;
+		if (depth == 4) {
+			n++;
+			continue;
+		}
+		if (depth == 2 && strcmp(e->d_name, "data"))
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", dir, e->d_name);
+		n += count_in(sub, depth + 1);
+	}
+	if (dh)
+		closedir(dh);
+	return n;
+}
+
 static int
 count_shards(void)
 {
-	int n = 0;
-
-	for (int i = 0; i < N; i++) {
-		char d[400];
-		DIR *top, *sub;
-		struct dirent *e, *f;
-
-		snprintf(d, sizeof(d), "%s/.openlake/data", dirs[i]);
-		top = opendir(d);
-		while (top && (e = readdir(top))) {
-			char s[700];
-
-			if (e->d_name[0] == '.')
-				continue;
-			snprintf(s, sizeof(s), "%s/%s", d, e->d_name);
-			sub = opendir(s);
-			while (sub && (f = readdir(sub)))
-				n += f->d_name[0] != '.';
-			if (sub)
-				closedir(sub);
-		}
-		if (top)
-			closedir(top);
-	}
-	return n;
+	return count_in(root, 0);
 }
 
 static void
@@ -111,6 +113,19 @@ test_shapes(struct ol_store *sw, const uint8_t *big)
 	ok(put(sw, "b", "shape-100", big + 7, 100, 0, NULL) == 0 &&
 	       same(leader, "b", "shape-100", NULL, big + 7, 100),
 	   "an overwrite through the shard writer replaces the version");
+	/* a commit that cannot carry the inline shards: the object goes to shard files */
+	int files = count_shards(), files2;
+	ol_store_set_commit_max(sw, 4096);
+	int rc = put(sw, "b", "no-room", big, 100000, 0, NULL);
+	files2 = count_shards();
+	ol_store_set_commit_max(sw, 0);
+	ok(rc == 0 && files2 == files + N && same(leader, "b", "no-room", NULL, big, 100000),
+	   "100000 bytes with a 4 KiB commit limit: in N shard files, not inline (%d, %d)", rc,
+	   files2 - files);
+	files = count_shards();
+	rc = put(sw, "b", "room", big, 100000, 0, NULL);
+	ok(rc == 0 && count_shards() == files && same(leader, "b", "room", NULL, big, 100000),
+	   "without the limit: inline, no file (%d)", rc);
 }
 
 static void
@@ -256,6 +271,130 @@ test_refusals(struct ol_store *sw, const uint8_t *big)
 	free(req);
 }
 
+/* Two pools of one set each, pool p on drive p of every node (the servers restarted with two
+ * fresh drives each): where a key goes is the leader's to say. */
+static struct ol_store *
+open_pools(bool shards)
+{
+	struct ol_store *pools[2] = {NULL, NULL}, *st = NULL;
+	struct ol_store_drive_spec sp[2][N];
+	int rc = 0;
+
+	for (int p = 0; p < 2 && !rc; p++) {
+		for (int i = 0; i < N; i++)
+			sp[p][i] =
+			    (struct ol_store_drive_spec){addrs[i], (unsigned)p, (unsigned)i + 1};
+		struct ol_store_set_opts o = {.n = N,
+					      .drives = sp[p],
+					      .secret = SECRET,
+					      .self_id = shards ? 300 : 100,
+					      .epoch = shards ? 0 : EPOCH,
+					      .deadline_ms = 5000,
+					      .store_id = "dep-pools",
+					      .pool = (unsigned)p,
+					      .sets = 1,
+					      .readonly = shards,
+					      .shards = shards};
+		rc = ol_store_open_set(&cfg, &o, &pools[p]);
+	}
+	if (rc) {
+		ol_store_close(pools[0]);
+		return NULL;
+	}
+	return ol_store_pools(pools, 2, "dep-pools", &st) ? NULL : st;
+}
+
+static void
+test_pools(const uint8_t *big)
+{
+	static char pd[2][N][300];
+	struct ol_store *sw, *was = leader;
+	uint64_t sw_free[2] = {1u << 30, 0}, l_free[2] = {0, 1u << 30};
+	uint8_t *req = NULL;
+	size_t len = 0;
+	struct ol_obj_info in;
+	int rc, good = 0, files;
+
+	for (int i = 0; i < N; i++) {
+		const char *drives[2];
+
+		srv_stop(i);
+		for (int p = 0; p < 2; p++) {
+			snprintf(pd[p][i], sizeof(pd[p][i]), "%s/pool%d-node%d", root, p, i);
+			mkdir(pd[p][i], 0700);
+			drives[p] = pd[p][i];
+		}
+		struct ol_node_server_opts o = {.addr = addrs[i],
+						.secret = SECRET,
+						.self_id = (unsigned)i + 1,
+						.threads = 1,
+						.window = 8u << 20,
+						.max_payload = 1u << 20,
+						.n_drives = 2,
+						.drives = drives};
+		rc = ol_node_server_start(&o, &srv[i]);
+		ok(rc == 0, "node %d serves two drives (%d)", i + 1, rc);
+	}
+	leader = open_pools(false);
+	ok(leader && ol_store_bucket_create(leader, "b") == 0, "a leader of two pools");
+	sw = leader ? open_pools(true) : NULL;
+	ok(sw != NULL, "a shard writer of the two pools");
+	if (!sw) {
+		ol_store_close(leader);
+		leader = was;
+		return;
+	}
+	ol_store_set_committer(sw, committer, NULL);
+	for (int i = 0; i < 12; i++) {
+		char k[16];
+
+		snprintf(k, sizeof(k), "pk-%d", i);
+		good += put(sw, "b", k, big + i, 200000, 0, NULL) == 0 &&
+			same(leader, "b", k, NULL, big + i, 200000);
+	}
+	ok(good == 12, "12 keys through the shard writer over two pools read back (%d)", good);
+	/* a bucket pool 1 lacks (made before the pool joined): the writer writes there anyway,
+	 * the leader gives the set the bucket at the commit */
+	uint64_t only1[2] = {0, 1u << 30};
+	ok(ol_set_bucket_create_attrs(leader->sets[0], "late", NULL, 0) == 0 &&
+	       ol_set_bucket_stat(leader->sets[1], "late", NULL) == -ENOENT,
+	   "bucket late on pool 0 only");
+	ol_store_set_pool_free(sw, only1, 2);
+	rc = put(sw, "late", "k1", big, 400000, 0, NULL);
+	ok(rc == 0 && same(leader, "late", "k1", NULL, big, 400000) &&
+	       ol_set_bucket_stat(leader->sets[1], "late", NULL) == 0,
+	   "a put into pool 1 of bucket late: committed, pool 1 given the bucket (%d)", rc);
+	/* the writer weighs pool 0 only, the leader pool 1 only: a new key is taken where the
+	 * writer put it, a key the leader holds elsewhere is not */
+	ol_store_set_pool_free(sw, sw_free, 2);
+	ol_store_set_pool_free(leader, l_free, 2);
+	rc = put(sw, "b", "new-key", big, 1000, 0, NULL);
+	ok(rc == 0 && same(leader, "b", "new-key", NULL, big, 1000),
+	   "a new key in the pool the writer chose (%d)", rc);
+	fail_with = -EIO; /* the request only */
+	(void)put(sw, "b", "moved", big, 1000, 0, NULL);
+	fail_with = 0;
+	req = malloc(last_len);
+	len = last_len;
+	memcpy(req, last_req, len);
+	rc = put(leader, "b", "moved", big + 5, 1000, 0, NULL);
+	ok(rc == 0, "the leader writes the key to the other pool (%d)", rc);
+	rc = ol_store_commit_remote(leader, req, len, 0, &in);
+	ok(rc == -ESTALE && same(leader, "b", "moved", NULL, big + 5, 1000),
+	   "the writer's commit of a key another pool holds: -ESTALE, the key unchanged (%d)", rc);
+	free(req);
+	/* a pool draining takes no new version */
+	files = count_shards();
+	ok(ol_store_pool_set_draining(leader, 0) == 0, "pool 0 drains on the leader");
+	rc = put(sw, "b", "into-drain", big, 300000, 0, NULL);
+	ok(rc == -ESTALE && count_shards() == files,
+	   "a commit into the draining pool: -ESTALE, the files unlinked (%d)", rc);
+	(void)ol_store_pool_set_draining(leader, -1);
+	ol_store_close(sw);
+	ol_store_close(leader);
+	leader = was;
+}
+
 int
 main(void)
 {
@@ -283,6 +422,9 @@ main(void)
 	}
 	ol_store_close(sw);
 	ol_store_close(leader);
+	leader = NULL;
+	if (!rc)
+		test_pools(big);
 	env_stop();
 	free(big);
 	free(last_req);
