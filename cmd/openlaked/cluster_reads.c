@@ -18,6 +18,7 @@
 #include <time.h>
 
 #define VIEW_RETRY_MS 1000 /* a view that does not open is tried again this often */
+#define WEIGH_MS      1000 /* a shard writer's pools weighed again (as the leader's are) */
 
 /* A read-only store and the S3 server over it; requests count themselves in (users). */
 struct view {
@@ -25,7 +26,9 @@ struct view {
 	struct ol_s3_server *s3;
 	unsigned users; /* under creads.mu */
 	unsigned pools;
-	bool shards; /* a shard writer (write_any): PUT and UploadPart data written here */
+	bool shards;	      /* a shard writer (write_any): PUT and UploadPart data written here */
+	struct ol_layout lay; /* the layout it opened (its pools weighed for new keys) */
+	int64_t weighed_ms;   /* when the pools were weighed last */
 };
 
 enum { ST_OFF, ST_OPENING, ST_OPEN, ST_LEADING };
@@ -119,8 +122,11 @@ view_open(struct creads *rd, const struct ol_layout *l, struct view **out)
 	int rc = cstore_open_pools(rd->cfg, rd->c, l, 0, l->n_pools, 0, true, shards, &st);
 	if (rc)
 		return rc;
-	if (shards)
+	if (shards) {
 		ol_store_set_committer(st, rd->commit, rd->commit_arg);
+		/* a commit is one plane frame: the leader's, as configured on every node */
+		ol_store_set_commit_max(st, rd->cfg->cluster_plane_max_frame);
+	}
 	rc = ol_s3_new(rd->cfg, st, &s3);
 	if (rc) {
 		ol_store_close(st);
@@ -137,6 +143,10 @@ view_open(struct creads *rd, const struct ol_layout *l, struct view **out)
 	v->s3 = s3;
 	v->pools = ol_layout_live_pools(l);
 	v->shards = shards;
+	layout_copy(l, &v->lay);
+	if (shards) /* a new key goes to the pool the leader would pick (its free space) */
+		cstore_pool_weights(rd->c, &v->lay, st);
+	v->weighed_ms = now_ms();
 	*out = v;
 	return 0;
 }
@@ -153,6 +163,7 @@ view_close(struct creads *rd, struct view *v)
 	pthread_mutex_unlock(&rd->mu);
 	ol_s3_free(v->s3);
 	ol_store_close(v->st);
+	ol_layout_fini(&v->lay);
 	free(v);
 }
 
@@ -288,6 +299,11 @@ read_step(struct creads *rd, unsigned *have, bool *said, int64_t *next_refresh)
 						   : "GET and HEAD",
 			shards ? "shard-writing" : "read-only", pools);
 		return;
+	}
+	/* only this thread swaps the view: it stays open while it is used here */
+	if (rd->v->shards && now_ms() - rd->v->weighed_ms >= WEIGH_MS) {
+		cstore_pool_weights(rd->c, &rd->v->lay, rd->v->st);
+		rd->v->weighed_ms = now_ms();
 	}
 	if (!atomic_load(&rd->dirty) && now_ms() < *next_refresh)
 		return;

@@ -85,9 +85,8 @@ struct cstore {
 	struct heal_job *hj; /* the heal job's record in etcd (heal_job.h) */
 	struct creads *rd;   /* GET and HEAD served here while another node serves */
 	struct cwrites *cw;  /* the commits of PUTs written here, sent to the leader */
-	/* write_any, and the layout this node took allows writes here: one pool not removed
-	 * (the view places a new key by the pools' free space only as the leader last did), none
-	 * draining (a drain moves keys between pools under the leader's gates) */
+	/* write_any, and the layout this node took allows writes here: no pool draining (a
+	 * drain moves keys between pools under the leader's gates) */
 	atomic_bool local_writes;
 	char endpoint_host[256]; /* the host of s3_addr (virtual-host-style buckets) */
 	/* other nodes' commits this node ran as the serving leader (cstore_commit_serve):
@@ -327,17 +326,16 @@ open_pools(struct cstore *cs, unsigned from, unsigned to, uint64_t epoch, struct
 /* the pools' weights for new keys: the free bytes of their nodes' drives, per drive, as the
  * nodes last measured them (<prefix>free/<id>, every 5 s while it changes; a node that has
  * not written it yet: what it registered with) */
-static void
-pool_weights(struct cstore *cs, struct ol_store *st)
+void
+cstore_pool_weights(struct ol_cluster *c, const struct ol_layout *l, struct ol_store *st)
 {
-	const struct ol_layout *l = &cs->layout;
 	uint64_t w[MAX_POOLS] = {0}, now_free[MAX_NODES];
 	unsigned ids[MAX_NODES];
 	size_t nf = 0;
 	struct ol_cluster_view v;
-	if (ol_store_pool_count(st) < 2 || ol_cluster_members(cs->c, &v))
+	if (ol_store_pool_count(st) < 2 || ol_cluster_members(c, &v))
 		return;
-	if (ol_cluster_free_space(cs->c, ids, now_free, MAX_NODES, &nf))
+	if (ol_cluster_free_space(c, ids, now_free, MAX_NODES, &nf))
 		nf = 0;
 	for (unsigned i = 0; i < v.n; i++)
 		for (size_t j = 0; j < nf; j++)
@@ -356,6 +354,12 @@ pool_weights(struct cstore *cs, struct ol_store *st)
 	}
 	ol_cluster_view_fini(&v);
 	ol_store_set_pool_free(st, w, n);
+}
+
+static void
+pool_weights(struct cstore *cs, struct ol_store *st)
+{
+	cstore_pool_weights(cs->c, &cs->layout, st);
 }
 
 /* the whole store of the layout */
@@ -863,7 +867,7 @@ reopen(struct cstore *cs)
 static bool
 writes_here(const struct ol_config *cfg, const struct ol_layout *l)
 {
-	if (!cfg->cluster_write_any || ol_layout_live_pools(l) != 1)
+	if (!cfg->cluster_write_any)
 		return false;
 	for (unsigned p = 0; p < l->n_pools; p++)
 		if (l->pools[p].state == OL_POOL_DRAINING)

@@ -62,6 +62,11 @@ int cstore_open_pools(const struct ol_config *cfg, struct ol_cluster *c, const s
 		      unsigned from, unsigned to, uint64_t epoch, bool readonly, bool shards,
 		      struct ol_store **st);
 
+/* The pools' weights for new keys in st (a store of l's pools not removed): the free bytes per
+ * drive of their nodes as they last wrote them to etcd. A shard writer places a new key by
+ * them as the leader does (write_any). Reads etcd; any thread. */
+void cstore_pool_weights(struct ol_cluster *c, const struct ol_layout *l, struct ol_store *st);
+
 /* The node plane's OL_NODE_COMMIT handler (ol_node_server_set_commit, arg a struct cstore):
  * another node's shard writer sends the commit of a write it wrote (cluster_writes.h). While
  * this node serves the store (counted in as a request, so the store stays open meanwhile) it
