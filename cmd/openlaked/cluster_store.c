@@ -219,12 +219,16 @@ cstore_decide(const struct ol_config *cfg, struct ol_cluster *c, struct ol_layou
 	}
 	ol_info("cluster: serving deployment %s as %u pool(s), %u erasure set(s) of %u drives "
 		"(parity %u) over %u nodes; the leader of set %u.0 serves them all, the other "
-		"nodes forward to it%s",
+		"nodes forward to it%s%s",
 		l->deployment_id, l->n_pools, sets, l->set_drives, l->parity, layout_nodes(l),
 		ol_layout_serving_pool(l),
 		cfg->cluster_read_any ? " all but GET and HEAD, which they serve themselves "
 					"([cluster] read_any)"
-				      : "");
+				      : "",
+		cfg->cluster_write_any ? "; they write the data of plain PUTs and parts "
+					 "themselves and send it only the commits ([cluster] "
+					 "write_any)"
+				       : "");
 	return 1;
 }
 

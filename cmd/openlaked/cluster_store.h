@@ -1,7 +1,8 @@
 /* cmd/openlaked/cluster_store.h - the daemon's cluster store mode (issue 10): the layout's
  * pools of erasure sets spanning the nodes, all served by the leader of the serving set (one
  * node at a time: the serving key, docs/cluster.md), every other node forwarding to it all but
- * the GETs and HEADs it serves itself from a read-only view (cluster_reads.h). A
+ * the GETs and HEADs it serves itself from a read-only view (cluster_reads.h) and the PUTs whose
+ * data it writes itself, their commits sent to the leader (cluster_writes.h). A
  * pool appended to the layout (`openlake cluster join`) is taken without a restart: a thread
  * watches the layout key (and reads it every 5 s) and the leader adds the new pool to the
  * store it serves.
@@ -36,8 +37,10 @@ int cstore_start(struct cstore *cs);
 
 /* The S3 port's route: serve r here when this node leads the set (its store open), else serve a
  * client's GET or HEAD on the read-only view when one is open (read_any; never a request
- * another node forwarded), else forward it to the leader, else (no leader, leader
- * unreachable within the deadline) answer 503 SlowDown. Always answers. */
+ * another node forwarded), or a client's plain PutObject or UploadPart on the view's shard
+ * writer, its commit sent to the leader (write_any, no pool draining), else forward it to the
+ * leader, else (no leader, leader unreachable within the deadline) answer 503 SlowDown. Always
+ * answers. */
 void cstore_route(struct cstore *cs, struct ol_http_req *r);
 /* The admin API's hook (ol_admin_set_forward, arg a struct cstore): a heal or keys request to
  * a node that holds no store goes to the set's leader the same way, never served here, and

@@ -239,6 +239,16 @@ def others(c, node):
     return [i for i in range(4) if i != node]
 
 
+def view_drives_online(node, n):
+    """node's store (or its read-only view, on a node that does not lead) has n drives, all
+    online (its openlake_drive_online gauges)"""
+    import urllib.request
+    with urllib.request.urlopen(f"{node.url}/metrics", timeout=30) as r:
+        vals = [ln.split()[-1] for ln in r.read().decode().splitlines()
+                if ln.startswith("openlake_drive_online{")]
+    return len(vals) == n and all(v == "1" for v in vals)
+
+
 def drive_record(drive):
     """a drive's identity record (.openlake/format) as a dict"""
     lines = open(os.path.join(drive, ".openlake", "format")).read().splitlines()
@@ -964,6 +974,10 @@ def test_two_sets_a_nodes_data_dirs_swapped(two_sets):
              "both of the restarted node's drives back in the leader's store")
     assert "is kept offline" not in leader.log()
     assert leader.log().count("found at data_dirs index") >= 2
+    # the PUTs through via are written by via itself ([cluster] write_any), whose view takes
+    # the restarted node's drives back on its own: a PUT before that would miss them
+    wait_for(lambda: view_drives_online(c.nodes[via], 8), 90,
+             "both of the restarted node's drives back in the PUTs' node's view")
     before = [shard_files(d) for d in node.drives]
     for n in range(16, 24):
         k = f"s{n:02d}"

@@ -86,14 +86,16 @@ def test_forwarding_to_the_leader_over_tls(tls_cluster):
         assert got == objs["k/1"], i
 
     # a node that trusts another CA refuses the leader's certificate: 503, and it says why (a
-    # write: a GET it may serve itself from its read-only view, [cluster] read_any)
+    # write: a GET it may serve itself from its read-only view, [cluster] read_any; and with
+    # write_any off: a plain PUT it would write itself, its commit sent over the node plane,
+    # which does not use the S3 port's certificates)
     bad = c.nodes[others[1]]
     other_ca = d / "other"
     other_ca.mkdir()
     make_ca(other_ca)
     assert bad.stop()
     bad.config.write_text(bad.config.read_text().replace(
-        "[cluster]\n", f'[cluster]\ntls_ca = "{other_ca / "ca.pem"}"\n'))
+        "[cluster]\n", f'[cluster]\ntls_ca = "{other_ca / "ca.pem"}"\nwrite_any = false\n'))
     bad.start()
     with pytest.raises(ClientError) as e:
         c.client(bad.i).delete_object(Bucket="tls", Key="k/0")
