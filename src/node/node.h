@@ -242,13 +242,22 @@ int ol_node_ucx_device(const char *dev);
 int ol_node_server_start(const struct ol_node_server_opts *o, struct ol_node_server **out);
 /* The handler of OL_NODE_COMMIT calls (a follower's shard writer sends its commit to the
  * leader: docs/cluster.md "Writes on every node"): fn runs on a helper thread of the server
- * (never on a loop: it may call planes, this node's own included, and block for seconds), one
- * call per connection at a time (the connection reads nothing more meanwhile), at most
- * OL_NODE_COMMIT_THREADS at once across the server (more wait in order). It is given the
- * request payload and answers a status (0 or -errno, sent as the reply's status) and up to
- * cap bytes of reply payload in reply (*rlen). NULL fn (the default): such calls are answered
- * -EOPNOTSUPP. Any thread, any time after start; a call running keeps the fn it started with,
- * and stop waits for the calls running. */
+ * ("ol-node-commit"; never on a loop: it may call planes, this node's own included, and block
+ * for seconds), one call per connection at a time (the connection reads nothing more
+ * meanwhile), at most OL_NODE_COMMIT_THREADS at once across the server (more wait in FIFO
+ * order; a handler that itself waits on COMMITs to this server can starve it). It is given
+ * the request payload (req[len], valid during the call; one frame, so at most the server's
+ * max_payload, [cluster] plane_max_frame, 1 MiB by default: ol_node_call refuses a bigger one
+ * with -EMSGSIZE before sending) and answers a status (0 or -errno, sent as the reply's
+ * status; > 0 or *rlen > cap is a bug, answered -EIO) and up to cap bytes of reply payload in
+ * reply (*rlen; cap is 64 KiB, or max_payload when smaller), sent with any status. NULL fn
+ * (the default): such calls are answered -EOPNOTSUPP at once. Any thread, any time after
+ * start; a call keeps the fn (and arg) set when its request arrived. A connection that dies
+ * while its call runs: the call finishes, its answer is dropped. Stop refuses new calls
+ * (-ESHUTDOWN), answers those still queued -ESHUTDOWN without running them, waits for the
+ * running ones and lets the loops send their answers (2 s at most) before it closes the
+ * connections; fn is never called after stop returns (so fn must not stop this server).
+ * Served over TCP and UCX alike. */
 #define OL_NODE_COMMIT_THREADS 8
 typedef int (*ol_node_commit_fn)(void *arg, const uint8_t *req, size_t len, uint8_t *reply,
 				 size_t cap, size_t *rlen);
@@ -259,6 +268,9 @@ void ol_node_server_stop(struct ol_node_server *s);
 struct ol_node_server_stats {
 	uint64_t conns, auth_failures, protocol_errors, frames, window_violations, hello_timeouts;
 	uint64_t max_held; /* most frame bytes one connection held before granting them back */
+	/* COMMIT calls handed to the helpers since start; of them, waiting for a helper now and
+	 * running now */
+	uint64_t commits, commits_queued, commits_running;
 };
 void ol_node_server_stats(struct ol_node_server *s, struct ol_node_server_stats *out);
 
