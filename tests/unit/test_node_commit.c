@@ -281,7 +281,8 @@ test_echo(struct ol_node_client *c)
 	ok(rc == 0 && is_reversed("Ehello, leader", rep, rlen),
 	   "the handler's status 0 and its reply, the request reversed (%d, %zu bytes)", rc, rlen);
 	rc = commit(c, "Nmissing", 8, rep, &rlen);
-	ok(rc == -ENOENT, "its status -ENOENT reaches the caller (%d)", rc);
+	ok(rc == -ENOENT && is_reversed("Nmissing", rep, rlen),
+	   "its status -ENOENT reaches the caller, with its reply (%d, %zu bytes)", rc, rlen);
 	ok(ol_node_ping(c, DL, NULL) == 0, "and the connection goes on");
 
 	/* the largest request: one frame of the server's max_payload */
@@ -295,8 +296,8 @@ test_echo(struct ol_node_client *c)
 	ok(rc == 0 && v[0] == MAXP && v[1] == fnv(big, MAXP),
 	   "a request of max_payload bytes reaches the handler whole (%d)", rc);
 	rc = commit(c, big, MAXP + 1, rep, &rlen);
-	ok(rc == -EMSGSIZE && ol_node_ping(c, DL, NULL) == 0,
-	   "one byte more is refused by the client before sending (%d)", rc);
+	ok(rc == -EMSGSIZE && rlen == 0 && ol_node_ping(c, DL, NULL) == 0,
+	   "one byte more is refused by the client before sending, no reply (%d)", rc);
 	free(big);
 
 	/* two on the wire at once: answered in order, each its own reply */
