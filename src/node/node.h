@@ -7,7 +7,8 @@
  *   per-frame MAC (ChaCha20-Poly1305 over AAD only), shard name rules.
  * - server.c + ops.c (daemon): serves rpc_addr on `threads` io_uring loops (io/loop.h), one
  *   SO_REUSEPORT listener per loop; a connection lives on the loop that accepted it. Ops are a
- *   dispatch table (ops.c). Logs through base/log.
+ *   dispatch table (ops.c), served on the loop, but for COMMIT, whose handler runs on the
+ *   server's helper threads (commit.c). Logs through base/log.
  * - client.c (library grade: no logging, no abort, -errno): one connection to one peer,
  *   blocking calls each with a deadline.
  *
