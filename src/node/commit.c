@@ -10,18 +10,24 @@
  * when the connection died meanwhile, the reply is dropped and the connection freed.
  *
  * Threads start on demand, up to OL_NODE_COMMIT_THREADS: one more whenever the jobs queued
- * outnumber the idle helpers. Stop (ol_node_commit_stop, before the loops shut down) refuses
- * new calls with -ESHUTDOWN, answers the queued ones -ESHUTDOWN at once without running them,
- * waits for the running ones and joins the helpers; all those answers run on the loops, which
- * still serve (a handler's calls to this node's plane go on working until it returns), and
- * server.c lets the loops send them before it closes the connections. */
+ * outnumber the idle helpers. A job that waited in the queue past its request's deadline is
+ * answered -ETIMEDOUT without running (its caller gave up and may count it failed: a commit
+ * run then would publish what the caller's cleanup removes); one already running finishes.
+ * Stop (ol_node_commit_stop, before the loops shut down) refuses new calls with -ESHUTDOWN,
+ * answers the queued ones -ESHUTDOWN at once without running them, waits for the running
+ * ones and joins the helpers; all those answers run on the loops, which still serve (a
+ * handler's calls to this node's plane go on working until it returns), and server.c lets
+ * the loops send them before it closes the connections. */
 #include "node/node_int.h"
 
 #include "base/log.h"
+#include "io/io.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define NO_DEADLINE_MS 60000u /* a request without a deadline: as ops.c's */
 
 struct ncommit {
 	struct ncommit *next;
@@ -30,7 +36,8 @@ struct ncommit {
 	ol_node_commit_fn fn;
 	void *arg;
 	uint64_t call_id;
-	uint32_t frame; /* the request frame's bytes: granted back with the reply */
+	uint64_t deadline_ns; /* ol_io_now_ns when the caller gives up (its deadline_ms) */
+	uint32_t frame;	      /* the request frame's bytes: granted back with the reply */
 	int status;
 	size_t len, cap, rlen;
 	uint8_t *reply; /* cap bytes, after the request */
@@ -123,7 +130,12 @@ helper(void *arg)
 		s->cq_len--;
 		s->c_running++;
 		pthread_mutex_unlock(&s->cmu);
-		call_handler(j);
+		if (ol_io_now_ns() < j->deadline_ns) {
+			call_handler(j);
+		} else { /* its caller gave up: run late, it could commit what it undid */
+			j->status = -ETIMEDOUT;
+			j->rlen = 0;
+		}
 		pthread_mutex_lock(&s->cmu);
 		s->c_running--; /* before the answer can reach anyone */
 		post_done(j);
@@ -165,13 +177,16 @@ ol_node_op_commit(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_r
 		return -EOPNOTSUPP;
 	uint32_t frame = OL_NODE_HDR + h->len + OL_NODE_MAC;
 	struct ncommit *j = ol_xmalloc(sizeof(*j) + r->n + cap);
-	*j = (struct ncommit){.c = c,
-			      .fn = fn,
-			      .arg = arg,
-			      .call_id = h->call_id,
-			      .frame = frame,
-			      .len = r->n,
-			      .cap = cap};
+	*j = (struct ncommit){
+	    .c = c,
+	    .fn = fn,
+	    .arg = arg,
+	    .call_id = h->call_id,
+	    .deadline_ns = ol_io_now_ns() +
+			   (uint64_t)(h->deadline_ms ? h->deadline_ms : NO_DEADLINE_MS) * 1000000u,
+	    .frame = frame,
+	    .len = r->n,
+	    .cap = cap};
 	memcpy(j->req, r->p, r->n);
 	j->reply = j->req + r->n;
 	pthread_mutex_lock(&s->cmu);

@@ -246,7 +246,10 @@ int ol_node_server_start(const struct ol_node_server_opts *o, struct ol_node_ser
  * ("ol-node-commit"; never on a loop: it may call planes, this node's own included, and block
  * for seconds), one call per connection at a time (the connection reads nothing more
  * meanwhile), at most OL_NODE_COMMIT_THREADS at once across the server (more wait in FIFO
- * order; a handler that itself waits on COMMITs to this server can starve it). It is given
+ * order; a handler that itself waits on COMMITs to this server can starve it; a call still
+ * waiting when its request's deadline passes is answered -ETIMEDOUT and never run, but a call
+ * running then is not stopped: a caller's -ETIMEDOUT leaves the outcome unknown, so it must
+ * not undo what a late commit would reference). It is given
  * the request payload (req[len], valid during the call; one frame, so at most the server's
  * max_payload, [cluster] plane_max_frame, 1 MiB by default: ol_node_call refuses a bigger one
  * with -EMSGSIZE before sending) and answers a status (0 or -errno, sent as the reply's

@@ -3,7 +3,8 @@
  * an echo with status 0 and with an error, a request of the whole frame, a handler that
  * blocks while the server's loop answers other calls (PING, META_GET, another COMMIT, the
  * handler's own PING to this server), 20 concurrent calls on the 8 commit threads, a client
- * gone while its handler runs, and a stop while handlers run and one waits in the queue.
+ * gone while its handler runs, a queued call past its deadline (never run), and a stop while
+ * handlers run and one waits in the queue.
  *
  * The handler's request says what it does, by its first byte:
  *   E  answer the request reversed, status 0     N  the same, status -ENOENT
@@ -453,6 +454,70 @@ out:
 	hctx_fini(&h);
 }
 
+/* A call that waits in the queue past its deadline (8 handlers busy) is not run once a
+ * thread frees: its caller gave up, and a commit run late would publish what the caller
+ * counts as failed. */
+static void
+test_late(const char *drive)
+{
+	char addr[64];
+	struct hctx h;
+	static struct caller k[OL_NODE_COMMIT_THREADS];
+	struct ol_node_client *late = NULL;
+	unsigned n = 0, good = 0;
+	struct ol_node_server_stats ss = {0};
+	struct ol_node_server *s = server(drive, addr, sizeof(addr));
+	if (!s)
+		return;
+	hctx_init(&h, addr);
+	ol_node_server_set_commit(s, handler, &h);
+	for (; n < OL_NODE_COMMIT_THREADS; n++)
+		if (caller_start(&k[n], addr, "Bbusy") != 0)
+			break;
+	ok(n == OL_NODE_COMMIT_THREADS && wait_count(&h, &h.blocked, n),
+	   "%u handlers block, every commit thread busy", n);
+	uint8_t rep[256];
+	size_t rlen;
+	int rc = ol_node_client_new(addr, SECRET, 5, &late);
+	if (!rc) {
+		const uint8_t *rp;
+		struct iovec iov = {"Elate", 5};
+		rc = ol_node_call(late, OL_NODE_COMMIT, &iov, 1, 300, &rp, &rlen);
+	}
+	struct timespec end = until(WAIT_S);
+	do { /* queued by now, or soon: its frame reached the server before the caller gave up */
+		ol_node_server_stats(s, &ss);
+		nanosleep(&(struct timespec){0, 5000000}, NULL);
+	} while (!ss.commits_queued && time(NULL) < end.tv_sec);
+	ok(rc == -ETIMEDOUT && ss.commits_queued == 1,
+	   "a call with a 300 ms deadline waits in the queue and its caller times out (%d)", rc);
+	/* queued at the latest now, so its deadline ends 300 ms from now at the latest */
+	uint64_t after = ol_io_now_ms() + 400;
+	while (ol_io_now_ms() < after)
+		nanosleep(&(struct timespec){0, 20000000}, NULL);
+	release(&h);
+	for (unsigned i = 0; i < n; i++) {
+		pthread_join(k[i].t, NULL);
+		good += k[i].rc == 0 && is_reversed("Bbusy", k[i].rep, k[i].rlen);
+	}
+	end = until(WAIT_S);
+	do {
+		ol_node_server_stats(s, &ss);
+		nanosleep(&(struct timespec){0, 5000000}, NULL); /* polling a condition */
+	} while ((ss.commits_queued || ss.commits_running) && time(NULL) < end.tv_sec);
+	rc = commit(late, "Eafter", 6, rep, &rlen);
+	ok(good == n && !ss.commits_queued && rc == 0 && is_reversed("Eafter", rep, rlen),
+	   "the 8 answered, the queue drained; a new call on that client is served (%d)", rc);
+	pthread_mutex_lock(&h.mu);
+	unsigned calls = h.calls;
+	pthread_mutex_unlock(&h.mu);
+	ok(calls == OL_NODE_COMMIT_THREADS + 1,
+	   "the late call never ran: %u handler calls (8 blocked + the new one)", calls);
+	ol_node_client_free(late);
+	ol_node_server_stop(s);
+	hctx_fini(&h);
+}
+
 struct stopper {
 	pthread_t t;
 	struct ol_node_server *s;
@@ -537,6 +602,7 @@ main(void)
 	snprintf(drive, sizeof(drive), "%s/d0", tmp);
 	test_served(drive);
 	test_gone(drive);
+	test_late(drive);
 	test_stop(drive);
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
