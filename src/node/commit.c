@@ -164,6 +164,31 @@ wake_helper(struct ol_node_server *s)
 	return 0;
 }
 
+/* Queue j for a helper. 0, -ESHUTDOWN (the server stops), -EAGAIN (no helper). */
+static int
+enqueue(struct ol_node_server *s, struct ncommit *j)
+{
+	pthread_mutex_lock(&s->cmu);
+	int rc = s->c_stopping ? -ESHUTDOWN : 0;
+	if (!rc) {
+		if (s->cq_tail)
+			s->cq_tail->next = j;
+		else
+			s->cq_head = j;
+		s->cq_tail = j;
+		s->cq_len++;
+		rc = wake_helper(s);
+		if (rc) { /* no helper at all: take it back */
+			s->cq_head = s->cq_tail = NULL;
+			s->cq_len = 0;
+		} else {
+			s->c_calls++;
+		}
+	}
+	pthread_mutex_unlock(&s->cmu);
+	return rc;
+}
+
 int
 ol_node_op_commit(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r)
 {
@@ -189,24 +214,7 @@ ol_node_op_commit(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_r
 	    .cap = cap};
 	memcpy(j->req, r->p, r->n);
 	j->reply = j->req + r->n;
-	pthread_mutex_lock(&s->cmu);
-	int rc = s->c_stopping ? -ESHUTDOWN : 0;
-	if (!rc) {
-		if (s->cq_tail)
-			s->cq_tail->next = j;
-		else
-			s->cq_head = j;
-		s->cq_tail = j;
-		s->cq_len++;
-		rc = wake_helper(s);
-		if (rc) { /* no helper at all: take it back */
-			s->cq_head = s->cq_tail = NULL;
-			s->cq_len = 0;
-		} else {
-			s->c_calls++;
-		}
-	}
-	pthread_mutex_unlock(&s->cmu);
+	int rc = enqueue(s, j);
 	if (rc) {
 		free(j);
 		return rc;
