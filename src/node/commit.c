@@ -84,11 +84,24 @@ on_done(struct ol_loop *l, void *arg, int res)
 	ol_node_release(c);
 }
 
-/* Run the handler (any thread, no lock held). */
+/* the deadline of the call the calling helper runs (ol_node_commit_left_ms), 0 = none */
+static _Thread_local uint64_t cur_deadline_ns;
+
+int64_t
+ol_node_commit_left_ms(void)
+{
+	if (!cur_deadline_ns)
+		return -1;
+	uint64_t now = ol_io_now_ns();
+	return now >= cur_deadline_ns ? 0 : (int64_t)((cur_deadline_ns - now) / 1000000u);
+}
+
+/* Run the handler (a helper thread, no lock held). */
 static void
 call_handler(struct ncommit *j)
 {
 	j->rlen = 0;
+	cur_deadline_ns = j->deadline_ns;
 	j->status = j->fn(j->arg, j->req, j->len, j->reply, j->cap, &j->rlen);
 	if (j->status > 0 || j->rlen > j->cap) {
 		ol_err("node plane: the COMMIT handler answered %d with %zu of %zu reply bytes (a "
@@ -98,6 +111,7 @@ call_handler(struct ncommit *j)
 		if (j->rlen > j->cap)
 			j->rlen = 0;
 	}
+	cur_deadline_ns = 0;
 }
 
 /* Hand the answer to the connection's loop. */

@@ -266,6 +266,11 @@ int ol_node_server_start(const struct ol_node_server_opts *o, struct ol_node_ser
 typedef int (*ol_node_commit_fn)(void *arg, const uint8_t *req, size_t len, uint8_t *reply,
 				 size_t cap, size_t *rlen);
 void ol_node_server_set_commit(struct ol_node_server *s, ol_node_commit_fn fn, void *arg);
+/* Inside a COMMIT handler (on its helper thread): the ms left until its caller's deadline
+ * (the request's deadline_ms, counted from its arrival; 60 s for a request without one), 0
+ * once it passed: a handler bounds its own plane calls by it and starts no commit its caller
+ * can no longer hear about. -1 on any other thread. */
+int64_t ol_node_commit_left_ms(void);
 /* Close the listeners and every connection, stop and join the loops, free s. */
 void ol_node_server_stop(struct ol_node_server *s);
 

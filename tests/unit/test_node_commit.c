@@ -9,7 +9,8 @@
  * The handler's request says what it does, by its first byte:
  *   E  answer the request reversed, status 0     N  the same, status -ENOENT
  *   S  answer its length and a hash of it        P  PING this same server, answer its result
- *   B  block until the test releases it          W  block until 8 handlers run at once */
+ *   B  block until the test releases it          W  block until 8 handlers run at once
+ *   D  answer ol_node_commit_left_ms() */
 #include "io/io.h"
 #include "node/node.h"
 #include "tap.h"
@@ -127,7 +128,11 @@ handler(void *arg, const uint8_t *req, size_t len, uint8_t *reply, size_t cap, s
 		rc = self_ping(h->addr);
 	if (op == 'N')
 		rc = -ENOENT;
-	if (op == 'S') {
+	if (op == 'D') { /* the time left to the caller's deadline, as the handler sees it */
+		int64_t left = ol_node_commit_left_ms();
+		memcpy(reply, &left, sizeof(left));
+		*rlen = sizeof(left);
+	} else if (op == 'S') {
 		uint64_t v[2] = {len, fnv(req, len)};
 		memcpy(reply, v, sizeof(v));
 		*rlen = sizeof(v);
@@ -285,6 +290,16 @@ test_echo(struct ol_node_client *c)
 	ok(rc == -ENOENT && is_reversed("Nmissing", rep, rlen),
 	   "its status -ENOENT reaches the caller, with its reply (%d, %zu bytes)", rc, rlen);
 	ok(ol_node_ping(c, DL, NULL) == 0, "and the connection goes on");
+
+	const uint8_t *rp;
+	size_t rl = 0;
+	int64_t left = -2;
+	rc = ol_node_call(c, OL_NODE_COMMIT, &(struct iovec){"D", 1}, 1, 5000, &rp, &rl);
+	if (!rc && rl == sizeof(left))
+		memcpy(&left, rp, sizeof(left));
+	ok(rc == 0 && left > 0 && left <= 5000 && ol_node_commit_left_ms() == -1,
+	   "the handler sees its caller's deadline: %lld of 5000 ms left (-1 off its thread)",
+	   (long long)left);
 
 	/* the largest request: one frame of the server's max_payload */
 	uint8_t *big = malloc(MAXP + 1);
