@@ -705,22 +705,23 @@ int
 ol_node_call(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int niov,
 	     int deadline_ms, const uint8_t **reply, size_t *rlen)
 {
-	int rc = start(c, op, deadline_ms);
 	struct ol_node_hdr rh;
-	if (rc)
-		return end_call(c, rc);
 	struct iovec one;
 	const struct iovec *pv;
 	int pn;
 	size_t len;
 	bool replied = false;
-	rc = req_payload(c, iov, niov, &one, &pv, &pn, &len);
+	*reply = NULL;
+	*rlen = 0;
+	int rc = start(c, op, deadline_ms);
+	if (!rc)
+		rc = req_payload(c, iov, niov, &one, &pv, &pn, &len);
 	if (!rc)
 		rc = call_iov(c, op, pv, pn, len, &rh, &replied);
-	rc = end_call(c, rc);
-	replied &= c->rbuf != NULL; /* a status that closes the connection frees the frame */
-	*reply = replied ? c->rbuf + OL_NODE_HDR : NULL;
-	*rlen = replied ? rh.len : 0;
+	if (!replied) /* a local failure; the peer's status leaves the stream as it should be */
+		return end_call(c, rc);
+	*reply = c->rbuf + OL_NODE_HDR;
+	*rlen = rh.len;
 	return rc;
 }
 

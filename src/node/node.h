@@ -350,10 +350,11 @@ int ol_node_shard_unlink(struct ol_node_client *c, unsigned drive, const char *n
 
 /* One request frame (payload = the iov bytes, at most the peer's max_payload: -EMSGSIZE)
  * and its one reply: *reply points at its payload (*rlen bytes) inside the client, valid until
- * the next call on c. Returns the peer's status; with a status < 0 the reply's payload is
- * given too (COMMIT's handler may explain its refusal there), unless that status is one that
- * closes the connection (-ETIMEDOUT, -EPROTO, ... as a local failure would). Without a reply
- * (a local failure), *reply = NULL and *rlen = 0. For ops 9..16 (see docs/node-protocol.md). */
+ * the next call on c. Returns the peer's status, with the reply's payload whatever the status
+ * (COMMIT's handler may explain a refusal there); the connection stays open after a peer's
+ * status. *reply is NULL (and *rlen 0) exactly when no reply arrived: the result is a local
+ * failure then (as listed above), and a request that may have gone out has an unknown
+ * outcome (what a COMMIT caller must treat as such). For ops 9..16 (docs/node-protocol.md). */
 struct iovec;
 int ol_node_call(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int niov,
 		 int deadline_ms, const uint8_t **reply, size_t *rlen);

@@ -8,6 +8,7 @@
  *
  * The handler's request says what it does, by its first byte:
  *   E  answer the request reversed, status 0     N  the same, status -ENOENT
+ *   T  the same, status -ETIMEDOUT
  *   S  answer its length and a hash of it        P  PING this same server, answer its result
  *   B  block until the test releases it          W  block until 8 handlers run at once
  *   D  answer ol_node_commit_left_ms() */
@@ -128,6 +129,8 @@ handler(void *arg, const uint8_t *req, size_t len, uint8_t *reply, size_t cap, s
 		rc = self_ping(h->addr);
 	if (op == 'N')
 		rc = -ENOENT;
+	if (op == 'T') /* a status the client also has for its own failures */
+		rc = -ETIMEDOUT;
 	if (op == 'D') { /* the time left to the caller's deadline, as the handler sees it */
 		int64_t left = ol_node_commit_left_ms();
 		memcpy(reply, &left, sizeof(left));
@@ -289,6 +292,13 @@ test_echo(struct ol_node_client *c)
 	rc = commit(c, "Nmissing", 8, rep, &rlen);
 	ok(rc == -ENOENT && is_reversed("Nmissing", rep, rlen),
 	   "its status -ENOENT reaches the caller, with its reply (%d, %zu bytes)", rc, rlen);
+	rc = commit(c, "Tlate", 5, rep, &rlen);
+	struct ol_node_client_stats cs;
+	ol_node_client_stats(c, &cs);
+	ok(rc == -ETIMEDOUT && is_reversed("Tlate", rep, rlen) && cs.connects == 1,
+	   "the peer's -ETIMEDOUT arrives with its reply (told from a local one by it), the "
+	   "connection kept (%d, %zu bytes, %llu connects)",
+	   rc, rlen, (unsigned long long)cs.connects);
 	ok(ol_node_ping(c, DL, NULL) == 0, "and the connection goes on");
 
 	const uint8_t *rp;
