@@ -450,10 +450,11 @@ take_credit(struct ol_node_client *c, size_t total, uint64_t call_id, bool *answ
 	return 0;
 }
 
-/* Send a request (payload: the iov buffers, len bytes) and wait for its one reply. */
+/* Send a request (payload: the iov buffers, len bytes) and wait for its one reply; *replied
+ * (may be NULL) says whether the result is the peer's status, its reply frame in rh. */
 static int
 call_iov(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int niov, size_t len,
-	 struct ol_node_hdr *rh)
+	 struct ol_node_hdr *rh, bool *replied)
 {
 	struct ol_node_hdr h = {.op = op, .call_id = ++c->next_call, .len = (uint32_t)len};
 	bool answered = false;
@@ -466,6 +467,8 @@ call_iov(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int niov
 		rc = recv_reply(c, h.call_id, rh);
 	if (!rc && (rh->op != op || (rh->flags & OL_NODE_F_MORE)))
 		rc = -EPROTO;
+	if (replied)
+		*replied = !rc;
 	if (!rc)
 		rc = rh->status;
 	return rc;
@@ -476,7 +479,7 @@ static int
 simple_call(struct ol_node_client *c, uint8_t op, size_t len, struct ol_node_hdr *rh)
 {
 	struct iovec iov = {c->sbuf + OL_NODE_HDR, len};
-	return call_iov(c, op, &iov, 1, len, rh);
+	return call_iov(c, op, &iov, 1, len, rh, NULL);
 }
 
 /* The payload of ol_node_call / ol_node_send: the caller's buffers where they lie (copied
@@ -702,22 +705,24 @@ int
 ol_node_call(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int niov,
 	     int deadline_ms, const uint8_t **reply, size_t *rlen)
 {
-	int rc = start(c, op, deadline_ms);
 	struct ol_node_hdr rh;
-	if (rc)
-		return end_call(c, rc);
 	struct iovec one;
 	const struct iovec *pv;
 	int pn;
 	size_t len;
-	rc = req_payload(c, iov, niov, &one, &pv, &pn, &len);
+	bool replied = false;
+	*reply = NULL;
+	*rlen = 0;
+	int rc = start(c, op, deadline_ms);
 	if (!rc)
-		rc = call_iov(c, op, pv, pn, len, &rh);
-	if (!rc) {
-		*reply = c->rbuf + OL_NODE_HDR;
-		*rlen = rh.len;
-	}
-	return end_call(c, rc);
+		rc = req_payload(c, iov, niov, &one, &pv, &pn, &len);
+	if (!rc)
+		rc = call_iov(c, op, pv, pn, len, &rh, &replied);
+	if (!replied) /* a local failure; the peer's status leaves the stream as it should be */
+		return end_call(c, rc);
+	*reply = c->rbuf + OL_NODE_HDR;
+	*rlen = rh.len;
+	return rc;
 }
 
 int

@@ -31,6 +31,7 @@ static const char *const op_names[OL_NODE_OP_MAX + 1] = {
     [OL_NODE_META_COMMIT] = "META_COMMIT",
     [OL_NODE_SHARD_LIST] = "SHARD_LIST",
     [OL_NODE_DRIVE_ID] = "DRIVE_ID",
+    [OL_NODE_COMMIT] = "COMMIT",
 };
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;

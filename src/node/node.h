@@ -7,7 +7,8 @@
  *   per-frame MAC (ChaCha20-Poly1305 over AAD only), shard name rules.
  * - server.c + ops.c (daemon): serves rpc_addr on `threads` io_uring loops (io/loop.h), one
  *   SO_REUSEPORT listener per loop; a connection lives on the loop that accepted it. Ops are a
- *   dispatch table (ops.c). Logs through base/log.
+ *   dispatch table (ops.c), served on the loop, but for COMMIT, whose handler runs on the
+ *   server's helper threads (commit.c). Logs through base/log.
  * - client.c (library grade: no logging, no abort, -errno): one connection to one peer,
  *   blocking calls each with a deadline.
  *
@@ -242,23 +243,43 @@ int ol_node_ucx_device(const char *dev);
 int ol_node_server_start(const struct ol_node_server_opts *o, struct ol_node_server **out);
 /* The handler of OL_NODE_COMMIT calls (a follower's shard writer sends its commit to the
  * leader: docs/cluster.md "Writes on every node"): fn runs on a helper thread of the server
- * (never on a loop: it may call planes, this node's own included, and block for seconds), one
- * call per connection at a time (the connection reads nothing more meanwhile), at most
- * OL_NODE_COMMIT_THREADS at once across the server (more wait in order). It is given the
- * request payload and answers a status (0 or -errno, sent as the reply's status) and up to
- * cap bytes of reply payload in reply (*rlen). NULL fn (the default): such calls are answered
- * -EOPNOTSUPP. Any thread, any time after start; a call running keeps the fn it started with,
- * and stop waits for the calls running. */
+ * ("ol-node-commit"; never on a loop: it may call planes, this node's own included, and block
+ * for seconds), one call per connection at a time (the connection reads nothing more
+ * meanwhile), at most OL_NODE_COMMIT_THREADS at once across the server (more wait in FIFO
+ * order; a handler that itself waits on COMMITs to this server can starve it; a call still
+ * waiting when its request's deadline passes is answered -ETIMEDOUT and never run, but a call
+ * running then is not stopped: a caller's -ETIMEDOUT leaves the outcome unknown, so it must
+ * not undo what a late commit would reference). It is given
+ * the request payload (req[len], valid during the call; one frame, so at most the server's
+ * max_payload, [cluster] plane_max_frame, 1 MiB by default: ol_node_call refuses a bigger one
+ * with -EMSGSIZE before sending) and answers a status (0 or -errno, sent as the reply's
+ * status; > 0 or *rlen > cap is a bug, answered -EIO) and up to cap bytes of reply payload in
+ * reply (*rlen; cap is 64 KiB, or max_payload when smaller), sent with any status. NULL fn
+ * (the default): such calls are answered -EOPNOTSUPP at once. Any thread, any time after
+ * start; a call keeps the fn (and arg) set when its request arrived. A connection that dies
+ * while its call runs: the call finishes, its answer is dropped. Stop refuses new calls
+ * (-ESHUTDOWN), answers those still queued -ESHUTDOWN without running them, waits for the
+ * running ones and lets the loops send their answers (2 s at most) before it closes the
+ * connections; fn is never called after stop returns (so fn must not stop this server).
+ * Served over TCP and UCX alike. */
 #define OL_NODE_COMMIT_THREADS 8
 typedef int (*ol_node_commit_fn)(void *arg, const uint8_t *req, size_t len, uint8_t *reply,
 				 size_t cap, size_t *rlen);
 void ol_node_server_set_commit(struct ol_node_server *s, ol_node_commit_fn fn, void *arg);
+/* Inside a COMMIT handler (on its helper thread): the ms left until its caller's deadline
+ * (the request's deadline_ms, counted from its arrival; 60 s for a request without one), 0
+ * once it passed: a handler bounds its own plane calls by it and starts no commit its caller
+ * can no longer hear about. -1 on any other thread. */
+int64_t ol_node_commit_left_ms(void);
 /* Close the listeners and every connection, stop and join the loops, free s. */
 void ol_node_server_stop(struct ol_node_server *s);
 
 struct ol_node_server_stats {
 	uint64_t conns, auth_failures, protocol_errors, frames, window_violations, hello_timeouts;
 	uint64_t max_held; /* most frame bytes one connection held before granting them back */
+	/* COMMIT calls handed to the helpers since start; of them, waiting for a helper now and
+	 * running now */
+	uint64_t commits, commits_queued, commits_running;
 };
 void ol_node_server_stats(struct ol_node_server *s, struct ol_node_server_stats *out);
 
@@ -329,7 +350,11 @@ int ol_node_shard_unlink(struct ol_node_client *c, unsigned drive, const char *n
 
 /* One request frame (payload = the iov bytes, at most the peer's max_payload: -EMSGSIZE)
  * and its one reply: *reply points at its payload (*rlen bytes) inside the client, valid until
- * the next call on c. Returns the peer's status. For ops 9..13 (see docs/node-protocol.md). */
+ * the next call on c. Returns the peer's status, with the reply's payload whatever the status
+ * (COMMIT's handler may explain a refusal there); the connection stays open after a peer's
+ * status. *reply is NULL (and *rlen 0) exactly when no reply arrived: the result is a local
+ * failure then (as listed above), and a request that may have gone out has an unknown
+ * outcome (what a COMMIT caller must treat as such). For ops 9..16 (docs/node-protocol.md). */
 struct iovec;
 int ol_node_call(struct ol_node_client *c, uint8_t op, const struct iovec *iov, int niov,
 		 int deadline_ms, const uint8_t **reply, size_t *rlen);

@@ -33,7 +33,8 @@ struct nconn {
 	struct ol_loop_timer wtimer, rtimer; /* the deadlines of the open write / read stream */
 	bool xpending;			     /* the UCX endpoint's close is in flight */
 	bool rpending, wpending, fpending, dead, closing, authed, paused, in_process;
-	bool enc; /* replies encrypted: this process encrypts, or the client did */
+	bool cpending; /* a COMMIT of this connection is with the helpers (commit.c) */
+	bool enc;      /* replies encrypted: this process encrypts, or the client did */
 	uint8_t *in;
 	size_t in_len, in_cap;
 	struct ol_node_mac *tx, *rx; /* our frames' MAC (server to client), the peer's */
@@ -72,6 +73,18 @@ struct ol_node_server {
 	unsigned n_retired;
 	unsigned n_loops;
 	struct nloop *loops;
+	/* commit.c: the COMMIT handler, its queue of calls (FIFO) and its helper threads, all
+	 * under cmu */
+	pthread_mutex_t cmu;
+	pthread_cond_t ccv;
+	ol_node_commit_fn commit_fn;
+	void *commit_arg;
+	struct ncommit *cq_head, *cq_tail;
+	unsigned cq_len, c_threads, c_idle, c_running;
+	unsigned c_flushing; /* server.c, at stop: loops still sending what they queued */
+	uint64_t c_calls;
+	bool c_stopping;
+	pthread_t c_thr[OL_NODE_COMMIT_THREADS];
 	bool metrics; /* registered with base/metrics */
 	atomic_uint_fast64_t conns, auth_failures, protocol_errors, frames, window_violations,
 	    hello_timeouts, max_held;
@@ -118,6 +131,20 @@ int ol_node_op_list(struct nconn *c, const struct ol_node_hdr *h, struct ol_node
 int ol_node_op_drive_id(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r);
 void ol_node_mops_init(struct ol_node_server *s);
 void ol_node_mops_fini(struct ol_node_server *s);
+/* commit.c: OL_NODE_COMMIT. op_commit hands the request to a helper thread (0: answered
+ * later, the connection paused and pending meanwhile) or refuses it (-EOPNOTSUPP: no
+ * handler; -ESHUTDOWN: the server stops). init before the loops start; stop (any thread but
+ * a loop's, before the loops shut down) answers what is queued, waits for the handlers
+ * running and joins the helpers, and says whether any call was served (then server.c lets
+ * the loops send the answers before it closes the connections); fini (after the loops are
+ * freed) frees the rest. */
+#define OL_NODE_COMMIT_REPLY (64u * 1024) /* reply bytes a handler may write (or max_payload) */
+struct ncommit;
+int ol_node_op_commit(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r);
+void ol_node_commit_init(struct ol_node_server *s);
+bool ol_node_commit_stop(struct ol_node_server *s);
+void ol_node_commit_fini(struct ol_node_server *s);
+void ol_node_commit_stats(struct ol_node_server *s, struct ol_node_server_stats *out);
 /* ops.c helpers mops.c shares */
 int ol_node_target(struct nconn *c, struct ol_node_rd *r, char *name);
 /* Drive d's data directory still exists (0), or it was removed under the plane (the drive

@@ -420,6 +420,7 @@ static const struct {
     [OL_NODE_META_COMMIT] = {ol_node_op_meta_commit, false},
     [OL_NODE_SHARD_LIST] = {ol_node_op_list, false},
     [OL_NODE_DRIVE_ID] = {ol_node_op_drive_id, false},
+    [OL_NODE_COMMIT] = {ol_node_op_commit, false},
 };
 
 int

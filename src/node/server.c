@@ -26,6 +26,9 @@ struct nloop {
 	struct ol_loop_msg start, shut;
 	struct nconn *conns;
 	struct ol_node_ucx_srv *ux; /* plane_transport = "ucx": the worker this loop progresses */
+	struct ol_loop_msg flush;   /* stop: send what is queued first (flush_loops) */
+	struct ol_loop_timer flush_t;
+	uint64_t flush_end;
 	bool stopping;
 };
 
@@ -69,7 +72,8 @@ conn_free(struct nconn *c)
 void
 ol_node_release(struct nconn *c)
 {
-	if (c->dead && !c->depth && !c->rpending && !c->wpending && !c->fpending && !c->xpending)
+	if (c->dead && !c->depth && !c->rpending && !c->wpending && !c->fpending && !c->xpending &&
+	    !c->cpending)
 		conn_free(c);
 }
 
@@ -532,6 +536,58 @@ on_shut(struct ol_loop *l, void *arg, int res)
 	}
 }
 
+/* At stop, after the COMMIT calls ended: each loop goes on until its live connections sent
+ * what they queued (the calls' answers among it), FLUSH_MS at most, then says so. */
+#define FLUSH_MS 2000u
+
+static void
+flush_check(struct nloop *nl)
+{
+	bool queued = false;
+	for (struct nconn *c = nl->conns; c && !queued; c = c->next)
+		queued = !c->dead && (c->oq_head || c->cpending);
+	if (queued && ol_loop_now_ns(nl->l) < nl->flush_end &&
+	    !ol_loop_timer_arm(nl->l, &nl->flush_t, 1000000u))
+		return;
+	struct ol_node_server *s = nl->s;
+	pthread_mutex_lock(&s->cmu);
+	s->c_flushing--;
+	pthread_cond_broadcast(&s->ccv);
+	pthread_mutex_unlock(&s->cmu);
+}
+
+static void
+on_flush_timer(struct ol_loop *l, void *arg, int res)
+{
+	(void)l;
+	(void)res;
+	flush_check(arg);
+}
+
+static void
+on_flush(struct ol_loop *l, void *arg, int res)
+{
+	(void)res;
+	struct nloop *nl = arg;
+	nl->flush_end = ol_loop_now_ns(l) + FLUSH_MS * 1000000ull;
+	nl->flush_t = (struct ol_loop_timer){.cb = on_flush_timer, .arg = nl};
+	flush_check(nl);
+}
+
+static void
+flush_loops(struct ol_node_server *s)
+{
+	pthread_mutex_lock(&s->cmu);
+	s->c_flushing = s->n_loops;
+	for (unsigned i = 0; i < s->n_loops; i++) {
+		s->loops[i].flush = (struct ol_loop_msg){.fn = on_flush, .arg = &s->loops[i]};
+		ol_loop_post(s->loops[i].l, &s->loops[i].flush);
+	}
+	while (s->c_flushing)
+		pthread_cond_wait(&s->ccv, &s->cmu);
+	pthread_mutex_unlock(&s->cmu);
+}
+
 static void
 render_metrics(struct ol_strbuf *b, void *arg)
 {
@@ -551,6 +607,7 @@ render_metrics(struct ol_strbuf *b, void *arg)
 	     st.window_violations},
 	    {"hello_timeouts_total", "connections closed without a HELLO in time",
 	     st.hello_timeouts},
+	    {"commits_total", "COMMIT calls handed to the commit threads", st.commits},
 	};
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++)
 		ol_strbuf_printf(
@@ -564,6 +621,17 @@ render_metrics(struct ol_strbuf *b, void *arg)
 			 "# TYPE openlake_node_plane_max_held_bytes gauge\n"
 			 "openlake_node_plane_max_held_bytes %llu\n",
 			 (unsigned long long)st.max_held);
+	ol_strbuf_printf(b,
+			 "# HELP openlake_node_plane_commits_queued Node plane: COMMIT calls "
+			 "waiting for a commit thread.\n"
+			 "# TYPE openlake_node_plane_commits_queued gauge\n"
+			 "openlake_node_plane_commits_queued %llu\n"
+			 "# HELP openlake_node_plane_commits_running Node plane: COMMIT calls "
+			 "running on the commit threads.\n"
+			 "# TYPE openlake_node_plane_commits_running gauge\n"
+			 "openlake_node_plane_commits_running %llu\n",
+			 (unsigned long long)st.commits_queued,
+			 (unsigned long long)st.commits_running);
 }
 
 /* nl's loop and its listener: a TCP socket, or UCX's on the loop's worker */
@@ -621,6 +689,7 @@ ol_node_server_start(const struct ol_node_server_opts *o, struct ol_node_server 
 	for (unsigned i = 0; i < o->n_drives; i++)
 		snprintf(s->drives[i], sizeof(s->drives[i]), "%s", o->drives[i]);
 	ol_node_mops_init(s);
+	ol_node_commit_init(s);
 	int rc = ol_node_ops_open_roots(s);
 	s->loops = ol_xcalloc(o->threads, sizeof(*s->loops));
 	unsigned threads = o->transport == OL_NODE_UCX ? 1 : o->threads;
@@ -651,6 +720,10 @@ ol_node_server_stop(struct ol_node_server *s)
 		return;
 	if (s->metrics)
 		ol_metrics_unregister(render_metrics, s);
+	/* first, while the loops still serve: the COMMIT calls running end, their answers go out
+	 * (only a server that served one waits for that: a failed start's loops may not run) */
+	if (ol_node_commit_stop(s))
+		flush_loops(s);
 	for (unsigned i = 0; i < s->n_loops; i++) {
 		struct nloop *nl = &s->loops[i];
 		nl->shut = (struct ol_loop_msg){.fn = on_shut, .arg = nl};
@@ -671,6 +744,7 @@ ol_node_server_stop(struct ol_node_server *s)
 		if (s->root_fd[i] >= 0)
 			close(s->root_fd[i]);
 	ol_node_mops_fini(s);
+	ol_node_commit_fini(s);
 	free(s->loops);
 	free(s);
 }
@@ -685,4 +759,5 @@ ol_node_server_stats(struct ol_node_server *s, struct ol_node_server_stats *out)
 	out->window_violations = atomic_load(&s->window_violations);
 	out->hello_timeouts = atomic_load(&s->hello_timeouts);
 	out->max_held = atomic_load(&s->max_held);
+	ol_node_commit_stats(s, out);
 }

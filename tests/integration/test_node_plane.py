@@ -170,6 +170,22 @@ def test_wrong_secret_is_refused_and_logged(cluster, tmp_path):
     assert fails and int(fails[0].split()[1]) >= 1, text[-2000:]
 
 
+def test_commit_op_is_answered_and_the_node_serves_on(cluster):
+    """Op 16 (COMMIT) reaches a real daemon's plane: it is answered with a status, the
+    connection intact (a node without a commit handler says EOPNOTSUPP; one whose store takes
+    commits refuses this payload, which is no commit request), and the node serves on. Before
+    the op was served, its frame found an empty slot of the ops table and killed the node."""
+    for name in ("a", "b"):
+        d = cluster[name]
+        addr = f"127.0.0.1:{d.rpc_port}"
+        r = node_cli(addr, "commit", "not a commit request")
+        assert r.returncode == 1 and "error: E" in r.stderr, (r.stdout, r.stderr)
+        for broken in ("ECONNRESET", "EPIPE", "EPROTO", "ETIMEDOUT", "ECONNREFUSED"):
+            assert broken not in r.stderr, r.stderr
+        assert node_cli(addr, "ping").returncode == 0
+        assert d.proc.poll() is None, d.log()
+
+
 def test_frozen_or_killed_node_fails_within_the_deadline(cluster):
     """A node that stops answering (SIGSTOP) fails the call with ETIMEDOUT at its deadline; a
     kill -9'd one fails at once. Neither hangs (the subprocess timeout would catch it)."""

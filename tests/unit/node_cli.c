@@ -1,7 +1,8 @@
 /* node_cli - a command-line driver of the node plane client (src/node/client.c) for the
  * integration tests: node_cli ADDR SECRET SELF_ID DEADLINE_MS CMD [ARGS]
  *   hello | ping | stat DRIVE NAME | put DRIVE NAME FILE | get DRIVE NAME FILE [OFF LEN]
- *   | rename DRIVE FROM TO | rm DRIVE NAME
+ *   | rename DRIVE FROM TO | rm DRIVE NAME | commit TEXT (a COMMIT call with TEXT as its
+ *   payload: prints "reply LEN" and the reply's bytes, also after an error status)
  * Prints the result on stdout; on failure "error: <errno name> (<text>)" on stderr, exit 1. */
 #include "io/io.h"
 #include "node/node.h"
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 static ssize_t
 file_src(void *arg, void *buf, size_t cap)
@@ -59,6 +61,17 @@ run(struct ol_node_client *c, int dl, int argc, char **argv)
 		rc = ol_node_ping(c, dl, &rtt);
 		if (!rc)
 			printf("rtt_us %.1f\n", (double)rtt / 1000.0);
+		return rc;
+	}
+	if (!strcmp(cmd, "commit") && argc == 2) {
+		const uint8_t *rp;
+		size_t rl;
+		struct iovec iov = {argv[1], strlen(argv[1])};
+		rc = ol_node_call(c, OL_NODE_COMMIT, &iov, 1, dl, &rp, &rl);
+		if (rp) {
+			printf("reply %zu\n", rl);
+			fwrite(rp, 1, rl, stdout);
+		}
 		return rc;
 	}
 	if (argc < 3)

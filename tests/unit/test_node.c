@@ -1137,6 +1137,11 @@ test_fault_rules(void)
 	   "a delay without a peer is not a rule (nor a kind glued to its op)");
 	ok(ol_node_fault_rule_ms(r, "delay", OL_NODE_META_GET, "10.0.0.2:9001") == 600000,
 	   "capped at 10 minutes");
+	const char *cr = "hold COMMIT 150\ndelay COMMIT 250 10.0.0.2:9001\n";
+	ok(ol_node_fault_rule_ms(cr, "hold", OL_NODE_COMMIT, NULL) == 150 &&
+	       ol_node_fault_rule_ms(cr, "delay", OL_NODE_COMMIT, "10.0.0.2:9001") == 250 &&
+	       ol_node_fault_rule_ms(cr, "hold", OL_NODE_META_COMMIT, NULL) == 0,
+	   "COMMIT (op 16) is named by its own rules, not by META_COMMIT's");
 	ok(ol_node_fault_rule_ms("", "delay", OL_NODE_PING, "x") == 0 &&
 	       ol_node_fault_rule_ms(r, "delay", 200, "x") == 0,
 	   "no rules, or no such op: none");

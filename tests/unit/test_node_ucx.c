@@ -6,7 +6,8 @@
  * ol_node_client_abort from another thread, then a stream that waits on its credit
  * while the receiver is frozen and finishes when it thaws, never beyond the window. Without
  * UCX in the build: the refusals (-EPROTONOSUPPORT) only. [rdma] dev_name: a device this
- * host lacks is reported, $UCX_NET_DEVICES wins over it, and the calls run with it set. */
+ * host lacks is reported, $UCX_NET_DEVICES wins over it, and the calls run with it set. COMMIT
+ * over UCX: no handler, an echo, a blocked handler beside a PING, a caller gone mid-call. */
 #include "io/io.h"
 #include "node/node.h"
 #include "node_pat.h"
@@ -23,6 +24,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SECRET "node-plane-ucx-secret"
@@ -45,6 +47,8 @@ start(const char *drive, uint32_t window, uint32_t maxp, unsigned *port, struct 
 					.port = port};
 	return ol_node_server_start(&o, s);
 }
+
+static void test_commit(const char *addr, struct ol_node_server *s);
 
 static void
 test_calls(const char *tmp)
@@ -122,7 +126,127 @@ test_calls(const char *tmp)
 	ok(ss.auth_failures == 1 && ss.hello_timeouts == 1,
 	   "one failed HELLO, one HELLO timeout (%llu, %llu)", (unsigned long long)ss.auth_failures,
 	   (unsigned long long)ss.hello_timeouts);
+	test_commit(addr, s);
 	ol_node_server_stop(s);
+}
+
+/* ---- COMMIT over UCX: the same helper threads as on TCP ---- */
+
+struct blk {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool release;
+	unsigned blocked, calls, returned;
+};
+
+/* the request reversed, status 0; a request starting with 'B' first waits for release */
+static int
+blk_handler(void *arg, const uint8_t *req, size_t len, uint8_t *reply, size_t cap, size_t *rlen)
+{
+	struct blk *b = arg;
+	int rc = len <= cap ? 0 : -EMSGSIZE;
+	pthread_mutex_lock(&b->mu);
+	b->calls++;
+	if (len && req[0] == 'B') {
+		b->blocked++;
+		pthread_cond_broadcast(&b->cv);
+		struct timespec end;
+		clock_gettime(CLOCK_REALTIME, &end);
+		end.tv_sec += 60; /* a test that never releases fails, it does not hang */
+		while (!b->release && pthread_cond_timedwait(&b->cv, &b->mu, &end) != ETIMEDOUT)
+			;
+		b->blocked--;
+	}
+	pthread_mutex_unlock(&b->mu);
+	for (size_t i = 0; !rc && i < len; i++)
+		reply[i] = req[len - 1 - i];
+	*rlen = rc ? 0 : len;
+	pthread_mutex_lock(&b->mu);
+	b->returned++;
+	pthread_cond_broadcast(&b->cv);
+	pthread_mutex_unlock(&b->mu);
+	return rc;
+}
+
+/* Wait (60 s at most) until *n reaches want. */
+static bool
+blk_wait(struct blk *b, const unsigned *n, unsigned want)
+{
+	uint64_t end = ol_io_now_ms() + 60000;
+	pthread_mutex_lock(&b->mu);
+	while (*n < want && ol_io_now_ms() < end) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+	}
+	bool got = *n >= want;
+	pthread_mutex_unlock(&b->mu);
+	return got;
+}
+
+struct bcall {
+	struct ol_node_client *c;
+	int rc;
+	uint8_t rep[16];
+	size_t rlen;
+};
+
+static void *
+bcall_main(void *arg)
+{
+	struct bcall *k = arg;
+	const uint8_t *rp;
+	size_t rl;
+	k->rc = ol_node_call(k->c, OL_NODE_COMMIT, &(struct iovec){"Bwait", 5}, 1, 60000, &rp, &rl);
+	if (!k->rc && rl <= sizeof(k->rep)) {
+		memcpy(k->rep, rp, rl);
+		k->rlen = rl;
+	}
+	return NULL;
+}
+
+static void
+test_commit(const char *addr, struct ol_node_server *s)
+{
+	struct ol_node_client *c, *k1c, *k2c;
+	struct blk b = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+	const uint8_t *rp;
+	size_t rl;
+	pthread_t t1, t2;
+	ol_node_client_new(addr, SECRET, 3, &c);
+	int rc = ol_node_call(c, OL_NODE_COMMIT, &(struct iovec){"Ex", 2}, 1, 20000, &rp, &rl);
+	ok(rc == -EOPNOTSUPP, "COMMIT over UCX without a handler: -EOPNOTSUPP (%d)", rc);
+	ol_node_server_set_commit(s, blk_handler, &b);
+	rc = ol_node_call(c, OL_NODE_COMMIT, &(struct iovec){"Eabc", 4}, 1, 20000, &rp, &rl);
+	ok(rc == 0 && rl == 4 && !memcmp(rp, "cbaE", 4),
+	   "COMMIT over UCX: the handler's reply (%d)", rc);
+	struct bcall k1 = {0}, k2 = {0};
+	ol_node_client_new(addr, SECRET, 3, &k1c);
+	ol_node_client_new(addr, SECRET, 3, &k2c);
+	k1.c = k1c;
+	k2.c = k2c;
+	rc = pthread_create(&t1, NULL, bcall_main, &k1);
+	ok(rc == 0 && blk_wait(&b, &b.blocked, 1), "a COMMIT whose handler blocks");
+	ok(ol_node_ping(c, 20000, NULL) == 0, "meanwhile the UCX loop answers a PING");
+	rc = pthread_create(&t2, NULL, bcall_main, &k2);
+	ok(rc == 0 && blk_wait(&b, &b.blocked, 2), "and a second blocking COMMIT");
+	ol_node_client_abort(k2c); /* its caller leaves while the handler runs */
+	pthread_join(t2, NULL);
+	ol_node_client_free(k2c);
+	ok(k2.rc < 0, "the second caller gave up (%d)", k2.rc);
+	pthread_mutex_lock(&b.mu);
+	b.release = true;
+	pthread_cond_broadcast(&b.cv);
+	pthread_mutex_unlock(&b.mu);
+	pthread_join(t1, NULL);
+	ok(k1.rc == 0 && k1.rlen == 5 && !memcmp(k1.rep, "tiawB", 5),
+	   "released: the first one's answer arrives (%d)", k1.rc);
+	bool back = blk_wait(&b, &b.returned, 3); /* the echo's and the two blocked ones' */
+	ok(back && b.calls == 3 && ol_node_ping(c, 20000, NULL) == 0,
+	   "each handler returned, once each (%u calls), the server serves on", b.calls);
+	ol_node_client_free(k1c);
+	ol_node_client_free(c);
 }
 
 /* ---- a peer in another process, frozen with SIGSTOP ---- */
