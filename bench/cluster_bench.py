@@ -19,7 +19,9 @@ alternating in each round.
 itself and sends the commit to the leader) vs off (forwarded whole to the leader), and the
 aggregate PUT rate with one client per node (all four at once, --agg-puts PUTs each), on two
 4-node clusters up side by side (OPENLAKE_CLUSTER_CONF="write_any = false" for the
-reference), alternating in each round.
+reference), alternating in each round; and the CPU time the leader's process used for them
+(write_any on: only the commits of the PUTs through non-leaders reach it). The clusters' dirs
+are removed at the end (several GB).
 
 Starts `scripts/cluster.sh up 4 DIR --etcd 1` (one set N=4 P=1, one drive per node), finds
 the leader in the nodes' logs, and beside it one standalone openlaked with four drives
@@ -30,6 +32,7 @@ it, and stops everything. Never a pass/fail test.
 import argparse
 import os
 import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -117,6 +120,13 @@ def aggregate_puts(urls, body, n, tag):
     return sum(put) / (1 << 20) / (time.monotonic() - t)
 
 
+def cpu_s(d, node):
+    """CPU seconds (user + system) node of the cluster in d has used so far"""
+    pid = open(f"{d}/pids/node-{node}.pid").read().strip()
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def writes(a):
     on_d, off_d = tempfile.mkdtemp(prefix="openlake-wbench-on-"), tempfile.mkdtemp(
         prefix="openlake-wbench-off-")
@@ -133,13 +143,19 @@ def writes(a):
             client(urls[leader]).create_bucket(Bucket="bench")
         one = {k: [] for k in cl}
         agg = {k: [] for k in cl}
+        dirs = {"on": on_d, "off": off_d}
+        lead_cpu = {k: 0.0 for k in cl}  # the leader's CPU seconds over every PUT measured
+        mib_put = {k: 0 for k in cl}
         for r in range(a.rounds):
             for k in (["on", "off"] if r % 2 == 0 else ["off", "on"]):
                 urls, leader = cl[k]
                 s3 = client(urls[(leader + 1) % 4])
+                c0 = cpu_s(dirs[k], leader)
                 one[k].append(timed(lambda: s3.put_object(Bucket="bench", Key=f"o{r}",
                                                           Body=body)))
                 agg[k].append(aggregate_puts(urls, body, a.agg_puts, r))
+                lead_cpu[k] += cpu_s(dirs[k], leader) - c0
+                mib_put[k] += a.size_mib * (1 + 4 * a.agg_puts)
         mib = a.size_mib
         on, off = (mib / statistics.median(one[k]) for k in ("on", "off"))
         print(f"S3 PUT {mib} MiB through a non-leader, write_any on (written there): {on:.0f} "
@@ -149,11 +165,16 @@ def writes(a):
         print(f"S3 PUT {mib} MiB aggregate, one client per node (4 at once, {a.agg_puts} PUTs "
               f"each), write_any on: {on:.0f} MiB/s   reference, write_any off: {off:.0f} "
               f"MiB/s   ratio {on / off:.2f}")
+        on, off = (lead_cpu[k] / (mib_put[k] / 1024) for k in ("on", "off"))
+        print(f"the leader's CPU seconds per GiB of the PUTs above (the single client's through "
+              f"a non-leader, 3 of the 4 aggregate clients' too), write_any on: {on:.2f} s   "
+              f"reference, write_any off: {off:.2f} s   ratio {on / off:.2f}")
         print("# load average", open("/proc/loadavg").read().split()[:3])
     finally:
         for d in (on_d, off_d):
             subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "down", d],
                            capture_output=True, timeout=300)
+            shutil.rmtree(d, ignore_errors=True)  # GBs of objects per run
 
 
 def reads(a):
