@@ -6,7 +6,8 @@ only the commit to the serving leader, as one node-plane call; everything else s
 
 - PUTs of 0 B, an inline size, 1 MiB and 40 MiB (several stripes) through every follower read
   back bit-exact through every node; the follower counts them as local writes and the leader's
-  S3 server counts no PutObject (it ran only their commits);
+  S3 server counts no PutObject (it ran only their commits); a CopyObject and a tagging PUT
+  through a follower are forwarded (the leader counts them);
 - multipart: create and complete forwarded, the parts written on the follower, read back;
 - If-None-Match: * on one key through two followers at once: exactly one 200, one 412 (the
   leader checks the condition under the key's lock at commit);
@@ -116,6 +117,20 @@ def test_puts_through_every_follower_read_back_through_every_node(cluster):
     assert keys == sorted(written)
     rs = status(c.nodes[others(c, lid)[0]])["cluster"]["read_store"]
     assert rs["write_any"] and rs["local_writes"] >= len(sizes), rs
+    # a copy and a sub-resource PUT stay with the leader (forwarded, never written there)
+    f = others(c, lid)[0]
+    n0 = local_writes(c.nodes[f])
+    ops0 = {op: metric(c.nodes[lid], "openlake_s3_requests_total", f'op="{op}"')
+            for op in ("CopyObject", "Other")}  # tagging counts as Other
+    s3 = c.client(f)
+    s3.copy_object(Bucket="wany", Key="copied",
+                   CopySource={"Bucket": "wany", "Key": f"mib-via-{f}"})
+    s3.put_object_tagging(Bucket="wany", Key="copied",
+                          Tagging={"TagSet": [{"Key": "t", "Value": "v"}]})
+    for op, n in ops0.items():
+        assert metric(c.nodes[lid], "openlake_s3_requests_total", f'op="{op}"') == n + 1, op
+    assert local_writes(c.nodes[f]) == n0
+    assert s3.get_object(Bucket="wany", Key="copied")["Body"].read() == written[f"mib-via-{f}"]
 
 
 def test_multipart_parts_are_written_on_the_follower(cluster):
