@@ -166,6 +166,33 @@ leader_addr(struct cwrites *w, char *addr, size_t len, unsigned *node)
 	}
 }
 
+/* No answer came to a commit (a local failure of the call, rc): nothing went out (the
+ * connection refused again since the ping: retried; too large: -EIO) or the outcome is unknown:
+ * the leader may have applied it (its commit was on the drives when the answer was lost). Not
+ * sent again then: a second commit of the same version could land after a later write of the
+ * key and undo it. -ETIMEDOUT: the store keeps the shard files, the client is answered 503
+ * SlowDown and writes the object again. */
+static int
+lost_answer(struct cwrites *w, struct ol_node_client *cl, const char *addr, unsigned node, int rc)
+{
+	ol_node_client_free(cl);
+	if (rc == -ECONNREFUSED) {
+		client_drop(w, addr);
+		return COMMIT_RETRY;
+	}
+	if (rc == -EMSGSIZE) {
+		ol_warn(
+		    "cluster: a commit of a write is larger than the serving leader's node plane "
+		    "frames: set the same [cluster] plane_max_frame on every node");
+		return -EIO;
+	}
+	ol_warn("cluster: the commit of a write sent to the serving leader (node %u, %s) had no "
+		"answer (%s): it may have been applied; the client is answered 503 SlowDown and "
+		"retries",
+		node, addr, strerror(rc < 0 && rc > -4096 ? -rc : EIO));
+	return -ETIMEDOUT;
+}
+
 /* One try: 0 or a final -errno (the leader's answer, or -ETIMEDOUT: sent, no answer), or
  * COMMIT_RETRY when it surely was not applied. */
 static int
@@ -193,7 +220,11 @@ commit_try(struct cwrites *w, const void *req, size_t len, struct ol_obj_info *o
 		return COMMIT_RETRY;
 	}
 	struct iovec iov = {(void *)req, len};
+	reply = NULL;
 	rc = ol_node_call(cl, OL_NODE_COMMIT, &iov, 1, COMMIT_MS, &reply, &rlen);
+	if (!reply)
+		return lost_answer(w, cl, addr, node, rc);
+	/* the leader's answer: its status and, on success, the version's info */
 	if (rc == 0 && ol_store_info_decode(reply, rlen, out)) {
 		/* applied, and its answer unreadable: as a lost answer (the files stay) */
 		ol_warn("cluster: the serving leader (node %u) answered a commit with a reply that "
@@ -201,37 +232,17 @@ commit_try(struct cwrites *w, const void *req, size_t len, struct ol_obj_info *o
 			node);
 		rc = -ETIMEDOUT;
 	}
-	switch (rc) {
-	case -ESTALE: /* it does not serve (yet, or any more), or the drives fenced it */
-		client_give(w, addr, cl);
+	client_give(w, addr, cl);
+	if (rc == -ESTALE) /* it does not serve (yet, or any more), or the drives fenced it */
 		return COMMIT_RETRY;
-	case -ETIMEDOUT: /* the leader's own -ETIMEDOUT too: it may have applied it */
-	case -ECONNRESET:
-	case -ECONNABORTED:
-	case -EPIPE:
-	case -EPROTO:
-	case -ECANCELED:
-		/* Sent, and no answer: the leader may have applied it (its commit was on the
-		 * drives when the reply was lost). Not sent again: a second commit of the same
-		 * version could land after a later write of the key and undo it. The client is
-		 * answered 503 SlowDown and writes the object again. */
-		ol_warn("cluster: the commit of a write sent to the serving leader (node %u, %s) "
-			"had no answer (%s): it may have been applied; the client is answered 503 "
-			"SlowDown and retries",
-			node, addr, strerror(-rc));
-		ol_node_client_free(cl);
-		return -ETIMEDOUT;
-	case -EOPNOTSUPP:
+	if (rc == -EOPNOTSUPP) {
 		ol_warn("cluster: the serving leader (node %u) does not take commits of writes "
 			"from other nodes (a build without them): set [cluster] write_any = false "
 			"on this node, or upgrade the leader",
 			node);
-		client_give(w, addr, cl);
 		return -EAGAIN;
-	default:
-		client_give(w, addr, cl);
-		return rc;
 	}
+	return rc; /* the leader's own -ETIMEDOUT included: the files stay (it may have landed) */
 }
 
 int
