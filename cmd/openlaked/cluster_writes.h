@@ -7,12 +7,14 @@
  *
  * Retries: a commit is sent again only while it surely was not applied: no leader known yet,
  * the leader's plane does not answer a ping before the commit goes out (refused, reset, timed
- * out), or the leader answers -ESTALE (it does not serve the store now, or not yet; or the
- * drives fenced its commit). That goes on up to wait_ms (as a forwarded request waits for a
- * leader), then the commit fails with -EAGAIN (S3: 503 SlowDown). A commit whose answer does
- * not come back once it went out is not sent again: it may have been applied; it fails with
- * -ETIMEDOUT (503 SlowDown: the client's retry writes the same bytes again, as after any lost
- * answer).
+ * out) or refuses the connection of the commit's call since, or the leader answers -ESTALE
+ * (it does not serve the store now, or not yet; or the drives fenced its commit). That goes
+ * on up to wait_ms (as a forwarded request waits for a leader), then the commit fails with
+ * -EAGAIN (S3: 503 SlowDown). A commit to which no answer came (the node client's reply is
+ * NULL) and that may have gone out is not sent again: it may have been applied; it fails with
+ * -ETIMEDOUT (503 SlowDown; the store keeps its shard files for the leader's orphan sweep; the
+ * client's retry writes the same bytes again, as after any lost answer). Any status the
+ * leader answered is the commit's result.
  *
  * Connections: a small pool of node plane clients per leader address, one per commit in flight
  * (a client serves one thread at a time), kept idle up to CWRITES_IDLE in all. */
