@@ -735,6 +735,23 @@ info_out(struct ol_obj_info *out, uint64_t size, const char *etag, const struct 
 	ol_ver_id_raw(b->flags, b->mtime, b->vid, out->version_id);
 }
 
+/* Drives the writer failed and this store has online missed the version (recorded by the
+ * commit): they never left here, so no return starts the heal of missed writes that mends
+ * them; the return callback is called for the first as if it had come back (it only starts
+ * that heal, once, however many commits call it). */
+static void
+nudge_heal(struct ol_store *st, uint64_t bad)
+{
+	pthread_mutex_lock(&st->drv_mu); /* as back_online calls it (drive.c) */
+	for (int d = 0; d < st->n && st->on_return; d++) {
+		if (!(bad >> d & 1) || !atomic_load(&st->d[d].meta))
+			continue;
+		st->on_return(st->on_return_arg, st->d[d].root);
+		break;
+	}
+	pthread_mutex_unlock(&st->drv_mu);
+}
+
 int
 ol_set_commit_remote(struct ol_store *st, const struct ol_creq *q, int vmode,
 		     struct ol_obj_info *out)
@@ -776,6 +793,8 @@ ol_set_commit_remote(struct ol_store *st, const struct ol_creq *q, int vmode,
 	rc = publish(p, b);
 	if (!rc && out)
 		info_out(out, q->size, q->etag, b);
+	if (!rc && q->bad)
+		nudge_heal(st, q->bad);
 	free(p);
 	return rc;
 }

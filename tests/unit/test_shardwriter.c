@@ -191,6 +191,22 @@ test_outcomes(struct ol_store *sw, const uint8_t *big)
 	rc = ol_store_commit_remote(leader, last_req, last_len, 0, &in);
 	ok(rc == 0 && same(leader, "b", "unknown", NULL, big, 2u << 20),
 	   "the lost request committed late reads back from the kept files (%d)", rc);
+	/* a drive the writer failed while the leader has it: the miss is recorded and the
+	 * leader's heal of missed writes is started (no return of the drive would start it) */
+	uint64_t pend0, pend1, drop;
+	fail_with = -EIO; /* the request only (its files go) */
+	(void)put(sw, "b", "missed", big, 2u << 20, 0, NULL);
+	fail_with = 0;
+	ol_store_missed_stats(leader, &pend0, &drop);
+	ol_store_on_drive_return(leader, on_return, NULL);
+	returned = 0;
+	last_req[last_len - 12] |= 4; /* the bad-drive mask (no inline shards): drive 2 */
+	rc = ol_store_commit_remote(leader, last_req, last_len, 0, &in);
+	ol_store_missed_stats(leader, &pend1, &drop);
+	ol_store_on_drive_return(leader, NULL, NULL);
+	ok(rc == 0 && pend1 == pend0 + 1 && atomic_load(&returned) == 1,
+	   "a drive the writer failed: its miss recorded (%llu -> %llu), the heal started (%d)",
+	   (unsigned long long)pend0, (unsigned long long)pend1, atomic_load(&returned));
 	ol_store_set_committer(sw, NULL, NULL);
 	rc = put(sw, "b", "nocommitter", big, 100, 0, NULL);
 	ok(rc == -EROFS, "no committer: -EROFS (%d)", rc);
@@ -402,7 +418,6 @@ main(void)
 	uint8_t *big = malloc(2 * BIG);
 	int rc;
 
-	(void)on_return; /* rdrive_env.h's, for tests of drive returns */
 	ol_log_set_level("error");
 	if (env_start("shardwriter"))
 		tap_skip_all("no temp dir");
