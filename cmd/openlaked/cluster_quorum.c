@@ -190,11 +190,7 @@ cquorum_start(const struct ol_config *cfg, struct ol_cluster *c, struct cquorum 
 	q->c = c;
 	atomic_store(&q->probed_pool, -1);
 	pthread_mutex_init(&q->mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&q->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	ol_cond_init_mono(&q->cv);
 	if (pthread_create(&q->th, NULL, quorum_main, q) != 0) {
 		cquorum_free(q);
 		return -EAGAIN;

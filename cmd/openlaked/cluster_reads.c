@@ -4,6 +4,7 @@
 #include "cluster_store.h"
 
 #include "admin/admin.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/metrics.h"
 #include "s3/s3.h"
@@ -60,21 +61,14 @@ struct creads {
 static int64_t
 now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ol_clock_ms();
 }
 
 /* until cv is signalled or ms pass (caller holds mu) */
 static void
 wait_locked(struct creads *rd, int ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_nsec += (long)ms * 1000000L;
-	ts.tv_sec += ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
-	(void)pthread_cond_timedwait(&rd->cv, &rd->mu, &ts);
+	ol_cond_wait_ms(&rd->cv, &rd->mu, ms);
 }
 
 static void
@@ -100,11 +94,7 @@ creads_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 	layout_copy(l, &rd->lay);
 	rd->lay_gen = 1;
 	pthread_mutex_init(&rd->mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&rd->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	ol_cond_init_mono(&rd->cv);
 	return rd;
 }
 

@@ -6,6 +6,7 @@
 #include "heal_job.h"
 
 #include "admin/admin.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/metrics.h"
 #include "s3/s3.h"
@@ -389,13 +390,8 @@ is_stopping(struct cstore *cs)
 static void
 wait_change(struct cstore *cs, int ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_nsec += (long)ms * 1000000L;
-	ts.tv_sec += ts.tv_nsec / 1000000000L;
-	ts.tv_nsec %= 1000000000L;
 	pthread_mutex_lock(&cs->mu);
-	(void)pthread_cond_timedwait(&cs->cv, &cs->mu, &ts);
+	ol_cond_wait_ms(&cs->cv, &cs->mu, ms);
 	pthread_mutex_unlock(&cs->mu);
 }
 
@@ -1118,11 +1114,7 @@ cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 	cs->cw = cwrites_new(cfg, c, &cs->serve_pool, &cs->local_writes, cs->wait_ms);
 	cs->rd = creads_new(cfg, c, &cs->layout, other_serves, cs,
 			    cfg->cluster_write_any ? cwrites_commit : NULL, cs->cw);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&cs->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	ol_cond_init_mono(&cs->cv);
 	*out = cs;
 	return 0;
 }
@@ -1273,9 +1265,7 @@ slow_down(struct ol_http_req *r, const char *why)
 static int64_t
 mono_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ol_clock_ms();
 }
 
 /* a configuration error waiting does not mend: said at most once a minute */

@@ -3,6 +3,7 @@
 #include "cluster_writes.h"
 #include "cluster_store.h"
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/metrics.h"
 #include "node/node.h"
@@ -46,9 +47,7 @@ struct cwrites {
 static int64_t
 now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ol_clock_ms();
 }
 
 static void
@@ -85,11 +84,7 @@ cwrites_new(const struct ol_config *cfg, struct ol_cluster *c, const _Atomic uns
 	w->allowed = allowed;
 	w->wait_ms = wait_ms;
 	pthread_mutex_init(&w->mu, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&w->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	ol_cond_init_mono(&w->cv);
 	ol_metrics_register(metrics, w);
 	return w;
 }
@@ -258,12 +253,7 @@ cwrites_commit(void *arg, const void *req, size_t len, struct ol_obj_info *out)
 		pthread_mutex_lock(&w->mu);
 		bool stop = w->stopping || now_ms() >= end || !atomic_load(w->allowed);
 		if (!stop) {
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_nsec += RETRY_MS * 1000000L;
-			ts.tv_sec += ts.tv_nsec / 1000000000L;
-			ts.tv_nsec %= 1000000000L;
-			(void)pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+			ol_cond_wait_ms(&w->cv, &w->mu, RETRY_MS);
 		}
 		pthread_mutex_unlock(&w->mu);
 		if (stop) {
