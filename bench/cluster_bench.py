@@ -30,6 +30,7 @@ endpoint, objects streamed from memory), prints one line per figure with the ref
 it, and stops everything. Never a pass/fail test.
 """
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -127,23 +128,36 @@ def cpu_s(d, node):
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def writes(a):
-    on_d, off_d = tempfile.mkdtemp(prefix="openlake-wbench-on-"), tempfile.mkdtemp(
-        prefix="openlake-wbench-off-")
+@contextlib.contextmanager
+def two_clusters(kind, off, what):
+    """Two 4-node clusters side by side, "on" as configured by default, "off" with the [cluster]
+    line off; yields ({"on"|"off": (urls, leader)}, {"on"|"off": dir}) once the "on" cluster's
+    non-leaders have their views open; both are stopped and their dirs (GBs of objects per
+    run) removed after"""
+    dirs = {k: tempfile.mkdtemp(prefix=f"openlake-{kind}bench-{k}-") for k in ("on", "off")}
     try:
-        cl = {"on": cluster_up(on_d, ""), "off": cluster_up(off_d, "write_any = false")}
+        cl = {"on": cluster_up(dirs["on"], ""), "off": cluster_up(dirs["off"], off)}
         for _ in range(600):
             if views_open(*cl["on"]):
                 break
             time.sleep(0.1)
         else:
-            sys.exit("the non-leaders' shard-writing views did not open")
+            sys.exit(f"the non-leaders' {what} views did not open")
+        yield cl, dirs
+    finally:
+        for d in dirs.values():
+            subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "down", d],
+                           capture_output=True, timeout=300)
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def writes(a):
+    with two_clusters("w", "write_any = false", "shard-writing") as (cl, dirs):
         body = os.urandom(a.size_mib << 20)
         for urls, leader in cl.values():
             client(urls[leader]).create_bucket(Bucket="bench")
         one = {k: [] for k in cl}
         agg = {k: [] for k in cl}
-        dirs = {"on": on_d, "off": off_d}
         lead_cpu = {k: 0.0 for k in cl}  # the leader's CPU seconds over every PUT measured
         mib_put = {k: 0 for k in cl}
         for r in range(a.rounds):
@@ -170,24 +184,10 @@ def writes(a):
               f"a non-leader, 3 of the 4 aggregate clients' too), write_any on: {on:.2f} s   "
               f"reference, write_any off: {off:.2f} s   ratio {on / off:.2f}")
         print("# load average", open("/proc/loadavg").read().split()[:3])
-    finally:
-        for d in (on_d, off_d):
-            subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "down", d],
-                           capture_output=True, timeout=300)
-            shutil.rmtree(d, ignore_errors=True)  # GBs of objects per run
 
 
 def reads(a):
-    on_d, off_d = tempfile.mkdtemp(prefix="openlake-rbench-on-"), tempfile.mkdtemp(
-        prefix="openlake-rbench-off-")
-    try:
-        cl = {"on": cluster_up(on_d, ""), "off": cluster_up(off_d, "read_any = false")}
-        for _ in range(600):
-            if views_open(*cl["on"]):
-                break
-            time.sleep(0.1)
-        else:
-            sys.exit("the non-leaders' read-only views did not open")
+    with two_clusters("r", "read_any = false", "read-only") as (cl, _):
         body = os.urandom(a.size_mib << 20)
         for urls, leader in cl.values():
             s3 = client(urls[leader])
@@ -212,10 +212,6 @@ def reads(a):
               f"each), read_any on: {on:.0f} MiB/s   reference, read_any off: {off:.0f} MiB/s"
               f"   ratio {on / off:.2f}")
         print("# load average", open("/proc/loadavg").read().split()[:3])
-    finally:
-        for d in (on_d, off_d):
-            subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "down", d],
-                           capture_output=True, timeout=300)
 
 
 def main():

@@ -27,6 +27,7 @@ Stops everything it started. Never a pass/fail test.
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -108,6 +109,7 @@ class Cluster:
     def down(self):
         subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "down", self.dir],
                        capture_output=True, timeout=300)
+        shutil.rmtree(self.dir, ignore_errors=True)  # its objects: hundreds of MB a run
 
 
 def until_ejected(c, bound_s=120):
