@@ -294,6 +294,7 @@ def main():
             solo.wait(60)
         subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "down", d],
                        capture_output=True, timeout=300)
+        shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":
