@@ -137,6 +137,7 @@ if [ $REFS = 1 ]; then
 	MEMC_PORT=$(free_port)
 	memcached -u "$(id -un)" -l 127.0.0.1 -p "$MEMC_PORT" -U 0 -m 1024 -I 4m -t 4 >"$TMP/memc.log" 2>&1 &
 	PIDS+=($!)
+	MEMC_PID=$!
 	wait_port "$REDIS_PORT" || { echo "kv_bench.sh: redis-server did not start" >&2; cat "$TMP/redis.log" >&2; exit 1; }
 	wait_port "$MEMC_PORT" || { echo "kv_bench.sh: memcached did not start" >&2; cat "$TMP/memc.log" >&2; exit 1; }
 fi
@@ -200,9 +201,9 @@ if want tcp; then
 			t=$op$size
 			run_cpu "ol$t" "$KV_PID" "${KV_TCP[@]}" -w $op -s $size -c $CONC
 			run "redis$t" "${REDIS[@]}" -w $op -s $size -c $CONC
-			run "memc$t" "${MEMC[@]}" -w $op -s $size -c $CONC
+			run_cpu "memc$t" "$MEMC_PID" "${MEMC[@]}" -w $op -s $size -c $CONC
 			run "tcp$t" tcp -w $op -s $size -c $CONC
-			line "KV TCP ${op^^} $size c=$CONC | ours $(fig ol$t) GB/s $(lat ol$t) (errors $(errs ol$t)), $(cpu_op ol$t) | redis $(fig redis$t) GB/s, memcached $(fig memc$t) GB/s, plain socket $(fig tcp$t) GB/s | ratio vs redis $(ratio "$(fig ol$t)" "$(fig redis$t)"), vs memcached $(ratio "$(fig ol$t)" "$(fig memc$t)"), vs socket $(ratio "$(fig ol$t)" "$(fig tcp$t)")"
+			line "KV TCP ${op^^} $size c=$CONC | ours $(fig ol$t) GB/s $(lat ol$t) (errors $(errs ol$t)), $(cpu_op ol$t) | redis $(fig redis$t) GB/s, memcached $(fig memc$t) GB/s ($(cpu_op memc$t | sed 's/^daemon/its/')), plain socket $(fig tcp$t) GB/s | ratio vs redis $(ratio "$(fig ol$t)" "$(fig redis$t)"), vs memcached $(ratio "$(fig ol$t)" "$(fig memc$t)"), vs socket $(ratio "$(fig ol$t)" "$(fig tcp$t)")"
 		done
 	done
 fi
