@@ -5,7 +5,8 @@
 #
 #   TCP get/put of 256 KiB and 2 MiB blocks, 16 connections (GB/s, p50/p99), beside
 #     redis-server (SET/GET) and memcached (set/get), both driven by the same C driver
-#     (openlake bench redis|memcached), and a plain loopback socket stream (openlake bench tcp)
+#     (openlake bench redis|memcached), and a plain loopback socket stream (openlake bench tcp);
+#     ours and memcached's CPU per op over the measured phase (utime + stime, /proc/PID/stat)
 #   local shared-memory get/put of 2 MiB, beside memcpy of the same blocks (openlake bench memcpy);
 #     puts after an 8 s warm-up in the same process (its mapping of the tier touched once), with
 #     a fresh process's figure beside
@@ -58,7 +59,7 @@ while [ $# -gt 0 ]; do
 	--figures) FIGURES=$2; shift ;;
 	--nv-batch) NV_BATCH=$2; shift ;;
 	--perf-record) PERF_RECORD=$2; shift ;;
-	-h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "kv_bench.sh: unknown flag '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
