@@ -5,7 +5,8 @@
 #
 #   TCP get/put of 256 KiB and 2 MiB blocks, 16 connections (GB/s, p50/p99), beside
 #     redis-server (SET/GET) and memcached (set/get), both driven by the same C driver
-#     (openlake bench redis|memcached), and a plain loopback socket stream (openlake bench tcp)
+#     (openlake bench redis|memcached), and a plain loopback socket stream (openlake bench tcp);
+#     ours and memcached's CPU per op over the measured phase (utime + stime, /proc/PID/stat)
 #   local shared-memory get/put of 2 MiB, beside memcpy of the same blocks (openlake bench memcpy);
 #     puts after an 8 s warm-up in the same process (its mapping of the tier touched once), with
 #     a fresh process's figure beside
@@ -58,7 +59,7 @@ while [ $# -gt 0 ]; do
 	--figures) FIGURES=$2; shift ;;
 	--nv-batch) NV_BATCH=$2; shift ;;
 	--perf-record) PERF_RECORD=$2; shift ;;
-	-h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "kv_bench.sh: unknown flag '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -137,6 +138,7 @@ if [ $REFS = 1 ]; then
 	MEMC_PORT=$(free_port)
 	memcached -u "$(id -un)" -l 127.0.0.1 -p "$MEMC_PORT" -U 0 -m 1024 -I 4m -t 4 >"$TMP/memc.log" 2>&1 &
 	PIDS+=($!)
+	MEMC_PID=$!
 	wait_port "$REDIS_PORT" || { echo "kv_bench.sh: redis-server did not start" >&2; cat "$TMP/redis.log" >&2; exit 1; }
 	wait_port "$MEMC_PORT" || { echo "kv_bench.sh: memcached did not start" >&2; cat "$TMP/memc.log" >&2; exit 1; }
 fi
@@ -200,9 +202,9 @@ if want tcp; then
 			t=$op$size
 			run_cpu "ol$t" "$KV_PID" "${KV_TCP[@]}" -w $op -s $size -c $CONC
 			run "redis$t" "${REDIS[@]}" -w $op -s $size -c $CONC
-			run "memc$t" "${MEMC[@]}" -w $op -s $size -c $CONC
+			run_cpu "memc$t" "$MEMC_PID" "${MEMC[@]}" -w $op -s $size -c $CONC
 			run "tcp$t" tcp -w $op -s $size -c $CONC
-			line "KV TCP ${op^^} $size c=$CONC | ours $(fig ol$t) GB/s $(lat ol$t) (errors $(errs ol$t)), $(cpu_op ol$t) | redis $(fig redis$t) GB/s, memcached $(fig memc$t) GB/s, plain socket $(fig tcp$t) GB/s | ratio vs redis $(ratio "$(fig ol$t)" "$(fig redis$t)"), vs memcached $(ratio "$(fig ol$t)" "$(fig memc$t)"), vs socket $(ratio "$(fig ol$t)" "$(fig tcp$t)")"
+			line "KV TCP ${op^^} $size c=$CONC | ours $(fig ol$t) GB/s $(lat ol$t) (errors $(errs ol$t)), $(cpu_op ol$t) | redis $(fig redis$t) GB/s, memcached $(fig memc$t) GB/s ($(cpu_op memc$t | sed 's/^daemon/its/')), plain socket $(fig tcp$t) GB/s | ratio vs redis $(ratio "$(fig ol$t)" "$(fig redis$t)"), vs memcached $(ratio "$(fig ol$t)" "$(fig memc$t)"), vs socket $(ratio "$(fig ol$t)" "$(fig tcp$t)")"
 		done
 	done
 fi

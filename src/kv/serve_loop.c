@@ -4,7 +4,10 @@
  * One loop per CPU of the process's affinity mask, pinned there with pin_threads = "auto";
  * every loop keeps an accept armed on the Unix (shm grant) listener and, unless placement
  * narrows it to the loops on the NUMA node of the address's NIC (io/topo.h), on the TCP
- * listener, so the kernel hands each connection to one loop, where it stays.
+ * listener. The kernel hands each connection to one of them (in a burst of connects, mostly
+ * to whichever is awake: it drains the backlog), and that loop passes it on to the loop that
+ * serves the fewest connections (ties: itself), where it stays: 16 connections opened at
+ * once are served 8 and 8 by two loops, as a server whose acceptor deals them round robin.
  * A connection has one ring op in flight at a time (a recv, a send, or none while a helper
  * runs for it), or the reads of one GET batch, so its callbacks never race. States:
  *
@@ -54,6 +57,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/metrics.h"
 #include "io/loop.h"
 #include "io/topo.h"
 #include "kv/server_int.h"
@@ -80,6 +84,7 @@ struct kvloop {
 	bool rearm[2]; /* an accept failed (EMFILE...): the tick arms it again */
 	struct ol_loop_timer tick;
 	struct ol_loop_msg begin;
+	atomic_uint nconn; /* connections it serves (counted when handed to it) */
 };
 
 struct kvhelp {
@@ -175,6 +180,7 @@ conn_end(struct conn *c, int r)
 	c->bounce = NULL;
 	nv_cut(c, 0);
 	rdbuf_free(c);
+	atomic_fetch_sub_explicit(&c->lp->nconn, 1, memory_order_relaxed);
 	kvs_conn_close(c);
 }
 
@@ -1080,6 +1086,55 @@ arm_accept(struct kvloop *lp, int i)
 	return r;
 }
 
+/* The loop that serves the fewest connections among those that accept on listener i (TCP:
+ * placement may leave some out), lp itself on a tie; lp while the loops are starting. The
+ * counts of other loops may move meanwhile: a balance, not an exact one. */
+static struct kvloop *
+least_loaded(struct kvloop *lp, int i)
+{
+	struct ol_kv_server *s = lp->s;
+	unsigned n = atomic_load_explicit(&s->loops_up, memory_order_acquire);
+	struct kvloop *best = lp;
+	unsigned least = atomic_load_explicit(&lp->nconn, memory_order_relaxed);
+	for (unsigned j = 0; j < n; j++) {
+		struct kvloop *o = &s->loops[j];
+		unsigned k = atomic_load_explicit(&o->nconn, memory_order_relaxed);
+		if (o->afd[i] >= 0 && k < least) {
+			best = o;
+			least = k;
+		}
+	}
+	return best;
+}
+
+static void
+on_handed(struct ol_loop *l, void *arg, int res)
+{
+	struct conn *c = arg;
+	(void)l;
+	(void)res;
+	kvl_conn_start(c->lp, c);
+}
+
+/* Serve c on the least loaded loop: lp's own, or another's through its inbox (c->msg is free
+ * until the connection's first helper job). */
+static void
+hand_out(struct kvloop *lp, int i, struct conn *c)
+{
+	struct kvloop *to = least_loaded(lp, i);
+	if (to != lp) {
+		atomic_fetch_add_explicit(&to->nconn, 1, memory_order_relaxed);
+		c->lp = to;
+		c->msg.fn = on_handed;
+		c->msg.arg = c;
+		if (ol_loop_post(to->l, &c->msg) == 0)
+			return;
+		atomic_fetch_sub_explicit(&to->nconn, 1, memory_order_relaxed);
+	}
+	atomic_fetch_add_explicit(&lp->nconn, 1, memory_order_relaxed);
+	kvl_conn_start(lp, c);
+}
+
 static void
 accepted(struct kvloop *lp, int i, int res)
 {
@@ -1097,7 +1152,7 @@ accepted(struct kvloop *lp, int i, int res)
 	if (res >= 0) {
 		struct conn *c = kvs_admit(s, res, i == 1);
 		if (c)
-			kvl_conn_start(lp, c);
+			hand_out(lp, i, c);
 	}
 	(void)arm_accept(lp, i); /* a failure sets rearm: the tick tries again */
 }
@@ -1270,7 +1325,9 @@ kvl_start(struct ol_kv_server *s, const struct ol_config *cfg, const char *addr)
 	if (r < 0) {
 		ol_err("kv: cannot start the KV loops: %s", strerror(-r));
 		kvl_stop(s);
+		return r;
 	}
+	atomic_store_explicit(&s->loops_up, s->n_loops, memory_order_release);
 	return r;
 }
 
@@ -1285,12 +1342,24 @@ ol_kv_server_loops(const struct ol_kv_server *s, struct ol_kv_loop_info *out, un
 	return s->n_loops;
 }
 
+void
+kvl_metrics_render(struct ol_strbuf *b, struct ol_kv_server *s)
+{
+	unsigned n = atomic_load_explicit(&s->loops_up, memory_order_acquire);
+	ol_strbuf_printf(b, "# HELP openlake_kv_loop_connections KV connections (TCP and Unix) "
+			    "each loop serves.\n# TYPE openlake_kv_loop_connections gauge\n");
+	for (unsigned i = 0; i < n; i++)
+		ol_strbuf_printf(b, "openlake_kv_loop_connections{loop=\"kv-loop-%u\"} %u\n", i,
+				 atomic_load_explicit(&s->loops[i].nconn, memory_order_relaxed));
+}
+
 /* Loops first (no new job reaches the helpers), then the helpers (a job in hand finishes
  * and posts its result to its loop, whose eventfd must still be open: ThreadSanitizer saw
  * a helper write to it while the loop was being freed), then the loops' memory. */
 void
 kvl_stop(struct ol_kv_server *s)
 {
+	atomic_store(&s->loops_up, 0);
 	for (unsigned i = 0; i < s->n_loops; i++)
 		ol_loop_stop(s->loops[i].l);
 	help_stop(s);

@@ -211,6 +211,7 @@ ns_metrics_render(struct ol_strbuf *b, void *arg)
 		}
 	}
 	ol_kv_ns_metrics_render(b, s->eng);
+	kvl_metrics_render(b, s);
 }
 
 /* The slot of namespace name (1-based), added on first sight while there is room. */

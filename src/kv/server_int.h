@@ -38,6 +38,7 @@
 #define OL_KVS_REPS ((size_t)OL_KVP_MAX_BATCH * OL_KVP_REP_ENT)
 
 struct conn;
+struct ol_strbuf;
 struct kvloop;
 struct kvhelp;
 
@@ -82,8 +83,10 @@ struct ol_kv_server {
 	unsigned n_refused;
 	struct kvloop *loops; /* serve_loop.c: one per core */
 	unsigned n_loops;
-	struct kvhelp *help; /* serve_loop.c: the helper threads for blocking engine calls */
-	struct kvu *ucx;     /* ucx.c: the UCX listener and its thread; NULL = none */
+	atomic_uint loops_up; /* serve_loop.c: loops an accept may hand a connection to (all
+			       * started; 0 until then and from the stop on) */
+	struct kvhelp *help;  /* serve_loop.c: the helper threads for blocking engine calls */
+	struct kvu *ucx;      /* ucx.c: the UCX listener and its thread; NULL = none */
 };
 
 struct pinref {
@@ -223,6 +226,9 @@ void kvs_refused_flush(struct ol_kv_server *s, bool force);
 int kvl_start(struct ol_kv_server *s, const struct ol_config *cfg, const char *addr);
 /* Serve c (admitted: plaintext, TLS or Unix) on the calling loop. */
 void kvl_conn_start(struct kvloop *lp, struct conn *c);
+/* openlake_kv_loop_connections: the connections each started loop serves (any thread; not
+ * after kvl_stop began). */
+void kvl_metrics_render(struct ol_strbuf *b, struct ol_kv_server *s);
 /* Stop the loops and helpers: every connection of theirs must be closed already (shut down
  * their sockets and wait for n_conns to reach 0 first). */
 void kvl_stop(struct ol_kv_server *s);
