@@ -100,6 +100,20 @@ def wait_view(c, i, f):
              f"node {i}'s read-only view")
 
 
+def wait_all_online(c, i):
+    """node i's view open with every drive of the set online in it. A PUT through a follower
+    is written by its view ([cluster] write_any); a view that has not yet taken a drive back
+    (it keeps a drive without an identity record offline until its next look, a second
+    later) writes the object without it, and the commit, meant for the other drives only,
+    waits for each of them: a slow drive among them is then not left behind"""
+    def all_on():
+        with urllib.request.urlopen(c.nodes[i].url + "/metrics", timeout=30) as r:
+            text = r.read().decode()
+        v = re.findall(r'^openlake_drive_online{drive="node \d+ [^"]*"} (\d+)$', text, re.M)
+        return len(v) == NODES and all(x == "1" for x in v)
+    wait_for(all_on, 60, f"every drive online in node {i}'s view")
+
+
 def metric(c, i, name, f):
     """the value of metric name for node f's drive on node i's /metrics, which has it"""
     v = drive_metric(c, i, name, f)
@@ -336,6 +350,7 @@ def test_metadata_reads_leave_a_slow_drive_behind(world, tmp_path):  # noqa: F81
         acked = {}
         before = metric(c, lid, "openlake_drive_hedged_total", f)
         wait_view(c, h, f)
+        wait_all_online(c, g)
         viewed = metric(c, h, "openlake_drive_hedged_total", f)
         # the leader's calls (PUTs through g) and node h's view's (GETs through h, served
         # there: docs/cluster.md, "Reads on every node")
@@ -392,6 +407,7 @@ def test_commits_leave_a_slow_drive_behind_and_fence_it(world, tmp_path):  # noq
         s3 = c.client(g, retries=0)
         s3.create_bucket(Bucket="hcommit")
         acked = {}
+        wait_all_online(c, g)
         before = metric(c, lid, "openlake_drive_hedged_total", f)
         c.nodes[lid].faults.write_text(
             f"delay META_COMMIT {COMMIT_DELAY_MS} {c.nodes[f].ip}:{c.nodes[f].rpc_port}\n")
