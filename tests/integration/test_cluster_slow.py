@@ -95,9 +95,13 @@ def drive_metric(c, i, name, f):
 
 def wait_view(c, i, f):
     """node i's read-only view open (it opens in the background; its drives' metrics with
-    it): GETs through node i are served there (docs/cluster.md, "Reads on every node")"""
+    it) with every drive online in it: GETs through node i are served there (docs/cluster.md,
+    "Reads on every node"), and a read can leave a slow data drive behind only while the view
+    has the parity drive online to read instead (it may open with one drive kept offline, and
+    take it back a second later)"""
     wait_for(lambda: drive_metric(c, i, "openlake_drive_hedged_total", f) is not None, 60,
              f"node {i}'s read-only view")
+    wait_all_online(c, i)
 
 
 def wait_all_online(c, i):
