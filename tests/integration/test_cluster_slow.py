@@ -295,6 +295,9 @@ def test_a_slow_drive_is_left_behind_when_it_cannot_be_taken_out(world, tmp_path
         g, h = [i for i in others(lid) if i != f][:2]
         s3 = c.client(g, retries=0)
         s3.create_bucket(Bucket="hedge")
+        # written whole only by a view with every drive online (one that has not taken the
+        # parity drive back yet writes "pre" without it: its GET could then spare nothing)
+        wait_all_online(c, g)
         # one object written whole before the drive slows: its GET through node h, served on
         # h's read-only view, reads the slow drive's data shards unless it leaves them behind
         pre = body("pre", HEDGE_SIZE)
