@@ -358,8 +358,11 @@ target_ok(struct ol_put *p)
 	struct ol_reads r;
 	int votes;
 
+	/* the bucket's check as is: -ENOENT only when it is surely gone; -EIO when the drives
+	 * that answered do not decide (a drive offline beside one that missed the bucket's
+	 * commit), which is not NoSuchBucket */
 	if (!p->part)
-		return ol_bucket_ok(p->st, p->bucket) ? 0 : -ENOENT;
+		return ol_bucket_check(p->st, p->bucket);
 	ol_reads_get(p->st, OL_META_UPLOADS, p->key, strlen(p->bucket) + 1 + 32, NULL, &r);
 	votes = 0;
 	for (int d = 0; d < p->st->n; d++)

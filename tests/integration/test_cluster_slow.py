@@ -95,9 +95,27 @@ def drive_metric(c, i, name, f):
 
 def wait_view(c, i, f):
     """node i's read-only view open (it opens in the background; its drives' metrics with
-    it): GETs through node i are served there (docs/cluster.md, "Reads on every node")"""
+    it) with every drive online in it: GETs through node i are served there (docs/cluster.md,
+    "Reads on every node"), and a read can leave a slow data drive behind only while the view
+    has the parity drive online to read instead (it may open with one drive kept offline, and
+    take it back a second later)"""
     wait_for(lambda: drive_metric(c, i, "openlake_drive_hedged_total", f) is not None, 60,
              f"node {i}'s read-only view")
+    wait_all_online(c, i)
+
+
+def wait_all_online(c, i):
+    """node i's view open with every drive of the set online in it. A PUT through a follower
+    is written by its view ([cluster] write_any); a view that has not yet taken a drive back
+    (it keeps a drive without an identity record offline until its next look, a second
+    later) writes the object without it, and the commit, meant for the other drives only,
+    waits for each of them: a slow drive among them is then not left behind"""
+    def all_on():
+        with urllib.request.urlopen(c.nodes[i].url + "/metrics", timeout=30) as r:
+            text = r.read().decode()
+        v = re.findall(r'^openlake_drive_online{drive="node \d+ [^"]*"} (\d+)$', text, re.M)
+        return len(v) == NODES and all(x == "1" for x in v)
+    wait_for(all_on, 60, f"every drive online in node {i}'s view")
 
 
 def metric(c, i, name, f):
@@ -277,6 +295,9 @@ def test_a_slow_drive_is_left_behind_when_it_cannot_be_taken_out(world, tmp_path
         g, h = [i for i in others(lid) if i != f][:2]
         s3 = c.client(g, retries=0)
         s3.create_bucket(Bucket="hedge")
+        # written whole only by a view with every drive online (one that has not taken the
+        # parity drive back yet writes "pre" without it: its GET could then spare nothing)
+        wait_all_online(c, g)
         # one object written whole before the drive slows: its GET through node h, served on
         # h's read-only view, reads the slow drive's data shards unless it leaves them behind
         pre = body("pre", HEDGE_SIZE)
@@ -336,6 +357,7 @@ def test_metadata_reads_leave_a_slow_drive_behind(world, tmp_path):  # noqa: F81
         acked = {}
         before = metric(c, lid, "openlake_drive_hedged_total", f)
         wait_view(c, h, f)
+        wait_all_online(c, g)
         viewed = metric(c, h, "openlake_drive_hedged_total", f)
         # the leader's calls (PUTs through g) and node h's view's (GETs through h, served
         # there: docs/cluster.md, "Reads on every node")
@@ -392,6 +414,7 @@ def test_commits_leave_a_slow_drive_behind_and_fence_it(world, tmp_path):  # noq
         s3 = c.client(g, retries=0)
         s3.create_bucket(Bucket="hcommit")
         acked = {}
+        wait_all_online(c, g)
         before = metric(c, lid, "openlake_drive_hedged_total", f)
         c.nodes[lid].faults.write_text(
             f"delay META_COMMIT {COMMIT_DELAY_MS} {c.nodes[f].ip}:{c.nodes[f].rpc_port}\n")

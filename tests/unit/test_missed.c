@@ -312,6 +312,62 @@ test_cap(void)
 	ol_store_close(st);
 }
 
+/* Drive d's record of bucket b removed, as a bucket commit left behind there. */
+static int
+del_bucket_rec(struct ol_store *st, int d, const char *b)
+{
+	struct ol_meta_txn *t;
+	int rc = ol_meta_begin(st->d[d].meta, true, &t);
+
+	if (rc)
+		return rc;
+	rc = ol_meta_del(t, OL_META_BUCKETS, b, strlen(b));
+	if (rc) {
+		ol_meta_abort(t);
+		return rc;
+	}
+	return ol_meta_commit(t);
+}
+
+/* A PUT whose commit finds its bucket undecided (k = 2: its record on drives 2 and 3 only,
+ * drive 2 away) fails -EIO, a store that cannot answer, not -ENOENT (NoSuchBucket): the
+ * bucket may well be there, on the drive away. Seen in test_cluster_slow.py under load: a
+ * CreateBucket commit left one drive behind, the leader's own drive missed a ping, and the
+ * next PUT answered NoSuchBucket. */
+static void
+test_undecided_bucket(void)
+{
+	struct ol_store *st;
+	struct ol_put *p = NULL;
+	int rc;
+
+	ok(ol_store_open(&cfg, &st) == 0, "reopen the 4-drive store");
+	if (!st)
+		return;
+	ok(ol_store_bucket_create(st, "nb") == 0, "bucket nb made on every drive");
+	ok(ol_store_put_begin(st, "nb", "x", 1, SMALL, &p) == 0 &&
+	       ol_store_put_write(p, small, SMALL) == 0,
+	   "a PUT into nb begun (its bucket checked) and written");
+	ok(del_bucket_rec(st, 0, "nb") == 0 && del_bucket_rec(st, 1, "nb") == 0 && away(st, 2) == 0,
+	   "nb's record gone from drives 0 and 1, drive 2 away");
+	rc = p ? ol_store_put_commit(p, "\"e\"", NULL, 0, NULL) : -1;
+	ok(rc == -EIO, "its commit: -EIO, the bucket undecided, not -ENOENT (%d)", rc);
+	ok(ol_store_bucket_stat(st, "nb", NULL) != -ENOENT, "nb is not reported gone");
+	ok(back(2) == 0, "drive 2 back");
+	for (int i = 0; i < 1500 && !st->d[2].meta; i++)
+		usleep(20000);
+	p = NULL;
+	rc = ol_store_put_begin(st, "nb", "x", 1, SMALL, &p);
+	if (!rc)
+		rc = ol_store_put_write(p, small, SMALL);
+	if (rc && p)
+		ol_store_put_abort(p);
+	else if (!rc)
+		rc = ol_store_put_commit(p, "\"e\"", NULL, 0, NULL);
+	ok(rc == 0, "with drive 2 back, a PUT into nb commits (%d)", rc);
+	ol_store_close(st);
+}
+
 /* Two sets of 4: a miss in set 1 is counted there and healed through the shell. */
 static void
 test_sets(void)
@@ -373,6 +429,7 @@ main(void)
 	tap_fill(part, PART, 3);
 	test_one_set();
 	test_cap();
+	test_undecided_bucket();
 	test_sets();
 	rm_rf(root);
 	tap_done();
