@@ -54,8 +54,9 @@ struct creads {
 	atomic_int stop, dirty; /* dirty: <prefix>gen changed since the last reload */
 	_Atomic int state;
 	_Atomic uint64_t local_reads;
-	_Atomic uint64_t local_writes; /* PUTs and parts whose data this node wrote */
-	_Atomic uint64_t declined;     /* a 404 or 5xx of the view: forwarded to the leader */
+	_Atomic uint64_t local_writes;	   /* PUTs and parts whose data this node wrote */
+	_Atomic uint64_t writes_forwarded; /* such requests forwarded: the view lacked a drive */
+	_Atomic uint64_t declined;	   /* a 404 or 5xx of the view: forwarded to the leader */
 };
 
 static int64_t
@@ -198,6 +199,14 @@ creads_write(struct creads *rd, struct ol_http_req *r)
 	struct view *v = view_take(rd, true);
 	if (!v)
 		return false;
+	/* A view that does not reach every drive would write fewer shards than the leader (a
+	 * drive it has not taken back yet, while the leader writes it): an acknowledged object
+	 * with less redundancy than the cluster has. Such writes go to the leader meanwhile. */
+	if (ol_store_drives_online(v->st) < ol_store_drive_count(v->st)) {
+		atomic_fetch_add(&rd->writes_forwarded, 1);
+		view_put(rd, v);
+		return false;
+	}
 	/* never declined: the body is read by now, whatever the answer */
 	ol_s3_handle(r, v->s3);
 	atomic_fetch_add(&rd->local_writes, 1);
@@ -402,10 +411,16 @@ metrics(struct ol_strbuf *b, void *arg)
 	    "whose data this node wrote itself (write_any), their commits sent to the serving "
 	    "leader.\n"
 	    "# TYPE openlake_cluster_local_writes_total counter\n"
-	    "openlake_cluster_local_writes_total %llu\n",
+	    "openlake_cluster_local_writes_total %llu\n"
+	    "# HELP openlake_cluster_local_writes_forwarded_total PutObject and UploadPart "
+	    "requests forwarded to the serving leader instead because this node's view did not "
+	    "reach every drive then.\n"
+	    "# TYPE openlake_cluster_local_writes_forwarded_total counter\n"
+	    "openlake_cluster_local_writes_forwarded_total %llu\n",
 	    (unsigned long long)atomic_load(&rd->local_reads),
 	    (unsigned long long)atomic_load(&rd->declined), atomic_load(&rd->state) == ST_OPEN,
-	    (unsigned long long)atomic_load(&rd->local_writes));
+	    (unsigned long long)atomic_load(&rd->local_writes),
+	    (unsigned long long)atomic_load(&rd->writes_forwarded));
 }
 
 void

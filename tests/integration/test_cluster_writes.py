@@ -19,6 +19,8 @@ only the commit to the serving leader, as one node-plane call; everything else s
 - a follower's commit held (the node plane's fault hook) while the leader is killed: 200
   (committed by the next leader) or 503 SlowDown with nothing visible, never a 500; the
   retry is written and read back;
+- a follower whose view lacks a drive (a node killed) forwards its PUTs to the leader until
+  the drive is back in its view;
 - with write_any = false a follower forwards its PUTs, as before.
 """
 
@@ -337,6 +339,38 @@ def test_a_commit_held_while_the_leader_is_killed(cluster_faults):
         c.client(f, retries=4).put_object(Bucket="wheld", Key="k", Body=data)
     for i in others(c, lid):
         assert c.client(i, retries=4).get_object(Bucket="wheld", Key="k")["Body"].read() == data
+
+
+def drives_online(node):
+    """how many drives the node's view has online (openlake_drive_online)"""
+    return sum(ln.split()[-1] == "1" for ln in scrape(node).splitlines()
+               if ln.startswith("openlake_drive_online{"))
+
+
+def test_a_follower_whose_view_lacks_a_drive_forwards_its_puts(cluster):
+    """A view that does not reach every drive would write fewer shards than the leader
+    writes: while it lacks one, its PUTs go to the leader (counted as forwarded), and are
+    written there again once the drive is back in the view"""
+    c = cluster
+    lid = ready(c)
+    a, d = others(c, lid)[:2]
+    c.client(lid, retries=4).create_bucket(Bucket="wlack")
+    fw = "openlake_cluster_local_writes_forwarded_total"
+    n0, f0, p0 = local_writes(c.nodes[a]), metric(c.nodes[a], fw), leader_puts(c.nodes[lid])
+    c.nodes[d].kill9()
+    wait_for(lambda: drives_online(c.nodes[a]) == 3, 60, f"node {d}'s drive offline in {a}'s view")
+    data = body("lack", 2 << 20)
+    c.client(a, retries=4).put_object(Bucket="wlack", Key="k", Body=data)
+    assert local_writes(c.nodes[a]) == n0, "written by a view that lacks a drive"
+    assert metric(c.nodes[a], fw) == f0 + 1
+    assert leader_puts(c.nodes[lid]) == p0 + 1, "the leader wrote it"
+    c.nodes[d].start()
+    wait_for(lambda: view_whole(c.nodes[a]), 90, f"node {d}'s drive back in {a}'s view")
+    data2 = body("back", 2 << 20)
+    c.client(a, retries=4).put_object(Bucket="wlack", Key="k2", Body=data2)
+    assert local_writes(c.nodes[a]) == n0 + 1, "the view has every drive: written there"
+    for k, v in (("k", data), ("k2", data2)):
+        assert c.client(a, retries=4).get_object(Bucket="wlack", Key=k)["Body"].read() == v
 
 
 def test_write_any_off_forwards_puts_to_the_leader(cluster_write_any_off):
