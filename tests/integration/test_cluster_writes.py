@@ -14,8 +14,9 @@ only the commit to the serving leader, as one node-plane call; everything else s
 - versioning enabled through the leader and a PUT through a follower at once: the leader's
   versioning mode rules, both versions are kept;
 - the leader killed (-9) during a loop of PUTs through the followers: every PUT acknowledged
-  reads back with its bytes, every failure is a 503, and writes through followers work (and
-  are written there) once a new leader serves;
+  reads back with its bytes, every failure is a 503, and writes through followers work once a
+  new leader serves (forwarded to it while the killed node's drive is missing from their
+  views, written there again once the node is back);
 - a follower's commit held (the node plane's fault hook) while the leader is killed: 200
   (committed by the next leader) or 503 SlowDown with nothing visible, never a 500; the
   retry is written and read back;
@@ -280,13 +281,25 @@ def test_leader_killed_during_follower_puts(cluster):
     # lost; ServiceUnavailable: the drives fenced a commit of the old leader)
     assert all(r[0] == 503 and r[1] in ("SlowDown", "ServiceUnavailable")
                for _, _, r in failed), failed
-    # writes through the followers work again, written there (the new leader serves its own)
+    # writes through the followers work again (the new leader serves its own): forwarded to
+    # it once their views count the killed node's drive offline (a follower writes only while
+    # its view reaches every drive: test_a_follower_whose_view_lacks_a_drive_forwards_its_puts),
+    # written there again once the node is back
     for f in fs:
         if f != new[0]:
             assert after[f] >= 3, (f, after)
-            assert local_writes(c.nodes[f]) > n0[f] + 3, f
-    # every acknowledged PUT is there, bit-exact, through every live node
-    for i in fs:
+    c.nodes[lid].start()
+    for f in fs:
+        if f != new[0]:
+            wait_for(lambda: view_whole(c.nodes[f]), 90, f"every drive back in {f}'s view")
+            n1 = local_writes(c.nodes[f])
+            key, data = f"back-{f}", body(f"back-{f}", 300000)
+            c.client(f, retries=4).put_object(Bucket="wkill", Key=key, Body=data)
+            acked[key] = data
+            assert local_writes(c.nodes[f]) == n1 + 1, f
+    assert all(local_writes(c.nodes[f]) > n0[f] for f in fs), "written on the followers"
+    # every acknowledged PUT is there, bit-exact, through every node
+    for i in range(4):
         s3 = c.client(i, retries=4)
         for key, data in acked.items():
             assert s3.get_object(Bucket="wkill", Key=key)["Body"].read() == data, (i, key)
