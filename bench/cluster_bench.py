@@ -84,41 +84,35 @@ def views_open(urls, leader):
     return True
 
 
-def aggregate(urls, key, n):
-    """MiB/s of one client per node, each GETting key n times, all at once"""
+def aggregate_of(urls, fn):
+    """MiB/s of one client per node at once, client i moving fn(i, s3) bytes"""
     import threading
-    got = [0] * len(urls)
+    moved = [0] * len(urls)
 
     def run(i):
-        s3 = client(urls[i])
-        for _ in range(n):
-            got[i] += len(s3.get_object(Bucket="bench", Key=key)["Body"].read())
+        moved[i] = fn(i, client(urls[i]))
     ts = [threading.Thread(target=run, args=(i,)) for i in range(len(urls))]
     t = time.monotonic()
     for th in ts:
         th.start()
     for th in ts:
         th.join()
-    return sum(got) / (1 << 20) / (time.monotonic() - t)
+    return sum(moved) / (1 << 20) / (time.monotonic() - t)
+
+
+def aggregate(urls, key, n):
+    """MiB/s of one client per node, each GETting key n times, all at once"""
+    return aggregate_of(urls, lambda i, s3: sum(
+        len(s3.get_object(Bucket="bench", Key=key)["Body"].read()) for _ in range(n)))
 
 
 def aggregate_puts(urls, body, n, tag):
     """MiB/s of one client per node, each PUTting body n times, all at once"""
-    import threading
-    put = [0] * len(urls)
-
-    def run(i):
-        s3 = client(urls[i])
+    def puts(i, s3):
         for j in range(n):
             s3.put_object(Bucket="bench", Key=f"agg-{tag}-{i}-{j}", Body=body)
-            put[i] += len(body)
-    ts = [threading.Thread(target=run, args=(i,)) for i in range(len(urls))]
-    t = time.monotonic()
-    for th in ts:
-        th.start()
-    for th in ts:
-        th.join()
-    return sum(put) / (1 << 20) / (time.monotonic() - t)
+        return n * len(body)
+    return aggregate_of(urls, puts)
 
 
 def cpu_s(d, node):

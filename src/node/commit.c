@@ -27,8 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NO_DEADLINE_MS 60000u /* a request without a deadline: as ops.c's */
-
 struct ncommit {
 	struct ncommit *next;
 	struct nconn *c;
@@ -216,16 +214,14 @@ ol_node_op_commit(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_r
 		return -EOPNOTSUPP;
 	uint32_t frame = OL_NODE_HDR + h->len + OL_NODE_MAC;
 	struct ncommit *j = ol_xmalloc(sizeof(*j) + r->n + cap);
-	*j = (struct ncommit){
-	    .c = c,
-	    .fn = fn,
-	    .arg = arg,
-	    .call_id = h->call_id,
-	    .deadline_ns = ol_io_now_ns() +
-			   (uint64_t)(h->deadline_ms ? h->deadline_ms : NO_DEADLINE_MS) * 1000000u,
-	    .frame = frame,
-	    .len = r->n,
-	    .cap = cap};
+	*j = (struct ncommit){.c = c,
+			      .fn = fn,
+			      .arg = arg,
+			      .call_id = h->call_id,
+			      .deadline_ns = ol_io_now_ns() + ol_node_req_deadline_ns(h),
+			      .frame = frame,
+			      .len = r->n,
+			      .cap = cap};
 	memcpy(j->req, r->p, r->n);
 	j->reply = j->req + r->n;
 	int rc = enqueue(s, j);

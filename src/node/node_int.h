@@ -91,6 +91,8 @@ struct ol_node_server {
 };
 
 /* Queue a reply frame to req's call (payload copied). */
+/* How long request h may run: its deadline_ms, or 60 s when it names none (ops.c). */
+uint64_t ol_node_req_deadline_ns(const struct ol_node_hdr *h);
 void ol_node_reply(struct nconn *c, const struct ol_node_hdr *req, uint16_t flags, int status,
 		   const void *payload, size_t len);
 /* Build a reply in place: begin returns room for cap payload bytes, end seals and queues it. */

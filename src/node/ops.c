@@ -19,10 +19,10 @@
 #include <unistd.h>
 
 #define READ_CHUNK     (256u * 1024)
-#define NO_DEADLINE_MS 60000u /* a request without a deadline gets this one */
+#define NO_DEADLINE_MS 60000u /* the deadline of a request that names none */
 
-static uint64_t
-deadline_ns(const struct ol_node_hdr *h)
+uint64_t
+ol_node_req_deadline_ns(const struct ol_node_hdr *h)
 {
 	return (uint64_t)(h->deadline_ms ? h->deadline_ms : NO_DEADLINE_MS) * 1000000u;
 }
@@ -248,7 +248,7 @@ write_open(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r)
 	c->wbytes = 0;
 	c->wtimer.cb = on_write_deadline;
 	c->wtimer.arg = c;
-	rc = ol_loop_timer_arm(c->loop, &c->wtimer, deadline_ns(h));
+	rc = ol_loop_timer_arm(c->loop, &c->wtimer, ol_node_req_deadline_ns(h));
 	if (rc)
 		write_drop(c);
 	return rc;
@@ -377,10 +377,10 @@ op_read(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd *r)
 	c->rcall = h->call_id;
 	c->roff = off;
 	c->rleft = off >= size ? 0 : (len < size - off ? len : size - off);
-	c->rdeadline_ns = ol_loop_now_ns(c->loop) + deadline_ns(h);
+	c->rdeadline_ns = ol_loop_now_ns(c->loop) + ol_node_req_deadline_ns(h);
 	c->rtimer.cb = on_read_deadline;
 	c->rtimer.arg = c;
-	if (ol_loop_timer_arm(c->loop, &c->rtimer, deadline_ns(h) + 1000000000u)) {
+	if (ol_loop_timer_arm(c->loop, &c->rtimer, ol_node_req_deadline_ns(h) + 1000000000u)) {
 		close(fd);
 		c->rfd = -1;
 		return -ENOMEM;

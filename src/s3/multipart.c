@@ -115,7 +115,7 @@ s3_mpu_create(struct s3_req *r)
 		s3_error(r, OL_S3E_INVALID_REQUEST, "Checksum algorithm provided is unsupported.");
 		goto out;
 	}
-	if (ca != OL_CKSUM_NONE) /* every part gets one; complete makes the composite */
+	if (ca != OL_CKSUM_NONE) /* every part carries one; complete makes the composite */
 		ol_s3_meta_add(&meta, CK_ALG_META, ol_cksum_alg_name(ca));
 	int rc = ol_store_mpu_create(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, meta.p,
 				     meta.len, id);

@@ -143,7 +143,7 @@ void ol_s3_tags_xml(const struct ol_s3_tags *t, struct ol_buf *x);
  * (MalformedXML: not that document, a Tag without Key, too many tags or too long). */
 int ol_s3_parse_tagging(const char *xml, size_t n, struct ol_s3_tags *t);
 
-/* Parse a CreateBucketConfiguration body (may be empty). loc gets LocationConstraint ("" if
+/* Parse a CreateBucketConfiguration body (may be empty). loc is given LocationConstraint ("" if
  * none). Returns 0 or -EBADMSG. */
 int ol_s3_parse_create_bucket(const char *xml, size_t n, char *loc, size_t cap);
 

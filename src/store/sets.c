@@ -1484,9 +1484,9 @@ creq_set(const struct ol_store *st, const struct ol_creq *q)
 	return -1;
 }
 
-/* Whether a new version of key may go to set i: the set of its hash in i's pool, a pool not
- * draining, and no other pool holding the key (a writer's view may weigh the pools
- * otherwise, which is fine for a new key). 0, -ESTALE, or a pool's read error. */
+/* Whether a new version of key may go to set i: the set of its hash in i's pool (one pool:
+ * the only set for it), a pool not draining, and no other pool holding the key (a writer's view may
+ * weigh the pools otherwise, which is fine for a new key). 0, -ESTALE, or a pool's read error. */
 static int
 placed(struct ol_store *st, int i, const char *bucket, const char *key, size_t klen)
 {
@@ -1529,10 +1529,7 @@ ol_store_commit_remote(struct ol_store *st, const void *req, size_t len, int vmo
 			return -ESTALE;
 	} else if (multi(st)) {
 		g = gate_key(st, q.bucket, (const char *)q.key, q.klen);
-		rc = st->n_pools > 1 ? placed(st, i, q.bucket, (const char *)q.key, q.klen) : 0;
-		if (!rc && st->n_pools <= 1 &&
-		    (int)locate(st, q.bucket, (const char *)q.key, q.klen, NULL) != i)
-			rc = -ESTALE;
+		rc = placed(st, i, q.bucket, (const char *)q.key, q.klen);
 		if (rc) {
 			ol_gate_leave(st, g);
 			return rc;

@@ -398,7 +398,7 @@ test_acl(void)
 	   "bucket-owner-full-control grants the bucket owner");
 	ok(ol_acl_canned(&a, "nope", "alice", NULL) == -EINVAL, "unknown canned ACL refused");
 	memset(&a, 0, sizeof(a));
-	strcpy(a.owner, "alice");
+	snprintf(a.owner, sizeof(a.owner), "%s", "alice");
 	ok(ol_acl_add_header(
 	       &a, OL_ACL_READ,
 	       "id=\"bob\", uri=\"http://acs.amazonaws.com/groups/global/AllUsers\"") == 0 &&
