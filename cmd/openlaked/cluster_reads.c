@@ -48,14 +48,18 @@ struct creads {
 	void *other_arg;
 	ol_store_commit_fn commit; /* creads_new: a shard writer's commits go to the leader */
 	void *commit_arg;
+	/* the serving leader's offline drives as it put them last (<prefix>offline; off NULL:
+	 * none read yet, or not such a value) */
+	struct ol_offline offline;
 	/* the threads */
-	pthread_t reader, watcher;
-	bool reader_started, watcher_started;
+	pthread_t reader, watcher, offline_watcher;
+	bool reader_started, watcher_started, offline_started;
 	atomic_int stop, dirty; /* dirty: <prefix>gen changed since the last reload */
 	_Atomic int state;
 	_Atomic uint64_t local_reads;
 	_Atomic uint64_t local_writes;	   /* PUTs and parts whose data this node wrote */
 	_Atomic uint64_t writes_forwarded; /* such requests forwarded: the view lacked a drive */
+	_Atomic uint64_t writes_degraded;  /* written without a drive the leader lacks too */
 	_Atomic uint64_t declined;	   /* a 404 or 5xx of the view: forwarded to the leader */
 };
 
@@ -193,6 +197,27 @@ view_put(struct creads *rd, struct view *v)
 	pthread_mutex_unlock(&rd->mu);
 }
 
+/* Every drive v lacks, the serving leader lacks too, as it last put <prefix>offline: the
+ * record is of the leader that serves now (its epoch) and of v's layout. */
+static bool
+leader_lacks_too(struct creads *rd, struct view *v)
+{
+	int n = ol_store_drive_count(v->st);
+	bool *off = ol_xcalloc(n > 0 ? (size_t)n : 1, sizeof(*off));
+	struct ol_store_drive_state ds;
+	for (int i = 0; i < n && !ol_store_drive_state(v->st, i, &ds); i++)
+		off[i] = !ds.online;
+	pthread_mutex_lock(&rd->mu);
+	bool ok = ol_offline_covers(&rd->offline, v->lay.n_pools, off, (unsigned)n);
+	uint64_t epoch = rd->offline.epoch;
+	unsigned pool = rd->offline.pool;
+	pthread_mutex_unlock(&rd->mu);
+	free(off);
+	struct ol_cluster_leader_info li;
+	return ok && ol_cluster_leader(rd->c, pool, 0, &li) == 0 && li.epoch == epoch &&
+	       !li.is_self;
+}
+
 bool
 creads_write(struct creads *rd, struct ol_http_req *r)
 {
@@ -201,8 +226,11 @@ creads_write(struct creads *rd, struct ol_http_req *r)
 		return false;
 	/* A view that does not reach every drive would write fewer shards than the leader (a
 	 * drive it has not taken back yet, while the leader writes it): an acknowledged object
-	 * with less redundancy than the cluster has. Such writes go to the leader meanwhile. */
-	if (ol_store_drives_online(v->st) < ol_store_drive_count(v->st)) {
+	 * with less redundancy than the cluster has. Such writes go to the leader, unless the
+	 * leader lacks each of those drives too (a node down: the leader would write the same
+	 * shards). */
+	bool degraded = ol_store_drives_online(v->st) < ol_store_drive_count(v->st);
+	if (degraded && !leader_lacks_too(rd, v)) {
 		atomic_fetch_add(&rd->writes_forwarded, 1);
 		view_put(rd, v);
 		return false;
@@ -210,6 +238,8 @@ creads_write(struct creads *rd, struct ol_http_req *r)
 	/* never declined: the body is read by now, whatever the answer */
 	ol_s3_handle(r, v->s3);
 	atomic_fetch_add(&rd->local_writes, 1);
+	if (degraded)
+		atomic_fetch_add(&rd->writes_degraded, 1);
 	view_put(rd, v);
 	return true;
 }
@@ -363,6 +393,31 @@ watch_main(void *arg)
 	return NULL;
 }
 
+/* ---- <prefix>offline: the serving leader's offline drives ---- */
+
+static int
+on_offline(void *arg, const char *v, size_t len, int64_t rev)
+{
+	struct creads *rd = arg;
+	struct ol_offline o = {0};
+	(void)rev;
+	if (v && ol_offline_decode(v, len, &o))
+		memset(&o, 0, sizeof(o)); /* not such a value: as none */
+	pthread_mutex_lock(&rd->mu);
+	ol_offline_fini(&rd->offline);
+	rd->offline = o;
+	pthread_mutex_unlock(&rd->mu);
+	return 0;
+}
+
+static void *
+offline_main(void *arg)
+{
+	struct creads *rd = arg;
+	(void)ol_cluster_watch(rd->c, "offline", on_offline, rd, &rd->stop);
+	return NULL;
+}
+
 /* a key or bucket changed through this node (it serves the store): the others read again */
 static void
 note_change(struct creads *rd, const char *what)
@@ -392,6 +447,14 @@ static void
 metrics(struct ol_strbuf *b, void *arg)
 {
 	struct creads *rd = arg;
+	pthread_mutex_lock(&rd->mu);
+	int offline = -1;
+	if (rd->offline.off) {
+		offline = 0;
+		for (unsigned i = 0; i < rd->offline.n; i++)
+			offline += rd->offline.off[i];
+	}
+	pthread_mutex_unlock(&rd->mu);
 	ol_strbuf_printf(
 	    b,
 	    "# HELP openlake_cluster_local_reads_total S3 GET and HEAD requests this "
@@ -416,11 +479,21 @@ metrics(struct ol_strbuf *b, void *arg)
 	    "requests forwarded to the serving leader instead because this node's view did not "
 	    "reach every drive then.\n"
 	    "# TYPE openlake_cluster_local_writes_forwarded_total counter\n"
-	    "openlake_cluster_local_writes_forwarded_total %llu\n",
+	    "openlake_cluster_local_writes_forwarded_total %llu\n"
+	    "# HELP openlake_cluster_local_writes_degraded_total Of the local writes, those "
+	    "written while this node's view lacked drives that the serving leader lacked too "
+	    "(it would have written the same shards).\n"
+	    "# TYPE openlake_cluster_local_writes_degraded_total counter\n"
+	    "openlake_cluster_local_writes_degraded_total %llu\n"
+	    "# HELP openlake_cluster_leader_drives_offline Drives the serving leader holds "
+	    "offline, as it last told (-1: not told).\n"
+	    "# TYPE openlake_cluster_leader_drives_offline gauge\n"
+	    "openlake_cluster_leader_drives_offline %d\n",
 	    (unsigned long long)atomic_load(&rd->local_reads),
 	    (unsigned long long)atomic_load(&rd->declined), atomic_load(&rd->state) == ST_OPEN,
 	    (unsigned long long)atomic_load(&rd->local_writes),
-	    (unsigned long long)atomic_load(&rd->writes_forwarded));
+	    (unsigned long long)atomic_load(&rd->writes_forwarded),
+	    (unsigned long long)atomic_load(&rd->writes_degraded), offline);
 }
 
 void
@@ -436,6 +509,11 @@ creads_start(struct creads *rd, struct ol_s3_server *leader_s3)
 		ol_warn("cluster: cannot watch the leader's key and bucket changes: they are read "
 			"every %d s",
 			CREADS_REFRESH_MS / 1000);
+	}
+	if (rd->cfg->cluster_write_any && rd->commit &&
+	    pthread_create(&rd->offline_watcher, NULL, offline_main, rd) == 0) {
+		pthread_setname_np(rd->offline_watcher, "ol-cstore-off");
+		rd->offline_started = true;
 	}
 	if (pthread_create(&rd->reader, NULL, read_main, rd) == 0) {
 		pthread_setname_np(rd->reader, "ol-cstore-read");
@@ -513,7 +591,9 @@ creads_stop(struct creads *rd)
 		pthread_join(rd->reader, NULL);
 	if (rd->watcher_started)
 		pthread_join(rd->watcher, NULL);
-	rd->reader_started = rd->watcher_started = false;
+	if (rd->offline_started)
+		pthread_join(rd->offline_watcher, NULL);
+	rd->reader_started = rd->watcher_started = rd->offline_started = false;
 }
 
 void
@@ -525,6 +605,7 @@ creads_free(struct creads *rd)
 	ol_metrics_unregister(metrics, rd);
 	ol_admin_set_keys_hook(NULL, NULL);
 	ol_layout_fini(&rd->lay);
+	ol_offline_fini(&rd->offline);
 	pthread_mutex_destroy(&rd->mu);
 	pthread_cond_destroy(&rd->cv);
 	free(rd);

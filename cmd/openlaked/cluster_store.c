@@ -60,6 +60,8 @@ struct cstore {
 	bool poller_started;
 	unsigned grow_failed; /* pools the last grow could not open (logged once per count) */
 	unsigned served_to;   /* the store served holds the layout's pools [0, served_to) */
+	/* <prefix>offline as this node put it last while serving (the poller's; NULL: none) */
+	char *offline_put;
 	/* the pool whose set 0 serves, as this node last read the layout (route reads it
 	 * lock-free); serve_rev: the layout's mod revision when this node saw it become that
 	 * pool (0: at start). Its leader serves only at an epoch above serve_rev, so above every
@@ -939,6 +941,48 @@ follow_serving(struct cstore *cs)
 		gained(cs, want, li.epoch);
 }
 
+/* The <prefix>offline value for the store this node serves (layout.h, ol_offline_encode:
+ * which of its drives are offline now), when it differs from the last one put; NULL when not
+ * serving or unchanged. Caller holds swap_mu (the store stays). */
+static char *
+offline_value(struct cstore *cs)
+{
+	pthread_mutex_lock(&cs->mu);
+	struct ol_store *st = cs->st;
+	uint64_t epoch = cs->epoch;
+	unsigned pool = cs->st_pool;
+	pthread_mutex_unlock(&cs->mu);
+	if (!st)
+		return NULL;
+	int n = ol_store_drive_count(st);
+	bool *off = ol_xcalloc(n > 0 ? (size_t)n : 1, sizeof(*off));
+	struct ol_store_drive_state ds;
+	for (int i = 0; i < n && !ol_store_drive_state(st, i, &ds); i++)
+		off[i] = !ds.online;
+	char *v = ol_offline_encode(epoch, pool, cs->served_to, off, (unsigned)n);
+	free(off);
+	if (v && cs->offline_put && strcmp(v, cs->offline_put) == 0) {
+		free(v);
+		return NULL;
+	}
+	return v;
+}
+
+/* put v (offline_value's) as <prefix>offline: the followers writing PUTs' data skip a drive
+ * their views lack only while this says the leader lacks it too. Not under swap_mu (an etcd
+ * call); a failed put is tried again at the next poll. */
+static void
+offline_put(struct cstore *cs, char *v)
+{
+	int rc = ol_cluster_put(cs->c, "offline", v);
+	if (rc) {
+		free(v);
+		return;
+	}
+	free(cs->offline_put);
+	cs->offline_put = v;
+}
+
 /* ol-cstore-layout: reads the layout key every LAYOUT_POLL_MS, takes pools added to it, and
  * (when this node serves) adds them to the store and keeps the pools' weights current */
 static void *
@@ -991,7 +1035,10 @@ poll_main(void *arg)
 			drain_finish(cs);
 		if (!is_stopping(cs))
 			heal_job_tick(cs->hj); /* under swap_mu: the store does not go meanwhile */
+		char *offline = is_stopping(cs) ? NULL : offline_value(cs);
 		pthread_mutex_unlock(&cs->swap_mu);
+		if (offline)
+			offline_put(cs, offline);
 	}
 	return NULL;
 }
@@ -1506,6 +1553,7 @@ cstore_free(struct cstore *cs)
 	ol_http_proxy_free(cs->proxy);
 	cquorum_free(cs->q); /* the leadership thread, its gate's caller, is stopped */
 	ol_layout_fini(&cs->layout);
+	free(cs->offline_put);
 	pthread_mutex_destroy(&cs->mu);
 	pthread_mutex_destroy(&cs->swap_mu);
 	pthread_cond_destroy(&cs->cv);

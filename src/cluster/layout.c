@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -342,4 +344,103 @@ out:
 		ol_layout_fini(out);
 	json_decref(o);
 	return rc;
+}
+
+/* ---- the serving leader's offline drives ---- */
+
+char *
+ol_offline_encode(uint64_t epoch, unsigned pool, unsigned pools, const bool *off, unsigned n)
+{
+	char head[128];
+	int hl;
+	char *v;
+
+	if (n > OL_LAYOUT_MAX_SLOTS)
+		return NULL;
+	hl = snprintf(head, sizeof(head),
+		      "epoch=%llu pool=%u pools=%u drives=%u offline=", (unsigned long long)epoch,
+		      pool, pools, n);
+	v = malloc((size_t)hl + n + 1);
+	if (!v)
+		return NULL;
+	memcpy(v, head, (size_t)hl);
+	for (unsigned i = 0; i < n; i++)
+		v[hl + (int)i] = off[i] ? '1' : '0';
+	v[(size_t)hl + n] = '\0';
+	return v;
+}
+
+/* "name=DIGITS " at *p (within end): the number into *out, *p past it; -EPROTO */
+static int
+off_field(const char **p, const char *end, const char *name, uint64_t max, uint64_t *out)
+{
+	size_t nl = strlen(name);
+	uint64_t x = 0;
+	const char *q;
+
+	if ((size_t)(end - *p) < nl + 2 || memcmp(*p, name, nl) || (*p)[nl] != '=')
+		return -EPROTO;
+	q = *p + nl + 1;
+	if (q == end || *q < '0' || *q > '9')
+		return -EPROTO;
+	for (; q < end && *q >= '0' && *q <= '9'; q++) {
+		x = x * 10 + (uint64_t)(*q - '0');
+		if (x > max)
+			return -EPROTO;
+	}
+	if (q == end || *q != ' ')
+		return -EPROTO;
+	*p = q + 1;
+	*out = x;
+	return 0;
+}
+
+int
+ol_offline_decode(const char *v, size_t len, struct ol_offline *o)
+{
+	const char *p = v, *end = v + len;
+	uint64_t epoch, pool, pools, n;
+
+	memset(o, 0, sizeof(*o));
+	if (!v || off_field(&p, end, "epoch", UINT64_MAX / 10 - 1, &epoch) ||
+	    off_field(&p, end, "pool", UINT32_MAX, &pool) ||
+	    off_field(&p, end, "pools", UINT32_MAX, &pools) ||
+	    off_field(&p, end, "drives", OL_LAYOUT_MAX_SLOTS, &n))
+		return -EPROTO;
+	if ((size_t)(end - p) != strlen("offline=") + n || memcmp(p, "offline=", 8))
+		return -EPROTO;
+	p += 8;
+	o->off = malloc(n ? n : 1);
+	if (!o->off)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n; i++) {
+		if (p[i] != '0' && p[i] != '1') {
+			ol_offline_fini(o);
+			return -EPROTO;
+		}
+		o->off[i] = p[i] == '1';
+	}
+	o->epoch = epoch;
+	o->pool = (unsigned)pool;
+	o->pools = (unsigned)pools;
+	o->n = (unsigned)n;
+	return 0;
+}
+
+void
+ol_offline_fini(struct ol_offline *o)
+{
+	free(o->off);
+	memset(o, 0, sizeof(*o));
+}
+
+bool
+ol_offline_covers(const struct ol_offline *o, unsigned pools, const bool *off, unsigned n)
+{
+	if (!o->off || o->pools != pools || o->n != n)
+		return false;
+	for (unsigned i = 0; i < n; i++)
+		if (off[i] && !o->off[i])
+			return false;
+	return true;
 }

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define OL_LAYOUT_MAX_SLOTS 65536
 
@@ -79,5 +80,28 @@ unsigned ol_layout_set_span(const struct ol_layout *l, unsigned p, unsigned s);
 char *ol_layout_to_json(const struct ol_layout *l);
 /* -EPROTO for anything but a well-formed layout (sizes checked against each other). */
 int ol_layout_from_json(const char *buf, size_t len, struct ol_layout *out);
+
+/* ---- the serving leader's offline drives (docs/cluster.md, "Writes on every node") ----
+ * The serving leader puts <prefix>offline after each change of which drives its store holds
+ * offline. A follower that writes PUTs' data itself (write_any) writes without a drive its own
+ * view lacks only while the leader lacks that drive too: it never writes fewer shards than the
+ * leader would. The value is text, "epoch=E pool=P pools=K drives=N offline=BITS": the leader's
+ * epoch, the pool whose set 0 it leads, the layout's pool count, and one character per drive
+ * of the store in its order (every set of every pool, as the store opens them), '1' offline,
+ * '0' online. */
+struct ol_offline {
+	uint64_t epoch;
+	unsigned pool, pools;
+	unsigned n;   /* drives */
+	uint8_t *off; /* n flags, 1 = offline */
+};
+/* The value for off[0..n) (n <= OL_LAYOUT_MAX_SLOTS), malloc'd; NULL: no memory or n too big. */
+char *ol_offline_encode(uint64_t epoch, unsigned pool, unsigned pools, const bool *off, unsigned n);
+/* 0 and *o (ol_offline_fini frees it), -EPROTO (not such a value), -ENOMEM. */
+int ol_offline_decode(const char *v, size_t len, struct ol_offline *o);
+void ol_offline_fini(struct ol_offline *o);
+/* Whether a view of pools pools whose drives off[0..n) are offline may write without them: o
+ * is of the same pool count and drive count, and every drive offline in off is offline in o. */
+bool ol_offline_covers(const struct ol_offline *o, unsigned pools, const bool *off, unsigned n);
 
 #endif

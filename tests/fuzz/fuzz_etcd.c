@@ -1,5 +1,6 @@
 /* Fuzz target: everything the etcd client reads from the network - the HTTP response head,
- * chunked framing, every gateway answer decoder, watch stream lines - and the layout JSON. */
+ * chunked framing, every gateway answer decoder, watch stream lines - the layout JSON and
+ * the serving leader's offline drives. */
 #include "fuzz_scratch.h" /* libFuzzer writes to a scratch corpus, not ours */
 #include <stddef.h>
 #include <stdint.h>
@@ -48,5 +49,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(ol_layout_to_json(&l));
 		ol_layout_fini(&l);
 	}
+	struct ol_offline o;
+	if (ol_offline_decode(b, size, &o) == 0)
+		ol_offline_fini(&o);
 	return 0;
 }

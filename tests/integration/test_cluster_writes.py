@@ -15,13 +15,13 @@ only the commit to the serving leader, as one node-plane call; everything else s
   versioning mode rules, both versions are kept;
 - the leader killed (-9) during a loop of PUTs through the followers: every PUT acknowledged
   reads back with its bytes, every failure is a 503, and writes through followers work once a
-  new leader serves (forwarded to it while the killed node's drive is missing from their
-  views, written there again once the node is back);
+  new leader serves, and are written on the followers once the killed node is back;
 - a follower's commit held (the node plane's fault hook) while the leader is killed: 200
   (committed by the next leader) or 503 SlowDown with nothing visible, never a 500; the
   retry is written and read back;
-- a follower whose view lacks a drive (a node killed) forwards its PUTs to the leader until
-  the drive is back in its view;
+- a node killed: once the leader tells that it lacks the node's drive too, the followers
+  write their PUTs without it (the misses recorded); the node back and healed of them, the
+  objects survive the loss of another node;
 - with write_any = false a follower forwards its PUTs, as before.
 """
 
@@ -281,10 +281,10 @@ def test_leader_killed_during_follower_puts(cluster):
     # lost; ServiceUnavailable: the drives fenced a commit of the old leader)
     assert all(r[0] == 503 and r[1] in ("SlowDown", "ServiceUnavailable")
                for _, _, r in failed), failed
-    # writes through the followers work again (the new leader serves its own): forwarded to
-    # it once their views count the killed node's drive offline (a follower writes only while
-    # its view reaches every drive: test_a_follower_whose_view_lacks_a_drive_forwards_its_puts),
-    # written there again once the node is back
+    # writes through the followers work again once the new leader serves (forwarded to it
+    # while a view lacks the killed node's drive and the new leader has not told yet that it
+    # lacks it too: test_a_follower_writes_without_a_drive_only_the_leader_lacks_too), and
+    # are written on the followers once the node is back
     for f in fs:
         if f != new[0]:
             assert after[f] >= 3, (f, after)
@@ -360,30 +360,47 @@ def drives_online(node):
                if ln.startswith("openlake_drive_online{"))
 
 
-def test_a_follower_whose_view_lacks_a_drive_forwards_its_puts(cluster):
+def leader_offline(node):
+    """drives the serving leader holds offline as it last told this node (-1: not told)"""
+    return metric(node, "openlake_cluster_leader_drives_offline")
+
+
+def test_a_follower_writes_without_a_drive_only_the_leader_lacks_too(cluster):
     """A view that does not reach every drive would write fewer shards than the leader
-    writes: while it lacks one, its PUTs go to the leader (counted as forwarded), and are
-    written there again once the drive is back in the view"""
+    writes, unless the leader lacks that drive too. A node killed: once the leader has told
+    (<prefix>offline) that it lacks the node's drive, the followers write their PUTs without
+    it themselves, as the leader would (the misses recorded on the drives that took them);
+    the node back, its drive is healed of them and the objects survive the loss of another
+    node (k = 3 of 4: the returned drive's shards were written)."""
     c = cluster
     lid = ready(c)
-    a, d = others(c, lid)[:2]
+    a, d, e = others(c, lid)
     c.client(lid, retries=4).create_bucket(Bucket="wlack")
-    fw = "openlake_cluster_local_writes_forwarded_total"
-    n0, f0, p0 = local_writes(c.nodes[a]), metric(c.nodes[a], fw), leader_puts(c.nodes[lid])
+    wait_for(lambda: leader_offline(c.nodes[a]) == 0, 60, "the leader's offline drives told")
+    n0, p0 = local_writes(c.nodes[a]), leader_puts(c.nodes[lid])
+    g0 = metric(c.nodes[a], "openlake_cluster_local_writes_degraded_total")
     c.nodes[d].kill9()
-    wait_for(lambda: drives_online(c.nodes[a]) == 3, 60, f"node {d}'s drive offline in {a}'s view")
-    data = body("lack", 2 << 20)
-    c.client(a, retries=4).put_object(Bucket="wlack", Key="k", Body=data)
-    assert local_writes(c.nodes[a]) == n0, "written by a view that lacks a drive"
-    assert metric(c.nodes[a], fw) == f0 + 1
-    assert leader_puts(c.nodes[lid]) == p0 + 1, "the leader wrote it"
+    wait_for(lambda: drives_online(c.nodes[a]) == 3 and leader_offline(c.nodes[a]) == 1, 90,
+             f"node {d}'s drive offline in {a}'s view and in the leader's store, as told")
+    objs = {"k": body("lack", 2 << 20), "small": body("small", 3000)}
+    for k, v in objs.items():
+        c.client(a, retries=4).put_object(Bucket="wlack", Key=k, Body=v)
+    assert local_writes(c.nodes[a]) == n0 + 2, "written by the follower"
+    assert metric(c.nodes[a], "openlake_cluster_local_writes_degraded_total") == g0 + 2
+    assert leader_puts(c.nodes[lid]) == p0, "not by the leader"
+    assert metric(c.nodes[lid], "openlake_heal_missed_pending") >= 2, "the misses recorded"
     c.nodes[d].start()
-    wait_for(lambda: view_whole(c.nodes[a]), 90, f"node {d}'s drive back in {a}'s view")
-    data2 = body("back", 2 << 20)
-    c.client(a, retries=4).put_object(Bucket="wlack", Key="k2", Body=data2)
-    assert local_writes(c.nodes[a]) == n0 + 1, "the view has every drive: written there"
-    for k, v in (("k", data), ("k2", data2)):
-        assert c.client(a, retries=4).get_object(Bucket="wlack", Key=k)["Body"].read() == v
+    wait_for(lambda: view_whole(c.nodes[a]) and leader_offline(c.nodes[a]) == 0, 90,
+             f"node {d}'s drive back in {a}'s view and in the leader's")
+    wait_for(lambda: metric(c.nodes[lid], "openlake_heal_missed_pending") == 0, 120,
+             "the returned drive healed of its missed writes")
+    objs["k2"] = body("back", 2 << 20)
+    c.client(a, retries=4).put_object(Bucket="wlack", Key="k2", Body=objs["k2"])
+    assert local_writes(c.nodes[a]) == n0 + 3, "the view has every drive: written there"
+    c.nodes[e].kill9()  # the objects now need the returned drive's shards
+    wait_for(lambda: drives_online(c.nodes[a]) == 3, 90, f"node {e}'s drive offline in {a}'s view")
+    for k, v in objs.items():
+        assert c.client(a, retries=4).get_object(Bucket="wlack", Key=k)["Body"].read() == v, k
 
 
 def test_write_any_off_forwards_puts_to_the_leader(cluster_write_any_off):

@@ -669,6 +669,67 @@ test_config(void)
 	   "two distinct nodes counted");
 }
 
+/* the serving leader's offline drives (<prefix>offline): the text both ways, the follower's
+ * rule, and every malformed value refused */
+static void
+test_offline(void)
+{
+	bool off[5] = {false, true, false, false, true}, view[5] = {0};
+	struct ol_offline o;
+	char *v = ol_offline_encode(42, 1, 2, off, 5);
+
+	ok(v && strcmp(v, "epoch=42 pool=1 pools=2 drives=5 offline=01001") == 0, "encoded: %s",
+	   v ? v : "(null)");
+	ok(v && ol_offline_decode(v, strlen(v), &o) == 0 && o.epoch == 42 && o.pool == 1 &&
+	       o.pools == 2 && o.n == 5 && o.off[1] && o.off[4] && !o.off[0] && !o.off[2],
+	   "decoded back");
+	ok(ol_offline_covers(&o, 2, view, 5), "a view with every drive writes");
+	view[1] = true;
+	ok(ol_offline_covers(&o, 2, view, 5), "a view lacking a drive the leader lacks writes");
+	view[4] = true;
+	ok(ol_offline_covers(&o, 2, view, 5), "... two such drives too");
+	view[2] = true;
+	ok(!ol_offline_covers(&o, 2, view, 5), "a view lacking a drive the leader has forwards");
+	view[2] = false;
+	ok(!ol_offline_covers(&o, 3, view, 5) && !ol_offline_covers(&o, 2, view, 4),
+	   "another pool count or drive count: never");
+	ol_offline_fini(&o);
+	ok(!ol_offline_covers(&o, 2, view, 5), "no record: never");
+	static const char *bad[] = {
+	    "",
+	    "epoch=42 pool=1 pools=2 drives=5 offline=0100",
+	    "epoch=42 pool=1 pools=2 drives=5 offline=010011",
+	    "epoch=42 pool=1 pools=2 drives=5 offline=01x01",
+	    "epoch=42 pool=1 pools=2 drives=5 offline=01001 ",
+	    "epoch=42 pool=1 pools=2 drives=5\n",
+	    "epoch=42 pool=1 drives=5 offline=01001",
+	    "epoch= pool=1 pools=2 drives=5 offline=01001",
+	    "epoch=-1 pool=1 pools=2 drives=5 offline=01001",
+	    "epoch=99999999999999999999999 pool=1 pools=2 drives=1 offline=0",
+	    "epoch=1 pool=4294967296 pools=2 drives=1 offline=0",
+	    "epoch=1 pool=0 pools=1 drives=65537 offline=0",
+	    "pool=1 epoch=42 pools=2 drives=5 offline=01001",
+	};
+	int refused = 0;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		refused += ol_offline_decode(bad[i], strlen(bad[i]), &o) == -EPROTO && !o.off;
+	ok(refused == (int)(sizeof(bad) / sizeof(bad[0])), "%d of %zu malformed values refused",
+	   refused, sizeof(bad) / sizeof(bad[0]));
+	/* every prefix of a good value is refused, and never read past its length */
+	int cut = 0;
+	for (size_t l = 0; v && l < strlen(v); l++) {
+		char *c = malloc(l ? l : 1);
+		memcpy(c, v, l);
+		cut += ol_offline_decode(c, l, &o) == -EPROTO;
+		free(c);
+	}
+	ok(v && cut == (int)strlen(v), "every truncation refused (%d)", cut);
+	ok(ol_offline_decode("epoch=0 pool=0 pools=1 drives=0 offline=", 40, &o) == 0 && o.n == 0,
+	   "a store of no drive decodes");
+	ol_offline_fini(&o);
+	free(v);
+}
+
 int
 main(void)
 {
@@ -680,5 +741,6 @@ main(void)
 	test_failover();
 	test_layout();
 	test_config();
+	test_offline();
 	tap_done();
 }
