@@ -103,7 +103,16 @@ ol_set_bucket_create_attrs(struct ol_store *st, const char *bucket, const void *
 	if (!bucket[0] || strlen(bucket) > 63 || len > OL_STORE_MAX_BATTRS)
 		return -EINVAL;
 	pthread_rwlock_wrlock(&st->bucket_lock);
-	rc = ol_bucket_ok(st, bucket) ? -EEXIST : bucket_write(st, bucket, false, 0, attrs, len);
+	/* Written only when surely absent. Undecided (-EIO: the record on some of the drives
+	 * that answered, too few answered to tell) is answered as is, a 503 the client retries:
+	 * writing would replace the created time and the attrs (owner, ACL, policy) of a bucket
+	 * that may well exist on the drives away, and -EEXIST (BucketAlreadyExists or
+	 * AlreadyOwnedByYou) would claim what no quorum has said. */
+	rc = ol_bucket_check(st, bucket);
+	if (rc == 0)
+		rc = -EEXIST;
+	else if (rc == -ENOENT)
+		rc = bucket_write(st, bucket, false, 0, attrs, len);
 	pthread_rwlock_unlock(&st->bucket_lock);
 	return rc;
 }
@@ -187,7 +196,10 @@ ol_set_bucket_delete(struct ol_store *st, const char *bucket)
 	int rc;
 
 	pthread_rwlock_wrlock(&st->bucket_lock);
-	rc = ol_bucket_ok(st, bucket) ? ol_set_bucket_empty(st, bucket) : -ENOENT;
+	/* -ENOENT only when surely gone; undecided (-EIO) deletes nothing on a minority */
+	rc = ol_bucket_check(st, bucket);
+	if (!rc)
+		rc = ol_set_bucket_empty(st, bucket);
 	if (!rc)
 		rc = bucket_write(st, bucket, true, 0, NULL, 0);
 	pthread_rwlock_unlock(&st->bucket_lock);

@@ -198,8 +198,9 @@ ol_set_iter_open(struct ol_store *st, const char *bucket, struct ol_iter **out)
 	char pre[OL_KEYBUF];
 	int rc;
 
-	if (!ol_bucket_ok(st, bucket))
-		return -ENOENT;
+	rc = ol_bucket_check(st, bucket); /* -EIO undecided: not NoSuchBucket */
+	if (rc)
+		return rc;
 	it = ol_xcalloc(1, sizeof(*it));
 	rc = ol_merge_open(st, OL_META_OBJECTS, pre, ol_okey(pre, bucket, "", 0), &it->m);
 	if (rc) {

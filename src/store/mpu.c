@@ -33,11 +33,14 @@ pkey(char *buf, int ul, unsigned part_no)
 	return (size_t)ul + 5;
 }
 
-/* The upload record agreed by >= k drives; *r owns the bytes. */
+/* The upload record agreed by >= k drives: 0, *r owns the bytes. Seen on fewer: -ENOENT when
+ * the drives that did not answer could not make k with it (surely gone: NoSuchUpload), else
+ * -EIO, undecided (a drive away beside one that missed the upload's commit): the client
+ * retries instead of abandoning an upload whose parts are stored. */
 static int
 upload_read(struct ol_store *st, const char *k, size_t kl, struct ol_reads *r, int *drive)
 {
-	int votes = 0;
+	int votes = 0, rc;
 
 	ol_reads_get(st, OL_META_UPLOADS, k, kl, NULL, r);
 	*drive = -1;
@@ -56,8 +59,20 @@ upload_read(struct ol_store *st, const char *k, size_t kl, struct ol_reads *r, i
 	}
 	if (votes >= st->k)
 		return 0;
+	rc = votes + st->n - r->answered >= st->k ? -EIO : -ENOENT;
 	ol_reads_free(r);
-	return -ENOENT;
+	return rc;
+}
+
+int
+ol_upload_check(struct ol_store *st, const char *k, size_t kl)
+{
+	struct ol_reads r;
+	int d, rc = upload_read(st, k, kl, &r, &d);
+
+	if (!rc)
+		ol_reads_free(&r);
+	return rc;
 }
 
 int
@@ -68,12 +83,13 @@ ol_set_mpu_create(struct ol_store *st, const char *bucket, const char *key, size
 	size_t len, lens[OL_MAX_DRIVES];
 	char k[OL_KEYBUF];
 	struct ol_commit c = {.db = OL_META_UPLOADS, .k = k, .raw = raw, .raw_len = lens};
-	int ok;
+	int rc;
 
 	if (key_len == 0 || key_len > OL_STORE_MAX_KEY || meta_len > OL_STORE_MAX_META)
 		return -EINVAL;
-	if (!ol_bucket_ok(st, bucket))
-		return -ENOENT;
+	rc = ol_bucket_check(st, bucket); /* -EIO undecided: not NoSuchBucket */
+	if (rc)
+		return rc;
 	ol_uuid(u);
 	if (st->upl_tag >= 0) /* a set of several: the id names its set (sets.c) */
 		u[0] = (uint8_t)st->upl_tag;
@@ -86,15 +102,13 @@ ol_set_mpu_create(struct ol_store *st, const char *bucket, const char *key, size
 		lens[d] = len;
 	}
 	pthread_rwlock_rdlock(&st->bucket_lock);
-	ok = ol_bucket_ok(st, bucket) ? ol_commit_all(st, &c) : -1;
+	rc = ol_bucket_check(st, bucket);
+	if (!rc)
+		rc = ol_commit_all(st, &c) >= st->w ? 0 : ol_commit_err(&c);
 	pthread_rwlock_unlock(&st->bucket_lock);
 	free(rec);
-	if (ok >= 0)
-		ok = ok >= st->w ? 0 : ol_commit_err(&c);
-	else
-		ok = -ENOENT;
 	ol_commit_free(&c);
-	return ok;
+	return rc;
 }
 
 int
@@ -103,14 +117,15 @@ ol_set_mpu_part_begin(struct ol_store *st, const char *bucket, const char *uploa
 {
 	char k[OL_KEYBUF];
 	struct ol_reads r;
-	int d, ul = ukey(k, bucket, upload_id);
+	int d, rc, ul = ukey(k, bucket, upload_id);
 
 	if (ul < 0)
 		return ul;
 	if (part_no < 1 || part_no > OL_STORE_MAX_PARTS)
 		return -EINVAL;
-	if (upload_read(st, k, (size_t)ul, &r, &d))
-		return -ENOENT;
+	rc = upload_read(st, k, (size_t)ul, &r, &d);
+	if (rc)
+		return rc;
 	ol_reads_free(&r);
 	*out = ol_put_new(st, bucket, k, pkey(k, ul, part_no), true);
 	ol_put_set_part(*out, upload_id, part_no);
@@ -182,8 +197,9 @@ ol_set_mpu_list_parts(struct ol_store *st, const char *bucket, const char *uploa
 
 	if (ul < 0)
 		return ul;
-	if (upload_read(st, k, (size_t)ul, &r, &d))
-		return -ENOENT;
+	rc = upload_read(st, k, (size_t)ul, &r, &d);
+	if (rc)
+		return rc;
 	ol_reads_free(&r);
 	rc = each_part(st, k, ul, add_part, &l);
 	if (rc) {
@@ -353,8 +369,9 @@ ol_set_mpu_complete_meta(struct ol_store *st, const char *bucket, const char *up
 	x.ul = ukey(x.uk, bucket, upload_id);
 	if (x.ul < 0)
 		return x.ul;
-	if (upload_read(st, x.uk, (size_t)x.ul, &r, &d))
-		return -ENOENT;
+	rc = upload_read(st, x.uk, (size_t)x.ul, &r, &d);
+	if (rc)
+		return rc;
 	ol_urec_decode(r.raw[d], r.len[d], &init, &x.key, &x.klen, &x.meta, &x.mlen);
 	if (meta) {
 		if (meta_len > OL_STORE_MAX_META) {
@@ -480,8 +497,9 @@ ol_set_mpu_list(struct ol_store *st, const char *bucket, ol_store_mpu_cb cb, voi
 	size_t n;
 	int rc;
 
-	if (!ol_bucket_ok(st, bucket))
-		return -ENOENT;
+	rc = ol_bucket_check(st, bucket); /* -EIO undecided: not NoSuchBucket */
+	if (rc)
+		return rc;
 	rc = collect_uploads(st, bucket, &v, &n);
 	if (!rc && n)
 		qsort(v, n, sizeof(*v), upl_cmp);
@@ -503,12 +521,13 @@ ol_set_mpu_stat(struct ol_store *st, const char *bucket, const char *upload_id, 
 	int64_t init;
 	const char *kp;
 	const void *mp;
-	int d, ul = ukey(k, bucket, upload_id);
+	int d, rc, ul = ukey(k, bucket, upload_id);
 
 	if (ul < 0)
 		return ul;
-	if (upload_read(st, k, (size_t)ul, &r, &d))
-		return -ENOENT;
+	rc = upload_read(st, k, (size_t)ul, &r, &d);
+	if (rc)
+		return rc;
 	ol_urec_decode(r.raw[d], r.len[d], &init, &kp, key_len, &mp, meta_len);
 	memcpy(key, kp, *key_len);
 	if (meta_buf)

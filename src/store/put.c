@@ -355,20 +355,12 @@ inline_shards(struct ol_put *p, uint8_t **sh, uint32_t *bl)
 static int
 target_ok(struct ol_put *p)
 {
-	struct ol_reads r;
-	int votes;
-
-	/* the bucket's check as is: -ENOENT only when it is surely gone; -EIO when the drives
-	 * that answered do not decide (a drive offline beside one that missed the bucket's
-	 * commit), which is not NoSuchBucket */
+	/* the bucket's (or the upload's) check as is: -ENOENT only when it is surely gone; -EIO
+	 * when the drives that answered do not decide (a drive offline beside one that missed
+	 * the bucket's or the upload's commit), which is not NoSuchBucket / NoSuchUpload */
 	if (!p->part)
 		return ol_bucket_check(p->st, p->bucket);
-	ol_reads_get(p->st, OL_META_UPLOADS, p->key, strlen(p->bucket) + 1 + 32, NULL, &r);
-	votes = 0;
-	for (int d = 0; d < p->st->n; d++)
-		votes += r.raw[d] != NULL;
-	ol_reads_free(&r);
-	return votes >= p->st->k ? 0 : -ENOENT;
+	return ol_upload_check(p->st, p->key, strlen(p->bucket) + 1 + 32);
 }
 
 static void
@@ -898,8 +890,8 @@ ol_set_delete(struct ol_store *st, const char *bucket, const char *key, size_t k
 	found = ol_rec_resolve(st, (const void *const *)r.raw, r.len, win, valid);
 	for (int d = 0; d < st->n; d++)
 		any |= r.raw[d] != NULL;
-	if (r.bucket_votes < st->k)
-		rc = -ENXIO;
+	if (r.bucket_votes < st->k) /* undecided (-EIO) when the drives away could make k */
+		rc = r.bucket_votes + st->n - r.answered >= st->k ? -EIO : -ENXIO;
 	else if (any && ol_commit_all(st, &c) < st->w)
 		rc = ol_commit_err(&c);
 	else if (!found)

@@ -584,8 +584,8 @@ ol_store_bucket_create_attrs(struct ol_store *st, const char *bucket, const void
 	if (!multi(st))
 		return ol_set_bucket_create_attrs(st, bucket, attrs, len);
 	pthread_rwlock_wrlock(&st->brw);
-	if (ol_set_bucket_stat(st->sets[0], bucket, NULL) == 0)
-		rc = -EEXIST;
+	rc = ol_set_bucket_stat(st->sets[0], bucket, NULL); /* -EIO undecided: no create */
+	rc = rc == 0 ? -EEXIST : rc == -ENOENT ? 0 : rc;
 	for (int i = 1; !rc && i < st->n_sets; i++) {
 		rc = ol_set_bucket_create_attrs(st->sets[i], bucket, attrs, len);
 		if (rc == -EEXIST) /* left by a create that did not reach set 0 */

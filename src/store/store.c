@@ -525,12 +525,6 @@ ol_bucket_check(struct ol_store *st, const char *bucket)
 	return rc;
 }
 
-int
-ol_bucket_ok(struct ol_store *st, const char *bucket)
-{
-	return ol_bucket_check(st, bucket) == 0;
-}
-
 static void
 keep_copy(void **dst, size_t *dl, const void *v, size_t vl)
 {

@@ -11,6 +11,10 @@
  *   -EINVAL bad argument (key too long, part_no out of range), -ENOSPC/-EROFS from drives,
  *   OL_STORE_ECORRUPT: the shards are there but too many fail their checksums to rebuild the
  *   bytes (never wrong bytes; heal cannot fix it either).
+ *   "No such bucket/upload" (-ENOENT, -ENXIO) is answered only when enough drives answered to
+ *   know it; a bucket or upload record seen on fewer than k drives while the drives that did
+ *   not answer could still make k is -EIO (undecided: retry), and nothing is written or
+ *   removed on its strength (docs/ARCHITECTURE.md, "Absent or unknown").
  *
  * Threads: every call may run concurrently with every other call from any number of
  * threads, on any handles, except that one handle (ol_put, ol_get, ol_iter) is used by one
@@ -195,8 +199,9 @@ size_t ol_store_reclaim_pending(struct ol_store *st);
 void ol_store_set_epoch(struct ol_store *st, uint64_t epoch);
 
 /* Buckets. */
-int ol_store_bucket_create(struct ol_store *st, const char *bucket); /* -EEXIST */
-/* -ENOENT, -ENOTEMPTY (objects or in-progress uploads) */
+/* -EEXIST; -EIO when its existence is undecided (then nothing is written) */
+int ol_store_bucket_create(struct ol_store *st, const char *bucket);
+/* -ENOENT, -ENOTEMPTY (objects or in-progress uploads), -EIO undecided (nothing removed) */
 int ol_store_bucket_delete(struct ol_store *st, const char *bucket);
 int ol_store_bucket_stat(struct ol_store *st, const char *bucket, int64_t *created_ns);
 typedef int (*ol_store_bucket_cb)(const char *bucket, int64_t created_ns, void *arg);
@@ -207,7 +212,7 @@ int ol_store_bucket_list(struct ol_store *st, ol_store_bucket_cb cb, void *arg);
  * or by an older version of the engine, has none (length 0). */
 #define OL_STORE_MAX_BATTRS (64 * 1024)
 int ol_store_bucket_create_attrs(struct ol_store *st, const char *bucket, const void *attrs,
-				 size_t len); /* -EEXIST, -EINVAL */
+				 size_t len); /* -EEXIST, -EINVAL, -EIO (as bucket_create) */
 /* Copies up to cap bytes of the attrs into buf (may be NULL); *len = their full length (may be
  * NULL); created_ns may be NULL. -ENOENT. */
 int ol_store_bucket_get(struct ol_store *st, const char *bucket, int64_t *created_ns, void *buf,
@@ -358,13 +363,15 @@ unsigned ol_store_get_part_sizes(const struct ol_get *g, uint64_t *sizes, unsign
  * -ENOENT no key, -ENXIO no bucket. */
 int ol_store_head(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		  struct ol_obj_info *info, void *meta_buf, size_t meta_cap);
-/* 0, -ENOENT no key (the caller maps it to an idempotent 204), -ENXIO no bucket. */
+/* 0, -ENOENT no key (the caller maps it to an idempotent 204), -ENXIO no bucket, -EIO the
+ * bucket undecided. */
 int ol_store_delete(struct ol_store *st, const char *bucket, const char *key, size_t key_len);
 
 /* Listing: ordered iterator over the keys of a bucket (plain byte order, like S3). It reads a
  * consistent merge of all drives; objects committed while it runs may or may not appear. */
 struct ol_iter;
-int ol_store_iter_open(struct ol_store *st, const char *bucket, struct ol_iter **out); /* -ENOENT */
+/* -ENOENT no bucket, -EIO undecided */
+int ol_store_iter_open(struct ol_store *st, const char *bucket, struct ol_iter **out);
 /* Position at the first key >= key (key_len 0: the first key). */
 int ol_store_iter_seek(struct ol_iter *it, const char *key, size_t key_len);
 /* 1 = got one (key and info->meta valid until the next call on it), 0 = end, -errno. */
@@ -374,7 +381,8 @@ void ol_store_iter_close(struct ol_iter *it);
 
 /* Multipart uploads. Parts are stored erasure-coded like objects; complete links them into
  * the object record without copying data. Upload ids are 32 lowercase hex chars + NUL.
- * All calls return -ENOENT when the bucket or the upload does not exist. */
+ * All calls return -ENOENT when the bucket or the upload does not exist, -EIO when the drives
+ * that answered do not decide whether it does (never -ENOENT then: the parts are kept). */
 int ol_store_mpu_create(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 			const void *meta, size_t meta_len, char upload_id[64]);
 /* part_no 1..OL_STORE_MAX_PARTS (-EINVAL). Write with put_write, commit with the part's etag

@@ -635,11 +635,14 @@ void ol_reads_free(struct ol_reads *r);
 /* A record found on fewer than k drives: -ENOENT when enough drives answered to know it is
  * absent, -EIO when the drives that did not answer could still hold it on k. */
 int ol_reads_absent(const struct ol_store *st, const struct ol_reads *r);
-int ol_bucket_ok(struct ol_store *st, const char *bucket);
 /* 0 when the bucket exists (on >= k drives), -ENOENT when enough drives answered to know it
  * does not, -EIO when too few answered to tell (a leader cut off from its peers must not
- * answer NoSuchBucket). ol_bucket_ok is this == 0. */
+ * answer NoSuchBucket). Callers pass -EIO on (503, retried), never turn it into "absent";
+ * there is no boolean form, on purpose. */
 int ol_bucket_check(struct ol_store *st, const char *bucket);
+/* mpu.c: the same for an upload record (key: bucket '\0' upload id, kl its length): 0 on
+ * >= k drives, -ENOENT surely gone (NoSuchUpload), -EIO undecided. */
+int ol_upload_check(struct ol_store *st, const char *k, size_t kl);
 
 #define OL_KEYBUF (64 + 1 + OL_STORE_MAX_KEY + 80)
 

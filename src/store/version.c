@@ -345,8 +345,9 @@ add_marker(struct ol_store *st, const char *bucket, const char *key, size_t klen
 		    .st = st, .flags = flags, .mtime = now, .vid = vid, .etag = "", .idx = d};
 		ol_key_tail(&b[d], key, klen);
 	}
-	if (!ol_bucket_ok(st, bucket))
-		return -ENXIO;
+	rc = ol_bucket_check(st, bucket); /* -EIO undecided: not NoSuchBucket */
+	if (rc)
+		return rc == -ENOENT ? -ENXIO : rc;
 	if (ol_visible_vid(st, OL_META_OBJECTS, okey, okl, vis))
 		c.prev_vid = vis;
 	if (ol_commit_all(st, &c) < st->w)
@@ -504,8 +505,9 @@ ol_set_set_meta(struct ol_store *st, const char *bucket, const char *key, size_t
 
 	if (key_len == 0 || key_len > OL_STORE_MAX_KEY || meta_len > OL_STORE_MAX_META)
 		return -EINVAL;
-	if (!ol_bucket_ok(st, bucket))
-		return -ENXIO;
+	rc = ol_bucket_check(st, bucket); /* -EIO undecided: not NoSuchBucket */
+	if (rc)
+		return rc == -ENOENT ? -ENXIO : rc;
 	c.kl = ol_okey(okey, bucket, key, key_len);
 	c.set_meta_len = (uint32_t)meta_len;
 	li = ol_lock_idx(bucket, key, key_len);
