@@ -191,6 +191,9 @@ static const struct cfg_key keys[] = {
      0, 0,
      "the longest hold of a drive that keeps turning slow; online twice this long without a "
      "relapse, its hold is back to slow_drive_hold_s"},
+    {"cluster.slow_drive_min_s", T_U32, F(cluster_slow_drive_min_s), "5", 0, 3600, 0, 0, 0,
+     "a drive is judged slow only once it has been online this long (since the store opened "
+     "or it returned) with 16 calls, and only when slow at 2 of the monitor's ticks in a row"},
     {"cluster.hedge_ms", T_U32, F(cluster_hedge_ms), "200", 0, 60000, 0, 0, 0,
      "a set leader stops waiting for the slowest drives of a stripe's writes or reads once "
      "the others are done, the set can spare them (above its write quorum or k) and they "

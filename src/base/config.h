@@ -152,6 +152,7 @@ struct ol_config {
 	unsigned cluster_slow_drive_ratio; /* times the peers' median */
 	unsigned cluster_slow_drive_hold_s;
 	unsigned cluster_slow_drive_hold_max_s;
+	unsigned cluster_slow_drive_min_s; /* online this long before it is judged */
 	/* [cluster] hedge_*: stragglers of a stripe abandoned (docs/cluster.md, "A slow drive") */
 	unsigned cluster_hedge_ms;    /* the floor (0 = never) */
 	unsigned cluster_hedge_ratio; /* times the finished ops' median */

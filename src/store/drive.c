@@ -295,6 +295,20 @@ relock(struct ol_store *st, int d)
 	return 0;
 }
 
+/* A remote drive judged afresh from now (slow.c's ol_slow_judge): its average reset, its
+ * time online and its run of slow ticks started again. The monitor's, or the open's before
+ * the monitor starts. */
+static void
+judge_afresh(struct ol_store *st, int d)
+{
+	struct ol_drive *dr = &st->d[d];
+
+	if (!dr->rd)
+		return;
+	ol_rd_latency_reset(dr->rd);
+	dr->judge = (struct ol_slow_judge){.since_ms = ol_io_now_ms()};
+}
+
 /* The drive's back online with m: on_return called (see ol_set_on_drive_return). */
 static void
 back_online(struct ol_store *st, int d, struct ol_meta *m)
@@ -306,8 +320,7 @@ back_online(struct ol_store *st, int d, struct ol_meta *m)
 	dr->damaged = false;
 	dr->why[0] = 0;
 	pthread_mutex_unlock(&st->drv_mu);
-	if (dr->rd) /* judged afresh: the calls of before its return say nothing now */
-		ol_rd_latency_reset(dr->rd);
+	judge_afresh(st, d); /* the calls of before its return say nothing now */
 	if (atomic_exchange(&dr->slow, false))
 		dr->slow_back_ms = ol_io_now_ms();
 	atomic_store(&dr->meta, m);
@@ -479,12 +492,14 @@ eject_slow(struct ol_store *st, int d, uint64_t lat, uint64_t peers)
 	ol_drive_offline(st, d, m, false, why);
 }
 
-/* Once a tick: the slowest online remote drive that is slow beside its peers goes offline,
- * when the set can spare it (never below its write quorum, nor k); at most one a tick. */
+/* Once a tick: the slowest online remote drive that has been slow beside its peers for long
+ * enough (ol_slow_judge: min_s online, OL_SLOW_MIN_CALLS calls, OL_SLOW_TICKS ticks in a row)
+ * goes offline, when the set can spare it (never below its write quorum, nor k); at most one
+ * a tick. */
 static void
 slow_check(struct ol_store *st)
 {
-	uint64_t calls, lat, peers, worst_lat = 0, worst_peers = 0;
+	uint64_t calls, lat, peers, worst_lat = 0, worst_peers = 0, now = ol_io_now_ms();
 	int worst = -1, np;
 
 	if (!st->slow.floor_ms)
@@ -493,13 +508,11 @@ slow_check(struct ol_store *st)
 		if (!st->d[d].rd || !atomic_load(&st->d[d].meta))
 			continue;
 		lat = ol_rd_latency(st->d[d].rd, &calls);
-		if (calls < OL_SLOW_MIN_CALLS)
-			continue;
 		peers = peers_us(st, d, &np);
-		if (np && ol_slow_is(&st->slow, lat, peers) && lat > worst_lat)
-			worst = d, worst_lat = lat, worst_peers = peers;
-		else if (np && !ol_slow_is(&st->slow, lat, peers))
+		if (!ol_slow_judge(&st->slow, &st->d[d].judge, now, calls, lat, np, peers))
 			st->d[d].slow_kept = false;
+		else if (lat > worst_lat)
+			worst = d, worst_lat = lat, worst_peers = peers;
 	}
 	if (worst < 0)
 		return;
@@ -671,6 +684,11 @@ ol_drive_metrics_shell(struct ol_store *shell, bool on)
 void
 ol_drive_monitor_start(struct ol_store *st)
 {
+	/* the calls of the store's opening (identity reads, metadata opens, the missed-writes
+	 * count), made while the whole machine may be busy opening, say nothing of how the
+	 * drive serves: each drive is judged from here */
+	for (int d = 0; d < st->n; d++)
+		judge_afresh(st, d);
 	if (pthread_create(&st->mon, NULL, monitor, st)) {
 		ol_warn("store: cannot start the drive monitor: drives are checked only at start");
 		return;

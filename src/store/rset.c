@@ -66,9 +66,10 @@ ol_set_open_set(const struct ol_config *cfg, const struct ol_store_set_opts *o,
 	memcpy(st->secret, o->secret, strlen(o->secret) + 1);
 	st->self_id = o->self_id;
 	st->deadline_ms = o->deadline_ms ? o->deadline_ms : 5000;
-	st->slow = (struct ol_slow_cfg){cfg->cluster_slow_drive_ms, cfg->cluster_slow_drive_ratio,
-					cfg->cluster_slow_drive_hold_s,
-					cfg->cluster_slow_drive_hold_max_s};
+	st->slow =
+	    (struct ol_slow_cfg){cfg->cluster_slow_drive_ms, cfg->cluster_slow_drive_ratio,
+				 cfg->cluster_slow_drive_hold_s, cfg->cluster_slow_drive_hold_max_s,
+				 cfg->cluster_slow_drive_min_s};
 	st->hedge = (struct ol_hedge_cfg){cfg->cluster_hedge_ms, cfg->cluster_hedge_ratio};
 	for (int i = 0; i < st->n; i++) {
 		struct ol_drive *d = &st->d[i];

@@ -1,6 +1,7 @@
 /* store/slow.c - the pure decisions of slow-drive ejection (issue 10): a remote drive's call
- * latency as an EWMA, whether it is slow against its peers, whether the set can spare it, and
- * the hold-down that keeps an ejected drive out until its probes have been fast for a while.
+ * latency as an EWMA, whether it is slow against its peers, whether that has lasted (time
+ * online, calls, ticks in a row), whether the set can spare it, and the hold-down that keeps
+ * an ejected drive out until its probes have been fast for a while.
  * No clock, no lock, no I/O here: drive.c's monitor calls these with its figures. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -42,6 +43,26 @@ ol_slow_is(const struct ol_slow_cfg *c, uint64_t lat_us, uint64_t peers_us)
 	if (peers_us < 1)
 		peers_us = 1;
 	return lat_us >= (uint64_t)c->floor_ms * 1000 && lat_us >= peers_us * c->ratio;
+}
+
+bool
+ol_slow_judge(const struct ol_slow_cfg *c, struct ol_slow_judge *j, uint64_t now_ms, uint64_t calls,
+	      uint64_t lat_us, int npeers, uint64_t peers_us)
+{
+	bool young = !j->since_ms || now_ms < j->since_ms ||
+		     now_ms - j->since_ms < (uint64_t)c->min_s * 1000;
+
+	if (young || calls < OL_SLOW_MIN_CALLS || npeers < 1 || !ol_slow_is(c, lat_us, peers_us)) {
+		j->streak = 0;
+		return false;
+	}
+	/* the same average a tick later, with no call between, is no new evidence */
+	if (!j->streak || calls > j->calls) {
+		if (j->streak < OL_SLOW_TICKS)
+			j->streak++;
+		j->calls = calls;
+	}
+	return j->streak >= OL_SLOW_TICKS;
 }
 
 bool

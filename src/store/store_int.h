@@ -39,14 +39,24 @@ struct ol_rdrive;
 
 /* slow.c: when a remote drive is slow enough to take offline (docs/cluster.md, "A slow
  * drive"). All pure: no clock, no lock. */
-#define OL_SLOW_EWMA_DIV   8 /* each call moves a drive's latency EWMA 1/8 of the way */
-#define OL_SLOW_MIN_CALLS  8 /* calls since (re)open before a drive's EWMA is judged */
-#define OL_SLOW_CALM_HOLDS 2 /* online this many caps without a relapse: hold back to base */
+#define OL_SLOW_EWMA_DIV   8  /* each call moves a drive's latency EWMA 1/8 of the way */
+#define OL_SLOW_MIN_CALLS  16 /* calls since it was judged afresh before a drive's EWMA is */
+#define OL_SLOW_TICKS	   2  /* monitor ticks in a row, each on new calls, a drive is slow */
+#define OL_SLOW_CALM_HOLDS 2  /* online this many caps without a relapse: hold back to base */
 struct ol_slow_cfg {
 	unsigned floor_ms;   /* below this a drive is never slow; 0 = ejection off */
 	unsigned ratio;	     /* slow: at least this many times its peers' median */
 	unsigned hold_s;     /* an ejected drive's probes fast this long before it returns */
 	unsigned hold_max_s; /* the hold doubles on each relapse up to this */
+	unsigned min_s;	     /* judged only once online (judged afresh) this long */
+};
+/* One drive's judging between the monitor's ticks (drive.c's monitor owns it). A drive is
+ * judged afresh (its average reset, since_ms now, streak 0) when the monitor starts, so that
+ * the calls of the store's opening are not in it, and when it returns. */
+struct ol_slow_judge {
+	uint64_t since_ms; /* judged afresh at (ms, ol_io_now_ms); 0: never judged */
+	uint64_t calls;	   /* its call count at the last tick that found it slow */
+	unsigned streak;   /* ticks in a row found slow, each on calls newer than the last's */
 };
 /* The EWMA after one more call of sample us (n calls before it; n 0: the sample itself). */
 uint64_t ol_slow_ewma(uint64_t cur, uint64_t sample, uint64_t n);
@@ -55,6 +65,14 @@ uint64_t ol_slow_median(uint64_t *v, int n);
 /* Is a drive whose calls take lat_us slow beside peers whose median is peers_us: at least
  * floor_ms and at least ratio times peers_us (false when c->floor_ms is 0). */
 bool ol_slow_is(const struct ol_slow_cfg *c, uint64_t lat_us, uint64_t peers_us);
+/* One monitor tick's verdict on a drive judged afresh at j->since_ms that has made `calls`
+ * calls since, averaging lat_us, beside npeers judged peers whose median is peers_us: true
+ * once it has been slow (ol_slow_is) on OL_SLOW_TICKS ticks in a row, each with calls made
+ * since the last such tick (a tick with none neither counts nor breaks the run), and only
+ * after c->min_s online and OL_SLOW_MIN_CALLS calls; any tick that finds it not slow, too
+ * young, with too few calls or no peers, starts the run again. Updates *j. */
+bool ol_slow_judge(const struct ol_slow_cfg *c, struct ol_slow_judge *j, uint64_t now_ms,
+		   uint64_t calls, uint64_t lat_us, int npeers, uint64_t peers_us);
 /* May a set with `online` drives online, write quorum w and k data shards spare one more? */
 bool ol_slow_may_eject(int online, int w, int k);
 /* The hold of an ejection at now_ms of a drive whose last hold was prev_ms (0: none yet) and
@@ -115,7 +133,8 @@ struct ol_drive {
 	_Atomic bool slow;
 	uint64_t slow_hold_ms, slow_good_ms, slow_back_ms;
 	_Atomic uint64_t slow_probe_us; /* the last probe's time while slow (metrics) */
-	bool slow_kept; /* slow, kept online (the set cannot spare it): logged once */
+	bool slow_kept;		    /* slow, kept online (the set cannot spare it): logged once */
+	struct ol_slow_judge judge; /* the monitor's, and the open's before the monitor starts */
 };
 
 struct ol_store {

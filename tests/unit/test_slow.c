@@ -1,5 +1,6 @@
 /* tests/unit/test_slow.c - the pure rules of slow-drive ejection (store/slow.c): the call-time
- * EWMA, the median of the peers, when a drive is slow, when a set can spare one, and the
+ * EWMA, the median of the peers, when a drive is slow, when that has lasted long enough to act
+ * on (time online, calls, ticks in a row), when a set can spare one, and the
  * hold-down arithmetic (base, doubling on relapses, the cap, back to base after a calm); and
  * hedging's: when a batch may abandon its stragglers, when a read skips a lagging drive, and
  * when a metadata read's answers so far decide what waiting for every drive would. */
@@ -11,7 +12,7 @@
 #include "tap.h"
 
 static const struct ol_slow_cfg cfg = {
-    .floor_ms = 200, .ratio = 8, .hold_s = 10, .hold_max_s = 160};
+    .floor_ms = 200, .ratio = 8, .hold_s = 10, .hold_max_s = 160, .min_s = 5};
 
 static void
 ewma(void)
@@ -63,6 +64,136 @@ slow(void)
 	ok(!ol_slow_is(&off, 5000000, 1000), "floor 0: ejection off");
 	ok(!ol_slow_is(&cfg, 900000, 900000),
 	   "every drive as slow: none is slow beside the others");
+}
+
+/* A drive's calls as drive.c sees them: the EWMA of its samples and their count. */
+struct calls {
+	uint64_t lat, n;
+};
+
+static void
+calls_add(struct calls *c, int n, uint64_t us)
+{
+	for (int i = 0; i < n; i++, c->n++)
+		c->lat = ol_slow_ewma(c->lat, us, c->n);
+}
+
+/* The monitor's ticks at t0 + 1 s .. t0 + ticks s, each after `per` calls of us: how many
+ * found the drive slow, and at the first such tick (*first, s; 0 none). */
+static int
+ticks_slow(const struct ol_slow_cfg *c, struct ol_slow_judge *j, struct calls *d, uint64_t t0,
+	   int ticks, int per, uint64_t us, uint64_t peers, int *first)
+{
+	int slow = 0;
+
+	*first = 0;
+	for (int i = 1; i <= ticks; i++) {
+		calls_add(d, per, us);
+		if (ol_slow_judge(c, j, t0 + (uint64_t)i * 1000, d->n, d->lat, 3, peers)) {
+			slow++;
+			if (!*first)
+				*first = i;
+		}
+	}
+	return slow;
+}
+
+/* When a drive's slowness has lasted enough to act on (issue 10: a healthy drive was taken
+ * out 1.4 s after the store opened, on its first 8 calls made while the machine was busy) */
+static void
+judge(void)
+{
+	struct ol_slow_cfg c4 = cfg; /* test_cluster_slow.py's ratio */
+	struct ol_slow_judge j;
+	struct calls d;
+	uint64_t t = 1000000;
+	int first;
+
+	c4.ratio = 4;
+	/* the drive of that run: 8 calls of 207 ms at open, peers 29 ms, then healthy (20 ms,
+	 * two calls a tick: the monitor's ping and identity read) */
+	j = (struct ol_slow_judge){.since_ms = t};
+	d = (struct calls){0, 0};
+	calls_add(&d, 8, 207000);
+	ok(!ol_slow_judge(&c4, &j, t + 1000, d.n, d.lat, 3, 29000),
+	   "8 calls of 207 ms beside 29 ms at open, first tick: not slow");
+	ok(ticks_slow(&c4, &j, &d, t + 1000, 30, 2, 20000, 29000, &first) == 0,
+	   "that burst, then healthy calls: never slow (first at %d s)", first);
+	/* the same burst, a long one: slow on every tick of its first 4 s, then healthy */
+	j = (struct ol_slow_judge){.since_ms = t};
+	d = (struct calls){0, 0};
+	ok(ticks_slow(&c4, &j, &d, t, 4, 8, 400000, 29000, &first) == 0,
+	   "slow calls, 8 a tick, for 4 s from its start: not slow before 5 s online");
+	ok(ticks_slow(&c4, &j, &d, t + 4000, 30, 8, 20000, 29000, &first) == 0,
+	   "then healthy: never slow (first at %d s)", first);
+
+	/* sustained: online and healthy for 20 s, then 500 ms a call (8 a tick) beside 4 ms */
+	j = (struct ol_slow_judge){.since_ms = t};
+	d = (struct calls){0, 0};
+	ok(ticks_slow(&cfg, &j, &d, t, 20, 4, 3000, 4000, &first) == 0, "healthy: not slow");
+	calls_add(&d, 8, 500000);
+	ok(ol_slow_is(&cfg, d.lat, 4000) &&
+	       !ol_slow_judge(&cfg, &j, t + 21000, d.n, d.lat, 3, 4000),
+	   "slow calls, the first tick its average is slow: not yet (%llu us)",
+	   (unsigned long long)d.lat);
+	calls_add(&d, 8, 500000);
+	ok(ol_slow_judge(&cfg, &j, t + 22000, d.n, d.lat, 3, 4000),
+	   "slow again at the next tick: slow");
+	ok(ticks_slow(&cfg, &j, &d, t + 22000, 5, 8, 500000, 4000, &first) == 5,
+	   "and at each tick after it while it lasts (kept online: still slow)");
+	/* from its start: judged within a few ticks of the drive turning slow */
+	j = (struct ol_slow_judge){.since_ms = t};
+	d = (struct calls){0, 0};
+	ticks_slow(&cfg, &j, &d, t, 10, 4, 3000, 4000, &first);
+	ticks_slow(&cfg, &j, &d, t + 10000, 10, 4, 500000, 4000, &first);
+	ok(first >= 2 && first <= 4, "500 ms calls from a healthy start: slow at tick %d", first);
+
+	/* slow on one tick, then fast: not slow; then slow on one tick again: not yet */
+	j = (struct ol_slow_judge){.since_ms = t};
+	ok(!ol_slow_judge(&cfg, &j, t + 10000, 40, 312000, 3, 4000), "one slow tick: not slow");
+	ok(!ol_slow_judge(&cfg, &j, t + 11000, 44, 150000, 3, 4000),
+	   "then under the floor: not slow");
+	ok(!ol_slow_judge(&cfg, &j, t + 12000, 48, 312000, 3, 4000),
+	   "slow again: the run starts over, not slow yet");
+	ok(ol_slow_judge(&cfg, &j, t + 13000, 52, 312000, 3, 4000), "and the next: slow");
+	j = (struct ol_slow_judge){.since_ms = t};
+	ok(!ol_slow_judge(&cfg, &j, t + 10000, 40, 312000, 3, 4000) &&
+	       !ol_slow_judge(&cfg, &j, t + 11000, 44, 312000, 0, 4000) &&
+	       !ol_slow_judge(&cfg, &j, t + 12000, 48, 312000, 3, 4000),
+	   "a tick with no judged peer breaks the run");
+
+	/* evidence: new calls between the ticks, enough calls, time online */
+	j = (struct ol_slow_judge){.since_ms = t};
+	ok(!ol_slow_judge(&cfg, &j, t + 10000, 40, 312000, 3, 4000) &&
+	       !ol_slow_judge(&cfg, &j, t + 11000, 40, 312000, 3, 4000),
+	   "two slow ticks on the same calls: not slow");
+	ok(ol_slow_judge(&cfg, &j, t + 12000, 41, 312000, 3, 4000),
+	   "a third with a new call: slow");
+	j = (struct ol_slow_judge){.since_ms = t};
+	d = (struct calls){0, 0};
+	calls_add(&d, OL_SLOW_MIN_CALLS - 1, 900000);
+	ok(ticks_slow(&cfg, &j, &d, t + 60000, 30, 0, 0, 4000, &first) == 0,
+	   "15 calls of 900 ms, online a minute and more: too few calls, not slow");
+	j = (struct ol_slow_judge){.since_ms = t};
+	ok(!ol_slow_judge(&cfg, &j, t + 4000, 100, 900000, 3, 4000) &&
+	       !ol_slow_judge(&cfg, &j, t + 4999, 200, 900000, 3, 4000) &&
+	       !ol_slow_judge(&cfg, &j, t + 5000, 300, 900000, 3, 4000) &&
+	       ol_slow_judge(&cfg, &j, t + 6000, 400, 900000, 3, 4000),
+	   "many slow calls: judged from 5 s online, slow on the second tick after");
+	j = (struct ol_slow_judge){.since_ms = t + 5000};
+	ok(!ol_slow_judge(&cfg, &j, t, 100, 900000, 3, 4000) &&
+	       !ol_slow_judge(&cfg, &j, t + 1000, 200, 900000, 3, 4000),
+	   "a clock behind its start: not slow");
+	j = (struct ol_slow_judge){0};
+	ok(!ol_slow_judge(&cfg, &j, t, 100, 900000, 3, 4000) &&
+	       !ol_slow_judge(&cfg, &j, t + 1000, 200, 900000, 3, 4000),
+	   "never judged afresh (since 0): not slow");
+	struct ol_slow_cfg now = cfg;
+	now.min_s = 0;
+	j = (struct ol_slow_judge){.since_ms = t};
+	ok(!ol_slow_judge(&now, &j, t, 16, 900000, 3, 4000) &&
+	       ol_slow_judge(&now, &j, t + 1000, 17, 900000, 3, 4000),
+	   "min_s 0: judged at once, still on two ticks");
 }
 
 static void
@@ -270,6 +401,7 @@ main(void)
 	ewma();
 	median();
 	slow();
+	judge();
 	spare();
 	hold();
 	hedge();
