@@ -7,7 +7,7 @@ behind one standalone node (the issue's reference), in one run, alternating, med
   OPENLAKE_BUILD=build /usr/bin/python3 bench/cluster_bench.py --reads [--size-mib 64] \
       [--rounds 5] [--agg-gets 4]
   OPENLAKE_BUILD=build /usr/bin/python3 bench/cluster_bench.py --writes [--size-mib 64] \
-      [--rounds 5] [--agg-puts 2]
+      [--rounds 5] [--agg-puts 2] [--degraded]
 
 --reads: GETs through a non-leader with `[cluster] read_any` on (the node serves them from its
 read-only view) vs off (forwarded to the leader), and the aggregate GET rate with one client
@@ -21,7 +21,9 @@ aggregate PUT rate with one client per node (all four at once, --agg-puts PUTs e
 4-node clusters up side by side (OPENLAKE_CLUSTER_CONF="write_any = false" for the
 reference), alternating in each round; and the CPU time the leader's process used for them
 (write_any on: only the commits of the PUTs through non-leaders reach it). The clusters' dirs
-are removed at the end (several GB).
+are removed at the end (several GB). With --degraded one non-leader of each cluster is killed
+(-9) first and the rounds run with its drive offline (the aggregate over the three nodes
+left): the followers write without a drive the leader lacks too, once it has told so.
 
 Starts `scripts/cluster.sh up 4 DIR --etcd 1` (one set N=4 P=1, one drive per node), finds
 the leader in the nodes' logs, and beside it one standalone openlaked with four drives
@@ -145,37 +147,74 @@ def two_clusters(kind, off, what):
             shutil.rmtree(d, ignore_errors=True)
 
 
+def metric(url, name):
+    import urllib.request
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        for ln in r.read().decode().splitlines():
+            if ln.startswith(name + " "):
+                return float(ln.split()[-1])
+    return None
+
+
+def degrade(cl, dirs):
+    """kill -9 node leader+3 of each cluster; wait until the "on" cluster's writing follower
+    has been told by its leader that the killed node's drive is offline; the killed node is
+    left out of the urls"""
+    for k, (urls, leader) in cl.items():
+        victim = (leader + 3) % 4
+        pid = int(open(f"{dirs[k]}/pids/node-{victim}.pid").read().strip())
+        os.kill(pid, 9)
+        cl[k] = ([u for i, u in enumerate(urls) if i != victim], leader, urls)
+    urls, leader, every = cl["on"]
+    for _ in range(1200):
+        if metric(every[(leader + 1) % 4], "openlake_cluster_leader_drives_offline") == 1:
+            break
+        time.sleep(0.1)
+    else:
+        sys.exit("the leader did not tell that the killed node's drive is offline")
+
+
 def writes(a):
     with two_clusters("w", "write_any = false", "shard-writing") as (cl, dirs):
         body = os.urandom(a.size_mib << 20)
         for urls, leader in cl.values():
             client(urls[leader]).create_bucket(Bucket="bench")
+        if a.degraded:
+            degrade(cl, dirs)
+        else:
+            cl = {k: (urls, leader, urls) for k, (urls, leader) in cl.items()}
         one = {k: [] for k in cl}
         agg = {k: [] for k in cl}
         lead_cpu = {k: 0.0 for k in cl}  # the leader's CPU seconds over every PUT measured
         mib_put = {k: 0 for k in cl}
         for r in range(a.rounds):
             for k in (["on", "off"] if r % 2 == 0 else ["off", "on"]):
-                urls, leader = cl[k]
-                s3 = client(urls[(leader + 1) % 4])
+                urls, leader, every = cl[k]
+                s3 = client(every[(leader + 1) % 4])
                 c0 = cpu_s(dirs[k], leader)
                 one[k].append(timed(lambda: s3.put_object(Bucket="bench", Key=f"o{r}",
                                                           Body=body)))
                 agg[k].append(aggregate_puts(urls, body, a.agg_puts, r))
                 lead_cpu[k] += cpu_s(dirs[k], leader) - c0
-                mib_put[k] += a.size_mib * (1 + 4 * a.agg_puts)
+                mib_put[k] += a.size_mib * (1 + len(urls) * a.agg_puts)
         mib = a.size_mib
+        if a.degraded:
+            urls, leader, every = cl["on"]
+            n = metric(every[(leader + 1) % 4], "openlake_cluster_local_writes_degraded_total")
+            print(f"# one non-leader of each cluster killed: {len(urls)} nodes serve; the "
+                  f"single client's follower wrote {n:.0f} PUTs without the killed node's drive")
         on, off = (mib / statistics.median(one[k]) for k in ("on", "off"))
         print(f"S3 PUT {mib} MiB through a non-leader, write_any on (written there): {on:.0f} "
               f"MiB/s   reference, write_any off (forwarded to the leader): {off:.0f} MiB/s   "
               f"ratio {on / off:.2f}")
         on, off = (statistics.median(agg[k]) for k in ("on", "off"))
-        print(f"S3 PUT {mib} MiB aggregate, one client per node (4 at once, {a.agg_puts} PUTs "
+        print(f"S3 PUT {mib} MiB aggregate, one client per node ({len(cl['on'][0])} at once, "
+              f"{a.agg_puts} PUTs "
               f"each), write_any on: {on:.0f} MiB/s   reference, write_any off: {off:.0f} "
               f"MiB/s   ratio {on / off:.2f}")
         on, off = (lead_cpu[k] / (mib_put[k] / 1024) for k in ("on", "off"))
         print(f"the leader's CPU seconds per GiB of the PUTs above (the single client's through "
-              f"a non-leader, 3 of the 4 aggregate clients' too), write_any on: {on:.2f} s   "
+              f"a non-leader, the non-leaders' aggregate clients' too), write_any on: {on:.2f} s   "
               f"reference, write_any off: {off:.2f} s   ratio {on / off:.2f}")
         print("# load average", open("/proc/loadavg").read().split()[:3])
 
@@ -216,6 +255,7 @@ def main():
     ap.add_argument("--agg-gets", type=int, default=4)
     ap.add_argument("--writes", action="store_true")
     ap.add_argument("--agg-puts", type=int, default=2)
+    ap.add_argument("--degraded", action="store_true")
     a = ap.parse_args()
     if a.reads:
         reads(a)
