@@ -6,13 +6,15 @@ after the other in this process, with everything that crosses ranks in DCP (loca
 coordinator, global plans back, write results to the coordinator, the metadata) sent through
 pickle as all_gather_object / scatter_object do:
 
-  save: reset(id), set_up_storage_writer(is_coordinator, rank=), planner.set_up_planner,
-        create_local_plan, prepare_local_plan | coordinator: create_global_plan ->
-        (plans, metadata), prepare_global_plan | finish_plan, write_data -> future.wait() |
-        coordinator: finish(metadata, results)
-  load: reset(id), read_metadata, set_up_storage_reader(metadata, is_coordinator),
-        planner.set_up_planner, create_local_plan, prepare_local_plan | coordinator:
-        create_global_plan, prepare_global_plan | finish_plan, read_data -> future.wait()
+  save: reset(id) when save() is given one, storage_meta, planner.set_up_planner,
+        set_up_storage_writer(is_coordinator, rank=, use_collectives=), create_local_plan,
+        prepare_local_plan | coordinator: create_global_plan -> (plans, metadata),
+        prepare_global_plan | finish_plan, write_data -> future.wait() | coordinator:
+        finish(metadata, results)
+  load: reset(id) when given one, read_metadata, planner.set_up_planner,
+        set_up_storage_reader(metadata, is_coordinator, rank=, use_collectives=),
+        create_local_plan, prepare_local_plan | coordinator: create_global_plan,
+        prepare_global_plan | finish_plan, read_data -> future.wait()
 
 The planners do what DefaultSavePlanner / DefaultLoadPlanner do for plain tensors, row shards
 (ShardedTensor / DTensor stand-in: `Shard`) and other objects (BYTE_IO via torch.save /
@@ -255,9 +257,9 @@ def save(state_dicts, writers, checkpoint_id, finish=True):
         w = writers[r]
         if checkpoint_id is not None:  # as DCP: else the writer holds its id
             w.reset(checkpoint_id)
-        w.set_up_storage_writer(r == 0, rank=r, use_collectives=True)
         meta = w.storage_meta() if hasattr(w, "storage_meta") else None
         planners[r].set_up_planner(state_dicts[r], meta, r == 0)
+        w.set_up_storage_writer(r == 0, rank=r, use_collectives=True)
         local.append(_wire(w.prepare_local_plan(planners[r].create_local_plan())))
     plans, metadata = planners[0].create_global_plan(local)
     plans = writers[0].prepare_global_plan(plans)
@@ -283,8 +285,8 @@ def load(state_dicts, readers, checkpoint_id):
         if checkpoint_id is not None:
             rd.reset(checkpoint_id)
         md = rd.read_metadata()
-        rd.set_up_storage_reader(md, r == 0)
         planners[r].set_up_planner(state_dicts[r], md, r == 0)
+        rd.set_up_storage_reader(md, r == 0, rank=r, use_collectives=True)
         local.append(_wire(rd.prepare_local_plan(planners[r].create_local_plan())))
     plans = readers[0].prepare_global_plan(planners[0].create_global_plan(local))
     for r in ranks:
