@@ -1,8 +1,9 @@
 """A faithful stand-in for torch.distributed.checkpoint's save and load around a storage plug-in
 (no torch >= 2.2 needed: Debian 12's torch 1.13 has no DCP).
 
-Reproduces the call sequence of DCP's state_dict_saver / state_dict_loader for N ranks run one
-after the other in this process, with everything that crosses ranks in DCP (local plans to the
+Reproduces the call sequence of DCP's state_dict_saver / state_dict_loader for N ranks in this
+process (planning one rank after the other, write_data / read_data of all ranks at once in
+threads, as ranks run them), with everything that crosses ranks in DCP (local plans to the
 coordinator, global plans back, write results to the coordinator, the metadata) sent through
 pickle as all_gather_object / scatter_object do:
 
@@ -25,6 +26,7 @@ types are torch's where it has DCP, else stand-ins with the same field names."""
 import dataclasses
 import io
 import pickle
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, List, Optional
 
 import torch
@@ -263,12 +265,15 @@ def save(state_dicts, writers, checkpoint_id, finish=True):
         local.append(_wire(w.prepare_local_plan(planners[r].create_local_plan())))
     plans, metadata = planners[0].create_global_plan(local)
     plans = writers[0].prepare_global_plan(plans)
-    results = []
-    for r in ranks:
+
+    def write(r):
         final = planners[r].finish_plan(_wire(plans[r]))
         fut = writers[r].write_data(final, planners[r])
         fut.wait()
-        results.append(_wire(fut.value()))
+        return _wire(fut.value())
+
+    with ThreadPoolExecutor(max_workers=len(ranks)) as ex:  # the ranks write at once
+        results = list(ex.map(write, ranks))
     if finish:
         writers[0].finish(metadata, results)
     return metadata, results
@@ -289,7 +294,11 @@ def load(state_dicts, readers, checkpoint_id):
         rd.set_up_storage_reader(md, r == 0, rank=r, use_collectives=True)
         local.append(_wire(rd.prepare_local_plan(planners[r].create_local_plan())))
     plans = readers[0].prepare_global_plan(planners[0].create_global_plan(local))
-    for r in ranks:
+
+    def read(r):
         final = planners[r].finish_plan(_wire(plans[r]))
         readers[r].read_data(final, planners[r]).wait()
+
+    with ThreadPoolExecutor(max_workers=len(ranks)) as ex:  # the ranks read at once
+        list(ex.map(read, ranks))
     return planners
