@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "io/io.h"
 #include "s3/s3.h"
 #include "s3/s3util.h"
 #include "store/store.h"
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -29,6 +31,8 @@
 #define LOST_GRACE_MS  2000 /* a server that stops waits this long for its requests in flight */
 #define LAYOUT_POLL_MS 1000 /* the poller's steps (grow, weights, drain) */
 #define LAYOUT_READ_MS 5000 /* the layout read without a watch event */
+#define DEAD_PROBE_MS  1000 /* a connect to the serving leader's S3 port waits this long */
+#define DEAD_APART_MS  1000 /* refused twice at least this far apart: its process is gone */
 #define MAX_POOLS      16   /* OL_STORE_MAX_POOLS */
 #define MAX_SETS       64   /* erasure sets of one store */
 #define MAX_NODES      256  /* members whose free space weighs the pools */
@@ -62,6 +66,11 @@ struct cstore {
 	unsigned served_to;   /* the store served holds the layout's pools [0, served_to) */
 	/* <prefix>offline as this node put it last while serving (the poller's; NULL: none) */
 	char *offline_put;
+	/* the poller's probe of the serving leader's S3 port (dead_leader_check): the epoch
+	 * probed and when it first refused (0: it did not) */
+	uint64_t dead_epoch;
+	int64_t dead_since_ms;
+	_Atomic uint64_t dead_revoked; /* leases of dead leaders this node revoked */
 	/* the pool whose set 0 serves, as this node last read the layout (route reads it
 	 * lock-free); serve_rev: the layout's mod revision when this node saw it become that
 	 * pool (0: at start). Its leader serves only at an epoch above serve_rev, so above every
@@ -983,6 +992,60 @@ offline_put(struct cstore *cs, char *v)
 	cs->offline_put = v;
 }
 
+/* A serving leader whose process is gone (a crash, kill -9, OOM) holds the serving set until
+ * its lease runs out (lease_ttl_s): every write waits that long. Its host answers a connect to
+ * its S3 port with a reset then, which a frozen or cut-off leader never does (its port
+ * accepts, or the packets are lost): refused on two probes DEAD_APART_MS apart, the leader's
+ * lease is revoked, and the next leader campaigns at once (docs/cluster.md, "A dead leader").
+ * The poller's, on a node that does not serve; no lock held (a connect and an etcd call). */
+static void
+dead_leader_check(struct cstore *cs)
+{
+	struct ol_cluster_leader_info li;
+	if (!cs->cfg->cluster_revoke_dead_leader ||
+	    ol_cluster_leader(cs->c, atomic_load(&cs->serve_pool), SET_INDEX, &li) || !li.epoch ||
+	    li.is_self || li.node == cs->cfg->self_id || !li.s3_addr[0] || li.lease <= 0) {
+		cs->dead_since_ms = 0;
+		return;
+	}
+	if (li.epoch != cs->dead_epoch) {
+		cs->dead_epoch = li.epoch;
+		cs->dead_since_ms = 0;
+	}
+	int fd = ol_io_connect(li.s3_addr, DEAD_PROBE_MS);
+	if (fd >= 0)
+		close(fd);
+	if (fd != -ECONNREFUSED) {
+		cs->dead_since_ms = 0;
+		return;
+	}
+	int64_t now = mono_ms();
+	if (!cs->dead_since_ms) {
+		cs->dead_since_ms = now;
+		return;
+	}
+	if (now - cs->dead_since_ms < DEAD_APART_MS)
+		return;
+	cs->dead_since_ms = 0;
+	int rc = ol_cluster_revoke(cs->c, li.lease);
+	if (rc == -ENOENT) /* gone already: it lapsed, or another node revoked it */
+		return;
+	if (rc) {
+		ol_warn(
+		    "cluster: the serving leader (node %u, %s) refuses connections: its process "
+		    "is gone, but revoking its lease failed (%s): the next leader serves at the "
+		    "lease's end",
+		    li.node, li.s3_addr, strerror(rc < 0 && rc > -4096 ? -rc : EIO));
+		return;
+	}
+	atomic_fetch_add(&cs->dead_revoked, 1);
+	ol_warn("cluster: the serving leader (node %u, %s, epoch %llu) refuses connections on "
+		"its S3 port twice %d ms apart: its process is gone; its lease %lld is revoked, so "
+		"the next leader serves now rather than at the lease's end",
+		li.node, li.s3_addr, (unsigned long long)li.epoch, DEAD_APART_MS,
+		(long long)li.lease);
+}
+
 /* ol-cstore-layout: reads the layout key every LAYOUT_POLL_MS, takes pools added to it, and
  * (when this node serves) adds them to the store and keeps the pools' weights current */
 static void *
@@ -1039,6 +1102,8 @@ poll_main(void *arg)
 		pthread_mutex_unlock(&cs->swap_mu);
 		if (offline)
 			offline_put(cs, offline);
+		if (!serving && !is_stopping(cs))
+			dead_leader_check(cs);
 	}
 	return NULL;
 }
@@ -1179,9 +1244,14 @@ commit_metrics(struct ol_strbuf *b, void *arg)
 	    "# HELP openlake_cluster_commits_refused_total Such commits refused because this "
 	    "node did not serve the store then (the writer sends them to the next leader).\n"
 	    "# TYPE openlake_cluster_commits_refused_total counter\n"
-	    "openlake_cluster_commits_refused_total %llu\n",
+	    "openlake_cluster_commits_refused_total %llu\n"
+	    "# HELP openlake_cluster_dead_leader_revokes_total Leases of serving leaders whose "
+	    "process was gone (their S3 port refused connections) that this node revoked.\n"
+	    "# TYPE openlake_cluster_dead_leader_revokes_total counter\n"
+	    "openlake_cluster_dead_leader_revokes_total %llu\n",
 	    (unsigned long long)atomic_load(&cs->commits_served),
-	    (unsigned long long)atomic_load(&cs->commits_refused));
+	    (unsigned long long)atomic_load(&cs->commits_refused),
+	    (unsigned long long)atomic_load(&cs->dead_revoked));
 }
 
 int

@@ -213,6 +213,12 @@ static const struct cfg_key keys[] = {
      "PutObject and UploadPart itself (erasure coding, checksums, shard files over the node "
      "planes) and sends only the commit to the serving leader (docs/cluster.md, \"Writes on "
      "every node\"); false: such writes are forwarded to the leader whole"},
+    {"cluster.revoke_dead_leader", T_BOOL, F(cluster_revoke_dead_leader), "true", 0, 0, 0, 0, 0,
+     "a node that finds the serving leader's S3 port refusing connections on two checks a "
+     "second apart (its process is gone: a crash, kill -9, OOM) revokes the leader's etcd "
+     "lease, so the next leader serves within seconds instead of at the lease's end "
+     "(lease_ttl_s); a leader frozen or cut off is not refused and waits for its lease "
+     "(docs/cluster.md, \"A dead leader\")"},
     {"cluster.reclaim_delay_ms", T_U32, F(cluster_reclaim_delay_ms), "30000", 0, 3600000, 0, 0, 0,
      "with read_any: the serving leader unlinks the shard files of an overwritten or deleted "
      "version only this long after the commit, so other nodes' reads of it can finish"},

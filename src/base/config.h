@@ -161,6 +161,9 @@ struct ol_config {
 	 * how long the leader keeps the shard files of a replaced version */
 	bool cluster_read_any;
 	bool cluster_write_any; /* [cluster] write_any: followers write PUT / part data */
+	/* [cluster] revoke_dead_leader: a serving leader whose S3 port refuses connections has
+	 * its lease revoked by the other nodes */
+	bool cluster_revoke_dead_leader;
 	unsigned cluster_reclaim_delay_ms;
 
 	/* [s3] lifecycle scanner */

@@ -161,6 +161,13 @@ int ol_cluster_lead_step_down(struct ol_cluster *c, unsigned pool, unsigned set,
  * ol_cluster_stop does it too. */
 void ol_cluster_resign(struct ol_cluster *c);
 
+/* Revoke another member's lease (ol_cluster_leader_info.lease): every key under it goes (its
+ * member key, the leader and serving keys it held), so a member whose process is known to be
+ * gone stops holding them before the lease's TTL runs out. A live member whose lease is revoked
+ * loses its sets as at a lapsed lease (its epochs are fenced). 0, -ENOENT (no such lease any
+ * more), -errno. Any thread. */
+int ol_cluster_revoke(struct ol_cluster *c, int64_t lease);
+
 /* The set's leader as last read from etcd (any thread). 0 and *out (out->epoch = 0 when no
  * node leads it now), -ENOENT for a set not in the layout or before ol_cluster_lead_start. */
 int ol_cluster_leader(struct ol_cluster *c, unsigned pool, unsigned set,

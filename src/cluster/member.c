@@ -389,6 +389,14 @@ watch_main(void *arg)
 }
 
 int
+ol_cluster_revoke(struct ol_cluster *c, int64_t lease)
+{
+	if (!c || lease <= 0)
+		return -EINVAL;
+	return ol_etcd_lease_revoke(c->etcd, lease);
+}
+
+int
 ol_cluster_members(struct ol_cluster *c, struct ol_cluster_view *out)
 {
 	memset(out, 0, sizeof(*out));

@@ -22,6 +22,8 @@ only the commit to the serving leader, as one node-plane call; everything else s
 - a node killed: once the leader tells that it lacks the node's drive too, the followers
   write their PUTs without it (the misses recorded); the node back and healed of them, the
   objects survive the loss of another node;
+- kill -9 of the leader: the followers find its S3 port refusing connections and revoke its
+  lease, and the next leader serves without waiting for the lease's end;
 - with write_any = false a follower forwards its PUTs, as before.
 """
 
@@ -303,6 +305,36 @@ def test_leader_killed_during_follower_puts(cluster):
         s3 = c.client(i, retries=4)
         for key, data in acked.items():
             assert s3.get_object(Bucket="wkill", Key=key)["Body"].read() == data, (i, key)
+
+
+def test_a_dead_leaders_lease_is_revoked(cluster):
+    """kill -9 of the serving leader: its S3 port refuses connections, so the other nodes
+    revoke its lease ([cluster] revoke_dead_leader) instead of waiting for the lease's end:
+    a follower counts the revoke (only a revoke of a lease still alive counts) and says so,
+    the next leader serves at a higher epoch, PUTs through the followers work again and read
+    back through every live node"""
+    c = cluster
+    lid, epoch = c.leader()
+    ready(c)
+    fs = others(c, lid)
+    c.client(fs[0], retries=4).create_bucket(Bucket="wdead")
+    revokes = "openlake_cluster_dead_leader_revokes_total"
+    r0 = sum(metric(c.nodes[f], revokes) for f in fs)
+    c.nodes[lid].kill9()
+    t0 = time.monotonic()
+    wait_for(lambda: sum(metric(c.nodes[f], revokes) for f in fs) > r0, TTL + 60,
+             "a follower revoking the dead leader's lease")
+    assert any("its process is gone; its lease" in c.nodes[f].log() for f in fs)
+    new = wait_for(lambda: (x := c.leader()) and x[0] != lid and x, TTL + 60, "a new leader")
+    assert new[1] > epoch
+    print(f"new leader {new} {time.monotonic() - t0:.1f} s after the kill (lease TTL {TTL} s)")
+    data = body("after-dead", 300000)
+    for f in fs:
+        c.client(f, retries=8).put_object(Bucket="wdead", Key=f"k{f}", Body=data)
+    for f in fs:
+        for g in fs:
+            got = c.client(g, retries=4).get_object(Bucket="wdead", Key=f"k{f}")
+            assert got["Body"].read() == data, (f, g)
 
 
 def one_try(c, i):
