@@ -13,6 +13,9 @@ module; every node that does not lead set 0.0 is a follower (7 of them):
   it: the overwrite lands in pool 0 where the key is (no record or shard file of it in pool
   1), reads back new through every node, listed once; a key of pool 1 overwritten through a
   follower of pool 0 stays in pool 1 the same way;
+- a node of pool 1 killed: once the leader has told it lacks that drive, followers of both
+  pools write their PUTs without it (counted as degraded local writes, pool 1's misses
+  recorded), the node back is healed, and the objects survive another pool-1 node's loss;
 - (last: it removes pool 1) a follower's PUT of a key of pool 1 whose commit is held (the node
   plane's fault hook) while `cluster leave --pool 1` begins: the leader refuses a commit into
   the draining pool, the client is answered 503 SlowDown, nothing of it is visible; while the
@@ -36,7 +39,8 @@ from test_cluster_pools import status as cluster_status
 from test_cluster_reads import metric
 from test_cluster_store import (body, etcd, pytestmark, shard_files,  # noqa: F401
                                 start_cluster, view_drives_online)
-from test_cluster_writes import code_of, commits_served, leader_puts, local_writes, one_try
+from test_cluster_writes import (code_of, commits_served, drives_online, leader_offline,
+                                 leader_puts, local_writes, one_try)
 
 BUCKET = "twopools"
 SIZES = {"empty": 0, "inline": 3000, "mib": (1 << 20) + 17}
@@ -121,8 +125,8 @@ def pool_files(c):
 
 
 def reads_back(c, objects):
-    """every object bit-exact through every node"""
-    for i in range(len(c.nodes)):
+    """every object bit-exact through every node that runs"""
+    for i in (n.i for n in c.nodes if n.alive()):
         s3 = c.client(i, retries=4)
         for k, v in objects.items():
             got = s3.get_object(Bucket=BUCKET, Key=k)["Body"].read()
@@ -208,6 +212,52 @@ def test_an_overwrite_through_a_follower_stays_in_the_old_pool(grown):
     reads_back(c, new)
     for i in range(len(c.nodes)):
         assert listed(c, i, "old/") == sorted(new), i
+
+
+def test_followers_write_without_a_drive_of_pool_1_the_leader_lacks_too(grown):
+    """A node of pool 1 killed: once the leader has told that it lacks the node's drive, the
+    followers of both pools write their PUTs without it (keys of either pool; the misses of
+    pool 1's recorded), as test_cluster_writes.py checks on one pool; the node back, its drive
+    is healed, and pool 1's objects survive the loss of another of its nodes"""
+    c = grown
+    lid, fs = followers(c)
+    a, b, d, e = fs[0], 7, 6, 5  # a of pool 0, b of pool 1; d, then e, of pool 1 go down
+    deg = "openlake_cluster_local_writes_degraded_total"
+    wait_for(lambda: all(leader_offline(c.nodes[f]) == 0 for f in (a, b)), 60,
+             "the leader's offline drives told")
+    n0 = {f: (local_writes(c.nodes[f]), metric(c.nodes[f], deg)) for f in (a, b)}
+    p0 = leader_puts(c.nodes[lid])
+    c.nodes[d].kill9()
+    for f in (a, b):
+        wait_for(lambda: drives_online(c.nodes[f]) == 7 and leader_offline(c.nodes[f]) == 1,
+                 90, f"node {d}'s drive offline in {f}'s view and in the leader's store")
+    objs = {}
+    key_in_pool_1(c, a, objs, "deg/p1-")  # at least one key of pool 1, written without d
+    n = {a: len(objs), b: 0}
+    for f in (a, b):
+        for name, size in SIZES.items():
+            k = f"deg/{name}-{f}"
+            objs[k] = body(k, size)
+            c.client(f, retries=4).put_object(Bucket=BUCKET, Key=k, Body=objs[k])
+            n[f] += 1
+    for f in (a, b):
+        assert local_writes(c.nodes[f]) == n0[f][0] + n[f], f
+        assert metric(c.nodes[f], deg) == n0[f][1] + n[f], f
+    assert leader_puts(c.nodes[lid]) == p0, "the leader wrote PUTs of the followers"
+    assert metric(c.nodes[lid], "openlake_heal_missed_pending") >= 1, "pool 1's misses"
+    reads_back(c, objs)
+    c.nodes[d].start()
+    for f in (a, b):
+        wait_for(lambda: drives_online(c.nodes[f]) == 8 and leader_offline(c.nodes[f]) == 0, 90,
+                 f"node {d}'s drive back in {f}'s view and in the leader's")
+    wait_for(lambda: metric(c.nodes[lid], "openlake_heal_missed_pending") == 0, 120,
+             "the returned drive healed of its missed writes")
+    c.nodes[e].kill9()  # pool 1's objects now need the returned drive's shards (k = 3 of 4)
+    wait_for(lambda: drives_online(c.nodes[a]) == 7, 90, f"node {e}'s drive offline")
+    reads_back(c, objs)
+    c.nodes[e].start()  # whole again for the next test
+    for node in c.nodes:
+        wait_for(lambda: view_drives_online(node, 8), 90, f"8 drives online on node {node.i}")
 
 
 def test_puts_through_followers_while_a_pool_drains_are_forwarded(grown):
