@@ -58,7 +58,7 @@ struct creads {
 	_Atomic int state;
 	_Atomic uint64_t local_reads;
 	_Atomic uint64_t local_writes;	   /* PUTs and parts whose data this node wrote */
-	_Atomic uint64_t writes_forwarded; /* such requests forwarded: the view lacked a drive */
+	_Atomic uint64_t writes_forwarded; /* such requests forwarded: a drive, or a drain */
 	_Atomic uint64_t writes_degraded;  /* written without a drive the leader lacks too */
 	_Atomic uint64_t declined;	   /* a 404 or 5xx of the view: forwarded to the leader */
 };
@@ -219,7 +219,7 @@ leader_lacks_too(struct creads *rd, struct view *v)
 }
 
 bool
-creads_write(struct creads *rd, struct ol_http_req *r)
+creads_write(struct creads *rd, struct ol_http_req *r, bool allowed)
 {
 	struct view *v = view_take(rd, true);
 	if (!v)
@@ -228,9 +228,10 @@ creads_write(struct creads *rd, struct ol_http_req *r)
 	 * drive it has not taken back yet, while the leader writes it): an acknowledged object
 	 * with less redundancy than the cluster has. Such writes go to the leader, unless the
 	 * leader lacks each of those drives too (a node down: the leader would write the same
-	 * shards). */
+	 * shards); so do all of them while a pool drains (!allowed: its moves take the leader's
+	 * key gates). */
 	bool degraded = ol_store_drives_online(v->st) < ol_store_drive_count(v->st);
-	if (degraded && !leader_lacks_too(rd, v)) {
+	if (!allowed || (degraded && !leader_lacks_too(rd, v))) {
 		atomic_fetch_add(&rd->writes_forwarded, 1);
 		view_put(rd, v);
 		return false;
@@ -476,8 +477,8 @@ metrics(struct ol_strbuf *b, void *arg)
 	    "# TYPE openlake_cluster_local_writes_total counter\n"
 	    "openlake_cluster_local_writes_total %llu\n"
 	    "# HELP openlake_cluster_local_writes_forwarded_total PutObject and UploadPart "
-	    "requests forwarded to the serving leader instead because this node's view did not "
-	    "reach every drive then.\n"
+	    "requests forwarded to the serving leader instead of written here because this "
+	    "node's view lacked a drive the leader had then, or a pool was draining.\n"
 	    "# TYPE openlake_cluster_local_writes_forwarded_total counter\n"
 	    "openlake_cluster_local_writes_forwarded_total %llu\n"
 	    "# HELP openlake_cluster_local_writes_degraded_total Of the local writes, those "

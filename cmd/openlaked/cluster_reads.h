@@ -65,8 +65,10 @@ bool creads_serve(struct creads *rd, struct ol_http_req *r);
 
 /* Serve r (a client's plain PutObject or UploadPart, chosen by the caller) on the view when it
  * is a shard writer: true when served (always answered: the body is read, nothing is declined),
- * false when no such view is open (nothing was read; the caller forwards r). Request thread. */
-bool creads_write(struct creads *rd, struct ol_http_req *r);
+ * false when no such view is open, when it lacks a drive the leader has, or when !allowed (the
+ * layout lets no node but the serving leader write now: a pool drains); nothing was read then and
+ * the caller forwards r, counted as forwarded unless no view was open. Request thread. */
+bool creads_write(struct creads *rd, struct ol_http_req *r, bool allowed);
 
 /* "read_store":{...} for the status document's "cluster" object: "read_any", "write_any",
  * "state" ("off", "opening", "open", "leading"), "pools", "local_reads", "local_writes". Any

@@ -886,6 +886,23 @@ writes_here(const struct ol_config *cfg, const struct ol_layout *l)
 	return true;
 }
 
+/* local_writes follows the layout this node took: said when it changes, as the reason a
+ * follower's PUTs stop (or start again) being written here (caller holds swap_mu) */
+static void
+writes_follow(struct cstore *cs)
+{
+	bool w = writes_here(cs->cfg, &cs->layout);
+	if (atomic_exchange(&cs->local_writes, w) == w || !cs->cfg->cluster_write_any)
+		return;
+	if (w)
+		ol_info("cluster: no pool drains: this node writes the data of PUTs again "
+			"(write_any)");
+	else
+		ol_info("cluster: pool %d drains: PUTs through this node go whole to the serving "
+			"leader until it ends (write_any waits)",
+			ol_layout_draining(&cs->layout));
+}
+
 /* The layout nl read at rev, taken (caller holds swap_mu; nl is finished here): pools added are
  * followed by the leadership thread, and the serving pool follows the pools' states; *removed:
  * a pool served was removed. A read older than the one taken last is dropped. */
@@ -898,7 +915,7 @@ apply_layout(struct cstore *cs, struct ol_layout *nl, int64_t rev, bool *warned,
 	}
 	take_layout(cs, nl, warned, removed);
 	ol_layout_fini(nl);
-	atomic_store(&cs->local_writes, writes_here(cs->cfg, &cs->layout));
+	writes_follow(cs);
 	cquorum_layout(cs->q, &cs->layout); /* the serving set may have moved */
 	cs->layout_rev = rev;
 	(void)ol_cluster_lead_follow(cs->c, &cs->layout);
@@ -1472,9 +1489,10 @@ route(struct cstore *cs, struct ol_http_req *r, bool here)
 	if (here && !forwarded && is_read(r) && !leads_now(cs) && creads_serve(cs->rd, r))
 		return;
 	/* write_any: a client's plain PutObject or UploadPart is written here, on the view that
-	 * writes shard files, and only its commit goes to the leader (cluster_writes.h) */
-	if (here && !forwarded && atomic_load(&cs->local_writes) && is_object_put(cs, r) &&
-	    !leads_now(cs) && creads_write(cs->rd, r))
+	 * writes shard files, and only its commit goes to the leader (cluster_writes.h); while a
+	 * pool drains (local_writes false) the view counts it forwarded */
+	if (here && !forwarded && cs->cfg->cluster_write_any && is_object_put(cs, r) &&
+	    !leads_now(cs) && creads_write(cs->rd, r, atomic_load(&cs->local_writes)))
 		return;
 	for (;;) {
 		if (here && serve_here(cs, r))

@@ -199,20 +199,27 @@ def leave_pool_1(c, new, old, fresh, mpu, lead):
         assert c.client(3).get_object(Bucket="grow", Key=k + "x")["Body"].read() == b"after"
 
 
+def upload_in_pool_1(s3, bucket, prefix="hold/"):
+    """(key, upload id) of a multipart upload open in pool 1: while it is open a drain of pool
+    1 never ends. The uploads that landed in pool 0 meanwhile are aborted."""
+    held, other = None, []
+    for i in range(64):  # an upload id names its set: "01..." is pool 1's (pool 0: set 0)
+        uid = s3.create_multipart_upload(Bucket=bucket, Key=f"{prefix}{i}")["UploadId"]
+        if uid.startswith("01"):
+            held = (f"{prefix}{i}", uid)
+            break
+        other.append((f"{prefix}{i}", uid))
+    for k, uid in other:
+        s3.abort_multipart_upload(Bucket=bucket, Key=k, UploadId=uid)
+    assert held, "no upload landed in pool 1 in 64 tries"
+    return held
+
+
 def cancel_a_leave(c, cfg, s3, lead, vers):
     """`leave --pool 1 --cancel` while the drain runs: an upload open in pool 1 keeps the drain
     from ever ending, so the cancel always finds it running. The pool is active again, the
     record says cancelled, every version still reads back."""
-    held, other = None, []
-    for i in range(64):  # an upload id names its set: "01..." is pool 1's (pool 0: set 0)
-        uid = s3.create_multipart_upload(Bucket="ver", Key=f"hold/{i}")["UploadId"]
-        if uid.startswith("01"):
-            held = (f"hold/{i}", uid)
-            break
-        other.append((f"hold/{i}", uid))
-    for k, uid in other:
-        s3.abort_multipart_upload(Bucket="ver", Key=k, UploadId=uid)
-    assert held, "no upload landed in pool 1 in 64 tries"
+    held = upload_in_pool_1(s3, "ver")
     r = leave(cfg, "--pool", "1", "--cancel")
     assert r.returncode == 1 and "not draining" in r.stderr, r.stderr
     r = leave(cfg, "--pool", "1")
