@@ -934,7 +934,7 @@ uint64_t
 ol_config_kv_dram_bytes(const struct ol_config *cfg, uint64_t mem_total, const char **key)
 {
 	const uint64_t gib = 1ull << 30;
-	const char *k = "(default)";
+	const char *k = "the default";
 	uint64_t v = gib;
 	if (cfg->kv_dram_bytes) {
 		k = "[kv] dram_bytes";
