@@ -616,7 +616,9 @@ start_kv(const struct ol_config *cfg, struct daemon *d)
 #ifdef OL_HAVE_KV
 	int rc = ol_kv_server_start(cfg, &d->kv);
 	if (rc) {
-		ol_err("cannot serve the KV pool on %s: %s", addr, strerror(-rc));
+		bool ucx = !strcmp(cfg->transport, "rdma") || !strcmp(cfg->transport, "ucx");
+		ol_err("cannot serve the KV pool on %s%s: %s", addr,
+		       ucx ? " or its UCX port (see above)" : "", strerror(-rc));
 		return rc;
 	}
 	ol_info("KV pool on %s", addr);
