@@ -512,6 +512,17 @@ start_http(const struct ol_config *cfg, struct daemon *d)
 		ol_http_server_port(d->http), cfg->region);
 	return 0;
 }
+
+/* S3 could not start: the cause, and for an address in use the fix (as the KV and admin
+ * listeners say theirs) */
+static void
+s3_serve_error(const struct ol_config *cfg, int rc)
+{
+	ol_err("cannot serve S3 on %s: %s%s", cfg->s3_addr, strerror(-rc),
+	       rc == -EADDRINUSE ? " (another openlaked, or another program): stop it or set "
+				   "s3_addr to a free port"
+				 : "");
+}
 #endif
 
 static int
@@ -539,7 +550,7 @@ start_storage(const struct ol_config *cfg, struct daemon *d)
 		rc = start_http(cfg, d);
 	}
 	if (rc) {
-		ol_err("cannot serve S3 on %s: %s", cfg->s3_addr, strerror(-rc));
+		s3_serve_error(cfg, rc);
 		return rc;
 	}
 	ol_info("S3 API on %s://%s (region %s, access key %s%s)",
@@ -574,7 +585,7 @@ start_cluster_storage(const struct ol_config *cfg, struct daemon *d, struct ol_l
 	ol_admin_set_forward(cstore_forward_admin, d->cs);
 	rc = start_http(cfg, d);
 	if (rc)
-		ol_err("cannot serve S3 on %s: %s", cfg->s3_addr, strerror(-rc));
+		s3_serve_error(cfg, rc);
 	return rc;
 }
 #endif
