@@ -49,7 +49,8 @@ usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "Usage: openlaked [--config FILE] [--KEY VALUE ...] [--print-config] [--check-config]\n"
+	    "Usage: openlaked [--config FILE] [--KEY VALUE ...] [--print-config [--show-secrets]]\n"
+	    "                 [--check-config]\n"
 	    "\n"
 	    "OpenLake: an S3-compatible object store (erasure-coded over the drives) and a\n"
 	    "KV-cache pool for LLM inference engines, in one daemon.\n"
