@@ -334,9 +334,9 @@ down() {
 }
 
 case "${1:-}" in
-up) [ $# -ge 2 ] || die "usage: cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--parity P] [--plane tcp|ucx]"; shift; up "$@" ;;
+up) [ $# -ge 2 ] || die "usage: cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--sets S] [--parity P] [--plane tcp|ucx]"; shift; up "$@" ;;
 add) [ $# -ge 3 ] || die "usage: cluster.sh add DIR K [--drives D]"; shift; add "$@" ;;
 leave) [ $# -ge 3 ] || die "usage: cluster.sh leave DIR P [--timeout S]"; shift; leave "$@" ;;
 down) [ $# -eq 2 ] || die "usage: cluster.sh down DIR"; down "$2" ;;
-*) die "usage: cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--parity P] [--plane tcp|ucx] | add DIR K [--drives D] | leave DIR P [--timeout S] | down DIR" ;;
+*) die "usage: cluster.sh up [N] DIR [--etcd 1|3] [--drives D] [--sets S] [--parity P] [--plane tcp|ucx] | add DIR K [--drives D] | leave DIR P [--timeout S] | down DIR" ;;
 esac

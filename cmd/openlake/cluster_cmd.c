@@ -1044,6 +1044,10 @@ ol_cmd_cluster(int argc, char **argv)
 	o.verb = argv[1];
 	bool init = strcmp(o.verb, "init") == 0, join = strcmp(o.verb, "join") == 0;
 	bool leave = strcmp(o.verb, "leave") == 0;
+	if (ol_cmd_wants_help(argc, argv)) { /* `cluster status --help` too, with or without etcd */
+		usage(stdout);
+		return 0;
+	}
 #ifdef OL_HAVE_NODE
 	if (!init && !join && !leave && status_without_etcd(argc, argv))
 		return ol_cmd_node(argc, argv);

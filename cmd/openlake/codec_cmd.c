@@ -8,9 +8,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cmds.h"
 #include "codec/exans.h"
-
-int ol_cmd_codec(int argc, char **argv);
 
 static void
 usage(FILE *f)
@@ -210,15 +209,18 @@ int
 ol_cmd_codec(int argc, char **argv)
 {
 	struct ol_exans_opts o;
+	if (ol_cmd_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
 	if (argc >= 4 && strcmp(argv[1], "compress") == 0 && parse_opts(argc, argv, 4, &o) == 0)
 		return do_compress(argv[2], argv[3], &o);
 	if (argc == 4 && strcmp(argv[1], "decompress") == 0)
 		return do_decompress(argv[2], argv[3]);
 	if (argc >= 3 && strcmp(argv[1], "stats") == 0 && parse_opts(argc, argv, 3, &o) == 0)
 		return do_stats(argv[2], &o);
-	int help = argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
-	usage(help ? stdout : stderr);
-	return help ? 0 : 2;
+	usage(stderr);
+	return 2;
 }
 
 #ifdef OL_CODEC_CMD_MAIN

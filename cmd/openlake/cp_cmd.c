@@ -323,7 +323,9 @@ download_tree(struct cp *c, const char *bucket, const char *prefix, const char *
 				l.keys[i], dir);
 			continue;
 		}
-		snprintf(path, sizeof(path), "%s/%s", dir, rel);
+		size_t dl = strlen(dir); /* DST/ as the README writes it: no "//" in the names */
+		snprintf(path, sizeof(path), "%s%s%s", dir, dl && dir[dl - 1] == '/' ? "" : "/",
+			 rel);
 		(void)download(c, bucket, l.keys[i], path);
 	}
 	for (size_t i = 0; i < l.n; i++)

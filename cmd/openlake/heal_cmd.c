@@ -183,7 +183,7 @@ summary(struct heal_cli *c, const char *j, const struct prog *p)
 		    p->state, p->scanned, p->total, (double)p->bytes / 1e6, p->elapsed, p->shards,
 		    p->blocks, p->records, p->unrec);
 		printf("missed writes: %llu healed, %llu pending (a drive still offline keeps "
-		       "its)\n",
+		       "its records for the next heal)\n",
 		       p->missed_healed, p->missed_pending);
 		if (p->reason[0])
 			printf("heal %s: %s\n", p->state, p->reason);

@@ -172,7 +172,13 @@ keys_add(struct keys_cli *c, const char *user)
 	json_decref(req);
 	rc = send ? call(c, "POST", KEYS_PATH, send, 201, &res) : 1;
 	free(send);
-	if (!rc && !c->json)
+	if (!rc && !c->json && c->secret_stdin) /* the caller has it: kept off the terminal */
+		printf("created an S3 key for user %s\n"
+		       "  access key: %s\n"
+		       "  secret key: the one read from standard input (not printed)\n",
+		       json_string_value(json_object_get(res, "user")),
+		       json_string_value(json_object_get(res, "access_key")));
+	else if (!rc && !c->json)
 		printf("created an S3 key for user %s\n"
 		       "  access key: %s\n"
 		       "  secret key: %s\n"

@@ -8,31 +8,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmds.h"
 #include "openlake/openlake.h"
 
 #include "base/config.h"
-
-int ol_cmd_kv(int argc, char **argv);
 
 #define KV_MAX_NODES 64
 #define KV_JSON_CAP  (4u << 20) /* every node's stats, namespaces' rows included */
 
 static void
-usage(void)
+usage(FILE *f)
 {
 	fprintf(
-	    stderr,
-	    "usage: openlake kv stats [--nodes HOST:PORT,...] [--config FILE] [--json]\n"
-	    "                        [--timeout MS] [--tls [--ca-file PEM] [--server-name N]]\n"
-	    "  --nodes    pool nodes (default $OPENLAKE_NODES or 127.0.0.1:9400)\n"
-	    "  --config   the daemon's TOML config: its KV listener (kv_addr, or rpc_addr\n"
-	    "             in mode = \"kv\"), the other [[nodes]] of a KV pool, its [kv] secret\n"
-	    "  --json     print the raw JSON document (per node and total)\n"
-	    "  --timeout  per-node timeout in ms (default 2000)\n"
-	    "  --tls      the KV port speaks TLS ([kv_tls]; default $OPENLAKE_KV_TLS=1)\n"
-	    "  --ca-file  PEM CA that signed the nodes' certificates (default "
-	    "$OPENLAKE_KV_CA_FILE, else the system's)\n"
-	    "  --server-name  name the certificates carry (default: each node's host)\n");
+	    f, "usage: openlake kv stats [--nodes HOST:PORT,...] [--config FILE] [--json]\n"
+	       "                        [--timeout MS] [--tls [--ca-file PEM] [--server-name N]]\n"
+	       "  --nodes    pool nodes (default $OPENLAKE_NODES or 127.0.0.1:9400)\n"
+	       "  --config   the daemon's TOML config: its KV listener (kv_addr, or rpc_addr\n"
+	       "             in mode = \"kv\"), the other [[nodes]] of a KV pool, its [kv] secret\n"
+	       "  --json     print the raw JSON document (per node and total)\n"
+	       "  --timeout  per-node timeout in ms (default 2000)\n"
+	       "  --tls      the KV port speaks TLS ([kv_tls]; default $OPENLAKE_KV_TLS=1)\n"
+	       "  --ca-file  PEM CA that signed the nodes' certificates (default "
+	       "$OPENLAKE_KV_CA_FILE, else the system's)\n"
+	       "  --server-name  name the certificates carry (default: each node's host)\n");
 }
 
 static uint64_t
@@ -330,9 +328,13 @@ ol_cmd_kv(int argc, char **argv)
 	int as_json = 0, nodes_given = 0;
 	unsigned long timeout_ms = 2000;
 	snprintf(list, sizeof(list), "%s", env && env[0] ? env : "127.0.0.1:9400");
+	if (ol_cmd_wants_help(argc, argv)) {
+		usage(stdout);
+		return 0;
+	}
 	if (argc < 2 || strcmp(argv[1], "stats") != 0) {
-		usage();
-		return argc < 2 ? 2 : (strcmp(argv[1], "--help") == 0 ? 0 : 2);
+		usage(stderr);
+		return 2;
 	}
 	kv_tls_env();
 	for (int i = 2; i < argc; i++) {
@@ -357,7 +359,7 @@ ol_cmd_kv(int argc, char **argv)
 				return 2;
 			}
 		} else {
-			usage();
+			usage(stderr);
 			return 2;
 		}
 	}
@@ -370,7 +372,7 @@ ol_cmd_kv(int argc, char **argv)
 		return 2;
 	int n = split_nodes(list, nodes);
 	if (n == 0) {
-		usage();
+		usage(stderr);
 		return 2;
 	}
 	return stats(nodes, (size_t)n, (unsigned)timeout_ms, as_json);

@@ -49,7 +49,8 @@ usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "Usage: openlaked [--config FILE] [--KEY VALUE ...] [--print-config] [--check-config]\n"
+	    "Usage: openlaked [--config FILE] [--KEY VALUE ...] [--print-config [--show-secrets]]\n"
+	    "                 [--check-config]\n"
 	    "\n"
 	    "OpenLake: an S3-compatible object store (erasure-coded over the drives) and a\n"
 	    "KV-cache pool for LLM inference engines, in one daemon.\n"
@@ -512,6 +513,17 @@ start_http(const struct ol_config *cfg, struct daemon *d)
 		ol_http_server_port(d->http), cfg->region);
 	return 0;
 }
+
+/* S3 could not start: the cause, and for an address in use the fix (as the KV and admin
+ * listeners say theirs) */
+static void
+s3_serve_error(const struct ol_config *cfg, int rc)
+{
+	ol_err("cannot serve S3 on %s: %s%s", cfg->s3_addr, strerror(-rc),
+	       rc == -EADDRINUSE ? " (another openlaked, or another program): stop it or set "
+				   "s3_addr to a free port"
+				 : "");
+}
 #endif
 
 static int
@@ -539,7 +551,7 @@ start_storage(const struct ol_config *cfg, struct daemon *d)
 		rc = start_http(cfg, d);
 	}
 	if (rc) {
-		ol_err("cannot serve S3 on %s: %s", cfg->s3_addr, strerror(-rc));
+		s3_serve_error(cfg, rc);
 		return rc;
 	}
 	ol_info("S3 API on %s://%s (region %s, access key %s%s)",
@@ -574,7 +586,7 @@ start_cluster_storage(const struct ol_config *cfg, struct daemon *d, struct ol_l
 	ol_admin_set_forward(cstore_forward_admin, d->cs);
 	rc = start_http(cfg, d);
 	if (rc)
-		ol_err("cannot serve S3 on %s: %s", cfg->s3_addr, strerror(-rc));
+		s3_serve_error(cfg, rc);
 	return rc;
 }
 #endif
@@ -616,7 +628,9 @@ start_kv(const struct ol_config *cfg, struct daemon *d)
 #ifdef OL_HAVE_KV
 	int rc = ol_kv_server_start(cfg, &d->kv);
 	if (rc) {
-		ol_err("cannot serve the KV pool on %s: %s", addr, strerror(-rc));
+		bool ucx = !strcmp(cfg->transport, "rdma") || !strcmp(cfg->transport, "ucx");
+		ol_err("cannot serve the KV pool on %s%s: %s", addr,
+		       ucx ? " or its UCX port (see above)" : "", strerror(-rc));
 		return rc;
 	}
 	ol_info("KV pool on %s", addr);

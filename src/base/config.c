@@ -803,13 +803,35 @@ ol_config_parse(struct ol_config *cfg, const char *name, const char *text, size_
 	return 0;
 }
 
+/* A missing file named as one of the public OpenLake's configs (its quick start's
+ * crates/openlake_server/configs/storage-tcp-local.toml): where ours is. "" for other names. */
+static const char *
+public_config_hint(const char *path, char *buf, size_t cap)
+{
+	static const char *const names[] = {"storage-tcp-local.toml", "kv_local.toml",
+					    "kv_rdma.toml"};
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(base, names[i]) == 0) {
+			snprintf(buf, cap,
+				 " (the public OpenLake's %s is configs/%s in this source tree, "
+				 "share/openlake/examples/%s under the install prefix)",
+				 base, base, base);
+			return buf;
+		}
+	return "";
+}
+
 int
 ol_config_load_file(struct ol_config *cfg, const char *path, char *err, size_t errlen)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		int e = errno;
-		snprintf(err, errlen, "cannot open config %s: %s", path, strerror(e));
+		char hint[256];
+		snprintf(err, errlen, "cannot open config %s: %s%s", path, strerror(e),
+			 e == ENOENT ? public_config_hint(path, hint, sizeof(hint)) : "");
 		return -e;
 	}
 	struct stat st;
@@ -921,7 +943,7 @@ uint64_t
 ol_config_kv_dram_bytes(const struct ol_config *cfg, uint64_t mem_total, const char **key)
 {
 	const uint64_t gib = 1ull << 30;
-	const char *k = "(default)";
+	const char *k = "the default";
 	uint64_t v = gib;
 	if (cfg->kv_dram_bytes) {
 		k = "[kv] dram_bytes";

@@ -188,7 +188,9 @@ void ol_config_default(struct ol_config *cfg);
 int ol_config_parse(struct ol_config *cfg, const char *name, const char *text, size_t len,
 		    char *err, size_t errlen);
 
-/* Read and parse a file. Returns 0, -errno (err says why). */
+/* Read and parse a file. Returns 0, -errno (err says why; a missing file named as one of the
+ * public OpenLake's configs, e.g. crates/openlake_server/configs/kv_local.toml, says where ours
+ * is: configs/ in the source tree, share/openlake/examples/ installed). */
 int ol_config_load_file(struct ol_config *cfg, const char *path, char *err, size_t errlen);
 
 /* Apply one override "key" = "value" as on the command line (--s3_addr 0.0.0.0:9000 or

@@ -716,7 +716,10 @@ listen_on(struct kvu *u, const struct ol_config *cfg, const char *addr)
 	    ol_ucx_listen(u->w, ai->ai_addr, ai->ai_addrlen, on_conn, u, &u->lis, &port);
 	freeaddrinfo(ai);
 	if (st != UCS_OK) {
-		ol_err("kv: UCX cannot listen on port %u: %s", port, ucs_status_string(st));
+		ol_err("kv: UCX cannot listen on port %u (%s): %s; set [rdma] port to a free port",
+		       port,
+		       cfg->rdma_port ? "[rdma] port" : "the KV port + 1: [rdma] port is unset",
+		       ucs_status_string(st));
 		return -EADDRINUSE;
 	}
 	ol_info("kv: UCX listening on port %u (transport = \"%s\", [rdma] backend = \"%s\": "

@@ -74,6 +74,11 @@ def test_cp_recursive(s3_daemon, s3_client, bucket, tmp_path):
     for rel, body in files.items():
         assert (out / rel).read_bytes() == body, rel
     assert not (tmp_path / "out" / "escape").exists()
+    # DST with a trailing slash (the README's `openlake cp -r s3://.../ ./step-100/`): the
+    # files are named without a doubled slash
+    r = cp(s3_daemon, "s3://%s/tree/" % bucket, str(tmp_path / "out2") + "/", "-r")
+    assert "to %s/a.txt " % (tmp_path / "out2") in r.stdout and "out2//" not in r.stdout, r.stdout
+    assert (tmp_path / "out2" / "sub" / "b.bin").read_bytes() == files["sub/b.bin"]
     # a directory without --recursive
     r = cp(s3_daemon, str(tree), "s3://%s/x/" % bucket)
     assert r.returncode == 2 and "is a directory: add --recursive" in r.stderr

@@ -93,6 +93,7 @@ def test_runtime_key_lifecycle(d):
     # a given pair (secret from stdin) for a second user
     r = cli(d, "add", "carol", "--key", "CAROLKEY01", "--secret-stdin", stdin="carol-secret-1\n")
     assert r.returncode == 0 and "CAROLKEY01" in r.stdout, r.stderr
+    assert "carol-secret-1" not in r.stdout  # a secret given on stdin is not echoed
     carol = client(d.s3_url, "CAROLKEY01", "carol-secret-1")
     assert carol.list_buckets()["Buckets"] == []
 

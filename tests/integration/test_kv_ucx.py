@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import Daemon, free_port, wait_for
+from conftest import OPENLAKED, Daemon, free_port, wait_for
 from vllm_standin.pool import REPO, library_path, require_pool_binaries  # noqa: F401
 
 PY = "/usr/bin/python3"
@@ -307,6 +307,31 @@ def test_token_required_over_ucx(tmp_path, ucx_tcp):
     finally:
         p.stop()
 
+
+
+def test_ucx_port_taken_is_named(tmp_path):
+    """kv_rdma.toml's UCX listener (the KV port + 1 when [rdma] port is unset) on a port another
+    program holds: openlaked exits 1 naming that port, the key that sets it and the fix; its
+    last line no longer blames the free KV port alone ('cannot serve the KV pool on
+    127.0.0.1:P: Address already in use')."""
+    import socket
+
+    _lib()
+    kv_port = _port_pair()
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", kv_port + 1))
+        holder.listen(1)
+        cfg = tmp_path / "kv_rdma.toml"
+        cfg.write_text(rdma_config(tmp_path, kv_port))
+        env = dict(os.environ, UCX_TLS="tcp")
+        r = subprocess.run([str(OPENLAKED), "--config", str(cfg)], capture_output=True,
+                           text=True, timeout=120, env=env)
+    assert r.returncode == 1, r.stderr[-2000:]
+    line = "kv: UCX cannot listen on port %d (the KV port + 1: [rdma] port is unset)" % (
+        kv_port + 1)
+    assert line in r.stderr and "set [rdma] port to a free port" in r.stderr, r.stderr[-2000:]
+    assert ("cannot serve the KV pool on 127.0.0.1:%d or its UCX port (see above)" % kv_port
+            in r.stderr), r.stderr[-2000:]
 
 def test_connector_device_passes_through():
     """vLLM's openlake_device: ucx, rdma or a NIC name stays (UCX) when libopenlake has UCX;

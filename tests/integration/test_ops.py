@@ -252,6 +252,24 @@ def test_second_daemon_on_same_drives_names_lock_and_holder(openlaked, tmp_path)
     assert fetch(d.s3_url + "/openlake/health")[2] == b"ok\n"
 
 
+
+def test_s3_port_in_use_names_the_fix(tmp_path):
+    """The S3 address taken by another program: exit 1, the address, the cause and the fix (as
+    the KV and admin listeners already said theirs; S3 said only 'Address already in use')."""
+    import socket
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        addr = "127.0.0.1:%d" % holder.getsockname()[1]
+        dirs = ",".join(str(tmp_path / ("d%d" % i)) for i in range(4))
+        r = subprocess.run([str(OPENLAKED), "--s3-addr", addr, "--kv-addr", "",
+                            "--console-addr", "", "--data-dirs", dirs],
+                           capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert ("cannot serve S3 on %s: Address already in use" % addr in r.stderr
+            and "set s3_addr to a free port" in r.stderr), r.stderr
+
 def test_messages_name_cause_and_fix(tmp_path):
     port = free_port()  # nothing listens there
     r = cli("heal", "--status", "--endpoint", f"http://127.0.0.1:{port}")

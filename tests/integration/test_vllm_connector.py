@@ -272,6 +272,44 @@ def test_prefix_reuse_each_layout(pool, layout):
     e2.shutdown()
 
 
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/vllm.md"])
+def test_documented_kv_transfer_config(pool, doc):
+    """The quick start's `vllm serve --kv-transfer-config '...'` JSON, read from the document
+    itself: vLLM's factory imports kv_connector_module_path and takes kv_connector from it,
+    every kv_connector_extra_config key is one the connector knows, and with only
+    openlake_nodes pointed at this pool (its defaults otherwise: chunk_size 256, async lookups
+    and saves) a second engine is served the first one's prefix."""
+    import importlib
+    import json
+    import re
+
+    from openlake_client.connector_config import DEFAULTS
+
+    text = (REPO / doc).read_text()
+    m = re.search(r"--kv-transfer-config '(\{.*?\})'", text, re.S)
+    assert m, "%s shows no --kv-transfer-config" % doc
+    j = json.loads(m.group(1))
+    cls = getattr(importlib.import_module(j["kv_connector_module_path"]), j["kv_connector"])
+    extra = j["kv_connector_extra_config"]
+    assert set(extra) <= set(DEFAULTS), set(extra) - set(DEFAULTS)
+    assert j["kv_role"] == "kv_both"
+    extra = dict(extra, openlake_nodes=[pool.kv_addr])
+    prompt = [(i * 41 + 3) % 500 for i in range(600)]
+    hits = []
+    for rid in ("first", "second"):
+        c = make_vllm_config(model="doc/" + doc, block_size=BS, num_gpu_blocks=NB,
+                             num_layers=L, kv_heads=H, head_size=D, extra=extra,
+                             kv_role=j["kv_role"])
+        c.kv_transfer_config.kv_connector = j["kv_connector"]
+        c.kv_transfer_config.kv_connector_module_path = j["kv_connector_module_path"]
+        e = Engine(c, lambda r: (make_kv_caches("fa", L, NB, BS, H, D),
+                                 FakeModel(L, H, D, "fa", r)), NB, connector_cls=cls)
+        serve(e, rid, prompt, max_tokens=2)
+        hits.append(e.scheduler.finished[rid].num_external_computed_tokens)
+        e.shutdown()
+    assert hits == [0, 512], hits  # two whole 256-token chunks
+
 def test_full_prompt_hit_leaves_one_block(pool):
     e1 = engine(cfg(pool.kv_addr))
     serve(e1, "A", A)

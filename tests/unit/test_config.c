@@ -28,6 +28,19 @@ test_shipped(const char *dir)
 		rc = ol_config_validate(&c, err, sizeof(err));
 		ok(rc == 0, "%s validates (%s)", files[i], err);
 	}
+	/* the public OpenLake's quick start names its own path: the error says where ours is */
+	struct ol_config c;
+	char err[512] = "";
+	ol_config_default(&c);
+	int rc = ol_config_load_file(
+	    &c, "/nonexistent-openlake/crates/openlake_server/configs/storage-tcp-local.toml", err,
+	    sizeof(err));
+	ok(rc == -ENOENT && strstr(err, "is configs/storage-tcp-local.toml in this source tree") &&
+	       strstr(err, "share/openlake/examples/storage-tcp-local.toml"),
+	   "a missing public config path names ours: %s", err);
+	rc = ol_config_load_file(&c, "/nonexistent-openlake/mine.toml", err, sizeof(err));
+	ok(rc == -ENOENT && !strstr(err, "public OpenLake"), "another missing file: no hint (%s)",
+	   err);
 }
 
 static void
