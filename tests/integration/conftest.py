@@ -26,6 +26,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -355,6 +356,17 @@ def boto3_client(url, **kw):
 @pytest.fixture(scope="module")
 def s3_client(s3_daemon):
     return boto3_client(s3_daemon.s3_url)
+
+
+def native_client(d, bucket, conns=4):
+    """openlake_client.s3.Client (libopenlake's native S3 client) on daemon d, with bucket
+    created"""
+    sys.path.insert(0, str(REPO / "python"))
+    from openlake_client import s3
+    cl = s3.Client(endpoint=d.s3_url, access_key=ACCESS_KEY, secret_key=SECRET_KEY,
+                   region=REGION, conns=conns)
+    cl.create_bucket(bucket)
+    return cl
 
 
 def aws_env(extra=None):

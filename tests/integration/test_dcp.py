@@ -14,11 +14,11 @@ import sys
 
 import pytest
 
-from conftest import ACCESS_KEY, REGION, SECRET_KEY, REPO, wait_for
+from conftest import ACCESS_KEY, REGION, SECRET_KEY, REPO, native_client, wait_for
 
 torch = pytest.importorskip("torch")
 sys.path.insert(0, str(REPO / "python"))
-from openlake_client import dcp, s3  # noqa: E402
+from openlake_client import dcp  # noqa: E402
 
 import dcp_standin as standin  # noqa: E402
 from dcp_standin import Shard  # noqa: E402
@@ -28,10 +28,7 @@ BUCKET = "dcp"
 
 @pytest.fixture(scope="module")
 def c(s3_daemon):
-    cl = s3.Client(endpoint=s3_daemon.s3_url, access_key=ACCESS_KEY, secret_key=SECRET_KEY,
-                   region=REGION, conns=4)
-    cl.create_bucket(BUCKET)
-    return cl
+    return native_client(s3_daemon, BUCKET)
 
 
 def raw(t):

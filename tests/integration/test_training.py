@@ -6,14 +6,13 @@ run, kill -9 of a writer mid-save, and datasets under a DataLoader with 2 worker
 import json
 import os
 import signal
-import struct
 import subprocess
 import sys
 import time
 
 import pytest
 
-from conftest import ACCESS_KEY, REGION, SECRET_KEY, REPO, wait_for
+from conftest import ACCESS_KEY, REGION, SECRET_KEY, REPO, native_client, wait_for
 
 torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
@@ -25,10 +24,7 @@ BUCKET = "training"
 
 @pytest.fixture(scope="module")
 def c(s3_daemon):
-    cl = s3.Client(endpoint=s3_daemon.s3_url, access_key=ACCESS_KEY, secret_key=SECRET_KEY,
-                   region=REGION, conns=4)
-    cl.create_bucket(BUCKET)
-    return cl
+    return native_client(s3_daemon, BUCKET)
 
 
 class Net(torch.nn.Module):

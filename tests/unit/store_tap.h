@@ -3,11 +3,29 @@
 #define OL_TEST_STORE_TAP_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 
+#include "base/config.h"
 #include "store/store.h"
+
+/* *cfg: the defaults with n drives root/d0..d(n-1) in one set of n, 2 parity, no fsync,
+ * inline up to 4 KiB, 64 KiB blocks (the missed-write, heal and undecided tests' store) */
+static inline void
+store_tap_cfg(struct ol_config *cfg, const char *root, int n)
+{
+	ol_config_default(cfg);
+	cfg->n_data_dirs = n;
+	for (int i = 0; i < n; i++)
+		snprintf(cfg->data_dirs[i], sizeof(cfg->data_dirs[i]), "%s/d%d", root, i);
+	cfg->set_drive_count = n;
+	cfg->default_parity_count = 2;
+	cfg->fsync = false;
+	cfg->inline_threshold = 4096;
+	cfg->block_size = 64 * 1024;
+}
 
 /* key k of bucket "b" = d[0..n); 0 or -errno */
 static inline int

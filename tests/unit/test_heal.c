@@ -236,15 +236,7 @@ setup(void)
 	struct ol_put *p;
 	char uid[64];
 
-	ol_config_default(&cfg);
-	cfg.n_data_dirs = NDRV;
-	for (int i = 0; i < NDRV; i++)
-		snprintf(cfg.data_dirs[i], sizeof(cfg.data_dirs[i]), "%s/d%d", root, i);
-	cfg.set_drive_count = NDRV;
-	cfg.default_parity_count = 2;
-	cfg.fsync = false;
-	cfg.inline_threshold = 4096;
-	cfg.block_size = 64 * 1024;
+	store_tap_cfg(&cfg, root, NDRV);
 	tap_fill(big1, BIG1, 1);
 	tap_fill(big2, BIG2, 2);
 	tap_fill(small, SMALL, 3);

@@ -415,15 +415,7 @@ main(void)
 	snprintf(root, sizeof(root), "%s/olmissed.XXXXXX", tmp ? tmp : "/tmp");
 	if (!mkdtemp(root))
 		tap_skip_all("no temp dir");
-	ol_config_default(&cfg);
-	cfg.n_data_dirs = NDRV;
-	for (int i = 0; i < NDRV; i++)
-		snprintf(cfg.data_dirs[i], sizeof(cfg.data_dirs[i]), "%s/d%d", root, i);
-	cfg.set_drive_count = NDRV;
-	cfg.default_parity_count = 2;
-	cfg.fsync = false;
-	cfg.inline_threshold = 4096;
-	cfg.block_size = 64 * 1024;
+	store_tap_cfg(&cfg, root, NDRV);
 	tap_fill(big, BIG, 1);
 	tap_fill(small, SMALL, 2);
 	tap_fill(part, PART, 3);

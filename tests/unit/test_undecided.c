@@ -16,6 +16,7 @@
 #include "base/config.h"
 #include "store/store.h"
 #include "store/store_int.h"
+#include "store_tap.h"
 #include "tap.h"
 
 #define NDRV  4
@@ -410,15 +411,7 @@ main(void)
 	snprintf(root, sizeof(root), "%s/olundec.XXXXXX", tmp ? tmp : "/tmp");
 	if (!mkdtemp(root))
 		tap_skip_all("no temp dir");
-	ol_config_default(&cfg);
-	cfg.n_data_dirs = NDRV;
-	for (int i = 0; i < NDRV; i++)
-		snprintf(cfg.data_dirs[i], sizeof(cfg.data_dirs[i]), "%s/d%d", root, i);
-	cfg.set_drive_count = NDRV;
-	cfg.default_parity_count = 2;
-	cfg.fsync = false;
-	cfg.inline_threshold = 4096;
-	cfg.block_size = 64 * 1024;
+	store_tap_cfg(&cfg, root, NDRV);
 	tap_fill(small, SMALL, 2);
 	tap_fill(part1, PART, 3);
 	tap_fill(part2, PART, 4);
