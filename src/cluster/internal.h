@@ -52,7 +52,8 @@ struct ol_cluster {
 	/* the keepalive thread's: what it last wrote there, under which lease, and when next */
 	uint64_t free_last;
 	int64_t free_lease, free_next_ms;
-	int64_t lease; /* the keepalive thread's own copy */
+	int64_t lease;	 /* the keepalive thread's own copy */
+	bool registered; /* the keepalive thread's: this process registered once */
 	/* the lease for the other threads: its id (0 = none) and the CLOCK_MONOTONIC ms until
 	 * which it surely lives on etcd's side (sent time of the last answered keepalive + TTL) */
 	_Atomic int64_t lease_id, lease_valid_until;

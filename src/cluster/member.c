@@ -128,6 +128,29 @@ lease_set(struct ol_cluster *c, int64_t id, int64_t sent_ms, int64_t ttl_s)
 	c->lease = id;
 }
 
+/* This process's first registration: a member key of this node under a lease that is still
+ * alive is a previous process's (one process per node runs here: the data dirs are locked), so
+ * that process crashed or was killed, and its lease holds the sets it led until the lease's end
+ * with no one serving them. It is revoked now, and the next leader campaigns at once
+ * (docs/cluster.md, "A dead leader"). Best effort: on failure the lease lapses as before. */
+static void
+drop_predecessor(struct ol_cluster *c, int64_t mine)
+{
+	struct ol_etcd_range_result r;
+	if (ol_etcd_range(c->etcd, c->key, 0, 0, 1, &r))
+		return;
+	int64_t old = r.n_kvs ? r.kvs[0].lease : 0;
+	ol_etcd_range_result_fini(&r);
+	if (old <= 0 || old == mine)
+		return;
+	int rc = ol_etcd_lease_revoke(c->etcd, old);
+	if (rc == 0)
+		ol_warn("cluster: a previous process of this node held lease %lld (its member key "
+			"%s): revoked, so what it led goes to a campaign now rather than at the "
+			"lease's end",
+			(long long)old, c->key);
+}
+
 static int
 register_once(struct ol_cluster *c)
 {
@@ -135,6 +158,8 @@ register_once(struct ol_cluster *c)
 	int rc = ol_etcd_lease_grant(c->etcd, c->cfg->cluster_lease_ttl_s, &id, &ttl);
 	if (rc)
 		return rc;
+	if (!c->registered)
+		drop_predecessor(c, id);
 	int64_t rev = 0;
 	rc = ol_etcd_put(c->etcd, c->key, c->value, strlen(c->value), id, &rev);
 	if (rc) {
@@ -143,6 +168,7 @@ register_once(struct ol_cluster *c)
 	}
 	atomic_store(&c->key_rev, rev);
 	lease_set(c, id, sent, ttl);
+	c->registered = true;
 	return 0;
 }
 

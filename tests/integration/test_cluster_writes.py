@@ -24,6 +24,8 @@ only the commit to the serving leader, as one node-plane call; everything else s
   objects survive the loss of another node;
 - kill -9 of the leader: the followers find its S3 port refusing connections and revoke its
   lease, and the next leader serves without waiting for the lease's end;
+- kill -9 of the leader and its restart at once: the new process revokes its predecessor's
+  lease, and a leader serves at a higher epoch without waiting for the lease's end;
 - with write_any = false a follower forwards its PUTs, as before.
 """
 
@@ -59,6 +61,12 @@ def cluster_faults(tmp_path, etcd, monkeypatch):
 @pytest.fixture
 def cluster_write_any_off(tmp_path, etcd):
     yield from start_cluster(tmp_path, etcd, extra=s3_extra(tmp_path, "write_any = false"))
+
+
+@pytest.fixture
+def cluster_no_revoke(tmp_path, etcd):
+    yield from start_cluster(tmp_path, etcd,
+                             extra=s3_extra(tmp_path, "revoke_dead_leader = false"))
 
 
 def view_whole(node):
@@ -335,6 +343,31 @@ def test_a_dead_leaders_lease_is_revoked(cluster):
         for g in fs:
             got = c.client(g, retries=4).get_object(Bucket="wdead", Key=f"k{f}")
             assert got["Body"].read() == data, (f, g)
+
+
+def test_a_restarted_leader_revokes_its_previous_lease(cluster_no_revoke):
+    """kill -9 of the serving leader and its restart at once (the followers' revoke off, so
+    only the restarted process can end the old lease): the new process finds its node's
+    member key under its predecessor's lease, revokes it, and a leader serves at a higher
+    epoch without waiting for the lease's end; PUTs through every node work and read back"""
+    c = cluster_no_revoke
+    lid, epoch = c.leader()
+    ready(c)
+    c.client(others(c, lid)[0], retries=4).create_bucket(Bucket="wrestart")
+    c.nodes[lid].kill9()
+    c.nodes[lid].start()
+    wait_for(lambda: "a previous process of this node held lease" in c.nodes[lid].log(), 60,
+             "the restarted leader revoking its previous process's lease")
+    new = wait_for(lambda: (x := c.leader()) and x[1] > epoch and x, TTL + 60,
+                   "a leader at a higher epoch")
+    print(f"leader {new} after the restart of node {lid}")
+    data = body("after-restart", 300000)
+    for i in range(4):
+        c.client(i, retries=8).put_object(Bucket="wrestart", Key=f"k{i}", Body=data)
+    for i in range(4):
+        for j in range(4):
+            got = c.client(j, retries=4).get_object(Bucket="wrestart", Key=f"k{i}")
+            assert got["Body"].read() == data, (i, j)
 
 
 def one_try(c, i):
