@@ -16,7 +16,7 @@ at a random moment (0.3-3 s after the first acknowledgement) a node is killed -9
 leader (found as bench/failover_bench.py does) with probability 1/3, a follower otherwise; the
 killed node's load stops, the others go on; after a random pause (0.5-8 s) the node is started
 again (failover_bench.restart) and the round ends once every follower's view is open again
-(one serving leader). Then every key is checked through a node chosen by the seed
+(one serving leader) and a PUT through every node succeeds. Then every key is checked through a node chosen by the seed
 (test_crash_torture.s3_check: a GET returns the last acknowledged value or a write in flight
 after it, absent only if acceptable; the listing matches; open uploads complete). Requests that
 fail are counted by kind (HTTP status, or the connection error's class) and by phase (through
@@ -53,6 +53,7 @@ import test_crash_torture as T  # noqa: E402
 KiB, MiB = 1 << 10, 1 << 20
 BIG = T.SIZES_BIG + [5 * MiB, 8 * MiB]  # PUTs of 0 B..8 MiB
 PART = 5 * MiB
+PROBE = "probe"  # the bucket of settled()'s PUTs, outside the model's listing
 BUILD = os.path.join(REPO, os.environ.get("OPENLAKE_BUILD", "build"))
 
 
@@ -160,6 +161,25 @@ def wait_first_ack(loads, limit=120):
         time.sleep(0.01)
 
 
+def settled(urls, limit=180):
+    """one serving leader with every follower's view open (leader_of), and a PUT through every
+    node acknowledged: a leader restarted within a second of its kill answers the followers'
+    second probe, keeps its lease and serves no more (docs/cluster.md "A dead leader"), so open
+    views alone do not say that writes are served again"""
+    leader_of(urls, limit=limit)
+    end = time.monotonic() + limit
+    for i, u in enumerate(urls):
+        c = T.s3_client(u)
+        while True:
+            try:
+                c.put_object(Bucket=PROBE, Key=f"node-{i}", Body=b"probe")
+                break
+            except Exception as e:
+                if time.monotonic() > end:
+                    sys.exit(f"no PUT through node {i} succeeds {limit} s after the restart: {e}")
+                time.sleep(0.2)
+
+
 def heal(d, node):
     """`openlake heal` through node: (exit status, unrecoverable count or None, output)"""
     r = subprocess.run([os.path.join(BUILD, "cmd/openlake/openlake"), "heal", "--config",
@@ -191,7 +211,7 @@ def one_round(r, rnd, d, urls, model, keys, stats, lock, fails, tally, failures,
     os.kill(pid_of(d, victim), 9)
     time.sleep(pause)
     restart(d, victim)
-    leader_of(urls, limit=180)  # every follower's view open again, one leader
+    settled(urls)  # every follower's view open again, one leader, writes served
     phase["now"] = "healthy"
     gap = first_write_after(model, t_kill) if kill_leader else None
     for ld in loads:
@@ -283,7 +303,9 @@ def main():
     keep = a.keep
     try:
         urls, _ = cluster_up(d, "")
-        T.s3_client(urls[leader_of(urls)]).create_bucket(Bucket=T.BUCKET)
+        c = T.s3_client(urls[leader_of(urls)])
+        c.create_bucket(Bucket=T.BUCKET)
+        c.create_bucket(Bucket=PROBE)
         for r in range(1, a.rounds + 1):
             if a.minutes is not None and time.monotonic() - t_start > a.minutes * 60:
                 break
