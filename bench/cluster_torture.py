@@ -23,7 +23,9 @@ fail are counted by kind (HTTP status, or the connection error's class) and by p
 the killed node; through a live node while a node is down; with no node down): a 500, any
 status but 503 through a live node, or any failure with no node down is a violation. After a
 leader kill, the time from the kill to the end of the first write (PUT or multipart complete)
-that started after it and was acknowledged is recorded. At the end `openlake heal` must exit 0
+that started after it and was acknowledged is recorded, and per round the PUTs and parts
+the followers wrote themselves (openlake_cluster_local_writes_total) and of them those written
+without a drive (openlake_cluster_local_writes_degraded_total), the killed node left out. At the end `openlake heal` must exit 0
 with 0 unrecoverable, and every key must read back through every node as the last check saw
 it. Everything is stopped by pid (`scripts/cluster.sh down`) and the temp dir removed (unless
 --keep, or a violation: then it is kept for the logs).
@@ -46,7 +48,7 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
 sys.path.insert(0, os.path.join(os.path.dirname(BENCH), "tests", "integration"))
 
-from cluster_bench import REPO, cluster_up  # noqa: E402
+from cluster_bench import REPO, cluster_up, metric  # noqa: E402
 from failover_bench import leader_of, restart  # noqa: E402
 import test_crash_torture as T  # noqa: E402
 
@@ -151,6 +153,20 @@ def first_write_after(model, t_kill):
     return min(ends) - t_kill if ends else None
 
 
+COUNTERS = ("openlake_cluster_local_writes_total", "openlake_cluster_local_writes_degraded_total")
+
+
+def counters(urls):
+    """per node, COUNTERS' values (0 where a node does not answer)"""
+    out = []
+    for u in urls:
+        try:
+            out.append([metric(u, m) or 0 for m in COUNTERS])
+        except OSError:
+            out.append([0] * len(COUNTERS))
+    return out
+
+
 def pid_of(d, node):
     return int(open(f"{d}/pids/node-{node}.pid").read().strip())
 
@@ -200,6 +216,7 @@ def one_round(r, rnd, d, urls, model, keys, stats, lock, fails, tally, failures,
     victim = leader if kill_leader else rnd.choice([i for i in range(4) if i != leader])
     delay, pause = rnd.uniform(0.3, 3.0), rnd.uniform(0.5, 8.0)
     check_via = rnd.randrange(4)
+    c0 = counters(urls)
     for ld in loads:
         ld.start()
     wait_first_ack(loads)
@@ -216,6 +233,11 @@ def one_round(r, rnd, d, urls, model, keys, stats, lock, fails, tally, failures,
     gap = first_write_after(model, t_kill) if kill_leader else None
     for ld in loads:
         ld.finish(timeout=300)
+    c1 = counters(urls)  # the victim's counters restarted at 0: left out
+    local, degraded = (sum(c1[i][j] - c0[i][j] for i in range(4) if i != victim)
+                       for j in range(len(COUNTERS)))
+    tally["follower_writes"] += local
+    tally["follower_writes_degraded"] += degraded
     acked = sum(ld.acked for ld in loads)
     uploads = {}
     before = len(failures)
@@ -242,7 +264,8 @@ def one_round(r, rnd, d, urls, model, keys, stats, lock, fails, tally, failures,
         ", no write acknowledged after the kill" if kill_leader else "")
     log(f"round {r}: killed node {victim} ({'leader' if kill_leader else 'follower'}) "
         f"{delay:.2f}s after the first ack, down {pause:.1f}s{g}; {acked} acked, "
-        f"{len(uploads)} uploads, {present}/{len(keys)} keys present (checked via node "
+        f"{len(uploads)} uploads, {local:.0f} PUT/UploadPart written by followers "
+        f"({degraded:.0f} without a drive), {present}/{len(keys)} keys present (checked via node "
         f"{check_via}), violations {len(failures) - before}, {time.monotonic() - t0:.0f}s")
     for f in failures[before:]:
         log("  VIOLATION " + f)
@@ -297,7 +320,8 @@ def main():
     lock = threading.Lock()
     fails = {}
     tally = dict(rounds=0, acked=0, uploads=0, lost=0, wrong=0, other=0, leader_kills=0,
-                 follower_kills=0, no_write_after_leader_kill=0, gaps=[])
+                 follower_kills=0,
+                 follower_writes=0, follower_writes_degraded=0, no_write_after_leader_kill=0, gaps=[])
     failures = []
     t_start = time.monotonic()
     keep = a.keep
