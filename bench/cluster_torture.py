@@ -78,6 +78,11 @@ class NodeLoad(T.S3Load):
         self.node, self.phase, self.fails = node, phase, fails
         self.umu = lock  # one lock for every node's load: stats["vid"] is shared
         self.killed = False
+        self.acks = []  # the ops this load acknowledged
+
+    def _ack(self, op):
+        super()._ack(op)
+        self.acks.append(op)
 
     def _run(self, i):
         rnd = random.Random(self.seeds[i])
@@ -145,12 +150,16 @@ class NodeLoad(T.S3Load):
         self._ack(op)
 
 
-def first_write_after(model, t_kill):
-    """seconds from t_kill to the acknowledgement of the first write that started after it"""
-    with model.mu:
-        ends = [o.t1 for ops in model.hist.values() for o in ops
-                if o.t1 is not None and o.t0 > t_kill and o.what in ("put", "multipart")]
-    return min(ends) - t_kill if ends else None
+def first_write_after(loads, t_kill):
+    """(seconds from t_kill to the acknowledgement of the first write that started after it,
+    what it was: op, key, node it went through, its start after t_kill), or (None, "")"""
+    ends = [(o.t1, f"{o.what} {o.key} through node {ld.node}, sent {o.t0 - t_kill:.3f}s "
+             f"after the kill") for ld in loads for o in list(ld.acks)
+            if o.t0 > t_kill and o.what in ("put", "multipart")]
+    if not ends:
+        return None, ""
+    t1, what = min(ends)
+    return t1 - t_kill, what
 
 
 COUNTERS = ("openlake_cluster_local_writes_total", "openlake_cluster_local_writes_degraded_total")
@@ -230,7 +239,7 @@ def one_round(r, rnd, d, urls, model, keys, stats, lock, fails, tally, failures,
     restart(d, victim)
     settled(urls)  # every follower's view open again, one leader, writes served
     phase["now"] = "healthy"
-    gap = first_write_after(model, t_kill) if kill_leader else None
+    gap, gap_op = first_write_after(loads, t_kill) if kill_leader else (None, "")
     for ld in loads:
         ld.finish(timeout=300)
     c1 = counters(urls)  # the victim's counters restarted at 0: left out
@@ -260,7 +269,7 @@ def one_round(r, rnd, d, urls, model, keys, stats, lock, fails, tally, failures,
     if gap is not None:
         tally["gaps"].append(gap)
     present = sum(v is not T.ABSENT for v in seen.values())
-    g = f", first write {gap:.2f}s after the kill" if gap is not None else (
+    g = f", first write {gap:.2f}s after the kill ({gap_op})" if gap is not None else (
         ", no write acknowledged after the kill" if kill_leader else "")
     log(f"round {r}: killed node {victim} ({'leader' if kill_leader else 'follower'}) "
         f"{delay:.2f}s after the first ack, down {pause:.1f}s{g}; {acked} acked, "
