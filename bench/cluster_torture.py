@@ -1,0 +1,375 @@
+#!/usr/bin/python3
+"""Cluster crash torture: kill -9 of a random node of a 4-node cluster (the serving leader in
+about a third of the rounds) under a mixed S3 load through every live node, restart, and every
+key checked against a model of what was acknowledged. Not a pass/fail test: one line per round,
+a summary, exit 1 on any lost or wrong acknowledged write (or a 500, a wrong byte under load,
+a failed request while no node was down, a heal that leaves objects unrecoverable).
+
+  OPENLAKE_BUILD=build nice -n 10 /usr/bin/python3 bench/cluster_torture.py [--rounds 20]
+      [--minutes M] [--seed S] [--keep]
+
+Starts `scripts/cluster.sh up 4 DIR --etcd 1` (one set N=4 P=1) in a temp dir. Each round:
+one load per node (tests/integration/test_crash_torture.py's S3Load: 2 PUT threads of 0 B..8
+MiB on 24 keys, so overwrites happen, a multipart thread of 2-3 parts of 5 MiB, completed,
+aborted or left open, a DELETE/GET thread whose GETs must return a whole value of the key);
+at a random moment (0.3-3 s after the first acknowledgement) a node is killed -9, the serving
+leader (found as bench/failover_bench.py does) with probability 1/3, a follower otherwise; the
+killed node's load stops, the others go on; after a random pause (0.5-8 s) the node is started
+again (failover_bench.restart) and the round ends once every follower's view is open again
+(one serving leader) and a PUT through every node succeeds. Then every key is checked through a node chosen by the seed
+(test_crash_torture.s3_check: a GET returns the last acknowledged value or a write in flight
+after it, absent only if acceptable; the listing matches; open uploads complete). Requests that
+fail are counted by kind (HTTP status, or the connection error's class) and by phase (through
+the killed node; through a live node while a node is down; with no node down): a 500, any
+status but 503 through a live node, or any failure with no node down is a violation. After a
+leader kill, the time from the kill to the end of the first write (PUT or multipart complete)
+that started after it and was acknowledged is recorded, and per round the PUTs and parts
+the followers wrote themselves (openlake_cluster_local_writes_total) and of them those written
+without a drive (openlake_cluster_local_writes_degraded_total), the killed node left out. At the end `openlake heal` must exit 0
+with 0 unrecoverable, and every key must read back through every node as the last check saw
+it. Everything is stopped by pid (`scripts/cluster.sh down`) and the temp dir removed (unless
+--keep, or a violation: then it is kept for the logs).
+"""
+
+import argparse
+import logging
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, BENCH)
+sys.path.insert(0, os.path.join(os.path.dirname(BENCH), "tests", "integration"))
+
+from cluster_bench import REPO, cluster_up, metric  # noqa: E402
+from failover_bench import leader_of, restart  # noqa: E402
+import test_crash_torture as T  # noqa: E402
+
+KiB, MiB = 1 << 10, 1 << 20
+BIG = T.SIZES_BIG + [5 * MiB, 8 * MiB]  # PUTs of 0 B..8 MiB
+PART = 5 * MiB
+PROBE = "probe"  # the bucket of settled()'s PUTs, outside the model's listing
+BUILD = os.path.join(REPO, os.environ.get("OPENLAKE_BUILD", "build"))
+
+
+def kind_of(e):
+    """("status", code) for an HTTP error reply, else ("conn", the exception's class)"""
+    resp = getattr(e, "response", None) or {}
+    code = resp.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    if code:
+        return "status", int(code)
+    return "conn", type(e).__name__
+
+
+class NodeLoad(T.S3Load):
+    """S3Load through one node of the cluster: multipart uploads of 2-3 parts; each failed
+    request counted by kind and phase (the shared `phase` dict: "healthy" with every node up,
+    "fault" while one is down; a load through the killed node counts as "killed")."""
+
+    def __init__(self, node, url, model, keys, rnd, stats, lock, phase, fails):
+        super().__init__(url, model, keys, rnd, BIG, PART, stats, deadline_s=240, max_ops=300)
+        self.node, self.phase, self.fails = node, phase, fails
+        self.umu = lock  # one lock for every node's load: stats["vid"] is shared
+        self.killed = False
+        self.acks = []  # the ops this load acknowledged
+
+    def _ack(self, op):
+        super()._ack(op)
+        self.acks.append(op)
+
+    def _run(self, i):
+        rnd = random.Random(self.seeds[i])
+        c = self.clients[i]
+        n = 0
+        step = (self._put, self._put, self._mpu, self._del_get)[i]
+        while self._go(n):
+            n += 1
+            if step == self._mpu and self.mpu_left_open:
+                step = self._put
+            try:
+                step(c, rnd)
+            except Exception as e:  # unacknowledged: counted; judged in fails_of
+                ph = "killed" if self.killed else self.phase["now"]
+                kind = kind_of(e)
+                with self.umu:
+                    k = (ph,) + kind
+                    self.fails[k] = self.fails.get(k, 0) + 1
+                    if ph != "killed" and (ph == "healthy" or kind[0] == "status"
+                                           and kind[1] != 503):
+                        self.errors.append(f"node {self.node} ({ph}): {step.__name__} "
+                                           f"failed: {repr(e)[:300]}")
+
+    def _mpu(self, c, rnd):
+        key = rnd.choice(self.keys)
+        with self.umu:
+            vid = self.stats["vid"] = self.stats["vid"] + 1
+        nparts = rnd.choice([2, 3])
+        last = rnd.choice([1, 1000, 200 * KiB, PART])
+        body, h = self.model.value("s3", key, vid, (nparts - 1) * PART + last)
+        parts = [body[j * PART:(j + 1) * PART] for j in range(nparts - 1)]
+        parts.append(body[(nparts - 1) * PART:])
+        up = c.create_multipart_upload(Bucket=T.BUCKET, Key=key)["UploadId"]
+        u = dict(key=key, parts={}, nparts=nparts, val=h, state="open")
+        with self.umu:
+            self.uploads[up] = u
+        for pn, p in enumerate(parts, 1):
+            if self.stop.is_set():
+                return
+            r = c.upload_part(Bucket=T.BUCKET, Key=key, UploadId=up, PartNumber=pn, Body=p)
+            if (r.get("ETag") or "").strip('"') != T.hashlib.md5(p).hexdigest():
+                with self.umu:  # see S3Load._bogus: the part's state is unknown
+                    self.stats["bogus_acks"] += 1
+                return
+            u["parts"][pn] = r["ETag"]
+        fate = rnd.random()
+        if fate < 0.15 or self.stop.is_set():
+            self.mpu_left_open = True  # one per load: checked (listed, completed) after
+            return
+        if fate < 0.3:
+            u["state"] = "aborting"
+            c.abort_multipart_upload(Bucket=T.BUCKET, Key=key, UploadId=up)
+            u["state"] = "aborted"
+            return
+        op = self.model.begin(key, h, "multipart")
+        u["state"] = "completing"
+        r = c.complete_multipart_upload(
+            Bucket=T.BUCKET, Key=key, UploadId=up,
+            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e}
+                                       for n, e in sorted(u["parts"].items())]})
+        if not r.get("ETag"):
+            self._bogus(op, f"CompleteMultipartUpload {key}: 2xx without an ETag")
+            return
+        u["state"] = "completed"
+        self._ack(op)
+
+
+def first_write_after(loads, t_kill):
+    """(seconds from t_kill to the acknowledgement of the first write that started after it,
+    what it was: op, key, node it went through, its start after t_kill), or (None, "")"""
+    ends = [(o.t1, f"{o.what} {o.key} through node {ld.node}, sent {o.t0 - t_kill:.3f}s "
+             f"after the kill") for ld in loads for o in list(ld.acks)
+            if o.t0 > t_kill and o.what in ("put", "multipart")]
+    if not ends:
+        return None, ""
+    t1, what = min(ends)
+    return t1 - t_kill, what
+
+
+COUNTERS = ("openlake_cluster_local_writes_total", "openlake_cluster_local_writes_degraded_total")
+
+
+def counters(urls):
+    """per node, COUNTERS' values (0 where a node does not answer)"""
+    out = []
+    for u in urls:
+        try:
+            out.append([metric(u, m) or 0 for m in COUNTERS])
+        except OSError:
+            out.append([0] * len(COUNTERS))
+    return out
+
+
+def pid_of(d, node):
+    return int(open(f"{d}/pids/node-{node}.pid").read().strip())
+
+
+def wait_first_ack(loads, limit=120):
+    end = time.monotonic() + limit
+    while time.monotonic() < end and not any(ld.acked for ld in loads):
+        time.sleep(0.01)
+
+
+def settled(urls, limit=180):
+    """one serving leader with every follower's view open (leader_of), and a PUT through every
+    node acknowledged: a leader restarted within a second of its kill answers the followers'
+    second probe, keeps its lease and serves no more (docs/cluster.md "A dead leader"), so open
+    views alone do not say that writes are served again"""
+    leader_of(urls, limit=limit)
+    end = time.monotonic() + limit
+    for i, u in enumerate(urls):
+        c = T.s3_client(u)
+        while True:
+            try:
+                c.put_object(Bucket=PROBE, Key=f"node-{i}", Body=b"probe")
+                break
+            except Exception as e:
+                if time.monotonic() > end:
+                    sys.exit(f"no PUT through node {i} succeeds {limit} s after the restart: {e}")
+                time.sleep(0.2)
+
+
+def heal(d, node):
+    """`openlake heal` through node: (exit status, unrecoverable count or None, output)"""
+    r = subprocess.run([os.path.join(BUILD, "cmd/openlake/openlake"), "heal", "--config",
+                        f"{d}/node-{node}/openlake.toml"], capture_output=True, text=True,
+                       timeout=900)
+    out = r.stdout + r.stderr
+    m = re.findall(r"(\d+) unrecoverable", out)
+    return r.returncode, int(m[-1]) if m else None, out
+
+
+def one_round(r, rnd, d, urls, model, keys, stats, lock, fails, tally, failures, log):
+    t0 = time.monotonic()
+    leader = leader_of(urls)
+    phase = {"now": "healthy"}
+    loads = [NodeLoad(i, u, model, keys, rnd, stats, lock, phase, fails)
+             for i, u in enumerate(urls)]
+    kill_leader = rnd.random() < 1 / 3
+    victim = leader if kill_leader else rnd.choice([i for i in range(4) if i != leader])
+    delay, pause = rnd.uniform(0.3, 3.0), rnd.uniform(0.5, 8.0)
+    check_via = rnd.randrange(4)
+    c0 = counters(urls)
+    for ld in loads:
+        ld.start()
+    wait_first_ack(loads)
+    time.sleep(delay)
+    loads[victim].stop.set()  # its requests in flight meet the kill; no new one
+    loads[victim].killed = True
+    phase["now"] = "fault"
+    t_kill = time.monotonic()
+    os.kill(pid_of(d, victim), 9)
+    time.sleep(pause)
+    restart(d, victim)
+    settled(urls)  # every follower's view open again, one leader, writes served
+    phase["now"] = "healthy"
+    gap, gap_op = first_write_after(loads, t_kill) if kill_leader else (None, "")
+    for ld in loads:
+        ld.finish(timeout=300)
+    c1 = counters(urls)  # the victim's counters restarted at 0: left out
+    local, degraded = (sum(c1[i][j] - c0[i][j] for i in range(4) if i != victim)
+                       for j in range(len(COUNTERS)))
+    tally["follower_writes"] += local
+    tally["follower_writes_degraded"] += degraded
+    acked = sum(ld.acked for ld in loads)
+    uploads = {}
+    before = len(failures)
+    for ld in loads:
+        uploads.update(ld.uploads)
+        failures.extend(f"round {r}: {e}" for e in ld.errors)
+    c = T.s3_client(urls[check_via])
+    seen = T.s3_check(None, c, model, keys, uploads, failures, f"round {r}")
+    for f in failures[before:]:
+        if " = absent;" in f or "is not listed" in f:
+            tally["lost"] += 1
+        elif "acceptable:" in f or "under load" in f or " reads " in f:
+            tally["wrong"] += 1
+        else:
+            tally["other"] += 1
+    tally["rounds"] = r
+    tally["acked"] += acked
+    tally["uploads"] += len(uploads)
+    tally["leader_kills" if kill_leader else "follower_kills"] += 1
+    if gap is not None:
+        tally["gaps"].append(gap)
+    present = sum(v is not T.ABSENT for v in seen.values())
+    g = f", first write {gap:.2f}s after the kill ({gap_op})" if gap is not None else (
+        ", no write acknowledged after the kill" if kill_leader else "")
+    log(f"round {r}: killed node {victim} ({'leader' if kill_leader else 'follower'}) "
+        f"{delay:.2f}s after the first ack, down {pause:.1f}s{g}; {acked} acked, "
+        f"{len(uploads)} uploads, {local:.0f} PUT/UploadPart written by followers "
+        f"({degraded:.0f} without a drive), {present}/{len(keys)} keys present (checked via node "
+        f"{check_via}), violations {len(failures) - before}, {time.monotonic() - t0:.0f}s")
+    for f in failures[before:]:
+        log("  VIOLATION " + f)
+    if kill_leader and gap is None:
+        tally["no_write_after_leader_kill"] += 1
+
+
+def final_check(d, urls, model, keys, failures, log):
+    rc, unrec, out = heal(d, leader_of(urls))
+    log(f"# openlake heal: exit {rc}, unrecoverable {unrec}: {out.strip().splitlines()[-1:]}")
+    if rc != 0 or unrec != 0:
+        failures.append(f"openlake heal: exit {rc}, unrecoverable {unrec}: {out[-2000:]}")
+    for i, u in enumerate(urls):
+        c = T.s3_client(u)
+        for key in keys:
+            want = model.acceptable(key)
+            try:
+                got = T.sha(c.get_object(Bucket=T.BUCKET, Key=key)["Body"].read())
+            except Exception as e:
+                got = T.ABSENT if T.not_found(e) else repr(e)[:200]
+            if got not in want:
+                failures.append(f"after heal, through node {i}: GET {key} = "
+                                f"{model.name(got) if got is T.ABSENT or len(got) == 64 else got}"
+                                f", was {sorted(model.name(v) for v in want)}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--minutes", type=float, default=None,
+                    help="start no round after this long (default: no bound but --rounds)")
+    ap.add_argument("--seed", type=int, default=None, help="default: random, printed")
+    ap.add_argument("--keys", type=int, default=24)
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (drives, logs)")
+    a = ap.parse_args()
+    seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
+    logging.basicConfig(level=logging.ERROR)
+    lg = logging.getLogger("urllib3.connectionpool")  # counted by the load, not printed
+    lg.setLevel(logging.WARNING)
+    lg.propagate = False
+
+    def log(s):
+        print(s, flush=True)
+
+    rnd = random.Random(seed)
+    d = tempfile.mkdtemp(prefix="openlake-ctorture-")
+    log(f"# cluster torture: seed {seed}, build {BUILD}, dir {d}, "
+        f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+    keys = [f"k/{i:02d}" for i in range(a.keys)]
+    model = T.Model(keys)
+    stats = {"vid": 0, "errors_live": 0, "errors_after_kill": 0, "bogus_acks": 0}
+    lock = threading.Lock()
+    fails = {}
+    tally = dict(rounds=0, acked=0, uploads=0, lost=0, wrong=0, other=0, leader_kills=0,
+                 follower_kills=0,
+                 follower_writes=0, follower_writes_degraded=0, no_write_after_leader_kill=0, gaps=[])
+    failures = []
+    t_start = time.monotonic()
+    keep = a.keep
+    try:
+        urls, _ = cluster_up(d, "")
+        c = T.s3_client(urls[leader_of(urls)])
+        c.create_bucket(Bucket=T.BUCKET)
+        c.create_bucket(Bucket=PROBE)
+        for r in range(1, a.rounds + 1):
+            if a.minutes is not None and time.monotonic() - t_start > a.minutes * 60:
+                break
+            one_round(r, rnd, d, urls, model, keys, stats, lock, fails, tally, failures,
+                      log)
+        final_check(d, urls, model, keys, failures, log)
+    except BaseException:
+        keep = True
+        raise
+    finally:
+        subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "down", d],
+                       capture_output=True, timeout=300)
+        keep = keep or bool(failures)
+        if keep:
+            log(f"# kept {d} (logs: {d}/node-*/openlaked.log)")
+        else:
+            shutil.rmtree(d, ignore_errors=True)
+    gaps = tally.pop("gaps")
+    log("# requests failed, by phase and kind: " + ", ".join(
+        f"{ph} {k}={n}" for (ph, _, k), n in sorted(fails.items(), key=str)))
+    log(f"# 2xx without the body's ETag (left in flight): {stats['bogus_acks']}")
+    if gaps:
+        log(f"# first acknowledged write after a leader kill: median "
+            f"{statistics.median(gaps):.2f}s, min {min(gaps):.2f}s, max {max(gaps):.2f}s "
+            f"({', '.join(f'{g:.2f}' for g in gaps)})")
+    log(f"# summary: {tally}, {time.monotonic() - t_start:.0f}s")
+    log("# load average " + " ".join(open("/proc/loadavg").read().split()[:3]))
+    log(f"# result: {'%d VIOLATIONS' % len(failures) if failures else 'no violation'} "
+        f"(seed {seed}; replay: --seed {seed})")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
