@@ -31,7 +31,7 @@
 #define LOST_GRACE_MS  2000 /* a server that stops waits this long for its requests in flight */
 #define LAYOUT_POLL_MS 1000 /* the poller's steps (grow, weights, drain) */
 #define LAYOUT_READ_MS 5000 /* the layout read without a watch event */
-#define DEAD_PROBE_MS  1000 /* a connect to the serving leader's S3 port waits this long */
+#define DEAD_PROBE_MS  300  /* a connect to the serving leader's S3 port waits this long */
 #define DEAD_APART_MS  1000 /* refused twice at least this far apart: its process is gone */
 #define MAX_POOLS      16   /* OL_STORE_MAX_POOLS */
 #define MAX_SETS       64   /* erasure sets of one store */
@@ -1014,7 +1014,9 @@ offline_put(struct cstore *cs, char *v)
  * its S3 port with a reset then, which a frozen or cut-off leader never does (its port
  * accepts, or the packets are lost): refused on two probes DEAD_APART_MS apart, the leader's
  * lease is revoked, and the next leader campaigns at once (docs/cluster.md, "A dead leader").
- * The poller's, on a node that does not serve; no lock held (a connect and an etcd call). */
+ * The poller's, on a node that does not serve; no lock held (a connect and an etcd call). A
+ * host that answers resets at once: the connect's short bound only keeps a lost host from
+ * holding up the poller's other steps. */
 static void
 dead_leader_check(struct cstore *cs)
 {
