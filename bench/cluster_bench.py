@@ -49,11 +49,15 @@ from botocore.config import Config
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def client(url):
+def client(url, attempts=5, read_timeout=300, connect_timeout=60):
+    """boto3 on url with scripts/cluster.sh's embedded default credentials; attempts=1 sends
+    each request once"""
     return boto3.client("s3", endpoint_url=url, aws_access_key_id="openlakeadmin",
                         aws_secret_access_key="openlakeadmin", region_name="us-east-1",
-                        config=Config(s3={"addressing_style": "path"}, read_timeout=300,
-                                      retries={"max_attempts": 4, "mode": "standard"}))
+                        config=Config(s3={"addressing_style": "path"}, read_timeout=read_timeout,
+                                      connect_timeout=connect_timeout,
+                                      retries={"total_max_attempts": attempts,
+                                               "mode": "standard"}))
 
 
 def timed(fn):
@@ -74,16 +78,20 @@ def cluster_up(d, conf):
     return urls, leader
 
 
+def metric(url, name):
+    """a sample of url's /metrics (None when absent); OSError when it does not answer"""
+    import urllib.request
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        for ln in r.read().decode().splitlines():
+            if ln.startswith(name + " "):
+                return float(ln.split()[-1])
+    return None
+
+
 def views_open(urls, leader):
     """every non-leader's read-only view serves (its /metrics gauge)"""
-    import urllib.request
-    for i, u in enumerate(urls):
-        if i == leader:
-            continue
-        with urllib.request.urlopen(u + "/metrics", timeout=30) as r:
-            if "openlake_cluster_read_view_open 1" not in r.read().decode():
-                return False
-    return True
+    return all(metric(u, "openlake_cluster_read_view_open") == 1
+               for i, u in enumerate(urls) if i != leader)
 
 
 def aggregate_of(urls, fn):
@@ -145,15 +153,6 @@ def two_clusters(kind, off, what):
             subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "down", d],
                            capture_output=True, timeout=300)
             shutil.rmtree(d, ignore_errors=True)
-
-
-def metric(url, name):
-    import urllib.request
-    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
-        for ln in r.read().decode().splitlines():
-            if ln.startswith(name + " "):
-                return float(ln.split()[-1])
-    return None
 
 
 def degrade(cl, dirs):

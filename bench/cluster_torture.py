@@ -74,7 +74,8 @@ class NodeLoad(T.S3Load):
     "fault" while one is down; a load through the killed node counts as "killed")."""
 
     def __init__(self, node, url, model, keys, rnd, stats, lock, phase, fails):
-        super().__init__(url, model, keys, rnd, BIG, PART, stats, deadline_s=240, max_ops=300)
+        super().__init__(url, model, keys, rnd, BIG, PART, stats, deadline_s=240, max_ops=300,
+                         mpu_parts=(2, 3), mpu_last=(1, 1000, 200 * KiB, PART))
         self.node, self.phase, self.fails = node, phase, fails
         self.umu = lock  # one lock for every node's load: stats["vid"] is shared
         self.killed = False
@@ -84,70 +85,16 @@ class NodeLoad(T.S3Load):
         super()._ack(op)
         self.acks.append(op)
 
-    def _run(self, i):
-        rnd = random.Random(self.seeds[i])
-        c = self.clients[i]
-        n = 0
-        step = (self._put, self._put, self._mpu, self._del_get)[i]
-        while self._go(n):
-            n += 1
-            if step == self._mpu and self.mpu_left_open:
-                step = self._put
-            try:
-                step(c, rnd)
-            except Exception as e:  # unacknowledged: counted; judged in fails_of
-                ph = "killed" if self.killed else self.phase["now"]
-                kind = kind_of(e)
-                with self.umu:
-                    k = (ph,) + kind
-                    self.fails[k] = self.fails.get(k, 0) + 1
-                    if ph != "killed" and (ph == "healthy" or kind[0] == "status"
-                                           and kind[1] != 503):
-                        self.errors.append(f"node {self.node} ({ph}): {step.__name__} "
-                                           f"failed: {repr(e)[:300]}")
-
-    def _mpu(self, c, rnd):
-        key = rnd.choice(self.keys)
+    def _failed(self, e, step):
+        """unacknowledged: counted by phase and kind; judged in fails_of"""
+        ph = "killed" if self.killed else self.phase["now"]
+        kind = kind_of(e)
         with self.umu:
-            vid = self.stats["vid"] = self.stats["vid"] + 1
-        nparts = rnd.choice([2, 3])
-        last = rnd.choice([1, 1000, 200 * KiB, PART])
-        body, h = self.model.value("s3", key, vid, (nparts - 1) * PART + last)
-        parts = [body[j * PART:(j + 1) * PART] for j in range(nparts - 1)]
-        parts.append(body[(nparts - 1) * PART:])
-        up = c.create_multipart_upload(Bucket=T.BUCKET, Key=key)["UploadId"]
-        u = dict(key=key, parts={}, nparts=nparts, val=h, state="open")
-        with self.umu:
-            self.uploads[up] = u
-        for pn, p in enumerate(parts, 1):
-            if self.stop.is_set():
-                return
-            r = c.upload_part(Bucket=T.BUCKET, Key=key, UploadId=up, PartNumber=pn, Body=p)
-            if (r.get("ETag") or "").strip('"') != T.hashlib.md5(p).hexdigest():
-                with self.umu:  # see S3Load._bogus: the part's state is unknown
-                    self.stats["bogus_acks"] += 1
-                return
-            u["parts"][pn] = r["ETag"]
-        fate = rnd.random()
-        if fate < 0.15 or self.stop.is_set():
-            self.mpu_left_open = True  # one per load: checked (listed, completed) after
-            return
-        if fate < 0.3:
-            u["state"] = "aborting"
-            c.abort_multipart_upload(Bucket=T.BUCKET, Key=key, UploadId=up)
-            u["state"] = "aborted"
-            return
-        op = self.model.begin(key, h, "multipart")
-        u["state"] = "completing"
-        r = c.complete_multipart_upload(
-            Bucket=T.BUCKET, Key=key, UploadId=up,
-            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e}
-                                       for n, e in sorted(u["parts"].items())]})
-        if not r.get("ETag"):
-            self._bogus(op, f"CompleteMultipartUpload {key}: 2xx without an ETag")
-            return
-        u["state"] = "completed"
-        self._ack(op)
+            k = (ph,) + kind
+            self.fails[k] = self.fails.get(k, 0) + 1
+            if ph != "killed" and (ph == "healthy" or kind[0] == "status" and kind[1] != 503):
+                self.errors.append(f"node {self.node} ({ph}): {step.__name__} "
+                                   f"failed: {repr(e)[:300]}")
 
 
 def first_write_after(loads, t_kill):

@@ -21,32 +21,18 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_bench import REPO, client, two_clusters  # noqa: E402
+from cluster_bench import REPO, client, metric, two_clusters  # noqa: E402
 
-import boto3  # noqa: E402
-from botocore.config import Config  # noqa: E402
-
-
-def once(url):
-    """boto3 that sends each request once, with short timeouts (the credentials of
-    cluster_bench's client: scripts/cluster.sh's embedded default)"""
-    return boto3.client("s3", endpoint_url=url, aws_access_key_id="openlakeadmin",
-                        aws_secret_access_key="openlakeadmin", region_name="us-east-1",
-                        config=Config(s3={"addressing_style": "path"}, connect_timeout=2,
-                                      read_timeout=20,
-                                      retries={"total_max_attempts": 1, "mode": "standard"}))
 
 
 def view_open(url):
+    """the node's read-only view serves (None: the node does not answer)"""
     try:
-        with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
-            text = r.read().decode()
+        return metric(url, "openlake_cluster_read_view_open") == 1
     except OSError:
         return None
-    return "openlake_cluster_read_view_open 1" in text
 
 
 def leader_of(urls, limit=120):
@@ -76,7 +62,7 @@ def gap(d, urls, tag):
     after it and succeeded"""
     lid = leader_of(urls)
     f = (lid + 1) % len(urls)
-    c = once(urls[f])
+    c = client(urls[f], attempts=1, read_timeout=20, connect_timeout=2)
     body = os.urandom(64 << 10)
     c.put_object(Bucket="bench", Key=f"{tag}-warm", Body=body)
     pid = int(open(f"{d}/pids/node-{lid}.pid").read().strip())

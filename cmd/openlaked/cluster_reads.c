@@ -204,9 +204,7 @@ leader_lacks_too(struct creads *rd, struct view *v)
 {
 	int n = ol_store_drive_count(v->st);
 	bool *off = ol_xcalloc(n > 0 ? (size_t)n : 1, sizeof(*off));
-	struct ol_store_drive_state ds;
-	for (int i = 0; i < n && !ol_store_drive_state(v->st, i, &ds); i++)
-		off[i] = !ds.online;
+	n = ol_store_drives_offline(v->st, off, n);
 	pthread_mutex_lock(&rd->mu);
 	bool ok = ol_offline_covers(&rd->offline, v->lay.n_pools, off, (unsigned)n);
 	uint64_t epoch = rd->offline.epoch;

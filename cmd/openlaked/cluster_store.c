@@ -982,9 +982,7 @@ offline_value(struct cstore *cs)
 		return NULL;
 	int n = ol_store_drive_count(st);
 	bool *off = ol_xcalloc(n > 0 ? (size_t)n : 1, sizeof(*off));
-	struct ol_store_drive_state ds;
-	for (int i = 0; i < n && !ol_store_drive_state(st, i, &ds); i++)
-		off[i] = !ds.online;
+	n = ol_store_drives_offline(st, off, n);
 	char *v = ol_offline_encode(epoch, pool, cs->served_to, off, (unsigned)n);
 	free(off);
 	if (v && cs->offline_put && strcmp(v, cs->offline_put) == 0) {

@@ -1423,6 +1423,17 @@ ol_store_drives_online(const struct ol_store *st)
 	return n;
 }
 
+int
+ol_store_drives_offline(const struct ol_store *st, bool *off, int cap)
+{
+	int n = 0;
+
+	for (int s = 0; s < st->n_sets; s++)
+		for (int i = 0; i < st->sets[s]->n && n < cap; i++)
+			off[n++] = atomic_load(&st->sets[s]->d[i].meta) == NULL;
+	return n;
+}
+
 void
 ol_store_on_drive_return(struct ol_store *st, void (*cb)(void *arg, const char *drive), void *arg)
 {

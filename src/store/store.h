@@ -489,6 +489,9 @@ int ol_store_drive_count(const struct ol_store *st);
 const char *ol_store_drive_path(const struct ol_store *st, int i);
 /* Number of drives online (their metadata opened). */
 int ol_store_drives_online(const struct ol_store *st);
+/* off[i] = whether drive i (numbered as ol_store_drive_path) is offline now, for the first cap
+ * drives; returns how many were filled. Lock-free: a flag per drive, for a request's path. */
+int ol_store_drives_offline(const struct ol_store *st, bool *off, int cap);
 /* What the store knows of drive i (numbered as ol_store_drive_path) now. */
 struct ol_store_drive_state {
 	char path[512]; /* its root; a remote drive: "node N host:port drive D" */

@@ -170,9 +170,11 @@ class S3Load:
     """One round of load: threads that stop starting requests once `stop` is set."""
 
     def __init__(self, url, model, keys, rnd, big_sizes, mpu_part, stats, deadline_s=60,
-                 max_ops=400):
+                 max_ops=400, mpu_parts=(2,), mpu_last=(1, 1000, 200 * KiB)):
         self.url, self.model, self.keys, self.stats = url, model, keys, stats
         self.big_sizes, self.mpu_part = big_sizes, mpu_part
+        # a multipart upload's part count and last part's size, drawn from these
+        self.mpu_parts, self.mpu_last = mpu_parts, mpu_last
         self.stop = threading.Event()
         self.deadline = time.monotonic() + deadline_s
         self.max_ops = max_ops
@@ -211,11 +213,15 @@ class S3Load:
             try:
                 step(c, rnd)
             except Exception as e:  # an unacknowledged request; counted, not fatal
-                live = not self.stop.is_set()
-                with self.umu:
-                    self.stats["errors_" + ("live" if live else "after_kill")] += 1
-                    if live:
-                        self.stats.setdefault("live_error_samples", []).append(repr(e)[:200])
+                self._failed(e, step)
+
+    def _failed(self, e, step):
+        """a request of step that raised e (unacknowledged): counted"""
+        live = not self.stop.is_set()
+        with self.umu:
+            self.stats["errors_" + ("live" if live else "after_kill")] += 1
+            if live:
+                self.stats.setdefault("live_error_samples", []).append(repr(e)[:200])
 
     def _ack(self, op):
         self.model.ack(op)
@@ -253,11 +259,15 @@ class S3Load:
         key = rnd.choice(self.keys)
         with self.umu:
             vid = self.stats["vid"] = self.stats["vid"] + 1
-        last = rnd.choice([1, 1000, 200 * KiB])
-        body, h = self.model.value("s3", key, vid, self.mpu_part + last)
-        parts = [body[:self.mpu_part], body[self.mpu_part:]]
+        # one count: no draw (a seed replays the load it did before counts could vary)
+        nparts = self.mpu_parts[0] if len(self.mpu_parts) == 1 else rnd.choice(self.mpu_parts)
+        last = rnd.choice(self.mpu_last)
+        part = self.mpu_part
+        body, h = self.model.value("s3", key, vid, (nparts - 1) * part + last)
+        parts = [body[j * part:(j + 1) * part] for j in range(nparts - 1)]
+        parts.append(body[(nparts - 1) * part:])
         up = c.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
-        u = dict(key=key, parts={}, nparts=2, val=h, state="open")
+        u = dict(key=key, parts={}, nparts=nparts, val=h, state="open")
         with self.umu:
             self.uploads[up] = u
         for pn, p in enumerate(parts, 1):

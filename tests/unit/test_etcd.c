@@ -309,7 +309,7 @@ test_try_share(void)
 	   "3 members share a call's deadline equally: two hung ones leave the third its share");
 	ok(ol_etcd_try_ms(600, 3) == OL_ETCD_MIN_TRY_MS && ol_etcd_try_ms(100, 3) == 100 &&
 	       ol_etcd_try_ms(0, 1) == 0,
-	   "a try gets at least OL_ETCD_MIN_TRY_MS, never more than is left");
+	   "a try is given at least OL_ETCD_MIN_TRY_MS, never more than is left");
 	unsigned o[4];
 	bool none[4] = {false, false, false, false}, two[3] = {true, true, false};
 	ok(ol_etcd_order(3, 1, none, o) == 3 && o[0] == 1 && o[1] == 2 && o[2] == 0,

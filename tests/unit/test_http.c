@@ -217,7 +217,7 @@ test_parse_pipelined_and_splits(void)
 
 /* ================= chunked decoder ================= */
 
-/* Decode in[0..len) fed in pieces of step bytes; out gets the data. Returns data length,
+/* Decode in[0..len) fed in pieces of step bytes; out receives the data. Returns data length,
  * -errno, or -1000 when not done at the end. *used = input consumed. */
 static ssize_t
 dechunk(const char *in, size_t len, size_t step, char *out, size_t *used)
@@ -1055,7 +1055,7 @@ test_live_timeouts(void)
 	   (unsigned long long)dt, r.body);
 	resp_free(&r);
 	close(c.fd);
-	/* max_conns = 3: a fourth connection gets 503 */
+	/* max_conns = 3: a fourth connection is answered 503 */
 	struct cli m[4];
 	int active = 0;
 	for (int i = 0; i < 3; i++) { /* served once: surely accepted and counted */

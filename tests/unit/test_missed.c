@@ -219,6 +219,10 @@ test_one_set(void)
 	ol_store_close(st);
 	ok(ol_store_open(&cfg, &st) == 0 && ol_store_drives_online(st) == 3,
 	   "reopen (a crash stand-in), drive 3 still away");
+	bool off[NDRV + 1] = {0};
+	ok(ol_store_drives_offline(st, off, NDRV + 1) == NDRV && !off[0] && !off[1] && !off[2] &&
+	       off[3],
+	   "the drives' offline flags name drive 3 alone");
 	ok(pending(st) == 7, "the 7 records survive: counted at open (%llu)",
 	   (unsigned long long)pending(st));
 	ok(heal(st, true, &p) == 0 && p.missed_healed == 0 && pending(st) == 7 &&
