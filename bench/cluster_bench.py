@@ -133,14 +133,14 @@ def cpu_s(d, node):
 
 
 @contextlib.contextmanager
-def two_clusters(kind, off, what):
+def two_clusters(kind, off, what, on=""):
     """Two 4-node clusters side by side, "on" as configured by default, "off" with the [cluster]
     line off; yields ({"on"|"off": (urls, leader)}, {"on"|"off": dir}) once the "on" cluster's
     non-leaders have their views open; both are stopped and their dirs (GBs of objects per
     run) removed after"""
     dirs = {k: tempfile.mkdtemp(prefix=f"openlake-{kind}bench-{k}-") for k in ("on", "off")}
     try:
-        cl = {"on": cluster_up(dirs["on"], ""), "off": cluster_up(dirs["off"], off)}
+        cl = {"on": cluster_up(dirs["on"], on), "off": cluster_up(dirs["off"], off)}
         for _ in range(600):
             if views_open(*cl["on"]):
                 break
@@ -174,7 +174,9 @@ def degrade(cl, dirs):
 
 
 def writes(a):
-    with two_clusters("w", "write_any = false", "shard-writing") as (cl, dirs):
+    # --degraded: the followers of the "on" cluster write without a drive the leader lacks too
+    on = "write_degraded = true" if a.degraded else ""
+    with two_clusters("w", "write_any = false", "shard-writing", on) as (cl, dirs):
         body = os.urandom(a.size_mib << 20)
         for urls, leader in cl.values():
             client(urls[leader]).create_bucket(Bucket="bench")

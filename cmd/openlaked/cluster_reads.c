@@ -229,7 +229,8 @@ creads_write(struct creads *rd, struct ol_http_req *r, bool allowed)
 	 * shards); so do all of them while a pool drains (!allowed: its moves take the leader's
 	 * key gates). */
 	bool degraded = ol_store_drives_online(v->st) < ol_store_drive_count(v->st);
-	if (!allowed || (degraded && !leader_lacks_too(rd, v))) {
+	if (!allowed ||
+	    (degraded && !(rd->cfg->cluster_write_degraded && leader_lacks_too(rd, v)))) {
 		atomic_fetch_add(&rd->writes_forwarded, 1);
 		view_put(rd, v);
 		return false;

@@ -245,7 +245,7 @@ def pool_1_nodes(c, tmp_path):
     `cluster join` takes one of their configs"""
     ports = [(n.s3_port, n.rpc_port, n.kv_port) for n in c.nodes]
     ports += [(free_port(), free_port(), free_port()) for _ in range(4)]
-    new = [Node(tmp_path, i, ports, c.eps, c.prefix) for i in range(4, 8)]
+    new = [Node(tmp_path, i, ports, c.eps, c.prefix, extra=c.extra) for i in range(4, 8)]
     for n in new:
         n.config.write_text(n.config.read_text().replace("set_drive_count = 8",
                                                          "set_drive_count = 4"))

@@ -61,7 +61,7 @@ def grown(tmp_path_factory, etcd):  # noqa: F811
 
 
 def two_pools(root, etcd):  # noqa: F811
-    gen = start_cluster(root, etcd)
+    gen = start_cluster(root, etcd, extra="write_degraded = true\n")
     c = next(gen)
     c.faults = root / "faults"
     try:

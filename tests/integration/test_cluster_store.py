@@ -137,6 +137,7 @@ class Cluster:
         self.prefix = f"/cs{time.monotonic_ns()}/"
         self.sets = drives  # N = 4 (one drive of each set per node)
         ports = [(free_port(), free_port(), free_port()) for _ in range(4)]
+        self.extra = extra  # config lines every node gets, joined nodes too
         self.nodes = [Node(root, i, ports, self.eps, self.prefix, drives, extra,
                            "https" if ca else "http") for i in range(4)]
         r = subprocess.run([str(OPENLAKE_CLI), "cluster", "init", "--config",

@@ -69,6 +69,11 @@ def cluster_no_revoke(tmp_path, etcd):
                              extra=s3_extra(tmp_path, "revoke_dead_leader = false"))
 
 
+@pytest.fixture
+def cluster_degraded(tmp_path, etcd):
+    yield from start_cluster(tmp_path, etcd, extra=s3_extra(tmp_path, "write_degraded = true"))
+
+
 def view_whole(node):
     """the node's view has every drive of the set online (openlake_drive_online, its store's
     gauges): a view opened before a drive had its identity record keeps it offline for a
@@ -430,14 +435,14 @@ def leader_offline(node):
     return metric(node, "openlake_cluster_leader_drives_offline")
 
 
-def test_a_follower_writes_without_a_drive_only_the_leader_lacks_too(cluster):
+def test_a_follower_writes_without_a_drive_only_the_leader_lacks_too(cluster_degraded):
     """A view that does not reach every drive would write fewer shards than the leader
     writes, unless the leader lacks that drive too. A node killed: once the leader has told
     (<prefix>offline) that it lacks the node's drive, the followers write their PUTs without
     it themselves, as the leader would (the misses recorded on the drives that took them);
     the node back, its drive is healed of them and the objects survive the loss of another
     node (k = 3 of 4: the returned drive's shards were written)."""
-    c = cluster
+    c = cluster_degraded
     lid = ready(c)
     a, d, e = others(c, lid)
     c.client(lid, retries=4).create_bucket(Bucket="wlack")
