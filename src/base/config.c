@@ -213,13 +213,11 @@ static const struct cfg_key keys[] = {
      "PutObject and UploadPart itself (erasure coding, checksums, shard files over the node "
      "planes) and sends only the commit to the serving leader (docs/cluster.md, \"Writes on "
      "every node\"); false: such writes are forwarded to the leader whole"},
-    {"cluster.write_degraded", T_BOOL, F(cluster_write_degraded), "false", 0, 0, 0, 0, 0,
+    {"cluster.write_degraded", T_BOOL, F(cluster_write_degraded), "true", 0, 0, 0, 0, 0,
      "with write_any, a follower whose view lacks a drive also writes a PUT's data itself when "
-     "the serving leader says it lacks that drive too (<prefix>offline); off: such PUTs are "
-     "forwarded to the leader. Off by default: the leader's word is up to a second old, and a "
-     "follower that writes in the second after the leader took the drive back leaves an "
-     "object with a shard fewer until the heal of its missed writes (docs/cluster.md, \"Writes "
-     "on every node\")"},
+     "the serving leader says it lacks that drive too (<prefix>offline); the leader refuses "
+     "the commit (503 SlowDown, retried) if it has that drive online by then; false: such "
+     "PUTs are forwarded to the leader (docs/cluster.md, \"Writes on every node\")"},
     {"cluster.revoke_dead_leader", T_BOOL, F(cluster_revoke_dead_leader), "true", 0, 0, 0, 0, 0,
      "a node that finds the serving leader's S3 port refusing connections on two checks a "
      "second apart (its process is gone: a crash, kill -9, OOM) revokes the leader's etcd "

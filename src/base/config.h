@@ -161,7 +161,7 @@ struct ol_config {
 	 * how long the leader keeps the shard files of a replaced version */
 	bool cluster_read_any;
 	bool cluster_write_any; /* [cluster] write_any: followers write PUT / part data */
-	/* [cluster] write_degraded: also without a drive the leader lacks too (off: forwarded) */
+	/* [cluster] write_degraded: also without a drive the leader lacks too (false: forwarded) */
 	bool cluster_write_degraded;
 	/* [cluster] revoke_dead_leader: a serving leader whose S3 port refuses connections has
 	 * its lease revoked by the other nodes */

@@ -26,6 +26,7 @@ struct ol_put {
 	size_t par_len; /* bytes of each par[] buffer */
 	int fd[OL_MAX_DRIVES];
 	bool bad[OL_MAX_DRIVES];
+	uint64_t absent; /* drives offline at the start: skipped, never written */
 	bool files;
 	uint64_t stripes;
 	int err;
@@ -78,6 +79,7 @@ ol_put_new(struct ol_store *st, const char *bucket, const void *key, size_t klen
 	for (int d = 0; d < st->n; d++) {
 		p->fd[d] = -1;
 		p->bad[d] = st->d[d].meta == NULL;
+		p->absent |= (uint64_t)p->bad[d] << d;
 	}
 	return p;
 }
@@ -437,8 +439,9 @@ publish(struct ol_put *p, struct ol_rec_build *b)
  * The request (little-endian): magic "OLCQ", version 1, flags (OL_CREQ_*), vmode, n, k, the
  * set's identity (store id, pool, set: its first drive's record), bucket, key, upload id, part
  * number, the version's uuid, size, etag, metadata, If-Match etag, the mask of drives the
- * writer failed, the inline shard length and, inline, the n shards. Variable fields are a
- * 32-bit length and the bytes. */
+ * writer failed, the inline shard length and, inline, the n shards, then with OL_CREQ_ABSENT
+ * (only then: a writer with every drive sends what older leaders decode) the mask of drives
+ * offline when the writer began. Variable fields are a 32-bit length and the bytes. */
 #define CREQ_MAGIC   0x51434c4fu /* "OLCQ" */
 #define CREQ_VERSION 1
 
@@ -476,7 +479,7 @@ creq_cap(const struct ol_put *p, size_t meta_len, bool inl, uint32_t bl)
 {
 	const struct ol_store *st = p->st;
 
-	return 128 + strlen(st->d[0].id.store) + sizeof(p->bucket) + p->klen +
+	return 136 + strlen(st->d[0].id.store) + sizeof(p->bucket) + p->klen +
 	       sizeof(p->upload_id) + OL_STORE_ETAG_MAX * 2 + meta_len +
 	       (inl ? (size_t)st->n * bl : 0);
 }
@@ -492,7 +495,8 @@ send_commit(struct ol_put *p, const char *etag, const void *meta, size_t meta_le
 	uint64_t bad = 0;
 	unsigned flags = (p->part ? OL_CREQ_PART : 0) | (sh ? OL_CREQ_INLINE : 0) |
 			 (p->cond.if_none_match ? OL_CREQ_IF_NONE_MATCH : 0) |
-			 (p->cond.if_match ? OL_CREQ_IF_MATCH : 0);
+			 (p->cond.if_match ? OL_CREQ_IF_MATCH : 0) |
+			 (p->absent ? OL_CREQ_ABSENT : 0);
 	int rc;
 
 	if (!st->committer) {
@@ -527,6 +531,10 @@ send_commit(struct ol_put *p, const char *etag, const void *meta, size_t meta_le
 		if (bl)
 			memcpy(w.p + w.n, sh[d], bl);
 		w.n += bl;
+	}
+	if (p->absent) {
+		ol_put_u64(w.p + w.n, p->absent);
+		w.n += 8;
 	}
 	rc = st->committer(st->committer_arg, w.p, w.n, out);
 	free(w.p);
@@ -649,8 +657,12 @@ ol_creq_decode(const void *req, size_t len, struct ol_creq *q)
 		q->inl = r_raw(&r, (size_t)q->n * q->bl);
 	else if (q->flags & OL_CREQ_INLINE)
 		r.bad = true;
-	if (r.bad || r.off != len || (q->flags & ~15u) || q->vmode > OL_STORE_VER_SUSP || !q->n ||
-	    q->n > OL_MAX_DRIVES || !q->k || q->k > q->n || !q->klen || !q->bucket[0] ||
+	if (q->flags & OL_CREQ_ABSENT)
+		q->absent = r_u64(&r);
+	if (r.bad || r.off != len || (q->flags & ~31u) ||
+	    ((q->flags & OL_CREQ_ABSENT) && (!q->absent || (q->absent & ~q->bad))) ||
+	    q->vmode > OL_STORE_VER_SUSP || !q->n || q->n > OL_MAX_DRIVES || !q->k || q->k > q->n ||
+	    !q->klen || !q->bucket[0] ||
 	    ((q->flags & OL_CREQ_PART) && (!q->upload_id[0] || !q->part_no)) ||
 	    ((q->flags & OL_CREQ_INLINE) && (q->flags & OL_CREQ_PART)))
 		return -EBADMSG;
@@ -761,6 +773,14 @@ ol_set_commit_remote(struct ol_store *st, const struct ol_creq *q, int vmode,
 	if ((int)q->n != st->n || (int)q->k != st->k || q->klen > OL_KEYBUF ||
 	    (!part_req && q->klen > OL_STORE_MAX_KEY) || (inl && q->size > st->inline_max))
 		return -ESTALE;
+	for (int d = 0; d < st->n; d++) {
+		if ((q->absent >> d & 1) && atomic_load(&st->d[d].meta)) {
+			ol_debug("store: a writer's commit skipped drive %s, online here: refused "
+				 "(its client retries)",
+				 st->d[d].root);
+			return -EAGAIN;
+		}
+	}
 	p = ol_xcalloc(1, sizeof(*p));
 	p->st = st;
 	memcpy(p->bucket, q->bucket, sizeof(p->bucket));

@@ -613,10 +613,20 @@ struct ol_creq {
 	uint64_t bad; /* drives the writer failed, bit d */
 	uint32_t bl;  /* inline: each drive's shard bytes, n of them at inl */
 	const uint8_t *inl;
+	uint64_t absent; /* OL_CREQ_ABSENT: drives offline when the writer began (in bad too) */
 };
-enum { OL_CREQ_PART = 1, OL_CREQ_INLINE = 2, OL_CREQ_IF_NONE_MATCH = 4, OL_CREQ_IF_MATCH = 8 };
+enum {
+	OL_CREQ_PART = 1,
+	OL_CREQ_INLINE = 2,
+	OL_CREQ_IF_NONE_MATCH = 4,
+	OL_CREQ_IF_MATCH = 8,
+	OL_CREQ_ABSENT = 16, /* the absent mask follows the inline shards */
+};
 int ol_creq_decode(const void *req, size_t len, struct ol_creq *q);
-/* Commit q on set st (the leader's, the set q names): as put_commit's publish. */
+/* Commit q on set st (the leader's, the set q names): as put_commit's publish. -EAGAIN
+ * (nothing committed, the writer's client retries) when q skipped from its start a drive st
+ * has online: the writer's view was behind the leader's, and an acknowledged version must
+ * not have fewer shards than the leader would have written. */
 int ol_set_commit_remote(struct ol_store *st, const struct ol_creq *q, int vmode,
 			 struct ol_obj_info *out);
 /* shards: may this store write shard files (a writer, or a shard writer) */

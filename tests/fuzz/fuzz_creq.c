@@ -33,7 +33,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	     !inside(data, size, q.meta, q.meta_len) || !inside(data, size, q.uuid, OL_UUID) ||
 	     !inside(data, size, q.store, q.store_len) ||
 	     ((q.flags & OL_CREQ_INLINE) && !inside(data, size, q.inl, (size_t)q.n * q.bl)) ||
-	     ((q.flags & OL_CREQ_PART) && (!q.part_no || !q.upload_id[0]))))
+	     ((q.flags & OL_CREQ_PART) && (!q.part_no || !q.upload_id[0])) || (q.absent & ~q.bad) ||
+	     !(q.flags & OL_CREQ_ABSENT) != !q.absent))
 		abort();
 	if (ol_store_info_decode(data, size, &in) == 0 &&
 	    (ol_store_info_encode(&in, back) != size || memcmp(back, data, size)))

@@ -69,11 +69,6 @@ def cluster_no_revoke(tmp_path, etcd):
                              extra=s3_extra(tmp_path, "revoke_dead_leader = false"))
 
 
-@pytest.fixture
-def cluster_degraded(tmp_path, etcd):
-    yield from start_cluster(tmp_path, etcd, extra=s3_extra(tmp_path, "write_degraded = true"))
-
-
 def view_whole(node):
     """the node's view has every drive of the set online (openlake_drive_online, its store's
     gauges): a view opened before a drive had its identity record keeps it offline for a
@@ -435,14 +430,17 @@ def leader_offline(node):
     return metric(node, "openlake_cluster_leader_drives_offline")
 
 
-def test_a_follower_writes_without_a_drive_only_the_leader_lacks_too(cluster_degraded):
+def test_a_follower_writes_without_a_drive_only_the_leader_lacks_too(cluster_faults):
     """A view that does not reach every drive would write fewer shards than the leader
-    writes, unless the leader lacks that drive too. A node killed: once the leader has told
-    (<prefix>offline) that it lacks the node's drive, the followers write their PUTs without
-    it themselves, as the leader would (the misses recorded on the drives that took them);
-    the node back, its drive is healed of them and the objects survive the loss of another
-    node (k = 3 of 4: the returned drive's shards were written)."""
-    c = cluster_degraded
+    writes, unless the leader lacks that drive too (write_degraded, the default). A node
+    killed: once the leader has told (<prefix>offline) that it lacks the node's drive, the
+    followers write their PUTs without it themselves, as the leader would (the misses
+    recorded on the drives that took them). A PUT written so whose commit is held (the node
+    plane's fault hook) until the leader has the node back is refused by the leader (503
+    SlowDown, nothing visible): the leader's word the follower went by was stale by then.
+    The node back, its drive is healed of the misses and the objects survive the loss of
+    another node (k = 3 of 4: the returned drive's shards were written)."""
+    c = cluster_faults
     lid = ready(c)
     a, d, e = others(c, lid)
     c.client(lid, retries=4).create_bucket(Bucket="wlack")
@@ -459,14 +457,31 @@ def test_a_follower_writes_without_a_drive_only_the_leader_lacks_too(cluster_deg
     assert metric(c.nodes[a], "openlake_cluster_local_writes_degraded_total") == g0 + 2
     assert leader_puts(c.nodes[lid]) == p0, "not by the leader"
     assert metric(c.nodes[lid], "openlake_heal_missed_pending") >= 2, "the misses recorded"
+    c.faults.write_text("hold COMMIT 120000\n")
+    res = []
+    late = body("late", 2 << 20)
+    t = threading.Thread(target=lambda: res.append(
+        code_of(one_try(c, a).put_object, Bucket="wlack", Key="late", Body=late)))
+    t.start()
+    hits = c.faults.parent / (c.faults.name + ".hits")
+    wait_for(lambda: hits.exists() and "held COMMIT" in hits.read_text(), 60,
+             f"node {a}'s commit of a PUT without node {d}'s drive held")
     c.nodes[d].start()
-    wait_for(lambda: view_whole(c.nodes[a]) and leader_offline(c.nodes[a]) == 0, 90,
-             f"node {d}'s drive back in {a}'s view and in the leader's")
+    wait_for(lambda: leader_offline(c.nodes[a]) == 0, 90,
+             f"the leader holding node {d}'s drive online again, as told")
+    c.faults.write_text("")
+    t.join(120)
+    assert res == [(503, "SlowDown")], res
+    assert code_of(c.client(lid, retries=4).get_object, Bucket="wlack", Key="late") == \
+        (404, "NoSuchKey"), "the refused PUT left nothing visible"
+    wait_for(lambda: view_whole(c.nodes[a]), 90, f"node {d}'s drive back in {a}'s view")
+    c.client(a, retries=4).put_object(Bucket="wlack", Key="late", Body=late)
+    objs["late"] = late
     wait_for(lambda: metric(c.nodes[lid], "openlake_heal_missed_pending") == 0, 120,
              "the returned drive healed of its missed writes")
     objs["k2"] = body("back", 2 << 20)
     c.client(a, retries=4).put_object(Bucket="wlack", Key="k2", Body=objs["k2"])
-    assert local_writes(c.nodes[a]) == n0 + 3, "the view has every drive: written there"
+    assert local_writes(c.nodes[a]) == n0 + 5, "the view has every drive: written there"
     c.nodes[e].kill9()  # the objects now need the returned drive's shards
     wait_for(lambda: drives_online(c.nodes[a]) == 3, 90, f"node {e}'s drive offline in {a}'s view")
     for k, v in objs.items():

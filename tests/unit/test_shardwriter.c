@@ -170,6 +170,45 @@ test_leader_rules(struct ol_store *sw, const uint8_t *big)
 	}
 }
 
+/* A drive offline when the writer began: the leader lacking it too takes the commit (its miss
+ * recorded); the leader having it online refuses it, -EAGAIN, nothing committed (the writer's
+ * view was behind: the object would have fewer shards than the leader writes). */
+static void
+test_absent(struct ol_store *sw, const uint8_t *big)
+{
+	struct ol_creq q;
+	struct ol_obj_info in;
+	uint64_t pend0, pend1, drop;
+	int rc;
+
+	srv_stop(2);
+	ok(wait_online(sw, N - 1) && wait_online(leader, N - 1),
+	   "node 3 down: the writer and the leader see 3 drives");
+	fail_with = -EIO; /* the request only */
+	(void)put(sw, "b", "absent-late", big, 2u << 20, 0, NULL);
+	fail_with = 0;
+	uint8_t *req = malloc(last_len);
+	size_t len = last_len;
+	memcpy(req, last_req, len);
+	ok(ol_creq_decode(req, len, &q) == 0 && (q.flags & OL_CREQ_ABSENT) && q.absent == 4 &&
+	       (q.bad & 4),
+	   "the request names drive 3 absent from the start (flags %u, absent %llu)", q.flags,
+	   (unsigned long long)q.absent);
+	ol_store_missed_stats(leader, &pend0, &drop);
+	rc = put(sw, "b", "absent-now", big + 1, 2u << 20, 0, NULL);
+	ol_store_missed_stats(leader, &pend1, &drop);
+	ok(rc == 0 && same(leader, "b", "absent-now", NULL, big + 1, 2u << 20) &&
+	       pend1 == pend0 + 1,
+	   "the leader lacks drive 3 too: committed, read back, its miss recorded (%d)", rc);
+	ok(srv_start(2) == 0 && wait_online(leader, N), "node 3 back: the leader has 4 drives");
+	rc = ol_store_commit_remote(leader, req, len, 0, &in);
+	ok(rc == -EAGAIN && ol_store_head(leader, "b", "absent-late", 11, &in, NULL, 0) == -ENOENT,
+	   "a commit that skipped drive 3, online on the leader: -EAGAIN, nothing committed (%d)",
+	   rc);
+	ok(wait_online(sw, N), "the writer has 4 drives again");
+	free(req);
+}
+
 static void
 test_outcomes(struct ol_store *sw, const uint8_t *big)
 {
@@ -207,6 +246,7 @@ test_outcomes(struct ol_store *sw, const uint8_t *big)
 	ok(rc == 0 && pend1 == pend0 + 1 && atomic_load(&returned) == 1,
 	   "a drive the writer failed: its miss recorded (%llu -> %llu), the heal started (%d)",
 	   (unsigned long long)pend0, (unsigned long long)pend1, atomic_load(&returned));
+	test_absent(sw, big);
 	ol_store_set_committer(sw, NULL, NULL);
 	rc = put(sw, "b", "nocommitter", big, 100, 0, NULL);
 	ok(rc == -EROFS, "no committer: -EROFS (%d)", rc);
