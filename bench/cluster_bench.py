@@ -66,10 +66,10 @@ def timed(fn):
     return time.monotonic() - t
 
 
-def cluster_up(d, conf):
+def cluster_up(d, conf, etcd=1):
     env = dict(os.environ, OPENLAKE_CLUSTER_CONF=conf)
     up = subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "up", "4", d, "--etcd",
-                         "1"], capture_output=True, text=True, timeout=600, env=env)
+                         str(etcd)], capture_output=True, text=True, timeout=600, env=env)
     if up.returncode:
         sys.exit(up.stdout + up.stderr)
     urls = re.findall(r"s3=(\S+)", up.stdout)

@@ -6,7 +6,7 @@ a summary, exit 1 on any lost or wrong acknowledged write (or a 500, a wrong byt
 a failed request while no node was down, a heal that leaves objects unrecoverable).
 
   OPENLAKE_BUILD=build nice -n 10 /usr/bin/python3 bench/cluster_torture.py [--rounds 20]
-      [--minutes M] [--seed S] [--keep]
+      [--minutes M] [--seed S] [--keep] [--etcd-kills P] [--heals P]
 
 Starts `scripts/cluster.sh up 4 DIR --etcd 1` (one set N=4 P=1) in a temp dir. Each round:
 one load per node (tests/integration/test_crash_torture.py's S3Load: 2 PUT threads of 0 B..8
@@ -27,11 +27,19 @@ that started after it and was acknowledged is recorded, and per round the PUTs a
 the followers wrote themselves (openlake_cluster_local_writes_total) and of them those written
 without a drive (openlake_cluster_local_writes_degraded_total), the killed node left out. At the end `openlake heal` must exit 0
 with 0 unrecoverable, and every key must read back through every node as the last check saw
-it. Everything is stopped by pid (`scripts/cluster.sh down`) and the temp dir removed (unless
+it. With --etcd-kills P etcd runs 3 members and in a round of probability P one of them (its
+leader half of the time) is also killed -9, halfway to the node's kill, and started again
+after the node: the round counts as a fault from that kill on (503s allowed, nothing lost).
+With --heals P a round of probability P runs `openlake heal` (a full heal: missed writes, then
+every shard of every object verified) through a node other than the one killed, from the
+first acknowledgement on, so the kill lands on a heal scanning beside the writes (its job
+moves to the next leader when the leader is killed, and the command follows it); it must exit
+0 with 0 unrecoverable, and the key check sees what it left. Everything is stopped by pid (`scripts/cluster.sh down`) and the temp dir removed (unless
 --keep, or a violation: then it is kept for the logs).
 """
 
 import argparse
+import json
 import logging
 import os
 import random
@@ -95,6 +103,46 @@ class NodeLoad(T.S3Load):
             if ph != "killed" and (ph == "healthy" or kind[0] == "status" and kind[1] != 503):
                 self.errors.append(f"node {self.node} ({ph}): {step.__name__} "
                                    f"failed: {repr(e)[:300]}")
+
+
+def etcd_pids(d):
+    return {int(re.search(r"etcd-e(\d+)", f).group(1)): f"{d}/pids/{f}"
+            for f in os.listdir(f"{d}/pids") if f.startswith("etcd-")}
+
+
+def etcd_victim(d, rnd):
+    """(member, pid file, its command line): the etcd leader half of the time, else a random
+    member"""
+    pids = etcd_pids(d)
+    m = rnd.choice(sorted(pids))
+    if rnd.random() < 0.5:
+        eps = open(f"{d}/etcd/endpoints").read().strip()
+        st = subprocess.run(["etcdctl", f"--endpoints={eps}", "endpoint", "status", "-w",
+                             "json"], capture_output=True, text=True, timeout=30,
+                            env=dict(os.environ, ETCDCTL_API="3"))
+        for i, e in enumerate(json.loads(st.stdout or "[]")):
+            if e.get("Status", {}).get("leader") == e.get("Status", {}).get("header", {}).get(
+                    "member_id"):
+                m = i  # endpoints are listed in member order (scripts/cluster.sh)
+    pid = int(open(pids[m]).read().strip())
+    cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[:-1]
+    return m, pids[m], pid, [c.decode() for c in cmd]
+
+
+def etcd_restart(d, m, pidfile, cmd):
+    """start the killed member again (its data dir kept: it rejoins), healthy within 60 s"""
+    p = subprocess.Popen(["setsid"] + cmd, stdin=subprocess.DEVNULL,
+                         stdout=open(f"{d}/etcd/e{m}.log", "a"), stderr=subprocess.STDOUT)
+    with open(pidfile, "w") as f:
+        f.write(f"{p.pid}\n")
+    ep = cmd[cmd.index("--advertise-client-urls") + 1]
+    end = time.monotonic() + 60
+    while subprocess.run(["etcdctl", f"--endpoints={ep}", "endpoint", "health"],
+                         capture_output=True, timeout=30,
+                         env=dict(os.environ, ETCDCTL_API="3")).returncode:
+        if time.monotonic() > end:
+            sys.exit(f"etcd member e{m} not healthy 60 s after its restart")
+        time.sleep(0.2)
 
 
 def first_write_after(loads, t_kill):
@@ -162,7 +210,8 @@ def heal(d, node):
     return r.returncode, int(m[-1]) if m else None, out
 
 
-def one_round(r, rnd, d, urls, model, keys, stats, lock, fails, tally, failures, log):
+def one_round(r, rnd, d, urls, model, keys, stats, lock, fails, tally, failures, log,
+              etcd_kills=0.0, heals=0.0):
     t0 = time.monotonic()
     leader = leader_of(urls)
     phase = {"now": "healthy"}
@@ -172,11 +221,24 @@ def one_round(r, rnd, d, urls, model, keys, stats, lock, fails, tally, failures,
     victim = leader if kill_leader else rnd.choice([i for i in range(4) if i != leader])
     delay, pause = rnd.uniform(0.3, 3.0), rnd.uniform(0.5, 8.0)
     check_via = rnd.randrange(4)
+    ekill = etcd_victim(d, rnd) if etcd_kills and rnd.random() < etcd_kills else None
+    healer = rnd.choice([i for i in range(4) if i != victim]) if heals and \
+        rnd.random() < heals else None
     c0 = counters(urls)
     for ld in loads:
         ld.start()
     wait_first_ack(loads)
-    time.sleep(delay)
+    hres = []
+    if healer is not None:
+        ht = threading.Thread(target=lambda: hres.append(heal(d, healer)))
+        ht.start()
+    if ekill:
+        time.sleep(delay / 2)
+        phase["now"] = "fault"
+        os.kill(ekill[2], 9)
+        time.sleep(delay / 2)
+    else:
+        time.sleep(delay)
     loads[victim].stop.set()  # its requests in flight meet the kill; no new one
     loads[victim].killed = True
     phase["now"] = "fault"
@@ -188,6 +250,9 @@ def one_round(r, rnd, d, urls, model, keys, stats, lock, fails, tally, failures,
     t_kill = time.monotonic()
     time.sleep(pause)
     restart(d, victim)
+    if ekill:
+        etcd_restart(d, ekill[0], ekill[1], ekill[3])
+        tally["etcd_kills"] += 1
     settled(urls)  # every follower's view open again, one leader, writes served
     phase["now"] = "healthy"
     gap, gap_op = first_write_after(loads, t_kill) if kill_leader else (None, "")
@@ -201,6 +266,15 @@ def one_round(r, rnd, d, urls, model, keys, stats, lock, fails, tally, failures,
     acked = sum(ld.acked for ld in loads)
     uploads = {}
     before = len(failures)
+    h = ""
+    if healer is not None:
+        ht.join(960)
+        hrc, unrec, out = hres[0] if hres else (None, None, "did not end in 960 s")
+        h = f", heal through node {healer}: exit {hrc}, {unrec} unrecoverable"
+        tally["heals"] += 1
+        if hrc != 0 or unrec != 0:
+            failures.append(f"round {r}: openlake heal through node {healer} during the round: "
+                            f"exit {hrc}, unrecoverable {unrec}: {out[-1500:]}")
     for ld in loads:
         uploads.update(ld.uploads)
         failures.extend(f"round {r}: {e}" for e in ld.errors)
@@ -222,11 +296,12 @@ def one_round(r, rnd, d, urls, model, keys, stats, lock, fails, tally, failures,
     present = sum(v is not T.ABSENT for v in seen.values())
     g = f", first write {gap:.2f}s after the kill ({gap_op})" if gap is not None else (
         ", no write acknowledged after the kill" if kill_leader else "")
-    log(f"round {r}: killed node {victim} ({'leader' if kill_leader else 'follower'}) "
+    e = f" and etcd member e{ekill[0]}" if ekill else ""
+    log(f"round {r}: killed node {victim} ({'leader' if kill_leader else 'follower'}){e} "
         f"{delay:.2f}s after the first ack, down {pause:.1f}s{g}; {acked} acked, "
         f"{len(uploads)} uploads, {local:.0f} PUT/UploadPart written by followers "
         f"({degraded:.0f} without a drive), {present}/{len(keys)} keys present (checked via node "
-        f"{check_via}), violations {len(failures) - before}, {time.monotonic() - t0:.0f}s")
+        f"{check_via}){h}, violations {len(failures) - before}, {time.monotonic() - t0:.0f}s")
     for f in failures[before:]:
         log("  VIOLATION " + f)
     if kill_leader and gap is None:
@@ -260,6 +335,12 @@ def main():
     ap.add_argument("--seed", type=int, default=None, help="default: random, printed")
     ap.add_argument("--keys", type=int, default=24)
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (drives, logs)")
+    ap.add_argument("--etcd-kills", type=float, default=0.0, metavar="P",
+                    help="run 3 etcd members and also kill -9 one (its leader half of the "
+                    "time) in a round with probability P (default 0: one member, never killed)")
+    ap.add_argument("--heals", type=float, default=0.0, metavar="P",
+                    help="run `openlake heal` through a live node during a round with "
+                    "probability P (default 0)")
     a = ap.parse_args()
     seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
     logging.basicConfig(level=logging.ERROR)
@@ -280,13 +361,13 @@ def main():
     lock = threading.Lock()
     fails = {}
     tally = dict(rounds=0, acked=0, uploads=0, lost=0, wrong=0, other=0, leader_kills=0,
-                 follower_kills=0,
+                 follower_kills=0, etcd_kills=0, heals=0,
                  follower_writes=0, follower_writes_degraded=0, no_write_after_leader_kill=0, gaps=[])
     failures = []
     t_start = time.monotonic()
     keep = a.keep
     try:
-        urls, _ = cluster_up(d, "")
+        urls, _ = cluster_up(d, "", etcd=3 if a.etcd_kills else 1)
         c = T.s3_client(urls[leader_of(urls)])
         c.create_bucket(Bucket=T.BUCKET)
         c.create_bucket(Bucket=PROBE)
@@ -294,7 +375,7 @@ def main():
             if a.minutes is not None and time.monotonic() - t_start > a.minutes * 60:
                 break
             one_round(r, rnd, d, urls, model, keys, stats, lock, fails, tally, failures,
-                      log)
+                      log, a.etcd_kills, a.heals)
         final_check(d, urls, model, keys, failures, log)
     except BaseException:
         keep = True

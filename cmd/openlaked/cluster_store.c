@@ -620,13 +620,16 @@ take_serving(struct cstore *cs, unsigned pool, uint64_t epoch)
 	}
 }
 
-/* Other nodes read the store the leader writes (read_any): a version it replaces keeps its
- * shard files for [cluster] reclaim_delay_ms, so their reads of it can finish. */
+/* The settings of a store this node writes. Other nodes read it (read_any): a version it
+ * replaces keeps its shard files for [cluster] reclaim_delay_ms, so their reads of it can
+ * finish. And its periodic orphan sweep ([storage] orphan_sweep_secs). */
 static void
-reclaim_delay(struct cstore *cs, struct ol_store *st)
+serving_opts(struct cstore *cs, struct ol_store *st)
 {
 	if (cs->cfg->cluster_read_any)
 		ol_store_set_reclaim_delay(st, cs->cfg->cluster_reclaim_delay_ms);
+	/* the garbage of a crash: a killed leader's queued reclaims, a killed follower's files */
+	ol_store_set_sweep(st, cs->cfg->orphan_sweep_secs, cs->cfg->orphan_grace_secs);
 }
 
 /* This node leads set pool.0 at epoch: serve the store when that is the serving set. The
@@ -676,7 +679,7 @@ gained(struct cstore *cs, unsigned pool, uint64_t epoch)
 		release_serving(cs);
 		return;
 	}
-	reclaim_delay(cs, st);
+	serving_opts(cs, st);
 	ol_s3_set_store(cs->s3, st);
 	heal_job_serving(cs->hj, pool, epoch); /* before the store: it may start a heal */
 	ol_admin_set_store(st);
@@ -804,7 +807,7 @@ grow(struct cstore *cs)
 		return;
 	}
 	pool_weights(cs, st);
-	reclaim_delay(cs, st);
+	serving_opts(cs, st);
 	ol_s3_set_store(cs->s3, st);
 	/* a heal the swap stopped was recorded running: the record is read again and it resumes */
 	heal_job_serving(cs->hj, cs->st_pool, epoch);

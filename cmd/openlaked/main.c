@@ -544,6 +544,7 @@ start_storage(const struct ol_config *cfg, struct daemon *d)
 		ol_err("cannot open the object store: %s", strerror(-rc));
 		return rc;
 	}
+	ol_store_set_sweep(d->store, cfg->orphan_sweep_secs, cfg->orphan_grace_secs);
 	rc = ol_s3_new(cfg, d->store, &d->s3);
 	if (!rc) {
 		ol_admin_init(cfg);

@@ -114,6 +114,8 @@ struct ol_config {
 	bool fsync;		       /* [storage] fsync: acknowledge only after stable storage */
 	bool heal_on_return;	       /* [storage] heal_on_return: heal a drive that came back */
 	unsigned heal_delay_secs;      /* [storage] heal_delay_secs before that heal */
+	unsigned orphan_sweep_secs;    /* [storage] orphan_sweep_secs: the periodic sweep */
+	unsigned orphan_grace_secs;    /* [storage] orphan_grace_secs: in a cluster */
 	uint64_t heal_bytes_per_sec;   /* [storage] heal_bytes_per_sec of that heal (0: no cap) */
 	unsigned threads;	       /* worker threads (0 = one per core) */
 	char pin_threads[8];	       /* "auto": loops pinned to CPUs (io/topo.h); "off" */

@@ -520,8 +520,11 @@ ol_node_op_list(struct nconn *c, const struct ol_node_hdr *h, struct ol_node_rd 
 		return rc;
 	if (!max || max > 1024)
 		max = 1024;
-	fd = dl ? openat(c->s->root_fd[d], dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-		: dup(c->s->root_fd[d]);
+	/* the data root opened anew, not dup'ed: a dup shares root_fd's directory offset, so
+	 * the first listing's readdir left it at the end and every later one listed nothing
+	 * (every orphan sweep after a node's first found no files there) */
+	fd = openat(c->s->root_fd[d], dl ? dir : ".",
+		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	dfd = names_after(fd, after, &names, &n);

@@ -1070,7 +1070,7 @@ ol_set_heal_all(struct ol_store *const *sets, int n, const struct ol_heal_opts *
 		rc = -EAGAIN;
 	}
 	for (int i = 0; !rc && !(o && o->missed_only) && i < n; i++)
-		ol_sweep_orphans(sets[i], sets[i]->remote ? OL_STORE_SWEEP_GRACE_S : 2);
+		ol_sweep_orphans(sets[i], ol_sweep_grace(sets[i]));
 	if (rc)
 		ol_warn("store: heal: orphan sweep skipped: the heal did not finish (%s)",
 			strerror(-rc));

@@ -559,6 +559,7 @@ ol_store_close(struct ol_store *st)
 {
 	if (!st)
 		return;
+	ol_sweeper_stop(st);
 	if (multi(st))
 		shell_free(st);
 	else

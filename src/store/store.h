@@ -276,6 +276,15 @@ void ol_store_put_abort(struct ol_put *p);
  * or waiting for its commit's answer, that long (an HTTP body stalls for at most the server's
  * idle timeout between writes). */
 #define OL_STORE_SWEEP_GRACE_S 900
+/* Every interval_s seconds (0: never) sweep every set of st for orphan shard files, on a
+ * thread of the store: files no record references on k drives, of no write in progress, no
+ * version being read and no reclaim waiting its delay (the garbage of writes cut short, and
+ * of replaced versions whose queued reclaim a crash lost), older than grace_s on a set over
+ * node planes (0: OL_STORE_SWEEP_GRACE_S; also the grace of a heal's sweep) and 2 s on local
+ * drives. Two sweeps never overlap; a set with a drive offline is skipped that time. A
+ * read-only store sweeps nothing. Call once after open; ol_store_close stops it. Metrics:
+ * openlake_store_orphan_sweeps_total, openlake_store_orphans_removed_total. */
+void ol_store_set_sweep(struct ol_store *st, unsigned interval_s, unsigned grace_s);
 typedef int (*ol_store_commit_fn)(void *arg, const void *req, size_t len, struct ol_obj_info *out);
 void ol_store_set_committer(struct ol_store *st, ol_store_commit_fn fn, void *arg);
 /* The largest request the committer can carry (the node plane's frame; 0, the default: no

@@ -220,6 +220,11 @@ struct ol_store {
 	_Atomic uint64_t missed_pending, missed_dropped;
 	uint64_t missed_cap;	  /* OL_MISSED_CAP (tests lower it) */
 	_Atomic bool missed_full; /* the cap was reached (logged once until it is not) */
+	/* sweep.c: the grace of this set's orphan sweeps (0: the default, ol_sweep_grace); the
+	 * periodic sweep of a store's sets (ol_store_set_sweep: the shell's, or a one-set
+	 * store's own) */
+	_Atomic unsigned sweep_grace_s;
+	struct ol_sweeper *sweeper;
 };
 
 /* One part's layout inside a version record. */
@@ -805,8 +810,14 @@ void ol_flight_add(struct ol_store *st, const uint8_t *uuid);
 void ol_flight_del(struct ol_store *st, const uint8_t *uuid);
 bool ol_flight_has(struct ol_store *st, const uint8_t *uuid);
 /* Remove shard files on online drives that no record of any drive references, that belong
- * to no write in progress and are older than min_age_s. Returns the count removed. */
+ * to no write in progress and are older than min_age_s. Returns the count removed. Two
+ * sweeps never run at once (a heal's and the periodic one). */
 size_t ol_sweep_orphans(struct ol_store *st, int min_age_s);
+/* The min_age_s of set's sweeps: a set over node planes its sweep_grace_s (0: the default
+ * OL_STORE_SWEEP_GRACE_S), a local set 2 s. */
+int ol_sweep_grace(const struct ol_store *set);
+/* Stop and free st's periodic sweep (ol_store_set_sweep), if any: before its sets close. */
+void ol_sweeper_stop(struct ol_store *st);
 
 /* missed.c: missed-write records (OL_META_MISSED, see meta.h and docs/storage-format.md). */
 #define OL_MISSED_CAP (1u << 20) /* pending entries above which misses are not recorded */

@@ -1,8 +1,10 @@
 /* store/sweep.c - remove shard files that no record references: at open, leftovers of
  * writes interrupted before their metadata commit and old versions whose reclaim was cut
- * short by a crash (nothing is in flight then); after a heal, the same while the node runs
- * (old versions left on a drive that was read-only or offline when they were reclaimed),
- * sparing the files of writes in progress. */
+ * short by a crash (nothing is in flight then); after a heal and every
+ * [storage] orphan_sweep_secs (ol_store_set_sweep), the same while the node runs (old
+ * versions left on a drive that was read-only or offline when they were reclaimed, the
+ * reclaim queue of a leader that crashed, the files of a follower killed mid-PUT), sparing
+ * the files of writes in progress. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -12,8 +14,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
+#include "base/metrics.h"
 #include "store/store_int.h"
+
+#include <pthread.h>
 
 struct uuid_set {
 	uint8_t (*u)[OL_UUID];
@@ -316,8 +322,8 @@ list_remote(struct ol_store *st, int d, time_t before, struct cand **c, size_t *
  * records are not known. "Referenced" means by at least k drives: a version known to fewer
  * can never be read (a read needs k votes); this is what a drive that missed deletes and
  * overwrites while offline keeps pointing at. */
-size_t
-ol_sweep_orphans(struct ol_store *st, int min_age_s)
+static size_t
+sweep_set(struct ol_store *st, int min_age_s)
 {
 	struct uuid_set s = {0};
 	struct cand *c = NULL;
@@ -375,9 +381,12 @@ ol_sweep_orphans(struct ol_store *st, int min_age_s)
 		} else {
 			removed++;
 		}
-		ol_info("store: drive %s: removed orphan shard %s (no record references it)",
-			st->d[c[i].d].root, path);
+		ol_debug("store: drive %s: removed orphan shard %s (no record references it)",
+			 st->d[c[i].d].root, path);
 	}
+	if (removed)
+		ol_info("store: orphan sweep removed %zu shard file(s) no record references",
+			removed);
 	if (held)
 		ol_info("store: orphan sweep kept %zu unreferenced shard file(s) of writes in "
 			"progress, versions being read or waiting for the reclaim delay",
@@ -389,4 +398,129 @@ ol_sweep_orphans(struct ol_store *st, int min_age_s)
 	free(q);
 	free(s.u);
 	return removed;
+}
+
+/* ---- every sweep, and the periodic one (store.h, ol_store_set_sweep) ---- */
+
+static pthread_mutex_t one_sweep = PTHREAD_MUTEX_INITIALIZER; /* two never overlap */
+static _Atomic uint64_t sweeps_run, orphans_removed;
+static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
+
+size_t
+ol_sweep_orphans(struct ol_store *st, int min_age_s)
+{
+	pthread_mutex_lock(&one_sweep);
+	size_t n = sweep_set(st, min_age_s);
+	pthread_mutex_unlock(&one_sweep);
+	atomic_fetch_add(&sweeps_run, 1);
+	atomic_fetch_add(&orphans_removed, n);
+	return n;
+}
+
+int
+ol_sweep_grace(const struct ol_store *set)
+{
+	unsigned g = atomic_load(&set->sweep_grace_s);
+
+	return !set->remote ? 2 : g ? (int)g : OL_STORE_SWEEP_GRACE_S;
+}
+
+struct ol_sweeper {
+	struct ol_store *st;
+	int64_t interval_ms;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t thr;
+	bool stop;
+};
+
+static void
+metrics(struct ol_strbuf *b, void *arg)
+{
+	(void)arg;
+	ol_strbuf_printf(b,
+			 "# HELP openlake_store_orphan_sweeps_total Orphan sweeps of an erasure "
+			 "set run (each heal's and every [storage] orphan_sweep_secs).\n"
+			 "# TYPE openlake_store_orphan_sweeps_total counter\n"
+			 "openlake_store_orphan_sweeps_total %llu\n"
+			 "# HELP openlake_store_orphans_removed_total Shard files those sweeps "
+			 "removed: no record referenced them (writes cut short, versions whose "
+			 "reclaim a crash lost).\n"
+			 "# TYPE openlake_store_orphans_removed_total counter\n"
+			 "openlake_store_orphans_removed_total %llu\n",
+			 (unsigned long long)atomic_load(&sweeps_run),
+			 (unsigned long long)atomic_load(&orphans_removed));
+}
+
+static void
+metrics_register(void)
+{
+	ol_metrics_register(metrics, NULL);
+}
+
+static void *
+sweeper_main(void *arg)
+{
+	struct ol_sweeper *w = arg;
+
+	pthread_mutex_lock(&w->mu);
+	while (!w->stop) {
+		int64_t end = (int64_t)ol_clock_ms() + w->interval_ms;
+
+		while (!w->stop && (int64_t)ol_clock_ms() < end)
+			ol_cond_wait_ms(&w->cv, &w->mu, end - (int64_t)ol_clock_ms());
+		for (int i = 0; !w->stop && i < w->st->n_sets; i++) {
+			struct ol_store *set = w->st->sets[i];
+
+			pthread_mutex_unlock(&w->mu);
+			(void)ol_sweep_orphans(set, ol_sweep_grace(set));
+			pthread_mutex_lock(&w->mu);
+		}
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+void
+ol_store_set_sweep(struct ol_store *st, unsigned interval_s, unsigned grace_s)
+{
+	struct ol_sweeper *w;
+
+	for (int i = 0; i < st->n_sets; i++)
+		atomic_store(&st->sets[i]->sweep_grace_s, grace_s);
+	pthread_once(&metrics_once, metrics_register);
+	if (!interval_s || st->readonly || st->sweeper)
+		return;
+	w = ol_xcalloc(1, sizeof(*w));
+	w->st = st;
+	w->interval_ms = (int64_t)interval_s * 1000;
+	pthread_mutex_init(&w->mu, NULL);
+	ol_cond_init_mono(&w->cv);
+	if (pthread_create(&w->thr, NULL, sweeper_main, w)) {
+		ol_warn("store: cannot start the periodic orphan sweep: orphan shard files are "
+			"removed by heals only");
+		pthread_mutex_destroy(&w->mu);
+		pthread_cond_destroy(&w->cv);
+		free(w);
+		return;
+	}
+	st->sweeper = w;
+}
+
+void
+ol_sweeper_stop(struct ol_store *st)
+{
+	struct ol_sweeper *w = st->sweeper;
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->mu);
+	w->stop = true;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	pthread_join(w->thr, NULL);
+	pthread_mutex_destroy(&w->mu);
+	pthread_cond_destroy(&w->cv);
+	free(w);
+	st->sweeper = NULL;
 }

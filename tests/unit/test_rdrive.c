@@ -212,6 +212,51 @@ test_down_and_back(struct ol_store *st, uint8_t *big)
 	ok(srv_start(0) == 0 && wait_online(st, N), "node 1 back");
 }
 
+static int
+count_name(void *arg, const char *dir, const char *name, uint64_t mtime)
+{
+	(void)dir;
+	(void)name;
+	(void)mtime;
+	(*(size_t *)arg)++;
+	return 0;
+}
+
+/* The periodic orphan sweep (ol_store_set_sweep): a shard file no record references and older
+ * than the grace is removed within a few intervals, a younger one stays, the objects read
+ * back, and the metric counts it. */
+static void
+test_periodic_sweep(struct ol_store *st, uint8_t *big)
+{
+	char dir[400], old[700], young[700];
+	time_t then = time(NULL) - 3600;
+	int gone = 0;
+
+	snprintf(dir, sizeof(dir), "%s/.openlake/data/cd", dirs[1]);
+	mkdir(dir, 0700);
+	snprintf(old, sizeof(old), "%s/cd%030d", dir, 8);
+	snprintf(young, sizeof(young), "%s/cd%030d", dir, 9);
+	for (int i = 0; i < 2; i++) {
+		FILE *f = fopen(i ? young : old, "w");
+
+		ok(f && fputs("leftover", f) >= 0 && fclose(f) == 0,
+		   "an orphan shard on node 2 (%s)", i ? "written now" : "an hour old");
+	}
+	ok(utime(old, &(struct utimbuf){then, then}) == 0, "its mtime an hour ago");
+	/* every listing of a drive lists it whole, not only the first of its node's life */
+	size_t once = 0, twice = 0;
+	ok(ol_rd_list(st, 1, count_name, &once) == 0 &&
+	       ol_rd_list(st, 1, count_name, &twice) == 0 && once >= 2 && twice == once,
+	   "node 2's shard files listed twice over its plane: %zu, then %zu", once, twice);
+	ol_store_set_sweep(st, 1, 600);
+	for (time_t end = time(NULL) + 60; !gone && time(NULL) < end; usleep(50000))
+		gone = access(old, F_OK) != 0;
+	ok(gone, "the periodic sweep removed the hour-old orphan over the plane");
+	ok(access(young, F_OK) == 0, "the orphan younger than the 600 s grace stays");
+	ok(same(st, "b1", "big", NULL, big, BIG), "the objects read back after the sweeps");
+	unlink(young);
+}
+
 /* A META_COMMIT from before the drive's return (a frame that sat in a frozen node's socket
  * buffers, sent with the generation the drive had then, or by a sender without one) lands
  * after the drive came back: the drive refuses it, and what was written since stays. */
@@ -558,6 +603,7 @@ main(void)
 		test_mpu(st, big);
 		test_versions(st, big, small);
 		test_down_and_back(st, big);
+		test_periodic_sweep(st, big);
 		test_late_frame(st, big);
 		test_hedged_commit(st, small);
 		test_cut_off(st, small);
