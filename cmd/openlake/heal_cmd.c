@@ -188,13 +188,18 @@ summary(struct heal_cli *c, const char *j, const struct prog *p)
 		if (p->reason[0])
 			printf("heal %s: %s\n", p->state, p->reason);
 		if (p->unrec)
-			printf("%llu objects have more than parity-count shards lost: their data "
-			       "cannot be rebuilt\n",
+			printf("%llu objects have more than parity-count shards lost on the drives "
+			       "online now: their data cannot be rebuilt from them. With a drive "
+			       "offline (a node down or restarting: openlake node info, the "
+			       "console) they may be whole again once it is back: run the heal "
+			       "again then\n",
 			       p->unrec);
 		else if (p->result == -EAGAIN)
-			printf("some shards could not be written on a drive that is online (the "
-			       "daemon's log names it): the store is not whole; fix the drive and "
-			       "run the heal again\n");
+			printf(
+			    "some shards could not be written on a drive that was online when "
+			    "the heal wrote them (the daemon's log names it; its node may have "
+			    "gone down meanwhile): the store is not whole; fix or bring back the "
+			    "drive and run the heal again\n");
 	}
 	return exit_code(p);
 }
