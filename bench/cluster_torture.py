@@ -205,7 +205,7 @@ def heal(d, node):
     r = subprocess.run([os.path.join(BUILD, "cmd/openlake/openlake"), "heal", "--config",
                         f"{d}/node-{node}/openlake.toml"], capture_output=True, text=True,
                        timeout=900)
-    out = r.stdout + r.stderr
+    out = r.stderr + r.stdout  # the summary (stdout) last: violations show its tail
     m = re.findall(r"(\d+) unrecoverable", out)
     return r.returncode, int(m[-1]) if m else None, out
 
