@@ -105,9 +105,10 @@ static const struct cfg_key keys[] = {
      "every this many seconds the node that writes the store removes shard files no record "
      "references (writes cut short, replaced versions whose queued reclaim a crash lost), as "
      "a heal does at its end (0: only heals do)"},
-    {"storage.orphan_grace_secs", T_U32, F(orphan_grace_secs), "900", 1, 86400, 0, 0, 0,
+    {"storage.orphan_grace_secs", T_U32, F(orphan_grace_secs), "900", 60, 86400, 0, 0, 0,
      "in a cluster, how old such a file must be (since its last write) before a sweep "
-     "removes it: a follower may be writing it, or waiting for its commit's answer"},
+     "removes it: a follower may be writing it, or waiting for its commit's answer (at "
+     "least 60: a commit lands within about a minute of the last write of its files)"},
     {"kv.dram_bytes", T_SIZE, F(kv_dram_bytes), "0", 0, BIG, 0, 0, 0,
      "DRAM tier size (0 = from [kv_slab], else 1 GiB)"},
     {"kv.spill_dir", T_STR, F(kv_spill_dir), "", 0, 0, 0, 0, 0,
