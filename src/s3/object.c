@@ -536,6 +536,48 @@ out0:
 	s3_sse_req_fini(&sq);
 }
 
+/* x-amz-copy-source-range: "bytes=first-last", both given, inside the source (a copy range is
+ * never clamped to the object's end as a GET Range is). 0, or -1 with the error sent: a
+ * malformed range 400 InvalidArgument, one past the source's end 416 InvalidRange. */
+static int
+copy_range(struct s3_req *r, const char *range, uint64_t size, uint64_t *off, uint64_t *len)
+{
+	char *end;
+	const char *p = strncmp(range, "bytes=", 6) == 0 ? range + 6 : NULL;
+	unsigned long long first = 0, last = 0;
+	bool ok = p && *p >= '0' && *p <= '9';
+	if (ok) {
+		errno = 0;
+		first = strtoull(p, &end, 10);
+		ok = errno == 0 && *end == '-' && end[1] >= '0' && end[1] <= '9';
+	}
+	if (ok) {
+		last = strtoull(end + 1, &end, 10);
+		ok = errno == 0 && *end == '\0' && last >= first;
+	}
+	if (!ok) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT,
+			 "The x-amz-copy-source-range value must be of the form bytes=first-last "
+			 "where first and last are the zero-based offsets of the first and last "
+			 "bytes to copy");
+		return -1;
+	}
+	if (last >= size) {
+		struct ol_buf x = {0};
+		char v[24];
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)size);
+		ol_s3_xml_elem(&x, "RangeRequested", range);
+		ol_s3_xml_elem(&x, "ActualObjectSize", v);
+		s3_error_code(r, "InvalidRange", 416, "The requested range is not satisfiable",
+			      x.p);
+		ol_buf_free(&x);
+		return -1;
+	}
+	*off = first;
+	*len = last - first + 1;
+	return 0;
+}
+
 /* UploadPartCopy: x-amz-copy-source (+ x-amz-copy-source-range) into a part, encrypted as
  * the upload is (e). */
 void
@@ -567,12 +609,8 @@ s3_mpu_part_copy(struct s3_req *r, struct ol_put *p, const struct s3_sse *e, enu
 	si.size = rd.size;
 	len = si.size;
 	const char *range = ol_http_header(r->h, "x-amz-copy-source-range");
-	if (range && ol_s3_range_parse(range, si.size, &off, &len) != 1) {
-		s3_error(r, OL_S3E_INVALID_ARGUMENT,
-			 "Range specified is not valid for source "
-			 "object");
+	if (range && copy_range(r, range, si.size, &off, &len) < 0)
 		goto out;
-	}
 	if (len > S3_MAX_PART_SIZE) {
 		s3_error(r, OL_S3E_ENTITY_TOO_LARGE, NULL);
 		goto out;

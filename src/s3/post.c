@@ -319,7 +319,8 @@ post_respond(struct post *p, const char *etag_hex, const struct s3_sse *e)
 	size_t nh = s3_sse_headers(e, h, 2);
 	if (status && strcmp(status, "201") == 0) {
 		struct ol_buf x = {0};
-		ol_s3_xml_open_root(&x, "PostResponse");
+		/* no xmlns: AWS's PostResponse has none, and clients look up <Key> unqualified */
+		ol_buf_adds(&x, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<PostResponse>");
 		ol_s3_xml_elem(&x, "Location", loc);
 		ol_s3_xml_elem(&x, "Bucket", r->rt.bucket);
 		ol_s3_xml_elemn(&x, "Key", r->rt.key, r->rt.key_len);

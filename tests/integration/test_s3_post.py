@@ -91,6 +91,9 @@ def test_post_upload_with_good_policy(d, alice):
     st, h, body = post(d, "forms", form())
     assert st == 201, body
     assert b"<Key>uploads/hello.txt</Key>" in body and b"<Bucket>forms</Bucket>" in body
+    # AWS's PostResponse has no namespace: clients find <Key> unqualified
+    import xml.etree.ElementTree as ET
+    assert ET.fromstring(body).find("Key").text == "uploads/hello.txt"
     assert h["etag"] == '"%s"' % hashlib.md5(b"hello from a form").hexdigest()
     g = alice.get_object(Bucket="forms", Key="uploads/hello.txt")
     assert g["Body"].read() == b"hello from a form" and g["ContentType"] == "text/plain"
