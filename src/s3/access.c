@@ -665,6 +665,15 @@ s3_access_check(struct s3_req *r)
 		s3_store_error(r, r->ba.rc == -ENOENT ? -ENXIO : r->ba.rc, OL_S3E_NO_SUCH_BUCKET);
 		return false;
 	}
+	/* x-amz-expected-bucket-owner: a bucket owned by anyone else is 403 AccessDenied, as
+	 * AWS answers it (a client's guard against writing into a look-alike bucket). */
+	const char *eo = ol_http_header(r->h, "x-amz-expected-bucket-owner");
+	if (eo && strcmp(eo, s3_bucket_owner(r)) != 0) {
+		s3_error(r, OL_S3E_ACCESS_DENIED,
+			 "The bucket is not owned by the account given in "
+			 "x-amz-expected-bucket-owner");
+		return false;
+	}
 	r->pol = s3_policy_verdict(r, r->act.name);
 	if (takes_acl_headers(r) && req_acl_parse(r) < 0)
 		return false;

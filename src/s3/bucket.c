@@ -168,11 +168,80 @@ out:
 	s3_body_fini(&b);
 }
 
+/* 1 when the bucket holds an object, a version or a delete marker, 0 when none, -errno. */
+static int
+bucket_has_data(struct s3_req *r)
+{
+	struct ol_iter *it;
+	struct ol_viter *vit;
+	struct ol_obj_info info;
+	const char *k;
+	size_t kl;
+	int rc = ol_store_iter_open(r->srv->st, r->rt.bucket, &it);
+	if (rc < 0)
+		return rc;
+	rc = ol_store_iter_next(it, &k, &kl, &info);
+	ol_store_iter_close(it);
+	if (rc != 0)
+		return rc;
+	rc = ol_store_viter_open(r->srv->st, r->rt.bucket, &vit);
+	if (rc < 0)
+		return rc;
+	rc = ol_store_viter_next(vit, &k, &kl, &info);
+	ol_store_viter_close(vit);
+	return rc;
+}
+
+struct upload_ids {
+	char (*id)[64]; /* ol_store_mpu_create's upload_id size */
+	size_t n, cap;
+};
+
+static int
+upload_id_cb(const char *key, size_t kl, const char *id, int64_t init_ns, void *arg)
+{
+	struct upload_ids *u = arg;
+	(void)key, (void)kl, (void)init_ns;
+	if (u->n == u->cap) {
+		u->cap = u->cap ? u->cap * 2 : 16;
+		u->id = ol_xrealloc(u->id, u->cap * sizeof(*u->id));
+	}
+	snprintf(u->id[u->n++], sizeof(u->id[0]), "%s", id);
+	return 0;
+}
+
+/* DeleteBucket of a bucket whose only content is in-progress multipart uploads: AWS deletes
+ * it (the uploads go with it); the store refuses any bucket with uploads (-ENOTEMPTY), so
+ * they are aborted here and the delete tried once more. A bucket with any object, version
+ * or delete marker keeps its uploads and answers BucketNotEmpty. */
+static int
+delete_with_uploads(struct s3_req *r)
+{
+	struct upload_ids u = {0};
+	int rc = bucket_has_data(r);
+	if (rc != 0)
+		return rc < 0 ? rc : -ENOTEMPTY;
+	rc = ol_store_mpu_list(r->srv->st, r->rt.bucket, upload_id_cb, &u);
+	for (size_t i = 0; rc == 0 && i < u.n; i++) {
+		rc = ol_store_mpu_abort(r->srv->st, r->rt.bucket, u.id[i]);
+		if (rc == -ENOENT) /* aborted or completed meanwhile */
+			rc = 0;
+	}
+	free(u.id);
+	if (rc < 0)
+		return rc;
+	ol_info("s3 %s DeleteBucket %s: aborted %zu in-progress multipart upload(s)", r->reqid,
+		r->rt.bucket, u.n);
+	return ol_store_bucket_delete(r->srv->st, r->rt.bucket);
+}
+
 void
 s3_delete_bucket(struct s3_req *r)
 {
 	r->op = "DeleteBucket";
 	int rc = ol_store_bucket_delete(r->srv->st, r->rt.bucket);
+	if (rc == -ENOTEMPTY)
+		rc = delete_with_uploads(r);
 	s3_bucket_written(r->srv);
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
@@ -265,6 +334,8 @@ delete_result(struct s3_req *r, const struct ol_s3_delete_req *d, const int *rcs
 								 : "InternalError";
 		ol_buf_adds(&x, "<Error>");
 		ol_s3_xml_elemn(&x, "Key", d->keys[i], d->key_lens[i]);
+		if (d->vids[i]) /* as AWS: the version the entry asked for */
+			ol_s3_xml_elem(&x, "VersionId", d->vids[i]);
 		ol_s3_xml_elem(&x, "Code", code);
 		ol_s3_xml_elem(&x, "Message",
 			       rc == -EPERM ? s3_lock_denied_message() : strerror(-rc));

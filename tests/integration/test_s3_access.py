@@ -306,3 +306,50 @@ def test_grant_headers_listed_one_per_permission(alice, bob):
         ["FULL_CONTROL", "READ", "READ_ACP", "WRITE_ACP"]
     assert {g["Grantee"]["ID"] for g in acl["Grants"]} == {"bob"}
     assert bob.get_object(Bucket="alice-hdr-grants", Key="k")["Body"].read() == b"x"
+
+
+def test_canned_acl_lists_groups_before_the_owner(alice):
+    # AWS documents no grant order; clients index the list (a public-read-write bucket's
+    # owner grant read as Grants[2]), so the canned groups come first, then the users.
+    alice.create_bucket(Bucket="order-prw", ACL="public-read-write")
+    got = [(g["Grantee"].get("URI", g["Grantee"].get("ID")), g["Permission"])
+           for g in alice.get_bucket_acl(Bucket="order-prw")["Grants"]]
+    assert got == [("http://acs.amazonaws.com/groups/global/AllUsers", "READ"),
+                   ("http://acs.amazonaws.com/groups/global/AllUsers", "WRITE"),
+                   ("alice", "FULL_CONTROL")]
+    alice.put_object(Bucket="order-prw", Key="o", Body=b"x", ACL="authenticated-read")
+    got = [g["Grantee"].get("URI", g["Grantee"].get("ID"))
+           for g in alice.get_object_acl(Bucket="order-prw", Key="o")["Grants"]]
+    assert got == ["http://acs.amazonaws.com/groups/global/AuthenticatedUsers", "alice"]
+
+
+def test_expected_bucket_owner(alice, bob):
+    alice.create_bucket(Bucket="expect-owner", ACL="public-read-write")
+    alice.put_object(Bucket="expect-owner", Key="k", Body=b"v", ExpectedBucketOwner="alice")
+    assert alice.list_objects_v2(Bucket="expect-owner",
+                                 ExpectedBucketOwner="alice")["KeyCount"] == 1
+    for c in (alice, bob):
+        assert err(c.list_objects_v2, Bucket="expect-owner",
+                   ExpectedBucketOwner="bob") == (403, "AccessDenied")
+        assert err(c.put_object, Bucket="expect-owner", Key="k2", Body=b"v",
+                   ExpectedBucketOwner="mallory") == (403, "AccessDenied")
+    assert [o["Key"] for o in alice.list_objects_v2(Bucket="expect-owner")["Contents"]] == ["k"]
+
+
+def test_listings_name_each_object_owner(alice, bob):
+    # ListObjects (V1 always, V2 with fetch-owner) and ListObjectVersions name the user who
+    # wrote each object, not a fixed server name.
+    alice.create_bucket(Bucket="owners", ACL="public-read-write")
+    alice.put_object(Bucket="owners", Key="a", Body=b"1")
+    bob.put_object(Bucket="owners", Key="b", Body=b"2")
+    want = {"a": "alice", "b": "bob"}
+    got = {o["Key"]: (o["Owner"]["ID"], o["Owner"]["DisplayName"])
+           for o in alice.list_objects(Bucket="owners")["Contents"]}
+    assert got == {k: (v, v) for k, v in want.items()}
+    got = {o["Key"]: o["Owner"]["ID"]
+           for o in alice.list_objects_v2(Bucket="owners", FetchOwner=True)["Contents"]}
+    assert got == want
+    assert all("Owner" not in o for o in alice.list_objects_v2(Bucket="owners")["Contents"])
+    got = {v["Key"]: v["Owner"]["ID"]
+           for v in alice.list_object_versions(Bucket="owners")["Versions"]}
+    assert got == want
