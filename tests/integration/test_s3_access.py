@@ -353,3 +353,37 @@ def test_listings_name_each_object_owner(alice, bob):
     got = {v["Key"]: v["Owner"]["ID"]
            for v in alice.list_object_versions(Bucket="owners")["Versions"]}
     assert got == want
+
+
+def test_put_object_acl_changes_one_version_in_place(alice, bob):
+    # AWS changes an ACL without writing the object again: no new version, the same
+    # Last-Modified and ETag; ?versionId= picks the version whose ACL changes.
+    b = "acl-in-place"
+    alice.create_bucket(Bucket=b)
+    alice.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+    v1 = alice.put_object(Bucket=b, Key="k", Body=b"one")["VersionId"]
+    v2 = alice.put_object(Bucket=b, Key="k", Body=b"two")["VersionId"]
+    before = alice.head_object(Bucket=b, Key="k")
+    r = alice.put_object_acl(Bucket=b, Key="k", ACL="public-read")
+    assert r["ResponseMetadata"]["HTTPHeaders"].get("x-amz-version-id") == v2
+    after = alice.head_object(Bucket=b, Key="k")
+    assert (after["VersionId"], after["ETag"], after["LastModified"]) == \
+        (v2, before["ETag"], before["LastModified"])
+    assert [v["VersionId"] for v in alice.list_object_versions(Bucket=b)["Versions"]] == [v2, v1]
+    assert bob.get_object(Bucket=b, Key="k")["Body"].read() == b"two"
+    # the older version: its own ACL, the current one untouched
+    alice.put_object_acl(Bucket=b, Key="k", VersionId=v1, ACL="authenticated-read")
+    ids = [g["Grantee"].get("URI", "").rsplit("/", 1)[-1]
+           for g in alice.get_object_acl(Bucket=b, Key="k", VersionId=v1)["Grants"]]
+    assert ids[0] == "AuthenticatedUsers"
+    assert bob.get_object(Bucket=b, Key="k", VersionId=v1)["Body"].read() == b"one"
+    ids = [g["Grantee"].get("URI", "").rsplit("/", 1)[-1]
+           for g in alice.get_object_acl(Bucket=b, Key="k")["Grants"]]
+    assert ids[0] == "AllUsers"
+    assert len(alice.list_object_versions(Bucket=b)["Versions"]) == 2
+    # an unversioned object: same data, ETag and Last-Modified
+    alice.put_object(Bucket="order-prw", Key="plain", Body=b"p")
+    h0 = alice.head_object(Bucket="order-prw", Key="plain")
+    alice.put_object_acl(Bucket="order-prw", Key="plain", ACL="private")
+    h1 = alice.head_object(Bucket="order-prw", Key="plain")
+    assert (h1["ETag"], h1["LastModified"]) == (h0["ETag"], h0["LastModified"])
