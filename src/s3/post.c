@@ -370,7 +370,7 @@ post_body(struct post *p)
 	struct s3_req *r = p->r;
 	struct ol_put *w = NULL;
 	struct ol_cksum md5;
-	struct ol_buf meta = {0}, smeta = {0};
+	struct ol_buf meta = {0}, smeta = {0}, tmeta = {0};
 	struct s3_sse_req q = {0};
 	struct s3_sse e = {0};
 	struct s3_sse_w sw = {0};
@@ -383,6 +383,9 @@ post_body(struct post *p)
 	    (policy && post_policy(p, policy, &min_len, &max_len) < 0) ||
 	    !s3_access_post(r, ol_form_get(&p->form, "acl")) || post_sse(p, &q) < 0 ||
 	    s3_sse_new(r, &q, &e, &smeta) < 0)
+		goto out;
+	const char *tagging = ol_form_get(&p->form, "tagging"); /* a Tagging XML document */
+	if (tagging && s3_tagging_xml_meta(r, tagging, &tmeta) < 0)
 		goto out;
 	int rc = ol_store_put_begin(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, -1, &w);
 	if (rc < 0) {
@@ -412,6 +415,8 @@ post_body(struct post *p)
 	ol_cksum_final(&md5, raw);
 	ol_hex_encode(raw, 16, etag);
 	post_meta(p, &meta);
+	if (tmeta.len)
+		ol_buf_add(&meta, tmeta.p, tmeta.len);
 	s3_lock_write_meta(r, &meta); /* the bucket's default retention, as for a PUT */
 	if (e.mode) {
 		ol_buf_add(&meta, smeta.p, smeta.len);
@@ -429,6 +434,7 @@ out:
 	ol_cksum_fini(&md5);
 	ol_buf_free(&meta);
 	ol_buf_free(&smeta);
+	ol_buf_free(&tmeta);
 	s3_sse_w_fini(&sw);
 	s3_sse_fini(&e);
 }

@@ -231,6 +231,9 @@ void s3_object_tagging(struct s3_req *r);
 /* x-amz-tagging: checked (meta NULL: only that), then added to meta; replace: meta's own
  * tags go first (and without the header none are left). 0, or -1 with InvalidTag sent. */
 int s3_tagging_header(struct s3_req *r, struct ol_buf *meta, bool replace);
+/* A Tagging XML document (a POST upload's "tagging" field) appended to meta as the object's
+ * tags: 0, or -1 with 400 MalformedXML / InvalidTag sent. */
+int s3_tagging_xml_meta(struct s3_req *r, const char *xml, struct ol_buf *meta);
 /* Tags of a metadata blob: their count (x-amz-tagging-count); copy them into meta. */
 size_t s3_tag_count(const void *meta, size_t len);
 void s3_tags_copy(const void *src, size_t len, struct ol_buf *meta);
