@@ -3,6 +3,7 @@
 #include "s3/s3int.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,10 @@
 struct list_ctx {
 	struct ol_buf *x;
 	const char *user;
+	const char *after, *prefix; /* continuation-token (the last name given), prefix */
+	unsigned max, count;
+	char last[64];
+	bool truncated;
 };
 
 static int
@@ -29,6 +34,14 @@ bucket_cb(const char *bucket, int64_t created_ns, const void *attrs, size_t alen
 	}
 	if ((size_t)n != strlen(lc->user) || memcmp(owner, lc->user, (size_t)n) != 0)
 		return 0;
+	if (strncmp(bucket, lc->prefix, strlen(lc->prefix)) != 0 || strcmp(bucket, lc->after) <= 0)
+		return 0;
+	if (lc->count == lc->max) { /* one more: the page is truncated */
+		lc->truncated = true;
+		return 1;
+	}
+	lc->count++;
+	snprintf(lc->last, sizeof(lc->last), "%s", bucket);
 	char date[32];
 	ol_s3_iso_date(created_ns / 1000000, date);
 	ol_buf_adds(x, "<Bucket>");
@@ -47,7 +60,31 @@ s3_service(struct s3_req *r)
 		s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
 		return;
 	}
-	struct list_ctx lc = {&x, r->user};
+	/* max-buckets (1..10000), continuation-token, prefix: ListBuckets pages as AWS's do, in
+	 * name order; the token is the last name of the page before */
+	char mb[16], token[64] = "", prefix[256] = "";
+	unsigned max = 10000;
+	long ml = ol_s3_query_get(r->query, "max-buckets", mb, sizeof(mb));
+	if (ml != -ENOENT &&
+	    (ml < 0 || ol_s3_parse_count(mb, &max) < 0 || max < 1 || max > 10000)) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT,
+			 "max-buckets must be a whole number from 1 to 10000");
+		return;
+	}
+	long tl = ol_s3_query_get(r->query, "continuation-token", token, sizeof(token));
+	if (tl != -ENOENT && (tl < 0 || (tl > 0 && !ol_s3_bucket_name_ok(token)))) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT,
+			 "The continuation token provided is incorrect");
+		return;
+	}
+	long pl = ol_s3_query_get(r->query, "prefix", prefix, sizeof(prefix));
+	if (pl < 0 && pl != -ENOENT) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT, "The prefix is too long for a bucket name");
+		return;
+	}
+	if (pl < 0)
+		prefix[0] = '\0';
+	struct list_ctx lc = {&x, r->user, token, prefix, max, 0, "", false};
 	ol_s3_xml_open_root(&x, "ListAllMyBucketsResult");
 	ol_buf_adds(&x, "<Owner>");
 	ol_s3_xml_elem(&x, "ID", r->user);
@@ -59,7 +96,12 @@ s3_service(struct s3_req *r)
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		return;
 	}
-	ol_buf_adds(&x, "</Buckets></ListAllMyBucketsResult>");
+	ol_buf_adds(&x, "</Buckets>");
+	if (lc.truncated)
+		ol_s3_xml_elem(&x, "ContinuationToken", lc.last);
+	if (prefix[0])
+		ol_s3_xml_elem(&x, "Prefix", prefix);
+	ol_buf_adds(&x, "</ListAllMyBucketsResult>");
 	s3_send_xml(r, 200, &x);
 }
 
