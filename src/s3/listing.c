@@ -132,7 +132,8 @@ parse_params(struct s3_req *r, struct list_params *p, int kind)
 	    get_param(r, "continuation-token", p->token, sizeof(p->token), NULL, &p->has_token) < 0)
 		return -1;
 	p->fetch_owner = strcmp(fo, "true") == 0;
-	if (p->has_token)
+	/* An empty token lists from the start (or from start-after); it is echoed as sent. */
+	if (p->has_token && p->token[0])
 		return hex_decode(p->token, p->after, sizeof(p->after), &p->after_len) < 0 ? -2 : 0;
 	memcpy(p->after, p->start_after, strlen(p->start_after) + 1);
 	p->after_len = strlen(p->after);

@@ -176,6 +176,15 @@ def test_bad_continuation_token(loaded):
     assert e.value.response["Error"]["Code"] == "InvalidArgument"
 
 
+def test_empty_continuation_token_lists_from_the_start(loaded):
+    # ceph s3-tests' test_bucket_listv2_continuationtoken_empty: an empty token is no
+    # cursor, and the answer echoes it.
+    r = loaded.list_objects_v2(Bucket=BUCKET, ContinuationToken="", MaxKeys=5)
+    assert r["ContinuationToken"] == ""
+    first = loaded.list_objects_v2(Bucket=BUCKET, MaxKeys=5)
+    assert [o["Key"] for o in r["Contents"]] == [o["Key"] for o in first["Contents"]]
+
+
 def test_v1_prefix_is_returned_as_sent(s3_daemon, loaded):
     # AWS returns a V1 listing's Prefix unencoded even with encoding-type=url, and the SDKs
     # decode only Delimiter, Marker, NextMarker and the keys of V1: boto3 would hand an
