@@ -601,6 +601,14 @@ is_bucket_owner(const struct s3_req *r)
 	return r->user && strcmp(r->user, s3_bucket_owner(r)) == 0;
 }
 
+/* Put/DeleteObjectTagging (any version): their handler reads the object and calls
+ * s3_object_access, so their decision may wait for the object's tags. */
+static bool
+object_tagging(const struct s3_req *r)
+{
+	return r->rt.key_len && r->h->method[0] != 'G' && ol_s3_query_has(r->query, "tagging");
+}
+
 /* Bucket-level decision (no object needed). */
 static bool
 bucket_decision(struct s3_req *r)
@@ -679,6 +687,10 @@ s3_access_check(struct s3_req *r)
 		return false;
 	if (r->act.object_acl)
 		return true; /* s3_object_access once the object is read */
+	if (object_tagging(r) && s3_policy_uses_object_tags(r)) {
+		r->pol_obj = true; /* s3_object_access, with the object's tags */
+		return true;
+	}
 	if (bucket_decision(r))
 		return true;
 	deny(r);
@@ -730,6 +742,17 @@ object_decision(struct s3_req *r, const void *meta, size_t meta_len)
 bool
 s3_object_access(struct s3_req *r, const void *meta, size_t meta_len)
 {
+	if (r->act.object_acl || r->pol_obj) {
+		/* a condition on s3:ExistingObjectTag/<key> can hold only now */
+		if (s3_policy_uses_object_tags(r))
+			r->pol = s3_policy_verdict_obj(r, r->act.name, meta, meta_len);
+	}
+	if (r->pol_obj && !r->act.object_acl) {
+		if (bucket_decision(r))
+			return true;
+		deny(r);
+		return false;
+	}
 	if (object_decision(r, meta, meta_len))
 		return true;
 	deny(r);
