@@ -419,3 +419,21 @@ def test_list_buckets_pages(d, bob):
     assert page(prefix="pg-z")[1] == []
     assert page(**{"max-buckets": 0})[:2] == (400, "InvalidArgument")
     assert page(**{"continuation-token": "NOT/A/NAME"})[:2] == (400, "InvalidArgument")
+
+
+def test_uploads_name_their_initiator(alice, bob):
+    # ListMultipartUploads and ListParts name who started each upload (they said "openlake";
+    # ceph s3-tests test_list_multipart_upload_owner)
+    b = "alice-mpu-owners"
+    alice.create_bucket(Bucket=b, ACL="public-read-write")
+    ua = alice.create_multipart_upload(Bucket=b, Key="a")["UploadId"]
+    ub = bob.create_multipart_upload(Bucket=b, Key="b")["UploadId"]
+    for c in (alice, bob):
+        ups = c.list_multipart_uploads(Bucket=b)["Uploads"]
+        assert [(u["Key"], u["UploadId"], u["Initiator"]["ID"], u["Owner"]["DisplayName"])
+                for u in ups] == [("a", ua, "alice", "alice"), ("b", ub, "bob", "bob")]
+    parts = bob.list_parts(Bucket=b, Key="b", UploadId=ub)
+    assert parts["Initiator"]["ID"] == "bob" and parts["Owner"]["ID"] == "bob"
+    assert alice.list_parts(Bucket=b, Key="a", UploadId=ua)["Initiator"]["ID"] == "alice"
+    for c, k, u in ((alice, "a", ua), (bob, "b", ub)):
+        c.abort_multipart_upload(Bucket=b, Key=k, UploadId=u)
