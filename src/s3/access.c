@@ -601,6 +601,14 @@ is_bucket_owner(const struct s3_req *r)
 	return r->user && strcmp(r->user, s3_bucket_owner(r)) == 0;
 }
 
+/* Put/DeleteObjectTagging (any version): their handler reads the object and calls
+ * s3_object_access, so their decision may wait for the object's tags. */
+static bool
+object_tagging(const struct s3_req *r)
+{
+	return r->rt.key_len && r->h->method[0] != 'G' && ol_s3_query_has(r->query, "tagging");
+}
+
 /* Bucket-level decision (no object needed). */
 static bool
 bucket_decision(struct s3_req *r)
@@ -665,11 +673,24 @@ s3_access_check(struct s3_req *r)
 		s3_store_error(r, r->ba.rc == -ENOENT ? -ENXIO : r->ba.rc, OL_S3E_NO_SUCH_BUCKET);
 		return false;
 	}
+	/* x-amz-expected-bucket-owner: a bucket owned by anyone else is 403 AccessDenied, as
+	 * AWS answers it (a client's guard against writing into a look-alike bucket). */
+	const char *eo = ol_http_header(r->h, "x-amz-expected-bucket-owner");
+	if (eo && strcmp(eo, s3_bucket_owner(r)) != 0) {
+		s3_error(r, OL_S3E_ACCESS_DENIED,
+			 "The bucket is not owned by the account given in "
+			 "x-amz-expected-bucket-owner");
+		return false;
+	}
 	r->pol = s3_policy_verdict(r, r->act.name);
 	if (takes_acl_headers(r) && req_acl_parse(r) < 0)
 		return false;
 	if (r->act.object_acl)
 		return true; /* s3_object_access once the object is read */
+	if (object_tagging(r) && s3_policy_uses_object_tags(r)) {
+		r->pol_obj = true; /* s3_object_access, with the object's tags */
+		return true;
+	}
 	if (bucket_decision(r))
 		return true;
 	deny(r);
@@ -721,6 +742,17 @@ object_decision(struct s3_req *r, const void *meta, size_t meta_len)
 bool
 s3_object_access(struct s3_req *r, const void *meta, size_t meta_len)
 {
+	if (r->act.object_acl || r->pol_obj) {
+		/* a condition on s3:ExistingObjectTag/<key> can hold only now */
+		if (s3_policy_uses_object_tags(r))
+			r->pol = s3_policy_verdict_obj(r, r->act.name, meta, meta_len);
+	}
+	if (r->pol_obj && !r->act.object_acl) {
+		if (bucket_decision(r))
+			return true;
+		deny(r);
+		return false;
+	}
 	if (object_decision(r, meta, meta_len))
 		return true;
 	deny(r);

@@ -262,15 +262,22 @@ ol_acl_xml(const struct ol_acl *a, struct ol_buf *x)
 	ol_s3_xml_elem(x, "ID", a->owner);
 	ol_s3_xml_elem(x, "DisplayName", a->owner);
 	ol_buf_adds(x, "</Owner><AccessControlList>");
-	for (unsigned i = 0; i < a->n; i++) {
-		const struct ol_acl_grant *g = &a->g[i];
-		if (g->perm == OL_ACL_FULL) {
-			xml_grant(x, g, "FULL_CONTROL");
-			continue;
+	/* Group grants first, then users (each in stored order): AWS documents no order, and
+	 * clients that index the list (s3-tests reads a public-read-write bucket's owner as
+	 * Grants[2]) expect the canned groups before the owner. */
+	for (int users = 0; users < 2; users++) {
+		for (unsigned i = 0; i < a->n; i++) {
+			const struct ol_acl_grant *g = &a->g[i];
+			if ((g->type == OL_ACL_USER) != users)
+				continue;
+			if (g->perm == OL_ACL_FULL) {
+				xml_grant(x, g, "FULL_CONTROL");
+				continue;
+			}
+			for (unsigned b = 0; b < 4; b++)
+				if (g->perm & (1u << b))
+					xml_grant(x, g, perm_names[b]);
 		}
-		for (unsigned b = 0; b < 4; b++)
-			if (g->perm & (1u << b))
-				xml_grant(x, g, perm_names[b]);
 	}
 	ol_buf_adds(x, "</AccessControlList></AccessControlPolicy>");
 }

@@ -350,6 +350,10 @@ meta_encoding(struct s3_req *r, struct ol_buf *meta)
 	const char *v = ol_http_header(r->h, "content-encoding");
 	if (!v)
 		return;
+	if (!strcasestr(v, "aws-chunked")) { /* kept as sent, as AWS returns it */
+		ol_s3_meta_add(meta, "content-encoding", v);
+		return;
+	}
 	struct ol_buf out = {0};
 	const char *p = v;
 	while (*p) {
@@ -363,7 +367,7 @@ meta_encoding(struct s3_req *r, struct ol_buf *meta)
 			n--;
 		if (n && !(n == 11 && strncasecmp(p, "aws-chunked", 11) == 0)) {
 			if (out.len)
-				ol_buf_adds(&out, ",");
+				ol_buf_adds(&out, ", ");
 			ol_buf_add(&out, p, n);
 		}
 		p = e;

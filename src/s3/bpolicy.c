@@ -686,6 +686,17 @@ ol_policy_eval(const struct ol_policy *p, const struct ol_policy_req *r)
 }
 
 bool
+ol_policy_uses_key(const struct ol_policy *p, const char *prefix)
+{
+	size_t n = strlen(prefix);
+	for (unsigned i = 0; p && i < p->n; i++)
+		for (unsigned j = 0; j < p->st[i].n_conds; j++)
+			if (strncmp(p->st[i].conds[j].key, prefix, n) == 0)
+				return true;
+	return false;
+}
+
+bool
 ol_policy_is_public(const struct ol_policy *p)
 {
 	static const char *const narrowing[] = {

@@ -41,6 +41,10 @@ int ol_policy_eval(const struct ol_policy *p, const struct ol_policy_req *r);
  * narrows it by source IP or account)? The policyStatus IsPublic of AWS. */
 bool ol_policy_is_public(const struct ol_policy *p);
 
+/* Does some condition of some statement use a key starting with prefix (lowercase,
+ * "s3:existingobjecttag/")? */
+bool ol_policy_uses_key(const struct ol_policy *p, const char *prefix);
+
 /* Glob match: '*' any run, '?' any one byte; nocase for ASCII case-insensitive. Pure. */
 bool ol_policy_glob(const char *pat, const char *s, bool nocase);
 

@@ -3,6 +3,7 @@
 #include "s3/s3int.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,10 @@
 struct list_ctx {
 	struct ol_buf *x;
 	const char *user;
+	const char *after, *prefix; /* continuation-token (the last name given), prefix */
+	unsigned max, count;
+	char last[64];
+	bool truncated;
 };
 
 static int
@@ -29,6 +34,14 @@ bucket_cb(const char *bucket, int64_t created_ns, const void *attrs, size_t alen
 	}
 	if ((size_t)n != strlen(lc->user) || memcmp(owner, lc->user, (size_t)n) != 0)
 		return 0;
+	if (strncmp(bucket, lc->prefix, strlen(lc->prefix)) != 0 || strcmp(bucket, lc->after) <= 0)
+		return 0;
+	if (lc->count == lc->max) { /* one more: the page is truncated */
+		lc->truncated = true;
+		return 1;
+	}
+	lc->count++;
+	snprintf(lc->last, sizeof(lc->last), "%s", bucket);
 	char date[32];
 	ol_s3_iso_date(created_ns / 1000000, date);
 	ol_buf_adds(x, "<Bucket>");
@@ -47,7 +60,31 @@ s3_service(struct s3_req *r)
 		s3_error(r, OL_S3E_METHOD_NOT_ALLOWED, NULL);
 		return;
 	}
-	struct list_ctx lc = {&x, r->user};
+	/* max-buckets (1..10000), continuation-token, prefix: ListBuckets pages as AWS's do, in
+	 * name order; the token is the last name of the page before */
+	char mb[16], token[64] = "", prefix[256] = "";
+	unsigned max = 10000;
+	long ml = ol_s3_query_get(r->query, "max-buckets", mb, sizeof(mb));
+	if (ml != -ENOENT &&
+	    (ml < 0 || ol_s3_parse_count(mb, &max) < 0 || max < 1 || max > 10000)) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT,
+			 "max-buckets must be a whole number from 1 to 10000");
+		return;
+	}
+	long tl = ol_s3_query_get(r->query, "continuation-token", token, sizeof(token));
+	if (tl != -ENOENT && (tl < 0 || (tl > 0 && !ol_s3_bucket_name_ok(token)))) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT,
+			 "The continuation token provided is incorrect");
+		return;
+	}
+	long pl = ol_s3_query_get(r->query, "prefix", prefix, sizeof(prefix));
+	if (pl < 0 && pl != -ENOENT) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT, "The prefix is too long for a bucket name");
+		return;
+	}
+	if (pl < 0)
+		prefix[0] = '\0';
+	struct list_ctx lc = {&x, r->user, token, prefix, max, 0, "", false};
 	ol_s3_xml_open_root(&x, "ListAllMyBucketsResult");
 	ol_buf_adds(&x, "<Owner>");
 	ol_s3_xml_elem(&x, "ID", r->user);
@@ -59,7 +96,12 @@ s3_service(struct s3_req *r)
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
 		return;
 	}
-	ol_buf_adds(&x, "</Buckets></ListAllMyBucketsResult>");
+	ol_buf_adds(&x, "</Buckets>");
+	if (lc.truncated)
+		ol_s3_xml_elem(&x, "ContinuationToken", lc.last);
+	if (prefix[0])
+		ol_s3_xml_elem(&x, "Prefix", prefix);
+	ol_buf_adds(&x, "</ListAllMyBucketsResult>");
 	s3_send_xml(r, 200, &x);
 }
 
@@ -168,11 +210,80 @@ out:
 	s3_body_fini(&b);
 }
 
+/* 1 when the bucket holds an object, a version or a delete marker, 0 when none, -errno. */
+static int
+bucket_has_data(struct s3_req *r)
+{
+	struct ol_iter *it;
+	struct ol_viter *vit;
+	struct ol_obj_info info;
+	const char *k;
+	size_t kl;
+	int rc = ol_store_iter_open(r->srv->st, r->rt.bucket, &it);
+	if (rc < 0)
+		return rc;
+	rc = ol_store_iter_next(it, &k, &kl, &info);
+	ol_store_iter_close(it);
+	if (rc != 0)
+		return rc;
+	rc = ol_store_viter_open(r->srv->st, r->rt.bucket, &vit);
+	if (rc < 0)
+		return rc;
+	rc = ol_store_viter_next(vit, &k, &kl, &info);
+	ol_store_viter_close(vit);
+	return rc;
+}
+
+struct upload_ids {
+	char (*id)[64]; /* ol_store_mpu_create's upload_id size */
+	size_t n, cap;
+};
+
+static int
+upload_id_cb(const char *key, size_t kl, const char *id, int64_t init_ns, void *arg)
+{
+	struct upload_ids *u = arg;
+	(void)key, (void)kl, (void)init_ns;
+	if (u->n == u->cap) {
+		u->cap = u->cap ? u->cap * 2 : 16;
+		u->id = ol_xrealloc(u->id, u->cap * sizeof(*u->id));
+	}
+	snprintf(u->id[u->n++], sizeof(u->id[0]), "%s", id);
+	return 0;
+}
+
+/* DeleteBucket of a bucket whose only content is in-progress multipart uploads: AWS deletes
+ * it (the uploads go with it); the store refuses any bucket with uploads (-ENOTEMPTY), so
+ * they are aborted here and the delete tried once more. A bucket with any object, version
+ * or delete marker keeps its uploads and answers BucketNotEmpty. */
+static int
+delete_with_uploads(struct s3_req *r)
+{
+	struct upload_ids u = {0};
+	int rc = bucket_has_data(r);
+	if (rc != 0)
+		return rc < 0 ? rc : -ENOTEMPTY;
+	rc = ol_store_mpu_list(r->srv->st, r->rt.bucket, upload_id_cb, &u);
+	for (size_t i = 0; rc == 0 && i < u.n; i++) {
+		rc = ol_store_mpu_abort(r->srv->st, r->rt.bucket, u.id[i]);
+		if (rc == -ENOENT) /* aborted or completed meanwhile */
+			rc = 0;
+	}
+	free(u.id);
+	if (rc < 0)
+		return rc;
+	ol_info("s3 %s DeleteBucket %s: aborted %zu in-progress multipart upload(s)", r->reqid,
+		r->rt.bucket, u.n);
+	return ol_store_bucket_delete(r->srv->st, r->rt.bucket);
+}
+
 void
 s3_delete_bucket(struct s3_req *r)
 {
 	r->op = "DeleteBucket";
 	int rc = ol_store_bucket_delete(r->srv->st, r->rt.bucket);
+	if (rc == -ENOTEMPTY)
+		rc = delete_with_uploads(r);
 	s3_bucket_written(r->srv);
 	if (rc < 0) {
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
@@ -265,6 +376,8 @@ delete_result(struct s3_req *r, const struct ol_s3_delete_req *d, const int *rcs
 								 : "InternalError";
 		ol_buf_adds(&x, "<Error>");
 		ol_s3_xml_elemn(&x, "Key", d->keys[i], d->key_lens[i]);
+		if (d->vids[i]) /* as AWS: the version the entry asked for */
+			ol_s3_xml_elem(&x, "VersionId", d->vids[i]);
 		ol_s3_xml_elem(&x, "Code", code);
 		ol_s3_xml_elem(&x, "Message",
 			       rc == -EPERM ? s3_lock_denied_message() : strerror(-rc));

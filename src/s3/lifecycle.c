@@ -8,12 +8,14 @@
 #include "s3/s3int.h"
 
 #include <errno.h>
+#include <sys/random.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/hex.h"
 #include "base/log.h"
 #include "base/metrics.h"
 #include "s3/rules.h"
@@ -34,6 +36,39 @@ bucket_rules(const struct s3_req *r, struct ol_s3_lc *lc)
 	if (n < 0)
 		return -ENOENT;
 	return ol_s3_parse_lifecycle(v, (size_t)n, lc, &why) < 0 ? -EINVAL : 0;
+}
+
+/* Rules sent without an ID are given one, as AWS does (a random one, kept): the document
+ * is stored as GET renders it, with the IDs. 0 with *out set, or -1 when every rule had an
+ * ID (the body is stored as sent) or the rendering would not parse back the same rules. */
+static int
+name_rules(struct ol_s3_lc *lc, struct ol_buf *out)
+{
+	struct ol_s3_lc back;
+	const char *why;
+	unsigned char raw[16];
+	bool named = false;
+	for (unsigned i = 0; i < lc->n; i++) {
+		if (lc->rules[i].id[0])
+			continue;
+		if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+			return -1;
+		ol_hex_encode(raw, sizeof(raw), lc->rules[i].id); /* 32 < OL_S3_LC_ID_MAX */
+		lc->rules[i].id[32] = '\0';
+		named = true;
+	}
+	if (!named)
+		return -1;
+	ol_s3_lc_xml(lc, out);
+	if (ol_s3_parse_lifecycle(out->p, out->len, &back, &why) < 0) {
+		ol_buf_free(out);
+		return -1;
+	}
+	bool same = back.n == lc->n;
+	ol_s3_lc_free(&back);
+	if (!same)
+		ol_buf_free(out);
+	return same ? 0 : -1;
 }
 
 static void
@@ -67,6 +102,11 @@ put_lifecycle(struct s3_req *r)
 		s3_error(r, OL_S3E_MALFORMED_XML, NULL);
 	if (rc < 0)
 		goto out;
+	struct ol_buf named = {0};
+	if (name_rules(&lc, &named) == 0) { /* stored with the IDs given */
+		free(body);
+		body = named.p, len = named.len;
+	}
 	ol_s3_lc_free(&lc);
 	s3_attr_stored(r, s3_bucket_attr_store(r, LC_ATTR, body, (long)len), 200);
 out:

@@ -22,6 +22,7 @@ struct list_params {
 	size_t prefix_len, delim_len, after_len;
 	unsigned max_keys;
 	bool url, v2, versions, fetch_owner, has_token, has_marker, has_start_after;
+	const char *bucket_owner; /* Owner of an entry whose blob names none */
 };
 
 struct list_out {
@@ -99,6 +100,7 @@ parse_params(struct s3_req *r, struct list_params *p, int kind)
 	char mk[16], enc[16], fo[8];
 	bool v2 = kind == 2;
 	memset(p, 0, sizeof(*p));
+	p->bucket_owner = s3_bucket_owner(r);
 	p->v2 = v2;
 	p->versions = kind == 3;
 	p->max_keys = 1000;
@@ -130,7 +132,8 @@ parse_params(struct s3_req *r, struct list_params *p, int kind)
 	    get_param(r, "continuation-token", p->token, sizeof(p->token), NULL, &p->has_token) < 0)
 		return -1;
 	p->fetch_owner = strcmp(fo, "true") == 0;
-	if (p->has_token)
+	/* An empty token lists from the start (or from start-after); it is echoed as sent. */
+	if (p->has_token && p->token[0])
 		return hex_decode(p->token, p->after, sizeof(p->after), &p->after_len) < 0 ? -2 : 0;
 	memcpy(p->after, p->start_after, strlen(p->start_after) + 1);
 	p->after_len = strlen(p->after);
@@ -146,6 +149,23 @@ add_prefix(struct list_out *o, const struct list_params *p, const char *key, siz
 	ol_buf_adds(&o->prefixes, "</CommonPrefixes>");
 }
 
+/* <Owner> of an entry: the user who wrote it (ol-owner in its blob), else the bucket's. */
+static void
+add_owner(struct ol_buf *x, const struct list_params *p, const struct ol_obj_info *in)
+{
+	const char *v = p->bucket_owner;
+	long n = in->meta ? ol_s3_meta_get(in->meta, in->meta_len, "ol-owner", &v) : -1;
+	if (n < 0) {
+		v = p->bucket_owner;
+		n = (long)strlen(v);
+	}
+	ol_buf_adds(x, "<Owner><ID>");
+	ol_s3_xml_esc(x, v, (size_t)n);
+	ol_buf_adds(x, "</ID><DisplayName>");
+	ol_s3_xml_esc(x, v, (size_t)n);
+	ol_buf_adds(x, "</DisplayName></Owner>");
+}
+
 static void
 add_content(struct list_out *o, const struct list_params *p, const char *key, size_t kl,
 	    const struct ol_obj_info *in)
@@ -158,8 +178,8 @@ add_content(struct list_out *o, const struct list_params *p, const char *key, si
 		ol_s3_xml_elem(&o->contents, "VersionId", in->version_id);
 		ol_s3_xml_elem(&o->contents, "IsLatest", in->is_latest ? "true" : "false");
 		ol_s3_xml_elem(&o->contents, "LastModified", date);
-		ol_buf_adds(&o->contents, "<Owner><ID>openlake</ID><DisplayName>openlake"
-					  "</DisplayName></Owner></DeleteMarker>");
+		add_owner(&o->contents, p, in);
+		ol_buf_adds(&o->contents, "</DeleteMarker>");
 		return;
 	}
 	ol_buf_adds(&o->contents, p->versions ? "<Version>" : "<Contents>");
@@ -174,8 +194,7 @@ add_content(struct list_out *o, const struct list_params *p, const char *key, si
 	ol_buf_adds(&o->contents, "&quot;</ETag>");
 	ol_s3_xml_elemu(&o->contents, "Size", s3_obj_size(in));
 	if (!p->v2 || p->fetch_owner)
-		ol_buf_adds(&o->contents, "<Owner><ID>openlake</ID><DisplayName>openlake"
-					  "</DisplayName></Owner>");
+		add_owner(&o->contents, p, in);
 	ol_buf_adds(&o->contents, "<StorageClass>STANDARD</StorageClass>");
 	ol_buf_adds(&o->contents, p->versions ? "</Version>" : "</Contents>");
 }
@@ -361,7 +380,13 @@ write_result(struct s3_req *r, const struct list_params *p, struct list_out *o)
 	const char *root = p->versions ? "ListVersionsResult" : "ListBucketResult";
 	ol_s3_xml_open_root(&x, root);
 	ol_s3_xml_elem(&x, "Name", r->rt.bucket);
-	elem_enc(&x, p, "Prefix", p->prefix, p->prefix_len);
+	/* ListObjects (V1) returns Prefix as sent even with encoding-type=url: AWS does, and
+	 * the SDKs decode only Delimiter, Marker, NextMarker and the keys of a V1 listing (an
+	 * encoded Prefix reaches the caller encoded). V2 and ListObjectVersions encode it. */
+	if (!p->v2 && !p->versions)
+		ol_s3_xml_elemn(&x, "Prefix", p->prefix, p->prefix_len);
+	else
+		elem_enc(&x, p, "Prefix", p->prefix, p->prefix_len);
 	if (p->v2) {
 		if (p->has_token)
 			ol_s3_xml_elem(&x, "ContinuationToken", p->token);

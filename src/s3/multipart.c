@@ -85,6 +85,26 @@ part_etag_len(const char *stored, const char **ck)
 	return l;
 }
 
+/* <Initiator> and <Owner> of an upload: the user who started it (the ol-owner of its blob,
+ * which the object complete makes keeps; none: the bucket's owner). */
+static void
+initiator_xml(struct ol_buf *x, struct s3_req *r, const char *meta, size_t len)
+{
+	const char *v = NULL;
+	long n = meta ? ol_s3_meta_get(meta, len, "ol-owner", &v) : -1;
+	if (n <= 0) {
+		v = s3_bucket_owner(r);
+		n = (long)strlen(v);
+	}
+	for (int i = 0; i < 2; i++) {
+		ol_buf_adds(x, i ? "<Owner><ID>" : "<Initiator><ID>");
+		ol_s3_xml_esc(x, v, (size_t)n);
+		ol_buf_adds(x, "</ID><DisplayName>");
+		ol_s3_xml_esc(x, v, (size_t)n);
+		ol_buf_adds(x, i ? "</DisplayName></Owner>" : "</DisplayName></Initiator>");
+	}
+}
+
 static void
 result_head(struct ol_buf *x, struct s3_req *r, const char *root)
 {
@@ -545,13 +565,18 @@ s3_mpu_list_parts(struct s3_req *r)
 		return;
 	bool enc = s3_sse_meta_mode(um, uml) != 0;
 	enum ol_cksum_alg ca = upload_ck_alg(um, uml);
+	struct ol_buf who = {0};
+	initiator_xml(&who, r, um, uml);
 	free(um);
 	unsigned max, marker;
 	if (query_uint(r, "max-parts", 1000, 1000, &max) < 0 ||
-	    query_uint(r, "part-number-marker", 0, OL_S3_MAX_PARTS, &marker) < 0)
+	    query_uint(r, "part-number-marker", 0, OL_S3_MAX_PARTS, &marker) < 0) {
+		ol_buf_free(&who);
 		return;
+	}
 	int rc = ol_store_mpu_list_parts(r->srv->st, r->rt.bucket, id, &parts, &np);
 	if (rc < 0) {
+		ol_buf_free(&who);
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		return;
 	}
@@ -584,9 +609,9 @@ s3_mpu_list_parts(struct s3_req *r)
 	ol_s3_xml_elemu(&x, "NextPartNumberMarker", last);
 	ol_s3_xml_elemu(&x, "MaxParts", max);
 	ol_s3_xml_elem(&x, "IsTruncated", trunc ? "true" : "false");
-	ol_buf_adds(&x, "<Initiator><ID>openlake</ID><DisplayName>openlake</DisplayName>"
-			"</Initiator><Owner><ID>openlake</ID><DisplayName>openlake"
-			"</DisplayName></Owner><StorageClass>STANDARD</StorageClass>");
+	ol_buf_add(&x, who.p, who.len);
+	ol_buf_free(&who);
+	ol_buf_adds(&x, "<StorageClass>STANDARD</StorageClass>");
 	if (body.len)
 		ol_buf_add(&x, body.p, body.len);
 	ol_buf_free(&body);
@@ -596,6 +621,8 @@ s3_mpu_list_parts(struct s3_req *r)
 }
 
 struct mpu_list_ctx {
+	struct s3_req *r;
+	char *meta; /* OL_STORE_MAX_META bytes: each upload's blob, for its initiator */
 	struct ol_buf *x;
 	const char *prefix;
 	size_t prefix_len;
@@ -619,9 +646,13 @@ mpu_cb(const char *key, size_t kl, const char *id, int64_t init_ns, void *arg)
 	ol_buf_adds(c->x, "<Upload>");
 	ol_s3_xml_elemn(c->x, "Key", key, kl);
 	ol_s3_xml_elem(c->x, "UploadId", id);
-	ol_buf_adds(c->x, "<Initiator><ID>openlake</ID><DisplayName>openlake</DisplayName>"
-			  "</Initiator><Owner><ID>openlake</ID><DisplayName>openlake"
-			  "</DisplayName></Owner><StorageClass>STANDARD</StorageClass>");
+	char k[OL_STORE_MAX_KEY + 1];
+	size_t skl = 0, ml = 0;
+	int rc = ol_store_mpu_stat(c->r->srv->st, c->r->rt.bucket, id, k, &skl, c->meta,
+				   OL_STORE_MAX_META, &ml);
+	initiator_xml(c->x, c->r, rc < 0 ? NULL : c->meta,
+		      ml < OL_STORE_MAX_META ? ml : OL_STORE_MAX_META);
+	ol_buf_adds(c->x, "<StorageClass>STANDARD</StorageClass>");
 	ol_s3_xml_elem(c->x, "Initiated", date);
 	ol_buf_adds(c->x, "</Upload>");
 	return 0;
@@ -639,8 +670,10 @@ s3_mpu_list(struct s3_req *r)
 	long pl = ol_s3_query_get(r->query, "prefix", prefix, sizeof(prefix));
 	if (pl < 0)
 		prefix[0] = '\0', pl = 0;
-	struct mpu_list_ctx c = {&ups, prefix, (size_t)pl, 0, max, false};
+	struct mpu_list_ctx c = {
+	    r, ol_xmalloc(OL_STORE_MAX_META), &ups, prefix, (size_t)pl, 0, max, false};
 	int rc = ol_store_mpu_list(r->srv->st, r->rt.bucket, mpu_cb, &c);
+	free(c.meta);
 	if (rc < 0) {
 		ol_buf_free(&ups);
 		s3_store_error(r, rc == -ENOENT ? -ENXIO : rc, OL_S3E_NO_SUCH_BUCKET);

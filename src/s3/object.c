@@ -536,6 +536,48 @@ out0:
 	s3_sse_req_fini(&sq);
 }
 
+/* x-amz-copy-source-range: "bytes=first-last", both given, inside the source (a copy range is
+ * never clamped to the object's end as a GET Range is). 0, or -1 with the error sent: a
+ * malformed range 400 InvalidArgument, one past the source's end 416 InvalidRange. */
+static int
+copy_range(struct s3_req *r, const char *range, uint64_t size, uint64_t *off, uint64_t *len)
+{
+	char *end;
+	const char *p = strncmp(range, "bytes=", 6) == 0 ? range + 6 : NULL;
+	unsigned long long first = 0, last = 0;
+	bool ok = p && *p >= '0' && *p <= '9';
+	if (ok) {
+		errno = 0;
+		first = strtoull(p, &end, 10);
+		ok = errno == 0 && *end == '-' && end[1] >= '0' && end[1] <= '9';
+	}
+	if (ok) {
+		last = strtoull(end + 1, &end, 10);
+		ok = errno == 0 && *end == '\0' && last >= first;
+	}
+	if (!ok) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT,
+			 "The x-amz-copy-source-range value must be of the form bytes=first-last "
+			 "where first and last are the zero-based offsets of the first and last "
+			 "bytes to copy");
+		return -1;
+	}
+	if (last >= size) {
+		struct ol_buf x = {0};
+		char v[24];
+		snprintf(v, sizeof(v), "%llu", (unsigned long long)size);
+		ol_s3_xml_elem(&x, "RangeRequested", range);
+		ol_s3_xml_elem(&x, "ActualObjectSize", v);
+		s3_error_code(r, "InvalidRange", 416, "The requested range is not satisfiable",
+			      x.p);
+		ol_buf_free(&x);
+		return -1;
+	}
+	*off = first;
+	*len = last - first + 1;
+	return 0;
+}
+
 /* UploadPartCopy: x-amz-copy-source (+ x-amz-copy-source-range) into a part, encrypted as
  * the upload is (e). */
 void
@@ -567,12 +609,8 @@ s3_mpu_part_copy(struct s3_req *r, struct ol_put *p, const struct s3_sse *e, enu
 	si.size = rd.size;
 	len = si.size;
 	const char *range = ol_http_header(r->h, "x-amz-copy-source-range");
-	if (range && ol_s3_range_parse(range, si.size, &off, &len) != 1) {
-		s3_error(r, OL_S3E_INVALID_ARGUMENT,
-			 "Range specified is not valid for source "
-			 "object");
+	if (range && copy_range(r, range, si.size, &off, &len) < 0)
 		goto out;
-	}
 	if (len > S3_MAX_PART_SIZE) {
 		s3_error(r, OL_S3E_ENTITY_TOO_LARGE, NULL);
 		goto out;
@@ -910,6 +948,20 @@ get_object_try(struct s3_req *r, bool head, bool retry)
 	r->op = head ? "HeadObject" : "GetObject";
 	if (s3_sse_parse(r, false, &q) < 0)
 		return 0;
+	if (q.mode == S3_SSE_S3) {
+		/* AWS: x-amz-server-side-encryption belongs to writes; a GET or HEAD carrying it
+		 * is 400 (an SSE-S3 object is decrypted without any header) */
+		struct ol_buf x = {0};
+		ol_s3_xml_elem(&x, "ArgumentName", "x-amz-server-side-encryption");
+		s3_error_code(
+		    r, "InvalidArgument", 400,
+		    "x-amz-server-side-encryption is not allowed on a GET or HEAD: an "
+		    "SSE-S3 object is read without it; send the request without the header",
+		    x.p);
+		ol_buf_free(&x);
+		s3_sse_req_fini(&q);
+		return 0;
+	}
 	/* the key is checked first: an SSE-C object tells nothing (not even a 304) without it */
 	ret = open_object(r, &g, &in, retry);
 	if (ret != 1 || s3_sse_open(r, in.meta, in.meta_len, &q, &e) < 0)
@@ -1022,25 +1074,21 @@ s3_get_object_acl(struct s3_req *r)
 	ol_store_get_close(g);
 }
 
-/* The object's data and metadata written again with a new ACL (the store has no metadata-only
- * update): same bytes, same ETag, committed only if the object is still the one read. */
+/* The ACL of one version (versionId, else the current one) replaced in its metadata blob in
+ * place, as AWS changes it: the data, ETag, version id and Last-Modified stay, and a versioned
+ * bucket gets no new version. The blob is written only if the version read is still there
+ * (its mtime, under the key's lock): one rewritten meanwhile answers 409 OperationAborted. */
 void
 s3_put_object_acl(struct s3_req *r)
 {
 	struct ol_get *g = NULL;
-	struct ol_put *p = NULL;
 	struct ol_obj_info in;
 	struct ol_acl old, a;
 	struct ol_buf meta = {0}, enc = {0};
-	struct ol_store_cond cond = {0};
-	uint8_t md5[OL_CKSUM_MAX_RAW];
-	int rc;
+	char vb[OL_S3_MAX_VID + 1];
+	const char *vid;
 	r->op = "PutAcl";
-	if (ol_s3_query_has(r->query, "versionId")) {
-		s3_error(r, OL_S3E_NOT_IMPLEMENTED, "PutObjectAcl of one version");
-		return;
-	}
-	if (!s3_open_object(r, &g, &in))
+	if (s3_version_param(r, vb, &vid) < 0 || !s3_open_object(r, &g, &in))
 		return;
 	s3_object_acl(r, in.meta, in.meta_len, &old);
 	if (s3_acl_from_request(r, old.owner, &a) < 0)
@@ -1049,24 +1097,9 @@ s3_put_object_acl(struct s3_req *r)
 	ol_s3_meta_add(&meta, "ol-owner", old.owner);
 	ol_acl_encode(&a, &enc);
 	ol_s3_meta_add(&meta, "ol-acl", ol_buf_cstr(&enc));
-	rc = ol_store_put_begin(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len,
-				(int64_t)in.size, &p);
-	if (rc < 0) {
-		s3_store_error(r, rc == -ENOENT ? -ENXIO : rc, OL_S3E_NO_SUCH_BUCKET);
-		goto out;
-	}
-	struct s3_sse_rd rd; /* raw: the same ciphertext, with the same key entries */
-	struct s3_sse_w w;
-	s3_sse_rd_init(&rd, NULL, g, in.size);
-	s3_sse_w_init(&w, NULL, p);
-	if (s3_copy_stream(r, &rd, 0, in.size, &w, md5, NULL) < 0)
-		goto out;
-	cond.if_match = in.etag;
-	ol_store_put_set_cond(p, &cond);
-	ol_store_put_set_vmode(p, s3_vmode(r));
-	rc = ol_store_put_commit(p, in.etag, meta.p, meta.len, NULL);
-	p = NULL;
-	if (rc == -ECANCELED || rc == -ENODATA) {
+	int rc = ol_store_set_meta_if(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, vid,
+				      in.mtime_ns, meta.p, meta.len);
+	if (rc == -ECANCELED) {
 		s3_error_code(
 		    r, "OperationAborted", 409,
 		    "A conflicting conditional operation is currently in progress against "
@@ -1075,12 +1108,13 @@ s3_put_object_acl(struct s3_req *r)
 		goto out;
 	}
 	if (rc < 0) {
-		s3_write_error(r, rc, OL_S3E_NO_SUCH_BUCKET);
+		if (!s3_version_error(r, rc, &in, vid != NULL))
+			s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
 		goto out;
 	}
-	s3_send(r, 200, NULL, 0, NULL, 0);
+	struct ol_http_header h[2];
+	s3_send(r, 200, h, s3_version_headers(r, &in, h, 0), NULL, 0);
 out:
-	ol_store_put_abort(p);
 	ol_store_get_close(g);
 	ol_buf_free(&meta);
 	ol_buf_free(&enc);

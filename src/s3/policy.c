@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/log.h"
 #include "s3/bpolicy.h"
@@ -112,8 +113,33 @@ policy_get(struct s3_req *r, const char *text, size_t n)
 
 struct keyctx {
 	struct s3_req *r;
+	const void *meta; /* the object's metadata blob: s3_policy_verdict_obj only */
+	size_t meta_len;
 	char buf[1100];
 };
+
+#define EXISTING_TAG "s3:existingobjecttag/"
+
+/* s3:ExistingObjectTag/<tag key>: the value of that tag of the object the request acts on
+ * (NULL without it, or before the object is read). The condition key arrives lowercased, so
+ * the tag key matches without regard to case. */
+static const char *
+existing_tag(struct keyctx *k, const char *tag)
+{
+	const char *v;
+	struct ol_s3_tags t;
+	const char *out = NULL;
+	long n = k->meta ? ol_s3_meta_get(k->meta, k->meta_len, "ol-tags", &v) : -1;
+	if (n <= 0 || ol_s3_tags_parse_query(v, (size_t)n, &t) < 0)
+		return NULL;
+	for (unsigned i = 0; i < t.n && !out; i++)
+		if (strcasecmp(t.key[i], tag) == 0 && strlen(t.val[i]) < sizeof(k->buf)) {
+			memcpy(k->buf, t.val[i], strlen(t.val[i]) + 1);
+			out = k->buf;
+		}
+	ol_s3_tags_free(&t);
+	return out;
+}
 
 static const char *
 query_key(struct keyctx *k, const char *name)
@@ -167,6 +193,8 @@ key_value(const char *name, void *arg)
 		return !r->user ? NULL : r->auth.presigned ? "REST-QUERY-STRING" : "REST-HEADER";
 	if (strncmp(name, "s3:x-amz-", 9) == 0)
 		return ol_http_header(r->h, name + 3);
+	if (strncmp(name, EXISTING_TAG, strlen(EXISTING_TAG)) == 0)
+		return existing_tag(k, name + strlen(EXISTING_TAG));
 	return NULL;
 }
 
@@ -217,8 +245,9 @@ res_arn(char *out, const char *bucket, const char *key, size_t kl)
 	}
 }
 
-int
-s3_policy_verdict_key(struct s3_req *r, const char *action, const char *key, size_t key_len)
+static int
+verdict(struct s3_req *r, const char *action, const char *key, size_t key_len, const void *meta,
+	size_t meta_len)
 {
 	const char *text;
 	long n = ol_s3_attr_get(r->ba.blob, r->ba.blob_len, "policy", &text);
@@ -232,6 +261,8 @@ s3_policy_verdict_key(struct s3_req *r, const char *action, const char *key, siz
 	char res[16 + sizeof(r->rt.bucket) + OL_S3_MAX_KEY];
 	res_arn(res, r->rt.bucket, key, object_action(action) ? key_len : 0);
 	k.r = r;
+	k.meta = meta;
+	k.meta_len = meta_len;
 	struct ol_policy_req q = {r->user, action, res, key_value, &k};
 	v = ol_policy_eval(p, &q);
 	if (v > 0 && r->ba.pab.restrict_public_buckets && ol_policy_is_public(p) &&
@@ -246,6 +277,27 @@ s3_policy_verdict_key(struct s3_req *r, const char *action, const char *key, siz
 		 : v < 0 ? "deny"
 			 : "no match");
 	return v;
+}
+
+int
+s3_policy_verdict_key(struct s3_req *r, const char *action, const char *key, size_t key_len)
+{
+	return verdict(r, action, key, key_len, NULL, 0);
+}
+
+int
+s3_policy_verdict_obj(struct s3_req *r, const char *action, const void *meta, size_t meta_len)
+{
+	return verdict(r, action, r->rt.key, r->rt.key_len, meta, meta_len);
+}
+
+bool
+s3_policy_uses_object_tags(struct s3_req *r)
+{
+	const char *text;
+	long n = ol_s3_attr_get(r->ba.blob, r->ba.blob_len, "policy", &text);
+	struct ol_policy *p = n > 0 ? policy_get(r, text, (size_t)n) : NULL;
+	return p && ol_policy_uses_key(p, EXISTING_TAG);
 }
 
 int

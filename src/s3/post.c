@@ -319,7 +319,8 @@ post_respond(struct post *p, const char *etag_hex, const struct s3_sse *e)
 	size_t nh = s3_sse_headers(e, h, 2);
 	if (status && strcmp(status, "201") == 0) {
 		struct ol_buf x = {0};
-		ol_s3_xml_open_root(&x, "PostResponse");
+		/* no xmlns: AWS's PostResponse has none, and clients look up <Key> unqualified */
+		ol_buf_adds(&x, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<PostResponse>");
 		ol_s3_xml_elem(&x, "Location", loc);
 		ol_s3_xml_elem(&x, "Bucket", r->rt.bucket);
 		ol_s3_xml_elemn(&x, "Key", r->rt.key, r->rt.key_len);
@@ -369,7 +370,7 @@ post_body(struct post *p)
 	struct s3_req *r = p->r;
 	struct ol_put *w = NULL;
 	struct ol_cksum md5;
-	struct ol_buf meta = {0}, smeta = {0};
+	struct ol_buf meta = {0}, smeta = {0}, tmeta = {0};
 	struct s3_sse_req q = {0};
 	struct s3_sse e = {0};
 	struct s3_sse_w sw = {0};
@@ -382,6 +383,9 @@ post_body(struct post *p)
 	    (policy && post_policy(p, policy, &min_len, &max_len) < 0) ||
 	    !s3_access_post(r, ol_form_get(&p->form, "acl")) || post_sse(p, &q) < 0 ||
 	    s3_sse_new(r, &q, &e, &smeta) < 0)
+		goto out;
+	const char *tagging = ol_form_get(&p->form, "tagging"); /* a Tagging XML document */
+	if (tagging && s3_tagging_xml_meta(r, tagging, &tmeta) < 0)
 		goto out;
 	int rc = ol_store_put_begin(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, -1, &w);
 	if (rc < 0) {
@@ -411,6 +415,8 @@ post_body(struct post *p)
 	ol_cksum_final(&md5, raw);
 	ol_hex_encode(raw, 16, etag);
 	post_meta(p, &meta);
+	if (tmeta.len)
+		ol_buf_add(&meta, tmeta.p, tmeta.len);
 	s3_lock_write_meta(r, &meta); /* the bucket's default retention, as for a PUT */
 	if (e.mode) {
 		ol_buf_add(&meta, smeta.p, smeta.len);
@@ -428,6 +434,7 @@ out:
 	ol_cksum_fini(&md5);
 	ol_buf_free(&meta);
 	ol_buf_free(&smeta);
+	ol_buf_free(&tmeta);
 	s3_sse_w_fini(&sw);
 	s3_sse_fini(&e);
 }

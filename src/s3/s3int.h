@@ -67,6 +67,8 @@ struct s3_req {
 	struct s3_bucket_attrs ba;
 	struct s3_action act;
 	int pol;	  /* bucket policy verdict for act: 1 allow, -1 deny, 0 none */
+	bool pol_obj;	  /* the policy tests the object's tags: pol is judged again, and the
+			   * access decided, once the object is read (s3_object_access) */
 	bool has_req_acl; /* x-amz-acl / x-amz-grant-* given: req_acl holds it */
 	struct ol_acl req_acl;
 	struct {
@@ -169,6 +171,10 @@ int s3_acl_from_request(struct s3_req *r, const char *owner, struct ol_acl *out)
 int s3_policy_verdict(struct s3_req *r, const char *action);
 /* The same for another key of the request's bucket (DeleteObjects). */
 int s3_policy_verdict_key(struct s3_req *r, const char *action, const char *key, size_t key_len);
+/* The verdict with the object read (meta: its blob), for s3:ExistingObjectTag/<key>. */
+int s3_policy_verdict_obj(struct s3_req *r, const char *action, const void *meta, size_t meta_len);
+/* Does the loaded bucket's policy have an s3:ExistingObjectTag condition? */
+bool s3_policy_uses_object_tags(struct s3_req *r);
 /* Bucket policy handlers (the bucket is loaded and the access checked). */
 void s3_put_policy(struct s3_req *r);
 void s3_get_policy(struct s3_req *r);
@@ -231,6 +237,9 @@ void s3_object_tagging(struct s3_req *r);
 /* x-amz-tagging: checked (meta NULL: only that), then added to meta; replace: meta's own
  * tags go first (and without the header none are left). 0, or -1 with InvalidTag sent. */
 int s3_tagging_header(struct s3_req *r, struct ol_buf *meta, bool replace);
+/* A Tagging XML document (a POST upload's "tagging" field) appended to meta as the object's
+ * tags: 0, or -1 with 400 MalformedXML / InvalidTag sent. */
+int s3_tagging_xml_meta(struct s3_req *r, const char *xml, struct ol_buf *meta);
 /* Tags of a metadata blob: their count (x-amz-tagging-count); copy them into meta. */
 size_t s3_tag_count(const void *meta, size_t len);
 void s3_tags_copy(const void *src, size_t len, struct ol_buf *meta);

@@ -163,6 +163,26 @@ s3_tagging_header(struct s3_req *r, struct ol_buf *meta, bool replace)
 	return 0;
 }
 
+int
+s3_tagging_xml_meta(struct s3_req *r, const char *xml, struct ol_buf *meta)
+{
+	struct ol_s3_tags t;
+	const char *why;
+
+	if (ol_s3_parse_tagging(xml, strlen(xml), &t) < 0) {
+		s3_error(r, OL_S3E_MALFORMED_XML, NULL);
+		return -1;
+	}
+	if (ol_s3_tags_check(&t, OL_S3_MAX_OBJ_TAGS, &why) < 0) {
+		ol_s3_tags_free(&t);
+		invalid_tag(r, why);
+		return -1;
+	}
+	meta_with_tags(NULL, 0, &t, meta);
+	ol_s3_tags_free(&t);
+	return 0;
+}
+
 void
 s3_tags_copy(const void *src, size_t len, struct ol_buf *meta)
 {

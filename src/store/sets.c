@@ -865,8 +865,9 @@ out:
 }
 
 int
-ol_store_set_meta(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
-		  const char *version_id, const void *meta, size_t meta_len)
+ol_store_set_meta_if(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		     const char *version_id, int64_t expect_mtime_ns, const void *meta,
+		     size_t meta_len)
 {
 	if (st->readonly)
 		return -EROFS;
@@ -874,18 +875,28 @@ ol_store_set_meta(struct ol_store *st, const char *bucket, const char *key, size
 	int rc;
 
 	if (!multi(st))
-		return ol_set_set_meta(st, bucket, key, key_len, version_id, meta, meta_len);
+		return ol_set_set_meta(st, bucket, key, key_len, version_id, expect_mtime_ns, meta,
+				       meta_len);
 	g = gate_key(st, bucket, key, key_len);
 	rc = locate(st, bucket, key, key_len, version_id);
 	if (rc < 0)
 		goto out;
 	i = (unsigned)rc;
-	rc = ol_set_set_meta(st->sets[i], bucket, key, key_len, version_id, meta, meta_len);
+	rc = ol_set_set_meta(st->sets[i], bucket, key, key_len, version_id, expect_mtime_ns, meta,
+			     meta_len);
 	if (rc == -ENXIO && repaired(st, i, bucket))
-		rc = ol_set_set_meta(st->sets[i], bucket, key, key_len, version_id, meta, meta_len);
+		rc = ol_set_set_meta(st->sets[i], bucket, key, key_len, version_id, expect_mtime_ns,
+				     meta, meta_len);
 out:
 	ol_gate_leave(st, g);
 	return rc;
+}
+
+int
+ol_store_set_meta(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		  const char *version_id, const void *meta, size_t meta_len)
+{
+	return ol_store_set_meta_if(st, bucket, key, key_len, version_id, 0, meta, meta_len);
 }
 
 struct sp_arg {

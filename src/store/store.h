@@ -470,6 +470,13 @@ int ol_store_delete_ver(struct ol_store *st, const char *bucket, const char *key
  * (bad id, meta too large), -ENXIO, -EIO. A crash in the middle may leave either blob. */
 int ol_store_set_meta(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		      const char *version_id, const void *meta, size_t meta_len);
+/* ol_store_set_meta, only if the version's mtime is still expect_mtime_ns (the info->mtime_ns
+ * of the head or get it was read with; 0: any), checked under the key's write lock: -ECANCELED
+ * when it was replaced since (a plain or suspended bucket's "null" version rewritten by a PUT),
+ * so a blob built from the old version never lands on the new one. */
+int ol_store_set_meta_if(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+			 const char *version_id, int64_t expect_mtime_ns, const void *meta,
+			 size_t meta_len);
 /* mpu_complete_cond in mode vmode (out->version_id set). */
 int ol_store_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *upload_id,
 			      const unsigned *part_nos, size_t n, const char *final_etag,

@@ -317,7 +317,8 @@ int ol_set_head_ver(struct ol_store *st, const char *bucket, const char *key, si
 int ol_set_delete_ver(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		      int vmode, const char *version_id, struct ol_obj_info *out);
 int ol_set_set_meta(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
-		    const char *version_id, const void *meta, size_t meta_len);
+		    const char *version_id, int64_t expect_mtime, const void *meta,
+		    size_t meta_len);
 int ol_set_mpu_complete_ver(struct ol_store *st, const char *bucket, const char *upload_id,
 			    const unsigned *part_nos, size_t n, const char *final_etag,
 			    const struct ol_store_cond *cond, int vmode, struct ol_obj_info *out);

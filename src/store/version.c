@@ -492,7 +492,7 @@ resolve_at(struct ol_store *st, enum ol_meta_db db, const void *ik, size_t ikl, 
 
 int
 ol_set_set_meta(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
-		const char *version_id, const void *meta, size_t meta_len)
+		const char *version_id, int64_t expect_mtime, const void *meta, size_t meta_len)
 {
 	char okey[OL_KEYBUF], vk[OL_KEYBUF + OL_VSUFFIX];
 	struct ol_commit c = {.db = OL_META_OBJECTS, .k = okey, .set_meta = meta};
@@ -522,6 +522,8 @@ ol_set_set_meta(struct ol_store *st, const char *bucket, const char *key, size_t
 		if (rc == 0)
 			vkl = ol_vkey(vk, okey, c.kl, w.mtime, w.vid);
 	}
+	if (rc == 0 && expect_mtime && w.mtime != expect_mtime)
+		rc = -ECANCELED; /* replaced since the caller read it (under the key's lock) */
 	if (rc == 0) {
 		memcpy(vid, w.vid, OL_UUID);
 		c.set_vid = vid;

@@ -143,3 +143,25 @@ def test_cors_configuration_and_preflight(d, alice, bob):
     assert "access-control-allow-origin" not in h
     alice.delete_bucket_cors(Bucket=b)
     assert raw(d, "OPTIONS", f"/{b}/k", pre)[0] == 403
+
+
+def test_preflight_of_a_presigned_url_needs_no_signature(d, alice):
+    # A browser's preflight carries the presigned URL's query, whose signature covers the
+    # URL's own method: S3 answers the preflight from the CORS rules alone.
+    import urllib.parse
+    b = "cors-presigned"
+    alice.create_bucket(Bucket=b)
+    alice.put_object(Bucket=b, Key="foo", Body=b"x")
+    url = alice.generate_presigned_url("get_object", Params={"Bucket": b, "Key": "foo"},
+                                       ExpiresIn=600)
+    u = urllib.parse.urlsplit(url)
+    path = u.path + "?" + u.query
+    st, _, body = raw(d, "OPTIONS", path)
+    assert st == 400 and code(body) == "InvalidRequest"  # no Origin: not a preflight
+    alice.put_bucket_cors(Bucket=b, CORSConfiguration={"CORSRules": [
+        {"AllowedOrigins": ["https://example"], "AllowedMethods": ["GET"]}]})
+    st, h, _ = raw(d, "OPTIONS", path, {"Origin": "https://example",
+                                        "Access-Control-Request-Method": "GET"})
+    assert st == 200 and h["access-control-allow-origin"] == "https://example"
+    st, _, body = raw(d, "GET", path)
+    assert st == 200 and body == b"x"

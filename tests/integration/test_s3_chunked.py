@@ -148,3 +148,14 @@ def test_decoded_length_mismatch(s3_daemon, bucket):
     st, _, body = raw(url, "PUT", "/chunked/short", h, enc, signed=False)
     assert st == 400
     assert raw(url, "HEAD", "/chunked/short", body=None)[0] == 404
+
+
+def test_content_encoding_kept_as_sent_less_aws_chunked(s3_client, bucket):
+    # aws-chunked is a transfer framing, never stored; every other coding is returned as the
+    # client sent it (", " and all), as AWS returns it.
+    for sent, kept in [("gzip", "gzip"), ("deflate, gzip", "deflate, gzip"),
+                       ("gzip, aws-chunked", "gzip"), ("aws-chunked, gzip", "gzip"),
+                       ("aws-chunked, br, gzip", "br, gzip"), ("aws-chunked", None),
+                       ("aws-chunked, aws-chunked", None)]:
+        s3_client.put_object(Bucket=bucket, Key="ce", Body=b"", ContentEncoding=sent)
+        assert s3_client.head_object(Bucket=bucket, Key="ce").get("ContentEncoding") == kept

@@ -247,3 +247,23 @@ def test_incomplete_uploads_aborted(d, s3):
     assert uploads() == [kept]
     assert metric(d, "openlake_lifecycle_actions_total",
                   '{action="abort_multipart_upload"}') >= 1
+
+
+def test_rules_without_an_id_are_given_one(s3):
+    # AWS gives a rule sent without an ID a random one and keeps it: GET returns the same ID
+    # each time; rules sent with an ID keep theirs.
+    s3.create_bucket(Bucket="lc-noid")
+    s3.put_bucket_lifecycle_configuration(Bucket="lc-noid", LifecycleConfiguration={"Rules": [
+        {"Expiration": {"Days": 31}, "Prefix": "a/", "Status": "Enabled"},
+        {"ID": "mine", "Expiration": {"Days": 7}, "Filter": {"Prefix": "b/"},
+         "Status": "Enabled"},
+        {"Expiration": {"Days": 120}, "Filter": {}, "Status": "Disabled"}]})
+    got = s3.get_bucket_lifecycle_configuration(Bucket="lc-noid")["Rules"]
+    ids = [r["ID"] for r in got]
+    assert ids[1] == "mine" and re.fullmatch(r"[0-9a-f]{32}", ids[0]) and \
+        re.fullmatch(r"[0-9a-f]{32}", ids[2]) and ids[0] != ids[2]
+    assert [(r.get("Prefix", r.get("Filter", {}).get("Prefix")), r["Expiration"]["Days"],
+             r["Status"]) for r in got] == [("a/", 31, "Enabled"), ("b/", 7, "Enabled"),
+                                           ("", 120, "Disabled")]
+    assert [r["ID"] for r in s3.get_bucket_lifecycle_configuration(Bucket="lc-noid")["Rules"]] \
+        == ids

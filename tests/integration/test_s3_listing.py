@@ -174,3 +174,27 @@ def test_bad_continuation_token(loaded):
     with pytest.raises(ClientError) as e:
         loaded.list_objects_v2(Bucket=BUCKET, ContinuationToken="not-a-token!")
     assert e.value.response["Error"]["Code"] == "InvalidArgument"
+
+
+def test_empty_continuation_token_lists_from_the_start(loaded):
+    # ceph s3-tests' test_bucket_listv2_continuationtoken_empty: an empty token is no
+    # cursor, and the answer echoes it.
+    r = loaded.list_objects_v2(Bucket=BUCKET, ContinuationToken="", MaxKeys=5)
+    assert r["ContinuationToken"] == ""
+    first = loaded.list_objects_v2(Bucket=BUCKET, MaxKeys=5)
+    assert [o["Key"] for o in r["Contents"]] == [o["Key"] for o in first["Contents"]]
+
+
+def test_v1_prefix_is_returned_as_sent(s3_daemon, loaded):
+    # AWS returns a V1 listing's Prefix unencoded even with encoding-type=url, and the SDKs
+    # decode only Delimiter, Marker, NextMarker and the keys of V1: boto3 would hand an
+    # encoded prefix to its caller. V2 encodes it.
+    assert loaded.list_objects(Bucket=BUCKET, Prefix="\n")["Prefix"] == "\n"
+    assert loaded.list_objects(Bucket=BUCKET, Prefix="a b")["Prefix"] == "a b"
+    assert loaded.list_objects_v2(Bucket=BUCKET, Prefix="a b")["Prefix"] == "a b"
+    st, _, body = raw(s3_daemon.s3_url, "GET", f"/{BUCKET}?prefix=a%20b&encoding-type=url",
+                      body=None)
+    assert st == 200 and b"<Prefix>a b</Prefix>" in body
+    st, _, body = raw(s3_daemon.s3_url, "GET",
+                      f"/{BUCKET}?list-type=2&prefix=a%20b&encoding-type=url", body=None)
+    assert st == 200 and b"<Prefix>a%20b</Prefix>" in body

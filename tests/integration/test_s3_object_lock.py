@@ -110,6 +110,8 @@ def test_compliance_version_cannot_be_removed_or_weakened(alice):
                BypassGovernanceRetention=True) == (403, "AccessDenied")
     out = alice.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "ckpt", "VersionId": vid}]})
     assert [e["Code"] for e in out["Errors"]] == ["AccessDenied"] and not out.get("Deleted")
+    # the refused entry names the version it asked for, as AWS's <Error> does
+    assert [(e["Key"], e["VersionId"]) for e in out["Errors"]] == [("ckpt", vid)]
     # shortened, dropped to GOVERNANCE: refused; extended: taken
     for mode, when in (("COMPLIANCE", until - datetime.timedelta(hours=1)),
                        ("GOVERNANCE", until + datetime.timedelta(days=1))):

@@ -123,3 +123,38 @@ def test_get_object_attributes_awscli(s3_daemon, s3_client):
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["ObjectSize"] == 321 and len(doc["ETag"]) == 32
+
+
+def test_delete_bucket_takes_its_in_progress_uploads(s3_client):
+    # AWS deletes a bucket whose only content is incomplete multipart uploads; one that holds
+    # an object keeps its uploads and answers BucketNotEmpty.
+    c = s3_client
+    c.create_bucket(Bucket="mpu-only")
+    up = c.create_multipart_upload(Bucket="mpu-only", Key="big")["UploadId"]
+    c.upload_part(Bucket="mpu-only", Key="big", UploadId=up, PartNumber=1, Body=b"p" * 100)
+    c.create_multipart_upload(Bucket="mpu-only", Key="other")
+    c.delete_bucket(Bucket="mpu-only")
+    assert code(c.head_bucket, Bucket="mpu-only")[0] == 404
+    c.create_bucket(Bucket="mpu-and-object")
+    up = c.create_multipart_upload(Bucket="mpu-and-object", Key="big")["UploadId"]
+    c.put_object(Bucket="mpu-and-object", Key="keep", Body=b"k")
+    assert code(c.delete_bucket, Bucket="mpu-and-object") == (409, "BucketNotEmpty")
+    ups = c.list_multipart_uploads(Bucket="mpu-and-object")["Uploads"]
+    assert [u["UploadId"] for u in ups] == [up]
+
+
+def test_upload_part_copy_range_past_the_source_is_416(s3_client):
+    c = s3_client
+    c.create_bucket(Bucket="copy-range")
+    c.put_object(Bucket="copy-range", Key="src", Body=b"12345")
+    up = c.create_multipart_upload(Bucket="copy-range", Key="dst")["UploadId"]
+    kw = dict(Bucket="copy-range", Key="dst", UploadId=up, PartNumber=1,
+              CopySource={"Bucket": "copy-range", "Key": "src"})
+    assert code(c.upload_part_copy, CopySourceRange="bytes=0-21", **kw) == (416, "InvalidRange")
+    assert code(c.upload_part_copy, CopySourceRange="bytes=5-5", **kw) == (416, "InvalidRange")
+    assert code(c.upload_part_copy, CopySourceRange="bytes=3-1", **kw) == (400, "InvalidArgument")
+    assert code(c.upload_part_copy, CopySourceRange="0-2", **kw) == (400, "InvalidArgument")
+    etag = c.upload_part_copy(CopySourceRange="bytes=1-3", **kw)["CopyPartResult"]["ETag"]
+    c.complete_multipart_upload(Bucket="copy-range", Key="dst", UploadId=up,
+                                MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+    assert c.get_object(Bucket="copy-range", Key="dst")["Body"].read() == b"234"

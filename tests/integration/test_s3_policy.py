@@ -202,3 +202,37 @@ def test_policy_changes_apply_at_once_on_every_connection(d, alice):
     finally:
         for c in conns:
             c.close()
+
+
+def test_existing_object_tag_condition(alice, bob):
+    # s3:ExistingObjectTag/<key>: judged on the object's tags once it is read, for reads,
+    # ACL reads and tagging writes (ceph s3-tests test_bucket_policy_*_existing_tag)
+    b = "pol-objtag"
+    setup_bucket(alice, b, ["pub", "priv", "none"])
+    alice.put_object_tagging(Bucket=b, Key="pub",
+                             Tagging={"TagSet": [{"Key": "security", "Value": "public"}]})
+    alice.put_object_tagging(Bucket=b, Key="priv",
+                             Tagging={"TagSet": [{"Key": "security", "Value": "private"}]})
+    cond = {"StringEquals": {"s3:ExistingObjectTag/security": "public"}}
+    alice.put_bucket_policy(Bucket=b, Policy=policy(
+        stmt("Allow", {"AWS": "bob"},
+             ["s3:GetObject", "s3:GetObjectAcl", "s3:PutObjectTagging"],
+             ARN + b + "/*", cond)))
+    assert bob.get_object(Bucket=b, Key="pub")["Body"].read() == b"body of pub"
+    assert bob.get_object_acl(Bucket=b, Key="pub")["Owner"]["ID"] == "alice"
+    for k in ("priv", "none"):
+        assert err(bob.get_object, Bucket=b, Key=k) == (403, "AccessDenied")
+        assert err(bob.get_object_acl, Bucket=b, Key=k) == (403, "AccessDenied")
+    tags = {"TagSet": [{"Key": "security", "Value": "public"}, {"Key": "x", "Value": "y"}]}
+    bob.put_object_tagging(Bucket=b, Key="pub", Tagging=tags)
+    assert err(bob.put_object_tagging, Bucket=b, Key="priv", Tagging=tags) == (403, "AccessDenied")
+    # bob drops the tag: the condition no longer holds for his next write or read
+    bob.put_object_tagging(Bucket=b, Key="pub", Tagging={"TagSet": []})
+    assert err(bob.put_object_tagging, Bucket=b, Key="pub", Tagging=tags) == (403, "AccessDenied")
+    assert err(bob.get_object, Bucket=b, Key="pub") == (403, "AccessDenied")
+    # the owner is untouched by the condition; a Deny on the tag wins over her ACL
+    alice.put_bucket_policy(Bucket=b, Policy=policy(
+        stmt("Deny", "*", "s3:GetObject", ARN + b + "/*",
+             {"StringEquals": {"s3:ExistingObjectTag/security": "private"}})))
+    assert alice.get_object(Bucket=b, Key="pub")["Body"].read() == b"body of pub"
+    assert err(alice.get_object, Bucket=b, Key="priv") == (403, "AccessDenied")

@@ -91,6 +91,9 @@ def test_post_upload_with_good_policy(d, alice):
     st, h, body = post(d, "forms", form())
     assert st == 201, body
     assert b"<Key>uploads/hello.txt</Key>" in body and b"<Bucket>forms</Bucket>" in body
+    # AWS's PostResponse has no namespace: clients find <Key> unqualified
+    import xml.etree.ElementTree as ET
+    assert ET.fromstring(body).find("Key").text == "uploads/hello.txt"
     assert h["etag"] == '"%s"' % hashlib.md5(b"hello from a form").hexdigest()
     g = alice.get_object(Bucket="forms", Key="uploads/hello.txt")
     assert g["Body"].read() == b"hello from a form" and g["ContentType"] == "text/plain"
@@ -195,3 +198,27 @@ def test_post_with_sigv2_policy_signature(d, alice):
     st, _, body = post(d, "forms", f, filename="v2-bad.txt")
     assert (st, code(body)) == (403, "SignatureDoesNotMatch")
     assert absent(alice, "forms", "v2/v2-bad.txt")
+
+
+def test_post_tagging_field_sets_the_object_tags(d, alice):
+    # The "tagging" form field (a Tagging XML document) gives the object its tags, as AWS's
+    # POST does; a bad document is refused and nothing is stored.
+    xml = ("<Tagging><TagSet><Tag><Key>team</Key><Value>ml</Value></Tag>"
+           "<Tag><Key>stage</Key><Value>raw</Value></Tag></TagSet></Tagging>")
+    conds = [{"bucket": "forms"}, ["starts-with", "$key", "t/"], ["starts-with", "$tagging", ""]]
+    f = {"key": "t/one", "tagging": xml}
+    f.update(signed_fields("alicekey", "alicesecret", conds))
+    st, _, body = post(d, "forms", f)
+    assert st == 204, body
+    got = alice.get_object_tagging(Bucket="forms", Key="t/one")["TagSet"]
+    assert {(t["Key"], t["Value"]) for t in got} == {("team", "ml"), ("stage", "raw")}
+    assert alice.head_object(Bucket="forms", Key="t/one")["ResponseMetadata"][
+        "HTTPHeaders"]["x-amz-tagging-count"] == "2"
+    for bad, want in [("<Tagging><TagSet>", "MalformedXML"),
+                      ("<Tagging><TagSet><Tag><Key>aws:x</Key><Value>v</Value></Tag>"
+                       "</TagSet></Tagging>", "InvalidTag")]:
+        f = {"key": "t/bad", "tagging": bad}
+        f.update(signed_fields("alicekey", "alicesecret", conds))
+        st, _, body = post(d, "forms", f)
+        assert st == 400 and want.encode() in body, body
+        absent(alice, "forms", "t/bad")

@@ -849,3 +849,26 @@ def test_multipart_sse_and_checksum_over_two_sets(openlaked, tmp_path):
         h = s3.head_object(Bucket=BUCKET, Key=k, ChecksumMode="ENABLED")
         assert h["ContentLength"] == len(parts[0]) + len(parts[1])
         assert h["ServerSideEncryption"] == "AES256" and h["ChecksumSHA256"] == r["ChecksumSHA256"]
+
+
+def test_sse_header_on_get_or_head_is_400(s3):
+    # x-amz-server-side-encryption belongs to writes: AWS answers a GET or HEAD carrying it
+    # with 400, for an SSE-S3 object as for a plain one; without it the object reads back.
+    s3.put_object(Bucket=BUCKET, Key="sse-get-hdr", Body=b"secret", ServerSideEncryption="AES256")
+    s3.put_object(Bucket=BUCKET, Key="plain-get-hdr", Body=b"plain")
+
+    def add(**kw):
+        kw["params"]["headers"]["x-amz-server-side-encryption"] = "AES256"
+
+    c = boto3_client(s3.meta.endpoint_url)
+    c.meta.events.register("before-call.s3.HeadObject", add)
+    c.meta.events.register("before-call.s3.GetObject", add)
+    for key in ("sse-get-hdr", "plain-get-hdr"):
+        with pytest.raises(ClientError) as e:
+            c.head_object(Bucket=BUCKET, Key=key)
+        assert status_of(e) == 400
+        with pytest.raises(ClientError) as e:
+            c.get_object(Bucket=BUCKET, Key=key)
+        assert (status_of(e), code_of(e)) == (400, "InvalidArgument")
+    assert s3.get_object(Bucket=BUCKET, Key="sse-get-hdr")["Body"].read() == b"secret"
+    assert s3.head_object(Bucket=BUCKET, Key="sse-get-hdr")["ServerSideEncryption"] == "AES256"

@@ -517,6 +517,8 @@ test_policy(void)
 	       peval(p, "carol", "s3:ListBucket", "arn:aws:s3:::b", keys50) == 0,
 	   "numeric condition");
 	ok(ol_policy_is_public(p), "principal * without narrowing is public");
+	ok(ol_policy_uses_key(p, "aws:sourceip") && !ol_policy_uses_key(p, "s3:existingobjecttag/"),
+	   "ol_policy_uses_key finds a condition key by its lowercase prefix");
 	ol_policy_free(p);
 	static const char *const bad[] = {
 	    "",
