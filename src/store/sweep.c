@@ -322,8 +322,10 @@ list_remote(struct ol_store *st, int d, time_t before, struct cand **c, size_t *
  * records are not known. "Referenced" means by at least k drives: a version known to fewer
  * can never be read (a read needs k votes); this is what a drive that missed deletes and
  * overwrites while offline keeps pointing at. */
+/* One sweep of set st; stop (NULL: none) set ends it early, between drives and unlinks (a
+ * closing store does not wait for a whole sweep of a large set). */
 static size_t
-sweep_set(struct ol_store *st, int min_age_s)
+sweep_set(struct ol_store *st, int min_age_s, const atomic_bool *stop)
 {
 	struct uuid_set s = {0};
 	struct cand *c = NULL;
@@ -339,17 +341,20 @@ sweep_set(struct ol_store *st, int min_age_s)
 			online, st->n);
 		return 0;
 	}
-	for (int d = 0; d < st->n; d++) {
+	for (int d = 0; d < st->n && !(stop && atomic_load(stop)); d++) {
 		if (ol_drive_remote(st, d))
 			list_remote(st, d, before, &c, &n, &cap, &young);
 		else
 			list_drive(st, d, before, &c, &n, &cap, &young);
 	}
+	if (stop && atomic_load(stop))
+		n = 0; /* the store closes */
 	if (!n) {
 		if (young)
 			ol_info("store: orphan sweep left %zu shard file(s) younger than %d s "
 				"unchecked",
 				young, min_age_s);
+		free(c);
 		return 0;
 	}
 	rc = collect_all(st, &s);
@@ -362,7 +367,7 @@ sweep_set(struct ol_store *st, int min_age_s)
 	/* taken after the records: a version replaced before they were read is queued by now
 	 * (unless its commit has not yet queued it: then it goes here, as without a delay) */
 	nq = n ? ol_reclaim_queued(st, &q) : 0;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && !(stop && atomic_load(stop)); i++) {
 		if (refs(&s, c[i].u) >= st->k)
 			continue;
 		if (ol_flight_has(st, c[i].u) || ol_inuse_has_shard(st, c[i].u) ||
@@ -406,15 +411,21 @@ static pthread_mutex_t one_sweep = PTHREAD_MUTEX_INITIALIZER; /* two never overl
 static _Atomic uint64_t sweeps_run, orphans_removed;
 static pthread_once_t metrics_once = PTHREAD_ONCE_INIT;
 
-size_t
-ol_sweep_orphans(struct ol_store *st, int min_age_s)
+static size_t
+sweep_one(struct ol_store *st, int min_age_s, const atomic_bool *stop)
 {
 	pthread_mutex_lock(&one_sweep);
-	size_t n = sweep_set(st, min_age_s);
+	size_t n = sweep_set(st, min_age_s, stop);
 	pthread_mutex_unlock(&one_sweep);
 	atomic_fetch_add(&sweeps_run, 1);
 	atomic_fetch_add(&orphans_removed, n);
 	return n;
+}
+
+size_t
+ol_sweep_orphans(struct ol_store *st, int min_age_s)
+{
+	return sweep_one(st, min_age_s, NULL);
 }
 
 int
@@ -431,7 +442,7 @@ struct ol_sweeper {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	pthread_t thr;
-	bool stop;
+	atomic_bool stop; /* also read by a sweep in progress, without mu */
 };
 
 static void
@@ -464,16 +475,16 @@ sweeper_main(void *arg)
 	struct ol_sweeper *w = arg;
 
 	pthread_mutex_lock(&w->mu);
-	while (!w->stop) {
+	while (!atomic_load(&w->stop)) {
 		int64_t end = (int64_t)ol_clock_ms() + w->interval_ms;
 
-		while (!w->stop && (int64_t)ol_clock_ms() < end)
+		while (!atomic_load(&w->stop) && (int64_t)ol_clock_ms() < end)
 			ol_cond_wait_ms(&w->cv, &w->mu, end - (int64_t)ol_clock_ms());
-		for (int i = 0; !w->stop && i < w->st->n_sets; i++) {
+		for (int i = 0; !atomic_load(&w->stop) && i < w->st->n_sets; i++) {
 			struct ol_store *set = w->st->sets[i];
 
 			pthread_mutex_unlock(&w->mu);
-			(void)ol_sweep_orphans(set, ol_sweep_grace(set));
+			(void)sweep_one(set, ol_sweep_grace(set), &w->stop);
 			pthread_mutex_lock(&w->mu);
 		}
 	}
@@ -515,7 +526,7 @@ ol_sweeper_stop(struct ol_store *st)
 	if (!w)
 		return;
 	pthread_mutex_lock(&w->mu);
-	w->stop = true;
+	atomic_store(&w->stop, true);
 	pthread_cond_broadcast(&w->cv);
 	pthread_mutex_unlock(&w->mu);
 	pthread_join(w->thr, NULL);
