@@ -1076,7 +1076,7 @@ s3_get_object_acl(struct s3_req *r)
 
 /* The ACL of one version (versionId, else the current one) replaced in its metadata blob in
  * place, as AWS changes it: the data, ETag, version id and Last-Modified stay, and a versioned
- * bucket gets no new version. The blob is written only if the version read is still there
+ * bucket is given no new version. The blob is written only if the version read is still there
  * (its mtime, under the key's lock): one rewritten meanwhile answers 409 OperationAborted. */
 void
 s3_put_object_acl(struct s3_req *r)
