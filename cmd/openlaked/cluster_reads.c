@@ -51,6 +51,10 @@ struct creads {
 	/* the serving leader's offline drives as it put them last (<prefix>offline; off NULL:
 	 * none read yet, or not such a value) */
 	struct ol_offline offline;
+	/* the leader refused a commit since that record was read: it holds online a drive the
+	 * record says it lacks (taken back, not told yet); degraded writes are forwarded until
+	 * the next record */
+	bool offline_refused;
 	/* the threads */
 	pthread_t reader, watcher, offline_watcher;
 	bool reader_started, watcher_started, offline_started;
@@ -105,6 +109,23 @@ creads_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 
 /* ---- the view ---- */
 
+/* The view's committer: rd->commit; a refusal (-EAGAIN: the leader holds online a drive this
+ * write skipped, or no leader took it) makes the record of the leader's offline drives stale,
+ * so that the client's retry of a degraded write is forwarded rather than refused again while
+ * the leader's new record is on its way. */
+static int
+view_commit(void *arg, const void *req, size_t len, struct ol_obj_info *out)
+{
+	struct creads *rd = arg;
+	int rc = rd->commit(rd->commit_arg, req, len, out);
+	if (rc == -EAGAIN) {
+		pthread_mutex_lock(&rd->mu);
+		rd->offline_refused = true;
+		pthread_mutex_unlock(&rd->mu);
+	}
+	return rc;
+}
+
 /* A read-only store of l's pools (a shard writer with write_any: its commits go to the leader
  * through rd->commit) and its S3 server, with the run-time keys read from it and the cached
  * bucket attributes dropped, before any request takes it. 0 or -errno. */
@@ -118,7 +139,7 @@ view_open(struct creads *rd, const struct ol_layout *l, struct view **out)
 	if (rc)
 		return rc;
 	if (shards) {
-		ol_store_set_committer(st, rd->commit, rd->commit_arg);
+		ol_store_set_committer(st, view_commit, rd);
 		/* a commit is one plane frame: the leader's, as configured on every node */
 		ol_store_set_commit_max(st, rd->cfg->cluster_plane_max_frame);
 	}
@@ -198,7 +219,8 @@ view_put(struct creads *rd, struct view *v)
 }
 
 /* Every drive v lacks, the serving leader lacks too, as it last put <prefix>offline: the
- * record is of the leader that serves now (its epoch) and of v's layout. */
+ * record is of the leader that serves now (its epoch) and of v's layout, and the leader refused
+ * no commit since it was read (view_commit). */
 static bool
 leader_lacks_too(struct creads *rd, struct view *v)
 {
@@ -206,7 +228,8 @@ leader_lacks_too(struct creads *rd, struct view *v)
 	bool *off = ol_xcalloc(n > 0 ? (size_t)n : 1, sizeof(*off));
 	n = ol_store_drives_offline(v->st, off, n);
 	pthread_mutex_lock(&rd->mu);
-	bool ok = ol_offline_covers(&rd->offline, v->lay.n_pools, off, (unsigned)n);
+	bool ok = !rd->offline_refused &&
+		  ol_offline_covers(&rd->offline, v->lay.n_pools, off, (unsigned)n);
 	uint64_t epoch = rd->offline.epoch;
 	unsigned pool = rd->offline.pool;
 	pthread_mutex_unlock(&rd->mu);
@@ -406,6 +429,7 @@ on_offline(void *arg, const char *v, size_t len, int64_t rev)
 	pthread_mutex_lock(&rd->mu);
 	ol_offline_fini(&rd->offline);
 	rd->offline = o;
+	rd->offline_refused = false;
 	pthread_mutex_unlock(&rd->mu);
 	return 0;
 }
