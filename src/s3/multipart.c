@@ -620,15 +620,53 @@ s3_mpu_list_parts(struct s3_req *r)
 	s3_send_xml(r, 200, &x);
 }
 
+/* ListMultipartUploads: uploads in (key, upload id) order after the markers (key-marker
+ * alone: keys above it; with upload-id-marker: that key's uploads above the id too), keys
+ * holding the delimiter after the prefix rolled into CommonPrefixes (one entry each, and one
+ * not above key-marker is skipped: a NextKeyMarker that named a common prefix), up to
+ * max-uploads entries of either kind; encoding-type=url encodes the keys and prefixes. */
 struct mpu_list_ctx {
 	struct s3_req *r;
 	char *meta; /* OL_STORE_MAX_META bytes: each upload's blob, for its initiator */
-	struct ol_buf *x;
-	const char *prefix;
-	size_t prefix_len;
+	struct ol_buf *x, *cps;
+	const char *prefix, *delim, *kmark, *imark;
+	size_t prefix_len, delim_len, kmark_len;
 	unsigned count, max;
-	bool truncated;
+	bool truncated, url;
+	char last[OL_S3_MAX_KEY + 1]; /* the last entry listed: key or common prefix */
+	size_t last_len;
+	char last_id[128]; /* its upload id ("" for a common prefix) */
 };
+
+static int
+cmp_key(const char *a, size_t al, const char *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+	return c ? c : (al > bl) - (al < bl);
+}
+
+static void
+elem_url(struct ol_buf *x, bool url, const char *name, const char *v, size_t n)
+{
+	if (!url) {
+		ol_s3_xml_elemn(x, name, v, n);
+		return;
+	}
+	struct ol_buf e = {0};
+	ol_s3_url_encode(&e, v, n);
+	ol_s3_xml_elemn(x, name, e.p ? e.p : "", e.len);
+	ol_buf_free(&e);
+}
+
+/* one more entry fits (else truncated: stop) */
+static bool
+mpu_room(struct mpu_list_ctx *c)
+{
+	if (c->count < c->max)
+		return true;
+	c->truncated = true;
+	return false;
+}
 
 static int
 mpu_cb(const char *key, size_t kl, const char *id, int64_t init_ns, void *arg)
@@ -637,14 +675,38 @@ mpu_cb(const char *key, size_t kl, const char *id, int64_t init_ns, void *arg)
 	char date[32];
 	if (kl < c->prefix_len || memcmp(key, c->prefix, c->prefix_len) != 0)
 		return 0;
-	if (c->count >= c->max) {
-		c->truncated = true;
-		return 1;
+	int mk = cmp_key(key, kl, c->kmark, c->kmark_len);
+	if (mk < 0 || (mk == 0 && (!c->imark[0] || strcmp(id, c->imark) <= 0)))
+		return 0;
+	if (c->delim_len) {
+		const char *d =
+		    memmem(key + c->prefix_len, kl - c->prefix_len, c->delim, c->delim_len);
+		if (d) {
+			size_t el = (size_t)(d - key) + c->delim_len;
+			if (cmp_key(key, el, c->kmark, c->kmark_len) <= 0 ||
+			    (c->last_len == el && !c->last_id[0] && !memcmp(c->last, key, el)))
+				return 0; /* listed before, on this page or an earlier one */
+			if (!mpu_room(c))
+				return 1;
+			c->count++;
+			ol_buf_adds(c->cps, "<CommonPrefixes>");
+			elem_url(c->cps, c->url, "Prefix", key, el);
+			ol_buf_adds(c->cps, "</CommonPrefixes>");
+			memcpy(c->last, key, el);
+			c->last_len = el;
+			c->last_id[0] = '\0';
+			return 0;
+		}
 	}
+	if (!mpu_room(c))
+		return 1;
 	c->count++;
+	memcpy(c->last, key, kl);
+	c->last_len = kl;
+	snprintf(c->last_id, sizeof(c->last_id), "%s", id);
 	ol_s3_iso_date(init_ns / 1000000, date);
 	ol_buf_adds(c->x, "<Upload>");
-	ol_s3_xml_elemn(c->x, "Key", key, kl);
+	elem_url(c->x, c->url, "Key", key, kl);
 	ol_s3_xml_elem(c->x, "UploadId", id);
 	char k[OL_STORE_MAX_KEY + 1];
 	size_t skl = 0, ml = 0;
@@ -661,33 +723,83 @@ mpu_cb(const char *key, size_t kl, const char *id, int64_t init_ns, void *arg)
 void
 s3_mpu_list(struct s3_req *r)
 {
-	struct ol_buf x = {0}, ups = {0};
-	char prefix[OL_S3_MAX_KEY + 1];
+	struct ol_buf x = {0}, ups = {0}, cps = {0};
+	char prefix[OL_S3_MAX_KEY + 1], kmark[OL_S3_MAX_KEY + 1], imark[128], delim[64], enc[16];
+	long pl, kl, dl, il, el;
 	unsigned max;
 	r->op = "ListMultipartUploads";
 	if (query_uint(r, "max-uploads", 1000, 1000, &max) < 0)
 		return;
-	long pl = ol_s3_query_get(r->query, "prefix", prefix, sizeof(prefix));
+	pl = ol_s3_query_get(r->query, "prefix", prefix, sizeof(prefix));
+	kl = ol_s3_query_get(r->query, "key-marker", kmark, sizeof(kmark));
+	il = ol_s3_query_get(r->query, "upload-id-marker", imark, sizeof(imark));
+	dl = ol_s3_query_get(r->query, "delimiter", delim, sizeof(delim));
+	el = ol_s3_query_get(r->query, "encoding-type", enc, sizeof(enc));
+	if ((pl < 0 && pl != -ENOENT) || (kl < 0 && kl != -ENOENT) || (il < 0 && il != -ENOENT) ||
+	    (dl < 0 && dl != -ENOENT) || (el < 0 && el != -ENOENT)) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT,
+			 "A prefix, key-marker, upload-id-marker, delimiter or encoding-type "
+			 "parameter is too long or not valid URL encoding.");
+		return;
+	}
+	if (el >= 0 && strcmp(enc, "url") != 0) {
+		s3_error(r, OL_S3E_INVALID_ARGUMENT,
+			 "Invalid Encoding Method specified in Request");
+		return;
+	}
 	if (pl < 0)
 		prefix[0] = '\0', pl = 0;
-	struct mpu_list_ctx c = {
-	    r, ol_xmalloc(OL_STORE_MAX_META), &ups, prefix, (size_t)pl, 0, max, false};
+	if (kl < 0)
+		kmark[0] = '\0', kl = 0;
+	if (il < 0)
+		imark[0] = '\0';
+	if (dl < 0)
+		delim[0] = '\0', dl = 0;
+	/* AWS: an upload-id-marker without a key-marker is ignored */
+	if (!kl)
+		imark[0] = '\0';
+	struct mpu_list_ctx c = {.r = r,
+				 .meta = ol_xmalloc(OL_STORE_MAX_META),
+				 .x = &ups,
+				 .cps = &cps,
+				 .prefix = prefix,
+				 .delim = delim,
+				 .kmark = kmark,
+				 .imark = imark,
+				 .prefix_len = (size_t)pl,
+				 .delim_len = (size_t)dl,
+				 .kmark_len = (size_t)kl,
+				 .max = max,
+				 .url = el >= 0};
 	int rc = ol_store_mpu_list(r->srv->st, r->rt.bucket, mpu_cb, &c);
 	free(c.meta);
 	if (rc < 0) {
 		ol_buf_free(&ups);
+		ol_buf_free(&cps);
 		s3_store_error(r, rc == -ENOENT ? -ENXIO : rc, OL_S3E_NO_SUCH_BUCKET);
 		return;
 	}
 	ol_s3_xml_open_root(&x, "ListMultipartUploadsResult");
 	ol_s3_xml_elem(&x, "Bucket", r->rt.bucket);
-	ol_buf_adds(&x, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker>");
-	ol_s3_xml_elem(&x, "Prefix", prefix);
+	elem_url(&x, c.url, "KeyMarker", kmark, (size_t)kl);
+	ol_s3_xml_elem(&x, "UploadIdMarker", imark);
+	if (c.truncated) {
+		elem_url(&x, c.url, "NextKeyMarker", c.last, c.last_len);
+		ol_s3_xml_elem(&x, "NextUploadIdMarker", c.last_id);
+	}
+	elem_url(&x, c.url, "Prefix", prefix, (size_t)pl);
+	if (dl)
+		elem_url(&x, c.url, "Delimiter", delim, (size_t)dl);
 	ol_s3_xml_elemu(&x, "MaxUploads", c.max);
 	ol_s3_xml_elem(&x, "IsTruncated", c.truncated ? "true" : "false");
 	if (ups.len)
 		ol_buf_add(&x, ups.p, ups.len);
+	if (cps.len)
+		ol_buf_add(&x, cps.p, cps.len);
+	if (c.url)
+		ol_s3_xml_elem(&x, "EncodingType", "url");
 	ol_buf_free(&ups);
+	ol_buf_free(&cps);
 	ol_buf_adds(&x, "</ListMultipartUploadsResult>");
 	s3_send_xml(r, 200, &x);
 }

@@ -158,3 +158,67 @@ def test_upload_part_copy_range_past_the_source_is_416(s3_client):
     c.complete_multipart_upload(Bucket="copy-range", Key="dst", UploadId=up,
                                 MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
     assert c.get_object(Bucket="copy-range", Key="dst")["Body"].read() == b"234"
+
+
+def test_list_multipart_uploads_pages_markers_and_delimiter(s3_daemon, s3_client):
+    """ListMultipartUploads pages by (key, upload id): boto3's paginator and the awscli,
+    which follow NextKeyMarker / NextUploadIdMarker, see every upload once and in order
+    (before, a truncated page named no next marker and the markers sent were ignored);
+    key-marker alone skips that key's uploads, with upload-id-marker only those up to the id;
+    a delimiter rolls keys into CommonPrefixes, counted against max-uploads and not repeated
+    on the next page; encoding-type=url encodes keys and prefixes."""
+    c, b = s3_client, "uploads-pages"
+    c.create_bucket(Bucket=b)
+    keys = ["a", "a", "a", "b", "d/1", "d/2", "d/3", "e", "f/x", "g k"]
+    ups = sorted((k, c.create_multipart_upload(Bucket=b, Key=k)["UploadId"]) for k in keys)
+    try:
+        seen = []
+        for page in c.get_paginator("list_multipart_uploads").paginate(
+                Bucket=b, PaginationConfig={"PageSize": 2}):
+            assert len(page.get("Uploads", [])) <= 2
+            seen += [(u["Key"], u["UploadId"]) for u in page.get("Uploads", [])]
+        assert seen == ups
+
+        r = c.list_multipart_uploads(Bucket=b, MaxUploads=4)
+        assert r["IsTruncated"] and [u["Key"] for u in r["Uploads"]] == ["a", "a", "a", "b"]
+        assert (r["NextKeyMarker"], r["NextUploadIdMarker"]) == ups[3]
+        r = c.list_multipart_uploads(Bucket=b, KeyMarker="a")
+        assert [(u["Key"], u["UploadId"]) for u in r["Uploads"]] == ups[3:]
+        assert not r["IsTruncated"]
+        r = c.list_multipart_uploads(Bucket=b, KeyMarker="a", UploadIdMarker=ups[0][1])
+        assert [(u["Key"], u["UploadId"]) for u in r["Uploads"]] == ups[1:]
+
+        # delimiter: d/ and f/ are one entry each, counted in the page
+        got, cps, kw = [], [], {}
+        while True:
+            r = c.list_multipart_uploads(Bucket=b, Delimiter="/", MaxUploads=3, **kw)
+            got += [u["Key"] for u in r.get("Uploads", [])]
+            cps += [p["Prefix"] for p in r.get("CommonPrefixes", [])]
+            assert len(r.get("Uploads", [])) + len(r.get("CommonPrefixes", [])) <= 3
+            if not r["IsTruncated"]:
+                break
+            kw = {"KeyMarker": r["NextKeyMarker"],
+                  "UploadIdMarker": r.get("NextUploadIdMarker", "")}
+        assert got == ["a", "a", "a", "b", "e", "g k"] and cps == ["d/", "f/"], (got, cps)
+        r = c.list_multipart_uploads(Bucket=b, Delimiter="/", Prefix="d/")
+        assert [u["Key"] for u in r["Uploads"]] == ["d/1", "d/2", "d/3"]
+        assert "CommonPrefixes" not in r
+
+        # encoding-type=url, raw (boto3 decodes it): the space is %20
+        st, _, body = raw(s3_daemon.s3_url, "GET", f"/{b}?uploads&encoding-type=url&prefix=g",
+                          body=None)
+        assert st == 200 and b"<Key>g%20k</Key>" in body and \
+            b"<EncodingType>url</EncodingType>" in body, body
+        st, _, body = raw(s3_daemon.s3_url, "GET", f"/{b}?uploads&encoding-type=zip", body=None)
+        assert st == 400 and err_code(body) == "InvalidArgument", body
+
+        # the awscli pages on its own (--page-size): every upload once
+        out = subprocess.run(["aws", "s3api", "list-multipart-uploads", "--bucket", b,
+                              "--page-size", "3", "--endpoint-url", s3_daemon.s3_url],
+                             env=aws_env(), capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert [(u["Key"], u["UploadId"]) for u in json.loads(out.stdout)["Uploads"]] == ups
+    finally:
+        for k, up in ups:
+            c.abort_multipart_upload(Bucket=b, Key=k, UploadId=up)
+    assert "Uploads" not in c.list_multipart_uploads(Bucket=b)
