@@ -42,6 +42,7 @@ struct prog {
 	char state[32];
 	unsigned long long scanned, total, bytes, bytes_total, shards, blocks, records, unrec;
 	unsigned long long missed_pending, missed_healed;
+	unsigned long long unwritten_gone; /* not written on drives gone by the heal's end */
 	long result; /* 0, or the -errno of the run (-EIO: objects unrecoverable) */
 	double elapsed, bps, eta;
 	char reason[256]; /* why a job ended failed or cancelled where no node ran it ("" none) */
@@ -141,6 +142,7 @@ parse(const char *j, struct prog *p)
 	p->unrec = num(j, "unrecoverable");
 	p->missed_pending = num(j, "missed_pending");
 	p->missed_healed = num(j, "missed_healed");
+	p->unwritten_gone = num(j, "unwritten_gone");
 	p->result = strtol(field(j, "result", v, sizeof(v)) ? "0" : v, NULL, 10);
 	p->elapsed = dbl(j, "elapsed_seconds");
 	p->bps = dbl(j, "bytes_per_second");
@@ -187,6 +189,12 @@ summary(struct heal_cli *c, const char *j, const struct prog *p)
 		       p->missed_healed, p->missed_pending);
 		if (p->reason[0])
 			printf("heal %s: %s\n", p->state, p->reason);
+		if (p->unwritten_gone)
+			printf(
+			    "%llu shard files or blocks were not written on drives that went "
+			    "offline or unreachable during the heal (a node down: the daemon's log "
+			    "names them); the heal that starts at their return writes them\n",
+			    p->unwritten_gone);
 		if (p->unrec)
 			printf("%llu objects have more than parity-count shards lost on the drives "
 			       "online now: their data cannot be rebuilt from them. With a drive "
@@ -195,11 +203,9 @@ summary(struct heal_cli *c, const char *j, const struct prog *p)
 			       "again then\n",
 			       p->unrec);
 		else if (p->result == -EAGAIN)
-			printf(
-			    "some shards could not be written on a drive that was online when "
-			    "the heal wrote them (the daemon's log names it; its node may have "
-			    "gone down meanwhile): the store is not whole; fix or bring back the "
-			    "drive and run the heal again\n");
+			printf("some shards could not be written on a drive that is still online "
+			       "(the daemon's log names it): the store is not whole; fix the drive "
+			       "and run the heal again\n");
 	}
 	return exit_code(p);
 }

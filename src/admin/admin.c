@@ -374,9 +374,11 @@ heal_doc(const char *state, bool rec, unsigned node, unsigned long long epoch)
 		ol_strbuf_printf(
 		    &b,
 		    "\"missed_pending\":%llu,\"missed_healed\":%llu,"
-		    "\"missed_dropped\":%llu,\"missed_only\":%s,\"job\":\"%s\",\"by\":",
+		    "\"missed_dropped\":%llu,\"missed_only\":%s,\"unwritten_gone\":%llu,"
+		    "\"job\":\"%s\",\"by\":",
 		    (unsigned long long)pend, (unsigned long long)c[6], (unsigned long long)drop,
-		    atomic_load(&p->missed_only) ? "true" : "false", job.job);
+		    atomic_load(&p->missed_only) ? "true" : "false",
+		    (unsigned long long)atomic_load(&p->unwritten_gone), job.job);
 		ol_admin_json_str(&b, job.by);
 		ol_strbuf_printf(&b, ",\"resumed\":%u,\"job_started_ns\":%lld", job.resumed,
 				 (long long)job.started_ns);

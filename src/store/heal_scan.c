@@ -32,9 +32,10 @@ struct scan {
 	/* resume: the cursor to start after (set by the scan of its set, cleared once the scan
 	 * reaches it) */
 	const struct ol_heal_cursor *from;
-	/* shard files or blocks that could not be written on an online drive: the heal then
-	 * fails (-EAGAIN), the store is not whole */
+	/* shard files or blocks that could not be written, in all and per drive of each set:
+	 * on a drive still online at the end the heal fails (-EAGAIN), the store is not whole */
 	uint64_t unwritten;
+	uint32_t unw[OL_MAX_SETS][OL_MAX_DRIVES];
 };
 
 /* What a shard file belongs to, to re-check it under its lock. */
@@ -209,8 +210,16 @@ open_shard(struct ol_store *st, int d, const uint8_t *uuid)
 	return fd < 0 ? -1 : fd;
 }
 
+static void
+not_written(struct scan *s, int d)
+{
+	s->unwritten++;
+	if (s->set_idx < OL_MAX_SETS)
+		s->unw[s->set_idx][d]++;
+}
+
 /* Open the part's shard files if vid is still the visible version. 0, or -ENOENT. A shard
- * that cannot be opened nor made on an online drive counts in s->unwritten. */
+ * that cannot be opened nor made on an online drive is counted (not_written). */
 static int
 open_part(struct scan *s, const struct target *t, const uint8_t *vid, const struct ol_rpart *rp,
 	  int *fd)
@@ -225,7 +234,7 @@ open_part(struct scan *s, const struct target *t, const uint8_t *vid, const stru
 	if (ol_visible_vid(st, t->db, t->k, t->kl, cur) == 1 && !memcmp(cur, vid, OL_UUID)) {
 		for (int d = 0; d < st->n; d++)
 			if (st->d[d].meta && (fd[d] = open_shard(st, d, rp->uuid)) < 0)
-				s->unwritten++;
+				not_written(s, d);
 		rc = 0;
 	}
 	lock_target(st, t, false);
@@ -281,7 +290,7 @@ check_stripe(struct scan *s, const struct stripe *sp, int *fd, uint8_t **blk, bo
 		if (ol_shard_pwrite(fd[d], blk[d], sp->bl + OL_TRAILER, off) !=
 		    (ssize_t)(sp->bl + OL_TRAILER)) {
 			ol_warn("store: heal: drive %s: cannot rewrite a block", st->d[d].root);
-			s->unwritten++;
+			not_written(s, d);
 			continue;
 		}
 		healed[d] = true;
@@ -997,6 +1006,7 @@ reset(struct ol_heal_progress *p)
 	atomic_store(&p->records_restored, 0);
 	atomic_store(&p->unrecoverable, 0);
 	atomic_store(&p->missed_healed, 0);
+	atomic_store(&p->unwritten_gone, 0);
 	atomic_store(&p->finished_ns, 0);
 	atomic_store(&p->started_ns, ol_clock_wall_ns());
 	atomic_store(&p->result, 0);
@@ -1015,6 +1025,47 @@ heal_missed(struct ol_store *const *sets, int n, struct scan *s)
 		ol_info("store: heal: %llu missed writes restored",
 			(unsigned long long)atomic_load(&s->p->missed_healed));
 	return rc;
+}
+
+/* A drive that failed a heal's write and is gone at the end (offline, or its node does not
+ * answer a ping: killed or cut off during the heal) is not the heal's failure: nothing that
+ * reads uses it now, and its return starts a heal ([storage] heal_on_return) that writes what
+ * it lacks. One still online is: -EAGAIN, the store is not whole. */
+static int
+unwritten_online(struct ol_store *const *sets, int n, const struct scan *s)
+{
+	uint64_t online = 0, gone = 0;
+
+	for (int i = 0; i < n && i < OL_MAX_SETS; i++) {
+		struct ol_store *st = sets[i];
+
+		for (int d = 0; d < st->n; d++) {
+			if (!s->unw[i][d])
+				continue;
+			if (atomic_load(&st->d[d].meta) &&
+			    (!ol_drive_remote(st, d) || ol_rd_ping(st->d[d].rd) == 0)) {
+				online += s->unw[i][d];
+				ol_warn(
+				    "store: heal: drive %s is online and %u shard file(s) or "
+				    "block(s) could not be written on it (see the warnings above)",
+				    st->d[d].root, s->unw[i][d]);
+			} else {
+				gone += s->unw[i][d];
+				ol_warn(
+				    "store: heal: drive %s is offline or unreachable now and %u "
+				    "shard file(s) or block(s) were not written on it: the heal "
+				    "at its return writes them",
+				    st->d[d].root, s->unw[i][d]);
+			}
+		}
+	}
+	atomic_store(&s->p->unwritten_gone, gone);
+	if (!online)
+		return 0;
+	ol_warn("store: heal: %llu shard file(s) or block(s) could not be written on drives that "
+		"are online: the store is not whole; fix the drive and run the heal again",
+		(unsigned long long)online);
+	return -EAGAIN;
 }
 
 int
@@ -1061,14 +1112,8 @@ ol_set_heal_all(struct ol_store *const *sets, int n, const struct ol_heal_opts *
 			cursor_at(&s, "", 0, NULL, 0);
 		rc = pass(&s);
 	}
-	if (!rc && s.unwritten) {
-		ol_warn(
-		    "store: heal: %llu shard file(s) or block(s) could not be written on drives "
-		    "that are online (see the warnings above): the store is not whole; fix "
-		    "the drive and run the heal again",
-		    (unsigned long long)s.unwritten);
-		rc = -EAGAIN;
-	}
+	if (!rc && s.unwritten)
+		rc = unwritten_online(sets, n, &s);
 	for (int i = 0; !rc && !(o && o->missed_only) && i < n; i++)
 		ol_sweep_orphans(sets[i], ol_sweep_grace(sets[i]));
 	if (rc)

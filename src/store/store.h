@@ -581,7 +581,10 @@ struct ol_heal_progress {
 	_Atomic uint64_t records_restored; /* metadata records written back to a drive */
 	_Atomic uint64_t unrecoverable;	   /* objects or parts that could not be rebuilt */
 	_Atomic uint64_t missed_healed;	   /* missed-write entries healed and removed */
-	_Atomic int missed_only;	   /* the run heals missed-write records only */
+	/* shard files or blocks a heal could not write on drives gone (offline, or their node
+	 * not answering) by its end: not a failure, the heal at their return writes them */
+	_Atomic uint64_t unwritten_gone;
+	_Atomic int missed_only;		 /* the run heals missed-write records only */
 	_Atomic int64_t started_ns, finished_ns; /* CLOCK_REALTIME; finished 0 while running */
 	_Atomic int running;
 	_Atomic int cancel; /* set by ol_store_heal_cancel */

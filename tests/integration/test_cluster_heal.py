@@ -8,20 +8,24 @@ heal` exits 0); (b) a heal cancelled by an admin is recorded cancelled and not r
 next leader; (c) a cancel sent through another node while the job is between two leaders (the
 leader killed, the next not serving yet) is recorded by that node and never resumed; (d) a leader
 whose record was cancelled under its run stops it, and a record that cannot be resumed is
-recorded failed with its reason.
+recorded failed with its reason; (e) a node killed while the heal writes repaired shards to it
+does not fail the heal (exit 0, the summary counts what it could not write), and the heal at the
+node's return writes them.
 
 Real things only: Debian's etcd, real daemons, boto3, the CLI, kill -9.
 """
 
 import json
+import os
 import re
 import subprocess
+import time
 
 import pytest
 
 from conftest import OPENLAKE_CLI, admin_request, wait_for
 from test_cluster_store import (ETCD_CLI, body, etcd, heal_exits_0, others,  # noqa: F401
-                                pytestmark, start_cluster)
+                                pytestmark, start_cluster, view_drives_online)
 
 N_OBJ = 24
 MiB = 1 << 20
@@ -30,7 +34,15 @@ RETURNED = "returned: a heal starts in"  # the leader's log once it took a drive
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, etcd):  # noqa: F811
-    yield from start_cluster(tmp_path_factory.mktemp("cheal"), etcd)
+    """the cluster, every node with the node plane's test fault hook on c.faults (a `hold OP
+    MS` line there holds the node's calls of OP before they go on the wire)"""
+    root = tmp_path_factory.mktemp("cheal")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENLAKE_FAULTS", "1")
+        mp.setenv("OPENLAKE_FAULT_FILE", str(root / "faults"))
+        for c in start_cluster(root, etcd):
+            c.faults = root / "faults"
+            yield c
 
 
 def record(c):
@@ -269,3 +281,64 @@ def test_d_a_run_finds_its_job_cancelled_and_an_unresumable_job_fails(cluster):
                         str(c.nodes[new].config)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "heal: failed: its record in etcd is not understood" in r.stderr, \
         r.stdout + r.stderr
+
+
+def shard_names(node):
+    base = os.path.join(node.drive, ".openlake", "data")
+    return {os.path.relpath(os.path.join(dp, f), base) for dp, _, fs in os.walk(base) for f in fs}
+
+
+def test_e_a_node_killed_under_the_heals_writes(cluster):
+    """The heal rewrites a follower's lost shard files over the node plane; that node is killed
+    while the heal's first write to it is held (the fault hook, in the leader): before, the heal
+    ended "failed" (exit 1) for shards "that could not be written on drives that are online",
+    as found by the cluster torture. Now a drive gone by the heal's end is left to the heal at
+    its return: `openlake heal` exits 0 and says what was not written; the node back, the heal
+    its return starts writes every lost file, and with another node killed everything reads."""
+    c = cluster
+    dead = [n for n in c.nodes if not n.alive()]  # test d left its leader killed
+    t0 = time.time_ns()
+    for n in dead:
+        n.start()
+    lid = wait_for(c.leader, 120, "a leader")[0]
+    wait_for(lambda: view_drives_online(c.nodes[lid], 4), 90, "the leader's store with all 4")
+    if dead:  # the heal its return starts ends before this test's own
+        wait_for(lambda: (d := status(c.nodes[lid])) and d["started_ns"] > t0 and
+                 d["state"] != "running", 300, "the heal at the restarted node's return")
+    x, y, via = others(c, lid)
+    if "hjob" not in [b["Name"] for b in c.client(via, retries=4).list_buckets()["Buckets"]]:
+        fill(c, via)  # run alone: test a's objects
+    lost = shard_names(c.nodes[x])
+    assert len(lost) >= N_OBJ, lost
+    for name in lost:
+        os.unlink(os.path.join(c.nodes[x].drive, ".openlake", "data", name))
+    hits = c.faults.parent / (c.faults.name + ".hits")
+    c.faults.write_text("hold SHARD_PWRITE 120000\n")
+    heal = subprocess.Popen([str(OPENLAKE_CLI), "heal", "--config", str(c.nodes[via].config)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: hits.exists() and "held SHARD_PWRITE" in hits.read_text(), 120,
+                 f"the heal's first write to node {x} held")
+        c.nodes[x].kill9()
+        c.faults.write_text("")
+        out, err = heal.communicate(timeout=300)
+    finally:
+        c.faults.write_text("")
+        if heal.poll() is None:
+            heal.kill()
+            heal.communicate()
+    assert heal.returncode == 0, out + err
+    assert out.startswith("heal done:") and " 0 unrecoverable" in out, out
+    assert "were not written on drives that went offline or unreachable during the heal" in out
+    assert "is offline or unreachable now and" in c.nodes[lid].log()
+    # the node back: the heal its return starts writes every file it lost
+    c.nodes[x].start()
+    wait_for(lambda: lost <= shard_names(c.nodes[x]), 180,
+             f"the heal at node {x}'s return to write its {len(lost)} lost shard files")
+    heal_exits_0(c.nodes[via])
+    c.nodes[y].kill9()
+    s3 = c.client(lid, retries=4)
+    for n in range(N_OBJ):
+        got = s3.get_object(Bucket="hjob", Key=f"k{n:02d}")["Body"].read()
+        assert got == body(f"hj{n}", MiB), n
+    c.nodes[y].start()
