@@ -2,8 +2,9 @@
  * (POST /openlake/admin/v1/heal on its S3 address, SigV4-signed with an admin key: see
  * admin_client.h) and follow it: one progress line a second on stderr, a summary on stdout (or
  * the final progress JSON with --json, whose "result" is non-zero when it exits 1).
- * Exit status: 0 everything healthy or healed, 1 objects unrecoverable (or the heal failed, was
- * cancelled, or the daemon cannot be reached or refused the keys), 2 bad usage.
+ * Exit status: 0 everything healthy or healed, 1 objects unrecoverable or unreadable with a
+ * drive offline (or the heal failed, was cancelled, or the daemon cannot be reached or refused
+ * the keys), 2 bad usage.
  *
  * A heal is a job with an id ("job" in the progress document). In a cluster the job outlives
  * the node running it (docs/cluster.md "Heal jobs"): while following, a node that does not
@@ -43,6 +44,7 @@ struct prog {
 	unsigned long long scanned, total, bytes, bytes_total, shards, blocks, records, unrec;
 	unsigned long long missed_pending, missed_healed;
 	unsigned long long unwritten_gone; /* not written on drives gone by the heal's end */
+	unsigned long long unreadable;	   /* not rebuilt while a drive of their set was offline */
 	long result; /* 0, or the -errno of the run (-EIO: objects unrecoverable) */
 	double elapsed, bps, eta;
 	char reason[256]; /* why a job ended failed or cancelled where no node ran it ("" none) */
@@ -143,6 +145,7 @@ parse(const char *j, struct prog *p)
 	p->missed_pending = num(j, "missed_pending");
 	p->missed_healed = num(j, "missed_healed");
 	p->unwritten_gone = num(j, "unwritten_gone");
+	p->unreadable = num(j, "unreadable_offline");
 	p->result = strtol(field(j, "result", v, sizeof(v)) ? "0" : v, NULL, 10);
 	p->elapsed = dbl(j, "elapsed_seconds");
 	p->bps = dbl(j, "bytes_per_second");
@@ -170,7 +173,7 @@ progress_line(const struct prog *p)
 static int
 exit_code(const struct prog *p)
 {
-	return p->unrec || p->result || strcmp(p->state, "done") ? 1 : 0;
+	return p->unrec || p->unreadable || p->result || strcmp(p->state, "done") ? 1 : 0;
 }
 
 static int
@@ -181,9 +184,10 @@ summary(struct heal_cli *c, const char *j, const struct prog *p)
 	} else {
 		printf(
 		    "heal %s: %llu of %llu objects scanned (%.1f MB) in %.1fs: %llu shards healed "
-		    "(%llu blocks), %llu records restored, %llu unrecoverable\n",
+		    "(%llu blocks), %llu records restored, %llu unrecoverable, %llu unreadable "
+		    "with drives offline\n",
 		    p->state, p->scanned, p->total, (double)p->bytes / 1e6, p->elapsed, p->shards,
-		    p->blocks, p->records, p->unrec);
+		    p->blocks, p->records, p->unrec, p->unreadable);
 		printf("missed writes: %llu healed, %llu pending (a drive still offline keeps "
 		       "its records for the next heal)\n",
 		       p->missed_healed, p->missed_pending);
@@ -196,13 +200,16 @@ summary(struct heal_cli *c, const char *j, const struct prog *p)
 			    "names them); the heal that starts at their return writes them\n",
 			    p->unwritten_gone);
 		if (p->unrec)
-			printf("%llu objects have more than parity-count shards lost on the drives "
-			       "online now: their data cannot be rebuilt from them. With a drive "
-			       "offline (a node down or restarting: openlake node info, the "
-			       "console) they may be whole again once it is back: run the heal "
-			       "again then\n",
+			printf("%llu objects have more than parity-count shards lost with every "
+			       "drive of their erasure set online: their data cannot be rebuilt\n",
 			       p->unrec);
-		else if (p->result == -EAGAIN)
+		if (p->unreadable)
+			printf("%llu objects could not be rebuilt from the drives online now; a "
+			       "drive of their erasure set is offline (a node down or restarting: "
+			       "openlake node info, the console) and may hold what they lack: run "
+			       "the heal again once it is back\n",
+			       p->unreadable);
+		if (!p->unrec && !p->unreadable && p->result == -EAGAIN)
 			printf("some shards could not be written on a drive that is still online "
 			       "(the daemon's log names it): the store is not whole; fix the drive "
 			       "and run the heal again\n");
@@ -373,8 +380,8 @@ usage(FILE *f)
 	    "                 it has [s3_tls]; AWS_CA_BUNDLE names the CA to trust, else its\n"
 	    "                 own cert_path)\n"
 	    "The admin API needs a SigV4 signature by an admin user:\n" OL_CLI_ADMIN_KEY_HELP
-	    "\nExit status: 0 healthy or healed, 1 objects unrecoverable (or no daemon, keys\n"
-	    "refused, heal failed or cancelled), 2 bad usage.\n");
+	    "\nExit status: 0 healthy or healed, 1 objects unrecoverable or unreadable with a\n"
+	    "drive offline (or no daemon, keys refused, heal failed or cancelled), 2 bad usage.\n");
 }
 
 static int

@@ -361,9 +361,11 @@ heal_doc(const char *state, bool rec, unsigned node, unsigned long long epoch)
 			 "\"bytes_per_second\":%.0f,\"eta_seconds\":%.1f,\"rate_limit\":%llu,",
 			 (unsigned long long)c[2], (unsigned long long)c[3],
 			 (unsigned long long)c[4], (unsigned long long)c[5],
-			 rec && running				  ? 0
-			 : c[5] && t1 && !atomic_load(&p->result) ? -EIO
-								  : atomic_load(&p->result),
+			 rec && running ? 0
+			 : (c[5] || atomic_load(&p->unreadable_offline)) && t1 &&
+				 !atomic_load(&p->result)
+			     ? -EIO
+			     : atomic_load(&p->result),
 			 (long long)t0, (long long)(rec && running ? 0 : t1), el, rate, eta,
 			 (unsigned long long)heal_opts.rate_bytes);
 	{
@@ -375,10 +377,11 @@ heal_doc(const char *state, bool rec, unsigned node, unsigned long long epoch)
 		    &b,
 		    "\"missed_pending\":%llu,\"missed_healed\":%llu,"
 		    "\"missed_dropped\":%llu,\"missed_only\":%s,\"unwritten_gone\":%llu,"
-		    "\"job\":\"%s\",\"by\":",
+		    "\"unreadable_offline\":%llu,\"job\":\"%s\",\"by\":",
 		    (unsigned long long)pend, (unsigned long long)c[6], (unsigned long long)drop,
 		    atomic_load(&p->missed_only) ? "true" : "false",
-		    (unsigned long long)atomic_load(&p->unwritten_gone), job.job);
+		    (unsigned long long)atomic_load(&p->unwritten_gone),
+		    (unsigned long long)atomic_load(&p->unreadable_offline), job.job);
 		ol_admin_json_str(&b, job.by);
 		ol_strbuf_printf(&b, ",\"resumed\":%u,\"job_started_ns\":%lld", job.resumed,
 				 (long long)job.started_ns);
@@ -479,12 +482,17 @@ heal_metrics(struct ol_strbuf *out, void *arg)
 	    "# TYPE openlake_heal_records_restored gauge\n"
 	    "openlake_heal_records_restored %llu\n"
 	    "# HELP openlake_heal_unrecoverable Objects the running or last heal found with more "
-	    "than parity-count shards lost.\n"
-	    "# TYPE openlake_heal_unrecoverable gauge\nopenlake_heal_unrecoverable %llu\n",
+	    "than parity-count shards lost, every drive of their set online.\n"
+	    "# TYPE openlake_heal_unrecoverable gauge\nopenlake_heal_unrecoverable %llu\n"
+	    "# HELP openlake_heal_unreadable_offline Objects the running or last heal could not "
+	    "rebuild while a drive of their set was offline (heal again once it is back).\n"
+	    "# TYPE openlake_heal_unreadable_offline gauge\n"
+	    "openlake_heal_unreadable_offline %llu\n",
 	    atomic_load(&heal_thread) == 1, (unsigned long long)atomic_load(&p->objects_scanned),
 	    (unsigned long long)atomic_load(&p->shards_healed),
 	    (unsigned long long)atomic_load(&p->records_restored),
-	    (unsigned long long)atomic_load(&p->unrecoverable));
+	    (unsigned long long)atomic_load(&p->unrecoverable),
+	    (unsigned long long)atomic_load(&p->unreadable_offline));
 	ol_strbuf_printf(out,
 			 "# HELP openlake_heal_on_return_total heals started because a drive came "
 			 "back online\n# TYPE openlake_heal_on_return_total counter\n"

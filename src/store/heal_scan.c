@@ -382,6 +382,18 @@ count_missing(struct ol_store *st, const struct target *t)
 	return n;
 }
 
+/* An object or part that too few shards could rebuild: unrecoverable with every drive of
+ * its set online, else only unreadable now (the offline drive may hold what is missing). */
+static void
+not_rebuilt(struct scan *s)
+{
+	bool offline = false;
+
+	for (int d = 0; d < s->st->n; d++)
+		offline |= atomic_load(&s->st->d[d].meta) == NULL;
+	atomic_fetch_add(offline ? &s->p->unreadable_offline : &s->p->unrecoverable, 1);
+}
+
 static void
 check_parts(struct scan *s, const struct target *t, const struct ol_rec *w)
 {
@@ -393,7 +405,7 @@ check_parts(struct scan *s, const struct target *t, const struct ol_rec *w)
 		lost |= rc == -EIO;
 	}
 	if (lost)
-		atomic_fetch_add(&s->p->unrecoverable, 1);
+		not_rebuilt(s);
 }
 
 /* One object: records back through get_open (heal.c), then every shard block. */
@@ -420,7 +432,7 @@ scan_object(struct scan *s, const char *bucket, const struct ol_rec *w, const vo
 	before = count_missing(st, &t);
 	if (before > 0 || (w->flags & OL_REC_INLINE)) {
 		if (ol_set_get_open(st, bucket, key, klen, &g, &info) == -EIO)
-			atomic_fetch_add(&s->p->unrecoverable, 1);
+			not_rebuilt(s);
 		ol_store_get_close(g);
 		after = count_missing(st, &t);
 		if (before > 0 && after >= 0 && after < before)
@@ -718,7 +730,7 @@ restore_version(struct scan *s, const char *bucket, const struct target *t, cons
 		body = ol_xcalloc(1, (size_t)st->k * ((w->size + st->k - 1) / st->k) + 1);
 		if (ol_set_get_open_ver(st, bucket, key, klen, vid, &g, &info) ||
 		    ol_store_get_read(g, 0, body, w->size) != (ssize_t)w->size) {
-			atomic_fetch_add(&s->p->unrecoverable, 1);
+			not_rebuilt(s);
 			ol_store_get_close(g);
 			free(body);
 			return;
@@ -1007,6 +1019,7 @@ reset(struct ol_heal_progress *p)
 	atomic_store(&p->unrecoverable, 0);
 	atomic_store(&p->missed_healed, 0);
 	atomic_store(&p->unwritten_gone, 0);
+	atomic_store(&p->unreadable_offline, 0);
 	atomic_store(&p->finished_ns, 0);
 	atomic_store(&p->started_ns, ol_clock_wall_ns());
 	atomic_store(&p->result, 0);
@@ -1120,14 +1133,15 @@ ol_set_heal_all(struct ol_store *const *sets, int n, const struct ol_heal_opts *
 		ol_warn("store: heal: orphan sweep skipped: the heal did not finish (%s)",
 			strerror(-rc));
 	ol_info("store: heal %s: %llu objects, %llu shards healed, %llu records restored, "
-		"%llu unrecoverable",
+		"%llu unrecoverable, %llu unreadable with drives offline",
 		rc == -ECANCELED ? "cancelled"
 		: rc		 ? "failed"
 				 : "done",
 		(unsigned long long)atomic_load(&p->objects_scanned),
 		(unsigned long long)atomic_load(&p->shards_healed),
 		(unsigned long long)atomic_load(&p->records_restored),
-		(unsigned long long)atomic_load(&p->unrecoverable));
+		(unsigned long long)atomic_load(&p->unrecoverable),
+		(unsigned long long)atomic_load(&p->unreadable_offline));
 	atomic_store(&p->result, rc);
 	atomic_store(&p->finished_ns, ol_clock_wall_ns());
 	atomic_store(&p->running, 0);

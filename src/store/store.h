@@ -579,8 +579,11 @@ struct ol_heal_progress {
 	_Atomic uint64_t shards_healed;	   /* (part, drive) shard files with a block rewritten */
 	_Atomic uint64_t blocks_healed;	   /* shard blocks rewritten */
 	_Atomic uint64_t records_restored; /* metadata records written back to a drive */
-	_Atomic uint64_t unrecoverable;	   /* objects or parts that could not be rebuilt */
-	_Atomic uint64_t missed_healed;	   /* missed-write entries healed and removed */
+	_Atomic uint64_t unrecoverable;	   /* objects or parts not rebuilt, all drives online */
+	/* objects or parts not rebuilt while a drive of their set was offline: maybe whole
+	 * again once it returns (heal again then) */
+	_Atomic uint64_t unreadable_offline;
+	_Atomic uint64_t missed_healed; /* missed-write entries healed and removed */
 	/* shard files or blocks a heal could not write on drives gone (offline, or their node
 	 * not answering) by its end: not a failure, the heal at their return writes them */
 	_Atomic uint64_t unwritten_gone;

@@ -181,3 +181,45 @@ def test_stop_during_heal(openlaked):
     assert admin(d, "GET")[1]["state"] == "running"
     assert d.stop() == 0, d.log()
     assert "stopping the running heal" in d.log()
+
+
+def test_unreadable_with_a_drive_offline_is_not_unrecoverable(openlaked):
+    """An object with one shard lost and another drive offline cannot be rebuilt now, but is
+    not lost: the offline drive holds a shard of it. The heal counts it apart
+    (`unreadable_offline`, exit 1, a message to heal again once the drive is back), never as
+    unrecoverable (the cluster torture counted such objects "unrecoverable" while a node was
+    down); with the drive back the heal rebuilds it and exits 0."""
+    from test_drive_faults import online
+    d = openlaked()
+    c, objs, _, _ = fill(d)
+    paths = [os.path.join(dd, ".openlake", "data") for dd in d.data_dirs]
+    sizes = {rel: os.path.getsize(os.path.join(paths[0], rel))
+             for rel in shard_files(d.data_dirs[0])}
+    lost = max(sizes, key=sizes.get)  # big/b's shard on drive 0, or the part's (same size)
+    os.unlink(os.path.join(paths[0], lost))
+    drive1 = d.data_dirs[1]
+    os.rename(drive1, drive1 + ".away")  # a missing drive is not recreated on its own
+    try:
+        deadline = time.monotonic() + 60
+        while online(d, 1) != 0:
+            assert time.monotonic() < deadline, "drive 1 offline within 60 s"
+            time.sleep(0.1)
+        r = heal_cli(d)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "0 unrecoverable, 1 unreadable with drives offline" in r.stdout, r.stdout
+        assert "run the heal again once it is back" in r.stdout, r.stdout
+        status, j = admin(d, "GET")
+        assert j["unrecoverable"] == 0 and j["unreadable_offline"] == 1, j
+        assert j["result"] == -5, j  # a reader of the document does not take it for success
+    finally:
+        os.rename(drive1 + ".away", drive1)
+    deadline = time.monotonic() + 60
+    while online(d, 1) != 1:
+        assert time.monotonic() < deadline, "drive 1 back online within 60 s"
+        time.sleep(0.1)
+    r = heal_cli(d, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    j = json.loads(r.stdout)
+    assert j["unrecoverable"] == 0 and j["unreadable_offline"] == 0, j
+    assert os.path.exists(os.path.join(paths[0], lost)), "the lost shard rebuilt"
+    check_all(c, objs)
