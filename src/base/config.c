@@ -274,6 +274,9 @@ static const struct cfg_key keys[] = {
     {"s3.sse_master_key_file", T_STR, F(s3_sse_master_key_file), "", 0, 0, 0, 0, 0,
      "SSE-S3 master key file: exactly 32 bytes, or 64 hex digits, or the base64 of 32 bytes "
      "(a trailing newline is allowed); \"\" = SSE-S3 off (requests for it are refused)"},
+    {"s3.sse_kms_keys", T_LIST, F(s3_sse_kms_keys), "", 0, 0, 0, 0, 0,
+     "key ids of the local KMS for SSE-KMS (aws:kms), each a key derived from the "
+     "sse_master_key_file; the first serves aws:kms without a key id; [] = SSE-KMS off"},
     {"s3.sse_c_allow_http", T_BOOL, F(s3_sse_c_allow_http), "false", 0, 0, 0, 0, 0,
      "accept SSE-C (customer keys in headers) over plain HTTP; AWS refuses it (the key would "
      "cross the network in clear): keep false unless clients are on loopback"},

@@ -177,6 +177,7 @@ struct ol_config {
 	/* [s3] server-side encryption (s3/sse.c) */
 	char s3_sse_master_key_file[OL_CFG_STR]; /* SSE-S3 master key: 32 bytes, raw/hex/base64 */
 	bool s3_sse_c_allow_http;		 /* SSE-C over plain HTTP (tests, loopback) */
+	char s3_sse_kms_keys[1024]; /* SSE-KMS key ids, comma-separated ("" = SSE-KMS off) */
 
 	/* set by the loader */
 	char source[OL_CFG_STR]; /* file name or "<embedded default>" */

@@ -455,7 +455,7 @@ s3_mpu_complete(struct s3_req *r)
 	if (!s3_bucket_exists(r) || upload_id(r, id, sizeof(id)) < 0 ||
 	    upload_check_meta(r, id, &um, &uml) < 0 || s3_write_cond(r, &cond, if_etag) < 0)
 		goto out;
-	e.mode = s3_sse_meta_mode(um, uml);
+	s3_sse_meta_info(um, uml, &e);
 	if (s3_body_slurp(r, OL_S3_MAX_XML_BODY, &body, &len, &b) < 0) {
 		s3_error(r, b.err, b.errmsg);
 		goto out;

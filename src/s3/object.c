@@ -948,15 +948,16 @@ get_object_try(struct s3_req *r, bool head, bool retry)
 	r->op = head ? "HeadObject" : "GetObject";
 	if (s3_sse_parse(r, false, &q) < 0)
 		return 0;
-	if (q.mode == S3_SSE_S3) {
+	if (q.mode == S3_SSE_S3 || q.mode == S3_SSE_KMS) {
 		/* AWS: x-amz-server-side-encryption belongs to writes; a GET or HEAD carrying it
-		 * is 400 (an SSE-S3 object is decrypted without any header) */
+		 * is 400 (an SSE-S3 or SSE-KMS object is decrypted without any header) */
 		struct ol_buf x = {0};
 		ol_s3_xml_elem(&x, "ArgumentName", "x-amz-server-side-encryption");
 		s3_error_code(
 		    r, "InvalidArgument", 400,
 		    "x-amz-server-side-encryption is not allowed on a GET or HEAD: an "
-		    "SSE-S3 object is read without it; send the request without the header",
+		    "SSE-S3 or SSE-KMS object is read without it; send the request without the "
+		    "header",
 		    x.p);
 		ol_buf_free(&x);
 		s3_sse_req_fini(&q);

@@ -333,14 +333,25 @@ post_respond(struct post *p, const char *etag_hex, const struct s3_sse *e)
 	s3_send(r, status && strcmp(status, "200") == 0 ? 200 : 204, h, nh, NULL, 0);
 }
 
-/* The form's encryption fields: x-amz-server-side-encryption = AES256 (SSE-S3) into q; the
- * SSE-C and KMS fields are 501 NotImplemented naming the field (never stored in plaintext as
- * if encrypted). 0, or -1 with the error sent. */
+/* The form's encryption fields: x-amz-server-side-encryption = AES256 (SSE-S3) or aws:kms
+ * (SSE-KMS, with x-amz-server-side-encryption-aws-kms-key-id or the default key) into q; the
+ * SSE-C fields are 501 NotImplemented naming the field (never stored in plaintext as if
+ * encrypted). 0, or -1 with the error sent. */
 static int
 post_sse(struct post *p, struct s3_sse_req *q)
 {
+	static const char kid_field[] = "x-amz-server-side-encryption-aws-kms-key-id";
 	struct s3_req *r = p->r;
+	const char *kid = NULL;
+	bool kms = false;
 	memset(q, 0, sizeof(*q));
+	for (unsigned i = 0; i < p->form.n; i++) {
+		const struct ol_form_field *f = &p->form.f[i];
+		kms |= strcasecmp(f->name, "x-amz-server-side-encryption") == 0 &&
+		       strcmp(f->value, "aws:kms") == 0;
+		if (strcasecmp(f->name, kid_field) == 0)
+			kid = f->value;
+	}
 	for (unsigned i = 0; i < p->form.n; i++) {
 		const struct ol_form_field *f = &p->form.f[i];
 		if (strncasecmp(f->name, "x-amz-server-side-encryption", 28) != 0)
@@ -349,11 +360,18 @@ post_sse(struct post *p, struct s3_sse_req *q)
 			q->mode = S3_SSE_S3;
 			continue;
 		}
+		if (f->name[28] == '\0' && kms) {
+			if (s3_sse_kms_pick(r, kid, q) < 0)
+				return -1;
+			continue;
+		}
+		if (kms && strcasecmp(f->name, kid_field) == 0)
+			continue;
 		char msg[200];
 		struct ol_buf x = {0};
 		snprintf(msg, sizeof(msg),
-			 "A browser POST upload takes only x-amz-server-side-encryption = AES256; "
-			 "the field %.60s cannot be honoured",
+			 "A browser POST upload takes x-amz-server-side-encryption = AES256 or "
+			 "aws:kms (and its key id); the field %.60s cannot be honoured",
 			 f->name);
 		ol_s3_xml_elem(&x, "Header", f->name);
 		s3_error_code(r, "NotImplemented", 501, msg, x.p);

@@ -379,18 +379,21 @@ void s3_copy_respond(struct s3_req *r, const char *root, const char *etag, int64
 #define S3_SSE_BLOCK (64u * 1024) /* plaintext bytes per AES-256-GCM block */
 #define S3_SSE_TAG   16u
 #define S3_SSE_HDR   8u /* random nonce prefix at the start of each segment (object or part) */
-enum { S3_SSE_NONE = 0, S3_SSE_S3 = 1, S3_SSE_C = 2 };
+enum { S3_SSE_NONE = 0, S3_SSE_S3 = 1, S3_SSE_C = 2, S3_SSE_KMS = 3 };
+#define S3_KMS_ID_MAX 256 /* a key id of [s3] sse_kms_keys, NUL included */
 /* What a request's headers ask for (or its copy source's). */
 struct s3_sse_req {
 	int mode;
-	uint8_t ckey[32];  /* SSE-C customer key */
-	char ckey_md5[32]; /* its MD5, base64 */
+	uint8_t ckey[32];	    /* SSE-C customer key */
+	char ckey_md5[32];	    /* its MD5, base64 */
+	char kms_id[S3_KMS_ID_MAX]; /* SSE-KMS: the key id, resolved ("" = the bucket's) */
 };
 /* One object's encryption. */
 struct s3_sse {
 	int mode;
 	uint8_t dkey[32];
 	char ckey_md5[32];
+	char kms_id[S3_KMS_ID_MAX]; /* SSE-KMS: the key id its data key is wrapped with */
 };
 /* Load [s3] sse_master_key_file (none: SSE-S3 refused). 0 or -EINVAL (logged). */
 int s3_sse_load_master(struct ol_s3_server *s);
@@ -408,6 +411,11 @@ int s3_sse_new(struct s3_req *r, const struct s3_sse_req *q, struct s3_sse *e, s
 int s3_sse_open(struct s3_req *r, const void *meta, size_t len, const struct s3_sse_req *q,
 		struct s3_sse *e);
 int s3_sse_meta_mode(const void *meta, size_t len); /* S3_SSE_* of a blob */
+/* e's mode and KMS key id from a blob, no key (for response headers) */
+void s3_sse_meta_info(const void *meta, size_t len, struct s3_sse *e);
+/* SSE-KMS with key id (NULL or "": the first of [s3] sse_kms_keys) into q: 0, or -1 with the
+ * error sent (501 no KMS configured, 400 KMS.NotFoundException an id it does not hold). */
+int s3_sse_kms_pick(struct s3_req *r, const char *id, struct s3_sse_req *q);
 /* Append the response headers of e (up to 2) to h[n..]; the new n. */
 size_t s3_sse_headers(const struct s3_sse *e, struct ol_http_header *h, size_t n);
 /* The ETag of plaintext with MD5 md5 (SSE-C: keyed, not the MD5). */

@@ -1,5 +1,7 @@
 /* s3/sse.c - server-side encryption at rest: SSE-S3 (a master key from [s3]
- * sse_master_key_file) and SSE-C (the customer's key in the request headers).
+ * sse_master_key_file), SSE-KMS (aws:kms, a local KMS: the key ids of [s3] sse_kms_keys, each
+ * key HMAC-SHA256(master, "openlake sse-kms key " || id)) and SSE-C (the customer's key in
+ * the request headers).
  *
  * Each object (each part of a multipart upload) gets its data encrypted with AES-256-GCM
  * under a random per-object data key; the store keeps only ciphertext, so erasure coding, heal
@@ -13,10 +15,12 @@
  * 1 for the segment's last block, else 0 (so a truncated segment fails to decrypt). An empty
  * segment has one empty last block. A ranged read decrypts only the blocks it touches.
  *
- * The data key is wrapped (AES-256-GCM, random nonce) by the master key (SSE-S3) or by the
- * customer's key (SSE-C) and kept in the object's metadata blob, with the plaintext size:
- *   ol-sse: AES256 | SSE-C       ol-sse-key: base64(nonce | wrapped key | tag)
- *   ol-sse-kid: master key id (SSE-S3; 16 hex of HMAC-SHA256(master, "openlake sse kid"))
+ * The data key is wrapped (AES-256-GCM, random nonce) by the master key (SSE-S3), the KMS key
+ * (SSE-KMS) or the customer's key (SSE-C) and kept in the object's metadata blob, with the
+ * plaintext size:
+ *   ol-sse: AES256 | aws:kms | SSE-C       ol-sse-key: base64(nonce | wrapped key | tag)
+ *   ol-sse-kid: master key id (SSE-S3, SSE-KMS; 16 hex of HMAC-SHA256(master, "openlake sse
+ *   kid"))     ol-sse-kms: the KMS key id (SSE-KMS)
  *   ol-sse-salt, ol-sse-mac: SSE-C: a random salt and HMAC-SHA256(salt, customer key), to tell
  *   a wrong key (403) before anything is decrypted; the customer key itself is never stored.
  *   ol-sse-size: the plaintext size (the store's size is the ciphertext's). */
@@ -70,14 +74,47 @@ key_from_bytes(const uint8_t *b, size_t n, uint8_t key[32])
 	return -EINVAL;
 }
 
+/* A key id of the config: 1-255 printable characters, no space (the bucket attribute keeps
+ * "aws:kms <id>") */
+static bool
+kms_id_ok(const char *id)
+{
+	size_t n = strlen(id);
+	if (n == 0 || n >= S3_KMS_ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (id[i] <= ' ' || id[i] == 0x7f)
+			return false;
+	return true;
+}
+
+/* The KMS key of id: derived from the master key, so that it needs no store of its own and
+ * an object stays readable after its id leaves the config */
+static void
+kms_key(const uint8_t master[32], const char *id, uint8_t out[32])
+{
+	uint8_t msg[24 + S3_KMS_ID_MAX];
+	size_t n = strlen(id);
+	unsigned ml = 0;
+	memcpy(msg, "openlake sse-kms key ", 21);
+	memcpy(msg + 21, id, n);
+	HMAC(EVP_sha256(), master, 32, msg, 21 + n, out, &ml);
+}
+
 int
 s3_sse_load_master(struct ol_s3_server *s)
 {
 	const char *path = s->cfg->s3_sse_master_key_file;
 	uint8_t buf[130];
 	s->sse_master_set = false;
-	if (!path[0])
+	if (!path[0]) {
+		if (s->cfg->s3_sse_kms_keys[0]) {
+			ol_err("s3: [s3] sse_kms_keys needs [s3] sse_master_key_file: the KMS keys "
+			       "are derived from it (make one with `openssl rand 32 > FILE`)");
+			return -EINVAL;
+		}
 		return 0;
+	}
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		ol_err("s3: [s3] sse_master_key_file %s cannot be read: %s", path, strerror(errno));
@@ -100,6 +137,19 @@ s3_sse_load_master(struct ol_s3_server *s)
 	ol_hex_encode(mac, 8, s->sse_kid);
 	s->sse_master_set = true;
 	ol_info("s3: SSE-S3 master key loaded (key id %s)", s->sse_kid);
+	char id[S3_KMS_ID_MAX];
+	int rc;
+	for (unsigned i = 0;
+	     (rc = ol_config_list_item(s->cfg->s3_sse_kms_keys, i, id, sizeof(id))) != -ENOENT;
+	     i++) {
+		if (rc < 0 || !kms_id_ok(id)) {
+			ol_err("s3: [s3] sse_kms_keys: entry %u is not a key id: give 1 to 255 "
+			       "printable characters without spaces",
+			       i + 1);
+			return -EINVAL;
+		}
+		ol_info("s3: SSE-KMS key \"%s\" ready%s", id, i == 0 ? " (the default)" : "");
+	}
 	return 0;
 }
 
@@ -193,16 +243,59 @@ err_header(struct s3_req *r, const char *code, int status, const char *msg, cons
 static int
 kms_refused(struct s3_req *r, const char *hdr)
 {
-	char msg[240];
+	char msg[300];
 	struct ol_buf x = {0};
-	snprintf(msg, sizeof(msg),
-		 "SSE-KMS (aws:kms) is not available: no KMS is configured on this server "
-		 "(header %.80s); use x-amz-server-side-encryption: AES256 or SSE-C",
-		 hdr);
+	if (r->srv->cfg->s3_sse_kms_keys[0])
+		snprintf(msg, sizeof(msg),
+			 "%.80s is not supported by this server's KMS (aws:kms with a key id of "
+			 "[s3] sse_kms_keys is)",
+			 hdr);
+	else
+		snprintf(msg, sizeof(msg),
+			 "SSE-KMS (aws:kms) is not available: no KMS key is configured on this "
+			 "server ([s3] sse_kms_keys; header %.80s); use "
+			 "x-amz-server-side-encryption: AES256 or SSE-C",
+			 hdr);
 	ol_s3_xml_elem(&x, "Header", hdr);
 	s3_error_code(r, "NotImplemented", 501, msg, x.p);
 	ol_buf_free(&x);
 	return -1;
+}
+
+static bool
+kms_has(const struct ol_s3_server *s, const char *id)
+{
+	char e[S3_KMS_ID_MAX];
+	int rc;
+	for (unsigned i = 0;
+	     (rc = ol_config_list_item(s->cfg->s3_sse_kms_keys, i, e, sizeof(e))) != -ENOENT; i++)
+		if (rc == 0 && strcmp(e, id) == 0)
+			return true;
+	return false;
+}
+
+int
+s3_sse_kms_pick(struct s3_req *r, const char *id, struct s3_sse_req *q)
+{
+	const char *keys = r->srv->cfg->s3_sse_kms_keys;
+	if (!keys[0] || !r->srv->sse_master_set)
+		return kms_refused(r, "x-amz-server-side-encryption");
+	if (!id || !id[0]) {
+		if (ol_config_list_item(keys, 0, q->kms_id, sizeof(q->kms_id)) < 0)
+			return kms_refused(r, "x-amz-server-side-encryption");
+	} else if (strlen(id) >= S3_KMS_ID_MAX || !kms_has(r->srv, id)) {
+		char msg[S3_KMS_ID_MAX + 120];
+		snprintf(msg, sizeof(msg),
+			 "Invalid keyId '%.255s': this server's KMS holds the key ids of [s3] "
+			 "sse_kms_keys",
+			 id);
+		s3_error_code(r, "KMS.NotFoundException", 400, msg, NULL);
+		return -1;
+	} else {
+		snprintf(q->kms_id, sizeof(q->kms_id), "%s", id);
+	}
+	q->mode = S3_SSE_KMS;
+	return 0;
 }
 
 int
@@ -213,19 +306,29 @@ s3_sse_parse(struct s3_req *r, bool source, struct s3_sse_req *q)
 				 : "x-amz-server-side-encryption-customer-";
 	memset(q, 0, sizeof(*q));
 	if (!source) {
-		static const char *const kms[] = {"x-amz-server-side-encryption-aws-kms-key-id",
-						  "x-amz-server-side-encryption-context"};
 		const char *bk = ol_http_header(r->h, "x-amz-server-side-encryption-bucket-key-"
 						      "enabled");
-		if (bk && strcasecmp(bk, "false") != 0) /* S3 Bucket Keys are a KMS feature */
-			return kms_refused(r, "x-amz-server-side-encryption-bucket-key-enabled");
 		const char *v = ol_http_header(r->h, "x-amz-server-side-encryption");
-		if (v && (strcmp(v, "aws:kms") == 0 || strcmp(v, "aws:kms:dsse") == 0))
+		const char *kid =
+		    ol_http_header(r->h, "x-amz-server-side-encryption-aws-kms-key-id");
+		bool kms = v && strcmp(v, "aws:kms") == 0;
+		/* S3 Bucket Keys cut the calls to AWS KMS; a local KMS has none to cut */
+		if (bk && strcasecmp(bk, "false") != 0 && !kms)
+			return kms_refused(r, "x-amz-server-side-encryption-bucket-key-enabled");
+		if (v && strcmp(v, "aws:kms:dsse") == 0)
 			return kms_refused(r, "x-amz-server-side-encryption");
-		for (size_t i = 0; i < sizeof(kms) / sizeof(kms[0]); i++)
-			if (ol_http_header(r->h, kms[i]))
-				return kms_refused(r, kms[i]);
-		if (v && strcmp(v, "AES256") != 0) {
+		if (ol_http_header(r->h, "x-amz-server-side-encryption-context"))
+			return kms_refused(r, "x-amz-server-side-encryption-context");
+		if (kid && !kms) {
+			err_header(r, "InvalidArgument", 400,
+				   "Server Side Encryption with AWS KMS managed key requires HTTP "
+				   "header x-amz-server-side-encryption : aws:kms",
+				   "x-amz-server-side-encryption-aws-kms-key-id");
+			return -1;
+		}
+		if (kms && s3_sse_kms_pick(r, kid, q) < 0)
+			return -1;
+		if (v && !kms && strcmp(v, "AES256") != 0) {
 			struct ol_buf x = {0};
 			ol_s3_xml_elem(&x, "ArgumentName", "x-amz-server-side-encryption");
 			ol_s3_xml_elem(&x, "ArgumentValue", v);
@@ -234,7 +337,7 @@ s3_sse_parse(struct s3_req *r, bool source, struct s3_sse_req *q)
 			ol_buf_free(&x);
 			return -1;
 		}
-		if (v)
+		if (v && !kms)
 			q->mode = S3_SSE_S3;
 	}
 	snprintf(n1, sizeof(n1), "%salgorithm", pre);
@@ -244,7 +347,7 @@ s3_sse_parse(struct s3_req *r, bool source, struct s3_sse_req *q)
 		   *md5 = ol_http_header(r->h, n3);
 	if (!alg && !key && !md5)
 		return 0;
-	if (q->mode == S3_SSE_S3) {
+	if (q->mode == S3_SSE_S3 || q->mode == S3_SSE_KMS) {
 		err_header(r, "InvalidArgument", 400,
 			   "Server Side Encryption with Customer provided key is incompatible with "
 			   "the encryption method specified",
@@ -323,14 +426,25 @@ s3_sse_fini(struct s3_sse *e)
 	OPENSSL_cleanse(e, sizeof(*e));
 }
 
-/* The loaded bucket's default encryption (PUT ?encryption): S3_SSE_S3 or 0. */
+/* The loaded bucket's default encryption (PUT ?encryption): S3_SSE_S3, S3_SSE_KMS (the
+ * attribute "aws:kms" or "aws:kms <key id>": its id into kms_id, "" for the default key) or 0. */
 static int
-bucket_default(struct s3_req *r)
+bucket_default(struct s3_req *r, char kms_id[S3_KMS_ID_MAX])
 {
 	const char *v;
 	s3_bucket_load(r);
 	long n = r->ba.blob ? ol_s3_attr_get(r->ba.blob, r->ba.blob_len, "sse", &v) : -ENOENT;
-	return n == 6 && memcmp(v, "AES256", 6) == 0 ? S3_SSE_S3 : 0;
+	kms_id[0] = '\0';
+	if (n == 6 && memcmp(v, "AES256", 6) == 0)
+		return S3_SSE_S3;
+	if (n >= 7 && memcmp(v, "aws:kms", 7) == 0) {
+		if (n > 8 && v[7] == ' ' && n - 8 < S3_KMS_ID_MAX) {
+			memcpy(kms_id, v + 8, (size_t)n - 8);
+			kms_id[n - 8] = '\0';
+		}
+		return S3_SSE_KMS;
+	}
+	return 0;
 }
 
 static int
@@ -352,7 +466,20 @@ s3_sse_new(struct s3_req *r, const struct s3_sse_req *q, struct s3_sse *e, struc
 {
 	char b64[OL_CKSUM_MAX_B64 * 2];
 	memset(e, 0, sizeof(*e));
-	e->mode = q->mode ? q->mode : bucket_default(r);
+	e->mode = q->mode;
+	if (q->mode == S3_SSE_KMS) {
+		snprintf(e->kms_id, sizeof(e->kms_id), "%s", q->kms_id);
+	} else if (!q->mode) {
+		char bid[S3_KMS_ID_MAX];
+		struct s3_sse_req bq = {0};
+		e->mode = bucket_default(r, bid);
+		/* the bucket's key, checked again: the config may have dropped it since */
+		if (e->mode == S3_SSE_KMS) {
+			if (s3_sse_kms_pick(r, bid, &bq) < 0)
+				return -1;
+			snprintf(e->kms_id, sizeof(e->kms_id), "%s", bq.kms_id);
+		}
+	}
 	if (e->mode == 0)
 		return 0;
 	if (e->mode == S3_SSE_S3 && !r->srv->sse_master_set)
@@ -362,6 +489,14 @@ s3_sse_new(struct s3_req *r, const struct s3_sse_req *q, struct s3_sse *e, struc
 		key_wrap(r->srv->sse_master, e->dkey, b64);
 		ol_s3_meta_add(meta, "ol-sse", "AES256");
 		ol_s3_meta_add(meta, "ol-sse-kid", r->srv->sse_kid);
+	} else if (e->mode == S3_SSE_KMS) {
+		uint8_t kk[32];
+		kms_key(r->srv->sse_master, e->kms_id, kk);
+		key_wrap(kk, e->dkey, b64);
+		OPENSSL_cleanse(kk, sizeof(kk));
+		ol_s3_meta_add(meta, "ol-sse", "aws:kms");
+		ol_s3_meta_add(meta, "ol-sse-kid", r->srv->sse_kid);
+		ol_s3_meta_add(meta, "ol-sse-kms", e->kms_id);
 	} else {
 		uint8_t salt[16];
 		char sb[32], mac[64];
@@ -387,7 +522,30 @@ s3_sse_meta_mode(const void *meta, size_t len)
 		return S3_SSE_S3;
 	if (n == 5 && memcmp(v, "SSE-C", 5) == 0)
 		return S3_SSE_C;
+	if (n == 7 && memcmp(v, "aws:kms", 7) == 0)
+		return S3_SSE_KMS;
 	return 0;
+}
+
+/* the KMS key id of an SSE-KMS blob into e->kms_id ("" when absent or too long) */
+static void
+meta_kms_id(const void *meta, size_t len, struct s3_sse *e)
+{
+	const char *v;
+	long n = ol_s3_meta_get(meta, len, "ol-sse-kms", &v);
+	e->kms_id[0] = '\0';
+	if (n > 0 && n < S3_KMS_ID_MAX) {
+		memcpy(e->kms_id, v, (size_t)n);
+		e->kms_id[n] = '\0';
+	}
+}
+
+void
+s3_sse_meta_info(const void *meta, size_t len, struct s3_sse *e)
+{
+	e->mode = meta ? s3_sse_meta_mode(meta, len) : 0;
+	if (e->mode == S3_SSE_KMS)
+		meta_kms_id(meta, len, e);
 }
 
 static int
@@ -395,6 +553,17 @@ not_applicable(struct s3_req *r)
 {
 	s3_error_code(r, "InvalidRequest", 400,
 		      "The encryption parameters are not applicable to this object.", NULL);
+	return -1;
+}
+
+static int
+corrupt(struct s3_req *r)
+{
+	ol_err("s3 %s: the encryption entries of %s cannot be used", r->reqid, r->h->target);
+	s3_error_code(r, "InternalError", 500,
+		      "The object's encryption metadata is damaged: its data key cannot be "
+		      "recovered",
+		      NULL);
 	return -1;
 }
 
@@ -410,25 +579,35 @@ s3_sse_open(struct s3_req *r, const void *meta, size_t len, const struct s3_sse_
 		return q->mode == S3_SSE_C ? not_applicable(r) : 0;
 	if (kl <= 0)
 		goto corrupt;
-	if (e->mode == S3_SSE_S3) {
+	if (e->mode == S3_SSE_S3 || e->mode == S3_SSE_KMS) {
 		if (q->mode == S3_SSE_C)
 			return not_applicable(r);
 		long n = ol_s3_meta_get(meta, len, "ol-sse-kid", &v);
 		if (!r->srv->sse_master_set || n != 16 || memcmp(v, r->srv->sse_kid, 16) != 0) {
 			char msg[300];
 			snprintf(msg, sizeof(msg),
-				 "The object is encrypted (SSE-S3) under master key id %.*s, but "
+				 "The object is encrypted (%s) under master key id %.*s, but "
 				 "this server's [s3] sse_master_key_file %s: the object cannot be "
 				 "decrypted until that key is configured again",
+				 e->mode == S3_SSE_KMS ? "SSE-KMS" : "SSE-S3",
 				 (int)(n > 0 && n < 40 ? n : 0), n > 0 ? v : "",
 				 r->srv->sse_master_set ? "holds another key" : "is not set");
 			ol_err("s3 %s: %s", r->reqid, msg);
 			s3_error_code(r, "InternalError", 500, msg, NULL);
 			return -1;
 		}
-		if (key_unwrap(r->srv->sse_master, k, (size_t)kl, e->dkey) < 0)
-			goto corrupt;
-		return 0;
+		if (e->mode == S3_SSE_S3)
+			return key_unwrap(r->srv->sse_master, k, (size_t)kl, e->dkey) < 0
+				   ? corrupt(r)
+				   : 0;
+		uint8_t kk[32];
+		meta_kms_id(meta, len, e);
+		if (!e->kms_id[0])
+			return corrupt(r);
+		kms_key(r->srv->sse_master, e->kms_id, kk);
+		int rc = key_unwrap(kk, k, (size_t)kl, e->dkey);
+		OPENSSL_cleanse(kk, sizeof(kk));
+		return rc < 0 ? corrupt(r) : 0;
 	}
 	/* SSE-C */
 	if (q->mode != S3_SSE_C) {
@@ -458,12 +637,7 @@ s3_sse_open(struct s3_req *r, const void *meta, size_t len, const struct s3_sse_
 	snprintf(e->ckey_md5, sizeof(e->ckey_md5), "%s", q->ckey_md5);
 	return 0;
 corrupt:
-	ol_err("s3 %s: the encryption entries of %s cannot be used", r->reqid, r->h->target);
-	s3_error_code(r, "InternalError", 500,
-		      "The object's encryption metadata is damaged: its data key cannot be "
-		      "recovered",
-		      NULL);
-	return -1;
+	return corrupt(r);
 }
 
 size_t
@@ -471,6 +645,10 @@ s3_sse_headers(const struct s3_sse *e, struct ol_http_header *h, size_t n)
 {
 	if (e->mode == S3_SSE_S3) {
 		h[n++] = (struct ol_http_header){"x-amz-server-side-encryption", "AES256"};
+	} else if (e->mode == S3_SSE_KMS) {
+		h[n++] = (struct ol_http_header){"x-amz-server-side-encryption", "aws:kms"};
+		h[n++] = (struct ol_http_header){"x-amz-server-side-encryption-aws-kms-key-id",
+						 e->kms_id};
 	} else if (e->mode == S3_SSE_C) {
 		h[n++] = (struct ol_http_header){"x-amz-server-side-encryption-customer-algorithm",
 						 "AES256"};
@@ -756,7 +934,9 @@ s3_bucket_encryption(struct s3_req *r)
 	}
 	if (strcmp(m, "GET") == 0) {
 		r->op = "GetBucketEncryption";
-		if (bucket_default(r) != S3_SSE_S3) {
+		char bid[S3_KMS_ID_MAX];
+		int mode = bucket_default(r, bid);
+		if (!mode) {
 			s3_error_code(r, "ServerSideEncryptionConfigurationNotFoundError", 404,
 				      "The server side encryption configuration was not found",
 				      NULL);
@@ -764,8 +944,11 @@ s3_bucket_encryption(struct s3_req *r)
 		}
 		struct ol_buf x = {0};
 		ol_s3_xml_open_root(&x, "ServerSideEncryptionConfiguration");
-		ol_buf_adds(&x, "<Rule><ApplyServerSideEncryptionByDefault><SSEAlgorithm>AES256"
-				"</SSEAlgorithm></ApplyServerSideEncryptionByDefault>"
+		ol_buf_adds(&x, "<Rule><ApplyServerSideEncryptionByDefault>");
+		ol_s3_xml_elem(&x, "SSEAlgorithm", mode == S3_SSE_KMS ? "aws:kms" : "AES256");
+		if (bid[0])
+			ol_s3_xml_elem(&x, "KMSMasterKeyID", bid);
+		ol_buf_adds(&x, "</ApplyServerSideEncryptionByDefault>"
 				"<BucketKeyEnabled>false</BucketKeyEnabled></Rule>"
 				"</ServerSideEncryptionConfiguration>");
 		s3_send_xml(r, 200, &x);
@@ -791,6 +974,27 @@ s3_bucket_encryption(struct s3_req *r)
 	}
 	a += 14;
 	size_t al = (size_t)(end - a);
+	if (al == 7 && memcmp(a, "aws:kms", 7) == 0) {
+		/* KMSMasterKeyID, optional: the default key when absent */
+		const char *k = memmem(body, len, "<KMSMasterKeyID>", 16);
+		const char *ke =
+		    k ? memmem(k, len - (size_t)(k - body), "</KMSMasterKeyID>", 17) : NULL;
+		char id[S3_KMS_ID_MAX] = "", attr[8 + S3_KMS_ID_MAX];
+		struct s3_sse_req q = {0};
+		if (k && (!ke || (size_t)(ke - k - 16) >= sizeof(id))) {
+			s3_error(r, OL_S3E_MALFORMED_XML, NULL);
+			goto out;
+		}
+		if (k) {
+			memcpy(id, k + 16, (size_t)(ke - k - 16));
+			id[ke - k - 16] = '\0';
+		}
+		if (s3_sse_kms_pick(r, id, &q) < 0)
+			goto out;
+		int n = snprintf(attr, sizeof(attr), id[0] ? "aws:kms %s" : "aws:kms", id);
+		s3_attr_stored(r, s3_bucket_attr_store(r, "sse", attr, n), 200);
+		goto out;
+	}
 	if (al >= 7 && memcmp(a, "aws:kms", 7) == 0) {
 		kms_refused(r, "SSEAlgorithm");
 		goto out;

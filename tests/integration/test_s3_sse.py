@@ -204,7 +204,7 @@ def test_sse_c_bad_headers(sse_daemon, s3):
         ({"x-amz-server-side-encryption": "aws:kms:dsse"}, 501, b"NotImplemented"),
         ({"x-amz-server-side-encryption": "AES256",
           "x-amz-server-side-encryption-bucket-key-enabled": "true"}, 501, b"NotImplemented"),
-        ({"x-amz-server-side-encryption-aws-kms-key-id": "k"}, 501, b"NotImplemented"),
+        ({"x-amz-server-side-encryption-aws-kms-key-id": "k"}, 400, b"InvalidArgument"),
     ]
     for hdrs, st, code in cases:
         status, body = put(hdrs)
