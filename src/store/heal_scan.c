@@ -1055,8 +1055,14 @@ unwritten_online(struct ol_store *const *sets, int n, const struct scan *s)
 		for (int d = 0; d < st->n; d++) {
 			if (!s->unw[i][d])
 				continue;
-			if (atomic_load(&st->d[d].meta) &&
-			    (!ol_drive_remote(st, d) || ol_rd_ping(st->d[d].rd) == 0)) {
+			struct ol_meta *m = atomic_load(&st->d[d].meta);
+			int ping = m && ol_drive_remote(st, d) ? ol_rd_ping(st->d[d].rd) : 0;
+			/* its node does not answer: offline now, so that its return (the monitor's
+			 * next good ping) starts the heal this one leaves to it */
+			if (m && ping)
+				ol_drive_offline(st, d, m, false,
+						 "its node did not answer the heal's ping");
+			if (m && !ping) {
 				online += s->unw[i][d];
 				ol_warn(
 				    "store: heal: drive %s is online and %u shard file(s) or "
