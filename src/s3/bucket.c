@@ -240,7 +240,8 @@ struct upload_ids {
 };
 
 static int
-upload_id_cb(const char *key, size_t kl, const char *id, int64_t init_ns, void *arg)
+upload_id_cb(const char *key, size_t kl, const char *id, int64_t init_ns, const void *meta,
+	     size_t meta_len, void *arg)
 {
 	struct upload_ids *u = arg;
 	(void)key, (void)kl, (void)init_ns;

@@ -586,7 +586,8 @@ struct uploads {
 };
 
 static int
-upload_cb(const char *key, size_t kl, const char *upload_id, int64_t init_ns, void *arg)
+upload_cb(const char *key, size_t kl, const char *upload_id, int64_t init_ns, const void *meta,
+	  size_t meta_len, void *arg)
 {
 	struct uploads *us = arg;
 	struct upload *u;

@@ -627,7 +627,6 @@ s3_mpu_list_parts(struct s3_req *r)
  * max-uploads entries of either kind; encoding-type=url encodes the keys and prefixes. */
 struct mpu_list_ctx {
 	struct s3_req *r;
-	char *meta; /* OL_STORE_MAX_META bytes: each upload's blob, for its initiator */
 	struct ol_buf *x, *cps;
 	const char *prefix, *delim, *kmark, *imark;
 	size_t prefix_len, delim_len, kmark_len;
@@ -669,7 +668,8 @@ mpu_room(struct mpu_list_ctx *c)
 }
 
 static int
-mpu_cb(const char *key, size_t kl, const char *id, int64_t init_ns, void *arg)
+mpu_cb(const char *key, size_t kl, const char *id, int64_t init_ns, const void *meta, size_t ml,
+       void *arg)
 {
 	struct mpu_list_ctx *c = arg;
 	char date[32];
@@ -708,12 +708,7 @@ mpu_cb(const char *key, size_t kl, const char *id, int64_t init_ns, void *arg)
 	ol_buf_adds(c->x, "<Upload>");
 	elem_url(c->x, c->url, "Key", key, kl);
 	ol_s3_xml_elem(c->x, "UploadId", id);
-	char k[OL_STORE_MAX_KEY + 1];
-	size_t skl = 0, ml = 0;
-	int rc = ol_store_mpu_stat(c->r->srv->st, c->r->rt.bucket, id, k, &skl, c->meta,
-				   OL_STORE_MAX_META, &ml);
-	initiator_xml(c->x, c->r, rc < 0 ? NULL : c->meta,
-		      ml < OL_STORE_MAX_META ? ml : OL_STORE_MAX_META);
+	initiator_xml(c->x, c->r, meta, ml);
 	ol_buf_adds(c->x, "<StorageClass>STANDARD</StorageClass>");
 	ol_s3_xml_elem(c->x, "Initiated", date);
 	ol_buf_adds(c->x, "</Upload>");
@@ -759,7 +754,6 @@ s3_mpu_list(struct s3_req *r)
 	if (!kl)
 		imark[0] = '\0';
 	struct mpu_list_ctx c = {.r = r,
-				 .meta = ol_xmalloc(OL_STORE_MAX_META),
 				 .x = &ups,
 				 .cps = &cps,
 				 .prefix = prefix,
@@ -772,7 +766,6 @@ s3_mpu_list(struct s3_req *r)
 				 .max = max,
 				 .url = el >= 0};
 	int rc = ol_store_mpu_list(r->srv->st, r->rt.bucket, mpu_cb, &c);
-	free(c.meta);
 	if (rc < 0) {
 		ol_buf_free(&ups);
 		ol_buf_free(&cps);

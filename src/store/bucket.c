@@ -138,7 +138,8 @@ ol_set_bucket_create(struct ol_store *st, const char *bucket)
 }
 
 static int
-has_upload(const char *key, size_t key_len, const char *upload_id, int64_t init_ns, void *arg)
+has_upload(const char *key, size_t key_len, const char *upload_id, int64_t init_ns,
+	   const void *meta, size_t meta_len, void *arg)
 {
 	return 1;
 }

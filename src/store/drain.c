@@ -494,9 +494,10 @@ name_cb(const char *bucket, int64_t created_ns, void *arg)
 }
 
 static int
-upload_cb(const char *key, size_t kl, const char *id, int64_t init, void *arg)
+upload_cb(const char *key, size_t kl, const char *id, int64_t init, const void *meta, size_t ml,
+	  void *arg)
 {
-	(void)key, (void)kl, (void)id, (void)init;
+	(void)key, (void)kl, (void)id, (void)init, (void)meta, (void)ml;
 	++*(uint64_t *)arg;
 	return 0;
 }

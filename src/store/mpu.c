@@ -435,8 +435,8 @@ ol_set_mpu_abort(struct ol_store *st, const char *bucket, const char *upload_id)
 }
 
 struct upl {
-	char *key;
-	size_t klen;
+	char *key; /* the key, then the metadata blob, in one allocation */
+	size_t klen, mlen;
 	char id[33];
 	int64_t init;
 };
@@ -480,8 +480,10 @@ collect_uploads(struct ol_store *st, const char *bucket, struct upl **out, size_
 		if (votes < st->k || kl != 32)
 			continue;
 		ol_urec_decode(vals[first], lens[first], &u.init, &key, &u.klen, &meta, &mlen);
-		u.key = ol_xmalloc(u.klen ? u.klen : 1);
+		u.key = ol_xmalloc(u.klen + mlen + 1);
 		memcpy(u.key, key, u.klen);
+		memcpy(u.key + u.klen, meta, mlen);
+		u.mlen = mlen;
 		memcpy(u.id, k, 32);
 		*out = ol_xrealloc(*out, (*n + 1) * sizeof(**out));
 		(*out)[(*n)++] = u;
@@ -505,7 +507,8 @@ ol_set_mpu_list(struct ol_store *st, const char *bucket, ol_store_mpu_cb cb, voi
 		qsort(v, n, sizeof(*v), upl_cmp);
 	for (size_t i = 0; i < n; i++) {
 		if (!rc)
-			rc = cb(v[i].key, v[i].klen, v[i].id, v[i].init, arg);
+			rc = cb(v[i].key, v[i].klen, v[i].id, v[i].init, v[i].key + v[i].klen,
+				v[i].mlen, arg);
 		free(v[i].key);
 	}
 	free(v);

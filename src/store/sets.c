@@ -1107,8 +1107,8 @@ ol_store_mpu_stat(struct ol_store *st, const char *bucket, const char *upload_id
 }
 
 struct upl_ent {
-	char *key;
-	size_t kl;
+	char *key; /* the key, then the metadata blob */
+	size_t kl, ml;
 	char id[33];
 	int64_t init;
 };
@@ -1118,7 +1118,8 @@ struct upl_all {
 };
 
 static int
-upl_collect(const char *key, size_t kl, const char *id, int64_t init, void *arg)
+upl_collect(const char *key, size_t kl, const char *id, int64_t init, const void *meta, size_t ml,
+	    void *arg)
 {
 	struct upl_all *a = arg;
 
@@ -1126,9 +1127,11 @@ upl_collect(const char *key, size_t kl, const char *id, int64_t init, void *arg)
 		a->cap = a->cap ? 2 * a->cap : 64;
 		a->e = ol_xrealloc(a->e, a->cap * sizeof(*a->e));
 	}
-	a->e[a->n].key = ol_xmalloc(kl ? kl : 1);
+	a->e[a->n].key = ol_xmalloc(kl + ml + 1);
 	memcpy(a->e[a->n].key, key, kl);
+	memcpy(a->e[a->n].key + kl, meta, ml);
 	a->e[a->n].kl = kl;
+	a->e[a->n].ml = ml;
 	snprintf(a->e[a->n].id, sizeof(a->e[a->n].id), "%s", id);
 	a->e[a->n].init = init;
 	a->n++;
@@ -1168,7 +1171,8 @@ ol_store_mpu_list(struct ol_store *st, const char *bucket, ol_store_mpu_cb cb, v
 	if (!rc && a.n) /* qsort of NULL, 0 is undefined (UBSan stops the daemon) */
 		qsort(a.e, a.n, sizeof(*a.e), upl_cmp);
 	for (size_t i = 0; !rc && i < a.n; i++)
-		rc = cb(a.e[i].key, a.e[i].kl, a.e[i].id, a.e[i].init, arg);
+		rc = cb(a.e[i].key, a.e[i].kl, a.e[i].id, a.e[i].init, a.e[i].key + a.e[i].kl,
+			a.e[i].ml, arg);
 	for (size_t i = 0; i < a.n; i++)
 		free(a.e[i].key);
 	free(a.e);

@@ -420,10 +420,10 @@ int ol_store_mpu_complete_cond(struct ol_store *st, const char *bucket, const ch
 			       const struct ol_store_cond *cond, struct ol_obj_info *out);
 /* Removes only the upload and its parts, never the object with the same key. */
 int ol_store_mpu_abort(struct ol_store *st, const char *bucket, const char *upload_id);
-/* In-progress uploads of a bucket, ordered by (key, upload_id). A non-zero cb return stops
- * and is returned. */
+/* In-progress uploads of a bucket, ordered by (key, upload_id), each with its metadata blob
+ * (as ol_store_mpu_stat gives it). A non-zero cb return stops and is returned. */
 typedef int (*ol_store_mpu_cb)(const char *key, size_t key_len, const char *upload_id,
-			       int64_t init_ns, void *arg);
+			       int64_t init_ns, const void *meta, size_t meta_len, void *arg);
 int ol_store_mpu_list(struct ol_store *st, const char *bucket, ol_store_mpu_cb cb, void *arg);
 /* Key and metadata blob of an upload (for CompleteMultipartUpload responses). key must hold
  * OL_STORE_MAX_KEY bytes; meta_buf may be NULL. -ENOENT. */

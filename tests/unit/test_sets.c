@@ -280,7 +280,8 @@ key_in(struct ol_store *st, const char *b, int s, const char *pfx, char *out, si
 }
 
 static int
-mpu_cb(const char *key, size_t kl, const char *id, int64_t init, void *arg)
+mpu_cb(const char *key, size_t kl, const char *id, int64_t init, const void *meta, size_t ml,
+       void *arg)
 {
 	char(*got)[80] = arg;
 	int i = 0;

@@ -366,7 +366,8 @@ put_part(struct ol_store *st, const char *uid, unsigned no, const uint8_t *d, si
 }
 
 static int
-upl_count(const char *key, size_t key_len, const char *upload_id, int64_t init_ns, void *arg)
+upl_count(const char *key, size_t key_len, const char *upload_id, int64_t init_ns, const void *meta,
+	  size_t meta_len, void *arg)
 {
 	(*(int *)arg)++;
 	return 0;

@@ -156,7 +156,8 @@ obj_intact(struct ol_store *st, const char *b)
 }
 
 static int
-count_cb(const char *key, size_t key_len, const char *upload_id, int64_t init_ns, void *arg)
+count_cb(const char *key, size_t key_len, const char *upload_id, int64_t init_ns, const void *meta,
+	 size_t meta_len, void *arg)
 {
 	(void)key, (void)key_len, (void)upload_id, (void)init_ns;
 	++*(int *)arg;
