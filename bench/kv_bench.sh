@@ -7,7 +7,9 @@
 #     redis-server (SET/GET) and memcached (set/get), both driven by the same C driver
 #     (openlake bench redis|memcached), and a plain loopback socket stream (openlake bench tcp);
 #     ours and memcached's CPU per op over the measured phase (utime + stime, /proc/PID/stat)
-#   local shared-memory get/put of 2 MiB, beside memcpy of the same blocks (openlake bench memcpy);
+#   local shared-memory get/put of 2 MiB, beside memcpy of the same blocks (openlake bench memcpy:
+#     one block per thread, in cache; and --cold: the far side cycling over 512 MiB, as the
+#     tier's slots do, so memory's speed);
 #     puts after an 8 s warm-up in the same process (its mapping of the tier touched once), with
 #     a fresh process's figure beside
 #   latency of single 256 KiB gets over TCP at half of each server's peak rate: p50/p99/p99.9
@@ -245,9 +247,10 @@ if want local; then
 		[ $op = put ] && warm=(--warmup "$LOCAL_WARM")
 		run_cpu "ol$t" "$KV_PID" kv --nodes "$KV" --device local -w $op -s 2MiB -c $LOCAL_CONC "${warm[@]}"
 		run "mc$t" memcpy -w $op -s 2MiB -c $LOCAL_CONC
+		run "mcc$t" memcpy -w $op -s 2MiB -c $LOCAL_CONC --cold
 		extra=
 		[ $op = put ] && extra=" after a ${LOCAL_WARM} s warm-up of $(jget "$TMP/ol$t.json" '"%.1f" % (d["warmup"]["ops"] * d["size"] / 2**30)') GiB (a fresh process, no warm-up: $(fig olcoldput) GB/s)"
-		line "KV local ${op^^} 2MiB c=$LOCAL_CONC | ours $(fig ol$t) GB/s $(lat ol$t) (errors $(errs ol$t)), $(cpu_op ol$t)$extra | memcpy $(fig mc$t) GB/s | ratio $(ratio "$(fig ol$t)" "$(fig mc$t)")"
+		line "KV local ${op^^} 2MiB c=$LOCAL_CONC | ours $(fig ol$t) GB/s $(lat ol$t) (errors $(errs ol$t)), $(cpu_op ol$t)$extra | memcpy $(fig mc$t) GB/s | ratio $(ratio "$(fig ol$t)" "$(fig mc$t)") | memcpy to/from a cold 512 MiB region $(fig mcc$t) GB/s | ratio $(ratio "$(fig ol$t)" "$(fig mcc$t)")"
 	done
 fi
 

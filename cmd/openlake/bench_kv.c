@@ -17,6 +17,7 @@ struct kvbench {
 	uint64_t seq_base;     /* added to seq in the key choice (the warm-up's keys are its own) */
 	bool json, quiet;
 	bool wrap;	/* puts overwrite the key set (redis, memcached: finite memory) */
+	bool cold;	/* memcpy: the far side of each copy cycles over --keys blocks */
 	uint64_t nonce; /* keys of one run are unique to it */
 	char **bufs;	/* one value buffer (batch x size) per connection */
 	struct s3conn *conns;
@@ -293,11 +294,19 @@ tcp_op(struct brun *r, unsigned i, uint64_t seq, uint64_t *bytes)
 
 /* ---- memcpy ---- */
 
+/* the blocks of a thread's far side: one, or (--cold) its share of --keys */
+static uint64_t
+memcpy_blocks(const struct kvbench *b)
+{
+	uint64_t n = b->cold ? b->keys / b->conc : 1;
+	return n ? n : 1;
+}
+
 static int
 memcpy_op(struct brun *r, unsigned i, uint64_t seq, uint64_t *bytes)
 {
 	struct kvbench *b = r->arg;
-	char *src = b->bufs[i], *dst = b->bufs[i] + b->size;
+	char *src = b->bufs[i], *dst = b->bufs[i] + b->size * (1 + seq % memcpy_blocks(b));
 	if (b->op == KVB_GET) {
 		char *t = src;
 		src = dst;
@@ -470,7 +479,8 @@ enum {
 	KVF_RATE,
 	KVF_WARMUP,
 	KVF_JSON,
-	KVF_HIST
+	KVF_HIST,
+	KVF_COLD
 };
 
 static const struct option kvb_longopts[] = {{"addr", required_argument, NULL, KVF_ADDR},
@@ -489,6 +499,7 @@ static const struct option kvb_longopts[] = {{"addr", required_argument, NULL, K
 					     {"warmup", required_argument, NULL, KVF_WARMUP},
 					     {"json", no_argument, NULL, KVF_JSON},
 					     {"histogram", no_argument, NULL, KVF_HIST},
+					     {"cold", no_argument, NULL, KVF_COLD},
 					     {"quiet", no_argument, NULL, 'q'},
 					     {"help", no_argument, NULL, 'h'},
 					     {NULL, 0, NULL, 0}};
@@ -510,9 +521,14 @@ kvb_usage(const char *what, FILE *f)
 			"  --namespace NS       default openlake-bench\n"
 			"  -b, --batch N        entries per call (default 1, up to 1024)\n");
 	else if (strcmp(what, "memcpy") == 0)
-		fprintf(f,
-			"Copies of one block between two buffers per thread: the ceiling of the\n"
-			"local shared-memory path.\n\n");
+		fprintf(
+		    f,
+		    "Copies of one block between two buffers per thread: the ceiling of the\n"
+		    "local shared-memory path.\n\n"
+		    "      --cold           the destination of each put (the source of each get)\n"
+		    "                       cycles over --keys blocks in all (default 512 MiB),\n"
+		    "                       as a pool's slots do: memory's speed, not the "
+		    "cache's\n");
 	else if (strcmp(what, "tcp") == 0)
 		fprintf(f,
 			"Request/response blocks over plain loopback sockets to an in-process\n"
@@ -570,6 +586,11 @@ kvb_flag(struct kvbench *b, int opt, const char *v)
 	case KVF_JSON:
 		b->json = true;
 		return 0;
+	case KVF_COLD:
+		b->cold = strcmp(w, "memcpy") == 0;
+		if (!b->cold)
+			fprintf(stderr, "openlake bench %s: --cold is a flag of bench memcpy\n", w);
+		return !b->cold;
 	case KVF_HIST:
 		bench_show_histogram = true;
 		return 0;
@@ -646,8 +667,9 @@ kvb_parse(struct kvbench *b, int argc, char **argv)
 
 /* ---- running ---- */
 
+/* each connection's buffer: blocks x (batch x size) */
 static int
-kvb_alloc(struct kvbench *b, bool two)
+kvb_alloc(struct kvbench *b, uint64_t blocks)
 {
 	b->bufs = calloc(b->conc, sizeof(*b->bufs));
 	b->conns = calloc(b->conc, sizeof(*b->conns));
@@ -655,10 +677,10 @@ kvb_alloc(struct kvbench *b, bool two)
 		return -ENOMEM;
 	for (unsigned i = 0; i < b->conc; i++) {
 		b->conns[i].fd = -1;
-		b->bufs[i] = malloc(b->batch * b->size * (two ? 2 : 1));
+		b->bufs[i] = malloc(b->batch * b->size * blocks);
 		if (!b->bufs[i])
 			return -ENOMEM;
-		bench_fill(b->bufs[i], b->batch * b->size * (two ? 2 : 1), i + 1);
+		bench_fill(b->bufs[i], b->batch * b->size * blocks, i + 1);
 	}
 	return 0;
 }
@@ -808,7 +830,7 @@ kvb_socket_main(const char *what, bench_op_fn fn, int argc, char **argv)
 		return 2;
 	}
 	b.wrap = true;
-	rc = kvb_alloc(&b, false) ? 1 : kvb_connect_all(&b, "--addr") ? 1 : kvb_run(&b, fn, true);
+	rc = kvb_alloc(&b, 1) ? 1 : kvb_connect_all(&b, "--addr") ? 1 : kvb_run(&b, fn, true);
 	kvb_free(&b);
 	return rc;
 }
@@ -839,9 +861,7 @@ bench_tcp_main(int argc, char **argv)
 			strerror(errno));
 		return 1;
 	}
-	rc = kvb_alloc(&b, false)	     ? 1
-	     : kvb_connect_all(&b, "--addr") ? 1
-					     : kvb_run(&b, tcp_op, false);
+	rc = kvb_alloc(&b, 1) ? 1 : kvb_connect_all(&b, "--addr") ? 1 : kvb_run(&b, tcp_op, false);
 	kvb_free(&b);
 	if (own) {
 		atomic_store(&b.sink_stop, 1);
@@ -859,7 +879,13 @@ bench_memcpy_main(int argc, char **argv)
 	int rc = kvb_init(&b, "memcpy", argc, argv);
 	if (rc)
 		return rc == 1 ? 0 : 2;
-	rc = kvb_alloc(&b, true) ? 1 : kvb_run(&b, memcpy_op, false);
+	if (b.cold && b.keys < b.conc) {
+		fprintf(stderr,
+			"openlake bench memcpy: --cold needs --keys of at least one block per "
+			"thread (--concurrency)\n");
+		return 2;
+	}
+	rc = kvb_alloc(&b, 1 + memcpy_blocks(&b)) ? 1 : kvb_run(&b, memcpy_op, false);
 	kvb_free(&b);
 	return rc;
 }
@@ -871,7 +897,7 @@ bench_kv_main(int argc, char **argv)
 	int rc = kvb_init(&b, "kv", argc, argv);
 	if (rc)
 		return rc == 1 ? 0 : 2;
-	rc = kvb_alloc(&b, false) || kv_setup(&b) || kv_probe(&b) ? 1 : kvb_run(&b, kv_op, true);
+	rc = kvb_alloc(&b, 1) || kv_setup(&b) || kv_probe(&b) ? 1 : kvb_run(&b, kv_op, true);
 	kv_teardown(&b);
 	kvb_free(&b);
 	return rc;
