@@ -45,14 +45,7 @@ cmp_bytes(const char *a, size_t al, const char *b, size_t bl)
 static void
 elem_enc(struct ol_buf *x, const struct list_params *p, const char *name, const char *v, size_t n)
 {
-	if (!p->url) {
-		ol_s3_xml_elemn(x, name, v, n);
-		return;
-	}
-	struct ol_buf e = {0};
-	ol_s3_url_encode(&e, v, n);
-	ol_s3_xml_elemn(x, name, e.p ? e.p : "", e.len);
-	ol_buf_free(&e);
+	ol_s3_xml_elem_url(x, p->url, name, v, n);
 }
 
 static int

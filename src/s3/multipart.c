@@ -644,19 +644,6 @@ cmp_key(const char *a, size_t al, const char *b, size_t bl)
 	return c ? c : (al > bl) - (al < bl);
 }
 
-static void
-elem_url(struct ol_buf *x, bool url, const char *name, const char *v, size_t n)
-{
-	if (!url) {
-		ol_s3_xml_elemn(x, name, v, n);
-		return;
-	}
-	struct ol_buf e = {0};
-	ol_s3_url_encode(&e, v, n);
-	ol_s3_xml_elemn(x, name, e.p ? e.p : "", e.len);
-	ol_buf_free(&e);
-}
-
 /* one more entry fits (else truncated: stop) */
 static bool
 mpu_room(struct mpu_list_ctx *c)
@@ -690,7 +677,7 @@ mpu_cb(const char *key, size_t kl, const char *id, int64_t init_ns, const void *
 				return 1;
 			c->count++;
 			ol_buf_adds(c->cps, "<CommonPrefixes>");
-			elem_url(c->cps, c->url, "Prefix", key, el);
+			ol_s3_xml_elem_url(c->cps, c->url, "Prefix", key, el);
 			ol_buf_adds(c->cps, "</CommonPrefixes>");
 			memcpy(c->last, key, el);
 			c->last_len = el;
@@ -706,7 +693,7 @@ mpu_cb(const char *key, size_t kl, const char *id, int64_t init_ns, const void *
 	snprintf(c->last_id, sizeof(c->last_id), "%s", id);
 	ol_s3_iso_date(init_ns / 1000000, date);
 	ol_buf_adds(c->x, "<Upload>");
-	elem_url(c->x, c->url, "Key", key, kl);
+	ol_s3_xml_elem_url(c->x, c->url, "Key", key, kl);
 	ol_s3_xml_elem(c->x, "UploadId", id);
 	initiator_xml(c->x, c->r, meta, ml);
 	ol_buf_adds(c->x, "<StorageClass>STANDARD</StorageClass>");
@@ -774,15 +761,15 @@ s3_mpu_list(struct s3_req *r)
 	}
 	ol_s3_xml_open_root(&x, "ListMultipartUploadsResult");
 	ol_s3_xml_elem(&x, "Bucket", r->rt.bucket);
-	elem_url(&x, c.url, "KeyMarker", kmark, (size_t)kl);
+	ol_s3_xml_elem_url(&x, c.url, "KeyMarker", kmark, (size_t)kl);
 	ol_s3_xml_elem(&x, "UploadIdMarker", imark);
 	if (c.truncated) {
-		elem_url(&x, c.url, "NextKeyMarker", c.last, c.last_len);
+		ol_s3_xml_elem_url(&x, c.url, "NextKeyMarker", c.last, c.last_len);
 		ol_s3_xml_elem(&x, "NextUploadIdMarker", c.last_id);
 	}
-	elem_url(&x, c.url, "Prefix", prefix, (size_t)pl);
+	ol_s3_xml_elem_url(&x, c.url, "Prefix", prefix, (size_t)pl);
 	if (dl)
-		elem_url(&x, c.url, "Delimiter", delim, (size_t)dl);
+		ol_s3_xml_elem_url(&x, c.url, "Delimiter", delim, (size_t)dl);
 	ol_s3_xml_elemu(&x, "MaxUploads", c.max);
 	ol_s3_xml_elem(&x, "IsTruncated", c.truncated ? "true" : "false");
 	if (ups.len)

@@ -31,6 +31,8 @@ void ol_s3_xml_open_root(struct ol_buf *b, const char *name);
 
 /* URL-encode for encoding-type=url (AWS style): keep A-Za-z0-9 - _ . ~ and '/', %XX the rest. */
 void ol_s3_url_encode(struct ol_buf *b, const char *s, size_t n);
+/* <name>value</name>, the value URL-encoded first when url (a listing's encoding-type=url) */
+void ol_s3_xml_elem_url(struct ol_buf *b, bool url, const char *name, const char *value, size_t n);
 
 /* ---- routing ---- */
 struct ol_s3_route {

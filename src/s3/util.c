@@ -87,6 +87,19 @@ ol_s3_url_encode(struct ol_buf *b, const char *s, size_t n)
 	}
 }
 
+void
+ol_s3_xml_elem_url(struct ol_buf *b, bool url, const char *name, const char *value, size_t n)
+{
+	if (!url) {
+		ol_s3_xml_elemn(b, name, value, n);
+		return;
+	}
+	struct ol_buf e = {0};
+	ol_s3_url_encode(&e, value, n);
+	ol_s3_xml_elemn(b, name, e.p ? e.p : "", e.len);
+	ol_buf_free(&e);
+}
+
 /* ---- decoding ---- */
 
 long
