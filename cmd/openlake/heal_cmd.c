@@ -161,11 +161,11 @@ progress_line(const struct prog *p)
 {
 	fprintf(stderr,
 		"heal: %s: objects %llu/%llu, %.1f/%.1f MB scanned, %llu shards healed, "
-		"%llu records restored, %llu unrecoverable, %.1f MB/s, ETA %.0fs; missed writes: "
-		"%llu healed, %llu pending\n",
+		"%llu records restored, %llu unrecoverable, %llu unreadable with drives offline, "
+		"%.1f MB/s, ETA %.0fs; missed writes: %llu healed, %llu pending\n",
 		p->state, p->scanned, p->total, (double)p->bytes / 1e6,
-		(double)p->bytes_total / 1e6, p->shards, p->records, p->unrec, p->bps / 1e6, p->eta,
-		p->missed_healed, p->missed_pending);
+		(double)p->bytes_total / 1e6, p->shards, p->records, p->unrec, p->unreadable,
+		p->bps / 1e6, p->eta, p->missed_healed, p->missed_pending);
 	if (p->reason[0])
 		fprintf(stderr, "heal: %s: %s\n", p->state, p->reason);
 }
