@@ -232,7 +232,7 @@ static int
 follow(struct heal_cli *c, bool final, const char *job)
 {
 	char want[40];
-	time_t failing = 0;
+	time_t failing = 0, other = 0;
 
 	snprintf(want, sizeof(want), "%s", job ? job : "");
 	for (;;) {
@@ -269,6 +269,28 @@ follow(struct heal_cli *c, bool final, const char *job)
 		(void)field(j, "job", id, sizeof(id));
 		if (!want[0])
 			snprintf(want, sizeof(want), "%s", id);
+		if (id[0] && strcmp(id, want) && want[0]) {
+			/* a node that has just taken the store over heals the missed writes it
+			 * holds first, then resumes the job left running: wait that pass out */
+			char mo[8] = "";
+			(void)field(j, "missed_only", mo, sizeof(mo));
+			if (final && strcmp(mo, "true") == 0 &&
+			    (!other || time(NULL) - other < FOLLOW_GRACE_S)) {
+				if (!other)
+					fprintf(
+					    stderr,
+					    "openlake heal: the daemon runs a heal of missed "
+					    "writes "
+					    "only (job %s: a node that has just taken over does "
+					    "that first); waiting up to %d s for heal job %s to be "
+					    "resumed after it\n",
+					    id, FOLLOW_GRACE_S, want);
+				other = other ? other : time(NULL);
+				free(j);
+				sleep(1);
+				continue;
+			}
+		}
 		if (id[0] && strcmp(id, want)) {
 			/* another job is the cluster's now: the one followed ended unseen */
 			if (final)
