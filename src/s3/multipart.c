@@ -637,6 +637,8 @@ struct mpu_list_ctx {
 	char last_id[128]; /* its upload id ("" for a common prefix) */
 };
 
+_Static_assert(OL_S3_MAX_KEY >= OL_STORE_MAX_KEY, "a listed upload's key fits mpu_list_ctx.last");
+
 static int
 cmp_key(const char *a, size_t al, const char *b, size_t bl)
 {
