@@ -324,11 +324,24 @@ def started(world, tmp_path, extra="", parity=1):
             wait_for(lambda: c.serving(i), 90, f"S3 through node {i}")
         wait_for(lambda: (l := c.leader()) and c.drives_online(l[0], len(c.nodes)), 90,
                  f"the leader's store with all {len(c.nodes)} drives")
+        # and every follower's view: one that still lacks a drive the leader's word says it
+        # lacks too writes a PUT without it, which the leader, holding it now, refuses (503)
+        wait_for(lambda: views_whole(c), 90,
+                 f"every node's store or view with all {len(c.nodes)} drives")
         yield c
     finally:
         for h in world.node_hosts + world.etcd_hosts:
             world.net.join(h)
         c.stop()
+
+
+def views_whole(c):
+    """every node's store, or read-only view, has all its drives online"""
+    from test_cluster_store import view_drives_online
+    try:
+        return all(view_drives_online(n, len(c.nodes)) for n in c.nodes)
+    except OSError:
+        return False
 
 
 @pytest.fixture
