@@ -209,7 +209,7 @@ memc_op(struct brun *r, unsigned i, uint64_t seq, uint64_t *bytes)
 	return 0;
 }
 
-/* ---- plain TCP stream: 16-byte request {op, len}; put sends len bytes and gets an 8-byte
+/* ---- plain TCP stream: 16-byte request {op, len}; put sends len bytes and reads an 8-byte
  * ack, get receives len bytes. The in-process server is the reference's other end. ---- */
 
 struct tcp_peer {
@@ -561,7 +561,7 @@ kvb_usage(const char *what, FILE *f)
 	    "                       closed loop, each thread as fast as it can.\n"
 	    "                       The prefill of get is never paced.\n"
 	    "      --warmup T       first run the same load for T, closed loop, unmeasured\n"
-	    "                       (gets pick other keys than the measured ones)\n"
+	    "                       (a get warm-up picks other keys than the measured ones)\n"
 	    "      --json           print one JSON object with every figure on stdout\n"
 	    "  -q, --quiet          no progress lines on stderr\n");
 }

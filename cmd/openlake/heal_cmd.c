@@ -225,6 +225,30 @@ transient(int st)
 	return st < 0 || st == 502 || st == 503 || st == 504;
 }
 
+/* Progress document j shows job id, not the followed job want. A node that has just taken the
+ * store over heals the missed writes it holds first (a job of its own, missed_only), then
+ * resumes the job left running: true while that pass is to be waited out, up to
+ * FOLLOW_GRACE_S from *since (0: the first such answer, said once on stderr). */
+static bool
+wait_missed_pass(const char *j, const char *id, const char *want, time_t *since)
+{
+	char mo[8] = "";
+
+	(void)field(j, "missed_only", mo, sizeof(mo));
+	if (strcmp(mo, "true") || (*since && time(NULL) - *since >= FOLLOW_GRACE_S))
+		return false;
+	if (!*since) {
+		fprintf(
+		    stderr,
+		    "openlake heal: the daemon runs a heal of missed writes only (job %s: a node "
+		    "that has just taken over does that first); waiting up to %d s for heal job "
+		    "%s to be resumed after it\n",
+		    id, FOLLOW_GRACE_S, want);
+		*since = time(NULL);
+	}
+	return true;
+}
+
 /* Poll once a second until the heal job (id job, "" = the one running now) is no longer
  * running; then the summary and the exit status when final, else 0 (1: the daemon could not
  * be asked, or the job was lost). */
@@ -269,29 +293,12 @@ follow(struct heal_cli *c, bool final, const char *job)
 		(void)field(j, "job", id, sizeof(id));
 		if (!want[0])
 			snprintf(want, sizeof(want), "%s", id);
-		if (id[0] && strcmp(id, want) && want[0]) {
-			/* a node that has just taken the store over heals the missed writes it
-			 * holds first, then resumes the job left running: wait that pass out */
-			char mo[8] = "";
-			(void)field(j, "missed_only", mo, sizeof(mo));
-			if (final && strcmp(mo, "true") == 0 &&
-			    (!other || time(NULL) - other < FOLLOW_GRACE_S)) {
-				if (!other)
-					fprintf(
-					    stderr,
-					    "openlake heal: the daemon runs a heal of missed "
-					    "writes "
-					    "only (job %s: a node that has just taken over does "
-					    "that first); waiting up to %d s for heal job %s to be "
-					    "resumed after it\n",
-					    id, FOLLOW_GRACE_S, want);
-				other = other ? other : time(NULL);
+		if (id[0] && strcmp(id, want)) {
+			if (final && wait_missed_pass(j, id, want, &other)) {
 				free(j);
 				sleep(1);
 				continue;
 			}
-		}
-		if (id[0] && strcmp(id, want)) {
 			/* another job is the cluster's now: the one followed ended unseen */
 			if (final)
 				fprintf(

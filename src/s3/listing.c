@@ -68,8 +68,8 @@ hex_decode(const char *s, char *out, size_t cap, size_t *n)
 	return 0;
 }
 
-static int
-get_param(struct s3_req *r, const char *name, char *buf, size_t cap, size_t *len, bool *has)
+int
+s3_query_param(struct s3_req *r, const char *name, char *buf, size_t cap, size_t *len, bool *has)
 {
 	long n = ol_s3_query_get(r->query, name, buf, cap);
 	if (n == -ENOENT) {
@@ -97,9 +97,9 @@ parse_params(struct s3_req *r, struct list_params *p, int kind)
 	p->v2 = v2;
 	p->versions = kind == 3;
 	p->max_keys = 1000;
-	if (get_param(r, "prefix", p->prefix, sizeof(p->prefix), &p->prefix_len, NULL) < 0 ||
-	    get_param(r, "delimiter", p->delim, sizeof(p->delim), &p->delim_len, NULL) < 0 ||
-	    get_param(r, "encoding-type", enc, sizeof(enc), NULL, NULL) < 0)
+	if (s3_query_param(r, "prefix", p->prefix, sizeof(p->prefix), &p->prefix_len, NULL) < 0 ||
+	    s3_query_param(r, "delimiter", p->delim, sizeof(p->delim), &p->delim_len, NULL) < 0 ||
+	    s3_query_param(r, "encoding-type", enc, sizeof(enc), NULL, NULL) < 0)
 		return -1;
 	if (enc[0] && strcmp(enc, "url") != 0)
 		return -1;
@@ -112,17 +112,18 @@ parse_params(struct s3_req *r, struct list_params *p, int kind)
 		p->max_keys = v > 1000 ? 1000 : v;
 	}
 	if (p->versions &&
-	    get_param(r, "version-id-marker", p->vmarker, sizeof(p->vmarker), NULL, NULL) < 0)
+	    s3_query_param(r, "version-id-marker", p->vmarker, sizeof(p->vmarker), NULL, NULL) < 0)
 		return -4;
 	if (p->versions && p->vmarker[0] && !ol_s3_query_has(r->query, "key-marker"))
 		return -5;
 	if (!v2)
-		return get_param(r, p->versions ? "key-marker" : "marker", p->after,
-				 sizeof(p->after), &p->after_len, &p->has_marker);
-	if (get_param(r, "fetch-owner", fo, sizeof(fo), NULL, NULL) < 0 ||
-	    get_param(r, "start-after", p->start_after, sizeof(p->start_after), NULL,
-		      &p->has_start_after) < 0 ||
-	    get_param(r, "continuation-token", p->token, sizeof(p->token), NULL, &p->has_token) < 0)
+		return s3_query_param(r, p->versions ? "key-marker" : "marker", p->after,
+				      sizeof(p->after), &p->after_len, &p->has_marker);
+	if (s3_query_param(r, "fetch-owner", fo, sizeof(fo), NULL, NULL) < 0 ||
+	    s3_query_param(r, "start-after", p->start_after, sizeof(p->start_after), NULL,
+			   &p->has_start_after) < 0 ||
+	    s3_query_param(r, "continuation-token", p->token, sizeof(p->token), NULL,
+			   &p->has_token) < 0)
 		return -1;
 	p->fetch_owner = strcmp(fo, "true") == 0;
 	/* An empty token lists from the start (or from start-after); it is echoed as sent. */

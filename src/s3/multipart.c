@@ -709,36 +709,27 @@ s3_mpu_list(struct s3_req *r)
 {
 	struct ol_buf x = {0}, ups = {0}, cps = {0};
 	char prefix[OL_S3_MAX_KEY + 1], kmark[OL_S3_MAX_KEY + 1], imark[128], delim[64], enc[16];
-	long pl, kl, dl, il, el;
+	size_t pl, kl, dl;
+	bool url = false;
 	unsigned max;
 	r->op = "ListMultipartUploads";
 	if (query_uint(r, "max-uploads", 1000, 1000, &max) < 0)
 		return;
-	pl = ol_s3_query_get(r->query, "prefix", prefix, sizeof(prefix));
-	kl = ol_s3_query_get(r->query, "key-marker", kmark, sizeof(kmark));
-	il = ol_s3_query_get(r->query, "upload-id-marker", imark, sizeof(imark));
-	dl = ol_s3_query_get(r->query, "delimiter", delim, sizeof(delim));
-	el = ol_s3_query_get(r->query, "encoding-type", enc, sizeof(enc));
-	if ((pl < 0 && pl != -ENOENT) || (kl < 0 && kl != -ENOENT) || (il < 0 && il != -ENOENT) ||
-	    (dl < 0 && dl != -ENOENT) || (el < 0 && el != -ENOENT)) {
+	if (s3_query_param(r, "prefix", prefix, sizeof(prefix), &pl, NULL) < 0 ||
+	    s3_query_param(r, "key-marker", kmark, sizeof(kmark), &kl, NULL) < 0 ||
+	    s3_query_param(r, "upload-id-marker", imark, sizeof(imark), NULL, NULL) < 0 ||
+	    s3_query_param(r, "delimiter", delim, sizeof(delim), &dl, NULL) < 0 ||
+	    s3_query_param(r, "encoding-type", enc, sizeof(enc), NULL, &url) < 0) {
 		s3_error(r, OL_S3E_INVALID_ARGUMENT,
 			 "A prefix, key-marker, upload-id-marker, delimiter or encoding-type "
 			 "parameter is too long or not valid URL encoding.");
 		return;
 	}
-	if (el >= 0 && strcmp(enc, "url") != 0) {
+	if (url && strcmp(enc, "url") != 0) {
 		s3_error(r, OL_S3E_INVALID_ARGUMENT,
 			 "Invalid Encoding Method specified in Request");
 		return;
 	}
-	if (pl < 0)
-		prefix[0] = '\0', pl = 0;
-	if (kl < 0)
-		kmark[0] = '\0', kl = 0;
-	if (il < 0)
-		imark[0] = '\0';
-	if (dl < 0)
-		delim[0] = '\0', dl = 0;
 	/* AWS: an upload-id-marker without a key-marker is ignored */
 	if (!kl)
 		imark[0] = '\0';
@@ -749,11 +740,11 @@ s3_mpu_list(struct s3_req *r)
 				 .delim = delim,
 				 .kmark = kmark,
 				 .imark = imark,
-				 .prefix_len = (size_t)pl,
-				 .delim_len = (size_t)dl,
-				 .kmark_len = (size_t)kl,
+				 .prefix_len = pl,
+				 .delim_len = dl,
+				 .kmark_len = kl,
 				 .max = max,
-				 .url = el >= 0};
+				 .url = url};
 	int rc = ol_store_mpu_list(r->srv->st, r->rt.bucket, mpu_cb, &c);
 	if (rc < 0) {
 		ol_buf_free(&ups);
@@ -763,15 +754,15 @@ s3_mpu_list(struct s3_req *r)
 	}
 	ol_s3_xml_open_root(&x, "ListMultipartUploadsResult");
 	ol_s3_xml_elem(&x, "Bucket", r->rt.bucket);
-	ol_s3_xml_elem_url(&x, c.url, "KeyMarker", kmark, (size_t)kl);
+	ol_s3_xml_elem_url(&x, c.url, "KeyMarker", kmark, kl);
 	ol_s3_xml_elem(&x, "UploadIdMarker", imark);
 	if (c.truncated) {
 		ol_s3_xml_elem_url(&x, c.url, "NextKeyMarker", c.last, c.last_len);
 		ol_s3_xml_elem(&x, "NextUploadIdMarker", c.last_id);
 	}
-	ol_s3_xml_elem_url(&x, c.url, "Prefix", prefix, (size_t)pl);
+	ol_s3_xml_elem_url(&x, c.url, "Prefix", prefix, pl);
 	if (dl)
-		ol_s3_xml_elem_url(&x, c.url, "Delimiter", delim, (size_t)dl);
+		ol_s3_xml_elem_url(&x, c.url, "Delimiter", delim, dl);
 	ol_s3_xml_elemu(&x, "MaxUploads", c.max);
 	ol_s3_xml_elem(&x, "IsTruncated", c.truncated ? "true" : "false");
 	if (ups.len)

@@ -135,6 +135,11 @@ void s3_bucket_written(struct ol_s3_server *s);
 /* Owner of the loaded bucket ("admin" for buckets without one). */
 const char *s3_bucket_owner(const struct s3_req *r);
 /* Store the loaded bucket's attrs with name set to val (vl < 0: removed). 0 or -errno. */
+/* Query parameter name of r into buf (cap bytes, decoded), its length into len and true into
+ * has when present (each may be NULL); absent: "" and 0. 0, or -1 when too long or not valid
+ * URL encoding (nothing sent). listing.c. */
+int s3_query_param(struct s3_req *r, const char *name, char *buf, size_t cap, size_t *len,
+		   bool *has);
 int s3_bucket_attr_store(struct s3_req *r, const char *name, const char *val, long vl);
 /* Answer a bucket-setting write: status with no body when rc is 0, else the store error
  * (NoSuchBucket for -ENOENT). */

@@ -3,7 +3,7 @@
  * key HMAC-SHA256(master, "openlake sse-kms key " || id)) and SSE-C (the customer's key in
  * the request headers).
  *
- * Each object (each part of a multipart upload) gets its data encrypted with AES-256-GCM
+ * Each object (each part of a multipart upload) has its data encrypted with AES-256-GCM
  * under a random per-object data key; the store keeps only ciphertext, so erasure coding, heal
  * and the commit protocol work on it unchanged. Layout of one segment (a plain object, or one
  * part of a multipart object):

@@ -32,9 +32,8 @@ struct scan {
 	/* resume: the cursor to start after (set by the scan of its set, cleared once the scan
 	 * reaches it) */
 	const struct ol_heal_cursor *from;
-	/* shard files or blocks that could not be written, in all and per drive of each set:
-	 * on a drive still online at the end the heal fails (-EAGAIN), the store is not whole */
-	uint64_t unwritten;
+	/* shard files or blocks that could not be written, per drive of each set: on a drive
+	 * still online at the end the heal fails (-EAGAIN), the store is not whole */
 	uint32_t unw[OL_MAX_SETS][OL_MAX_DRIVES];
 };
 
@@ -213,7 +212,6 @@ open_shard(struct ol_store *st, int d, const uint8_t *uuid)
 static void
 not_written(struct scan *s, int d)
 {
-	s->unwritten++;
 	if (s->set_idx < OL_MAX_SETS)
 		s->unw[s->set_idx][d]++;
 }
@@ -1131,7 +1129,7 @@ ol_set_heal_all(struct ol_store *const *sets, int n, const struct ol_heal_opts *
 			cursor_at(&s, "", 0, NULL, 0);
 		rc = pass(&s);
 	}
-	if (!rc && s.unwritten)
+	if (!rc)
 		rc = unwritten_online(sets, n, &s);
 	for (int i = 0; !rc && !(o && o->missed_only) && i < n; i++)
 		ol_sweep_orphans(sets[i], ol_sweep_grace(sets[i]));

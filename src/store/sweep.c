@@ -316,14 +316,15 @@ list_remote(struct ol_store *st, int d, time_t before, struct cand **c, size_t *
 		ol_warn("store: drive %s: cannot list shards: %s", st->d[d].root, strerror(-rc));
 }
 
-/* Order matters: the files are listed first, then the records are read. A write whose file
+/* One sweep of set st; stop (NULL: none) set ends it early, between drives and unlinks (a
+ * closing store does not wait for a whole sweep of a large set).
+ *
+ * Order matters: the files are listed first, then the records are read. A write whose file
  * was listed either still runs (in flight: kept) or has ended, committed (referenced: kept)
  * or aborted (its file is garbage). Only with every drive online: an offline drive's
  * records are not known. "Referenced" means by at least k drives: a version known to fewer
  * can never be read (a read needs k votes); this is what a drive that missed deletes and
  * overwrites while offline keeps pointing at. */
-/* One sweep of set st; stop (NULL: none) set ends it early, between drives and unlinks (a
- * closing store does not wait for a whole sweep of a large set). */
 static size_t
 sweep_set(struct ol_store *st, int min_age_s, const atomic_bool *stop)
 {

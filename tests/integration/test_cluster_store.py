@@ -207,15 +207,17 @@ def views_whole(c):
             ctx.load_cert_chain(*c.client_cert)
     no_view = "read_any = false" in c.extra
     lead = c.leader()
-    for n in c.nodes:
-        if no_view and (not lead or lead[0] != n.i):
-            continue
-        try:
-            if not view_drives_online(n, 4 * c.sets, ctx):
-                return False
-        except OSError:
-            return False
-    return True
+    return nodes_whole([n for n in c.nodes if not no_view or (lead and lead[0] == n.i)],
+                       4 * c.sets, ctx)
+
+
+def nodes_whole(nodes, n, ctx=None):
+    """each of nodes has n drives, all online, in its store or view (one that does not answer
+    its /metrics: not yet)"""
+    try:
+        return all(view_drives_online(node, n, ctx) for node in nodes)
+    except OSError:
+        return False
 
 
 def start_cluster(tmp_path, etcd, drives=1, extra="", ca=None, client_cert=None):

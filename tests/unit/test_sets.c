@@ -364,7 +364,7 @@ test_mpu_versions_repair(void)
 		   latest);
 	}
 
-	/* a set that lost the bucket (a crash between sets) gets it back on first use */
+	/* a set that lost the bucket (a crash between sets) has it back on first use */
 	ok(ol_set_bucket_delete(st->sets[1], "m") == -ENOTEMPTY, "set 1 holds keys of m");
 	ok(ol_store_bucket_create(st, "r") == 0, "bucket r");
 	ok(ol_set_bucket_delete(st->sets[1], "r") == 0 &&

@@ -502,7 +502,7 @@ test_read_while_replaced(struct ol_store *st)
 		if (g)
 			r2 = ol_store_get_read(g, 4096, got + 4096, tot - 4096);
 		ok(r1 == 4096 && r2 == (ssize_t)(tot - 4096) && !memcmp(got, d, tot),
-		   "the reader gets the whole old version (%zd, %zd)", r1, r2);
+		   "the reader reads the whole old version (%zd, %zd)", r1, r2);
 		ok(ps.n == 8 && stat(ps.p[7], &sb) == 0, "old shards kept while read");
 		ol_store_get_close(g);
 		ok(stat(ps.p[0], &sb) != 0 && stat(ps.p[7], &sb) != 0,
