@@ -123,8 +123,7 @@ s3_body_init(struct s3_body *b, struct s3_req *r, uint64_t max)
 	}
 	/* large: a cached buffer, not megabytes mapped and faulted in per request */
 	b->buf = b->pooled ? ol_store_buf_get(b->cap) : ol_xmalloc(b->cap);
-	if (ol_cksum_init(&b->md5, OL_CKSUM_MD5) < 0)
-		return body_fail(b, OL_S3E_INTERNAL, NULL);
+	ol_md5mb_init(&b->md5);
 	if (r->auth.has_payload_sha256) {
 		b->want_sha256 = true;
 		if (ol_cksum_init(&b->sha256, OL_CKSUM_SHA256) < 0)
@@ -144,7 +143,6 @@ s3_body_fini(struct s3_body *b)
 {
 	ol_awschunked_free(b->dec);
 	b->dec = NULL;
-	ol_cksum_fini(&b->md5);
 	ol_cksum_fini(&b->sha256);
 	ol_cksum_fini(&b->ck);
 	if (b->pooled)
@@ -204,8 +202,7 @@ body_finish(struct s3_body *b)
 	uint8_t sha[OL_CKSUM_MAX_RAW];
 	if (b->expect >= 0 && b->got != (uint64_t)b->expect)
 		return body_fail(b, OL_S3E_INCOMPLETE_BODY, NULL);
-	if (ol_cksum_final(&b->md5, b->md5_raw) != 16)
-		return body_fail(b, OL_S3E_INTERNAL, NULL);
+	ol_md5mb_final(&b->md5, b->md5_raw);
 	if (b->want_sha256) {
 		if (ol_cksum_final(&b->sha256, sha) != 32)
 			return body_fail(b, OL_S3E_INTERNAL, NULL);
@@ -224,8 +221,8 @@ account(struct s3_body *b, const uint8_t *p, size_t n)
 	b->got += n;
 	if (b->got > b->max)
 		return body_fail(b, OL_S3E_ENTITY_TOO_LARGE, NULL);
-	if (ol_cksum_update(&b->md5, p, n) < 0 ||
-	    (b->want_sha256 && ol_cksum_update(&b->sha256, p, n) < 0) ||
+	ol_md5mb_update(&b->md5, p, n); /* the ETag: in lanes shared with other requests */
+	if ((b->want_sha256 && ol_cksum_update(&b->sha256, p, n) < 0) ||
 	    (b->alg != OL_CKSUM_NONE && ol_cksum_update(&b->ck, p, n) < 0))
 		return body_fail(b, OL_S3E_INTERNAL, NULL);
 	return 0;

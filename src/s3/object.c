@@ -334,10 +334,10 @@ int
 s3_copy_stream(struct s3_req *r, struct s3_sse_rd *g, uint64_t off, uint64_t len,
 	       struct s3_sse_w *p, uint8_t md5[OL_CKSUM_MAX_RAW], struct ol_cksum *ck)
 {
-	struct ol_cksum c;
+	struct ol_md5mb c;
 	uint8_t *buf = ol_xmalloc(S3_IO_BUF);
 	int ret = -1;
-	ol_cksum_init(&c, OL_CKSUM_MD5);
+	ol_md5mb_init(&c);
 	while (len > 0) {
 		size_t want = len < S3_IO_BUF ? (size_t)len : S3_IO_BUF;
 		ssize_t n = s3_sse_read(g, off, buf, want);
@@ -350,7 +350,7 @@ s3_copy_stream(struct s3_req *r, struct s3_sse_rd *g, uint64_t off, uint64_t len
 			s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
 			goto out;
 		}
-		ol_cksum_update(&c, buf, (size_t)n);
+		ol_md5mb_update(&c, buf, (size_t)n);
 		if (ck)
 			ol_cksum_update(ck, buf, (size_t)n);
 		off += (uint64_t)n;
@@ -361,10 +361,9 @@ s3_copy_stream(struct s3_req *r, struct s3_sse_rd *g, uint64_t off, uint64_t len
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_KEY);
 		goto out;
 	}
-	ol_cksum_final(&c, md5);
+	ol_md5mb_final(&c, md5);
 	ret = 0;
 out:
-	ol_cksum_fini(&c);
 	free(buf);
 	return ret;
 }

@@ -10,6 +10,7 @@
 #include "http/http.h"
 #include "s3/auth/awschunked.h"
 #include "s3/auth/checksum.h"
+#include "s3/auth/md5mb.h"
 #include "s3/acl.h"
 #include "s3/auth/sigv4.h"
 #include "s3/cors.h"
@@ -94,7 +95,8 @@ struct s3_body {
 	bool eof, done;
 	uint64_t got, max;
 	int64_t expect; /* decoded length or -1 */
-	struct ol_cksum md5, sha256, ck;
+	struct ol_md5mb md5;
+	struct ol_cksum sha256, ck;
 	bool want_sha256;
 	enum ol_cksum_alg alg;
 	char ck_expect[OL_CKSUM_MAX_B64]; /* from the header; "" = trailer or none */
