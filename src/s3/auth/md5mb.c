@@ -147,7 +147,8 @@ typedef uint32_t v16i __attribute__((vector_size(64)));
  * column index (word) between rows i and i | 1 << b, by two-source shuffles. */
 #define XPOSE_STAGE(r, b, lo, hi)                                                                  \
 	do {                                                                                       \
-		for (unsigned i_ = 0; i_ < 16; i_++) {                                             \
+		_Pragma("GCC unroll 16") for (unsigned i_ = 0; i_ < 16; i_++)                      \
+		{                                                                                  \
 			if (i_ & (1u << (b)))                                                      \
 				continue;                                                          \
 			v16 x_ = r[i_], y_ = r[i_ | (1u << (b))];                                  \
@@ -237,7 +238,8 @@ static struct {
 	void (*kernel)(struct lanes *, size_t);
 	const char *isa;
 	struct md5_job *head, **tailp;
-	unsigned queued, busy, max_busy; /* pieces queued; combiners now, and at most */
+	unsigned inflight, queued; /* pieces in the engine, and of them queued */
+	unsigned busy, max_busy;   /* combiners now, and at most */
 	unsigned cpus;
 	uint64_t runs, lanes;
 } eng = {.mu = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT, .tailp = &eng.head};
@@ -292,16 +294,24 @@ queue_remove(struct md5_job *j)
 	eng.queued--;
 }
 
+/* Whether combiners take the pieces of others: when more pieces are in the engine than CPUs
+ * may hash them one each (a pass of 16 lanes costs about 1.3 blocks of one stream). With
+ * fewer, each caller hashes its own piece on a CPU of its own. */
+static bool
+share(void)
+{
+	return eng.busy >= eng.max_busy || eng.inflight > eng.max_busy;
+}
+
 /* Fill empty lanes from the queue; the blocks every busy lane can take, 0 when none is busy.
- * Pieces of others are taken only while every CPU has a combiner: before that, a waiting
- * caller does better hashing its own piece on a CPU of its own. */
+ * Pieces of others are taken as share() says. */
 static size_t
 lanes_fill(struct lanes *L, unsigned *busy)
 {
 	size_t n = STEP_MAX;
 	*busy = 0;
 	for (unsigned l = 0; l < LANES; l++) {
-		if (!L->job[l] && eng.head && eng.busy >= eng.max_busy) {
+		if (!L->job[l] && eng.head && share()) {
 			L->job[l] = eng.head;
 			queue_remove(eng.head);
 		}
@@ -338,6 +348,15 @@ lanes_run(struct lanes *L, unsigned busy, size_t n, void (*kernel)(struct lanes 
 				L->job[l]->h[i] = L->st[i][l];
 }
 
+/* Wake as many waiting callers as combiners may start (they decide in engine_run). */
+static void
+wake_waiting(void)
+{
+	struct md5_job *w = eng.head;
+	for (unsigned k = eng.busy; w && k < eng.max_busy; k++, w = w->next)
+		pthread_cond_signal(&w->cv);
+}
+
 /* Called with eng.mu held and self queued, returns with the lock held and self done: hash self
  * in a lane, and others beside it as lanes_fill allows; others still in a lane at the end go
  * back to the head of the queue. */
@@ -366,22 +385,16 @@ combine(struct md5_job *self)
 				continue;
 			L.job[l] = NULL;
 			j->done = true;
+			eng.inflight--;
 			if (j != self)
 				pthread_cond_signal(&j->cv);
 		}
+		if (eng.head && !share())
+			wake_waiting(); /* few enough now to hash their own */
 	}
 	for (unsigned l = 0; l < LANES; l++)
 		if (L.job[l])
 			queue_push(L.job[l], true);
-}
-
-/* Hand the role on: wake as many waiting callers as combiners may start. */
-static void
-wake_waiting(void)
-{
-	struct md5_job *w = eng.head;
-	for (unsigned k = eng.busy; w && k < eng.max_busy; k++, w = w->next)
-		pthread_cond_signal(&w->cv);
 }
 
 static void
@@ -392,12 +405,16 @@ engine_run(uint32_t h[4], const uint8_t *p, size_t nblocks)
 	pthread_cond_init(&j.cv, NULL);
 	pthread_mutex_lock(&eng.mu);
 	queue_push(&j, false);
+	eng.inflight++;
 	while (!j.done) {
-		if (j.queued && eng.busy < eng.max_busy) {
+		/* a combiner of its own: on a free CPU, unless the running ones should take it
+		 * into their lanes and have room */
+		if (j.queued && eng.busy < eng.max_busy &&
+		    (eng.busy == 0 || !share() || eng.queued >= LANES)) {
 			eng.busy++;
 			combine(&j);
 			eng.busy--;
-			wake_waiting();
+			wake_waiting(); /* hand the role on */
 			continue;
 		}
 		pthread_cond_wait(&j.cv, &eng.mu);
