@@ -194,6 +194,18 @@ s3_metrics_render(struct ol_strbuf *out, void *arg)
 	    (unsigned long)hs.rejected_per_addr, (unsigned long)hs.inflight_rejected,
 	    (unsigned long)hs.head_mem_rejected, (unsigned long)hs.inflight,
 	    (unsigned long)hs.tls_handshake_failures, (unsigned long)ol_store_buf_cached());
+	struct ol_md5mb_stats ms;
+	ol_md5mb_stats(&ms);
+	ol_strbuf_printf(
+	    out,
+	    "# HELP openlake_etag_md5_passes_total Passes of the ETag's MD5 over its vector lanes.\n"
+	    "# TYPE openlake_etag_md5_passes_total counter\nopenlake_etag_md5_passes_total %lu\n"
+	    "# HELP openlake_etag_md5_lanes_total Request bodies hashed in those passes, summed "
+	    "(lanes / passes: how many shared a pass, at most 16).\n"
+	    "# TYPE openlake_etag_md5_lanes_total counter\nopenlake_etag_md5_lanes_total %lu\n"
+	    "# HELP openlake_etag_md5_info The instruction set the MD5 lanes run on.\n"
+	    "# TYPE openlake_etag_md5_info gauge\nopenlake_etag_md5_info{isa=\"%s\"} 1\n",
+	    (unsigned long)ms.runs, (unsigned long)ms.lanes, ol_md5mb_isa());
 	ol_strbuf_printf(out, "# HELP openlake_s3_requests_total S3 requests by operation.\n"
 			      "# TYPE openlake_s3_requests_total counter\n");
 	for (size_t i = 0; i < N_OPS; i++)

@@ -58,6 +58,33 @@ def test_metrics_show_the_io_buffer_cache(daemon):
     assert cached() <= 1 << 30  # [memory_pool] size_bytes' default
 
 
+def test_metrics_show_the_etag_lanes(daemon):
+    """PUT bodies' MD5 (the ETag) runs in vector lanes shared by concurrent requests; /metrics
+    counts the passes and the bodies hashed in them, and names the instruction set. The
+    ETags stay plain MD5."""
+    import hashlib
+    from concurrent.futures import ThreadPoolExecutor
+
+    def lanes():
+        text = fetch(daemon.s3_url + "/metrics")[2].decode()
+        info = metric_lines(text, "openlake_etag_md5_info")
+        assert len(info) == 1 and any(f'isa="{i}"' in info[0]
+                                      for i in ("avx512", "avx2", "generic")), info
+        return [float(metric_lines(text, n)[0].split()[-1])
+                for n in ("openlake_etag_md5_passes_total", "openlake_etag_md5_lanes_total")]
+    s3 = boto3_client(daemon.s3_url)
+    s3.create_bucket(Bucket="md5lanes")
+    bodies = [os.urandom((1 << 20) + 4099 * i) for i in range(8)]
+    passes0, lanes0 = lanes()
+    with ThreadPoolExecutor(8) as ex:
+        etags = list(ex.map(lambda i: s3.put_object(Bucket="md5lanes", Key=f"k{i}",
+                                                    Body=bodies[i])["ETag"], range(8)))
+    assert etags == ['"%s"' % hashlib.md5(b).hexdigest() for b in bodies]
+    passes, lanes_ = lanes()
+    assert passes > passes0 and lanes_ - lanes0 >= passes - passes0, (passes0, lanes0, passes,
+                                                                       lanes_)
+
+
 @pytest.mark.parametrize("section, bound", [("enabled = false", 0),
                                             ('size_bytes = "3MiB"', 3 << 20)])
 def test_memory_pool_bounds_the_io_buffer_cache(openlaked, section, bound):
