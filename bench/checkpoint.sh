@@ -61,7 +61,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-. "$(dirname "$0")/lib.sh" # free_port, wait_port, kv_pool_config
+. "$(dirname "$0")/lib.sh" # free_port, start_s3
 ratio() { $PY -c "import sys
 try: a,b=float(sys.argv[1]),float(sys.argv[2]); print('%.2f' % (a/b))
 except Exception: print('n/a')" "$1" "$2"; }
@@ -75,33 +75,7 @@ BYTES=$((W * SIZE_MIB * 1048576))
 
 root=$TMP/ol
 mkdir -p "$root"
-S3_PORT=$(free_port)
-RPC=$(free_port)
-cat >"$root/openlake.toml" <<EOF
-self_id = 0
-data_dirs = ["$root/d0", "$root/d1", "$root/d2", "$root/d3"]
-s3_addr = "127.0.0.1:$S3_PORT"
-rpc_addr = "127.0.0.1:$RPC"
-kv_addr = ""
-set_drive_count = $DRIVES
-default_parity_count = $PARITY
-log_level = "warn"
-
-[[credentials]]
-access_key = "openlakeadmin"
-secret_key = "openlakeadmin"
-
-[[nodes]]
-id = 0
-rpc_addr = "127.0.0.1:$RPC"
-disk_count = $DRIVES
-
-[storage]
-fsync = true
-EOF
-"$OPENLAKED" --config "$root/openlake.toml" >"$root/log" 2>&1 &
-DPID=$!
-wait_port "$S3_PORT" || { echo "checkpoint.sh: openlaked did not start:" >&2; cat "$root/log" >&2; exit 1; }
+start_s3 "$OPENLAKED" "$root" true # 4 drives, 3+1: DRIVES and PARITY above; sets DPID
 URL=http://127.0.0.1:$S3_PORT
 export AWS_ENDPOINT_URL=$URL AWS_ACCESS_KEY_ID=openlakeadmin AWS_SECRET_ACCESS_KEY=openlakeadmin \
 	AWS_DEFAULT_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \

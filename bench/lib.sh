@@ -87,6 +87,45 @@ EOT
 	exit 1
 }
 
+# start_s3 OPENLAKED DIR FSYNC: a single-node S3 openlaked on 4 drives under DIR (3+1, admin
+# key only, no console, no KV), [storage] fsync = FSYNC, on fresh ports, its log in DIR/log;
+# sets DPID, S3_PORT and EP once it listens, else shows the log and exits 1
+start_s3() {
+	S3_PORT=$(free_port)
+	local rpc
+	rpc=$(free_port)
+	cat >"$2/openlake.toml" <<EOT
+self_id = 0
+data_dirs = ["$2/d0", "$2/d1", "$2/d2", "$2/d3"]
+s3_addr = "127.0.0.1:$S3_PORT"
+rpc_addr = "127.0.0.1:$rpc"
+console_addr = ""
+kv_addr = ""
+set_drive_count = 4
+default_parity_count = 1
+log_level = "warn"
+
+[[credentials]]
+access_key = "openlakeadmin"
+secret_key = "openlakeadmin"
+
+[[nodes]]
+id = 0
+rpc_addr = "127.0.0.1:$rpc"
+disk_count = 4
+
+[storage]
+fsync = $3
+EOT
+	"$1" --config "$2/openlake.toml" >"$2/log" 2>&1 &
+	DPID=$!
+	EP=http://127.0.0.1:$S3_PORT
+	wait_port "$S3_PORT" && return 0
+	echo "$(basename "$0"): openlaked did not start:" >&2
+	cat "$2/log" >&2
+	exit 1
+}
+
 # abba ROUNDS WHAT LABEL_A LABEL_B: ROUNDS rounds of the caller's functions side_a and side_b
 # (each prints one figure, ops/s), in ABBA order so that a load drifting during the run weighs
 # on both alike; a line per round, then the medians and the median of the rounds' ratios b/a

@@ -43,7 +43,7 @@ for b in "$OPENLAKED" "$LIB"; do
 done
 $PY -c 'import numpy' 2>/dev/null || { echo "put_cpu.sh: needs python3-numpy" >&2; exit 1; }
 
-. "$(dirname "$0")/lib.sh" # free_port, wait_port
+. "$(dirname "$0")/lib.sh" # start_s3
 TMP=$(mktemp -d "$BASE/openlake-putcpu.XXXXXX")
 DPID=
 cleanup() {
@@ -51,33 +51,7 @@ cleanup() {
 	rm -rf "$TMP"
 }
 trap cleanup EXIT INT TERM
-S3_PORT=$(free_port)
-RPC=$(free_port)
-cat >"$TMP/openlake.toml" <<EOT
-self_id = 0
-data_dirs = ["$TMP/d0", "$TMP/d1", "$TMP/d2", "$TMP/d3"]
-s3_addr = "127.0.0.1:$S3_PORT"
-rpc_addr = "127.0.0.1:$RPC"
-kv_addr = ""
-set_drive_count = 4
-default_parity_count = 1
-log_level = "warn"
-
-[[credentials]]
-access_key = "openlakeadmin"
-secret_key = "openlakeadmin"
-
-[[nodes]]
-id = 0
-rpc_addr = "127.0.0.1:$RPC"
-disk_count = 4
-
-[storage]
-fsync = $FSYNC
-EOT
-"$OPENLAKED" --config "$TMP/openlake.toml" >"$TMP/log" 2>&1 &
-DPID=$!
-wait_port "$S3_PORT" || { echo "put_cpu.sh: openlaked did not start:" >&2; cat "$TMP/log" >&2; exit 1; }
+start_s3 "$OPENLAKED" "$TMP" "$FSYNC" # sets DPID, S3_PORT
 export AWS_ENDPOINT_URL=http://127.0.0.1:$S3_PORT AWS_ACCESS_KEY_ID=openlakeadmin \
 	AWS_SECRET_ACCESS_KEY=openlakeadmin AWS_DEFAULT_REGION=us-east-1 AWS_CONFIG_FILE=/dev/null \
 	AWS_SHARED_CREDENTIALS_FILE=/dev/null PYTHONPATH=$REPO/python OPENLAKE_LIBRARY=$LIB
