@@ -198,7 +198,8 @@ s3_metrics_render(struct ol_strbuf *out, void *arg)
 	ol_md5mb_stats(&ms);
 	ol_strbuf_printf(
 	    out,
-	    "# HELP openlake_etag_md5_passes_total Passes of the ETag's MD5 over its vector lanes.\n"
+	    "# HELP openlake_etag_md5_passes_total Passes of the ETag's MD5 over its vector "
+	    "lanes.\n"
 	    "# TYPE openlake_etag_md5_passes_total counter\nopenlake_etag_md5_passes_total %lu\n"
 	    "# HELP openlake_etag_md5_lanes_total Request bodies hashed in those passes, summed "
 	    "(lanes / passes: how many shared a pass, at most 16).\n"
