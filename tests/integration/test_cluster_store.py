@@ -109,7 +109,8 @@ lease_ttl_s = {TTL}
             self.proc.wait(30)
 
     def stop(self):
-        """SIGTERM; False when it had to be killed (it did not stop within 30 s)"""
+        """SIGTERM; False when it had to be killed (it did not stop within 30 s): then what
+        each of its threads waited in goes to its log first (hung_threads)"""
         clean = True
         if self.alive():
             os.kill(self.proc.pid, signal.SIGCONT)  # a test may leave it stopped
@@ -118,12 +119,35 @@ lease_ttl_s = {TTL}
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 clean = False
+                self.hung_threads()
                 self.proc.kill()
                 self.proc.wait(10)
         if self.logf:
             self.logf.close()
             self.logf = None
         return clean
+
+    def hung_threads(self):
+        """a node that does not stop: each thread's name, state and kernel wait channel, and
+        with gdb installed every thread's stack, appended to the node's log"""
+        lines = ["test harness: the node did not stop within 30 s of SIGTERM; its threads:"]
+        task = f"/proc/{self.proc.pid}/task"
+        for tid in sorted(os.listdir(task), key=int):
+            try:
+                comm = open(f"{task}/{tid}/comm").read().strip()
+                state = open(f"{task}/{tid}/stat").read().rsplit(")", 1)[1].split()[0]
+                wchan = open(f"{task}/{tid}/wchan").read().strip()
+            except OSError:
+                continue
+            lines.append(f"  {tid} {comm} {state} {wchan}")
+        if shutil.which("gdb"):
+            r = subprocess.run(["gdb", "-p", str(self.proc.pid), "-batch", "-ex",
+                                "thread apply all bt"], capture_output=True, text=True,
+                               timeout=120, check=False)
+            lines.append(r.stdout)
+        if self.logf:
+            self.logf.write(("\n".join(lines) + "\n").encode())
+            self.logf.flush()
 
 
 class Cluster:
