@@ -98,6 +98,17 @@ typedef uint32_t v16 __attribute__((vector_size(64), aligned(64)));
 		MD5_STEP(I, b, c, d, a, M[9], 0xeb86d391u, 21);                                    \
 	} while (0)
 
+/* One 64-byte block M into the state a..d of type T: the 64 steps, then the feed-forward. */
+#define MD5_BLOCK(T, a, b, c, d, M)                                                                \
+	do {                                                                                       \
+		T aa_ = (a), bb_ = (b), cc_ = (c), dd_ = (d);                                      \
+		MD5_ROUNDS(a, b, c, d, M);                                                         \
+		(a) += aa_;                                                                        \
+		(b) += bb_;                                                                        \
+		(c) += cc_;                                                                        \
+		(d) += dd_;                                                                        \
+	} while (0)
+
 /* ---- one stream (tails, small pieces) ---- */
 
 static void
@@ -107,12 +118,7 @@ md5_blocks(uint32_t h[4], const uint8_t *p, size_t nblocks)
 	for (size_t i = 0; i < nblocks; i++, p += 64) {
 		uint32_t M[16];
 		memcpy(M, p, 64);
-		uint32_t aa = a, bb = b, cc = c, dd = d;
-		MD5_ROUNDS(a, b, c, d, M);
-		a += aa;
-		b += bb;
-		c += cc;
-		d += dd;
+		MD5_BLOCK(uint32_t, a, b, c, d, M);
 	}
 	h[0] = a;
 	h[1] = b;
@@ -199,12 +205,7 @@ lanes_body(struct lanes *L, size_t n, bool shuffle)
 	for (size_t blk = 0; blk < n; blk++) {
 		v16 M[16];
 		lanes_load(M, L, blk, shuffle);
-		v16 aa = a, bb = b, cc = c, dd = d;
-		MD5_ROUNDS(a, b, c, d, M);
-		a += aa;
-		b += bb;
-		c += cc;
-		d += dd;
+		MD5_BLOCK(v16, a, b, c, d, M);
 	}
 	L->st[0] = a;
 	L->st[1] = b;
