@@ -234,7 +234,7 @@ out:
 
 /* Stream the file part into w until the closing delimiter. Returns the size or -1 (sent). */
 static int64_t
-post_stream(struct post *p, struct s3_sse_w *w, struct ol_cksum *md5, int64_t max_len)
+post_stream(struct post *p, struct s3_sse_w *w, struct ol_md5mb *md5, int64_t max_len)
 {
 	int64_t total = 0;
 	for (;;) {
@@ -252,7 +252,7 @@ post_stream(struct post *p, struct s3_sse_w *w, struct ol_cksum *md5, int64_t ma
 				s3_store_error(p->r, rc, OL_S3E_NO_SUCH_BUCKET);
 				return -1;
 			}
-			ol_cksum_update(md5, p->buf, take);
+			ol_md5mb_update(md5, p->buf, take);
 			memmove(p->buf, p->buf + take, p->len - take);
 			p->len -= take;
 		}
@@ -387,7 +387,7 @@ post_body(struct post *p)
 {
 	struct s3_req *r = p->r;
 	struct ol_put *w = NULL;
-	struct ol_cksum md5;
+	struct ol_md5mb md5;
 	struct ol_buf meta = {0}, smeta = {0}, tmeta = {0};
 	struct s3_sse_req q = {0};
 	struct s3_sse e = {0};
@@ -396,7 +396,7 @@ post_body(struct post *p)
 	uint8_t raw[OL_CKSUM_MAX_RAW];
 	char etag[40];
 	const char *policy = ol_form_get(&p->form, "policy");
-	ol_cksum_init(&md5, OL_CKSUM_MD5);
+	ol_md5mb_init(&md5);
 	if ((policy && post_auth(p, policy) < 0) || !post_key(p) ||
 	    (policy && post_policy(p, policy, &min_len, &max_len) < 0) ||
 	    !s3_access_post(r, ol_form_get(&p->form, "acl")) || post_sse(p, &q) < 0 ||
@@ -430,7 +430,7 @@ post_body(struct post *p)
 		s3_error(r, p->b.err, p->b.errmsg);
 		goto out;
 	}
-	ol_cksum_final(&md5, raw);
+	ol_md5mb_final(&md5, raw);
 	ol_hex_encode(raw, 16, etag);
 	post_meta(p, &meta);
 	if (tmeta.len)
@@ -449,7 +449,6 @@ post_body(struct post *p)
 	post_respond(p, etag, &e);
 out:
 	ol_store_put_abort(w);
-	ol_cksum_fini(&md5);
 	ol_buf_free(&meta);
 	ol_buf_free(&smeta);
 	ol_buf_free(&tmeta);
