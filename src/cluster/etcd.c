@@ -65,6 +65,9 @@ ol_etcd_endpoint(struct ol_etcd *c)
 	return c->ep[atomic_load(&c->cur) % c->n_ep].url;
 }
 
+/* how long "lease not found" after a grant can mean a member not caught up yet */
+#define LEASE_APPLY_MS 3000
+
 static void
 sleep_ms(int64_t ms)
 {
@@ -214,11 +217,15 @@ ol_etcd_put(struct ol_etcd *c, const char *key, const void *value, size_t value_
 	char *body = ol_etcd_enc_put(key, value, value_len, lease), *r = NULL;
 	size_t rl;
 	int64_t deadline = deadline_of(c), back = 20;
+	int64_t apply_end = ol_httpc_now_ms() + LEASE_APPLY_MS;
 	int rc;
 	for (;;) {
 		rc = call(c, "/v3/kv/put", body, deadline, &r, &rl);
-		/* a member that has not applied a fresh grant yet says "lease not found" */
-		if (rc != -ENOENT || !lease || ol_httpc_now_ms() + back >= deadline)
+		/* a member that has not applied a fresh grant yet says "lease not found"; a lease
+		 * that lapsed (its holder stalled past the TTL) says it for good: give up after
+		 * the window a grant takes to apply, not at the call's deadline */
+		int64_t end = deadline < apply_end ? deadline : apply_end;
+		if (rc != -ENOENT || !lease || ol_httpc_now_ms() + back >= end)
 			break;
 		sleep_ms(back);
 		back = back < 400 ? back * 2 : back;

@@ -131,8 +131,9 @@ int ol_etcd_range(struct ol_etcd *c, const char *key, unsigned flags, int64_t re
 void ol_etcd_range_result_fini(struct ol_etcd_range_result *r);
 
 /* Write key = value, attached to lease (0 = none). "lease not found" right after a grant
- * (a member that has not applied it yet) is retried within the deadline. *revision (may be
- * NULL) receives the revision of the write. */
+ * (a member that has not applied it yet) is retried for up to 3 s within the deadline, then
+ * returned (-ENOENT: the lease is gone). *revision (may be NULL) receives the revision of
+ * the write. */
 int ol_etcd_put(struct ol_etcd *c, const char *key, const void *value, size_t value_len,
 		int64_t lease, int64_t *revision);
 

@@ -730,6 +730,32 @@ test_offline(void)
 	free(v);
 }
 
+/* A put on a lease that is gone (its holder stalled past the TTL): the member says "lease not
+ * found" for good. The put retries it for the window a fresh grant takes to apply (3 s), then
+ * returns -ENOENT, not at its 20 s deadline: a node stopping meanwhile waited for that. */
+static void
+test_lapsed_lease(void)
+{
+	struct fake gone;
+	struct ol_etcd *c = NULL;
+	int rc = fake_start(&gone, "404 Not Found",
+			    "{\"error\":\"etcdserver: requested lease not found\",\"message\":"
+			    "\"etcdserver: requested lease not found\",\"code\":5}");
+	const char *eps[] = {gone.url};
+	rc = rc ? rc : ol_etcd_new(eps, 1, 20000, &c);
+	ok(rc == 0, "a member that lost the lease");
+	if (rc)
+		return;
+	int64_t t0 = ol_httpc_now_ms();
+	rc = ol_etcd_put(c, "/t/member", "v", 1, 42, NULL);
+	int64_t ms = ol_httpc_now_ms() - t0;
+	ok(rc == -ENOENT && atomic_load(&gone.hits) > 1 && ms >= 1000 && ms < 15000,
+	   "a put on a lapsed lease retries about 3 s, then -ENOENT (rc %d, %d tries, %lld ms)", rc,
+	   atomic_load(&gone.hits), (long long)ms);
+	ol_etcd_free(c);
+	fake_stop(&gone);
+}
+
 int
 main(void)
 {
@@ -739,6 +765,7 @@ main(void)
 	test_http();
 	test_try_share();
 	test_failover();
+	test_lapsed_lease();
 	test_layout();
 	test_config();
 	test_offline();
