@@ -66,7 +66,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-. "$(dirname "$0")/lib.sh" # free_port, wait_port, kv_pool_config
+. "$(dirname "$0")/lib.sh" # free_port, wait_port, kv_pool_config, start_s3
 # jget FILE EXPR: a value out of a JSON document (EXPR in Python, the document is d)
 jget() { $PY -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 ratio() { $PY -c "import sys
@@ -78,37 +78,11 @@ PARITY=1
 K=$((DRIVES - PARITY))
 
 # start_daemon FSYNC: openlaked on 4 drives under $TMP/ol (fresh), S3 on an ephemeral port
+# (lib.sh's start_s3: 3+1, as DRIVES and PARITY above; sets S3_PORT and DPID)
 start_daemon() {
-	local root=$TMP/ol
-	rm -rf "$root"
-	mkdir -p "$root"
-	S3_PORT=$(free_port)
-	local rpc=$(free_port)
-	cat >"$root/openlake.toml" <<EOF
-self_id = 0
-data_dirs = ["$root/d0", "$root/d1", "$root/d2", "$root/d3"]
-s3_addr = "127.0.0.1:$S3_PORT"
-rpc_addr = "127.0.0.1:$rpc"
-kv_addr = ""
-set_drive_count = $DRIVES
-default_parity_count = $PARITY
-log_level = "warn"
-
-[[credentials]]
-access_key = "openlakeadmin"
-secret_key = "openlakeadmin"
-
-[[nodes]]
-id = 0
-rpc_addr = "127.0.0.1:$rpc"
-disk_count = $DRIVES
-
-[storage]
-fsync = $1
-EOF
-	"$OPENLAKED" --config "$root/openlake.toml" >"$root/log" 2>&1 &
-	DPID=$!
-	wait_port "$S3_PORT" || { echo "s3_bench.sh: openlaked did not start:" >&2; cat "$root/log" >&2; exit 1; }
+	rm -rf "$TMP/ol"
+	mkdir -p "$TMP/ol"
+	start_s3 "$OPENLAKED" "$TMP/ol" "$1"
 }
 stop_daemon() {
 	kill "$DPID" 2>/dev/null || true
