@@ -983,6 +983,9 @@ start_plane(const struct ol_config *cfg, struct daemon *d)
 static void
 stop_all(struct daemon *d)
 {
+#ifdef OL_HAVE_CLUSTER
+	ol_cluster_hurry(d->cluster); /* no etcd call holds the stop past a few seconds */
+#endif
 #ifdef OL_HAVE_ADMIN
 	ol_admin_set_ready(false);
 	ol_admin_set_locality(NULL);

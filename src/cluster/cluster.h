@@ -51,7 +51,20 @@ struct ol_cluster_view {
  * -EINVAL (bad endpoint). */
 int ol_cluster_start(const struct ol_config *cfg, struct ol_cluster **out);
 
-/* Revoke the lease (so the member key goes at once), stop and join the threads, free c. */
+/* How long a stop waits for etcd: each of its two steps (ol_cluster_hurry to
+ * ol_cluster_stop, and ol_cluster_stop itself) ends its etcd calls within this. With etcd
+ * healthy a call takes milliseconds; with etcd hung or cut off, the lease lapses at its TTL
+ * instead of the revoke and the set keys go with it. */
+#define OL_CLUSTER_STOP_ETCD_MS 3000
+
+/* A stop begins: every etcd call of c, those in flight included, ends within
+ * OL_CLUSTER_STOP_ETCD_MS from now (-ECANCELED), so the stop's own calls (the resign, the
+ * revoke) are not held behind calls that wait out a hung etcd's deadline. NULL: nothing.
+ * Any thread. */
+void ol_cluster_hurry(struct ol_cluster *c);
+
+/* Revoke the lease (so the member key goes at once), stop and join the threads, free c.
+ * Its etcd calls, and those of c's threads, end within OL_CLUSTER_STOP_ETCD_MS. */
 void ol_cluster_stop(struct ol_cluster *c);
 
 /* Copy of the live members as last seen from etcd (n = 0, epoch = 0 before the first read).

@@ -25,6 +25,7 @@ struct ol_etcd {
 	/* until when endpoint i is suspect: a try of it ran out of its time (hung or cut off);
 	 * calls try it after the others (ol_etcd_order) */
 	_Atomic int64_t hung_until[OL_ETCD_MAX_ENDPOINTS];
+	_Atomic int64_t cutoff; /* ol_etcd_cutoff: no call runs past it (0: none) */
 };
 
 int
@@ -65,12 +66,30 @@ ol_etcd_endpoint(struct ol_etcd *c)
 	return c->ep[atomic_load(&c->cur) % c->n_ep].url;
 }
 
+void
+ol_etcd_cutoff(struct ol_etcd *c, int64_t ms)
+{
+	atomic_store(&c->cutoff, ol_httpc_now_ms() + (ms > 0 ? ms : 0));
+}
+
+/* the cutoff has passed */
+static bool
+cut_off(struct ol_etcd *c)
+{
+	int64_t at = atomic_load(&c->cutoff);
+	return at && ol_httpc_now_ms() >= at;
+}
+
 /* how long "lease not found" after a grant can mean a member not caught up yet */
 #define LEASE_APPLY_MS 3000
 
+/* sleep ms, no longer than to the cutoff */
 static void
-sleep_ms(int64_t ms)
+sleep_ms(struct ol_etcd *c, int64_t ms)
 {
+	int64_t at = atomic_load(&c->cutoff);
+	if (at && at - ol_httpc_now_ms() < ms)
+		ms = at - ol_httpc_now_ms();
 	if (ms <= 0)
 		return;
 	struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
@@ -149,6 +168,8 @@ call(struct ol_etcd *c, const char *path, const char *body, int64_t deadline, ch
 	for (unsigned t = 0;; t++) {
 		unsigned k = t % c->n_ep, i = order[k];
 		int64_t now = ol_httpc_now_ms(), left = deadline - now;
+		if (cut_off(c))
+			return -ECANCELED;
 		if (left <= 0)
 			break;
 		int status = 0;
@@ -158,7 +179,10 @@ call(struct ol_etcd *c, const char *path, const char *body, int64_t deadline, ch
 		 * ones (one that hangs now costs half the call, not all of it) */
 		unsigned untried = k < n_ok ? n_ok - k + (n_ok < c->n_ep) : c->n_ep - k;
 		rc = ol_httpc_post(c->ep[i].host, c->ep[i].port, path, REQUIRE_LEADER, body,
-				   now + ol_etcd_try_ms(left, untried), &status, &r, &rl);
+				   now + ol_etcd_try_ms(left, untried), &c->cutoff, &status, &r,
+				   &rl);
+		if (rc == -ECANCELED) /* cut off: says nothing of this endpoint */
+			return rc;
 		if (rc != -ETIMEDOUT) /* it answered (or refused at once): not hung */
 			atomic_store(&c->hung_until[i], 0);
 		if (!rc && status != 200) {
@@ -183,7 +207,7 @@ call(struct ol_etcd *c, const char *path, const char *body, int64_t deadline, ch
 			unsigned round = (t + 1) / c->n_ep - 1;
 			int64_t back = 50 << (round < 4 ? round : 4);
 			left = deadline - ol_httpc_now_ms();
-			sleep_ms(back < left ? back : left);
+			sleep_ms(c, back < left ? back : left);
 		}
 	}
 	return rc;
@@ -227,7 +251,7 @@ ol_etcd_put(struct ol_etcd *c, const char *key, const void *value, size_t value_
 		int64_t end = deadline < apply_end ? deadline : apply_end;
 		if (rc != -ENOENT || !lease || ol_httpc_now_ms() + back >= end)
 			break;
-		sleep_ms(back);
+		sleep_ms(c, back);
 		back = back < 400 ? back * 2 : back;
 	}
 	if (!rc)
@@ -343,7 +367,7 @@ struct watch {
 static bool
 stopped(const struct watch *w)
 {
-	return w->stop && atomic_load(w->stop);
+	return (w->stop && atomic_load(w->stop)) || cut_off(w->c);
 }
 
 /* hand the complete lines in w->lines to the callback. 1 = go on, else the result */
@@ -400,7 +424,7 @@ watch_once(struct watch *w, unsigned i)
 		return -ENOMEM;
 	struct ol_httpc_conn conn;
 	int rc = ol_httpc_open(&conn, e->host, e->port, "/v3/watch", REQUIRE_LEADER, body,
-			       ol_httpc_now_ms() + w->c->timeout_ms);
+			       ol_httpc_now_ms() + w->c->timeout_ms, &w->c->cutoff);
 	free(body);
 	if (rc)
 		return W_AGAIN;
@@ -458,10 +482,12 @@ ol_etcd_watch(struct ol_etcd *c, const char *key, unsigned flags, int64_t start_
 		int64_t back = fails < c->n_ep ? 0 : (int64_t)50 << (sh < 5 ? sh : 5);
 		for (int64_t end = ol_httpc_now_ms() + back;
 		     !stopped(&w) && ol_httpc_now_ms() < end;)
-			sleep_ms(back < 100 ? back : 100);
+			sleep_ms(c, back < 100 ? back : 100);
 	}
 	if (rc == OL_ETCD_ECOMPACTED && compact_rev)
 		*compact_rev = w.compact_rev;
 	free(w.lines);
+	if ((rc == W_AGAIN || !rc) && cut_off(c) && !(stop && atomic_load(stop)))
+		return -ECANCELED; /* cut off, not stopped by its caller */
 	return rc == W_AGAIN ? 0 : rc;
 }

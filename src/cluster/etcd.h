@@ -16,7 +16,8 @@
  * ("no leader") instead of holding the call, and ends its watch streams.
  * A handle may be used by several threads at once (each call opens its own connection).
  *
- * Error results: -ETIMEDOUT (deadline passed, no endpoint answered), -ENOENT (lease not found),
+ * Error results: -ETIMEDOUT (deadline passed, no endpoint answered), -ECANCELED (past the
+ * cutoff, ol_etcd_cutoff), -ENOENT (lease not found),
  * -EINVAL (etcd refused the request as malformed), OL_ETCD_ECOMPACTED (the revision asked for
  * was compacted), -EPROTO (an answer we could not understand), -ENOMEM, -EIO (other errors
  * reported by etcd).
@@ -123,6 +124,12 @@ unsigned ol_etcd_order(unsigned n, unsigned start, const bool *suspect, unsigned
 
 /* Endpoint last answered (for messages); valid while c lives. */
 const char *ol_etcd_endpoint(struct ol_etcd *c);
+
+/* From now on every call of c, those in flight included, ends by now + ms at the latest: one
+ * past it returns -ECANCELED (a watch, -ECANCELED too), within OL_HTTPC_CUTOFF_POLL_MS. For
+ * a stop that must not wait out a hung etcd's deadlines; a later call sets a new cutoff.
+ * Any thread. */
+void ol_etcd_cutoff(struct ol_etcd *c, int64_t ms);
 
 /* Read key (or the prefix with OL_ETCD_PREFIX) at revision rev (0 = latest), at most limit
  * keys (0 = all), sorted by key. */

@@ -159,15 +159,27 @@ ol_httpc_chunk(const char *buf, size_t len, size_t *data_off, size_t *data_len)
 	return (long)(off + n + 2);
 }
 
+/* the cutoff has passed */
+static bool
+cut_off(const _Atomic int64_t *cutoff, int64_t now)
+{
+	int64_t at = cutoff ? atomic_load(cutoff) : 0;
+	return at && now >= at;
+}
+
 static int
-wait_fd(int fd, short events, int64_t deadline)
+wait_fd(int fd, short events, int64_t deadline, const _Atomic int64_t *cutoff)
 {
 	for (;;) {
-		int64_t left = deadline - ol_httpc_now_ms();
+		int64_t now = ol_httpc_now_ms(), left = deadline - now;
+		if (cut_off(cutoff, now))
+			return -ECANCELED;
 		if (left <= 0)
 			return -ETIMEDOUT;
+		/* with a cutoff, look at it again every OL_HTTPC_CUTOFF_POLL_MS */
+		int64_t slice = cutoff ? OL_HTTPC_CUTOFF_POLL_MS : 1000;
 		struct pollfd p = {.fd = fd, .events = events};
-		int r = poll(&p, 1, left > 1000 ? 1000 : (int)left);
+		int r = poll(&p, 1, left > slice ? (int)slice : (int)left);
 		if (r > 0)
 			return 0;
 		if (r < 0 && errno != EINTR)
@@ -176,7 +188,7 @@ wait_fd(int fd, short events, int64_t deadline)
 }
 
 static int
-connect_to(const char *host, const char *port, int64_t deadline)
+connect_to(const char *host, const char *port, int64_t deadline, const _Atomic int64_t *cutoff)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
 	int rc = getaddrinfo(host, port, &hints, &ai);
@@ -194,13 +206,15 @@ connect_to(const char *host, const char *port, int64_t deadline)
 			close(fd);
 			continue;
 		}
-		rc = wait_fd(fd, POLLOUT, deadline);
+		rc = wait_fd(fd, POLLOUT, deadline, cutoff);
 		int err = 0;
 		socklen_t el = sizeof(err);
 		if (!rc && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err)
 			rc = -err;
 		if (rc) {
 			close(fd);
+			if (rc == -ECANCELED)
+				break;
 			continue;
 		}
 		int one = 1;
@@ -213,7 +227,7 @@ connect_to(const char *host, const char *port, int64_t deadline)
 }
 
 static int
-send_all(int fd, const char *p, size_t len, int64_t deadline)
+send_all(int fd, const char *p, size_t len, int64_t deadline, const _Atomic int64_t *cutoff)
 {
 	while (len) {
 		ssize_t w = send(fd, p, len, MSG_NOSIGNAL);
@@ -224,7 +238,7 @@ send_all(int fd, const char *p, size_t len, int64_t deadline)
 		}
 		if (w < 0 && errno != EAGAIN && errno != EINTR)
 			return -errno;
-		int rc = wait_fd(fd, POLLOUT, deadline);
+		int rc = wait_fd(fd, POLLOUT, deadline, cutoff);
 		if (rc)
 			return rc;
 	}
@@ -268,10 +282,12 @@ ol_httpc_close(struct ol_httpc_conn *c)
 
 int
 ol_httpc_open(struct ol_httpc_conn *c, const char *host, const char *port, const char *path,
-	      const char *headers, const char *body, int64_t deadline)
+	      const char *headers, const char *body, int64_t deadline,
+	      const _Atomic int64_t *cutoff)
 {
 	memset(c, 0, sizeof(*c));
-	c->fd = connect_to(host, port, deadline);
+	c->cutoff = cutoff;
+	c->fd = connect_to(host, port, deadline, cutoff);
 	if (c->fd < 0) {
 		int rc = c->fd;
 		c->fd = -1;
@@ -285,9 +301,9 @@ ol_httpc_open(struct ol_httpc_conn *c, const char *host, const char *port, const
 			  path, host, port, headers ? headers : "", bl);
 	int rc = (hl < 0 || (size_t)hl >= sizeof(head)) ? -ENAMETOOLONG : 0;
 	if (!rc)
-		rc = send_all(c->fd, head, (size_t)hl, deadline);
+		rc = send_all(c->fd, head, (size_t)hl, deadline, cutoff);
 	if (!rc)
-		rc = send_all(c->fd, body, bl, deadline);
+		rc = send_all(c->fd, body, bl, deadline, cutoff);
 	while (!rc) {
 		long h = ol_httpc_parse_head(c->buf ? c->buf : "", c->len, &c->status,
 					     &c->content_length, &c->chunked);
@@ -300,7 +316,7 @@ ol_httpc_open(struct ol_httpc_conn *c, const char *host, const char *port, const
 			c->len -= (size_t)h;
 			return 0;
 		}
-		rc = wait_fd(c->fd, POLLIN, deadline);
+		rc = wait_fd(c->fd, POLLIN, deadline, cutoff);
 		if (!rc)
 			rc = recv_some(c, OL_HTTPC_MAX_HEAD);
 	}
@@ -364,7 +380,7 @@ ol_httpc_read_body(struct ol_httpc_conn *c, int64_t deadline, char **body, size_
 		} else if (c->content_length >= 0 && c->len >= (size_t)c->content_length) {
 			break;
 		}
-		rc = wait_fd(c->fd, POLLIN, deadline);
+		rc = wait_fd(c->fd, POLLIN, deadline, c->cutoff);
 		if (!rc)
 			rc = recv_some(c, OL_HTTPC_MAX_BODY);
 		if (rc == -ECONNRESET && !c->chunked && c->content_length < 0) {
@@ -405,6 +421,10 @@ ol_httpc_read_stream(struct ol_httpc_conn *c, int wait_ms, char **out, size_t *o
 		return rc;
 	if (done)
 		return -ECONNRESET;
+	if (cut_off(c->cutoff, ol_httpc_now_ms()))
+		return -ECANCELED;
+	if (c->cutoff && wait_ms > OL_HTTPC_CUTOFF_POLL_MS)
+		wait_ms = OL_HTTPC_CUTOFF_POLL_MS;
 	struct pollfd p = {.fd = c->fd, .events = POLLIN};
 	int r = poll(&p, 1, wait_ms);
 	if (r < 0)
@@ -422,10 +442,11 @@ ol_httpc_read_stream(struct ol_httpc_conn *c, int wait_ms, char **out, size_t *o
 
 int
 ol_httpc_post(const char *host, const char *port, const char *path, const char *headers,
-	      const char *body, int64_t deadline, int *status, char **resp, size_t *resp_len)
+	      const char *body, int64_t deadline, const _Atomic int64_t *cutoff, int *status,
+	      char **resp, size_t *resp_len)
 {
 	struct ol_httpc_conn c;
-	int rc = ol_httpc_open(&c, host, port, path, headers, body, deadline);
+	int rc = ol_httpc_open(&c, host, port, path, headers, body, deadline, cutoff);
 	if (rc)
 		return rc;
 	*status = c.status;

@@ -274,7 +274,7 @@ keepalive_main(void *arg)
 		}
 		if (!rc)
 			put_free(c);
-		if (rc && !down_logged) {
+		if (rc && rc != -ECANCELED && !down_logged) { /* -ECANCELED: a stop's cutoff */
 			ol_warn("cluster: etcd (%s) unreachable: %s; serving the local store, "
 				"retrying in the background",
 				c->cfg->cluster_etcd, strerror(rc < 0 && rc > -4096 ? -rc : EIO));
@@ -514,10 +514,18 @@ ol_cluster_start(const struct ol_config *cfg, struct ol_cluster **out)
 }
 
 void
+ol_cluster_hurry(struct ol_cluster *c)
+{
+	if (c)
+		ol_etcd_cutoff(c->etcd, OL_CLUSTER_STOP_ETCD_MS);
+}
+
+void
 ol_cluster_stop(struct ol_cluster *c)
 {
 	if (!c)
 		return;
+	ol_cluster_hurry(c);
 	ol_cluster_lead_stop(c); /* resigns while the lease still lives */
 	pthread_mutex_lock(&c->mu);
 	atomic_store(&c->stop, 1);

@@ -886,6 +886,47 @@ def steps_down_while_etcd_hangs(c, etcd):
         wait_for(lambda: c.serving(i), 2 * SLOW_ETCD_MS // 1000 + 60, f"S3 through node {i}")
 
 
+def test_nodes_stop_within_seconds_while_etcd_hangs(cluster_slow_etcd, etcd):
+    """Every etcd member frozen, the leader and a follower are sent SIGTERM together. Their
+    etcd calls would each wait out the 20 s deadline (the leader's resign, the lease revoke,
+    the calls in flight on the membership threads: 40 s and more in all); a stop cuts them
+    off (OL_CLUSTER_STOP_ETCD_MS, 3 s for the requests' drain and 3 s for the membership's
+    own stop), so both exit, 0, within 15 s. Thawed, the two start again and S3 serves
+    through every node."""
+    c = cluster_slow_etcd
+    lid, _epoch = c.leader()
+    follower = (lid + 1) % 4
+    frozen = [p for p in etcd.procs.values() if p.poll() is None]
+    for p in frozen:
+        os.kill(p.pid, signal.SIGSTOP)
+    took = {}
+    try:
+        t0 = time.monotonic()
+        for i in (lid, follower):
+            c.nodes[i].proc.send_signal(signal.SIGTERM)
+        for i in (lid, follower):
+            try:
+                rc = c.nodes[i].proc.wait(60)
+            except subprocess.TimeoutExpired:
+                c.nodes[i].hung_threads()
+                raise
+            took[i] = time.monotonic() - t0
+            assert rc == 0, (i, rc, c.nodes[i].log()[-3000:])
+    finally:
+        for p in frozen:
+            os.kill(p.pid, signal.SIGCONT)
+    for i in (lid, follower):
+        c.nodes[i].stop()  # closes its log
+        assert took[i] < 15, (i, took, c.nodes[i].log()[-3000:])
+    wait_for(lambda: etcd.ctl("endpoint", "health", check=False).returncode == 0, 60,
+             "etcd healthy again")
+    for i in (lid, follower):
+        c.nodes[i].start()
+    wait_for(c.leader, 60, "a leader of set 0.0 again")
+    for i in range(4):
+        wait_for(lambda: c.serving(i), 2 * SLOW_ETCD_MS // 1000 + 60, f"S3 through node {i}")
+
+
 def test_a_node_refuses_to_start_without_etcd(tmp_path):
     """[cluster] etcd and secret set, etcd not there: the node waits a bounded time (3 lease
     TTLs, at least 10 s) saying so, then refuses to start naming the fix - it never serves

@@ -756,6 +756,89 @@ test_lapsed_lease(void)
 	fake_stop(&gone);
 }
 
+struct cut_call {
+	struct ol_etcd *c;
+	bool watch;
+	int rc;
+	int64_t done_ms;
+};
+
+static int
+no_events(void *arg, const struct ol_etcd_event *ev, size_t n, int64_t revision)
+{
+	(void)arg, (void)ev, (void)n, (void)revision;
+	return 0;
+}
+
+static void *
+cut_call_main(void *arg)
+{
+	struct cut_call *k = arg;
+	atomic_int stop = 0;
+	struct ol_etcd_range_result r;
+	k->rc = k->watch
+		    ? ol_etcd_watch(k->c, "/t/", OL_ETCD_PREFIX, 0, no_events, NULL, &stop, NULL)
+		    : ol_etcd_range(k->c, "/t/k", 0, 0, 0, &r);
+	if (!k->watch && !k->rc)
+		ol_etcd_range_result_fini(&r);
+	k->done_ms = ol_httpc_now_ms();
+	return NULL;
+}
+
+/* A stop's cutoff: a range and a watch waiting on a member that hangs (20 s deadline) both end
+ * with -ECANCELED soon after the cutoff another thread sets; a call past the cutoff returns at
+ * once; a later cutoff lets calls through again. */
+static void
+test_cutoff(void)
+{
+	struct fake hung, live;
+	struct ol_etcd *c = NULL, *lc = NULL;
+	int rc = fake_start(&hung, NULL, NULL);
+	rc = rc ? rc : fake_start(&live, "200 OK", OK_RANGE);
+	const char *eps[] = {hung.url}, *leps[] = {live.url};
+	rc = rc ? rc : ol_etcd_new(eps, 1, 20000, &c);
+	rc = rc ? rc : ol_etcd_new(leps, 1, 20000, &lc);
+	ok(rc == 0, "a member that hangs and one that answers");
+	if (rc)
+		return;
+	struct cut_call calls[2] = {{.c = c, .watch = false}, {.c = c, .watch = true}};
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, cut_call_main, &calls[i]);
+	usleep(300 * 1000); /* both wait on the member */
+	int64_t cut = ol_httpc_now_ms() + 200;
+	ol_etcd_cutoff(c, 200);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	for (int i = 0; i < 2; i++) {
+		int64_t late = calls[i].done_ms - cut;
+		ok(calls[i].rc == -ECANCELED && late >= 0 && late < 5000,
+		   "a %s waiting on a hung member ends at the cutoff (rc %d, %lld ms after it, "
+		   "deadline 20 s)",
+		   calls[i].watch ? "watch" : "range", calls[i].rc, (long long)late);
+	}
+	int64_t t0 = ol_httpc_now_ms();
+	rc = ol_etcd_put(c, "/t/k", "v", 1, 0, NULL);
+	int64_t ms = ol_httpc_now_ms() - t0;
+	ok(rc == -ECANCELED && ms < 1000, "a call past the cutoff returns at once (rc %d, %lld ms)",
+	   rc, (long long)ms);
+
+	struct ol_etcd_range_result r;
+	ol_etcd_cutoff(lc, 0);
+	rc = ol_etcd_range(lc, "/t/k", 0, 0, 0, &r);
+	ok(rc == -ECANCELED && atomic_load(&live.hits) == 0,
+	   "a cutoff of now: no request leaves (rc %d)", rc);
+	ol_etcd_cutoff(lc, 60000);
+	rc = ol_etcd_range(lc, "/t/k", 0, 0, 0, &r);
+	ok(rc == 0 && r.revision == 7, "a later cutoff lets calls through again (rc %d)", rc);
+	if (!rc)
+		ol_etcd_range_result_fini(&r);
+	ol_etcd_free(c);
+	ol_etcd_free(lc);
+	fake_stop(&hung);
+	fake_stop(&live);
+}
+
 int
 main(void)
 {
@@ -766,6 +849,7 @@ main(void)
 	test_try_share();
 	test_failover();
 	test_lapsed_lease();
+	test_cutoff();
 	test_layout();
 	test_config();
 	test_offline();
