@@ -299,6 +299,14 @@ banner(const struct ol_config *cfg)
 		ol_warn("%u [[nodes]] configured: this openlaked serves its own drives only; the "
 			"KV pool is sharded by the clients over the nodes they are given",
 			cfg->n_nodes);
+	/* upstream's configs carry [rpc_tls] (TLS between nodes): say what protects ours */
+	if (cfg->rpc_tls.cert_path[0] || cfg->rpc_tls.key_path[0] || cfg->rpc_tls.client_ca[0])
+		ol_warn("[rpc_tls] is set but not used: the node plane does not speak TLS; its "
+			"frames are authenticated with [cluster] secret (HMAC-SHA256)%s",
+			cfg->cluster_plane_encrypt
+			    ? " and encrypted ([cluster] plane_encrypt)"
+			    : "; set [cluster] plane_encrypt = true to encrypt them too, or keep "
+			      "the plane on a private network");
 #ifndef OL_HAVE_UCX
 	if (strcmp(cfg->transport, "rdma") == 0 || strcmp(cfg->transport, "ucx") == 0)
 		ol_warn("transport = \"%s\": this openlaked was built without UCX (libucx-dev); "

@@ -102,6 +102,26 @@ def test_memory_pool_bounds_the_io_buffer_cache(openlaked, section, bound):
     assert idle <= bound, (section, idle)
 
 
+@pytest.mark.parametrize("encrypt", [False, True])
+def test_an_unused_rpc_tls_section_is_named_at_start(openlaked, encrypt):
+    """Upstream's configs carry [rpc_tls], which our node plane does not use (it is not TLS):
+    the daemon says so at start and what protects the plane instead, and serves as usual."""
+    d = openlaked(extra=f"[rpc_tls]\ncert_path = \"/etc/openlake/rpc.crt\"\n"
+                        f"[cluster]\nplane_encrypt = {str(encrypt).lower()}\n")
+    s3 = boto3_client(d.s3_url)
+    s3.create_bucket(Bucket="rpctls")
+    log = d.log()
+    assert "[rpc_tls] is set but not used" in log, log
+    assert "authenticated with [cluster] secret" in log, log
+    assert ("encrypted ([cluster] plane_encrypt)" in log) == encrypt, log
+    assert ("set [cluster] plane_encrypt = true" in log) == (not encrypt), log
+
+
+def test_without_rpc_tls_no_warning(daemon):
+    boto3_client(daemon.s3_url).list_buckets()
+    assert "[rpc_tls]" not in daemon.log()
+
+
 def test_metrics_show_kv_pool(daemon):
     sys.path.insert(0, str(REPO / "python"))
     import openlake_client as ol
