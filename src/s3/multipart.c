@@ -25,9 +25,9 @@ upload_id(struct s3_req *r, char *id, size_t cap)
 }
 
 /* The upload must exist and belong to this key. meta (may be NULL): its metadata blob,
- * malloc'd (the caller frees). */
+ * malloc'd (the caller frees). 0, or -1 with the error sent. */
 static int
-upload_check_meta(struct s3_req *r, const char *id, char **meta, size_t *mlen)
+upload_find(struct s3_req *r, const char *id, char **meta, size_t *mlen, bool gone_quiet)
 {
 	char key[OL_STORE_MAX_KEY + 1];
 	size_t kl = 0, ml = 0;
@@ -36,6 +36,8 @@ upload_check_meta(struct s3_req *r, const char *id, char **meta, size_t *mlen)
 				   buf ? OL_STORE_MAX_META : 0, &ml);
 	if (rc < 0) {
 		free(buf);
+		if (rc == -ENOENT && gone_quiet)
+			return -ENOENT;
 		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		return -1;
 	}
@@ -52,10 +54,20 @@ upload_check_meta(struct s3_req *r, const char *id, char **meta, size_t *mlen)
 }
 
 static int
+upload_check_meta(struct s3_req *r, const char *id, char **meta, size_t *mlen)
+{
+	return upload_find(r, id, meta, mlen, false);
+}
+
+static int
 upload_check(struct s3_req *r, const char *id)
 {
 	return upload_check_meta(r, id, NULL, NULL);
 }
+
+/* The object a completed upload became names the upload (not copied by CopyObject), so that a
+ * CompleteMultipartUpload sent again is answered as the first one was. */
+#define MPU_ID_META "ol-mpu-id"
 
 /* Flexible checksums of an upload: its algorithm (CreateMultipartUpload's
  * x-amz-checksum-algorithm) is kept in its meta; each part's checksum follows the part's MD5
@@ -436,6 +448,79 @@ complete_key_md5(struct s3_req *r, char out[32])
 	return ol_cksum_b64_encode(dg, 16, out, 32) < 0 ? -1 : 0;
 }
 
+/* The multipart ETag of the parts c lists ("<md5 of their MD5s>-N") into etag, from the ETags
+ * the request gives. 0, or -1 when one is not an MD5's 32 hex digits. */
+static int
+listed_etag(const struct ol_s3_complete_req *c, char etag[64])
+{
+	struct ol_cksum md5;
+	uint8_t raw[OL_CKSUM_MAX_RAW];
+	ol_cksum_init(&md5, OL_CKSUM_MD5);
+	for (unsigned i = 0; i < c->n_parts; i++) {
+		if (strlen(c->parts[i].etag) != 32 || ol_hex_decode(c->parts[i].etag, 16, raw)) {
+			ol_cksum_fini(&md5);
+			return -1;
+		}
+		ol_cksum_update(&md5, raw, 16);
+	}
+	ol_cksum_final(&md5, raw);
+	ol_hex_encode(raw, 16, etag);
+	snprintf(etag + 32, 32, "-%u", c->n_parts);
+	return 0;
+}
+
+/* CompleteMultipartUpload of an upload that is gone: S3 answers one sent again after a success
+ * (an SDK retries when the first answer was lost) as it answered the first, where saying
+ * NoSuchUpload would fail an upload that landed. The key's current version came from this
+ * upload (its MPU_ID_META) and the request lists the same parts (their multipart ETag is the
+ * object's): answer 200 as complete_respond did (ETag, version id, checksum, SSE headers), and
+ * return true; else false with nothing sent. req: the request's part list when it was read
+ * (NULL: read it now). Conditions (If-Match, If-None-Match) are not looked at again: the first
+ * call passed them. */
+static bool
+complete_again(struct s3_req *r, const char *id, const struct ol_s3_complete_req *req)
+{
+	struct ol_obj_info info;
+	char *mb = ol_xmalloc(OL_STORE_MAX_META + 1), *body = NULL, etag[64];
+	const char *v;
+	size_t len;
+	struct s3_body b;
+	struct ol_s3_complete_req c = {0};
+	struct s3_sse e = {0};
+	bool done = false;
+	memset(&b, 0, sizeof(b));
+	if (ol_store_head(r->srv->st, r->rt.bucket, r->rt.key, r->rt.key_len, &info, mb,
+			  OL_STORE_MAX_META) < 0 ||
+	    info.delete_marker)
+		goto out;
+	size_t ml = info.meta_len < OL_STORE_MAX_META ? info.meta_len : OL_STORE_MAX_META;
+	long n = ol_s3_meta_get(mb, ml, MPU_ID_META, &v);
+	if (n < 0 || (size_t)n != strlen(id) || memcmp(v, id, (size_t)n) != 0)
+		goto out;
+	if (!req && (s3_body_slurp(r, OL_S3_MAX_XML_BODY, &body, &len, &b) < 0 ||
+		     ol_s3_parse_complete(body, len, &c) < 0))
+		goto out;
+	if (listed_etag(req ? req : &c, etag) < 0 || strcasecmp(etag, info.etag) != 0)
+		goto out;
+	enum ol_cksum_alg ca = upload_ck_alg(mb, ml);
+	char cks[OL_CKSUM_MAX_B64] = "";
+	if (ca != OL_CKSUM_NONE && (n = ol_s3_meta_get(mb, ml, ol_cksum_header_name(ca), &v)) > 0 &&
+	    (size_t)n < sizeof(cks))
+		snprintf(cks, sizeof(cks), "%.*s", (int)n, v);
+	s3_sse_meta_info(mb, ml, &e);
+	if (e.mode == S3_SSE_C && complete_key_md5(r, e.ckey_md5) < 0)
+		e.mode = S3_SSE_NONE;
+	complete_respond(r, info.etag, &info, &e, ca, cks);
+	done = true;
+out:
+	s3_sse_fini(&e);
+	ol_s3_complete_free(&c);
+	free(body);
+	s3_body_fini(&b);
+	free(mb);
+	return done;
+}
+
 void
 s3_mpu_complete(struct s3_req *r)
 {
@@ -452,8 +537,12 @@ s3_mpu_complete(struct s3_req *r)
 	unsigned *nums = NULL;
 	r->op = "CompleteMultipartUpload";
 	memset(&b, 0, sizeof(b));
-	if (!s3_bucket_exists(r) || upload_id(r, id, sizeof(id)) < 0 ||
-	    upload_check_meta(r, id, &um, &uml) < 0 || s3_write_cond(r, &cond, if_etag) < 0)
+	if (!s3_bucket_exists(r) || upload_id(r, id, sizeof(id)) < 0)
+		goto out;
+	int rc = upload_find(r, id, &um, &uml, true);
+	if (rc == -ENOENT && !complete_again(r, id, NULL))
+		s3_error(r, OL_S3E_NO_SUCH_UPLOAD, NULL);
+	if (rc < 0 || s3_write_cond(r, &cond, if_etag) < 0)
 		goto out;
 	s3_sse_meta_info(um, uml, &e);
 	if (s3_body_slurp(r, OL_S3_MAX_XML_BODY, &body, &len, &b) < 0) {
@@ -464,9 +553,10 @@ s3_mpu_complete(struct s3_req *r)
 		s3_error(r, OL_S3E_MALFORMED_XML, NULL);
 		goto out;
 	}
-	int rc = ol_store_mpu_list_parts(r->srv->st, r->rt.bucket, id, &parts, &np);
+	rc = ol_store_mpu_list_parts(r->srv->st, r->rt.bucket, id, &parts, &np);
 	if (rc < 0) {
-		s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
+		if (!(rc == -ENOENT && complete_again(r, id, &c))) /* completed meanwhile */
+			s3_store_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		goto out;
 	}
 	for (size_t i = 0; e.mode && i < np; i++) /* sizes as S3 shows them: the plaintext's */
@@ -477,8 +567,8 @@ s3_mpu_complete(struct s3_req *r)
 	enum ol_cksum_alg ca = upload_ck_alg(um, uml);
 	if (ca != OL_CKSUM_NONE && composite(r, ca, &c, parts, np, cks) < 0)
 		goto out;
-	if (e.mode || cks[0]) /* the object's meta: the upload's plus what complete adds */
-		ol_buf_add(&meta, um, uml);
+	ol_buf_add(&meta, um, uml); /* the object's meta: the upload's plus what complete adds */
+	ol_s3_meta_add(&meta, MPU_ID_META, id);
 	if (cks[0]) {
 		ol_s3_meta_add(&meta, ol_cksum_header_name(ca), cks);
 		part_checksums_meta(&c, parts, np, &meta);
@@ -497,11 +587,14 @@ s3_mpu_complete(struct s3_req *r)
 	}
 	rc = ol_store_mpu_complete_meta(r->srv->st, r->rt.bucket, id, nums, c.n_parts, etag, &cond,
 					s3_vmode(r), meta.len ? meta.p : NULL, meta.len, &done);
-	if (rc < 0) {
+	/* -ENOENT: another call of the same upload completed it meanwhile (a retry sent while
+	 * the first was still at work): answered as that one when it is that one's */
+	if (rc < 0 && !(rc == -ENOENT && complete_again(r, id, &c))) {
 		s3_write_error(r, rc, OL_S3E_NO_SUCH_UPLOAD);
 		goto out;
 	}
-	complete_respond(r, etag, &done, &e, ca, cks);
+	if (rc >= 0)
+		complete_respond(r, etag, &done, &e, ca, cks);
 out:
 	free(um);
 	ol_buf_free(&meta);

@@ -393,7 +393,8 @@ s3_copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mt
 }
 
 /* The entries of a source blob into meta, less its owner and ACL (the copy is given its own),
- * and less its encryption entries unless keep_sse (the same ciphertext is written again). */
+ * the upload it came from (a copy is no upload's result), and its encryption entries unless
+ * keep_sse (the same ciphertext is written again). */
 static void
 meta_copy_unowned(const struct ol_obj_info *si, struct ol_buf *meta, bool keep_sse)
 {
@@ -402,6 +403,7 @@ meta_copy_unowned(const struct ol_obj_info *si, struct ol_buf *meta, bool keep_s
 	while (ol_s3_meta_next(si->meta, si->meta_len, &pos, &kv)) {
 		if ((kv.name_len == 8 && memcmp(kv.name, "ol-owner", 8) == 0) ||
 		    (kv.name_len == 6 && memcmp(kv.name, "ol-acl", 6) == 0) ||
+		    (kv.name_len == 9 && memcmp(kv.name, "ol-mpu-id", 9) == 0) ||
 		    (!keep_sse && kv.name_len >= 6 && memcmp(kv.name, "ol-sse", 6) == 0))
 			continue;
 		ol_buf_add(meta, kv.name, kv.name_len);

@@ -7,6 +7,7 @@ ObjectSize) of the current object and of an older version."""
 import json
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from botocore.exceptions import ClientError
@@ -141,6 +142,63 @@ def test_delete_bucket_takes_its_in_progress_uploads(s3_client):
     assert code(c.delete_bucket, Bucket="mpu-and-object") == (409, "BucketNotEmpty")
     ups = c.list_multipart_uploads(Bucket="mpu-and-object")["Uploads"]
     assert [u["UploadId"] for u in ups] == [up]
+
+
+def test_complete_sent_again_answers_as_the_first(s3_client):
+    """An SDK sends CompleteMultipartUpload again when the first answer was lost; S3 answers it
+    as the first (200, same ETag, version id and checksum), where NoSuchUpload would fail an
+    upload that landed. Only the same parts of the same upload into the key's current object:
+    another part list, a key the object was copied to, or a key overwritten since is
+    NoSuchUpload."""
+    c = s3_client
+    for b, versioned in (("mpu-again-v", True), ("mpu-again", False)):
+        c.create_bucket(Bucket=b)
+        if versioned:
+            c.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+        body = [os.urandom(5 * MiB), os.urandom(777)]
+        up = c.create_multipart_upload(Bucket=b, Key="obj", ChecksumAlgorithm="CRC32C")
+        up = up["UploadId"]
+        parts = []
+        for i, p in enumerate(body, 1):
+            e = c.upload_part(Bucket=b, Key="obj", UploadId=up, PartNumber=i, Body=p,
+                              ChecksumAlgorithm="CRC32C")
+            parts.append({"PartNumber": i, "ETag": e["ETag"],
+                          "ChecksumCRC32C": e["ChecksumCRC32C"]})
+        kw = dict(Bucket=b, Key="obj", UploadId=up, MultipartUpload={"Parts": parts})
+        first = c.complete_multipart_upload(**kw)
+        again = c.complete_multipart_upload(**kw)
+        assert again["ResponseMetadata"]["HTTPStatusCode"] == 200
+        for f in ("ETag", "Bucket", "Key", "ChecksumCRC32C", "VersionId"):
+            assert again.get(f) == first.get(f), (b, f, first.get(f), again.get(f))
+        assert first["ETag"].endswith('-2"') and first["ChecksumCRC32C"]
+        assert ("VersionId" in first) == versioned
+        if versioned:
+            vs = c.list_object_versions(Bucket=b, Prefix="obj")["Versions"]
+            assert [v["VersionId"] for v in vs] == [first["VersionId"]]
+        assert c.get_object(Bucket=b, Key="obj")["Body"].read() == b"".join(body)
+        # not the same parts: no answer from the first call
+        other = dict(kw, MultipartUpload={"Parts": parts[:1]})
+        assert code(c.complete_multipart_upload, **other) == (404, "NoSuchUpload")
+        # a copy is no upload's result
+        c.copy_object(Bucket=b, Key="copy", CopySource={"Bucket": b, "Key": "obj"})
+        assert code(c.complete_multipart_upload, **dict(kw, Key="copy")) == \
+            (404, "NoSuchUpload")
+        # the key written since: the upload's object is no longer the current one
+        c.put_object(Bucket=b, Key="obj", Body=b"newer")
+        assert code(c.complete_multipart_upload, **kw) == (404, "NoSuchUpload")
+        assert c.get_object(Bucket=b, Key="obj")["Body"].read() == b"newer"
+        # sent four times at once: each call is answered as the one that completed it (the
+        # versioned bucket: one new version for all of them)
+        up = c.create_multipart_upload(Bucket=b, Key="race")["UploadId"]
+        e = c.upload_part(Bucket=b, Key="race", UploadId=up, PartNumber=1, Body=b"r" * 1000)
+        kw = dict(Bucket=b, Key="race", UploadId=up,
+                  MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e["ETag"]}]})
+        with ThreadPoolExecutor(4) as ex:
+            answers = list(ex.map(lambda _: c.complete_multipart_upload(**kw), range(4)))
+        assert len({(a["ETag"], a.get("VersionId")) for a in answers}) == 1, answers
+        if versioned:
+            vs = c.list_object_versions(Bucket=b, Prefix="race")["Versions"]
+            assert [v["VersionId"] for v in vs] == [answers[0]["VersionId"]]
 
 
 def test_upload_part_copy_range_past_the_source_is_416(s3_client):
