@@ -347,7 +347,7 @@ complete_respond(struct s3_req *r, const char *etag, const struct ol_obj_info *o
 {
 	struct ol_buf x = {0}, loc = {0};
 	struct ol_http_header h[4];
-	size_t n = s3_version_headers(r, out, h, 0);
+	size_t n = s3_write_version_headers(out, h, 0);
 	n = s3_sse_headers(e, h, n);
 	ol_s3_xml_open_root(&x, "CompleteMultipartUploadResult");
 	ol_buf_addf(&loc, "/%s/", r->rt.bucket);

@@ -112,7 +112,7 @@ put_respond(struct s3_req *r, const char *etag, const struct s3_body *b,
 	char q[OL_STORE_ETAG_MAX + 4];
 	char hn[40], exp[400];
 	struct ol_http_header h[8];
-	size_t n = s3_version_headers(r, in, h, 0);
+	size_t n = s3_write_version_headers(in, h, 0);
 	n = s3_sse_headers(e, h, n);
 	etag_quoted(etag, q, sizeof(q));
 	h[n++] = (struct ol_http_header){"ETag", q};
@@ -375,7 +375,7 @@ s3_copy_respond(struct s3_req *r, const char *root, const char *etag, int64_t mt
 {
 	struct ol_buf x = {0};
 	struct ol_http_header h[5];
-	size_t n = di ? s3_version_headers(r, di, h, 0) : 0;
+	size_t n = di ? s3_write_version_headers(di, h, 0) : 0;
 	n = s3_sse_headers(e, h, n);
 	char date[32], q[OL_STORE_ETAG_MAX + 4];
 	ol_s3_iso_date(mtime_ns / 1000000, date);

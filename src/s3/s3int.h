@@ -230,6 +230,10 @@ int s3_version_param(struct s3_req *r, char buf[OL_S3_MAX_VID + 1], const char *
  * h[n..] (room for 2); returns the new n. */
 size_t s3_version_headers(const struct s3_req *r, const struct ol_obj_info *in,
 			  struct ol_http_header *h, size_t n);
+/* The answer of a write (PutObject, CopyObject, CompleteMultipartUpload) that made version in:
+ * x-amz-version-id with its id, none for the null version (versioning suspended or never on),
+ * as AWS's PutObject answers in a suspended bucket (room for 1). */
+size_t s3_write_version_headers(const struct ol_obj_info *in, struct ol_http_header *h, size_t n);
 /* Answer a store error of a versioned read: delete marker (404 with the marker headers, 405
  * for one asked by id), NoSuchVersion / bad id (asked: a versionId was given). true when
  * answered. */

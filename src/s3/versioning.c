@@ -48,6 +48,14 @@ s3_version_headers(const struct s3_req *r, const struct ol_obj_info *in, struct 
 	return n;
 }
 
+size_t
+s3_write_version_headers(const struct ol_obj_info *in, struct ol_http_header *h, size_t n)
+{
+	if (strcmp(in->version_id, "null") != 0)
+		h[n++] = (struct ol_http_header){"x-amz-version-id", in->version_id};
+	return n;
+}
+
 /* An error answer with the version headers of in. */
 static void
 error_with(struct s3_req *r, enum ol_s3_err e, const char *msg, const struct ol_obj_info *in)
