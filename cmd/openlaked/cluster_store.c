@@ -114,6 +114,9 @@ struct cstore {
 	unsigned st_pool; /* st serves for the leader of set st_pool.0 */
 	unsigned users;	  /* requests being served on st */
 	bool stopping;	  /* the daemon stops: no waiting for a leader */
+	/* set by cstore_resign: ends the requests still in flight after LOST_GRACE_MS */
+	void (*cut)(void *arg);
+	void *cut_arg;
 };
 
 static unsigned
@@ -743,6 +746,11 @@ lost(struct cstore *cs)
 			"serving here: the next server starts now (their commits are fenced)",
 			pool, SET_INDEX, LOST_GRACE_MS);
 		release_serving(cs);
+		if (is_stopping(cs) && cs->cut) {
+			ol_warn("cluster: stopping: the connections of the requests still in "
+				"flight are closed");
+			cs->cut(cs->cut_arg);
+		}
 		(void)wait_users(cs, -1);
 	}
 	if (st) {
@@ -1610,12 +1618,14 @@ cstore_forward_admin(void *arg, struct ol_http_req *r)
 }
 
 void
-cstore_resign(struct cstore *cs)
+cstore_resign(struct cstore *cs, void (*cut)(void *arg), void *cut_arg)
 {
 	if (!cs)
 		return;
 	pthread_mutex_lock(&cs->mu);
 	cs->stopping = true;
+	cs->cut = cut;
+	cs->cut_arg = cut_arg;
 	pthread_cond_broadcast(&cs->cv);
 	pthread_mutex_unlock(&cs->mu);
 	atomic_store(&cs->watch_stop, 1);

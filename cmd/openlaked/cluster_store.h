@@ -88,7 +88,11 @@ void cstore_status_json(struct cstore *cs, struct ol_strbuf *b);
 
 /* SIGHUP: the forwarding hop's TLS files read again (rotated certificates); logs the result. */
 void cstore_reload_tls(struct cstore *cs);
-void cstore_resign(struct cstore *cs);
+/* The daemon stops: give the set up (the others take over) and close the store. Requests in
+ * flight have LOST_GRACE_MS (2 s) to end; then cut (when not NULL) is called to end the rest
+ * (the HTTP server's connections shut down), so a client that stopped reading does not hold
+ * the stop for its write timeout (their commits would be fenced by the next server anyway). */
+void cstore_resign(struct cstore *cs, void (*cut)(void *arg), void *cut_arg);
 void cstore_free(struct cstore *cs);
 
 #endif

@@ -988,6 +988,16 @@ start_plane(const struct ol_config *cfg, struct daemon *d)
 #endif
 }
 
+#ifdef OL_HAVE_CSTORE
+/* the stop's cut of requests still in flight after their grace (cstore_resign) */
+static void
+shut_conns(void *http)
+{
+	unsigned n = ol_http_server_shutdown_conns(http);
+	ol_info("stopping: %u S3 connection(s) shut down", n);
+}
+#endif
+
 static void
 stop_all(struct daemon *d)
 {
@@ -1002,7 +1012,7 @@ stop_all(struct daemon *d)
 	if (d->cs) {
 		/* give the set up first (the others take over at once), then stop taking requests
 		 * before the membership they read goes */
-		cstore_resign(d->cs);
+		cstore_resign(d->cs, shut_conns, d->http);
 		ol_s3_set_http(d->s3, NULL);
 		ol_http_server_stop(d->http);
 		d->http = NULL;

@@ -148,6 +148,11 @@ unsigned ol_http_server_port(const struct ol_http_server *s);
 /* Stops accepting, closes connections (in-flight handlers see errors on their next socket
  * call), waits for every worker, joins the acceptors and pollers, frees s. */
 void ol_http_server_stop(struct ol_http_server *s);
+/* Shut every open connection down (SHUT_RDWR) and go on serving: a handler blocked on a client
+ * that stopped reading, or that is gone behind a network cut, sees an error at once instead of
+ * at its write timeout. For a stop that has waited long enough for the requests in flight. Any
+ * thread; returns how many connections were shut. */
+unsigned ol_http_server_shutdown_conns(struct ol_http_server *s);
 
 /* Reload the TLS certificate, key and client CA of every running server from their files
  * (SIGHUP): new connections get the new ones, open ones keep theirs. A server whose new files

@@ -1119,6 +1119,19 @@ ol_http_server_stop(struct ol_http_server *s)
 		server_free(s);
 }
 
+unsigned
+ol_http_server_shutdown_conns(struct ol_http_server *s)
+{
+	unsigned n = 0;
+	if (!s)
+		return 0;
+	pthread_mutex_lock(&s->mu);
+	for (struct ol_http_conn *c = s->conns; c; c = c->next, n++)
+		shutdown(c->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
 void
 ol_http_server_stats(const struct ol_http_server *s, struct ol_http_stats *out)
 {

@@ -812,6 +812,62 @@ def read_answer(s):
     return (int(buf.split(b" ", 2)[1]) if buf.startswith(b"HTTP/1.1 ") else 0), buf
 
 
+def send_stuck(server_port, client):
+    """the server's answer to client is stuck: its send queue and the client's receive queue
+    both hold bytes (the client reads nothing)"""
+    cport = client.getsockname()[1]
+    out = subprocess.run(["ss", "-tnH", "state", "established",
+                          f"( sport = :{server_port} and dport = :{cport} ) or "
+                          f"( sport = :{cport} and dport = :{server_port} )"],
+                         capture_output=True, text=True, timeout=30).stdout.split("\n")
+    rows = [l.split() for l in out if l.strip()]
+    return len(rows) == 2 and all(int(r[0]) + int(r[1]) > 0 for r in rows)
+
+
+def test_a_stop_does_not_wait_for_a_client_that_stopped_reading(cluster):
+    """A GET of 32 MiB from the leader by a client that reads nothing: the leader's handler
+    blocks on the full socket. SIGTERM: the stop gives the requests in flight 2 s, then shuts
+    their connections down, so the node exits (0) within 15 s, where it waited for the
+    handler's 60 s write timeout before. Another node leads and serves the object."""
+    c = cluster
+    lid, epoch = c.leader()
+    s3 = c.client(lid)
+    s3.create_bucket(Bucket="slowreader")
+    data = os.urandom(32 << 20)
+    s3.put_object(Bucket="slowreader", Key="big", Body=data)
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": "slowreader", "Key": "big"},
+                                    ExpiresIn=600)
+    parts = urllib.parse.urlsplit(url)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", c.nodes[lid].s3_port))
+    try:
+        sock.sendall(f"GET {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+                     "\r\n".encode())
+        wait_for(lambda: send_stuck(c.nodes[lid].s3_port, sock), 60,
+                 "the leader's answer stuck on a client that reads nothing")
+        node = c.nodes[lid]
+        t0 = time.monotonic()
+        node.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = node.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            node.hung_threads()
+            raise
+        took = time.monotonic() - t0
+    finally:
+        sock.close()
+    node.stop()  # closes its log
+    assert rc == 0 and took < 15, (rc, took, node.log()[-3000:])
+    assert "connections of the requests still in flight are closed" in node.log()
+    via = (lid + 1) % 4
+    new = wait_for(lambda: (l := c.leader()) and l[0] != lid and l, TTL + 60,
+                   "another leader")
+    assert new[1] > epoch
+    got = c.client(via, retries=8).get_object(Bucket="slowreader", Key="big")["Body"].read()
+    assert got == data
+
+
 def test_a_stalled_leader_is_fenced(cluster_slow_etcd, etcd):
     """SIGSTOP the leader with a PUT half sent to it, until its lease lapses and another node
     leads and commits the same key; SIGCONT: the old leader's commit is refused (its epoch is
