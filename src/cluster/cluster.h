@@ -59,8 +59,9 @@ int ol_cluster_start(const struct ol_config *cfg, struct ol_cluster **out);
 
 /* A stop begins: every etcd call of c, those in flight included, ends within
  * OL_CLUSTER_STOP_ETCD_MS from now (-ECANCELED), so the stop's own calls (the resign, the
- * revoke) are not held behind calls that wait out a hung etcd's deadline. NULL: nothing.
- * Any thread. */
+ * revoke) are not held behind calls that wait out a hung etcd's deadline. The lease's
+ * keepalive goes on (its own handle) until ol_cluster_stop: a drain that outlasts the cutoff
+ * does not let the lease lapse. NULL: nothing. Any thread. */
 void ol_cluster_hurry(struct ol_cluster *c);
 
 /* Revoke the lease (so the member key goes at once), stop and join the threads, free c.

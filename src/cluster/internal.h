@@ -44,6 +44,9 @@ struct ol_cluster_sets {
 struct ol_cluster {
 	const struct ol_config *cfg;
 	struct ol_etcd *etcd;
+	/* the keepalive thread's own handle: ol_cluster_hurry's cutoff leaves it, so the lease
+	 * lives through a stop's drain until ol_cluster_stop revokes it */
+	struct ol_etcd *ka_etcd;
 	char key[OL_CFG_STR + 32];	   /* <prefix>members/<id> */
 	char prefix[OL_CFG_STR + 16];	   /* <prefix>members/ */
 	char *value;			   /* this member's JSON */

@@ -137,13 +137,13 @@ static void
 drop_predecessor(struct ol_cluster *c, int64_t mine)
 {
 	struct ol_etcd_range_result r;
-	if (ol_etcd_range(c->etcd, c->key, 0, 0, 1, &r))
+	if (ol_etcd_range(c->ka_etcd, c->key, 0, 0, 1, &r))
 		return;
 	int64_t old = r.n_kvs ? r.kvs[0].lease : 0;
 	ol_etcd_range_result_fini(&r);
 	if (old <= 0 || old == mine)
 		return;
-	int rc = ol_etcd_lease_revoke(c->etcd, old);
+	int rc = ol_etcd_lease_revoke(c->ka_etcd, old);
 	if (rc == 0)
 		ol_warn("cluster: a previous process of this node held lease %lld (its member key "
 			"%s): revoked, so what it led goes to a campaign now rather than at the "
@@ -155,15 +155,15 @@ static int
 register_once(struct ol_cluster *c)
 {
 	int64_t id, ttl, sent = ol_cluster_now_ms();
-	int rc = ol_etcd_lease_grant(c->etcd, c->cfg->cluster_lease_ttl_s, &id, &ttl);
+	int rc = ol_etcd_lease_grant(c->ka_etcd, c->cfg->cluster_lease_ttl_s, &id, &ttl);
 	if (rc)
 		return rc;
 	if (!c->registered)
 		drop_predecessor(c, id);
 	int64_t rev = 0;
-	rc = ol_etcd_put(c->etcd, c->key, c->value, strlen(c->value), id, &rev);
+	rc = ol_etcd_put(c->ka_etcd, c->key, c->value, strlen(c->value), id, &rev);
 	if (rc) {
-		(void)ol_etcd_lease_revoke(c->etcd, id);
+		(void)ol_etcd_lease_revoke(c->ka_etcd, id);
 		return rc;
 	}
 	atomic_store(&c->key_rev, rev);
@@ -194,7 +194,7 @@ put_free(struct ol_cluster *c)
 	char v[96];
 	snprintf(v, sizeof(v), "{\"free\":%llu,\"capacity\":%llu}", (unsigned long long)free_total,
 		 (unsigned long long)total);
-	if (ol_etcd_put(c->etcd, c->free_key, v, strlen(v), c->lease, NULL) == 0) {
+	if (ol_etcd_put(c->ka_etcd, c->free_key, v, strlen(v), c->lease, NULL) == 0) {
 		c->free_last = free_total;
 		c->free_lease = c->lease;
 	}
@@ -241,7 +241,7 @@ keepalive_main(void *arg)
 				"again",
 				c->key);
 			int64_t rev = 0;
-			rc = ol_etcd_put(c->etcd, c->key, c->value, strlen(c->value), c->lease,
+			rc = ol_etcd_put(c->ka_etcd, c->key, c->value, strlen(c->value), c->lease,
 					 &rev);
 			if (rc)
 				lease_set(c, 0, 0, 0);
@@ -253,13 +253,13 @@ keepalive_main(void *arg)
 			if (!rc) {
 				ol_info("cluster: registered as %s (lease %lld, ttl %us) via %s",
 					c->key, (long long)c->lease, c->cfg->cluster_lease_ttl_s,
-					ol_etcd_endpoint(c->etcd));
+					ol_etcd_endpoint(c->ka_etcd));
 				down_logged = false;
 				back = 200;
 			}
 		} else {
 			int64_t ttl, sent = ol_cluster_now_ms();
-			rc = ol_etcd_lease_keepalive(c->etcd, c->lease, &ttl);
+			rc = ol_etcd_lease_keepalive(c->ka_etcd, c->lease, &ttl);
 			if (rc == -ENOENT || (!rc && ttl <= 0)) {
 				ol_warn("cluster: lease %lld lapsed (etcd lost it or this process "
 					"was stalled): registering again",
@@ -486,6 +486,8 @@ ol_cluster_start(const struct ol_config *cfg, struct ol_cluster **out)
 	unsigned timeout_ms = cfg->cluster_etcd_timeout_ms ? cfg->cluster_etcd_timeout_ms
 							   : cfg->cluster_lease_ttl_s * 1000 / 3;
 	int rc = ol_etcd_new(eps, n, timeout_ms, &c->etcd);
+	if (!rc && (rc = ol_etcd_new(eps, n, timeout_ms, &c->ka_etcd)) != 0)
+		ol_etcd_free(c->etcd);
 	if (rc) {
 		free(c);
 		return rc;
@@ -526,6 +528,7 @@ ol_cluster_stop(struct ol_cluster *c)
 	if (!c)
 		return;
 	ol_cluster_hurry(c);
+	ol_etcd_cutoff(c->ka_etcd, OL_CLUSTER_STOP_ETCD_MS);
 	ol_cluster_lead_stop(c); /* resigns while the lease still lives */
 	pthread_mutex_lock(&c->mu);
 	atomic_store(&c->stop, 1);
@@ -546,6 +549,7 @@ ol_cluster_stop(struct ol_cluster *c)
 	}
 	ol_cluster_lead_free(c);
 	ol_etcd_free(c->etcd);
+	ol_etcd_free(c->ka_etcd);
 	free(c->value);
 	free(c->view.members);
 	ol_cluster_serve_fini(c);
