@@ -76,8 +76,7 @@ ol_etcd_cutoff(struct ol_etcd *c, int64_t ms)
 static bool
 cut_off(struct ol_etcd *c)
 {
-	int64_t at = atomic_load(&c->cutoff);
-	return at && ol_httpc_now_ms() >= at;
+	return ol_httpc_cut_off(&c->cutoff, ol_httpc_now_ms());
 }
 
 /* how long "lease not found" after a grant can mean a member not caught up yet */

@@ -159,9 +159,8 @@ ol_httpc_chunk(const char *buf, size_t len, size_t *data_off, size_t *data_len)
 	return (long)(off + n + 2);
 }
 
-/* the cutoff has passed */
-static bool
-cut_off(const _Atomic int64_t *cutoff, int64_t now)
+bool
+ol_httpc_cut_off(const _Atomic int64_t *cutoff, int64_t now)
 {
 	int64_t at = cutoff ? atomic_load(cutoff) : 0;
 	return at && now >= at;
@@ -172,7 +171,7 @@ wait_fd(int fd, short events, int64_t deadline, const _Atomic int64_t *cutoff)
 {
 	for (;;) {
 		int64_t now = ol_httpc_now_ms(), left = deadline - now;
-		if (cut_off(cutoff, now))
+		if (ol_httpc_cut_off(cutoff, now))
 			return -ECANCELED;
 		if (left <= 0)
 			return -ETIMEDOUT;
@@ -421,7 +420,7 @@ ol_httpc_read_stream(struct ol_httpc_conn *c, int wait_ms, char **out, size_t *o
 		return rc;
 	if (done)
 		return -ECONNRESET;
-	if (cut_off(c->cutoff, ol_httpc_now_ms()))
+	if (ol_httpc_cut_off(c->cutoff, ol_httpc_now_ms()))
 		return -ECANCELED;
 	if (c->cutoff && wait_ms > OL_HTTPC_CUTOFF_POLL_MS)
 		wait_ms = OL_HTTPC_CUTOFF_POLL_MS;

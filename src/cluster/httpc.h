@@ -2,7 +2,7 @@
  * Content-Length or chunked answers, a streaming reader for watches). It is to become the one
  * HTTP client of the tree (issue 9: node plane, admin calls); until then it lives here.
  *
- * Library grade: no logging, 0/-errno, caller owns what it gets. Deadlines are absolute
+ * Library grade: no logging, 0/-errno, caller owns what it receives. Deadlines are absolute
  * CLOCK_MONOTONIC milliseconds (ol_httpc_now_ms). The parsers are pure over buffers. */
 #ifndef OL_CLUSTER_HTTPC_H
 #define OL_CLUSTER_HTTPC_H
@@ -37,6 +37,9 @@ long ol_httpc_chunk(const char *buf, size_t len, size_t *data_off, size_t *data_
  * set or bring forward while a call waits: the call then ends with -ECANCELED, within
  * OL_HTTPC_CUTOFF_POLL_MS of it (a stop that must not wait out a hung server's deadline). */
 #define OL_HTTPC_CUTOFF_POLL_MS 200
+
+/* The cutoff (may be NULL) has passed at now. */
+bool ol_httpc_cut_off(const _Atomic int64_t *cutoff, int64_t now);
 
 /* A connection with a request sent and its response head read. */
 struct ol_httpc_conn {

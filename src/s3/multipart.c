@@ -291,12 +291,31 @@ out:
 }
 
 /* Validate the Complete list against the uploaded parts; computes the final ETag. */
+/* The multipart ETag of the parts c lists ("<md5 of their MD5s>-N") into etag, from the ETags
+ * the request gives. 0, or -1 when one is not an MD5's 32 hex digits. */
 static int
-complete_check(struct s3_req *r, const struct ol_s3_complete_req *c,
-	       const struct ol_mpu_part *parts, size_t np, unsigned *nums, char *etag)
+listed_etag(const struct ol_s3_complete_req *c, char etag[64])
 {
 	struct ol_cksum md5;
 	uint8_t raw[OL_CKSUM_MAX_RAW];
+	ol_cksum_init(&md5, OL_CKSUM_MD5);
+	for (unsigned i = 0; i < c->n_parts; i++) {
+		if (strlen(c->parts[i].etag) != 32 || ol_hex_decode(c->parts[i].etag, 16, raw)) {
+			ol_cksum_fini(&md5);
+			return -1;
+		}
+		ol_cksum_update(&md5, raw, 16);
+	}
+	ol_cksum_final(&md5, raw);
+	ol_hex_encode(raw, 16, etag);
+	snprintf(etag + 32, 32, "-%u", c->n_parts);
+	return 0;
+}
+
+static int
+complete_check(struct s3_req *r, const struct ol_s3_complete_req *c,
+	       const struct ol_mpu_part *parts, size_t np, unsigned *nums, char etag[64])
+{
 	size_t j = 0;
 	for (unsigned i = 1; i < c->n_parts; i++) {
 		if (c->parts[i].number <= c->parts[i - 1].number) {
@@ -304,7 +323,6 @@ complete_check(struct s3_req *r, const struct ol_s3_complete_req *c,
 			return -1;
 		}
 	}
-	ol_cksum_init(&md5, OL_CKSUM_MD5);
 	for (unsigned i = 0; i < c->n_parts; i++) {
 		const struct ol_s3_part_ref *pr = &c->parts[i];
 		while (j < np && parts[j].part_no < pr->number)
@@ -312,33 +330,23 @@ complete_check(struct s3_req *r, const struct ol_s3_complete_req *c,
 		const char *ck = "";
 		size_t el = j < np ? part_etag_len(parts[j].etag, &ck) : 0;
 		if (j == np || parts[j].part_no != pr->number || strlen(pr->etag) != el ||
-		    strncasecmp(parts[j].etag, pr->etag, el) != 0 || el < 32 ||
+		    strncasecmp(parts[j].etag, pr->etag, el) != 0 || el != 32 ||
 		    (pr->ck_name[0] && strcmp(pr->checksum, ck) != 0)) {
 			s3_error(r, OL_S3E_INVALID_PART, NULL);
-			goto fail;
+			return -1;
 		}
 		if (i + 1 < c->n_parts && parts[j].size < S3_MIN_PART_SIZE) {
 			s3_error(r, OL_S3E_ENTITY_TOO_SMALL, NULL);
-			goto fail;
+			return -1;
 		}
-		for (int k = 0; k < 16; k++) {
-			unsigned v;
-			if (sscanf(parts[j].etag + 2 * k, "%2x", &v) != 1) {
-				s3_error(r, OL_S3E_INVALID_PART, NULL);
-				goto fail;
-			}
-			raw[k] = (uint8_t)v;
-		}
-		ol_cksum_update(&md5, raw, 16);
 		nums[i] = pr->number;
 	}
-	ol_cksum_final(&md5, raw);
-	ol_hex_encode(raw, 16, etag);
-	snprintf(etag + 32, 16, "-%u", c->n_parts);
+	/* the listed ETags are the stored parts' (checked above) */
+	if (listed_etag(c, etag) < 0) {
+		s3_error(r, OL_S3E_INVALID_PART, NULL);
+		return -1;
+	}
 	return 0;
-fail:
-	ol_cksum_fini(&md5);
-	return -1;
 }
 
 static void
@@ -446,27 +454,6 @@ complete_key_md5(struct s3_req *r, char out[32])
 	ol_cksum_compute(OL_CKSUM_MD5, raw, 32, dg);
 	OPENSSL_cleanse(raw, sizeof(raw));
 	return ol_cksum_b64_encode(dg, 16, out, 32) < 0 ? -1 : 0;
-}
-
-/* The multipart ETag of the parts c lists ("<md5 of their MD5s>-N") into etag, from the ETags
- * the request gives. 0, or -1 when one is not an MD5's 32 hex digits. */
-static int
-listed_etag(const struct ol_s3_complete_req *c, char etag[64])
-{
-	struct ol_cksum md5;
-	uint8_t raw[OL_CKSUM_MAX_RAW];
-	ol_cksum_init(&md5, OL_CKSUM_MD5);
-	for (unsigned i = 0; i < c->n_parts; i++) {
-		if (strlen(c->parts[i].etag) != 32 || ol_hex_decode(c->parts[i].etag, 16, raw)) {
-			ol_cksum_fini(&md5);
-			return -1;
-		}
-		ol_cksum_update(&md5, raw, 16);
-	}
-	ol_cksum_final(&md5, raw);
-	ol_hex_encode(raw, 16, etag);
-	snprintf(etag + 32, 32, "-%u", c->n_parts);
-	return 0;
 }
 
 /* CompleteMultipartUpload of an upload that is gone: S3 answers one sent again after a success

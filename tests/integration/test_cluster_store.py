@@ -116,16 +116,24 @@ lease_ttl_s = {TTL}
             os.kill(self.proc.pid, signal.SIGCONT)  # a test may leave it stopped
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(30)
+                self.wait_exit(30)
             except subprocess.TimeoutExpired:
                 clean = False
-                self.hung_threads()
                 self.proc.kill()
                 self.proc.wait(10)
         if self.logf:
             self.logf.close()
             self.logf = None
         return clean
+
+    def wait_exit(self, limit):
+        """its exit status once it exits within limit seconds; else what each of its threads
+        waits in goes to its log and TimeoutExpired is raised"""
+        try:
+            return self.proc.wait(limit)
+        except subprocess.TimeoutExpired:
+            self.hung_threads()
+            raise
 
     def hung_threads(self):
         """a node that does not stop: each thread's name, state and kernel wait channel, and
@@ -780,16 +788,22 @@ def raw_put_start(url, host_port, length, first):
     return s
 
 
-def in_handler(server_port, client):
-    """every byte the client sent was read by the server process (not just queued in its
-    kernel): the request is in the S3 handler, reading its body"""
+def queues(server_port, client):
+    """(Recv-Q, Send-Q) of both ends of client's connection to server_port (ss), or []"""
     cport = client.getsockname()[1]
     out = subprocess.run(["ss", "-tnH", "state", "established",
                           f"( sport = :{server_port} and dport = :{cport} ) or "
                           f"( sport = :{cport} and dport = :{server_port} )"],
                          capture_output=True, text=True, timeout=30).stdout.split("\n")
     rows = [l.split() for l in out if l.strip()]
-    return len(rows) == 2 and all(r[0] == "0" and r[1] == "0" for r in rows)
+    return [(int(r[0]), int(r[1])) for r in rows] if len(rows) == 2 else []
+
+
+def in_handler(server_port, client):
+    """every byte the client sent was read by the server process (not just queued in its
+    kernel): the request is in the S3 handler, reading its body"""
+    q = queues(server_port, client)
+    return bool(q) and all(r == (0, 0) for r in q)
 
 
 def read_answer(s):
@@ -815,13 +829,8 @@ def read_answer(s):
 def send_stuck(server_port, client):
     """the server's answer to client is stuck: its send queue and the client's receive queue
     both hold bytes (the client reads nothing)"""
-    cport = client.getsockname()[1]
-    out = subprocess.run(["ss", "-tnH", "state", "established",
-                          f"( sport = :{server_port} and dport = :{cport} ) or "
-                          f"( sport = :{cport} and dport = :{server_port} )"],
-                         capture_output=True, text=True, timeout=30).stdout.split("\n")
-    rows = [l.split() for l in out if l.strip()]
-    return len(rows) == 2 and all(int(r[0]) + int(r[1]) > 0 for r in rows)
+    q = queues(server_port, client)
+    return bool(q) and all(sum(r) > 0 for r in q)
 
 
 def test_a_stop_does_not_wait_for_a_client_that_stopped_reading(cluster):
@@ -849,11 +858,7 @@ def test_a_stop_does_not_wait_for_a_client_that_stopped_reading(cluster):
         node = c.nodes[lid]
         t0 = time.monotonic()
         node.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = node.proc.wait(60)
-        except subprocess.TimeoutExpired:
-            node.hung_threads()
-            raise
+        rc = node.wait_exit(60)
         took = time.monotonic() - t0
     finally:
         sock.close()
@@ -961,11 +966,7 @@ def test_nodes_stop_within_seconds_while_etcd_hangs(cluster_slow_etcd, etcd):
         for i in (lid, follower):
             c.nodes[i].proc.send_signal(signal.SIGTERM)
         for i in (lid, follower):
-            try:
-                rc = c.nodes[i].proc.wait(60)
-            except subprocess.TimeoutExpired:
-                c.nodes[i].hung_threads()
-                raise
+            rc = c.nodes[i].wait_exit(60)
             took[i] = time.monotonic() - t0
             assert rc == 0, (i, rc, c.nodes[i].log()[-3000:])
     finally:
