@@ -332,6 +332,30 @@ start(struct heal_cli *c)
 	else
 		snprintf(path, sizeof(path), "%s", HEAL_PATH);
 	st = http_call(c, "POST", path, &j);
+	/* a cluster node between two servings (a leader change) says so: ask again a while */
+	bool busy = false;
+	for (time_t t0 = time(NULL); st == 503 && j && strstr(j, "\"retry\":true");) {
+		if (time(NULL) - t0 >= FOLLOW_GRACE_S) {
+			fprintf(stderr,
+				"openlake heal: cannot start a heal: the daemon at %s:%s served no "
+				"object store for %d s (its cluster has no serving node: `openlake "
+				"cluster status` shows why)\n",
+				c->host, c->port, FOLLOW_GRACE_S);
+			free(j);
+			return 1;
+		}
+		if (!busy)
+			fprintf(
+			    stderr,
+			    "openlake heal: the daemon serves no object store right now (its "
+			    "cluster's serving node is changing); asking again for up to %d s\n",
+			    FOLLOW_GRACE_S);
+		busy = true;
+		free(j);
+		j = NULL;
+		sleep(1);
+		st = http_call(c, "POST", path, &j);
+	}
 	if (st == 202)
 		(void)field(j, "job", job, sizeof(job));
 	free(j);

@@ -814,7 +814,17 @@ heal_handle(struct ol_http_req *r)
 		return;
 	}
 	if (!admin_store) {
-		send_json_status(r, 503, "{\"error\":\"no object store in this daemon\"}\n");
+		/* a storage node without its store now is a cluster node between two servings
+		 * (a leader change): worth asking again, unlike a KV pool */
+		if (admin_cfg && strcmp(admin_cfg->mode, "kv") != 0)
+			send_json_status(
+			    r, 503,
+			    "{\"error\":\"this node serves no object store right now "
+			    "(the cluster's serving node is changing); retry shortly\","
+			    "\"retry\":true}\n");
+		else
+			send_json_status(r, 503,
+					 "{\"error\":\"no object store in this daemon\"}\n");
 		return;
 	}
 	if (strcmp(r->method, "POST") == 0) {
