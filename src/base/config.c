@@ -1155,7 +1155,10 @@ ol_config_validate(struct ol_config *cfg, char *err, size_t errlen)
 			self_found = 1;
 	}
 	if (cfg->n_nodes && !self_found) {
-		snprintf(err, errlen, "self_id = %u is not in [[nodes]]", cfg->self_id);
+		snprintf(err, errlen,
+			 "self_id = %u is not in [[nodes]]: list every host there, this one as "
+			 "[[nodes]] id = %u with its rpc_addr (the same list in every host's file)",
+			 cfg->self_id, cfg->self_id);
 		return -EINVAL;
 	}
 	rc = validate_cluster(cfg, err, errlen);
@@ -1214,27 +1217,29 @@ print_value(FILE *f, const struct cfg_key *k, const void *base, bool show_secret
 	}
 }
 
-void
-ol_config_print(const struct ol_config *cfg, int fd, bool show_secrets)
+/* The table of a key ("" for a top-level one) into table[64]. */
+static void
+key_table(const struct cfg_key *k, char table[64])
 {
-	int dfd = dup(fd);
-	FILE *f = dfd >= 0 ? fdopen(dfd, "w") : NULL;
-	if (!f)
-		return;
-	fprintf(f, "# effective configuration (from %s)\n", cfg->source);
-	char cur[64] = "";
+	const char *dot = strrchr(k->name, '.');
+	table[0] = '\0';
+	if (dot)
+		snprintf(table, 64, "%.*s", (int)(dot - k->name), k->name);
+}
+
+/* The plain keys of one table, in the key table's order. */
+static void
+print_table(FILE *f, const struct ol_config *cfg, const char *table, bool show_secrets)
+{
 	for (size_t i = 0; i < N_KEYS; i++) {
 		const struct cfg_key *k = &keys[i];
+		char t[64];
 		if (k->array || strcmp(k->name, "replication") == 0)
 			continue;
+		key_table(k, t);
+		if (strcmp(t, table) != 0)
+			continue;
 		const char *dot = strrchr(k->name, '.');
-		char table[64] = "";
-		if (dot)
-			snprintf(table, sizeof(table), "%.*s", (int)(dot - k->name), k->name);
-		if (strcmp(table, cur) != 0) {
-			fprintf(f, "\n[%s]\n", table);
-			memcpy(cur, table, sizeof(cur));
-		}
 		fprintf(f, "%s = ", dot ? dot + 1 : k->name);
 		if (k->type == T_DIRS) {
 			fputc('[', f);
@@ -1245,6 +1250,36 @@ ol_config_print(const struct ol_config *cfg, int fd, bool show_secrets)
 			print_value(f, k, cfg, show_secrets);
 		}
 		fprintf(f, "    # %s\n", k->help);
+	}
+}
+
+/* Valid TOML that loads back (the key table need not keep a table's keys together, and TOML
+ * has no way back to the top level once a table began): the top-level keys first, then each
+ * table once with all its keys, then the arrays of tables. */
+void
+ol_config_print(const struct ol_config *cfg, int fd, bool show_secrets)
+{
+	int dfd = dup(fd);
+	FILE *f = dfd >= 0 ? fdopen(dfd, "w") : NULL;
+	if (!f)
+		return;
+	fprintf(f, "# effective configuration (from %s)\n", cfg->source);
+	print_table(f, cfg, "", show_secrets);
+	for (size_t i = 0; i < N_KEYS; i++) {
+		char t[64], u[64];
+		if (keys[i].array || strcmp(keys[i].name, "replication") == 0)
+			continue;
+		key_table(&keys[i], t);
+		bool seen = !t[0];
+		for (size_t j = 0; j < i && !seen; j++) {
+			key_table(&keys[j], u);
+			seen = !keys[j].array && strcmp(keys[j].name, "replication") != 0 &&
+			       strcmp(t, u) == 0;
+		}
+		if (seen)
+			continue;
+		fprintf(f, "\n[%s]\n", t);
+		print_table(f, cfg, t, show_secrets);
 	}
 	for (unsigned j = 0; j < cfg->n_creds; j++) {
 		fprintf(f, "\n[[credentials]]\n");

@@ -4,7 +4,10 @@
 #include "tap.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int
 parse(struct ol_config *c, const char *text, char *err)
@@ -225,6 +228,62 @@ test_plane_transport(void)
 	   "another transport is refused: %s", err);
 }
 
+/* What ol_config_print writes (openlaked --print-config) into a string (malloc'd). */
+static char *
+printed(const struct ol_config *c)
+{
+	FILE *tf = tmpfile();
+	if (!tf)
+		return NULL;
+	ol_config_print(c, fileno(tf), true);
+	long n = ftell(tf);
+	char *buf = NULL;
+	if (n > 0 && fseek(tf, 0, SEEK_SET) == 0 && (buf = calloc(1, (size_t)n + 1)) &&
+	    fread(buf, 1, (size_t)n, tf) != (size_t)n) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(tf);
+	return buf;
+}
+
+/* --print-config's output is a config that loads back to the same settings: every table once
+ * (the key table has top-level keys after a table's), the arrays of tables after them. */
+static void
+test_print_loads_back(void)
+{
+	struct ol_config c, d;
+	char err[256] = "";
+	const char *t = "self_id = 1\n"
+			"data_dirs = [\"a\", \"b\", \"c\", \"d\"]\n"
+			"rpc_addr = \"127.0.0.1:9100\"\n"
+			"http_max_conns = 77\nhttp_max_inflight = 33\n"
+			"[[nodes]]\nid = 1\nrpc_addr = \"h:1\"\ndisk_count = 4\n"
+			"[[credentials]]\naccess_key = \"ak\"\nsecret_key = \"s\\\"k\"\n"
+			"[admin]\nstatus_auth = false\n"
+			"[storage]\nblock_size = \"2MiB\"\nfsync = false\n"
+			"[kv]\ndram_bytes = 1_073_741_824\n";
+	int rc = parse(&c, t, err);
+	ok(rc == 0, "the config to print parses (%s)", err);
+	char *one = printed(&c);
+	ok(one != NULL, "printed");
+	if (!one)
+		return;
+	ol_config_default(&d);
+	rc = ol_config_parse(&d, "t.toml", one, strlen(one), err, sizeof(err));
+	ok(rc == 0, "what --print-config prints parses (%s)", err);
+	ok(d.http_max_conns == 77 && d.http_max_inflight == 33 && !d.admin_status_auth &&
+	       d.block_size == 2u << 20 && !d.fsync && d.kv_dram_bytes == 1ull << 30,
+	   "with the same top-level and table values");
+	ok(d.n_creds == 1 && strcmp(d.creds[0].secret_key, "s\"k") == 0 && d.n_nodes == 1 &&
+	       d.nodes[0].disk_count == 4 && d.n_data_dirs == 4 && !strcmp(d.data_dirs[3], "d"),
+	   "and the same arrays");
+	char *two = printed(&d);
+	ok(two && strcmp(one, two) == 0, "printed again: the same text");
+	free(one);
+	free(two);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -234,5 +293,6 @@ main(int argc, char **argv)
 	test_overrides();
 	test_kv_dram_and_console();
 	test_plane_transport();
+	test_print_loads_back();
 	tap_done();
 }
