@@ -562,6 +562,8 @@ kvb_usage(const char *what, FILE *f)
 	    "                       The prefill of get is never paced.\n"
 	    "      --warmup T       first run the same load for T, closed loop, unmeasured\n"
 	    "                       (a get warm-up picks other keys than the measured ones)\n"
+	    "      --histogram      also print the latency distribution, one line per power\n"
+	    "                       of two\n"
 	    "      --json           print one JSON object with every figure on stdout\n"
 	    "  -q, --quiet          no progress lines on stderr\n");
 }

@@ -399,6 +399,8 @@ s3_usage(FILE *f)
 	    "      --payload MODE   unsigned (UNSIGNED-PAYLOAD, default) or signed (SHA-256 of\n"
 	    "                       the body, computed once: all objects have the same bytes)\n"
 	    "      --no-prefill     get/mixed: do not PUT the objects first\n"
+	    "      --histogram      also print the latency distribution, one line per power\n"
+	    "                       of two\n"
 	    "      --json           print one JSON object with every figure on stdout\n"
 	    "  -q, --quiet          no progress lines on stderr\n"
 	    "\n"

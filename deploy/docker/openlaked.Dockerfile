@@ -1,5 +1,7 @@
 # Build and run openlaked on Debian 12 (bookworm), everything from Debian's packages.
 #   docker build -f deploy/docker/openlaked.Dockerfile -t openlake/openlaked .
+# The KV pool over RDMA (UCX) is built in: --build-arg RDMA=1, the upstream docs' flag, is the
+# default; RDMA=0 builds without UCX (TCP and the local shared-memory path only).
 #   docker run --rm -p 9000:9000 -p 9400:9400 -v /srv/openlake:/var/lib/openlake openlake/openlaked
 FROM debian:bookworm AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
@@ -9,7 +11,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
     rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN meson setup build --buildtype=release && ninja -C build && \
+ARG RDMA=1
+RUN if [ "$RDMA" = 0 ]; then ucx=disabled; else ucx=enabled; fi && \
+    meson setup build --buildtype=release -Ducx=$ucx && ninja -C build && \
     meson install -C build --destdir /out
 
 FROM debian:bookworm-slim
