@@ -309,7 +309,7 @@ test_hammer(const char *spill)
 	ol_kve_close(h.e); /* writes the dirty rest */
 	h.e = open_eng(spill);
 	bool again[H_KEYS + 1] = {false};
-	int n2, bad2 = h.e ? verify_all(&h, again, &n2) : -1;
+	int n2 = 0, bad2 = h.e ? verify_all(&h, again, &n2) : -1;
 	ok(h.e && bad2 == 0 && n2 == n && memcmp(present, again, sizeof(again)) == 0,
 	   "%s: after close and reopen the same %d keys are there, each valid (got %d, %d bad)",
 	   mode, n, n2, bad2);
