@@ -9,7 +9,9 @@
 #                              tests and the TSan unit tests run beside the ASan+UBSan stages:
 #                              most of their time is spent waiting on daemons, leases, clients)
 #   scripts/test.sh --long     also the slow ones: build the Debian packages (debian/) and
-#                              install them on this machine (test_deb.py, needs root)
+#                              install them on this machine (test_deb.py, needs root), and
+#                              build the libFuzzer targets with clang (build-fuzz) and run
+#                              each for 10 s on a copy of its corpus (bench/fuzz_long.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -124,6 +126,13 @@ if [ $quick -eq 0 ]; then
     OPENLAKE_LIBRARY="$PWD/build/client/libopenlake.so" OPENLAKE_TEST_PORTS=21000-32767
 fi
 bg_wait
+
+# --long: the libFuzzer build (clang; the suite's own build is gcc, so nothing else would see
+# it rot) and a short run of every target
+if [ "${OPENLAKE_LONG:-}" = 1 ]; then
+  stage "build (fuzz)" env CC=clang scripts/build.sh build-fuzz -Dfuzz=true -Db_lundef=false
+  stage "fuzz targets, 10 s each" bench/fuzz_long.sh -t 10 -b build-fuzz
+fi
 
 echo "=== total $(($(date +%s) - t0)) s"
 if [ ${#failed[@]} -ne 0 ]; then

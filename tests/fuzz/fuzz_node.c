@@ -37,7 +37,7 @@ mentries(const uint8_t *p, size_t n)
 	uint32_t cnt = ol_node_get32(&r);
 	for (uint32_t i = 0; i < cnt && !r.err; i++)
 		if (!ol_node_mentry_get(&r, false, &e) &&
-		    (e.klen == 0 || e.klen > OL_NODE_META_KEY || e.db >= OL_NODE_META_NDB ||
+		    (e.klen == 0 || e.klen > OL_NODE_META_KEY || !OL_NODE_META_DB_OK(e.db) ||
 		     e.key < p || e.key + e.klen > p + n || (e.vlen && e.val + e.vlen > p + n)))
 			__builtin_trap(); /* an accepted entry lies inside the payload, in range */
 	r = (struct ol_node_rd){p, n, false};
