@@ -49,39 +49,58 @@ void ol_http_tls_tickets(void *ssl);
 /* A poller: one per core, an epoll set of the server's connections that no thread serves
  * ("parked") in two deadline FIFOs (one timeout each, so arrival order is deadline order):
  * idle keep-alive connections (idle timeout) and those whose TLS handshake or request head is
- * under way (header timeout); and refused ones it reads until they end (a second). The poller
- * itself reads heads (non-blocking) and does handshake steps; a connection with a complete head
- * goes to a worker; an expired one is closed here. */
+ * under way (header timeout); and refused ones it reads until they end (a second). Its
+ * threads read heads (non-blocking) and do handshake steps; the thread that completes the head
+ * of a request without a body serves it on the spot and parks the connection again, one with
+ * a body goes to a worker; an expired one is closed here. A poller has one thread, and more
+ * while all of its threads are held by requests (server.c, mon_main). */
 enum { PARK_NONE, PARK_IDLE, PARK_HEAD, PARK_LINGER };
 
 struct ol_http_plist {
 	struct ol_http_conn *head, *tail; /* oldest first */
 };
 
+struct ol_http_pthread {
+	pid_t tid;
+	struct ol_http_pthread *next;
+};
+
 struct ol_http_poller {
 	struct ol_http_server *s;
 	int epfd, wakefd; /* wakefd: eventfd, stop */
-	pthread_t th;
+	pthread_t th;	  /* its first thread (joined; the others are detached) */
 	bool started;
-	pthread_mutex_t mu;	       /* the lists and c->parked */
-	struct ol_http_plist lists[4]; /* [PARK_IDLE], [PARK_HEAD], [PARK_LINGER] */
+	unsigned n_waiting;		 /* its threads in epoll_wait now (atomic) */
+	uint64_t progress;		 /* events its threads took (atomic; the watch compares) */
+	struct ol_http_pthread *threads; /* under mu: its threads, for the watch */
+	pthread_mutex_t mu;		 /* the lists and c->parked */
+	struct ol_http_plist lists[4];	 /* [PARK_IDLE], [PARK_HEAD], [PARK_LINGER] */
 };
 
 struct ol_http_server {
 	struct ol_http_server_opts o;
 	struct ol_http_poller *pollers;
 	unsigned n_pollers, next_poller;
-	/* workers: threads that serve connections with requests to read; made on demand, they
-	 * leave after a while without work (down to n_pollers) */
+	/* workers: threads that serve requests with a body (the run queue); made on demand,
+	 * they leave after a while without work */
 	struct ol_http_conn *runq_head, *runq_tail; /* under mu */
 	unsigned n_workers, n_idle_workers, max_workers;
-	struct ol_http_peers peers; /* under mu */
-	struct ol_http_tls *tls;    /* NULL: plaintext */
-	uint64_t log_next_ms[8];    /* rate-limited refusal logs */
+	bool workers_stop;
+	pthread_cond_t work_cv;
+	/* the pollers' extra threads (under mu): made by the watch (mon) when a poller's threads
+	 * are all held by their requests, at most max_workers; they leave after a while without
+	 * work */
+	unsigned n_extra;
+	uint64_t quick_inflight; /* requests served on the pollers' threads now (atomic) */
+	pthread_t mon;
+	pthread_cond_t mon_cv;		      /* wakes the watch; with mu */
+	bool mon_started, mon_stop, mon_idle; /* mon_idle: asleep, nothing in flight (atomic) */
+	struct ol_http_peers peers;	      /* under mu */
+	struct ol_http_tls *tls;	      /* NULL: plaintext */
+	uint64_t log_next_ms[8];	      /* rate-limited refusal logs */
 	uint64_t log_dropped[8];
 	uint64_t head_mem; /* bytes of heap head buffers (atomic) */
-	bool workers_stop, pollers_stop;
-	pthread_cond_t work_cv;
+	bool pollers_stop;
 	int *lfds;
 	pthread_t *acceptors;
 	unsigned n_listen, n_acceptors_started;
@@ -103,12 +122,13 @@ struct ol_http_conn {
 	struct ol_http_conn *prev, *next;
 	struct ol_http_poller *poller;
 	struct ol_http_conn *park_prev, *park_next; /* poller FIFO, under poller->mu */
-	struct ol_http_conn *run_next;		    /* run queue, under srv->mu */
+	struct ol_http_conn *run_next;		    /* run queue (under srv->mu), expired list */
 	struct ol_http_peer *pe;		    /* counts of its address, under srv->mu */
 	uint64_t idle_since_ms;			    /* last response done (or accepted) */
 	uint64_t head_since_ms;			    /* first byte of the head (0: none yet) */
 	int plist;				    /* PARK_* list while parked */
 	bool parked, in_epoll, inflight;
+	bool quick; /* served on its poller's thread (no body), not on a worker */
 	int fd;
 	int cur_timeo; /* SO_RCVTIMEO last set (ol_io_recv_timeo) */
 	void *ssl;     /* SSL *; NULL for plaintext (then fd is blocking) */

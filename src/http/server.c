@@ -1,5 +1,7 @@
-/* http/server.c - listeners and acceptors, workers that serve connections with requests to read,
- * per-core pollers that hold idle keep-alive connections and close them at their idle timeout. */
+/* http/server.c - listeners and acceptors; per-core pollers: an epoll set of the connections no
+ * thread serves, read by threads that serve a connection whose request head came on the
+ * spot and park it again after its response; idle keep-alive connections closed at their
+ * idle timeout. */
 #include "http/internal.h"
 
 #include "base/log.h"
@@ -16,6 +18,7 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,7 +28,10 @@
  * (a busy client's next request is usually here by then; an idle one then costs no thread).
  * The same holds for a head that stops arriving half-way: the poller gathers the rest. */
 #define PARK_AFTER_MS  20
-#define WORKER_IDLE_MS 10000 /* a worker without work this long leaves (above n_pollers) */
+#define WORKER_IDLE_MS 10000 /* a worker or extra poller thread without work this long leaves */
+#define WAIT_MAX_MS    1000  /* a poller thread looks at the deadlines at least this often */
+#define MON_TICK_US    1000  /* how often the watch looks for pollers whose threads are held */
+#define SURPLUS_MS     5000  /* an extra poller thread that was a spare this long leaves */
 #define LINGER_MS      1000  /* a refused connection: time to read what the client still sends */
 #define HEAD_BUF_MIN   2048  /* first head buffer of a connection the poller reads */
 #define POLLER_READS   4     /* reads per readiness event before others get their turn */
@@ -238,12 +244,18 @@ linger_close(struct ol_http_conn *c)
 	}
 }
 
-/* Wait for the first bytes of the next request: at most PARK_AFTER_MS, then 2 (park it);
- * 1 when the client closed or the connection failed. */
+/* Wait for the first bytes of the next request (0; 1 when the client closed or the connection
+ * failed). A worker waits at most PARK_AFTER_MS, then 2 (park it). A poller's thread that
+ * served a request without a body (c->quick) parks it at once: its poller sees the next
+ * bytes, and a thread waiting here would cost a context switch per request; bytes that a TLS
+ * connection's library holds already are invisible to epoll, so for TLS one non-blocking
+ * read first. */
 static int
 wait_next(struct ol_http_conn *c)
 {
-	ssize_t n = raw_recv(c, c->rbuf, c->rcap, PARK_AFTER_MS);
+	if (c->quick && !c->ssl)
+		return 2;
+	ssize_t n = raw_recv(c, c->rbuf, c->rcap, c->quick ? 0 : PARK_AFTER_MS);
 	if (n == -ETIMEDOUT)
 		return 2;
 	if (n <= 0)
@@ -425,7 +437,7 @@ conn_run(struct ol_http_conn *c)
 	buf_for_worker(c);
 	int rc;
 	while ((rc = read_head(c)) == 0) {
-		inflight_take(c); /* the first one was taken by dispatch() */
+		inflight_take(c); /* the first one was taken by dispatch() or serve_here() */
 		bool keep = serve_one(c);
 		inflight_put(c);
 		if (!keep) {
@@ -439,10 +451,25 @@ conn_run(struct ol_http_conn *c)
 	inflight_put(c);
 	if (rc == 2 || rc == 3) {
 		buf_for_park(c);
-		if (park(c, rc == 2 ? PARK_IDLE : PARK_HEAD, EPOLLIN, false) == 0)
+		if (park(c, rc == 2 ? PARK_IDLE : PARK_HEAD, EPOLLIN, c->quick) == 0)
 			return;
 	}
 	conn_free(c);
+}
+
+/* Over its address's in-flight cap, or with max_inflight served and as many waiting: the
+ * request is refused with a 503 (true; the connection is then the poller's). */
+static bool
+over_inflight(struct ol_http_server *s, struct ol_http_conn *c)
+{
+	if (!(c->pe &&
+	      __atomic_load_n(&c->pe->inflight, __ATOMIC_RELAXED) >= s->o.max_inflight_per_addr) &&
+	    __atomic_load_n(&s->st.inflight, __ATOMIC_RELAXED) < 2 * s->o.max_inflight)
+		return false;
+	OL_HTTP_COUNT(s, inflight_rejected, 1);
+	refuse_log(s, LOG_INFLIGHT, c->peer, "request refused (503): too many requests in flight");
+	refuse_linger(c, OL_HTTP_ERR_BUSY, true);
+	return true;
 }
 
 /* ---- workers ---- */
@@ -487,18 +514,10 @@ worker_main(void *arg)
 static void
 dispatch(struct ol_http_server *s, struct ol_http_conn *c)
 {
-	pthread_mutex_lock(&s->mu);
-	bool refuse = (c->pe && __atomic_load_n(&c->pe->inflight, __ATOMIC_RELAXED) >=
-				    s->o.max_inflight_per_addr) ||
-		      __atomic_load_n(&s->st.inflight, __ATOMIC_RELAXED) >= 2 * s->o.max_inflight;
-	if (refuse) {
-		pthread_mutex_unlock(&s->mu);
-		OL_HTTP_COUNT(s, inflight_rejected, 1);
-		refuse_log(s, LOG_INFLIGHT, c->peer,
-			   "request refused (503): too many requests in flight");
-		refuse_linger(c, OL_HTTP_ERR_BUSY, true);
+	if (over_inflight(s, c))
 		return;
-	}
+	c->quick = false;
+	pthread_mutex_lock(&s->mu);
 	inflight_take(c);
 	c->run_next = NULL;
 	if (s->runq_tail)
@@ -614,6 +633,38 @@ linger_step(struct ol_http_conn *c)
 	return STEP_MORE;
 }
 
+/* The watch sleeps while nothing is in flight: wake it. */
+static void
+mon_wake(struct ol_http_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	__atomic_store_n(&s->mon_idle, false, __ATOMIC_RELAXED);
+	pthread_cond_signal(&s->mon_cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* A request without a body (or a bad head, or EOF) is served on this thread, then the
+ * connection parked again: such requests rarely block, and serving them where the head was
+ * read saves the hand-over to a worker and the worker's wait on the connection (a context
+ * switch each). When they do block (a cold read, a forward, a slow client), mon_main gives
+ * the poller another thread. Over the in-flight limits: a 503 (over_inflight). */
+static void
+serve_here(struct ol_http_poller *p, struct ol_http_conn *c)
+{
+	struct ol_http_server *s = p->s;
+	if (over_inflight(s, c))
+		return;
+	c->quick = true;
+	inflight_take(c);
+	/* seq_cst, as mon_main's store of mon_idle and look at quick_inflight: one of the two
+	 * sees the other's write, so the watch never sleeps through a request served here */
+	__atomic_fetch_add(&s->quick_inflight, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&s->mon_idle, __ATOMIC_SEQ_CST))
+		mon_wake(s);
+	conn_run(c);
+	__atomic_fetch_sub(&s->quick_inflight, 1, __ATOMIC_RELAXED);
+}
+
 static void
 poller_event(struct ol_http_poller *p, struct ol_http_conn *c)
 {
@@ -628,7 +679,12 @@ poller_event(struct ol_http_poller *p, struct ol_http_conn *c)
 	uint32_t events = EPOLLIN;
 	int rc = list == PARK_LINGER ? linger_step(c) : head_step(c, &events);
 	if (rc == STEP_READY) {
-		dispatch(p->s, c);
+		/* a request with a body reads it and mostly waits (the body, a commit's sync): on
+		 * a worker, as before; one without is served here */
+		if (c->head.content_length > 0 || c->head.chunked)
+			dispatch(p->s, c);
+		else
+			serve_here(p, c);
 		return;
 	}
 	if (rc == STEP_PLAIN) { /* answer in plain text that this port speaks TLS */
@@ -704,33 +760,193 @@ poller_wait_ms(struct ol_http_poller *p)
 	return tmo;
 }
 
-static void *
-poller_main(void *arg)
+/* A poller's thread: waits for one event at a time on its epoll set (EPOLLONESHOT: a
+ * connection is never seen by two threads), serves it, and closes what expired. The first
+ * thread of a poller stays until the stop; an extra one (mon_main) leaves after
+ * WORKER_IDLE_MS without an event while another thread of its poller waits, or once every
+ * event it took for SURPLUS_MS left another thread of its poller waiting (a thread too many:
+ * epoll wakes its waiters in turn, so a spare one costs a context switch per request). The
+ * stop comes after every connection closed: no thread is serving one then. */
+static void
+poller_loop(struct ol_http_poller *p, bool extra)
 {
-	struct ol_http_poller *p = arg;
 	struct ol_http_server *s = p->s;
-	struct epoll_event ev[64];
+	uint64_t last_work = ol_io_now_ms(), surplus_since = 0;
+	struct ol_http_pthread me = {.tid = (pid_t)syscall(SYS_gettid)};
+	pthread_mutex_lock(&p->mu);
+	me.next = p->threads;
+	p->threads = &me;
+	pthread_mutex_unlock(&p->mu);
 	for (;;) {
-		int n = epoll_wait(p->epfd, ev, 64, poller_wait_ms(p));
+		struct epoll_event ev;
+		int tmo = poller_wait_ms(p);
+		if (tmo < 0 || tmo > WAIT_MAX_MS)
+			tmo = WAIT_MAX_MS;
+		__atomic_fetch_add(&p->n_waiting, 1, __ATOMIC_RELEASE);
+		int n = epoll_wait(p->epfd, &ev, 1, tmo);
+		unsigned others = __atomic_sub_fetch(&p->n_waiting, 1, __ATOMIC_ACQ_REL);
 		if (n < 0 && errno != EINTR) {
 			ol_warn("http: epoll_wait: %s", strerror(errno));
 			n = 0;
 		}
-		for (int i = 0; i < n; i++) {
-			struct ol_http_conn *c = ev[i].data.ptr;
-			if (!c) {
-				uint64_t v;
-				if (read(p->wakefd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-					ol_warn("http: poller wake: %s", strerror(errno));
-				continue;
-			}
-			poller_event(p, c);
-		}
 		if (__atomic_load_n(&s->pollers_stop, __ATOMIC_ACQUIRE))
 			break;
+		if (n == 1 && ev.data.ptr) {
+			__atomic_fetch_add(&p->progress, 1, __ATOMIC_RELAXED);
+			last_work = ol_io_now_ms();
+			if (!others)
+				surplus_since = 0;
+			else if (!surplus_since)
+				surplus_since = last_work;
+			poller_event(p, ev.data.ptr);
+		} else if (n == 1) {
+			uint64_t v;
+			if (read(p->wakefd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+				ol_warn("http: poller wake: %s", strerror(errno));
+		}
 		poller_expire(p);
+		uint64_t now = ol_io_now_ms();
+		if (extra && others &&
+		    ((n == 0 && now - last_work >= WORKER_IDLE_MS) ||
+		     (surplus_since && now - surplus_since >= SURPLUS_MS)))
+			break;
 	}
+	pthread_mutex_lock(&p->mu);
+	struct ol_http_pthread **pp = &p->threads;
+	while (*pp != &me)
+		pp = &(*pp)->next;
+	*pp = me.next;
+	pthread_mutex_unlock(&p->mu);
+	/* the stop: nobody reads the wake any more, so each thread that leaves wakes the next */
+	uint64_t one = 1;
+	if (__atomic_load_n(&s->pollers_stop, __ATOMIC_ACQUIRE) &&
+	    write(p->wakefd, &one, sizeof(one)) < 0)
+		ol_warn("http: poller wake: %s", strerror(errno));
+}
+
+static void *
+poller_main(void *arg)
+{
+	poller_loop(arg, false);
 	return NULL;
+}
+
+static void *
+poller_extra_main(void *arg)
+{
+	struct ol_http_poller *p = arg;
+	struct ol_http_server *s = p->s;
+	poller_loop(p, true);
+	pthread_mutex_lock(&s->mu);
+	s->n_extra--;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+/* 0 when a thread of p is runnable (its /proc state R: preempted or running, it comes back
+ * for the next event by itself), else how many threads p has. Only the first 16 are looked
+ * at. */
+static unsigned
+poller_held(struct ol_http_poller *p)
+{
+	pid_t tids[16];
+	unsigned n = 0;
+	pthread_mutex_lock(&p->mu);
+	for (struct ol_http_pthread *t = p->threads; t && n < 16; t = t->next)
+		tids[n++] = t->tid;
+	pthread_mutex_unlock(&p->mu);
+	for (unsigned i = 0; i < n; i++) {
+		char path[64], buf[256];
+		snprintf(path, sizeof(path), "/proc/self/task/%ld/stat", (long)tids[i]);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t len = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		buf[len] = '\0';
+		const char *st = strrchr(buf, ')'); /* "tid (comm) S ..." */
+		if (st && st[1] == ' ' && st[2] == 'R')
+			return 0;
+	}
+	return n;
+}
+
+/* The pollers' watch ("ol-http-mon"): every MON_TICK_US while requests are in flight, a poller
+ * none of whose threads waits for events and none of whose threads took one since the last
+ * look gets as many threads more as it has (up to 8; doubling, so that a burst of GETs that
+ * a slow disk holds has its threads within a few ticks), at most max_workers beside the first
+ * ones, when none of them is runnable: each is held by its request (a disk, a slow client, a
+ * forward, a lock). Threads that are only busy, or preempted, do not count: more threads than
+ * cores serving at once, and a spare one waiting, only cost context switches. Asleep while no
+ * request is served on a poller (serve_here wakes it). */
+static void *
+mon_main(void *arg)
+{
+	struct ol_http_server *s = arg;
+	uint64_t *seen = ol_xcalloc(s->n_pollers, sizeof(*seen));
+	pthread_mutex_lock(&s->mu);
+	while (!s->mon_stop) {
+		if (!__atomic_load_n(&s->quick_inflight, __ATOMIC_RELAXED)) {
+			__atomic_store_n(&s->mon_idle, true, __ATOMIC_SEQ_CST);
+			if (__atomic_load_n(&s->quick_inflight, __ATOMIC_SEQ_CST))
+				__atomic_store_n(&s->mon_idle, false, __ATOMIC_RELAXED);
+			while (__atomic_load_n(&s->mon_idle, __ATOMIC_RELAXED) && !s->mon_stop)
+				pthread_cond_wait(&s->mon_cv, &s->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&s->mu);
+		struct timespec ts = {0, MON_TICK_US * 1000};
+		nanosleep(&ts, NULL);
+		unsigned grow[64 * 8], n_grow = 0;
+		for (unsigned i = 0; i < s->n_pollers; i++) {
+			struct ol_http_poller *p = &s->pollers[i];
+			uint64_t prog = __atomic_load_n(&p->progress, __ATOMIC_RELAXED);
+			unsigned held = 0;
+			if (!__atomic_load_n(&p->n_waiting, __ATOMIC_RELAXED) && prog == seen[i])
+				held = poller_held(p);
+			for (unsigned k = 0; k < held && k < 8; k++)
+				grow[n_grow++] = i;
+			seen[i] = prog;
+		}
+		pthread_mutex_lock(&s->mu);
+		unsigned ok = 0;
+		for (unsigned i = 0; i < n_grow && !s->mon_stop && s->n_extra < s->max_workers;
+		     i++, ok++)
+			s->n_extra++;
+		n_grow = ok;
+		pthread_mutex_unlock(&s->mu);
+		for (unsigned i = 0; i < n_grow; i++) {
+			int rc = ol_io_thread_start_detached("ol-http-conn", poller_extra_main,
+							     &s->pollers[grow[i]]);
+			if (rc == 0)
+				continue;
+			ol_warn("http: cannot start a thread: %s", strerror(-rc));
+			pthread_mutex_lock(&s->mu);
+			s->n_extra--;
+			pthread_cond_broadcast(&s->cv);
+			pthread_mutex_unlock(&s->mu);
+		}
+		pthread_mutex_lock(&s->mu);
+	}
+	pthread_mutex_unlock(&s->mu);
+	free(seen);
+	return NULL;
+}
+
+static void
+stop_mon(struct ol_http_server *s)
+{
+	if (!s->mon_started)
+		return;
+	pthread_mutex_lock(&s->mu);
+	s->mon_stop = true;
+	pthread_cond_signal(&s->mon_cv);
+	pthread_mutex_unlock(&s->mu);
+	pthread_join(s->mon, NULL);
+	s->mon_started = false;
 }
 
 static int
@@ -767,13 +983,18 @@ stop_pollers(struct ol_http_server *s)
 {
 	__atomic_store_n(&s->pollers_stop, true, __ATOMIC_RELEASE);
 	for (unsigned i = 0; s->pollers && i < s->n_pollers; i++) {
-		struct ol_http_poller *p = &s->pollers[i];
 		uint64_t one = 1;
-		if (p->started) {
-			if (write(p->wakefd, &one, sizeof(one)) < 0)
-				ol_warn("http: poller wake: %s", strerror(errno));
+		if (s->pollers[i].started && write(s->pollers[i].wakefd, &one, sizeof(one)) < 0)
+			ol_warn("http: poller wake: %s", strerror(errno));
+	}
+	pthread_mutex_lock(&s->mu); /* the extra threads use the epoll sets until they leave */
+	while (s->n_extra)
+		pthread_cond_wait(&s->cv, &s->mu);
+	pthread_mutex_unlock(&s->mu);
+	for (unsigned i = 0; s->pollers && i < s->n_pollers; i++) {
+		struct ol_http_poller *p = &s->pollers[i];
+		if (p->started)
 			pthread_join(p->th, NULL);
-		}
 		if (p->epfd >= 0)
 			close(p->epfd);
 		if (p->wakefd >= 0)
@@ -1047,6 +1268,7 @@ server_free(struct ol_http_server *s)
 	while (s->n_workers)
 		pthread_cond_wait(&s->cv, &s->mu);
 	pthread_mutex_unlock(&s->mu);
+	stop_mon(s);
 	stop_pollers(s);
 	for (unsigned i = 0; i < s->n_listen; i++)
 		close(s->lfds[i]);
@@ -1056,6 +1278,7 @@ server_free(struct ol_http_server *s)
 	ol_bufpool_free(s->pool);
 	ol_http_peers_fini(&s->peers);
 	ol_http_tls_free(s->tls);
+	pthread_cond_destroy(&s->mon_cv);
 	pthread_cond_destroy(&s->work_cv);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mu);
@@ -1075,6 +1298,7 @@ ol_http_server_start(const struct ol_http_server_opts *o, struct ol_http_server 
 	s->stop_pipe[0] = s->stop_pipe[1] = -1;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
+	pthread_cond_init(&s->mon_cv, NULL);
 	pthread_cond_init(&s->work_cv, NULL);
 	s->max_workers = s->o.max_inflight;
 	s->lfds = ol_xcalloc(s->o.threads, sizeof(int));
@@ -1092,6 +1316,8 @@ ol_http_server_start(const struct ol_http_server_opts *o, struct ol_http_server 
 		rc = -errno;
 	if (!rc)
 		rc = start_pollers(s);
+	if (!rc && !(rc = ol_io_thread_start(&s->mon, "ol-http-mon", mon_main, s)))
+		s->mon_started = true;
 	if (!rc)
 		rc = start_acceptors(s);
 	if (rc) {

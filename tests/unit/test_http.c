@@ -1523,6 +1523,42 @@ test_head_memory(void)
 	ol_http_server_stop(s);
 }
 
+/* Requests without a body are served on the pollers' own threads: many connections with a
+ * GET each at once do not make a thread each (a worker per request in flight did), and each
+ * gets its answer. */
+static void
+test_bodiless_requests_on_pollers(void)
+{
+	enum { N = 200 };
+	struct ol_http_server *s = start_server(60000, 5000, 0, 0);
+	unsigned port = ol_http_server_port(s), before = thread_count(), most = before;
+	struct cli *c = calloc(N, sizeof(*c));
+	unsigned opened = 0, served = 0;
+	for (unsigned i = 0; i < N; i++)
+		opened += cli_open(&c[i], port) >= 0;
+	for (unsigned round = 0; round < 3; round++) {
+		for (unsigned i = 0; i < N; i++)
+			cli_sends(&c[i], "GET /echo?n=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+		for (unsigned i = 0; i < N; i++) {
+			struct resp r;
+			served += cli_response(&c[i], &r, false, 64, 30000) == 0 && r.status == 200;
+			resp_free(&r);
+			if (i % 50 == 0) {
+				unsigned t = thread_count();
+				most = t > most ? t : most;
+			}
+		}
+	}
+	OK(opened == N && served == 3 * N, "%u GETs on %u connections at once, answered (%u)",
+	   3 * N, opened, served);
+	OK(most <= before + N / 4, "served on the pollers' threads: %u -> at most %u threads",
+	   before, most);
+	for (unsigned i = 0; i < N; i++)
+		close(c[i].fd);
+	free(c);
+	ol_http_server_stop(s);
+}
+
 /* Half-sent heads wait in the pollers, not on workers; others are served meanwhile. */
 static void
 test_half_sent_heads(void)
@@ -1663,6 +1699,7 @@ main(int argc, char **argv)
 	ol_http_server_stop(s);
 	test_live_timeouts();
 	test_idle_conns_park();
+	test_bodiless_requests_on_pollers();
 	test_peers();
 	test_half_sent_heads();
 	test_flood_limits();
