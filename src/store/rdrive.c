@@ -924,11 +924,11 @@ ol_rd_shard_unlink(struct ol_store *st, int d, const uint8_t *uuid)
 	name_of(uuid, name);
 	do {
 		if ((rc = rd_take(rd, &c)))
-			return;
+			break;
 		rc = ol_node_shard_unlink(c, rd->pdrive, name, dl(rd));
 		rd_give(rd, c, rc);
 	} while (again(rc, &tries));
-	if (rc && rc != -ENOENT)
+	if (rc && rc != -ENOENT) /* left for the orphan sweep */
 		ol_warn("store: drive %s: unlink %s: %s", st->d[d].root, name, strerror(-rc));
 }
 

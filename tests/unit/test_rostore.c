@@ -600,10 +600,15 @@ main(void)
 		test_doubt(w, big, big2);
 		test_reclaim(w, r, big, big2, &queued);
 	}
+	size_t pending = w ? ol_store_reclaim_pending(w) : 0;
+
 	ol_store_close(r);
+	ol_log_set_level("warn"); /* a close's unlink that fails says why */
 	ol_store_close(w);
 	ok(rc || (queued.parts == 1 && shards_there(&queued) == 0),
-	   "the writer's close unlinks what still waited for its delay");
+	   "the writer's close unlinks what still waited for its delay (%zu waited; %u part(s), "
+	   "%d of their files left)",
+	   pending, queued.parts, queued.parts ? shards_there(&queued) : -1);
 	env_stop();
 	free(big);
 	free(big2);
