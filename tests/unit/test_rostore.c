@@ -603,7 +603,6 @@ main(void)
 	size_t pending = w ? ol_store_reclaim_pending(w) : 0;
 
 	ol_store_close(r);
-	ol_log_set_level("warn"); /* a close's unlink that fails says why */
 	ol_store_close(w);
 	ok(rc || (queued.parts == 1 && shards_there(&queued) == 0),
 	   "the writer's close unlinks what still waited for its delay (%zu waited; %u part(s), "
