@@ -1217,6 +1217,13 @@ print_value(FILE *f, const struct cfg_key *k, const void *base, bool show_secret
 	}
 }
 
+/* A key printed in a table: not an array of tables' key, not the replication alias. */
+static bool
+plain_key(const struct cfg_key *k)
+{
+	return !k->array && strcmp(k->name, "replication") != 0;
+}
+
 /* The table of a key ("" for a top-level one) into table[64]. */
 static void
 key_table(const struct cfg_key *k, char table[64])
@@ -1234,7 +1241,7 @@ print_table(FILE *f, const struct ol_config *cfg, const char *table, bool show_s
 	for (size_t i = 0; i < N_KEYS; i++) {
 		const struct cfg_key *k = &keys[i];
 		char t[64];
-		if (k->array || strcmp(k->name, "replication") == 0)
+		if (!plain_key(k))
 			continue;
 		key_table(k, t);
 		if (strcmp(t, table) != 0)
@@ -1267,14 +1274,13 @@ ol_config_print(const struct ol_config *cfg, int fd, bool show_secrets)
 	print_table(f, cfg, "", show_secrets);
 	for (size_t i = 0; i < N_KEYS; i++) {
 		char t[64], u[64];
-		if (keys[i].array || strcmp(keys[i].name, "replication") == 0)
+		if (!plain_key(&keys[i]))
 			continue;
 		key_table(&keys[i], t);
 		bool seen = !t[0];
 		for (size_t j = 0; j < i && !seen; j++) {
 			key_table(&keys[j], u);
-			seen = !keys[j].array && strcmp(keys[j].name, "replication") != 0 &&
-			       strcmp(t, u) == 0;
+			seen = plain_key(&keys[j]) && strcmp(t, u) == 0;
 		}
 		if (seen)
 			continue;

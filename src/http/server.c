@@ -876,7 +876,7 @@ poller_held(struct ol_http_poller *p)
 
 /* The pollers' watch ("ol-http-mon"): every MON_TICK_US while requests are in flight, a poller
  * none of whose threads waits for events and none of whose threads took one since the last
- * look gets as many threads more as it has (up to 8; doubling, so that a burst of GETs that
+ * look is given as many threads more as it has (up to 8; doubling, so that a burst of GETs that
  * a slow disk holds has its threads within a few ticks), at most max_workers beside the first
  * ones, when none of them is runnable: each is held by its request (a disk, a slow client, a
  * forward, a lock). Threads that are only busy, or preempted, do not count: more threads than

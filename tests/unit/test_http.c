@@ -1525,7 +1525,7 @@ test_head_memory(void)
 
 /* Requests without a body are served on the pollers' own threads: many connections with a
  * GET each at once do not make a thread each (a worker per request in flight did), and each
- * gets its answer. */
+ * is answered. */
 static void
 test_bodiless_requests_on_pollers(void)
 {

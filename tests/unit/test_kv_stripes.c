@@ -6,7 +6,7 @@
  * of a put never made is caught. Then every key reads back valid or misses, the counters
  * agree with the keys, and (NVMe) a reopen brings back exactly the keys that were there; the
  * same in strict write-behind. Also: eviction across stripes keeps LRU order with mixed block
- * sizes. Half the hammer's gets
+ * sizes. Half the hammer's reads
  * of TCP readers go through ol_kve_pin_start / pin_finish with the read done by the test (as
  * the KV loops do it on their rings), racing the puts, deletes and evictions of their keys. */
 #include <dirent.h>
@@ -35,7 +35,7 @@ struct hammer {
 	struct ol_kve *e;
 	_Atomic uint64_t issued[H_THREADS]; /* seeds handed out per thread (counter part) */
 	_Atomic int bad, torn_seq, puts, hits, misses, dels, fulls, aborts;
-	_Atomic int split_nv; /* gets read by the caller (pin_start / pin_finish) from NVMe */
+	_Atomic int split_nv; /* reads done by the caller (pin_start / pin_finish) from NVMe */
 };
 
 struct harg {
@@ -223,7 +223,7 @@ hammer(struct hammer *h)
 		pthread_join(th[t], NULL);
 }
 
-/* Every key reads back a valid block or misses; *present gets the keys that are there. */
+/* Every key reads back a valid block or misses; *present marks the keys that are there. */
 static int
 verify_all(struct hammer *h, bool present[H_KEYS + 1], int *n_present)
 {
@@ -291,7 +291,7 @@ test_hammer(const char *spill)
 	   mode, (unsigned long long)st.evictions, (unsigned long long)st.demotions);
 	if (spill)
 		ok(h.split_nv > 0,
-		   "%s: %d gets read their NVMe record themselves (pin_start / pin_finish)", mode,
+		   "%s: %d reads took their NVMe record themselves (pin_start / pin_finish)", mode,
 		   h.split_nv);
 	bool present[H_KEYS + 1] = {false};
 	int n, bad = verify_all(&h, present, &n);
