@@ -7,6 +7,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "node/node.h"
 #include "s3/s3.h"
 #include "store/store.h"
 
@@ -65,6 +66,8 @@ struct creads {
 	_Atomic uint64_t writes_forwarded; /* such requests forwarded: a drive, or a drain */
 	_Atomic uint64_t writes_degraded;  /* written without a drive the leader lacks too */
 	_Atomic uint64_t declined;	   /* a 404 or 5xx of the view: forwarded to the leader */
+	_Atomic uint64_t
+	    behind; /* bucket reads forwarded: the view lacks a pool of etcd's layout */
 };
 
 static int64_t
@@ -267,12 +270,35 @@ creads_write(struct creads *rd, struct ol_http_req *r, bool allowed)
 	return true;
 }
 
+static bool same_pools(const struct ol_layout *a, const struct ol_layout *b);
+
+/* The pools of the layout in etcd now are v's: a listing on v holds every key the leader
+ * acknowledged before it. This node takes a new layout from its watch of the layout key, and
+ * the leader may write to a joined pool first; an object there is still found through v (its
+ * 404 is forwarded), but a listing on v would leave it out. One read of etcd per listing. */
+static bool
+view_lists_all(struct creads *rd, struct view *v)
+{
+	struct ol_layout l = {0};
+	int64_t rev;
+	if (ol_cluster_read_layout_rev(rd->c, &l, &rev))
+		return false;
+	bool same = same_pools(&v->lay, &l);
+	ol_layout_fini(&l);
+	return same;
+}
+
 bool
-creads_serve(struct creads *rd, struct ol_http_req *r)
+creads_serve(struct creads *rd, struct ol_http_req *r, bool bucket_read)
 {
 	struct view *v = rd->cfg->cluster_read_any ? view_take(rd, false) : NULL;
 	if (!v)
 		return false;
+	if (bucket_read && !view_lists_all(rd, v)) {
+		atomic_fetch_add(&rd->behind, 1);
+		view_put(rd, v);
+		return false;
+	}
 	bool served = ol_s3_handle_read(r, v->s3);
 	atomic_fetch_add(served ? &rd->local_reads : &rd->declined, 1);
 	view_put(rd, v);
@@ -315,7 +341,10 @@ read_step(struct creads *rd, unsigned *have, bool *said, int64_t *next_refresh)
 	}
 	if (reopen && open) {
 		/* the layout's pools changed: a view without a pool the leader writes now would
-		 * answer 404 for its keys, so reads are forwarded until the new view opens */
+		 * answer 404 for its keys, so reads are forwarded until the new view opens (a
+		 * test's fault rule holds the old view here: the window before this node took the
+		 * layout, in which bucket reads check etcd's layout: view_lists_all) */
+		ol_node_fault_hold_at("VIEW_SWAP");
 		view_swap(rd, NULL);
 		open = false;
 		ol_info("cluster: the layout's pools changed: GET and HEAD are forwarded to the "
@@ -490,6 +519,11 @@ metrics(struct ol_strbuf *b, void *arg)
 	    "serving leader instead.\n"
 	    "# TYPE openlake_cluster_local_reads_declined_total counter\n"
 	    "openlake_cluster_local_reads_declined_total %llu\n"
+	    "# HELP openlake_cluster_bucket_reads_behind_total Bucket GETs and HEADs (listings "
+	    "among them) forwarded to the serving leader because the layout in etcd had pools "
+	    "this node's read-only view lacked (a pool joined, not taken here yet).\n"
+	    "# TYPE openlake_cluster_bucket_reads_behind_total counter\n"
+	    "openlake_cluster_bucket_reads_behind_total %llu\n"
 	    "# HELP openlake_cluster_read_view_open Whether this node's read-only view "
 	    "of the cluster store is open (1) and serves GET and HEAD.\n"
 	    "# TYPE openlake_cluster_read_view_open gauge\n"
@@ -514,7 +548,8 @@ metrics(struct ol_strbuf *b, void *arg)
 	    "# TYPE openlake_cluster_leader_drives_offline gauge\n"
 	    "openlake_cluster_leader_drives_offline %d\n",
 	    (unsigned long long)atomic_load(&rd->local_reads),
-	    (unsigned long long)atomic_load(&rd->declined), atomic_load(&rd->state) == ST_OPEN,
+	    (unsigned long long)atomic_load(&rd->declined),
+	    (unsigned long long)atomic_load(&rd->behind), atomic_load(&rd->state) == ST_OPEN,
 	    (unsigned long long)atomic_load(&rd->local_writes),
 	    (unsigned long long)atomic_load(&rd->writes_forwarded),
 	    (unsigned long long)atomic_load(&rd->writes_degraded), offline);

@@ -60,8 +60,10 @@ void creads_leading(struct creads *rd, bool leading);
 /* Serve r (a GET or HEAD that was not forwarded to this node) on the view: true when served,
  * false when no view is open or the view's answer would have been a 404 or 5xx (it may be
  * behind the leader, or reach too few drives: ol_s3_handle_read); nothing was sent then, and
- * the caller forwards r. Request thread. */
-bool creads_serve(struct creads *rd, struct ol_http_req *r);
+ * the caller forwards r. bucket_read: r addresses a bucket, not a key (a listing, say): it is
+ * served only when the layout in etcd has no pool the view lacks (one read of etcd): the
+ * leader may write to a joined pool before this node takes the layout. Request thread. */
+bool creads_serve(struct creads *rd, struct ol_http_req *r, bool bucket_read);
 
 /* Serve r (a client's plain PutObject or UploadPart, chosen by the caller) on the view when it
  * is a shard writer: true when served (always answered: the body is read, nothing is declined),

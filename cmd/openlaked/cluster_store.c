@@ -1471,6 +1471,17 @@ is_object_put(struct cstore *cs, const struct ol_http_req *r)
 	       rt.key_len > 0;
 }
 
+/* a GET or HEAD of a bucket rather than of a key: a listing, ListObjectVersions,
+ * ListMultipartUploads, a bucket sub-resource (not ListBuckets, which reads the buckets' home set
+ * only) */
+static bool
+is_bucket_read(struct cstore *cs, const struct ol_http_req *r)
+{
+	struct ol_s3_route rt;
+	return ol_s3_route(ol_http_header(r, "host"), cs->endpoint_host, r->path, &rt) == 0 &&
+	       rt.bucket[0] && rt.key_len == 0;
+}
+
 /* this node serves the writable store now (serve_here would take the request) */
 static bool
 leads_now(struct cstore *cs)
@@ -1497,7 +1508,8 @@ route(struct cstore *cs, struct ol_http_req *r, bool here)
 	    forwarded = ol_http_proxy_vouched(r, cs->client_key, vip, sizeof(vip), &vtls) == 0;
 	/* read_any: a GET or HEAD from a client is served here on the read-only view while
 	 * another node serves (or none does yet); never a forwarded one, never a write */
-	if (here && !forwarded && is_read(r) && !leads_now(cs) && creads_serve(cs->rd, r))
+	if (here && !forwarded && is_read(r) && !leads_now(cs) &&
+	    creads_serve(cs->rd, r, is_bucket_read(cs, r)))
 		return;
 	/* write_any: a client's plain PutObject or UploadPart is written here, on the view that
 	 * writes shard files, and only its commit goes to the leader (cluster_writes.h); while a

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-int ol_log_threshold = OL_LOG_INFO;
+_Atomic int ol_log_threshold = OL_LOG_INFO;
 
 static const char *const level_names[] = {"ERROR", "WARN ", "INFO ", "DEBUG"};
 
@@ -19,7 +19,7 @@ ol_log_set_level(const char *name)
 	static const char *const names[] = {"error", "warn", "info", "debug"};
 	for (int i = 0; i < 4; i++) {
 		if (strcmp(name, names[i]) == 0) {
-			ol_log_threshold = i;
+			atomic_store_explicit(&ol_log_threshold, i, memory_order_relaxed);
 			return 0;
 		}
 	}

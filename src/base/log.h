@@ -3,10 +3,13 @@
 #define OL_BASE_LOG_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 
 enum ol_log_level { OL_LOG_ERROR = 0, OL_LOG_WARN = 1, OL_LOG_INFO = 2, OL_LOG_DEBUG = 3 };
 
-extern int ol_log_threshold; /* messages above this level are dropped before formatting */
+/* messages above this level are dropped before formatting; atomic, so the level may change
+ * while other threads log (relaxed: a message near the change may go either way) */
+extern _Atomic int ol_log_threshold;
 
 /* Parse "error|warn|info|debug"; returns 0 or -EINVAL. */
 int ol_log_set_level(const char *name);
@@ -17,7 +20,7 @@ void ol_log_emit(int level, const char *fmt, ...) __attribute__((format(printf, 
 
 #define ol_log(level, ...)                                                                         \
 	do {                                                                                       \
-		if ((level) <= ol_log_threshold)                                                   \
+		if ((level) <= atomic_load_explicit(&ol_log_threshold, memory_order_relaxed))      \
 			ol_log_emit((level), __VA_ARGS__);                                         \
 	} while (0)
 #define ol_err(...)   ol_log(OL_LOG_ERROR, __VA_ARGS__)

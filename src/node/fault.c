@@ -56,18 +56,17 @@ now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int64_t
-ol_node_fault_rule_ms(const char *rules, const char *kind, uint8_t op, const char *peer)
+/* ol_node_fault_rule_ms for a rule named name (an op's name, or a hold point's) */
+static int64_t
+rule_in(const char *rules, const char *kind, const char *name, const char *peer)
 {
 	int64_t ms = 0;
 	size_t kl = strlen(kind);
 
-	if (op > OL_NODE_OP_MAX || !op_names[op])
-		return 0;
 	for (const char *line = rules; line && *line;) {
 		const char *eol = strchr(line, '\n');
 		size_t len = eol ? (size_t)(eol - line) : strlen(line);
-		char buf[384], name[32], addr[272] = "*";
+		char buf[384], rname[32], addr[272] = "*";
 		long long v;
 		int n;
 
@@ -75,9 +74,9 @@ ol_node_fault_rule_ms(const char *rules, const char *kind, uint8_t op, const cha
 		    line[kl] == ' ') {
 			memcpy(buf, line, len);
 			buf[len] = 0;
-			n = sscanf(buf + kl, " %31s %lld %271s", name, &v, addr);
+			n = sscanf(buf + kl, " %31s %lld %271s", rname, &v, addr);
 			if (n >= 2 && v > 0 && (n == 3 || !peer) &&
-			    (strcmp(name, "*") == 0 || strcmp(name, op_names[op]) == 0) &&
+			    (strcmp(rname, "*") == 0 || strcmp(rname, name) == 0) &&
 			    (strcmp(addr, "*") == 0 || (peer && strcmp(addr, peer) == 0)))
 				ms = v > FAULT_MAX_MS ? FAULT_MAX_MS : v;
 		}
@@ -86,10 +85,18 @@ ol_node_fault_rule_ms(const char *rules, const char *kind, uint8_t op, const cha
 	return ms;
 }
 
-/* The ms the rules file sets now for op (and peer, for kind "delay"): 0 when none, or the
+int64_t
+ol_node_fault_rule_ms(const char *rules, const char *kind, uint8_t op, const char *peer)
+{
+	if (op > OL_NODE_OP_MAX || !op_names[op])
+		return 0;
+	return rule_in(rules, kind, op_names[op], peer);
+}
+
+/* The ms the rules file sets now for name (and peer, for kind "delay"): 0 when none, or the
  * file is unreadable. */
 static int64_t
-rule_ms(const char *kind, uint8_t op, const char *peer)
+rule_ms(const char *kind, const char *name, const char *peer)
 {
 	char buf[4096];
 	int fd = open(rules_path, O_RDONLY | O_CLOEXEC);
@@ -102,12 +109,12 @@ rule_ms(const char *kind, uint8_t op, const char *peer)
 	if (n <= 0)
 		return 0;
 	buf[n] = 0;
-	return ol_node_fault_rule_ms(buf, kind, op, peer);
+	return rule_in(buf, kind, name, peer);
 }
 
 /* One line to <rules>.hits, so a test can wait until a frame is being held. */
 static void
-note(const char *what, uint8_t op)
+note(const char *what, const char *name)
 {
 	char path[sizeof(rules_path) + 8], line[64];
 	int fd, len;
@@ -116,31 +123,46 @@ note(const char *what, uint8_t op)
 	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return;
-	len = snprintf(line, sizeof(line), "%s %s\n", what, op_names[op]);
+	len = snprintf(line, sizeof(line), "%s %.40s\n", what, name);
 	if (write(fd, line, (size_t)len) < 0)
 		len = -1; /* a test waiting for the line times out and says so */
 	close(fd);
 }
 
-void
-ol_node_fault_hold(uint8_t op)
+/* Hold while a `hold NAME ms` line is in the file, ms at most. */
+static void
+hold(const char *name)
 {
 	int64_t ms, end;
 
-	pthread_once(&once, fault_init);
-	if (!rules_path[0] || op > OL_NODE_OP_MAX || !op_names[op])
-		return;
-	ms = rule_ms("hold", op, NULL);
+	ms = rule_ms("hold", name, NULL);
 	if (!ms)
 		return;
-	note("held", op);
+	note("held", name);
 	end = now_ms() + ms;
-	while (now_ms() < end && rule_ms("hold", op, NULL)) {
+	while (now_ms() < end && rule_ms("hold", name, NULL)) {
 		struct timespec ts = {0, FAULT_POLL_MS * 1000000L};
 
 		nanosleep(&ts, NULL);
 	}
-	note("released", op);
+	note("released", name);
+}
+
+void
+ol_node_fault_hold(uint8_t op)
+{
+	pthread_once(&once, fault_init);
+	if (!rules_path[0] || op > OL_NODE_OP_MAX || !op_names[op])
+		return;
+	hold(op_names[op]);
+}
+
+void
+ol_node_fault_hold_at(const char *point)
+{
+	pthread_once(&once, fault_init);
+	if (rules_path[0] && point && point[0])
+		hold(point);
 }
 
 int64_t
@@ -149,5 +171,5 @@ ol_node_fault_delay(const char *peer, uint8_t op)
 	pthread_once(&once, fault_init);
 	if (!rules_path[0] || op > OL_NODE_OP_MAX || !op_names[op])
 		return 0;
-	return rule_ms("delay", op, peer);
+	return rule_ms("delay", op_names[op], peer);
 }

@@ -394,6 +394,12 @@ void ol_node_client_stats(const struct ol_node_client *c, struct ol_node_client_
  * starts and `released OP` when it ends. Costs one getenv per process when off. */
 void ol_node_fault_hold(uint8_t op);
 
+/* The same `hold NAME MS` rule for a named point of the daemon rather than a frame: the
+ * calling thread waits there as above (`held NAME` / `released NAME` in PATH.hits). Points:
+ * VIEW_SWAP (a node that does not serve, about to close its read-only view of the store
+ * because the layout's pools changed: the view stays behind the layout while held). */
+void ol_node_fault_hold_at(const char *point);
+
 /* The same file's `delay OP MS PEER` lines (OP a name or `*` for every op; PEER the peer's
  * plane address as the client dials it, "host:port", or `*`): a call of that op to that peer
  * waits MS ms once its deadline runs and before it sends, as if the network took that much

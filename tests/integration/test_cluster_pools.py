@@ -23,6 +23,7 @@ import threading
 import time
 
 from conftest import OPENLAKE_CLI, free_port, wait_for
+from test_cluster_reads import metric
 from test_cluster_store import (ETCD_CLI, Node, body, drive_record, etcd,  # noqa: F401
                                 heal_exits_0, list_all, pytestmark, shard_files, start_cluster)
 
@@ -31,7 +32,19 @@ import pytest
 
 @pytest.fixture
 def cluster(tmp_path, etcd):  # noqa: F811
-    yield from start_cluster(tmp_path, etcd)
+    """the nodes run with the test fault hook on c.faults (absent: no effect)"""
+    faults = tmp_path / "faults"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENLAKE_FAULTS", "1")
+        mp.setenv("OPENLAKE_FAULT_FILE", str(faults))
+        gen = start_cluster(tmp_path, etcd)
+        c = next(gen)
+        c.faults = faults
+        try:
+            yield c
+        finally:
+            faults.unlink(missing_ok=True)  # no thread of a node stays held at its stop
+            gen.close()
 
 
 def join(config):
@@ -318,10 +331,17 @@ def test_join_a_pool_of_4_nodes_to_a_running_cluster(cluster, tmp_path):
         "\n[cluster]"))
     r = join(bad)
     assert r.returncode == 1 and "must divide the drives" in r.stderr, r.stderr
+    # the old followers keep their read-only views of pool 0 open after they take the new
+    # layout (the fault hook holds each where it would close it): the window in which a node
+    # has not taken a join yet, drawn out, while the leader writes to both pools
+    c.faults.write_text("hold VIEW_SWAP 300000\n")
     r = join(new[0].config)
     assert r.returncode == 0 and "pool 1 added" in r.stdout, r.stdout + r.stderr
     r = join(new[0].config)
     assert r.returncode == 1 and "nothing to join" in r.stderr, r.stderr
+    hits = c.faults.parent / (c.faults.name + ".hits")
+    wait_for(lambda: hits.exists() and hits.read_text().count("held VIEW_SWAP") == 3, 60,
+             "the 3 old followers held with their views of pool 0")
     start_new_nodes(c, new)
     wait_for(lambda: "cluster: serving 2 pools" in c.nodes[lid].log(), 60,
              "the leader serving the new pool")
@@ -339,6 +359,16 @@ def test_join_a_pool_of_4_nodes_to_a_running_cluster(cluster, tmp_path):
         c.client(n % 8).put_object(Bucket="grow", Key=k, Body=v)
     mid_old, mid_new = new_files(c.nodes[:4]), new_files(new)
     assert mid_new > 0 and mid_old > before_old, (before_old, mid_old, mid_new)
+    # a listing through a held follower holds the keys in pool 1 too: its view lacks the pool
+    # that etcd's layout has, so the listing goes to the leader
+    f = (lid + 1) % 4
+    behind = metric(c.nodes[f], "openlake_cluster_bucket_reads_behind_total")
+    assert list_all(c.client(f), "grow", page=9) == sorted([*old, *fresh]), f
+    assert metric(c.nodes[f], "openlake_cluster_bucket_reads_behind_total") > behind
+    assert hits.read_text().count("released VIEW_SWAP") == 0  # still held meanwhile
+    c.faults.unlink()
+    wait_for(lambda: hits.read_text().count("released VIEW_SWAP") == 3, 60,
+             "the old followers' views released")
     # each drive's identity record names the deployment and its own pool and slot
     recs = {(p, n.i): drive_record(n.drive) for p, ns in ((0, c.nodes[:4]), (1, new)) for n in ns}
     assert len({r["store"] for r in recs.values()}) == 1, recs
