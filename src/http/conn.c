@@ -123,18 +123,47 @@ ol_http_conn_flush(struct ol_http_conn *c)
 	return flush_with(c, NULL, 0);
 }
 
+/* Append the strings s[0..n) to the head being built, all or none (printf-free: a GET of a
+ * small object formats ten-odd headers). -EMSGSIZE when they do not fit. */
 static int
-wappend(struct ol_http_conn *c, const char *fmt, ...)
+wputs(struct ol_http_conn *c, const char *const *s, size_t n)
 {
-	va_list ap;
-	size_t room = OL_HTTP_WBUF - c->wlen;
-	va_start(ap, fmt);
-	int n = vsnprintf(c->wbuf + c->wlen, room, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= room)
+	size_t len[8], sum = 0;
+	for (size_t i = 0; i < n; i++)
+		sum += len[i] = strlen(s[i]);
+	if (sum >= OL_HTTP_WBUF - c->wlen)
 		return -EMSGSIZE;
-	c->wlen += (size_t)n;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(c->wbuf + c->wlen, s[i], len[i]);
+		c->wlen += len[i];
+	}
 	return 0;
+}
+
+/* "name: value\r\n" */
+static int
+wheader(struct ol_http_conn *c, const char *name, const char *value)
+{
+	return wputs(c, (const char *const[]){name, ": ", value, "\r\n"}, 4);
+}
+
+/* a string */
+static int
+wput(struct ol_http_conn *c, const char *str)
+{
+	return wputs(c, &str, 1);
+}
+
+/* v in decimal into buf (at least 21 bytes); returns buf */
+static const char *
+dec(uint64_t v, char *buf)
+{
+	char *p = buf + 20;
+	*p = '\0';
+	do
+		*--p = (char)('0' + v % 10);
+	while (v /= 10);
+	return p;
 }
 
 /* ---- request body ---- */
@@ -426,7 +455,7 @@ date_now(void)
 static int
 append_date(struct ol_http_conn *c)
 {
-	return wappend(c, "Date: %s\r\nServer: OpenLake\r\n", date_now());
+	return wputs(c, (const char *const[]){"Date: ", date_now(), "\r\nServer: OpenLake\r\n"}, 3);
 }
 
 /* Framing headers; sets resp_chunked / resp_left / close_after. */
@@ -439,13 +468,14 @@ append_framing(struct ol_http_conn *c, int status, int64_t cl)
 	if (cl >= 0) {
 		if (!c->resp_nobody)
 			c->resp_left = cl;
-		return wappend(c, "Content-Length: %lld\r\n", (long long)cl);
+		char n[24];
+		return wheader(c, "Content-Length", dec((uint64_t)cl, n));
 	}
 	if (c->resp_nobody)
 		return 0;
 	if (c->head.version_minor >= 1) {
 		c->resp_chunked = true;
-		rc = wappend(c, "Transfer-Encoding: chunked\r\n");
+		rc = wput(c, "Transfer-Encoding: chunked\r\n");
 	} else {
 		c->close_after = true; /* HTTP/1.0: the body ends when the connection closes */
 	}
@@ -462,9 +492,14 @@ build_head(struct ol_http_conn *c, int status, const struct ol_http_header *h, s
 	 * next PUT on the connection hung until its read timeout. */
 	if (c->head.expect_continue && !c->continue_sent && c->body_done && status >= 200) {
 		c->continue_sent = true;
-		rc = wappend(c, "HTTP/1.1 100 Continue\r\n\r\n");
+		rc = wput(c, "HTTP/1.1 100 Continue\r\n\r\n");
 	}
-	rc = rc ? rc : wappend(c, "HTTP/1.1 %d %s\r\n", status, ol_http_reason(status));
+	char code[24];
+	const char *st = dec(status > 0 ? (uint64_t)status : 0, code);
+	rc = rc ? rc
+		: wputs(c,
+			(const char *const[]){"HTTP/1.1 ", st, " ", ol_http_reason(status), "\r\n"},
+			5);
 	rc = rc ? rc : append_date(c);
 	rc = rc ? rc : append_framing(c, status, cl);
 	for (size_t i = 0; !rc && i < n; i++) {
@@ -473,7 +508,7 @@ build_head(struct ol_http_conn *c, int status, const struct ol_http_header *h, s
 		if (!strcasecmp(h[i].name, "connection") && !strcasecmp(h[i].value, "close"))
 			c->close_after = true;
 		if (!is_server_header(h[i].name))
-			rc = wappend(c, "%s: %s\r\n", h[i].name, h[i].value);
+			rc = wheader(c, h[i].name, h[i].value);
 	}
 	if (rc)
 		return rc;
@@ -484,10 +519,10 @@ build_head(struct ol_http_conn *c, int status, const struct ol_http_header *h, s
 	    (waits_continue(c) || (!c->head.chunked && (uint64_t)c->body_left > OL_HTTP_DRAIN_MAX)))
 		c->close_after = true;
 	if (c->close_after)
-		rc = wappend(c, "Connection: close\r\n");
+		rc = wput(c, "Connection: close\r\n");
 	else if (c->head.version_minor == 0)
-		rc = wappend(c, "Connection: keep-alive\r\n");
-	return rc ? rc : wappend(c, "\r\n");
+		rc = wput(c, "Connection: keep-alive\r\n");
+	return rc ? rc : wput(c, "\r\n");
 }
 
 int
@@ -558,9 +593,9 @@ ol_http_finish(struct ol_http_req *r)
 		if (rc)
 			return rc;
 	}
-	if (c->resp_chunked && wappend(c, "0\r\n\r\n")) {
+	if (c->resp_chunked && wput(c, "0\r\n\r\n")) {
 		int rc = ol_http_conn_flush(c);
-		if (rc || wappend(c, "0\r\n\r\n"))
+		if (rc || wput(c, "0\r\n\r\n"))
 			return rc ? rc : -EMSGSIZE;
 	}
 	if (c->resp_left > 0)

@@ -22,7 +22,15 @@ static const char *const std_headers[][2] = {
 static void
 etag_quoted(const char *etag, char *out, size_t cap)
 {
-	snprintf(out, cap, "\"%s\"", etag);
+	size_t n = strlen(etag);
+	if (cap < 3)
+		return;
+	if (n > cap - 3)
+		n = cap - 3;
+	out[0] = '"';
+	memcpy(out + 1, etag, n);
+	out[n + 1] = '"';
+	out[n + 2] = '\0';
 }
 
 static bool
@@ -53,13 +61,18 @@ etag_match(const char *list, const char *etag)
 static int
 conditionals(struct s3_req *r, const struct ol_obj_info *in, const char *prefix)
 {
-	char n[4][64];
+	char n[64];
 	const char *names[4] = {"if-match", "if-none-match", "if-modified-since",
 				"if-unmodified-since"};
 	const char *v[4];
+	size_t pl = strlen(prefix);
 	for (int i = 0; i < 4; i++) {
-		snprintf(n[i], sizeof(n[i]), "%s%s", prefix, names[i]);
-		v[i] = ol_http_header(r->h, n[i]);
+		size_t nl = strlen(names[i]);
+		if (pl + nl >= sizeof(n))
+			return 0;
+		memcpy(n, prefix, pl);
+		memcpy(n + pl, names[i], nl + 1);
+		v[i] = ol_http_header(r->h, n);
 	}
 	int64_t secs, mt = in->mtime_ns / 1000000000;
 	if (v[0] && !etag_match(v[0], in->etag))
@@ -698,6 +711,8 @@ static const char *
 response_override(struct s3_req *r, const char *std, char *buf, size_t cap)
 {
 	char qn[64];
+	if (!r->query || !r->query[0])
+		return NULL; /* most GETs: no query, so no response-* override */
 	snprintf(qn, sizeof(qn), "response-%s", std);
 	for (char *c = qn; *c; c++)
 		*c = (char)tolower((unsigned char)*c);

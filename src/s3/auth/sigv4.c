@@ -622,9 +622,12 @@ ol_sigv4_verify(const struct ol_sigv4_request *req, const char *region, time_t n
 {
 	struct auth a;
 	memset(out, 0, sizeof(*out));
+	if (ol_sigv4_is_anonymous(req)) { /* a policy may allow it: the caller decides, often */
+		static const char m[] = "Access Denied";
+		memcpy(out->message, m, sizeof(m));
+		return OL_SIGV4_ERR_MISSING;
+	}
 	memset(&a, 0, sizeof(a));
-	if (ol_sigv4_is_anonymous(req))
-		return fail(out, OL_SIGV4_ERR_MISSING, "Access Denied%s", NULL);
 	char tmp[8];
 	size_t from = 0;
 	int has_hdr = sv4_find_header(req, "authorization", 13, &from) != NULL;
