@@ -28,7 +28,8 @@ _c_u64, _c_i64, _vp = ctypes.c_uint64, ctypes.c_int64, ctypes.c_void_p
 
 def candidates(cuda):
     """Where the library is looked for: $OPENLAKE_EXANS_GPU_LIBRARY; beside the loaded
-    libopenlake's build tree or install; a source checkout's build directories."""
+    libopenlake's build tree or install; a source checkout's build directories; the
+    installed libopenlake's private directory <libdir>/openlake."""
     name = "libol_exans_gpu.so" if cuda else "libol_exans_twin.so"
     out = []
     env = os.environ.get("OPENLAKE_EXANS_GPU_LIBRARY" if cuda else "OPENLAKE_EXANS_TWIN_LIBRARY")
@@ -36,12 +37,19 @@ def candidates(cuda):
         out.append(env)
     for lib in [p for p in _lib.candidates() if os.path.isabs(p)]:
         d = Path(lib).parent
-        out += [str(d.parent / "src" / "codec" / "cuda" / name), str(d / name)]
+        out += [str(d.parent / "src" / "codec" / "cuda" / name), str(d / name),
+                str(d / "openlake" / name)]
     if _lib._in_checkout():
         root = _lib.repo_root()
         b = os.environ.get("OPENLAKE_BUILD", "build")
         out.append(str((Path(b) if os.path.isabs(b) else root / b) / "src/codec/cuda" / name))
         out += sorted(glob.glob(str(root / "build*" / "src/codec/cuda" / name)))
+    # installed: in libopenlake's private directory, <libdir>/openlake (meson install, the
+    # Debian package libopenlake0)
+    ma = _lib._multiarch()
+    for d in ([f"/usr/lib/{ma}", f"/usr/local/lib/{ma}"] if ma else []) + ["/usr/local/lib",
+                                                                          "/usr/lib"]:
+        out.append(f"{d}/openlake/{name}")
     out += ["/usr/local/lib/" + name, "/usr/lib/" + name, name]
     seen = set()
     return [c for c in out if not (c in seen or seen.add(c))]

@@ -4,7 +4,8 @@ python3-openlake-client. The service is started with systemctl where systemd is 
 as the packaged unit says (its ExecStart, as its User, in its StateDirectory and
 RuntimeDirectory, with its UMask); the README's S3 (awscli, the packaged config's
 credentials) and KV (the packaged openlake_client over the system libopenlake0, no
-OPENLAKE_LIBRARY) quick-starts run against it, and a C program builds against libopenlake-dev
+OPENLAKE_LIBRARY; the connector's ExANS codec twin found in libopenlake0's private directory)
+quick-starts run against it, and a C program builds against libopenlake-dev
 with pkg-config. Then remove keeps the config, purge drops it and keeps the drives' data and the
 openlake user; the test then deletes what it created (data, user) itself.
 
@@ -22,6 +23,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 import tomllib
 
 import pytest
@@ -53,6 +55,27 @@ def project_version():
     m = re.search(r"^\s*version\s*:\s*'([^']+)'", (REPO / "meson.build").read_text(), re.M)
     assert m, "no version in meson.build"
     return m.group(1)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_at_a_time():
+    """`scripts/test.sh --long` runs this module in both integration passes at once: they
+    would install and purge the same packages under each other. One holds the machine's lock
+    at a time; the other waits (bounded), then runs on a clean machine."""
+    import fcntl
+
+    with open("/tmp/openlake-test-deb.lock", "w") as fh:
+        end = time.monotonic() + 3600
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                assert time.monotonic() < end, "another run held the Debian packages' test " \
+                    "for an hour"
+                time.sleep(2)
+        yield
+        fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="module")
@@ -255,10 +278,14 @@ import json, os, openlake_client as ol
 c = ol.connect(["127.0.0.1:%d"], namespace="llama3-8b/bf16/tp0")
 key = os.urandom(32)
 c.put([key], [b"kv-block" * 4096])
+from openlake_client import gpu_codec
+twin = gpu_codec.load_library(False)  # the connector's ExANS codec, CPU twin
 maps = open("/proc/self/maps").read().split()
 print(json.dumps({"got": c.get([key])[0] == b"kv-block" * 4096, "exists": c.exists([key]),
                   "module": ol.__file__,
-                  "lib": sorted({p for p in maps if "libopenlake" in p})}))
+                  "lib": sorted({p for p in maps if "libopenlake" in p}),
+                  "twin": sorted({p for p in maps if "libol_exans_twin" in p}),
+                  "twin_bound": twin is not None and twin.ol_exans_gpu_bound(65536) >= 65536}))
 """ % kvp
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "OPENLAKE_LIBRARY", "OPENLAKE_BUILD")}
@@ -270,6 +297,9 @@ print(json.dumps({"got": c.get([key])[0] == b"kv-block" * 4096, "exists": c.exis
     assert doc["module"].startswith("/usr/lib/python3/dist-packages/openlake_client/"), doc
     assert len(doc["lib"]) == 1 and re.fullmatch(r"(/usr)?/lib/[^/]+/libopenlake\.so\.0\.1\.0",
                                                  doc["lib"][0]), doc
+    # libopenlake0 carries the ExANS codec's CPU twin in its private directory
+    assert doc["twin_bound"] and len(doc["twin"]) == 1 and re.fullmatch(
+        r"(/usr)?/lib/[^/]+/openlake/libol_exans_twin\.so", doc["twin"][0]), doc
 
 
 C_PROGRAM = r"""#include <openlake/openlake.h>
