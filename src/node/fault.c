@@ -4,6 +4,7 @@
 #include "node/node.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -56,9 +57,10 @@ now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* ol_node_fault_rule_ms for a rule named name (an op's name, or a hold point's) */
+/* ol_node_fault_rule_ms for a rule named name: an op's name (star: `*` matches it too), or a
+ * hold point's (only its own name: `*` stands for every op, not every point) */
 static int64_t
-rule_in(const char *rules, const char *kind, const char *name, const char *peer)
+rule_in(const char *rules, const char *kind, const char *name, bool star, const char *peer)
 {
 	int64_t ms = 0;
 	size_t kl = strlen(kind);
@@ -76,7 +78,7 @@ rule_in(const char *rules, const char *kind, const char *name, const char *peer)
 			buf[len] = 0;
 			n = sscanf(buf + kl, " %31s %lld %271s", rname, &v, addr);
 			if (n >= 2 && v > 0 && (n == 3 || !peer) &&
-			    (strcmp(rname, "*") == 0 || strcmp(rname, name) == 0) &&
+			    ((star && strcmp(rname, "*") == 0) || strcmp(rname, name) == 0) &&
 			    (strcmp(addr, "*") == 0 || (peer && strcmp(addr, peer) == 0)))
 				ms = v > FAULT_MAX_MS ? FAULT_MAX_MS : v;
 		}
@@ -90,13 +92,13 @@ ol_node_fault_rule_ms(const char *rules, const char *kind, uint8_t op, const cha
 {
 	if (op > OL_NODE_OP_MAX || !op_names[op])
 		return 0;
-	return rule_in(rules, kind, op_names[op], peer);
+	return rule_in(rules, kind, op_names[op], true, peer);
 }
 
 /* The ms the rules file sets now for name (and peer, for kind "delay"): 0 when none, or the
  * file is unreadable. */
 static int64_t
-rule_ms(const char *kind, const char *name, const char *peer)
+rule_ms(const char *kind, const char *name, bool star, const char *peer)
 {
 	char buf[4096];
 	int fd = open(rules_path, O_RDONLY | O_CLOEXEC);
@@ -109,7 +111,7 @@ rule_ms(const char *kind, const char *name, const char *peer)
 	if (n <= 0)
 		return 0;
 	buf[n] = 0;
-	return rule_in(buf, kind, name, peer);
+	return rule_in(buf, kind, name, star, peer);
 }
 
 /* One line to <rules>.hits, so a test can wait until a frame is being held. */
@@ -129,18 +131,18 @@ note(const char *what, const char *name)
 	close(fd);
 }
 
-/* Hold while a `hold NAME ms` line is in the file, ms at most. */
+/* Hold while a `hold NAME ms` line (or, with star, `hold * ms`) is in the file, ms at most. */
 static void
-hold(const char *name)
+hold(const char *name, bool star)
 {
 	int64_t ms, end;
 
-	ms = rule_ms("hold", name, NULL);
+	ms = rule_ms("hold", name, star, NULL);
 	if (!ms)
 		return;
 	note("held", name);
 	end = now_ms() + ms;
-	while (now_ms() < end && rule_ms("hold", name, NULL)) {
+	while (now_ms() < end && rule_ms("hold", name, star, NULL)) {
 		struct timespec ts = {0, FAULT_POLL_MS * 1000000L};
 
 		nanosleep(&ts, NULL);
@@ -154,7 +156,7 @@ ol_node_fault_hold(uint8_t op)
 	pthread_once(&once, fault_init);
 	if (!rules_path[0] || op > OL_NODE_OP_MAX || !op_names[op])
 		return;
-	hold(op_names[op]);
+	hold(op_names[op], true);
 }
 
 void
@@ -162,7 +164,7 @@ ol_node_fault_hold_at(const char *point)
 {
 	pthread_once(&once, fault_init);
 	if (rules_path[0] && point && point[0])
-		hold(point);
+		hold(point, false);
 }
 
 int64_t
@@ -171,5 +173,5 @@ ol_node_fault_delay(const char *peer, uint8_t op)
 	pthread_once(&once, fault_init);
 	if (!rules_path[0] || op > OL_NODE_OP_MAX || !op_names[op])
 		return 0;
-	return rule_ms("delay", op_names[op], peer);
+	return rule_ms("delay", op_names[op], true, peer);
 }

@@ -395,7 +395,8 @@ void ol_node_client_stats(const struct ol_node_client *c, struct ol_node_client_
 void ol_node_fault_hold(uint8_t op);
 
 /* The same `hold NAME MS` rule for a named point of the daemon rather than a frame: the
- * calling thread waits there as above (`held NAME` / `released NAME` in PATH.hits). Points:
+ * calling thread waits there as above (`held NAME` / `released NAME` in PATH.hits); `*`
+ * names every op, never a point. Points:
  * VIEW_SWAP (a node that does not serve, about to close its read-only view of the store
  * because the layout's pools changed: the view stays behind the layout while held). */
 void ol_node_fault_hold_at(const char *point);
