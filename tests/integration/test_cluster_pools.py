@@ -2,8 +2,9 @@
 nodes joined with `openlake cluster join` as pool 1, taken by the running leader without a
 restart. One bring-up checks it all: old objects read back bit-exact through every node, old
 and new; new objects land in both pools (shard files on the new nodes' drives and more on the
-old ones'); an overwrite of an old key stays in pool 0; listings hold every key of both pools;
-delete and multipart work through a new node; `cluster status --json` shows 2 pools; join
+old ones'); an overwrite of an old key stays in pool 0; listings hold every key of both pools,
+also through a follower still holding its view of pool 0 alone (the test fault hook keeps the
+old followers from taking the join meanwhile); delete and multipart work through a new node; `cluster status --json` shows 2 pools; join
 refuses when nothing is new and when the new drives do not make whole sets; after kill -9 of
 the leader the next one serves both pools. Then `openlake cluster leave --pool 1` (after its
 refusals, and a leave cancelled while its drain runs): objects of every kind (versions and delete markers in a versioned bucket, tags,
