@@ -56,24 +56,18 @@ etag_match(const char *list, const char *etag)
 	return false;
 }
 
-/* 0 = go on, else the status to answer (304 / 412). prefix: "" for GET/HEAD,
- * "x-amz-copy-source-" for the copy-source conditions. */
+/* 0 = go on, else the status to answer (304 / 412). copy: the copy-source conditions
+ * (x-amz-copy-source-if-...) rather than a GET's or HEAD's. */
 static int
-conditionals(struct s3_req *r, const struct ol_obj_info *in, const char *prefix)
+conditionals(struct s3_req *r, const struct ol_obj_info *in, bool copy)
 {
-	char n[64];
-	const char *names[4] = {"if-match", "if-none-match", "if-modified-since",
-				"if-unmodified-since"};
+	static const char *const names[2][4] = {
+	    {"if-match", "if-none-match", "if-modified-since", "if-unmodified-since"},
+	    {"x-amz-copy-source-if-match", "x-amz-copy-source-if-none-match",
+	     "x-amz-copy-source-if-modified-since", "x-amz-copy-source-if-unmodified-since"}};
 	const char *v[4];
-	size_t pl = strlen(prefix);
-	for (int i = 0; i < 4; i++) {
-		size_t nl = strlen(names[i]);
-		if (pl + nl >= sizeof(n))
-			return 0;
-		memcpy(n, prefix, pl);
-		memcpy(n + pl, names[i], nl + 1);
-		v[i] = ol_http_header(r->h, n);
-	}
+	for (int i = 0; i < 4; i++)
+		v[i] = ol_http_header(r->h, names[copy][i]);
 	int64_t secs, mt = in->mtime_ns / 1000000000;
 	if (v[0] && !etag_match(v[0], in->etag))
 		return 412;
@@ -481,7 +475,7 @@ s3_copy_object(struct s3_req *r)
 	int rc;
 	if (!s3_source_access(r, sb, sk, skl, si.meta, si.meta_len))
 		goto out;
-	if (conditionals(r, &si, "x-amz-copy-source-") != 0) {
+	if (conditionals(r, &si, true) != 0) {
 		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
 		goto out;
 	}
@@ -984,7 +978,7 @@ get_object_try(struct s3_req *r, bool head, bool retry)
 	if (ret != 1 || s3_sse_open(r, in.meta, in.meta_len, &q, &e) < 0)
 		goto out;
 	ret = 0;
-	int cond = conditionals(r, &in, "");
+	int cond = conditionals(r, &in, false);
 	if (cond == 412) {
 		s3_error(r, OL_S3E_PRECONDITION_FAILED, NULL);
 		goto out;

@@ -11,6 +11,7 @@
 
 #include <openssl/crypto.h>
 
+#include "base/hex.h"
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/clock.h"
@@ -24,9 +25,8 @@ static void
 make_reqid(struct s3_req *r)
 {
 	uint64_t n = atomic_fetch_add(&req_counter, 1) + req_seed;
-	static const char hex[] = "0123456789ABCDEF";
 	for (int i = 15; i >= 0; i--, n >>= 4) /* "%016llX", without printf's cost */
-		r->reqid[i] = hex[n & 15];
+		r->reqid[i] = ol_hex_digit(n & 15, true);
 	r->reqid[16] = '\0';
 }
 
