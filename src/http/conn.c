@@ -1,6 +1,7 @@
 /* http/conn.c - the per-request API a handler calls: body reads, response head and body. */
 #include "http/internal.h"
 
+#include "base/clock.h"
 #include "base/log.h"
 
 #include <errno.h>
@@ -435,18 +436,15 @@ header_ok(const struct ol_http_header *h)
 	return strpbrk(h->value, "\r\n") == NULL;
 }
 
-/* The Date value, formatted at most once a second per thread: gmtime_r takes glibc's global
- * time-zone lock, a convoy point when many connection threads answer at once. */
+/* The Date value, formatted at most once a second per thread. */
 static const char *
 date_now(void)
 {
 	static __thread time_t last = -1;
-	static __thread char d[40];
+	static __thread char d[OL_HTTP_DATE_LEN + 1];
 	time_t now = time(NULL);
 	if (now != last) {
-		struct tm tm;
-		gmtime_r(&now, &tm);
-		strftime(d, sizeof(d), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+		ol_clock_http_date(now, d);
 		last = now;
 	}
 	return d;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/clock.h"
 #include "base/hex.h"
 
 /* ---- XML writer ---- */
@@ -429,10 +430,7 @@ ol_s3_range_parse(const char *h, uint64_t size, uint64_t *off, uint64_t *len)
 void
 ol_s3_http_date(int64_t ms, char out[32])
 {
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-	gmtime_r(&t, &tm);
-	strftime(out, 32, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	ol_clock_http_date(ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000), out);
 }
 
 void

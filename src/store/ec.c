@@ -62,6 +62,11 @@ ol_ec_decode(const struct ol_ec *ec, size_t len, uint8_t *const *shards, const b
 	}
 	if (nsrc < k)
 		return -EIO;
+	for (int i = 0; i < n && !nout; i++)
+		nout = !present[i] && (!want || want[i]);
+	if (!nout || len == 0)
+		return 0; /* nothing to rebuild: no inversion (a whole stripe or record read) */
+	nout = 0;
 	if (gf_invert_matrix(sub, inv, k) < 0)
 		return -EIO;
 	for (int i = 0; i < n; i++) {
@@ -77,8 +82,6 @@ ol_ec_decode(const struct ol_ec *ec, size_t len, uint8_t *const *shards, const b
 		}
 		out[nout++] = shards[i];
 	}
-	if (nout == 0 || len == 0)
-		return 0;
 	tbls = ol_xmalloc((size_t)32 * k * nout);
 	ec_init_tables(k, nout, dec, tbls);
 	ec_encode_data((int)len, k, nout, tbls, src, out);

@@ -105,12 +105,13 @@ decode_inline(struct ol_get *g, const struct ol_rec *win, const bool *valid)
 	struct ol_store *st = g->st;
 	size_t bl = (g->rec.size + st->k - 1) / st->k;
 	uint8_t *sh[OL_EC_MAX_SHARDS], *buf;
-	bool present[OL_EC_MAX_SHARDS];
+	bool present[OL_EC_MAX_SHARDS], data[OL_EC_MAX_SHARDS];
 	int rc;
 
 	buf = ol_xcalloc((size_t)st->n, bl ? bl : 1);
 	for (int d = 0; d < st->n; d++) {
 		sh[d] = buf + (size_t)d * bl;
+		data[d] = d < st->k; /* the body; a heal encodes its parity again */
 		present[d] = valid[d] && win[d].idx == d && win[d].inl_len == bl &&
 			     ol_crc32c(win[d].inl, bl, 0) == win[d].inl_crc;
 		if (present[d])
@@ -119,7 +120,7 @@ decode_inline(struct ol_get *g, const struct ol_rec *win, const bool *valid)
 			ol_warn("store: drive %s: inline shard corrupt (heal needed)",
 				st->d[d].root);
 	}
-	rc = ol_ec_decode(&st->ec, bl, sh, present, NULL);
+	rc = ol_ec_decode(&st->ec, bl, sh, present, data);
 	if (rc) {
 		free(buf);
 		return rc;
@@ -159,7 +160,8 @@ first_valid(const struct ol_store *st, const bool *valid)
  * delete marker: info set, -ENOENT (current) or OL_STORE_EDELMARK (a version asked for). */
 static int
 lookup_at(struct ol_store *st, const char *bucket, const char *key, size_t klen, const char *ik,
-	  size_t ikl, struct ol_reads *r, struct ol_rec *win, bool *valid, struct ol_obj_info *info)
+	  size_t ikl, struct ol_reads *r, struct ol_rec *win, bool *valid, struct ol_obj_info *info,
+	  enum ol_reads_how how)
 {
 	char okey[OL_KEYBUF];
 
@@ -170,7 +172,7 @@ lookup_at(struct ol_store *st, const char *bucket, const char *key, size_t klen,
 		ik = okey;
 	}
 	ol_reads_get_as(st, ik == okey ? OL_META_OBJECTS : OL_META_VERSIONS, ik, ikl, bucket, r,
-			OL_READS_REC);
+			how);
 	if (ol_rec_resolve(st, (const void *const *)r->raw, r->len, win, valid)) {
 		const struct ol_rec *w = &win[first_valid(st, valid)];
 
@@ -201,12 +203,12 @@ static int
 lookup(struct ol_store *st, const char *bucket, const char *key, size_t klen, struct ol_reads *r,
        struct ol_rec *win, bool *valid, struct ol_obj_info *info)
 {
-	return lookup_at(st, bucket, key, klen, NULL, 0, r, win, valid, info);
+	return lookup_at(st, bucket, key, klen, NULL, 0, r, win, valid, info, OL_READS_REC);
 }
 
 static int
 open_at(struct ol_store *st, const char *bucket, const char *key, size_t key_len, const char *vk,
-	size_t vkl, struct ol_get **out, struct ol_obj_info *info)
+	size_t vkl, struct ol_get **out, struct ol_obj_info *info, enum ol_reads_how how)
 {
 	struct ol_reads r;
 	struct ol_rec win[OL_MAX_DRIVES];
@@ -217,7 +219,7 @@ open_at(struct ol_store *st, const char *bucket, const char *key, size_t key_len
 	int d, rc;
 
 	pthread_rwlock_rdlock(&st->obj_rw[li]);
-	rc = lookup_at(st, bucket, key, key_len, vk, vkl, &r, win, valid, info);
+	rc = lookup_at(st, bucket, key, key_len, vk, vkl, &r, win, valid, info, how);
 	if (rc)
 		goto out;
 	g = ol_xcalloc(1, sizeof(*g));
@@ -260,7 +262,14 @@ int
 ol_set_get_open(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		struct ol_get **out, struct ol_obj_info *info)
 {
-	return open_at(st, bucket, key, key_len, NULL, 0, out, info);
+	return open_at(st, bucket, key, key_len, NULL, 0, out, info, OL_READS_REC);
+}
+
+int
+ol_set_get_open_all(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+		    struct ol_get **out, struct ol_obj_info *info)
+{
+	return open_at(st, bucket, key, key_len, NULL, 0, out, info, OL_READS_ALL);
 }
 
 /* The current version when it is the "null" one asked for; -ENOENT when not. */
@@ -296,7 +305,7 @@ ol_set_get_open_ver(struct ol_store *st, const char *bucket, const char *key, si
 			ol_set_head(st, bucket, key, key_len, info, NULL, 0);
 		return rc;
 	}
-	return rc ? rc : open_at(st, bucket, key, key_len, vk, vkl, out, info);
+	return rc ? rc : open_at(st, bucket, key, key_len, vk, vkl, out, info, OL_READS_REC);
 }
 
 unsigned
@@ -681,7 +690,7 @@ head_at(struct ol_store *st, const char *bucket, const char *key, size_t key_len
 
 	memset(info, 0, sizeof(*info));
 	pthread_rwlock_rdlock(&st->obj_rw[li]);
-	rc = lookup_at(st, bucket, key, key_len, vk, vkl, &r, win, valid, info);
+	rc = lookup_at(st, bucket, key, key_len, vk, vkl, &r, win, valid, info, OL_READS_REC);
 	if (!rc) {
 		struct ol_rec *w = &win[first_valid(st, valid)];
 

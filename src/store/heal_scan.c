@@ -429,7 +429,7 @@ scan_object(struct scan *s, const char *bucket, const struct ol_rec *w, const vo
 	t.li = ol_lock_idx(bucket, key, klen);
 	before = count_missing(st, &t);
 	if (before > 0 || (w->flags & OL_REC_INLINE)) {
-		if (ol_set_get_open(st, bucket, key, klen, &g, &info) == -EIO)
+		if (ol_set_get_open_all(st, bucket, key, klen, &g, &info) == -EIO)
 			not_rebuilt(s);
 		ol_store_get_close(g);
 		after = count_missing(st, &t);

@@ -375,7 +375,10 @@ read_one(struct ol_store *st, int d, void *arg)
 		ol_drive_check(st, d, m);
 		return;
 	}
-	if (a->bucket)
+	/* a lookup (REC) reads the key first: a drive that holds a record of the key holds its
+	 * bucket (a bucket is emptied before it is deleted), so the bucket is read only where
+	 * the key is absent (NoSuchKey or NoSuchBucket); every other read asks both */
+	if (a->bucket && a->how != OL_READS_REC)
 		rb = ol_meta_get(t, OL_META_BUCKETS, a->bucket, strlen(a->bucket), &v, &vl);
 	if (a->key && rb != -ECANCELED &&
 	    (rk = ol_meta_get(t, a->db, a->key, a->klen, &v, &vl)) == 0) {
@@ -383,6 +386,10 @@ read_one(struct ol_store *st, int d, void *arg)
 		memcpy(r->raw[d], v, vl);
 		r->len[d] = vl;
 	}
+	if (a->bucket && a->how == OL_READS_REC && rk != -ECANCELED)
+		rb = rk == 0
+			 ? 0
+			 : ol_meta_get(t, OL_META_BUCKETS, a->bucket, strlen(a->bucket), &v, &vl);
 	if (rb == -ECANCELED || rk == -ECANCELED) { /* left behind: no answer, no fault */
 		free(r->raw[d]);
 		r->raw[d] = NULL;
@@ -440,6 +447,34 @@ read_decided(void *arg, const bool *done)
 	return !a->bucket || ol_presence_decide(bk, st->n - answered, st->k) != OL_DECIDE_WAIT;
 }
 
+/* A read of a store whose drives are all local: drive after drive (the data shards' drives
+ * first), until the answers decide (read_decided). The rest are not asked (a quorum read: a
+ * local drive is never hedged, so nothing is abandoned or counted); they come back in the mask
+ * as drives left behind do, so that no heal takes them for drives that missed the write.
+ * Stores with remote drives: ol_each_drive_hedged. Reads only: a commit goes to every drive. */
+static uint32_t
+read_drives(struct ol_store *st, struct rg *a)
+{
+	bool done[OL_MAX_DRIVES] = {false};
+	int held = 0, answered = 0;
+
+	for (int d = 0; d < st->n; d++)
+		if (ol_drive_remote(st, d))
+			return ol_each_drive_hedged(st, read_one, read_decided, a);
+	for (int d = 0; d < st->n; d++) {
+		read_one(st, d, a);
+		done[d] = true;
+		answered += a->ans[d];
+		held += a->ans[d] && a->r->raw[d];
+		/* nothing decides while fewer than k hold the record and k still could (the
+		 * decoding read_decided does is then spared) */
+		if (d + 1 < st->n && (held >= st->k || held + st->n - answered < st->k) &&
+		    read_decided(a, done))
+			return (uint32_t)((1ull << st->n) - (1ull << (d + 1)));
+	}
+	return 0;
+}
+
 void
 ol_reads_get_as(struct ol_store *st, enum ol_meta_db db, const void *key, size_t klen,
 		const char *bucket, struct ol_reads *r, enum ol_reads_how how)
@@ -452,7 +487,7 @@ ol_reads_get_as(struct ol_store *st, enum ol_meta_db db, const void *key, size_t
 	if (how == OL_READS_ALL)
 		ol_each_drive(st, read_one, &a); /* remote drives read at once */
 	else
-		left = ol_each_drive_hedged(st, read_one, read_decided, &a);
+		left = read_drives(st, &a);
 	for (int d = 0; d < st->n; d++) {
 		r->bucket_votes += a.bk[d];
 		r->answered += a.ans[d];

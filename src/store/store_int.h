@@ -285,6 +285,10 @@ int ol_set_put_begin(struct ol_store *st, const char *bucket, const char *key, s
 		     int64_t size_hint, struct ol_put **out);
 int ol_set_get_open(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		    struct ol_get **out, struct ol_obj_info *info);
+/* The same, with the record read on every drive (a GET stops at the drives that decide):
+ * the heal's, so that a drive lacking the record has it written back. */
+int ol_set_get_open_all(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+			struct ol_get **out, struct ol_obj_info *info);
 int ol_set_head(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
 		struct ol_obj_info *info, void *meta_buf, size_t meta_cap);
 int ol_set_delete(struct ol_store *st, const char *bucket, const char *key, size_t key_len);

@@ -72,11 +72,65 @@ test_clock(void)
 	ok(ol_clock_wall_ns() > 1700000000ll * 1000000000ll, "wall clock is after 2023");
 }
 
+/* ol_clock_http_date against gmtime_r + strftime ("C" locale: the test does not set one), for
+ * years 1000-9999 (strftime's %Y does not pad a year of fewer digits; HTTP's date has four) */
+static int shown;
+
+static int
+date_differs(int64_t secs)
+{
+	char ours[OL_HTTP_DATE_LEN + 1], want[64];
+	time_t t = (time_t)secs;
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(want, sizeof(want), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	ol_clock_http_date(secs, ours);
+	if (strlen(ours) == OL_HTTP_DATE_LEN && strcmp(ours, want) == 0)
+		return 0;
+	if (++shown <= 5)
+		fprintf(stderr, "# %lld: ours '%s', strftime '%s'\n", (long long)secs, ours, want);
+	return 1;
+}
+
+static void
+test_http_date(void)
+{
+	/* the epoch, the day before, RFC 9110's example, leap days (2000 is a leap year, 2100
+	 * and 1900 are not), the ends of years and of the 4-digit range, today */
+	static const int64_t edge[] = {
+	    0,	       -1,	     -86400,	     784111777,	     951782400,
+	    951868800, 4107542400LL, 4107456000LL,   -2203891200LL,  -2208988800LL,
+	    946684799, 1798761599,   -30610224000LL, 253402300799LL, 1796601600};
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	int bad = 0, n = 0;
+	char out[OL_HTTP_DATE_LEN + 1];
+
+	for (size_t i = 0; i < sizeof(edge) / sizeof(edge[0]); i++, n++)
+		bad += date_differs(edge[i]);
+	for (int i = 0; i < 200000; i++, n++) { /* seconds over years 1000-9999 (xorshift) */
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		bad += date_differs(-30610224000LL + (int64_t)(x % 284012524800ull));
+	}
+	for (int64_t t = 1796601600 - 86400 * 3; t < 1796601600 + 86400 * 3; t += 997, n++)
+		bad += date_differs(t); /* every hour and minute of a week */
+	ok(bad == 0, "HTTP dates as strftime writes them: %d of %d differ", bad, n);
+	ok(strcmp(ol_clock_http_date(253402300800LL, out), "Fri, 31 Dec 9999 23:59:59 GMT") == 0 &&
+	       strcmp(ol_clock_http_date(-62167219201LL, out), "Sat, 01 Jan 0000 00:00:00 GMT") ==
+		   0,
+	   "dates past year 9999 or before year 0 are clamped (%s)", out);
+	ok(strcmp(ol_clock_http_date(-61372259340LL, out), "Mon, 10 Mar 0025 22:11:00 GMT") == 0,
+	   "a year before 1000 has its four digits (%s)", out);
+}
+
 int
 main(void)
 {
 	test_hex();
 	test_buf();
 	test_clock();
+	test_http_date();
 	tap_done();
 }

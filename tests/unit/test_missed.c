@@ -260,6 +260,49 @@ test_one_set(void)
 	ol_store_close(st);
 }
 
+/* A lookup on local drives reads them one by one until the answers decide (store.c,
+ * read_drives): an object drives 0-2 hold is served from them alone, so drive 3, which missed
+ * it, is neither read nor given the record by the GET (the heal of missed writes restores
+ * it); an object drive 1 missed is read on all four drives, and that GET writes drive 1's
+ * record back (heal on read). A key absent everywhere is decided by two drives. */
+static void
+test_quorum_read(void)
+{
+	struct ol_store *st;
+	struct ol_heal_progress p;
+	struct ol_obj_info info;
+
+	ok(ol_store_open(&cfg, &st) == 0, "reopen the 4-drive store");
+	if (!st)
+		return;
+	ok(away(st, 3) == 0 && put_obj(st, "q3", small, SMALL) == 0 &&
+	       put_obj(st, "q3big", big, BIG) == 0,
+	   "an inline and a large object PUT while drive 3 is away");
+	ok(back(3) == 0, "drive 3 back");
+	for (int i = 0; i < 1500 && !st->d[3].meta; i++)
+		usleep(20000);
+	ok(get_eq(st, "q3", small, SMALL) == 1 && get_eq(st, "q3big", big, BIG) == 1,
+	   "both read back exactly");
+	ok(has_raw(st, 3, "q3") == 0 && has_raw(st, 3, "q3big") == 0,
+	   "drives 0-2 decided: drive 3 was not asked, its records are still missing");
+	ok(heal(st, true, &p) == 0 && p.missed_healed == 2 && holds(st, 3, "q3") &&
+	       holds(st, 3, "q3big"),
+	   "the heal of missed writes gives drive 3 both (%llu)",
+	   (unsigned long long)p.missed_healed);
+	ok(away(st, 1) == 0 && put_obj(st, "q1", small, SMALL) == 0, "a PUT while drive 1 is away");
+	ok(back(1) == 0, "drive 1 back");
+	for (int i = 0; i < 1500 && !st->d[1].meta; i++)
+		usleep(20000);
+	ok(has_raw(st, 1, "q1") == 0 && get_eq(st, "q1", small, SMALL) == 1 &&
+	       has_raw(st, 1, "q1") == 1 && holds(st, 1, "q1"),
+	   "drive 1 lacked it: the GET read drive 3 too, and wrote drive 1's record back");
+	ok(ol_store_head(st, "b", "nothing", 7, &info, NULL, 0) == -ENOENT,
+	   "a key no drive holds: NoSuchKey");
+	ok(ol_store_head(st, "nob", "nothing", 7, &info, NULL, 0) == -ENXIO,
+	   "in a bucket no drive holds: NoSuchBucket");
+	ol_store_close(st);
+}
+
 /* Above the cap misses are counted, not recorded; the writes go on and the scan finds them. */
 static void
 test_cap(void)
@@ -425,6 +468,7 @@ main(void)
 	tap_fill(part, PART, 3);
 	test_one_set();
 	test_cap();
+	test_quorum_read();
 	test_undecided_bucket();
 	test_sets();
 	rm_rf(root);
