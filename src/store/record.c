@@ -146,14 +146,16 @@ rec_layout(const uint8_t *p, size_t len, struct ol_rec *r)
 	return 0;
 }
 
-int
-ol_rec_decode(const void *buf, size_t len, struct ol_rec *r)
+/* Decode a record; its checksum checked (check) or not: a prev inside a record whose own
+ * checksum held is covered by it. */
+static int
+rec_decode(const void *buf, size_t len, struct ol_rec *r, bool check)
 {
 	const uint8_t *p = buf;
 
 	if (rec_layout(p, len, r))
 		return -EINVAL;
-	if (ol_crc32c(p, len - 4, 0) != ol_get_u32(p + len - 4))
+	if (check && ol_crc32c(p, len - 4, 0) != ol_get_u32(p + len - 4))
 		return -EIO;
 	r->parts = p + REC_HDR;
 	r->etag = (const char *)r->parts + (size_t)r->n_parts * PART_SZ;
@@ -162,6 +164,12 @@ ol_rec_decode(const void *buf, size_t len, struct ol_rec *r)
 	r->tail = r->inl + r->inl_len;
 	r->prev = r->tail + r->tail_len;
 	return 0;
+}
+
+int
+ol_rec_decode(const void *buf, size_t len, struct ol_rec *r)
+{
+	return rec_decode(buf, len, r, true);
 }
 
 void
@@ -234,26 +242,31 @@ struct cands {
 /* Decode raw[d] of the n drives into cs; bad[d] (when given) marks a record that did not
  * decode (left out). The count of records present (raw[d] set). */
 static int
-cands_decode(int n, const void *const *raw, const size_t *lens, struct cands *cs, bool *bad)
+cands_decode(int n, const void *const *raw, const size_t *lens, struct cands *cs, bool *bad,
+	     uint32_t *sound)
 {
 	int held = 0;
 
 	memset(cs->have, 0, sizeof(cs->have));
 	for (int d = 0; d < n; d++) {
+		bool known = sound && (*sound >> d & 1); /* its checksum held at a decode before */
+
 		if (bad)
 			bad[d] = false;
 		if (!raw[d])
 			continue;
 		held++;
-		if (ol_rec_decode(raw[d], lens[d], &cs->c[d][0])) {
+		if (rec_decode(raw[d], lens[d], &cs->c[d][0], !known)) {
 			if (bad)
 				bad[d] = true;
 			continue;
 		}
+		if (sound)
+			*sound |= 1u << d;
 		cs->have[d][0] = true;
 		cs->have[d][1] =
 		    cs->c[d][0].prev_len &&
-		    !ol_rec_decode(cs->c[d][0].prev, cs->c[d][0].prev_len, &cs->c[d][1]);
+		    !rec_decode(cs->c[d][0].prev, cs->c[d][0].prev_len, &cs->c[d][1], false);
 	}
 	return held;
 }
@@ -282,7 +295,7 @@ ol_rec_doubt(const struct ol_store *st, const void *const *raw, const size_t *le
 {
 	struct cands cs;
 
-	cands_decode(st->n, raw, lens, &cs, NULL);
+	cands_decode(st->n, raw, lens, &cs, NULL, NULL);
 	for (int d = 0; d < st->n; d++)
 		for (int j = 0; j < 2; j++)
 			if (cs.have[d][j] && newer(&cs.c[d][j], best) &&
@@ -295,11 +308,18 @@ int
 ol_rec_resolve(const struct ol_store *st, const void *const *raw, const size_t *lens,
 	       struct ol_rec *win, bool *valid)
 {
+	return ol_rec_resolve_sound(st, raw, lens, NULL, win, valid);
+}
+
+int
+ol_rec_resolve_sound(const struct ol_store *st, const void *const *raw, const size_t *lens,
+		     uint32_t *sound, struct ol_rec *win, bool *valid)
+{
 	struct cands cs;
 	struct ol_rec best;
 	bool bad[OL_MAX_DRIVES], found = false;
 
-	cands_decode(st->n, raw, lens, &cs, bad);
+	cands_decode(st->n, raw, lens, &cs, bad, sound);
 	for (int d = 0; d < st->n; d++)
 		if (bad[d]) /* LMDB writes a value whole: a record failing its checksum means the
 			     * drive's index is damaged */
@@ -335,10 +355,17 @@ ol_rec_resolve(const struct ol_store *st, const void *const *raw, const size_t *
 int
 ol_rec_decide(int n, int k, const void *const *raw, const size_t *lens, int pending, int unanswered)
 {
+	return ol_rec_decide_sound(n, k, raw, lens, pending, unanswered, NULL);
+}
+
+int
+ol_rec_decide_sound(int n, int k, const void *const *raw, const size_t *lens, int pending,
+		    int unanswered, uint32_t *sound)
+{
 	struct cands cs;
 	struct ol_rec best;
 	bool bad[OL_MAX_DRIVES], any = false;
-	int votes, held = cands_decode(n, raw, lens, &cs, bad);
+	int votes, held = cands_decode(n, raw, lens, &cs, bad, sound);
 
 	for (int d = 0; d < n; d++)
 		if (bad[d])

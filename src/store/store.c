@@ -429,7 +429,8 @@ read_decided(void *arg, const bool *done)
 		held += raw[d] != NULL;
 	}
 	if (a->how == OL_READS_REC)
-		key = ol_rec_decide(st->n, st->k, raw, len, pending, st->n - answered);
+		key = ol_rec_decide_sound(st->n, st->k, raw, len, pending, st->n - answered,
+					  &a->r->sound);
 	else
 		key = ol_presence_decide(held, st->n - answered, st->k);
 	/* attrs: the newest update among the answers; an acknowledged one is on >= w drives, so

@@ -394,6 +394,11 @@ bool ol_rec_doubt(const struct ol_store *st, const void *const *raw, const size_
  * decoded record of that version on drive d (valid[d] says which). Returns 1 found, 0 none. */
 int ol_rec_resolve(const struct ol_store *st, const void *const *raw, const size_t *lens,
 		   struct ol_rec *win, bool *valid);
+/* The same over the records of one read (ol_reads.sound): a record whose bit is set in *sound
+ * passed its checksum at a decode of this read before and is not summed again; each that
+ * passes now has its bit set. ol_rec_decide_sound likewise. */
+int ol_rec_resolve_sound(const struct ol_store *st, const void *const *raw, const size_t *lens,
+			 uint32_t *sound, struct ol_rec *win, bool *valid);
 uint32_t ol_crc32c(const void *buf, size_t len, uint32_t seed);
 /* ol_rec_resolve's answer decided before every drive answered, for the n drives' records
  * raw[] (NULL: none, or not answered yet), pending of them still running and unanswered not
@@ -404,6 +409,8 @@ uint32_t ol_crc32c(const void *buf, size_t len, uint32_t seed);
  * not decode too: the full read takes its drive out). Pure: decodes only. */
 int ol_rec_decide(int n, int k, const void *const *raw, const size_t *lens, int pending,
 		  int unanswered);
+int ol_rec_decide_sound(int n, int k, const void *const *raw, const size_t *lens, int pending,
+			int unanswered, uint32_t *sound);
 uint64_t ol_block_sum(int ck, const void *buf, size_t len, uint64_t block);
 void ol_put_u32(uint8_t *p, uint32_t v);
 void ol_put_u64(uint8_t *p, uint64_t v);
@@ -655,8 +662,9 @@ struct ol_reads {
 	void *raw[OL_MAX_DRIVES];
 	size_t len[OL_MAX_DRIVES];
 	int bucket_votes;
-	int answered;  /* drives whose read ran without a fault (a missing record counts) */
-	uint32_t left; /* drives left behind (slow; not a fault): they did not answer */
+	int answered;	/* drives whose read ran without a fault (a missing record counts) */
+	uint32_t left;	/* drives left behind (slow; not a fault): they did not answer */
+	uint32_t sound; /* drives whose record passed its checksum at a decode of this read */
 };
 /* How a read may end before every drive answered (issue 10): never (ALL), or once the answers
  * in hand decide what waiting would (ol_rec_decide for REC, ol_presence_decide for PRESENT, the
