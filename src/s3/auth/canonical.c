@@ -346,13 +346,15 @@ sv4_canonical_request(const struct ol_sigv4_request *req, const char *signed_lis
 	return out->oom ? -ENOMEM : 0;
 }
 
+static int sha256_of(const void *buf, size_t len, uint8_t out[32]);
+
 void
 sv4_string_to_sign(const char *amz_date, const char *scope, const struct sbuf *creq,
 		   struct sbuf *out)
 {
 	uint8_t h[32];
 	char hx[65];
-	if (EVP_Digest(creq->p, creq->len, h, NULL, sv4_sha256(), NULL) != 1) {
+	if (sha256_of(creq->p, creq->len, h)) {
 		out->oom = 1; /* the caller reports -ENOMEM */
 		return;
 	}
@@ -384,6 +386,50 @@ sv4_sha256(void)
 	return sha256_md ? sha256_md : EVP_sha256();
 }
 
+/* A digest context per thread, for the few small digests of one signature: EVP_MD_CTX_new and
+ * _free per digest cost more than hashing a string to sign. Freed when its thread exits. */
+static pthread_key_t ctx_key;
+static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
+
+static void
+ctx_free(void *ctx)
+{
+	EVP_MD_CTX_free(ctx);
+}
+
+static void
+ctx_key_make(void)
+{
+	(void)pthread_key_create(&ctx_key, ctx_free);
+}
+
+static EVP_MD_CTX *
+thread_ctx(void)
+{
+	EVP_MD_CTX *ctx;
+
+	pthread_once(&ctx_once, ctx_key_make);
+	ctx = pthread_getspecific(ctx_key);
+	if (!ctx && (ctx = EVP_MD_CTX_new()) && pthread_setspecific(ctx_key, ctx)) {
+		EVP_MD_CTX_free(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+/* SHA-256 of buf on this thread's context. 0, or -1. */
+static int
+sha256_of(const void *buf, size_t len, uint8_t out[32])
+{
+	EVP_MD_CTX *ctx = thread_ctx();
+
+	return ctx && EVP_DigestInit_ex2(ctx, sv4_sha256(), NULL) == 1 &&
+		       EVP_DigestUpdate(ctx, buf, len) == 1 &&
+		       EVP_DigestFinal_ex(ctx, out, NULL) == 1
+		   ? 0
+		   : -1;
+}
+
 /* One pass of HMAC (RFC 2104): SHA-256 over (64-byte key block XOR pad) || m. */
 static int
 hmac_pass(EVP_MD_CTX *ctx, const uint8_t kb[64], uint8_t pad, const void *m, size_t len,
@@ -405,12 +451,12 @@ int
 sv4_hmac(const uint8_t *key, size_t klen, const void *msg, size_t mlen, uint8_t out[32])
 {
 	uint8_t kb[64] = {0}, inner[32];
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	EVP_MD_CTX *ctx = thread_ctx();
 	int rc = OL_SIGV4_ERR_NOMEM;
 	if (!ctx)
 		return rc;
 	if (klen > sizeof(kb)) { /* a long key is hashed first */
-		if (EVP_Digest(key, klen, kb, NULL, sv4_sha256(), NULL) != 1)
+		if (sha256_of(key, klen, kb))
 			goto out;
 	} else if (klen) {
 		memcpy(kb, key, klen);
@@ -421,7 +467,6 @@ sv4_hmac(const uint8_t *key, size_t klen, const void *msg, size_t mlen, uint8_t 
 out:
 	OPENSSL_cleanse(kb, sizeof(kb));
 	OPENSSL_cleanse(inner, sizeof(inner));
-	EVP_MD_CTX_free(ctx);
 	return rc;
 }
 
