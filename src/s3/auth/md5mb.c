@@ -268,7 +268,7 @@ lanes16_avx2(struct lanes *L, size_t n)
 
 /* The AVX2 engine's kernel: more than 8 lanes busy, all 16 in one pass (two independent
  * registers per value: the pass is cheaper per lane than two passes of 8); else the busy
- * ones in 8 lanes (one alone: scalar). */
+ * ones in 8 lanes, or one by one when they are 2 or fewer. */
 static void
 lanes_avx2(struct lanes *L, size_t n)
 {
@@ -290,15 +290,17 @@ lanes_avx2(struct lanes *L, size_t n)
 			if (k < 8)
 				continue;
 		}
-		if (k == 1) {
-			struct md5_job *j = L->job[idx[0]];
-			uint32_t h[4] = {L->st[0][idx[0]], L->st[1][idx[0]], L->st[2][idx[0]],
-					 L->st[3][idx[0]]};
+		if (k <= 2) { /* a pass of 8 costs ~2.4 blocks of one stream (md5_bench) */
+			for (unsigned g = 0; g < k; g++) {
+				unsigned l2 = idx[g];
+				uint32_t h[4] = {L->st[0][l2], L->st[1][l2], L->st[2][l2],
+						 L->st[3][l2]};
 
-			md5_blocks(h, j->p, n);
-			for (unsigned i = 0; i < 4; i++)
-				L->st[i][idx[0]] = h[i];
-		} else if (k > 1) {
+				md5_blocks(h, L->job[l2]->p, n);
+				for (unsigned i = 0; i < 4; i++)
+					L->st[i][l2] = h[i];
+			}
+		} else {
 			for (unsigned g = 0; g < 8; g++) {
 				unsigned l2 = idx[g < k ? g : 0]; /* idle slots repeat the first */
 
