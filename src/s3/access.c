@@ -134,6 +134,10 @@ struct bentry {
 	char *blob;
 	size_t len;
 	unsigned long long used;
+	/* what attrs_parse makes of blob, kept with it (its ACL's grants, up to acl.n) */
+	struct ol_acl acl;
+	struct ol_pab pab;
+	char ownership[32];
 };
 
 struct bcache {
@@ -199,7 +203,19 @@ ol_s3_set_bucket_hook(struct ol_s3_server *s, void (*fn)(void *arg), void *arg)
 	s->bucket_hook = fn;
 }
 
-/* A copy of the cached attrs of bucket at generation gen into r->ba; false on a miss. */
+/* An ACL's owner, count and the grants it holds (not the unused rest of the array). */
+static void
+acl_copy(struct ol_acl *to, const struct ol_acl *from)
+{
+	unsigned n = from->n < OL_ACL_MAX_GRANTS ? from->n : OL_ACL_MAX_GRANTS;
+
+	memcpy(to->owner, from->owner, sizeof(to->owner));
+	to->n = n;
+	memcpy(to->g, from->g, n * sizeof(to->g[0]));
+}
+
+/* A copy of the cached attrs of bucket at generation gen into r->ba, parsed; false on a
+ * miss. */
 static bool
 bcache_lookup(struct bcache *c, struct s3_req *r, uint64_t gen)
 {
@@ -212,6 +228,9 @@ bcache_lookup(struct bcache *c, struct s3_req *r, uint64_t gen)
 		r->ba.blob = ol_xmalloc(e->len + 1);
 		memcpy(r->ba.blob, e->blob, e->len + 1);
 		r->ba.blob_len = e->len;
+		acl_copy(&r->ba.acl, &e->acl);
+		r->ba.pab = e->pab;
+		memcpy(r->ba.ownership, e->ownership, sizeof(r->ba.ownership));
 		return true;
 	}
 	return false;
@@ -230,6 +249,9 @@ bcache_insert(struct bcache *c, const struct s3_req *r, uint64_t gen)
 	v->blob = ol_xmalloc(r->ba.blob_len + 1);
 	memcpy(v->blob, r->ba.blob, r->ba.blob_len + 1);
 	v->len = r->ba.blob_len;
+	acl_copy(&v->acl, &r->ba.acl);
+	v->pab = r->ba.pab;
+	memcpy(v->ownership, r->ba.ownership, sizeof(v->ownership));
 	v->gen = gen;
 	v->used = c->tick;
 	snprintf(v->bucket, sizeof(v->bucket), "%s", r->rt.bucket);
@@ -248,7 +270,6 @@ s3_bucket_load(struct s3_req *r)
 	uint64_t gen = atomic_load(&bucket_gen); /* before the read: see s3_bucket_changed */
 	if (bcache_lookup(c, r, gen)) {
 		ba->exists = true;
-		attrs_parse(r);
 		return;
 	}
 	int rc = ol_store_bucket_attrs(r->srv->st, r->rt.bucket, &blob, &len);
@@ -256,9 +277,9 @@ s3_bucket_load(struct s3_req *r)
 	ba->rc = rc;
 	ba->blob = blob;
 	ba->blob_len = len;
+	attrs_parse(r);
 	if (rc == 0)
 		bcache_insert(c, r, gen);
-	attrs_parse(r);
 }
 
 const char *
