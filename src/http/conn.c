@@ -21,10 +21,7 @@ tmo_body(const struct ol_http_conn *c)
 const char *
 ol_http_header(const struct ol_http_req *r, const char *name)
 {
-	for (size_t i = 0; i < r->n_headers; i++)
-		if (!strcasecmp(r->headers[i].name, name))
-			return r->headers[i].value;
-	return NULL;
+	return ol_http_header_find(r->headers, r->header_name_lens, r->n_headers, name);
 }
 
 void
@@ -40,6 +37,7 @@ ol_http_conn_begin(struct ol_http_conn *c)
 	r->version_minor = h->version_minor;
 	r->headers = h->headers;
 	r->n_headers = h->n_headers;
+	r->header_name_lens = h->name_lens;
 	r->content_length = h->content_length;
 	r->chunked = h->chunked;
 	r->expect_continue = h->expect_continue;

@@ -37,8 +37,9 @@ struct ol_http_req {
 	const char *query;  /* raw query after '?', "" if none */
 	int version_minor;  /* 0 or 1 */
 	const struct ol_http_header *headers;
-	size_t n_headers;	/* as received, in order (names as sent, values trimmed) */
-	int64_t content_length; /* -1 when chunked or absent */
+	size_t n_headers; /* as received, in order (names as sent, values trimmed) */
+	const unsigned *header_name_lens; /* their names' lengths, or NULL (ol_http_header) */
+	int64_t content_length;		  /* -1 when chunked or absent */
 	bool chunked, expect_continue, keep_alive;
 	const char *peer; /* "127.0.0.1:53422" */
 	bool tls;	  /* the connection is TLS ([s3_tls]) */
@@ -188,7 +189,8 @@ struct ol_http_head {
 	size_t n_headers;
 	int64_t content_length; /* -1 when chunked or absent */
 	bool chunked, expect_continue, keep_alive;
-	int err_status; /* on error: the HTTP status to answer (400, 431, 501, 505) */
+	int err_status;	     /* on error: the HTTP status to answer (400, 431, 501, 505) */
+	unsigned *name_lens; /* name_lens[i]: strlen(headers[i].name) */
 	/* private */
 	char *mem;
 	size_t mem_cap;
@@ -212,6 +214,10 @@ int ol_http_parse_request(const char *buf, size_t len, size_t max_bytes, struct 
 
 /* Case-insensitive lookup in a parsed head. */
 const char *ol_http_head_get(const struct ol_http_head *h, const char *name);
+/* The same over n headers (the first named name, case-insensitively); with lens (the names'
+ * lengths, or NULL) a name of another length is not compared. */
+const char *ol_http_header_find(const struct ol_http_header *hs, const unsigned *lens, size_t n,
+				const char *name);
 
 /* ================= pure chunked decoder ================= */
 

@@ -36,6 +36,7 @@ ol_http_head_fini(struct ol_http_head *h)
 {
 	free(h->mem);
 	free(h->headers);
+	free(h->name_lens);
 	ol_http_head_init(h);
 }
 
@@ -81,8 +82,14 @@ grow(struct ol_http_head *h, size_t need)
 	}
 	if (!h->headers) {
 		h->headers = calloc(16, sizeof(*h->headers));
-		if (!h->headers)
+		h->name_lens = calloc(16, sizeof(*h->name_lens));
+		if (!h->headers || !h->name_lens) {
+			free(h->headers);
+			free(h->name_lens);
+			h->headers = NULL;
+			h->name_lens = NULL;
 			return -ENOMEM;
+		}
 		h->hdr_cap = 16;
 	}
 	return 0;
@@ -99,10 +106,15 @@ add_header(struct ol_http_head *h, const char *name, const char *value)
 		if (!n)
 			return fail(h, -ENOMEM, 500);
 		h->headers = n;
+		unsigned *nl = realloc(h->name_lens, cap * sizeof(*nl));
+		if (!nl)
+			return fail(h, -ENOMEM, 500);
+		h->name_lens = nl;
 		h->hdr_cap = cap;
 	}
 	h->headers[h->n_headers].name = name;
 	h->headers[h->n_headers].value = value;
+	h->name_lens[h->n_headers] = (unsigned)strlen(name);
 	h->n_headers++;
 	return 0;
 }
@@ -344,8 +356,17 @@ ol_http_parse_request(const char *buf, size_t len, size_t max_bytes, struct ol_h
 const char *
 ol_http_head_get(const struct ol_http_head *h, const char *name)
 {
-	for (size_t i = 0; i < h->n_headers; i++)
-		if (!strcasecmp(h->headers[i].name, name))
-			return h->headers[i].value;
+	return ol_http_header_find(h->headers, h->name_lens, h->n_headers, name);
+}
+
+const char *
+ol_http_header_find(const struct ol_http_header *hs, const unsigned *lens, size_t n,
+		    const char *name)
+{
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i < n; i++)
+		if ((!lens || lens[i] == len) && !strcasecmp(hs[i].name, name))
+			return hs[i].value;
 	return NULL;
 }

@@ -207,8 +207,10 @@ authenticate(struct s3_req *r)
 	size_t n = r->h->n_headers < OL_HTTP_MAX_HEADERS ? r->h->n_headers : OL_HTTP_MAX_HEADERS;
 	for (size_t i = 0; i < n; i++)
 		hs[i] = (struct ol_sigv4_header){
-		    r->h->headers[i].name, strlen(r->h->headers[i].name), r->h->headers[i].value,
-		    strlen(r->h->headers[i].value)};
+		    r->h->headers[i].name,
+		    r->h->header_name_lens ? r->h->header_name_lens[i]
+					   : strlen(r->h->headers[i].name),
+		    r->h->headers[i].value, strlen(r->h->headers[i].value)};
 	struct ol_sigv4_request sr = {
 	    r->h->method, r->h->path, strlen(r->h->path), r->query, strlen(r->query), hs, n};
 	/* A CORS preflight is answered before authentication, as on AWS: a browser sends it

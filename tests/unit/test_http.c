@@ -58,6 +58,19 @@ test_parse_basic(void)
 	   "case-insensitive lookup, value trimmed");
 	OK(!strcmp(ol_http_head_get(&h, "X-EMPTY"), "") && !ol_http_head_get(&h, "nope"),
 	   "empty value; absent header is NULL");
+	OK(h.name_lens && h.name_lens[0] == 4 && h.name_lens[1] == 10 && h.name_lens[2] == 7,
+	   "the names' lengths kept beside them");
+	OK(!ol_http_head_get(&h, "x-amz-dat") && !ol_http_head_get(&h, "x-amz-datex") &&
+	       !ol_http_head_get(&h, "hos"),
+	   "a name one shorter or longer than a header's is not that header");
+	{
+		struct ol_http_header two[2] = {{"A-B", "1"}, {"a-bc", "2"}};
+		unsigned lens[2] = {3, 4};
+		OK(!strcmp(ol_http_header_find(two, lens, 2, "A-BC"), "2") &&
+		       !strcmp(ol_http_header_find(two, NULL, 2, "a-b"), "1") &&
+		       !ol_http_header_find(two, lens, 2, "a-"),
+		   "ol_http_header_find: lengths or none");
+	}
 	const char *methods[] = {"PUT", "POST", "DELETE", "HEAD", "OPTIONS", "PATCH", "M-SEARCH"};
 	for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
 		char b[128];
