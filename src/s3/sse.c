@@ -301,9 +301,14 @@ s3_sse_kms_pick(struct s3_req *r, const char *id, struct s3_sse_req *q)
 int
 s3_sse_parse(struct s3_req *r, bool source, struct s3_sse_req *q)
 {
-	char n1[96], n2[96], n3[96];
-	const char *pre = source ? "x-amz-copy-source-server-side-encryption-customer-"
-				 : "x-amz-server-side-encryption-customer-";
+#define SSE_C_H "server-side-encryption-customer-"
+	/* the SSE-C headers of the object (0) and of a copy's source (1) */
+	static const char *const names[2][3] = {
+	    {"x-amz-" SSE_C_H "algorithm", "x-amz-" SSE_C_H "key", "x-amz-" SSE_C_H "key-md5"},
+	    {"x-amz-copy-source-" SSE_C_H "algorithm", "x-amz-copy-source-" SSE_C_H "key",
+	     "x-amz-copy-source-" SSE_C_H "key-md5"}};
+#undef SSE_C_H
+	const char *n1 = names[source][0], *n2 = names[source][1], *n3 = names[source][2];
 	memset(q, 0, sizeof(*q));
 	if (!source) {
 		const char *bk = ol_http_header(r->h, "x-amz-server-side-encryption-bucket-key-"
@@ -340,9 +345,6 @@ s3_sse_parse(struct s3_req *r, bool source, struct s3_sse_req *q)
 		if (v && !kms)
 			q->mode = S3_SSE_S3;
 	}
-	snprintf(n1, sizeof(n1), "%salgorithm", pre);
-	snprintf(n2, sizeof(n2), "%skey", pre);
-	snprintf(n3, sizeof(n3), "%skey-md5", pre);
 	const char *alg = ol_http_header(r->h, n1), *key = ol_http_header(r->h, n2),
 		   *md5 = ol_http_header(r->h, n3);
 	if (!alg && !key && !md5)
