@@ -141,6 +141,7 @@ s3_body_init(struct s3_body *b, struct s3_req *r, uint64_t max)
 void
 s3_body_fini(struct s3_body *b)
 {
+	ol_md5mb_wait(&b->md5); /* a piece still hashing reads the buffer */
 	ol_awschunked_free(b->dec);
 	b->dec = NULL;
 	ol_cksum_fini(&b->sha256);
@@ -221,7 +222,9 @@ account(struct s3_body *b, const uint8_t *p, size_t n)
 	b->got += n;
 	if (b->got > b->max)
 		return body_fail(b, OL_S3E_ENTITY_TOO_LARGE, NULL);
-	ol_md5mb_update(&b->md5, p, n); /* the ETag: in lanes shared with other requests */
+	/* the ETag: in lanes shared with other requests, which may hash this piece while the
+	 * store codes and writes it; read_raw waits before it reads into the buffer again */
+	ol_md5mb_update_async(&b->md5, p, n);
 	if ((b->want_sha256 && ol_cksum_update(&b->sha256, p, n) < 0) ||
 	    (b->alg != OL_CKSUM_NONE && ol_cksum_update(&b->ck, p, n) < 0))
 		return body_fail(b, OL_S3E_INTERNAL, NULL);
@@ -233,6 +236,7 @@ static int
 read_raw(struct s3_body *b)
 {
 	size_t got = 0;
+	ol_md5mb_wait(&b->md5); /* the piece before may still be hashing in the buffer */
 	while (got < b->cap) {
 		ssize_t n = ol_http_body_read(b->r->h, b->buf + got, b->cap - got);
 		if (n < 0)

@@ -20,7 +20,8 @@ ref_md5(const uint8_t *p, size_t n, uint8_t out[16])
 }
 
 /* Hash p in pieces cut by a xorshift of seed (some under a block, some over the engine's
- * 16 KiB), compare with OpenSSL. */
+ * 16 KiB; some left in the engine by ol_md5mb_update_async, waited for now and then or by
+ * the next update), compare with OpenSSL. */
 static int
 pieces_match(const uint8_t *p, size_t n, uint64_t seed)
 {
@@ -36,7 +37,13 @@ pieces_match(const uint8_t *p, size_t n, uint64_t seed)
 		size_t take = (x & 1) ? x % 100 : x % (3u << 20);
 		if (take > n - off)
 			take = n - off;
-		ol_md5mb_update(&c, p + off, take);
+		if ((x >> 5) & 1) {
+			ol_md5mb_update_async(&c, p + off, take);
+			if ((x >> 6) & 1)
+				ol_md5mb_wait(&c);
+		} else {
+			ol_md5mb_update(&c, p + off, take);
+		}
 		off += take;
 	}
 	ol_md5mb_final(&c, got);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -128,11 +129,11 @@ md5_blocks(uint32_t h[4], const uint8_t *p, size_t nblocks)
 
 /* ---- 16 streams in the lanes of v16 ---- */
 
-struct md5_job {
+struct ol_md5mb_job {
 	uint32_t h[4];
 	const uint8_t *p;
 	size_t left; /* whole blocks still to hash */
-	struct md5_job *next;
+	struct ol_md5mb_job *next;
 	pthread_cond_t cv;
 	bool queued; /* in the queue, not in a combiner's lanes */
 	bool done;
@@ -141,7 +142,7 @@ struct md5_job {
 struct lanes {
 	v16 st[4]; /* st[i][l]: word i of lane l's state, during a kernel call */
 	const uint8_t *p[LANES];
-	struct md5_job *job[LANES];
+	struct ol_md5mb_job *job[LANES];
 };
 
 /* Idle lanes hash zeros; their results are never read. */
@@ -323,7 +324,7 @@ static struct {
 	pthread_once_t once;
 	void (*kernel)(struct lanes *, size_t);
 	const char *isa;
-	struct md5_job *head, **tailp;
+	struct ol_md5mb_job *head, **tailp;
 	unsigned inflight, queued; /* pieces in the engine, and of them queued */
 	unsigned busy, max_busy;   /* combiners now, and at most */
 	unsigned cpus;
@@ -351,7 +352,7 @@ engine_init(void)
 }
 
 static void
-queue_push(struct md5_job *j, bool front)
+queue_push(struct ol_md5mb_job *j, bool front)
 {
 	if (front) {
 		j->next = eng.head;
@@ -368,9 +369,9 @@ queue_push(struct md5_job *j, bool front)
 }
 
 static void
-queue_remove(struct md5_job *j)
+queue_remove(struct ol_md5mb_job *j)
 {
-	struct md5_job **pp = &eng.head;
+	struct ol_md5mb_job **pp = &eng.head;
 	while (*pp != j)
 		pp = &(*pp)->next;
 	*pp = j->next;
@@ -422,7 +423,7 @@ lanes_run(struct lanes *L, unsigned busy, size_t n, void (*kernel)(struct lanes 
 		return;
 	}
 	for (unsigned l = 0; l < LANES; l++) {
-		struct md5_job *j = L->job[l];
+		struct ol_md5mb_job *j = L->job[l];
 		L->p[l] = j ? j->p : zeros;
 		for (unsigned i = 0; i < 4; i++)
 			L->st[i][l] = j ? j->h[i] : 0;
@@ -438,7 +439,7 @@ lanes_run(struct lanes *L, unsigned busy, size_t n, void (*kernel)(struct lanes 
 static void
 wake_waiting(void)
 {
-	struct md5_job *w = eng.head;
+	struct ol_md5mb_job *w = eng.head;
 	for (unsigned k = eng.busy; w && k < eng.max_busy; k++, w = w->next)
 		pthread_cond_signal(&w->cv);
 }
@@ -447,7 +448,7 @@ wake_waiting(void)
  * in a lane, and others beside it as lanes_fill allows; others still in a lane at the end go
  * back to the head of the queue. */
 static void
-combine(struct md5_job *self)
+combine(struct ol_md5mb_job *self)
 {
 	struct lanes L;
 	unsigned busy;
@@ -462,7 +463,7 @@ combine(struct md5_job *self)
 		lanes_run(&L, busy, n, kernel);
 		pthread_mutex_lock(&eng.mu);
 		for (unsigned l = 0; l < LANES; l++) {
-			struct md5_job *j = L.job[l];
+			struct ol_md5mb_job *j = L.job[l];
 			if (!j)
 				continue;
 			j->p += 64 * n;
@@ -483,31 +484,35 @@ combine(struct md5_job *self)
 			queue_push(L.job[l], true);
 }
 
+/* Queue a piece: a combiner may take it into its lanes before its caller waits for it. */
 static void
-engine_run(uint32_t h[4], const uint8_t *p, size_t nblocks)
+engine_push(struct ol_md5mb_job *j)
 {
-	struct md5_job j = {.p = p, .left = nblocks};
-	memcpy(j.h, h, sizeof(j.h));
-	pthread_cond_init(&j.cv, NULL);
 	pthread_mutex_lock(&eng.mu);
-	queue_push(&j, false);
+	queue_push(j, false);
 	eng.inflight++;
-	while (!j.done) {
+	pthread_mutex_unlock(&eng.mu);
+}
+
+/* Until piece j is hashed: by a combiner that took it, or by this caller as a combiner. */
+static void
+engine_wait(struct ol_md5mb_job *j)
+{
+	pthread_mutex_lock(&eng.mu);
+	while (!j->done) {
 		/* a combiner of its own: on a free CPU, unless the running ones should take it
 		 * into their lanes and have room */
-		if (j.queued && eng.busy < eng.max_busy &&
+		if (j->queued && eng.busy < eng.max_busy &&
 		    (eng.busy == 0 || !share() || eng.queued >= LANES)) {
 			eng.busy++;
-			combine(&j);
+			combine(j);
 			eng.busy--;
 			wake_waiting(); /* hand the role on */
 			continue;
 		}
-		pthread_cond_wait(&j.cv, &eng.mu);
+		pthread_cond_wait(&j->cv, &eng.mu);
 	}
 	pthread_mutex_unlock(&eng.mu);
-	pthread_cond_destroy(&j.cv);
-	memcpy(h, j.h, sizeof(j.h));
 }
 
 /* ---- the context ---- */
@@ -522,12 +527,35 @@ ol_md5mb_init(struct ol_md5mb *c)
 	c->h[3] = 0x10325476u;
 	c->len = 0;
 	c->tail_len = 0;
+	c->pending = NULL;
+}
+
+void
+ol_md5mb_wait(struct ol_md5mb *c)
+{
+	struct ol_md5mb_job *j = c->pending;
+
+	if (!j)
+		return;
+	engine_wait(j);
+	memcpy(c->h, j->h, sizeof(c->h));
+	pthread_cond_destroy(&j->cv);
+	free(j);
+	c->pending = NULL;
 }
 
 void
 ol_md5mb_update(struct ol_md5mb *c, const void *data, size_t n)
 {
+	ol_md5mb_update_async(c, data, n);
+	ol_md5mb_wait(c);
+}
+
+void
+ol_md5mb_update_async(struct ol_md5mb *c, const void *data, size_t n)
+{
 	const uint8_t *p = data;
+	ol_md5mb_wait(c); /* the chain goes on from the piece before */
 	c->len += n;
 	if (c->tail_len) {
 		size_t take = 64 - c->tail_len < n ? 64 - c->tail_len : n;
@@ -541,10 +569,18 @@ ol_md5mb_update(struct ol_md5mb *c, const void *data, size_t n)
 		c->tail_len = 0;
 	}
 	size_t nb = n / 64;
-	if (nb * 64 >= ENGINE_MIN)
-		engine_run(c->h, p, nb);
-	else if (nb)
+	struct ol_md5mb_job *j = nb * 64 >= ENGINE_MIN ? calloc(1, sizeof(*j)) : NULL;
+
+	if (j) {
+		memcpy(j->h, c->h, sizeof(j->h));
+		j->p = p;
+		j->left = nb;
+		pthread_cond_init(&j->cv, NULL);
+		c->pending = j;
+		engine_push(j);
+	} else if (nb) {
 		md5_blocks(c->h, p, nb);
+	}
 	memcpy(c->tail, p + nb * 64, n - nb * 64);
 	c->tail_len = (unsigned)(n - nb * 64);
 }

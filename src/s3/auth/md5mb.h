@@ -22,17 +22,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct ol_md5mb_job;
+
 struct ol_md5mb {
 	uint32_t h[4];
 	uint64_t len; /* bytes added so far */
 	uint8_t tail[64];
 	unsigned tail_len;
+	struct ol_md5mb_job *pending; /* a piece ol_md5mb_update_async left in the engine */
 };
 
 void ol_md5mb_init(struct ol_md5mb *c);
 /* Add n bytes (p is only read, and only during the call). May wait while another caller hashes
  * this piece in its lanes. Never fails. */
 void ol_md5mb_update(struct ol_md5mb *c, const void *p, size_t n);
+/* The same, but a piece big enough for the engine is only queued: combiners of other callers
+ * may hash it in their lanes while this caller does other work with the bytes (reads only).
+ * p must stay unchanged until ol_md5mb_wait, which the next update and final call first. */
+void ol_md5mb_update_async(struct ol_md5mb *c, const void *p, size_t n);
+/* Until the piece of the last ol_md5mb_update_async is hashed (at once when none is left).
+ * Before the bytes of that piece change or go, and before a context is dropped unfinished. */
+void ol_md5mb_wait(struct ol_md5mb *c);
 /* Write the 16-byte digest; the context must be initialised again before reuse. */
 void ol_md5mb_final(struct ol_md5mb *c, uint8_t out[16]);
 
