@@ -10,7 +10,8 @@ One cut, three rules at once, while a key is overwritten through the serving lea
 through a node of the majority, and read through every node after each write:
 
 - etcd member e0 is cut from e1 and e2: e0 is alive, reachable by every node, but has no
-  quorum (it answers nothing that needs its leader, or hangs);
+  quorum (it answers nothing that needs its leader, or hangs; it is a follower at the cut:
+  the test moves etcd's leadership to e1 first when e0 holds it);
 - the serving leader is cut from e1 and e2 (it still reaches e0, and every node and drive):
   its keepalives go only to the minority member, so its lease cannot be renewed. It must stop
   leading (and acknowledging writes) within the lease TTL plus a bound; a node of the majority
@@ -27,6 +28,7 @@ every acknowledged object reads back through every node and lists, `openlake hea
 Runs as root only (skips with the reason otherwise). Everything it starts it stops by pid.
 """
 
+import os
 import subprocess
 import threading
 import time
@@ -116,6 +118,47 @@ class Versions:
                   f"{err or 'acknowledged'}")
 
 
+def etcd_status(c):
+    """{member name: (member id, the id of the leader it knows)} of the three etcd members"""
+    import json
+    out = {}
+    for h in ("e0", "e1", "e2"):
+        r = subprocess.run([ETCDCTL, f"--endpoints={c.w.etcd_url(h)}", "--command-timeout=5s",
+                            "endpoint", "status", "--write-out=json"], capture_output=True,
+                           text=True, timeout=60, env=dict(os.environ, ETCDCTL_API="3"))
+        if r.returncode == 0:
+            st = json.loads(r.stdout)[0]["Status"]
+            out[h] = (st["header"]["member_id"], st["leader"])
+    return out
+
+
+def etcd_leader_off_e0(c):
+    """Leadership of the etcd cluster moved to e1 when e0 holds it. The cut below leaves e0
+    without a quorum; were it the etcd leader then, it would go on answering the old serving
+    leader's keepalives until it steps down (its election timeout, longer on a loaded machine),
+    so that node's lease would be renewed after the cut, and the write bound below (acknowledged
+    writes begin before cut + TTL) would not hold for a reason outside the code under test."""
+    from conftest import wait_for
+
+    def settled():
+        st = etcd_status(c)
+        if len(st) < 3 or len({v[1] for v in st.values()}) != 1:
+            return None  # a member did not answer, or they disagree on the leader
+        return st
+
+    st = wait_for(settled, 60, "the etcd members to agree on their leader")
+    if st["e0"][1] != st["e0"][0]:
+        print("etcd leader before the cut: not e0")
+        return
+    print("etcd leader before the cut: e0; moving it to e1")
+    r = subprocess.run([ETCDCTL, f"--endpoints={c.w.etcd_url('e0')}", "--command-timeout=10s",
+                        "move-leader", format(st["e1"][0], "x")], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, ETCDCTL_API="3"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    wait_for(lambda: (s := settled()) and s["e0"][1] != s["e0"][0], 60,
+             "etcd leadership to leave e0")
+
+
 def member_rev(c, i):
     """create revision of node i's member key, read through the etcd majority; None: absent"""
     eps = ",".join(c.w.etcd_url(e) for e in c.w.etcd_hosts if e not in c.etcd_cut)
@@ -150,6 +193,7 @@ def test_an_etcd_split_deposes_the_leader_and_keeps_a_follower_on_the_majority(w
         f_rev = member_rev(c, f)
         assert f_rev is not None
 
+        etcd_leader_off_e0(c)
         net = c.w.net
         c.etcd_cut = {"e0"}
         net.cut("e0", only=["e1", "e2"])
