@@ -300,6 +300,66 @@ ol_meta_list(struct ol_meta *m)
 	pthread_mutex_unlock(&maps_mu);
 }
 
+/* The pool of reset read txns. With MDB_NOTLS a read txn owns its reader slot until it is
+ * aborted, so a reset one keeps it (marked unused: it pins no pages) and is renewed from any
+ * thread; begin and abort of a pooled txn allocate nothing and take no lock. Each thread
+ * starts its search at its own slot, so threads seldom meet on one. */
+static unsigned
+pool_hint(void)
+{
+	static _Atomic unsigned next;
+	static __thread unsigned hint;
+
+	if (!hint)
+		hint = atomic_fetch_add(&next, 1) + 1;
+	return hint;
+}
+
+static struct ol_meta_txn *
+pool_take(struct ol_meta *m)
+{
+	unsigned h = pool_hint();
+
+	for (unsigned i = 0; i < OL_META_POOL; i++) {
+		struct ol_meta_txn *_Atomic *s = &m->pool[(h + i) % OL_META_POOL];
+		struct ol_meta_txn *t;
+
+		if (atomic_load_explicit(s, memory_order_relaxed) &&
+		    (t = atomic_exchange_explicit(s, NULL, memory_order_acquire)))
+			return t;
+	}
+	return NULL;
+}
+
+static bool
+pool_put(struct ol_meta *m, struct ol_meta_txn *t)
+{
+	unsigned h = pool_hint();
+
+	for (unsigned i = 0; i < OL_META_POOL; i++) {
+		struct ol_meta_txn *e = NULL;
+
+		if (atomic_compare_exchange_strong_explicit(&m->pool[(h + i) % OL_META_POOL], &e, t,
+							    memory_order_release,
+							    memory_order_relaxed))
+			return true;
+	}
+	return false;
+}
+
+/* Before the env closes (no txn of it is in use then): abort the pooled ones, which frees
+ * their reader slots. */
+static void
+pool_drain(struct ol_meta *m)
+{
+	struct ol_meta_txn *t;
+
+	while ((t = pool_take(m))) {
+		mdb_txn_abort(t->txn);
+		free(t);
+	}
+}
+
 static int
 env_open(struct ol_meta *m, const char *path, uint64_t map_size, unsigned flags)
 {
@@ -374,6 +434,7 @@ ol_meta_close(struct ol_meta *m)
 	}
 	if (!m || m->broken)
 		return; /* a broken env is abandoned, never touched again */
+	pool_drain(m);
 	m->broken = 5;
 	mdb_env_close(m->env);
 	m->map = NULL; /* the struct stays on the list of maps */
@@ -408,16 +469,42 @@ ol_meta_fd(struct ol_meta *m)
 	return mdb_env_get_fd(m->env, &fd) ? -1 : fd;
 }
 
+/* A pooled txn made current again; on failure it is gone. */
+static int
+pool_renew(struct ol_meta *m, struct ol_meta_txn *t)
+{
+	struct guard g;
+	int rc;
+
+	if (!GUARDED(m, g)) {
+		free(t); /* its LMDB txn is abandoned with the env */
+		return faulted(m);
+	}
+	rc = mdb_txn_renew(t->txn);
+	if (rc)
+		mdb_txn_abort(t->txn);
+	disarm();
+	if (rc)
+		free(t);
+	return rc ? res(m, rc) : 0;
+}
+
 int
 ol_meta_begin(struct ol_meta *m, bool write, struct ol_meta_txn **out)
 {
 	if (m && m->r)
 		return ol_rm_begin(m, write, out);
-	struct ol_meta_txn *t;
+	struct ol_meta_txn *t, *p;
 	struct guard g;
 	int rc;
 
 	LIVE(m);
+	if (!write && (p = pool_take(m))) {
+		rc = pool_renew(m, p);
+		if (!rc)
+			*out = p;
+		return rc;
+	}
 	t = ol_xcalloc(1, sizeof(*t));
 	if (!GUARDED(m, g)) {
 		free(t); /* what LMDB allocated inside is abandoned with the env */
@@ -430,6 +517,7 @@ ol_meta_begin(struct ol_meta *m, bool write, struct ol_meta_txn **out)
 		return res(m, rc);
 	}
 	t->m = m;
+	t->rdonly = !write;
 	*out = t;
 	return 0;
 }
@@ -476,6 +564,17 @@ ol_meta_abort(struct ol_meta_txn *t)
 		faulted(t->m);
 		free(t);
 		return;
+	}
+	if (t->rdonly) {
+		mdb_txn_reset(t->txn);
+		disarm();
+		if (pool_put(t->m, t))
+			return;
+		if (!GUARDED(t->m, g)) {
+			faulted(t->m);
+			free(t);
+			return;
+		}
 	}
 	mdb_txn_abort(t->txn);
 	disarm();

@@ -10,6 +10,10 @@ struct ol_rmeta;
 struct ol_rtxn;
 struct ol_rcur;
 
+/* Read txns kept reset for the next begin (meta.c): a begin renews one instead of allocating a
+ * txn and taking a reader slot under the lock file's mutex, and an abort resets it. */
+#define OL_META_POOL 16
+
 struct ol_meta {
 	MDB_env *env;
 	MDB_dbi dbi[OL_META_NALL];
@@ -20,12 +24,14 @@ struct ol_meta {
 	struct ol_meta *next; /* registered maps */
 	char why[96];
 	struct ol_rmeta *r; /* a remote env (remote.c): every call goes there */
+	struct ol_meta_txn *_Atomic pool[OL_META_POOL]; /* reset read txns, or NULL */
 };
 
 struct ol_meta_txn {
 	struct ol_meta *m;
 	MDB_txn *txn;
 	struct ol_rtxn *r;
+	bool rdonly;
 };
 
 struct ol_meta_cursor {

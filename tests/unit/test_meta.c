@@ -1,9 +1,12 @@
 /* test_meta.c - the per-drive LMDB index: put/get/del, ordered range scans, persistence,
  * concurrent writers. TAP output. */
 #include "meta/meta.h"
+#include "meta/meta_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <lmdb.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,6 +261,107 @@ test_damage(void)
 	unlink(p);
 }
 
+/* Read txns are kept reset in a pool and renewed (meta.c): a renewed txn must see the newest
+ * commit, a thread may hold more read txns than the pool keeps, and reader slots are reused
+ * (one leaked per txn would fill LMDB's 1024-slot table and fail the begins). */
+static long
+read_pool_key(struct ol_meta_txn *t)
+{
+	const void *v;
+	size_t vl;
+	char b[32];
+
+	if (ol_meta_get(t, OL_META_OBJECTS, "pool", 4, &v, &vl) || vl >= sizeof(b))
+		return -1;
+	memcpy(b, v, vl);
+	b[vl] = 0;
+	return atol(b);
+}
+
+static void
+put_pool_key(struct ol_meta *m, long n)
+{
+	char v[32];
+
+	snprintf(v, sizeof(v), "%ld", n);
+	put1(m, "pool", 4, v);
+}
+
+struct pool_arg {
+	struct ol_meta *m;
+	int bad, txns;
+};
+
+static void *
+pool_reader(void *arg)
+{
+	struct pool_arg *a = arg;
+	long seen = 0;
+
+	for (int i = 0; i < 4000 && !a->bad; i++) {
+		struct ol_meta_txn *t[3];
+		int n = 1 + i % 3, got = 0;
+
+		for (int j = 0; j < n; j++)
+			if (ol_meta_begin(a->m, false, &t[got]) == 0)
+				got++;
+		if (got != n)
+			a->bad = 1; /* a begin failed: reader slots ran out? */
+		for (int j = 0; j < got; j++) {
+			long v = read_pool_key(t[j]);
+
+			if (v < seen) /* an older snapshot than one this thread read before */
+				a->bad = 2;
+			seen = v > seen ? v : seen;
+		}
+		for (int j = got; j-- > 0;)
+			ol_meta_abort(t[j]);
+		a->txns += got;
+	}
+	return NULL;
+}
+
+static void
+test_pool(struct ol_meta *m)
+{
+	struct ol_meta_txn *t, *many[OL_META_POOL + 8];
+	struct pool_arg a[8];
+	pthread_t th[8];
+	MDB_envinfo info;
+	int got = 0, bad = 0, txns = 0;
+
+	put_pool_key(m, 1);
+	ok(ol_meta_begin(m, false, &t) == 0 && read_pool_key(t) == 1, "pool: first read");
+	ol_meta_abort(t); /* into the pool */
+	put_pool_key(m, 2);
+	ok(ol_meta_begin(m, false, &t) == 0 && read_pool_key(t) == 2,
+	   "pool: a renewed read txn sees the commit made after it was pooled");
+	ol_meta_abort(t);
+	for (size_t i = 0; i < sizeof(many) / sizeof(many[0]); i++)
+		got += ol_meta_begin(m, false, &many[i]) == 0;
+	ok(got == (int)(sizeof(many) / sizeof(many[0])), "pool: %d read txns held at once", got);
+	for (int i = 0; i < got; i++)
+		ol_meta_abort(many[i]); /* the pool takes 16, the rest are freed */
+	for (int i = 0; i < 8; i++) {
+		a[i] = (struct pool_arg){m, 0, 0};
+		pthread_create(&th[i], NULL, pool_reader, &a[i]);
+	}
+	for (long v = 3; v < 300; v++)
+		put_pool_key(m, v);
+	for (int i = 0; i < 8; i++) {
+		pthread_join(th[i], NULL);
+		bad |= a[i].bad;
+		txns += a[i].txns;
+	}
+	ok(bad == 0,
+	   "pool: 8 threads, %d read txns beside 297 commits: every begin worked and "
+	   "no thread saw an older snapshot than before (bad %d)",
+	   txns, bad);
+	mdb_env_info(m->env, &info);
+	ok(info.me_numreaders <= 8 * 3 + OL_META_POOL + 2,
+	   "pool: reader slots reused (%u in the table after %d txns)", info.me_numreaders, txns);
+}
+
 int
 main(void)
 {
@@ -275,6 +379,7 @@ main(void)
 	test_basic(m);
 	test_order(m);
 	test_threads(m);
+	test_pool(m);
 	ol_meta_close(m);
 	ok(ol_meta_open(path, 1 << 26, false, &m) == 0, "reopen");
 	ok(ol_meta_begin(m, false, &t) == 0 &&
