@@ -699,8 +699,8 @@ run_v2(void)
 	ok(rc == 0 && !strcmp(sts, "PUT\n\n\n\nx-amz-date:Tue, 27 Mar 2007 19:36:42 GMT\n"
 				   "x-amz-meta-a:one\nx-amz-meta-b:two\n"
 				   "/b/k%20x?partNumber=2&uploadId=u+1"),
-	   "V2: amz headers sorted and lowercased, sub-resources sorted and decoded: %s",
-	   sts ? sts : "(null)");
+	   "V2: amz headers sorted and lowercased, sub-resources sorted and decoded%s",
+	   rc == 0 ? "" : ": no string to sign"); /* the string's lines would break TAP */
 	ok(ol_sigv2_sign("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", sts, sig, sizeof(sig)) == 0,
 	   "V2: signed%s", "");
 	free(sts);
