@@ -100,7 +100,7 @@ struct cstore {
 	/* write_any, and the layout this node took allows writes here: no pool draining (a
 	 * drain moves keys between pools under the leader's gates) */
 	atomic_bool local_writes;
-	char endpoint_host[256]; /* the host of s3_addr (virtual-host-style buckets) */
+	char endpoint_host[OL_S3_ENDPOINT_NAMES]; /* s3_addr's host and [s3] domains (vhost) */
 	/* other nodes' commits this node ran as the serving leader (cstore_commit_serve):
 	 * answered by the store (served), or not taken (refused: not serving) */
 	_Atomic uint64_t commits_served, commits_refused;
@@ -1212,10 +1212,8 @@ cstore_new(const struct ol_config *cfg, struct ol_cluster *c, const struct ol_la
 	cs->wait_ms = (int)cfg->cluster_lease_ttl_s * 1000 + 2000;
 	if (cs->wait_ms > 15000)
 		cs->wait_ms = 15000;
-	unsigned port;
-	if (ol_config_split_addr(cfg->s3_addr, cs->endpoint_host, sizeof(cs->endpoint_host),
-				 &port) < 0)
-		cs->endpoint_host[0] = 0;
+	ol_s3_endpoint_names(cfg->s3_addr, cfg->s3_domains, cs->endpoint_host,
+			     sizeof(cs->endpoint_host));
 	static const char label[] = "openlake forwarded client v1";
 	unsigned kl = 0;
 	if (!HMAC(EVP_sha256(), cfg->cluster_secret, (int)strlen(cfg->cluster_secret),

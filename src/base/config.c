@@ -5,6 +5,7 @@
 #include "config.h"
 #include "toml.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -277,6 +278,11 @@ static const struct cfg_key keys[] = {
     {"s3.sse_kms_keys", T_LIST, F(s3_sse_kms_keys), "", 0, 0, 0, 0, 0,
      "key ids of the local KMS for SSE-KMS (aws:kms), each a key derived from the "
      "sse_master_key_file; the first serves aws:kms without a key id; [] = SSE-KMS off"},
+    {"s3.domains", T_LIST, F(s3_domains), "", 0, 0, 0, 0, 0,
+     "DNS names of the S3 endpoint besides s3_addr's host: a request whose Host is "
+     "<bucket>.<name> addresses <bucket> (virtual-host style), e.g. a cluster's load-balanced "
+     "name with a wildcard DNS record; give every node the same list; [] = s3_addr's host, "
+     "localhost and the AWS names only"},
     {"s3.sse_c_allow_http", T_BOOL, F(s3_sse_c_allow_http), "false", 0, 0, 0, 0, 0,
      "accept SSE-C (customer keys in headers) over plain HTTP; AWS refuses it (the key would "
      "cross the network in clear): keep false unless clients are on loopback"},
@@ -998,6 +1004,23 @@ validate_addrs(const struct ol_config *cfg, char *err, size_t errlen)
 		if (ol_config_split_addr(vals[i], host, sizeof(host), &port)) {
 			snprintf(err, errlen, "%s = \"%s\" is not host:port (e.g. 127.0.0.1:9000)",
 				 names[i], vals[i]);
+			return -EINVAL;
+		}
+	}
+	/* [s3] domains: host names alone (no port, scheme or path; an IP address never names
+	 * a bucket) */
+	int r;
+	for (unsigned i = 0;
+	     (r = ol_config_list_item(cfg->s3_domains, i, host, sizeof(host))) != -ENOENT; i++) {
+		bool ip = !r && (inet_pton(AF_INET, host, &(struct in_addr){0}) == 1 ||
+				 strchr(host, ':'));
+		if (r || !host[0] || ip || strpbrk(host, " \t/[]@") || host[0] == '.' ||
+		    host[strlen(host) - 1] == '.') {
+			snprintf(err, errlen,
+				 "s3.domains: \"%s\" is not a DNS name like \"s3.example.com\" (no "
+				 "port, scheme, path or IP address: requests to <bucket>.<name> "
+				 "address <bucket>)",
+				 r ? "(too long)" : host);
 			return -EINVAL;
 		}
 	}

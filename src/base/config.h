@@ -178,6 +178,7 @@ struct ol_config {
 	char s3_sse_master_key_file[OL_CFG_STR]; /* SSE-S3 master key: 32 bytes, raw/hex/base64 */
 	bool s3_sse_c_allow_http;		 /* SSE-C over plain HTTP (tests, loopback) */
 	char s3_sse_kms_keys[1024]; /* SSE-KMS key ids, comma-separated ("" = SSE-KMS off) */
+	char s3_domains[1024]; /* [s3] domains: endpoint names for virtual-host style, comma-sep. */
 
 	/* set by the loader */
 	char source[OL_CFG_STR]; /* file name or "<embedded default>" */

@@ -27,7 +27,7 @@ struct ol_s3_server {
 	const struct ol_config *cfg;
 	struct ol_store *st;
 	const struct ol_http_server *_Atomic http; /* serving us, for its counters (metrics.c) */
-	char endpoint_host[OL_CFG_STR];
+	char endpoint_host[OL_S3_ENDPOINT_NAMES];  /* ol_s3_endpoint_names */
 	uint64_t max_object_size;
 	struct s3_lc_scanner *lc; /* lifecycle.c; NULL when not started */
 	bool sse_master_set;	  /* sse.c: [s3] sse_master_key_file loaded */

@@ -41,11 +41,18 @@ struct ol_s3_route {
 	size_t key_len; /* 0 when the request addresses the bucket */
 	bool vhost;	/* bucket came from the Host header */
 };
+/* The endpoint names ol_s3_route takes: s3_addr's host, then the [s3] domains
+ * ("host,name,..."), into out (OL_S3_ENDPOINT_NAMES bytes). */
+#define OL_S3_ENDPOINT_NAMES 1280
+void ol_s3_endpoint_names(const char *s3_addr, const char *domains, char *out, size_t cap);
+
 /* Resolve bucket and key from Host and the raw (still percent-encoded) path.
- * endpoint_host: host part of the configured s3_addr (may be "" or an IP).
- * Virtual-host style when Host is "<bucket>.<base>" with base one of: localhost,
- * s3.amazonaws.com, s3.<region>.amazonaws.com, s3-<region>.amazonaws.com, or endpoint_host
- * when that is a name. An IP Host or one equal to a base is path style.
+ * endpoint_host: the endpoint's names, comma-separated (ol_s3_endpoint_names: s3_addr's
+ * host, which may be "" or an IP, and the [s3] domains). Virtual-host style when Host is
+ * "<bucket>.<base>" with base one of: localhost, s3.amazonaws.com, s3.<region>.amazonaws.com,
+ * s3-<region>.amazonaws.com, or one of endpoint_host's names that is not an IP address (the
+ * longest base wins: the bucket is what precedes the first dot that leaves a base). An IP
+ * Host or one equal to a base is path style.
  * Returns 0, -EINVAL (bad escape, NUL byte, not UTF-8), -ENAMETOOLONG (key > 1024). */
 int ol_s3_route(const char *host, const char *endpoint_host, const char *path,
 		struct ol_s3_route *r);

@@ -389,10 +389,8 @@ ol_s3_new(const struct ol_config *cfg, struct ol_store *st, struct ol_s3_server 
 	s->cfg = cfg;
 	s->st = st;
 	s->max_object_size = cfg->max_object_size ? cfg->max_object_size : (5ull << 30);
-	unsigned port;
-	if (ol_config_split_addr(cfg->s3_addr, s->endpoint_host, sizeof(s->endpoint_host), &port) <
-	    0)
-		s->endpoint_host[0] = '\0';
+	ol_s3_endpoint_names(cfg->s3_addr, cfg->s3_domains, s->endpoint_host,
+			     sizeof(s->endpoint_host));
 	if (s3_sse_load_master(s) < 0) {
 		free(s);
 		return -EINVAL;

@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "base/clock.h"
+#include "base/config.h"
 #include "base/hex.h"
 
 /* ---- XML writer ---- */
@@ -223,9 +224,18 @@ host_is_base(const char *h, size_t n, const char *endpoint_host)
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
 		if (strlen(fixed[i]) == n && memcmp(h, fixed[i], n) == 0)
 			return true;
-	if (endpoint_host && endpoint_host[0] && !ol_s3_is_ip(endpoint_host) &&
-	    strlen(endpoint_host) == n && strncasecmp(h, endpoint_host, n) == 0)
-		return true;
+	for (const char *e = endpoint_host ? endpoint_host : ""; *e;) {
+		const char *comma = strchr(e, ',');
+		size_t el = comma ? (size_t)(comma - e) : strlen(e);
+		char name[256];
+		if (el == n && el < sizeof(name) && strncasecmp(h, e, n) == 0) {
+			memcpy(name, e, el);
+			name[el] = '\0';
+			if (!ol_s3_is_ip(name))
+				return true;
+		}
+		e += el + (comma != NULL);
+	}
 	/* s3.<region>.amazonaws.com, s3-<region>.amazonaws.com */
 	static const char sfx[] = ".amazonaws.com";
 	size_t sl = sizeof(sfx) - 1;
@@ -270,6 +280,18 @@ route_vhost(const char *h, const char *endpoint_host, struct ol_s3_route *r)
 		return 1;
 	}
 	return 0;
+}
+
+void
+ol_s3_endpoint_names(const char *s3_addr, const char *domains, char *out, size_t cap)
+{
+	char host[256];
+	unsigned port;
+	if (ol_config_split_addr(s3_addr, host, sizeof(host), &port) < 0)
+		host[0] = '\0';
+	int n = snprintf(out, cap, "%s%s%s", host, host[0] && domains[0] ? "," : "", domains);
+	if (n < 0 || (size_t)n >= cap)
+		snprintf(out, cap, "%s", host); /* the config's limits keep it under cap */
 }
 
 int

@@ -25,10 +25,12 @@ import time
 import urllib.parse
 
 import pytest
+from botocore.exceptions import ClientError
 
 from conftest import (ACCESS_KEY, BUILD, OPENLAKE_CLI, OPENLAKED, REGION, SECRET_KEY,
                       free_port, wait_for, wait_port)
 from test_etcd_cluster import Etcd
+from test_s3_common import raw
 
 ETCD_CLI = BUILD / "src" / "cluster" / "etcd_cli"
 TTL = 5  # seconds; 3 made leadership flap on this loaded 2-core machine
@@ -269,9 +271,14 @@ def start_cluster(tmp_path, etcd, drives=1, extra="", ca=None, client_cert=None)
         c.stop()
 
 
+# the cluster's DNS name ([s3] domains, the same on every node): <bucket>.DOMAIN addresses
+# <bucket> on any node, and on the leader a request forwarded to it
+DOMAIN = "s3.cluster.test"
+
+
 @pytest.fixture
 def cluster(tmp_path, etcd):
-    yield from start_cluster(tmp_path, etcd)
+    yield from start_cluster(tmp_path, etcd, extra=f'[s3]\ndomains = ["{DOMAIN}"]\n')
 
 
 @pytest.fixture
@@ -358,6 +365,19 @@ def test_one_leader_serves_and_every_node_forwards(cluster):
                                    for n, e in enumerate(etags)]})
     got = c.client(others(c, na)[-1]).get_object(Bucket="cst", Key="mpu")["Body"].read()
     assert got == b"".join(parts)
+    # virtual-host style under the cluster's name, through a non-leader: a PUT and a GET, then
+    # a DELETE, which the node forwards to the leader, which routes it by the same names
+    host, url = f"cst.{DOMAIN}:{c.nodes[na].s3_port}", c.nodes[na].url
+    st, _, b = raw(url, "PUT", "/vh/k", {}, b"vhost", host=host)
+    assert st == 200, b
+    st, _, b = raw(url, "GET", "/vh/k", body=None, host=host)
+    assert st == 200 and b == b"vhost", (st, b)
+    assert c.client(lid).get_object(Bucket="cst", Key="vh/k")["Body"].read() == b"vhost"
+    st, _, b = raw(url, "DELETE", "/vh/k", body=None, host=host)
+    assert st == 204, (st, b)
+    with pytest.raises(ClientError) as e:
+        c.client(lid).head_object(Bucket="cst", Key="vh/k")
+    assert e.value.response["Error"]["Code"] in ("404", "NoSuchKey")
     # the shards really are on the 4 nodes' drives: each holds a shard of the 20 MiB object
     # (a third of it, k = 3) in a file of its own
     for n in c.nodes:

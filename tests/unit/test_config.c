@@ -150,6 +150,24 @@ test_kv_dram_and_console(void)
 	ok(parse(c, "console_addr = \"\"\n", err) == 0 && !c->console_addr[0] &&
 	       ol_config_validate(c, err, 256) == 0,
 	   "console_addr = \"\" turns the admin listener off: %s", err);
+	ok(parse(c, "[s3]\ndomains = [\"s3.example.com\", \"objects.lan\"]\n", err) == 0 &&
+	       !strcmp(c->s3_domains, "s3.example.com,objects.lan") &&
+	       ol_config_validate(c, err, 256) == 0,
+	   "[s3] domains: a list of names: %s", err);
+	const char *bad_domains[] = {"s3.example.com:9000",
+				     "http://s3.example.com",
+				     "10.0.0.5",
+				     "fd00::5",
+				     ".example.com",
+				     "a b"};
+	for (size_t i = 0; i < sizeof(bad_domains) / sizeof(bad_domains[0]); i++) {
+		char toml[128];
+		snprintf(toml, sizeof(toml), "[s3]\ndomains = [\"%s\"]\n", bad_domains[i]);
+		err[0] = 0;
+		ok(parse(c, toml, err) == 0 && ol_config_validate(c, err, 256) == -EINVAL &&
+		       strstr(err, "s3.domains"),
+		   "[s3] domains = [\"%s\"] refused: %s", bad_domains[i], err);
+	}
 	ok(parse(c, "set_drive_count = \"4\"\n", err) == -EINVAL &&
 	       strstr(err, "set_drive_count = 4 (no quotes)"),
 	   "a quoted number says what to write: %s", err);

@@ -44,6 +44,31 @@ test_route(void)
 	ok(ol_s3_route("b2.store.example:9000", "store.example", "/k", &r) == 0 && r.vhost &&
 	       strcmp(r.bucket, "b2") == 0,
 	   "virtual host under configured endpoint name");
+	/* [s3] domains: s3_addr's host and the names, comma-separated */
+	char names[OL_S3_ENDPOINT_NAMES];
+	ol_s3_endpoint_names("127.0.0.1:9000", "s3.example.test,Example.ORG", names, sizeof(names));
+	ok(!strcmp(names, "127.0.0.1,s3.example.test,Example.ORG"), "endpoint names: %s", names);
+	ok(ol_s3_route("b7.s3.example.test:9000", names, "/k", &r) == 0 && r.vhost &&
+	       !strcmp(r.bucket, "b7") && !strcmp(r.key, "k"),
+	   "virtual host under an [s3] domain");
+	ok(ol_s3_route("B8.EXAMPLE.org", names, "/k", &r) == 0 && r.vhost &&
+	       !strcmp(r.bucket, "b8"),
+	   "under the last domain, case-insensitive");
+	ok(ol_s3_route("s3.example.test", names, "/b9/k", &r) == 0 && !r.vhost &&
+	       !strcmp(r.bucket, "b9") && !strcmp(r.key, "k"),
+	   "a domain itself is path style");
+	ok(ol_s3_route("my.b.s3.example.test", names, "/", &r) == 0 && r.vhost &&
+	       !strcmp(r.bucket, "my.b"),
+	   "a dotted bucket under a domain");
+	ok(ol_s3_route("b10.other.test", names, "/b11/k", &r) == 0 && !r.vhost &&
+	       !strcmp(r.bucket, "b11"),
+	   "a name no domain covers is path style");
+	ol_s3_endpoint_names("store.example:9000", "", names, sizeof(names));
+	ok(!strcmp(names, "store.example"), "no domains: s3_addr's host alone (%s)", names);
+	ol_s3_endpoint_names("0.0.0.0:9000", "s3.a.test", names, sizeof(names));
+	ok(ol_s3_route("b12.0.0.0.0", names, "/b13/k", &r) == 0 && !r.vhost &&
+	       ol_s3_route("b14.s3.a.test", names, "/k", &r) == 0 && r.vhost,
+	   "an IP s3_addr names no bucket, the domain does");
 	ok(ol_s3_route("s3.amazonaws.com", "", "/b3/k", &r) == 0 && !r.vhost &&
 	       strcmp(r.bucket, "b3") == 0,
 	   "base host is path style");
