@@ -321,7 +321,7 @@ pool_take(struct ol_meta *m)
 	unsigned h = pool_hint();
 
 	for (unsigned i = 0; i < OL_META_POOL; i++) {
-		struct ol_meta_txn *_Atomic *s = &m->pool[(h + i) % OL_META_POOL];
+		struct ol_meta_txn *_Atomic *s = &m->pool[(h + i) % OL_META_POOL].t;
 		struct ol_meta_txn *t;
 
 		if (atomic_load_explicit(s, memory_order_relaxed) &&
@@ -339,8 +339,8 @@ pool_put(struct ol_meta *m, struct ol_meta_txn *t)
 	for (unsigned i = 0; i < OL_META_POOL; i++) {
 		struct ol_meta_txn *e = NULL;
 
-		if (atomic_compare_exchange_strong_explicit(&m->pool[(h + i) % OL_META_POOL], &e, t,
-							    memory_order_release,
+		if (atomic_compare_exchange_strong_explicit(&m->pool[(h + i) % OL_META_POOL].t, &e,
+							    t, memory_order_release,
 							    memory_order_relaxed))
 			return true;
 	}

@@ -24,7 +24,12 @@ struct ol_meta {
 	struct ol_meta *next; /* registered maps */
 	char why[96];
 	struct ol_rmeta *r; /* a remote env (remote.c): every call goes there */
-	struct ol_meta_txn *_Atomic pool[OL_META_POOL]; /* reset read txns, or NULL */
+	/* reset read txns, or NULL; a cache line each, so that threads taking and putting back
+	 * their own slot's txn do not share one */
+	struct {
+		struct ol_meta_txn *_Atomic t;
+		char pad[64 - sizeof(void *)];
+	} pool[OL_META_POOL] __attribute__((aligned(64)));
 };
 
 struct ol_meta_txn {
