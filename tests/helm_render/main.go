@@ -40,6 +40,15 @@ func readYAML(path string) map[string]interface{} {
 
 // a --set value: as helm's strvals, numbers and booleans are typed, the rest are strings
 func scalar(s string) interface{} {
+	if len(s) >= 2 && s[0] == '{' && s[len(s)-1] == '}' { // a list: {a,b}
+		l := []interface{}{}
+		if len(s) > 2 {
+			for _, e := range strings.Split(s[1:len(s)-1], ",") {
+				l = append(l, scalar(e))
+			}
+		}
+		return l
+	}
 	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return int(i)
 	}

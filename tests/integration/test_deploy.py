@@ -173,7 +173,7 @@ def test_chart_single_node(render, tmp_path):
 
 def test_chart_cluster(render, tmp_path):
     objs = render(["replicaCount=4", "diskCount=2", "cluster.enabled=true",
-                   "cluster.secret=s3cr3t-plane-key"])
+                   "cluster.secret=s3cr3t-plane-key", "s3Domains={s3.lake.example,objects.lan}"])
     sts = objs[("StatefulSet", "ol")]
     assert sts["spec"]["replicas"] == 4 and sts["spec"]["podManagementPolicy"] == "Parallel"
     assert sts["spec"]["serviceName"] == "ol-hl"
@@ -200,6 +200,9 @@ def test_chart_cluster(render, tmp_path):
         for i in range(4):
             assert '"ol-%d.ol-hl.lake.svc.cluster.local:9100"' % i in shown
         assert "set_drive_count = 4" in shown  # one drive of every set per node: 2 sets of 4
+        # every node the same [s3] domains: a forwarded virtual-host request routes the same
+        assert re.search(r'^domains = \["s3\.lake\.example", "objects\.lan"\]', shown, re.M), \
+            shown
         assert "ol-etcd-2.ol-etcd-hl.lake.svc.cluster.local:2379" in shown
 
 
