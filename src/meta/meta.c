@@ -360,6 +360,16 @@ pool_drain(struct ol_meta *m)
 	}
 }
 
+struct ol_meta *
+ol_meta_alloc(void)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, _Alignof(struct ol_meta), sizeof(struct ol_meta)))
+		ol_die("out of memory allocating %zu bytes", sizeof(struct ol_meta));
+	return memset(p, 0, sizeof(struct ol_meta));
+}
+
 static int
 env_open(struct ol_meta *m, const char *path, uint64_t map_size, unsigned flags)
 {
@@ -395,7 +405,7 @@ env_open(struct ol_meta *m, const char *path, uint64_t map_size, unsigned flags)
 int
 ol_meta_open(const char *path, uint64_t map_size, bool sync, struct ol_meta **out)
 {
-	struct ol_meta *m = ol_xcalloc(1, sizeof(*m));
+	struct ol_meta *m = ol_meta_alloc();
 	unsigned flags = MDB_NOSUBDIR | MDB_NOTLS | (sync ? 0 : MDB_NOSYNC);
 	char why[128] = "";
 	int err;

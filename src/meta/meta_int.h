@@ -24,8 +24,9 @@ struct ol_meta {
 	struct ol_meta *next; /* registered maps */
 	char why[96];
 	struct ol_rmeta *r; /* a remote env (remote.c): every call goes there */
-	/* reset read txns, or NULL; a cache line each, so that threads taking and putting back
-	 * their own slot's txn do not share one */
+	/* reset read txns, or NULL; a cache line each (the struct comes from ol_meta_alloc), so
+	 * that threads taking and putting back their own slot's txn never share one, nor one
+	 * with the fields every call reads */
 	struct {
 		struct ol_meta_txn *_Atomic t;
 		char pad[64 - sizeof(void *)];
@@ -44,6 +45,9 @@ struct ol_meta_cursor {
 	struct ol_meta *m;
 	struct ol_rcur *r;
 };
+
+/* meta.c: a zeroed struct ol_meta, aligned as its pool asks (exits when out of memory) */
+struct ol_meta *ol_meta_alloc(void);
 
 /* meta.c: put m on the list of envs that are never freed (remote ones too: a thread may still
  * hold a pointer to an env another thread found broken). */

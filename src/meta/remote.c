@@ -141,7 +141,7 @@ int
 ol_meta_open_remote(const struct ol_meta_remote_ops *ops, void *arg, bool sync,
 		    struct ol_meta **out)
 {
-	struct ol_meta *m = ol_xcalloc(1, sizeof(*m));
+	struct ol_meta *m = ol_meta_alloc();
 
 	m->r = ol_xcalloc(1, sizeof(*m->r));
 	m->r->ops = ops;
