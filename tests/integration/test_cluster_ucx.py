@@ -120,7 +120,8 @@ def test_a_node_on_the_other_plane_transport_refuses_to_start(cluster):
     n = c.nodes[1]
     assert n.stop()
     tcp = n.config.read_text()
-    n.config.write_text(tcp + 'plane_transport = "ucx"\n')
+    assert "\n[cluster]\n" in tcp
+    n.config.write_text(tcp.replace("\n[cluster]\n", '\n[cluster]\nplane_transport = "ucx"\n'))
     env = dict(os.environ, UCX_TLS="tcp", UCX_NET_DEVICES="lo")
     r = subprocess.run([str(OPENLAKED), "--config", str(n.config)], capture_output=True,
                        text=True, timeout=120, env=env)
