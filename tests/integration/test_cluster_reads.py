@@ -99,6 +99,14 @@ def leader_reads(node):
                for op in ("GetObject", "HeadObject", "ListObjectsV2", "HeadBucket"))
 
 
+def settled(count, want, what):
+    """count() once it reached want (within 30 s), for an exact check: a request is counted
+    after its answer went out (the S3 server's and the read view's counters alike), so a
+    scrape right after the answer may come first"""
+    wait_for(lambda: count() >= want, 30, what)
+    return count()
+
+
 def views_open(c, lid):
     """every follower's read-only view is open (its gauge says so)"""
     return all(metric(c.nodes[i], "openlake_cluster_read_view_open") == 1 for i in others(c, lid))
@@ -184,15 +192,17 @@ def test_every_follower_reads_every_shape_bit_exact(cluster):
         # a miss of the view is asked of the leader (the view may be behind it): one GET
         d0 = metric(c.nodes[f], "openlake_cluster_local_reads_declined_total")
         assert status_code(s3.get_object, Bucket="reads", Key="nope") == (404, "NoSuchKey")
-        assert metric(c.nodes[f], "openlake_cluster_local_reads_declined_total") == d0 + 1
+        assert settled(lambda: metric(c.nodes[f], "openlake_cluster_local_reads_declined_total"),
+                       d0 + 1, f"node {f} counting its declined read") == d0 + 1
         # served by the follower itself: its counter counts them
-        assert local_reads(c.nodes[f]) - n0 >= n, f
+        settled(lambda: local_reads(c.nodes[f]) - n0, n, f"node {f} counting its {n} reads")
         # a write through a follower (its data written there, its commit by the leader:
         # write_any) is read back here at once
         s3.put_object(Bucket="writes", Key=f"w{f}", Body=b"written through %d" % f)
         assert s3.get_object(Bucket="writes", Key=f"w{f}")["Body"].read() == b"written through %d" % f
     # none of those reads reached the leader's S3 server, but the three misses
-    assert leader_reads(c.nodes[lid]) == lead0 + 3
+    assert settled(lambda: leader_reads(c.nodes[lid]), lead0 + 3, "the leader's reads") == \
+        lead0 + 3
     rs = status(c.nodes[via])["cluster"]["read_store"]
     assert rs["state"] == "open" and rs["local_reads"] > 0 and rs["read_any"], rs
     assert status(c.nodes[lid])["cluster"]["read_store"]["state"] == "leading"
@@ -324,7 +334,9 @@ def test_reads_go_on_through_followers_when_the_leader_is_killed(cluster):
         assert c.client(f).get_object(Bucket="kills", Key="o")["Body"].read() == data, f
         now = c.leader()
         if not (now and now[0] == f):
-            assert local_reads(c.nodes[f]) == n0[f] + 1, f"node {f}'s GET was not its view's"
+            assert settled(lambda: local_reads(c.nodes[f]), n0[f] + 1,
+                           f"node {f} counting its read") == n0[f] + 1, \
+                f"node {f}'s GET was not its view's"
     print(f"leader when the reads ended: {c.leader()} (killed: {lid})")
     # writes wait for the next leader; once it serves they work, and reads go on
     new = wait_for(lambda: (x := c.leader()) and x[0] != lid and x, TTL + 30, "a new leader")
@@ -345,7 +357,8 @@ def test_read_any_off_forwards_reads_to_the_leader(cluster_read_any_off):
     w.put_object(Bucket="offb", Key="o", Body=b"forwarded")
     lead0 = leader_reads(c.nodes[lid])
     assert c.client(f).get_object(Bucket="offb", Key="o")["Body"].read() == b"forwarded"
-    assert leader_reads(c.nodes[lid]) == lead0 + 1
+    assert settled(lambda: leader_reads(c.nodes[lid]), lead0 + 1,
+                   "the leader counting the forwarded GET") == lead0 + 1
     assert local_reads(c.nodes[f]) == 0
     rs = status(c.nodes[f])["cluster"]["read_store"]
     # the view opens all the same for write_any (on by default), and serves no read
