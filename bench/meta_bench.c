@@ -80,8 +80,16 @@ main(int argc, char **argv)
 	MDB_txn *txn;
 	MDB_val k = {9, "bench\0key"}, v = {200, NULL};
 	char val[200];
-	if (argc > 1)
-		iters = atol(argv[1]);
+	if (argc > 1) {
+		char *end;
+		iters = strtol(argv[1], &end, 10);
+		if (*end || iters <= 0) {
+			fprintf(stderr,
+				"meta_bench: iterations must be a positive number, not '%s'\n",
+				argv[1]);
+			return 2;
+		}
+	}
 	if (!mkdtemp(dir))
 		return 1;
 	memset(val, 'v', sizeof(val));

@@ -1,6 +1,6 @@
 /* meta/remote.c - an env whose records live on another node (meta.h, "remote environments").
  * The transport is the owner's callbacks; here: the write txn's overlay (its puts and dels,
- * sorted by db and key, which its own gets and cursors read first), cursors that read pages
+ * sorted by db and key, which its own lookups and cursors read first), cursors that read pages
  * and merge them with the overlay, and a broken flag for a drive that did not answer. */
 #include <errno.h>
 #include <stdio.h>

@@ -275,7 +275,9 @@ read_pool_key(struct ol_meta_txn *t)
 		return -1;
 	memcpy(b, v, vl);
 	b[vl] = 0;
-	return atol(b);
+	char *end;
+	long n = strtol(b, &end, 10);
+	return *end ? -1 : n;
 }
 
 static void
