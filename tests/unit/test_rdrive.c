@@ -160,13 +160,31 @@ test_versions(struct ol_store *st, uint8_t *big, uint8_t *small)
 	ok(same(st, "vb", "x", v1, small, 500), "version 1 by id still reads");
 }
 
+/* commits left behind on any drive of the set so far (ol_rd_hedged) */
+static uint64_t
+hedges(struct ol_store *st)
+{
+	uint64_t n = 0;
+	for (unsigned i = 0; i < N; i++)
+		if (st->d[i].rd)
+			n += ol_rd_hedged(st->d[i].rd);
+	return n;
+}
+
 static void
 test_down_and_back(struct ol_store *st, uint8_t *big)
 {
 	struct ol_heal_progress p = {0};
-	uint64_t pend, drop;
+	uint64_t pend, drop, pend0, hedged;
 	int rc;
 
+	/* a write some drive took longer for than the hedge delay (200 ms, reached under a
+	 * sanitizer on a loaded machine) is left behind and its miss recorded too: the misses
+	 * before are counted (pend0), and node 4's two exactly unless a drive was left behind
+	 * meanwhile (hedged; its op count is not a count of misses: one PUT may leave several
+	 * ops of one drive behind) */
+	ol_store_missed_stats(st, &pend0, &drop);
+	hedged = hedges(st);
 	ol_store_on_drive_return(st, on_return, NULL);
 	srv_stop(3);
 	ok(put(st, "b1", "while-down", big + 3, 2u << 20, 0, NULL) == 0,
@@ -175,8 +193,11 @@ test_down_and_back(struct ol_store *st, uint8_t *big)
 	ok(wait_online(st, N - 1), "the drive is offline (%d online)", ol_store_drives_online(st));
 	ok(put(st, "b1", "while-down2", big + 5, 100, 0, NULL) == 0, "an inline PUT, still down");
 	ol_store_missed_stats(st, &pend, &drop);
-	ok(pend == 2 && drop == 0, "both misses recorded on the remote drives (%llu pending)",
-	   (unsigned long long)pend);
+	hedged = hedges(st) - hedged;
+	ok((hedged ? pend >= pend0 + 2 : pend == pend0 + 2) && drop == 0,
+	   "both misses recorded on the remote drives (%llu pending, %llu before, %llu hedged)",
+	   (unsigned long long)pend, (unsigned long long)pend0, (unsigned long long)hedged);
+	pend0 = pend;
 	ok(srv_start(3) == 0, "node 4 serves again");
 	/* the monitor counts the drive online, then calls on_return: wait for both */
 	int back = wait_online(st, N);
@@ -199,8 +220,8 @@ test_down_and_back(struct ol_store *st, uint8_t *big)
 	   (unsigned long long)p.shards_healed, (unsigned long long)p.records_restored,
 	   (unsigned long long)p.unrecoverable);
 	ol_store_missed_stats(st, &pend, &drop);
-	ok(p.missed_healed == 2 && pend == 0,
-	   "the heal began with the 2 missed writes (%llu, %llu)",
+	ok(p.missed_healed >= pend0 && pend == 0,
+	   "the heal began with the %llu missed writes (%llu, %llu)", (unsigned long long)pend0,
 	   (unsigned long long)p.missed_healed, (unsigned long long)pend);
 	ok(access(orphan, F_OK) != 0, "heal swept the orphan over the plane (SHARD_LIST)");
 	/* whole again: with another node down, what was written while node 4 was away reads
