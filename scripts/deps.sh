@@ -22,7 +22,7 @@ BUILD=(
 )
 TEST=(
   clang
-  python3-pytest python3-boto3 python3-numpy python3-torch python3-prometheus-client
+  python3-pytest python3-pytest-xdist python3-boto3 python3-numpy python3-torch python3-prometheus-client
   python3-setuptools python3-pip python3-venv
   awscli s3cmd rclone curl ca-certificates procps iproute2 nftables
   etcd-server etcd-client

@@ -44,9 +44,12 @@ stage() { # name, command...
 pytest_run() { # build dir, extra env...
   local build=$1
   shift
-  # the 20 slowest steps at the end of each pass: where the suite's time goes
+  # the 20 slowest steps at the end of each pass: where the suite's time goes. Two xdist
+  # workers per pass (OPENLAKE_TEST_WORKERS), each taking whole files (a module's fixtures
+  # are made once): most of a test's time is spent waiting on daemons, leases and clients,
+  # and four streams of that keep two cores busier than two did
   env OPENLAKE_BUILD="$build" "$@" $PY -m pytest -q -p no:cacheprovider --durations=20 \
-    tests/integration
+    -n "${OPENLAKE_TEST_WORKERS:-2}" --dist loadfile tests/integration
   local rc=$?
   [ $rc -eq 5 ] && { echo "pytest: no tests collected"; return 1; }
   return $rc

@@ -110,7 +110,7 @@ def free_port():
 
     OPENLAKE_TEST_PORTS="LO-HI" narrows the range: scripts/test.sh runs the plain and the
     sanitized integration passes at the same time, each in its own half, so the two never
-    pick the same port."""
+    pick the same port; under xdist each worker of a pass takes its own slice of that."""
     lo, hi = 10000, _ephemeral_low() - 1
     if hi - lo < 1000:
         lo, hi = 1024, hi
@@ -118,6 +118,14 @@ def free_port():
     if span:
         a, b = (int(x) for x in span.split("-"))
         lo, hi = max(lo, a), min(hi, b)
+    # pytest -n N (xdist, as scripts/test.sh runs the suite): N processes pick ports at once,
+    # and a port one of them checked free may not be bound yet when another checks it; each
+    # worker keeps to its own slice of the range
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        i = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:])
+        w = (hi - lo + 1) // workers
+        lo, hi = lo + i * w, lo + (i + 1) * w - 1
     rng = random.Random(os.getpid() ^ time.monotonic_ns())
     for _ in range(hi - lo + 1):
         p = rng.randint(lo, hi)
