@@ -160,10 +160,20 @@ def run_console(d, drv, load, shots, downloads, tmp_path):
     drv.save_screenshot(str(shots / "1-charts.png"))
 
     # object browser: make a bucket, upload a file with progress, see it listed
+    top = lambda: js(drv, "const r = document.getElementById('newbucket').getBoundingClientRect();"
+                          "return r.top + window.scrollY")
+    top0 = top()
     js(drv, "document.getElementById('newbucket').value = 'console-b'")
     click(drv, "id", "mkbucket")
     wait_for(lambda: js(drv, "return !!document.querySelector('tr[data-bucket=\"console-b\"]')"),
              30, "the new bucket in the listing")
+    # the object browser stayed put while the charts above it redrew: CreateBucket joined the
+    # request-rate chart's series (its legend wrapped to a second line here, which moved
+    # every row below it), and every legend takes one height whatever its count of series
+    wait_for(lambda: "CreateBucket" in text(drv, "c-s3rate"), 30, "CreateBucket charted")
+    heights = js(drv, "return [...document.querySelectorAll('.legend')].map(e => e.offsetHeight)")
+    assert len(heights) >= 6 and len(set(heights)) == 1, heights
+    assert top() == top0, "the object browser moved as the charts redrew: %s -> %s" % (top0, top())
     click(drv, "css selector", 'tr[data-bucket="console-b"] button')
     wait_for(lambda: "console-b/" in text(drv, "browsermsg"), 30, "the bucket's listing")
     payload = os.urandom(3 << 20) + b"end"
