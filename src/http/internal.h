@@ -70,8 +70,9 @@ struct ol_http_poller {
 	int epfd, wakefd; /* wakefd: eventfd, stop */
 	pthread_t th;	  /* its first thread (joined; the others are detached) */
 	bool started;
-	unsigned n_waiting;		 /* its threads in epoll_wait now (atomic) */
-	uint64_t progress;		 /* events its threads took (atomic; the watch compares) */
+	unsigned n_waiting; /* its threads in epoll_wait now (atomic) */
+	uint64_t progress;  /* events its threads took (atomic; the watch compares) */
+	unsigned starting;  /* threads the watch gave it, not yet in its loop (atomic) */
 	struct ol_http_pthread *threads; /* under mu: its threads, for the watch */
 	pthread_mutex_t mu;		 /* the lists and c->parked */
 	struct ol_http_plist lists[4];	 /* [PARK_IDLE], [PARK_HEAD], [PARK_LINGER] */

@@ -777,6 +777,8 @@ poller_loop(struct ol_http_poller *p, bool extra)
 	me.next = p->threads;
 	p->threads = &me;
 	pthread_mutex_unlock(&p->mu);
+	if (extra)
+		__atomic_fetch_sub(&p->starting, 1, __ATOMIC_RELEASE);
 	for (;;) {
 		struct epoll_event ev;
 		int tmo = poller_wait_ms(p);
@@ -880,8 +882,11 @@ poller_held(struct ol_http_poller *p)
  * a slow disk holds has its threads within a few ticks), at most max_workers beside the first
  * ones, when none of them is runnable: each is held by its request (a disk, a slow client, a
  * forward, a lock). Threads that are only busy, or preempted, do not count: more threads than
- * cores serving at once, and a spare one waiting, only cost context switches. Asleep while no
- * request is served on a poller (serve_here wakes it). */
+ * cores serving at once, and a spare one waiting, only cost context switches. A poller is not
+ * given more while threads it was given have not yet entered its loop (not in its list, so not
+ * seen runnable): on a CPU so loaded that a new thread waits longer than a tick to run, each
+ * tick would otherwise double threads that bring no progress. Asleep while no request is
+ * served on a poller (serve_here wakes it). */
 static void *
 mon_main(void *arg)
 {
@@ -905,7 +910,8 @@ mon_main(void *arg)
 			struct ol_http_poller *p = &s->pollers[i];
 			uint64_t prog = __atomic_load_n(&p->progress, __ATOMIC_RELAXED);
 			unsigned held = 0;
-			if (!__atomic_load_n(&p->n_waiting, __ATOMIC_RELAXED) && prog == seen[i])
+			if (!__atomic_load_n(&p->n_waiting, __ATOMIC_RELAXED) && prog == seen[i] &&
+			    !__atomic_load_n(&p->starting, __ATOMIC_ACQUIRE))
 				held = poller_held(p);
 			for (unsigned k = 0; k < held && k < 8; k++)
 				grow[n_grow++] = i;
@@ -919,10 +925,12 @@ mon_main(void *arg)
 		n_grow = ok;
 		pthread_mutex_unlock(&s->mu);
 		for (unsigned i = 0; i < n_grow; i++) {
-			int rc = ol_io_thread_start_detached("ol-http-conn", poller_extra_main,
-							     &s->pollers[grow[i]]);
+			struct ol_http_poller *p = &s->pollers[grow[i]];
+			__atomic_fetch_add(&p->starting, 1, __ATOMIC_RELAXED);
+			int rc = ol_io_thread_start_detached("ol-http-conn", poller_extra_main, p);
 			if (rc == 0)
 				continue;
+			__atomic_fetch_sub(&p->starting, 1, __ATOMIC_RELAXED);
 			ol_warn("http: cannot start a thread: %s", strerror(-rc));
 			pthread_mutex_lock(&s->mu);
 			s->n_extra--;

@@ -1588,6 +1588,47 @@ test_bodiless_requests_on_pollers(void)
 	ol_http_server_stop(s);
 }
 
+/* GETs whose handlers block (a cold read, a forward) hold the pollers' threads: the pollers'
+ * watch gives them more, so that all are served at once, and no more than about that many
+ * (a poller is not given threads again before the last ones it was given started). */
+static void
+test_held_requests_get_threads(void)
+{
+	enum { N = 16 };
+	struct ol_http_server *s = start_server(60000, 5000, 0, 0);
+	unsigned port = ol_http_server_port(s), before = thread_count(), most = before;
+	struct cli c[N];
+	unsigned opened = 0, served = 0;
+	for (unsigned i = 0; i < N; i++)
+		opened += cli_open(&c[i], port) >= 0;
+	for (unsigned i = 0; i < N; i++)
+		cli_sends(&c[i], "GET /sleep?ms=3000 HTTP/1.1\r\nHost: x\r\n\r\n");
+	/* 16 handlers asleep at once: only with threads the watch added (2 pollers here) */
+	uint64_t end = ol_io_now_ms() + 30000;
+	struct ol_http_stats st;
+	do {
+		ol_http_server_stats(s, &st);
+		unsigned t = thread_count();
+		most = t > most ? t : most;
+		usleep(1000);
+	} while (st.inflight < N && ol_io_now_ms() < end);
+	OK(opened == N && st.inflight == N, "%u blocking GETs in flight at once (%llu)", N,
+	   (unsigned long long)st.inflight);
+	for (unsigned i = 0; i < N; i++) {
+		struct resp r;
+		served += cli_response(&c[i], &r, false, 64, 30000) == 0 && r.status == 200;
+		resp_free(&r);
+		unsigned t = thread_count();
+		most = t > most ? t : most;
+	}
+	OK(served == N, "each answered (%u)", served);
+	OK(most <= before + 2 * N, "the watch's threads: %u -> at most %u (%u held)", before, most,
+	   N);
+	for (unsigned i = 0; i < N; i++)
+		close(c[i].fd);
+	ol_http_server_stop(s);
+}
+
 /* Half-sent heads wait in the pollers, not on workers; others are served meanwhile. */
 static void
 test_half_sent_heads(void)
@@ -1729,6 +1770,7 @@ main(int argc, char **argv)
 	test_live_timeouts();
 	test_idle_conns_park();
 	test_bodiless_requests_on_pollers();
+	test_held_requests_get_threads();
 	test_peers();
 	test_half_sent_heads();
 	test_flood_limits();
