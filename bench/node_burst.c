@@ -278,7 +278,7 @@ main(int argc, char **argv)
 	double fig[2][5][100];
 	for (unsigned r = 0; r < o.rounds; r++)
 		for (int m = 0; m < 2; m++) { /* alternating, so drift in the load hits both */
-			struct figures f;
+			struct figures f = {0};
 			int rc = one_round(&o, wins[m], &f);
 			if (rc) {
 				fprintf(stderr, "node_burst: round %u (%s): %s\n", r, name[m],

@@ -215,7 +215,7 @@ open_at(struct ol_store *st, const char *bucket, const char *key, size_t key_len
 	struct ol_reads r;
 	struct ol_rec win[OL_MAX_DRIVES];
 	bool valid[OL_MAX_DRIVES];
-	struct ol_get *g;
+	struct ol_get *g = NULL; /* set before heal is */
 	unsigned li = ol_lock_idx(bucket, key, key_len);
 	bool heal = false;
 	int d, rc;
