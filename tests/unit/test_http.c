@@ -1017,6 +1017,29 @@ test_idle_conns_park(void)
 	ol_http_server_stop(s);
 }
 
+/* Waits (up to tmo_ms) until the server's stat at off is at least want (at_most: at most
+ * want); whether it got there. */
+static bool
+wait_stat_is(struct ol_http_server *s, size_t off, uint64_t want, bool at_most, int tmo_ms)
+{
+	uint64_t end = ol_io_now_ms() + (uint64_t)tmo_ms;
+	do {
+		struct ol_http_stats st;
+		ol_http_server_stats(s, &st);
+		uint64_t v = *(uint64_t *)((char *)&st + off);
+		if (at_most ? v <= want : v >= want)
+			return true;
+		usleep(10 * 1000);
+	} while (ol_io_now_ms() < end);
+	return false;
+}
+
+static bool
+wait_stat(struct ol_http_server *s, size_t off, uint64_t want, int tmo_ms)
+{
+	return wait_stat_is(s, off, want, false, tmo_ms);
+}
+
 static void
 test_live_timeouts(void)
 {
@@ -1078,13 +1101,7 @@ test_live_timeouts(void)
 	/* max_conns = 3: a fourth connection is answered 503. The connections above end on
 	 * the server's threads after the client saw them end: wait until none is counted open,
 	 * or one of the three below could meet max_conns (seen under TSan: 2 rejected) */
-	struct ol_http_stats st0;
-	uint64_t open_until = ol_io_now_ms() + 20000;
-	do {
-		ol_http_server_stats(s, &st0);
-		if (st0.conns_open)
-			usleep(10000);
-	} while (st0.conns_open && ol_io_now_ms() < open_until);
+	wait_stat_is(s, offsetof(struct ol_http_stats, conns_open), 0, true, 20000);
 	struct cli m[4];
 	int active = 0;
 	for (int i = 0; i < 3; i++) { /* served once: surely accepted and counted */
@@ -1485,20 +1502,6 @@ static struct ol_http_server *
 start_limited(unsigned header_ms, unsigned conns_per_addr, unsigned inflight_per_addr)
 {
 	return start_limited_mem(header_ms, conns_per_addr, inflight_per_addr, 0);
-}
-
-static bool
-wait_stat(struct ol_http_server *s, size_t off, uint64_t want, int tmo_ms)
-{
-	uint64_t end = ol_io_now_ms() + (uint64_t)tmo_ms;
-	do {
-		struct ol_http_stats st;
-		ol_http_server_stats(s, &st);
-		if (*(uint64_t *)((char *)&st + off) >= want)
-			return true;
-		usleep(10 * 1000);
-	} while (ol_io_now_ms() < end);
-	return false;
 }
 
 /* Heads in progress share a memory budget: beyond it, a 503 instead of a bigger buffer. */

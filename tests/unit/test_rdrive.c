@@ -160,14 +160,14 @@ test_versions(struct ol_store *st, uint8_t *big, uint8_t *small)
 	ok(same(st, "vb", "x", v1, small, 500), "version 1 by id still reads");
 }
 
-/* commits left behind on any drive of the set so far (ol_rd_hedged) */
+/* ops left behind on any drive of the store so far (its drives' `hedged`) */
 static uint64_t
 hedges(struct ol_store *st)
 {
+	struct ol_store_drive_state ds;
 	uint64_t n = 0;
-	for (unsigned i = 0; i < N; i++)
-		if (st->d[i].rd)
-			n += ol_rd_hedged(st->d[i].rd);
+	for (int i = 0; ol_store_drive_state(st, i, &ds) == 0; i++)
+		n += ds.hedged;
 	return n;
 }
 
