@@ -261,11 +261,12 @@ creads_write(struct creads *rd, struct ol_http_req *r, bool allowed)
 		view_put(rd, v);
 		return false;
 	}
-	/* never declined: the body is read by now, whatever the answer */
-	ol_s3_handle(r, v->s3);
+	/* never declined: the body is read by now, whatever the answer. Counted before the
+	 * answer goes out, so that a client that saw it also sees the count in /metrics */
 	atomic_fetch_add(&rd->local_writes, 1);
 	if (degraded)
 		atomic_fetch_add(&rd->writes_degraded, 1);
+	ol_s3_handle(r, v->s3);
 	view_put(rd, v);
 	return true;
 }
