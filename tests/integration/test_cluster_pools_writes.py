@@ -31,6 +31,7 @@ import os
 import threading
 
 import pytest
+from botocore.exceptions import ClientError
 
 from conftest import wait_for
 from test_cluster_pools import (join, leave, pool_1_nodes, start_new_nodes,
@@ -129,7 +130,10 @@ def reads_back(c, objects):
     for i in (n.i for n in c.nodes if n.alive()):
         s3 = c.client(i, retries=4)
         for k, v in objects.items():
-            got = s3.get_object(Bucket=BUCKET, Key=k)["Body"].read()
+            try:
+                got = s3.get_object(Bucket=BUCKET, Key=k)["Body"].read()
+            except ClientError as e:
+                raise AssertionError(f"GET {k} through node {i}: {e}") from e
             assert got == v, (i, k, len(got), len(v))
 
 
