@@ -106,6 +106,7 @@ ol_store_drain_cancel(struct ol_drain_progress *p)
 
 struct drain {
 	struct ol_store *st;
+	const struct ol_drain_opts *o;
 	unsigned pool;
 	uint64_t rate, copied;
 	int64_t t0;
@@ -515,12 +516,20 @@ pass(struct drain *d, bool count, uint64_t *uploads)
 		for (int s = first; !rc && s < end; s++) {
 			if (atomic_load(&d->p->cancel))
 				rc = -ECANCELED;
+			/* a count's uploads before its objects: a multipart complete turns an
+			 * upload into an object in one commit, so an upload completed after
+			 * this listing has its object there for the walks below; the other way
+			 * round, one completed between the walks and the listing would be seen
+			 * as neither, and the pool removed with its object in it */
+			if (!rc && uploads) {
+				ol_set_mpu_list(d->st->sets[s], b.v[i], upload_cb, uploads);
+				if (d->o && d->o->counting)
+					d->o->counting(d->o->arg);
+			}
 			if (!rc)
 				rc = walk(d, (unsigned)s, b.v[i], false, count);
 			if (!rc)
 				rc = walk(d, (unsigned)s, b.v[i], true, count);
-			if (!rc && uploads)
-				ol_set_mpu_list(d->st->sets[s], b.v[i], upload_cb, uploads);
 		}
 	for (size_t i = 0; i < b.n; i++)
 		free(b.v[i]);
@@ -585,6 +594,7 @@ ol_store_drain(struct ol_store *st, unsigned pool, const struct ol_drain_opts *o
 	       struct ol_drain_progress *p)
 {
 	struct drain d = {.st = st,
+			  .o = o,
 			  .pool = pool,
 			  .rate = o ? o->rate_bytes : 0,
 			  .t0 = mono_ms(),
@@ -601,7 +611,11 @@ ol_store_drain(struct ol_store *st, unsigned pool, const struct ol_drain_opts *o
 	atomic_store(&p->running, 1);
 	ol_info("store: draining pool %u into the other %d pool(s)%s", pool, st->n_pools - 1,
 		d.rate ? " (rate limited)" : "");
-	while (!empty) {
+	/* empty only when two passes a second apart say so: a multipart complete committing
+	 * while a pass looks can be on too few drives for its upload to list and for its
+	 * object to walk (the second a quorum's commit takes past the first drives'); by the
+	 * next pass it is on a quorum, and seen */
+	for (int empties = 0; empties < 2;) {
 		rc = round_once(&d, &empty);
 		if (atomic_load(&p->cancel))
 			rc = -ECANCELED;
@@ -609,7 +623,8 @@ ol_store_drain(struct ol_store *st, unsigned pool, const struct ol_drain_opts *o
 			break;
 		if (rc)
 			ol_warn("store: drain of pool %u: %s: next pass", pool, strerror(-rc));
-		for (int i = 0; !empty && i < 10 && !atomic_load(&p->cancel); i++)
+		empties = !rc && empty ? empties + 1 : 0;
+		for (int i = 0; empties < 2 && i < 10 && !atomic_load(&p->cancel); i++)
 			nap_ms(100);
 		rc = 0;
 	}

@@ -169,6 +169,10 @@ void ol_store_set_pool_free(struct ol_store *st, const uint64_t *free_bytes, uns
  * thread; p (zeroed by the caller) is updated atomically as it goes; any thread reads it. */
 struct ol_drain_opts {
 	uint64_t rate_bytes; /* bytes copied per second, 0: unlimited */
+	/* a test's hook (NULL: none): called on the drain's thread in each count pass, for
+	 * each bucket and set, between the listing of its uploads and the walk of its objects */
+	void (*counting)(void *arg);
+	void *arg;
 };
 struct ol_drain_progress {
 	_Atomic uint64_t objects_moved, bytes_moved; /* versions and markers moved, their bytes */

@@ -1051,6 +1051,66 @@ test_drain_home_pool(void)
 	ol_store_close(st);
 }
 
+/* The last upload open in the draining pool completed while a count pass looks at the pool
+ * (the leader completing a client's upload while its drain runs): the pass must see the
+ * upload or the object it became, never neither, or the pool is "empty" with the object in
+ * it, and removed from the layout with it. The hook completes the upload in the middle of the
+ * first count pass (between the listing of uploads and the walk of objects). */
+struct late_upload {
+	struct ol_store *st;
+	char id[64];
+	int calls, rc;
+};
+
+static void
+complete_late(void *arg)
+{
+	struct late_upload *u = arg;
+
+	if (u->calls++ == 0)
+		u->rc =
+		    ol_store_mpu_complete(u->st, "up", u->id, (unsigned[]){1}, 1, "late-1", NULL);
+}
+
+static void
+test_drain_upload_completed_meanwhile(void)
+{
+	struct ol_store *st;
+	struct ol_drain_progress pr = {0};
+	struct late_upload u = {0};
+	struct ol_put *pp;
+	char buf[64];
+	int rc;
+
+	rm_rf(root);
+	mkdir(root, 0700);
+	rc = open_pools(2, &st);
+	ok(rc == 0 && ol_store_pool_count(st) == 2, "late upload: two pools (%d)", rc);
+	if (rc)
+		return;
+	ol_store_bucket_create(st, "up");
+	ol_store_set_pool_free(st, (uint64_t[2]){0, 1ull << 30}, 2);
+	u.st = st;
+	rc = ol_store_mpu_create(st, "up", "late", 4, NULL, 0, u.id);
+	rc = rc ? rc : ol_store_mpu_part_begin(st, "up", u.id, 1, &pp);
+	if (!rc && (rc = ol_store_put_write(pp, "late bytes", 10)))
+		ol_store_put_abort(pp);
+	else if (!rc)
+		rc = ol_store_put_commit(pp, "p1", NULL, 0, NULL);
+	ok(rc == 0 && !strncmp(u.id, "02", 2), "an upload open in pool 1 (%s, %d)", u.id, rc);
+	ok(ol_store_pool_set_draining(st, 1) == 0, "pool 1 draining");
+	rc = ol_store_drain(st, 1, &(struct ol_drain_opts){.counting = complete_late, .arg = &u},
+			    &pr);
+	ok(rc == 0 && u.calls > 1 && u.rc == 0,
+	   "drained; the upload completed during its first count pass (%d, %d calls, %d)", rc,
+	   u.calls, u.rc);
+	ok(get(st, "up", "late", buf, sizeof(buf)) == 0 && !strcmp(buf, "late bytes") &&
+	       (set_of(st, "up", "late") == 0 || set_of(st, "up", "late") == 1),
+	   "its object was moved to pool 0 before the drain ended (in set %d)",
+	   set_of(st, "up", "late"));
+	ol_store_close(st);
+}
+
 /* A drain's leader killed in the middle of a key's move leaves copies of its older versions in
  * the new pool (same ids and mtimes). A DELETE of one of those versions by id must remove
  * every copy: one left behind would be the deleted version, back in listings and reads. */
@@ -1141,6 +1201,7 @@ main(void)
 	test_pools();
 	test_drain_home_pool();
 	test_drain();
+	test_drain_upload_completed_meanwhile();
 	test_delete_version_in_two_pools();
 	rm_rf(root);
 	tap_done();
