@@ -12,8 +12,9 @@
  *   ol_io_batch. A remote shard is given a *virtual* descriptor (>= OL_VFD_BASE, far above any
  *   real one) that names (drive, shard); ol_shard_batch runs the real ones on the ring and
  *   the virtual ones over the plane (SHARD_READ, SHARD_PWRITE, SHARD_FSYNC), all drives of a
- *   stripe in parallel: one helper thread per remote op beyond the first, the calling thread
- *   takes the first (a client call blocks on its socket, so the calls overlap on the wire). */
+ *   stripe in parallel: each remote op beyond the first on a fan-out worker (threads kept for
+ *   it, "the fan-out workers" below), the calling thread takes the first (a client call
+ *   blocks on its socket, so the calls overlap on the wire). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1033,34 +1034,150 @@ run_remote(struct ol_io_op *op)
 	op->res = rc;
 }
 
+/* ---- the fan-out workers ----
+ * The items of a fan-out (a batch's remote ops, a call on every drive) run on threads kept for
+ * it: a thread created and joined per item cost more than a loopback call (a clone, its stack
+ * zeroed, two wakes: a third of a leader's CPU on 1 MiB GETs here, bench/RESULTS.md). An item
+ * goes to an idle worker, or to a new one when none is idle (an item never waits for another
+ * fan-out's); a worker idle for FAN_IDLE_MS leaves. The caller waits on its group. */
+#define FAN_IDLE_MS 10000
+
+struct fan_group {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	unsigned left; /* items started and not yet ended */
+};
+
+struct fan_job {
+	struct fan_job *next;
+	void (*fn)(void *arg);
+	void *arg;
+	struct fan_group *g;
+};
+
+static pthread_mutex_t fan_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t fan_cv = PTHREAD_COND_INITIALIZER;
+static struct fan_job *fan_head, *fan_tail;
+static unsigned fan_queued, fan_idle;
+
 static void *
-remote_thread(void *arg)
+fan_worker(void *arg)
 {
-	run_remote(arg);
-	return NULL;
-}
+	struct timespec ts;
 
-/* Remote ops in parallel: threads for all but the first, which runs here. */
-static void
-run_remotes(struct ol_io_op **r, unsigned n)
-{
-	pthread_t th[OL_MAX_DRIVES * 2];
-	bool started[OL_MAX_DRIVES * 2] = {false};
+	(void)arg;
+	pthread_mutex_lock(&fan_mu);
+	for (;;) {
+		while (!fan_head) {
+			int rc;
 
-	for (unsigned i = 1; i < n; i++)
-		started[i] = pthread_create(&th[i], NULL, remote_thread, r[i]) == 0;
-	if (n)
-		run_remote(r[0]);
-	for (unsigned i = 1; i < n; i++) {
-		if (started[i])
-			pthread_join(th[i], NULL);
-		else
-			run_remote(r[i]);
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += FAN_IDLE_MS / 1000;
+			fan_idle++;
+			rc = pthread_cond_timedwait(&fan_cv, &fan_mu, &ts);
+			fan_idle--;
+			if (rc == ETIMEDOUT && !fan_head) {
+				pthread_mutex_unlock(&fan_mu);
+				return NULL;
+			}
+		}
+		struct fan_job *j = fan_head;
+
+		fan_head = j->next;
+		if (!fan_head)
+			fan_tail = NULL;
+		fan_queued--;
+		pthread_mutex_unlock(&fan_mu);
+		struct fan_group *g = j->g;
+
+		j->fn(j->arg);
+		pthread_mutex_lock(&g->mu); /* j is gone once left reaches 0 */
+		if (--g->left == 0)
+			pthread_cond_signal(&g->cv);
+		pthread_mutex_unlock(&g->mu);
+		pthread_mutex_lock(&fan_mu);
 	}
 }
 
+static void
+fan_group_init(struct fan_group *g)
+{
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_cond_init(&g->cv, NULL);
+	g->left = 0;
+}
+
+/* j->fn(j->arg) on a worker (0), or -errno: no worker could be had (the caller runs it). */
+static int
+fan_go(struct fan_group *g, struct fan_job *j, void (*fn)(void *arg), void *arg)
+{
+	*j = (struct fan_job){NULL, fn, arg, g};
+	pthread_mutex_lock(&fan_mu);
+	if (fan_queued >= fan_idle) { /* every idle worker has an item already */
+		pthread_t t;
+		pthread_attr_t a;
+		int rc;
+
+		pthread_attr_init(&a);
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&t, &a, fan_worker, NULL);
+		pthread_attr_destroy(&a);
+		if (rc) {
+			pthread_mutex_unlock(&fan_mu);
+			return -rc;
+		}
+		pthread_setname_np(t, "ol-rd-fan");
+	}
+	pthread_mutex_lock(&g->mu);
+	g->left++;
+	pthread_mutex_unlock(&g->mu);
+	if (fan_tail)
+		fan_tail->next = j;
+	else
+		fan_head = j;
+	fan_tail = j;
+	fan_queued++;
+	pthread_cond_signal(&fan_cv);
+	pthread_mutex_unlock(&fan_mu);
+	return 0;
+}
+
+/* Until every item of g has ended; then g is finished. */
+static void
+fan_group_wait(struct fan_group *g)
+{
+	pthread_mutex_lock(&g->mu);
+	while (g->left)
+		pthread_cond_wait(&g->cv, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+	pthread_cond_destroy(&g->cv);
+	pthread_mutex_destroy(&g->mu);
+}
+
+static void
+remote_job(void *arg)
+{
+	run_remote(arg);
+}
+
+/* Remote ops in parallel: workers for all but the first, which runs here. */
+static void
+run_remotes(struct ol_io_op **r, unsigned n)
+{
+	struct fan_job j[OL_MAX_DRIVES * 2];
+	struct fan_group g;
+
+	fan_group_init(&g);
+	for (unsigned i = 1; i < n; i++)
+		if (fan_go(&g, &j[i], remote_job, r[i]))
+			run_remote(r[i]);
+	if (n)
+		run_remote(r[0]);
+	fan_group_wait(&g);
+}
+
 /* A hedged fan-out (a batch of shard ops, or a call on every drive): item i runs run(arg, i)
- * on a thread of its own while the caller watches; s[i] is its slot (the node client the
+ * on a fan-out worker while the caller watches; s[i] is its slot (the node client the
  * abandon cuts), done[i] and ndone say which ended. */
 struct hfan {
 	pthread_mutex_t mu;
@@ -1071,6 +1188,8 @@ struct hfan {
 	uint64_t t0; /* ns */
 	void (*run)(void *arg, unsigned i);
 	void *arg;
+	struct fan_group g;
+	struct fan_job j[OL_MAX_DRIVES * 2];
 };
 
 struct hfan_arg {
@@ -1078,8 +1197,8 @@ struct hfan_arg {
 	unsigned i;
 };
 
-static void *
-hfan_thread(void *arg)
+static void
+hfan_item(void *arg)
 {
 	struct hfan_arg *a = arg;
 	struct hfan *h = a->h;
@@ -1094,15 +1213,14 @@ hfan_thread(void *arg)
 	h->ndone++;
 	pthread_cond_signal(&h->cv);
 	pthread_mutex_unlock(&h->mu);
-	return NULL;
 }
 
-/* Start items [0, n) that `which` names (all without it) on threads of their own; an item no
- * thread could take runs here, and is waited for. */
+/* Start items [0, n) that `which` names (all without it) on fan-out workers; an item no
+ * worker could take runs here, and is waited for. */
 static void
-hfan_start(struct hfan *h, struct hfan_arg *a, pthread_t *th, bool *started, unsigned n,
-	   const bool *which)
+hfan_start(struct hfan *h, struct hfan_arg *a, unsigned n, const bool *which)
 {
+	bool here[OL_MAX_DRIVES * 2] = {false};
 	pthread_condattr_t ca;
 
 	pthread_mutex_init(&h->mu, NULL);
@@ -1111,15 +1229,15 @@ hfan_start(struct hfan *h, struct hfan_arg *a, pthread_t *th, bool *started, uns
 	pthread_cond_init(&h->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	h->t0 = ol_io_now_ns();
+	fan_group_init(&h->g);
 	for (unsigned i = 0; i < n; i++) {
 		h->s[i].mu = &h->mu;
 		a[i] = (struct hfan_arg){h, i};
-		started[i] =
-		    (!which || which[i]) && pthread_create(&th[i], NULL, hfan_thread, &a[i]) == 0;
+		here[i] = (!which || which[i]) && fan_go(&h->g, &h->j[i], hfan_item, &a[i]);
 	}
 	for (unsigned i = 0; i < n; i++)
-		if ((!which || which[i]) && !started[i])
-			hfan_thread(&a[i]);
+		if (here[i])
+			hfan_item(&a[i]);
 }
 
 /* The items of [0, n) (`which`, all without it) still running are abandoned (h->mu held):
@@ -1136,13 +1254,11 @@ hfan_abandon(struct hfan *h, unsigned n, const bool *which)
 	}
 }
 
-/* Join the threads; every item has ended. */
+/* Wait for every item to end. */
 static void
-hfan_join(struct hfan *h, pthread_t *th, const bool *started, unsigned n)
+hfan_join(struct hfan *h)
 {
-	for (unsigned i = 0; i < n; i++)
-		if (started[i])
-			pthread_join(th[i], NULL);
+	fan_group_wait(&h->g);
 	pthread_cond_destroy(&h->cv);
 	pthread_mutex_destroy(&h->mu);
 }
@@ -1208,14 +1324,12 @@ run_hedged(struct ol_io_op **r, unsigned n, int spare, uint64_t *mask)
 {
 	struct hfan h = {.run = run_item, .arg = r};
 	struct hfan_arg a[OL_MAX_DRIVES * 2];
-	pthread_t th[OL_MAX_DRIVES * 2];
-	bool started[OL_MAX_DRIVES * 2] = {false};
 
-	hfan_start(&h, a, th, started, n, NULL);
+	hfan_start(&h, a, n, NULL);
 	pthread_mutex_lock(&h.mu);
 	hedge_wait(&h, n, spare, hedge_cfg(r[0]));
 	pthread_mutex_unlock(&h.mu);
-	hfan_join(&h, th, started, n);
+	hfan_join(&h);
 	for (unsigned i = 0; i < n; i++) {
 		struct vfile *f;
 
@@ -1308,41 +1422,37 @@ struct each {
 	void *arg;
 };
 
-static void *
-each_thread(void *arg)
+static void
+each_job(void *arg)
 {
 	struct each *e = arg;
 
 	e->fn(e->st, e->d, e->arg);
-	return NULL;
 }
 
 void
 ol_each_drive(struct ol_store *st, void (*fn)(struct ol_store *st, int d, void *arg), void *arg)
 {
 	struct each e[OL_MAX_DRIVES];
-	pthread_t th[OL_MAX_DRIVES];
-	bool started[OL_MAX_DRIVES] = {false};
+	struct fan_job j[OL_MAX_DRIVES];
+	struct fan_group g;
+	bool here[OL_MAX_DRIVES] = {false};
 	int first = -1;
 
+	fan_group_init(&g);
 	for (int d = 0; d < st->n; d++) {
 		e[d] = (struct each){st, d, fn, arg};
-		if (!ol_drive_remote(st, d))
-			continue;
-		if (first < 0)
-			first = d; /* runs in this thread, below */
-		else
-			started[d] = pthread_create(&th[d], NULL, each_thread, &e[d]) == 0;
+		if (!ol_drive_remote(st, d) || first < 0) {
+			here[d] = true; /* local, or the first remote one: runs in this thread */
+			first = ol_drive_remote(st, d) ? d : first;
+		} else {
+			here[d] = fan_go(&g, &j[d], each_job, &e[d]) != 0;
+		}
 	}
 	for (int d = 0; d < st->n; d++)
-		if (!ol_drive_remote(st, d) || d == first)
+		if (here[d])
 			fn(st, d, arg);
-	for (int d = 0; d < st->n; d++) {
-		if (started[d])
-			pthread_join(th[d], NULL);
-		else if (ol_drive_remote(st, d) && d != first)
-			fn(st, d, arg);
-	}
+	fan_group_wait(&g);
 }
 
 /* ol_each_drive_hedged's fan: drive d's fn. */
@@ -1394,8 +1504,7 @@ ol_each_drive_hedged(struct ol_store *st, void (*fn)(struct ol_store *st, int d,
 	struct each_fan e = {st, fn, arg};
 	struct hfan h = {.run = each_item, .arg = &e};
 	struct hfan_arg a[OL_MAX_DRIVES];
-	pthread_t th[OL_MAX_DRIVES];
-	bool started[OL_MAX_DRIVES] = {false}, remote[OL_MAX_DRIVES] = {false};
+	bool remote[OL_MAX_DRIVES] = {false};
 	uint32_t left = 0;
 
 	if (!st->hedge.floor_ms) {
@@ -1404,7 +1513,7 @@ ol_each_drive_hedged(struct ol_store *st, void (*fn)(struct ol_store *st, int d,
 	}
 	for (int d = 0; d < st->n; d++)
 		remote[d] = ol_drive_remote(st, d);
-	hfan_start(&h, a, th, started, (unsigned)st->n, remote);
+	hfan_start(&h, a, (unsigned)st->n, remote);
 	for (int d = 0; d < st->n; d++)
 		if (!remote[d]) {
 			fn(st, d, arg);
@@ -1413,7 +1522,7 @@ ol_each_drive_hedged(struct ol_store *st, void (*fn)(struct ol_store *st, int d,
 	pthread_mutex_lock(&h.mu);
 	ehedge_wait(&h, st, remote, decided, arg);
 	pthread_mutex_unlock(&h.mu);
-	hfan_join(&h, th, started, (unsigned)st->n);
+	hfan_join(&h);
 	for (int d = 0; d < st->n; d++) {
 		if (!h.s[d].aborted)
 			continue;
