@@ -56,43 +56,58 @@ reclaimed(const struct ol_get *g)
 	return n > g->st->n - g->st->k;
 }
 
+struct part_open {
+	struct ol_get *g;
+	const struct ol_rpart *p;
+};
+
+/* Drive d's shard file of part p (ol_each_drive: the drives' opens overlap, a remote one is a
+ * round trip); only g's entries of d are written. */
+static void
+open_shard(struct ol_store *st, int d, void *arg)
+{
+	struct part_open *a = arg;
+	struct ol_get *g = a->g;
+	const struct ol_rpart *p = a->p;
+	char path[OL_PATH_MAX + 80];
+
+	if (!st->d[d].meta)
+		return;
+	/* a drive far behind its peers is not asked whether its shard is there (a call of its
+	 * delay): reads leave it out, or learn it when they ask */
+	if (ol_drive_lagging(st, d) && (g->fd[d] = ol_shard_handle(st, d, p->uuid)) >= 0)
+		return;
+	g->fd[d] = ol_shard_open(st, d, p->uuid);
+	if (g->fd[d] >= 0 || !p->size)
+		return;
+	if (st->readonly) { /* a view recreates nothing: parity covers it, or not */
+		g->gone[d] = g->fd[d] == -ENOENT;
+		return;
+	}
+	/* gone: recreate it empty; reads that rebuild its blocks write them back */
+	g->fd[d] = ol_shard_create(st, d, p->uuid);
+	if (g->fd[d] >= 0) {
+		ol_shard_close(g->fd[d]);
+		g->fd[d] = ol_shard_open(st, d, p->uuid);
+	}
+	g->warned[d] = true;
+	ol_shard_path(st, d, p->uuid, path, sizeof(path));
+	ol_warn("store: drive %s: shard %s missing (%s)", st->d[d].root, path,
+		g->fd[d] >= 0 ? "healing on read" : "cannot recreate");
+}
+
 /* Open part pi's shard files. 0, or -EAGAIN on a read-only view whose part is gone. */
 static int
 open_part(struct ol_get *g, uint32_t pi)
 {
 	struct ol_rpart p;
-	char path[OL_PATH_MAX + 80];
+	struct part_open a = {g, &p};
 
 	close_fds(g);
 	memset(g->warned, 0, sizeof(g->warned));
 	memset(g->gone, 0, sizeof(g->gone));
 	ol_rec_part(&g->rec, pi, &p);
-	for (int d = 0; d < g->st->n; d++) {
-		if (!g->st->d[d].meta)
-			continue;
-		/* a drive far behind its peers is not asked whether its shard is there (a call of
-		 * its delay, drive after drive): reads leave it out, or learn it when they ask */
-		if (ol_drive_lagging(g->st, d) &&
-		    (g->fd[d] = ol_shard_handle(g->st, d, p.uuid)) >= 0)
-			continue;
-		ol_shard_path(g->st, d, p.uuid, path, sizeof(path));
-		g->fd[d] = ol_shard_open(g->st, d, p.uuid);
-		if (g->fd[d] >= 0 || !p.size)
-			continue;
-		if (g->st->readonly) { /* a view recreates nothing: parity covers it, or not */
-			g->gone[d] = g->fd[d] == -ENOENT;
-			continue;
-		}
-		/* gone: recreate it empty; reads that rebuild its blocks write them back */
-		g->fd[d] = ol_shard_create(g->st, d, p.uuid);
-		if (g->fd[d] >= 0) {
-			ol_shard_close(g->fd[d]);
-			g->fd[d] = ol_shard_open(g->st, d, p.uuid);
-		}
-		g->warned[d] = true;
-		ol_warn("store: drive %s: shard %s missing (%s)", g->st->d[d].root, path,
-			g->fd[d] >= 0 ? "healing on read" : "cannot recreate");
-	}
+	ol_each_drive(g->st, open_shard, &a);
 	g->cur_part = pi;
 	g->cur_stripe = -1;
 	return g->st->readonly && reclaimed(g) ? -EAGAIN : 0;
