@@ -1051,6 +1051,24 @@ test_drain_home_pool(void)
 	ol_store_close(st);
 }
 
+/* A fresh store of two pools with bucket made, whose new keys go to pool 1 (all the free
+ * space): 0, or the open's error (reported). */
+static int
+two_pools(const char *bucket, const char *what, struct ol_store **st)
+{
+	int rc;
+
+	rm_rf(root);
+	mkdir(root, 0700);
+	rc = open_pools(2, st);
+	ok(rc == 0 && ol_store_pool_count(*st) == 2, "%s: two pools (%d)", what, rc);
+	if (rc)
+		return rc;
+	ol_store_bucket_create(*st, bucket);
+	ol_store_set_pool_free(*st, (uint64_t[2]){0, 1ull << 30}, 2);
+	return 0;
+}
+
 /* The last upload open in the draining pool completed while a count pass looks at the pool
  * (the leader completing a client's upload while its drain runs): the pass must see the
  * upload or the object it became, never neither, or the pool is "empty" with the object in
@@ -1082,14 +1100,8 @@ test_drain_upload_completed_meanwhile(void)
 	char buf[64];
 	int rc;
 
-	rm_rf(root);
-	mkdir(root, 0700);
-	rc = open_pools(2, &st);
-	ok(rc == 0 && ol_store_pool_count(st) == 2, "late upload: two pools (%d)", rc);
-	if (rc)
+	if (two_pools("up", "late upload", &st))
 		return;
-	ol_store_bucket_create(st, "up");
-	ol_store_set_pool_free(st, (uint64_t[2]){0, 1ull << 30}, 2);
 	u.st = st;
 	rc = ol_store_mpu_create(st, "up", "late", 4, NULL, 0, u.id);
 	rc = rc ? rc : ol_store_mpu_part_begin(st, "up", u.id, 1, &pp);
@@ -1125,14 +1137,8 @@ test_delete_version_in_two_pools(void)
 	char buf[64];
 	int rc, d;
 
-	rm_rf(root);
-	mkdir(root, 0700);
-	rc = open_pools(2, &st);
-	ok(rc == 0 && ol_store_pool_count(st) == 2, "two pools (%d)", rc);
-	if (rc)
+	if (two_pools("cw", "version copies", &st))
 		return;
-	ol_store_bucket_create(st, "cw");
-	ol_store_set_pool_free(st, (uint64_t[2]){0, 1ull << 30}, 2);
 	rc = put(st, "cw", "k", "one", 3, OL_STORE_VER_ON, &v1);
 	rc = rc ? rc : put(st, "cw", "k", "two", 3, OL_STORE_VER_ON, &v2);
 	ok(rc == 0 && set_of(st, "cw", "k") == 2 && strcmp(v1.version_id, v2.version_id),
