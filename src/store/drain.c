@@ -24,6 +24,7 @@ _Thread_local const struct ol_import *ol_import_cur;
 #define CHUNK	     (1u << 20)
 #define BATCH	     128    /* keys taken per iterator opening (iterators hold read txns) */
 #define MAX_VERS     100000 /* versions of one key the drain moves (more: the key stays) */
+#define QUIESCE_MS   30000  /* calls in flight at a pass that found the pool empty: waited */
 
 static void
 nap_ms(int ms)
@@ -42,16 +43,26 @@ mono_ms(void)
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
+#define EPOCH_BIT (1u << 31) /* in a gate's token: the call counted in epoch_busy[1] */
+
 unsigned
 ol_gate_enter(struct ol_store *st, uint64_t h)
 {
 	unsigned i = (unsigned)(h % OL_GATES);
 
 	for (;;) {
+		unsigned e = atomic_load(&st->gate_epoch) & 1;
+
+		atomic_fetch_add(&st->epoch_busy[e], 1);
+		if ((atomic_load(&st->gate_epoch) & 1) != e) { /* moved on meanwhile: count anew */
+			atomic_fetch_sub(&st->epoch_busy[e], 1);
+			continue;
+		}
 		atomic_fetch_add(&st->gate_busy[i], 1);
 		if (!atomic_load(&st->gate_closed[i]))
-			return i + 1;
+			return (i + 1) | (e ? EPOCH_BIT : 0);
 		atomic_fetch_sub(&st->gate_busy[i], 1);
+		atomic_fetch_sub(&st->epoch_busy[e], 1);
 		nap_ms(1);
 	}
 }
@@ -59,8 +70,37 @@ ol_gate_enter(struct ol_store *st, uint64_t h)
 void
 ol_gate_leave(struct ol_store *st, unsigned g)
 {
-	if (g)
-		atomic_fetch_sub(&st->gate_busy[g - 1], 1);
+	if (!g)
+		return;
+	atomic_fetch_sub(&st->gate_busy[(g & ~EPOCH_BIT) - 1], 1);
+	atomic_fetch_sub(&st->epoch_busy[(g & EPOCH_BIT) ? 1 : 0], 1);
+}
+
+/* 0 once every object call in flight when the wait began has ended (the gates' epoch moves
+ * on; the calls of the new one are not waited for), -EBUSY when some still run after
+ * QUIESCE_MS. st->gate_waiting keeps the epoch still waited for after a -EBUSY (also across
+ * drains): the epoch moves on only once the count it moves into has no call left of an older
+ * wait, so the calls of an epoch are never mixed with those of one two moves before. */
+static int
+calls_ended(struct ol_store *st, const struct ol_drain_progress *p)
+{
+	int64_t until = mono_ms() + QUIESCE_MS;
+
+	for (;;) {
+		bool fresh = !st->gate_waiting;
+
+		if (fresh)
+			st->gate_waiting = (int)(atomic_fetch_add(&st->gate_epoch, 1) & 1) + 1;
+		while (atomic_load(&st->epoch_busy[st->gate_waiting - 1])) {
+			if (mono_ms() > until || atomic_load(&p->cancel))
+				return -EBUSY;
+			nap_ms(1);
+		}
+		st->gate_waiting = 0;
+		if (fresh)
+			return 0;
+		/* that was an older wait's epoch: now the calls in flight at this one */
+	}
 }
 
 /* 0 once no call is in flight on h's gate (new ones wait), -EBUSY (gate opened again) */
@@ -611,10 +651,12 @@ ol_store_drain(struct ol_store *st, unsigned pool, const struct ol_drain_opts *o
 	atomic_store(&p->running, 1);
 	ol_info("store: draining pool %u into the other %d pool(s)%s", pool, st->n_pools - 1,
 		d.rate ? " (rate limited)" : "");
-	/* empty only when two passes a second apart say so: a multipart complete committing
-	 * while a pass looks can be on too few drives for its upload to list and for its
-	 * object to walk (the second a quorum's commit takes past the first drives'); by the
-	 * next pass it is on a quorum, and seen */
+	/* Empty only when a pass finds it so, the object calls in flight then have ended, and
+	 * the next pass finds it so again: a multipart complete (or any commit) in flight while
+	 * a pass looks can be on too few drives for its upload to list and for its object to
+	 * walk; once it has ended it is on its quorum (or failed), and seen. A call that begins
+	 * after an empty pass finds nothing of the pool to write to (no key, no upload there;
+	 * new keys never go there) */
 	for (int empties = 0; empties < 2;) {
 		rc = round_once(&d, &empty);
 		if (atomic_load(&p->cancel))
@@ -624,7 +666,13 @@ ol_store_drain(struct ol_store *st, unsigned pool, const struct ol_drain_opts *o
 		if (rc)
 			ol_warn("store: drain of pool %u: %s: next pass", pool, strerror(-rc));
 		empties = !rc && empty ? empties + 1 : 0;
-		for (int i = 0; empties < 2 && i < 10 && !atomic_load(&p->cancel); i++)
+		if (empties == 1 && calls_ended(st, p)) {
+			ol_info("store: drain of pool %u: calls in flight for over %d s: the pool "
+				"is counted again once they end",
+				pool, QUIESCE_MS / 1000);
+			empties = 0;
+		}
+		for (int i = 0; !empties && i < 10 && !atomic_load(&p->cancel); i++)
 			nap_ms(100);
 		rc = 0;
 	}

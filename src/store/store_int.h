@@ -215,6 +215,10 @@ struct ol_store {
 	_Atomic int draining;
 	_Atomic unsigned gate_busy[OL_GATES];
 	_Atomic bool gate_closed[OL_GATES];
+	/* and by the gates' epoch (its parity): the drain waits out the calls in flight at a
+	 * moment (those of the epoch before it moved it on), not the ones that begin after */
+	_Atomic unsigned gate_epoch, epoch_busy[2];
+	int gate_waiting; /* the drain's: the parity + 1 whose calls it still waits out, 0 none */
 	/* missed.c: missed-write entries (record, drive) held by the drives: exact after open
 	 * and each heal pass, counted up by commits between; misses not recorded (cap) */
 	_Atomic uint64_t missed_pending, missed_dropped;
@@ -592,7 +596,8 @@ struct ol_import {
 extern _Thread_local const struct ol_import *ol_import_cur;
 /* 1 "null", 0 an id (*mtime, vid), -EINVAL (version.c) */
 int ol_ver_parse(const char *id, int64_t *mtime, uint8_t *vid);
-/* drain.c: key gates of a shell of several pools (0: not gated; else pass to leave) */
+/* drain.c: key gates of a shell of several pools (0: not gated; else a token to pass to
+ * leave) */
 unsigned ol_gate_enter(struct ol_store *st, uint64_t h);
 void ol_gate_leave(struct ol_store *st, unsigned g);
 /* sets.c: repair bucket on set i of shell st (true: retry the call); the set a new key

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/config.h"
@@ -1123,6 +1124,91 @@ test_drain_upload_completed_meanwhile(void)
 	ol_store_close(st);
 }
 
+/* A call in flight when a count pass first finds the pool empty (a PUT begun then, committed
+ * 1.5 s later): the drain ends only after it has (the complete whose commit is on too few
+ * drives for either look to see it is such a call). */
+struct in_flight {
+	struct ol_store *st;
+	int calls, rc;
+	_Atomic int begun;
+	int64_t committed_ms;
+	pthread_t th;
+};
+
+static int64_t
+now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static void *
+slow_put(void *arg)
+{
+	struct in_flight *f = arg;
+	struct ol_put *pp = NULL;
+	int rc = ol_store_put_begin(f->st, "up", "inflight", 8, 4, &pp);
+
+	atomic_store(&f->begun, 1);
+	if (!rc) {
+		usleep(1500 * 1000);
+		if ((rc = ol_store_put_write(pp, "slow", 4)))
+			ol_store_put_abort(pp);
+		else
+			rc = ol_store_put_commit(pp, "e", NULL, 0, NULL);
+	}
+	f->committed_ms = now_ms();
+	f->rc = rc;
+	return NULL;
+}
+
+static void
+begin_slow_put(void *arg)
+{
+	struct in_flight *f = arg;
+
+	if (++f->calls != 2) /* the second count pass: the first found the key, moved since */
+		return;
+	pthread_create(&f->th, NULL, slow_put, f);
+	while (!atomic_load(&f->begun))
+		usleep(1000);
+}
+
+static void
+test_drain_waits_for_calls_in_flight(void)
+{
+	struct ol_store *st;
+	struct ol_drain_progress pr = {0};
+	struct in_flight f = {0};
+	char buf[64];
+	int64_t ended;
+	int rc;
+
+	if (two_pools("up", "in flight", &st))
+		return;
+	f.st = st;
+	ok(put(st, "up", "q", "queued", 6, OL_STORE_VER_OFF, NULL) == 0 &&
+	       set_of(st, "up", "q") == 2,
+	   "a key in pool 1");
+	ok(ol_store_pool_set_draining(st, 1) == 0, "pool 1 draining");
+	rc = ol_store_drain(st, 1, &(struct ol_drain_opts){.counting = begin_slow_put, .arg = &f},
+			    &pr);
+	ended = now_ms();
+	if (f.calls >= 2)
+		pthread_join(f.th, NULL);
+	ok(rc == 0 && f.calls >= 3 && f.rc == 0 && ended >= f.committed_ms,
+	   "the drain ended after the PUT in flight at its first empty pass (%d, %d passes, "
+	   "ended %lld ms after the commit)",
+	   rc, f.calls, (long long)(ended - f.committed_ms));
+	ok(get(st, "up", "inflight", buf, sizeof(buf)) == 0 && !strcmp(buf, "slow") &&
+	       get(st, "up", "q", buf, sizeof(buf)) == 0 && !strcmp(buf, "queued") &&
+	       set_of(st, "up", "q") < 2,
+	   "both keys read back from pool 0");
+	ol_store_close(st);
+}
+
 /* A drain's leader killed in the middle of a key's move leaves copies of its older versions in
  * the new pool (same ids and mtimes). A DELETE of one of those versions by id must remove
  * every copy: one left behind would be the deleted version, back in listings and reads. */
@@ -1208,6 +1294,7 @@ main(void)
 	test_drain_home_pool();
 	test_drain();
 	test_drain_upload_completed_meanwhile();
+	test_drain_waits_for_calls_in_flight();
 	test_delete_version_in_two_pools();
 	rm_rf(root);
 	tap_done();
