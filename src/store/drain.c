@@ -43,7 +43,7 @@ mono_ms(void)
 	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-#define EPOCH_BIT (1u << 31) /* in a gate's token: the call counted in epoch_busy[1] */
+#define EPOCH_BIT (1u << 31) /* in a gate's token: the call counted in gate_busy[1] */
 
 unsigned
 ol_gate_enter(struct ol_store *st, uint64_t h)
@@ -53,27 +53,31 @@ ol_gate_enter(struct ol_store *st, uint64_t h)
 	for (;;) {
 		unsigned e = atomic_load(&st->gate_epoch) & 1;
 
-		atomic_fetch_add(&st->epoch_busy[e], 1);
-		if ((atomic_load(&st->gate_epoch) & 1) != e) { /* moved on meanwhile: count anew */
-			atomic_fetch_sub(&st->epoch_busy[e], 1);
-			continue;
-		}
-		atomic_fetch_add(&st->gate_busy[i], 1);
-		if (!atomic_load(&st->gate_closed[i]))
+		atomic_fetch_add(&st->gate_busy[e][i], 1);
+		/* the epoch moved on meanwhile (counted anew), or the gate is closed (wait) */
+		if ((atomic_load(&st->gate_epoch) & 1) == e && !atomic_load(&st->gate_closed[i]))
 			return (i + 1) | (e ? EPOCH_BIT : 0);
-		atomic_fetch_sub(&st->gate_busy[i], 1);
-		atomic_fetch_sub(&st->epoch_busy[e], 1);
-		nap_ms(1);
+		atomic_fetch_sub(&st->gate_busy[e][i], 1);
+		if ((atomic_load(&st->gate_epoch) & 1) == e)
+			nap_ms(1);
 	}
 }
 
 void
 ol_gate_leave(struct ol_store *st, unsigned g)
 {
-	if (!g)
-		return;
-	atomic_fetch_sub(&st->gate_busy[(g & ~EPOCH_BIT) - 1], 1);
-	atomic_fetch_sub(&st->epoch_busy[(g & EPOCH_BIT) ? 1 : 0], 1);
+	if (g)
+		atomic_fetch_sub(&st->gate_busy[(g & EPOCH_BIT) ? 1 : 0][(g & ~EPOCH_BIT) - 1], 1);
+}
+
+/* whether a call counted in epoch parity e is in flight on any gate */
+static bool
+epoch_busy(struct ol_store *st, unsigned e)
+{
+	for (unsigned i = 0; i < OL_GATES; i++)
+		if (atomic_load(&st->gate_busy[e][i]))
+			return true;
+	return false;
 }
 
 /* 0 once every object call in flight when the wait began has ended (the gates' epoch moves
@@ -91,7 +95,7 @@ calls_ended(struct ol_store *st, const struct ol_drain_progress *p)
 
 		if (fresh)
 			st->gate_waiting = (int)(atomic_fetch_add(&st->gate_epoch, 1) & 1) + 1;
-		while (atomic_load(&st->epoch_busy[st->gate_waiting - 1])) {
+		while (epoch_busy(st, (unsigned)st->gate_waiting - 1)) {
 			if (mono_ms() > until || atomic_load(&p->cancel))
 				return -EBUSY;
 			nap_ms(1);
@@ -111,7 +115,7 @@ gate_close(struct ol_store *st, uint64_t h)
 	int64_t until = mono_ms() + GATE_WAIT_MS;
 
 	atomic_store(&st->gate_closed[i], true);
-	while (atomic_load(&st->gate_busy[i])) {
+	while (atomic_load(&st->gate_busy[0][i]) || atomic_load(&st->gate_busy[1][i])) {
 		if (mono_ms() > until) {
 			atomic_store(&st->gate_closed[i], false);
 			return -EBUSY;

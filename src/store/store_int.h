@@ -210,14 +210,14 @@ struct ol_store {
 	int pool_first[OL_MAX_POOLS + 1];
 	_Atomic uint64_t pool_free[OL_MAX_POOLS];
 	/* drain.c: the pool being drained (-1 none: new keys never go there); object calls of a
-	 * store of several pools count themselves in by key (gate_busy), so the drain moves a
-	 * key with no call on it in flight (gate_closed: new calls on it wait) */
+	 * store of several pools count themselves in by key and by the gates' epoch parity
+	 * (gate_busy[e][key's gate]), so the drain moves a key with no call on it in flight
+	 * (gate_closed: new calls on it wait), and waits out the calls in flight at a moment
+	 * (those of the epoch before it moved it on), not the ones that begin after */
 	_Atomic int draining;
-	_Atomic unsigned gate_busy[OL_GATES];
+	_Atomic unsigned gate_busy[2][OL_GATES];
 	_Atomic bool gate_closed[OL_GATES];
-	/* and by the gates' epoch (its parity): the drain waits out the calls in flight at a
-	 * moment (those of the epoch before it moved it on), not the ones that begin after */
-	_Atomic unsigned gate_epoch, epoch_busy[2];
+	_Atomic unsigned gate_epoch;
 	int gate_waiting; /* the drain's: the parity + 1 whose calls it still waits out, 0 none */
 	/* missed.c: missed-write entries (record, drive) held by the drives: exact after open
 	 * and each heal pass, counted up by commits between; misses not recorded (cap) */

@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/config.h"
 #include "base/log.h"
 #include "tap.h"
@@ -888,6 +888,24 @@ drain_writer(void *arg)
 	return NULL;
 }
 
+/* A fresh store of two pools with bucket made, whose new keys go to pool 1 (all the free
+ * space): 0, or the open's error (reported). */
+static int
+two_pools(const char *bucket, const char *what, struct ol_store **st)
+{
+	int rc;
+
+	rm_rf(root);
+	mkdir(root, 0700);
+	rc = open_pools(2, st);
+	ok(rc == 0 && ol_store_pool_count(*st) == 2, "%s: two pools (%d)", what, rc);
+	if (rc)
+		return rc;
+	ol_store_bucket_create(*st, bucket);
+	ol_store_set_pool_free(*st, (uint64_t[2]){0, 1ull << 30}, 2);
+	return 0;
+}
+
 static void
 test_drain(void)
 {
@@ -897,19 +915,12 @@ test_drain(void)
 	struct drain_writer w = {0};
 	struct ol_obj_info info;
 	pthread_t th;
-	uint64_t only1[2] = {0, 1ull << 30};
 	char id[64], buf[64], k[16], want[32];
 	int rc, bad = 0;
 
-	rm_rf(root);
-	mkdir(root, 0700);
-	rc = open_pools(2, &st);
-	ok(rc == 0 && ol_store_pool_count(st) == 2, "drain: two pools (%d)", rc);
-	if (rc)
+	if (two_pools("dr", "drain", &st))
 		return;
 	ok(ol_store_pool_set_draining(st, 5) == -EINVAL, "draining an unknown pool: -EINVAL");
-	ol_store_bucket_create(st, "dr");
-	ol_store_set_pool_free(st, only1, 2);
 	/* in pool 1: versions and a marker, a null version among versions, a plain object with
 	 * metadata, a multipart object, keys overwritten during the drain */
 	bad += put_meta(st, "v/k", 5000, OL_STORE_VER_ON, "m1") != 0;
@@ -1052,24 +1063,6 @@ test_drain_home_pool(void)
 	ol_store_close(st);
 }
 
-/* A fresh store of two pools with bucket made, whose new keys go to pool 1 (all the free
- * space): 0, or the open's error (reported). */
-static int
-two_pools(const char *bucket, const char *what, struct ol_store **st)
-{
-	int rc;
-
-	rm_rf(root);
-	mkdir(root, 0700);
-	rc = open_pools(2, st);
-	ok(rc == 0 && ol_store_pool_count(*st) == 2, "%s: two pools (%d)", what, rc);
-	if (rc)
-		return rc;
-	ol_store_bucket_create(*st, bucket);
-	ol_store_set_pool_free(*st, (uint64_t[2]){0, 1ull << 30}, 2);
-	return 0;
-}
-
 /* The last upload open in the draining pool completed while a count pass looks at the pool
  * (the leader completing a client's upload while its drain runs): the pass must see the
  * upload or the object it became, never neither, or the pool is "empty" with the object in
@@ -1131,18 +1124,9 @@ struct in_flight {
 	struct ol_store *st;
 	int calls, rc;
 	_Atomic int begun;
-	int64_t committed_ms;
+	uint64_t committed_ms;
 	pthread_t th;
 };
-
-static int64_t
-now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 static void *
 slow_put(void *arg)
@@ -1159,7 +1143,7 @@ slow_put(void *arg)
 		else
 			rc = ol_store_put_commit(pp, "e", NULL, 0, NULL);
 	}
-	f->committed_ms = now_ms();
+	f->committed_ms = ol_clock_ms();
 	f->rc = rc;
 	return NULL;
 }
@@ -1183,7 +1167,7 @@ test_drain_waits_for_calls_in_flight(void)
 	struct ol_drain_progress pr = {0};
 	struct in_flight f = {0};
 	char buf[64];
-	int64_t ended;
+	uint64_t ended;
 	int rc;
 
 	if (two_pools("up", "in flight", &st))
@@ -1195,13 +1179,13 @@ test_drain_waits_for_calls_in_flight(void)
 	ok(ol_store_pool_set_draining(st, 1) == 0, "pool 1 draining");
 	rc = ol_store_drain(st, 1, &(struct ol_drain_opts){.counting = begin_slow_put, .arg = &f},
 			    &pr);
-	ended = now_ms();
+	ended = ol_clock_ms();
 	if (f.calls >= 2)
 		pthread_join(f.th, NULL);
 	ok(rc == 0 && f.calls >= 3 && f.rc == 0 && ended >= f.committed_ms,
 	   "the drain ended after the PUT in flight at its first empty pass (%d, %d passes, "
 	   "ended %lld ms after the commit)",
-	   rc, f.calls, (long long)(ended - f.committed_ms));
+	   rc, f.calls, (long long)ended - (long long)f.committed_ms);
 	ok(get(st, "up", "inflight", buf, sizeof(buf)) == 0 && !strcmp(buf, "slow") &&
 	       get(st, "up", "q", buf, sizeof(buf)) == 0 && !strcmp(buf, "queued") &&
 	       set_of(st, "up", "q") < 2,
