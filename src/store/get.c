@@ -27,6 +27,9 @@ struct ol_get {
 	/* drive d's block of this stripe was left to its slow drive (abandoned, or not asked
 	 * for: docs/cluster.md, "A slow drive"): rebuilt when needed, never written back */
 	bool lag[OL_MAX_DRIVES];
+	/* drive d's shard of the current part was opened without asking whether it is there (a
+	 * remote drive: open_shard); its first read answers that (checked) */
+	bool unchecked[OL_MAX_DRIVES];
 	bool held; /* rec.vid held in st->inuse (large objects) */
 	/* read-only views: drive d answered that its shard of the current part is not there
 	 * (open or read: the writer may have reclaimed the version); served: get_read has
@@ -56,44 +59,70 @@ reclaimed(const struct ol_get *g)
 	return n > g->st->n - g->st->k;
 }
 
-struct part_open {
-	struct ol_get *g;
-	const struct ol_rpart *p;
-};
-
-/* Drive d's shard file of part p (ol_each_drive: the drives' opens overlap, a remote one is a
- * round trip); only g's entries of d are written. */
+/* Drive d's shard file of the current part is not there (uuid: the part's): a read-only view
+ * notes it (the writer may have reclaimed the version); the writer recreates it empty, and
+ * reads that rebuild its blocks write them back. */
 static void
-open_shard(struct ol_store *st, int d, void *arg)
+missing(struct ol_get *g, int d, const uint8_t *uuid)
 {
-	struct part_open *a = arg;
-	struct ol_get *g = a->g;
-	const struct ol_rpart *p = a->p;
+	struct ol_store *st = g->st;
 	char path[OL_PATH_MAX + 80];
+
+	if (st->readonly) { /* a view recreates nothing: parity covers it, or not */
+		g->gone[d] = true;
+		return;
+	}
+	g->fd[d] = ol_shard_create(st, d, uuid);
+	if (g->fd[d] >= 0) {
+		ol_shard_close(g->fd[d]);
+		g->fd[d] = ol_shard_open(st, d, uuid);
+	}
+	g->warned[d] = true;
+	ol_shard_path(st, d, uuid, path, sizeof(path));
+	ol_warn("store: drive %s: shard %s missing (%s)", st->d[d].root, path,
+		g->fd[d] >= 0 ? "healing on read" : "cannot recreate");
+}
+
+/* Drive d's shard file of part p. A remote drive's is opened unchecked: asking whether the
+ * file is there would be a round trip before every part's first read, and that read answers it
+ * too (checked); a slow drive is not waited for either. */
+static void
+open_shard(struct ol_get *g, int d, const struct ol_rpart *p)
+{
+	struct ol_store *st = g->st;
 
 	if (!st->d[d].meta)
 		return;
-	/* a drive far behind its peers is not asked whether its shard is there (a call of its
-	 * delay): reads leave it out, or learn it when they ask */
-	if (ol_drive_lagging(st, d) && (g->fd[d] = ol_shard_handle(st, d, p->uuid)) >= 0)
+	if (ol_drive_remote(st, d)) {
+		g->fd[d] = ol_shard_handle(st, d, p->uuid);
+		g->unchecked[d] = g->fd[d] >= 0;
 		return;
+	}
 	g->fd[d] = ol_shard_open(st, d, p->uuid);
-	if (g->fd[d] >= 0 || !p->size)
+	if (g->fd[d] < 0 && p->size && (g->fd[d] == -ENOENT || !st->readonly))
+		missing(g, d, p->uuid);
+}
+
+/* The first read of drive d's shard of the current part, on a handle opened unchecked: what
+ * its open would have found. A file not there is missing (recreated for healing on read, or
+ * noted by a view); another error keeps the drive out of the part, as a failed open does. Not
+ * for a read left to a slow drive: its result is not the drive's. */
+static void
+checked(struct ol_get *g, int d, ssize_t res)
+{
+	struct ol_rpart p;
+
+	if (!g->unchecked[d])
 		return;
-	if (st->readonly) { /* a view recreates nothing: parity covers it, or not */
-		g->gone[d] = g->fd[d] == -ENOENT;
+	g->unchecked[d] = false;
+	if (res >= 0)
 		return;
+	ol_shard_close(g->fd[d]);
+	g->fd[d] = (int)res;
+	if (res == -ENOENT) {
+		ol_rec_part(&g->rec, g->cur_part, &p);
+		missing(g, d, p.uuid);
 	}
-	/* gone: recreate it empty; reads that rebuild its blocks write them back */
-	g->fd[d] = ol_shard_create(st, d, p->uuid);
-	if (g->fd[d] >= 0) {
-		ol_shard_close(g->fd[d]);
-		g->fd[d] = ol_shard_open(st, d, p->uuid);
-	}
-	g->warned[d] = true;
-	ol_shard_path(st, d, p->uuid, path, sizeof(path));
-	ol_warn("store: drive %s: shard %s missing (%s)", st->d[d].root, path,
-		g->fd[d] >= 0 ? "healing on read" : "cannot recreate");
 }
 
 /* Open part pi's shard files. 0, or -EAGAIN on a read-only view whose part is gone. */
@@ -101,13 +130,15 @@ static int
 open_part(struct ol_get *g, uint32_t pi)
 {
 	struct ol_rpart p;
-	struct part_open a = {g, &p};
 
 	close_fds(g);
 	memset(g->warned, 0, sizeof(g->warned));
 	memset(g->gone, 0, sizeof(g->gone));
+	memset(g->unchecked, 0, sizeof(g->unchecked));
 	ol_rec_part(&g->rec, pi, &p);
-	ol_each_drive(g->st, open_shard, &a);
+	/* in this thread: no open is a call any more (a fan-out would only add thread wakes) */
+	for (int d = 0; d < g->st->n; d++)
+		open_shard(g, d, &p);
 	g->cur_part = pi;
 	g->cur_stripe = -1;
 	return g->st->readonly && reclaimed(g) ? -EAGAIN : 0;
@@ -395,6 +426,8 @@ read_blocks(struct ol_get *g, const struct stripe *s, const bool *which, int spa
 		g->gone[d] |= ops[i].res == -ENOENT; /* unlinked since the part was opened */
 		g->ok[d] = full && ol_get_u64(g->blk[d] + s->bl) == sum;
 		g->lag[d] = hedged >> i & 1;
+		if (!g->lag[d])
+			checked(g, d, ops[i].res);
 		/* a view's file gone since the open: the writer reclaimed it (load says) */
 		if (g->ok[d] || g->lag[d] || g->fd[d] < 0 || (g->warned[d] && !full) ||
 		    (g->st->readonly && ops[i].res == -ENOENT))
@@ -565,6 +598,8 @@ read_direct(struct ol_get *g, const struct stripe *s, size_t in, uint8_t *out, s
 		ops[n].iov[1] = (struct iovec){tr[n], OL_TRAILER};
 	}
 	ol_shard_batch(ops, (unsigned)n);
+	for (int i = 0; i < n; i++)
+		checked(g, first + i, ops[i].res);
 	for (int i = 0; i < n; i++)
 		if (ops[i].res != (ssize_t)(s->bl + OL_TRAILER) ||
 		    ol_get_u64(tr[i]) !=

@@ -333,8 +333,18 @@ test_no_writes(const uint8_t *big, const uint8_t *big2)
 	   "another object written, its shard files on drives 0 and 3 removed");
 	rc = rc ? rc : open_store(true, 0, &r);
 	rc = rc ? rc : ol_store_get_open(r, "b", "lost2", 5, &g, &info);
+	/* the open asks a remote drive nothing (its first read answers whether the file is
+	 * there): -EAGAIN from the open where a local drive already tells, else from that read */
+	if (rc == 0) {
+		uint8_t *buf = malloc(1u << 20);
+
+		rc = buf ? (int)ol_store_get_read(g, 0, buf, 1u << 20) : -ENOMEM;
+		free(buf);
+		ol_store_get_close(g);
+		g = NULL;
+	}
 	ok(rc == -EAGAIN && shards_there(&sh2) == N - 2,
-	   "a view's get_open of it: -EAGAIN, nothing recreated (%d)", rc);
+	   "a view's get_open and first read of it: -EAGAIN, nothing recreated (%d)", rc);
 	ol_store_close(r);
 	ok(w && ol_store_delete(w, "b", "lost2", 5) == 0, "deleted through the writer");
 	ol_store_close(w);
@@ -432,6 +442,52 @@ test_not_fenced(struct ol_store *w, const uint8_t *big)
 	ok(rc == 0, "the leader's put after the view opened commits (%d)", rc);
 	ok(r && same(r, "b", "after", NULL, big, 300 * 1024), "and the view reads it");
 	ol_store_close(r);
+}
+
+/* The whole of a file, or NULL; *n its size. */
+static uint8_t *
+file_bytes(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *b = NULL;
+	long sz;
+
+	*n = 0;
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (sz = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (b = malloc((size_t)sz)) && fread(b, 1, (size_t)sz, f) == (size_t)sz)
+		*n = (size_t)sz;
+	fclose(f);
+	if (!*n) {
+		free(b);
+		b = NULL;
+	}
+	return b;
+}
+
+/* The writer's read of an object whose shard file on a remote drive is gone (its open asks the
+ * drive nothing, the first read finds the file missing): served from parity, the file made
+ * again and its blocks written back, byte for byte the file it was. */
+static void
+test_heal_on_read(struct ol_store *w, const uint8_t *big)
+{
+	struct shards sh;
+	uint8_t *was, *now;
+	size_t nw, nn;
+	int rc = put(w, "b", "hor", big, BIG, 0, NULL);
+
+	rc = rc ? rc : shards_of(w, "hor", &sh);
+	was = rc ? NULL : file_bytes(sh.path[1][0], &nw);
+	ok(was && sh.parts == 1 && unlink(sh.path[1][0]) == 0,
+	   "an object written, its shard file on drive 1 (%zu bytes) removed (%d)", nw, rc);
+	ok(same(w, "b", "hor", NULL, big, BIG), "the writer reads it whole");
+	now = file_bytes(sh.path[1][0], &nn);
+	ok(was && now && nn == nw && !memcmp(was, now, nw),
+	   "the shard file is there again, byte for byte (%zu of %zu bytes)", nn, nw);
+	free(was);
+	free(now);
+	ok(ol_store_delete(w, "b", "hor", 3) == 0, "deleted");
 }
 
 /* A view that cannot reach a drive holding the newest version, while a drive it reads missed
@@ -601,6 +657,7 @@ main(void)
 	}
 	if (!rc) {
 		test_not_fenced(w, big);
+		test_heal_on_read(w, big);
 		test_doubt(w, big, big2);
 		test_reclaim(w, r, big, big2, &queued);
 	}
