@@ -472,9 +472,9 @@ file_bytes(const char *path, size_t *n)
 static void
 test_heal_on_read(struct ol_store *w, const uint8_t *big)
 {
-	struct shards sh;
-	uint8_t *was, *now;
-	size_t nw, nn;
+	struct shards sh = {.parts = 0};
+	uint8_t *was = NULL, *now = NULL;
+	size_t nw = 0, nn = 0;
 	int rc = put(w, "b", "hor", big, BIG, 0, NULL);
 
 	rc = rc ? rc : shards_of(w, "hor", &sh);
@@ -482,7 +482,8 @@ test_heal_on_read(struct ol_store *w, const uint8_t *big)
 	ok(was && sh.parts == 1 && unlink(sh.path[1][0]) == 0,
 	   "an object written, its shard file on drive 1 (%zu bytes) removed (%d)", nw, rc);
 	ok(same(w, "b", "hor", NULL, big, BIG), "the writer reads it whole");
-	now = file_bytes(sh.path[1][0], &nn);
+	if (was)
+		now = file_bytes(sh.path[1][0], &nn);
 	ok(was && now && nn == nw && !memcmp(was, now, nw),
 	   "the shard file is there again, byte for byte (%zu of %zu bytes)", nn, nw);
 	free(was);
