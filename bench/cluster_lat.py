@@ -15,7 +15,6 @@ the medians over the rounds of each build side by side. Never a pass/fail test.
 """
 import argparse
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -24,33 +23,16 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_bench import REPO, client, views_open  # noqa: E402
-
-
-def cpu_s(pid):
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+from cluster_bench import REPO, client, cluster_up, cpu_s, views_open  # noqa: E402
 
 
 def one(build, n):
     """{figure: (median ms, leader CPU ms per request)} of one cluster on build"""
     d = tempfile.mkdtemp(prefix="openlake-clat-")
-    env = dict(os.environ, OPENLAKE_BUILD=build)
-    up = subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "up", "4", d, "--etcd",
-                         "1"], capture_output=True, text=True, timeout=600, env=env)
-    if up.returncode:
-        sys.exit(up.stdout + up.stderr)
+    os.environ["OPENLAKE_BUILD"] = build  # scripts/cluster.sh's build directory
     try:
-        urls = re.findall(r"s3=(\S+)", up.stdout)
-        pids = [int(x) for x in re.findall(r"pid=(\d+)", up.stdout)]
+        urls, leader = cluster_up(d, "")
         end = time.monotonic() + 120
-        leader = None
-        while leader is None and time.monotonic() < end:
-            leader = next((i for i in range(4) if "serving set 0.0" in
-                           open(f"{d}/node-{i}/openlaked.log").read()), None)
-            time.sleep(0.1)
-        if leader is None:
-            sys.exit("no leader within 120 s")
         while time.monotonic() < end:
             try:
                 if views_open(urls, leader):
@@ -70,17 +52,17 @@ def one(build, n):
                 for _ in range(20):  # warm: connections, caches
                     fn()
                 ts = []
-                c0 = cpu_s(pids[leader])
+                c0 = cpu_s(d, leader)
                 for _ in range(n):
                     t = time.perf_counter()
                     fn()
                     ts.append(time.perf_counter() - t)
                 out[f"{op} via the {via}"] = (statistics.median(ts) * 1e3,
-                                              (cpu_s(pids[leader]) - c0) / n * 1e3)
+                                              (cpu_s(d, leader) - c0) / n * 1e3)
         return out
     finally:
         subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "down", d],
-                       capture_output=True, timeout=120, env=env)
+                       capture_output=True, timeout=120)
         shutil.rmtree(d, ignore_errors=True)
 
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "store/store_int.h"
 
@@ -32,15 +33,6 @@ nap_ms(int ms)
 	struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
 
 	nanosleep(&t, NULL);
-}
-
-static int64_t
-mono_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
 #define EPOCH_BIT (1u << 31) /* in a gate's token: the call counted in gate_busy[1] */
@@ -88,7 +80,7 @@ epoch_busy(struct ol_store *st, unsigned e)
 static int
 calls_ended(struct ol_store *st, const struct ol_drain_progress *p)
 {
-	int64_t until = mono_ms() + QUIESCE_MS;
+	uint64_t until = ol_clock_ms() + QUIESCE_MS;
 
 	for (;;) {
 		bool fresh = !st->gate_waiting;
@@ -96,7 +88,7 @@ calls_ended(struct ol_store *st, const struct ol_drain_progress *p)
 		if (fresh)
 			st->gate_waiting = (int)(atomic_fetch_add(&st->gate_epoch, 1) & 1) + 1;
 		while (epoch_busy(st, (unsigned)st->gate_waiting - 1)) {
-			if (mono_ms() > until || atomic_load(&p->cancel))
+			if (ol_clock_ms() > until || atomic_load(&p->cancel))
 				return -EBUSY;
 			nap_ms(1);
 		}
@@ -112,11 +104,11 @@ static int
 gate_close(struct ol_store *st, uint64_t h)
 {
 	unsigned i = (unsigned)(h % OL_GATES);
-	int64_t until = mono_ms() + GATE_WAIT_MS;
+	uint64_t until = ol_clock_ms() + GATE_WAIT_MS;
 
 	atomic_store(&st->gate_closed[i], true);
 	while (atomic_load(&st->gate_busy[0][i]) || atomic_load(&st->gate_busy[1][i])) {
-		if (mono_ms() > until) {
+		if (ol_clock_ms() > until) {
 			atomic_store(&st->gate_closed[i], false);
 			return -EBUSY;
 		}
@@ -225,7 +217,8 @@ pace(struct drain *d, uint64_t n)
 	if (!d->rate)
 		return;
 	for (;;) {
-		int64_t due = d->t0 + (int64_t)(d->copied * 1000 / d->rate) - mono_ms();
+		int64_t due =
+		    d->t0 + (int64_t)(d->copied * 1000 / d->rate) - (int64_t)ol_clock_ms();
 
 		if (due <= 0 || atomic_load(&d->p->cancel))
 			return;
@@ -641,7 +634,7 @@ ol_store_drain(struct ol_store *st, unsigned pool, const struct ol_drain_opts *o
 			  .o = o,
 			  .pool = pool,
 			  .rate = o ? o->rate_bytes : 0,
-			  .t0 = mono_ms(),
+			  .t0 = (int64_t)ol_clock_ms(),
 			  .p = p,
 			  .buf = NULL};
 	bool empty = false;

@@ -93,13 +93,10 @@ open_shard(struct ol_get *g, int d, const struct ol_rpart *p)
 
 	if (!st->d[d].meta)
 		return;
-	if (ol_drive_remote(st, d)) {
-		g->fd[d] = ol_shard_handle(st, d, p->uuid);
+	g->fd[d] = ol_shard_handle(st, d, p->uuid);
+	if (ol_drive_remote(st, d))
 		g->unchecked[d] = g->fd[d] >= 0;
-		return;
-	}
-	g->fd[d] = ol_shard_open(st, d, p->uuid);
-	if (g->fd[d] < 0 && p->size && (g->fd[d] == -ENOENT || !st->readonly))
+	else if (g->fd[d] < 0 && p->size && (g->fd[d] == -ENOENT || !st->readonly))
 		missing(g, d, p->uuid);
 }
 
