@@ -11,16 +11,23 @@
 #     save/load   vs boto3's TransferManager (W processes, same bytes, same daemon)
 #     save/load   vs `aws s3 cp` (W processes, files of SIZE bytes, same daemon)
 #   model load: one safetensors file into memory (load_safetensors) vs fio read of SIZE, 1 job
+#   both loads also vs the same bytes read from local files (on the same disk) into fresh
+#     tensors (huge pages advised, as ours are), W processes / 1: what landing them in new
+#     memory costs any loader on this machine, which fio's reused buffer does not pay
 #   openlake cp vs aws s3 cp, up and down (W processes)
+#   with --cold, every read figure (fio's, ours, boto3's, aws's) starts with the page cache
+#   dropped (sync; echo 3 > /proc/sys/vm/drop_caches; needs root): a reload after a failure,
+#   from the drives, where the default measures reads of bytes just written (still cached)
 #   client CPU seconds per GB of the save and load processes, ours vs boto3
 #
 # Usage: bench/checkpoint.sh [--writers W] [--size SIZE_MiB] [--build DIR] [--dir DIR]
-#                            [--markdown]
+#                            [--markdown] [--cold]
 #   --writers W   writer/reader processes (default 4)
 #   --size MiB    bytes of tensors per writer (default 256: 1 GiB in all)
 #   --build DIR   build directory (default $OPENLAKE_BUILD or build)
 #   --dir DIR     where the drives and the fio and cp files go (default a temp dir under
 #                 $TMPDIR or /tmp: the same disk for every figure); removed at the end
+#   --cold        drop the page cache before each read figure (root)
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -29,6 +36,7 @@ BASE=${TMPDIR:-/tmp}
 W=4
 SIZE_MIB=256
 MARKDOWN=0
+COLD=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--writers) W=$2; shift ;;
@@ -36,6 +44,7 @@ while [ $# -gt 0 ]; do
 	--build) BUILD=$2; shift ;;
 	--dir) BASE=$2; shift ;;
 	--markdown) MARKDOWN=1 ;;
+	--cold) COLD=1 ;;
 	-h|--help) awk 'NR > 1 && !/^#/ {exit} NR > 1 {sub(/^# ?/, ""); print}' "$0"; exit 0 ;;
 	*) echo "checkpoint.sh: unknown flag '$1' (see --help)" >&2; exit 2 ;;
 	esac
@@ -51,6 +60,10 @@ done
 for t in fio aws; do
 	command -v $t >/dev/null || { echo "checkpoint.sh: $t is missing (scripts/deps.sh bench installs it)" >&2; exit 1; }
 done
+if [ "$COLD" = 1 ] && ! [ -w /proc/sys/vm/drop_caches ]; then
+	echo "checkpoint.sh: --cold drops the page cache through /proc/sys/vm/drop_caches: run it as root" >&2
+	exit 1
+fi
 $PY -c 'import torch, boto3' 2>/dev/null || { echo "checkpoint.sh: needs python3-torch and python3-boto3" >&2; exit 1; }
 
 TMP=$(mktemp -d "$BASE/openlake-ckptbench.XXXXXX")
@@ -98,7 +111,7 @@ def shard(r):
 def work(r, bar, q):
     if mode.startswith("ol"):
         c = s3.Client(conns=8)
-    else:
+    elif mode.startswith("b3"):
         import boto3
         from boto3.s3.transfer import TransferConfig
         b3 = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
@@ -122,6 +135,15 @@ def work(r, bar, q):
         idx = s3._read_index(c, "ckpt", "step/rank-%d/" % r)
         f = sorted(set(idx["weight_map"].values()))[0]
         out = s3.load_safetensors("s3://ckpt/step/rank-%d/%s" % (r, f), client=c)
+    elif mode in ("file-load", "file-model"):
+        t = torch.empty(size, dtype=torch.uint8)
+        s3._advise_huge(t)
+        mv, got = memoryview(t.numpy()), 0
+        with open(os.path.join(os.environ["CKPT_FILES"], "f%d" % r), "rb", buffering=0) as f:
+            while got < size:
+                n = f.readinto(mv[got:got + (8 << 20)])
+                assert n, "short file"
+                got += n
     elif mode == "b3-save":
         b3.upload_fileobj(io.BytesIO(data), "ckpt", "boto3/rank-%d" % r, Config=cfg)
     elif mode == "b3-load":
@@ -147,6 +169,14 @@ if __name__ == "__main__":
                          sum(c for _, _, c in ts) / (W * size / 1e9)))
 EOF
 drive() { echo "+ drive.py $1 $W $SIZE_MIB" >&2; $PY "$TMP/drive.py" "$1" "$W" "$SIZE_MIB"; }
+# cold: with --cold, what was written goes to the disk and the page cache is dropped, so the
+# read after it comes from the drives
+cold() {
+	[ "$COLD" = 1 ] || return 0
+	echo "+ sync; echo 3 >/proc/sys/vm/drop_caches" >&2
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+}
 
 # fio on the same disk: W jobs of SIZE, written with a final fsync, then read
 fio_bw() { # fio_bw RW JOBS -> GB/s
@@ -159,19 +189,31 @@ print('%.3f' % (j[sys.argv[2]]['bw_bytes'] / 1e9))" "$TMP/fio.json" "${1/rand/}"
 }
 mkdir -p "$TMP/fio" "$TMP/files" "$TMP/down"
 
+# local files of SIZE each: the file loads' input, and what the cp figures copy
+for r in $(seq 0 $((W - 1))); do head -c "$((SIZE_MIB * 1048576))" /dev/urandom >"$TMP/files/f$r"; done
+export CKPT_FILES=$TMP/files
 FIO_W=$(fio_bw write "$W")
+cold
 FIO_R=$(fio_bw read "$W")
+cold
 FIO_R1=$(fio_bw read 1)
 rm -rf "$TMP/fio"
 read -r OL_SAVE OL_SAVE_CPU <<<"$(drive ol-save)"
+cold
 read -r OL_LOAD OL_LOAD_CPU <<<"$(drive ol-load)"
+cold
 read -r OL_INPLACE OL_INPLACE_CPU <<<"$(drive ol-inplace)"
+cold
 read -r OL_MODEL _ <<<"$($PY "$TMP/drive.py" ol-model 1 "$SIZE_MIB")"
+cold
+read -r FILE_LOAD _ <<<"$(drive file-load)"
+cold
+read -r FILE_MODEL _ <<<"$($PY "$TMP/drive.py" file-model 1 "$SIZE_MIB")"
 read -r B3_SAVE B3_SAVE_CPU <<<"$(drive b3-save)"
+cold
 read -r B3_LOAD B3_LOAD_CPU <<<"$(drive b3-load)"
 
-# cp: W files of SIZE, all at once
-for r in $(seq 0 $((W - 1))); do head -c "$((SIZE_MIB * 1048576))" /dev/urandom >"$TMP/files/f$r"; done
+# cp: the W files of SIZE, all at once
 cp_run() { # cp_run TOOL DIR -> GB/s
 	local t0 t1 pids=()
 	t0=$(now)
@@ -192,7 +234,9 @@ cp_run() { # cp_run TOOL DIR -> GB/s
 echo "+ aws s3 cp / openlake cp x $W" >&2
 AWS_UP=$(cp_run aws up)
 OLCP_UP=$(cp_run ol up)
+cold
 AWS_DOWN=$(cp_run aws down)
+cold
 OLCP_DOWN=$(cp_run ol down)
 cmp "$TMP/files/f0" "$TMP/down/ol-f0"
 
@@ -204,6 +248,7 @@ row() { # row FIGURE OURS REFNAME REF
 		printf '%-44s %8s GB/s   %-40s %8s GB/s   ratio %s\n' "$1" "$2" "$3" "$4" "$(ratio "$2" "$4")"
 	fi
 }
+[ "$COLD" = 1 ] && echo "(--cold: the page cache dropped before each read figure)"
 [ "$MARKDOWN" = 1 ] && echo "| figure | GB/s | reference | GB/s | ratio |" && echo "|---|---|---|---|---|"
 row "checkpoint save, $W writers x ${SIZE_MIB} MiB" "$OL_SAVE" "fio write x k/(k+P) ($K/$DRIVES)" "$FIO_WK"
 row "checkpoint save" "$OL_SAVE" "boto3 TransferManager, $W procs" "$B3_SAVE"
@@ -213,6 +258,8 @@ row "checkpoint load" "$OL_LOAD" "boto3 TransferManager, $W procs" "$B3_LOAD"
 row "checkpoint load" "$OL_LOAD" "aws s3 cp, $W procs" "$AWS_DOWN"
 row "checkpoint load in place (out=state_dict)" "$OL_INPLACE" "fio read, $W jobs" "$FIO_R"
 row "model load, 1 file of ${SIZE_MIB} MiB" "$OL_MODEL" "fio read, 1 job" "$FIO_R1"
+row "checkpoint load, $W readers" "$OL_LOAD" "local files into fresh tensors, $W procs" "$FILE_LOAD"
+row "model load" "$OL_MODEL" "a local file into fresh tensors, 1 proc" "$FILE_MODEL"
 row "openlake cp up, $W procs" "$OLCP_UP" "aws s3 cp up" "$AWS_UP"
 row "openlake cp down, $W procs" "$OLCP_DOWN" "aws s3 cp down" "$AWS_DOWN"
 # client CPU seconds per GB (lower is better; the ratio is boto3's over ours): what the

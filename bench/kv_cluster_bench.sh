@@ -15,8 +15,9 @@
 #            cluster costs beyond the nodes' being four;
 #   direct:  the same bench against the standalone node, which holds every key: the
 #            reference, the client's path with no cluster in it.
-# The keys fit in DRAM either way (128 MiB of them). Median GB/s of each and the ratio
-# cluster/direct and cluster/loose, with the machine's load. On one machine the four nodes share the cores the
+# The keys fit in DRAM either way (128 MiB of them). Median GB/s of each, the ratios
+# cluster/direct and cluster/loose of those, the median of the rounds' own ratios, and the
+# machine's load. On one machine the four nodes share the cores the
 # standalone node has to itself, so beside GB/s it prints, per side, where the CPU went (from
 # /proc and the client's rusage, less sensitive to other load than GB/s): the daemons' CPU
 # seconds per GB served (the four nodes and etcd together vs the one node), the client's,
@@ -171,6 +172,12 @@ print(f"KV get through the cluster (4 nodes, client-side placement): {mc[0]:.3f}
 print(f"KV get through the cluster (4 nodes, client-side placement): {mc[0]:.3f} GB/s   "
       f"reference, the same four nodes' shape with no cluster (static seeds): {ml[0]:.3f} GB/s   "
       f"ratio {mc[0] / ml[0]:.2f}")
+# the rounds alternate the sides, so a load that drifts weighs on both: the median of the
+# rounds' own ratios is the steadier figure on a busy machine
+rd = statistics.median(a[0] / b[0] for a, b in zip(c, d))
+rl = statistics.median(a[0] / b[0] for a, b in zip(c, l))
+print(f"  median of the rounds' ratios: cluster / one node {rd:.2f}   "
+      f"cluster / four nodes without a cluster {rl:.2f}")
 for name, i, unit in (("daemons' CPU per GB", 1, " s"), ("client's CPU per GB", 2, " s"),
                       ("daemons' context switches per get", 3, "")):
     print(f"  {name}: cluster {mc[i]:.3f}{unit}   four nodes, no cluster {ml[i]:.3f}{unit}   "

@@ -1,12 +1,15 @@
-"""libopenlake's S3 client and `openlake cp` against another S3 implementation: moto's
-server (moto_server, from the pyenv Python that awscli runs on here; the test skips when it
-is absent). Multipart PUT, whole and ranged scatter GETs (CRC32C checked where moto keeps a
-full-object one), listing, delete, cp up and down."""
+"""libopenlake's S3 client and `openlake cp` against other S3 implementations: moto's server
+(moto_server, from the pyenv Python that awscli runs on here) and s3rver (Node.js, from the npm
+registry: scripts/deps.sh test puts it into .deps/s3rver). Each is skipped, saying why, when it
+is absent. Multipart PUT, whole and ranged scatter GETs (CRC32C checked where the server keeps
+a full-object one), listing, delete, cp up and down."""
 
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
+from collections import namedtuple
 
 import pytest
 
@@ -17,6 +20,8 @@ from openlake_client import s3  # noqa: E402
 
 MiB = 1 << 20
 
+Other = namedtuple("Other", "name url access_key secret_key")
+
 
 def moto_server_path():
     return shutil.which("moto_server") or next(
@@ -24,18 +29,37 @@ def moto_server_path():
         None)
 
 
-@pytest.fixture(scope="module")
-def moto():
-    exe = moto_server_path()
+def s3rver_path():
+    return next((p for p in [str(REPO / ".deps" / "s3rver" / "node_modules" / ".bin" / "s3rver"),
+                             shutil.which("s3rver")] if p and os.path.exists(p)), None)
+
+
+# name: (where its program is, its command line, its credentials, why it may be missing)
+SERVERS = {
+    "moto": (moto_server_path, lambda exe, port, d: [exe, "-H", "127.0.0.1", "-p", str(port)],
+             ("testing", "testing"), "moto_server (pip's moto[server]) is not installed"),
+    "s3rver": (s3rver_path,
+               lambda exe, port, d: [exe, "-d", d, "-a", "127.0.0.1", "-p", str(port), "-s"],
+               ("S3RVER", "S3RVER"),
+               "s3rver is not installed (scripts/deps.sh test installs it from the npm registry "
+               "into .deps/s3rver)"),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(SERVERS))
+def other(request, tmp_path_factory):
+    find, argv, (ak, sk), why = SERVERS[request.param]
+    exe = find()
     if not exe:
-        pytest.skip("moto_server (pip's moto[server]) is not installed: no second S3 server")
+        pytest.skip(why + ": no second S3 server of this kind")
     port = free_port()
-    p = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+    data = tmp_path_factory.mktemp(request.param)
+    p = subprocess.Popen(argv(exe, port, str(data)), stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     try:
         if not wait_port(port, 60, p):
-            pytest.skip("moto_server did not start")
-        yield "http://127.0.0.1:%d" % port
+            pytest.skip("%s did not start" % request.param)
+        yield Other(request.param, "http://127.0.0.1:%d" % port, ak, sk)
     finally:
         p.terminate()
         try:
@@ -45,31 +69,36 @@ def moto():
             p.wait(10)
 
 
-def test_client_against_moto(moto):
-    c = s3.Client(endpoint=moto, access_key="testing", secret_key="testing", conns=4)
+def test_client_against_another_server(other):
+    c = s3.Client(endpoint=other.url, access_key=other.access_key, secret_key=other.secret_key,
+                  conns=4)
     c.create_bucket("other")
     data = os.urandom(19 * MiB + 5)
     etag, _ = c.put("other", "m/big", [data[:7], data[7:]])
-    assert etag.endswith('-3"')
+    if other.name == "s3rver":  # its completed multipart upload's ETag: the whole object's MD5
+        assert etag == '"%s"' % hashlib.md5(data).hexdigest()
+    else:  # S3's: the MD5 of the parts' MD5s, "-" and the part count (3 parts of 8 MiB max)
+        assert etag.endswith('-3"')
     assert c.get("other", "m/big") == data
     bufs = [bytearray(11), bytearray(9 * MiB)]
     c.get_into("other", "m/big", bufs, offset=8 * MiB - 5)
     assert bytes(bufs[0]) + bytes(bufs[1]) == data[8 * MiB - 5:8 * MiB + 6 + 9 * MiB]
     c.put("other", "m/small", b"hello world")
-    assert c.get("other", "m/small") == b"hello world"  # moto keeps its CRC32C: checked
+    assert c.get("other", "m/small") == b"hello world"  # CRC32C checked where it is kept
     assert c.list("other", "m/") == [("m/big", len(data)), ("m/small", 11)]
     c.delete("other", "m/small")
     assert not c.exists("other", "m/small")
 
 
-def test_cp_against_moto(moto, tmp_path):
+def test_cp_against_another_server(other, tmp_path):
     src = tmp_path / "f.bin"
     data = os.urandom(17 * MiB)
     src.write_bytes(data)
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
-               AWS_ENDPOINT_URL=moto, AWS_CONFIG_FILE="/dev/null",
-               AWS_SHARED_CREDENTIALS_FILE="/dev/null")
-    s3.Client(endpoint=moto, access_key="testing", secret_key="testing").create_bucket("cpo")
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=other.access_key,
+               AWS_SECRET_ACCESS_KEY=other.secret_key, AWS_ENDPOINT_URL=other.url,
+               AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null")
+    s3.Client(endpoint=other.url, access_key=other.access_key,
+              secret_key=other.secret_key).create_bucket("cpo")
     r = subprocess.run([str(OPENLAKE_CLI), "cp", str(src), "s3://cpo/x/"], env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
