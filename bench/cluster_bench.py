@@ -66,8 +66,12 @@ def timed(fn):
     return time.monotonic() - t
 
 
-def cluster_up(d, conf, etcd=1):
+def cluster_up(d, conf, etcd=1, build=None):
+    """scripts/cluster.sh up 4 d (build: its build directory, default $OPENLAKE_BUILD):
+    (the nodes' S3 URLs, the serving leader's index)"""
     env = dict(os.environ, OPENLAKE_CLUSTER_CONF=conf)
+    if build:
+        env["OPENLAKE_BUILD"] = build
     up = subprocess.run([os.path.join(REPO, "scripts", "cluster.sh"), "up", "4", d, "--etcd",
                          str(etcd)], capture_output=True, text=True, timeout=600, env=env)
     if up.returncode:

@@ -29,9 +29,8 @@ from cluster_bench import REPO, client, cluster_up, cpu_s, views_open  # noqa: E
 def one(build, n):
     """{figure: (median ms, leader CPU ms per request)} of one cluster on build"""
     d = tempfile.mkdtemp(prefix="openlake-clat-")
-    os.environ["OPENLAKE_BUILD"] = build  # scripts/cluster.sh's build directory
     try:
-        urls, leader = cluster_up(d, "")
+        urls, leader = cluster_up(d, "", build=build)
         end = time.monotonic() + 120
         while time.monotonic() < end:
             try:

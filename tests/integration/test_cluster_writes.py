@@ -37,7 +37,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from conftest import wait_for
-from test_cluster_reads import metric, s3_extra, scrape, status
+from test_cluster_reads import metric, s3_extra, scrape, settled, status
 from test_cluster_reads import ready as views_ready
 from test_cluster_store import TTL, body, etcd, others, pytestmark, start_cluster  # noqa: F401
 
@@ -168,8 +168,7 @@ def test_puts_through_every_follower_read_back_through_every_node(cluster):
     for op, n in ops0.items():
         def count(op=op):
             return metric(c.nodes[lid], "openlake_s3_requests_total", f'op="{op}"')
-        wait_for(lambda: count() >= n + 1, 30, f"the leader counting the forwarded {op}")
-        assert count() == n + 1, op
+        assert settled(count, n + 1, f"the leader counting the forwarded {op}") == n + 1, op
     assert local_writes(c.nodes[f]) == n0
     assert s3.get_object(Bucket="wany", Key="copied")["Body"].read() == written[f"mib-via-{f}"]
 
@@ -550,10 +549,9 @@ def test_write_any_off_forwards_puts_to_the_leader(cluster_write_any_off):
     s3.create_bucket(Bucket="woff")
     lead0 = leader_puts(c.nodes[lid])
     s3.put_object(Bucket="woff", Key="o", Body=body("off", 300000))
-    # the leader counts a request after its answer went out (src/s3/server.c, handle): wait
-    # for the count, then check it is exactly this PUT
-    wait_for(lambda: leader_puts(c.nodes[lid]) >= lead0 + 1, 30, "the leader's PUT counted")
-    assert leader_puts(c.nodes[lid]) == lead0 + 1
+    # the leader counts a request after its answer went out (src/s3/server.c, handle)
+    assert settled(lambda: leader_puts(c.nodes[lid]), lead0 + 1,
+                   "the leader's PUT counted") == lead0 + 1
     assert local_writes(c.nodes[f]) == 0
     assert s3.get_object(Bucket="woff", Key="o")["Body"].read() == body("off", 300000)
     rs = status(c.nodes[f])["cluster"]["read_store"]
